@@ -1,0 +1,4 @@
+//! The scheduler: pure functions from (snapshot, evaluation, seed) to a plan. Reconcile desired
+//! against existing allocations, check feasibility, rank nodes by bin-packing.
+//!
+//! **Invariant**: deterministic, no I/O, no clocks; only the server's plan applier writes.
