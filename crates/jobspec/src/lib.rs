@@ -15,6 +15,7 @@ mod eval;
 mod hcl_parse;
 mod schema;
 mod suggest;
+mod validate;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Position, SourceMap};
 pub use duration::{DurationError, parse_go_duration};
