@@ -135,15 +135,19 @@ pub(crate) fn decode_job_file(
         &mut diagnostics,
     );
 
+    if job_blocks.is_empty() {
+        diagnostics.push(Diagnostic::new(
+            filename,
+            None,
+            "missing job block: a jobspec needs exactly one job \"name\" { ... } block",
+        ));
+    }
+    // Errors in variables or locals would only cascade into the job body: stop here.
+    if !diagnostics.is_empty() {
+        return Err(diagnostics);
+    }
     let job_block = match job_blocks.as_slice() {
-        [] => {
-            diagnostics.push(Diagnostic::new(
-                filename,
-                None,
-                "missing job block: a jobspec needs exactly one job \"name\" { ... } block",
-            ));
-            return Err(diagnostics);
-        }
+        [] => return Err(diagnostics),
         [first, rest @ ..] => {
             for extra in rest {
                 diagnostics.push(Diagnostic::new(
@@ -158,9 +162,6 @@ pub(crate) fn decode_job_file(
             *first
         }
     };
-    if !diagnostics.is_empty() {
-        return Err(diagnostics);
-    }
 
     let mut walker = Walker {
         filename,

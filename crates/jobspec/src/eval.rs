@@ -287,6 +287,9 @@ impl Evaluator {
 #[derive(Debug, Default)]
 struct PlaceholderTree {
     children: BTreeMap<String, PlaceholderTree>,
+    /// Whether this node was reached with an index (`env["PATH"]`) rather than an attribute
+    /// (`attr.kernel`), so the text keeps the form the user wrote.
+    reached_by_index: bool,
 }
 
 impl PlaceholderTree {
@@ -296,10 +299,10 @@ impl PlaceholderTree {
         }
         let mut object = Map::new();
         for (name, child) in self.children {
-            let text = if is_identifier(&name) {
-                format!("{text_so_far}.{name}")
-            } else {
+            let text = if child.reached_by_index || !is_identifier(&name) {
                 format!("{text_so_far}[{name:?}]")
+            } else {
+                format!("{text_so_far}.{name}")
             };
             object.insert(name, child.into_value(&text));
         }
@@ -327,12 +330,13 @@ fn collect_runtime_references(expression: &Expression, tree: &mut PlaceholderTre
             if let Expression::Variable(root) = &traversal.expr {
                 let mut node = tree.children.entry(root.as_str().to_string()).or_default();
                 for operator in &traversal.operators {
-                    let key = match operator {
-                        TraversalOperator::GetAttr(name) => name.as_str().to_string(),
-                        TraversalOperator::Index(Expression::String(key)) => key.clone(),
+                    let (key, reached_by_index) = match operator {
+                        TraversalOperator::GetAttr(name) => (name.as_str().to_string(), false),
+                        TraversalOperator::Index(Expression::String(key)) => (key.clone(), true),
                         _ => break,
                     };
                     node = node.children.entry(key).or_default();
+                    node.reached_by_index |= reached_by_index;
                 }
             } else {
                 collect_runtime_references(&traversal.expr, tree);
@@ -743,6 +747,7 @@ mod tests {
                 "${meta.rack}-${node.unique.name}",
             ),
             (r#"attr.kernel.name"#, "${attr.kernel.name}"),
+            (r#""${env["PATH"]}""#, "${env[\"PATH\"]}"),
             (
                 r#""${local.greeting} ${upper(var.image)}""#,
                 "hello BUSYBOX",

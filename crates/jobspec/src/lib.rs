@@ -45,7 +45,11 @@ pub enum JobspecError {
 
 /// Parses an HCL2 jobspec, applies defaults and validates it. Every problem is reported, each
 /// located as `filename:line:column`.
-pub fn parse_hcl(source: &str, filename: &str, variable_values: &VarValues) -> Result<Job, Diagnostics> {
+pub fn parse_hcl(
+    source: &str,
+    filename: &str,
+    variable_values: &VarValues,
+) -> Result<Job, Diagnostics> {
     let source_map = SourceMap::new(source);
     let body = hcl_parse::parse_body(source, filename, &source_map)?;
     let decoded = decode::decode_job_file(&body, filename, &source_map, variable_values)
@@ -80,7 +84,9 @@ pub fn parse_json(source: &str, filename: &str) -> Result<Job, Diagnostics> {
                 .find(|key| key.eq_ignore_ascii_case("job"))
                 .cloned();
             match wrapped_key {
-                Some(key) if object.len() == 1 || object.get(&key).is_some_and(JsonValue::is_object) => {
+                Some(key)
+                    if object.len() == 1 || object.get(&key).is_some_and(JsonValue::is_object) =>
+                {
                     object.remove(&key).unwrap_or(JsonValue::Null)
                 }
                 _ => JsonValue::Object(object),
@@ -123,7 +129,11 @@ pub fn validate(job: &Job) -> Vec<Diagnostic> {
     let job_json = match serde_json::to_value(job) {
         Ok(value) => value,
         Err(error) => {
-            return vec![Diagnostic::new("", None, format!("cannot encode the job: {error}"))];
+            return vec![Diagnostic::new(
+                "",
+                None,
+                format!("cannot encode the job: {error}"),
+            )];
         }
     };
     validate::validate_job_json(&job_json)
@@ -172,17 +182,28 @@ fn build_and_validate(
         message,
     };
     let mut job: Job = drover_structs::lenient::from_value_ignoring_key_case(user_json.clone())
-        .map_err(|error| Diagnostics(vec![diagnostic(String::new(), format!("the job does not have Nomad's shape: {error}"))]))?;
+        .map_err(|error| {
+            Diagnostics(vec![diagnostic(
+                String::new(),
+                format!("the job does not have Nomad's shape: {error}"),
+            )])
+        })?;
     job.canonicalize();
     let canonical_json = serde_json::to_value(&job).map_err(|error| {
-        Diagnostics(vec![diagnostic(String::new(), format!("cannot encode the job: {error}"))])
+        Diagnostics(vec![diagnostic(
+            String::new(),
+            format!("cannot encode the job: {error}"),
+        )])
     })?;
 
     let mut diagnostics = Vec::new();
     let mut unsupported = Vec::new();
     collect_dropped_fields(&user_json, &canonical_json, String::new(), &mut unsupported);
     for field_path in unsupported {
-        let message = format!("{field_path} is not supported by drover");
+        let message = format!(
+            "{} is not supported by drover",
+            describe_field_path(&user_json, &field_path)
+        );
         diagnostics.push(diagnostic(field_path, message));
     }
 
@@ -198,26 +219,44 @@ fn build_and_validate(
     }
 }
 
-fn find_key_ignoring_case<'map>(map: &'map JsonMap<String, JsonValue>, key: &str) -> Option<&'map String> {
+fn find_key_ignoring_case<'map>(
+    map: &'map JsonMap<String, JsonValue>,
+    key: &str,
+) -> Option<&'map String> {
     if map.contains_key(key) {
         return map.keys().find(|candidate| *candidate == key);
     }
-    map.keys().find(|candidate| candidate.eq_ignore_ascii_case(key))
+    map.keys()
+        .find(|candidate| candidate.eq_ignore_ascii_case(key))
 }
 
 /// Paths of user fields (non-null) that have no counterpart in the job's own encoding.
-fn collect_dropped_fields(user: &JsonValue, canonical: &JsonValue, path: String, dropped: &mut Vec<String>) {
+fn collect_dropped_fields(
+    user: &JsonValue,
+    canonical: &JsonValue,
+    path: String,
+    dropped: &mut Vec<String>,
+) {
     match (user, canonical) {
         (JsonValue::Object(user_map), JsonValue::Object(canonical_map)) => {
             for (key, user_value) in user_map {
                 if user_value.is_null() {
                     continue;
                 }
-                let child_path = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                let child_path = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
                 match find_key_ignoring_case(canonical_map, key) {
                     Some(canonical_key) => {
                         if let Some(canonical_value) = canonical_map.get(canonical_key) {
-                            collect_dropped_fields(user_value, canonical_value, child_path, dropped);
+                            collect_dropped_fields(
+                                user_value,
+                                canonical_value,
+                                child_path,
+                                dropped,
+                            );
                         }
                     }
                     None => dropped.push(child_path),
@@ -225,8 +264,15 @@ fn collect_dropped_fields(user: &JsonValue, canonical: &JsonValue, path: String,
             }
         }
         (JsonValue::Array(user_items), JsonValue::Array(canonical_items)) => {
-            for (index, (user_item, canonical_item)) in user_items.iter().zip(canonical_items).enumerate() {
-                collect_dropped_fields(user_item, canonical_item, format!("{path}[{index}]"), dropped);
+            for (index, (user_item, canonical_item)) in
+                user_items.iter().zip(canonical_items).enumerate()
+            {
+                collect_dropped_fields(
+                    user_item,
+                    canonical_item,
+                    format!("{path}[{index}]"),
+                    dropped,
+                );
             }
         }
         _ => {}
@@ -242,11 +288,14 @@ fn overlay_explicit_values(effective: &mut JsonValue, user: &JsonValue) {
                 if user_value.is_null() {
                     continue;
                 }
-                let Some(effective_key) = find_key_ignoring_case(effective_map, key).cloned() else {
+                let Some(effective_key) = find_key_ignoring_case(effective_map, key).cloned()
+                else {
                     continue;
                 };
                 if let Some(effective_value) = effective_map.get_mut(&effective_key) {
-                    if effective_value.is_null() && (user_value.is_object() || user_value.is_array()) {
+                    if effective_value.is_null()
+                        && (user_value.is_object() || user_value.is_array())
+                    {
                         *effective_value = user_value.clone();
                     } else {
                         overlay_explicit_values(effective_value, user_value);
@@ -315,5 +364,47 @@ fn move_job_reschedule_into_groups(job: &mut JsonValue, locations: &mut BTreeMap
         if let Some(offset) = job_reschedule_location {
             locations.entry(group_path).or_insert(offset);
         }
+    }
+}
+
+/// Reads a JSON field path as the jobspec would name it:
+/// `TaskGroups[0].Tasks[1].Identities[0].Filepath` → `group "app" task "web": identity.filepath`.
+fn describe_field_path(job: &JsonValue, field_path: &str) -> String {
+    let mut context = Vec::new();
+    let mut names = Vec::new();
+    let mut current = Some(job);
+    for segment in field_path.split('.') {
+        let (field, index) = match segment.split_once('[') {
+            Some((field, rest)) => (field, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (segment, None),
+        };
+        current = current.and_then(|value| value.get(field));
+        if let Some(index) = index {
+            current = current.and_then(|value| value.get(index));
+        }
+        let label = current
+            .and_then(|value| value.get("Name"))
+            .and_then(JsonValue::as_str)
+            .unwrap_or("");
+        match field {
+            "TaskGroups" => {
+                context.push(format!("group {label:?}"));
+                names.clear();
+            }
+            "Tasks" => {
+                context.push(format!("task {label:?}"));
+                names.clear();
+            }
+            other => names.push(
+                schema::hcl_name_for_json_field(other)
+                    .unwrap_or(other)
+                    .to_string(),
+            ),
+        }
+    }
+    if context.is_empty() {
+        names.join(".")
+    } else {
+        format!("{}: {}", context.join(" "), names.join("."))
     }
 }

@@ -752,3 +752,57 @@ pub fn refused_blocks() -> Vec<(&'static str, &'static str, &'static str)> {
     );
     refused
 }
+
+static ALL_SCHEMAS: [&BodySchema; 28] = [
+    &JOB,
+    &GROUP,
+    &TASK,
+    &CONSTRAINT,
+    &AFFINITY,
+    &SPREAD,
+    &SPREAD_TARGET,
+    &UPDATE,
+    &PERIODIC,
+    &PARAMETERIZED,
+    &RESCHEDULE,
+    &RESTART,
+    &EPHEMERAL_DISK,
+    &PORT,
+    &NETWORK,
+    &CHECK_RESTART,
+    &CHECK,
+    &SERVICE,
+    &RESOURCES,
+    &LOGS,
+    &LIFECYCLE,
+    &DISPATCH_PAYLOAD,
+    &ARTIFACT,
+    &TEMPLATE_WAIT,
+    &CHANGE_SCRIPT,
+    &TEMPLATE,
+    &IDENTITY,
+    &JOB,
+];
+
+/// The jobspec name of a Nomad JSON field (`MemoryMB` → `memory`), for messages.
+pub(crate) fn hcl_name_for_json_field(json_field: &str) -> Option<&'static str> {
+    match json_field {
+        "ReservedPorts" | "DynamicPorts" => return Some("port"),
+        "Identity" | "Identities" => return Some("identity"),
+        _ => {}
+    }
+    ALL_SCHEMAS.iter().find_map(|schema| {
+        schema
+            .arguments
+            .iter()
+            .find(|argument| argument.json_field == json_field)
+            .map(|argument| argument.name)
+            .or_else(|| {
+                schema
+                    .blocks
+                    .iter()
+                    .find(|block| matches!(block.placement, Placement::Field(field) if field == json_field))
+                    .map(|block| block.name)
+            })
+    })
+}

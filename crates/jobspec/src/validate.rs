@@ -187,9 +187,17 @@ impl Checker {
         if id.is_empty() {
             self.report(&place, "ID".into(), "job ID is missing");
         } else if id.contains(' ') {
-            self.report(&place, "ID".into(), format!("job ID {id:?} must not contain spaces"));
+            self.report(
+                &place,
+                "ID".into(),
+                format!("job ID {id:?} must not contain spaces"),
+            );
         } else if id.contains('\0') {
-            self.report(&place, "ID".into(), "job ID must not contain a null character");
+            self.report(
+                &place,
+                "ID".into(),
+                "job ID must not contain a null character",
+            );
         }
         if text(job, "Name").is_empty() {
             self.report(&place, "Name".into(), "job name is missing");
@@ -215,7 +223,11 @@ impl Checker {
             .iter()
             .any(|datacenter| datacenter.as_str().is_none_or(str::is_empty))
         {
-            self.report(&place, "Datacenters".into(), "datacenter names must not be empty");
+            self.report(
+                &place,
+                "Datacenters".into(),
+                "datacenter names must not be empty",
+            );
         }
 
         self.constraints(job, &place, false);
@@ -231,12 +243,20 @@ impl Checker {
             let name = text(group, "Name");
             let group_place = place.item("TaskGroups", index);
             if name.is_empty() {
-                self.report(&group_place, group_place.field("Name"), format!("group {} has no name", index + 1));
+                self.report(
+                    &group_place,
+                    group_place.field("Name"),
+                    format!("group {} has no name", index + 1),
+                );
             } else if let Some(first) = group_names.get(name) {
                 self.report(
                     &group_place,
                     group_place.path.clone(),
-                    format!("group {name:?} is defined twice (groups {} and {})", first + 1, index + 1),
+                    format!(
+                        "group {name:?} is defined twice (groups {} and {})",
+                        first + 1,
+                        index + 1
+                    ),
                 );
             } else {
                 group_names.insert(name, index);
@@ -252,26 +272,41 @@ impl Checker {
 
         if let Some(periodic) = job.get("Periodic").filter(|value| value.is_object()) {
             let periodic_place = place.child("Periodic");
-            let enabled = periodic.get("Enabled").and_then(JsonValue::as_bool).unwrap_or(true);
+            let enabled = periodic
+                .get("Enabled")
+                .and_then(JsonValue::as_bool)
+                .unwrap_or(true);
             if enabled {
                 if job_type != "batch" && job_type != "sysbatch" {
                     self.report(
                         &periodic_place,
                         periodic_place.path.clone(),
-                        format!("periodic is only allowed for batch and sysbatch jobs, not {job_type:?}"),
+                        format!(
+                            "periodic is only allowed for batch and sysbatch jobs, not {job_type:?}"
+                        ),
                     );
                 }
                 let spec = text(periodic, "Spec");
                 let specs = items(periodic, "Specs");
                 if !spec.is_empty() && !specs.is_empty() {
-                    self.report(&periodic_place, periodic_place.path.clone(), "periodic takes cron or crons, not both");
+                    self.report(
+                        &periodic_place,
+                        periodic_place.path.clone(),
+                        "periodic takes cron or crons, not both",
+                    );
                 }
                 if spec.is_empty() && specs.is_empty() {
-                    self.report(&periodic_place, periodic_place.path.clone(), "periodic needs a cron expression (cron = \"...\")");
+                    self.report(
+                        &periodic_place,
+                        periodic_place.path.clone(),
+                        "periodic needs a cron expression (cron = \"...\")",
+                    );
                 }
-                for (field, expression) in std::iter::once(("Spec", spec))
-                    .chain(specs.iter().map(|value| ("Specs", value.as_str().unwrap_or(""))))
-                {
+                for (field, expression) in std::iter::once(("Spec", spec)).chain(
+                    specs
+                        .iter()
+                        .map(|value| ("Specs", value.as_str().unwrap_or(""))),
+                ) {
                     if !expression.is_empty()
                         && let Err(detail) = check_cron_expression(expression)
                     {
@@ -285,7 +320,9 @@ impl Checker {
             }
         }
 
-        if let Some(parameterized) = job.get("ParameterizedJob").filter(|value| value.is_object())
+        if let Some(parameterized) = job
+            .get("ParameterizedJob")
+            .filter(|value| value.is_object())
             && !flag(job, "Dispatched")
         {
             let parameterized_place = place.child("ParameterizedJob");
@@ -317,7 +354,10 @@ impl Checker {
                 self.report(
                     &parameterized_place,
                     parameterized_place.field("MetaOptional"),
-                    format!("meta keys cannot be both required and optional: {}", both.join(", ")),
+                    format!(
+                        "meta keys cannot be both required and optional: {}",
+                        both.join(", ")
+                    ),
                 );
             }
         }
@@ -330,9 +370,17 @@ impl Checker {
     fn group(&mut self, group: &JsonValue, place: &Place, job_type: &str) {
         if let Some(count) = integer(group, "Count") {
             if count < 0 {
-                self.report(place, place.field("Count"), format!("count must not be negative, got {count}"));
+                self.report(
+                    place,
+                    place.field("Count"),
+                    format!("count must not be negative, got {count}"),
+                );
             } else if job_type == "system" && count > 1 {
-                self.report(place, place.field("Count"), format!("count cannot exceed 1 in a system job, got {count}"));
+                self.report(
+                    place,
+                    place.field("Count"),
+                    format!("count cannot exceed 1 in a system job, got {count}"),
+                );
             }
         }
         let tasks = items(group, "Tasks");
@@ -346,7 +394,10 @@ impl Checker {
         if let Some(restart) = group.get("RestartPolicy").filter(|value| value.is_object()) {
             self.restart_policy(restart, &place.child("RestartPolicy"));
         }
-        if let Some(reschedule) = group.get("ReschedulePolicy").filter(|value| value.is_object()) {
+        if let Some(reschedule) = group
+            .get("ReschedulePolicy")
+            .filter(|value| value.is_object())
+        {
             if job_type == "system" || job_type == "sysbatch" {
                 let reschedule_place = place.child("ReschedulePolicy");
                 self.report(
@@ -363,20 +414,36 @@ impl Checker {
             && size < 10
         {
             let disk_place = place.child("EphemeralDisk");
-            self.report(&disk_place, disk_place.field("SizeMB"), format!("ephemeral_disk.size must be at least 10 (MB), got {size}"));
+            self.report(
+                &disk_place,
+                disk_place.field("SizeMB"),
+                format!("ephemeral_disk.size must be at least 10 (MB), got {size}"),
+            );
         }
         if let Some(update) = group.get("Update").filter(|value| value.is_object()) {
             let update_place = place.child("Update");
             if job_type != "service" && job_type != "system" {
-                self.report(&update_place, update_place.path.clone(), format!("a {job_type} job cannot have an update block"));
+                self.report(
+                    &update_place,
+                    update_place.path.clone(),
+                    format!("a {job_type} job cannot have an update block"),
+                );
             }
             self.update(update, &update_place);
         }
-        for field in ["ShutdownDelay", "StopAfterClientDisconnect", "MaxClientDisconnect"] {
+        for field in [
+            "ShutdownDelay",
+            "StopAfterClientDisconnect",
+            "MaxClientDisconnect",
+        ] {
             if let Some(value) = integer(group, field)
                 && value < 0
             {
-                self.report(place, place.field(field), format!("{field} must not be negative"));
+                self.report(
+                    place,
+                    place.field(field),
+                    format!("{field} must not be negative"),
+                );
             }
         }
 
@@ -389,12 +456,20 @@ impl Checker {
             let name = text(task, "Name");
             let task_place = place.item("Tasks", index);
             if name.is_empty() {
-                self.report(&task_place, task_place.field("Name"), format!("task {} has no name", index + 1));
+                self.report(
+                    &task_place,
+                    task_place.field("Name"),
+                    format!("task {} has no name", index + 1),
+                );
             } else if let Some(first) = task_names.get(name) {
                 self.report(
                     &task_place,
                     task_place.path.clone(),
-                    format!("task {name:?} is defined twice (tasks {} and {})", first + 1, index + 1),
+                    format!(
+                        "task {name:?} is defined twice (tasks {} and {})",
+                        first + 1,
+                        index + 1
+                    ),
                 );
             } else {
                 task_names.insert(name, index);
@@ -402,20 +477,36 @@ impl Checker {
             if flag(task, "Leader") {
                 leaders += 1;
                 if leaders > 1 {
-                    self.report(&task_place, task_place.field("Leader"), "only one task in a group may be the leader");
+                    self.report(
+                        &task_place,
+                        task_place.field("Leader"),
+                        "only one task in a group may be the leader",
+                    );
                 }
             }
-            let hook = task.get("Lifecycle").map_or("", |lifecycle| text(lifecycle, "Hook"));
+            let hook = task
+                .get("Lifecycle")
+                .map_or("", |lifecycle| text(lifecycle, "Hook"));
             if hook.is_empty() {
                 main_tasks += 1;
             }
         }
         if !tasks.is_empty() && main_tasks == 0 {
-            self.report(place, place.path.clone(), "a group needs at least one main task (a task without a lifecycle block)");
+            self.report(
+                place,
+                place.path.clone(),
+                "a group needs at least one main task (a task without a lifecycle block)",
+            );
         }
 
         let group_services = items(group, "Services");
-        self.services(group_services, place, &place.child("Services").path, group, None);
+        self.services(
+            group_services,
+            place,
+            &place.child("Services").path,
+            group,
+            None,
+        );
 
         let update_progress_deadline = group
             .get("Update")
@@ -434,7 +525,11 @@ impl Checker {
         let networks = items(group, "Networks");
         if networks.len() > 1 {
             let second = place.item("Networks", 1);
-            self.report(&second, second.path.clone(), "only one network block is allowed in a group");
+            self.report(
+                &second,
+                second.path.clone(),
+                "only one network block is allowed in a group",
+            );
         }
         let mut labels: BTreeSet<&str> = BTreeSet::new();
         let mut static_ports: BTreeMap<i64, &str> = BTreeMap::new();
@@ -442,7 +537,11 @@ impl Checker {
             let network_place = place.item("Networks", network_index);
             let mode = text(network, "Mode");
             if !["", "host", "bridge", "none"].contains(&mode) {
-                self.report(&network_place, network_place.field("Mode"), format!("network mode must be host, bridge or none, got {mode:?}"));
+                self.report(
+                    &network_place,
+                    network_place.field("Mode"),
+                    format!("network mode must be host, bridge or none, got {mode:?}"),
+                );
             }
             for field in ["ReservedPorts", "DynamicPorts"] {
                 for (port_index, port) in items(network, field).iter().enumerate() {
@@ -451,10 +550,15 @@ impl Checker {
                     if label.is_empty() {
                         self.report(&port_place, port_place.path.clone(), "a port needs a label");
                     } else if !labels.insert(label) {
-                        self.report(&port_place, port_place.path.clone(), format!("port label {label:?} is used twice"));
+                        self.report(
+                            &port_place,
+                            port_place.path.clone(),
+                            format!("port label {label:?} is used twice"),
+                        );
                     }
-                    if let Some(value) = integer(port, "Value") {
-                        if field == "ReservedPorts" && !(1..=65535).contains(&value) {
+                    if let Some(value) = integer(port, "Value").filter(|_| field == "ReservedPorts")
+                    {
+                        if !(1..=65535).contains(&value) {
                             self.report(&port_place, port_place.field("Value"), format!("port {label:?}: static must be between 1 and 65535, got {value}"));
                         } else if let Some(other) = static_ports.insert(value, label) {
                             self.report(&port_place, port_place.field("Value"), format!("port {label:?}: static port {value} is already used by port {other:?}"));
@@ -463,7 +567,11 @@ impl Checker {
                     if let Some(to) = integer(port, "To")
                         && !(-1..=65535).contains(&to)
                     {
-                        self.report(&port_place, port_place.field("To"), format!("port {label:?}: to must be between -1 and 65535, got {to}"));
+                        self.report(
+                            &port_place,
+                            port_place.field("To"),
+                            format!("port {label:?}: to must be between -1 and 65535, got {to}"),
+                        );
                     }
                 }
             }
@@ -480,18 +588,37 @@ impl Checker {
     ) {
         let name = text(task, "Name");
         if name == "alloc" {
-            self.report(place, place.field("Name"), "a task cannot be named \"alloc\"");
+            self.report(
+                place,
+                place.field("Name"),
+                "a task cannot be named \"alloc\"",
+            );
         }
         if name.contains('/') || name.contains('\\') {
-            self.report(place, place.field("Name"), "a task name cannot contain slashes");
+            self.report(
+                place,
+                place.field("Name"),
+                "a task name cannot contain slashes",
+            );
         }
         if text(task, "Driver").is_empty() {
-            self.report(place, place.path.clone(), "driver is missing (for example driver = \"raw_exec\")");
+            self.report(
+                place,
+                place.path.clone(),
+                "driver is missing (for example driver = \"raw_exec\")",
+            );
         }
         if let Some(kill_timeout) = integer(task, "KillTimeout") {
             if kill_timeout < 0 {
-                self.report(place, place.field("KillTimeout"), "kill_timeout must not be negative");
-            } else if job_type == "service" && update_progress_deadline > 0 && kill_timeout > update_progress_deadline {
+                self.report(
+                    place,
+                    place.field("KillTimeout"),
+                    "kill_timeout must not be negative",
+                );
+            } else if job_type == "service"
+                && update_progress_deadline > 0
+                && kill_timeout > update_progress_deadline
+            {
                 self.report(
                     place,
                     place.field("KillTimeout"),
@@ -506,7 +633,11 @@ impl Checker {
         if let Some(delay) = integer(task, "ShutdownDelay")
             && delay < 0
         {
-            self.report(place, place.field("ShutdownDelay"), "shutdown_delay must not be negative");
+            self.report(
+                place,
+                place.field("ShutdownDelay"),
+                "shutdown_delay must not be negative",
+            );
         }
 
         match task.get("Resources").filter(|value| value.is_object()) {
@@ -518,12 +649,22 @@ impl Checker {
             let max_files = integer(logs, "MaxFiles").unwrap_or(0);
             let max_file_size = integer(logs, "MaxFileSizeMB").unwrap_or(0);
             if max_files < 1 {
-                self.report(&logs_place, logs_place.field("MaxFiles"), format!("logs.max_files must be at least 1, got {max_files}"));
+                self.report(
+                    &logs_place,
+                    logs_place.field("MaxFiles"),
+                    format!("logs.max_files must be at least 1, got {max_files}"),
+                );
             }
             if max_file_size < 1 {
-                self.report(&logs_place, logs_place.field("MaxFileSizeMB"), format!("logs.max_file_size must be at least 1 (MB), got {max_file_size}"));
+                self.report(
+                    &logs_place,
+                    logs_place.field("MaxFileSizeMB"),
+                    format!("logs.max_file_size must be at least 1 (MB), got {max_file_size}"),
+                );
             }
-            if let Some(disk_size) = group.get("EphemeralDisk").and_then(|disk| integer(disk, "SizeMB"))
+            if let Some(disk_size) = group
+                .get("EphemeralDisk")
+                .and_then(|disk| integer(disk, "SizeMB"))
                 && max_files >= 1
                 && max_file_size >= 1
                 && disk_size <= max_files * max_file_size
@@ -547,11 +688,17 @@ impl Checker {
             let hook = text(lifecycle, "Hook");
             match hook {
                 "prestart" | "poststart" | "poststop" => {}
-                "" => self.report(&lifecycle_place, lifecycle_place.path.clone(), "lifecycle.hook is missing (prestart, poststart or poststop)"),
+                "" => self.report(
+                    &lifecycle_place,
+                    lifecycle_place.path.clone(),
+                    "lifecycle.hook is missing (prestart, poststart or poststop)",
+                ),
                 other => self.report(
                     &lifecycle_place,
                     lifecycle_place.field("Hook"),
-                    format!("lifecycle.hook must be prestart, poststart or poststop, got {other:?}"),
+                    format!(
+                        "lifecycle.hook must be prestart, poststart or poststop, got {other:?}"
+                    ),
                 ),
             }
         }
@@ -560,15 +707,29 @@ impl Checker {
             let artifact_place = place.item("Artifacts", index);
             let label = format!("artifact {}", index + 1);
             if text(artifact, "GetterSource").is_empty() {
-                self.report(&artifact_place, artifact_place.path.clone(), format!("{label}: source is missing"));
+                self.report(
+                    &artifact_place,
+                    artifact_place.path.clone(),
+                    format!("{label}: source is missing"),
+                );
             }
             let mode = text(artifact, "GetterMode");
             if !["", "any", "file", "dir"].contains(&mode) {
-                self.report(&artifact_place, artifact_place.field("GetterMode"), format!("{label}: mode must be any, file or dir, got {mode:?}"));
+                self.report(
+                    &artifact_place,
+                    artifact_place.field("GetterMode"),
+                    format!("{label}: mode must be any, file or dir, got {mode:?}"),
+                );
             }
             let destination = text(artifact, "RelativeDest");
             if path_escapes_allocation_dir(destination) {
-                self.report(&artifact_place, artifact_place.field("RelativeDest"), format!("{label}: destination {destination:?} escapes the allocation directory"));
+                self.report(
+                    &artifact_place,
+                    artifact_place.field("RelativeDest"),
+                    format!(
+                        "{label}: destination {destination:?} escapes the allocation directory"
+                    ),
+                );
             }
         }
 
@@ -576,16 +737,38 @@ impl Checker {
         for (index, template) in items(task, "Templates").iter().enumerate() {
             let template_place = place.item("Templates", index);
             let label = format!("template {}", index + 1);
-            if text(template, "SourcePath").is_empty() && text(template, "EmbeddedTmpl").is_empty() {
-                self.report(&template_place, template_place.path.clone(), format!("{label}: needs source or data"));
+            if text(template, "SourcePath").is_empty() && text(template, "EmbeddedTmpl").is_empty()
+            {
+                self.report(
+                    &template_place,
+                    template_place.path.clone(),
+                    format!("{label}: needs source or data"),
+                );
             }
             let destination = text(template, "DestPath");
             if destination.is_empty() {
-                self.report(&template_place, template_place.path.clone(), format!("{label}: destination is missing"));
+                self.report(
+                    &template_place,
+                    template_place.path.clone(),
+                    format!("{label}: destination is missing"),
+                );
             } else if path_escapes_allocation_dir(destination) {
-                self.report(&template_place, template_place.field("DestPath"), format!("{label}: destination {destination:?} escapes the allocation directory"));
+                self.report(
+                    &template_place,
+                    template_place.field("DestPath"),
+                    format!(
+                        "{label}: destination {destination:?} escapes the allocation directory"
+                    ),
+                );
             } else if let Some(first) = destinations.insert(destination, index) {
-                self.report(&template_place, template_place.field("DestPath"), format!("{label}: destination {destination:?} is also used by template {}", first + 1));
+                self.report(
+                    &template_place,
+                    template_place.field("DestPath"),
+                    format!(
+                        "{label}: destination {destination:?} is also used by template {}",
+                        first + 1
+                    ),
+                );
             }
             match text(template, "ChangeMode") {
                 "" | "noop" | "restart" => {}
@@ -609,22 +792,37 @@ impl Checker {
             }
             let perms = text(template, "Perms");
             if !perms.is_empty() && (u16::from_str_radix(perms, 8).is_err() || perms.len() > 4) {
-                self.report(&template_place, template_place.field("Perms"), format!("{label}: perms {perms:?} is not an octal mode"));
+                self.report(
+                    &template_place,
+                    template_place.field("Perms"),
+                    format!("{label}: perms {perms:?} is not an octal mode"),
+                );
             }
             if let Some(wait) = template.get("Wait").filter(|value| value.is_object())
                 && let (Some(minimum), Some(maximum)) = (integer(wait, "Min"), integer(wait, "Max"))
                 && maximum < minimum
             {
                 let wait_place = template_place.child("Wait");
-                self.report(&wait_place, wait_place.field("Max"), format!("{label}: wait.max must not be less than wait.min"));
+                self.report(
+                    &wait_place,
+                    wait_place.field("Max"),
+                    format!("{label}: wait.max must not be less than wait.min"),
+                );
             }
         }
 
-        if let Some(payload) = task.get("DispatchPayload").filter(|value| value.is_object()) {
+        if let Some(payload) = task
+            .get("DispatchPayload")
+            .filter(|value| value.is_object())
+        {
             let file = text(payload, "File");
             let payload_place = place.child("DispatchPayload");
             if path_escapes_allocation_dir(file) {
-                self.report(&payload_place, payload_place.field("File"), format!("dispatch_payload.file {file:?} escapes the allocation directory"));
+                self.report(
+                    &payload_place,
+                    payload_place.field("File"),
+                    format!("dispatch_payload.file {file:?} escapes the allocation directory"),
+                );
             }
         }
 
@@ -633,23 +831,46 @@ impl Checker {
             let identity_place = place.item("Identities", index);
             let name = text(identity, "Name");
             if !identity_names.insert(name) {
-                self.report(&identity_place, identity_place.field("Name"), format!("identity {name:?} is defined twice"));
+                self.report(
+                    &identity_place,
+                    identity_place.field("Name"),
+                    format!("identity {name:?} is defined twice"),
+                );
             }
             if items(identity, "Audience").is_empty() {
-                self.report(&identity_place, identity_place.path.clone(), format!("identity {name:?}: aud must name at least one audience"));
+                self.report(
+                    &identity_place,
+                    identity_place.path.clone(),
+                    format!("identity {name:?}: aud must name at least one audience"),
+                );
             }
         }
-        for identity in task.get("Identity").filter(|value| value.is_object()).into_iter()
+        for identity in task
+            .get("Identity")
+            .filter(|value| value.is_object())
+            .into_iter()
             .chain(items(task, "Identities"))
         {
             let change_mode = text(identity, "ChangeMode");
             if !["", "noop", "restart", "signal"].contains(&change_mode) {
-                self.report(place, place.path.clone(), format!("identity change_mode must be noop, restart or signal, got {change_mode:?}"));
+                self.report(
+                    place,
+                    place.path.clone(),
+                    format!(
+                        "identity change_mode must be noop, restart or signal, got {change_mode:?}"
+                    ),
+                );
             }
         }
 
         let task_services = items(task, "Services");
-        self.services(task_services, place, &place.child("Services").path, group, Some(task));
+        self.services(
+            task_services,
+            place,
+            &place.child("Services").path,
+            group,
+            Some(task),
+        );
     }
 
     fn resources(&mut self, resources: &JsonValue, place: &Place) {
@@ -657,16 +878,32 @@ impl Checker {
         let cores = integer(resources, "Cores").unwrap_or(0);
         let memory = integer(resources, "MemoryMB").unwrap_or(0);
         if cores > 0 && cpu > 0 {
-            self.report(place, place.field("Cores"), "resources may ask for cpu or cores, not both");
+            self.report(
+                place,
+                place.field("Cores"),
+                "resources may ask for cpu or cores, not both",
+            );
         }
         if cores < 0 {
-            self.report(place, place.field("Cores"), format!("resources.cores must not be negative, got {cores}"));
+            self.report(
+                place,
+                place.field("Cores"),
+                format!("resources.cores must not be negative, got {cores}"),
+            );
         }
         if cores == 0 && cpu < MINIMUM_CPU_MHZ {
-            self.report(place, place.field("CPU"), format!("resources.cpu must be at least {MINIMUM_CPU_MHZ} (MHz), got {cpu}"));
+            self.report(
+                place,
+                place.field("CPU"),
+                format!("resources.cpu must be at least {MINIMUM_CPU_MHZ} (MHz), got {cpu}"),
+            );
         }
         if memory < MINIMUM_MEMORY_MB {
-            self.report(place, place.field("MemoryMB"), format!("resources.memory must be at least {MINIMUM_MEMORY_MB} (MB)"));
+            self.report(
+                place,
+                place.field("MemoryMB"),
+                format!("resources.memory must be at least {MINIMUM_MEMORY_MB} (MB)"),
+            );
         }
         if let Some(memory_max) = integer(resources, "MemoryMaxMB")
             && memory_max != 0
@@ -678,7 +915,11 @@ impl Checker {
         if let Some(disk) = integer(resources, "DiskMB")
             && disk > 0
         {
-            self.report(place, place.field("DiskMB"), "resources.disk is not allowed in a task; use the group's ephemeral_disk.size");
+            self.report(
+                place,
+                place.field("DiskMB"),
+                "resources.disk is not allowed in a task; use the group's ephemeral_disk.size",
+            );
         }
     }
 
@@ -688,18 +929,33 @@ impl Checker {
         let interval = integer(restart, "Interval").unwrap_or(0);
         let delay = integer(restart, "Delay").unwrap_or(0);
         if mode != "delay" && mode != "fail" {
-            self.report(place, place.field("Mode"), format!("restart.mode must be \"fail\" or \"delay\", got {mode:?}"));
+            self.report(
+                place,
+                place.field("Mode"),
+                format!("restart.mode must be \"fail\" or \"delay\", got {mode:?}"),
+            );
         }
         if attempts < 0 {
-            self.report(place, place.field("Attempts"), format!("restart.attempts must not be negative, got {attempts}"));
+            self.report(
+                place,
+                place.field("Attempts"),
+                format!("restart.attempts must not be negative, got {attempts}"),
+            );
         } else if attempts == 0 && mode == "delay" {
-            self.report(place, place.field("Attempts"), "restart.mode \"delay\" with 0 attempts is ambiguous");
+            self.report(
+                place,
+                place.field("Attempts"),
+                "restart.mode \"delay\" with 0 attempts is ambiguous",
+            );
         }
         if interval < MINIMUM_RESTART_INTERVAL_NANOS {
             self.report(
                 place,
                 place.field("Interval"),
-                format!("restart.interval must be at least 5s, got {}", go_duration_text(interval)),
+                format!(
+                    "restart.interval must be at least 5s, got {}",
+                    go_duration_text(interval)
+                ),
             );
         } else if attempts > 0 && attempts.saturating_mul(delay) > interval {
             self.report(
@@ -725,13 +981,28 @@ impl Checker {
         let max_delay = integer(reschedule, "MaxDelay").unwrap_or(0);
         let delay_function = text(reschedule, "DelayFunction");
         if attempts > 0 && unlimited {
-            self.report(place, place.field("Unlimited"), "reschedule.unlimited cannot be true when attempts is set");
+            self.report(
+                place,
+                place.field("Unlimited"),
+                "reschedule.unlimited cannot be true when attempts is set",
+            );
         }
         if attempts > 0 && interval <= 0 {
-            self.report(place, place.field("Interval"), "reschedule.interval must be set when attempts is set");
+            self.report(
+                place,
+                place.field("Interval"),
+                "reschedule.interval must be set when attempts is set",
+            );
         }
         if delay < MINIMUM_RESCHEDULE_DELAY_NANOS {
-            self.report(place, place.field("Delay"), format!("reschedule.delay must be at least 5s, got {}", go_duration_text(delay)));
+            self.report(
+                place,
+                place.field("Delay"),
+                format!(
+                    "reschedule.delay must be at least 5s, got {}",
+                    go_duration_text(delay)
+                ),
+            );
         }
         if !["constant", "exponential", "fibonacci"].contains(&delay_function) {
             self.report(
@@ -740,7 +1011,11 @@ impl Checker {
                 format!("reschedule.delay_function must be constant, exponential or fibonacci, got {delay_function:?}"),
             );
         } else if delay_function != "constant" && max_delay < delay {
-            self.report(place, place.field("MaxDelay"), "reschedule.max_delay must not be less than reschedule.delay");
+            self.report(
+                place,
+                place.field("MaxDelay"),
+                "reschedule.max_delay must not be less than reschedule.delay",
+            );
         }
     }
 
@@ -748,12 +1023,20 @@ impl Checker {
         if let Some(max_parallel) = integer(update, "MaxParallel")
             && max_parallel < 0
         {
-            self.report(place, place.field("MaxParallel"), "update.max_parallel must not be negative");
+            self.report(
+                place,
+                place.field("MaxParallel"),
+                "update.max_parallel must not be negative",
+            );
         }
         if let Some(canary) = integer(update, "Canary")
             && canary < 0
         {
-            self.report(place, place.field("Canary"), "update.canary must not be negative");
+            self.report(
+                place,
+                place.field("Canary"),
+                "update.canary must not be negative",
+            );
         }
         let health_check = text(update, "HealthCheck");
         if !["", "checks", "task_states", "manual"].contains(&health_check) {
@@ -763,19 +1046,29 @@ impl Checker {
                 format!("update.health_check must be checks, task_states or manual, got {health_check:?}"),
             );
         }
-        if let (Some(minimum_healthy), Some(healthy_deadline)) =
-            (integer(update, "MinHealthyTime"), integer(update, "HealthyDeadline"))
-            && healthy_deadline > 0
+        if let (Some(minimum_healthy), Some(healthy_deadline)) = (
+            integer(update, "MinHealthyTime"),
+            integer(update, "HealthyDeadline"),
+        ) && healthy_deadline > 0
             && minimum_healthy >= healthy_deadline
         {
-            self.report(place, place.field("MinHealthyTime"), "update.min_healthy_time must be less than update.healthy_deadline");
+            self.report(
+                place,
+                place.field("MinHealthyTime"),
+                "update.min_healthy_time must be less than update.healthy_deadline",
+            );
         }
-        if let (Some(healthy_deadline), Some(progress_deadline)) =
-            (integer(update, "HealthyDeadline"), integer(update, "ProgressDeadline"))
-            && progress_deadline != 0
+        if let (Some(healthy_deadline), Some(progress_deadline)) = (
+            integer(update, "HealthyDeadline"),
+            integer(update, "ProgressDeadline"),
+        ) && progress_deadline != 0
             && progress_deadline < healthy_deadline
         {
-            self.report(place, place.field("ProgressDeadline"), "update.progress_deadline must not be less than update.healthy_deadline");
+            self.report(
+                place,
+                place.field("ProgressDeadline"),
+                "update.progress_deadline must not be less than update.healthy_deadline",
+            );
         }
     }
 
@@ -787,34 +1080,71 @@ impl Checker {
             let left = text(constraint, "LTarget");
             let right = text(constraint, "RTarget");
             if !CONSTRAINT_OPERANDS.contains(&operand) {
-                self.report(&constraint_place, constraint_place.field("Operand"), format!("{label}: unknown operator {operand:?}"));
+                self.report(
+                    &constraint_place,
+                    constraint_place.field("Operand"),
+                    format!("{label}: unknown operator {operand:?}"),
+                );
                 continue;
             }
             if task_level && (operand == "distinct_hosts" || operand == "distinct_property") {
-                self.report(&constraint_place, constraint_place.field("Operand"), format!("{label}: {operand} is not allowed in a task"));
+                self.report(
+                    &constraint_place,
+                    constraint_place.field("Operand"),
+                    format!("{label}: {operand} is not allowed in a task"),
+                );
             }
             match operand {
                 "=" | "==" | "is" | "!=" | "not" | "<" | "<=" | ">" | ">=" if right.is_empty() => {
-                    self.report(&constraint_place, constraint_place.path.clone(), format!("{label}: operator {operand:?} needs a value"));
+                    self.report(
+                        &constraint_place,
+                        constraint_place.path.clone(),
+                        format!("{label}: operator {operand:?} needs a value"),
+                    );
                 }
                 "set_contains" | "set_contains_all" | "set_contains_any" if right.is_empty() => {
-                    self.report(&constraint_place, constraint_place.path.clone(), format!("{label}: {operand} needs a value"));
+                    self.report(
+                        &constraint_place,
+                        constraint_place.path.clone(),
+                        format!("{label}: {operand} needs a value"),
+                    );
                 }
                 "regexp" => {
                     if let Err(error) = regex_syntax_check(right) {
-                        self.report(&constraint_place, constraint_place.field("RTarget"), format!("{label}: regular expression {right:?} is invalid: {error}"));
+                        self.report(
+                            &constraint_place,
+                            constraint_place.field("RTarget"),
+                            format!("{label}: regular expression {right:?} is invalid: {error}"),
+                        );
                     }
                 }
-                "distinct_property" if !right.is_empty() && right.parse::<u64>().map_or(true, |count| count < 1) => {
-                    self.report(&constraint_place, constraint_place.field("RTarget"), format!("{label}: distinct_property allows a count of 1 or more, got {right:?}"));
+                "distinct_property"
+                    if !right.is_empty()
+                        && right.parse::<u64>().map_or(true, |count| count < 1) =>
+                {
+                    self.report(
+                        &constraint_place,
+                        constraint_place.field("RTarget"),
+                        format!(
+                            "{label}: distinct_property allows a count of 1 or more, got {right:?}"
+                        ),
+                    );
                 }
                 "is_set" | "is_not_set" if !right.is_empty() => {
-                    self.report(&constraint_place, constraint_place.field("RTarget"), format!("{label}: operator {operand:?} takes no value"));
+                    self.report(
+                        &constraint_place,
+                        constraint_place.field("RTarget"),
+                        format!("{label}: operator {operand:?} takes no value"),
+                    );
                 }
                 _ => {}
             }
             if operand != "distinct_hosts" && left.is_empty() {
-                self.report(&constraint_place, constraint_place.path.clone(), format!("{label}: attribute is missing"));
+                self.report(
+                    &constraint_place,
+                    constraint_place.path.clone(),
+                    format!("{label}: attribute is missing"),
+                );
             }
         }
     }
@@ -823,7 +1153,11 @@ impl Checker {
         let affinities = items(owner, "Affinities");
         if job_type == "system" && !affinities.is_empty() {
             let first = place.item("Affinities", 0);
-            self.report(&first, first.path.clone(), "a system job cannot have affinities");
+            self.report(
+                &first,
+                first.path.clone(),
+                "a system job cannot have affinities",
+            );
             return;
         }
         for (index, affinity) in affinities.iter().enumerate() {
@@ -831,16 +1165,34 @@ impl Checker {
             let label = format!("affinity {}", index + 1);
             let operand = text(affinity, "Operand");
             if !AFFINITY_OPERANDS.contains(&operand) {
-                self.report(&affinity_place, affinity_place.field("Operand"), format!("{label}: unknown operator {operand:?}"));
+                self.report(
+                    &affinity_place,
+                    affinity_place.field("Operand"),
+                    format!("{label}: unknown operator {operand:?}"),
+                );
             } else if text(affinity, "RTarget").is_empty() {
-                self.report(&affinity_place, affinity_place.path.clone(), format!("{label}: operator {operand:?} needs a value"));
+                self.report(
+                    &affinity_place,
+                    affinity_place.path.clone(),
+                    format!("{label}: operator {operand:?} needs a value"),
+                );
             }
             if text(affinity, "LTarget").is_empty() {
-                self.report(&affinity_place, affinity_place.path.clone(), format!("{label}: attribute is missing"));
+                self.report(
+                    &affinity_place,
+                    affinity_place.path.clone(),
+                    format!("{label}: attribute is missing"),
+                );
             }
             let weight = integer(affinity, "Weight").unwrap_or(0);
             if weight == 0 || !(-100..=100).contains(&weight) {
-                self.report(&affinity_place, affinity_place.field("Weight"), format!("{label}: weight must be between -100 and 100 and not zero, got {weight}"));
+                self.report(
+                    &affinity_place,
+                    affinity_place.field("Weight"),
+                    format!(
+                        "{label}: weight must be between -100 and 100 and not zero, got {weight}"
+                    ),
+                );
             }
         }
     }
@@ -849,18 +1201,30 @@ impl Checker {
         let spreads = items(owner, "Spreads");
         if job_type == "system" && !spreads.is_empty() {
             let first = place.item("Spreads", 0);
-            self.report(&first, first.path.clone(), "a system job cannot have spreads");
+            self.report(
+                &first,
+                first.path.clone(),
+                "a system job cannot have spreads",
+            );
             return;
         }
         for (index, spread) in spreads.iter().enumerate() {
             let spread_place = place.item("Spreads", index);
             let label = format!("spread {}", index + 1);
             if text(spread, "Attribute").is_empty() {
-                self.report(&spread_place, spread_place.path.clone(), format!("{label}: attribute is missing"));
+                self.report(
+                    &spread_place,
+                    spread_place.path.clone(),
+                    format!("{label}: attribute is missing"),
+                );
             }
             let weight = integer(spread, "Weight").unwrap_or(0);
             if !(1..=100).contains(&weight) {
-                self.report(&spread_place, spread_place.field("Weight"), format!("{label}: weight must be between 1 and 100, got {weight}"));
+                self.report(
+                    &spread_place,
+                    spread_place.field("Weight"),
+                    format!("{label}: weight must be between 1 and 100, got {weight}"),
+                );
             }
             let mut seen = BTreeSet::new();
             let mut total = 0;
@@ -868,16 +1232,28 @@ impl Checker {
                 let target_place = spread_place.item("SpreadTarget", target_index);
                 let value = text(target, "Value");
                 if !seen.insert(value) {
-                    self.report(&target_place, target_place.path.clone(), format!("{label}: target {value:?} is defined twice"));
+                    self.report(
+                        &target_place,
+                        target_place.path.clone(),
+                        format!("{label}: target {value:?} is defined twice"),
+                    );
                 }
                 let percent = integer(target, "Percent").unwrap_or(0);
                 if !(0..=100).contains(&percent) {
-                    self.report(&target_place, target_place.field("Percent"), format!("{label}: target {value:?} percent must be between 0 and 100"));
+                    self.report(
+                        &target_place,
+                        target_place.field("Percent"),
+                        format!("{label}: target {value:?} percent must be between 0 and 100"),
+                    );
                 }
                 total += percent;
             }
             if total > 100 {
-                self.report(&spread_place, spread_place.path.clone(), format!("{label}: target percentages add up to {total}%, more than 100%"));
+                self.report(
+                    &spread_place,
+                    spread_place.path.clone(),
+                    format!("{label}: target percentages add up to {total}%, more than 100%"),
+                );
             }
         }
     }
@@ -892,10 +1268,17 @@ impl Checker {
     ) {
         let port_labels: BTreeSet<&str> = items(group, "Networks")
             .iter()
-            .flat_map(|network| items(network, "ReservedPorts").iter().chain(items(network, "DynamicPorts")))
+            .flat_map(|network| {
+                items(network, "ReservedPorts")
+                    .iter()
+                    .chain(items(network, "DynamicPorts"))
+            })
             .map(|port| text(port, "Label"))
             .collect();
-        let task_names: BTreeSet<&str> = items(group, "Tasks").iter().map(|task| text(task, "Name")).collect();
+        let task_names: BTreeSet<&str> = items(group, "Tasks")
+            .iter()
+            .map(|task| text(task, "Name"))
+            .collect();
         let mut seen_names = BTreeSet::new();
         for (index, service) in services.iter().enumerate() {
             let service_place = Place {
@@ -905,7 +1288,11 @@ impl Checker {
             let name = text(service, "Name");
             let label = format!("service {name:?}");
             if name.is_empty() {
-                self.report(&service_place, service_place.path.clone(), format!("service {} has no name", index + 1));
+                self.report(
+                    &service_place,
+                    service_place.path.clone(),
+                    format!("service {} has no name", index + 1),
+                );
             } else if !is_valid_service_name(name) && !name.contains("${") {
                 self.report(
                     &service_place,
@@ -915,10 +1302,22 @@ impl Checker {
             }
             let port = text(service, "PortLabel");
             if !seen_names.insert((name, port)) {
-                self.report(&service_place, service_place.path.clone(), format!("{label} with port {port:?} is defined twice"));
+                self.report(
+                    &service_place,
+                    service_place.path.clone(),
+                    format!("{label} with port {port:?} is defined twice"),
+                );
             }
-            if !port.is_empty() && port.parse::<u16>().is_err() && !port_labels.contains(port) && !port.contains("${") {
-                self.report(&service_place, service_place.field("PortLabel"), format!("{label}: port {port:?} is not a port label of the group's network"));
+            if !port.is_empty()
+                && port.parse::<u16>().is_err()
+                && !port_labels.contains(port)
+                && !port.contains("${")
+            {
+                self.report(
+                    &service_place,
+                    service_place.field("PortLabel"),
+                    format!("{label}: port {port:?} is not a port label of the group's network"),
+                );
             }
             let provider = text(service, "Provider");
             if !["", "nomad"].contains(&provider) {
@@ -927,7 +1326,11 @@ impl Checker {
             if task.is_none() {
                 let service_task = text(service, "TaskName");
                 if !service_task.is_empty() && !task_names.contains(service_task) {
-                    self.report(&service_place, service_place.field("TaskName"), format!("{label}: task {service_task:?} is not in this group"));
+                    self.report(
+                        &service_place,
+                        service_place.field("TaskName"),
+                        format!("{label}: task {service_task:?} is not in this group"),
+                    );
                 }
             }
             for (check_index, check) in items(service, "Checks").iter().enumerate() {
@@ -938,30 +1341,73 @@ impl Checker {
                     "http" | "tcp" => {
                         let check_port = text(check, "PortLabel");
                         if port.is_empty() && check_port.is_empty() {
-                            self.report(&check_place, check_place.path.clone(), format!("{check_label}: a {check_type} check needs a port"));
+                            self.report(
+                                &check_place,
+                                check_place.path.clone(),
+                                format!("{check_label}: a {check_type} check needs a port"),
+                            );
                         }
                     }
                     "script" => {
                         if text(check, "Command").is_empty() {
-                            self.report(&check_place, check_place.path.clone(), format!("{check_label}: a script check needs a command"));
+                            self.report(
+                                &check_place,
+                                check_place.path.clone(),
+                                format!("{check_label}: a script check needs a command"),
+                            );
                         }
-                        if task.is_none() && text(check, "TaskName").is_empty() && text(service, "TaskName").is_empty() {
-                            self.report(&check_place, check_place.path.clone(), format!("{check_label}: a script check in a group service needs task"));
+                        if task.is_none()
+                            && text(check, "TaskName").is_empty()
+                            && text(service, "TaskName").is_empty()
+                        {
+                            self.report(
+                                &check_place,
+                                check_place.path.clone(),
+                                format!(
+                                    "{check_label}: a script check in a group service needs task"
+                                ),
+                            );
                         }
                     }
-                    "" => self.report(&check_place, check_place.path.clone(), format!("{check_label}: type is missing (http, tcp or script)")),
-                    other => self.report(&check_place, check_place.field("Type"), format!("{check_label}: type must be http, tcp or script, got {other:?}")),
+                    "" => self.report(
+                        &check_place,
+                        check_place.path.clone(),
+                        format!("{check_label}: type is missing (http, tcp or script)"),
+                    ),
+                    other => self.report(
+                        &check_place,
+                        check_place.field("Type"),
+                        format!("{check_label}: type must be http, tcp or script, got {other:?}"),
+                    ),
                 }
                 if check_type == "http" && text(check, "Path").is_empty() {
-                    self.report(&check_place, check_place.path.clone(), format!("{check_label}: an http check needs a path"));
+                    self.report(
+                        &check_place,
+                        check_place.path.clone(),
+                        format!("{check_label}: an http check needs a path"),
+                    );
                 }
                 let interval = integer(check, "Interval").unwrap_or(0);
                 if interval < 1_000_000_000 {
-                    self.report(&check_place, check_place.field("Interval"), format!("{check_label}: interval must be at least 1s, got {}", go_duration_text(interval)));
+                    self.report(
+                        &check_place,
+                        check_place.field("Interval"),
+                        format!(
+                            "{check_label}: interval must be at least 1s, got {}",
+                            go_duration_text(interval)
+                        ),
+                    );
                 }
                 let timeout = integer(check, "Timeout").unwrap_or(0);
                 if timeout < 1_000_000_000 {
-                    self.report(&check_place, check_place.field("Timeout"), format!("{check_label}: timeout must be at least 1s, got {}", go_duration_text(timeout)));
+                    self.report(
+                        &check_place,
+                        check_place.field("Timeout"),
+                        format!(
+                            "{check_label}: timeout must be at least 1s, got {}",
+                            go_duration_text(timeout)
+                        ),
+                    );
                 }
             }
         }
@@ -973,7 +1419,9 @@ fn is_valid_service_name(name: &str) -> bool {
     !bytes.is_empty()
         && bytes.len() <= 63
         && bytes[0].is_ascii_alphabetic()
-        && bytes.iter().all(|byte| byte.is_ascii_alphanumeric() || *byte == b'-')
+        && bytes
+            .iter()
+            .all(|byte| byte.is_ascii_alphanumeric() || *byte == b'-')
         && bytes[bytes.len() - 1] != b'-'
 }
 
@@ -985,10 +1433,8 @@ fn regex_syntax_check(pattern: &str) -> Result<(), String> {
     let mut characters = pattern.chars();
     while let Some(character) = characters.next() {
         match character {
-            '\\' => {
-                if characters.next().is_none() {
-                    return Err("trailing backslash".into());
-                }
+            '\\' if characters.next().is_none() => {
+                return Err("trailing backslash".into());
             }
             '[' if !in_class => in_class = true,
             ']' if in_class => in_class = false,
@@ -1017,7 +1463,9 @@ fn check_cron_expression(expression: &str) -> Result<(), String> {
     let trimmed = expression.trim();
     if let Some(alias) = trimmed.strip_prefix('@') {
         return match alias {
-            "yearly" | "annually" | "monthly" | "weekly" | "daily" | "midnight" | "hourly" => Ok(()),
+            "yearly" | "annually" | "monthly" | "weekly" | "daily" | "midnight" | "hourly" => {
+                Ok(())
+            }
             other => Err(format!("unknown alias @{other}")),
         };
     }
@@ -1027,10 +1475,13 @@ fn check_cron_expression(expression: &str) -> Result<(), String> {
     }
     for field in fields {
         let allowed = field.chars().all(|character| {
-            character.is_ascii_alphanumeric() || matches!(character, '*' | '/' | ',' | '-' | '?' | '#')
+            character.is_ascii_alphanumeric()
+                || matches!(character, '*' | '/' | ',' | '-' | '?' | '#')
         });
         if !allowed {
-            return Err(format!("field {field:?} has characters cron does not allow"));
+            return Err(format!(
+                "field {field:?} has characters cron does not allow"
+            ));
         }
     }
     Ok(())

@@ -2,6 +2,8 @@
 //! in its snapshot, and every file under `tests/corpus/invalid` must fail with exactly the
 //! diagnostics in its snapshot. Re-bless with `INSTA_UPDATE=always cargo test -p drover-jobspec`.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a failure here is the assertion
+
 use std::path::{Path, PathBuf};
 
 use drover_jobspec::{Diagnostics, VarValues, parse_hcl, parse_json};
@@ -24,8 +26,14 @@ fn corpus_files(kind: &str) -> Vec<PathBuf> {
 
 fn parse_file(path: &Path) -> Result<drover_structs::Job, Diagnostics> {
     let source = std::fs::read_to_string(path).expect("corpus file is readable");
-    let filename = path.file_name().map(|name| name.to_string_lossy().to_string()).unwrap_or_default();
-    if path.extension().is_some_and(|extension| extension == "json") {
+    let filename = path
+        .file_name()
+        .map(|name| name.to_string_lossy().to_string())
+        .unwrap_or_default();
+    if path
+        .extension()
+        .is_some_and(|extension| extension == "json")
+    {
         parse_json(&source, &filename)
     } else {
         parse_hcl(&source, &filename, &VarValues::new())
@@ -33,13 +41,19 @@ fn parse_file(path: &Path) -> Result<drover_structs::Job, Diagnostics> {
 }
 
 fn snapshot_name(path: &Path) -> String {
-    path.file_name().map(|name| name.to_string_lossy().replace('.', "_")).unwrap_or_default()
+    path.file_name()
+        .map(|name| name.to_string_lossy().replace('.', "_"))
+        .unwrap_or_default()
 }
 
 #[test]
 fn valid_jobspecs_parse_to_the_expected_job() {
     let files = corpus_files("valid");
-    assert!(files.len() >= 30, "the valid corpus has only {} files", files.len());
+    assert!(
+        files.len() >= 30,
+        "the valid corpus has only {} files",
+        files.len()
+    );
     let mut failures = Vec::new();
     for path in &files {
         match parse_file(path) {
@@ -52,13 +66,21 @@ fn valid_jobspecs_parse_to_the_expected_job() {
             Err(diagnostics) => failures.push(format!("{}:\n{diagnostics}", path.display())),
         }
     }
-    assert!(failures.is_empty(), "valid jobspecs were rejected:\n{}", failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "valid jobspecs were rejected:\n{}",
+        failures.join("\n\n")
+    );
 }
 
 #[test]
 fn invalid_jobspecs_fail_with_the_expected_messages() {
     let files = corpus_files("invalid");
-    assert!(files.len() >= 25, "the invalid corpus has only {} files", files.len());
+    assert!(
+        files.len() >= 25,
+        "the invalid corpus has only {} files",
+        files.len()
+    );
     let mut accepted = Vec::new();
     for path in &files {
         match parse_file(path) {
@@ -70,7 +92,10 @@ fn invalid_jobspecs_fail_with_the_expected_messages() {
             }
         }
     }
-    assert!(accepted.is_empty(), "invalid jobspecs were accepted: {accepted:?}");
+    assert!(
+        accepted.is_empty(),
+        "invalid jobspecs were accepted: {accepted:?}"
+    );
 }
 
 #[test]

@@ -1,6 +1,5 @@
 job "dup" {
   type = "batch"
-  type = "service"
   group "app" {
     restart {
       attempts = 1
@@ -15,7 +14,6 @@ job "dup" {
       }
       resources {
         cpu = 100
-        cpu = 200
       }
     }
   }
