@@ -367,8 +367,8 @@ fn resolve_input_variables(
         let supplied = variable_values
             .get(&declaration.name)
             .map(|input| match input {
-                VariableInput::Text(text) => declaration.variable_type.convert_text(text),
-                VariableInput::Value(value) => declaration.variable_type.convert(value.clone()),
+                VariableInput::Text(text) => declaration.variable_type.convert_text(&text),
+                VariableInput::Value(value) => declaration.variable_type.convert(value),
             });
         let value = match (supplied, declaration.default) {
             (Some(Ok(value)), _) => value,
