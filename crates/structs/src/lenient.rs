@@ -87,15 +87,16 @@ mod case_fold {
     fn rename_keys(map: Map<String, Value>, fields: &'static [&'static str]) -> Map<String, Value> {
         let mut renamed = Map::new();
         for (key, value) in map {
-            let canonical = if fields.contains(&key.as_str()) {
-                key
-            } else {
-                match fields.iter().find(|field| field.eq_ignore_ascii_case(&key)) {
-                    Some(field) => (*field).to_string(),
-                    None => key,
-                }
+            if fields.contains(&key.as_str()) {
+                // An exact key replaces any case-folded duplicate seen before it.
+                renamed.insert(key, value);
+                continue;
+            }
+            let canonical = match fields.iter().find(|field| field.eq_ignore_ascii_case(&key)) {
+                Some(field) => (*field).to_string(),
+                None => key,
             };
-            // An exact key already present wins over a case-folded duplicate.
+            // A case-folded key never replaces an exact one seen before it.
             renamed.entry(canonical).or_insert(value);
         }
         renamed

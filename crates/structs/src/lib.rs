@@ -28,7 +28,7 @@ pub mod time;
 pub use alloc::*;
 pub use bytes::Bytes;
 pub use eval::*;
-pub use ids::{AllocId, IdError, TaskName};
+pub use ids::{AllocId, IdError, MAX_TASK_NAME_BYTES, TaskName};
 pub use job::*;
 pub use job_summary::*;
 pub use node::*;
