@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use drover_structs::canonicalize::*;
 use drover_structs::lenient::from_value_ignoring_key_case;
 use drover_structs::*;
 use serde_json::json;
