@@ -108,11 +108,19 @@ impl Job {
             .find(|group| group.name == group_name)
     }
 
-    /// Whether the job launches children on a schedule.
+    /// Whether the job has a periodic block (it is a template for periodic children).
     pub fn is_periodic(&self) -> bool {
+        self.periodic.is_some()
+    }
+
+    /// Whether the job launches children on a schedule now: periodic, enabled, not stopped and
+    /// not parameterized.
+    pub fn is_periodic_active(&self) -> bool {
         self.periodic
             .as_ref()
             .is_some_and(|periodic| periodic.enabled)
+            && !self.stop
+            && !self.is_parameterized()
     }
 
     /// Whether the job is a template for dispatched children.

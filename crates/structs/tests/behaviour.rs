@@ -662,3 +662,71 @@ fn task_names_are_single_safe_path_components() {
     }
     assert!(TaskName::parse(&"x".repeat(MAX_TASK_NAME_BYTES + 1)).is_err());
 }
+
+// ---- helpers for the scheduler and server --------------------------------------------------
+
+#[test]
+fn allocated_resources_follow_the_canonical_group() {
+    let mut job: Job = serde_json::from_value(json!({"ID":"web","TaskGroups":[{"Name":"g",
+        "EphemeralDisk":{"SizeMB":500},"Tasks":[
+            {"Name":"init","Lifecycle":{"Hook":"prestart"},"Resources":{"CPU":50,"MemoryMB":32}},
+            {"Name":"main","Resources":{"CPU":200,"MemoryMB":128,"MemoryMaxMB":256}}]}]}))
+    .expect("decodes");
+    job.canonicalize();
+    let allocated = AllocatedResources::for_task_group(&job.task_groups[0]);
+    assert_eq!(allocated.total_cpu_shares(), 250);
+    assert_eq!(allocated.total_memory_mb(), 160);
+    assert_eq!(allocated.tasks["main"].memory.memory_max_mb, 256);
+    assert_eq!(allocated.shared.disk_mb, 500);
+    assert!(allocated.task_lifecycles["main"].is_none());
+    assert_eq!(
+        allocated.task_lifecycles["init"]
+            .as_ref()
+            .map(|lifecycle| lifecycle.hook.as_str()),
+        Some("prestart")
+    );
+    assert_eq!(alloc_name("web", "g", 2), "web.g[2]");
+}
+
+#[test]
+fn job_summary_starts_at_zero_per_group_and_counts_by_client_status() {
+    let job = minimal_job(JOB_TYPE_BATCH);
+    let mut summary = JobSummary::new_for_job(&job);
+    assert_eq!(summary.summary.keys().collect::<Vec<_>>(), ["g"]);
+    assert!(summary.children.is_none());
+    let group = summary.summary.get_mut("g").expect("group");
+    *group.counter_for_client_status("pending").expect("known") += 1;
+    *group.counter_for_client_status("running").expect("known") += 2;
+    assert!(group.counter_for_client_status("bogus").is_none());
+    assert_eq!((group.starting, group.running), (1, 2));
+}
+
+#[test]
+fn job_status_follows_nomads_rules() {
+    let batch = minimal_job(JOB_TYPE_BATCH);
+    let none = JobStatusInputs::default();
+    assert_eq!(derive_job_status(&batch, none), "pending");
+    let live_eval = JobStatusInputs {
+        any_eval: true,
+        any_non_terminal_eval: true,
+        ..none
+    };
+    assert_eq!(derive_job_status(&batch, live_eval), "pending");
+    let live_alloc = JobStatusInputs {
+        any_alloc: true,
+        any_non_terminal_alloc: true,
+        ..live_eval
+    };
+    assert_eq!(derive_job_status(&batch, live_alloc), "running");
+    let finished = JobStatusInputs {
+        any_alloc: true,
+        any_eval: true,
+        ..none
+    };
+    assert_eq!(derive_job_status(&batch, finished), "dead");
+
+    let mut system = minimal_job(JOB_TYPE_SYSTEM);
+    assert_eq!(derive_job_status(&system, none), "running");
+    system.stop = true;
+    assert_eq!(derive_job_status(&system, live_alloc), "dead");
+}
