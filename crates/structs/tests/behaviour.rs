@@ -730,3 +730,16 @@ fn job_status_follows_nomads_rules() {
     system.stop = true;
     assert_eq!(derive_job_status(&system, live_alloc), "dead");
 }
+
+#[test]
+fn exceeded_attempts_reason_is_worded_like_nomad() {
+    let reason = restart_reason_exceeded_attempts(2, DurationNs::from_mins(30), "fail");
+    assert_eq!(
+        reason,
+        "Exceeded allowed attempts 2 in interval 30m0s and mode is \"fail\""
+    );
+    let event = TaskEvent::new(TASK_NOT_RESTARTING, 1)
+        .with_restart_reason(&reason)
+        .with_fails_task();
+    assert_eq!(display(event), reason);
+}
