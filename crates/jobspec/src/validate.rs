@@ -1487,9 +1487,112 @@ fn check_cron_expression(expression: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether a JSON value asks for something (not null, not an empty list or object).
+fn is_requested(value: Option<&JsonValue>) -> bool {
+    match value {
+        None | Some(JsonValue::Null) => false,
+        Some(JsonValue::Array(items)) => !items.is_empty(),
+        Some(JsonValue::Object(entries)) => !entries.is_empty(),
+        Some(_) => true,
+    }
+}
+
+impl Checker {
+    /// Features a JSON job can ask for that drover does not provide (the HCL decoder refuses
+    /// the matching blocks earlier, with their own messages). Empty or null values, as Nomad
+    /// writes them for absent features, pass.
+    fn refused_features(&mut self, job: &JsonValue) {
+        let place = Place {
+            path: String::new(),
+            context: String::new(),
+        };
+        if is_requested(job.get("Multiregion")) {
+            self.report(
+                &place,
+                "Multiregion".into(),
+                "the \"multiregion\" block is not supported by drover",
+            );
+        }
+        for (group_index, group) in items(job, "TaskGroups").iter().enumerate() {
+            let group_place = Place {
+                path: format!("TaskGroups[{group_index}]"),
+                context: format!("group {:?}", text(group, "Name")),
+            };
+            for (field, feature) in [("Volumes", "volume"), ("Scaling", "scaling")] {
+                if is_requested(group.get(field)) {
+                    self.report(
+                        &group_place,
+                        group_place.field(field),
+                        format!("the {feature:?} block is not supported by drover"),
+                    );
+                }
+            }
+            for (task_index, task) in items(group, "Tasks").iter().enumerate() {
+                let task_place = Place {
+                    path: format!("{}.Tasks[{task_index}]", group_place.path),
+                    context: format!("{} task {:?}", group_place.context, text(task, "Name")),
+                };
+                for (field, feature) in [
+                    ("Vault", "vault"),
+                    ("VolumeMounts", "volume_mount"),
+                    ("CSIPluginConfig", "csi_plugin"),
+                    ("ScalingPolicies", "scaling"),
+                    ("Actions", "action"),
+                    ("Schedule", "schedule"),
+                ] {
+                    if is_requested(task.get(field)) {
+                        self.report(
+                            &task_place,
+                            task_place.field(field),
+                            format!("the {feature:?} block is not supported by drover"),
+                        );
+                    }
+                }
+                if let Some(resources) = task.get("Resources") {
+                    for (field, feature) in [
+                        ("Devices", "device"),
+                        ("NUMA", "numa"),
+                        ("Networks", "network"),
+                    ] {
+                        if is_requested(resources.get(field)) {
+                            let resources_place = task_place.child("Resources");
+                            self.report(
+                                &resources_place,
+                                resources_place.field(field),
+                                format!("the {feature:?} block is not supported by drover"),
+                            );
+                        }
+                    }
+                }
+                for (service_index, service) in items(task, "Services").iter().enumerate() {
+                    if is_requested(service.get("Connect")) {
+                        let service_place = task_place.item("Services", service_index);
+                        self.report(
+                            &service_place,
+                            service_place.field("Connect"),
+                            "the \"connect\" block is not supported by drover (no Consul Connect)",
+                        );
+                    }
+                }
+            }
+            for (service_index, service) in items(group, "Services").iter().enumerate() {
+                if is_requested(service.get("Connect")) {
+                    let service_place = group_place.item("Services", service_index);
+                    self.report(
+                        &service_place,
+                        service_place.field("Connect"),
+                        "the \"connect\" block is not supported by drover (no Consul Connect)",
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Validates a job given as Nomad JSON (after defaults).
 pub(crate) fn validate_job_json(job: &JsonValue) -> Vec<ValidationIssue> {
     let mut checker = Checker { issues: Vec::new() };
+    checker.refused_features(job);
     checker.job(job);
     checker.issues
 }
