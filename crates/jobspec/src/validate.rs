@@ -1348,37 +1348,43 @@ impl Checker {
                             );
                         }
                     }
-                    "script" => {
-                        if text(check, "Command").is_empty() {
-                            self.report(
-                                &check_place,
-                                check_place.path.clone(),
-                                format!("{check_label}: a script check needs a command"),
-                            );
-                        }
-                        if task.is_none()
-                            && text(check, "TaskName").is_empty()
-                            && text(service, "TaskName").is_empty()
-                        {
-                            self.report(
-                                &check_place,
-                                check_place.path.clone(),
-                                format!(
-                                    "{check_label}: a script check in a group service needs task"
-                                ),
-                            );
-                        }
-                    }
-                    "" => self.report(
-                        &check_place,
-                        check_place.path.clone(),
-                        format!("{check_label}: type is missing (http, tcp or script)"),
-                    ),
-                    other => self.report(
+                    "script" | "grpc" => self.report(
                         &check_place,
                         check_place.field("Type"),
-                        format!("{check_label}: type must be http, tcp or script, got {other:?}"),
+                        format!("{check_label}: {check_type} checks need Consul; the nomad service provider runs http and tcp checks"),
                     ),
+                    "" => self.report(&check_place, check_place.path.clone(), format!("{check_label}: type is missing (http or tcp)")),
+                    other => self.report(&check_place, check_place.field("Type"), format!("{check_label}: type must be http or tcp, got {other:?}")),
+                }
+                if flag(check, "Expose") {
+                    self.report(
+                        &check_place,
+                        check_place.field("Expose"),
+                        format!("{check_label}: expose is only for Consul service checks"),
+                    );
+                }
+                if text(check, "OnUpdate") == "ignore_warnings" {
+                    self.report(&check_place, check_place.field("OnUpdate"), format!("{check_label}: on_update = \"ignore_warnings\" is only for Consul service checks"));
+                }
+                if text(check, "AddressMode") == "driver" {
+                    self.report(&check_place, check_place.field("AddressMode"), format!("{check_label}: address_mode = \"driver\" is only for Consul service checks"));
+                }
+                if integer(check, "SuccessBeforePassing").unwrap_or(0) != 0 {
+                    self.report(&check_place, check_place.field("SuccessBeforePassing"), format!("{check_label}: success_before_passing is only for Consul service checks"));
+                }
+                let method = text(check, "Method");
+                if check_type == "http"
+                    && ![
+                        "", "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS",
+                        "TRACE",
+                    ]
+                    .contains(&method)
+                {
+                    self.report(
+                        &check_place,
+                        check_place.field("Method"),
+                        format!("{check_label}: method {method:?} is not an HTTP method"),
+                    );
                 }
                 if check_type == "http" && text(check, "Path").is_empty() {
                     self.report(
