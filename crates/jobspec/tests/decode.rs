@@ -115,3 +115,38 @@ fn runtime_references_are_kept_exactly_and_escapes_are_unescaped() {
         })
     );
 }
+
+#[test]
+fn every_refused_block_is_reported_as_unsupported_where_nomad_allows_it() {
+    let refused = drover_jobspec::refused_blocks();
+    assert!(
+        refused
+            .iter()
+            .any(|(parent, name, _)| *parent == "task" && *name == "vault")
+    );
+    for (parent, name, reason) in refused {
+        let block = format!("{name} {{\n}}");
+        let body = match parent {
+            "job" => block,
+            "group" => format!("group \"g\" {{\n{block}\n}}"),
+            "task" => format!("group \"g\" {{\ntask \"t\" {{\n{block}\n}}\n}}"),
+            "resources" | "identity" | "template" => {
+                format!("group \"g\" {{\ntask \"t\" {{\n{parent} {{\n{block}\n}}\n}}\n}}")
+            }
+            "network" | "service" => format!("group \"g\" {{\n{parent} {{\n{block}\n}}\n}}"),
+            "check" => format!("group \"g\" {{\nservice {{\ncheck {{\n{block}\n}}\n}}\n}}"),
+            "port" => format!("group \"g\" {{\nnetwork {{\nport \"p\" {{\n{block}\n}}\n}}\n}}"),
+            other => panic!("no template for parent {other}"),
+        };
+        let source = format!("job \"j\" {{\n{body}\n}}\n");
+        let error = decode_hcl_to_json(&source, "refused.hcl", &VarValues::new())
+            .expect_err(&format!("{parent} {name} must be refused"));
+        let text = error.to_string();
+        assert!(
+            text.contains(name)
+                && text.contains("is not supported by drover")
+                && text.contains(reason),
+            "{parent} {name}: {text}"
+        );
+    }
+}
