@@ -594,12 +594,11 @@ impl Checker {
                 "a task cannot be named \"alloc\"",
             );
         }
-        if name.contains('/') || name.contains('\\') {
-            self.report(
-                place,
-                place.field("Name"),
-                "a task name cannot contain slashes",
-            );
+        // Task names become directory names on the client: the same rule as its `TaskName`.
+        if !name.is_empty()
+            && let Err(error) = drover_structs::TaskName::parse(name)
+        {
+            self.report(place, place.field("Name"), error.to_string());
         }
         if text(task, "Driver").is_empty() {
             self.report(
