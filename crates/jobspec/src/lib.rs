@@ -9,6 +9,16 @@
 //! `Job::canonicalize` (API defaults) → `validate` (each problem located through the offset map).
 //! A field the decoder produced that does not survive the `Job` round trip is reported as
 //! unsupported, so nothing in a jobspec is ever dropped silently.
+//!
+//! Supported blocks: `job`, `group`, `task`, `config`, `env`, `meta`, `resources`, `restart`,
+//! `reschedule` (job and group), `lifecycle`, `template` (with `wait`, `change_script`),
+//! `artifact` (with `options`, `headers`), `service` and `check` (with `check_restart`,
+//! `header`), `constraint`, `affinity`, `spread` (with `target`), `network` and `port`, `logs`,
+//! `dispatch_payload`, `parameterized`, `periodic`, `update`, `ephemeral_disk`, `identity`, and
+//! the top-level `variable`, `variables` and `locals`. Blocks Nomad has and drover refuses with
+//! a reason (`vault`, `consul`, `volume`, `volume_mount`, `csi_plugin`, `scaling`,
+//! `multiregion`, `connect`, `device`, `secret`, `dynamic`, ...) are listed by
+//! [`refused_blocks`].
 
 mod decode;
 mod diagnostic;
