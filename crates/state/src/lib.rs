@@ -8,7 +8,18 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod embedded;
+pub mod engine;
+pub mod error;
+pub mod events;
 pub mod kv;
 
 pub use embedded::{EmbeddedKv, STATE_FILE_NAME};
+pub use engine::{
+    CommitStats, Committed, Engine, EngineOptions, Indexes, SCHEMA_VERSION, Table, WatchOutcome,
+    WriteContext, load_table,
+};
+pub use error::StateError;
+pub use events::{
+    Event, EventBatch, EventBuffer, EventFilter, EventSubscription, EventType, Topic,
+};
 pub use kv::{KeyRange, Kv, KvError, KvFuture, KvPair, MemoryKv, Revision, WriteBatch, WriteOp};
