@@ -204,6 +204,12 @@ impl WriteContext {
         });
     }
 
+    /// The index of the last committed write before this one (what a write that changes
+    /// nothing reports).
+    pub fn latest_committed_index(&self) -> u64 {
+        self.index - 1
+    }
+
     /// Marks `table` touched (its index moves to this write's index) without persisting.
     pub fn touch(&mut self, table: Table) {
         self.claimed = true;
