@@ -848,6 +848,79 @@ impl StateStore {
             .await
     }
 
+    /// Sets a node's scheduling eligibility (`eligible` or `ineligible`). An unchanged value
+    /// writes nothing and returns the node's `ModifyIndex`.
+    pub async fn update_node_eligibility(
+        &self,
+        node_id: &str,
+        eligibility: &str,
+    ) -> Result<u64, StateError> {
+        let node_id = node_id.to_owned();
+        let eligibility = eligibility.to_owned();
+        self.engine
+            .write(move |tables, context| {
+                let Some(existing) = tables.nodes.get(&node_id).cloned() else {
+                    return Err(StateError::NotFound {
+                        kind: "node",
+                        id: node_id,
+                    });
+                };
+                if existing.scheduling_eligibility == eligibility {
+                    return Ok(existing.modify_index);
+                }
+                let index = context.index();
+                let mut node = Node::clone(&existing);
+                node.scheduling_eligibility = eligibility;
+                node.modify_index = index;
+                context.put(Table::Nodes, node.id.as_bytes(), &node)?;
+                context.emit(node_event(EventType::NodeEligibility, &node)?);
+                Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
+                Ok(index)
+            })
+            .await
+    }
+
+    /// Garbage collection: removes evaluations and allocations by ID (unknown IDs are
+    /// skipped) and refreshes the status of their jobs. Summaries are left as they are, as
+    /// Nomad leaves them. Returns the index of the write, or the latest index when nothing was
+    /// removed.
+    pub async fn delete_evals_and_allocs(
+        &self,
+        eval_ids: Vec<String>,
+        alloc_ids: Vec<String>,
+    ) -> Result<u64, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                let mut affected_jobs = BTreeSet::new();
+                for alloc_id in alloc_ids {
+                    let Some(alloc) = tables.allocs.get(&alloc_id).cloned() else {
+                        continue;
+                    };
+                    context.delete(Table::Allocs, alloc_id.as_bytes());
+                    tables.unindex_alloc(&alloc);
+                    Arc::make_mut(&mut tables.allocs).remove(&alloc_id);
+                    affected_jobs.insert((alloc.namespace.clone(), alloc.job_id.clone()));
+                }
+                for eval_id in eval_ids {
+                    let Some(eval) = tables.evals.get(&eval_id).cloned() else {
+                        continue;
+                    };
+                    context.delete(Table::Evals, eval_id.as_bytes());
+                    tables.unindex_eval(&eval);
+                    Arc::make_mut(&mut tables.evals).remove(&eval_id);
+                    affected_jobs.insert((eval.namespace.clone(), eval.job_id.clone()));
+                }
+                if affected_jobs.is_empty() {
+                    return Ok(context.latest_committed_index());
+                }
+                for key in &affected_jobs {
+                    refresh_job_status(tables, context, key)?;
+                }
+                Ok(context.index())
+            })
+            .await
+    }
+
     /// Removes a node. Its allocations stay (the server marks them lost first).
     pub async fn delete_node(&self, node_id: &str) -> Result<u64, StateError> {
         let node_id = node_id.to_owned();

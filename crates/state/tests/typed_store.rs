@@ -744,3 +744,62 @@ async fn summary_counters_equal_a_recount_after_random_updates() {
     };
     assert_eq!(store.job("default", "web").unwrap().status, expected_status);
 }
+
+#[tokio::test]
+async fn garbage_collection_removes_evals_and_allocs_from_every_index() {
+    let store = StateStore::in_memory().await.unwrap();
+    store.upsert_job(job("web", 1), NOW).await.unwrap();
+    store
+        .upsert_allocs_and_evals(
+            vec![
+                alloc("a1", "web", "n1", "e1"),
+                alloc("a2", "web", "n1", "e1"),
+            ],
+            vec![eval("e1", "web", "complete")],
+            NOW,
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.job("default", "web").unwrap().status, "running");
+
+    let index = store
+        .delete_evals_and_allocs(
+            vec!["e1".to_owned(), "missing".to_owned()],
+            vec!["a1".to_owned(), "a2".to_owned()],
+        )
+        .await
+        .unwrap();
+    assert!(store.alloc("a1").is_none());
+    assert!(store.allocs_by_node("n1").is_empty());
+    assert!(store.allocs_by_eval("e1").is_empty());
+    assert!(store.allocs_by_job("default", "web").is_empty());
+    assert!(store.evals_by_job("default", "web").is_empty());
+    assert_eq!(store.indexes().table(Table::Allocs), index);
+    assert_eq!(store.indexes().table(Table::Evals), index);
+    // With nothing left, the job is back to pending.
+    assert_eq!(store.job("default", "web").unwrap().status, "pending");
+    // Nothing to remove: no write.
+    let again = store
+        .delete_evals_and_allocs(vec!["e1".to_owned()], Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(again, index);
+    assert_eq!(store.latest_index(), index);
+
+    store.upsert_node(node("n1"), NOW).await.unwrap();
+    let ineligible = store
+        .update_node_eligibility("n1", "ineligible")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.node("n1").unwrap().scheduling_eligibility,
+        "ineligible"
+    );
+    assert_eq!(
+        store
+            .update_node_eligibility("n1", "ineligible")
+            .await
+            .unwrap(),
+        ineligible
+    );
+}
