@@ -56,9 +56,12 @@ pub enum Table {
     Nodes,
     /// Job summaries.
     JobSummaries,
+    /// The copies of jobs that allocations were placed with, stored once per job version
+    /// rather than inside every allocation record.
+    AllocJobs,
 }
 
-const TABLE_COUNT: usize = 6;
+const TABLE_COUNT: usize = 7;
 
 impl Table {
     /// Every table.
@@ -69,6 +72,7 @@ impl Table {
         Table::Allocs,
         Table::Nodes,
         Table::JobSummaries,
+        Table::AllocJobs,
     ];
 
     /// The table's name, as used in keys and errors.
@@ -80,6 +84,7 @@ impl Table {
             Table::Allocs => "allocs",
             Table::Nodes => "nodes",
             Table::JobSummaries => "job_summaries",
+            Table::AllocJobs => "alloc_jobs",
         }
     }
 
@@ -91,6 +96,7 @@ impl Table {
             Table::Allocs => 3,
             Table::Nodes => 4,
             Table::JobSummaries => 5,
+            Table::AllocJobs => 6,
         }
     }
 
