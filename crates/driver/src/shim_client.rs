@@ -51,7 +51,10 @@ pub async fn spawn_shim(
     let report: StartReport =
         serde_json::from_str(output.trim()).map_err(|error| DriverError::Start {
             task_id: task_id.to_string(),
-            message: format!("the shim gave no start report ({error}): {:?}", output.trim()),
+            message: format!(
+                "the shim gave no start report ({error}): {:?}",
+                output.trim()
+            ),
             recoverable: true,
         })?;
     match report {

@@ -51,7 +51,10 @@ const CPU_MEASURED: [&str; 5] = [
 ];
 
 /// Turns the shim's raw sample into usage, with percentages over the time since `previous`.
-pub(crate) fn usage_from_sample(current: &TaskStats, previous: Option<&TaskStats>) -> TaskResourceUsage {
+pub(crate) fn usage_from_sample(
+    current: &TaskStats,
+    previous: Option<&TaskStats>,
+) -> TaskResourceUsage {
     let percent_of = |now: u64, before: u64, elapsed_ns: u64| {
         if elapsed_ns == 0 {
             0.0

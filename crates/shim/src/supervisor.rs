@@ -91,7 +91,10 @@ fn load_spec(path: &Path) -> Result<LaunchSpec, String> {
         if path.is_absolute() {
             Ok(())
         } else {
-            Err(format!("{name} must be an absolute path, got {}", path.display()))
+            Err(format!(
+                "{name} must be an absolute path, got {}",
+                path.display()
+            ))
         }
     };
     absolute("state_dir", &spec.state_dir)?;
@@ -344,13 +347,7 @@ impl Daemon {
             Err(error) => Err(format!("forking the task: {error}")),
             Ok(ForkResult::Child) => {
                 drop((stdout_read, stderr_read, error_read));
-                let failure = exec_task(
-                    &prepared,
-                    cgroup,
-                    &dev_null,
-                    &stdout_write,
-                    &stderr_write,
-                );
+                let failure = exec_task(&prepared, cgroup, &dev_null, &stdout_write, &stderr_write);
                 let _ = File::from(error_write).write_all(failure.as_bytes());
                 // SAFETY: _exit ends the forked child without running the parent's atexit
                 // handlers or flushing its copied stdio buffers.
@@ -495,10 +492,10 @@ impl TaskPipes {
                 );
             }
             while pump(pipe, "output") {}
-            if let Some((_, mut log)) = pipe.take() {
-                if let Err(error) = log.flush_pending() {
-                    eprintln!("drover-shim: writing log: {error}");
-                }
+            if let Some((_, mut log)) = pipe.take()
+                && let Err(error) = log.flush_pending()
+            {
+                eprintln!("drover-shim: writing log: {error}");
             }
         }
     }
@@ -634,10 +631,10 @@ fn resolve_program(command: &str, path: &str, cwd: Option<&Path>) -> Result<Path
     }
     for dir in path.split(':').filter(|dir| !dir.is_empty()) {
         let mut candidate = PathBuf::from(dir).join(command);
-        if candidate.is_relative() {
-            if let Some(cwd) = cwd {
-                candidate = cwd.join(candidate);
-            }
+        if candidate.is_relative()
+            && let Some(cwd) = cwd
+        {
+            candidate = cwd.join(candidate);
         }
         let executable = fs::metadata(&candidate)
             .map(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
@@ -663,10 +660,10 @@ fn exec_task(
     if let Err(error) = nix::unistd::setsid() {
         return format!("setsid: {error}");
     }
-    if let Some(cgroup) = cgroup {
-        if let Err(error) = cgroup.add_pid(0) {
-            return format!("joining the task cgroup: {error}");
-        }
+    if let Some(cgroup) = cgroup
+        && let Err(error) = cgroup.add_pid(0)
+    {
+        return format!("joining the task cgroup: {error}");
     }
     if let Err(error) = nix::unistd::dup2_stdin(stdin)
         .and_then(|()| nix::unistd::dup2_stdout(stdout))
@@ -685,18 +682,17 @@ fn exec_task(
     {
         return format!("resetting signals: {error}");
     }
-    if let Some(cwd) = &prepared.cwd {
-        if let Err(error) = nix::unistd::chdir(cwd.as_c_str()) {
-            return format!("changing directory to {cwd:?}: {error}");
-        }
+    if let Some(cwd) = &prepared.cwd
+        && let Err(error) = nix::unistd::chdir(cwd.as_c_str())
+    {
+        return format!("changing directory to {cwd:?}: {error}");
     }
-    if let Some((uid, gid, groups)) = &prepared.credentials {
-        if let Err(error) = nix::unistd::setgroups(groups)
+    if let Some((uid, gid, groups)) = &prepared.credentials
+        && let Err(error) = nix::unistd::setgroups(groups)
             .and_then(|()| nix::unistd::setgid(*gid))
             .and_then(|()| nix::unistd::setuid(*uid))
-        {
-            return format!("switching to uid {uid} gid {gid}: {error}");
-        }
+    {
+        return format!("switching to uid {uid} gid {gid}: {error}");
     }
     match nix::unistd::execve(&prepared.program, &prepared.argv, &prepared.envp) {
         Err(error) => format!("executing {:?}: {error}", prepared.program),
@@ -786,7 +782,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A poisoned lock only means another thread panicked while holding it; with
     // `panic = "abort"` that cannot happen in the shim binary, and the data stays consistent
     // (every critical section is a single assignment or read).
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Waits for the exit to be recorded, up to `timeout` (forever when `None`).
@@ -855,7 +853,9 @@ fn serve_connection(stream: UnixStream, shared: &Shared) {
             return;
         };
         text.push('\n');
-        let written = writer.write_all(text.as_bytes()).and_then(|()| writer.flush());
+        let written = writer
+            .write_all(text.as_bytes())
+            .and_then(|()| writer.flush());
         if response == Response::CleanedUp {
             std::process::exit(0);
         }
@@ -975,18 +975,18 @@ fn cleanup(shared: &Shared) -> Response {
             return error_response("the task did not die after SIGKILL; not cleaning up");
         }
     }
-    if let Some(cgroup) = &shared.cgroup {
-        if let Err(error) = cgroup.remove() {
-            return error_response(&format!("removing the task cgroup: {error}"));
-        }
+    if let Some(cgroup) = &shared.cgroup
+        && let Err(error) = cgroup.remove()
+    {
+        return error_response(&format!("removing the task cgroup: {error}"));
     }
-    if let Err(error) = fs::remove_dir_all(&shared.state_dir) {
-        if error.kind() != io::ErrorKind::NotFound {
-            return error_response(&format!(
-                "removing state dir {}: {error}",
-                shared.state_dir.display()
-            ));
-        }
+    if let Err(error) = fs::remove_dir_all(&shared.state_dir)
+        && error.kind() != io::ErrorKind::NotFound
+    {
+        return error_response(&format!(
+            "removing state dir {}: {error}",
+            shared.state_dir.display()
+        ));
     }
     Response::CleanedUp
 }
@@ -1013,9 +1013,15 @@ mod tests {
     fn exit_codes_follow_nomad_for_signals() {
         let pid = Pid::from_raw(10);
         let exited = exit_status_of(WaitStatus::Exited(pid, 3), false);
-        assert_eq!((exited.exit_code, exited.signal, exited.oom_killed), (3, 0, false));
+        assert_eq!(
+            (exited.exit_code, exited.signal, exited.oom_killed),
+            (3, 0, false)
+        );
         let killed = exit_status_of(WaitStatus::Signaled(pid, Signal::SIGKILL, false), true);
-        assert_eq!((killed.exit_code, killed.signal, killed.oom_killed), (137, 9, true));
+        assert_eq!(
+            (killed.exit_code, killed.signal, killed.oom_killed),
+            (137, 9, true)
+        );
         assert!(killed.finished_at_unix_ns > 0);
     }
 
@@ -1027,7 +1033,10 @@ mod tests {
         let read: ExitStatus =
             serde_json::from_slice(&fs::read(dir.path().join(EXIT_STATUS_FILE)).unwrap()).unwrap();
         assert_eq!(read, exit);
-        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, vec![std::ffi::OsString::from(EXIT_STATUS_FILE)]);
     }
 }
