@@ -482,3 +482,76 @@ async fn when_the_shim_dies_the_task_lives_on_and_reclaim_kills_it_through_the_c
         Vec::<PathBuf>::new()
     );
 }
+
+#[tokio::test]
+async fn the_task_runs_as_the_given_user_with_its_environment_and_cwd() {
+    if !cgroups_available() {
+        return;
+    }
+    let scratch = Scratch::new();
+    let driver = driver();
+    let mut task = launch(&scratch, "whoami", "echo \"$(id -u) $(id -g) $GREETING $(pwd)\"");
+    task.user = Some("nobody".to_string());
+    task.env.push(("GREETING".to_string(), "hello".to_string()));
+    task.cwd = Some(PathBuf::from("/"));
+    let handle = driver.start(&task).await.unwrap();
+    assert_eq!(driver.wait(&handle).await.unwrap().exit_code, 0);
+    let status = std::fs::read_to_string("/etc/passwd").unwrap();
+    let nobody: Vec<&str> = status
+        .lines()
+        .find(|line| line.starts_with("nobody:"))
+        .unwrap()
+        .split(':')
+        .collect();
+    assert_eq!(
+        std::fs::read_to_string(scratch.0.join("logs/whoami.stdout.0")).unwrap(),
+        format!("{} {} hello /\n", nobody[2], nobody[3])
+    );
+    driver.destroy(&handle).await.unwrap();
+}
+
+#[tokio::test]
+async fn several_waiters_all_see_the_exit() {
+    if !cgroups_available() {
+        return;
+    }
+    let scratch = Scratch::new();
+    let driver = driver();
+    let handle = driver
+        .start(&launch(&scratch, "waited", "sleep 0.3; exit 4"))
+        .await
+        .unwrap();
+    let (first, second, third) = tokio::join!(
+        driver.wait(&handle),
+        driver.wait(&handle),
+        driver.wait(&handle)
+    );
+    let codes = [first, second, third].map(|exit| exit.unwrap().exit_code);
+    assert_eq!(codes, [4, 4, 4]);
+    driver.destroy(&handle).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_oom_kill_is_reported_from_the_kernel_counter() {
+    if !cgroups_available() {
+        return;
+    }
+    let scratch = Scratch::new();
+    let driver = driver();
+    // The shell accumulates 200 MB in a variable under a 32 MiB limit.
+    let mut task = launch(
+        &scratch,
+        "hungry",
+        "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo survived",
+    );
+    task.resources.memory_bytes = Some(32 << 20);
+    let handle = driver.start(&task).await.unwrap();
+    let exit = driver.wait(&handle).await.unwrap();
+    assert!(exit.oom_killed, "{exit:?}");
+    assert!(
+        !std::fs::read_to_string(scratch.0.join("logs/hungry.stdout.0"))
+            .unwrap()
+            .contains("survived")
+    );
+    driver.destroy(&handle).await.unwrap();
+}
