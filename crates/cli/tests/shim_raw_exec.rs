@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use drover_driver::conformance::{Scenario, run_conformance_suite};
 use drover_driver::raw_exec::{RawExecConfig, RawExecDriver, read_exit_status};
 use drover_driver::shim_client::ShimClient;
 use drover_driver::{Driver, DriverError, LogSettings, TaskHandle, TaskLaunch};
@@ -490,7 +491,11 @@ async fn the_task_runs_as_the_given_user_with_its_environment_and_cwd() {
     }
     let scratch = Scratch::new();
     let driver = driver();
-    let mut task = launch(&scratch, "whoami", "echo \"$(id -u) $(id -g) $GREETING $(pwd)\"");
+    let mut task = launch(
+        &scratch,
+        "whoami",
+        "echo \"$(id -u) $(id -g) $GREETING $(pwd)\"",
+    );
     task.user = Some("nobody".to_string());
     task.env.push(("GREETING".to_string(), "hello".to_string()));
     task.cwd = Some(PathBuf::from("/"));
@@ -554,4 +559,22 @@ async fn an_oom_kill_is_reported_from_the_kernel_counter() {
             .contains("survived")
     );
     driver.destroy(&handle).await.unwrap();
+}
+
+#[tokio::test]
+async fn raw_exec_passes_the_conformance_suite() {
+    if !cgroups_available() {
+        return;
+    }
+    let scratch = Scratch::new();
+    let make_task = |scenario: Scenario, name: &str| {
+        let script = match scenario {
+            Scenario::ExitWith(code) => format!("exit {code}"),
+            Scenario::RunUntilKilled => "exec sleep 600".to_string(),
+        };
+        let mut task = launch(&scratch, name, &script);
+        task.state_dir = scratch.0.join(format!("state-{name}"));
+        task
+    };
+    run_conformance_suite(&driver(), &make_task).await.unwrap();
 }

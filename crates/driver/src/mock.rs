@@ -542,6 +542,18 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_mock_driver_passes_the_conformance_suite() {
+        use crate::conformance::{Scenario, run_conformance_suite};
+        let make_task = |scenario: Scenario, name: &str| match scenario {
+            Scenario::ExitWith(code) => launch(name, json!({"exit_code": code})),
+            Scenario::RunUntilKilled => launch(name, json!({"run_for": "1h"})),
+        };
+        run_conformance_suite(&MockDriver::new(), &make_task)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
     async fn stdout_string_lands_in_the_first_log_file() {
         let dir = tempfile::tempdir().unwrap();
         let mut task = launch("s", json!({"stdout_string": "hello\n"}));
