@@ -578,3 +578,39 @@ async fn raw_exec_passes_the_conformance_suite() {
     };
     run_conformance_suite(&driver(), &make_task).await.unwrap();
 }
+
+#[tokio::test]
+async fn without_cgroups_the_process_group_is_signalled_and_killed() {
+    let scratch = Scratch::new();
+    let driver = RawExecDriver::new(RawExecConfig {
+        shim_binary: Some(PathBuf::from(SHIM)),
+        disable_cgroups: true,
+        ..RawExecConfig::default()
+    });
+    let script = "trap '' TERM; sh -c \"trap '' TERM; exec sleep 600\" & echo $! > child.pid; wait";
+    let handle = driver
+        .start(&launch(&scratch, "nocg", script))
+        .await
+        .unwrap();
+    assert_eq!(handle.shim.as_ref().unwrap().cgroup, None);
+    let child_pid_file = scratch.0.join("child.pid");
+    eventually("child started", || {
+        std::fs::read_to_string(&child_pid_file).is_ok_and(|text| text.ends_with('\n'))
+    });
+    let child: i32 = std::fs::read_to_string(&child_pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stats = driver.stats(&handle).await.unwrap();
+    assert_eq!(stats.pids, vec![handle.shim.as_ref().unwrap().task_pid]);
+    assert!(stats.memory.measured.is_empty());
+
+    let exit = driver
+        .kill(&handle, None, Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert_eq!(exit.signal, 9);
+    eventually("child killed with its group", || !alive(child));
+    driver.destroy(&handle).await.unwrap();
+}
