@@ -231,6 +231,25 @@ impl Daemon {
             ));
         }
 
+        // Block SIGCHLD before any thread exists, so every thread inherits the mask and the
+        // signalfd of the main thread sees every child exit (the task resets its mask). The
+        // socket and the signalfd exist before the task does, so nothing that can fail is left
+        // once it runs.
+        let mut child_signal = SigSet::empty();
+        child_signal.add(Signal::SIGCHLD);
+        sigprocmask(SigmaskHow::SIG_BLOCK, Some(&child_signal), None)
+            .map_err(|error| format!("blocking SIGCHLD: {error}"))?;
+        let signal_fd = SignalFd::with_flags(
+            &child_signal,
+            SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK,
+        )
+        .map_err(|error| format!("signalfd: {error}"))?;
+        let socket_path = spec.state_dir.join(SOCKET_FILE);
+        let _ = fs::remove_file(&socket_path);
+        let listener = UnixListener::bind(&socket_path)
+            .map_err(|error| format!("binding {}: {error}", socket_path.display()))?;
+        fs::set_permissions(&socket_path, fs::Permissions::from_mode(0o600))
+            .map_err(|error| format!("restricting {}: {error}", socket_path.display()))?;
         let cgroup = match &spec.cgroup {
             Some(cgroup_spec) => {
                 let cgroup = TaskCgroup::open(&cgroup_spec.root, &cgroup_spec.name)
@@ -287,29 +306,19 @@ impl Daemon {
             exited: Condvar::new(),
         });
 
-        // Block SIGCHLD before any thread exists, so every thread inherits the mask and the
-        // signalfd of the main thread sees every child exit.
-        let mut child_signal = SigSet::empty();
-        child_signal.add(Signal::SIGCHLD);
-        sigprocmask(SigmaskHow::SIG_BLOCK, Some(&child_signal), None)
-            .map_err(|error| format!("blocking SIGCHLD: {error}"))?;
-        let signal_fd = SignalFd::with_flags(
-            &child_signal,
-            SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK,
-        )
-        .map_err(|error| format!("signalfd: {error}"))?;
-        let socket_path = spec.state_dir.join(SOCKET_FILE);
-        let _ = fs::remove_file(&socket_path);
-        let listener = UnixListener::bind(&socket_path)
-            .map_err(|error| format!("binding {}: {error}", socket_path.display()))?;
-        fs::set_permissions(&socket_path, fs::Permissions::from_mode(0o600))
-            .map_err(|error| format!("restricting {}: {error}", socket_path.display()))?;
         let acceptor_shared = Arc::clone(&shared);
-        thread::Builder::new()
+        let acceptor = thread::Builder::new()
             .name("accept".into())
             .stack_size(CONNECTION_STACK)
-            .spawn(move || accept_connections(&listener, &acceptor_shared))
-            .map_err(|error| format!("starting the socket thread: {error}"))?;
+            .spawn(move || accept_connections(&listener, &acceptor_shared));
+        if let Err(error) = acceptor {
+            kill_tree(&shared);
+            let _ = waitpid(shared.task_pid, None);
+            if let Some(cgroup) = &shared.cgroup {
+                let _ = cgroup.remove();
+            }
+            return Err(format!("starting the socket thread: {error}"));
+        }
         Ok((shared, pipes, signal_fd))
     }
 
