@@ -33,6 +33,17 @@ pub struct CpuUsage {
     pub measured: Vec<String>,
 }
 
+impl CpuUsage {
+    /// Nomad's `TotalTicks`: the MHz consumed, given the node's total cpu in MHz over all cores
+    /// (`percent` counts one full core as 100).
+    pub fn total_ticks(&self, node_total_mhz: f64, node_cores: u32) -> f64 {
+        if node_cores == 0 {
+            return 0.0;
+        }
+        self.percent / 100.0 * node_total_mhz / f64::from(node_cores)
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TaskResourceUsage {
     pub timestamp_unix_ns: u64,
@@ -138,5 +149,8 @@ mod tests {
         assert!((usage.cpu.user_mode_percent - 40.0).abs() < 1e-9);
         assert!((usage.cpu.system_mode_percent - 10.0).abs() < 1e-9);
         assert!(usage.memory.measured.contains(&"RSS".to_string()));
+        // Half a core of a 2-core, 6000 MHz node is 1500 MHz.
+        assert!((usage.cpu.total_ticks(6000.0, 2) - 1500.0).abs() < 1e-9);
+        assert_eq!(usage.cpu.total_ticks(6000.0, 0), 0.0);
     }
 }
