@@ -128,6 +128,13 @@ fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
+/// `(ppid, session id)` of a process, from `/proc/<pid>/stat`.
+fn parent_and_session(pid: i32) -> (i32, i32) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    (fields[1].parse().unwrap(), fields[3].parse().unwrap())
+}
+
 fn alive(pid: i32) -> bool {
     process_start_time(pid).is_some()
 }
@@ -256,6 +263,14 @@ fn a_new_runtime_reattaches_from_the_persisted_handle_and_kills_the_same_task() 
     let handle: TaskHandle = serde_json::from_str(&persisted).unwrap();
     let shim = handle.shim.clone().unwrap();
     assert!(alive(shim.task_pid) && alive(shim.shim_pid));
+    // Neither the shim nor the task is a child of the agent, and each leads its own session.
+    let me = std::process::id() as i32;
+    let (shim_parent, shim_session) = parent_and_session(shim.shim_pid);
+    let (task_parent, task_session) = parent_and_session(shim.task_pid);
+    assert_ne!(shim_parent, me);
+    assert_eq!(task_parent, shim.shim_pid, "the shim is the task's parent");
+    assert_eq!(shim_session, shim.shim_pid);
+    assert_eq!(task_session, shim.task_pid);
 
     let agent = runtime();
     let driver = driver();
