@@ -2,3 +2,8 @@
 //! against existing allocations, check feasibility, rank nodes by bin-packing.
 //!
 //! **Invariant**: deterministic, no I/O, no clocks; only the server's plan applier writes.
+
+pub mod ids;
+pub mod names;
+pub mod rng;
+pub mod version;
