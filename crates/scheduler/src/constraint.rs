@@ -45,12 +45,17 @@ pub struct ConstraintCache {
 impl ConstraintCache {
     fn regex(&mut self, pattern: &str) -> Option<&Regex> {
         if !self.regexes.contains_key(pattern) {
-            self.regexes.insert(pattern.to_string(), Regex::new(pattern).ok());
+            self.regexes
+                .insert(pattern.to_string(), Regex::new(pattern).ok());
         }
         self.regexes.get(pattern).and_then(Option::as_ref)
     }
 
-    fn version_constraint(&mut self, flavor: VersionFlavor, text: &str) -> Option<&VersionConstraint> {
+    fn version_constraint(
+        &mut self,
+        flavor: VersionFlavor,
+        text: &str,
+    ) -> Option<&VersionConstraint> {
         let key = (flavor, text.to_string());
         if !self.versions.contains_key(&key) {
             let parsed = VersionConstraint::parse(text, flavor);
@@ -86,7 +91,12 @@ pub fn resolve_target<'node>(target: &'node str, node: &'node Node) -> Option<&'
 }
 
 /// Whether `operand` holds between the resolved left and right values (`None` = not found).
-pub fn check_operand(cache: &mut ConstraintCache, operand: &str, left: Option<&str>, right: Option<&str>) -> bool {
+pub fn check_operand(
+    cache: &mut ConstraintCache,
+    operand: &str,
+    left: Option<&str>,
+    right: Option<&str>,
+) -> bool {
     match operand {
         operand::DISTINCT_HOSTS | operand::DISTINCT_PROPERTY => true,
         "=" | "==" | "is" => matches!((left, right), (Some(l), Some(r)) if l == r),
@@ -101,11 +111,17 @@ pub fn check_operand(cache: &mut ConstraintCache, operand: &str, left: Option<&s
             let (Some(l), Some(r)) = (left, right) else {
                 return false;
             };
-            let flavor = if operand == operand::VERSION { VersionFlavor::Lenient } else { VersionFlavor::Semver };
+            let flavor = if operand == operand::VERSION {
+                VersionFlavor::Lenient
+            } else {
+                VersionFlavor::Semver
+            };
             let Some(version) = Version::parse(l) else {
                 return false;
             };
-            cache.version_constraint(flavor, r).is_some_and(|constraint| constraint.matches(&version))
+            cache
+                .version_constraint(flavor, r)
+                .is_some_and(|constraint| constraint.matches(&version))
         }
         operand::REGEXP => match (left, right) {
             (Some(l), Some(r)) => cache.regex(r).is_some_and(|regex| regex.is_match(l)),
@@ -175,10 +191,7 @@ fn check_order(operand: &str, left: &str, right: &str) -> bool {
 /// Whether a `distinct_hosts` constraint is switched on: an empty right target means yes, as does
 /// anything that is not a Go boolean; `false`, `0`, `f`… switch it off.
 pub fn distinct_hosts_enabled(right_target: &str) -> bool {
-    match parse_go_bool(right_target) {
-        Some(enabled) => enabled,
-        None => true,
-    }
+    parse_go_bool(right_target).unwrap_or(true)
 }
 
 /// Go's `strconv.ParseBool`.
@@ -208,8 +221,14 @@ mod tests {
         for op in ["!=", "not"] {
             assert!(check(op, Some("linux"), Some("darwin")));
             assert!(!check(op, Some("linux"), Some("linux")));
-            assert!(check(op, None, Some("linux")), "a missing target differs from a value");
-            assert!(!check(op, None, Some("")), "a missing target compares as the empty string");
+            assert!(
+                check(op, None, Some("linux")),
+                "a missing target differs from a value"
+            );
+            assert!(
+                !check(op, None, Some("")),
+                "a missing target compares as the empty string"
+            );
         }
     }
 
@@ -229,9 +248,15 @@ mod tests {
     #[test]
     fn regexp_operand() {
         assert!(check("regexp", Some("amd64"), Some("^amd")));
-        assert!(check("regexp", Some("x86_amd64"), Some("amd")), "unanchored like Go's MatchString");
+        assert!(
+            check("regexp", Some("x86_amd64"), Some("amd")),
+            "unanchored like Go's MatchString"
+        );
         assert!(!check("regexp", Some("arm64"), Some("^amd")));
-        assert!(!check("regexp", Some("arm64"), Some("(")), "a bad pattern never matches");
+        assert!(
+            !check("regexp", Some("arm64"), Some("(")),
+            "a bad pattern never matches"
+        );
     }
 
     #[test]
