@@ -342,6 +342,7 @@ impl Reconciler<'_> {
             &mut name_index,
             &mut untainted,
             &mut migrate,
+            &mut reschedule_now,
             &lost,
         );
 
@@ -567,7 +568,9 @@ impl Reconciler<'_> {
         migrate_followups
     }
 
-    /// Stops lost allocations and, beyond the count, the highest indexes (migrating ones first).
+    /// Stops lost allocations and, beyond the count, the highest indexes: failed allocations
+    /// first (they are then not rescheduled, so a failure never pushes the group above its
+    /// count), then migrating ones, then running ones.
     #[allow(clippy::too_many_arguments)]
     fn compute_stop(
         &mut self,
@@ -577,6 +580,7 @@ impl Reconciler<'_> {
         name_index: &mut AllocNameIndex,
         untainted: &mut AllocSet,
         migrate: &mut AllocSet,
+        reschedule_now: &mut AllocSet,
         lost: &AllocSet,
     ) {
         let mut stopped: BTreeSet<String> = BTreeSet::new();
@@ -592,7 +596,23 @@ impl Reconciler<'_> {
             .values()
             .filter(|alloc| alloc.client_status != drover_structs::ALLOC_CLIENT_STATUS_UNKNOWN)
             .count() as i64;
-        let mut remove = known_untainted + migrate.len() as i64 - count as i64;
+        let mut remove =
+            known_untainted + migrate.len() as i64 + reschedule_now.len() as i64 - count as i64;
+        if remove > 0 {
+            let mut failed_highest_first: Vec<Arc<Allocation>> =
+                reschedule_now.values().cloned().collect();
+            failed_highest_first.sort_by(|a, b| name_order(b, a));
+            for alloc in failed_highest_first {
+                if remove == 0 {
+                    break;
+                }
+                self.mark_stop(&alloc, None, STATUS_ALLOC_NOT_NEEDED);
+                reschedule_now.remove(&alloc.id);
+                stopped.insert(alloc.id.clone());
+                name_index.unset(alloc_index_from_name(&alloc.name, &job.id, group_name));
+                remove -= 1;
+            }
+        }
         if remove > 0 {
             let mut working: AllocSet = untainted
                 .iter()
