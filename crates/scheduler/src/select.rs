@@ -231,7 +231,7 @@ pub struct Stack {
     static_checks: BTreeMap<String, Vec<Option<Result<(), String>>>>,
     constraint_cache: ConstraintCache,
     /// Node ID → its non-terminal allocations in the snapshot.
-    node_allocs: BTreeMap<String, Arc<Vec<ProposedAlloc>>>,
+    node_allocs: BTreeMap<String, Arc<Vec<Arc<ProposedAlloc>>>>,
     /// Node ID → node, for nodes looked up while counting `distinct_property`.
     node_lookup: BTreeMap<String, Option<Arc<Node>>>,
     nodes_available: BTreeMap<String, i64>,
@@ -389,7 +389,7 @@ impl Stack {
             let proposed =
                 self.proposed_allocs(state, plan, &node.id, options.ignored_alloc_id.as_deref());
             if distinct_hosts.any() {
-                let same_job: Vec<&ProposedAlloc> = proposed
+                let same_job: Vec<&Arc<ProposedAlloc>> = proposed
                     .iter()
                     .filter(|alloc| alloc.job_id == job.id && alloc.namespace == job.namespace)
                     .collect();
@@ -503,11 +503,17 @@ impl Stack {
             return static_feasibility(&mut self.constraint_cache, job, group, node);
         };
         let candidate_count = self.candidates.len();
-        let memo = self
+        if !self.static_checks.contains_key(&group.name) {
+            self.static_checks
+                .insert(group.name.clone(), vec![None; candidate_count]);
+        }
+        let known = self
             .static_checks
-            .entry(group.name.clone())
-            .or_insert_with(|| vec![None; candidate_count]);
-        if let Some(known) = memo.get(position).cloned().flatten() {
+            .get(&group.name)
+            .and_then(|memo| memo.get(position))
+            .cloned()
+            .flatten();
+        if let Some(known) = known {
             return known;
         }
         let outcome = static_feasibility(&mut self.constraint_cache, job, group, node);
@@ -529,21 +535,27 @@ impl Stack {
         plan: &Plan,
         node_id: &str,
         ignored_alloc_id: Option<&str>,
-    ) -> Vec<ProposedAlloc> {
-        let base = self
-            .node_allocs
-            .entry(node_id.to_string())
-            .or_insert_with(|| {
-                Arc::new(
+    ) -> Vec<Arc<ProposedAlloc>> {
+        let base = match self.node_allocs.get(node_id) {
+            Some(base) => base.clone(),
+            None => {
+                let base: Arc<Vec<Arc<ProposedAlloc>>> = Arc::new(
                     state
                         .allocs_by_node(node_id)
                         .iter()
                         .filter(|alloc| !alloc.terminal_status())
-                        .map(|alloc| ProposedAlloc::of(alloc))
+                        .map(|alloc| Arc::new(ProposedAlloc::of(alloc)))
                         .collect(),
-                )
-            })
-            .clone();
+                );
+                self.node_allocs.insert(node_id.to_string(), base.clone());
+                base
+            }
+        };
+        let stops = plan.node_update.get(node_id);
+        let planned = plan.node_allocation.get(node_id);
+        if stops.is_none() && planned.is_none() && ignored_alloc_id.is_none() {
+            return base.as_ref().clone();
+        }
         let stopped: BTreeSet<&str> = plan
             .node_update
             .get(node_id)
@@ -553,7 +565,7 @@ impl Stack {
         let replaced: BTreeSet<&str> = planned
             .map(|allocs| allocs.iter().map(|alloc| alloc.id.as_str()).collect())
             .unwrap_or_default();
-        let mut proposed: Vec<ProposedAlloc> = base
+        let mut proposed: Vec<Arc<ProposedAlloc>> = base
             .iter()
             .filter(|alloc| {
                 !stopped.contains(alloc.id.as_str())
@@ -569,7 +581,7 @@ impl Stack {
                     .filter(|alloc| {
                         !alloc.terminal_status() && Some(alloc.id.as_str()) != ignored_alloc_id
                     })
-                    .map(ProposedAlloc::of),
+                    .map(|alloc| Arc::new(ProposedAlloc::of(alloc))),
             );
         }
         proposed

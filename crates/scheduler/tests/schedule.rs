@@ -975,3 +975,102 @@ fn system_jobs_are_refused_for_now() {
         Err(SchedulerError::UnsupportedJobType { .. })
     ));
 }
+
+#[test]
+fn an_in_place_update_that_no_longer_fits_its_node_becomes_destructive() {
+    let mut state = InMemoryState::new();
+    state.upsert_node(NodeBuilder::new("a").meta("tier", "old").build());
+    state.upsert_node(NodeBuilder::new("b").meta("tier", "new").build());
+    let job = JobBuilder::service("web")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .group_constraint("${meta.tier}", "=", "old")
+        .build();
+    state.upsert_job(job.clone());
+    let first = run(&state, &job, "e1");
+    commit(&mut state, &first);
+    assert_eq!(live_allocs(&state, &job)[0].node_id, "a");
+
+    // Constraints are not a destructive field, but the running node no longer satisfies them.
+    let moved = new_version(&job, |job| {
+        job.task_groups[0].constraints[0].r_target = "new".into()
+    });
+    state.upsert_job(moved.clone());
+    let plan = run(&state, &moved, "e2");
+    assert_eq!(
+        plan.annotations.desired_tg_updates["g"].destructive_update,
+        1
+    );
+    assert_eq!(
+        stops_by_description(&plan)
+            .get(STATUS_ALLOC_UPDATING)
+            .map(Vec::len),
+        Some(1)
+    );
+    let replacement: Vec<&Allocation> = plan.allocations().collect();
+    assert_eq!(replacement.len(), 1);
+    assert_eq!(replacement[0].node_id, "b");
+}
+
+#[test]
+fn failed_allocations_beyond_a_lowered_count_are_stopped_not_replaced() {
+    let mut state = cluster(3);
+    let job = JobBuilder::service("web")
+        .group("g", 3)
+        .task("t", "raw_exec")
+        .build();
+    state.upsert_job(job.clone());
+    let first = run(&state, &job, "e1");
+    commit(&mut state, &first);
+    let highest = live_allocs(&state, &job)[2].clone();
+    let mut failed = highest.clone();
+    failed.client_status = drover_structs::ALLOC_CLIENT_STATUS_FAILED.to_string();
+    failed.modify_time = NOW - 3_600 * SECOND;
+    state.upsert_alloc(failed);
+
+    let smaller = new_version(&job, |job| job.task_groups[0].count = 2);
+    state.upsert_job(smaller.clone());
+    let plan = run(&state, &smaller, "e2");
+    assert_eq!(
+        stops_by_description(&plan),
+        BTreeMap::from([(
+            STATUS_ALLOC_NOT_NEEDED.to_string(),
+            vec![highest.name.clone()]
+        )])
+    );
+    assert!(
+        plan.allocations()
+            .all(|alloc| alloc.client_status == "running"),
+        "only in-place updates"
+    );
+}
+
+#[test]
+fn terminal_batch_allocations_of_an_older_version_are_ignored() {
+    let mut state = cluster(2);
+    let job = JobBuilder::batch("report")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .build();
+    state.upsert_job(job.clone());
+    let first = run(&state, &job, "e1");
+    commit(&mut state, &first);
+    let done = live_allocs(&state, &job)[0].clone();
+    state.upsert_alloc(finished(
+        &done,
+        drover_structs::ALLOC_CLIENT_STATUS_COMPLETE,
+        false,
+    ));
+
+    // A new version of a batch job runs again.
+    let rerun = new_version(&job, |job| {
+        job.task_groups[0].tasks[0]
+            .env
+            .insert("RUN".into(), "2".into());
+    });
+    state.upsert_job(rerun.clone());
+    let plan = run(&state, &rerun, "e2");
+    let updates = &plan.annotations.desired_tg_updates["g"];
+    assert_eq!((updates.ignore, updates.place), (1, 1));
+    assert!(plan.stops().next().is_none());
+}
