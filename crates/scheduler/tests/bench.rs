@@ -3,6 +3,9 @@
 //! prints placements per second. Timing is measured here, in the harness, never inside the
 //! scheduler (which has no clock).
 
+// Integration tests: a panic is a failed test.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 use std::time::Instant;
 
 use drover_scheduler::testing::{JobBuilder, NodeBuilder};

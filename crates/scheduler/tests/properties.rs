@@ -3,6 +3,9 @@
 //! ineligible or outside the job's datacenters, no node's CPU or memory overcommitted, and the
 //! same inputs always giving the same plan.
 
+// Integration tests: a panic is a failed test.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 use std::collections::BTreeMap;
 
 use drover_scheduler::select::{allocated_usage, node_capacity};
@@ -303,12 +306,13 @@ proptest! {
             state.upsert_node(build_node(index, spec));
         }
         for (step_index, step) in scenario.steps.iter().enumerate() {
-            if let Some(victim) = step.take_node_down {
-                if let Some(node) = state.node(&format!("node-{:02}", victim % scenario.nodes.len())) {
-                    let mut down = (*node).clone();
-                    down.status = drover_structs::NODE_STATUS_DOWN.to_string();
-                    state.upsert_node(down);
-                }
+            if let Some(victim) = step.take_node_down
+                && let Some(node) =
+                    state.node(&format!("node-{:02}", victim % scenario.nodes.len()))
+            {
+                let mut down = (*node).clone();
+                down.status = drover_structs::NODE_STATUS_DOWN.to_string();
+                state.upsert_node(down);
             }
             if step.fail_some {
                 let victims: Vec<_> = state.allocs().into_iter().filter(|alloc| !alloc.terminal_status()).step_by(3).collect();

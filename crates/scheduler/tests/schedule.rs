@@ -1,6 +1,9 @@
 //! Scheduling scenarios on fake clusters: each test builds nodes and a job, runs a pass, applies
 //! the plan to the in-memory snapshot where the scenario continues, and checks the plan.
 
+// Integration tests: a panic is a failed test.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 use std::collections::BTreeMap;
 
 use drover_scheduler::reconcile::{
