@@ -18,6 +18,17 @@ pub enum ScoringAlgorithm {
     Spread,
 }
 
+impl ScoringAlgorithm {
+    /// From Nomad's scheduler configuration names: `binpack` or `spread`.
+    pub fn from_nomad_name(name: &str) -> Option<ScoringAlgorithm> {
+        match name {
+            "binpack" => Some(ScoringAlgorithm::Binpack),
+            "spread" => Some(ScoringAlgorithm::Spread),
+            _ => None,
+        }
+    }
+}
+
 /// The inputs of a pass besides the snapshot and the evaluation. Everything that would otherwise
 /// come from a clock or a random generator is here, so a pass can be replayed exactly.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
