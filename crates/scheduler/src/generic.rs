@@ -387,7 +387,11 @@ impl GenericPass<'_> {
             }
         }
 
-        let allocated = group_allocated_resources(group);
+        let mut allocated = group_allocated_resources(group);
+        if let Some(offer) = choice.ports.clone() {
+            allocated.shared.ports = offer.ports;
+            allocated.shared.networks = offer.networks;
+        }
         let now = self.options.now_unix_nanos;
         let mut alloc = Allocation {
             id: ids.next_id(),
@@ -402,6 +406,7 @@ impl GenericPass<'_> {
             task_resources: legacy_task_resources(&allocated),
             shared_resources: Some(Resources {
                 disk_mb: allocated.shared.disk_mb,
+                networks: allocated.shared.networks.clone(),
                 ..Resources::default()
             }),
             allocated_resources: Some(allocated),

@@ -43,6 +43,7 @@ pub mod feasible;
 pub mod generic;
 pub mod ids;
 pub mod names;
+pub mod network;
 pub mod plan;
 pub mod reconcile;
 pub mod reschedule;

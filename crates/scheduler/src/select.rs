@@ -188,6 +188,8 @@ struct ProposedAlloc {
     job_id: String,
     task_group: String,
     usage: Usage,
+    /// Host ports it holds.
+    ports: Vec<i64>,
 }
 
 impl ProposedAlloc {
@@ -198,6 +200,7 @@ impl ProposedAlloc {
             job_id: alloc.job_id.clone(),
             task_group: alloc.task_group.clone(),
             usage: allocated_usage(alloc),
+            ports: crate::network::alloc_ports(alloc),
         }
     }
 }
@@ -218,6 +221,8 @@ pub struct SelectOptions {
 pub struct RankedNode {
     pub node: Arc<Node>,
     pub final_score: f64,
+    /// Host ports assigned for the group's networks, when it has any.
+    pub ports: Option<crate::network::PortOffer>,
 }
 
 /// The candidate nodes of one pass and what has been learnt about them.
@@ -235,6 +240,8 @@ pub struct Stack {
     /// Node ID → node, for nodes looked up while counting `distinct_property`.
     node_lookup: BTreeMap<String, Option<Arc<Node>>>,
     nodes_available: BTreeMap<String, i64>,
+    /// Picks dynamic ports.
+    port_rng: SeededRng,
 }
 
 impl Stack {
@@ -266,6 +273,7 @@ impl Stack {
             node_allocs: BTreeMap::new(),
             node_lookup: BTreeMap::new(),
             nodes_available,
+            port_rng: SeededRng::new(seed ^ 0x706f_7274_735f_726e),
         }
     }
 
@@ -428,6 +436,25 @@ impl Stack {
                 exhaust_node(&mut metric, &node, "memory");
                 continue;
             }
+            let mut ports = None;
+            if !group.networks.is_empty() {
+                let used_ports: BTreeSet<i64> = proposed
+                    .iter()
+                    .flat_map(|alloc| alloc.ports.iter().copied())
+                    .collect();
+                match crate::network::assign_ports(
+                    &node,
+                    &group.networks,
+                    &used_ports,
+                    &mut self.port_rng,
+                ) {
+                    Ok(offer) => ports = Some(offer),
+                    Err(dimension) => {
+                        exhaust_node(&mut metric, &node, &dimension);
+                        continue;
+                    }
+                }
+            }
 
             let fit = fit_score(self.scoring, capacity, used) / MAX_FIT_SCORE;
             let mut scores = vec![fit];
@@ -466,7 +493,11 @@ impl Stack {
                 norm_score: final_score,
             });
 
-            let option = RankedNode { node, final_score };
+            let option = RankedNode {
+                node,
+                final_score,
+                ports,
+            };
             if option.final_score <= SKIP_SCORE_THRESHOLD && deferred.len() < MAX_SKIP {
                 deferred.push(option);
                 continue;

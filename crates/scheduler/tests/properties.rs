@@ -105,6 +105,7 @@ struct Scenario {
     batch: bool,
     wildcard_dc: bool,
     distinct_hosts: bool,
+    ports: bool,
     steps: Vec<Step>,
     seed: u64,
 }
@@ -116,19 +117,21 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             any::<bool>(),
             any::<bool>(),
             proptest::bool::weighted(0.2),
+            proptest::bool::weighted(0.3),
             proptest::collection::vec(step(groups), 1..5),
             any::<u64>(),
         )
-            .prop_map(|(nodes, batch, wildcard_dc, distinct_hosts, steps, seed)| {
-                Scenario {
+            .prop_map(
+                |(nodes, batch, wildcard_dc, distinct_hosts, ports, steps, seed)| Scenario {
                     nodes,
                     batch,
                     wildcard_dc,
                     distinct_hosts,
+                    ports,
                     steps,
                     seed,
-                }
-            })
+                },
+            )
     })
 }
 
@@ -174,6 +177,9 @@ fn build_job(scenario: &Scenario, step: &Step, version: u64) -> Job {
             .group(&format!("g{index}"), *count)
             .task("t", "raw_exec")
             .resources(step.cpu, step.memory_mb);
+        if scenario.ports {
+            builder = builder.network(&[("static", 8000 + index as i64)], &["dynamic"]);
+        }
     }
     let mut job = builder.build();
     job.version = version;
@@ -260,6 +266,24 @@ fn check_state(state: &InMemoryState, job: &Job) -> Result<(), TestCaseError> {
         prop_assert!(
             live_count <= count,
             "group {group} has {live_count} live allocations for count {count}"
+        );
+    }
+    let mut ports: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for alloc in &live {
+        ports
+            .entry(alloc.node_id.as_str())
+            .or_default()
+            .extend(drover_scheduler::network::alloc_ports(alloc));
+    }
+    for (node_id, mut held) in ports {
+        let count = held.len();
+        held.sort_unstable();
+        held.dedup();
+        prop_assert_eq!(
+            held.len(),
+            count,
+            "a host port is held twice on {}",
+            node_id
         );
     }
     let mut used: BTreeMap<&str, (i64, i64)> = BTreeMap::new();

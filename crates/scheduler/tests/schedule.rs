@@ -1077,3 +1077,67 @@ fn terminal_batch_allocations_of_an_older_version_are_ignored() {
     assert_eq!((updates.ignore, updates.place), (1, 1));
     assert!(plan.stops().next().is_none());
 }
+
+#[test]
+fn group_ports_are_assigned_without_collisions() {
+    let mut state = InMemoryState::new();
+    state.upsert_node(
+        NodeBuilder::new("only")
+            .attribute("unique.network.ip-address", "10.1.2.3")
+            .build(),
+    );
+    let job = JobBuilder::service("web")
+        .group("g", 3)
+        .task("t", "raw_exec")
+        .network(&[], &["http", "metrics"])
+        .build();
+    state.upsert_job(job.clone());
+    let plan = run(&state, &job, "e1");
+    let mut seen = std::collections::BTreeSet::new();
+    for alloc in plan.allocations() {
+        let shared = &alloc.allocated_resources.as_ref().unwrap().shared;
+        assert_eq!(
+            shared
+                .ports
+                .iter()
+                .map(|port| port.label.as_str())
+                .collect::<Vec<_>>(),
+            vec!["http", "metrics"]
+        );
+        for port in &shared.ports {
+            assert_eq!(port.host_ip, "10.1.2.3");
+            assert!((20_000..=32_000).contains(&port.value));
+            assert!(seen.insert(port.value), "port {} given twice", port.value);
+        }
+        assert_eq!(shared.networks[0].ip, "10.1.2.3");
+    }
+    assert_eq!(seen.len(), 6);
+    commit(&mut state, &plan);
+
+    // A static port can be held by one allocation per node.
+    let fixed = JobBuilder::service("api")
+        .group("g", 2)
+        .task("t", "raw_exec")
+        .network(&[("http", 8080)], &[])
+        .build();
+    state.upsert_job(fixed.clone());
+    let plan = run(&state, &fixed, "e2");
+    assert_eq!(plan.allocations().count(), 1);
+    assert_eq!(
+        plan.failed_tg_allocs["g"]
+            .dimension_exhausted
+            .get("network: reserved port collision http=8080"),
+        Some(&1)
+    );
+    commit(&mut state, &plan);
+
+    // Ports already held count as used on later passes too.
+    let other = JobBuilder::service("other")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .network(&[("http", 8080)], &[])
+        .build();
+    state.upsert_job(other.clone());
+    let plan = run(&state, &other, "e3");
+    assert!(plan.allocations().next().is_none());
+}
