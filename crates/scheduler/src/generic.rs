@@ -92,7 +92,6 @@ impl GenericPass<'_> {
         self.mark_lost_stops(&existing, &tainted);
 
         let job = self.job.clone();
-        let stopped_or_gone = job.as_deref().is_none_or(|job| job.stop);
         let input = ReconcileInput {
             job: job.as_deref(),
             batch: self.batch,
@@ -131,10 +130,9 @@ impl GenericPass<'_> {
 
         let mut queued: BTreeMap<String, i64> = BTreeMap::new();
         if let Some(job) = job.as_deref() {
-            if !stopped_or_gone {
-                for group in &job.task_groups {
-                    queued.insert(group.name.clone(), 0);
-                }
+            // Every group of a known job is listed, stopped or not, as Nomad does.
+            for group in &job.task_groups {
+                queued.insert(group.name.clone(), 0);
             }
             let mut name_indexes = result.name_indexes;
             for placement in result.destructive.iter().chain(result.place.iter()) {

@@ -78,7 +78,9 @@ pub struct PlanAnnotations {
 /// `queued_allocations` and, when `blocked_eval` is set, stores that evaluation (status
 /// `blocked`) and records its ID as the evaluation's `BlockedEval`. `follow_up_evals` are
 /// delayed evaluations (their `WaitUntil` set) for allocations that will be rescheduled later;
-/// the first one's ID is the evaluation's `NextEval`.
+/// the first one's ID is the evaluation's `NextEval`. When the evaluation was itself a blocked
+/// one and placements still failed, no new blocked evaluation is made: the server re-blocks
+/// the same evaluation (Nomad's `ReblockEval`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Plan {
     #[doc = "The evaluation this plan answers."]

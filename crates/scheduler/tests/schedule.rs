@@ -698,7 +698,10 @@ fn stopping_the_job_stops_everything() {
         && alloc.desired_description == STATUS_ALLOC_NOT_NEEDED));
     assert_eq!(plan.annotations.desired_tg_updates["g"].stop, 3);
     assert!(plan.allocations().next().is_none());
-    assert!(plan.queued_allocations.is_empty());
+    assert_eq!(
+        plan.queued_allocations,
+        BTreeMap::from([("g".to_string(), 0)])
+    );
 
     // Purged: the job is gone, its allocations still stop.
     state.remove_job("default", "web");
