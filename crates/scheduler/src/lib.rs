@@ -6,7 +6,7 @@
 //! [`IdSource`]; `clippy.toml` forbids clocks and OS randomness in this crate.
 //!
 //! Entry point: [`schedule`]`(state, eval, options, ids) -> Result<Plan, SchedulerError>` for
-//! service and batch jobs. The pipeline, as in Nomad: `reconcile` (what to stop, place, update)
+//! service, batch, system and sysbatch jobs. The pipeline, as in Nomad: `reconcile` (what to stop, place, update)
 //! → `feasible` (constraints, drivers, distinct hosts/property) → `select` (fit CPU and memory,
 //! score, pick) → `generic` (build allocations into the [`Plan`]).
 //!
@@ -50,6 +50,7 @@ pub mod reschedule;
 pub mod rng;
 pub mod select;
 pub mod state;
+pub mod system;
 pub mod testing;
 pub mod update;
 pub mod version;

@@ -102,7 +102,8 @@ fn step(groups: usize) -> impl Strategy<Value = Step> {
 #[derive(Debug, Clone)]
 struct Scenario {
     nodes: Vec<NodeSpec>,
-    batch: bool,
+    /// 0 service, 1 batch, 2 system, 3 sysbatch.
+    job_type: u8,
     wildcard_dc: bool,
     distinct_hosts: bool,
     ports: bool,
@@ -114,7 +115,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
     (1usize..4).prop_flat_map(|groups| {
         (
             proptest::collection::vec(node_spec(), 1..20),
-            any::<bool>(),
+            0u8..4,
             any::<bool>(),
             proptest::bool::weighted(0.2),
             proptest::bool::weighted(0.3),
@@ -122,9 +123,9 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             any::<u64>(),
         )
             .prop_map(
-                |(nodes, batch, wildcard_dc, distinct_hosts, ports, steps, seed)| Scenario {
+                |(nodes, job_type, wildcard_dc, distinct_hosts, ports, steps, seed)| Scenario {
                     nodes,
-                    batch,
+                    job_type,
                     wildcard_dc,
                     distinct_hosts,
                     ports,
@@ -159,7 +160,7 @@ fn build_node(index: usize, spec: &NodeSpec) -> drover_structs::Node {
 }
 
 fn build_job(scenario: &Scenario, step: &Step, version: u64) -> Job {
-    let mut builder = if scenario.batch {
+    let mut builder = if scenario.job_type == 1 {
         JobBuilder::batch("job")
     } else {
         JobBuilder::service("job")
@@ -182,6 +183,11 @@ fn build_job(scenario: &Scenario, step: &Step, version: u64) -> Job {
         }
     }
     let mut job = builder.build();
+    match scenario.job_type {
+        2 => job.r#type = drover_structs::JOB_TYPE_SYSTEM.to_string(),
+        3 => job.r#type = drover_structs::JOB_TYPE_SYSBATCH.to_string(),
+        _ => {}
+    }
     job.version = version;
     job.job_modify_index = 10 + version * 10;
     job.modify_index = job.job_modify_index;
@@ -253,13 +259,21 @@ fn check_state(state: &InMemoryState, job: &Job) -> Result<(), TestCaseError> {
         .into_iter()
         .filter(|alloc| !alloc.terminal_status())
         .collect();
-    let mut per_group: BTreeMap<&str, i64> = BTreeMap::new();
+    let system = job.r#type == drover_structs::JOB_TYPE_SYSTEM
+        || job.r#type == drover_structs::JOB_TYPE_SYSBATCH;
+    // System jobs: at most one per group per node; others: at most the count per group.
+    let mut per_group: BTreeMap<(&str, &str), i64> = BTreeMap::new();
     for alloc in &live {
-        *per_group.entry(alloc.task_group.as_str()).or_insert(0) += 1;
+        let node_key = if system { alloc.node_id.as_str() } else { "" };
+        *per_group
+            .entry((alloc.task_group.as_str(), node_key))
+            .or_insert(0) += 1;
     }
-    for (group, live_count) in per_group {
+    for ((group, _), live_count) in per_group {
         let count = if job.stop {
             0
+        } else if system {
+            i64::from(job.lookup_task_group(group).is_some())
         } else {
             job.lookup_task_group(group).map_or(0, |group| group.count)
         };

@@ -962,13 +962,13 @@ fn failed_service_allocation_is_rescheduled_after_its_delay() {
 }
 
 #[test]
-fn system_jobs_are_refused_for_now() {
+fn unknown_job_types_are_refused() {
     let mut state = cluster(1);
     let mut job = JobBuilder::service("sys")
         .group("g", 1)
         .task("t", "raw_exec")
         .build();
-    job.r#type = drover_structs::JOB_TYPE_SYSTEM.to_string();
+    job.r#type = "cron".to_string();
     state.upsert_job(job.clone());
     let outcome = schedule(
         &state,
