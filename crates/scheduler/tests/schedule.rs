@@ -1144,3 +1144,48 @@ fn group_ports_are_assigned_without_collisions() {
     let plan = run(&state, &other, "e3");
     assert!(plan.allocations().next().is_none());
 }
+
+#[test]
+fn affinities_steer_placements() {
+    let mut state = InMemoryState::new();
+    for index in 0..20 {
+        let zone = if index == 13 { "fast" } else { "slow" };
+        state.upsert_node(
+            NodeBuilder::new(&format!("n{index:02}"))
+                .meta("zone", zone)
+                .build(),
+        );
+    }
+    let mut job = JobBuilder::service("web")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .build();
+    job.affinities.push(drover_structs::Affinity {
+        l_target: "${meta.zone}".into(),
+        operand: "=".into(),
+        r_target: "fast".into(),
+        weight: 80,
+    });
+    state.upsert_job(job.clone());
+    for eval_id in ["a", "b", "c", "d"] {
+        let plan = run(&state, &job, eval_id);
+        let alloc = plan.allocations().next().expect("placed");
+        assert_eq!(
+            alloc.node_id, "n13",
+            "the only node matching the affinity wins"
+        );
+        let top = &alloc.metrics.as_ref().unwrap().score_meta_data[0];
+        assert_eq!(top.scores.get("node-affinity"), Some(&1.0));
+    }
+    // A negative weight pushes away from matching nodes.
+    let mut avoid = job.clone();
+    avoid.affinities[0].weight = -80;
+    state.upsert_job(avoid.clone());
+    let plan = run(&state, &avoid, "e");
+    assert_ne!(
+        plan.allocations()
+            .next()
+            .map(|alloc| alloc.node_id.as_str()),
+        Some("n13")
+    );
+}
