@@ -10,7 +10,9 @@
 //! anti-affinity penalty when the node already runs allocations of the same group, and a
 //! penalty on nodes where the allocation being replaced failed, and the group's affinities
 //! (matched weights over total weight, -1..1; with affinities a placement looks at up to 100
-//! fitting nodes); the final score is their mean. Spread blocks are not scored yet.
+//! fitting nodes), and `spread` blocks (nodes whose attribute value is below its target share
+//! of the group, or the least used value when no targets are given, score up); the final score
+//! is their mean.
 //!
 //! Resources counted: CPU (MHz) and memory (MB) of non-terminal allocations, with Nomad's
 //! lifecycle rule (prestart sidecars add up; ephemeral prestart, main plus poststart, and
@@ -356,8 +358,19 @@ impl Stack {
         let distinct_properties = DistinctProperty::of(job, group);
         let property_use: Vec<BTreeMap<String, u64>> = distinct_properties
             .iter()
-            .map(|property| self.property_use(state, plan, job, group, property, options))
+            .map(|property| {
+                self.property_use(
+                    state,
+                    plan,
+                    job,
+                    group,
+                    &property.target,
+                    property.group_level,
+                    options,
+                )
+            })
             .collect();
+        let spreads = SpreadScoring::new(self, state, plan, job, group, options);
         let desired_count = group.count.max(1) as f64;
         let affinities: Vec<&Affinity> = job
             .affinities
@@ -370,7 +383,7 @@ impl Stack {
             .map(|affinity| (affinity.weight as f64).abs())
             .sum();
         // With affinities, look at many more nodes so the preferred ones are found.
-        let limit = if affinities.is_empty() {
+        let limit = if affinities.is_empty() && spreads.is_empty() {
             self.limit
         } else {
             AFFINITY_NODE_LIMIT.max(group.count.max(0) as usize)
@@ -529,6 +542,13 @@ impl Stack {
                 }
             }
             meta.insert("node-affinity".to_string(), affinity_score);
+            if !spreads.is_empty() {
+                let spread_score = spreads.score(&node);
+                if spread_score != 0.0 {
+                    scores.push(spread_score);
+                }
+                meta.insert("allocation-spread".to_string(), spread_score);
+            }
             let final_score = scores.iter().sum::<f64>() / scores.len() as f64;
             scored.push(NodeScoreMeta {
                 node_id: node.id.clone(),
@@ -663,13 +683,15 @@ impl Stack {
 
     /// How many allocations (of the job, or of the group) use each value of the property, once
     /// the plan so far is applied.
+    #[allow(clippy::too_many_arguments)]
     fn property_use(
         &mut self,
         state: &dyn SchedulerState,
         plan: &Plan,
         job: &Job,
         group: &TaskGroup,
-        property: &DistinctProperty,
+        target: &str,
+        group_level: bool,
         options: &SelectOptions,
     ) -> BTreeMap<String, u64> {
         let stopped: BTreeSet<&str> = plan.stops().map(|alloc| alloc.id.as_str()).collect();
@@ -692,7 +714,7 @@ impl Stack {
             {
                 continue;
             }
-            if property.group_level && alloc.task_group != group.name {
+            if group_level && alloc.task_group != group.name {
                 continue;
             }
             counted.push((alloc.node_id.clone(), alloc.id.clone()));
@@ -706,13 +728,140 @@ impl Stack {
                 .clone();
             if let Some(value) = node
                 .as_deref()
-                .and_then(|node| crate::constraint::resolve_target(&property.target, node))
+                .and_then(|node| crate::constraint::resolve_target(target, node))
             {
                 *use_by_value.entry(value.to_string()).or_insert(0) += 1;
             }
         }
         use_by_value
     }
+}
+
+/// The target spelled `*` in a spread: every value not named.
+const IMPLICIT_SPREAD_TARGET: &str = "*";
+
+/// One `spread` block prepared for a placement.
+struct SpreadInfo {
+    attribute: String,
+    /// The share of the total spread weight this block carries.
+    weight_fraction: f64,
+    /// Value → desired allocations (empty: spread evenly).
+    desired: BTreeMap<String, f64>,
+    /// Value → allocations of the group using it now (named targets start at zero).
+    used: BTreeMap<String, u64>,
+}
+
+/// Nomad's spread scoring: a node scores up when its attribute value has fewer allocations of
+/// the group than its target share (or, without targets, than the least used value).
+struct SpreadScoring {
+    spreads: Vec<SpreadInfo>,
+}
+
+impl SpreadScoring {
+    fn new(
+        stack: &mut Stack,
+        state: &dyn SchedulerState,
+        plan: &Plan,
+        job: &Job,
+        group: &TaskGroup,
+        options: &SelectOptions,
+    ) -> Self {
+        let blocks: Vec<&drover_structs::Spread> =
+            group.spreads.iter().chain(job.spreads.iter()).collect();
+        let total_weight: i64 = blocks.iter().map(|spread| spread.weight).sum();
+        let count = group.count.max(0) as f64;
+        let mut spreads = Vec::new();
+        for spread in blocks {
+            let mut desired = BTreeMap::new();
+            let mut desired_sum = 0.0;
+            for target in &spread.spread_target {
+                let share = target.percent as f64 / 100.0 * count;
+                desired.insert(target.value.clone(), share);
+                desired_sum += share;
+            }
+            if desired_sum > 0.0 && desired_sum < count {
+                desired.insert(IMPLICIT_SPREAD_TARGET.to_string(), count - desired_sum);
+            }
+            let mut used =
+                stack.property_use(state, plan, job, group, &spread.attribute, true, options);
+            for target in &spread.spread_target {
+                used.entry(target.value.clone()).or_insert(0);
+            }
+            let weight_fraction = if total_weight > 0 {
+                spread.weight as f64 / total_weight as f64
+            } else {
+                0.0
+            };
+            spreads.push(SpreadInfo {
+                attribute: spread.attribute.clone(),
+                weight_fraction,
+                desired,
+                used,
+            });
+        }
+        SpreadScoring { spreads }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.spreads.is_empty()
+    }
+
+    fn score(&self, node: &Node) -> f64 {
+        let mut total = 0.0;
+        let mut lowest_boost = -1.0_f64;
+        for spread in &self.spreads {
+            let Some(value) = crate::constraint::resolve_target(&spread.attribute, node) else {
+                total -= 1.0;
+                continue;
+            };
+            if spread.desired.is_empty() {
+                total += even_spread_boost(&spread.used, value);
+                continue;
+            }
+            let Some(desired) = spread
+                .desired
+                .get(value)
+                .or_else(|| spread.desired.get(IMPLICIT_SPREAD_TARGET))
+                .copied()
+            else {
+                total -= 1.0;
+                continue;
+            };
+            if desired == 0.0 {
+                total += lowest_boost;
+                continue;
+            }
+            let used_with_this = spread.used.get(value).copied().unwrap_or(0) as f64 + 1.0;
+            let boost = (desired - used_with_this) / desired * spread.weight_fraction;
+            total += boost;
+            lowest_boost = lowest_boost.min(boost);
+        }
+        total
+    }
+}
+
+/// Without targets: favour the least used values (Nomad's `evenSpreadScoreBoost`).
+fn even_spread_boost(used: &BTreeMap<String, u64>, value: &str) -> f64 {
+    if used.is_empty() {
+        return 0.0;
+    }
+    let current = used.get(value).copied().unwrap_or(0);
+    let min = used.values().copied().min().unwrap_or(0);
+    let max = used.values().copied().max().unwrap_or(0);
+    if current != min {
+        return if min == 0 {
+            -1.0
+        } else {
+            (min as f64 - current as f64) / min as f64
+        };
+    }
+    if min == max {
+        return -1.0;
+    }
+    if min == 0 {
+        return 1.0;
+    }
+    (max - min) as f64 / min as f64
 }
 
 enum Candidates<'a> {

@@ -1189,3 +1189,55 @@ fn affinities_steer_placements() {
         Some("n13")
     );
 }
+
+#[test]
+fn spread_targets_split_allocations_by_attribute() {
+    let mut state = InMemoryState::new();
+    for index in 0..12 {
+        let rack = if index < 6 { "r1" } else { "r2" };
+        state.upsert_node(
+            NodeBuilder::new(&format!("n{index:02}"))
+                .meta("rack", rack)
+                .build(),
+        );
+    }
+    let mut job = JobBuilder::service("web")
+        .group("g", 10)
+        .task("t", "raw_exec")
+        .build();
+    job.task_groups[0].spreads.push(drover_structs::Spread {
+        attribute: "${meta.rack}".into(),
+        weight: 100,
+        spread_target: vec![
+            drover_structs::SpreadTarget {
+                value: "r1".into(),
+                percent: 70,
+            },
+            drover_structs::SpreadTarget {
+                value: "r2".into(),
+                percent: 30,
+            },
+        ],
+    });
+    state.upsert_job(job.clone());
+    let plan = run(&state, &job, "e");
+    let on_r1 = plan
+        .allocations()
+        .filter(|alloc| alloc.node_id.as_str() < "n06")
+        .count();
+    assert_eq!(plan.allocations().count(), 10);
+    assert_eq!(on_r1, 7, "70% on r1");
+
+    // Without targets: even.
+    let mut even = new_version(&job, |_| {});
+    even.id = "even".into();
+    even.name = "even".into();
+    even.task_groups[0].spreads[0].spread_target.clear();
+    state.upsert_job(even.clone());
+    let plan = run(&state, &even, "e2");
+    let on_r1 = plan
+        .allocations()
+        .filter(|alloc| alloc.node_id.as_str() < "n06")
+        .count();
+    assert_eq!(on_r1, 5);
+}
