@@ -244,6 +244,9 @@ pub struct Stack {
     constraint_cache: ConstraintCache,
     /// Node ID → its non-terminal allocations in the snapshot.
     node_allocs: BTreeMap<String, Arc<Vec<Arc<ProposedAlloc>>>>,
+    /// Allocation ID → summary, for allocations the plan adds (an ID's content is fixed within
+    /// a pass).
+    planned_allocs: BTreeMap<String, Arc<ProposedAlloc>>,
     /// Node ID → node, for nodes looked up while counting `distinct_property`.
     node_lookup: BTreeMap<String, Option<Arc<Node>>>,
     nodes_available: BTreeMap<String, i64>,
@@ -278,6 +281,7 @@ impl Stack {
             static_checks: BTreeMap::new(),
             constraint_cache: ConstraintCache::default(),
             node_allocs: BTreeMap::new(),
+            planned_allocs: BTreeMap::new(),
             node_lookup: BTreeMap::new(),
             nodes_available,
             port_rng: SeededRng::new(seed ^ 0x706f_7274_735f_726e),
@@ -650,33 +654,32 @@ impl Stack {
         if stops.is_none() && planned.is_none() && ignored_alloc_id.is_none() {
             return base.as_ref().clone();
         }
-        let stopped: BTreeSet<&str> = plan
-            .node_update
-            .get(node_id)
-            .map(|stops| stops.iter().map(|alloc| alloc.id.as_str()).collect())
-            .unwrap_or_default();
-        let planned = plan.node_allocation.get(node_id);
-        let replaced: BTreeSet<&str> = planned
-            .map(|allocs| allocs.iter().map(|alloc| alloc.id.as_str()).collect())
-            .unwrap_or_default();
+        // A node's share of the plan is small: linear scans beat building sets.
+        let stops: &[Allocation] = stops.map_or(&[], Vec::as_slice);
+        let planned: &[Allocation] = planned.map_or(&[], Vec::as_slice);
         let mut proposed: Vec<Arc<ProposedAlloc>> = base
             .iter()
             .filter(|alloc| {
-                !stopped.contains(alloc.id.as_str())
-                    && !replaced.contains(alloc.id.as_str())
-                    && Some(alloc.id.as_str()) != ignored_alloc_id
+                Some(alloc.id.as_str()) != ignored_alloc_id
+                    && !stops.iter().any(|stop| stop.id == alloc.id)
+                    && !planned.iter().any(|update| update.id == alloc.id)
             })
             .cloned()
             .collect();
-        if let Some(allocs) = planned {
-            proposed.extend(
-                allocs
-                    .iter()
-                    .filter(|alloc| {
-                        !alloc.terminal_status() && Some(alloc.id.as_str()) != ignored_alloc_id
-                    })
-                    .map(|alloc| Arc::new(ProposedAlloc::of(alloc))),
-            );
+        for alloc in planned {
+            if alloc.terminal_status() || Some(alloc.id.as_str()) == ignored_alloc_id {
+                continue;
+            }
+            let summary = match self.planned_allocs.get(&alloc.id) {
+                Some(summary) => summary.clone(),
+                None => {
+                    let summary = Arc::new(ProposedAlloc::of(alloc));
+                    self.planned_allocs
+                        .insert(alloc.id.clone(), summary.clone());
+                    summary
+                }
+            };
+            proposed.push(summary);
         }
         proposed
     }
