@@ -406,7 +406,7 @@ impl Stack {
         let mut seen = 0;
         let mut deferred: Vec<RankedNode> = Vec::new();
         let mut best: Option<RankedNode> = None;
-        let mut scored: Vec<NodeScoreMeta> = Vec::new();
+        let mut scored: Vec<ScoreParts> = Vec::new();
 
         let consider = |option: RankedNode, best: &mut Option<RankedNode>| {
             if best
@@ -496,8 +496,6 @@ impl Stack {
 
             let fit = fit_score(self.scoring, capacity, used) / MAX_FIT_SCORE;
             let mut scores = vec![fit];
-            let mut meta = BTreeMap::new();
-            meta.insert("binpack".to_string(), fit);
             let collisions = proposed
                 .iter()
                 .filter(|alloc| {
@@ -514,7 +512,6 @@ impl Stack {
             if collisions > 0 {
                 scores.push(anti_affinity);
             }
-            meta.insert("job-anti-affinity".to_string(), anti_affinity);
             let penalty = if options.penalty_node_ids.contains(&node.id) {
                 -1.0
             } else {
@@ -523,7 +520,6 @@ impl Stack {
             if penalty != 0.0 {
                 scores.push(penalty);
             }
-            meta.insert("node-reschedule-penalty".to_string(), penalty);
             let mut affinity_score = 0.0;
             if affinity_weight > 0.0 {
                 let matched: f64 = affinities
@@ -545,19 +541,23 @@ impl Stack {
                     scores.push(affinity_score);
                 }
             }
-            meta.insert("node-affinity".to_string(), affinity_score);
+            let mut spread_score = None;
             if !spreads.is_empty() {
-                let spread_score = spreads.score(&node);
-                if spread_score != 0.0 {
-                    scores.push(spread_score);
+                let score = spreads.score(&node);
+                if score != 0.0 {
+                    scores.push(score);
                 }
-                meta.insert("allocation-spread".to_string(), spread_score);
+                spread_score = Some(score);
             }
             let final_score = scores.iter().sum::<f64>() / scores.len() as f64;
-            scored.push(NodeScoreMeta {
-                node_id: node.id.clone(),
-                scores: meta,
-                norm_score: final_score,
+            scored.push(ScoreParts {
+                node: node.clone(),
+                binpack: fit,
+                anti_affinity,
+                penalty,
+                affinity: affinity_score,
+                spread: spread_score,
+                final_score,
             });
 
             let option = RankedNode {
@@ -581,12 +581,12 @@ impl Stack {
         }
 
         scored.sort_by(|a, b| {
-            b.norm_score
-                .total_cmp(&a.norm_score)
-                .then_with(|| a.node_id.cmp(&b.node_id))
+            b.final_score
+                .total_cmp(&a.final_score)
+                .then_with(|| a.node.id.cmp(&b.node.id))
         });
         scored.truncate(SCORE_META_TOP_K);
-        metric.score_meta_data = scored;
+        metric.score_meta_data = scored.iter().map(ScoreParts::meta).collect();
         (best, metric)
     }
 
@@ -737,6 +737,36 @@ impl Stack {
             }
         }
         use_by_value
+    }
+}
+
+/// The score components of one node, kept as numbers until the best few are reported.
+struct ScoreParts {
+    node: Arc<Node>,
+    binpack: f64,
+    anti_affinity: f64,
+    penalty: f64,
+    affinity: f64,
+    spread: Option<f64>,
+    final_score: f64,
+}
+
+impl ScoreParts {
+    /// Nomad's `NodeScoreMeta`, with its score names.
+    fn meta(&self) -> NodeScoreMeta {
+        let mut scores = BTreeMap::new();
+        scores.insert("binpack".to_string(), self.binpack);
+        scores.insert("job-anti-affinity".to_string(), self.anti_affinity);
+        scores.insert("node-reschedule-penalty".to_string(), self.penalty);
+        scores.insert("node-affinity".to_string(), self.affinity);
+        if let Some(spread) = self.spread {
+            scores.insert("allocation-spread".to_string(), spread);
+        }
+        NodeScoreMeta {
+            node_id: self.node.id.clone(),
+            scores,
+            norm_score: self.final_score,
+        }
     }
 }
 
