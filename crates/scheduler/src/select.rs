@@ -16,7 +16,8 @@
 //!
 //! Resources counted: CPU (MHz) and memory (MB) of non-terminal allocations, with Nomad's
 //! lifecycle rule (prestart sidecars add up; ephemeral prestart, main plus poststart, and
-//! poststop tasks take the largest), against the node's resources minus its reserved ones.
+//! poststop tasks take the largest), against the node's resources minus its reserved ones;
+//! ephemeral disk when the node reports its disk; host ports for group networks (`network`).
 //!
 //! Not here: which placements to make (`reconcile`), building allocations (`generic`).
 
@@ -146,6 +147,31 @@ pub fn group_allocated_resources(group: &TaskGroup) -> AllocatedResources {
     allocated
 }
 
+/// The ephemeral disk an allocation holds (MB).
+pub fn allocated_disk_mb(alloc: &Allocation) -> i64 {
+    match alloc.allocated_resources.as_ref() {
+        Some(allocated) => allocated.shared.disk_mb,
+        None => alloc
+            .shared_resources
+            .as_ref()
+            .map_or(0, |resources| resources.disk_mb),
+    }
+}
+
+/// The disk a node offers to allocations (MB), or `None` when it reports no disk (then disk is
+/// not a constraint, so a node that cannot measure its disk still takes work).
+pub fn node_disk_capacity(node: &Node) -> Option<i64> {
+    let total = node.node_resources.as_ref()?.disk.disk_mb;
+    if total <= 0 {
+        return None;
+    }
+    let reserved = node
+        .reserved_resources
+        .as_ref()
+        .map_or(0, |reserved| reserved.disk.disk_mb);
+    Some(total - reserved)
+}
+
 /// The CPU and memory a node offers to allocations: its resources minus its reserved ones.
 pub fn node_capacity(node: &Node) -> Usage {
     let total = node
@@ -195,6 +221,8 @@ struct ProposedAlloc {
     job_id: String,
     task_group: String,
     usage: Usage,
+    /// Ephemeral disk it holds (MB).
+    disk_mb: i64,
     /// Host ports it holds.
     ports: Vec<i64>,
 }
@@ -207,6 +235,7 @@ impl ProposedAlloc {
             job_id: alloc.job_id.clone(),
             task_group: alloc.task_group.clone(),
             usage: allocated_usage(alloc),
+            disk_mb: allocated_disk_mb(alloc),
             ports: crate::network::alloc_ports(alloc),
         }
     }
@@ -376,6 +405,7 @@ impl Stack {
             .collect();
         let spreads = SpreadScoring::new(self, state, plan, job, group, options);
         let desired_count = group.count.max(1) as f64;
+        let ask_disk_mb = group.ephemeral_disk.as_ref().map_or(0, |disk| disk.size_mb);
         let affinities: Vec<&Affinity> = job
             .affinities
             .iter()
@@ -473,6 +503,14 @@ impl Stack {
             if used.memory_mb > capacity.memory_mb {
                 exhaust_node(&mut metric, &node, "memory");
                 continue;
+            }
+            if let Some(disk_capacity) = node_disk_capacity(&node) {
+                let disk_used: i64 =
+                    ask_disk_mb + proposed.iter().map(|alloc| alloc.disk_mb).sum::<i64>();
+                if disk_used > disk_capacity {
+                    exhaust_node(&mut metric, &node, "disk");
+                    continue;
+                }
             }
             let mut ports = None;
             if !group.networks.is_empty() {

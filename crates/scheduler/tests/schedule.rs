@@ -1241,3 +1241,37 @@ fn spread_targets_split_allocations_by_attribute() {
         .count();
     assert_eq!(on_r1, 5);
 }
+
+#[test]
+fn ephemeral_disk_counts_when_the_node_reports_its_disk() {
+    let job = JobBuilder::service("web")
+        .group("g", 3)
+        .task("t", "raw_exec")
+        .build();
+    let with_disk = |disk_mb: i64| {
+        let mut state = InMemoryState::new();
+        let mut node = NodeBuilder::new("n").build();
+        if let Some(resources) = node.node_resources.as_mut() {
+            resources.disk.disk_mb = disk_mb;
+        }
+        state.upsert_node(node);
+        state.upsert_job(job.clone());
+        run(&state, &job, "e")
+    };
+    let small = with_disk(700);
+    assert_eq!(
+        small.allocations().count(),
+        2,
+        "two 300 MB disks fit in 700 MB, three do not"
+    );
+    assert_eq!(
+        small.failed_tg_allocs["g"].dimension_exhausted.get("disk"),
+        Some(&1)
+    );
+    let unknown = with_disk(0);
+    assert_eq!(
+        unknown.allocations().count(),
+        3,
+        "a node that reports no disk is not limited by it"
+    );
+}
