@@ -267,12 +267,29 @@ fn missing_driver_fails_placement_and_blocks() {
     );
     assert!(blocked.failed_tg_allocs.contains_key("g"));
 
-    // A blocked evaluation that still cannot place does not make another.
+    let finished = plan.finished_eval(&eval_for(&job, "eval-1"), NOW);
+    assert_eq!(finished.status, "complete");
+    assert_eq!(finished.blocked_eval, blocked.id);
+    assert_eq!(finished.queued_allocations.get("g"), Some(&2));
+    assert!(finished.failed_tg_allocs.contains_key("g"));
+
+    // A blocked evaluation that still cannot place does not make another: it stays blocked.
     let mut again = eval_for(&job, "eval-2");
     again.status = drover_structs::EVAL_STATUS_BLOCKED.to_string();
     let replan = run_eval(&state, &again);
     assert!(!replan.failed_tg_allocs.is_empty());
     assert!(replan.blocked_eval.is_none());
+    assert_eq!(replan.finished_eval(&again, NOW).status, "blocked");
+
+    // Once a node with the driver joins, the blocked evaluation places and completes.
+    state.upsert_node(
+        NodeBuilder::new("docker-node")
+            .with_driver("docker")
+            .build(),
+    );
+    let unblocked = run_eval(&state, &again);
+    assert_eq!(unblocked.allocations().count(), 2);
+    assert_eq!(unblocked.finished_eval(&again, NOW).status, "complete");
 }
 
 #[test]
