@@ -74,6 +74,8 @@ struct Step {
     stop: bool,
     take_node_down: Option<usize>,
     fail_some: bool,
+    /// `alloc stop` some allocations (some with `-reschedule`).
+    stop_some: bool,
 }
 
 fn step(groups: usize) -> impl Strategy<Value = Step> {
@@ -85,16 +87,20 @@ fn step(groups: usize) -> impl Strategy<Value = Step> {
         proptest::bool::weighted(0.1),
         proptest::option::weighted(0.3, 0usize..20),
         proptest::bool::weighted(0.3),
+        proptest::bool::weighted(0.3),
     )
         .prop_map(
-            |(counts, cpu, memory_mb, change_env, stop, take_node_down, fail_some)| Step {
-                counts,
-                cpu,
-                memory_mb,
-                change_env,
-                stop,
-                take_node_down,
-                fail_some,
+            |(counts, cpu, memory_mb, change_env, stop, take_node_down, fail_some, stop_some)| {
+                Step {
+                    counts,
+                    cpu,
+                    memory_mb,
+                    change_env,
+                    stop,
+                    take_node_down,
+                    fail_some,
+                    stop_some,
+                }
             },
         )
 }
@@ -359,6 +365,23 @@ proptest! {
                     failed.client_status = drover_structs::ALLOC_CLIENT_STATUS_FAILED.to_string();
                     failed.modify_time = NOW - 3_600_000_000_000;
                     state.upsert_alloc(failed);
+                }
+            }
+            if step.stop_some {
+                let targets: Vec<_> = state
+                    .allocs()
+                    .into_iter()
+                    .filter(|alloc| !alloc.terminal_status())
+                    .step_by(4)
+                    .collect();
+                for (position, alloc) in targets.into_iter().enumerate() {
+                    let mut stopping = (*alloc).clone();
+                    stopping.desired_transition.migrate = Some(true);
+                    if position % 2 == 1 {
+                        stopping.desired_transition.reschedule = Some(true);
+                        stopping.modify_time = NOW - 3_600_000_000_000;
+                    }
+                    state.upsert_alloc(stopping);
                 }
             }
             let job = build_job(&scenario, step, step_index as u64);

@@ -1292,3 +1292,89 @@ fn ephemeral_disk_counts_when_the_node_reports_its_disk() {
         "a node that reports no disk is not limited by it"
     );
 }
+
+#[test]
+fn stopping_a_batch_allocation_with_reschedule_replaces_it_once() {
+    let mut state = cluster(3);
+    let job = JobBuilder::batch("report")
+        .group("g", 2)
+        .task("t", "raw_exec")
+        .reschedule_attempts(2)
+        .build();
+    state.upsert_job(job.clone());
+    let first = run(&state, &job, "e1");
+    commit(&mut state, &first);
+    let mut target = live_allocs(&state, &job)[1].clone();
+    target.desired_transition.migrate = Some(true);
+    target.desired_transition.reschedule = Some(true);
+    target.modify_time = NOW - 3_600 * SECOND;
+    state.upsert_alloc(target.clone());
+
+    let plan = run(&state, &job, "e2");
+    assert_eq!(
+        stops_by_description(&plan),
+        BTreeMap::from([(
+            STATUS_ALLOC_MIGRATING.to_string(),
+            vec![target.name.clone()]
+        )])
+    );
+    let placed: Vec<&Allocation> = plan.allocations().collect();
+    assert_eq!(placed.len(), 1, "{:?}", plan.annotations);
+    assert_eq!(
+        placed[0].name, target.name,
+        "{:?} {:?}",
+        plan.annotations, placed[0]
+    );
+    assert_eq!(placed[0].previous_allocation, target.id);
+    assert!(
+        placed[0].reschedule_tracker.is_some(),
+        "replaced as a reschedule"
+    );
+}
+
+#[test]
+fn a_running_allocation_stopped_for_reschedule_stays_stopped_when_no_node_fits() {
+    // Regression: restoring it after its replacement failed overcommitted the node, because
+    // another placement of the same pass had already used what its stop freed.
+    let mut state = InMemoryState::new();
+    let node = NodeBuilder::new("only").resources(1000, 8192).build();
+    state.upsert_node(node.clone());
+    let job = JobBuilder::batch("work")
+        .group("z", 1)
+        .task("t", "raw_exec")
+        .resources(600, 64)
+        .reschedule_attempts(3)
+        .group("b", 1)
+        .task("t", "raw_exec")
+        .resources(600, 64)
+        .build();
+    state.upsert_job(job.clone());
+    let mut running = running_alloc("z-0", &job, "z", 0, &node);
+    running.desired_transition.migrate = Some(true);
+    running.desired_transition.reschedule = Some(true);
+    running.modify_time = NOW - 3_600 * SECOND;
+    state.upsert_alloc(running);
+
+    let plan = run(&state, &job, "e");
+    assert_eq!(
+        plan.stops()
+            .map(|alloc| alloc.id.as_str())
+            .collect::<Vec<_>>(),
+        vec!["z-0"]
+    );
+    assert_eq!(
+        plan.allocations()
+            .map(|alloc| alloc.task_group.as_str())
+            .collect::<Vec<_>>(),
+        vec!["b"]
+    );
+    assert!(plan.failed_tg_allocs.contains_key("z"));
+    commit(&mut state, &plan);
+    let used: i64 = state
+        .allocs()
+        .iter()
+        .filter(|alloc| !alloc.terminal_status())
+        .map(|alloc| drover_scheduler::select::allocated_usage(alloc).cpu)
+        .sum();
+    assert!(used <= 1000, "{used} MHz placed on a 1000 MHz node");
+}
