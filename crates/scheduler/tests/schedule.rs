@@ -1378,3 +1378,30 @@ fn a_running_allocation_stopped_for_reschedule_stays_stopped_when_no_node_fits()
         .sum();
     assert!(used <= 1000, "{used} MHz placed on a 1000 MHz node");
 }
+
+#[test]
+fn sticky_ephemeral_disk_keeps_a_replacement_on_its_node() {
+    let mut state = cluster(8);
+    let mut job = JobBuilder::service("db")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .build();
+    if let Some(disk) = job.task_groups[0].ephemeral_disk.as_mut() {
+        disk.sticky = true;
+    }
+    state.upsert_job(job.clone());
+    let first = run(&state, &job, "e1");
+    commit(&mut state, &first);
+    let original = live_allocs(&state, &job)[0].clone();
+    for round in 0..4 {
+        let changed = new_version(&job, |job| {
+            job.task_groups[0].tasks[0]
+                .env
+                .insert("ROUND".into(), round.to_string());
+        });
+        state.upsert_job(changed.clone());
+        let plan = run(&state, &changed, &format!("e-{round}"));
+        let replacement = plan.allocations().next().expect("a replacement");
+        assert_eq!(replacement.node_id, original.node_id, "round {round}");
+    }
+}
