@@ -81,9 +81,13 @@ mod tests {
     fn newer_blocked_eval_supersedes_older_one() {
         let blocked = BlockedEvals::default();
         assert!(blocked.block(eval("old", "web", 1)).is_none());
-        let superseded = blocked.block(eval("new", "web", 2)).expect("old superseded");
+        let superseded = blocked
+            .block(eval("new", "web", 2))
+            .expect("old superseded");
         assert_eq!(superseded.id, "old");
-        let stale = blocked.block(eval("older", "web", 0)).expect("stale refused");
+        let stale = blocked
+            .block(eval("older", "web", 0))
+            .expect("stale refused");
         assert_eq!(stale.id, "older");
         assert_eq!(blocked.len(), 1);
     }
