@@ -788,3 +788,39 @@ fn partial_update_block_gets_max_parallel_one_but_explicit_zero_stays() {
     let own = job.task_groups[1].update.as_ref().expect("own");
     assert_eq!(own.max_parallel, 0);
 }
+
+#[test]
+fn malformed_times_and_durations_are_errors_not_panics() {
+    let samples = [
+        "1.2.3s",
+        "..s",
+        "1..s",
+        "5m5",
+        "µs",
+        "1µ",
+        "-",
+        "+",
+        "9223372036854775807ns",
+        "9223372036854775808ns",
+        "2023-01-01T00:00:00.1234567890Z",
+        "2023-01-01T00:00:00é",
+        "2023-01-01T00:00:00+é:00",
+        "2023-01-01T24:00:00Z",
+        "0000-00-00T00:00:00Z",
+        "é",
+        "2023-01-01T00:00:00+01:0é",
+        "",
+    ];
+    for sample in samples {
+        let _ = DurationNs::parse_go(sample);
+        let _ = Timestamp::parse_rfc3339(sample);
+    }
+    assert!(DurationNs::parse_go("1.2.3s").is_err());
+    assert_eq!(
+        DurationNs::parse_go("9223372036854775807ns"),
+        Ok(DurationNs(i64::MAX))
+    );
+    assert!(DurationNs::parse_go("9223372036854775808ns").is_err());
+    assert!(Timestamp::parse_rfc3339("2023-01-01T00:00:00.1234567890Z").is_err());
+    assert!(Timestamp::parse_rfc3339("2023-01-01T24:00:00Z").is_err());
+}
