@@ -404,7 +404,8 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
     ///
     /// `write` runs on the writer task against the current state. It must leave the state
     /// unchanged when it returns an error (validate first, then change). Its result is returned
-    /// once the group commit it belongs to has been persisted and published.
+    /// once the group commit it belongs to has been persisted and published. Dropping the
+    /// returned future does not withdraw a write that is already queued.
     pub async fn write<R, F>(&self, write: F) -> Result<R, StateError>
     where
         R: Send + 'static,

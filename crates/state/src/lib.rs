@@ -7,11 +7,14 @@
 //! persisted through the group-commit writer before it is acknowledged.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod derive;
 pub mod embedded;
 pub mod engine;
 pub mod error;
 pub mod events;
 pub mod kv;
+pub mod store;
+pub mod tables;
 
 pub use embedded::{EmbeddedKv, STATE_FILE_NAME};
 pub use engine::{
@@ -23,3 +26,5 @@ pub use events::{
     Event, EventBatch, EventBuffer, EventFilter, EventSubscription, EventType, Topic,
 };
 pub use kv::{KeyRange, Kv, KvError, KvFuture, KvPair, MemoryKv, Revision, WriteBatch, WriteOp};
+pub use store::{ClientAllocUpdate, JobRegistration, StateStore};
+pub use tables::{JOB_TRACKED_VERSIONS, JobKey, StateSnapshot, StateTables};
