@@ -4,6 +4,6 @@
 /// Why a scheduling pass could not run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SchedulerError {
-    #[error("job {job_id:?} has type {job_type:?}, which this scheduler does not handle yet")]
+    #[error("job {job_id:?} has type {job_type:?}, which no scheduler handles")]
     UnsupportedJobType { job_type: String, job_id: String },
 }

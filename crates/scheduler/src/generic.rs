@@ -1,5 +1,6 @@
 //! The scheduler for service and batch jobs (Nomad's generic scheduler): reconcile, then place
-//! what is missing, and write it all into a [`Plan`].
+//! what is missing, and write it all into a [`Plan`]. Also the entry point, which sends system
+//! and sysbatch jobs to `system`.
 //!
 //! Order of work, as in Nomad: allocations on down nodes already told to stop are marked lost;
 //! the reconciler decides stops, in-place updates and placements; destructive updates are
@@ -14,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use drover_structs::{Allocation, Evaluation, Job, Node, Resources, TaskGroup};
+use drover_structs::{AllocMetric, Allocation, Evaluation, Job, Node, Resources, TaskGroup};
 
 use crate::error::SchedulerError;
 use crate::ids::IdSource;
@@ -24,7 +25,9 @@ use crate::reconcile::{PlaceResult, ReconcileInput, STATUS_ALLOC_LOST, UpdateDec
 use crate::reschedule::{
     LAST_RESCHEDULE_FAILED_TO_PLACE, annotate_last_reschedule, replacement_tracker,
 };
-use crate::select::{SelectOptions, Stack, exhaust_resources, group_allocated_resources};
+use crate::select::{
+    RankedNode, SelectOptions, Stack, exhaust_resources, group_allocated_resources,
+};
 use crate::state::{SchedulerState, node_in_any_datacenter, node_in_pool};
 use crate::update::destructive_change;
 
@@ -44,11 +47,13 @@ pub fn schedule(
     let job_type = job
         .as_deref()
         .map_or(eval.r#type.as_str(), |job| job.r#type.as_str());
-    let batch = match job_type {
-        drover_structs::JOB_TYPE_SERVICE => false,
-        drover_structs::JOB_TYPE_BATCH => true,
-        // A purged job: whatever its type was, everything is stopped.
-        _ if job.is_none() => false,
+    let kind = match job_type {
+        drover_structs::JOB_TYPE_SERVICE => PassKind::Service,
+        drover_structs::JOB_TYPE_BATCH => PassKind::Batch,
+        drover_structs::JOB_TYPE_SYSTEM => PassKind::System,
+        drover_structs::JOB_TYPE_SYSBATCH => PassKind::SysBatch,
+        // A purged job of an unknown type: everything is stopped.
+        _ if job.is_none() => PassKind::Service,
         other => {
             return Err(SchedulerError::UnsupportedJobType {
                 job_type: other.to_string(),
@@ -56,7 +61,8 @@ pub fn schedule(
             });
         }
     };
-    let mut pass = GenericPass {
+    let batch = matches!(kind, PassKind::Batch | PassKind::SysBatch);
+    let mut pass = Pass {
         state,
         eval,
         options,
@@ -68,22 +74,36 @@ pub fn schedule(
     pass.plan.eval_id = eval.id.clone();
     pass.plan.priority = eval.priority;
     pass.plan.job = job.as_deref().cloned();
-    pass.run(ids);
+    match kind {
+        PassKind::Service | PassKind::Batch => pass.run(ids),
+        PassKind::System | PassKind::SysBatch => pass.run_system(kind == PassKind::SysBatch, ids),
+    }
     Ok(pass.plan)
 }
 
-struct GenericPass<'a> {
-    state: &'a dyn SchedulerState,
-    eval: &'a Evaluation,
-    options: &'a SchedulerOptions,
-    job: Option<Arc<Job>>,
-    batch: bool,
-    plan: Plan,
-    /// Built on first use: the ready nodes of the job's datacenters and pool.
-    stack: Option<Stack>,
+/// Which scheduler a job gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PassKind {
+    Service,
+    Batch,
+    System,
+    SysBatch,
 }
 
-impl GenericPass<'_> {
+/// One scheduling pass over one evaluation; the service/batch flow is here, the system/sysbatch
+/// flow in `system`.
+pub(crate) struct Pass<'a> {
+    pub(crate) state: &'a dyn SchedulerState,
+    pub(crate) eval: &'a Evaluation,
+    pub(crate) options: &'a SchedulerOptions,
+    pub(crate) job: Option<Arc<Job>>,
+    pub(crate) batch: bool,
+    pub(crate) plan: Plan,
+    /// Built on first use: the ready nodes of the job's datacenters and pool.
+    pub(crate) stack: Option<Stack>,
+}
+
+impl Pass<'_> {
     fn run(&mut self, ids: &mut dyn IdSource) {
         let existing = self
             .state
@@ -92,7 +112,6 @@ impl GenericPass<'_> {
         self.mark_lost_stops(&existing, &tainted);
 
         let job = self.job.clone();
-        let stopped_or_gone = job.as_deref().is_none_or(|job| job.stop);
         let input = ReconcileInput {
             job: job.as_deref(),
             batch: self.batch,
@@ -131,10 +150,9 @@ impl GenericPass<'_> {
 
         let mut queued: BTreeMap<String, i64> = BTreeMap::new();
         if let Some(job) = job.as_deref() {
-            if !stopped_or_gone {
-                for group in &job.task_groups {
-                    queued.insert(group.name.clone(), 0);
-                }
+            // Every group of a known job is listed, stopped or not, as Nomad does.
+            for group in &job.task_groups {
+                queued.insert(group.name.clone(), 0);
             }
             let mut name_indexes = result.name_indexes;
             for placement in result.destructive.iter().chain(result.place.iter()) {
@@ -154,7 +172,10 @@ impl GenericPass<'_> {
     }
 
     /// Nodes that allocations must leave: gone, down, disconnected or draining.
-    fn tainted_nodes(&self, allocs: &[Arc<Allocation>]) -> BTreeMap<String, Option<Arc<Node>>> {
+    pub(crate) fn tainted_nodes(
+        &self,
+        allocs: &[Arc<Allocation>],
+    ) -> BTreeMap<String, Option<Arc<Node>>> {
         let mut tainted = BTreeMap::new();
         let mut checked = std::collections::BTreeSet::new();
         for alloc in allocs {
@@ -180,7 +201,7 @@ impl GenericPass<'_> {
 
     /// Allocations already told to stop whose node went down (or away) while they still ran
     /// become `lost`.
-    fn mark_lost_stops(
+    pub(crate) fn mark_lost_stops(
         &mut self,
         allocs: &[Arc<Allocation>],
         tainted: &BTreeMap<String, Option<Arc<Node>>>,
@@ -210,7 +231,7 @@ impl GenericPass<'_> {
     }
 
     /// The copy of an allocation the plan stops.
-    fn stopped_copy(
+    pub(crate) fn stopped_copy(
         &self,
         alloc: &Allocation,
         description: &str,
@@ -235,7 +256,7 @@ impl GenericPass<'_> {
         stopped
     }
 
-    fn stack(&mut self) -> &mut Stack {
+    pub(crate) fn stack(&mut self) -> &mut Stack {
         let (state, job, seed, batch, scoring) = (
             self.state,
             self.job.clone(),
@@ -254,7 +275,7 @@ impl GenericPass<'_> {
 
     /// Nomad's update rule: same job modify index → nothing; a destructive change → replace;
     /// otherwise update in place if the group still fits on the same node.
-    fn update_decision(
+    pub(crate) fn update_decision(
         &mut self,
         alloc: &Allocation,
         job: &Job,
@@ -387,31 +408,8 @@ impl GenericPass<'_> {
             }
         }
 
-        let allocated = group_allocated_resources(group);
+        let mut alloc = self.new_allocation(job, group, name, &choice, metric, ids);
         let now = self.options.now_unix_nanos;
-        let mut alloc = Allocation {
-            id: ids.next_id(),
-            namespace: job.namespace.clone(),
-            eval_id: self.eval.id.clone(),
-            name,
-            node_id: choice.node.id.clone(),
-            node_name: choice.node.name.clone(),
-            job_id: job.id.clone(),
-            job: Some(Box::new(job.clone())),
-            task_group: group.name.clone(),
-            task_resources: legacy_task_resources(&allocated),
-            shared_resources: Some(Resources {
-                disk_mb: allocated.shared.disk_mb,
-                ..Resources::default()
-            }),
-            allocated_resources: Some(allocated),
-            metrics: Some(metric),
-            desired_status: drover_structs::ALLOC_DESIRED_STATUS_RUN.to_string(),
-            client_status: drover_structs::ALLOC_CLIENT_STATUS_PENDING.to_string(),
-            create_time: now,
-            modify_time: now,
-            ..Allocation::default()
-        };
         if let Some(previous) = previous.as_ref() {
             alloc.previous_allocation = previous.id.clone();
             if placement.reschedule {
@@ -424,6 +422,48 @@ impl GenericPass<'_> {
         }
         self.plan.append_alloc(alloc);
         true
+    }
+
+    /// A new allocation of `group` on the chosen node.
+    pub(crate) fn new_allocation(
+        &self,
+        job: &Job,
+        group: &TaskGroup,
+        name: String,
+        choice: &RankedNode,
+        metric: AllocMetric,
+        ids: &mut dyn IdSource,
+    ) -> Allocation {
+        let mut allocated = group_allocated_resources(group);
+        if let Some(offer) = choice.ports.clone() {
+            allocated.shared.ports = offer.ports;
+            allocated.shared.networks = offer.networks;
+        }
+        let now = self.options.now_unix_nanos;
+        Allocation {
+            id: ids.next_id(),
+            namespace: job.namespace.clone(),
+            eval_id: self.eval.id.clone(),
+            name,
+            node_id: choice.node.id.clone(),
+            node_name: choice.node.name.clone(),
+            job_id: job.id.clone(),
+            job: Some(Box::new(job.clone())),
+            task_group: group.name.clone(),
+            task_resources: legacy_task_resources(&allocated),
+            shared_resources: Some(Resources {
+                disk_mb: allocated.shared.disk_mb,
+                networks: allocated.shared.networks.clone(),
+                ..Resources::default()
+            }),
+            allocated_resources: Some(allocated),
+            metrics: Some(metric),
+            desired_status: drover_structs::ALLOC_DESIRED_STATUS_RUN.to_string(),
+            client_status: drover_structs::ALLOC_CLIENT_STATUS_PENDING.to_string(),
+            create_time: now,
+            modify_time: now,
+            ..Allocation::default()
+        }
     }
 
     /// The previous allocation's node, when the group keeps its ephemeral disk (sticky or
@@ -448,7 +488,7 @@ impl GenericPass<'_> {
         node.ready_for_scheduling().then_some(node)
     }
 
-    fn blocked_eval(&self, ids: &mut dyn IdSource) -> Evaluation {
+    pub(crate) fn blocked_eval(&self, ids: &mut dyn IdSource) -> Evaluation {
         let now = self.options.now_unix_nanos;
         Evaluation {
             id: ids.next_id(),

@@ -8,7 +8,9 @@ use std::collections::VecDeque;
 
 use crate::rng::SeededRng;
 
-/// A source of fresh, unique identifiers (UUID strings in Nomad's format).
+/// A source of fresh identifiers (UUID strings in Nomad's format). IDs must be unique across
+/// passes, not only within one: two [`SeededIds`] with the same seed repeat each other, so the
+/// server passes real UUIDs, and tests seed each pass differently.
 pub trait IdSource {
     fn next_id(&mut self) -> String;
 }

@@ -6,9 +6,36 @@
 //! [`IdSource`]; `clippy.toml` forbids clocks and OS randomness in this crate.
 //!
 //! Entry point: [`schedule`]`(state, eval, options, ids) -> Result<Plan, SchedulerError>` for
-//! service and batch jobs. The pipeline, as in Nomad: `reconcile` (what to stop, place, update)
+//! service, batch, system and sysbatch jobs. The pipeline, as in Nomad: `reconcile` (what to stop, place, update)
 //! → `feasible` (constraints, drivers, distinct hosts/property) → `select` (fit CPU and memory,
 //! score, pick) → `generic` (build allocations into the [`Plan`]).
+//!
+//! How the server calls it: implement [`SchedulerState`] over a consistent snapshot of the
+//! store, pass the evaluation, a seed, "now", and an ID source whose IDs are unique across
+//! passes (UUIDs); then commit the returned plan (stops in `node_update`, new and updated
+//! allocations in `node_allocation`), create `blocked_eval` and `follow_up_evals`, and complete
+//! the evaluation with `failed_tg_allocs` and `queued_allocations`.
+//!
+//! ```
+//! use drover_scheduler::testing::{JobBuilder, NodeBuilder};
+//! use drover_scheduler::{InMemoryState, SchedulerOptions, SeededIds, schedule};
+//!
+//! let mut state = InMemoryState::new();
+//! state.upsert_node(NodeBuilder::new("node-1").build());
+//! let job = JobBuilder::service("web").group("frontend", 2).task("server", "raw_exec").build();
+//! state.upsert_job(job.clone());
+//! let eval = drover_structs::Evaluation {
+//!     id: "eval-1".into(),
+//!     namespace: job.namespace.clone(),
+//!     job_id: job.id.clone(),
+//!     r#type: job.r#type.clone(),
+//!     ..Default::default()
+//! };
+//! let options = SchedulerOptions { seed: 1, now_unix_nanos: 1_700_000_000_000_000_000, ..Default::default() };
+//! let plan = schedule(&state, &eval, &options, &mut SeededIds::new(1)).unwrap();
+//! assert_eq!(plan.allocations().count(), 2);
+//! assert!(plan.failed_tg_allocs.is_empty());
+//! ```
 
 pub mod constraint;
 pub mod error;
@@ -16,12 +43,14 @@ pub mod feasible;
 pub mod generic;
 pub mod ids;
 pub mod names;
+pub mod network;
 pub mod plan;
 pub mod reconcile;
 pub mod reschedule;
 pub mod rng;
 pub mod select;
 pub mod state;
+pub mod system;
 pub mod testing;
 pub mod update;
 pub mod version;

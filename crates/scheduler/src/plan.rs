@@ -18,6 +18,17 @@ pub enum ScoringAlgorithm {
     Spread,
 }
 
+impl ScoringAlgorithm {
+    /// From Nomad's scheduler configuration names: `binpack` or `spread`.
+    pub fn from_nomad_name(name: &str) -> Option<ScoringAlgorithm> {
+        match name {
+            "binpack" => Some(ScoringAlgorithm::Binpack),
+            "spread" => Some(ScoringAlgorithm::Spread),
+            _ => None,
+        }
+    }
+}
+
 /// The inputs of a pass besides the snapshot and the evaluation. Everything that would otherwise
 /// come from a clock or a random generator is here, so a pass can be replayed exactly.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -67,7 +78,9 @@ pub struct PlanAnnotations {
 /// `queued_allocations` and, when `blocked_eval` is set, stores that evaluation (status
 /// `blocked`) and records its ID as the evaluation's `BlockedEval`. `follow_up_evals` are
 /// delayed evaluations (their `WaitUntil` set) for allocations that will be rescheduled later;
-/// the first one's ID is the evaluation's `NextEval`.
+/// the first one's ID is the evaluation's `NextEval`. When the evaluation was itself a blocked
+/// one and placements still failed, no new blocked evaluation is made: the server re-blocks
+/// the same evaluation (Nomad's `ReblockEval`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Plan {
     #[doc = "The evaluation this plan answers."]

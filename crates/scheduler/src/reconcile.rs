@@ -18,8 +18,8 @@
 //! Deployments, canaries and disconnected-client handling are not implemented: every change is
 //! applied at once, as Nomad does for a group without an `update` block.
 //!
-//! The system and sysbatch schedulers will need a per-node reconciler beside this one; the
-//! buckets and the stop/place results here are meant to be shared with it.
+//! System and sysbatch jobs use the per-node reconciliation in `system`, which shares the stop
+//! descriptions and the update decision defined here.
 //!
 //! Not here: choosing nodes, building allocations (`generic`).
 

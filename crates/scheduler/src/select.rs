@@ -8,7 +8,11 @@
 //! deferring up to three that score zero or less (an empty node under bin-packing), and takes
 //! the highest score. Scores: the bin-pack (or spread) fit normalized to 0..1, a job
 //! anti-affinity penalty when the node already runs allocations of the same group, and a
-//! penalty on nodes where the allocation being replaced failed; the final score is their mean.
+//! penalty on nodes where the allocation being replaced failed, and the group's affinities
+//! (matched weights over total weight, -1..1; with affinities a placement looks at up to 100
+//! fitting nodes), and `spread` blocks (nodes whose attribute value is below its target share
+//! of the group, or the least used value when no targets are given, score up); the final score
+//! is their mean.
 //!
 //! Resources counted: CPU (MHz) and memory (MB) of non-terminal allocations, with Nomad's
 //! lifecycle rule (prestart sidecars add up; ephemeral prestart, main plus poststart, and
@@ -20,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use drover_structs::{
-    AllocMetric, AllocatedCpuResources, AllocatedMemoryResources, AllocatedResources,
+    Affinity, AllocMetric, AllocatedCpuResources, AllocatedMemoryResources, AllocatedResources,
     AllocatedTaskResources, Allocation, Job, Node, NodeScoreMeta, TaskGroup,
 };
 
@@ -36,6 +40,9 @@ const MAX_SKIP: usize = 3;
 const SKIP_SCORE_THRESHOLD: f64 = 0.0;
 /// How many of the best-scoring nodes are kept in `AllocMetric.ScoreMetaData`.
 const SCORE_META_TOP_K: usize = 5;
+/// How many fitting nodes a placement looks at when the group has affinities (Nomad's default
+/// `NodeLimitForFeasibilityChecks`), unless its count is larger.
+const AFFINITY_NODE_LIMIT: usize = 100;
 /// The largest value of Nomad's fit score.
 const MAX_FIT_SCORE: f64 = 18.0;
 
@@ -188,6 +195,8 @@ struct ProposedAlloc {
     job_id: String,
     task_group: String,
     usage: Usage,
+    /// Host ports it holds.
+    ports: Vec<i64>,
 }
 
 impl ProposedAlloc {
@@ -198,6 +207,7 @@ impl ProposedAlloc {
             job_id: alloc.job_id.clone(),
             task_group: alloc.task_group.clone(),
             usage: allocated_usage(alloc),
+            ports: crate::network::alloc_ports(alloc),
         }
     }
 }
@@ -218,6 +228,8 @@ pub struct SelectOptions {
 pub struct RankedNode {
     pub node: Arc<Node>,
     pub final_score: f64,
+    /// Host ports assigned for the group's networks, when it has any.
+    pub ports: Option<crate::network::PortOffer>,
 }
 
 /// The candidate nodes of one pass and what has been learnt about them.
@@ -231,10 +243,12 @@ pub struct Stack {
     static_checks: BTreeMap<String, Vec<Option<Result<(), String>>>>,
     constraint_cache: ConstraintCache,
     /// Node ID → its non-terminal allocations in the snapshot.
-    node_allocs: BTreeMap<String, Arc<Vec<ProposedAlloc>>>,
+    node_allocs: BTreeMap<String, Arc<Vec<Arc<ProposedAlloc>>>>,
     /// Node ID → node, for nodes looked up while counting `distinct_property`.
     node_lookup: BTreeMap<String, Option<Arc<Node>>>,
     nodes_available: BTreeMap<String, i64>,
+    /// Picks dynamic ports.
+    port_rng: SeededRng,
 }
 
 impl Stack {
@@ -266,6 +280,7 @@ impl Stack {
             node_allocs: BTreeMap::new(),
             node_lookup: BTreeMap::new(),
             nodes_available,
+            port_rng: SeededRng::new(seed ^ 0x706f_7274_735f_726e),
         }
     }
 
@@ -343,9 +358,36 @@ impl Stack {
         let distinct_properties = DistinctProperty::of(job, group);
         let property_use: Vec<BTreeMap<String, u64>> = distinct_properties
             .iter()
-            .map(|property| self.property_use(state, plan, job, group, property, options))
+            .map(|property| {
+                self.property_use(
+                    state,
+                    plan,
+                    job,
+                    group,
+                    &property.target,
+                    property.group_level,
+                    options,
+                )
+            })
             .collect();
+        let spreads = SpreadScoring::new(self, state, plan, job, group, options);
         let desired_count = group.count.max(1) as f64;
+        let affinities: Vec<&Affinity> = job
+            .affinities
+            .iter()
+            .chain(group.affinities.iter())
+            .chain(group.tasks.iter().flat_map(|task| task.affinities.iter()))
+            .collect();
+        let affinity_weight: f64 = affinities
+            .iter()
+            .map(|affinity| (affinity.weight as f64).abs())
+            .sum();
+        // With affinities, look at many more nodes so the preferred ones are found.
+        let limit = if affinities.is_empty() && spreads.is_empty() {
+            self.limit
+        } else {
+            AFFINITY_NODE_LIMIT.max(group.count.max(0) as usize)
+        };
 
         let (pool, cyclic): (Vec<Arc<Node>>, bool) = match candidates {
             Candidates::Shuffled => (Vec::new(), true),
@@ -371,7 +413,7 @@ impl Stack {
             }
         };
 
-        while seen < self.limit && visited < total {
+        while seen < limit && visited < total {
             let (node, position) = if cyclic {
                 let position = self.offset;
                 self.offset = (self.offset + 1) % total;
@@ -389,7 +431,7 @@ impl Stack {
             let proposed =
                 self.proposed_allocs(state, plan, &node.id, options.ignored_alloc_id.as_deref());
             if distinct_hosts.any() {
-                let same_job: Vec<&ProposedAlloc> = proposed
+                let same_job: Vec<&Arc<ProposedAlloc>> = proposed
                     .iter()
                     .filter(|alloc| alloc.job_id == job.id && alloc.namespace == job.namespace)
                     .collect();
@@ -428,6 +470,25 @@ impl Stack {
                 exhaust_node(&mut metric, &node, "memory");
                 continue;
             }
+            let mut ports = None;
+            if !group.networks.is_empty() {
+                let used_ports: BTreeSet<i64> = proposed
+                    .iter()
+                    .flat_map(|alloc| alloc.ports.iter().copied())
+                    .collect();
+                match crate::network::assign_ports(
+                    &node,
+                    &group.networks,
+                    &used_ports,
+                    &mut self.port_rng,
+                ) {
+                    Ok(offer) => ports = Some(offer),
+                    Err(dimension) => {
+                        exhaust_node(&mut metric, &node, &dimension);
+                        continue;
+                    }
+                }
+            }
 
             let fit = fit_score(self.scoring, capacity, used) / MAX_FIT_SCORE;
             let mut scores = vec![fit];
@@ -459,6 +520,35 @@ impl Stack {
                 scores.push(penalty);
             }
             meta.insert("node-reschedule-penalty".to_string(), penalty);
+            let mut affinity_score = 0.0;
+            if affinity_weight > 0.0 {
+                let matched: f64 = affinities
+                    .iter()
+                    .filter(|affinity| {
+                        let left = crate::constraint::resolve_target(&affinity.l_target, &node);
+                        let right = crate::constraint::resolve_target(&affinity.r_target, &node);
+                        crate::constraint::check_operand(
+                            &mut self.constraint_cache,
+                            &affinity.operand,
+                            left,
+                            right,
+                        )
+                    })
+                    .map(|affinity| affinity.weight as f64)
+                    .sum();
+                affinity_score = matched / affinity_weight;
+                if matched != 0.0 {
+                    scores.push(affinity_score);
+                }
+            }
+            meta.insert("node-affinity".to_string(), affinity_score);
+            if !spreads.is_empty() {
+                let spread_score = spreads.score(&node);
+                if spread_score != 0.0 {
+                    scores.push(spread_score);
+                }
+                meta.insert("allocation-spread".to_string(), spread_score);
+            }
             let final_score = scores.iter().sum::<f64>() / scores.len() as f64;
             scored.push(NodeScoreMeta {
                 node_id: node.id.clone(),
@@ -466,7 +556,11 @@ impl Stack {
                 norm_score: final_score,
             });
 
-            let option = RankedNode { node, final_score };
+            let option = RankedNode {
+                node,
+                final_score,
+                ports,
+            };
             if option.final_score <= SKIP_SCORE_THRESHOLD && deferred.len() < MAX_SKIP {
                 deferred.push(option);
                 continue;
@@ -475,7 +569,7 @@ impl Stack {
             consider(option, &mut best);
         }
         for option in deferred {
-            if seen >= self.limit {
+            if seen >= limit {
                 break;
             }
             seen += 1;
@@ -503,11 +597,17 @@ impl Stack {
             return static_feasibility(&mut self.constraint_cache, job, group, node);
         };
         let candidate_count = self.candidates.len();
-        let memo = self
+        if !self.static_checks.contains_key(&group.name) {
+            self.static_checks
+                .insert(group.name.clone(), vec![None; candidate_count]);
+        }
+        let known = self
             .static_checks
-            .entry(group.name.clone())
-            .or_insert_with(|| vec![None; candidate_count]);
-        if let Some(known) = memo.get(position).cloned().flatten() {
+            .get(&group.name)
+            .and_then(|memo| memo.get(position))
+            .cloned()
+            .flatten();
+        if let Some(known) = known {
             return known;
         }
         let outcome = static_feasibility(&mut self.constraint_cache, job, group, node);
@@ -529,21 +629,27 @@ impl Stack {
         plan: &Plan,
         node_id: &str,
         ignored_alloc_id: Option<&str>,
-    ) -> Vec<ProposedAlloc> {
-        let base = self
-            .node_allocs
-            .entry(node_id.to_string())
-            .or_insert_with(|| {
-                Arc::new(
+    ) -> Vec<Arc<ProposedAlloc>> {
+        let base = match self.node_allocs.get(node_id) {
+            Some(base) => base.clone(),
+            None => {
+                let base: Arc<Vec<Arc<ProposedAlloc>>> = Arc::new(
                     state
                         .allocs_by_node(node_id)
                         .iter()
                         .filter(|alloc| !alloc.terminal_status())
-                        .map(|alloc| ProposedAlloc::of(alloc))
+                        .map(|alloc| Arc::new(ProposedAlloc::of(alloc)))
                         .collect(),
-                )
-            })
-            .clone();
+                );
+                self.node_allocs.insert(node_id.to_string(), base.clone());
+                base
+            }
+        };
+        let stops = plan.node_update.get(node_id);
+        let planned = plan.node_allocation.get(node_id);
+        if stops.is_none() && planned.is_none() && ignored_alloc_id.is_none() {
+            return base.as_ref().clone();
+        }
         let stopped: BTreeSet<&str> = plan
             .node_update
             .get(node_id)
@@ -553,7 +659,7 @@ impl Stack {
         let replaced: BTreeSet<&str> = planned
             .map(|allocs| allocs.iter().map(|alloc| alloc.id.as_str()).collect())
             .unwrap_or_default();
-        let mut proposed: Vec<ProposedAlloc> = base
+        let mut proposed: Vec<Arc<ProposedAlloc>> = base
             .iter()
             .filter(|alloc| {
                 !stopped.contains(alloc.id.as_str())
@@ -569,7 +675,7 @@ impl Stack {
                     .filter(|alloc| {
                         !alloc.terminal_status() && Some(alloc.id.as_str()) != ignored_alloc_id
                     })
-                    .map(ProposedAlloc::of),
+                    .map(|alloc| Arc::new(ProposedAlloc::of(alloc))),
             );
         }
         proposed
@@ -577,13 +683,15 @@ impl Stack {
 
     /// How many allocations (of the job, or of the group) use each value of the property, once
     /// the plan so far is applied.
+    #[allow(clippy::too_many_arguments)]
     fn property_use(
         &mut self,
         state: &dyn SchedulerState,
         plan: &Plan,
         job: &Job,
         group: &TaskGroup,
-        property: &DistinctProperty,
+        target: &str,
+        group_level: bool,
         options: &SelectOptions,
     ) -> BTreeMap<String, u64> {
         let stopped: BTreeSet<&str> = plan.stops().map(|alloc| alloc.id.as_str()).collect();
@@ -606,7 +714,7 @@ impl Stack {
             {
                 continue;
             }
-            if property.group_level && alloc.task_group != group.name {
+            if group_level && alloc.task_group != group.name {
                 continue;
             }
             counted.push((alloc.node_id.clone(), alloc.id.clone()));
@@ -620,13 +728,140 @@ impl Stack {
                 .clone();
             if let Some(value) = node
                 .as_deref()
-                .and_then(|node| crate::constraint::resolve_target(&property.target, node))
+                .and_then(|node| crate::constraint::resolve_target(target, node))
             {
                 *use_by_value.entry(value.to_string()).or_insert(0) += 1;
             }
         }
         use_by_value
     }
+}
+
+/// The target spelled `*` in a spread: every value not named.
+const IMPLICIT_SPREAD_TARGET: &str = "*";
+
+/// One `spread` block prepared for a placement.
+struct SpreadInfo {
+    attribute: String,
+    /// The share of the total spread weight this block carries.
+    weight_fraction: f64,
+    /// Value → desired allocations (empty: spread evenly).
+    desired: BTreeMap<String, f64>,
+    /// Value → allocations of the group using it now (named targets start at zero).
+    used: BTreeMap<String, u64>,
+}
+
+/// Nomad's spread scoring: a node scores up when its attribute value has fewer allocations of
+/// the group than its target share (or, without targets, than the least used value).
+struct SpreadScoring {
+    spreads: Vec<SpreadInfo>,
+}
+
+impl SpreadScoring {
+    fn new(
+        stack: &mut Stack,
+        state: &dyn SchedulerState,
+        plan: &Plan,
+        job: &Job,
+        group: &TaskGroup,
+        options: &SelectOptions,
+    ) -> Self {
+        let blocks: Vec<&drover_structs::Spread> =
+            group.spreads.iter().chain(job.spreads.iter()).collect();
+        let total_weight: i64 = blocks.iter().map(|spread| spread.weight).sum();
+        let count = group.count.max(0) as f64;
+        let mut spreads = Vec::new();
+        for spread in blocks {
+            let mut desired = BTreeMap::new();
+            let mut desired_sum = 0.0;
+            for target in &spread.spread_target {
+                let share = target.percent as f64 / 100.0 * count;
+                desired.insert(target.value.clone(), share);
+                desired_sum += share;
+            }
+            if desired_sum > 0.0 && desired_sum < count {
+                desired.insert(IMPLICIT_SPREAD_TARGET.to_string(), count - desired_sum);
+            }
+            let mut used =
+                stack.property_use(state, plan, job, group, &spread.attribute, true, options);
+            for target in &spread.spread_target {
+                used.entry(target.value.clone()).or_insert(0);
+            }
+            let weight_fraction = if total_weight > 0 {
+                spread.weight as f64 / total_weight as f64
+            } else {
+                0.0
+            };
+            spreads.push(SpreadInfo {
+                attribute: spread.attribute.clone(),
+                weight_fraction,
+                desired,
+                used,
+            });
+        }
+        SpreadScoring { spreads }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.spreads.is_empty()
+    }
+
+    fn score(&self, node: &Node) -> f64 {
+        let mut total = 0.0;
+        let mut lowest_boost = -1.0_f64;
+        for spread in &self.spreads {
+            let Some(value) = crate::constraint::resolve_target(&spread.attribute, node) else {
+                total -= 1.0;
+                continue;
+            };
+            if spread.desired.is_empty() {
+                total += even_spread_boost(&spread.used, value);
+                continue;
+            }
+            let Some(desired) = spread
+                .desired
+                .get(value)
+                .or_else(|| spread.desired.get(IMPLICIT_SPREAD_TARGET))
+                .copied()
+            else {
+                total -= 1.0;
+                continue;
+            };
+            if desired == 0.0 {
+                total += lowest_boost;
+                continue;
+            }
+            let used_with_this = spread.used.get(value).copied().unwrap_or(0) as f64 + 1.0;
+            let boost = (desired - used_with_this) / desired * spread.weight_fraction;
+            total += boost;
+            lowest_boost = lowest_boost.min(boost);
+        }
+        total
+    }
+}
+
+/// Without targets: favour the least used values (Nomad's `evenSpreadScoreBoost`).
+fn even_spread_boost(used: &BTreeMap<String, u64>, value: &str) -> f64 {
+    if used.is_empty() {
+        return 0.0;
+    }
+    let current = used.get(value).copied().unwrap_or(0);
+    let min = used.values().copied().min().unwrap_or(0);
+    let max = used.values().copied().max().unwrap_or(0);
+    if current != min {
+        return if min == 0 {
+            -1.0
+        } else {
+            (min as f64 - current as f64) / min as f64
+        };
+    }
+    if min == max {
+        return -1.0;
+    }
+    if min == 0 {
+        return 1.0;
+    }
+    (max - min) as f64 / min as f64
 }
 
 enum Candidates<'a> {

@@ -125,16 +125,18 @@ impl InMemoryState {
     /// Adds or replaces an allocation.
     pub fn upsert_alloc(&mut self, alloc: Allocation) {
         if let Some(previous) = self.allocs.get(&alloc.id) {
-            let previous_node = previous.node_id.clone();
-            if let Some(ids) = self.allocs_by_node.get_mut(&previous_node) {
+            if let Some(ids) = self.allocs_by_node.get_mut(&previous.node_id) {
                 ids.retain(|id| id != &alloc.id);
             }
-        } else {
-            self.allocs_by_job
-                .entry((alloc.namespace.clone(), alloc.job_id.clone()))
-                .or_default()
-                .push(alloc.id.clone());
+            let previous_job = (previous.namespace.clone(), previous.job_id.clone());
+            if let Some(ids) = self.allocs_by_job.get_mut(&previous_job) {
+                ids.retain(|id| id != &alloc.id);
+            }
         }
+        self.allocs_by_job
+            .entry((alloc.namespace.clone(), alloc.job_id.clone()))
+            .or_default()
+            .push(alloc.id.clone());
         self.allocs_by_node
             .entry(alloc.node_id.clone())
             .or_default()

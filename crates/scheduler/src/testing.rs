@@ -134,6 +134,32 @@ impl JobBuilder {
         self
     }
 
+    /// Adds a host network to the last group with static (`reserved`) and dynamic ports.
+    pub fn network(mut self, reserved: &[(&str, i64)], dynamic: &[&str]) -> Self {
+        if let Some(group) = self.job.task_groups.last_mut() {
+            group.networks.push(drover_structs::NetworkResource {
+                mode: "host".to_string(),
+                reserved_ports: reserved
+                    .iter()
+                    .map(|(label, value)| drover_structs::Port {
+                        label: label.to_string(),
+                        value: *value,
+                        ..drover_structs::Port::default()
+                    })
+                    .collect(),
+                dynamic_ports: dynamic
+                    .iter()
+                    .map(|label| drover_structs::Port {
+                        label: label.to_string(),
+                        ..drover_structs::Port::default()
+                    })
+                    .collect(),
+                ..drover_structs::NetworkResource::default()
+            });
+        }
+        self
+    }
+
     pub fn datacenters(mut self, datacenters: &[&str]) -> Self {
         self.job.datacenters = datacenters.iter().map(|dc| dc.to_string()).collect();
         self

@@ -3,6 +3,9 @@
 //! ineligible or outside the job's datacenters, no node's CPU or memory overcommitted, and the
 //! same inputs always giving the same plan.
 
+// Integration tests: a panic is a failed test.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 use std::collections::BTreeMap;
 
 use drover_scheduler::select::{allocated_usage, node_capacity};
@@ -99,9 +102,11 @@ fn step(groups: usize) -> impl Strategy<Value = Step> {
 #[derive(Debug, Clone)]
 struct Scenario {
     nodes: Vec<NodeSpec>,
-    batch: bool,
+    /// 0 service, 1 batch, 2 system, 3 sysbatch.
+    job_type: u8,
     wildcard_dc: bool,
     distinct_hosts: bool,
+    ports: bool,
     steps: Vec<Step>,
     seed: u64,
 }
@@ -110,22 +115,24 @@ fn scenario() -> impl Strategy<Value = Scenario> {
     (1usize..4).prop_flat_map(|groups| {
         (
             proptest::collection::vec(node_spec(), 1..20),
-            any::<bool>(),
+            0u8..4,
             any::<bool>(),
             proptest::bool::weighted(0.2),
+            proptest::bool::weighted(0.3),
             proptest::collection::vec(step(groups), 1..5),
             any::<u64>(),
         )
-            .prop_map(|(nodes, batch, wildcard_dc, distinct_hosts, steps, seed)| {
-                Scenario {
+            .prop_map(
+                |(nodes, job_type, wildcard_dc, distinct_hosts, ports, steps, seed)| Scenario {
                     nodes,
-                    batch,
+                    job_type,
                     wildcard_dc,
                     distinct_hosts,
+                    ports,
                     steps,
                     seed,
-                }
-            })
+                },
+            )
     })
 }
 
@@ -153,7 +160,7 @@ fn build_node(index: usize, spec: &NodeSpec) -> drover_structs::Node {
 }
 
 fn build_job(scenario: &Scenario, step: &Step, version: u64) -> Job {
-    let mut builder = if scenario.batch {
+    let mut builder = if scenario.job_type == 1 {
         JobBuilder::batch("job")
     } else {
         JobBuilder::service("job")
@@ -171,8 +178,16 @@ fn build_job(scenario: &Scenario, step: &Step, version: u64) -> Job {
             .group(&format!("g{index}"), *count)
             .task("t", "raw_exec")
             .resources(step.cpu, step.memory_mb);
+        if scenario.ports {
+            builder = builder.network(&[("static", 8000 + index as i64)], &["dynamic"]);
+        }
     }
     let mut job = builder.build();
+    match scenario.job_type {
+        2 => job.r#type = drover_structs::JOB_TYPE_SYSTEM.to_string(),
+        3 => job.r#type = drover_structs::JOB_TYPE_SYSBATCH.to_string(),
+        _ => {}
+    }
     job.version = version;
     job.job_modify_index = 10 + version * 10;
     job.modify_index = job.job_modify_index;
@@ -244,19 +259,45 @@ fn check_state(state: &InMemoryState, job: &Job) -> Result<(), TestCaseError> {
         .into_iter()
         .filter(|alloc| !alloc.terminal_status())
         .collect();
-    let mut per_group: BTreeMap<&str, i64> = BTreeMap::new();
+    let system = job.r#type == drover_structs::JOB_TYPE_SYSTEM
+        || job.r#type == drover_structs::JOB_TYPE_SYSBATCH;
+    // System jobs: at most one per group per node; others: at most the count per group.
+    let mut per_group: BTreeMap<(&str, &str), i64> = BTreeMap::new();
     for alloc in &live {
-        *per_group.entry(alloc.task_group.as_str()).or_insert(0) += 1;
+        let node_key = if system { alloc.node_id.as_str() } else { "" };
+        *per_group
+            .entry((alloc.task_group.as_str(), node_key))
+            .or_insert(0) += 1;
     }
-    for (group, live_count) in per_group {
+    for ((group, _), live_count) in per_group {
         let count = if job.stop {
             0
+        } else if system {
+            i64::from(job.lookup_task_group(group).is_some())
         } else {
             job.lookup_task_group(group).map_or(0, |group| group.count)
         };
         prop_assert!(
             live_count <= count,
             "group {group} has {live_count} live allocations for count {count}"
+        );
+    }
+    let mut ports: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for alloc in &live {
+        ports
+            .entry(alloc.node_id.as_str())
+            .or_default()
+            .extend(drover_scheduler::network::alloc_ports(alloc));
+    }
+    for (node_id, mut held) in ports {
+        let count = held.len();
+        held.sort_unstable();
+        held.dedup();
+        prop_assert_eq!(
+            held.len(),
+            count,
+            "a host port is held twice on {}",
+            node_id
         );
     }
     let mut used: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
@@ -303,12 +344,13 @@ proptest! {
             state.upsert_node(build_node(index, spec));
         }
         for (step_index, step) in scenario.steps.iter().enumerate() {
-            if let Some(victim) = step.take_node_down {
-                if let Some(node) = state.node(&format!("node-{:02}", victim % scenario.nodes.len())) {
-                    let mut down = (*node).clone();
-                    down.status = drover_structs::NODE_STATUS_DOWN.to_string();
-                    state.upsert_node(down);
-                }
+            if let Some(victim) = step.take_node_down
+                && let Some(node) =
+                    state.node(&format!("node-{:02}", victim % scenario.nodes.len()))
+            {
+                let mut down = (*node).clone();
+                down.status = drover_structs::NODE_STATUS_DOWN.to_string();
+                state.upsert_node(down);
             }
             if step.fail_some {
                 let victims: Vec<_> = state.allocs().into_iter().filter(|alloc| !alloc.terminal_status()).step_by(3).collect();

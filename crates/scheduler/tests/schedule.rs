@@ -1,6 +1,9 @@
 //! Scheduling scenarios on fake clusters: each test builds nodes and a job, runs a pass, applies
 //! the plan to the in-memory snapshot where the scenario continues, and checks the plan.
 
+// Integration tests: a panic is a failed test.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 use std::collections::BTreeMap;
 
 use drover_scheduler::reconcile::{
@@ -695,7 +698,10 @@ fn stopping_the_job_stops_everything() {
         && alloc.desired_description == STATUS_ALLOC_NOT_NEEDED));
     assert_eq!(plan.annotations.desired_tg_updates["g"].stop, 3);
     assert!(plan.allocations().next().is_none());
-    assert!(plan.queued_allocations.is_empty());
+    assert_eq!(
+        plan.queued_allocations,
+        BTreeMap::from([("g".to_string(), 0)])
+    );
 
     // Purged: the job is gone, its allocations still stop.
     state.remove_job("default", "web");
@@ -956,13 +962,13 @@ fn failed_service_allocation_is_rescheduled_after_its_delay() {
 }
 
 #[test]
-fn system_jobs_are_refused_for_now() {
+fn unknown_job_types_are_refused() {
     let mut state = cluster(1);
     let mut job = JobBuilder::service("sys")
         .group("g", 1)
         .task("t", "raw_exec")
         .build();
-    job.r#type = drover_structs::JOB_TYPE_SYSTEM.to_string();
+    job.r#type = "cron".to_string();
     state.upsert_job(job.clone());
     let outcome = schedule(
         &state,
@@ -974,4 +980,264 @@ fn system_jobs_are_refused_for_now() {
         outcome,
         Err(SchedulerError::UnsupportedJobType { .. })
     ));
+}
+
+#[test]
+fn an_in_place_update_that_no_longer_fits_its_node_becomes_destructive() {
+    let mut state = InMemoryState::new();
+    state.upsert_node(NodeBuilder::new("a").meta("tier", "old").build());
+    state.upsert_node(NodeBuilder::new("b").meta("tier", "new").build());
+    let job = JobBuilder::service("web")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .group_constraint("${meta.tier}", "=", "old")
+        .build();
+    state.upsert_job(job.clone());
+    let first = run(&state, &job, "e1");
+    commit(&mut state, &first);
+    assert_eq!(live_allocs(&state, &job)[0].node_id, "a");
+
+    // Constraints are not a destructive field, but the running node no longer satisfies them.
+    let moved = new_version(&job, |job| {
+        job.task_groups[0].constraints[0].r_target = "new".into()
+    });
+    state.upsert_job(moved.clone());
+    let plan = run(&state, &moved, "e2");
+    assert_eq!(
+        plan.annotations.desired_tg_updates["g"].destructive_update,
+        1
+    );
+    assert_eq!(
+        stops_by_description(&plan)
+            .get(STATUS_ALLOC_UPDATING)
+            .map(Vec::len),
+        Some(1)
+    );
+    let replacement: Vec<&Allocation> = plan.allocations().collect();
+    assert_eq!(replacement.len(), 1);
+    assert_eq!(replacement[0].node_id, "b");
+}
+
+#[test]
+fn failed_allocations_beyond_a_lowered_count_are_stopped_not_replaced() {
+    let mut state = cluster(3);
+    let job = JobBuilder::service("web")
+        .group("g", 3)
+        .task("t", "raw_exec")
+        .build();
+    state.upsert_job(job.clone());
+    let first = run(&state, &job, "e1");
+    commit(&mut state, &first);
+    let highest = live_allocs(&state, &job)[2].clone();
+    let mut failed = highest.clone();
+    failed.client_status = drover_structs::ALLOC_CLIENT_STATUS_FAILED.to_string();
+    failed.modify_time = NOW - 3_600 * SECOND;
+    state.upsert_alloc(failed);
+
+    let smaller = new_version(&job, |job| job.task_groups[0].count = 2);
+    state.upsert_job(smaller.clone());
+    let plan = run(&state, &smaller, "e2");
+    assert_eq!(
+        stops_by_description(&plan),
+        BTreeMap::from([(
+            STATUS_ALLOC_NOT_NEEDED.to_string(),
+            vec![highest.name.clone()]
+        )])
+    );
+    assert!(
+        plan.allocations()
+            .all(|alloc| alloc.client_status == "running"),
+        "only in-place updates"
+    );
+}
+
+#[test]
+fn terminal_batch_allocations_of_an_older_version_are_ignored() {
+    let mut state = cluster(2);
+    let job = JobBuilder::batch("report")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .build();
+    state.upsert_job(job.clone());
+    let first = run(&state, &job, "e1");
+    commit(&mut state, &first);
+    let done = live_allocs(&state, &job)[0].clone();
+    state.upsert_alloc(finished(
+        &done,
+        drover_structs::ALLOC_CLIENT_STATUS_COMPLETE,
+        false,
+    ));
+
+    // A new version of a batch job runs again.
+    let rerun = new_version(&job, |job| {
+        job.task_groups[0].tasks[0]
+            .env
+            .insert("RUN".into(), "2".into());
+    });
+    state.upsert_job(rerun.clone());
+    let plan = run(&state, &rerun, "e2");
+    let updates = &plan.annotations.desired_tg_updates["g"];
+    assert_eq!((updates.ignore, updates.place), (1, 1));
+    assert!(plan.stops().next().is_none());
+}
+
+#[test]
+fn group_ports_are_assigned_without_collisions() {
+    let mut state = InMemoryState::new();
+    state.upsert_node(
+        NodeBuilder::new("only")
+            .attribute("unique.network.ip-address", "10.1.2.3")
+            .build(),
+    );
+    let job = JobBuilder::service("web")
+        .group("g", 3)
+        .task("t", "raw_exec")
+        .network(&[], &["http", "metrics"])
+        .build();
+    state.upsert_job(job.clone());
+    let plan = run(&state, &job, "e1");
+    let mut seen = std::collections::BTreeSet::new();
+    for alloc in plan.allocations() {
+        let shared = &alloc.allocated_resources.as_ref().unwrap().shared;
+        assert_eq!(
+            shared
+                .ports
+                .iter()
+                .map(|port| port.label.as_str())
+                .collect::<Vec<_>>(),
+            vec!["http", "metrics"]
+        );
+        for port in &shared.ports {
+            assert_eq!(port.host_ip, "10.1.2.3");
+            assert!((20_000..=32_000).contains(&port.value));
+            assert!(seen.insert(port.value), "port {} given twice", port.value);
+        }
+        assert_eq!(shared.networks[0].ip, "10.1.2.3");
+    }
+    assert_eq!(seen.len(), 6);
+    commit(&mut state, &plan);
+
+    // A static port can be held by one allocation per node.
+    let fixed = JobBuilder::service("api")
+        .group("g", 2)
+        .task("t", "raw_exec")
+        .network(&[("http", 8080)], &[])
+        .build();
+    state.upsert_job(fixed.clone());
+    let plan = run(&state, &fixed, "e2");
+    assert_eq!(plan.allocations().count(), 1);
+    assert_eq!(
+        plan.failed_tg_allocs["g"]
+            .dimension_exhausted
+            .get("network: reserved port collision http=8080"),
+        Some(&1)
+    );
+    commit(&mut state, &plan);
+
+    // Ports already held count as used on later passes too.
+    let other = JobBuilder::service("other")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .network(&[("http", 8080)], &[])
+        .build();
+    state.upsert_job(other.clone());
+    let plan = run(&state, &other, "e3");
+    assert!(plan.allocations().next().is_none());
+}
+
+#[test]
+fn affinities_steer_placements() {
+    let mut state = InMemoryState::new();
+    for index in 0..20 {
+        let zone = if index == 13 { "fast" } else { "slow" };
+        state.upsert_node(
+            NodeBuilder::new(&format!("n{index:02}"))
+                .meta("zone", zone)
+                .build(),
+        );
+    }
+    let mut job = JobBuilder::service("web")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .build();
+    job.affinities.push(drover_structs::Affinity {
+        l_target: "${meta.zone}".into(),
+        operand: "=".into(),
+        r_target: "fast".into(),
+        weight: 80,
+    });
+    state.upsert_job(job.clone());
+    for eval_id in ["a", "b", "c", "d"] {
+        let plan = run(&state, &job, eval_id);
+        let alloc = plan.allocations().next().expect("placed");
+        assert_eq!(
+            alloc.node_id, "n13",
+            "the only node matching the affinity wins"
+        );
+        let top = &alloc.metrics.as_ref().unwrap().score_meta_data[0];
+        assert_eq!(top.scores.get("node-affinity"), Some(&1.0));
+    }
+    // A negative weight pushes away from matching nodes.
+    let mut avoid = job.clone();
+    avoid.affinities[0].weight = -80;
+    state.upsert_job(avoid.clone());
+    let plan = run(&state, &avoid, "e");
+    assert_ne!(
+        plan.allocations()
+            .next()
+            .map(|alloc| alloc.node_id.as_str()),
+        Some("n13")
+    );
+}
+
+#[test]
+fn spread_targets_split_allocations_by_attribute() {
+    let mut state = InMemoryState::new();
+    for index in 0..12 {
+        let rack = if index < 6 { "r1" } else { "r2" };
+        state.upsert_node(
+            NodeBuilder::new(&format!("n{index:02}"))
+                .meta("rack", rack)
+                .build(),
+        );
+    }
+    let mut job = JobBuilder::service("web")
+        .group("g", 10)
+        .task("t", "raw_exec")
+        .build();
+    job.task_groups[0].spreads.push(drover_structs::Spread {
+        attribute: "${meta.rack}".into(),
+        weight: 100,
+        spread_target: vec![
+            drover_structs::SpreadTarget {
+                value: "r1".into(),
+                percent: 70,
+            },
+            drover_structs::SpreadTarget {
+                value: "r2".into(),
+                percent: 30,
+            },
+        ],
+    });
+    state.upsert_job(job.clone());
+    let plan = run(&state, &job, "e");
+    let on_r1 = plan
+        .allocations()
+        .filter(|alloc| alloc.node_id.as_str() < "n06")
+        .count();
+    assert_eq!(plan.allocations().count(), 10);
+    assert_eq!(on_r1, 7, "70% on r1");
+
+    // Without targets: even.
+    let mut even = new_version(&job, |_| {});
+    even.id = "even".into();
+    even.name = "even".into();
+    even.task_groups[0].spreads[0].spread_target.clear();
+    state.upsert_job(even.clone());
+    let plan = run(&state, &even, "e2");
+    let on_r1 = plan
+        .allocations()
+        .filter(|alloc| alloc.node_id.as_str() < "n06")
+        .count();
+    assert_eq!(on_r1, 5);
 }
