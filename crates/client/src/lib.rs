@@ -1,5 +1,17 @@
-//! The client (node agent): alloc runners, task runners and their hook pipeline, the restart
-//! tracker, alloc dirs and task environments, persisted client state and its restore, and batched
-//! status updates to the server.
+//! The client (node agent), per-allocation part: alloc runners and their lifecycle coordinator,
+//! task runners and their hook pipeline, the restart tracker, alloc dirs and task environments,
+//! and the persisted client state their restore reads.
 //!
-//! **Boundary**: talks to the server only through the client↔server trait; knows no HTTP routes.
+//! **Boundary**: talks to the server only through the client↔server trait (node part of this
+//! crate); knows no HTTP routes. Status leaves through [`allocrunner::AllocStatusSink`].
+
+pub mod allocdir;
+pub mod clock;
+pub mod config;
+pub mod state_db;
+pub mod taskenv;
+pub mod taskrunner;
+
+pub use clock::{Clock, SharedClock, SystemClock, TokioFollowingClock};
+pub use config::ClientConfig;
+pub use state_db::{StateDb, StateDbError};
