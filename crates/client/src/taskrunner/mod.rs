@@ -648,6 +648,11 @@ impl TaskRunner {
         run_loop::run_update_hooks(&self.shared, alloc).await;
     }
 
+    /// Records an event on the task (for example "Sibling Task Failed" from the alloc runner).
+    pub fn emit_event(&self, event: TaskEvent) {
+        self.shared.emit(event);
+    }
+
     /// The persisted local state (for inspection and tests).
     pub fn local_state(&self) -> TaskLocalState {
         lock(&self.shared.local).clone()
