@@ -71,6 +71,8 @@ pub enum AllocRunnerError {
     UnknownSignal { signal: String },
     #[error("allocation {alloc_id} was destroyed")]
     Destroyed { alloc_id: String },
+    #[error("allocation {alloc_id} is stopped")]
+    Stopped { alloc_id: String },
     #[error(transparent)]
     Task(#[from] TaskRunnerError),
     #[error(transparent)]
@@ -87,6 +89,7 @@ impl AllocRunnerError {
             self,
             AllocRunnerError::UnknownTask { .. }
                 | AllocRunnerError::UnknownSignal { .. }
+                | AllocRunnerError::Stopped { .. }
                 | AllocRunnerError::Task(TaskRunnerError::TaskNotRunning { .. })
                 | AllocRunnerError::Task(TaskRunnerError::TaskFinished { .. })
         )
@@ -473,7 +476,7 @@ impl AllocRunner {
     /// Nomad's reactions to dead tasks (module docs).
     fn react_to_dead_tasks(&self, states: &[(TaskRole, TaskState)]) {
         let inner = &self.inner;
-        if inner.killing_all.load(Ordering::SeqCst) {
+        if inner.killing_all.load(Ordering::SeqCst) || lock(&inner.coordinator).is_frozen() {
             return;
         }
         let mut kill_event: Option<TaskEvent> = None;
@@ -601,6 +604,11 @@ impl AllocRunner {
                 alloc_id: self.inner.alloc_id.clone(),
             });
         }
+        if self.alloc().server_terminal_status() {
+            return Err(AllocRunnerError::Stopped {
+                alloc_id: self.inner.alloc_id.clone(),
+            });
+        }
         lock(&self.inner.coordinator).freeze();
         self.on_task_state_changed();
         self.inner.killing_all.store(false, Ordering::SeqCst);
@@ -686,6 +694,9 @@ impl AllocRunner {
         self.inner.destroyed.store(true, Ordering::SeqCst);
         self.inner.killing_all.store(true, Ordering::SeqCst);
         self.kill_tasks(true).await;
+        for entry in &self.inner.tasks {
+            entry.runner.destroy().await;
+        }
         self.inner.watcher_stop.cancel();
         self.join_run_loops().await;
         self.inner.alloc_dir.destroy()?;

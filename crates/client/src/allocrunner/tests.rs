@@ -237,6 +237,41 @@ async fn lifecycle_runs_in_order_and_leaves_nothing_running() {
     }
     assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_COMPLETE);
     assert!(harness.driver.live_pids().is_empty());
+
+    // An AllTasks restart runs the whole lifecycle again, the killed sidecar included.
+    runner
+        .restart_all_tasks("User requested restart")
+        .await
+        .unwrap();
+    wait_until(&runner, |runner| {
+        runner.all_tasks_dead() && count(&state_of(runner, "post"), "Started") == 2
+    })
+    .await;
+    let states = runner.task_states();
+    for (name, state) in &states {
+        assert_eq!(
+            count(state, "Started"),
+            2,
+            "{name}: {:?}",
+            event_types(state)
+        );
+        assert!(!state.failed, "{name}");
+    }
+    let second_start = |task: &str| events_of(&states[task], "Started")[1].time;
+    assert!(second_start("init") < second_start("main"));
+    assert!(second_start("main") <= second_start("after"));
+    assert!(second_start("after") < second_start("post"));
+    assert!(harness.driver.live_pids().is_empty());
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_COMPLETE);
+
+    // A stopped alloc is not rerun.
+    let mut stopped = runner.alloc().as_ref().clone();
+    stopped.desired_status = drover_structs::ALLOC_DESIRED_STATUS_STOP.into();
+    runner.update(stopped).await.unwrap();
+    assert!(matches!(
+        runner.restart_all_tasks("again").await,
+        Err(AllocRunnerError::Stopped { .. })
+    ));
 }
 
 #[tokio::test(start_paused = true)]
