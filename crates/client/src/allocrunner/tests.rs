@@ -759,3 +759,135 @@ async fn a_server_stop_update_stops_the_alloc() {
         .unwrap();
     assert_eq!(persisted.desired_status, "stop");
 }
+
+#[tokio::test(start_paused = true)]
+async fn failed_kills_are_retried_with_backoff() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({"kill_fail_times": 2}))],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let began = tokio::time::Instant::now();
+    runner.stop().await;
+    let took = began.elapsed();
+    // 5 s then 20 s of backoff between the three attempts.
+    assert!(
+        took >= Duration::from_secs(25) && took < Duration::from_secs(26),
+        "{took:?}"
+    );
+    assert_eq!(harness.driver.log().kills.len(), 3);
+    let state = state_of(&runner, "web");
+    let killed = events_of(&state, "Killed");
+    assert_eq!(killed.len(), 1);
+    assert!(killed[0].kill_error.is_empty());
+    assert!(harness.driver.live_pids().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn destinations_escaping_the_task_dir_fail_validation() {
+    let harness = harness();
+    let mut task = fake_task("web", json!({}));
+    task.artifacts.push(drover_structs::TaskArtifact {
+        getter_source: "https://example.com/x.tgz".into(),
+        relative_dest: "local/../../../etc".into(),
+        ..drover_structs::TaskArtifact::default()
+    });
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+    let state = state_of(&runner, "web");
+    let failed = events_of(&state, "Failed Validation");
+    assert_eq!(failed.len(), 1);
+    assert!(
+        failed[0].validation_error.contains("artifact (0)"),
+        "{}",
+        failed[0].validation_error
+    );
+    assert!(harness.driver.log().starts.is_empty());
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_FAILED);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kill_interrupted_by_an_agent_crash_is_finished_on_restore() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({"ignore_signals": true}))],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let alloc_id = alloc.id.clone();
+    let first = start(&harness, alloc);
+    wait_until(&first, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    // The kill intent is persisted, then the agent goes away before the kill completes.
+    let killing = first.clone();
+    let kill = tokio::spawn(async move { killing.stop().await });
+    wait_until(&first, |runner| {
+        runner.task_runner("web").map(|task| task.phase()) == Some(TaskPhase::Killing)
+    })
+    .await;
+    first.shutdown().await;
+    kill.abort();
+
+    let second = AllocRunner::restore(harness.deps.clone(), &alloc_id)
+        .unwrap()
+        .unwrap();
+    second.run();
+    second.wait_all_tasks_dead().await;
+    let state = state_of(&second, "web");
+    assert_eq!(count(&state, "Killed"), 1, "{:?}", event_types(&state));
+    assert_eq!(count(&state, "Started"), 1);
+    assert_eq!(harness.driver.log().starts.len(), 1);
+    // One kill from each agent: the second finished what the first began.
+    assert_eq!(harness.driver.log().kills.len(), 2);
+    assert!(harness.driver.live_pids().is_empty());
+}
+
+#[test]
+fn restart_backoff_is_read_from_meta() {
+    let mut task = fake_task("web", json!({}));
+    task.meta.insert(
+        crate::taskrunner::META_RESTART_BACKOFF_FACTOR.into(),
+        "2".into(),
+    );
+    task.meta.insert(
+        crate::taskrunner::META_RESTART_MAX_DELAY.into(),
+        "1m".into(),
+    );
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task.clone()],
+        restart_policy(3, Duration::from_secs(5), Duration::from_secs(600), "delay"),
+    );
+    let settings = crate::taskrunner::restart_policy_settings(&alloc, &task);
+    assert_eq!(settings.attempts, 3);
+    assert_eq!(settings.delay, Duration::from_secs(5));
+    assert_eq!(
+        settings.mode,
+        crate::taskrunner::restarts::RestartMode::Delay
+    );
+    assert_eq!(
+        settings.backoff,
+        Some(crate::taskrunner::restarts::RestartBackoff {
+            factor: 2.0,
+            max_delay: Duration::from_secs(60)
+        })
+    );
+    let plain = fake_task("plain", json!({}));
+    assert_eq!(
+        crate::taskrunner::restart_policy_settings(&alloc, &plain).backoff,
+        None
+    );
+}

@@ -554,16 +554,22 @@ impl TaskRunLoop {
         };
         if self.shared.phase() == TaskPhase::Killing {
             // Restored in the middle of a kill: finish it.
-            self.kill_running(driver.as_ref(), &handle).await;
-            return Waited::Killed;
+            return if self.kill_running(driver.as_ref(), &handle).await {
+                Waited::Killed
+            } else {
+                Waited::Shutdown
+            };
         }
         let kill = self.shared.kill_token();
         loop {
             tokio::select! {
                 biased;
                 () = kill.cancelled() => {
-                    self.kill_running(driver.as_ref(), &handle).await;
-                    return Waited::Killed;
+                    return if self.kill_running(driver.as_ref(), &handle).await {
+                        Waited::Killed
+                    } else {
+                        Waited::Shutdown
+                    };
                 }
                 () = self.shared.agent_shutdown.cancelled() => return Waited::Shutdown,
                 waited = driver.wait(&handle) => {
@@ -629,18 +635,23 @@ impl TaskRunLoop {
     }
 
     /// The kill path of a running task: persist the Killing phase (the intent) first, then stop
-    /// the processes, record the exit, release the handle, and end dead with "Killed".
-    async fn kill_running(&self, driver: &dyn TaskDriver, handle: &PersistedTaskHandle) {
+    /// the processes, record the exit, release the handle, and end dead with "Killed". Returns
+    /// `false` when the agent shut down first: the persisted intent lets the next agent finish.
+    async fn kill_running(&self, driver: &dyn TaskDriver, handle: &PersistedTaskHandle) -> bool {
         if self.shared.phase() != TaskPhase::Killing {
             self.record_or_log(Some(TaskPhase::Killing), None);
         }
-        let outcome = stop_task_processes(&self.shared, driver, handle, true).await;
+        let outcome = tokio::select! {
+            outcome = stop_task_processes(&self.shared, driver, handle, true) => outcome,
+            () = self.shared.agent_shutdown.cancelled() => return false,
+        };
         if let Some(exit) = &outcome.exit {
             self.record_exit(exit);
         }
         self.release_handle(driver, handle).await;
         self.run_exited_hooks(outcome.exit.clone()).await;
         self.finish_kill(outcome.kill_error);
+        true
     }
 
     async fn run_poststart_hooks(&self, pid: Option<u32>) {
