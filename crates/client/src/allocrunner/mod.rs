@@ -700,6 +700,19 @@ impl AllocRunner {
         self.inner.watcher_stop.cancel();
         self.join_run_loops().await;
         self.inner.alloc_dir.destroy()?;
+        let supervisor_dirs = self
+            .inner
+            .deps
+            .task
+            .config
+            .client_state_dir()
+            .join("tasks")
+            .join(&self.inner.alloc_id);
+        if let Err(error) = std::fs::remove_dir_all(&supervisor_dirs)
+            && error.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %supervisor_dirs.display(), %error, "failed to remove task supervisor dirs");
+        }
         self.inner
             .deps
             .task

@@ -529,6 +529,14 @@ impl TaskRunLoop {
             config: env.interpolate_config(&task.config),
             user: task.user.clone(),
             task_dir: self.shared.task_dir.clone(),
+            supervisor_state_dir: self
+                .shared
+                .deps
+                .config
+                .client_state_dir()
+                .join("tasks")
+                .join(&alloc.id)
+                .join(&task.name),
             logs_dir: self.shared.alloc_dir.logs_dir.clone(),
             log_rotation,
             cpu_shares: allocated.map_or(asked.cpu, |resources| resources.cpu.cpu_shares),
