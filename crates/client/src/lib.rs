@@ -1,9 +1,16 @@
-//! The client (node agent), per-allocation part: alloc runners and their lifecycle coordinator,
-//! task runners and their hook pipeline, the restart tracker, alloc dirs and task environments,
-//! and the persisted client state their restore reads.
+//! The client (node agent).
 //!
-//! **Boundary**: talks to the server only through the client↔server trait (node part of this
-//! crate); knows no HTTP routes. Status leaves through [`allocrunner::AllocStatusSink`].
+//! Per allocation (this part): [`allocrunner::AllocRunner`] runs an allocation's task runners
+//! in lifecycle order and reports through [`allocrunner::AllocStatusSink`];
+//! [`taskrunner::TaskRunner`] drives one task (state machine, hook pipeline, restart tracker,
+//! kill) against a [`taskrunner::driver::TaskDriver`]; [`allocdir`] lays out alloc dirs;
+//! [`taskenv`] builds task environments; [`state_db`] persists what restore needs; [`clock`]
+//! gives wall-clock time (durations use tokio time).
+//!
+//! Per node (the other part): fingerprint, register, heartbeat, the alloc watcher that creates,
+//! updates and destroys alloc runners, batched status updates, restore on start.
+//!
+//! **Boundary**: talks to the server only through the client↔server trait; knows no HTTP routes.
 
 pub mod allocdir;
 pub mod allocrunner;

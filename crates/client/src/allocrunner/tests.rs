@@ -891,3 +891,41 @@ fn restart_backoff_is_read_from_meta() {
         None
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_in_place_update_reaches_the_next_start() {
+    let harness = harness();
+    let mut task = fake_task("web", json!({}));
+    task.env.insert("VERSION".into(), "1".into());
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc.clone());
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+
+    let mut updated = alloc;
+    if let Some(job) = updated.job.as_deref_mut() {
+        job.version = 1;
+        job.task_groups[0].tasks[0]
+            .env
+            .insert("VERSION".into(), "2".into());
+    }
+    runner.update(updated).await.unwrap();
+    runner
+        .restart_task("web", "User requested restart")
+        .await
+        .unwrap();
+    wait_until(&runner, |runner| {
+        count(&state_of(runner, "web"), "Started") == 2
+    })
+    .await;
+    let specs = harness.driver.log().specs;
+    assert_eq!(specs[0].env.get("VERSION").map(String::as_str), Some("1"));
+    assert_eq!(specs[1].env.get("VERSION").map(String::as_str), Some("2"));
+    runner.stop().await;
+}
