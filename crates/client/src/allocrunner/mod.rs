@@ -30,7 +30,8 @@ use std::sync::{Arc, Mutex};
 
 use drover_structs::{
     Allocation, TASK_KILLING, TASK_LEADER_DEAD, TASK_MAIN_DEAD, TASK_RESTART_SIGNAL,
-    TASK_SIBLING_FAILED, TASK_SIGNALING, TaskEvent, TaskState, derive_client_status,
+    TASK_SIBLING_FAILED, TASK_SIGNALING, TASK_SKIPPING_SHUTDOWN_DELAY, TASK_WAITING_SHUTDOWN_DELAY,
+    TaskEvent, TaskState, derive_client_status,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -666,9 +667,44 @@ impl AllocRunner {
     /// poststop tasks run, and returns once every task is dead.
     pub async fn stop(&self) {
         self.inner.killing_all.store(true, Ordering::SeqCst);
+        self.group_shutdown_delay().await;
         self.kill_tasks(false).await;
         self.on_task_state_changed();
         self.wait_all_tasks_dead().await;
+    }
+
+    /// The group's `shutdown_delay`: running tasks get "Waiting for shutdown delay" and the stop
+    /// waits (or "Skipping shutdown delay" when the stop asked for none).
+    async fn group_shutdown_delay(&self) {
+        let alloc = self.alloc();
+        let delay = alloc
+            .job
+            .as_deref()
+            .and_then(|job| job.lookup_task_group(&alloc.task_group))
+            .and_then(|group| group.shutdown_delay)
+            .unwrap_or_default();
+        if delay.is_zero() {
+            return;
+        }
+        let skip = alloc.desired_transition.should_ignore_shutdown_delay();
+        let now = self.inner.deps.task.clock.now_unix_nanos();
+        let event = if skip {
+            TaskEvent::new(TASK_SKIPPING_SHUTDOWN_DELAY, now).with_message(&format!(
+                "Skipping group shutdown_delay of {delay} before killing the tasks."
+            ))
+        } else {
+            TaskEvent::new(TASK_WAITING_SHUTDOWN_DELAY, now).with_message(&format!(
+                "Waiting for group shutdown_delay of {delay} before killing the tasks."
+            ))
+        };
+        for entry in &self.inner.tasks {
+            if entry.runner.phase() == TaskPhase::Running {
+                entry.runner.emit_event(event.clone());
+            }
+        }
+        if !skip {
+            tokio::time::sleep(delay.to_std()).await;
+        }
     }
 
     /// Applies a new version of the allocation from the server (persisted first). A desired

@@ -929,3 +929,35 @@ async fn an_in_place_update_reaches_the_next_start() {
     assert_eq!(specs[1].env.get("VERSION").map(String::as_str), Some("2"));
     runner.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn group_shutdown_delay_is_waited_before_killing() {
+    let harness = harness();
+    let mut alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({}))],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    if let Some(job) = alloc.job.as_deref_mut() {
+        job.task_groups[0].shutdown_delay = Some(DurationNs::from_secs(10));
+    }
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let began = tokio::time::Instant::now();
+    runner.stop().await;
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_secs(10) && took < Duration::from_secs(11),
+        "{took:?}"
+    );
+    let state = state_of(&runner, "web");
+    let types = event_types(&state);
+    let waiting = types
+        .iter()
+        .position(|kind| kind == "Waiting for shutdown delay");
+    let killing = types.iter().position(|kind| kind == "Killing");
+    assert!(waiting.is_some() && waiting < killing, "{types:?}");
+}
