@@ -961,3 +961,39 @@ async fn group_shutdown_delay_is_waited_before_killing() {
     let killing = types.iter().position(|kind| kind == "Killing");
     assert!(waiting.is_some() && waiting < killing, "{types:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn restart_all_tasks_does_not_wait_on_tasks_that_have_not_started() {
+    let harness = harness();
+    let tasks = vec![
+        with_lifecycle(
+            fake_task("init", json!({"run_for": "1h"})),
+            "prestart",
+            false,
+        ),
+        fake_task("main", json!({"run_for": "1s"})),
+    ];
+    let alloc = alloc_with_tasks(
+        "batch",
+        tasks,
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "init").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let restarted = tokio::time::timeout(
+        Duration::from_secs(60),
+        runner.restart_all_tasks("User requested restart"),
+    )
+    .await;
+    assert!(matches!(restarted, Ok(Ok(()))), "{restarted:?}");
+    wait_until(&runner, |runner| {
+        count(&state_of(runner, "init"), "Started") == 2
+    })
+    .await;
+    assert_eq!(count(&state_of(&runner, "main"), "Started"), 0);
+    runner.stop().await;
+    assert!(harness.driver.live_pids().is_empty());
+}

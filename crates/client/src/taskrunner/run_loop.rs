@@ -273,13 +273,17 @@ impl TaskRunLoop {
                         .with_restart_reason(&reason);
                     self.record_or_log(Some(TaskPhase::RestartDelay), Some(event));
                     let kill = self.shared.kill_token();
-                    tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
-                        () = kill.cancelled() => {
-                            self.finish_kill(None);
-                            return Outcome::Dead;
+                    let wake_at = tokio::time::Instant::now() + delay;
+                    loop {
+                        tokio::select! {
+                            () = tokio::time::sleep_until(wake_at) => break,
+                            () = kill.cancelled() => {
+                                self.finish_kill(None);
+                                return Outcome::Dead;
+                            }
+                            () = self.shared.agent_shutdown.cancelled() => return Outcome::Shutdown,
+                            Some(command) = self.commands.recv() => answer_while_not_running(&self.shared, command),
                         }
-                        () = self.shared.agent_shutdown.cancelled() => return Outcome::Shutdown,
                     }
                     self.record_or_log(Some(TaskPhase::Pending), None);
                 }
@@ -353,15 +357,19 @@ impl TaskRunLoop {
     async fn start_attempt(&mut self) -> StartAttempt {
         // The coordinator decides when this task may start.
         let kill = self.shared.kill_token();
-        tokio::select! {
-            gate = self.start_gate.wait_for(|open| *open) => {
-                if gate.is_err() {
-                    // The alloc runner is gone; treat like a shutdown.
-                    return StartAttempt::Shutdown;
+        loop {
+            tokio::select! {
+                gate = self.start_gate.wait_for(|open| *open) => {
+                    if gate.is_err() {
+                        // The alloc runner is gone; treat like a shutdown.
+                        return StartAttempt::Shutdown;
+                    }
+                    break;
                 }
+                () = kill.cancelled() => return StartAttempt::Killed,
+                () = self.shared.agent_shutdown.cancelled() => return StartAttempt::Shutdown,
+                Some(command) = self.commands.recv() => answer_while_not_running(&self.shared, command),
             }
-            () = kill.cancelled() => return StartAttempt::Killed,
-            () = self.shared.agent_shutdown.cancelled() => return StartAttempt::Shutdown,
         }
 
         let hook_cancel = CancellationToken::new();
@@ -716,6 +724,22 @@ impl TaskRunLoop {
                     tracing::warn!(alloc_id = %self.shared.alloc_id, task = %self.shared.task_name, hook = hook.name(), %error, "stop hook failed");
                 }
             }
+        }
+    }
+}
+
+/// Answers a command that arrived while the task is between lives (waiting for its gate or a
+/// restart delay): a forced restart is already under way; a restart or a signal has no task.
+fn answer_while_not_running(shared: &TaskRunnerShared, command: TaskCommand) {
+    let not_running = || TaskRunnerError::TaskNotRunning {
+        task: shared.task_name.clone(),
+    };
+    match command {
+        TaskCommand::ForceRestart { reply, .. } => {
+            let _ = reply.send(Ok(()));
+        }
+        TaskCommand::Restart { reply, .. } | TaskCommand::Signal { reply, .. } => {
+            let _ = reply.send(Err(not_running()));
         }
     }
 }
