@@ -997,3 +997,49 @@ async fn restart_all_tasks_does_not_wait_on_tasks_that_have_not_started() {
     runner.stop().await;
     assert!(harness.driver.live_pids().is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn done_prestart_hooks_are_not_rerun_by_a_restored_runner() {
+    let harness = harness();
+    let mut task = fake_task("web", json!({"run_for": "1s"}));
+    task.dispatch_payload = Some(DispatchPayloadConfig {
+        file: "payload.bin".into(),
+    });
+    let mut alloc = alloc_with_tasks(
+        "batch",
+        vec![task],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    if let Some(job) = alloc.job.as_deref_mut() {
+        job.payload = drover_structs::Bytes(snap::raw::Encoder::new().compress_vec(b"x").unwrap());
+    }
+    let alloc_id = alloc.id.clone();
+    let first = start(&harness, alloc);
+    first.wait_all_tasks_dead().await;
+    let payload_file = harness.driver.log().specs[0]
+        .task_dir
+        .local_dir
+        .join("payload.bin");
+    assert!(payload_file.is_file());
+    first.shutdown().await;
+    std::fs::remove_file(&payload_file).unwrap();
+
+    let second = AllocRunner::restore(harness.deps.clone(), &alloc_id)
+        .unwrap()
+        .unwrap();
+    second.run();
+    second
+        .restart_all_tasks("User requested restart")
+        .await
+        .unwrap();
+    wait_until(&second, |runner| {
+        runner.all_tasks_dead() && count(&state_of(runner, "web"), "Started") == 2
+    })
+    .await;
+    assert!(
+        !payload_file.exists(),
+        "the done dispatch payload hook ran again"
+    );
+    // The task dir hook is not done (it re-checks the layout) but does not announce a rebuild.
+    assert_eq!(count(&state_of(&second, "web"), "Task Setup"), 1);
+}
