@@ -3,3 +3,7 @@
 //! status updates to the server.
 //!
 //! **Boundary**: talks to the server only through the client↔server trait; knows no HTTP routes.
+
+mod model_preview;
+pub mod server_conn;
+pub mod status_buffer;
