@@ -223,7 +223,7 @@ impl StatusBuffer {
                 continue;
             }
             let routine_tick =
-                tick_count % ticks_per_routine_send == 0 || retry_not_before.is_some();
+                tick_count.is_multiple_of(ticks_per_routine_send) || retry_not_before.is_some();
             let Some(batch) = self.take_if_due(routine_tick) else {
                 continue;
             };
