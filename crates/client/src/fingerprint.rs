@@ -475,8 +475,8 @@ fn disk_space(path: &Path) -> Option<DiskSpace> {
         Ok(stats) => {
             let fragment = stats.fragment_size();
             Some(DiskSpace {
-                total_bytes: u64::from(stats.blocks()).saturating_mul(fragment),
-                free_bytes: u64::from(stats.blocks_available()).saturating_mul(fragment),
+                total_bytes: stats.blocks().saturating_mul(fragment),
+                free_bytes: stats.blocks_available().saturating_mul(fragment),
             })
         }
         Err(error) => {
