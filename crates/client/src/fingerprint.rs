@@ -14,8 +14,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::model_preview::{
-    DriverInfo, NodeCpuResources, NodeDiskResources, NodeMemoryResources, NodeResources,
+use drover_structs::{
+    DriverInfo, NodeCpuResources, NodeDiskResources, NodeMemoryResources, NodeResources, Timestamp,
 };
 
 /// CPU speed assumed when neither cpufreq nor `/proc/cpuinfo` tells it (Nomad does the same).
@@ -66,7 +66,7 @@ pub struct FingerprintInput {
     /// The Nomad version the agent presents itself as (`nomad.version`).
     pub agent_version: String,
     /// The time of the fingerprint, as the drivers' `UpdateTime` carries it.
-    pub update_time: String,
+    pub update_time: Timestamp,
 }
 
 /// The result of fingerprinting: attributes, resources and drivers of the node.
@@ -177,7 +177,7 @@ pub fn fingerprint_host(input: &FingerprintInput) -> NodeFingerprint {
     let drivers = fingerprint_drivers(
         nix::unistd::geteuid().is_root(),
         cgroup.as_ref(),
-        &input.update_time,
+        input.update_time,
     );
     for (name, driver) in &drivers {
         if driver.detected && driver.healthy {
@@ -188,7 +188,7 @@ pub fn fingerprint_host(input: &FingerprintInput) -> NodeFingerprint {
     let resources = NodeResources {
         cpu: NodeCpuResources {
             cpu_shares: i64::try_from(total_compute).unwrap_or(i64::MAX),
-            total_cpu_cores: logical_cores,
+            total_cpu_cores: i64::from(logical_cores),
             reservable_cpu_cores: (0..logical_cores)
                 .filter_map(|core| u16::try_from(core).ok())
                 .collect(),
@@ -201,6 +201,7 @@ pub fn fingerprint_host(input: &FingerprintInput) -> NodeFingerprint {
                 .map(|space| i64::try_from(space.free_bytes / (1024 * 1024)).unwrap_or(i64::MAX))
                 .unwrap_or(0),
         },
+        ..NodeResources::default()
     };
 
     NodeFingerprint {
@@ -215,7 +216,7 @@ pub fn fingerprint_host(input: &FingerprintInput) -> NodeFingerprint {
 pub fn fingerprint_drivers(
     running_as_root: bool,
     cgroup: Option<&CgroupMount>,
-    update_time: &str,
+    update_time: Timestamp,
 ) -> BTreeMap<String, DriverInfo> {
     let mut drivers = BTreeMap::new();
     drivers.insert(
@@ -225,7 +226,7 @@ pub fn fingerprint_drivers(
             detected: true,
             healthy: true,
             health_description: "Healthy".to_string(),
-            update_time: update_time.to_string(),
+            update_time,
         },
     );
     let exec_problem = if !running_as_root {
@@ -246,7 +247,7 @@ pub fn fingerprint_drivers(
             detected: true,
             healthy: exec_problem.is_none(),
             health_description: exec_problem.unwrap_or("Healthy").to_string(),
-            update_time: update_time.to_string(),
+            update_time,
         },
     );
     drivers
@@ -570,7 +571,7 @@ mod tests {
     #[test]
     fn exec_is_healthy_only_as_root_with_cgroups() {
         let v2 = parse_cgroup_mount(MOUNTINFO_V2);
-        let healthy = fingerprint_drivers(true, v2.as_ref(), "t");
+        let healthy = fingerprint_drivers(true, v2.as_ref(), Timestamp::ZERO);
         assert!(healthy["exec"].healthy);
         assert_eq!(
             healthy["exec"]
@@ -579,13 +580,13 @@ mod tests {
                 .map(String::as_str),
             Some("1")
         );
-        let not_root = fingerprint_drivers(false, v2.as_ref(), "t");
+        let not_root = fingerprint_drivers(false, v2.as_ref(), Timestamp::ZERO);
         assert!(not_root["exec"].detected && !not_root["exec"].healthy);
         assert_eq!(
             not_root["exec"].health_description,
             "exec driver must run as root"
         );
-        let no_cgroups = fingerprint_drivers(true, None, "t");
+        let no_cgroups = fingerprint_drivers(true, None, Timestamp::ZERO);
         assert!(!no_cgroups["exec"].healthy);
         assert!(no_cgroups["raw_exec"].healthy);
     }
@@ -596,7 +597,7 @@ mod tests {
         let fingerprint = fingerprint_host(&FingerprintInput {
             data_dir: data_dir.path().to_path_buf(),
             agent_version: "1.7.0".to_string(),
-            update_time: "2026-11-21T08:00:00Z".to_string(),
+            update_time: Timestamp::from_unix_nanos(1_700_000_000_000_000_000),
         });
         let attribute = |key: &str| fingerprint.attributes.get(key).cloned().unwrap_or_default();
 
@@ -614,11 +615,8 @@ mod tests {
         assert_eq!(attribute("cpu.numcores"), cores.to_string());
         let mhz: i64 = attribute("cpu.frequency").parse().unwrap_or_default();
         assert!(mhz > 0);
-        assert_eq!(fingerprint.resources.cpu.cpu_shares, mhz * i64::from(cores));
-        assert_eq!(
-            attribute("cpu.totalcompute"),
-            (mhz * i64::from(cores)).to_string()
-        );
+        assert_eq!(fingerprint.resources.cpu.cpu_shares, mhz * cores);
+        assert_eq!(attribute("cpu.totalcompute"), (mhz * cores).to_string());
 
         assert!(fingerprint.resources.disk.disk_mb > 0);
         assert_eq!(attribute("kernel.name"), "linux");

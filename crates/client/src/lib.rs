@@ -5,6 +5,5 @@
 //! **Boundary**: talks to the server only through the client↔server trait; knows no HTTP routes.
 
 pub mod fingerprint;
-mod model_preview;
 pub mod server_conn;
 pub mod status_buffer;

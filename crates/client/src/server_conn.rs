@@ -20,19 +20,25 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::model_preview::{AllocClientStatus, Allocation, Node, NodeStatus, TaskState};
+use drover_structs::{Allocation, Node, TaskState};
 
 /// What a client reports about one of its allocations: the fields the client owns.
 ///
 /// The server merges these into its copy of the allocation without touching the fields the
 /// scheduler owns (`DesiredStatus`, `AllocModifyIndex`, …). Deployment health and network
 /// status will join as further optional fields when the client produces them.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// It travels as Nomad's JSON keys (`ID`, `ClientStatus`, `ClientDescription`, `TaskStates`), so
+/// the remote implementation can send it as is.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
 pub struct AllocClientUpdate {
     /// The allocation's ID.
+    #[serde(rename = "ID")]
     pub alloc_id: String,
-    /// The status derived from the task states (`pending`, `running`, `complete`, …).
-    pub client_status: AllocClientStatus,
+    /// The status derived from the task states (`pending`, `running`, `complete`, …; the
+    /// `ALLOC_CLIENT_STATUS_*` constants).
+    pub client_status: String,
     /// The human description that goes with `client_status` ("Tasks are running").
     pub client_description: String,
     /// The full state of every task, by task name.
@@ -90,11 +96,12 @@ pub trait ServerConn: Send + Sync + 'static {
         node: Node,
     ) -> impl Future<Output = Result<Duration, ServerConnError>> + Send;
 
-    /// Reports the node alive with the given status; answers the next heartbeat TTL.
+    /// Reports the node alive with the given status (`NODE_STATUS_READY`, …); answers the next
+    /// heartbeat TTL.
     fn heartbeat(
         &self,
         node_id: &str,
-        status: NodeStatus,
+        status: &str,
     ) -> impl Future<Output = Result<Duration, ServerConnError>> + Send;
 
     /// A blocking query: answers at once if the node's allocations changed after `min_index`,
@@ -131,7 +138,7 @@ impl<S: ServerConn> ServerConn for Arc<S> {
     fn heartbeat(
         &self,
         node_id: &str,
-        status: NodeStatus,
+        status: &str,
     ) -> impl Future<Output = Result<Duration, ServerConnError>> + Send {
         S::heartbeat(self, node_id, status)
     }

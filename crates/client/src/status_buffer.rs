@@ -30,7 +30,6 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
-use crate::model_preview::AllocClientStatus;
 use crate::server_conn::{AllocClientUpdate, ServerConn};
 
 /// The batching period (Nomad's `allocSyncIntv`).
@@ -75,7 +74,7 @@ struct BufferState {
     /// Bumped on every report; lets a failed batch tell whether an entry was overwritten.
     next_sequence: u64,
     /// The ClientStatus the server last accepted for each allocation.
-    accepted_status: HashMap<String, AllocClientStatus>,
+    accepted_status: HashMap<String, String>,
 }
 
 #[derive(Debug)]
@@ -169,9 +168,10 @@ impl StatusBuffer {
     fn mark_accepted(&self, batch: &TakenBatch) {
         let mut state = self.lock();
         for entry in &batch.entries {
-            state
-                .accepted_status
-                .insert(entry.update.alloc_id.clone(), entry.update.client_status);
+            state.accepted_status.insert(
+                entry.update.alloc_id.clone(),
+                entry.update.client_status.clone(),
+            );
         }
     }
 
@@ -274,8 +274,10 @@ enum SendOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model_preview::{Allocation, Node, NodeStatus};
     use crate::server_conn::{NodeAllocations, ServerConnError};
+    use drover_structs::{
+        ALLOC_CLIENT_STATUS_PENDING, ALLOC_CLIENT_STATUS_RUNNING, Allocation, Node,
+    };
     use std::collections::BTreeMap;
 
     /// Records every batch with the (paused) time it arrived; fails the first `failures` calls.
@@ -306,7 +308,7 @@ mod tests {
                 message: "not in this test".into(),
             })
         }
-        async fn heartbeat(&self, _: &str, _: NodeStatus) -> Result<Duration, ServerConnError> {
+        async fn heartbeat(&self, _: &str, _: &str) -> Result<Duration, ServerConnError> {
             Err(ServerConnError::Rejected {
                 message: "not in this test".into(),
             })
@@ -350,10 +352,10 @@ mod tests {
         }
     }
 
-    fn update(alloc_id: &str, status: AllocClientStatus, version: u32) -> AllocClientUpdate {
+    fn update(alloc_id: &str, status: &str, version: u32) -> AllocClientUpdate {
         AllocClientUpdate {
             alloc_id: alloc_id.to_string(),
-            client_status: status,
+            client_status: status.to_string(),
             client_description: format!("version {version}"),
             task_states: BTreeMap::new(),
         }
@@ -377,7 +379,7 @@ mod tests {
         let started = Instant::now();
 
         // The first report is urgent (the server knows no status yet).
-        buffer.report(update("a1", AllocClientStatus::Pending, 0));
+        buffer.report(update("a1", ALLOC_CLIENT_STATUS_PENDING, 0));
         tokio::time::sleep(STATUS_TICK + Duration::from_millis(10)).await;
         assert_eq!(
             conn.batches().len(),
@@ -387,7 +389,7 @@ mod tests {
 
         // Fifty task-level changes over two seconds, all still `pending`.
         for version in 1..=50 {
-            buffer.report(update("a1", AllocClientStatus::Pending, version));
+            buffer.report(update("a1", ALLOC_CLIENT_STATUS_PENDING, version));
             tokio::time::sleep(Duration::from_millis(40)).await;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -409,7 +411,7 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(
             last_batch,
-            vec![update("a1", AllocClientStatus::Pending, 50)]
+            vec![update("a1", ALLOC_CLIENT_STATUS_PENDING, 50)]
         );
         for pair in batches.windows(2) {
             assert!(
@@ -424,15 +426,15 @@ mod tests {
         let conn = Arc::new(RecordingConn::default());
         let (buffer, shutdown, sender) = start(&conn);
 
-        buffer.report(update("a1", AllocClientStatus::Pending, 0));
+        buffer.report(update("a1", ALLOC_CLIENT_STATUS_PENDING, 0));
         tokio::time::sleep(STATUS_TICK * 2).await;
         assert_eq!(conn.batches().len(), 1);
 
         // Land between routine sends, then change the ClientStatus.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        buffer.report(update("a1", AllocClientStatus::Pending, 1));
+        buffer.report(update("a1", ALLOC_CLIENT_STATUS_PENDING, 1));
         assert!(!buffer.has_urgent_update());
-        buffer.report(update("a1", AllocClientStatus::Running, 2));
+        buffer.report(update("a1", ALLOC_CLIENT_STATUS_RUNNING, 2));
         assert!(buffer.has_urgent_update());
         let reported_at = Instant::now();
         tokio::time::sleep(STATUS_TICK + Duration::from_millis(1)).await;
@@ -445,7 +447,7 @@ mod tests {
         );
         let (sent_at, batch) = &batches[1];
         assert!(*sent_at - reported_at <= STATUS_TICK);
-        assert_eq!(batch, &vec![update("a1", AllocClientStatus::Running, 2)]);
+        assert_eq!(batch, &vec![update("a1", ALLOC_CLIENT_STATUS_RUNNING, 2)]);
         assert_eq!(buffer.pending_count(), 0);
 
         shutdown.cancel();
@@ -457,15 +459,15 @@ mod tests {
         let conn = Arc::new(RecordingConn::failing(2));
         let (buffer, shutdown, sender) = start(&conn);
 
-        buffer.report(update("a1", AllocClientStatus::Pending, 0));
-        buffer.report(update("a2", AllocClientStatus::Running, 0));
+        buffer.report(update("a1", ALLOC_CLIENT_STATUS_PENDING, 0));
+        buffer.report(update("a2", ALLOC_CLIENT_STATUS_RUNNING, 0));
         // First tick: the send fails; the entries go back into the buffer.
         tokio::time::sleep(STATUS_TICK + Duration::from_millis(1)).await;
         assert!(conn.batches().is_empty());
         assert_eq!(buffer.pending_count(), 2, "failed entries are kept");
 
         // A newer report arrives during the backoff and must win over the failed one.
-        buffer.report(update("a1", AllocClientStatus::Running, 1));
+        buffer.report(update("a1", ALLOC_CLIENT_STATUS_RUNNING, 1));
         // Second attempt fails too, the third succeeds.
         tokio::time::sleep(FIRST_RETRY_BACKOFF * 4).await;
 
@@ -476,8 +478,8 @@ mod tests {
         assert_eq!(
             sent,
             vec![
-                update("a1", AllocClientStatus::Running, 1),
-                update("a2", AllocClientStatus::Running, 0)
+                update("a1", ALLOC_CLIENT_STATUS_RUNNING, 1),
+                update("a2", ALLOC_CLIENT_STATUS_RUNNING, 0)
             ]
         );
         assert_eq!(buffer.pending_count(), 0);
@@ -490,16 +492,16 @@ mod tests {
     async fn shutdown_flushes_what_is_left() {
         let conn = Arc::new(RecordingConn::default());
         let (buffer, shutdown, sender) = start(&conn);
-        buffer.report(update("a1", AllocClientStatus::Pending, 0));
+        buffer.report(update("a1", ALLOC_CLIENT_STATUS_PENDING, 0));
         tokio::time::sleep(STATUS_TICK * 2).await;
-        buffer.report(update("a1", AllocClientStatus::Pending, 1));
+        buffer.report(update("a1", ALLOC_CLIENT_STATUS_PENDING, 1));
         shutdown.cancel();
         let _ = sender.await;
         let batches = conn.batches();
         assert_eq!(batches.len(), 2);
         assert_eq!(
             batches[1].1,
-            vec![update("a1", AllocClientStatus::Pending, 1)]
+            vec![update("a1", ALLOC_CLIENT_STATUS_PENDING, 1)]
         );
     }
 
@@ -508,16 +510,16 @@ mod tests {
         // The buffer lock is only ever held for map operations: a report while a batch is out
         // for sending lands in the buffer and survives the batch's failure.
         let buffer = StatusBuffer::new();
-        buffer.report(update("a1", AllocClientStatus::Pending, 0));
+        buffer.report(update("a1", ALLOC_CLIENT_STATUS_PENDING, 0));
         let batch = buffer.take_if_due(false);
         assert!(batch.is_some());
-        buffer.report(update("a1", AllocClientStatus::Running, 1));
+        buffer.report(update("a1", ALLOC_CLIENT_STATUS_RUNNING, 1));
         if let Some(batch) = batch {
             buffer.restore(batch);
         }
         assert_eq!(
             buffer.pending_update("a1"),
-            Some(update("a1", AllocClientStatus::Running, 1))
+            Some(update("a1", ALLOC_CLIENT_STATUS_RUNNING, 1))
         );
     }
 }
