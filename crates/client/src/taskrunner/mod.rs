@@ -1,0 +1,3 @@
+//! Task runner.
+pub mod restarts;
+pub mod state;
