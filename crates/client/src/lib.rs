@@ -12,6 +12,8 @@ pub mod allocdir;
 pub mod clock;
 pub mod config;
 pub mod fingerprint;
+pub mod node;
+pub mod node_sim;
 pub mod server_conn;
 pub mod state_db;
 pub mod status_buffer;
