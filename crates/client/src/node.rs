@@ -51,6 +51,9 @@ use crate::status_buffer::{StatusBuffer, StatusBufferTiming};
 /// `MaxQueryTime`).
 pub const DEFAULT_ALLOC_QUERY_WAIT: Duration = Duration::from_secs(300);
 
+/// Nomad's default `gc_max_allocs`.
+pub const DEFAULT_GC_MAX_ALLOCS: usize = 50;
+
 /// Errors of the client's operations, each with the HTTP-ish [`ClientErrorKind`] it maps to.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -210,6 +213,9 @@ pub struct NodeConfig {
     pub agent_version: String,
     /// Longest wait of one blocking query on the node's allocations.
     pub alloc_query_wait: Duration,
+    /// Past this many allocations, the oldest terminal ones are garbage collected (Nomad's
+    /// `gc_max_allocs`).
+    pub gc_max_allocs: usize,
     pub retry: RetryTiming,
     pub status_timing: StatusBufferTiming,
     /// Wall-clock time for the node's timestamps.
@@ -230,6 +236,7 @@ impl NodeConfig {
             http_addr: String::new(),
             agent_version: String::new(),
             alloc_query_wait: DEFAULT_ALLOC_QUERY_WAIT,
+            gc_max_allocs: DEFAULT_GC_MAX_ALLOCS,
             retry: RetryTiming::default(),
             status_timing: StatusBufferTiming::default(),
             clock,
@@ -270,6 +277,8 @@ pub struct Client<S: ServerConn, F: AllocRunnerFactory> {
     sender_shutdown: CancellationToken,
     loops: Mutex<Vec<JoinHandle<()>>>,
     sender: Mutex<Option<JoinHandle<()>>>,
+    /// Runners being destroyed in the background.
+    destroying: Mutex<Vec<JoinHandle<()>>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -337,6 +346,7 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             sender_shutdown: CancellationToken::new(),
             loops: Mutex::new(Vec::new()),
             sender: Mutex::new(None),
+            destroying: Mutex::new(Vec::new()),
             config,
             conn,
             factory,
@@ -506,6 +516,7 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             shutting_down.spawn(async move { runner.shutdown().await });
         }
         while shutting_down.join_next().await.is_some() {}
+        self.wait_for_background_destroys().await;
         self.stop_sender().await;
     }
 
@@ -523,6 +534,7 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             destroying.spawn(async move { runner.destroy().await });
         }
         while destroying.join_next().await.is_some() {}
+        self.wait_for_background_destroys().await;
         self.stop_sender().await;
     }
 
@@ -685,16 +697,17 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             pulled
         };
 
-        self.remove_unlisted(&listed.alloc_modify_indexes).await;
+        self.remove_unlisted(&listed.alloc_modify_indexes);
         for alloc in pulled {
             self.apply_pulled(alloc).await;
         }
+        self.collect_excess_terminal_allocs();
         Ok(())
     }
 
     /// Destroys the runners of allocations the server no longer lists (it garbage collected
     /// them) and forgets the runner-less ones.
-    async fn remove_unlisted(&self, listed: &BTreeMap<String, u64>) {
+    fn remove_unlisted(&self, listed: &BTreeMap<String, u64>) {
         lock(&self.runnerless_allocs).retain(|alloc_id, _| listed.contains_key(alloc_id));
         let removed: Vec<(String, Arc<F::Runner>)> = {
             let mut runners = self.write_runners();
@@ -712,8 +725,62 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
                 alloc_id,
                 "allocation removed by the server; destroying its runner"
             );
+            self.destroy_in_background(alloc_id, runner);
+        }
+    }
+
+    /// Destroys a runner that is already out of the map, without holding up the watcher (a
+    /// kill may wait out a long `kill_timeout`).
+    fn destroy_in_background(&self, alloc_id: String, runner: Arc<F::Runner>) {
+        let status = Arc::clone(&self.status);
+        let handle = tokio::spawn(async move {
             runner.destroy().await;
-            self.status.forget(&alloc_id);
+            status.forget(&alloc_id);
+        });
+        let mut destroying = lock(&self.destroying);
+        destroying.retain(|handle| !handle.is_finished());
+        destroying.push(handle);
+    }
+
+    async fn wait_for_background_destroys(&self) {
+        let handles: Vec<JoinHandle<()>> = lock(&self.destroying).drain(..).collect();
+        for handle in handles {
+            let _ = handle.await;
+        }
+    }
+
+    /// Nomad's `gc_max_allocs`: past that many allocations, the oldest terminal ones are
+    /// collected.
+    fn collect_excess_terminal_allocs(&self) {
+        let max_allocs = self.config.gc_max_allocs;
+        let excess: Vec<(String, Arc<F::Runner>)> = {
+            let mut runners = self.write_runners();
+            if runners.len() <= max_allocs {
+                return;
+            }
+            let mut terminal: Vec<(u64, String)> = runners
+                .iter()
+                .filter(|(_, runner)| runner.is_client_terminal())
+                .map(|(alloc_id, runner)| (runner.alloc_modify_index(), alloc_id.clone()))
+                .collect();
+            terminal.sort();
+            terminal.truncate(runners.len() - max_allocs);
+            let mut runnerless = lock(&self.runnerless_allocs);
+            terminal
+                .into_iter()
+                .filter_map(|(alloc_modify_index, alloc_id)| {
+                    runnerless.insert(alloc_id.clone(), alloc_modify_index);
+                    runners.remove(&alloc_id).map(|runner| (alloc_id, runner))
+                })
+                .collect()
+        };
+        for (alloc_id, runner) in excess {
+            tracing::info!(
+                alloc_id,
+                max_allocs,
+                "garbage collecting a terminal allocation"
+            );
+            self.destroy_in_background(alloc_id, runner);
         }
     }
 
@@ -923,12 +990,18 @@ mod tests {
     }
 
     async fn start(timing: SimRunnerTiming) -> Harness {
+        start_with(timing, |_| {}).await
+    }
+
+    async fn start_with(timing: SimRunnerTiming, adjust: impl FnOnce(&mut NodeConfig)) -> Harness {
         let data_dir = tempfile::tempdir().unwrap_or_else(|error| panic!("tempdir: {error}"));
         let server = Arc::new(InMemoryServer::new(Duration::from_secs(10)));
         let node_id = uuid::Uuid::new_v4().to_string();
         let node = simulated_node(&node_id, "sim-node-1", "dc1");
+        let mut node_config = config(data_dir.path());
+        adjust(&mut node_config);
         let client = Client::start_with_node(
-            config(data_dir.path()),
+            node_config,
             node,
             Arc::clone(&server),
             SimAllocRunnerFactory::new(timing, clock()),
@@ -1202,6 +1275,35 @@ mod tests {
         .await;
         assert_eq!(harness.client.gc_all().await, 1);
         assert!(harness.client.alloc_ids().is_empty());
+        harness.client.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_gc_max_allocs_the_oldest_terminal_allocs_are_collected() {
+        let harness = start_with(
+            SimRunnerTiming {
+                start_delay: Duration::from_millis(10),
+                run_for: Some(Duration::from_secs(1)),
+            },
+            |config| config.gc_max_allocs = 2,
+        )
+        .await;
+        let mut ids = Vec::new();
+        for _ in 0..4 {
+            let alloc = alloc_for(&harness.node_id, &["job"]);
+            ids.push(alloc.id.clone());
+            harness.server.place_alloc(alloc);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        eventually("all complete", || {
+            ids.iter()
+                .all(|id| server_status(&harness.server, id) == ALLOC_CLIENT_STATUS_COMPLETE)
+        })
+        .await;
+        eventually("two collected", || harness.client.alloc_ids().len() == 2).await;
+        let mut newest = ids[2..].to_vec();
+        newest.sort();
+        assert_eq!(harness.client.alloc_ids(), newest, "the oldest go first");
         harness.client.shutdown().await;
     }
 
