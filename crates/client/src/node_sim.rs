@@ -30,7 +30,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
-use crate::node::{AllocRunnerFactory, AllocRunnerHandle, ClientError};
+use crate::node::{AllocRunnerFactory, AllocRunnerHandle, Client, ClientError, NodeConfig};
 use crate::server_conn::{AllocClientUpdate, NodeAllocations, ServerConn, ServerConnError};
 use crate::status_buffer::StatusBuffer;
 
@@ -401,6 +401,33 @@ pub fn simulated_node(node_id: &str, name: &str, datacenter: &str) -> Node {
     }
 }
 
+/// A simulated node's client: what the node simulator starts thousands of.
+pub type SimClient<S> = Client<S, SimAllocRunnerFactory>;
+
+/// Starts one simulated node against `conn`: a made-up node record (`sim-node-<number>`, a
+/// fresh UUID), no fingerprint, no data dir, nothing restored, and [`SimAllocRunner`]s for its
+/// allocations. `adjust` may change the node config (timings, datacenter) before the start.
+pub async fn start_simulated_node<S: ServerConn>(
+    conn: Arc<S>,
+    number: usize,
+    timing: SimRunnerTiming,
+    clock: SharedClock,
+    adjust: impl FnOnce(&mut NodeConfig),
+) -> Result<Arc<SimClient<S>>, ClientError> {
+    let name = format!("sim-node-{number}");
+    let mut config = NodeConfig::new(std::path::PathBuf::new(), name.clone(), Arc::clone(&clock));
+    config.ephemeral = true;
+    adjust(&mut config);
+    let node = simulated_node(&uuid::Uuid::new_v4().to_string(), &name, &config.datacenter);
+    Client::start_with_node(
+        config,
+        node,
+        conn,
+        SimAllocRunnerFactory::new(timing, clock),
+    )
+    .await
+}
+
 /// An in-memory server for one or many nodes: enough of the server side of [`ServerConn`] to
 /// exercise a client for real (blocking queries wake on change, indexes move as Nomad's do:
 /// `AllocModifyIndex` only on server-side changes, `ModifyIndex` on every write).
@@ -611,5 +638,84 @@ impl ServerConn for InMemoryServer {
             }
         });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::TokioFollowingClock;
+    use drover_structs::{ALLOC_CLIENT_STATUS_RUNNING, ALLOC_DESIRED_STATUS_RUN};
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fleet_of_simulated_nodes_runs_its_allocs_with_few_status_calls() {
+        const NODES: usize = 100;
+        const ALLOCS_PER_NODE: usize = 10;
+        let clock: SharedClock =
+            Arc::new(TokioFollowingClock::starting_at(1_700_000_000_000_000_000));
+        let server = Arc::new(InMemoryServer::new(Duration::from_secs(10)));
+        let mut fleet = Vec::new();
+        for number in 0..NODES {
+            let client = start_simulated_node(
+                Arc::clone(&server),
+                number,
+                SimRunnerTiming::default(),
+                Arc::clone(&clock),
+                |_| {},
+            )
+            .await
+            .unwrap_or_else(|error| panic!("start: {error}"));
+            fleet.push(client);
+        }
+        for client in &fleet {
+            client.wait_registered().await;
+        }
+        let mut alloc_ids = Vec::new();
+        for client in &fleet {
+            for index in 0..ALLOCS_PER_NODE {
+                let alloc = Allocation {
+                    id: uuid::Uuid::new_v4().to_string(),
+                    node_id: client.node_id(),
+                    name: format!("fleet.sim[{index}]"),
+                    task_group: "sim".to_string(),
+                    desired_status: ALLOC_DESIRED_STATUS_RUN.to_string(),
+                    ..Allocation::default()
+                };
+                alloc_ids.push(alloc.id.clone());
+                server.place_alloc(alloc);
+            }
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let running = alloc_ids
+                .iter()
+                .filter(|id| {
+                    server
+                        .alloc(id)
+                        .is_some_and(|alloc| alloc.client_status == ALLOC_CLIENT_STATUS_RUNNING)
+                })
+                .count();
+            if running == alloc_ids.len() {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "only {running} of {} allocs running",
+                alloc_ids.len()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Each alloc went through two ClientStatus values (pending, running): without batching
+        // that is 2 000 calls; batched per node per tick it is a small multiple of the nodes.
+        let calls = server.update_calls();
+        assert!(
+            calls <= (NODES * 4) as u64,
+            "{calls} status calls for {} allocs on {NODES} nodes",
+            alloc_ids.len()
+        );
+        for client in &fleet {
+            assert_eq!(client.alloc_ids().len(), ALLOCS_PER_NODE);
+            client.shutdown().await;
+        }
     }
 }
