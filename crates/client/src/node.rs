@@ -145,23 +145,32 @@ pub trait AllocRunnerHandle: Send + Sync + 'static {
     fn destroy(&self) -> impl Future<Output = ()> + Send;
 }
 
+/// What the node hands a factory for every runner it makes.
+#[derive(Debug, Clone)]
+pub struct RunnerContext {
+    /// The node record as registered (task environments read its attributes and meta).
+    pub node: Arc<Node>,
+    /// Where runners report their status.
+    pub status: Arc<StatusBuffer>,
+}
+
 /// Makes alloc runners: new ones for allocations the server placed here, and the ones found in
-/// the client state at start.
+/// the client state at start. The runners it returns are already running.
 pub trait AllocRunnerFactory: Send + Sync + 'static {
     type Runner: AllocRunnerHandle;
 
-    /// Starts a runner for a new allocation. It reports its status into `status`.
+    /// Starts a runner for a new allocation.
     fn spawn(
         &self,
         alloc: Allocation,
-        status: Arc<StatusBuffer>,
+        context: &RunnerContext,
     ) -> impl Future<Output = Result<Self::Runner, ClientError>> + Send;
 
-    /// Rebuilds the runners of every allocation in the persisted client state, re-attaching to
-    /// their running tasks.
+    /// Rebuilds (and runs) the runners of every allocation in the persisted client state,
+    /// re-attaching to their running tasks.
     fn restore(
         &self,
-        status: Arc<StatusBuffer>,
+        context: &RunnerContext,
     ) -> impl Future<Output = Result<Vec<Self::Runner>, ClientError>> + Send;
 }
 
@@ -264,6 +273,7 @@ pub struct Client<S: ServerConn, F: AllocRunnerFactory> {
     factory: F,
     node: RwLock<Node>,
     status: Arc<StatusBuffer>,
+    runner_context: RunnerContext,
     runners: RwLock<HashMap<String, Arc<F::Runner>>>,
     /// Allocations the server lists for this node that have no runner: terminal when first
     /// seen, or garbage collected here. Keyed to the AllocModifyIndex seen, so they are not
@@ -335,8 +345,14 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
         factory: F,
     ) -> Result<Arc<Self>, ClientError> {
         let (registered, _) = watch::channel(false);
+        let status = Arc::new(StatusBuffer::new());
+        let runner_context = RunnerContext {
+            node: Arc::new(node.clone()),
+            status: Arc::clone(&status),
+        };
         let client = Arc::new(Self {
-            status: Arc::new(StatusBuffer::new()),
+            status,
+            runner_context,
             node: RwLock::new(node),
             runners: RwLock::new(HashMap::new()),
             runnerless_allocs: Mutex::new(HashMap::new()),
@@ -352,7 +368,7 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             factory,
         });
         if !client.config.ephemeral {
-            let restored = client.factory.restore(Arc::clone(&client.status)).await?;
+            let restored = client.factory.restore(&client.runner_context).await?;
             let mut runners = client.write_runners();
             for runner in restored {
                 runners.insert(runner.alloc().id.clone(), Arc::new(runner));
@@ -801,7 +817,7 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
         }
         let alloc_id = alloc.id.clone();
         let alloc_modify_index = alloc.alloc_modify_index;
-        match self.factory.spawn(alloc, Arc::clone(&self.status)).await {
+        match self.factory.spawn(alloc, &self.runner_context).await {
             Ok(runner) => {
                 tracing::debug!(alloc_id, "started alloc runner");
                 self.write_runners().insert(alloc_id, Arc::new(runner));

@@ -30,7 +30,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
-use crate::node::{AllocRunnerFactory, AllocRunnerHandle, Client, ClientError, NodeConfig};
+use crate::node::{
+    AllocRunnerFactory, AllocRunnerHandle, Client, ClientError, NodeConfig, RunnerContext,
+};
 use crate::server_conn::{AllocClientUpdate, NodeAllocations, ServerConn, ServerConnError};
 use crate::status_buffer::StatusBuffer;
 
@@ -90,21 +92,18 @@ impl AllocRunnerFactory for SimAllocRunnerFactory {
     async fn spawn(
         &self,
         alloc: Allocation,
-        status: Arc<StatusBuffer>,
+        context: &RunnerContext,
     ) -> Result<SimAllocRunner, ClientError> {
         self.spawned.fetch_add(1, Ordering::Relaxed);
         Ok(SimAllocRunner::start(
             alloc,
-            status,
+            Arc::clone(&context.status),
             self.timing,
             Arc::clone(&self.clock),
         ))
     }
 
-    async fn restore(
-        &self,
-        _status: Arc<StatusBuffer>,
-    ) -> Result<Vec<SimAllocRunner>, ClientError> {
+    async fn restore(&self, _context: &RunnerContext) -> Result<Vec<SimAllocRunner>, ClientError> {
         Ok(Vec::new())
     }
 }
