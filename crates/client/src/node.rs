@@ -271,7 +271,7 @@ pub struct Client<S: ServerConn, F: AllocRunnerFactory> {
     config: NodeConfig,
     conn: Arc<S>,
     factory: F,
-    node: RwLock<Node>,
+    node_id: String,
     status: Arc<StatusBuffer>,
     runner_context: RunnerContext,
     runners: RwLock<HashMap<String, Arc<F::Runner>>>,
@@ -346,14 +346,15 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
     ) -> Result<Arc<Self>, ClientError> {
         let (registered, _) = watch::channel(false);
         let status = Arc::new(StatusBuffer::new());
+        let node_id = node.id.clone();
         let runner_context = RunnerContext {
-            node: Arc::new(node.clone()),
+            node: Arc::new(node),
             status: Arc::clone(&status),
         };
         let client = Arc::new(Self {
             status,
             runner_context,
-            node: RwLock::new(node),
+            node_id,
             runners: RwLock::new(HashMap::new()),
             runnerless_allocs: Mutex::new(HashMap::new()),
             heartbeat: Mutex::new(HeartbeatStatus::default()),
@@ -397,15 +398,12 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
 
     /// This node's ID.
     pub fn node_id(&self) -> String {
-        self.node().id
+        self.node_id.clone()
     }
 
     /// The node record as registered.
-    pub fn node(&self) -> Node {
-        self.node
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+    pub fn node(&self) -> Arc<Node> {
+        Arc::clone(&self.runner_context.node)
     }
 
     /// The status buffer the runners report into.
@@ -583,7 +581,9 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
                 _ = tokio::time::sleep(next_beat) => {}
             }
             let result = if must_register {
-                self.conn.register_node(self.node()).await
+                self.conn
+                    .register_node(Node::clone(&self.runner_context.node))
+                    .await
             } else {
                 self.conn
                     .heartbeat(&self.node_id(), NODE_STATUS_READY)
@@ -592,7 +592,7 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             match result {
                 Ok(ttl) => {
                     if must_register {
-                        tracing::info!(node_id = %self.node_id(), "node registered");
+                        tracing::info!(node_id = %self.node_id, "node registered");
                     }
                     must_register = false;
                     failures = 0;
@@ -606,7 +606,7 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
                     next_beat = (ttl / 2).max(Duration::from_millis(10));
                 }
                 Err(ServerConnError::UnknownNode { .. }) => {
-                    tracing::warn!(node_id = %self.node_id(), "servers do not know this node; registering again");
+                    tracing::warn!(node_id = %self.node_id, "servers do not know this node; registering again");
                     must_register = true;
                     next_beat = if failures == 0 {
                         Duration::ZERO
@@ -627,7 +627,7 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
     /// The allocation watcher: blocking queries on the node's allocations, then the diff.
     async fn watch_allocations(self: Arc<Self>) {
         self.wait_registered().await;
-        let node_id = self.node_id();
+        let node_id = self.node_id.clone();
         let mut min_index: u64 = 0;
         let mut failures: u32 = 0;
         loop {
