@@ -585,9 +585,7 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
                     .register_node(Node::clone(&self.runner_context.node))
                     .await
             } else {
-                self.conn
-                    .heartbeat(&self.node_id(), NODE_STATUS_READY)
-                    .await
+                self.conn.heartbeat(&self.node_id, NODE_STATUS_READY).await
             };
             match result {
                 Ok(ttl) => {
