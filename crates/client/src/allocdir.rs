@@ -117,6 +117,12 @@ impl AllocDir {
     /// Creates the shared part (idempotent). The shared dirs are world-writable with the sticky
     /// bit, as Nomad's, so tasks running as different users can share them.
     pub fn build(&self) -> Result<(), AllocDirError> {
+        if let Some(alloc_root) = self.root.parent() {
+            fs::create_dir_all(alloc_root).map_err(|source| AllocDirError::Create {
+                path: alloc_root.to_path_buf(),
+                source,
+            })?;
+        }
         create_dir_with_mode(&self.root, 0o755)?;
         create_dir_with_mode(&self.shared_dir, 0o755)?;
         for shared in [&self.shared_data_dir, &self.logs_dir, &self.shared_tmp_dir] {

@@ -9,6 +9,7 @@
 //! crate); knows no HTTP routes. Status leaves through [`allocrunner::AllocStatusSink`].
 
 pub mod allocdir;
+pub mod allocrunner;
 pub mod clock;
 pub mod config;
 pub mod fingerprint;
@@ -19,7 +20,12 @@ pub mod state_db;
 pub mod status_buffer;
 pub mod taskenv;
 pub mod taskrunner;
+#[cfg(test)]
+mod testing;
 
+pub use allocrunner::{
+    AllocClientUpdate, AllocRunner, AllocRunnerDeps, AllocRunnerError, AllocStatusSink,
+};
 pub use clock::{Clock, SharedClock, SystemClock, TokioFollowingClock};
 pub use config::ClientConfig;
 pub use state_db::{StateDb, StateDbError};

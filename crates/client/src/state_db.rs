@@ -54,7 +54,7 @@ pub enum StateDbError {
     Open {
         path: PathBuf,
         #[source]
-        source: redb::Error,
+        source: Box<redb::Error>,
     },
     #[error("cannot create the client state dir for {path:?}")]
     CreateDir {
@@ -67,7 +67,7 @@ pub enum StateDbError {
         path: PathBuf,
         operation: &'static str,
         #[source]
-        source: redb::Error,
+        source: Box<redb::Error>,
     },
     #[error("client state {path:?}: record {key:?} cannot be encoded or decoded")]
     Codec {
@@ -117,7 +117,7 @@ impl StateDb {
         }
         let database = Database::create(path).map_err(|source| StateDbError::Open {
             path: path.to_path_buf(),
-            source: source.into(),
+            source: Box::new(source.into()),
         })?;
         let state_db = StateDb {
             database,
@@ -134,7 +134,7 @@ impl StateDb {
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .map_err(|source| StateDbError::Open {
                 path: path.clone(),
-                source: source.into(),
+                source: Box::new(source.into()),
             })?;
         let state_db = StateDb { database, path };
         state_db.ensure_tables()?;
@@ -153,7 +153,7 @@ impl StateDb {
         move |source| StateDbError::Storage {
             path: self.path.clone(),
             operation,
-            source: source.into(),
+            source: Box::new(source.into()),
         }
     }
 

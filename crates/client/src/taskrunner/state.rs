@@ -20,6 +20,10 @@
 //!                                                   └──────────▶ Pending
 //! ```
 //!
+//! A prestart hook failure the restart policy retries goes `Pending → RestartDelay` directly.
+//! On restore, `Starting` and `RestartDelay` resume as `Pending` (see
+//! [`TaskLifecycle::resume_after_restore`]).
+//!
 //! Agent shutdown is not a phase: the runner stops driving the task and leaves it as it is, and
 //! the persisted phase is what the next agent resumes from.
 //!
@@ -68,6 +72,7 @@ impl TaskPhase {
         matches!(
             (self, to),
             (Pending, Starting)
+                | (Pending, RestartDelay)
                 | (Pending, Dead)
                 | (Starting, Running)
                 | (Starting, Exited)
@@ -138,6 +143,15 @@ impl TaskLifecycle {
             self.task_state.state = new_state.to_string();
         }
         Ok(())
+    }
+
+    /// Normalizes a phase read back from the state db: a start or a restart delay that the
+    /// previous agent did not finish resumes as `Pending` (no handle was persisted, so nothing
+    /// was started).
+    pub fn resume_after_restore(&mut self) {
+        if matches!(self.phase, TaskPhase::Starting | TaskPhase::RestartDelay) {
+            self.phase = TaskPhase::Pending;
+        }
     }
 
     /// Appends an event: sets `Failed` when it fails the task, counts restarts, fills in the
