@@ -15,6 +15,7 @@ pub mod config;
 pub mod fingerprint;
 pub mod node;
 pub mod node_sim;
+pub mod runner_factory;
 pub mod server_conn;
 pub mod state_db;
 pub mod status_buffer;

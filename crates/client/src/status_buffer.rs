@@ -30,6 +30,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
+use crate::allocrunner::{AllocClientUpdate as RunnerStatusUpdate, AllocStatusSink};
 use crate::server_conn::{AllocClientUpdate, ServerConn};
 
 /// The batching period (Nomad's `allocSyncIntv`).
@@ -262,6 +263,19 @@ impl StatusBuffer {
                 SendOutcome::Dropped
             }
         }
+    }
+}
+
+/// The alloc runners report here. Their own "status changed" flag is not needed: urgency is
+/// judged against what the server last accepted, which also covers a change whose send failed.
+impl AllocStatusSink for StatusBuffer {
+    fn alloc_updated(&self, update: RunnerStatusUpdate) {
+        self.report(AllocClientUpdate {
+            alloc_id: update.alloc_id,
+            client_status: update.client_status,
+            client_description: update.client_description,
+            task_states: update.task_states,
+        });
     }
 }
 
