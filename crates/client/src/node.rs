@@ -34,8 +34,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
 use drover_structs::{
-    ALLOC_CLIENT_STATUS_COMPLETE, Allocation, NODE_SCHEDULING_ELIGIBLE, NODE_STATUS_READY, Node,
-    TASK_STATE_DEAD, TaskState, Timestamp,
+    ALLOC_CLIENT_STATUS_COMPLETE, Allocation, DurationNs, NODE_SCHEDULING_ELIGIBLE,
+    NODE_STATUS_READY, Node, TASK_STATE_DEAD, TaskState, Timestamp,
 };
 use rand::Rng;
 use tokio::sync::watch;
@@ -414,6 +414,34 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
     /// Registration and heartbeat state.
     pub fn heartbeat_status(&self) -> HeartbeatStatus {
         *lock(&self.heartbeat)
+    }
+
+    /// The `client` section of `/v1/agent/self` stats, with Nomad's keys (all values strings).
+    pub fn stats(&self) -> BTreeMap<String, String> {
+        let heartbeat = self.heartbeat_status();
+        let since_last = heartbeat
+            .last_heartbeat
+            .map(|at| tokio::time::Instant::now().saturating_duration_since(at))
+            .unwrap_or_default();
+        BTreeMap::from([
+            ("node_id".to_string(), self.node_id.clone()),
+            (
+                "known_servers".to_string(),
+                u8::from(heartbeat.registered).to_string(),
+            ),
+            (
+                "num_allocations".to_string(),
+                self.read_runners().len().to_string(),
+            ),
+            (
+                "last_heartbeat".to_string(),
+                DurationNs::from_std(since_last).to_go_string(),
+            ),
+            (
+                "heartbeat_ttl".to_string(),
+                DurationNs::from_std(heartbeat.ttl).to_go_string(),
+            ),
+        ])
     }
 
     /// Waits until the node has registered with the servers (or the client shuts down).
