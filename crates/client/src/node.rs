@@ -1287,6 +1287,34 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn registration_is_retried_with_backoff_until_the_server_answers() {
+        let data_dir = tempfile::tempdir().unwrap_or_else(|error| panic!("tempdir: {error}"));
+        let server = Arc::new(InMemoryServer::new(Duration::from_secs(10)));
+        server.fail_next_registrations(3);
+        let node_id = uuid::Uuid::new_v4().to_string();
+        let started = tokio::time::Instant::now();
+        let client = Client::start_with_node(
+            config(data_dir.path()),
+            simulated_node(&node_id, "sim-node-1", "dc1"),
+            Arc::clone(&server),
+            SimAllocRunnerFactory::new(SimRunnerTiming::default(), clock()),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("client start: {error}"));
+        client.wait_registered().await;
+        assert_eq!(server.register_calls(), 4);
+        assert!(server.node(&node_id).is_some());
+        // Backoff 1 s, 2 s, 4 s (plus jitter) before the fourth attempt; never a busy loop.
+        let waited = tokio::time::Instant::now() - started;
+        assert!(waited >= Duration::from_secs(7), "retried after {waited:?}");
+        assert!(
+            waited <= Duration::from_secs(11),
+            "retried after {waited:?}"
+        );
+        client.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn status_survives_a_server_outage() {
         let harness = start(SimRunnerTiming::default()).await;
         harness.server.fail_next_updates(3);

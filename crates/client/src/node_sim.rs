@@ -445,6 +445,8 @@ struct ServerState {
     allocs: HashMap<String, Allocation>,
     update_calls: u64,
     updates_to_fail: u32,
+    registrations_to_fail: u32,
+    register_calls: u64,
 }
 
 impl InMemoryServer {
@@ -531,6 +533,16 @@ impl InMemoryServer {
         lock(&self.state).update_calls
     }
 
+    /// Makes the next `count` `register_node` calls fail as if the server had no leader yet.
+    pub fn fail_next_registrations(&self, count: u32) {
+        lock(&self.state).registrations_to_fail = count;
+    }
+
+    /// How many `register_node` calls were answered (successfully or not).
+    pub fn register_calls(&self) -> u64 {
+        lock(&self.state).register_calls
+    }
+
     /// Makes the next `count` `update_allocs` calls fail as if the server were unreachable.
     pub fn fail_next_updates(&self, count: u32) {
         lock(&self.state).updates_to_fail = count;
@@ -556,6 +568,16 @@ impl ServerConn for InMemoryServer {
             return Err(ServerConnError::Rejected {
                 message: "missing node ID for client registration".to_string(),
             });
+        }
+        {
+            let mut state = lock(&self.state);
+            state.register_calls += 1;
+            if state.registrations_to_fail > 0 {
+                state.registrations_to_fail -= 1;
+                return Err(ServerConnError::Internal {
+                    message: "no cluster leader".to_string(),
+                });
+            }
         }
         self.write(|state, index| {
             let mut node = node;
