@@ -676,14 +676,15 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
                     continue;
                 }
             };
-            if listed.index <= min_index && min_index != 0 {
+            if listed.index <= min_index && min_index > 0 {
                 // The wait ran out with nothing new.
                 continue;
             }
             match self.apply_listing(&listed).await {
                 Ok(()) => {
                     failures = 0;
-                    min_index = listed.index;
+                    // Never 0 again: a query at index 0 answers at once, which would spin.
+                    min_index = listed.index.max(1);
                 }
                 Err(error) => {
                     let delay = self.config.retry.delay(failures);
