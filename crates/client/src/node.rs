@@ -885,6 +885,7 @@ fn never_ran_update(alloc: &Allocation) -> AllocClientUpdate {
         client_status: ALLOC_CLIENT_STATUS_COMPLETE.to_string(),
         client_description: "Stopped before it started on the node".to_string(),
         task_states,
+        ..AllocClientUpdate::default()
     }
 }
 

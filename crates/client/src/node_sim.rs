@@ -156,6 +156,7 @@ impl SimShared {
                 client_status: state.alloc.client_status.clone(),
                 client_description: state.alloc.client_description.clone(),
                 task_states: state.task_states.clone(),
+                ..AllocClientUpdate::default()
             }
         };
         self.status.report(update);
@@ -654,6 +655,12 @@ impl ServerConn for InMemoryServer {
                     alloc.client_status = update.client_status;
                     alloc.client_description = update.client_description;
                     alloc.task_states = update.task_states;
+                    if update.deployment_status.is_some() {
+                        alloc.deployment_status = update.deployment_status;
+                    }
+                    if update.network_status.is_some() {
+                        alloc.network_status = update.network_status;
+                    }
                     alloc.modify_index = index;
                 }
             }

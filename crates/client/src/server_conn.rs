@@ -20,13 +20,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use drover_structs::{Allocation, Node, TaskState};
+use drover_structs::{AllocDeploymentStatus, Allocation, Node, TaskState};
 
 /// What a client reports about one of its allocations: the fields the client owns.
 ///
 /// The server merges these into its copy of the allocation without touching the fields the
-/// scheduler owns (`DesiredStatus`, `AllocModifyIndex`, …). Deployment health and network
-/// status will join as further optional fields when the client produces them.
+/// scheduler owns (`DesiredStatus`, `AllocModifyIndex`, …). The optional fields are left out
+/// (and left alone by the server) until the client produces them.
 ///
 /// It travels as Nomad's JSON keys (`ID`, `ClientStatus`, `ClientDescription`, `TaskStates`), so
 /// the remote implementation can send it as is.
@@ -43,6 +43,12 @@ pub struct AllocClientUpdate {
     pub client_description: String,
     /// The full state of every task, by task name.
     pub task_states: BTreeMap<String, TaskState>,
+    /// Deployment health of the allocation, once the client watches health.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deployment_status: Option<AllocDeploymentStatus>,
+    /// The allocation's network status (bridge/CNI address), once the client sets networks up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_status: Option<serde_json::Value>,
 }
 
 /// The answer to the blocking query on a node's allocations.
@@ -164,5 +170,47 @@ impl<S: ServerConn> ServerConn for Arc<S> {
         updates: Vec<AllocClientUpdate>,
     ) -> impl Future<Output = Result<(), ServerConnError>> + Send {
         S::update_allocs(self, updates)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_update_travels_with_nomads_keys() {
+        let update = AllocClientUpdate {
+            alloc_id: "8e3a1f0c-0b1d-4c1e-9f0a-1b2c3d4e5f60".to_string(),
+            client_status: "running".to_string(),
+            client_description: "Tasks are running".to_string(),
+            task_states: BTreeMap::from([("web".to_string(), TaskState::default())]),
+            ..AllocClientUpdate::default()
+        };
+        let encoded = serde_json::to_value(&update).unwrap_or_default();
+        let keys: Vec<&str> = encoded
+            .as_object()
+            .map(|object| object.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            keys,
+            ["ID", "ClientStatus", "ClientDescription", "TaskStates"]
+        );
+        assert_eq!(encoded["TaskStates"]["web"]["State"], "pending");
+        let decoded: AllocClientUpdate =
+            serde_json::from_value(encoded).unwrap_or_else(|error| panic!("decode: {error}"));
+        assert_eq!(decoded, update);
+    }
+
+    #[test]
+    fn only_a_rejected_request_is_final() {
+        let unavailable = ServerConnError::Unavailable {
+            message: "connection refused".to_string(),
+        };
+        let rejected = ServerConnError::Rejected {
+            message: "bad node".to_string(),
+        };
+        assert!(unavailable.is_retryable());
+        assert!(!rejected.is_retryable());
+        assert_eq!(rejected.to_string(), "request rejected: bad node");
     }
 }

@@ -275,6 +275,7 @@ impl AllocStatusSink for StatusBuffer {
             client_status: update.client_status,
             client_description: update.client_description,
             task_states: update.task_states,
+            ..AllocClientUpdate::default()
         });
     }
 }
@@ -372,6 +373,7 @@ mod tests {
             client_status: status.to_string(),
             client_description: format!("version {version}"),
             task_states: BTreeMap::new(),
+            ..AllocClientUpdate::default()
         }
     }
 
