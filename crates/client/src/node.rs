@@ -316,6 +316,10 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             agent_version: config.agent_version.clone(),
             update_time: Timestamp::from_unix_nanos(config.clock.now_unix_nanos()),
         });
+        let mut attributes = fingerprint.attributes;
+        if let Some(address) = advertised_ip(&config.http_addr) {
+            attributes.insert("unique.network.ip-address".to_string(), address);
+        }
         let node = Node {
             id: identity.node_id,
             secret_id: identity.secret_id,
@@ -324,7 +328,7 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             http_addr: config.http_addr.clone(),
             node_pool: config.node_pool.clone(),
             node_class: config.node_class.clone(),
-            attributes: fingerprint.attributes,
+            attributes,
             meta: config.meta.clone(),
             node_resources: Some(fingerprint.resources),
             drivers: fingerprint.drivers,
@@ -857,6 +861,13 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             }
         }
     }
+}
+
+/// The IP address part of an HTTP address (`127.0.0.1:4646`, `[::1]:4646`), which Nomad
+/// publishes as `unique.network.ip-address` (the node list's `Address`).
+fn advertised_ip(http_addr: &str) -> Option<String> {
+    let socket: std::net::SocketAddr = http_addr.parse().ok()?;
+    Some(socket.ip().to_string())
 }
 
 /// The status of an allocation stopped by the server before this node ran any of it: every
