@@ -2,7 +2,7 @@
 //!
 //! Go leaves a field at its zero value when the key is absent *or* its value is `null`, and it
 //! ignores unknown keys. Serde's derive rejects `null` for a `String` or a `Vec`, so every wire
-//! struct in this crate is declared through [`wire_struct!`], which puts
+//! struct in this crate is declared through `wire_struct!`, which puts
 //! `#[serde(default, deserialize_with = "null_as_default")]` on each field and derives the rest.
 //!
 //! Key case: Go also matches keys case-insensitively. The derived decoders here match the exact

@@ -278,3 +278,39 @@ fn alloc_resource_usage_example_round_trips_exactly() {
     );
     assert_eq!(original, encoded);
 }
+
+#[test]
+fn alloc_file_info_example_round_trips_and_omits_empty_content_type() {
+    let original = json!({"Name":"t.stdout.0","IsDir":false,"Size":123,"FileMode":"-rw-r--r--",
+        "ModTime":"2026-11-21T07:00:00.5Z","ContentType":"text/plain; charset=utf-8"});
+    let (info, encoded): (AllocFileInfo, _) = round_trip(&original);
+    assert_eq!(info.size, 123);
+    assert_eq!(original, encoded);
+    let directory = AllocFileInfo {
+        name: "alloc".into(),
+        is_dir: true,
+        ..AllocFileInfo::default()
+    };
+    let encoded = serde_json::to_value(directory).expect("encodes");
+    assert!(encoded.get("ContentType").is_none());
+    assert_eq!(go_file_mode_string(0o644, false, false), "-rw-r--r--");
+    assert_eq!(go_file_mode_string(0o755, true, false), "drwxr-xr-x");
+}
+
+#[test]
+fn stream_frames_match_the_reference_and_heartbeat_is_empty_object() {
+    let data_frame = json!({"Offset":65536,"Data":"aGVsbG8K","File":"alloc/logs/t.stdout.0"});
+    let (frame, encoded): (StreamFrame, _) = round_trip(&data_frame);
+    assert_eq!(frame.data.0, b"hello\n");
+    assert_eq!(data_frame, encoded);
+    let deleted = json!({"File":"alloc/logs/t.stdout.0","FileEvent":"file deleted","Offset":65536});
+    let (frame, encoded): (StreamFrame, _) = round_trip(&deleted);
+    assert_eq!(frame.file_event, FILE_EVENT_DELETED);
+    assert_eq!(deleted, encoded);
+    assert_eq!(
+        serde_json::to_string(&StreamFrame::heartbeat()).expect("encodes"),
+        "{}"
+    );
+    let (frame, _): (StreamFrame, _) = round_trip(&json!({}));
+    assert!(frame.is_heartbeat());
+}
