@@ -51,6 +51,9 @@ use crate::status_buffer::{StatusBuffer, StatusBufferTiming};
 /// `MaxQueryTime`).
 pub const DEFAULT_ALLOC_QUERY_WAIT: Duration = Duration::from_secs(300);
 
+/// How many runners the watcher starts or updates at the same time.
+const MAX_CONCURRENT_RUNNER_CHANGES: usize = 32;
+
 /// Nomad's default `gc_max_allocs`.
 pub const DEFAULT_GC_MAX_ALLOCS: usize = 50;
 
@@ -711,7 +714,10 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
     }
 
     /// Brings the runners in line with one answer of the blocking query.
-    async fn apply_listing(&self, listed: &NodeAllocations) -> Result<(), ServerConnError> {
+    async fn apply_listing(
+        self: &Arc<Self>,
+        listed: &NodeAllocations,
+    ) -> Result<(), ServerConnError> {
         let mut to_pull = Vec::new();
         {
             let runners = self.read_runners();
@@ -745,9 +751,17 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
         };
 
         self.remove_unlisted(&listed.alloc_modify_indexes);
+        // Each allocation appears once per listing, so they are independent: start and update
+        // them side by side (a runner's start persists state first, which takes a while).
+        let mut applying = JoinSet::new();
         for alloc in pulled {
-            self.apply_pulled(alloc).await;
+            if applying.len() >= MAX_CONCURRENT_RUNNER_CHANGES {
+                applying.join_next().await;
+            }
+            let client = Arc::clone(self);
+            applying.spawn(async move { client.apply_pulled(alloc).await });
         }
+        while applying.join_next().await.is_some() {}
         self.collect_excess_terminal_allocs();
         Ok(())
     }
