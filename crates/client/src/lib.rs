@@ -1,12 +1,20 @@
-//! The client (node agent). Node part: registration and heartbeats, the allocation watcher and
-//! the map of alloc runners ([`node::Client`]), fingerprinting, the batched status updates and
-//! the client↔server trait ([`server_conn::ServerConn`]), and a minimal simulated alloc runner.
-//! Per-allocation part: alloc runners and their lifecycle coordinator, task runners and their
-//! hook pipeline, the restart tracker, alloc dirs and task environments, and the persisted client
-//! state their restore reads.
+//! The client (node agent).
 //!
-//! **Boundary**: talks to the server only through the client↔server trait (node part of this
-//! crate); knows no HTTP routes. Status leaves through [`allocrunner::AllocStatusSink`].
+//! Per allocation (this part): [`allocrunner::AllocRunner`] runs an allocation's task runners
+//! in lifecycle order and reports through [`allocrunner::AllocStatusSink`];
+//! [`taskrunner::TaskRunner`] drives one task (state machine, hook pipeline, restart tracker,
+//! kill) against a [`taskrunner::driver::TaskDriver`]; [`allocdir`] lays out alloc dirs;
+//! [`taskenv`] builds task environments; [`state_db`] persists what restore needs; [`clock`]
+//! gives wall-clock time (durations use tokio time).
+//!
+//! Per node (the other part): [`node::Client`] registers and heartbeats, runs the alloc watcher
+//! that creates, updates and destroys alloc runners, restores them on start and answers the API's
+//! alloc operations; [`server_conn::ServerConn`] is the client↔server trait;
+//! [`status_buffer`] batches status updates; [`fingerprint`] describes the machine;
+//! [`runner_factory`] puts the real alloc runner behind the node's small runner interface, and
+//! [`node_sim`] a simulated one (plus an in-memory server) for tests and fleet benchmarks.
+//!
+//! **Boundary**: talks to the server only through the client↔server trait; knows no HTTP routes.
 
 pub mod allocdir;
 pub mod allocrunner;

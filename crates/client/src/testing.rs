@@ -2,7 +2,8 @@
 //! tested on paused time), configured by task config keys as Nomad's mock driver is —
 //! `run_for` (Go duration; absent = until killed), `exit_code`, `start_error`,
 //! `start_error_recoverable`, `kill_after` (how long the task takes to die after its kill
-//! signal; past the grace it is SIGKILLed), `ignore_signals` (the kill signal does nothing) —
+//! signal; past the grace it is SIGKILLed), `ignore_signals` (the kill signal does nothing),
+//! `kill_fail_times` (the first N kill calls fail) —
 //! plus job and alloc builders.
 //!
 //! Tasks live in the driver, not in a runner: a runner that shuts down leaves them running and a
@@ -32,6 +33,7 @@ struct FakeTask {
     exit: watch::Sender<Option<TaskExit>>,
     kill_after: Option<Duration>,
     ignore_signals: bool,
+    kill_failures_left: Mutex<u64>,
 }
 
 /// What the fake driver saw.
@@ -149,6 +151,12 @@ impl TaskDriver for FakeDriver {
                     .get("ignore_signals")
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
+                kill_failures_left: Mutex::new(
+                    config
+                        .get("kill_fail_times")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0),
+                ),
             });
             let id = format!("{}-{}-{pid}", spec.alloc_id, spec.task_name);
             lock(&self.tasks).insert(id.clone(), task.clone());
@@ -237,6 +245,13 @@ impl TaskDriver for FakeDriver {
             lock(&self.log)
                 .kills
                 .push((task.task_name.clone(), signal.to_string(), grace));
+            {
+                let mut failures_left = lock(&task.kill_failures_left);
+                if *failures_left > 0 {
+                    *failures_left -= 1;
+                    return Err(DriverFailure::recoverable("shim did not answer"));
+                }
+            }
             let dies_after = match (task.ignore_signals, task.kill_after) {
                 (true, _) => None,
                 (false, Some(after)) => Some(after),

@@ -72,6 +72,11 @@ impl Coordinator {
         self.poststop_open = false;
     }
 
+    /// Whether an AllTasks restart is being delivered.
+    pub fn is_frozen(&self) -> bool {
+        self.frozen
+    }
+
     /// Lets the rules apply again.
     pub fn thaw(&mut self) {
         self.frozen = false;

@@ -30,7 +30,8 @@ use std::sync::{Arc, Mutex};
 
 use drover_structs::{
     Allocation, TASK_KILLING, TASK_LEADER_DEAD, TASK_MAIN_DEAD, TASK_RESTART_SIGNAL,
-    TASK_SIBLING_FAILED, TASK_SIGNALING, TaskEvent, TaskState, derive_client_status,
+    TASK_SIBLING_FAILED, TASK_SIGNALING, TASK_SKIPPING_SHUTDOWN_DELAY, TASK_WAITING_SHUTDOWN_DELAY,
+    TaskEvent, TaskState, derive_client_status,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -71,6 +72,8 @@ pub enum AllocRunnerError {
     UnknownSignal { signal: String },
     #[error("allocation {alloc_id} was destroyed")]
     Destroyed { alloc_id: String },
+    #[error("allocation {alloc_id} is stopped")]
+    Stopped { alloc_id: String },
     #[error(transparent)]
     Task(#[from] TaskRunnerError),
     #[error(transparent)]
@@ -87,6 +90,7 @@ impl AllocRunnerError {
             self,
             AllocRunnerError::UnknownTask { .. }
                 | AllocRunnerError::UnknownSignal { .. }
+                | AllocRunnerError::Stopped { .. }
                 | AllocRunnerError::Task(TaskRunnerError::TaskNotRunning { .. })
                 | AllocRunnerError::Task(TaskRunnerError::TaskFinished { .. })
         )
@@ -473,7 +477,7 @@ impl AllocRunner {
     /// Nomad's reactions to dead tasks (module docs).
     fn react_to_dead_tasks(&self, states: &[(TaskRole, TaskState)]) {
         let inner = &self.inner;
-        if inner.killing_all.load(Ordering::SeqCst) {
+        if inner.killing_all.load(Ordering::SeqCst) || lock(&inner.coordinator).is_frozen() {
             return;
         }
         let mut kill_event: Option<TaskEvent> = None;
@@ -601,6 +605,11 @@ impl AllocRunner {
                 alloc_id: self.inner.alloc_id.clone(),
             });
         }
+        if self.alloc().server_terminal_status() {
+            return Err(AllocRunnerError::Stopped {
+                alloc_id: self.inner.alloc_id.clone(),
+            });
+        }
         lock(&self.inner.coordinator).freeze();
         self.on_task_state_changed();
         self.inner.killing_all.store(false, Ordering::SeqCst);
@@ -658,9 +667,44 @@ impl AllocRunner {
     /// poststop tasks run, and returns once every task is dead.
     pub async fn stop(&self) {
         self.inner.killing_all.store(true, Ordering::SeqCst);
+        self.group_shutdown_delay().await;
         self.kill_tasks(false).await;
         self.on_task_state_changed();
         self.wait_all_tasks_dead().await;
+    }
+
+    /// The group's `shutdown_delay`: running tasks get "Waiting for shutdown delay" and the stop
+    /// waits (or "Skipping shutdown delay" when the stop asked for none).
+    async fn group_shutdown_delay(&self) {
+        let alloc = self.alloc();
+        let delay = alloc
+            .job
+            .as_deref()
+            .and_then(|job| job.lookup_task_group(&alloc.task_group))
+            .and_then(|group| group.shutdown_delay)
+            .unwrap_or_default();
+        if delay.is_zero() {
+            return;
+        }
+        let skip = alloc.desired_transition.should_ignore_shutdown_delay();
+        let now = self.inner.deps.task.clock.now_unix_nanos();
+        let event = if skip {
+            TaskEvent::new(TASK_SKIPPING_SHUTDOWN_DELAY, now).with_message(&format!(
+                "Skipping group shutdown_delay of {delay} before killing the tasks."
+            ))
+        } else {
+            TaskEvent::new(TASK_WAITING_SHUTDOWN_DELAY, now).with_message(&format!(
+                "Waiting for group shutdown_delay of {delay} before killing the tasks."
+            ))
+        };
+        for entry in &self.inner.tasks {
+            if entry.runner.phase() == TaskPhase::Running {
+                entry.runner.emit_event(event.clone());
+            }
+        }
+        if !skip {
+            tokio::time::sleep(delay.to_std()).await;
+        }
     }
 
     /// Applies a new version of the allocation from the server (persisted first). A desired
@@ -686,9 +730,25 @@ impl AllocRunner {
         self.inner.destroyed.store(true, Ordering::SeqCst);
         self.inner.killing_all.store(true, Ordering::SeqCst);
         self.kill_tasks(true).await;
+        for entry in &self.inner.tasks {
+            entry.runner.destroy().await;
+        }
         self.inner.watcher_stop.cancel();
         self.join_run_loops().await;
         self.inner.alloc_dir.destroy()?;
+        let supervisor_dirs = self
+            .inner
+            .deps
+            .task
+            .config
+            .client_state_dir()
+            .join("tasks")
+            .join(&self.inner.alloc_id);
+        if let Err(error) = std::fs::remove_dir_all(&supervisor_dirs)
+            && error.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %supervisor_dirs.display(), %error, "failed to remove task supervisor dirs");
+        }
         self.inner
             .deps
             .task

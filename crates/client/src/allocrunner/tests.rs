@@ -237,6 +237,41 @@ async fn lifecycle_runs_in_order_and_leaves_nothing_running() {
     }
     assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_COMPLETE);
     assert!(harness.driver.live_pids().is_empty());
+
+    // An AllTasks restart runs the whole lifecycle again, the killed sidecar included.
+    runner
+        .restart_all_tasks("User requested restart")
+        .await
+        .unwrap();
+    wait_until(&runner, |runner| {
+        runner.all_tasks_dead() && count(&state_of(runner, "post"), "Started") == 2
+    })
+    .await;
+    let states = runner.task_states();
+    for (name, state) in &states {
+        assert_eq!(
+            count(state, "Started"),
+            2,
+            "{name}: {:?}",
+            event_types(state)
+        );
+        assert!(!state.failed, "{name}");
+    }
+    let second_start = |task: &str| events_of(&states[task], "Started")[1].time;
+    assert!(second_start("init") < second_start("main"));
+    assert!(second_start("main") <= second_start("after"));
+    assert!(second_start("after") < second_start("post"));
+    assert!(harness.driver.live_pids().is_empty());
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_COMPLETE);
+
+    // A stopped alloc is not rerun.
+    let mut stopped = runner.alloc().as_ref().clone();
+    stopped.desired_status = drover_structs::ALLOC_DESIRED_STATUS_STOP.into();
+    runner.update(stopped).await.unwrap();
+    assert!(matches!(
+        runner.restart_all_tasks("again").await,
+        Err(AllocRunnerError::Stopped { .. })
+    ));
 }
 
 #[tokio::test(start_paused = true)]
@@ -723,4 +758,288 @@ async fn a_server_stop_update_stops_the_alloc() {
         .unwrap()
         .unwrap();
     assert_eq!(persisted.desired_status, "stop");
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_kills_are_retried_with_backoff() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({"kill_fail_times": 2}))],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let began = tokio::time::Instant::now();
+    runner.stop().await;
+    let took = began.elapsed();
+    // 5 s then 20 s of backoff between the three attempts.
+    assert!(
+        took >= Duration::from_secs(25) && took < Duration::from_secs(26),
+        "{took:?}"
+    );
+    assert_eq!(harness.driver.log().kills.len(), 3);
+    let state = state_of(&runner, "web");
+    let killed = events_of(&state, "Killed");
+    assert_eq!(killed.len(), 1);
+    assert!(killed[0].kill_error.is_empty());
+    assert!(harness.driver.live_pids().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn destinations_escaping_the_task_dir_fail_validation() {
+    let harness = harness();
+    let mut task = fake_task("web", json!({}));
+    task.artifacts.push(drover_structs::TaskArtifact {
+        getter_source: "https://example.com/x.tgz".into(),
+        relative_dest: "local/../../../etc".into(),
+        ..drover_structs::TaskArtifact::default()
+    });
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+    let state = state_of(&runner, "web");
+    let failed = events_of(&state, "Failed Validation");
+    assert_eq!(failed.len(), 1);
+    assert!(
+        failed[0].validation_error.contains("artifact (0)"),
+        "{}",
+        failed[0].validation_error
+    );
+    assert!(harness.driver.log().starts.is_empty());
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_FAILED);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kill_interrupted_by_an_agent_crash_is_finished_on_restore() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({"ignore_signals": true}))],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let alloc_id = alloc.id.clone();
+    let first = start(&harness, alloc);
+    wait_until(&first, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    // The kill intent is persisted, then the agent goes away before the kill completes.
+    let killing = first.clone();
+    let kill = tokio::spawn(async move { killing.stop().await });
+    wait_until(&first, |runner| {
+        runner.task_runner("web").map(|task| task.phase()) == Some(TaskPhase::Killing)
+    })
+    .await;
+    first.shutdown().await;
+    kill.abort();
+
+    let second = AllocRunner::restore(harness.deps.clone(), &alloc_id)
+        .unwrap()
+        .unwrap();
+    second.run();
+    second.wait_all_tasks_dead().await;
+    let state = state_of(&second, "web");
+    assert_eq!(count(&state, "Killed"), 1, "{:?}", event_types(&state));
+    assert_eq!(count(&state, "Started"), 1);
+    assert_eq!(harness.driver.log().starts.len(), 1);
+    // One kill from each agent: the second finished what the first began.
+    assert_eq!(harness.driver.log().kills.len(), 2);
+    assert!(harness.driver.live_pids().is_empty());
+}
+
+#[test]
+fn restart_backoff_is_read_from_meta() {
+    let mut task = fake_task("web", json!({}));
+    task.meta.insert(
+        crate::taskrunner::META_RESTART_BACKOFF_FACTOR.into(),
+        "2".into(),
+    );
+    task.meta.insert(
+        crate::taskrunner::META_RESTART_MAX_DELAY.into(),
+        "1m".into(),
+    );
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task.clone()],
+        restart_policy(3, Duration::from_secs(5), Duration::from_secs(600), "delay"),
+    );
+    let settings = crate::taskrunner::restart_policy_settings(&alloc, &task);
+    assert_eq!(settings.attempts, 3);
+    assert_eq!(settings.delay, Duration::from_secs(5));
+    assert_eq!(
+        settings.mode,
+        crate::taskrunner::restarts::RestartMode::Delay
+    );
+    assert_eq!(
+        settings.backoff,
+        Some(crate::taskrunner::restarts::RestartBackoff {
+            factor: 2.0,
+            max_delay: Duration::from_secs(60)
+        })
+    );
+    let plain = fake_task("plain", json!({}));
+    assert_eq!(
+        crate::taskrunner::restart_policy_settings(&alloc, &plain).backoff,
+        None
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_in_place_update_reaches_the_next_start() {
+    let harness = harness();
+    let mut task = fake_task("web", json!({}));
+    task.env.insert("VERSION".into(), "1".into());
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc.clone());
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+
+    let mut updated = alloc;
+    if let Some(job) = updated.job.as_deref_mut() {
+        job.version = 1;
+        job.task_groups[0].tasks[0]
+            .env
+            .insert("VERSION".into(), "2".into());
+    }
+    runner.update(updated).await.unwrap();
+    runner
+        .restart_task("web", "User requested restart")
+        .await
+        .unwrap();
+    wait_until(&runner, |runner| {
+        count(&state_of(runner, "web"), "Started") == 2
+    })
+    .await;
+    let specs = harness.driver.log().specs;
+    assert_eq!(specs[0].env.get("VERSION").map(String::as_str), Some("1"));
+    assert_eq!(specs[1].env.get("VERSION").map(String::as_str), Some("2"));
+    runner.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn group_shutdown_delay_is_waited_before_killing() {
+    let harness = harness();
+    let mut alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({}))],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    if let Some(job) = alloc.job.as_deref_mut() {
+        job.task_groups[0].shutdown_delay = Some(DurationNs::from_secs(10));
+    }
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let began = tokio::time::Instant::now();
+    runner.stop().await;
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_secs(10) && took < Duration::from_secs(11),
+        "{took:?}"
+    );
+    let state = state_of(&runner, "web");
+    let types = event_types(&state);
+    let waiting = types
+        .iter()
+        .position(|kind| kind == "Waiting for shutdown delay");
+    let killing = types.iter().position(|kind| kind == "Killing");
+    assert!(waiting.is_some() && waiting < killing, "{types:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn restart_all_tasks_does_not_wait_on_tasks_that_have_not_started() {
+    let harness = harness();
+    let tasks = vec![
+        with_lifecycle(
+            fake_task("init", json!({"run_for": "1h"})),
+            "prestart",
+            false,
+        ),
+        fake_task("main", json!({"run_for": "1s"})),
+    ];
+    let alloc = alloc_with_tasks(
+        "batch",
+        tasks,
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "init").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let restarted = tokio::time::timeout(
+        Duration::from_secs(60),
+        runner.restart_all_tasks("User requested restart"),
+    )
+    .await;
+    assert!(matches!(restarted, Ok(Ok(()))), "{restarted:?}");
+    wait_until(&runner, |runner| {
+        count(&state_of(runner, "init"), "Started") == 2
+    })
+    .await;
+    assert_eq!(count(&state_of(&runner, "main"), "Started"), 0);
+    runner.stop().await;
+    assert!(harness.driver.live_pids().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn done_prestart_hooks_are_not_rerun_by_a_restored_runner() {
+    let harness = harness();
+    let mut task = fake_task("web", json!({"run_for": "1s"}));
+    task.dispatch_payload = Some(DispatchPayloadConfig {
+        file: "payload.bin".into(),
+    });
+    let mut alloc = alloc_with_tasks(
+        "batch",
+        vec![task],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    if let Some(job) = alloc.job.as_deref_mut() {
+        job.payload = drover_structs::Bytes(snap::raw::Encoder::new().compress_vec(b"x").unwrap());
+    }
+    let alloc_id = alloc.id.clone();
+    let first = start(&harness, alloc);
+    first.wait_all_tasks_dead().await;
+    let payload_file = harness.driver.log().specs[0]
+        .task_dir
+        .local_dir
+        .join("payload.bin");
+    assert!(payload_file.is_file());
+    first.shutdown().await;
+    std::fs::remove_file(&payload_file).unwrap();
+
+    let second = AllocRunner::restore(harness.deps.clone(), &alloc_id)
+        .unwrap()
+        .unwrap();
+    second.run();
+    second
+        .restart_all_tasks("User requested restart")
+        .await
+        .unwrap();
+    wait_until(&second, |runner| {
+        runner.all_tasks_dead() && count(&state_of(runner, "web"), "Started") == 2
+    })
+    .await;
+    assert!(
+        !payload_file.exists(),
+        "the done dispatch payload hook ran again"
+    );
+    // The task dir hook is not done (it re-checks the layout) but does not announce a rebuild.
+    assert_eq!(count(&state_of(&second, "web"), "Task Setup"), 1);
 }

@@ -51,6 +51,9 @@ pub struct TaskLaunchSpec {
     /// Empty means the driver's default user.
     pub user: String,
     pub task_dir: TaskDir,
+    /// A directory the driver owns for this task's supervisor (socket, exit status):
+    /// `<data_dir>/client/tasks/<alloc_id>/<task>`, never inside the task dir.
+    pub supervisor_state_dir: PathBuf,
     /// `<alloc>/alloc/logs`; files are `<task>.stdout.N` / `<task>.stderr.N`.
     pub logs_dir: PathBuf,
     pub log_rotation: LogRotation,

@@ -78,7 +78,7 @@ pub struct TaskLocalState {
     /// The running task's driver handle; present from the moment start returned until the exit
     /// has been recorded and the driver cleaned up.
     pub handle: Option<PersistedTaskHandle>,
-    /// The task was killed for good; it never runs again (not even on an AllTasks restart).
+    /// The runner was destroyed (alloc GC); it never runs again.
     pub run_complete: bool,
 }
 
@@ -149,9 +149,12 @@ pub(crate) struct TaskRunnerShared {
     pub(crate) local: Mutex<TaskLocalState>,
     pub(crate) tracker: Mutex<RestartTracker>,
     pub(crate) state_changed: mpsc::UnboundedSender<String>,
-    pub(crate) kill_token: CancellationToken,
-    pub(crate) kill_event: Mutex<Option<TaskEvent>>,
+    /// Cancelled to kill the current life of the task; replaced when a dead task runs again.
+    pub(crate) kill_token: Mutex<CancellationToken>,
+    /// Cancelled when the runner is destroyed (after its task was killed).
+    pub(crate) destroy_token: CancellationToken,
     pub(crate) agent_shutdown: CancellationToken,
+    pub(crate) phase_watch: watch::Sender<TaskPhase>,
     pub(crate) commands: mpsc::UnboundedSender<TaskCommand>,
     pub(crate) run_loop_exited: watch::Sender<bool>,
     pub(crate) env_cell: hooks::TaskEnvCell,
@@ -181,6 +184,10 @@ impl TaskRunnerShared {
         lock(&self.lifecycle).phase
     }
 
+    pub(crate) fn kill_token(&self) -> CancellationToken {
+        lock(&self.kill_token).clone()
+    }
+
     pub(crate) fn task(&self) -> Arc<Task> {
         lock(&self.task).clone()
     }
@@ -205,6 +212,11 @@ impl TaskRunnerShared {
             }
             lifecycle.clone()
         };
+        self.phase_watch.send_if_modified(|phase| {
+            let changed = *phase != snapshot.phase;
+            *phase = snapshot.phase;
+            changed
+        });
         if let Err(error) = self.deps.state_db.put_task(
             &self.alloc_id,
             &self.task_name,
@@ -294,9 +306,10 @@ impl hooks::TaskLifecycleRequests for RunnerLifecycleRequests {
         if fail {
             event = event.with_fails_task();
         }
-        *lock(&shared.kill_event) = Some(event.clone());
-        shared.emit(event);
-        shared.kill_token.cancel();
+        if shared.phase() != TaskPhase::Dead {
+            shared.emit(event);
+            shared.kill_token().cancel();
+        }
     }
 }
 
@@ -450,10 +463,9 @@ impl TaskRunner {
             db.get_task(&alloc_id, &args.task.name, TaskRecordPart::State)?;
         let local: Option<TaskLocalState> =
             db.get_task(&alloc_id, &args.task.name, TaskRecordPart::Local)?;
-        let (Some(mut lifecycle), Some(local)) = (lifecycle, local) else {
+        let (Some(lifecycle), Some(local)) = (lifecycle, local) else {
             return Ok(None);
         };
-        lifecycle.resume_after_restore();
         Self::build(args, lifecycle, local).map(Some)
     }
 
@@ -475,6 +487,7 @@ impl TaskRunner {
         let tracker = restart_tracker_for(&deps, &alloc, &task, local.restart_tracker);
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
         let (exited_tx, exited_rx) = watch::channel(false);
+        let (phase_watch, _) = watch::channel(lifecycle.phase);
         let shared = Arc::new(TaskRunnerShared {
             alloc_id: alloc.id.clone(),
             task_name: task.name.clone(),
@@ -487,8 +500,9 @@ impl TaskRunner {
             local: Mutex::new(local),
             tracker: Mutex::new(tracker),
             state_changed,
-            kill_token: CancellationToken::new(),
-            kill_event: Mutex::new(None),
+            kill_token: Mutex::new(CancellationToken::new()),
+            destroy_token: CancellationToken::new(),
+            phase_watch,
             agent_shutdown,
             commands: commands_tx,
             run_loop_exited: exited_tx,
@@ -540,27 +554,40 @@ impl TaskRunner {
         let _ = receiver.wait_for(|exited| *exited).await;
     }
 
-    /// Kills the task for good: emits `event` (a "Killing" event; its kill timeout is filled
-    /// in), then the run loop runs pre-kill hooks, the shutdown delay, and the kill itself.
-    /// Returns once the run loop has exited. A task already finished for good is left alone.
+    /// Kills the task: emits `event` (a "Killing" event gets its kill timeout filled in), then
+    /// the run loop runs pre-kill hooks, the shutdown delay and the kill itself. Returns once the
+    /// task is dead. A dead task is left alone. The runner stays, so an AllTasks restart can run
+    /// the task again; [`TaskRunner::destroy`] ends it.
     pub async fn kill(&self, event: TaskEvent) {
-        if !self.run_loop_exited() && !self.shared.kill_token.is_cancelled() {
-            let task = self.shared.task();
-            let event = if event.r#type == drover_structs::TASK_KILLING {
-                event.with_kill_timeout(
-                    task.kill_timeout,
-                    drover_structs::DurationNs::from_std(self.shared.deps.config.max_kill_timeout),
-                )
-            } else {
-                event
-            };
-            let phase = self.shared.phase();
-            *lock(&self.shared.kill_event) = Some(event.clone());
-            if phase != TaskPhase::Dead {
-                self.shared.emit(event);
-            }
-            self.shared.kill_token.cancel();
+        let mut phase = self.shared.phase_watch.subscribe();
+        if self.run_loop_exited() || *phase.borrow() == TaskPhase::Dead {
+            return;
         }
+        let task = self.shared.task();
+        let event = if event.r#type == drover_structs::TASK_KILLING {
+            event.with_kill_timeout(
+                task.kill_timeout,
+                drover_structs::DurationNs::from_std(self.shared.deps.config.max_kill_timeout),
+            )
+        } else {
+            event
+        };
+        let kill_token = self.shared.kill_token();
+        if !kill_token.is_cancelled() {
+            self.shared.emit(event);
+            kill_token.cancel();
+        }
+        let mut exited = self.run_loop_exited.clone();
+        tokio::select! {
+            _ = phase.wait_for(|phase| *phase == TaskPhase::Dead) => {}
+            _ = exited.wait_for(|exited| *exited) => {}
+        }
+    }
+
+    /// Ends the runner for good once its task is dead (alloc GC): the run loop exits and the
+    /// task never runs again. Kill first; a live task is left to the caller.
+    pub async fn destroy(&self) {
+        self.shared.destroy_token.cancel();
         self.wait_run_loop_exited().await;
     }
 

@@ -30,10 +30,8 @@ use super::{TaskCommand, TaskRunnerError, TaskRunnerShared, lock};
 enum Outcome {
     /// The agent is shutting down: leave the task as it is.
     Shutdown,
-    /// Killed: finished for good.
-    Killed,
-    /// Dead by itself (completed or failed); may run again on an AllTasks restart.
-    Finished,
+    /// Dead, killed or by itself (completed or failed); may run again on an AllTasks restart.
+    Dead,
 }
 
 /// How a start attempt ended.
@@ -98,6 +96,7 @@ impl TaskRunLoop {
             return;
         }
         let mut handle = lock(&self.shared.local).handle.clone();
+        self.normalize_restored_phase(handle.is_some());
         let mut exit_found_on_restore = None;
         if let Some(persisted) = handle.clone() {
             match self.reattach(&persisted).await {
@@ -112,26 +111,43 @@ impl TaskRunLoop {
         }
 
         loop {
-            let outcome = if self.shared.phase() == TaskPhase::Dead {
-                Outcome::Finished
-            } else {
-                self.live(handle.take(), exit_found_on_restore.take()).await
-            };
-            match outcome {
-                Outcome::Shutdown => return,
-                Outcome::Killed => {
-                    self.run_stop_hooks().await;
-                    lock(&self.shared.local).run_complete = true;
-                    self.shared.persist_local_logged();
+            if self.shared.phase() != TaskPhase::Dead {
+                let outcome = self.live(handle.take(), exit_found_on_restore.take()).await;
+                if matches!(outcome, Outcome::Shutdown) {
                     return;
                 }
-                Outcome::Finished => {
-                    self.run_stop_hooks().await;
-                    if !self.wait_for_force_restart().await {
-                        return;
-                    }
-                }
             }
+            self.run_stop_hooks().await;
+            if !self.wait_for_force_restart().await {
+                return;
+            }
+        }
+    }
+
+    /// Brings a phase read back from the state db in line with the persisted handle: the
+    /// previous agent may have died between persisting one and the other.
+    fn normalize_restored_phase(&self, has_handle: bool) {
+        let mut lifecycle = lock(&self.shared.lifecycle);
+        match (lifecycle.phase, has_handle) {
+            // Started, but "Started" never reported: report it now, once.
+            (TaskPhase::Starting, true) => {
+                drop(lifecycle);
+                self.record_or_log(
+                    Some(TaskPhase::Running),
+                    Some(self.shared.event(TASK_STARTED)),
+                );
+            }
+            // Nothing was started, or the exit was recorded and released but the restart
+            // decision was lost: start (again) through the gate.
+            (TaskPhase::Starting | TaskPhase::RestartDelay | TaskPhase::Exited, false) => {
+                lifecycle.resume_as_pending();
+            }
+            // The kill finished but "Killed" was not recorded.
+            (TaskPhase::Killing, false) => {
+                drop(lifecycle);
+                self.finish_kill(None);
+            }
+            _ => {}
         }
     }
 
@@ -173,12 +189,12 @@ impl TaskRunLoop {
         })
     }
 
-    /// Dead and not killed: wait for an AllTasks restart, a kill or the agent's shutdown.
+    /// Dead: wait for an AllTasks restart, the runner's destruction or the agent's shutdown.
     /// Returns whether the task should run again.
     async fn wait_for_force_restart(&mut self) -> bool {
         loop {
             tokio::select! {
-                () = self.shared.kill_token.cancelled() => {
+                () = self.shared.destroy_token.cancelled() => {
                     lock(&self.shared.local).run_complete = true;
                     self.shared.persist_local_logged();
                     return false;
@@ -186,6 +202,7 @@ impl TaskRunLoop {
                 () = self.shared.agent_shutdown.cancelled() => return false,
                 command = self.commands.recv() => match command {
                     Some(TaskCommand::ForceRestart { event, reply }) => {
+                        *lock(&self.shared.kill_token) = CancellationToken::new();
                         let result = self.shared.record(Some(TaskPhase::Pending), Some(event));
                         let _ = reply.send(result.map_err(TaskRunnerError::from));
                         return true;
@@ -213,7 +230,7 @@ impl TaskRunLoop {
                 if self.shared.phase() == TaskPhase::Killing {
                     self.record_exit(&exit);
                     self.finish_kill(None);
-                    return Outcome::Killed;
+                    return Outcome::Dead;
                 }
                 self.record_exit(&exit);
                 self.run_exited_hooks(Some(exit.clone())).await;
@@ -223,7 +240,7 @@ impl TaskRunLoop {
             } else if let Some(running) = handle.take() {
                 match self.wait_running(running).await {
                     Waited::Stopped(cause) => cause,
-                    Waited::Killed => return Outcome::Killed,
+                    Waited::Killed => return Outcome::Dead,
                     Waited::Shutdown => return Outcome::Shutdown,
                 }
             } else {
@@ -233,10 +250,10 @@ impl TaskRunLoop {
                         continue;
                     }
                     StartAttempt::Failed(cause) => cause,
-                    StartAttempt::Dead => return Outcome::Finished,
+                    StartAttempt::Dead => return Outcome::Dead,
                     StartAttempt::Killed => {
                         self.finish_kill(None);
-                        return Outcome::Killed;
+                        return Outcome::Dead;
                     }
                     StartAttempt::Shutdown => return Outcome::Shutdown,
                 }
@@ -255,13 +272,18 @@ impl TaskRunLoop {
                         .with_restart_delay(drover_structs::DurationNs::from_std(delay))
                         .with_restart_reason(&reason);
                     self.record_or_log(Some(TaskPhase::RestartDelay), Some(event));
-                    tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
-                        () = self.shared.kill_token.cancelled() => {
-                            self.finish_kill(None);
-                            return Outcome::Killed;
+                    let kill = self.shared.kill_token();
+                    let wake_at = tokio::time::Instant::now() + delay;
+                    loop {
+                        tokio::select! {
+                            () = tokio::time::sleep_until(wake_at) => break,
+                            () = kill.cancelled() => {
+                                self.finish_kill(None);
+                                return Outcome::Dead;
+                            }
+                            () = self.shared.agent_shutdown.cancelled() => return Outcome::Shutdown,
+                            Some(command) = self.commands.recv() => answer_while_not_running(&self.shared, command),
                         }
-                        () = self.shared.agent_shutdown.cancelled() => return Outcome::Shutdown,
                     }
                     self.record_or_log(Some(TaskPhase::Pending), None);
                 }
@@ -272,15 +294,15 @@ impl TaskRunLoop {
                         .with_restart_reason(&reason)
                         .with_fails_task();
                     self.record_or_log(Some(TaskPhase::Dead), Some(event));
-                    return Outcome::Finished;
+                    return Outcome::Dead;
                 }
                 RestartDecision::Complete { .. } => {
                     self.record_or_log(Some(TaskPhase::Dead), None);
-                    return Outcome::Finished;
+                    return Outcome::Dead;
                 }
                 RestartDecision::Killed => {
                     self.finish_kill(None);
-                    return Outcome::Killed;
+                    return Outcome::Dead;
                 }
             }
         }
@@ -334,15 +356,20 @@ impl TaskRunLoop {
 
     async fn start_attempt(&mut self) -> StartAttempt {
         // The coordinator decides when this task may start.
-        tokio::select! {
-            gate = self.start_gate.wait_for(|open| *open) => {
-                if gate.is_err() {
-                    // The alloc runner is gone; treat like a shutdown.
-                    return StartAttempt::Shutdown;
+        let kill = self.shared.kill_token();
+        loop {
+            tokio::select! {
+                gate = self.start_gate.wait_for(|open| *open) => {
+                    if gate.is_err() {
+                        // The alloc runner is gone; treat like a shutdown.
+                        return StartAttempt::Shutdown;
+                    }
+                    break;
                 }
+                () = kill.cancelled() => return StartAttempt::Killed,
+                () = self.shared.agent_shutdown.cancelled() => return StartAttempt::Shutdown,
+                Some(command) = self.commands.recv() => answer_while_not_running(&self.shared, command),
             }
-            () = self.shared.kill_token.cancelled() => return StartAttempt::Killed,
-            () = self.shared.agent_shutdown.cancelled() => return StartAttempt::Shutdown,
         }
 
         let hook_cancel = CancellationToken::new();
@@ -371,7 +398,7 @@ impl TaskRunLoop {
             let started_at = tokio::time::Instant::now();
             let result = tokio::select! {
                 result = prestart.prestart(&hook_cancel, &request, &mut response) => result,
-                () = self.shared.kill_token.cancelled() => {
+                () = kill.cancelled() => {
                     hook_cancel.cancel();
                     return StartAttempt::Killed;
                 }
@@ -510,6 +537,14 @@ impl TaskRunLoop {
             config: env.interpolate_config(&task.config),
             user: task.user.clone(),
             task_dir: self.shared.task_dir.clone(),
+            supervisor_state_dir: self
+                .shared
+                .deps
+                .config
+                .client_state_dir()
+                .join("tasks")
+                .join(&alloc.id)
+                .join(&task.name),
             logs_dir: self.shared.alloc_dir.logs_dir.clone(),
             log_rotation,
             cpu_shares: allocated.map_or(asked.cpu, |resources| resources.cpu.cpu_shares),
@@ -535,15 +570,22 @@ impl TaskRunLoop {
         };
         if self.shared.phase() == TaskPhase::Killing {
             // Restored in the middle of a kill: finish it.
-            self.kill_running(driver.as_ref(), &handle).await;
-            return Waited::Killed;
+            return if self.kill_running(driver.as_ref(), &handle).await {
+                Waited::Killed
+            } else {
+                Waited::Shutdown
+            };
         }
+        let kill = self.shared.kill_token();
         loop {
             tokio::select! {
                 biased;
-                () = self.shared.kill_token.cancelled() => {
-                    self.kill_running(driver.as_ref(), &handle).await;
-                    return Waited::Killed;
+                () = kill.cancelled() => {
+                    return if self.kill_running(driver.as_ref(), &handle).await {
+                        Waited::Killed
+                    } else {
+                        Waited::Shutdown
+                    };
                 }
                 () = self.shared.agent_shutdown.cancelled() => return Waited::Shutdown,
                 waited = driver.wait(&handle) => {
@@ -609,23 +651,28 @@ impl TaskRunLoop {
     }
 
     /// The kill path of a running task: persist the Killing phase (the intent) first, then stop
-    /// the processes, record the exit, release the handle, and end dead with "Killed".
-    async fn kill_running(&self, driver: &dyn TaskDriver, handle: &PersistedTaskHandle) {
+    /// the processes, record the exit, release the handle, and end dead with "Killed". Returns
+    /// `false` when the agent shut down first: the persisted intent lets the next agent finish.
+    async fn kill_running(&self, driver: &dyn TaskDriver, handle: &PersistedTaskHandle) -> bool {
         if self.shared.phase() != TaskPhase::Killing {
             self.record_or_log(Some(TaskPhase::Killing), None);
         }
-        let outcome = stop_task_processes(&self.shared, driver, handle, true).await;
+        let outcome = tokio::select! {
+            outcome = stop_task_processes(&self.shared, driver, handle, true) => outcome,
+            () = self.shared.agent_shutdown.cancelled() => return false,
+        };
         if let Some(exit) = &outcome.exit {
             self.record_exit(exit);
         }
         self.release_handle(driver, handle).await;
         self.run_exited_hooks(outcome.exit.clone()).await;
         self.finish_kill(outcome.kill_error);
+        true
     }
 
     async fn run_poststart_hooks(&self, pid: Option<u32>) {
         let hooks = self.shared.hooks.get().cloned().unwrap_or_default();
-        let cancel = self.shared.kill_token.child_token();
+        let cancel = self.shared.kill_token().child_token();
         for hook in &hooks {
             if let Some(poststart) = hook.as_poststart() {
                 let request = PoststartRequest {
@@ -681,10 +728,26 @@ impl TaskRunLoop {
     }
 }
 
+/// Answers a command that arrived while the task is between lives (waiting for its gate or a
+/// restart delay): a forced restart is already under way; a restart or a signal has no task.
+fn answer_while_not_running(shared: &TaskRunnerShared, command: TaskCommand) {
+    let not_running = || TaskRunnerError::TaskNotRunning {
+        task: shared.task_name.clone(),
+    };
+    match command {
+        TaskCommand::ForceRestart { reply, .. } => {
+            let _ = reply.send(Ok(()));
+        }
+        TaskCommand::Restart { reply, .. } | TaskCommand::Signal { reply, .. } => {
+            let _ = reply.send(Err(not_running()));
+        }
+    }
+}
+
 /// Runs the update hooks with a new allocation (concurrently with the run loop, as Nomad).
 pub(crate) async fn run_update_hooks(shared: &TaskRunnerShared, alloc: Arc<Allocation>) {
     let hooks = shared.hooks.get().cloned().unwrap_or_default();
-    let cancel = shared.kill_token.child_token();
+    let cancel = shared.kill_token().child_token();
     for hook in &hooks {
         if let Some(update) = hook.as_update() {
             let request = UpdateRequest {

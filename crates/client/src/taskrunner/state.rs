@@ -21,8 +21,9 @@
 //! ```
 //!
 //! A prestart hook failure the restart policy retries goes `Pending → RestartDelay` directly.
-//! On restore, `Starting` and `RestartDelay` resume as `Pending` (see
-//! [`TaskLifecycle::resume_after_restore`]).
+//! On restore, a phase that disagrees with the persisted handle is brought in line first
+//! (`Starting`/`RestartDelay`/`Exited` without a handle resume as `Pending`, see
+//! [`TaskLifecycle::resume_as_pending`]; `Starting` with a handle becomes `Running`).
 //!
 //! Agent shutdown is not a phase: the runner stops driving the task and leaves it as it is, and
 //! the persisted phase is what the next agent resumes from.
@@ -145,13 +146,11 @@ impl TaskLifecycle {
         Ok(())
     }
 
-    /// Normalizes a phase read back from the state db: a start or a restart delay that the
-    /// previous agent did not finish resumes as `Pending` (no handle was persisted, so nothing
-    /// was started).
-    pub fn resume_after_restore(&mut self) {
-        if matches!(self.phase, TaskPhase::Starting | TaskPhase::RestartDelay) {
-            self.phase = TaskPhase::Pending;
-        }
+    /// Restore only: a start, restart delay or exit that the previous agent did not finish
+    /// resumes as `Pending` (the run loop checked that no task process is held).
+    pub fn resume_as_pending(&mut self) {
+        self.phase = TaskPhase::Pending;
+        self.task_state.state = TASK_STATE_PENDING.to_string();
     }
 
     /// Appends an event: sets `Failed` when it fails the task, counts restarts, fills in the
