@@ -6,7 +6,7 @@
 //!
 //! [`SimAllocRunner`] is the proof that [`AllocRunnerHandle`] is small: everything a node needs
 //! from an alloc runner fits in this file. The benchmark crate starts thousands of
-//! [`Client`](crate::node::Client)s with it (through `Client::start_with_node` and
+//! [`Client`]s with it (through `Client::start_with_node` and
 //! [`simulated_node`]) to drive a server at fleet scale.
 //!
 //! **Not here**: processes, alloc dirs, persisted state — a simulated runner has none, and its
