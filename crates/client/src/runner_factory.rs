@@ -196,6 +196,15 @@ mod tests {
         server: &Arc<InMemoryServer>,
         driver: &Arc<FakeDriver>,
     ) -> Arc<RealClient> {
+        start_client_with(data_dir, server, driver, false).await
+    }
+
+    async fn start_client_with(
+        data_dir: &Path,
+        server: &Arc<InMemoryServer>,
+        driver: &Arc<FakeDriver>,
+        ephemeral: bool,
+    ) -> Arc<RealClient> {
         let mut client_config = ClientConfig::new(data_dir);
         client_config.secrets_tmpfs = false;
         std::fs::create_dir_all(client_config.client_state_dir())
@@ -212,6 +221,7 @@ mod tests {
         };
         let mut node_config = NodeConfig::new(data_dir, "node-1", clock());
         node_config.alloc_query_wait = Duration::from_secs(30);
+        node_config.ephemeral = ephemeral;
         let client = Client::start(node_config, Arc::clone(server), factory)
             .await
             .unwrap_or_else(|error| panic!("client start: {error}"));
@@ -305,5 +315,42 @@ mod tests {
         eventually("the alloc dir is removed", || !alloc_dir.exists()).await;
         eventually("the runner is gone", || second.alloc_ids().is_empty()).await;
         second.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dev_mode_shutdown_stops_every_task_and_removes_the_alloc_dirs() {
+        let data_dir = tempfile::tempdir().unwrap_or_else(|error| panic!("tempdir: {error}"));
+        let server = Arc::new(InMemoryServer::new(Duration::from_secs(10)));
+        let driver = FakeDriver::new();
+        let client = start_client_with(data_dir.path(), &server, &driver, true).await;
+        let mut alloc_ids = Vec::new();
+        for _ in 0..3 {
+            let mut alloc = alloc_with_tasks(
+                "service",
+                vec![fake_task("web", json!({})), fake_task("cache", json!({}))],
+                restart_policy(2, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+            );
+            alloc.node_id = client.node_id();
+            alloc_ids.push(alloc.id.clone());
+            server.place_alloc(alloc);
+        }
+        eventually("all running", || {
+            alloc_ids
+                .iter()
+                .all(|id| server_status(&server, id) == ALLOC_CLIENT_STATUS_RUNNING)
+        })
+        .await;
+        assert_eq!(driver.live_pids().len(), 6);
+
+        client.shutdown_and_stop_all().await;
+        assert!(driver.live_pids().is_empty(), "every task was killed");
+        for alloc_id in &alloc_ids {
+            assert!(!data_dir.path().join("alloc").join(alloc_id).exists());
+            assert_eq!(
+                server_status(&server, alloc_id),
+                ALLOC_CLIENT_STATUS_COMPLETE,
+                "the kills reached the server before shutdown returned"
+            );
+        }
     }
 }
