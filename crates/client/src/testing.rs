@@ -199,6 +199,7 @@ impl TaskDriver for FakeDriver {
                     pid: Some(task.pid),
                 })),
                 Err(_) => Ok(Reattached::Gone {
+                    exit: None,
                     explanation: "shim is gone".to_string(),
                 }),
             }

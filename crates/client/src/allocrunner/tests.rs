@@ -1043,3 +1043,58 @@ async fn done_prestart_hooks_are_not_rerun_by_a_restored_runner() {
     // The task dir hook is not done (it re-checks the layout) but does not announce a rebuild.
     assert_eq!(count(&state_of(&second, "web"), "Task Setup"), 1);
 }
+
+/// The same policy test against `drover-driver`'s mock driver, through the real adapter.
+#[tokio::test(start_paused = true)]
+async fn the_mock_driver_through_the_adapter_follows_the_restart_policy() {
+    let mut harness = harness();
+    harness.deps.task.drivers = Arc::new(crate::taskrunner::drivers::default_driver_catalog(
+        drover_driver::raw_exec::RawExecConfig::default(),
+    ));
+    let mut task = fake_task("web", json!({"run_for": "100ms", "exit_code": 1}));
+    task.driver = "mock_driver".into();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(1800), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+    let state = state_of(&runner, "web");
+    assert_eq!(count(&state, "Started"), 3, "{:?}", event_types(&state));
+    assert_eq!(count(&state, "Restarting"), 2);
+    assert_eq!(count(&state, "Not Restarting"), 1);
+    assert_eq!(events_of(&state, "Terminated")[0].exit_code, 1);
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_FAILED);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_mock_driver_is_killed_within_its_kill_timeout() {
+    let mut harness = harness();
+    harness.deps.task.drivers = Arc::new(crate::taskrunner::drivers::default_driver_catalog(
+        drover_driver::raw_exec::RawExecConfig::default(),
+    ));
+    let mut task = fake_task("web", json!({"run_for": "1h", "kill_after": "10s"}));
+    task.driver = "mock_driver".into();
+    task.kill_timeout = DurationNs::from_secs(3);
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let began = tokio::time::Instant::now();
+    runner.stop().await;
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    let state = state_of(&runner, "web");
+    assert_eq!(events_of(&state, "Terminated")[0].signal, 9);
+    assert_eq!(count(&state, "Killed"), 1);
+}

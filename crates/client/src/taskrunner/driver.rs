@@ -122,9 +122,13 @@ impl DriverFailure {
 pub enum Reattached {
     /// The task is alive (or exited with a status the shim kept); `wait` will report it.
     Attached(StartedTask),
-    /// Nothing to attach to: the shim is gone without a recorded status. The driver cleaned up
-    /// what remained (the task's cgroup); `explanation` says what happened.
-    Gone { explanation: String },
+    /// Nothing to attach to: the shim is gone. The driver cleaned up what remained (the task's
+    /// cgroup) and returns the exit status the shim recorded, if it did; `explanation` says what
+    /// happened.
+    Gone {
+        exit: Option<TaskExit>,
+        explanation: String,
+    },
 }
 
 /// The calls a task runner makes on a driver.

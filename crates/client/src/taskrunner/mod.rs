@@ -16,6 +16,7 @@
 //! driver, behind [`driver::TaskDriver`]).
 
 pub mod driver;
+pub mod drivers;
 pub mod hooks;
 mod kill;
 pub mod restarts;

@@ -170,10 +170,10 @@ impl TaskRunLoop {
                 ..TaskExit::default()
             });
         };
-        let explanation = match driver.reattach(handle).await {
+        let (recorded_exit, explanation) = match driver.reattach(handle).await {
             Ok(Reattached::Attached(_)) => return None,
-            Ok(Reattached::Gone { explanation }) => explanation,
-            Err(failure) => failure.message,
+            Ok(Reattached::Gone { exit, explanation }) => (exit, explanation),
+            Err(failure) => (None, failure.message),
         };
         self.shared.emit(
             self.shared
@@ -182,11 +182,11 @@ impl TaskRunLoop {
         );
         lock(&self.shared.local).handle = None;
         self.shared.persist_local_logged();
-        Some(TaskExit {
+        Some(recorded_exit.unwrap_or(TaskExit {
             exit_code: -1,
             message: explanation,
             ..TaskExit::default()
-        })
+        }))
     }
 
     /// Dead: wait for an AllTasks restart, the runner's destruction or the agent's shutdown.
