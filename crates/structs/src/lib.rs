@@ -4,3 +4,37 @@
 //!
 //! **Boundary**: pure data and pure functions over it. No I/O, no clocks, no randomness: callers
 //! pass times and IDs in.
+//!
+//! Decoding is lenient like Go's `encoding/json` (absent or `null` fields take their zero value,
+//! unknown keys are ignored); [`lenient::from_value_ignoring_key_case`] also matches keys
+//! case-insensitively, for request bodies. Encoding writes every field with Nomad's key; empty
+//! lists and maps inside objects are written as `[]`/`{}` (Nomad writes `null` for nil ones; Go
+//! clients read both the same).
+
+pub mod alloc;
+pub mod bytes;
+pub mod canonicalize;
+pub mod eval;
+pub mod fs;
+pub mod ids;
+pub mod job;
+pub mod job_summary;
+pub mod lenient;
+pub mod node;
+pub mod requests;
+pub mod resource_usage;
+pub mod task_state;
+pub mod time;
+
+pub use alloc::*;
+pub use bytes::Bytes;
+pub use eval::*;
+pub use fs::*;
+pub use ids::{AllocId, IdError, MAX_TASK_NAME_BYTES, TaskName};
+pub use job::*;
+pub use job_summary::*;
+pub use node::*;
+pub use requests::*;
+pub use resource_usage::*;
+pub use task_state::*;
+pub use time::{DurationNs, TimeParseError, Timestamp};

@@ -1,0 +1,418 @@
+//! Allocations (`nomad/structs.Allocation`): one placement of a task group on a node, its list
+//! stub, the resources allocated to it, the scheduler's placement metrics and the reschedule
+//! history.
+//!
+//! Not here: task states (see [`crate::task_state`]), which the client reports, or any decision
+//! about when an allocation changes.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::job::{Job, NetworkResource, Port, Resources, TaskLifecycleConfig};
+use crate::lenient::wire_struct;
+use crate::task_state::{
+    ALLOC_CLIENT_STATUS_COMPLETE, ALLOC_CLIENT_STATUS_FAILED, ALLOC_CLIENT_STATUS_LOST, TaskState,
+};
+use crate::time::{DurationNs, Timestamp};
+
+pub use crate::task_state::{
+    ALLOC_CLIENT_STATUS_PENDING, ALLOC_CLIENT_STATUS_RUNNING, ALLOC_CLIENT_STATUS_UNKNOWN,
+    derive_client_status,
+};
+
+/// Allocation desired statuses (set by the scheduler).
+pub const ALLOC_DESIRED_STATUS_RUN: &str = "run";
+pub const ALLOC_DESIRED_STATUS_STOP: &str = "stop";
+pub const ALLOC_DESIRED_STATUS_EVICT: &str = "evict";
+
+wire_struct! {
+    /// One placement of a task group on a node.
+    pub struct Allocation {
+        #[serde(rename = "ID")]
+        pub id: String,
+        pub namespace: String,
+        #[serde(rename = "EvalID")]
+        pub eval_id: String,
+        /// `<job>.<group>[<index>]`.
+        pub name: String,
+        #[serde(rename = "NodeID")]
+        pub node_id: String,
+        pub node_name: String,
+        #[serde(rename = "JobID")]
+        pub job_id: String,
+        /// The job at the allocation's version. Never `None` on a read through the API; the event
+        /// stream strips it.
+        pub job: Option<Box<Job>>,
+        pub task_group: String,
+        /// Legacy resource fields, kept for older clients.
+        pub resources: Option<Resources>,
+        pub shared_resources: Option<Resources>,
+        pub task_resources: BTreeMap<String, Resources>,
+        pub allocated_resources: Option<AllocatedResources>,
+        pub metrics: Option<AllocMetric>,
+        pub desired_status: String,
+        pub desired_description: String,
+        pub desired_transition: DesiredTransition,
+        pub client_status: String,
+        pub client_description: String,
+        pub task_states: BTreeMap<String, TaskState>,
+        pub alloc_states: Vec<Value>,
+        #[serde(rename = "PreviousAllocation")]
+        pub previous_allocation: String,
+        pub next_allocation: String,
+        #[serde(rename = "DeploymentID")]
+        pub deployment_id: String,
+        pub deployment_status: Option<AllocDeploymentStatus>,
+        pub reschedule_tracker: Option<RescheduleTracker>,
+        pub network_status: Option<Value>,
+        #[serde(rename = "FollowupEvalID")]
+        pub followup_eval_id: String,
+        pub preempted_allocations: Vec<String>,
+        pub preempted_by_allocation: String,
+        #[serde(rename = "SigningKeyID")]
+        pub signing_key_id: String,
+        pub create_index: u64,
+        pub modify_index: u64,
+        pub alloc_modify_index: u64,
+        /// Unix nanoseconds.
+        pub create_time: i64,
+        /// Unix nanoseconds.
+        pub modify_time: i64,
+    }
+}
+
+/// Whether a client status is terminal (`complete`, `failed` or `lost`).
+pub fn is_terminal_client_status(client_status: &str) -> bool {
+    matches!(
+        client_status,
+        ALLOC_CLIENT_STATUS_COMPLETE | ALLOC_CLIENT_STATUS_FAILED | ALLOC_CLIENT_STATUS_LOST
+    )
+}
+
+impl Allocation {
+    /// The job's type, or `""` without a job.
+    pub fn job_type(&self) -> &str {
+        self.job.as_deref().map_or("", |job| job.r#type.as_str())
+    }
+
+    /// The job's version, or 0 without a job.
+    pub fn job_version(&self) -> u64 {
+        self.job.as_deref().map_or(0, |job| job.version)
+    }
+
+    /// Whether the server wants the allocation stopped (`stop` or `evict`).
+    pub fn server_terminal_status(&self) -> bool {
+        matches!(
+            self.desired_status.as_str(),
+            ALLOC_DESIRED_STATUS_STOP | ALLOC_DESIRED_STATUS_EVICT
+        )
+    }
+
+    /// Whether the client has finished with the allocation.
+    pub fn client_terminal_status(&self) -> bool {
+        is_terminal_client_status(&self.client_status)
+    }
+
+    /// Terminal if either the server or the client says so.
+    pub fn terminal_status(&self) -> bool {
+        self.server_terminal_status() || self.client_terminal_status()
+    }
+
+    /// The allocation's index within its group, parsed from the `[n]` suffix of its name.
+    pub fn index(&self) -> Option<u64> {
+        let open = self.name.rfind('[')?;
+        self.name.strip_suffix(']')?.get(open + 1..)?.parse().ok()
+    }
+
+    /// Fills in `DisplayMessage` on every task event (Nomad does this on read).
+    pub fn populate_display_messages(&mut self) {
+        for task_state in self.task_states.values_mut() {
+            task_state.populate_display_messages();
+        }
+    }
+
+    /// The list form. `include_task_states` false gives `TaskStates: null` (the API's
+    /// `task_states=false`); `include_resources` adds `AllocatedResources` (`resources=true`).
+    pub fn stub_with(&self, include_task_states: bool, include_resources: bool) -> AllocListStub {
+        AllocListStub {
+            id: self.id.clone(),
+            eval_id: self.eval_id.clone(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            node_id: self.node_id.clone(),
+            node_name: self.node_name.clone(),
+            job_id: self.job_id.clone(),
+            job_type: self.job_type().to_string(),
+            job_version: self.job_version(),
+            task_group: self.task_group.clone(),
+            allocated_resources: if include_resources {
+                self.allocated_resources.clone()
+            } else {
+                None
+            },
+            desired_status: self.desired_status.clone(),
+            desired_description: self.desired_description.clone(),
+            client_status: self.client_status.clone(),
+            client_description: self.client_description.clone(),
+            desired_transition: self.desired_transition.clone(),
+            task_states: include_task_states.then(|| self.task_states.clone()),
+            deployment_status: self.deployment_status.clone(),
+            followup_eval_id: self.followup_eval_id.clone(),
+            next_allocation: self.next_allocation.clone(),
+            reschedule_tracker: self.reschedule_tracker.clone(),
+            preempted_allocations: self.preempted_allocations.clone(),
+            preempted_by_allocation: self.preempted_by_allocation.clone(),
+            create_index: self.create_index,
+            modify_index: self.modify_index,
+            create_time: self.create_time,
+            modify_time: self.modify_time,
+        }
+    }
+
+    /// The list form with task states and without resources (the API's default).
+    pub fn stub(&self) -> AllocListStub {
+        self.stub_with(true, false)
+    }
+}
+
+wire_struct! {
+    /// An allocation in list responses.
+    pub struct AllocListStub {
+        #[serde(rename = "ID")]
+        pub id: String,
+        #[serde(rename = "EvalID")]
+        pub eval_id: String,
+        pub name: String,
+        pub namespace: String,
+        #[serde(rename = "NodeID")]
+        pub node_id: String,
+        pub node_name: String,
+        #[serde(rename = "JobID")]
+        pub job_id: String,
+        pub job_type: String,
+        pub job_version: u64,
+        pub task_group: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub allocated_resources: Option<AllocatedResources>,
+        pub desired_status: String,
+        pub desired_description: String,
+        pub client_status: String,
+        pub client_description: String,
+        pub desired_transition: DesiredTransition,
+        pub task_states: Option<BTreeMap<String, TaskState>>,
+        pub deployment_status: Option<AllocDeploymentStatus>,
+        #[serde(rename = "FollowupEvalID")]
+        pub followup_eval_id: String,
+        pub next_allocation: String,
+        pub reschedule_tracker: Option<RescheduleTracker>,
+        pub preempted_allocations: Vec<String>,
+        pub preempted_by_allocation: String,
+        pub create_index: u64,
+        pub modify_index: u64,
+        pub create_time: i64,
+        pub modify_time: i64,
+    }
+}
+
+wire_struct! {
+    /// What the server wants done to an allocation beyond its desired status. Each field is a
+    /// tri-state (`null` means unset).
+    pub struct DesiredTransition {
+        pub migrate: Option<bool>,
+        pub reschedule: Option<bool>,
+        pub force_reschedule: Option<bool>,
+        pub no_shutdown_delay: Option<bool>,
+        pub migrate_disable_placement: Option<bool>,
+    }
+}
+
+impl DesiredTransition {
+    pub fn should_migrate(&self) -> bool {
+        self.migrate == Some(true)
+    }
+    pub fn should_reschedule(&self) -> bool {
+        self.reschedule == Some(true)
+    }
+    pub fn should_force_reschedule(&self) -> bool {
+        self.force_reschedule == Some(true)
+    }
+    pub fn should_ignore_shutdown_delay(&self) -> bool {
+        self.no_shutdown_delay == Some(true)
+    }
+}
+
+wire_struct! {
+    /// Deployment health of an allocation.
+    pub struct AllocDeploymentStatus {
+        pub healthy: Option<bool>,
+        pub timestamp: Timestamp,
+        pub canary: bool,
+        pub modify_index: u64,
+    }
+}
+
+wire_struct! {
+    /// The resources given to an allocation, per task and shared by the group.
+    pub struct AllocatedResources {
+        pub tasks: BTreeMap<String, AllocatedTaskResources>,
+        /// Per task: its lifecycle, or `null` for a main task.
+        pub task_lifecycles: BTreeMap<String, Option<TaskLifecycleConfig>>,
+        pub shared: AllocatedSharedResources,
+    }
+}
+
+wire_struct! {
+    pub struct AllocatedTaskResources {
+        pub cpu: AllocatedCpuResources,
+        pub memory: AllocatedMemoryResources,
+        pub networks: Vec<NetworkResource>,
+        pub devices: Vec<Value>,
+    }
+}
+
+wire_struct! {
+    pub struct AllocatedCpuResources {
+        pub cpu_shares: i64,
+        /// Cores reserved exclusively (`null` when none).
+        pub reserved_cores: Option<Vec<u16>>,
+    }
+}
+
+wire_struct! {
+    pub struct AllocatedMemoryResources {
+        #[serde(rename = "MemoryMB")]
+        pub memory_mb: i64,
+        #[serde(rename = "MemoryMaxMB")]
+        pub memory_max_mb: i64,
+    }
+}
+
+wire_struct! {
+    pub struct AllocatedSharedResources {
+        pub networks: Vec<NetworkResource>,
+        #[serde(rename = "DiskMB")]
+        pub disk_mb: i64,
+        pub ports: Vec<AllocatedPortMapping>,
+    }
+}
+
+wire_struct! {
+    /// A port given to the group: `Value` on the host at `HostIP`, `To` inside.
+    pub struct AllocatedPortMapping {
+        pub label: String,
+        pub value: i64,
+        pub to: i64,
+        #[serde(rename = "HostIP")]
+        pub host_ip: String,
+    }
+}
+
+impl From<&AllocatedPortMapping> for Port {
+    fn from(mapping: &AllocatedPortMapping) -> Self {
+        Port {
+            label: mapping.label.clone(),
+            value: mapping.value,
+            to: mapping.to,
+            host_network: String::new(),
+        }
+    }
+}
+
+wire_struct! {
+    /// The scheduler's account of a placement (or of why a group could not be placed).
+    pub struct AllocMetric {
+        pub nodes_evaluated: i64,
+        pub nodes_filtered: i64,
+        pub nodes_in_pool: i64,
+        pub nodes_available: BTreeMap<String, i64>,
+        pub class_filtered: BTreeMap<String, i64>,
+        pub constraint_filtered: BTreeMap<String, i64>,
+        pub nodes_exhausted: i64,
+        pub class_exhausted: BTreeMap<String, i64>,
+        pub dimension_exhausted: BTreeMap<String, i64>,
+        pub quota_exhausted: Vec<String>,
+        pub resources_exhausted: BTreeMap<String, Value>,
+        pub score_meta_data: Vec<NodeScoreMeta>,
+        pub allocation_time: DurationNs,
+        pub coalesced_failures: i64,
+    }
+}
+
+wire_struct! {
+    /// Scores of one node in a placement.
+    pub struct NodeScoreMeta {
+        #[serde(rename = "NodeID")]
+        pub node_id: String,
+        pub scores: BTreeMap<String, f64>,
+        pub norm_score: f64,
+    }
+}
+
+wire_struct! {
+    /// The reschedule history carried from allocation to replacement.
+    pub struct RescheduleTracker {
+        pub events: Vec<RescheduleEvent>,
+        pub last_reschedule: String,
+    }
+}
+
+wire_struct! {
+    pub struct RescheduleEvent {
+        /// Unix nanoseconds.
+        pub reschedule_time: i64,
+        #[serde(rename = "PrevAllocID")]
+        pub prev_alloc_id: String,
+        #[serde(rename = "PrevNodeID")]
+        pub prev_node_id: String,
+        pub delay: DurationNs,
+    }
+}
+
+/// An allocation's name: `<job>.<group>[<index>]`.
+pub fn alloc_name(job_id: &str, group_name: &str, index: u64) -> String {
+    format!("{job_id}.{group_name}[{index}]")
+}
+
+impl AllocatedResources {
+    /// The resources a group asks for, as the scheduler allocates them before any network or
+    /// device assignment: each task's CPU and memory (canonicalized tasks carry resources; a task
+    /// without them counts as zero), each task's lifecycle, and the group's ephemeral disk.
+    pub fn for_task_group(group: &crate::job::TaskGroup) -> AllocatedResources {
+        let mut allocated = AllocatedResources::default();
+        for task in &group.tasks {
+            let requested = task.resources.clone().unwrap_or_default();
+            allocated.tasks.insert(
+                task.name.clone(),
+                AllocatedTaskResources {
+                    cpu: AllocatedCpuResources {
+                        cpu_shares: requested.cpu,
+                        reserved_cores: None,
+                    },
+                    memory: AllocatedMemoryResources {
+                        memory_mb: requested.memory_mb,
+                        memory_max_mb: requested.memory_max_mb,
+                    },
+                    networks: requested.networks,
+                    devices: Vec::new(),
+                },
+            );
+            allocated
+                .task_lifecycles
+                .insert(task.name.clone(), task.lifecycle.clone());
+        }
+        allocated.shared.disk_mb = group.ephemeral_disk.as_ref().map_or(0, |disk| disk.size_mb);
+        allocated.shared.networks = group.networks.clone();
+        allocated
+    }
+
+    /// Total CPU shares (MHz) over all tasks.
+    pub fn total_cpu_shares(&self) -> i64 {
+        self.tasks.values().map(|task| task.cpu.cpu_shares).sum()
+    }
+
+    /// Total memory (MB) over all tasks.
+    pub fn total_memory_mb(&self) -> i64 {
+        self.tasks.values().map(|task| task.memory.memory_mb).sum()
+    }
+}

@@ -1,0 +1,276 @@
+//! The API's defaults for a submitted job (Nomad's `api/jobs.go` and `api/tasks.go`
+//! `Canonicalize`, plus the server's admission defaults for datacenters and node pool).
+//!
+//! Nomad's API types hold pointers, so it can tell "absent" from "zero". drover's wire types hold
+//! values; a zero that no valid job can mean (priority 0, CPU 0, an empty restart mode) is read as
+//! "absent" and filled, while zeros a user may mean (restart `Attempts` 0, `Delay` 0) are kept when
+//! their block is present. A block that is absent altogether gets the full default for the job
+//! type. A group's `Count` is already 1 when absent at decode time (see [`crate::job::TaskGroup`]).
+//!
+//! Not here: validation; the jobspec parser's own defaults (group names from labels).
+
+use crate::job::*;
+use crate::time::DurationNs;
+
+/// Default job priority.
+pub const DEFAULT_JOB_PRIORITY: i64 = 50;
+/// Default task CPU in MHz.
+pub const DEFAULT_TASK_CPU_MHZ: i64 = 100;
+/// Default task memory in MB.
+pub const DEFAULT_TASK_MEMORY_MB: i64 = 300;
+/// Default ephemeral disk in MB.
+pub const DEFAULT_EPHEMERAL_DISK_MB: i64 = 300;
+/// Default kill timeout.
+pub const DEFAULT_KILL_TIMEOUT: DurationNs = DurationNs::from_secs(5);
+/// Default log rotation.
+pub const DEFAULT_LOG_MAX_FILES: i64 = 10;
+pub const DEFAULT_LOG_MAX_FILE_SIZE_MB: i64 = 10;
+
+/// The restart policy a group gets when it has none, by job type: service and system jobs
+/// 2 attempts per 30m, batch and sysbatch 3 per 24h; both with a 15s delay and mode `fail`.
+pub fn default_restart_policy(job_type: &str) -> RestartPolicy {
+    match job_type {
+        JOB_TYPE_BATCH | JOB_TYPE_SYSBATCH => RestartPolicy {
+            attempts: 3,
+            interval: DurationNs::from_hours(24),
+            delay: DurationNs::from_secs(15),
+            mode: RESTART_POLICY_MODE_FAIL.to_string(),
+            render_templates: false,
+        },
+        _ => RestartPolicy {
+            attempts: 2,
+            interval: DurationNs::from_mins(30),
+            delay: DurationNs::from_secs(15),
+            mode: RESTART_POLICY_MODE_FAIL.to_string(),
+            render_templates: false,
+        },
+    }
+}
+
+/// The reschedule policy a group gets when it has none, by job type: service jobs reschedule
+/// without limit with an exponential delay from 30s up to 1h; batch jobs once per 24h after a
+/// constant 5s; system and sysbatch jobs are never rescheduled (`None`).
+pub fn default_reschedule_policy(job_type: &str) -> Option<ReschedulePolicy> {
+    match job_type {
+        JOB_TYPE_SERVICE => Some(ReschedulePolicy {
+            attempts: 0,
+            interval: DurationNs::ZERO,
+            delay: DurationNs::from_secs(30),
+            delay_function: RESCHEDULE_DELAY_EXPONENTIAL.to_string(),
+            max_delay: DurationNs::from_hours(1),
+            unlimited: true,
+        }),
+        JOB_TYPE_BATCH => Some(ReschedulePolicy {
+            attempts: 1,
+            interval: DurationNs::from_hours(24),
+            delay: DurationNs::from_secs(5),
+            delay_function: RESCHEDULE_DELAY_CONSTANT.to_string(),
+            max_delay: DurationNs::ZERO,
+            unlimited: false,
+        }),
+        _ => None,
+    }
+}
+
+/// The update strategy defaults applied to a group that has an `update` block.
+pub fn default_update_strategy() -> UpdateStrategy {
+    UpdateStrategy {
+        stagger: DurationNs::from_secs(30),
+        max_parallel: 1,
+        health_check: "checks".to_string(),
+        min_healthy_time: DurationNs::from_secs(10),
+        healthy_deadline: DurationNs::from_mins(5),
+        progress_deadline: DurationNs::from_mins(10),
+        auto_revert: false,
+        auto_promote: false,
+        canary: 0,
+    }
+}
+
+/// Default task resources.
+pub fn default_resources() -> Resources {
+    Resources {
+        cpu: DEFAULT_TASK_CPU_MHZ,
+        memory_mb: DEFAULT_TASK_MEMORY_MB,
+        ..Resources::default()
+    }
+}
+
+/// Default log rotation.
+pub fn default_log_config() -> LogConfig {
+    LogConfig {
+        max_files: DEFAULT_LOG_MAX_FILES,
+        max_file_size_mb: DEFAULT_LOG_MAX_FILE_SIZE_MB,
+        disabled: false,
+    }
+}
+
+fn fill_if_empty(field: &mut String, default: &str) {
+    if field.is_empty() {
+        *field = default.to_string();
+    }
+}
+
+impl Job {
+    /// Applies the API's defaults in place. Idempotent.
+    pub fn canonicalize(&mut self) {
+        if self.name.is_empty() {
+            self.name = self.id.clone();
+        }
+        fill_if_empty(&mut self.namespace, DEFAULT_NAMESPACE);
+        fill_if_empty(&mut self.region, DEFAULT_REGION);
+        fill_if_empty(&mut self.r#type, JOB_TYPE_SERVICE);
+        fill_if_empty(&mut self.node_pool, DEFAULT_NODE_POOL);
+        if self.priority == 0 {
+            self.priority = DEFAULT_JOB_PRIORITY;
+        }
+        if self.datacenters.is_empty() {
+            self.datacenters = vec!["*".to_string()];
+        }
+        if let Some(periodic) = &mut self.periodic {
+            fill_if_empty(&mut periodic.spec_type, PERIODIC_SPEC_CRON);
+            fill_if_empty(&mut periodic.time_zone, "UTC");
+        }
+        if let Some(parameterized) = &mut self.parameterized_job {
+            fill_if_empty(&mut parameterized.payload, DISPATCH_PAYLOAD_OPTIONAL);
+        }
+        if let Some(update) = &mut self.update {
+            canonicalize_update_strategy(update);
+        }
+        let job_type = self.r#type.clone();
+        let job_update = self.update.clone();
+        for group in &mut self.task_groups {
+            group.canonicalize(&job_type, job_update.as_ref());
+        }
+    }
+}
+
+fn canonicalize_update_strategy(update: &mut UpdateStrategy) {
+    let defaults = default_update_strategy();
+    if update.stagger.is_zero() {
+        update.stagger = defaults.stagger;
+    }
+    fill_if_empty(&mut update.health_check, &defaults.health_check);
+    if update.min_healthy_time.is_zero() {
+        update.min_healthy_time = defaults.min_healthy_time;
+    }
+    if update.healthy_deadline.is_zero() {
+        update.healthy_deadline = defaults.healthy_deadline;
+    }
+    if update.progress_deadline.is_zero() {
+        update.progress_deadline = defaults.progress_deadline;
+    }
+}
+
+impl TaskGroup {
+    /// Applies the API's group defaults for a job of `job_type`, inheriting the job's `update`.
+    pub fn canonicalize(&mut self, job_type: &str, job_update: Option<&UpdateStrategy>) {
+        match &mut self.ephemeral_disk {
+            None => {
+                self.ephemeral_disk = Some(EphemeralDisk {
+                    size_mb: DEFAULT_EPHEMERAL_DISK_MB,
+                    ..EphemeralDisk::default()
+                });
+            }
+            Some(disk) if disk.size_mb == 0 => disk.size_mb = DEFAULT_EPHEMERAL_DISK_MB,
+            Some(_) => {}
+        }
+
+        let restart_defaults = default_restart_policy(job_type);
+        match &mut self.restart_policy {
+            None => self.restart_policy = Some(restart_defaults),
+            Some(policy) => {
+                fill_if_empty(&mut policy.mode, &restart_defaults.mode);
+                if policy.interval.is_zero() {
+                    policy.interval = restart_defaults.interval;
+                }
+            }
+        }
+
+        match (
+            &mut self.reschedule_policy,
+            default_reschedule_policy(job_type),
+        ) {
+            (None, defaults) => self.reschedule_policy = defaults,
+            (Some(policy), Some(defaults)) => {
+                fill_if_empty(&mut policy.delay_function, &defaults.delay_function);
+                if policy.delay.is_zero() {
+                    policy.delay = defaults.delay;
+                }
+                if policy.max_delay.is_zero() && policy.delay_function != RESCHEDULE_DELAY_CONSTANT
+                {
+                    policy.max_delay = DurationNs::from_hours(1);
+                }
+            }
+            (Some(policy), None) => {
+                fill_if_empty(&mut policy.delay_function, RESCHEDULE_DELAY_CONSTANT);
+            }
+        }
+
+        if self.update.is_none() && matches!(job_type, JOB_TYPE_SERVICE | JOB_TYPE_SYSTEM) {
+            self.update = job_update.cloned();
+        }
+        if let Some(update) = &mut self.update {
+            canonicalize_update_strategy(update);
+        }
+
+        let group_restart = self.restart_policy.clone();
+        for task in &mut self.tasks {
+            task.canonicalize(group_restart.as_ref());
+        }
+    }
+}
+
+impl Task {
+    /// Applies the API's task defaults; a task without a restart policy takes its group's.
+    pub fn canonicalize(&mut self, group_restart_policy: Option<&RestartPolicy>) {
+        match &mut self.resources {
+            None => self.resources = Some(default_resources()),
+            Some(resources) => {
+                if resources.cpu == 0 && resources.cores == 0 {
+                    resources.cpu = DEFAULT_TASK_CPU_MHZ;
+                }
+                if resources.memory_mb == 0 {
+                    resources.memory_mb = DEFAULT_TASK_MEMORY_MB;
+                }
+            }
+        }
+        if self.kill_timeout.is_zero() {
+            self.kill_timeout = DEFAULT_KILL_TIMEOUT;
+        }
+        match &mut self.log_config {
+            None => self.log_config = Some(default_log_config()),
+            Some(log_config) => {
+                if log_config.max_files == 0 {
+                    log_config.max_files = DEFAULT_LOG_MAX_FILES;
+                }
+                if log_config.max_file_size_mb == 0 {
+                    log_config.max_file_size_mb = DEFAULT_LOG_MAX_FILE_SIZE_MB;
+                }
+            }
+        }
+        if self.restart_policy.is_none() {
+            self.restart_policy = group_restart_policy.cloned();
+        }
+        if self
+            .lifecycle
+            .as_ref()
+            .is_some_and(|lifecycle| lifecycle.hook.is_empty())
+        {
+            self.lifecycle = None;
+        }
+        for artifact in &mut self.artifacts {
+            fill_if_empty(&mut artifact.getter_mode, "any");
+            fill_if_empty(&mut artifact.relative_dest, "local/");
+        }
+        for template in &mut self.templates {
+            fill_if_empty(&mut template.change_mode, "restart");
+            fill_if_empty(&mut template.perms, "0644");
+            fill_if_empty(&mut template.left_delim, "{{");
+            fill_if_empty(&mut template.right_delim, "}}");
+            if template.splay.is_zero() {
+                template.splay = DurationNs::from_secs(5);
+            }
+        }
+    }
+}

@@ -1,0 +1,510 @@
+//! Jobs, task groups and tasks in Nomad's server shape (`nomad/structs.Job`), which is also the
+//! shape the HTTP API accepts on register (`api.Job`) once canonicalized.
+//!
+//! Every struct decodes leniently (see [`crate::lenient`]) and encodes with Nomad's keys. Nested
+//! blocks that Nomad holds behind a pointer are `Option` here and encode as `null` when absent.
+//! Free-form driver configuration (`Task.Config`) keeps its key order.
+//!
+//! Not here: defaults (see [`crate::canonicalize`]), validation of a job as a whole (the jobspec
+//! and server crates), and anything about where a job runs.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::bytes::Bytes;
+use crate::lenient::wire_struct;
+use crate::time::DurationNs;
+
+/// Job types.
+pub const JOB_TYPE_SERVICE: &str = "service";
+pub const JOB_TYPE_BATCH: &str = "batch";
+pub const JOB_TYPE_SYSTEM: &str = "system";
+pub const JOB_TYPE_SYSBATCH: &str = "sysbatch";
+
+/// Job statuses (`Job.Status`).
+pub const JOB_STATUS_PENDING: &str = "pending";
+pub const JOB_STATUS_RUNNING: &str = "running";
+pub const JOB_STATUS_DEAD: &str = "dead";
+
+/// Restart policy modes.
+pub const RESTART_POLICY_MODE_FAIL: &str = "fail";
+pub const RESTART_POLICY_MODE_DELAY: &str = "delay";
+
+/// Reschedule delay functions.
+pub const RESCHEDULE_DELAY_CONSTANT: &str = "constant";
+pub const RESCHEDULE_DELAY_EXPONENTIAL: &str = "exponential";
+pub const RESCHEDULE_DELAY_FIBONACCI: &str = "fibonacci";
+
+/// Lifecycle hooks (`Lifecycle.Hook`).
+pub const LIFECYCLE_HOOK_PRESTART: &str = "prestart";
+pub const LIFECYCLE_HOOK_POSTSTART: &str = "poststart";
+pub const LIFECYCLE_HOOK_POSTSTOP: &str = "poststop";
+
+/// Parameterized job payload requirements.
+pub const DISPATCH_PAYLOAD_OPTIONAL: &str = "optional";
+pub const DISPATCH_PAYLOAD_REQUIRED: &str = "required";
+pub const DISPATCH_PAYLOAD_FORBIDDEN: &str = "forbidden";
+
+/// Periodic spec types.
+pub const PERIODIC_SPEC_CRON: &str = "cron";
+
+/// The default namespace, region and node pool.
+pub const DEFAULT_NAMESPACE: &str = "default";
+pub const DEFAULT_REGION: &str = "global";
+pub const DEFAULT_NODE_POOL: &str = "default";
+
+wire_struct! {
+    /// A job: the unit users submit. `Version` grows by one on each register that changes it.
+    pub struct Job {
+        pub stop: bool,
+        pub region: String,
+        pub namespace: String,
+        #[serde(rename = "ID")]
+        pub id: String,
+        #[serde(rename = "ParentID")]
+        pub parent_id: String,
+        pub name: String,
+        pub r#type: String,
+        pub priority: i64,
+        pub all_at_once: bool,
+        pub datacenters: Vec<String>,
+        pub node_pool: String,
+        pub constraints: Vec<Constraint>,
+        pub affinities: Vec<Affinity>,
+        pub spreads: Vec<Spread>,
+        pub task_groups: Vec<TaskGroup>,
+        pub update: Option<UpdateStrategy>,
+        pub multiregion: Option<Value>,
+        pub periodic: Option<PeriodicConfig>,
+        pub parameterized_job: Option<ParameterizedJobConfig>,
+        pub dispatched: bool,
+        pub dispatch_idempotency_token: String,
+        pub payload: Bytes,
+        pub meta: BTreeMap<String, String>,
+        pub consul_token: String,
+        pub consul_namespace: String,
+        pub vault_token: String,
+        pub vault_namespace: String,
+        #[serde(rename = "NomadTokenID")]
+        pub nomad_token_id: String,
+        pub status: String,
+        pub status_description: String,
+        pub stable: bool,
+        pub version: u64,
+        /// Unix nanoseconds of the register that made this version.
+        pub submit_time: i64,
+        pub create_index: u64,
+        pub modify_index: u64,
+        pub job_modify_index: u64,
+    }
+}
+
+impl Job {
+    /// The group with this name.
+    pub fn lookup_task_group(&self, group_name: &str) -> Option<&TaskGroup> {
+        self.task_groups
+            .iter()
+            .find(|group| group.name == group_name)
+    }
+
+    /// Whether the job has a periodic block (it is a template for periodic children).
+    pub fn is_periodic(&self) -> bool {
+        self.periodic.is_some()
+    }
+
+    /// Whether the job launches children on a schedule now: periodic, enabled, not stopped and
+    /// not parameterized.
+    pub fn is_periodic_active(&self) -> bool {
+        self.periodic
+            .as_ref()
+            .is_some_and(|periodic| periodic.enabled)
+            && !self.stop
+            && !self.is_parameterized()
+    }
+
+    /// Whether the job is a template for dispatched children.
+    pub fn is_parameterized(&self) -> bool {
+        self.parameterized_job.is_some() && !self.dispatched
+    }
+}
+
+wire_struct! {
+    /// A group of tasks placed together on one node; `Count` copies of it are run.
+    pub struct TaskGroup {
+        pub name: String,
+        /// Number of allocations; 1 when the key is absent, as the API defaults a nil count.
+        pub count: i64 = 1,
+        pub update: Option<UpdateStrategy>,
+        pub migrate: Option<Value>,
+        pub constraints: Vec<Constraint>,
+        pub scaling: Option<Value>,
+        pub restart_policy: Option<RestartPolicy>,
+        pub disconnect: Option<Value>,
+        pub tasks: Vec<Task>,
+        pub ephemeral_disk: Option<EphemeralDisk>,
+        pub meta: BTreeMap<String, String>,
+        pub reschedule_policy: Option<ReschedulePolicy>,
+        pub affinities: Vec<Affinity>,
+        pub spreads: Vec<Spread>,
+        pub networks: Vec<NetworkResource>,
+        pub consul: Option<Value>,
+        pub services: Vec<Service>,
+        pub volumes: BTreeMap<String, Value>,
+        pub shutdown_delay: Option<DurationNs>,
+        pub stop_after_client_disconnect: Option<DurationNs>,
+        pub max_client_disconnect: Option<DurationNs>,
+        pub prevent_reschedule_on_lost: bool,
+    }
+}
+
+impl TaskGroup {
+    /// The task with this name.
+    pub fn lookup_task(&self, task_name: &str) -> Option<&Task> {
+        self.tasks.iter().find(|task| task.name == task_name)
+    }
+}
+
+wire_struct! {
+    /// One process (or container) run by a driver.
+    pub struct Task {
+        pub name: String,
+        pub driver: String,
+        pub user: String,
+        /// Driver-owned configuration, key order preserved.
+        pub config: Map<String, Value>,
+        pub env: BTreeMap<String, String>,
+        pub services: Vec<Service>,
+        pub vault: Option<Value>,
+        pub consul: Option<Value>,
+        pub templates: Vec<Template>,
+        pub constraints: Vec<Constraint>,
+        pub affinities: Vec<Affinity>,
+        pub resources: Option<Resources>,
+        pub restart_policy: Option<RestartPolicy>,
+        pub dispatch_payload: Option<DispatchPayloadConfig>,
+        pub lifecycle: Option<TaskLifecycleConfig>,
+        pub meta: BTreeMap<String, String>,
+        pub kill_timeout: DurationNs,
+        pub log_config: Option<LogConfig>,
+        pub artifacts: Vec<TaskArtifact>,
+        pub leader: bool,
+        pub shutdown_delay: DurationNs,
+        pub volume_mounts: Vec<Value>,
+        pub scaling_policies: Vec<Value>,
+        pub kill_signal: String,
+        pub kind: String,
+        #[serde(rename = "CSIPluginConfig")]
+        pub csi_plugin_config: Option<Value>,
+        pub identity: Option<WorkloadIdentity>,
+        pub identities: Vec<WorkloadIdentity>,
+        pub actions: Vec<Value>,
+        pub schedule: Option<Value>,
+    }
+}
+
+impl Task {
+    /// The lifecycle hook (`prestart`, `poststart`, `poststop`), or `""` for a main task.
+    pub fn lifecycle_hook(&self) -> &str {
+        self.lifecycle
+            .as_ref()
+            .map_or("", |lifecycle| lifecycle.hook.as_str())
+    }
+
+    /// Whether the task is a sidecar (keeps running alongside the main tasks).
+    pub fn is_sidecar(&self) -> bool {
+        self.lifecycle
+            .as_ref()
+            .is_some_and(|lifecycle| lifecycle.sidecar)
+    }
+}
+
+wire_struct! {
+    /// Resources a task asks for.
+    pub struct Resources {
+        #[serde(rename = "CPU")]
+        pub cpu: i64,
+        pub cores: i64,
+        #[serde(rename = "MemoryMB")]
+        pub memory_mb: i64,
+        #[serde(rename = "MemoryMaxMB")]
+        pub memory_max_mb: i64,
+        #[serde(rename = "DiskMB")]
+        pub disk_mb: i64,
+        #[serde(rename = "IOPS")]
+        pub iops: i64,
+        pub networks: Vec<NetworkResource>,
+        pub devices: Vec<Value>,
+        #[serde(rename = "NUMA")]
+        pub numa: Option<Value>,
+        #[serde(rename = "SecretsMB")]
+        pub secrets_mb: i64,
+    }
+}
+
+wire_struct! {
+    /// A network asked for (group `network` block) or assigned.
+    pub struct NetworkResource {
+        pub mode: String,
+        pub device: String,
+        #[serde(rename = "CIDR")]
+        pub cidr: String,
+        #[serde(rename = "IP")]
+        pub ip: String,
+        pub hostname: String,
+        #[serde(rename = "MBits")]
+        pub mbits: i64,
+        #[serde(rename = "DNS")]
+        pub dns: Option<Value>,
+        pub reserved_ports: Vec<Port>,
+        pub dynamic_ports: Vec<Port>,
+    }
+}
+
+wire_struct! {
+    /// A labelled port: `Value` is the host port, `To` the port inside the task's network.
+    pub struct Port {
+        pub label: String,
+        pub value: i64,
+        pub to: i64,
+        pub host_network: String,
+    }
+}
+
+wire_struct! {
+    /// How a task is restarted on the same node after it exits.
+    pub struct RestartPolicy {
+        pub attempts: i64,
+        pub interval: DurationNs,
+        pub delay: DurationNs,
+        pub mode: String,
+        pub render_templates: bool,
+    }
+}
+
+wire_struct! {
+    /// How a failed allocation is replaced, possibly on another node.
+    pub struct ReschedulePolicy {
+        pub attempts: i64,
+        pub interval: DurationNs,
+        pub delay: DurationNs,
+        pub delay_function: String,
+        pub max_delay: DurationNs,
+        pub unlimited: bool,
+    }
+}
+
+wire_struct! {
+    /// The alloc directory's disk.
+    pub struct EphemeralDisk {
+        pub sticky: bool,
+        #[serde(rename = "SizeMB")]
+        pub size_mb: i64,
+        pub migrate: bool,
+    }
+}
+
+wire_struct! {
+    /// A placement constraint: `LTarget <Operand> RTarget`, such as `${attr.kernel.name} = linux`.
+    pub struct Constraint {
+        pub l_target: String,
+        pub r_target: String,
+        pub operand: String,
+    }
+}
+
+wire_struct! {
+    /// A placement preference with a weight from -100 to 100.
+    pub struct Affinity {
+        pub l_target: String,
+        pub r_target: String,
+        pub operand: String,
+        pub weight: i64,
+    }
+}
+
+wire_struct! {
+    /// Spread allocations across the values of an attribute.
+    pub struct Spread {
+        pub attribute: String,
+        pub weight: i64,
+        pub spread_target: Vec<SpreadTarget>,
+    }
+}
+
+wire_struct! {
+    pub struct SpreadTarget {
+        pub value: String,
+        pub percent: i64,
+    }
+}
+
+wire_struct! {
+    /// Rolling update settings (the `update` block).
+    pub struct UpdateStrategy {
+        pub stagger: DurationNs,
+        pub max_parallel: i64,
+        pub health_check: String,
+        pub min_healthy_time: DurationNs,
+        pub healthy_deadline: DurationNs,
+        pub progress_deadline: DurationNs,
+        pub auto_revert: bool,
+        pub auto_promote: bool,
+        pub canary: i64,
+    }
+}
+
+wire_struct! {
+    /// Launch children on a cron schedule. `Enabled` is true when the key is absent.
+    pub struct PeriodicConfig {
+        pub enabled: bool = true,
+        pub spec: String,
+        pub specs: Vec<String>,
+        pub spec_type: String,
+        pub prohibit_overlap: bool,
+        pub time_zone: String,
+    }
+}
+
+wire_struct! {
+    /// Makes a job a template dispatched with a payload and metadata.
+    pub struct ParameterizedJobConfig {
+        pub payload: String,
+        pub meta_required: Vec<String>,
+        pub meta_optional: Vec<String>,
+    }
+}
+
+wire_struct! {
+    /// Where a dispatched payload is written, relative to the task's `local/` directory.
+    pub struct DispatchPayloadConfig {
+        pub file: String,
+    }
+}
+
+wire_struct! {
+    /// When a task runs relative to the main tasks.
+    pub struct TaskLifecycleConfig {
+        pub hook: String,
+        pub sidecar: bool,
+    }
+}
+
+wire_struct! {
+    /// Log rotation: up to `MaxFiles` files of `MaxFileSizeMB` each, per stream.
+    pub struct LogConfig {
+        pub max_files: i64,
+        #[serde(rename = "MaxFileSizeMB")]
+        pub max_file_size_mb: i64,
+        pub disabled: bool,
+    }
+}
+
+wire_struct! {
+    /// A file rendered into the task directory.
+    pub struct Template {
+        pub source_path: String,
+        pub dest_path: String,
+        pub embedded_tmpl: String,
+        pub change_mode: String,
+        pub change_signal: String,
+        pub change_script: Option<Value>,
+        pub splay: DurationNs,
+        pub perms: String,
+        pub uid: Option<i64>,
+        pub gid: Option<i64>,
+        pub left_delim: String,
+        pub right_delim: String,
+        pub envvars: bool,
+        pub vault_grace: DurationNs,
+        pub wait: Option<Value>,
+        pub err_missing_key: bool,
+    }
+}
+
+wire_struct! {
+    /// A file fetched into the task directory before it starts.
+    pub struct TaskArtifact {
+        pub getter_source: String,
+        pub getter_options: BTreeMap<String, String>,
+        pub getter_headers: BTreeMap<String, String>,
+        pub getter_mode: String,
+        pub getter_insecure: bool,
+        pub relative_dest: String,
+        pub chown: bool,
+    }
+}
+
+wire_struct! {
+    /// A service registration.
+    pub struct Service {
+        pub name: String,
+        pub task_name: String,
+        pub port_label: String,
+        pub address_mode: String,
+        pub address: String,
+        pub enable_tag_override: bool,
+        pub tags: Vec<String>,
+        pub canary_tags: Vec<String>,
+        pub checks: Vec<ServiceCheck>,
+        pub connect: Option<Value>,
+        pub meta: BTreeMap<String, String>,
+        pub canary_meta: BTreeMap<String, String>,
+        pub tagged_addresses: BTreeMap<String, String>,
+        pub namespace: String,
+        pub on_update: String,
+        pub provider: String,
+        pub cluster: String,
+        pub identity: Option<WorkloadIdentity>,
+    }
+}
+
+wire_struct! {
+    /// A health check of a service.
+    pub struct ServiceCheck {
+        pub name: String,
+        pub r#type: String,
+        pub command: String,
+        pub args: Vec<String>,
+        pub path: String,
+        pub protocol: String,
+        pub port_label: String,
+        pub expose: bool,
+        pub address_mode: String,
+        pub interval: DurationNs,
+        pub timeout: DurationNs,
+        pub initial_status: String,
+        #[serde(rename = "TLSServerName")]
+        pub tls_server_name: String,
+        #[serde(rename = "TLSSkipVerify")]
+        pub tls_skip_verify: bool,
+        pub method: String,
+        pub header: BTreeMap<String, Vec<String>>,
+        pub check_restart: Option<Value>,
+        #[serde(rename = "GRPCService")]
+        pub grpc_service: String,
+        #[serde(rename = "GRPCUseTLS")]
+        pub grpc_use_tls: bool,
+        pub task_name: String,
+        pub success_before_passing: i64,
+        pub failures_before_critical: i64,
+        pub failures_before_warning: i64,
+        pub body: String,
+        pub on_update: String,
+    }
+}
+
+wire_struct! {
+    /// A workload identity token made available to the task.
+    pub struct WorkloadIdentity {
+        pub name: String,
+        pub audience: Vec<String>,
+        pub change_mode: String,
+        pub change_signal: String,
+        pub env: bool,
+        pub file: bool,
+        pub service_name: String,
+        #[serde(rename = "TTL")]
+        pub ttl: DurationNs,
+    }
+}

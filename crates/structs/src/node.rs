@@ -1,0 +1,236 @@
+//! Client nodes (`nomad/structs.Node`) and their list stub, resources, drivers and events.
+//!
+//! Not here: fingerprinting (the client does that) or heartbeats (the server).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::job::NetworkResource;
+use crate::lenient::wire_struct;
+use crate::time::Timestamp;
+
+/// Node statuses.
+pub const NODE_STATUS_INITIALIZING: &str = "initializing";
+pub const NODE_STATUS_READY: &str = "ready";
+pub const NODE_STATUS_DOWN: &str = "down";
+pub const NODE_STATUS_DISCONNECTED: &str = "disconnected";
+
+/// Node scheduling eligibility.
+pub const NODE_SCHEDULING_ELIGIBLE: &str = "eligible";
+pub const NODE_SCHEDULING_INELIGIBLE: &str = "ineligible";
+
+wire_struct! {
+    /// A client node. `SecretID` is blanked before a node is sent out.
+    pub struct Node {
+        #[serde(rename = "ID")]
+        pub id: String,
+        #[serde(rename = "SecretID")]
+        pub secret_id: String,
+        pub datacenter: String,
+        pub name: String,
+        /// The agent's HTTP address (`127.0.0.1:4646`); the CLI connects there directly.
+        #[serde(rename = "HTTPAddr")]
+        pub http_addr: String,
+        #[serde(rename = "TLSEnabled")]
+        pub tls_enabled: bool,
+        pub node_pool: String,
+        pub node_class: String,
+        pub computed_class: String,
+        pub attributes: BTreeMap<String, String>,
+        pub meta: BTreeMap<String, String>,
+        pub node_resources: Option<NodeResources>,
+        pub reserved_resources: Option<NodeReservedResources>,
+        pub links: BTreeMap<String, String>,
+        pub drain_strategy: Option<Value>,
+        /// The legacy drain flag, true while a drain strategy is set.
+        pub drain: bool,
+        pub scheduling_eligibility: String,
+        pub status: String,
+        pub status_description: String,
+        /// Unix seconds.
+        pub status_updated_at: i64,
+        pub events: Vec<NodeEvent>,
+        pub drivers: BTreeMap<String, DriverInfo>,
+        pub host_volumes: BTreeMap<String, Value>,
+        pub host_networks: BTreeMap<String, Value>,
+        pub last_drain: Option<Value>,
+        pub create_index: u64,
+        pub modify_index: u64,
+    }
+}
+
+impl Node {
+    /// Whether the scheduler may place allocations here.
+    pub fn ready_for_scheduling(&self) -> bool {
+        self.status == NODE_STATUS_READY
+            && self.drain_strategy.is_none()
+            && self.scheduling_eligibility == NODE_SCHEDULING_ELIGIBLE
+    }
+
+    /// The node as the API shows it: `SecretID` blanked.
+    pub fn sanitized(&self) -> Node {
+        Node {
+            secret_id: String::new(),
+            ..self.clone()
+        }
+    }
+
+    /// The list form. `include_attributes` is the API's `os=true`, `include_resources` its
+    /// `resources=true`.
+    pub fn stub_with(&self, include_attributes: bool, include_resources: bool) -> NodeListStub {
+        NodeListStub {
+            address: self
+                .attributes
+                .get("unique.network.ip-address")
+                .cloned()
+                .unwrap_or_default(),
+            id: self.id.clone(),
+            attributes: include_attributes.then(|| self.attributes.clone()),
+            datacenter: self.datacenter.clone(),
+            name: self.name.clone(),
+            node_pool: self.node_pool.clone(),
+            node_class: self.node_class.clone(),
+            version: self
+                .attributes
+                .get("nomad.version")
+                .cloned()
+                .unwrap_or_default(),
+            drain: self.drain_strategy.is_some(),
+            scheduling_eligibility: self.scheduling_eligibility.clone(),
+            status: self.status.clone(),
+            status_description: self.status_description.clone(),
+            drivers: self.drivers.clone(),
+            host_volumes: self.host_volumes.clone(),
+            node_resources: if include_resources {
+                self.node_resources.clone()
+            } else {
+                None
+            },
+            reserved_resources: if include_resources {
+                self.reserved_resources.clone()
+            } else {
+                None
+            },
+            last_drain: self.last_drain.clone(),
+            create_index: self.create_index,
+            modify_index: self.modify_index,
+        }
+    }
+
+    /// The list form without attributes or resources.
+    pub fn stub(&self) -> NodeListStub {
+        self.stub_with(false, false)
+    }
+}
+
+wire_struct! {
+    /// A node in list responses.
+    pub struct NodeListStub {
+        pub address: String,
+        #[serde(rename = "ID")]
+        pub id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub attributes: Option<BTreeMap<String, String>>,
+        pub datacenter: String,
+        pub name: String,
+        pub node_pool: String,
+        pub node_class: String,
+        pub version: String,
+        pub drain: bool,
+        pub scheduling_eligibility: String,
+        pub status: String,
+        pub status_description: String,
+        pub drivers: BTreeMap<String, DriverInfo>,
+        pub host_volumes: BTreeMap<String, Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub node_resources: Option<NodeResources>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub reserved_resources: Option<NodeReservedResources>,
+        pub last_drain: Option<Value>,
+        pub create_index: u64,
+        pub modify_index: u64,
+    }
+}
+
+wire_struct! {
+    /// What a node offers.
+    pub struct NodeResources {
+        pub cpu: NodeCpuResources,
+        pub memory: NodeMemoryResources,
+        pub disk: NodeDiskResources,
+        pub networks: Vec<NetworkResource>,
+        pub node_networks: Vec<Value>,
+        pub devices: Vec<Value>,
+        pub min_dynamic_port: i64,
+        pub max_dynamic_port: i64,
+    }
+}
+
+wire_struct! {
+    pub struct NodeCpuResources {
+        /// Total MHz.
+        pub cpu_shares: i64,
+        pub total_cpu_cores: i64,
+        pub reservable_cpu_cores: Vec<u16>,
+    }
+}
+
+wire_struct! {
+    pub struct NodeMemoryResources {
+        #[serde(rename = "MemoryMB")]
+        pub memory_mb: i64,
+    }
+}
+
+wire_struct! {
+    pub struct NodeDiskResources {
+        #[serde(rename = "DiskMB")]
+        pub disk_mb: i64,
+    }
+}
+
+wire_struct! {
+    /// What a node keeps back from scheduling.
+    pub struct NodeReservedResources {
+        pub cpu: NodeReservedCpuResources,
+        pub memory: NodeMemoryResources,
+        pub disk: NodeDiskResources,
+        pub networks: NodeReservedNetworkResources,
+    }
+}
+
+wire_struct! {
+    pub struct NodeReservedCpuResources {
+        pub cpu_shares: i64,
+        pub reserved_cpu_cores: Vec<u16>,
+    }
+}
+
+wire_struct! {
+    pub struct NodeReservedNetworkResources {
+        pub reserved_host_ports: String,
+    }
+}
+
+wire_struct! {
+    /// A task driver as fingerprinted on a node.
+    pub struct DriverInfo {
+        pub attributes: BTreeMap<String, String>,
+        pub detected: bool,
+        pub healthy: bool,
+        pub health_description: String,
+        pub update_time: Timestamp,
+    }
+}
+
+wire_struct! {
+    /// Something that happened to a node.
+    pub struct NodeEvent {
+        pub message: String,
+        pub subsystem: String,
+        pub details: BTreeMap<String, String>,
+        pub timestamp: Timestamp,
+        pub create_index: u64,
+    }
+}

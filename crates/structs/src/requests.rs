@@ -1,0 +1,191 @@
+//! Request and response bodies of the HTTP API that are not themselves domain objects: job
+//! register/deregister/dispatch/plan/revert, alloc stop/restart/signal, parse, and the generic
+//! `{"Index":N}` answer.
+//!
+//! Query metadata (`Index`, `LastContact`, `KnownLeader`, `NextToken`) is repeated in the bodies
+//! that carry it in Nomad. Not here: routing or query-string parsing.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::bytes::Bytes;
+use crate::job::Job;
+use crate::lenient::wire_struct;
+
+wire_struct! {
+    /// `PUT|POST /v1/jobs` and `/v1/job/:id`.
+    pub struct JobRegisterRequest {
+        pub job: Option<Job>,
+        pub enforce_index: bool,
+        pub job_modify_index: u64,
+        pub policy_override: bool,
+        pub preserve_counts: bool,
+        pub eval_priority: i64,
+        pub submission: Option<Value>,
+    }
+}
+
+wire_struct! {
+    /// The answer to register and to `POST /v1/job/:id/evaluate`.
+    pub struct JobRegisterResponse {
+        #[serde(rename = "EvalID")]
+        pub eval_id: String,
+        pub eval_create_index: u64,
+        pub job_modify_index: u64,
+        pub warnings: String,
+        pub index: u64,
+        pub last_contact: u64,
+        pub known_leader: bool,
+        pub next_token: String,
+    }
+}
+
+wire_struct! {
+    /// The answer to `DELETE /v1/job/:id`.
+    pub struct JobDeregisterResponse {
+        #[serde(rename = "EvalID")]
+        pub eval_id: String,
+        pub eval_create_index: u64,
+        pub job_modify_index: u64,
+        #[serde(rename = "VolumeEvalID")]
+        pub volume_eval_id: String,
+        pub volume_eval_index: u64,
+        pub index: u64,
+        pub last_contact: u64,
+        pub known_leader: bool,
+        pub next_token: String,
+    }
+}
+
+wire_struct! {
+    /// `GET /v1/job/:id/versions`: versions newest first.
+    pub struct JobVersionsResponse {
+        pub versions: Vec<Job>,
+        pub diffs: Option<Value>,
+        pub index: u64,
+        pub last_contact: u64,
+        pub known_leader: bool,
+        pub next_token: String,
+    }
+}
+
+wire_struct! {
+    /// `{"Index":N}`, the answer to restart and signal.
+    pub struct GenericResponse {
+        pub index: u64,
+    }
+}
+
+wire_struct! {
+    /// The answer to `POST /v1/allocation/:id/stop`.
+    pub struct AllocStopResponse {
+        #[serde(rename = "EvalID")]
+        pub eval_id: String,
+        pub index: u64,
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/client/allocation/:id/restart`; an empty body restarts the running tasks.
+    pub struct AllocRestartRequest {
+        pub task_name: String,
+        pub all_tasks: bool,
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/client/allocation/:id/signal`; an empty `Task` means every task.
+    pub struct AllocSignalRequest {
+        pub signal: String,
+        pub task: String,
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/jobs/parse`.
+    pub struct JobsParseRequest {
+        #[serde(rename = "JobHCL")]
+        pub job_hcl: String,
+        pub canonicalize: bool,
+        pub variables: String,
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/job/:id/dispatch`.
+    pub struct JobDispatchRequest {
+        #[serde(rename = "JobID")]
+        pub job_id: String,
+        pub payload: Bytes,
+        pub meta: BTreeMap<String, String>,
+        pub id_prefix_template: String,
+    }
+}
+
+wire_struct! {
+    pub struct JobDispatchResponse {
+        #[serde(rename = "DispatchedJobID")]
+        pub dispatched_job_id: String,
+        #[serde(rename = "EvalID")]
+        pub eval_id: String,
+        pub eval_create_index: u64,
+        pub job_create_index: u64,
+        pub index: u64,
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/job/:id/plan`.
+    pub struct JobPlanRequest {
+        pub job: Option<Job>,
+        pub diff: bool,
+        pub policy_override: bool,
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/job/:id/revert`.
+    pub struct JobRevertRequest {
+        #[serde(rename = "JobID")]
+        pub job_id: String,
+        pub job_version: u64,
+        pub enforce_prior_version: Option<u64>,
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/job/:id/stable`.
+    pub struct JobStabilityRequest {
+        #[serde(rename = "JobID")]
+        pub job_id: String,
+        pub job_version: u64,
+        pub stable: bool,
+    }
+}
+
+wire_struct! {
+    pub struct JobStabilityResponse {
+        pub index: u64,
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/node/:id/eligibility`.
+    pub struct NodeEligibilityRequest {
+        #[serde(rename = "NodeID")]
+        pub node_id: String,
+        pub eligibility: String,
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/node/:id/drain`.
+    pub struct NodeDrainRequest {
+        #[serde(rename = "NodeID")]
+        pub node_id: String,
+        pub drain_spec: Option<Value>,
+        pub mark_eligible: bool,
+        pub meta: BTreeMap<String, String>,
+    }
+}
