@@ -8,20 +8,9 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::error::ApiError;
+use drover_structs::{AllocFileInfo, Timestamp, go_file_mode_string};
 
-/// An entry as `/v1/client/fs/ls` and `/stat` describe it (Nomad's `AllocFileInfo`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct AllocFileInfo {
-    pub name: String,
-    pub is_dir: bool,
-    pub size: u64,
-    pub file_mode: String,
-    pub mod_time: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub content_type: String,
-}
+use crate::error::ApiError;
 
 const ESCAPES: &str = "path escapes the alloc directory";
 
@@ -59,25 +48,12 @@ pub fn resolve_confined(alloc_dir: &Path, requested: &str) -> Result<PathBuf, Ap
     }
 }
 
-/// Go's `os.FileMode.String()` for the common kinds: `drwxr-xr-x`, `-rw-r--r--`, `Lrwxrwxrwx`.
-pub fn go_file_mode(metadata: &std::fs::Metadata) -> String {
-    let kind = if metadata.is_dir() {
-        'd'
-    } else if metadata.file_type().is_symlink() {
-        'L'
-    } else {
-        '-'
-    };
-    let bits = metadata.permissions().mode();
-    let mut text = String::with_capacity(10);
-    text.push(kind);
-    for shift in [6u32, 3, 0] {
-        let triple = (bits >> shift) & 0o7;
-        text.push(if triple & 0o4 != 0 { 'r' } else { '-' });
-        text.push(if triple & 0o2 != 0 { 'w' } else { '-' });
-        text.push(if triple & 0o1 != 0 { 'x' } else { '-' });
-    }
-    text
+fn go_file_mode(metadata: &std::fs::Metadata) -> String {
+    go_file_mode_string(
+        metadata.permissions().mode(),
+        metadata.is_dir(),
+        metadata.file_type().is_symlink(),
+    )
 }
 
 fn content_type_of(path: &Path) -> String {
@@ -102,12 +78,13 @@ fn file_info(name: String, path: &Path, metadata: &std::fs::Metadata) -> AllocFi
         .modified()
         .ok()
         .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|since| crate::timefmt::rfc3339_nanos(since.as_secs() as i64, since.subsec_nanos()))
-        .unwrap_or_else(|| "0001-01-01T00:00:00Z".to_string());
+        .and_then(|since| i64::try_from(since.as_nanos()).ok())
+        .map(Timestamp::from_unix_nanos)
+        .unwrap_or(Timestamp::ZERO);
     AllocFileInfo {
         name,
         is_dir: metadata.is_dir(),
-        size: metadata.len(),
+        size: i64::try_from(metadata.len()).unwrap_or(i64::MAX),
         file_mode: go_file_mode(metadata),
         mod_time,
         content_type: if metadata.is_file() {

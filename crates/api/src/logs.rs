@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use base64::Engine;
+use drover_structs::{Bytes as WireBytes, FILE_EVENT_DELETED, FILE_EVENT_TRUNCATED, StreamFrame};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::mpsc;
 
@@ -103,36 +103,6 @@ impl Default for FollowTiming {
             poll_interval: Duration::from_millis(100),
             heartbeat_interval: Duration::from_secs(1),
         }
-    }
-}
-
-/// One frame of a framed stream. Every field is left out when empty, so a heartbeat is `{}`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct StreamFrame {
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub offset: u64,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub data: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub file: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub file_event: String,
-}
-
-fn is_zero(value: &u64) -> bool {
-    *value == 0
-}
-
-impl StreamFrame {
-    /// Whether this is a heartbeat (`{}`).
-    pub fn is_heartbeat(&self) -> bool {
-        self == &StreamFrame::default()
-    }
-
-    /// The frame's data, base64-decoded.
-    pub fn decoded_data(&self) -> Result<Vec<u8>, base64::DecodeError> {
-        base64::engine::general_purpose::STANDARD.decode(&self.data)
     }
 }
 
@@ -256,8 +226,8 @@ impl FrameWriter {
             return self.send(Bytes::from(data)).await;
         }
         let frame = StreamFrame {
-            offset: end_offset,
-            data: base64::engine::general_purpose::STANDARD.encode(&data),
+            offset: i64::try_from(end_offset).unwrap_or(i64::MAX),
+            data: WireBytes(data),
             file: self.relative_name(index),
             file_event: String::new(),
         };
@@ -269,8 +239,8 @@ impl FrameWriter {
             return Ok(());
         }
         let frame = StreamFrame {
-            offset,
-            data: String::new(),
+            offset: i64::try_from(offset).unwrap_or(i64::MAX),
+            data: WireBytes::default(),
             file: self.relative_name(index),
             file_event: event.to_string(),
         };
@@ -327,7 +297,7 @@ async fn stream_logs(
                     let size = file_size(&current.path).await;
                     match size {
                         Some(size) if size < offset => {
-                            writer.file_event(index, size, "file truncated").await?;
+                            writer.file_event(index, size, FILE_EVENT_TRUNCATED).await?;
                             position = Some((index, 0));
                             progressed = true;
                         }
@@ -356,7 +326,7 @@ async fn stream_logs(
                 }
                 None => {
                     if let Some(next) = next {
-                        writer.file_event(index, offset, "file deleted").await?;
+                        writer.file_event(index, offset, FILE_EVENT_DELETED).await?;
                         position = Some((next.index, 0));
                         progressed = true;
                     }
