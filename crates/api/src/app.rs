@@ -84,19 +84,21 @@ fn encode_json<T: Serialize>(value: &T, pretty: bool) -> Result<Vec<u8>, ApiErro
         let mut buffer = Vec::new();
         let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
         let mut serializer = serde_json::Serializer::with_formatter(&mut buffer, formatter);
-        value
-            .serialize(&mut serializer)
-            .map(|()| {
-                buffer.push(b'\n');
-                buffer
-            })
+        value.serialize(&mut serializer).map(|()| {
+            buffer.push(b'\n');
+            buffer
+        })
     } else {
         serde_json::to_vec(value)
     };
     encoded.map_err(|error| ApiError::internal(format!("failed to encode the response: {error}")))
 }
 
-fn json_response<T: Serialize>(value: &T, params: &QueryParams, meta: Meta) -> Result<Response, ApiError> {
+fn json_response<T: Serialize>(
+    value: &T,
+    params: &QueryParams,
+    meta: Meta,
+) -> Result<Response, ApiError> {
     let body = encode_json(value, params.pretty())?;
     let mut response = (
         StatusCode::OK,
@@ -196,8 +198,11 @@ async fn handle<B: ApiBackend>(
         Route::JobList => {
             let include_meta = params.bool("meta", false)?;
             let prefix = params.prefix().to_string();
-            let (index, list) =
-                blocking_read(backend, params, &[Table::Jobs, Table::JobSummaries], |backend| {
+            let (index, list) = blocking_read(
+                backend,
+                params,
+                &[Table::Jobs, Table::JobSummaries],
+                |backend| {
                     let jobs = backend.jobs(&namespace, &prefix)?;
                     jobs.into_iter()
                         .map(|job| {
@@ -205,8 +210,9 @@ async fn handle<B: ApiBackend>(
                             Ok(job.stub(summary, include_meta))
                         })
                         .collect::<Result<Vec<_>, ApiError>>()
-                })
-                .await?;
+                },
+            )
+            .await?;
             json_response(&list, params, Meta::Read(index))
         }
         Route::JobRegister => register(backend, params, body, None).await,
@@ -315,7 +321,8 @@ async fn handle<B: ApiBackend>(
                 backend.allocation(&alloc_id)
             })
             .await?;
-            let mut allocation = allocation.ok_or_else(|| ApiError::not_found("alloc not found"))?;
+            let mut allocation =
+                allocation.ok_or_else(|| ApiError::not_found("alloc not found"))?;
             allocation.populate_display_messages();
             json_response(&allocation, params, Meta::Read(index))
         }
@@ -348,7 +355,11 @@ async fn handle<B: ApiBackend>(
         }
         Route::EvaluationAllocations { eval_id } => {
             let (index, list) = blocking_read(backend, params, &[Table::Allocs], |backend| {
-                Ok(stubs(backend.evaluation_allocations(&eval_id)?, true, false))
+                Ok(stubs(
+                    backend.evaluation_allocations(&eval_id)?,
+                    true,
+                    false,
+                ))
             })
             .await?;
             json_response(&list, params, Meta::Read(index))
@@ -475,10 +486,9 @@ async fn handle<B: ApiBackend>(
             let path = params.get("path").unwrap_or("").to_string();
             let offset = params.u64("offset", 0)?;
             let limit = params.u64("limit", 0)?;
-            let data = run_blocking(move || {
-                crate::fs::read_at(&alloc_dir, &path, offset, Some(limit))
-            })
-            .await?;
+            let data =
+                run_blocking(move || crate::fs::read_at(&alloc_dir, &path, offset, Some(limit)))
+                    .await?;
             Ok(plain_bytes(data))
         }
     }
@@ -572,8 +582,9 @@ fn parse_job(params: &QueryParams, body: Bytes) -> Result<Response, ApiError> {
         let (as_written, _) =
             drover_jobspec::decode_hcl_to_json(&request.job_hcl, "input.hcl", &variables)
                 .map_err(|diagnostics| ApiError::bad_request(diagnostics_text(&diagnostics)))?;
-        drover_structs::lenient::from_value_ignoring_key_case(as_written)
-            .map_err(|error| ApiError::bad_request(format!("the job does not have Nomad's shape: {error}")))?
+        drover_structs::lenient::from_value_ignoring_key_case(as_written).map_err(|error| {
+            ApiError::bad_request(format!("the job does not have Nomad's shape: {error}"))
+        })?
     };
     json_response(&job, params, Meta::None)
 }

@@ -72,10 +72,8 @@ pub trait ApiBackend: Send + Sync + 'static {
     fn job_versions(&self, namespace: &str, job_id: &str) -> Result<Vec<Job>, ApiError>;
     fn job_summary(&self, namespace: &str, job_id: &str) -> Result<Option<JobSummary>, ApiError>;
     /// The allocations of every version of a job (and of earlier jobs with the same ID).
-    fn job_allocations(&self, namespace: &str, job_id: &str)
-    -> Result<Vec<Allocation>, ApiError>;
-    fn job_evaluations(&self, namespace: &str, job_id: &str)
-    -> Result<Vec<Evaluation>, ApiError>;
+    fn job_allocations(&self, namespace: &str, job_id: &str) -> Result<Vec<Allocation>, ApiError>;
+    fn job_evaluations(&self, namespace: &str, job_id: &str) -> Result<Vec<Evaluation>, ApiError>;
     /// Allocations whose ID starts with `prefix`.
     fn allocations(&self, namespace: &str, prefix: &str) -> Result<Vec<Allocation>, ApiError>;
     fn allocation(&self, alloc_id: &str) -> Result<Option<Allocation>, ApiError>;

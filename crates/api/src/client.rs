@@ -110,7 +110,12 @@ impl LogStream {
     pub async fn next_frame(&mut self) -> Result<Option<StreamFrame>, ClientError> {
         loop {
             if self.plain {
-                return match self.response.chunk().await.map_err(ClientError::Transport)? {
+                return match self
+                    .response
+                    .chunk()
+                    .await
+                    .map_err(ClientError::Transport)?
+                {
                     Some(chunk) => Ok(Some(StreamFrame {
                         data: drover_structs::Bytes(chunk.to_vec()),
                         ..StreamFrame::default()
@@ -121,13 +126,20 @@ impl LogStream {
             if let Some(frame) = self.take_buffered_frame()? {
                 return Ok(Some(frame));
             }
-            match self.response.chunk().await.map_err(ClientError::Transport)? {
+            match self
+                .response
+                .chunk()
+                .await
+                .map_err(ClientError::Transport)?
+            {
                 Some(chunk) => self.buffer.extend_from_slice(&chunk),
                 None => {
                     return if self.buffer.iter().all(u8::is_ascii_whitespace) {
                         Ok(None)
                     } else {
-                        Err(ClientError::Decode("the log stream ended inside a frame".into()))
+                        Err(ClientError::Decode(
+                            "the log stream ended inside a frame".into(),
+                        ))
                     };
                 }
             }
@@ -135,7 +147,8 @@ impl LogStream {
     }
 
     fn take_buffered_frame(&mut self) -> Result<Option<StreamFrame>, ClientError> {
-        let mut frames = serde_json::Deserializer::from_slice(&self.buffer).into_iter::<StreamFrame>();
+        let mut frames =
+            serde_json::Deserializer::from_slice(&self.buffer).into_iter::<StreamFrame>();
         match frames.next() {
             Some(Ok(frame)) => {
                 let consumed = frames.byte_offset();
@@ -207,7 +220,12 @@ impl ApiClient {
         &self.address
     }
 
-    fn request(&self, method: reqwest::Method, path: &str, query: &[(&str, String)]) -> reqwest::RequestBuilder {
+    fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> reqwest::RequestBuilder {
         let mut pairs: Vec<(&str, String)> = query.to_vec();
         if let Some(namespace) = &self.namespace {
             pairs.push(("namespace", namespace.clone()));
@@ -229,7 +247,10 @@ impl ApiClient {
         builder
     }
 
-    async fn send(&self, builder: reqwest::RequestBuilder) -> Result<reqwest::Response, ClientError> {
+    async fn send(
+        &self,
+        builder: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, ClientError> {
         let response = builder.send().await.map_err(|error| {
             if error.is_connect() || error.is_timeout() {
                 ClientError::Connect {
@@ -256,8 +277,14 @@ impl ApiClient {
         serde_json::from_slice(&bytes).map_err(|error| ClientError::Decode(error.to_string()))
     }
 
-    async fn get<T: DeserializeOwned>(&self, path: &str, query: &[(&str, String)]) -> Result<T, ClientError> {
-        let response = self.send(self.request(reqwest::Method::GET, path, query)).await?;
+    async fn get<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<T, ClientError> {
+        let response = self
+            .send(self.request(reqwest::Method::GET, path, query))
+            .await?;
         Self::decode(response).await
     }
 
@@ -280,7 +307,8 @@ impl ApiClient {
     }
 
     pub async fn jobs(&self, prefix: &str) -> Result<Vec<JobListStub>, ClientError> {
-        self.get("/v1/jobs", &[("prefix", prefix.to_string())]).await
+        self.get("/v1/jobs", &[("prefix", prefix.to_string())])
+            .await
     }
 
     pub async fn job(&self, job_id: &str) -> Result<Job, ClientError> {
@@ -292,11 +320,16 @@ impl ApiClient {
             job: Some(job.clone()),
             ..JobRegisterRequest::default()
         };
-        let body = serde_json::to_value(&request).map_err(|error| ClientError::Decode(error.to_string()))?;
+        let body = serde_json::to_value(&request)
+            .map_err(|error| ClientError::Decode(error.to_string()))?;
         self.put("/v1/jobs", &[], Some(body)).await
     }
 
-    pub async fn deregister_job(&self, job_id: &str, purge: bool) -> Result<JobDeregisterResponse, ClientError> {
+    pub async fn deregister_job(
+        &self,
+        job_id: &str,
+        purge: bool,
+    ) -> Result<JobDeregisterResponse, ClientError> {
         let response = self
             .send(self.request(
                 reqwest::Method::DELETE,
@@ -311,9 +344,16 @@ impl ApiClient {
         self.get(&Self::job_path(job_id, "/summary"), &[]).await
     }
 
-    pub async fn job_allocations(&self, job_id: &str, all: bool) -> Result<Vec<AllocListStub>, ClientError> {
-        self.get(&Self::job_path(job_id, "/allocations"), &[("all", all.to_string())])
-            .await
+    pub async fn job_allocations(
+        &self,
+        job_id: &str,
+        all: bool,
+    ) -> Result<Vec<AllocListStub>, ClientError> {
+        self.get(
+            &Self::job_path(job_id, "/allocations"),
+            &[("all", all.to_string())],
+        )
+        .await
     }
 
     pub async fn job_evaluations(&self, job_id: &str) -> Result<Vec<Evaluation>, ClientError> {
@@ -321,25 +361,38 @@ impl ApiClient {
     }
 
     pub async fn evaluation(&self, eval_id: &str) -> Result<Evaluation, ClientError> {
-        self.get(&format!("/v1/evaluation/{}", escape_path_segment(eval_id)), &[])
-            .await
+        self.get(
+            &format!("/v1/evaluation/{}", escape_path_segment(eval_id)),
+            &[],
+        )
+        .await
     }
 
-    pub async fn evaluation_allocations(&self, eval_id: &str) -> Result<Vec<AllocListStub>, ClientError> {
+    pub async fn evaluation_allocations(
+        &self,
+        eval_id: &str,
+    ) -> Result<Vec<AllocListStub>, ClientError> {
         self.get(
-            &format!("/v1/evaluation/{}/allocations", escape_path_segment(eval_id)),
+            &format!(
+                "/v1/evaluation/{}/allocations",
+                escape_path_segment(eval_id)
+            ),
             &[],
         )
         .await
     }
 
     pub async fn allocations(&self, prefix: &str) -> Result<Vec<AllocListStub>, ClientError> {
-        self.get("/v1/allocations", &[("prefix", prefix.to_string())]).await
+        self.get("/v1/allocations", &[("prefix", prefix.to_string())])
+            .await
     }
 
     pub async fn allocation(&self, alloc_id: &str) -> Result<Allocation, ClientError> {
-        self.get(&format!("/v1/allocation/{}", escape_path_segment(alloc_id)), &[])
-            .await
+        self.get(
+            &format!("/v1/allocation/{}", escape_path_segment(alloc_id)),
+            &[],
+        )
+        .await
     }
 
     pub async fn stop_allocation(&self, alloc_id: &str) -> Result<AllocStopResponse, ClientError> {
@@ -358,7 +411,10 @@ impl ApiClient {
         all_tasks: bool,
     ) -> Result<GenericResponse, ClientError> {
         self.put(
-            &format!("/v1/client/allocation/{}/restart", escape_path_segment(alloc_id)),
+            &format!(
+                "/v1/client/allocation/{}/restart",
+                escape_path_segment(alloc_id)
+            ),
             &[],
             Some(json!({"TaskName": task.unwrap_or(""), "AllTasks": all_tasks})),
         )
@@ -372,16 +428,25 @@ impl ApiClient {
         signal: &str,
     ) -> Result<GenericResponse, ClientError> {
         self.put(
-            &format!("/v1/client/allocation/{}/signal", escape_path_segment(alloc_id)),
+            &format!(
+                "/v1/client/allocation/{}/signal",
+                escape_path_segment(alloc_id)
+            ),
             &[],
             Some(json!({"Task": task.unwrap_or(""), "Signal": signal})),
         )
         .await
     }
 
-    pub async fn allocation_stats(&self, alloc_id: &str) -> Result<AllocResourceUsage, ClientError> {
+    pub async fn allocation_stats(
+        &self,
+        alloc_id: &str,
+    ) -> Result<AllocResourceUsage, ClientError> {
         self.get(
-            &format!("/v1/client/allocation/{}/stats", escape_path_segment(alloc_id)),
+            &format!(
+                "/v1/client/allocation/{}/stats",
+                escape_path_segment(alloc_id)
+            ),
             &[],
         )
         .await
@@ -391,9 +456,15 @@ impl ApiClient {
     pub async fn logs(&self, alloc_id: &str, query: &LogsQuery) -> Result<LogStream, ClientError> {
         let pairs = [
             ("task", query.task.clone()),
-            ("type", if query.stderr { "stderr" } else { "stdout" }.to_string()),
+            (
+                "type",
+                if query.stderr { "stderr" } else { "stdout" }.to_string(),
+            ),
             ("follow", query.follow.to_string()),
-            ("origin", if query.from_end { "end" } else { "start" }.to_string()),
+            (
+                "origin",
+                if query.from_end { "end" } else { "start" }.to_string(),
+            ),
             ("offset", query.offset.to_string()),
             ("plain", query.plain.to_string()),
         ];
@@ -412,7 +483,8 @@ impl ApiClient {
     }
 
     pub async fn nodes(&self, prefix: &str) -> Result<Vec<NodeListStub>, ClientError> {
-        self.get("/v1/nodes", &[("prefix", prefix.to_string())]).await
+        self.get("/v1/nodes", &[("prefix", prefix.to_string())])
+            .await
     }
 
     pub async fn node(&self, node_id: &str) -> Result<Node, ClientError> {
@@ -443,12 +515,16 @@ pub async fn collect_log_data(stream: &mut LogStream) -> Result<Vec<u8>, ClientE
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is a failed test
 mod tests {
     use super::*;
 
     #[test]
     fn path_escape_matches_go() {
-        assert_eq!(escape_path_segment("batch/dispatch-1-ab"), "batch%2Fdispatch-1-ab");
+        assert_eq!(
+            escape_path_segment("batch/dispatch-1-ab"),
+            "batch%2Fdispatch-1-ab"
+        );
         assert_eq!(escape_path_segment("web app"), "web%20app");
         assert_eq!(escape_path_segment("a:b@c=d"), "a:b@c=d");
     }

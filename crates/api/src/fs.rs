@@ -104,7 +104,9 @@ fn io_error(error: std::io::Error) -> ApiError {
 pub fn list(alloc_dir: &Path, requested: &str) -> Result<Vec<AllocFileInfo>, ApiError> {
     let directory = resolve_confined(alloc_dir, requested)?;
     if !directory.is_dir() {
-        return Err(ApiError::bad_request(format!("{requested:?} is not a directory")));
+        return Err(ApiError::bad_request(format!(
+            "{requested:?} is not a directory"
+        )));
     }
     let mut infos = Vec::new();
     for entry in std::fs::read_dir(&directory).map_err(io_error)? {
@@ -144,7 +146,9 @@ pub fn read_at(
     }
     let path = resolve_confined(alloc_dir, requested)?;
     if path.is_dir() {
-        return Err(ApiError::bad_request(format!("{requested:?} is a directory")));
+        return Err(ApiError::bad_request(format!(
+            "{requested:?} is a directory"
+        )));
     }
     let mut file = std::fs::File::open(&path).map_err(io_error)?;
     file.seek(SeekFrom::Start(offset)).map_err(io_error)?;
@@ -161,6 +165,7 @@ pub fn read_at(
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is a failed test
 mod tests {
     use super::*;
 
@@ -185,7 +190,12 @@ mod tests {
     #[test]
     fn parent_components_and_climbing_absolute_paths_are_refused() {
         let dir = alloc_dir_with_files();
-        for attempt in ["../etc/passwd", "/../../etc/passwd", "alloc/../../x", "web/../.."] {
+        for attempt in [
+            "../etc/passwd",
+            "/../../etc/passwd",
+            "alloc/../../x",
+            "web/../..",
+        ] {
             let outcome = resolve_confined(dir.path(), attempt);
             assert_eq!(outcome, Err(ApiError::bad_request(ESCAPES)), "{attempt}");
         }
@@ -196,8 +206,11 @@ mod tests {
         let dir = alloc_dir_with_files();
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("secret"), "host secret").unwrap();
-        std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("web/local/leak"))
-            .unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("secret"),
+            dir.path().join("web/local/leak"),
+        )
+        .unwrap();
         std::os::unix::fs::symlink("/etc", dir.path().join("web/etc")).unwrap();
         std::os::unix::fs::symlink("conf", dir.path().join("web/local/inside")).unwrap();
         assert_eq!(
@@ -208,7 +221,10 @@ mod tests {
             read_at(dir.path(), "web/etc/passwd", 0, None),
             Err(ApiError::bad_request(ESCAPES))
         );
-        assert_eq!(read_at(dir.path(), "web/local/inside", 0, None).unwrap(), b"a=1\n");
+        assert_eq!(
+            read_at(dir.path(), "web/local/inside", 0, None).unwrap(),
+            b"a=1\n"
+        );
     }
 
     #[test]
@@ -229,8 +245,14 @@ mod tests {
     #[test]
     fn read_at_honours_offset_and_limit() {
         let dir = alloc_dir_with_files();
-        assert_eq!(read_at(dir.path(), "alloc/logs/web.stdout.0", 1, Some(3)).unwrap(), b"ell");
-        assert_eq!(read_at(dir.path(), "alloc/logs/web.stdout.0", 4, None).unwrap(), b"o\n");
+        assert_eq!(
+            read_at(dir.path(), "alloc/logs/web.stdout.0", 1, Some(3)).unwrap(),
+            b"ell"
+        );
+        assert_eq!(
+            read_at(dir.path(), "alloc/logs/web.stdout.0", 4, None).unwrap(),
+            b"o\n"
+        );
         assert!(matches!(
             read_at(dir.path(), "nothing/here", 0, None),
             Err(ApiError::NotFound(_))

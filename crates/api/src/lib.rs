@@ -6,6 +6,8 @@
 //! talks to it.
 
 pub mod app;
+#[cfg(test)]
+mod app_tests;
 pub mod backend;
 pub mod client;
 pub mod error;

@@ -65,7 +65,11 @@ impl LogRequest {
         let log_type = match params.get("type") {
             Some("stdout") => LogType::Stdout,
             Some("stderr") => LogType::Stderr,
-            _ => return Err(ApiError::bad_request("must provide log type (stdout/stderr)")),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "must provide log type (stdout/stderr)",
+                ));
+            }
         };
         let follow = params.bool("follow", false)?;
         let plain = params.bool("plain", false)?;
@@ -207,7 +211,11 @@ struct FrameWriter {
 
 impl FrameWriter {
     fn relative_name(&self, index: u64) -> String {
-        format!("alloc/logs/{}.{}.{index}", self.task, self.log_type.as_str())
+        format!(
+            "alloc/logs/{}.{}.{index}",
+            self.task,
+            self.log_type.as_str()
+        )
     }
 
     async fn send(&self, bytes: Bytes) -> Result<(), Disconnected> {

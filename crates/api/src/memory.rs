@@ -20,9 +20,19 @@ use crate::error::ApiError;
 /// A client-node operation as the backend received it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClientCall {
-    Restart { alloc_id: String, task: Option<String>, all_tasks: bool },
-    Signal { alloc_id: String, task: Option<String>, signal: String },
-    Gc { alloc_id: String },
+    Restart {
+        alloc_id: String,
+        task: Option<String>,
+        all_tasks: bool,
+    },
+    Signal {
+        alloc_id: String,
+        task: Option<String>,
+        signal: String,
+    },
+    Gc {
+        alloc_id: String,
+    },
 }
 
 #[derive(Default)]
@@ -106,24 +116,27 @@ impl MemoryBackend {
     /// Stores a job as a new version (indexes and version filled in) with a zeroed summary.
     pub fn put_job(&self, mut job: Job) -> Job {
         job.canonicalize();
-        self.write(&[Table::Jobs, Table::JobVersions, Table::JobSummaries], |contents, index| {
-            let key = (job.namespace.clone(), job.id.clone());
-            let versions = contents.jobs.entry(key.clone()).or_default();
-            match versions.last() {
-                Some(previous) => {
-                    job.version = previous.version + 1;
-                    job.create_index = previous.create_index;
+        self.write(
+            &[Table::Jobs, Table::JobVersions, Table::JobSummaries],
+            |contents, index| {
+                let key = (job.namespace.clone(), job.id.clone());
+                let versions = contents.jobs.entry(key.clone()).or_default();
+                match versions.last() {
+                    Some(previous) => {
+                        job.version = previous.version + 1;
+                        job.create_index = previous.create_index;
+                    }
+                    None => job.create_index = index,
                 }
-                None => job.create_index = index,
-            }
-            job.modify_index = index;
-            job.job_modify_index = index;
-            versions.push(job.clone());
-            let mut summary = JobSummary::new_for_job(&job);
-            summary.modify_index = index;
-            contents.summaries.insert(key, summary);
-            job
-        })
+                job.modify_index = index;
+                job.job_modify_index = index;
+                versions.push(job.clone());
+                let mut summary = JobSummary::new_for_job(&job);
+                summary.modify_index = index;
+                contents.summaries.insert(key, summary);
+                job
+            },
+        )
     }
 
     pub fn put_summary(&self, summary: JobSummary) {
@@ -140,7 +153,9 @@ impl MemoryBackend {
                 allocation.create_index = index;
             }
             allocation.modify_index = index;
-            contents.allocations.insert(allocation.id.clone(), allocation);
+            contents
+                .allocations
+                .insert(allocation.id.clone(), allocation);
         });
     }
 
@@ -150,7 +165,9 @@ impl MemoryBackend {
                 evaluation.create_index = index;
             }
             evaluation.modify_index = index;
-            contents.evaluations.insert(evaluation.id.clone(), evaluation);
+            contents
+                .evaluations
+                .insert(evaluation.id.clone(), evaluation);
         });
     }
 
@@ -199,10 +216,19 @@ impl MemoryBackend {
         }
     }
 
-    fn new_eval(&self, contents: &mut Contents, job: &Job, trigger: &str, index: u64) -> Evaluation {
+    fn new_eval(
+        &self,
+        contents: &mut Contents,
+        job: &Job,
+        trigger: &str,
+        index: u64,
+    ) -> Evaluation {
         contents.eval_counter += 1;
         let eval = Evaluation {
-            id: format!("{:08x}-0000-4000-8000-{:012x}", contents.eval_counter, index),
+            id: format!(
+                "{:08x}-0000-4000-8000-{:012x}",
+                contents.eval_counter, index
+            ),
             namespace: job.namespace.clone(),
             priority: job.priority,
             r#type: job.r#type.clone(),
@@ -331,7 +357,9 @@ impl ApiBackend for MemoryBackend {
             .lock()
             .evaluations
             .values()
-            .filter(|eval| namespace_matches(namespace, &eval.namespace) && eval.id.starts_with(prefix))
+            .filter(|eval| {
+                namespace_matches(namespace, &eval.namespace) && eval.id.starts_with(prefix)
+            })
             .cloned()
             .collect())
     }
@@ -402,7 +430,12 @@ impl ApiBackend for MemoryBackend {
     ) -> Result<JobDeregisterResponse, ApiError> {
         let key = (namespace.to_string(), job_id.to_string());
         self.write(
-            &[Table::Jobs, Table::JobVersions, Table::JobSummaries, Table::Evals],
+            &[
+                Table::Jobs,
+                Table::JobVersions,
+                Table::JobSummaries,
+                Table::Evals,
+            ],
             |contents, index| {
                 let Some(versions) = contents.jobs.get_mut(&key) else {
                     return Err(ApiError::not_found("job not found"));
@@ -460,7 +493,10 @@ impl ApiBackend for MemoryBackend {
             }
             (self.new_eval(contents, &job, "alloc-stop", index), index)
         });
-        Ok(AllocStopResponse { eval_id: eval.id, index })
+        Ok(AllocStopResponse {
+            eval_id: eval.id,
+            index,
+        })
     }
 
     async fn restart_alloc(

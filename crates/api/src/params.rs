@@ -67,7 +67,9 @@ impl QueryParams {
         match self.non_empty(key) {
             None => Ok(default),
             Some(value) => parse_go_bool(value).ok_or_else(|| {
-                ApiError::bad_request(format!("Failed to parse value of {key:?} ({value}) as a bool"))
+                ApiError::bad_request(format!(
+                    "Failed to parse value of {key:?} ({value}) as a bool"
+                ))
             }),
         }
     }
@@ -77,7 +79,9 @@ impl QueryParams {
         match self.non_empty(key) {
             None => Ok(default),
             Some(value) => value.parse::<u64>().map_err(|_| {
-                ApiError::bad_request(format!("Failed to parse value of {key:?} ({value}) as an integer"))
+                ApiError::bad_request(format!(
+                    "Failed to parse value of {key:?} ({value}) as an integer"
+                ))
             }),
         }
     }
@@ -87,7 +91,9 @@ impl QueryParams {
         match self.non_empty(key) {
             None => Ok(default),
             Some(value) => value.parse::<i64>().map_err(|_| {
-                ApiError::bad_request(format!("Failed to parse value of {key:?} ({value}) as an integer"))
+                ApiError::bad_request(format!(
+                    "Failed to parse value of {key:?} ({value}) as an integer"
+                ))
             }),
         }
     }
@@ -162,6 +168,7 @@ fn decode_component(raw: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is a failed test
 mod tests {
     use super::*;
 
@@ -192,12 +199,18 @@ mod tests {
         let none = QueryParams::parse(Some("index=3")).blocking();
         assert_eq!(
             none,
-            Ok(BlockingOptions { min_index: 3, wait: MAX_BLOCKING_WAIT })
+            Ok(BlockingOptions {
+                min_index: 3,
+                wait: MAX_BLOCKING_WAIT
+            })
         );
         let huge = QueryParams::parse(Some("index=3&wait=1h")).blocking();
         assert_eq!(huge.map(|options| options.wait), Ok(MAX_BLOCKING_WAIT));
         let short = QueryParams::parse(Some("index=3&wait=150ms")).blocking();
-        assert_eq!(short.map(|options| options.wait), Ok(Duration::from_millis(150)));
+        assert_eq!(
+            short.map(|options| options.wait),
+            Ok(Duration::from_millis(150))
+        );
     }
 
     #[test]
@@ -210,7 +223,10 @@ mod tests {
 
     #[test]
     fn jitter_adds_at_most_a_sixteenth() {
-        let options = BlockingOptions { min_index: 1, wait: Duration::from_secs(160) };
+        let options = BlockingOptions {
+            min_index: 1,
+            wait: Duration::from_secs(160),
+        };
         assert_eq!(options.wait_with_jitter(0.0), Duration::from_secs(160));
         assert_eq!(options.wait_with_jitter(1.0), Duration::from_secs(170));
         assert_eq!(options.wait_with_jitter(7.0), Duration::from_secs(170));

@@ -227,6 +227,7 @@ fn job_route(method: &Method, rest: &str) -> Result<Route, ApiError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is a failed test
 mod tests {
     use super::*;
 
@@ -237,12 +238,19 @@ mod tests {
     #[test]
     fn job_ids_with_slashes_run_up_to_the_known_suffix() {
         assert_eq!(
-            route(&Method::GET, "/v1/job/batch/dispatch-1700000000-abcd1234/allocations"),
-            Ok(Route::JobAllocations { job_id: job("batch/dispatch-1700000000-abcd1234") })
+            route(
+                &Method::GET,
+                "/v1/job/batch/dispatch-1700000000-abcd1234/allocations"
+            ),
+            Ok(Route::JobAllocations {
+                job_id: job("batch/dispatch-1700000000-abcd1234")
+            })
         );
         assert_eq!(
             route(&Method::GET, "/v1/job/cron%2Fperiodic-1700000000"),
-            Ok(Route::JobRead { job_id: job("cron/periodic-1700000000") })
+            Ok(Route::JobRead {
+                job_id: job("cron/periodic-1700000000")
+            })
         );
         assert_eq!(
             route(&Method::GET, "/v1/job/a%2Fb/deployments"),
@@ -254,7 +262,9 @@ mod tests {
         );
         assert_eq!(
             route(&Method::DELETE, "/v1/job/web%20app"),
-            Ok(Route::JobDeregister { job_id: job("web app") })
+            Ok(Route::JobDeregister {
+                job_id: job("web app")
+            })
         );
     }
 
@@ -264,24 +274,47 @@ mod tests {
             assert_eq!(route(&method, "/v1/jobs"), Ok(Route::JobRegister));
             assert_eq!(
                 route(&method, "/v1/allocation/abc/stop"),
-                Ok(Route::AllocationStop { alloc_id: "abc".into() })
+                Ok(Route::AllocationStop {
+                    alloc_id: "abc".into()
+                })
             );
         }
-        assert_eq!(route(&Method::DELETE, "/v1/jobs"), Err(ApiError::MethodNotAllowed));
-        assert_eq!(route(&Method::GET, "/v1/job/x/evaluate"), Err(ApiError::MethodNotAllowed));
-        assert_eq!(route(&Method::POST, "/v1/nodes"), Err(ApiError::MethodNotAllowed));
-        assert_eq!(route(&Method::PATCH, "/v1/job/x"), Err(ApiError::MethodNotAllowed));
+        assert_eq!(
+            route(&Method::DELETE, "/v1/jobs"),
+            Err(ApiError::MethodNotAllowed)
+        );
+        assert_eq!(
+            route(&Method::GET, "/v1/job/x/evaluate"),
+            Err(ApiError::MethodNotAllowed)
+        );
+        assert_eq!(
+            route(&Method::POST, "/v1/nodes"),
+            Err(ApiError::MethodNotAllowed)
+        );
+        assert_eq!(
+            route(&Method::PATCH, "/v1/job/x"),
+            Err(ApiError::MethodNotAllowed)
+        );
         assert_eq!(
             route(&Method::GET, "/v1/client/allocation/abc/gc"),
-            Ok(Route::ClientAllocGc { alloc_id: "abc".into() })
+            Ok(Route::ClientAllocGc {
+                alloc_id: "abc".into()
+            })
         );
     }
 
     #[test]
     fn unknown_paths_and_unserved_suffixes_are_no_route() {
-        for path in ["/", "/v2/jobs", "/v1/nope", "/v1/job/", "/v1/allocation/a/b/stop",
-            "/v1/job/x/plan", "/v1/client/fs/nope/abc", "/v1/node/n/purge"]
-        {
+        for path in [
+            "/",
+            "/v2/jobs",
+            "/v1/nope",
+            "/v1/job/",
+            "/v1/allocation/a/b/stop",
+            "/v1/job/x/plan",
+            "/v1/client/fs/nope/abc",
+            "/v1/node/n/purge",
+        ] {
             assert_eq!(route(&Method::GET, path), Err(ApiError::NoRoute), "{path}");
         }
     }
