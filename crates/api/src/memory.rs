@@ -116,6 +116,9 @@ impl MemoryBackend {
     /// Stores a job as a new version (indexes and version filled in) with a zeroed summary.
     pub fn put_job(&self, mut job: Job) -> Job {
         job.canonicalize();
+        if job.status.is_empty() {
+            job.status = "pending".to_string();
+        }
         self.write(
             &[Table::Jobs, Table::JobVersions, Table::JobSummaries],
             |contents, index| {
