@@ -612,3 +612,140 @@ async fn usage_errors_exit_1_and_help_exits_0() {
     assert_eq!(help.code, 0, "{}", help.stderr);
     assert!(help.stdout.contains("run"));
 }
+
+/// A writer the test can read while the command is still writing.
+#[derive(Clone, Default)]
+struct SharedBuffer(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for SharedBuffer {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(data);
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl SharedBuffer {
+    fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+
+    async fn wait_for(&self, expected: &str) {
+        for _ in 0..500 {
+            if self.text() == expected {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("never saw {expected:?}; saw {:?}", self.text());
+    }
+}
+
+#[tokio::test]
+async fn alloc_logs_follow_keeps_printing_across_rotation() {
+    let agent = start_agent().await;
+    let (_job, allocation) = job_with_events(&agent.backend);
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("alloc/logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::write(logs.join("count.stdout.0"), "first\n").unwrap();
+    agent
+        .backend
+        .set_alloc_dir(&allocation.id, dir.path().to_path_buf());
+
+    let output = SharedBuffer::default();
+    let mut writer = output.clone();
+    let mut errors = Vec::new();
+    let argv: Vec<OsString> = [
+        "drover",
+        "alloc",
+        "logs",
+        "-f",
+        "-address",
+        &agent.address,
+        "8e3a",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    let follow = drover::run(argv, &mut writer, &mut errors);
+    let script = async {
+        output.wait_for("first\n").await;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(logs.join("count.stdout.0"))
+            .unwrap();
+        std::io::Write::write_all(&mut file, b"second\n").unwrap();
+        std::fs::write(logs.join("count.stdout.1"), "third\n").unwrap();
+        output.wait_for("first\nsecond\nthird\n").await;
+    };
+    tokio::select! {
+        code = follow => panic!("follow ended by itself with {code}"),
+        () = script => {}
+    }
+}
+
+#[tokio::test]
+async fn run_of_a_service_job_waits_for_its_allocations_to_start() {
+    let agent = start_agent().await;
+    let backend = Arc::clone(&agent.backend);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("svc.hcl");
+    std::fs::write(
+        &spec,
+        "job \"svc\" {\n  datacenters = [\"dc1\"]\n  group \"g\" {\n    task \"t\" {\n      driver = \"raw_exec\"\n      config {\n        command = \"/bin/sleep\"\n      }\n    }\n  }\n}\n",
+    )
+    .unwrap();
+    let scheduler = tokio::spawn(async move {
+        let evaluation = loop {
+            if let Some(evaluation) = backend.evaluations("*", "").unwrap().into_iter().next() {
+                break evaluation;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let job = backend.job("default", "svc").unwrap().unwrap();
+        let mut allocation = Allocation {
+            id: "a110c000-0000-0000-0000-000000000000".into(),
+            namespace: "default".into(),
+            eval_id: evaluation.id.clone(),
+            node_id: "f1d90000".into(),
+            job_id: "svc".into(),
+            job: Some(Box::new(job)),
+            task_group: "g".into(),
+            desired_status: "run".into(),
+            client_status: "pending".into(),
+            ..Allocation::default()
+        };
+        backend.put_allocation(allocation.clone());
+        backend.put_evaluation(Evaluation {
+            status: "complete".into(),
+            ..evaluation
+        });
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        allocation.client_status = "running".into();
+        allocation.client_description = "Tasks are running".into();
+        backend.put_allocation(allocation);
+    });
+    let outcome = drover(&[
+        "job",
+        "run",
+        "-address",
+        &agent.address,
+        spec.to_str().unwrap(),
+    ])
+    .await;
+    scheduler.await.unwrap();
+    assert_eq!(outcome.code, 0, "{}{}", outcome.stdout, outcome.stderr);
+    let text = outcome.stdout;
+    assert!(
+        text.contains("Allocation \"a110c000\" created: node \"f1d90000\", group \"g\""),
+        "{text}"
+    );
+    assert!(text.contains("finished with status \"complete\""), "{text}");
+    assert!(
+        text.contains("Allocation \"a110c000\" status changed: \"pending\" -> \"running\""),
+        "{text}"
+    );
+}
