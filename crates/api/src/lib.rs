@@ -2,3 +2,22 @@
 //! CLI uses.
 //!
 //! **Boundary**: maps requests to commands on the server and client and back; no business logic.
+//! The agent plugs in through [`ApiBackend`]; [`app`] builds the router, [`client::ApiClient`]
+//! talks to it.
+
+pub mod app;
+#[cfg(test)]
+mod app_tests;
+pub mod backend;
+pub mod client;
+pub mod error;
+pub mod fs;
+pub mod logs;
+#[cfg(any(test, feature = "memory-backend"))]
+pub mod memory;
+pub mod params;
+pub mod routes;
+
+pub use app::{ApiOptions, app, app_with_options};
+pub use backend::{AgentInfo, ApiBackend, Table};
+pub use error::ApiError;
