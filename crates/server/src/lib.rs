@@ -590,21 +590,12 @@ impl ServerInner {
         }
     }
 
-    /// Capacity may have grown: retry every blocked evaluation.
+    /// Capacity may have grown: retry every blocked evaluation. It keeps its `blocked` status
+    /// while it is retried, so a pass that still cannot place parks it again rather than
+    /// making another one.
     async fn capacity_changed(&self) {
-        let released = self.blocked.unblock_all();
-        if released.is_empty() {
-            return;
-        }
-        let pending: Vec<Evaluation> = released
-            .into_iter()
-            .map(|mut eval| {
-                eval.status = EVAL_STATUS_PENDING.to_owned();
-                eval
-            })
-            .collect();
-        if let Err(error) = self.store_and_enqueue(pending).await {
-            tracing::error!(%error, "could not release blocked evaluations");
+        for eval in self.blocked.unblock_all() {
+            self.broker.enqueue(eval);
         }
     }
 

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use drover_scheduler::{Plan, SchedulerOptions};
-use drover_structs::{EVAL_STATUS_BLOCKED, EVAL_STATUS_COMPLETE, EVAL_STATUS_FAILED, Evaluation};
+use drover_structs::{EVAL_STATUS_BLOCKED, EVAL_STATUS_FAILED, Evaluation};
 use rand::Rng;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -119,47 +119,48 @@ async fn submit(server: &ServerInner, plan: Plan) -> Result<PlanResult, ServerEr
 }
 
 /// Records the outcome of the final plan on the evaluation and creates the evaluations it asks
-/// for (a blocked one for failed placements, delayed ones for later reschedules).
-async fn complete(
-    server: &Arc<ServerInner>,
-    mut eval: Evaluation,
-    plan: Plan,
-) -> Result<(), ServerError> {
-    let mut writes = Vec::new();
-    eval.status = EVAL_STATUS_COMPLETE.to_owned();
-    eval.failed_tg_allocs = plan.failed_tg_allocs.clone();
-    eval.queued_allocations = plan.queued_allocations.clone();
-
-    let blocked = plan.blocked_eval.map(|mut blocked| {
+/// for (a blocked one for failed placements, delayed ones for later reschedules). A blocked
+/// evaluation that still cannot place stays blocked and is parked again.
+async fn complete(server: &Arc<ServerInner>, eval: Evaluation, plan: Plan) -> Result<(), ServerError> {
+    let now = server.clock.now_unix_ns();
+    let finished = plan.finished_eval(&eval, now);
+    let blocked = plan.blocked_eval.clone().map(|mut blocked| {
         blocked.status = EVAL_STATUS_BLOCKED.to_owned();
-        blocked.previous_eval = eval.id.clone();
-        if blocked.create_time == 0 {
-            blocked.create_time = server.clock.now_unix_ns();
+        if blocked.previous_eval.is_empty() {
+            blocked.previous_eval = eval.id.clone();
         }
-        eval.blocked_eval = blocked.id.clone();
+        if blocked.create_time == 0 {
+            blocked.create_time = now;
+        }
         blocked
     });
-    if let Some(first) = plan.follow_up_evals.first() {
-        eval.next_eval = first.id.clone();
-    }
-    writes.push(eval);
+    let mut writes = vec![finished.clone()];
     writes.extend(blocked.iter().cloned());
     writes.extend(plan.follow_up_evals.iter().cloned());
     server.store_evals(writes).await?;
 
+    let stored = |id: &str, fallback: Evaluation| {
+        server
+            .state
+            .eval(id)
+            .map(|eval| (*eval).clone())
+            .unwrap_or(fallback)
+    };
+    let mut parked = Vec::new();
+    if finished.status == EVAL_STATUS_BLOCKED {
+        parked.push(stored(&finished.id, finished.clone()));
+    }
     if let Some(blocked) = blocked {
-        let stored = server.state.eval(&blocked.id).map(|eval| (*eval).clone());
-        if let Some(superseded) = server.blocked.block(stored.unwrap_or(blocked)) {
+        parked.push(stored(&blocked.id, blocked));
+    }
+    for eval in parked {
+        if let Some(superseded) = server.blocked.block(eval) {
             server.cancel_superseded(vec![superseded]).await;
         }
     }
     for follow_up in plan.follow_up_evals {
-        let stored = server
-            .state
-            .eval(&follow_up.id)
-            .map(|eval| (*eval).clone())
-            .unwrap_or(follow_up);
-        server.enqueue_when_due(stored);
+        let follow_up = stored(&follow_up.id, follow_up);
+        server.enqueue_when_due(follow_up);
     }
     Ok(())
 }

@@ -33,13 +33,24 @@ impl Agent {
         agent
     }
 
+    /// Starts `drover agent -dev` without a data dir: state in a temporary dir, tasks stopped
+    /// when the agent exits.
+    pub fn start_ephemeral() -> Agent {
+        Agent::spawn(None, &[])
+    }
+
     /// Starts `drover agent -dev -data-dir DIR` with extra flags.
     pub fn start_with(data_dir: &Path, extra: &[&str]) -> Agent {
+        Agent::spawn(Some(data_dir), extra)
+    }
+
+    fn spawn(data_dir: Option<&Path>, extra: &[&str]) -> Agent {
         let mut command = Command::new(drover_bin());
+        command.arg("agent").arg("-dev");
+        if let Some(data_dir) = data_dir {
+            command.arg(format!("-data-dir={}", data_dir.display()));
+        }
         command
-            .arg("agent")
-            .arg("-dev")
-            .arg(format!("-data-dir={}", data_dir.display()))
             .arg("-http-port=0")
             .args(extra)
             .env("RUST_LOG", "info")
@@ -74,7 +85,7 @@ impl Agent {
         Agent {
             child: Some(child),
             address,
-            data_dir: data_dir.to_owned(),
+            data_dir: data_dir.map(Path::to_owned).unwrap_or_default(),
             _temp: None,
             stdout_log,
         }
