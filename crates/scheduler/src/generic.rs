@@ -387,8 +387,12 @@ impl Pass<'_> {
             if let (Some(_), Some(previous)) = (placement.stop_previous, previous.as_ref()) {
                 self.plan.pop_stop(&previous.node_id, &previous.id);
             }
-            if let (true, Some(previous)) = (placement.reschedule, previous.as_ref()) {
-                // Keep the failed allocation (and its tracker) for the blocked evaluation.
+            // Keep a finished allocation (and its tracker) for the blocked evaluation. One still
+            // running (a batch allocation stopped with `-reschedule`) stays stopped: other
+            // placements may already use what its stop freed.
+            if let (true, Some(previous)) = (placement.reschedule, previous.as_ref())
+                && previous.client_terminal_status()
+            {
                 self.plan.pop_stop(&previous.node_id, &previous.id);
                 let mut annotated = Allocation::clone(previous);
                 annotate_last_reschedule(&mut annotated, LAST_RESCHEDULE_FAILED_TO_PLACE);

@@ -6,15 +6,21 @@
 //! [`IdSource`]; `clippy.toml` forbids clocks and OS randomness in this crate.
 //!
 //! Entry point: [`schedule`]`(state, eval, options, ids) -> Result<Plan, SchedulerError>` for
-//! service, batch, system and sysbatch jobs. The pipeline, as in Nomad: `reconcile` (what to stop, place, update)
-//! → `feasible` (constraints, drivers, distinct hosts/property) → `select` (fit CPU and memory,
-//! score, pick) → `generic` (build allocations into the [`Plan`]).
+//! service, batch, system and sysbatch jobs. The pipeline, as in Nomad:
+//! - `reconcile` (service/batch) or `system` (one per node): what to stop, place, update in
+//!   place or replace; `reschedule` says when a failed allocation is replaced, `update` which
+//!   job changes are destructive, `names` which indexes to use;
+//! - `feasible` (drivers, constraints via `constraint` and `version`, distinct hosts and
+//!   properties) → `select` (fit CPU, memory, disk and ports via `network`; score bin-pack or
+//!   spread, anti-affinity, affinities, spreads; pick among the first few) → `generic` (build
+//!   allocations into the [`Plan`]).
 //!
 //! How the server calls it: implement [`SchedulerState`] over a consistent snapshot of the
 //! store, pass the evaluation, a seed, "now", and an ID source whose IDs are unique across
 //! passes (UUIDs); then commit the returned plan (stops in `node_update`, new and updated
-//! allocations in `node_allocation`), create `blocked_eval` and `follow_up_evals`, and complete
-//! the evaluation with `failed_tg_allocs` and `queued_allocations`.
+//! allocations in `node_allocation`), create `blocked_eval` and `follow_up_evals`, and store
+//! [`Plan::finished_eval`]. `testing` has builders for fake clusters; [`InMemoryState`] is a
+//! snapshot held in memory.
 //!
 //! ```
 //! use drover_scheduler::testing::{JobBuilder, NodeBuilder};

@@ -74,9 +74,9 @@ pub struct PlanAnnotations {
 /// `node_allocation` (new allocations, in-place updates of existing ones — same ID, new job —
 /// and attribute updates such as a `FollowupEvalID`). Every allocation carries its `Job`.
 ///
-/// After committing, the server completes the evaluation with `failed_tg_allocs`,
-/// `queued_allocations` and, when `blocked_eval` is set, stores that evaluation (status
-/// `blocked`) and records its ID as the evaluation's `BlockedEval`. `follow_up_evals` are
+/// After committing, the server stores [`Plan::finished_eval`] (the evaluation completed with
+/// `failed_tg_allocs`, `queued_allocations`, `BlockedEval` and `NextEval`) and, when
+/// `blocked_eval` is set, that evaluation (status `blocked`). `follow_up_evals` are
 /// delayed evaluations (their `WaitUntil` set) for allocations that will be rescheduled later;
 /// the first one's ID is the evaluation's `NextEval`. When the evaluation was itself a blocked
 /// one and placements still failed, no new blocked evaluation is made: the server re-blocks
@@ -108,6 +108,31 @@ impl Plan {
     pub fn is_no_op(&self) -> bool {
         self.node_update.values().all(Vec::is_empty)
             && self.node_allocation.values().all(Vec::is_empty)
+    }
+
+    /// The evaluation as it should be stored once this plan committed (Nomad's `setStatus`):
+    /// `complete` with the failed and queued placements, its blocked and next evaluations, and
+    /// the modify time — or, for a blocked evaluation whose placements still fail, `blocked`
+    /// again so the server parks it until capacity changes.
+    pub fn finished_eval(&self, eval: &Evaluation, now_unix_nanos: i64) -> Evaluation {
+        let mut finished = eval.clone();
+        let still_blocked =
+            eval.status == drover_structs::EVAL_STATUS_BLOCKED && !self.failed_tg_allocs.is_empty();
+        finished.status = if still_blocked {
+            drover_structs::EVAL_STATUS_BLOCKED.to_string()
+        } else {
+            drover_structs::EVAL_STATUS_COMPLETE.to_string()
+        };
+        finished.failed_tg_allocs = self.failed_tg_allocs.clone();
+        finished.queued_allocations = self.queued_allocations.clone();
+        if let Some(blocked) = self.blocked_eval.as_ref() {
+            finished.blocked_eval = blocked.id.clone();
+        }
+        if let Some(next) = self.follow_up_evals.first() {
+            finished.next_eval = next.id.clone();
+        }
+        finished.modify_time = now_unix_nanos;
+        finished
     }
 
     /// Every allocation the plan creates or updates.

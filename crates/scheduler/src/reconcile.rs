@@ -326,14 +326,18 @@ impl Reconciler<'_> {
             );
         }
 
-        let taken = untainted
+        // Names held, one per allocation (an allocation can be both migrating and rescheduled).
+        let holders: BTreeMap<&String, &Arc<Allocation>> = untainted
+            .iter()
+            .chain(migrate.iter())
+            .chain(reschedule_now.iter())
+            .chain(lost.iter())
+            .collect();
+        let taken: Vec<u64> = holders
             .values()
-            .chain(migrate.values())
-            .chain(reschedule_now.values())
-            .chain(lost.values())
-            .map(|alloc| alloc_index_from_name(&alloc.name, &job.id, group_name));
-        let mut name_index =
-            AllocNameIndex::new(&job.id, group_name, count, taken.collect::<Vec<_>>());
+            .map(|alloc| alloc_index_from_name(&alloc.name, &job.id, group_name))
+            .collect();
+        let mut name_index = AllocNameIndex::new(&job.id, group_name, count, taken);
 
         self.compute_stop(
             job,
@@ -596,12 +600,17 @@ impl Reconciler<'_> {
             .values()
             .filter(|alloc| alloc.client_status != drover_structs::ALLOC_CLIENT_STATUS_UNKNOWN)
             .count() as i64;
-        let mut remove =
-            known_untainted + migrate.len() as i64 + reschedule_now.len() as i64 - count as i64;
+        // Failed allocations to replace count toward the group (migrating ones, rescheduled
+        // through `alloc stop`, are already counted as migrating).
+        let mut failed_highest_first: Vec<Arc<Allocation>> = reschedule_now
+            .values()
+            .filter(|alloc| !migrate.contains_key(&alloc.id))
+            .cloned()
+            .collect();
+        failed_highest_first.sort_by(|a, b| name_order(b, a));
+        let mut remove = known_untainted + migrate.len() as i64 + failed_highest_first.len() as i64
+            - count as i64;
         if remove > 0 {
-            let mut failed_highest_first: Vec<Arc<Allocation>> =
-                reschedule_now.values().cloned().collect();
-            failed_highest_first.sort_by(|a, b| name_order(b, a));
             for alloc in failed_highest_first {
                 if remove == 0 {
                     break;
@@ -641,6 +650,7 @@ impl Reconciler<'_> {
                     }
                     self.mark_stop(&alloc, None, STATUS_ALLOC_NOT_NEEDED);
                     migrate.remove(&alloc.id);
+                    reschedule_now.remove(&alloc.id);
                     stopped.insert(alloc.id.clone());
                     name_index.unset(alloc_index_from_name(&alloc.name, &job.id, group_name));
                     remove -= 1;

@@ -16,7 +16,8 @@
 //!
 //! Resources counted: CPU (MHz) and memory (MB) of non-terminal allocations, with Nomad's
 //! lifecycle rule (prestart sidecars add up; ephemeral prestart, main plus poststart, and
-//! poststop tasks take the largest), against the node's resources minus its reserved ones.
+//! poststop tasks take the largest), against the node's resources minus its reserved ones;
+//! ephemeral disk when the node reports its disk; host ports for group networks (`network`).
 //!
 //! Not here: which placements to make (`reconcile`), building allocations (`generic`).
 
@@ -146,6 +147,31 @@ pub fn group_allocated_resources(group: &TaskGroup) -> AllocatedResources {
     allocated
 }
 
+/// The ephemeral disk an allocation holds (MB).
+pub fn allocated_disk_mb(alloc: &Allocation) -> i64 {
+    match alloc.allocated_resources.as_ref() {
+        Some(allocated) => allocated.shared.disk_mb,
+        None => alloc
+            .shared_resources
+            .as_ref()
+            .map_or(0, |resources| resources.disk_mb),
+    }
+}
+
+/// The disk a node offers to allocations (MB), or `None` when it reports no disk (then disk is
+/// not a constraint, so a node that cannot measure its disk still takes work).
+pub fn node_disk_capacity(node: &Node) -> Option<i64> {
+    let total = node.node_resources.as_ref()?.disk.disk_mb;
+    if total <= 0 {
+        return None;
+    }
+    let reserved = node
+        .reserved_resources
+        .as_ref()
+        .map_or(0, |reserved| reserved.disk.disk_mb);
+    Some(total - reserved)
+}
+
 /// The CPU and memory a node offers to allocations: its resources minus its reserved ones.
 pub fn node_capacity(node: &Node) -> Usage {
     let total = node
@@ -195,6 +221,8 @@ struct ProposedAlloc {
     job_id: String,
     task_group: String,
     usage: Usage,
+    /// Ephemeral disk it holds (MB).
+    disk_mb: i64,
     /// Host ports it holds.
     ports: Vec<i64>,
 }
@@ -207,6 +235,7 @@ impl ProposedAlloc {
             job_id: alloc.job_id.clone(),
             task_group: alloc.task_group.clone(),
             usage: allocated_usage(alloc),
+            disk_mb: allocated_disk_mb(alloc),
             ports: crate::network::alloc_ports(alloc),
         }
     }
@@ -244,6 +273,9 @@ pub struct Stack {
     constraint_cache: ConstraintCache,
     /// Node ID → its non-terminal allocations in the snapshot.
     node_allocs: BTreeMap<String, Arc<Vec<Arc<ProposedAlloc>>>>,
+    /// Allocation ID → summary, for allocations the plan adds (an ID's content is fixed within
+    /// a pass).
+    planned_allocs: BTreeMap<String, Arc<ProposedAlloc>>,
     /// Node ID → node, for nodes looked up while counting `distinct_property`.
     node_lookup: BTreeMap<String, Option<Arc<Node>>>,
     nodes_available: BTreeMap<String, i64>,
@@ -278,6 +310,7 @@ impl Stack {
             static_checks: BTreeMap::new(),
             constraint_cache: ConstraintCache::default(),
             node_allocs: BTreeMap::new(),
+            planned_allocs: BTreeMap::new(),
             node_lookup: BTreeMap::new(),
             nodes_available,
             port_rng: SeededRng::new(seed ^ 0x706f_7274_735f_726e),
@@ -372,6 +405,7 @@ impl Stack {
             .collect();
         let spreads = SpreadScoring::new(self, state, plan, job, group, options);
         let desired_count = group.count.max(1) as f64;
+        let ask_disk_mb = group.ephemeral_disk.as_ref().map_or(0, |disk| disk.size_mb);
         let affinities: Vec<&Affinity> = job
             .affinities
             .iter()
@@ -402,7 +436,7 @@ impl Stack {
         let mut seen = 0;
         let mut deferred: Vec<RankedNode> = Vec::new();
         let mut best: Option<RankedNode> = None;
-        let mut scored: Vec<NodeScoreMeta> = Vec::new();
+        let mut scored: Vec<ScoreParts> = Vec::new();
 
         let consider = |option: RankedNode, best: &mut Option<RankedNode>| {
             if best
@@ -470,6 +504,14 @@ impl Stack {
                 exhaust_node(&mut metric, &node, "memory");
                 continue;
             }
+            if let Some(disk_capacity) = node_disk_capacity(&node) {
+                let disk_used: i64 =
+                    ask_disk_mb + proposed.iter().map(|alloc| alloc.disk_mb).sum::<i64>();
+                if disk_used > disk_capacity {
+                    exhaust_node(&mut metric, &node, "disk");
+                    continue;
+                }
+            }
             let mut ports = None;
             if !group.networks.is_empty() {
                 let used_ports: BTreeSet<i64> = proposed
@@ -492,8 +534,6 @@ impl Stack {
 
             let fit = fit_score(self.scoring, capacity, used) / MAX_FIT_SCORE;
             let mut scores = vec![fit];
-            let mut meta = BTreeMap::new();
-            meta.insert("binpack".to_string(), fit);
             let collisions = proposed
                 .iter()
                 .filter(|alloc| {
@@ -510,7 +550,6 @@ impl Stack {
             if collisions > 0 {
                 scores.push(anti_affinity);
             }
-            meta.insert("job-anti-affinity".to_string(), anti_affinity);
             let penalty = if options.penalty_node_ids.contains(&node.id) {
                 -1.0
             } else {
@@ -519,7 +558,6 @@ impl Stack {
             if penalty != 0.0 {
                 scores.push(penalty);
             }
-            meta.insert("node-reschedule-penalty".to_string(), penalty);
             let mut affinity_score = 0.0;
             if affinity_weight > 0.0 {
                 let matched: f64 = affinities
@@ -541,19 +579,23 @@ impl Stack {
                     scores.push(affinity_score);
                 }
             }
-            meta.insert("node-affinity".to_string(), affinity_score);
+            let mut spread_score = None;
             if !spreads.is_empty() {
-                let spread_score = spreads.score(&node);
-                if spread_score != 0.0 {
-                    scores.push(spread_score);
+                let score = spreads.score(&node);
+                if score != 0.0 {
+                    scores.push(score);
                 }
-                meta.insert("allocation-spread".to_string(), spread_score);
+                spread_score = Some(score);
             }
             let final_score = scores.iter().sum::<f64>() / scores.len() as f64;
-            scored.push(NodeScoreMeta {
-                node_id: node.id.clone(),
-                scores: meta,
-                norm_score: final_score,
+            scored.push(ScoreParts {
+                node: node.clone(),
+                binpack: fit,
+                anti_affinity,
+                penalty,
+                affinity: affinity_score,
+                spread: spread_score,
+                final_score,
             });
 
             let option = RankedNode {
@@ -577,12 +619,12 @@ impl Stack {
         }
 
         scored.sort_by(|a, b| {
-            b.norm_score
-                .total_cmp(&a.norm_score)
-                .then_with(|| a.node_id.cmp(&b.node_id))
+            b.final_score
+                .total_cmp(&a.final_score)
+                .then_with(|| a.node.id.cmp(&b.node.id))
         });
         scored.truncate(SCORE_META_TOP_K);
-        metric.score_meta_data = scored;
+        metric.score_meta_data = scored.iter().map(ScoreParts::meta).collect();
         (best, metric)
     }
 
@@ -650,33 +692,32 @@ impl Stack {
         if stops.is_none() && planned.is_none() && ignored_alloc_id.is_none() {
             return base.as_ref().clone();
         }
-        let stopped: BTreeSet<&str> = plan
-            .node_update
-            .get(node_id)
-            .map(|stops| stops.iter().map(|alloc| alloc.id.as_str()).collect())
-            .unwrap_or_default();
-        let planned = plan.node_allocation.get(node_id);
-        let replaced: BTreeSet<&str> = planned
-            .map(|allocs| allocs.iter().map(|alloc| alloc.id.as_str()).collect())
-            .unwrap_or_default();
+        // A node's share of the plan is small: linear scans beat building sets.
+        let stops: &[Allocation] = stops.map_or(&[], Vec::as_slice);
+        let planned: &[Allocation] = planned.map_or(&[], Vec::as_slice);
         let mut proposed: Vec<Arc<ProposedAlloc>> = base
             .iter()
             .filter(|alloc| {
-                !stopped.contains(alloc.id.as_str())
-                    && !replaced.contains(alloc.id.as_str())
-                    && Some(alloc.id.as_str()) != ignored_alloc_id
+                Some(alloc.id.as_str()) != ignored_alloc_id
+                    && !stops.iter().any(|stop| stop.id == alloc.id)
+                    && !planned.iter().any(|update| update.id == alloc.id)
             })
             .cloned()
             .collect();
-        if let Some(allocs) = planned {
-            proposed.extend(
-                allocs
-                    .iter()
-                    .filter(|alloc| {
-                        !alloc.terminal_status() && Some(alloc.id.as_str()) != ignored_alloc_id
-                    })
-                    .map(|alloc| Arc::new(ProposedAlloc::of(alloc))),
-            );
+        for alloc in planned {
+            if alloc.terminal_status() || Some(alloc.id.as_str()) == ignored_alloc_id {
+                continue;
+            }
+            let summary = match self.planned_allocs.get(&alloc.id) {
+                Some(summary) => summary.clone(),
+                None => {
+                    let summary = Arc::new(ProposedAlloc::of(alloc));
+                    self.planned_allocs
+                        .insert(alloc.id.clone(), summary.clone());
+                    summary
+                }
+            };
+            proposed.push(summary);
         }
         proposed
     }
@@ -734,6 +775,36 @@ impl Stack {
             }
         }
         use_by_value
+    }
+}
+
+/// The score components of one node, kept as numbers until the best few are reported.
+struct ScoreParts {
+    node: Arc<Node>,
+    binpack: f64,
+    anti_affinity: f64,
+    penalty: f64,
+    affinity: f64,
+    spread: Option<f64>,
+    final_score: f64,
+}
+
+impl ScoreParts {
+    /// Nomad's `NodeScoreMeta`, with its score names.
+    fn meta(&self) -> NodeScoreMeta {
+        let mut scores = BTreeMap::new();
+        scores.insert("binpack".to_string(), self.binpack);
+        scores.insert("job-anti-affinity".to_string(), self.anti_affinity);
+        scores.insert("node-reschedule-penalty".to_string(), self.penalty);
+        scores.insert("node-affinity".to_string(), self.affinity);
+        if let Some(spread) = self.spread {
+            scores.insert("allocation-spread".to_string(), spread);
+        }
+        NodeScoreMeta {
+            node_id: self.node.id.clone(),
+            scores,
+            norm_score: self.final_score,
+        }
     }
 }
 

@@ -114,3 +114,25 @@ fn bench_placements_on_ten_thousand_nodes() {
         println!("{job_type}: re-evaluating {count} unchanged allocations took {seconds:.3} s");
     }
 }
+
+#[test]
+#[ignore = "benchmark: run with --release -- --ignored --nocapture"]
+fn bench_small_job_latency_on_ten_thousand_nodes() {
+    let state_nodes = 10_000;
+    let mut state = cluster(state_nodes);
+    for round in 0..5u64 {
+        let job = JobBuilder::service(&format!("small-{round}"))
+            .datacenters(&["dc1", "dc2"])
+            .group("g", 10)
+            .task("t", "raw_exec")
+            .build();
+        state.upsert_job(job.clone());
+        let (plan, seconds) = timed_pass(&state, &job, &format!("small-{round}"), 100 + round);
+        assert_eq!(plan.allocations().count(), 10);
+        println!(
+            "service job of 10 on {state_nodes} nodes: one evaluation in {:.1} ms",
+            seconds * 1000.0
+        );
+        state.apply_plan(&plan);
+    }
+}

@@ -74,6 +74,8 @@ struct Step {
     stop: bool,
     take_node_down: Option<usize>,
     fail_some: bool,
+    /// `alloc stop` some allocations (some with `-reschedule`).
+    stop_some: bool,
 }
 
 fn step(groups: usize) -> impl Strategy<Value = Step> {
@@ -85,16 +87,20 @@ fn step(groups: usize) -> impl Strategy<Value = Step> {
         proptest::bool::weighted(0.1),
         proptest::option::weighted(0.3, 0usize..20),
         proptest::bool::weighted(0.3),
+        proptest::bool::weighted(0.3),
     )
         .prop_map(
-            |(counts, cpu, memory_mb, change_env, stop, take_node_down, fail_some)| Step {
-                counts,
-                cpu,
-                memory_mb,
-                change_env,
-                stop,
-                take_node_down,
-                fail_some,
+            |(counts, cpu, memory_mb, change_env, stop, take_node_down, fail_some, stop_some)| {
+                Step {
+                    counts,
+                    cpu,
+                    memory_mb,
+                    change_env,
+                    stop,
+                    take_node_down,
+                    fail_some,
+                    stop_some,
+                }
             },
         )
 }
@@ -253,23 +259,33 @@ fn check_plan(state: &InMemoryState, job: &Job, plan: &Plan) -> Result<(), TestC
     Ok(())
 }
 
-fn check_state(state: &InMemoryState, job: &Job) -> Result<(), TestCaseError> {
+fn check_state(state: &InMemoryState, jobs: &[&Job]) -> Result<(), TestCaseError> {
     let live: Vec<_> = state
         .allocs()
         .into_iter()
         .filter(|alloc| !alloc.terminal_status())
         .collect();
-    let system = job.r#type == drover_structs::JOB_TYPE_SYSTEM
-        || job.r#type == drover_structs::JOB_TYPE_SYSBATCH;
     // System jobs: at most one per group per node; others: at most the count per group.
-    let mut per_group: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+    let mut per_group: BTreeMap<(&str, &str, &str), i64> = BTreeMap::new();
     for alloc in &live {
+        let job = jobs
+            .iter()
+            .find(|job| job.id == alloc.job_id)
+            .ok_or_else(|| TestCaseError::fail("allocation of an unknown job"))?;
+        let system = job.r#type == drover_structs::JOB_TYPE_SYSTEM
+            || job.r#type == drover_structs::JOB_TYPE_SYSBATCH;
         let node_key = if system { alloc.node_id.as_str() } else { "" };
         *per_group
-            .entry((alloc.task_group.as_str(), node_key))
+            .entry((alloc.job_id.as_str(), alloc.task_group.as_str(), node_key))
             .or_insert(0) += 1;
     }
-    for ((group, _), live_count) in per_group {
+    for ((job_id, group, _), live_count) in per_group {
+        let job = jobs
+            .iter()
+            .find(|job| job.id == job_id)
+            .ok_or_else(|| TestCaseError::fail("unknown job"))?;
+        let system = job.r#type == drover_structs::JOB_TYPE_SYSTEM
+            || job.r#type == drover_structs::JOB_TYPE_SYSBATCH;
         let count = if job.stop {
             0
         } else if system {
@@ -343,6 +359,21 @@ proptest! {
         for (index, spec) in scenario.nodes.iter().enumerate() {
             state.upsert_node(build_node(index, spec));
         }
+        // Half the scenarios share the nodes with another service job.
+        let background = (scenario.seed % 2 == 0).then(|| {
+            JobBuilder::service("other")
+                .datacenters(&["dc1", "dc2"])
+                .group("o", scenario.nodes.len() as i64)
+                .task("t", "raw_exec")
+                .resources(200, 256)
+                .build()
+        });
+        if let Some(other) = background.as_ref() {
+            state.upsert_job(other.clone());
+            let plan = run(&state, &eval_for(other, 100), scenario.seed, 100);
+            check_plan(&state, other, &plan)?;
+            commit(&mut state, &plan);
+        }
         for (step_index, step) in scenario.steps.iter().enumerate() {
             if let Some(victim) = step.take_node_down
                 && let Some(node) =
@@ -361,6 +392,23 @@ proptest! {
                     state.upsert_alloc(failed);
                 }
             }
+            if step.stop_some {
+                let targets: Vec<_> = state
+                    .allocs()
+                    .into_iter()
+                    .filter(|alloc| !alloc.terminal_status())
+                    .step_by(4)
+                    .collect();
+                for (position, alloc) in targets.into_iter().enumerate() {
+                    let mut stopping = (*alloc).clone();
+                    stopping.desired_transition.migrate = Some(true);
+                    if position % 2 == 1 {
+                        stopping.desired_transition.reschedule = Some(true);
+                        stopping.modify_time = NOW - 3_600_000_000_000;
+                    }
+                    state.upsert_alloc(stopping);
+                }
+            }
             let job = build_job(&scenario, step, step_index as u64);
             state.upsert_job(job.clone());
             let eval = eval_for(&job, step_index);
@@ -372,7 +420,14 @@ proptest! {
                 prop_assert!(metric.nodes_evaluated >= metric.nodes_filtered + metric.nodes_exhausted);
             }
             commit(&mut state, &plan);
-            check_state(&state, &job)?;
+            let mut jobs = vec![&job];
+            if let Some(other) = background.as_ref() {
+                let plan = run(&state, &eval_for(other, 200 + step_index), scenario.seed, 200 + step_index);
+                check_plan(&state, other, &plan)?;
+                commit(&mut state, &plan);
+                jobs.push(other);
+            }
+            check_state(&state, &jobs)?;
         }
     }
 }

@@ -267,12 +267,29 @@ fn missing_driver_fails_placement_and_blocks() {
     );
     assert!(blocked.failed_tg_allocs.contains_key("g"));
 
-    // A blocked evaluation that still cannot place does not make another.
+    let finished = plan.finished_eval(&eval_for(&job, "eval-1"), NOW);
+    assert_eq!(finished.status, "complete");
+    assert_eq!(finished.blocked_eval, blocked.id);
+    assert_eq!(finished.queued_allocations.get("g"), Some(&2));
+    assert!(finished.failed_tg_allocs.contains_key("g"));
+
+    // A blocked evaluation that still cannot place does not make another: it stays blocked.
     let mut again = eval_for(&job, "eval-2");
     again.status = drover_structs::EVAL_STATUS_BLOCKED.to_string();
     let replan = run_eval(&state, &again);
     assert!(!replan.failed_tg_allocs.is_empty());
     assert!(replan.blocked_eval.is_none());
+    assert_eq!(replan.finished_eval(&again, NOW).status, "blocked");
+
+    // Once a node with the driver joins, the blocked evaluation places and completes.
+    state.upsert_node(
+        NodeBuilder::new("docker-node")
+            .with_driver("docker")
+            .build(),
+    );
+    let unblocked = run_eval(&state, &again);
+    assert_eq!(unblocked.allocations().count(), 2);
+    assert_eq!(unblocked.finished_eval(&again, NOW).status, "complete");
 }
 
 #[test]
@@ -1240,4 +1257,151 @@ fn spread_targets_split_allocations_by_attribute() {
         .filter(|alloc| alloc.node_id.as_str() < "n06")
         .count();
     assert_eq!(on_r1, 5);
+}
+
+#[test]
+fn ephemeral_disk_counts_when_the_node_reports_its_disk() {
+    let job = JobBuilder::service("web")
+        .group("g", 3)
+        .task("t", "raw_exec")
+        .build();
+    let with_disk = |disk_mb: i64| {
+        let mut state = InMemoryState::new();
+        let mut node = NodeBuilder::new("n").build();
+        if let Some(resources) = node.node_resources.as_mut() {
+            resources.disk.disk_mb = disk_mb;
+        }
+        state.upsert_node(node);
+        state.upsert_job(job.clone());
+        run(&state, &job, "e")
+    };
+    let small = with_disk(700);
+    assert_eq!(
+        small.allocations().count(),
+        2,
+        "two 300 MB disks fit in 700 MB, three do not"
+    );
+    assert_eq!(
+        small.failed_tg_allocs["g"].dimension_exhausted.get("disk"),
+        Some(&1)
+    );
+    let unknown = with_disk(0);
+    assert_eq!(
+        unknown.allocations().count(),
+        3,
+        "a node that reports no disk is not limited by it"
+    );
+}
+
+#[test]
+fn stopping_a_batch_allocation_with_reschedule_replaces_it_once() {
+    let mut state = cluster(3);
+    let job = JobBuilder::batch("report")
+        .group("g", 2)
+        .task("t", "raw_exec")
+        .reschedule_attempts(2)
+        .build();
+    state.upsert_job(job.clone());
+    let first = run(&state, &job, "e1");
+    commit(&mut state, &first);
+    let mut target = live_allocs(&state, &job)[1].clone();
+    target.desired_transition.migrate = Some(true);
+    target.desired_transition.reschedule = Some(true);
+    target.modify_time = NOW - 3_600 * SECOND;
+    state.upsert_alloc(target.clone());
+
+    let plan = run(&state, &job, "e2");
+    assert_eq!(
+        stops_by_description(&plan),
+        BTreeMap::from([(
+            STATUS_ALLOC_MIGRATING.to_string(),
+            vec![target.name.clone()]
+        )])
+    );
+    let placed: Vec<&Allocation> = plan.allocations().collect();
+    assert_eq!(placed.len(), 1, "{:?}", plan.annotations);
+    assert_eq!(
+        placed[0].name, target.name,
+        "{:?} {:?}",
+        plan.annotations, placed[0]
+    );
+    assert_eq!(placed[0].previous_allocation, target.id);
+    assert!(
+        placed[0].reschedule_tracker.is_some(),
+        "replaced as a reschedule"
+    );
+}
+
+#[test]
+fn a_running_allocation_stopped_for_reschedule_stays_stopped_when_no_node_fits() {
+    // Regression: restoring it after its replacement failed overcommitted the node, because
+    // another placement of the same pass had already used what its stop freed.
+    let mut state = InMemoryState::new();
+    let node = NodeBuilder::new("only").resources(1000, 8192).build();
+    state.upsert_node(node.clone());
+    let job = JobBuilder::batch("work")
+        .group("z", 1)
+        .task("t", "raw_exec")
+        .resources(600, 64)
+        .reschedule_attempts(3)
+        .group("b", 1)
+        .task("t", "raw_exec")
+        .resources(600, 64)
+        .build();
+    state.upsert_job(job.clone());
+    let mut running = running_alloc("z-0", &job, "z", 0, &node);
+    running.desired_transition.migrate = Some(true);
+    running.desired_transition.reschedule = Some(true);
+    running.modify_time = NOW - 3_600 * SECOND;
+    state.upsert_alloc(running);
+
+    let plan = run(&state, &job, "e");
+    assert_eq!(
+        plan.stops()
+            .map(|alloc| alloc.id.as_str())
+            .collect::<Vec<_>>(),
+        vec!["z-0"]
+    );
+    assert_eq!(
+        plan.allocations()
+            .map(|alloc| alloc.task_group.as_str())
+            .collect::<Vec<_>>(),
+        vec!["b"]
+    );
+    assert!(plan.failed_tg_allocs.contains_key("z"));
+    commit(&mut state, &plan);
+    let used: i64 = state
+        .allocs()
+        .iter()
+        .filter(|alloc| !alloc.terminal_status())
+        .map(|alloc| drover_scheduler::select::allocated_usage(alloc).cpu)
+        .sum();
+    assert!(used <= 1000, "{used} MHz placed on a 1000 MHz node");
+}
+
+#[test]
+fn sticky_ephemeral_disk_keeps_a_replacement_on_its_node() {
+    let mut state = cluster(8);
+    let mut job = JobBuilder::service("db")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .build();
+    if let Some(disk) = job.task_groups[0].ephemeral_disk.as_mut() {
+        disk.sticky = true;
+    }
+    state.upsert_job(job.clone());
+    let first = run(&state, &job, "e1");
+    commit(&mut state, &first);
+    let original = live_allocs(&state, &job)[0].clone();
+    for round in 0..4 {
+        let changed = new_version(&job, |job| {
+            job.task_groups[0].tasks[0]
+                .env
+                .insert("ROUND".into(), round.to_string());
+        });
+        state.upsert_job(changed.clone());
+        let plan = run(&state, &changed, &format!("e-{round}"));
+        let replacement = plan.allocations().next().expect("a replacement");
+        assert_eq!(replacement.node_id, original.node_id, "round {round}");
+    }
 }

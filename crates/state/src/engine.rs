@@ -18,6 +18,7 @@
 //! **Boundary**: generic over the state type; it knows tables only by [`Table`] name and
 //! values only as serde values. No clock is read except tokio's, for blocking-query deadlines.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -36,6 +37,9 @@ const META_LATEST_INDEX_KEY: &[u8] = b"m/index";
 const META_SCHEMA_KEY: &[u8] = b"m/schema";
 const META_TABLE_INDEX_PREFIX: &[u8] = b"m/table/";
 const TABLE_PREFIX: &[u8] = b"t/";
+/// The most operations the writer adds to a batch besides the writes' own: the latest index
+/// and one index per table.
+const META_OPS_PER_BATCH: usize = 1 + TABLE_COUNT;
 
 /// A table of the store; blocking queries watch one or more of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -52,9 +56,12 @@ pub enum Table {
     Nodes,
     /// Job summaries.
     JobSummaries,
+    /// The copies of jobs that allocations were placed with, stored once per job version
+    /// rather than inside every allocation record.
+    AllocJobs,
 }
 
-const TABLE_COUNT: usize = 6;
+const TABLE_COUNT: usize = 7;
 
 impl Table {
     /// Every table.
@@ -65,6 +72,7 @@ impl Table {
         Table::Allocs,
         Table::Nodes,
         Table::JobSummaries,
+        Table::AllocJobs,
     ];
 
     /// The table's name, as used in keys and errors.
@@ -76,6 +84,7 @@ impl Table {
             Table::Allocs => "allocs",
             Table::Nodes => "nodes",
             Table::JobSummaries => "job_summaries",
+            Table::AllocJobs => "alloc_jobs",
         }
     }
 
@@ -87,6 +96,7 @@ impl Table {
             Table::Allocs => 3,
             Table::Nodes => 4,
             Table::JobSummaries => 5,
+            Table::AllocJobs => 6,
         }
     }
 
@@ -382,13 +392,14 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
         let counters = Arc::new(CommitCounters::default());
         let (queue, receiver) = mpsc::channel(options.queue_capacity.max(1));
         let writer = Writer {
-            kv,
             receiver,
             published: published_sender,
             table_watchers: Arc::clone(&table_watchers),
             events: Arc::clone(&events),
             counters: Arc::clone(&counters),
             max_writes_per_commit: options.max_writes_per_commit.max(1),
+            max_ops_per_batch: kv.max_ops_per_batch(),
+            kv,
         };
         tokio::spawn(writer.run());
         Ok(Self {
@@ -525,6 +536,7 @@ struct Writer<S> {
     events: Arc<EventBuffer>,
     counters: Arc<CommitCounters>,
     max_writes_per_commit: usize,
+    max_ops_per_batch: Option<usize>,
 }
 
 impl<S: Clone + Send + Sync + 'static> Writer<S> {
@@ -534,11 +546,11 @@ impl<S: Clone + Send + Sync + 'static> Writer<S> {
             let Some(first) = self.receiver.recv().await else {
                 break;
             };
-            let mut group = Vec::new();
+            let mut group = VecDeque::new();
             let mut next = Some(first);
             while let Some(request) = next.take() {
                 match request {
-                    WriteRequest::Mutate(mutation) => group.push(mutation),
+                    WriteRequest::Mutate(mutation) => group.push_back(mutation),
                     WriteRequest::Shutdown(reply) => {
                         shutdown_reply = Some(reply);
                         break;
@@ -548,8 +560,9 @@ impl<S: Clone + Send + Sync + 'static> Writer<S> {
                     next = self.receiver.try_recv().ok();
                 }
             }
-            if !group.is_empty() {
-                self.commit_group(group).await;
+            // A backend with a cap on operations per batch may need several transactions.
+            while !group.is_empty() {
+                self.commit_group(&mut group).await;
             }
         }
         self.receiver.close();
@@ -562,15 +575,31 @@ impl<S: Clone + Send + Sync + 'static> Writer<S> {
         }
     }
 
-    async fn commit_group(&mut self, group: Vec<Mutation<S>>) {
+    /// Applies writes from the front of `group` in one backend transaction: all of them, or as
+    /// many as fit the backend's cap on operations per batch (at least one; a write larger than
+    /// every earlier one in the batch may still overshoot the cap, so backends should report
+    /// their cap with room for one write).
+    async fn commit_group(&mut self, group: &mut VecDeque<Mutation<S>>) {
         let current = Arc::clone(&self.published.borrow());
         let mut working: Committed<S> = (*current).clone();
         let mut batch = WriteBatch::new();
         let mut events = Vec::new();
         let mut touched = [false; TABLE_COUNT];
         let mut completions = Vec::with_capacity(group.len());
-        let group_size = group.len() as u64;
-        for mutation in group {
+        let mut group_size = 0_u64;
+        let mut largest_write_ops = 0_usize;
+        while let Some(mutation) = group.pop_front() {
+            // Stop before a write that would not fit if it were as large as the largest so far
+            // (a write's size is known only once it has run, and it cannot be undone then).
+            if group_size > 0
+                && self.max_ops_per_batch.is_some_and(|limit| {
+                    batch.ops.len() + largest_write_ops + META_OPS_PER_BATCH > limit
+                })
+            {
+                group.push_front(mutation);
+                break;
+            }
+            group_size += 1;
             let mut context = WriteContext::new(working.indexes.latest + 1);
             let (succeeded, completion) = mutation(&mut working.data, &mut context);
             completions.push(completion);
@@ -584,6 +613,7 @@ impl<S: Clone + Send + Sync + 'static> Writer<S> {
                     touched[table.position()] = true;
                 }
             }
+            largest_write_ops = largest_write_ops.max(context.ops.len());
             batch.ops.append(&mut context.ops);
             events.append(&mut context.events);
         }
@@ -885,6 +915,74 @@ mod tests {
         fn revision(&self) -> KvFuture<'_, Revision> {
             self.inner.revision()
         }
+    }
+
+    /// A backend with a cap on operations per batch that records the size of every batch.
+    struct CappedKv {
+        inner: MemoryKv,
+        cap: usize,
+        batch_sizes: std::sync::Mutex<Vec<usize>>,
+    }
+
+    impl Kv for CappedKv {
+        fn get<'a>(&'a self, key: &'a [u8]) -> KvFuture<'a, Option<Vec<u8>>> {
+            self.inner.get(key)
+        }
+        fn scan(&self, range: KeyRange) -> KvFuture<'_, Vec<KvPair>> {
+            self.inner.scan(range)
+        }
+        fn apply(&self, batch: WriteBatch) -> KvFuture<'_, Revision> {
+            self.batch_sizes.lock().unwrap().push(batch.ops.len());
+            if batch.ops.len() > self.cap {
+                return Box::pin(async {
+                    Err(KvError::Backend {
+                        operation: "commit",
+                        reason: "too many operations in one transaction".to_owned(),
+                    })
+                });
+            }
+            Box::pin(async move {
+                // Take as long as a small fsync, so writes queue up behind the commit.
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                self.inner.apply(batch).await
+            })
+        }
+        fn revision(&self) -> KvFuture<'_, Revision> {
+            self.inner.revision()
+        }
+        fn max_ops_per_batch(&self) -> Option<usize> {
+            Some(self.cap)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn groups_are_split_to_fit_a_backend_cap_on_operations() {
+        let kv = Arc::new(CappedKv {
+            inner: MemoryKv::new(),
+            cap: 40,
+            batch_sizes: std::sync::Mutex::new(Vec::new()),
+        });
+        let engine = Arc::new(
+            Engine::start(kv.clone(), EngineOptions::default(), load_counters)
+                .await
+                .unwrap(),
+        );
+        let writers: Vec<_> = (0..300_u64)
+            .map(|number| {
+                let engine = Arc::clone(&engine);
+                tokio::spawn(async move { set(&engine, &format!("k{number}"), number).await })
+            })
+            .collect();
+        for writer in writers {
+            writer.await.unwrap().unwrap();
+        }
+        let sizes = kv.batch_sizes.lock().unwrap().clone();
+        assert!(sizes.iter().all(|size| *size <= 40), "{sizes:?}");
+        // Still grouped: far fewer transactions than writes.
+        assert!(sizes.len() < 300, "{} transactions", sizes.len());
+        assert!(sizes.iter().any(|size| *size > 20), "{sizes:?}");
+        assert_eq!(engine.snapshot().data.values.len(), 300);
+        assert_eq!(engine.indexes().latest(), 300);
     }
 
     #[tokio::test]

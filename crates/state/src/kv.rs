@@ -191,6 +191,13 @@ pub trait Kv: Send + Sync + 'static {
 
     /// The revision of the last applied batch (0 for a new store).
     fn revision(&self) -> KvFuture<'_, Revision>;
+
+    /// The most operations one batch should hold, if the backend has a cap (etcd's
+    /// `--max-txn-ops`, 128 by default). The group-commit writer then splits its groups so that
+    /// batches of same-sized writes stay within it; report the cap with room for one write.
+    fn max_ops_per_batch(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// An in-memory [`Kv`] with the same semantics as the durable backends, minus durability.

@@ -5,7 +5,21 @@
 //! **Boundary**: holds data, indexes and the data derived in the same write (job status, job
 //! summaries), never scheduling logic. Reads come from an in-memory snapshot; every write is
 //! persisted through the group-commit writer before it is acknowledged.
-#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+//!
+//! Layers, bottom up:
+//! - [`kv`]: the [`Kv`] trait (byte keys and values, range scans, atomic revisioned batches)
+//!   and [`MemoryKv`]; [`embedded`]: [`EmbeddedKv`], one redb file `<data_dir>/state.redb`.
+//! - [`engine`]: the group-commit writer, modify indexes, table watches (blocking queries) and
+//!   the hand-off to [`events`], generic over the in-memory state.
+//! - [`store`]: [`StateStore`], the typed API the server, API and client use; [`tables`]: its
+//!   in-memory tables and [`StateSnapshot`]; [`derive`](mod@derive): job status and summary counters.
+//!
+//! ```text
+//! let store = StateStore::open(data_dir).await?;
+//! let registration = store.upsert_job(job, now_unix_ns).await?;          // versioned
+//! let outcome = store.wait_for_change(&[Table::Allocs], index, deadline).await;
+//! let snapshot = store.snapshot();                                       // for the scheduler
+//! ```
 
 pub mod derive;
 pub mod embedded;

@@ -10,7 +10,7 @@
 //! **Boundary**: no scheduling decisions. The store records what the server decided and derives
 //! only what Nomad's state store derives (job status, summaries, indexes).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -30,7 +30,7 @@ use crate::engine::{
 use crate::error::StateError;
 use crate::events::{Event, EventFilter, EventSubscription, EventType, Topic};
 use crate::kv::{Kv, MemoryKv};
-use crate::tables::{JOB_TRACKED_VERSIONS, JobKey, StateSnapshot, StateTables};
+use crate::tables::{AllocJobRef, JOB_TRACKED_VERSIONS, JobKey, StateSnapshot, StateTables};
 
 /// The outcome of [`StateStore::upsert_job`].
 #[derive(Debug, Clone)]
@@ -93,6 +93,64 @@ fn job_version_record_key(namespace: &str, job_id: &str, version: u64) -> Vec<u8
     key.push(0);
     key.extend_from_slice(&version.to_be_bytes());
     key
+}
+
+fn alloc_job_record_key(job_ref: &AllocJobRef) -> Vec<u8> {
+    let mut key = job_record_key(&job_ref.0, &job_ref.1);
+    key.push(0);
+    key.extend_from_slice(&job_ref.2.to_be_bytes());
+    key.extend_from_slice(&job_ref.3.to_be_bytes());
+    key
+}
+
+fn alloc_job_ref(alloc: &Allocation) -> Option<AllocJobRef> {
+    alloc.job.as_deref().map(|job| {
+        (
+            alloc.namespace.clone(),
+            alloc.job_id.clone(),
+            job.create_index,
+            job.job_modify_index,
+        )
+    })
+}
+
+/// An allocation as persisted: without its job, which is stored once per job version in
+/// [`Table::AllocJobs`] and named here.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct StoredAllocRef<'a> {
+    job_ref: Option<AllocJobRef>,
+    allocation: &'a Allocation,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct StoredAlloc {
+    job_ref: Option<AllocJobRef>,
+    allocation: Allocation,
+}
+
+/// Persists `alloc` (and its job copy, once per job version) and returns it unchanged.
+fn persist_alloc(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    alloc: &mut Allocation,
+) -> Result<(), StateError> {
+    let job_ref = alloc_job_ref(alloc);
+    if let (Some(job_ref), Some(job)) = (&job_ref, alloc.job.as_deref())
+        && !tables.alloc_jobs.contains(job_ref)
+    {
+        context.put(Table::AllocJobs, &alloc_job_record_key(job_ref), job)?;
+        Arc::make_mut(&mut tables.alloc_jobs).insert(job_ref.clone());
+    }
+    let job = alloc.job.take();
+    let stored = StoredAllocRef {
+        job_ref,
+        allocation: alloc,
+    };
+    let result = context.put(Table::Allocs, alloc.id.as_bytes(), &stored);
+    alloc.job = job;
+    result
 }
 
 fn payload<T: serde::Serialize>(
@@ -188,10 +246,36 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
         tables.index_eval(&eval);
         Arc::make_mut(&mut tables.evals).insert(eval.id.clone(), Arc::new(eval));
     }
-    for (_, alloc) in load_table::<Allocation>(kv, Table::Allocs).await? {
+    let mut alloc_jobs: BTreeMap<AllocJobRef, Job> = BTreeMap::new();
+    for (_, job) in load_table::<Job>(kv, Table::AllocJobs).await? {
+        // The namespace and ID come from the allocation side of the reference; a job copy
+        // records its own, which are the same.
+        alloc_jobs.insert(
+            (
+                job.namespace.clone(),
+                job.id.clone(),
+                job.create_index,
+                job.job_modify_index,
+            ),
+            job,
+        );
+    }
+    for (_, stored) in load_table::<StoredAlloc>(kv, Table::Allocs).await? {
+        let mut alloc = stored.allocation;
+        if let Some(job_ref) = &stored.job_ref {
+            match alloc_jobs.get(job_ref) {
+                Some(job) => alloc.job = Some(Box::new(job.clone())),
+                None => tracing::warn!(
+                    alloc_id = %alloc.id,
+                    job_id = %alloc.job_id,
+                    "stored allocation refers to a job copy that is missing"
+                ),
+            }
+        }
         tables.index_alloc(&alloc);
         Arc::make_mut(&mut tables.allocs).insert(alloc.id.clone(), Arc::new(alloc));
     }
+    Arc::make_mut(&mut tables.alloc_jobs).extend(alloc_jobs.into_keys());
     for (_, node) in load_table::<Node>(kv, Table::Nodes).await? {
         Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
     }
@@ -359,7 +443,7 @@ fn write_server_allocs(
         alloc.modify_index = index;
         alloc.alloc_modify_index = index;
         alloc.modify_time = now_unix_ns;
-        context.put(Table::Allocs, alloc.id.as_bytes(), &alloc)?;
+        persist_alloc(tables, context, &mut alloc)?;
         context.emit(alloc_event(event_type, &mut alloc)?);
         let job_key = (alloc.namespace.clone(), alloc.job_id.clone());
         update_summary(tables, context, &job_key, |summary| {
@@ -387,6 +471,26 @@ fn validate_evals(evals: &mut [Evaluation]) -> Result<(), StateError> {
         namespace_or_default(&mut eval.namespace);
     }
     Ok(())
+}
+
+/// Removes the job copies of job `key` that no allocation refers to any more.
+fn remove_unused_alloc_jobs(tables: &mut StateTables, context: &mut WriteContext, key: &JobKey) {
+    let in_use: BTreeSet<AllocJobRef> = tables
+        .allocs_of_job(&key.0, &key.1)
+        .filter_map(|alloc| alloc_job_ref(alloc))
+        .collect();
+    let start: AllocJobRef = (key.0.clone(), key.1.clone(), 0, 0);
+    let unused: Vec<AllocJobRef> = tables
+        .alloc_jobs
+        .range(start..)
+        .take_while(|(namespace, job_id, _, _)| namespace == &key.0 && job_id == &key.1)
+        .filter(|job_ref| !in_use.contains(*job_ref))
+        .cloned()
+        .collect();
+    for job_ref in unused {
+        context.delete(Table::AllocJobs, &alloc_job_record_key(&job_ref));
+        Arc::make_mut(&mut tables.alloc_jobs).remove(&job_ref);
+    }
 }
 
 /// Stores a job registration (see [`StateStore::upsert_job`]).
@@ -743,7 +847,7 @@ impl StateStore {
                     }
                     alloc.modify_index = index;
                     alloc.modify_time = now_unix_ns;
-                    context.put(Table::Allocs, alloc.id.as_bytes(), &alloc)?;
+                    persist_alloc(tables, context, &mut alloc)?;
                     context.emit(alloc_event(EventType::AllocationUpdated, &mut alloc)?);
                     let job_key = (alloc.namespace.clone(), alloc.job_id.clone());
                     update_summary(tables, context, &job_key, |summary| {
@@ -914,6 +1018,7 @@ impl StateStore {
                     return Ok(context.latest_committed_index());
                 }
                 for key in &affected_jobs {
+                    remove_unused_alloc_jobs(tables, context, key);
                     refresh_job_status(tables, context, key)?;
                 }
                 Ok(context.index())

@@ -34,7 +34,13 @@ pub struct StateTables {
     pub(crate) allocs_by_node: Arc<BTreeSet<(String, String)>>,
     pub(crate) allocs_by_eval: Arc<BTreeSet<(String, String)>>,
     pub(crate) nodes: Arc<BTreeMap<String, Arc<Node>>>,
+    /// Which job copies of allocations are persisted (see [`AllocJobRef`]).
+    pub(crate) alloc_jobs: Arc<BTreeSet<AllocJobRef>>,
 }
+
+/// Names the copy of a job an allocation carries: namespace, job ID, the job's `CreateIndex`
+/// and `JobModifyIndex` (together they name one version of one incarnation of the job).
+pub(crate) type AllocJobRef = (String, String, u64, u64);
 
 /// Values of `map` whose key starts with `prefix`, in key order.
 fn by_string_prefix<V: Clone>(map: &BTreeMap<String, V>, prefix: &str) -> Vec<V> {

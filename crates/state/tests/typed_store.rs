@@ -547,6 +547,10 @@ async fn everything_is_reloaded_from_the_data_dir() {
     assert_eq!(store.allocs_by_eval("e1").len(), 2);
     assert_eq!(store.evals_by_job("default", "web").len(), 1);
     assert_eq!(store.alloc("a1").unwrap().client_status, "running");
+    // Allocations get their job copy back (stored once per job version, not per allocation).
+    let reloaded_job = store.alloc("a2").unwrap().job.clone().unwrap();
+    assert_eq!(reloaded_job.id, "web");
+    assert_eq!(reloaded_job.version, 1);
     assert_eq!(store.node("n1").unwrap().secret_id, "secret");
     // Writing continues from the stored index.
     let next = store.upsert_node(node("n2"), NOW).await.unwrap();
@@ -802,4 +806,62 @@ async fn garbage_collection_removes_evals_and_allocs_from_every_index() {
             .unwrap(),
         ineligible
     );
+}
+
+#[tokio::test]
+async fn allocations_share_one_stored_copy_per_job_version_until_collected() {
+    let kv = Arc::new(drover_state::MemoryKv::new());
+    let store = StateStore::open_with_kv(kv.clone(), drover_state::EngineOptions::default())
+        .await
+        .unwrap();
+    let stored_job_copies = || async {
+        drover_state::Kv::scan(
+            kv.as_ref(),
+            drover_state::KeyRange::prefix(b"t/alloc_jobs/"),
+        )
+        .await
+        .unwrap()
+        .len()
+    };
+    store.upsert_job(job("web", 3), NOW).await.unwrap();
+    store
+        .upsert_allocs(
+            vec![
+                alloc("a1", "web", "n1", "e1"),
+                alloc("a2", "web", "n1", "e1"),
+                alloc("a3", "web", "n1", "e1"),
+            ],
+            NOW,
+        )
+        .await
+        .unwrap();
+    store
+        .update_allocs_from_client(vec![client_update("a1", "running")], NOW)
+        .await
+        .unwrap();
+    assert_eq!(stored_job_copies().await, 1);
+    store.upsert_job(job("web", 4), NOW).await.unwrap();
+    store
+        .upsert_allocs(vec![alloc("a4", "web", "n1", "e2")], NOW)
+        .await
+        .unwrap();
+    assert_eq!(stored_job_copies().await, 2);
+    assert_eq!(store.alloc("a4").unwrap().job.as_ref().unwrap().version, 1);
+    assert_eq!(store.alloc("a1").unwrap().job.as_ref().unwrap().version, 0);
+
+    store
+        .delete_evals_and_allocs(Vec::new(), vec!["a1".to_owned(), "a2".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(stored_job_copies().await, 2, "a3 still uses version 0");
+    store
+        .delete_evals_and_allocs(Vec::new(), vec!["a3".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(stored_job_copies().await, 1);
+    store
+        .delete_evals_and_allocs(Vec::new(), vec!["a4".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(stored_job_copies().await, 0);
 }
