@@ -1,0 +1,369 @@
+//! End-to-end: alloc runners driving real processes through `raw_exec` under `drover-shim`.
+//!
+//! Needs the `drover-shim` binary (`DROVER_SHIM_PATH`, or `target/<profile>/drover-shim`; built
+//! on demand with cargo) and root for task cgroups, as CI has. Waits are bounded polls with
+//! generous limits; durations are asserted with wide margins.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use drover_client::allocrunner::{
+    AllocClientUpdate, AllocRunner, AllocRunnerDeps, AllocStatusSink,
+};
+use drover_client::clock::SystemClock;
+use drover_client::config::ClientConfig;
+use drover_client::state_db::StateDb;
+use drover_client::taskrunner::TaskRunnerDeps;
+use drover_client::taskrunner::drivers::default_driver_catalog;
+use drover_structs::{Allocation, DurationNs, Job, RestartPolicy, Task, TaskGroup, TaskState};
+use serde_json::json;
+
+#[derive(Debug, Default)]
+struct CollectingSink {
+    updates: Mutex<Vec<AllocClientUpdate>>,
+}
+
+impl AllocStatusSink for CollectingSink {
+    fn alloc_updated(&self, update: AllocClientUpdate) {
+        if let Ok(mut updates) = self.updates.lock() {
+            updates.push(update);
+        }
+    }
+}
+
+fn shim_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("DROVER_SHIM_PATH") {
+        return PathBuf::from(path);
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest.join("../../target"));
+    let binary = target.join("debug").join("drover-shim");
+    if !binary.is_file() {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "-p", "drover", "--bin", "drover-shim"])
+            .current_dir(manifest)
+            .status()
+            .expect("cargo build of drover-shim runs");
+        assert!(status.success(), "building drover-shim failed");
+    }
+    assert!(binary.is_file(), "no drover-shim at {}", binary.display());
+    binary
+}
+
+struct Agent {
+    deps: AllocRunnerDeps,
+    data_dir: tempfile::TempDir,
+}
+
+fn agent() -> Agent {
+    let data_dir = tempfile::tempdir().unwrap();
+    let config = ClientConfig::new(data_dir.path());
+    let state_db = StateDb::open(&config.state_db_path()).unwrap();
+    let raw_exec = drover_driver::raw_exec::RawExecConfig {
+        shim_binary: Some(shim_binary()),
+        ..drover_driver::raw_exec::RawExecConfig::default()
+    };
+    let deps = AllocRunnerDeps {
+        task: TaskRunnerDeps {
+            config: Arc::new(config),
+            clock: Arc::new(SystemClock),
+            state_db: Arc::new(state_db),
+            drivers: Arc::new(default_driver_catalog(raw_exec)),
+            node: Arc::new(drover_structs::Node {
+                id: "node-1".into(),
+                name: "box".into(),
+                datacenter: "dc1".into(),
+                ..drover_structs::Node::default()
+            }),
+            region: "global".into(),
+            jitter_seed: 1,
+        },
+        sink: Arc::new(CollectingSink::default()),
+    };
+    Agent { deps, data_dir }
+}
+
+fn shell_task(name: &str, script: &str) -> Task {
+    Task {
+        name: name.into(),
+        driver: "raw_exec".into(),
+        config: json!({"command": "/bin/sh", "args": ["-c", script]})
+            .as_object()
+            .cloned()
+            .unwrap(),
+        kill_timeout: DurationNs::from_secs(5),
+        ..Task::default()
+    }
+}
+
+fn alloc(job_type: &str, tasks: Vec<Task>, restart: RestartPolicy) -> Allocation {
+    Allocation {
+        id: uuid::Uuid::new_v4().to_string(),
+        name: "e2e.group[0]".into(),
+        namespace: "default".into(),
+        job_id: "e2e".into(),
+        task_group: "group".into(),
+        desired_status: "run".into(),
+        job: Some(Box::new(Job {
+            id: "e2e".into(),
+            name: "e2e".into(),
+            r#type: job_type.into(),
+            region: "global".into(),
+            task_groups: vec![TaskGroup {
+                name: "group".into(),
+                tasks,
+                restart_policy: Some(restart),
+                ..TaskGroup::default()
+            }],
+            ..Job::default()
+        })),
+        ..Allocation::default()
+    }
+}
+
+fn policy(attempts: i64, delay: Duration, mode: &str) -> RestartPolicy {
+    RestartPolicy {
+        attempts,
+        delay: DurationNs::from_std(delay),
+        interval: DurationNs::from_secs(1800),
+        mode: mode.into(),
+        render_templates: false,
+    }
+}
+
+fn count(state: &TaskState, event_type: &str) -> usize {
+    state
+        .events
+        .iter()
+        .filter(|event| event.r#type == event_type)
+        .count()
+}
+
+async fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn process_alive(pid: i32) -> bool {
+    // A zombie is dead for our purposes.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+fn task_pid(runner: &AllocRunner, task: &str) -> Option<i32> {
+    let local = runner.task_runner(task)?.local_state();
+    local
+        .handle?
+        .handle
+        .get("shim")?
+        .get("task_pid")?
+        .as_i64()
+        .and_then(|pid| i32::try_from(pid).ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_task_with_attempts_two_starts_three_times_and_fails() {
+    let agent = agent();
+    let task = shell_task("fail", "echo attempt; exit 1");
+    let runner = AllocRunner::new(
+        agent.deps.clone(),
+        alloc(
+            "service",
+            vec![task],
+            policy(2, Duration::from_millis(200), "fail"),
+        ),
+    )
+    .unwrap();
+    runner.run();
+    tokio::time::timeout(Duration::from_secs(60), runner.wait_all_tasks_dead())
+        .await
+        .expect("task dies for good");
+    let state = runner.task_states().remove("fail").unwrap();
+    assert_eq!(count(&state, "Started"), 3);
+    assert_eq!(count(&state, "Restarting"), 2);
+    assert_eq!(count(&state, "Not Restarting"), 1);
+    let terminated: Vec<i64> = state
+        .events
+        .iter()
+        .filter(|event| event.r#type == "Terminated")
+        .map(|event| event.exit_code)
+        .collect();
+    // Ten events are kept, the first three pinned: the oldest "Terminated" is the one that
+    // rolled out of the list.
+    assert_eq!(state.events.len(), 10);
+    assert_eq!(terminated.len(), 2);
+    assert!(terminated.iter().all(|code| *code == 1), "{terminated:?}");
+    assert_eq!(runner.status().client_status, "failed");
+    let stdout = runner.alloc_dir().logs_dir.join("fail.stdout.0");
+    let logged = std::fs::read_to_string(&stdout).unwrap();
+    assert!(logged.contains("attempt"), "{logged:?}");
+    runner.destroy().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tree_ignoring_sigterm_is_killed_after_kill_timeout() {
+    let agent = agent();
+    let pids_file = agent.data_dir.path().join("pids");
+    let script = format!(
+        "trap '' TERM; sleep 1000 & echo $! >> {pids}; sh -c 'sleep 1000' & echo $! >> {pids}; echo $$ >> {pids}; wait",
+        pids = pids_file.display()
+    );
+    let mut task = shell_task("stubborn", &script);
+    task.kill_signal = "SIGTERM".into();
+    task.kill_timeout = DurationNs::from_secs(2);
+    let runner = AllocRunner::new(
+        agent.deps.clone(),
+        alloc(
+            "service",
+            vec![task],
+            policy(0, Duration::from_secs(1), "fail"),
+        ),
+    )
+    .unwrap();
+    runner.run();
+    wait_for("three pids", || {
+        std::fs::read_to_string(&pids_file)
+            .map(|text| text.lines().count() >= 3)
+            .unwrap_or(false)
+    })
+    .await;
+    let pids: Vec<i32> = std::fs::read_to_string(&pids_file)
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .collect();
+    assert!(pids.iter().all(|pid| process_alive(*pid)));
+
+    let began = Instant::now();
+    tokio::time::timeout(Duration::from_secs(60), runner.stop())
+        .await
+        .expect("stop finishes");
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(15),
+        "{took:?}"
+    );
+    for pid in &pids {
+        assert!(!process_alive(*pid), "process {pid} survived the kill");
+    }
+    let state = runner.task_states().remove("stubborn").unwrap();
+    let kinds: Vec<&str> = state
+        .events
+        .iter()
+        .map(|event| event.r#type.as_str())
+        .collect();
+    assert_eq!(
+        &kinds[kinds.len() - 3..],
+        ["Killing", "Terminated", "Killed"]
+    );
+    let killing = state
+        .events
+        .iter()
+        .find(|event| event.r#type == "Killing")
+        .unwrap();
+    assert_eq!(
+        killing.display_message,
+        "Sent interrupt. Waiting 2s before force killing"
+    );
+    runner.destroy().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restored_runner_reattaches_to_the_same_process() {
+    let agent = agent();
+    let mut task = shell_task("web", "echo $NOMAD_ALLOC_ID; exec sleep 1000");
+    task.env = BTreeMap::from([("FOO".to_string(), "bar".to_string())]);
+    let first_alloc = alloc(
+        "service",
+        vec![task],
+        policy(2, Duration::from_secs(1), "fail"),
+    );
+    let alloc_id = first_alloc.id.clone();
+    let first = AllocRunner::new(agent.deps.clone(), first_alloc).unwrap();
+    first.run();
+    wait_for("running", || first.status().client_status == "running").await;
+    let pid = task_pid(&first, "web").expect("a task pid in the persisted handle");
+    assert!(process_alive(pid));
+
+    // Agent shutdown: the task keeps running.
+    first.shutdown().await;
+    assert!(process_alive(pid));
+
+    let second = AllocRunner::restore(agent.deps.clone(), &alloc_id)
+        .unwrap()
+        .expect("alloc record restored");
+    second.run();
+    wait_for("running after restore", || {
+        second.status().client_status == "running"
+    })
+    .await;
+    let state = second.task_states().remove("web").unwrap();
+    assert_eq!(count(&state, "Started"), 1, "{:?}", state.events);
+    assert_eq!(task_pid(&second, "web"), Some(pid));
+    assert!(process_alive(pid));
+    let logged = std::fs::read_to_string(second.alloc_dir().logs_dir.join("web.stdout.0")).unwrap();
+    assert_eq!(logged.trim(), alloc_id);
+
+    tokio::time::timeout(Duration::from_secs(60), second.stop())
+        .await
+        .expect("stop finishes");
+    assert!(!process_alive(pid));
+    second.destroy().await.unwrap();
+    assert!(!second.alloc_dir().root.exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_exits_while_the_agent_is_down_is_reported_with_its_exit_code() {
+    let agent = agent();
+    let flag = agent.data_dir.path().join("go");
+    let script = format!(
+        "while [ ! -e {flag} ]; do sleep 0.05; done; exit 3",
+        flag = flag.display()
+    );
+    let first_alloc = alloc(
+        "batch",
+        vec![shell_task("job", &script)],
+        policy(0, Duration::from_secs(1), "fail"),
+    );
+    let alloc_id = first_alloc.id.clone();
+    let first = AllocRunner::new(agent.deps.clone(), first_alloc).unwrap();
+    first.run();
+    wait_for("running", || first.status().client_status == "running").await;
+    let pid = task_pid(&first, "job").unwrap();
+    first.shutdown().await;
+    std::fs::write(&flag, b"").unwrap();
+    wait_for("the task to exit", || !process_alive(pid)).await;
+
+    let second = AllocRunner::restore(agent.deps.clone(), &alloc_id)
+        .unwrap()
+        .unwrap();
+    second.run();
+    tokio::time::timeout(Duration::from_secs(60), second.wait_all_tasks_dead())
+        .await
+        .expect("task reported dead");
+    let state = second.task_states().remove("job").unwrap();
+    let terminated: Vec<i64> = state
+        .events
+        .iter()
+        .filter(|event| event.r#type == "Terminated")
+        .map(|event| event.exit_code)
+        .collect();
+    assert_eq!(terminated, vec![3]);
+    assert_eq!(count(&state, "Started"), 1);
+    assert_eq!(second.status().client_status, "failed");
+    second.destroy().await.unwrap();
+    assert!(!second.alloc_dir().root.exists());
+}
