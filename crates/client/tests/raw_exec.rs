@@ -367,3 +367,110 @@ async fn a_task_that_exits_while_the_agent_is_down_is_reported_with_its_exit_cod
     second.destroy().await.unwrap();
     assert!(!second.alloc_dir().root.exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trapped_signal_reaches_the_task() {
+    let agent = agent();
+    let task = shell_task(
+        "trapper",
+        "trap 'echo got-usr1' USR1; echo ready; while true; do sleep 0.1; done",
+    );
+    let runner = AllocRunner::new(
+        agent.deps.clone(),
+        alloc(
+            "service",
+            vec![task],
+            policy(0, Duration::from_secs(1), "fail"),
+        ),
+    )
+    .unwrap();
+    runner.run();
+    let stdout = runner.alloc_dir().logs_dir.join("trapper.stdout.0");
+    wait_for("the trap to be set", || {
+        std::fs::read_to_string(&stdout)
+            .map(|text| text.contains("ready"))
+            .unwrap_or(false)
+    })
+    .await;
+    runner.signal(Some("trapper"), "SIGUSR1").await.unwrap();
+    wait_for("the trap to fire", || {
+        std::fs::read_to_string(&stdout)
+            .map(|text| text.contains("got-usr1"))
+            .unwrap_or(false)
+    })
+    .await;
+    assert!(runner.signal(Some("trapper"), "SIGBOGUS").await.is_err());
+    let state = runner.task_states().remove("trapper").unwrap();
+    assert_eq!(count(&state, "Signaling"), 1);
+    assert_eq!(state.state, "running");
+    tokio::time::timeout(Duration::from_secs(60), runner.stop())
+        .await
+        .expect("stop finishes");
+    runner.destroy().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_shim_is_reclaimed_and_the_task_restarted_by_policy() {
+    let agent = agent();
+    let first_alloc = alloc(
+        "service",
+        vec![shell_task("web", "exec sleep 1000")],
+        policy(2, Duration::from_millis(100), "fail"),
+    );
+    let alloc_id = first_alloc.id.clone();
+    let first = AllocRunner::new(agent.deps.clone(), first_alloc).unwrap();
+    first.run();
+    wait_for("running", || first.status().client_status == "running").await;
+    let old_pid = task_pid(&first, "web").unwrap();
+    let shim_pid = first
+        .task_runner("web")
+        .unwrap()
+        .local_state()
+        .handle
+        .unwrap()
+        .handle["shim"]["shim_pid"]
+        .as_i64()
+        .unwrap();
+    first.shutdown().await;
+    // The shim dies with the agent down (the task itself stays until reclaimed).
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(shim_pid).unwrap()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_for("the shim to die", || {
+        !process_alive(i32::try_from(shim_pid).unwrap())
+    })
+    .await;
+
+    let second = AllocRunner::restore(agent.deps.clone(), &alloc_id)
+        .unwrap()
+        .unwrap();
+    second.run();
+    wait_for("a second start", || {
+        second
+            .task_states()
+            .get("web")
+            .is_some_and(|state| count(state, "Started") == 2 && state.state == "running")
+    })
+    .await;
+    let state = second.task_states().remove("web").unwrap();
+    assert_eq!(
+        count(&state, "Failed Restoring Task"),
+        1,
+        "{:?}",
+        state.events
+    );
+    assert_eq!(count(&state, "Restarting"), 1);
+    assert!(
+        !process_alive(old_pid),
+        "the orphaned task was not reclaimed"
+    );
+    let new_pid = task_pid(&second, "web").unwrap();
+    assert_ne!(new_pid, old_pid);
+    tokio::time::timeout(Duration::from_secs(60), second.stop())
+        .await
+        .expect("stop finishes");
+    assert!(!process_alive(new_pid));
+    second.destroy().await.unwrap();
+}
