@@ -3,3 +3,430 @@
 //! `file:line:col`.
 //!
 //! **Boundary**: knows nothing about the server; input is text, output is a `Job` or diagnostics.
+//!
+//! The pipeline: `hcl_parse` (syntax, spans) → `decode` (schema walk, `eval` of variables and
+//! expressions; Nomad JSON plus a field path → source offset map) → `drover_structs::Job` →
+//! `Job::canonicalize` (API defaults) → `validate` (each problem located through the offset map).
+//! A field the decoder produced that does not survive the `Job` round trip is reported as
+//! unsupported, so nothing in a jobspec is ever dropped silently.
+//!
+//! Supported blocks: `job`, `group`, `task`, `config`, `env`, `meta`, `resources`, `restart`,
+//! `reschedule` (job and group), `lifecycle`, `template` (with `wait`, `change_script`),
+//! `artifact` (with `options`, `headers`), `service` and `check` (with `check_restart`,
+//! `header`), `constraint`, `affinity`, `spread` (with `target`), `network` and `port`, `logs`,
+//! `dispatch_payload`, `parameterized`, `periodic`, `update`, `ephemeral_disk`, `identity`, and
+//! the top-level `variable`, `variables` and `locals`. Blocks Nomad has and drover refuses with
+//! a reason (`vault`, `consul`, `volume`, `volume_mount`, `csi_plugin`, `scaling`,
+//! `multiregion`, `connect`, `device`, `secret`, `dynamic`, ...) are listed by
+//! [`refused_blocks`].
+
+mod decode;
+mod diagnostic;
+mod duration;
+mod eval;
+mod hcl_parse;
+mod schema;
+mod suggest;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use drover_structs::Job;
+use serde_json::{Map as JsonMap, Value as JsonValue};
+
+pub use diagnostic::{Diagnostic, Diagnostics, Position, SourceMap};
+pub use duration::{DurationError, parse_go_duration};
+pub use eval::VarValues;
+pub use schema::refused_blocks;
+
+/// Why a jobspec file could not be turned into a job.
+#[derive(Debug, thiserror::Error)]
+pub enum JobspecError {
+    #[error("cannot read jobspec {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Invalid(Diagnostics),
+}
+
+/// Parses an HCL2 jobspec, applies defaults and validates it. Every problem is reported, each
+/// located as `filename:line:column`.
+pub fn parse_hcl(
+    source: &str,
+    filename: &str,
+    variable_values: &VarValues,
+) -> Result<Job, Diagnostics> {
+    let source_map = SourceMap::new(source);
+    let body = hcl_parse::parse_body(source, filename, &source_map)?;
+    let decoded = decode::decode_job_file(&body, filename, &source_map, variable_values)
+        .map_err(finish_diagnostics)?;
+    let mut locations = decoded.locations;
+    let mut user_json = decoded.job;
+    move_job_reschedule_into_groups(&mut user_json, &mut locations);
+    let locate = |field_path: &str| {
+        nearest_location(&locations, field_path).map(|offset| source_map.position(offset))
+    };
+    build_and_validate(user_json, filename, &locate, FieldCheck::ReportDropped)
+}
+
+/// Parses a JSON job, either `{"Job": {...}}` (the API's register body) or the bare job object,
+/// decoded leniently (unknown keys ignored, key case not significant), then applies defaults and
+/// validates it. Diagnostics name the JSON field path.
+pub fn parse_json(source: &str, filename: &str) -> Result<Job, Diagnostics> {
+    let parsed: JsonValue = serde_json::from_str(source).map_err(|error| {
+        Diagnostics(vec![Diagnostic::new(
+            filename,
+            Some(Position {
+                line: error.line(),
+                column: error.column(),
+            }),
+            format!("invalid JSON: {error}"),
+        )])
+    })?;
+    let job_json = match parsed {
+        JsonValue::Object(mut object) => {
+            let wrapped_key = object
+                .keys()
+                .find(|key| key.eq_ignore_ascii_case("job"))
+                .cloned();
+            match wrapped_key {
+                Some(key)
+                    if object.len() == 1 || object.get(&key).is_some_and(JsonValue::is_object) =>
+                {
+                    object.remove(&key).unwrap_or(JsonValue::Null)
+                }
+                _ => JsonValue::Object(object),
+            }
+        }
+        other => other,
+    };
+    if !job_json.is_object() {
+        return Err(Diagnostics(vec![Diagnostic::new(
+            filename,
+            None,
+            "a JSON job must be an object, either {\"Job\": {...}} or the job itself",
+        )]));
+    }
+    build_and_validate(job_json, filename, &|_| None, FieldCheck::IgnoreUnknown)
+}
+
+/// Reads a jobspec file: `.json` files (or text starting with `{`) as JSON, anything else as
+/// HCL2.
+pub fn parse_any(path: &Path, variable_values: &VarValues) -> Result<Job, JobspecError> {
+    let source = std::fs::read_to_string(path).map_err(|source| JobspecError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let filename = path.display().to_string();
+    let is_json = path
+        .extension()
+        .is_some_and(|extension| extension.eq_ignore_ascii_case("json"))
+        || source.trim_start().starts_with('{');
+    if is_json {
+        parse_json(&source, &filename).map_err(JobspecError::Invalid)
+    } else {
+        parse_hcl(&source, &filename, variable_values).map_err(JobspecError::Invalid)
+    }
+}
+
+/// Validates a job (defaults already applied). Diagnostics carry the JSON field path but no
+/// file or position.
+pub fn validate(job: &Job) -> Vec<Diagnostic> {
+    let job_json = match serde_json::to_value(job) {
+        Ok(value) => value,
+        Err(error) => {
+            return vec![Diagnostic::new(
+                "",
+                None,
+                format!("cannot encode the job: {error}"),
+            )];
+        }
+    };
+    validate::validate_job_json(&job_json)
+        .into_iter()
+        .map(|issue| Diagnostic {
+            file: String::new(),
+            position: None,
+            field_path: Some(issue.field_path),
+            message: issue.message,
+        })
+        .collect()
+}
+
+/// Decodes HCL into Nomad's job JSON as written (no defaults, no validation), with the field
+/// path → byte offset map. For tooling and tests.
+pub fn decode_hcl_to_json(
+    source: &str,
+    filename: &str,
+    variable_values: &VarValues,
+) -> Result<(JsonValue, BTreeMap<String, usize>), Diagnostics> {
+    let source_map = SourceMap::new(source);
+    let body = hcl_parse::parse_body(source, filename, &source_map)?;
+    decode::decode_job_file(&body, filename, &source_map, variable_values)
+        .map(|decoded| (decoded.job, decoded.locations))
+        .map_err(finish_diagnostics)
+}
+
+fn finish_diagnostics(diagnostics: Vec<Diagnostic>) -> Diagnostics {
+    let mut diagnostics = Diagnostics(diagnostics);
+    diagnostics.sort_and_dedup();
+    diagnostics
+}
+
+/// `Job` from user JSON, then defaults, then validation of the defaulted job with the user's
+/// explicit values laid over it (so an explicit `memory = 0` is judged as written, as Nomad
+/// does, instead of being replaced by the default).
+/// What to do with fields of the input that the `Job` type does not hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldCheck {
+    /// HCL: the decoder only produces fields it knows, so a lost one is a feature drover lacks.
+    ReportDropped,
+    /// JSON: ignored, like Go's `encoding/json` (Nomad's own output carries many extra keys).
+    IgnoreUnknown,
+}
+
+fn build_and_validate(
+    user_json: JsonValue,
+    filename: &str,
+    locate: &dyn Fn(&str) -> Option<Position>,
+    field_check: FieldCheck,
+) -> Result<Job, Diagnostics> {
+    let diagnostic = |field_path: String, message: String| Diagnostic {
+        file: filename.to_string(),
+        position: locate(&field_path),
+        field_path: Some(field_path),
+        message,
+    };
+    let mut job: Job = drover_structs::lenient::from_value_ignoring_key_case(user_json.clone())
+        .map_err(|error| {
+            Diagnostics(vec![diagnostic(
+                String::new(),
+                format!("the job does not have Nomad's shape: {error}"),
+            )])
+        })?;
+    job.canonicalize();
+    let canonical_json = serde_json::to_value(&job).map_err(|error| {
+        Diagnostics(vec![diagnostic(
+            String::new(),
+            format!("cannot encode the job: {error}"),
+        )])
+    })?;
+
+    let mut diagnostics = Vec::new();
+    let mut unsupported = Vec::new();
+    if field_check == FieldCheck::ReportDropped {
+        collect_dropped_fields(&user_json, &canonical_json, String::new(), &mut unsupported);
+    }
+    for field_path in unsupported {
+        let message = format!(
+            "{} is not supported by drover",
+            describe_field_path(&user_json, &field_path)
+        );
+        diagnostics.push(diagnostic(field_path, message));
+    }
+
+    let mut effective_json = canonical_json;
+    overlay_explicit_values(&mut effective_json, &user_json);
+    for issue in validate::validate_job_json(&effective_json) {
+        diagnostics.push(diagnostic(issue.field_path, issue.message));
+    }
+    if diagnostics.is_empty() {
+        Ok(job)
+    } else {
+        Err(finish_diagnostics(diagnostics))
+    }
+}
+
+fn find_key_ignoring_case<'map>(
+    map: &'map JsonMap<String, JsonValue>,
+    key: &str,
+) -> Option<&'map String> {
+    if map.contains_key(key) {
+        return map.keys().find(|candidate| *candidate == key);
+    }
+    map.keys()
+        .find(|candidate| candidate.eq_ignore_ascii_case(key))
+}
+
+/// Paths of user fields (non-null) that have no counterpart in the job's own encoding.
+fn collect_dropped_fields(
+    user: &JsonValue,
+    canonical: &JsonValue,
+    path: String,
+    dropped: &mut Vec<String>,
+) {
+    match (user, canonical) {
+        (JsonValue::Object(user_map), JsonValue::Object(canonical_map)) => {
+            for (key, user_value) in user_map {
+                if user_value.is_null() {
+                    continue;
+                }
+                let child_path = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                match find_key_ignoring_case(canonical_map, key) {
+                    Some(canonical_key) => {
+                        if let Some(canonical_value) = canonical_map.get(canonical_key) {
+                            collect_dropped_fields(
+                                user_value,
+                                canonical_value,
+                                child_path,
+                                dropped,
+                            );
+                        }
+                    }
+                    None => dropped.push(child_path),
+                }
+            }
+        }
+        (JsonValue::Array(user_items), JsonValue::Array(canonical_items)) => {
+            for (index, (user_item, canonical_item)) in
+                user_items.iter().zip(canonical_items).enumerate()
+            {
+                collect_dropped_fields(
+                    user_item,
+                    canonical_item,
+                    format!("{path}[{index}]"),
+                    dropped,
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Lays the user's explicit (non-null) scalar values over the defaulted job, matching keys
+/// without regard to case and arrays by index.
+fn overlay_explicit_values(effective: &mut JsonValue, user: &JsonValue) {
+    match (effective, user) {
+        (JsonValue::Object(effective_map), JsonValue::Object(user_map)) => {
+            for (key, user_value) in user_map {
+                if user_value.is_null() {
+                    continue;
+                }
+                let Some(effective_key) = find_key_ignoring_case(effective_map, key).cloned()
+                else {
+                    continue;
+                };
+                if let Some(effective_value) = effective_map.get_mut(&effective_key) {
+                    if effective_value.is_null()
+                        && (user_value.is_object() || user_value.is_array())
+                    {
+                        *effective_value = user_value.clone();
+                    } else {
+                        overlay_explicit_values(effective_value, user_value);
+                    }
+                }
+            }
+        }
+        (JsonValue::Array(effective_items), JsonValue::Array(user_items)) => {
+            for (effective_item, user_item) in effective_items.iter_mut().zip(user_items) {
+                overlay_explicit_values(effective_item, user_item);
+            }
+        }
+        (effective_value, user_value) if !user_value.is_object() && !user_value.is_array() => {
+            *effective_value = user_value.clone();
+        }
+        _ => {}
+    }
+}
+
+/// The source offset of a field, or of its nearest recorded ancestor.
+fn nearest_location(locations: &BTreeMap<String, usize>, field_path: &str) -> Option<usize> {
+    let mut path = field_path;
+    loop {
+        if let Some(offset) = locations.get(path) {
+            return Some(*offset);
+        }
+        if path.is_empty() {
+            return None;
+        }
+        let cut = path.rfind(['.', '[']).unwrap_or(0);
+        path = &path[..cut];
+    }
+}
+
+/// Nomad lets a job-level `reschedule` block set the default for every group; the group's own
+/// block wins field by field (the API's `TaskGroup.Canonicalize`).
+fn move_job_reschedule_into_groups(job: &mut JsonValue, locations: &mut BTreeMap<String, usize>) {
+    let Some(job_object) = job.as_object_mut() else {
+        return;
+    };
+    let Some(JsonValue::Object(job_reschedule)) = job_object.remove("Reschedule") else {
+        return;
+    };
+    let job_reschedule_location = locations.get("Reschedule").copied();
+    let Some(JsonValue::Array(groups)) = job_object.get_mut("TaskGroups") else {
+        return;
+    };
+    for (index, group) in groups.iter_mut().enumerate() {
+        let Some(group_object) = group.as_object_mut() else {
+            continue;
+        };
+        let group_path = format!("TaskGroups[{index}].ReschedulePolicy");
+        let entry = group_object
+            .entry("ReschedulePolicy")
+            .or_insert_with(|| JsonValue::Object(JsonMap::new()));
+        if let JsonValue::Object(group_reschedule) = entry {
+            for (field, value) in &job_reschedule {
+                if !group_reschedule.contains_key(field) {
+                    group_reschedule.insert(field.clone(), value.clone());
+                    if let Some(offset) = locations.get(&format!("Reschedule.{field}")).copied() {
+                        locations.insert(format!("{group_path}.{field}"), offset);
+                    }
+                }
+            }
+        }
+        if let Some(offset) = job_reschedule_location {
+            locations.entry(group_path).or_insert(offset);
+        }
+    }
+}
+
+/// Reads a JSON field path as the jobspec would name it:
+/// `TaskGroups[0].Tasks[1].Identities[0].Filepath` → `group "app" task "web": identity.filepath`.
+fn describe_field_path(job: &JsonValue, field_path: &str) -> String {
+    let mut context = Vec::new();
+    let mut names = Vec::new();
+    let mut current = Some(job);
+    for segment in field_path.split('.') {
+        let (field, index) = match segment.split_once('[') {
+            Some((field, rest)) => (field, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (segment, None),
+        };
+        current = current.and_then(|value| value.get(field));
+        if let Some(index) = index {
+            current = current.and_then(|value| value.get(index));
+        }
+        let label = current
+            .and_then(|value| value.get("Name"))
+            .and_then(JsonValue::as_str)
+            .unwrap_or("");
+        match field {
+            "TaskGroups" => {
+                context.push(format!("group {label:?}"));
+                names.clear();
+            }
+            "Tasks" => {
+                context.push(format!("task {label:?}"));
+                names.clear();
+            }
+            other => names.push(
+                schema::hcl_name_for_json_field(other)
+                    .unwrap_or(other)
+                    .to_string(),
+            ),
+        }
+    }
+    if context.is_empty() {
+        names.join(".")
+    } else {
+        format!("{}: {}", context.join(" "), names.join("."))
+    }
+}

@@ -368,3 +368,51 @@ wire_struct! {
         pub delay: DurationNs,
     }
 }
+
+/// An allocation's name: `<job>.<group>[<index>]`.
+pub fn alloc_name(job_id: &str, group_name: &str, index: u64) -> String {
+    format!("{job_id}.{group_name}[{index}]")
+}
+
+impl AllocatedResources {
+    /// The resources a group asks for, as the scheduler allocates them before any network or
+    /// device assignment: each task's CPU and memory (canonicalized tasks carry resources; a task
+    /// without them counts as zero), each task's lifecycle, and the group's ephemeral disk.
+    pub fn for_task_group(group: &crate::job::TaskGroup) -> AllocatedResources {
+        let mut allocated = AllocatedResources::default();
+        for task in &group.tasks {
+            let requested = task.resources.clone().unwrap_or_default();
+            allocated.tasks.insert(
+                task.name.clone(),
+                AllocatedTaskResources {
+                    cpu: AllocatedCpuResources {
+                        cpu_shares: requested.cpu,
+                        reserved_cores: None,
+                    },
+                    memory: AllocatedMemoryResources {
+                        memory_mb: requested.memory_mb,
+                        memory_max_mb: requested.memory_max_mb,
+                    },
+                    networks: requested.networks,
+                    devices: Vec::new(),
+                },
+            );
+            allocated
+                .task_lifecycles
+                .insert(task.name.clone(), task.lifecycle.clone());
+        }
+        allocated.shared.disk_mb = group.ephemeral_disk.as_ref().map_or(0, |disk| disk.size_mb);
+        allocated.shared.networks = group.networks.clone();
+        allocated
+    }
+
+    /// Total CPU shares (MHz) over all tasks.
+    pub fn total_cpu_shares(&self) -> i64 {
+        self.tasks.values().map(|task| task.cpu.cpu_shares).sum()
+    }
+
+    /// Total memory (MB) over all tasks.
+    pub fn total_memory_mb(&self) -> i64 {
+        self.tasks.values().map(|task| task.memory.memory_mb).sum()
+    }
+}

@@ -29,3 +29,15 @@ impl<'de> Deserialize<'de> for Bytes {
         }
     }
 }
+
+impl Bytes {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl From<Vec<u8>> for Bytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        Bytes(bytes)
+    }
+}

@@ -4,8 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::job::Job;
+use crate::job::{JOB_STATUS_DEAD, JOB_STATUS_PENDING, JOB_STATUS_RUNNING, JOB_TYPE_SYSTEM, Job};
 use crate::lenient::wire_struct;
+use crate::task_state::{
+    ALLOC_CLIENT_STATUS_COMPLETE, ALLOC_CLIENT_STATUS_FAILED, ALLOC_CLIENT_STATUS_LOST,
+    ALLOC_CLIENT_STATUS_PENDING, ALLOC_CLIENT_STATUS_RUNNING, ALLOC_CLIENT_STATUS_UNKNOWN,
+};
 
 wire_struct! {
     /// Allocation counters of a job, per task group.
@@ -99,5 +103,74 @@ impl Job {
             submit_time: self.submit_time,
             meta: include_meta.then(|| self.meta.clone()),
         }
+    }
+}
+
+impl JobSummary {
+    /// A summary with zeroed counters for each of the job's groups (and children counters for a
+    /// periodic or parameterized job).
+    pub fn new_for_job(job: &Job) -> JobSummary {
+        JobSummary {
+            job_id: job.id.clone(),
+            namespace: job.namespace.clone(),
+            summary: job
+                .task_groups
+                .iter()
+                .map(|group| (group.name.clone(), TaskGroupSummary::default()))
+                .collect(),
+            children: (job.periodic.is_some() || job.parameterized_job.is_some())
+                .then(JobChildrenSummary::default),
+            create_index: job.create_index,
+            modify_index: job.modify_index,
+        }
+    }
+}
+
+impl TaskGroupSummary {
+    /// The counter an allocation with `client_status` counts in (`pending` counts as
+    /// `Starting`); `None` for an unknown status.
+    pub fn counter_for_client_status(&mut self, client_status: &str) -> Option<&mut i64> {
+        match client_status {
+            ALLOC_CLIENT_STATUS_PENDING => Some(&mut self.starting),
+            ALLOC_CLIENT_STATUS_RUNNING => Some(&mut self.running),
+            ALLOC_CLIENT_STATUS_COMPLETE => Some(&mut self.complete),
+            ALLOC_CLIENT_STATUS_FAILED => Some(&mut self.failed),
+            ALLOC_CLIENT_STATUS_LOST => Some(&mut self.lost),
+            ALLOC_CLIENT_STATUS_UNKNOWN => Some(&mut self.unknown),
+            _ => None,
+        }
+    }
+}
+
+/// What the job's status depends on besides the job itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobStatusInputs {
+    pub any_alloc: bool,
+    pub any_non_terminal_alloc: bool,
+    pub any_non_terminal_deployment: bool,
+    pub any_non_terminal_eval: bool,
+    pub any_eval: bool,
+}
+
+/// A job's `Status` by Nomad's rules: system, periodic and parameterized jobs are `running` until
+/// stopped, then `dead`; otherwise a live alloc or deployment means `running`, a live eval
+/// `pending`, any alloc or eval (all terminal) or a stop `dead`, and a job just registered
+/// `pending`.
+pub fn derive_job_status(job: &Job, inputs: JobStatusInputs) -> &'static str {
+    if job.r#type == JOB_TYPE_SYSTEM || job.is_periodic() || job.is_parameterized() {
+        return if job.stop {
+            JOB_STATUS_DEAD
+        } else {
+            JOB_STATUS_RUNNING
+        };
+    }
+    if inputs.any_non_terminal_alloc || inputs.any_non_terminal_deployment {
+        JOB_STATUS_RUNNING
+    } else if inputs.any_non_terminal_eval {
+        JOB_STATUS_PENDING
+    } else if inputs.any_eval || inputs.any_alloc || job.stop {
+        JOB_STATUS_DEAD
+    } else {
+        JOB_STATUS_PENDING
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Go leaves a field at its zero value when the key is absent *or* its value is `null`, and it
 //! ignores unknown keys. Serde's derive rejects `null` for a `String` or a `Vec`, so every wire
-//! struct in this crate is declared through [`wire_struct!`], which puts
+//! struct in this crate is declared through `wire_struct!`, which puts
 //! `#[serde(default, deserialize_with = "null_as_default")]` on each field and derives the rest.
 //!
 //! Key case: Go also matches keys case-insensitively. The derived decoders here match the exact
@@ -87,15 +87,16 @@ mod case_fold {
     fn rename_keys(map: Map<String, Value>, fields: &'static [&'static str]) -> Map<String, Value> {
         let mut renamed = Map::new();
         for (key, value) in map {
-            let canonical = if fields.contains(&key.as_str()) {
-                key
-            } else {
-                match fields.iter().find(|field| field.eq_ignore_ascii_case(&key)) {
-                    Some(field) => (*field).to_string(),
-                    None => key,
-                }
+            if fields.contains(&key.as_str()) {
+                // An exact key replaces any case-folded duplicate seen before it.
+                renamed.insert(key, value);
+                continue;
+            }
+            let canonical = match fields.iter().find(|field| field.eq_ignore_ascii_case(&key)) {
+                Some(field) => (*field).to_string(),
+                None => key,
             };
-            // An exact key already present wins over a case-folded duplicate.
+            // A case-folded key never replaces an exact one seen before it.
             renamed.entry(canonical).or_insert(value);
         }
         renamed

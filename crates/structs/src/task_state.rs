@@ -93,6 +93,20 @@ pub const ALL_TASK_EVENT_TYPES: &[&str] = &[
 
 /// The restart reason that the `Restarting` display message leaves out.
 pub const RESTART_REASON_WITHIN_POLICY: &str = "Restart within policy";
+/// Restart reasons of Nomad's restart tracker.
+pub const RESTART_REASON_NO_RESTARTS_ALLOWED: &str = "Policy allows no restarts";
+pub const RESTART_REASON_UNRECOVERABLE_ERROR: &str = "Error was unrecoverable";
+pub const RESTART_REASON_DELAY: &str = "Exceeded allowed attempts, applying a delay";
+pub const RESTART_REASON_UNNECESSARY: &str = "Restart unnecessary as task terminated successfully";
+
+/// The `Not Restarting` reason when a `fail`-mode policy is used up, worded as Nomad words it:
+/// `Exceeded allowed attempts 2 in interval 30m0s and mode is "fail"`.
+pub fn restart_reason_exceeded_attempts(attempts: i64, interval: DurationNs, mode: &str) -> String {
+    format!(
+        "Exceeded allowed attempts {attempts} in interval {interval} and mode is {}",
+        go_quote(mode)
+    )
+}
 
 /// How many events a task state keeps (Nomad's `defaultMaxEvents`).
 pub const MAX_TASK_EVENTS: usize = 10;

@@ -1,0 +1,115 @@
+//! Data-driven jobspec tests: every file under `tests/corpus/valid` must parse to the Job JSON
+//! in its snapshot, and every file under `tests/corpus/invalid` must fail with exactly the
+//! diagnostics in its snapshot. Re-bless with `INSTA_UPDATE=always cargo test -p drover-jobspec`.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a failure here is the assertion
+
+use std::path::{Path, PathBuf};
+
+use drover_jobspec::{Diagnostics, VarValues, parse_hcl, parse_json};
+
+fn corpus_files(kind: &str) -> Vec<PathBuf> {
+    let directory = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(kind);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&directory)
+        .unwrap_or_else(|error| panic!("cannot read {}: {error}", directory.display()))
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "hcl" || extension == "json")
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn parse_file(path: &Path) -> Result<drover_structs::Job, Diagnostics> {
+    let source = std::fs::read_to_string(path).expect("corpus file is readable");
+    let filename = path
+        .file_name()
+        .map(|name| name.to_string_lossy().to_string())
+        .unwrap_or_default();
+    if path
+        .extension()
+        .is_some_and(|extension| extension == "json")
+    {
+        parse_json(&source, &filename)
+    } else {
+        parse_hcl(&source, &filename, &VarValues::new())
+    }
+}
+
+fn snapshot_name(path: &Path) -> String {
+    path.file_name()
+        .map(|name| name.to_string_lossy().replace('.', "_"))
+        .unwrap_or_default()
+}
+
+#[test]
+fn valid_jobspecs_parse_to_the_expected_job() {
+    let files = corpus_files("valid");
+    assert!(
+        files.len() >= 30,
+        "the valid corpus has only {} files",
+        files.len()
+    );
+    let mut failures = Vec::new();
+    for path in &files {
+        match parse_file(path) {
+            Ok(job) => {
+                let json = serde_json::to_value(&job).expect("a job encodes");
+                insta::with_settings!({ prepend_module_to_snapshot => false, snapshot_path => "corpus/snapshots/valid" }, {
+                    insta::assert_json_snapshot!(snapshot_name(path), json);
+                });
+            }
+            Err(diagnostics) => failures.push(format!("{}:\n{diagnostics}", path.display())),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "valid jobspecs were rejected:\n{}",
+        failures.join("\n\n")
+    );
+}
+
+#[test]
+fn invalid_jobspecs_fail_with_the_expected_messages() {
+    let files = corpus_files("invalid");
+    assert!(
+        files.len() >= 25,
+        "the invalid corpus has only {} files",
+        files.len()
+    );
+    let mut accepted = Vec::new();
+    for path in &files {
+        match parse_file(path) {
+            Ok(_) => accepted.push(path.display().to_string()),
+            Err(diagnostics) => {
+                insta::with_settings!({ prepend_module_to_snapshot => false, snapshot_path => "corpus/snapshots/invalid" }, {
+                    insta::assert_snapshot!(snapshot_name(path), diagnostics.to_string());
+                });
+            }
+        }
+    }
+    assert!(
+        accepted.is_empty(),
+        "invalid jobspecs were accepted: {accepted:?}"
+    );
+}
+
+#[test]
+fn every_example_validates() {
+    let directory = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&directory).expect("examples directory exists") {
+        let path = entry.expect("directory entry").path();
+        if path.extension().is_some_and(|extension| extension == "hcl") {
+            count += 1;
+            if let Err(diagnostics) = parse_file(&path) {
+                panic!("{} does not validate:\n{diagnostics}", path.display());
+            }
+        }
+    }
+    assert!(count >= 6, "expected at least six examples, found {count}");
+}

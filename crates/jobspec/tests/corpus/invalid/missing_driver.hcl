@@ -1,0 +1,9 @@
+job "nodriver" {
+  group "app" {
+    task "server" {
+      config {
+        command = "/bin/true"
+      }
+    }
+  }
+}

@@ -1,0 +1,6 @@
+variable "x" {
+  default = 1
+}
+
+jobs "typo" {
+}

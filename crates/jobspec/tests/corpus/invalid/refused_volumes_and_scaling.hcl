@@ -1,0 +1,31 @@
+job "stateful" {
+  multiregion {
+    strategy {
+      max_parallel = 1
+    }
+  }
+  group "db" {
+    volume "data" {
+      type   = "host"
+      source = "pgdata"
+    }
+    scaling {
+      min = 1
+      max = 3
+    }
+    task "db" {
+      driver = "raw_exec"
+      volume_mount {
+        volume      = "data"
+        destination = "/var/lib/postgresql"
+      }
+      csi_plugin {
+        id   = "x"
+        type = "node"
+      }
+      config {
+        command = "/bin/true"
+      }
+    }
+  }
+}

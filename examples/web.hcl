@@ -1,0 +1,85 @@
+# A small web service: python3's built-in HTTP server on a dynamic port, run with raw_exec so it
+# works on a plain Debian machine. Try: drover job run examples/web.hcl
+
+variable "replicas" {
+  type        = number
+  default     = 2
+  description = "How many copies of the server to run."
+}
+
+job "web" {
+  datacenters = ["*"]
+  type        = "service"
+
+  meta {
+    team = "platform"
+  }
+
+  update {
+    max_parallel     = 1
+    min_healthy_time = "5s"
+    healthy_deadline = "1m"
+    auto_revert      = true
+  }
+
+  group "frontend" {
+    count = var.replicas
+
+    network {
+      port "http" {}
+    }
+
+    restart {
+      attempts = 3
+      interval = "5m"
+      delay    = "10s"
+      mode     = "delay"
+    }
+
+    service {
+      name     = "web-frontend"
+      port     = "http"
+      provider = "nomad"
+      tags     = ["http", "frontend"]
+
+      check {
+        type     = "http"
+        path     = "/"
+        interval = "10s"
+        timeout  = "2s"
+      }
+    }
+
+    task "server" {
+      driver = "raw_exec"
+
+      config {
+        command = "/usr/bin/python3"
+        args    = ["-m", "http.server", "${NOMAD_PORT_http}", "--directory", "${NOMAD_TASK_DIR}/site"]
+      }
+
+      template {
+        destination = "local/site/index.html"
+        data        = <<-EOH
+          <html>
+            <body>
+              <h1>Hello from {{ env "NOMAD_ALLOC_NAME" }}</h1>
+              <p>Serving on port ${NOMAD_PORT_http} of ${attr.unique.hostname}.</p>
+            </body>
+          </html>
+        EOH
+      }
+
+      env {
+        PYTHONUNBUFFERED = "1"
+      }
+
+      resources {
+        cpu    = 100
+        memory = 64
+      }
+
+      kill_timeout = "10s"
+    }
+  }
+}
