@@ -400,6 +400,8 @@ async fn a_trapped_signal_reaches_the_task() {
     })
     .await;
     assert!(runner.signal(Some("trapper"), "SIGBOGUS").await.is_err());
+    let usage = runner.stats(Some("trapper")).await.unwrap();
+    assert!(!usage["trapper"].pids.is_empty(), "{usage:?}");
     let state = runner.task_states().remove("trapper").unwrap();
     assert_eq!(count(&state, "Signaling"), 1);
     assert_eq!(state.state, "running");

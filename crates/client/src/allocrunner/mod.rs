@@ -663,6 +663,29 @@ impl AllocRunner {
         Ok(())
     }
 
+    /// Resource usage of one task, or of every running task when `task` is `None` (tasks that
+    /// are not running are left out).
+    pub async fn stats(
+        &self,
+        task: Option<&str>,
+    ) -> Result<BTreeMap<String, drover_driver::TaskResourceUsage>, AllocRunnerError> {
+        let mut usage = BTreeMap::new();
+        match task {
+            Some(name) => {
+                let entry = self.entry_or_error(name)?;
+                usage.insert(name.to_string(), entry.runner.stats().await?);
+            }
+            None => {
+                for entry in &self.inner.tasks {
+                    if let Ok(task_usage) = entry.runner.stats().await {
+                        usage.insert(entry.runner.name().to_string(), task_usage);
+                    }
+                }
+            }
+        }
+        Ok(usage)
+    }
+
     /// Stops the allocation: kills tasks in reverse lifecycle order (leader first), lets
     /// poststop tasks run, and returns once every task is dead.
     pub async fn stop(&self) {

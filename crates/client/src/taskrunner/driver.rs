@@ -163,6 +163,15 @@ pub trait TaskDriver: Send + Sync + std::fmt::Debug {
         grace: Duration,
     ) -> DriverFuture<'a, Result<(), DriverFailure>>;
 
+    /// Current resource usage of the task's whole tree.
+    fn stats<'a>(
+        &'a self,
+        handle: &'a PersistedTaskHandle,
+    ) -> DriverFuture<'a, Result<drover_driver::TaskResourceUsage, DriverFailure>> {
+        let _ = handle;
+        Box::pin(async { Err(DriverFailure::unrecoverable("the driver reports no stats")) })
+    }
+
     /// Releases what the driver holds for the task (shim, socket, cgroup). Idempotent.
     fn cleanup<'a>(
         &'a self,

@@ -247,6 +247,19 @@ impl TaskDriver for DriverAdapter {
         })
     }
 
+    fn stats<'a>(
+        &'a self,
+        handle: &'a PersistedTaskHandle,
+    ) -> DriverFuture<'a, Result<drover_driver::TaskResourceUsage, DriverFailure>> {
+        Box::pin(async move {
+            let decoded = Self::decode(handle)?;
+            self.driver
+                .stats(&decoded)
+                .await
+                .map_err(|error| failure(&error))
+        })
+    }
+
     fn cleanup<'a>(
         &'a self,
         handle: &'a PersistedTaskHandle,

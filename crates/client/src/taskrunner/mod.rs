@@ -59,6 +59,8 @@ pub enum TaskRunnerError {
     TaskNotInGroup { task: String, group: String },
     #[error("allocation {alloc_id} has no job")]
     MissingJob { alloc_id: String },
+    #[error("stats of task {task:?} unavailable: {message}")]
+    StatsUnavailable { task: String, message: String },
     #[error("signal to task {task:?} failed: {message}")]
     SignalFailed { task: String, message: String },
     #[error(transparent)]
@@ -674,6 +676,33 @@ impl TaskRunner {
         }
         *lock(&self.shared.alloc) = alloc.clone();
         run_loop::run_update_hooks(&self.shared, alloc).await;
+    }
+
+    /// The running task's resource usage (its whole process tree).
+    pub async fn stats(&self) -> Result<drover_driver::TaskResourceUsage, TaskRunnerError> {
+        let not_running = || TaskRunnerError::TaskNotRunning {
+            task: self.shared.task_name.clone(),
+        };
+        if self.shared.phase() != TaskPhase::Running {
+            return Err(not_running());
+        }
+        let handle = lock(&self.shared.local)
+            .handle
+            .clone()
+            .ok_or_else(not_running)?;
+        let driver = self
+            .shared
+            .deps
+            .drivers
+            .driver(&handle.driver_name)
+            .ok_or_else(not_running)?;
+        driver
+            .stats(&handle)
+            .await
+            .map_err(|failure| TaskRunnerError::StatsUnavailable {
+                task: self.shared.task_name.clone(),
+                message: failure.message,
+            })
     }
 
     /// Records an event on the task (for example "Sibling Task Failed" from the alloc runner).
