@@ -198,9 +198,18 @@ impl std::fmt::Debug for AllocRunner {
 impl AllocRunner {
     /// A runner for an allocation new to this client. Persists the alloc record and each task's
     /// initial state ("Received"); [`AllocRunner::run`] starts it.
+    ///
+    /// When the state db already holds this allocation (a runner for it existed before), its
+    /// task records are kept and re-attached to, exactly as [`AllocRunner::restore`] does: a
+    /// task is never started twice because a runner was created twice.
     pub fn new(deps: AllocRunnerDeps, alloc: Allocation) -> Result<AllocRunner, AllocRunnerError> {
+        let known = deps
+            .task
+            .state_db
+            .get_alloc::<serde_json::Value>(&alloc.id)?
+            .is_some();
         deps.task.state_db.put_alloc(&alloc.id, &alloc)?;
-        Self::build(deps, alloc, false)
+        Self::build(deps, alloc, known)
     }
 
     /// Rebuilds the runner of `alloc_id` from the state db. `None` when there is no record.
