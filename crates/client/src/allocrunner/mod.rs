@@ -13,7 +13,7 @@
 //! run), [`AllocRunner::destroy`] (GC: everything killed, dir and state removed),
 //! [`AllocRunner::update`] (a new version from the server; desired `stop` stops it),
 //! [`AllocRunner::shutdown`] (agent shutdown: tasks keep running, state stays for
-//! [`AllocRunner::restore`]).
+//! [`AllocRunner::restore`]), [`AllocRunner::stats`] (resource usage through the driver).
 //!
 //! The alloc record is persisted before any task runs (and each update before it is applied).
 //!

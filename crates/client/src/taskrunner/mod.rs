@@ -717,7 +717,14 @@ impl TaskRunner {
 
     /// Spawns the run loop on the current tokio runtime.
     pub fn spawn(run_loop: TaskRunLoop) -> tokio::task::JoinHandle<()> {
-        tokio::spawn(run_loop.run())
+        use tracing::Instrument;
+        let span = tracing::info_span!(
+            "task",
+            alloc_id = %run_loop.alloc_id(),
+            task = %run_loop.task_name(),
+            node_id = %run_loop.node_id()
+        );
+        tokio::spawn(run_loop.run().instrument(span))
     }
 }
 

@@ -80,7 +80,19 @@ impl TaskRunLoop {
         }
     }
 
-    /// Runs until the task is killed for good or the agent shuts down.
+    pub(crate) fn alloc_id(&self) -> &str {
+        &self.shared.alloc_id
+    }
+
+    pub(crate) fn task_name(&self) -> &str {
+        &self.shared.task_name
+    }
+
+    pub(crate) fn node_id(&self) -> &str {
+        &self.shared.deps.node.id
+    }
+
+    /// Runs until the runner is destroyed or the agent shuts down.
     pub async fn run(mut self) {
         self.run_until_done().await;
         // Receivers may all be gone; the flag is only informative then.
@@ -477,7 +489,10 @@ impl TaskRunLoop {
         let spec = self.launch_spec(
             log_rotation.unwrap_or_else(|| super::hooks::logs::log_rotation_for(&task)),
         );
-        let started = match driver.start(spec).await {
+        let start_began = tokio::time::Instant::now();
+        let started = driver.start(spec).await;
+        tracing::debug!(elapsed = ?start_began.elapsed(), ok = started.is_ok(), "driver start returned");
+        let started = match started {
             Ok(started) => started,
             Err(failure) => {
                 self.record_or_log(
