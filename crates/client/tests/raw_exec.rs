@@ -476,3 +476,78 @@ async fn a_dead_shim_is_reclaimed_and_the_task_restarted_by_policy() {
     assert!(!process_alive(new_pid));
     second.destroy().await.unwrap();
 }
+
+fn lifecycle(mut task: Task, hook: &str, sidecar: bool) -> Task {
+    task.lifecycle = Some(drover_structs::TaskLifecycleConfig {
+        hook: hook.into(),
+        sidecar,
+    });
+    task
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_tasks_run_in_order_and_leave_nothing_running() {
+    let agent = agent();
+    let record = |name: &str, then: &str| {
+        format!("echo \"{name} $$\" >> \"$NOMAD_ALLOC_DIR/data/order\"; {then}")
+    };
+    let tasks = vec![
+        lifecycle(
+            shell_task("post", &record("post", "true")),
+            "poststop",
+            false,
+        ),
+        lifecycle(
+            shell_task("after", &record("after", "sleep 0.2")),
+            "poststart",
+            false,
+        ),
+        shell_task("main", &record("main", "sleep 1")),
+        lifecycle(
+            shell_task("side", &record("side", "exec sleep 1000")),
+            "prestart",
+            true,
+        ),
+        lifecycle(
+            shell_task("init", &record("init", "sleep 0.3")),
+            "prestart",
+            false,
+        ),
+    ];
+    let runner = AllocRunner::new(
+        agent.deps.clone(),
+        alloc("batch", tasks, policy(0, Duration::from_secs(1), "fail")),
+    )
+    .unwrap();
+    runner.run();
+    tokio::time::timeout(Duration::from_secs(60), runner.wait_all_tasks_dead())
+        .await
+        .expect("the whole lifecycle finishes");
+
+    let order = std::fs::read_to_string(runner.alloc_dir().shared_data_dir.join("order")).unwrap();
+    let lines: Vec<(&str, i32)> = order
+        .lines()
+        .filter_map(|line| {
+            let (name, pid) = line.split_once(' ')?;
+            Some((name, pid.parse().ok()?))
+        })
+        .collect();
+    let names: Vec<&str> = lines.iter().map(|(name, _)| *name).collect();
+    assert_eq!(names.len(), 5, "{order}");
+    let position = |task: &str| names.iter().position(|name| *name == task).unwrap();
+    assert!(position("init") < position("main"), "{names:?}");
+    assert!(position("side") < position("main"), "{names:?}");
+    assert!(position("main") < position("after"), "{names:?}");
+    assert_eq!(position("post"), 4, "{names:?}");
+    for (name, pid) in &lines {
+        assert!(!process_alive(*pid), "{name} ({pid}) is still running");
+    }
+    let states = runner.task_states();
+    for (name, state) in &states {
+        assert!(!state.failed, "{name}: {:?}", state.events);
+        assert_eq!(count(state, "Started"), 1, "{name}");
+    }
+    assert_eq!(count(&states["side"], "Main Tasks Dead"), 1);
+    assert_eq!(runner.status().client_status, "complete");
+    runner.destroy().await.unwrap();
+}
