@@ -549,5 +549,35 @@ async fn lifecycle_tasks_run_in_order_and_leave_nothing_running() {
     }
     assert_eq!(count(&states["side"], "Main Tasks Dead"), 1);
     assert_eq!(runner.status().client_status, "complete");
+
+    // `alloc restart -all-tasks` on the finished alloc runs the lifecycle again, in order.
+    runner
+        .restart_all_tasks("User requested restart")
+        .await
+        .unwrap();
+    let order_file = runner.alloc_dir().shared_data_dir.join("order");
+    wait_for("the second lifecycle", || {
+        runner.all_tasks_dead()
+            && std::fs::read_to_string(&order_file)
+                .map(|text| text.lines().count() == 10)
+                .unwrap_or(false)
+    })
+    .await;
+    let again = std::fs::read_to_string(&order_file).unwrap();
+    let second: Vec<&str> = again
+        .lines()
+        .skip(5)
+        .filter_map(|line| line.split_once(' ').map(|(name, _)| name))
+        .collect();
+    let position = |task: &str| second.iter().position(|name| *name == task).unwrap();
+    assert!(position("init") < position("main"), "{second:?}");
+    assert!(position("side") < position("main"), "{second:?}");
+    assert!(position("main") < position("after"), "{second:?}");
+    assert_eq!(position("post"), 4, "{second:?}");
+    for line in again.lines() {
+        let pid: i32 = line.split_once(' ').unwrap().1.parse().unwrap();
+        assert!(!process_alive(pid), "{line} is still running");
+    }
+    assert_eq!(runner.status().client_status, "complete");
     runner.destroy().await.unwrap();
 }
