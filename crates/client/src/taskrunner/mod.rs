@@ -7,8 +7,10 @@
 //! procedure in `kill.rs`, the restart rules in [`restarts`], and the hook pipeline in [`hooks`].
 //!
 //! Two cancellations, never confused:
-//! - **kill** ([`TaskRunner::kill`]): stop the task for good — pre-kill hooks, shutdown delay,
-//!   kill signal to the whole tree, `kill_timeout` (capped by `max_kill_timeout`), SIGKILL;
+//! - **kill** ([`TaskRunner::kill`]): stop the task — pre-kill hooks, shutdown delay, kill
+//!   signal to the whole tree, `kill_timeout` (capped by `max_kill_timeout`), SIGKILL; the task
+//!   is dead and runs again only on an AllTasks restart ([`TaskRunner::destroy`] ends the
+//!   runner);
 //! - **agent shutdown** (the alloc's shutdown token): stop driving the task and leave it running;
 //!   the persisted handle lets the next agent re-attach ([`TaskRunner::restore`]).
 //!
@@ -545,7 +547,7 @@ impl TaskRunner {
         self.shared.phase()
     }
 
-    /// Whether the run loop has exited (killed for good, or agent shutdown).
+    /// Whether the run loop has exited (runner destroyed, or agent shutdown).
     pub fn run_loop_exited(&self) -> bool {
         *self.run_loop_exited.borrow()
     }
