@@ -581,3 +581,66 @@ async fn lifecycle_tasks_run_in_order_and_leave_nothing_running() {
     assert_eq!(runner.status().client_status, "complete");
     runner.destroy().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_whose_handle_was_never_recorded_is_reclaimed_before_the_next_start() {
+    use drover_client::allocdir::AllocDir;
+    use drover_client::taskrunner::driver::{LogRotation, TaskLaunchSpec};
+
+    let agent = agent();
+    let task = shell_task("web", "exec sleep 1000");
+    let the_alloc = alloc(
+        "service",
+        vec![task],
+        policy(0, Duration::from_secs(1), "fail"),
+    );
+    let config = agent.deps.task.config.clone();
+
+    // What a crashed agent left: a task started by the driver, its handle never persisted.
+    let alloc_dir = AllocDir::new(&config.alloc_root_dir(), &the_alloc.id).unwrap();
+    alloc_dir.build().unwrap();
+    let task_dir = alloc_dir.task_dir("web").unwrap();
+    task_dir.build(false, 0).unwrap();
+    let driver = agent.deps.task.drivers.driver("raw_exec").unwrap();
+    let orphan = driver
+        .start(TaskLaunchSpec {
+            alloc_id: the_alloc.id.clone(),
+            task_name: "web".into(),
+            driver_name: "raw_exec".into(),
+            config: json!({"command": "/bin/sleep", "args": ["1000"]})
+                .as_object()
+                .cloned()
+                .unwrap(),
+            env: BTreeMap::new(),
+            user: String::new(),
+            task_dir: task_dir.clone(),
+            supervisor_state_dir: config
+                .client_state_dir()
+                .join("tasks")
+                .join(&the_alloc.id)
+                .join("web")
+                .join("0rphan00"),
+            logs_dir: alloc_dir.logs_dir.clone(),
+            log_rotation: LogRotation::default(),
+            cpu_shares: 0,
+            memory_mb: 0,
+            memory_max_mb: 0,
+        })
+        .await
+        .unwrap();
+    let orphan_pid = i32::try_from(orphan.pid.unwrap()).unwrap();
+    assert!(process_alive(orphan_pid));
+
+    let runner = AllocRunner::new(agent.deps.clone(), the_alloc).unwrap();
+    runner.run();
+    wait_for("running", || runner.status().client_status == "running").await;
+    wait_for("the orphan to be reclaimed", || !process_alive(orphan_pid)).await;
+    let pid = task_pid(&runner, "web").unwrap();
+    assert_ne!(pid, orphan_pid);
+    assert!(process_alive(pid));
+    tokio::time::timeout(Duration::from_secs(60), runner.stop())
+        .await
+        .expect("stop finishes");
+    assert!(!process_alive(pid));
+    runner.destroy().await.unwrap();
+}
