@@ -13,7 +13,7 @@
 //! run), [`AllocRunner::destroy`] (GC: everything killed, dir and state removed),
 //! [`AllocRunner::update`] (a new version from the server; desired `stop` stops it),
 //! [`AllocRunner::shutdown`] (agent shutdown: tasks keep running, state stays for
-//! [`AllocRunner::restore`]).
+//! [`AllocRunner::restore`]), [`AllocRunner::stats`] (resource usage through the driver).
 //!
 //! The alloc record is persisted before any task runs (and each update before it is applied).
 //!
@@ -198,9 +198,18 @@ impl std::fmt::Debug for AllocRunner {
 impl AllocRunner {
     /// A runner for an allocation new to this client. Persists the alloc record and each task's
     /// initial state ("Received"); [`AllocRunner::run`] starts it.
+    ///
+    /// When the state db already holds this allocation (a runner for it existed before), its
+    /// task records are kept and re-attached to, exactly as [`AllocRunner::restore`] does: a
+    /// task is never started twice because a runner was created twice.
     pub fn new(deps: AllocRunnerDeps, alloc: Allocation) -> Result<AllocRunner, AllocRunnerError> {
+        let known = deps
+            .task
+            .state_db
+            .get_alloc::<serde_json::Value>(&alloc.id)?
+            .is_some();
         deps.task.state_db.put_alloc(&alloc.id, &alloc)?;
-        Self::build(deps, alloc, false)
+        Self::build(deps, alloc, known)
     }
 
     /// Rebuilds the runner of `alloc_id` from the state db. `None` when there is no record.
@@ -661,6 +670,29 @@ impl AllocRunner {
             }
         }
         Ok(())
+    }
+
+    /// Resource usage of one task, or of every running task when `task` is `None` (tasks that
+    /// are not running are left out).
+    pub async fn stats(
+        &self,
+        task: Option<&str>,
+    ) -> Result<BTreeMap<String, drover_driver::TaskResourceUsage>, AllocRunnerError> {
+        let mut usage = BTreeMap::new();
+        match task {
+            Some(name) => {
+                let entry = self.entry_or_error(name)?;
+                usage.insert(name.to_string(), entry.runner.stats().await?);
+            }
+            None => {
+                for entry in &self.inner.tasks {
+                    if let Ok(task_usage) = entry.runner.stats().await {
+                        usage.insert(entry.runner.name().to_string(), task_usage);
+                    }
+                }
+            }
+        }
+        Ok(usage)
     }
 
     /// Stops the allocation: kills tasks in reverse lifecycle order (leader first), lets

@@ -1098,3 +1098,27 @@ async fn the_mock_driver_is_killed_within_its_kill_timeout() {
     assert_eq!(events_of(&state, "Terminated")[0].signal, 9);
     assert_eq!(count(&state, "Killed"), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn creating_a_runner_twice_for_the_same_alloc_does_not_start_twice() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({}))],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let first = start(&harness, alloc.clone());
+    wait_until(&first, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    first.shutdown().await;
+    let second = start(&harness, alloc);
+    wait_until(&second, |runner| {
+        runner.status().client_status == ALLOC_CLIENT_STATUS_RUNNING
+    })
+    .await;
+    assert_eq!(harness.driver.log().starts.len(), 1);
+    assert_eq!(count(&state_of(&second, "web"), "Received"), 1);
+    second.stop().await;
+}

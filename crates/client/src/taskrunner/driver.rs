@@ -51,8 +51,9 @@ pub struct TaskLaunchSpec {
     /// Empty means the driver's default user.
     pub user: String,
     pub task_dir: TaskDir,
-    /// A directory the driver owns for this task's supervisor (socket, exit status):
-    /// `<data_dir>/client/tasks/<alloc_id>/<task>`, never inside the task dir.
+    /// A directory the driver owns for this run's supervisor (socket, exit status):
+    /// `<data_dir>/client/tasks/<alloc_id>/<task>/<run>`, never inside the task dir. Empty
+    /// before the start.
     pub supervisor_state_dir: PathBuf,
     /// `<alloc>/alloc/logs`; files are `<task>.stdout.N` / `<task>.stderr.N`.
     pub logs_dir: PathBuf,
@@ -162,6 +163,34 @@ pub trait TaskDriver: Send + Sync + std::fmt::Debug {
         signal: &'a str,
         grace: Duration,
     ) -> DriverFuture<'a, Result<(), DriverFailure>>;
+
+    /// Current resource usage of the task's whole tree.
+    fn stats<'a>(
+        &'a self,
+        handle: &'a PersistedTaskHandle,
+    ) -> DriverFuture<'a, Result<drover_driver::TaskResourceUsage, DriverFailure>> {
+        let _ = handle;
+        Box::pin(async { Err(DriverFailure::unrecoverable("the driver reports no stats")) })
+    }
+
+    /// Cleans up after a start whose handle was never recorded (the agent died between the
+    /// driver starting the task and the handle being persisted): whatever runs from
+    /// `supervisor_state_dir` is stopped and the dir removed. Idempotent.
+    fn reclaim_unrecorded<'a>(
+        &'a self,
+        supervisor_state_dir: &'a std::path::Path,
+    ) -> DriverFuture<'a, Result<(), DriverFailure>> {
+        Box::pin(async move {
+            match std::fs::remove_dir_all(supervisor_state_dir) {
+                Ok(()) => Ok(()),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(error) => Err(DriverFailure::recoverable(format!(
+                    "removing {}: {error}",
+                    supervisor_state_dir.display()
+                ))),
+            }
+        })
+    }
 
     /// Releases what the driver holds for the task (shim, socket, cgroup). Idempotent.
     fn cleanup<'a>(

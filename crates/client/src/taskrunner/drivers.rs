@@ -3,9 +3,10 @@
 //!
 //! Mapping: the task's `config.command` / `config.args` become the command line (the whole
 //! config is also handed over for drivers that read more, such as the mock driver); the working
-//! directory is the task dir, as Nomad's raw_exec; each run gets its own supervisor state dir
-//! (`<supervisor_state_dir>/<run>`), so a run never trips over the leftovers of the previous
-//! one. On re-attach, a shim that is gone is reclaimed (what is left of the task is killed
+//! directory is the task dir, as Nomad's raw_exec; each run has its own supervisor state dir
+//! (chosen by the runner), so a run never trips over the leftovers of the previous one. A run
+//! whose handle was never recorded is reclaimed from its state dir: the launch spec the driver
+//! left there names the task's cgroup, through which what runs is stopped. On re-attach, a shim that is gone is reclaimed (what is left of the task is killed
 //! through its cgroup) and the exit status it recorded is returned; a process that is not the
 //! shim the handle names is never touched.
 //!
@@ -67,19 +68,17 @@ fn positive_megabytes(megabytes: i64) -> Option<u64> {
         .map(|value| value * 1024 * 1024)
 }
 
-/// A short random suffix naming one run of a task.
-fn run_nonce() -> String {
-    let value: u32 = rand::random();
-    format!("{value:08x}")
-}
-
 impl DriverAdapter {
     pub fn new(driver: Arc<dyn Driver>) -> Self {
         DriverAdapter { driver }
     }
 
     fn launch(spec: &TaskLaunchSpec) -> drover_driver::TaskLaunch {
-        let nonce = run_nonce();
+        let run = spec
+            .supervisor_state_dir
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let command = spec
             .config
             .get("command")
@@ -101,7 +100,7 @@ impl DriverAdapter {
             })
             .unwrap_or_default();
         drover_driver::TaskLaunch {
-            task_id: format!("{}/{}/{nonce}", spec.alloc_id, spec.task_name),
+            task_id: format!("{}/{}/{run}", spec.alloc_id, spec.task_name),
             alloc_id: spec.alloc_id.clone(),
             task_name: spec.task_name.clone(),
             command,
@@ -113,7 +112,7 @@ impl DriverAdapter {
                 .collect(),
             cwd: Some(spec.task_dir.dir.clone()),
             user: Some(spec.user.clone()).filter(|user| !user.is_empty()),
-            state_dir: spec.supervisor_state_dir.join(nonce),
+            state_dir: spec.supervisor_state_dir.clone(),
             logs: LogSettings {
                 dir: spec.logs_dir.clone(),
                 max_files: spec.log_rotation.max_files,
@@ -241,6 +240,73 @@ impl TaskDriver for DriverAdapter {
             let decoded = Self::decode(handle)?;
             self.driver
                 .kill(&decoded, Some(signal), grace)
+                .await
+                .map(|_| ())
+                .map_err(|error| failure(&error))
+        })
+    }
+
+    fn stats<'a>(
+        &'a self,
+        handle: &'a PersistedTaskHandle,
+    ) -> DriverFuture<'a, Result<drover_driver::TaskResourceUsage, DriverFailure>> {
+        Box::pin(async move {
+            let decoded = Self::decode(handle)?;
+            self.driver
+                .stats(&decoded)
+                .await
+                .map_err(|error| failure(&error))
+        })
+    }
+
+    fn reclaim_unrecorded<'a>(
+        &'a self,
+        supervisor_state_dir: &'a std::path::Path,
+    ) -> DriverFuture<'a, Result<(), DriverFailure>> {
+        Box::pin(async move {
+            let spec_path = supervisor_state_dir.join("spec.json");
+            let spec: Option<Value> = std::fs::read(&spec_path)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+            let Some(spec) = spec else {
+                // Nothing was launched from here (the spec is written before the shim starts).
+                return match std::fs::remove_dir_all(supervisor_state_dir) {
+                    Ok(()) => Ok(()),
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    Err(error) => Err(DriverFailure::recoverable(format!(
+                        "removing {}: {error}",
+                        supervisor_state_dir.display()
+                    ))),
+                };
+            };
+            let cgroup = spec.get("cgroup").and_then(|cgroup| {
+                Some(drover_driver::CgroupRef {
+                    root: cgroup.get("root")?.as_str()?.into(),
+                    name: cgroup.get("name")?.as_str()?.to_string(),
+                })
+            });
+            let handle = TaskHandle {
+                version: 1,
+                driver: self.driver.name().to_string(),
+                task_id: spec
+                    .get("task_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                kill_signal: None,
+                shim: Some(drover_driver::ShimHandle {
+                    shim_pid: 0,
+                    shim_start_time: 0,
+                    task_pid: 0,
+                    task_start_time: 0,
+                    socket_path: supervisor_state_dir.join("shim.sock"),
+                    state_dir: supervisor_state_dir.to_path_buf(),
+                    cgroup,
+                }),
+                driver_state: Value::Null,
+            };
+            self.driver
+                .reclaim(&handle)
                 .await
                 .map(|_| ())
                 .map_err(|error| failure(&error))

@@ -7,8 +7,10 @@
 //! procedure in `kill.rs`, the restart rules in [`restarts`], and the hook pipeline in [`hooks`].
 //!
 //! Two cancellations, never confused:
-//! - **kill** ([`TaskRunner::kill`]): stop the task for good — pre-kill hooks, shutdown delay,
-//!   kill signal to the whole tree, `kill_timeout` (capped by `max_kill_timeout`), SIGKILL;
+//! - **kill** ([`TaskRunner::kill`]): stop the task — pre-kill hooks, shutdown delay, kill
+//!   signal to the whole tree, `kill_timeout` (capped by `max_kill_timeout`), SIGKILL; the task
+//!   is dead and runs again only on an AllTasks restart ([`TaskRunner::destroy`] ends the
+//!   runner);
 //! - **agent shutdown** (the alloc's shutdown token): stop driving the task and leave it running;
 //!   the persisted handle lets the next agent re-attach ([`TaskRunner::restore`]).
 //!
@@ -59,6 +61,8 @@ pub enum TaskRunnerError {
     TaskNotInGroup { task: String, group: String },
     #[error("allocation {alloc_id} has no job")]
     MissingJob { alloc_id: String },
+    #[error("stats of task {task:?} unavailable: {message}")]
+    StatsUnavailable { task: String, message: String },
     #[error("signal to task {task:?} failed: {message}")]
     SignalFailed { task: String, message: String },
     #[error(transparent)]
@@ -543,7 +547,7 @@ impl TaskRunner {
         self.shared.phase()
     }
 
-    /// Whether the run loop has exited (killed for good, or agent shutdown).
+    /// Whether the run loop has exited (runner destroyed, or agent shutdown).
     pub fn run_loop_exited(&self) -> bool {
         *self.run_loop_exited.borrow()
     }
@@ -676,6 +680,33 @@ impl TaskRunner {
         run_loop::run_update_hooks(&self.shared, alloc).await;
     }
 
+    /// The running task's resource usage (its whole process tree).
+    pub async fn stats(&self) -> Result<drover_driver::TaskResourceUsage, TaskRunnerError> {
+        let not_running = || TaskRunnerError::TaskNotRunning {
+            task: self.shared.task_name.clone(),
+        };
+        if self.shared.phase() != TaskPhase::Running {
+            return Err(not_running());
+        }
+        let handle = lock(&self.shared.local)
+            .handle
+            .clone()
+            .ok_or_else(not_running)?;
+        let driver = self
+            .shared
+            .deps
+            .drivers
+            .driver(&handle.driver_name)
+            .ok_or_else(not_running)?;
+        driver
+            .stats(&handle)
+            .await
+            .map_err(|failure| TaskRunnerError::StatsUnavailable {
+                task: self.shared.task_name.clone(),
+                message: failure.message,
+            })
+    }
+
     /// Records an event on the task (for example "Sibling Task Failed" from the alloc runner).
     pub fn emit_event(&self, event: TaskEvent) {
         self.shared.emit(event);
@@ -688,7 +719,14 @@ impl TaskRunner {
 
     /// Spawns the run loop on the current tokio runtime.
     pub fn spawn(run_loop: TaskRunLoop) -> tokio::task::JoinHandle<()> {
-        tokio::spawn(run_loop.run())
+        use tracing::Instrument;
+        let span = tracing::info_span!(
+            "task",
+            alloc_id = %run_loop.alloc_id(),
+            task = %run_loop.task_name(),
+            node_id = %run_loop.node_id()
+        );
+        tokio::spawn(run_loop.run().instrument(span))
     }
 }
 

@@ -14,9 +14,19 @@
 //!   never restarts.
 //!
 //! **Drover extension — exponential backoff** (opt-in): when the policy carries a
-//! [`RestartBackoff`] (the `restart` block's `backoff_factor` and `max_delay`), the n-th restart
-//! of an interval waits `delay * backoff_factor^(n-1)`, capped at `max_delay`, before jitter.
-//! Without it the delay is constant, exactly as Nomad.
+//! [`RestartBackoff`], the n-th restart of an interval waits `delay * factor^(n-1)`, capped at
+//! `max_delay`, before jitter. Without it the delay is constant, exactly as Nomad. Jobs turn it
+//! on with meta keys (task, else group, else job meta), read by
+//! [`crate::taskrunner::restart_policy_settings`]:
+//!
+//! ```hcl
+//! meta {
+//!   "drover.restart.backoff_factor" = "2"    # ≥ 1
+//!   "drover.restart.max_delay"      = "5m"   # Go duration; default 30m
+//! }
+//! ```
+//!
+//! (Meta rather than new `restart` block fields so a jobspec stays valid for Nomad too.)
 //!
 //! All time here is tokio time (paused in tests); the interval start is also kept as wall-clock
 //! nanoseconds so it survives an agent restart (see [`RestartTrackerState`]).

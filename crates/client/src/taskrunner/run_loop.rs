@@ -80,7 +80,19 @@ impl TaskRunLoop {
         }
     }
 
-    /// Runs until the task is killed for good or the agent shuts down.
+    pub(crate) fn alloc_id(&self) -> &str {
+        &self.shared.alloc_id
+    }
+
+    pub(crate) fn task_name(&self) -> &str {
+        &self.shared.task_name
+    }
+
+    pub(crate) fn node_id(&self) -> &str {
+        &self.shared.deps.node.id
+    }
+
+    /// Runs until the runner is destroyed or the agent shuts down.
     pub async fn run(mut self) {
         self.run_until_done().await;
         // Receivers may all be gone; the flag is only informative then.
@@ -477,7 +489,11 @@ impl TaskRunLoop {
         let spec = self.launch_spec(
             log_rotation.unwrap_or_else(|| super::hooks::logs::log_rotation_for(&task)),
         );
-        let started = match driver.start(spec).await {
+        self.reclaim_unrecorded_runs(driver.as_ref()).await;
+        let start_began = tokio::time::Instant::now();
+        let started = driver.start(spec).await;
+        tracing::debug!(elapsed = ?start_began.elapsed(), ok = started.is_ok(), "driver start returned");
+        let started = match started {
             Ok(started) => started,
             Err(failure) => {
                 self.record_or_log(
@@ -521,6 +537,35 @@ impl TaskRunLoop {
         StartAttempt::Started(started.handle)
     }
 
+    /// `<data_dir>/client/tasks/<alloc_id>/<task>`: one subdir per run of the task.
+    fn supervisor_base_dir(&self) -> std::path::PathBuf {
+        self.shared
+            .deps
+            .config
+            .client_state_dir()
+            .join("tasks")
+            .join(&self.shared.alloc_id)
+            .join(&self.shared.task_name)
+    }
+
+    /// Before a start (no run of the task is recorded), any run dir left is from a start whose
+    /// handle was never persisted: have the driver stop what runs there.
+    async fn reclaim_unrecorded_runs(&self, driver: &dyn TaskDriver) {
+        let Ok(entries) = std::fs::read_dir(self.supervisor_base_dir()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if !path.is_dir() {
+                continue;
+            }
+            tracing::warn!(path = %path.display(), "reclaiming a run whose handle was never recorded");
+            if let Err(failure) = driver.reclaim_unrecorded(&path).await {
+                tracing::error!(path = %path.display(), error = %failure, "failed to reclaim an unrecorded run");
+            }
+        }
+    }
+
     fn launch_spec(&self, log_rotation: super::driver::LogRotation) -> TaskLaunchSpec {
         let task = self.shared.task();
         let alloc = self.shared.alloc();
@@ -537,14 +582,7 @@ impl TaskRunLoop {
             config: env.interpolate_config(&task.config),
             user: task.user.clone(),
             task_dir: self.shared.task_dir.clone(),
-            supervisor_state_dir: self
-                .shared
-                .deps
-                .config
-                .client_state_dir()
-                .join("tasks")
-                .join(&alloc.id)
-                .join(&task.name),
+            supervisor_state_dir: self.supervisor_base_dir().join(run_name()),
             logs_dir: self.shared.alloc_dir.logs_dir.clone(),
             log_rotation,
             cpu_shares: allocated.map_or(asked.cpu, |resources| resources.cpu.cpu_shares),
@@ -726,6 +764,12 @@ impl TaskRunLoop {
             }
         }
     }
+}
+
+/// A short random name for one run of a task (its supervisor state dir).
+fn run_name() -> String {
+    let value: u32 = rand::random();
+    format!("{value:08x}")
 }
 
 /// Answers a command that arrived while the task is between lives (waiting for its gate or a

@@ -6,8 +6,8 @@
 //! never see the runner: they get narrow handles ([`TaskEventEmitter`], [`TaskLifecycleHandle`],
 //! [`TaskEnvCell`]). A prestart hook returns state to keep and may say `done`; the runner
 //! persists both after each success, and a `done` hook is skipped on later starts, including by
-//! an agent that restored the task. Stop hooks run whenever the task is finished for good and
-//! must be idempotent.
+//! an agent that restored the task. Stop hooks run each time the task ends up dead (it may run
+//! again on an AllTasks restart) and must be idempotent.
 //!
 //! Later hooks (artifacts, templates, services, identity) slot in by implementing the
 //! capabilities they need and being added in [`build_task_hooks`]; the runner does not change.
@@ -282,7 +282,7 @@ pub trait UpdateHook: Send + Sync {
     ) -> HookFuture<'a, HookResult>;
 }
 
-/// Runs once the task will not run again. Idempotent.
+/// Runs whenever the task ends up dead (it may still run again on an AllTasks restart). Idempotent.
 pub trait StopHook: Send + Sync {
     fn stop<'a>(
         &'a self,
