@@ -21,7 +21,7 @@ use serde_json::json;
 
 use crate::backend::{ApiBackend, Table};
 use crate::error::ApiError;
-use crate::logs::{FollowTiming, LogRequest, log_stream_body};
+use crate::logs::{FileSet, FollowTiming, LogRequest, Origin, StreamPosition, stream_body};
 use crate::params::QueryParams;
 use crate::routes::{Route, route};
 
@@ -456,12 +456,58 @@ async fn handle<B: ApiBackend>(
             } else {
                 "application/json"
             };
-            let body: Body = log_stream_body(
-                alloc_dir.join("alloc").join("logs"),
-                request,
+            let body: Body = stream_body(
+                request.file_set(&alloc_dir),
+                request.position(),
                 state.options.follow_timing,
             );
             Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
+        }
+        Route::FsStream { alloc_id } => {
+            let alloc_dir = backend.alloc_dir(&alloc_id)?;
+            let requested = params
+                .non_empty("path")
+                .ok_or_else(|| ApiError::bad_request("must provide a file path"))?
+                .to_string();
+            let origin = match params.non_empty("origin") {
+                None | Some("start") => Origin::Start,
+                Some("end") => Origin::End,
+                Some(_) => return Err(ApiError::bad_request("origin must be start or end")),
+            };
+            let position = StreamPosition {
+                origin,
+                offset: params.u64("offset", 0)?,
+                follow: params.bool("follow", true)?,
+                plain: params.bool("plain", false)?,
+            };
+            let lookup = requested.clone();
+            let path = run_blocking(move || {
+                let path = crate::fs::resolve_confined(&alloc_dir, &lookup)?;
+                if path.is_dir() {
+                    return Err(ApiError::bad_request(format!("{lookup:?} is a directory")));
+                }
+                Ok(path)
+            })
+            .await?;
+            let files = FileSet::SingleFile {
+                path,
+                name: requested.trim_start_matches('/').to_string(),
+            };
+            let content_type = if position.plain {
+                "text/plain; charset=utf-8"
+            } else {
+                "application/json"
+            };
+            let body = stream_body(files, position, state.options.follow_timing);
+            Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
+        }
+        Route::ClientAllocChecks { alloc_id } => {
+            if backend.allocation(&alloc_id)?.is_none() {
+                return Err(ApiError::not_found(format!(
+                    "Unknown allocation {alloc_id:?}"
+                )));
+            }
+            json_response(&json!({}), params, Meta::None)
         }
         Route::FsList { alloc_id } => {
             let alloc_dir = backend.alloc_dir(&alloc_id)?;

@@ -886,3 +886,45 @@ async fn fs_endpoints_serve_inside_the_alloc_dir_and_refuse_escapes() {
         );
     }
 }
+
+#[tokio::test]
+async fn fs_stream_frames_one_file_and_stops_when_not_following() {
+    let (backend, router) = setup();
+    let dir = tempfile::tempdir().unwrap();
+    alloc_with_logs(&backend, dir.path());
+    std::fs::create_dir_all(dir.path().join("alloc/data")).unwrap();
+    std::fs::write(dir.path().join("alloc/data/report.txt"), "0123456789").unwrap();
+    let response = send(
+        &router,
+        "GET",
+        "/v1/client/fs/stream/a1?path=/alloc/data/report.txt&origin=end&offset=4&follow=false",
+        None,
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let frames = frames_of(&body_text(response).await);
+    assert_eq!(data_of(&frames), "6789");
+    assert_eq!(frames[0].file, "alloc/data/report.txt");
+    assert_eq!(frames[0].offset, 10);
+    let escape = send(
+        &router,
+        "GET",
+        "/v1/client/fs/stream/a1?path=../../etc/passwd&follow=false",
+        None,
+    )
+    .await;
+    assert_eq!(escape.status(), StatusCode::BAD_REQUEST);
+    let no_path = send(&router, "GET", "/v1/client/fs/stream/a1", None).await;
+    assert_eq!(body_text(no_path).await, "must provide a file path");
+}
+
+#[tokio::test]
+async fn checks_are_an_empty_object_for_a_known_allocation() {
+    let (backend, router) = setup();
+    let job = backend.put_job(sample_job("web"));
+    sample_allocation(&backend, "a1", &job);
+    let checks = send(&router, "GET", "/v1/client/allocation/a1/checks", None).await;
+    assert_eq!(body_json(checks).await, json!({}));
+    let unknown = send(&router, "GET", "/v1/client/allocation/zz/checks", None).await;
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+}

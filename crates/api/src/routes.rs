@@ -44,7 +44,9 @@ pub enum Route {
     ClientAllocSignal { alloc_id: String },
     ClientAllocGc { alloc_id: String },
     ClientAllocStats { alloc_id: String },
+    ClientAllocChecks { alloc_id: String },
     FsLogs { alloc_id: String },
+    FsStream { alloc_id: String },
     FsList { alloc_id: String },
     FsStat { alloc_id: String },
     FsCat { alloc_id: String },
@@ -171,6 +173,7 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
                     "signal" => (Route::ClientAllocSignal { alloc_id }, Write),
                     "gc" => (Route::ClientAllocGc { alloc_id }, ReadOrWrite),
                     "stats" => (Route::ClientAllocStats { alloc_id }, Read),
+                    "checks" => (Route::ClientAllocChecks { alloc_id }, Read),
                     _ => return Err(ApiError::NoRoute),
                 }
             } else if let Some(rest) = path.strip_prefix("client/fs/") {
@@ -178,6 +181,7 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
                 let alloc_id = one_segment(alloc)?;
                 let route = match operation {
                     "logs" => Route::FsLogs { alloc_id },
+                    "stream" => Route::FsStream { alloc_id },
                     "ls" => Route::FsList { alloc_id },
                     "stat" => Route::FsStat { alloc_id },
                     "cat" => Route::FsCat { alloc_id },

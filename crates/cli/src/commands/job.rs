@@ -368,15 +368,20 @@ pub async fn show_job(
         io.say(columnize::columns(&rows));
     }
 
+    // The newest evaluation that failed to place something, shown while its blocked
+    // follow-up is still waiting for capacity.
     let mut latest: Vec<_> = evaluations.iter().collect();
     latest.sort_by_key(|evaluation| std::cmp::Reverse(evaluation.create_index));
-    if let Some(failed) = latest
+    let still_failing = latest
         .iter()
         .find(|evaluation| !evaluation.failed_tg_allocs.is_empty())
-        && latest
-            .iter()
-            .any(|evaluation| evaluation.status == "blocked" || evaluation.id == failed.id)
-    {
+        .filter(|failed| {
+            failed.blocked_eval.is_empty()
+                || evaluations.iter().any(|evaluation| {
+                    evaluation.id == failed.blocked_eval && evaluation.status == "blocked"
+                })
+        });
+    if let Some(failed) = still_failing {
         io.say("");
         io.say("Placement Failure");
         for (group, metric) in &failed.failed_tg_allocs {
@@ -397,7 +402,7 @@ pub async fn show_job(
 }
 
 fn job_status_text(job: &Job) -> String {
-    if job.stop && job.status != "dead" {
+    if job.stop {
         format!("{} (stopped)", job.status)
     } else {
         job.status.clone()
