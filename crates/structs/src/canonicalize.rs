@@ -5,7 +5,9 @@
 //! values; a zero that no valid job can mean (priority 0, CPU 0, an empty restart mode) is read as
 //! "absent" and filled, while zeros a user may mean (restart `Attempts` 0, `Delay` 0) are kept when
 //! their block is present. A block that is absent altogether gets the full default for the job
-//! type. A group's `Count` is already 1 when absent at decode time (see [`crate::job::TaskGroup`]).
+//! type. Some absences are settled at decode time instead: a group's `Count` is 1, an `update`
+//! block's `MaxParallel` 1, a restart block's `Delay` 15s and `Mode` `fail`, and its `Attempts`
+//! the marker [`RESTART_ATTEMPTS_UNSET`], filled here by job type.
 //!
 //! Not here: validation; the jobspec parser's own defaults (group names from labels).
 
@@ -145,6 +147,18 @@ impl Job {
     }
 }
 
+/// Fills the fields of a present restart block that were left unset (`Attempts` unset, an
+/// empty `Mode`, a zero `Interval`) from `defaults`.
+fn fill_unset_restart_fields(policy: &mut RestartPolicy, defaults: &RestartPolicy) {
+    if policy.attempts == RESTART_ATTEMPTS_UNSET {
+        policy.attempts = defaults.attempts;
+    }
+    fill_if_empty(&mut policy.mode, &defaults.mode);
+    if policy.interval.is_zero() {
+        policy.interval = defaults.interval;
+    }
+}
+
 fn canonicalize_update_strategy(update: &mut UpdateStrategy) {
     let defaults = default_update_strategy();
     if update.stagger.is_zero() {
@@ -179,12 +193,7 @@ impl TaskGroup {
         let restart_defaults = default_restart_policy(job_type);
         match &mut self.restart_policy {
             None => self.restart_policy = Some(restart_defaults),
-            Some(policy) => {
-                fill_if_empty(&mut policy.mode, &restart_defaults.mode);
-                if policy.interval.is_zero() {
-                    policy.interval = restart_defaults.interval;
-                }
-            }
+            Some(policy) => fill_unset_restart_fields(policy, &restart_defaults),
         }
 
         match (
@@ -249,8 +258,16 @@ impl Task {
                 }
             }
         }
-        if self.restart_policy.is_none() {
-            self.restart_policy = group_restart_policy.cloned();
+        match (&mut self.restart_policy, group_restart_policy) {
+            (None, group_policy) => self.restart_policy = group_policy.cloned(),
+            (Some(task_policy), Some(group_policy)) => {
+                fill_unset_restart_fields(task_policy, group_policy);
+            }
+            (Some(task_policy), None) => {
+                if task_policy.attempts == RESTART_ATTEMPTS_UNSET {
+                    task_policy.attempts = 0;
+                }
+            }
         }
         if self
             .lifecycle

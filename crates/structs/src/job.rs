@@ -271,13 +271,21 @@ wire_struct! {
     }
 }
 
+/// `RestartPolicy.Attempts` before canonicalization when the key was absent; canonicalization
+/// replaces it with the job type's default (or the group's, for a task).
+pub const RESTART_ATTEMPTS_UNSET: i64 = -1;
+
 wire_struct! {
     /// How a task is restarted on the same node after it exits.
+    ///
+    /// Keys absent from a present block decode to Nomad's defaults where those do not depend on the
+    /// job type (`Delay` 15s, `Mode` `fail`); `Attempts` decodes to [`RESTART_ATTEMPTS_UNSET`] and
+    /// `Interval` to zero, both filled in by canonicalization.
     pub struct RestartPolicy {
-        pub attempts: i64,
+        pub attempts: i64 = RESTART_ATTEMPTS_UNSET,
         pub interval: DurationNs,
-        pub delay: DurationNs,
-        pub mode: String,
+        pub delay: DurationNs = DurationNs::from_secs(15),
+        pub mode: String = RESTART_POLICY_MODE_FAIL.to_string(),
         pub render_templates: bool,
     }
 }
@@ -340,10 +348,11 @@ wire_struct! {
 }
 
 wire_struct! {
-    /// Rolling update settings (the `update` block).
+    /// Rolling update settings (the `update` block). `MaxParallel` is 1 when the key is absent
+    /// (an explicit 0 disables rolling updates).
     pub struct UpdateStrategy {
         pub stagger: DurationNs,
-        pub max_parallel: i64,
+        pub max_parallel: i64 = 1,
         pub health_check: String,
         pub min_healthy_time: DurationNs,
         pub healthy_deadline: DurationNs,

@@ -10,6 +10,17 @@
 //! case-insensitively, for request bodies. Encoding writes every field with Nomad's key; empty
 //! lists and maps inside objects are written as `[]`/`{}` (Nomad writes `null` for nil ones; Go
 //! clients read both the same).
+//!
+//! Where things are:
+//! - [`job`]: `Job`, `TaskGroup`, `Task` and their blocks; [`canonicalize`]: the API's defaults.
+//! - [`alloc`]: `Allocation`, `AllocListStub`, `AllocatedResources`, `AllocMetric`.
+//! - [`task_state`]: `TaskState`, `TaskEvent`, event type strings, display messages,
+//!   `derive_client_status`.
+//! - [`eval`], [`node`], [`job_summary`] (also `JobListStub` and `derive_job_status`).
+//! - [`requests`]: request and response bodies; [`resource_usage`]: alloc stats; [`fs`]: file
+//!   info and stream frames.
+//! - [`time`]: `Timestamp` (RFC 3339) and `DurationNs` (Go durations); [`bytes`]: base64 `[]byte`.
+//! - [`ids`]: `AllocId` and `TaskName`, validated before any path is built from them.
 
 pub mod alloc;
 pub mod bytes;

@@ -107,8 +107,11 @@ wire_struct! {
     pub struct JobsParseRequest {
         #[serde(rename = "JobHCL")]
         pub job_hcl: String,
+        #[serde(rename = "HCLv1")]
+        pub hcl_v1: bool,
         pub canonicalize: bool,
-        pub variables: String,
+        /// Variable values; Nomad has taken both a string of HCL assignments and a map here.
+        pub variables: Option<Value>,
     }
 }
 

@@ -324,7 +324,9 @@ impl DurationNs {
                 Some((whole, fraction)) => (whole, fraction),
                 None => (number_text, ""),
             };
-            if whole_text.is_empty() && fraction_text.is_empty() {
+            if (whole_text.is_empty() && fraction_text.is_empty())
+                || !fraction_text.bytes().all(|byte| byte.is_ascii_digit())
+            {
                 return Err(invalid());
             }
             let whole: i128 = if whole_text.is_empty() {

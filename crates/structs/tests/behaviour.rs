@@ -743,3 +743,84 @@ fn exceeded_attempts_reason_is_worded_like_nomad() {
         .with_fails_task();
     assert_eq!(display(event), reason);
 }
+
+#[test]
+fn partial_restart_block_is_completed_like_nomads_merge() {
+    let mut job: Job = serde_json::from_value(json!({"ID":"x","Type":"batch","TaskGroups":[{
+        "Name":"g","RestartPolicy":{"Attempts":5},
+        "Tasks":[{"Name":"a"},{"Name":"b","RestartPolicy":{"Mode":"delay"}}]}]}))
+    .expect("decodes");
+    job.canonicalize();
+    let group = &job.task_groups[0];
+    let group_policy = group.restart_policy.as_ref().expect("group policy");
+    assert_eq!(group_policy.attempts, 5);
+    assert_eq!(
+        group_policy.interval,
+        DurationNs::from_hours(24),
+        "batch interval"
+    );
+    assert_eq!(group_policy.delay, DurationNs::from_secs(15));
+    assert_eq!(group_policy.mode, RESTART_POLICY_MODE_FAIL);
+    assert_eq!(group.tasks[0].restart_policy.as_ref(), Some(group_policy));
+    let task_policy = group.tasks[1].restart_policy.as_ref().expect("task policy");
+    assert_eq!(task_policy.mode, RESTART_POLICY_MODE_DELAY);
+    assert_eq!(
+        task_policy.attempts, 5,
+        "unset attempts come from the group"
+    );
+    assert_eq!(task_policy.interval, DurationNs::from_hours(24));
+}
+
+#[test]
+fn partial_update_block_gets_max_parallel_one_but_explicit_zero_stays() {
+    let mut job: Job = serde_json::from_value(json!({"ID":"x","Update":{"Canary":1},
+        "TaskGroups":[{"Name":"g","Tasks":[{"Name":"t"}]},
+                      {"Name":"h","Update":{"MaxParallel":0},"Tasks":[{"Name":"t"}]}]}))
+    .expect("decodes");
+    job.canonicalize();
+    let inherited = job.task_groups[0]
+        .update
+        .as_ref()
+        .expect("inherited from the job");
+    assert_eq!((inherited.max_parallel, inherited.canary), (1, 1));
+    assert_eq!(inherited.min_healthy_time, DurationNs::from_secs(10));
+    assert_eq!(inherited.healthy_deadline, DurationNs::from_mins(5));
+    let own = job.task_groups[1].update.as_ref().expect("own");
+    assert_eq!(own.max_parallel, 0);
+}
+
+#[test]
+fn malformed_times_and_durations_are_errors_not_panics() {
+    let samples = [
+        "1.2.3s",
+        "..s",
+        "1..s",
+        "5m5",
+        "µs",
+        "1µ",
+        "-",
+        "+",
+        "9223372036854775807ns",
+        "9223372036854775808ns",
+        "2023-01-01T00:00:00.1234567890Z",
+        "2023-01-01T00:00:00é",
+        "2023-01-01T00:00:00+é:00",
+        "2023-01-01T24:00:00Z",
+        "0000-00-00T00:00:00Z",
+        "é",
+        "2023-01-01T00:00:00+01:0é",
+        "",
+    ];
+    for sample in samples {
+        let _ = DurationNs::parse_go(sample);
+        let _ = Timestamp::parse_rfc3339(sample);
+    }
+    assert!(DurationNs::parse_go("1.2.3s").is_err());
+    assert_eq!(
+        DurationNs::parse_go("9223372036854775807ns"),
+        Ok(DurationNs(i64::MAX))
+    );
+    assert!(DurationNs::parse_go("9223372036854775808ns").is_err());
+    assert!(Timestamp::parse_rfc3339("2023-01-01T00:00:00.1234567890Z").is_err());
+    assert!(Timestamp::parse_rfc3339("2023-01-01T24:00:00Z").is_err());
+}
