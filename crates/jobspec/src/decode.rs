@@ -367,8 +367,8 @@ fn resolve_input_variables(
         let supplied = variable_values
             .get(&declaration.name)
             .map(|input| match input {
-                VariableInput::Text(text) => declaration.variable_type.convert_text(text),
-                VariableInput::Value(value) => declaration.variable_type.convert(value.clone()),
+                VariableInput::Text(text) => declaration.variable_type.convert_text(&text),
+                VariableInput::Value(value) => declaration.variable_type.convert(value),
             });
         let value = match (supplied, declaration.default) {
             (Some(Ok(value)), _) => value,
@@ -818,11 +818,26 @@ impl Walker<'_> {
         match spec.placement {
             Placement::Field(field) => (field, spec.repetition),
             Placement::PortByStatic => {
-                let has_static = block
-                    .body
-                    .iter()
-                    .any(|structure| matches!(structure, Structure::Attribute(attribute) if attribute.key.as_str() == "static"));
-                if has_static {
+                // As Nomad's parser: a port with a static value above zero is reserved, any
+                // other is dynamic.
+                let static_value = block.body.iter().find_map(|structure| match structure {
+                    Structure::Attribute(attribute) if attribute.key.as_str() == "static" => {
+                        self.evaluator.evaluate(&attribute.value).ok()
+                    }
+                    _ => None,
+                });
+                let is_reserved = match static_value {
+                    Some(HclValue::Number(number)) => {
+                        number.as_f64().is_some_and(|value| value > 0.0)
+                    }
+                    Some(HclValue::String(text)) => {
+                        text.trim().parse::<i64>().is_ok_and(|value| value > 0)
+                    }
+                    Some(HclValue::Null) | None => false,
+                    // Anything else fails conversion later, where the error is reported.
+                    Some(_) => true,
+                };
+                if is_reserved {
                     ("ReservedPorts", Repetition::List)
                 } else {
                     ("DynamicPorts", Repetition::List)

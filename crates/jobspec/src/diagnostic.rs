@@ -40,16 +40,20 @@ impl Diagnostic {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !self.file.is_empty() {
-            write!(formatter, "{}:", self.file)?;
-        }
+        let mut location = self.file.clone();
         match (&self.position, &self.field_path) {
-            (Some(position), _) => write!(formatter, "{}:{}: ", position.line, position.column)?,
-            (None, Some(path)) => write!(formatter, " {path}: ")?,
-            (None, None) if !self.file.is_empty() => write!(formatter, " ")?,
+            (Some(position), _) => {
+                location.push_str(&format!(":{}:{}", position.line, position.column));
+            }
+            (None, Some(path)) if location.is_empty() => location.push_str(path),
+            (None, Some(path)) => location.push_str(&format!(": {path}")),
             (None, None) => {}
         }
-        write!(formatter, "{}", self.message)
+        if location.is_empty() {
+            write!(formatter, "{}", self.message)
+        } else {
+            write!(formatter, "{location}: {}", self.message)
+        }
     }
 }
 
@@ -187,5 +191,11 @@ mod tests {
         by_path.field_path = Some("TaskGroups[0].Count".into());
         assert_eq!(by_path.to_string(), "job.json: TaskGroups[0].Count: bad");
         assert_eq!(Diagnostic::new("", None, "bad").to_string(), "bad");
+        assert_eq!(
+            Diagnostic::new("job.hcl", None, "bad").to_string(),
+            "job.hcl: bad"
+        );
+        by_path.file.clear();
+        assert_eq!(by_path.to_string(), "TaskGroups[0].Count: bad");
     }
 }

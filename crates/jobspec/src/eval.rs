@@ -22,6 +22,9 @@ const LOCALS_ROOT: &str = "local";
 #[derive(Debug, Clone, Default)]
 pub struct VarValues {
     values: BTreeMap<String, VariableInput>,
+    /// `NOMAD_VAR_<name>` values: lowest precedence, and ignored when the jobspec does not
+    /// declare the variable (the environment holds values for many jobspecs).
+    environment: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone)]
@@ -41,6 +44,22 @@ impl VarValues {
     pub fn set_text(&mut self, name: impl Into<String>, text: impl Into<String>) {
         self.values
             .insert(name.into(), VariableInput::Text(text.into()));
+    }
+
+    /// Sets a variable from the environment (`NOMAD_VAR_name=text`); explicit values win over it.
+    pub fn set_environment_text(&mut self, name: impl Into<String>, text: impl Into<String>) {
+        self.environment.insert(name.into(), text.into());
+    }
+
+    /// Collects every `NOMAD_VAR_<name>` variable from an environment listing.
+    pub fn add_environment(&mut self, environment: impl IntoIterator<Item = (String, String)>) {
+        for (key, text) in environment {
+            if let Some(name) = key.strip_prefix("NOMAD_VAR_")
+                && !name.is_empty()
+            {
+                self.set_environment_text(name, text);
+            }
+        }
     }
 
     /// Sets a variable to a value, as a var file does. Later calls win.
@@ -102,8 +121,12 @@ impl VarValues {
         }
     }
 
-    pub(crate) fn get(&self, name: &str) -> Option<&VariableInput> {
-        self.values.get(name)
+    pub(crate) fn get(&self, name: &str) -> Option<VariableInput> {
+        self.values.get(name).cloned().or_else(|| {
+            self.environment
+                .get(name)
+                .map(|text| VariableInput::Text(text.clone()))
+        })
     }
 
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {

@@ -9,6 +9,16 @@
 //! `Job::canonicalize` (API defaults) → `validate` (each problem located through the offset map).
 //! A field the decoder produced that does not survive the `Job` round trip is reported as
 //! unsupported, so nothing in a jobspec is ever dropped silently.
+//!
+//! Supported blocks: `job`, `group`, `task`, `config`, `env`, `meta`, `resources`, `restart`,
+//! `reschedule` (job and group), `lifecycle`, `template` (with `wait`, `change_script`),
+//! `artifact` (with `options`, `headers`), `service` and `check` (with `check_restart`,
+//! `header`), `constraint`, `affinity`, `spread` (with `target`), `network` and `port`, `logs`,
+//! `dispatch_payload`, `parameterized`, `periodic`, `update`, `ephemeral_disk`, `identity`, and
+//! the top-level `variable`, `variables` and `locals`. Blocks Nomad has and drover refuses with
+//! a reason (`vault`, `consul`, `volume`, `volume_mount`, `csi_plugin`, `scaling`,
+//! `multiregion`, `connect`, `device`, `secret`, `dynamic`, ...) are listed by
+//! [`refused_blocks`].
 
 mod decode;
 mod diagnostic;
@@ -60,7 +70,7 @@ pub fn parse_hcl(
     let locate = |field_path: &str| {
         nearest_location(&locations, field_path).map(|offset| source_map.position(offset))
     };
-    build_and_validate(user_json, filename, &locate)
+    build_and_validate(user_json, filename, &locate, FieldCheck::ReportDropped)
 }
 
 /// Parses a JSON job, either `{"Job": {...}}` (the API's register body) or the bare job object,
@@ -101,7 +111,7 @@ pub fn parse_json(source: &str, filename: &str) -> Result<Job, Diagnostics> {
             "a JSON job must be an object, either {\"Job\": {...}} or the job itself",
         )]));
     }
-    build_and_validate(job_json, filename, &|_| None)
+    build_and_validate(job_json, filename, &|_| None, FieldCheck::IgnoreUnknown)
 }
 
 /// Reads a jobspec file: `.json` files (or text starting with `{`) as JSON, anything else as
@@ -170,10 +180,20 @@ fn finish_diagnostics(diagnostics: Vec<Diagnostic>) -> Diagnostics {
 /// `Job` from user JSON, then defaults, then validation of the defaulted job with the user's
 /// explicit values laid over it (so an explicit `memory = 0` is judged as written, as Nomad
 /// does, instead of being replaced by the default).
+/// What to do with fields of the input that the `Job` type does not hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldCheck {
+    /// HCL: the decoder only produces fields it knows, so a lost one is a feature drover lacks.
+    ReportDropped,
+    /// JSON: ignored, like Go's `encoding/json` (Nomad's own output carries many extra keys).
+    IgnoreUnknown,
+}
+
 fn build_and_validate(
     user_json: JsonValue,
     filename: &str,
     locate: &dyn Fn(&str) -> Option<Position>,
+    field_check: FieldCheck,
 ) -> Result<Job, Diagnostics> {
     let diagnostic = |field_path: String, message: String| Diagnostic {
         file: filename.to_string(),
@@ -198,7 +218,9 @@ fn build_and_validate(
 
     let mut diagnostics = Vec::new();
     let mut unsupported = Vec::new();
-    collect_dropped_fields(&user_json, &canonical_json, String::new(), &mut unsupported);
+    if field_check == FieldCheck::ReportDropped {
+        collect_dropped_fields(&user_json, &canonical_json, String::new(), &mut unsupported);
+    }
     for field_path in unsupported {
         let message = format!(
             "{} is not supported by drover",

@@ -609,6 +609,10 @@ static TASK: BodySchema = BodySchema {
         ("secret", "drover has no secret providers"),
         ("action", "drover does not support task actions"),
         ("schedule", "drover does not support task schedules"),
+        (
+            "dynamic",
+            "dynamic blocks are not supported; write the blocks out",
+        ),
     ],
 };
 

@@ -594,12 +594,11 @@ impl Checker {
                 "a task cannot be named \"alloc\"",
             );
         }
-        if name.contains('/') || name.contains('\\') {
-            self.report(
-                place,
-                place.field("Name"),
-                "a task name cannot contain slashes",
-            );
+        // Task names become directory names on the client: the same rule as its `TaskName`.
+        if !name.is_empty()
+            && let Err(error) = drover_structs::TaskName::parse(name)
+        {
+            self.report(place, place.field("Name"), error.to_string());
         }
         if text(task, "Driver").is_empty() {
             self.report(
@@ -1348,37 +1347,43 @@ impl Checker {
                             );
                         }
                     }
-                    "script" => {
-                        if text(check, "Command").is_empty() {
-                            self.report(
-                                &check_place,
-                                check_place.path.clone(),
-                                format!("{check_label}: a script check needs a command"),
-                            );
-                        }
-                        if task.is_none()
-                            && text(check, "TaskName").is_empty()
-                            && text(service, "TaskName").is_empty()
-                        {
-                            self.report(
-                                &check_place,
-                                check_place.path.clone(),
-                                format!(
-                                    "{check_label}: a script check in a group service needs task"
-                                ),
-                            );
-                        }
-                    }
-                    "" => self.report(
-                        &check_place,
-                        check_place.path.clone(),
-                        format!("{check_label}: type is missing (http, tcp or script)"),
-                    ),
-                    other => self.report(
+                    "script" | "grpc" => self.report(
                         &check_place,
                         check_place.field("Type"),
-                        format!("{check_label}: type must be http, tcp or script, got {other:?}"),
+                        format!("{check_label}: {check_type} checks need Consul; the nomad service provider runs http and tcp checks"),
                     ),
+                    "" => self.report(&check_place, check_place.path.clone(), format!("{check_label}: type is missing (http or tcp)")),
+                    other => self.report(&check_place, check_place.field("Type"), format!("{check_label}: type must be http or tcp, got {other:?}")),
+                }
+                if flag(check, "Expose") {
+                    self.report(
+                        &check_place,
+                        check_place.field("Expose"),
+                        format!("{check_label}: expose is only for Consul service checks"),
+                    );
+                }
+                if text(check, "OnUpdate") == "ignore_warnings" {
+                    self.report(&check_place, check_place.field("OnUpdate"), format!("{check_label}: on_update = \"ignore_warnings\" is only for Consul service checks"));
+                }
+                if text(check, "AddressMode") == "driver" {
+                    self.report(&check_place, check_place.field("AddressMode"), format!("{check_label}: address_mode = \"driver\" is only for Consul service checks"));
+                }
+                if integer(check, "SuccessBeforePassing").unwrap_or(0) != 0 {
+                    self.report(&check_place, check_place.field("SuccessBeforePassing"), format!("{check_label}: success_before_passing is only for Consul service checks"));
+                }
+                let method = text(check, "Method");
+                if check_type == "http"
+                    && ![
+                        "", "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS",
+                        "TRACE",
+                    ]
+                    .contains(&method)
+                {
+                    self.report(
+                        &check_place,
+                        check_place.field("Method"),
+                        format!("{check_label}: method {method:?} is not an HTTP method"),
+                    );
                 }
                 if check_type == "http" && text(check, "Path").is_empty() {
                     self.report(
@@ -1487,9 +1492,112 @@ fn check_cron_expression(expression: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether a JSON value asks for something (not null, not an empty list or object).
+fn is_requested(value: Option<&JsonValue>) -> bool {
+    match value {
+        None | Some(JsonValue::Null) => false,
+        Some(JsonValue::Array(items)) => !items.is_empty(),
+        Some(JsonValue::Object(entries)) => !entries.is_empty(),
+        Some(_) => true,
+    }
+}
+
+impl Checker {
+    /// Features a JSON job can ask for that drover does not provide (the HCL decoder refuses
+    /// the matching blocks earlier, with their own messages). Empty or null values, as Nomad
+    /// writes them for absent features, pass.
+    fn refused_features(&mut self, job: &JsonValue) {
+        let place = Place {
+            path: String::new(),
+            context: String::new(),
+        };
+        if is_requested(job.get("Multiregion")) {
+            self.report(
+                &place,
+                "Multiregion".into(),
+                "the \"multiregion\" block is not supported by drover",
+            );
+        }
+        for (group_index, group) in items(job, "TaskGroups").iter().enumerate() {
+            let group_place = Place {
+                path: format!("TaskGroups[{group_index}]"),
+                context: format!("group {:?}", text(group, "Name")),
+            };
+            for (field, feature) in [("Volumes", "volume"), ("Scaling", "scaling")] {
+                if is_requested(group.get(field)) {
+                    self.report(
+                        &group_place,
+                        group_place.field(field),
+                        format!("the {feature:?} block is not supported by drover"),
+                    );
+                }
+            }
+            for (task_index, task) in items(group, "Tasks").iter().enumerate() {
+                let task_place = Place {
+                    path: format!("{}.Tasks[{task_index}]", group_place.path),
+                    context: format!("{} task {:?}", group_place.context, text(task, "Name")),
+                };
+                for (field, feature) in [
+                    ("Vault", "vault"),
+                    ("VolumeMounts", "volume_mount"),
+                    ("CSIPluginConfig", "csi_plugin"),
+                    ("ScalingPolicies", "scaling"),
+                    ("Actions", "action"),
+                    ("Schedule", "schedule"),
+                ] {
+                    if is_requested(task.get(field)) {
+                        self.report(
+                            &task_place,
+                            task_place.field(field),
+                            format!("the {feature:?} block is not supported by drover"),
+                        );
+                    }
+                }
+                if let Some(resources) = task.get("Resources") {
+                    for (field, feature) in [
+                        ("Devices", "device"),
+                        ("NUMA", "numa"),
+                        ("Networks", "network"),
+                    ] {
+                        if is_requested(resources.get(field)) {
+                            let resources_place = task_place.child("Resources");
+                            self.report(
+                                &resources_place,
+                                resources_place.field(field),
+                                format!("the {feature:?} block is not supported by drover"),
+                            );
+                        }
+                    }
+                }
+                for (service_index, service) in items(task, "Services").iter().enumerate() {
+                    if is_requested(service.get("Connect")) {
+                        let service_place = task_place.item("Services", service_index);
+                        self.report(
+                            &service_place,
+                            service_place.field("Connect"),
+                            "the \"connect\" block is not supported by drover (no Consul Connect)",
+                        );
+                    }
+                }
+            }
+            for (service_index, service) in items(group, "Services").iter().enumerate() {
+                if is_requested(service.get("Connect")) {
+                    let service_place = group_place.item("Services", service_index);
+                    self.report(
+                        &service_place,
+                        service_place.field("Connect"),
+                        "the \"connect\" block is not supported by drover (no Consul Connect)",
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Validates a job given as Nomad JSON (after defaults).
 pub(crate) fn validate_job_json(job: &JsonValue) -> Vec<ValidationIssue> {
     let mut checker = Checker { issues: Vec::new() };
+    checker.refused_features(job);
     checker.job(job);
     checker.issues
 }

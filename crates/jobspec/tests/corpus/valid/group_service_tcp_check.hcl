@@ -14,13 +14,11 @@ job "db" {
         lan = "10.0.0.5"
       }
       check {
-        type     = "script"
-        command  = "/usr/bin/pg_isready"
-        args     = ["-q"]
-        interval = "30s"
-        timeout  = "5s"
-        task     = "postgres"
-        on_update = "ignore_warnings"
+        name      = "accepting connections"
+        type      = "tcp"
+        interval  = "30s"
+        timeout   = "5s"
+        on_update = "ignore"
       }
     }
     task "postgres" {

@@ -1,0 +1,13 @@
+job "names" {
+  group "app" {
+    task "../escape" {
+      driver = "raw_exec"
+    }
+    task ".." {
+      driver = "raw_exec"
+    }
+    task "ok" {
+      driver = "raw_exec"
+    }
+  }
+}
