@@ -615,11 +615,34 @@ fn parse_job(params: &QueryParams, body: Bytes) -> Result<Response, ApiError> {
     if request.job_hcl.trim().is_empty() {
         return Err(ApiError::bad_request("Job HCL must be specified"));
     }
+    if request.hcl_v1 {
+        return Err(ApiError::bad_request(
+            "HCL version 1 jobspecs are not supported",
+        ));
+    }
     let mut variables = drover_jobspec::VarValues::new();
-    if !request.variables.trim().is_empty() {
-        variables
-            .add_var_file(&request.variables, "variables.hcl")
-            .map_err(|diagnostics| ApiError::bad_request(diagnostics_text(&diagnostics)))?;
+    match &request.variables {
+        None | Some(serde_json::Value::Null) => {}
+        Some(serde_json::Value::String(assignments)) => {
+            if !assignments.trim().is_empty() {
+                variables
+                    .add_var_file(assignments, "variables.hcl")
+                    .map_err(|diagnostics| ApiError::bad_request(diagnostics_text(&diagnostics)))?;
+            }
+        }
+        Some(serde_json::Value::Object(values)) => {
+            for (name, value) in values {
+                match value {
+                    serde_json::Value::String(text) => variables.set_text(name, text),
+                    other => variables.set_text(name, other.to_string()),
+                }
+            }
+        }
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "Variables must be HCL assignments or an object of values",
+            ));
+        }
     }
     let job: Job = if request.canonicalize {
         drover_jobspec::parse_hcl(&request.job_hcl, "input.hcl", &variables)

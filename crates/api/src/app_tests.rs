@@ -928,3 +928,52 @@ async fn checks_are_an_empty_object_for_a_known_allocation() {
     let unknown = send(&router, "GET", "/v1/client/allocation/zz/checks", None).await;
     assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn parse_takes_variables_as_hcl_text_or_as_an_object() {
+    let (_backend, router) = setup();
+    let hcl = r#"variable "n" {
+  type    = number
+  default = 1
+}
+job "vars" {
+  group "g" {
+    count = var.n
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+"#;
+    let from_text = body_json(
+        send(
+            &router,
+            "POST",
+            "/v1/jobs/parse",
+            Some(json!({"JobHCL": hcl, "Canonicalize": true, "Variables": "n = 4\n"})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(from_text["TaskGroups"][0]["Count"], 4);
+    let from_object = body_json(
+        send(
+            &router,
+            "POST",
+            "/v1/jobs/parse",
+            Some(json!({"JobHCL": hcl, "Canonicalize": true, "Variables": {"n": "3"}})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(from_object["TaskGroups"][0]["Count"], 3);
+    let hcl1 = send(
+        &router,
+        "POST",
+        "/v1/jobs/parse",
+        Some(json!({"JobHCL": hcl, "HCLv1": true})),
+    )
+    .await;
+    assert_eq!(hcl1.status(), StatusCode::BAD_REQUEST);
+}
