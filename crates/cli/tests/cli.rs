@@ -749,3 +749,73 @@ async fn run_of_a_service_job_waits_for_its_allocations_to_start() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn status_finds_jobs_allocations_and_nodes_by_prefix() {
+    let agent = start_agent().await;
+    job_with_events(&agent.backend);
+    agent.backend.put_node(Node {
+        id: "c0ffee00-0000-0000-0000-000000000000".into(),
+        name: "node9".into(),
+        status: "ready".into(),
+        ..Node::default()
+    });
+    let job = drover(&["status", "-address", &agent.address, "rep"]).await;
+    assert!(
+        job.stdout.contains("ID            = report"),
+        "{}",
+        job.stdout
+    );
+    let allocation = drover(&["status", "-address", &agent.address, "8e3a5f"]).await;
+    assert!(
+        allocation
+            .stdout
+            .contains("Name                = report.work[0]"),
+        "{}",
+        allocation.stdout
+    );
+    let node = drover(&["status", "-address", &agent.address, "c0ffee"]).await;
+    assert!(
+        node.stdout.contains("Name         = node9"),
+        "{}",
+        node.stdout
+    );
+    let nothing = drover(&["status", "-address", &agent.address, "zzzz"]).await;
+    assert_eq!(nothing.code, 1);
+    assert!(
+        nothing
+            .stderr
+            .contains("No matches returned for query \"zzzz\"")
+    );
+    let as_json = drover(&[
+        "alloc",
+        "status",
+        "-json",
+        "-address",
+        &agent.address,
+        "8e3a",
+    ])
+    .await;
+    let parsed: serde_json::Value = serde_json::from_str(&as_json.stdout).unwrap();
+    assert_eq!(parsed["TaskStates"]["count"]["State"], "running");
+}
+
+#[tokio::test]
+async fn an_ambiguous_allocation_prefix_lists_the_candidates() {
+    let agent = start_agent().await;
+    let (_job, allocation) = job_with_events(&agent.backend);
+    agent.backend.put_allocation(Allocation {
+        id: "8e3a9999-0000-0000-0000-000000000000".into(),
+        ..allocation
+    });
+    let outcome = drover(&["alloc", "status", "-address", &agent.address, "8e3a"]).await;
+    assert_eq!(outcome.code, 1);
+    assert!(
+        outcome
+            .stderr
+            .starts_with("Prefix matched multiple allocations\n\nID "),
+        "{}",
+        outcome.stderr
+    );
+    assert!(outcome.stderr.contains("8e3a5f1c") && outcome.stderr.contains("8e3a9999"));
+}
