@@ -410,6 +410,18 @@ async fn handle<B: ApiBackend>(
             }
             json_response(&health, params, Meta::Read(1))
         }
+        Route::AgentServers => {
+            json_response(&[backend.agent_info().server_addr], params, Meta::Read(1))
+        }
+        Route::DeploymentList => {
+            let (index, ()) =
+                blocking_read(backend, params, &[Table::Deployments], |_| Ok(())).await?;
+            json_response(&json!([]), params, Meta::Read(index))
+        }
+        Route::DeploymentRead { .. } => {
+            // drover has no deployments yet, so no deployment ID can name one.
+            Err(ApiError::not_found("deployment not found"))
+        }
         Route::StatusLeader => {
             json_response(&backend.agent_info().server_addr, params, Meta::Read(1))
         }

@@ -337,6 +337,12 @@ async fn agent_and_status_endpoints_answer_like_nomad() {
     assert_eq!(me["member"]["Name"], "node1.global");
     let members = body_json(send(&router, "GET", "/v1/agent/members", None).await).await;
     assert_eq!(members["Members"][0]["Status"], "alive");
+    let servers = body_json(send(&router, "GET", "/v1/agent/servers", None).await).await;
+    assert_eq!(servers, json!(["127.0.0.1:4647"]));
+    let deployments = body_text(send(&router, "GET", "/v1/deployments", None).await).await;
+    assert_eq!(deployments, "[]");
+    let deployment = send(&router, "GET", "/v1/deployment/abc", None).await;
+    assert_eq!(deployment.status(), StatusCode::NOT_FOUND);
     let health = body_json(send(&router, "GET", "/v1/agent/health", None).await).await;
     assert_eq!(health["server"]["ok"], true);
 }

@@ -37,6 +37,9 @@ pub enum Route {
     AgentSelf,
     AgentMembers,
     AgentHealth,
+    AgentServers,
+    DeploymentList,
+    DeploymentRead { deployment_id: String },
     StatusLeader,
     StatusPeers,
     Regions,
@@ -135,6 +138,8 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
         "agent/self" => (Route::AgentSelf, Read),
         "agent/members" => (Route::AgentMembers, Read),
         "agent/health" => (Route::AgentHealth, Read),
+        "agent/servers" => (Route::AgentServers, Read),
+        "deployments" => (Route::DeploymentList, Read),
         "status/leader" => (Route::StatusLeader, Read),
         "status/peers" => (Route::StatusPeers, Read),
         "regions" => (Route::Regions, Read),
@@ -149,6 +154,13 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
                     "stop" => (Route::AllocationStop { alloc_id }, Write),
                     _ => return Err(ApiError::NoRoute),
                 }
+            } else if let Some(rest) = path.strip_prefix("deployment/") {
+                (
+                    Route::DeploymentRead {
+                        deployment_id: one_segment(rest)?,
+                    },
+                    Read,
+                )
             } else if let Some(rest) = path.strip_prefix("evaluation/") {
                 let (id, suffix) = segment_and_suffix(rest);
                 let eval_id = one_segment(id)?;

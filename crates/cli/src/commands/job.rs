@@ -187,6 +187,9 @@ async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
             return 1;
         }
     };
+    if !response.warnings.is_empty() {
+        io.say(format!("Job Warnings:\n{}\n", response.warnings));
+    }
     let periodic_or_parameterized = job.periodic.is_some() || job.parameterized_job.is_some();
     if arguments.detach || periodic_or_parameterized || response.eval_id.is_empty() {
         io.say("Job registration successful");
