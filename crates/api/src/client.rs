@@ -46,7 +46,7 @@ pub fn escape_path_segment(segment: &str) -> String {
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("is the agent running at {address}? ({source})")]
+    #[error("is the agent running at {address}?")]
     Connect {
         address: String,
         #[source]
