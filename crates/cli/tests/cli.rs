@@ -819,3 +819,65 @@ async fn an_ambiguous_allocation_prefix_lists_the_candidates() {
     );
     assert!(outcome.stderr.contains("8e3a5f1c") && outcome.stderr.contains("8e3a9999"));
 }
+
+#[tokio::test]
+async fn alloc_fs_lists_directories_prints_files_and_refuses_escapes() {
+    let agent = start_agent().await;
+    let (_job, allocation) = job_with_events(&agent.backend);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("alloc/data")).unwrap();
+    std::fs::create_dir_all(dir.path().join("count/local")).unwrap();
+    std::fs::write(dir.path().join("alloc/data/report.txt"), "all done\n").unwrap();
+    agent
+        .backend
+        .set_alloc_dir(&allocation.id, dir.path().to_path_buf());
+
+    let root = drover(&["alloc", "fs", "-address", &agent.address, "8e3a"]).await;
+    assert_eq!(root.code, 0, "{}", root.stderr);
+    let lines: Vec<&str> = root.stdout.lines().collect();
+    assert!(lines[0].starts_with("Mode"), "{}", root.stdout);
+    assert!(
+        lines[1].starts_with("drwx") && lines[1].ends_with("alloc/"),
+        "{}",
+        root.stdout
+    );
+    assert!(lines[2].ends_with("count/"));
+    let file = drover(&[
+        "alloc",
+        "fs",
+        "-address",
+        &agent.address,
+        "8e3a",
+        "alloc/data/report.txt",
+    ])
+    .await;
+    assert_eq!(file.stdout, "all done\n");
+    let stat = drover(&[
+        "alloc",
+        "fs",
+        "-stat",
+        "-json",
+        "-address",
+        &agent.address,
+        "8e3a",
+        "alloc/data/report.txt",
+    ])
+    .await;
+    let parsed: serde_json::Value = serde_json::from_str(&stat.stdout).unwrap();
+    assert_eq!(parsed["Size"], 9);
+    let escape = drover(&[
+        "alloc",
+        "fs",
+        "-address",
+        &agent.address,
+        "8e3a",
+        "../../etc/passwd",
+    ])
+    .await;
+    assert_eq!(escape.code, 1);
+    assert!(
+        escape.stderr.contains("path escapes the alloc directory"),
+        "{}",
+        escape.stderr
+    );
+}
