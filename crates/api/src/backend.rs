@@ -4,7 +4,22 @@
 //! client node (restart, signal, GC, stats, the alloc dir for logs and files).
 //!
 //! The real agent implements it with an adapter over `drover_server::Server` and
-//! `drover_client::Client`; tests implement it in memory. Not here: HTTP details.
+//! `drover_client::Client`; tests implement it in memory (the `memory` module, feature `memory-backend`). Not here: HTTP
+//! details.
+//!
+//! The adapter is thin by design:
+//! - reads: `StateStore::{jobs (namespace "*" → None), job, job_versions, job_summary,
+//!   allocs_by_job, evals_by_job, allocs, alloc, evals, eval, allocs_by_eval, nodes, node,
+//!   allocs_by_node}` (cloning out of the `Arc`s), filtering list reads by namespace;
+//! - `table_index` / `wait_for_change`: `StateStore::indexes().max_of(..)` and
+//!   `StateStore::wait_for_change`, with [`Table::Deployments`] mapped to no table (it never
+//!   changes, so a blocking read of it waits out its time);
+//! - writes: `Server::{register_job, deregister_job, evaluate_job, stop_alloc}` with
+//!   `ServerError::{NotFound, BadRequest, Internal}` → [`ApiError::{NotFound, BadRequest,
+//!   Internal}`](ApiError);
+//! - client-node operations: `Client::{restart, signal, gc}` with `ClientErrorKind::{NotFound,
+//!   BadRequest, Unavailable, Internal}` → the [`ApiError`] variant of the same name; the alloc
+//!   dir is `<data dir>/alloc/<alloc id>`.
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 //! CLI uses.
 //!
 //! **Boundary**: maps requests to commands on the server and client and back; no business logic.
-//! The agent plugs in through [`ApiBackend`]; [`app`] builds the router, [`client::ApiClient`]
+//! The agent plugs in through [`ApiBackend`]; [`app()`] builds the router, [`client::ApiClient`]
 //! talks to it.
 
 pub mod app;
