@@ -218,6 +218,7 @@ async fn handle<B: ApiBackend>(
         Route::JobRegister => register(backend, params, body, None).await,
         Route::JobRegisterAt { job_id } => register(backend, params, body, Some(job_id)).await,
         Route::JobParse => parse_job(params, body),
+        Route::JobValidate => validate_job(params, body),
         Route::JobRead { job_id } => {
             let (index, job) = blocking_read(backend, params, &[Table::Jobs], |backend| {
                 backend.job(&namespace, &job_id)
@@ -620,6 +621,32 @@ async fn register<B: ApiBackend>(
     request.job = Some(job);
     let response = backend.register_job(request).await?;
     json_response(&response, params, Meta::Write(response.index))
+}
+
+/// `/v1/validate/job`: the problems of a job, answered with 200 as Nomad does
+/// (`ValidationErrors` lists them, `Error` joins them).
+fn validate_job(params: &QueryParams, body: Bytes) -> Result<Response, ApiError> {
+    let mut request: JobRegisterRequest = decode_body(&body)?;
+    let Some(mut job) = request.job.take() else {
+        return Err(ApiError::bad_request("Job must be specified"));
+    };
+    job.canonicalize();
+    let problems: Vec<String> = drover_jobspec::validate(&job)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let error = if problems.is_empty() {
+        String::new()
+    } else {
+        multi_error(&problems)
+    };
+    let response = json!({
+        "DriverConfigValidated": problems.is_empty(),
+        "ValidationErrors": problems,
+        "Error": error,
+        "Warnings": "",
+    });
+    json_response(&response, params, Meta::None)
 }
 
 fn parse_job(params: &QueryParams, body: Bytes) -> Result<Response, ApiError> {

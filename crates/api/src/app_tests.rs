@@ -983,3 +983,33 @@ job "vars" {
     .await;
     assert_eq!(hcl1.status(), StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn validate_job_lists_problems_with_200() {
+    let (_backend, router) = setup();
+    let good = body_json(
+        send(
+            &router,
+            "POST",
+            "/v1/validate/job",
+            Some(json!({"Job": sample_job("web")})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(good["ValidationErrors"], json!([]));
+    assert_eq!(good["Error"], "");
+    let mut job = sample_job("web");
+    job.task_groups[0].tasks[0].driver = String::new();
+    let bad = send(
+        &router,
+        "PUT",
+        "/v1/validate/job",
+        Some(json!({"Job": job})),
+    )
+    .await;
+    assert_eq!(bad.status(), StatusCode::OK);
+    let bad = body_json(bad).await;
+    assert!(!bad["ValidationErrors"].as_array().unwrap().is_empty());
+    assert!(bad["Error"].as_str().unwrap().contains("error"));
+}

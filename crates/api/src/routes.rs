@@ -15,6 +15,7 @@ pub enum Route {
     JobList,
     JobRegister,
     JobParse,
+    JobValidate,
     JobRead { job_id: String },
     JobRegisterAt { job_id: String },
     JobDeregister { job_id: String },
@@ -132,6 +133,7 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
             }
         }
         "jobs/parse" => (Route::JobParse, Write),
+        "validate/job" => (Route::JobValidate, Write),
         "allocations" => (Route::AllocationList, Read),
         "evaluations" => (Route::EvaluationList, Read),
         "nodes" => (Route::NodeList, Read),
