@@ -21,7 +21,9 @@ use serde_json::json;
 
 use crate::backend::{ApiBackend, Table};
 use crate::error::ApiError;
-use crate::logs::{FileSet, FollowTiming, LogRequest, Origin, StreamPosition, stream_body};
+use crate::logs::{
+    FileSet, FollowTiming, LogRequest, Origin, StreamPosition, WriterFinished, stream_body,
+};
 use crate::params::QueryParams;
 use crate::routes::{Route, route};
 
@@ -469,10 +471,13 @@ async fn handle<B: ApiBackend>(
             } else {
                 "application/json"
             };
+            let finished =
+                task_finished(Arc::clone(&state.backend), alloc_id, request.task.clone());
             let body: Body = stream_body(
                 request.file_set(&alloc_dir),
                 request.position(),
                 state.options.follow_timing,
+                Some(finished),
             );
             Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
         }
@@ -511,7 +516,7 @@ async fn handle<B: ApiBackend>(
             } else {
                 "application/json"
             };
-            let body = stream_body(files, position, state.options.follow_timing);
+            let body = stream_body(files, position, state.options.follow_timing, None);
             Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
         }
         Route::ClientAllocChecks { alloc_id } => {
@@ -568,6 +573,19 @@ async fn run_blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|error| ApiError::internal(format!("file access failed: {error}")))?
+}
+
+/// Whether a task has finished: it is `dead` (a task between restarts is `pending`), or its
+/// allocation is gone.
+fn task_finished<B: ApiBackend>(backend: Arc<B>, alloc_id: String, task: String) -> WriterFinished {
+    Box::new(move || match backend.allocation(&alloc_id) {
+        Ok(Some(allocation)) => allocation
+            .task_states
+            .get(&task)
+            .is_some_and(|state| state.state == "dead"),
+        Ok(None) => true,
+        Err(_) => false,
+    })
 }
 
 fn check_task_in_alloc(allocation: &Allocation, task: &str) -> Result<(), ApiError> {

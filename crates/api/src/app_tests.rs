@@ -1013,3 +1013,61 @@ async fn validate_job_lists_problems_with_200() {
     assert!(!bad["ValidationErrors"].as_array().unwrap().is_empty());
     assert!(bad["Error"].as_str().unwrap().contains("error"));
 }
+
+#[tokio::test]
+async fn following_the_log_of_a_dead_task_ends_after_the_last_bytes() {
+    let backend = Arc::new(MemoryBackend::dev());
+    let timing = FollowTiming {
+        poll_interval: Duration::from_millis(10),
+        heartbeat_interval: Duration::from_secs(60),
+    };
+    let router = app_with_options(
+        Arc::clone(&backend),
+        ApiOptions {
+            follow_timing: timing,
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    alloc_with_logs(&backend, dir.path());
+    std::fs::write(dir.path().join("alloc/logs/server.stdout.0"), "running\n").unwrap();
+    let response = send(
+        &router,
+        "GET",
+        "/v1/client/fs/logs/a1?task=server&type=stdout&follow=true",
+        None,
+    )
+    .await;
+    let mut body = response.into_body();
+    let first = tokio::time::timeout(Duration::from_secs(10), body.frame())
+        .await
+        .unwrap();
+    let first = first.unwrap().unwrap().into_data().unwrap();
+    assert_eq!(
+        data_of(&frames_of(std::str::from_utf8(&first).unwrap())),
+        "running\n"
+    );
+    // The task writes its last line and dies.
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.path().join("alloc/logs/server.stdout.0"))
+        .unwrap();
+    std::io::Write::write_all(&mut file, b"last words\n").unwrap();
+    let mut allocation = backend.allocation("a1").unwrap().unwrap();
+    allocation.task_states.insert(
+        "server".into(),
+        drover_structs::TaskState {
+            state: "dead".into(),
+            ..Default::default()
+        },
+    );
+    backend.put_allocation(allocation);
+    let rest = tokio::time::timeout(Duration::from_secs(10), body.collect())
+        .await
+        .expect("the stream should end once the task is dead")
+        .unwrap()
+        .to_bytes();
+    assert_eq!(
+        data_of(&frames_of(std::str::from_utf8(&rest).unwrap())),
+        "last words\n"
+    );
+}

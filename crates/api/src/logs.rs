@@ -246,14 +246,21 @@ async fn starting_point(files: &[LogFile], origin: Origin, offset: u64) -> Optio
 }
 
 /// The streaming body over `files`. The stream ends at the end of the newest file unless
-/// `follow` is set; a followed stream ends when the caller goes away.
-pub fn stream_body(files: FileSet, position: StreamPosition, timing: FollowTiming) -> Body {
+/// `follow` is set; a followed stream ends when the caller goes away, or once `finished`
+/// says the writer is gone and everything has been read.
+pub fn stream_body(
+    files: FileSet,
+    position: StreamPosition,
+    timing: FollowTiming,
+    finished: Option<WriterFinished>,
+) -> Body {
     let (sender, receiver) = mpsc::channel::<Bytes>(8);
     tokio::spawn(async move {
         let mut writer = FrameWriter {
             sender,
             plain: position.plain,
             files,
+            finished,
         };
         // A closed channel only means the caller went away.
         let _ = stream_files(position, timing, &mut writer).await;
@@ -274,7 +281,11 @@ struct FrameWriter {
     sender: mpsc::Sender<Bytes>,
     plain: bool,
     files: FileSet,
+    finished: Option<WriterFinished>,
 }
+
+/// Tells a followed stream that nothing more will be written (the task is dead).
+pub type WriterFinished = Box<dyn Fn() -> bool + Send + Sync>;
 
 impl FrameWriter {
     fn relative_name(&self, index: u64) -> String {
@@ -353,6 +364,7 @@ async fn stream_files(
 ) -> Result<(), Disconnected> {
     let mut position: Option<(u64, u64)> = None;
     let mut quiet_since = tokio::time::Instant::now();
+    let mut finished_once = false;
     loop {
         let files = writer.files.files().await;
         if position.is_none() {
@@ -409,6 +421,15 @@ async fn stream_files(
         }
         if !request.follow {
             return Ok(());
+        }
+        // A followed stream ends once the writer is gone for good (the task is dead), after
+        // one more pass so nothing written just before the end is missed.
+        if finished_once {
+            return Ok(());
+        }
+        if writer.finished.as_ref().is_some_and(|finished| finished()) {
+            finished_once = true;
+            continue;
         }
         tokio::select! {
             _ = writer.sender.closed() => return Err(Disconnected),
