@@ -13,11 +13,17 @@ use axum::extract::State;
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use drover_structs::{
-    AllocListStub, AllocRestartRequest, AllocSignalRequest, Allocation, GenericResponse, Job,
-    JobRegisterRequest, JobVersionsResponse, JobsParseRequest,
+    AllocListStub, AllocRestartRequest, AllocSignalRequest, Allocation, GenericResponse,
+    JobVersionsResponse,
 };
 use serde::Serialize;
 use serde_json::json;
+
+mod agent;
+mod submit;
+
+use agent::{agent_members, agent_self};
+use submit::{parse_job, register, validate_job};
 
 use crate::backend::{ApiBackend, Table};
 use crate::error::ApiError;
@@ -159,23 +165,6 @@ fn decode_body<T: serde::de::DeserializeOwned + Default>(body: &Bytes) -> Result
         .map_err(|error| ApiError::bad_request(format!("Request decode failed: {error}")))?;
     drover_structs::lenient::from_value_ignoring_key_case(value)
         .map_err(|error| ApiError::bad_request(format!("Request decode failed: {error}")))
-}
-
-/// Nomad's multi-error text: `2 errors occurred:\n\t* first\n\t* second\n\n`.
-fn multi_error(messages: &[String]) -> String {
-    let count = messages.len();
-    let mut text = if count == 1 {
-        "1 error occurred:\n".to_string()
-    } else {
-        format!("{count} errors occurred:\n")
-    };
-    for message in messages {
-        text.push_str("\t* ");
-        text.push_str(message);
-        text.push('\n');
-    }
-    text.push('\n');
-    text
 }
 
 fn stubs(allocations: Vec<Allocation>, task_states: bool, resources: bool) -> Vec<AllocListStub> {
@@ -603,181 +592,4 @@ fn check_task_in_alloc(allocation: &Allocation, task: &str) -> Result<(), ApiErr
     } else {
         Err(ApiError::bad_request(format!("unknown task name {task:?}")))
     }
-}
-
-async fn register<B: ApiBackend>(
-    backend: &B,
-    params: &QueryParams,
-    body: Bytes,
-    path_job_id: Option<String>,
-) -> Result<Response, ApiError> {
-    let mut request: JobRegisterRequest = decode_body(&body)?;
-    let Some(mut job) = request.job.take() else {
-        return Err(ApiError::bad_request("Job must be specified"));
-    };
-    if job.id.is_empty() {
-        return Err(ApiError::bad_request("Job ID hasn't been provided"));
-    }
-    if let Some(path_job_id) = path_job_id
-        && path_job_id != job.id
-    {
-        return Err(ApiError::bad_request("Job ID does not match name"));
-    }
-    if job.namespace.is_empty()
-        && let Some(namespace) = params.non_empty("namespace")
-    {
-        job.namespace = namespace.to_string();
-    }
-    job.canonicalize();
-    let problems: Vec<String> = drover_jobspec::validate(&job)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    if !problems.is_empty() {
-        return Err(ApiError::bad_request(multi_error(&problems)));
-    }
-    request.job = Some(job);
-    let response = backend.register_job(request).await?;
-    json_response(&response, params, Meta::Write(response.index))
-}
-
-/// `/v1/validate/job`: the problems of a job, answered with 200 as Nomad does
-/// (`ValidationErrors` lists them, `Error` joins them).
-fn validate_job(params: &QueryParams, body: Bytes) -> Result<Response, ApiError> {
-    let mut request: JobRegisterRequest = decode_body(&body)?;
-    let Some(mut job) = request.job.take() else {
-        return Err(ApiError::bad_request("Job must be specified"));
-    };
-    job.canonicalize();
-    let problems: Vec<String> = drover_jobspec::validate(&job)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    let error = if problems.is_empty() {
-        String::new()
-    } else {
-        multi_error(&problems)
-    };
-    let response = json!({
-        "DriverConfigValidated": problems.is_empty(),
-        "ValidationErrors": problems,
-        "Error": error,
-        "Warnings": "",
-    });
-    json_response(&response, params, Meta::None)
-}
-
-fn parse_job(params: &QueryParams, body: Bytes) -> Result<Response, ApiError> {
-    let request: JobsParseRequest = decode_body(&body)?;
-    if request.job_hcl.trim().is_empty() {
-        return Err(ApiError::bad_request("Job HCL must be specified"));
-    }
-    if request.hcl_v1 {
-        return Err(ApiError::bad_request(
-            "HCL version 1 jobspecs are not supported",
-        ));
-    }
-    let mut variables = drover_jobspec::VarValues::new();
-    match &request.variables {
-        None | Some(serde_json::Value::Null) => {}
-        Some(serde_json::Value::String(assignments)) => {
-            if !assignments.trim().is_empty() {
-                variables
-                    .add_var_file(assignments, "variables.hcl")
-                    .map_err(|diagnostics| ApiError::bad_request(diagnostics_text(&diagnostics)))?;
-            }
-        }
-        Some(serde_json::Value::Object(values)) => {
-            for (name, value) in values {
-                match value {
-                    serde_json::Value::String(text) => variables.set_text(name, text),
-                    other => variables.set_text(name, other.to_string()),
-                }
-            }
-        }
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "Variables must be HCL assignments or an object of values",
-            ));
-        }
-    }
-    let job: Job = if request.canonicalize {
-        drover_jobspec::parse_hcl(&request.job_hcl, "input.hcl", &variables)
-            .map_err(|diagnostics| ApiError::bad_request(diagnostics_text(&diagnostics)))?
-    } else {
-        let (as_written, _) =
-            drover_jobspec::decode_hcl_to_json(&request.job_hcl, "input.hcl", &variables)
-                .map_err(|diagnostics| ApiError::bad_request(diagnostics_text(&diagnostics)))?;
-        drover_structs::lenient::from_value_ignoring_key_case(as_written).map_err(|error| {
-            ApiError::bad_request(format!("the job does not have Nomad's shape: {error}"))
-        })?
-    };
-    json_response(&job, params, Meta::None)
-}
-
-fn diagnostics_text(diagnostics: &drover_jobspec::Diagnostics) -> String {
-    let messages: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
-    multi_error(&messages)
-}
-
-fn agent_self<B: ApiBackend>(backend: &B) -> serde_json::Value {
-    let info = backend.agent_info();
-    json!({
-        "config": {
-            "Region": info.region,
-            "Datacenter": info.datacenter,
-            "NodeName": info.node_name,
-            "Version": {"Version": info.version, "Prerelease": "", "Metadata": "", "Revision": ""},
-            "ACL": {"Enabled": false},
-            "Server": {"Enabled": info.server_enabled},
-            "Client": {"Enabled": info.client_enabled},
-            "Addresses": {"HTTP": info.http_addr},
-        },
-        "member": member(&info),
-        "stats": {
-            "client": {"node_id": info.node_id},
-            "nomad": {
-                "leader": info.server_enabled.to_string(),
-                "server": info.server_enabled.to_string(),
-                "known_regions": "1",
-                "leader_addr": info.server_addr,
-            },
-        },
-    })
-}
-
-fn member(info: &crate::backend::AgentInfo) -> serde_json::Value {
-    let (address, port) = info
-        .server_addr
-        .rsplit_once(':')
-        .map(|(host, port)| (host.to_string(), port.parse::<u16>().unwrap_or(4647)))
-        .unwrap_or_else(|| (info.server_addr.clone(), 4647));
-    json!({
-        "Name": format!("{}.{}", info.node_name, info.region),
-        "Addr": address,
-        "Port": port,
-        "Tags": {
-            "region": info.region,
-            "dc": info.datacenter,
-            "role": "nomad",
-            "build": info.version,
-            "vsn": "1",
-            "mvn": "1",
-            "port": port.to_string(),
-            "id": info.node_id,
-        },
-        "Status": "alive",
-        "ProtocolMin": 1, "ProtocolMax": 5, "ProtocolCur": 2,
-        "DelegateMin": 2, "DelegateMax": 5, "DelegateCur": 4,
-    })
-}
-
-fn agent_members<B: ApiBackend>(backend: &B) -> serde_json::Value {
-    let info = backend.agent_info();
-    json!({
-        "ServerName": format!("{}.{}", info.node_name, info.region),
-        "ServerRegion": info.region,
-        "ServerDC": info.datacenter,
-        "Members": [member(&info)],
-    })
 }
