@@ -348,6 +348,16 @@ async fn agent_and_status_endpoints_answer_like_nomad() {
 }
 
 #[tokio::test]
+async fn another_region_has_no_path() {
+    let (_backend, router) = setup();
+    let own = send(&router, "GET", "/v1/jobs?region=global", None).await;
+    assert_eq!(own.status(), StatusCode::OK);
+    let other = send(&router, "GET", "/v1/jobs?region=mars", None).await;
+    assert_eq!(other.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(body_text(other).await, "No path to region");
+}
+
+#[tokio::test]
 async fn bad_blocking_parameters_are_400() {
     let (_backend, router) = setup();
     let wait = send(&router, "GET", "/v1/jobs?index=1&wait=forever", None).await;

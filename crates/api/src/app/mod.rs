@@ -73,10 +73,18 @@ async fn dispatch<B: ApiBackend>(
 ) -> Response {
     let params = QueryParams::parse(uri.query());
     let outcome = match route(&method, uri.path()) {
-        Ok(route) => handle(&state, route, &params, body).await,
+        Ok(route) => match params.non_empty("region") {
+            // One agent serves one region; Nomad answers this for a region it cannot reach.
+            Some(region) if region != state.backend.agent_info().region => {
+                Err(ApiError::internal("No path to region"))
+            }
+            _ => handle(&state, route, &params, body).await,
+        },
         Err(error) => Err(error),
     };
-    outcome.unwrap_or_else(IntoResponse::into_response)
+    let response = outcome.unwrap_or_else(IntoResponse::into_response);
+    tracing::debug!(%method, path = uri.path(), status = response.status().as_u16(), "http request");
+    response
 }
 
 /// Response metadata: reads carry all three headers, writes only the index.
