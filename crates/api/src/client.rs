@@ -204,6 +204,7 @@ impl ApiClient {
             });
         }
         let http = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(10))
             .build()
             .map_err(ClientError::Transport)?;
         Ok(ApiClient {
