@@ -1,0 +1,1118 @@
+//! The typed state store the server and the API use: jobs and their versions, evaluations,
+//! allocations, nodes and job summaries, with modify indexes set by the store, derived job status
+//! and summary counters kept in the same write, blocking queries and the event stream.
+//!
+//! Every write goes through the group-commit [`Engine`]: it runs on the writer task against the
+//! in-memory tables, is persisted with the other writes queued at the same time, and is
+//! acknowledged only once durable. Reads never touch the disk. Times come from the caller
+//! (`now_unix_ns`); the store reads no clock and makes no IDs.
+//!
+//! **Boundary**: no scheduling decisions. The store records what the server decided and derives
+//! only what Nomad's state store derives (job status, summaries, indexes).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use drover_structs::{
+    ALLOC_CLIENT_STATUS_LOST, ALLOC_CLIENT_STATUS_PENDING, ALLOC_CLIENT_STATUS_UNKNOWN, Allocation,
+    DEFAULT_NAMESPACE, EVAL_STATUS_PENDING, Evaluation, Job, JobSummary, Node, Timestamp,
+};
+
+use crate::derive::{
+    add_missing_groups, apply_alloc_to_summary, apply_queued_to_summary, derive_job_status,
+    new_job_summary, same_job_spec,
+};
+use crate::embedded::EmbeddedKv;
+use crate::engine::{
+    CommitStats, Engine, EngineOptions, Indexes, Table, WatchOutcome, WriteContext, load_table,
+};
+use crate::error::StateError;
+use crate::events::{Event, EventFilter, EventSubscription, EventType, Topic};
+use crate::kv::{Kv, MemoryKv};
+use crate::tables::{AllocJobRef, JOB_TRACKED_VERSIONS, JobKey, StateSnapshot, StateTables};
+
+/// The outcome of [`StateStore::upsert_job`].
+#[derive(Debug, Clone)]
+pub struct JobRegistration {
+    /// The job as stored (with its version, status and indexes).
+    pub job: Arc<Job>,
+    /// Whether the spec differed from the stored one (a new version was made).
+    pub spec_changed: bool,
+    /// The job's `JobModifyIndex` (the index of this write when the spec changed).
+    pub job_modify_index: u64,
+}
+
+/// The outcome of [`StateStore::update_allocs_from_client`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientAllocUpdate {
+    /// The index of the write, or the store's latest index when nothing changed.
+    pub index: u64,
+    /// Updates for allocations the store does not know (ignored).
+    pub unknown_alloc_ids: Vec<String>,
+}
+
+/// The state store handle; cheap to clone, shared by the server, the API and the client.
+#[derive(Debug, Clone)]
+pub struct StateStore {
+    engine: Arc<Engine<StateTables>>,
+}
+
+fn namespace_or_default(namespace: &mut String) {
+    if namespace.is_empty() {
+        namespace.push_str(DEFAULT_NAMESPACE);
+    }
+}
+
+fn require_id(field: &'static str, value: &str) -> Result<(), StateError> {
+    if value.is_empty() {
+        return Err(StateError::Invalid {
+            field,
+            reason: "must not be empty".to_owned(),
+        });
+    }
+    if value.contains('\0') {
+        return Err(StateError::Invalid {
+            field,
+            reason: "must not contain a NUL byte".to_owned(),
+        });
+    }
+    Ok(())
+}
+
+fn job_record_key(namespace: &str, job_id: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(namespace.len() + job_id.len() + 1);
+    key.extend_from_slice(namespace.as_bytes());
+    key.push(0);
+    key.extend_from_slice(job_id.as_bytes());
+    key
+}
+
+fn job_version_record_key(namespace: &str, job_id: &str, version: u64) -> Vec<u8> {
+    let mut key = job_record_key(namespace, job_id);
+    key.push(0);
+    key.extend_from_slice(&version.to_be_bytes());
+    key
+}
+
+fn alloc_job_record_key(job_ref: &AllocJobRef) -> Vec<u8> {
+    let mut key = job_record_key(&job_ref.0, &job_ref.1);
+    key.push(0);
+    key.extend_from_slice(&job_ref.2.to_be_bytes());
+    key.extend_from_slice(&job_ref.3.to_be_bytes());
+    key
+}
+
+fn alloc_job_ref(alloc: &Allocation) -> Option<AllocJobRef> {
+    alloc.job.as_deref().map(|job| {
+        (
+            alloc.namespace.clone(),
+            alloc.job_id.clone(),
+            job.create_index,
+            job.job_modify_index,
+        )
+    })
+}
+
+/// An allocation as persisted: without its job, which is stored once per job version in
+/// [`Table::AllocJobs`] and named here.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct StoredAllocRef<'a> {
+    job_ref: Option<AllocJobRef>,
+    allocation: &'a Allocation,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct StoredAlloc {
+    job_ref: Option<AllocJobRef>,
+    allocation: Allocation,
+}
+
+/// Persists `alloc` (and its job copy, once per job version) and returns it unchanged.
+fn persist_alloc(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    alloc: &mut Allocation,
+) -> Result<(), StateError> {
+    let job_ref = alloc_job_ref(alloc);
+    if let (Some(job_ref), Some(job)) = (&job_ref, alloc.job.as_deref())
+        && !tables.alloc_jobs.contains(job_ref)
+    {
+        context.put(Table::AllocJobs, &alloc_job_record_key(job_ref), job)?;
+        Arc::make_mut(&mut tables.alloc_jobs).insert(job_ref.clone());
+    }
+    let job = alloc.job.take();
+    let stored = StoredAllocRef {
+        job_ref,
+        allocation: alloc,
+    };
+    let result = context.put(Table::Allocs, alloc.id.as_bytes(), &stored);
+    alloc.job = job;
+    result
+}
+
+fn payload<T: serde::Serialize>(
+    table: &'static str,
+    name: &str,
+    value: &T,
+) -> Result<serde_json::Value, StateError> {
+    let value = serde_json::to_value(value).map_err(|error| StateError::Encode {
+        table,
+        reason: error.to_string(),
+    })?;
+    let mut object = serde_json::Map::new();
+    object.insert(name.to_owned(), value);
+    Ok(serde_json::Value::Object(object))
+}
+
+fn job_event(event_type: EventType, job: &Job) -> Result<Event, StateError> {
+    Ok(Event {
+        topic: Topic::Job,
+        event_type,
+        key: job.id.clone(),
+        namespace: job.namespace.clone(),
+        filter_keys: Vec::new(),
+        index: 0,
+        payload: payload("jobs", "Job", job)?,
+    })
+}
+
+/// An allocation event; the payload leaves out the allocation's job, as Nomad's does.
+fn alloc_event(event_type: EventType, alloc: &mut Allocation) -> Result<Event, StateError> {
+    let job = alloc.job.take();
+    let payload = payload("allocs", "Allocation", &*alloc);
+    alloc.job = job;
+    let mut filter_keys = vec![alloc.job_id.clone()];
+    if !alloc.deployment_id.is_empty() {
+        filter_keys.push(alloc.deployment_id.clone());
+    }
+    Ok(Event {
+        topic: Topic::Allocation,
+        event_type,
+        key: alloc.id.clone(),
+        namespace: alloc.namespace.clone(),
+        filter_keys,
+        index: 0,
+        payload: payload?,
+    })
+}
+
+fn eval_event(eval: &Evaluation) -> Result<Event, StateError> {
+    Ok(Event {
+        topic: Topic::Evaluation,
+        event_type: EventType::EvaluationUpdated,
+        key: eval.id.clone(),
+        namespace: eval.namespace.clone(),
+        filter_keys: vec![eval.job_id.clone()],
+        index: 0,
+        payload: payload("evals", "Evaluation", eval)?,
+    })
+}
+
+fn node_event(event_type: EventType, node: &Node) -> Result<Event, StateError> {
+    Ok(Event {
+        topic: Topic::Node,
+        event_type,
+        key: node.id.clone(),
+        namespace: String::new(),
+        filter_keys: Vec::new(),
+        index: 0,
+        payload: payload("nodes", "Node", &node.sanitized())?,
+    })
+}
+
+async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
+    let kv = kv.as_ref();
+    let mut tables = StateTables::default();
+    for (_, job) in load_table::<Job>(kv, Table::Jobs).await? {
+        Arc::make_mut(&mut tables.jobs)
+            .insert((job.namespace.clone(), job.id.clone()), Arc::new(job));
+    }
+    for (_, job) in load_table::<Job>(kv, Table::JobVersions).await? {
+        Arc::make_mut(&mut tables.job_versions).insert(
+            (job.namespace.clone(), job.id.clone(), job.version),
+            Arc::new(job),
+        );
+    }
+    for (_, summary) in load_table::<JobSummary>(kv, Table::JobSummaries).await? {
+        Arc::make_mut(&mut tables.job_summaries).insert(
+            (summary.namespace.clone(), summary.job_id.clone()),
+            Arc::new(summary),
+        );
+    }
+    for (_, eval) in load_table::<Evaluation>(kv, Table::Evals).await? {
+        tables.index_eval(&eval);
+        Arc::make_mut(&mut tables.evals).insert(eval.id.clone(), Arc::new(eval));
+    }
+    let mut alloc_jobs: BTreeMap<AllocJobRef, Job> = BTreeMap::new();
+    for (_, job) in load_table::<Job>(kv, Table::AllocJobs).await? {
+        // The namespace and ID come from the allocation side of the reference; a job copy
+        // records its own, which are the same.
+        alloc_jobs.insert(
+            (
+                job.namespace.clone(),
+                job.id.clone(),
+                job.create_index,
+                job.job_modify_index,
+            ),
+            job,
+        );
+    }
+    for (_, stored) in load_table::<StoredAlloc>(kv, Table::Allocs).await? {
+        let mut alloc = stored.allocation;
+        if let Some(job_ref) = &stored.job_ref {
+            match alloc_jobs.get(job_ref) {
+                Some(job) => alloc.job = Some(Box::new(job.clone())),
+                None => tracing::warn!(
+                    alloc_id = %alloc.id,
+                    job_id = %alloc.job_id,
+                    "stored allocation refers to a job copy that is missing"
+                ),
+            }
+        }
+        tables.index_alloc(&alloc);
+        Arc::make_mut(&mut tables.allocs).insert(alloc.id.clone(), Arc::new(alloc));
+    }
+    Arc::make_mut(&mut tables.alloc_jobs).extend(alloc_jobs.into_keys());
+    for (_, node) in load_table::<Node>(kv, Table::Nodes).await? {
+        Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
+    }
+    Ok(tables)
+}
+
+/// The allocations of `job` that belong to this incarnation of it, not to an earlier job with
+/// the same ID that was purged (told apart by the job's `CreateIndex`, as Nomad does).
+fn allocs_of_incarnation<'a>(
+    tables: &'a StateTables,
+    job: &'a Job,
+) -> impl Iterator<Item = &'a Arc<Allocation>> + 'a {
+    tables
+        .allocs_of_job(&job.namespace, &job.id)
+        .filter(move |alloc| {
+            alloc
+                .job
+                .as_deref()
+                .is_none_or(|alloc_job| alloc_job.create_index == job.create_index)
+        })
+}
+
+/// Recomputes the status of job `key` and stores it if it changed.
+fn refresh_job_status(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    key: &JobKey,
+) -> Result<(), StateError> {
+    let Some(job) = tables.jobs.get(key) else {
+        return Ok(());
+    };
+    let status = derive_job_status(
+        job,
+        allocs_of_incarnation(tables, job),
+        tables.evals_of_job(&key.0, &key.1),
+    );
+    if job.status == status {
+        return Ok(());
+    }
+    let mut updated = Job::clone(job);
+    updated.status = status.to_owned();
+    updated.modify_index = context.index();
+    context.put(Table::Jobs, &job_record_key(&key.0, &key.1), &updated)?;
+    Arc::make_mut(&mut tables.jobs).insert(key.clone(), Arc::new(updated));
+    Ok(())
+}
+
+/// Applies `change` to the summary of job `key` (if the job has one) and stores it if changed.
+fn update_summary(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    key: &JobKey,
+    change: impl FnOnce(&mut JobSummary) -> bool,
+) -> Result<(), StateError> {
+    let Some(existing) = tables.job_summaries.get(key) else {
+        return Ok(());
+    };
+    let mut summary = JobSummary::clone(existing);
+    if !change(&mut summary) {
+        return Ok(());
+    }
+    summary.modify_index = context.index();
+    context.put(
+        Table::JobSummaries,
+        &job_record_key(&key.0, &key.1),
+        &summary,
+    )?;
+    Arc::make_mut(&mut tables.job_summaries).insert(key.clone(), Arc::new(summary));
+    Ok(())
+}
+
+/// Stores evaluations (server side); returns the jobs they belong to.
+fn write_evals(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    evals: Vec<Evaluation>,
+    now_unix_ns: i64,
+    affected_jobs: &mut BTreeSet<JobKey>,
+) -> Result<(), StateError> {
+    for mut eval in evals {
+        let index = context.index();
+        let existing = tables.evals.get(&eval.id).cloned();
+        match &existing {
+            Some(existing) => {
+                eval.create_index = existing.create_index;
+                eval.create_time = existing.create_time;
+                tables.unindex_eval(existing);
+            }
+            None => {
+                eval.create_index = index;
+                if eval.create_time == 0 {
+                    eval.create_time = now_unix_ns;
+                }
+            }
+        }
+        eval.modify_index = index;
+        eval.modify_time = now_unix_ns;
+        context.put(Table::Evals, eval.id.as_bytes(), &eval)?;
+        context.emit(eval_event(&eval)?);
+        let job_key = (eval.namespace.clone(), eval.job_id.clone());
+        if eval.status != EVAL_STATUS_PENDING && !eval.queued_allocations.is_empty() {
+            update_summary(tables, context, &job_key, |summary| {
+                apply_queued_to_summary(summary, &eval)
+            })?;
+        }
+        tables.index_eval(&eval);
+        Arc::make_mut(&mut tables.evals).insert(eval.id.clone(), Arc::new(eval));
+        affected_jobs.insert(job_key);
+    }
+    Ok(())
+}
+
+/// Stores allocations from the plan applier (server side); returns the jobs they belong to.
+fn write_server_allocs(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    allocs: Vec<Allocation>,
+    now_unix_ns: i64,
+    affected_jobs: &mut BTreeSet<JobKey>,
+) -> Result<(), StateError> {
+    for mut alloc in allocs {
+        let index = context.index();
+        let existing = tables.allocs.get(&alloc.id).cloned();
+        let event_type = match &existing {
+            Some(existing) => {
+                alloc.create_index = existing.create_index;
+                alloc.create_time = existing.create_time;
+                // The client owns its status and task states; the server may only mark an
+                // allocation lost or unknown.
+                alloc.task_states.clone_from(&existing.task_states);
+                if alloc.client_status != ALLOC_CLIENT_STATUS_LOST
+                    && alloc.client_status != ALLOC_CLIENT_STATUS_UNKNOWN
+                {
+                    alloc.client_status.clone_from(&existing.client_status);
+                    alloc
+                        .client_description
+                        .clone_from(&existing.client_description);
+                }
+                if alloc.job.is_none() {
+                    alloc.job.clone_from(&existing.job);
+                }
+                tables.unindex_alloc(existing);
+                if existing.desired_status != alloc.desired_status {
+                    EventType::AllocationUpdateDesiredStatus
+                } else {
+                    EventType::AllocationUpdated
+                }
+            }
+            None => {
+                alloc.create_index = index;
+                if alloc.create_time == 0 {
+                    alloc.create_time = now_unix_ns;
+                }
+                if alloc.client_status.is_empty() {
+                    alloc.client_status = ALLOC_CLIENT_STATUS_PENDING.to_owned();
+                }
+                if alloc.job.is_none() {
+                    alloc.job = tables
+                        .job(&alloc.namespace, &alloc.job_id)
+                        .map(|job| Box::new(Job::clone(job)));
+                }
+                EventType::AllocationCreated
+            }
+        };
+        alloc.modify_index = index;
+        alloc.alloc_modify_index = index;
+        alloc.modify_time = now_unix_ns;
+        persist_alloc(tables, context, &mut alloc)?;
+        context.emit(alloc_event(event_type, &mut alloc)?);
+        let job_key = (alloc.namespace.clone(), alloc.job_id.clone());
+        update_summary(tables, context, &job_key, |summary| {
+            apply_alloc_to_summary(summary, existing.as_deref(), &alloc)
+        })?;
+        tables.index_alloc(&alloc);
+        Arc::make_mut(&mut tables.allocs).insert(alloc.id.clone(), Arc::new(alloc));
+        affected_jobs.insert(job_key);
+    }
+    Ok(())
+}
+
+fn validate_allocs(allocs: &mut [Allocation]) -> Result<(), StateError> {
+    for alloc in allocs {
+        require_id("Allocation.ID", &alloc.id)?;
+        require_id("Allocation.JobID", &alloc.job_id)?;
+        namespace_or_default(&mut alloc.namespace);
+    }
+    Ok(())
+}
+
+fn validate_evals(evals: &mut [Evaluation]) -> Result<(), StateError> {
+    for eval in evals {
+        require_id("Evaluation.ID", &eval.id)?;
+        namespace_or_default(&mut eval.namespace);
+    }
+    Ok(())
+}
+
+/// Removes the job copies of job `key` that no allocation refers to any more.
+fn remove_unused_alloc_jobs(tables: &mut StateTables, context: &mut WriteContext, key: &JobKey) {
+    let in_use: BTreeSet<AllocJobRef> = tables
+        .allocs_of_job(&key.0, &key.1)
+        .filter_map(|alloc| alloc_job_ref(alloc))
+        .collect();
+    let start: AllocJobRef = (key.0.clone(), key.1.clone(), 0, 0);
+    let unused: Vec<AllocJobRef> = tables
+        .alloc_jobs
+        .range(start..)
+        .take_while(|(namespace, job_id, _, _)| namespace == &key.0 && job_id == &key.1)
+        .filter(|job_ref| !in_use.contains(*job_ref))
+        .cloned()
+        .collect();
+    for job_ref in unused {
+        context.delete(Table::AllocJobs, &alloc_job_record_key(&job_ref));
+        Arc::make_mut(&mut tables.alloc_jobs).remove(&job_ref);
+    }
+}
+
+/// Stores a job registration (see [`StateStore::upsert_job`]).
+fn write_job(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    mut job: Job,
+    now_unix_ns: i64,
+) -> Result<JobRegistration, StateError> {
+    let key: JobKey = (job.namespace.clone(), job.id.clone());
+    let existing = tables.jobs.get(&key).cloned();
+    if let Some(existing) = &existing
+        && same_job_spec(existing, &job)
+    {
+        return Ok(JobRegistration {
+            job: Arc::clone(existing),
+            spec_changed: false,
+            job_modify_index: existing.job_modify_index,
+        });
+    }
+    let index = context.index();
+    match &existing {
+        Some(existing) => {
+            job.version = existing.version + 1;
+            job.create_index = existing.create_index;
+        }
+        None => {
+            job.version = 0;
+            job.create_index = index;
+        }
+    }
+    job.modify_index = index;
+    job.job_modify_index = index;
+    job.submit_time = now_unix_ns;
+    job.stable = false;
+    job.status = derive_job_status(
+        &job,
+        allocs_of_incarnation(tables, &job),
+        tables.evals_of_job(&key.0, &key.1),
+    )
+    .to_owned();
+    job.status_description.clear();
+
+    let record_key = job_record_key(&key.0, &key.1);
+    context.put(Table::Jobs, &record_key, &job)?;
+    context.put(
+        Table::JobVersions,
+        &job_version_record_key(&key.0, &key.1, job.version),
+        &job,
+    )?;
+    let versions = tables.version_keys_of_job(&key.0, &key.1);
+    let kept = JOB_TRACKED_VERSIONS.saturating_sub(1);
+    let drop_count = versions.len().saturating_sub(kept);
+    for version in versions.into_iter().take(drop_count) {
+        context.delete(
+            Table::JobVersions,
+            &job_version_record_key(&key.0, &key.1, version),
+        );
+        Arc::make_mut(&mut tables.job_versions).remove(&(key.0.clone(), key.1.clone(), version));
+    }
+
+    let summary = match tables.job_summaries.get(&key) {
+        Some(existing_summary) => {
+            let mut summary = JobSummary::clone(existing_summary);
+            add_missing_groups(&mut summary, &job).then_some(summary)
+        }
+        None => {
+            let mut summary = new_job_summary(&job);
+            summary.create_index = index;
+            Some(summary)
+        }
+    };
+    if let Some(mut summary) = summary {
+        summary.modify_index = index;
+        context.put(Table::JobSummaries, &record_key, &summary)?;
+        Arc::make_mut(&mut tables.job_summaries).insert(key.clone(), Arc::new(summary));
+    }
+
+    context.emit(job_event(EventType::JobRegistered, &job)?);
+    let job = Arc::new(job);
+    Arc::make_mut(&mut tables.job_versions).insert(
+        (key.0.clone(), key.1.clone(), job.version),
+        Arc::clone(&job),
+    );
+    Arc::make_mut(&mut tables.jobs).insert(key, Arc::clone(&job));
+    Ok(JobRegistration {
+        job,
+        spec_changed: true,
+        job_modify_index: index,
+    })
+}
+
+/// Removes a job, its versions and its summary (see [`StateStore::delete_job`]).
+fn remove_job(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    key: &JobKey,
+) -> Result<u64, StateError> {
+    let Some(job) = tables.jobs.get(key).cloned() else {
+        return Err(StateError::NotFound {
+            kind: "job",
+            id: key.1.clone(),
+        });
+    };
+    let index = context.index();
+    let record_key = job_record_key(&key.0, &key.1);
+    context.delete(Table::Jobs, &record_key);
+    for version in tables.version_keys_of_job(&key.0, &key.1) {
+        context.delete(
+            Table::JobVersions,
+            &job_version_record_key(&key.0, &key.1, version),
+        );
+        Arc::make_mut(&mut tables.job_versions).remove(&(key.0.clone(), key.1.clone(), version));
+    }
+    if tables.job_summaries.contains_key(key) {
+        context.delete(Table::JobSummaries, &record_key);
+        Arc::make_mut(&mut tables.job_summaries).remove(key);
+    }
+    context.emit(job_event(EventType::JobDeregistered, &job)?);
+    Arc::make_mut(&mut tables.jobs).remove(key);
+    Ok(index)
+}
+
+impl StateStore {
+    /// Opens (or creates) the embedded store `<data_dir>/state.redb` and loads it into memory.
+    pub async fn open(data_dir: &Path) -> Result<Self, StateError> {
+        let kv = EmbeddedKv::open_in_dir(data_dir).await?;
+        Self::open_with_kv(Arc::new(kv), EngineOptions::default()).await
+    }
+
+    /// A store over any [`Kv`] backend.
+    pub async fn open_with_kv(kv: Arc<dyn Kv>, options: EngineOptions) -> Result<Self, StateError> {
+        let engine = Engine::start(kv, options, load_tables).await?;
+        Ok(Self {
+            engine: Arc::new(engine),
+        })
+    }
+
+    /// A store kept only in memory (tests, `-dev` without a data dir).
+    pub async fn in_memory() -> Result<Self, StateError> {
+        Self::open_with_kv(Arc::new(MemoryKv::new()), EngineOptions::default()).await
+    }
+
+    /// Commits what is queued and closes the backend; later writes fail with
+    /// [`StateError::Closed`], reads keep answering from the last state.
+    pub async fn close(&self) {
+        self.engine.shutdown().await;
+    }
+
+    /// A consistent read view of everything at one index.
+    pub fn snapshot(&self) -> StateSnapshot {
+        StateSnapshot {
+            committed: self.engine.snapshot(),
+        }
+    }
+
+    /// The current modify indexes.
+    pub fn indexes(&self) -> Indexes {
+        self.engine.indexes()
+    }
+
+    /// The index of the last write.
+    pub fn latest_index(&self) -> u64 {
+        self.engine.indexes().latest()
+    }
+
+    /// Blocking query support: waits until one of `tables` moves past `min_index` or until
+    /// `deadline`, and reports the tables' largest index.
+    pub async fn wait_for_change(
+        &self,
+        tables: &[Table],
+        min_index: u64,
+        deadline: tokio::time::Instant,
+    ) -> WatchOutcome {
+        self.engine
+            .wait_for_change(tables, min_index, deadline)
+            .await
+    }
+
+    /// The event stream from `from_index` (0: only new events).
+    pub fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
+        self.engine.subscribe_events(from_index, filter)
+    }
+
+    /// Counters of the group-commit writer.
+    pub fn commit_stats(&self) -> CommitStats {
+        self.engine.stats()
+    }
+
+    /// Registers or updates a job.
+    ///
+    /// A new job starts at version 0. A changed spec (anything but the fields the server sets)
+    /// makes version N+1 with `JobModifyIndex` and `SubmitTime` of this write; an unchanged
+    /// spec writes nothing and returns the stored job. Versions beyond the last
+    /// [`JOB_TRACKED_VERSIONS`] are dropped. The summary gains entries for new groups. A
+    /// deregistration without purge is a registration of the job with `Stop` set.
+    pub async fn upsert_job(
+        &self,
+        job: Job,
+        now_unix_ns: i64,
+    ) -> Result<JobRegistration, StateError> {
+        let (registration, _) = self
+            .upsert_job_with_evals(job, Vec::new(), now_unix_ns)
+            .await?;
+        Ok(registration)
+    }
+
+    /// Registers a job and creates its evaluations in one write (Nomad's job register applies
+    /// both together), so the eval is never seen without its job version. Returns the
+    /// registration and the index of the evaluations (0 when there were none).
+    pub async fn upsert_job_with_evals(
+        &self,
+        mut job: Job,
+        mut evals: Vec<Evaluation>,
+        now_unix_ns: i64,
+    ) -> Result<(JobRegistration, u64), StateError> {
+        require_id("Job.ID", &job.id)?;
+        namespace_or_default(&mut job.namespace);
+        validate_evals(&mut evals)?;
+        self.engine
+            .write(move |tables, context| {
+                let key: JobKey = (job.namespace.clone(), job.id.clone());
+                let mut registration = write_job(tables, context, job, now_unix_ns)?;
+                if evals.is_empty() {
+                    return Ok((registration, 0));
+                }
+                let mut affected_jobs = BTreeSet::new();
+                write_evals(tables, context, evals, now_unix_ns, &mut affected_jobs)?;
+                affected_jobs.insert(key.clone());
+                for affected in &affected_jobs {
+                    refresh_job_status(tables, context, affected)?;
+                }
+                if let Some(job) = tables.jobs.get(&key) {
+                    registration.job = Arc::clone(job);
+                }
+                Ok((registration, context.index()))
+            })
+            .await
+    }
+
+    /// Purges a job: removes it, its versions and its summary (its evaluations and allocations
+    /// stay until garbage collection). Returns the index of the write.
+    pub async fn delete_job(&self, namespace: &str, job_id: &str) -> Result<u64, StateError> {
+        self.delete_job_with_evals(namespace, job_id, Vec::new(), 0)
+            .await
+    }
+
+    /// Purges a job and creates its deregistration evaluations in one write.
+    pub async fn delete_job_with_evals(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        mut evals: Vec<Evaluation>,
+        now_unix_ns: i64,
+    ) -> Result<u64, StateError> {
+        validate_evals(&mut evals)?;
+        let key: JobKey = (namespace.to_owned(), job_id.to_owned());
+        self.engine
+            .write(move |tables, context| {
+                let index = remove_job(tables, context, &key)?;
+                let mut affected_jobs = BTreeSet::new();
+                write_evals(tables, context, evals, now_unix_ns, &mut affected_jobs)?;
+                Ok(index)
+            })
+            .await
+    }
+
+    /// Creates or updates evaluations (one write, one index). `CreateIndex`/`ModifyIndex` and
+    /// `ModifyTime` are set here; `CreateTime` is kept if given. A finished evaluation's
+    /// `QueuedAllocations` set the job summary's `Queued` counters.
+    pub async fn upsert_evals(
+        &self,
+        mut evals: Vec<Evaluation>,
+        now_unix_ns: i64,
+    ) -> Result<u64, StateError> {
+        validate_evals(&mut evals)?;
+        self.upsert_allocs_and_evals(Vec::new(), evals, now_unix_ns)
+            .await
+    }
+
+    /// Stores allocations from the plan applier (one write, one index). New ones get
+    /// `CreateIndex`, `ClientStatus` `pending` when unset, and the current job when `Job` is
+    /// unset; existing ones keep the client's status and task states unless the server marks
+    /// them `lost` or `unknown`.
+    pub async fn upsert_allocs(
+        &self,
+        allocs: Vec<Allocation>,
+        now_unix_ns: i64,
+    ) -> Result<u64, StateError> {
+        self.upsert_allocs_and_evals(allocs, Vec::new(), now_unix_ns)
+            .await
+    }
+
+    /// Stores a plan's allocations and evaluation updates atomically, at one index.
+    pub async fn upsert_allocs_and_evals(
+        &self,
+        mut allocs: Vec<Allocation>,
+        mut evals: Vec<Evaluation>,
+        now_unix_ns: i64,
+    ) -> Result<u64, StateError> {
+        validate_allocs(&mut allocs)?;
+        validate_evals(&mut evals)?;
+        self.engine
+            .write(move |tables, context| {
+                if allocs.is_empty() && evals.is_empty() {
+                    return Ok(context.latest_committed_index());
+                }
+                let mut affected_jobs = BTreeSet::new();
+                write_server_allocs(tables, context, allocs, now_unix_ns, &mut affected_jobs)?;
+                write_evals(tables, context, evals, now_unix_ns, &mut affected_jobs)?;
+                for key in &affected_jobs {
+                    refresh_job_status(tables, context, key)?;
+                }
+                Ok(context.index())
+            })
+            .await
+    }
+
+    /// Applies allocation updates reported by clients: only `ClientStatus`,
+    /// `ClientDescription`, `TaskStates`, and `DeploymentStatus`/`NetworkStatus` when given;
+    /// every server-owned field is kept. When an allocation turns terminal, tasks without a
+    /// `FinishedAt` get `now_unix_ns`.
+    pub async fn update_allocs_from_client(
+        &self,
+        updates: Vec<Allocation>,
+        now_unix_ns: i64,
+    ) -> Result<ClientAllocUpdate, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                let mut unknown_alloc_ids = Vec::new();
+                let mut affected_jobs = BTreeSet::new();
+                for update in updates {
+                    let Some(existing) = tables.allocs.get(&update.id).cloned() else {
+                        unknown_alloc_ids.push(update.id);
+                        continue;
+                    };
+                    let index = context.index();
+                    let mut alloc = Allocation::clone(&existing);
+                    alloc.client_status = update.client_status;
+                    alloc.client_description = update.client_description;
+                    alloc.task_states = update.task_states;
+                    if update.deployment_status.is_some() {
+                        alloc.deployment_status = update.deployment_status;
+                    }
+                    if update.network_status.is_some() {
+                        alloc.network_status = update.network_status;
+                    }
+                    if alloc.client_terminal_status() {
+                        for task_state in alloc.task_states.values_mut() {
+                            if task_state.finished_at.is_zero() {
+                                task_state.finished_at = Timestamp::from_unix_nanos(now_unix_ns);
+                            }
+                        }
+                    }
+                    alloc.modify_index = index;
+                    alloc.modify_time = now_unix_ns;
+                    persist_alloc(tables, context, &mut alloc)?;
+                    context.emit(alloc_event(EventType::AllocationUpdated, &mut alloc)?);
+                    let job_key = (alloc.namespace.clone(), alloc.job_id.clone());
+                    update_summary(tables, context, &job_key, |summary| {
+                        apply_alloc_to_summary(summary, Some(&existing), &alloc)
+                    })?;
+                    Arc::make_mut(&mut tables.allocs).insert(alloc.id.clone(), Arc::new(alloc));
+                    affected_jobs.insert(job_key);
+                }
+                for key in &affected_jobs {
+                    refresh_job_status(tables, context, key)?;
+                }
+                let index = if affected_jobs.is_empty() {
+                    context.latest_committed_index()
+                } else {
+                    context.index()
+                };
+                Ok(ClientAllocUpdate {
+                    index,
+                    unknown_alloc_ids,
+                })
+            })
+            .await
+    }
+
+    /// Registers or updates a node. `StatusUpdatedAt` (Unix seconds) moves when the status
+    /// changes or the node is new. A re-registration without events, eligibility or drain keeps
+    /// the stored ones (the server owns those). Returns the index of the write.
+    pub async fn upsert_node(&self, mut node: Node, now_unix_ns: i64) -> Result<u64, StateError> {
+        require_id("Node.ID", &node.id)?;
+        self.engine
+            .write(move |tables, context| {
+                let index = context.index();
+                let existing = tables.nodes.get(&node.id).cloned();
+                match &existing {
+                    Some(existing) => {
+                        node.create_index = existing.create_index;
+                        // What the server decided about the node survives a re-registration.
+                        if node.events.is_empty() {
+                            node.events.clone_from(&existing.events);
+                        }
+                        if node.scheduling_eligibility.is_empty() {
+                            node.scheduling_eligibility
+                                .clone_from(&existing.scheduling_eligibility);
+                        }
+                        if node.drain_strategy.is_none() {
+                            node.drain_strategy.clone_from(&existing.drain_strategy);
+                        }
+                        if node.last_drain.is_none() {
+                            node.last_drain.clone_from(&existing.last_drain);
+                        }
+                        if existing.status == node.status {
+                            node.status_updated_at = existing.status_updated_at;
+                        } else {
+                            node.status_updated_at = now_unix_ns / 1_000_000_000;
+                        }
+                    }
+                    None => {
+                        node.create_index = index;
+                        node.status_updated_at = now_unix_ns / 1_000_000_000;
+                    }
+                }
+                node.modify_index = index;
+                context.put(Table::Nodes, node.id.as_bytes(), &node)?;
+                context.emit(node_event(EventType::NodeRegistration, &node)?);
+                Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
+                Ok(index)
+            })
+            .await
+    }
+
+    /// Sets a node's status (`ready`, `down`, …). An unchanged status writes nothing and returns
+    /// the node's `ModifyIndex`.
+    pub async fn update_node_status(
+        &self,
+        node_id: &str,
+        status: &str,
+        now_unix_ns: i64,
+    ) -> Result<u64, StateError> {
+        let node_id = node_id.to_owned();
+        let status = status.to_owned();
+        self.engine
+            .write(move |tables, context| {
+                let Some(existing) = tables.nodes.get(&node_id).cloned() else {
+                    return Err(StateError::NotFound {
+                        kind: "node",
+                        id: node_id,
+                    });
+                };
+                if existing.status == status {
+                    return Ok(existing.modify_index);
+                }
+                let index = context.index();
+                let mut node = Node::clone(&existing);
+                node.status = status;
+                node.status_updated_at = now_unix_ns / 1_000_000_000;
+                node.modify_index = index;
+                context.put(Table::Nodes, node.id.as_bytes(), &node)?;
+                context.emit(node_event(EventType::NodeStreamEvent, &node)?);
+                Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
+                Ok(index)
+            })
+            .await
+    }
+
+    /// Sets a node's scheduling eligibility (`eligible` or `ineligible`). An unchanged value
+    /// writes nothing and returns the node's `ModifyIndex`.
+    pub async fn update_node_eligibility(
+        &self,
+        node_id: &str,
+        eligibility: &str,
+    ) -> Result<u64, StateError> {
+        let node_id = node_id.to_owned();
+        let eligibility = eligibility.to_owned();
+        self.engine
+            .write(move |tables, context| {
+                let Some(existing) = tables.nodes.get(&node_id).cloned() else {
+                    return Err(StateError::NotFound {
+                        kind: "node",
+                        id: node_id,
+                    });
+                };
+                if existing.scheduling_eligibility == eligibility {
+                    return Ok(existing.modify_index);
+                }
+                let index = context.index();
+                let mut node = Node::clone(&existing);
+                node.scheduling_eligibility = eligibility;
+                node.modify_index = index;
+                context.put(Table::Nodes, node.id.as_bytes(), &node)?;
+                context.emit(node_event(EventType::NodeEligibility, &node)?);
+                Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
+                Ok(index)
+            })
+            .await
+    }
+
+    /// Garbage collection: removes evaluations and allocations by ID (unknown IDs are
+    /// skipped) and refreshes the status of their jobs. Summaries are left as they are, as
+    /// Nomad leaves them. Returns the index of the write, or the latest index when nothing was
+    /// removed.
+    pub async fn delete_evals_and_allocs(
+        &self,
+        eval_ids: Vec<String>,
+        alloc_ids: Vec<String>,
+    ) -> Result<u64, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                let mut affected_jobs = BTreeSet::new();
+                for alloc_id in alloc_ids {
+                    let Some(alloc) = tables.allocs.get(&alloc_id).cloned() else {
+                        continue;
+                    };
+                    context.delete(Table::Allocs, alloc_id.as_bytes());
+                    tables.unindex_alloc(&alloc);
+                    Arc::make_mut(&mut tables.allocs).remove(&alloc_id);
+                    affected_jobs.insert((alloc.namespace.clone(), alloc.job_id.clone()));
+                }
+                for eval_id in eval_ids {
+                    let Some(eval) = tables.evals.get(&eval_id).cloned() else {
+                        continue;
+                    };
+                    context.delete(Table::Evals, eval_id.as_bytes());
+                    tables.unindex_eval(&eval);
+                    Arc::make_mut(&mut tables.evals).remove(&eval_id);
+                    affected_jobs.insert((eval.namespace.clone(), eval.job_id.clone()));
+                }
+                if affected_jobs.is_empty() {
+                    return Ok(context.latest_committed_index());
+                }
+                for key in &affected_jobs {
+                    remove_unused_alloc_jobs(tables, context, key);
+                    refresh_job_status(tables, context, key)?;
+                }
+                Ok(context.index())
+            })
+            .await
+    }
+
+    /// Removes a node. Its allocations stay (the server marks them lost first).
+    pub async fn delete_node(&self, node_id: &str) -> Result<u64, StateError> {
+        let node_id = node_id.to_owned();
+        self.engine
+            .write(move |tables, context| {
+                let Some(existing) = tables.nodes.get(&node_id).cloned() else {
+                    return Err(StateError::NotFound {
+                        kind: "node",
+                        id: node_id,
+                    });
+                };
+                let index = context.index();
+                context.delete(Table::Nodes, node_id.as_bytes());
+                context.emit(node_event(EventType::NodeDeregistration, &existing)?);
+                Arc::make_mut(&mut tables.nodes).remove(&node_id);
+                Ok(index)
+            })
+            .await
+    }
+
+    /// The job `job_id` in `namespace`.
+    pub fn job(&self, namespace: &str, job_id: &str) -> Option<Arc<Job>> {
+        self.snapshot().job(namespace, job_id)
+    }
+
+    /// Jobs whose ID starts with `id_prefix` in `namespace` (`None`: all namespaces).
+    pub fn jobs(&self, namespace: Option<&str>, id_prefix: &str) -> Vec<Arc<Job>> {
+        self.snapshot().jobs(namespace, id_prefix)
+    }
+
+    /// The kept versions of a job, newest first.
+    pub fn job_versions(&self, namespace: &str, job_id: &str) -> Vec<Arc<Job>> {
+        self.snapshot().job_versions(namespace, job_id)
+    }
+
+    /// The allocation counters of a job.
+    pub fn job_summary(&self, namespace: &str, job_id: &str) -> Option<Arc<JobSummary>> {
+        self.snapshot().job_summary(namespace, job_id)
+    }
+
+    /// The evaluation `eval_id`.
+    pub fn eval(&self, eval_id: &str) -> Option<Arc<Evaluation>> {
+        self.snapshot().eval(eval_id)
+    }
+
+    /// Evaluations whose ID starts with `id_prefix`.
+    pub fn evals(&self, id_prefix: &str) -> Vec<Arc<Evaluation>> {
+        self.snapshot().evals(id_prefix)
+    }
+
+    /// The evaluations of a job.
+    pub fn evals_by_job(&self, namespace: &str, job_id: &str) -> Vec<Arc<Evaluation>> {
+        self.snapshot().evals_by_job(namespace, job_id)
+    }
+
+    /// The allocation `alloc_id`.
+    pub fn alloc(&self, alloc_id: &str) -> Option<Arc<Allocation>> {
+        self.snapshot().alloc(alloc_id)
+    }
+
+    /// Allocations whose ID starts with `id_prefix`.
+    pub fn allocs(&self, id_prefix: &str) -> Vec<Arc<Allocation>> {
+        self.snapshot().allocs(id_prefix)
+    }
+
+    /// The allocations of a job.
+    pub fn allocs_by_job(&self, namespace: &str, job_id: &str) -> Vec<Arc<Allocation>> {
+        self.snapshot().allocs_by_job(namespace, job_id)
+    }
+
+    /// The allocations on a node.
+    pub fn allocs_by_node(&self, node_id: &str) -> Vec<Arc<Allocation>> {
+        self.snapshot().allocs_by_node(node_id)
+    }
+
+    /// The allocations of an evaluation.
+    pub fn allocs_by_eval(&self, eval_id: &str) -> Vec<Arc<Allocation>> {
+        self.snapshot().allocs_by_eval(eval_id)
+    }
+
+    /// The node `node_id`.
+    pub fn node(&self, node_id: &str) -> Option<Arc<Node>> {
+        self.snapshot().node(node_id)
+    }
+
+    /// Nodes whose ID starts with `id_prefix`.
+    pub fn nodes(&self, id_prefix: &str) -> Vec<Arc<Node>> {
+        self.snapshot().nodes(id_prefix)
+    }
+}

@@ -1,0 +1,300 @@
+//! The in-memory tables of the typed store and the read API over a consistent snapshot.
+//!
+//! Every table sits behind an `Arc`, so a snapshot is one `Arc` clone and a write copies only
+//! the tables it touches. Secondary indexes (allocs by job, node and eval; evals by job) are
+//! kept here in memory and rebuilt at load; only primary records are persisted.
+//!
+//! **Boundary**: reads only. Writes live in [`crate::store`], derived data in
+//! [`crate::derive`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use drover_structs::{Allocation, Evaluation, Job, JobSummary, Node};
+
+use crate::engine::{Committed, Indexes, Table};
+
+/// A job's identity: namespace and ID.
+pub type JobKey = (String, String);
+
+/// How many versions of a job are kept (Nomad's `JobTrackedVersions`).
+pub const JOB_TRACKED_VERSIONS: usize = 6;
+
+/// The tables held in memory.
+#[derive(Debug, Clone, Default)]
+pub struct StateTables {
+    pub(crate) jobs: Arc<BTreeMap<JobKey, Arc<Job>>>,
+    pub(crate) job_versions: Arc<BTreeMap<(String, String, u64), Arc<Job>>>,
+    pub(crate) job_summaries: Arc<BTreeMap<JobKey, Arc<JobSummary>>>,
+    pub(crate) evals: Arc<BTreeMap<String, Arc<Evaluation>>>,
+    pub(crate) evals_by_job: Arc<BTreeSet<(String, String, String)>>,
+    pub(crate) allocs: Arc<BTreeMap<String, Arc<Allocation>>>,
+    pub(crate) allocs_by_job: Arc<BTreeSet<(String, String, String)>>,
+    pub(crate) allocs_by_node: Arc<BTreeSet<(String, String)>>,
+    pub(crate) allocs_by_eval: Arc<BTreeSet<(String, String)>>,
+    pub(crate) nodes: Arc<BTreeMap<String, Arc<Node>>>,
+    /// Which job copies of allocations are persisted (see [`AllocJobRef`]).
+    pub(crate) alloc_jobs: Arc<BTreeSet<AllocJobRef>>,
+}
+
+/// Names the copy of a job an allocation carries: namespace, job ID, the job's `CreateIndex`
+/// and `JobModifyIndex` (together they name one version of one incarnation of the job).
+pub(crate) type AllocJobRef = (String, String, u64, u64);
+
+/// Values of `map` whose key starts with `prefix`, in key order.
+fn by_string_prefix<V: Clone>(map: &BTreeMap<String, V>, prefix: &str) -> Vec<V> {
+    map.range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+        .take_while(|(key, _)| key.starts_with(prefix))
+        .map(|(_, value)| value.clone())
+        .collect()
+}
+
+/// The third element of every triple in `set` whose first two elements are `(first, second)`.
+pub(crate) fn triples_under<'a>(
+    set: &'a BTreeSet<(String, String, String)>,
+    first: &'a str,
+    second: &'a str,
+) -> impl Iterator<Item = &'a str> + 'a {
+    let start = (first.to_owned(), second.to_owned(), String::new());
+    set.range(start..)
+        .take_while(move |(one, two, _)| one == first && two == second)
+        .map(|(_, _, third)| third.as_str())
+}
+
+/// The second element of every pair in `set` whose first element is `first`.
+pub(crate) fn pairs_under<'a>(
+    set: &'a BTreeSet<(String, String)>,
+    first: &'a str,
+) -> impl Iterator<Item = &'a str> + 'a {
+    let start = (first.to_owned(), String::new());
+    set.range(start..)
+        .take_while(move |(one, _)| one == first)
+        .map(|(_, second)| second.as_str())
+}
+
+impl StateTables {
+    pub(crate) fn job(&self, namespace: &str, job_id: &str) -> Option<&Arc<Job>> {
+        self.jobs.get(&(namespace.to_owned(), job_id.to_owned()))
+    }
+
+    pub(crate) fn allocs_of_job<'a>(
+        &'a self,
+        namespace: &'a str,
+        job_id: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<Allocation>> + 'a {
+        triples_under(&self.allocs_by_job, namespace, job_id)
+            .filter_map(|alloc_id| self.allocs.get(alloc_id))
+    }
+
+    pub(crate) fn evals_of_job<'a>(
+        &'a self,
+        namespace: &'a str,
+        job_id: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<Evaluation>> + 'a {
+        triples_under(&self.evals_by_job, namespace, job_id)
+            .filter_map(|eval_id| self.evals.get(eval_id))
+    }
+
+    pub(crate) fn version_keys_of_job(&self, namespace: &str, job_id: &str) -> Vec<u64> {
+        let start = (namespace.to_owned(), job_id.to_owned(), 0);
+        self.job_versions
+            .range(start..)
+            .take_while(|((one, two, _), _)| one == namespace && two == job_id)
+            .map(|((_, _, version), _)| *version)
+            .collect()
+    }
+
+    /// Adds `alloc` to the secondary indexes.
+    pub(crate) fn index_alloc(&mut self, alloc: &Allocation) {
+        Arc::make_mut(&mut self.allocs_by_job).insert((
+            alloc.namespace.clone(),
+            alloc.job_id.clone(),
+            alloc.id.clone(),
+        ));
+        if !alloc.node_id.is_empty() {
+            Arc::make_mut(&mut self.allocs_by_node)
+                .insert((alloc.node_id.clone(), alloc.id.clone()));
+        }
+        if !alloc.eval_id.is_empty() {
+            Arc::make_mut(&mut self.allocs_by_eval)
+                .insert((alloc.eval_id.clone(), alloc.id.clone()));
+        }
+    }
+
+    /// Removes `alloc` from the secondary indexes.
+    pub(crate) fn unindex_alloc(&mut self, alloc: &Allocation) {
+        Arc::make_mut(&mut self.allocs_by_job).remove(&(
+            alloc.namespace.clone(),
+            alloc.job_id.clone(),
+            alloc.id.clone(),
+        ));
+        Arc::make_mut(&mut self.allocs_by_node).remove(&(alloc.node_id.clone(), alloc.id.clone()));
+        Arc::make_mut(&mut self.allocs_by_eval).remove(&(alloc.eval_id.clone(), alloc.id.clone()));
+    }
+
+    pub(crate) fn index_eval(&mut self, eval: &Evaluation) {
+        Arc::make_mut(&mut self.evals_by_job).insert((
+            eval.namespace.clone(),
+            eval.job_id.clone(),
+            eval.id.clone(),
+        ));
+    }
+
+    pub(crate) fn unindex_eval(&mut self, eval: &Evaluation) {
+        Arc::make_mut(&mut self.evals_by_job).remove(&(
+            eval.namespace.clone(),
+            eval.job_id.clone(),
+            eval.id.clone(),
+        ));
+    }
+}
+
+/// A consistent, immutable view of the whole store at one index (what the scheduler plans on).
+#[derive(Debug, Clone)]
+pub struct StateSnapshot {
+    pub(crate) committed: Arc<Committed<StateTables>>,
+}
+
+impl StateSnapshot {
+    fn tables(&self) -> &StateTables {
+        &self.committed.data
+    }
+
+    /// The modify indexes as of this snapshot.
+    pub fn indexes(&self) -> Indexes {
+        self.committed.indexes
+    }
+
+    /// The index of the last write in this snapshot.
+    pub fn latest_index(&self) -> u64 {
+        self.committed.indexes.latest()
+    }
+
+    /// The index of the last write that touched `table`.
+    pub fn table_index(&self, table: Table) -> u64 {
+        self.committed.indexes.table(table)
+    }
+
+    /// The job `job_id` in `namespace`.
+    pub fn job(&self, namespace: &str, job_id: &str) -> Option<Arc<Job>> {
+        self.tables().job(namespace, job_id).cloned()
+    }
+
+    /// Jobs whose ID starts with `id_prefix`, in `namespace` (`None`: every namespace), ordered
+    /// by namespace then ID.
+    pub fn jobs(&self, namespace: Option<&str>, id_prefix: &str) -> Vec<Arc<Job>> {
+        match namespace {
+            Some(namespace) => {
+                let start = (namespace.to_owned(), id_prefix.to_owned());
+                self.tables()
+                    .jobs
+                    .range(start..)
+                    .take_while(|((job_namespace, job_id), _)| {
+                        job_namespace == namespace && job_id.starts_with(id_prefix)
+                    })
+                    .map(|(_, job)| Arc::clone(job))
+                    .collect()
+            }
+            None => self
+                .tables()
+                .jobs
+                .iter()
+                .filter(|((_, job_id), _)| job_id.starts_with(id_prefix))
+                .map(|(_, job)| Arc::clone(job))
+                .collect(),
+        }
+    }
+
+    /// The kept versions of a job, newest first.
+    pub fn job_versions(&self, namespace: &str, job_id: &str) -> Vec<Arc<Job>> {
+        let start = (namespace.to_owned(), job_id.to_owned(), 0);
+        let mut versions: Vec<Arc<Job>> = self
+            .tables()
+            .job_versions
+            .range(start..)
+            .take_while(|((one, two, _), _)| one == namespace && two == job_id)
+            .map(|(_, job)| Arc::clone(job))
+            .collect();
+        versions.reverse();
+        versions
+    }
+
+    /// One version of a job, if still kept.
+    pub fn job_version(&self, namespace: &str, job_id: &str, version: u64) -> Option<Arc<Job>> {
+        self.tables()
+            .job_versions
+            .get(&(namespace.to_owned(), job_id.to_owned(), version))
+            .cloned()
+    }
+
+    /// The allocation counters of a job.
+    pub fn job_summary(&self, namespace: &str, job_id: &str) -> Option<Arc<JobSummary>> {
+        self.tables()
+            .job_summaries
+            .get(&(namespace.to_owned(), job_id.to_owned()))
+            .cloned()
+    }
+
+    /// The evaluation `eval_id`.
+    pub fn eval(&self, eval_id: &str) -> Option<Arc<Evaluation>> {
+        self.tables().evals.get(eval_id).cloned()
+    }
+
+    /// Evaluations whose ID starts with `id_prefix` (all of them for `""`), by ID.
+    pub fn evals(&self, id_prefix: &str) -> Vec<Arc<Evaluation>> {
+        by_string_prefix(&self.tables().evals, id_prefix)
+    }
+
+    /// The evaluations of a job, by eval ID.
+    pub fn evals_by_job(&self, namespace: &str, job_id: &str) -> Vec<Arc<Evaluation>> {
+        self.tables()
+            .evals_of_job(namespace, job_id)
+            .cloned()
+            .collect()
+    }
+
+    /// The allocation `alloc_id`.
+    pub fn alloc(&self, alloc_id: &str) -> Option<Arc<Allocation>> {
+        self.tables().allocs.get(alloc_id).cloned()
+    }
+
+    /// Allocations whose ID starts with `id_prefix` (all of them for `""`), by ID.
+    pub fn allocs(&self, id_prefix: &str) -> Vec<Arc<Allocation>> {
+        by_string_prefix(&self.tables().allocs, id_prefix)
+    }
+
+    /// The allocations of a job (every version of it), by alloc ID.
+    pub fn allocs_by_job(&self, namespace: &str, job_id: &str) -> Vec<Arc<Allocation>> {
+        self.tables()
+            .allocs_of_job(namespace, job_id)
+            .cloned()
+            .collect()
+    }
+
+    /// The allocations placed on a node, by alloc ID.
+    pub fn allocs_by_node(&self, node_id: &str) -> Vec<Arc<Allocation>> {
+        let tables = self.tables();
+        pairs_under(&tables.allocs_by_node, node_id)
+            .filter_map(|alloc_id| tables.allocs.get(alloc_id).cloned())
+            .collect()
+    }
+
+    /// The allocations an evaluation created or changed, by alloc ID.
+    pub fn allocs_by_eval(&self, eval_id: &str) -> Vec<Arc<Allocation>> {
+        let tables = self.tables();
+        pairs_under(&tables.allocs_by_eval, eval_id)
+            .filter_map(|alloc_id| tables.allocs.get(alloc_id).cloned())
+            .collect()
+    }
+
+    /// The node `node_id`.
+    pub fn node(&self, node_id: &str) -> Option<Arc<Node>> {
+        self.tables().nodes.get(node_id).cloned()
+    }
+
+    /// Nodes whose ID starts with `id_prefix` (all of them for `""`), by ID.
+    pub fn nodes(&self, id_prefix: &str) -> Vec<Arc<Node>> {
+        by_string_prefix(&self.tables().nodes, id_prefix)
+    }
+}
