@@ -15,7 +15,7 @@ use tower::ServiceExt;
 
 use crate::logs::FollowTiming;
 use crate::memory::{ClientCall, MemoryBackend};
-use crate::{ApiBackend, ApiOptions, app, app_with_options};
+use crate::{ApiOptions, StateReads, app, app_with_options};
 
 fn sample_job(id: &str) -> Job {
     Job {

@@ -17,7 +17,8 @@ pub mod logs;
 pub mod memory;
 pub mod params;
 pub mod routes;
+pub mod state_store;
 
 pub use app::{ApiOptions, app, app_with_options};
-pub use backend::{AgentInfo, ApiBackend, Table};
+pub use backend::{AgentInfo, AgentOperations, ApiBackend, Composed, StateReads, Table};
 pub use error::ApiError;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use drover_api::ApiBackend;
+use drover_api::StateReads;
 use drover_api::memory::{ClientCall, MemoryBackend};
 use drover_structs::{
     AllocMetric, Allocation, Evaluation, Job, Node, TaskEvent, TaskGroupSummary, TaskState,
