@@ -885,10 +885,28 @@ async fn alloc_fs_lists_directories_prints_files_and_refuses_escapes() {
 #[tokio::test]
 async fn every_example_registers_through_the_api() {
     let agent = start_agent().await;
-    for name in ["web.hcl", "batch.hcl", "lifecycle.hcl", "parameterized.hcl", "periodic.hcl", "exec.hcl"] {
-        let outcome = drover(&["job", "run", "-detach", "-address", &agent.address, &example(name)]).await;
+    for name in [
+        "web.hcl",
+        "batch.hcl",
+        "lifecycle.hcl",
+        "parameterized.hcl",
+        "periodic.hcl",
+        "exec.hcl",
+    ] {
+        let outcome = drover(&[
+            "job",
+            "run",
+            "-detach",
+            "-address",
+            &agent.address,
+            &example(name),
+        ])
+        .await;
         assert_eq!(outcome.code, 0, "{name}: {}", outcome.stderr);
-        assert!(outcome.stdout.starts_with("Job registration successful"), "{name}");
+        assert!(
+            outcome.stdout.starts_with("Job registration successful"),
+            "{name}"
+        );
     }
     assert_eq!(agent.backend.jobs("*", "").unwrap().len(), 6);
 }

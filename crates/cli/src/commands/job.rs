@@ -53,7 +53,7 @@ pub struct RunArgs {
     /// Show full IDs.
     #[arg(long)]
     pub verbose: bool,
-    /// The jobspec (HCL2, or JSON).
+    /// The jobspec (HCL2, or JSON); `-` reads standard input.
     pub file: PathBuf,
 }
 
@@ -136,6 +136,21 @@ fn parse_jobspec(file: &Path, variables: &VariableFlags) -> Result<Job, String> 
         values
             .set_assignment(assignment)
             .map_err(|message| format!("Error parsing -var: {message}"))?;
+    }
+    if file == Path::new("-") {
+        // Nomad reads the jobspec from standard input when the file is `-`.
+        let mut source = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut source)
+            .map_err(|error| format!("Error reading job from standard input: {error}"))?;
+        let parsed = if source.trim_start().starts_with('{') {
+            drover_jobspec::parse_json(&source, "<stdin>")
+        } else {
+            drover_jobspec::parse_hcl(&source, "<stdin>", &values)
+        };
+        return parsed.map_err(|diagnostics| {
+            let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+            format!("Error parsing job file from <stdin>:\n{}", lines.join("\n"))
+        });
     }
     drover_jobspec::parse_any(file, &values).map_err(|error| match error {
         drover_jobspec::JobspecError::Read { path, source } => {
