@@ -1081,3 +1081,54 @@ async fn following_the_log_of_a_dead_task_ends_after_the_last_bytes() {
         "last words\n"
     );
 }
+
+#[tokio::test]
+async fn job_allocations_leave_out_an_earlier_job_with_the_same_id_unless_all() {
+    let (backend, router) = setup();
+    let first = backend.put_job(sample_job("web"));
+    sample_allocation(&backend, "old-alloc", &first);
+    let purge = send(&router, "DELETE", "/v1/job/web?purge=true", None).await;
+    assert_eq!(purge.status(), StatusCode::OK);
+    let second = backend.put_job(sample_job("web"));
+    assert_ne!(first.create_index, second.create_index);
+    sample_allocation(&backend, "new-alloc", &second);
+    let current =
+        body_json(send(&router, "GET", "/v1/job/web/allocations?all=false", None).await).await;
+    let ids: Vec<&str> = current
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|stub| stub["ID"].as_str())
+        .collect();
+    assert_eq!(ids, vec!["new-alloc"]);
+    let every =
+        body_json(send(&router, "GET", "/v1/job/web/allocations?all=True", None).await).await;
+    assert_eq!(every.as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test]
+async fn evaluations_filter_by_job_and_status() {
+    let (backend, router) = setup();
+    for (id, job, status) in [
+        ("e1", "web", "complete"),
+        ("e2", "web", "blocked"),
+        ("e3", "db", "complete"),
+    ] {
+        backend.put_evaluation(drover_structs::Evaluation {
+            id: id.into(),
+            namespace: "default".into(),
+            job_id: job.into(),
+            status: status.into(),
+            ..Default::default()
+        });
+    }
+    let by_job = body_json(send(&router, "GET", "/v1/evaluations?job=web", None).await).await;
+    assert_eq!(by_job.as_array().map(Vec::len), Some(2));
+    let blocked =
+        body_json(send(&router, "GET", "/v1/evaluations?status=blocked", None).await).await;
+    assert_eq!(blocked[0]["ID"], "e2");
+    let by_prefix = body_json(send(&router, "GET", "/v1/evaluations?prefix=e3", None).await).await;
+    assert_eq!(by_prefix[0]["JobID"], "db");
+    let one = body_json(send(&router, "GET", "/v1/evaluation/e1", None).await).await;
+    assert_eq!(one["Status"], "complete");
+}
