@@ -910,3 +910,49 @@ async fn every_example_registers_through_the_api() {
     }
     assert_eq!(agent.backend.jobs("*", "").unwrap().len(), 6);
 }
+
+#[tokio::test]
+async fn alloc_logs_follow_with_tail_prints_the_last_lines_then_new_ones() {
+    let agent = start_agent().await;
+    let (_job, allocation) = job_with_events(&agent.backend);
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("alloc/logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::write(logs.join("count.stdout.0"), "one\ntwo\nthree\nfour\n").unwrap();
+    agent
+        .backend
+        .set_alloc_dir(&allocation.id, dir.path().to_path_buf());
+
+    let output = SharedBuffer::default();
+    let mut writer = output.clone();
+    let mut errors = Vec::new();
+    let argv: Vec<OsString> = [
+        "drover",
+        "alloc",
+        "logs",
+        "-f",
+        "-tail",
+        "-n",
+        "2",
+        "-address",
+        &agent.address,
+        "8e3a",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    let follow = drover::run(argv, &mut writer, &mut errors);
+    let script = async {
+        output.wait_for("three\nfour\n").await;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(logs.join("count.stdout.0"))
+            .unwrap();
+        std::io::Write::write_all(&mut file, b"five\n").unwrap();
+        output.wait_for("three\nfour\nfive\n").await;
+    };
+    tokio::select! {
+        code = follow => panic!("follow ended by itself with {code}"),
+        () = script => {}
+    }
+}

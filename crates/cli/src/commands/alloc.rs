@@ -466,9 +466,11 @@ async fn alloc_logs(arguments: LogsArgs, io: &mut Io<'_>) -> i32 {
             return 1;
         }
     };
-    // With a line count, the first read is cut to the last N lines; the rest is printed as
-    // it arrives.
+    // With a line count, the first read (the `offset` bytes before the end) is cut to the
+    // last N lines; the rest is printed as it arrives. The first read is over once it has
+    // all its bytes, the stream goes quiet (a heartbeat), or a second has passed.
     let mut pending_tail: Option<Vec<u8>> = tail_lines.map(|_| Vec::new());
+    let started = tokio::time::Instant::now();
     loop {
         let frame = match stream.next_frame().await {
             Ok(Some(frame)) => frame,
@@ -478,15 +480,17 @@ async fn alloc_logs(arguments: LogsArgs, io: &mut Io<'_>) -> i32 {
                 return 1;
             }
         };
-        if frame.is_heartbeat() {
-            if let (Some(buffer), Some(lines)) = (pending_tail.take(), tail_lines) {
-                let _ = io.out.write_all(last_lines(&buffer, lines));
-                let _ = io.out.flush();
-            }
-            continue;
-        }
         match pending_tail.as_mut() {
-            Some(buffer) => buffer.extend_from_slice(&frame.data.0),
+            Some(buffer) => {
+                buffer.extend_from_slice(&frame.data.0);
+                let complete = frame.is_heartbeat()
+                    || buffer.len() as u64 >= offset
+                    || started.elapsed() >= std::time::Duration::from_secs(1);
+                if complete && let (Some(buffer), Some(lines)) = (pending_tail.take(), tail_lines) {
+                    let _ = io.out.write_all(last_lines(&buffer, lines));
+                    let _ = io.out.flush();
+                }
+            }
             None => {
                 let _ = io.out.write_all(&frame.data.0);
                 let _ = io.out.flush();
