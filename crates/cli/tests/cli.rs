@@ -909,6 +909,27 @@ async fn every_example_registers_through_the_api() {
         );
     }
     assert_eq!(agent.backend.jobs("*", "").unwrap().len(), 6);
+    let periodic_id = agent
+        .backend
+        .jobs("*", "")
+        .unwrap()
+        .into_iter()
+        .find(|job| job.periodic.is_some())
+        .map(|job| job.id)
+        .unwrap();
+    let status = drover(&["job", "status", "-address", &agent.address, &periodic_id]).await;
+    assert!(
+        status.stdout.contains("Periodic      = true"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status
+            .stdout
+            .contains("\nChildren Job Summary\nPending  Running  Dead\n0        0        0\n"),
+        "{}",
+        status.stdout
+    );
 }
 
 #[tokio::test]

@@ -384,6 +384,18 @@ pub async fn show_job(
         io.say("");
         io.say("Summary");
         io.say(columnize::columns(&rows));
+        if let Some(children) = &summary.children {
+            io.say("");
+            io.say("Children Job Summary");
+            io.say(columnize::columns(&[
+                vec!["Pending".into(), "Running".into(), "Dead".into()],
+                vec![
+                    children.pending.to_string(),
+                    children.running.to_string(),
+                    children.dead.to_string(),
+                ],
+            ]));
+        }
     }
 
     // The newest evaluation that failed to place something, shown while its blocked
