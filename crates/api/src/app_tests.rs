@@ -15,7 +15,7 @@ use tower::ServiceExt;
 
 use crate::logs::FollowTiming;
 use crate::memory::{ClientCall, MemoryBackend};
-use crate::{ApiBackend, ApiOptions, app, app_with_options};
+use crate::{ApiOptions, StateReads, app, app_with_options};
 
 fn sample_job(id: &str) -> Job {
     Job {
@@ -337,8 +337,24 @@ async fn agent_and_status_endpoints_answer_like_nomad() {
     assert_eq!(me["member"]["Name"], "node1.global");
     let members = body_json(send(&router, "GET", "/v1/agent/members", None).await).await;
     assert_eq!(members["Members"][0]["Status"], "alive");
+    let servers = body_json(send(&router, "GET", "/v1/agent/servers", None).await).await;
+    assert_eq!(servers, json!(["127.0.0.1:4647"]));
+    let deployments = body_text(send(&router, "GET", "/v1/deployments", None).await).await;
+    assert_eq!(deployments, "[]");
+    let deployment = send(&router, "GET", "/v1/deployment/abc", None).await;
+    assert_eq!(deployment.status(), StatusCode::NOT_FOUND);
     let health = body_json(send(&router, "GET", "/v1/agent/health", None).await).await;
     assert_eq!(health["server"]["ok"], true);
+}
+
+#[tokio::test]
+async fn another_region_has_no_path() {
+    let (_backend, router) = setup();
+    let own = send(&router, "GET", "/v1/jobs?region=global", None).await;
+    assert_eq!(own.status(), StatusCode::OK);
+    let other = send(&router, "GET", "/v1/jobs?region=mars", None).await;
+    assert_eq!(other.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(body_text(other).await, "No path to region");
 }
 
 #[tokio::test]
@@ -885,4 +901,234 @@ async fn fs_endpoints_serve_inside_the_alloc_dir_and_refuse_escapes() {
             "{escape}: {text}"
         );
     }
+}
+
+#[tokio::test]
+async fn fs_stream_frames_one_file_and_stops_when_not_following() {
+    let (backend, router) = setup();
+    let dir = tempfile::tempdir().unwrap();
+    alloc_with_logs(&backend, dir.path());
+    std::fs::create_dir_all(dir.path().join("alloc/data")).unwrap();
+    std::fs::write(dir.path().join("alloc/data/report.txt"), "0123456789").unwrap();
+    let response = send(
+        &router,
+        "GET",
+        "/v1/client/fs/stream/a1?path=/alloc/data/report.txt&origin=end&offset=4&follow=false",
+        None,
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let frames = frames_of(&body_text(response).await);
+    assert_eq!(data_of(&frames), "6789");
+    assert_eq!(frames[0].file, "alloc/data/report.txt");
+    assert_eq!(frames[0].offset, 10);
+    let escape = send(
+        &router,
+        "GET",
+        "/v1/client/fs/stream/a1?path=../../etc/passwd&follow=false",
+        None,
+    )
+    .await;
+    assert_eq!(escape.status(), StatusCode::BAD_REQUEST);
+    let no_path = send(&router, "GET", "/v1/client/fs/stream/a1", None).await;
+    assert_eq!(body_text(no_path).await, "must provide a file path");
+}
+
+#[tokio::test]
+async fn checks_are_an_empty_object_for_a_known_allocation() {
+    let (backend, router) = setup();
+    let job = backend.put_job(sample_job("web"));
+    sample_allocation(&backend, "a1", &job);
+    let checks = send(&router, "GET", "/v1/client/allocation/a1/checks", None).await;
+    assert_eq!(body_json(checks).await, json!({}));
+    let unknown = send(&router, "GET", "/v1/client/allocation/zz/checks", None).await;
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn parse_takes_variables_as_hcl_text_or_as_an_object() {
+    let (_backend, router) = setup();
+    let hcl = r#"variable "n" {
+  type    = number
+  default = 1
+}
+job "vars" {
+  group "g" {
+    count = var.n
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+"#;
+    let from_text = body_json(
+        send(
+            &router,
+            "POST",
+            "/v1/jobs/parse",
+            Some(json!({"JobHCL": hcl, "Canonicalize": true, "Variables": "n = 4\n"})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(from_text["TaskGroups"][0]["Count"], 4);
+    let from_object = body_json(
+        send(
+            &router,
+            "POST",
+            "/v1/jobs/parse",
+            Some(json!({"JobHCL": hcl, "Canonicalize": true, "Variables": {"n": "3"}})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(from_object["TaskGroups"][0]["Count"], 3);
+    let hcl1 = send(
+        &router,
+        "POST",
+        "/v1/jobs/parse",
+        Some(json!({"JobHCL": hcl, "HCLv1": true})),
+    )
+    .await;
+    assert_eq!(hcl1.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn validate_job_lists_problems_with_200() {
+    let (_backend, router) = setup();
+    let good = body_json(
+        send(
+            &router,
+            "POST",
+            "/v1/validate/job",
+            Some(json!({"Job": sample_job("web")})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(good["ValidationErrors"], json!([]));
+    assert_eq!(good["Error"], "");
+    let mut job = sample_job("web");
+    job.task_groups[0].tasks[0].driver = String::new();
+    let bad = send(
+        &router,
+        "PUT",
+        "/v1/validate/job",
+        Some(json!({"Job": job})),
+    )
+    .await;
+    assert_eq!(bad.status(), StatusCode::OK);
+    let bad = body_json(bad).await;
+    assert!(!bad["ValidationErrors"].as_array().unwrap().is_empty());
+    assert!(bad["Error"].as_str().unwrap().contains("error"));
+}
+
+#[tokio::test]
+async fn following_the_log_of_a_dead_task_ends_after_the_last_bytes() {
+    let backend = Arc::new(MemoryBackend::dev());
+    let timing = FollowTiming {
+        poll_interval: Duration::from_millis(10),
+        heartbeat_interval: Duration::from_secs(60),
+    };
+    let router = app_with_options(
+        Arc::clone(&backend),
+        ApiOptions {
+            follow_timing: timing,
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    alloc_with_logs(&backend, dir.path());
+    std::fs::write(dir.path().join("alloc/logs/server.stdout.0"), "running\n").unwrap();
+    let response = send(
+        &router,
+        "GET",
+        "/v1/client/fs/logs/a1?task=server&type=stdout&follow=true",
+        None,
+    )
+    .await;
+    let mut body = response.into_body();
+    let first = tokio::time::timeout(Duration::from_secs(10), body.frame())
+        .await
+        .unwrap();
+    let first = first.unwrap().unwrap().into_data().unwrap();
+    assert_eq!(
+        data_of(&frames_of(std::str::from_utf8(&first).unwrap())),
+        "running\n"
+    );
+    // The task writes its last line and dies.
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.path().join("alloc/logs/server.stdout.0"))
+        .unwrap();
+    std::io::Write::write_all(&mut file, b"last words\n").unwrap();
+    let mut allocation = backend.allocation("a1").unwrap().unwrap();
+    allocation.task_states.insert(
+        "server".into(),
+        drover_structs::TaskState {
+            state: "dead".into(),
+            ..Default::default()
+        },
+    );
+    backend.put_allocation(allocation);
+    let rest = tokio::time::timeout(Duration::from_secs(10), body.collect())
+        .await
+        .expect("the stream should end once the task is dead")
+        .unwrap()
+        .to_bytes();
+    assert_eq!(
+        data_of(&frames_of(std::str::from_utf8(&rest).unwrap())),
+        "last words\n"
+    );
+}
+
+#[tokio::test]
+async fn job_allocations_leave_out_an_earlier_job_with_the_same_id_unless_all() {
+    let (backend, router) = setup();
+    let first = backend.put_job(sample_job("web"));
+    sample_allocation(&backend, "old-alloc", &first);
+    let purge = send(&router, "DELETE", "/v1/job/web?purge=true", None).await;
+    assert_eq!(purge.status(), StatusCode::OK);
+    let second = backend.put_job(sample_job("web"));
+    assert_ne!(first.create_index, second.create_index);
+    sample_allocation(&backend, "new-alloc", &second);
+    let current =
+        body_json(send(&router, "GET", "/v1/job/web/allocations?all=false", None).await).await;
+    let ids: Vec<&str> = current
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|stub| stub["ID"].as_str())
+        .collect();
+    assert_eq!(ids, vec!["new-alloc"]);
+    let every =
+        body_json(send(&router, "GET", "/v1/job/web/allocations?all=True", None).await).await;
+    assert_eq!(every.as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test]
+async fn evaluations_filter_by_job_and_status() {
+    let (backend, router) = setup();
+    for (id, job, status) in [
+        ("e1", "web", "complete"),
+        ("e2", "web", "blocked"),
+        ("e3", "db", "complete"),
+    ] {
+        backend.put_evaluation(drover_structs::Evaluation {
+            id: id.into(),
+            namespace: "default".into(),
+            job_id: job.into(),
+            status: status.into(),
+            ..Default::default()
+        });
+    }
+    let by_job = body_json(send(&router, "GET", "/v1/evaluations?job=web", None).await).await;
+    assert_eq!(by_job.as_array().map(Vec::len), Some(2));
+    let blocked =
+        body_json(send(&router, "GET", "/v1/evaluations?status=blocked", None).await).await;
+    assert_eq!(blocked[0]["ID"], "e2");
+    let by_prefix = body_json(send(&router, "GET", "/v1/evaluations?prefix=e3", None).await).await;
+    assert_eq!(by_prefix[0]["JobID"], "db");
+    let one = body_json(send(&router, "GET", "/v1/evaluation/e1", None).await).await;
+    assert_eq!(one["Status"], "complete");
 }

@@ -5,9 +5,9 @@
 //! Not here: output formatting (the CLI) or retries.
 
 use drover_structs::{
-    AllocListStub, AllocResourceUsage, AllocStopResponse, Allocation, Evaluation, GenericResponse,
-    Job, JobDeregisterResponse, JobListStub, JobRegisterRequest, JobRegisterResponse, JobSummary,
-    Node, NodeListStub, StreamFrame,
+    AllocFileInfo, AllocListStub, AllocResourceUsage, AllocStopResponse, Allocation, Evaluation,
+    GenericResponse, Job, JobDeregisterResponse, JobListStub, JobRegisterRequest,
+    JobRegisterResponse, JobSummary, Node, NodeListStub, StreamFrame,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::de::DeserializeOwned;
@@ -46,7 +46,7 @@ pub fn escape_path_segment(segment: &str) -> String {
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("is the agent running at {address}? ({source})")]
+    #[error("is the agent running at {address}?")]
     Connect {
         address: String,
         #[source]
@@ -204,6 +204,7 @@ impl ApiClient {
             });
         }
         let http = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(10))
             .build()
             .map_err(ClientError::Transport)?;
         Ok(ApiClient {
@@ -480,6 +481,41 @@ impl ApiClient {
             buffer: Vec::new(),
             plain: query.plain,
         })
+    }
+
+    /// `ls`: the entries of a directory in an allocation's directory.
+    pub async fn fs_list(
+        &self,
+        alloc_id: &str,
+        path: &str,
+    ) -> Result<Vec<AllocFileInfo>, ClientError> {
+        self.get(
+            &format!("/v1/client/fs/ls/{}", escape_path_segment(alloc_id)),
+            &[("path", path.to_string())],
+        )
+        .await
+    }
+
+    /// `stat`: one entry of an allocation's directory.
+    pub async fn fs_stat(&self, alloc_id: &str, path: &str) -> Result<AllocFileInfo, ClientError> {
+        self.get(
+            &format!("/v1/client/fs/stat/{}", escape_path_segment(alloc_id)),
+            &[("path", path.to_string())],
+        )
+        .await
+    }
+
+    /// `cat`: the bytes of a file in an allocation's directory.
+    pub async fn fs_cat(&self, alloc_id: &str, path: &str) -> Result<Vec<u8>, ClientError> {
+        let response = self
+            .send(self.request(
+                reqwest::Method::GET,
+                &format!("/v1/client/fs/cat/{}", escape_path_segment(alloc_id)),
+                &[("path", path.to_string())],
+            ))
+            .await?;
+        let bytes = response.bytes().await.map_err(ClientError::Transport)?;
+        Ok(bytes.to_vec())
     }
 
     pub async fn nodes(&self, prefix: &str) -> Result<Vec<NodeListStub>, ClientError> {

@@ -23,6 +23,9 @@ pub enum ApiError {
     /// A route served with a method it does not take: 405 `Invalid method`.
     #[error("Invalid method")]
     MethodNotAllowed,
+    /// The agent cannot serve this now (shutting down): 503.
+    #[error("{0}")]
+    Unavailable(String),
     /// Anything else: 500. The message is logged and sent.
     #[error("{0}")]
     Internal(String),
@@ -46,6 +49,7 @@ impl ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) | ApiError::NoRoute => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

@@ -2,7 +2,7 @@
 //! CLI uses.
 //!
 //! **Boundary**: maps requests to commands on the server and client and back; no business logic.
-//! The agent plugs in through [`ApiBackend`]; [`app`] builds the router, [`client::ApiClient`]
+//! The agent plugs in through [`ApiBackend`]; [`app()`] builds the router, [`client::ApiClient`]
 //! talks to it.
 
 pub mod app;
@@ -17,7 +17,8 @@ pub mod logs;
 pub mod memory;
 pub mod params;
 pub mod routes;
+pub mod state_store;
 
 pub use app::{ApiOptions, app, app_with_options};
-pub use backend::{AgentInfo, ApiBackend, Table};
+pub use backend::{AgentInfo, AgentOperations, ApiBackend, Composed, StateReads, Table};
 pub use error::ApiError;

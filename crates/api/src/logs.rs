@@ -117,6 +117,76 @@ struct LogFile {
     path: PathBuf,
 }
 
+/// What a stream reads: a task's rotated log files, or one file of the alloc dir.
+#[derive(Debug, Clone)]
+pub enum FileSet {
+    /// `<logs_dir>/<task>.<type>.<n>`, oldest (lowest `n`) first.
+    RotatedLogs {
+        logs_dir: PathBuf,
+        task: String,
+        log_type: LogType,
+    },
+    /// One file, already resolved inside the alloc dir; `name` is how frames call it.
+    SingleFile { path: PathBuf, name: String },
+}
+
+impl FileSet {
+    async fn files(&self) -> Vec<LogFile> {
+        match self {
+            FileSet::RotatedLogs {
+                logs_dir,
+                task,
+                log_type,
+            } => list_log_files(logs_dir, task, *log_type).await,
+            FileSet::SingleFile { path, .. } => match tokio::fs::metadata(path).await {
+                Ok(_) => vec![LogFile {
+                    index: 0,
+                    path: path.clone(),
+                }],
+                Err(_) => Vec::new(),
+            },
+        }
+    }
+
+    fn relative_name(&self, index: u64) -> String {
+        match self {
+            FileSet::RotatedLogs { task, log_type, .. } => {
+                format!("alloc/logs/{task}.{}.{index}", log_type.as_str())
+            }
+            FileSet::SingleFile { name, .. } => name.clone(),
+        }
+    }
+}
+
+/// Where and how a stream reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamPosition {
+    pub origin: Origin,
+    pub offset: u64,
+    pub follow: bool,
+    pub plain: bool,
+}
+
+impl LogRequest {
+    /// The files this request reads, under the alloc dir.
+    pub fn file_set(&self, alloc_dir: &Path) -> FileSet {
+        FileSet::RotatedLogs {
+            logs_dir: alloc_dir.join("alloc").join("logs"),
+            task: self.task.clone(),
+            log_type: self.log_type,
+        }
+    }
+
+    pub fn position(&self) -> StreamPosition {
+        StreamPosition {
+            origin: self.origin,
+            offset: self.offset,
+            follow: self.follow,
+            plain: self.plain,
+        }
+    }
+}
+
 /// The log files of one task and stream, oldest first.
 async fn list_log_files(logs_dir: &Path, task: &str, log_type: LogType) -> Vec<LogFile> {
     let prefix = format!("{task}.{}.", log_type.as_str());
@@ -175,20 +245,25 @@ async fn starting_point(files: &[LogFile], origin: Origin, offset: u64) -> Optio
     }
 }
 
-/// The streaming body for a logs request over the task's files in `logs_dir`. The stream ends
-/// at the end of the newest file unless `follow` is set; a followed stream ends when the
-/// caller goes away.
-pub fn log_stream_body(logs_dir: PathBuf, request: LogRequest, timing: FollowTiming) -> Body {
+/// The streaming body over `files`. The stream ends at the end of the newest file unless
+/// `follow` is set; a followed stream ends when the caller goes away, or once `finished`
+/// says the writer is gone and everything has been read.
+pub fn stream_body(
+    files: FileSet,
+    position: StreamPosition,
+    timing: FollowTiming,
+    finished: Option<WriterFinished>,
+) -> Body {
     let (sender, receiver) = mpsc::channel::<Bytes>(8);
     tokio::spawn(async move {
         let mut writer = FrameWriter {
             sender,
-            plain: request.plain,
-            log_type: request.log_type,
-            task: request.task.clone(),
+            plain: position.plain,
+            files,
+            finished,
         };
         // A closed channel only means the caller went away.
-        let _ = stream_logs(&logs_dir, &request, timing, &mut writer).await;
+        let _ = stream_files(position, timing, &mut writer).await;
     });
     let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
         receiver
@@ -205,17 +280,16 @@ struct Disconnected;
 struct FrameWriter {
     sender: mpsc::Sender<Bytes>,
     plain: bool,
-    log_type: LogType,
-    task: String,
+    files: FileSet,
+    finished: Option<WriterFinished>,
 }
+
+/// Tells a followed stream that nothing more will be written (the task is dead).
+pub type WriterFinished = Box<dyn Fn() -> bool + Send + Sync>;
 
 impl FrameWriter {
     fn relative_name(&self, index: u64) -> String {
-        format!(
-            "alloc/logs/{}.{}.{index}",
-            self.task,
-            self.log_type.as_str()
-        )
+        self.files.relative_name(index)
     }
 
     async fn send(&self, bytes: Bytes) -> Result<(), Disconnected> {
@@ -283,16 +357,16 @@ async fn read_chunk(path: &Path, position: u64, size: u64) -> Option<Vec<u8>> {
     Some(buffer)
 }
 
-async fn stream_logs(
-    logs_dir: &Path,
-    request: &LogRequest,
+async fn stream_files(
+    request: StreamPosition,
     timing: FollowTiming,
     writer: &mut FrameWriter,
 ) -> Result<(), Disconnected> {
     let mut position: Option<(u64, u64)> = None;
     let mut quiet_since = tokio::time::Instant::now();
+    let mut finished_once = false;
     loop {
-        let files = list_log_files(logs_dir, &request.task, request.log_type).await;
+        let files = writer.files.files().await;
         if position.is_none() {
             position = starting_point(&files, request.origin, request.offset).await;
         }
@@ -347,6 +421,15 @@ async fn stream_logs(
         }
         if !request.follow {
             return Ok(());
+        }
+        // A followed stream ends once the writer is gone for good (the task is dead), after
+        // one more pass so nothing written just before the end is missed.
+        if finished_once {
+            return Ok(());
+        }
+        if writer.finished.as_ref().is_some_and(|finished| finished()) {
+            finished_once = true;
+            continue;
         }
         tokio::select! {
             _ = writer.sender.closed() => return Err(Disconnected),

@@ -14,7 +14,7 @@ use drover_structs::{
     JobRegisterRequest, JobRegisterResponse, JobSummary, Node,
 };
 
-use crate::backend::{AgentInfo, ApiBackend, Table};
+use crate::backend::{AgentInfo, AgentOperations, StateReads, Table};
 use crate::error::ApiError;
 
 /// A client-node operation as the backend received it.
@@ -248,11 +248,7 @@ impl MemoryBackend {
     }
 }
 
-impl ApiBackend for MemoryBackend {
-    fn agent_info(&self) -> AgentInfo {
-        self.info.clone()
-    }
-
+impl StateReads for MemoryBackend {
     fn table_index(&self, tables: &[Table]) -> u64 {
         let contents = self.lock();
         tables
@@ -403,6 +399,12 @@ impl ApiBackend for MemoryBackend {
             .filter(|allocation| allocation.node_id == node_id)
             .cloned()
             .collect())
+    }
+}
+
+impl AgentOperations for MemoryBackend {
+    fn agent_info(&self) -> AgentInfo {
+        self.info.clone()
     }
 
     async fn register_job(

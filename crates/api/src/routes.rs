@@ -15,6 +15,7 @@ pub enum Route {
     JobList,
     JobRegister,
     JobParse,
+    JobValidate,
     JobRead { job_id: String },
     JobRegisterAt { job_id: String },
     JobDeregister { job_id: String },
@@ -37,6 +38,9 @@ pub enum Route {
     AgentSelf,
     AgentMembers,
     AgentHealth,
+    AgentServers,
+    DeploymentList,
+    DeploymentRead { deployment_id: String },
     StatusLeader,
     StatusPeers,
     Regions,
@@ -44,7 +48,9 @@ pub enum Route {
     ClientAllocSignal { alloc_id: String },
     ClientAllocGc { alloc_id: String },
     ClientAllocStats { alloc_id: String },
+    ClientAllocChecks { alloc_id: String },
     FsLogs { alloc_id: String },
+    FsStream { alloc_id: String },
     FsList { alloc_id: String },
     FsStat { alloc_id: String },
     FsCat { alloc_id: String },
@@ -127,12 +133,15 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
             }
         }
         "jobs/parse" => (Route::JobParse, Write),
+        "validate/job" => (Route::JobValidate, Write),
         "allocations" => (Route::AllocationList, Read),
         "evaluations" => (Route::EvaluationList, Read),
         "nodes" => (Route::NodeList, Read),
         "agent/self" => (Route::AgentSelf, Read),
         "agent/members" => (Route::AgentMembers, Read),
         "agent/health" => (Route::AgentHealth, Read),
+        "agent/servers" => (Route::AgentServers, Read),
+        "deployments" => (Route::DeploymentList, Read),
         "status/leader" => (Route::StatusLeader, Read),
         "status/peers" => (Route::StatusPeers, Read),
         "regions" => (Route::Regions, Read),
@@ -147,6 +156,13 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
                     "stop" => (Route::AllocationStop { alloc_id }, Write),
                     _ => return Err(ApiError::NoRoute),
                 }
+            } else if let Some(rest) = path.strip_prefix("deployment/") {
+                (
+                    Route::DeploymentRead {
+                        deployment_id: one_segment(rest)?,
+                    },
+                    Read,
+                )
             } else if let Some(rest) = path.strip_prefix("evaluation/") {
                 let (id, suffix) = segment_and_suffix(rest);
                 let eval_id = one_segment(id)?;
@@ -171,6 +187,7 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
                     "signal" => (Route::ClientAllocSignal { alloc_id }, Write),
                     "gc" => (Route::ClientAllocGc { alloc_id }, ReadOrWrite),
                     "stats" => (Route::ClientAllocStats { alloc_id }, Read),
+                    "checks" => (Route::ClientAllocChecks { alloc_id }, Read),
                     _ => return Err(ApiError::NoRoute),
                 }
             } else if let Some(rest) = path.strip_prefix("client/fs/") {
@@ -178,6 +195,7 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
                 let alloc_id = one_segment(alloc)?;
                 let route = match operation {
                     "logs" => Route::FsLogs { alloc_id },
+                    "stream" => Route::FsStream { alloc_id },
                     "ls" => Route::FsList { alloc_id },
                     "stat" => Route::FsStat { alloc_id },
                     "cat" => Route::FsCat { alloc_id },

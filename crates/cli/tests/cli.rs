@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use drover_api::ApiBackend;
+use drover_api::StateReads;
 use drover_api::memory::{ClientCall, MemoryBackend};
 use drover_structs::{
     AllocMetric, Allocation, Evaluation, Job, Node, TaskEvent, TaskGroupSummary, TaskState,
@@ -748,4 +748,232 @@ async fn run_of_a_service_job_waits_for_its_allocations_to_start() {
         text.contains("Allocation \"a110c000\" status changed: \"pending\" -> \"running\""),
         "{text}"
     );
+}
+
+#[tokio::test]
+async fn status_finds_jobs_allocations_and_nodes_by_prefix() {
+    let agent = start_agent().await;
+    job_with_events(&agent.backend);
+    agent.backend.put_node(Node {
+        id: "c0ffee00-0000-0000-0000-000000000000".into(),
+        name: "node9".into(),
+        status: "ready".into(),
+        ..Node::default()
+    });
+    let job = drover(&["status", "-address", &agent.address, "rep"]).await;
+    assert!(
+        job.stdout.contains("ID            = report"),
+        "{}",
+        job.stdout
+    );
+    let allocation = drover(&["status", "-address", &agent.address, "8e3a5f"]).await;
+    assert!(
+        allocation
+            .stdout
+            .contains("Name                = report.work[0]"),
+        "{}",
+        allocation.stdout
+    );
+    let node = drover(&["status", "-address", &agent.address, "c0ffee"]).await;
+    assert!(
+        node.stdout.contains("Name         = node9"),
+        "{}",
+        node.stdout
+    );
+    let nothing = drover(&["status", "-address", &agent.address, "zzzz"]).await;
+    assert_eq!(nothing.code, 1);
+    assert!(
+        nothing
+            .stderr
+            .contains("No matches returned for query \"zzzz\"")
+    );
+    let as_json = drover(&[
+        "alloc",
+        "status",
+        "-json",
+        "-address",
+        &agent.address,
+        "8e3a",
+    ])
+    .await;
+    let parsed: serde_json::Value = serde_json::from_str(&as_json.stdout).unwrap();
+    assert_eq!(parsed["TaskStates"]["count"]["State"], "running");
+}
+
+#[tokio::test]
+async fn an_ambiguous_allocation_prefix_lists_the_candidates() {
+    let agent = start_agent().await;
+    let (_job, allocation) = job_with_events(&agent.backend);
+    agent.backend.put_allocation(Allocation {
+        id: "8e3a9999-0000-0000-0000-000000000000".into(),
+        ..allocation
+    });
+    let outcome = drover(&["alloc", "status", "-address", &agent.address, "8e3a"]).await;
+    assert_eq!(outcome.code, 1);
+    assert!(
+        outcome
+            .stderr
+            .starts_with("Prefix matched multiple allocations\n\nID "),
+        "{}",
+        outcome.stderr
+    );
+    assert!(outcome.stderr.contains("8e3a5f1c") && outcome.stderr.contains("8e3a9999"));
+}
+
+#[tokio::test]
+async fn alloc_fs_lists_directories_prints_files_and_refuses_escapes() {
+    let agent = start_agent().await;
+    let (_job, allocation) = job_with_events(&agent.backend);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("alloc/data")).unwrap();
+    std::fs::create_dir_all(dir.path().join("count/local")).unwrap();
+    std::fs::write(dir.path().join("alloc/data/report.txt"), "all done\n").unwrap();
+    agent
+        .backend
+        .set_alloc_dir(&allocation.id, dir.path().to_path_buf());
+
+    let root = drover(&["alloc", "fs", "-address", &agent.address, "8e3a"]).await;
+    assert_eq!(root.code, 0, "{}", root.stderr);
+    let lines: Vec<&str> = root.stdout.lines().collect();
+    assert!(lines[0].starts_with("Mode"), "{}", root.stdout);
+    assert!(
+        lines[1].starts_with("drwx") && lines[1].ends_with("alloc/"),
+        "{}",
+        root.stdout
+    );
+    assert!(lines[2].ends_with("count/"));
+    let file = drover(&[
+        "alloc",
+        "fs",
+        "-address",
+        &agent.address,
+        "8e3a",
+        "alloc/data/report.txt",
+    ])
+    .await;
+    assert_eq!(file.stdout, "all done\n");
+    let stat = drover(&[
+        "alloc",
+        "fs",
+        "-stat",
+        "-json",
+        "-address",
+        &agent.address,
+        "8e3a",
+        "alloc/data/report.txt",
+    ])
+    .await;
+    let parsed: serde_json::Value = serde_json::from_str(&stat.stdout).unwrap();
+    assert_eq!(parsed["Size"], 9);
+    let escape = drover(&[
+        "alloc",
+        "fs",
+        "-address",
+        &agent.address,
+        "8e3a",
+        "../../etc/passwd",
+    ])
+    .await;
+    assert_eq!(escape.code, 1);
+    assert!(
+        escape.stderr.contains("path escapes the alloc directory"),
+        "{}",
+        escape.stderr
+    );
+}
+
+#[tokio::test]
+async fn every_example_registers_through_the_api() {
+    let agent = start_agent().await;
+    for name in [
+        "web.hcl",
+        "batch.hcl",
+        "lifecycle.hcl",
+        "parameterized.hcl",
+        "periodic.hcl",
+        "exec.hcl",
+    ] {
+        let outcome = drover(&[
+            "job",
+            "run",
+            "-detach",
+            "-address",
+            &agent.address,
+            &example(name),
+        ])
+        .await;
+        assert_eq!(outcome.code, 0, "{name}: {}", outcome.stderr);
+        assert!(
+            outcome.stdout.starts_with("Job registration successful"),
+            "{name}"
+        );
+    }
+    assert_eq!(agent.backend.jobs("*", "").unwrap().len(), 6);
+    let periodic_id = agent
+        .backend
+        .jobs("*", "")
+        .unwrap()
+        .into_iter()
+        .find(|job| job.periodic.is_some())
+        .map(|job| job.id)
+        .unwrap();
+    let status = drover(&["job", "status", "-address", &agent.address, &periodic_id]).await;
+    assert!(
+        status.stdout.contains("Periodic      = true"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status
+            .stdout
+            .contains("\nChildren Job Summary\nPending  Running  Dead\n0        0        0\n"),
+        "{}",
+        status.stdout
+    );
+}
+
+#[tokio::test]
+async fn alloc_logs_follow_with_tail_prints_the_last_lines_then_new_ones() {
+    let agent = start_agent().await;
+    let (_job, allocation) = job_with_events(&agent.backend);
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("alloc/logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::write(logs.join("count.stdout.0"), "one\ntwo\nthree\nfour\n").unwrap();
+    agent
+        .backend
+        .set_alloc_dir(&allocation.id, dir.path().to_path_buf());
+
+    let output = SharedBuffer::default();
+    let mut writer = output.clone();
+    let mut errors = Vec::new();
+    let argv: Vec<OsString> = [
+        "drover",
+        "alloc",
+        "logs",
+        "-f",
+        "-tail",
+        "-n",
+        "2",
+        "-address",
+        &agent.address,
+        "8e3a",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    let follow = drover::run(argv, &mut writer, &mut errors);
+    let script = async {
+        output.wait_for("three\nfour\n").await;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(logs.join("count.stdout.0"))
+            .unwrap();
+        std::io::Write::write_all(&mut file, b"five\n").unwrap();
+        output.wait_for("three\nfour\nfive\n").await;
+    };
+    tokio::select! {
+        code = follow => panic!("follow ended by itself with {code}"),
+        () = script => {}
+    }
 }

@@ -30,6 +30,24 @@ pub enum AllocCommand {
     Signal(SignalArgs),
     /// Stop an allocation (the scheduler places a replacement)
     Stop(StopArgs),
+    /// List a directory of an allocation, or print one of its files
+    Fs(FsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FsArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Describe the path instead of listing or printing it.
+    #[arg(long)]
+    pub stat: bool,
+    /// Print JSON (with -stat or for a directory).
+    #[arg(long)]
+    pub json: bool,
+    /// The allocation ID or ID prefix.
+    pub alloc: String,
+    /// A path inside the allocation directory (default: its root).
+    pub path: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -127,6 +145,7 @@ pub async fn run(command: AllocCommand, io: &mut Io<'_>) -> i32 {
         AllocCommand::Restart(arguments) => alloc_restart(arguments, io).await,
         AllocCommand::Signal(arguments) => alloc_signal(arguments, io).await,
         AllocCommand::Stop(arguments) => alloc_stop(arguments, io).await,
+        AllocCommand::Fs(arguments) => alloc_fs(arguments, io).await,
     }
 }
 
@@ -447,9 +466,11 @@ async fn alloc_logs(arguments: LogsArgs, io: &mut Io<'_>) -> i32 {
             return 1;
         }
     };
-    // With a line count, the first read is cut to the last N lines; the rest is printed as
-    // it arrives.
+    // With a line count, the first read (the `offset` bytes before the end) is cut to the
+    // last N lines; the rest is printed as it arrives. The first read is over once it has
+    // all its bytes, the stream goes quiet (a heartbeat), or a second has passed.
     let mut pending_tail: Option<Vec<u8>> = tail_lines.map(|_| Vec::new());
+    let started = tokio::time::Instant::now();
     loop {
         let frame = match stream.next_frame().await {
             Ok(Some(frame)) => frame,
@@ -459,15 +480,17 @@ async fn alloc_logs(arguments: LogsArgs, io: &mut Io<'_>) -> i32 {
                 return 1;
             }
         };
-        if frame.is_heartbeat() {
-            if let (Some(buffer), Some(lines)) = (pending_tail.take(), tail_lines) {
-                let _ = io.out.write_all(last_lines(&buffer, lines));
-                let _ = io.out.flush();
-            }
-            continue;
-        }
         match pending_tail.as_mut() {
-            Some(buffer) => buffer.extend_from_slice(&frame.data.0),
+            Some(buffer) => {
+                buffer.extend_from_slice(&frame.data.0);
+                let complete = frame.is_heartbeat()
+                    || buffer.len() as u64 >= offset
+                    || started.elapsed() >= std::time::Duration::from_secs(1);
+                if complete && let (Some(buffer), Some(lines)) = (pending_tail.take(), tail_lines) {
+                    let _ = io.out.write_all(last_lines(&buffer, lines));
+                    let _ = io.out.flush();
+                }
+            }
             None => {
                 let _ = io.out.write_all(&frame.data.0);
                 let _ = io.out.flush();
@@ -588,6 +611,84 @@ async fn alloc_stop(arguments: StopArgs, io: &mut Io<'_>) -> i32 {
         MonitorOptions::new(arguments.verbose),
     )
     .await
+}
+
+fn file_table(entries: &[drover_structs::AllocFileInfo]) -> String {
+    let mut rows = vec![vec![
+        "Mode".to_string(),
+        "Size".to_string(),
+        "Modified Time".to_string(),
+        "Name".to_string(),
+    ]];
+    for entry in entries {
+        let name = if entry.is_dir {
+            format!("{}/", entry.name)
+        } else {
+            entry.name.clone()
+        };
+        rows.push(vec![
+            entry.file_mode.clone(),
+            bytes_text(u64::try_from(entry.size).unwrap_or(0)),
+            entry
+                .mod_time
+                .unix_nanos()
+                .map_or_else(|| "N/A".to_string(), date_from_unix_nanos),
+            name,
+        ]);
+    }
+    columnize::columns(&rows)
+}
+
+async fn alloc_fs(arguments: FsArgs, io: &mut Io<'_>) -> i32 {
+    let Some(client) = client_or_report(&arguments.api, io) else {
+        return 1;
+    };
+    let Some(allocation) = resolve_allocation(&client, io, &arguments.alloc).await else {
+        return 1;
+    };
+    let path = arguments.path.unwrap_or_else(|| "/".to_string());
+    let info = match client.fs_stat(&allocation.id, &path).await {
+        Ok(info) => info,
+        Err(error) => {
+            io.error(describe("getting file info", &error));
+            return 1;
+        }
+    };
+    if arguments.stat {
+        if arguments.json {
+            io.say(serde_json::to_string_pretty(&info).unwrap_or_default());
+        } else {
+            io.say(file_table(std::slice::from_ref(&info)));
+        }
+        return 0;
+    }
+    if info.is_dir {
+        return match client.fs_list(&allocation.id, &path).await {
+            Ok(entries) if arguments.json => {
+                io.say(serde_json::to_string_pretty(&entries).unwrap_or_default());
+                0
+            }
+            Ok(entries) => {
+                io.say(file_table(&entries));
+                0
+            }
+            Err(error) => {
+                io.error(describe("listing directory", &error));
+                1
+            }
+        };
+    }
+    match client.fs_cat(&allocation.id, &path).await {
+        Ok(data) => {
+            let _ = io.out.write_all(&data);
+            let _ = io.out.flush();
+            0
+        }
+        Err(error) => {
+            io.error(describe("reading file", &error));
+            1
+        }
+    }
 }
 
 #[cfg(test)]

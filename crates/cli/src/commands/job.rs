@@ -53,7 +53,7 @@ pub struct RunArgs {
     /// Show full IDs.
     #[arg(long)]
     pub verbose: bool,
-    /// The jobspec (HCL2, or JSON).
+    /// The jobspec (HCL2, or JSON); `-` reads standard input.
     pub file: PathBuf,
 }
 
@@ -137,6 +137,21 @@ fn parse_jobspec(file: &Path, variables: &VariableFlags) -> Result<Job, String> 
             .set_assignment(assignment)
             .map_err(|message| format!("Error parsing -var: {message}"))?;
     }
+    if file == Path::new("-") {
+        // Nomad reads the jobspec from standard input when the file is `-`.
+        let mut source = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut source)
+            .map_err(|error| format!("Error reading job from standard input: {error}"))?;
+        let parsed = if source.trim_start().starts_with('{') {
+            drover_jobspec::parse_json(&source, "<stdin>")
+        } else {
+            drover_jobspec::parse_hcl(&source, "<stdin>", &values)
+        };
+        return parsed.map_err(|diagnostics| {
+            let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+            format!("Error parsing job file from <stdin>:\n{}", lines.join("\n"))
+        });
+    }
     drover_jobspec::parse_any(file, &values).map_err(|error| match error {
         drover_jobspec::JobspecError::Read { path, source } => {
             format!("Error reading job file {}: {source}", path.display())
@@ -187,6 +202,9 @@ async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
             return 1;
         }
     };
+    if !response.warnings.is_empty() {
+        io.say(format!("Job Warnings:\n{}\n", response.warnings));
+    }
     let periodic_or_parameterized = job.periodic.is_some() || job.parameterized_job.is_some();
     if arguments.detach || periodic_or_parameterized || response.eval_id.is_empty() {
         io.say("Job registration successful");
@@ -366,17 +384,34 @@ pub async fn show_job(
         io.say("");
         io.say("Summary");
         io.say(columnize::columns(&rows));
+        if let Some(children) = &summary.children {
+            io.say("");
+            io.say("Children Job Summary");
+            io.say(columnize::columns(&[
+                vec!["Pending".into(), "Running".into(), "Dead".into()],
+                vec![
+                    children.pending.to_string(),
+                    children.running.to_string(),
+                    children.dead.to_string(),
+                ],
+            ]));
+        }
     }
 
+    // The newest evaluation that failed to place something, shown while its blocked
+    // follow-up is still waiting for capacity.
     let mut latest: Vec<_> = evaluations.iter().collect();
     latest.sort_by_key(|evaluation| std::cmp::Reverse(evaluation.create_index));
-    if let Some(failed) = latest
+    let still_failing = latest
         .iter()
         .find(|evaluation| !evaluation.failed_tg_allocs.is_empty())
-        && latest
-            .iter()
-            .any(|evaluation| evaluation.status == "blocked" || evaluation.id == failed.id)
-    {
+        .filter(|failed| {
+            failed.blocked_eval.is_empty()
+                || evaluations.iter().any(|evaluation| {
+                    evaluation.id == failed.blocked_eval && evaluation.status == "blocked"
+                })
+        });
+    if let Some(failed) = still_failing {
         io.say("");
         io.say("Placement Failure");
         for (group, metric) in &failed.failed_tg_allocs {
@@ -397,7 +432,7 @@ pub async fn show_job(
 }
 
 fn job_status_text(job: &Job) -> String {
-    if job.stop && job.status != "dead" {
+    if job.stop {
         format!("{} (stopped)", job.status)
     } else {
         job.status.clone()

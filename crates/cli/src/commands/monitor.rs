@@ -87,8 +87,14 @@ pub async fn monitor_evaluation(
                     if reported_allocations.contains_key(&allocation.id) {
                         continue;
                     }
+                    // An allocation older than the evaluation was changed by it, not made.
+                    let verb = if allocation.create_index < evaluation.create_index {
+                        "modified"
+                    } else {
+                        "created"
+                    };
                     io.say(format!(
-                        "    {}: Allocation \"{}\" created: node \"{}\", group \"{}\"",
+                        "    {}: Allocation \"{}\" {verb}: node \"{}\", group \"{}\"",
                         now_date(),
                         short_id(&allocation.id, verbose),
                         short_id(&allocation.node_id, verbose),

@@ -13,15 +13,23 @@ use axum::extract::State;
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use drover_structs::{
-    AllocListStub, AllocRestartRequest, AllocSignalRequest, Allocation, GenericResponse, Job,
-    JobRegisterRequest, JobVersionsResponse, JobsParseRequest,
+    AllocListStub, AllocRestartRequest, AllocSignalRequest, Allocation, GenericResponse,
+    JobVersionsResponse,
 };
 use serde::Serialize;
 use serde_json::json;
 
+mod agent;
+mod submit;
+
+use agent::{agent_members, agent_self};
+use submit::{parse_job, register, validate_job};
+
 use crate::backend::{ApiBackend, Table};
 use crate::error::ApiError;
-use crate::logs::{FollowTiming, LogRequest, log_stream_body};
+use crate::logs::{
+    FileSet, FollowTiming, LogRequest, Origin, StreamPosition, WriterFinished, stream_body,
+};
 use crate::params::QueryParams;
 use crate::routes::{Route, route};
 
@@ -65,10 +73,18 @@ async fn dispatch<B: ApiBackend>(
 ) -> Response {
     let params = QueryParams::parse(uri.query());
     let outcome = match route(&method, uri.path()) {
-        Ok(route) => handle(&state, route, &params, body).await,
+        Ok(route) => match params.non_empty("region") {
+            // One agent serves one region; Nomad answers this for a region it cannot reach.
+            Some(region) if region != state.backend.agent_info().region => {
+                Err(ApiError::internal("No path to region"))
+            }
+            _ => handle(&state, route, &params, body).await,
+        },
         Err(error) => Err(error),
     };
-    outcome.unwrap_or_else(IntoResponse::into_response)
+    let response = outcome.unwrap_or_else(IntoResponse::into_response);
+    tracing::debug!(%method, path = uri.path(), status = response.status().as_u16(), "http request");
+    response
 }
 
 /// Response metadata: reads carry all three headers, writes only the index.
@@ -159,23 +175,6 @@ fn decode_body<T: serde::de::DeserializeOwned + Default>(body: &Bytes) -> Result
         .map_err(|error| ApiError::bad_request(format!("Request decode failed: {error}")))
 }
 
-/// Nomad's multi-error text: `2 errors occurred:\n\t* first\n\t* second\n\n`.
-fn multi_error(messages: &[String]) -> String {
-    let count = messages.len();
-    let mut text = if count == 1 {
-        "1 error occurred:\n".to_string()
-    } else {
-        format!("{count} errors occurred:\n")
-    };
-    for message in messages {
-        text.push_str("\t* ");
-        text.push_str(message);
-        text.push('\n');
-    }
-    text.push('\n');
-    text
-}
-
 fn stubs(allocations: Vec<Allocation>, task_states: bool, resources: bool) -> Vec<AllocListStub> {
     allocations
         .into_iter()
@@ -218,6 +217,7 @@ async fn handle<B: ApiBackend>(
         Route::JobRegister => register(backend, params, body, None).await,
         Route::JobRegisterAt { job_id } => register(backend, params, body, Some(job_id)).await,
         Route::JobParse => parse_job(params, body),
+        Route::JobValidate => validate_job(params, body),
         Route::JobRead { job_id } => {
             let (index, job) = blocking_read(backend, params, &[Table::Jobs], |backend| {
                 backend.job(&namespace, &job_id)
@@ -410,6 +410,18 @@ async fn handle<B: ApiBackend>(
             }
             json_response(&health, params, Meta::Read(1))
         }
+        Route::AgentServers => {
+            json_response(&[backend.agent_info().server_addr], params, Meta::Read(1))
+        }
+        Route::DeploymentList => {
+            let (index, ()) =
+                blocking_read(backend, params, &[Table::Deployments], |_| Ok(())).await?;
+            json_response(&json!([]), params, Meta::Read(index))
+        }
+        Route::DeploymentRead { .. } => {
+            // drover has no deployments yet, so no deployment ID can name one.
+            Err(ApiError::not_found("deployment not found"))
+        }
         Route::StatusLeader => {
             json_response(&backend.agent_info().server_addr, params, Meta::Read(1))
         }
@@ -456,12 +468,61 @@ async fn handle<B: ApiBackend>(
             } else {
                 "application/json"
             };
-            let body: Body = log_stream_body(
-                alloc_dir.join("alloc").join("logs"),
-                request,
+            let finished =
+                task_finished(Arc::clone(&state.backend), alloc_id, request.task.clone());
+            let body: Body = stream_body(
+                request.file_set(&alloc_dir),
+                request.position(),
                 state.options.follow_timing,
+                Some(finished),
             );
             Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
+        }
+        Route::FsStream { alloc_id } => {
+            let alloc_dir = backend.alloc_dir(&alloc_id)?;
+            let requested = params
+                .non_empty("path")
+                .ok_or_else(|| ApiError::bad_request("must provide a file path"))?
+                .to_string();
+            let origin = match params.non_empty("origin") {
+                None | Some("start") => Origin::Start,
+                Some("end") => Origin::End,
+                Some(_) => return Err(ApiError::bad_request("origin must be start or end")),
+            };
+            let position = StreamPosition {
+                origin,
+                offset: params.u64("offset", 0)?,
+                follow: params.bool("follow", true)?,
+                plain: params.bool("plain", false)?,
+            };
+            let lookup = requested.clone();
+            let path = run_blocking(move || {
+                let path = crate::fs::resolve_confined(&alloc_dir, &lookup)?;
+                if path.is_dir() {
+                    return Err(ApiError::bad_request(format!("{lookup:?} is a directory")));
+                }
+                Ok(path)
+            })
+            .await?;
+            let files = FileSet::SingleFile {
+                path,
+                name: requested.trim_start_matches('/').to_string(),
+            };
+            let content_type = if position.plain {
+                "text/plain; charset=utf-8"
+            } else {
+                "application/json"
+            };
+            let body = stream_body(files, position, state.options.follow_timing, None);
+            Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
+        }
+        Route::ClientAllocChecks { alloc_id } => {
+            if backend.allocation(&alloc_id)?.is_none() {
+                return Err(ApiError::not_found(format!(
+                    "Unknown allocation {alloc_id:?}"
+                )));
+            }
+            json_response(&json!({}), params, Meta::None)
         }
         Route::FsList { alloc_id } => {
             let alloc_dir = backend.alloc_dir(&alloc_id)?;
@@ -511,6 +572,19 @@ async fn run_blocking<T: Send + 'static>(
         .map_err(|error| ApiError::internal(format!("file access failed: {error}")))?
 }
 
+/// Whether a task has finished: it is `dead` (a task between restarts is `pending`), or its
+/// allocation is gone.
+fn task_finished<B: ApiBackend>(backend: Arc<B>, alloc_id: String, task: String) -> WriterFinished {
+    Box::new(move || match backend.allocation(&alloc_id) {
+        Ok(Some(allocation)) => allocation
+            .task_states
+            .get(&task)
+            .is_some_and(|state| state.state == "dead"),
+        Ok(None) => true,
+        Err(_) => false,
+    })
+}
+
 fn check_task_in_alloc(allocation: &Allocation, task: &str) -> Result<(), ApiError> {
     let Some(job) = allocation.job.as_deref() else {
         return Ok(());
@@ -526,132 +600,4 @@ fn check_task_in_alloc(allocation: &Allocation, task: &str) -> Result<(), ApiErr
     } else {
         Err(ApiError::bad_request(format!("unknown task name {task:?}")))
     }
-}
-
-async fn register<B: ApiBackend>(
-    backend: &B,
-    params: &QueryParams,
-    body: Bytes,
-    path_job_id: Option<String>,
-) -> Result<Response, ApiError> {
-    let mut request: JobRegisterRequest = decode_body(&body)?;
-    let Some(mut job) = request.job.take() else {
-        return Err(ApiError::bad_request("Job must be specified"));
-    };
-    if job.id.is_empty() {
-        return Err(ApiError::bad_request("Job ID hasn't been provided"));
-    }
-    if let Some(path_job_id) = path_job_id
-        && path_job_id != job.id
-    {
-        return Err(ApiError::bad_request("Job ID does not match name"));
-    }
-    if job.namespace.is_empty()
-        && let Some(namespace) = params.non_empty("namespace")
-    {
-        job.namespace = namespace.to_string();
-    }
-    job.canonicalize();
-    let problems: Vec<String> = drover_jobspec::validate(&job)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    if !problems.is_empty() {
-        return Err(ApiError::bad_request(multi_error(&problems)));
-    }
-    request.job = Some(job);
-    let response = backend.register_job(request).await?;
-    json_response(&response, params, Meta::Write(response.index))
-}
-
-fn parse_job(params: &QueryParams, body: Bytes) -> Result<Response, ApiError> {
-    let request: JobsParseRequest = decode_body(&body)?;
-    if request.job_hcl.trim().is_empty() {
-        return Err(ApiError::bad_request("Job HCL must be specified"));
-    }
-    let mut variables = drover_jobspec::VarValues::new();
-    if !request.variables.trim().is_empty() {
-        variables
-            .add_var_file(&request.variables, "variables.hcl")
-            .map_err(|diagnostics| ApiError::bad_request(diagnostics_text(&diagnostics)))?;
-    }
-    let job: Job = if request.canonicalize {
-        drover_jobspec::parse_hcl(&request.job_hcl, "input.hcl", &variables)
-            .map_err(|diagnostics| ApiError::bad_request(diagnostics_text(&diagnostics)))?
-    } else {
-        let (as_written, _) =
-            drover_jobspec::decode_hcl_to_json(&request.job_hcl, "input.hcl", &variables)
-                .map_err(|diagnostics| ApiError::bad_request(diagnostics_text(&diagnostics)))?;
-        drover_structs::lenient::from_value_ignoring_key_case(as_written).map_err(|error| {
-            ApiError::bad_request(format!("the job does not have Nomad's shape: {error}"))
-        })?
-    };
-    json_response(&job, params, Meta::None)
-}
-
-fn diagnostics_text(diagnostics: &drover_jobspec::Diagnostics) -> String {
-    let messages: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
-    multi_error(&messages)
-}
-
-fn agent_self<B: ApiBackend>(backend: &B) -> serde_json::Value {
-    let info = backend.agent_info();
-    json!({
-        "config": {
-            "Region": info.region,
-            "Datacenter": info.datacenter,
-            "NodeName": info.node_name,
-            "Version": {"Version": info.version, "Prerelease": "", "Metadata": "", "Revision": ""},
-            "ACL": {"Enabled": false},
-            "Server": {"Enabled": info.server_enabled},
-            "Client": {"Enabled": info.client_enabled},
-            "Addresses": {"HTTP": info.http_addr},
-        },
-        "member": member(&info),
-        "stats": {
-            "client": {"node_id": info.node_id},
-            "nomad": {
-                "leader": info.server_enabled.to_string(),
-                "server": info.server_enabled.to_string(),
-                "known_regions": "1",
-                "leader_addr": info.server_addr,
-            },
-        },
-    })
-}
-
-fn member(info: &crate::backend::AgentInfo) -> serde_json::Value {
-    let (address, port) = info
-        .server_addr
-        .rsplit_once(':')
-        .map(|(host, port)| (host.to_string(), port.parse::<u16>().unwrap_or(4647)))
-        .unwrap_or_else(|| (info.server_addr.clone(), 4647));
-    json!({
-        "Name": format!("{}.{}", info.node_name, info.region),
-        "Addr": address,
-        "Port": port,
-        "Tags": {
-            "region": info.region,
-            "dc": info.datacenter,
-            "role": "nomad",
-            "build": info.version,
-            "vsn": "1",
-            "mvn": "1",
-            "port": port.to_string(),
-            "id": info.node_id,
-        },
-        "Status": "alive",
-        "ProtocolMin": 1, "ProtocolMax": 5, "ProtocolCur": 2,
-        "DelegateMin": 2, "DelegateMax": 5, "DelegateCur": 4,
-    })
-}
-
-fn agent_members<B: ApiBackend>(backend: &B) -> serde_json::Value {
-    let info = backend.agent_info();
-    json!({
-        "ServerName": format!("{}.{}", info.node_name, info.region),
-        "ServerRegion": info.region,
-        "ServerDC": info.datacenter,
-        "Members": [member(&info)],
-    })
 }
