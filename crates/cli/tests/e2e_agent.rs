@@ -25,7 +25,7 @@ job "{job_id}" {{
 
       config {{
         command = "/bin/sh"
-        args    = ["-c", "echo started {marker} $NOMAD_ALLOC_INDEX; exec sleep 3600 # {marker}"]
+        args    = ["-c", "echo started {marker} $NOMAD_ALLOC_INDEX; sleep 3600; echo {marker}"]
       }}
 
       resources {{

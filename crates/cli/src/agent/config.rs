@@ -108,7 +108,7 @@ pub struct RawPlugin {
 
 macro_rules! merge_options {
     ($base:expr, $over:expr, $($field:ident),* $(,)?) => {
-        $( if $over.$field.is_some() { $base.$field = $over.$field; } )*
+        { $( if $over.$field.is_some() { $base.$field = $over.$field; } )* }
     };
 }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use drover_api::backend::AgentInfo;
+use drover_api::backend::{AgentInfo, Composed};
 use drover_client::clock::{SharedClock, SystemClock};
 use drover_client::config::ClientConfig;
 use drover_client::node::{Client, NodeConfig};
@@ -134,7 +134,7 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         None
     };
 
-    let backend = Arc::new(AgentBackend {
+    let backend = AgentBackend {
         info: AgentInfo {
             region: config.region.clone(),
             datacenter: config.datacenter.clone(),
@@ -152,8 +152,11 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         server: server.clone(),
         client: client.clone(),
         alloc_root: data_dir.path().join("alloc"),
-    });
-    let app = drover_api::app(backend);
+    };
+    let app = drover_api::app(Arc::new(Composed {
+        reads: state.clone(),
+        operations: backend,
+    }));
 
     let shutdown = CancellationToken::new();
     let serving = {
