@@ -84,7 +84,7 @@ pub struct TaskLocalState {
     /// has been recorded and the driver cleaned up.
     pub handle: Option<PersistedTaskHandle>,
     /// The runner was destroyed (alloc GC); it never runs again.
-    pub run_complete: bool,
+    pub destroyed: bool,
 }
 
 /// What every task runner of a client shares.
@@ -619,7 +619,7 @@ impl TaskRunner {
     /// Restarts the task whether it is running or dead (AllTasks restart). A dead task runs
     /// again once its start gate opens.
     pub async fn force_restart(&self, event: TaskEvent) -> Result<(), TaskRunnerError> {
-        if lock(&self.shared.local).run_complete || self.run_loop_exited() {
+        if lock(&self.shared.local).destroyed || self.run_loop_exited() {
             return Err(TaskRunnerError::TaskFinished {
                 task: self.shared.task_name.clone(),
             });

@@ -104,7 +104,7 @@ impl TaskRunLoop {
     }
 
     async fn run_until_done(&mut self) {
-        if lock(&self.shared.local).run_complete {
+        if lock(&self.shared.local).destroyed {
             return;
         }
         let mut handle = lock(&self.shared.local).handle.clone();
@@ -207,7 +207,7 @@ impl TaskRunLoop {
         loop {
             tokio::select! {
                 () = self.shared.destroy_token.cancelled() => {
-                    lock(&self.shared.local).run_complete = true;
+                    lock(&self.shared.local).destroyed = true;
                     self.shared.persist_local_logged();
                     return false;
                 }
