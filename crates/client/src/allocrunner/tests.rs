@@ -1122,3 +1122,40 @@ async fn creating_a_runner_twice_for_the_same_alloc_does_not_start_twice() {
     assert_eq!(count(&state_of(&second, "web"), "Received"), 1);
     second.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_sink_sees_each_client_status_change_flagged_once() {
+    let harness = harness();
+    let mut task = fake_task("web", json!({"run_for": "2s"}));
+    task.log_config = Some(drover_structs::LogConfig {
+        max_files: 3,
+        max_file_size_mb: 1,
+        disabled: false,
+    });
+    let alloc = alloc_with_tasks(
+        "batch",
+        vec![task],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+    let updates = lock(&harness.sink.updates).clone();
+    let changes: Vec<&str> = updates
+        .iter()
+        .filter(|update| update.client_status_changed)
+        .map(|update| update.client_status.as_str())
+        .collect();
+    assert_eq!(changes, vec!["pending", "running", "complete"]);
+    assert!(
+        updates.len() > changes.len(),
+        "non-urgent updates are sent too"
+    );
+    assert!(
+        updates
+            .iter()
+            .all(|update| update.alloc_id == runner.alloc_id())
+    );
+    let spec = &harness.driver.log().specs[0];
+    assert_eq!(spec.log_rotation.max_files, 3);
+    assert_eq!(spec.log_rotation.max_file_size_bytes, 1024 * 1024);
+}
