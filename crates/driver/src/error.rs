@@ -12,7 +12,9 @@ pub enum DriverError {
         message: String,
         recoverable: bool,
     },
-    #[error("shim binary not found at {path} (set DROVER_SHIM_PATH or install drover-shim next to drover)")]
+    #[error(
+        "shim binary not found at {path} (set DROVER_SHIM_PATH or install drover-shim next to drover)"
+    )]
     ShimBinaryMissing { path: PathBuf },
     #[error("spawning shim {path}")]
     SpawnShim {
@@ -49,7 +51,10 @@ pub enum DriverError {
     #[error("task {task_id} has no {what} in its handle")]
     BadHandle { task_id: String, what: &'static str },
     #[error("task {task_id} is not known to the {driver} driver")]
-    UnknownTask { task_id: String, driver: &'static str },
+    UnknownTask {
+        task_id: String,
+        driver: &'static str,
+    },
     #[error("invalid task config: {0}")]
     InvalidConfig(String),
     #[error("cleaning up after task {task_id}")]

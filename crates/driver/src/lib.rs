@@ -11,6 +11,7 @@
 //! carries on with the same calls. When a shim is gone, [`Driver::reclaim`] kills what is left
 //! through the task's cgroup and returns the exit status the shim left on disk, if any.
 
+pub mod conformance;
 mod error;
 mod handle;
 pub mod mock;

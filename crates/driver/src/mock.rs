@@ -59,9 +59,12 @@ impl MockTaskConfig {
                 DriverError::InvalidConfig(format!("mock_driver config {key}: expected {what}"))
             };
             match key.as_str() {
-                "run_for" => parsed.run_for = duration_value(value).ok_or_else(|| invalid("a duration"))?,
+                "run_for" => {
+                    parsed.run_for = duration_value(value).ok_or_else(|| invalid("a duration"))?
+                }
                 "kill_after" => {
-                    parsed.kill_after = duration_value(value).ok_or_else(|| invalid("a duration"))?;
+                    parsed.kill_after =
+                        duration_value(value).ok_or_else(|| invalid("a duration"))?;
                 }
                 "exit_code" => {
                     parsed.exit_code = value
@@ -70,16 +73,24 @@ impl MockTaskConfig {
                         .ok_or_else(|| invalid("an integer"))?;
                 }
                 "start_error" => {
-                    parsed.start_error =
-                        Some(value.as_str().ok_or_else(|| invalid("a string"))?.to_string());
+                    parsed.start_error = Some(
+                        value
+                            .as_str()
+                            .ok_or_else(|| invalid("a string"))?
+                            .to_string(),
+                    );
                 }
                 "start_error_recoverable" => {
                     parsed.start_error_recoverable =
                         value.as_bool().ok_or_else(|| invalid("a boolean"))?;
                 }
                 "stdout_string" => {
-                    parsed.stdout_string =
-                        Some(value.as_str().ok_or_else(|| invalid("a string"))?.to_string());
+                    parsed.stdout_string = Some(
+                        value
+                            .as_str()
+                            .ok_or_else(|| invalid("a string"))?
+                            .to_string(),
+                    );
                 }
                 _ => {
                     return Err(DriverError::InvalidConfig(format!(
@@ -424,7 +435,10 @@ mod tests {
     #[test]
     fn go_durations_parse() {
         assert_eq!(parse_duration("10s"), Some(Duration::from_secs(10)));
-        assert_eq!(parse_duration("1h2m3.5s"), Some(Duration::from_millis(3_723_500)));
+        assert_eq!(
+            parse_duration("1h2m3.5s"),
+            Some(Duration::from_millis(3_723_500))
+        );
         assert_eq!(parse_duration("300ms"), Some(Duration::from_millis(300)));
         assert_eq!(parse_duration("10µs"), Some(Duration::from_micros(10)));
         assert_eq!(parse_duration("0"), Some(Duration::ZERO));
@@ -466,7 +480,10 @@ mod tests {
     async fn kill_waits_kill_after_or_force_kills_at_the_timeout() {
         let driver = MockDriver::new();
         let slow = driver
-            .start(&launch("slow", json!({"run_for": "1h", "kill_after": "5s"})))
+            .start(&launch(
+                "slow",
+                json!({"run_for": "1h", "kill_after": "5s"}),
+            ))
             .await
             .unwrap();
         let started = tokio::time::Instant::now();
@@ -478,19 +495,31 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::from_secs(2));
 
         let polite = driver
-            .start(&launch("polite", json!({"run_for": "1h", "kill_after": "1s"})))
+            .start(&launch(
+                "polite",
+                json!({"run_for": "1h", "kill_after": "1s"}),
+            ))
             .await
             .unwrap();
-        let exit = driver.kill(&polite, None, Duration::from_secs(2)).await.unwrap();
+        let exit = driver
+            .kill(&polite, None, Duration::from_secs(2))
+            .await
+            .unwrap();
         assert_eq!(exit.signal, libc::SIGINT, "Nomad's default kill signal");
-        assert_eq!(driver.signals_received("polite"), vec!["SIGINT".to_string()]);
+        assert_eq!(
+            driver.signals_received("polite"),
+            vec!["SIGINT".to_string()]
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn start_errors_carry_their_recoverability_and_recover_needs_the_task() {
         let driver = MockDriver::new();
         let error = driver
-            .start(&launch("e", json!({"start_error": "boom", "start_error_recoverable": true})))
+            .start(&launch(
+                "e",
+                json!({"start_error": "boom", "start_error_recoverable": true}),
+            ))
             .await
             .unwrap_err();
         assert!(error.is_recoverable());
@@ -500,13 +529,28 @@ mod tests {
             .unwrap_err();
         assert!(!error.is_recoverable());
 
-        let handle = driver.start(&launch("r", json!({"run_for": "1m"}))).await.unwrap();
+        let handle = driver
+            .start(&launch("r", json!({"run_for": "1m"})))
+            .await
+            .unwrap();
         driver.clone().recover(&handle).await.unwrap();
         driver.lose_task("r");
         assert!(matches!(
             driver.recover(&handle).await,
             Err(DriverError::ShimGone { .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn the_mock_driver_passes_the_conformance_suite() {
+        use crate::conformance::{Scenario, run_conformance_suite};
+        let make_task = |scenario: Scenario, name: &str| match scenario {
+            Scenario::ExitWith(code) => launch(name, json!({"exit_code": code})),
+            Scenario::RunUntilKilled => launch(name, json!({"run_for": "1h"})),
+        };
+        run_conformance_suite(&MockDriver::new(), &make_task)
+            .await
+            .unwrap();
     }
 
     #[tokio::test]

@@ -89,7 +89,8 @@ impl RawExecDriver {
     }
 
     fn cgroup_spec(&self, launch: &TaskLaunch) -> Option<CgroupSpec> {
-        if self.config.disable_cgroups || drover_isolate::detect_mode(&self.config.cgroup_root).is_err()
+        if self.config.disable_cgroups
+            || drover_isolate::detect_mode(&self.config.cgroup_root).is_err()
         {
             return None;
         }
@@ -243,7 +244,9 @@ impl RawExecDriver {
                 };
                 let cgroup =
                     TaskCgroup::open(&cgroup_ref.root, &cgroup_ref.name).map_err(cgroup_error)?;
-                cgroup.kill_all(RECLAIM_KILL_TIMEOUT).map_err(cgroup_error)?;
+                cgroup
+                    .kill_all(RECLAIM_KILL_TIMEOUT)
+                    .map_err(cgroup_error)?;
                 cgroup.remove().map_err(cgroup_error)?;
             }
             let exit = read_exit_status(&shim.state_dir);

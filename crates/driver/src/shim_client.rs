@@ -14,6 +14,9 @@ use tokio::net::UnixStream;
 
 use crate::DriverError;
 
+/// How long a shim may take to start its task and report.
+pub const SHIM_START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Spawns `shim_binary` on the spec at `spec_path` and returns the shim's start report.
 ///
 /// The process spawned is only the shim's launcher: it forks the daemonized shim, prints one
@@ -38,20 +41,34 @@ pub async fn spawn_shim(
         })?;
     let mut output = String::new();
     if let Some(mut stdout) = launcher.stdout.take() {
-        stdout
-            .read_to_string(&mut output)
-            .await
-            .map_err(|source| DriverError::SpawnShim {
-                path: shim_binary.to_path_buf(),
-                source,
-            })?;
+        let read = tokio::time::timeout(SHIM_START_TIMEOUT, stdout.read_to_string(&mut output));
+        match read.await {
+            Ok(Ok(_)) => {}
+            Ok(Err(source)) => {
+                return Err(DriverError::SpawnShim {
+                    path: shim_binary.to_path_buf(),
+                    source,
+                });
+            }
+            Err(_elapsed) => {
+                let _ = launcher.kill().await;
+                return Err(DriverError::Start {
+                    task_id: task_id.to_string(),
+                    message: format!("the shim did not report within {SHIM_START_TIMEOUT:?}"),
+                    recoverable: true,
+                });
+            }
+        }
     }
     // The launcher exits right after its report; reap it.
     let _ = launcher.wait().await;
     let report: StartReport =
         serde_json::from_str(output.trim()).map_err(|error| DriverError::Start {
             task_id: task_id.to_string(),
-            message: format!("the shim gave no start report ({error}): {:?}", output.trim()),
+            message: format!(
+                "the shim gave no start report ({error}): {:?}",
+                output.trim()
+            ),
             recoverable: true,
         })?;
     match report {

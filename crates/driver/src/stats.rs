@@ -33,6 +33,17 @@ pub struct CpuUsage {
     pub measured: Vec<String>,
 }
 
+impl CpuUsage {
+    /// Nomad's `TotalTicks`: the MHz consumed, given the node's total cpu in MHz over all cores
+    /// (`percent` counts one full core as 100).
+    pub fn total_ticks(&self, node_total_mhz: f64, node_cores: u32) -> f64 {
+        if node_cores == 0 {
+            return 0.0;
+        }
+        self.percent / 100.0 * node_total_mhz / f64::from(node_cores)
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TaskResourceUsage {
     pub timestamp_unix_ns: u64,
@@ -51,7 +62,10 @@ const CPU_MEASURED: [&str; 5] = [
 ];
 
 /// Turns the shim's raw sample into usage, with percentages over the time since `previous`.
-pub(crate) fn usage_from_sample(current: &TaskStats, previous: Option<&TaskStats>) -> TaskResourceUsage {
+pub(crate) fn usage_from_sample(
+    current: &TaskStats,
+    previous: Option<&TaskStats>,
+) -> TaskResourceUsage {
     let percent_of = |now: u64, before: u64, elapsed_ns: u64| {
         if elapsed_ns == 0 {
             0.0
@@ -135,5 +149,8 @@ mod tests {
         assert!((usage.cpu.user_mode_percent - 40.0).abs() < 1e-9);
         assert!((usage.cpu.system_mode_percent - 10.0).abs() < 1e-9);
         assert!(usage.memory.measured.contains(&"RSS".to_string()));
+        // Half a core of a 2-core, 6000 MHz node is 1500 MHz.
+        assert!((usage.cpu.total_ticks(6000.0, 2) - 1500.0).abs() < 1e-9);
+        assert_eq!(usage.cpu.total_ticks(6000.0, 0), 0.0);
     }
 }

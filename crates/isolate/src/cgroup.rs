@@ -469,6 +469,10 @@ impl TaskCgroup {
             return Ok(CgroupMemoryStats::default());
         };
         let stat_path = dir.join("memory.stat");
+        if !stat_path.is_file() {
+            // cgroup2 without the memory controller enabled for this subtree.
+            return Ok(CgroupMemoryStats::default());
+        }
         let stat = read_file(&stat_path)?;
         let key = |name| flat_keyed_value(&stat, name).unwrap_or(0);
         match self.mode {

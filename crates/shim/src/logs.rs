@@ -212,7 +212,10 @@ mod tests {
             previous_index = Some(index);
         }
         let kept_text: String = kept.iter().map(|(_, content)| content.as_str()).collect();
-        assert!(all.ends_with(&kept_text), "the newest output is kept, in order");
+        assert!(
+            all.ends_with(&kept_text),
+            "the newest output is kept, in order"
+        );
     }
 
     #[test]
@@ -270,6 +273,9 @@ mod tests {
         rotator.write(b"prompt> ").unwrap();
         assert_eq!(fs::read_to_string(rotator.current_path()).unwrap(), "");
         rotator.flush_pending().unwrap();
-        assert_eq!(fs::read_to_string(rotator.current_path()).unwrap(), "prompt> ");
+        assert_eq!(
+            fs::read_to_string(rotator.current_path()).unwrap(),
+            "prompt> "
+        );
     }
 }

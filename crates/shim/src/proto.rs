@@ -156,10 +156,15 @@ pub enum Request {
     Status,
     Wait,
     /// Send `signal` (a number) to every process of the task.
-    Signal { signal: i32 },
+    Signal {
+        signal: i32,
+    },
     /// Send `signal` to every process of the task, wait up to `grace_ns` for it to exit, then
     /// SIGKILL the whole cgroup. Answered once everything is dead.
-    Kill { signal: i32, grace_ns: u64 },
+    Kill {
+        signal: i32,
+        grace_ns: u64,
+    },
     Stats,
     /// The agent has recorded the exit: kill whatever is left, remove the cgroup and the state
     /// directory, and exit.

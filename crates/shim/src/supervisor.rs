@@ -91,7 +91,10 @@ fn load_spec(path: &Path) -> Result<LaunchSpec, String> {
         if path.is_absolute() {
             Ok(())
         } else {
-            Err(format!("{name} must be an absolute path, got {}", path.display()))
+            Err(format!(
+                "{name} must be an absolute path, got {}",
+                path.display()
+            ))
         }
     };
     absolute("state_dir", &spec.state_dir)?;
@@ -228,6 +231,25 @@ impl Daemon {
             ));
         }
 
+        // Block SIGCHLD before any thread exists, so every thread inherits the mask and the
+        // signalfd of the main thread sees every child exit (the task resets its mask). The
+        // socket and the signalfd exist before the task does, so nothing that can fail is left
+        // once it runs.
+        let mut child_signal = SigSet::empty();
+        child_signal.add(Signal::SIGCHLD);
+        sigprocmask(SigmaskHow::SIG_BLOCK, Some(&child_signal), None)
+            .map_err(|error| format!("blocking SIGCHLD: {error}"))?;
+        let signal_fd = SignalFd::with_flags(
+            &child_signal,
+            SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK,
+        )
+        .map_err(|error| format!("signalfd: {error}"))?;
+        let socket_path = spec.state_dir.join(SOCKET_FILE);
+        let _ = fs::remove_file(&socket_path);
+        let listener = UnixListener::bind(&socket_path)
+            .map_err(|error| format!("binding {}: {error}", socket_path.display()))?;
+        fs::set_permissions(&socket_path, fs::Permissions::from_mode(0o600))
+            .map_err(|error| format!("restricting {}: {error}", socket_path.display()))?;
         let cgroup = match &spec.cgroup {
             Some(cgroup_spec) => {
                 let cgroup = TaskCgroup::open(&cgroup_spec.root, &cgroup_spec.name)
@@ -284,29 +306,19 @@ impl Daemon {
             exited: Condvar::new(),
         });
 
-        // Block SIGCHLD before any thread exists, so every thread inherits the mask and the
-        // signalfd of the main thread sees every child exit.
-        let mut child_signal = SigSet::empty();
-        child_signal.add(Signal::SIGCHLD);
-        sigprocmask(SigmaskHow::SIG_BLOCK, Some(&child_signal), None)
-            .map_err(|error| format!("blocking SIGCHLD: {error}"))?;
-        let signal_fd = SignalFd::with_flags(
-            &child_signal,
-            SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK,
-        )
-        .map_err(|error| format!("signalfd: {error}"))?;
-        let socket_path = spec.state_dir.join(SOCKET_FILE);
-        let _ = fs::remove_file(&socket_path);
-        let listener = UnixListener::bind(&socket_path)
-            .map_err(|error| format!("binding {}: {error}", socket_path.display()))?;
-        fs::set_permissions(&socket_path, fs::Permissions::from_mode(0o600))
-            .map_err(|error| format!("restricting {}: {error}", socket_path.display()))?;
         let acceptor_shared = Arc::clone(&shared);
-        thread::Builder::new()
+        let acceptor = thread::Builder::new()
             .name("accept".into())
             .stack_size(CONNECTION_STACK)
-            .spawn(move || accept_connections(&listener, &acceptor_shared))
-            .map_err(|error| format!("starting the socket thread: {error}"))?;
+            .spawn(move || accept_connections(&listener, &acceptor_shared));
+        if let Err(error) = acceptor {
+            kill_tree(&shared);
+            let _ = waitpid(shared.task_pid, None);
+            if let Some(cgroup) = &shared.cgroup {
+                let _ = cgroup.remove();
+            }
+            return Err(format!("starting the socket thread: {error}"));
+        }
         Ok((shared, pipes, signal_fd))
     }
 
@@ -344,13 +356,7 @@ impl Daemon {
             Err(error) => Err(format!("forking the task: {error}")),
             Ok(ForkResult::Child) => {
                 drop((stdout_read, stderr_read, error_read));
-                let failure = exec_task(
-                    &prepared,
-                    cgroup,
-                    &dev_null,
-                    &stdout_write,
-                    &stderr_write,
-                );
+                let failure = exec_task(&prepared, cgroup, &dev_null, &stdout_write, &stderr_write);
                 let _ = File::from(error_write).write_all(failure.as_bytes());
                 // SAFETY: _exit ends the forked child without running the parent's atexit
                 // handlers or flushing its copied stdio buffers.
@@ -495,10 +501,10 @@ impl TaskPipes {
                 );
             }
             while pump(pipe, "output") {}
-            if let Some((_, mut log)) = pipe.take() {
-                if let Err(error) = log.flush_pending() {
-                    eprintln!("drover-shim: writing log: {error}");
-                }
+            if let Some((_, mut log)) = pipe.take()
+                && let Err(error) = log.flush_pending()
+            {
+                eprintln!("drover-shim: writing log: {error}");
             }
         }
     }
@@ -634,10 +640,10 @@ fn resolve_program(command: &str, path: &str, cwd: Option<&Path>) -> Result<Path
     }
     for dir in path.split(':').filter(|dir| !dir.is_empty()) {
         let mut candidate = PathBuf::from(dir).join(command);
-        if candidate.is_relative() {
-            if let Some(cwd) = cwd {
-                candidate = cwd.join(candidate);
-            }
+        if candidate.is_relative()
+            && let Some(cwd) = cwd
+        {
+            candidate = cwd.join(candidate);
         }
         let executable = fs::metadata(&candidate)
             .map(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
@@ -663,10 +669,10 @@ fn exec_task(
     if let Err(error) = nix::unistd::setsid() {
         return format!("setsid: {error}");
     }
-    if let Some(cgroup) = cgroup {
-        if let Err(error) = cgroup.add_pid(0) {
-            return format!("joining the task cgroup: {error}");
-        }
+    if let Some(cgroup) = cgroup
+        && let Err(error) = cgroup.add_pid(0)
+    {
+        return format!("joining the task cgroup: {error}");
     }
     if let Err(error) = nix::unistd::dup2_stdin(stdin)
         .and_then(|()| nix::unistd::dup2_stdout(stdout))
@@ -685,18 +691,17 @@ fn exec_task(
     {
         return format!("resetting signals: {error}");
     }
-    if let Some(cwd) = &prepared.cwd {
-        if let Err(error) = nix::unistd::chdir(cwd.as_c_str()) {
-            return format!("changing directory to {cwd:?}: {error}");
-        }
+    if let Some(cwd) = &prepared.cwd
+        && let Err(error) = nix::unistd::chdir(cwd.as_c_str())
+    {
+        return format!("changing directory to {cwd:?}: {error}");
     }
-    if let Some((uid, gid, groups)) = &prepared.credentials {
-        if let Err(error) = nix::unistd::setgroups(groups)
+    if let Some((uid, gid, groups)) = &prepared.credentials
+        && let Err(error) = nix::unistd::setgroups(groups)
             .and_then(|()| nix::unistd::setgid(*gid))
             .and_then(|()| nix::unistd::setuid(*uid))
-        {
-            return format!("switching to uid {uid} gid {gid}: {error}");
-        }
+    {
+        return format!("switching to uid {uid} gid {gid}: {error}");
     }
     match nix::unistd::execve(&prepared.program, &prepared.argv, &prepared.envp) {
         Err(error) => format!("executing {:?}: {error}", prepared.program),
@@ -786,7 +791,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A poisoned lock only means another thread panicked while holding it; with
     // `panic = "abort"` that cannot happen in the shim binary, and the data stays consistent
     // (every critical section is a single assignment or read).
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Waits for the exit to be recorded, up to `timeout` (forever when `None`).
@@ -855,7 +862,9 @@ fn serve_connection(stream: UnixStream, shared: &Shared) {
             return;
         };
         text.push('\n');
-        let written = writer.write_all(text.as_bytes()).and_then(|()| writer.flush());
+        let written = writer
+            .write_all(text.as_bytes())
+            .and_then(|()| writer.flush());
         if response == Response::CleanedUp {
             std::process::exit(0);
         }
@@ -975,18 +984,18 @@ fn cleanup(shared: &Shared) -> Response {
             return error_response("the task did not die after SIGKILL; not cleaning up");
         }
     }
-    if let Some(cgroup) = &shared.cgroup {
-        if let Err(error) = cgroup.remove() {
-            return error_response(&format!("removing the task cgroup: {error}"));
-        }
+    if let Some(cgroup) = &shared.cgroup
+        && let Err(error) = cgroup.remove()
+    {
+        return error_response(&format!("removing the task cgroup: {error}"));
     }
-    if let Err(error) = fs::remove_dir_all(&shared.state_dir) {
-        if error.kind() != io::ErrorKind::NotFound {
-            return error_response(&format!(
-                "removing state dir {}: {error}",
-                shared.state_dir.display()
-            ));
-        }
+    if let Err(error) = fs::remove_dir_all(&shared.state_dir)
+        && error.kind() != io::ErrorKind::NotFound
+    {
+        return error_response(&format!(
+            "removing state dir {}: {error}",
+            shared.state_dir.display()
+        ));
     }
     Response::CleanedUp
 }
@@ -1013,9 +1022,15 @@ mod tests {
     fn exit_codes_follow_nomad_for_signals() {
         let pid = Pid::from_raw(10);
         let exited = exit_status_of(WaitStatus::Exited(pid, 3), false);
-        assert_eq!((exited.exit_code, exited.signal, exited.oom_killed), (3, 0, false));
+        assert_eq!(
+            (exited.exit_code, exited.signal, exited.oom_killed),
+            (3, 0, false)
+        );
         let killed = exit_status_of(WaitStatus::Signaled(pid, Signal::SIGKILL, false), true);
-        assert_eq!((killed.exit_code, killed.signal, killed.oom_killed), (137, 9, true));
+        assert_eq!(
+            (killed.exit_code, killed.signal, killed.oom_killed),
+            (137, 9, true)
+        );
         assert!(killed.finished_at_unix_ns > 0);
     }
 
@@ -1027,7 +1042,10 @@ mod tests {
         let read: ExitStatus =
             serde_json::from_slice(&fs::read(dir.path().join(EXIT_STATUS_FILE)).unwrap()).unwrap();
         assert_eq!(read, exit);
-        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, vec![std::ffi::OsString::from(EXIT_STATUS_FILE)]);
     }
 }

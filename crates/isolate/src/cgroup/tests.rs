@@ -405,3 +405,44 @@ fn real_cgroup_kill_without_cgroup_kill_file_uses_the_freezer() {
     assert_eq!(read(&freezer_state).trim(), "THAWED");
     cgroup.remove().unwrap();
 }
+
+#[test]
+fn real_cgroup2_tree_without_controllers_still_holds_kills_and_counts_cpu() {
+    // On a hybrid host the controller-less cgroup2 tree at /sys/fs/cgroup/unified is a real v2
+    // hierarchy; on a pure v2 host /sys/fs/cgroup is.
+    let Some(root) = real_root() else { return };
+    let v2_root = match detect_mode(root).unwrap() {
+        CgroupMode::V2 => root.to_path_buf(),
+        CgroupMode::V1 { unified: true } => root.join("unified"),
+        CgroupMode::V1 { unified: false } => {
+            eprintln!("skipping: no cgroup2 hierarchy on this host");
+            return;
+        }
+    };
+    let name = format!("drover-test/v2-{}", std::process::id());
+    let cgroup = TaskCgroup::open(&v2_root, &name).unwrap();
+    assert_eq!(cgroup.mode(), CgroupMode::V2);
+    cgroup.create(&CgroupLimits::default()).unwrap();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("read go; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 600 & wait")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    cgroup.add_pid(child.id() as i32).unwrap();
+    release(&mut child);
+    let started = Instant::now();
+    while cgroup.pids().unwrap().len() < 2 && started.elapsed() < Duration::from_secs(20) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(cgroup.pids().unwrap().len(), 2);
+    assert!(
+        cgroup.cpu_stats().unwrap().total_ns > 0,
+        "the busy loop was counted"
+    );
+    cgroup.kill_all(Duration::from_secs(10)).unwrap();
+    assert!(cgroup.pids().unwrap().is_empty());
+    child.wait().unwrap();
+    cgroup.remove().unwrap();
+    assert!(!cgroup.exists());
+}
