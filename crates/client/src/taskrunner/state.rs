@@ -2,22 +2,22 @@
 //! reports, with the bounded event list.
 //!
 //! ```text
-//!                 start gate open,                driver start ok
-//!   ┌─────────┐   prestart hooks ok  ┌──────────┐ (handle persisted) ┌─────────┐
-//!   │ Pending ├─────────────────────▶│ Starting ├───────────────────▶│ Running │◀── restore:
-//!   └──┬───▲──┘                      └────┬─────┘                    └─┬──┬──┬─┘    re-attached
-//!      │   │                   start error│        exit / user restart │  │  │ kill
-//!      │   │                              ▼                            │  │  ▼
-//!      │   │  delay over  ┌──────────────┐ restart ┌────────┐◀─────────┘  │ ┌─────────┐
-//!      │   └──────────────┤ RestartDelay │◀────────┤ Exited │             │ │ Killing │
-//!      │                  └──────┬───────┘         └───┬────┘             │ └────┬────┘
-//!      │ prestart failed,        │ kill                │ not restarting   │      │ exited
-//!      │ kill before start       ▼                     ▼                  │      ▼
-//!      └──────────────────────▶ ┌───────────────────────────────────────┐ │   (Dead)
-//!                               │ Dead (restartable by AllTasks restart)│◀┘
-//!                               └───────────────────┬───────────────────┘
-//!                                                   │ force restart
-//!                                                   └──────────▶ Pending
+//!               gate open,                  driver start ok
+//!               prestart hooks ok           (handle persisted first)
+//!  ┌─────────┐ ────────────────▶ ┌──────────┐ ──────────────────────▶ ┌─────────┐
+//!  │ Pending │                   │ Starting │                         │ Running │ ◀── restore
+//!  └─────────┘ ◀──────────┐      └──────────┘                         └─────────┘  re-attaches
+//!   │      │              │ delay over  │ start error     exit, restart │       │ kill
+//!   │      │ hook   ┌──────────────┐    ▼                               │       ▼
+//!   │      │ error  │ RestartDelay │ ◀─restart─ ┌────────┐ ◀────────────┘  ┌─────────┐
+//!   │      └──────▶ └──────────────┘            │ Exited │                 │ Killing │
+//!   │                 │ kill                    └────────┘                 └─────────┘
+//!   │                 │                             │ not restarting,           │ exited
+//!   │                 ▼                             ▼ complete                  ▼
+//!   │ kill, setup or ┌────────────────────────────────────────────────────────────────┐
+//!   └──────────────▶ │ Dead: runs again only on an AllTasks restart (Dead → Pending)  │
+//!     validation     └────────────────────────────────────────────────────────────────┘
+//!     failure
 //! ```
 //!
 //! A prestart hook failure the restart policy retries goes `Pending → RestartDelay` directly.
@@ -77,7 +77,6 @@ impl TaskPhase {
                 | (Pending, Dead)
                 | (Starting, Running)
                 | (Starting, Exited)
-                | (Starting, Killing)
                 | (Running, Exited)
                 | (Running, Killing)
                 | (Exited, RestartDelay)
