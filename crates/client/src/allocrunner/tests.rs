@@ -1159,3 +1159,20 @@ async fn the_sink_sees_each_client_status_change_flagged_once() {
     assert_eq!(spec.log_rotation.max_files, 3);
     assert_eq!(spec.log_rotation.max_file_size_bytes, 1024 * 1024);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_runner_that_never_ran_can_be_destroyed() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({}))],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = AllocRunner::new(harness.deps.clone(), alloc).unwrap();
+    tokio::time::timeout(Duration::from_secs(60), runner.destroy())
+        .await
+        .expect("destroy does not hang")
+        .unwrap();
+    assert!(harness.driver.log().starts.is_empty());
+    assert!(harness.deps.task.state_db.alloc_ids().unwrap().is_empty());
+}

@@ -288,12 +288,13 @@ impl TaskRunLoop {
                     let wake_at = tokio::time::Instant::now() + delay;
                     loop {
                         tokio::select! {
-                            () = tokio::time::sleep_until(wake_at) => break,
+                            biased;
                             () = kill.cancelled() => {
                                 self.finish_kill(None);
                                 return Outcome::Dead;
                             }
                             () = self.shared.agent_shutdown.cancelled() => return Outcome::Shutdown,
+                            () = tokio::time::sleep_until(wake_at) => break,
                             Some(command) = self.commands.recv() => answer_while_not_running(&self.shared, command),
                         }
                     }
@@ -371,6 +372,10 @@ impl TaskRunLoop {
         let kill = self.shared.kill_token();
         loop {
             tokio::select! {
+                // A kill wins over a start that became possible at the same moment.
+                biased;
+                () = kill.cancelled() => return StartAttempt::Killed,
+                () = self.shared.agent_shutdown.cancelled() => return StartAttempt::Shutdown,
                 gate = self.start_gate.wait_for(|open| *open) => {
                     if gate.is_err() {
                         // The alloc runner is gone; treat like a shutdown.
@@ -378,8 +383,6 @@ impl TaskRunLoop {
                     }
                     break;
                 }
-                () = kill.cancelled() => return StartAttempt::Killed,
-                () = self.shared.agent_shutdown.cancelled() => return StartAttempt::Shutdown,
                 Some(command) = self.commands.recv() => answer_while_not_running(&self.shared, command),
             }
         }
