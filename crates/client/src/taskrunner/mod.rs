@@ -222,12 +222,25 @@ impl TaskRunnerShared {
             *phase = snapshot.phase;
             changed
         });
-        if let Err(error) = self.deps.state_db.put_task(
-            &self.alloc_id,
-            &self.task_name,
-            TaskRecordPart::State,
-            &snapshot,
-        ) {
+        // A phase change is what restore resumes from: flushed before anyone acts on it. An
+        // event alone is informational: it rides along with the next flush.
+        let db = &self.deps.state_db;
+        let persisted = if to.is_some() {
+            db.put_task(
+                &self.alloc_id,
+                &self.task_name,
+                TaskRecordPart::State,
+                &snapshot,
+            )
+        } else {
+            db.put_task_relaxed(
+                &self.alloc_id,
+                &self.task_name,
+                TaskRecordPart::State,
+                &snapshot,
+            )
+        };
+        if let Err(error) = persisted {
             tracing::error!(alloc_id = %self.alloc_id, task = %self.task_name, %error, "failed to persist task state");
         }
         // The alloc runner may be gone (shutting down); nothing to report to then.
