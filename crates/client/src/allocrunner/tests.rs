@@ -1176,3 +1176,39 @@ async fn a_runner_that_never_ran_can_be_destroyed() {
     assert!(harness.driver.log().starts.is_empty());
     assert!(harness.deps.task.state_db.alloc_ids().unwrap().is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_delay_interrupted_by_an_agent_restart_is_waited_out() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({"run_for": "1s", "exit_code": 1}))],
+        restart_policy(3, Duration::from_secs(20), Duration::from_secs(600), "fail"),
+    );
+    let alloc_id = alloc.id.clone();
+    let first = start(&harness, alloc);
+    wait_until(&first, |runner| {
+        count(&state_of(runner, "web"), "Restarting") == 1
+    })
+    .await;
+    let restarting_at = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    first.shutdown().await;
+
+    let second = AllocRunner::restore(harness.deps.clone(), &alloc_id)
+        .unwrap()
+        .unwrap();
+    second.run();
+    wait_until(&second, |runner| {
+        count(&state_of(runner, "web"), "Started") == 2
+    })
+    .await;
+    let waited = restarting_at.elapsed();
+    assert!(
+        waited >= Duration::from_secs(20),
+        "restarted after only {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(26), "{waited:?}");
+    assert_eq!(harness.driver.log().starts.len(), 2);
+    second.stop().await;
+}

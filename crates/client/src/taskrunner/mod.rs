@@ -73,8 +73,10 @@ pub enum TaskRunnerError {
     Transition(#[from] IllegalTransition),
 }
 
-/// What a task runner persists besides its `TaskState` (record part `local`).
+/// What a task runner persists besides its `TaskState` (record part `local`). Fields are only
+/// ever added, with defaults, so older records still read.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TaskLocalState {
     /// Prestart hook state and `done` flags, by hook name.
     pub hooks: BTreeMap<String, PersistedHookState>,
@@ -85,6 +87,9 @@ pub struct TaskLocalState {
     pub handle: Option<PersistedTaskHandle>,
     /// The runner was destroyed (alloc GC); it never runs again.
     pub destroyed: bool,
+    /// When a pending restart is due (wall clock, Unix nanoseconds), so an agent restarted
+    /// during a restart delay waits out the rest of it instead of starting at once.
+    pub restart_due_unix_nanos: Option<i64>,
 }
 
 /// What every task runner of a client shares.

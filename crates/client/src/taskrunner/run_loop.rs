@@ -271,10 +271,13 @@ impl TaskRunLoop {
                 }
             };
 
-            let decision = {
-                let now = self.shared.now();
-                lock(&self.shared.tracker).decide(&cause, now)
-            };
+            let now = self.shared.now();
+            let decision = lock(&self.shared.tracker).decide(&cause, now);
+            if let RestartDecision::Restart { delay, .. } = &decision {
+                let delay_nanos = i64::try_from(delay.as_nanos()).unwrap_or(i64::MAX);
+                lock(&self.shared.local).restart_due_unix_nanos =
+                    Some(now.saturating_add(delay_nanos));
+            }
             self.shared.persist_local_logged();
             match decision {
                 RestartDecision::Restart { delay, reason } => {
@@ -298,6 +301,7 @@ impl TaskRunLoop {
                             Some(command) = self.commands.recv() => answer_while_not_running(&self.shared, command),
                         }
                     }
+                    lock(&self.shared.local).restart_due_unix_nanos = None;
                     self.record_or_log(Some(TaskPhase::Pending), None);
                 }
                 RestartDecision::NotRestarting { reason } => {
@@ -368,8 +372,22 @@ impl TaskRunLoop {
     }
 
     async fn start_attempt(&mut self) -> StartAttempt {
-        // The coordinator decides when this task may start.
         let kill = self.shared.kill_token();
+        // A restart delay interrupted by an agent restart is waited out.
+        let due = lock(&self.shared.local).restart_due_unix_nanos;
+        if let Some(due) = due {
+            let remaining = due.saturating_sub(self.shared.now()).max(0);
+            let remaining = std::time::Duration::from_nanos(u64::try_from(remaining).unwrap_or(0));
+            tokio::select! {
+                biased;
+                () = kill.cancelled() => return StartAttempt::Killed,
+                () = self.shared.agent_shutdown.cancelled() => return StartAttempt::Shutdown,
+                () = tokio::time::sleep(remaining) => {}
+            }
+            lock(&self.shared.local).restart_due_unix_nanos = None;
+            self.shared.persist_local_logged();
+        }
+        // The coordinator decides when this task may start.
         loop {
             tokio::select! {
                 // A kill wins over a start that became possible at the same moment.
