@@ -23,7 +23,8 @@
 //! A prestart hook failure the restart policy retries goes `Pending → RestartDelay` directly.
 //! On restore, a phase that disagrees with the persisted handle is brought in line first
 //! (`Starting`/`RestartDelay`/`Exited` without a handle resume as `Pending`, see
-//! [`TaskLifecycle::resume_as_pending`]; `Starting` with a handle becomes `Running`).
+//! [`TaskLifecycle::resume_as_pending`], and the rest of a persisted restart delay is still
+//! waited; `Starting` with a handle becomes `Running`).
 //!
 //! Agent shutdown is not a phase: the runner stops driving the task and leaves it as it is, and
 //! the persisted phase is what the next agent resumes from.
