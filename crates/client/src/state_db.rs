@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -207,10 +207,27 @@ impl StateDb {
         key: &str,
         bytes: &[u8],
     ) -> Result<(), StateDbError> {
-        let transaction = self
+        self.put_with(table, key, bytes, Durability::Immediate)
+    }
+
+    fn put_with(
+        &self,
+        table: TableDefinition<'_, &str, &[u8]>,
+        key: &str,
+        bytes: &[u8],
+        durability: Durability,
+    ) -> Result<(), StateDbError> {
+        let mut transaction = self
             .database
             .begin_write()
             .map_err(self.storage_error("begin write"))?;
+        transaction
+            .set_durability(durability)
+            .map_err(|error| StateDbError::Storage {
+                path: self.path.clone(),
+                operation: "set durability",
+                source: Box::new(redb::Error::from(error)),
+            })?;
         {
             let mut opened = transaction
                 .open_table(table)
@@ -287,6 +304,21 @@ impl StateDb {
         let key = Self::task_key(alloc_id, task_name, part);
         let bytes = self.encode(&key, record)?;
         self.put(TASKS, &key, &bytes)
+    }
+
+    /// Like [`StateDb::put_task`], but the commit is not flushed to disk on its own: it becomes
+    /// durable with the next durable commit, and is lost if the machine dies first. For records
+    /// whose loss is harmless (an informational event), to save a flush.
+    pub fn put_task_relaxed<T: Serialize>(
+        &self,
+        alloc_id: &str,
+        task_name: &str,
+        part: TaskRecordPart,
+        record: &T,
+    ) -> Result<(), StateDbError> {
+        let key = Self::task_key(alloc_id, task_name, part);
+        let bytes = self.encode(&key, record)?;
+        self.put_with(TASKS, &key, &bytes, Durability::None)
     }
 
     /// One part of a task's record, if any.
@@ -374,6 +406,32 @@ mod tests {
         assert!(
             db.get_task::<Sample>("a2", "web", TaskRecordPart::Local)?
                 .is_some()
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn relaxed_writes_become_durable_with_the_next_durable_commit()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("state.db");
+        {
+            let db = StateDb::open(&path)?;
+            db.put_task_relaxed("a1", "web", TaskRecordPart::State, &1u32)?;
+            assert_eq!(
+                db.get_task::<u32>("a1", "web", TaskRecordPart::State)?,
+                Some(1)
+            );
+            db.put_task("a1", "web", TaskRecordPart::Local, &2u32)?;
+        }
+        let db = StateDb::open(&path)?;
+        assert_eq!(
+            db.get_task::<u32>("a1", "web", TaskRecordPart::State)?,
+            Some(1)
+        );
+        assert_eq!(
+            db.get_task::<u32>("a1", "web", TaskRecordPart::Local)?,
+            Some(2)
         );
         Ok(())
     }

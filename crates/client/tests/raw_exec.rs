@@ -629,12 +629,18 @@ async fn a_start_whose_handle_was_never_recorded_is_reclaimed_before_the_next_st
         .await
         .unwrap();
     let orphan_pid = i32::try_from(orphan.pid.unwrap()).unwrap();
+    let orphan_shim_pid =
+        i32::try_from(orphan.handle.handle["shim"]["shim_pid"].as_i64().unwrap()).unwrap();
     assert!(process_alive(orphan_pid));
+    assert!(process_alive(orphan_shim_pid));
 
     let runner = AllocRunner::new(agent.deps.clone(), the_alloc).unwrap();
     runner.run();
     wait_for("running", || runner.status().client_status == "running").await;
-    wait_for("the orphan to be reclaimed", || !process_alive(orphan_pid)).await;
+    wait_for("the orphan to be reclaimed", || {
+        !process_alive(orphan_pid) && !process_alive(orphan_shim_pid)
+    })
+    .await;
     let pid = task_pid(&runner, "web").unwrap();
     assert_ne!(pid, orphan_pid);
     assert!(process_alive(pid));
@@ -643,4 +649,106 @@ async fn a_start_whose_handle_was_never_recorded_is_reclaimed_before_the_next_st
         .expect("stop finishes");
     assert!(!process_alive(pid));
     runner.destroy().await.unwrap();
+}
+
+/// Crash-safety: the agent's runtime is torn down abruptly (every task of the runtime dropped
+/// at whatever await point it was, as a `kill -9` would leave the persisted state) at random
+/// moments while the task starts, restarts or is updated; each time a new runner restores
+/// from the same state db. At no point do two copies of the task run.
+#[test]
+fn abrupt_agent_deaths_never_run_a_task_twice() {
+    use rand::{Rng, SeedableRng};
+
+    let agent = agent();
+    let task = shell_task(
+        "web",
+        "echo $$ >> \"$NOMAD_ALLOC_DIR/data/pids\"; exec sleep 1000",
+    );
+    let the_alloc = alloc(
+        "service",
+        vec![task],
+        policy(100, Duration::from_millis(50), "delay"),
+    );
+    let alloc_id = the_alloc.id.clone();
+    let pids_file = agent
+        .deps
+        .task
+        .config
+        .alloc_root_dir()
+        .join(&alloc_id)
+        .join("alloc/data/pids");
+    let live_pids = || -> Vec<i32> {
+        std::fs::read_to_string(&pids_file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.trim().parse().ok())
+            .filter(|pid| process_alive(*pid))
+            .collect()
+    };
+    let mut rng = rand::rngs::StdRng::seed_from_u64(20261121);
+
+    for cycle in 0..12 {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let action: u8 = rng.gen_range(0..3);
+        let lifetime = Duration::from_millis(rng.gen_range(0..300));
+        let deps = agent.deps.clone();
+        let alloc_copy = the_alloc.clone();
+        let first = cycle == 0;
+        runtime.block_on(async move {
+            let runner = if first {
+                AllocRunner::new(deps, alloc_copy.clone()).unwrap()
+            } else {
+                AllocRunner::restore(deps, &alloc_copy.id).unwrap().unwrap()
+            };
+            runner.run();
+            let acting = runner.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                match action {
+                    1 => {
+                        let _ = acting.restart_task("web", "chaos").await;
+                    }
+                    2 => {
+                        let _ = acting.update(alloc_copy).await;
+                    }
+                    _ => {}
+                }
+            });
+            tokio::time::sleep(lifetime).await;
+        });
+        runtime.shutdown_background();
+        std::thread::sleep(Duration::from_millis(100));
+        let live = live_pids();
+        assert!(
+            live.len() <= 1,
+            "cycle {cycle}: two copies running: {live:?}"
+        );
+    }
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let deps = agent.deps.clone();
+    runtime.block_on(async move {
+        let runner = AllocRunner::restore(deps, &alloc_id).unwrap().unwrap();
+        runner.run();
+        wait_for("running after the last restore", || {
+            runner.status().client_status == "running"
+        })
+        .await;
+        let live = live_pids();
+        assert_eq!(live.len(), 1, "{live:?}");
+        assert_eq!(task_pid(&runner, "web"), Some(live[0]));
+        tokio::time::timeout(Duration::from_secs(60), runner.stop())
+            .await
+            .expect("stop finishes");
+        assert!(live_pids().is_empty());
+        runner.destroy().await.unwrap();
+    });
 }

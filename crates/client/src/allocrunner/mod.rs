@@ -619,6 +619,7 @@ impl AllocRunner {
                 alloc_id: self.inner.alloc_id.clone(),
             });
         }
+        self.run();
         lock(&self.inner.coordinator).freeze();
         self.on_task_state_changed();
         self.inner.killing_all.store(false, Ordering::SeqCst);
@@ -698,6 +699,8 @@ impl AllocRunner {
     /// Stops the allocation: kills tasks in reverse lifecycle order (leader first), lets
     /// poststop tasks run, and returns once every task is dead.
     pub async fn stop(&self) {
+        // Task runners must be running to be killed.
+        self.run();
         self.inner.killing_all.store(true, Ordering::SeqCst);
         self.group_shutdown_delay().await;
         self.kill_tasks(false).await;
@@ -759,6 +762,8 @@ impl AllocRunner {
     /// Destroys the allocation (GC): kills every task (poststop included), removes the alloc
     /// dir and the persisted state.
     pub async fn destroy(&self) -> Result<(), AllocRunnerError> {
+        // Task runners must be running to be killed and destroyed.
+        self.run();
         self.inner.destroyed.store(true, Ordering::SeqCst);
         self.inner.killing_all.store(true, Ordering::SeqCst);
         self.kill_tasks(true).await;

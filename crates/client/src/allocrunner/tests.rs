@@ -1122,3 +1122,93 @@ async fn creating_a_runner_twice_for_the_same_alloc_does_not_start_twice() {
     assert_eq!(count(&state_of(&second, "web"), "Received"), 1);
     second.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_sink_sees_each_client_status_change_flagged_once() {
+    let harness = harness();
+    let mut task = fake_task("web", json!({"run_for": "2s"}));
+    task.log_config = Some(drover_structs::LogConfig {
+        max_files: 3,
+        max_file_size_mb: 1,
+        disabled: false,
+    });
+    let alloc = alloc_with_tasks(
+        "batch",
+        vec![task],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+    let updates = lock(&harness.sink.updates).clone();
+    let changes: Vec<&str> = updates
+        .iter()
+        .filter(|update| update.client_status_changed)
+        .map(|update| update.client_status.as_str())
+        .collect();
+    assert_eq!(changes, vec!["pending", "running", "complete"]);
+    assert!(
+        updates.len() > changes.len(),
+        "non-urgent updates are sent too"
+    );
+    assert!(
+        updates
+            .iter()
+            .all(|update| update.alloc_id == runner.alloc_id())
+    );
+    let spec = &harness.driver.log().specs[0];
+    assert_eq!(spec.log_rotation.max_files, 3);
+    assert_eq!(spec.log_rotation.max_file_size_bytes, 1024 * 1024);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_runner_that_never_ran_can_be_destroyed() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({}))],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = AllocRunner::new(harness.deps.clone(), alloc).unwrap();
+    tokio::time::timeout(Duration::from_secs(60), runner.destroy())
+        .await
+        .expect("destroy does not hang")
+        .unwrap();
+    assert!(harness.driver.log().starts.is_empty());
+    assert!(harness.deps.task.state_db.alloc_ids().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_delay_interrupted_by_an_agent_restart_is_waited_out() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({"run_for": "1s", "exit_code": 1}))],
+        restart_policy(3, Duration::from_secs(20), Duration::from_secs(600), "fail"),
+    );
+    let alloc_id = alloc.id.clone();
+    let first = start(&harness, alloc);
+    wait_until(&first, |runner| {
+        count(&state_of(runner, "web"), "Restarting") == 1
+    })
+    .await;
+    let restarting_at = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    first.shutdown().await;
+
+    let second = AllocRunner::restore(harness.deps.clone(), &alloc_id)
+        .unwrap()
+        .unwrap();
+    second.run();
+    wait_until(&second, |runner| {
+        count(&state_of(runner, "web"), "Started") == 2
+    })
+    .await;
+    let waited = restarting_at.elapsed();
+    assert!(
+        waited >= Duration::from_secs(20),
+        "restarted after only {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(26), "{waited:?}");
+    assert_eq!(harness.driver.log().starts.len(), 2);
+    second.stop().await;
+}

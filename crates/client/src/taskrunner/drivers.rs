@@ -305,10 +305,11 @@ impl TaskDriver for DriverAdapter {
                 }),
                 driver_state: Value::Null,
             };
+            // A live shim is told to kill its task and exit; a gone one is reclaimed through
+            // the task's cgroup.
             self.driver
-                .reclaim(&handle)
+                .destroy(&handle)
                 .await
-                .map(|_| ())
                 .map_err(|error| failure(&error))
         })
     }

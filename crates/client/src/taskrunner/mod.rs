@@ -73,8 +73,10 @@ pub enum TaskRunnerError {
     Transition(#[from] IllegalTransition),
 }
 
-/// What a task runner persists besides its `TaskState` (record part `local`).
+/// What a task runner persists besides its `TaskState` (record part `local`). Fields are only
+/// ever added, with defaults, so older records still read.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TaskLocalState {
     /// Prestart hook state and `done` flags, by hook name.
     pub hooks: BTreeMap<String, PersistedHookState>,
@@ -84,7 +86,10 @@ pub struct TaskLocalState {
     /// has been recorded and the driver cleaned up.
     pub handle: Option<PersistedTaskHandle>,
     /// The runner was destroyed (alloc GC); it never runs again.
-    pub run_complete: bool,
+    pub destroyed: bool,
+    /// When a pending restart is due (wall clock, Unix nanoseconds), so an agent restarted
+    /// during a restart delay waits out the rest of it instead of starting at once.
+    pub restart_due_unix_nanos: Option<i64>,
 }
 
 /// What every task runner of a client shares.
@@ -222,12 +227,25 @@ impl TaskRunnerShared {
             *phase = snapshot.phase;
             changed
         });
-        if let Err(error) = self.deps.state_db.put_task(
-            &self.alloc_id,
-            &self.task_name,
-            TaskRecordPart::State,
-            &snapshot,
-        ) {
+        // A phase change is what restore resumes from: flushed before anyone acts on it. An
+        // event alone is informational: it rides along with the next flush.
+        let db = &self.deps.state_db;
+        let persisted = if to.is_some() {
+            db.put_task(
+                &self.alloc_id,
+                &self.task_name,
+                TaskRecordPart::State,
+                &snapshot,
+            )
+        } else {
+            db.put_task_relaxed(
+                &self.alloc_id,
+                &self.task_name,
+                TaskRecordPart::State,
+                &snapshot,
+            )
+        };
+        if let Err(error) = persisted {
             tracing::error!(alloc_id = %self.alloc_id, task = %self.task_name, %error, "failed to persist task state");
         }
         // The alloc runner may be gone (shutting down); nothing to report to then.
@@ -619,7 +637,7 @@ impl TaskRunner {
     /// Restarts the task whether it is running or dead (AllTasks restart). A dead task runs
     /// again once its start gate opens.
     pub async fn force_restart(&self, event: TaskEvent) -> Result<(), TaskRunnerError> {
-        if lock(&self.shared.local).run_complete || self.run_loop_exited() {
+        if lock(&self.shared.local).destroyed || self.run_loop_exited() {
             return Err(TaskRunnerError::TaskFinished {
                 task: self.shared.task_name.clone(),
             });

@@ -104,7 +104,7 @@ impl TaskRunLoop {
     }
 
     async fn run_until_done(&mut self) {
-        if lock(&self.shared.local).run_complete {
+        if lock(&self.shared.local).destroyed {
             return;
         }
         let mut handle = lock(&self.shared.local).handle.clone();
@@ -207,7 +207,7 @@ impl TaskRunLoop {
         loop {
             tokio::select! {
                 () = self.shared.destroy_token.cancelled() => {
-                    lock(&self.shared.local).run_complete = true;
+                    lock(&self.shared.local).destroyed = true;
                     self.shared.persist_local_logged();
                     return false;
                 }
@@ -271,10 +271,13 @@ impl TaskRunLoop {
                 }
             };
 
-            let decision = {
-                let now = self.shared.now();
-                lock(&self.shared.tracker).decide(&cause, now)
-            };
+            let now = self.shared.now();
+            let decision = lock(&self.shared.tracker).decide(&cause, now);
+            if let RestartDecision::Restart { delay, .. } = &decision {
+                let delay_nanos = i64::try_from(delay.as_nanos()).unwrap_or(i64::MAX);
+                lock(&self.shared.local).restart_due_unix_nanos =
+                    Some(now.saturating_add(delay_nanos));
+            }
             self.shared.persist_local_logged();
             match decision {
                 RestartDecision::Restart { delay, reason } => {
@@ -288,15 +291,17 @@ impl TaskRunLoop {
                     let wake_at = tokio::time::Instant::now() + delay;
                     loop {
                         tokio::select! {
-                            () = tokio::time::sleep_until(wake_at) => break,
+                            biased;
                             () = kill.cancelled() => {
                                 self.finish_kill(None);
                                 return Outcome::Dead;
                             }
                             () = self.shared.agent_shutdown.cancelled() => return Outcome::Shutdown,
+                            () = tokio::time::sleep_until(wake_at) => break,
                             Some(command) = self.commands.recv() => answer_while_not_running(&self.shared, command),
                         }
                     }
+                    lock(&self.shared.local).restart_due_unix_nanos = None;
                     self.record_or_log(Some(TaskPhase::Pending), None);
                 }
                 RestartDecision::NotRestarting { reason } => {
@@ -367,10 +372,28 @@ impl TaskRunLoop {
     }
 
     async fn start_attempt(&mut self) -> StartAttempt {
-        // The coordinator decides when this task may start.
         let kill = self.shared.kill_token();
+        // A restart delay interrupted by an agent restart is waited out.
+        let due = lock(&self.shared.local).restart_due_unix_nanos;
+        if let Some(due) = due {
+            let remaining = due.saturating_sub(self.shared.now()).max(0);
+            let remaining = std::time::Duration::from_nanos(u64::try_from(remaining).unwrap_or(0));
+            tokio::select! {
+                biased;
+                () = kill.cancelled() => return StartAttempt::Killed,
+                () = self.shared.agent_shutdown.cancelled() => return StartAttempt::Shutdown,
+                () = tokio::time::sleep(remaining) => {}
+            }
+            lock(&self.shared.local).restart_due_unix_nanos = None;
+            self.shared.persist_local_logged();
+        }
+        // The coordinator decides when this task may start.
         loop {
             tokio::select! {
+                // A kill wins over a start that became possible at the same moment.
+                biased;
+                () = kill.cancelled() => return StartAttempt::Killed,
+                () = self.shared.agent_shutdown.cancelled() => return StartAttempt::Shutdown,
                 gate = self.start_gate.wait_for(|open| *open) => {
                     if gate.is_err() {
                         // The alloc runner is gone; treat like a shutdown.
@@ -378,8 +401,6 @@ impl TaskRunLoop {
                     }
                     break;
                 }
-                () = kill.cancelled() => return StartAttempt::Killed,
-                () = self.shared.agent_shutdown.cancelled() => return StartAttempt::Shutdown,
                 Some(command) = self.commands.recv() => answer_while_not_running(&self.shared, command),
             }
         }

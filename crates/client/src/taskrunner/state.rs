@@ -2,28 +2,29 @@
 //! reports, with the bounded event list.
 //!
 //! ```text
-//!                 start gate open,                driver start ok
-//!   ┌─────────┐   prestart hooks ok  ┌──────────┐ (handle persisted) ┌─────────┐
-//!   │ Pending ├─────────────────────▶│ Starting ├───────────────────▶│ Running │◀── restore:
-//!   └──┬───▲──┘                      └────┬─────┘                    └─┬──┬──┬─┘    re-attached
-//!      │   │                   start error│        exit / user restart │  │  │ kill
-//!      │   │                              ▼                            │  │  ▼
-//!      │   │  delay over  ┌──────────────┐ restart ┌────────┐◀─────────┘  │ ┌─────────┐
-//!      │   └──────────────┤ RestartDelay │◀────────┤ Exited │             │ │ Killing │
-//!      │                  └──────┬───────┘         └───┬────┘             │ └────┬────┘
-//!      │ prestart failed,        │ kill                │ not restarting   │      │ exited
-//!      │ kill before start       ▼                     ▼                  │      ▼
-//!      └──────────────────────▶ ┌───────────────────────────────────────┐ │   (Dead)
-//!                               │ Dead (restartable by AllTasks restart)│◀┘
-//!                               └───────────────────┬───────────────────┘
-//!                                                   │ force restart
-//!                                                   └──────────▶ Pending
+//!               gate open,                  driver start ok
+//!               prestart hooks ok           (handle persisted first)
+//!  ┌─────────┐ ────────────────▶ ┌──────────┐ ──────────────────────▶ ┌─────────┐
+//!  │ Pending │                   │ Starting │                         │ Running │ ◀── restore
+//!  └─────────┘ ◀──────────┐      └──────────┘                         └─────────┘  re-attaches
+//!   │      │              │ delay over  │ start error     exit, restart │       │ kill
+//!   │      │ hook   ┌──────────────┐    ▼                               │       ▼
+//!   │      │ error  │ RestartDelay │ ◀─restart─ ┌────────┐ ◀────────────┘  ┌─────────┐
+//!   │      └──────▶ └──────────────┘            │ Exited │                 │ Killing │
+//!   │                 │ kill                    └────────┘                 └─────────┘
+//!   │                 │                             │ not restarting,           │ exited
+//!   │                 ▼                             ▼ complete                  ▼
+//!   │ kill, setup or ┌────────────────────────────────────────────────────────────────┐
+//!   └──────────────▶ │ Dead: runs again only on an AllTasks restart (Dead → Pending)  │
+//!     validation     └────────────────────────────────────────────────────────────────┘
+//!     failure
 //! ```
 //!
 //! A prestart hook failure the restart policy retries goes `Pending → RestartDelay` directly.
 //! On restore, a phase that disagrees with the persisted handle is brought in line first
 //! (`Starting`/`RestartDelay`/`Exited` without a handle resume as `Pending`, see
-//! [`TaskLifecycle::resume_as_pending`]; `Starting` with a handle becomes `Running`).
+//! [`TaskLifecycle::resume_as_pending`], and the rest of a persisted restart delay is still
+//! waited; `Starting` with a handle becomes `Running`).
 //!
 //! Agent shutdown is not a phase: the runner stops driving the task and leaves it as it is, and
 //! the persisted phase is what the next agent resumes from.
@@ -77,7 +78,6 @@ impl TaskPhase {
                 | (Pending, Dead)
                 | (Starting, Running)
                 | (Starting, Exited)
-                | (Starting, Killing)
                 | (Running, Exited)
                 | (Running, Killing)
                 | (Exited, RestartDelay)
