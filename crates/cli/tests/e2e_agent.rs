@@ -1,6 +1,8 @@
 //! End to end: the real `drover agent` on port 0 in a temp dir, driven by the real `drover` CLI
 //! and raw HTTP, running real processes under their shims (as root, with real cgroups).
 
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 mod support;
 
 use std::time::Duration;
@@ -55,16 +57,20 @@ fn count_with(allocs: &[Value], desired: &str, client: &str) -> usize {
 }
 
 fn wait_running(agent: &Agent, job_id: &str, count: usize) -> Vec<Value> {
-    wait_for(&format!("{count} running allocs of {job_id}"), LIMIT, || {
-        let allocs = allocs(agent, job_id);
-        (count_with(&allocs, "run", "running") == count
-            && allocs
-                .iter()
-                .filter(|alloc| alloc["DesiredStatus"] == "run")
-                .count()
-                == count)
-            .then_some(allocs)
-    })
+    wait_for(
+        &format!("{count} running allocs of {job_id}"),
+        LIMIT,
+        || {
+            let allocs = allocs(agent, job_id);
+            (count_with(&allocs, "run", "running") == count
+                && allocs
+                    .iter()
+                    .filter(|alloc| alloc["DesiredStatus"] == "run")
+                    .count()
+                    == count)
+                .then_some(allocs)
+        },
+    )
 }
 
 #[test]
@@ -75,7 +81,10 @@ fn a_service_job_runs_scales_and_stops_leaving_no_process() {
     let path = path.to_string_lossy().into_owned();
 
     let output = agent.cli_ok(&["job", "run", &path]);
-    assert!(output.contains("Evaluation"), "job run shows the evaluation:\n{output}");
+    assert!(
+        output.contains("Evaluation"),
+        "job run shows the evaluation:\n{output}"
+    );
     wait_running(&agent, "web", 3);
     wait_for("3 task processes", LIMIT, || {
         (pids_with_cmdline(&marker).len() == 3).then_some(())
@@ -197,7 +206,9 @@ job "huge" {
             .and_then(|evals| {
                 evals
                     .iter()
-                    .find(|eval| eval["TriggeredBy"] == "job-register" && eval["Status"] == "complete")
+                    .find(|eval| {
+                        eval["TriggeredBy"] == "job-register" && eval["Status"] == "complete"
+                    })
                     .cloned()
             })
     });

@@ -121,7 +121,11 @@ async fn submit(server: &ServerInner, plan: Plan) -> Result<PlanResult, ServerEr
 /// Records the outcome of the final plan on the evaluation and creates the evaluations it asks
 /// for (a blocked one for failed placements, delayed ones for later reschedules). A blocked
 /// evaluation that still cannot place stays blocked and is parked again.
-async fn complete(server: &Arc<ServerInner>, eval: Evaluation, plan: Plan) -> Result<(), ServerError> {
+async fn complete(
+    server: &Arc<ServerInner>,
+    eval: Evaluation,
+    plan: Plan,
+) -> Result<(), ServerError> {
     let now = server.clock.now_unix_ns();
     let finished = plan.finished_eval(&eval, now);
     let blocked = plan.blocked_eval.clone().map(|mut blocked| {
@@ -139,19 +143,19 @@ async fn complete(server: &Arc<ServerInner>, eval: Evaluation, plan: Plan) -> Re
     writes.extend(plan.follow_up_evals.iter().cloned());
     server.store_evals(writes).await?;
 
-    let stored = |id: &str, fallback: Evaluation| {
+    let stored = |fallback: Evaluation| {
         server
             .state
-            .eval(id)
+            .eval(&fallback.id)
             .map(|eval| (*eval).clone())
             .unwrap_or(fallback)
     };
     let mut parked = Vec::new();
     if finished.status == EVAL_STATUS_BLOCKED {
-        parked.push(stored(&finished.id, finished.clone()));
+        parked.push(stored(finished.clone()));
     }
     if let Some(blocked) = blocked {
-        parked.push(stored(&blocked.id, blocked));
+        parked.push(stored(blocked));
     }
     for eval in parked {
         if let Some(superseded) = server.blocked.block(eval) {
@@ -159,7 +163,7 @@ async fn complete(server: &Arc<ServerInner>, eval: Evaluation, plan: Plan) -> Re
         }
     }
     for follow_up in plan.follow_up_evals {
-        let follow_up = stored(&follow_up.id, follow_up);
+        let follow_up = stored(follow_up);
         server.enqueue_when_due(follow_up);
     }
     Ok(())

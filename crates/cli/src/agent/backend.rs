@@ -50,9 +50,6 @@ fn client_error(error: ClientError) -> ApiError {
     }
 }
 
-
-
-
 impl AgentBackend {
     fn client(&self) -> Result<&Arc<LocalClient>, ApiError> {
         self.client
@@ -70,7 +67,10 @@ impl AgentOperations for AgentBackend {
         &self,
         request: JobRegisterRequest,
     ) -> Result<JobRegisterResponse, ApiError> {
-        self.server.register_job(request).await.map_err(server_error)
+        self.server
+            .register_job(request)
+            .await
+            .map_err(server_error)
     }
 
     async fn deregister_job(

@@ -132,7 +132,9 @@ impl RawConfig {
 
     /// Layers `other` over `self`: fields set in `other` win, nested blocks merge field by field.
     pub fn merge(&mut self, other: RawConfig) {
-        merge_options!(self, other, region, datacenter, name, data_dir, bind_addr, log_level);
+        merge_options!(
+            self, other, region, datacenter, name, data_dir, bind_addr, log_level
+        );
         match (&mut self.ports, other.ports) {
             (Some(base), Some(over)) => merge_options!(base, over, http, rpc, serf),
             (base, over) => {
@@ -188,7 +190,9 @@ impl RawConfig {
             }
         }
         if let Some(plugins) = other.plugin {
-            self.plugin.get_or_insert_with(BTreeMap::new).extend(plugins);
+            self.plugin
+                .get_or_insert_with(BTreeMap::new)
+                .extend(plugins);
         }
     }
 }
@@ -283,16 +287,19 @@ impl AgentConfig {
                     message: "must not be empty".into(),
                 });
             }
-            Some(dir) => Some(std::path::absolute(&dir).map_err(|err| ConfigError::Invalid {
-                key: "data_dir",
-                message: format!("{}: {err}", dir.display()),
-            })?),
+            Some(dir) => Some(
+                std::path::absolute(&dir).map_err(|err| ConfigError::Invalid {
+                    key: "data_dir",
+                    message: format!("{}: {err}", dir.display()),
+                })?,
+            ),
             None if dev => None,
             None => {
                 return Err(ConfigError::Invalid {
                     key: "data_dir",
-                    message: "must be set outside dev mode (use -data-dir or data_dir in a -config file)"
-                        .into(),
+                    message:
+                        "must be set outside dev mode (use -data-dir or data_dir in a -config file)"
+                            .into(),
                 });
             }
         };
@@ -449,7 +456,10 @@ mod tests {
         let raw: RawConfig =
             hcl::from_str("client {\n  max_kill_timeout = \"soon\"\n}\n").expect("parses");
         let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad duration");
-        assert!(err.to_string().starts_with("client.max_kill_timeout"), "{err}");
+        assert!(
+            err.to_string().starts_with("client.max_kill_timeout"),
+            "{err}"
+        );
 
         let raw: RawConfig = hcl::from_str("bind_addr = \"localhost:80\"\n").expect("parses");
         let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad address");
@@ -458,8 +468,7 @@ mod tests {
 
     #[test]
     fn outside_dev_mode_a_data_dir_is_required() {
-        let raw: RawConfig =
-            hcl::from_str("client {\n  enabled = true\n}\n").expect("parses");
+        let raw: RawConfig = hcl::from_str("client {\n  enabled = true\n}\n").expect("parses");
         let err = AgentConfig::from_raw(raw, &AgentArgs::default()).expect_err("no data dir");
         assert!(err.to_string().contains("data_dir"), "{err}");
     }

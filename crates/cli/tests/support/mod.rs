@@ -3,7 +3,7 @@
 //!
 //! Waiting is bounded polling with generous limits, never a fixed sleep.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -150,6 +150,55 @@ impl Agent {
 
 impl Drop for Agent {
     fn drop(&mut self) {
+        self.stop_process();
+        if !self.data_dir.as_os_str().is_empty() {
+            clean_up_after(&self.data_dir);
+        }
+    }
+}
+
+/// Kills every process that belongs to a data dir (shims and tasks) and unmounts what the
+/// client mounted there, so a failed test leaves nothing behind.
+pub fn clean_up_after(data_dir: &Path) {
+    let needle = data_dir.to_string_lossy().into_owned();
+    let alloc_dir_var = format!("NOMAD_ALLOC_DIR={needle}");
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let owned = String::from_utf8_lossy(&cmdline).contains(&needle)
+                || String::from_utf8_lossy(&environ)
+                    .split('\0')
+                    .any(|var| var.starts_with(&alloc_dir_var));
+            if owned {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut targets: Vec<&str> = mounts
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .filter(|target| target.starts_with(needle.as_str()))
+        .collect();
+    targets.sort_by_key(|target| std::cmp::Reverse(target.len()));
+    for target in targets {
+        let _ = nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+impl Agent {
+    fn stop_process(&mut self) {
         if let Some(child) = self.child.as_ref() {
             let pid = nix::unistd::Pid::from_raw(child.id() as i32);
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
@@ -175,7 +224,10 @@ pub fn wait_for<T>(what: &str, limit: Duration, mut probe: impl FnMut() -> Optio
         if let Some(value) = probe() {
             return value;
         }
-        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -210,8 +262,12 @@ pub fn http(method: &str, url: &str, body: Option<&str>) -> (u16, String) {
         .expect("status code");
     let chunked = head
         .lines()
-        .any(|line| line.to_ascii_lowercase() == "transfer-encoding: chunked");
-    let body = if chunked { dechunk(rest) } else { rest.to_owned() };
+        .any(|line| line.eq_ignore_ascii_case("transfer-encoding: chunked"));
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_owned()
+    };
     (status, body)
 }
 
@@ -244,7 +300,11 @@ pub fn pids_with_cmdline(needle: &str) -> Vec<i32> {
     let mut pids = Vec::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for entry in entries.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
                 continue;
             };
             if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) {
