@@ -2,3 +2,23 @@
 //! CLI uses.
 //!
 //! **Boundary**: maps requests to commands on the server and client and back; no business logic.
+//! The agent plugs in through [`ApiBackend`]; [`app()`] builds the router, [`client::ApiClient`]
+//! talks to it.
+
+pub mod app;
+#[cfg(test)]
+mod app_tests;
+pub mod backend;
+pub mod client;
+pub mod error;
+pub mod fs;
+pub mod logs;
+#[cfg(any(test, feature = "memory-backend"))]
+pub mod memory;
+pub mod params;
+pub mod routes;
+pub mod state_store;
+
+pub use app::{ApiOptions, app, app_with_options};
+pub use backend::{AgentInfo, AgentOperations, ApiBackend, Composed, StateReads, Table};
+pub use error::ApiError;

@@ -1,5 +1,25 @@
-//! The `drover` binary: thin glue over the library crates.
+//! The `drover` binary: thin glue over the library crates (see `lib.rs`).
 
-fn main() {
-    println!("drover {}", env!("CARGO_PKG_VERSION"));
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("Error starting the runtime: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    // Not locked for the whole run: the agent's threads print too.
+    let mut out = std::io::stdout();
+    let mut err = std::io::stderr();
+    let code = runtime.block_on(drover::run(
+        std::env::args_os().collect(),
+        &mut out,
+        &mut err,
+    ));
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

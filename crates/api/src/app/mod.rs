@@ -1,0 +1,603 @@
+//! The axum application: [`app`] builds the `/v1` router over an [`ApiBackend`]. One dispatch
+//! handler routes the request ([`crate::routes::route`]), runs it, and writes Nomad's response
+//! shape: JSON (indented with `?pretty`), the `X-Nomad-Index` / `X-Nomad-KnownLeader` /
+//! `X-Nomad-LastContact` headers on reads, `X-Nomad-Index` on writes, plain-text errors.
+//!
+//! Not here: the meaning of any operation (the backend owns it).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use drover_structs::{
+    AllocListStub, AllocRestartRequest, AllocSignalRequest, Allocation, GenericResponse,
+    JobVersionsResponse,
+};
+use serde::Serialize;
+use serde_json::json;
+
+mod agent;
+mod submit;
+
+use agent::{agent_members, agent_self};
+use submit::{parse_job, register, validate_job};
+
+use crate::backend::{ApiBackend, Table};
+use crate::error::ApiError;
+use crate::logs::{
+    FileSet, FollowTiming, LogRequest, Origin, StreamPosition, WriterFinished, stream_body,
+};
+use crate::params::QueryParams;
+use crate::routes::{Route, route};
+
+/// Knobs of the HTTP layer that tests turn.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiOptions {
+    pub follow_timing: FollowTiming,
+}
+
+struct AppState<B> {
+    backend: Arc<B>,
+    options: ApiOptions,
+}
+
+impl<B> Clone for AppState<B> {
+    fn clone(&self) -> Self {
+        AppState {
+            backend: Arc::clone(&self.backend),
+            options: self.options,
+        }
+    }
+}
+
+/// The `/v1` API over `backend`.
+pub fn app<B: ApiBackend>(backend: Arc<B>) -> Router {
+    app_with_options(backend, ApiOptions::default())
+}
+
+/// The `/v1` API over `backend`, with explicit options.
+pub fn app_with_options<B: ApiBackend>(backend: Arc<B>, options: ApiOptions) -> Router {
+    Router::new()
+        .fallback(dispatch::<B>)
+        .with_state(AppState { backend, options })
+}
+
+async fn dispatch<B: ApiBackend>(
+    State(state): State<AppState<B>>,
+    method: Method,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
+    let params = QueryParams::parse(uri.query());
+    let outcome = match route(&method, uri.path()) {
+        Ok(route) => match params.non_empty("region") {
+            // One agent serves one region; Nomad answers this for a region it cannot reach.
+            Some(region) if region != state.backend.agent_info().region => {
+                Err(ApiError::internal("No path to region"))
+            }
+            _ => handle(&state, route, &params, body).await,
+        },
+        Err(error) => Err(error),
+    };
+    let response = outcome.unwrap_or_else(IntoResponse::into_response);
+    tracing::debug!(%method, path = uri.path(), status = response.status().as_u16(), "http request");
+    response
+}
+
+/// Response metadata: reads carry all three headers, writes only the index.
+#[derive(Clone, Copy)]
+enum Meta {
+    Read(u64),
+    Write(u64),
+    None,
+}
+
+fn encode_json<T: Serialize>(value: &T, pretty: bool) -> Result<Vec<u8>, ApiError> {
+    let encoded = if pretty {
+        let mut buffer = Vec::new();
+        let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+        let mut serializer = serde_json::Serializer::with_formatter(&mut buffer, formatter);
+        value.serialize(&mut serializer).map(|()| {
+            buffer.push(b'\n');
+            buffer
+        })
+    } else {
+        serde_json::to_vec(value)
+    };
+    encoded.map_err(|error| ApiError::internal(format!("failed to encode the response: {error}")))
+}
+
+fn json_response<T: Serialize>(
+    value: &T,
+    params: &QueryParams,
+    meta: Meta,
+) -> Result<Response, ApiError> {
+    let body = encode_json(value, params.pretty())?;
+    let mut response = (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response();
+    let headers = response.headers_mut();
+    match meta {
+        Meta::Read(index) => {
+            headers.insert("X-Nomad-Index", HeaderValue::from(index.max(1)));
+            headers.insert("X-Nomad-KnownLeader", HeaderValue::from_static("true"));
+            headers.insert("X-Nomad-LastContact", HeaderValue::from_static("0"));
+        }
+        Meta::Write(index) => {
+            headers.insert("X-Nomad-Index", HeaderValue::from(index));
+        }
+        Meta::None => {}
+    }
+    Ok(response)
+}
+
+/// Runs a read as a blocking query: with `?index=N`, waits until one of `tables` passes N or
+/// the wait (plus jitter) runs out, then reads. The index is taken before the data, so the
+/// data is never older than the index the caller will block on next.
+async fn blocking_read<B: ApiBackend, T>(
+    backend: &B,
+    params: &QueryParams,
+    tables: &[Table],
+    read: impl FnOnce(&B) -> Result<T, ApiError>,
+) -> Result<(u64, T), ApiError> {
+    let options = params.blocking()?;
+    if options.min_index > 0 {
+        let deadline =
+            tokio::time::Instant::now() + options.wait_with_jitter(rand::random::<f64>());
+        while backend.table_index(tables) <= options.min_index
+            && tokio::time::Instant::now() < deadline
+        {
+            backend
+                .wait_for_change(tables, options.min_index, deadline)
+                .await;
+        }
+    }
+    let index = backend.table_index(tables).max(1);
+    let value = read(backend)?;
+    Ok((index, value))
+}
+
+/// Decodes a request body as Go's `encoding/json` would: keys matched case-insensitively,
+/// unknown keys ignored, `null` as absent. An empty body is the default value.
+fn decode_body<T: serde::de::DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|error| ApiError::bad_request(format!("Request decode failed: {error}")))?;
+    drover_structs::lenient::from_value_ignoring_key_case(value)
+        .map_err(|error| ApiError::bad_request(format!("Request decode failed: {error}")))
+}
+
+fn stubs(allocations: Vec<Allocation>, task_states: bool, resources: bool) -> Vec<AllocListStub> {
+    allocations
+        .into_iter()
+        .map(|mut allocation| {
+            allocation.populate_display_messages();
+            allocation.stub_with(task_states, resources)
+        })
+        .collect()
+}
+
+async fn handle<B: ApiBackend>(
+    state: &AppState<B>,
+    route: Route,
+    params: &QueryParams,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let backend = state.backend.as_ref();
+    let namespace = params.namespace().to_string();
+    match route {
+        Route::JobList => {
+            let include_meta = params.bool("meta", false)?;
+            let prefix = params.prefix().to_string();
+            let (index, list) = blocking_read(
+                backend,
+                params,
+                &[Table::Jobs, Table::JobSummaries],
+                |backend| {
+                    let jobs = backend.jobs(&namespace, &prefix)?;
+                    jobs.into_iter()
+                        .map(|job| {
+                            let summary = backend.job_summary(&job.namespace, &job.id)?;
+                            Ok(job.stub(summary, include_meta))
+                        })
+                        .collect::<Result<Vec<_>, ApiError>>()
+                },
+            )
+            .await?;
+            json_response(&list, params, Meta::Read(index))
+        }
+        Route::JobRegister => register(backend, params, body, None).await,
+        Route::JobRegisterAt { job_id } => register(backend, params, body, Some(job_id)).await,
+        Route::JobParse => parse_job(params, body),
+        Route::JobValidate => validate_job(params, body),
+        Route::JobRead { job_id } => {
+            let (index, job) = blocking_read(backend, params, &[Table::Jobs], |backend| {
+                backend.job(&namespace, &job_id)
+            })
+            .await?;
+            let job = job.ok_or_else(|| ApiError::not_found("job not found"))?;
+            json_response(&job, params, Meta::Read(index))
+        }
+        Route::JobDeregister { job_id } => {
+            let purge = params.bool("purge", false)?;
+            let response = backend.deregister_job(&namespace, &job_id, purge).await?;
+            json_response(&response, params, Meta::Write(response.index))
+        }
+        Route::JobAllocations { job_id } => {
+            let all = params.bool("all", false)?;
+            let (index, list) =
+                blocking_read(backend, params, &[Table::Allocs, Table::Jobs], |backend| {
+                    let job = backend.job(&namespace, &job_id)?;
+                    let allocations = backend
+                        .job_allocations(&namespace, &job_id)?
+                        .into_iter()
+                        .filter(|allocation| {
+                            all || match (&job, &allocation.job) {
+                                (Some(job), Some(alloc_job)) => {
+                                    alloc_job.create_index == job.create_index
+                                }
+                                _ => true,
+                            }
+                        })
+                        .collect();
+                    Ok(stubs(allocations, true, false))
+                })
+                .await?;
+            json_response(&list, params, Meta::Read(index))
+        }
+        Route::JobEvaluations { job_id } => {
+            let (index, list) = blocking_read(backend, params, &[Table::Evals], |backend| {
+                backend.job_evaluations(&namespace, &job_id)
+            })
+            .await?;
+            json_response(&list, params, Meta::Read(index))
+        }
+        Route::JobVersions { job_id } => {
+            let (index, versions) =
+                blocking_read(backend, params, &[Table::JobVersions], |backend| {
+                    backend.job_versions(&namespace, &job_id)
+                })
+                .await?;
+            if versions.is_empty() {
+                return Err(ApiError::not_found("job versions not found"));
+            }
+            let response = JobVersionsResponse {
+                versions,
+                diffs: None,
+                index,
+                last_contact: 0,
+                known_leader: true,
+                next_token: String::new(),
+            };
+            json_response(&response, params, Meta::Read(index))
+        }
+        Route::JobSummary { job_id } => {
+            let (index, summary) =
+                blocking_read(backend, params, &[Table::JobSummaries], |backend| {
+                    backend.job_summary(&namespace, &job_id)
+                })
+                .await?;
+            let summary = summary.ok_or_else(|| ApiError::not_found("job not found"))?;
+            json_response(&summary, params, Meta::Read(index))
+        }
+        Route::JobDeployment { .. } => {
+            let (index, ()) =
+                blocking_read(backend, params, &[Table::Deployments], |_| Ok(())).await?;
+            json_response(&serde_json::Value::Null, params, Meta::Read(index))
+        }
+        Route::JobDeployments { .. } => {
+            let (index, ()) =
+                blocking_read(backend, params, &[Table::Deployments], |_| Ok(())).await?;
+            json_response(&json!([]), params, Meta::Read(index))
+        }
+        Route::JobEvaluate { job_id } => {
+            let response = backend.evaluate_job(&namespace, &job_id).await?;
+            json_response(&response, params, Meta::Write(response.index))
+        }
+        Route::AllocationList => {
+            let task_states = params.bool("task_states", true)?;
+            let resources = params.bool("resources", false)?;
+            let prefix = params.prefix().to_string();
+            let (index, list) = blocking_read(backend, params, &[Table::Allocs], |backend| {
+                Ok(stubs(
+                    backend.allocations(&namespace, &prefix)?,
+                    task_states,
+                    resources,
+                ))
+            })
+            .await?;
+            json_response(&list, params, Meta::Read(index))
+        }
+        Route::AllocationRead { alloc_id } => {
+            let (index, allocation) = blocking_read(backend, params, &[Table::Allocs], |backend| {
+                backend.allocation(&alloc_id)
+            })
+            .await?;
+            let mut allocation =
+                allocation.ok_or_else(|| ApiError::not_found("alloc not found"))?;
+            allocation.populate_display_messages();
+            json_response(&allocation, params, Meta::Read(index))
+        }
+        Route::AllocationStop { alloc_id } => {
+            let response = backend.stop_alloc(&alloc_id).await?;
+            json_response(&response, params, Meta::Write(response.index))
+        }
+        Route::EvaluationList => {
+            let prefix = params.prefix().to_string();
+            let status = params.non_empty("status").map(str::to_string);
+            let job = params.non_empty("job").map(str::to_string);
+            let (index, list) = blocking_read(backend, params, &[Table::Evals], |backend| {
+                Ok(backend
+                    .evaluations(&namespace, &prefix)?
+                    .into_iter()
+                    .filter(|eval| status.as_ref().is_none_or(|status| &eval.status == status))
+                    .filter(|eval| job.as_ref().is_none_or(|job| &eval.job_id == job))
+                    .collect::<Vec<_>>())
+            })
+            .await?;
+            json_response(&list, params, Meta::Read(index))
+        }
+        Route::EvaluationRead { eval_id } => {
+            let (index, eval) = blocking_read(backend, params, &[Table::Evals], |backend| {
+                backend.evaluation(&eval_id)
+            })
+            .await?;
+            let eval = eval.ok_or_else(|| ApiError::not_found("eval not found"))?;
+            json_response(&eval, params, Meta::Read(index))
+        }
+        Route::EvaluationAllocations { eval_id } => {
+            let (index, list) = blocking_read(backend, params, &[Table::Allocs], |backend| {
+                Ok(stubs(
+                    backend.evaluation_allocations(&eval_id)?,
+                    true,
+                    false,
+                ))
+            })
+            .await?;
+            json_response(&list, params, Meta::Read(index))
+        }
+        Route::NodeList => {
+            let include_attributes = params.bool("os", false)?;
+            let include_resources = params.bool("resources", false)?;
+            let prefix = params.prefix().to_string();
+            let (index, list) = blocking_read(backend, params, &[Table::Nodes], |backend| {
+                Ok(backend
+                    .nodes(&prefix)?
+                    .iter()
+                    .map(|node| node.stub_with(include_attributes, include_resources))
+                    .collect::<Vec<_>>())
+            })
+            .await?;
+            json_response(&list, params, Meta::Read(index))
+        }
+        Route::NodeRead { node_id } => {
+            let (index, node) = blocking_read(backend, params, &[Table::Nodes], |backend| {
+                backend.node(&node_id)
+            })
+            .await?;
+            let node = node.ok_or_else(|| ApiError::not_found("node not found"))?;
+            json_response(&node.sanitized(), params, Meta::Read(index))
+        }
+        Route::NodeAllocations { node_id } => {
+            let (index, list) = blocking_read(backend, params, &[Table::Allocs], |backend| {
+                let mut allocations = backend.node_allocations(&node_id)?;
+                allocations
+                    .iter_mut()
+                    .for_each(Allocation::populate_display_messages);
+                Ok(allocations)
+            })
+            .await?;
+            json_response(&list, params, Meta::Read(index))
+        }
+        Route::AgentSelf => json_response(&agent_self(backend), params, Meta::Read(1)),
+        Route::AgentMembers => json_response(&agent_members(backend), params, Meta::Read(1)),
+        Route::AgentHealth => {
+            let info = backend.agent_info();
+            let mut health = serde_json::Map::new();
+            if info.client_enabled {
+                health.insert("client".into(), json!({"ok": true, "message": "ok"}));
+            }
+            if info.server_enabled {
+                health.insert("server".into(), json!({"ok": true, "message": "ok"}));
+            }
+            json_response(&health, params, Meta::Read(1))
+        }
+        Route::AgentServers => {
+            json_response(&[backend.agent_info().server_addr], params, Meta::Read(1))
+        }
+        Route::DeploymentList => {
+            let (index, ()) =
+                blocking_read(backend, params, &[Table::Deployments], |_| Ok(())).await?;
+            json_response(&json!([]), params, Meta::Read(index))
+        }
+        Route::DeploymentRead { .. } => {
+            // drover has no deployments yet, so no deployment ID can name one.
+            Err(ApiError::not_found("deployment not found"))
+        }
+        Route::StatusLeader => {
+            json_response(&backend.agent_info().server_addr, params, Meta::Read(1))
+        }
+        Route::StatusPeers => {
+            json_response(&[backend.agent_info().server_addr], params, Meta::Read(1))
+        }
+        Route::Regions => json_response(&[backend.agent_info().region], params, Meta::Read(1)),
+        Route::ClientAllocRestart { alloc_id } => {
+            let request: AllocRestartRequest = decode_body(&body)?;
+            let task = Some(request.task_name).filter(|task| !task.is_empty());
+            backend
+                .restart_alloc(&alloc_id, task, request.all_tasks)
+                .await?;
+            json_response(&GenericResponse { index: 0 }, params, Meta::None)
+        }
+        Route::ClientAllocSignal { alloc_id } => {
+            let request: AllocSignalRequest = decode_body(&body)?;
+            let task = Some(request.task).filter(|task| !task.is_empty());
+            let signal = if request.signal.is_empty() {
+                "SIGKILL".to_string()
+            } else {
+                request.signal
+            };
+            backend.signal_alloc(&alloc_id, task, signal).await?;
+            json_response(&GenericResponse { index: 0 }, params, Meta::None)
+        }
+        Route::ClientAllocGc { alloc_id } => {
+            backend.gc_alloc(&alloc_id).await?;
+            Ok(StatusCode::OK.into_response())
+        }
+        Route::ClientAllocStats { alloc_id } => {
+            let task = params.non_empty("task").map(str::to_string);
+            let usage = backend.alloc_stats(&alloc_id, task).await?;
+            json_response(&usage, params, Meta::None)
+        }
+        Route::FsLogs { alloc_id } => {
+            let request = LogRequest::from_params(params)?;
+            let alloc_dir = backend.alloc_dir(&alloc_id)?;
+            if let Some(allocation) = backend.allocation(&alloc_id)? {
+                check_task_in_alloc(&allocation, &request.task)?;
+            }
+            let content_type = if request.plain {
+                "text/plain; charset=utf-8"
+            } else {
+                "application/json"
+            };
+            let finished =
+                task_finished(Arc::clone(&state.backend), alloc_id, request.task.clone());
+            let body: Body = stream_body(
+                request.file_set(&alloc_dir),
+                request.position(),
+                state.options.follow_timing,
+                Some(finished),
+            );
+            Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
+        }
+        Route::FsStream { alloc_id } => {
+            let alloc_dir = backend.alloc_dir(&alloc_id)?;
+            let requested = params
+                .non_empty("path")
+                .ok_or_else(|| ApiError::bad_request("must provide a file path"))?
+                .to_string();
+            let origin = match params.non_empty("origin") {
+                None | Some("start") => Origin::Start,
+                Some("end") => Origin::End,
+                Some(_) => return Err(ApiError::bad_request("origin must be start or end")),
+            };
+            let position = StreamPosition {
+                origin,
+                offset: params.u64("offset", 0)?,
+                follow: params.bool("follow", true)?,
+                plain: params.bool("plain", false)?,
+            };
+            let lookup = requested.clone();
+            let path = run_blocking(move || {
+                let path = crate::fs::resolve_confined(&alloc_dir, &lookup)?;
+                if path.is_dir() {
+                    return Err(ApiError::bad_request(format!("{lookup:?} is a directory")));
+                }
+                Ok(path)
+            })
+            .await?;
+            let files = FileSet::SingleFile {
+                path,
+                name: requested.trim_start_matches('/').to_string(),
+            };
+            let content_type = if position.plain {
+                "text/plain; charset=utf-8"
+            } else {
+                "application/json"
+            };
+            let body = stream_body(files, position, state.options.follow_timing, None);
+            Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
+        }
+        Route::ClientAllocChecks { alloc_id } => {
+            if backend.allocation(&alloc_id)?.is_none() {
+                return Err(ApiError::not_found(format!(
+                    "Unknown allocation {alloc_id:?}"
+                )));
+            }
+            json_response(&json!({}), params, Meta::None)
+        }
+        Route::FsList { alloc_id } => {
+            let alloc_dir = backend.alloc_dir(&alloc_id)?;
+            let path = params.non_empty("path").unwrap_or("/").to_string();
+            let entries = run_blocking(move || crate::fs::list(&alloc_dir, &path)).await?;
+            json_response(&entries, params, Meta::None)
+        }
+        Route::FsStat { alloc_id } => {
+            let alloc_dir = backend.alloc_dir(&alloc_id)?;
+            let path = params.get("path").unwrap_or("").to_string();
+            let info = run_blocking(move || crate::fs::stat(&alloc_dir, &path)).await?;
+            json_response(&info, params, Meta::None)
+        }
+        Route::FsCat { alloc_id } => {
+            let alloc_dir = backend.alloc_dir(&alloc_id)?;
+            let path = params.get("path").unwrap_or("").to_string();
+            let data = run_blocking(move || crate::fs::read_at(&alloc_dir, &path, 0, None)).await?;
+            Ok(plain_bytes(data))
+        }
+        Route::FsReadAt { alloc_id } => {
+            let alloc_dir = backend.alloc_dir(&alloc_id)?;
+            let path = params.get("path").unwrap_or("").to_string();
+            let offset = params.u64("offset", 0)?;
+            let limit = params.u64("limit", 0)?;
+            let data =
+                run_blocking(move || crate::fs::read_at(&alloc_dir, &path, offset, Some(limit)))
+                    .await?;
+            Ok(plain_bytes(data))
+        }
+    }
+}
+
+fn plain_bytes(data: Vec<u8>) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        data,
+    )
+        .into_response()
+}
+
+async fn run_blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|error| ApiError::internal(format!("file access failed: {error}")))?
+}
+
+/// Whether a task has finished: it is `dead` (a task between restarts is `pending`), or its
+/// allocation is gone.
+fn task_finished<B: ApiBackend>(backend: Arc<B>, alloc_id: String, task: String) -> WriterFinished {
+    Box::new(move || match backend.allocation(&alloc_id) {
+        Ok(Some(allocation)) => allocation
+            .task_states
+            .get(&task)
+            .is_some_and(|state| state.state == "dead"),
+        Ok(None) => true,
+        Err(_) => false,
+    })
+}
+
+fn check_task_in_alloc(allocation: &Allocation, task: &str) -> Result<(), ApiError> {
+    let Some(job) = allocation.job.as_deref() else {
+        return Ok(());
+    };
+    let known = job
+        .task_groups
+        .iter()
+        .filter(|group| group.name == allocation.task_group)
+        .flat_map(|group| group.tasks.iter())
+        .any(|candidate| candidate.name == task);
+    if known {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!("unknown task name {task:?}")))
+    }
+}

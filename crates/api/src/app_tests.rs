@@ -1,0 +1,1134 @@
+//! Tests of the whole HTTP layer through `oneshot` on the in-memory backend: routing, methods,
+//! query parsing, blocking queries on paused time, error bodies, jobs, logs and files.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is a failed test
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, Response, StatusCode};
+use drover_structs::{Allocation, Job, StreamFrame, Task, TaskGroup};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use crate::logs::FollowTiming;
+use crate::memory::{ClientCall, MemoryBackend};
+use crate::{ApiOptions, StateReads, app, app_with_options};
+
+fn sample_job(id: &str) -> Job {
+    Job {
+        id: id.to_string(),
+        datacenters: vec!["dc1".to_string()],
+        task_groups: vec![TaskGroup {
+            name: "web".to_string(),
+            count: 1,
+            tasks: vec![Task {
+                name: "server".to_string(),
+                driver: "raw_exec".to_string(),
+                config: serde_json::from_value(json!({"command": "/bin/sleep", "args": ["60"]}))
+                    .unwrap(),
+                ..Task::default()
+            }],
+            ..TaskGroup::default()
+        }],
+        ..Job::default()
+    }
+}
+
+fn sample_allocation(backend: &MemoryBackend, id: &str, job: &Job) -> Allocation {
+    let allocation = Allocation {
+        id: id.to_string(),
+        namespace: job.namespace.clone(),
+        eval_id: "eval-1".to_string(),
+        name: format!("{}.web[0]", job.id),
+        node_id: "node-1".to_string(),
+        job_id: job.id.clone(),
+        job: Some(Box::new(job.clone())),
+        task_group: "web".to_string(),
+        desired_status: "run".to_string(),
+        client_status: "running".to_string(),
+        ..Allocation::default()
+    };
+    backend.put_allocation(allocation.clone());
+    allocation
+}
+
+async fn send(
+    router: &axum::Router,
+    method: &str,
+    uri: &str,
+    body: Option<Value>,
+) -> Response<Body> {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .body(match body {
+            Some(value) => Body::from(value.to_string()),
+            None => Body::empty(),
+        })
+        .unwrap();
+    router.clone().oneshot(request).await.unwrap()
+}
+
+async fn body_text(response: Response<Body>) -> String {
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+async fn body_json(response: Response<Body>) -> Value {
+    serde_json::from_str(&body_text(response).await).unwrap()
+}
+
+fn header<'a>(response: &'a Response<Body>, name: &str) -> &'a str {
+    response
+        .headers()
+        .get(name)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("")
+}
+
+fn setup() -> (Arc<MemoryBackend>, axum::Router) {
+    let backend = Arc::new(MemoryBackend::dev());
+    let router = app(Arc::clone(&backend));
+    (backend, router)
+}
+
+#[tokio::test]
+async fn empty_lists_are_arrays_with_read_headers() {
+    let (_backend, router) = setup();
+    for path in [
+        "/v1/jobs",
+        "/v1/allocations",
+        "/v1/evaluations",
+        "/v1/nodes",
+    ] {
+        let response = send(&router, "GET", path, None).await;
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        assert_eq!(header(&response, "X-Nomad-Index"), "1", "{path}");
+        assert_eq!(header(&response, "X-Nomad-KnownLeader"), "true");
+        assert_eq!(header(&response, "X-Nomad-LastContact"), "0");
+        assert_eq!(header(&response, "content-type"), "application/json");
+        assert_eq!(body_text(response).await, "[]", "{path}");
+    }
+}
+
+#[tokio::test]
+async fn register_read_and_purge_a_job_whose_id_contains_a_slash() {
+    let (_backend, router) = setup();
+    let job = sample_job("batch/dispatch-1700000000-abcd1234");
+    let response = send(&router, "PUT", "/v1/jobs", Some(json!({"Job": job}))).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let index: u64 = header(&response, "X-Nomad-Index").parse().unwrap();
+    let registered = body_json(response).await;
+    assert_eq!(registered["Index"], json!(index));
+    assert!(
+        registered["EvalID"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty())
+    );
+
+    for path in [
+        "/v1/job/batch%2Fdispatch-1700000000-abcd1234",
+        "/v1/job/batch/dispatch-1700000000-abcd1234",
+    ] {
+        let read = send(&router, "GET", path, None).await;
+        assert_eq!(read.status(), StatusCode::OK, "{path}");
+        let job = body_json(read).await;
+        assert_eq!(job["ID"], "batch/dispatch-1700000000-abcd1234");
+        // Canonicalized on the way in.
+        assert_eq!(job["Priority"], 50);
+        assert_eq!(job["Namespace"], "default");
+    }
+    let summary = send(
+        &router,
+        "GET",
+        "/v1/job/batch/dispatch-1700000000-abcd1234/summary",
+        None,
+    )
+    .await;
+    assert_eq!(summary.status(), StatusCode::OK);
+    assert_eq!(
+        body_json(summary).await["JobID"],
+        "batch/dispatch-1700000000-abcd1234"
+    );
+    let versions = send(
+        &router,
+        "GET",
+        "/v1/job/batch%2Fdispatch-1700000000-abcd1234/versions",
+        None,
+    )
+    .await;
+    assert_eq!(body_json(versions).await["Versions"][0]["Version"], 0);
+
+    let purge = send(
+        &router,
+        "DELETE",
+        "/v1/job/batch%2Fdispatch-1700000000-abcd1234?purge=True",
+        None,
+    )
+    .await;
+    assert_eq!(purge.status(), StatusCode::OK);
+    assert!(body_json(purge).await["EvalID"].is_string());
+    let gone = send(
+        &router,
+        "GET",
+        "/v1/job/batch/dispatch-1700000000-abcd1234",
+        None,
+    )
+    .await;
+    assert_eq!(gone.status(), StatusCode::NOT_FOUND);
+    assert_eq!(body_text(gone).await, "job not found");
+}
+
+#[tokio::test]
+async fn stop_without_purge_keeps_the_job_stopped() {
+    let (_backend, router) = setup();
+    send(
+        &router,
+        "POST",
+        "/v1/jobs",
+        Some(json!({"Job": sample_job("web")})),
+    )
+    .await;
+    let stop = send(&router, "DELETE", "/v1/job/web?purge=false", None).await;
+    assert_eq!(stop.status(), StatusCode::OK);
+    let job = body_json(send(&router, "GET", "/v1/job/web", None).await).await;
+    assert_eq!(job["Stop"], true);
+}
+
+#[tokio::test]
+async fn booleans_are_parsed_as_go_parses_them() {
+    let (_backend, router) = setup();
+    send(
+        &router,
+        "POST",
+        "/v1/jobs",
+        Some(json!({"Job": sample_job("web")})),
+    )
+    .await;
+    let bad = send(&router, "DELETE", "/v1/job/web?purge=yes", None).await;
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    assert!(body_text(bad).await.contains("purge"));
+    let purged = send(&router, "DELETE", "/v1/job/web?purge=T", None).await;
+    assert_eq!(purged.status(), StatusCode::OK);
+    let gone = send(&router, "GET", "/v1/job/web", None).await;
+    assert_eq!(gone.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn wrong_methods_get_405_and_unknown_paths_an_empty_404() {
+    let (_backend, router) = setup();
+    let wrong = send(&router, "DELETE", "/v1/jobs", None).await;
+    assert_eq!(wrong.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(body_text(wrong).await, "Invalid method");
+    let wrong = send(&router, "GET", "/v1/allocation/abc/stop", None).await;
+    assert_eq!(wrong.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let unknown = send(&router, "GET", "/v1/does/not/exist", None).await;
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    assert_eq!(body_text(unknown).await, "");
+}
+
+#[tokio::test]
+async fn missing_objects_are_404_in_plain_text() {
+    let (_backend, router) = setup();
+    for (path, message) in [
+        ("/v1/job/nope", "job not found"),
+        ("/v1/allocation/nope", "alloc not found"),
+        ("/v1/evaluation/nope", "eval not found"),
+        ("/v1/node/nope", "node not found"),
+        ("/v1/job/nope/versions", "job versions not found"),
+    ] {
+        let response = send(&router, "GET", path, None).await;
+        assert_eq!(response.status(), StatusCode::NOT_FOUND, "{path}");
+        assert!(header(&response, "content-type").starts_with("text/plain"));
+        assert_eq!(body_text(response).await, message, "{path}");
+    }
+    let stop = send(&router, "POST", "/v1/allocation/nope/stop", None).await;
+    assert_eq!(stop.status(), StatusCode::NOT_FOUND);
+    let restart = send(&router, "POST", "/v1/client/allocation/nope/restart", None).await;
+    assert_eq!(restart.status(), StatusCode::NOT_FOUND);
+    assert_eq!(body_text(restart).await, "Unknown allocation \"nope\"");
+}
+
+#[tokio::test]
+async fn register_errors_are_400_with_nomads_messages() {
+    let (_backend, router) = setup();
+    let no_job = send(&router, "PUT", "/v1/jobs", Some(json!({}))).await;
+    assert_eq!(no_job.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(body_text(no_job).await, "Job must be specified");
+    let no_id = send(
+        &router,
+        "PUT",
+        "/v1/jobs",
+        Some(json!({"Job": {"Name": "x"}})),
+    )
+    .await;
+    assert_eq!(body_text(no_id).await, "Job ID hasn't been provided");
+    let mismatch = send(
+        &router,
+        "PUT",
+        "/v1/job/other",
+        Some(json!({"Job": sample_job("web")})),
+    )
+    .await;
+    assert_eq!(mismatch.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(body_text(mismatch).await, "Job ID does not match name");
+    let garbage = send(&router, "PUT", "/v1/jobs", None).await;
+    assert_eq!(body_text(garbage).await, "Job must be specified");
+}
+
+#[tokio::test]
+async fn an_invalid_job_gets_every_validation_error_at_once() {
+    let (_backend, router) = setup();
+    let mut job = sample_job("web");
+    job.task_groups[0].tasks[0].driver = String::new();
+    job.task_groups[0].tasks.push(Task {
+        name: "second".to_string(),
+        ..Task::default()
+    });
+    let response = send(&router, "PUT", "/v1/jobs", Some(json!({"Job": job}))).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let text = body_text(response).await;
+    let count = text.lines().filter(|line| line.starts_with("\t* ")).count();
+    assert!(count >= 2, "expected several errors, got:\n{text}");
+    assert!(
+        text.starts_with(&format!("{count} errors occurred:")),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn request_bodies_match_keys_case_insensitively_and_accept_null() {
+    let (_backend, router) = setup();
+    let body = json!({"job": {"id": "lower", "datacenters": ["dc1"], "taskgroups": [{"name": "g",
+        "tasks": [{"name": "t", "driver": "raw_exec", "config": {"command": "/bin/true"}}]}]},
+        "EnforceIndex": null});
+    let response = send(&router, "POST", "/v1/jobs", Some(body)).await;
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "{}",
+        body_text(response).await
+    );
+    let job = body_json(send(&router, "GET", "/v1/job/lower", None).await).await;
+    assert_eq!(job["TaskGroups"][0]["Tasks"][0]["Driver"], "raw_exec");
+}
+
+#[tokio::test]
+async fn pretty_output_is_indented_with_a_trailing_newline() {
+    let (_backend, router) = setup();
+    let text = body_text(send(&router, "GET", "/v1/regions?pretty", None).await).await;
+    assert_eq!(text, "[\n    \"global\"\n]\n");
+    let compact = body_text(send(&router, "GET", "/v1/regions", None).await).await;
+    assert_eq!(compact, "[\"global\"]");
+}
+
+#[tokio::test]
+async fn agent_and_status_endpoints_answer_like_nomad() {
+    let (_backend, router) = setup();
+    let leader = body_text(send(&router, "GET", "/v1/status/leader", None).await).await;
+    assert_eq!(leader, "\"127.0.0.1:4647\"");
+    let peers = body_json(send(&router, "GET", "/v1/status/peers", None).await).await;
+    assert_eq!(peers, json!(["127.0.0.1:4647"]));
+    let me = body_json(send(&router, "GET", "/v1/agent/self", None).await).await;
+    assert_eq!(me["config"]["Region"], "global");
+    assert_eq!(me["member"]["Name"], "node1.global");
+    let members = body_json(send(&router, "GET", "/v1/agent/members", None).await).await;
+    assert_eq!(members["Members"][0]["Status"], "alive");
+    let servers = body_json(send(&router, "GET", "/v1/agent/servers", None).await).await;
+    assert_eq!(servers, json!(["127.0.0.1:4647"]));
+    let deployments = body_text(send(&router, "GET", "/v1/deployments", None).await).await;
+    assert_eq!(deployments, "[]");
+    let deployment = send(&router, "GET", "/v1/deployment/abc", None).await;
+    assert_eq!(deployment.status(), StatusCode::NOT_FOUND);
+    let health = body_json(send(&router, "GET", "/v1/agent/health", None).await).await;
+    assert_eq!(health["server"]["ok"], true);
+}
+
+#[tokio::test]
+async fn another_region_has_no_path() {
+    let (_backend, router) = setup();
+    let own = send(&router, "GET", "/v1/jobs?region=global", None).await;
+    assert_eq!(own.status(), StatusCode::OK);
+    let other = send(&router, "GET", "/v1/jobs?region=mars", None).await;
+    assert_eq!(other.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(body_text(other).await, "No path to region");
+}
+
+#[tokio::test]
+async fn bad_blocking_parameters_are_400() {
+    let (_backend, router) = setup();
+    let wait = send(&router, "GET", "/v1/jobs?index=1&wait=forever", None).await;
+    assert_eq!(wait.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(body_text(wait).await, "Invalid wait time");
+    let index = send(&router, "GET", "/v1/jobs?index=abc", None).await;
+    assert_eq!(body_text(index).await, "Invalid index");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_blocking_query_wakes_on_a_change() {
+    let (backend, router) = setup();
+    backend.put_job(sample_job("first"));
+    let index = backend.table_index(&[crate::Table::Jobs]);
+    let waiting_router = router.clone();
+    let uri = format!("/v1/jobs?index={index}&wait=5m");
+    let waiter = tokio::spawn(async move { send(&waiting_router, "GET", &uri, None).await });
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(!waiter.is_finished(), "answered before anything changed");
+    backend.put_job(sample_job("second"));
+    let started = tokio::time::Instant::now();
+    let response = waiter.await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(1));
+    let new_index: u64 = header(&response, "X-Nomad-Index").parse().unwrap();
+    assert!(new_index > index);
+    let jobs = body_json(response).await;
+    assert_eq!(jobs.as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_blocking_query_times_out_with_the_same_index_after_wait_plus_jitter() {
+    let (backend, router) = setup();
+    backend.put_job(sample_job("first"));
+    let index = backend.table_index(&[crate::Table::Jobs]);
+    let started = tokio::time::Instant::now();
+    let response = send(
+        &router,
+        "GET",
+        &format!("/v1/jobs?index={index}&wait=16s"),
+        None,
+    )
+    .await;
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_secs(16), "{elapsed:?}");
+    assert!(elapsed <= Duration::from_secs(17), "{elapsed:?}");
+    assert_eq!(header(&response, "X-Nomad-Index"), index.to_string());
+    // A change to another table does not wake a jobs query.
+    let waiting_router = router.clone();
+    let uri = format!("/v1/jobs?index={index}&wait=10s");
+    let waiter = tokio::spawn(async move { send(&waiting_router, "GET", &uri, None).await });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    backend.put_node(drover_structs::Node {
+        id: "n1".into(),
+        ..Default::default()
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!waiter.is_finished());
+    let response = waiter.await.unwrap();
+    assert_eq!(header(&response, "X-Nomad-Index"), index.to_string());
+}
+
+#[tokio::test]
+async fn allocations_list_read_and_stop() {
+    let (backend, router) = setup();
+    let job = backend.put_job(sample_job("web"));
+    sample_allocation(&backend, "8e3a0000-1111-2222-3333-444455556666", &job);
+    let list = body_json(send(&router, "GET", "/v1/allocations?prefix=8e3a", None).await).await;
+    assert_eq!(list[0]["ID"], "8e3a0000-1111-2222-3333-444455556666");
+    assert!(list[0]["TaskStates"].is_object());
+    let without_states =
+        body_json(send(&router, "GET", "/v1/allocations?task_states=False", None).await).await;
+    assert!(without_states[0]["TaskStates"].is_null());
+    let none = body_json(send(&router, "GET", "/v1/allocations?prefix=ffff", None).await).await;
+    assert_eq!(none, json!([]));
+    let read = body_json(
+        send(
+            &router,
+            "GET",
+            "/v1/allocation/8e3a0000-1111-2222-3333-444455556666",
+            None,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(read["Job"]["ID"], "web");
+    let by_job =
+        body_json(send(&router, "GET", "/v1/job/web/allocations?all=false", None).await).await;
+    assert_eq!(by_job.as_array().map(Vec::len), Some(1));
+    let stop = send(
+        &router,
+        "PUT",
+        "/v1/allocation/8e3a0000-1111-2222-3333-444455556666/stop",
+        None,
+    )
+    .await;
+    assert_eq!(stop.status(), StatusCode::OK);
+    let stopped = body_json(stop).await;
+    assert!(stopped["EvalID"].is_string() && stopped["Index"].as_u64() > Some(0));
+}
+
+#[tokio::test]
+async fn client_operations_reach_the_backend_and_answer_json() {
+    let (backend, router) = setup();
+    let job = backend.put_job(sample_job("web"));
+    sample_allocation(&backend, "a1", &job);
+    let restart = send(&router, "POST", "/v1/client/allocation/a1/restart", None).await;
+    assert_eq!(restart.status(), StatusCode::OK);
+    assert_eq!(body_json(restart).await, json!({"Index": 0}));
+    let restart_task = send(
+        &router,
+        "PUT",
+        "/v1/client/allocation/a1/restart",
+        Some(json!({"TaskName": "server", "AllTasks": false})),
+    )
+    .await;
+    assert_eq!(restart_task.status(), StatusCode::OK);
+    let signal = send(
+        &router,
+        "POST",
+        "/v1/client/allocation/a1/signal",
+        Some(json!({"Signal": "SIGUSR1", "Task": null})),
+    )
+    .await;
+    assert_eq!(signal.status(), StatusCode::OK);
+    let unknown_task = send(
+        &router,
+        "POST",
+        "/v1/client/allocation/a1/signal",
+        Some(json!({"Signal": "SIGUSR1", "Task": "nope"})),
+    )
+    .await;
+    assert_eq!(unknown_task.status(), StatusCode::BAD_REQUEST);
+    let gc = send(&router, "GET", "/v1/client/allocation/a1/gc", None).await;
+    assert_eq!(gc.status(), StatusCode::OK);
+    assert_eq!(body_text(gc).await, "");
+    assert_eq!(
+        backend.client_calls(),
+        vec![
+            ClientCall::Restart {
+                alloc_id: "a1".into(),
+                task: None,
+                all_tasks: false
+            },
+            ClientCall::Restart {
+                alloc_id: "a1".into(),
+                task: Some("server".into()),
+                all_tasks: false
+            },
+            ClientCall::Signal {
+                alloc_id: "a1".into(),
+                task: None,
+                signal: "SIGUSR1".into()
+            },
+            ClientCall::Gc {
+                alloc_id: "a1".into()
+            },
+        ]
+    );
+}
+
+#[tokio::test]
+async fn parse_turns_hcl_into_a_job_and_reports_located_errors() {
+    let (_backend, router) = setup();
+    let hcl = r#"job "hello" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+"#;
+    let response = send(
+        &router,
+        "POST",
+        "/v1/jobs/parse",
+        Some(json!({"JobHCL": hcl, "Canonicalize": true})),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let job = body_json(response).await;
+    assert_eq!(job["ID"], "hello");
+    assert_eq!(job["Priority"], 50);
+    let raw = body_json(
+        send(
+            &router,
+            "POST",
+            "/v1/jobs/parse",
+            Some(json!({"JobHCL": hcl, "Canonicalize": false})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(raw["ID"], "hello");
+    assert_eq!(raw["Priority"], 0);
+
+    let broken = "job \"x\" {\n  group \"g\" {\n    task \"t\" {\n      drivr = \"raw_exec\"\n    }\n  }\n}\n";
+    let response = send(
+        &router,
+        "POST",
+        "/v1/jobs/parse",
+        Some(json!({"JobHCL": broken})),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let text = body_text(response).await;
+    assert!(text.contains("input.hcl:4:7"), "{text}");
+}
+
+// Logs and files.
+
+fn alloc_with_logs(backend: &MemoryBackend, dir: &std::path::Path) {
+    let job = backend.put_job(sample_job("web"));
+    sample_allocation(backend, "a1", &job);
+    std::fs::create_dir_all(dir.join("alloc/logs")).unwrap();
+    backend.set_alloc_dir("a1", dir.to_path_buf());
+}
+
+fn frames_of(text: &str) -> Vec<StreamFrame> {
+    crate::logs::split_frames(text.as_bytes()).unwrap()
+}
+
+fn data_of(frames: &[StreamFrame]) -> String {
+    frames
+        .iter()
+        .map(|frame| String::from_utf8(frame.data.0.clone()).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn logs_are_framed_across_rotated_files_with_offsets() {
+    let (backend, router) = setup();
+    let dir = tempfile::tempdir().unwrap();
+    alloc_with_logs(&backend, dir.path());
+    std::fs::write(dir.path().join("alloc/logs/server.stdout.0"), "one\ntwo\n").unwrap();
+    std::fs::write(dir.path().join("alloc/logs/server.stdout.1"), "three\n").unwrap();
+    std::fs::write(dir.path().join("alloc/logs/server.stderr.0"), "oops\n").unwrap();
+
+    let response = send(
+        &router,
+        "GET",
+        "/v1/client/fs/logs/a1?task=server&type=stdout",
+        None,
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(header(&response, "content-type"), "application/json");
+    let frames = frames_of(&body_text(response).await);
+    assert_eq!(data_of(&frames), "one\ntwo\nthree\n");
+    assert_eq!(frames[0].file, "alloc/logs/server.stdout.0");
+    assert_eq!(frames[0].offset, 8);
+    let last = frames.last().unwrap();
+    assert_eq!(
+        (last.file.as_str(), last.offset),
+        ("alloc/logs/server.stdout.1", 6)
+    );
+
+    let plain = send(
+        &router,
+        "GET",
+        "/v1/client/fs/logs/a1?task=server&type=stderr&plain=true",
+        None,
+    )
+    .await;
+    assert!(header(&plain, "content-type").starts_with("text/plain"));
+    assert_eq!(body_text(plain).await, "oops\n");
+}
+
+#[tokio::test]
+async fn origin_end_counts_back_across_files_and_origin_start_skips_forward() {
+    let (backend, router) = setup();
+    let dir = tempfile::tempdir().unwrap();
+    alloc_with_logs(&backend, dir.path());
+    std::fs::write(dir.path().join("alloc/logs/server.stdout.0"), "one\ntwo\n").unwrap();
+    std::fs::write(dir.path().join("alloc/logs/server.stdout.1"), "three\n").unwrap();
+    let tail = send(
+        &router,
+        "GET",
+        "/v1/client/fs/logs/a1?task=server&type=stdout&origin=end&offset=10&plain=true",
+        None,
+    )
+    .await;
+    assert_eq!(body_text(tail).await, "two\nthree\n");
+    let framed_tail = send(
+        &router,
+        "GET",
+        "/v1/client/fs/logs/a1?task=server&type=stdout&origin=end&offset=3",
+        None,
+    )
+    .await;
+    let frames = frames_of(&body_text(framed_tail).await);
+    assert_eq!(data_of(&frames), "ee\n");
+    assert_eq!(frames[0].offset, 6);
+    let skip = send(
+        &router,
+        "GET",
+        "/v1/client/fs/logs/a1?task=server&type=stdout&origin=start&offset=4&plain=1",
+        None,
+    )
+    .await;
+    assert_eq!(body_text(skip).await, "two\nthree\n");
+    let everything = send(
+        &router,
+        "GET",
+        "/v1/client/fs/logs/a1?task=server&type=stdout&origin=end&offset=1000&plain=true",
+        None,
+    )
+    .await;
+    assert_eq!(body_text(everything).await, "one\ntwo\nthree\n");
+}
+
+#[tokio::test]
+async fn log_parameters_are_checked_with_nomads_messages() {
+    let (backend, router) = setup();
+    let dir = tempfile::tempdir().unwrap();
+    alloc_with_logs(&backend, dir.path());
+    for (query, message) in [
+        ("type=stdout", "must provide task name"),
+        ("task=server", "must provide log type (stdout/stderr)"),
+        (
+            "task=server&type=stdin",
+            "must provide log type (stdout/stderr)",
+        ),
+        (
+            "task=server&type=stdout&origin=middle",
+            "origin must be start or end",
+        ),
+    ] {
+        let response = send(
+            &router,
+            "GET",
+            &format!("/v1/client/fs/logs/a1?{query}"),
+            None,
+        )
+        .await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{query}");
+        assert_eq!(body_text(response).await, message);
+    }
+    let unknown_task = send(
+        &router,
+        "GET",
+        "/v1/client/fs/logs/a1?task=nope&type=stdout",
+        None,
+    )
+    .await;
+    assert_eq!(unknown_task.status(), StatusCode::BAD_REQUEST);
+    let unknown_alloc = send(
+        &router,
+        "GET",
+        "/v1/client/fs/logs/zz?task=server&type=stdout",
+        None,
+    )
+    .await;
+    assert_eq!(unknown_alloc.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn follow_streams_new_data_across_rotation_with_heartbeats() {
+    let backend = Arc::new(MemoryBackend::dev());
+    let timing = FollowTiming {
+        poll_interval: Duration::from_millis(10),
+        heartbeat_interval: Duration::from_millis(50),
+    };
+    let router = app_with_options(
+        Arc::clone(&backend),
+        ApiOptions {
+            follow_timing: timing,
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    alloc_with_logs(&backend, dir.path());
+    let logs = dir.path().join("alloc/logs");
+    std::fs::write(logs.join("server.stdout.0"), "first\n").unwrap();
+
+    let response = send(
+        &router,
+        "GET",
+        "/v1/client/fs/logs/a1?task=server&type=stdout&follow=true",
+        None,
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    let mut received = String::new();
+    let mut frames = Vec::new();
+    let mut step = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while tokio::time::Instant::now() < deadline {
+        let Ok(Some(Ok(chunk))) = tokio::time::timeout(Duration::from_secs(5), body.frame()).await
+        else {
+            break;
+        };
+        let Ok(data) = chunk.into_data() else {
+            continue;
+        };
+        received.push_str(std::str::from_utf8(&data).unwrap());
+        frames = frames_of(&received);
+        let text = data_of(&frames);
+        if step == 0 && text == "first\n" {
+            // Rotation: the rest of .0, then a new .1.
+            let mut file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(logs.join("server.stdout.0"))
+                .unwrap();
+            std::io::Write::write_all(&mut file, b"tail of zero\n").unwrap();
+            std::fs::write(logs.join("server.stdout.1"), "in one\n").unwrap();
+            step = 1;
+        } else if step == 1 && text == "first\ntail of zero\nin one\n" {
+            step = 2;
+        } else if step == 2 && frames.last().is_some_and(StreamFrame::is_heartbeat) {
+            step = 3;
+            break;
+        }
+    }
+    assert_eq!(step, 3, "frames so far: {frames:?}");
+    let with_data: Vec<_> = frames
+        .iter()
+        .filter(|frame| !frame.data.0.is_empty())
+        .collect();
+    assert_eq!(with_data.last().unwrap().file, "alloc/logs/server.stdout.1");
+    assert_eq!(with_data.last().unwrap().offset, 7);
+}
+
+#[tokio::test]
+async fn a_deleted_file_is_reported_and_reading_moves_on() {
+    let backend = Arc::new(MemoryBackend::dev());
+    let timing = FollowTiming {
+        poll_interval: Duration::from_millis(10),
+        heartbeat_interval: Duration::from_secs(60),
+    };
+    let router = app_with_options(
+        Arc::clone(&backend),
+        ApiOptions {
+            follow_timing: timing,
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    alloc_with_logs(&backend, dir.path());
+    let logs = dir.path().join("alloc/logs");
+    std::fs::write(logs.join("server.stdout.3"), "old\n").unwrap();
+    let response = send(
+        &router,
+        "GET",
+        "/v1/client/fs/logs/a1?task=server&type=stdout&follow=true",
+        None,
+    )
+    .await;
+    let mut body = response.into_body();
+    let mut received = String::new();
+    let mut deleted_seen = false;
+    for _ in 0..50 {
+        let Ok(Some(Ok(chunk))) = tokio::time::timeout(Duration::from_secs(5), body.frame()).await
+        else {
+            break;
+        };
+        let Ok(data) = chunk.into_data() else {
+            continue;
+        };
+        received.push_str(std::str::from_utf8(&data).unwrap());
+        let frames = frames_of(&received);
+        if data_of(&frames) == "old\n" && !logs.join("server.stdout.4").exists() {
+            std::fs::remove_file(logs.join("server.stdout.3")).unwrap();
+            std::fs::write(logs.join("server.stdout.4"), "new\n").unwrap();
+        }
+        deleted_seen = frames
+            .iter()
+            .any(|frame| frame.file_event == "file deleted");
+        if deleted_seen && data_of(&frames) == "old\nnew\n" {
+            break;
+        }
+    }
+    assert!(deleted_seen, "{received}");
+    assert_eq!(data_of(&frames_of(&received)), "old\nnew\n");
+}
+
+#[tokio::test]
+async fn fs_endpoints_serve_inside_the_alloc_dir_and_refuse_escapes() {
+    let (backend, router) = setup();
+    let dir = tempfile::tempdir().unwrap();
+    alloc_with_logs(&backend, dir.path());
+    std::fs::write(dir.path().join("alloc/logs/server.stdout.0"), "hello\n").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("shadow"), "secret").unwrap();
+    std::fs::create_dir_all(dir.path().join("server/local")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("shadow"),
+        dir.path().join("server/local/leak"),
+    )
+    .unwrap();
+
+    let listing =
+        body_json(send(&router, "GET", "/v1/client/fs/ls/a1?path=/alloc/logs", None).await).await;
+    assert_eq!(listing[0]["Name"], "server.stdout.0");
+    assert_eq!(listing[0]["Size"], 6);
+    let root = body_json(send(&router, "GET", "/v1/client/fs/ls/a1", None).await).await;
+    assert_eq!(root.as_array().map(Vec::len), Some(2));
+    let stat = body_json(
+        send(
+            &router,
+            "GET",
+            "/v1/client/fs/stat/a1?path=alloc/logs/server.stdout.0",
+            None,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(stat["FileMode"].as_str().map(|mode| &mode[..1]), Some("-"));
+    let cat = send(
+        &router,
+        "GET",
+        "/v1/client/fs/cat/a1?path=alloc/logs/server.stdout.0",
+        None,
+    )
+    .await;
+    assert_eq!(body_text(cat).await, "hello\n");
+    let readat = send(
+        &router,
+        "GET",
+        "/v1/client/fs/readat/a1?path=alloc/logs/server.stdout.0&offset=1&limit=3",
+        None,
+    )
+    .await;
+    assert_eq!(body_text(readat).await, "ell");
+    let no_name = send(&router, "GET", "/v1/client/fs/stat/a1", None).await;
+    assert_eq!(body_text(no_name).await, "must provide a file name");
+
+    for escape in [
+        "/v1/client/fs/cat/a1?path=../../../../etc/passwd",
+        "/v1/client/fs/cat/a1?path=%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+        "/v1/client/fs/cat/a1?path=/../../etc/passwd",
+        "/v1/client/fs/cat/a1?path=server/local/leak",
+        "/v1/client/fs/ls/a1?path=..",
+        "/v1/client/fs/stat/a1?path=server/local/leak",
+    ] {
+        let response = send(&router, "GET", escape, None).await;
+        let status = response.status();
+        let text = body_text(response).await;
+        assert!(status.is_client_error(), "{escape}: {status}");
+        assert!(
+            !text.contains("secret") && !text.contains("root:"),
+            "{escape}: {text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn fs_stream_frames_one_file_and_stops_when_not_following() {
+    let (backend, router) = setup();
+    let dir = tempfile::tempdir().unwrap();
+    alloc_with_logs(&backend, dir.path());
+    std::fs::create_dir_all(dir.path().join("alloc/data")).unwrap();
+    std::fs::write(dir.path().join("alloc/data/report.txt"), "0123456789").unwrap();
+    let response = send(
+        &router,
+        "GET",
+        "/v1/client/fs/stream/a1?path=/alloc/data/report.txt&origin=end&offset=4&follow=false",
+        None,
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let frames = frames_of(&body_text(response).await);
+    assert_eq!(data_of(&frames), "6789");
+    assert_eq!(frames[0].file, "alloc/data/report.txt");
+    assert_eq!(frames[0].offset, 10);
+    let escape = send(
+        &router,
+        "GET",
+        "/v1/client/fs/stream/a1?path=../../etc/passwd&follow=false",
+        None,
+    )
+    .await;
+    assert_eq!(escape.status(), StatusCode::BAD_REQUEST);
+    let no_path = send(&router, "GET", "/v1/client/fs/stream/a1", None).await;
+    assert_eq!(body_text(no_path).await, "must provide a file path");
+}
+
+#[tokio::test]
+async fn checks_are_an_empty_object_for_a_known_allocation() {
+    let (backend, router) = setup();
+    let job = backend.put_job(sample_job("web"));
+    sample_allocation(&backend, "a1", &job);
+    let checks = send(&router, "GET", "/v1/client/allocation/a1/checks", None).await;
+    assert_eq!(body_json(checks).await, json!({}));
+    let unknown = send(&router, "GET", "/v1/client/allocation/zz/checks", None).await;
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn parse_takes_variables_as_hcl_text_or_as_an_object() {
+    let (_backend, router) = setup();
+    let hcl = r#"variable "n" {
+  type    = number
+  default = 1
+}
+job "vars" {
+  group "g" {
+    count = var.n
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+"#;
+    let from_text = body_json(
+        send(
+            &router,
+            "POST",
+            "/v1/jobs/parse",
+            Some(json!({"JobHCL": hcl, "Canonicalize": true, "Variables": "n = 4\n"})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(from_text["TaskGroups"][0]["Count"], 4);
+    let from_object = body_json(
+        send(
+            &router,
+            "POST",
+            "/v1/jobs/parse",
+            Some(json!({"JobHCL": hcl, "Canonicalize": true, "Variables": {"n": "3"}})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(from_object["TaskGroups"][0]["Count"], 3);
+    let hcl1 = send(
+        &router,
+        "POST",
+        "/v1/jobs/parse",
+        Some(json!({"JobHCL": hcl, "HCLv1": true})),
+    )
+    .await;
+    assert_eq!(hcl1.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn validate_job_lists_problems_with_200() {
+    let (_backend, router) = setup();
+    let good = body_json(
+        send(
+            &router,
+            "POST",
+            "/v1/validate/job",
+            Some(json!({"Job": sample_job("web")})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(good["ValidationErrors"], json!([]));
+    assert_eq!(good["Error"], "");
+    let mut job = sample_job("web");
+    job.task_groups[0].tasks[0].driver = String::new();
+    let bad = send(
+        &router,
+        "PUT",
+        "/v1/validate/job",
+        Some(json!({"Job": job})),
+    )
+    .await;
+    assert_eq!(bad.status(), StatusCode::OK);
+    let bad = body_json(bad).await;
+    assert!(!bad["ValidationErrors"].as_array().unwrap().is_empty());
+    assert!(bad["Error"].as_str().unwrap().contains("error"));
+}
+
+#[tokio::test]
+async fn following_the_log_of_a_dead_task_ends_after_the_last_bytes() {
+    let backend = Arc::new(MemoryBackend::dev());
+    let timing = FollowTiming {
+        poll_interval: Duration::from_millis(10),
+        heartbeat_interval: Duration::from_secs(60),
+    };
+    let router = app_with_options(
+        Arc::clone(&backend),
+        ApiOptions {
+            follow_timing: timing,
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    alloc_with_logs(&backend, dir.path());
+    std::fs::write(dir.path().join("alloc/logs/server.stdout.0"), "running\n").unwrap();
+    let response = send(
+        &router,
+        "GET",
+        "/v1/client/fs/logs/a1?task=server&type=stdout&follow=true",
+        None,
+    )
+    .await;
+    let mut body = response.into_body();
+    let first = tokio::time::timeout(Duration::from_secs(10), body.frame())
+        .await
+        .unwrap();
+    let first = first.unwrap().unwrap().into_data().unwrap();
+    assert_eq!(
+        data_of(&frames_of(std::str::from_utf8(&first).unwrap())),
+        "running\n"
+    );
+    // The task writes its last line and dies.
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.path().join("alloc/logs/server.stdout.0"))
+        .unwrap();
+    std::io::Write::write_all(&mut file, b"last words\n").unwrap();
+    let mut allocation = backend.allocation("a1").unwrap().unwrap();
+    allocation.task_states.insert(
+        "server".into(),
+        drover_structs::TaskState {
+            state: "dead".into(),
+            ..Default::default()
+        },
+    );
+    backend.put_allocation(allocation);
+    let rest = tokio::time::timeout(Duration::from_secs(10), body.collect())
+        .await
+        .expect("the stream should end once the task is dead")
+        .unwrap()
+        .to_bytes();
+    assert_eq!(
+        data_of(&frames_of(std::str::from_utf8(&rest).unwrap())),
+        "last words\n"
+    );
+}
+
+#[tokio::test]
+async fn job_allocations_leave_out_an_earlier_job_with_the_same_id_unless_all() {
+    let (backend, router) = setup();
+    let first = backend.put_job(sample_job("web"));
+    sample_allocation(&backend, "old-alloc", &first);
+    let purge = send(&router, "DELETE", "/v1/job/web?purge=true", None).await;
+    assert_eq!(purge.status(), StatusCode::OK);
+    let second = backend.put_job(sample_job("web"));
+    assert_ne!(first.create_index, second.create_index);
+    sample_allocation(&backend, "new-alloc", &second);
+    let current =
+        body_json(send(&router, "GET", "/v1/job/web/allocations?all=false", None).await).await;
+    let ids: Vec<&str> = current
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|stub| stub["ID"].as_str())
+        .collect();
+    assert_eq!(ids, vec!["new-alloc"]);
+    let every =
+        body_json(send(&router, "GET", "/v1/job/web/allocations?all=True", None).await).await;
+    assert_eq!(every.as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test]
+async fn evaluations_filter_by_job_and_status() {
+    let (backend, router) = setup();
+    for (id, job, status) in [
+        ("e1", "web", "complete"),
+        ("e2", "web", "blocked"),
+        ("e3", "db", "complete"),
+    ] {
+        backend.put_evaluation(drover_structs::Evaluation {
+            id: id.into(),
+            namespace: "default".into(),
+            job_id: job.into(),
+            status: status.into(),
+            ..Default::default()
+        });
+    }
+    let by_job = body_json(send(&router, "GET", "/v1/evaluations?job=web", None).await).await;
+    assert_eq!(by_job.as_array().map(Vec::len), Some(2));
+    let blocked =
+        body_json(send(&router, "GET", "/v1/evaluations?status=blocked", None).await).await;
+    assert_eq!(blocked[0]["ID"], "e2");
+    let by_prefix = body_json(send(&router, "GET", "/v1/evaluations?prefix=e3", None).await).await;
+    assert_eq!(by_prefix[0]["JobID"], "db");
+    let one = body_json(send(&router, "GET", "/v1/evaluation/e1", None).await).await;
+    assert_eq!(one["Status"], "complete");
+}

@@ -1,0 +1,306 @@
+//! [`ApiBackend`]: everything the HTTP layer needs from the agent, in two narrow traits.
+//! [`StateReads`] are the state store's answers (synchronous snapshot reads plus a blocking
+//! wait on table indexes); [`AgentOperations`] are what the server does (job
+//! register/deregister/evaluate, alloc stop) and what the local client node does (restart,
+//! signal, GC, stats, the alloc dir for logs and files).
+//!
+//! `drover_state::StateStore` implements [`StateReads`] (see [`crate::state_store`]); the agent
+//! implements [`AgentOperations`] over `drover_server::Server` and `drover_client::Client` and
+//! serves `app(Arc::new(Composed { reads: store, operations }))`. Error mapping in that
+//! adapter: `ServerError::{NotFound, BadRequest, Internal}` and `ClientErrorKind::{NotFound,
+//! BadRequest, Unavailable, Internal}` → the [`ApiError`] variant of the same name; the alloc
+//! dir is `<data dir>/alloc/<alloc id>`. Tests use the in-memory backend (the `memory`
+//! module, feature `memory-backend`), which implements both. Not here: HTTP details.
+
+use std::future::Future;
+use std::path::PathBuf;
+
+use drover_structs::{
+    AllocResourceUsage, AllocStopResponse, Allocation, Evaluation, Job, JobDeregisterResponse,
+    JobRegisterRequest, JobRegisterResponse, JobSummary, Node,
+};
+
+use crate::error::ApiError;
+
+/// The tables a read watches; a blocking query wakes when any of them changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Table {
+    Jobs,
+    JobVersions,
+    JobSummaries,
+    Evals,
+    Allocs,
+    Nodes,
+    Deployments,
+}
+
+/// Who this agent is, for `/v1/agent/self`, `/v1/agent/members`, `/v1/status/*`, `/v1/regions`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentInfo {
+    pub region: String,
+    pub datacenter: String,
+    /// The agent's name (`node1`); members are listed as `<name>.<region>`.
+    pub node_name: String,
+    /// drover's version.
+    pub version: String,
+    /// The HTTP API address (`127.0.0.1:4646`).
+    pub http_addr: String,
+    /// The address reported as the leader and the only peer (`127.0.0.1:4647`).
+    pub server_addr: String,
+    pub server_enabled: bool,
+    pub client_enabled: bool,
+    /// The local client node's ID, empty without a client.
+    pub node_id: String,
+}
+
+/// The agent as the HTTP layer sees it: what the state store answers ([`StateReads`]) and
+/// what the server and the local client do ([`AgentOperations`]). Anything that is both is an
+/// `ApiBackend`; [`Composed`] makes one out of two parts.
+pub trait ApiBackend: StateReads + AgentOperations {}
+
+impl<T: StateReads + AgentOperations> ApiBackend for T {}
+
+/// Reads of the state store, with blocking-query support. A namespace of `*` means every
+/// namespace.
+pub trait StateReads: Send + Sync + 'static {
+    /// The highest modify index among `tables` (0 for an empty store).
+    fn table_index(&self, tables: &[Table]) -> u64;
+
+    /// Resolves once one of `tables` has an index above `min_index`, or at `deadline`,
+    /// whichever comes first. No polling: the store wakes it.
+    fn wait_for_change(
+        &self,
+        tables: &[Table],
+        min_index: u64,
+        deadline: tokio::time::Instant,
+    ) -> impl Future<Output = ()> + Send;
+
+    // Store reads.
+
+    /// Jobs whose ID starts with `prefix`.
+    fn jobs(&self, namespace: &str, prefix: &str) -> Result<Vec<Job>, ApiError>;
+    fn job(&self, namespace: &str, job_id: &str) -> Result<Option<Job>, ApiError>;
+    /// Every stored version of a job, newest first.
+    fn job_versions(&self, namespace: &str, job_id: &str) -> Result<Vec<Job>, ApiError>;
+    fn job_summary(&self, namespace: &str, job_id: &str) -> Result<Option<JobSummary>, ApiError>;
+    /// The allocations of every version of a job (and of earlier jobs with the same ID).
+    fn job_allocations(&self, namespace: &str, job_id: &str) -> Result<Vec<Allocation>, ApiError>;
+    fn job_evaluations(&self, namespace: &str, job_id: &str) -> Result<Vec<Evaluation>, ApiError>;
+    /// Allocations whose ID starts with `prefix`.
+    fn allocations(&self, namespace: &str, prefix: &str) -> Result<Vec<Allocation>, ApiError>;
+    fn allocation(&self, alloc_id: &str) -> Result<Option<Allocation>, ApiError>;
+    /// Evaluations whose ID starts with `prefix`.
+    fn evaluations(&self, namespace: &str, prefix: &str) -> Result<Vec<Evaluation>, ApiError>;
+    fn evaluation(&self, eval_id: &str) -> Result<Option<Evaluation>, ApiError>;
+    fn evaluation_allocations(&self, eval_id: &str) -> Result<Vec<Allocation>, ApiError>;
+    /// Nodes whose ID starts with `prefix`.
+    fn nodes(&self, prefix: &str) -> Result<Vec<Node>, ApiError>;
+    fn node(&self, node_id: &str) -> Result<Option<Node>, ApiError>;
+    fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ApiError>;
+}
+
+/// What the agent does: the server's writes (`drover_server::Server`) and the local client
+/// node's operations (`drover_client::Client`).
+pub trait AgentOperations: Send + Sync + 'static {
+    fn agent_info(&self) -> AgentInfo;
+
+    // Server writes.
+
+    /// Registers a canonicalized, validated job.
+    fn register_job(
+        &self,
+        request: JobRegisterRequest,
+    ) -> impl Future<Output = Result<JobRegisterResponse, ApiError>> + Send;
+    fn deregister_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        purge: bool,
+    ) -> impl Future<Output = Result<JobDeregisterResponse, ApiError>> + Send;
+    fn evaluate_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> impl Future<Output = Result<JobRegisterResponse, ApiError>> + Send;
+    fn stop_alloc(
+        &self,
+        alloc_id: &str,
+    ) -> impl Future<Output = Result<AllocStopResponse, ApiError>> + Send;
+
+    // Client-node operations. Unknown allocations are
+    // `NotFound("Unknown allocation \"<id>\"")`; unknown tasks or signals are `BadRequest`.
+
+    /// Restarts one task (`task`), the running tasks (`None`), or with `all_tasks` every task
+    /// in lifecycle order.
+    fn restart_alloc(
+        &self,
+        alloc_id: &str,
+        task: Option<String>,
+        all_tasks: bool,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Sends `signal` (`SIGUSR1`) to one task, or to every task with `None`.
+    fn signal_alloc(
+        &self,
+        alloc_id: &str,
+        task: Option<String>,
+        signal: String,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Destroys a terminal allocation's directory.
+    fn gc_alloc(&self, alloc_id: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    fn alloc_stats(
+        &self,
+        alloc_id: &str,
+        task: Option<String>,
+    ) -> impl Future<Output = Result<AllocResourceUsage, ApiError>> + Send;
+    /// The allocation's directory on this node (holding `alloc/logs/…` and the task dirs).
+    fn alloc_dir(&self, alloc_id: &str) -> Result<PathBuf, ApiError>;
+}
+
+/// An [`ApiBackend`] made of a state reader (normally `drover_state::StateStore`) and the
+/// agent's operations.
+pub struct Composed<R, O> {
+    pub reads: R,
+    pub operations: O,
+}
+
+impl<R: StateReads, O: Send + Sync + 'static> StateReads for Composed<R, O> {
+    fn table_index(&self, tables: &[Table]) -> u64 {
+        self.reads.table_index(tables)
+    }
+
+    fn wait_for_change(
+        &self,
+        tables: &[Table],
+        min_index: u64,
+        deadline: tokio::time::Instant,
+    ) -> impl Future<Output = ()> + Send {
+        self.reads.wait_for_change(tables, min_index, deadline)
+    }
+
+    fn jobs(&self, namespace: &str, prefix: &str) -> Result<Vec<Job>, ApiError> {
+        self.reads.jobs(namespace, prefix)
+    }
+
+    fn job(&self, namespace: &str, job_id: &str) -> Result<Option<Job>, ApiError> {
+        self.reads.job(namespace, job_id)
+    }
+
+    fn job_versions(&self, namespace: &str, job_id: &str) -> Result<Vec<Job>, ApiError> {
+        self.reads.job_versions(namespace, job_id)
+    }
+
+    fn job_summary(&self, namespace: &str, job_id: &str) -> Result<Option<JobSummary>, ApiError> {
+        self.reads.job_summary(namespace, job_id)
+    }
+
+    fn job_allocations(&self, namespace: &str, job_id: &str) -> Result<Vec<Allocation>, ApiError> {
+        self.reads.job_allocations(namespace, job_id)
+    }
+
+    fn job_evaluations(&self, namespace: &str, job_id: &str) -> Result<Vec<Evaluation>, ApiError> {
+        self.reads.job_evaluations(namespace, job_id)
+    }
+
+    fn allocations(&self, namespace: &str, prefix: &str) -> Result<Vec<Allocation>, ApiError> {
+        self.reads.allocations(namespace, prefix)
+    }
+
+    fn allocation(&self, alloc_id: &str) -> Result<Option<Allocation>, ApiError> {
+        self.reads.allocation(alloc_id)
+    }
+
+    fn evaluations(&self, namespace: &str, prefix: &str) -> Result<Vec<Evaluation>, ApiError> {
+        self.reads.evaluations(namespace, prefix)
+    }
+
+    fn evaluation(&self, eval_id: &str) -> Result<Option<Evaluation>, ApiError> {
+        self.reads.evaluation(eval_id)
+    }
+
+    fn evaluation_allocations(&self, eval_id: &str) -> Result<Vec<Allocation>, ApiError> {
+        self.reads.evaluation_allocations(eval_id)
+    }
+
+    fn nodes(&self, prefix: &str) -> Result<Vec<Node>, ApiError> {
+        self.reads.nodes(prefix)
+    }
+
+    fn node(&self, node_id: &str) -> Result<Option<Node>, ApiError> {
+        self.reads.node(node_id)
+    }
+
+    fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ApiError> {
+        self.reads.node_allocations(node_id)
+    }
+}
+
+impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<R, O> {
+    fn agent_info(&self) -> AgentInfo {
+        self.operations.agent_info()
+    }
+
+    fn register_job(
+        &self,
+        request: JobRegisterRequest,
+    ) -> impl Future<Output = Result<JobRegisterResponse, ApiError>> + Send {
+        self.operations.register_job(request)
+    }
+
+    fn deregister_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        purge: bool,
+    ) -> impl Future<Output = Result<JobDeregisterResponse, ApiError>> + Send {
+        self.operations.deregister_job(namespace, job_id, purge)
+    }
+
+    fn evaluate_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> impl Future<Output = Result<JobRegisterResponse, ApiError>> + Send {
+        self.operations.evaluate_job(namespace, job_id)
+    }
+
+    fn stop_alloc(
+        &self,
+        alloc_id: &str,
+    ) -> impl Future<Output = Result<AllocStopResponse, ApiError>> + Send {
+        self.operations.stop_alloc(alloc_id)
+    }
+
+    fn restart_alloc(
+        &self,
+        alloc_id: &str,
+        task: Option<String>,
+        all_tasks: bool,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        self.operations.restart_alloc(alloc_id, task, all_tasks)
+    }
+
+    fn signal_alloc(
+        &self,
+        alloc_id: &str,
+        task: Option<String>,
+        signal: String,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        self.operations.signal_alloc(alloc_id, task, signal)
+    }
+
+    fn gc_alloc(&self, alloc_id: &str) -> impl Future<Output = Result<(), ApiError>> + Send {
+        self.operations.gc_alloc(alloc_id)
+    }
+
+    fn alloc_stats(
+        &self,
+        alloc_id: &str,
+        task: Option<String>,
+    ) -> impl Future<Output = Result<AllocResourceUsage, ApiError>> + Send {
+        self.operations.alloc_stats(alloc_id, task)
+    }
+
+    fn alloc_dir(&self, alloc_id: &str) -> Result<PathBuf, ApiError> {
+        self.operations.alloc_dir(alloc_id)
+    }
+}

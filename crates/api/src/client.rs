@@ -1,0 +1,567 @@
+//! [`ApiClient`]: a typed async client of the `/v1` API over reqwest, as the CLI uses it.
+//! The address comes from `-address`, else `NOMAD_ADDR`, else `http://127.0.0.1:4646`; a token
+//! from `NOMAD_TOKEN` is sent as `X-Nomad-Token`.
+//!
+//! Not here: output formatting (the CLI) or retries.
+
+use drover_structs::{
+    AllocFileInfo, AllocListStub, AllocResourceUsage, AllocStopResponse, Allocation, Evaluation,
+    GenericResponse, Job, JobDeregisterResponse, JobListStub, JobRegisterRequest,
+    JobRegisterResponse, JobSummary, Node, NodeListStub, StreamFrame,
+};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+/// The address used when neither `-address` nor `NOMAD_ADDR` is given.
+pub const DEFAULT_ADDRESS: &str = "http://127.0.0.1:4646";
+
+/// What Go's `url.PathEscape` leaves alone; everything else (including `/`) is escaped.
+const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'$')
+    .remove(b'&')
+    .remove(b'+')
+    .remove(b',')
+    .remove(b';')
+    .remove(b'=')
+    .remove(b':')
+    .remove(b'@');
+
+/// What stays unescaped in a query key or value.
+const QUERY_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Escapes one path segment as Go's `url.PathEscape` does (so `a/b` becomes `a%2Fb`).
+pub fn escape_path_segment(segment: &str) -> String {
+    utf8_percent_encode(segment, PATH_SEGMENT).to_string()
+}
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("is the agent running at {address}?")]
+    Connect {
+        address: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("Unexpected response code: {status} ({message})")]
+    Status { status: u16, message: String },
+    #[error("failed to decode the response: {0}")]
+    Decode(String),
+    #[error("request failed: {0}")]
+    Transport(#[source] reqwest::Error),
+    #[error("invalid address {address:?}: {message}")]
+    Address { address: String, message: String },
+}
+
+impl ClientError {
+    /// The HTTP status of an error answer, if the agent answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// Where and as whom to connect.
+#[derive(Debug, Clone, Default)]
+pub struct ClientConfig {
+    /// `-address`; falls back to `NOMAD_ADDR`, then [`DEFAULT_ADDRESS`].
+    pub address: Option<String>,
+    /// Falls back to `NOMAD_TOKEN`.
+    pub token: Option<String>,
+    /// `-namespace`; falls back to `NOMAD_NAMESPACE`, then the agent's default.
+    pub namespace: Option<String>,
+    /// `-region`; falls back to `NOMAD_REGION`.
+    pub region: Option<String>,
+}
+
+impl ClientConfig {
+    /// Fills unset fields from `NOMAD_ADDR`, `NOMAD_TOKEN`, `NOMAD_NAMESPACE`, `NOMAD_REGION`.
+    pub fn with_environment(mut self) -> Self {
+        let from_env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+        self.address = self.address.or_else(|| from_env("NOMAD_ADDR"));
+        self.token = self.token.or_else(|| from_env("NOMAD_TOKEN"));
+        self.namespace = self.namespace.or_else(|| from_env("NOMAD_NAMESPACE"));
+        self.region = self.region.or_else(|| from_env("NOMAD_REGION"));
+        self
+    }
+}
+
+/// A log stream being read: frames as they arrive.
+pub struct LogStream {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+    plain: bool,
+}
+
+impl LogStream {
+    /// The next frame, `None` at the end of the stream. For plain streams each chunk is one
+    /// frame with only `Data` set.
+    pub async fn next_frame(&mut self) -> Result<Option<StreamFrame>, ClientError> {
+        loop {
+            if self.plain {
+                return match self
+                    .response
+                    .chunk()
+                    .await
+                    .map_err(ClientError::Transport)?
+                {
+                    Some(chunk) => Ok(Some(StreamFrame {
+                        data: drover_structs::Bytes(chunk.to_vec()),
+                        ..StreamFrame::default()
+                    })),
+                    None => Ok(None),
+                };
+            }
+            if let Some(frame) = self.take_buffered_frame()? {
+                return Ok(Some(frame));
+            }
+            match self
+                .response
+                .chunk()
+                .await
+                .map_err(ClientError::Transport)?
+            {
+                Some(chunk) => self.buffer.extend_from_slice(&chunk),
+                None => {
+                    return if self.buffer.iter().all(u8::is_ascii_whitespace) {
+                        Ok(None)
+                    } else {
+                        Err(ClientError::Decode(
+                            "the log stream ended inside a frame".into(),
+                        ))
+                    };
+                }
+            }
+        }
+    }
+
+    fn take_buffered_frame(&mut self) -> Result<Option<StreamFrame>, ClientError> {
+        let mut frames =
+            serde_json::Deserializer::from_slice(&self.buffer).into_iter::<StreamFrame>();
+        match frames.next() {
+            Some(Ok(frame)) => {
+                let consumed = frames.byte_offset();
+                self.buffer.drain(..consumed);
+                Ok(Some(frame))
+            }
+            Some(Err(error)) if error.is_eof() => Ok(None),
+            Some(Err(error)) => Err(ClientError::Decode(error.to_string())),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Options of a logs request.
+#[derive(Debug, Clone)]
+pub struct LogsQuery {
+    pub task: String,
+    pub stderr: bool,
+    pub follow: bool,
+    /// `true`: `offset` counts back from the end.
+    pub from_end: bool,
+    pub offset: u64,
+    pub plain: bool,
+}
+
+/// The typed client.
+#[derive(Debug, Clone)]
+pub struct ApiClient {
+    http: reqwest::Client,
+    address: String,
+    token: Option<String>,
+    namespace: Option<String>,
+    region: Option<String>,
+}
+
+impl ApiClient {
+    /// A client for `config` (environment already applied or not, as the caller chose).
+    pub fn new(config: ClientConfig) -> Result<Self, ClientError> {
+        let address = config
+            .address
+            .unwrap_or_else(|| DEFAULT_ADDRESS.to_string())
+            .trim_end_matches('/')
+            .to_string();
+        let address = if address.contains("://") {
+            address
+        } else {
+            format!("http://{address}")
+        };
+        if !address.starts_with("http://") {
+            return Err(ClientError::Address {
+                address,
+                message: "only http:// addresses are supported".into(),
+            });
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .build()
+            .map_err(ClientError::Transport)?;
+        Ok(ApiClient {
+            http,
+            address,
+            token: config.token,
+            namespace: config.namespace,
+            region: config.region,
+        })
+    }
+
+    /// The agent address this client talks to.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> reqwest::RequestBuilder {
+        let mut pairs: Vec<(&str, String)> = query.to_vec();
+        if let Some(namespace) = &self.namespace {
+            pairs.push(("namespace", namespace.clone()));
+        }
+        if let Some(region) = &self.region {
+            pairs.push(("region", region.clone()));
+        }
+        let mut url = format!("{}{path}", self.address);
+        for (position, (key, value)) in pairs.iter().enumerate() {
+            url.push(if position == 0 { '?' } else { '&' });
+            url.push_str(&utf8_percent_encode(key, QUERY_COMPONENT).to_string());
+            url.push('=');
+            url.push_str(&utf8_percent_encode(value, QUERY_COMPONENT).to_string());
+        }
+        let mut builder = self.http.request(method, url);
+        if let Some(token) = &self.token {
+            builder = builder.header("X-Nomad-Token", token);
+        }
+        builder
+    }
+
+    async fn send(
+        &self,
+        builder: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, ClientError> {
+        let response = builder.send().await.map_err(|error| {
+            if error.is_connect() || error.is_timeout() {
+                ClientError::Connect {
+                    address: self.address.clone(),
+                    source: error,
+                }
+            } else {
+                ClientError::Transport(error)
+            }
+        })?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let message = response.text().await.unwrap_or_default();
+        Err(ClientError::Status {
+            status: status.as_u16(),
+            message: message.trim_end().to_string(),
+        })
+    }
+
+    async fn decode<T: DeserializeOwned>(response: reqwest::Response) -> Result<T, ClientError> {
+        let bytes = response.bytes().await.map_err(ClientError::Transport)?;
+        serde_json::from_slice(&bytes).map_err(|error| ClientError::Decode(error.to_string()))
+    }
+
+    async fn get<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<T, ClientError> {
+        let response = self
+            .send(self.request(reqwest::Method::GET, path, query))
+            .await?;
+        Self::decode(response).await
+    }
+
+    async fn put<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<serde_json::Value>,
+    ) -> Result<T, ClientError> {
+        let mut builder = self.request(reqwest::Method::PUT, path, query);
+        if let Some(body) = body {
+            builder = builder.json(&body);
+        }
+        let response = self.send(builder).await?;
+        Self::decode(response).await
+    }
+
+    fn job_path(job_id: &str, suffix: &str) -> String {
+        format!("/v1/job/{}{suffix}", escape_path_segment(job_id))
+    }
+
+    pub async fn jobs(&self, prefix: &str) -> Result<Vec<JobListStub>, ClientError> {
+        self.get("/v1/jobs", &[("prefix", prefix.to_string())])
+            .await
+    }
+
+    pub async fn job(&self, job_id: &str) -> Result<Job, ClientError> {
+        self.get(&Self::job_path(job_id, ""), &[]).await
+    }
+
+    pub async fn register_job(&self, job: &Job) -> Result<JobRegisterResponse, ClientError> {
+        let request = JobRegisterRequest {
+            job: Some(job.clone()),
+            ..JobRegisterRequest::default()
+        };
+        let body = serde_json::to_value(&request)
+            .map_err(|error| ClientError::Decode(error.to_string()))?;
+        self.put("/v1/jobs", &[], Some(body)).await
+    }
+
+    pub async fn deregister_job(
+        &self,
+        job_id: &str,
+        purge: bool,
+    ) -> Result<JobDeregisterResponse, ClientError> {
+        let response = self
+            .send(self.request(
+                reqwest::Method::DELETE,
+                &Self::job_path(job_id, ""),
+                &[("purge", purge.to_string())],
+            ))
+            .await?;
+        Self::decode(response).await
+    }
+
+    pub async fn job_summary(&self, job_id: &str) -> Result<JobSummary, ClientError> {
+        self.get(&Self::job_path(job_id, "/summary"), &[]).await
+    }
+
+    pub async fn job_allocations(
+        &self,
+        job_id: &str,
+        all: bool,
+    ) -> Result<Vec<AllocListStub>, ClientError> {
+        self.get(
+            &Self::job_path(job_id, "/allocations"),
+            &[("all", all.to_string())],
+        )
+        .await
+    }
+
+    pub async fn job_evaluations(&self, job_id: &str) -> Result<Vec<Evaluation>, ClientError> {
+        self.get(&Self::job_path(job_id, "/evaluations"), &[]).await
+    }
+
+    pub async fn evaluation(&self, eval_id: &str) -> Result<Evaluation, ClientError> {
+        self.get(
+            &format!("/v1/evaluation/{}", escape_path_segment(eval_id)),
+            &[],
+        )
+        .await
+    }
+
+    pub async fn evaluation_allocations(
+        &self,
+        eval_id: &str,
+    ) -> Result<Vec<AllocListStub>, ClientError> {
+        self.get(
+            &format!(
+                "/v1/evaluation/{}/allocations",
+                escape_path_segment(eval_id)
+            ),
+            &[],
+        )
+        .await
+    }
+
+    pub async fn allocations(&self, prefix: &str) -> Result<Vec<AllocListStub>, ClientError> {
+        self.get("/v1/allocations", &[("prefix", prefix.to_string())])
+            .await
+    }
+
+    pub async fn allocation(&self, alloc_id: &str) -> Result<Allocation, ClientError> {
+        self.get(
+            &format!("/v1/allocation/{}", escape_path_segment(alloc_id)),
+            &[],
+        )
+        .await
+    }
+
+    pub async fn stop_allocation(&self, alloc_id: &str) -> Result<AllocStopResponse, ClientError> {
+        self.put(
+            &format!("/v1/allocation/{}/stop", escape_path_segment(alloc_id)),
+            &[],
+            None,
+        )
+        .await
+    }
+
+    pub async fn restart_allocation(
+        &self,
+        alloc_id: &str,
+        task: Option<&str>,
+        all_tasks: bool,
+    ) -> Result<GenericResponse, ClientError> {
+        self.put(
+            &format!(
+                "/v1/client/allocation/{}/restart",
+                escape_path_segment(alloc_id)
+            ),
+            &[],
+            Some(json!({"TaskName": task.unwrap_or(""), "AllTasks": all_tasks})),
+        )
+        .await
+    }
+
+    pub async fn signal_allocation(
+        &self,
+        alloc_id: &str,
+        task: Option<&str>,
+        signal: &str,
+    ) -> Result<GenericResponse, ClientError> {
+        self.put(
+            &format!(
+                "/v1/client/allocation/{}/signal",
+                escape_path_segment(alloc_id)
+            ),
+            &[],
+            Some(json!({"Task": task.unwrap_or(""), "Signal": signal})),
+        )
+        .await
+    }
+
+    pub async fn allocation_stats(
+        &self,
+        alloc_id: &str,
+    ) -> Result<AllocResourceUsage, ClientError> {
+        self.get(
+            &format!(
+                "/v1/client/allocation/{}/stats",
+                escape_path_segment(alloc_id)
+            ),
+            &[],
+        )
+        .await
+    }
+
+    /// Opens a log stream of one task.
+    pub async fn logs(&self, alloc_id: &str, query: &LogsQuery) -> Result<LogStream, ClientError> {
+        let pairs = [
+            ("task", query.task.clone()),
+            (
+                "type",
+                if query.stderr { "stderr" } else { "stdout" }.to_string(),
+            ),
+            ("follow", query.follow.to_string()),
+            (
+                "origin",
+                if query.from_end { "end" } else { "start" }.to_string(),
+            ),
+            ("offset", query.offset.to_string()),
+            ("plain", query.plain.to_string()),
+        ];
+        let response = self
+            .send(self.request(
+                reqwest::Method::GET,
+                &format!("/v1/client/fs/logs/{}", escape_path_segment(alloc_id)),
+                &pairs,
+            ))
+            .await?;
+        Ok(LogStream {
+            response,
+            buffer: Vec::new(),
+            plain: query.plain,
+        })
+    }
+
+    /// `ls`: the entries of a directory in an allocation's directory.
+    pub async fn fs_list(
+        &self,
+        alloc_id: &str,
+        path: &str,
+    ) -> Result<Vec<AllocFileInfo>, ClientError> {
+        self.get(
+            &format!("/v1/client/fs/ls/{}", escape_path_segment(alloc_id)),
+            &[("path", path.to_string())],
+        )
+        .await
+    }
+
+    /// `stat`: one entry of an allocation's directory.
+    pub async fn fs_stat(&self, alloc_id: &str, path: &str) -> Result<AllocFileInfo, ClientError> {
+        self.get(
+            &format!("/v1/client/fs/stat/{}", escape_path_segment(alloc_id)),
+            &[("path", path.to_string())],
+        )
+        .await
+    }
+
+    /// `cat`: the bytes of a file in an allocation's directory.
+    pub async fn fs_cat(&self, alloc_id: &str, path: &str) -> Result<Vec<u8>, ClientError> {
+        let response = self
+            .send(self.request(
+                reqwest::Method::GET,
+                &format!("/v1/client/fs/cat/{}", escape_path_segment(alloc_id)),
+                &[("path", path.to_string())],
+            ))
+            .await?;
+        let bytes = response.bytes().await.map_err(ClientError::Transport)?;
+        Ok(bytes.to_vec())
+    }
+
+    pub async fn nodes(&self, prefix: &str) -> Result<Vec<NodeListStub>, ClientError> {
+        self.get("/v1/nodes", &[("prefix", prefix.to_string())])
+            .await
+    }
+
+    pub async fn node(&self, node_id: &str) -> Result<Node, ClientError> {
+        self.get(&format!("/v1/node/{}", escape_path_segment(node_id)), &[])
+            .await
+    }
+
+    pub async fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ClientError> {
+        self.get(
+            &format!("/v1/node/{}/allocations", escape_path_segment(node_id)),
+            &[],
+        )
+        .await
+    }
+
+    pub async fn agent_self(&self) -> Result<serde_json::Value, ClientError> {
+        self.get("/v1/agent/self", &[]).await
+    }
+}
+
+/// Drains a framed or plain log stream into bytes (for non-follow reads and tests).
+pub async fn collect_log_data(stream: &mut LogStream) -> Result<Vec<u8>, ClientError> {
+    let mut data = Vec::new();
+    while let Some(frame) = stream.next_frame().await? {
+        data.extend_from_slice(&frame.data.0);
+    }
+    Ok(data)
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is a failed test
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_escape_matches_go() {
+        assert_eq!(
+            escape_path_segment("batch/dispatch-1-ab"),
+            "batch%2Fdispatch-1-ab"
+        );
+        assert_eq!(escape_path_segment("web app"), "web%20app");
+        assert_eq!(escape_path_segment("a:b@c=d"), "a:b@c=d");
+    }
+}

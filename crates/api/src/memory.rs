@@ -1,0 +1,566 @@
+//! An in-memory [`ApiBackend`] for tests of the HTTP layer and of the CLI: objects are put in
+//! directly, writes bump one index and wake blocking queries, and client-node operations are
+//! recorded so a test can assert what reached the "client".
+//!
+//! Not a scheduler and not a server: registering a job stores it with a new evaluation and
+//! nothing else happens unless the test does it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+use drover_structs::{
+    AllocResourceUsage, AllocStopResponse, Allocation, Evaluation, Job, JobDeregisterResponse,
+    JobRegisterRequest, JobRegisterResponse, JobSummary, Node,
+};
+
+use crate::backend::{AgentInfo, AgentOperations, StateReads, Table};
+use crate::error::ApiError;
+
+/// A client-node operation as the backend received it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientCall {
+    Restart {
+        alloc_id: String,
+        task: Option<String>,
+        all_tasks: bool,
+    },
+    Signal {
+        alloc_id: String,
+        task: Option<String>,
+        signal: String,
+    },
+    Gc {
+        alloc_id: String,
+    },
+}
+
+#[derive(Default)]
+struct Contents {
+    index: u64,
+    table_indexes: HashMap<Table, u64>,
+    /// (namespace, id) → versions, oldest first.
+    jobs: BTreeMap<(String, String), Vec<Job>>,
+    summaries: BTreeMap<(String, String), JobSummary>,
+    allocations: BTreeMap<String, Allocation>,
+    evaluations: BTreeMap<String, Evaluation>,
+    nodes: BTreeMap<String, Node>,
+    alloc_dirs: BTreeMap<String, PathBuf>,
+    client_calls: Vec<ClientCall>,
+    eval_counter: u64,
+}
+
+impl Contents {
+    fn bump(&mut self, tables: &[Table]) -> u64 {
+        self.index += 1;
+        for table in tables {
+            self.table_indexes.insert(*table, self.index);
+        }
+        self.index
+    }
+}
+
+/// The in-memory backend.
+pub struct MemoryBackend {
+    info: AgentInfo,
+    contents: Mutex<Contents>,
+    changes: tokio::sync::watch::Sender<u64>,
+}
+
+fn namespace_matches(wanted: &str, actual: &str) -> bool {
+    wanted == "*" || wanted == actual
+}
+
+impl MemoryBackend {
+    pub fn new(info: AgentInfo) -> Self {
+        MemoryBackend {
+            info,
+            contents: Mutex::new(Contents::default()),
+            changes: tokio::sync::watch::channel(0).0,
+        }
+    }
+
+    /// A backend describing a dev agent at `127.0.0.1:4646`.
+    pub fn dev() -> Self {
+        MemoryBackend::new(AgentInfo {
+            region: "global".into(),
+            datacenter: "dc1".into(),
+            node_name: "node1".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            http_addr: "127.0.0.1:4646".into(),
+            server_addr: "127.0.0.1:4647".into(),
+            server_enabled: true,
+            client_enabled: true,
+            node_id: String::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Contents> {
+        // A panic while holding the lock only happens in a failing test; keep going with the
+        // data as it is.
+        self.contents
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write<R>(&self, tables: &[Table], change: impl FnOnce(&mut Contents, u64) -> R) -> R {
+        let (result, index) = {
+            let mut contents = self.lock();
+            let index = contents.bump(tables);
+            (change(&mut contents, index), index)
+        };
+        self.changes.send_replace(index);
+        result
+    }
+
+    /// Stores a job as a new version (indexes and version filled in) with a zeroed summary.
+    pub fn put_job(&self, mut job: Job) -> Job {
+        job.canonicalize();
+        if job.status.is_empty() {
+            job.status = "pending".to_string();
+        }
+        self.write(
+            &[Table::Jobs, Table::JobVersions, Table::JobSummaries],
+            |contents, index| {
+                let key = (job.namespace.clone(), job.id.clone());
+                let versions = contents.jobs.entry(key.clone()).or_default();
+                match versions.last() {
+                    Some(previous) => {
+                        job.version = previous.version + 1;
+                        job.create_index = previous.create_index;
+                    }
+                    None => job.create_index = index,
+                }
+                job.modify_index = index;
+                job.job_modify_index = index;
+                versions.push(job.clone());
+                let mut summary = JobSummary::new_for_job(&job);
+                summary.modify_index = index;
+                contents.summaries.insert(key, summary);
+                job
+            },
+        )
+    }
+
+    pub fn put_summary(&self, summary: JobSummary) {
+        self.write(&[Table::JobSummaries], |contents, _| {
+            contents
+                .summaries
+                .insert((summary.namespace.clone(), summary.job_id.clone()), summary);
+        });
+    }
+
+    pub fn put_allocation(&self, mut allocation: Allocation) {
+        self.write(&[Table::Allocs], |contents, index| {
+            if allocation.create_index == 0 {
+                allocation.create_index = index;
+            }
+            allocation.modify_index = index;
+            contents
+                .allocations
+                .insert(allocation.id.clone(), allocation);
+        });
+    }
+
+    pub fn put_evaluation(&self, mut evaluation: Evaluation) {
+        self.write(&[Table::Evals], |contents, index| {
+            if evaluation.create_index == 0 {
+                evaluation.create_index = index;
+            }
+            evaluation.modify_index = index;
+            contents
+                .evaluations
+                .insert(evaluation.id.clone(), evaluation);
+        });
+    }
+
+    pub fn put_node(&self, mut node: Node) {
+        self.write(&[Table::Nodes], |contents, index| {
+            if node.create_index == 0 {
+                node.create_index = index;
+            }
+            node.modify_index = index;
+            contents.nodes.insert(node.id.clone(), node);
+        });
+    }
+
+    /// Where an allocation's directory is, for the logs and fs endpoints.
+    pub fn set_alloc_dir(&self, alloc_id: &str, dir: PathBuf) {
+        self.lock().alloc_dirs.insert(alloc_id.to_string(), dir);
+    }
+
+    /// The client-node operations received so far.
+    pub fn client_calls(&self) -> Vec<ClientCall> {
+        self.lock().client_calls.clone()
+    }
+
+    fn known_alloc(&self, alloc_id: &str) -> Result<Allocation, ApiError> {
+        self.lock()
+            .allocations
+            .get(alloc_id)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(format!("Unknown allocation {alloc_id:?}")))
+    }
+
+    fn check_task(allocation: &Allocation, task: &Option<String>) -> Result<(), ApiError> {
+        let Some(task) = task else { return Ok(()) };
+        let known = allocation
+            .job
+            .as_deref()
+            .into_iter()
+            .flat_map(|job| job.task_groups.iter())
+            .filter(|group| group.name == allocation.task_group)
+            .flat_map(|group| group.tasks.iter())
+            .any(|candidate| &candidate.name == task);
+        if known {
+            Ok(())
+        } else {
+            Err(ApiError::bad_request(format!("Task not running: {task}")))
+        }
+    }
+
+    fn new_eval(
+        &self,
+        contents: &mut Contents,
+        job: &Job,
+        trigger: &str,
+        index: u64,
+    ) -> Evaluation {
+        contents.eval_counter += 1;
+        let eval = Evaluation {
+            id: format!(
+                "{:08x}-0000-4000-8000-{:012x}",
+                contents.eval_counter, index
+            ),
+            namespace: job.namespace.clone(),
+            priority: job.priority,
+            r#type: job.r#type.clone(),
+            triggered_by: trigger.to_string(),
+            job_id: job.id.clone(),
+            job_modify_index: job.job_modify_index,
+            status: "pending".to_string(),
+            create_index: index,
+            modify_index: index,
+            ..Evaluation::default()
+        };
+        contents.evaluations.insert(eval.id.clone(), eval.clone());
+        eval
+    }
+}
+
+impl StateReads for MemoryBackend {
+    fn table_index(&self, tables: &[Table]) -> u64 {
+        let contents = self.lock();
+        tables
+            .iter()
+            .filter_map(|table| contents.table_indexes.get(table))
+            .copied()
+            .max()
+            .unwrap_or(0)
+    }
+
+    async fn wait_for_change(
+        &self,
+        tables: &[Table],
+        min_index: u64,
+        deadline: tokio::time::Instant,
+    ) {
+        let mut receiver = self.changes.subscribe();
+        loop {
+            if self.table_index(tables) > min_index {
+                return;
+            }
+            tokio::select! {
+                changed = receiver.changed() => if changed.is_err() { return },
+                () = tokio::time::sleep_until(deadline) => return,
+            }
+        }
+    }
+
+    fn jobs(&self, namespace: &str, prefix: &str) -> Result<Vec<Job>, ApiError> {
+        Ok(self
+            .lock()
+            .jobs
+            .iter()
+            .filter(|((job_namespace, id), _)| {
+                namespace_matches(namespace, job_namespace) && id.starts_with(prefix)
+            })
+            .filter_map(|(_, versions)| versions.last().cloned())
+            .collect())
+    }
+
+    fn job(&self, namespace: &str, job_id: &str) -> Result<Option<Job>, ApiError> {
+        Ok(self
+            .lock()
+            .jobs
+            .get(&(namespace.to_string(), job_id.to_string()))
+            .and_then(|versions| versions.last().cloned()))
+    }
+
+    fn job_versions(&self, namespace: &str, job_id: &str) -> Result<Vec<Job>, ApiError> {
+        Ok(self
+            .lock()
+            .jobs
+            .get(&(namespace.to_string(), job_id.to_string()))
+            .map(|versions| versions.iter().rev().cloned().collect())
+            .unwrap_or_default())
+    }
+
+    fn job_summary(&self, namespace: &str, job_id: &str) -> Result<Option<JobSummary>, ApiError> {
+        Ok(self
+            .lock()
+            .summaries
+            .get(&(namespace.to_string(), job_id.to_string()))
+            .cloned())
+    }
+
+    fn job_allocations(&self, namespace: &str, job_id: &str) -> Result<Vec<Allocation>, ApiError> {
+        Ok(self
+            .lock()
+            .allocations
+            .values()
+            .filter(|allocation| allocation.namespace == namespace && allocation.job_id == job_id)
+            .cloned()
+            .collect())
+    }
+
+    fn job_evaluations(&self, namespace: &str, job_id: &str) -> Result<Vec<Evaluation>, ApiError> {
+        Ok(self
+            .lock()
+            .evaluations
+            .values()
+            .filter(|eval| eval.namespace == namespace && eval.job_id == job_id)
+            .cloned()
+            .collect())
+    }
+
+    fn allocations(&self, namespace: &str, prefix: &str) -> Result<Vec<Allocation>, ApiError> {
+        Ok(self
+            .lock()
+            .allocations
+            .values()
+            .filter(|allocation| {
+                namespace_matches(namespace, &allocation.namespace)
+                    && allocation.id.starts_with(prefix)
+            })
+            .cloned()
+            .collect())
+    }
+
+    fn allocation(&self, alloc_id: &str) -> Result<Option<Allocation>, ApiError> {
+        Ok(self.lock().allocations.get(alloc_id).cloned())
+    }
+
+    fn evaluations(&self, namespace: &str, prefix: &str) -> Result<Vec<Evaluation>, ApiError> {
+        Ok(self
+            .lock()
+            .evaluations
+            .values()
+            .filter(|eval| {
+                namespace_matches(namespace, &eval.namespace) && eval.id.starts_with(prefix)
+            })
+            .cloned()
+            .collect())
+    }
+
+    fn evaluation(&self, eval_id: &str) -> Result<Option<Evaluation>, ApiError> {
+        Ok(self.lock().evaluations.get(eval_id).cloned())
+    }
+
+    fn evaluation_allocations(&self, eval_id: &str) -> Result<Vec<Allocation>, ApiError> {
+        Ok(self
+            .lock()
+            .allocations
+            .values()
+            .filter(|allocation| allocation.eval_id == eval_id)
+            .cloned()
+            .collect())
+    }
+
+    fn nodes(&self, prefix: &str) -> Result<Vec<Node>, ApiError> {
+        Ok(self
+            .lock()
+            .nodes
+            .values()
+            .filter(|node| node.id.starts_with(prefix))
+            .cloned()
+            .collect())
+    }
+
+    fn node(&self, node_id: &str) -> Result<Option<Node>, ApiError> {
+        Ok(self.lock().nodes.get(node_id).cloned())
+    }
+
+    fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ApiError> {
+        Ok(self
+            .lock()
+            .allocations
+            .values()
+            .filter(|allocation| allocation.node_id == node_id)
+            .cloned()
+            .collect())
+    }
+}
+
+impl AgentOperations for MemoryBackend {
+    fn agent_info(&self) -> AgentInfo {
+        self.info.clone()
+    }
+
+    async fn register_job(
+        &self,
+        request: JobRegisterRequest,
+    ) -> Result<JobRegisterResponse, ApiError> {
+        let job = request
+            .job
+            .ok_or_else(|| ApiError::bad_request("Job must be specified"))?;
+        let job = self.put_job(job);
+        let (eval, index) = self.write(&[Table::Evals], |contents, index| {
+            (self.new_eval(contents, &job, "job-register", index), index)
+        });
+        Ok(JobRegisterResponse {
+            eval_id: eval.id,
+            eval_create_index: index,
+            job_modify_index: job.job_modify_index,
+            index,
+            ..JobRegisterResponse::default()
+        })
+    }
+
+    async fn deregister_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        purge: bool,
+    ) -> Result<JobDeregisterResponse, ApiError> {
+        let key = (namespace.to_string(), job_id.to_string());
+        self.write(
+            &[
+                Table::Jobs,
+                Table::JobVersions,
+                Table::JobSummaries,
+                Table::Evals,
+            ],
+            |contents, index| {
+                let Some(versions) = contents.jobs.get_mut(&key) else {
+                    return Err(ApiError::not_found("job not found"));
+                };
+                let mut job = versions.last().cloned().unwrap_or_default();
+                if purge {
+                    contents.jobs.remove(&key);
+                    contents.summaries.remove(&key);
+                } else if let Some(latest) = versions.last_mut() {
+                    latest.stop = true;
+                    latest.modify_index = index;
+                    job = latest.clone();
+                }
+                let eval = self.new_eval(contents, &job, "job-deregister", index);
+                Ok(JobDeregisterResponse {
+                    eval_id: eval.id,
+                    eval_create_index: index,
+                    job_modify_index: index,
+                    index,
+                    ..JobDeregisterResponse::default()
+                })
+            },
+        )
+    }
+
+    async fn evaluate_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> Result<JobRegisterResponse, ApiError> {
+        let job = self
+            .job(namespace, job_id)?
+            .ok_or_else(|| ApiError::not_found("job not found"))?;
+        let (eval, index) = self.write(&[Table::Evals], |contents, index| {
+            (self.new_eval(contents, &job, "job-register", index), index)
+        });
+        Ok(JobRegisterResponse {
+            eval_id: eval.id,
+            eval_create_index: index,
+            job_modify_index: job.job_modify_index,
+            index,
+            ..JobRegisterResponse::default()
+        })
+    }
+
+    async fn stop_alloc(&self, alloc_id: &str) -> Result<AllocStopResponse, ApiError> {
+        let allocation = self
+            .allocation(alloc_id)?
+            .ok_or_else(|| ApiError::not_found("allocation not found"))?;
+        let job = allocation.job.as_deref().cloned().unwrap_or_default();
+        let (eval, index) = self.write(&[Table::Evals, Table::Allocs], |contents, index| {
+            if let Some(stored) = contents.allocations.get_mut(alloc_id) {
+                stored.desired_transition.migrate = Some(true);
+                stored.modify_index = index;
+            }
+            (self.new_eval(contents, &job, "alloc-stop", index), index)
+        });
+        Ok(AllocStopResponse {
+            eval_id: eval.id,
+            index,
+        })
+    }
+
+    async fn restart_alloc(
+        &self,
+        alloc_id: &str,
+        task: Option<String>,
+        all_tasks: bool,
+    ) -> Result<(), ApiError> {
+        let allocation = self.known_alloc(alloc_id)?;
+        Self::check_task(&allocation, &task)?;
+        self.lock().client_calls.push(ClientCall::Restart {
+            alloc_id: alloc_id.to_string(),
+            task,
+            all_tasks,
+        });
+        Ok(())
+    }
+
+    async fn signal_alloc(
+        &self,
+        alloc_id: &str,
+        task: Option<String>,
+        signal: String,
+    ) -> Result<(), ApiError> {
+        let allocation = self.known_alloc(alloc_id)?;
+        Self::check_task(&allocation, &task)?;
+        if !signal.starts_with("SIG") || signal.len() < 5 {
+            return Err(ApiError::bad_request(format!("unknown signal {signal:?}")));
+        }
+        self.lock().client_calls.push(ClientCall::Signal {
+            alloc_id: alloc_id.to_string(),
+            task,
+            signal,
+        });
+        Ok(())
+    }
+
+    async fn gc_alloc(&self, alloc_id: &str) -> Result<(), ApiError> {
+        self.known_alloc(alloc_id)?;
+        self.lock().client_calls.push(ClientCall::Gc {
+            alloc_id: alloc_id.to_string(),
+        });
+        Ok(())
+    }
+
+    async fn alloc_stats(
+        &self,
+        alloc_id: &str,
+        _task: Option<String>,
+    ) -> Result<AllocResourceUsage, ApiError> {
+        self.known_alloc(alloc_id)?;
+        Ok(AllocResourceUsage::default())
+    }
+
+    fn alloc_dir(&self, alloc_id: &str) -> Result<PathBuf, ApiError> {
+        self.lock()
+            .alloc_dirs
+            .get(alloc_id)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(format!("Unknown allocation {alloc_id:?}")))
+    }
+}

@@ -1,0 +1,339 @@
+//! The `/v1` route table: a request's method and decoded path become a typed [`Route`], or the
+//! error Nomad answers (404 with an empty body for an unknown path, 405 `Invalid method`).
+//!
+//! Job IDs may contain `/`: everything after `/v1/job/` up to a known suffix is the ID, after
+//! percent-decoding (so `batch%2Fdispatch-1` and `batch/dispatch-1` name the same job).
+//! Allocation, evaluation and node IDs are one segment. Not here: what a route does.
+
+use axum::http::Method;
+
+use crate::error::ApiError;
+
+/// What a request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    JobList,
+    JobRegister,
+    JobParse,
+    JobValidate,
+    JobRead { job_id: String },
+    JobRegisterAt { job_id: String },
+    JobDeregister { job_id: String },
+    JobAllocations { job_id: String },
+    JobEvaluations { job_id: String },
+    JobVersions { job_id: String },
+    JobSummary { job_id: String },
+    JobDeployment { job_id: String },
+    JobDeployments { job_id: String },
+    JobEvaluate { job_id: String },
+    AllocationList,
+    AllocationRead { alloc_id: String },
+    AllocationStop { alloc_id: String },
+    EvaluationList,
+    EvaluationRead { eval_id: String },
+    EvaluationAllocations { eval_id: String },
+    NodeList,
+    NodeRead { node_id: String },
+    NodeAllocations { node_id: String },
+    AgentSelf,
+    AgentMembers,
+    AgentHealth,
+    AgentServers,
+    DeploymentList,
+    DeploymentRead { deployment_id: String },
+    StatusLeader,
+    StatusPeers,
+    Regions,
+    ClientAllocRestart { alloc_id: String },
+    ClientAllocSignal { alloc_id: String },
+    ClientAllocGc { alloc_id: String },
+    ClientAllocStats { alloc_id: String },
+    ClientAllocChecks { alloc_id: String },
+    FsLogs { alloc_id: String },
+    FsStream { alloc_id: String },
+    FsList { alloc_id: String },
+    FsStat { alloc_id: String },
+    FsCat { alloc_id: String },
+    FsReadAt { alloc_id: String },
+}
+
+/// Job sub-resources, longest first so `/deployments` wins over `/deployment`. Suffixes Nomad
+/// has but drover does not serve yet are listed too, so they are never read as part of an ID.
+const JOB_SUFFIXES: &[&str] = &[
+    "/periodic/force",
+    "/allocations",
+    "/evaluations",
+    "/deployments",
+    "/deployment",
+    "/submission",
+    "/versions",
+    "/evaluate",
+    "/dispatch",
+    "/services",
+    "/summary",
+    "/revert",
+    "/stable",
+    "/scale",
+    "/plan",
+];
+
+/// Which methods a route family takes.
+#[derive(Clone, Copy)]
+enum Allowed {
+    Read,
+    Write,
+    ReadOrWrite,
+}
+
+fn check(method: &Method, allowed: Allowed) -> Result<(), ApiError> {
+    let is_read = method == Method::GET;
+    let is_write = method == Method::PUT || method == Method::POST;
+    let accepted = match allowed {
+        Allowed::Read => is_read,
+        Allowed::Write => is_write,
+        Allowed::ReadOrWrite => is_read || is_write,
+    };
+    if accepted {
+        Ok(())
+    } else {
+        Err(ApiError::MethodNotAllowed)
+    }
+}
+
+/// A single path segment: non-empty and without `/`.
+fn one_segment(rest: &str) -> Result<String, ApiError> {
+    if rest.is_empty() || rest.contains('/') {
+        Err(ApiError::NoRoute)
+    } else {
+        Ok(rest.to_string())
+    }
+}
+
+/// Splits `<id>/<suffix>` for objects whose ID is one segment.
+fn segment_and_suffix(rest: &str) -> (&str, &str) {
+    match rest.split_once('/') {
+        Some((id, suffix)) => (id, suffix),
+        None => (rest, ""),
+    }
+}
+
+/// Routes a request. `raw_path` is the path as sent (percent-encoded); it is decoded here.
+pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
+    let decoded = percent_encoding::percent_decode_str(raw_path).decode_utf8_lossy();
+    let Some(path) = decoded.strip_prefix("/v1/") else {
+        return Err(ApiError::NoRoute);
+    };
+    use Allowed::*;
+    let (route, allowed) = match path {
+        "jobs" => {
+            if method == Method::GET {
+                (Route::JobList, Read)
+            } else {
+                (Route::JobRegister, Write)
+            }
+        }
+        "jobs/parse" => (Route::JobParse, Write),
+        "validate/job" => (Route::JobValidate, Write),
+        "allocations" => (Route::AllocationList, Read),
+        "evaluations" => (Route::EvaluationList, Read),
+        "nodes" => (Route::NodeList, Read),
+        "agent/self" => (Route::AgentSelf, Read),
+        "agent/members" => (Route::AgentMembers, Read),
+        "agent/health" => (Route::AgentHealth, Read),
+        "agent/servers" => (Route::AgentServers, Read),
+        "deployments" => (Route::DeploymentList, Read),
+        "status/leader" => (Route::StatusLeader, Read),
+        "status/peers" => (Route::StatusPeers, Read),
+        "regions" => (Route::Regions, Read),
+        _ => {
+            if let Some(rest) = path.strip_prefix("job/") {
+                return job_route(method, rest);
+            } else if let Some(rest) = path.strip_prefix("allocation/") {
+                let (id, suffix) = segment_and_suffix(rest);
+                let alloc_id = one_segment(id)?;
+                match suffix {
+                    "" => (Route::AllocationRead { alloc_id }, Read),
+                    "stop" => (Route::AllocationStop { alloc_id }, Write),
+                    _ => return Err(ApiError::NoRoute),
+                }
+            } else if let Some(rest) = path.strip_prefix("deployment/") {
+                (
+                    Route::DeploymentRead {
+                        deployment_id: one_segment(rest)?,
+                    },
+                    Read,
+                )
+            } else if let Some(rest) = path.strip_prefix("evaluation/") {
+                let (id, suffix) = segment_and_suffix(rest);
+                let eval_id = one_segment(id)?;
+                match suffix {
+                    "" => (Route::EvaluationRead { eval_id }, Read),
+                    "allocations" => (Route::EvaluationAllocations { eval_id }, Read),
+                    _ => return Err(ApiError::NoRoute),
+                }
+            } else if let Some(rest) = path.strip_prefix("node/") {
+                let (id, suffix) = segment_and_suffix(rest);
+                let node_id = one_segment(id)?;
+                match suffix {
+                    "" => (Route::NodeRead { node_id }, Read),
+                    "allocations" => (Route::NodeAllocations { node_id }, Read),
+                    _ => return Err(ApiError::NoRoute),
+                }
+            } else if let Some(rest) = path.strip_prefix("client/allocation/") {
+                let (id, suffix) = segment_and_suffix(rest);
+                let alloc_id = one_segment(id)?;
+                match suffix {
+                    "restart" => (Route::ClientAllocRestart { alloc_id }, Write),
+                    "signal" => (Route::ClientAllocSignal { alloc_id }, Write),
+                    "gc" => (Route::ClientAllocGc { alloc_id }, ReadOrWrite),
+                    "stats" => (Route::ClientAllocStats { alloc_id }, Read),
+                    "checks" => (Route::ClientAllocChecks { alloc_id }, Read),
+                    _ => return Err(ApiError::NoRoute),
+                }
+            } else if let Some(rest) = path.strip_prefix("client/fs/") {
+                let (operation, alloc) = segment_and_suffix(rest);
+                let alloc_id = one_segment(alloc)?;
+                let route = match operation {
+                    "logs" => Route::FsLogs { alloc_id },
+                    "stream" => Route::FsStream { alloc_id },
+                    "ls" => Route::FsList { alloc_id },
+                    "stat" => Route::FsStat { alloc_id },
+                    "cat" => Route::FsCat { alloc_id },
+                    "readat" => Route::FsReadAt { alloc_id },
+                    _ => return Err(ApiError::NoRoute),
+                };
+                (route, Read)
+            } else {
+                return Err(ApiError::NoRoute);
+            }
+        }
+    };
+    check(method, allowed)?;
+    Ok(route)
+}
+
+fn job_route(method: &Method, rest: &str) -> Result<Route, ApiError> {
+    for suffix in JOB_SUFFIXES {
+        if let Some(id) = rest.strip_suffix(suffix)
+            && !id.is_empty()
+        {
+            let job_id = id.to_string();
+            let (route, allowed) = match *suffix {
+                "/allocations" => (Route::JobAllocations { job_id }, Allowed::Read),
+                "/evaluations" => (Route::JobEvaluations { job_id }, Allowed::Read),
+                "/versions" => (Route::JobVersions { job_id }, Allowed::Read),
+                "/summary" => (Route::JobSummary { job_id }, Allowed::Read),
+                "/deployment" => (Route::JobDeployment { job_id }, Allowed::Read),
+                "/deployments" => (Route::JobDeployments { job_id }, Allowed::Read),
+                "/evaluate" => (Route::JobEvaluate { job_id }, Allowed::Write),
+                _ => return Err(ApiError::NoRoute),
+            };
+            check(method, allowed)?;
+            return Ok(route);
+        }
+    }
+    if rest.is_empty() {
+        return Err(ApiError::NoRoute);
+    }
+    let job_id = rest.to_string();
+    match *method {
+        Method::GET => Ok(Route::JobRead { job_id }),
+        Method::PUT | Method::POST => Ok(Route::JobRegisterAt { job_id }),
+        Method::DELETE => Ok(Route::JobDeregister { job_id }),
+        _ => Err(ApiError::MethodNotAllowed),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is a failed test
+mod tests {
+    use super::*;
+
+    fn job(id: &str) -> String {
+        id.to_string()
+    }
+
+    #[test]
+    fn job_ids_with_slashes_run_up_to_the_known_suffix() {
+        assert_eq!(
+            route(
+                &Method::GET,
+                "/v1/job/batch/dispatch-1700000000-abcd1234/allocations"
+            ),
+            Ok(Route::JobAllocations {
+                job_id: job("batch/dispatch-1700000000-abcd1234")
+            })
+        );
+        assert_eq!(
+            route(&Method::GET, "/v1/job/cron%2Fperiodic-1700000000"),
+            Ok(Route::JobRead {
+                job_id: job("cron/periodic-1700000000")
+            })
+        );
+        assert_eq!(
+            route(&Method::GET, "/v1/job/a%2Fb/deployments"),
+            Ok(Route::JobDeployments { job_id: job("a/b") })
+        );
+        assert_eq!(
+            route(&Method::GET, "/v1/job/a/b/deployment"),
+            Ok(Route::JobDeployment { job_id: job("a/b") })
+        );
+        assert_eq!(
+            route(&Method::DELETE, "/v1/job/web%20app"),
+            Ok(Route::JobDeregister {
+                job_id: job("web app")
+            })
+        );
+    }
+
+    #[test]
+    fn writes_take_put_and_post_and_wrong_methods_get_405() {
+        for method in [Method::PUT, Method::POST] {
+            assert_eq!(route(&method, "/v1/jobs"), Ok(Route::JobRegister));
+            assert_eq!(
+                route(&method, "/v1/allocation/abc/stop"),
+                Ok(Route::AllocationStop {
+                    alloc_id: "abc".into()
+                })
+            );
+        }
+        assert_eq!(
+            route(&Method::DELETE, "/v1/jobs"),
+            Err(ApiError::MethodNotAllowed)
+        );
+        assert_eq!(
+            route(&Method::GET, "/v1/job/x/evaluate"),
+            Err(ApiError::MethodNotAllowed)
+        );
+        assert_eq!(
+            route(&Method::POST, "/v1/nodes"),
+            Err(ApiError::MethodNotAllowed)
+        );
+        assert_eq!(
+            route(&Method::PATCH, "/v1/job/x"),
+            Err(ApiError::MethodNotAllowed)
+        );
+        assert_eq!(
+            route(&Method::GET, "/v1/client/allocation/abc/gc"),
+            Ok(Route::ClientAllocGc {
+                alloc_id: "abc".into()
+            })
+        );
+    }
+
+    #[test]
+    fn unknown_paths_and_unserved_suffixes_are_no_route() {
+        for path in [
+            "/",
+            "/v2/jobs",
+            "/v1/nope",
+            "/v1/job/",
+            "/v1/allocation/a/b/stop",
+            "/v1/job/x/plan",
+            "/v1/client/fs/nope/abc",
+            "/v1/node/n/purge",
+        ] {
+            assert_eq!(route(&Method::GET, path), Err(ApiError::NoRoute), "{path}");
+        }
+    }
+}

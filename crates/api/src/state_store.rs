@@ -1,0 +1,223 @@
+//! [`StateReads`] for the real state store: every read is a snapshot read of
+//! `drover_state::StateStore`, and blocking queries wait on its per-table watches.
+//!
+//! Not here: writes; the server and the client own those.
+
+use std::future::Future;
+
+use drover_state::StateStore;
+use drover_structs::{Allocation, Evaluation, Job, JobSummary, Node};
+
+use crate::backend::{StateReads, Table};
+use crate::error::ApiError;
+
+/// The store's tables behind the API's. Deployments have no table yet: a read of them never
+/// changes, so a blocking query on them waits out its time.
+fn store_tables(tables: &[Table]) -> Vec<drover_state::Table> {
+    tables
+        .iter()
+        .filter_map(|table| match table {
+            Table::Jobs => Some(drover_state::Table::Jobs),
+            Table::JobVersions => Some(drover_state::Table::JobVersions),
+            Table::JobSummaries => Some(drover_state::Table::JobSummaries),
+            Table::Evals => Some(drover_state::Table::Evals),
+            Table::Allocs => Some(drover_state::Table::Allocs),
+            Table::Nodes => Some(drover_state::Table::Nodes),
+            Table::Deployments => None,
+        })
+        .collect()
+}
+
+fn in_namespace(wanted: &str, actual: &str) -> bool {
+    wanted == "*" || wanted == actual
+}
+
+fn owned<T: Clone>(shared: Vec<std::sync::Arc<T>>) -> Vec<T> {
+    shared.into_iter().map(|item| (*item).clone()).collect()
+}
+
+impl StateReads for StateStore {
+    fn table_index(&self, tables: &[Table]) -> u64 {
+        self.indexes().max_of(&store_tables(tables))
+    }
+
+    fn wait_for_change(
+        &self,
+        tables: &[Table],
+        min_index: u64,
+        deadline: tokio::time::Instant,
+    ) -> impl Future<Output = ()> + Send {
+        let tables = store_tables(tables);
+        async move {
+            if tables.is_empty() {
+                tokio::time::sleep_until(deadline).await;
+            } else {
+                StateStore::wait_for_change(self, &tables, min_index, deadline).await;
+            }
+        }
+    }
+
+    fn jobs(&self, namespace: &str, prefix: &str) -> Result<Vec<Job>, ApiError> {
+        let namespace = (namespace != "*").then_some(namespace);
+        Ok(owned(StateStore::jobs(self, namespace, prefix)))
+    }
+
+    fn job(&self, namespace: &str, job_id: &str) -> Result<Option<Job>, ApiError> {
+        Ok(StateStore::job(self, namespace, job_id).map(|job| (*job).clone()))
+    }
+
+    fn job_versions(&self, namespace: &str, job_id: &str) -> Result<Vec<Job>, ApiError> {
+        Ok(owned(StateStore::job_versions(self, namespace, job_id)))
+    }
+
+    fn job_summary(&self, namespace: &str, job_id: &str) -> Result<Option<JobSummary>, ApiError> {
+        Ok(StateStore::job_summary(self, namespace, job_id).map(|summary| (*summary).clone()))
+    }
+
+    fn job_allocations(&self, namespace: &str, job_id: &str) -> Result<Vec<Allocation>, ApiError> {
+        Ok(owned(self.allocs_by_job(namespace, job_id)))
+    }
+
+    fn job_evaluations(&self, namespace: &str, job_id: &str) -> Result<Vec<Evaluation>, ApiError> {
+        Ok(owned(self.evals_by_job(namespace, job_id)))
+    }
+
+    fn allocations(&self, namespace: &str, prefix: &str) -> Result<Vec<Allocation>, ApiError> {
+        Ok(owned(self.allocs(prefix))
+            .into_iter()
+            .filter(|allocation| in_namespace(namespace, &allocation.namespace))
+            .collect())
+    }
+
+    fn allocation(&self, alloc_id: &str) -> Result<Option<Allocation>, ApiError> {
+        Ok(self.alloc(alloc_id).map(|allocation| (*allocation).clone()))
+    }
+
+    fn evaluations(&self, namespace: &str, prefix: &str) -> Result<Vec<Evaluation>, ApiError> {
+        Ok(owned(self.evals(prefix))
+            .into_iter()
+            .filter(|evaluation| in_namespace(namespace, &evaluation.namespace))
+            .collect())
+    }
+
+    fn evaluation(&self, eval_id: &str) -> Result<Option<Evaluation>, ApiError> {
+        Ok(self.eval(eval_id).map(|evaluation| (*evaluation).clone()))
+    }
+
+    fn evaluation_allocations(&self, eval_id: &str) -> Result<Vec<Allocation>, ApiError> {
+        Ok(owned(self.allocs_by_eval(eval_id)))
+    }
+
+    fn nodes(&self, prefix: &str) -> Result<Vec<Node>, ApiError> {
+        Ok(owned(StateStore::nodes(self, prefix)))
+    }
+
+    fn node(&self, node_id: &str) -> Result<Option<Node>, ApiError> {
+        Ok(StateStore::node(self, node_id).map(|node| (*node).clone()))
+    }
+
+    fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ApiError> {
+        Ok(owned(self.allocs_by_node(node_id)))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is a failed test
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::backend::Composed;
+    use crate::memory::MemoryBackend;
+
+    fn job(id: &str) -> Job {
+        let mut job: Job = serde_json::from_value(serde_json::json!({
+            "ID": id,
+            "Datacenters": ["dc1"],
+            "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t", "Driver": "raw_exec",
+                "Config": {"command": "/bin/true"}}]}]
+        }))
+        .unwrap();
+        job.canonicalize();
+        job
+    }
+
+    async fn get(router: &axum::Router, uri: &str) -> (StatusCode, u64, serde_json::Value) {
+        let response = router
+            .clone()
+            .oneshot(Request::builder().uri(uri).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let index = response.headers()["X-Nomad-Index"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let value = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+        (status, index, value)
+    }
+
+    #[tokio::test]
+    async fn reads_and_blocking_queries_go_through_the_real_store() {
+        let store = StateStore::in_memory().await.unwrap();
+        let backend = Arc::new(Composed {
+            reads: store.clone(),
+            operations: MemoryBackend::dev(),
+        });
+        let router = crate::app(backend);
+        store
+            .upsert_job(job("batch/dispatch-1"), 1_700_000_000_000_000_000)
+            .await
+            .unwrap();
+
+        let (status, index, jobs) = get(&router, "/v1/jobs").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(jobs[0]["ID"], "batch/dispatch-1");
+        assert_eq!(jobs[0]["JobSummary"]["Summary"]["g"]["Queued"], 0);
+        let (status, _, read) = get(&router, "/v1/job/batch%2Fdispatch-1").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(read["Version"], 0);
+
+        let waiting_router = router.clone();
+        let uri = format!("/v1/jobs?index={index}&wait=60s");
+        let waiter = tokio::spawn(async move { get(&waiting_router, &uri).await });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!waiter.is_finished(), "answered before anything changed");
+        store
+            .upsert_job(job("second"), 1_700_000_001_000_000_000)
+            .await
+            .unwrap();
+        let (_, new_index, jobs) = tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("the write should wake the query")
+            .unwrap();
+        assert!(new_index > index);
+        assert_eq!(jobs.as_array().map(Vec::len), Some(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_blocking_read_of_deployments_waits_out_its_time() {
+        let store = StateStore::in_memory().await.unwrap();
+        let router = crate::app(Arc::new(Composed {
+            reads: store,
+            operations: MemoryBackend::dev(),
+        }));
+        let started = tokio::time::Instant::now();
+        let (status, index, body) = get(&router, "/v1/job/x/deployments?index=1&wait=32s").await;
+        assert_eq!((status, index), (StatusCode::OK, 1));
+        assert_eq!(body, serde_json::json!([]));
+        let elapsed = started.elapsed();
+        assert!(
+            elapsed >= Duration::from_secs(32) && elapsed <= Duration::from_secs(34),
+            "{elapsed:?}"
+        );
+    }
+}

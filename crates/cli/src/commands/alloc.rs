@@ -1,0 +1,713 @@
+//! `drover alloc status|logs|restart|signal|stop`. Allocation IDs may be given as prefixes
+//! (Nomad's short IDs); an ambiguous prefix lists the candidates.
+
+use std::collections::BTreeMap;
+
+use clap::{Args, Subcommand};
+use drover_api::client::{ApiClient, LogsQuery};
+use drover_structs::{AllocListStub, AllocResourceUsage, Allocation, TaskState};
+
+use crate::commands::describe;
+use crate::commands::monitor::{MonitorOptions, monitor_evaluation};
+use crate::format::{
+    date_from_timestamp, date_from_unix_nanos, now_unix_nanos, or_none, pretty_age, short_id,
+};
+use crate::{ApiFlags, Io, columnize};
+
+/// Nomad's `-tail -n` guess of bytes per line when asking for the end of a log.
+const BYTES_PER_LINE: u64 = 120;
+const DEFAULT_TAIL_LINES: u64 = 10;
+
+#[derive(Debug, Subcommand)]
+pub enum AllocCommand {
+    /// Show an allocation's status, tasks and events
+    Status(StatusArgs),
+    /// Print or follow a task's logs
+    Logs(LogsArgs),
+    /// Restart a task, the running tasks, or all tasks of an allocation
+    Restart(RestartArgs),
+    /// Send a signal to a task, or to all tasks of an allocation
+    Signal(SignalArgs),
+    /// Stop an allocation (the scheduler places a replacement)
+    Stop(StopArgs),
+    /// List a directory of an allocation, or print one of its files
+    Fs(FsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FsArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Describe the path instead of listing or printing it.
+    #[arg(long)]
+    pub stat: bool,
+    /// Print JSON (with -stat or for a directory).
+    #[arg(long)]
+    pub json: bool,
+    /// The allocation ID or ID prefix.
+    pub alloc: String,
+    /// A path inside the allocation directory (default: its root).
+    pub path: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Show full IDs.
+    #[arg(long)]
+    pub verbose: bool,
+    /// The allocation ID or ID prefix.
+    pub alloc: String,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Show stderr instead of stdout.
+    #[arg(long)]
+    pub stderr: bool,
+    /// Follow the log as it grows.
+    #[arg(short = 'f')]
+    pub follow: bool,
+    /// Show the end of the log instead of its start.
+    #[arg(long)]
+    pub tail: bool,
+    /// With -tail: how many lines.
+    #[arg(short = 'n', value_name = "LINES")]
+    pub lines: Option<u64>,
+    /// With -tail: how many bytes.
+    #[arg(short = 'c', value_name = "BYTES")]
+    pub bytes: Option<u64>,
+    /// The task (may also be given as the second argument).
+    #[arg(long = "task", value_name = "TASK")]
+    pub task_flag: Option<String>,
+    /// The allocation ID or ID prefix.
+    pub alloc: String,
+    /// The task; optional when the allocation runs one task.
+    pub task: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RestartArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Restart every task, including ones that have finished, in lifecycle order.
+    #[arg(long = "all-tasks")]
+    pub all_tasks: bool,
+    /// The task to restart.
+    #[arg(long = "task", value_name = "TASK")]
+    pub task_flag: Option<String>,
+    /// The allocation ID or ID prefix.
+    pub alloc: String,
+    /// The task to restart.
+    pub task: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SignalArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// The signal to send (default SIGKILL).
+    #[arg(short = 's', value_name = "SIGNAL")]
+    pub signal: Option<String>,
+    /// The task to signal.
+    #[arg(long = "task", value_name = "TASK")]
+    pub task_flag: Option<String>,
+    /// The allocation ID or ID prefix.
+    pub alloc: String,
+    /// The task to signal; all tasks when absent.
+    pub task: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Return right after stopping, without watching the evaluation.
+    #[arg(long)]
+    pub detach: bool,
+    /// Show full IDs.
+    #[arg(long)]
+    pub verbose: bool,
+    /// The allocation ID or ID prefix.
+    pub alloc: String,
+}
+
+pub async fn run(command: AllocCommand, io: &mut Io<'_>) -> i32 {
+    match command {
+        AllocCommand::Status(arguments) => alloc_status(arguments, io).await,
+        AllocCommand::Logs(arguments) => alloc_logs(arguments, io).await,
+        AllocCommand::Restart(arguments) => alloc_restart(arguments, io).await,
+        AllocCommand::Signal(arguments) => alloc_signal(arguments, io).await,
+        AllocCommand::Stop(arguments) => alloc_stop(arguments, io).await,
+        AllocCommand::Fs(arguments) => alloc_fs(arguments, io).await,
+    }
+}
+
+fn client_or_report(api: &ApiFlags, io: &mut Io<'_>) -> Option<ApiClient> {
+    match api.client() {
+        Ok(client) => Some(client),
+        Err(error) => {
+            io.error(format!("Error initializing client: {error}"));
+            None
+        }
+    }
+}
+
+fn stub_table(allocations: &[AllocListStub]) -> String {
+    let mut rows = vec![
+        [
+            "ID",
+            "Eval ID",
+            "Job ID",
+            "Task Group",
+            "Desired Status",
+            "Client Status",
+        ]
+        .iter()
+        .map(|cell| (*cell).to_string())
+        .collect::<Vec<_>>(),
+    ];
+    for allocation in allocations {
+        rows.push(vec![
+            short_id(&allocation.id, false),
+            short_id(&allocation.eval_id, false),
+            allocation.job_id.clone(),
+            allocation.task_group.clone(),
+            allocation.desired_status.clone(),
+            allocation.client_status.clone(),
+        ]);
+    }
+    columnize::columns(&rows)
+}
+
+/// Resolves an ID or prefix to one full allocation.
+pub async fn resolve_allocation(
+    client: &ApiClient,
+    io: &mut Io<'_>,
+    prefix: &str,
+) -> Option<Allocation> {
+    if prefix.len() == 1 {
+        io.error("Identifier must contain at least two characters.");
+        return None;
+    }
+    let candidates = match client.allocations(prefix).await {
+        Ok(candidates) => candidates,
+        Err(error) => {
+            io.error(describe("querying allocation", &error));
+            return None;
+        }
+    };
+    let chosen = match candidates.as_slice() {
+        [] => {
+            io.error(format!(
+                "No allocation(s) with prefix or id \"{prefix}\" found"
+            ));
+            return None;
+        }
+        [only] => only.id.clone(),
+        many => match many.iter().find(|candidate| candidate.id == prefix) {
+            Some(exact) => exact.id.clone(),
+            None => {
+                io.error(format!(
+                    "Prefix matched multiple allocations\n\n{}",
+                    stub_table(many)
+                ));
+                return None;
+            }
+        },
+    };
+    match client.allocation(&chosen).await {
+        Ok(allocation) => Some(allocation),
+        Err(error) => {
+            io.error(describe("querying allocation", &error));
+            None
+        }
+    }
+}
+
+/// The task names of an allocation's group, in the job's order.
+fn task_names(allocation: &Allocation) -> Vec<String> {
+    let from_job: Vec<String> = allocation
+        .job
+        .as_deref()
+        .into_iter()
+        .flat_map(|job| job.task_groups.iter())
+        .filter(|group| group.name == allocation.task_group)
+        .flat_map(|group| group.tasks.iter().map(|task| task.name.clone()))
+        .collect();
+    if from_job.is_empty() {
+        allocation.task_states.keys().cloned().collect()
+    } else {
+        from_job
+    }
+}
+
+fn bytes_text(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        let rounded = format!("{value:.1}");
+        format!("{} {}", rounded.trim_end_matches(".0"), UNITS[unit])
+    }
+}
+
+fn task_resources(
+    allocation: &Allocation,
+    task: &str,
+    usage: Option<&AllocResourceUsage>,
+) -> String {
+    let allocated = allocation
+        .allocated_resources
+        .as_ref()
+        .and_then(|resources| resources.tasks.get(task));
+    let cpu_total = allocated.map_or(0, |resources| resources.cpu.cpu_shares);
+    let memory_total = allocated.map_or(0, |resources| resources.memory.memory_mb);
+    let disk = allocation
+        .allocated_resources
+        .as_ref()
+        .map_or(0, |resources| resources.shared.disk_mb);
+    let task_usage = usage.and_then(|usage| usage.tasks.get(task));
+    let (cpu, memory) = match task_usage {
+        Some(task_usage) => {
+            let stats = &task_usage.resource_usage;
+            let used_mhz = stats.cpu_stats.total_ticks.round() as i64;
+            let used_memory = stats.memory_stats.rss.max(stats.memory_stats.usage);
+            (
+                format!("{used_mhz}/{cpu_total} MHz"),
+                format!(
+                    "{}/{}",
+                    bytes_text(used_memory),
+                    bytes_text(u64::try_from(memory_total).unwrap_or(0) * 1024 * 1024)
+                ),
+            )
+        }
+        None => (
+            format!("{cpu_total} MHz"),
+            bytes_text(u64::try_from(memory_total).unwrap_or(0) * 1024 * 1024),
+        ),
+    };
+    columnize::columns(&[
+        vec![
+            "CPU".into(),
+            "Memory".into(),
+            "Disk".into(),
+            "Addresses".into(),
+        ],
+        vec![cpu, memory, format!("{disk} MiB"), String::new()],
+    ])
+}
+
+fn task_events(state: &TaskState) -> String {
+    let last_restart = if state.restarts == 0 {
+        "N/A".to_string()
+    } else {
+        date_from_timestamp(state.last_restart)
+    };
+    let finished_at = if state.state == "dead" {
+        date_from_timestamp(state.finished_at)
+    } else {
+        "N/A".to_string()
+    };
+    let mut text = String::from("Task Events:\n");
+    text.push_str(&columnize::key_values(&[
+        ("Started At", date_from_timestamp(state.started_at)),
+        ("Finished At", finished_at),
+        ("Total Restarts", state.restarts.to_string()),
+        ("Last Restart", last_restart),
+    ]));
+    text.push_str("\n\nRecent Events:\n");
+    let mut rows = vec![vec![
+        "Time".to_string(),
+        "Type".to_string(),
+        "Description".to_string(),
+    ]];
+    for event in state.events.iter().rev() {
+        let description = if event.display_message.is_empty() {
+            event.message.clone()
+        } else {
+            event.display_message.clone()
+        };
+        rows.push(vec![
+            date_from_unix_nanos(event.time),
+            event.r#type.clone(),
+            description,
+        ]);
+    }
+    text.push_str(&columnize::columns(&rows));
+    text
+}
+
+async fn alloc_status(arguments: StatusArgs, io: &mut Io<'_>) -> i32 {
+    let Some(client) = client_or_report(&arguments.api, io) else {
+        return 1;
+    };
+    let Some(allocation) = resolve_allocation(&client, io, &arguments.alloc).await else {
+        return 1;
+    };
+    if arguments.json {
+        io.say(serde_json::to_string_pretty(&allocation).unwrap_or_default());
+        return 0;
+    }
+    show_allocation(&client, io, &allocation, arguments.verbose).await;
+    0
+}
+
+/// The detailed status of one allocation.
+pub async fn show_allocation(
+    client: &ApiClient,
+    io: &mut Io<'_>,
+    allocation: &Allocation,
+    verbose: bool,
+) {
+    let now = now_unix_nanos();
+    io.say(columnize::key_values(&[
+        ("ID", short_id(&allocation.id, verbose)),
+        ("Eval ID", short_id(&allocation.eval_id, verbose)),
+        ("Name", allocation.name.clone()),
+        ("Node ID", short_id(&allocation.node_id, verbose)),
+        ("Node Name", allocation.node_name.clone()),
+        ("Job ID", allocation.job_id.clone()),
+        ("Job Version", allocation.job_version().to_string()),
+        ("Client Status", allocation.client_status.clone()),
+        (
+            "Client Description",
+            or_none(&allocation.client_description),
+        ),
+        ("Desired Status", allocation.desired_status.clone()),
+        (
+            "Desired Description",
+            or_none(&allocation.desired_description),
+        ),
+        ("Created", pretty_age(allocation.create_time, now)),
+        ("Modified", pretty_age(allocation.modify_time, now)),
+    ]));
+    let usage = if allocation.client_status == "running" {
+        client.allocation_stats(&allocation.id).await.ok()
+    } else {
+        None
+    };
+    let states: &BTreeMap<String, TaskState> = &allocation.task_states;
+    for task in task_names(allocation) {
+        let Some(state) = states.get(&task) else {
+            continue;
+        };
+        io.say("");
+        io.say(format!("Task \"{task}\" is \"{}\"", state.state));
+        io.say("Task Resources:");
+        io.say(task_resources(allocation, &task, usage.as_ref()));
+        io.say("");
+        io.say(task_events(state));
+    }
+}
+
+async fn alloc_logs(arguments: LogsArgs, io: &mut Io<'_>) -> i32 {
+    let Some(client) = client_or_report(&arguments.api, io) else {
+        return 1;
+    };
+    let Some(allocation) = resolve_allocation(&client, io, &arguments.alloc).await else {
+        return 1;
+    };
+    let task = match arguments.task_flag.or(arguments.task) {
+        Some(task) => task,
+        None => {
+            let names = task_names(&allocation);
+            match names.as_slice() {
+                [only] => only.clone(),
+                _ => {
+                    let list: Vec<String> =
+                        names.iter().map(|name| format!("  * {name}")).collect();
+                    io.error(format!(
+                        "Allocation \"{}\" is running the following tasks:\n{}\n\nPlease specify the task.",
+                        short_id(&allocation.id, false),
+                        list.join("\n")
+                    ));
+                    return 1;
+                }
+            }
+        }
+    };
+    let tail_lines = match (arguments.tail, arguments.lines, arguments.bytes) {
+        (_, _, Some(_)) => None,
+        (true, lines, None) => Some(lines.unwrap_or(DEFAULT_TAIL_LINES)),
+        (false, Some(lines), None) => Some(lines),
+        (false, None, None) => None,
+    };
+    let offset = match (arguments.bytes, tail_lines) {
+        (Some(bytes), _) => bytes,
+        (None, Some(lines)) => lines.saturating_mul(BYTES_PER_LINE),
+        (None, None) => 0,
+    };
+    let from_end = arguments.tail || arguments.bytes.is_some() || tail_lines.is_some();
+    let query = LogsQuery {
+        task,
+        stderr: arguments.stderr,
+        follow: arguments.follow,
+        from_end,
+        offset,
+        plain: false,
+    };
+    let mut stream = match client.logs(&allocation.id, &query).await {
+        Ok(stream) => stream,
+        Err(error) => {
+            io.error(describe("reading logs", &error));
+            return 1;
+        }
+    };
+    // With a line count, the first read (the `offset` bytes before the end) is cut to the
+    // last N lines; the rest is printed as it arrives. The first read is over once it has
+    // all its bytes, the stream goes quiet (a heartbeat), or a second has passed.
+    let mut pending_tail: Option<Vec<u8>> = tail_lines.map(|_| Vec::new());
+    let started = tokio::time::Instant::now();
+    loop {
+        let frame = match stream.next_frame().await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(error) => {
+                io.error(describe("reading logs", &error));
+                return 1;
+            }
+        };
+        match pending_tail.as_mut() {
+            Some(buffer) => {
+                buffer.extend_from_slice(&frame.data.0);
+                let complete = frame.is_heartbeat()
+                    || buffer.len() as u64 >= offset
+                    || started.elapsed() >= std::time::Duration::from_secs(1);
+                if complete && let (Some(buffer), Some(lines)) = (pending_tail.take(), tail_lines) {
+                    let _ = io.out.write_all(last_lines(&buffer, lines));
+                    let _ = io.out.flush();
+                }
+            }
+            None => {
+                let _ = io.out.write_all(&frame.data.0);
+                let _ = io.out.flush();
+            }
+        }
+    }
+    if let (Some(buffer), Some(lines)) = (pending_tail, tail_lines) {
+        let _ = io.out.write_all(last_lines(&buffer, lines));
+    }
+    let _ = io.out.flush();
+    0
+}
+
+/// The last `lines` lines of `data` (a trailing newline does not start a new line).
+fn last_lines(data: &[u8], lines: u64) -> &[u8] {
+    if lines == 0 {
+        return &data[data.len()..];
+    }
+    let body = data.strip_suffix(b"\n").unwrap_or(data);
+    let mut seen = 0;
+    for (position, byte) in body.iter().enumerate().rev() {
+        if *byte == b'\n' {
+            seen += 1;
+            if seen == lines {
+                return &data[position + 1..];
+            }
+        }
+    }
+    data
+}
+
+fn pick_task(
+    flag: Option<String>,
+    positional: Option<String>,
+    io: &mut Io<'_>,
+) -> Result<Option<String>, ()> {
+    match (flag, positional) {
+        (Some(flag), Some(positional)) if flag != positional => {
+            io.error("Task given twice (as -task and as an argument) with different names");
+            Err(())
+        }
+        (Some(task), _) | (None, Some(task)) => Ok(Some(task)),
+        (None, None) => Ok(None),
+    }
+}
+
+async fn alloc_restart(arguments: RestartArgs, io: &mut Io<'_>) -> i32 {
+    let Ok(task) = pick_task(arguments.task_flag, arguments.task, io) else {
+        return 1;
+    };
+    if arguments.all_tasks && task.is_some() {
+        io.error("The -all-tasks option is not allowed when restarting a specific task.");
+        return 1;
+    }
+    let Some(client) = client_or_report(&arguments.api, io) else {
+        return 1;
+    };
+    let Some(allocation) = resolve_allocation(&client, io, &arguments.alloc).await else {
+        return 1;
+    };
+    match client
+        .restart_allocation(&allocation.id, task.as_deref(), arguments.all_tasks)
+        .await
+    {
+        Ok(_) => 0,
+        Err(error) => {
+            io.error(describe("restarting allocation", &error));
+            1
+        }
+    }
+}
+
+async fn alloc_signal(arguments: SignalArgs, io: &mut Io<'_>) -> i32 {
+    let Ok(task) = pick_task(arguments.task_flag, arguments.task, io) else {
+        return 1;
+    };
+    let Some(client) = client_or_report(&arguments.api, io) else {
+        return 1;
+    };
+    let Some(allocation) = resolve_allocation(&client, io, &arguments.alloc).await else {
+        return 1;
+    };
+    let signal = arguments.signal.unwrap_or_else(|| "SIGKILL".to_string());
+    match client
+        .signal_allocation(&allocation.id, task.as_deref(), &signal)
+        .await
+    {
+        Ok(_) => 0,
+        Err(error) => {
+            io.error(describe("signalling allocation", &error));
+            1
+        }
+    }
+}
+
+async fn alloc_stop(arguments: StopArgs, io: &mut Io<'_>) -> i32 {
+    let Some(client) = client_or_report(&arguments.api, io) else {
+        return 1;
+    };
+    let Some(allocation) = resolve_allocation(&client, io, &arguments.alloc).await else {
+        return 1;
+    };
+    let response = match client.stop_allocation(&allocation.id).await {
+        Ok(response) => response,
+        Err(error) => {
+            io.error(describe("stopping allocation", &error));
+            return 1;
+        }
+    };
+    if arguments.detach || response.eval_id.is_empty() {
+        io.say(response.eval_id);
+        return 0;
+    }
+    monitor_evaluation(
+        &client,
+        io,
+        &response.eval_id,
+        MonitorOptions::new(arguments.verbose),
+    )
+    .await
+}
+
+fn file_table(entries: &[drover_structs::AllocFileInfo]) -> String {
+    let mut rows = vec![vec![
+        "Mode".to_string(),
+        "Size".to_string(),
+        "Modified Time".to_string(),
+        "Name".to_string(),
+    ]];
+    for entry in entries {
+        let name = if entry.is_dir {
+            format!("{}/", entry.name)
+        } else {
+            entry.name.clone()
+        };
+        rows.push(vec![
+            entry.file_mode.clone(),
+            bytes_text(u64::try_from(entry.size).unwrap_or(0)),
+            entry
+                .mod_time
+                .unix_nanos()
+                .map_or_else(|| "N/A".to_string(), date_from_unix_nanos),
+            name,
+        ]);
+    }
+    columnize::columns(&rows)
+}
+
+async fn alloc_fs(arguments: FsArgs, io: &mut Io<'_>) -> i32 {
+    let Some(client) = client_or_report(&arguments.api, io) else {
+        return 1;
+    };
+    let Some(allocation) = resolve_allocation(&client, io, &arguments.alloc).await else {
+        return 1;
+    };
+    let path = arguments.path.unwrap_or_else(|| "/".to_string());
+    let info = match client.fs_stat(&allocation.id, &path).await {
+        Ok(info) => info,
+        Err(error) => {
+            io.error(describe("getting file info", &error));
+            return 1;
+        }
+    };
+    if arguments.stat {
+        if arguments.json {
+            io.say(serde_json::to_string_pretty(&info).unwrap_or_default());
+        } else {
+            io.say(file_table(std::slice::from_ref(&info)));
+        }
+        return 0;
+    }
+    if info.is_dir {
+        return match client.fs_list(&allocation.id, &path).await {
+            Ok(entries) if arguments.json => {
+                io.say(serde_json::to_string_pretty(&entries).unwrap_or_default());
+                0
+            }
+            Ok(entries) => {
+                io.say(file_table(&entries));
+                0
+            }
+            Err(error) => {
+                io.error(describe("listing directory", &error));
+                1
+            }
+        };
+    }
+    match client.fs_cat(&allocation.id, &path).await {
+        Ok(data) => {
+            let _ = io.out.write_all(&data);
+            let _ = io.out.flush();
+            0
+        }
+        Err(error) => {
+            io.error(describe("reading file", &error));
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is a failed test
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_lines_keeps_the_tail() {
+        assert_eq!(last_lines(b"a\nb\nc\n", 2), b"b\nc\n");
+        assert_eq!(last_lines(b"a\nb\nc", 2), b"b\nc");
+        assert_eq!(last_lines(b"a\nb\n", 5), b"a\nb\n");
+        assert_eq!(last_lines(b"a\nb\n", 0), b"");
+    }
+
+    #[test]
+    fn sizes_read_like_nomad() {
+        assert_eq!(bytes_text(300 * 1024 * 1024), "300 MiB");
+        assert_eq!(bytes_text(6_606_028), "6.3 MiB");
+        assert_eq!(bytes_text(12), "12 B");
+    }
+}

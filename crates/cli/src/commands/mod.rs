@@ -1,0 +1,16 @@
+//! One module per command family. Each command resolves IDs by prefix the way Nomad does, calls
+//! the API, and prints Nomad-shaped output; errors go to standard error with exit code 1.
+
+pub mod alloc;
+pub mod job;
+pub mod monitor;
+pub mod node;
+pub mod status;
+
+use drover_api::client::ClientError;
+
+/// The error line for a failed call: `Error <doing>: <why>`. A refused connection names the
+/// address the agent was expected at.
+pub fn describe(doing: &str, error: &ClientError) -> String {
+    format!("Error {doing}: {error}")
+}

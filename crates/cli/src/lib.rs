@@ -1,0 +1,139 @@
+//! The `drover` command line: Nomad's commands and flags (single-dash long flags included), each a
+//! thin client of the HTTP API through [`drover_api::client::ApiClient`], except `agent`, which
+//! runs the agent itself.
+//!
+//! [`run`] takes the arguments and the output streams and returns the exit code, so tests can
+//! drive every command without spawning a process. Not here: any orchestration logic.
+
+pub mod agent;
+mod argv;
+mod columnize;
+mod commands;
+mod format;
+
+use std::ffi::OsString;
+use std::io::Write;
+
+use clap::{Args, Parser, Subcommand};
+use drover_api::client::{ApiClient, ClientConfig};
+
+pub use argv::rewrite_single_dash_flags;
+
+/// Where a command writes: its standard output and standard error.
+pub struct Io<'a> {
+    pub out: &'a mut dyn Write,
+    pub err: &'a mut dyn Write,
+}
+
+impl Io<'_> {
+    /// Writes a line to standard output. A closed pipe is not worth failing over.
+    pub fn say(&mut self, text: impl AsRef<str>) {
+        let _ = writeln!(self.out, "{}", text.as_ref());
+    }
+
+    /// Writes a line to standard error.
+    pub fn error(&mut self, text: impl AsRef<str>) {
+        let _ = writeln!(self.err, "{}", text.as_ref());
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "drover",
+    version,
+    about = "A workload orchestrator that speaks Nomad's API",
+    disable_help_subcommand = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Flags every API command takes, as Nomad names them.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ApiFlags {
+    /// The agent's HTTP address (default: NOMAD_ADDR, else http://127.0.0.1:4646).
+    #[arg(long, value_name = "ADDR")]
+    pub address: Option<String>,
+    /// The region to send the request to (default: NOMAD_REGION).
+    #[arg(long, value_name = "REGION")]
+    pub region: Option<String>,
+    /// The namespace to act in (default: NOMAD_NAMESPACE, else default).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// The ACL token (default: NOMAD_TOKEN).
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+}
+
+impl ApiFlags {
+    pub fn client(&self) -> Result<ApiClient, drover_api::client::ClientError> {
+        ApiClient::new(
+            ClientConfig {
+                address: self.address.clone(),
+                token: self.token.clone(),
+                namespace: self.namespace.clone(),
+                region: self.region.clone(),
+            }
+            .with_environment(),
+        )
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the agent (server and client)
+    Agent(agent::AgentArgs),
+    /// Interact with jobs
+    #[command(subcommand)]
+    Job(commands::job::JobCommand),
+    /// Interact with allocations
+    #[command(subcommand)]
+    Alloc(commands::alloc::AllocCommand),
+    /// Interact with nodes
+    #[command(subcommand)]
+    Node(commands::node::NodeCommand),
+    /// Show the status of jobs, or of any object by ID prefix
+    Status(commands::status::StatusArgs),
+    /// Print the version
+    Version,
+}
+
+/// Runs one invocation (`arguments[0]` is the program name) and returns its exit code.
+pub async fn run(arguments: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let mut io = Io { out, err };
+    let arguments = rewrite_single_dash_flags(arguments);
+    let cli = match Cli::try_parse_from(arguments) {
+        Ok(cli) => cli,
+        Err(error) => {
+            let rendered = error.render().to_string();
+            return match error.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    io.say(rendered.trim_end());
+                    0
+                }
+                _ => {
+                    io.error(rendered.trim_end());
+                    1
+                }
+            };
+        }
+    };
+    match cli.command {
+        Command::Version => {
+            io.say(format!("drover v{}", env!("CARGO_PKG_VERSION")));
+            0
+        }
+        Command::Agent(arguments) => match agent::run(arguments).await {
+            Ok(()) => 0,
+            Err(error) => {
+                io.error(format!("Error running the agent: {error:#}"));
+                1
+            }
+        },
+        Command::Job(command) => commands::job::run(command, &mut io).await,
+        Command::Alloc(command) => commands::alloc::run(command, &mut io).await,
+        Command::Node(command) => commands::node::run(command, &mut io).await,
+        Command::Status(arguments) => commands::status::run(arguments, &mut io).await,
+    }
+}
