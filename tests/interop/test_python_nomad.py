@@ -11,7 +11,6 @@ import os
 import re
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 
@@ -35,9 +34,10 @@ def wait_for(what, probe, limit=60.0):
 @pytest.fixture(scope="module")
 def agent():
     binary = os.environ.get("DROVER_BIN", "target/debug/drover")
-    data_dir = tempfile.mkdtemp(prefix="drover-interop-")
+    # No data dir: the dev agent keeps its state in a temporary dir and stops every task,
+    # and removes every alloc dir, when it exits.
     process = subprocess.Popen(
-        [binary, "agent", "-dev", f"-data-dir={data_dir}", "-http-port=0"],
+        [binary, "agent", "-dev", "-http-port=0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
