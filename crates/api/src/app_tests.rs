@@ -725,6 +725,7 @@ async fn follow_streams_new_data_across_rotation_with_heartbeats() {
         Arc::clone(&backend),
         ApiOptions {
             follow_timing: timing,
+            ..ApiOptions::default()
         },
     );
     let dir = tempfile::tempdir().unwrap();
@@ -792,6 +793,7 @@ async fn a_deleted_file_is_reported_and_reading_moves_on() {
         Arc::clone(&backend),
         ApiOptions {
             follow_timing: timing,
+            ..ApiOptions::default()
         },
     );
     let dir = tempfile::tempdir().unwrap();
@@ -1035,6 +1037,7 @@ async fn following_the_log_of_a_dead_task_ends_after_the_last_bytes() {
         Arc::clone(&backend),
         ApiOptions {
             follow_timing: timing,
+            ..ApiOptions::default()
         },
     );
     let dir = tempfile::tempdir().unwrap();
@@ -1131,4 +1134,101 @@ async fn evaluations_filter_by_job_and_status() {
     assert_eq!(by_prefix[0]["JobID"], "db");
     let one = body_json(send(&router, "GET", "/v1/evaluation/e1", None).await).await;
     assert_eq!(one["Status"], "complete");
+}
+
+/// Reads ndjson lines from a streaming body, keeping what it has read past the last line.
+struct LineReader {
+    body: Body,
+    pending: String,
+}
+
+impl LineReader {
+    fn new(body: Body) -> Self {
+        LineReader {
+            body,
+            pending: String::new(),
+        }
+    }
+
+    async fn lines(&mut self, count: usize) -> Vec<Value> {
+        let mut lines = Vec::new();
+        while lines.len() < count {
+            if let Some(end) = self.pending.find('\n') {
+                let line: String = self.pending.drain(..=end).collect();
+                lines.push(serde_json::from_str(line.trim()).unwrap());
+                continue;
+            }
+            let frame = tokio::time::timeout(Duration::from_secs(60), self.body.frame())
+                .await
+                .expect("the stream went silent")
+                .expect("the stream ended")
+                .unwrap();
+            if let Ok(data) = frame.into_data() {
+                self.pending.push_str(std::str::from_utf8(&data).unwrap());
+            }
+        }
+        lines
+    }
+}
+
+#[tokio::test]
+async fn the_event_stream_sends_matching_batches_as_lines() {
+    let (backend, router) = setup();
+    backend.put_job(sample_job("before"));
+    let response = send(
+        &router,
+        "GET",
+        "/v1/event/stream?topic=Job:web&topic=Allocation",
+        None,
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(header(&response, "content-type"), "application/json");
+    let mut reader = LineReader::new(response.into_body());
+    assert_eq!(reader.lines(1).await, vec![json!({})]);
+    backend.put_job(sample_job("other"));
+    let web = backend.put_job(sample_job("web"));
+    sample_allocation(&backend, "a1", &web);
+    let lines = reader.lines(2).await;
+    assert_eq!(lines[0]["Index"], json!(web.modify_index));
+    assert_eq!(lines[0]["Events"][0]["Topic"], "Job");
+    assert_eq!(lines[0]["Events"][0]["Type"], "JobRegistered");
+    assert_eq!(lines[0]["Events"][0]["Payload"]["Job"]["ID"], "web");
+    assert_eq!(lines[1]["Events"][0]["Topic"], "Allocation");
+    assert_eq!(lines[1]["Events"][0]["Key"], "a1");
+}
+
+#[tokio::test]
+async fn the_event_stream_replays_from_an_index_and_refuses_bad_topics() {
+    let (backend, router) = setup();
+    let first = backend.put_job(sample_job("first"));
+    backend.put_job(sample_job("second"));
+    let response = send(
+        &router,
+        "GET",
+        &format!("/v1/event/stream?index={}", first.modify_index),
+        None,
+    )
+    .await;
+    let lines = LineReader::new(response.into_body()).lines(3).await;
+    assert_eq!(lines[1]["Events"][0]["Key"], "first");
+    assert_eq!(lines[2]["Events"][0]["Key"], "second");
+    let bad = send(&router, "GET", "/v1/event/stream?topic=Nonsense:x", None).await;
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    assert!(body_text(bad).await.starts_with("Invalid topic query"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quiet_event_stream_sends_heartbeats() {
+    let (_backend, router) = setup();
+    let response = send(&router, "GET", "/v1/event/stream", None).await;
+    let mut reader = LineReader::new(response.into_body());
+    let started = tokio::time::Instant::now();
+    let lines = reader.lines(2).await;
+    assert_eq!(lines, vec![json!({}), json!({})]);
+    assert!(
+        started.elapsed() >= Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
 }

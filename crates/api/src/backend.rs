@@ -15,6 +15,7 @@
 use std::future::Future;
 use std::path::PathBuf;
 
+use drover_state::{EventFilter, EventSubscription};
 use drover_structs::{
     AllocResourceUsage, AllocStopResponse, Allocation, Evaluation, Job, JobDeregisterResponse,
     JobRegisterRequest, JobRegisterResponse, JobSummary, Node,
@@ -97,6 +98,9 @@ pub trait StateReads: Send + Sync + 'static {
     fn nodes(&self, prefix: &str) -> Result<Vec<Node>, ApiError>;
     fn node(&self, node_id: &str) -> Result<Option<Node>, ApiError>;
     fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ApiError>;
+
+    /// The event stream from `from_index` (0: only new events), filtered.
+    fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription;
 }
 
 /// What the agent does: the server's writes (`drover_server::Server`) and the local client
@@ -231,6 +235,10 @@ impl<R: StateReads, O: Send + Sync + 'static> StateReads for Composed<R, O> {
 
     fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ApiError> {
         self.reads.node_allocations(node_id)
+    }
+
+    fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
+        self.reads.subscribe_events(from_index, filter)
     }
 }
 

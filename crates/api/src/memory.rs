@@ -7,7 +7,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use drover_state::{Event, EventBuffer, EventFilter, EventSubscription, EventType, Topic};
 
 use drover_structs::{
     AllocResourceUsage, AllocStopResponse, Allocation, Evaluation, Job, JobDeregisterResponse,
@@ -65,6 +67,27 @@ pub struct MemoryBackend {
     info: AgentInfo,
     contents: Mutex<Contents>,
     changes: tokio::sync::watch::Sender<u64>,
+    events: Arc<EventBuffer>,
+}
+
+/// One event of a write, published in index order while the write holds the lock.
+fn event(
+    topic: Topic,
+    event_type: EventType,
+    key: &str,
+    namespace: &str,
+    index: u64,
+    payload: serde_json::Value,
+) -> Event {
+    Event {
+        topic,
+        event_type,
+        key: key.to_string(),
+        namespace: namespace.to_string(),
+        filter_keys: Vec::new(),
+        index,
+        payload,
+    }
 }
 
 fn namespace_matches(wanted: &str, actual: &str) -> bool {
@@ -77,6 +100,7 @@ impl MemoryBackend {
             info,
             contents: Mutex::new(Contents::default()),
             changes: tokio::sync::watch::channel(0).0,
+            events: Arc::new(EventBuffer::new(1024)),
         }
     }
 
@@ -137,6 +161,14 @@ impl MemoryBackend {
                 let mut summary = JobSummary::new_for_job(&job);
                 summary.modify_index = index;
                 contents.summaries.insert(key, summary);
+                self.events.publish(vec![event(
+                    Topic::Job,
+                    EventType::JobRegistered,
+                    &job.id,
+                    &job.namespace,
+                    index,
+                    serde_json::json!({ "Job": job }),
+                )]);
                 job
             },
         )
@@ -156,6 +188,16 @@ impl MemoryBackend {
                 allocation.create_index = index;
             }
             allocation.modify_index = index;
+            let mut published = event(
+                Topic::Allocation,
+                EventType::AllocationUpdated,
+                &allocation.id,
+                &allocation.namespace,
+                index,
+                serde_json::json!({ "Allocation": allocation }),
+            );
+            published.filter_keys = vec![allocation.job_id.clone()];
+            self.events.publish(vec![published]);
             contents
                 .allocations
                 .insert(allocation.id.clone(), allocation);
@@ -168,6 +210,14 @@ impl MemoryBackend {
                 evaluation.create_index = index;
             }
             evaluation.modify_index = index;
+            self.events.publish(vec![event(
+                Topic::Evaluation,
+                EventType::EvaluationUpdated,
+                &evaluation.id,
+                &evaluation.namespace,
+                index,
+                serde_json::json!({ "Evaluation": evaluation }),
+            )]);
             contents
                 .evaluations
                 .insert(evaluation.id.clone(), evaluation);
@@ -180,6 +230,14 @@ impl MemoryBackend {
                 node.create_index = index;
             }
             node.modify_index = index;
+            self.events.publish(vec![event(
+                Topic::Node,
+                EventType::NodeRegistration,
+                &node.id,
+                "",
+                index,
+                serde_json::json!({ "Node": node }),
+            )]);
             contents.nodes.insert(node.id.clone(), node);
         });
     }
@@ -389,6 +447,10 @@ impl StateReads for MemoryBackend {
 
     fn node(&self, node_id: &str) -> Result<Option<Node>, ApiError> {
         Ok(self.lock().nodes.get(node_id).cloned())
+    }
+
+    fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
+        self.events.subscribe(from_index, filter)
     }
 
     fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ApiError> {

@@ -20,6 +20,7 @@ use serde::Serialize;
 use serde_json::json;
 
 mod agent;
+mod events;
 mod submit;
 
 use agent::{agent_members, agent_self};
@@ -34,9 +35,20 @@ use crate::params::QueryParams;
 use crate::routes::{Route, route};
 
 /// Knobs of the HTTP layer that tests turn.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct ApiOptions {
     pub follow_timing: FollowTiming,
+    /// How long an event stream stays quiet before a `{}` heartbeat (Nomad: 30 s).
+    pub event_heartbeat: std::time::Duration,
+}
+
+impl Default for ApiOptions {
+    fn default() -> Self {
+        ApiOptions {
+            follow_timing: FollowTiming::default(),
+            event_heartbeat: std::time::Duration::from_secs(30),
+        }
+    }
 }
 
 struct AppState<B> {
@@ -409,6 +421,20 @@ async fn handle<B: ApiBackend>(
                 health.insert("server".into(), json!({"ok": true, "message": "ok"}));
             }
             json_response(&health, params, Meta::Read(1))
+        }
+        Route::EventStream => {
+            let filter = events::event_filter(params)?;
+            let from_index = params.u64("index", 0)?;
+            let subscription = backend.subscribe_events(from_index, filter);
+            let body = events::event_stream_body(subscription, state.options.event_heartbeat);
+            Ok((
+                [
+                    (header::CONTENT_TYPE, "application/json"),
+                    (header::CACHE_CONTROL, "no-cache"),
+                ],
+                body,
+            )
+                .into_response())
         }
         Route::AgentServers => {
             json_response(&[backend.agent_info().server_addr], params, Meta::Read(1))
