@@ -1,4 +1,79 @@
-//! Task drivers: the [`Driver`] trait and the `raw_exec` and `exec` drivers, which launch each
-//! task under its own `drover-shim` and re-attach to it later.
+//! Task drivers: the [`Driver`] trait and the `raw_exec` and `mock` drivers, which launch each
+//! task under its own `drover-shim` (or, for `mock`, pretend to) and re-attach to it later.
 //!
-//! **Boundary**: knows tasks and processes, never allocations or the server.
+//! **Boundary**: knows tasks and processes, never allocations or the server. Restart policy,
+//! kill timeouts and events belong to the client; a driver only does what it is told and says
+//! whether a failure is worth retrying ([`DriverError::is_recoverable`]).
+//!
+//! A driver's methods take the [`TaskHandle`] the client persisted, so a driver holds no
+//! per-task state that a restart of the agent could lose: after a restart the client calls
+//! [`Driver::recover`] with each stored handle (which verifies the shim's identity) and then
+//! carries on with the same calls. When a shim is gone, [`Driver::reclaim`] kills what is left
+//! through the task's cgroup and returns the exit status the shim left on disk, if any.
+
+pub mod conformance;
+mod error;
+mod handle;
+pub mod mock;
+pub mod raw_exec;
+pub mod shim_client;
+mod signal;
+mod stats;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+pub use drover_shim::proto::ExitStatus;
+pub use error::DriverError;
+pub use handle::{
+    CgroupRef, LogSettings, ResourceLimits, SHIM_PATH_ENV, ShimHandle, TaskHandle, TaskLaunch,
+    locate_shim_binary,
+};
+pub use signal::parse_signal;
+pub use stats::{CpuUsage, MemoryUsage, TaskResourceUsage};
+
+/// A boxed future, so that [`Driver`] can be used as `dyn Driver`.
+pub type DriverFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, DriverError>> + Send + 'a>>;
+
+/// What a task driver does. Every method may be called concurrently from several tasks.
+pub trait Driver: Send + Sync {
+    /// The driver's name in job specs (`raw_exec`, `mock_driver`, …).
+    fn name(&self) -> &'static str;
+
+    /// Starts the task; the returned handle is what the client persists.
+    fn start<'a>(&'a self, launch: &'a TaskLaunch) -> DriverFuture<'a, TaskHandle>;
+
+    /// Re-attaches to a task started earlier (perhaps by another agent process), after checking
+    /// that the shim behind the handle is the one that started it.
+    fn recover<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, ()>;
+
+    /// Waits until the task has exited. Several waits may run at once.
+    fn wait<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, ExitStatus>;
+
+    /// The exit status if the task has exited, `None` while it runs.
+    fn exit_status<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, Option<ExitStatus>>;
+
+    /// Sends a signal (`SIGHUP`, `USR1`, `15`, …) to every process of the task.
+    fn signal<'a>(&'a self, handle: &'a TaskHandle, signal: &'a str) -> DriverFuture<'a, ()>;
+
+    /// Sends `signal` (the task's `kill_signal` when `None`) to the whole task, waits up to
+    /// `timeout` for it to exit, then SIGKILLs what is left. Returns once everything is dead.
+    fn kill<'a>(
+        &'a self,
+        handle: &'a TaskHandle,
+        signal: Option<&'a str>,
+        timeout: Duration,
+    ) -> DriverFuture<'a, ExitStatus>;
+
+    /// Current resource usage of the task.
+    fn stats<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, TaskResourceUsage>;
+
+    /// The client has recorded the exit: kills anything left and releases every resource (the
+    /// cgroup, the shim and its state). Idempotent.
+    fn destroy<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, ()>;
+
+    /// For a task whose shim is gone: kills what is left of it through its cgroup, removes the
+    /// cgroup and the shim state, and returns the exit status the shim recorded, if it did.
+    fn reclaim<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, Option<ExitStatus>>;
+}

@@ -3,3 +3,25 @@
 //! exit status, and answers the agent on a unix socket.
 //!
 //! **Boundary**: synchronous code only; never links an async runtime or anything big.
+//!
+//! Life of a shim (`drover-shim <spec.json>`, see [`proto::LaunchSpec`]):
+//!
+//! ```text
+//!  agent ── spawn ──> launcher ── fork ──> shim (setsid, child subreaper, cgroup, socket)
+//!    │                   │  <── StartReport ──┤          │ fork → join cgroup → setsid → user → exec
+//!    │ <─ one JSON line ─┤ exits (agent reaps)│        task
+//!    │                                        │ pumps stdout/stderr → <task>.stdout.<n>
+//!    └── unix socket: hello/status/wait/signal/kill/stats/cleanup ──┘
+//! ```
+//!
+//! The launcher exits as soon as the shim reports, so the shim is re-parented to init and the
+//! agent is neither its parent nor the task's. When the task exits the shim kills what is left
+//! of its cgroup, drains the pipes, writes `exit.json` atomically into its state directory and
+//! keeps serving until the agent says `cleanup`. If the shim itself dies, the task keeps running
+//! in its cgroup, from where the agent can kill it.
+
+pub mod logs;
+pub mod proto;
+mod supervisor;
+
+pub use supervisor::main_from_args;

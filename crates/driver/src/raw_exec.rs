@@ -1,0 +1,352 @@
+//! The `raw_exec` driver: runs the command as given, without namespaces or a chroot, under its
+//! own `drover-shim` and in its own cgroup, so that the whole process tree is signalled, killed
+//! and measured (memory stats for raw_exec, which Nomad lacks).
+//!
+//! Not for: isolation (that is the `exec` driver's job), or deciding kill timeouts.
+
+use std::collections::HashMap;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use drover_isolate::TaskCgroup;
+use drover_shim::proto::{
+    CgroupSpec, EXIT_STATUS_FILE, ExitStatus, LaunchSpec, LogSpec, PROTOCOL_VERSION, SOCKET_FILE,
+    SPEC_FILE, TaskStats, TaskStatus, process_start_time,
+};
+
+use crate::handle::TASK_HANDLE_VERSION;
+use crate::shim_client::{ShimClient, spawn_shim, write_launch_spec};
+use crate::stats::usage_from_sample;
+use crate::{
+    CgroupRef, Driver, DriverError, DriverFuture, ShimHandle, TaskHandle, TaskLaunch,
+    TaskResourceUsage, locate_shim_binary, parse_signal,
+};
+
+/// Nomad's default kill signal.
+pub const DEFAULT_KILL_SIGNAL: &str = "SIGINT";
+/// How long reclaiming a dead shim's cgroup may take.
+const RECLAIM_KILL_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawExecConfig {
+    /// The `drover-shim` binary; found by [`locate_shim_binary`] when `None`.
+    pub shim_binary: Option<PathBuf>,
+    /// Where cgroupfs is mounted.
+    pub cgroup_root: PathBuf,
+    /// Parent of every task cgroup (`<parent>/<alloc_id>.<task>`).
+    pub cgroup_parent: String,
+    /// Run tasks without a cgroup (signals then go to the task's process group, and there are
+    /// no stats). Also what happens when no cgroup filesystem is found.
+    pub disable_cgroups: bool,
+}
+
+impl Default for RawExecConfig {
+    fn default() -> Self {
+        Self {
+            shim_binary: None,
+            cgroup_root: PathBuf::from("/sys/fs/cgroup"),
+            cgroup_parent: "drover".to_string(),
+            disable_cgroups: false,
+        }
+    }
+}
+
+pub struct RawExecDriver {
+    config: RawExecConfig,
+    /// The previous stats sample per task id, for cpu percentages.
+    previous_samples: Mutex<HashMap<String, TaskStats>>,
+}
+
+/// Keeps a cgroup path component to characters that are safe everywhere.
+fn cgroup_component(value: &str) -> String {
+    value
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+impl RawExecDriver {
+    pub fn new(config: RawExecConfig) -> Self {
+        Self {
+            config,
+            previous_samples: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn client(handle: &TaskHandle) -> Result<ShimClient, DriverError> {
+        Ok(ShimClient::new(
+            handle.shim()?.socket_path.clone(),
+            handle.task_id.clone(),
+        ))
+    }
+
+    fn cgroup_spec(&self, launch: &TaskLaunch) -> Option<CgroupSpec> {
+        if self.config.disable_cgroups
+            || drover_isolate::detect_mode(&self.config.cgroup_root).is_err()
+        {
+            return None;
+        }
+        let (memory_soft_bytes, memory_hard_bytes) = launch.resources.memory_limits();
+        Some(CgroupSpec {
+            root: self.config.cgroup_root.clone(),
+            name: format!(
+                "{}/{}.{}",
+                self.config.cgroup_parent,
+                cgroup_component(&launch.alloc_id),
+                cgroup_component(&launch.task_name)
+            ),
+            memory_soft_bytes,
+            memory_hard_bytes,
+            cpu_shares: launch.resources.cpu_shares,
+            pids_max: launch.resources.pids_max,
+            cpuset_cpus: launch.resources.cpuset_cpus.clone(),
+        })
+    }
+
+    async fn start_task(&self, launch: &TaskLaunch) -> Result<TaskHandle, DriverError> {
+        if launch.command.is_empty() {
+            return Err(DriverError::InvalidConfig("command is empty".to_string()));
+        }
+        let shim_binary = locate_shim_binary(self.config.shim_binary.as_deref())?;
+        let state_dir = launch.state_dir.clone();
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&state_dir)
+            .map_err(|source| DriverError::StateDir {
+                path: state_dir.clone(),
+                source,
+            })?;
+        let cgroup = self.cgroup_spec(launch);
+        let spec = LaunchSpec {
+            version: PROTOCOL_VERSION,
+            task_id: launch.task_id.clone(),
+            command: launch.command.clone(),
+            args: launch.args.clone(),
+            env: launch.env.clone(),
+            cwd: launch.cwd.clone(),
+            user: launch.user.clone(),
+            state_dir: state_dir.clone(),
+            logs: LogSpec {
+                dir: launch.logs.dir.clone(),
+                task_name: launch.task_name.clone(),
+                max_files: launch.logs.max_files,
+                max_file_size_bytes: launch.logs.max_file_size_bytes,
+            },
+            cgroup: cgroup.clone(),
+        };
+        let spec_path = state_dir.join(SPEC_FILE);
+        write_launch_spec(&spec_path, &spec).await?;
+        let identity = spawn_shim(&shim_binary, &spec_path, &launch.task_id).await?;
+        Ok(TaskHandle {
+            version: TASK_HANDLE_VERSION,
+            driver: self.name().to_string(),
+            task_id: launch.task_id.clone(),
+            kill_signal: launch.kill_signal.clone(),
+            shim: Some(ShimHandle {
+                shim_pid: identity.shim_pid,
+                shim_start_time: identity.shim_start_time,
+                task_pid: identity.task_pid,
+                task_start_time: identity.task_start_time,
+                socket_path: state_dir.join(SOCKET_FILE),
+                state_dir,
+                cgroup: cgroup.map(|spec| CgroupRef {
+                    root: spec.root,
+                    name: spec.name,
+                }),
+            }),
+            driver_state: serde_json::Value::Null,
+        })
+    }
+
+    async fn recover_task(&self, handle: &TaskHandle) -> Result<(), DriverError> {
+        let shim = handle.shim()?;
+        let mismatch = |detail: String| DriverError::IdentityMismatch {
+            task_id: handle.task_id.clone(),
+            detail,
+        };
+        match process_start_time(shim.shim_pid) {
+            None => {
+                return Err(DriverError::ShimGone {
+                    task_id: handle.task_id.clone(),
+                });
+            }
+            Some(start_time) if start_time != shim.shim_start_time => {
+                return Err(mismatch(format!(
+                    "pid {} started at tick {start_time}, the shim at tick {}",
+                    shim.shim_pid, shim.shim_start_time
+                )));
+            }
+            Some(_) => {}
+        }
+        let identity = Self::client(handle)?.hello().await?;
+        let expected = (
+            handle.task_id.as_str(),
+            shim.shim_pid,
+            shim.shim_start_time,
+            shim.task_pid,
+            shim.task_start_time,
+        );
+        let actual = (
+            identity.task_id.as_str(),
+            identity.shim_pid,
+            identity.shim_start_time,
+            identity.task_pid,
+            identity.task_start_time,
+        );
+        if expected != actual {
+            return Err(mismatch(format!(
+                "the shim says (task, shim pid, shim start, task pid, task start) = {actual:?}, the handle {expected:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    async fn stats_of(&self, handle: &TaskHandle) -> Result<TaskResourceUsage, DriverError> {
+        let sample = Self::client(handle)?.stats().await?;
+        let mut previous = self
+            .previous_samples
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let usage = usage_from_sample(&sample, previous.get(&handle.task_id));
+        previous.insert(handle.task_id.clone(), sample);
+        Ok(usage)
+    }
+
+    async fn destroy_task(&self, handle: &TaskHandle) -> Result<(), DriverError> {
+        self.previous_samples
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(&handle.task_id);
+        match Self::client(handle)?.cleanup().await {
+            Ok(()) => Ok(()),
+            Err(DriverError::ShimGone { .. }) => self.reclaim_task(handle).await.map(|_| ()),
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn reclaim_task(&self, handle: &TaskHandle) -> Result<Option<ExitStatus>, DriverError> {
+        let shim = handle.shim()?.clone();
+        let task_id = handle.task_id.clone();
+        let work = move || -> Result<Option<ExitStatus>, DriverError> {
+            if let Some(cgroup_ref) = &shim.cgroup {
+                let cgroup_error = |source| DriverError::Cgroup {
+                    task_id: task_id.clone(),
+                    source,
+                };
+                let cgroup =
+                    TaskCgroup::open(&cgroup_ref.root, &cgroup_ref.name).map_err(cgroup_error)?;
+                cgroup
+                    .kill_all(RECLAIM_KILL_TIMEOUT)
+                    .map_err(cgroup_error)?;
+                cgroup.remove().map_err(cgroup_error)?;
+            }
+            let exit = read_exit_status(&shim.state_dir);
+            match std::fs::remove_dir_all(&shim.state_dir) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(DriverError::StateDir {
+                        path: shim.state_dir.clone(),
+                        source,
+                    });
+                }
+            }
+            Ok(exit)
+        };
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|error| DriverError::Protocol {
+                socket: PathBuf::new(),
+                detail: format!("reclaim task panicked: {error}"),
+            })?
+    }
+}
+
+/// The exit status a shim left in its state dir, if it recorded one.
+pub fn read_exit_status(state_dir: &Path) -> Option<ExitStatus> {
+    let bytes = std::fs::read(state_dir.join(EXIT_STATUS_FILE)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+impl Driver for RawExecDriver {
+    fn name(&self) -> &'static str {
+        "raw_exec"
+    }
+
+    fn start<'a>(&'a self, launch: &'a TaskLaunch) -> DriverFuture<'a, TaskHandle> {
+        Box::pin(self.start_task(launch))
+    }
+
+    fn recover<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, ()> {
+        Box::pin(self.recover_task(handle))
+    }
+
+    fn wait<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, ExitStatus> {
+        Box::pin(async move { Self::client(handle)?.wait().await })
+    }
+
+    fn exit_status<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, Option<ExitStatus>> {
+        Box::pin(async move {
+            Ok(match Self::client(handle)?.status().await? {
+                TaskStatus::Running => None,
+                TaskStatus::Exited(exit) => Some(exit),
+            })
+        })
+    }
+
+    fn signal<'a>(&'a self, handle: &'a TaskHandle, signal: &'a str) -> DriverFuture<'a, ()> {
+        Box::pin(async move {
+            let signal = parse_signal(signal)?;
+            Self::client(handle)?.signal(signal as i32).await
+        })
+    }
+
+    fn kill<'a>(
+        &'a self,
+        handle: &'a TaskHandle,
+        signal: Option<&'a str>,
+        timeout: Duration,
+    ) -> DriverFuture<'a, ExitStatus> {
+        Box::pin(async move {
+            let name = signal
+                .or(handle.kill_signal.as_deref())
+                .unwrap_or(DEFAULT_KILL_SIGNAL);
+            let signal = parse_signal(name)?;
+            let grace_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+            Self::client(handle)?.kill(signal as i32, grace_ns).await
+        })
+    }
+
+    fn stats<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, TaskResourceUsage> {
+        Box::pin(self.stats_of(handle))
+    }
+
+    fn destroy<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, ()> {
+        Box::pin(self.destroy_task(handle))
+    }
+
+    fn reclaim<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, Option<ExitStatus>> {
+        Box::pin(self.reclaim_task(handle))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cgroup_names_keep_only_safe_characters() {
+        assert_eq!(cgroup_component("web server/1"), "web_server_1");
+        assert_eq!(cgroup_component("a-b_c9"), "a-b_c9");
+        assert_eq!(cgroup_component(".."), "__");
+    }
+}

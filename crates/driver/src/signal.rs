@@ -1,0 +1,39 @@
+//! Signal names as job specs write them (`SIGINT`, `int`, `15`) to numbers. Not for: sending them.
+
+use nix::sys::signal::Signal;
+use std::str::FromStr;
+
+use crate::DriverError;
+
+/// Parses `SIGUSR1`, `USR1`, `usr1` or `10` into a signal.
+pub fn parse_signal(name: &str) -> Result<Signal, DriverError> {
+    let trimmed = name.trim();
+    if let Ok(number) = trimmed.parse::<i32>() {
+        return Signal::try_from(number).map_err(|_| DriverError::UnknownSignal(name.to_string()));
+    }
+    let upper = trimmed.to_ascii_uppercase();
+    let full = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    Signal::from_str(&full).map_err(|_| DriverError::UnknownSignal(name.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn names_short_names_and_numbers_parse() {
+        assert_eq!(parse_signal("SIGINT").unwrap(), Signal::SIGINT);
+        assert_eq!(parse_signal("usr1").unwrap(), Signal::SIGUSR1);
+        assert_eq!(parse_signal("15").unwrap(), Signal::SIGTERM);
+        assert!(matches!(
+            parse_signal("SIGNOPE"),
+            Err(DriverError::UnknownSignal(_))
+        ));
+        assert!(parse_signal("999").is_err());
+    }
+}

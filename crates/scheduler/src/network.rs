@@ -1,0 +1,297 @@
+//! Host ports for a group's `network` block: static (`reserved`) ports must be free on the node,
+//! dynamic ports are picked from the node's dynamic range (20000–32000 unless the node says
+//! otherwise) avoiding every port already used there — by other allocations, by the node's
+//! reserved host ports, and by this allocation's own asks. As Nomad's `NetworkIndex.AssignPorts`
+//! for the node's default address; named host networks, bandwidth and task-level networks are
+//! not modelled.
+//!
+//! Not here: whether the group fits otherwise (`select`).
+
+use std::collections::BTreeSet;
+
+use drover_structs::{AllocatedPortMapping, Allocation, NetworkResource, Node, Port};
+
+use crate::rng::SeededRng;
+
+/// Nomad's default dynamic port range.
+pub const DEFAULT_MIN_DYNAMIC_PORT: i64 = 20_000;
+pub const DEFAULT_MAX_DYNAMIC_PORT: i64 = 32_000;
+const MAX_VALID_PORT: i64 = 65_536;
+/// Random tries before scanning the range in order.
+const STOCHASTIC_TRIES: usize = 20;
+
+/// The ports given to one allocation: the mappings (`AllocatedResources.Shared.Ports`) and the
+/// group network with its port values filled in (`Shared.Networks`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PortOffer {
+    pub ports: Vec<AllocatedPortMapping>,
+    pub networks: Vec<NetworkResource>,
+}
+
+/// Every host port an allocation holds.
+pub fn alloc_ports(alloc: &Allocation) -> Vec<i64> {
+    let Some(allocated) = alloc.allocated_resources.as_ref() else {
+        return Vec::new();
+    };
+    let network_ports = |network: &NetworkResource| {
+        network
+            .reserved_ports
+            .iter()
+            .chain(network.dynamic_ports.iter())
+            .map(|port| port.value)
+            .collect::<Vec<_>>()
+    };
+    let mut ports: Vec<i64> = allocated
+        .shared
+        .ports
+        .iter()
+        .map(|port| port.value)
+        .collect();
+    ports.extend(allocated.shared.networks.iter().flat_map(network_ports));
+    ports.extend(
+        allocated
+            .tasks
+            .values()
+            .flat_map(|task| task.networks.iter().flat_map(network_ports)),
+    );
+    ports.retain(|port| *port > 0);
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
+/// Parses Nomad's port list syntax (`"22,80,8000-8100"`); malformed parts are skipped.
+pub fn parse_port_ranges(spec: &str) -> Vec<i64> {
+    let mut ports = Vec::new();
+    for part in spec
+        .split(',')
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+    {
+        match part.split_once('-') {
+            Some((low, high)) => {
+                if let (Ok(low), Ok(high)) = (low.trim().parse::<i64>(), high.trim().parse::<i64>())
+                    && low <= high
+                    && high < MAX_VALID_PORT
+                {
+                    ports.extend(low..=high);
+                }
+            }
+            None => {
+                if let Ok(port) = part.parse::<i64>() {
+                    ports.push(port);
+                }
+            }
+        }
+    }
+    ports
+}
+
+/// The address ports are offered on: the node's first network with an IP, else its
+/// `unique.network.ip-address` attribute, else loopback.
+pub fn node_address(node: &Node) -> String {
+    node.node_resources
+        .as_ref()
+        .and_then(|resources| {
+            resources
+                .networks
+                .iter()
+                .find(|network| !network.ip.is_empty())
+                .map(|network| network.ip.clone())
+        })
+        .or_else(|| node.attributes.get("unique.network.ip-address").cloned())
+        .unwrap_or_else(|| "127.0.0.1".to_string())
+}
+
+/// Assigns the group's ports on `node`, given the ports already in use there. `Err` carries the
+/// metric dimension, such as `"network: reserved port collision http=8080"`.
+pub fn assign_ports(
+    node: &Node,
+    asks: &[NetworkResource],
+    used_by_allocs: &BTreeSet<i64>,
+    rng: &mut SeededRng,
+) -> Result<PortOffer, String> {
+    let mut used: BTreeSet<i64> = used_by_allocs.clone();
+    if let Some(reserved) = node.reserved_resources.as_ref() {
+        used.extend(parse_port_ranges(&reserved.networks.reserved_host_ports));
+    }
+    let (min_port, max_port) = match node.node_resources.as_ref() {
+        Some(resources)
+            if resources.min_dynamic_port > 0
+                && resources.max_dynamic_port >= resources.min_dynamic_port =>
+        {
+            (resources.min_dynamic_port, resources.max_dynamic_port)
+        }
+        _ => (DEFAULT_MIN_DYNAMIC_PORT, DEFAULT_MAX_DYNAMIC_PORT),
+    };
+    let address = node_address(node);
+    let mut offer = PortOffer::default();
+    for ask in asks {
+        let mut network = ask.clone();
+        network.ip = address.clone();
+        // Static ports of every ask are held before any dynamic port is picked.
+        for port in &mut network.reserved_ports {
+            if port.value < 0 || port.value >= MAX_VALID_PORT {
+                return Err(format!(
+                    "network: invalid port {} (out of range)",
+                    port.value
+                ));
+            }
+            if !used.insert(port.value) {
+                return Err(format!(
+                    "network: reserved port collision {}={}",
+                    port.label, port.value
+                ));
+            }
+            offer.ports.push(mapping(port, &address));
+        }
+        offer.networks.push(network);
+    }
+    for network in &mut offer.networks {
+        for port in &mut network.dynamic_ports {
+            let value = pick_dynamic_port(&used, min_port, max_port, rng)
+                .ok_or_else(|| "network: dynamic port selection failed".to_string())?;
+            used.insert(value);
+            port.value = value;
+            if port.to == -1 {
+                port.to = value;
+            }
+            offer.ports.push(mapping(port, &address));
+        }
+    }
+    Ok(offer)
+}
+
+fn mapping(port: &Port, address: &str) -> AllocatedPortMapping {
+    AllocatedPortMapping {
+        label: port.label.clone(),
+        value: port.value,
+        to: port.to,
+        host_ip: address.to_string(),
+    }
+}
+
+fn pick_dynamic_port(
+    used: &BTreeSet<i64>,
+    min_port: i64,
+    max_port: i64,
+    rng: &mut SeededRng,
+) -> Option<i64> {
+    let span = (max_port - min_port + 1) as usize;
+    for _ in 0..STOCHASTIC_TRIES {
+        let candidate = min_port + rng.below(span) as i64;
+        if !used.contains(&candidate) {
+            return Some(candidate);
+        }
+    }
+    (min_port..=max_port).find(|candidate| !used.contains(candidate))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::NodeBuilder;
+
+    fn ask(reserved: &[(&str, i64)], dynamic: &[&str]) -> NetworkResource {
+        NetworkResource {
+            mode: "host".to_string(),
+            reserved_ports: reserved
+                .iter()
+                .map(|(label, value)| Port {
+                    label: label.to_string(),
+                    value: *value,
+                    ..Port::default()
+                })
+                .collect(),
+            dynamic_ports: dynamic
+                .iter()
+                .map(|label| Port {
+                    label: label.to_string(),
+                    ..Port::default()
+                })
+                .collect(),
+            ..NetworkResource::default()
+        }
+    }
+
+    #[test]
+    fn port_ranges() {
+        assert_eq!(
+            parse_port_ranges("22, 80,8000-8002,x,9-1"),
+            vec![22, 80, 8000, 8001, 8002]
+        );
+        assert!(parse_port_ranges("").is_empty());
+    }
+
+    #[test]
+    fn static_and_dynamic_ports_are_assigned() {
+        let node = NodeBuilder::new("n")
+            .attribute("unique.network.ip-address", "10.0.0.5")
+            .build();
+        let offer = assign_ports(
+            &node,
+            &[ask(&[("http", 8080)], &["metrics", "admin"])],
+            &BTreeSet::new(),
+            &mut SeededRng::new(1),
+        )
+        .unwrap();
+        assert_eq!(offer.ports.len(), 3);
+        assert_eq!(
+            offer.ports[0],
+            AllocatedPortMapping {
+                label: "http".into(),
+                value: 8080,
+                to: 0,
+                host_ip: "10.0.0.5".into()
+            }
+        );
+        let dynamic: Vec<i64> = offer.ports[1..].iter().map(|port| port.value).collect();
+        assert!(
+            dynamic
+                .iter()
+                .all(|port| (DEFAULT_MIN_DYNAMIC_PORT..=DEFAULT_MAX_DYNAMIC_PORT).contains(port))
+        );
+        assert_ne!(dynamic[0], dynamic[1]);
+        assert_eq!(offer.networks[0].ip, "10.0.0.5");
+        assert_eq!(offer.networks[0].dynamic_ports[0].value, dynamic[0]);
+    }
+
+    #[test]
+    fn collisions_and_exhaustion() {
+        let node = NodeBuilder::new("n").build();
+        let used = BTreeSet::from([8080]);
+        assert_eq!(
+            assign_ports(
+                &node,
+                &[ask(&[("http", 8080)], &[])],
+                &used,
+                &mut SeededRng::new(1)
+            ),
+            Err("network: reserved port collision http=8080".to_string())
+        );
+        let mut tiny = NodeBuilder::new("n").build();
+        if let Some(resources) = tiny.node_resources.as_mut() {
+            resources.min_dynamic_port = 30_000;
+            resources.max_dynamic_port = 30_001;
+        }
+        let offer = assign_ports(
+            &tiny,
+            &[ask(&[], &["a", "b"])],
+            &BTreeSet::new(),
+            &mut SeededRng::new(1),
+        )
+        .unwrap();
+        let mut values: Vec<i64> = offer.ports.iter().map(|port| port.value).collect();
+        values.sort_unstable();
+        assert_eq!(values, vec![30_000, 30_001]);
+        assert_eq!(
+            assign_ports(
+                &tiny,
+                &[ask(&[], &["a", "b", "c"])],
+                &BTreeSet::new(),
+                &mut SeededRng::new(1)
+            ),
+            Err("network: dynamic port selection failed".to_string())
+        );
+    }
+}

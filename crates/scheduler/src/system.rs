@@ -1,0 +1,375 @@
+//! The scheduler for system and sysbatch jobs: one allocation of each task group on every ready,
+//! feasible node of the job's datacenters and pool (Nomad's system scheduler with its node
+//! reconciler).
+//!
+//! Per node, each live allocation is stopped (its group is gone, or the node left the job's
+//! datacenters), stopped as tainted (`DesiredTransition.Migrate`), marked lost (node down or
+//! gone), left alone (a draining node, or a not-ready node at the same job version), or updated
+//! (in place or destructively, on the same node) when the job changed. A group missing on a
+//! ready node is placed there. A node that does not satisfy the job's constraints or drivers is
+//! simply skipped — that is not a failure, unless no node at all runs the group, in which case
+//! the filtering is reported in `FailedTGAllocs` so users can see why. A node that fits the
+//! constraints but lacks CPU, memory or ports is a failure and yields a blocked evaluation.
+//! Sysbatch allocations that finished are not run again on their node unless the job changes;
+//! system allocations that finished or failed are replaced on the next evaluation.
+//!
+//! Not here: deployments and canaries for system jobs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use drover_structs::{AllocMetric, Allocation, Node, TaskGroup};
+
+use crate::generic::Pass;
+use crate::ids::IdSource;
+use crate::names::alloc_name;
+use crate::plan::{DesiredUpdates, PlanAnnotations};
+use crate::reconcile::{
+    STATUS_ALLOC_LOST, STATUS_ALLOC_NOT_NEEDED, STATUS_ALLOC_UPDATING, UpdateDecision,
+};
+use crate::reschedule::ran_successfully;
+use crate::select::{SelectOptions, exhaust_resources};
+use crate::state::{node_in_any_datacenter, node_in_pool};
+
+/// `DesiredDescription` of a system allocation moved off a node being drained.
+pub const STATUS_ALLOC_NODE_TAINTED: &str = "alloc not needed as node is tainted";
+
+/// A group that should run on a node, and the allocation it replaces there, if any.
+struct NodePlacement {
+    node: Arc<Node>,
+    group_name: String,
+    name: String,
+    previous: Option<Arc<Allocation>>,
+    /// Stop `previous` when the placement succeeds (a destructive update).
+    stop_previous: bool,
+}
+
+impl Pass<'_> {
+    pub(crate) fn run_system(&mut self, sysbatch: bool, ids: &mut dyn IdSource) {
+        let existing = self
+            .state
+            .allocs_by_job(&self.eval.namespace, &self.eval.job_id);
+        let tainted = self.tainted_nodes(&existing);
+        self.mark_lost_stops(&existing, &tainted);
+
+        let job = self.job.clone();
+        let mut desired: BTreeMap<String, DesiredUpdates> = BTreeMap::new();
+        let live: Vec<&Arc<Allocation>> = existing
+            .iter()
+            .filter(|alloc| !alloc.terminal_status())
+            .collect();
+
+        let Some(job) = job.as_deref().filter(|job| !job.stop) else {
+            // Stopped or purged: everything goes.
+            for alloc in sorted(live) {
+                desired.entry(alloc.task_group.clone()).or_default().stop += 1;
+                let stopped = self.stopped_copy(alloc, STATUS_ALLOC_NOT_NEEDED, None, "");
+                self.plan.append_stop(stopped);
+            }
+            if let Some(job) = self.job.as_deref() {
+                for group in &job.task_groups {
+                    desired.entry(group.name.clone()).or_default();
+                    self.plan.queued_allocations.insert(group.name.clone(), 0);
+                }
+            }
+            self.plan.annotations = PlanAnnotations {
+                desired_tg_updates: desired,
+                preempted_allocs: None,
+            };
+            return;
+        };
+
+        let required: BTreeMap<String, &TaskGroup> = job
+            .task_groups
+            .iter()
+            .map(|group| (alloc_name(&job.id, &group.name, 0), group))
+            .collect();
+        for group in &job.task_groups {
+            desired.entry(group.name.clone()).or_default();
+            self.plan.queued_allocations.insert(group.name.clone(), 0);
+        }
+
+        let ready: BTreeMap<String, Arc<Node>> = self
+            .state
+            .ready_nodes(&job.datacenters, &job.node_pool)
+            .into_iter()
+            .map(|node| (node.id.clone(), node))
+            .collect();
+        let not_ready: BTreeSet<String> = self
+            .state
+            .nodes()
+            .into_iter()
+            .filter(|node| {
+                !node.ready_for_scheduling()
+                    && node_in_any_datacenter(node, &job.datacenters)
+                    && node_in_pool(node, &job.node_pool)
+            })
+            .map(|node| node.id.clone())
+            .collect();
+
+        let mut live_by_node: BTreeMap<String, Vec<&Arc<Allocation>>> = BTreeMap::new();
+        for alloc in &live {
+            live_by_node
+                .entry(alloc.node_id.clone())
+                .or_default()
+                .push(alloc);
+        }
+        for node_id in ready.keys() {
+            live_by_node.entry(node_id.clone()).or_default();
+        }
+        // The latest finished allocation per (node, name).
+        let mut terminal: BTreeMap<(String, String), &Arc<Allocation>> = BTreeMap::new();
+        for alloc in existing.iter().filter(|alloc| alloc.terminal_status()) {
+            let key = (alloc.node_id.clone(), alloc.name.clone());
+            let newer = terminal.get(&key).is_none_or(|current| {
+                (alloc.create_index, alloc.create_time)
+                    > (current.create_index, current.create_time)
+            });
+            if newer {
+                terminal.insert(key, alloc);
+            }
+        }
+
+        let mut placements: Vec<NodePlacement> = Vec::new();
+        let mut updates: Vec<(Arc<Allocation>, Arc<Node>)> = Vec::new();
+        let mut groups_with_allocs: BTreeSet<String> = BTreeSet::new();
+
+        for (node_id, allocs) in &live_by_node {
+            let mut present: BTreeSet<&str> = BTreeSet::new();
+            let node_tainted = tainted.get(node_id);
+            for alloc in sorted(allocs.clone()) {
+                present.insert(alloc.name.as_str());
+                let group_entry = desired.entry(alloc.task_group.clone()).or_default();
+                let Some(group) = required.get(&alloc.name) else {
+                    group_entry.stop += 1;
+                    let stopped = self.stopped_copy(alloc, STATUS_ALLOC_NOT_NEEDED, None, "");
+                    self.plan.append_stop(stopped);
+                    continue;
+                };
+                if alloc.desired_transition.should_migrate() {
+                    group_entry.migrate += 1;
+                    let stopped = self.stopped_copy(alloc, STATUS_ALLOC_NODE_TAINTED, None, "");
+                    self.plan.append_stop(stopped);
+                    continue;
+                }
+                if let Some(tainted_node) = node_tainted {
+                    let gone_or_down = tainted_node.as_ref().is_none_or(|node| {
+                        node.status == drover_structs::NODE_STATUS_DOWN
+                            || node.status == drover_structs::NODE_STATUS_DISCONNECTED
+                    });
+                    if sysbatch && ran_successfully(alloc) || !gone_or_down {
+                        group_entry.ignore += 1;
+                        groups_with_allocs.insert(group.name.clone());
+                    } else {
+                        group_entry.stop += 1;
+                        let stopped = self.stopped_copy(
+                            alloc,
+                            STATUS_ALLOC_LOST,
+                            Some(drover_structs::ALLOC_CLIENT_STATUS_LOST),
+                            "",
+                        );
+                        self.plan.append_stop(stopped);
+                    }
+                    continue;
+                }
+                let changed = alloc
+                    .job
+                    .as_deref()
+                    .is_none_or(|alloc_job| alloc_job.job_modify_index != job.job_modify_index);
+                if not_ready.contains(node_id) {
+                    if changed {
+                        group_entry.stop += 1;
+                        let stopped = self.stopped_copy(alloc, STATUS_ALLOC_NOT_NEEDED, None, "");
+                        self.plan.append_stop(stopped);
+                    } else {
+                        group_entry.ignore += 1;
+                        groups_with_allocs.insert(group.name.clone());
+                    }
+                    continue;
+                }
+                let Some(node) = ready.get(node_id) else {
+                    group_entry.stop += 1;
+                    let stopped = self.stopped_copy(alloc, STATUS_ALLOC_NOT_NEEDED, None, "");
+                    self.plan.append_stop(stopped);
+                    continue;
+                };
+                if changed {
+                    updates.push((Arc::clone(alloc), node.clone()));
+                } else {
+                    group_entry.ignore += 1;
+                    groups_with_allocs.insert(group.name.clone());
+                }
+            }
+
+            for (name, group) in &required {
+                if present.contains(name.as_str()) {
+                    continue;
+                }
+                let finished = terminal.get(&(node_id.clone(), name.clone())).copied();
+                if sysbatch && let Some(finished) = finished {
+                    let changed = finished
+                        .job
+                        .as_deref()
+                        .is_none_or(|alloc_job| alloc_job.job_modify_index != job.job_modify_index);
+                    if changed {
+                        if let Some(node) = ready.get(node_id) {
+                            updates.push((Arc::clone(finished), node.clone()));
+                        }
+                    } else {
+                        desired.entry(group.name.clone()).or_default().ignore += 1;
+                        groups_with_allocs.insert(group.name.clone());
+                    }
+                    continue;
+                }
+                if tainted.contains_key(node_id) {
+                    continue;
+                }
+                let Some(node) = ready.get(node_id) else {
+                    continue;
+                };
+                placements.push(NodePlacement {
+                    node: node.clone(),
+                    group_name: group.name.clone(),
+                    name: name.clone(),
+                    previous: finished.cloned(),
+                    stop_previous: false,
+                });
+            }
+        }
+
+        // Updates: in place when possible, else replaced on the same node.
+        for (alloc, node) in updates {
+            let Some(group) = job.lookup_task_group(&alloc.task_group) else {
+                continue;
+            };
+            match self.update_decision(&alloc, job, group) {
+                UpdateDecision::Ignore => {
+                    desired.entry(group.name.clone()).or_default().ignore += 1;
+                    groups_with_allocs.insert(group.name.clone());
+                }
+                UpdateDecision::InPlace(updated) => {
+                    desired
+                        .entry(group.name.clone())
+                        .or_default()
+                        .in_place_update += 1;
+                    groups_with_allocs.insert(group.name.clone());
+                    self.plan.append_alloc(*updated);
+                }
+                UpdateDecision::Destructive => {
+                    desired
+                        .entry(group.name.clone())
+                        .or_default()
+                        .destructive_update += 1;
+                    let stop_previous = !alloc.terminal_status();
+                    placements.push(NodePlacement {
+                        node,
+                        group_name: group.name.clone(),
+                        name: alloc.name.clone(),
+                        previous: Some(alloc),
+                        stop_previous,
+                    });
+                }
+            }
+        }
+
+        // Destructive replacements first, so the stopped allocations free their resources.
+        placements.sort_by_key(|placement| !placement.stop_previous);
+        let mut filtered: BTreeMap<String, AllocMetric> = BTreeMap::new();
+        let mut exhausted = false;
+        for placement in placements {
+            let Some(group) = job.lookup_task_group(&placement.group_name) else {
+                continue;
+            };
+            let previous = placement.previous.clone();
+            if let (true, Some(previous)) = (placement.stop_previous, previous.as_ref()) {
+                let stopped = self.stopped_copy(previous, STATUS_ALLOC_UPDATING, None, "");
+                self.plan.append_stop(stopped);
+            }
+            let state = self.state;
+            let plan = std::mem::take(&mut self.plan);
+            let (choice, mut metric) = self.stack().select_on_node(
+                state,
+                &plan,
+                job,
+                group,
+                placement.node.clone(),
+                &SelectOptions::default(),
+            );
+            self.plan = plan;
+            let Some(choice) = choice else {
+                if let (true, Some(previous)) = (placement.stop_previous, previous.as_ref()) {
+                    self.plan.pop_stop(&previous.node_id, &previous.id);
+                }
+                if metric.nodes_filtered > 0 {
+                    // The node does not suit the group: skipped, not a failure.
+                    merge_filtered(filtered.entry(group.name.clone()).or_default(), &metric);
+                    continue;
+                }
+                exhausted = true;
+                *self
+                    .plan
+                    .queued_allocations
+                    .entry(group.name.clone())
+                    .or_insert(0) += 1;
+                if let Some(failed) = self.plan.failed_tg_allocs.get_mut(&group.name) {
+                    failed.coalesced_failures += 1;
+                    exhaust_resources(failed, group);
+                } else {
+                    exhaust_resources(&mut metric, group);
+                    self.plan
+                        .failed_tg_allocs
+                        .insert(group.name.clone(), metric);
+                }
+                continue;
+            };
+            if !placement.stop_previous {
+                desired.entry(group.name.clone()).or_default().place += 1;
+            }
+            groups_with_allocs.insert(group.name.clone());
+            let mut alloc = self.new_allocation(job, group, placement.name, &choice, metric, ids);
+            if let Some(previous) = previous {
+                alloc.previous_allocation = previous.id.clone();
+            }
+            self.plan.append_alloc(alloc);
+        }
+
+        // A group that runs nowhere because every node was filtered out says why.
+        for (group_name, metric) in filtered {
+            if !groups_with_allocs.contains(&group_name)
+                && !self.plan.failed_tg_allocs.contains_key(&group_name)
+            {
+                self.plan.failed_tg_allocs.insert(group_name, metric);
+            }
+        }
+        self.plan.annotations = PlanAnnotations {
+            desired_tg_updates: desired,
+            preempted_allocs: None,
+        };
+        if exhausted && self.eval.status != drover_structs::EVAL_STATUS_BLOCKED {
+            self.plan.blocked_eval = Some(self.blocked_eval(ids));
+        }
+    }
+}
+
+/// Allocations by name, then ID.
+fn sorted(mut allocs: Vec<&Arc<Allocation>>) -> Vec<&Arc<Allocation>> {
+    allocs.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.id.cmp(&b.id)));
+    allocs
+}
+
+/// Adds one node's filtering to a group's running total (Nomad's `mergeNodeFiltered`).
+fn merge_filtered(total: &mut AllocMetric, metric: &AllocMetric) {
+    total.nodes_evaluated += metric.nodes_evaluated;
+    total.nodes_filtered += metric.nodes_filtered;
+    total.nodes_in_pool = metric.nodes_in_pool;
+    total.nodes_available = metric.nodes_available.clone();
+    for (class, count) in &metric.class_filtered {
+        *total.class_filtered.entry(class.clone()).or_insert(0) += count;
+    }
+    for (constraint, count) in &metric.constraint_filtered {
+        *total
+            .constraint_filtered
+            .entry(constraint.clone())
+            .or_insert(0) += count;
+    }
+}
