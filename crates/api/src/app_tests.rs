@@ -1232,3 +1232,232 @@ async fn a_quiet_event_stream_sends_heartbeats() {
         started.elapsed()
     );
 }
+
+// Exec over a real websocket.
+
+mod exec_over_websocket {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+    use super::*;
+
+    type Socket = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
+
+    async fn serve() -> (Arc<MemoryBackend>, String) {
+        let backend = Arc::new(MemoryBackend::dev());
+        let job = backend.put_job(sample_job("web"));
+        sample_allocation(&backend, "a1", &job);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let router = app(Arc::clone(&backend));
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        (backend, address)
+    }
+
+    async fn connect(address: &str, command: &[&str]) -> Socket {
+        let command = serde_json::to_string(command).unwrap();
+        let encoded: String =
+            percent_encoding::utf8_percent_encode(&command, percent_encoding::NON_ALPHANUMERIC)
+                .to_string();
+        let url = format!(
+            "ws://{address}/v1/client/allocation/a1/exec?task=server&tty=false&command={encoded}"
+        );
+        let stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        let (socket, _) = tokio_tungstenite::client_async(url, stream).await.unwrap();
+        socket
+    }
+
+    /// Reads frames until `exited`; returns stdout, stderr, the exit code and the close code.
+    async fn run_to_exit(socket: &mut Socket) -> (String, String, i64, Option<u16>) {
+        let (mut stdout, mut stderr, mut exit_code) = (Vec::new(), Vec::new(), None);
+        loop {
+            let message = tokio::time::timeout(Duration::from_secs(20), socket.next())
+                .await
+                .expect("no frame")
+                .expect("closed before the exit code")
+                .unwrap();
+            match message {
+                WsMessage::Text(text) => {
+                    let frame: Value = serde_json::from_str(text.as_str()).unwrap();
+                    let decode = |value: &Value| {
+                        base64::Engine::decode(
+                            &base64::engine::general_purpose::STANDARD,
+                            value.as_str().unwrap(),
+                        )
+                        .unwrap()
+                    };
+                    if let Some(data) = frame.pointer("/stdout/data") {
+                        stdout.extend(decode(data));
+                    } else if let Some(data) = frame.pointer("/stderr/data") {
+                        stderr.extend(decode(data));
+                    } else if frame["exited"] == true {
+                        exit_code = frame["result"]["exit_code"].as_i64();
+                    }
+                }
+                WsMessage::Close(frame) => {
+                    return (
+                        String::from_utf8(stdout).unwrap(),
+                        String::from_utf8(stderr).unwrap(),
+                        exit_code.expect("closed before the exit code"),
+                        frame.map(|frame| u16::from(frame.code)),
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_command_runs_and_reports_output_and_exit_code() {
+        let (_backend, address) = serve().await;
+        let mut socket = connect(&address, &["/bin/echo", "hi"]).await;
+        assert_eq!(
+            run_to_exit(&mut socket).await,
+            ("hi\n".into(), String::new(), 0, Some(1000))
+        );
+        let mut socket = connect(&address, &["/bin/sh", "-c", "echo oops >&2; exit 7"]).await;
+        assert_eq!(
+            run_to_exit(&mut socket).await,
+            (String::new(), "oops\n".into(), 7, Some(1000))
+        );
+    }
+
+    #[tokio::test]
+    async fn stdin_reaches_the_command_until_closed() {
+        let (_backend, address) = serve().await;
+        let mut socket = connect(&address, &["/bin/cat"]).await;
+        socket
+            .send(WsMessage::Text(json!({}).to_string().into()))
+            .await
+            .unwrap();
+        socket
+            .send(WsMessage::Text(
+                json!({"stdin": {"data": "cGluZwo="}}).to_string().into(),
+            ))
+            .await
+            .unwrap();
+        socket
+            .send(WsMessage::Text(
+                json!({"tty_size": {"height": 40, "width": 120}})
+                    .to_string()
+                    .into(),
+            ))
+            .await
+            .unwrap();
+        socket
+            .send(WsMessage::Text(
+                json!({"stdin": {"close": true}}).to_string().into(),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(
+            run_to_exit(&mut socket).await,
+            ("ping\n".into(), String::new(), 0, Some(1000))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_client_that_goes_away_ends_its_process() {
+        let (_backend, address) = serve().await;
+        let mut socket = connect(&address, &["/bin/sh", "-c", "echo $$; exec sleep 60"]).await;
+        let pid = loop {
+            let message = tokio::time::timeout(Duration::from_secs(20), socket.next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            if let WsMessage::Text(text) = message {
+                let frame: Value = serde_json::from_str(text.as_str()).unwrap();
+                if let Some(data) = frame.pointer("/stdout/data") {
+                    let bytes = base64::Engine::decode(
+                        &base64::engine::general_purpose::STANDARD,
+                        data.as_str().unwrap(),
+                    )
+                    .unwrap();
+                    break String::from_utf8(bytes)
+                        .unwrap()
+                        .trim()
+                        .parse::<u32>()
+                        .unwrap();
+                }
+            }
+        };
+        assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+        drop(socket);
+        let mut gone = false;
+        for _ in 0..200 {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            if status.is_empty() || status.contains("State:\tZ") {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(gone, "process {pid} outlived its client");
+    }
+
+    #[tokio::test]
+    async fn bad_exec_requests_get_http_errors_before_the_upgrade() {
+        let (_backend, router) = setup();
+        let no_command = send(
+            &router,
+            "GET",
+            "/v1/client/allocation/a1/exec?task=server",
+            None,
+        )
+        .await;
+        assert_eq!(no_command.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            body_text(no_command).await,
+            "failed to marshal command into json"
+        );
+        let empty = send(
+            &router,
+            "GET",
+            "/v1/client/allocation/a1/exec?task=server&command=%5B%5D",
+            None,
+        )
+        .await;
+        assert_eq!(body_text(empty).await, "command is not present");
+        let no_task = send(
+            &router,
+            "GET",
+            "/v1/client/allocation/a1/exec?command=%5B%22ls%22%5D",
+            None,
+        )
+        .await;
+        assert_eq!(body_text(no_task).await, "must provide task name");
+        let unknown = send(
+            &router,
+            "GET",
+            "/v1/client/allocation/zz/exec?task=t&command=%5B%22ls%22%5D",
+            None,
+        )
+        .await;
+        assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+        let wrong_method = send(&router, "POST", "/v1/client/allocation/zz/exec", None).await;
+        assert_eq!(wrong_method.status(), StatusCode::METHOD_NOT_ALLOWED);
+    }
+
+    #[tokio::test]
+    async fn an_unknown_task_is_refused_with_a_policy_close() {
+        let (_backend, address) = serve().await;
+        let command = "%5B%22ls%22%5D";
+        let url =
+            format!("ws://{address}/v1/client/allocation/a1/exec?task=nope&command={command}");
+        let stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let (mut socket, _) = tokio_tungstenite::client_async(url, stream).await.unwrap();
+        let message = tokio::time::timeout(Duration::from_secs(20), socket.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        match message {
+            WsMessage::Close(Some(frame)) => {
+                assert_eq!(u16::from(frame.code), 1008);
+                assert!(frame.reason.as_str().contains("nope"));
+            }
+            other => panic!("expected a close frame, got {other:?}"),
+        }
+    }
+}

@@ -16,7 +16,9 @@ use drover_structs::{
     JobRegisterRequest, JobRegisterResponse, JobSummary, Node,
 };
 
-use crate::backend::{AgentInfo, AgentOperations, StateReads, Table};
+use crate::backend::{
+    AgentInfo, AgentOperations, ExecInput, ExecOutput, ExecRequest, ExecSession, StateReads, Table,
+};
 use crate::error::ApiError;
 
 /// A client-node operation as the backend received it.
@@ -618,6 +620,39 @@ impl AgentOperations for MemoryBackend {
         Ok(AllocResourceUsage::default())
     }
 
+    /// Runs the command as a plain local process (no isolation, no terminal): enough to test
+    /// the exec protocol end to end.
+    async fn exec(&self, request: ExecRequest) -> Result<ExecSession, ApiError> {
+        let allocation = self.known_alloc(&request.alloc_id)?;
+        Self::check_task(&allocation, &Some(request.task.clone()))?;
+        let (program, arguments) = request
+            .command
+            .split_first()
+            .ok_or_else(|| ApiError::bad_request("command is not present"))?;
+        let mut child = tokio::process::Command::new(program)
+            .args(arguments)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|error| {
+                ApiError::bad_request(format!("failed to start {program:?}: {error}"))
+            })?;
+        let (input_sender, input) = tokio::sync::mpsc::channel(16);
+        let (output, output_receiver) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(supervise_exec(
+            child_pipes(&mut child),
+            child,
+            input,
+            output,
+        ));
+        Ok(ExecSession {
+            input: input_sender,
+            output: output_receiver,
+        })
+    }
+
     fn alloc_dir(&self, alloc_id: &str) -> Result<PathBuf, ApiError> {
         self.lock()
             .alloc_dirs
@@ -625,4 +660,75 @@ impl AgentOperations for MemoryBackend {
             .cloned()
             .ok_or_else(|| ApiError::not_found(format!("Unknown allocation {alloc_id:?}")))
     }
+}
+
+type ExecPipes = (
+    Option<tokio::process::ChildStdin>,
+    Option<tokio::process::ChildStdout>,
+    Option<tokio::process::ChildStderr>,
+);
+
+fn child_pipes(child: &mut tokio::process::Child) -> ExecPipes {
+    (child.stdin.take(), child.stdout.take(), child.stderr.take())
+}
+
+/// Copies one output pipe into the session as it is written.
+async fn pump<R: tokio::io::AsyncRead + Unpin>(
+    mut pipe: R,
+    output: tokio::sync::mpsc::Sender<ExecOutput>,
+    wrap: fn(Vec<u8>) -> ExecOutput,
+) {
+    use tokio::io::AsyncReadExt;
+    let mut buffer = vec![0u8; 8192];
+    while let Ok(read) = pipe.read(&mut buffer).await {
+        if read == 0 || output.send(wrap(buffer[..read].to_vec())).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Feeds input to the process and reports its output and exit; a caller that goes away
+/// (input closed) kills it.
+async fn supervise_exec(
+    pipes: ExecPipes,
+    mut child: tokio::process::Child,
+    mut input: tokio::sync::mpsc::Receiver<ExecInput>,
+    output: tokio::sync::mpsc::Sender<ExecOutput>,
+) {
+    use std::os::unix::process::ExitStatusExt;
+    use tokio::io::AsyncWriteExt;
+    let (mut stdin, stdout, stderr) = pipes;
+    let stdout_pump =
+        stdout.map(|pipe| tokio::spawn(pump(pipe, output.clone(), ExecOutput::Stdout)));
+    let stderr_pump =
+        stderr.map(|pipe| tokio::spawn(pump(pipe, output.clone(), ExecOutput::Stderr)));
+    let status = loop {
+        tokio::select! {
+            received = input.recv() => match received {
+                Some(ExecInput::Stdin(data)) => {
+                    if let Some(pipe) = stdin.as_mut() {
+                        let _ = pipe.write_all(&data).await;
+                    }
+                }
+                Some(ExecInput::StdinClose) => stdin = None,
+                Some(ExecInput::TtySize { .. }) => {}
+                None => {
+                    let _ = child.kill().await;
+                    return;
+                }
+            },
+            status = child.wait() => break status,
+        }
+    };
+    for pump in [stdout_pump, stderr_pump].into_iter().flatten() {
+        let _ = pump.await;
+    }
+    let exit_code = match status {
+        Ok(status) => status
+            .code()
+            .or_else(|| status.signal().map(|signal| 128 + signal))
+            .unwrap_or(-1),
+        Err(_) => -1,
+    };
+    let _ = output.send(ExecOutput::Exited { exit_code }).await;
 }

@@ -21,6 +21,7 @@ use serde_json::json;
 
 mod agent;
 mod events;
+mod exec;
 mod submit;
 
 use agent::{agent_members, agent_self};
@@ -73,6 +74,10 @@ pub fn app<B: ApiBackend>(backend: Arc<B>) -> Router {
 /// The `/v1` API over `backend`, with explicit options.
 pub fn app_with_options<B: ApiBackend>(backend: Arc<B>, options: ApiOptions) -> Router {
     Router::new()
+        .route(
+            "/v1/client/allocation/{alloc_id}/exec",
+            axum::routing::any(exec::exec_endpoint::<B>),
+        )
         .fallback(dispatch::<B>)
         .with_state(AppState { backend, options })
 }
