@@ -1066,3 +1066,68 @@ async fn job_allocs_eval_status_and_server_members() {
         ]
     );
 }
+
+#[tokio::test]
+async fn alloc_exec_prints_output_and_passes_the_exit_code_through() {
+    let agent = start_agent().await;
+    job_with_events(&agent.backend);
+    let hello = drover(&[
+        "alloc",
+        "exec",
+        "-i=false",
+        "-t=false",
+        "-address",
+        &agent.address,
+        "8e3a",
+        "/bin/echo",
+        "hi",
+    ])
+    .await;
+    assert_eq!(hello.code, 0, "{}", hello.stderr);
+    assert_eq!(hello.stdout, "hi\n");
+    let seven = drover(&[
+        "alloc",
+        "exec",
+        "-i=false",
+        "-t=false",
+        "-address",
+        &agent.address,
+        "8e3a",
+        "/bin/sh",
+        "-c",
+        "echo err >&2; exit 7",
+    ])
+    .await;
+    assert_eq!(seven.code, 7);
+    assert_eq!(seven.stderr, "err\n");
+    let flags = drover(&[
+        "alloc",
+        "exec",
+        "-i=false",
+        "-t=false",
+        "-address",
+        &agent.address,
+        "8e3a",
+        "/bin/ls",
+        "-la",
+        "/",
+    ])
+    .await;
+    assert_eq!(flags.code, 0, "{}", flags.stderr);
+    assert!(flags.stdout.contains(".."), "{}", flags.stdout);
+    let bad_task = drover(&[
+        "alloc",
+        "exec",
+        "-i=false",
+        "-t=false",
+        "-task",
+        "nope",
+        "-address",
+        &agent.address,
+        "8e3a",
+        "/bin/true",
+    ])
+    .await;
+    assert_eq!(bad_task.code, 1);
+    assert!(bad_task.stderr.contains("nope"), "{}", bad_task.stderr);
+}

@@ -3,6 +3,7 @@
 
 pub mod alloc;
 pub mod eval;
+pub mod exec;
 pub mod job;
 pub mod monitor;
 pub mod node;
