@@ -53,21 +53,16 @@ job "web" {
     task "server" {
       driver = "raw_exec"
 
+      # The page is written by the task itself, then the server takes over the process.
       config {
-        command = "/usr/bin/python3"
-        args    = ["-m", "http.server", "${NOMAD_PORT_http}", "--directory", "${NOMAD_TASK_DIR}/site"]
-      }
-
-      template {
-        destination = "local/site/index.html"
-        data        = <<-EOH
-          <html>
-            <body>
-              <h1>Hello from {{ env "NOMAD_ALLOC_NAME" }}</h1>
-              <p>Serving on port ${NOMAD_PORT_http} of ${attr.unique.hostname}.</p>
-            </body>
-          </html>
-        EOH
+        command = "/bin/sh"
+        args = ["-c", <<-EOS
+          mkdir -p "$NOMAD_TASK_DIR/site"
+          printf '<html><body><h1>Hello from %s</h1><p>Serving on port %s.</p></body></html>\n' \
+            "$NOMAD_ALLOC_NAME" "$NOMAD_PORT_http" > "$NOMAD_TASK_DIR/site/index.html"
+          exec /usr/bin/python3 -m http.server "$NOMAD_PORT_http" --directory "$NOMAD_TASK_DIR/site"
+        EOS
+        ]
       }
 
       env {

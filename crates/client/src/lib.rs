@@ -1,5 +1,40 @@
-//! The client (node agent): alloc runners, task runners and their hook pipeline, the restart
-//! tracker, alloc dirs and task environments, persisted client state and its restore, and batched
-//! status updates to the server.
+//! The client (node agent).
+//!
+//! Per allocation (this part): [`allocrunner::AllocRunner`] runs an allocation's task runners
+//! in lifecycle order and reports through [`allocrunner::AllocStatusSink`];
+//! [`taskrunner::TaskRunner`] drives one task (state machine, hook pipeline, restart tracker,
+//! kill) against a [`taskrunner::driver::TaskDriver`]; [`allocdir`] lays out alloc dirs;
+//! [`taskenv`] builds task environments; [`state_db`] persists what restore needs; [`clock`]
+//! gives wall-clock time (durations use tokio time).
+//!
+//! Per node (the other part): [`node::Client`] registers and heartbeats, runs the alloc watcher
+//! that creates, updates and destroys alloc runners, restores them on start and answers the API's
+//! alloc operations; [`server_conn::ServerConn`] is the client↔server trait;
+//! [`status_buffer`] batches status updates; [`fingerprint`] describes the machine;
+//! [`runner_factory`] puts the real alloc runner behind the node's small runner interface, and
+//! [`node_sim`] a simulated one (plus an in-memory server) for tests and fleet benchmarks.
 //!
 //! **Boundary**: talks to the server only through the client↔server trait; knows no HTTP routes.
+
+pub mod allocdir;
+pub mod allocrunner;
+pub mod clock;
+pub mod config;
+pub mod fingerprint;
+pub mod node;
+pub mod node_sim;
+pub mod runner_factory;
+pub mod server_conn;
+pub mod state_db;
+pub mod status_buffer;
+pub mod taskenv;
+pub mod taskrunner;
+#[cfg(test)]
+mod testing;
+
+pub use allocrunner::{
+    AllocClientUpdate, AllocRunner, AllocRunnerDeps, AllocRunnerError, AllocStatusSink,
+};
+pub use clock::{Clock, SharedClock, SystemClock, TokioFollowingClock};
+pub use config::ClientConfig;
+pub use state_db::{StateDb, StateDbError};

@@ -1,4 +1,638 @@
-//! The server: job register/deregister, evaluations and the eval broker, the scheduler worker,
-//! the plan applier, node registration and heartbeats.
+//! The server: job register/deregister, evaluations and the eval broker, the scheduler workers,
+//! the plan applier, node registration, heartbeats and lost nodes, blocked evaluations.
 //!
-//! **Boundary**: decides where work runs; never runs tasks itself.
+//! ```text
+//!  register_job ──► store job version + eval ──► broker ──► worker: schedule(snapshot, eval)
+//!                                                              │
+//!  client status ──► store ──► failed alloc? new eval ─►┘      ▼
+//!                        └──► terminal alloc? unblock     plan applier (only writer of allocs)
+//!  heartbeat timer expired ──► node down ──► node-update evals
+//! ```
+//!
+//! Every object is written to the state store before anything acts on it: an evaluation is
+//! stored before it is enqueued, so a restarted server re-enqueues every pending evaluation from
+//! the store and loses none.
+//!
+//! **Boundary**: decides where work runs; never runs tasks. The HTTP API and the in-process
+//! client call the methods of [`Server`]; reads go straight to [`Server::state`].
+
+pub mod blocked;
+pub mod broker;
+pub mod heartbeat;
+pub mod plan_apply;
+pub mod snapshot;
+mod worker;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use drover_scheduler::ScoringAlgorithm;
+use drover_state::{StateError, StateStore, Table};
+use drover_structs::{
+    ALLOC_CLIENT_STATUS_FAILED, AllocStopResponse, Allocation, EVAL_STATUS_BLOCKED,
+    EVAL_STATUS_CANCELLED, EVAL_STATUS_PENDING, EVAL_TRIGGER_ALLOC_FAILURE,
+    EVAL_TRIGGER_ALLOC_STOP, EVAL_TRIGGER_JOB_DEREGISTER, EVAL_TRIGGER_JOB_REGISTER,
+    EVAL_TRIGGER_NODE_UPDATE, Evaluation, Job, JobDeregisterResponse, JobRegisterRequest,
+    JobRegisterResponse, NODE_STATUS_DOWN, NODE_STATUS_READY, Node,
+};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::blocked::BlockedEvals;
+use crate::broker::EvalBroker;
+use crate::heartbeat::{HeartbeatConfig, HeartbeatTimers};
+use crate::plan_apply::PlanRequest;
+
+/// Errors of server operations, by what the caller did wrong (or didn't).
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The object asked for does not exist (HTTP 404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The request is invalid (HTTP 400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The state store failed.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// Something inside the server failed (HTTP 500).
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Wall-clock time for the timestamps the server writes. Timers use tokio time instead, so
+/// tests run on paused time.
+pub trait Clock: Send + Sync + 'static {
+    fn now_unix_ns(&self) -> i64;
+}
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_unix_ns(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| i64::try_from(elapsed.as_nanos()).unwrap_or(i64::MAX))
+            .unwrap_or(0)
+    }
+}
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub region: String,
+    pub datacenter: String,
+    /// Scheduler workers running concurrently (plans of one job never run concurrently).
+    pub num_schedulers: usize,
+    pub heartbeat: HeartbeatConfig,
+    pub scoring: ScoringAlgorithm,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            region: "global".into(),
+            datacenter: "dc1".into(),
+            num_schedulers: 2,
+            heartbeat: HeartbeatConfig::default(),
+            scoring: ScoringAlgorithm::Binpack,
+        }
+    }
+}
+
+pub(crate) struct ServerInner {
+    pub(crate) config: ServerConfig,
+    pub(crate) state: StateStore,
+    pub(crate) broker: Arc<EvalBroker>,
+    pub(crate) blocked: BlockedEvals,
+    pub(crate) heartbeats: HeartbeatTimers,
+    pub(crate) plans: mpsc::Sender<PlanRequest>,
+    pub(crate) clock: Arc<dyn Clock>,
+    shutdown: CancellationToken,
+}
+
+/// The running server. Cheap to clone.
+#[derive(Clone)]
+pub struct Server {
+    inner: Arc<ServerInner>,
+    tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("region", &self.inner.config.region)
+            .finish_non_exhaustive()
+    }
+}
+
+fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+impl Server {
+    /// Starts the server on a state store: re-enqueues pending evaluations, re-tracks blocked
+    /// ones and gives every ready node a fresh heartbeat deadline, then starts the workers, the
+    /// plan applier and the heartbeat watcher. Must be called within a tokio runtime.
+    pub fn start(config: ServerConfig, state: StateStore, clock: Arc<dyn Clock>) -> Server {
+        let (plans, plan_requests) = mpsc::channel(64);
+        let (heartbeats, mut expired) = HeartbeatTimers::new(config.heartbeat.clone());
+        let shutdown = CancellationToken::new();
+        let inner = Arc::new(ServerInner {
+            config,
+            state,
+            broker: Arc::new(EvalBroker::default()),
+            blocked: BlockedEvals::default(),
+            heartbeats,
+            plans,
+            clock,
+            shutdown: shutdown.clone(),
+        });
+
+        let snapshot = inner.state.snapshot();
+        for eval in snapshot.evals("") {
+            match eval.status.as_str() {
+                EVAL_STATUS_PENDING => inner.enqueue_when_due((*eval).clone()),
+                EVAL_STATUS_BLOCKED => {
+                    inner.blocked.block((*eval).clone());
+                }
+                _ => {}
+            }
+        }
+        for node in snapshot.nodes("") {
+            if node.status == NODE_STATUS_READY {
+                inner.heartbeats.reset(&node.id);
+            }
+        }
+
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(plan_apply::run(
+            inner.state.clone(),
+            inner.clock.clone(),
+            plan_requests,
+        )));
+        for _ in 0..inner.config.num_schedulers.max(1) {
+            tasks.push(tokio::spawn(worker::run(inner.clone(), shutdown.clone())));
+        }
+        {
+            let inner = inner.clone();
+            let shutdown = shutdown.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let node_id = tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        next = expired.recv() => match next {
+                            Some(node_id) => node_id,
+                            None => return,
+                        },
+                    };
+                    if let Err(error) = inner.node_missed_heartbeat(&node_id).await {
+                        tracing::error!(node_id, %error, "could not mark the node down");
+                    }
+                }
+            }));
+        }
+        Server {
+            inner,
+            tasks: Arc::new(Mutex::new(tasks)),
+        }
+    }
+
+    /// Stops the workers and the applier. Stored state is untouched.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+        let tasks: Vec<JoinHandle<()>> = match self.tasks.lock() {
+            Ok(mut tasks) => tasks.drain(..).collect(),
+            Err(poisoned) => poisoned.into_inner().drain(..).collect(),
+        };
+        for task in tasks {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+
+    /// The state store: every read goes straight to it.
+    pub fn state(&self) -> &StateStore {
+        &self.inner.state
+    }
+
+    pub fn region(&self) -> &str {
+        &self.inner.config.region
+    }
+
+    pub fn datacenter(&self) -> &str {
+        &self.inner.config.datacenter
+    }
+
+    /// Registers (or updates) a job and creates its evaluation.
+    pub async fn register_job(
+        &self,
+        request: JobRegisterRequest,
+    ) -> Result<JobRegisterResponse, ServerError> {
+        let Some(mut job) = request.job else {
+            return Err(ServerError::BadRequest("Job must be specified".into()));
+        };
+        if job.id.is_empty() {
+            return Err(ServerError::BadRequest(
+                "Job ID hasn't been provided".into(),
+            ));
+        }
+        job.canonicalize();
+        if job.region.is_empty() {
+            job.region.clone_from(&self.inner.config.region);
+        }
+        if request.enforce_index {
+            let current = self
+                .inner
+                .state
+                .job(&job.namespace, &job.id)
+                .map_or(0, |existing| existing.job_modify_index);
+            if current != request.job_modify_index {
+                return Err(ServerError::BadRequest(format!(
+                    "Enforcing job modify index {}: job {} exists with conflicting job modify index: {current}",
+                    request.job_modify_index, job.id
+                )));
+            }
+        }
+        // A register clears a previous stop.
+        job.stop = false;
+        let now = self.inner.clock.now_unix_ns();
+        let registration = self.inner.state.upsert_job(job, now).await?;
+        let job = registration.job;
+
+        // Periodic and parameterized jobs are templates: they are launched by the periodic
+        // dispatcher and by dispatch, never scheduled themselves.
+        if job.periodic.is_some() || job.parameterized_job.is_some() {
+            let index = self.inner.state.latest_index();
+            return Ok(JobRegisterResponse {
+                job_modify_index: registration.job_modify_index,
+                index,
+                ..JobRegisterResponse::default()
+            });
+        }
+
+        let eval = self.inner.new_eval(
+            &job,
+            EVAL_TRIGGER_JOB_REGISTER,
+            registration.job_modify_index,
+        );
+        let eval_id = eval.id.clone();
+        let index = self.inner.store_and_enqueue(vec![eval]).await?;
+        Ok(JobRegisterResponse {
+            eval_id,
+            eval_create_index: index,
+            job_modify_index: registration.job_modify_index,
+            index,
+            ..JobRegisterResponse::default()
+        })
+    }
+
+    /// Stops a job (its allocations are stopped by the evaluation), or purges it.
+    pub async fn deregister_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        purge: bool,
+    ) -> Result<JobDeregisterResponse, ServerError> {
+        let Some(existing) = self.inner.state.job(namespace, job_id) else {
+            return Err(ServerError::NotFound("job not found".into()));
+        };
+        let now = self.inner.clock.now_unix_ns();
+        let job_modify_index = if purge {
+            self.inner.state.delete_job(namespace, job_id).await?
+        } else {
+            let mut stopped = Job::clone(&existing);
+            stopped.stop = true;
+            self.inner
+                .state
+                .upsert_job(stopped, now)
+                .await?
+                .job_modify_index
+        };
+        if let Some(blocked) = self.inner.blocked.untrack(namespace, job_id) {
+            self.inner.cancel_superseded(vec![blocked]).await;
+        }
+        let eval = self
+            .inner
+            .new_eval(&existing, EVAL_TRIGGER_JOB_DEREGISTER, job_modify_index);
+        let eval_id = eval.id.clone();
+        let index = self.inner.store_and_enqueue(vec![eval]).await?;
+        Ok(JobDeregisterResponse {
+            eval_id,
+            eval_create_index: index,
+            job_modify_index,
+            index,
+            ..JobDeregisterResponse::default()
+        })
+    }
+
+    /// Creates a new evaluation for a job (`POST /v1/job/:id/evaluate`).
+    pub async fn evaluate_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> Result<JobRegisterResponse, ServerError> {
+        let Some(job) = self.inner.state.job(namespace, job_id) else {
+            return Err(ServerError::NotFound("job not found".into()));
+        };
+        if job.periodic.is_some() || job.parameterized_job.is_some() {
+            return Err(ServerError::BadRequest(
+                "can't evaluate periodic or parameterized job".into(),
+            ));
+        }
+        let eval = self
+            .inner
+            .new_eval(&job, EVAL_TRIGGER_JOB_REGISTER, job.job_modify_index);
+        let eval_id = eval.id.clone();
+        let index = self.inner.store_and_enqueue(vec![eval]).await?;
+        Ok(JobRegisterResponse {
+            eval_id,
+            eval_create_index: index,
+            job_modify_index: job.job_modify_index,
+            index,
+            ..JobRegisterResponse::default()
+        })
+    }
+
+    /// Stops one allocation; the scheduler places a replacement (the allocation migrates).
+    pub async fn stop_alloc(&self, alloc_id: &str) -> Result<AllocStopResponse, ServerError> {
+        let Some(alloc) = self.inner.state.alloc(alloc_id) else {
+            return Err(ServerError::NotFound("allocation not found".into()));
+        };
+        let mut updated = Allocation::clone(&alloc);
+        updated.desired_transition.migrate = Some(true);
+        let now = self.inner.clock.now_unix_ns();
+        self.inner.state.upsert_allocs(vec![updated], now).await?;
+        let eval = match self.inner.state.job(&alloc.namespace, &alloc.job_id) {
+            Some(job) => self
+                .inner
+                .new_eval(&job, EVAL_TRIGGER_ALLOC_STOP, job.job_modify_index),
+            None => {
+                let job = alloc.job.as_deref().cloned().unwrap_or_default();
+                self.inner.new_eval(&job, EVAL_TRIGGER_ALLOC_STOP, 0)
+            }
+        };
+        let eval_id = eval.id.clone();
+        let index = self.inner.store_and_enqueue(vec![eval]).await?;
+        Ok(AllocStopResponse { eval_id, index })
+    }
+
+    /// Registers a node (or re-registers it after a restart). Returns the heartbeat TTL.
+    pub async fn register_node(&self, mut node: Node) -> Result<Duration, ServerError> {
+        if node.id.is_empty() {
+            return Err(ServerError::BadRequest(
+                "missing node ID for client registration".into(),
+            ));
+        }
+        let previous_status = self.inner.state.node(&node.id).map(|n| n.status.clone());
+        node.status = NODE_STATUS_READY.to_owned();
+        let now = self.inner.clock.now_unix_ns();
+        self.inner.state.upsert_node(node.clone(), now).await?;
+        let ttl = self.inner.heartbeats.reset(&node.id);
+        if previous_status.as_deref() != Some(NODE_STATUS_READY) {
+            self.inner.capacity_changed().await;
+            self.inner.create_node_evals(&node.id).await?;
+        }
+        Ok(ttl)
+    }
+
+    /// Records a heartbeat. An unknown node must register first (404).
+    pub async fn heartbeat_node(&self, node_id: &str) -> Result<Duration, ServerError> {
+        let Some(node) = self.inner.state.node(node_id) else {
+            return Err(ServerError::NotFound("node not found".into()));
+        };
+        let ttl = self.inner.heartbeats.reset(node_id);
+        if node.status != NODE_STATUS_READY {
+            let now = self.inner.clock.now_unix_ns();
+            self.inner
+                .state
+                .update_node_status(node_id, NODE_STATUS_READY, now)
+                .await?;
+            self.inner.capacity_changed().await;
+            self.inner.create_node_evals(node_id).await?;
+        }
+        Ok(ttl)
+    }
+
+    /// The allocations placed on a node, as `alloc ID → AllocModifyIndex`, once the allocation
+    /// table moves past `min_index` or `max_wait` passes (a blocking query). The client fetches
+    /// only those whose modify index changed.
+    pub async fn node_allocs(
+        &self,
+        node_id: &str,
+        min_index: u64,
+        max_wait: Duration,
+    ) -> Result<(BTreeMap<String, u64>, u64), ServerError> {
+        if min_index > 0 {
+            let deadline = tokio::time::Instant::now() + max_wait;
+            self.inner
+                .state
+                .wait_for_change(&[Table::Allocs], min_index, deadline)
+                .await;
+        }
+        let snapshot = self.inner.state.snapshot();
+        let allocs = snapshot
+            .allocs_by_node(node_id)
+            .into_iter()
+            .map(|alloc| (alloc.id.clone(), alloc.alloc_modify_index))
+            .collect();
+        let index = snapshot.table_index(Table::Allocs).max(1);
+        Ok((allocs, index))
+    }
+
+    /// Full allocations by ID (unknown IDs are skipped).
+    pub fn allocs(&self, ids: &[String]) -> Vec<Allocation> {
+        ids.iter()
+            .filter_map(|id| self.inner.state.alloc(id))
+            .map(|alloc| Allocation::clone(&alloc))
+            .collect()
+    }
+
+    /// Applies a batch of client status updates. Allocations that failed get an evaluation so
+    /// the scheduler can reschedule them; allocations that finished free capacity.
+    pub async fn update_allocs_from_client(
+        &self,
+        updates: Vec<Allocation>,
+    ) -> Result<u64, ServerError> {
+        let before: BTreeMap<String, (bool, String)> = updates
+            .iter()
+            .filter_map(|update| self.inner.state.alloc(&update.id))
+            .map(|alloc| {
+                (
+                    alloc.id.clone(),
+                    (alloc.terminal_status(), alloc.client_status.clone()),
+                )
+            })
+            .collect();
+        let now = self.inner.clock.now_unix_ns();
+        let outcome = self
+            .inner
+            .state
+            .update_allocs_from_client(updates, now)
+            .await?;
+
+        let mut freed_capacity = false;
+        let mut failed_jobs = BTreeSet::new();
+        for (alloc_id, (was_terminal, previous_status)) in before {
+            let Some(alloc) = self.inner.state.alloc(&alloc_id) else {
+                continue;
+            };
+            if alloc.terminal_status() && !was_terminal {
+                freed_capacity = true;
+            }
+            if alloc.client_status == ALLOC_CLIENT_STATUS_FAILED
+                && previous_status != ALLOC_CLIENT_STATUS_FAILED
+                && alloc.desired_status == drover_structs::ALLOC_DESIRED_STATUS_RUN
+            {
+                failed_jobs.insert((alloc.namespace.clone(), alloc.job_id.clone()));
+            }
+        }
+        let mut evals = Vec::new();
+        for (namespace, job_id) in failed_jobs {
+            if let Some(job) = self.inner.state.job(&namespace, &job_id)
+                && !job.stop
+            {
+                evals.push(self.inner.new_eval(
+                    &job,
+                    EVAL_TRIGGER_ALLOC_FAILURE,
+                    job.job_modify_index,
+                ));
+            }
+        }
+        if !evals.is_empty() {
+            self.inner.store_and_enqueue(evals).await?;
+        }
+        if freed_capacity {
+            self.inner.capacity_changed().await;
+        }
+        Ok(outcome.index)
+    }
+}
+
+impl ServerInner {
+    fn new_eval(&self, job: &Job, triggered_by: &str, job_modify_index: u64) -> Evaluation {
+        let now = self.clock.now_unix_ns();
+        Evaluation {
+            id: new_id(),
+            namespace: if job.namespace.is_empty() {
+                drover_structs::DEFAULT_NAMESPACE.to_owned()
+            } else {
+                job.namespace.clone()
+            },
+            priority: job.priority,
+            r#type: job.r#type.clone(),
+            triggered_by: triggered_by.to_owned(),
+            job_id: job.id.clone(),
+            job_modify_index,
+            status: EVAL_STATUS_PENDING.to_owned(),
+            create_time: now,
+            modify_time: now,
+            ..Evaluation::default()
+        }
+    }
+
+    /// Stores evaluations (one write). Returns the index of the write.
+    pub(crate) async fn store_evals(&self, evals: Vec<Evaluation>) -> Result<u64, ServerError> {
+        let now = self.clock.now_unix_ns();
+        Ok(self.state.upsert_evals(evals, now).await?)
+    }
+
+    /// Stores evaluations, then hands the stored copies (with their indexes) to the broker.
+    async fn store_and_enqueue(&self, evals: Vec<Evaluation>) -> Result<u64, ServerError> {
+        let ids: Vec<String> = evals.iter().map(|eval| eval.id.clone()).collect();
+        let index = self.store_evals(evals).await?;
+        for id in ids {
+            if let Some(stored) = self.state.eval(&id) {
+                self.enqueue_when_due((*stored).clone());
+            }
+        }
+        Ok(index)
+    }
+
+    /// Enqueues an evaluation now, or at its `WaitUntil` when that lies in the future.
+    pub(crate) fn enqueue_when_due(&self, eval: Evaluation) {
+        let wait_until = eval.wait_until.unix_nanos().unwrap_or(0);
+        let now = self.clock.now_unix_ns();
+        if wait_until <= now {
+            self.broker.enqueue(eval);
+            return;
+        }
+        let delay = Duration::from_nanos(u64::try_from(wait_until - now).unwrap_or(0));
+        let shutdown = self.shutdown.clone();
+        let broker = self.broker.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                () = tokio::time::sleep(delay) => broker.enqueue(eval),
+            }
+        });
+    }
+
+    /// Marks superseded evaluations canceled.
+    pub(crate) async fn cancel_superseded(&self, superseded: Vec<Evaluation>) {
+        if superseded.is_empty() {
+            return;
+        }
+        let canceled = superseded
+            .into_iter()
+            .map(|mut eval| {
+                eval.status = EVAL_STATUS_CANCELLED.to_owned();
+                eval.status_description = "canceled after more recent eval was processed".into();
+                eval
+            })
+            .collect();
+        if let Err(error) = self.store_evals(canceled).await {
+            tracing::error!(%error, "could not cancel superseded evaluations");
+        }
+    }
+
+    /// Capacity may have grown: retry every blocked evaluation. It keeps its `blocked` status
+    /// while it is retried, so a pass that still cannot place parks it again rather than
+    /// making another one.
+    async fn capacity_changed(&self) {
+        for eval in self.blocked.unblock_all() {
+            self.broker.enqueue(eval);
+        }
+    }
+
+    /// Creates a node-update evaluation for every job with allocations on the node.
+    async fn create_node_evals(&self, node_id: &str) -> Result<(), ServerError> {
+        let mut jobs = BTreeSet::new();
+        for alloc in self.state.allocs_by_node(node_id) {
+            if !alloc.terminal_status() {
+                jobs.insert((alloc.namespace.clone(), alloc.job_id.clone()));
+            }
+        }
+        let mut evals = Vec::new();
+        for (namespace, job_id) in jobs {
+            if let Some(job) = self.state.job(&namespace, &job_id) {
+                let mut eval = self.new_eval(&job, EVAL_TRIGGER_NODE_UPDATE, job.job_modify_index);
+                eval.node_id = node_id.to_owned();
+                evals.push(eval);
+            }
+        }
+        if !evals.is_empty() {
+            self.store_and_enqueue(evals).await?;
+        }
+        Ok(())
+    }
+
+    /// A node missed its heartbeat deadline: mark it down and let the scheduler replace its
+    /// allocations (they become lost).
+    async fn node_missed_heartbeat(&self, node_id: &str) -> Result<(), ServerError> {
+        self.heartbeats.clear(node_id);
+        if self.state.node(node_id).is_none() {
+            return Ok(());
+        }
+        tracing::warn!(node_id, "node missed its heartbeat; marking it down");
+        let now = self.clock.now_unix_ns();
+        self.state
+            .update_node_status(node_id, NODE_STATUS_DOWN, now)
+            .await?;
+        self.create_node_evals(node_id).await
+    }
+}

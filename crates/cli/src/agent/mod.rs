@@ -4,7 +4,32 @@
 //! This module owns the agent's flags and configuration and wires the library crates together;
 //! the work itself lives in those crates.
 
-use std::path::PathBuf;
+pub mod backend;
+pub mod config;
+pub mod in_process;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use drover_api::backend::{AgentInfo, Composed};
+use drover_client::clock::{SharedClock, SystemClock};
+use drover_client::config::ClientConfig;
+use drover_client::node::{Client, NodeConfig};
+use drover_client::runner_factory::TaskAllocRunnerFactory;
+use drover_client::state_db::StateDb;
+use drover_client::taskrunner::driver::DriverCatalog;
+use drover_client::taskrunner::drivers::default_driver_catalog;
+use drover_driver::raw_exec::RawExecConfig;
+use drover_server::heartbeat::HeartbeatConfig;
+use drover_server::{Server, ServerConfig};
+use drover_state::StateStore;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use self::backend::{AgentBackend, LocalClient};
+use self::config::AgentConfig;
+use self::in_process::InProcessServer;
 
 /// Flags of `drover agent`, named as Nomad names them (`-dev`, `-config`, `-data-dir`, ...).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -29,5 +54,228 @@ pub struct AgentArgs {
 
 /// Runs the agent until SIGINT or SIGTERM.
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
-    anyhow::bail!("the agent is not available in this build ({args:?})")
+    let config = AgentConfig::load(&args)?;
+    run_with_config(config).await
+}
+
+/// Where the agent keeps its state: the configured data dir, or a temporary one (dev mode).
+enum DataDir {
+    Persistent(PathBuf),
+    Temporary(tempfile::TempDir),
+}
+
+impl DataDir {
+    fn path(&self) -> &Path {
+        match self {
+            DataDir::Persistent(path) => path,
+            DataDir::Temporary(dir) => dir.path(),
+        }
+    }
+}
+
+async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
+    let data_dir = match &config.data_dir {
+        Some(path) => DataDir::Persistent(path.clone()),
+        None => DataDir::Temporary(
+            tempfile::Builder::new()
+                .prefix("drover-dev-")
+                .tempdir()
+                .context("creating a temporary data dir for dev mode")?,
+        ),
+    };
+    std::fs::create_dir_all(data_dir.path())
+        .with_context(|| format!("creating data dir {}", data_dir.path().display()))?;
+    let clock: Arc<dyn drover_server::Clock> = Arc::new(drover_server::SystemClock);
+
+    let server_dir = data_dir.path().join("server");
+    std::fs::create_dir_all(&server_dir)
+        .with_context(|| format!("creating {}", server_dir.display()))?;
+    let state = StateStore::open(&server_dir).await.with_context(|| {
+        format!(
+            "opening the server state in {} (if the file is damaged, move it aside to start \
+             with an empty state)",
+            server_dir.display()
+        )
+    })?;
+    let server = Server::start(
+        ServerConfig {
+            region: config.region.clone(),
+            datacenter: config.datacenter.clone(),
+            num_schedulers: config.num_schedulers as usize,
+            heartbeat: HeartbeatConfig {
+                min_ttl: config.min_heartbeat_ttl,
+                grace: config.heartbeat_grace,
+                ..HeartbeatConfig::default()
+            },
+            ..ServerConfig::default()
+        },
+        state.clone(),
+        clock,
+    );
+
+    let listener = TcpListener::bind((config.http_addr, config.http_port))
+        .await
+        .with_context(|| {
+            format!(
+                "binding the HTTP API to {}:{}",
+                config.http_addr, config.http_port
+            )
+        })?;
+    let http_addr = listener.local_addr().context("reading the bound address")?;
+    let advertised = if http_addr.ip().is_unspecified() {
+        std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), http_addr.port())
+    } else {
+        http_addr
+    };
+
+    let client = if config.client_enabled {
+        Some(start_client(&config, data_dir.path(), &advertised, &server).await?)
+    } else {
+        None
+    };
+
+    let backend = AgentBackend {
+        info: AgentInfo {
+            region: config.region.clone(),
+            datacenter: config.datacenter.clone(),
+            node_name: config.name.clone(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            http_addr: advertised.to_string(),
+            server_addr: format!("{}:4647", advertised.ip()),
+            server_enabled: config.server_enabled,
+            client_enabled: config.client_enabled,
+            node_id: client
+                .as_ref()
+                .map(|client| client.node_id())
+                .unwrap_or_default(),
+        },
+        server: server.clone(),
+        client: client.clone(),
+        alloc_root: data_dir.path().join("alloc"),
+    };
+    let app = drover_api::app(Arc::new(Composed {
+        reads: state.clone(),
+        operations: backend,
+    }));
+
+    let shutdown = CancellationToken::new();
+    let serving = {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await })
+                .await
+        })
+    };
+    println!(
+        "==> drover agent started (region {}, datacenter {}, client {}, server {}); HTTP API listening on http://{advertised}",
+        config.region, config.datacenter, config.client_enabled, config.server_enabled
+    );
+    if let DataDir::Persistent(path) = &data_dir {
+        println!("    data dir: {}", path.display());
+    }
+
+    wait_for_signal().await;
+    println!("==> shutting down");
+    shutdown.cancel();
+    if let Some(client) = &client {
+        match &data_dir {
+            // Nothing would ever come back for these tasks: stop them with the agent.
+            DataDir::Temporary(_) => client.shutdown_and_stop_all().await,
+            // The next agent on this data dir re-attaches to the running tasks.
+            DataDir::Persistent(_) => client.shutdown().await,
+        }
+    }
+    server.shutdown().await;
+    state.close().await;
+    match tokio::time::timeout(std::time::Duration::from_secs(5), serving).await {
+        Ok(Ok(Err(error))) => tracing::warn!(%error, "HTTP server stopped with an error"),
+        Ok(_) => {}
+        Err(_) => tracing::warn!("HTTP connections still open after 5s; leaving them"),
+    }
+    Ok(())
+}
+
+async fn start_client(
+    config: &AgentConfig,
+    data_dir: &Path,
+    http_addr: &std::net::SocketAddr,
+    server: &Server,
+) -> anyhow::Result<Arc<LocalClient>> {
+    let clock: SharedClock = Arc::new(SystemClock);
+    let mut client_config = ClientConfig::new(data_dir);
+    client_config.max_kill_timeout = config.max_kill_timeout;
+    client_config.apply_options(&config.options);
+    let client_config = Arc::new(client_config);
+    let state_db = Arc::new(
+        StateDb::open(&client_config.state_db_path()).with_context(|| {
+            format!(
+                "opening the client state {} (if the file is damaged, move it aside; tasks it \
+                 tracked will then not be re-attached)",
+                client_config.state_db_path().display()
+            )
+        })?,
+    );
+    let factory = TaskAllocRunnerFactory {
+        config: client_config.clone(),
+        clock: clock.clone(),
+        state_db,
+        drivers: drivers_for(config)?,
+        region: config.region.clone(),
+        jitter_seed: rand_seed(),
+    };
+    let mut node_config = NodeConfig::new(data_dir, config.name.clone(), clock);
+    node_config.ephemeral = config.data_dir.is_none();
+    node_config.datacenter = config.datacenter.clone();
+    node_config.node_pool = config.node_pool.clone();
+    node_config.node_class = config.node_class.clone();
+    node_config.meta = config.meta.clone();
+    node_config.http_addr = http_addr.to_string();
+    node_config.agent_version = env!("CARGO_PKG_VERSION").to_owned();
+    let client = Client::start(
+        node_config,
+        Arc::new(InProcessServer(server.clone())),
+        factory,
+    )
+    .await
+    .context("starting the client")?;
+    Ok(client)
+}
+
+fn rand_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos() as u64)
+        .unwrap_or(0)
+        ^ u64::from(std::process::id())
+}
+
+async fn wait_for_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut stream) => {
+                stream.recv().await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+/// The drivers this client offers: `raw_exec` (when enabled), each task under its own shim.
+fn drivers_for(config: &AgentConfig) -> anyhow::Result<Arc<dyn DriverCatalog>> {
+    let raw_exec = RawExecConfig::default();
+    let catalog = default_driver_catalog(raw_exec);
+    if !config.raw_exec_enabled {
+        anyhow::bail!(
+            "plugin \"raw_exec\" is disabled and this client has no other driver; enable it or disable the client"
+        );
+    }
+    Ok(Arc::new(catalog))
 }

@@ -1,0 +1,147 @@
+//! What the agent does, as the HTTP layer sees it: [`AgentOperations`] over the real server
+//! (job and alloc writes) and the local client node (alloc operations, alloc dirs). Reads go
+//! to the state store directly (`drover_api` implements them for it).
+//!
+//! Not here: behaviour. Each method forwards to the owner of the data and maps its errors onto
+//! the API's.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use drover_api::backend::{AgentInfo, AgentOperations};
+use drover_api::error::ApiError;
+use drover_client::node::{Client, ClientError, ClientErrorKind};
+use drover_client::runner_factory::TaskAllocRunnerFactory;
+use drover_server::{Server, ServerError};
+use drover_structs::{
+    AllocResourceUsage, AllocStopResponse, JobDeregisterResponse, JobRegisterRequest,
+    JobRegisterResponse,
+};
+
+use super::in_process::InProcessServer;
+
+/// The local client node, when this agent runs one.
+pub type LocalClient = Client<InProcessServer, TaskAllocRunnerFactory>;
+
+/// Everything the HTTP API serves, in one place.
+pub struct AgentBackend {
+    pub info: AgentInfo,
+    pub server: Server,
+    pub client: Option<Arc<LocalClient>>,
+    /// `<data_dir>/alloc`: where the client keeps alloc dirs.
+    pub alloc_root: PathBuf,
+}
+
+fn server_error(error: ServerError) -> ApiError {
+    match error {
+        ServerError::NotFound(message) => ApiError::NotFound(message),
+        ServerError::BadRequest(message) => ApiError::BadRequest(message),
+        error => ApiError::Internal(error.to_string()),
+    }
+}
+
+fn client_error(error: ClientError) -> ApiError {
+    match error.kind() {
+        ClientErrorKind::NotFound => ApiError::NotFound(error.to_string()),
+        ClientErrorKind::BadRequest => ApiError::BadRequest(error.to_string()),
+        ClientErrorKind::Unavailable | ClientErrorKind::Internal => {
+            ApiError::Internal(error.to_string())
+        }
+    }
+}
+
+impl AgentBackend {
+    fn client(&self) -> Result<&Arc<LocalClient>, ApiError> {
+        self.client
+            .as_ref()
+            .ok_or_else(|| ApiError::BadRequest("this agent runs no client".into()))
+    }
+}
+
+impl AgentOperations for AgentBackend {
+    fn agent_info(&self) -> AgentInfo {
+        self.info.clone()
+    }
+
+    async fn register_job(
+        &self,
+        request: JobRegisterRequest,
+    ) -> Result<JobRegisterResponse, ApiError> {
+        self.server
+            .register_job(request)
+            .await
+            .map_err(server_error)
+    }
+
+    async fn deregister_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        purge: bool,
+    ) -> Result<JobDeregisterResponse, ApiError> {
+        self.server
+            .deregister_job(namespace, job_id, purge)
+            .await
+            .map_err(server_error)
+    }
+
+    async fn evaluate_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> Result<JobRegisterResponse, ApiError> {
+        self.server
+            .evaluate_job(namespace, job_id)
+            .await
+            .map_err(server_error)
+    }
+
+    async fn stop_alloc(&self, alloc_id: &str) -> Result<AllocStopResponse, ApiError> {
+        self.server.stop_alloc(alloc_id).await.map_err(server_error)
+    }
+
+    async fn restart_alloc(
+        &self,
+        alloc_id: &str,
+        task: Option<String>,
+        all_tasks: bool,
+    ) -> Result<(), ApiError> {
+        self.client()?
+            .restart(alloc_id, task.as_deref(), all_tasks)
+            .await
+            .map_err(client_error)
+    }
+
+    async fn signal_alloc(
+        &self,
+        alloc_id: &str,
+        task: Option<String>,
+        signal: String,
+    ) -> Result<(), ApiError> {
+        self.client()?
+            .signal(alloc_id, task.as_deref(), &signal)
+            .await
+            .map_err(client_error)
+    }
+
+    async fn gc_alloc(&self, alloc_id: &str) -> Result<(), ApiError> {
+        self.client()?.gc(alloc_id).await.map_err(client_error)
+    }
+
+    async fn alloc_stats(
+        &self,
+        alloc_id: &str,
+        task: Option<String>,
+    ) -> Result<AllocResourceUsage, ApiError> {
+        let _ = (self.client()?.alloc(alloc_id).map_err(client_error)?, task);
+        Err(ApiError::Internal(format!(
+            "resource usage of allocation {alloc_id} is not collected by this agent yet"
+        )))
+    }
+
+    fn alloc_dir(&self, alloc_id: &str) -> Result<PathBuf, ApiError> {
+        let client = self.client()?;
+        client.alloc(alloc_id).map_err(client_error)?;
+        Ok(self.alloc_root.join(alloc_id))
+    }
+}

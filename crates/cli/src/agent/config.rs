@@ -1,0 +1,475 @@
+//! Agent configuration: Nomad's agent config file keys (HCL or JSON), merged across `-config`
+//! files in order, then overridden by flags, then validated into [`AgentConfig`].
+//!
+//! Raw (as written) → validated (with defaults and parsed durations) in two stages, so every
+//! error names the file and key it came from.
+//!
+//! Not here: what the agent does with the configuration.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::AgentArgs;
+
+/// The default HTTP port, as Nomad's.
+pub const DEFAULT_HTTP_PORT: u16 = 4646;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{key}: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+/// One config file as written. Every field is optional so files merge.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub region: Option<String>,
+    pub datacenter: Option<String>,
+    pub name: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    pub bind_addr: Option<String>,
+    pub log_level: Option<String>,
+    pub ports: Option<RawPorts>,
+    pub addresses: Option<RawAddresses>,
+    pub client: Option<RawClient>,
+    pub server: Option<RawServer>,
+    /// `plugin "raw_exec" { config { enabled = true } }`
+    pub plugin: Option<BTreeMap<String, RawPlugin>>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPorts {
+    pub http: Option<u16>,
+    pub rpc: Option<u16>,
+    pub serf: Option<u16>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAddresses {
+    pub http: Option<String>,
+    pub rpc: Option<String>,
+    pub serf: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawClient {
+    pub enabled: Option<bool>,
+    pub node_class: Option<String>,
+    pub node_pool: Option<String>,
+    pub max_kill_timeout: Option<String>,
+    pub meta: Option<BTreeMap<String, String>>,
+    pub options: Option<BTreeMap<String, String>>,
+    pub chroot_env: Option<BTreeMap<String, String>>,
+    pub reserved: Option<RawReserved>,
+    pub servers: Option<Vec<String>>,
+    pub cpu_total_compute: Option<u64>,
+    pub memory_total_mb: Option<u64>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReserved {
+    pub cpu: Option<u64>,
+    pub memory: Option<u64>,
+    pub disk: Option<u64>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub enabled: Option<bool>,
+    pub bootstrap_expect: Option<u32>,
+    pub num_schedulers: Option<u32>,
+    pub heartbeat_grace: Option<String>,
+    pub min_heartbeat_ttl: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlugin {
+    pub config: Option<BTreeMap<String, serde_json::Value>>,
+}
+
+macro_rules! merge_options {
+    ($base:expr, $over:expr, $($field:ident),* $(,)?) => {
+        { $( if $over.$field.is_some() { $base.$field = $over.$field; } )* }
+    };
+}
+
+impl RawConfig {
+    /// Reads one config file, HCL or JSON by extension (`.json` is JSON, anything else HCL).
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let parsed = if path.extension().is_some_and(|ext| ext == "json") {
+            serde_json::from_str(&text).map_err(|err| err.to_string())
+        } else {
+            hcl::from_str(&text).map_err(|err| err.to_string())
+        };
+        parsed.map_err(|message| ConfigError::Parse {
+            path: path.to_owned(),
+            message,
+        })
+    }
+
+    /// Layers `other` over `self`: fields set in `other` win, nested blocks merge field by field.
+    pub fn merge(&mut self, other: RawConfig) {
+        merge_options!(
+            self, other, region, datacenter, name, data_dir, bind_addr, log_level
+        );
+        match (&mut self.ports, other.ports) {
+            (Some(base), Some(over)) => merge_options!(base, over, http, rpc, serf),
+            (base, over) => {
+                if over.is_some() {
+                    *base = over;
+                }
+            }
+        }
+        match (&mut self.addresses, other.addresses) {
+            (Some(base), Some(over)) => merge_options!(base, over, http, rpc, serf),
+            (base, over) => {
+                if over.is_some() {
+                    *base = over;
+                }
+            }
+        }
+        match (&mut self.client, other.client) {
+            (Some(base), Some(over)) => merge_options!(
+                base,
+                over,
+                enabled,
+                node_class,
+                node_pool,
+                max_kill_timeout,
+                meta,
+                options,
+                chroot_env,
+                reserved,
+                servers,
+                cpu_total_compute,
+                memory_total_mb
+            ),
+            (base, over) => {
+                if over.is_some() {
+                    *base = over;
+                }
+            }
+        }
+        match (&mut self.server, other.server) {
+            (Some(base), Some(over)) => merge_options!(
+                base,
+                over,
+                enabled,
+                bootstrap_expect,
+                num_schedulers,
+                heartbeat_grace,
+                min_heartbeat_ttl
+            ),
+            (base, over) => {
+                if over.is_some() {
+                    *base = over;
+                }
+            }
+        }
+        if let Some(plugins) = other.plugin {
+            self.plugin
+                .get_or_insert_with(BTreeMap::new)
+                .extend(plugins);
+        }
+    }
+}
+
+/// The validated agent configuration.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub dev: bool,
+    pub region: String,
+    pub datacenter: String,
+    pub name: String,
+    /// `None` in dev mode without `-data-dir`: the agent uses a temporary directory and stops
+    /// every task when it exits.
+    pub data_dir: Option<PathBuf>,
+    pub http_addr: IpAddr,
+    pub http_port: u16,
+    pub client_enabled: bool,
+    pub server_enabled: bool,
+    pub max_kill_timeout: Duration,
+    pub node_class: String,
+    pub node_pool: String,
+    pub meta: BTreeMap<String, String>,
+    pub options: BTreeMap<String, String>,
+    pub chroot_env: BTreeMap<String, String>,
+    pub reserved_cpu: u64,
+    pub reserved_memory_mb: u64,
+    pub reserved_disk_mb: u64,
+    pub cpu_total_compute: Option<u64>,
+    pub memory_total_mb: Option<u64>,
+    pub num_schedulers: u32,
+    pub heartbeat_grace: Duration,
+    pub min_heartbeat_ttl: Duration,
+    pub raw_exec_enabled: bool,
+}
+
+fn parse_duration(key: &'static str, text: &str) -> Result<Duration, ConfigError> {
+    drover_jobspec::parse_go_duration(text)
+        .map(Duration::from_nanos)
+        .map_err(|err| ConfigError::Invalid {
+            key,
+            message: format!("{err} (a Go duration such as \"30s\" or \"1m30s\")"),
+        })
+}
+
+fn default_node_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "drover".to_owned())
+}
+
+impl AgentConfig {
+    /// Reads the `-config` files in order, applies the flags over them, then defaults.
+    pub fn load(args: &AgentArgs) -> Result<Self, ConfigError> {
+        let mut raw = RawConfig::default();
+        for path in &args.config {
+            raw.merge(RawConfig::from_file(path)?);
+        }
+        Self::from_raw(raw, args)
+    }
+
+    pub fn from_raw(mut raw: RawConfig, args: &AgentArgs) -> Result<Self, ConfigError> {
+        if let Some(dir) = &args.data_dir {
+            raw.data_dir = Some(dir.clone());
+        }
+        if let Some(bind) = &args.bind {
+            raw.bind_addr = Some(bind.clone());
+        }
+        if let Some(port) = args.http_port {
+            raw.ports.get_or_insert_with(RawPorts::default).http = Some(port);
+        }
+        let dev = args.dev;
+        let client = raw.client.unwrap_or_default();
+        let server = raw.server.unwrap_or_default();
+
+        let bind_text = raw
+            .addresses
+            .as_ref()
+            .and_then(|addresses| addresses.http.clone())
+            .or(raw.bind_addr)
+            .unwrap_or_else(|| if dev { "127.0.0.1" } else { "0.0.0.0" }.to_owned());
+        let http_addr: IpAddr = bind_text.parse().map_err(|_| ConfigError::Invalid {
+            key: "bind_addr",
+            message: format!("{bind_text:?} is not an IP address"),
+        })?;
+
+        let data_dir = match raw.data_dir {
+            Some(dir) if dir.as_os_str().is_empty() => {
+                return Err(ConfigError::Invalid {
+                    key: "data_dir",
+                    message: "must not be empty".into(),
+                });
+            }
+            Some(dir) => Some(
+                std::path::absolute(&dir).map_err(|err| ConfigError::Invalid {
+                    key: "data_dir",
+                    message: format!("{}: {err}", dir.display()),
+                })?,
+            ),
+            None if dev => None,
+            None => {
+                return Err(ConfigError::Invalid {
+                    key: "data_dir",
+                    message:
+                        "must be set outside dev mode (use -data-dir or data_dir in a -config file)"
+                            .into(),
+                });
+            }
+        };
+
+        let raw_exec_enabled = raw
+            .plugin
+            .as_ref()
+            .and_then(|plugins| plugins.get("raw_exec"))
+            .and_then(|plugin| plugin.config.as_ref())
+            .and_then(|config| config.get("enabled"))
+            .map(|enabled| enabled.as_bool().unwrap_or(false))
+            // drover enables raw_exec by default: it runs tasks in their own cgroup, which is
+            // what makes it safe to measure and kill.
+            .unwrap_or(true);
+
+        let client_enabled = client.enabled.unwrap_or(dev);
+        let server_enabled = server.enabled.unwrap_or(dev);
+        if !client_enabled && !server_enabled {
+            return Err(ConfigError::Invalid {
+                key: "client.enabled",
+                message: "neither client nor server is enabled; enable at least one (or use -dev)"
+                    .into(),
+            });
+        }
+
+        Ok(Self {
+            dev,
+            region: raw.region.unwrap_or_else(|| "global".into()),
+            datacenter: raw.datacenter.unwrap_or_else(|| "dc1".into()),
+            name: raw.name.unwrap_or_else(default_node_name),
+            data_dir,
+            http_addr,
+            http_port: raw
+                .ports
+                .as_ref()
+                .and_then(|ports| ports.http)
+                .unwrap_or(DEFAULT_HTTP_PORT),
+            client_enabled,
+            server_enabled,
+            max_kill_timeout: match &client.max_kill_timeout {
+                Some(text) => parse_duration("client.max_kill_timeout", text)?,
+                None => Duration::from_secs(30),
+            },
+            node_class: client.node_class.unwrap_or_default(),
+            node_pool: client.node_pool.unwrap_or_else(|| "default".into()),
+            meta: client.meta.unwrap_or_default(),
+            options: client.options.unwrap_or_default(),
+            chroot_env: client.chroot_env.unwrap_or_default(),
+            reserved_cpu: client.reserved.as_ref().and_then(|r| r.cpu).unwrap_or(0),
+            reserved_memory_mb: client.reserved.as_ref().and_then(|r| r.memory).unwrap_or(0),
+            reserved_disk_mb: client.reserved.as_ref().and_then(|r| r.disk).unwrap_or(0),
+            cpu_total_compute: client.cpu_total_compute,
+            memory_total_mb: client.memory_total_mb,
+            num_schedulers: server.num_schedulers.unwrap_or(2).max(1),
+            heartbeat_grace: match &server.heartbeat_grace {
+                Some(text) => parse_duration("server.heartbeat_grace", text)?,
+                None => Duration::from_secs(10),
+            },
+            min_heartbeat_ttl: match &server.min_heartbeat_ttl {
+                Some(text) => parse_duration("server.min_heartbeat_ttl", text)?,
+                None => Duration::from_secs(10),
+            },
+            raw_exec_enabled,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev_args() -> AgentArgs {
+        AgentArgs {
+            dev: true,
+            ..AgentArgs::default()
+        }
+    }
+
+    #[test]
+    fn dev_defaults() {
+        let config = AgentConfig::from_raw(RawConfig::default(), &dev_args()).expect("valid");
+        assert_eq!(config.region, "global");
+        assert_eq!(config.datacenter, "dc1");
+        assert_eq!(config.http_port, 4646);
+        assert_eq!(config.http_addr.to_string(), "127.0.0.1");
+        assert!(config.data_dir.is_none());
+        assert!(config.client_enabled && config.server_enabled);
+        assert_eq!(config.max_kill_timeout, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn hcl_file_with_nomad_keys_and_flag_overrides() {
+        let raw: RawConfig = hcl::from_str(
+            r#"
+            region     = "eu"
+            datacenter = "fra1"
+            name       = "worker-1"
+            data_dir   = "/var/lib/drover"
+            bind_addr  = "0.0.0.0"
+            ports {
+              http = 5656
+            }
+            client {
+              enabled          = true
+              max_kill_timeout = "1m"
+              meta {
+                rack = "r1"
+              }
+            }
+            server {
+              enabled = true
+            }
+            plugin "raw_exec" {
+              config {
+                enabled = true
+              }
+            }
+            "#,
+        )
+        .expect("parses");
+        let args = AgentArgs {
+            http_port: Some(0),
+            ..AgentArgs::default()
+        };
+        let config = AgentConfig::from_raw(raw, &args).expect("valid");
+        assert_eq!(config.region, "eu");
+        assert_eq!(config.datacenter, "fra1");
+        assert_eq!(config.name, "worker-1");
+        assert_eq!(config.http_port, 0, "the flag wins over the file");
+        assert_eq!(config.max_kill_timeout, Duration::from_secs(60));
+        assert_eq!(config.meta.get("rack").map(String::as_str), Some("r1"));
+        assert!(config.raw_exec_enabled);
+    }
+
+    #[test]
+    fn later_files_override_earlier_ones_key_by_key() {
+        let mut base: RawConfig =
+            hcl::from_str("region = \"a\"\nclient {\n  enabled = true\n}\n").expect("parses");
+        let over: RawConfig =
+            hcl::from_str("client {\n  node_class = \"gpu\"\n}\n").expect("parses");
+        base.merge(over);
+        let client = base.client.expect("client block");
+        assert_eq!(client.enabled, Some(true));
+        assert_eq!(client.node_class.as_deref(), Some("gpu"));
+        assert_eq!(base.region.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let err = hcl::from_str::<RawConfig>("client {\n  enabeld = true\n}\n")
+            .expect_err("unknown key refused");
+        assert!(err.to_string().contains("enabeld"), "{err}");
+
+        let raw: RawConfig =
+            hcl::from_str("client {\n  max_kill_timeout = \"soon\"\n}\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad duration");
+        assert!(
+            err.to_string().starts_with("client.max_kill_timeout"),
+            "{err}"
+        );
+
+        let raw: RawConfig = hcl::from_str("bind_addr = \"localhost:80\"\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad address");
+        assert!(err.to_string().contains("bind_addr"), "{err}");
+    }
+
+    #[test]
+    fn outside_dev_mode_a_data_dir_is_required() {
+        let raw: RawConfig = hcl::from_str("client {\n  enabled = true\n}\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &AgentArgs::default()).expect_err("no data dir");
+        assert!(err.to_string().contains("data_dir"), "{err}");
+    }
+}

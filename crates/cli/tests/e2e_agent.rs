@@ -1,0 +1,311 @@
+//! End to end: the real `drover agent` on port 0 in a temp dir, driven by the real `drover` CLI
+//! and raw HTTP, running real processes under their shims (as root, with real cgroups).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{Agent, http, pids_with_cmdline, process_alive, wait_for, write_jobspec};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn service_job(job_id: &str, count: u32, marker: &str) -> String {
+    format!(
+        r#"
+job "{job_id}" {{
+  datacenters = ["dc1"]
+  type        = "service"
+
+  group "app" {{
+    count = {count}
+
+    task "server" {{
+      driver = "raw_exec"
+
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "echo started {marker} $NOMAD_ALLOC_INDEX; sleep 3600; echo {marker}"]
+      }}
+
+      resources {{
+        cpu    = 50
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#
+    )
+}
+
+fn allocs(agent: &Agent, job_id: &str) -> Vec<Value> {
+    agent
+        .get_json(&format!("/v1/job/{job_id}/allocations"))
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn count_with(allocs: &[Value], desired: &str, client: &str) -> usize {
+    allocs
+        .iter()
+        .filter(|alloc| alloc["DesiredStatus"] == desired && alloc["ClientStatus"] == client)
+        .count()
+}
+
+fn wait_running(agent: &Agent, job_id: &str, count: usize) -> Vec<Value> {
+    wait_for(
+        &format!("{count} running allocs of {job_id}"),
+        LIMIT,
+        || {
+            let allocs = allocs(agent, job_id);
+            (count_with(&allocs, "run", "running") == count
+                && allocs
+                    .iter()
+                    .filter(|alloc| alloc["DesiredStatus"] == "run")
+                    .count()
+                    == count)
+                .then_some(allocs)
+        },
+    )
+}
+
+#[test]
+fn a_service_job_runs_scales_and_stops_leaving_no_process() {
+    let agent = Agent::start_dev();
+    let marker = format!("svc-{}", std::process::id());
+    let (_dir, path) = write_jobspec("web.hcl", &service_job("web", 3, &marker));
+    let path = path.to_string_lossy().into_owned();
+
+    let output = agent.cli_ok(&["job", "run", &path]);
+    assert!(
+        output.contains("Evaluation"),
+        "job run shows the evaluation:\n{output}"
+    );
+    wait_running(&agent, "web", 3);
+    wait_for("3 task processes", LIMIT, || {
+        (pids_with_cmdline(&marker).len() == 3).then_some(())
+    });
+
+    // The task's stdout lands in its log file and the CLI reads it back.
+    let alloc_id = allocs(&agent, "web")[0]["ID"]
+        .as_str()
+        .expect("alloc id")
+        .to_owned();
+    let logs = wait_for("the task's stdout", LIMIT, || {
+        let logs = agent.cli_ok(&["alloc", "logs", &alloc_id, "server"]);
+        logs.contains(&marker).then_some(logs)
+    });
+    assert!(logs.starts_with("started"), "{logs}");
+
+    let status = agent.cli_ok(&["job", "status", "web"]);
+    assert!(status.contains("running"), "{status}");
+
+    // Scale up and down by re-registering.
+    let (_dir5, path5) = write_jobspec("web.hcl", &service_job("web", 5, &marker));
+    agent.cli_ok(&["job", "run", "-detach", &path5.to_string_lossy()]);
+    wait_running(&agent, "web", 5);
+    let (_dir2, path2) = write_jobspec("web.hcl", &service_job("web", 2, &marker));
+    agent.cli_ok(&["job", "run", "-detach", &path2.to_string_lossy()]);
+    wait_running(&agent, "web", 2);
+    wait_for("3 stopped task processes to exit", LIMIT, || {
+        (pids_with_cmdline(&marker).len() == 2).then_some(())
+    });
+
+    agent.cli_ok(&["job", "stop", "web"]);
+    wait_for("every task process to exit", LIMIT, || {
+        pids_with_cmdline(&marker).is_empty().then_some(())
+    });
+    let job = agent.get_json("/v1/job/web");
+    assert_eq!(job["Stop"], true);
+    wait_for("the stopped job to be dead", LIMIT, || {
+        (agent.get_json("/v1/job/web")["Status"] == "dead").then_some(())
+    });
+}
+
+#[test]
+fn a_batch_job_that_exits_zero_completes_and_the_job_is_dead() {
+    let agent = Agent::start_dev();
+    let (_dir, path) = write_jobspec(
+        "batch.hcl",
+        r#"
+job "once" {
+  datacenters = ["dc1"]
+  type        = "batch"
+
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo done"]
+      }
+      resources {
+        cpu    = 50
+        memory = 32
+      }
+    }
+  }
+}
+"#,
+    );
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let alloc = wait_for("the batch alloc to complete", LIMIT, || {
+        allocs(&agent, "once")
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "complete")
+    });
+    let events: Vec<&str> = alloc["TaskStates"]["t"]["Events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|event| event["Type"].as_str())
+        .collect();
+    assert!(events.contains(&"Started"), "{events:?}");
+    assert!(events.contains(&"Terminated"), "{events:?}");
+    assert_eq!(alloc["TaskStates"]["t"]["State"], "dead");
+    assert_eq!(alloc["TaskStates"]["t"]["Failed"], false);
+    wait_for("the batch job to be dead", LIMIT, || {
+        (agent.get_json("/v1/job/once")["Status"] == "dead").then_some(())
+    });
+}
+
+#[test]
+fn a_job_that_cannot_fit_reports_its_failed_placement() {
+    let agent = Agent::start_dev();
+    let (_dir, path) = write_jobspec(
+        "huge.hcl",
+        r#"
+job "huge" {
+  datacenters = ["dc1"]
+
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }
+      resources {
+        cpu    = 100
+        memory = 100000000
+      }
+    }
+  }
+}
+"#,
+    );
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let eval = wait_for("the evaluation to complete", LIMIT, || {
+        agent
+            .get_json("/v1/job/huge/evaluations")
+            .as_array()
+            .and_then(|evals| {
+                evals
+                    .iter()
+                    .find(|eval| {
+                        eval["TriggeredBy"] == "job-register" && eval["Status"] == "complete"
+                    })
+                    .cloned()
+            })
+    });
+    let failed = &eval["FailedTGAllocs"]["g"];
+    assert!(failed.is_object(), "FailedTGAllocs names the group: {eval}");
+    assert_eq!(failed["DimensionExhausted"]["memory"], 1, "{failed}");
+    assert!(
+        !eval["BlockedEval"].as_str().unwrap_or_default().is_empty(),
+        "a blocked eval waits for capacity"
+    );
+
+    let status = agent.cli_ok(&["job", "status", "huge"]);
+    assert!(status.contains("Placement Failure"), "{status}");
+    assert!(status.contains("memory"), "{status}");
+}
+
+#[test]
+fn a_bad_jobspec_sent_to_the_api_gets_400_with_every_error() {
+    let agent = Agent::start_dev();
+    let body = serde_json::json!({
+        "JobHCL": "job \"bad\" {\n  group \"g\" {\n    count = -1\n    task \"t\" {\n      resources {\n        memory = 1\n      }\n    }\n  }\n}\n",
+        "Canonicalize": true
+    });
+    let (status, text) = http(
+        "POST",
+        &agent.url("/v1/jobs/parse"),
+        Some(&body.to_string()),
+    );
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("memory"), "{text}");
+    assert!(text.contains("driver"), "every error is reported: {text}");
+
+    let register = serde_json::json!({"Job": {"ID": "bad", "TaskGroups": [{"Name": "g", "Count": 1, "Tasks": [{"Name": "t"}]}]}});
+    let (status, text) = http("PUT", &agent.url("/v1/jobs"), Some(&register.to_string()));
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("driver"), "{text}");
+
+    let (status, _) = http("GET", &agent.url("/v1/job/missing"), None);
+    assert_eq!(status, 404);
+    let (status, _) = http("PATCH", &agent.url("/v1/jobs"), None);
+    assert_eq!(status, 405);
+}
+
+#[test]
+fn the_node_advertises_the_agents_own_http_address() {
+    let agent = Agent::start_dev();
+    let nodes = wait_for("the node to register", LIMIT, || {
+        agent
+            .get_json("/v1/nodes")
+            .as_array()
+            .filter(|nodes| !nodes.is_empty())
+            .cloned()
+    });
+    let node_id = nodes[0]["ID"].as_str().expect("node id");
+    let node = agent.get_json(&format!("/v1/node/{node_id}"));
+    let advertised = format!("http://{}", node["HTTPAddr"].as_str().expect("HTTPAddr"));
+    assert_eq!(advertised, agent.address);
+    assert_eq!(node["Status"], "ready");
+    assert_eq!(node["Drivers"]["raw_exec"]["Healthy"], true);
+}
+
+#[test]
+fn a_dev_agent_without_a_data_dir_stops_its_tasks_on_shutdown() {
+    let mut agent = Agent::start_ephemeral();
+    let marker = format!("ephemeral-{}", std::process::id());
+    let (_dir, path) = write_jobspec("web.hcl", &service_job("web", 2, &marker));
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    wait_running(&agent, "web", 2);
+    wait_for("2 task processes", LIMIT, || {
+        (pids_with_cmdline(&marker).len() == 2).then_some(())
+    });
+    let status = agent.terminate();
+    assert!(status.success(), "graceful exit: {status}");
+    wait_for("every task process to exit", LIMIT, || {
+        pids_with_cmdline(&marker).is_empty().then_some(())
+    });
+}
+
+#[test]
+fn shutdown_with_a_data_dir_leaves_tasks_for_the_next_agent() {
+    let mut agent = Agent::start_dev();
+    let marker = format!("devstop-{}", std::process::id());
+    let (_dir, path) = write_jobspec("web.hcl", &service_job("web", 2, &marker));
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    wait_running(&agent, "web", 2);
+    let pids = wait_for("2 task processes", LIMIT, || {
+        let pids = pids_with_cmdline(&marker);
+        (pids.len() == 2).then_some(pids)
+    });
+    let status = agent.terminate();
+    assert!(status.success(), "graceful exit: {status}");
+    assert!(pids.iter().all(|pid| process_alive(*pid)));
+    let mut next = Agent::start_with(&agent.data_dir, &[]);
+    wait_running(&next, "web", 2);
+    next.cli_ok(&["job", "stop", "-purge", "web"]);
+    wait_for("every task process to exit", LIMIT, || {
+        pids_with_cmdline(&marker).is_empty().then_some(())
+    });
+    next.terminate();
+}

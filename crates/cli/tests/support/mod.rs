@@ -1,0 +1,327 @@
+//! Test support for end-to-end tests: starts the real `drover agent` binary on port 0 in a
+//! temporary data dir, runs the real `drover` CLI against it, and talks to its HTTP API.
+//!
+//! Waiting is bounded polling with generous limits, never a fixed sleep.
+
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn drover_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_drover"))
+}
+
+/// A running agent, killed (and its tasks stopped) when dropped.
+pub struct Agent {
+    pub child: Option<Child>,
+    pub address: String,
+    pub data_dir: PathBuf,
+    _temp: Option<tempfile::TempDir>,
+    stdout_log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Agent {
+    /// Starts `drover agent -dev` with a fresh data dir.
+    pub fn start_dev() -> Agent {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let data_dir = temp.path().join("data");
+        let mut agent = Agent::start_with(&data_dir, &[]);
+        agent._temp = Some(temp);
+        agent
+    }
+
+    /// Starts `drover agent -dev` without a data dir: state in a temporary dir, tasks stopped
+    /// when the agent exits.
+    pub fn start_ephemeral() -> Agent {
+        Agent::spawn(None, &[])
+    }
+
+    /// Starts `drover agent -dev -data-dir DIR` with extra flags.
+    pub fn start_with(data_dir: &Path, extra: &[&str]) -> Agent {
+        Agent::spawn(Some(data_dir), extra)
+    }
+
+    fn spawn(data_dir: Option<&Path>, extra: &[&str]) -> Agent {
+        let mut command = Command::new(drover_bin());
+        command.arg("agent").arg("-dev");
+        if let Some(data_dir) = data_dir {
+            command.arg(format!("-data-dir={}", data_dir.display()));
+        }
+        command
+            .arg("-http-port=0")
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = command.spawn().expect("agent starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (address_tx, address_rx) = std::sync::mpsc::channel();
+        let stdout_log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = stdout_log.clone();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if !sent && let Some(start) = line.find("http://") {
+                    let address = line[start..]
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .trim_end_matches([',', '.', ';'])
+                        .to_owned();
+                    let _ = address_tx.send(address);
+                    sent = true;
+                }
+                log.lock().expect("log lock").push(line);
+            }
+        });
+        let address = address_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the agent prints its HTTP address within 60s");
+        Agent {
+            child: Some(child),
+            address,
+            data_dir: data_dir.map(Path::to_owned).unwrap_or_default(),
+            _temp: None,
+            stdout_log,
+        }
+    }
+
+    /// Runs the `drover` CLI against this agent.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(drover_bin())
+            .args(args)
+            .env("NOMAD_ADDR", &self.address)
+            .stdin(Stdio::null())
+            .output()
+            .expect("cli runs")
+    }
+
+    /// Runs the CLI and returns stdout, failing the test with both streams if it failed.
+    pub fn cli_ok(&self, args: &[&str]) -> String {
+        let output = self.cli(args);
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "drover {args:?} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    /// GET a JSON document from the API.
+    pub fn get_json(&self, path: &str) -> serde_json::Value {
+        let (status, body) = http("GET", &self.url(path), None);
+        assert_eq!(status, 200, "GET {path}: {body}");
+        serde_json::from_str(&body).unwrap_or_else(|err| panic!("GET {path}: {err}: {body}"))
+    }
+
+    /// Sends SIGKILL to the agent (its tasks keep running under their shims).
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Sends SIGTERM and waits for a graceful exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("agent running");
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal agent");
+        wait_for("agent exits after SIGTERM", Duration::from_secs(60), || {
+            child.try_wait().ok().flatten()
+        })
+    }
+
+    pub fn stdout_lines(&self) -> Vec<String> {
+        self.stdout_log.lock().expect("log lock").clone()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.stop_process();
+        if !self.data_dir.as_os_str().is_empty() {
+            clean_up_after(&self.data_dir);
+        }
+    }
+}
+
+/// Kills every process that belongs to a data dir (shims and tasks) and unmounts what the
+/// client mounted there, so a failed test leaves nothing behind.
+pub fn clean_up_after(data_dir: &Path) {
+    let needle = data_dir.to_string_lossy().into_owned();
+    let alloc_dir_var = format!("NOMAD_ALLOC_DIR={needle}");
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let owned = String::from_utf8_lossy(&cmdline).contains(&needle)
+                || String::from_utf8_lossy(&environ)
+                    .split('\0')
+                    .any(|var| var.starts_with(&alloc_dir_var));
+            if owned {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut targets: Vec<&str> = mounts
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .filter(|target| target.starts_with(needle.as_str()))
+        .collect();
+    targets.sort_by_key(|target| std::cmp::Reverse(target.len()));
+    for target in targets {
+        let _ = nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+impl Agent {
+    fn stop_process(&mut self) {
+        if let Some(child) = self.child.as_ref() {
+            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            if let Some(mut child) = self.child.take() {
+                while Instant::now() < deadline {
+                    if let Ok(Some(_)) = child.try_wait() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// Polls `probe` every 50 ms until it returns `Some`, or panics after `limit`.
+pub fn wait_for<T>(what: &str, limit: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A minimal blocking HTTP/1.1 client for tests: returns (status, body).
+pub fn http(method: &str, url: &str, body: Option<&str>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").expect("http url");
+    let (host, path) = match rest.find('/') {
+        Some(slash) => (&rest[..slash], &rest[slash..]),
+        None => (rest, "/"),
+    };
+    let mut stream = std::net::TcpStream::connect(host).expect("connect to agent");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let body = body.unwrap_or("");
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write request");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read response");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .expect("status code");
+    let chunked = head
+        .lines()
+        .any(|line| line.eq_ignore_ascii_case("transfer-encoding: chunked"));
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_owned()
+    };
+    (status, body)
+}
+
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size_line, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size_line.trim(), 16).unwrap_or(0);
+        if size == 0 || after.len() < size {
+            break;
+        }
+        out.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Whether a process with this pid exists (and is not a zombie).
+pub fn process_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .map(|(_, rest)| !rest.starts_with('Z'))
+            .unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+/// Pids of every process whose command line contains `needle`.
+pub fn pids_with_cmdline(needle: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+                let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+                if cmdline.contains(needle) && process_alive(pid) {
+                    pids.push(pid);
+                }
+            }
+        }
+    }
+    pids
+}
+
+/// Writes a jobspec into a temp file and returns its path (kept alive by the returned dir).
+pub fn write_jobspec(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).expect("write jobspec");
+    (dir, path)
+}

@@ -1,0 +1,323 @@
+//! The on-disk layout of an allocation, as Nomad lays it out:
+//!
+//! ```text
+//! <data_dir>/alloc/<alloc_id>/
+//!     alloc/            shared by every task of the group (NOMAD_ALLOC_DIR)
+//!         data/  logs/  tmp/
+//!     <task>/           one per task (NOMAD_TASK_DIR is <task>/local)
+//!         local/  secrets/ (0700, tmpfs where possible)  tmp/
+//! ```
+//!
+//! Names become paths only after [`validate_path_component`]. Building is idempotent (a restored
+//! runner builds again to re-check the layout); destroying unmounts the secrets tmpfs first.
+//!
+//! **Not** a filesystem API for users (the `fs` endpoints read these dirs, they do not live here),
+//! and no chroot population: drivers that isolate the filesystem do that in the shim.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+/// Errors building or removing alloc and task dirs.
+#[derive(Debug, thiserror::Error)]
+pub enum AllocDirError {
+    #[error("invalid {what} {value:?}: must be a single non-empty path component")]
+    InvalidName { what: &'static str, value: String },
+    #[error("path {path:?} escapes {base:?}")]
+    EscapesBase { path: String, base: PathBuf },
+    #[error("failed to create {path:?}")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("failed to remove {path:?}")]
+    Remove {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Rejects anything that is not one plain path component (no `/`, `.`, `..`, NUL, or empty).
+pub fn validate_path_component(what: &'static str, value: &str) -> Result<(), AllocDirError> {
+    let invalid = value.is_empty()
+        || value == "."
+        || value == ".."
+        || value.contains('/')
+        || value.contains('\0');
+    if invalid {
+        return Err(AllocDirError::InvalidName {
+            what,
+            value: value.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Joins a user-supplied relative path (an artifact or template destination, a payload file)
+/// under `base`, lexically, and refuses a result outside `base`. Absolute inputs are treated as
+/// relative to `base`, as Nomad does for destinations.
+pub fn join_within(base: &Path, relative: &str) -> Result<PathBuf, AllocDirError> {
+    let mut depth: usize = 0;
+    let mut joined = base.to_path_buf();
+    for component in Path::new(relative).components() {
+        match component {
+            Component::Normal(part) => {
+                joined.push(part);
+                depth += 1;
+            }
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+            Component::ParentDir => {
+                if depth == 0 {
+                    return Err(AllocDirError::EscapesBase {
+                        path: relative.to_string(),
+                        base: base.to_path_buf(),
+                    });
+                }
+                joined.pop();
+                depth -= 1;
+            }
+        }
+    }
+    Ok(joined)
+}
+
+/// The directory of one allocation.
+#[derive(Debug, Clone)]
+pub struct AllocDir {
+    /// `<data_dir>/alloc/<alloc_id>`.
+    pub root: PathBuf,
+    /// `<root>/alloc`: the shared dir (NOMAD_ALLOC_DIR).
+    pub shared_dir: PathBuf,
+    /// `<root>/alloc/data`.
+    pub shared_data_dir: PathBuf,
+    /// `<root>/alloc/logs`: every task's rotated stdout/stderr.
+    pub logs_dir: PathBuf,
+    /// `<root>/alloc/tmp`.
+    pub shared_tmp_dir: PathBuf,
+}
+
+impl AllocDir {
+    /// The layout for `alloc_id` under `alloc_root` (`<data_dir>/alloc`); nothing is created.
+    pub fn new(alloc_root: &Path, alloc_id: &str) -> Result<Self, AllocDirError> {
+        validate_path_component("alloc id", alloc_id)?;
+        let root = alloc_root.join(alloc_id);
+        let shared_dir = root.join("alloc");
+        Ok(AllocDir {
+            shared_data_dir: shared_dir.join("data"),
+            logs_dir: shared_dir.join("logs"),
+            shared_tmp_dir: shared_dir.join("tmp"),
+            shared_dir,
+            root,
+        })
+    }
+
+    /// Creates the shared part (idempotent). The shared dirs are world-writable with the sticky
+    /// bit, as Nomad's, so tasks running as different users can share them.
+    pub fn build(&self) -> Result<(), AllocDirError> {
+        if let Some(alloc_root) = self.root.parent() {
+            fs::create_dir_all(alloc_root).map_err(|source| AllocDirError::Create {
+                path: alloc_root.to_path_buf(),
+                source,
+            })?;
+        }
+        create_dir_with_mode(&self.root, 0o755)?;
+        create_dir_with_mode(&self.shared_dir, 0o755)?;
+        for shared in [&self.shared_data_dir, &self.logs_dir, &self.shared_tmp_dir] {
+            create_dir_with_mode(shared, 0o1777)?;
+        }
+        Ok(())
+    }
+
+    /// The layout of one task's dir; nothing is created.
+    pub fn task_dir(&self, task_name: &str) -> Result<TaskDir, AllocDirError> {
+        validate_path_component("task name", task_name)?;
+        let dir = self.root.join(task_name);
+        Ok(TaskDir {
+            local_dir: dir.join("local"),
+            secrets_dir: dir.join("secrets"),
+            tmp_dir: dir.join("tmp"),
+            shared_alloc_dir: self.shared_dir.clone(),
+            logs_dir: self.logs_dir.clone(),
+            dir,
+        })
+    }
+
+    /// Removes the whole alloc dir, unmounting any task secrets tmpfs first. Missing dirs are
+    /// fine (destroy is idempotent).
+    pub fn destroy(&self) -> Result<(), AllocDirError> {
+        if let Ok(entries) = fs::read_dir(&self.root) {
+            for entry in entries.flatten() {
+                let secrets = entry.path().join("secrets");
+                if is_mount_point(&secrets) {
+                    unmount_quietly(&secrets);
+                }
+            }
+        }
+        match fs::remove_dir_all(&self.root) {
+            Ok(()) => Ok(()),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(AllocDirError::Remove {
+                path: self.root.clone(),
+                source,
+            }),
+        }
+    }
+}
+
+/// The directory of one task inside its alloc dir.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskDir {
+    /// `<alloc>/<task>`.
+    pub dir: PathBuf,
+    /// `<alloc>/<task>/local` (NOMAD_TASK_DIR).
+    pub local_dir: PathBuf,
+    /// `<alloc>/<task>/secrets` (NOMAD_SECRETS_DIR), 0700.
+    pub secrets_dir: PathBuf,
+    /// `<alloc>/<task>/tmp`.
+    pub tmp_dir: PathBuf,
+    /// `<alloc>/alloc` (NOMAD_ALLOC_DIR).
+    pub shared_alloc_dir: PathBuf,
+    /// `<alloc>/alloc/logs`.
+    pub logs_dir: PathBuf,
+}
+
+/// What [`TaskDir::build`] did with the secrets dir.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretsBacking {
+    /// A private tmpfs is mounted on it (never written to disk).
+    Tmpfs,
+    /// A plain 0700 directory (tmpfs not wanted or not possible).
+    PlainDirectory,
+}
+
+impl TaskDir {
+    /// Creates the task's dirs (idempotent). With `secrets_tmpfs`, mounts a tmpfs of
+    /// `tmpfs_bytes` on `secrets` unless one is already mounted there.
+    pub fn build(
+        &self,
+        secrets_tmpfs: bool,
+        tmpfs_bytes: u64,
+    ) -> Result<SecretsBacking, AllocDirError> {
+        create_dir_with_mode(&self.dir, 0o777)?;
+        create_dir_with_mode(&self.local_dir, 0o777)?;
+        create_dir_with_mode(&self.tmp_dir, 0o1777)?;
+        create_dir_with_mode(&self.secrets_dir, 0o700)?;
+        if is_mount_point(&self.secrets_dir) {
+            return Ok(SecretsBacking::Tmpfs);
+        }
+        if secrets_tmpfs && mount_secrets_tmpfs(&self.secrets_dir, tmpfs_bytes) {
+            return Ok(SecretsBacking::Tmpfs);
+        }
+        Ok(SecretsBacking::PlainDirectory)
+    }
+}
+
+fn create_dir_with_mode(path: &Path, mode: u32) -> Result<(), AllocDirError> {
+    let create_error = |source| AllocDirError::Create {
+        path: path.to_path_buf(),
+        source,
+    };
+    match fs::create_dir(path) {
+        Ok(()) => {}
+        Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(error) => return Err(create_error(error)),
+    }
+    // Set explicitly: the process umask must not weaken or widen what the layout promises.
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(create_error)
+}
+
+/// A dir is a mount point when it sits on a different device than its parent.
+fn is_mount_point(path: &Path) -> bool {
+    let Some(parent) = path.parent() else {
+        return false;
+    };
+    match (fs::metadata(path), fs::metadata(parent)) {
+        (Ok(own), Ok(parent)) => own.dev() != parent.dev(),
+        _ => false,
+    }
+}
+
+fn mount_secrets_tmpfs(secrets_dir: &Path, tmpfs_bytes: u64) -> bool {
+    use nix::mount::{MsFlags, mount};
+    let options = format!("size={tmpfs_bytes},mode=0700");
+    let mounted = mount(
+        Some("tmpfs"),
+        secrets_dir,
+        Some("tmpfs"),
+        MsFlags::MS_NOEXEC | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(options.as_str()),
+    );
+    match mounted {
+        Ok(()) => true,
+        Err(errno) => {
+            tracing::debug!(path = %secrets_dir.display(), %errno, "secrets tmpfs not mounted; using a private dir");
+            false
+        }
+    }
+}
+
+fn unmount_quietly(path: &Path) {
+    if let Err(errno) = nix::mount::umount2(path, nix::mount::MntFlags::MNT_DETACH) {
+        tracing::warn!(path = %path.display(), %errno, "failed to unmount secrets tmpfs");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_matches_nomad_and_secrets_is_private() -> Result<(), Box<dyn std::error::Error>> {
+        let data = tempfile::tempdir()?;
+        let alloc_dir = AllocDir::new(data.path(), "a1")?;
+        alloc_dir.build()?;
+        let task_dir = alloc_dir.task_dir("web")?;
+        let backing = task_dir.build(true, 1024 * 1024)?;
+        for dir in [
+            "a1/alloc/data",
+            "a1/alloc/logs",
+            "a1/alloc/tmp",
+            "a1/web/local",
+            "a1/web/secrets",
+            "a1/web/tmp",
+        ] {
+            assert!(data.path().join(dir).is_dir(), "{dir} missing");
+        }
+        let mode = fs::metadata(&task_dir.secrets_dir)?.permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        // Building again is harmless and keeps the same backing.
+        assert_eq!(task_dir.build(true, 1024 * 1024)?, backing);
+        if backing == SecretsBacking::Tmpfs {
+            assert!(is_mount_point(&task_dir.secrets_dir));
+        }
+        alloc_dir.destroy()?;
+        assert!(!alloc_dir.root.exists());
+        alloc_dir.destroy()?;
+        Ok(())
+    }
+
+    #[test]
+    fn names_that_are_not_one_component_are_refused() {
+        for bad in ["", ".", "..", "a/b", "x\0"] {
+            assert!(
+                validate_path_component("task name", bad).is_err(),
+                "{bad:?}"
+            );
+        }
+        assert!(validate_path_component("task name", "web-1").is_ok());
+    }
+
+    #[test]
+    fn join_within_refuses_escapes() -> Result<(), AllocDirError> {
+        let base = Path::new("/data/alloc/a1/web");
+        assert_eq!(join_within(base, "local/x")?, base.join("local/x"));
+        assert_eq!(join_within(base, "/local/./y")?, base.join("local/y"));
+        assert_eq!(join_within(base, "local/../z")?, base.join("z"));
+        assert!(join_within(base, "../other").is_err());
+        assert!(join_within(base, "local/../../x").is_err());
+        Ok(())
+    }
+}

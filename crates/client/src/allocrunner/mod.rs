@@ -1,0 +1,810 @@
+//! The alloc runner: runs one allocation's task runners in lifecycle order (see
+//! [`coordinator`]), reacts to their state changes the way Nomad does, derives the alloc's
+//! client status, and reports it through an [`AllocStatusSink`].
+//!
+//! Reactions to a task reaching `dead` (non-poststop tasks; poststop tasks run afterwards):
+//! - it failed for good → every other live task gets "Sibling Task Failed" and is killed;
+//! - it was the group's `leader` → the others get "Leader Task Dead" and are killed;
+//! - only sidecars remain alive → they are killed ("Main Tasks Dead").
+//!
+//! Operations: [`AllocRunner::restart_task`], [`AllocRunner::restart_running_tasks`],
+//! [`AllocRunner::restart_all_tasks`] (dead ones too, in lifecycle order), [`AllocRunner::signal`],
+//! [`AllocRunner::stop`] (kill in reverse lifecycle order, leader first, then poststop tasks
+//! run), [`AllocRunner::destroy`] (GC: everything killed, dir and state removed),
+//! [`AllocRunner::update`] (a new version from the server; desired `stop` stops it),
+//! [`AllocRunner::shutdown`] (agent shutdown: tasks keep running, state stays for
+//! [`AllocRunner::restore`]), [`AllocRunner::stats`] (resource usage through the driver).
+//!
+//! The alloc record is persisted before any task runs (and each update before it is applied).
+//!
+//! **Not** here: fetching allocs from the server or batching status updates (the node part of
+//! the client implements [`AllocStatusSink`] with its status buffer).
+
+pub mod coordinator;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use drover_structs::{
+    Allocation, TASK_KILLING, TASK_LEADER_DEAD, TASK_MAIN_DEAD, TASK_RESTART_SIGNAL,
+    TASK_SIBLING_FAILED, TASK_SIGNALING, TASK_SKIPPING_SHUTDOWN_DELAY, TASK_WAITING_SHUTDOWN_DELAY,
+    TaskEvent, TaskState, derive_client_status,
+};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::allocdir::{AllocDir, AllocDirError};
+use crate::state_db::StateDbError;
+use crate::taskrunner::{
+    TaskPhase, TaskRunner, TaskRunnerArgs, TaskRunnerDeps, TaskRunnerError, lock,
+};
+use coordinator::{Coordinator, TaskRole};
+
+/// An allocation's client-side status, as the server wants it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AllocClientUpdate {
+    pub alloc_id: String,
+    pub client_status: String,
+    pub client_description: String,
+    pub task_states: BTreeMap<String, TaskState>,
+    /// `client_status` differs from the previous update (send on the next tick).
+    pub client_status_changed: bool,
+}
+
+/// Where alloc runners report status. Implementations must not block (buffer and return).
+pub trait AllocStatusSink: Send + Sync + std::fmt::Debug {
+    fn alloc_updated(&self, update: AllocClientUpdate);
+}
+
+/// Errors of alloc runner operations.
+#[derive(Debug, thiserror::Error)]
+pub enum AllocRunnerError {
+    #[error("allocation {alloc_id} has no job")]
+    MissingJob { alloc_id: String },
+    #[error("task group {group:?} not found in the job of allocation {alloc_id}")]
+    MissingTaskGroup { alloc_id: String, group: String },
+    #[error("unknown task {task:?} in allocation {alloc_id}")]
+    UnknownTask { alloc_id: String, task: String },
+    #[error("unknown signal {signal:?}")]
+    UnknownSignal { signal: String },
+    #[error("allocation {alloc_id} was destroyed")]
+    Destroyed { alloc_id: String },
+    #[error("allocation {alloc_id} is stopped")]
+    Stopped { alloc_id: String },
+    #[error(transparent)]
+    Task(#[from] TaskRunnerError),
+    #[error(transparent)]
+    AllocDir(#[from] AllocDirError),
+    #[error(transparent)]
+    State(#[from] StateDbError),
+}
+
+impl AllocRunnerError {
+    /// Whether the error is the caller's fault (unknown task or signal, task not running):
+    /// the API answers 400 to these.
+    pub fn is_bad_request(&self) -> bool {
+        matches!(
+            self,
+            AllocRunnerError::UnknownTask { .. }
+                | AllocRunnerError::UnknownSignal { .. }
+                | AllocRunnerError::Stopped { .. }
+                | AllocRunnerError::Task(TaskRunnerError::TaskNotRunning { .. })
+                | AllocRunnerError::Task(TaskRunnerError::TaskFinished { .. })
+        )
+    }
+}
+
+/// Signal names tasks may be sent (Nomad accepts the names, with the `SIG` prefix).
+pub const KNOWN_SIGNALS: &[&str] = &[
+    "SIGABRT",
+    "SIGALRM",
+    "SIGBUS",
+    "SIGCHLD",
+    "SIGCONT",
+    "SIGFPE",
+    "SIGHUP",
+    "SIGILL",
+    "SIGINT",
+    "SIGIO",
+    "SIGKILL",
+    "SIGPIPE",
+    "SIGPROF",
+    "SIGQUIT",
+    "SIGSEGV",
+    "SIGSTOP",
+    "SIGSYS",
+    "SIGTERM",
+    "SIGTRAP",
+    "SIGTSTP",
+    "SIGTTIN",
+    "SIGTTOU",
+    "SIGURG",
+    "SIGUSR1",
+    "SIGUSR2",
+    "SIGVTALRM",
+    "SIGWINCH",
+    "SIGXCPU",
+    "SIGXFSZ",
+];
+
+/// Normalizes a signal name (`usr1`, `SIGUSR1` → `SIGUSR1`) or refuses it.
+pub fn normalize_signal(signal: &str) -> Result<String, AllocRunnerError> {
+    let upper = signal.trim().to_ascii_uppercase();
+    let named = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    if KNOWN_SIGNALS.contains(&named.as_str()) {
+        Ok(named)
+    } else {
+        Err(AllocRunnerError::UnknownSignal {
+            signal: signal.to_string(),
+        })
+    }
+}
+
+/// What every alloc runner of a client shares.
+#[derive(Debug, Clone)]
+pub struct AllocRunnerDeps {
+    pub task: TaskRunnerDeps,
+    pub sink: Arc<dyn AllocStatusSink>,
+}
+
+struct TaskEntry {
+    runner: TaskRunner,
+    role: TaskRole,
+    leader: bool,
+    gate: watch::Sender<bool>,
+}
+
+struct AllocRunnerInner {
+    alloc_id: String,
+    deps: AllocRunnerDeps,
+    alloc: Mutex<Arc<Allocation>>,
+    alloc_dir: AllocDir,
+    /// In lifecycle order.
+    tasks: Vec<TaskEntry>,
+    coordinator: Mutex<Coordinator>,
+    agent_shutdown: CancellationToken,
+    watcher_stop: CancellationToken,
+    killing_all: AtomicBool,
+    destroyed: AtomicBool,
+    last_client_status: Mutex<String>,
+    state_changed: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
+    run_loops: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    pending_run_loops: Mutex<Vec<crate::taskrunner::TaskRunLoop>>,
+    status: watch::Sender<AllocClientUpdate>,
+}
+
+/// A handle on one allocation's runner. Cheap to clone.
+#[derive(Clone)]
+pub struct AllocRunner {
+    inner: Arc<AllocRunnerInner>,
+}
+
+impl std::fmt::Debug for AllocRunner {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("AllocRunner")
+            .field("alloc_id", &self.inner.alloc_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AllocRunner {
+    /// A runner for an allocation new to this client. Persists the alloc record and each task's
+    /// initial state ("Received"); [`AllocRunner::run`] starts it.
+    ///
+    /// When the state db already holds this allocation (a runner for it existed before), its
+    /// task records are kept and re-attached to, exactly as [`AllocRunner::restore`] does: a
+    /// task is never started twice because a runner was created twice.
+    pub fn new(deps: AllocRunnerDeps, alloc: Allocation) -> Result<AllocRunner, AllocRunnerError> {
+        let known = deps
+            .task
+            .state_db
+            .get_alloc::<serde_json::Value>(&alloc.id)?
+            .is_some();
+        deps.task.state_db.put_alloc(&alloc.id, &alloc)?;
+        Self::build(deps, alloc, known)
+    }
+
+    /// Rebuilds the runner of `alloc_id` from the state db. `None` when there is no record.
+    /// Tasks re-attach to their live shims when run; nothing is started twice.
+    pub fn restore(
+        deps: AllocRunnerDeps,
+        alloc_id: &str,
+    ) -> Result<Option<AllocRunner>, AllocRunnerError> {
+        let Some(alloc) = deps.task.state_db.get_alloc::<Allocation>(alloc_id)? else {
+            return Ok(None);
+        };
+        Self::build(deps, alloc, true).map(Some)
+    }
+
+    /// Restores every allocation in the state db.
+    pub fn restore_all(deps: AllocRunnerDeps) -> Result<Vec<AllocRunner>, AllocRunnerError> {
+        let mut runners = Vec::new();
+        for alloc_id in deps.task.state_db.alloc_ids()? {
+            if let Some(runner) = Self::restore(deps.clone(), &alloc_id)? {
+                runners.push(runner);
+            }
+        }
+        Ok(runners)
+    }
+
+    fn build(
+        deps: AllocRunnerDeps,
+        alloc: Allocation,
+        restoring: bool,
+    ) -> Result<AllocRunner, AllocRunnerError> {
+        let alloc_id = alloc.id.clone();
+        let group = alloc
+            .job
+            .as_deref()
+            .ok_or_else(|| AllocRunnerError::MissingJob {
+                alloc_id: alloc_id.clone(),
+            })?
+            .lookup_task_group(&alloc.task_group)
+            .ok_or_else(|| AllocRunnerError::MissingTaskGroup {
+                alloc_id: alloc_id.clone(),
+                group: alloc.task_group.clone(),
+            })?
+            .clone();
+        let alloc_dir = AllocDir::new(&deps.task.config.alloc_root_dir(), &alloc_id)?;
+        let alloc = Arc::new(alloc);
+        let agent_shutdown = CancellationToken::new();
+        let (state_tx, state_rx) = mpsc::unbounded_channel();
+
+        let mut ordered: Vec<_> = group.tasks.iter().collect();
+        ordered.sort_by_key(|task| TaskRole::of(task).order());
+        let mut tasks = Vec::new();
+        let mut run_loops = Vec::new();
+        for task in ordered {
+            let role = TaskRole::of(task);
+            let (gate, gate_rx) = watch::channel(matches!(role, TaskRole::Prestart { .. }));
+            let args = || TaskRunnerArgs {
+                deps: deps.task.clone(),
+                alloc: alloc.clone(),
+                task: task.clone(),
+                alloc_dir: alloc_dir.clone(),
+                start_gate: gate_rx.clone(),
+                state_changed: state_tx.clone(),
+                agent_shutdown: agent_shutdown.clone(),
+            };
+            let restored = if restoring {
+                TaskRunner::restore(args())?
+            } else {
+                None
+            };
+            let (runner, run_loop) = match restored {
+                Some(restored) => restored,
+                None => TaskRunner::new(args())?,
+            };
+            tasks.push(TaskEntry {
+                runner,
+                role,
+                leader: task.leader,
+                gate,
+            });
+            run_loops.push(run_loop);
+        }
+
+        let initial = AllocClientUpdate {
+            alloc_id: alloc_id.clone(),
+            client_status: String::new(),
+            client_description: String::new(),
+            task_states: BTreeMap::new(),
+            client_status_changed: false,
+        };
+        let (status, _) = watch::channel(initial);
+        let runner = AllocRunner {
+            inner: Arc::new(AllocRunnerInner {
+                alloc_id,
+                deps,
+                alloc: Mutex::new(alloc),
+                alloc_dir,
+                tasks,
+                coordinator: Mutex::new(Coordinator::default()),
+                agent_shutdown,
+                watcher_stop: CancellationToken::new(),
+                killing_all: AtomicBool::new(false),
+                destroyed: AtomicBool::new(false),
+                last_client_status: Mutex::new(String::new()),
+                state_changed: Mutex::new(Some(state_rx)),
+                run_loops: Mutex::new(Vec::new()),
+                pending_run_loops: Mutex::new(run_loops),
+                status,
+            }),
+        };
+        Ok(runner)
+    }
+
+    /// Starts the task runners and the watcher. Calling it again does nothing. A restored
+    /// allocation the server wants stopped is stopped.
+    pub fn run(&self) {
+        let Some(mut state_rx) = lock(&self.inner.state_changed).take() else {
+            return;
+        };
+        let loops: Vec<_> = lock(&self.inner.pending_run_loops).drain(..).collect();
+        {
+            let mut handles = lock(&self.inner.run_loops);
+            for run_loop in loops {
+                handles.push(TaskRunner::spawn(run_loop));
+            }
+        }
+        let watcher = self.clone();
+        tokio::spawn(async move {
+            watcher.on_task_state_changed();
+            loop {
+                tokio::select! {
+                    () = watcher.inner.watcher_stop.cancelled() => break,
+                    () = watcher.inner.agent_shutdown.cancelled() => break,
+                    changed = state_rx.recv() => {
+                        if changed.is_none() {
+                            break;
+                        }
+                        // Coalesce a burst of changes into one pass.
+                        while state_rx.try_recv().is_ok() {}
+                        watcher.on_task_state_changed();
+                    }
+                }
+            }
+        });
+        if self.alloc().server_terminal_status() {
+            let stopping = self.clone();
+            tokio::spawn(async move { stopping.stop().await });
+        }
+    }
+
+    /// The allocation's id.
+    pub fn alloc_id(&self) -> &str {
+        &self.inner.alloc_id
+    }
+
+    /// The allocation as last received from the server.
+    pub fn alloc(&self) -> Arc<Allocation> {
+        lock(&self.inner.alloc).clone()
+    }
+
+    /// The allocation's dir.
+    pub fn alloc_dir(&self) -> &AllocDir {
+        &self.inner.alloc_dir
+    }
+
+    /// Task names in lifecycle order.
+    pub fn task_names(&self) -> Vec<String> {
+        self.inner
+            .tasks
+            .iter()
+            .map(|entry| entry.runner.name().to_string())
+            .collect()
+    }
+
+    /// The task runner of `task`.
+    pub fn task_runner(&self, task: &str) -> Option<TaskRunner> {
+        self.entry(task).map(|entry| entry.runner.clone())
+    }
+
+    fn entry(&self, task: &str) -> Option<&TaskEntry> {
+        self.inner
+            .tasks
+            .iter()
+            .find(|entry| entry.runner.name() == task)
+    }
+
+    fn entry_or_error(&self, task: &str) -> Result<&TaskEntry, AllocRunnerError> {
+        self.entry(task)
+            .ok_or_else(|| AllocRunnerError::UnknownTask {
+                alloc_id: self.inner.alloc_id.clone(),
+                task: task.to_string(),
+            })
+    }
+
+    /// Every task's state (display messages filled in).
+    pub fn task_states(&self) -> BTreeMap<String, TaskState> {
+        self.inner
+            .tasks
+            .iter()
+            .map(|entry| (entry.runner.name().to_string(), entry.runner.task_state()))
+            .collect()
+    }
+
+    /// The latest status (client status, description, task states).
+    pub fn status(&self) -> AllocClientUpdate {
+        self.inner.status.borrow().clone()
+    }
+
+    /// A receiver of status changes (tests, the node's alloc watcher).
+    pub fn subscribe_status(&self) -> watch::Receiver<AllocClientUpdate> {
+        self.inner.status.subscribe()
+    }
+
+    /// Whether every task is dead.
+    pub fn all_tasks_dead(&self) -> bool {
+        self.inner
+            .tasks
+            .iter()
+            .all(|entry| entry.runner.phase() == TaskPhase::Dead)
+    }
+
+    /// Waits until every task is dead.
+    pub async fn wait_all_tasks_dead(&self) {
+        let mut status = self.subscribe_status();
+        while !self.all_tasks_dead() {
+            if status.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn on_task_state_changed(&self) {
+        let inner = &self.inner;
+        let states: Vec<(TaskRole, TaskState)> = inner
+            .tasks
+            .iter()
+            .map(|entry| (entry.role, entry.runner.task_state()))
+            .collect();
+
+        let gates = lock(&inner.coordinator).gates(&states);
+        for (entry, open) in inner.tasks.iter().zip(gates) {
+            entry.gate.send_if_modified(|current| {
+                let changed = *current != open;
+                *current = open;
+                changed
+            });
+        }
+
+        self.react_to_dead_tasks(&states);
+
+        let task_states: BTreeMap<String, TaskState> = inner
+            .tasks
+            .iter()
+            .zip(states)
+            .map(|(entry, (_, state))| (entry.runner.name().to_string(), state))
+            .collect();
+        let (client_status, client_description) = derive_client_status(&task_states);
+        let client_status_changed = {
+            let mut last = lock(&inner.last_client_status);
+            let changed = *last != client_status;
+            *last = client_status.to_string();
+            changed
+        };
+        let update = AllocClientUpdate {
+            alloc_id: inner.alloc_id.clone(),
+            client_status: client_status.to_string(),
+            client_description: client_description.to_string(),
+            task_states,
+            client_status_changed,
+        };
+        inner.status.send_replace(update.clone());
+        inner.deps.sink.alloc_updated(update);
+    }
+
+    /// Nomad's reactions to dead tasks (module docs).
+    fn react_to_dead_tasks(&self, states: &[(TaskRole, TaskState)]) {
+        let inner = &self.inner;
+        if inner.killing_all.load(Ordering::SeqCst) || lock(&inner.coordinator).is_frozen() {
+            return;
+        }
+        let mut kill_event: Option<TaskEvent> = None;
+        let now = inner.deps.task.clock.now_unix_nanos();
+        let mut any_live_non_sidecar = false;
+        let mut any_live_sidecar = false;
+        for (entry, (role, state)) in inner.tasks.iter().zip(states) {
+            if *role == TaskRole::Poststop {
+                continue;
+            }
+            if state.is_dead() {
+                if state.failed && kill_event.is_none() {
+                    kill_event = Some(
+                        TaskEvent::new(TASK_SIBLING_FAILED, now)
+                            .with_failed_sibling(entry.runner.name()),
+                    );
+                } else if entry.leader && !state.failed && kill_event.is_none() {
+                    kill_event = Some(TaskEvent::new(TASK_LEADER_DEAD, now));
+                }
+            } else if role.is_sidecar() {
+                any_live_sidecar = true;
+            } else {
+                any_live_non_sidecar = true;
+            }
+        }
+        if kill_event.is_none() && any_live_sidecar && !any_live_non_sidecar {
+            kill_event = Some(TaskEvent::new(TASK_MAIN_DEAD, now));
+        }
+        let Some(event) = kill_event else {
+            return;
+        };
+        if !any_live_sidecar && !any_live_non_sidecar {
+            return;
+        }
+        if inner.killing_all.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let runner = self.clone();
+        tokio::spawn(async move {
+            for entry in &runner.inner.tasks {
+                if entry.role != TaskRole::Poststop && entry.runner.phase() != TaskPhase::Dead {
+                    entry.runner.emit_event(event.clone());
+                }
+            }
+            runner.kill_tasks(false).await;
+        });
+    }
+
+    /// Kills tasks in reverse lifecycle order, the leader first; poststop tasks only when
+    /// `include_poststop`.
+    async fn kill_tasks(&self, include_poststop: bool) {
+        let inner = &self.inner;
+        let killing = || TaskEvent::new(TASK_KILLING, inner.deps.task.clock.now_unix_nanos());
+        if let Some(leader) = inner.tasks.iter().find(|entry| entry.leader) {
+            leader.runner.kill(killing()).await;
+        }
+        let tiers: [&[u8]; 3] = [&[2], &[1], &[0]];
+        for tier in tiers {
+            let kills: Vec<_> = inner
+                .tasks
+                .iter()
+                .filter(|entry| tier.contains(&entry.role.order()))
+                .map(|entry| {
+                    let runner = entry.runner.clone();
+                    let event = killing();
+                    tokio::spawn(async move { runner.kill(event).await })
+                })
+                .collect();
+            for kill in kills {
+                let _ = kill.await;
+            }
+        }
+        if include_poststop {
+            for entry in inner
+                .tasks
+                .iter()
+                .filter(|entry| entry.role == TaskRole::Poststop)
+            {
+                entry.runner.kill(killing()).await;
+            }
+        }
+    }
+
+    /// Restarts one running task ("Restart Signaled"). Does not count against the policy.
+    pub async fn restart_task(&self, task: &str, reason: &str) -> Result<(), AllocRunnerError> {
+        let entry = self.entry_or_error(task)?;
+        let event = self.restart_event(reason);
+        entry.runner.restart(event, false).await?;
+        Ok(())
+    }
+
+    fn restart_event(&self, reason: &str) -> TaskEvent {
+        TaskEvent::new(
+            TASK_RESTART_SIGNAL,
+            self.inner.deps.task.clock.now_unix_nanos(),
+        )
+        .with_restart_reason(reason)
+    }
+
+    /// Restarts every running task (dead ones stay dead).
+    pub async fn restart_running_tasks(&self, reason: &str) -> Result<(), AllocRunnerError> {
+        let restarts: Vec<_> = self
+            .inner
+            .tasks
+            .iter()
+            .map(|entry| {
+                let runner = entry.runner.clone();
+                let event = self.restart_event(reason);
+                tokio::spawn(async move { runner.restart(event, false).await })
+            })
+            .collect();
+        for restart in restarts {
+            match restart.await {
+                Ok(Ok(())) | Ok(Err(TaskRunnerError::TaskNotRunning { .. })) | Err(_) => {}
+                Ok(Err(error)) => return Err(error.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Restarts every task, dead ones included, in lifecycle order (Nomad's `AllTasks`).
+    pub async fn restart_all_tasks(&self, reason: &str) -> Result<(), AllocRunnerError> {
+        if self.inner.destroyed.load(Ordering::SeqCst) {
+            return Err(AllocRunnerError::Destroyed {
+                alloc_id: self.inner.alloc_id.clone(),
+            });
+        }
+        if self.alloc().server_terminal_status() {
+            return Err(AllocRunnerError::Stopped {
+                alloc_id: self.inner.alloc_id.clone(),
+            });
+        }
+        self.run();
+        lock(&self.inner.coordinator).freeze();
+        self.on_task_state_changed();
+        self.inner.killing_all.store(false, Ordering::SeqCst);
+        let restarts: Vec<_> = self
+            .inner
+            .tasks
+            .iter()
+            .map(|entry| {
+                let runner = entry.runner.clone();
+                let event = self.restart_event(reason);
+                tokio::spawn(async move { runner.force_restart(event).await })
+            })
+            .collect();
+        let mut first_error = None;
+        for restart in restarts {
+            if let Ok(Err(error)) = restart.await {
+                first_error.get_or_insert(error);
+            }
+        }
+        lock(&self.inner.coordinator).thaw();
+        self.on_task_state_changed();
+        match first_error {
+            Some(error) => Err(error.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends `signal` to one task, or to every running task when `task` is `None`.
+    pub async fn signal(&self, task: Option<&str>, signal: &str) -> Result<(), AllocRunnerError> {
+        let signal = normalize_signal(signal)?;
+        let now = self.inner.deps.task.clock.now_unix_nanos();
+        let event = || {
+            TaskEvent::new(TASK_SIGNALING, now)
+                .with_task_signal(&signal)
+                .with_task_signal_reason("User requested signal")
+        };
+        match task {
+            Some(name) => {
+                let entry = self.entry_or_error(name)?;
+                entry.runner.signal(event(), &signal).await?;
+            }
+            None => {
+                for entry in &self.inner.tasks {
+                    match entry.runner.signal(event(), &signal).await {
+                        Ok(()) | Err(TaskRunnerError::TaskNotRunning { .. }) => {}
+                        Err(error) => return Err(error.into()),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Resource usage of one task, or of every running task when `task` is `None` (tasks that
+    /// are not running are left out).
+    pub async fn stats(
+        &self,
+        task: Option<&str>,
+    ) -> Result<BTreeMap<String, drover_driver::TaskResourceUsage>, AllocRunnerError> {
+        let mut usage = BTreeMap::new();
+        match task {
+            Some(name) => {
+                let entry = self.entry_or_error(name)?;
+                usage.insert(name.to_string(), entry.runner.stats().await?);
+            }
+            None => {
+                for entry in &self.inner.tasks {
+                    if let Ok(task_usage) = entry.runner.stats().await {
+                        usage.insert(entry.runner.name().to_string(), task_usage);
+                    }
+                }
+            }
+        }
+        Ok(usage)
+    }
+
+    /// Stops the allocation: kills tasks in reverse lifecycle order (leader first), lets
+    /// poststop tasks run, and returns once every task is dead.
+    pub async fn stop(&self) {
+        // Task runners must be running to be killed.
+        self.run();
+        self.inner.killing_all.store(true, Ordering::SeqCst);
+        self.group_shutdown_delay().await;
+        self.kill_tasks(false).await;
+        self.on_task_state_changed();
+        self.wait_all_tasks_dead().await;
+    }
+
+    /// The group's `shutdown_delay`: running tasks get "Waiting for shutdown delay" and the stop
+    /// waits (or "Skipping shutdown delay" when the stop asked for none).
+    async fn group_shutdown_delay(&self) {
+        let alloc = self.alloc();
+        let delay = alloc
+            .job
+            .as_deref()
+            .and_then(|job| job.lookup_task_group(&alloc.task_group))
+            .and_then(|group| group.shutdown_delay)
+            .unwrap_or_default();
+        if delay.is_zero() {
+            return;
+        }
+        let skip = alloc.desired_transition.should_ignore_shutdown_delay();
+        let now = self.inner.deps.task.clock.now_unix_nanos();
+        let event = if skip {
+            TaskEvent::new(TASK_SKIPPING_SHUTDOWN_DELAY, now).with_message(&format!(
+                "Skipping group shutdown_delay of {delay} before killing the tasks."
+            ))
+        } else {
+            TaskEvent::new(TASK_WAITING_SHUTDOWN_DELAY, now).with_message(&format!(
+                "Waiting for group shutdown_delay of {delay} before killing the tasks."
+            ))
+        };
+        for entry in &self.inner.tasks {
+            if entry.runner.phase() == TaskPhase::Running {
+                entry.runner.emit_event(event.clone());
+            }
+        }
+        if !skip {
+            tokio::time::sleep(delay.to_std()).await;
+        }
+    }
+
+    /// Applies a new version of the allocation from the server (persisted first). A desired
+    /// `stop`/`evict` stops the allocation (in the background); otherwise update hooks run.
+    pub async fn update(&self, alloc: Allocation) -> Result<(), AllocRunnerError> {
+        self.inner.deps.task.state_db.put_alloc(&alloc.id, &alloc)?;
+        let alloc = Arc::new(alloc);
+        *lock(&self.inner.alloc) = alloc.clone();
+        if alloc.server_terminal_status() {
+            let stopping = self.clone();
+            tokio::spawn(async move { stopping.stop().await });
+            return Ok(());
+        }
+        for entry in &self.inner.tasks {
+            entry.runner.update(alloc.clone()).await;
+        }
+        Ok(())
+    }
+
+    /// Destroys the allocation (GC): kills every task (poststop included), removes the alloc
+    /// dir and the persisted state.
+    pub async fn destroy(&self) -> Result<(), AllocRunnerError> {
+        // Task runners must be running to be killed and destroyed.
+        self.run();
+        self.inner.destroyed.store(true, Ordering::SeqCst);
+        self.inner.killing_all.store(true, Ordering::SeqCst);
+        self.kill_tasks(true).await;
+        for entry in &self.inner.tasks {
+            entry.runner.destroy().await;
+        }
+        self.inner.watcher_stop.cancel();
+        self.join_run_loops().await;
+        self.inner.alloc_dir.destroy()?;
+        let supervisor_dirs = self
+            .inner
+            .deps
+            .task
+            .config
+            .client_state_dir()
+            .join("tasks")
+            .join(&self.inner.alloc_id);
+        if let Err(error) = std::fs::remove_dir_all(&supervisor_dirs)
+            && error.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %supervisor_dirs.display(), %error, "failed to remove task supervisor dirs");
+        }
+        self.inner
+            .deps
+            .task
+            .state_db
+            .delete_alloc(&self.inner.alloc_id)?;
+        Ok(())
+    }
+
+    /// Agent shutdown: stops driving the tasks and leaves them running; the persisted state
+    /// lets the next agent's [`AllocRunner::restore`] re-attach.
+    pub async fn shutdown(&self) {
+        self.inner.agent_shutdown.cancel();
+        self.join_run_loops().await;
+    }
+
+    async fn join_run_loops(&self) {
+        let handles: Vec<_> = lock(&self.inner.run_loops).drain(..).collect();
+        for handle in handles {
+            let _ = handle.await;
+        }
+    }
+}

@@ -1,0 +1,1214 @@
+//! Alloc and task runner behaviour on paused tokio time with the fake driver.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use drover_structs::{
+    ALLOC_CLIENT_STATUS_COMPLETE, ALLOC_CLIENT_STATUS_FAILED, ALLOC_CLIENT_STATUS_RUNNING,
+    Allocation, DispatchPayloadConfig, DurationNs, TASK_STATE_RUNNING, TaskEvent, TaskState,
+};
+use serde_json::json;
+
+use super::*;
+use crate::clock::TokioFollowingClock;
+use crate::config::ClientConfig;
+use crate::state_db::StateDb;
+use crate::taskrunner::driver::StaticDriverCatalog;
+use crate::testing::{FakeDriver, alloc_with_tasks, fake_task, restart_policy, with_lifecycle};
+
+#[derive(Debug, Default)]
+struct RecordingSink {
+    updates: Mutex<Vec<AllocClientUpdate>>,
+}
+
+impl AllocStatusSink for RecordingSink {
+    fn alloc_updated(&self, update: AllocClientUpdate) {
+        lock(&self.updates).push(update);
+    }
+}
+
+struct Harness {
+    deps: AllocRunnerDeps,
+    driver: Arc<FakeDriver>,
+    sink: Arc<RecordingSink>,
+    _data_dir: tempfile::TempDir,
+}
+
+fn harness() -> Harness {
+    let data_dir = tempfile::tempdir().unwrap();
+    let mut config = ClientConfig::new(data_dir.path());
+    config.secrets_tmpfs = false;
+    config.max_task_events = 100;
+    let driver = FakeDriver::new();
+    let catalog = StaticDriverCatalog::new()
+        .with("fake", driver.clone())
+        .with("exec", driver.clone());
+    let sink = Arc::new(RecordingSink::default());
+    let state_db = StateDb::open(&config.state_db_path()).unwrap();
+    let deps = AllocRunnerDeps {
+        task: TaskRunnerDeps {
+            config: Arc::new(config),
+            clock: Arc::new(TokioFollowingClock::starting_at(1_700_000_000_000_000_000)),
+            state_db: Arc::new(state_db),
+            drivers: Arc::new(catalog),
+            node: Arc::new(drover_structs::Node {
+                id: "node-1".into(),
+                name: "box".into(),
+                datacenter: "dc1".into(),
+                ..drover_structs::Node::default()
+            }),
+            region: "global".into(),
+            jitter_seed: 7,
+        },
+        sink: sink.clone(),
+    };
+    Harness {
+        deps,
+        driver,
+        sink,
+        _data_dir: data_dir,
+    }
+}
+
+fn event_types(state: &TaskState) -> Vec<String> {
+    state
+        .events
+        .iter()
+        .map(|event| event.r#type.clone())
+        .collect()
+}
+
+fn count(state: &TaskState, event_type: &str) -> usize {
+    state
+        .events
+        .iter()
+        .filter(|event| event.r#type == event_type)
+        .count()
+}
+
+fn events_of<'a>(state: &'a TaskState, event_type: &str) -> Vec<&'a TaskEvent> {
+    state
+        .events
+        .iter()
+        .filter(|event| event.r#type == event_type)
+        .collect()
+}
+
+/// Waits (on paused time, bounded) until `predicate` holds for the runner.
+async fn wait_until(runner: &AllocRunner, predicate: impl Fn(&AllocRunner) -> bool) {
+    let mut status = runner.subscribe_status();
+    let waited = tokio::time::timeout(Duration::from_secs(24 * 3600), async {
+        while !predicate(runner) {
+            if status.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        waited.is_ok(),
+        "condition not reached; states: {:#?}",
+        runner.task_states()
+    );
+}
+
+fn state_of(runner: &AllocRunner, task: &str) -> TaskState {
+    runner.task_states().remove(task).unwrap_or_default()
+}
+
+fn start(harness: &Harness, alloc: Allocation) -> AllocRunner {
+    let runner = AllocRunner::new(harness.deps.clone(), alloc).unwrap();
+    runner.run();
+    runner
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_two_mode_fail_gives_three_starts_and_fails_the_alloc() {
+    let harness = harness();
+    let task = fake_task("web", json!({"run_for": "100ms", "exit_code": 1}));
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(1800), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+
+    let state = state_of(&runner, "web");
+    assert_eq!(count(&state, "Started"), 3, "{:?}", event_types(&state));
+    assert_eq!(count(&state, "Restarting"), 2);
+    assert_eq!(count(&state, "Not Restarting"), 1);
+    assert_eq!(count(&state, "Terminated"), 3);
+    let not_restarting = events_of(&state, "Not Restarting")[0];
+    assert_eq!(
+        not_restarting.restart_reason,
+        "Exceeded allowed attempts 2 in interval 30m0s and mode is \"fail\""
+    );
+    assert!(not_restarting.fails_task);
+    assert!(state.failed);
+    assert_eq!(state.restarts, 2);
+    let restarting = events_of(&state, "Restarting")[0];
+    assert_eq!(restarting.restart_reason, "Restart within policy");
+    assert!(restarting.start_delay >= 1_000_000_000 && restarting.start_delay <= 1_250_000_000);
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_FAILED);
+    assert_eq!(harness.driver.log().starts.len(), 3);
+    // The sink saw the alloc go pending/running then failed.
+    let updates = lock(&harness.sink.updates);
+    assert_eq!(
+        updates.last().map(|update| update.client_status.as_str()),
+        Some(ALLOC_CLIENT_STATUS_FAILED)
+    );
+    assert!(updates.iter().any(|update| update.client_status_changed));
+}
+
+#[tokio::test(start_paused = true)]
+async fn mode_delay_keeps_restarting_after_the_interval() {
+    let harness = harness();
+    let task = fake_task("web", json!({"run_for": "100ms", "exit_code": 1}));
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(1, Duration::from_secs(1), Duration::from_secs(10), "delay"),
+    );
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| state_of(runner, "web").restarts >= 5).await;
+    let state = state_of(&runner, "web");
+    assert_eq!(count(&state, "Not Restarting"), 0);
+    assert!(
+        events_of(&state, "Restarting")
+            .iter()
+            .any(|event| event.restart_reason == "Exceeded allowed attempts, applying a delay")
+    );
+    assert!(!state.failed);
+    runner.stop().await;
+    assert!(runner.all_tasks_dead());
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_runs_in_order_and_leaves_nothing_running() {
+    let harness = harness();
+    let tasks = vec![
+        with_lifecycle(
+            fake_task("post", json!({"run_for": "1s"})),
+            "poststop",
+            false,
+        ),
+        with_lifecycle(
+            fake_task("after", json!({"run_for": "1s"})),
+            "poststart",
+            false,
+        ),
+        fake_task("main", json!({"run_for": "5s"})),
+        with_lifecycle(fake_task("side", json!({})), "prestart", true),
+        with_lifecycle(
+            fake_task("init", json!({"run_for": "2s"})),
+            "prestart",
+            false,
+        ),
+    ];
+    let alloc = alloc_with_tasks(
+        "batch",
+        tasks,
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    assert_eq!(
+        runner.task_names(),
+        vec!["side", "init", "main", "after", "post"]
+    );
+    runner.wait_all_tasks_dead().await;
+
+    let states = runner.task_states();
+    let started = |task: &str| events_of(&states[task], "Started")[0].time;
+    let finished = |task: &str| states[task].finished_at.unix_nanos().unwrap_or(i64::MAX);
+    assert!(started("init") <= started("main"));
+    assert!(finished("init") <= started("main"));
+    assert!(started("side") <= started("main"));
+    assert!(started("main") <= started("after"));
+    assert!(finished("main") <= started("post"));
+    assert!(finished("side") <= started("post"));
+    assert!(finished("after") <= started("post"));
+    // The sidecar was stopped because the main tasks were done.
+    assert_eq!(count(&states["side"], "Main Tasks Dead"), 1);
+    assert_eq!(count(&states["side"], "Killed"), 1);
+    for (name, state) in &states {
+        assert!(!state.failed, "{name} failed: {:?}", event_types(state));
+        assert_eq!(count(state, "Started"), 1, "{name}");
+    }
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_COMPLETE);
+    assert!(harness.driver.live_pids().is_empty());
+
+    // An AllTasks restart runs the whole lifecycle again, the killed sidecar included.
+    runner
+        .restart_all_tasks("User requested restart")
+        .await
+        .unwrap();
+    wait_until(&runner, |runner| {
+        runner.all_tasks_dead() && count(&state_of(runner, "post"), "Started") == 2
+    })
+    .await;
+    let states = runner.task_states();
+    for (name, state) in &states {
+        assert_eq!(
+            count(state, "Started"),
+            2,
+            "{name}: {:?}",
+            event_types(state)
+        );
+        assert!(!state.failed, "{name}");
+    }
+    let second_start = |task: &str| events_of(&states[task], "Started")[1].time;
+    assert!(second_start("init") < second_start("main"));
+    assert!(second_start("main") <= second_start("after"));
+    assert!(second_start("after") < second_start("post"));
+    assert!(harness.driver.live_pids().is_empty());
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_COMPLETE);
+
+    // A stopped alloc is not rerun.
+    let mut stopped = runner.alloc().as_ref().clone();
+    stopped.desired_status = drover_structs::ALLOC_DESIRED_STATUS_STOP.into();
+    runner.update(stopped).await.unwrap();
+    assert!(matches!(
+        runner.restart_all_tasks("again").await,
+        Err(AllocRunnerError::Stopped { .. })
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_failing_for_good_kills_its_siblings() {
+    let harness = harness();
+    let tasks = vec![
+        fake_task("bad", json!({"run_for": "1s", "exit_code": 2})),
+        fake_task("good", json!({})),
+    ];
+    let alloc = alloc_with_tasks(
+        "service",
+        tasks,
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+    let states = runner.task_states();
+    let sibling = events_of(&states["good"], "Sibling Task Failed");
+    assert_eq!(sibling.len(), 1);
+    assert_eq!(sibling[0].failed_sibling, "bad");
+    assert_eq!(sibling[0].display_message, "Task's sibling \"bad\" failed");
+    assert_eq!(count(&states["good"], "Killed"), 1);
+    assert!(states["bad"].failed);
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_FAILED);
+    assert!(harness.driver.live_pids().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn leader_death_stops_the_group() {
+    let harness = harness();
+    let mut leader = fake_task("leader", json!({"run_for": "1s"}));
+    leader.leader = true;
+    let tasks = vec![leader, fake_task("follower", json!({}))];
+    let alloc = alloc_with_tasks(
+        "batch",
+        tasks,
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+    let states = runner.task_states();
+    assert_eq!(count(&states["follower"], "Leader Task Dead"), 1);
+    assert_eq!(count(&states["follower"], "Killed"), 1);
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_COMPLETE);
+}
+
+#[tokio::test(start_paused = true)]
+async fn restart_all_tasks_reruns_dead_tasks_in_lifecycle_order() {
+    let harness = harness();
+    let tasks = vec![
+        with_lifecycle(
+            fake_task("init", json!({"run_for": "2s"})),
+            "prestart",
+            false,
+        ),
+        fake_task("main", json!({"run_for": "1s"})),
+    ];
+    let alloc = alloc_with_tasks(
+        "batch",
+        tasks,
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_COMPLETE);
+
+    // Restarting only running tasks does nothing to dead ones.
+    runner
+        .restart_running_tasks("User requested restart")
+        .await
+        .unwrap();
+    assert_eq!(harness.driver.log().starts.len(), 2);
+
+    runner
+        .restart_all_tasks("User requested restart")
+        .await
+        .unwrap();
+    wait_until(&runner, |runner| {
+        runner.all_tasks_dead() && count(&state_of(runner, "main"), "Started") == 2
+    })
+    .await;
+    let starts = harness.driver.log().starts;
+    assert_eq!(starts, vec!["init", "main", "init", "main"]);
+    let states = runner.task_states();
+    let init_second_start = events_of(&states["init"], "Started")[1].time;
+    let main_second_start = events_of(&states["main"], "Started")[1].time;
+    assert!(main_second_start >= init_second_start + 2_000_000_000);
+    assert_eq!(count(&states["main"], "Restart Signaled"), 1);
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_COMPLETE);
+}
+
+#[tokio::test(start_paused = true)]
+async fn restart_of_a_running_task_does_not_count_against_the_policy() {
+    let harness = harness();
+    let task = fake_task("web", json!({}));
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    for _ in 0..3 {
+        runner
+            .restart_task("web", "User requested restart")
+            .await
+            .unwrap();
+        wait_until(&runner, |runner| {
+            state_of(runner, "web").state == TASK_STATE_RUNNING
+        })
+        .await;
+    }
+    let state = state_of(&runner, "web");
+    assert_eq!(count(&state, "Started"), 4);
+    assert_eq!(count(&state, "Restart Signaled"), 3);
+    assert_eq!(count(&state, "Restarting"), 3);
+    assert!(!state.failed);
+    assert!(matches!(
+        runner.restart_task("nope", "x").await,
+        Err(AllocRunnerError::UnknownTask { .. })
+    ));
+    runner.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn signals_reach_running_tasks_and_unknown_names_are_refused() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({}))],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+
+    runner.signal(Some("web"), "SIGUSR1").await.unwrap();
+    runner.signal(None, "usr2").await.unwrap();
+    assert_eq!(
+        harness.driver.log().signals,
+        vec![
+            ("web".to_string(), "SIGUSR1".to_string()),
+            ("web".to_string(), "SIGUSR2".to_string())
+        ]
+    );
+    let signaling = events_of(&state_of(&runner, "web"), "Signaling")
+        .into_iter()
+        .map(|event| {
+            event
+                .details
+                .get("task_signal")
+                .cloned()
+                .unwrap_or_default()
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(signaling, vec!["SIGUSR1", "SIGUSR2"]);
+
+    let unknown_task = runner.signal(Some("nope"), "SIGUSR1").await.unwrap_err();
+    assert!(matches!(unknown_task, AllocRunnerError::UnknownTask { .. }));
+    assert!(unknown_task.is_bad_request());
+    let unknown_signal = runner.signal(Some("web"), "SIGNOPE").await.unwrap_err();
+    assert!(matches!(
+        unknown_signal,
+        AllocRunnerError::UnknownSignal { .. }
+    ));
+    assert!(unknown_signal.is_bad_request());
+    runner.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn kill_waits_kill_timeout_then_sigkills_a_task_ignoring_its_signal() {
+    let harness = harness();
+    let mut task = fake_task("stubborn", json!({"ignore_signals": true}));
+    task.kill_timeout = DurationNs::from_secs(2);
+    task.kill_signal = "SIGTERM".into();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "stubborn").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let began = tokio::time::Instant::now();
+    runner.stop().await;
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+
+    let state = state_of(&runner, "stubborn");
+    let types = event_types(&state);
+    let tail: Vec<&str> = types
+        .iter()
+        .rev()
+        .take(3)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(tail, vec!["Killing", "Terminated", "Killed"]);
+    let killing = events_of(&state, "Killing")[0];
+    assert_eq!(killing.kill_timeout, DurationNs::from_secs(2));
+    assert_eq!(
+        killing.display_message,
+        "Sent interrupt. Waiting 2s before force killing"
+    );
+    assert_eq!(events_of(&state, "Terminated")[0].signal, 9);
+    assert_eq!(
+        harness.driver.log().kills,
+        vec![(
+            "stubborn".to_string(),
+            "SIGTERM".to_string(),
+            Duration::from_secs(2)
+        )]
+    );
+    assert!(!state.failed);
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_COMPLETE);
+}
+
+#[tokio::test(start_paused = true)]
+async fn kill_timeout_is_capped_by_max_kill_timeout_and_shutdown_delay_is_waited() {
+    let mut harness = harness();
+    let mut config = (*harness.deps.task.config).clone();
+    config.max_kill_timeout = Duration::from_secs(3);
+    harness.deps.task.config = Arc::new(config);
+    let mut task = fake_task("web", json!({"ignore_signals": true}));
+    task.kill_timeout = DurationNs::from_secs(60);
+    task.shutdown_delay = DurationNs::from_secs(4);
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let began = tokio::time::Instant::now();
+    runner.stop().await;
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_secs(7) && took < Duration::from_secs(8),
+        "{took:?}"
+    );
+    let state = state_of(&runner, "web");
+    assert_eq!(count(&state, "Waiting for shutdown delay"), 1);
+    assert_eq!(
+        events_of(&state, "Killing")[0].kill_timeout,
+        DurationNs::from_secs(3)
+    );
+    assert_eq!(harness.driver.log().kills[0].1, "SIGINT");
+}
+
+#[tokio::test(start_paused = true)]
+async fn start_errors_follow_recoverability() {
+    let harness = harness();
+    let tasks = vec![
+        fake_task("fatal", json!({"start_error": "no such binary"})),
+        fake_task(
+            "flaky",
+            json!({"start_error": "try again", "start_error_recoverable": true}),
+        ),
+    ];
+    let alloc = alloc_with_tasks(
+        "service",
+        tasks,
+        restart_policy(1, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+    let states = runner.task_states();
+    let fatal = &states["fatal"];
+    assert_eq!(
+        events_of(fatal, "Driver Failure")[0].driver_error,
+        "no such binary"
+    );
+    assert_eq!(
+        events_of(fatal, "Not Restarting")[0].restart_reason,
+        "Error was unrecoverable"
+    );
+    assert!(fatal.failed);
+    // "flaky" was either retried within policy or killed as a sibling of "fatal".
+    assert!(count(&states["flaky"], "Driver Failure") >= 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_denied_user_fails_validation() {
+    let harness = harness();
+    let mut task = fake_task("web", json!({}));
+    task.driver = "exec".into();
+    task.user = "root".into();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+    let state = state_of(&runner, "web");
+    let failed = events_of(&state, "Failed Validation");
+    assert_eq!(failed.len(), 1);
+    assert!(failed[0].validation_error.contains("\"root\""));
+    assert!(state.failed);
+    assert!(harness.driver.log().starts.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn env_dirs_payload_and_interpolated_config_reach_the_driver() {
+    let harness = harness();
+    let mut task = fake_task(
+        "web",
+        json!({"run_for": "1s", "args": ["${NOMAD_ALLOC_INDEX}", "${node.unique.name}"]}),
+    );
+    task.dispatch_payload = Some(DispatchPayloadConfig {
+        file: "input/data.txt".into(),
+    });
+    task.env
+        .insert("GREETING".into(), "hi ${NOMAD_TASK_NAME}".into());
+    let mut alloc = alloc_with_tasks(
+        "batch",
+        vec![task],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let payload = snap::raw::Encoder::new()
+        .compress_vec(b"dispatched payload")
+        .unwrap();
+    if let Some(job) = alloc.job.as_deref_mut() {
+        job.payload = drover_structs::Bytes(payload);
+    }
+    let runner = start(&harness, alloc.clone());
+    runner.wait_all_tasks_dead().await;
+    let spec = harness.driver.log().specs.remove(0);
+    assert_eq!(spec.env.get("NOMAD_ALLOC_ID"), Some(&alloc.id));
+    assert_eq!(spec.env.get("GREETING").map(String::as_str), Some("hi web"));
+    assert_eq!(spec.config["args"], json!(["0", "box"]));
+    let payload_file = spec.task_dir.local_dir.join("input/data.txt");
+    assert_eq!(std::fs::read(&payload_file).unwrap(), b"dispatched payload");
+    assert!(spec.task_dir.secrets_dir.is_dir());
+    assert!(runner.alloc_dir().logs_dir.is_dir());
+    let local = runner.task_runner("web").unwrap().local_state();
+    assert!(local.hooks["dispatch_payload"].done);
+    assert_eq!(
+        state_of(&runner, "web").events[1].display_message,
+        "Building Task Directory"
+    );
+
+    runner.destroy().await.unwrap();
+    assert!(!runner.alloc_dir().root.exists());
+    assert!(harness.deps.task.state_db.alloc_ids().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn restore_reattaches_without_starting_twice() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({}))],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let alloc_id = alloc.id.clone();
+    let first = start(&harness, alloc);
+    wait_until(&first, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let pid_before = harness.driver.live_pids();
+    assert_eq!(pid_before.len(), 1);
+
+    // Agent shutdown: the task keeps running.
+    first.shutdown().await;
+    assert_eq!(harness.driver.live_pids(), pid_before);
+
+    let second = AllocRunner::restore(harness.deps.clone(), &alloc_id)
+        .unwrap()
+        .unwrap();
+    second.run();
+    wait_until(&second, |runner| {
+        runner.status().client_status == ALLOC_CLIENT_STATUS_RUNNING
+    })
+    .await;
+    let state = state_of(&second, "web");
+    assert_eq!(count(&state, "Started"), 1, "{:?}", event_types(&state));
+    assert_eq!(count(&state, "Received"), 1);
+    assert_eq!(harness.driver.log().starts.len(), 1);
+    assert_eq!(harness.driver.live_pids(), pid_before);
+
+    // The restored runner still controls the task.
+    second.stop().await;
+    assert!(harness.driver.live_pids().is_empty());
+    assert_eq!(count(&state_of(&second, "web"), "Killed"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_that_exited_while_the_agent_was_down_is_handled_by_its_policy() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({}))],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let alloc_id = alloc.id.clone();
+    let first = start(&harness, alloc);
+    wait_until(&first, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    first.shutdown().await;
+    harness.driver.make_exit("web", 3);
+
+    let second = AllocRunner::restore(harness.deps.clone(), &alloc_id)
+        .unwrap()
+        .unwrap();
+    second.run();
+    wait_until(&second, |runner| {
+        count(&state_of(runner, "web"), "Started") == 2
+    })
+    .await;
+    let state = state_of(&second, "web");
+    let terminated = events_of(&state, "Terminated");
+    assert_eq!(terminated.len(), 1);
+    assert_eq!(terminated[0].exit_code, 3);
+    assert_eq!(count(&state, "Restarting"), 1);
+    second.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_task_is_not_restarted_after_restore() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({}))],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let alloc_id = alloc.id.clone();
+    let first = start(&harness, alloc);
+    wait_until(&first, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    first.stop().await;
+    first.shutdown().await;
+
+    let second = AllocRunner::restore(harness.deps.clone(), &alloc_id)
+        .unwrap()
+        .unwrap();
+    second.run();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(second.all_tasks_dead());
+    assert_eq!(harness.driver.log().starts.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_stop_update_stops_the_alloc() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({}))],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc.clone());
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let mut stopped = alloc;
+    stopped.desired_status = drover_structs::ALLOC_DESIRED_STATUS_STOP.into();
+    runner.update(stopped).await.unwrap();
+    runner.wait_all_tasks_dead().await;
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_COMPLETE);
+    let persisted: Allocation = harness
+        .deps
+        .task
+        .state_db
+        .get_alloc(runner.alloc_id())
+        .unwrap()
+        .unwrap();
+    assert_eq!(persisted.desired_status, "stop");
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_kills_are_retried_with_backoff() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({"kill_fail_times": 2}))],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let began = tokio::time::Instant::now();
+    runner.stop().await;
+    let took = began.elapsed();
+    // 5 s then 20 s of backoff between the three attempts.
+    assert!(
+        took >= Duration::from_secs(25) && took < Duration::from_secs(26),
+        "{took:?}"
+    );
+    assert_eq!(harness.driver.log().kills.len(), 3);
+    let state = state_of(&runner, "web");
+    let killed = events_of(&state, "Killed");
+    assert_eq!(killed.len(), 1);
+    assert!(killed[0].kill_error.is_empty());
+    assert!(harness.driver.live_pids().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn destinations_escaping_the_task_dir_fail_validation() {
+    let harness = harness();
+    let mut task = fake_task("web", json!({}));
+    task.artifacts.push(drover_structs::TaskArtifact {
+        getter_source: "https://example.com/x.tgz".into(),
+        relative_dest: "local/../../../etc".into(),
+        ..drover_structs::TaskArtifact::default()
+    });
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+    let state = state_of(&runner, "web");
+    let failed = events_of(&state, "Failed Validation");
+    assert_eq!(failed.len(), 1);
+    assert!(
+        failed[0].validation_error.contains("artifact (0)"),
+        "{}",
+        failed[0].validation_error
+    );
+    assert!(harness.driver.log().starts.is_empty());
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_FAILED);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kill_interrupted_by_an_agent_crash_is_finished_on_restore() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({"ignore_signals": true}))],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let alloc_id = alloc.id.clone();
+    let first = start(&harness, alloc);
+    wait_until(&first, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    // The kill intent is persisted, then the agent goes away before the kill completes.
+    let killing = first.clone();
+    let kill = tokio::spawn(async move { killing.stop().await });
+    wait_until(&first, |runner| {
+        runner.task_runner("web").map(|task| task.phase()) == Some(TaskPhase::Killing)
+    })
+    .await;
+    first.shutdown().await;
+    kill.abort();
+
+    let second = AllocRunner::restore(harness.deps.clone(), &alloc_id)
+        .unwrap()
+        .unwrap();
+    second.run();
+    second.wait_all_tasks_dead().await;
+    let state = state_of(&second, "web");
+    assert_eq!(count(&state, "Killed"), 1, "{:?}", event_types(&state));
+    assert_eq!(count(&state, "Started"), 1);
+    assert_eq!(harness.driver.log().starts.len(), 1);
+    // One kill from each agent: the second finished what the first began.
+    assert_eq!(harness.driver.log().kills.len(), 2);
+    assert!(harness.driver.live_pids().is_empty());
+}
+
+#[test]
+fn restart_backoff_is_read_from_meta() {
+    let mut task = fake_task("web", json!({}));
+    task.meta.insert(
+        crate::taskrunner::META_RESTART_BACKOFF_FACTOR.into(),
+        "2".into(),
+    );
+    task.meta.insert(
+        crate::taskrunner::META_RESTART_MAX_DELAY.into(),
+        "1m".into(),
+    );
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task.clone()],
+        restart_policy(3, Duration::from_secs(5), Duration::from_secs(600), "delay"),
+    );
+    let settings = crate::taskrunner::restart_policy_settings(&alloc, &task);
+    assert_eq!(settings.attempts, 3);
+    assert_eq!(settings.delay, Duration::from_secs(5));
+    assert_eq!(
+        settings.mode,
+        crate::taskrunner::restarts::RestartMode::Delay
+    );
+    assert_eq!(
+        settings.backoff,
+        Some(crate::taskrunner::restarts::RestartBackoff {
+            factor: 2.0,
+            max_delay: Duration::from_secs(60)
+        })
+    );
+    let plain = fake_task("plain", json!({}));
+    assert_eq!(
+        crate::taskrunner::restart_policy_settings(&alloc, &plain).backoff,
+        None
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_in_place_update_reaches_the_next_start() {
+    let harness = harness();
+    let mut task = fake_task("web", json!({}));
+    task.env.insert("VERSION".into(), "1".into());
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc.clone());
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+
+    let mut updated = alloc;
+    if let Some(job) = updated.job.as_deref_mut() {
+        job.version = 1;
+        job.task_groups[0].tasks[0]
+            .env
+            .insert("VERSION".into(), "2".into());
+    }
+    runner.update(updated).await.unwrap();
+    runner
+        .restart_task("web", "User requested restart")
+        .await
+        .unwrap();
+    wait_until(&runner, |runner| {
+        count(&state_of(runner, "web"), "Started") == 2
+    })
+    .await;
+    let specs = harness.driver.log().specs;
+    assert_eq!(specs[0].env.get("VERSION").map(String::as_str), Some("1"));
+    assert_eq!(specs[1].env.get("VERSION").map(String::as_str), Some("2"));
+    runner.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn group_shutdown_delay_is_waited_before_killing() {
+    let harness = harness();
+    let mut alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({}))],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    if let Some(job) = alloc.job.as_deref_mut() {
+        job.task_groups[0].shutdown_delay = Some(DurationNs::from_secs(10));
+    }
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let began = tokio::time::Instant::now();
+    runner.stop().await;
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_secs(10) && took < Duration::from_secs(11),
+        "{took:?}"
+    );
+    let state = state_of(&runner, "web");
+    let types = event_types(&state);
+    let waiting = types
+        .iter()
+        .position(|kind| kind == "Waiting for shutdown delay");
+    let killing = types.iter().position(|kind| kind == "Killing");
+    assert!(waiting.is_some() && waiting < killing, "{types:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn restart_all_tasks_does_not_wait_on_tasks_that_have_not_started() {
+    let harness = harness();
+    let tasks = vec![
+        with_lifecycle(
+            fake_task("init", json!({"run_for": "1h"})),
+            "prestart",
+            false,
+        ),
+        fake_task("main", json!({"run_for": "1s"})),
+    ];
+    let alloc = alloc_with_tasks(
+        "batch",
+        tasks,
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "init").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let restarted = tokio::time::timeout(
+        Duration::from_secs(60),
+        runner.restart_all_tasks("User requested restart"),
+    )
+    .await;
+    assert!(matches!(restarted, Ok(Ok(()))), "{restarted:?}");
+    wait_until(&runner, |runner| {
+        count(&state_of(runner, "init"), "Started") == 2
+    })
+    .await;
+    assert_eq!(count(&state_of(&runner, "main"), "Started"), 0);
+    runner.stop().await;
+    assert!(harness.driver.live_pids().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn done_prestart_hooks_are_not_rerun_by_a_restored_runner() {
+    let harness = harness();
+    let mut task = fake_task("web", json!({"run_for": "1s"}));
+    task.dispatch_payload = Some(DispatchPayloadConfig {
+        file: "payload.bin".into(),
+    });
+    let mut alloc = alloc_with_tasks(
+        "batch",
+        vec![task],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    if let Some(job) = alloc.job.as_deref_mut() {
+        job.payload = drover_structs::Bytes(snap::raw::Encoder::new().compress_vec(b"x").unwrap());
+    }
+    let alloc_id = alloc.id.clone();
+    let first = start(&harness, alloc);
+    first.wait_all_tasks_dead().await;
+    let payload_file = harness.driver.log().specs[0]
+        .task_dir
+        .local_dir
+        .join("payload.bin");
+    assert!(payload_file.is_file());
+    first.shutdown().await;
+    std::fs::remove_file(&payload_file).unwrap();
+
+    let second = AllocRunner::restore(harness.deps.clone(), &alloc_id)
+        .unwrap()
+        .unwrap();
+    second.run();
+    second
+        .restart_all_tasks("User requested restart")
+        .await
+        .unwrap();
+    wait_until(&second, |runner| {
+        runner.all_tasks_dead() && count(&state_of(runner, "web"), "Started") == 2
+    })
+    .await;
+    assert!(
+        !payload_file.exists(),
+        "the done dispatch payload hook ran again"
+    );
+    // The task dir hook is not done (it re-checks the layout) but does not announce a rebuild.
+    assert_eq!(count(&state_of(&second, "web"), "Task Setup"), 1);
+}
+
+/// The same policy test against `drover-driver`'s mock driver, through the real adapter.
+#[tokio::test(start_paused = true)]
+async fn the_mock_driver_through_the_adapter_follows_the_restart_policy() {
+    let mut harness = harness();
+    harness.deps.task.drivers = Arc::new(crate::taskrunner::drivers::default_driver_catalog(
+        drover_driver::raw_exec::RawExecConfig::default(),
+    ));
+    let mut task = fake_task("web", json!({"run_for": "100ms", "exit_code": 1}));
+    task.driver = "mock_driver".into();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(1800), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+    let state = state_of(&runner, "web");
+    assert_eq!(count(&state, "Started"), 3, "{:?}", event_types(&state));
+    assert_eq!(count(&state, "Restarting"), 2);
+    assert_eq!(count(&state, "Not Restarting"), 1);
+    assert_eq!(events_of(&state, "Terminated")[0].exit_code, 1);
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_FAILED);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_mock_driver_is_killed_within_its_kill_timeout() {
+    let mut harness = harness();
+    harness.deps.task.drivers = Arc::new(crate::taskrunner::drivers::default_driver_catalog(
+        drover_driver::raw_exec::RawExecConfig::default(),
+    ));
+    let mut task = fake_task("web", json!({"run_for": "1h", "kill_after": "10s"}));
+    task.driver = "mock_driver".into();
+    task.kill_timeout = DurationNs::from_secs(3);
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let began = tokio::time::Instant::now();
+    runner.stop().await;
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    let state = state_of(&runner, "web");
+    assert_eq!(events_of(&state, "Terminated")[0].signal, 9);
+    assert_eq!(count(&state, "Killed"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn creating_a_runner_twice_for_the_same_alloc_does_not_start_twice() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({}))],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let first = start(&harness, alloc.clone());
+    wait_until(&first, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    first.shutdown().await;
+    let second = start(&harness, alloc);
+    wait_until(&second, |runner| {
+        runner.status().client_status == ALLOC_CLIENT_STATUS_RUNNING
+    })
+    .await;
+    assert_eq!(harness.driver.log().starts.len(), 1);
+    assert_eq!(count(&state_of(&second, "web"), "Received"), 1);
+    second.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_sink_sees_each_client_status_change_flagged_once() {
+    let harness = harness();
+    let mut task = fake_task("web", json!({"run_for": "2s"}));
+    task.log_config = Some(drover_structs::LogConfig {
+        max_files: 3,
+        max_file_size_mb: 1,
+        disabled: false,
+    });
+    let alloc = alloc_with_tasks(
+        "batch",
+        vec![task],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+    let updates = lock(&harness.sink.updates).clone();
+    let changes: Vec<&str> = updates
+        .iter()
+        .filter(|update| update.client_status_changed)
+        .map(|update| update.client_status.as_str())
+        .collect();
+    assert_eq!(changes, vec!["pending", "running", "complete"]);
+    assert!(
+        updates.len() > changes.len(),
+        "non-urgent updates are sent too"
+    );
+    assert!(
+        updates
+            .iter()
+            .all(|update| update.alloc_id == runner.alloc_id())
+    );
+    let spec = &harness.driver.log().specs[0];
+    assert_eq!(spec.log_rotation.max_files, 3);
+    assert_eq!(spec.log_rotation.max_file_size_bytes, 1024 * 1024);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_runner_that_never_ran_can_be_destroyed() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({}))],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = AllocRunner::new(harness.deps.clone(), alloc).unwrap();
+    tokio::time::timeout(Duration::from_secs(60), runner.destroy())
+        .await
+        .expect("destroy does not hang")
+        .unwrap();
+    assert!(harness.driver.log().starts.is_empty());
+    assert!(harness.deps.task.state_db.alloc_ids().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_delay_interrupted_by_an_agent_restart_is_waited_out() {
+    let harness = harness();
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({"run_for": "1s", "exit_code": 1}))],
+        restart_policy(3, Duration::from_secs(20), Duration::from_secs(600), "fail"),
+    );
+    let alloc_id = alloc.id.clone();
+    let first = start(&harness, alloc);
+    wait_until(&first, |runner| {
+        count(&state_of(runner, "web"), "Restarting") == 1
+    })
+    .await;
+    let restarting_at = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    first.shutdown().await;
+
+    let second = AllocRunner::restore(harness.deps.clone(), &alloc_id)
+        .unwrap()
+        .unwrap();
+    second.run();
+    wait_until(&second, |runner| {
+        count(&state_of(runner, "web"), "Started") == 2
+    })
+    .await;
+    let waited = restarting_at.elapsed();
+    assert!(
+        waited >= Duration::from_secs(20),
+        "restarted after only {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(26), "{waited:?}");
+    assert_eq!(harness.driver.log().starts.len(), 2);
+    second.stop().await;
+}

@@ -1,0 +1,353 @@
+//! The task hook pipeline: a [`TaskHook`] names itself and opts into capabilities —
+//! [`PrestartHook`], [`PoststartHook`], [`PreKillHook`], [`ExitedHook`], [`UpdateHook`],
+//! [`StopHook`] — each called with a cancellation token, a request and a response.
+//!
+//! [`build_task_hooks`] is the one place that decides which hooks a task gets, in order. Hooks
+//! never see the runner: they get narrow handles ([`TaskEventEmitter`], [`TaskLifecycleHandle`],
+//! [`TaskEnvCell`]). A prestart hook returns state to keep and may say `done`; the runner
+//! persists both after each success, and a `done` hook is skipped on later starts, including by
+//! an agent that restored the task. Stop hooks run each time the task ends up dead (it may run
+//! again on an AllTasks restart) and must be idempotent.
+//!
+//! Later hooks (artifacts, templates, services, identity) slot in by implementing the
+//! capabilities they need and being added in [`build_task_hooks`]; the runner does not change.
+//!
+//! **Not** here: the order of capabilities in the task's life (the run loop decides) or how
+//! state is stored (the runner persists it in the state db).
+
+pub mod dispatch_payload;
+pub mod env;
+pub mod logs;
+pub mod task_dir;
+pub mod validate;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use drover_structs::{Allocation, Task, TaskEvent};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::allocdir::{AllocDir, TaskDir};
+use crate::clock::SharedClock;
+use crate::config::ClientConfig;
+use crate::taskenv::TaskEnv;
+use crate::taskrunner::driver::{LogRotation, TaskExit};
+
+/// A boxed, sendable hook future (the capability traits are object safe).
+pub type HookFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// How a hook failure is handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookErrorKind {
+    /// "Task hook failed"; the restart policy may retry.
+    Recoverable,
+    /// "Task hook failed"; the task is not restarted.
+    Unrecoverable,
+    /// "Failed Validation"; the task fails without a restart.
+    Validation,
+    /// "Setup Failure"; the task fails without a restart.
+    Setup,
+}
+
+/// A hook's failure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct HookError {
+    pub kind: HookErrorKind,
+    pub message: String,
+}
+
+impl HookError {
+    pub fn new(kind: HookErrorKind, message: impl Into<String>) -> Self {
+        HookError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// What a prestart hook persisted last time.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PersistedHookState {
+    pub data: BTreeMap<String, String>,
+    pub done: bool,
+}
+
+/// Emits task events (timestamped, persisted, reported) on behalf of a hook.
+#[derive(Clone)]
+pub struct TaskEventEmitter {
+    emit: Arc<dyn Fn(TaskEvent) + Send + Sync>,
+    clock: SharedClock,
+}
+
+impl std::fmt::Debug for TaskEventEmitter {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("TaskEventEmitter")
+    }
+}
+
+impl TaskEventEmitter {
+    pub fn new(emit: Arc<dyn Fn(TaskEvent) + Send + Sync>, clock: SharedClock) -> Self {
+        TaskEventEmitter { emit, clock }
+    }
+
+    /// A new event of `event_type` stamped now.
+    pub fn event(&self, event_type: &str) -> TaskEvent {
+        TaskEvent::new(event_type, self.clock.now_unix_nanos())
+    }
+
+    pub fn emit(&self, event: TaskEvent) {
+        (self.emit)(event);
+    }
+}
+
+/// Requests a hook may make of its task's life (restart, signal, kill), without waiting.
+pub trait TaskLifecycleRequests: Send + Sync + std::fmt::Debug {
+    fn request_restart(&self, source: &str, reason: &str, failure: bool);
+    fn request_signal(&self, source: &str, reason: &str, signal: &str);
+    fn request_kill(&self, source: &str, reason: &str, fail: bool);
+}
+
+/// The lifecycle handle hooks get.
+pub type TaskLifecycleHandle = Arc<dyn TaskLifecycleRequests>;
+
+/// The task's current environment: the base built by the env hook plus what other prestart
+/// hooks added. The runner reads it to build the launch spec; hooks read it from requests.
+#[derive(Debug, Clone, Default)]
+pub struct TaskEnvCell(Arc<Mutex<TaskEnvCellInner>>);
+
+#[derive(Debug, Clone, Default)]
+struct TaskEnvCellInner {
+    base: TaskEnv,
+    added_by_hooks: BTreeMap<String, String>,
+}
+
+impl TaskEnvCell {
+    fn with_inner<T>(&self, action: impl FnOnce(&mut TaskEnvCellInner) -> T) -> T {
+        match self.0.lock() {
+            Ok(mut guard) => action(&mut guard),
+            Err(poisoned) => action(&mut poisoned.into_inner()),
+        }
+    }
+
+    /// The merged environment.
+    pub fn get(&self) -> TaskEnv {
+        self.with_inner(|inner| {
+            let mut env = inner.base.clone();
+            env.env.extend(inner.added_by_hooks.clone());
+            env
+        })
+    }
+
+    /// Replaces the base (NOMAD_* variables and the task's env block).
+    pub fn set_base(&self, base: TaskEnv) {
+        self.with_inner(|inner| inner.base = base);
+    }
+
+    /// Adds variables returned by a prestart hook.
+    pub fn add_from_hook(&self, variables: &BTreeMap<String, String>) {
+        self.with_inner(|inner| inner.added_by_hooks.extend(variables.clone()));
+    }
+}
+
+/// Input of a prestart hook.
+#[derive(Debug, Clone)]
+pub struct PrestartRequest {
+    pub alloc: Arc<Allocation>,
+    pub task: Arc<Task>,
+    pub task_dir: TaskDir,
+    /// The environment as built so far (the env hook runs first).
+    pub task_env: TaskEnv,
+    /// What this hook returned last time (copy what should be kept into the response).
+    pub previous_state: BTreeMap<String, String>,
+}
+
+/// Output of a prestart hook.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PrestartResponse {
+    /// Variables added to the task's environment.
+    pub env: BTreeMap<String, String>,
+    /// State to persist for the next call.
+    pub state: BTreeMap<String, String>,
+    /// The hook finished for good; it is not called again for this task.
+    pub done: bool,
+    /// Log rotation for the driver.
+    pub log_rotation: Option<LogRotation>,
+}
+
+/// Input of a poststart hook.
+#[derive(Debug, Clone)]
+pub struct PoststartRequest {
+    pub task_env: TaskEnv,
+    pub pid: Option<u32>,
+}
+
+/// Output of a poststart hook.
+#[derive(Debug, Clone, Default)]
+pub struct PoststartResponse;
+
+/// Input of a pre-kill hook.
+#[derive(Debug, Clone, Default)]
+pub struct PreKillRequest;
+
+/// Output of a pre-kill hook.
+#[derive(Debug, Clone, Default)]
+pub struct PreKillResponse;
+
+/// Input of an exited hook.
+#[derive(Debug, Clone)]
+pub struct ExitedRequest {
+    pub exit: Option<TaskExit>,
+}
+
+/// Output of an exited hook.
+#[derive(Debug, Clone, Default)]
+pub struct ExitedResponse;
+
+/// Input of an update hook.
+#[derive(Debug, Clone)]
+pub struct UpdateRequest {
+    pub alloc: Arc<Allocation>,
+    pub task_env: TaskEnv,
+}
+
+/// Output of an update hook.
+#[derive(Debug, Clone, Default)]
+pub struct UpdateResponse;
+
+/// Input of a stop hook.
+#[derive(Debug, Clone)]
+pub struct StopRequest {
+    /// Read-only: what prestart persisted.
+    pub existing_state: BTreeMap<String, String>,
+}
+
+/// Output of a stop hook.
+#[derive(Debug, Clone, Default)]
+pub struct StopResponse;
+
+/// A hook's result.
+pub type HookResult = Result<(), HookError>;
+
+/// Runs before every start (skipped once `done`).
+pub trait PrestartHook: Send + Sync {
+    fn prestart<'a>(
+        &'a self,
+        cancel: &'a CancellationToken,
+        request: &'a PrestartRequest,
+        response: &'a mut PrestartResponse,
+    ) -> HookFuture<'a, HookResult>;
+}
+
+/// Runs after each successful start.
+pub trait PoststartHook: Send + Sync {
+    fn poststart<'a>(
+        &'a self,
+        cancel: &'a CancellationToken,
+        request: &'a PoststartRequest,
+        response: &'a mut PoststartResponse,
+    ) -> HookFuture<'a, HookResult>;
+}
+
+/// Runs right before the task is killed or restarted.
+pub trait PreKillHook: Send + Sync {
+    fn pre_kill<'a>(
+        &'a self,
+        cancel: &'a CancellationToken,
+        request: &'a PreKillRequest,
+        response: &'a mut PreKillResponse,
+    ) -> HookFuture<'a, HookResult>;
+}
+
+/// Runs after each exit, restarted or not.
+pub trait ExitedHook: Send + Sync {
+    fn exited<'a>(
+        &'a self,
+        cancel: &'a CancellationToken,
+        request: &'a ExitedRequest,
+        response: &'a mut ExitedResponse,
+    ) -> HookFuture<'a, HookResult>;
+}
+
+/// Runs when the server updates the allocation.
+pub trait UpdateHook: Send + Sync {
+    fn update<'a>(
+        &'a self,
+        cancel: &'a CancellationToken,
+        request: &'a UpdateRequest,
+        response: &'a mut UpdateResponse,
+    ) -> HookFuture<'a, HookResult>;
+}
+
+/// Runs whenever the task ends up dead (it may still run again on an AllTasks restart). Idempotent.
+pub trait StopHook: Send + Sync {
+    fn stop<'a>(
+        &'a self,
+        cancel: &'a CancellationToken,
+        request: &'a StopRequest,
+        response: &'a mut StopResponse,
+    ) -> HookFuture<'a, HookResult>;
+}
+
+/// A task hook: a name plus the capabilities it implements.
+pub trait TaskHook: Send + Sync {
+    /// Stable name; the key of its persisted state.
+    fn name(&self) -> &'static str;
+
+    fn as_prestart(&self) -> Option<&dyn PrestartHook> {
+        None
+    }
+    fn as_poststart(&self) -> Option<&dyn PoststartHook> {
+        None
+    }
+    fn as_pre_kill(&self) -> Option<&dyn PreKillHook> {
+        None
+    }
+    fn as_exited(&self) -> Option<&dyn ExitedHook> {
+        None
+    }
+    fn as_update(&self) -> Option<&dyn UpdateHook> {
+        None
+    }
+    fn as_stop(&self) -> Option<&dyn StopHook> {
+        None
+    }
+}
+
+/// What [`build_task_hooks`] gives hooks.
+#[derive(Debug, Clone)]
+pub struct TaskHookContext {
+    pub config: Arc<ClientConfig>,
+    pub alloc_dir: AllocDir,
+    pub task_dir: TaskDir,
+    pub events: TaskEventEmitter,
+    pub lifecycle: TaskLifecycleHandle,
+    pub env_cell: TaskEnvCell,
+    pub env_inputs: env::EnvHookInputs,
+}
+
+/// The hooks of `task`, in the order they run. The env hook comes first so later hooks can
+/// interpolate `${…}` (validation checks interpolated destinations).
+pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn TaskHook>> {
+    let mut hooks: Vec<Arc<dyn TaskHook>> = vec![
+        Arc::new(env::EnvHook::new(
+            context.env_cell.clone(),
+            context.env_inputs.clone(),
+        )),
+        Arc::new(validate::ValidateHook::new(context.config.clone())),
+        Arc::new(task_dir::TaskDirHook::new(
+            context.config.clone(),
+            context.alloc_dir.clone(),
+            context.task_dir.clone(),
+            context.events.clone(),
+        )),
+        Arc::new(logs::LogsHook),
+    ];
+    if task.dispatch_payload.is_some() {
+        hooks.push(Arc::new(dispatch_payload::DispatchPayloadHook));
+    }
+    hooks
+}

@@ -1,0 +1,751 @@
+//! The task runner: drives one task of an allocation through its lifecycle — start gate,
+//! prestart hooks, driver start, poststart hooks, wait, exit handling with the restart tracker,
+//! kill — persisting every transition in the client state db before acting on or reporting it.
+//!
+//! The lifecycle is the state machine of [`state`] (diagram there): an illegal transition is an
+//! [`IllegalTransition`] error, never a silent no-op. The run loop lives in `run_loop.rs`, the kill
+//! procedure in `kill.rs`, the restart rules in [`restarts`], and the hook pipeline in [`hooks`].
+//!
+//! Two cancellations, never confused:
+//! - **kill** ([`TaskRunner::kill`]): stop the task — pre-kill hooks, shutdown delay, kill
+//!   signal to the whole tree, `kill_timeout` (capped by `max_kill_timeout`), SIGKILL; the task
+//!   is dead and runs again only on an AllTasks restart ([`TaskRunner::destroy`] ends the
+//!   runner);
+//! - **agent shutdown** (the alloc's shutdown token): stop driving the task and leave it running;
+//!   the persisted handle lets the next agent re-attach ([`TaskRunner::restore`]).
+//!
+//! **Not** here: ordering between tasks (the alloc runner's coordinator) or how tasks run (the
+//! driver, behind [`driver::TaskDriver`]).
+
+pub mod driver;
+pub mod drivers;
+pub mod hooks;
+mod kill;
+pub mod restarts;
+mod run_loop;
+pub mod state;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use drover_structs::{Allocation, Node, Task, TaskEvent, TaskState};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::allocdir::{AllocDir, AllocDirError, TaskDir};
+use crate::clock::SharedClock;
+use crate::config::ClientConfig;
+use crate::state_db::{StateDb, StateDbError, TaskRecordPart};
+use crate::taskrunner::driver::{DriverCatalog, PersistedTaskHandle};
+use crate::taskrunner::hooks::PersistedHookState;
+use crate::taskrunner::restarts::{
+    RestartBackoff, RestartMode, RestartPolicySettings, RestartTracker, RestartTrackerState,
+};
+pub use crate::taskrunner::state::{IllegalTransition, TaskLifecycle, TaskPhase};
+
+/// Task meta key (task, then group, then job meta) enabling drover's exponential restart
+/// backoff: the factor, for example `"2"`.
+pub const META_RESTART_BACKOFF_FACTOR: &str = "drover.restart.backoff_factor";
+/// Task meta key: the cap of the backed-off delay, a Go duration such as `"5m"`.
+pub const META_RESTART_MAX_DELAY: &str = "drover.restart.max_delay";
+
+/// Errors of task runner operations.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskRunnerError {
+    #[error("task {task:?} is not running")]
+    TaskNotRunning { task: String },
+    #[error("task {task:?} has finished and cannot run again")]
+    TaskFinished { task: String },
+    #[error("task {task:?} not found in task group {group:?}")]
+    TaskNotInGroup { task: String, group: String },
+    #[error("allocation {alloc_id} has no job")]
+    MissingJob { alloc_id: String },
+    #[error("stats of task {task:?} unavailable: {message}")]
+    StatsUnavailable { task: String, message: String },
+    #[error("signal to task {task:?} failed: {message}")]
+    SignalFailed { task: String, message: String },
+    #[error(transparent)]
+    AllocDir(#[from] AllocDirError),
+    #[error(transparent)]
+    State(#[from] StateDbError),
+    #[error(transparent)]
+    Transition(#[from] IllegalTransition),
+}
+
+/// What a task runner persists besides its `TaskState` (record part `local`). Fields are only
+/// ever added, with defaults, so older records still read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TaskLocalState {
+    /// Prestart hook state and `done` flags, by hook name.
+    pub hooks: BTreeMap<String, PersistedHookState>,
+    /// Restart tracker counters.
+    pub restart_tracker: Option<RestartTrackerState>,
+    /// The running task's driver handle; present from the moment start returned until the exit
+    /// has been recorded and the driver cleaned up.
+    pub handle: Option<PersistedTaskHandle>,
+    /// The runner was destroyed (alloc GC); it never runs again.
+    pub destroyed: bool,
+    /// When a pending restart is due (wall clock, Unix nanoseconds), so an agent restarted
+    /// during a restart delay waits out the rest of it instead of starting at once.
+    pub restart_due_unix_nanos: Option<i64>,
+}
+
+/// What every task runner of a client shares.
+#[derive(Debug, Clone)]
+pub struct TaskRunnerDeps {
+    pub config: Arc<ClientConfig>,
+    pub clock: SharedClock,
+    pub state_db: Arc<StateDb>,
+    pub drivers: Arc<dyn DriverCatalog>,
+    pub node: Arc<Node>,
+    /// The agent's region (NOMAD_REGION when the job has none).
+    pub region: String,
+    /// Seed for restart jitter; each task mixes in its name.
+    pub jitter_seed: u64,
+}
+
+/// The per-task inputs of [`TaskRunner::new`] and [`TaskRunner::restore`].
+#[derive(Debug)]
+pub struct TaskRunnerArgs {
+    pub deps: TaskRunnerDeps,
+    pub alloc: Arc<Allocation>,
+    pub task: Task,
+    pub alloc_dir: AllocDir,
+    /// Opened by the alloc runner's coordinator when this task may start.
+    pub start_gate: watch::Receiver<bool>,
+    /// Receives the task name whenever its state changes.
+    pub state_changed: mpsc::UnboundedSender<String>,
+    /// Cancelled when the agent shuts down (tasks are left running).
+    pub agent_shutdown: CancellationToken,
+}
+
+pub(crate) enum TaskCommand {
+    Restart {
+        event: TaskEvent,
+        failure: bool,
+        reply: oneshot::Sender<Result<(), TaskRunnerError>>,
+    },
+    ForceRestart {
+        event: TaskEvent,
+        reply: oneshot::Sender<Result<(), TaskRunnerError>>,
+    },
+    Signal {
+        event: TaskEvent,
+        signal: String,
+        reply: oneshot::Sender<Result<(), TaskRunnerError>>,
+    },
+}
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        // A panic while holding one of these locks leaves plain data behind; keep going.
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// State shared by the run loop, the handle and the hooks' handles.
+pub(crate) struct TaskRunnerShared {
+    pub(crate) alloc_id: String,
+    pub(crate) task_name: String,
+    pub(crate) deps: TaskRunnerDeps,
+    pub(crate) alloc: Mutex<Arc<Allocation>>,
+    pub(crate) task: Mutex<Arc<Task>>,
+    pub(crate) task_dir: TaskDir,
+    pub(crate) alloc_dir: AllocDir,
+    pub(crate) lifecycle: Mutex<TaskLifecycle>,
+    pub(crate) local: Mutex<TaskLocalState>,
+    pub(crate) tracker: Mutex<RestartTracker>,
+    pub(crate) state_changed: mpsc::UnboundedSender<String>,
+    /// Cancelled to kill the current life of the task; replaced when a dead task runs again.
+    pub(crate) kill_token: Mutex<CancellationToken>,
+    /// Cancelled when the runner is destroyed (after its task was killed).
+    pub(crate) destroy_token: CancellationToken,
+    pub(crate) agent_shutdown: CancellationToken,
+    pub(crate) phase_watch: watch::Sender<TaskPhase>,
+    pub(crate) commands: mpsc::UnboundedSender<TaskCommand>,
+    pub(crate) run_loop_exited: watch::Sender<bool>,
+    pub(crate) env_cell: hooks::TaskEnvCell,
+    pub(crate) hooks: std::sync::OnceLock<Vec<Arc<dyn hooks::TaskHook>>>,
+}
+
+impl std::fmt::Debug for TaskRunnerShared {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("TaskRunnerShared")
+            .field("alloc_id", &self.alloc_id)
+            .field("task_name", &self.task_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TaskRunnerShared {
+    pub(crate) fn now(&self) -> i64 {
+        self.deps.clock.now_unix_nanos()
+    }
+
+    pub(crate) fn event(&self, event_type: &str) -> TaskEvent {
+        TaskEvent::new(event_type, self.now())
+    }
+
+    pub(crate) fn phase(&self) -> TaskPhase {
+        lock(&self.lifecycle).phase
+    }
+
+    pub(crate) fn kill_token(&self) -> CancellationToken {
+        lock(&self.kill_token).clone()
+    }
+
+    pub(crate) fn task(&self) -> Arc<Task> {
+        lock(&self.task).clone()
+    }
+
+    pub(crate) fn alloc(&self) -> Arc<Allocation> {
+        lock(&self.alloc).clone()
+    }
+
+    /// Applies a phase change and/or an event, persists the task state, then reports it.
+    pub(crate) fn record(
+        &self,
+        to: Option<TaskPhase>,
+        event: Option<TaskEvent>,
+    ) -> Result<(), IllegalTransition> {
+        let snapshot = {
+            let mut lifecycle = lock(&self.lifecycle);
+            if let Some(to) = to {
+                lifecycle.move_to(to, self.now())?;
+            }
+            if let Some(event) = event {
+                lifecycle.push_event(event);
+            }
+            lifecycle.clone()
+        };
+        self.phase_watch.send_if_modified(|phase| {
+            let changed = *phase != snapshot.phase;
+            *phase = snapshot.phase;
+            changed
+        });
+        // A phase change is what restore resumes from: flushed before anyone acts on it. An
+        // event alone is informational: it rides along with the next flush.
+        let db = &self.deps.state_db;
+        let persisted = if to.is_some() {
+            db.put_task(
+                &self.alloc_id,
+                &self.task_name,
+                TaskRecordPart::State,
+                &snapshot,
+            )
+        } else {
+            db.put_task_relaxed(
+                &self.alloc_id,
+                &self.task_name,
+                TaskRecordPart::State,
+                &snapshot,
+            )
+        };
+        if let Err(error) = persisted {
+            tracing::error!(alloc_id = %self.alloc_id, task = %self.task_name, %error, "failed to persist task state");
+        }
+        // The alloc runner may be gone (shutting down); nothing to report to then.
+        let _ = self.state_changed.send(self.task_name.clone());
+        Ok(())
+    }
+
+    /// Emits an event without a phase change.
+    pub(crate) fn emit(&self, event: TaskEvent) {
+        // No phase change: cannot be an illegal transition.
+        let _ = self.record(None, Some(event));
+    }
+
+    /// Persists the local state.
+    pub(crate) fn persist_local(&self) -> Result<(), StateDbError> {
+        let snapshot = {
+            let mut local = lock(&self.local);
+            local.restart_tracker = Some(lock(&self.tracker).state());
+            local.clone()
+        };
+        self.deps.state_db.put_task(
+            &self.alloc_id,
+            &self.task_name,
+            TaskRecordPart::Local,
+            &snapshot,
+        )
+    }
+
+    pub(crate) fn persist_local_logged(&self) {
+        if let Err(error) = self.persist_local() {
+            tracing::error!(alloc_id = %self.alloc_id, task = %self.task_name, %error, "failed to persist task local state");
+        }
+    }
+}
+
+/// Lifecycle requests from hooks, routed to the run loop without holding the runner alive.
+#[derive(Debug)]
+struct RunnerLifecycleRequests {
+    shared: std::sync::Weak<TaskRunnerShared>,
+}
+
+impl hooks::TaskLifecycleRequests for RunnerLifecycleRequests {
+    fn request_restart(&self, source: &str, reason: &str, failure: bool) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        let event = shared
+            .event(drover_structs::TASK_RESTART_SIGNAL)
+            .with_restart_reason(&format!("{source}: {reason}"));
+        let (reply, _ignored) = oneshot::channel();
+        let _ = shared.commands.send(TaskCommand::Restart {
+            event,
+            failure,
+            reply,
+        });
+    }
+
+    fn request_signal(&self, source: &str, reason: &str, signal: &str) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        let event = shared
+            .event(drover_structs::TASK_SIGNALING)
+            .with_task_signal(signal)
+            .with_task_signal_reason(&format!("{source}: {reason}"));
+        let (reply, _ignored) = oneshot::channel();
+        let _ = shared.commands.send(TaskCommand::Signal {
+            event,
+            signal: signal.to_string(),
+            reply,
+        });
+    }
+
+    fn request_kill(&self, source: &str, reason: &str, fail: bool) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        let mut event = shared
+            .event(drover_structs::TASK_KILLING)
+            .with_kill_reason(&format!("{source}: {reason}"));
+        if fail {
+            event = event.with_fails_task();
+        }
+        if shared.phase() != TaskPhase::Dead {
+            shared.emit(event);
+            shared.kill_token().cancel();
+        }
+    }
+}
+
+fn hook_context(shared: &Arc<TaskRunnerShared>) -> hooks::TaskHookContext {
+    let weak = Arc::downgrade(shared);
+    let emit_target = weak.clone();
+    let emit: Arc<dyn Fn(TaskEvent) + Send + Sync> = Arc::new(move |event| {
+        if let Some(shared) = emit_target.upgrade() {
+            shared.emit(event);
+        }
+    });
+    let task = shared.task();
+    let alloc = shared.alloc();
+    let region = alloc
+        .job
+        .as_deref()
+        .map(|job| job.region.clone())
+        .filter(|region| !region.is_empty())
+        .unwrap_or_else(|| shared.deps.region.clone());
+    let path_view = if shared.deps.drivers.isolates_filesystem(&task.driver) {
+        crate::taskenv::TaskPathView::Chroot
+    } else {
+        crate::taskenv::TaskPathView::Host
+    };
+    hooks::TaskHookContext {
+        config: shared.deps.config.clone(),
+        alloc_dir: shared.alloc_dir.clone(),
+        task_dir: shared.task_dir.clone(),
+        events: hooks::TaskEventEmitter::new(emit, shared.deps.clock.clone()),
+        lifecycle: Arc::new(RunnerLifecycleRequests { shared: weak }),
+        env_cell: shared.env_cell.clone(),
+        env_inputs: hooks::env::EnvHookInputs {
+            node: shared.deps.node.clone(),
+            region,
+            path_view,
+            task_dir: shared.task_dir.clone(),
+            task_name: task.name.clone(),
+        },
+    }
+}
+
+/// Reads the restart policy of `task` (task level, else group level, else Nomad's defaults for
+/// the job type) plus drover's backoff knobs from meta.
+pub fn restart_policy_settings(alloc: &Allocation, task: &Task) -> RestartPolicySettings {
+    let job = alloc.job.as_deref();
+    let group = job.and_then(|job| job.lookup_task_group(&alloc.task_group));
+    let policy = task
+        .restart_policy
+        .clone()
+        .or_else(|| group.and_then(|group| group.restart_policy.clone()));
+    let is_batch = matches!(alloc.job_type(), "batch" | "sysbatch");
+    let settings = match policy {
+        Some(policy) => RestartPolicySettings {
+            attempts: u32::try_from(policy.attempts).unwrap_or(0),
+            interval: policy.interval.to_std(),
+            delay: policy.delay.to_std(),
+            mode: if policy.mode == drover_structs::RESTART_POLICY_MODE_DELAY {
+                RestartMode::Delay
+            } else {
+                RestartMode::Fail
+            },
+            backoff: None,
+        },
+        // Nomad's defaults (service: 2 in 30m, delay 15s; batch: 3 in 24h, delay 15s; fail).
+        None => RestartPolicySettings {
+            attempts: if is_batch { 3 } else { 2 },
+            interval: std::time::Duration::from_secs(if is_batch { 24 * 3600 } else { 30 * 60 }),
+            delay: std::time::Duration::from_secs(15),
+            mode: RestartMode::Fail,
+            backoff: None,
+        },
+    };
+    let meta_value = |key: &str| {
+        task.meta
+            .get(key)
+            .or_else(|| group.and_then(|group| group.meta.get(key)))
+            .or_else(|| job.and_then(|job| job.meta.get(key)))
+            .cloned()
+    };
+    let backoff = meta_value(META_RESTART_BACKOFF_FACTOR)
+        .and_then(|factor| factor.trim().parse::<f64>().ok())
+        .filter(|factor| factor.is_finite() && *factor >= 1.0)
+        .map(|factor| RestartBackoff {
+            factor,
+            max_delay: meta_value(META_RESTART_MAX_DELAY)
+                .and_then(|text| drover_structs::DurationNs::parse_go(text.trim()).ok())
+                .map(|duration| duration.to_std())
+                .unwrap_or(std::time::Duration::from_secs(30 * 60)),
+        });
+    RestartPolicySettings {
+        backoff,
+        ..settings
+    }
+}
+
+fn restart_tracker_for(
+    deps: &TaskRunnerDeps,
+    alloc: &Allocation,
+    task: &Task,
+    persisted: Option<RestartTrackerState>,
+) -> RestartTracker {
+    let policy = restart_policy_settings(alloc, task);
+    let on_success = restarts::restarts_on_success(
+        alloc.job_type(),
+        task.lifecycle
+            .as_ref()
+            .map(|lifecycle| lifecycle.hook.as_str()),
+        task.is_sidecar(),
+    );
+    let seed = task.name.bytes().fold(deps.jitter_seed, |seed, byte| {
+        seed.wrapping_mul(31).wrapping_add(u64::from(byte))
+    });
+    let now = deps.clock.now_unix_nanos();
+    match persisted {
+        Some(state) => RestartTracker::restore(policy, on_success, state, now, seed),
+        None => RestartTracker::new(policy, on_success, now, seed),
+    }
+}
+
+/// A handle on one task runner. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct TaskRunner {
+    shared: Arc<TaskRunnerShared>,
+    run_loop_exited: watch::Receiver<bool>,
+}
+
+impl TaskRunner {
+    /// A runner for a task that has never run on this client. Persists its initial state
+    /// ("Received") before returning; [`TaskRunner::spawn`] starts it.
+    pub fn new(args: TaskRunnerArgs) -> Result<(TaskRunner, TaskRunLoop), TaskRunnerError> {
+        let max_events = args.deps.config.max_task_events;
+        let (runner, run_loop) = Self::build(
+            args,
+            TaskLifecycle::new(max_events),
+            TaskLocalState::default(),
+        )?;
+        runner.shared.persist_local()?;
+        let received = runner.shared.event(drover_structs::TASK_RECEIVED);
+        runner.shared.emit(received);
+        Ok((runner, run_loop))
+    }
+
+    /// A runner rebuilt from the state db (agent restart). Returns `None` when the db holds no
+    /// state for the task (the task never got its first record; it is then new).
+    pub fn restore(
+        args: TaskRunnerArgs,
+    ) -> Result<Option<(TaskRunner, TaskRunLoop)>, TaskRunnerError> {
+        let db = args.deps.state_db.clone();
+        let alloc_id = args.alloc.id.clone();
+        let lifecycle: Option<TaskLifecycle> =
+            db.get_task(&alloc_id, &args.task.name, TaskRecordPart::State)?;
+        let local: Option<TaskLocalState> =
+            db.get_task(&alloc_id, &args.task.name, TaskRecordPart::Local)?;
+        let (Some(lifecycle), Some(local)) = (lifecycle, local) else {
+            return Ok(None);
+        };
+        Self::build(args, lifecycle, local).map(Some)
+    }
+
+    fn build(
+        args: TaskRunnerArgs,
+        lifecycle: TaskLifecycle,
+        local: TaskLocalState,
+    ) -> Result<(TaskRunner, TaskRunLoop), TaskRunnerError> {
+        let TaskRunnerArgs {
+            deps,
+            alloc,
+            task,
+            alloc_dir,
+            start_gate,
+            state_changed,
+            agent_shutdown,
+        } = args;
+        let task_dir = alloc_dir.task_dir(&task.name)?;
+        let tracker = restart_tracker_for(&deps, &alloc, &task, local.restart_tracker);
+        let (commands_tx, commands_rx) = mpsc::unbounded_channel();
+        let (exited_tx, exited_rx) = watch::channel(false);
+        let (phase_watch, _) = watch::channel(lifecycle.phase);
+        let shared = Arc::new(TaskRunnerShared {
+            alloc_id: alloc.id.clone(),
+            task_name: task.name.clone(),
+            deps,
+            alloc: Mutex::new(alloc),
+            task: Mutex::new(Arc::new(task)),
+            task_dir,
+            alloc_dir,
+            lifecycle: Mutex::new(lifecycle),
+            local: Mutex::new(local),
+            tracker: Mutex::new(tracker),
+            state_changed,
+            kill_token: Mutex::new(CancellationToken::new()),
+            destroy_token: CancellationToken::new(),
+            phase_watch,
+            agent_shutdown,
+            commands: commands_tx,
+            run_loop_exited: exited_tx,
+            env_cell: hooks::TaskEnvCell::default(),
+            hooks: std::sync::OnceLock::new(),
+        });
+        let hook_list = hooks::build_task_hooks(&shared.task(), &hook_context(&shared));
+        // Freshly created: nobody else can have set the hooks yet.
+        let _ = shared.hooks.set(hook_list);
+        let run_loop = TaskRunLoop::new(shared.clone(), commands_rx, start_gate);
+        Ok((
+            TaskRunner {
+                shared,
+                run_loop_exited: exited_rx,
+            },
+            run_loop,
+        ))
+    }
+
+    /// The task's name.
+    pub fn name(&self) -> &str {
+        &self.shared.task_name
+    }
+
+    /// The task as last updated.
+    pub fn task(&self) -> Arc<Task> {
+        self.shared.task()
+    }
+
+    /// The Nomad task state (with display messages filled in).
+    pub fn task_state(&self) -> TaskState {
+        lock(&self.shared.lifecycle).task_state.clone()
+    }
+
+    /// The lifecycle phase.
+    pub fn phase(&self) -> TaskPhase {
+        self.shared.phase()
+    }
+
+    /// Whether the run loop has exited (runner destroyed, or agent shutdown).
+    pub fn run_loop_exited(&self) -> bool {
+        *self.run_loop_exited.borrow()
+    }
+
+    /// Waits until the run loop exits.
+    pub async fn wait_run_loop_exited(&self) {
+        let mut receiver = self.run_loop_exited.clone();
+        // An error means the sender is gone, which only happens once the loop is over.
+        let _ = receiver.wait_for(|exited| *exited).await;
+    }
+
+    /// Kills the task: emits `event` (a "Killing" event gets its kill timeout filled in), then
+    /// the run loop runs pre-kill hooks, the shutdown delay and the kill itself. Returns once the
+    /// task is dead. A dead task is left alone. The runner stays, so an AllTasks restart can run
+    /// the task again; [`TaskRunner::destroy`] ends it.
+    pub async fn kill(&self, event: TaskEvent) {
+        let mut phase = self.shared.phase_watch.subscribe();
+        if self.run_loop_exited() || *phase.borrow() == TaskPhase::Dead {
+            return;
+        }
+        let task = self.shared.task();
+        let event = if event.r#type == drover_structs::TASK_KILLING {
+            event.with_kill_timeout(
+                task.kill_timeout,
+                drover_structs::DurationNs::from_std(self.shared.deps.config.max_kill_timeout),
+            )
+        } else {
+            event
+        };
+        let kill_token = self.shared.kill_token();
+        if !kill_token.is_cancelled() {
+            self.shared.emit(event);
+            kill_token.cancel();
+        }
+        let mut exited = self.run_loop_exited.clone();
+        tokio::select! {
+            _ = phase.wait_for(|phase| *phase == TaskPhase::Dead) => {}
+            _ = exited.wait_for(|exited| *exited) => {}
+        }
+    }
+
+    /// Ends the runner for good once its task is dead (alloc GC): the run loop exits and the
+    /// task never runs again. Kill first; a live task is left to the caller.
+    pub async fn destroy(&self) {
+        self.shared.destroy_token.cancel();
+        self.wait_run_loop_exited().await;
+    }
+
+    /// Restarts a running task (a "Restart Signaled" event; the task is killed and started
+    /// again at once). `failure` counts the restart against the policy.
+    pub async fn restart(&self, event: TaskEvent, failure: bool) -> Result<(), TaskRunnerError> {
+        if self.shared.phase() != TaskPhase::Running {
+            return Err(TaskRunnerError::TaskNotRunning {
+                task: self.shared.task_name.clone(),
+            });
+        }
+        let (reply, receive) = oneshot::channel();
+        self.send(
+            TaskCommand::Restart {
+                event,
+                failure,
+                reply,
+            },
+            receive,
+        )
+        .await
+    }
+
+    /// Restarts the task whether it is running or dead (AllTasks restart). A dead task runs
+    /// again once its start gate opens.
+    pub async fn force_restart(&self, event: TaskEvent) -> Result<(), TaskRunnerError> {
+        if lock(&self.shared.local).destroyed || self.run_loop_exited() {
+            return Err(TaskRunnerError::TaskFinished {
+                task: self.shared.task_name.clone(),
+            });
+        }
+        let (reply, receive) = oneshot::channel();
+        self.send(TaskCommand::ForceRestart { event, reply }, receive)
+            .await
+    }
+
+    /// Sends `signal` to the running task's whole process tree ("Signaling" event).
+    pub async fn signal(&self, event: TaskEvent, signal: &str) -> Result<(), TaskRunnerError> {
+        if self.shared.phase() != TaskPhase::Running {
+            return Err(TaskRunnerError::TaskNotRunning {
+                task: self.shared.task_name.clone(),
+            });
+        }
+        let (reply, receive) = oneshot::channel();
+        self.send(
+            TaskCommand::Signal {
+                event,
+                signal: signal.to_string(),
+                reply,
+            },
+            receive,
+        )
+        .await
+    }
+
+    async fn send(
+        &self,
+        command: TaskCommand,
+        receive: oneshot::Receiver<Result<(), TaskRunnerError>>,
+    ) -> Result<(), TaskRunnerError> {
+        let not_running = || TaskRunnerError::TaskNotRunning {
+            task: self.shared.task_name.clone(),
+        };
+        self.shared
+            .commands
+            .send(command)
+            .map_err(|_| not_running())?;
+        receive.await.map_err(|_| not_running())?
+    }
+
+    /// Applies an allocation update from the server: the task definition and restart policy
+    /// are replaced for later starts, and update hooks run.
+    pub async fn update(&self, alloc: Arc<Allocation>) {
+        let task = alloc
+            .job
+            .as_deref()
+            .and_then(|job| job.lookup_task_group(&alloc.task_group))
+            .and_then(|group| group.lookup_task(&self.shared.task_name))
+            .cloned();
+        if let Some(task) = task {
+            lock(&self.shared.tracker).set_policy(restart_policy_settings(&alloc, &task));
+            *lock(&self.shared.task) = Arc::new(task);
+        }
+        *lock(&self.shared.alloc) = alloc.clone();
+        run_loop::run_update_hooks(&self.shared, alloc).await;
+    }
+
+    /// The running task's resource usage (its whole process tree).
+    pub async fn stats(&self) -> Result<drover_driver::TaskResourceUsage, TaskRunnerError> {
+        let not_running = || TaskRunnerError::TaskNotRunning {
+            task: self.shared.task_name.clone(),
+        };
+        if self.shared.phase() != TaskPhase::Running {
+            return Err(not_running());
+        }
+        let handle = lock(&self.shared.local)
+            .handle
+            .clone()
+            .ok_or_else(not_running)?;
+        let driver = self
+            .shared
+            .deps
+            .drivers
+            .driver(&handle.driver_name)
+            .ok_or_else(not_running)?;
+        driver
+            .stats(&handle)
+            .await
+            .map_err(|failure| TaskRunnerError::StatsUnavailable {
+                task: self.shared.task_name.clone(),
+                message: failure.message,
+            })
+    }
+
+    /// Records an event on the task (for example "Sibling Task Failed" from the alloc runner).
+    pub fn emit_event(&self, event: TaskEvent) {
+        self.shared.emit(event);
+    }
+
+    /// The persisted local state (for inspection and tests).
+    pub fn local_state(&self) -> TaskLocalState {
+        lock(&self.shared.local).clone()
+    }
+
+    /// Spawns the run loop on the current tokio runtime.
+    pub fn spawn(run_loop: TaskRunLoop) -> tokio::task::JoinHandle<()> {
+        use tracing::Instrument;
+        let span = tracing::info_span!(
+            "task",
+            alloc_id = %run_loop.alloc_id(),
+            task = %run_loop.task_name(),
+            node_id = %run_loop.node_id()
+        );
+        tokio::spawn(run_loop.run().instrument(span))
+    }
+}
+
+pub use run_loop::TaskRunLoop;

@@ -1,0 +1,142 @@
+//! The plan applier: the only writer of allocations (DESIGN invariant 3).
+//!
+//! Workers plan concurrently on snapshots that may be stale by the time their plan arrives, so
+//! the applier re-checks every node the plan places work on against the *current* state, one
+//! plan at a time: the node must still be ready for new placements, and everything that would
+//! run there must fit its capacity. Nodes that fail the check are dropped from the plan (a
+//! partial commit, as Nomad does) and the worker is told to refresh and plan again; the rest
+//! commits in one atomic write.
+//!
+//! Not here: deciding placements (the scheduler) or evaluation bookkeeping (the worker).
+
+use std::collections::{BTreeMap, HashSet};
+
+use drover_scheduler::Plan;
+use drover_scheduler::select::{Usage, allocated_usage, node_capacity};
+use drover_state::{StateSnapshot, StateStore};
+use drover_structs::Allocation;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::{Clock, ServerError};
+
+/// What committing a plan achieved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanResult {
+    /// The index the plan was committed at (the latest index when nothing was written).
+    pub index: u64,
+    /// Nodes whose placements were refused because the state moved under the plan.
+    pub rejected_nodes: Vec<String>,
+}
+
+impl PlanResult {
+    pub fn fully_committed(&self) -> bool {
+        self.rejected_nodes.is_empty()
+    }
+}
+
+pub(crate) struct PlanRequest {
+    pub plan: Plan,
+    pub reply: oneshot::Sender<Result<PlanResult, ServerError>>,
+}
+
+/// Runs the applier loop until every sender is dropped.
+pub(crate) async fn run(
+    state: StateStore,
+    clock: std::sync::Arc<dyn Clock>,
+    mut requests: mpsc::Receiver<PlanRequest>,
+) {
+    while let Some(request) = requests.recv().await {
+        let result = apply(&state, clock.as_ref(), request.plan).await;
+        // The worker may have given up (shutdown); the commit stands either way.
+        let _ = request.reply.send(result);
+    }
+}
+
+/// Checks a plan against the current state and commits what still fits.
+pub(crate) async fn apply(
+    state: &StateStore,
+    clock: &dyn Clock,
+    plan: Plan,
+) -> Result<PlanResult, ServerError> {
+    let snapshot = state.snapshot();
+    let mut rejected_nodes = Vec::new();
+    let mut writes: Vec<Allocation> = Vec::new();
+
+    // Stops always commit: stopping never overcommits a node.
+    let stopping: HashSet<&str> = plan.stops().map(|alloc| alloc.id.as_str()).collect();
+    writes.extend(plan.stops().cloned());
+
+    for (node_id, allocs) in &plan.node_allocation {
+        match node_accepts(&snapshot, node_id, allocs, &stopping) {
+            Ok(()) => writes.extend(allocs.iter().cloned()),
+            Err(reason) => {
+                tracing::debug!(node_id, reason, eval_id = %plan.eval_id, "plan rejected on node");
+                rejected_nodes.push(node_id.clone());
+            }
+        }
+    }
+
+    let index = if writes.is_empty() {
+        state.latest_index()
+    } else {
+        state
+            .upsert_allocs_and_evals(writes, Vec::new(), clock.now_unix_ns())
+            .await?
+    };
+    Ok(PlanResult {
+        index,
+        rejected_nodes,
+    })
+}
+
+/// Whether `node_id` can take `allocs` now. Allocations the plan stops, and earlier versions of
+/// allocations it updates in place, no longer count against the node.
+fn node_accepts(
+    snapshot: &StateSnapshot,
+    node_id: &str,
+    allocs: &[Allocation],
+    stopping: &HashSet<&str>,
+) -> Result<(), &'static str> {
+    let Some(node) = snapshot.node(node_id) else {
+        return Err("node no longer exists");
+    };
+    let existing: BTreeMap<String, std::sync::Arc<Allocation>> = snapshot
+        .allocs_by_node(node_id)
+        .into_iter()
+        .map(|alloc| (alloc.id.clone(), alloc))
+        .collect();
+    let places_new = allocs.iter().any(|alloc| !existing.contains_key(&alloc.id));
+    if places_new && !node.ready_for_scheduling() {
+        return Err("node is not ready for placements");
+    }
+
+    let updated: HashSet<&str> = allocs.iter().map(|alloc| alloc.id.as_str()).collect();
+    let mut used = Usage::default();
+    for alloc in existing.values() {
+        if alloc.terminal_status()
+            || stopping.contains(alloc.id.as_str())
+            || updated.contains(alloc.id.as_str())
+        {
+            continue;
+        }
+        let usage = allocated_usage(alloc);
+        used.cpu += usage.cpu;
+        used.memory_mb += usage.memory_mb;
+    }
+    for alloc in allocs {
+        if alloc.terminal_status() {
+            continue;
+        }
+        let usage = allocated_usage(alloc);
+        used.cpu += usage.cpu;
+        used.memory_mb += usage.memory_mb;
+    }
+    let capacity = node_capacity(&node);
+    if used.cpu > capacity.cpu {
+        return Err("cpu exhausted");
+    }
+    if used.memory_mb > capacity.memory_mb {
+        return Err("memory exhausted");
+    }
+    Ok(())
+}

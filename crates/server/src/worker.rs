@@ -1,0 +1,170 @@
+//! Scheduler workers: take an evaluation from the broker, plan it on a fresh snapshot with the
+//! pure scheduler, hand the plan to the applier, and record the outcome on the evaluation.
+//!
+//! A plan the applier only partly committed (the state moved under it) is planned again on a
+//! fresh snapshot, a bounded number of times. The evaluation then completes with what could not
+//! be placed in `FailedTGAllocs`, and a blocked evaluation is tracked to retry once capacity
+//! changes.
+//!
+//! Not here: placement decisions (the scheduler) or the only writer of allocations (the plan
+//! applier).
+
+use std::sync::Arc;
+
+use drover_scheduler::{Plan, SchedulerOptions};
+use drover_structs::{EVAL_STATUS_BLOCKED, EVAL_STATUS_FAILED, Evaluation};
+use rand::Rng;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::NackOutcome;
+use crate::plan_apply::{PlanRequest, PlanResult};
+use crate::snapshot::SnapshotView;
+use crate::{ServerError, ServerInner};
+
+/// How often a plan is redone when the applier refused part of it.
+const MAX_PLAN_ATTEMPTS: usize = 5;
+
+pub(crate) async fn run(server: Arc<ServerInner>, shutdown: CancellationToken) {
+    loop {
+        let (eval, token) = tokio::select! {
+            () = shutdown.cancelled() => return,
+            next = server.broker.dequeue() => next,
+        };
+        let eval_id = eval.id.clone();
+        match process(&server, eval).await {
+            Ok(()) => {
+                if let Ok(outcome) = server.broker.ack(&eval_id, token) {
+                    server.cancel_superseded(outcome.superseded).await;
+                }
+            }
+            Err(error) => {
+                tracing::warn!(eval_id, %error, "evaluation failed; will retry");
+                match server.broker.nack(&eval_id, token) {
+                    Ok(NackOutcome::DeliveryLimitReached { failed, superseded }) => {
+                        let mut failed = *failed;
+                        failed.status = EVAL_STATUS_FAILED.to_owned();
+                        failed.status_description =
+                            format!("evaluation reached its delivery limit: {error}");
+                        if let Err(error) = server.store_evals(vec![failed]).await {
+                            tracing::error!(eval_id, %error, "could not record the failed evaluation");
+                        }
+                        server.cancel_superseded(superseded).await;
+                    }
+                    Ok(NackOutcome::Requeued) => {}
+                    Err(error) => tracing::error!(eval_id, %error, "nack refused"),
+                }
+            }
+        }
+    }
+}
+
+/// Plans one evaluation to completion.
+async fn process(server: &Arc<ServerInner>, mut eval: Evaluation) -> Result<(), ServerError> {
+    let mut last_plan = None;
+    for _attempt in 0..MAX_PLAN_ATTEMPTS {
+        let snapshot = server.state.snapshot();
+        let snapshot_index = snapshot.latest_index();
+        let options = SchedulerOptions {
+            seed: rand::thread_rng().r#gen(),
+            now_unix_nanos: server.clock.now_unix_ns(),
+            scoring: server.config.scoring,
+        };
+        let mut ids = || uuid::Uuid::new_v4().to_string();
+        let view = SnapshotView(snapshot);
+        let plan = match drover_scheduler::schedule(&view, &eval, &options, &mut ids) {
+            Ok(plan) => plan,
+            Err(error) => {
+                // The scheduler refused the evaluation for good (an unsupported job type, a
+                // malformed job): record why instead of retrying.
+                eval.status = EVAL_STATUS_FAILED.to_owned();
+                eval.status_description = error.to_string();
+                eval.snapshot_index = snapshot_index;
+                server.store_evals(vec![eval]).await?;
+                return Ok(());
+            }
+        };
+        eval.snapshot_index = snapshot_index;
+        let result = if plan.is_no_op() {
+            PlanResult {
+                index: server.state.latest_index(),
+                rejected_nodes: Vec::new(),
+            }
+        } else {
+            submit(server, plan.clone()).await?
+        };
+        let done = result.fully_committed();
+        last_plan = Some(plan);
+        if done {
+            break;
+        }
+        tracing::debug!(eval_id = %eval.id, rejected = ?result.rejected_nodes, "plan partly refused; replanning");
+    }
+    let Some(plan) = last_plan else {
+        return Err(ServerError::Internal("no plan was made".into()));
+    };
+    complete(server, eval, plan).await
+}
+
+async fn submit(server: &ServerInner, plan: Plan) -> Result<PlanResult, ServerError> {
+    let (reply, response) = oneshot::channel();
+    server
+        .plans
+        .send(PlanRequest { plan, reply })
+        .await
+        .map_err(|_| ServerError::Internal("the plan applier has stopped".into()))?;
+    response
+        .await
+        .map_err(|_| ServerError::Internal("the plan applier dropped the plan".into()))?
+}
+
+/// Records the outcome of the final plan on the evaluation and creates the evaluations it asks
+/// for (a blocked one for failed placements, delayed ones for later reschedules). A blocked
+/// evaluation that still cannot place stays blocked and is parked again.
+async fn complete(
+    server: &Arc<ServerInner>,
+    eval: Evaluation,
+    plan: Plan,
+) -> Result<(), ServerError> {
+    let now = server.clock.now_unix_ns();
+    let finished = plan.finished_eval(&eval, now);
+    let blocked = plan.blocked_eval.clone().map(|mut blocked| {
+        blocked.status = EVAL_STATUS_BLOCKED.to_owned();
+        if blocked.previous_eval.is_empty() {
+            blocked.previous_eval = eval.id.clone();
+        }
+        if blocked.create_time == 0 {
+            blocked.create_time = now;
+        }
+        blocked
+    });
+    let mut writes = vec![finished.clone()];
+    writes.extend(blocked.iter().cloned());
+    writes.extend(plan.follow_up_evals.iter().cloned());
+    server.store_evals(writes).await?;
+
+    let stored = |fallback: Evaluation| {
+        server
+            .state
+            .eval(&fallback.id)
+            .map(|eval| (*eval).clone())
+            .unwrap_or(fallback)
+    };
+    let mut parked = Vec::new();
+    if finished.status == EVAL_STATUS_BLOCKED {
+        parked.push(stored(finished.clone()));
+    }
+    if let Some(blocked) = blocked {
+        parked.push(stored(blocked));
+    }
+    for eval in parked {
+        if let Some(superseded) = server.blocked.block(eval) {
+            server.cancel_superseded(vec![superseded]).await;
+        }
+    }
+    for follow_up in plan.follow_up_evals {
+        let follow_up = stored(follow_up);
+        server.enqueue_when_due(follow_up);
+    }
+    Ok(())
+}

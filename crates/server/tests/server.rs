@@ -1,0 +1,344 @@
+//! The server end to end over a real (in-memory) state store and the real scheduler: register →
+//! evaluation → plan → allocations; failed placements and blocked evaluations; deregister; lost
+//! nodes; restart of the server on the same store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use drover_scheduler::testing::{JobBuilder, NodeBuilder};
+use drover_server::{Server, ServerConfig, SystemClock};
+use drover_state::StateStore;
+use drover_structs::{
+    ALLOC_CLIENT_STATUS_FAILED, ALLOC_CLIENT_STATUS_LOST, ALLOC_CLIENT_STATUS_RUNNING,
+    ALLOC_DESIRED_STATUS_RUN, ALLOC_DESIRED_STATUS_STOP, EVAL_STATUS_BLOCKED, EVAL_STATUS_COMPLETE,
+    Evaluation, Job, JobRegisterRequest, NODE_STATUS_DOWN,
+};
+
+fn start(state: StateStore) -> Server {
+    Server::start(ServerConfig::default(), state, Arc::new(SystemClock))
+}
+
+fn register(job: Job) -> JobRegisterRequest {
+    JobRegisterRequest {
+        job: Some(job),
+        ..JobRegisterRequest::default()
+    }
+}
+
+/// Waits (on tokio time, so paused-time tests advance) until `probe` holds.
+async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    for _ in 0..2000 {
+        if let Some(value) = probe() {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn terminal_eval(server: &Server, eval_id: &str) -> Arc<Evaluation> {
+    eventually("the evaluation to finish", || {
+        server
+            .state()
+            .eval(eval_id)
+            .filter(|eval| eval.status != drover_structs::EVAL_STATUS_PENDING)
+    })
+    .await
+}
+
+fn running_allocs(server: &Server, job_id: &str) -> usize {
+    server
+        .state()
+        .allocs_by_job("default", job_id)
+        .iter()
+        .filter(|alloc| alloc.desired_status == ALLOC_DESIRED_STATUS_RUN)
+        .count()
+}
+
+#[tokio::test]
+async fn a_registered_service_job_gets_its_allocations() {
+    let server = start(StateStore::in_memory().await.expect("store"));
+    server
+        .register_node(NodeBuilder::new("node-1").build())
+        .await
+        .expect("node registers");
+    let job = JobBuilder::service("web")
+        .group("app", 3)
+        .task("server", "raw_exec")
+        .resources(100, 64)
+        .build();
+    let response = server
+        .register_job(register(job))
+        .await
+        .expect("registered");
+    assert!(response.index >= 1);
+    let eval = terminal_eval(&server, &response.eval_id).await;
+    assert_eq!(eval.status, EVAL_STATUS_COMPLETE);
+    assert!(eval.failed_tg_allocs.is_empty());
+    assert_eq!(running_allocs(&server, "web"), 3);
+
+    let allocs = server.state().allocs_by_job("default", "web");
+    let mut names: Vec<String> = allocs.iter().map(|alloc| alloc.name.clone()).collect();
+    names.sort();
+    assert_eq!(names, ["web.app[0]", "web.app[1]", "web.app[2]"]);
+    assert!(allocs.iter().all(|alloc| alloc.job.is_some()));
+
+    let (by_node, index) = server
+        .node_allocs("node-1", 0, Duration::from_secs(1))
+        .await
+        .expect("node allocs");
+    assert_eq!(by_node.len(), 3);
+    assert!(index >= 1);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn scaling_up_and_down_adjusts_allocations() {
+    let server = start(StateStore::in_memory().await.expect("store"));
+    server
+        .register_node(NodeBuilder::new("node-1").build())
+        .await
+        .expect("node");
+    for count in [3, 5, 2] {
+        let job = JobBuilder::service("web")
+            .group("app", count)
+            .task("server", "raw_exec")
+            .resources(100, 64)
+            .build();
+        let response = server
+            .register_job(register(job))
+            .await
+            .expect("registered");
+        terminal_eval(&server, &response.eval_id).await;
+        assert_eq!(
+            running_allocs(&server, "web"),
+            count as usize,
+            "count {count}"
+        );
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_job_that_does_not_fit_blocks_until_capacity_appears() {
+    let server = start(StateStore::in_memory().await.expect("store"));
+    server
+        .register_node(NodeBuilder::new("small").resources(1000, 256).build())
+        .await
+        .expect("node");
+    let job = JobBuilder::service("big")
+        .group("app", 1)
+        .task("server", "raw_exec")
+        .resources(500, 1024)
+        .build();
+    let response = server
+        .register_job(register(job))
+        .await
+        .expect("registered");
+    let eval = terminal_eval(&server, &response.eval_id).await;
+    assert_eq!(eval.status, EVAL_STATUS_COMPLETE);
+    let metric = eval
+        .failed_tg_allocs
+        .get("app")
+        .expect("failed placement for app");
+    assert_eq!(metric.nodes_evaluated, 1);
+    assert!(
+        !eval.blocked_eval.is_empty(),
+        "a blocked evaluation is created"
+    );
+    let blocked = server
+        .state()
+        .eval(&eval.blocked_eval)
+        .expect("blocked eval stored");
+    assert_eq!(blocked.status, EVAL_STATUS_BLOCKED);
+    assert_eq!(running_allocs(&server, "big"), 0);
+
+    // A big enough node joins: the blocked evaluation is retried and places the alloc.
+    server
+        .register_node(NodeBuilder::new("large").build())
+        .await
+        .expect("node");
+    eventually("the blocked job to be placed", || {
+        (running_allocs(&server, "big") == 1).then_some(())
+    })
+    .await;
+    let alloc = server.state().allocs_by_job("default", "big")[0].clone();
+    assert_eq!(alloc.node_id, "large");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn deregister_stops_and_purge_removes() {
+    let server = start(StateStore::in_memory().await.expect("store"));
+    server
+        .register_node(NodeBuilder::new("node-1").build())
+        .await
+        .expect("node");
+    let job = JobBuilder::service("web")
+        .group("app", 2)
+        .task("server", "raw_exec")
+        .resources(100, 64)
+        .build();
+    let registered = server
+        .register_job(register(job))
+        .await
+        .expect("registered");
+    terminal_eval(&server, &registered.eval_id).await;
+
+    let stopped = server
+        .deregister_job("default", "web", false)
+        .await
+        .expect("stopped");
+    terminal_eval(&server, &stopped.eval_id).await;
+    let job = server.state().job("default", "web").expect("job kept");
+    assert!(job.stop);
+    assert!(
+        server
+            .state()
+            .allocs_by_job("default", "web")
+            .iter()
+            .all(|alloc| alloc.desired_status == ALLOC_DESIRED_STATUS_STOP)
+    );
+
+    server
+        .deregister_job("default", "web", true)
+        .await
+        .expect("purged");
+    assert!(server.state().job("default", "web").is_none());
+    let missing = server.deregister_job("default", "web", true).await;
+    assert!(matches!(
+        missing,
+        Err(drover_server::ServerError::NotFound(_))
+    ));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_failed_allocation_is_rescheduled_by_a_new_evaluation() {
+    let server = start(StateStore::in_memory().await.expect("store"));
+    server
+        .register_node(NodeBuilder::new("node-1").build())
+        .await
+        .expect("node");
+    let job = JobBuilder::batch("work")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .resources(100, 64)
+        .reschedule_attempts(1)
+        .build();
+    let registered = server
+        .register_job(register(job))
+        .await
+        .expect("registered");
+    terminal_eval(&server, &registered.eval_id).await;
+    let first = server.state().allocs_by_job("default", "work")[0].clone();
+
+    let mut failed = drover_structs::Allocation::clone(&first);
+    failed.client_status = ALLOC_CLIENT_STATUS_FAILED.to_owned();
+    server
+        .update_allocs_from_client(vec![failed])
+        .await
+        .expect("client update");
+    let evals = eventually("an alloc-failure evaluation", || {
+        let evals = server.state().evals_by_job("default", "work");
+        evals
+            .iter()
+            .any(|eval| eval.triggered_by == drover_structs::EVAL_TRIGGER_ALLOC_FAILURE)
+            .then_some(evals)
+    })
+    .await;
+    assert!(evals.len() >= 2);
+    server.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_that_misses_heartbeats_goes_down_and_its_allocs_move() {
+    let server = start(StateStore::in_memory().await.expect("store"));
+    server
+        .register_node(NodeBuilder::new("doomed").build())
+        .await
+        .expect("node");
+    let job = JobBuilder::service("web")
+        .group("app", 1)
+        .task("server", "raw_exec")
+        .resources(100, 64)
+        .build();
+    let registered = server
+        .register_job(register(job))
+        .await
+        .expect("registered");
+    terminal_eval(&server, &registered.eval_id).await;
+    let original = server.state().allocs_by_job("default", "web")[0].clone();
+    assert_eq!(original.node_id, "doomed");
+
+    let mut running = drover_structs::Allocation::clone(&original);
+    running.client_status = ALLOC_CLIENT_STATUS_RUNNING.to_owned();
+    server
+        .update_allocs_from_client(vec![running])
+        .await
+        .expect("client update");
+
+    // Another node keeps heartbeating while "doomed" stays silent past TTL + grace.
+    server
+        .register_node(NodeBuilder::new("healthy").build())
+        .await
+        .expect("node");
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        server.heartbeat_node("healthy").await.expect("heartbeat");
+    }
+    eventually("the silent node to be down", || {
+        server
+            .state()
+            .node("doomed")
+            .filter(|node| node.status == NODE_STATUS_DOWN)
+    })
+    .await;
+    eventually("the alloc to be replaced on the healthy node", || {
+        let allocs = server.state().allocs_by_job("default", "web");
+        let lost = allocs.iter().any(|alloc| {
+            alloc.id == original.id && alloc.client_status == ALLOC_CLIENT_STATUS_LOST
+        });
+        let replaced = allocs.iter().any(|alloc| {
+            alloc.node_id == "healthy" && alloc.desired_status == ALLOC_DESIRED_STATUS_RUN
+        });
+        (lost && replaced).then_some(())
+    })
+    .await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_restarted_server_processes_evaluations_left_pending() {
+    let state = StateStore::in_memory().await.expect("store");
+    let node = NodeBuilder::new("node-1").build();
+    state.upsert_node(node, 1).await.expect("node stored");
+    let job = JobBuilder::service("web")
+        .group("app", 2)
+        .task("server", "raw_exec")
+        .resources(100, 64)
+        .build();
+    let registration = state.upsert_job(job, 1).await.expect("job stored");
+    // An evaluation stored by a server that died before processing it.
+    let eval = Evaluation {
+        id: "0b8c7a51-5f6e-4b1e-9d56-7b7e1a6a0001".into(),
+        namespace: "default".into(),
+        priority: 50,
+        r#type: "service".into(),
+        triggered_by: "job-register".into(),
+        job_id: "web".into(),
+        job_modify_index: registration.job_modify_index,
+        status: "pending".into(),
+        ..Evaluation::default()
+    };
+    state
+        .upsert_evals(vec![eval.clone()], 1)
+        .await
+        .expect("eval stored");
+
+    let server = start(state);
+    let done = terminal_eval(&server, &eval.id).await;
+    assert_eq!(done.status, EVAL_STATUS_COMPLETE);
+    assert_eq!(running_allocs(&server, "web"), 2);
+    server.shutdown().await;
+}

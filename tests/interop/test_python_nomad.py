@@ -1,0 +1,184 @@
+"""Interop: the unchanged `python-nomad` package from PyPI drives a real drover agent.
+
+The agent is the binary named by $DROVER_BIN, started in dev mode on a free port in a temporary
+data dir. Every call goes through python-nomad's own request code, so what it sends and what it
+expects back (status codes, JSON shapes, booleans as `True`/`False`) is what a Nomad user's
+script would send and expect.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+import nomad
+import pytest
+
+JOB_ID = "interop"
+
+
+def wait_for(what, probe, limit=60.0):
+    deadline = time.monotonic() + limit
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def agent():
+    binary = os.environ.get("DROVER_BIN", "target/debug/drover")
+    data_dir = tempfile.mkdtemp(prefix="drover-interop-")
+    process = subprocess.Popen(
+        [binary, "agent", "-dev", f"-data-dir={data_dir}", "-http-port=0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    address = {}
+    ready = threading.Event()
+
+    def read_stdout():
+        for line in process.stdout:
+            match = re.search(r"http://([\d.]+):(\d+)", line)
+            if match and not ready.is_set():
+                address["host"], address["port"] = match.group(1), int(match.group(2))
+                ready.set()
+
+    threading.Thread(target=read_stdout, daemon=True).start()
+    assert ready.wait(60), "the agent printed its HTTP address"
+    client = nomad.Nomad(host=address["host"], port=address["port"], timeout=30)
+    wait_for("the node to register", lambda: client.nodes.get_nodes())
+    yield client
+    try:
+        client.job.deregister_job(JOB_ID, purge=True)
+    except nomad.api.exceptions.BaseNomadException:
+        pass
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=60)
+
+
+def batch_job(job_id, command):
+    return {
+        "Job": {
+            "ID": job_id,
+            "Name": job_id,
+            "Type": "batch",
+            "Datacenters": ["dc1"],
+            "TaskGroups": [
+                {
+                    "Name": "g",
+                    "Count": 1,
+                    "RestartPolicy": {
+                        "Attempts": 0,
+                        "Mode": "fail",
+                        "Interval": 1800000000000,
+                        "Delay": 15000000000,
+                    },
+                    "Tasks": [
+                        {
+                            "Name": "t",
+                            "Driver": "raw_exec",
+                            "Config": {"command": "/bin/sh", "args": ["-c", command]},
+                            "Env": {"FOO": "bar"},
+                            "Resources": {"CPU": 100, "MemoryMB": 64},
+                            "KillTimeout": 5000000000,
+                        }
+                    ],
+                }
+            ],
+        }
+    }
+
+
+def test_agent_status_and_regions(agent):
+    assert agent.status.leader.get_leader()
+    assert isinstance(agent.status.peers.get_peers(), list)
+    assert agent.regions.get_regions() == ["global"]
+    me = agent.agent.get_agent()
+    assert me["config"]["Region"] == "global"
+    members = agent.agent.get_members()
+    assert members["Members"][0]["Status"] == "alive"
+
+
+def test_nodes_list_and_read(agent):
+    nodes = agent.nodes.get_nodes()
+    assert len(nodes) == 1
+    node = agent.node.get_node(nodes[0]["ID"])
+    assert node["Status"] == "ready"
+    assert node["HTTPAddr"]
+    assert node["Drivers"]["raw_exec"]["Detected"] is True
+    assert isinstance(agent.node.get_allocations(nodes[0]["ID"]), list)
+
+
+def test_job_lifecycle(agent):
+    assert isinstance(agent.jobs.get_jobs(), list)
+    response = agent.jobs.register_job(batch_job(JOB_ID, "echo hello from $FOO"))
+    assert response["EvalID"]
+    assert response["JobModifyIndex"] >= 1
+
+    job = agent.job.get_job(JOB_ID)
+    assert job["ID"] == JOB_ID
+    assert job["TaskGroups"][0]["Tasks"][0]["Driver"] == "raw_exec"
+    assert [j["ID"] for j in agent.jobs.get_jobs(prefix="inter")] == [JOB_ID]
+
+    evaluation = wait_for(
+        "the evaluation to complete",
+        lambda: (lambda e: e if e["Status"] == "complete" else None)(
+            agent.evaluation.get_evaluation(response["EvalID"])
+        ),
+    )
+    assert evaluation["JobID"] == JOB_ID
+    assert any(e["ID"] == response["EvalID"] for e in agent.evaluations.get_evaluations())
+    assert any(e["ID"] == response["EvalID"] for e in agent.job.get_evaluations(JOB_ID))
+
+    allocs = wait_for(
+        "the alloc to complete",
+        lambda: [a for a in agent.job.get_allocations(JOB_ID) if a["ClientStatus"] == "complete"],
+    )
+    alloc_id = allocs[0]["ID"]
+    assert any(a["ID"] == alloc_id for a in agent.allocations.get_allocations())
+    assert any(a["ID"] == alloc_id for a in agent.evaluation.get_allocations(response["EvalID"]))
+    alloc = agent.allocation.get_allocation(alloc_id)
+    assert alloc["Job"]["ID"] == JOB_ID
+    assert alloc["TaskStates"]["t"]["State"] == "dead"
+    types = [event["Type"] for event in alloc["TaskStates"]["t"]["Events"]]
+    assert "Started" in types and "Terminated" in types
+
+    logs = agent.client.stream_logs.stream(alloc_id, "t", "stdout", plain=True)
+    assert "hello from bar" in logs
+
+    summary = agent.job.get_summary(JOB_ID)
+    assert summary["Summary"]["g"]["Complete"] == 1
+    versions = agent.job.get_versions(JOB_ID)
+    assert versions["Versions"][0]["Version"] == 0
+
+    agent.job.deregister_job(JOB_ID, purge=True)
+    with pytest.raises(nomad.api.exceptions.URLNotFoundNomadException):
+        agent.job.get_job(JOB_ID)
+
+
+def test_parse_hcl(agent):
+    parsed = agent.jobs.parse(
+        'job "parsed" {\n  group "g" {\n    task "t" {\n      driver = "raw_exec"\n'
+        '      config {\n        command = "/bin/true"\n      }\n    }\n  }\n}\n',
+        canonicalize=True,
+    )
+    assert parsed["ID"] == "parsed"
+    assert parsed["TaskGroups"][0]["Tasks"][0]["Config"]["command"] == "/bin/true"
+
+
+def test_bad_requests_map_to_python_exceptions(agent):
+    with pytest.raises(nomad.api.exceptions.URLNotFoundNomadException):
+        agent.job.get_job("no-such-job")
+    with pytest.raises(nomad.api.exceptions.URLNotFoundNomadException):
+        agent.allocation.get_allocation("00000000-0000-0000-0000-000000000000")
+    with pytest.raises(nomad.api.exceptions.BadRequestNomadException):
+        agent.jobs.register_job({"Job": {"ID": "broken", "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t"}]}]}})
