@@ -85,13 +85,27 @@ fn prepare<B: ApiBackend>(
     ))
 }
 
+/// How long a closing session waits for the client to answer its close frame.
+const CLOSE_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Sends a close frame and waits (briefly) for the client's answer, so the connection is not
+/// torn down under frames the client has yet to read: a reset would discard them.
 async fn close(mut socket: WebSocket, code: u16, reason: String) {
     let frame = CloseFrame {
         code,
         reason: reason.into(),
     };
-    // The caller may already be gone; nothing more to do then.
-    let _ = socket.send(Message::Close(Some(frame))).await;
+    if socket.send(Message::Close(Some(frame))).await.is_err() {
+        return;
+    }
+    let _ = tokio::time::timeout(CLOSE_HANDSHAKE_TIMEOUT, async {
+        while let Some(Ok(message)) = socket.recv().await {
+            if matches!(message, Message::Close(_)) {
+                return;
+            }
+        }
+    })
+    .await;
 }
 
 fn close_code(error: &ApiError) -> u16 {

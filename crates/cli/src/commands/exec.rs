@@ -237,11 +237,14 @@ pub async fn alloc_exec(arguments: ExecArgs, io: &mut Io<'_>) -> i32 {
     drop(outgoing);
 
     let mut exit_code: Option<i32> = None;
+    let mut sending = true;
     let outcome = loop {
         tokio::select! {
-            Some(message) = outgoing_receiver.recv() => {
+            Some(message) = outgoing_receiver.recv(), if sending => {
+                // Input may race the end of the session: the frames already received (the
+                // exit code among them) are still read below.
                 if socket.send(message).await.is_err() {
-                    break Err("websocket closed before receiving exit code".to_string());
+                    sending = false;
                 }
             }
             incoming = socket.next() => match incoming {
