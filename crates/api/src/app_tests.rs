@@ -1461,3 +1461,25 @@ mod exec_over_websocket {
         }
     }
 }
+
+#[tokio::test]
+async fn following_a_file_of_a_finished_allocation_ends() {
+    let (backend, router) = setup();
+    let dir = tempfile::tempdir().unwrap();
+    alloc_with_logs(&backend, dir.path());
+    std::fs::write(dir.path().join("alloc/logs/server.stdout.0"), "done\n").unwrap();
+    let mut allocation = backend.allocation("a1").unwrap().unwrap();
+    allocation.client_status = "complete".into();
+    backend.put_allocation(allocation);
+    let response = send(
+        &router,
+        "GET",
+        "/v1/client/fs/stream/a1?path=alloc/logs/server.stdout.0",
+        None,
+    )
+    .await;
+    let body = tokio::time::timeout(Duration::from_secs(10), body_text(response))
+        .await
+        .expect("a followed file of a finished allocation should end");
+    assert_eq!(data_of(&frames_of(&body)), "done\n");
+}

@@ -544,7 +544,8 @@ async fn handle<B: ApiBackend>(
             } else {
                 "application/json"
             };
-            let body = stream_body(files, position, state.options.follow_timing, None);
+            let finished = alloc_finished(Arc::clone(&state.backend), alloc_id);
+            let body = stream_body(files, position, state.options.follow_timing, Some(finished));
             Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
         }
         Route::ClientAllocChecks { alloc_id } => {
@@ -611,6 +612,15 @@ fn task_finished<B: ApiBackend>(backend: Arc<B>, alloc_id: String, task: String)
             .task_states
             .get(&task)
             .is_some_and(|state| state.state == "dead"),
+        Ok(None) => true,
+        Err(_) => false,
+    })
+}
+
+/// Whether an allocation has finished on its client (or is gone): its files stop growing.
+fn alloc_finished<B: ApiBackend>(backend: Arc<B>, alloc_id: String) -> WriterFinished {
+    Box::new(move || match backend.allocation(&alloc_id) {
+        Ok(Some(allocation)) => allocation.client_terminal_status(),
         Ok(None) => true,
         Err(_) => false,
     })
