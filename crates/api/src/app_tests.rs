@@ -725,6 +725,7 @@ async fn follow_streams_new_data_across_rotation_with_heartbeats() {
         Arc::clone(&backend),
         ApiOptions {
             follow_timing: timing,
+            ..ApiOptions::default()
         },
     );
     let dir = tempfile::tempdir().unwrap();
@@ -792,6 +793,7 @@ async fn a_deleted_file_is_reported_and_reading_moves_on() {
         Arc::clone(&backend),
         ApiOptions {
             follow_timing: timing,
+            ..ApiOptions::default()
         },
     );
     let dir = tempfile::tempdir().unwrap();
@@ -1035,6 +1037,7 @@ async fn following_the_log_of_a_dead_task_ends_after_the_last_bytes() {
         Arc::clone(&backend),
         ApiOptions {
             follow_timing: timing,
+            ..ApiOptions::default()
         },
     );
     let dir = tempfile::tempdir().unwrap();
@@ -1131,4 +1134,352 @@ async fn evaluations_filter_by_job_and_status() {
     assert_eq!(by_prefix[0]["JobID"], "db");
     let one = body_json(send(&router, "GET", "/v1/evaluation/e1", None).await).await;
     assert_eq!(one["Status"], "complete");
+}
+
+/// Reads ndjson lines from a streaming body, keeping what it has read past the last line.
+struct LineReader {
+    body: Body,
+    pending: String,
+}
+
+impl LineReader {
+    fn new(body: Body) -> Self {
+        LineReader {
+            body,
+            pending: String::new(),
+        }
+    }
+
+    async fn lines(&mut self, count: usize) -> Vec<Value> {
+        let mut lines = Vec::new();
+        while lines.len() < count {
+            if let Some(end) = self.pending.find('\n') {
+                let line: String = self.pending.drain(..=end).collect();
+                lines.push(serde_json::from_str(line.trim()).unwrap());
+                continue;
+            }
+            let frame = tokio::time::timeout(Duration::from_secs(60), self.body.frame())
+                .await
+                .expect("the stream went silent")
+                .expect("the stream ended")
+                .unwrap();
+            if let Ok(data) = frame.into_data() {
+                self.pending.push_str(std::str::from_utf8(&data).unwrap());
+            }
+        }
+        lines
+    }
+}
+
+#[tokio::test]
+async fn the_event_stream_sends_matching_batches_as_lines() {
+    let (backend, router) = setup();
+    backend.put_job(sample_job("before"));
+    let response = send(
+        &router,
+        "GET",
+        "/v1/event/stream?topic=Job:web&topic=Allocation",
+        None,
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(header(&response, "content-type"), "application/json");
+    let mut reader = LineReader::new(response.into_body());
+    assert_eq!(reader.lines(1).await, vec![json!({})]);
+    backend.put_job(sample_job("other"));
+    let web = backend.put_job(sample_job("web"));
+    sample_allocation(&backend, "a1", &web);
+    let lines = reader.lines(2).await;
+    assert_eq!(lines[0]["Index"], json!(web.modify_index));
+    assert_eq!(lines[0]["Events"][0]["Topic"], "Job");
+    assert_eq!(lines[0]["Events"][0]["Type"], "JobRegistered");
+    assert_eq!(lines[0]["Events"][0]["Payload"]["Job"]["ID"], "web");
+    assert_eq!(lines[1]["Events"][0]["Topic"], "Allocation");
+    assert_eq!(lines[1]["Events"][0]["Key"], "a1");
+}
+
+#[tokio::test]
+async fn the_event_stream_replays_from_an_index_and_refuses_bad_topics() {
+    let (backend, router) = setup();
+    let first = backend.put_job(sample_job("first"));
+    backend.put_job(sample_job("second"));
+    let response = send(
+        &router,
+        "GET",
+        &format!("/v1/event/stream?index={}", first.modify_index),
+        None,
+    )
+    .await;
+    let lines = LineReader::new(response.into_body()).lines(3).await;
+    assert_eq!(lines[1]["Events"][0]["Key"], "first");
+    assert_eq!(lines[2]["Events"][0]["Key"], "second");
+    let bad = send(&router, "GET", "/v1/event/stream?topic=Nonsense:x", None).await;
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    assert!(body_text(bad).await.starts_with("Invalid topic query"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quiet_event_stream_sends_heartbeats() {
+    let (_backend, router) = setup();
+    let response = send(&router, "GET", "/v1/event/stream", None).await;
+    let mut reader = LineReader::new(response.into_body());
+    let started = tokio::time::Instant::now();
+    let lines = reader.lines(2).await;
+    assert_eq!(lines, vec![json!({}), json!({})]);
+    assert!(
+        started.elapsed() >= Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+// Exec over a real websocket.
+
+mod exec_over_websocket {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+    use super::*;
+
+    type Socket = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
+
+    async fn serve() -> (Arc<MemoryBackend>, String) {
+        let backend = Arc::new(MemoryBackend::dev());
+        let job = backend.put_job(sample_job("web"));
+        sample_allocation(&backend, "a1", &job);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let router = app(Arc::clone(&backend));
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        (backend, address)
+    }
+
+    async fn connect(address: &str, command: &[&str]) -> Socket {
+        let command = serde_json::to_string(command).unwrap();
+        let encoded: String =
+            percent_encoding::utf8_percent_encode(&command, percent_encoding::NON_ALPHANUMERIC)
+                .to_string();
+        let url = format!(
+            "ws://{address}/v1/client/allocation/a1/exec?task=server&tty=false&command={encoded}"
+        );
+        let stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        let (socket, _) = tokio_tungstenite::client_async(url, stream).await.unwrap();
+        socket
+    }
+
+    /// Reads frames until `exited`; returns stdout, stderr, the exit code and the close code.
+    async fn run_to_exit(socket: &mut Socket) -> (String, String, i64, Option<u16>) {
+        let (mut stdout, mut stderr, mut exit_code) = (Vec::new(), Vec::new(), None);
+        loop {
+            let message = tokio::time::timeout(Duration::from_secs(20), socket.next())
+                .await
+                .expect("no frame")
+                .expect("closed before the exit code")
+                .unwrap();
+            match message {
+                WsMessage::Text(text) => {
+                    let frame: Value = serde_json::from_str(text.as_str()).unwrap();
+                    let decode = |value: &Value| {
+                        base64::Engine::decode(
+                            &base64::engine::general_purpose::STANDARD,
+                            value.as_str().unwrap(),
+                        )
+                        .unwrap()
+                    };
+                    if let Some(data) = frame.pointer("/stdout/data") {
+                        stdout.extend(decode(data));
+                    } else if let Some(data) = frame.pointer("/stderr/data") {
+                        stderr.extend(decode(data));
+                    } else if frame["exited"] == true {
+                        exit_code = frame["result"]["exit_code"].as_i64();
+                    }
+                }
+                WsMessage::Close(frame) => {
+                    return (
+                        String::from_utf8(stdout).unwrap(),
+                        String::from_utf8(stderr).unwrap(),
+                        exit_code.expect("closed before the exit code"),
+                        frame.map(|frame| u16::from(frame.code)),
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_command_runs_and_reports_output_and_exit_code() {
+        let (_backend, address) = serve().await;
+        let mut socket = connect(&address, &["/bin/echo", "hi"]).await;
+        assert_eq!(
+            run_to_exit(&mut socket).await,
+            ("hi\n".into(), String::new(), 0, Some(1000))
+        );
+        let mut socket = connect(&address, &["/bin/sh", "-c", "echo oops >&2; exit 7"]).await;
+        assert_eq!(
+            run_to_exit(&mut socket).await,
+            (String::new(), "oops\n".into(), 7, Some(1000))
+        );
+    }
+
+    #[tokio::test]
+    async fn stdin_reaches_the_command_until_closed() {
+        let (_backend, address) = serve().await;
+        let mut socket = connect(&address, &["/bin/cat"]).await;
+        socket
+            .send(WsMessage::Text(json!({}).to_string().into()))
+            .await
+            .unwrap();
+        socket
+            .send(WsMessage::Text(
+                json!({"stdin": {"data": "cGluZwo="}}).to_string().into(),
+            ))
+            .await
+            .unwrap();
+        socket
+            .send(WsMessage::Text(
+                json!({"tty_size": {"height": 40, "width": 120}})
+                    .to_string()
+                    .into(),
+            ))
+            .await
+            .unwrap();
+        socket
+            .send(WsMessage::Text(
+                json!({"stdin": {"close": true}}).to_string().into(),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(
+            run_to_exit(&mut socket).await,
+            ("ping\n".into(), String::new(), 0, Some(1000))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_client_that_goes_away_ends_its_process() {
+        let (_backend, address) = serve().await;
+        let mut socket = connect(&address, &["/bin/sh", "-c", "echo $$; exec sleep 60"]).await;
+        let pid = loop {
+            let message = tokio::time::timeout(Duration::from_secs(20), socket.next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            if let WsMessage::Text(text) = message {
+                let frame: Value = serde_json::from_str(text.as_str()).unwrap();
+                if let Some(data) = frame.pointer("/stdout/data") {
+                    let bytes = base64::Engine::decode(
+                        &base64::engine::general_purpose::STANDARD,
+                        data.as_str().unwrap(),
+                    )
+                    .unwrap();
+                    break String::from_utf8(bytes)
+                        .unwrap()
+                        .trim()
+                        .parse::<u32>()
+                        .unwrap();
+                }
+            }
+        };
+        assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+        drop(socket);
+        let mut gone = false;
+        for _ in 0..200 {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            if status.is_empty() || status.contains("State:\tZ") {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(gone, "process {pid} outlived its client");
+    }
+
+    #[tokio::test]
+    async fn bad_exec_requests_get_http_errors_before_the_upgrade() {
+        let (_backend, router) = setup();
+        let no_command = send(
+            &router,
+            "GET",
+            "/v1/client/allocation/a1/exec?task=server",
+            None,
+        )
+        .await;
+        assert_eq!(no_command.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            body_text(no_command).await,
+            "failed to marshal command into json"
+        );
+        let empty = send(
+            &router,
+            "GET",
+            "/v1/client/allocation/a1/exec?task=server&command=%5B%5D",
+            None,
+        )
+        .await;
+        assert_eq!(body_text(empty).await, "command is not present");
+        let no_task = send(
+            &router,
+            "GET",
+            "/v1/client/allocation/a1/exec?command=%5B%22ls%22%5D",
+            None,
+        )
+        .await;
+        assert_eq!(body_text(no_task).await, "must provide task name");
+        let unknown = send(
+            &router,
+            "GET",
+            "/v1/client/allocation/zz/exec?task=t&command=%5B%22ls%22%5D",
+            None,
+        )
+        .await;
+        assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+        let wrong_method = send(&router, "POST", "/v1/client/allocation/zz/exec", None).await;
+        assert_eq!(wrong_method.status(), StatusCode::METHOD_NOT_ALLOWED);
+    }
+
+    #[tokio::test]
+    async fn an_unknown_task_is_refused_with_a_policy_close() {
+        let (_backend, address) = serve().await;
+        let command = "%5B%22ls%22%5D";
+        let url =
+            format!("ws://{address}/v1/client/allocation/a1/exec?task=nope&command={command}");
+        let stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let (mut socket, _) = tokio_tungstenite::client_async(url, stream).await.unwrap();
+        let message = tokio::time::timeout(Duration::from_secs(20), socket.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        match message {
+            WsMessage::Close(Some(frame)) => {
+                assert_eq!(u16::from(frame.code), 1008);
+                assert!(frame.reason.as_str().contains("nope"));
+            }
+            other => panic!("expected a close frame, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn following_a_file_of_a_finished_allocation_ends() {
+    let (backend, router) = setup();
+    let dir = tempfile::tempdir().unwrap();
+    alloc_with_logs(&backend, dir.path());
+    std::fs::write(dir.path().join("alloc/logs/server.stdout.0"), "done\n").unwrap();
+    let mut allocation = backend.allocation("a1").unwrap().unwrap();
+    allocation.client_status = "complete".into();
+    backend.put_allocation(allocation);
+    let response = send(
+        &router,
+        "GET",
+        "/v1/client/fs/stream/a1?path=alloc/logs/server.stdout.0",
+        None,
+    )
+    .await;
+    let body = tokio::time::timeout(Duration::from_secs(10), body_text(response))
+        .await
+        .expect("a followed file of a finished allocation should end");
+    assert_eq!(data_of(&frames_of(&body)), "done\n");
 }

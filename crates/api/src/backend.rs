@@ -15,6 +15,7 @@
 use std::future::Future;
 use std::path::PathBuf;
 
+use drover_state::{EventFilter, EventSubscription};
 use drover_structs::{
     AllocResourceUsage, AllocStopResponse, Allocation, Evaluation, Job, JobDeregisterResponse,
     JobRegisterRequest, JobRegisterResponse, JobSummary, Node,
@@ -97,6 +98,9 @@ pub trait StateReads: Send + Sync + 'static {
     fn nodes(&self, prefix: &str) -> Result<Vec<Node>, ApiError>;
     fn node(&self, node_id: &str) -> Result<Option<Node>, ApiError>;
     fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ApiError>;
+
+    /// The event stream from `from_index` (0: only new events), filtered.
+    fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription;
 }
 
 /// What the agent does: the server's writes (`drover_server::Server`) and the local client
@@ -154,6 +158,55 @@ pub trait AgentOperations: Send + Sync + 'static {
     ) -> impl Future<Output = Result<AllocResourceUsage, ApiError>> + Send;
     /// The allocation's directory on this node (holding `alloc/logs/…` and the task dirs).
     fn alloc_dir(&self, alloc_id: &str) -> Result<PathBuf, ApiError>;
+
+    /// Starts a command inside a task (`alloc exec`). Dropping the session's input sender and
+    /// output receiver ends it and its process. An agent without exec support refuses.
+    fn exec(
+        &self,
+        request: ExecRequest,
+    ) -> impl Future<Output = Result<ExecSession, ApiError>> + Send {
+        let _ = request;
+        async { Err(ApiError::bad_request("exec is not supported by this agent")) }
+    }
+}
+
+/// A command to run inside a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecRequest {
+    pub alloc_id: String,
+    pub task: String,
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// Whether the command gets a terminal.
+    pub tty: bool,
+}
+
+/// What the caller sends to an exec session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecInput {
+    Stdin(Vec<u8>),
+    /// End of standard input.
+    StdinClose,
+    /// The caller's terminal size changed.
+    TtySize {
+        height: u16,
+        width: u16,
+    },
+}
+
+/// What an exec session sends back; `Exited` is last.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecOutput {
+    Stdout(Vec<u8>),
+    Stderr(Vec<u8>),
+    Exited { exit_code: i32 },
+}
+
+/// A running exec: input goes in, output comes out until `Exited`.
+#[derive(Debug)]
+pub struct ExecSession {
+    pub input: tokio::sync::mpsc::Sender<ExecInput>,
+    pub output: tokio::sync::mpsc::Receiver<ExecOutput>,
 }
 
 /// An [`ApiBackend`] made of a state reader (normally `drover_state::StateStore`) and the
@@ -232,6 +285,10 @@ impl<R: StateReads, O: Send + Sync + 'static> StateReads for Composed<R, O> {
     fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ApiError> {
         self.reads.node_allocations(node_id)
     }
+
+    fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
+        self.reads.subscribe_events(from_index, filter)
+    }
 }
 
 impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<R, O> {
@@ -302,5 +359,12 @@ impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<
 
     fn alloc_dir(&self, alloc_id: &str) -> Result<PathBuf, ApiError> {
         self.operations.alloc_dir(alloc_id)
+    }
+
+    fn exec(
+        &self,
+        request: ExecRequest,
+    ) -> impl Future<Output = Result<ExecSession, ApiError>> + Send {
+        self.operations.exec(request)
     }
 }

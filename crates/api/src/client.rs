@@ -536,6 +536,15 @@ impl ApiClient {
         .await
     }
 
+    pub async fn evaluations(&self, prefix: &str) -> Result<Vec<Evaluation>, ClientError> {
+        self.get("/v1/evaluations", &[("prefix", prefix.to_string())])
+            .await
+    }
+
+    pub async fn agent_members(&self) -> Result<serde_json::Value, ClientError> {
+        self.get("/v1/agent/members", &[]).await
+    }
+
     pub async fn agent_self(&self) -> Result<serde_json::Value, ClientError> {
         self.get("/v1/agent/self", &[]).await
     }

@@ -20,5 +20,8 @@ pub mod routes;
 pub mod state_store;
 
 pub use app::{ApiOptions, app, app_with_options};
-pub use backend::{AgentInfo, AgentOperations, ApiBackend, Composed, StateReads, Table};
+pub use backend::{
+    AgentInfo, AgentOperations, ApiBackend, Composed, ExecInput, ExecOutput, ExecRequest,
+    ExecSession, StateReads, Table,
+};
 pub use error::ApiError;

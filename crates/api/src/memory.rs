@@ -7,14 +7,18 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use drover_state::{Event, EventBuffer, EventFilter, EventSubscription, EventType, Topic};
 
 use drover_structs::{
     AllocResourceUsage, AllocStopResponse, Allocation, Evaluation, Job, JobDeregisterResponse,
     JobRegisterRequest, JobRegisterResponse, JobSummary, Node,
 };
 
-use crate::backend::{AgentInfo, AgentOperations, StateReads, Table};
+use crate::backend::{
+    AgentInfo, AgentOperations, ExecInput, ExecOutput, ExecRequest, ExecSession, StateReads, Table,
+};
 use crate::error::ApiError;
 
 /// A client-node operation as the backend received it.
@@ -65,6 +69,27 @@ pub struct MemoryBackend {
     info: AgentInfo,
     contents: Mutex<Contents>,
     changes: tokio::sync::watch::Sender<u64>,
+    events: Arc<EventBuffer>,
+}
+
+/// One event of a write, published in index order while the write holds the lock.
+fn event(
+    topic: Topic,
+    event_type: EventType,
+    key: &str,
+    namespace: &str,
+    index: u64,
+    payload: serde_json::Value,
+) -> Event {
+    Event {
+        topic,
+        event_type,
+        key: key.to_string(),
+        namespace: namespace.to_string(),
+        filter_keys: Vec::new(),
+        index,
+        payload,
+    }
 }
 
 fn namespace_matches(wanted: &str, actual: &str) -> bool {
@@ -77,6 +102,7 @@ impl MemoryBackend {
             info,
             contents: Mutex::new(Contents::default()),
             changes: tokio::sync::watch::channel(0).0,
+            events: Arc::new(EventBuffer::new(1024)),
         }
     }
 
@@ -137,6 +163,14 @@ impl MemoryBackend {
                 let mut summary = JobSummary::new_for_job(&job);
                 summary.modify_index = index;
                 contents.summaries.insert(key, summary);
+                self.events.publish(vec![event(
+                    Topic::Job,
+                    EventType::JobRegistered,
+                    &job.id,
+                    &job.namespace,
+                    index,
+                    serde_json::json!({ "Job": job }),
+                )]);
                 job
             },
         )
@@ -156,6 +190,16 @@ impl MemoryBackend {
                 allocation.create_index = index;
             }
             allocation.modify_index = index;
+            let mut published = event(
+                Topic::Allocation,
+                EventType::AllocationUpdated,
+                &allocation.id,
+                &allocation.namespace,
+                index,
+                serde_json::json!({ "Allocation": allocation }),
+            );
+            published.filter_keys = vec![allocation.job_id.clone()];
+            self.events.publish(vec![published]);
             contents
                 .allocations
                 .insert(allocation.id.clone(), allocation);
@@ -168,6 +212,14 @@ impl MemoryBackend {
                 evaluation.create_index = index;
             }
             evaluation.modify_index = index;
+            self.events.publish(vec![event(
+                Topic::Evaluation,
+                EventType::EvaluationUpdated,
+                &evaluation.id,
+                &evaluation.namespace,
+                index,
+                serde_json::json!({ "Evaluation": evaluation }),
+            )]);
             contents
                 .evaluations
                 .insert(evaluation.id.clone(), evaluation);
@@ -180,6 +232,14 @@ impl MemoryBackend {
                 node.create_index = index;
             }
             node.modify_index = index;
+            self.events.publish(vec![event(
+                Topic::Node,
+                EventType::NodeRegistration,
+                &node.id,
+                "",
+                index,
+                serde_json::json!({ "Node": node }),
+            )]);
             contents.nodes.insert(node.id.clone(), node);
         });
     }
@@ -391,6 +451,10 @@ impl StateReads for MemoryBackend {
         Ok(self.lock().nodes.get(node_id).cloned())
     }
 
+    fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
+        self.events.subscribe(from_index, filter)
+    }
+
     fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ApiError> {
         Ok(self
             .lock()
@@ -556,6 +620,39 @@ impl AgentOperations for MemoryBackend {
         Ok(AllocResourceUsage::default())
     }
 
+    /// Runs the command as a plain local process (no isolation, no terminal): enough to test
+    /// the exec protocol end to end.
+    async fn exec(&self, request: ExecRequest) -> Result<ExecSession, ApiError> {
+        let allocation = self.known_alloc(&request.alloc_id)?;
+        Self::check_task(&allocation, &Some(request.task.clone()))?;
+        let (program, arguments) = request
+            .command
+            .split_first()
+            .ok_or_else(|| ApiError::bad_request("command is not present"))?;
+        let mut child = tokio::process::Command::new(program)
+            .args(arguments)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|error| {
+                ApiError::bad_request(format!("failed to start {program:?}: {error}"))
+            })?;
+        let (input_sender, input) = tokio::sync::mpsc::channel(16);
+        let (output, output_receiver) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(supervise_exec(
+            child_pipes(&mut child),
+            child,
+            input,
+            output,
+        ));
+        Ok(ExecSession {
+            input: input_sender,
+            output: output_receiver,
+        })
+    }
+
     fn alloc_dir(&self, alloc_id: &str) -> Result<PathBuf, ApiError> {
         self.lock()
             .alloc_dirs
@@ -563,4 +660,75 @@ impl AgentOperations for MemoryBackend {
             .cloned()
             .ok_or_else(|| ApiError::not_found(format!("Unknown allocation {alloc_id:?}")))
     }
+}
+
+type ExecPipes = (
+    Option<tokio::process::ChildStdin>,
+    Option<tokio::process::ChildStdout>,
+    Option<tokio::process::ChildStderr>,
+);
+
+fn child_pipes(child: &mut tokio::process::Child) -> ExecPipes {
+    (child.stdin.take(), child.stdout.take(), child.stderr.take())
+}
+
+/// Copies one output pipe into the session as it is written.
+async fn pump<R: tokio::io::AsyncRead + Unpin>(
+    mut pipe: R,
+    output: tokio::sync::mpsc::Sender<ExecOutput>,
+    wrap: fn(Vec<u8>) -> ExecOutput,
+) {
+    use tokio::io::AsyncReadExt;
+    let mut buffer = vec![0u8; 8192];
+    while let Ok(read) = pipe.read(&mut buffer).await {
+        if read == 0 || output.send(wrap(buffer[..read].to_vec())).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Feeds input to the process and reports its output and exit; a caller that goes away
+/// (input closed) kills it.
+async fn supervise_exec(
+    pipes: ExecPipes,
+    mut child: tokio::process::Child,
+    mut input: tokio::sync::mpsc::Receiver<ExecInput>,
+    output: tokio::sync::mpsc::Sender<ExecOutput>,
+) {
+    use std::os::unix::process::ExitStatusExt;
+    use tokio::io::AsyncWriteExt;
+    let (mut stdin, stdout, stderr) = pipes;
+    let stdout_pump =
+        stdout.map(|pipe| tokio::spawn(pump(pipe, output.clone(), ExecOutput::Stdout)));
+    let stderr_pump =
+        stderr.map(|pipe| tokio::spawn(pump(pipe, output.clone(), ExecOutput::Stderr)));
+    let status = loop {
+        tokio::select! {
+            received = input.recv() => match received {
+                Some(ExecInput::Stdin(data)) => {
+                    if let Some(pipe) = stdin.as_mut() {
+                        let _ = pipe.write_all(&data).await;
+                    }
+                }
+                Some(ExecInput::StdinClose) => stdin = None,
+                Some(ExecInput::TtySize { .. }) => {}
+                None => {
+                    let _ = child.kill().await;
+                    return;
+                }
+            },
+            status = child.wait() => break status,
+        }
+    };
+    for pump in [stdout_pump, stderr_pump].into_iter().flatten() {
+        let _ = pump.await;
+    }
+    let exit_code = match status {
+        Ok(status) => status
+            .code()
+            .or_else(|| status.signal().map(|signal| 128 + signal))
+            .unwrap_or(-1),
+        Err(_) => -1,
+    };
+    let _ = output.send(ExecOutput::Exited { exit_code }).await;
 }

@@ -5,7 +5,7 @@
 
 use std::future::Future;
 
-use drover_state::StateStore;
+use drover_state::{EventFilter, EventSubscription, StateStore};
 use drover_structs::{Allocation, Evaluation, Job, JobSummary, Node};
 
 use crate::backend::{StateReads, Table};
@@ -119,6 +119,10 @@ impl StateReads for StateStore {
     fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ApiError> {
         Ok(owned(self.allocs_by_node(node_id)))
     }
+
+    fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
+        StateStore::subscribe_events(self, from_index, filter)
+    }
 }
 
 #[cfg(test)]
@@ -201,6 +205,48 @@ mod tests {
             .unwrap();
         assert!(new_index > index);
         assert_eq!(jobs.as_array().map(Vec::len), Some(2));
+    }
+
+    #[tokio::test]
+    async fn the_event_stream_carries_the_store_events() {
+        let store = StateStore::in_memory().await.unwrap();
+        let router = crate::app(Arc::new(Composed {
+            reads: store.clone(),
+            operations: MemoryBackend::dev(),
+        }));
+        let response = router
+            .clone()
+            .oneshot(
+                Request::builder()
+                    .uri("/v1/event/stream?topic=Job:*")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let mut body = response.into_body();
+        store
+            .upsert_job(job("web"), 1_700_000_000_000_000_000)
+            .await
+            .unwrap();
+        let mut text = String::new();
+        while text.matches('\n').count() < 2 {
+            let frame = tokio::time::timeout(Duration::from_secs(10), body.frame())
+                .await
+                .expect("no event arrived")
+                .unwrap()
+                .unwrap();
+            if let Ok(data) = frame.into_data() {
+                text.push_str(std::str::from_utf8(&data).unwrap());
+            }
+        }
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert_eq!(lines[0], serde_json::json!({}));
+        assert_eq!(lines[1]["Events"][0]["Type"], "JobRegistered");
+        assert_eq!(lines[1]["Events"][0]["Key"], "web");
     }
 
     #[tokio::test(start_paused = true)]

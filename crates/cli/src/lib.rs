@@ -93,6 +93,12 @@ enum Command {
     /// Interact with nodes
     #[command(subcommand)]
     Node(commands::node::NodeCommand),
+    /// Interact with evaluations
+    #[command(subcommand)]
+    Eval(commands::eval::EvalCommand),
+    /// Interact with servers
+    #[command(subcommand)]
+    Server(commands::server::ServerCommand),
     /// Show the status of jobs, or of any object by ID prefix
     Status(commands::status::StatusArgs),
     /// Print the version
@@ -134,6 +140,8 @@ pub async fn run(arguments: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Wr
         Command::Job(command) => commands::job::run(command, &mut io).await,
         Command::Alloc(command) => commands::alloc::run(command, &mut io).await,
         Command::Node(command) => commands::node::run(command, &mut io).await,
+        Command::Eval(command) => commands::eval::run(command, &mut io).await,
+        Command::Server(command) => commands::server::run(command, &mut io).await,
         Command::Status(arguments) => commands::status::run(arguments, &mut io).await,
     }
 }

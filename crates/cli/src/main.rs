@@ -21,5 +21,7 @@ fn main() -> ExitCode {
         &mut out,
         &mut err,
     ));
+    // A standard-input reader of `alloc exec` may still be blocked in read(2); do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

@@ -977,3 +977,157 @@ async fn alloc_logs_follow_with_tail_prints_the_last_lines_then_new_ones() {
         () = script => {}
     }
 }
+
+#[tokio::test]
+async fn job_allocs_eval_status_and_server_members() {
+    let agent = start_agent().await;
+    job_with_events(&agent.backend);
+    let allocs = drover(&["job", "allocs", "-address", &agent.address, "report"]).await;
+    assert_eq!(allocs.code, 0, "{}", allocs.stderr);
+    assert!(
+        allocs
+            .stdout
+            .starts_with("ID        Node ID   Task Group  Version  Desired  Status   Created"),
+        "{}",
+        allocs.stdout
+    );
+    assert!(allocs.stdout.contains("8e3a5f1c  f1d90000  work"));
+
+    agent.backend.put_evaluation(Evaluation {
+        id: "b10cfeed-0000-0000-0000-000000000000".into(),
+        namespace: "default".into(),
+        job_id: "report".into(),
+        r#type: "batch".into(),
+        triggered_by: "job-register".into(),
+        priority: 50,
+        status: "complete".into(),
+        blocked_eval: "b10cbeef-0000-0000-0000-000000000000".into(),
+        failed_tg_allocs: [(
+            "work".to_string(),
+            AllocMetric {
+                nodes_evaluated: 1,
+                coalesced_failures: 2,
+                constraint_filtered: [("${attr.kernel.name} = windows".to_string(), 1)]
+                    .into_iter()
+                    .collect(),
+                ..AllocMetric::default()
+            },
+        )]
+        .into_iter()
+        .collect(),
+        ..Evaluation::default()
+    });
+    let eval = drover(&["eval", "status", "-address", &agent.address, "b10cf"]).await;
+    assert_eq!(eval.code, 0, "{}", eval.stderr);
+    assert!(
+        eval.stdout.contains("ID                 = b10cfeed\n"),
+        "{}",
+        eval.stdout
+    );
+    assert!(eval.stdout.contains("TriggeredBy        = job-register\n"));
+    assert!(eval.stdout.contains("Placement Failures = true\n"));
+    assert!(eval.stdout.contains("Task Group \"work\" (failed to place 3 allocations):\n  * Constraint \"${attr.kernel.name} = windows\": 1 nodes excluded by filter\n"), "{}", eval.stdout);
+    assert!(
+        eval.stdout
+            .contains("Evaluation \"b10cbeef\" waiting for additional capacity")
+    );
+
+    let members = drover(&["server", "members", "-address", &agent.address]).await;
+    assert_eq!(members.code, 0, "{}", members.stderr);
+    let rows: Vec<Vec<&str>> = members
+        .stdout
+        .lines()
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        vec![
+            "Name",
+            "Address",
+            "Port",
+            "Status",
+            "Leader",
+            "Build",
+            "Datacenter",
+            "Region"
+        ]
+    );
+    assert_eq!(
+        rows[1],
+        vec![
+            "node1.global",
+            "127.0.0.1",
+            "4647",
+            "alive",
+            "true",
+            env!("CARGO_PKG_VERSION"),
+            "dc1",
+            "global"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn alloc_exec_prints_output_and_passes_the_exit_code_through() {
+    let agent = start_agent().await;
+    job_with_events(&agent.backend);
+    let hello = drover(&[
+        "alloc",
+        "exec",
+        "-i=false",
+        "-t=false",
+        "-address",
+        &agent.address,
+        "8e3a",
+        "/bin/echo",
+        "hi",
+    ])
+    .await;
+    assert_eq!(hello.code, 0, "{}", hello.stderr);
+    assert_eq!(hello.stdout, "hi\n");
+    let seven = drover(&[
+        "alloc",
+        "exec",
+        "-i=false",
+        "-t=false",
+        "-address",
+        &agent.address,
+        "8e3a",
+        "/bin/sh",
+        "-c",
+        "echo err >&2; exit 7",
+    ])
+    .await;
+    assert_eq!(seven.code, 7);
+    assert_eq!(seven.stderr, "err\n");
+    let flags = drover(&[
+        "alloc",
+        "exec",
+        "-i=false",
+        "-t=false",
+        "-address",
+        &agent.address,
+        "8e3a",
+        "/bin/ls",
+        "-la",
+        "/",
+    ])
+    .await;
+    assert_eq!(flags.code, 0, "{}", flags.stderr);
+    assert!(flags.stdout.contains(".."), "{}", flags.stdout);
+    let bad_task = drover(&[
+        "alloc",
+        "exec",
+        "-i=false",
+        "-t=false",
+        "-task",
+        "nope",
+        "-address",
+        &agent.address,
+        "8e3a",
+        "/bin/true",
+    ])
+    .await;
+    assert_eq!(bad_task.code, 1);
+    assert!(bad_task.stderr.contains("nope"), "{}", bad_task.stderr);
+}

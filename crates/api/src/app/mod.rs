@@ -20,6 +20,8 @@ use serde::Serialize;
 use serde_json::json;
 
 mod agent;
+mod events;
+mod exec;
 mod submit;
 
 use agent::{agent_members, agent_self};
@@ -34,9 +36,20 @@ use crate::params::QueryParams;
 use crate::routes::{Route, route};
 
 /// Knobs of the HTTP layer that tests turn.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct ApiOptions {
     pub follow_timing: FollowTiming,
+    /// How long an event stream stays quiet before a `{}` heartbeat (Nomad: 30 s).
+    pub event_heartbeat: std::time::Duration,
+}
+
+impl Default for ApiOptions {
+    fn default() -> Self {
+        ApiOptions {
+            follow_timing: FollowTiming::default(),
+            event_heartbeat: std::time::Duration::from_secs(30),
+        }
+    }
 }
 
 struct AppState<B> {
@@ -61,6 +74,10 @@ pub fn app<B: ApiBackend>(backend: Arc<B>) -> Router {
 /// The `/v1` API over `backend`, with explicit options.
 pub fn app_with_options<B: ApiBackend>(backend: Arc<B>, options: ApiOptions) -> Router {
     Router::new()
+        .route(
+            "/v1/client/allocation/{alloc_id}/exec",
+            axum::routing::any(exec::exec_endpoint::<B>),
+        )
         .fallback(dispatch::<B>)
         .with_state(AppState { backend, options })
 }
@@ -410,6 +427,20 @@ async fn handle<B: ApiBackend>(
             }
             json_response(&health, params, Meta::Read(1))
         }
+        Route::EventStream => {
+            let filter = events::event_filter(params)?;
+            let from_index = params.u64("index", 0)?;
+            let subscription = backend.subscribe_events(from_index, filter);
+            let body = events::event_stream_body(subscription, state.options.event_heartbeat);
+            Ok((
+                [
+                    (header::CONTENT_TYPE, "application/json"),
+                    (header::CACHE_CONTROL, "no-cache"),
+                ],
+                body,
+            )
+                .into_response())
+        }
         Route::AgentServers => {
             json_response(&[backend.agent_info().server_addr], params, Meta::Read(1))
         }
@@ -513,7 +544,8 @@ async fn handle<B: ApiBackend>(
             } else {
                 "application/json"
             };
-            let body = stream_body(files, position, state.options.follow_timing, None);
+            let finished = alloc_finished(Arc::clone(&state.backend), alloc_id);
+            let body = stream_body(files, position, state.options.follow_timing, Some(finished));
             Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
         }
         Route::ClientAllocChecks { alloc_id } => {
@@ -580,6 +612,15 @@ fn task_finished<B: ApiBackend>(backend: Arc<B>, alloc_id: String, task: String)
             .task_states
             .get(&task)
             .is_some_and(|state| state.state == "dead"),
+        Ok(None) => true,
+        Err(_) => false,
+    })
+}
+
+/// Whether an allocation has finished on its client (or is gone): its files stop growing.
+fn alloc_finished<B: ApiBackend>(backend: Arc<B>, alloc_id: String) -> WriterFinished {
+    Box::new(move || match backend.allocation(&alloc_id) {
+        Ok(Some(allocation)) => allocation.client_terminal_status(),
         Ok(None) => true,
         Err(_) => false,
     })

@@ -32,6 +32,8 @@ pub enum AllocCommand {
     Stop(StopArgs),
     /// List a directory of an allocation, or print one of its files
     Fs(FsArgs),
+    /// Run a command inside a task
+    Exec(crate::commands::exec::ExecArgs),
 }
 
 #[derive(Debug, Args)]
@@ -146,6 +148,7 @@ pub async fn run(command: AllocCommand, io: &mut Io<'_>) -> i32 {
         AllocCommand::Signal(arguments) => alloc_signal(arguments, io).await,
         AllocCommand::Stop(arguments) => alloc_stop(arguments, io).await,
         AllocCommand::Fs(arguments) => alloc_fs(arguments, io).await,
+        AllocCommand::Exec(arguments) => crate::commands::exec::alloc_exec(arguments, io).await,
     }
 }
 
@@ -232,7 +235,7 @@ pub async fn resolve_allocation(
 }
 
 /// The task names of an allocation's group, in the job's order.
-fn task_names(allocation: &Allocation) -> Vec<String> {
+pub fn task_names(allocation: &Allocation) -> Vec<String> {
     let from_job: Vec<String> = allocation
         .job
         .as_deref()

@@ -28,6 +28,25 @@ pub enum JobCommand {
     Stop(StopArgs),
     /// Print a job's definition as JSON
     Inspect(InspectArgs),
+    /// List a job's allocations
+    Allocs(AllocsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AllocsArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Include allocations of earlier jobs with the same ID.
+    #[arg(long)]
+    pub all: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Show full IDs.
+    #[arg(long)]
+    pub verbose: bool,
+    /// The job ID or ID prefix.
+    pub job: String,
 }
 
 /// `-var` and `-var-file`, shared by `run` and `validate`.
@@ -114,6 +133,7 @@ pub async fn run(command: JobCommand, io: &mut Io<'_>) -> i32 {
         JobCommand::Status(arguments) => job_status(arguments, io).await,
         JobCommand::Stop(arguments) => job_stop(arguments, io).await,
         JobCommand::Inspect(arguments) => job_inspect(arguments, io).await,
+        JobCommand::Allocs(arguments) => job_allocs(arguments, io).await,
     }
 }
 
@@ -491,6 +511,38 @@ async fn job_inspect(arguments: InspectArgs, io: &mut Io<'_>) -> i32 {
         }
         Err(error) => {
             io.error(describe("inspecting job", &error));
+            1
+        }
+    }
+}
+
+async fn job_allocs(arguments: AllocsArgs, io: &mut Io<'_>) -> i32 {
+    let client = match arguments.api.client() {
+        Ok(client) => client,
+        Err(error) => {
+            io.error(format!("Error initializing client: {error}"));
+            return 1;
+        }
+    };
+    let Some(job_id) = resolve_job(&client, io, &arguments.job).await else {
+        return 1;
+    };
+    match client.job_allocations(&job_id, arguments.all).await {
+        Ok(allocations) if arguments.json => {
+            io.say(json_text(&allocations));
+            0
+        }
+        Ok(allocations) if allocations.is_empty() => 0,
+        Ok(allocations) => {
+            io.say(allocation_table(
+                &allocations,
+                arguments.verbose,
+                now_unix_nanos(),
+            ));
+            0
+        }
+        Err(error) => {
+            io.error(describe("retrieving job allocations", &error));
             1
         }
     }

@@ -2,9 +2,12 @@
 //! the API, and prints Nomad-shaped output; errors go to standard error with exit code 1.
 
 pub mod alloc;
+pub mod eval;
+pub mod exec;
 pub mod job;
 pub mod monitor;
 pub mod node;
+pub mod server;
 pub mod status;
 
 use drover_api::client::ClientError;

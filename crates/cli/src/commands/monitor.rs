@@ -70,17 +70,6 @@ pub async fn monitor_evaluation(
             }
             first = false;
         }
-        if evaluation.status != last_status {
-            if !last_status.is_empty() {
-                io.say(format!(
-                    "    {}: Evaluation status changed: \"{}\" -> \"{}\"",
-                    now_date(),
-                    last_status,
-                    evaluation.status
-                ));
-            }
-            last_status = evaluation.status.clone();
-        }
         match client.evaluation_allocations(eval_id).await {
             Ok(allocations) => {
                 for allocation in allocations {
@@ -107,6 +96,18 @@ pub async fn monitor_evaluation(
                 io.error(describe("reading allocations", &error));
                 return 1;
             }
+        }
+        // Placements first, then the status they led to, as Nomad's monitor reports them.
+        if evaluation.status != last_status {
+            if !last_status.is_empty() {
+                io.say(format!(
+                    "    {}: Evaluation status changed: \"{}\" -> \"{}\"",
+                    now_date(),
+                    last_status,
+                    evaluation.status
+                ));
+            }
+            last_status = evaluation.status.clone();
         }
         if evaluation.terminal_status() {
             break evaluation;

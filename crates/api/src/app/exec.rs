@@ -1,0 +1,241 @@
+//! `/v1/client/allocation/<id>/exec`: a websocket speaking Nomad's exec protocol. Parameters
+//! are checked before the upgrade (plain 4xx answers); afterwards the client sends JSON
+//! `{"stdin":{"data":<b64>}}`, `{"stdin":{"close":true}}`, `{"tty_size":{"height":h,"width":w}}`
+//! or `{}` (heartbeat), and receives `{"stdout":{"data":<b64>}}`, `{"stderr":{"data":<b64>}}`
+//! and finally `{"exited":true,"result":{"exit_code":N}}`, followed by a normal close. Errors
+//! after the upgrade are close frames: 1011 for internal ones, 1008 otherwise.
+//!
+//! Not here: running the command (the backend's [`AgentOperations::exec`]).
+//!
+//! [`AgentOperations::exec`]: crate::backend::AgentOperations::exec
+
+use std::sync::Arc;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::http::{Method, Uri};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use serde_json::json;
+
+use super::AppState;
+use crate::backend::{ApiBackend, ExecInput, ExecOutput, ExecRequest, ExecSession};
+use crate::error::ApiError;
+use crate::params::QueryParams;
+
+/// Close codes of the exec protocol.
+const CLOSE_NORMAL: u16 = 1000;
+const CLOSE_POLICY: u16 = 1008;
+const CLOSE_INTERNAL: u16 = 1011;
+
+pub(super) async fn exec_endpoint<B: ApiBackend>(
+    State(state): State<AppState<B>>,
+    method: Method,
+    Path(alloc_id): Path<String>,
+    uri: Uri,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    match prepare(&state, &method, alloc_id, &uri) {
+        Err(error) => error.into_response(),
+        Ok((request, handshake)) => match upgrade {
+            Err(_) => ApiError::bad_request("exec needs a websocket connection").into_response(),
+            Ok(upgrade) => {
+                let backend = Arc::clone(&state.backend);
+                upgrade.on_upgrade(move |socket| run_session(backend, request, handshake, socket))
+            }
+        },
+    }
+}
+
+/// Checks the method and parameters and that the allocation exists.
+fn prepare<B: ApiBackend>(
+    state: &AppState<B>,
+    method: &Method,
+    alloc_id: String,
+    uri: &Uri,
+) -> Result<(ExecRequest, bool), ApiError> {
+    if method != Method::GET {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    let params = QueryParams::parse(uri.query());
+    let task = params
+        .non_empty("task")
+        .ok_or_else(|| ApiError::bad_request("must provide task name"))?
+        .to_string();
+    let command: Vec<String> = serde_json::from_str(params.get("command").unwrap_or(""))
+        .map_err(|_| ApiError::bad_request("failed to marshal command into json"))?;
+    if command.is_empty() {
+        return Err(ApiError::bad_request("command is not present"));
+    }
+    let tty = params.bool("tty", false)?;
+    let handshake = params.bool("ws_handshake", false)?;
+    if state.backend.allocation(&alloc_id)?.is_none() {
+        return Err(ApiError::not_found(format!(
+            "Unknown allocation {alloc_id:?}"
+        )));
+    }
+    Ok((
+        ExecRequest {
+            alloc_id,
+            task,
+            command,
+            tty,
+        },
+        handshake,
+    ))
+}
+
+/// How long a closing session waits for the client to answer its close frame.
+const CLOSE_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Sends a close frame and waits (briefly) for the client's answer, so the connection is not
+/// torn down under frames the client has yet to read: a reset would discard them.
+async fn close(mut socket: WebSocket, code: u16, reason: String) {
+    let frame = CloseFrame {
+        code,
+        reason: reason.into(),
+    };
+    if socket.send(Message::Close(Some(frame))).await.is_err() {
+        return;
+    }
+    let _ = tokio::time::timeout(CLOSE_HANDSHAKE_TIMEOUT, async {
+        while let Some(Ok(message)) = socket.recv().await {
+            if matches!(message, Message::Close(_)) {
+                return;
+            }
+        }
+    })
+    .await;
+}
+
+fn close_code(error: &ApiError) -> u16 {
+    match error {
+        ApiError::Internal(_) | ApiError::Unavailable(_) => CLOSE_INTERNAL,
+        _ => CLOSE_POLICY,
+    }
+}
+
+/// The inputs one client message carries (none for a heartbeat).
+fn parse_input(text: &str) -> Result<Vec<ExecInput>, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|error| format!("invalid exec input: {error}"))?;
+    let mut inputs = Vec::new();
+    if let Some(stdin) = value.get("stdin").filter(|stdin| !stdin.is_null()) {
+        if let Some(data) = stdin.get("data").and_then(serde_json::Value::as_str) {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .map_err(|error| format!("invalid stdin data: {error}"))?;
+            inputs.push(ExecInput::Stdin(bytes));
+        }
+        if stdin.get("close").and_then(serde_json::Value::as_bool) == Some(true) {
+            inputs.push(ExecInput::StdinClose);
+        }
+    }
+    if let Some(size) = value.get("tty_size").filter(|size| !size.is_null()) {
+        let dimension = |name: &str| {
+            size.get(name)
+                .and_then(serde_json::Value::as_u64)
+                .and_then(|number| u16::try_from(number).ok())
+                .unwrap_or(0)
+        };
+        inputs.push(ExecInput::TtySize {
+            height: dimension("height"),
+            width: dimension("width"),
+        });
+    }
+    Ok(inputs)
+}
+
+fn output_message(output: &ExecOutput) -> Message {
+    let encode = |data: &[u8]| base64::engine::general_purpose::STANDARD.encode(data);
+    let value = match output {
+        ExecOutput::Stdout(data) => json!({"stdout": {"data": encode(data)}}),
+        ExecOutput::Stderr(data) => json!({"stderr": {"data": encode(data)}}),
+        ExecOutput::Exited { exit_code } => {
+            json!({"exited": true, "result": {"exit_code": exit_code}})
+        }
+    };
+    Message::Text(value.to_string().into())
+}
+
+async fn run_session<B: ApiBackend>(
+    backend: Arc<B>,
+    request: ExecRequest,
+    handshake: bool,
+    mut socket: WebSocket,
+) {
+    if handshake {
+        // `{"version":1,"auth_token":"…"}`: tokens are not checked without ACLs.
+        let _ = socket.recv().await;
+    }
+    let ExecSession { input, mut output } = match backend.exec(request).await {
+        Ok(session) => session,
+        Err(error) => {
+            close(socket, close_code(&error), error.to_string()).await;
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            message = socket.recv() => match message {
+                Some(Ok(Message::Text(text))) => match parse_input(text.as_str()) {
+                    Ok(inputs) => {
+                        for item in inputs {
+                            // A session that stopped reading input is ending anyway.
+                            let _ = input.send(item).await;
+                        }
+                    }
+                    Err(reason) => {
+                        close(socket, CLOSE_POLICY, reason).await;
+                        return;
+                    }
+                },
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                Some(Ok(_)) => {}
+            },
+            produced = output.recv() => match produced {
+                Some(produced) => {
+                    let exited = matches!(produced, ExecOutput::Exited { .. });
+                    if socket.send(output_message(&produced)).await.is_err() {
+                        return;
+                    }
+                    if exited {
+                        close(socket, CLOSE_NORMAL, String::new()).await;
+                        return;
+                    }
+                }
+                None => {
+                    close(socket, CLOSE_INTERNAL, "exec session ended without an exit code".into()).await;
+                    return;
+                }
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is a failed test
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_decode_from_nomads_frames() {
+        assert_eq!(parse_input("{}"), Ok(vec![]));
+        assert_eq!(
+            parse_input(r#"{"stdin":{"data":"aGk="}}"#),
+            Ok(vec![ExecInput::Stdin(b"hi".to_vec())])
+        );
+        assert_eq!(
+            parse_input(r#"{"stdin":{"close":true}}"#),
+            Ok(vec![ExecInput::StdinClose])
+        );
+        assert_eq!(
+            parse_input(r#"{"tty_size":{"height":40,"width":120}}"#),
+            Ok(vec![ExecInput::TtySize {
+                height: 40,
+                width: 120
+            }])
+        );
+        assert!(parse_input("not json").is_err());
+    }
+}
