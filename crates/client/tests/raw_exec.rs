@@ -392,6 +392,15 @@ async fn a_trapped_signal_reaches_the_task() {
             .unwrap_or(false)
     })
     .await;
+    // The task can print before its runner has recorded it as running; a signal before that
+    // is refused (TaskNotRunning), so wait for the state too.
+    wait_for("the task to be running", || {
+        runner
+            .task_states()
+            .get("trapper")
+            .is_some_and(|state| state.state == "running")
+    })
+    .await;
     runner.signal(Some("trapper"), "SIGUSR1").await.unwrap();
     wait_for("the trap to fire", || {
         std::fs::read_to_string(&stdout)
