@@ -142,6 +142,7 @@ impl RawExecDriver {
                 max_file_size_bytes: launch.logs.max_file_size_bytes,
             },
             cgroup: cgroup.clone(),
+            isolation: None,
         };
         let spec_path = state_dir.join(SPEC_FILE);
         write_launch_spec(&spec_path, &spec).await?;
