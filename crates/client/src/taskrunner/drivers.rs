@@ -57,7 +57,12 @@ fn task_exit(status: ExitStatus) -> TaskExit {
         exit_code: i64::from(status.exit_code),
         signal: i64::from(status.signal),
         oom_killed: status.oom_killed,
-        message: String::new(),
+        // Nomad's exit message for a task the kernel's OOM killer stopped.
+        message: if status.oom_killed {
+            "OOM Killed".to_string()
+        } else {
+            String::new()
+        },
     }
 }
 

@@ -1,0 +1,378 @@
+//! End to end for the `exec` driver: the real agent runs exec tasks whose command is a shell
+//! probe reporting what it sees from inside (processes, mounts, capabilities, uid,
+//! no_new_privs), a task that outgrows its memory limit, and busy tasks whose usage the stats
+//! endpoint reports. Needs root and cgroups, like the driver itself.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{Agent, wait_for, write_jobspec};
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+fn allocs(agent: &Agent, job_id: &str) -> Vec<Value> {
+    agent
+        .get_json(&format!("/v1/job/{job_id}/allocations"))
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn run_job(agent: &Agent, name: &str, hcl: &str) {
+    let (_dir, path) = write_jobspec(name, hcl);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+}
+
+fn events_of(alloc: &Value, task: &str) -> Vec<Value> {
+    alloc["TaskStates"][task]["Events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// `key=value` lines of the probe's report.
+fn report(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(key, value)| (key.trim().to_string(), value.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn an_exec_task_sees_only_itself_read_only_system_dirs_and_the_default_capabilities() {
+    let agent = Agent::start_dev();
+    let alloc_root = agent.data_dir.join("alloc");
+    let probe = format!(
+        r#"exec > /local/probe.txt 2>&1
+echo "procs=$(for p in /proc/[0-9]*; do cat $p/comm; done | sort | tr '\n' ' ')"
+echo "has_pid_1=$(test -d /proc/1 && echo yes || echo no)"
+for d in /usr /bin /etc /sbin; do
+  if touch $d/.drover-probe 2>/dev/null; then echo "writable_system_dir=$d"; fi
+done
+echo "kcore_bytes=$(cat /proc/kcore 2>/dev/null | head -c 16 | wc -c)"
+echo "host_root=$(ls -A /root 2>/dev/null | wc -l)"
+echo "host_alloc_root=$(test -e {alloc_root} && echo visible || echo invisible)"
+echo "alloc_dir=$(test -d /alloc/logs && echo yes || echo no)"
+echo "local_writable=$(touch /local/w && echo yes || echo no)"
+echo "tmp_writable=$(touch /tmp/w && echo yes || echo no)"
+echo "proc_sys_writable=$(echo 1 > /proc/sys/kernel/ns_last_pid 2>/dev/null && echo yes || echo no)"
+echo "sys_writable=$(touch /sys/drover 2>/dev/null && echo yes || echo no)"
+echo "dev=$(ls /dev | sort | tr '\n' ' ')"
+echo "uid=$(id -u)"
+echo "user=$(id -un)"
+grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status | tr -d '\t' | sed 's/:/=/'
+echo "done=yes"
+"#,
+        alloc_root = alloc_root.display()
+    );
+    let job = format!(
+        r#"
+job "probe" {{
+  datacenters = ["dc1"]
+  type        = "batch"
+  group "g" {{
+    restart {{
+      attempts = 0
+      mode     = "fail"
+    }}
+    task "probe" {{
+      driver = "exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", {probe:?}]
+      }}
+      resources {{
+        cpu    = 50
+        memory = 64
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    run_job(&agent, "probe.hcl", &job);
+    let alloc = wait_for("the probe to finish", LIMIT, || {
+        allocs(&agent, "probe")
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "complete" || alloc["ClientStatus"] == "failed")
+    });
+    let alloc_id = alloc["ID"].as_str().unwrap();
+    let text = std::fs::read_to_string(alloc_root.join(alloc_id).join("probe/local/probe.txt"))
+        .unwrap_or_else(|error| {
+            panic!(
+                "no probe report ({error}); events {:?}",
+                events_of(&alloc, "probe")
+            )
+        });
+    let seen = report(&text);
+    assert_eq!(seen.get("done").map(String::as_str), Some("yes"), "{text}");
+    assert_eq!(alloc["ClientStatus"], "complete", "{text}");
+    // Only the probe's own shell and its helpers: nothing of the host (no agent, no shim).
+    let procs = &seen["procs"];
+    for process in procs.split_whitespace() {
+        assert!(
+            ["sh", "cat", "sort", "tr"].contains(&process),
+            "unexpected process {process:?} visible: {procs}"
+        );
+    }
+    assert_eq!(seen["has_pid_1"], "yes", "{text}");
+    assert!(!seen.contains_key("writable_system_dir"), "{text}");
+    assert_eq!(seen["kcore_bytes"], "0", "{text}");
+    assert_eq!(seen["host_root"], "0", "{text}");
+    assert_eq!(seen["host_alloc_root"], "invisible", "{text}");
+    assert_eq!(seen["alloc_dir"], "yes", "{text}");
+    assert_eq!(seen["local_writable"], "yes", "{text}");
+    assert_eq!(seen["tmp_writable"], "yes", "{text}");
+    assert_eq!(seen["proc_sys_writable"], "no", "{text}");
+    assert_eq!(seen["sys_writable"], "no", "{text}");
+    for node in [
+        "null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "shm", "mqueue",
+    ] {
+        assert!(
+            seen["dev"].split_whitespace().any(|name| name == node),
+            "/dev lacks {node}: {text}"
+        );
+    }
+    assert_eq!(seen["uid"], "65534", "{text}");
+    assert_eq!(seen["user"], "nobody", "{text}");
+    // The container-runtime default set, and nothing more even in the bounding set.
+    assert_eq!(seen["CapEff"], "00000000a80425fb", "{text}");
+    assert_eq!(seen["CapBnd"], "00000000a80425fb", "{text}");
+    assert_eq!(seen["NoNewPrivs"], "1", "{text}");
+    // The probe's writes to the system dirs did not reach the host either.
+    assert!(!Path::new("/usr/.drover-probe").exists());
+}
+
+#[test]
+fn unknown_config_keys_and_refused_capabilities_fail_the_task_with_a_clear_reason() {
+    let agent = Agent::start_dev();
+    run_job(
+        &agent,
+        "bad.hcl",
+        r#"
+job "bad" {
+  datacenters = ["dc1"]
+  type        = "batch"
+  group "g" {
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    task "typo" {
+      driver = "exec"
+      config {
+        command = "/bin/true"
+        volumes = ["/:/host"]
+      }
+      resources {
+        cpu    = 50
+        memory = 32
+      }
+    }
+    task "admin" {
+      driver = "exec"
+      config {
+        command = "/bin/true"
+        cap_add = ["sys_admin"]
+      }
+      resources {
+        cpu    = 50
+        memory = 32
+      }
+    }
+  }
+}
+"#,
+    );
+    let alloc = wait_for("both tasks to fail", LIMIT, || {
+        allocs(&agent, "bad").into_iter().find(|alloc| {
+            ["typo", "admin"]
+                .iter()
+                .all(|task| alloc["TaskStates"][task]["State"] == "dead")
+        })
+    });
+    let messages = |task: &str| -> String {
+        events_of(&alloc, task)
+            .iter()
+            .map(|event| {
+                event["DisplayMessage"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+                    + " "
+                    + event["Details"].to_string().as_str()
+            })
+            .collect::<Vec<_>>()
+            .join(" | ")
+    };
+    let typo = messages("typo");
+    assert!(
+        typo.contains("unknown task config key \\\"volumes\\\"")
+            || typo.contains("unknown task config key \"volumes\""),
+        "{typo}"
+    );
+    let admin = messages("admin");
+    assert!(
+        admin.contains("CAP_SYS_ADMIN") && admin.contains("allow_caps"),
+        "{admin}"
+    );
+    assert_eq!(alloc["TaskStates"]["typo"]["Failed"], true);
+}
+
+#[test]
+fn a_task_past_its_memory_limit_is_oom_killed_and_reported_while_its_sibling_runs_on() {
+    let agent = Agent::start_dev();
+    run_job(
+        &agent,
+        "oom.hcl",
+        r#"
+job "oom" {
+  datacenters = ["dc1"]
+  type        = "service"
+  group "g" {
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    reschedule {
+      attempts  = 0
+      unlimited = false
+    }
+    task "hog" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "head -c 300M /dev/zero | tail"]
+      }
+      resources {
+        cpu    = 50
+        memory = 64
+      }
+    }
+    task "sibling" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "sleep 3600"]
+      }
+      resources {
+        cpu    = 50
+        memory = 32
+      }
+    }
+  }
+}
+"#,
+    );
+    let alloc = wait_for("the hog to be OOM killed", LIMIT, || {
+        allocs(&agent, "oom").into_iter().find(|alloc| {
+            events_of(alloc, "hog")
+                .iter()
+                .any(|event| event["Type"] == "Terminated")
+        })
+    });
+    let terminated = events_of(&alloc, "hog")
+        .into_iter()
+        .find(|event| event["Type"] == "Terminated")
+        .unwrap();
+    assert_eq!(terminated["Details"]["oom_killed"], "true", "{terminated}");
+    assert!(
+        terminated["DisplayMessage"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("OOM Killed")
+            || terminated["Details"]["exit_message"] == "OOM Killed",
+        "{terminated}"
+    );
+    // The agent still answers and the sibling, in its own cgroup, was not touched.
+    assert_eq!(
+        alloc["TaskStates"]["sibling"]["State"], "running",
+        "{alloc}"
+    );
+    let sibling_events = events_of(&alloc, "sibling");
+    assert!(
+        sibling_events
+            .iter()
+            .all(|event| event["Type"] != "Terminated"),
+        "{sibling_events:?}"
+    );
+}
+
+#[test]
+fn the_stats_endpoint_shows_live_memory_and_cpu_of_exec_and_raw_exec_tasks() {
+    let agent = Agent::start_dev();
+    // Light but steady cpu use (the machine is shared): bursts of shell arithmetic.
+    let busy = "x=$(head -c 8000000 /dev/zero | tr '\\\\0' a); while :; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; sleep 0.05; done";
+    let job = format!(
+        r#"
+job "busy" {{
+  datacenters = ["dc1"]
+  type        = "service"
+  group "g" {{
+    task "isolated" {{
+      driver = "exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", {busy:?}]
+      }}
+      resources {{
+        cpu    = 100
+        memory = 64
+      }}
+    }}
+    task "raw" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", {busy:?}]
+      }}
+      resources {{
+        cpu    = 100
+        memory = 64
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    run_job(&agent, "busy.hcl", &job);
+    let alloc_id = wait_for("the busy alloc to run", LIMIT, || {
+        allocs(&agent, "busy")
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "running")
+            .and_then(|alloc| alloc["ID"].as_str().map(str::to_string))
+    });
+    let stats = wait_for("live cpu and memory figures for both tasks", LIMIT, || {
+        let stats = agent.get_json(&format!("/v1/client/allocation/{alloc_id}/stats"));
+        let live = ["isolated", "raw"].iter().all(|task| {
+            let usage = &stats["Tasks"][task]["ResourceUsage"];
+            usage["MemoryStats"]["RSS"].as_u64().unwrap_or(0) > 0
+                && usage["MemoryStats"]["Usage"].as_u64().unwrap_or(0) > 0
+                && usage["CpuStats"]["Percent"].as_f64().unwrap_or(0.0) > 0.0
+                && usage["CpuStats"]["TotalTicks"].as_f64().unwrap_or(0.0) > 0.0
+        });
+        live.then_some(stats)
+    });
+    let total = &stats["ResourceUsage"]["MemoryStats"]["RSS"];
+    let sum: u64 = ["isolated", "raw"]
+        .iter()
+        .map(|task| {
+            stats["Tasks"][task]["ResourceUsage"]["MemoryStats"]["RSS"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    assert!(total.as_u64().unwrap() > 0, "{stats}");
+    assert!(sum > 0);
+    let measured = &stats["Tasks"]["isolated"]["ResourceUsage"]["MemoryStats"]["Measured"];
+    assert!(measured.to_string().contains("RSS"), "{stats}");
+    let one = agent.get_json(&format!("/v1/client/allocation/{alloc_id}/stats?task=raw"));
+    assert!(one["Tasks"]["raw"].is_object(), "{one}");
+    assert!(one["Tasks"]["isolated"].is_null(), "{one}");
+}
