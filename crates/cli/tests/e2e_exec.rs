@@ -226,15 +226,43 @@ job "bad" {
 }
 
 #[test]
-fn a_task_past_its_memory_limit_is_oom_killed_and_reported_while_its_sibling_runs_on() {
+fn a_task_past_its_memory_limit_is_oom_killed_and_reported_while_its_neighbour_runs_on() {
     let agent = Agent::start_dev();
+    run_job(
+        &agent,
+        "neighbour.hcl",
+        r#"
+job "neighbour" {
+  datacenters = ["dc1"]
+  type        = "service"
+  group "g" {
+    task "sleeper" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "sleep 3600"]
+      }
+      resources {
+        cpu    = 50
+        memory = 32
+      }
+    }
+  }
+}
+"#,
+    );
+    wait_for("the neighbour to run", LIMIT, || {
+        allocs(&agent, "neighbour")
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "running")
+    });
     run_job(
         &agent,
         "oom.hcl",
         r#"
 job "oom" {
   datacenters = ["dc1"]
-  type        = "service"
+  type        = "batch"
   group "g" {
     restart {
       attempts = 0
@@ -255,17 +283,6 @@ job "oom" {
         memory = 64
       }
     }
-    task "sibling" {
-      driver = "exec"
-      config {
-        command = "/bin/sh"
-        args    = ["-c", "sleep 3600"]
-      }
-      resources {
-        cpu    = 50
-        memory = 32
-      }
-    }
   }
 }
 "#,
@@ -282,25 +299,18 @@ job "oom" {
         .find(|event| event["Type"] == "Terminated")
         .unwrap();
     assert_eq!(terminated["Details"]["oom_killed"], "true", "{terminated}");
-    assert!(
-        terminated["DisplayMessage"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("OOM Killed")
-            || terminated["Details"]["exit_message"] == "OOM Killed",
+    assert_eq!(
+        terminated["Details"]["exit_message"], "OOM Killed",
         "{terminated}"
     );
-    // The agent still answers and the sibling, in its own cgroup, was not touched.
-    assert_eq!(
-        alloc["TaskStates"]["sibling"]["State"], "running",
-        "{alloc}"
-    );
-    let sibling_events = events_of(&alloc, "sibling");
+    // The agent still answers, and the neighbour, in its own cgroup, was not touched.
+    let neighbour = allocs(&agent, "neighbour");
+    assert_eq!(neighbour.len(), 1);
+    assert_eq!(neighbour[0]["ClientStatus"], "running", "{neighbour:?}");
+    let events = events_of(&neighbour[0], "sleeper");
     assert!(
-        sibling_events
-            .iter()
-            .all(|event| event["Type"] != "Terminated"),
-        "{sibling_events:?}"
+        events.iter().all(|event| event["Type"] != "Terminated"),
+        "{events:?}"
     );
 }
 
