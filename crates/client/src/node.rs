@@ -1016,6 +1016,58 @@ fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     std::fs::File::open(parent)?.sync_all()
 }
 
+/// Converts the drivers' task usage into Nomad's wire form, with the allocation's sum.
+pub fn alloc_resource_usage(
+    usage: &BTreeMap<String, drover_driver::TaskResourceUsage>,
+    node_total_mhz: f64,
+    node_cores: u32,
+) -> drover_structs::AllocResourceUsage {
+    let mut total = drover_structs::ResourceUsage::default();
+    let mut tasks = BTreeMap::new();
+    let mut latest = 0i64;
+    for (name, task) in usage {
+        let resource_usage = drover_structs::ResourceUsage {
+            memory_stats: drover_structs::MemoryStats {
+                rss: task.memory.rss,
+                cache: task.memory.cache,
+                swap: task.memory.swap,
+                usage: task.memory.usage,
+                max_usage: task.memory.max_usage,
+                kernel_usage: task.memory.kernel_usage,
+                kernel_max_usage: task.memory.kernel_max_usage,
+                measured: task.memory.measured.clone(),
+                ..Default::default()
+            },
+            cpu_stats: drover_structs::CpuStats {
+                system_mode: task.cpu.system_mode_percent,
+                user_mode: task.cpu.user_mode_percent,
+                total_ticks: task.cpu.total_ticks(node_total_mhz, node_cores),
+                throttled_periods: task.cpu.throttled_periods,
+                throttled_time: task.cpu.throttled_time_ns,
+                percent: task.cpu.percent,
+                measured: task.cpu.measured.clone(),
+            },
+            device_stats: None,
+        };
+        total.add(&resource_usage);
+        let timestamp = i64::try_from(task.timestamp_unix_ns).unwrap_or(i64::MAX);
+        latest = latest.max(timestamp);
+        tasks.insert(
+            name.clone(),
+            drover_structs::TaskResourceUsage {
+                resource_usage,
+                timestamp,
+                pids: None,
+            },
+        );
+    }
+    drover_structs::AllocResourceUsage {
+        resource_usage: total,
+        tasks,
+        timestamp: latest,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1545,57 +1597,5 @@ mod tests {
         let again = NodeIdentity::load_or_create(dir.path())
             .unwrap_or_else(|error| panic!("identity: {error}"));
         assert_eq!(again, identity);
-    }
-}
-
-/// Converts the drivers' task usage into Nomad's wire form, with the allocation's sum.
-pub fn alloc_resource_usage(
-    usage: &BTreeMap<String, drover_driver::TaskResourceUsage>,
-    node_total_mhz: f64,
-    node_cores: u32,
-) -> drover_structs::AllocResourceUsage {
-    let mut total = drover_structs::ResourceUsage::default();
-    let mut tasks = BTreeMap::new();
-    let mut latest = 0i64;
-    for (name, task) in usage {
-        let resource_usage = drover_structs::ResourceUsage {
-            memory_stats: drover_structs::MemoryStats {
-                rss: task.memory.rss,
-                cache: task.memory.cache,
-                swap: task.memory.swap,
-                usage: task.memory.usage,
-                max_usage: task.memory.max_usage,
-                kernel_usage: task.memory.kernel_usage,
-                kernel_max_usage: task.memory.kernel_max_usage,
-                measured: task.memory.measured.clone(),
-                ..Default::default()
-            },
-            cpu_stats: drover_structs::CpuStats {
-                system_mode: task.cpu.system_mode_percent,
-                user_mode: task.cpu.user_mode_percent,
-                total_ticks: task.cpu.total_ticks(node_total_mhz, node_cores),
-                throttled_periods: task.cpu.throttled_periods,
-                throttled_time: task.cpu.throttled_time_ns,
-                percent: task.cpu.percent,
-                measured: task.cpu.measured.clone(),
-            },
-            device_stats: None,
-        };
-        total.add(&resource_usage);
-        let timestamp = i64::try_from(task.timestamp_unix_ns).unwrap_or(i64::MAX);
-        latest = latest.max(timestamp);
-        tasks.insert(
-            name.clone(),
-            drover_structs::TaskResourceUsage {
-                resource_usage,
-                timestamp,
-                pids: None,
-            },
-        );
-    }
-    drover_structs::AllocResourceUsage {
-        resource_usage: total,
-        tasks,
-        timestamp: latest,
     }
 }
