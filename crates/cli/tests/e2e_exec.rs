@@ -386,3 +386,54 @@ job "busy" {{
     assert!(one["Tasks"]["raw"].is_object(), "{one}");
     assert!(one["Tasks"]["isolated"].is_null(), "{one}");
 }
+
+/// The exec driver, straight through the driver API, passes the suite every driver passes.
+#[tokio::test]
+async fn exec_passes_the_conformance_suite() {
+    use drover_driver::conformance::{Scenario, run_conformance_suite};
+    use drover_driver::exec::{ExecConfig, exec_driver};
+    use drover_driver::raw_exec::RawExecConfig;
+    use drover_driver::{LogSettings, TaskLaunch};
+
+    let scratch = tempfile::tempdir().unwrap();
+    let driver = exec_driver(
+        RawExecConfig {
+            shim_binary: Some(env!("CARGO_BIN_EXE_drover-shim").into()),
+            cgroup_parent: "drover-e2e-exec".to_string(),
+            ..RawExecConfig::default()
+        },
+        ExecConfig::default(),
+    );
+    let root = scratch.path().to_path_buf();
+    let make_task = |scenario: Scenario, name: &str| {
+        let script = match scenario {
+            Scenario::ExitWith(code) => format!("exit {code}"),
+            // The task is pid 1 of its namespace, which ignores signals it has no handler for:
+            // the kill's SIGTERM does nothing and the SIGKILL after the grace period ends it.
+            Scenario::RunUntilKilled => "exec sleep 600".to_string(),
+        };
+        let task_dir = root.join(name);
+        for dir in ["local", "secrets", "tmp"] {
+            std::fs::create_dir_all(task_dir.join(dir)).unwrap();
+        }
+        std::fs::create_dir_all(root.join("alloc/logs")).unwrap();
+        TaskLaunch {
+            task_id: format!("conformance/{name}"),
+            alloc_id: format!("conformance-{}", std::process::id()),
+            task_name: name.to_string(),
+            command: "sh".to_string(),
+            args: vec!["-c".to_string(), script],
+            env: vec![("PATH".to_string(), "/usr/bin:/bin".to_string())],
+            state_dir: root.join(format!("state-{name}")),
+            logs: LogSettings {
+                dir: root.join("alloc/logs"),
+                ..LogSettings::default()
+            },
+            kill_signal: Some("SIGTERM".to_string()),
+            task_dir: Some(task_dir),
+            shared_alloc_dir: Some(root.join("alloc")),
+            ..TaskLaunch::default()
+        }
+    };
+    run_conformance_suite(&driver, &make_task).await.unwrap();
+}
