@@ -387,23 +387,50 @@ job "busy" {{
     assert!(one["Tasks"]["isolated"].is_null(), "{one}");
 }
 
+/// A task for the exec driver used directly, with its task dir and alloc dir under `root`.
+fn exec_launch(root: &Path, name: &str, script: &str) -> drover_driver::TaskLaunch {
+    let task_dir = root.join(name);
+    for dir in ["local", "secrets", "tmp"] {
+        std::fs::create_dir_all(task_dir.join(dir)).unwrap();
+    }
+    std::fs::create_dir_all(root.join("alloc/logs")).unwrap();
+    drover_driver::TaskLaunch {
+        task_id: format!("direct/{name}"),
+        alloc_id: format!("direct-{}", std::process::id()),
+        task_name: name.to_string(),
+        command: "sh".to_string(),
+        args: vec!["-c".to_string(), script.to_string()],
+        env: vec![("PATH".to_string(), "/usr/bin:/bin".to_string())],
+        state_dir: root.join(format!("state-{name}")),
+        logs: drover_driver::LogSettings {
+            dir: root.join("alloc/logs"),
+            ..drover_driver::LogSettings::default()
+        },
+        kill_signal: Some("SIGTERM".to_string()),
+        task_dir: Some(task_dir),
+        shared_alloc_dir: Some(root.join("alloc")),
+        ..drover_driver::TaskLaunch::default()
+    }
+}
+
+fn direct_exec_driver(cgroup_parent: &str) -> drover_driver::raw_exec::RawExecDriver {
+    drover_driver::exec::exec_driver(
+        drover_driver::raw_exec::RawExecConfig {
+            shim_binary: Some(env!("CARGO_BIN_EXE_drover-shim").into()),
+            cgroup_parent: cgroup_parent.to_string(),
+            ..drover_driver::raw_exec::RawExecConfig::default()
+        },
+        drover_driver::exec::ExecConfig::default(),
+    )
+}
+
 /// The exec driver, straight through the driver API, passes the suite every driver passes.
 #[tokio::test]
 async fn exec_passes_the_conformance_suite() {
     use drover_driver::conformance::{Scenario, run_conformance_suite};
-    use drover_driver::exec::{ExecConfig, exec_driver};
-    use drover_driver::raw_exec::RawExecConfig;
-    use drover_driver::{LogSettings, TaskLaunch};
 
     let scratch = tempfile::tempdir().unwrap();
-    let driver = exec_driver(
-        RawExecConfig {
-            shim_binary: Some(env!("CARGO_BIN_EXE_drover-shim").into()),
-            cgroup_parent: "drover-e2e-exec".to_string(),
-            ..RawExecConfig::default()
-        },
-        ExecConfig::default(),
-    );
+    let driver = direct_exec_driver("drover-e2e-exec");
     let root = scratch.path().to_path_buf();
     let make_task = |scenario: Scenario, name: &str| {
         let script = match scenario {
@@ -412,28 +439,51 @@ async fn exec_passes_the_conformance_suite() {
             // the kill's SIGTERM does nothing and the SIGKILL after the grace period ends it.
             Scenario::RunUntilKilled => "exec sleep 600".to_string(),
         };
-        let task_dir = root.join(name);
-        for dir in ["local", "secrets", "tmp"] {
-            std::fs::create_dir_all(task_dir.join(dir)).unwrap();
-        }
-        std::fs::create_dir_all(root.join("alloc/logs")).unwrap();
-        TaskLaunch {
-            task_id: format!("conformance/{name}"),
-            alloc_id: format!("conformance-{}", std::process::id()),
-            task_name: name.to_string(),
-            command: "sh".to_string(),
-            args: vec!["-c".to_string(), script],
-            env: vec![("PATH".to_string(), "/usr/bin:/bin".to_string())],
-            state_dir: root.join(format!("state-{name}")),
-            logs: LogSettings {
-                dir: root.join("alloc/logs"),
-                ..LogSettings::default()
-            },
-            kill_signal: Some("SIGTERM".to_string()),
-            task_dir: Some(task_dir),
-            shared_alloc_dir: Some(root.join("alloc")),
-            ..TaskLaunch::default()
-        }
+        exec_launch(&root, name, &script)
     };
     run_conformance_suite(&driver, &make_task).await.unwrap();
+}
+
+/// Two cpu-bound exec tasks on the same cpu: the one with ten times the shares gets clearly
+/// more cpu time. (Three seconds of one busy core.)
+#[tokio::test]
+async fn under_contention_fewer_cpu_shares_get_less_cpu() {
+    use drover_driver::Driver;
+
+    let scratch = tempfile::tempdir().unwrap();
+    let driver = direct_exec_driver("drover-e2e-exec-cpu");
+    let mut handles = Vec::new();
+    for (name, shares) in [("low", 100), ("high", 1000)] {
+        let mut launch = exec_launch(scratch.path(), name, "while :; do :; done");
+        launch.resources.cpu_shares = Some(shares);
+        launch.resources.cpuset_cpus = Some("0".to_string());
+        handles.push(driver.start(&launch).await.unwrap());
+    }
+    let usage = |handle| {
+        let driver = &driver;
+        async move { driver.stats(handle).await.unwrap().cpu.total_ns }
+    };
+    let before = (usage(&handles[0]).await, usage(&handles[1]).await);
+    // Bounded polling: wait until the pair has used three cpu-seconds between them.
+    let started = std::time::Instant::now();
+    let (low, high) = loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let low = usage(&handles[0]).await - before.0;
+        let high = usage(&handles[1]).await - before.1;
+        if low + high >= 3_000_000_000 || started.elapsed() > LIMIT {
+            break (low, high);
+        }
+    };
+    for handle in &handles {
+        driver
+            .kill(handle, Some("SIGKILL"), Duration::ZERO)
+            .await
+            .unwrap();
+        driver.destroy(handle).await.unwrap();
+    }
+    assert!(low + high >= 3_000_000_000, "only {low} + {high} ns of cpu");
+    assert!(
+        high > 2 * low,
+        "high shares got {high} ns, low shares {low} ns"
+    );
 }
