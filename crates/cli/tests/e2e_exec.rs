@@ -150,6 +150,62 @@ job "probe" {{
 }
 
 #[test]
+fn network_mode_none_leaves_only_loopback_and_the_task_dirs_are_in_its_environment() {
+    let agent = Agent::start_dev();
+    let probe = r#"exec > /local/probe.txt 2>&1
+echo "interfaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' ')"
+echo "task_dir=$NOMAD_TASK_DIR"
+echo "alloc_dir=$NOMAD_ALLOC_DIR"
+echo "done=yes"
+"#;
+    let job = format!(
+        r#"
+job "offline" {{
+  datacenters = ["dc1"]
+  type        = "batch"
+  group "g" {{
+    task "probe" {{
+      driver = "exec"
+      config {{
+        command      = "/bin/sh"
+        args         = ["-c", {probe:?}]
+        network_mode = "none"
+      }}
+      resources {{
+        cpu    = 50
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    run_job(&agent, "offline.hcl", &job);
+    let alloc = wait_for("the probe to finish", LIMIT, || {
+        allocs(&agent, "offline")
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "complete" || alloc["ClientStatus"] == "failed")
+    });
+    let alloc_id = alloc["ID"].as_str().unwrap();
+    let path = agent
+        .data_dir
+        .join("alloc")
+        .join(alloc_id)
+        .join("probe/local/probe.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| {
+        panic!(
+            "no probe report ({error}); events {:?}",
+            events_of(&alloc, "probe")
+        )
+    });
+    let seen = report(&text);
+    assert_eq!(seen.get("done").map(String::as_str), Some("yes"), "{text}");
+    assert_eq!(seen["interfaces"], "lo", "{text}");
+    assert_eq!(seen["task_dir"], "/local", "{text}");
+    assert_eq!(seen["alloc_dir"], "/alloc", "{text}");
+}
+
+#[test]
 fn unknown_config_keys_and_refused_capabilities_fail_the_task_with_a_clear_reason() {
     let agent = Agent::start_dev();
     run_job(
