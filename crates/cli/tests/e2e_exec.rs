@@ -242,13 +242,24 @@ job "bad" {
         memory = 32
       }
     }
+    task "rooted" {
+      driver = "exec"
+      user   = "root"
+      config {
+        command = "/bin/true"
+      }
+      resources {
+        cpu    = 50
+        memory = 32
+      }
+    }
   }
 }
 "#,
     );
     let alloc = wait_for("both tasks to fail", LIMIT, || {
         allocs(&agent, "bad").into_iter().find(|alloc| {
-            ["typo", "admin"]
+            ["typo", "admin", "rooted"]
                 .iter()
                 .all(|task| alloc["TaskStates"][task]["State"] == "dead")
         })
@@ -279,6 +290,19 @@ job "bad" {
         "{admin}"
     );
     assert_eq!(alloc["TaskStates"]["typo"]["Failed"], true);
+    // The client's user denylist (root by default) applies to exec.
+    let rooted = events_of(&alloc, "rooted");
+    let refused = rooted
+        .iter()
+        .find(|event| event["Type"] == "Failed Validation")
+        .unwrap_or_else(|| panic!("no Failed Validation event: {rooted:?}"));
+    assert!(
+        refused["ValidationError"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("\"root\" is disallowed"),
+        "{refused}"
+    );
 }
 
 #[test]

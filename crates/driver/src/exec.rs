@@ -24,7 +24,7 @@ pub const RAW_EXEC_CONFIG_KEYS: &[&str] = &["command", "args"];
 /// Task config keys of `exec`.
 pub const EXEC_CONFIG_KEYS: &[&str] = &["command", "args", "cap_add", "cap_drop", "network_mode"];
 
-/// The chroot env when the client sets none: host path → path in the task root.
+/// The chroot env when the client sets none: each host dir bound at the same path in the root.
 pub const DEFAULT_CHROOT_ENV: [&str; 6] = ["/bin", "/etc", "/lib", "/lib64", "/sbin", "/usr"];
 
 /// Client-side settings of the exec driver.
@@ -185,7 +185,7 @@ pub fn isolation_for(exec: &ExecConfig, launch: &TaskLaunch) -> Result<Isolation
     })
 }
 
-/// Whether `path` is an absolute path (chroot env entries must be).
+/// Whether every chroot env source and destination is an absolute path.
 pub fn chroot_env_is_valid(chroot_env: &BTreeMap<String, String>) -> bool {
     chroot_env
         .iter()
