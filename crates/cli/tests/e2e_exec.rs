@@ -206,6 +206,88 @@ job "offline" {{
 }
 
 #[test]
+fn the_clients_chroot_env_and_allow_caps_shape_the_task() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("agent.hcl");
+    std::fs::write(
+        &config,
+        r#"
+client {
+  chroot_env = {
+    "/bin"   = "/bin"
+    "/etc"   = "/etc"
+    "/lib"   = "/lib"
+    "/lib64" = "/lib64"
+    "/usr"   = "/usr"
+  }
+}
+plugin "exec" {
+  config {
+    allow_caps = ["chown", "kill", "sys_time"]
+  }
+}
+"#,
+    )
+    .unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", config.display())],
+    );
+    let probe = r#"exec > /local/probe.txt 2>&1
+echo "sbin=$(test -e /sbin && echo present || echo absent)"
+echo "usr=$(test -d /usr/bin && echo present || echo absent)"
+grep -E '^CapEff:' /proc/self/status | tr -d '\t' | sed 's/:/=/'
+echo "done=yes"
+"#;
+    let job = format!(
+        r#"
+job "shaped" {{
+  datacenters = ["dc1"]
+  type        = "batch"
+  group "g" {{
+    task "probe" {{
+      driver = "exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", {probe:?}]
+        cap_add = ["sys_time"]
+      }}
+      resources {{
+        cpu    = 50
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    run_job(&agent, "shaped.hcl", &job);
+    let alloc = wait_for("the probe to finish", LIMIT, || {
+        allocs(&agent, "shaped")
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "complete" || alloc["ClientStatus"] == "failed")
+    });
+    let alloc_id = alloc["ID"].as_str().unwrap();
+    let path = agent
+        .data_dir
+        .join("alloc")
+        .join(alloc_id)
+        .join("probe/local/probe.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| {
+        panic!(
+            "no probe report ({error}); events {:?}",
+            events_of(&alloc, "probe")
+        )
+    });
+    let seen = report(&text);
+    assert_eq!(seen.get("done").map(String::as_str), Some("yes"), "{text}");
+    assert_eq!(seen["sbin"], "absent", "{text}");
+    assert_eq!(seen["usr"], "present", "{text}");
+    // The default set within allow_caps (chown, kill) plus the allowed cap_add (sys_time).
+    assert_eq!(seen["CapEff"], "0000000002000021", "{text}");
+}
+
+#[test]
 fn unknown_config_keys_and_refused_capabilities_fail_the_task_with_a_clear_reason() {
     let agent = Agent::start_dev();
     run_job(
