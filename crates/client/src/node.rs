@@ -1598,4 +1598,41 @@ mod tests {
             .unwrap_or_else(|error| panic!("identity: {error}"));
         assert_eq!(again, identity);
     }
+
+    #[test]
+    fn alloc_usage_sums_its_tasks_and_scales_ticks_by_the_node() {
+        let task = |rss: u64, percent: f64, timestamp: u64| drover_driver::TaskResourceUsage {
+            timestamp_unix_ns: timestamp,
+            memory: drover_driver::MemoryUsage {
+                rss,
+                usage: rss * 2,
+                measured: vec!["RSS".to_string()],
+                ..Default::default()
+            },
+            cpu: drover_driver::CpuUsage {
+                percent,
+                measured: vec!["Percent".to_string()],
+                ..Default::default()
+            },
+            pids: vec![1],
+        };
+        let usage = BTreeMap::from([
+            ("web".to_string(), task(100, 50.0, 7)),
+            ("sidecar".to_string(), task(20, 25.0, 9)),
+        ]);
+        // Two cores of 2000 MHz: half a core is 1000 MHz of ticks.
+        let alloc = alloc_resource_usage(&usage, 4000.0, 2);
+        assert_eq!(
+            alloc.tasks["web"].resource_usage.cpu_stats.total_ticks,
+            1000.0
+        );
+        assert_eq!(alloc.resource_usage.memory_stats.rss, 120);
+        assert_eq!(alloc.resource_usage.memory_stats.usage, 240);
+        assert_eq!(alloc.resource_usage.cpu_stats.total_ticks, 1500.0);
+        assert_eq!(
+            alloc.resource_usage.memory_stats.measured,
+            vec!["RSS".to_string()]
+        );
+        assert_eq!(alloc.timestamp, 9);
+    }
 }
