@@ -649,3 +649,33 @@ async fn under_contention_fewer_cpu_shares_get_less_cpu() {
         "high shares got {high} ns, low shares {low} ns"
     );
 }
+
+/// A program that does not exist inside the task root fails the start with the reason, and
+/// leaves no process and no cgroup behind.
+#[tokio::test]
+async fn a_command_missing_from_the_task_root_is_a_start_error() {
+    use drover_driver::Driver;
+
+    let scratch = tempfile::tempdir().unwrap();
+    let driver = direct_exec_driver("drover-e2e-exec-missing");
+    // /opt is not in the chroot env, so a program there is not in the task's root.
+    let mut launch = exec_launch(scratch.path(), "missing", "");
+    launch.command = "/opt/drover-no-such-program".to_string();
+    launch.args.clear();
+    let error = driver.start(&launch).await.unwrap_err();
+    let chain = format!("{error} {error:?}");
+    assert!(
+        chain.contains("drover-no-such-program"),
+        "the error names the program: {chain}"
+    );
+    let cgroup_parent = Path::new("/sys/fs/cgroup/memory/drover-e2e-exec-missing");
+    if cgroup_parent.is_dir() {
+        let leftovers: Vec<_> = std::fs::read_dir(cgroup_parent)
+            .unwrap()
+            .filter_map(|entry| entry.ok())
+            .filter(|entry| entry.path().is_dir())
+            .map(|entry| entry.file_name())
+            .collect();
+        assert!(leftovers.is_empty(), "cgroups left behind: {leftovers:?}");
+    }
+}
