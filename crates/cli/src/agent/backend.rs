@@ -133,10 +133,10 @@ impl AgentOperations for AgentBackend {
         alloc_id: &str,
         task: Option<String>,
     ) -> Result<AllocResourceUsage, ApiError> {
-        let _ = (self.client()?.alloc(alloc_id).map_err(client_error)?, task);
-        Err(ApiError::Internal(format!(
-            "resource usage of allocation {alloc_id} is not collected by this agent yet"
-        )))
+        self.client()?
+            .alloc_stats(alloc_id, task.as_deref())
+            .await
+            .map_err(client_error)
     }
 
     fn alloc_dir(&self, alloc_id: &str) -> Result<PathBuf, ApiError> {
