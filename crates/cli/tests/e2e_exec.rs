@@ -290,64 +290,65 @@ job "shaped" {{
 #[test]
 fn unknown_config_keys_and_refused_capabilities_fail_the_task_with_a_clear_reason() {
     let agent = Agent::start_dev();
-    run_job(
-        &agent,
-        "bad.hcl",
-        r#"
-job "bad" {
-  datacenters = ["dc1"]
-  type        = "batch"
-  group "g" {
-    restart {
+    // One group per bad task: a task that fails takes its siblings down with it.
+    let group = |task: &str, body: &str| {
+        format!(
+            r#"
+  group "{task}" {{
+    restart {{
       attempts = 0
       mode     = "fail"
-    }
-    task "typo" {
+    }}
+    task "{task}" {{
       driver = "exec"
-      config {
-        command = "/bin/true"
-        volumes = ["/:/host"]
-      }
-      resources {
+{body}
+      resources {{
         cpu    = 50
         memory = 32
-      }
-    }
-    task "admin" {
-      driver = "exec"
-      config {
-        command = "/bin/true"
-        cap_add = ["sys_admin"]
-      }
-      resources {
-        cpu    = 50
-        memory = 32
-      }
-    }
-    task "rooted" {
-      driver = "exec"
-      user   = "root"
-      config {
-        command = "/bin/true"
-      }
-      resources {
-        cpu    = 50
-        memory = 32
-      }
-    }
-  }
-}
-"#,
+      }}
+    }}
+  }}
+"#
+        )
+    };
+    let jobspec = format!(
+        "job \"bad\" {{\n  datacenters = [\"dc1\"]\n  type = \"batch\"\n{}{}{}}}\n",
+        group(
+            "typo",
+            "      config {\n        command = \"/bin/true\"\n        volumes = [\"/:/host\"]\n      }"
+        ),
+        group(
+            "admin",
+            "      config {\n        command = \"/bin/true\"\n        cap_add = [\"sys_admin\"]\n      }"
+        ),
+        group(
+            "rooted",
+            "      user = \"root\"\n      config {\n        command = \"/bin/true\"\n      }"
+        ),
     );
-    let alloc = wait_for("both tasks to fail", LIMIT, || {
-        allocs(&agent, "bad").into_iter().find(|alloc| {
-            ["typo", "admin", "rooted"]
-                .iter()
-                .all(|task| alloc["TaskStates"][task]["State"] == "dead")
-        })
+    run_job(&agent, "bad.hcl", &jobspec);
+    let by_task = wait_for("the three tasks to fail", LIMIT, || {
+        let allocs = allocs(&agent, "bad");
+        let dead: Vec<(String, Value)> = ["typo", "admin", "rooted"]
+            .iter()
+            .filter_map(|task| {
+                allocs
+                    .iter()
+                    .find(|alloc| alloc["TaskStates"][task]["State"] == "dead")
+                    .map(|alloc| (task.to_string(), alloc.clone()))
+            })
+            .collect();
+        (dead.len() == 3).then_some(dead)
     });
+    let alloc_of = |task: &str| -> &Value {
+        &by_task
+            .iter()
+            .find(|(name, _)| name == task)
+            .expect("task found")
+            .1
+    };
     let messages = |task: &str| -> String {
-        events_of(&alloc, task)
+        events_of(alloc_of(task), task)
             .iter()
             .map(|event| {
                 event["DisplayMessage"]
@@ -360,6 +361,17 @@ job "bad" {
             .collect::<Vec<_>>()
             .join(" | ")
     };
+    let typo_events = events_of(alloc_of("typo"), "typo");
+    assert!(
+        typo_events
+            .iter()
+            .any(|event| event["Type"] == "Failed Validation"),
+        "an unknown config key fails validation before any start: {typo_events:?}"
+    );
+    assert!(
+        typo_events.iter().all(|event| event["Type"] != "Started"),
+        "{typo_events:?}"
+    );
     let typo = messages("typo");
     assert!(
         typo.contains("unknown task config key \\\"volumes\\\"")
@@ -371,9 +383,9 @@ job "bad" {
         admin.contains("CAP_SYS_ADMIN") && admin.contains("allow_caps"),
         "{admin}"
     );
-    assert_eq!(alloc["TaskStates"]["typo"]["Failed"], true);
+    assert_eq!(alloc_of("typo")["TaskStates"]["typo"]["Failed"], true);
     // The client's user denylist (root by default) applies to exec.
-    let rooted = events_of(&alloc, "rooted");
+    let rooted = events_of(alloc_of("rooted"), "rooted");
     let refused = rooted
         .iter()
         .find(|event| event["Type"] == "Failed Validation")

@@ -57,6 +57,16 @@ pub fn exec_driver(raw: RawExecConfig, exec: ExecConfig) -> RawExecDriver {
     RawExecDriver::isolating(raw, exec)
 }
 
+/// The task config keys a built-in driver accepts, by driver name (`None`: a driver whose
+/// config this crate does not describe, such as the mock driver).
+pub fn config_keys_for(driver: &str) -> Option<&'static [&'static str]> {
+    match driver {
+        "raw_exec" => Some(RAW_EXEC_CONFIG_KEYS),
+        "exec" => Some(EXEC_CONFIG_KEYS),
+        _ => None,
+    }
+}
+
 /// Refuses task config keys the driver does not know.
 pub fn validate_config(config: &Value, allowed: &[&str]) -> Result<(), DriverError> {
     let Some(map) = config.as_object() else {
