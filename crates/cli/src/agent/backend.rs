@@ -30,6 +30,8 @@ pub struct AgentBackend {
     pub client: Option<Arc<LocalClient>>,
     /// `<data_dir>/alloc`: where the client keeps alloc dirs.
     pub alloc_root: PathBuf,
+    /// Node-wide usage for `/v1/client/stats`.
+    pub host_stats: drover_client::host_stats::HostStatsCollector,
 }
 
 fn server_error(error: ServerError) -> ApiError {
@@ -137,6 +139,15 @@ impl AgentOperations for AgentBackend {
             .alloc_stats(alloc_id, task.as_deref())
             .await
             .map_err(client_error)
+    }
+
+    async fn host_stats(&self) -> Result<drover_structs::HostStats, ApiError> {
+        self.client()?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| i64::try_from(elapsed.as_nanos()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        Ok(self.host_stats.collect(now))
     }
 
     fn alloc_dir(&self, alloc_id: &str) -> Result<PathBuf, ApiError> {

@@ -153,6 +153,7 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         server: server.clone(),
         client: client.clone(),
         alloc_root: data_dir.path().join("alloc"),
+        host_stats: drover_client::host_stats::HostStatsCollector::new(data_dir.path()),
     };
     let app = drover_api::app(Arc::new(Composed {
         reads: state.clone(),
