@@ -123,11 +123,26 @@ fn event_count(alloc: &Value, task: &str, event_type: &str) -> usize {
         .unwrap_or(0)
 }
 
-/// Live (non-zombie) processes whose command line holds `marker`, grouped by the
-/// `NOMAD_ALLOC_ID` of their environment.
+fn parent_pid(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Live (non-zombie) task processes whose command line holds `marker`, grouped by the
+/// `NOMAD_ALLOC_ID` of their environment. A process whose parent also holds the marker is the
+/// task's shell forked for a command (`sleep`), not yet exec'd: part of the task, not a task.
 fn marker_pids_by_alloc(marker: &str) -> BTreeMap<String, Vec<i32>> {
     let mut by_alloc: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-    for pid in pids_with_cmdline(marker) {
+    let all = pids_with_cmdline(marker);
+    for pid in all.iter().copied() {
+        if parent_pid(pid).is_some_and(|parent| all.contains(&parent)) {
+            continue;
+        }
         let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
         let alloc_id = String::from_utf8_lossy(&environ)
             .split('\0')
@@ -187,7 +202,8 @@ fn fifty_tasks_survive_kill_9_and_are_re_attached_without_a_second_start() {
 
     let (_dir, path) = write_jobspec("counter.hcl", &counter_job("counter", 50, &marker));
     first.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
-    let (_dir3, path3) = write_jobspec("exiter.hcl", &exit_three_job("exiter", &exit_marker, &flag));
+    let (_dir3, path3) =
+        write_jobspec("exiter.hcl", &exit_three_job("exiter", &exit_marker, &flag));
     first.cli_ok(&["job", "run", "-detach", &path3.to_string_lossy()]);
 
     let before = wait_for("50 running counter allocs", LIMIT, || {
@@ -384,7 +400,12 @@ fn thirty_kill_9_cycles_start_nothing_twice_and_leave_no_orphan() {
             version += 1;
         }
         let args: Vec<String> = if operation == 3 {
-            vec!["job".into(), "stop".into(), "-detach".into(), "chaos".into()]
+            vec![
+                "job".into(),
+                "stop".into(),
+                "-detach".into(),
+                "chaos".into(),
+            ]
         } else {
             let path = specs_dir.path().join(format!("chaos-{cycle}.hcl"));
             std::fs::write(&path, chaos_job(&marker, count, version)).expect("spec");
@@ -409,6 +430,10 @@ fn thirty_kill_9_cycles_start_nothing_twice_and_leave_no_orphan() {
         forget_killed(agent);
         let _ = cli.wait();
         assert_at_most_one_process_per_alloc(&marker, seed, cycle);
+        println!(
+            "cycle {cycle}: {args:?} then kill -9; {} live task processes",
+            marker_pids_by_alloc(&marker).len()
+        );
     }
 
     // Settle: a last agent and a known job; every running alloc has its one process, and no
