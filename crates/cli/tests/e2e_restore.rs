@@ -92,6 +92,42 @@ job "{job_id}" {{
     )
 }
 
+/// A job whose task waits for `flag`, removes it and exits with code 3; restarted once.
+fn restart_once_job(job_id: &str, marker: &str, flag: &Path) -> String {
+    format!(
+        r#"
+job "{job_id}" {{
+  datacenters = ["dc1"]
+  type        = "service"
+
+  group "again" {{
+    restart {{
+      attempts = 1
+      delay    = "1s"
+      interval = "10m"
+      mode     = "fail"
+    }}
+
+    task "exiter" {{
+      driver = "raw_exec"
+
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "echo {marker}; while [ ! -e {flag} ]; do sleep 0.1; done; rm -f {flag}; exit 3"]
+      }}
+
+      resources {{
+        cpu    = 10
+        memory = 16
+      }}
+    }}
+  }}
+}}
+"#,
+        flag = flag.display()
+    )
+}
+
 fn allocs(agent: &Agent, job_id: &str) -> Vec<Value> {
     agent
         .get_json(&format!("/v1/job/{job_id}/allocations"))
@@ -205,6 +241,13 @@ fn fifty_tasks_survive_kill_9_and_are_re_attached_without_a_second_start() {
     let (_dir3, path3) =
         write_jobspec("exiter.hcl", &exit_three_job("exiter", &exit_marker, &flag));
     first.cli_ok(&["job", "run", "-detach", &path3.to_string_lossy()]);
+    let again_marker = format!("again3-{}", std::process::id());
+    let again_flag = flag_dir.path().join("exit-again");
+    let (_dir4, path4) = write_jobspec(
+        "again.hcl",
+        &restart_once_job("again", &again_marker, &again_flag),
+    );
+    first.cli_ok(&["job", "run", "-detach", &path4.to_string_lossy()]);
 
     let before = wait_for("50 running counter allocs", LIMIT, || {
         let allocs = allocs(&first, "counter");
@@ -221,8 +264,11 @@ fn fifty_tasks_survive_kill_9_and_are_re_attached_without_a_second_start() {
     for alloc in &before {
         assert!(pids_before.contains_key(&alloc_id(alloc)), "{alloc}");
     }
-    wait_for("the exiter's process", LIMIT, || {
-        (pids_with_cmdline(&exit_marker).len() == 1).then_some(())
+    wait_for("the exiters' processes", LIMIT, || {
+        (pids_with_cmdline(&exit_marker).len() == 1
+            && pids_with_cmdline(&again_marker).len() == 1
+            && running_allocs(&allocs(&first, "again")).len() == 1)
+            .then_some(())
     });
     let modify_before: BTreeMap<String, u64> = allocs(&first, "counter")
         .iter()
@@ -237,8 +283,10 @@ fn fifty_tasks_survive_kill_9_and_are_re_attached_without_a_second_start() {
         .collect();
     // The exiter exits (code 3) while no agent runs.
     std::fs::write(&flag, b"").expect("flag");
-    wait_for("the exiter to exit with no agent", LIMIT, || {
-        pids_with_cmdline(&exit_marker).is_empty().then_some(())
+    std::fs::write(&again_flag, b"").expect("flag");
+    wait_for("the exiters to exit with no agent", LIMIT, || {
+        (pids_with_cmdline(&exit_marker).is_empty() && pids_with_cmdline(&again_marker).is_empty())
+            .then_some(())
     });
     // Every task keeps running and keeps writing its log with no agent at all.
     wait_for("every log to grow with no agent", LIMIT, || {
@@ -308,11 +356,46 @@ fn fifty_tasks_survive_kill_9_and_are_re_attached_without_a_second_start() {
     assert_eq!(exited["TaskStates"]["exiter"]["Failed"], true);
     assert_eq!(exited["TaskStates"]["exiter"]["State"], "dead");
 
+    // The one with a restart left: Terminated with code 3, Restarting, a new Started, and
+    // it runs again (waiting for its flag, which it removed).
+    let restarted = wait_for("the restarted task to run again", LIMIT, || {
+        allocs(&second, "again").into_iter().find(|alloc| {
+            alloc["ClientStatus"] == "running"
+                && event_count(alloc, "exiter", "Started") == 2
+                && pids_with_cmdline(&again_marker).len() == 1
+        })
+    });
+    let events: Vec<Value> = restarted["TaskStates"]["exiter"]["Events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let types: Vec<&str> = events
+        .iter()
+        .filter_map(|event| event["Type"].as_str())
+        .collect();
+    let terminated = types
+        .iter()
+        .position(|kind| *kind == "Terminated")
+        .unwrap_or_else(|| panic!("a Terminated event: {types:?}"));
+    assert_eq!(events[terminated]["ExitCode"], 3, "{events:?}");
+    assert_eq!(
+        types[terminated..]
+            .iter()
+            .take(3)
+            .copied()
+            .collect::<Vec<_>>(),
+        ["Terminated", "Restarting", "Started"],
+        "{types:?}"
+    );
+    assert_eq!(restarted["TaskStates"]["exiter"]["Restarts"], 1);
+
     // Stopping the jobs leaves no task and no shim of this data dir.
     second.cli_ok(&["job", "stop", "-detach", "counter"]);
     second.cli_ok(&["job", "stop", "-detach", "exiter"]);
+    second.cli_ok(&["job", "stop", "-detach", "again"]);
     wait_for("every task process to exit", LIMIT, || {
-        marker_pids_by_alloc(&marker).is_empty().then_some(())
+        (marker_pids_by_alloc(&marker).is_empty() && pids_with_cmdline(&again_marker).is_empty())
+            .then_some(())
     });
     wait_for("every shim of the data dir to exit", LIMIT, || {
         shims_of(&data_dir).is_empty().then_some(())
@@ -395,7 +478,7 @@ fn thirty_kill_9_cycles_start_nothing_twice_and_leave_no_orphan() {
         let agent = Agent::start_with(&data_dir, &[]);
         assert_at_most_one_process_per_alloc(&marker, seed, cycle);
         let operation = rng.gen_range(0..4);
-        let count = rng.gen_range(1..=4);
+        let count = rng.gen_range(1..=6);
         if operation == 2 {
             version += 1;
         }
@@ -466,6 +549,16 @@ fn thirty_kill_9_cycles_start_nothing_twice_and_leave_no_orphan() {
             event_count(alloc, "server", "Started"),
             1,
             "seed {seed}: alloc {alloc_id} was started more than once: {}",
+            alloc["TaskStates"]["server"]["Events"]
+        );
+    }
+    // Tasks of this job never exit by themselves: no alloc, running or stopped, was ever
+    // started twice.
+    for alloc in allocs(&agent, "chaos") {
+        assert!(
+            event_count(&alloc, "server", "Started") <= 1,
+            "seed {seed}: alloc {} was started more than once: {}",
+            alloc_id(&alloc),
             alloc["TaskStates"]["server"]["Events"]
         );
     }
