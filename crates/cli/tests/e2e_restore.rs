@@ -580,3 +580,84 @@ fn thirty_kill_9_cycles_start_nothing_twice_and_leave_no_orphan() {
     drop(agent);
     drop(temp);
 }
+
+#[test]
+fn a_shim_killed_while_no_agent_runs_is_reclaimed_and_its_task_restarted() {
+    let mut first = Agent::start_dev();
+    let data_dir = first.data_dir.clone();
+    let marker = format!("orphaned-{}", std::process::id());
+    let spec = counter_job("orphaned", 1, &marker).replace(
+        "    task \"server\" {",
+        "    restart {\n      attempts = 2\n      delay    = \"1s\"\n      interval = \"10m\"\n      mode     = \"fail\"\n    }\n\n    task \"server\" {",
+    );
+    let (_dir, path) = write_jobspec("orphaned.hcl", &spec);
+    first.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let (orphan_alloc, task_pid) = wait_for("the task to run", LIMIT, || {
+        let running = running_allocs(&allocs(&first, "orphaned"))
+            .first()
+            .map(|alloc| alloc_id(alloc))?;
+        let by_alloc = marker_pids_by_alloc(&marker);
+        let pid = *by_alloc.get(&running)?.first()?;
+        Some((running, pid))
+    });
+    let shim_pid = wait_for("the task's shim", LIMIT, || {
+        shims_of(&data_dir).into_iter().find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|cmdline| String::from_utf8_lossy(&cmdline).contains(&orphan_alloc))
+                .unwrap_or(false)
+        })
+    });
+
+    // Both the agent and the task's shim die; the task itself lives on, supervised by nobody.
+    first.kill9();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(shim_pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the shim");
+    wait_for("the shim to die", LIMIT, || {
+        (!process_alive(shim_pid)).then_some(())
+    });
+    assert!(process_alive(task_pid), "the task outlives its shim");
+
+    // The next agent finds the shim gone: what is left of the task is killed through its
+    // cgroup, an event says so, and the restart policy starts it again.
+    let second = Agent::start_with(&data_dir, &[]);
+    wait_for("the orphaned task to be killed", LIMIT, || {
+        (!process_alive(task_pid)).then_some(())
+    });
+    let alloc = wait_for("the task to run again", LIMIT, || {
+        let alloc = allocs(&second, "orphaned")
+            .into_iter()
+            .find(|alloc| alloc_id(alloc) == orphan_alloc)?;
+        let pids = marker_pids_by_alloc(&marker);
+        (alloc["ClientStatus"] == "running"
+            && event_count(&alloc, "server", "Started") == 2
+            && pids.get(&orphan_alloc).is_some_and(|pids| pids.len() == 1))
+        .then_some(alloc)
+    });
+    let types: Vec<&str> = alloc["TaskStates"]["server"]["Events"]
+        .as_array()
+        .map(|events| {
+            events
+                .iter()
+                .filter_map(|event| event["Type"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(types.contains(&"Failed Restoring Task"), "{types:?}");
+    assert!(types.contains(&"Restarting"), "{types:?}");
+    let pids = marker_pids_by_alloc(&marker);
+    assert_eq!(pids.len(), 1, "only the new task runs: {pids:?}");
+    assert_ne!(pids[&orphan_alloc], vec![task_pid]);
+
+    second.cli_ok(&["job", "stop", "-detach", "orphaned"]);
+    wait_for("every task process to exit", LIMIT, || {
+        marker_pids_by_alloc(&marker).is_empty().then_some(())
+    });
+    wait_for("every shim of the data dir to exit", LIMIT, || {
+        shims_of(&data_dir).is_empty().then_some(())
+    });
+    drop(second);
+    drop(first);
+}
