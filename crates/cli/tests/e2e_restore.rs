@@ -332,6 +332,25 @@ fn fifty_tasks_survive_kill_9_and_are_re_attached_without_a_second_start() {
         "the new agent re-attached to the same processes and started none"
     );
 
+    // The new agent really waits on the re-attached tasks: one that dies now is noticed.
+    let (victim_alloc, victim_pids) = pids_before.iter().next().expect("a task");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim_pids[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill a task");
+    let victim = wait_for("the killed task reported Terminated", LIMIT, || {
+        allocs(&second, "counter").into_iter().find(|alloc| {
+            alloc_id(alloc) == *victim_alloc && event_count(alloc, "server", "Terminated") == 1
+        })
+    });
+    let terminated = victim["TaskStates"]["server"]["Events"]
+        .as_array()
+        .and_then(|events| events.iter().find(|event| event["Type"] == "Terminated"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(terminated["Signal"], 9, "{terminated}");
+
     // The task that exited while no agent ran: Terminated with code 3, then its restart policy
     // (no attempts, mode fail) says Not Restarting and the alloc fails.
     let exited = wait_for("the exiter reported failed", LIMIT, || {
@@ -472,7 +491,10 @@ fn thirty_kill_9_cycles_start_nothing_twice_and_leave_no_orphan() {
     let specs_dir = tempfile::tempdir().expect("specs dir");
 
     let mut version = 0;
-    for cycle in 0..30 {
+    // 30 cycles end in `kill -9`; every sixth cycle besides ends in a graceful SIGTERM, which
+    // must leave the tasks running just the same.
+    for cycle in 0..36 {
+        let graceful = cycle % 6 == 5;
         // The store opens every time: an agent that cannot open it exits before listening,
         // and `start_with` fails the test.
         let agent = Agent::start_with(&data_dir, &[]);
@@ -510,11 +532,19 @@ fn thirty_kill_9_cycles_start_nothing_twice_and_leave_no_orphan() {
         // Kill at a random moment: during the request, the scheduling, the starts or kills.
         std::thread::sleep(Duration::from_millis(rng.gen_range(0..1200)));
         assert_at_most_one_process_per_alloc(&marker, seed, cycle);
-        forget_killed(agent);
+        if graceful {
+            let mut agent = agent;
+            let status = agent.terminate();
+            assert!(status.success(), "seed {seed}, cycle {cycle}: {status}");
+            forget_killed(agent);
+        } else {
+            forget_killed(agent);
+        }
         let _ = cli.wait();
         assert_at_most_one_process_per_alloc(&marker, seed, cycle);
         println!(
-            "cycle {cycle}: {args:?} then kill -9; {} live task processes",
+            "cycle {cycle}: {args:?} then {}; {} live task processes",
+            if graceful { "SIGTERM" } else { "kill -9" },
             marker_pids_by_alloc(&marker).len()
         );
     }
@@ -576,7 +606,7 @@ fn thirty_kill_9_cycles_start_nothing_twice_and_leave_no_orphan() {
     wait_for("every shim of the data dir to exit", LIMIT, || {
         shims_of(&data_dir).is_empty().then_some(())
     });
-    println!("chaos: 30 cycles and settling took {:?}", started.elapsed());
+    println!("chaos: 36 cycles and settling took {:?}", started.elapsed());
     drop(agent);
     drop(temp);
 }
