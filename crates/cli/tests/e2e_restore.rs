@@ -530,7 +530,19 @@ fn thirty_kill_9_cycles_start_nothing_twice_and_leave_no_orphan() {
             .spawn()
             .expect("cli runs");
         // Kill at a random moment: during the request, the scheduling, the starts or kills.
-        std::thread::sleep(Duration::from_millis(rng.gen_range(0..1200)));
+        // One cycle in three aims at the narrowest window instead: the moment a new shim
+        // appears, before the agent has had time to record it.
+        if operation != 3 && rng.gen_ratio(1, 3) {
+            let known = shims_of(&data_dir);
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline
+                && shims_of(&data_dir).iter().all(|pid| known.contains(pid))
+            {
+                std::thread::yield_now();
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(rng.gen_range(0..1200)));
+        }
         assert_at_most_one_process_per_alloc(&marker, seed, cycle);
         if graceful {
             let mut agent = agent;
@@ -555,8 +567,29 @@ fn thirty_kill_9_cycles_start_nothing_twice_and_leave_no_orphan() {
     let path = specs_dir.path().join("chaos-final.hcl");
     std::fs::write(&path, chaos_job(&marker, 3, version + 1)).expect("spec");
     agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let settle_began = Instant::now();
     let (running, processes) = wait_for("the job to settle", LIMIT, || {
         let allocs = allocs(&agent, "chaos");
+        if settle_began.elapsed() > LIMIT - Duration::from_secs(1) {
+            // About to time out: say what the job looks like.
+            for alloc in &allocs {
+                println!(
+                    "seed {seed}: alloc {} desired {} client {} events {}",
+                    alloc_id(alloc),
+                    alloc["DesiredStatus"],
+                    alloc["ClientStatus"],
+                    alloc["TaskStates"]["server"]["Events"]
+                        .as_array()
+                        .map(|events| events
+                            .iter()
+                            .map(|event| format!("{}: {}", event["Type"], event["DisplayMessage"]))
+                            .collect::<Vec<_>>()
+                            .join(" | "))
+                        .unwrap_or_default()
+                );
+            }
+            println!("seed {seed}: processes {:?}", marker_pids_by_alloc(&marker));
+        }
         let running: BTreeMap<String, Value> = running_allocs(&allocs)
             .into_iter()
             .map(|alloc| (alloc_id(alloc), alloc.clone()))
