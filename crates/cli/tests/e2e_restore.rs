@@ -184,8 +184,10 @@ fn marker_pids_by_alloc(marker: &str) -> BTreeMap<String, Vec<i32>> {
             .split('\0')
             .find_map(|var| var.strip_prefix("NOMAD_ALLOC_ID=").map(str::to_owned))
             .unwrap_or_default();
-        // Gone between the two reads: not alive.
-        if process_alive(pid) {
+        // A process on its way out has released its memory: both its environment and its
+        // command line then read empty. Gone between the reads: not alive.
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if process_alive(pid) && String::from_utf8_lossy(&cmdline).contains(marker) {
             by_alloc.entry(alloc_id).or_default().push(pid);
         }
     }
