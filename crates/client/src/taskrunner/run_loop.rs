@@ -494,6 +494,15 @@ impl TaskRunLoop {
             }
         }
 
+        // A kill (or shutdown) that arrived while the prestart hooks ran still wins over the
+        // start: the hooks' `select!` is not biased, so a hook that was already done could be
+        // picked over the kill, and the task was then started after its "Killing" event.
+        if kill.is_cancelled() {
+            return StartAttempt::Killed;
+        }
+        if self.shared.agent_shutdown.is_cancelled() {
+            return StartAttempt::Shutdown;
+        }
         self.record_or_log(Some(TaskPhase::Starting), None);
         let task = self.shared.task();
         let Some(driver) = self.driver_named(&task.driver) else {
