@@ -661,6 +661,76 @@ async fn a_start_whose_handle_was_never_recorded_is_reclaimed_before_the_next_st
     runner.destroy().await.unwrap();
 }
 
+/// The agent died between a shim's start and persisting its handle, and the allocation was
+/// stopped before the next agent could start the task again: the unrecorded run must still be
+/// reclaimed (it used to be reclaimed only before a start, so it lived on as an orphan while the
+/// task was reported killed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unrecorded_run_of_a_stopped_alloc_is_reclaimed() {
+    use drover_client::allocdir::AllocDir;
+    use drover_client::taskrunner::driver::{LogRotation, TaskLaunchSpec};
+
+    let agent = agent();
+    let task = shell_task("web", "exec sleep 1000");
+    let mut the_alloc = alloc(
+        "service",
+        vec![task],
+        policy(0, Duration::from_secs(1), "fail"),
+    );
+    the_alloc.desired_status = "stop".into();
+    let config = agent.deps.task.config.clone();
+
+    let alloc_dir = AllocDir::new(&config.alloc_root_dir(), &the_alloc.id).unwrap();
+    alloc_dir.build().unwrap();
+    let task_dir = alloc_dir.task_dir("web").unwrap();
+    task_dir.build(false, 0).unwrap();
+    let driver = agent.deps.task.drivers.driver("raw_exec").unwrap();
+    let orphan = driver
+        .start(TaskLaunchSpec {
+            alloc_id: the_alloc.id.clone(),
+            task_name: "web".into(),
+            driver_name: "raw_exec".into(),
+            config: json!({"command": "/bin/sleep", "args": ["1000"]})
+                .as_object()
+                .cloned()
+                .unwrap(),
+            env: BTreeMap::new(),
+            user: String::new(),
+            task_dir: task_dir.clone(),
+            supervisor_state_dir: config
+                .client_state_dir()
+                .join("tasks")
+                .join(&the_alloc.id)
+                .join("web")
+                .join("0rphan01"),
+            logs_dir: alloc_dir.logs_dir.clone(),
+            log_rotation: LogRotation::default(),
+            cpu_shares: 0,
+            memory_mb: 0,
+            memory_max_mb: 0,
+        })
+        .await
+        .unwrap();
+    let orphan_pid = i32::try_from(orphan.pid.unwrap()).unwrap();
+    let orphan_shim_pid =
+        i32::try_from(orphan.handle.handle["shim"]["shim_pid"].as_i64().unwrap()).unwrap();
+    assert!(process_alive(orphan_pid));
+
+    let runner = AllocRunner::new(agent.deps.clone(), the_alloc).unwrap();
+    runner.run();
+    wait_for("complete", || runner.status().client_status == "complete").await;
+    wait_for("the orphan to be reclaimed", || {
+        !process_alive(orphan_pid) && !process_alive(orphan_shim_pid)
+    })
+    .await;
+    let state = runner.task_states()["web"].clone();
+    // Stopped on arrival: never started, the orphan reclaimed all the same.
+    assert_eq!(count(&state, "Started"), 0, "{:?}", state.events);
+    assert_eq!(state.state, "dead");
+    assert_eq!(task_pid(&runner, "web"), None, "nothing of the task runs");
+    runner.destroy().await.unwrap();
+}
+
 /// Crash-safety: the agent's runtime is torn down abruptly (every task of the runtime dropped
 /// at whatever await point it was, as a `kill -9` would leave the persisted state) at random
 /// moments while the task starts, restarts or is updated; each time a new runner restores

@@ -129,6 +129,7 @@ impl TaskRunLoop {
                     return;
                 }
             }
+            self.reclaim_unrecorded_runs_of_dead_task().await;
             self.run_stop_hooks().await;
             if !self.wait_for_force_restart().await {
                 return;
@@ -493,6 +494,15 @@ impl TaskRunLoop {
             }
         }
 
+        // A kill (or shutdown) that arrived while the prestart hooks ran still wins over the
+        // start: the hooks' `select!` is not biased, so a hook that was already done could be
+        // picked over the kill, and the task was then started after its "Killing" event.
+        if kill.is_cancelled() {
+            return StartAttempt::Killed;
+        }
+        if self.shared.agent_shutdown.is_cancelled() {
+            return StartAttempt::Shutdown;
+        }
         self.record_or_log(Some(TaskPhase::Starting), None);
         let task = self.shared.task();
         let Some(driver) = self.driver_named(&task.driver) else {
@@ -567,6 +577,21 @@ impl TaskRunLoop {
             .join("tasks")
             .join(&self.shared.alloc_id)
             .join(&self.shared.task_name)
+    }
+
+    /// A dead task leaves no process behind. If the previous agent died between a shim's start
+    /// and persisting its handle, and the task was then killed (or stopped) before it could be
+    /// started again, that unrecorded run is still going: only a start used to reclaim it, so
+    /// a task stopped in that window was reported "Killed" while its process lived on as an
+    /// orphan. Reclaim it here, whenever the task is dead with no run recorded.
+    async fn reclaim_unrecorded_runs_of_dead_task(&self) {
+        if lock(&self.shared.local).handle.is_some() {
+            return;
+        }
+        let task = self.shared.task();
+        if let Some(driver) = self.driver_named(&task.driver) {
+            self.reclaim_unrecorded_runs(driver.as_ref()).await;
+        }
     }
 
     /// Before a start (no run of the task is recorded), any run dir left is from a start whose
