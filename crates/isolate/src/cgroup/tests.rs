@@ -350,9 +350,22 @@ fn real_cgroup_holds_a_tree_measures_it_and_kills_it_whole() {
     let mut child = spawn_tree_ignoring_term();
     cgroup.add_pid(child.id() as i32).unwrap();
     release(&mut child);
-    // The grandchildren forked after the move land in the cgroup as well.
+    // The grandchildren forked after the move land in the cgroup as well. Wait until the tree
+    // has stopped growing (3 or 4 processes, depending on whether the inner shell execs its
+    // last command) before counting it.
     let started = Instant::now();
-    while cgroup.pids().unwrap().len() < 3 && started.elapsed() < Duration::from_secs(10) {
+    let mut stable_since = Instant::now();
+    let mut last_count = 0;
+    loop {
+        let count = cgroup.pids().unwrap().len();
+        if count != last_count {
+            last_count = count;
+            stable_since = Instant::now();
+        }
+        let settled = count >= 3 && stable_since.elapsed() >= Duration::from_millis(300);
+        if settled || started.elapsed() > Duration::from_secs(10) {
+            break;
+        }
         thread::sleep(Duration::from_millis(10));
     }
     let pids = cgroup.pids().unwrap();
