@@ -92,6 +92,26 @@ pub struct TaskLocalState {
     pub restart_due_unix_nanos: Option<i64>,
 }
 
+/// Drivers whose tasks run in their own namespaces and root, which `alloc exec` enters.
+pub const ISOLATING_DRIVERS: &[&str] = &["exec"];
+
+/// A running task's context, for running another command in it (`alloc exec`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskExecContext {
+    /// The task's environment, as given to the task.
+    pub env: BTreeMap<String, String>,
+    /// The task dir (the task's working directory).
+    pub cwd: std::path::PathBuf,
+    /// The task's user; `None` runs as the agent's.
+    pub user: Option<String>,
+    /// The task's main process, when the driver knows it.
+    pub task_pid: Option<i32>,
+    /// The cgroup directories of the task.
+    pub cgroup_dirs: Vec<std::path::PathBuf>,
+    /// The task runs in its own namespaces and root (enter those of `task_pid`).
+    pub isolated: bool,
+}
+
 /// What every task runner of a client shares.
 #[derive(Debug, Clone)]
 pub struct TaskRunnerDeps {
@@ -723,6 +743,39 @@ impl TaskRunner {
                 task: self.shared.task_name.clone(),
                 message: failure.message,
             })
+    }
+
+    /// What `alloc exec` needs to run a command in this task's context. Refused when the task
+    /// is not running (there is no process, cgroup or namespace to join).
+    pub fn exec_context(&self) -> Result<TaskExecContext, TaskRunnerError> {
+        let not_running = || TaskRunnerError::TaskNotRunning {
+            task: self.shared.task_name.clone(),
+        };
+        if self.shared.phase() != TaskPhase::Running {
+            return Err(not_running());
+        }
+        let handle = lock(&self.shared.local)
+            .handle
+            .clone()
+            .ok_or_else(not_running)?;
+        // Handles of drivers that run tasks under a shim name the task's pid and cgroup; other
+        // drivers' handles (the mock's) simply give neither.
+        let shim = serde_json::from_value::<drover_driver::TaskHandle>(handle.handle)
+            .ok()
+            .and_then(|handle| handle.shim);
+        let task = self.shared.task();
+        Ok(TaskExecContext {
+            env: self.shared.env_cell.get().env,
+            cwd: self.shared.task_dir.dir.clone(),
+            user: Some(task.user.clone()).filter(|user| !user.is_empty()),
+            task_pid: shim.as_ref().map(|shim| shim.task_pid),
+            cgroup_dirs: shim
+                .and_then(|shim| shim.cgroup)
+                .map(|cgroup| cgroup.root.join(cgroup.name))
+                .into_iter()
+                .collect(),
+            isolated: ISOLATING_DRIVERS.contains(&handle.driver_name.as_str()),
+        })
     }
 
     /// Records an event on the task (for example "Sibling Task Failed" from the alloc runner).
