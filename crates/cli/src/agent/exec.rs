@@ -373,7 +373,7 @@ async fn run_with_terminal(
             }
         }
     });
-    let mut handle_input = |item: ExecInput| match item {
+    let handle_input = |item: ExecInput| match item {
         ExecInput::Stdin(data) => {
             let _ = writes.send(data);
         }
