@@ -63,6 +63,7 @@ fn run_sleeper(agent: &Agent, job_id: &str) -> (String, i32) {
 
 fn exec_output(agent: &Agent, args: &[&str]) -> (String, i32) {
     let output = agent.cli(args);
+    eprintln!("{args:?}: {}", String::from_utf8_lossy(&output.stderr));
     (
         String::from_utf8_lossy(&output.stdout).into_owned(),
         output.status.code().unwrap_or(-1),

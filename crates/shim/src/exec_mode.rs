@@ -46,13 +46,20 @@ pub struct ExecSpec {
     pub cwd: Option<PathBuf>,
     /// User to run as; `None` keeps the current one.
     pub user: Option<String>,
-    /// Cgroup directories to join (this process writes its pid to `cgroup.procs` of each).
-    pub cgroups: Vec<PathBuf>,
+    /// The task's cgroup, joined (in every directory of its layout) before anything else.
+    pub cgroup: Option<ExecCgroup>,
     /// For isolated tasks: the pid of a task process whose mount, pid, ipc and uts namespaces
     /// are entered and whose root becomes this command's root.
     pub enter_namespaces_of: Option<i32>,
     /// Fd 0 is a terminal that becomes the command's controlling terminal.
     pub tty: bool,
+}
+
+/// A cgroup as the shim created it for the task: `name` under the cgroup `root`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecCgroup {
+    pub root: PathBuf,
+    pub name: String,
 }
 
 /// Entry point of the mode: `args` are the binary's arguments after `exec`. Returns the exit
@@ -85,7 +92,7 @@ fn run(spec: &ExecSpec) -> i32 {
         report("no command given");
         return 2;
     }
-    if let Err(message) = join_cgroups(&spec.cgroups) {
+    if let Err(message) = join_cgroup(spec.cgroup.as_ref()) {
         report(&message);
         return EXIT_SETUP_FAILED;
     }
@@ -132,14 +139,13 @@ fn wait_for_exit(child: nix::unistd::Pid) -> i32 {
     }
 }
 
-fn join_cgroups(cgroups: &[PathBuf]) -> Result<(), String> {
-    let pid = std::process::id().to_string();
-    for cgroup in cgroups {
-        let procs = cgroup.join("cgroup.procs");
-        fs::write(&procs, &pid)
-            .map_err(|error| format!("joining cgroup {}: {error}", cgroup.display()))?;
-    }
-    Ok(())
+fn join_cgroup(cgroup: Option<&ExecCgroup>) -> Result<(), String> {
+    let Some(cgroup) = cgroup else {
+        return Ok(());
+    };
+    drover_isolate::TaskCgroup::open(&cgroup.root, &cgroup.name)
+        .and_then(|opened| opened.add_pid(0))
+        .map_err(|error| format!("joining cgroup {}: {error}", cgroup.name))
 }
 
 /// Enters the mount, pid, ipc and uts namespaces of `task_pid` and changes root to its root.
@@ -317,7 +323,7 @@ mod tests {
     fn a_spec_round_trips_and_missing_fields_default() {
         let spec: ExecSpec = serde_json::from_str(r#"{"command":["/bin/true"]}"#).unwrap();
         assert_eq!(spec.command, vec!["/bin/true"]);
-        assert!(!spec.tty && spec.cgroups.is_empty() && spec.enter_namespaces_of.is_none());
+        assert!(!spec.tty && spec.cgroup.is_none() && spec.enter_namespaces_of.is_none());
         let text = serde_json::to_string(&spec).unwrap();
         assert_eq!(serde_json::from_str::<ExecSpec>(&text).unwrap(), spec);
     }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use drover_api::backend::{ExecInput, ExecOutput, ExecSession};
 use drover_client::taskrunner::TaskExecContext;
-use drover_shim::exec_mode::ExecSpec;
+use drover_shim::exec_mode::{ExecCgroup, ExecSpec};
 use nix::fcntl::OFlag;
 use nix::pty::PtyMaster;
 use nix::sys::signal::{Signal, kill, killpg};
@@ -52,7 +52,10 @@ pub fn exec_spec(context: TaskExecContext, command: Vec<String>, tty: bool) -> E
         env: context.env.into_iter().collect(),
         cwd: Some(context.cwd),
         user: context.user,
-        cgroups: context.cgroup_dirs,
+        cgroup: context.cgroup.map(|cgroup| ExecCgroup {
+            root: cgroup.root,
+            name: cgroup.name,
+        }),
         enter_namespaces_of: context.task_pid.filter(|_| context.isolated),
         tty,
     }

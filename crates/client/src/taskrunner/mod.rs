@@ -106,8 +106,8 @@ pub struct TaskExecContext {
     pub user: Option<String>,
     /// The task's main process, when the driver knows it.
     pub task_pid: Option<i32>,
-    /// The cgroup directories of the task.
-    pub cgroup_dirs: Vec<std::path::PathBuf>,
+    /// The task's cgroup, when its driver made one.
+    pub cgroup: Option<drover_driver::CgroupRef>,
     /// The task runs in its own namespaces and root (enter those of `task_pid`).
     pub isolated: bool,
 }
@@ -769,11 +769,7 @@ impl TaskRunner {
             cwd: self.shared.task_dir.dir.clone(),
             user: Some(task.user.clone()).filter(|user| !user.is_empty()),
             task_pid: shim.as_ref().map(|shim| shim.task_pid),
-            cgroup_dirs: shim
-                .and_then(|shim| shim.cgroup)
-                .map(|cgroup| cgroup.root.join(cgroup.name))
-                .into_iter()
-                .collect(),
+            cgroup: shim.and_then(|shim| shim.cgroup),
             isolated: ISOLATING_DRIVERS.contains(&handle.driver_name.as_str()),
         })
     }
