@@ -7,7 +7,6 @@
 //! Not here: finding the task's context (the client does) or the websocket protocol (the API
 //! crate does). Each session owns its own process, terminal and tasks; sessions share nothing.
 
-use std::io::Read;
 use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
@@ -296,7 +295,9 @@ async fn pump_terminal_output(master: Arc<AsyncFd<PtyMaster>>, output: mpsc::Sen
         let Ok(mut guard) = master.readable().await else {
             return;
         };
-        match guard.try_io(|inner| (&*inner.get_ref()).read(&mut buffer)) {
+        match guard.try_io(|inner| {
+            nix::unistd::read(inner.get_ref().as_fd(), &mut buffer).map_err(std::io::Error::from)
+        }) {
             Err(_would_block) => continue,
             // EIO: every holder of the slave has closed it.
             Ok(Ok(0) | Err(_)) => return,
@@ -316,7 +317,9 @@ async fn pump_terminal_output(master: Arc<AsyncFd<PtyMaster>>, output: mpsc::Sen
 async fn write_terminal(master: &AsyncFd<PtyMaster>, mut data: &[u8]) -> Result<(), ()> {
     while !data.is_empty() {
         let mut guard = master.writable().await.map_err(|_| ())?;
-        match guard.try_io(|inner| std::io::Write::write(&mut &*inner.get_ref(), data)) {
+        match guard.try_io(|inner| {
+            nix::unistd::write(inner.get_ref().as_fd(), data).map_err(std::io::Error::from)
+        }) {
             Err(_would_block) => {}
             Ok(Ok(written)) => data = &data[written..],
             Ok(Err(_)) => return Err(()),
