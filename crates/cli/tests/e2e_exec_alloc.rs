@@ -282,3 +282,33 @@ fn a_tty_session_has_a_terminal_of_the_size_sent() {
     ));
     assert_eq!((stdout.as_str(), code), ("no-tty\n", 3));
 }
+
+#[test]
+fn exec_into_a_task_re_attached_by_a_restarted_agent_keeps_its_context() {
+    let mut agent = Agent::start_dev();
+    let (alloc_id, task_pid) = run_sleeper(&agent, "exec-restored");
+    assert!(agent.terminate().success());
+    assert!(support::process_alive(task_pid));
+    let next = Agent::start_with(&agent.data_dir, &[]);
+    let (stdout, code) = wait_for("exec after the restart", LIMIT, || {
+        let (stdout, code) = exec_output(
+            &next,
+            &[
+                "alloc",
+                "exec",
+                &alloc_id,
+                "/bin/sh",
+                "-c",
+                "echo $NOMAD_ALLOC_ID; cat /proc/self/cgroup",
+            ],
+        );
+        (code == 0).then_some((stdout, code))
+    });
+    assert_eq!(code, 0);
+    let task_cgroup = std::fs::read_to_string(format!("/proc/{task_pid}/cgroup")).unwrap();
+    assert_eq!(stdout, format!("{alloc_id}\n{task_cgroup}"));
+    next.cli_ok(&["job", "stop", "-purge", "exec-restored"]);
+    wait_for("the task to exit", LIMIT, || {
+        (!support::process_alive(task_pid)).then_some(())
+    });
+}

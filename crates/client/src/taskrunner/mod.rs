@@ -112,6 +112,22 @@ pub struct TaskExecContext {
     pub isolated: bool,
 }
 
+/// The environment a process was started with (`/proc/<pid>/environ`); empty when unreadable.
+fn process_environment(pid: i32) -> BTreeMap<String, String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|bytes| {
+            bytes
+                .split(|byte| *byte == 0)
+                .filter_map(|entry| {
+                    let text = String::from_utf8_lossy(entry);
+                    let (key, value) = text.split_once('=')?;
+                    (!key.is_empty()).then(|| (key.to_string(), value.to_string()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// What every task runner of a client shares.
 #[derive(Debug, Clone)]
 pub struct TaskRunnerDeps {
@@ -764,11 +780,20 @@ impl TaskRunner {
             .ok()
             .and_then(|handle| handle.shim);
         let task = self.shared.task();
+        let task_pid = shim.as_ref().map(|shim| shim.task_pid);
+        let mut env = self.shared.env_cell.get().env;
+        // A task re-attached by a restarted agent has not run its prestart hooks in this
+        // process, so the environment is taken from the task's process itself.
+        if env.is_empty()
+            && let Some(pid) = task_pid
+        {
+            env = process_environment(pid);
+        }
         Ok(TaskExecContext {
-            env: self.shared.env_cell.get().env,
+            env,
             cwd: self.shared.task_dir.dir.clone(),
             user: Some(task.user.clone()).filter(|user| !user.is_empty()),
-            task_pid: shim.as_ref().map(|shim| shim.task_pid),
+            task_pid,
             cgroup: shim.and_then(|shim| shim.cgroup),
             isolated: ISOLATING_DRIVERS.contains(&handle.driver_name.as_str()),
         })
