@@ -116,6 +116,10 @@ def test_nodes_list_and_read(agent):
     assert node["HTTPAddr"]
     assert node["Drivers"]["raw_exec"]["Detected"] is True
     assert isinstance(agent.node.get_allocations(nodes[0]["ID"]), list)
+    host = agent.client.stats.read_stats(node_id=nodes[0]["ID"])
+    assert host["Memory"]["Total"] > 0
+    assert host["CPU"] and all("CPU" in cpu for cpu in host["CPU"])
+    assert host["Uptime"] > 0
 
 
 def test_job_lifecycle(agent):

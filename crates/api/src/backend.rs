@@ -17,8 +17,8 @@ use std::path::PathBuf;
 
 use drover_state::{EventFilter, EventSubscription};
 use drover_structs::{
-    AllocResourceUsage, AllocStopResponse, Allocation, Evaluation, Job, JobDeregisterResponse,
-    JobRegisterRequest, JobRegisterResponse, JobSummary, Node,
+    AllocResourceUsage, AllocStopResponse, Allocation, Evaluation, HostStats, Job,
+    JobDeregisterResponse, JobRegisterRequest, JobRegisterResponse, JobSummary, Node,
 };
 
 use crate::error::ApiError;
@@ -167,6 +167,11 @@ pub trait AgentOperations: Send + Sync + 'static {
     ) -> impl Future<Output = Result<ExecSession, ApiError>> + Send {
         let _ = request;
         async { Err(ApiError::bad_request("exec is not supported by this agent")) }
+    }
+
+    /// The node's own usage (`GET /v1/client/stats`). An agent without a client refuses.
+    fn host_stats(&self) -> impl Future<Output = Result<HostStats, ApiError>> + Send {
+        async { Err(ApiError::bad_request("this agent runs no client")) }
     }
 }
 
@@ -366,5 +371,9 @@ impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<
         request: ExecRequest,
     ) -> impl Future<Output = Result<ExecSession, ApiError>> + Send {
         self.operations.exec(request)
+    }
+
+    fn host_stats(&self) -> impl Future<Output = Result<HostStats, ApiError>> + Send {
+        self.operations.host_stats()
     }
 }

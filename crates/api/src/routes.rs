@@ -16,46 +16,104 @@ pub enum Route {
     JobRegister,
     JobParse,
     JobValidate,
-    JobRead { job_id: String },
-    JobRegisterAt { job_id: String },
-    JobDeregister { job_id: String },
-    JobAllocations { job_id: String },
-    JobEvaluations { job_id: String },
-    JobVersions { job_id: String },
-    JobSummary { job_id: String },
-    JobDeployment { job_id: String },
-    JobDeployments { job_id: String },
-    JobEvaluate { job_id: String },
+    JobRead {
+        job_id: String,
+    },
+    JobRegisterAt {
+        job_id: String,
+    },
+    JobDeregister {
+        job_id: String,
+    },
+    JobAllocations {
+        job_id: String,
+    },
+    JobEvaluations {
+        job_id: String,
+    },
+    JobVersions {
+        job_id: String,
+    },
+    JobSummary {
+        job_id: String,
+    },
+    JobDeployment {
+        job_id: String,
+    },
+    JobDeployments {
+        job_id: String,
+    },
+    JobEvaluate {
+        job_id: String,
+    },
     AllocationList,
-    AllocationRead { alloc_id: String },
-    AllocationStop { alloc_id: String },
+    AllocationRead {
+        alloc_id: String,
+    },
+    AllocationStop {
+        alloc_id: String,
+    },
     EvaluationList,
-    EvaluationRead { eval_id: String },
-    EvaluationAllocations { eval_id: String },
+    EvaluationRead {
+        eval_id: String,
+    },
+    EvaluationAllocations {
+        eval_id: String,
+    },
     NodeList,
-    NodeRead { node_id: String },
-    NodeAllocations { node_id: String },
+    NodeRead {
+        node_id: String,
+    },
+    NodeAllocations {
+        node_id: String,
+    },
     AgentSelf,
     AgentMembers,
     AgentHealth,
     AgentServers,
     EventStream,
     DeploymentList,
-    DeploymentRead { deployment_id: String },
+    DeploymentRead {
+        deployment_id: String,
+    },
     StatusLeader,
     StatusPeers,
     Regions,
-    ClientAllocRestart { alloc_id: String },
-    ClientAllocSignal { alloc_id: String },
-    ClientAllocGc { alloc_id: String },
-    ClientAllocStats { alloc_id: String },
-    ClientAllocChecks { alloc_id: String },
-    FsLogs { alloc_id: String },
-    FsStream { alloc_id: String },
-    FsList { alloc_id: String },
-    FsStat { alloc_id: String },
-    FsCat { alloc_id: String },
-    FsReadAt { alloc_id: String },
+    ClientAllocRestart {
+        alloc_id: String,
+    },
+    ClientAllocSignal {
+        alloc_id: String,
+    },
+    ClientAllocGc {
+        alloc_id: String,
+    },
+    ClientAllocStats {
+        alloc_id: String,
+    },
+    /// `/v1/client/stats`: the node's own usage.
+    ClientStats,
+    ClientAllocChecks {
+        alloc_id: String,
+    },
+    FsLogs {
+        alloc_id: String,
+    },
+    FsStream {
+        alloc_id: String,
+    },
+    FsList {
+        alloc_id: String,
+    },
+    FsStat {
+        alloc_id: String,
+    },
+    FsCat {
+        alloc_id: String,
+    },
+    FsReadAt {
+        alloc_id: String,
+    },
 }
 
 /// Job sub-resources, longest first so `/deployments` wins over `/deployment`. Suffixes Nomad
@@ -147,6 +205,7 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
         "status/leader" => (Route::StatusLeader, Read),
         "status/peers" => (Route::StatusPeers, Read),
         "regions" => (Route::Regions, Read),
+        "client/stats" => (Route::ClientStats, Read),
         _ => {
             if let Some(rest) = path.strip_prefix("job/") {
                 return job_route(method, rest);

@@ -268,6 +268,17 @@ fn the_node_advertises_the_agents_own_http_address() {
     assert_eq!(advertised, agent.address);
     assert_eq!(node["Status"], "ready");
     assert_eq!(node["Drivers"]["raw_exec"]["Healthy"], true);
+
+    let host = agent.get_json("/v1/client/stats");
+    assert!(host["Memory"]["Total"].as_u64().unwrap_or(0) > 0, "{host}");
+    assert!(
+        !host["CPU"].as_array().expect("CPU list").is_empty(),
+        "{host}"
+    );
+    assert!(
+        host["DiskStats"][0]["Size"].as_u64().unwrap_or(0) > 0,
+        "{host}"
+    );
 }
 
 #[test]

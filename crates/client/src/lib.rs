@@ -21,6 +21,7 @@ pub mod allocrunner;
 pub mod clock;
 pub mod config;
 pub mod fingerprint;
+pub mod host_stats;
 pub mod node;
 pub mod node_sim;
 pub mod runner_factory;

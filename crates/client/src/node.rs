@@ -141,6 +141,18 @@ pub trait AllocRunnerHandle: Send + Sync + 'static {
         signal: &str,
     ) -> impl Future<Output = Result<(), ClientError>> + Send;
 
+    /// Resource usage of one task, or of every running task when `task` is `None`. A runner
+    /// that measures nothing reports no tasks.
+    fn stats(
+        &self,
+        task: Option<&str>,
+    ) -> impl Future<
+        Output = Result<BTreeMap<String, drover_driver::TaskResourceUsage>, ClientError>,
+    > + Send {
+        let _ = task;
+        async { Ok(BTreeMap::new()) }
+    }
+
     /// The agent is going away: stop watching, leave the tasks running, keep the state.
     fn shutdown(&self) -> impl Future<Output = ()> + Send;
 
@@ -473,6 +485,28 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
     /// The allocation as this node runs it.
     pub fn alloc(&self, alloc_id: &str) -> Result<Allocation, ClientError> {
         Ok(self.runner(alloc_id)?.alloc())
+    }
+
+    /// Nomad's `AllocResourceUsage` of an allocation: each running task's usage (or only
+    /// `task`'s) and their sum. Cpu ticks are scaled by the node's total compute per core.
+    pub async fn alloc_stats(
+        &self,
+        alloc_id: &str,
+        task: Option<&str>,
+    ) -> Result<drover_structs::AllocResourceUsage, ClientError> {
+        let runner = self.runner(alloc_id)?;
+        let usage = runner.stats(task).await?;
+        let node = self.node();
+        let cores = node
+            .attributes
+            .get("cpu.numcores")
+            .and_then(|cores| cores.parse::<u32>().ok())
+            .unwrap_or(1);
+        let total_mhz = node
+            .node_resources
+            .as_ref()
+            .map_or(0.0, |resources| resources.cpu.cpu_shares as f64);
+        Ok(alloc_resource_usage(&usage, total_mhz, cores))
     }
 
     /// The IDs of every allocation with a runner here, sorted.
@@ -980,6 +1014,58 @@ fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     }
     std::fs::rename(&temporary, path)?;
     std::fs::File::open(parent)?.sync_all()
+}
+
+/// Converts the drivers' task usage into Nomad's wire form, with the allocation's sum.
+pub fn alloc_resource_usage(
+    usage: &BTreeMap<String, drover_driver::TaskResourceUsage>,
+    node_total_mhz: f64,
+    node_cores: u32,
+) -> drover_structs::AllocResourceUsage {
+    let mut total = drover_structs::ResourceUsage::default();
+    let mut tasks = BTreeMap::new();
+    let mut latest = 0i64;
+    for (name, task) in usage {
+        let resource_usage = drover_structs::ResourceUsage {
+            memory_stats: drover_structs::MemoryStats {
+                rss: task.memory.rss,
+                cache: task.memory.cache,
+                swap: task.memory.swap,
+                usage: task.memory.usage,
+                max_usage: task.memory.max_usage,
+                kernel_usage: task.memory.kernel_usage,
+                kernel_max_usage: task.memory.kernel_max_usage,
+                measured: task.memory.measured.clone(),
+                ..Default::default()
+            },
+            cpu_stats: drover_structs::CpuStats {
+                system_mode: task.cpu.system_mode_percent,
+                user_mode: task.cpu.user_mode_percent,
+                total_ticks: task.cpu.total_ticks(node_total_mhz, node_cores),
+                throttled_periods: task.cpu.throttled_periods,
+                throttled_time: task.cpu.throttled_time_ns,
+                percent: task.cpu.percent,
+                measured: task.cpu.measured.clone(),
+            },
+            device_stats: None,
+        };
+        total.add(&resource_usage);
+        let timestamp = i64::try_from(task.timestamp_unix_ns).unwrap_or(i64::MAX);
+        latest = latest.max(timestamp);
+        tasks.insert(
+            name.clone(),
+            drover_structs::TaskResourceUsage {
+                resource_usage,
+                timestamp,
+                pids: None,
+            },
+        );
+    }
+    drover_structs::AllocResourceUsage {
+        resource_usage: total,
+        tasks,
+        timestamp: latest,
+    }
 }
 
 #[cfg(test)]
@@ -1511,5 +1597,42 @@ mod tests {
         let again = NodeIdentity::load_or_create(dir.path())
             .unwrap_or_else(|error| panic!("identity: {error}"));
         assert_eq!(again, identity);
+    }
+
+    #[test]
+    fn alloc_usage_sums_its_tasks_and_scales_ticks_by_the_node() {
+        let task = |rss: u64, percent: f64, timestamp: u64| drover_driver::TaskResourceUsage {
+            timestamp_unix_ns: timestamp,
+            memory: drover_driver::MemoryUsage {
+                rss,
+                usage: rss * 2,
+                measured: vec!["RSS".to_string()],
+                ..Default::default()
+            },
+            cpu: drover_driver::CpuUsage {
+                percent,
+                measured: vec!["Percent".to_string()],
+                ..Default::default()
+            },
+            pids: vec![1],
+        };
+        let usage = BTreeMap::from([
+            ("web".to_string(), task(100, 50.0, 7)),
+            ("sidecar".to_string(), task(20, 25.0, 9)),
+        ]);
+        // Two cores of 2000 MHz: half a core is 1000 MHz of ticks.
+        let alloc = alloc_resource_usage(&usage, 4000.0, 2);
+        assert_eq!(
+            alloc.tasks["web"].resource_usage.cpu_stats.total_ticks,
+            1000.0
+        );
+        assert_eq!(alloc.resource_usage.memory_stats.rss, 120);
+        assert_eq!(alloc.resource_usage.memory_stats.usage, 240);
+        assert_eq!(alloc.resource_usage.cpu_stats.total_ticks, 1500.0);
+        assert_eq!(
+            alloc.resource_usage.memory_stats.measured,
+            vec!["RSS".to_string()]
+        );
+        assert_eq!(alloc.timestamp, 9);
     }
 }

@@ -162,6 +162,16 @@ impl AllocRunnerHandle for AllocRunner {
             .map_err(|error| client_error(self.alloc_id(), error))
     }
 
+    async fn stats(
+        &self,
+        task: Option<&str>,
+    ) -> Result<std::collections::BTreeMap<String, drover_driver::TaskResourceUsage>, ClientError>
+    {
+        AllocRunner::stats(self, task)
+            .await
+            .map_err(|error| client_error(self.alloc_id(), error))
+    }
+
     async fn shutdown(&self) {
         AllocRunner::shutdown(self).await;
     }

@@ -366,5 +366,6 @@ pub fn restart_policy(
         interval: DurationNs::from_std(interval),
         mode: mode.to_string(),
         render_templates: false,
+        ..RestartPolicy::default()
     }
 }

@@ -134,6 +134,7 @@ fn policy(attempts: i64, delay: Duration, mode: &str) -> RestartPolicy {
         interval: DurationNs::from_secs(1800),
         mode: mode.into(),
         render_templates: false,
+        ..RestartPolicy::default()
     }
 }
 

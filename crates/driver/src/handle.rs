@@ -37,8 +37,14 @@ pub struct TaskLaunch {
     pub resources: ResourceLimits,
     /// Default signal of [`crate::Driver::kill`]; Nomad's default is `SIGINT`.
     pub kill_signal: Option<String>,
-    /// Driver-specific settings (the `config` block of the task); used by the mock driver.
+    /// Driver-specific settings (the `config` block of the task).
     pub driver_config: serde_json::Value,
+    /// `<alloc>/<task>`: the task root of isolating drivers (`exec`).
+    #[serde(default)]
+    pub task_dir: Option<PathBuf>,
+    /// `<alloc>/alloc`, seen at `/alloc` by isolated tasks.
+    #[serde(default)]
+    pub shared_alloc_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,4 +1,4 @@
-//! Task drivers: the [`Driver`] trait and the `raw_exec` and `mock` drivers, which launch each
+//! Task drivers: the [`Driver`] trait and the `raw_exec`, `exec` and `mock` drivers, which launch each
 //! task under its own `drover-shim` (or, for `mock`, pretend to) and re-attach to it later.
 //!
 //! **Boundary**: knows tasks and processes, never allocations or the server. Restart policy,
@@ -13,6 +13,7 @@
 
 pub mod conformance;
 mod error;
+pub mod exec;
 mod handle;
 pub mod mock;
 pub mod raw_exec;

@@ -55,6 +55,8 @@ impl Default for RawExecConfig {
 
 pub struct RawExecDriver {
     config: RawExecConfig,
+    /// Set for the `exec` driver: tasks are isolated as this says.
+    exec: Option<crate::exec::ExecConfig>,
     /// The previous stats sample per task id, for cpu percentages.
     previous_samples: Mutex<HashMap<String, TaskStats>>,
 }
@@ -77,8 +79,23 @@ impl RawExecDriver {
     pub fn new(config: RawExecConfig) -> Self {
         Self {
             config,
+            exec: None,
             previous_samples: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The engine of the `exec` driver: the same shim and cgroup, plus isolation.
+    pub(crate) fn isolating(config: RawExecConfig, exec: crate::exec::ExecConfig) -> Self {
+        Self {
+            config,
+            exec: Some(exec),
+            previous_samples: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn cgroups_available(&self) -> bool {
+        !self.config.disable_cgroups
+            && drover_isolate::detect_mode(&self.config.cgroup_root).is_ok()
     }
 
     fn client(handle: &TaskHandle) -> Result<ShimClient, DriverError> {
@@ -111,7 +128,25 @@ impl RawExecDriver {
         })
     }
 
-    async fn start_task(&self, launch: &TaskLaunch) -> Result<TaskHandle, DriverError> {
+    pub(crate) async fn start_task(&self, launch: &TaskLaunch) -> Result<TaskHandle, DriverError> {
+        let isolation = match &self.exec {
+            Some(exec) => {
+                crate::exec::validate_config(&launch.driver_config, crate::exec::EXEC_CONFIG_KEYS)?;
+                if !self.cgroups_available() {
+                    return Err(DriverError::InvalidConfig(
+                        "the exec driver needs a cgroup filesystem".to_string(),
+                    ));
+                }
+                Some(crate::exec::isolation_for(exec, launch)?)
+            }
+            None => {
+                crate::exec::validate_config(
+                    &launch.driver_config,
+                    crate::exec::RAW_EXEC_CONFIG_KEYS,
+                )?;
+                None
+            }
+        };
         if launch.command.is_empty() {
             return Err(DriverError::InvalidConfig("command is empty".to_string()));
         }
@@ -132,8 +167,20 @@ impl RawExecDriver {
             command: launch.command.clone(),
             args: launch.args.clone(),
             env: launch.env.clone(),
-            cwd: launch.cwd.clone(),
-            user: launch.user.clone(),
+            // Isolated tasks start in their root; `cwd` is then a path inside it.
+            cwd: match &isolation {
+                Some(_) => Some(PathBuf::from("/")),
+                None => launch.cwd.clone(),
+            },
+            user: match &self.exec {
+                Some(exec) => Some(
+                    launch
+                        .user
+                        .clone()
+                        .unwrap_or_else(|| exec.default_user.clone()),
+                ),
+                None => launch.user.clone(),
+            },
             state_dir: state_dir.clone(),
             logs: LogSpec {
                 dir: launch.logs.dir.clone(),
@@ -142,6 +189,7 @@ impl RawExecDriver {
                 max_file_size_bytes: launch.logs.max_file_size_bytes,
             },
             cgroup: cgroup.clone(),
+            isolation,
         };
         let spec_path = state_dir.join(SPEC_FILE);
         write_launch_spec(&spec_path, &spec).await?;
@@ -279,7 +327,11 @@ pub fn read_exit_status(state_dir: &Path) -> Option<ExitStatus> {
 
 impl Driver for RawExecDriver {
     fn name(&self) -> &'static str {
-        "raw_exec"
+        if self.exec.is_some() {
+            "exec"
+        } else {
+            "raw_exec"
+        }
     }
 
     fn start<'a>(&'a self, launch: &'a TaskLaunch) -> DriverFuture<'a, TaskHandle> {

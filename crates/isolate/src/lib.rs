@@ -1,16 +1,21 @@
-//! Linux isolation primitives: cgroups v1 and v2, namespaces, mounts and the task root,
-//! capabilities, `no_new_privs`. Used by the shim in the forked child before exec.
+//! Linux isolation primitives: cgroups v1 and v2, namespaces, the task root (bind mounts,
+//! `/dev`, `/proc`, `/sys`, pivot_root), capabilities and `no_new_privs`. Used by the shim in
+//! its forked, single-threaded child before exec.
 //!
-//! **Boundary**: mechanisms only, no policy about tasks or allocations.
-//!
-//! Today only [`cgroup`] exists. Namespaces, the task root (pivot_root/chroot with a read-only
-//! chroot env), masked `/proc` paths, capabilities and `no_new_privs` for the `exec` driver are
-//! not written yet; they will live in their own modules here, called by the shim's child after
-//! it has joined its cgroup and before exec.
+//! **Boundary**: mechanisms only, no policy about tasks or allocations. The order in which the
+//! shim applies them, and why, is in ARCHITECTURE.md ("exec isolation").
 
+pub mod caps;
 pub mod cgroup;
+mod error;
+pub mod namespaces;
+pub mod rootfs;
 
+pub use caps::{CapabilitySet, DEFAULT_CAPABILITIES};
 pub use cgroup::{
     CgroupCpuStats, CgroupError, CgroupLimits, CgroupMemoryStats, CgroupMode, TaskCgroup,
     detect_mode,
 };
+pub use error::IsolationError;
+pub use namespaces::{NamespaceSet, PidNamespaceForNextChild, unshare_namespaces};
+pub use rootfs::{BindMount, TaskRoot, enter_task_root};

@@ -1153,6 +1153,24 @@ fn convert_value(value: HclValue, kind: ValueKind) -> Result<JsonValue, String> 
                 describe_value_kind(&other)
             )),
         },
+        ValueKind::Number => match value {
+            HclValue::Number(number) => number
+                .as_f64()
+                .filter(|float| float.is_finite())
+                .map(JsonValue::from)
+                .ok_or_else(|| format!("must be a number, got {number}")),
+            HclValue::String(text) => text
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|float| float.is_finite())
+                .map(JsonValue::from)
+                .ok_or_else(|| format!("must be a number, got {text:?}")),
+            other => Err(format!(
+                "must be a number, got {}",
+                describe_value_kind(&other)
+            )),
+        },
         ValueKind::Bool => match value {
             HclValue::Bool(flag) => Ok(JsonValue::Bool(flag)),
             HclValue::String(text) if text == "true" || text == "false" => {

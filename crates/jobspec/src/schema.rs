@@ -8,6 +8,8 @@
 pub(crate) enum ValueKind {
     String,
     Integer,
+    /// Any number (integer or fractional).
+    Number,
     Bool,
     /// A Go duration string (or a number of nanoseconds) → integer nanoseconds.
     Duration,
@@ -141,7 +143,7 @@ const fn string_map_block(name: &'static str, json_field: &'static str) -> Block
 use BodyKind::Schema;
 use Repetition::{List, Single};
 use ValueKind::String as Text;
-use ValueKind::{Bool, Duration, Integer, StringList};
+use ValueKind::{Bool, Duration, Integer, Number, StringList};
 
 const CONSUL_REASON: &str = "drover has no Consul integration";
 const VAULT_REASON: &str = "drover has no Vault integration";
@@ -272,6 +274,9 @@ static RESTART: BodySchema = BodySchema {
         argument("delay", "Delay", Duration),
         argument("mode", "Mode", Text),
         argument("render_templates", "RenderTemplates", Bool),
+        // drover extensions: opt-in exponential backoff between restarts.
+        argument("backoff_factor", "BackoffFactor", Number),
+        argument("max_delay", "MaxDelay", Duration),
     ],
     blocks: &[],
     refused: &[],

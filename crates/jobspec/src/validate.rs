@@ -105,6 +105,13 @@ fn integer(object: &JsonValue, field: &str) -> Option<i64> {
     object.get(field).and_then(JsonValue::as_i64)
 }
 
+fn backoff_factor(restart: &JsonValue) -> f64 {
+    restart
+        .get("BackoffFactor")
+        .and_then(JsonValue::as_f64)
+        .unwrap_or(0.0)
+}
+
 fn flag(object: &JsonValue, field: &str) -> bool {
     object
         .get(field)
@@ -923,6 +930,7 @@ impl Checker {
     }
 
     fn restart_policy(&mut self, restart: &JsonValue, place: &Place) {
+        self.restart_backoff(restart, place);
         let mode = text(restart, "Mode");
         let attempts = integer(restart, "Attempts").unwrap_or(0);
         let interval = integer(restart, "Interval").unwrap_or(0);
@@ -956,13 +964,44 @@ impl Checker {
                     go_duration_text(interval)
                 ),
             );
-        } else if attempts > 0 && attempts.saturating_mul(delay) > interval {
+        } else if attempts > 0
+            && backoff_factor(restart) <= 1.0
+            && attempts.saturating_mul(delay) > interval
+        {
             self.report(
                 place,
                 place.field("Delay"),
                 format!(
                     "cannot restart {attempts} times in an interval of {} with a delay of {}",
                     go_duration_text(interval),
+                    go_duration_text(delay)
+                ),
+            );
+        }
+    }
+
+    /// drover's restart backoff extension: `backoff_factor` ≥ 1 (or absent), `max_delay` not
+    /// below `delay`.
+    fn restart_backoff(&mut self, restart: &JsonValue, place: &Place) {
+        let Some(factor) = restart.get("BackoffFactor").and_then(JsonValue::as_f64) else {
+            return;
+        };
+        if factor != 0.0 && factor < 1.0 {
+            self.report(
+                place,
+                place.field("BackoffFactor"),
+                format!("restart.backoff_factor must be at least 1 (or absent), got {factor}"),
+            );
+        }
+        let delay = integer(restart, "Delay").unwrap_or(0);
+        let max_delay = integer(restart, "MaxDelay").unwrap_or(0);
+        if max_delay != 0 && max_delay < delay {
+            self.report(
+                place,
+                place.field("MaxDelay"),
+                format!(
+                    "restart.max_delay ({}) must not be shorter than restart.delay ({})",
+                    go_duration_text(max_delay),
                     go_duration_text(delay)
                 ),
             );

@@ -14,6 +14,11 @@
 //!    └── unix socket: hello/status/wait/signal/kill/stats/cleanup ──┘
 //! ```
 //!
+//! With an isolation spec (the `exec` driver) the child also gets new namespaces (it is pid 1
+//! of its own pid namespace), a task root it pivots into, a cut capability set, `no_new_privs`
+//! and the task's user before exec; the order and the reasons are in ARCHITECTURE.md
+//! ("exec isolation").
+//!
 //! The launcher exits as soon as the shim reports, so the shim is re-parented to init and the
 //! agent is neither its parent nor the task's. When the task exits the shim kills what is left
 //! of its cgroup, drains the pipes, writes `exit.json` atomically into its state directory and

@@ -60,6 +60,42 @@ pub struct LaunchSpec {
     /// The task's cgroup; without one, signals go to the task's process group.
     #[serde(default)]
     pub cgroup: Option<CgroupSpec>,
+    /// Namespaces, task root and capabilities (the `exec` driver); `None` runs the task on the
+    /// host as it is (`raw_exec`). With isolation, `command` is looked up and `cwd` taken inside
+    /// the task root.
+    #[serde(default)]
+    pub isolation: Option<IsolationSpec>,
+}
+
+/// How the shim's child isolates the task before exec (order and reasons: ARCHITECTURE.md,
+/// "exec isolation"). The policy is decided by the driver; the shim applies it as given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IsolationSpec {
+    /// Host directory that becomes the task's `/` (the task dir).
+    pub root: PathBuf,
+    /// Bind mounts into the root, in order: the read-only chroot env, then the alloc dir.
+    #[serde(default)]
+    pub binds: Vec<BindSpec>,
+    /// A new, empty network namespace instead of the host's network.
+    #[serde(default)]
+    pub network_none: bool,
+    /// The task's capabilities (`CAP_…` names); everything else is dropped, bounding set
+    /// included.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// Host directories handed to the task's user before it runs (its local, secrets and tmp
+    /// dirs, the shared alloc dir), so a task that is not root can write where Nomad lets it.
+    #[serde(default)]
+    pub owned_by_task_user: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BindSpec {
+    /// Host path.
+    pub source: PathBuf,
+    /// Absolute path inside the task root.
+    pub target: PathBuf,
+    pub read_only: bool,
 }
 
 /// Where and how the task's stdout and stderr are written: `<dir>/<task_name>.stdout.<n>` and

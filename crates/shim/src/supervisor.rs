@@ -20,7 +20,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use drover_isolate::{CgroupLimits, TaskCgroup};
+use drover_isolate::{
+    BindMount, CapabilitySet, CgroupLimits, NamespaceSet, PidNamespaceForNextChild, TaskCgroup,
+    TaskRoot,
+};
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -172,6 +175,18 @@ struct PreparedExec {
     envp: Vec<CString>,
     cwd: Option<CString>,
     credentials: Option<(Uid, Gid, Vec<Gid>)>,
+    /// For isolated tasks: the program is looked up in `path_variable` inside the task root.
+    isolation: Option<PreparedIsolation>,
+}
+
+/// The isolation of a task, in the isolate crate's terms.
+struct PreparedIsolation {
+    namespaces: NamespaceSet,
+    root: TaskRoot,
+    capabilities: CapabilitySet,
+    owned_by_task_user: Vec<PathBuf>,
+    command: String,
+    path_variable: String,
 }
 
 /// State shared between the main thread and the connection threads.
@@ -348,10 +363,28 @@ impl Daemon {
         let (error_read, error_write) = pipe()?;
         let dev_null = File::open("/dev/null").map_err(|error| format!("/dev/null: {error}"))?;
 
+        // An isolated task is pid 1 of its own pid namespace: the namespace is unshared for the
+        // next child only, and the shim returns to its own right after the fork.
+        let pid_namespace = match &prepared.isolation {
+            Some(_) => Some(
+                PidNamespaceForNextChild::create()
+                    .map_err(|error| format!("pid namespace: {error}"))?,
+            ),
+            None => None,
+        };
         // SAFETY: the shim is still single-threaded (the socket thread starts after this), so the
         // child may allocate; it only prepares its process state and execs or exits.
         #[allow(unsafe_code)]
         let forked = unsafe { nix::unistd::fork() };
+        let restored = match (pid_namespace, &forked) {
+            (Some(namespace), Ok(ForkResult::Parent { .. }) | Err(_)) => namespace.restore(),
+            _ => Ok(()),
+        };
+        if let (Err(error), Ok(ForkResult::Parent { child })) = (&restored, &forked) {
+            let _ = nix::sys::signal::kill(*child, Signal::SIGKILL);
+            let _ = waitpid(*child, None);
+            return Err(format!("leaving the task's pid namespace: {error}"));
+        }
         match forked {
             Err(error) => Err(format!("forking the task: {error}")),
             Ok(ForkResult::Child) => {
@@ -592,7 +625,11 @@ fn prepare_exec(spec: &LaunchSpec) -> Result<PreparedExec, String> {
         .find(|(key, _)| key == "PATH")
         .map(|(_, value)| value.as_str())
         .unwrap_or("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-    let program = resolve_program(&spec.command, path_variable, spec.cwd.as_deref())?;
+    let program = match &spec.isolation {
+        // Looked up in the child, inside the task root.
+        Some(_) => PathBuf::from(&spec.command),
+        None => resolve_program(&spec.command, path_variable, spec.cwd.as_deref())?,
+    };
     let mut argv = vec![cstring("command", &spec.command)?];
     for arg in &spec.args {
         argv.push(cstring("argument", arg)?);
@@ -620,12 +657,52 @@ fn prepare_exec(spec: &LaunchSpec) -> Result<PreparedExec, String> {
         }
         None => None,
     };
+    let isolation = match &spec.isolation {
+        Some(isolation) => {
+            if !isolation.root.is_absolute() {
+                return Err(format!(
+                    "isolation.root must be an absolute path, got {}",
+                    isolation.root.display()
+                ));
+            }
+            if spec.command.is_empty() {
+                return Err("command is empty".to_string());
+            }
+            Some(PreparedIsolation {
+                namespaces: NamespaceSet {
+                    mount: true,
+                    ipc: true,
+                    uts: true,
+                    network: isolation.network_none,
+                },
+                root: TaskRoot {
+                    root: isolation.root.clone(),
+                    binds: isolation
+                        .binds
+                        .iter()
+                        .map(|bind| BindMount {
+                            source: bind.source.clone(),
+                            target: bind.target.clone(),
+                            read_only: bind.read_only,
+                        })
+                        .collect(),
+                },
+                capabilities: CapabilitySet::from_names(&isolation.capabilities)
+                    .map_err(|error| format!("capabilities: {error}"))?,
+                owned_by_task_user: isolation.owned_by_task_user.clone(),
+                command: spec.command.clone(),
+                path_variable: path_variable.to_string(),
+            })
+        }
+        None => None,
+    };
     Ok(PreparedExec {
         program: cstring("command", &program.to_string_lossy())?,
         argv,
         envp,
         cwd,
         credentials,
+        isolation,
     })
 }
 
@@ -674,6 +751,11 @@ fn exec_task(
     {
         return format!("joining the task cgroup: {error}");
     }
+    if let Some(isolation) = &prepared.isolation
+        && let Err(error) = drover_isolate::unshare_namespaces(isolation.namespaces)
+    {
+        return error.to_string();
+    }
     if let Err(error) = nix::unistd::dup2_stdin(stdin)
         .and_then(|()| nix::unistd::dup2_stdout(stdout))
         .and_then(|()| nix::unistd::dup2_stderr(stderr))
@@ -691,10 +773,27 @@ fn exec_task(
     {
         return format!("resetting signals: {error}");
     }
+    let mut program = prepared.program.clone();
+    if let Some(isolation) = &prepared.isolation {
+        match isolate_task(isolation, prepared.credentials.as_ref()) {
+            Ok(resolved) => program = resolved,
+            Err(message) => return message,
+        }
+    }
     if let Some(cwd) = &prepared.cwd
         && let Err(error) = nix::unistd::chdir(cwd.as_c_str())
     {
         return format!("changing directory to {cwd:?}: {error}");
+    }
+    if let Some(isolation) = &prepared.isolation {
+        // The bounding set first (needs CAP_SETPCAP, still held), then no_new_privs, then the
+        // user with the permitted set kept, then the task's set as effective and ambient.
+        let result = drover_isolate::caps::limit_bounding_set(isolation.capabilities)
+            .and_then(|()| drover_isolate::caps::set_no_new_privs())
+            .and_then(|()| drover_isolate::caps::keep_capabilities_across_setuid());
+        if let Err(error) = result {
+            return error.to_string();
+        }
     }
     if let Some((uid, gid, groups)) = &prepared.credentials
         && let Err(error) = nix::unistd::setgroups(groups)
@@ -703,10 +802,41 @@ fn exec_task(
     {
         return format!("switching to uid {uid} gid {gid}: {error}");
     }
-    match nix::unistd::execve(&prepared.program, &prepared.argv, &prepared.envp) {
-        Err(error) => format!("executing {:?}: {error}", prepared.program),
+    if let Some(isolation) = &prepared.isolation
+        && let Err(error) = drover_isolate::caps::set_process_capabilities(isolation.capabilities)
+    {
+        return error.to_string();
+    }
+    match nix::unistd::execve(&program, &prepared.argv, &prepared.envp) {
+        Err(error) => format!("executing {program:?}: {error}"),
         Ok(never) => match never {},
     }
+}
+
+/// In the child, in its new namespaces: hands the task's dirs to its user, builds and enters
+/// the task root, and finds the program there. Returns the program's path inside the root.
+fn isolate_task(
+    isolation: &PreparedIsolation,
+    credentials: Option<&(Uid, Gid, Vec<Gid>)>,
+) -> Result<CString, String> {
+    if let Some((uid, gid, _)) = credentials {
+        for dir in &isolation.owned_by_task_user {
+            match nix::unistd::chown(dir.as_path(), Some(*uid), Some(*gid)) {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                Err(error) => {
+                    return Err(format!(
+                        "handing {} to the task user: {error}",
+                        dir.display()
+                    ));
+                }
+            }
+        }
+    }
+    drover_isolate::enter_task_root(&isolation.root)
+        .map_err(|error| format!("task root: {error}"))?;
+    let program = resolve_program(&isolation.command, &isolation.path_variable, None)?;
+    CString::new(program.to_string_lossy().as_bytes())
+        .map_err(|_| format!("command contains a NUL byte: {:?}", isolation.command))
 }
 
 /// Kills whatever is left of the task's tree: the cgroup, or the process group without one.

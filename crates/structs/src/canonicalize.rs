@@ -38,6 +38,8 @@ pub fn default_restart_policy(job_type: &str) -> RestartPolicy {
             delay: DurationNs::from_secs(15),
             mode: RESTART_POLICY_MODE_FAIL.to_string(),
             render_templates: false,
+            backoff_factor: 0.0,
+            max_delay: DurationNs::default(),
         },
         _ => RestartPolicy {
             attempts: 2,
@@ -45,6 +47,8 @@ pub fn default_restart_policy(job_type: &str) -> RestartPolicy {
             delay: DurationNs::from_secs(15),
             mode: RESTART_POLICY_MODE_FAIL.to_string(),
             render_templates: false,
+            backoff_factor: 0.0,
+            max_delay: DurationNs::default(),
         },
     }
 }
@@ -156,6 +160,12 @@ fn fill_unset_restart_fields(policy: &mut RestartPolicy, defaults: &RestartPolic
     fill_if_empty(&mut policy.mode, &defaults.mode);
     if policy.interval.is_zero() {
         policy.interval = defaults.interval;
+    }
+    if policy.backoff_factor == 0.0 {
+        policy.backoff_factor = defaults.backoff_factor;
+    }
+    if policy.max_delay.is_zero() {
+        policy.max_delay = defaults.max_delay;
     }
 }
 

@@ -287,6 +287,14 @@ wire_struct! {
         pub delay: DurationNs = DurationNs::from_secs(15),
         pub mode: String = RESTART_POLICY_MODE_FAIL.to_string(),
         pub render_templates: bool,
+        /// drover extension: each restart within an interval waits `delay × factor^(n−1)`,
+        /// capped at `MaxDelay`. 0 (absent) keeps Nomad's constant delay. Omitted from the
+        /// JSON when unset, so the wire shape stays Nomad's.
+        #[serde(skip_serializing_if = "is_zero_f64")]
+        pub backoff_factor: f64,
+        /// drover extension: the cap of an exponential backoff (0: 30 minutes).
+        #[serde(skip_serializing_if = "is_zero_duration")]
+        pub max_delay: DurationNs,
     }
 }
 
@@ -516,4 +524,12 @@ wire_struct! {
         #[serde(rename = "TTL")]
         pub ttl: DurationNs,
     }
+}
+
+fn is_zero_f64(value: &f64) -> bool {
+    *value == 0.0
+}
+
+fn is_zero_duration(value: &DurationNs) -> bool {
+    value.is_zero()
 }

@@ -110,3 +110,58 @@ wire_struct! {
         pub measured: Vec<String>,
     }
 }
+
+wire_struct! {
+    /// The node's own usage, as `GET /v1/client/stats` reports it (Nomad's
+    /// `client/structs.HostStats`).
+    pub struct HostStats {
+        pub memory: HostMemoryStats,
+        #[serde(rename = "CPU")]
+        pub cpu: Vec<HostCpuStats>,
+        pub disk_stats: Vec<HostDiskStats>,
+        pub alloc_dir_stats: Option<HostDiskStats>,
+        pub device_stats: Vec<serde_json::Value>,
+        /// Seconds since boot.
+        pub uptime: u64,
+        /// Unix nanoseconds.
+        pub timestamp: i64,
+        /// CPU consumed since the previous sample, in MHz-seconds as Nomad counts ticks.
+        #[serde(rename = "CPUTicksConsumed")]
+        pub cpu_ticks_consumed: f64,
+    }
+}
+
+wire_struct! {
+    /// Host memory in bytes.
+    pub struct HostMemoryStats {
+        pub total: u64,
+        pub available: u64,
+        pub used: u64,
+        pub free: u64,
+    }
+}
+
+wire_struct! {
+    /// One CPU's use since the previous sample, in percent.
+    pub struct HostCpuStats {
+        #[serde(rename = "CPU")]
+        pub cpu: String,
+        pub user: f64,
+        pub system: f64,
+        pub idle: f64,
+        pub total: f64,
+    }
+}
+
+wire_struct! {
+    /// A filesystem's size and use.
+    pub struct HostDiskStats {
+        pub device: String,
+        pub mountpoint: String,
+        pub size: u64,
+        pub used: u64,
+        pub available: u64,
+        pub used_percent: f64,
+        pub inodes_used_percent: f64,
+    }
+}

@@ -483,6 +483,10 @@ async fn handle<B: ApiBackend>(
             backend.gc_alloc(&alloc_id).await?;
             Ok(StatusCode::OK.into_response())
         }
+        Route::ClientStats => {
+            let stats = backend.host_stats().await?;
+            json_response(&stats, params, Meta::None)
+        }
         Route::ClientAllocStats { alloc_id } => {
             let task = params.non_empty("task").map(str::to_string);
             let usage = backend.alloc_stats(&alloc_id, task).await?;

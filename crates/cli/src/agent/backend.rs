@@ -30,6 +30,8 @@ pub struct AgentBackend {
     pub client: Option<Arc<LocalClient>>,
     /// `<data_dir>/alloc`: where the client keeps alloc dirs.
     pub alloc_root: PathBuf,
+    /// Node-wide usage for `/v1/client/stats`.
+    pub host_stats: drover_client::host_stats::HostStatsCollector,
 }
 
 fn server_error(error: ServerError) -> ApiError {
@@ -133,10 +135,19 @@ impl AgentOperations for AgentBackend {
         alloc_id: &str,
         task: Option<String>,
     ) -> Result<AllocResourceUsage, ApiError> {
-        let _ = (self.client()?.alloc(alloc_id).map_err(client_error)?, task);
-        Err(ApiError::Internal(format!(
-            "resource usage of allocation {alloc_id} is not collected by this agent yet"
-        )))
+        self.client()?
+            .alloc_stats(alloc_id, task.as_deref())
+            .await
+            .map_err(client_error)
+    }
+
+    async fn host_stats(&self) -> Result<drover_structs::HostStats, ApiError> {
+        self.client()?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| i64::try_from(elapsed.as_nanos()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        Ok(self.host_stats.collect(now))
     }
 
     async fn exec(&self, request: ExecRequest) -> Result<ExecSession, ApiError> {

@@ -226,6 +226,8 @@ pub struct AgentConfig {
     pub heartbeat_grace: Duration,
     pub min_heartbeat_ttl: Duration,
     pub raw_exec_enabled: bool,
+    /// `plugin "exec" { config { allow_caps = [...] } }`; `None` keeps the default set.
+    pub exec_allow_caps: Option<Vec<String>>,
 }
 
 fn parse_duration(key: &'static str, text: &str) -> Result<Duration, ConfigError> {
@@ -315,6 +317,19 @@ impl AgentConfig {
             // what makes it safe to measure and kill.
             .unwrap_or(true);
 
+        let exec_allow_caps = raw
+            .plugin
+            .as_ref()
+            .and_then(|plugins| plugins.get("exec"))
+            .and_then(|plugin| plugin.config.as_ref())
+            .and_then(|config| config.get("allow_caps"))
+            .and_then(|caps| caps.as_array())
+            .map(|caps| {
+                caps.iter()
+                    .filter_map(|cap| cap.as_str().map(str::to_string))
+                    .collect()
+            });
+
         let client_enabled = client.enabled.unwrap_or(dev);
         let server_enabled = server.enabled.unwrap_or(dev);
         if !client_enabled && !server_enabled {
@@ -363,6 +378,7 @@ impl AgentConfig {
                 None => Duration::from_secs(10),
             },
             raw_exec_enabled,
+            exec_allow_caps,
         })
     }
 }

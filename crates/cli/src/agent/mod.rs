@@ -20,7 +20,8 @@ use drover_client::node::{Client, NodeConfig};
 use drover_client::runner_factory::TaskAllocRunnerFactory;
 use drover_client::state_db::StateDb;
 use drover_client::taskrunner::driver::DriverCatalog;
-use drover_client::taskrunner::drivers::default_driver_catalog;
+use drover_client::taskrunner::drivers::driver_catalog;
+use drover_driver::exec::ExecConfig;
 use drover_driver::raw_exec::RawExecConfig;
 use drover_server::heartbeat::HeartbeatConfig;
 use drover_server::{Server, ServerConfig};
@@ -153,6 +154,7 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         server: server.clone(),
         client: client.clone(),
         alloc_root: data_dir.path().join("alloc"),
+        host_stats: drover_client::host_stats::HostStatsCollector::new(data_dir.path()),
     };
     let app = drover_api::app(Arc::new(Composed {
         reads: state.clone(),
@@ -269,10 +271,21 @@ async fn wait_for_signal() {
     }
 }
 
-/// The drivers this client offers: `raw_exec` (when enabled), each task under its own shim.
+/// The drivers this client offers: `raw_exec` (when enabled) and `exec` (configured by the
+/// client's `chroot_env` and the exec plugin's `allow_caps`), each task under its own shim.
 fn drivers_for(config: &AgentConfig) -> anyhow::Result<Arc<dyn DriverCatalog>> {
     let raw_exec = RawExecConfig::default();
-    let catalog = default_driver_catalog(raw_exec);
+    let mut exec = ExecConfig {
+        chroot_env: config.chroot_env.clone(),
+        ..ExecConfig::default()
+    };
+    if !drover_driver::exec::chroot_env_is_valid(&exec.chroot_env) {
+        anyhow::bail!("client chroot_env: every source and destination must be an absolute path");
+    }
+    if let Some(allow_caps) = &config.exec_allow_caps {
+        exec.allow_caps = allow_caps.clone();
+    }
+    let catalog = driver_catalog(raw_exec, exec);
     if !config.raw_exec_enabled {
         anyhow::bail!(
             "plugin \"raw_exec\" is disabled and this client has no other driver; enable it or disable the client"

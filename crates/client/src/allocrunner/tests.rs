@@ -892,6 +892,29 @@ fn restart_backoff_is_read_from_meta() {
     );
 }
 
+#[test]
+fn restart_backoff_is_read_from_the_restart_block_before_meta() {
+    let mut policy = restart_policy(3, Duration::from_secs(5), Duration::from_secs(600), "delay");
+    policy.backoff_factor = 3.0;
+    policy.max_delay = drover_structs::DurationNs::from_secs(90);
+    let mut task = fake_task("web", json!({}));
+    // The block wins over the older meta spelling.
+    task.meta.insert(
+        crate::taskrunner::META_RESTART_BACKOFF_FACTOR.into(),
+        "2".into(),
+    );
+    task.restart_policy = Some(policy.clone());
+    let alloc = alloc_with_tasks("service", vec![task.clone()], policy);
+    let settings = crate::taskrunner::restart_policy_settings(&alloc, &task);
+    assert_eq!(
+        settings.backoff,
+        Some(crate::taskrunner::restarts::RestartBackoff {
+            factor: 3.0,
+            max_delay: Duration::from_secs(90)
+        })
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_in_place_update_reaches_the_next_start() {
     let harness = harness();

@@ -1,4 +1,4 @@
-//! The adapter from `drover-driver`'s drivers (raw_exec under its shim, the mock driver) to the
+//! The adapter from `drover-driver`'s drivers (raw_exec and exec under their shim, the mock driver) to the
 //! task runner's [`TaskDriver`] seam, and the client's default driver catalog.
 //!
 //! Mapping: the task's `config.command` / `config.args` become the command line (the whole
@@ -57,7 +57,12 @@ fn task_exit(status: ExitStatus) -> TaskExit {
         exit_code: i64::from(status.exit_code),
         signal: i64::from(status.signal),
         oom_killed: status.oom_killed,
-        message: String::new(),
+        // Nomad's exit message for a task the kernel's OOM killer stopped.
+        message: if status.oom_killed {
+            "OOM Killed".to_string()
+        } else {
+            String::new()
+        },
     }
 }
 
@@ -128,6 +133,8 @@ impl DriverAdapter {
             },
             kill_signal: None,
             driver_config: Value::Object(spec.config.clone()),
+            task_dir: Some(spec.task_dir.dir.clone()),
+            shared_alloc_dir: Some(spec.task_dir.shared_alloc_dir.clone()),
         }
     }
 
@@ -328,13 +335,25 @@ impl TaskDriver for DriverAdapter {
     }
 }
 
-/// The client's drivers: `raw_exec` (under the shim) and `mock_driver`.
+/// The client's drivers: `raw_exec` and `exec` (each task under its own shim) and `mock_driver`,
+/// `exec` with Nomad's defaults (see [`driver_catalog`]).
 pub fn default_driver_catalog(
     raw_exec: drover_driver::raw_exec::RawExecConfig,
 ) -> StaticDriverCatalog {
+    driver_catalog(raw_exec, drover_driver::exec::ExecConfig::default())
+}
+
+/// The client's drivers, `exec` configured by the client (`chroot_env`, `allow_caps`). Whether
+/// the node offers `exec` is the fingerprint's call (root and cgroups).
+pub fn driver_catalog(
+    raw_exec: drover_driver::raw_exec::RawExecConfig,
+    exec: drover_driver::exec::ExecConfig,
+) -> StaticDriverCatalog {
+    let exec: Arc<dyn Driver> = Arc::new(drover_driver::exec::exec_driver(raw_exec.clone(), exec));
     let raw_exec: Arc<dyn Driver> = Arc::new(drover_driver::raw_exec::RawExecDriver::new(raw_exec));
     let mock: Arc<dyn Driver> = Arc::new(drover_driver::mock::MockDriver::new());
     StaticDriverCatalog::new()
         .with("raw_exec", Arc::new(DriverAdapter::new(raw_exec)))
+        .with("exec", Arc::new(DriverAdapter::new(exec)))
         .with("mock_driver", Arc::new(DriverAdapter::new(mock)))
 }

@@ -448,14 +448,32 @@ pub fn restart_policy_settings(alloc: &Allocation, task: &Task) -> RestartPolicy
             .or_else(|| job.and_then(|job| job.meta.get(key)))
             .cloned()
     };
-    let backoff = meta_value(META_RESTART_BACKOFF_FACTOR)
-        .and_then(|factor| factor.trim().parse::<f64>().ok())
+    // The `restart` block's extension fields win; the meta keys are the older spelling.
+    let block = task
+        .restart_policy
+        .as_ref()
+        .or_else(|| group.and_then(|group| group.restart_policy.as_ref()));
+    let block_factor = block
+        .map(|policy| policy.backoff_factor)
+        .filter(|factor| *factor != 0.0);
+    let block_max_delay = block
+        .map(|policy| policy.max_delay)
+        .filter(|max_delay| !max_delay.is_zero())
+        .map(|max_delay| max_delay.to_std());
+    let backoff = block_factor
+        .or_else(|| {
+            meta_value(META_RESTART_BACKOFF_FACTOR)
+                .and_then(|factor| factor.trim().parse::<f64>().ok())
+        })
         .filter(|factor| factor.is_finite() && *factor >= 1.0)
         .map(|factor| RestartBackoff {
             factor,
-            max_delay: meta_value(META_RESTART_MAX_DELAY)
-                .and_then(|text| drover_structs::DurationNs::parse_go(text.trim()).ok())
-                .map(|duration| duration.to_std())
+            max_delay: block_max_delay
+                .or_else(|| {
+                    meta_value(META_RESTART_MAX_DELAY)
+                        .and_then(|text| drover_structs::DurationNs::parse_go(text.trim()).ok())
+                        .map(|duration| duration.to_std())
+                })
                 .unwrap_or(std::time::Duration::from_secs(30 * 60)),
         });
     RestartPolicySettings {

@@ -16,17 +16,23 @@
 //! **Drover extension — exponential backoff** (opt-in): when the policy carries a
 //! [`RestartBackoff`], the n-th restart of an interval waits `delay * factor^(n-1)`, capped at
 //! `max_delay`, before jitter. Without it the delay is constant, exactly as Nomad. Jobs turn it
-//! on with meta keys (task, else group, else job meta), read by
-//! [`crate::taskrunner::restart_policy_settings`]:
+//! on in the `restart` block, read by [`crate::taskrunner::restart_policy_settings`]:
 //!
 //! ```hcl
-//! meta {
-//!   "drover.restart.backoff_factor" = "2"    # ≥ 1
-//!   "drover.restart.max_delay"      = "5m"   # Go duration; default 30m
+//! restart {
+//!   attempts       = 10
+//!   interval       = "30m"
+//!   delay          = "5s"
+//!   mode           = "delay"
+//!   backoff_factor = 2      # drover extension, ≥ 1; absent: constant delay
+//!   max_delay      = "5m"   # drover extension; default 30m
 //! }
 //! ```
 //!
-//! (Meta rather than new `restart` block fields so a jobspec stays valid for Nomad too.)
+//! In JSON the fields are `BackoffFactor` and `MaxDelay`, omitted when unset, so a job that does
+//! not use them has Nomad's exact shape (and Nomad ignores them). The task-meta keys
+//! `drover.restart.backoff_factor` / `drover.restart.max_delay` are also read, for jobspecs that
+//! must stay valid for Nomad's own parser.
 //!
 //! All time here is tokio time (paused in tests); the interval start is also kept as wall-clock
 //! nanoseconds so it survives an agent restart (see [`RestartTrackerState`]).

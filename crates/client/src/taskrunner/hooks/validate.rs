@@ -1,6 +1,7 @@
 //! The validate hook: refuses to start a task the client must not run — a user on the client's
-//! denylist under a checked driver (Nomad's `user.denylist` / `user.checked_drivers`), or an
-//! artifact or template destination that escapes the task dir. A refusal is a "Failed
+//! denylist under a checked driver (Nomad's `user.denylist` / `user.checked_drivers`), driver
+//! config keys the driver does not know, or an artifact or template destination that escapes
+//! the task dir. A refusal is a "Failed
 //! Validation" event that fails the task without a restart.
 //!
 //! **Not** a jobspec validator: the server validated the job; this guards the node.
@@ -32,6 +33,14 @@ impl ValidateHook {
         let mut problems = Vec::new();
         if !self.config.user_allowed(&task.driver, &task.user) {
             problems.push(format!("running as user {:?} is disallowed", task.user));
+        }
+        // Unknown driver config keys are a mistake in the jobspec: refuse them here, before
+        // anything starts, rather than as a driver failure the restart policy would retry.
+        if let Some(allowed) = drover_driver::exec::config_keys_for(&task.driver) {
+            let config = serde_json::Value::Object(task.config.clone());
+            if let Err(error) = drover_driver::exec::validate_config(&config, allowed) {
+                problems.push(format!("driver {:?}: {error}", task.driver));
+            }
         }
         for (index, artifact) in task.artifacts.iter().enumerate() {
             let destination = request.task_env.interpolate(&artifact.relative_dest);

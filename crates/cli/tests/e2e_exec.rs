@@ -1,0 +1,693 @@
+//! End to end for the `exec` driver: the real agent runs exec tasks whose command is a shell
+//! probe reporting what it sees from inside (processes, mounts, capabilities, uid,
+//! no_new_privs), a task that outgrows its memory limit, and busy tasks whose usage the stats
+//! endpoint reports. Needs root and cgroups, like the driver itself.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{Agent, wait_for, write_jobspec};
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+fn allocs(agent: &Agent, job_id: &str) -> Vec<Value> {
+    agent
+        .get_json(&format!("/v1/job/{job_id}/allocations"))
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn run_job(agent: &Agent, name: &str, hcl: &str) {
+    let (_dir, path) = write_jobspec(name, hcl);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+}
+
+fn events_of(alloc: &Value, task: &str) -> Vec<Value> {
+    alloc["TaskStates"][task]["Events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// `key=value` lines of the probe's report.
+fn report(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(key, value)| (key.trim().to_string(), value.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn an_exec_task_sees_only_itself_read_only_system_dirs_and_the_default_capabilities() {
+    let agent = Agent::start_dev();
+    let alloc_root = agent.data_dir.join("alloc");
+    let probe = format!(
+        r#"exec > /local/probe.txt 2>&1
+echo "procs=$(for p in /proc/[0-9]*; do cat $p/comm; done | sort | tr '\n' ' ')"
+echo "has_pid_1=$(test -d /proc/1 && echo yes || echo no)"
+for d in /usr /bin /etc /sbin; do
+  if touch $d/.drover-probe 2>/dev/null; then echo "writable_system_dir=$d"; fi
+done
+echo "kcore_bytes=$(cat /proc/kcore 2>/dev/null | head -c 16 | wc -c)"
+echo "host_root=$(ls -A /root 2>/dev/null | wc -l)"
+echo "host_alloc_root=$(test -e {alloc_root} && echo visible || echo invisible)"
+echo "alloc_dir=$(test -d /alloc/logs && echo yes || echo no)"
+echo "local_writable=$(touch /local/w && echo yes || echo no)"
+echo "tmp_writable=$(touch /tmp/w && echo yes || echo no)"
+echo "proc_sys_writable=$(echo 1 > /proc/sys/kernel/ns_last_pid 2>/dev/null && echo yes || echo no)"
+echo "sys_writable=$(touch /sys/drover 2>/dev/null && echo yes || echo no)"
+echo "dev=$(ls /dev | sort | tr '\n' ' ')"
+echo "uid=$(id -u)"
+echo "user=$(id -un)"
+grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status | tr -d '\t' | sed 's/:/=/'
+echo "done=yes"
+"#,
+        alloc_root = alloc_root.display()
+    );
+    let job = format!(
+        r#"
+job "probe" {{
+  datacenters = ["dc1"]
+  type        = "batch"
+  group "g" {{
+    restart {{
+      attempts = 0
+      mode     = "fail"
+    }}
+    task "probe" {{
+      driver = "exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", {probe:?}]
+      }}
+      resources {{
+        cpu    = 50
+        memory = 64
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    run_job(&agent, "probe.hcl", &job);
+    let alloc = wait_for("the probe to finish", LIMIT, || {
+        allocs(&agent, "probe")
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "complete" || alloc["ClientStatus"] == "failed")
+    });
+    let alloc_id = alloc["ID"].as_str().unwrap();
+    let text = std::fs::read_to_string(alloc_root.join(alloc_id).join("probe/local/probe.txt"))
+        .unwrap_or_else(|error| {
+            panic!(
+                "no probe report ({error}); events {:?}",
+                events_of(&alloc, "probe")
+            )
+        });
+    let seen = report(&text);
+    assert_eq!(seen.get("done").map(String::as_str), Some("yes"), "{text}");
+    assert_eq!(alloc["ClientStatus"], "complete", "{text}");
+    // Only the probe's own shell and its helpers: nothing of the host (no agent, no shim).
+    let procs = &seen["procs"];
+    for process in procs.split_whitespace() {
+        assert!(
+            ["sh", "cat", "sort", "tr"].contains(&process),
+            "unexpected process {process:?} visible: {procs}"
+        );
+    }
+    assert_eq!(seen["has_pid_1"], "yes", "{text}");
+    assert!(!seen.contains_key("writable_system_dir"), "{text}");
+    assert_eq!(seen["kcore_bytes"], "0", "{text}");
+    assert_eq!(seen["host_root"], "0", "{text}");
+    assert_eq!(seen["host_alloc_root"], "invisible", "{text}");
+    assert_eq!(seen["alloc_dir"], "yes", "{text}");
+    assert_eq!(seen["local_writable"], "yes", "{text}");
+    assert_eq!(seen["tmp_writable"], "yes", "{text}");
+    assert_eq!(seen["proc_sys_writable"], "no", "{text}");
+    assert_eq!(seen["sys_writable"], "no", "{text}");
+    for node in [
+        "null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "shm", "mqueue",
+    ] {
+        assert!(
+            seen["dev"].split_whitespace().any(|name| name == node),
+            "/dev lacks {node}: {text}"
+        );
+    }
+    assert_eq!(seen["uid"], "65534", "{text}");
+    assert_eq!(seen["user"], "nobody", "{text}");
+    // The container-runtime default set, and nothing more even in the bounding set.
+    assert_eq!(seen["CapEff"], "00000000a80425fb", "{text}");
+    assert_eq!(seen["CapBnd"], "00000000a80425fb", "{text}");
+    assert_eq!(seen["NoNewPrivs"], "1", "{text}");
+    // The probe's writes to the system dirs did not reach the host either.
+    assert!(!Path::new("/usr/.drover-probe").exists());
+}
+
+#[test]
+fn network_mode_none_leaves_only_loopback_and_the_task_dirs_are_in_its_environment() {
+    let agent = Agent::start_dev();
+    let probe = r#"exec > /local/probe.txt 2>&1
+echo "interfaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' ')"
+echo "task_dir=$NOMAD_TASK_DIR"
+echo "alloc_dir=$NOMAD_ALLOC_DIR"
+echo "done=yes"
+"#;
+    let job = format!(
+        r#"
+job "offline" {{
+  datacenters = ["dc1"]
+  type        = "batch"
+  group "g" {{
+    task "probe" {{
+      driver = "exec"
+      config {{
+        command      = "/bin/sh"
+        args         = ["-c", {probe:?}]
+        network_mode = "none"
+      }}
+      resources {{
+        cpu    = 50
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    run_job(&agent, "offline.hcl", &job);
+    let alloc = wait_for("the probe to finish", LIMIT, || {
+        allocs(&agent, "offline")
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "complete" || alloc["ClientStatus"] == "failed")
+    });
+    let alloc_id = alloc["ID"].as_str().unwrap();
+    let path = agent
+        .data_dir
+        .join("alloc")
+        .join(alloc_id)
+        .join("probe/local/probe.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| {
+        panic!(
+            "no probe report ({error}); events {:?}",
+            events_of(&alloc, "probe")
+        )
+    });
+    let seen = report(&text);
+    assert_eq!(seen.get("done").map(String::as_str), Some("yes"), "{text}");
+    assert_eq!(seen["interfaces"], "lo", "{text}");
+    assert_eq!(seen["task_dir"], "/local", "{text}");
+    assert_eq!(seen["alloc_dir"], "/alloc", "{text}");
+}
+
+#[test]
+fn the_clients_chroot_env_and_allow_caps_shape_the_task() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("agent.hcl");
+    std::fs::write(
+        &config,
+        r#"
+client {
+  chroot_env = {
+    "/bin"   = "/bin"
+    "/etc"   = "/etc"
+    "/lib"   = "/lib"
+    "/lib64" = "/lib64"
+    "/usr"   = "/usr"
+  }
+}
+plugin "exec" {
+  config {
+    allow_caps = ["chown", "kill", "sys_time"]
+  }
+}
+"#,
+    )
+    .unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", config.display())],
+    );
+    let probe = r#"exec > /local/probe.txt 2>&1
+echo "sbin=$(test -e /sbin && echo present || echo absent)"
+echo "usr=$(test -d /usr/bin && echo present || echo absent)"
+grep -E '^CapEff:' /proc/self/status | tr -d '\t' | sed 's/:/=/'
+echo "done=yes"
+"#;
+    let job = format!(
+        r#"
+job "shaped" {{
+  datacenters = ["dc1"]
+  type        = "batch"
+  group "g" {{
+    task "probe" {{
+      driver = "exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", {probe:?}]
+        cap_add = ["sys_time"]
+      }}
+      resources {{
+        cpu    = 50
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    run_job(&agent, "shaped.hcl", &job);
+    let alloc = wait_for("the probe to finish", LIMIT, || {
+        allocs(&agent, "shaped")
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "complete" || alloc["ClientStatus"] == "failed")
+    });
+    let alloc_id = alloc["ID"].as_str().unwrap();
+    let path = agent
+        .data_dir
+        .join("alloc")
+        .join(alloc_id)
+        .join("probe/local/probe.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| {
+        panic!(
+            "no probe report ({error}); events {:?}",
+            events_of(&alloc, "probe")
+        )
+    });
+    let seen = report(&text);
+    assert_eq!(seen.get("done").map(String::as_str), Some("yes"), "{text}");
+    assert_eq!(seen["sbin"], "absent", "{text}");
+    assert_eq!(seen["usr"], "present", "{text}");
+    // The default set within allow_caps (chown, kill) plus the allowed cap_add (sys_time).
+    assert_eq!(seen["CapEff"], "0000000002000021", "{text}");
+}
+
+#[test]
+fn unknown_config_keys_and_refused_capabilities_fail_the_task_with_a_clear_reason() {
+    let agent = Agent::start_dev();
+    // One group per bad task: a task that fails takes its siblings down with it.
+    let group = |task: &str, body: &str| {
+        format!(
+            r#"
+  group "{task}" {{
+    restart {{
+      attempts = 0
+      mode     = "fail"
+    }}
+    task "{task}" {{
+      driver = "exec"
+{body}
+      resources {{
+        cpu    = 50
+        memory = 32
+      }}
+    }}
+  }}
+"#
+        )
+    };
+    let jobspec = format!(
+        "job \"bad\" {{\n  datacenters = [\"dc1\"]\n  type = \"batch\"\n{}{}{}}}\n",
+        group(
+            "typo",
+            "      config {\n        command = \"/bin/true\"\n        volumes = [\"/:/host\"]\n      }"
+        ),
+        group(
+            "admin",
+            "      config {\n        command = \"/bin/true\"\n        cap_add = [\"sys_admin\"]\n      }"
+        ),
+        group(
+            "rooted",
+            "      user = \"root\"\n      config {\n        command = \"/bin/true\"\n      }"
+        ),
+    );
+    run_job(&agent, "bad.hcl", &jobspec);
+    let by_task = wait_for("the three tasks to fail", LIMIT, || {
+        let allocs = allocs(&agent, "bad");
+        let dead: Vec<(String, Value)> = ["typo", "admin", "rooted"]
+            .iter()
+            .filter_map(|task| {
+                allocs
+                    .iter()
+                    .find(|alloc| alloc["TaskStates"][task]["State"] == "dead")
+                    .map(|alloc| (task.to_string(), alloc.clone()))
+            })
+            .collect();
+        (dead.len() == 3).then_some(dead)
+    });
+    let alloc_of = |task: &str| -> &Value {
+        &by_task
+            .iter()
+            .find(|(name, _)| name == task)
+            .expect("task found")
+            .1
+    };
+    let messages = |task: &str| -> String {
+        events_of(alloc_of(task), task)
+            .iter()
+            .map(|event| {
+                event["DisplayMessage"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+                    + " "
+                    + event["Details"].to_string().as_str()
+            })
+            .collect::<Vec<_>>()
+            .join(" | ")
+    };
+    let typo_events = events_of(alloc_of("typo"), "typo");
+    assert!(
+        typo_events
+            .iter()
+            .any(|event| event["Type"] == "Failed Validation"),
+        "an unknown config key fails validation before any start: {typo_events:?}"
+    );
+    assert!(
+        typo_events.iter().all(|event| event["Type"] != "Started"),
+        "{typo_events:?}"
+    );
+    let typo = messages("typo");
+    assert!(
+        typo.contains("unknown task config key \\\"volumes\\\"")
+            || typo.contains("unknown task config key \"volumes\""),
+        "{typo}"
+    );
+    let admin = messages("admin");
+    assert!(
+        admin.contains("CAP_SYS_ADMIN") && admin.contains("allow_caps"),
+        "{admin}"
+    );
+    assert_eq!(alloc_of("typo")["TaskStates"]["typo"]["Failed"], true);
+    // The client's user denylist (root by default) applies to exec.
+    let rooted = events_of(alloc_of("rooted"), "rooted");
+    let refused = rooted
+        .iter()
+        .find(|event| event["Type"] == "Failed Validation")
+        .unwrap_or_else(|| panic!("no Failed Validation event: {rooted:?}"));
+    assert!(
+        refused["ValidationError"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("\"root\" is disallowed"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_task_past_its_memory_limit_is_oom_killed_and_reported_while_its_neighbour_runs_on() {
+    let agent = Agent::start_dev();
+    run_job(
+        &agent,
+        "neighbour.hcl",
+        r#"
+job "neighbour" {
+  datacenters = ["dc1"]
+  type        = "service"
+  group "g" {
+    task "sleeper" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "sleep 3600"]
+      }
+      resources {
+        cpu    = 50
+        memory = 32
+      }
+    }
+  }
+}
+"#,
+    );
+    wait_for("the neighbour to run", LIMIT, || {
+        allocs(&agent, "neighbour")
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "running")
+    });
+    run_job(
+        &agent,
+        "oom.hcl",
+        r#"
+job "oom" {
+  datacenters = ["dc1"]
+  type        = "batch"
+  group "g" {
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    reschedule {
+      attempts  = 0
+      unlimited = false
+    }
+    task "hog" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "head -c 300M /dev/zero | tail"]
+      }
+      resources {
+        cpu    = 50
+        memory = 64
+      }
+    }
+  }
+}
+"#,
+    );
+    let alloc = wait_for("the hog to be OOM killed", LIMIT, || {
+        allocs(&agent, "oom").into_iter().find(|alloc| {
+            events_of(alloc, "hog")
+                .iter()
+                .any(|event| event["Type"] == "Terminated")
+        })
+    });
+    let terminated = events_of(&alloc, "hog")
+        .into_iter()
+        .find(|event| event["Type"] == "Terminated")
+        .unwrap();
+    assert_eq!(terminated["Details"]["oom_killed"], "true", "{terminated}");
+    assert_eq!(
+        terminated["Details"]["exit_message"], "OOM Killed",
+        "{terminated}"
+    );
+    // The agent still answers, and the neighbour, in its own cgroup, was not touched.
+    let neighbour = allocs(&agent, "neighbour");
+    assert_eq!(neighbour.len(), 1);
+    assert_eq!(neighbour[0]["ClientStatus"], "running", "{neighbour:?}");
+    let events = events_of(&neighbour[0], "sleeper");
+    assert!(
+        events.iter().all(|event| event["Type"] != "Terminated"),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn the_stats_endpoint_shows_live_memory_and_cpu_of_exec_and_raw_exec_tasks() {
+    let agent = Agent::start_dev();
+    // Light but steady cpu use (the machine is shared): bursts of shell arithmetic.
+    let busy = "x=$(head -c 8000000 /dev/zero | tr '\\\\0' a); while :; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; sleep 0.05; done";
+    let job = format!(
+        r#"
+job "busy" {{
+  datacenters = ["dc1"]
+  type        = "service"
+  group "g" {{
+    task "isolated" {{
+      driver = "exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", {busy:?}]
+      }}
+      resources {{
+        cpu    = 100
+        memory = 64
+      }}
+    }}
+    task "raw" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", {busy:?}]
+      }}
+      resources {{
+        cpu    = 100
+        memory = 64
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    run_job(&agent, "busy.hcl", &job);
+    let alloc_id = wait_for("the busy alloc to run", LIMIT, || {
+        allocs(&agent, "busy")
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "running")
+            .and_then(|alloc| alloc["ID"].as_str().map(str::to_string))
+    });
+    let stats = wait_for("live cpu and memory figures for both tasks", LIMIT, || {
+        let stats = agent.get_json(&format!("/v1/client/allocation/{alloc_id}/stats"));
+        let live = ["isolated", "raw"].iter().all(|task| {
+            let usage = &stats["Tasks"][task]["ResourceUsage"];
+            usage["MemoryStats"]["RSS"].as_u64().unwrap_or(0) > 0
+                && usage["MemoryStats"]["Usage"].as_u64().unwrap_or(0) > 0
+                && usage["CpuStats"]["Percent"].as_f64().unwrap_or(0.0) > 0.0
+                && usage["CpuStats"]["TotalTicks"].as_f64().unwrap_or(0.0) > 0.0
+        });
+        live.then_some(stats)
+    });
+    let total = &stats["ResourceUsage"]["MemoryStats"]["RSS"];
+    let sum: u64 = ["isolated", "raw"]
+        .iter()
+        .map(|task| {
+            stats["Tasks"][task]["ResourceUsage"]["MemoryStats"]["RSS"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    assert!(total.as_u64().unwrap() > 0, "{stats}");
+    assert!(sum > 0);
+    let measured = &stats["Tasks"]["isolated"]["ResourceUsage"]["MemoryStats"]["Measured"];
+    assert!(measured.to_string().contains("RSS"), "{stats}");
+    let one = agent.get_json(&format!("/v1/client/allocation/{alloc_id}/stats?task=raw"));
+    assert!(one["Tasks"]["raw"].is_object(), "{one}");
+    assert!(one["Tasks"]["isolated"].is_null(), "{one}");
+}
+
+/// A task for the exec driver used directly, with its task dir and alloc dir under `root`.
+fn exec_launch(root: &Path, name: &str, script: &str) -> drover_driver::TaskLaunch {
+    let task_dir = root.join(name);
+    for dir in ["local", "secrets", "tmp"] {
+        std::fs::create_dir_all(task_dir.join(dir)).unwrap();
+    }
+    std::fs::create_dir_all(root.join("alloc/logs")).unwrap();
+    drover_driver::TaskLaunch {
+        task_id: format!("direct/{name}"),
+        alloc_id: format!("direct-{}", std::process::id()),
+        task_name: name.to_string(),
+        command: "sh".to_string(),
+        args: vec!["-c".to_string(), script.to_string()],
+        env: vec![("PATH".to_string(), "/usr/bin:/bin".to_string())],
+        state_dir: root.join(format!("state-{name}")),
+        logs: drover_driver::LogSettings {
+            dir: root.join("alloc/logs"),
+            ..drover_driver::LogSettings::default()
+        },
+        kill_signal: Some("SIGTERM".to_string()),
+        task_dir: Some(task_dir),
+        shared_alloc_dir: Some(root.join("alloc")),
+        ..drover_driver::TaskLaunch::default()
+    }
+}
+
+fn direct_exec_driver(cgroup_parent: &str) -> drover_driver::raw_exec::RawExecDriver {
+    drover_driver::exec::exec_driver(
+        drover_driver::raw_exec::RawExecConfig {
+            shim_binary: Some(env!("CARGO_BIN_EXE_drover-shim").into()),
+            cgroup_parent: cgroup_parent.to_string(),
+            ..drover_driver::raw_exec::RawExecConfig::default()
+        },
+        drover_driver::exec::ExecConfig::default(),
+    )
+}
+
+/// The exec driver, straight through the driver API, passes the suite every driver passes.
+#[tokio::test]
+async fn exec_passes_the_conformance_suite() {
+    use drover_driver::conformance::{Scenario, run_conformance_suite};
+
+    let scratch = tempfile::tempdir().unwrap();
+    let driver = direct_exec_driver("drover-e2e-exec");
+    let root = scratch.path().to_path_buf();
+    let make_task = |scenario: Scenario, name: &str| {
+        let script = match scenario {
+            Scenario::ExitWith(code) => format!("exit {code}"),
+            // The task is pid 1 of its namespace, which ignores signals it has no handler for:
+            // the kill's SIGTERM does nothing and the SIGKILL after the grace period ends it.
+            Scenario::RunUntilKilled => "exec sleep 600".to_string(),
+        };
+        exec_launch(&root, name, &script)
+    };
+    run_conformance_suite(&driver, &make_task).await.unwrap();
+}
+
+/// Two cpu-bound exec tasks on the same cpu: the one with ten times the shares gets clearly
+/// more cpu time. (Three seconds of one busy core.)
+#[tokio::test]
+async fn under_contention_fewer_cpu_shares_get_less_cpu() {
+    use drover_driver::Driver;
+
+    let scratch = tempfile::tempdir().unwrap();
+    let driver = direct_exec_driver("drover-e2e-exec-cpu");
+    let mut handles = Vec::new();
+    for (name, shares) in [("low", 100), ("high", 1000)] {
+        let mut launch = exec_launch(scratch.path(), name, "while :; do :; done");
+        launch.resources.cpu_shares = Some(shares);
+        launch.resources.cpuset_cpus = Some("0".to_string());
+        handles.push(driver.start(&launch).await.unwrap());
+    }
+    let usage = |handle| {
+        let driver = &driver;
+        async move { driver.stats(handle).await.unwrap().cpu.total_ns }
+    };
+    let before = (usage(&handles[0]).await, usage(&handles[1]).await);
+    // Bounded polling: wait until the pair has used three cpu-seconds between them.
+    let started = std::time::Instant::now();
+    let (low, high) = loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let low = usage(&handles[0]).await - before.0;
+        let high = usage(&handles[1]).await - before.1;
+        if low + high >= 3_000_000_000 || started.elapsed() > LIMIT {
+            break (low, high);
+        }
+    };
+    for handle in &handles {
+        driver
+            .kill(handle, Some("SIGKILL"), Duration::ZERO)
+            .await
+            .unwrap();
+        driver.destroy(handle).await.unwrap();
+    }
+    assert!(low + high >= 3_000_000_000, "only {low} + {high} ns of cpu");
+    assert!(
+        high > 2 * low,
+        "high shares got {high} ns, low shares {low} ns"
+    );
+}
+
+/// A program that does not exist inside the task root fails the start with the reason, and
+/// leaves no process and no cgroup behind.
+#[tokio::test]
+async fn a_command_missing_from_the_task_root_is_a_start_error() {
+    use drover_driver::Driver;
+
+    let scratch = tempfile::tempdir().unwrap();
+    let driver = direct_exec_driver("drover-e2e-exec-missing");
+    // /opt is not in the chroot env, so a program there is not in the task's root.
+    let mut launch = exec_launch(scratch.path(), "missing", "");
+    launch.command = "/opt/drover-no-such-program".to_string();
+    launch.args.clear();
+    let error = driver.start(&launch).await.unwrap_err();
+    let chain = format!("{error} {error:?}");
+    assert!(
+        chain.contains("drover-no-such-program"),
+        "the error names the program: {chain}"
+    );
+    let cgroup_parent = Path::new("/sys/fs/cgroup/memory/drover-e2e-exec-missing");
+    if cgroup_parent.is_dir() {
+        let leftovers: Vec<_> = std::fs::read_dir(cgroup_parent)
+            .unwrap()
+            .filter_map(|entry| entry.ok())
+            .filter(|entry| entry.path().is_dir())
+            .map(|entry| entry.file_name())
+            .collect();
+        assert!(leftovers.is_empty(), "cgroups left behind: {leftovers:?}");
+    }
+}

@@ -1,0 +1,363 @@
+//! The task root: inside a fresh mount namespace, turns a host directory (the task dir) into the
+//! task's `/` — read-only bind mounts of the chroot env, extra binds (the alloc dir), a tmpfs
+//! `/dev` with the standard nodes, `/dev/pts` (own instance), `/dev/shm`, `/dev/mqueue`, a fresh
+//! `/proc` for the task's pid namespace with the kernel's sensitive files masked or read-only,
+//! a read-only `/sys` — then `pivot_root` into it (chroot when pivot_root is impossible).
+//!
+//! Nothing is copied: every host path the task sees is a bind mount, and every mount lives in
+//! the task's own mount namespace, so it disappears with the task. Not for: deciding what the
+//! chroot env is or where the root lives (the launch spec says), or running as the caller's
+//! mount namespace (call [`crate::namespaces::unshare_namespaces`] with `mount` first).
+
+use std::fs;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Component, Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::sys::stat::{Mode, SFlag, makedev, mknod};
+
+use crate::error::{IsolationError, syscall};
+
+/// One bind mount into the task root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindMount {
+    /// Host path (file or directory). A missing source is skipped (like `/lib64` on hosts
+    /// without one).
+    pub source: PathBuf,
+    /// Absolute path inside the task root.
+    pub target: PathBuf,
+    pub read_only: bool,
+}
+
+/// What the task root is made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskRoot {
+    /// Host directory that becomes `/`.
+    pub root: PathBuf,
+    pub binds: Vec<BindMount>,
+}
+
+/// Files under `/proc` and `/sys` the task must not read: files get `/dev/null` bound over
+/// them, directories an empty read-only tmpfs.
+pub const MASKED_PATHS: [&str; 4] = [
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/timer_list",
+    "/sys/firmware",
+];
+
+/// Paths under `/proc` made read-only.
+pub const READ_ONLY_PATHS: [&str; 4] =
+    ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"];
+
+/// Character devices created in the task's `/dev`: name, major, minor.
+const DEVICES: [(&str, u64, u64); 6] = [
+    ("null", 1, 3),
+    ("zero", 1, 5),
+    ("full", 1, 7),
+    ("random", 1, 8),
+    ("urandom", 1, 9),
+    ("tty", 5, 0),
+];
+
+fn io(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> IsolationError {
+    let path = path.to_path_buf();
+    move |source| IsolationError::Io { step, path, source }
+}
+
+/// `root` joined with the absolute in-root path `inside`, refusing `..` and symlinks on the way
+/// (a task could have planted a symlink in its own dir to redirect a mount).
+pub fn path_in_root(root: &Path, inside: &Path) -> Result<PathBuf, IsolationError> {
+    let mut joined = root.to_path_buf();
+    for component in inside.components() {
+        match component {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(name) => {
+                joined.push(name);
+                if fs::symlink_metadata(&joined).is_ok_and(|meta| meta.file_type().is_symlink()) {
+                    return Err(IsolationError::InvalidPath {
+                        path: joined,
+                        reason: "is a symlink inside the task root",
+                    });
+                }
+            }
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(IsolationError::InvalidPath {
+                    path: inside.to_path_buf(),
+                    reason: "must not contain `..`",
+                });
+            }
+        }
+    }
+    Ok(joined)
+}
+
+fn mount_with(
+    source: Option<&str>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: MsFlags,
+    data: Option<&str>,
+) -> Result<(), IsolationError> {
+    mount(source, target, fstype, flags, data).map_err(syscall(format!(
+        "mounting {} ({})",
+        target.display(),
+        fstype.unwrap_or("bind")
+    )))
+}
+
+fn bind(source: &Path, target: &Path, read_only: bool) -> Result<(), IsolationError> {
+    mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(syscall(format!(
+        "bind mounting {} on {}",
+        source.display(),
+        target.display()
+    )))?;
+    if read_only {
+        remount_read_only(target)?;
+    }
+    Ok(())
+}
+
+fn remount_read_only(target: &Path) -> Result<(), IsolationError> {
+    mount(
+        None::<&str>,
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID,
+        None::<&str>,
+    )
+    .or_else(|_| {
+        // Some sources carry locked flags (nodev, noexec); keep them.
+        mount(
+            None::<&str>,
+            target,
+            None::<&str>,
+            MsFlags::MS_BIND
+                | MsFlags::MS_REMOUNT
+                | MsFlags::MS_RDONLY
+                | MsFlags::MS_NOSUID
+                | MsFlags::MS_NODEV
+                | MsFlags::MS_NOEXEC,
+            None::<&str>,
+        )
+    })
+    .map_err(syscall(format!("making {} read-only", target.display())))
+}
+
+fn make_dir(path: &Path, mode: u32) -> Result<(), IsolationError> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(path)
+        .map_err(io("creating mount point", path))
+}
+
+/// Creates an empty mount point of the same kind (file or directory) as `source`.
+fn make_mount_point(source: &Path, target: &Path) -> Result<(), IsolationError> {
+    let meta = fs::metadata(source).map_err(io("inspecting", source))?;
+    if meta.is_dir() {
+        return make_dir(target, 0o755);
+    }
+    if let Some(parent) = target.parent() {
+        make_dir(parent, 0o755)?;
+    }
+    if !target.exists() {
+        fs::File::create(target).map_err(io("creating mount point", target))?;
+    }
+    Ok(())
+}
+
+/// Builds the task root as described in the module docs and makes it the calling process's
+/// `/` (its working directory becomes `/`). The caller must be in its own mount namespace, and
+/// in the task's pid namespace for `/proc` to show only the task.
+pub fn enter_task_root(plan: &TaskRoot) -> Result<(), IsolationError> {
+    let root = plan.root.as_path();
+    // Nothing mounted from here on may reach the host's mount namespace.
+    mount_with(
+        None,
+        Path::new("/"),
+        None,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None,
+    )?;
+    // pivot_root needs the new root to be a mount point.
+    bind(root, root, false)?;
+
+    for bind_mount in &plan.binds {
+        if fs::metadata(&bind_mount.source).is_err() {
+            continue;
+        }
+        let target = path_in_root(root, &bind_mount.target)?;
+        make_mount_point(&bind_mount.source, &target)?;
+        bind(&bind_mount.source, &target, bind_mount.read_only)?;
+    }
+
+    mount_dev(root)?;
+    mount_proc(root)?;
+    mount_sys(root)?;
+    pivot_into(root)
+}
+
+fn mount_dev(root: &Path) -> Result<(), IsolationError> {
+    let dev = path_in_root(root, Path::new("/dev"))?;
+    make_dir(&dev, 0o755)?;
+    mount_with(
+        Some("tmpfs"),
+        &dev,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_STRICTATIME,
+        Some("mode=755,size=65536k"),
+    )?;
+    for (name, major, minor) in DEVICES {
+        let node = dev.join(name);
+        match mknod(
+            &node,
+            SFlag::S_IFCHR,
+            Mode::from_bits_truncate(0o666),
+            makedev(major, minor),
+        ) {
+            Ok(()) => {
+                fs::set_permissions(&node, std::os::unix::fs::PermissionsExt::from_mode(0o666))
+                    .map_err(io("setting device permissions", &node))?;
+            }
+            // Without the right to create nodes, bind the host's.
+            Err(Errno::EPERM) => {
+                fs::File::create(&node).map_err(io("creating device mount point", &node))?;
+                bind(&Path::new("/dev").join(name), &node, false)?;
+            }
+            Err(error) => return Err(syscall(format!("creating {}", node.display()))(error)),
+        }
+    }
+    for (link, target) in [
+        ("ptmx", "pts/ptmx"),
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        let path = dev.join(link);
+        std::os::unix::fs::symlink(target, &path).map_err(io("creating symlink", &path))?;
+    }
+    let pts = dev.join("pts");
+    make_dir(&pts, 0o755)?;
+    mount_with(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620,gid=5"),
+    )?;
+    let shm = dev.join("shm");
+    make_dir(&shm, 0o1777)?;
+    mount_with(
+        Some("shm"),
+        &shm,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some("mode=1777,size=65536k"),
+    )?;
+    let mqueue = dev.join("mqueue");
+    make_dir(&mqueue, 0o755)?;
+    mount_with(
+        Some("mqueue"),
+        &mqueue,
+        Some("mqueue"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None,
+    )
+}
+
+fn mount_proc(root: &Path) -> Result<(), IsolationError> {
+    let proc_dir = path_in_root(root, Path::new("/proc"))?;
+    make_dir(&proc_dir, 0o555)?;
+    mount_with(
+        Some("proc"),
+        &proc_dir,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None,
+    )?;
+    for read_only in READ_ONLY_PATHS {
+        let path = root.join(read_only.trim_start_matches('/'));
+        if path.exists() {
+            bind(&path, &path, true)?;
+        }
+    }
+    mask(root, &MASKED_PATHS[..3])
+}
+
+fn mount_sys(root: &Path) -> Result<(), IsolationError> {
+    let sys = path_in_root(root, Path::new("/sys"))?;
+    make_dir(&sys, 0o555)?;
+    let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    if mount(Some("sysfs"), &sys, Some("sysfs"), flags, None::<&str>).is_err() {
+        // A sysfs of the host's network namespace cannot always be mounted afresh; bind it.
+        bind(Path::new("/sys"), &sys, true)?;
+    }
+    mask(root, &MASKED_PATHS[3..])
+}
+
+fn mask(root: &Path, paths: &[&str]) -> Result<(), IsolationError> {
+    let null = root.join("dev/null");
+    for masked in paths {
+        let path = root.join(masked.trim_start_matches('/'));
+        let Ok(meta) = fs::metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            mount_with(
+                Some("tmpfs"),
+                &path,
+                Some("tmpfs"),
+                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                Some("size=0k"),
+            )?;
+        } else {
+            bind(&null, &path, false)?;
+        }
+    }
+    Ok(())
+}
+
+fn pivot_into(root: &Path) -> Result<(), IsolationError> {
+    nix::unistd::chdir(root).map_err(syscall(format!("entering {}", root.display())))?;
+    match nix::unistd::pivot_root(".", ".") {
+        Ok(()) => {
+            // The old root is now stacked on `/`; detach it so nothing of the host stays
+            // reachable.
+            umount2(".", MntFlags::MNT_DETACH).map_err(syscall("detaching the old root"))?;
+        }
+        // pivot_root is refused when `/` is not a mount the kernel can move (an initramfs).
+        Err(Errno::EINVAL) => {
+            nix::unistd::chroot(".").map_err(syscall("chroot into the task root"))?;
+        }
+        Err(error) => return Err(syscall("pivot_root into the task root")(error)),
+    }
+    nix::unistd::chdir("/").map_err(syscall("entering the new root"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn paths_in_the_root_refuse_parents_and_planted_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            path_in_root(dir.path(), Path::new("/usr/lib")).unwrap(),
+            dir.path().join("usr/lib")
+        );
+        assert!(path_in_root(dir.path(), Path::new("/../etc")).is_err());
+        std::os::unix::fs::symlink("/", dir.path().join("bin")).unwrap();
+        assert!(path_in_root(dir.path(), Path::new("/bin")).is_err());
+    }
+}
