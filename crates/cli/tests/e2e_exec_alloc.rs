@@ -312,3 +312,39 @@ fn exec_into_a_task_re_attached_by_a_restarted_agent_keeps_its_context() {
         (!support::process_alive(task_pid)).then_some(())
     });
 }
+
+#[test]
+fn exec_into_an_isolated_task_enters_its_namespaces_root_and_user() {
+    let agent = Agent::start_dev();
+    let marker = format!("exec-isolated-{}", std::process::id());
+    let job = sleeper_job("exec-isolated", &marker).replace("\"raw_exec\"", "\"exec\"");
+    let (_dir, path) = write_jobspec("isolated.hcl", &job);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let alloc_id = wait_for("a running allocation", LIMIT, || {
+        let allocs = agent.get_json("/v1/job/exec-isolated/allocations");
+        allocs.as_array()?.iter().find_map(|alloc| {
+            (alloc["ClientStatus"] == "running")
+                .then(|| alloc["ID"].as_str().map(str::to_string))
+                .flatten()
+        })
+    });
+    let (stdout, code) = exec_output(
+        &agent,
+        &[
+            "alloc",
+            "exec",
+            &alloc_id,
+            "/bin/sh",
+            "-c",
+            "tr '\\0' ' ' < /proc/1/cmdline; echo; id -u; pwd; test -d local && echo has-local",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    // The task's pid namespace: its pid 1 is the task's own shell, not the host's init.
+    assert!(lines[0].contains(&marker), "{stdout}");
+    // Its user (nobody) and its root (the task dir, holding local/).
+    assert_ne!(lines[1], "0", "{stdout}");
+    assert_eq!(&lines[2..], ["/", "has-local"], "{stdout}");
+    agent.cli_ok(&["job", "stop", "-purge", "exec-isolated"]);
+}

@@ -95,6 +95,9 @@ pub struct TaskLocalState {
 /// Drivers whose tasks run in their own namespaces and root, which `alloc exec` enters.
 pub const ISOLATING_DRIVERS: &[&str] = &["exec"];
 
+/// The user an isolated task without a `user` runs as (the exec driver's default).
+pub const ISOLATED_DEFAULT_USER: &str = "nobody";
+
 /// A running task's context, for running another command in it (`alloc exec`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskExecContext {
@@ -807,13 +810,24 @@ impl TaskRunner {
         {
             env = process_environment(pid);
         }
+        let isolated = ISOLATING_DRIVERS.contains(&handle.driver_name.as_str());
+        let user = Some(task.user.clone()).filter(|user| !user.is_empty());
         Ok(TaskExecContext {
             env,
-            cwd: self.shared.task_dir.dir.clone(),
-            user: Some(task.user.clone()).filter(|user| !user.is_empty()),
+            // An isolated task's root is its task dir, where it starts.
+            cwd: if isolated {
+                std::path::PathBuf::from("/")
+            } else {
+                self.shared.task_dir.dir.clone()
+            },
+            user: if isolated {
+                user.or_else(|| Some(ISOLATED_DEFAULT_USER.to_string()))
+            } else {
+                user
+            },
             task_pid,
             cgroup: shim.and_then(|shim| shim.cgroup),
-            isolated: ISOLATING_DRIVERS.contains(&handle.driver_name.as_str()),
+            isolated,
         })
     }
 
