@@ -107,6 +107,20 @@ impl AllocRunnerFactory for TaskAllocRunnerFactory {
     }
 }
 
+impl<S: crate::server_conn::ServerConn> crate::node::Client<S, TaskAllocRunnerFactory> {
+    /// The context of a running task, for `alloc exec`: unknown allocations are not found,
+    /// unknown or not running tasks are bad requests.
+    pub fn exec_context(
+        &self,
+        alloc_id: &str,
+        task: &str,
+    ) -> Result<crate::taskrunner::TaskExecContext, ClientError> {
+        self.runner(alloc_id)?
+            .exec_context(task)
+            .map_err(|error| client_error(alloc_id, error))
+    }
+}
+
 impl AllocRunnerHandle for AllocRunner {
     fn alloc(&self) -> Allocation {
         let mut alloc = Allocation::clone(&AllocRunner::alloc(self));

@@ -25,8 +25,19 @@
 //! keeps serving until the agent says `cleanup`. If the shim itself dies, the task keeps running
 //! in its cgroup, from where the agent can kill it.
 
+pub mod exec_mode;
 pub mod logs;
 pub mod proto;
 mod supervisor;
 
-pub use supervisor::main_from_args;
+/// Entry point of the `drover-shim` binary: `drover-shim exec <spec-json>` runs a command in a
+/// task's context ([`exec_mode`]); anything else is the supervisor's launch path.
+pub fn main_from_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
+    let mut args = args.into_iter();
+    let program = args.next();
+    let first = args.next();
+    if first.as_deref() == Some(std::ffi::OsStr::new(exec_mode::EXEC_MODE_ARGUMENT)) {
+        return exec_mode::main_from_args(args);
+    }
+    supervisor::main_from_args(program.into_iter().chain(first).chain(args))
+}

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use drover_api::backend::{AgentInfo, AgentOperations};
+use drover_api::backend::{AgentInfo, AgentOperations, ExecRequest, ExecSession};
 use drover_api::error::ApiError;
 use drover_client::node::{Client, ClientError, ClientErrorKind};
 use drover_client::runner_factory::TaskAllocRunnerFactory;
@@ -148,6 +148,20 @@ impl AgentOperations for AgentBackend {
             .map(|elapsed| i64::try_from(elapsed.as_nanos()).unwrap_or(i64::MAX))
             .unwrap_or(0);
         Ok(self.host_stats.collect(now))
+    }
+
+    async fn exec(&self, request: ExecRequest) -> Result<ExecSession, ApiError> {
+        if request.command.is_empty() {
+            return Err(ApiError::BadRequest("command is not present".into()));
+        }
+        let context = self
+            .client()?
+            .exec_context(&request.alloc_id, &request.task)
+            .map_err(client_error)?;
+        let shim_binary = drover_driver::locate_shim_binary(None)
+            .map_err(|error| ApiError::Internal(error.to_string()))?;
+        let spec = super::exec::exec_spec(context, request.command, request.tty);
+        Ok(super::exec::start_session(shim_binary, spec))
     }
 
     fn alloc_dir(&self, alloc_id: &str) -> Result<PathBuf, ApiError> {

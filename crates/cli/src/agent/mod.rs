@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub mod config;
+pub mod exec;
 pub mod in_process;
 
 use std::path::{Path, PathBuf};

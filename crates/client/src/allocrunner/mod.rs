@@ -673,6 +673,14 @@ impl AllocRunner {
         Ok(())
     }
 
+    /// The context of one running task, for `alloc exec`.
+    pub fn exec_context(
+        &self,
+        task: &str,
+    ) -> Result<crate::taskrunner::TaskExecContext, AllocRunnerError> {
+        Ok(self.entry_or_error(task)?.runner.exec_context()?)
+    }
+
     /// Resource usage of one task, or of every running task when `task` is `None` (tasks that
     /// are not running are left out).
     pub async fn stats(

@@ -92,6 +92,45 @@ pub struct TaskLocalState {
     pub restart_due_unix_nanos: Option<i64>,
 }
 
+/// Drivers whose tasks run in their own namespaces and root, which `alloc exec` enters.
+pub const ISOLATING_DRIVERS: &[&str] = &["exec"];
+
+/// The user an isolated task without a `user` runs as (the exec driver's default).
+pub const ISOLATED_DEFAULT_USER: &str = "nobody";
+
+/// A running task's context, for running another command in it (`alloc exec`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskExecContext {
+    /// The task's environment, as given to the task.
+    pub env: BTreeMap<String, String>,
+    /// The task dir (the task's working directory).
+    pub cwd: std::path::PathBuf,
+    /// The task's user; `None` runs as the agent's.
+    pub user: Option<String>,
+    /// The task's main process, when the driver knows it.
+    pub task_pid: Option<i32>,
+    /// The task's cgroup, when its driver made one.
+    pub cgroup: Option<drover_driver::CgroupRef>,
+    /// The task runs in its own namespaces and root (enter those of `task_pid`).
+    pub isolated: bool,
+}
+
+/// The environment a process was started with (`/proc/<pid>/environ`); empty when unreadable.
+fn process_environment(pid: i32) -> BTreeMap<String, String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|bytes| {
+            bytes
+                .split(|byte| *byte == 0)
+                .filter_map(|entry| {
+                    let text = String::from_utf8_lossy(entry);
+                    let (key, value) = text.split_once('=')?;
+                    (!key.is_empty()).then(|| (key.to_string(), value.to_string()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// What every task runner of a client shares.
 #[derive(Debug, Clone)]
 pub struct TaskRunnerDeps {
@@ -741,6 +780,55 @@ impl TaskRunner {
                 task: self.shared.task_name.clone(),
                 message: failure.message,
             })
+    }
+
+    /// What `alloc exec` needs to run a command in this task's context. Refused when the task
+    /// is not running (there is no process, cgroup or namespace to join).
+    pub fn exec_context(&self) -> Result<TaskExecContext, TaskRunnerError> {
+        let not_running = || TaskRunnerError::TaskNotRunning {
+            task: self.shared.task_name.clone(),
+        };
+        if self.shared.phase() != TaskPhase::Running {
+            return Err(not_running());
+        }
+        let handle = lock(&self.shared.local)
+            .handle
+            .clone()
+            .ok_or_else(not_running)?;
+        // Handles of drivers that run tasks under a shim name the task's pid and cgroup; other
+        // drivers' handles (the mock's) simply give neither.
+        let shim = serde_json::from_value::<drover_driver::TaskHandle>(handle.handle)
+            .ok()
+            .and_then(|handle| handle.shim);
+        let task = self.shared.task();
+        let task_pid = shim.as_ref().map(|shim| shim.task_pid);
+        let mut env = self.shared.env_cell.get().env;
+        // A task re-attached by a restarted agent has not run its prestart hooks in this
+        // process, so the environment is taken from the task's process itself.
+        if env.is_empty()
+            && let Some(pid) = task_pid
+        {
+            env = process_environment(pid);
+        }
+        let isolated = ISOLATING_DRIVERS.contains(&handle.driver_name.as_str());
+        let user = Some(task.user.clone()).filter(|user| !user.is_empty());
+        Ok(TaskExecContext {
+            env,
+            // An isolated task's root is its task dir, where it starts.
+            cwd: if isolated {
+                std::path::PathBuf::from("/")
+            } else {
+                self.shared.task_dir.dir.clone()
+            },
+            user: if isolated {
+                user.or_else(|| Some(ISOLATED_DEFAULT_USER.to_string()))
+            } else {
+                user
+            },
+            task_pid,
+            cgroup: shim.and_then(|shim| shim.cgroup),
+            isolated,
+        })
     }
 
     /// Records an event on the task (for example "Sibling Task Failed" from the alloc runner).

@@ -1,0 +1,403 @@
+//! `alloc exec` sessions on the agent: starts `drover-shim exec <spec>` (a plain spawn; the shim
+//! joins the task's cgroup, namespaces, user and env before exec'ing the command) with either a
+//! pseudo-terminal or three pipes, and pumps the session's input and output through them. The
+//! exit code comes last; when the caller goes away (its input sender or output receiver is
+//! dropped) the command's whole process group is killed.
+//!
+//! Not here: finding the task's context (the client does) or the websocket protocol (the API
+//! crate does). Each session owns its own process, terminal and tasks; sessions share nothing.
+
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use drover_api::backend::{ExecInput, ExecOutput, ExecSession};
+use drover_client::taskrunner::TaskExecContext;
+use drover_shim::exec_mode::{ExecCgroup, ExecSpec};
+use nix::fcntl::OFlag;
+use nix::pty::PtyMaster;
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use tokio::io::AsyncReadExt;
+use tokio::io::AsyncWriteExt;
+use tokio::io::unix::AsyncFd;
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+/// How many output chunks may wait for the caller.
+const OUTPUT_BUFFER: usize = 64;
+/// How many input messages may wait for the command.
+const INPUT_BUFFER: usize = 64;
+/// With a terminal, how long the first input may take to arrive: a `tty_size` sent at once is
+/// applied before the command starts, so the command sees the caller's size from its first line.
+const FIRST_TTY_SIZE_WAIT: Duration = Duration::from_millis(100);
+/// After the command exits, how long its output may still drain (a background process that
+/// kept the pipes or terminal open would otherwise hold the session forever).
+const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(1);
+/// Exit code reported when the command could not be started at all.
+const EXIT_START_FAILED: i32 = 126;
+/// Read size of the output pumps.
+const READ_CHUNK: usize = 16 * 1024;
+/// Terminal size used until the caller sends one.
+const DEFAULT_TTY_SIZE: (u16, u16) = (24, 80);
+
+/// What the command runs as: the task's context plus the command itself.
+pub fn exec_spec(context: TaskExecContext, command: Vec<String>, tty: bool) -> ExecSpec {
+    ExecSpec {
+        command,
+        env: context.env.into_iter().collect(),
+        cwd: Some(context.cwd),
+        user: context.user,
+        cgroup: context.cgroup.map(|cgroup| ExecCgroup {
+            root: cgroup.root,
+            name: cgroup.name,
+        }),
+        enter_namespaces_of: context.task_pid.filter(|_| context.isolated),
+        tty,
+    }
+}
+
+/// Starts a session running `spec` through the shim at `shim_binary`. The process is started
+/// by a task of the session (with a terminal, after at most [`FIRST_TTY_SIZE_WAIT`] for a size),
+/// so a failure to start shows up as a message on stderr and exit code 126.
+pub fn start_session(shim_binary: PathBuf, spec: ExecSpec) -> ExecSession {
+    let (input_sender, input) = mpsc::channel(INPUT_BUFFER);
+    let (output, output_receiver) = mpsc::channel(OUTPUT_BUFFER);
+    tokio::spawn(async move {
+        let tty = spec.tty;
+        let result = if tty {
+            run_with_terminal(&shim_binary, &spec, input, output.clone()).await
+        } else {
+            run_with_pipes(&shim_binary, &spec, input, output.clone()).await
+        };
+        match result {
+            Ok(Some(exit_code)) => {
+                let _ = output.send(ExecOutput::Exited { exit_code }).await;
+            }
+            // The caller went away; nobody is listening.
+            Ok(None) => {}
+            Err(message) => {
+                let _ = output
+                    .send(ExecOutput::Stderr(format!("{message}\n").into_bytes()))
+                    .await;
+                let _ = output
+                    .send(ExecOutput::Exited {
+                        exit_code: EXIT_START_FAILED,
+                    })
+                    .await;
+            }
+        }
+    });
+    ExecSession {
+        input: input_sender,
+        output: output_receiver,
+    }
+}
+
+fn shim_command(shim_binary: &PathBuf, spec: &ExecSpec) -> Result<Command, String> {
+    let text =
+        serde_json::to_string(spec).map_err(|error| format!("encoding the exec spec: {error}"))?;
+    let mut command = Command::new(shim_binary);
+    command
+        .arg(drover_shim::exec_mode::EXEC_MODE_ARGUMENT)
+        .arg(text)
+        .kill_on_drop(true);
+    Ok(command)
+}
+
+fn exit_code_of(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => 128 + signal,
+        (None, None) => -1,
+    }
+}
+
+/// Kills the command's process group (the shim starts a new session, so its pid is the group's
+/// id) and the process itself, in case it had not got that far.
+fn kill_process_group(child: &Child) {
+    if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+/// Waits for the command, following the caller's input; `None` when the caller went away (the
+/// command is then killed and reaped).
+async fn follow_until_exit(
+    child: &mut Child,
+    input: &mut mpsc::Receiver<ExecInput>,
+    output: &mpsc::Sender<ExecOutput>,
+    mut on_input: impl FnMut(ExecInput),
+) -> Result<Option<i32>, String> {
+    loop {
+        tokio::select! {
+            status = child.wait() => {
+                let status = status.map_err(|error| format!("waiting for the command: {error}"))?;
+                // The command's own children may live on in its group; they belong to the
+                // session and end with it.
+                kill_process_group(child);
+                return Ok(Some(exit_code_of(status)));
+            }
+            received = input.recv() => match received {
+                Some(item) => on_input(item),
+                None => {
+                    kill_process_group(child);
+                    let _ = child.wait().await;
+                    return Ok(None);
+                }
+            },
+            () = output.closed() => {
+                kill_process_group(child);
+                let _ = child.wait().await;
+                return Ok(None);
+            }
+        }
+    }
+}
+
+async fn pump_output(
+    mut reader: impl tokio::io::AsyncRead + Unpin,
+    output: mpsc::Sender<ExecOutput>,
+    wrap: fn(Vec<u8>) -> ExecOutput,
+) {
+    let mut buffer = vec![0_u8; READ_CHUNK];
+    loop {
+        match reader.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => {
+                if output.send(wrap(buffer[..read].to_vec())).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn drain(pumps: Vec<tokio::task::JoinHandle<()>>) {
+    let deadline = tokio::time::Instant::now() + DRAIN_AFTER_EXIT;
+    for mut pump in pumps {
+        if tokio::time::timeout_at(deadline, &mut pump).await.is_err() {
+            pump.abort();
+        }
+    }
+}
+
+async fn run_with_pipes(
+    shim_binary: &PathBuf,
+    spec: &ExecSpec,
+    mut input: mpsc::Receiver<ExecInput>,
+    output: mpsc::Sender<ExecOutput>,
+) -> Result<Option<i32>, String> {
+    let mut command = shim_command(shim_binary, spec)?;
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command
+        .spawn()
+        .map_err(|error| format!("starting {}: {error}", shim_binary.display()))?;
+    let mut pumps = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        pumps.push(tokio::spawn(pump_output(
+            stdout,
+            output.clone(),
+            ExecOutput::Stdout,
+        )));
+    }
+    if let Some(stderr) = child.stderr.take() {
+        pumps.push(tokio::spawn(pump_output(
+            stderr,
+            output.clone(),
+            ExecOutput::Stderr,
+        )));
+    }
+    // Standard input is written by its own task so a command that does not read never holds up
+    // the session; dropping the sender closes the pipe once what was sent is written.
+    let mut stdin_sender = child.stdin.take().map(|mut stdin| {
+        let (sender, mut receiver) = mpsc::unbounded_channel::<Vec<u8>>();
+        tokio::spawn(async move {
+            while let Some(data) = receiver.recv().await {
+                if stdin.write_all(&data).await.is_err() {
+                    return;
+                }
+            }
+        });
+        sender
+    });
+    let exit = follow_until_exit(&mut child, &mut input, &output, |item| match item {
+        ExecInput::Stdin(data) => {
+            if let Some(sender) = &stdin_sender {
+                let _ = sender.send(data);
+            }
+        }
+        ExecInput::StdinClose => stdin_sender = None,
+        ExecInput::TtySize { .. } => {}
+    })
+    .await?;
+    if exit.is_some() {
+        drain(pumps).await;
+    } else {
+        pumps.iter().for_each(tokio::task::JoinHandle::abort);
+    }
+    Ok(exit)
+}
+
+/// Sets the terminal's window size (the command gets SIGWINCH).
+fn set_window_size(master: &PtyMaster, height: u16, width: u16) {
+    nix::ioctl_write_ptr_bad!(
+        set_window_size_ioctl,
+        nix::libc::TIOCSWINSZ,
+        nix::libc::winsize
+    );
+    let size = nix::libc::winsize {
+        ws_row: height,
+        ws_col: width,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one `winsize`, which lives on this stack frame for the call, from
+    // an fd this session owns.
+    #[allow(unsafe_code)]
+    let _ = unsafe { set_window_size_ioctl(std::os::fd::AsRawFd::as_raw_fd(master), &size) };
+}
+
+/// Opens a pseudo-terminal: the master (non-blocking, close-on-exec) and the slave (a file,
+/// close-on-exec), so no other process started meanwhile inherits either.
+fn open_terminal() -> Result<(PtyMaster, std::fs::File), String> {
+    let failed = |error: nix::Error| format!("opening a terminal: {error}");
+    let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
+        .map_err(failed)?;
+    nix::pty::grantpt(&master).map_err(failed)?;
+    nix::pty::unlockpt(&master).map_err(failed)?;
+    let slave_path = nix::pty::ptsname_r(&master).map_err(failed)?;
+    nix::fcntl::fcntl(
+        master.as_fd(),
+        nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK),
+    )
+    .map_err(failed)?;
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(nix::libc::O_NOCTTY)
+        .open(&slave_path)
+        .map_err(|error| format!("opening terminal {slave_path}: {error}"))?;
+    Ok((master, slave))
+}
+
+async fn pump_terminal_output(master: Arc<AsyncFd<PtyMaster>>, output: mpsc::Sender<ExecOutput>) {
+    let mut buffer = vec![0_u8; READ_CHUNK];
+    loop {
+        let Ok(mut guard) = master.readable().await else {
+            return;
+        };
+        match guard.try_io(|inner| {
+            nix::unistd::read(inner.get_ref().as_fd(), &mut buffer).map_err(std::io::Error::from)
+        }) {
+            Err(_would_block) => continue,
+            // EIO: every holder of the slave has closed it.
+            Ok(Ok(0) | Err(_)) => return,
+            Ok(Ok(read)) => {
+                if output
+                    .send(ExecOutput::Stdout(buffer[..read].to_vec()))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn write_terminal(master: &AsyncFd<PtyMaster>, mut data: &[u8]) -> Result<(), ()> {
+    while !data.is_empty() {
+        let mut guard = master.writable().await.map_err(|_| ())?;
+        match guard.try_io(|inner| {
+            nix::unistd::write(inner.get_ref().as_fd(), data).map_err(std::io::Error::from)
+        }) {
+            Err(_would_block) => {}
+            Ok(Ok(written)) => data = &data[written..],
+            Ok(Err(_)) => return Err(()),
+        }
+    }
+    Ok(())
+}
+
+async fn run_with_terminal(
+    shim_binary: &PathBuf,
+    spec: &ExecSpec,
+    mut input: mpsc::Receiver<ExecInput>,
+    output: mpsc::Sender<ExecOutput>,
+) -> Result<Option<i32>, String> {
+    let (master, slave) = open_terminal()?;
+    let (mut height, mut width) = DEFAULT_TTY_SIZE;
+    let mut early_input = None;
+    match tokio::time::timeout(FIRST_TTY_SIZE_WAIT, input.recv()).await {
+        Ok(Some(ExecInput::TtySize {
+            height: asked_height,
+            width: asked_width,
+        })) => (height, width) = (asked_height, asked_width),
+        Ok(Some(other)) => early_input = Some(other),
+        Ok(None) => return Ok(None),
+        Err(_elapsed) => {}
+    }
+    set_window_size(&master, height, width);
+    let mut command = shim_command(shim_binary, spec)?;
+    let stdio = |file: &std::fs::File| {
+        file.try_clone()
+            .map(Stdio::from)
+            .map_err(|error| format!("sharing the terminal: {error}"))
+    };
+    command
+        .stdin(stdio(&slave)?)
+        .stdout(stdio(&slave)?)
+        .stderr(stdio(&slave)?);
+    let spawned = command.spawn();
+    // Only the command holds the slave now: the master reads EIO once the command's side is
+    // closed.
+    drop(command);
+    drop(slave);
+    let mut child =
+        spawned.map_err(|error| format!("starting {}: {error}", shim_binary.display()))?;
+    // The master fd is owned by the `PtyMaster` moved into the `AsyncFd`, so it stays open for
+    // as long as it is registered (what the deprecation of `new` is about).
+    #[allow(deprecated)]
+    let watched = AsyncFd::new(master);
+    let master = Arc::new(watched.map_err(|error| format!("watching the terminal: {error}"))?);
+    let pump = tokio::spawn(pump_terminal_output(Arc::clone(&master), output.clone()));
+    let (writes, mut write_queue) = mpsc::unbounded_channel::<Vec<u8>>();
+    let writer_master = Arc::clone(&master);
+    let writer = tokio::spawn(async move {
+        while let Some(data) = write_queue.recv().await {
+            if write_terminal(&writer_master, &data).await.is_err() {
+                return;
+            }
+        }
+    });
+    let handle_input = |item: ExecInput| match item {
+        ExecInput::Stdin(data) => {
+            let _ = writes.send(data);
+        }
+        // End of input on a terminal is the EOF character at the start of a line.
+        ExecInput::StdinClose => {
+            let _ = writes.send(vec![0x04]);
+        }
+        ExecInput::TtySize { height, width } => set_window_size(master.get_ref(), height, width),
+    };
+    if let Some(item) = early_input {
+        handle_input(item);
+    }
+    let exit = follow_until_exit(&mut child, &mut input, &output, handle_input).await?;
+    writer.abort();
+    if exit.is_some() {
+        drain(vec![pump]).await;
+    } else {
+        pump.abort();
+    }
+    Ok(exit)
+}

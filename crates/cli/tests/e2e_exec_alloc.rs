@@ -1,0 +1,350 @@
+//! End to end: `drover alloc exec` and the exec websocket against the real agent, running
+//! commands in a raw_exec task's cgroup and environment through `drover-shim exec`.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use base64::Engine;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use support::{Agent, pids_with_cmdline, wait_for, write_jobspec};
+use tokio_tungstenite::tungstenite::Message;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn sleeper_job(job_id: &str, marker: &str) -> String {
+    format!(
+        r#"
+job "{job_id}" {{
+  datacenters = ["dc1"]
+  type        = "service"
+
+  group "app" {{
+    task "server" {{
+      driver = "raw_exec"
+
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "sleep 3600; echo {marker}"]
+      }}
+
+      resources {{
+        cpu    = 50
+        memory = 64
+      }}
+    }}
+  }}
+}}
+"#
+    )
+}
+
+/// Runs the job and answers its running allocation's id and the task's main pid.
+fn run_sleeper(agent: &Agent, job_id: &str) -> (String, i32) {
+    let marker = format!("exec-task-{job_id}-{}", std::process::id());
+    let (_dir, path) = write_jobspec("sleeper.hcl", &sleeper_job(job_id, &marker));
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let alloc_id = wait_for("a running allocation", LIMIT, || {
+        let allocs = agent.get_json(&format!("/v1/job/{job_id}/allocations"));
+        allocs.as_array()?.iter().find_map(|alloc| {
+            (alloc["ClientStatus"] == "running")
+                .then(|| alloc["ID"].as_str().map(str::to_string))
+                .flatten()
+        })
+    });
+    let task_pid = wait_for("the task process", LIMIT, || {
+        pids_with_cmdline(&marker).first().copied()
+    });
+    (alloc_id, task_pid)
+}
+
+fn exec_output(agent: &Agent, args: &[&str]) -> (String, i32) {
+    let output = agent.cli(args);
+    eprintln!("{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        output.status.code().unwrap_or(-1),
+    )
+}
+
+#[test]
+fn alloc_exec_runs_commands_in_the_task_context() {
+    let agent = Agent::start_dev();
+    let (alloc_id, task_pid) = run_sleeper(&agent, "exec-basic");
+
+    let (stdout, code) = exec_output(&agent, &["alloc", "exec", &alloc_id, "/bin/echo", "hi"]);
+    assert_eq!((stdout.as_str(), code), ("hi\n", 0));
+
+    let (_, code) = exec_output(
+        &agent,
+        &["alloc", "exec", &alloc_id, "/bin/sh", "-c", "exit 7"],
+    );
+    assert_eq!(code, 7);
+
+    // The exec'd command is in the task's cgroup, not the agent's.
+    let (inside, code) = exec_output(
+        &agent,
+        &["alloc", "exec", &alloc_id, "cat", "/proc/self/cgroup"],
+    );
+    assert_eq!(code, 0);
+    let task_cgroup = std::fs::read_to_string(format!("/proc/{task_pid}/cgroup")).unwrap();
+    let agent_cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    assert_eq!(inside, task_cgroup);
+    assert_ne!(inside, agent_cgroup, "the task has a cgroup of its own");
+
+    // It sees the task's environment and starts in the task dir.
+    let (env_line, code) = exec_output(
+        &agent,
+        &[
+            "alloc",
+            "exec",
+            "-task",
+            "server",
+            &alloc_id,
+            "/bin/sh",
+            "-c",
+            "echo $NOMAD_ALLOC_ID; pwd",
+        ],
+    );
+    assert_eq!(code, 0);
+    let mut lines = env_line.lines();
+    assert_eq!(lines.next(), Some(alloc_id.as_str()));
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .ends_with(&format!("{alloc_id}/server"))
+    );
+
+    // Standard input reaches the command.
+    let output = std::process::Command::new(support::drover_bin())
+        .args(["alloc", "exec", &alloc_id, "/bin/cat"])
+        .env("NOMAD_ADDR", &agent.address)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(b"through stdin\n")?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "through stdin\n");
+    assert!(output.status.success());
+
+    // An unknown task is refused.
+    let refused = agent.cli(&["alloc", "exec", "-task", "nope", &alloc_id, "/bin/true"]);
+    assert!(!refused.status.success());
+
+    // 20 sessions at once each get their own output and exit code.
+    let results = std::thread::scope(|scope| {
+        let handles = (0..20)
+            .map(|index| {
+                let agent = &agent;
+                let alloc_id = alloc_id.as_str();
+                scope.spawn(move || {
+                    let script = format!("echo session-{index}; exit {}", index % 5);
+                    exec_output(
+                        agent,
+                        &["alloc", "exec", alloc_id, "/bin/sh", "-c", &script],
+                    )
+                })
+            })
+            .collect::<Vec<_>>();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    for (index, (stdout, code)) in results.into_iter().enumerate() {
+        assert_eq!(stdout, format!("session-{index}\n"));
+        assert_eq!(code, i32::try_from(index % 5).unwrap());
+    }
+
+    // A client that goes away takes its remote process with it.
+    let marker = format!("exec-dropped-{}", std::process::id());
+    let script = format!("sleep 300; echo {marker}");
+    let mut client = std::process::Command::new(support::drover_bin())
+        .args(["alloc", "exec", &alloc_id, "/bin/sh", "-c", &script])
+        .env("NOMAD_ADDR", &agent.address)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the exec'd process", LIMIT, || {
+        (!pids_with_cmdline(&marker).is_empty()).then_some(())
+    });
+    client.kill().unwrap();
+    client.wait().unwrap();
+    wait_for("the exec'd process to be killed", LIMIT, || {
+        pids_with_cmdline(&marker).is_empty().then_some(())
+    });
+    // The task itself lives on.
+    assert!(support::process_alive(task_pid));
+}
+
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|byte| {
+            if byte.is_ascii_alphanumeric() {
+                (byte as char).to_string()
+            } else {
+                format!("%{byte:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Runs one websocket session: sends `frames` first, then collects stdout until `exited`.
+async fn websocket_session(
+    address: &str,
+    alloc_id: &str,
+    command: &[&str],
+    tty: bool,
+    frames: Vec<Value>,
+) -> (String, i64) {
+    let url = format!(
+        "{}/v1/client/allocation/{alloc_id}/exec?task=server&tty={tty}&command={}",
+        address.replacen("http", "ws", 1),
+        percent_encode(&json!(command).to_string())
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    for frame in frames {
+        socket
+            .send(Message::Text(frame.to_string().into()))
+            .await
+            .unwrap();
+    }
+    let mut stdout = Vec::new();
+    while let Some(message) = socket.next().await {
+        let Ok(Message::Text(text)) = message else {
+            continue;
+        };
+        let value: Value = serde_json::from_str(text.as_str()).unwrap();
+        if let Some(data) = value["stdout"]["data"].as_str() {
+            stdout.extend(
+                base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .unwrap(),
+            );
+        }
+        if value["exited"] == true {
+            let code = value["result"]["exit_code"].as_i64().unwrap_or(0);
+            return (String::from_utf8_lossy(&stdout).into_owned(), code);
+        }
+    }
+    panic!("the session ended without an exit frame");
+}
+
+#[test]
+fn a_tty_session_has_a_terminal_of_the_size_sent() {
+    let agent = Agent::start_dev();
+    let (alloc_id, _) = run_sleeper(&agent, "exec-tty");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (stdout, code) = runtime.block_on(websocket_session(
+        &agent.address,
+        &alloc_id,
+        &["/bin/sh", "-c", "stty size; test -t 0 && echo is-a-tty"],
+        true,
+        vec![json!({"tty_size": {"height": 33, "width": 101}})],
+    ));
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("33 101"), "{stdout:?}");
+    assert!(stdout.contains("is-a-tty"), "{stdout:?}");
+
+    // A resize reaches the running command (it reads a line, then reports its size).
+    let (stdout, code) = runtime.block_on(websocket_session(
+        &agent.address,
+        &alloc_id,
+        &["/bin/sh", "-c", "read line; stty size"],
+        true,
+        vec![
+            json!({"tty_size": {"height": 20, "width": 70}}),
+            json!({"tty_size": {"height": 44, "width": 132}}),
+            json!({"stdin": {"data": base64::engine::general_purpose::STANDARD.encode("go\n")}}),
+        ],
+    ));
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("44 132"), "{stdout:?}");
+
+    // Without a terminal, output still comes back and the exit code too.
+    let (stdout, code) = runtime.block_on(websocket_session(
+        &agent.address,
+        &alloc_id,
+        &["/bin/sh", "-c", "test -t 1 || echo no-tty; exit 3"],
+        false,
+        vec![],
+    ));
+    assert_eq!((stdout.as_str(), code), ("no-tty\n", 3));
+}
+
+#[test]
+fn exec_into_a_task_re_attached_by_a_restarted_agent_keeps_its_context() {
+    let mut agent = Agent::start_dev();
+    let (alloc_id, task_pid) = run_sleeper(&agent, "exec-restored");
+    assert!(agent.terminate().success());
+    assert!(support::process_alive(task_pid));
+    let next = Agent::start_with(&agent.data_dir, &[]);
+    let (stdout, code) = wait_for("exec after the restart", LIMIT, || {
+        let (stdout, code) = exec_output(
+            &next,
+            &[
+                "alloc",
+                "exec",
+                &alloc_id,
+                "/bin/sh",
+                "-c",
+                "echo $NOMAD_ALLOC_ID; cat /proc/self/cgroup",
+            ],
+        );
+        (code == 0).then_some((stdout, code))
+    });
+    assert_eq!(code, 0);
+    let task_cgroup = std::fs::read_to_string(format!("/proc/{task_pid}/cgroup")).unwrap();
+    assert_eq!(stdout, format!("{alloc_id}\n{task_cgroup}"));
+    next.cli_ok(&["job", "stop", "-purge", "exec-restored"]);
+    wait_for("the task to exit", LIMIT, || {
+        (!support::process_alive(task_pid)).then_some(())
+    });
+}
+
+#[test]
+fn exec_into_an_isolated_task_enters_its_namespaces_root_and_user() {
+    let agent = Agent::start_dev();
+    let marker = format!("exec-isolated-{}", std::process::id());
+    let job = sleeper_job("exec-isolated", &marker).replace("\"raw_exec\"", "\"exec\"");
+    let (_dir, path) = write_jobspec("isolated.hcl", &job);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let alloc_id = wait_for("a running allocation", LIMIT, || {
+        let allocs = agent.get_json("/v1/job/exec-isolated/allocations");
+        allocs.as_array()?.iter().find_map(|alloc| {
+            (alloc["ClientStatus"] == "running")
+                .then(|| alloc["ID"].as_str().map(str::to_string))
+                .flatten()
+        })
+    });
+    let (stdout, code) = exec_output(
+        &agent,
+        &[
+            "alloc",
+            "exec",
+            &alloc_id,
+            "/bin/sh",
+            "-c",
+            "tr '\\0' ' ' < /proc/1/cmdline; echo; id -u; pwd; test -d local && echo has-local",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    // The task's pid namespace: its pid 1 is the task's own shell, not the host's init.
+    assert!(lines[0].contains(&marker), "{stdout}");
+    // Its user (nobody) and its root (the task dir, holding local/).
+    assert_ne!(lines[1], "0", "{stdout}");
+    assert_eq!(&lines[2..], ["/", "has-local"], "{stdout}");
+    agent.cli_ok(&["job", "stop", "-purge", "exec-isolated"]);
+}
