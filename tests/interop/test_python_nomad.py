@@ -186,3 +186,60 @@ def test_bad_requests_map_to_python_exceptions(agent):
         agent.allocation.get_allocation("00000000-0000-0000-0000-000000000000")
     with pytest.raises(nomad.api.exceptions.BadRequestNomadException):
         agent.jobs.register_job({"Job": {"ID": "broken", "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t"}]}]}})
+
+
+def test_client_operations_on_a_running_task(agent):
+    job = batch_job("interop-svc", "trap 'echo got-usr1' USR1; echo ready; while true; do sleep 0.1; done")
+    job["Job"]["Type"] = "service"
+    agent.jobs.register_job(job)
+    try:
+        alloc = wait_for(
+            "the service alloc to run",
+            lambda: [
+                a
+                for a in agent.job.get_allocations("interop-svc")
+                if a["ClientStatus"] == "running"
+            ],
+        )[0]
+        alloc_id = alloc["ID"]
+
+        # Filesystem: the alloc dir, its shared logs, a task file.
+        root = agent.client.ls.list_files(alloc_id, path="/")
+        names = {entry["Name"] for entry in root}
+        assert {"alloc", "t"} <= names, names
+        logs = agent.client.ls.list_files(alloc_id, path="/alloc/logs")
+        assert any(entry["Name"] == "t.stdout.0" for entry in logs)
+        stat = agent.client.stat.stat_file(alloc_id, path="/alloc/logs/t.stdout.0")
+        assert stat["IsDir"] is False and stat["Size"] > 0
+        wait_for(
+            "the task's first line",
+            lambda: "ready" in agent.client.cat.read_file(alloc_id, path="/alloc/logs/t.stdout.0"),
+        )
+
+        # Resource usage of the running task.
+        usage = agent.client.allocation.read_allocation_stats(alloc_id)
+        assert usage["Tasks"]["t"]["ResourceUsage"]["MemoryStats"]["RSS"] > 0
+
+        # A signal the task traps, then a user restart.
+        agent.client.allocation.signal_allocation(alloc_id, "SIGUSR1", task="t")
+        wait_for(
+            "the trap to fire",
+            lambda: "got-usr1" in agent.client.stream_logs.stream(alloc_id, "t", "stdout", plain=True),
+        )
+        agent.client.allocation.restart_allocation(alloc_id)
+        wait_for(
+            "a second Started event",
+            lambda: [
+                e
+                for e in agent.allocation.get_allocation(alloc_id)["TaskStates"]["t"]["Events"]
+                if e["Type"] == "Started"
+            ][1:],
+        )
+        types = [e["Type"] for e in agent.allocation.get_allocation(alloc_id)["TaskStates"]["t"]["Events"]]
+        assert "Restart Signaled" in types and "Signaling" in types
+
+        # Traversal out of the alloc dir is refused, never answered with host files.
+        with pytest.raises(nomad.api.exceptions.BaseNomadException):
+            agent.client.cat.read_file(alloc_id, path="/../../../../etc/passwd")
+    finally:
+        agent.job.deregister_job("interop-svc", purge=True)
