@@ -247,6 +247,8 @@ pub async fn server_writes(runs: usize, count: usize, nodes: usize) -> anyhow::R
             "writes",
             per(all_writes),
         );
+        report.add("transactions in total", "tx", all_tx as f64);
+        report.add("writes in total", "writes", all_writes as f64);
         report.add(
             "largest group (writes in one tx)",
             "writes",
