@@ -154,6 +154,11 @@ pub fn agent_start(bench: &Bench) -> anyhow::Result<Report> {
         let agent = AgentProcess::spawn(&bench.drover, &temp.path().join("data"))?;
         let ready = agent.wait_api_ready(START_LIMIT)?;
         report.add("spawn -> /v1/agent/self answers", "ms", ms(ready));
+        report.add(
+            "agent CPU time (on-CPU) until then",
+            "ms",
+            procfs::cpu_ms(agent.pid()),
+        );
         let node_ready = agent.wait_node_ready(START_LIMIT)?;
         let _ = node_ready;
         report.add(
@@ -246,7 +251,13 @@ pub fn run_sleep(bench: &Bench, count: usize) -> anyhow::Result<Report> {
         let agent = AgentProcess::spawn(&bench.drover, &temp.path().join("data"))?;
         agent.wait_node_ready(START_LIMIT)?;
         let job_id = format!("sleep-{count}-{run}");
+        let cpu_before = procfs::cpu_ms(agent.pid());
         let (elapsed, allocs) = run_sleeps(&agent, &job_id, count)?;
+        report.add(
+            "agent on-CPU time, register -> running",
+            "ms",
+            procfs::cpu_ms(agent.pid()) - cpu_before,
+        );
         report.add(
             &format!("register -> {count} allocs running"),
             "ms",

@@ -116,3 +116,27 @@ pub fn clean_up_after(data_dir: &Path) -> usize {
     }
     killed
 }
+
+/// Time `pid` has spent on a CPU, in milliseconds: the sum over its live threads of the first
+/// field of `schedstat` (nanoseconds). A figure the load of a shared machine does not inflate.
+pub fn cpu_ms(pid: i32) -> f64 {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    let nanos: u64 = threads
+        .flatten()
+        .filter_map(|thread| {
+            let text = std::fs::read_to_string(thread.path().join("schedstat")).ok()?;
+            text.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum();
+    nanos as f64 / 1e6
+}
+
+/// On-CPU time of the calling thread, in nanoseconds (`/proc/thread-self/schedstat`).
+pub fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
