@@ -365,12 +365,26 @@ pub fn overhead(bench: &Bench, count: usize) -> anyhow::Result<Report> {
     Ok(report)
 }
 
-fn client_num_allocations(agent: &AgentProcess) -> Option<usize> {
-    let agent_self = agent.get_json("/v1/agent/self").ok()?;
-    agent_self["stats"]["client"]["num_allocations"]
-        .as_str()?
-        .parse()
-        .ok()
+/// Waits until the client answers for every alloc (`/v1/client/allocation/<id>/stats` is
+/// served by the alloc's runner, so a 200 means the runner exists again).
+fn wait_client_holds(agent: &AgentProcess, alloc_ids: &[String]) -> anyhow::Result<()> {
+    for alloc_id in alloc_ids {
+        let path = format!("/v1/client/allocation/{alloc_id}/stats");
+        poll(
+            Duration::from_secs(300),
+            Duration::from_millis(2),
+            "the client to hold every alloc",
+            || matches!(http("GET", &agent.address, &path, None), Ok((200, _))).then_some(()),
+        )?;
+    }
+    Ok(())
+}
+
+fn alloc_ids(allocs: &[Value]) -> Vec<String> {
+    allocs
+        .iter()
+        .filter_map(|alloc| alloc["ID"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// `restore --running N`: N `sleep` tasks, then repeatedly `kill -9` the agent and start it on
@@ -383,13 +397,9 @@ pub fn restore_running(bench: &Bench, count: usize) -> anyhow::Result<Report> {
     let mut agent = AgentProcess::spawn(&bench.drover, &data_dir)?;
     agent.wait_node_ready(START_LIMIT)?;
     let job_id = format!("restore-{count}");
-    run_sleeps(&agent, &job_id, count)?;
-    poll(
-        Duration::from_secs(120),
-        Duration::from_millis(50),
-        "the client to hold every alloc",
-        || (client_num_allocations(&agent)? >= count).then_some(()),
-    )?;
+    let (_, allocs) = run_sleeps(&agent, &job_id, count)?;
+    let ids = alloc_ids(&allocs);
+    wait_client_holds(&agent, &ids)?;
     let before = procfs::data_dir_processes(&data_dir, &[agent.pid()]);
     let tasks_before: BTreeSet<i32> = before.tasks.iter().copied().collect();
     for run in 0..bench.runs {
@@ -402,13 +412,10 @@ pub fn restore_running(bench: &Bench, count: usize) -> anyhow::Result<Report> {
         poll(
             Duration::from_secs(300),
             Duration::from_millis(5),
-            "every alloc restored",
-            || {
-                (client_num_allocations(&agent)? >= count
-                    && count_status(&job_allocs(&agent, &job_id).ok()?, "running") >= count)
-                    .then_some(())
-            },
+            "every alloc listed running",
+            || (count_status(&job_allocs(&agent, &job_id).ok()?, "running") >= count).then_some(()),
         )?;
+        wait_client_holds(&agent, &ids)?;
         report.add(
             &format!("spawn -> client holds {count}, all running"),
             "ms",
