@@ -1,0 +1,360 @@
+//! In-process scenarios: the scheduler alone on 10 000 simulated nodes (one thread), the
+//! server's state-store writes per alloc lifecycle, and a fleet of simulated nodes
+//! (`drover_client::node_sim`) registering with a real server and running its allocations
+//! through the same client↔server interface and status batching as the real client.
+//!
+//! The server here is the agent's: a `drover_server::Server` on an on-disk `StateStore` (one
+//! fsync per transaction), reached through the agent's `InProcessServer` connection.
+//! Not here: anything over HTTP (the simulator over HTTP is not built yet).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail};
+use drover::agent::in_process::InProcessServer;
+use drover_client::clock::{SharedClock, SystemClock};
+use drover_client::node_sim::{SimClient, SimRunnerTiming, start_simulated_node};
+use drover_scheduler::testing::{JobBuilder, NodeBuilder};
+use drover_scheduler::{InMemoryState, SchedulerOptions, SeededIds, schedule};
+use drover_server::{Server, ServerConfig};
+use drover_state::{CommitStats, StateStore};
+use drover_structs::{Evaluation, Job, JobRegisterRequest};
+
+use crate::procfs;
+use crate::stats::Report;
+
+/// `scheduler`: placements per second with `nodes` simulated nodes, one thread: `jobs`
+/// service jobs of `per_job` allocations each, scheduled one after the other, every plan
+/// applied to the in-memory state before the next job (as the plan applier would).
+pub fn scheduler(runs: usize, nodes: usize, jobs: usize, per_job: usize) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    for run in 0..runs {
+        let mut state = InMemoryState::new();
+        for node in 0..nodes {
+            state.upsert_node(NodeBuilder::new(&format!("node-{node}")).build());
+        }
+        let mut scheduling = Duration::ZERO;
+        let mut scheduling_cpu_ns = 0u64;
+        let mut placed = 0usize;
+        let mut failed = 0usize;
+        let wall = Instant::now();
+        for job_number in 0..jobs {
+            let job = JobBuilder::service(&format!("job-{run}-{job_number}"))
+                .group("g", i64::try_from(per_job)?)
+                .task("t", "raw_exec")
+                .resources(100, 256)
+                .build();
+            state.upsert_job(job.clone());
+            let eval = Evaluation {
+                id: format!("eval-{run}-{job_number}"),
+                namespace: job.namespace.clone(),
+                job_id: job.id.clone(),
+                r#type: job.r#type.clone(),
+                ..Evaluation::default()
+            };
+            let seed = u64::try_from(run * jobs + job_number)?;
+            let options = SchedulerOptions {
+                seed,
+                now_unix_nanos: 1_700_000_000_000_000_000,
+                ..SchedulerOptions::default()
+            };
+            let started = Instant::now();
+            let cpu_before = procfs::thread_cpu_ns();
+            let plan = schedule(&state, &eval, &options, &mut SeededIds::new(seed))
+                .map_err(|error| anyhow!("schedule: {error}"))?;
+            scheduling_cpu_ns += procfs::thread_cpu_ns().saturating_sub(cpu_before);
+            scheduling += started.elapsed();
+            placed += plan.allocations().count();
+            failed += plan.failed_tg_allocs.len();
+            state.apply_plan(&plan);
+        }
+        if failed > 0 {
+            report.note(format!("run {}: {failed} groups failed to place", run + 1));
+        }
+        report.add(
+            "placements/s (schedule() time only)",
+            "/s",
+            placed as f64 / scheduling.as_secs_f64(),
+        );
+        report.add(
+            "placements per on-CPU second of schedule()",
+            "/s",
+            placed as f64 / (scheduling_cpu_ns.max(1) as f64 / 1e9),
+        );
+        report.add(
+            "placements/s (with applying each plan)",
+            "/s",
+            placed as f64 / wall.elapsed().as_secs_f64(),
+        );
+        report.add(
+            "time per job of the given count",
+            "ms",
+            scheduling.as_secs_f64() * 1000.0 / jobs as f64,
+        );
+        report.record_load();
+    }
+    report.note(format!(
+        "{nodes} nodes (4000 MHz, 8 GiB), {jobs} jobs x {per_job} allocs (100 MHz, 256 MB), one thread"
+    ));
+    Ok(report)
+}
+
+fn tiny_job(job_id: &str, count: usize) -> anyhow::Result<Job> {
+    Ok(JobBuilder::service(job_id)
+        .group("g", i64::try_from(count)?)
+        .task("t", "raw_exec")
+        .resources(1, 10)
+        .build())
+}
+
+/// A server on an on-disk store in `dir`, as the agent runs it.
+async fn start_server(dir: &std::path::Path) -> anyhow::Result<Server> {
+    let state = StateStore::open(dir)
+        .await
+        .map_err(|error| anyhow!("opening the state store: {error}"))?;
+    Ok(Server::start(
+        ServerConfig::default(),
+        state,
+        Arc::new(drover_server::SystemClock),
+    ))
+}
+
+/// Starts `count` simulated nodes against the server; returns them once all are registered.
+async fn start_fleet(
+    server: &Server,
+    count: usize,
+    timing: SimRunnerTiming,
+) -> anyhow::Result<Vec<Arc<SimClient<InProcessServer>>>> {
+    let conn = Arc::new(InProcessServer(server.clone()));
+    let clock: SharedClock = Arc::new(SystemClock);
+    let mut clients = Vec::with_capacity(count);
+    for number in 0..count {
+        let client = start_simulated_node(
+            Arc::clone(&conn),
+            number,
+            timing,
+            Arc::clone(&clock),
+            |_| {},
+        )
+        .await
+        .map_err(|error| anyhow!("starting simulated node {number}: {error}"))?;
+        clients.push(client);
+    }
+    for client in &clients {
+        client.wait_registered().await;
+    }
+    Ok(clients)
+}
+
+/// Polls the store until `done` holds for the job's allocations.
+async fn wait_job_allocs(
+    server: &Server,
+    job: &Job,
+    limit: Duration,
+    what: &str,
+    done: impl Fn(&[Arc<drover_structs::Allocation>]) -> bool,
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    loop {
+        let allocs = server.state().allocs_by_job(&job.namespace, &job.id);
+        if done(&allocs) {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() > limit {
+            bail!("timed out after {limit:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn all_with_status(allocs: &[Arc<drover_structs::Allocation>], count: usize, status: &str) -> bool {
+    allocs.len() >= count
+        && allocs
+            .iter()
+            .filter(|alloc| alloc.client_status == status)
+            .count()
+            >= count
+}
+
+fn delta(after: CommitStats, before: CommitStats) -> (u64, u64) {
+    (
+        after.transactions.saturating_sub(before.transactions),
+        after.writes.saturating_sub(before.writes),
+    )
+}
+
+async fn register(server: &Server, job: &Job) -> anyhow::Result<()> {
+    server
+        .register_job(JobRegisterRequest {
+            job: Some(job.clone()),
+            ..JobRegisterRequest::default()
+        })
+        .await
+        .map_err(|error| anyhow!("register: {error}"))?;
+    Ok(())
+}
+
+/// `server-writes`: state-store transactions and writes per alloc over register → running →
+/// stop → complete, with `nodes` simulated nodes and `count` allocations.
+pub async fn server_writes(runs: usize, count: usize, nodes: usize) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    let limit = Duration::from_secs(300);
+    for run in 0..runs {
+        let temp = tempfile::tempdir()?;
+        let server = start_server(temp.path()).await?;
+        let timing = SimRunnerTiming {
+            start_delay: Duration::from_millis(10),
+            run_for: None,
+        };
+        let clients = start_fleet(&server, nodes, timing).await?;
+        let job = tiny_job(&format!("writes-{run}"), count)?;
+        let idle = server.state().commit_stats();
+        register(&server, &job).await?;
+        wait_job_allocs(&server, &job, limit, "allocs running", |allocs| {
+            all_with_status(allocs, count, "running")
+        })
+        .await?;
+        let running = server.state().commit_stats();
+        server
+            .deregister_job(&job.namespace, &job.id, false)
+            .await
+            .map_err(|error| anyhow!("deregister: {error}"))?;
+        wait_job_allocs(&server, &job, limit, "allocs complete", |allocs| {
+            all_with_status(allocs, count, "complete")
+        })
+        .await?;
+        // Let trailing writes (eval completion, the last status batch) land.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let dead = server.state().commit_stats();
+        let per = |value: u64| value as f64 / count as f64;
+        let (start_tx, start_writes) = delta(running, idle);
+        let (stop_tx, stop_writes) = delta(dead, running);
+        let (all_tx, all_writes) = delta(dead, idle);
+        report.add(
+            "transactions per alloc, register -> running",
+            "tx",
+            per(start_tx),
+        );
+        report.add(
+            "transactions per alloc, stop -> complete",
+            "tx",
+            per(stop_tx),
+        );
+        report.add("transactions per alloc, whole lifecycle", "tx", per(all_tx));
+        report.add(
+            "writes per alloc, register -> running",
+            "writes",
+            per(start_writes),
+        );
+        report.add(
+            "writes per alloc, stop -> complete",
+            "writes",
+            per(stop_writes),
+        );
+        report.add(
+            "writes per alloc, whole lifecycle",
+            "writes",
+            per(all_writes),
+        );
+        report.add("transactions in total", "tx", all_tx as f64);
+        report.add("writes in total", "writes", all_writes as f64);
+        report.add(
+            "largest group (writes in one tx)",
+            "writes",
+            dead.largest_group as f64,
+        );
+        for client in clients {
+            client.shutdown().await;
+        }
+        server.shutdown().await;
+        report.record_load();
+    }
+    report.note(format!(
+        "{count} allocs on {nodes} simulated nodes, on-disk store; includes heartbeats during the run"
+    ));
+    Ok(report)
+}
+
+/// The node simulator at fleet scale: `nodes` simulated nodes register with an in-process
+/// server; a job of `allocs` allocations is placed across them and reported running.
+pub async fn fleet(runs: usize, nodes: usize, allocs: usize) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    let limit = Duration::from_secs(600);
+    for run in 0..runs {
+        let temp = tempfile::tempdir()?;
+        let server = start_server(temp.path()).await?;
+        let timing = SimRunnerTiming {
+            start_delay: Duration::from_millis(10),
+            run_for: None,
+        };
+        let started = Instant::now();
+        let clients = start_fleet(&server, nodes, timing).await?;
+        report.add(
+            &format!("{nodes} nodes start and register"),
+            "ms",
+            started.elapsed().as_secs_f64() * 1000.0,
+        );
+        let job = JobBuilder::service(&format!("fleet-{run}"))
+            .group("g", i64::try_from(allocs)?)
+            .task("t", "raw_exec")
+            .resources(100, 256)
+            .build();
+        let registered = Instant::now();
+        register(&server, &job).await?;
+        wait_job_allocs(&server, &job, limit, "allocs placed", |placed| {
+            placed.len() >= allocs
+        })
+        .await?;
+        let placed = registered.elapsed();
+        wait_job_allocs(&server, &job, limit, "allocs running", |listed| {
+            all_with_status(listed, allocs, "running")
+        })
+        .await?;
+        let running = registered.elapsed();
+        report.add(
+            &format!("register -> {allocs} allocs placed"),
+            "ms",
+            placed.as_secs_f64() * 1000.0,
+        );
+        report.add(
+            &format!("register -> {allocs} allocs reported running"),
+            "ms",
+            running.as_secs_f64() * 1000.0,
+        );
+        report.add(
+            "placements/s (register -> placed)",
+            "/s",
+            allocs as f64 / placed.as_secs_f64(),
+        );
+        let spawned: usize = clients.iter().map(|client| client.alloc_ids().len()).sum();
+        if spawned < allocs {
+            report.note(format!(
+                "run {}: the nodes hold only {spawned} allocs",
+                run + 1
+            ));
+        }
+        server
+            .deregister_job(&job.namespace, &job.id, false)
+            .await
+            .context("deregister")?;
+        let stopped = Instant::now();
+        wait_job_allocs(&server, &job, limit, "allocs complete", |listed| {
+            all_with_status(listed, allocs, "complete")
+        })
+        .await?;
+        report.add(
+            &format!("stop -> {allocs} allocs reported complete"),
+            "ms",
+            stopped.elapsed().as_secs_f64() * 1000.0,
+        );
+        for client in clients {
+            client.shutdown().await;
+        }
+        server.shutdown().await;
+        report.record_load();
+    }
+    report.note(format!(
+        "{nodes} simulated nodes in process (status batching every 200 ms), on-disk store, 10 ms simulated start; over HTTP not measured"
+    ));
+    Ok(report)
+}

@@ -1,0 +1,183 @@
+//! `drover-bench`: named benchmark scenarios, each printing min/median/max over repeated runs
+//! with the load average of the (shared) machine after each run.
+//!
+//! Process scenarios drive the release `drover` binary (next to this one, or `--drover PATH`)
+//! as a real agent on port 0 in a temporary data dir, over HTTP; in-process scenarios link the
+//! server, scheduler and node simulator. Figures are measured here and recorded in
+//! BENCHMARKS.md; nothing asserts them.
+//!
+//! Not here: tests (CI runs tests, not benchmarks).
+
+mod agent;
+mod in_process;
+mod process;
+mod procfs;
+mod stats;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::process::Bench;
+
+#[derive(Debug, Parser)]
+#[command(name = "drover-bench", about = "Benchmark scenarios for drover")]
+struct Cli {
+    /// Repeated runs per scenario.
+    #[arg(long, global = true, default_value_t = 5)]
+    runs: usize,
+    /// The `drover` binary to run (default: next to this binary).
+    #[arg(long, global = true)]
+    drover: Option<PathBuf>,
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+#[derive(Debug, Subcommand)]
+enum Scenario {
+    /// Spawn → `/v1/agent/self` answers.
+    AgentStart,
+    /// Idle agent RSS and PSS.
+    IdleRss,
+    /// Register N `sleep` tasks → all running; per alloc p50/p99; stop → processes gone.
+    RunSleep {
+        #[arg(long, default_value_t = 100)]
+        count: usize,
+    },
+    /// Per-task overhead as PSS with N `sleep` tasks.
+    Overhead {
+        #[arg(long, default_value_t = 100)]
+        count: usize,
+    },
+    /// Restore after `kill -9` with N running tasks or N terminal allocs.
+    Restore {
+        #[arg(long, conflicts_with = "terminal")]
+        running: Option<usize>,
+        #[arg(long)]
+        terminal: Option<usize>,
+        /// Terminal allocs are created by batch jobs of this many `/bin/true` tasks.
+        #[arg(long, default_value_t = 1000)]
+        chunk: usize,
+    },
+    /// `GET /v1/allocations` latency (p50/p99 over 100 requests) with N allocs.
+    AllocList {
+        #[arg(long, default_value_t = 10_000)]
+        allocs: usize,
+        #[arg(long, default_value_t = 1000)]
+        chunk: usize,
+    },
+    /// Scheduler placements per second on simulated nodes, one thread.
+    Scheduler {
+        #[arg(long, default_value_t = 10_000)]
+        nodes: usize,
+        #[arg(long, default_value_t = 10)]
+        jobs: usize,
+        #[arg(long, default_value_t = 1000)]
+        per_job: usize,
+    },
+    /// Server state-store transactions and writes per alloc lifecycle.
+    ServerWrites {
+        #[arg(long, default_value_t = 1000)]
+        count: usize,
+        #[arg(long, default_value_t = 10)]
+        nodes: usize,
+    },
+    /// Simulated nodes at fleet scale against an in-process server.
+    Fleet {
+        #[arg(long, default_value_t = 5000)]
+        nodes: usize,
+        #[arg(long, default_value_t = 10_000)]
+        allocs: usize,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let runs = cli.runs.max(1);
+    let command_line = std::env::args().collect::<Vec<_>>().join(" ");
+    println!("# {command_line}");
+    println!(
+        "# {} ; load average before: {}",
+        machine(),
+        stats::load_average()
+    );
+    let bench = || -> anyhow::Result<Bench> {
+        Ok(Bench {
+            drover: process::locate_drover(cli.drover.as_deref())?,
+            runs,
+        })
+    };
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    };
+    let (name, report) = match cli.scenario {
+        Scenario::AgentStart => ("agent-start".to_string(), process::agent_start(&bench()?)?),
+        Scenario::IdleRss => ("idle-rss".to_string(), process::idle_rss(&bench()?)?),
+        Scenario::RunSleep { count } => (
+            format!("run-sleep --count {count}"),
+            process::run_sleep(&bench()?, count)?,
+        ),
+        Scenario::Overhead { count } => (
+            format!("overhead --count {count}"),
+            process::overhead(&bench()?, count)?,
+        ),
+        Scenario::Restore {
+            running,
+            terminal,
+            chunk,
+        } => match (running, terminal) {
+            (_, Some(terminal)) => (
+                format!("restore --terminal {terminal}"),
+                process::restore_terminal(&bench()?, terminal, chunk)?,
+            ),
+            (running, None) => {
+                let running = running.unwrap_or(1000);
+                (
+                    format!("restore --running {running}"),
+                    process::restore_running(&bench()?, running)?,
+                )
+            }
+        },
+        Scenario::AllocList { allocs, chunk } => (
+            format!("alloc-list --allocs {allocs}"),
+            process::alloc_list(&bench()?, allocs, chunk)?,
+        ),
+        Scenario::Scheduler {
+            nodes,
+            jobs,
+            per_job,
+        } => (
+            format!("scheduler --nodes {nodes}"),
+            in_process::scheduler(runs, nodes, jobs, per_job)?,
+        ),
+        Scenario::ServerWrites { count, nodes } => (
+            format!("server-writes --count {count}"),
+            runtime()?.block_on(in_process::server_writes(runs, count, nodes))?,
+        ),
+        Scenario::Fleet { nodes, allocs } => (
+            format!("fleet --nodes {nodes} --allocs {allocs}"),
+            runtime()?.block_on(in_process::fleet(runs, nodes, allocs))?,
+        ),
+    };
+    report.print(&name);
+    Ok(())
+}
+
+/// CPU count, kernel and memory, for the record.
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|text| text.trim().to_string())
+        .unwrap_or_default();
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("MemTotal:"))
+                .map(|rest| rest.trim().to_string())
+        })
+        .unwrap_or_default();
+    format!("{cpus} CPUs, kernel {kernel}, memory {memory}")
+}

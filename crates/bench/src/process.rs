@@ -1,0 +1,563 @@
+//! Scenarios that drive the real release `drover` binary as a process over its HTTP API: agent
+//! start, idle memory, `sleep` tasks from register to running and from stop to gone, per-task
+//! overhead as PSS, restore after `kill -9`, and the alloc list with many allocations.
+//!
+//! Each run starts a fresh agent in a temporary data dir and leaves nothing behind: the agent is
+//! stopped and every shim and task of the data dir is killed and its mounts unmounted.
+//! Not here: in-process scenarios (`in_process`).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::agent::{AgentProcess, http, poll};
+use crate::procfs;
+use crate::stats::{Report, percentile};
+
+const START_LIMIT: Duration = Duration::from_secs(60);
+
+/// Where the scenario runs: the binary, and a temp dir that holds the data dirs.
+pub struct Bench {
+    pub drover: PathBuf,
+    pub runs: usize,
+}
+
+fn fresh_dir() -> anyhow::Result<tempfile::TempDir> {
+    Ok(tempfile::Builder::new().prefix("drover-bench-").tempdir()?)
+}
+
+fn job_hcl(job_id: &str, job_type: &str, count: usize, command: &str, args: &[&str]) -> String {
+    let args = args
+        .iter()
+        .map(|arg| format!("\"{arg}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        r#"job "{job_id}" {{
+  datacenters = ["dc1"]
+  type        = "{job_type}"
+  group "g" {{
+    count = {count}
+    ephemeral_disk {{
+      size = 10
+    }}
+    task "t" {{
+      driver = "raw_exec"
+      config {{
+        command = "{command}"
+        args    = [{args}]
+      }}
+      logs {{
+        max_files     = 1
+        max_file_size = 1
+      }}
+      resources {{
+        cpu    = 1
+        memory = 10
+      }}
+    }}
+  }}
+}}
+"#
+    )
+}
+
+/// Parses a jobspec with the agent (outside any timing) and returns the register body.
+fn register_body(agent: &AgentProcess, hcl: &str) -> anyhow::Result<Value> {
+    let job = agent.send_json(
+        "POST",
+        "/v1/jobs/parse",
+        &json!({"JobHCL": hcl, "Canonicalize": true}),
+    )?;
+    Ok(json!({ "Job": job }))
+}
+
+fn job_allocs(agent: &AgentProcess, job_id: &str) -> anyhow::Result<Vec<Value>> {
+    let allocs = agent.get_json(&format!("/v1/job/{job_id}/allocations"))?;
+    Ok(allocs.as_array().cloned().unwrap_or_default())
+}
+
+fn count_status(allocs: &[Value], status: &str) -> usize {
+    allocs
+        .iter()
+        .filter(|alloc| alloc["ClientStatus"] == status)
+        .count()
+}
+
+/// Polls the job's allocations until `count` have ClientStatus `status`; returns the last list.
+fn wait_allocs_status(
+    agent: &AgentProcess,
+    job_id: &str,
+    count: usize,
+    status: &str,
+    every: Duration,
+    limit: Duration,
+) -> anyhow::Result<Vec<Value>> {
+    poll(limit, every, &format!("{count} allocs {status}"), || {
+        let allocs = job_allocs(agent, job_id).ok()?;
+        (count_status(&allocs, status) >= count).then_some(allocs)
+    })
+}
+
+fn poll_interval(count: usize) -> Duration {
+    if count >= 1000 {
+        Duration::from_millis(50)
+    } else {
+        Duration::from_millis(5)
+    }
+}
+
+fn started_event_time(alloc: &Value) -> Option<i64> {
+    alloc["TaskStates"]
+        .as_object()?
+        .values()
+        .filter_map(|state| {
+            state["Events"]
+                .as_array()?
+                .iter()
+                .find(|event| event["Type"] == "Started")?["Time"]
+                .as_i64()
+        })
+        .max()
+}
+
+fn started_event_count(alloc: &Value) -> usize {
+    alloc["TaskStates"]
+        .as_object()
+        .map(|states| {
+            states
+                .values()
+                .filter_map(|state| state["Events"].as_array())
+                .flatten()
+                .filter(|event| event["Type"] == "Started")
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// `agent-start`: spawn → `/v1/agent/self` answers.
+pub fn agent_start(bench: &Bench) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    for _ in 0..bench.runs {
+        let temp = fresh_dir()?;
+        let agent = AgentProcess::spawn(&bench.drover, &temp.path().join("data"))?;
+        let ready = agent.wait_api_ready(START_LIMIT)?;
+        report.add("spawn -> /v1/agent/self answers", "ms", ms(ready));
+        report.add(
+            "agent CPU time (on-CPU) until then",
+            "ms",
+            procfs::cpu_ms(agent.pid()),
+        );
+        let node_ready = agent.wait_node_ready(START_LIMIT)?;
+        let _ = node_ready;
+        report.add(
+            "spawn -> node registered and ready",
+            "ms",
+            ms(agent.spawned_at.elapsed()),
+        );
+        drop(agent);
+        report.record_load();
+    }
+    Ok(report)
+}
+
+/// `idle-rss`: the idle agent's RSS and PSS, 2 s after its node is ready.
+pub fn idle_rss(bench: &Bench) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    for _ in 0..bench.runs {
+        let temp = fresh_dir()?;
+        let agent = AgentProcess::spawn(&bench.drover, &temp.path().join("data"))?;
+        agent.wait_node_ready(START_LIMIT)?;
+        std::thread::sleep(Duration::from_secs(2));
+        let pid = agent.pid();
+        report.add(
+            "idle agent RSS",
+            "MiB",
+            mib(procfs::rss_kib(pid).unwrap_or(0)),
+        );
+        report.add(
+            "idle agent PSS",
+            "MiB",
+            mib(procfs::pss_kib(pid).unwrap_or(0)),
+        );
+        drop(agent);
+        report.record_load();
+    }
+    report.note("measured 2 s after the node is ready; RUST_LOG=warn");
+    Ok(report)
+}
+
+/// Registers N `sleep` tasks and waits for them to run; returns (elapsed, last alloc list).
+fn run_sleeps(
+    agent: &AgentProcess,
+    job_id: &str,
+    count: usize,
+) -> anyhow::Result<(Duration, Vec<Value>)> {
+    let body = register_body(
+        agent,
+        &job_hcl(job_id, "service", count, "/bin/sleep", &["3600"]),
+    )?;
+    let started = Instant::now();
+    agent.send_json("PUT", "/v1/jobs", &body)?;
+    let allocs = wait_allocs_status(
+        agent,
+        job_id,
+        count,
+        "running",
+        poll_interval(count),
+        Duration::from_secs(600),
+    )?;
+    Ok((started.elapsed(), allocs))
+}
+
+/// Stops a job and waits until every listed pid is gone; returns the elapsed time and when the
+/// stop was sent.
+fn stop_and_wait_gone(
+    agent: &AgentProcess,
+    job_id: &str,
+    pids: &[i32],
+) -> anyhow::Result<(Duration, Instant)> {
+    let started = Instant::now();
+    let (status, text) = http("DELETE", &agent.address, &format!("/v1/job/{job_id}"), None)?;
+    if status != 200 {
+        bail!("DELETE /v1/job/{job_id}: {status}: {text}");
+    }
+    poll(
+        Duration::from_secs(600),
+        Duration::from_millis(5),
+        "task processes to be gone",
+        || (!pids.iter().any(|pid| procfs::alive(*pid))).then_some(()),
+    )?;
+    Ok((started.elapsed(), started))
+}
+
+/// `run-sleep --count N`: register → all N allocs running; per alloc create → Started; stop →
+/// all task processes gone.
+pub fn run_sleep(bench: &Bench, count: usize) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    for run in 0..bench.runs {
+        let temp = fresh_dir()?;
+        let agent = AgentProcess::spawn(&bench.drover, &temp.path().join("data"))?;
+        agent.wait_node_ready(START_LIMIT)?;
+        let job_id = format!("sleep-{count}-{run}");
+        let cpu_before = procfs::cpu_ms(agent.pid());
+        let (elapsed, allocs) = run_sleeps(&agent, &job_id, count)?;
+        report.add(
+            "agent on-CPU time, register -> running",
+            "ms",
+            procfs::cpu_ms(agent.pid()) - cpu_before,
+        );
+        report.add(
+            &format!("register -> {count} allocs running"),
+            "ms",
+            ms(elapsed),
+        );
+        let per_alloc: Vec<f64> = allocs
+            .iter()
+            .filter_map(|alloc| {
+                let created = alloc["CreateTime"].as_i64()?;
+                Some((started_event_time(alloc)? - created) as f64 / 1e6)
+            })
+            .collect();
+        if let Some(p50) = percentile(&per_alloc, 50.0) {
+            report.add("per alloc CreateTime -> Started p50", "ms", p50);
+        }
+        if let Some(p99) = percentile(&per_alloc, 99.0) {
+            report.add("per alloc CreateTime -> Started p99", "ms", p99);
+        }
+        let processes = procfs::data_dir_processes(&agent.data_dir, &[agent.pid()]);
+        if processes.tasks.len() != count {
+            report.note(format!(
+                "run {}: found {} task processes for {count} allocs",
+                run + 1,
+                processes.tasks.len()
+            ));
+        }
+        let (gone, stop_sent) = stop_and_wait_gone(&agent, &job_id, &processes.tasks)?;
+        report.add("stop -> all task processes gone", "ms", ms(gone));
+        let shims_gone = poll(
+            Duration::from_secs(120),
+            Duration::from_millis(5),
+            "shims to exit",
+            || (!processes.shims.iter().any(|pid| procfs::alive(*pid))).then_some(()),
+        );
+        if shims_gone.is_ok() {
+            report.add("stop -> all shims gone too", "ms", ms(stop_sent.elapsed()));
+        }
+        drop(agent);
+        report.record_load();
+    }
+    Ok(report)
+}
+
+/// Sums PSS over pids, in KiB.
+fn pss_sum(pids: &[i32]) -> u64 {
+    pids.iter().filter_map(|pid| procfs::pss_kib(*pid)).sum()
+}
+
+/// `overhead --count N`: (agent PSS + shims' PSS − idle agent PSS) / N.
+pub fn overhead(bench: &Bench, count: usize) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    for run in 0..bench.runs {
+        let temp = fresh_dir()?;
+        let agent = AgentProcess::spawn(&bench.drover, &temp.path().join("data"))?;
+        agent.wait_node_ready(START_LIMIT)?;
+        std::thread::sleep(Duration::from_secs(2));
+        let pid = agent.pid();
+        let idle_pss = procfs::pss_kib(pid).unwrap_or(0);
+        let idle_rss = procfs::rss_kib(pid).unwrap_or(0);
+        let job_id = format!("overhead-{count}-{run}");
+        run_sleeps(&agent, &job_id, count)?;
+        std::thread::sleep(Duration::from_secs(2));
+        let processes = procfs::data_dir_processes(&agent.data_dir, &[pid]);
+        let agent_pss = procfs::pss_kib(pid).unwrap_or(0);
+        let agent_rss = procfs::rss_kib(pid).unwrap_or(0);
+        let shims_pss = pss_sum(&processes.shims);
+        let tasks_pss = pss_sum(&processes.tasks);
+        let per_task = (agent_pss + shims_pss).saturating_sub(idle_pss) as f64 / count as f64;
+        report.add(
+            "per-task overhead (agent + shims - idle)",
+            "MiB",
+            per_task / 1024.0,
+        );
+        report.add(
+            "shim PSS per task",
+            "MiB",
+            shims_pss as f64 / processes.shims.len().max(1) as f64 / 1024.0,
+        );
+        report.add(
+            "agent PSS growth per task",
+            "KiB",
+            agent_pss.saturating_sub(idle_pss) as f64 / count as f64,
+        );
+        report.add(
+            "agent RSS growth (total)",
+            "MiB",
+            mib(agent_rss.saturating_sub(idle_rss)),
+        );
+        report.add("agent RSS with the tasks", "MiB", mib(agent_rss));
+        report.add(
+            "sleep task PSS each (not overhead)",
+            "KiB",
+            tasks_pss as f64 / processes.tasks.len().max(1) as f64,
+        );
+        report.note(format!(
+            "run {}: {} shims, {} task processes",
+            run + 1,
+            processes.shims.len(),
+            processes.tasks.len()
+        ));
+        let _ = stop_and_wait_gone(&agent, &job_id, &processes.tasks)?;
+        drop(agent);
+        report.record_load();
+    }
+    Ok(report)
+}
+
+/// `restore --running N`: N `sleep` tasks, then repeatedly `kill -9` the agent and start it on
+/// the same data dir: time until the API answers, and until the client has re-attached every
+/// alloc and the server lists them all running.
+pub fn restore_running(bench: &Bench, count: usize) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    let temp = fresh_dir()?;
+    let data_dir = temp.path().join("data");
+    let mut agent = AgentProcess::spawn(&bench.drover, &data_dir)?;
+    agent.wait_node_ready(START_LIMIT)?;
+    let job_id = format!("restore-{count}");
+    run_sleeps(&agent, &job_id, count)?;
+    // Let the last status batches and the client's state writes land before the kill.
+    std::thread::sleep(Duration::from_secs(2));
+    let before = procfs::data_dir_processes(&data_dir, &[agent.pid()]);
+    let tasks_before: BTreeSet<i32> = before.tasks.iter().copied().collect();
+    for run in 0..bench.runs {
+        agent.kill9();
+        // The old agent is gone; its Drop must not clean the data dir.
+        std::mem::forget(agent);
+        agent = AgentProcess::spawn(&bench.drover, &data_dir)?;
+        let api = agent.wait_api_ready(START_LIMIT)?;
+        report.add("kill -9, spawn -> API answers", "ms", ms(api));
+        poll(
+            Duration::from_secs(300),
+            Duration::from_millis(5),
+            "every alloc listed running",
+            || (count_status(&job_allocs(&agent, &job_id).ok()?, "running") >= count).then_some(()),
+        )?;
+        agent.wait_node_ready(START_LIMIT)?;
+        report.add(
+            &format!("spawn -> {count} listed running, node ready"),
+            "ms",
+            ms(agent.spawned_at.elapsed()),
+        );
+        let after = procfs::data_dir_processes(&data_dir, &[agent.pid()]);
+        let tasks_after: BTreeSet<i32> = after.tasks.iter().copied().collect();
+        let allocs = job_allocs(&agent, &job_id)?;
+        let restarted = allocs
+            .iter()
+            .filter(|alloc| started_event_count(alloc) != 1)
+            .count();
+        report.note(format!(
+            "run {}: same task pids: {}; allocs with more than one Started event: {restarted}",
+            run + 1,
+            tasks_after == tasks_before
+        ));
+        report.record_load();
+    }
+    let _ = stop_and_wait_gone(&agent, &job_id, &before.tasks);
+    drop(agent);
+    procfs::clean_up_after(&data_dir);
+    Ok(report)
+}
+
+/// Creates `count` terminal allocations with batch jobs of `/bin/true`, `chunk` at a time.
+fn create_terminal_allocs(
+    agent: &AgentProcess,
+    count: usize,
+    chunk: usize,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut created = 0;
+    let mut job_number = 0;
+    while created < count {
+        let this_chunk = chunk.min(count - created);
+        let job_id = format!("true-{job_number}");
+        let body = register_body(
+            agent,
+            &job_hcl(&job_id, "batch", this_chunk, "/bin/true", &[]),
+        )?;
+        agent.send_json("PUT", "/v1/jobs", &body)?;
+        wait_allocs_status(
+            agent,
+            &job_id,
+            this_chunk,
+            "complete",
+            Duration::from_millis(200),
+            Duration::from_secs(1200),
+        )
+        .with_context(|| format!("job {job_id}"))?;
+        created += this_chunk;
+        job_number += 1;
+        eprintln!(
+            "  {created}/{count} terminal allocs after {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    report.note(format!(
+        "setup: {count} terminal allocs (batch /bin/true, {chunk} per job) in {:.1} s",
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}
+
+fn all_allocs_count(agent: &AgentProcess) -> Option<usize> {
+    Some(agent.get_json("/v1/allocations").ok()?.as_array()?.len())
+}
+
+/// Latency of `GET /v1/allocations`, `requests` times.
+fn alloc_list_latency(
+    agent: &AgentProcess,
+    requests: usize,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let mut samples = Vec::with_capacity(requests);
+    let mut bytes = 0;
+    for _ in 0..requests {
+        let started = Instant::now();
+        let (status, body) = http("GET", &agent.address, "/v1/allocations", None)?;
+        samples.push(ms(started.elapsed()));
+        if status != 200 {
+            bail!("GET /v1/allocations: {status}");
+        }
+        bytes = body.len();
+    }
+    for (name, percent) in [("p50", 50.0), ("p99", 99.0)] {
+        if let Some(value) = percentile(&samples, percent) {
+            report.add(&format!("GET /v1/allocations {name}"), "ms", value);
+        }
+    }
+    report.note(format!(
+        "GET /v1/allocations: {requests} requests, one connection each, {bytes} bytes per answer"
+    ));
+    Ok(())
+}
+
+/// `restore --terminal N`: N terminal allocs; `kill -9`, start again: time until the API
+/// answers and until the server lists every alloc again; then the alloc list latency.
+pub fn restore_terminal(bench: &Bench, count: usize, chunk: usize) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    let temp = fresh_dir()?;
+    let data_dir = temp.path().join("data");
+    let mut agent = AgentProcess::spawn(&bench.drover, &data_dir)?;
+    agent.wait_node_ready(START_LIMIT)?;
+    create_terminal_allocs(&agent, count, chunk, &mut report)?;
+    for _ in 0..bench.runs {
+        agent.kill9();
+        std::mem::forget(agent);
+        agent = AgentProcess::spawn(&bench.drover, &data_dir)?;
+        let api = agent.wait_api_ready(START_LIMIT)?;
+        report.add("kill -9, spawn -> API answers", "ms", ms(api));
+        poll(
+            Duration::from_secs(300),
+            Duration::from_millis(5),
+            "every alloc listed",
+            || (all_allocs_count(&agent)? >= count).then_some(()),
+        )?;
+        report.add(
+            &format!("spawn -> {count} allocs listed"),
+            "ms",
+            ms(agent.spawned_at.elapsed()),
+        );
+        agent.wait_node_ready(START_LIMIT)?;
+        report.add(
+            "spawn -> node ready again",
+            "ms",
+            ms(agent.spawned_at.elapsed()),
+        );
+        report.record_load();
+    }
+    alloc_list_latency(&agent, 100, &mut report)?;
+    drop(agent);
+    procfs::clean_up_after(&data_dir);
+    Ok(report)
+}
+
+/// `alloc-list --allocs N`: latency of `GET /v1/allocations` with N terminal allocs.
+pub fn alloc_list(bench: &Bench, count: usize, chunk: usize) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    let temp = fresh_dir()?;
+    let agent = AgentProcess::spawn(&bench.drover, &temp.path().join("data"))?;
+    agent.wait_node_ready(START_LIMIT)?;
+    create_terminal_allocs(&agent, count, chunk, &mut report)?;
+    for _ in 0..bench.runs {
+        alloc_list_latency(&agent, 100, &mut report)?;
+        report.record_load();
+    }
+    Ok(report)
+}
+
+/// The release `drover` next to this binary, unless `--drover` names one.
+pub fn locate_drover(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(path) = explicit {
+        return Ok(path.to_path_buf());
+    }
+    let exe = std::env::current_exe()?;
+    let candidate = exe.with_file_name("drover");
+    if candidate.is_file() {
+        return Ok(candidate);
+    }
+    bail!(
+        "no drover binary next to {}; build it with `cargo build --release --bins` or pass --drover PATH",
+        exe.display()
+    )
+}
