@@ -320,3 +320,45 @@ fn shutdown_with_a_data_dir_leaves_tasks_for_the_next_agent() {
     });
     next.terminate();
 }
+
+/// Past `gc_max_allocs` (50) terminal allocations on a node the client garbage-collects the
+/// oldest; every one of them must still reach `complete` on the server. (The race this guards
+/// against — collection dropping an unsent final status — is pinned down deterministically by
+/// the status buffer's unit test; here it is the behaviour end to end.)
+#[test]
+fn more_finished_allocs_than_gc_max_allocs_all_reach_complete() {
+    let agent = Agent::start_dev();
+    let (_dir, path) = write_jobspec(
+        "many.hcl",
+        r#"
+job "many" {
+  type = "batch"
+  group "g" {
+    count = 70
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/true"
+      }
+      resources {
+        cpu    = 10
+        memory = 10
+      }
+    }
+  }
+}
+"#,
+    );
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    wait_for(
+        "all 70 allocs to complete on the server",
+        Duration::from_secs(180),
+        || {
+            let allocs = allocs(&agent, "many");
+            (allocs.len() == 70 && count_with(&allocs, "run", "complete") == 70).then_some(())
+        },
+    );
+    wait_for("the job to be dead", LIMIT, || {
+        (agent.get_json("/v1/job/many")["Status"] == "dead").then_some(())
+    });
+}

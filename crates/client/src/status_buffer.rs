@@ -22,7 +22,7 @@
 //! **Not here**: deciding what an allocation's status is (the alloc runner derives it), or how
 //! the update travels (the [`ServerConn`] implementation).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -76,6 +76,9 @@ struct BufferState {
     next_sequence: u64,
     /// The ClientStatus the server last accepted for each allocation.
     accepted_status: HashMap<String, String>,
+    /// Garbage-collected allocations whose last update is still waiting: forgotten for good
+    /// once it has been sent.
+    forget_after_send: HashSet<String>,
 }
 
 #[derive(Debug)]
@@ -121,12 +124,15 @@ impl StatusBuffer {
             .insert(update.alloc_id.clone(), PendingEntry { update, sequence });
     }
 
-    /// Forgets an allocation that has been garbage collected: drops its unsent update and what
-    /// the server last accepted for it.
+    /// Forgets an allocation that has been garbage collected. Its last update, if still
+    /// waiting, is sent first — a collected allocation's final status (often its terminal one)
+    /// must still reach the server — and the allocation is forgotten once it has been.
     pub fn forget(&self, alloc_id: &str) {
         let mut state = self.lock();
-        state.pending.remove(alloc_id);
         state.accepted_status.remove(alloc_id);
+        if state.pending.contains_key(alloc_id) {
+            state.forget_after_send.insert(alloc_id.to_owned());
+        }
     }
 
     /// How many allocations have an update waiting.
@@ -169,10 +175,13 @@ impl StatusBuffer {
     fn mark_accepted(&self, batch: &TakenBatch) {
         let mut state = self.lock();
         for entry in &batch.entries {
-            state.accepted_status.insert(
-                entry.update.alloc_id.clone(),
-                entry.update.client_status.clone(),
-            );
+            let alloc_id = &entry.update.alloc_id;
+            if state.forget_after_send.remove(alloc_id) && !state.pending.contains_key(alloc_id) {
+                continue;
+            }
+            state
+                .accepted_status
+                .insert(alloc_id.clone(), entry.update.client_status.clone());
         }
     }
 
@@ -465,6 +474,45 @@ mod tests {
         assert!(*sent_at - reported_at <= STATUS_TICK);
         assert_eq!(batch, &vec![update("a1", ALLOC_CLIENT_STATUS_RUNNING, 2)]);
         assert_eq!(buffer.pending_count(), 0);
+
+        shutdown.cancel();
+        let _ = sender.await;
+    }
+
+    /// Regression: a node past `gc_max_allocs` collected terminal allocations before their
+    /// final (complete) status had been sent, and the server never heard they finished.
+    #[tokio::test(start_paused = true)]
+    async fn a_collected_allocations_final_status_is_still_sent_then_forgotten() {
+        let conn = Arc::new(RecordingConn::default());
+        let (buffer, shutdown, sender) = start(&conn);
+
+        buffer.report(update("a1", ALLOC_CLIENT_STATUS_RUNNING, 0));
+        tokio::time::sleep(STATUS_TICK * 2).await;
+        assert_eq!(conn.batches().len(), 1);
+
+        buffer.report(update(
+            "a1",
+            drover_structs::ALLOC_CLIENT_STATUS_COMPLETE,
+            1,
+        ));
+        buffer.forget("a1");
+        tokio::time::sleep(STATUS_TICK * 2).await;
+        let batches = conn.batches();
+        assert_eq!(batches.len(), 2, "the final status went out");
+        assert_eq!(
+            batches[1].1,
+            vec![update(
+                "a1",
+                drover_structs::ALLOC_CLIENT_STATUS_COMPLETE,
+                1
+            )]
+        );
+        assert_eq!(buffer.pending_count(), 0);
+        assert!(
+            buffer.lock().accepted_status.is_empty(),
+            "nothing is kept for a collected allocation"
+        );
+        assert!(buffer.lock().forget_after_send.is_empty());
 
         shutdown.cancel();
         let _ = sender.await;
