@@ -1288,10 +1288,15 @@ mod tests {
                 .values()
                 .all(|task| task.state == TASK_STATE_DEAD)
         );
-        assert_eq!(
-            harness.client.status_buffer().pending_update(&alloc_id),
-            None
-        );
+        // Its last update still goes out, then the buffer forgets it.
+        eventually("the last update to be sent and forgotten", || {
+            harness
+                .client
+                .status_buffer()
+                .pending_update(&alloc_id)
+                .is_none()
+        })
+        .await;
         harness.client.shutdown().await;
     }
 

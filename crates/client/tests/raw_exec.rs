@@ -247,6 +247,15 @@ async fn a_tree_ignoring_sigterm_is_killed_after_kill_timeout() {
         .filter_map(|line| line.trim().parse().ok())
         .collect();
     assert!(pids.iter().all(|pid| process_alive(*pid)));
+    // The tree can be up before the runner has recorded the task as started; stop it only
+    // once it has, so the events read Started … Killing → Terminated → Killed.
+    wait_for("the task to be running", || {
+        runner
+            .task_states()
+            .get("stubborn")
+            .is_some_and(|state| state.state == "running")
+    })
+    .await;
 
     let began = Instant::now();
     tokio::time::timeout(Duration::from_secs(60), runner.stop())

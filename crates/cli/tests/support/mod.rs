@@ -162,6 +162,16 @@ impl Drop for Agent {
 pub fn clean_up_after(data_dir: &Path) {
     let needle = data_dir.to_string_lossy().into_owned();
     let alloc_dir_var = format!("NOMAD_ALLOC_DIR={needle}");
+    // Tasks of isolated drivers see their alloc dir as `/alloc`; find them by their cgroup,
+    // which is named after their allocation.
+    let alloc_ids: Vec<String> = std::fs::read_dir(data_dir.join("alloc"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|entry| entry.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for entry in entries.flatten() {
             let Some(pid) = entry
@@ -173,10 +183,14 @@ pub fn clean_up_after(data_dir: &Path) {
             };
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
             let owned = String::from_utf8_lossy(&cmdline).contains(&needle)
                 || String::from_utf8_lossy(&environ)
                     .split('\0')
-                    .any(|var| var.starts_with(&alloc_dir_var));
+                    .any(|var| var.starts_with(&alloc_dir_var))
+                || alloc_ids
+                    .iter()
+                    .any(|alloc_id| cgroup.contains(&format!("/{alloc_id}.")));
             if owned {
                 let _ = nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(pid),
