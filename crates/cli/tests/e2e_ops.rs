@@ -355,8 +355,18 @@ job "chatty" {
             .unwrap_or_else(|_| {
                 panic!("followed {seen} lines (last {last_number:?}) before timing out")
             });
-        assert_eq!(line.len(), 194, "a whole line, never a split one: {line:?}");
-        let number: u64 = line[5..13].parse().expect("line number");
+        // A follower that falls behind a rotated file that is then deleted loses the rest of
+        // that file: its partial last line runs into the next file's data (Nomad's follower
+        // does the same). Anywhere else a line is whole.
+        let markers = line.matches("line-").count();
+        assert!(
+            line.len() == 194 || markers > 1,
+            "a whole line, never a split one: {line:?}"
+        );
+        let last_marker = line.rfind("line-").expect("a line marker");
+        let number: u64 = line[last_marker + 5..last_marker + 13]
+            .parse()
+            .expect("line number");
         if let Some(last) = last_number {
             assert!(number > last, "lines in order ({last} then {number})");
         }

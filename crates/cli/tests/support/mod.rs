@@ -150,9 +150,54 @@ impl Agent {
 
 impl Drop for Agent {
     fn drop(&mut self) {
+        // Ask the agent which allocations it has while it still answers: isolated tasks are
+        // found by their cgroup, named after the allocation.
+        let alloc_ids: Vec<String> = if self.child.is_some() {
+            let (status, body) = http("GET", &self.url("/v1/allocations"), None);
+            serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .filter(|_| status == 200)
+                .and_then(|list| list.as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|alloc| alloc["ID"].as_str().map(str::to_owned))
+                .collect()
+        } else {
+            Vec::new()
+        };
         self.stop_process();
+        kill_tasks_of_allocs(&alloc_ids);
         if !self.data_dir.as_os_str().is_empty() {
             clean_up_after(&self.data_dir);
+        }
+    }
+}
+
+/// Kills every process in a cgroup named after one of these allocations.
+pub fn kill_tasks_of_allocs(alloc_ids: &[String]) {
+    if alloc_ids.is_empty() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        if alloc_ids
+            .iter()
+            .any(|alloc_id| cgroup.contains(&format!("/{alloc_id}.")))
+        {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
     }
 }
