@@ -336,7 +336,7 @@ fn exec_into_an_isolated_task_enters_its_namespaces_root_and_user() {
             &alloc_id,
             "/bin/sh",
             "-c",
-            "tr '\\0' ' ' < /proc/1/cmdline; echo; id -u; pwd; test -d local && echo has-local",
+            "tr '\\0' ' ' < /proc/1/cmdline; echo; id -u; pwd; test -d local && echo has-local; grep -E '^(NoNewPrivs|CapBnd)' /proc/self/status",
         ],
     );
     assert_eq!(code, 0, "{stdout}");
@@ -345,6 +345,9 @@ fn exec_into_an_isolated_task_enters_its_namespaces_root_and_user() {
     assert!(lines[0].contains(&marker), "{stdout}");
     // Its user (nobody) and its root (the task dir, holding local/).
     assert_ne!(lines[1], "0", "{stdout}");
-    assert_eq!(&lines[2..], ["/", "has-local"], "{stdout}");
+    assert_eq!(&lines[2..4], ["/", "has-local"], "{stdout}");
+    // No more privileges than the task: no_new_privs and the default capability bound.
+    assert!(stdout.contains("NoNewPrivs:\t1"), "{stdout}");
+    assert!(stdout.contains("CapBnd:\t00000000a80425fb"), "{stdout}");
     agent.cli_ok(&["job", "stop", "-purge", "exec-isolated"]);
 }

@@ -213,6 +213,18 @@ fn prepare_and_exec(spec: &ExecSpec) -> Result<std::convert::Infallible, (i32, S
         nix::unistd::chdir(cwd.as_path())
             .map_err(|error| failed(format!("changing directory to {}: {error}", cwd.display())))?;
     }
+    if spec.enter_namespaces_of.is_some() {
+        // An isolated task runs with the default capability bound and no_new_privs; a command
+        // exec'd into it gets no more (a set-uid binary from the read-only system dirs must not
+        // lift it out of the task's privileges). The bound needs CAP_SETPCAP, still held here.
+        let keep = drover_isolate::caps::CapabilitySet::from_names(
+            &drover_isolate::caps::DEFAULT_CAPABILITIES,
+        )
+        .map_err(|error| failed(error.to_string()))?;
+        drover_isolate::caps::limit_bounding_set(keep)
+            .and_then(|()| drover_isolate::caps::set_no_new_privs())
+            .map_err(|error| failed(format!("limiting privileges: {error}")))?;
+    }
     if let Some((uid, gid, groups)) = &credentials {
         nix::unistd::setgroups(groups)
             .and_then(|()| nix::unistd::setgid(*gid))
