@@ -323,7 +323,12 @@ impl Pass<'_> {
                 if let Some(previous_task) = previous.tasks.get(task_name) {
                     task.networks = previous_task.networks.clone();
                     task.devices = previous_task.devices.clone();
-                    task.cpu.reserved_cores = previous_task.cpu.reserved_cores.clone();
+                    if previous_task.cpu.reserved_cores.is_some() {
+                        // The cores (and the CPU they stand for) stay; a change of `cores`
+                        // is destructive, so the count still matches.
+                        task.cpu.reserved_cores = previous_task.cpu.reserved_cores.clone();
+                        task.cpu.cpu_shares = previous_task.cpu.cpu_shares;
+                    }
                 }
             }
             allocated.shared.networks = previous.shared.networks.clone();
@@ -439,6 +444,11 @@ impl Pass<'_> {
         ids: &mut dyn IdSource,
     ) -> Allocation {
         let mut allocated = group_allocated_resources(group);
+        crate::select::apply_core_assignment(
+            &mut allocated,
+            &choice.reserved_cores,
+            choice.shares_per_core,
+        );
         if let Some(offer) = choice.ports.clone() {
             allocated.shared.ports = offer.ports;
             allocated.shared.networks = offer.networks;

@@ -17,7 +17,11 @@
 //! Resources counted: CPU (MHz) and memory (MB) of non-terminal allocations, with Nomad's
 //! lifecycle rule (prestart sidecars add up; ephemeral prestart, main plus poststart, and
 //! poststop tasks take the largest), against the node's resources minus its reserved ones;
-//! ephemeral disk when the node reports its disk; host ports for group networks (`network`).
+//! ephemeral disk when the node reports its disk; host ports for group networks (`network`);
+//! reserved cores for tasks that ask for `cores`: each such task gets that many core IDs from
+//! the node's reservable cores (minus the client's reserved ones) that no live allocation on
+//! the node holds, lowest first, and CPU of cores × the node's MHz per core, as Nomad does; a
+//! node without enough free cores is exhausted on the `cores` dimension.
 //!
 //! Not here: which placements to make (`reconcile`), building allocations (`generic`).
 
@@ -225,6 +229,8 @@ struct ProposedAlloc {
     disk_mb: i64,
     /// Host ports it holds.
     ports: Vec<i64>,
+    /// Cores it holds exclusively (every task's, whatever its lifecycle).
+    reserved_cores: Vec<u16>,
 }
 
 impl ProposedAlloc {
@@ -237,6 +243,130 @@ impl ProposedAlloc {
             usage: allocated_usage(alloc),
             disk_mb: allocated_disk_mb(alloc),
             ports: crate::network::alloc_ports(alloc),
+            reserved_cores: alloc_reserved_cores(alloc),
+        }
+    }
+}
+
+/// The cores an allocation holds exclusively: the union of its tasks' `ReservedCores`, sorted.
+pub fn alloc_reserved_cores(alloc: &Allocation) -> Vec<u16> {
+    let Some(allocated) = alloc.allocated_resources.as_ref() else {
+        return Vec::new();
+    };
+    let cores: BTreeSet<u16> = allocated
+        .tasks
+        .values()
+        .filter_map(|task| task.cpu.reserved_cores.as_ref())
+        .flatten()
+        .copied()
+        .collect();
+    cores.into_iter().collect()
+}
+
+/// A core held by more than one of `allocs` (non-terminal ones only), if any: what a plan
+/// applier checks before it commits allocations to one node.
+pub fn reserved_core_conflict<'a>(allocs: impl IntoIterator<Item = &'a Allocation>) -> Option<u16> {
+    let mut held = BTreeSet::new();
+    for alloc in allocs {
+        if alloc.terminal_status() {
+            continue;
+        }
+        for core in alloc_reserved_cores(alloc) {
+            if !held.insert(core) {
+                return Some(core);
+            }
+        }
+    }
+    None
+}
+
+/// The core IDs a node lets tasks reserve: its reservable cores minus those its client keeps
+/// back, sorted.
+pub fn node_reservable_cores(node: &Node) -> BTreeSet<u16> {
+    let kept_back: BTreeSet<u16> = node
+        .reserved_resources
+        .as_ref()
+        .map(|reserved| reserved.cpu.reserved_cpu_cores.iter().copied().collect())
+        .unwrap_or_default();
+    node.node_resources
+        .as_ref()
+        .map(|resources| {
+            resources
+                .cpu
+                .reservable_cpu_cores
+                .iter()
+                .copied()
+                .filter(|core| !kept_back.contains(core))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The MHz one core of `node` stands for (Nomad's `SharesPerCore`: total compute over total
+/// cores), the CPU a task is charged per reserved core.
+pub fn node_shares_per_core(node: &Node) -> i64 {
+    node.node_resources.as_ref().map_or(0, |resources| {
+        if resources.cpu.total_cpu_cores > 0 {
+            resources.cpu.cpu_shares / resources.cpu.total_cpu_cores
+        } else {
+            0
+        }
+    })
+}
+
+/// The cores each task of a placement reserves, by task name.
+pub type CoreAssignment = BTreeMap<String, Vec<u16>>;
+
+/// Picks cores on `node` for every task of `group` that asks for `cores`, from those not in
+/// `held` (cores live allocations on the node already hold): lowest IDs first, each task its
+/// own. `Err` names the exhausted dimension (`cores`) when there are not enough.
+pub fn assign_cores(
+    node: &Node,
+    group: &TaskGroup,
+    held: &BTreeSet<u16>,
+) -> Result<CoreAssignment, &'static str> {
+    let mut assignment = CoreAssignment::new();
+    let wanting: Vec<(&str, usize)> = group
+        .tasks
+        .iter()
+        .filter_map(|task| {
+            let cores = task
+                .resources
+                .as_ref()
+                .map_or(0, |resources| resources.cores);
+            usize::try_from(cores)
+                .ok()
+                .filter(|cores| *cores > 0)
+                .map(|cores| (task.name.as_str(), cores))
+        })
+        .collect();
+    if wanting.is_empty() {
+        return Ok(assignment);
+    }
+    let mut free = node_reservable_cores(node)
+        .into_iter()
+        .filter(|core| !held.contains(core));
+    for (task_name, cores) in wanting {
+        let picked: Vec<u16> = free.by_ref().take(cores).collect();
+        if picked.len() < cores {
+            return Err("cores");
+        }
+        assignment.insert(task_name.to_string(), picked);
+    }
+    Ok(assignment)
+}
+
+/// Writes the reserved cores into the allocated resources, each such task charged the MHz of
+/// its cores.
+pub fn apply_core_assignment(
+    allocated: &mut AllocatedResources,
+    assignment: &CoreAssignment,
+    shares_per_core: i64,
+) {
+    for (task_name, cores) in assignment {
+        if let Some(task) = allocated.tasks.get_mut(task_name) {
+            task.cpu.cpu_shares = shares_per_core * cores.len() as i64;
+            task.cpu.reserved_cores = Some(cores.clone());
         }
     }
 }
@@ -259,6 +389,10 @@ pub struct RankedNode {
     pub final_score: f64,
     /// Host ports assigned for the group's networks, when it has any.
     pub ports: Option<crate::network::PortOffer>,
+    /// Cores reserved for the tasks that ask for `cores` (empty when none do).
+    pub reserved_cores: CoreAssignment,
+    /// The MHz each reserved core is charged on this node.
+    pub shares_per_core: i64,
 }
 
 /// The candidate nodes of one pass and what has been learnt about them.
@@ -386,7 +520,13 @@ impl Stack {
             nodes_in_pool: self.candidates.len() as i64,
             ..AllocMetric::default()
         };
-        let ask = resources_usage(&group_allocated_resources(group));
+        let group_resources = group_allocated_resources(group);
+        let group_ask = resources_usage(&group_resources);
+        let wants_cores = group.tasks.iter().any(|task| {
+            task.resources
+                .as_ref()
+                .is_some_and(|resources| resources.cores > 0)
+        });
         let distinct_hosts = DistinctHosts::of(job, group);
         let distinct_properties = DistinctProperty::of(job, group);
         let property_use: Vec<BTreeMap<String, u64>> = distinct_properties
@@ -491,6 +631,28 @@ impl Stack {
                 continue;
             }
 
+            // Cores first, as in Nomad: a task's CPU follows from the cores it gets.
+            let mut reserved_cores = CoreAssignment::new();
+            let shares_per_core = node_shares_per_core(&node);
+            let mut ask = group_ask;
+            if wants_cores {
+                let held: BTreeSet<u16> = proposed
+                    .iter()
+                    .flat_map(|alloc| alloc.reserved_cores.iter().copied())
+                    .collect();
+                match assign_cores(&node, group, &held) {
+                    Ok(assignment) => {
+                        let mut allocated = group_resources.clone();
+                        apply_core_assignment(&mut allocated, &assignment, shares_per_core);
+                        ask = resources_usage(&allocated);
+                        reserved_cores = assignment;
+                    }
+                    Err(dimension) => {
+                        exhaust_node(&mut metric, &node, dimension);
+                        continue;
+                    }
+                }
+            }
             let mut used = ask;
             for alloc in &proposed {
                 used.add(alloc.usage);
@@ -602,6 +764,8 @@ impl Stack {
                 node,
                 final_score,
                 ports,
+                reserved_cores,
+                shares_per_core,
             };
             if option.final_score <= SKIP_SCORE_THRESHOLD && deferred.len() < MAX_SKIP {
                 deferred.push(option);

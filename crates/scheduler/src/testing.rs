@@ -107,6 +107,19 @@ impl JobBuilder {
         self
     }
 
+    /// Sets the number of cores the last task reserves (its `cpu` is then ignored).
+    pub fn cores(mut self, cores: i64) -> Self {
+        if let Some(task) = self
+            .job
+            .task_groups
+            .last_mut()
+            .and_then(|group| group.tasks.last_mut())
+        {
+            task.resources.get_or_insert_with(Resources::default).cores = cores;
+        }
+        self
+    }
+
     /// Adds a job-level constraint.
     pub fn constraint(mut self, left: &str, operand: &str, right: &str) -> Self {
         self.job.constraints.push(constraint(left, operand, right));
@@ -231,7 +244,7 @@ impl NodeBuilder {
                 cpu: NodeCpuResources {
                     cpu_shares: 4000,
                     total_cpu_cores: 4,
-                    ..NodeCpuResources::default()
+                    reservable_cpu_cores: vec![0, 1, 2, 3],
                 },
                 memory: NodeMemoryResources { memory_mb: 8192 },
                 disk: NodeDiskResources { disk_mb: 100_000 },
@@ -285,6 +298,23 @@ impl NodeBuilder {
             memory: NodeMemoryResources { memory_mb },
             ..NodeReservedResources::default()
         });
+        self
+    }
+
+    /// The node's total cores and the core IDs it lets tasks reserve.
+    pub fn cores(mut self, total: i64, reservable: &[u16]) -> Self {
+        if let Some(resources) = self.node.node_resources.as_mut() {
+            resources.cpu.total_cpu_cores = total;
+            resources.cpu.reservable_cpu_cores = reservable.to_vec();
+        }
+        self
+    }
+
+    /// Core IDs the client keeps back from reservation (`reserved { cores = … }`).
+    pub fn reserved_cores(mut self, cores: &[u16]) -> Self {
+        if let Some(reserved) = self.node.reserved_resources.as_mut() {
+            reserved.cpu.reserved_cpu_cores = cores.to_vec();
+        }
         self
     }
 

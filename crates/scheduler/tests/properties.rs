@@ -1,7 +1,8 @@
 //! Safety properties over random clusters and random job histories: never more live
 //! allocations than a group's count, nothing placed on a node that is down, draining,
-//! ineligible or outside the job's datacenters, no node's CPU or memory overcommitted, and the
-//! same inputs always giving the same plan.
+//! ineligible or outside the job's datacenters, no node's CPU or memory overcommitted, no core
+//! reserved by two live allocations of a node (or outside its reservable cores), and the same
+//! inputs always giving the same plan.
 
 // Integration tests: a panic is a failed test.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -29,6 +30,8 @@ struct NodeSpec {
     draining: bool,
     second_dc: bool,
     has_driver: bool,
+    /// How many of its 4 cores (IDs from 0) tasks may reserve.
+    reservable_cores: u16,
 }
 
 fn node_spec() -> impl Strategy<Value = NodeSpec> {
@@ -41,6 +44,7 @@ fn node_spec() -> impl Strategy<Value = NodeSpec> {
         proptest::bool::weighted(0.1),
         proptest::bool::weighted(0.3),
         proptest::bool::weighted(0.9),
+        0u16..5,
     )
         .prop_map(
             |(
@@ -52,6 +56,7 @@ fn node_spec() -> impl Strategy<Value = NodeSpec> {
                 draining,
                 second_dc,
                 has_driver,
+                reservable_cores,
             )| NodeSpec {
                 cpu,
                 memory_mb,
@@ -61,6 +66,7 @@ fn node_spec() -> impl Strategy<Value = NodeSpec> {
                 draining,
                 second_dc,
                 has_driver,
+                reservable_cores,
             },
         )
 }
@@ -76,6 +82,8 @@ struct Step {
     fail_some: bool,
     /// `alloc stop` some allocations (some with `-reschedule`).
     stop_some: bool,
+    /// Cores each task reserves instead of `cpu`.
+    cores: Option<i64>,
 }
 
 fn step(groups: usize) -> impl Strategy<Value = Step> {
@@ -88,9 +96,20 @@ fn step(groups: usize) -> impl Strategy<Value = Step> {
         proptest::option::weighted(0.3, 0usize..20),
         proptest::bool::weighted(0.3),
         proptest::bool::weighted(0.3),
+        proptest::option::weighted(0.3, 1i64..3),
     )
         .prop_map(
-            |(counts, cpu, memory_mb, change_env, stop, take_node_down, fail_some, stop_some)| {
+            |(
+                counts,
+                cpu,
+                memory_mb,
+                change_env,
+                stop,
+                take_node_down,
+                fail_some,
+                stop_some,
+                cores,
+            )| {
                 Step {
                     counts,
                     cpu,
@@ -100,6 +119,7 @@ fn step(groups: usize) -> impl Strategy<Value = Step> {
                     take_node_down,
                     fail_some,
                     stop_some,
+                    cores,
                 }
             },
         )
@@ -151,6 +171,7 @@ fn build_node(index: usize, spec: &NodeSpec) -> drover_structs::Node {
     let mut builder = NodeBuilder::new(&format!("node-{index:02}"))
         .resources(spec.cpu, spec.memory_mb)
         .reserved(spec.reserved_cpu, 0)
+        .cores(4, &(0..spec.reservable_cores).collect::<Vec<u16>>())
         .status(status)
         .datacenter(if spec.second_dc { "dc2" } else { "dc1" });
     if spec.ineligible {
@@ -184,6 +205,9 @@ fn build_job(scenario: &Scenario, step: &Step, version: u64) -> Job {
             .group(&format!("g{index}"), *count)
             .task("t", "raw_exec")
             .resources(step.cpu, step.memory_mb);
+        if let Some(cores) = step.cores {
+            builder = builder.cores(cores);
+        }
         if scenario.ports {
             builder = builder.network(&[("static", 8000 + index as i64)], &["dynamic"]);
         }
@@ -315,6 +339,30 @@ fn check_state(state: &InMemoryState, jobs: &[&Job]) -> Result<(), TestCaseError
             "a host port is held twice on {}",
             node_id
         );
+    }
+    let mut cores: BTreeMap<&str, Vec<u16>> = BTreeMap::new();
+    for alloc in &live {
+        cores
+            .entry(alloc.node_id.as_str())
+            .or_default()
+            .extend(drover_scheduler::select::alloc_reserved_cores(alloc));
+    }
+    for (node_id, mut held) in cores {
+        let node = state
+            .node(node_id)
+            .ok_or_else(|| TestCaseError::fail("unknown node"))?;
+        let reservable = drover_scheduler::select::node_reservable_cores(&node);
+        prop_assert!(
+            held.iter().all(|core| reservable.contains(core)),
+            "cores {:?} on {} outside its reservable {:?}",
+            held,
+            node_id,
+            reservable
+        );
+        let count = held.len();
+        held.sort_unstable();
+        held.dedup();
+        prop_assert_eq!(held.len(), count, "a core is reserved twice on {}", node_id);
     }
     let mut used: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
     for alloc in &live {

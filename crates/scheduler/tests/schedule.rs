@@ -1405,3 +1405,136 @@ fn sticky_ephemeral_disk_keeps_a_replacement_on_its_node() {
         assert_eq!(replacement.node_id, original.node_id, "round {round}");
     }
 }
+
+fn reserved_cores_of(alloc: &Allocation, task: &str) -> Vec<u16> {
+    alloc.allocated_resources.as_ref().unwrap().tasks[task]
+        .cpu
+        .reserved_cores
+        .clone()
+        .unwrap_or_default()
+}
+
+#[test]
+fn tasks_with_cores_get_distinct_core_ids_and_their_cpu() {
+    let mut state = InMemoryState::new();
+    // 4000 MHz over 4 cores: 1000 MHz per core; core 0 kept back by the client.
+    state.upsert_node(
+        NodeBuilder::new("n")
+            .cores(4, &[0, 1, 2, 3])
+            .reserved_cores(&[0])
+            .build(),
+    );
+    let job = JobBuilder::service("web")
+        .group("g", 2)
+        .task("t", "raw_exec")
+        .cores(1)
+        .build();
+    state.upsert_job(job.clone());
+    let mut plan = run(&state, &job, "e1");
+    assert!(plan.failed_tg_allocs.is_empty());
+    let first: Vec<Vec<u16>> = plan
+        .allocations()
+        .map(|alloc| reserved_cores_of(alloc, "t"))
+        .collect();
+    let mut all: Vec<u16> = first.iter().flatten().copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, vec![1, 2], "lowest free cores, never core 0, one each");
+    for alloc in plan.allocations() {
+        let allocated = alloc.allocated_resources.as_ref().unwrap();
+        assert_eq!(allocated.tasks["t"].cpu.cpu_shares, 1000);
+        assert_eq!(alloc.task_resources["t"].cpu, 1000);
+    }
+    commit(&mut state, &plan);
+
+    // Another job asking for two cores finds only core 3 free: exhausted on "cores".
+    let other = JobBuilder::service("batchy")
+        .group("big", 1)
+        .task("crunch", "raw_exec")
+        .cores(2)
+        .build();
+    state.upsert_job(other.clone());
+    plan = run(&state, &other, "e2");
+    assert!(plan.allocations().next().is_none());
+    let metric = &plan.failed_tg_allocs["big"];
+    assert_eq!(metric.nodes_exhausted, 1);
+    assert_eq!(metric.dimension_exhausted.get("cores"), Some(&1));
+
+    // One core fits, on core 3.
+    let single = new_version(&other, |job| {
+        job.task_groups[0].tasks[0]
+            .resources
+            .as_mut()
+            .unwrap()
+            .cores = 1;
+    });
+    state.upsert_job(single.clone());
+    plan = run(&state, &single, "e3");
+    let placed: Vec<&Allocation> = plan.allocations().collect();
+    assert_eq!(placed.len(), 1);
+    assert_eq!(reserved_cores_of(placed[0], "crunch"), vec![3]);
+}
+
+#[test]
+fn cores_of_stopped_allocations_are_free_again_and_in_place_updates_keep_theirs() {
+    let mut state = InMemoryState::new();
+    state.upsert_node(NodeBuilder::new("n").cores(4, &[0, 1]).build());
+    let job = JobBuilder::service("web")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .cores(1)
+        .build();
+    state.upsert_job(job.clone());
+    let plan = run(&state, &job, "e1");
+    commit(&mut state, &plan);
+    let first = live_allocs(&state, &job);
+    assert_eq!(reserved_cores_of(&first[0], "t"), vec![0]);
+
+    // Scaling up updates the running allocation in place (it keeps its core and the CPU it
+    // stands for) and gives the new one the other core.
+    let scaled = new_version(&job, |job| job.task_groups[0].count = 2);
+    state.upsert_job(scaled.clone());
+    let plan = run(&state, &scaled, "e2");
+    assert!(plan.failed_tg_allocs.is_empty());
+    let kept = plan
+        .allocations()
+        .find(|alloc| alloc.id == first[0].id)
+        .expect("updated in place");
+    assert_eq!(reserved_cores_of(kept, "t"), vec![0]);
+    assert_eq!(
+        kept.allocated_resources.as_ref().unwrap().tasks["t"]
+            .cpu
+            .cpu_shares,
+        1000
+    );
+    let new: Vec<&Allocation> = plan
+        .allocations()
+        .filter(|alloc| alloc.id != first[0].id)
+        .collect();
+    assert_eq!(new.len(), 1);
+    assert_eq!(reserved_cores_of(new[0], "t"), vec![1]);
+    commit(&mut state, &plan);
+
+    // A second job cannot have a core while the first runs.
+    let other = JobBuilder::service("other")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .cores(1)
+        .build();
+    state.upsert_job(other.clone());
+    let plan = run(&state, &other, "e3");
+    assert!(plan.allocations().next().is_none());
+    assert_eq!(
+        plan.failed_tg_allocs["g"].dimension_exhausted.get("cores"),
+        Some(&1)
+    );
+
+    // Once the first job stops, its cores are free again.
+    let stopped = new_version(&scaled, |job| job.stop = true);
+    state.upsert_job(stopped.clone());
+    let plan = run(&state, &stopped, "e4");
+    commit(&mut state, &plan);
+    let plan = run(&state, &other, "e5");
+    let placed: Vec<&Allocation> = plan.allocations().collect();
+    assert_eq!(placed.len(), 1);
+    assert_eq!(reserved_cores_of(placed[0], "t"), vec![0]);
+}
