@@ -691,3 +691,386 @@ async fn a_command_missing_from_the_task_root_is_a_start_error() {
         assert!(leftovers.is_empty(), "cgroups left behind: {leftovers:?}");
     }
 }
+
+/// What a long-running probe task reports about its cpus, cgroup and host name before it
+/// sleeps; the report appears whole (written aside, then renamed).
+const PLACEMENT_PROBE: &str = r#"{
+echo "cpus=$(grep Cpus_allowed_list /proc/self/status | cut -f2)"
+echo "cores_env=$NOMAD_CPU_CORES"
+echo "cpuset_cgroup=$(grep ':cpuset:' /proc/self/cgroup | cut -d: -f3)"
+echo "hostname=$(hostname)"
+echo "kernel_hostname=$(cat /proc/sys/kernel/hostname)"
+echo "done=yes"
+} > /local/probe.tmp 2>&1
+mv /local/probe.tmp /local/probe.txt
+exec sleep 3600
+"#;
+
+/// A service job of one group whose exec task runs [`PLACEMENT_PROBE`] with `resources` and
+/// the group-level `extra` (a network block, for instance).
+fn probe_job(job: &str, group: &str, resources: &str, extra: &str) -> String {
+    format!(
+        r#"
+job "{job}" {{
+  datacenters = ["dc1"]
+  group "{group}" {{
+{extra}
+    task "t" {{
+      driver = "exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", {PLACEMENT_PROBE:?}]
+      }}
+      resources {{
+{resources}
+      }}
+    }}
+  }}
+}}
+"#
+    )
+}
+
+/// Waits for the job's running allocation to have written its probe report; returns the full
+/// allocation and the report.
+fn running_probe(agent: &Agent, job_id: &str) -> (Value, BTreeMap<String, String>) {
+    let alloc_id = wait_for(&format!("{job_id} to run its probe"), LIMIT, || {
+        allocs(agent, job_id).into_iter().find_map(|alloc| {
+            let id = alloc["ID"].as_str()?.to_string();
+            let report = agent
+                .data_dir
+                .join("alloc")
+                .join(&id)
+                .join("t/local/probe.txt");
+            (alloc["ClientStatus"] == "running" && report.is_file()).then_some(id)
+        })
+    });
+    let alloc = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+    let text = std::fs::read_to_string(
+        agent
+            .data_dir
+            .join("alloc")
+            .join(&alloc_id)
+            .join("t/local/probe.txt"),
+    )
+    .unwrap();
+    let seen = report(&text);
+    assert_eq!(seen.get("done").map(String::as_str), Some("yes"), "{text}");
+    (alloc, seen)
+}
+
+fn reserved_cores(alloc: &Value) -> Vec<u16> {
+    alloc["AllocatedResources"]["Tasks"]["t"]["Cpu"]["ReservedCores"]
+        .as_array()
+        .map(|cores| {
+            cores
+                .iter()
+                .map(|core| u16::try_from(core.as_u64().unwrap()).unwrap())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn host_cpuset_file(cgroup: &str, file: &str) -> String {
+    std::fs::read_to_string(
+        Path::new("/sys/fs/cgroup/cpuset")
+            .join(cgroup.trim_start_matches('/'))
+            .join(file),
+    )
+    .unwrap_or_else(|error| panic!("reading {file} of cpuset cgroup {cgroup}: {error}"))
+    .trim()
+    .to_string()
+}
+
+/// `resources { cores = 1 }`: the scheduler reserves a core ID, the task's cgroup is confined
+/// to it (seen from inside as its allowed cpus), a task without cores keeps the shared cpus, a
+/// job wanting more cores than are free fails placement on "cores", and the next reservation
+/// gets the other core. The machine these run on has two cores.
+#[test]
+fn a_task_with_cores_runs_on_exactly_its_reserved_core_and_no_core_is_given_twice() {
+    if !Path::new("/sys/fs/cgroup/cpuset/cpuset.cpus").is_file() {
+        eprintln!("skipped: no cgroup v1 cpuset hierarchy (the cpuset files are read from it)");
+        return;
+    }
+    let agent = Agent::start_dev();
+    let node_id = wait_for("the node to register", LIMIT, || {
+        agent.get_json("/v1/nodes")[0]["ID"]
+            .as_str()
+            .map(str::to_string)
+    });
+    let node = agent.get_json(&format!("/v1/node/{node_id}"));
+    let reservable: Vec<u64> = node["NodeResources"]["Cpu"]["ReservableCpuCores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|core| core.as_u64().unwrap())
+        .collect();
+    assert!(reservable.len() >= 2, "needs two reservable cores: {node}");
+    let total_mhz = node["NodeResources"]["Cpu"]["CpuShares"].as_i64().unwrap();
+    let total_cores = node["NodeResources"]["Cpu"]["TotalCpuCores"]
+        .as_i64()
+        .unwrap();
+    let shared_cpus = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string();
+
+    run_job(
+        &agent,
+        "pinned.hcl",
+        &probe_job("pinned", "g", "cores = 1\nmemory = 32", ""),
+    );
+    run_job(
+        &agent,
+        "shared.hcl",
+        &probe_job("shared", "g", "cpu = 50\nmemory = 32", ""),
+    );
+    let (pinned, pinned_seen) = running_probe(&agent, "pinned");
+    let (_, shared_seen) = running_probe(&agent, "shared");
+
+    let pinned_cores = reserved_cores(&pinned);
+    assert_eq!(pinned_cores.len(), 1, "{pinned}");
+    let core = pinned_cores[0].to_string();
+    // Nomad charges a task with cores the MHz of its cores.
+    assert_eq!(
+        pinned["AllocatedResources"]["Tasks"]["t"]["Cpu"]["CpuShares"].as_i64(),
+        Some(total_mhz / total_cores),
+        "{pinned}"
+    );
+    assert_eq!(pinned_seen["cpus"], core, "{pinned_seen:?}");
+    assert_eq!(pinned_seen["cores_env"], core, "{pinned_seen:?}");
+    let cgroup = &pinned_seen["cpuset_cgroup"];
+    assert!(cgroup.contains(pinned["ID"].as_str().unwrap()), "{cgroup}");
+    assert_eq!(host_cpuset_file(cgroup, "cpuset.cpus"), core);
+    assert_eq!(
+        host_cpuset_file(cgroup, "cpuset.mems"),
+        host_cpuset_file("/", "cpuset.mems"),
+        "cpuset.mems copied from the parent"
+    );
+    // A task without cores runs on the shared cpus (every cpu the agent may use).
+    assert_eq!(shared_seen["cpus"], shared_cpus, "{shared_seen:?}");
+    assert_eq!(shared_seen["cores_env"], "", "{shared_seen:?}");
+
+    // Two cores while one is held: placement fails, naming the exhausted dimension.
+    run_job(
+        &agent,
+        "greedy.hcl",
+        &probe_job("greedy", "g", "cores = 2\nmemory = 32", ""),
+    );
+    let failed = wait_for("the greedy placement to fail", LIMIT, || {
+        agent
+            .get_json("/v1/job/greedy/evaluations")
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .find_map(|eval| eval["FailedTGAllocs"]["g"].as_object().cloned())
+    });
+    assert_eq!(
+        failed["DimensionExhausted"]["cores"].as_i64(),
+        Some(1),
+        "{failed:?}"
+    );
+    assert!(allocs(&agent, "greedy").is_empty());
+
+    // The shared task gone, one more core fits: the other one.
+    agent.cli_ok(&["job", "stop", "shared"]);
+    wait_for("the shared task to stop", LIMIT, || {
+        allocs(&agent, "shared")
+            .iter()
+            .all(|alloc| alloc["ClientStatus"] != "running")
+            .then_some(())
+    });
+    run_job(
+        &agent,
+        "second.hcl",
+        &probe_job("second", "g", "cores = 1\nmemory = 32", ""),
+    );
+    let (second, second_seen) = running_probe(&agent, "second");
+    let second_cores = reserved_cores(&second);
+    assert_eq!(second_cores.len(), 1, "{second}");
+    assert_ne!(second_cores, pinned_cores, "a core given twice");
+    assert_eq!(
+        second_seen["cpus"],
+        second_cores[0].to_string(),
+        "{second_seen:?}"
+    );
+    assert_eq!(
+        host_cpuset_file(&second_seen["cpuset_cgroup"], "cpuset.cpus"),
+        second_cores[0].to_string()
+    );
+}
+
+/// The group network's `hostname` (interpolated) names an exec task in its own uts namespace;
+/// without one the task sees the host's name, and the host's name is never changed.
+#[test]
+fn the_network_hostname_names_the_task_and_the_host_keeps_its_own() {
+    let host_name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string();
+    let agent = Agent::start_dev();
+    run_job(
+        &agent,
+        "named.hcl",
+        &probe_job(
+            "named",
+            "web",
+            "cpu = 50\nmemory = 32",
+            "    network {\n      hostname = \"${NOMAD_GROUP_NAME}-${NOMAD_ALLOC_INDEX}\"\n    }",
+        ),
+    );
+    run_job(
+        &agent,
+        "unnamed.hcl",
+        &probe_job("unnamed", "g", "cpu = 50\nmemory = 32", ""),
+    );
+    let (_, named) = running_probe(&agent, "named");
+    let (_, unnamed) = running_probe(&agent, "unnamed");
+    assert_eq!(named["hostname"], "web-0", "{named:?}");
+    assert_eq!(named["kernel_hostname"], "web-0", "{named:?}");
+    assert_eq!(unnamed["kernel_hostname"], host_name, "{unnamed:?}");
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap()
+            .trim(),
+        host_name,
+        "the host's own name is untouched"
+    );
+}
+
+/// `pids_limit` caps the task's processes: a fork loop inside it gets EAGAIN ("Cannot fork")
+/// at the limit instead of filling the host, the cgroup's `pids.max` holds it, and a limit
+/// that is not a positive integer fails the task with the reason.
+#[test]
+fn a_fork_loop_under_pids_limit_fails_to_fork_at_the_limit() {
+    let agent = Agent::start_dev();
+    let fork_loop = r#"(
+  i=0
+  while [ $i -lt 200 ]; do
+    sleep 600 &
+    i=$((i+1))
+    echo $i > /local/started
+  done
+  echo all > /local/started
+) 2> /local/fork_errors
+echo "loop_exit=$?" > /local/report.txt
+exec sleep 600
+"#;
+    let job = format!(
+        r#"
+job "forky" {{
+  datacenters = ["dc1"]
+  type        = "batch"
+  group "g" {{
+    restart {{
+      attempts = 0
+      mode     = "fail"
+    }}
+    task "t" {{
+      driver = "exec"
+      config {{
+        command    = "/bin/sh"
+        args       = ["-c", {fork_loop:?}]
+        pids_limit = 16
+      }}
+      resources {{
+        cpu    = 50
+        memory = 64
+      }}
+    }}
+  }}
+  group "zero" {{
+    restart {{
+      attempts = 0
+      mode     = "fail"
+    }}
+    task "zero" {{
+      driver = "raw_exec"
+      config {{
+        command    = "/bin/true"
+        pids_limit = 0
+      }}
+      resources {{
+        cpu    = 50
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    run_job(&agent, "forky.hcl", &job);
+    let alloc_id = wait_for("the fork loop to end", LIMIT, || {
+        allocs(&agent, "forky").into_iter().find_map(|alloc| {
+            let id = alloc["ID"].as_str()?.to_string();
+            let report = agent
+                .data_dir
+                .join("alloc")
+                .join(&id)
+                .join("t/local/report.txt");
+            report.is_file().then_some(id)
+        })
+    });
+    let local = agent.data_dir.join("alloc").join(&alloc_id).join("t/local");
+    let read = |name: &str| std::fs::read_to_string(local.join(name)).unwrap_or_default();
+    let started = read("started");
+    let errors = read("fork_errors");
+    let loop_report = read("report.txt");
+    let started_count: u64 = started.trim().parse().unwrap_or_else(|_| {
+        panic!("the loop was never stopped: started={started:?} errors={errors:?}")
+    });
+    // The task's shell, the loop's subshell and its sleeps: at most 16 processes.
+    assert!(
+        started_count < 16,
+        "{started_count} sleeps started under a limit of 16"
+    );
+    assert!(
+        errors.contains("fork"),
+        "no fork failure reported: {errors:?}"
+    );
+    assert!(!loop_report.contains("loop_exit=0"), "{loop_report}");
+    // The host side: the task's cgroup holds the limit and has refused forks at it.
+    // The task lives on after the refused forks (its shell exec'd the last sleep).
+    wait_for("the task to be reported running", LIMIT, || {
+        let alloc = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+        (alloc["TaskStates"]["t"]["State"] == "running").then_some(())
+    });
+    // v1 keeps pids files in the pids hierarchy, v2 in the one tree.
+    let pids_dir = ["/sys/fs/cgroup/pids/drover", "/sys/fs/cgroup/drover"]
+        .iter()
+        .filter_map(|parent| std::fs::read_dir(parent).ok())
+        .flat_map(|entries| entries.filter_map(Result::ok).map(|entry| entry.path()))
+        .find(|path| path.to_string_lossy().contains(&alloc_id))
+        .expect("the task's pids cgroup");
+    let file = |name: &str| std::fs::read_to_string(pids_dir.join(name)).unwrap_or_default();
+    assert_eq!(file("pids.max").trim(), "16");
+    let current: u64 = file("pids.current").trim().parse().unwrap();
+    assert!(current <= 16, "pids.current {current}");
+    if let Some(max_events) = file("pids.events")
+        .lines()
+        .find_map(|line| line.strip_prefix("max "))
+    {
+        assert!(
+            max_events.trim().parse::<u64>().unwrap() > 0,
+            "no fork refused"
+        );
+    }
+    // The agent is still well and answers.
+    let zero = wait_for("the zero limit to fail its task", LIMIT, || {
+        allocs(&agent, "forky")
+            .into_iter()
+            .find(|alloc| alloc["TaskStates"]["zero"]["State"] == "dead")
+    });
+    let messages: String = events_of(&zero, "zero")
+        .iter()
+        .map(|event| format!("{} {} ", event["DisplayMessage"], event["Details"]))
+        .collect();
+    assert!(
+        messages.contains("pids_limit must be a positive integer"),
+        "{messages}"
+    );
+}

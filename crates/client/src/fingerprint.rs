@@ -113,6 +113,16 @@ pub fn fingerprint_host(input: &FingerprintInput) -> NodeFingerprint {
         .filter(|mhz| *mhz > 0)
         .unwrap_or(FALLBACK_CPU_MHZ);
     let total_compute = cpu_mhz.saturating_mul(u64::from(logical_cores));
+    // The cores tasks may reserve: those the agent itself may run on (its cpuset and affinity,
+    // as Nomad reads its parent cgroup's cpuset), every core when that cannot be read.
+    let reservable_cores = read_proc_file("/proc/self/status")
+        .and_then(|text| parse_cpus_allowed_list(&text))
+        .filter(|cores| !cores.is_empty())
+        .unwrap_or_else(|| {
+            (0..logical_cores)
+                .filter_map(|core| u16::try_from(core).ok())
+                .collect()
+        });
 
     let memory_total_bytes = read_proc_file("/proc/meminfo")
         .and_then(|text| parse_meminfo_total_bytes(&text))
@@ -147,7 +157,7 @@ pub fn fingerprint_host(input: &FingerprintInput) -> NodeFingerprint {
     set("os.signals", LINUX_SIGNALS.join(","));
     set("cpu.arch", go_arch_name(std::env::consts::ARCH).to_string());
     set("cpu.numcores", logical_cores.to_string());
-    set("cpu.reservablecores", logical_cores.to_string());
+    set("cpu.reservablecores", reservable_cores.len().to_string());
     set("cpu.frequency", cpu_mhz.to_string());
     set("cpu.totalcompute", total_compute.to_string());
     set("cpu.usablecompute", total_compute.to_string());
@@ -189,9 +199,7 @@ pub fn fingerprint_host(input: &FingerprintInput) -> NodeFingerprint {
         cpu: NodeCpuResources {
             cpu_shares: i64::try_from(total_compute).unwrap_or(i64::MAX),
             total_cpu_cores: i64::from(logical_cores),
-            reservable_cpu_cores: (0..logical_cores)
-                .filter_map(|core| u16::try_from(core).ok())
-                .collect(),
+            reservable_cpu_cores: reservable_cores,
         },
         memory: NodeMemoryResources {
             memory_mb: i64::try_from(memory_total_bytes / (1024 * 1024)).unwrap_or(i64::MAX),
@@ -277,6 +285,14 @@ fn read_proc_file(path: &str) -> Option<String> {
 
 /// Parses `/proc/cpuinfo`: counts `processor` entries, takes the first `model name` and the
 /// highest `cpu MHz`.
+/// The `Cpus_allowed_list` of a `/proc/<pid>/status` text: the cpus the process may run on.
+pub fn parse_cpus_allowed_list(status: &str) -> Option<Vec<u16>> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+        .and_then(drover_driver::parse_cpu_list)
+}
+
 pub fn parse_cpuinfo(text: &str) -> CpuInfo {
     let mut info = CpuInfo::default();
     for line in text.lines() {
@@ -492,6 +508,20 @@ mod tests {
     use super::*;
 
     const CPUINFO: &str = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\ncpu MHz\t\t: 2449.998\n\nprocessor\t: 1\nmodel name\t: AMD EPYC 7B13\ncpu MHz\t\t: 2596.122\n\n";
+
+    #[test]
+    fn reservable_cores_come_from_the_cpus_allowed_list() {
+        let status = "Name:\tdrover\nCpus_allowed:\t3b\nCpus_allowed_list:\t0-1,3-5\nMems_allowed_list:\t0\n";
+        assert_eq!(parse_cpus_allowed_list(status), Some(vec![0, 1, 3, 4, 5]));
+        assert_eq!(parse_cpus_allowed_list("Name:\tx\n"), None);
+        let live = std::fs::read_to_string("/proc/self/status").unwrap();
+        let cores = parse_cpus_allowed_list(&live).unwrap();
+        assert!(!cores.is_empty());
+        let affinity = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+        for core in &cores {
+            assert!(affinity.is_set(usize::from(*core)).unwrap(), "core {core}");
+        }
+    }
 
     #[test]
     fn cpuinfo_counts_processors_and_takes_the_highest_frequency() {

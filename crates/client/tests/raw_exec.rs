@@ -644,6 +644,8 @@ async fn a_start_whose_handle_was_never_recorded_is_reclaimed_before_the_next_st
             cpu_shares: 0,
             memory_mb: 0,
             memory_max_mb: 0,
+            reserved_cores: Vec::new(),
+            hostname: None,
         })
         .await
         .unwrap();
@@ -717,6 +719,8 @@ async fn an_unrecorded_run_of_a_stopped_alloc_is_reclaimed() {
             cpu_shares: 0,
             memory_mb: 0,
             memory_max_mb: 0,
+            reserved_cores: Vec::new(),
+            hostname: None,
         })
         .await
         .unwrap();

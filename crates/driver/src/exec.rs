@@ -4,8 +4,12 @@
 //! bound in, the default capability set adjusted by `cap_add`/`cap_drop` within the client's
 //! `allow_caps`, `no_new_privs`, and the task's user (`nobody` by default).
 //!
+//! The task's host name: the group network's `hostname` when given (set in the task's own uts
+//! namespace), the host's name otherwise (the namespace starts as a copy of the host's).
+//!
 //! Also the task-config schemas of both drivers: unknown keys are refused before anything
-//! starts. Not for: the mechanisms (namespaces, mounts, capabilities live in `drover-isolate`,
+//! starts; `pids_limit` (both drivers, a drover extension: Nomad has it for docker only) caps
+//! the task's processes and threads through `pids.max`. Not for: the mechanisms (namespaces, mounts, capabilities live in `drover-isolate`,
 //! applied by `drover-shim`), or checking the user against the client's denylist (the client's
 //! validate hook does that).
 
@@ -20,9 +24,16 @@ use crate::raw_exec::{RawExecConfig, RawExecDriver};
 use crate::{DriverError, TaskLaunch};
 
 /// Task config keys of `raw_exec`.
-pub const RAW_EXEC_CONFIG_KEYS: &[&str] = &["command", "args"];
+pub const RAW_EXEC_CONFIG_KEYS: &[&str] = &["command", "args", "pids_limit"];
 /// Task config keys of `exec`.
-pub const EXEC_CONFIG_KEYS: &[&str] = &["command", "args", "cap_add", "cap_drop", "network_mode"];
+pub const EXEC_CONFIG_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "cap_add",
+    "cap_drop",
+    "network_mode",
+    "pids_limit",
+];
 
 /// The chroot env when the client sets none: each host dir bound at the same path in the root.
 pub const DEFAULT_CHROOT_ENV: [&str; 6] = ["/bin", "/etc", "/lib", "/lib64", "/sbin", "/usr"];
@@ -134,6 +145,26 @@ pub fn task_capabilities(exec: &ExecConfig, config: &Value) -> Result<Capability
     Ok(defaults.intersection(allowed).union(added).without(dropped))
 }
 
+/// The task config's `pids_limit`: a positive integer (or a string of one, as interpolation
+/// leaves it), `None` when absent.
+pub fn pids_limit(config: &Value) -> Result<Option<u64>, DriverError> {
+    let invalid = |shown: &Value| {
+        DriverError::InvalidConfig(format!(
+            "pids_limit must be a positive integer, got {shown}"
+        ))
+    };
+    let limit = match config.get("pids_limit") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(value @ Value::Number(number)) => number.as_u64().ok_or_else(|| invalid(value))?,
+        Some(value @ Value::String(text)) => text.trim().parse().map_err(|_| invalid(value))?,
+        Some(other) => return Err(invalid(other)),
+    };
+    if limit == 0 {
+        return Err(invalid(&Value::from(0)));
+    }
+    Ok(Some(limit))
+}
+
 fn network_none(config: &Value) -> Result<bool, DriverError> {
     match config.get("network_mode").and_then(Value::as_str) {
         None | Some("" | "host") => Ok(false),
@@ -182,6 +213,13 @@ pub fn isolation_for(exec: &ExecConfig, launch: &TaskLaunch) -> Result<Isolation
         });
         owned_by_task_user.extend(["data", "tmp"].iter().map(|name| shared.join(name)));
     }
+    if let Some(hostname) = &launch.hostname
+        && !drover_isolate::is_valid_hostname(hostname)
+    {
+        return Err(DriverError::InvalidConfig(format!(
+            "network hostname {hostname:?} is not a valid host name (1 to 64 letters, digits, '-' or '.')"
+        )));
+    }
     Ok(IsolationSpec {
         root: root.clone(),
         binds,
@@ -192,6 +230,7 @@ pub fn isolation_for(exec: &ExecConfig, launch: &TaskLaunch) -> Result<Isolation
             .map(str::to_string)
             .collect(),
         owned_by_task_user,
+        hostname: launch.hostname.clone(),
     })
 }
 
@@ -272,5 +311,58 @@ mod tests {
             ..launch
         };
         assert!(isolation_for(&ExecConfig::default(), &bad).is_err());
+    }
+
+    #[test]
+    fn pids_limit_must_be_a_positive_integer() {
+        assert_eq!(pids_limit(&json!({})).unwrap(), None);
+        assert_eq!(pids_limit(&json!({"pids_limit": 64})).unwrap(), Some(64));
+        assert_eq!(
+            pids_limit(&json!({"pids_limit": "128"})).unwrap(),
+            Some(128)
+        );
+        for bad in [
+            json!(0),
+            json!(-1),
+            json!(1.5),
+            json!("many"),
+            json!([1]),
+            json!(true),
+        ] {
+            let error = pids_limit(&json!({"pids_limit": bad.clone()})).unwrap_err();
+            assert!(
+                error.to_string().contains("positive integer"),
+                "{bad}: {error}"
+            );
+        }
+        assert!(validate_config(&json!({"pids_limit": 5}), RAW_EXEC_CONFIG_KEYS).is_ok());
+        assert!(validate_config(&json!({"pids_limit": 5}), EXEC_CONFIG_KEYS).is_ok());
+    }
+
+    #[test]
+    fn the_network_hostname_is_passed_on_when_valid() {
+        let launch = TaskLaunch {
+            task_dir: Some("/data/alloc/a1/web".into()),
+            hostname: Some("web-1".into()),
+            ..TaskLaunch::default()
+        };
+        let spec = isolation_for(&ExecConfig::default(), &launch).unwrap();
+        assert_eq!(spec.hostname.as_deref(), Some("web-1"));
+        let unnamed = TaskLaunch {
+            hostname: None,
+            ..launch.clone()
+        };
+        assert_eq!(
+            isolation_for(&ExecConfig::default(), &unnamed)
+                .unwrap()
+                .hostname,
+            None
+        );
+        let bad = TaskLaunch {
+            hostname: Some("web server".into()),
+            ..launch
+        };
+        let error = isolation_for(&ExecConfig::default(), &bad).unwrap_err();
+        assert!(error.to_string().contains("web server"), "{error}");
     }
 }

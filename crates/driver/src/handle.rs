@@ -45,6 +45,9 @@ pub struct TaskLaunch {
     /// `<alloc>/alloc`, seen at `/alloc` by isolated tasks.
     #[serde(default)]
     pub shared_alloc_dir: Option<PathBuf>,
+    /// Host name of an isolated task (the group network's `hostname`); `None` keeps the host's.
+    #[serde(default)]
+    pub hostname: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,6 +77,8 @@ pub struct ResourceLimits {
     pub memory_max_bytes: Option<u64>,
     /// Nomad's `cpu` (MHz), used as relative cpu shares.
     pub cpu_shares: Option<u64>,
+    /// The most processes and threads the task may have (`pids.max`); the task config's
+    /// `pids_limit` takes precedence.
     pub pids_max: Option<u64>,
     /// Cpus reserved with `cores`, in the kernel's list format.
     pub cpuset_cpus: Option<String>,

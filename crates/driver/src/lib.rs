@@ -25,6 +25,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+pub use drover_isolate::{format_cpu_list, parse_cpu_list};
 pub use drover_shim::proto::ExitStatus;
 pub use error::DriverError;
 pub use handle::{

@@ -105,14 +105,23 @@ impl RawExecDriver {
         ))
     }
 
-    fn cgroup_spec(&self, launch: &TaskLaunch) -> Option<CgroupSpec> {
+    /// The task's cgroup and its limits; `pids_limit` in the task config takes precedence
+    /// over the client's `pids_max` and, since only a cgroup enforces it, fails the start where
+    /// cgroups are off.
+    fn cgroup_spec(&self, launch: &TaskLaunch) -> Result<Option<CgroupSpec>, DriverError> {
+        let pids_max = crate::exec::pids_limit(&launch.driver_config)?;
         if self.config.disable_cgroups
             || drover_isolate::detect_mode(&self.config.cgroup_root).is_err()
         {
-            return None;
+            if pids_max.is_some() {
+                return Err(DriverError::InvalidConfig(
+                    "pids_limit needs cgroups, which this client does not use".to_string(),
+                ));
+            }
+            return Ok(None);
         }
         let (memory_soft_bytes, memory_hard_bytes) = launch.resources.memory_limits();
-        Some(CgroupSpec {
+        Ok(Some(CgroupSpec {
             root: self.config.cgroup_root.clone(),
             name: format!(
                 "{}/{}.{}",
@@ -123,9 +132,9 @@ impl RawExecDriver {
             memory_soft_bytes,
             memory_hard_bytes,
             cpu_shares: launch.resources.cpu_shares,
-            pids_max: launch.resources.pids_max,
+            pids_max: pids_max.or(launch.resources.pids_max),
             cpuset_cpus: launch.resources.cpuset_cpus.clone(),
-        })
+        }))
     }
 
     pub(crate) async fn start_task(&self, launch: &TaskLaunch) -> Result<TaskHandle, DriverError> {
@@ -150,6 +159,7 @@ impl RawExecDriver {
         if launch.command.is_empty() {
             return Err(DriverError::InvalidConfig("command is empty".to_string()));
         }
+        let cgroup = self.cgroup_spec(launch)?;
         let shim_binary = locate_shim_binary(self.config.shim_binary.as_deref())?;
         let state_dir = launch.state_dir.clone();
         std::fs::DirBuilder::new()
@@ -160,7 +170,6 @@ impl RawExecDriver {
                 path: state_dir.clone(),
                 source,
             })?;
-        let cgroup = self.cgroup_spec(launch);
         let spec = LaunchSpec {
             version: PROTOCOL_VERSION,
             task_id: launch.task_id.clone(),

@@ -681,6 +681,61 @@ pub fn cpu_shares_to_weight(shares: u64) -> u64 {
     1 + ((shares - 2) * 9_999) / 262_142
 }
 
+/// Cpu IDs in the kernel's list format (`0-2,5`), as `cpuset.cpus` takes them: ranges for runs
+/// of consecutive IDs, in ascending order, duplicates dropped.
+pub fn format_cpu_list(cpus: &[u16]) -> String {
+    let sorted: BTreeSet<u16> = cpus.iter().copied().collect();
+    let mut parts: Vec<String> = Vec::new();
+    let mut run: Option<(u16, u16)> = None;
+    for cpu in sorted {
+        run = match run {
+            Some((first, last)) if u32::from(cpu) == u32::from(last) + 1 => Some((first, cpu)),
+            Some(done) => {
+                parts.push(format_cpu_run(done));
+                Some((cpu, cpu))
+            }
+            None => Some((cpu, cpu)),
+        };
+    }
+    if let Some(done) = run {
+        parts.push(format_cpu_run(done));
+    }
+    parts.join(",")
+}
+
+fn format_cpu_run((first, last): (u16, u16)) -> String {
+    if first == last {
+        first.to_string()
+    } else {
+        format!("{first}-{last}")
+    }
+}
+
+/// Parses the kernel's cpu list format (`0-2,5`, as in `cpuset.cpus` or `Cpus_allowed_list`);
+/// `None` when it is not one. An empty list is empty.
+pub fn parse_cpu_list(text: &str) -> Option<Vec<u16>> {
+    let mut cpus = BTreeSet::new();
+    for part in text
+        .trim()
+        .split(',')
+        .filter(|part| !part.trim().is_empty())
+    {
+        let part = part.trim();
+        let (first, last) = match part.split_once('-') {
+            Some((first, last)) => (first.parse::<u16>().ok()?, last.parse::<u16>().ok()?),
+            None => {
+                let cpu = part.parse::<u16>().ok()?;
+                (cpu, cpu)
+            }
+        };
+        if first > last {
+            return None;
+        }
+        cpus.extend(first..=last);
+    }
+    Some(cpus.into_iter().collect())
+}
+
 /// The value of `key` in a flat-keyed cgroup file (`key value` per line).
 fn flat_keyed_value(content: &str, key: &str) -> Option<u64> {
     content.lines().find_map(|line| {

@@ -24,6 +24,8 @@ pub enum IsolationError {
     },
     #[error("unknown capability {0:?}")]
     UnknownCapability(String),
+    #[error("invalid host name {0:?} (1 to 64 letters, digits, '-' or '.')")]
+    InvalidHostname(String),
     #[error("invalid path {path}: {reason}")]
     InvalidPath { path: PathBuf, reason: &'static str },
 }

@@ -14,8 +14,10 @@ pub mod rootfs;
 pub use caps::{CapabilitySet, DEFAULT_CAPABILITIES};
 pub use cgroup::{
     CgroupCpuStats, CgroupError, CgroupLimits, CgroupMemoryStats, CgroupMode, TaskCgroup,
-    detect_mode,
+    detect_mode, format_cpu_list, parse_cpu_list,
 };
 pub use error::IsolationError;
-pub use namespaces::{NamespaceSet, PidNamespaceForNextChild, unshare_namespaces};
+pub use namespaces::{
+    NamespaceSet, PidNamespaceForNextChild, is_valid_hostname, set_hostname, unshare_namespaces,
+};
 pub use rootfs::{BindMount, TaskRoot, enter_task_root};

@@ -1,6 +1,7 @@
 //! Linux namespaces for a task: which ones it gets ([`NamespaceSet`]), unsharing them in the
-//! calling process, and the pid namespace, which only applies to the children of the process
-//! that unshares it ([`PidNamespaceForNextChild`]).
+//! calling process, the pid namespace, which only applies to the children of the process
+//! that unshares it ([`PidNamespaceForNextChild`]), and the host name inside a new uts
+//! namespace ([`set_hostname`]).
 //!
 //! Not for: deciding which namespaces a task gets (the launch spec does), or anything done
 //! inside them (see [`crate::rootfs`]).
@@ -48,6 +49,30 @@ pub fn unshare_namespaces(set: NamespaceSet) -> Result<(), IsolationError> {
     unshare(flags).map_err(syscall(format!("unsharing namespaces {flags:?}")))
 }
 
+/// The longest host name the kernel takes (`HOST_NAME_MAX`).
+pub const HOSTNAME_MAX_BYTES: usize = 64;
+
+/// Whether `name` is a host name the task may be given: 1 to 64 bytes of letters, digits, `-`
+/// and `.`, not starting with `-` or `.` (RFC 1123 labels; the kernel itself would take any
+/// bytes, but resolvers and shells would not).
+pub fn is_valid_hostname(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= HOSTNAME_MAX_BYTES
+        && !name.starts_with(['-', '.'])
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'.')
+}
+
+/// Sets the host name of the calling process's uts namespace; call it only after unsharing
+/// one, or the host's own name changes.
+pub fn set_hostname(name: &str) -> Result<(), IsolationError> {
+    if !is_valid_hostname(name) {
+        return Err(IsolationError::InvalidHostname(name.to_string()));
+    }
+    nix::unistd::sethostname(name).map_err(syscall(format!("setting the host name {name:?}")))
+}
+
 /// A new pid namespace for the *next child* of the calling process, which becomes its pid 1.
 ///
 /// `unshare(CLONE_NEWPID)` leaves the caller in its own pid namespace and only changes where its
@@ -75,5 +100,22 @@ impl PidNamespaceForNextChild {
     pub fn restore(self) -> Result<(), IsolationError> {
         setns(self.own_namespace.as_fd(), CloneFlags::CLONE_NEWPID)
             .map_err(syscall("re-entering the own pid namespace"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_names_are_rfc_1123_and_at_most_64_bytes() {
+        assert!(is_valid_hostname("web-1.service"));
+        assert!(is_valid_hostname(&"a".repeat(64)));
+        assert!(!is_valid_hostname(&"a".repeat(65)));
+        assert!(!is_valid_hostname(""));
+        assert!(!is_valid_hostname("-web"));
+        assert!(!is_valid_hostname("web server"));
+        assert!(!is_valid_hostname("web/1"));
+        assert!(!is_valid_hostname("${NOMAD_ALLOC_ID}"));
     }
 }

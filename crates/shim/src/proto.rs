@@ -87,6 +87,9 @@ pub struct IsolationSpec {
     /// dirs, the shared alloc dir), so a task that is not root can write where Nomad lets it.
     #[serde(default)]
     pub owned_by_task_user: Vec<PathBuf>,
+    /// Host name set in the task's uts namespace; `None` keeps the host's name there.
+    #[serde(default)]
+    pub hostname: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

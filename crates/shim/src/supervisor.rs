@@ -187,6 +187,8 @@ struct PreparedIsolation {
     owned_by_task_user: Vec<PathBuf>,
     command: String,
     path_variable: String,
+    /// Set in the new uts namespace; `None` keeps the copy of the host's name.
+    hostname: Option<String>,
 }
 
 /// State shared between the main thread and the connection threads.
@@ -692,6 +694,7 @@ fn prepare_exec(spec: &LaunchSpec) -> Result<PreparedExec, String> {
                 owned_by_task_user: isolation.owned_by_task_user.clone(),
                 command: spec.command.clone(),
                 path_variable: path_variable.to_string(),
+                hostname: isolation.hostname.clone(),
             })
         }
         None => None,
@@ -751,10 +754,15 @@ fn exec_task(
     {
         return format!("joining the task cgroup: {error}");
     }
-    if let Some(isolation) = &prepared.isolation
-        && let Err(error) = drover_isolate::unshare_namespaces(isolation.namespaces)
-    {
-        return error.to_string();
+    if let Some(isolation) = &prepared.isolation {
+        if let Err(error) = drover_isolate::unshare_namespaces(isolation.namespaces) {
+            return error.to_string();
+        }
+        if let Some(hostname) = &isolation.hostname
+            && let Err(error) = drover_isolate::set_hostname(hostname)
+        {
+            return error.to_string();
+        }
     }
     if let Err(error) = nix::unistd::dup2_stdin(stdin)
         .and_then(|()| nix::unistd::dup2_stdout(stdout))

@@ -61,6 +61,10 @@ pub struct TaskLaunchSpec {
     pub cpu_shares: i64,
     pub memory_mb: i64,
     pub memory_max_mb: i64,
+    /// Core IDs the scheduler reserved for the task (`resources.cores`); empty: the shared cpus.
+    pub reserved_cores: Vec<u16>,
+    /// The group network's `hostname`, interpolated; `None` keeps the host's name.
+    pub hostname: Option<String>,
 }
 
 /// The driver's handle of a started task, persisted verbatim so a later agent can re-attach.

@@ -3,7 +3,8 @@
 //!
 //! Mapping: the task's `config.command` / `config.args` become the command line (the whole
 //! config is also handed over for drivers that read more, such as the mock driver); the working
-//! directory is the task dir, as Nomad's raw_exec; each run has its own supervisor state dir
+//! directory is the task dir, as Nomad's raw_exec; the task's reserved cores become its cgroup's
+//! cpuset and the group network's hostname the host name of an isolated task; each run has its own supervisor state dir
 //! (chosen by the runner), so a run never trips over the leftovers of the previous one. A run
 //! whose handle was never recorded is reclaimed from its state dir: the launch spec the driver
 //! left there names the task's cgroup, through which what runs is stopped. On re-attach, a shim that is gone is reclaimed (what is left of the task is killed
@@ -129,8 +130,11 @@ impl DriverAdapter {
                 cpu_shares: u64::try_from(spec.cpu_shares)
                     .ok()
                     .filter(|shares| *shares > 0),
+                cpuset_cpus: (!spec.reserved_cores.is_empty())
+                    .then(|| drover_driver::format_cpu_list(&spec.reserved_cores)),
                 ..ResourceLimits::default()
             },
+            hostname: spec.hostname.clone(),
             kill_signal: None,
             driver_config: Value::Object(spec.config.clone()),
             task_dir: Some(spec.task_dir.dir.clone()),

@@ -636,6 +636,16 @@ impl TaskRunLoop {
             memory_max_mb: allocated.map_or(asked.memory_max_mb, |resources| {
                 resources.memory.memory_max_mb
             }),
+            reserved_cores: allocated
+                .and_then(|resources| resources.cpu.reserved_cores.clone())
+                .unwrap_or_default(),
+            hostname: alloc
+                .job
+                .as_deref()
+                .and_then(|job| job.lookup_task_group(&alloc.task_group))
+                .and_then(|group| group.networks.first())
+                .map(|network| env.interpolate(&network.hostname))
+                .filter(|hostname| !hostname.is_empty()),
             env: env.env,
         }
     }

@@ -459,3 +459,50 @@ fn real_cgroup2_tree_without_controllers_still_holds_kills_and_counts_cpu() {
     cgroup.remove().unwrap();
     assert!(!cgroup.exists());
 }
+
+#[test]
+fn v1_reserved_cpus_replace_the_seeded_ones_and_mems_come_from_the_parent() {
+    let root = fake_v1_root(false);
+    let cgroup = TaskCgroup::open(root.path(), "drover/a1.web").unwrap();
+    cgroup
+        .create(&CgroupLimits {
+            pids_max: Some(32),
+            cpuset_cpus: Some("1".into()),
+            ..CgroupLimits::default()
+        })
+        .unwrap();
+    let path = |rest: &str| root.path().join(rest);
+    assert_eq!(read(&path("cpuset/drover/a1.web/cpuset.cpus")), "1");
+    assert_eq!(read(&path("cpuset/drover/a1.web/cpuset.mems")), "0");
+    assert_eq!(
+        read(&path("cpuset/drover/cpuset.cpus")),
+        "0-1",
+        "the shared parent keeps every cpu"
+    );
+    assert_eq!(read(&path("pids/drover/a1.web/pids.max")), "32");
+}
+
+#[test]
+fn v2_without_limits_writes_no_cpuset_or_pids_file() {
+    let root = fake_v2_root();
+    let cgroup = TaskCgroup::open(root.path(), "drover/a2.web").unwrap();
+    cgroup.create(&CgroupLimits::default()).unwrap();
+    let leaf = root.path().join("drover/a2.web");
+    assert!(leaf.is_dir());
+    assert!(!leaf.join("cpuset.cpus").exists());
+    assert!(!leaf.join("pids.max").exists());
+}
+
+#[test]
+fn cpu_lists_round_trip_through_the_kernel_format() {
+    assert_eq!(format_cpu_list(&[3, 0, 1, 2, 7, 5, 5]), "0-3,5,7");
+    assert_eq!(format_cpu_list(&[1]), "1");
+    assert_eq!(format_cpu_list(&[]), "");
+    assert_eq!(parse_cpu_list("0-3,5,7\n"), Some(vec![0, 1, 2, 3, 5, 7]));
+    assert_eq!(parse_cpu_list(""), Some(vec![]));
+    assert_eq!(parse_cpu_list("3-1"), None);
+    assert_eq!(parse_cpu_list("a"), None);
+    for cpus in [vec![0u16, 2, 3, 4, 9], vec![1], vec![0, 1]] {
+        assert_eq!(parse_cpu_list(&format_cpu_list(&cpus)), Some(cpus));
+    }
+}
