@@ -782,10 +782,25 @@ fn host_cpuset_file(cgroup: &str, file: &str) -> String {
     .to_string()
 }
 
-/// `resources { cores = 1 }`: the scheduler reserves a core ID, the task's cgroup is confined
-/// to it (seen from inside as its allowed cpus), a task without cores keeps the shared cpus, a
-/// job wanting more cores than are free fails placement on "cores", and the next reservation
-/// gets the other core. The machine these run on has two cores.
+/// The cpus the processes of a cpuset cgroup may run on, as the kernel reports them.
+fn cpus_of_processes_in(cgroup: &str) -> Vec<String> {
+    host_cpuset_file(cgroup, "cgroup.procs")
+        .lines()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{}/status", pid.trim())).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+                .map(|cpus| cpus.trim().to_string())
+        })
+        .collect()
+}
+
+/// `resources { cores = 1 }`: the scheduler reserves a core ID and the task's cgroup is
+/// confined to it (seen from inside as its allowed cpus); a task without cores runs on the
+/// cpus nobody reserved, and gets a core back when its reservation ends; a job wanting more
+/// cores than are free fails placement on "cores"; two live reservations never share a core.
+/// The machine these run on has two cores.
 #[test]
 fn a_task_with_cores_runs_on_exactly_its_reserved_core_and_no_core_is_given_twice() {
     if !Path::new("/sys/fs/cgroup/cpuset/cpuset.cpus").is_file() {
@@ -799,60 +814,73 @@ fn a_task_with_cores_runs_on_exactly_its_reserved_core_and_no_core_is_given_twic
             .map(str::to_string)
     });
     let node = agent.get_json(&format!("/v1/node/{node_id}"));
-    let reservable: Vec<u64> = node["NodeResources"]["Cpu"]["ReservableCpuCores"]
+    let reservable: Vec<u16> = node["NodeResources"]["Cpu"]["ReservableCpuCores"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|core| core.as_u64().unwrap())
+        .map(|core| u16::try_from(core.as_u64().unwrap()).unwrap())
         .collect();
     assert!(reservable.len() >= 2, "needs two reservable cores: {node}");
     let total_mhz = node["NodeResources"]["Cpu"]["CpuShares"].as_i64().unwrap();
     let total_cores = node["NodeResources"]["Cpu"]["TotalCpuCores"]
         .as_i64()
         .unwrap();
-    let shared_cpus = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
-        .unwrap()
-        .trim()
-        .to_string();
+    let all_cpus = host_cpuset_file("/", "cpuset.cpus");
+    let all_but = |core: u16| {
+        let rest: Vec<u16> = drover_driver::parse_cpu_list(&all_cpus)
+            .unwrap()
+            .into_iter()
+            .filter(|cpu| *cpu != core)
+            .collect();
+        drover_driver::format_cpu_list(&rest)
+    };
 
     run_job(
         &agent,
         "pinned.hcl",
         &probe_job("pinned", "g", "cores = 1\nmemory = 32", ""),
     );
+    let (pinned, pinned_seen) = running_probe(&agent, "pinned");
     run_job(
         &agent,
         "shared.hcl",
         &probe_job("shared", "g", "cpu = 50\nmemory = 32", ""),
     );
-    let (pinned, pinned_seen) = running_probe(&agent, "pinned");
     let (_, shared_seen) = running_probe(&agent, "shared");
 
     let pinned_cores = reserved_cores(&pinned);
     assert_eq!(pinned_cores.len(), 1, "{pinned}");
-    let core = pinned_cores[0].to_string();
+    let core = pinned_cores[0];
     // Nomad charges a task with cores the MHz of its cores.
     assert_eq!(
         pinned["AllocatedResources"]["Tasks"]["t"]["Cpu"]["CpuShares"].as_i64(),
         Some(total_mhz / total_cores),
         "{pinned}"
     );
-    assert_eq!(pinned_seen["cpus"], core, "{pinned_seen:?}");
-    assert_eq!(pinned_seen["cores_env"], core, "{pinned_seen:?}");
-    let cgroup = &pinned_seen["cpuset_cgroup"];
-    assert!(cgroup.contains(pinned["ID"].as_str().unwrap()), "{cgroup}");
-    assert_eq!(host_cpuset_file(cgroup, "cpuset.cpus"), core);
+    assert_eq!(pinned_seen["cpus"], core.to_string(), "{pinned_seen:?}");
     assert_eq!(
-        host_cpuset_file(cgroup, "cpuset.mems"),
+        pinned_seen["cores_env"],
+        core.to_string(),
+        "{pinned_seen:?}"
+    );
+    let pinned_cgroup = &pinned_seen["cpuset_cgroup"];
+    assert!(
+        pinned_cgroup.contains(pinned["ID"].as_str().unwrap()),
+        "{pinned_cgroup}"
+    );
+    assert_eq!(
+        host_cpuset_file(pinned_cgroup, "cpuset.cpus"),
+        core.to_string()
+    );
+    assert_eq!(
+        host_cpuset_file(pinned_cgroup, "cpuset.mems"),
         host_cpuset_file("/", "cpuset.mems"),
         "cpuset.mems copied from the parent"
     );
-    // A task without cores runs on the shared cpus (every cpu the agent may use).
-    assert_eq!(shared_seen["cpus"], shared_cpus, "{shared_seen:?}");
+    // A task without cores runs on the cpus nobody reserved.
+    assert_eq!(shared_seen["cpus"], all_but(core), "{shared_seen:?}");
     assert_eq!(shared_seen["cores_env"], "", "{shared_seen:?}");
+    let shared_cgroup = shared_seen["cpuset_cgroup"].clone();
 
     // Two cores while one is held: placement fails, naming the exhausted dimension.
     run_job(
@@ -875,8 +903,40 @@ fn a_task_with_cores_runs_on_exactly_its_reserved_core_and_no_core_is_given_twic
         "{failed:?}"
     );
     assert!(allocs(&agent, "greedy").is_empty());
+    agent.cli_ok(&["job", "stop", "greedy"]);
 
-    // The shared task gone, one more core fits: the other one.
+    // The reservation ends: the shared task (still running) gets the core back.
+    agent.cli_ok(&["job", "stop", "pinned"]);
+    wait_for("the shared task to get every cpu back", LIMIT, || {
+        let processes = cpus_of_processes_in(&shared_cgroup);
+        (host_cpuset_file(&shared_cgroup, "cpuset.cpus") == all_cpus
+            && !processes.is_empty()
+            && processes.iter().all(|cpus| *cpus == all_cpus))
+        .then_some(())
+    });
+
+    // A new reservation takes its core away from the shared task again.
+    run_job(
+        &agent,
+        "second.hcl",
+        &probe_job("second", "g", "cores = 1\nmemory = 32", ""),
+    );
+    let (second, second_seen) = running_probe(&agent, "second");
+    let second_core = reserved_cores(&second)[0];
+    assert_eq!(
+        second_seen["cpus"],
+        second_core.to_string(),
+        "{second_seen:?}"
+    );
+    wait_for("the shared task to leave the reserved core", LIMIT, || {
+        (host_cpuset_file(&shared_cgroup, "cpuset.cpus") == all_but(second_core)
+            && cpus_of_processes_in(&shared_cgroup)
+                .iter()
+                .all(|cpus| *cpus == all_but(second_core)))
+        .then_some(())
+    });
+
+    // Room for one more reserved core once the shared task is gone: never the held one.
     agent.cli_ok(&["job", "stop", "shared"]);
     wait_for("the shared task to stop", LIMIT, || {
         allocs(&agent, "shared")
@@ -886,21 +946,21 @@ fn a_task_with_cores_runs_on_exactly_its_reserved_core_and_no_core_is_given_twic
     });
     run_job(
         &agent,
-        "second.hcl",
-        &probe_job("second", "g", "cores = 1\nmemory = 32", ""),
+        "third.hcl",
+        &probe_job("third", "g", "cores = 1\nmemory = 32", ""),
     );
-    let (second, second_seen) = running_probe(&agent, "second");
-    let second_cores = reserved_cores(&second);
-    assert_eq!(second_cores.len(), 1, "{second}");
-    assert_ne!(second_cores, pinned_cores, "a core given twice");
+    let (third, third_seen) = running_probe(&agent, "third");
+    let third_cores = reserved_cores(&third);
+    assert_eq!(third_cores.len(), 1, "{third}");
+    assert_ne!(third_cores[0], second_core, "a core given twice");
     assert_eq!(
-        second_seen["cpus"],
-        second_cores[0].to_string(),
-        "{second_seen:?}"
+        third_seen["cpus"],
+        third_cores[0].to_string(),
+        "{third_seen:?}"
     );
     assert_eq!(
-        host_cpuset_file(&second_seen["cpuset_cgroup"], "cpuset.cpus"),
-        second_cores[0].to_string()
+        host_cpuset_file(&third_seen["cpuset_cgroup"], "cpuset.cpus"),
+        third_cores[0].to_string()
     );
 }
 

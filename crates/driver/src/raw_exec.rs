@@ -2,6 +2,11 @@
 //! own `drover-shim` and in its own cgroup, so that the whole process tree is signalled, killed
 //! and measured (memory stats for raw_exec, which Nomad lacks).
 //!
+//! Cpus: a task with reserved cores (`ResourceLimits::cpuset_cpus`) gets its cgroup under
+//! `<parent>/reserved/`, on exactly those cpus; every other task runs on the shared cpus, the
+//! parent's minus all reserved ones, re-balanced whenever a task starts, is recovered or goes
+//! (Nomad's shared and reserved cpusets).
+//!
 //! Not for: isolation (that is the `exec` driver's job), or deciding kill timeouts.
 
 use std::collections::HashMap;
@@ -28,6 +33,11 @@ use crate::{
 pub const DEFAULT_KILL_SIGNAL: &str = "SIGINT";
 /// How long reclaiming a dead shim's cgroup may take.
 const RECLAIM_KILL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One re-balance of the shared cpus at a time in this process (the raw_exec and exec drivers
+/// share the cgroup parent): each reads the reservations as they are and writes the rest, so
+/// the last one after any change leaves every shared task right.
+static CPU_REBALANCE: Mutex<()> = Mutex::new(());
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawExecConfig {
@@ -121,11 +131,28 @@ impl RawExecDriver {
             return Ok(None);
         }
         let (memory_soft_bytes, memory_hard_bytes) = launch.resources.memory_limits();
+        let reserved = launch.resources.cpuset_cpus.is_some();
+        // A shared task starts on the shared cpus as they are now (the re-balance after the
+        // start catches up with reservations made meanwhile).
+        let cpuset_cpus = match &launch.resources.cpuset_cpus {
+            Some(cpus) => Some(cpus.clone()),
+            None => {
+                drover_isolate::shared_cpus(&self.config.cgroup_root, &self.config.cgroup_parent)
+                    .ok()
+                    .flatten()
+                    .map(|cpus| drover_isolate::format_cpu_list(&cpus))
+            }
+        };
         Ok(Some(CgroupSpec {
             root: self.config.cgroup_root.clone(),
             name: format!(
-                "{}/{}.{}",
+                "{}/{}{}.{}",
                 self.config.cgroup_parent,
+                if reserved {
+                    format!("{}/", drover_isolate::RESERVED_CPUS_DIR)
+                } else {
+                    String::new()
+                },
                 cgroup_component(&launch.alloc_id),
                 cgroup_component(&launch.task_name)
             ),
@@ -133,8 +160,29 @@ impl RawExecDriver {
             memory_hard_bytes,
             cpu_shares: launch.resources.cpu_shares,
             pids_max: pids_max.or(launch.resources.pids_max),
-            cpuset_cpus: launch.resources.cpuset_cpus.clone(),
+            cpuset_cpus,
         }))
+    }
+
+    /// Re-balances the shared cpus after a reservation may have come or gone. A failure only
+    /// leaves shared tasks on more or fewer cpus than they should have, so it is logged.
+    async fn rebalance_shared_cpus(&self) {
+        if !self.cgroups_available() {
+            return;
+        }
+        let root = self.config.cgroup_root.clone();
+        let parent = self.config.cgroup_parent.clone();
+        let work = move || {
+            let _serialized = CPU_REBALANCE
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            drover_isolate::rebalance_shared_cpus(&root, &parent)
+        };
+        match tokio::task::spawn_blocking(work).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "re-balancing the shared cpus"),
+            Err(error) => tracing::warn!(%error, "re-balancing the shared cpus"),
+        }
     }
 
     pub(crate) async fn start_task(&self, launch: &TaskLaunch) -> Result<TaskHandle, DriverError> {
@@ -203,6 +251,7 @@ impl RawExecDriver {
         let spec_path = state_dir.join(SPEC_FILE);
         write_launch_spec(&spec_path, &spec).await?;
         let identity = spawn_shim(&shim_binary, &spec_path, &launch.task_id).await?;
+        self.rebalance_shared_cpus().await;
         Ok(TaskHandle {
             version: TASK_HANDLE_VERSION,
             driver: self.name().to_string(),
@@ -264,6 +313,7 @@ impl RawExecDriver {
                 "the shim says (task, shim pid, shim start, task pid, task start) = {actual:?}, the handle {expected:?}"
             )));
         }
+        self.rebalance_shared_cpus().await;
         Ok(())
     }
 
@@ -283,11 +333,13 @@ impl RawExecDriver {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .remove(&handle.task_id);
-        match Self::client(handle)?.cleanup().await {
+        let result = match Self::client(handle)?.cleanup().await {
             Ok(()) => Ok(()),
             Err(DriverError::ShimGone { .. }) => self.reclaim_task(handle).await.map(|_| ()),
             Err(error) => Err(error),
-        }
+        };
+        self.rebalance_shared_cpus().await;
+        result
     }
 
     async fn reclaim_task(&self, handle: &TaskHandle) -> Result<Option<ExitStatus>, DriverError> {
@@ -396,7 +448,11 @@ impl Driver for RawExecDriver {
     }
 
     fn reclaim<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, Option<ExitStatus>> {
-        Box::pin(self.reclaim_task(handle))
+        Box::pin(async move {
+            let reclaimed = self.reclaim_task(handle).await;
+            self.rebalance_shared_cpus().await;
+            reclaimed
+        })
     }
 }
 

@@ -674,6 +674,113 @@ fn create_v1_cpuset_dirs(mount: &Path, name: &str) -> Result<(), CgroupError> {
     Ok(())
 }
 
+/// The subdirectory of a cgroup parent that holds the task cgroups with reserved cpus; every
+/// other task cgroup directly under the parent runs on the shared cpus.
+pub const RESERVED_CPUS_DIR: &str = "reserved";
+
+/// The cpuset directory of the cgroup parent `parent` (v1: in the cpuset hierarchy), if the host
+/// has a cpuset controller there.
+fn cpuset_parent_dir(root: &Path, parent: &str) -> Result<Option<PathBuf>, CgroupError> {
+    validate_name(parent)?;
+    let dir = match detect_mode(root)? {
+        CgroupMode::V2 => root.join(parent),
+        CgroupMode::V1 { .. } => {
+            if !root.join("cpuset").join("cgroup.procs").is_file() {
+                return Ok(None);
+            }
+            root.join("cpuset").join(parent)
+        }
+    };
+    Ok(dir.is_dir().then_some(dir))
+}
+
+fn read_cpu_list(path: &Path) -> Result<Option<Vec<u16>>, CgroupError> {
+    let content = match fs::read_to_string(path) {
+        Ok(content) => content,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(io_error(path)(error)),
+    };
+    parse_cpu_list(&content)
+        .map(Some)
+        .ok_or_else(|| CgroupError::Parse {
+            path: path.to_path_buf(),
+            detail: format!("not a cpu list: {:?}", content.trim()),
+        })
+}
+
+/// The shared cpus under the cgroup parent `parent`: the parent's cpus minus every cpu a task
+/// cgroup under `<parent>/reserved` with a process in it holds (all of the parent's when
+/// nothing would be left, as a cpuset cannot be empty). `None` when there is no cpuset for the parent (yet).
+pub fn shared_cpus(root: &Path, parent: &str) -> Result<Option<Vec<u16>>, CgroupError> {
+    let Some(dir) = cpuset_parent_dir(root, parent)? else {
+        return Ok(None);
+    };
+    // v2 lists what the parent may use in `cpuset.cpus.effective` (its own `cpuset.cpus` is
+    // empty when it inherits); v1 copies the cpus into every directory.
+    let all = match read_cpu_list(&dir.join("cpuset.cpus.effective"))? {
+        Some(cpus) if !cpus.is_empty() => cpus,
+        _ => read_cpu_list(&dir.join("cpuset.cpus"))?.unwrap_or_default(),
+    };
+    if all.is_empty() {
+        return Ok(None);
+    }
+    // Only reservations something runs in count: a cgroup whose task is gone (its dir not yet
+    // removed, or left behind by a crash) holds nothing.
+    let mut reserved = BTreeSet::new();
+    if let Ok(entries) = fs::read_dir(dir.join(RESERVED_CPUS_DIR)) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let occupied = fs::read_to_string(path.join("cgroup.procs"))
+                .is_ok_and(|procs| procs.lines().any(|line| !line.trim().is_empty()));
+            if occupied && let Some(cpus) = read_cpu_list(&path.join("cpuset.cpus"))? {
+                reserved.extend(cpus);
+            }
+        }
+    }
+    let shared: Vec<u16> = all
+        .iter()
+        .copied()
+        .filter(|cpu| !reserved.contains(cpu))
+        .collect();
+    Ok(Some(if shared.is_empty() { all } else { shared }))
+}
+
+/// Puts every task cgroup directly under `parent` (not those under `<parent>/reserved`) on the
+/// [`shared_cpus`], writing only where they differ; the kernel moves the tasks' processes at
+/// once. Returns the shared cpus. Cgroups removed meanwhile are skipped.
+pub fn rebalance_shared_cpus(root: &Path, parent: &str) -> Result<Option<Vec<u16>>, CgroupError> {
+    let Some(shared) = shared_cpus(root, parent)? else {
+        return Ok(None);
+    };
+    let Some(dir) = cpuset_parent_dir(root, parent)? else {
+        return Ok(None);
+    };
+    let wanted = format_cpu_list(&shared);
+    let entries = fs::read_dir(&dir).map_err(io_error(&dir))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry.file_name() == RESERVED_CPUS_DIR || !path.is_dir() {
+            continue;
+        }
+        let file = path.join("cpuset.cpus");
+        match read_cpu_list(&file) {
+            Ok(Some(current)) if current == shared => continue,
+            Ok(Some(_)) => {}
+            Ok(None) => continue,
+            Err(CgroupError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                continue;
+            }
+            Err(error) => return Err(error),
+        }
+        match fs::write(&file, wanted.as_bytes()) {
+            Ok(()) => {}
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            Err(error) => return Err(io_error(&file)(error)),
+        }
+    }
+    Ok(Some(shared))
+}
+
 /// Maps v1 cpu shares (2..=262144, default 1024) onto v2 `cpu.weight` (1..=10000, default 100),
 /// the same linear map container runtimes use.
 pub fn cpu_shares_to_weight(shares: u64) -> u64 {

@@ -13,8 +13,8 @@ pub mod rootfs;
 
 pub use caps::{CapabilitySet, DEFAULT_CAPABILITIES};
 pub use cgroup::{
-    CgroupCpuStats, CgroupError, CgroupLimits, CgroupMemoryStats, CgroupMode, TaskCgroup,
-    detect_mode, format_cpu_list, parse_cpu_list,
+    CgroupCpuStats, CgroupError, CgroupLimits, CgroupMemoryStats, CgroupMode, RESERVED_CPUS_DIR,
+    TaskCgroup, detect_mode, format_cpu_list, parse_cpu_list, rebalance_shared_cpus, shared_cpus,
 };
 pub use error::IsolationError;
 pub use namespaces::{

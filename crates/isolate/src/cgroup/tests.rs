@@ -506,3 +506,105 @@ fn cpu_lists_round_trip_through_the_kernel_format() {
         assert_eq!(parse_cpu_list(&format_cpu_list(&cpus)), Some(cpus));
     }
 }
+
+#[test]
+fn shared_task_cgroups_get_the_cpus_no_reserved_task_holds() {
+    let root = fake_v1_root(false);
+    write(&root.path().join("cpuset/cpuset.cpus"), "0-3\n");
+    let create = |name: &str, cpus: Option<&str>| {
+        TaskCgroup::open(root.path(), name)
+            .unwrap()
+            .create(&CgroupLimits {
+                cpuset_cpus: cpus.map(str::to_string),
+                ..CgroupLimits::default()
+            })
+            .unwrap();
+    };
+    create("drover/a1.web", None);
+    create("drover/a2.web", None);
+    create("drover/reserved/a3.db", Some("1"));
+    create("drover/reserved/a4.db", Some("3"));
+    create("drover/reserved/gone.db", Some("0"));
+    let occupy = |name: &str| {
+        write(
+            &root
+                .path()
+                .join("cpuset/drover/reserved")
+                .join(name)
+                .join("cgroup.procs"),
+            "4242\n",
+        );
+    };
+    occupy("a3.db");
+    occupy("a4.db");
+    // gone.db: its task has exited and left an empty cgroup, which holds no cpu.
+    let cpus = |name: &str| {
+        read(
+            &root
+                .path()
+                .join("cpuset/drover")
+                .join(name)
+                .join("cpuset.cpus"),
+        )
+    };
+    assert_eq!(cpus("a1.web"), "0-3", "created with the parent's cpus");
+
+    assert_eq!(
+        shared_cpus(root.path(), "drover").unwrap(),
+        Some(vec![0, 2])
+    );
+    assert_eq!(
+        rebalance_shared_cpus(root.path(), "drover").unwrap(),
+        Some(vec![0, 2])
+    );
+    assert_eq!(cpus("a1.web"), "0,2");
+    assert_eq!(cpus("a2.web"), "0,2");
+    assert_eq!(cpus("reserved/a3.db"), "1", "reserved cpus are left alone");
+    assert_eq!(cpus("reserved/a4.db"), "3");
+
+    // A reservation ends: its cpu is shared again.
+    TaskCgroup::open(root.path(), "drover/reserved/a3.db")
+        .unwrap()
+        .remove()
+        .unwrap();
+    rebalance_shared_cpus(root.path(), "drover").unwrap();
+    assert_eq!(cpus("a1.web"), "0-2");
+
+    // Every cpu reserved: the shared tasks keep all of them rather than an empty cpuset.
+    create("drover/reserved/a5.db", Some("0-2"));
+    occupy("a5.db");
+    rebalance_shared_cpus(root.path(), "drover").unwrap();
+    assert_eq!(cpus("a2.web"), "0-3");
+
+    // No parent yet, or no cpuset controller: nothing to share.
+    assert_eq!(shared_cpus(root.path(), "elsewhere").unwrap(), None);
+    let v2 = fake_v2_root();
+    assert_eq!(rebalance_shared_cpus(v2.path(), "drover").unwrap(), None);
+}
+
+#[test]
+fn on_v2_the_parents_effective_cpus_are_shared() {
+    let root = fake_v2_root();
+    let shared = TaskCgroup::open(root.path(), "drover/a1.web").unwrap();
+    shared.create(&CgroupLimits::default()).unwrap();
+    let reserved = TaskCgroup::open(root.path(), "drover/reserved/a2.db").unwrap();
+    reserved
+        .create(&CgroupLimits {
+            cpuset_cpus: Some("0".into()),
+            ..CgroupLimits::default()
+        })
+        .unwrap();
+    write(
+        &root.path().join("drover/reserved/a2.db/cgroup.procs"),
+        "4242\n",
+    );
+    // The kernel's view: the parent inherits (empty cpuset.cpus), effective lists its cpus.
+    write(&root.path().join("drover/cpuset.cpus"), "\n");
+    write(&root.path().join("drover/cpuset.cpus.effective"), "0-1\n");
+    write(&root.path().join("drover/a1.web/cpuset.cpus"), "\n");
+    assert_eq!(
+        rebalance_shared_cpus(root.path(), "drover").unwrap(),
+        Some(vec![1])
+    );
+    assert_eq!(read(&root.path().join("drover/a1.web/cpuset.cpus")), "1");
+}
