@@ -45,7 +45,8 @@ pub struct RawExecConfig {
     pub shim_binary: Option<PathBuf>,
     /// Where cgroupfs is mounted.
     pub cgroup_root: PathBuf,
-    /// Parent of every task cgroup (`<parent>/<alloc_id>.<task>`).
+    /// Parent of every task cgroup (`<parent>/<alloc_id>.<task>`, or
+    /// `<parent>/reserved/<alloc_id>.<task>` for a task with reserved cores).
     pub cgroup_parent: String,
     /// Run tasks without a cgroup (signals then go to the task's process group, and there are
     /// no stats). Also what happens when no cgroup filesystem is found.

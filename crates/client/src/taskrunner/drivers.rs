@@ -3,9 +3,10 @@
 //!
 //! Mapping: the task's `config.command` / `config.args` become the command line (the whole
 //! config is also handed over for drivers that read more, such as the mock driver); the working
-//! directory is the task dir, as Nomad's raw_exec; the task's reserved cores become its cgroup's
-//! cpuset and the group network's hostname the host name of an isolated task; each run has its own supervisor state dir
-//! (chosen by the runner), so a run never trips over the leftovers of the previous one. A run
+//! directory is the task dir, as Nomad's raw_exec; the task's reserved cores become its
+//! cgroup's cpuset and the group network's hostname the host name of an isolated task; each run
+//! has its own supervisor state dir (chosen by the runner), so a run never trips over the
+//! leftovers of the previous one. A run
 //! whose handle was never recorded is reclaimed from its state dir: the launch spec the driver
 //! left there names the task's cgroup, through which what runs is stopped. On re-attach, a shim that is gone is reclaimed (what is left of the task is killed
 //! through its cgroup) and the exit status it recorded is returned; a process that is not the
