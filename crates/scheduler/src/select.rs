@@ -1244,4 +1244,51 @@ mod tests {
             }
         );
     }
+
+    #[test]
+    fn a_core_held_by_two_live_allocations_is_a_conflict() {
+        let with_cores = |id: &str, cores: &[u16], status: &str| {
+            let mut allocated = AllocatedResources::default();
+            allocated.tasks.insert(
+                "t".to_string(),
+                AllocatedTaskResources {
+                    cpu: AllocatedCpuResources {
+                        cpu_shares: 1000,
+                        reserved_cores: Some(cores.to_vec()),
+                    },
+                    ..AllocatedTaskResources::default()
+                },
+            );
+            Allocation {
+                id: id.to_string(),
+                client_status: status.to_string(),
+                desired_status: drover_structs::ALLOC_DESIRED_STATUS_RUN.to_string(),
+                allocated_resources: Some(allocated),
+                ..Allocation::default()
+            }
+        };
+        let running = drover_structs::ALLOC_CLIENT_STATUS_RUNNING;
+        let a = with_cores("a", &[0, 1], running);
+        let b = with_cores("b", &[2], running);
+        let c = with_cores("c", &[1], running);
+        let done = with_cores("d", &[0], drover_structs::ALLOC_CLIENT_STATUS_COMPLETE);
+        assert_eq!(alloc_reserved_cores(&a), vec![0, 1]);
+        assert_eq!(reserved_core_conflict([&a, &b]), None);
+        assert_eq!(reserved_core_conflict([&a, &b, &c]), Some(1));
+        assert_eq!(
+            reserved_core_conflict([&a, &done]),
+            None,
+            "a terminal allocation holds nothing"
+        );
+    }
+
+    #[test]
+    fn a_node_without_a_core_count_charges_nothing_per_core() {
+        let mut node = crate::testing::NodeBuilder::new("n").build();
+        assert_eq!(node_shares_per_core(&node), 1000);
+        if let Some(resources) = node.node_resources.as_mut() {
+            resources.cpu.total_cpu_cores = 0;
+        }
+        assert_eq!(node_shares_per_core(&node), 0);
+    }
 }
