@@ -12,7 +12,10 @@
 use std::collections::{BTreeMap, HashSet};
 
 use drover_scheduler::Plan;
-use drover_scheduler::select::{Usage, allocated_usage, node_capacity};
+use drover_scheduler::select::{
+    Usage, alloc_reserved_cores, allocated_usage, node_capacity, node_reservable_cores,
+    reserved_core_conflict,
+};
 use drover_state::{StateSnapshot, StateStore};
 use drover_structs::Allocation;
 use tokio::sync::{mpsc, oneshot};
@@ -111,22 +114,17 @@ fn node_accepts(
     }
 
     let updated: HashSet<&str> = allocs.iter().map(|alloc| alloc.id.as_str()).collect();
+    let staying = existing.values().map(AsRef::as_ref).filter(|alloc| {
+        !alloc.terminal_status()
+            && !stopping.contains(alloc.id.as_str())
+            && !updated.contains(alloc.id.as_str())
+    });
+    let live: Vec<&Allocation> = staying
+        .chain(allocs.iter().filter(|alloc| !alloc.terminal_status()))
+        .collect();
+
     let mut used = Usage::default();
-    for alloc in existing.values() {
-        if alloc.terminal_status()
-            || stopping.contains(alloc.id.as_str())
-            || updated.contains(alloc.id.as_str())
-        {
-            continue;
-        }
-        let usage = allocated_usage(alloc);
-        used.cpu += usage.cpu;
-        used.memory_mb += usage.memory_mb;
-    }
-    for alloc in allocs {
-        if alloc.terminal_status() {
-            continue;
-        }
+    for alloc in &live {
         let usage = allocated_usage(alloc);
         used.cpu += usage.cpu;
         used.memory_mb += usage.memory_mb;
@@ -138,5 +136,88 @@ fn node_accepts(
     if used.memory_mb > capacity.memory_mb {
         return Err("memory exhausted");
     }
+
+    // Reserved cores are exclusive: two plans made on the same snapshot may have picked the
+    // same free core, and a core the node no longer offers cannot be handed out.
+    if reserved_core_conflict(live.iter().copied()).is_some() {
+        return Err("cores exhausted");
+    }
+    let reservable = node_reservable_cores(&node);
+    let asks_unoffered_core = allocs
+        .iter()
+        .filter(|alloc| !alloc.terminal_status())
+        .flat_map(alloc_reserved_cores)
+        .any(|core| !reservable.contains(&core));
+    if asks_unoffered_core {
+        return Err("cores exhausted");
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use drover_scheduler::testing::{JobBuilder, NodeBuilder, running_alloc};
+
+    use super::*;
+    use crate::SystemClock;
+
+    fn holding_cores(mut alloc: Allocation, cores: &[u16]) -> Allocation {
+        if let Some(resources) = alloc.allocated_resources.as_mut() {
+            for task in resources.tasks.values_mut() {
+                task.cpu.reserved_cores = Some(cores.to_vec());
+            }
+        }
+        alloc
+    }
+
+    fn plan_placing(node_id: &str, alloc: Allocation) -> Plan {
+        let mut plan = Plan {
+            eval_id: "eval-1".to_string(),
+            ..Plan::default()
+        };
+        plan.node_allocation
+            .insert(node_id.to_string(), vec![alloc]);
+        plan
+    }
+
+    #[tokio::test]
+    async fn a_core_already_held_or_not_offered_is_refused_and_a_free_one_commits() {
+        let state = StateStore::in_memory().await.expect("store");
+        let node = NodeBuilder::new("node-1")
+            .resources(4000, 8192)
+            .cores(2, &[0, 1])
+            .build();
+        state.upsert_node(node.clone(), 1).await.expect("node");
+        let job = JobBuilder::service("pinned")
+            .group("app", 3)
+            .task("server", "raw_exec")
+            .resources(100, 64)
+            .cores(1)
+            .build();
+        let holder = holding_cores(running_alloc("alloc-0", &job, "app", 0, &node), &[1]);
+        state
+            .upsert_allocs_and_evals(vec![holder], Vec::new(), 1)
+            .await
+            .expect("holder");
+
+        for (alloc_id, core) in [("alloc-same", 1), ("alloc-absent", 5)] {
+            let alloc = holding_cores(running_alloc(alloc_id, &job, "app", 1, &node), &[core]);
+            let result = apply(&state, &SystemClock, plan_placing("node-1", alloc))
+                .await
+                .expect("apply");
+            assert_eq!(
+                result.rejected_nodes,
+                vec!["node-1".to_string()],
+                "core {core}"
+            );
+            assert!(state.snapshot().alloc(alloc_id).is_none(), "core {core}");
+        }
+
+        let free = holding_cores(running_alloc("alloc-free", &job, "app", 1, &node), &[0]);
+        let result = apply(&state, &SystemClock, plan_placing("node-1", free))
+            .await
+            .expect("apply");
+        assert!(result.fully_committed());
+        assert!(state.snapshot().alloc("alloc-free").is_some());
+    }
 }
