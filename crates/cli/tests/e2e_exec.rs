@@ -782,6 +782,17 @@ fn host_cpuset_file(cgroup: &str, file: &str) -> String {
     .to_string()
 }
 
+/// Held by the tests that reserve cores. Which cpus the tasks without cores share is worked out
+/// by the agent from every task cgroup on the host, so two agents of concurrent tests would
+/// re-balance the same cgroups under each other; on a real host one agent owns them.
+static CORE_RESERVATIONS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn reserving_cores() -> std::sync::MutexGuard<'static, ()> {
+    CORE_RESERVATIONS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The cpus the processes of a cpuset cgroup may run on, as the kernel reports them.
 fn cpus_of_processes_in(cgroup: &str) -> Vec<String> {
     host_cpuset_file(cgroup, "cgroup.procs")
@@ -807,6 +818,7 @@ fn a_task_with_cores_runs_on_exactly_its_reserved_core_and_no_core_is_given_twic
         eprintln!("skipped: no cgroup v1 cpuset hierarchy (the cpuset files are read from it)");
         return;
     }
+    let _reserving = reserving_cores();
     let agent = Agent::start_dev();
     let node_id = wait_for("the node to register", LIMIT, || {
         agent.get_json("/v1/nodes")[0]["ID"]
@@ -1133,4 +1145,86 @@ job "forky" {{
         messages.contains("pids_limit must be a positive integer"),
         "{messages}"
     );
+}
+
+/// The client's `reserved { … }` keeps resources back from allocations: the node reports them
+/// as its `ReservedResources`, a reserved core is never handed to a task, and the cores left
+/// are all there is to reserve.
+#[test]
+fn cores_and_resources_reserved_by_the_client_config_are_never_handed_out() {
+    if !Path::new("/sys/fs/cgroup/cpuset/cpuset.cpus").is_file() {
+        eprintln!("skipped: no cgroup v1 cpuset hierarchy (the cpuset files are read from it)");
+        return;
+    }
+    let _reserving = reserving_cores();
+    let all_cpus = drover_driver::parse_cpu_list(&host_cpuset_file("/", "cpuset.cpus")).unwrap();
+    assert!(all_cpus.len() >= 2, "needs two cores: {all_cpus:?}");
+    let kept_back = all_cpus[0];
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("client.hcl");
+    std::fs::write(
+        &config,
+        format!(
+            "client {{\n  reserved {{\n    cpu            = 300\n    memory         = 256\n    disk           = 1024\n    cores          = \"{kept_back}\"\n    reserved_ports = \"22,8000-8100\"\n  }}\n}}\n"
+        ),
+    )
+    .unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", config.display())],
+    );
+    let node_id = wait_for("the node to register", LIMIT, || {
+        agent.get_json("/v1/nodes")[0]["ID"]
+            .as_str()
+            .map(str::to_string)
+    });
+    let node = agent.get_json(&format!("/v1/node/{node_id}"));
+    let reserved = &node["ReservedResources"];
+    assert_eq!(reserved["Cpu"]["CpuShares"], 300, "{reserved}");
+    assert_eq!(
+        reserved["Cpu"]["ReservedCpuCores"],
+        serde_json::json!([kept_back])
+    );
+    assert_eq!(reserved["Memory"]["MemoryMB"], 256, "{reserved}");
+    assert_eq!(reserved["Disk"]["DiskMB"], 1024, "{reserved}");
+    assert_eq!(
+        reserved["Networks"]["ReservedHostPorts"], "22,8000-8100",
+        "{reserved}"
+    );
+
+    run_job(
+        &agent,
+        "pinned.hcl",
+        &probe_job("pinned", "g", "cores = 1\nmemory = 32", ""),
+    );
+    let (pinned, seen) = running_probe(&agent, "pinned");
+    let cores = reserved_cores(&pinned);
+    assert_eq!(cores.len(), 1, "{pinned}");
+    assert_ne!(cores[0], kept_back, "the kept-back core was handed out");
+    assert_eq!(seen["cpus"], cores[0].to_string(), "{seen:?}");
+
+    // On a two-core machine nothing is left to reserve now.
+    if all_cpus.len() == 2 {
+        run_job(
+            &agent,
+            "more.hcl",
+            &probe_job("more", "g", "cores = 1\nmemory = 32", ""),
+        );
+        let failed = wait_for("the second reservation to fail", LIMIT, || {
+            agent
+                .get_json("/v1/job/more/evaluations")
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .find_map(|eval| eval["FailedTGAllocs"]["g"].as_object().cloned())
+        });
+        assert_eq!(
+            failed["DimensionExhausted"]["cores"].as_i64(),
+            Some(1),
+            "{failed:?}"
+        );
+        agent.cli_ok(&["job", "stop", "more"]);
+    }
+    agent.cli_ok(&["job", "stop", "pinned"]);
 }

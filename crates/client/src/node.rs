@@ -35,7 +35,8 @@ use std::time::Duration;
 
 use drover_structs::{
     ALLOC_CLIENT_STATUS_COMPLETE, Allocation, DurationNs, NODE_SCHEDULING_ELIGIBLE,
-    NODE_STATUS_READY, Node, TASK_STATE_DEAD, TaskState, Timestamp,
+    NODE_STATUS_READY, Node, NodeReservedResources, NodeResources, TASK_STATE_DEAD, TaskState,
+    Timestamp,
 };
 use rand::Rng;
 use tokio::sync::watch;
@@ -242,8 +243,55 @@ pub struct NodeConfig {
     pub gc_max_allocs: usize,
     pub retry: RetryTiming,
     pub status_timing: StatusBufferTiming,
+    /// What the agent's config says about the node's resources, over the fingerprint.
+    pub resources: NodeResourceSettings,
     /// Wall-clock time for the node's timestamps.
     pub clock: SharedClock,
+}
+
+/// The client config's word on the node's resources (Nomad's `cpu_total_compute`,
+/// `memory_total_mb`, `reservable_cores` and `reserved { … }`): what the fingerprint found is
+/// replaced where the operator says otherwise, and what is reserved for the host is never
+/// offered to allocations.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeResourceSettings {
+    /// Total compute in MHz, instead of the fingerprinted frequency × cores.
+    pub cpu_total_compute: Option<i64>,
+    /// Total memory in MB, instead of `/proc/meminfo`'s.
+    pub memory_total_mb: Option<i64>,
+    /// The cores tasks may reserve, instead of the agent's allowed cpus.
+    pub reservable_cores: Option<Vec<u16>>,
+    /// Kept back for the host: CPU MHz, memory and disk MB, cores and host ports.
+    pub reserved: NodeReservedResources,
+}
+
+impl NodeResourceSettings {
+    /// Applies the overrides to the fingerprinted `resources` (and the attributes that describe
+    /// them), and returns the node's reserved resources.
+    pub fn apply(
+        &self,
+        resources: &mut NodeResources,
+        attributes: &mut BTreeMap<String, String>,
+    ) -> Option<NodeReservedResources> {
+        if let Some(compute) = self.cpu_total_compute {
+            resources.cpu.cpu_shares = compute;
+            for key in ["cpu.totalcompute", "cpu.usablecompute"] {
+                attributes.insert(key.to_string(), compute.to_string());
+            }
+        }
+        if let Some(memory_mb) = self.memory_total_mb {
+            resources.memory.memory_mb = memory_mb;
+            attributes.insert(
+                "memory.totalbytes".to_string(),
+                memory_mb.saturating_mul(1024 * 1024).to_string(),
+            );
+        }
+        if let Some(cores) = &self.reservable_cores {
+            resources.cpu.reservable_cpu_cores = cores.clone();
+            attributes.insert("cpu.reservablecores".to_string(), cores.len().to_string());
+        }
+        (self.reserved != NodeReservedResources::default()).then(|| self.reserved.clone())
+    }
 }
 
 impl NodeConfig {
@@ -263,6 +311,7 @@ impl NodeConfig {
             gc_max_allocs: DEFAULT_GC_MAX_ALLOCS,
             retry: RetryTiming::default(),
             status_timing: StatusBufferTiming::default(),
+            resources: NodeResourceSettings::default(),
             clock,
         }
     }
@@ -332,6 +381,8 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             update_time: Timestamp::from_unix_nanos(config.clock.now_unix_nanos()),
         });
         let mut attributes = fingerprint.attributes;
+        let mut resources = fingerprint.resources;
+        let reserved_resources = config.resources.apply(&mut resources, &mut attributes);
         if let Some(address) = advertised_ip(&config.http_addr) {
             attributes.insert("unique.network.ip-address".to_string(), address);
         }
@@ -345,7 +396,8 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             node_class: config.node_class.clone(),
             attributes,
             meta: config.meta.clone(),
-            node_resources: Some(fingerprint.resources),
+            node_resources: Some(resources),
+            reserved_resources,
             drivers: fingerprint.drivers,
             scheduling_eligibility: NODE_SCHEDULING_ELIGIBLE.to_string(),
             status: NODE_STATUS_READY.to_string(),
@@ -1081,6 +1133,37 @@ mod tests {
     };
 
     type SimClient = Client<InMemoryServer, SimAllocRunnerFactory>;
+
+    #[test]
+    fn resource_settings_override_the_fingerprint_and_give_the_reserved_resources() {
+        let mut resources = NodeResources::default();
+        resources.cpu.cpu_shares = 4000;
+        resources.cpu.reservable_cpu_cores = vec![0, 1, 2, 3];
+        resources.memory.memory_mb = 8192;
+        let mut attributes = BTreeMap::new();
+        assert_eq!(
+            NodeResourceSettings::default().apply(&mut resources.clone(), &mut attributes),
+            None,
+            "nothing reserved, no reserved resources"
+        );
+
+        let mut settings = NodeResourceSettings {
+            cpu_total_compute: Some(2000),
+            memory_total_mb: Some(1024),
+            reservable_cores: Some(vec![2, 3]),
+            ..NodeResourceSettings::default()
+        };
+        settings.reserved.cpu.reserved_cpu_cores = vec![3];
+        settings.reserved.memory.memory_mb = 128;
+        let reserved = settings.apply(&mut resources, &mut attributes);
+        assert_eq!(resources.cpu.cpu_shares, 2000);
+        assert_eq!(resources.memory.memory_mb, 1024);
+        assert_eq!(resources.cpu.reservable_cpu_cores, vec![2, 3]);
+        assert_eq!(attributes["cpu.totalcompute"], "2000");
+        assert_eq!(attributes["memory.totalbytes"], (1024u64 << 20).to_string());
+        assert_eq!(attributes["cpu.reservablecores"], "2");
+        assert_eq!(reserved, Some(settings.reserved.clone()));
+    }
 
     const LIMIT: Duration = Duration::from_secs(60);
 

@@ -80,6 +80,8 @@ pub struct RawClient {
     pub servers: Option<Vec<String>>,
     pub cpu_total_compute: Option<u64>,
     pub memory_total_mb: Option<u64>,
+    /// The cores tasks may reserve, as a cpuset list (`"0-3,6"`).
+    pub reservable_cores: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -88,6 +90,10 @@ pub struct RawReserved {
     pub cpu: Option<u64>,
     pub memory: Option<u64>,
     pub disk: Option<u64>,
+    /// Cores kept back for the host, as a cpuset list (`"0"`, `"0-1"`).
+    pub cores: Option<String>,
+    /// Host ports kept back, as Nomad writes them (`"22,80,8000-8100"`).
+    pub reserved_ports: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -220,8 +226,11 @@ pub struct AgentConfig {
     pub reserved_cpu: u64,
     pub reserved_memory_mb: u64,
     pub reserved_disk_mb: u64,
+    pub reserved_cores: Vec<u16>,
+    pub reserved_ports: String,
     pub cpu_total_compute: Option<u64>,
     pub memory_total_mb: Option<u64>,
+    pub reservable_cores: Option<Vec<u16>>,
     pub num_schedulers: u32,
     pub heartbeat_grace: Duration,
     pub min_heartbeat_ttl: Duration,
@@ -237,6 +246,40 @@ fn parse_duration(key: &'static str, text: &str) -> Result<Duration, ConfigError
             key,
             message: format!("{err} (a Go duration such as \"30s\" or \"1m30s\")"),
         })
+}
+
+/// A cpuset list (`"0-3,6"`) of the config key `key`.
+fn parse_core_list(key: &'static str, text: &str) -> Result<Vec<u16>, ConfigError> {
+    drover_driver::parse_cpu_list(text)
+        .filter(|cores| !cores.is_empty())
+        .ok_or_else(|| ConfigError::Invalid {
+            key,
+            message: format!("{text:?} is not a list of cores such as \"0-3,6\""),
+        })
+}
+
+/// A host port list (`"22,80,8000-8100"`) of the config key `key`, kept as written.
+fn check_port_list(key: &'static str, text: &str) -> Result<String, ConfigError> {
+    let valid_port = |part: &str| part.trim().parse::<u16>().is_ok_and(|port| port > 0);
+    let valid = text
+        .split(',')
+        .filter(|part| !part.trim().is_empty())
+        .all(|part| match part.split_once('-') {
+            Some((low, high)) => {
+                valid_port(low)
+                    && valid_port(high)
+                    && low.trim().parse::<u16>().ok() <= high.trim().parse::<u16>().ok()
+            }
+            None => valid_port(part),
+        });
+    if valid {
+        Ok(text.to_string())
+    } else {
+        Err(ConfigError::Invalid {
+            key,
+            message: format!("{text:?} is not a list of ports such as \"22,8000-8100\""),
+        })
+    }
 }
 
 fn default_node_name() -> String {
@@ -366,8 +409,24 @@ impl AgentConfig {
             reserved_cpu: client.reserved.as_ref().and_then(|r| r.cpu).unwrap_or(0),
             reserved_memory_mb: client.reserved.as_ref().and_then(|r| r.memory).unwrap_or(0),
             reserved_disk_mb: client.reserved.as_ref().and_then(|r| r.disk).unwrap_or(0),
+            reserved_cores: match client.reserved.as_ref().and_then(|r| r.cores.as_deref()) {
+                Some(text) => parse_core_list("client.reserved.cores", text)?,
+                None => Vec::new(),
+            },
+            reserved_ports: match client
+                .reserved
+                .as_ref()
+                .and_then(|r| r.reserved_ports.as_deref())
+            {
+                Some(text) => check_port_list("client.reserved.reserved_ports", text)?,
+                None => String::new(),
+            },
             cpu_total_compute: client.cpu_total_compute,
             memory_total_mb: client.memory_total_mb,
+            reservable_cores: match client.reservable_cores.as_deref() {
+                Some(text) => Some(parse_core_list("client.reservable_cores", text)?),
+                None => None,
+            },
             num_schedulers: server.num_schedulers.unwrap_or(2).max(1),
             heartbeat_grace: match &server.heartbeat_grace {
                 Some(text) => parse_duration("server.heartbeat_grace", text)?,
@@ -480,6 +539,37 @@ mod tests {
         let raw: RawConfig = hcl::from_str("bind_addr = \"localhost:80\"\n").expect("parses");
         let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad address");
         assert!(err.to_string().contains("bind_addr"), "{err}");
+    }
+
+    #[test]
+    fn reserved_cores_ports_and_reservable_cores_are_parsed_and_bad_lists_named() {
+        let raw: RawConfig = hcl::from_str(
+            "client {\n  reservable_cores = \"0-3\"\n  reserved {\n    cores = \"0,2\"\n    reserved_ports = \"22,8000-8100\"\n  }\n}\n",
+        )
+        .expect("parses");
+        let config = AgentConfig::from_raw(raw, &dev_args()).expect("valid");
+        assert_eq!(config.reserved_cores, vec![0, 2]);
+        assert_eq!(config.reserved_ports, "22,8000-8100");
+        assert_eq!(config.reservable_cores, Some(vec![0, 1, 2, 3]));
+
+        for (text, key) in [
+            (
+                "client {\n  reserved {\n    cores = \"two\"\n  }\n}\n",
+                "client.reserved.cores",
+            ),
+            (
+                "client {\n  reserved {\n    reserved_ports = \"80-22\"\n  }\n}\n",
+                "client.reserved.reserved_ports",
+            ),
+            (
+                "client {\n  reservable_cores = \"\"\n}\n",
+                "client.reservable_cores",
+            ),
+        ] {
+            let raw: RawConfig = hcl::from_str(text).expect("parses");
+            let err = AgentConfig::from_raw(raw, &dev_args()).expect_err(text);
+            assert!(err.to_string().starts_with(key), "{err}");
+        }
     }
 
     #[test]

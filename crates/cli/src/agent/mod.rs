@@ -16,7 +16,7 @@ use anyhow::Context as _;
 use drover_api::backend::{AgentInfo, Composed};
 use drover_client::clock::{SharedClock, SystemClock};
 use drover_client::config::ClientConfig;
-use drover_client::node::{Client, NodeConfig};
+use drover_client::node::{Client, NodeConfig, NodeResourceSettings};
 use drover_client::runner_factory::TaskAllocRunnerFactory;
 use drover_client::state_db::StateDb;
 use drover_client::taskrunner::driver::DriverCatalog;
@@ -26,6 +26,10 @@ use drover_driver::raw_exec::RawExecConfig;
 use drover_server::heartbeat::HeartbeatConfig;
 use drover_server::{Server, ServerConfig};
 use drover_state::StateStore;
+use drover_structs::{
+    NodeDiskResources, NodeMemoryResources, NodeReservedCpuResources, NodeReservedNetworkResources,
+    NodeReservedResources,
+};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -235,6 +239,7 @@ async fn start_client(
     node_config.meta = config.meta.clone();
     node_config.http_addr = http_addr.to_string();
     node_config.agent_version = env!("CARGO_PKG_VERSION").to_owned();
+    node_config.resources = node_resource_settings(config);
     let client = Client::start(
         node_config,
         Arc::new(InProcessServer(server.clone())),
@@ -243,6 +248,31 @@ async fn start_client(
     .await
     .context("starting the client")?;
     Ok(client)
+}
+
+/// The client config's resource settings, as the node applies them over its fingerprint.
+fn node_resource_settings(config: &AgentConfig) -> NodeResourceSettings {
+    let megabytes = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+    NodeResourceSettings {
+        cpu_total_compute: config.cpu_total_compute.map(megabytes),
+        memory_total_mb: config.memory_total_mb.map(megabytes),
+        reservable_cores: config.reservable_cores.clone(),
+        reserved: NodeReservedResources {
+            cpu: NodeReservedCpuResources {
+                cpu_shares: megabytes(config.reserved_cpu),
+                reserved_cpu_cores: config.reserved_cores.clone(),
+            },
+            memory: NodeMemoryResources {
+                memory_mb: megabytes(config.reserved_memory_mb),
+            },
+            disk: NodeDiskResources {
+                disk_mb: megabytes(config.reserved_disk_mb),
+            },
+            networks: NodeReservedNetworkResources {
+                reserved_host_ports: config.reserved_ports.clone(),
+            },
+        },
+    }
 }
 
 fn rand_seed() -> u64 {
