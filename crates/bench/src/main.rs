@@ -9,6 +9,7 @@
 //! Not here: tests (CI runs tests, not benchmarks).
 
 mod agent;
+mod fleet_http;
 mod in_process;
 mod process;
 mod procfs;
@@ -82,12 +83,17 @@ enum Scenario {
         #[arg(long, default_value_t = 10)]
         nodes: usize,
     },
-    /// Simulated nodes at fleet scale against an in-process server.
+    /// Simulated nodes at fleet scale against an in-process server, or with `--over-http`
+    /// against a server agent process through the HTTP client↔server connection.
     Fleet {
         #[arg(long, default_value_t = 5000)]
         nodes: usize,
         #[arg(long, default_value_t = 10_000)]
         allocs: usize,
+        /// Reach a release `drover agent -server` process over HTTP instead of linking the
+        /// server.
+        #[arg(long)]
+        over_http: bool,
     },
 }
 
@@ -156,10 +162,25 @@ fn main() -> anyhow::Result<()> {
             format!("server-writes --count {count}"),
             runtime()?.block_on(in_process::server_writes(runs, count, nodes))?,
         ),
-        Scenario::Fleet { nodes, allocs } => (
+        Scenario::Fleet {
+            nodes,
+            allocs,
+            over_http: false,
+        } => (
             format!("fleet --nodes {nodes} --allocs {allocs}"),
             runtime()?.block_on(in_process::fleet(runs, nodes, allocs))?,
         ),
+        Scenario::Fleet {
+            nodes,
+            allocs,
+            over_http: true,
+        } => {
+            let bench = bench()?;
+            (
+                format!("fleet --over-http --nodes {nodes} --allocs {allocs}"),
+                runtime()?.block_on(fleet_http::fleet_over_http(&bench, nodes, allocs))?,
+            )
+        }
     };
     report.print(&name);
     Ok(())

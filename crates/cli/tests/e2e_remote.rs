@@ -151,10 +151,30 @@ job "remote" {{
     // agent's own API serves it.
     let (status, _) = http(
         "GET",
+        &server.url(&format!("/v1/client/allocation/{alloc_id}/stats")),
+        None,
+    );
+    assert_eq!(
+        status, 404,
+        "the server agent's own node does not hold the alloc"
+    );
+    let (status, _) = http(
+        "GET",
         &client.url(&format!("/v1/client/allocation/{alloc_id}/stats")),
         None,
     );
     assert_eq!(status, 200, "the remote agent serves its alloc's stats");
+    let logs = wait_for("the task's stdout on the remote agent", LIMIT, || {
+        let (status, body) = http(
+            "GET",
+            &client.url(&format!(
+                "/v1/client/fs/logs/{alloc_id}?task=server&type=stdout&plain=true&follow=false"
+            )),
+            None,
+        );
+        (status == 200 && body.contains(&marker)).then_some(body)
+    });
+    assert!(logs.contains(&format!("started {marker}")), "{logs}");
 
     server.cli_ok(&["job", "stop", "remote"]);
     wait_for("the remote alloc to complete", LIMIT, || {
