@@ -13,6 +13,7 @@
 //! dir is `<data dir>/alloc/<alloc id>`. Tests use the in-memory backend (the `memory`
 //! module, feature `memory-backend`), which implements both. Not here: HTTP details.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -100,6 +101,16 @@ pub trait StateReads: Send + Sync + 'static {
     fn nodes(&self, prefix: &str) -> Result<Vec<Node>, ApiError>;
     fn node(&self, node_id: &str) -> Result<Option<Node>, ApiError>;
     fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ApiError>;
+    /// `alloc ID → AllocModifyIndex` of every allocation on a node: what a remote client's
+    /// watcher needs (`Node.GetClientAllocs`). Readers that hold allocations shared should
+    /// answer it without copying them; this default copies.
+    fn node_alloc_modify_indexes(&self, node_id: &str) -> Result<BTreeMap<String, u64>, ApiError> {
+        Ok(self
+            .node_allocations(node_id)?
+            .into_iter()
+            .map(|allocation| (allocation.id, allocation.alloc_modify_index))
+            .collect())
+    }
 
     /// The event stream from `from_index` (0: only new events), filtered.
     fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription;
@@ -326,6 +337,10 @@ impl<R: StateReads, O: Send + Sync + 'static> StateReads for Composed<R, O> {
 
     fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ApiError> {
         self.reads.node_allocations(node_id)
+    }
+
+    fn node_alloc_modify_indexes(&self, node_id: &str) -> Result<BTreeMap<String, u64>, ApiError> {
+        self.reads.node_alloc_modify_indexes(node_id)
     }
 
     fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {

@@ -91,6 +91,11 @@ pub async fn fleet_over_http(bench: &Bench, nodes: usize, allocs: usize) -> anyh
             "ms",
             started.elapsed().as_secs_f64() * 1000.0,
         );
+        report.add(
+            "server agent RSS with the nodes registered",
+            "MiB",
+            procfs::rss_kib(agent.pid()).unwrap_or(0) as f64 / 1024.0,
+        );
         let job_id = format!("fleet-http-{run}");
         let job = JobBuilder::service(&job_id)
             .group("g", wanted)
@@ -169,5 +174,75 @@ pub async fn fleet_over_http(bench: &Bench, nodes: usize, allocs: usize) -> anyh
     report.note(format!(
         "{nodes} simulated nodes in the bench process over HTTP (one shared HttpServerConn, status batching every 200 ms) against a release server agent process; progress read from the job summary every 50 ms"
     ));
+    Ok(report)
+}
+
+/// `alloc-list --simulated-nodes N`: the alloc list latency with `allocs` allocations set up
+/// in seconds rather than minutes: a server agent process, `nodes` simulated nodes over HTTP
+/// running one service job of `allocs` tiny allocations (running, with their task states and
+/// events), then 100 `GET /v1/allocations` per run.
+pub async fn alloc_list_with_simulated_nodes(
+    bench: &Bench,
+    allocs: usize,
+    nodes: usize,
+) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    let temp = tempfile::tempdir()?;
+    let agent = Arc::new(AgentProcess::spawn_server(
+        &bench.drover,
+        &temp.path().join("data"),
+    )?);
+    agent.wait_api_ready(Duration::from_secs(60))?;
+    let address = agent.address.trim_start_matches("http://").to_owned();
+    let conn = Arc::new(
+        HttpServerConn::new(HttpServerConnConfig::new(vec![address]))
+            .context("connecting to the server agent")?,
+    );
+    let timing = SimRunnerTiming {
+        start_delay: Duration::from_millis(10),
+        run_for: None,
+    };
+    let setup = Instant::now();
+    let clients = start_fleet_on(conn, nodes, timing).await?;
+    let job_id = "alloc-list";
+    let job = JobBuilder::service(job_id)
+        .group("g", i64::try_from(allocs)?)
+        .task("t", "raw_exec")
+        .resources(1, 10)
+        .build();
+    {
+        let agent = Arc::clone(&agent);
+        let body = json!({ "Job": job });
+        tokio::task::spawn_blocking(move || agent.send_json("PUT", "/v1/jobs", &body))
+            .await
+            .map_err(|error| anyhow!("register: {error}"))??;
+    }
+    let wanted = i64::try_from(allocs)?;
+    wait_summary(
+        &agent,
+        job_id,
+        Duration::from_secs(600),
+        "allocs running",
+        |running, _, _| running >= wanted,
+    )
+    .await?;
+    report.note(format!(
+        "setup: {allocs} running allocs on {nodes} simulated nodes over HTTP in {:.1} s",
+        setup.elapsed().as_secs_f64()
+    ));
+    for _ in 0..bench.runs {
+        let measured = Arc::clone(&agent);
+        report = tokio::task::spawn_blocking(move || {
+            let mut report = report;
+            crate::process::alloc_list_latency(&measured, 100, &mut report)?;
+            report.record_load();
+            anyhow::Ok(report)
+        })
+        .await
+        .map_err(|error| anyhow!("alloc list: {error}"))??;
+    }
+    for client in clients {
+        client.shutdown().await;
+    }
     Ok(report)
 }

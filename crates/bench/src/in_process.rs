@@ -357,6 +357,11 @@ pub async fn fleet(runs: usize, nodes: usize, allocs: usize) -> anyhow::Result<R
             "ms",
             stopped.elapsed().as_secs_f64() * 1000.0,
         );
+        report.add(
+            "bench process RSS (server and nodes) at the end",
+            "MiB",
+            procfs::rss_kib(i32::try_from(std::process::id())?).unwrap_or(0) as f64 / 1024.0,
+        );
         for client in clients {
             client.shutdown().await;
         }

@@ -66,6 +66,10 @@ enum Scenario {
         allocs: usize,
         #[arg(long, default_value_t = 1000)]
         chunk: usize,
+        /// Set the allocs up as running allocs on this many simulated nodes over HTTP (a
+        /// server-only agent) instead of terminal allocs of real `/bin/true` tasks.
+        #[arg(long)]
+        simulated_nodes: Option<usize>,
     },
     /// Scheduler placements per second on simulated nodes, one thread.
     Scheduler {
@@ -146,10 +150,27 @@ fn main() -> anyhow::Result<()> {
                 )
             }
         },
-        Scenario::AllocList { allocs, chunk } => (
+        Scenario::AllocList {
+            allocs,
+            chunk,
+            simulated_nodes: None,
+        } => (
             format!("alloc-list --allocs {allocs}"),
             process::alloc_list(&bench()?, allocs, chunk)?,
         ),
+        Scenario::AllocList {
+            allocs,
+            simulated_nodes: Some(nodes),
+            ..
+        } => {
+            let bench = bench()?;
+            (
+                format!("alloc-list --allocs {allocs} --simulated-nodes {nodes}"),
+                runtime()?.block_on(fleet_http::alloc_list_with_simulated_nodes(
+                    &bench, allocs, nodes,
+                ))?,
+            )
+        }
         Scenario::Scheduler {
             nodes,
             jobs,

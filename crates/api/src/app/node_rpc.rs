@@ -65,11 +65,7 @@ pub(super) async fn client_allocs<B: ApiBackend>(
     node_id: &str,
 ) -> Result<Response, ApiError> {
     let (index, allocs) = blocking_read(backend, params, &[Table::Allocs], |backend| {
-        Ok(backend
-            .node_allocations(node_id)?
-            .into_iter()
-            .map(|allocation| (allocation.id, allocation.alloc_modify_index))
-            .collect())
+        backend.node_alloc_modify_indexes(node_id)
     })
     .await?;
     let response = NodeClientAllocsResponse { allocs, index };
