@@ -43,7 +43,12 @@ fn a_client_only_agent_runs_a_job_for_a_server_in_another_process() {
     let server = Agent::start_with(&server_data, &[&format!("-config={server_config}")]);
     let server_addr = server.address.trim_start_matches("http://").to_owned();
 
-    // A second agent with its own data dir: client only, its server reached over HTTP.
+    // A second agent with its own data dir: client only, its server reached over HTTP. The
+    // first address it is given has nothing listening: the calls pass to the next server.
+    let dead_addr = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("address").to_string()
+    };
     let client_data = temp.path().join("client").join("data");
     let client_config = agent_config(
         &client_data,
@@ -54,7 +59,7 @@ fn a_client_only_agent_runs_a_job_for_a_server_in_another_process() {
         &client_data,
         &[
             "-client",
-            &format!("-servers={server_addr}"),
+            &format!("-servers={dead_addr},{server_addr}"),
             &format!("-config={client_config}"),
         ],
     );
@@ -329,4 +334,187 @@ fn simulated_nodes_over_http_run_every_alloc_and_stop_them() {
             client.shutdown().await;
         }
     });
+}
+
+/// A server agent started directly (the harness always picks port 0; a restarted server must
+/// come back on the port its clients know).
+struct ServerProcess {
+    child: std::process::Child,
+}
+
+impl ServerProcess {
+    fn start(data_dir: &std::path::Path, config: &str, port: u16) -> ServerProcess {
+        use std::io::{BufRead, BufReader};
+        let mut child = std::process::Command::new(support::drover_bin())
+            .args(["agent", "-dev", "-server"])
+            .arg(format!("-data-dir={}", data_dir.display()))
+            .arg(format!("-config={config}"))
+            .arg(format!("-http-port={port}"))
+            .env("RUST_LOG", "warn")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("server agent starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.contains("HTTP API listening") {
+                    let _ = started_tx.send(());
+                }
+            }
+        });
+        started_rx
+            .recv_timeout(LIMIT)
+            .expect("the server agent starts listening");
+        ServerProcess { child }
+    }
+
+    fn terminate(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        wait_for("the server agent to exit", LIMIT, || {
+            self.child.try_wait().ok().flatten()
+        });
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.terminate();
+        }
+    }
+}
+
+#[test]
+fn a_remote_client_rides_out_a_server_restart_and_reports_to_the_new_server() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("address").port()
+    };
+    let server_addr = format!("127.0.0.1:{port}");
+    let server_url = format!("http://{server_addr}");
+    let server_data = temp.path().join("server").join("data");
+    let server_config = agent_config(
+        &server_data,
+        "server.hcl",
+        "client {\n  enabled = false\n}\n",
+    );
+    let mut server = ServerProcess::start(&server_data, &server_config, port);
+
+    let client_data = temp.path().join("client").join("data");
+    let client_config = agent_config(&client_data, "client.hcl", "name = \"remote-node\"\n");
+    let client = Agent::start_with(
+        &client_data,
+        &[
+            "-client",
+            &format!("-servers={server_addr}"),
+            &format!("-config={client_config}"),
+        ],
+    );
+    let get = |path: &str| -> Option<Value> {
+        let (status, body) = http("GET", &format!("{server_url}{path}"), None);
+        (status == 200)
+            .then(|| serde_json::from_str(&body).ok())
+            .flatten()
+    };
+    wait_for("the remote node to be ready", LIMIT, || {
+        get("/v1/nodes")?
+            .as_array()?
+            .iter()
+            .any(|node| node["Status"] == "ready")
+            .then_some(())
+    });
+
+    let marker = format!("restart-marker-{}", std::process::id());
+    let job = json!({"Job": {
+        "ID": "steady", "Name": "steady", "Type": "service", "Datacenters": ["dc1"],
+        "TaskGroups": [{"Name": "app", "Count": 1, "Tasks": [{
+            "Name": "server", "Driver": "raw_exec",
+            "Config": {"command": "/bin/sh", "args": ["-c", format!("echo {marker}; sleep 3600")]},
+            "Resources": {"CPU": 50, "MemoryMB": 32}
+        }]}]
+    }});
+    let (status, body) = http(
+        "PUT",
+        &format!("{server_url}/v1/jobs"),
+        Some(&job.to_string()),
+    );
+    assert_eq!(status, 200, "{body}");
+    let running_alloc = || {
+        get("/v1/job/steady/allocations")?
+            .as_array()?
+            .iter()
+            .find(|alloc| alloc["ClientStatus"] == "running")
+            .and_then(|alloc| alloc["ID"].as_str().map(str::to_owned))
+    };
+    let alloc_id = wait_for("the alloc to run", LIMIT, running_alloc);
+    let pids_before = wait_for("the task's process", LIMIT, || {
+        Some(pids_with_cmdline(&marker)).filter(|pids| !pids.is_empty())
+    });
+
+    // The server goes away and comes back on the same data dir and port.
+    server.terminate();
+    let mut server = ServerProcess::start(&server_data, &server_config, port);
+
+    wait_for(
+        "the node to beat again on the restarted server",
+        LIMIT,
+        || {
+            get("/v1/nodes")?
+                .as_array()?
+                .iter()
+                .any(|node| node["Status"] == "ready")
+                .then_some(())
+        },
+    );
+    assert!(
+        pids_before.iter().all(|pid| support::process_alive(*pid)),
+        "the task ran on through the server's restart"
+    );
+    // A status report after the restart reaches the new server process: restart the task
+    // through the remote agent and see the restart recorded on the server.
+    let (status, body) = http(
+        "PUT",
+        &client.url(&format!("/v1/client/allocation/{alloc_id}/restart")),
+        Some("{}"),
+    );
+    assert_eq!(status, 200, "{body}");
+    wait_for(
+        "the restart to be reported to the new server",
+        LIMIT,
+        || {
+            let alloc = get(&format!("/v1/allocation/{alloc_id}"))?;
+            let restarts = alloc["TaskStates"]["server"]["Restarts"].as_u64()?;
+            (restarts >= 1 && alloc["ClientStatus"] == "running").then_some(())
+        },
+    );
+    assert_eq!(
+        running_alloc().as_deref(),
+        Some(alloc_id.as_str()),
+        "the same alloc runs; nothing was rescheduled"
+    );
+    let allocs = get("/v1/job/steady/allocations").expect("alloc list");
+    assert_eq!(allocs.as_array().map(Vec::len), Some(1), "{allocs}");
+    assert!(
+        pids_before.iter().all(|pid| !support::process_alive(*pid)),
+        "the user restart replaced the task's process"
+    );
+
+    let (status, body) = http("DELETE", &format!("{server_url}/v1/job/steady"), None);
+    assert_eq!(status, 200, "{body}");
+    wait_for("the alloc to complete", LIMIT, || {
+        let alloc = get(&format!("/v1/allocation/{alloc_id}"))?;
+        (alloc["ClientStatus"] == "complete").then_some(())
+    });
+    wait_for("the task's process to end", LIMIT, || {
+        pids_with_cmdline(&marker).is_empty().then_some(())
+    });
+    drop(client);
+    server.terminate();
+    kill_tasks_of_allocs(&[alloc_id]);
 }
