@@ -1483,3 +1483,199 @@ async fn following_a_file_of_a_finished_allocation_ends() {
         .expect("a followed file of a finished allocation should end");
     assert_eq!(data_of(&frames_of(&body)), "done\n");
 }
+
+// The client↔server calls of remote client nodes (`crate::client_rpc`).
+
+#[tokio::test]
+async fn a_node_registers_beats_and_an_unknown_node_gets_404() {
+    let (backend, router) = setup();
+    let node = drover_structs::Node {
+        id: "node-7".into(),
+        secret_id: "secret".into(),
+        name: "worker-7".into(),
+        datacenter: "dc1".into(),
+        ..drover_structs::Node::default()
+    };
+    let response = send(
+        &router,
+        "PUT",
+        "/v1/internal/node/register",
+        Some(json!({"Node": node})),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let index: u64 = header(&response, "X-Nomad-Index").parse().unwrap();
+    let answer = body_json(response).await;
+    let ttl = u64::try_from(crate::memory::MEMORY_HEARTBEAT_TTL.as_nanos()).unwrap();
+    assert_eq!(answer["HeartbeatTTL"], json!(ttl));
+    assert_eq!(answer["Index"], json!(index));
+    let stored = backend.node("node-7").unwrap().expect("the node is stored");
+    assert_eq!(
+        (stored.name.as_str(), stored.status.as_str()),
+        ("worker-7", "ready")
+    );
+    assert_eq!(
+        stored.secret_id, "secret",
+        "the secret ID travels on registration"
+    );
+    let listed = body_json(send(&router, "GET", "/v1/nodes", None).await).await;
+    assert_eq!(listed[0]["Name"], "worker-7");
+
+    let beat = send(
+        &router,
+        "PUT",
+        "/v1/internal/node/node-7/update-status",
+        Some(json!({"Status": "ready"})),
+    )
+    .await;
+    assert_eq!(beat.status(), StatusCode::OK);
+    assert_eq!(body_json(beat).await["HeartbeatTTL"], json!(ttl));
+
+    let unknown = send(
+        &router,
+        "PUT",
+        "/v1/internal/node/node-unknown/update-status",
+        Some(json!({"Status": "ready"})),
+    )
+    .await;
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    assert_eq!(body_text(unknown).await, "node not found");
+}
+
+#[tokio::test]
+async fn bad_node_and_update_bodies_get_400() {
+    let (_backend, router) = setup();
+    let not_json = Request::builder()
+        .method("PUT")
+        .uri("/v1/internal/node/register")
+        .body(Body::from("{not json"))
+        .unwrap();
+    let response = router.clone().oneshot(not_json).await.unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert!(
+        body_text(response)
+            .await
+            .starts_with("Request decode failed")
+    );
+
+    let no_id = send(
+        &router,
+        "PUT",
+        "/v1/internal/node/register",
+        Some(json!({"Node": {"Name": "nameless"}})),
+    )
+    .await;
+    assert_eq!(no_id.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body_text(no_id).await,
+        "missing node ID for client registration"
+    );
+
+    let empty = send(
+        &router,
+        "PUT",
+        "/v1/internal/node/update-alloc",
+        Some(json!({"Alloc": []})),
+    )
+    .await;
+    assert_eq!(empty.status(), StatusCode::BAD_REQUEST);
+    let wrong_type = send(
+        &router,
+        "PUT",
+        "/v1/internal/node/update-alloc",
+        Some(json!({"Alloc": [{"ID": "a", "TaskStates": 5}]})),
+    )
+    .await;
+    assert_eq!(wrong_type.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test(start_paused = true)]
+async fn client_allocs_block_until_the_server_changes_them_and_updates_merge_client_fields() {
+    let (backend, router) = setup();
+    let job = backend.put_job(sample_job("web"));
+    let mut allocation = sample_allocation(&backend, "alloc-1", &job);
+    allocation.alloc_modify_index = 4;
+    allocation.client_status = "pending".into();
+    backend.put_allocation(allocation.clone());
+
+    let first = send(
+        &router,
+        "GET",
+        "/v1/internal/node/node-1/client-allocs",
+        None,
+    )
+    .await;
+    assert_eq!(first.status(), StatusCode::OK);
+    let first = body_json(first).await;
+    assert_eq!(first["Allocs"], json!({"alloc-1": 4}));
+    let index = first["Index"].as_u64().unwrap();
+
+    // A blocking query past the current index waits out its time when nothing changes.
+    let started = tokio::time::Instant::now();
+    let quiet = send(
+        &router,
+        "GET",
+        &format!("/v1/internal/node/node-1/client-allocs?index={index}&wait=2s"),
+        None,
+    )
+    .await;
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    assert_eq!(body_json(quiet).await["Index"], json!(index));
+
+    // A server-side change (a new AllocModifyIndex) wakes the waiting query at once.
+    let waiting_router = router.clone();
+    let uri = format!("/v1/internal/node/node-1/client-allocs?index={index}&wait=60s");
+    let started = tokio::time::Instant::now();
+    let waiter = tokio::spawn(async move { send(&waiting_router, "GET", &uri, None).await });
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!waiter.is_finished(), "answered before anything changed");
+    allocation.alloc_modify_index = 9;
+    backend.put_allocation(allocation.clone());
+    let woken = body_json(waiter.await.unwrap()).await;
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(woken["Allocs"], json!({"alloc-1": 9}));
+    let index = woken["Index"].as_u64().unwrap();
+
+    // A status report from the client: only the client's fields are merged.
+    let update = send(
+        &router,
+        "PUT",
+        "/v1/internal/node/update-alloc",
+        Some(json!({"Alloc": [{
+            "ID": "alloc-1",
+            "ClientStatus": "running",
+            "ClientDescription": "Tasks are running",
+            "TaskStates": {"server": {"State": "running"}}
+        }]})),
+    )
+    .await;
+    assert_eq!(update.status(), StatusCode::OK);
+    assert!(body_json(update).await["Index"].as_u64().unwrap() > index);
+    let stored = backend.allocation("alloc-1").unwrap().unwrap();
+    assert_eq!(stored.client_status, "running");
+    assert_eq!(stored.task_states["server"].state, "running");
+    assert_eq!(
+        stored.desired_status, "run",
+        "the server's fields are left alone"
+    );
+    assert_eq!(stored.job_id, "web");
+
+    let fetched = send(
+        &router,
+        "PUT",
+        "/v1/internal/allocs/get",
+        Some(json!({"AllocIDs": ["alloc-1", "alloc-gone"]})),
+    )
+    .await;
+    assert_eq!(fetched.status(), StatusCode::OK);
+    let fetched = body_json(fetched).await;
+    let allocs = fetched["Allocs"].as_array().unwrap();
+    assert_eq!(allocs.len(), 1, "unknown IDs are left out");
+    assert_eq!(allocs[0]["ID"], "alloc-1");
+    assert_eq!(
+        allocs[0]["Job"]["ID"], "web",
+        "the full allocation, job included"
+    );
+}

@@ -2,7 +2,8 @@
 //! [`StateReads`] are the state store's answers (synchronous snapshot reads plus a blocking
 //! wait on table indexes); [`AgentOperations`] are what the server does (job
 //! register/deregister/evaluate, alloc stop) and what the local client node does (restart,
-//! signal, GC, stats, the alloc dir for logs and files).
+//! signal, GC, stats, the alloc dir for logs and files), and what the server does for remote
+//! client nodes (register, heartbeat, client status updates; see [`crate::client_rpc`]).
 //!
 //! `drover_state::StateStore` implements [`StateReads`] (see [`crate::state_store`]); the agent
 //! implements [`AgentOperations`] over `drover_server::Server` and `drover_client::Client` and
@@ -12,8 +13,10 @@
 //! dir is `<data dir>/alloc/<alloc id>`. Tests use the in-memory backend (the `memory`
 //! module, feature `memory-backend`), which implements both. Not here: HTTP details.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use drover_state::{EventFilter, EventSubscription};
 use drover_structs::{
@@ -98,6 +101,16 @@ pub trait StateReads: Send + Sync + 'static {
     fn nodes(&self, prefix: &str) -> Result<Vec<Node>, ApiError>;
     fn node(&self, node_id: &str) -> Result<Option<Node>, ApiError>;
     fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ApiError>;
+    /// `alloc ID → AllocModifyIndex` of every allocation on a node: what a remote client's
+    /// watcher needs (`Node.GetClientAllocs`). Readers that hold allocations shared should
+    /// answer it without copying them; this default copies.
+    fn node_alloc_modify_indexes(&self, node_id: &str) -> Result<BTreeMap<String, u64>, ApiError> {
+        Ok(self
+            .node_allocations(node_id)?
+            .into_iter()
+            .map(|allocation| (allocation.id, allocation.alloc_modify_index))
+            .collect())
+    }
 
     /// The event stream from `from_index` (0: only new events), filtered.
     fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription;
@@ -173,7 +186,42 @@ pub trait AgentOperations: Send + Sync + 'static {
     fn host_stats(&self) -> impl Future<Output = Result<HostStats, ApiError>> + Send {
         async { Err(ApiError::bad_request("this agent runs no client")) }
     }
+
+    // Server calls of remote client nodes (`crate::client_rpc`). An agent without a server
+    // refuses them. Reading a node's allocations needs no operation: it is a blocking read of
+    // the store.
+
+    /// Registers (or re-registers) a client node; answers its heartbeat TTL. A node without an
+    /// ID is `BadRequest`.
+    fn register_node(&self, node: Node) -> impl Future<Output = Result<Duration, ApiError>> + Send {
+        let _ = node;
+        async { Err(ApiError::bad_request(NO_SERVER)) }
+    }
+
+    /// Records a node's heartbeat; answers the next TTL. An unknown node is `NotFound` (the
+    /// client then registers again).
+    fn update_node_status(
+        &self,
+        node_id: &str,
+        status: &str,
+    ) -> impl Future<Output = Result<Duration, ApiError>> + Send {
+        let _ = (node_id, status);
+        async { Err(ApiError::bad_request(NO_SERVER)) }
+    }
+
+    /// Merges a batch of client status updates (partial allocations: the client-owned fields)
+    /// into the server's allocations; answers the allocation table's index after the write.
+    fn update_allocs_from_client(
+        &self,
+        updates: Vec<Allocation>,
+    ) -> impl Future<Output = Result<u64, ApiError>> + Send {
+        let _ = updates;
+        async { Err(ApiError::bad_request(NO_SERVER)) }
+    }
 }
+
+/// What an agent without a server answers to the calls only a server serves.
+pub const NO_SERVER: &str = "this agent runs no server";
 
 /// A command to run inside a task.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -291,6 +339,10 @@ impl<R: StateReads, O: Send + Sync + 'static> StateReads for Composed<R, O> {
         self.reads.node_allocations(node_id)
     }
 
+    fn node_alloc_modify_indexes(&self, node_id: &str) -> Result<BTreeMap<String, u64>, ApiError> {
+        self.reads.node_alloc_modify_indexes(node_id)
+    }
+
     fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
         self.reads.subscribe_events(from_index, filter)
     }
@@ -375,5 +427,24 @@ impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<
 
     fn host_stats(&self) -> impl Future<Output = Result<HostStats, ApiError>> + Send {
         self.operations.host_stats()
+    }
+
+    fn register_node(&self, node: Node) -> impl Future<Output = Result<Duration, ApiError>> + Send {
+        self.operations.register_node(node)
+    }
+
+    fn update_node_status(
+        &self,
+        node_id: &str,
+        status: &str,
+    ) -> impl Future<Output = Result<Duration, ApiError>> + Send {
+        self.operations.update_node_status(node_id, status)
+    }
+
+    fn update_allocs_from_client(
+        &self,
+        updates: Vec<Allocation>,
+    ) -> impl Future<Output = Result<u64, ApiError>> + Send {
+        self.operations.update_allocs_from_client(updates)
     }
 }

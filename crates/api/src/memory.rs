@@ -64,6 +64,9 @@ impl Contents {
     }
 }
 
+/// The heartbeat TTL the in-memory backend hands out to the nodes that register with it.
+pub const MEMORY_HEARTBEAT_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The in-memory backend.
 pub struct MemoryBackend {
     info: AgentInfo,
@@ -651,6 +654,54 @@ impl AgentOperations for MemoryBackend {
             input: input_sender,
             output: output_receiver,
         })
+    }
+
+    async fn register_node(&self, mut node: Node) -> Result<std::time::Duration, ApiError> {
+        if node.id.is_empty() {
+            return Err(ApiError::bad_request(
+                "missing node ID for client registration",
+            ));
+        }
+        node.status = "ready".to_string();
+        self.put_node(node);
+        Ok(MEMORY_HEARTBEAT_TTL)
+    }
+
+    async fn update_node_status(
+        &self,
+        node_id: &str,
+        status: &str,
+    ) -> Result<std::time::Duration, ApiError> {
+        let mut node = self
+            .node(node_id)?
+            .ok_or_else(|| ApiError::not_found("node not found"))?;
+        if node.status != status {
+            node.status = status.to_string();
+            self.put_node(node);
+        }
+        Ok(MEMORY_HEARTBEAT_TTL)
+    }
+
+    /// Merges the client-owned fields; the allocation's `AllocModifyIndex` stays, so a node's
+    /// own reports do not wake its watcher.
+    async fn update_allocs_from_client(&self, updates: Vec<Allocation>) -> Result<u64, ApiError> {
+        Ok(self.write(&[Table::Allocs], |contents, index| {
+            for update in updates {
+                if let Some(stored) = contents.allocations.get_mut(&update.id) {
+                    stored.client_status = update.client_status;
+                    stored.client_description = update.client_description;
+                    stored.task_states = update.task_states;
+                    if update.deployment_status.is_some() {
+                        stored.deployment_status = update.deployment_status;
+                    }
+                    if update.network_status.is_some() {
+                        stored.network_status = update.network_status;
+                    }
+                    stored.modify_index = index;
+                }
+            }
+            index
+        }))
     }
 
     fn alloc_dir(&self, alloc_id: &str) -> Result<PathBuf, ApiError> {

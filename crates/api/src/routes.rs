@@ -114,6 +114,21 @@ pub enum Route {
     FsReadAt {
         alloc_id: String,
     },
+    /// The client↔server calls a remote client node makes (`crate::client_rpc`), named after
+    /// Nomad's RPCs. `/v1/internal/node/register`: `Node.Register`.
+    NodeRegister,
+    /// `/v1/internal/node/<id>/update-status`: `Node.UpdateStatus`, the heartbeat.
+    NodeUpdateStatus {
+        node_id: String,
+    },
+    /// `/v1/internal/node/<id>/client-allocs`: `Node.GetClientAllocs`, a blocking query.
+    NodeGetClientAllocs {
+        node_id: String,
+    },
+    /// `/v1/internal/allocs/get`: `Alloc.GetAllocs`.
+    AllocGetAllocs,
+    /// `/v1/internal/node/update-alloc`: `Node.UpdateAlloc`, a batch of client statuses.
+    NodeUpdateAlloc,
 }
 
 /// Job sub-resources, longest first so `/deployments` wins over `/deployment`. Suffixes Nomad
@@ -206,6 +221,9 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
         "status/peers" => (Route::StatusPeers, Read),
         "regions" => (Route::Regions, Read),
         "client/stats" => (Route::ClientStats, Read),
+        "internal/node/register" => (Route::NodeRegister, Write),
+        "internal/node/update-alloc" => (Route::NodeUpdateAlloc, Write),
+        "internal/allocs/get" => (Route::AllocGetAllocs, Write),
         _ => {
             if let Some(rest) = path.strip_prefix("job/") {
                 return job_route(method, rest);
@@ -238,6 +256,14 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
                 match suffix {
                     "" => (Route::NodeRead { node_id }, Read),
                     "allocations" => (Route::NodeAllocations { node_id }, Read),
+                    _ => return Err(ApiError::NoRoute),
+                }
+            } else if let Some(rest) = path.strip_prefix("internal/node/") {
+                let (id, suffix) = segment_and_suffix(rest);
+                let node_id = one_segment(id)?;
+                match suffix {
+                    "update-status" => (Route::NodeUpdateStatus { node_id }, Write),
+                    "client-allocs" => (Route::NodeGetClientAllocs { node_id }, Read),
                     _ => return Err(ApiError::NoRoute),
                 }
             } else if let Some(rest) = path.strip_prefix("client/allocation/") {
@@ -379,6 +405,42 @@ mod tests {
             Ok(Route::ClientAllocGc {
                 alloc_id: "abc".into()
             })
+        );
+    }
+
+    #[test]
+    fn the_client_rpcs_are_named_after_nomads() {
+        assert_eq!(
+            route(&Method::PUT, "/v1/internal/node/register"),
+            Ok(Route::NodeRegister)
+        );
+        assert_eq!(
+            route(&Method::PUT, "/v1/internal/node/n1/update-status"),
+            Ok(Route::NodeUpdateStatus {
+                node_id: "n1".into()
+            })
+        );
+        assert_eq!(
+            route(&Method::GET, "/v1/internal/node/n1/client-allocs"),
+            Ok(Route::NodeGetClientAllocs {
+                node_id: "n1".into()
+            })
+        );
+        assert_eq!(
+            route(&Method::POST, "/v1/internal/allocs/get"),
+            Ok(Route::AllocGetAllocs)
+        );
+        assert_eq!(
+            route(&Method::PUT, "/v1/internal/node/update-alloc"),
+            Ok(Route::NodeUpdateAlloc)
+        );
+        assert_eq!(
+            route(&Method::GET, "/v1/internal/node/register"),
+            Err(ApiError::MethodNotAllowed)
+        );
+        assert_eq!(
+            route(&Method::GET, "/v1/internal/node/n1/nope"),
+            Err(ApiError::NoRoute)
         );
     }
 

@@ -120,6 +120,19 @@ impl StateReads for StateStore {
         Ok(owned(self.allocs_by_node(node_id)))
     }
 
+    /// Reads the shared allocations in place: every watching node wakes on every allocation
+    /// write, so copying its allocations (jobs included) each time would dominate.
+    fn node_alloc_modify_indexes(
+        &self,
+        node_id: &str,
+    ) -> Result<std::collections::BTreeMap<String, u64>, ApiError> {
+        Ok(self
+            .allocs_by_node(node_id)
+            .iter()
+            .map(|allocation| (allocation.id.clone(), allocation.alloc_modify_index))
+            .collect())
+    }
+
     fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
         StateStore::subscribe_events(self, from_index, filter)
     }

@@ -32,20 +32,41 @@ const CONFIG: &str = r#"client {
 }
 "#;
 
+/// A server agent without a client: the simulated nodes are its only nodes.
+const SERVER_ONLY_CONFIG: &str = r#"client {
+  enabled = false
+}
+"#;
+
 impl AgentProcess {
     /// Spawns `drover agent -dev -data-dir DIR -http-port=0` and waits for the line naming its
     /// HTTP address.
     pub fn spawn(drover: &Path, data_dir: &Path) -> anyhow::Result<AgentProcess> {
+        Self::spawn_with(drover, data_dir, &[], CONFIG)
+    }
+
+    /// Spawns a server-only agent (`-dev -server`, `client { enabled = false }`).
+    pub fn spawn_server(drover: &Path, data_dir: &Path) -> anyhow::Result<AgentProcess> {
+        Self::spawn_with(drover, data_dir, &["-server"], SERVER_ONLY_CONFIG)
+    }
+
+    fn spawn_with(
+        drover: &Path,
+        data_dir: &Path,
+        extra: &[&str],
+        config: &str,
+    ) -> anyhow::Result<AgentProcess> {
         std::fs::create_dir_all(data_dir)?;
         let config_path = data_dir
             .parent()
             .unwrap_or(data_dir)
             .join("bench-agent.hcl");
-        std::fs::write(&config_path, CONFIG)?;
+        std::fs::write(&config_path, config)?;
         let spawned_at = Instant::now();
         let mut child = Command::new(drover)
             .arg("agent")
             .arg("-dev")
+            .args(extra)
             .arg(format!("-data-dir={}", data_dir.display()))
             .arg(format!("-config={}", config_path.display()))
             .arg("-http-port=0")

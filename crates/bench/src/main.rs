@@ -9,6 +9,7 @@
 //! Not here: tests (CI runs tests, not benchmarks).
 
 mod agent;
+mod fleet_http;
 mod in_process;
 mod process;
 mod procfs;
@@ -65,6 +66,10 @@ enum Scenario {
         allocs: usize,
         #[arg(long, default_value_t = 1000)]
         chunk: usize,
+        /// Set the allocs up as running allocs on this many simulated nodes over HTTP (a
+        /// server-only agent) instead of terminal allocs of real `/bin/true` tasks.
+        #[arg(long)]
+        simulated_nodes: Option<usize>,
     },
     /// Scheduler placements per second on simulated nodes, one thread.
     Scheduler {
@@ -82,12 +87,17 @@ enum Scenario {
         #[arg(long, default_value_t = 10)]
         nodes: usize,
     },
-    /// Simulated nodes at fleet scale against an in-process server.
+    /// Simulated nodes at fleet scale against an in-process server, or with `--over-http`
+    /// against a server agent process through the HTTP client↔server connection.
     Fleet {
         #[arg(long, default_value_t = 5000)]
         nodes: usize,
         #[arg(long, default_value_t = 10_000)]
         allocs: usize,
+        /// Reach a release `drover agent -server` process over HTTP instead of linking the
+        /// server.
+        #[arg(long)]
+        over_http: bool,
     },
 }
 
@@ -140,10 +150,27 @@ fn main() -> anyhow::Result<()> {
                 )
             }
         },
-        Scenario::AllocList { allocs, chunk } => (
+        Scenario::AllocList {
+            allocs,
+            chunk,
+            simulated_nodes: None,
+        } => (
             format!("alloc-list --allocs {allocs}"),
             process::alloc_list(&bench()?, allocs, chunk)?,
         ),
+        Scenario::AllocList {
+            allocs,
+            simulated_nodes: Some(nodes),
+            ..
+        } => {
+            let bench = bench()?;
+            (
+                format!("alloc-list --allocs {allocs} --simulated-nodes {nodes}"),
+                runtime()?.block_on(fleet_http::alloc_list_with_simulated_nodes(
+                    &bench, allocs, nodes,
+                ))?,
+            )
+        }
         Scenario::Scheduler {
             nodes,
             jobs,
@@ -156,10 +183,25 @@ fn main() -> anyhow::Result<()> {
             format!("server-writes --count {count}"),
             runtime()?.block_on(in_process::server_writes(runs, count, nodes))?,
         ),
-        Scenario::Fleet { nodes, allocs } => (
+        Scenario::Fleet {
+            nodes,
+            allocs,
+            over_http: false,
+        } => (
             format!("fleet --nodes {nodes} --allocs {allocs}"),
             runtime()?.block_on(in_process::fleet(runs, nodes, allocs))?,
         ),
+        Scenario::Fleet {
+            nodes,
+            allocs,
+            over_http: true,
+        } => {
+            let bench = bench()?;
+            (
+                format!("fleet --over-http --nodes {nodes} --allocs {allocs}"),
+                runtime()?.block_on(fleet_http::fleet_over_http(&bench, nodes, allocs))?,
+            )
+        }
     };
     report.print(&name);
     Ok(())

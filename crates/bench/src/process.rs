@@ -465,7 +465,7 @@ fn all_allocs_count(agent: &AgentProcess) -> Option<usize> {
 }
 
 /// Latency of `GET /v1/allocations`, `requests` times.
-fn alloc_list_latency(
+pub(crate) fn alloc_list_latency(
     agent: &AgentProcess,
     requests: usize,
     report: &mut Report,

@@ -22,6 +22,7 @@ pub mod clock;
 pub mod config;
 pub mod fingerprint;
 pub mod host_stats;
+pub mod http_conn;
 pub mod node;
 pub mod node_sim;
 pub mod runner_factory;

@@ -22,6 +22,7 @@ use serde_json::json;
 mod agent;
 mod events;
 mod exec;
+mod node_rpc;
 mod submit;
 
 use agent::{agent_members, agent_self};
@@ -578,6 +579,15 @@ async fn handle<B: ApiBackend>(
             let data = run_blocking(move || crate::fs::read_at(&alloc_dir, &path, 0, None)).await?;
             Ok(plain_bytes(data))
         }
+        Route::NodeRegister => node_rpc::register(backend, params, body).await,
+        Route::NodeUpdateStatus { node_id } => {
+            node_rpc::update_status(backend, params, &node_id, body).await
+        }
+        Route::NodeGetClientAllocs { node_id } => {
+            node_rpc::client_allocs(backend, params, &node_id).await
+        }
+        Route::AllocGetAllocs => node_rpc::get_allocs(backend, params, body).await,
+        Route::NodeUpdateAlloc => node_rpc::update_alloc(backend, params, body).await,
         Route::FsReadAt { alloc_id } => {
             let alloc_dir = backend.alloc_dir(&alloc_id)?;
             let path = params.get("path").unwrap_or("").to_string();

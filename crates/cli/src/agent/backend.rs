@@ -1,12 +1,14 @@
 //! What the agent does, as the HTTP layer sees it: [`AgentOperations`] over the real server
-//! (job and alloc writes) and the local client node (alloc operations, alloc dirs). Reads go
-//! to the state store directly (`drover_api` implements them for it).
+//! (job and alloc writes, and the calls of remote client nodes) and the local client node
+//! (alloc operations, alloc dirs). Reads go to the state store directly (`drover_api`
+//! implements them for it). An agent without a server refuses the server's operations.
 //!
 //! Not here: behaviour. Each method forwards to the owner of the data and maps its errors onto
 //! the API's.
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use drover_api::backend::{AgentInfo, AgentOperations, ExecRequest, ExecSession};
 use drover_api::error::ApiError;
@@ -14,19 +16,20 @@ use drover_client::node::{Client, ClientError, ClientErrorKind};
 use drover_client::runner_factory::TaskAllocRunnerFactory;
 use drover_server::{Server, ServerError};
 use drover_structs::{
-    AllocResourceUsage, AllocStopResponse, JobDeregisterResponse, JobRegisterRequest,
-    JobRegisterResponse,
+    AllocResourceUsage, AllocStopResponse, Allocation, JobDeregisterResponse, JobRegisterRequest,
+    JobRegisterResponse, Node,
 };
 
-use super::in_process::InProcessServer;
+use super::server_link::AgentServerConn;
 
 /// The local client node, when this agent runs one.
-pub type LocalClient = Client<InProcessServer, TaskAllocRunnerFactory>;
+pub type LocalClient = Client<AgentServerConn, TaskAllocRunnerFactory>;
 
 /// Everything the HTTP API serves, in one place.
 pub struct AgentBackend {
     pub info: AgentInfo,
-    pub server: Server,
+    /// The server, when this agent runs one.
+    pub server: Option<Server>,
     pub client: Option<Arc<LocalClient>>,
     /// `<data_dir>/alloc`: where the client keeps alloc dirs.
     pub alloc_root: PathBuf,
@@ -58,6 +61,12 @@ impl AgentBackend {
             .as_ref()
             .ok_or_else(|| ApiError::BadRequest("this agent runs no client".into()))
     }
+
+    fn server(&self) -> Result<&Server, ApiError> {
+        self.server
+            .as_ref()
+            .ok_or_else(|| ApiError::BadRequest(drover_api::backend::NO_SERVER.into()))
+    }
 }
 
 impl AgentOperations for AgentBackend {
@@ -69,7 +78,7 @@ impl AgentOperations for AgentBackend {
         &self,
         request: JobRegisterRequest,
     ) -> Result<JobRegisterResponse, ApiError> {
-        self.server
+        self.server()?
             .register_job(request)
             .await
             .map_err(server_error)
@@ -81,7 +90,7 @@ impl AgentOperations for AgentBackend {
         job_id: &str,
         purge: bool,
     ) -> Result<JobDeregisterResponse, ApiError> {
-        self.server
+        self.server()?
             .deregister_job(namespace, job_id, purge)
             .await
             .map_err(server_error)
@@ -92,14 +101,17 @@ impl AgentOperations for AgentBackend {
         namespace: &str,
         job_id: &str,
     ) -> Result<JobRegisterResponse, ApiError> {
-        self.server
+        self.server()?
             .evaluate_job(namespace, job_id)
             .await
             .map_err(server_error)
     }
 
     async fn stop_alloc(&self, alloc_id: &str) -> Result<AllocStopResponse, ApiError> {
-        self.server.stop_alloc(alloc_id).await.map_err(server_error)
+        self.server()?
+            .stop_alloc(alloc_id)
+            .await
+            .map_err(server_error)
     }
 
     async fn restart_alloc(
@@ -162,6 +174,28 @@ impl AgentOperations for AgentBackend {
             .map_err(|error| ApiError::Internal(error.to_string()))?;
         let spec = super::exec::exec_spec(context, request.command, request.tty);
         Ok(super::exec::start_session(shim_binary, spec))
+    }
+
+    async fn register_node(&self, node: Node) -> Result<Duration, ApiError> {
+        self.server()?
+            .register_node(node)
+            .await
+            .map_err(server_error)
+    }
+
+    /// The status a node reports is `ready` while it beats; the server marks it down itself.
+    async fn update_node_status(&self, node_id: &str, _status: &str) -> Result<Duration, ApiError> {
+        self.server()?
+            .heartbeat_node(node_id)
+            .await
+            .map_err(server_error)
+    }
+
+    async fn update_allocs_from_client(&self, updates: Vec<Allocation>) -> Result<u64, ApiError> {
+        self.server()?
+            .update_allocs_from_client(updates)
+            .await
+            .map_err(server_error)
     }
 
     fn alloc_dir(&self, alloc_id: &str) -> Result<PathBuf, ApiError> {

@@ -217,6 +217,10 @@ pub struct AgentConfig {
     pub http_port: u16,
     pub client_enabled: bool,
     pub server_enabled: bool,
+    /// `client { servers = [...] }` / `-servers`: the server agents a client without a local
+    /// server connects to, reached over their HTTP API (`host:port`, port 4646 by default).
+    /// Ignored when this agent runs a server: its client uses that one.
+    pub servers: Vec<String>,
     pub max_kill_timeout: Duration,
     pub node_class: String,
     pub node_pool: String,
@@ -311,8 +315,17 @@ impl AgentConfig {
             raw.ports.get_or_insert_with(RawPorts::default).http = Some(port);
         }
         let dev = args.dev;
-        let client = raw.client.unwrap_or_default();
-        let server = raw.server.unwrap_or_default();
+        let mut client = raw.client.unwrap_or_default();
+        let mut server = raw.server.unwrap_or_default();
+        if args.client {
+            client.enabled = Some(true);
+        }
+        if args.server {
+            server.enabled = Some(true);
+        }
+        if !args.servers.is_empty() {
+            client.servers = Some(args.servers.clone());
+        }
 
         let bind_text = raw
             .addresses
@@ -373,12 +386,29 @@ impl AgentConfig {
                     .collect()
             });
 
+        // `-client` alone is a client of remote servers; `-dev` alone runs both.
         let client_enabled = client.enabled.unwrap_or(dev);
-        let server_enabled = server.enabled.unwrap_or(dev);
+        let server_enabled = server.enabled.unwrap_or(dev && !args.client);
         if !client_enabled && !server_enabled {
             return Err(ConfigError::Invalid {
                 key: "client.enabled",
                 message: "neither client nor server is enabled; enable at least one (or use -dev)"
+                    .into(),
+            });
+        }
+        let servers: Vec<String> = client
+            .servers
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|address| address.trim().to_owned())
+            .filter(|address| !address.is_empty())
+            .collect();
+        if client_enabled && !server_enabled && servers.is_empty() {
+            return Err(ConfigError::Invalid {
+                key: "client.servers",
+                message: "a client without a local server needs the addresses of its servers \
+                          (-servers=HOST:PORT or client { servers = [\"HOST:PORT\"] })"
                     .into(),
             });
         }
@@ -397,6 +427,7 @@ impl AgentConfig {
                 .unwrap_or(DEFAULT_HTTP_PORT),
             client_enabled,
             server_enabled,
+            servers,
             max_kill_timeout: match &client.max_kill_timeout {
                 Some(text) => parse_duration("client.max_kill_timeout", text)?,
                 None => Duration::from_secs(30),
@@ -542,6 +573,7 @@ mod tests {
     }
 
     #[test]
+<<<<<<< HEAD
     fn reserved_cores_ports_and_reservable_cores_are_parsed_and_bad_lists_named() {
         let raw: RawConfig = hcl::from_str(
             "client {\n  reservable_cores = \"0-3\"\n  reserved {\n    cores = \"0,2\"\n    reserved_ports = \"22,8000-8100\"\n  }\n}\n",
@@ -570,6 +602,52 @@ mod tests {
             let err = AgentConfig::from_raw(raw, &dev_args()).expect_err(text);
             assert!(err.to_string().starts_with(key), "{err}");
         }
+=======
+    fn a_client_without_a_local_server_needs_server_addresses() {
+        let args = AgentArgs {
+            client: true,
+            data_dir: Some(PathBuf::from("/tmp/drover-client")),
+            ..AgentArgs::default()
+        };
+        let err = AgentConfig::from_raw(RawConfig::default(), &args).expect_err("no servers");
+        assert!(err.to_string().starts_with("client.servers"), "{err}");
+
+        let args = AgentArgs {
+            servers: vec!["10.0.0.1:4646".into(), "10.0.0.2".into()],
+            ..args
+        };
+        let config = AgentConfig::from_raw(RawConfig::default(), &args).expect("valid");
+        assert!(config.client_enabled && !config.server_enabled);
+        assert_eq!(config.servers, ["10.0.0.1:4646", "10.0.0.2"]);
+
+        let raw: RawConfig = hcl::from_str(
+            "data_dir = \"/tmp/d\"\nclient {\n  enabled = true\n  servers = [\"s1:4646\"]\n}\nserver {\n  enabled = false\n}\n",
+        )
+        .expect("parses");
+        let config = AgentConfig::from_raw(raw, &AgentArgs::default()).expect("valid");
+        assert!(config.client_enabled && !config.server_enabled);
+        assert_eq!(config.servers, ["s1:4646"]);
+    }
+
+    #[test]
+    fn dash_server_alone_runs_only_a_server_and_dev_client_only_needs_servers() {
+        let args = AgentArgs {
+            server: true,
+            data_dir: Some(PathBuf::from("/tmp/drover-server")),
+            ..AgentArgs::default()
+        };
+        let config = AgentConfig::from_raw(RawConfig::default(), &args).expect("valid");
+        assert!(config.server_enabled && !config.client_enabled);
+
+        let args = AgentArgs {
+            dev: true,
+            client: true,
+            servers: vec!["127.0.0.1:4646".into()],
+            ..AgentArgs::default()
+        };
+        let config = AgentConfig::from_raw(RawConfig::default(), &args).expect("valid");
+        assert!(config.client_enabled && !config.server_enabled);
+>>>>>>> wt-remote
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! `drover agent`: one process that is both server (state, scheduler, plan applier) and client
-//! (node agent running tasks), serving Nomad's HTTP API.
+//! `drover agent`: one process that is server (state, scheduler, plan applier), client (node
+//! agent running tasks), or both, serving Nomad's HTTP API. A client without a local server
+//! reaches its servers over their HTTP API (see [`server_link`]).
 //!
 //! This module owns the agent's flags and configuration and wires the library crates together;
 //! the work itself lives in those crates.
@@ -8,6 +9,7 @@ pub mod backend;
 pub mod config;
 pub mod exec;
 pub mod in_process;
+pub mod server_link;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -36,6 +38,8 @@ use tokio_util::sync::CancellationToken;
 use self::backend::{AgentBackend, LocalClient};
 use self::config::AgentConfig;
 use self::in_process::InProcessServer;
+use self::server_link::AgentServerConn;
+use drover_client::http_conn::{HttpServerConn, HttpServerConnConfig};
 
 /// Flags of `drover agent`, named as Nomad names them (`-dev`, `-config`, `-data-dir`, ...).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -56,6 +60,17 @@ pub struct AgentArgs {
     /// HTTP API port; 0 picks a free port.
     #[arg(long = "http-port", value_name = "PORT")]
     pub http_port: Option<u16>,
+    /// Run a server (jobs, scheduler, state).
+    #[arg(long)]
+    pub server: bool,
+    /// Run a client (the node that runs tasks). Without `-server` it connects to `-servers`.
+    #[arg(long)]
+    pub client: bool,
+    /// The server agents a client connects to, `host:port` separated by commas. drover's
+    /// clients reach servers over their HTTP API, so the port is the HTTP port (4646 unless
+    /// given).
+    #[arg(long = "servers", value_name = "ADDR[,ADDR]", value_delimiter = ',')]
+    pub servers: Vec<String>,
 }
 
 /// Runs the agent until SIGINT or SIGTERM.
@@ -91,33 +106,18 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     };
     std::fs::create_dir_all(data_dir.path())
         .with_context(|| format!("creating data dir {}", data_dir.path().display()))?;
-    let clock: Arc<dyn drover_server::Clock> = Arc::new(drover_server::SystemClock);
-
-    let server_dir = data_dir.path().join("server");
-    std::fs::create_dir_all(&server_dir)
-        .with_context(|| format!("creating {}", server_dir.display()))?;
-    let state = StateStore::open(&server_dir).await.with_context(|| {
-        format!(
-            "opening the server state in {} (if the file is damaged, move it aside to start \
-             with an empty state)",
-            server_dir.display()
-        )
-    })?;
-    let server = Server::start(
-        ServerConfig {
-            region: config.region.clone(),
-            datacenter: config.datacenter.clone(),
-            num_schedulers: config.num_schedulers as usize,
-            heartbeat: HeartbeatConfig {
-                min_ttl: config.min_heartbeat_ttl,
-                grace: config.heartbeat_grace,
-                ..HeartbeatConfig::default()
-            },
-            ..ServerConfig::default()
-        },
-        state.clone(),
-        clock,
-    );
+    // The state store answers the HTTP API's reads. An agent without a server keeps an empty
+    // one in memory: its API serves the client's endpoints, and the servers' state is read
+    // from a server agent.
+    let (state, server) = if config.server_enabled {
+        let (state, server) = start_server(&config, data_dir.path()).await?;
+        (state, Some(server))
+    } else {
+        let state = StateStore::in_memory()
+            .await
+            .context("opening an empty state store for a client-only agent")?;
+        (state, None)
+    };
 
     let listener = TcpListener::bind((config.http_addr, config.http_port))
         .await
@@ -135,7 +135,14 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     };
 
     let client = if config.client_enabled {
-        Some(start_client(&config, data_dir.path(), &advertised, &server).await?)
+        let conn = match &server {
+            Some(server) => AgentServerConn::InProcess(InProcessServer(server.clone())),
+            None => AgentServerConn::Remote(
+                HttpServerConn::new(HttpServerConnConfig::new(config.servers.clone()))
+                    .context("configuring the connection to the servers")?,
+            ),
+        };
+        Some(start_client(&config, data_dir.path(), &advertised, conn).await?)
     } else {
         None
     };
@@ -181,6 +188,9 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     if let DataDir::Persistent(path) = &data_dir {
         println!("    data dir: {}", path.display());
     }
+    if client.is_some() && server.is_none() {
+        println!("    servers: {}", config.servers.join(", "));
+    }
 
     wait_for_signal().await;
     println!("==> shutting down");
@@ -193,7 +203,9 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
             DataDir::Persistent(_) => client.shutdown().await,
         }
     }
-    server.shutdown().await;
+    if let Some(server) = &server {
+        server.shutdown().await;
+    }
     state.close().await;
     match tokio::time::timeout(std::time::Duration::from_secs(5), serving).await {
         Ok(Ok(Err(error))) => tracing::warn!(%error, "HTTP server stopped with an error"),
@@ -203,11 +215,45 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Opens the server's state in `<data_dir>/server` and starts the server on it.
+async fn start_server(
+    config: &AgentConfig,
+    data_dir: &Path,
+) -> anyhow::Result<(StateStore, Server)> {
+    let clock: Arc<dyn drover_server::Clock> = Arc::new(drover_server::SystemClock);
+    let server_dir = data_dir.join("server");
+    std::fs::create_dir_all(&server_dir)
+        .with_context(|| format!("creating {}", server_dir.display()))?;
+    let state = StateStore::open(&server_dir).await.with_context(|| {
+        format!(
+            "opening the server state in {} (if the file is damaged, move it aside to start \
+             with an empty state)",
+            server_dir.display()
+        )
+    })?;
+    let server = Server::start(
+        ServerConfig {
+            region: config.region.clone(),
+            datacenter: config.datacenter.clone(),
+            num_schedulers: config.num_schedulers as usize,
+            heartbeat: HeartbeatConfig {
+                min_ttl: config.min_heartbeat_ttl,
+                grace: config.heartbeat_grace,
+                ..HeartbeatConfig::default()
+            },
+            ..ServerConfig::default()
+        },
+        state.clone(),
+        clock,
+    );
+    Ok((state, server))
+}
+
 async fn start_client(
     config: &AgentConfig,
     data_dir: &Path,
     http_addr: &std::net::SocketAddr,
-    server: &Server,
+    conn: AgentServerConn,
 ) -> anyhow::Result<Arc<LocalClient>> {
     let clock: SharedClock = Arc::new(SystemClock);
     let mut client_config = ClientConfig::new(data_dir);
@@ -240,13 +286,9 @@ async fn start_client(
     node_config.http_addr = http_addr.to_string();
     node_config.agent_version = env!("CARGO_PKG_VERSION").to_owned();
     node_config.resources = node_resource_settings(config);
-    let client = Client::start(
-        node_config,
-        Arc::new(InProcessServer(server.clone())),
-        factory,
-    )
-    .await
-    .context("starting the client")?;
+    let client = Client::start(node_config, Arc::new(conn), factory)
+        .await
+        .context("starting the client")?;
     Ok(client)
 }
 

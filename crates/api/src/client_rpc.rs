@@ -1,0 +1,82 @@
+//! The bodies of the client↔server calls a remote client node makes over HTTP, under
+//! `/v1/internal/…`. Nomad's clients make these calls over its RPC (`Node.Register`,
+//! `Node.UpdateStatus`, `Node.GetClientAllocs`, `Alloc.GetAllocs`, `Node.UpdateAlloc`), so
+//! there is no Nomad wire format to match: the routes keep the RPC names recognisable and the
+//! bodies reuse Nomad's field names for the same requests and responses.
+//!
+//! | call | route | request | response |
+//! |---|---|---|---|
+//! | `Node.Register` | `PUT /v1/internal/node/register` | [`NodeRegisterRequest`] | [`NodeUpdateResponse`] |
+//! | `Node.UpdateStatus` | `PUT /v1/internal/node/<id>/update-status` | [`NodeUpdateStatusRequest`] | [`NodeUpdateResponse`]; 404 for an unknown node |
+//! | `Node.GetClientAllocs` | `GET /v1/internal/node/<id>/client-allocs?index=&wait=` | — | [`NodeClientAllocsResponse`] |
+//! | `Alloc.GetAllocs` | `PUT /v1/internal/allocs/get` | [`AllocsGetRequest`] | [`AllocsGetResponse`] |
+//! | `Node.UpdateAlloc` | `PUT /v1/internal/node/update-alloc` | [`AllocUpdateRequest`] | `{"Index": n}` |
+//!
+//! A client status update travels as a partial `Allocation` holding only the fields the client
+//! owns (`ID`, `ClientStatus`, `ClientDescription`, `TaskStates`, `DeploymentStatus`,
+//! `NetworkStatus`); the server merges those and leaves the rest alone. The client side
+//! (`drover_client::http_conn`) writes the same shapes; the shared keys are the contract.
+//!
+//! Not here: what the server does with a call (the backend's [`crate::AgentOperations`]).
+
+use std::collections::BTreeMap;
+
+use drover_structs::{Allocation, Node};
+use serde::{Deserialize, Serialize};
+
+/// `Node.Register`: the node as the client describes it, secret ID included.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct NodeRegisterRequest {
+    pub node: Node,
+}
+
+/// `Node.UpdateStatus`: the status the node reports itself in (`ready`, …).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct NodeUpdateStatusRequest {
+    pub status: String,
+}
+
+/// The answer to a register or a heartbeat: the TTL the node must beat within.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct NodeUpdateResponse {
+    /// Nanoseconds, as Go's `time.Duration` encodes.
+    #[serde(rename = "HeartbeatTTL")]
+    pub heartbeat_ttl: u64,
+    /// The node table's index after the call.
+    pub index: u64,
+}
+
+/// `Node.GetClientAllocs`: every allocation placed on the node, by ID, with its
+/// `AllocModifyIndex`; `Index` is what the next blocking query passes as `?index=`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct NodeClientAllocsResponse {
+    pub allocs: BTreeMap<String, u64>,
+    pub index: u64,
+}
+
+/// `Alloc.GetAllocs`: the allocations wanted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct AllocsGetRequest {
+    #[serde(rename = "AllocIDs")]
+    pub alloc_ids: Vec<String>,
+}
+
+/// The full allocations found (unknown IDs are left out).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct AllocsGetResponse {
+    pub allocs: Vec<Allocation>,
+    pub index: u64,
+}
+
+/// `Node.UpdateAlloc`: a batch of client status updates, each a partial allocation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct AllocUpdateRequest {
+    pub alloc: Vec<Allocation>,
+}

@@ -1,0 +1,67 @@
+//! How the agent's client reaches its servers, chosen at start: the server in this process
+//! (`-dev`, or `-server -client`), or server agents elsewhere over HTTP (`-client
+//! -servers=ADDR[,ADDR]`, or `client { servers = [...] }`).
+//!
+//! [`AgentServerConn`] is the enum the [`ServerConn`] module docs call for: each call forwards
+//! to the chosen implementation, so the client stays generic without boxing its futures.
+//! Not here: the behaviour of either connection.
+
+use std::time::Duration;
+
+use drover_client::http_conn::HttpServerConn;
+use drover_client::server_conn::{AllocClientUpdate, NodeAllocations, ServerConn, ServerConnError};
+use drover_structs::{Allocation, Node};
+
+use super::in_process::InProcessServer;
+
+/// The agent's connection to its servers.
+pub enum AgentServerConn {
+    /// The server runs in this agent.
+    InProcess(InProcessServer),
+    /// The servers are other agents, reached over their HTTP API.
+    Remote(HttpServerConn),
+}
+
+impl ServerConn for AgentServerConn {
+    async fn register_node(&self, node: Node) -> Result<Duration, ServerConnError> {
+        match self {
+            AgentServerConn::InProcess(conn) => conn.register_node(node).await,
+            AgentServerConn::Remote(conn) => conn.register_node(node).await,
+        }
+    }
+
+    async fn heartbeat(&self, node_id: &str, status: &str) -> Result<Duration, ServerConnError> {
+        match self {
+            AgentServerConn::InProcess(conn) => conn.heartbeat(node_id, status).await,
+            AgentServerConn::Remote(conn) => conn.heartbeat(node_id, status).await,
+        }
+    }
+
+    async fn node_allocs(
+        &self,
+        node_id: &str,
+        min_index: u64,
+        max_wait: Duration,
+    ) -> Result<NodeAllocations, ServerConnError> {
+        match self {
+            AgentServerConn::InProcess(conn) => {
+                conn.node_allocs(node_id, min_index, max_wait).await
+            }
+            AgentServerConn::Remote(conn) => conn.node_allocs(node_id, min_index, max_wait).await,
+        }
+    }
+
+    async fn get_allocs(&self, alloc_ids: Vec<String>) -> Result<Vec<Allocation>, ServerConnError> {
+        match self {
+            AgentServerConn::InProcess(conn) => conn.get_allocs(alloc_ids).await,
+            AgentServerConn::Remote(conn) => conn.get_allocs(alloc_ids).await,
+        }
+    }
+
+    async fn update_allocs(&self, updates: Vec<AllocClientUpdate>) -> Result<(), ServerConnError> {
+        match self {
+            AgentServerConn::InProcess(conn) => conn.update_allocs(updates).await,
+            AgentServerConn::Remote(conn) => conn.update_allocs(updates).await,
+        }
+    }
+}

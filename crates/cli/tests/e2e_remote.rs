@@ -1,0 +1,520 @@
+//! End-to-end tests of the client↔server interface over the network: a client-only agent
+//! (`drover agent -client -servers=ADDR`) running a job for a server agent in another process,
+//! and the node simulator's nodes reaching a server agent over HTTP (`HttpServerConn`).
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use drover_client::clock::{SharedClock, SystemClock};
+use drover_client::http_conn::{HttpServerConn, HttpServerConnConfig};
+use drover_client::node_sim::{SimRunnerTiming, start_simulated_node};
+use serde_json::{Value, json};
+use support::{Agent, http, kill_tasks_of_allocs, pids_with_cmdline, wait_for, write_jobspec};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Writes an agent config file next to `data_dir` and returns its path.
+fn agent_config(data_dir: &std::path::Path, name: &str, text: &str) -> String {
+    let parent = data_dir.parent().expect("data dir has a parent");
+    std::fs::create_dir_all(parent).expect("config dir");
+    let path = parent.join(name);
+    std::fs::write(&path, text).expect("write agent config");
+    path.display().to_string()
+}
+
+fn job_allocs(agent: &Agent, job_id: &str) -> Vec<Value> {
+    agent
+        .get_json(&format!("/v1/job/{job_id}/allocations"))
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_client_only_agent_runs_a_job_for_a_server_in_another_process() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    // The server agent also runs a client, so both nodes are listed side by side.
+    let server_data = temp.path().join("server").join("data");
+    let server_config = agent_config(&server_data, "server.hcl", "name = \"server-node\"\n");
+    let server = Agent::start_with(&server_data, &[&format!("-config={server_config}")]);
+    let server_addr = server.address.trim_start_matches("http://").to_owned();
+
+    // A second agent with its own data dir: client only, its server reached over HTTP. The
+    // first address it is given has nothing listening: the calls pass to the next server.
+    let dead_addr = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("address").to_string()
+    };
+    let client_data = temp.path().join("client").join("data");
+    let client_config = agent_config(
+        &client_data,
+        "client.hcl",
+        "name = \"remote-node\"\nserver {\n  enabled = false\n}\n",
+    );
+    let client = Agent::start_with(
+        &client_data,
+        &[
+            "-client",
+            &format!("-servers={dead_addr},{server_addr}"),
+            &format!("-config={client_config}"),
+        ],
+    );
+    assert!(
+        client
+            .stdout_lines()
+            .iter()
+            .any(|line| line.contains("server false")),
+        "the client agent runs no server: {:?}",
+        client.stdout_lines()
+    );
+
+    let nodes = wait_for("both nodes to register with the server", LIMIT, || {
+        let nodes = server.get_json("/v1/nodes");
+        let nodes = nodes.as_array().cloned().unwrap_or_default();
+        let ready = nodes
+            .iter()
+            .filter(|node| node["Status"] == "ready")
+            .count();
+        (ready == 2).then_some(nodes)
+    });
+    let remote = nodes
+        .iter()
+        .find(|node| node["Name"] == "remote-node")
+        .expect("the remote node is listed");
+    let remote_node_id = remote["ID"].as_str().expect("node ID").to_owned();
+    assert!(nodes.iter().any(|node| node["Name"] == "server-node"));
+    let remote_self = client.get_json("/v1/agent/self");
+    assert_eq!(
+        remote_self["stats"]["client"]["node_id"], remote_node_id,
+        "the remote agent's own node is the one the server lists"
+    );
+
+    // A job that can only run on the remote node.
+    let marker = format!("remote-marker-{}", std::process::id());
+    let (_dir, path) = write_jobspec(
+        "remote.hcl",
+        &format!(
+            r#"
+job "remote" {{
+  datacenters = ["dc1"]
+  type        = "service"
+
+  group "app" {{
+    count = 1
+
+    constraint {{
+      attribute = "${{node.unique.name}}"
+      value     = "remote-node"
+    }}
+
+    task "server" {{
+      driver = "raw_exec"
+
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "echo started {marker}; sleep 3600; echo {marker}"]
+      }}
+
+      resources {{
+        cpu    = 50
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#
+        ),
+    );
+    server.cli_ok(&["job", "run", "-detach", path.to_str().expect("utf-8 path")]);
+    let alloc = wait_for("the alloc to run on the remote node", LIMIT, || {
+        job_allocs(&server, "remote")
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "running")
+    });
+    let alloc_id = alloc["ID"].as_str().expect("alloc ID").to_owned();
+    assert_eq!(alloc["NodeID"], remote_node_id.as_str());
+    assert_eq!(alloc["NodeName"], "remote-node");
+    assert_eq!(alloc["TaskStates"]["server"]["State"], "running");
+    assert!(
+        !pids_with_cmdline(&marker).is_empty(),
+        "the task's process runs"
+    );
+    assert!(
+        client_data.join("alloc").join(&alloc_id).is_dir(),
+        "the alloc dir is in the remote agent's data dir"
+    );
+    assert!(
+        !server_data.join("alloc").join(&alloc_id).exists(),
+        "and not in the server agent's"
+    );
+
+    // The server's client endpoints refuse an alloc that is not on its node; the remote
+    // agent's own API serves it.
+    let (status, _) = http(
+        "GET",
+        &server.url(&format!("/v1/client/allocation/{alloc_id}/stats")),
+        None,
+    );
+    assert_eq!(
+        status, 404,
+        "the server agent's own node does not hold the alloc"
+    );
+    let (status, _) = http(
+        "GET",
+        &client.url(&format!("/v1/client/allocation/{alloc_id}/stats")),
+        None,
+    );
+    assert_eq!(status, 200, "the remote agent serves its alloc's stats");
+    let logs = wait_for("the task's stdout on the remote agent", LIMIT, || {
+        let (status, body) = http(
+            "GET",
+            &client.url(&format!(
+                "/v1/client/fs/logs/{alloc_id}?task=server&type=stdout&plain=true&follow=false"
+            )),
+            None,
+        );
+        (status == 200 && body.contains(&marker)).then_some(body)
+    });
+    assert!(logs.contains(&format!("started {marker}")), "{logs}");
+
+    server.cli_ok(&["job", "stop", "remote"]);
+    wait_for("the remote alloc to complete", LIMIT, || {
+        job_allocs(&server, "remote")
+            .into_iter()
+            .find(|alloc| alloc["ID"] == alloc_id.as_str() && alloc["ClientStatus"] == "complete")
+    });
+    wait_for("the task's process to end", LIMIT, || {
+        pids_with_cmdline(&marker).is_empty().then_some(())
+    });
+
+    drop(client);
+    kill_tasks_of_allocs(&[alloc_id]);
+}
+
+#[test]
+fn a_client_without_a_server_address_refuses_to_start() {
+    let output = std::process::Command::new(support::drover_bin())
+        .args(["agent", "-client", "-data-dir=/nonexistent/drover-test"])
+        .output()
+        .expect("drover runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("client.servers"), "{stderr}");
+}
+
+/// A job of `count` tiny raw_exec allocations, as JSON for `PUT /v1/jobs`.
+fn fleet_job(job_id: &str, count: u32) -> String {
+    json!({
+        "Job": {
+            "ID": job_id,
+            "Name": job_id,
+            "Type": "service",
+            "Datacenters": ["dc1"],
+            "TaskGroups": [{
+                "Name": "g",
+                "Count": count,
+                "Tasks": [{
+                    "Name": "t",
+                    "Driver": "raw_exec",
+                    "Config": {"command": "/bin/true"},
+                    "Resources": {"CPU": 10, "MemoryMB": 10}
+                }]
+            }]
+        }
+    })
+    .to_string()
+}
+
+fn status_counts(allocs: &[Value]) -> (usize, usize) {
+    let running = allocs
+        .iter()
+        .filter(|alloc| alloc["ClientStatus"] == "running")
+        .count();
+    let complete = allocs
+        .iter()
+        .filter(|alloc| alloc["ClientStatus"] == "complete")
+        .count();
+    (running, complete)
+}
+
+#[test]
+fn simulated_nodes_over_http_run_every_alloc_and_stop_them() {
+    const NODES: usize = 20;
+    const ALLOCS: u32 = 40;
+    let temp = tempfile::tempdir().expect("temp dir");
+    let data = temp.path().join("server").join("data");
+    let config = agent_config(&data, "server.hcl", "client {\n  enabled = false\n}\n");
+    let server = Agent::start_with(&data, &["-server", &format!("-config={config}")]);
+    let server_addr = server.address.trim_start_matches("http://").to_owned();
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let clients = runtime.block_on(async {
+        let conn = Arc::new(
+            HttpServerConn::new(HttpServerConnConfig::new(vec![server_addr.clone()]))
+                .expect("connection"),
+        );
+        let clock: SharedClock = Arc::new(SystemClock);
+        let mut clients = Vec::new();
+        for number in 0..NODES {
+            let timing = SimRunnerTiming {
+                start_delay: Duration::from_millis(10),
+                run_for: None,
+            };
+            let client = start_simulated_node(
+                Arc::clone(&conn),
+                number,
+                timing,
+                Arc::clone(&clock),
+                |_| {},
+            )
+            .await
+            .expect("simulated node starts");
+            clients.push(client);
+        }
+        for client in &clients {
+            tokio::time::timeout(LIMIT, client.wait_registered())
+                .await
+                .expect("every simulated node registers over HTTP");
+        }
+        clients
+    });
+    let nodes = server.get_json("/v1/nodes");
+    let nodes = nodes.as_array().expect("node list");
+    assert_eq!(
+        nodes.len(),
+        NODES,
+        "only the simulated nodes: the server runs no client"
+    );
+    assert!(nodes.iter().all(|node| node["Status"] == "ready"));
+
+    let (status, body) = http(
+        "PUT",
+        &server.url("/v1/jobs"),
+        Some(&fleet_job("fleet", ALLOCS)),
+    );
+    assert_eq!(status, 200, "{body}");
+    let allocs = wait_for("every alloc to run on a simulated node", LIMIT, || {
+        let allocs = job_allocs(&server, "fleet");
+        (allocs.len() == ALLOCS as usize && status_counts(&allocs).0 == ALLOCS as usize)
+            .then_some(allocs)
+    });
+    let node_ids: std::collections::BTreeSet<&str> = nodes
+        .iter()
+        .filter_map(|node| node["ID"].as_str())
+        .collect();
+    assert!(
+        allocs
+            .iter()
+            .all(|alloc| node_ids.contains(alloc["NodeID"].as_str().unwrap_or_default())),
+        "every alloc is on a simulated node"
+    );
+    let held: usize = clients.iter().map(|client| client.alloc_ids().len()).sum();
+    assert_eq!(
+        held, ALLOCS as usize,
+        "the simulated nodes hold every alloc"
+    );
+
+    let (status, body) = http("DELETE", &server.url("/v1/job/fleet"), None);
+    assert_eq!(status, 200, "{body}");
+    wait_for("every alloc to complete", LIMIT, || {
+        let allocs = job_allocs(&server, "fleet");
+        (status_counts(&allocs).1 == ALLOCS as usize).then_some(())
+    });
+
+    runtime.block_on(async {
+        for client in clients {
+            client.shutdown().await;
+        }
+    });
+}
+
+/// A server agent started directly (the harness always picks port 0; a restarted server must
+/// come back on the port its clients know).
+struct ServerProcess {
+    child: std::process::Child,
+}
+
+impl ServerProcess {
+    fn start(data_dir: &std::path::Path, config: &str, port: u16) -> ServerProcess {
+        use std::io::{BufRead, BufReader};
+        let mut child = std::process::Command::new(support::drover_bin())
+            .args(["agent", "-dev", "-server"])
+            .arg(format!("-data-dir={}", data_dir.display()))
+            .arg(format!("-config={config}"))
+            .arg(format!("-http-port={port}"))
+            .env("RUST_LOG", "warn")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("server agent starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.contains("HTTP API listening") {
+                    let _ = started_tx.send(());
+                }
+            }
+        });
+        started_rx
+            .recv_timeout(LIMIT)
+            .expect("the server agent starts listening");
+        ServerProcess { child }
+    }
+
+    fn terminate(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        wait_for("the server agent to exit", LIMIT, || {
+            self.child.try_wait().ok().flatten()
+        });
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.terminate();
+        }
+    }
+}
+
+#[test]
+fn a_remote_client_rides_out_a_server_restart_and_reports_to_the_new_server() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("address").port()
+    };
+    let server_addr = format!("127.0.0.1:{port}");
+    let server_url = format!("http://{server_addr}");
+    let server_data = temp.path().join("server").join("data");
+    let server_config = agent_config(
+        &server_data,
+        "server.hcl",
+        "client {\n  enabled = false\n}\n",
+    );
+    let mut server = ServerProcess::start(&server_data, &server_config, port);
+
+    let client_data = temp.path().join("client").join("data");
+    let client_config = agent_config(&client_data, "client.hcl", "name = \"remote-node\"\n");
+    let client = Agent::start_with(
+        &client_data,
+        &[
+            "-client",
+            &format!("-servers={server_addr}"),
+            &format!("-config={client_config}"),
+        ],
+    );
+    let get = |path: &str| -> Option<Value> {
+        let (status, body) = http("GET", &format!("{server_url}{path}"), None);
+        (status == 200)
+            .then(|| serde_json::from_str(&body).ok())
+            .flatten()
+    };
+    wait_for("the remote node to be ready", LIMIT, || {
+        get("/v1/nodes")?
+            .as_array()?
+            .iter()
+            .any(|node| node["Status"] == "ready")
+            .then_some(())
+    });
+
+    let marker = format!("restart-marker-{}", std::process::id());
+    let job = json!({"Job": {
+        "ID": "steady", "Name": "steady", "Type": "service", "Datacenters": ["dc1"],
+        "TaskGroups": [{"Name": "app", "Count": 1, "Tasks": [{
+            "Name": "server", "Driver": "raw_exec",
+            "Config": {"command": "/bin/sh", "args": ["-c", format!("echo {marker}; sleep 3600")]},
+            "Resources": {"CPU": 50, "MemoryMB": 32}
+        }]}]
+    }});
+    let (status, body) = http(
+        "PUT",
+        &format!("{server_url}/v1/jobs"),
+        Some(&job.to_string()),
+    );
+    assert_eq!(status, 200, "{body}");
+    let running_alloc = || {
+        get("/v1/job/steady/allocations")?
+            .as_array()?
+            .iter()
+            .find(|alloc| alloc["ClientStatus"] == "running")
+            .and_then(|alloc| alloc["ID"].as_str().map(str::to_owned))
+    };
+    let alloc_id = wait_for("the alloc to run", LIMIT, running_alloc);
+    let pids_before = wait_for("the task's process", LIMIT, || {
+        Some(pids_with_cmdline(&marker)).filter(|pids| !pids.is_empty())
+    });
+
+    // The server goes away and comes back on the same data dir and port.
+    server.terminate();
+    let mut server = ServerProcess::start(&server_data, &server_config, port);
+
+    wait_for(
+        "the node to beat again on the restarted server",
+        LIMIT,
+        || {
+            get("/v1/nodes")?
+                .as_array()?
+                .iter()
+                .any(|node| node["Status"] == "ready")
+                .then_some(())
+        },
+    );
+    assert!(
+        pids_before.iter().all(|pid| support::process_alive(*pid)),
+        "the task ran on through the server's restart"
+    );
+    // A status report after the restart reaches the new server process: restart the task
+    // through the remote agent and see the restart recorded on the server.
+    let (status, body) = http(
+        "PUT",
+        &client.url(&format!("/v1/client/allocation/{alloc_id}/restart")),
+        Some("{}"),
+    );
+    assert_eq!(status, 200, "{body}");
+    wait_for(
+        "the restart to be reported to the new server",
+        LIMIT,
+        || {
+            let alloc = get(&format!("/v1/allocation/{alloc_id}"))?;
+            let restarts = alloc["TaskStates"]["server"]["Restarts"].as_u64()?;
+            (restarts >= 1 && alloc["ClientStatus"] == "running").then_some(())
+        },
+    );
+    assert_eq!(
+        running_alloc().as_deref(),
+        Some(alloc_id.as_str()),
+        "the same alloc runs; nothing was rescheduled"
+    );
+    let allocs = get("/v1/job/steady/allocations").expect("alloc list");
+    assert_eq!(allocs.as_array().map(Vec::len), Some(1), "{allocs}");
+    assert!(
+        pids_before.iter().all(|pid| !support::process_alive(*pid)),
+        "the user restart replaced the task's process"
+    );
+
+    let (status, body) = http("DELETE", &format!("{server_url}/v1/job/steady"), None);
+    assert_eq!(status, 200, "{body}");
+    wait_for("the alloc to complete", LIMIT, || {
+        let alloc = get(&format!("/v1/allocation/{alloc_id}"))?;
+        (alloc["ClientStatus"] == "complete").then_some(())
+    });
+    wait_for("the task's process to end", LIMIT, || {
+        pids_with_cmdline(&marker).is_empty().then_some(())
+    });
+    drop(client);
+    server.terminate();
+    kill_tasks_of_allocs(&[alloc_id]);
+}

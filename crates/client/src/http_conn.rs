@@ -1,0 +1,657 @@
+//! [`HttpServerConn`]: the remote [`ServerConn`], for a client agent whose servers run in other
+//! processes (`drover agent -client -servers=ADDR`) and for the node simulator over the
+//! network. Each of the five calls is one HTTP request to a server agent's API under
+//! `/v1/internal/…` (the routes and bodies are documented in `drover_api::client_rpc`; the
+//! field names there and here are the contract, and the cross-process tests hold them together).
+//!
+//! Servers are tried in turn: the one that answered last is asked first, and a server that
+//! cannot be reached (refused, reset, timed out) or answers 5xx passes the call to the next.
+//! Errors map onto [`ServerConnError`]: nothing reachable → `Unavailable`; 404 on a heartbeat
+//! → `UnknownNode`; 400 and other 4xx → `Rejected`; 5xx or an answer that does not decode →
+//! `Internal`.
+//!
+//! **Boundary**: the only module of the client that knows HTTP routes. Not here: retries
+//! with backoff (the callers own those) and TLS (the addresses are `http://`).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use drover_structs::{Allocation, Node};
+use serde::{Deserialize, Serialize};
+
+use crate::server_conn::{AllocClientUpdate, NodeAllocations, ServerConn, ServerConnError};
+
+/// The port a server address without one is reached on: the HTTP API's default, as drover's
+/// clients talk to servers over HTTP (Nomad's own clients use its RPC port, 4647).
+pub const DEFAULT_SERVER_PORT: u16 = 4646;
+
+/// How the connection reaches its servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpServerConnConfig {
+    /// Server addresses (`host:port`, `host`, or `http://host:port`), tried in turn.
+    pub servers: Vec<String>,
+    /// How long a TCP connect may take before the next server is tried.
+    pub connect_timeout: Duration,
+    /// How long a call may take, on top of a blocking query's own wait.
+    pub request_timeout: Duration,
+}
+
+impl HttpServerConnConfig {
+    /// Defaults for `servers`: a 5 s connect timeout and a 30 s request timeout.
+    pub fn new(servers: Vec<String>) -> Self {
+        HttpServerConnConfig {
+            servers,
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why an [`HttpServerConn`] could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpConnError {
+    #[error("no server addresses given")]
+    NoServers,
+    #[error("server address {address:?}: {message}")]
+    BadAddress { address: String, message: String },
+    #[error("building the http client")]
+    Build {
+        #[source]
+        source: reqwest::Error,
+    },
+}
+
+/// The remote connection to a list of server agents.
+pub struct HttpServerConn {
+    http: reqwest::Client,
+    /// Base URLs (`http://host:port`), in the order given.
+    servers: Vec<String>,
+    /// The index in `servers` of the server that answered last; calls start there.
+    preferred: AtomicUsize,
+    request_timeout: Duration,
+}
+
+/// Normalises one server address into a base URL.
+fn base_url(address: &str) -> Result<String, HttpConnError> {
+    let trimmed = address.trim().trim_end_matches('/');
+    let bad = |message: &str| HttpConnError::BadAddress {
+        address: address.to_owned(),
+        message: message.to_owned(),
+    };
+    let host_port = match trimmed.split_once("://") {
+        Some(("http", rest)) => rest,
+        Some(_) => return Err(bad("only http:// servers are supported")),
+        None => trimmed,
+    };
+    if host_port.is_empty() || host_port.contains('/') {
+        return Err(bad("expected host:port"));
+    }
+    // A port is present when the text after the last ':' is all digits and, for IPv6, the
+    // colon follows the closing bracket.
+    let has_port = host_port.rsplit_once(':').is_some_and(|(host, port)| {
+        !port.is_empty()
+            && port.bytes().all(|byte| byte.is_ascii_digit())
+            && (!host.contains(':') || host.ends_with(']'))
+    });
+    if has_port {
+        Ok(format!("http://{host_port}"))
+    } else {
+        Ok(format!("http://{host_port}:{DEFAULT_SERVER_PORT}"))
+    }
+}
+
+// The bodies, with the field names of `drover_api::client_rpc`.
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct NodeRegisterRequest<'a> {
+    node: &'a Node,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct NodeUpdateStatusRequest<'a> {
+    status: &'a str,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct NodeUpdateResponse {
+    #[serde(rename = "HeartbeatTTL")]
+    heartbeat_ttl: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct NodeClientAllocsResponse {
+    #[serde(default)]
+    allocs: BTreeMap<String, u64>,
+    index: u64,
+}
+
+#[derive(Serialize)]
+struct AllocsGetRequest<'a> {
+    #[serde(rename = "AllocIDs")]
+    alloc_ids: &'a [String],
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct AllocsGetResponse {
+    #[serde(default)]
+    allocs: Vec<Allocation>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct AllocUpdateRequest<'a> {
+    alloc: &'a [AllocClientUpdate],
+}
+
+/// What a 404 means for the call that got it.
+#[derive(Clone, Copy)]
+enum NotFoundMeans {
+    /// The node is unknown: register again.
+    UnknownNode,
+    /// Anything else: the request cannot succeed as sent.
+    Rejected,
+}
+
+/// One call, ready to send to any server.
+struct Call<'a> {
+    method: reqwest::Method,
+    path: String,
+    query: Vec<(&'static str, String)>,
+    body: Option<Vec<u8>>,
+    timeout: Duration,
+    node_id: &'a str,
+    not_found: NotFoundMeans,
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, ServerConnError> {
+    serde_json::to_vec(value).map_err(|error| ServerConnError::Rejected {
+        message: format!("encoding the request: {error}"),
+    })
+}
+
+fn nanos_to_duration(nanos: u64) -> Duration {
+    Duration::from_nanos(nanos)
+}
+
+/// Node IDs go into paths: they are UUIDs, but nothing outside a path segment may pass.
+fn path_segment(node_id: &str) -> Result<&str, ServerConnError> {
+    let acceptable = !node_id.is_empty()
+        && node_id
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_');
+    if acceptable {
+        Ok(node_id)
+    } else {
+        Err(ServerConnError::Rejected {
+            message: format!("node ID {node_id:?} is not a valid identifier"),
+        })
+    }
+}
+
+impl HttpServerConn {
+    /// A connection to `config.servers`.
+    pub fn new(config: HttpServerConnConfig) -> Result<Self, HttpConnError> {
+        if config.servers.is_empty() {
+            return Err(HttpConnError::NoServers);
+        }
+        let servers = config
+            .servers
+            .iter()
+            .map(|address| base_url(address))
+            .collect::<Result<Vec<_>, _>>()?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .build()
+            .map_err(|source| HttpConnError::Build { source })?;
+        Ok(HttpServerConn {
+            http,
+            servers,
+            preferred: AtomicUsize::new(0),
+            request_timeout: config.request_timeout,
+        })
+    }
+
+    /// The servers' base URLs, in the order given.
+    pub fn servers(&self) -> &[String] {
+        &self.servers
+    }
+
+    /// Sends `call` to each server in turn from the preferred one, and answers the first
+    /// server's answer that settles the call.
+    async fn send(&self, call: Call<'_>) -> Result<Vec<u8>, ServerConnError> {
+        let count = self.servers.len();
+        let start = self.preferred.load(Ordering::Relaxed) % count;
+        let mut last_error = ServerConnError::Unavailable {
+            message: "no server tried".to_owned(),
+        };
+        for offset in 0..count {
+            let position = (start + offset) % count;
+            let base = &self.servers[position];
+            match self.send_to(base, &call).await {
+                Ok(body) => {
+                    self.preferred.store(position, Ordering::Relaxed);
+                    return Ok(body);
+                }
+                Err(
+                    error
+                    @ (ServerConnError::Unavailable { .. } | ServerConnError::Internal { .. }),
+                ) => {
+                    tracing::debug!(server = %base, path = %call.path, %error, "server call failed; trying the next server");
+                    last_error = error;
+                }
+                Err(error) => {
+                    // The server answered and refused: another server would answer the same.
+                    self.preferred.store(position, Ordering::Relaxed);
+                    return Err(error);
+                }
+            }
+        }
+        Err(last_error)
+    }
+
+    async fn send_to(&self, base: &str, call: &Call<'_>) -> Result<Vec<u8>, ServerConnError> {
+        // Query values are numbers and durations: nothing in them needs escaping.
+        let mut url = format!("{base}{}", call.path);
+        for (position, (key, value)) in call.query.iter().enumerate() {
+            url.push(if position == 0 { '?' } else { '&' });
+            url.push_str(key);
+            url.push('=');
+            url.push_str(value);
+        }
+        let mut builder = self
+            .http
+            .request(call.method.clone(), &url)
+            .timeout(call.timeout);
+        if let Some(body) = &call.body {
+            builder = builder
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.clone());
+        }
+        let response = builder
+            .send()
+            .await
+            .map_err(|error| transport_error(base, &error))?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|error| transport_error(base, &error))?;
+        if status.is_success() {
+            return Ok(body.to_vec());
+        }
+        let message = {
+            let text = String::from_utf8_lossy(&body).trim().to_owned();
+            if text.is_empty() {
+                format!("{} from {url}", status)
+            } else {
+                text
+            }
+        };
+        Err(match status.as_u16() {
+            404 => match call.not_found {
+                NotFoundMeans::UnknownNode => ServerConnError::UnknownNode {
+                    node_id: call.node_id.to_owned(),
+                },
+                NotFoundMeans::Rejected => ServerConnError::Rejected { message },
+            },
+            400..=499 => ServerConnError::Rejected { message },
+            _ => ServerConnError::Internal { message },
+        })
+    }
+}
+
+/// A transport failure: the server could not be reached or did not answer in time.
+fn transport_error(base: &str, error: &reqwest::Error) -> ServerConnError {
+    let what = if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "cannot connect"
+    } else {
+        "request failed"
+    };
+    let mut message = format!("{base}: {what}");
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(error);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    ServerConnError::Unavailable { message }
+}
+
+/// Decodes a server's JSON answer; one that does not decode is the server's failure.
+fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ServerConnError> {
+    serde_json::from_slice(body).map_err(|error| ServerConnError::Internal {
+        message: format!("decoding the server's answer: {error}"),
+    })
+}
+
+impl ServerConn for HttpServerConn {
+    async fn register_node(&self, node: Node) -> Result<Duration, ServerConnError> {
+        let body = encode(&NodeRegisterRequest { node: &node })?;
+        let answer = self
+            .send(Call {
+                method: reqwest::Method::PUT,
+                path: "/v1/internal/node/register".to_owned(),
+                query: Vec::new(),
+                body: Some(body),
+                timeout: self.request_timeout,
+                node_id: &node.id,
+                not_found: NotFoundMeans::Rejected,
+            })
+            .await?;
+        let response: NodeUpdateResponse = decode(&answer)?;
+        Ok(nanos_to_duration(response.heartbeat_ttl))
+    }
+
+    async fn heartbeat(&self, node_id: &str, status: &str) -> Result<Duration, ServerConnError> {
+        let body = encode(&NodeUpdateStatusRequest { status })?;
+        let answer = self
+            .send(Call {
+                method: reqwest::Method::PUT,
+                path: format!("/v1/internal/node/{}/update-status", path_segment(node_id)?),
+                query: Vec::new(),
+                body: Some(body),
+                timeout: self.request_timeout,
+                node_id,
+                not_found: NotFoundMeans::UnknownNode,
+            })
+            .await?;
+        let response: NodeUpdateResponse = decode(&answer)?;
+        Ok(nanos_to_duration(response.heartbeat_ttl))
+    }
+
+    async fn node_allocs(
+        &self,
+        node_id: &str,
+        min_index: u64,
+        max_wait: Duration,
+    ) -> Result<NodeAllocations, ServerConnError> {
+        let wait_millis = max_wait.as_millis().max(1);
+        // The server may add up to a sixteenth of the wait as jitter before it answers.
+        let timeout = max_wait + max_wait / 16 + self.request_timeout;
+        let answer = self
+            .send(Call {
+                method: reqwest::Method::GET,
+                path: format!("/v1/internal/node/{}/client-allocs", path_segment(node_id)?),
+                query: vec![
+                    ("index", min_index.to_string()),
+                    ("wait", format!("{wait_millis}ms")),
+                ],
+                body: None,
+                timeout,
+                node_id,
+                not_found: NotFoundMeans::UnknownNode,
+            })
+            .await?;
+        let response: NodeClientAllocsResponse = decode(&answer)?;
+        Ok(NodeAllocations {
+            alloc_modify_indexes: response.allocs,
+            index: response.index,
+        })
+    }
+
+    async fn get_allocs(&self, alloc_ids: Vec<String>) -> Result<Vec<Allocation>, ServerConnError> {
+        if alloc_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let body = encode(&AllocsGetRequest {
+            alloc_ids: &alloc_ids,
+        })?;
+        let answer = self
+            .send(Call {
+                method: reqwest::Method::PUT,
+                path: "/v1/internal/allocs/get".to_owned(),
+                query: Vec::new(),
+                body: Some(body),
+                timeout: self.request_timeout,
+                node_id: "",
+                not_found: NotFoundMeans::Rejected,
+            })
+            .await?;
+        let response: AllocsGetResponse = decode(&answer)?;
+        Ok(response.allocs)
+    }
+
+    async fn update_allocs(&self, updates: Vec<AllocClientUpdate>) -> Result<(), ServerConnError> {
+        if updates.is_empty() {
+            return Ok(());
+        }
+        let body = encode(&AllocUpdateRequest { alloc: &updates })?;
+        self.send(Call {
+            method: reqwest::Method::PUT,
+            path: "/v1/internal/node/update-alloc".to_owned(),
+            query: Vec::new(),
+            body: Some(body),
+            timeout: self.request_timeout,
+            node_id: "",
+            not_found: NotFoundMeans::Rejected,
+        })
+        .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is a failed test
+mod tests {
+    use super::*;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    #[test]
+    fn server_addresses_become_base_urls_with_the_http_port_by_default() {
+        assert_eq!(base_url("10.0.0.1:4646").unwrap(), "http://10.0.0.1:4646");
+        assert_eq!(base_url("10.0.0.1").unwrap(), "http://10.0.0.1:4646");
+        assert_eq!(
+            base_url("http://server-a:5000/").unwrap(),
+            "http://server-a:5000"
+        );
+        assert_eq!(base_url("[::1]:4000").unwrap(), "http://[::1]:4000");
+        assert_eq!(base_url("[::1]").unwrap(), "http://[::1]:4646");
+        assert!(matches!(
+            base_url("https://server-a:4646"),
+            Err(HttpConnError::BadAddress { .. })
+        ));
+        assert!(matches!(
+            base_url("server-a:4646/v1"),
+            Err(HttpConnError::BadAddress { .. })
+        ));
+        assert!(matches!(
+            HttpServerConn::new(HttpServerConnConfig::new(Vec::new())),
+            Err(HttpConnError::NoServers)
+        ));
+    }
+
+    /// A port nothing listens on: bound, then closed.
+    async fn closed_port() -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        drop(listener);
+        address
+    }
+
+    /// A one-request HTTP server that answers `status` with `body` and hands back the request
+    /// it read.
+    async fn answer_once(
+        status: &'static str,
+        body: &'static str,
+    ) -> (String, tokio::task::JoinHandle<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let served = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buffer = [0_u8; 4096];
+            // Read the head, then as much body as Content-Length says.
+            loop {
+                let read = stream.read(&mut buffer).await.unwrap();
+                request.extend_from_slice(&buffer[..read]);
+                let text = String::from_utf8_lossy(&request).to_string();
+                if let Some((head, rest)) = text.split_once("\r\n\r\n") {
+                    let length = head
+                        .lines()
+                        .find_map(|line| {
+                            let (name, value) = line.split_once(':')?;
+                            name.eq_ignore_ascii_case("content-length")
+                                .then(|| value.trim().parse::<usize>().ok())?
+                        })
+                        .unwrap_or(0);
+                    if rest.len() >= length {
+                        break;
+                    }
+                }
+                if read == 0 {
+                    break;
+                }
+            }
+            let response = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(response.as_bytes()).await.unwrap();
+            String::from_utf8_lossy(&request).to_string()
+        });
+        (address, served)
+    }
+
+    fn conn(servers: Vec<String>) -> HttpServerConn {
+        let mut config = HttpServerConnConfig::new(servers);
+        config.connect_timeout = Duration::from_secs(2);
+        config.request_timeout = Duration::from_secs(10);
+        HttpServerConn::new(config).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_unavailable() {
+        let conn = conn(vec![closed_port().await]);
+        let error = conn.heartbeat("node-1", "ready").await.unwrap_err();
+        assert!(
+            matches!(&error, ServerConnError::Unavailable { message } if message.contains("cannot connect")),
+            "{error:?}"
+        );
+        assert!(error.is_retryable());
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_server_passes_the_call_to_the_next_one() {
+        let (address, served) =
+            answer_once("200 OK", r#"{"HeartbeatTTL":12000000000,"Index":7}"#).await;
+        let conn = conn(vec![closed_port().await, address]);
+        let ttl = conn.heartbeat("node-1", "ready").await.unwrap();
+        assert_eq!(ttl, Duration::from_secs(12));
+        let request = served.await.unwrap();
+        assert!(
+            request.starts_with("PUT /v1/internal/node/node-1/update-status HTTP/1.1"),
+            "{request}"
+        );
+        assert!(request.ends_with(r#"{"Status":"ready"}"#), "{request}");
+        assert_eq!(
+            conn.preferred.load(Ordering::Relaxed),
+            1,
+            "the answering server is preferred next"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_404_heartbeat_means_the_node_must_register_again() {
+        let (address, _served) = answer_once("404 Not Found", "node not found").await;
+        let error = conn(vec![address])
+            .heartbeat("node-1", "ready")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error,
+            ServerConnError::UnknownNode {
+                node_id: "node-1".into()
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_400_is_final_and_a_500_is_retryable() {
+        let (address, _served) =
+            answer_once("400 Bad Request", "missing node ID for client registration").await;
+        let error = conn(vec![address])
+            .register_node(Node::default())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error,
+            ServerConnError::Rejected {
+                message: "missing node ID for client registration".into()
+            }
+        );
+        assert!(!error.is_retryable());
+
+        let (address, _served) = answer_once("500 Internal Server Error", "no leader").await;
+        let update = AllocClientUpdate {
+            alloc_id: "a1".into(),
+            client_status: "running".into(),
+            ..AllocClientUpdate::default()
+        };
+        let error = conn(vec![address])
+            .update_allocs(vec![update])
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error,
+            ServerConnError::Internal {
+                message: "no leader".into()
+            }
+        );
+        assert!(error.is_retryable());
+    }
+
+    #[tokio::test]
+    async fn a_blocking_query_sends_index_and_wait_and_reads_the_answer() {
+        let (address, served) =
+            answer_once("200 OK", r#"{"Allocs":{"a1":5,"a2":9},"Index":12}"#).await;
+        let answer = conn(vec![address])
+            .node_allocs("node-1", 11, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(answer.index, 12);
+        assert_eq!(
+            answer.alloc_modify_indexes,
+            BTreeMap::from([("a1".to_string(), 5), ("a2".to_string(), 9)])
+        );
+        let request = served.await.unwrap();
+        assert!(
+            request.starts_with(
+                "GET /v1/internal/node/node-1/client-allocs?index=11&wait=5000ms HTTP/1.1"
+            ),
+            "{request}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_does_not_decode_is_internal() {
+        let (address, _served) = answer_once("200 OK", "not json").await;
+        let error = conn(vec![address])
+            .get_allocs(vec!["a1".into()])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, ServerConnError::Internal { .. }),
+            "{error:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_node_id_that_is_not_an_identifier_never_reaches_a_path() {
+        let conn = conn(vec![closed_port().await]);
+        let error = conn.heartbeat("../jobs", "ready").await.unwrap_err();
+        assert!(
+            matches!(error, ServerConnError::Rejected { .. }),
+            "{error:?}"
+        );
+    }
+}
