@@ -89,6 +89,29 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         .with_context(|| format!("creating data dir {}", data_dir.path().display()))?;
     let clock: Arc<dyn drover_server::Clock> = Arc::new(drover_server::SystemClock);
 
+    // Bind first (cheap), so the client's start-up work, which needs the advertised address,
+    // can run on a blocking thread while the server's store opens: both are mostly waiting on
+    // fsyncs of freshly created files.
+    let listener = TcpListener::bind((config.http_addr, config.http_port))
+        .await
+        .with_context(|| {
+            format!(
+                "binding the HTTP API to {}:{}",
+                config.http_addr, config.http_port
+            )
+        })?;
+    let http_addr = listener.local_addr().context("reading the bound address")?;
+    let advertised = if http_addr.ip().is_unspecified() {
+        std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), http_addr.port())
+    } else {
+        http_addr
+    };
+    let client_preparation = config.client_enabled.then(|| {
+        let config = config.clone();
+        let data_dir = data_dir.path().to_path_buf();
+        tokio::task::spawn_blocking(move || prepare_client(&config, &data_dir, &advertised))
+    });
+
     let server_dir = data_dir.path().join("server");
     std::fs::create_dir_all(&server_dir)
         .with_context(|| format!("creating {}", server_dir.display()))?;
@@ -115,25 +138,14 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         clock,
     );
 
-    let listener = TcpListener::bind((config.http_addr, config.http_port))
-        .await
-        .with_context(|| {
-            format!(
-                "binding the HTTP API to {}:{}",
-                config.http_addr, config.http_port
-            )
-        })?;
-    let http_addr = listener.local_addr().context("reading the bound address")?;
-    let advertised = if http_addr.ip().is_unspecified() {
-        std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), http_addr.port())
-    } else {
-        http_addr
-    };
-
-    let client = if config.client_enabled {
-        Some(start_client(&config, data_dir.path(), &advertised, &server).await?)
-    } else {
-        None
+    let client = match client_preparation {
+        Some(preparation) => {
+            let prepared = preparation
+                .await
+                .context("preparing the client on a blocking thread")??;
+            Some(start_client(prepared, &server).await?)
+        }
+        None => None,
     };
 
     let backend = AgentBackend {
@@ -199,12 +211,19 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn start_client(
+/// What the client needs before it can start, built off the async runtime: its config, its
+/// state db (opened, or created) and its node record (identity and fingerprint).
+struct PreparedClient {
+    factory: TaskAllocRunnerFactory,
+    node_config: NodeConfig,
+    node: drover_structs::Node,
+}
+
+fn prepare_client(
     config: &AgentConfig,
     data_dir: &Path,
     http_addr: &std::net::SocketAddr,
-    server: &Server,
-) -> anyhow::Result<Arc<LocalClient>> {
+) -> anyhow::Result<PreparedClient> {
     let clock: SharedClock = Arc::new(SystemClock);
     let mut client_config = ClientConfig::new(data_dir);
     client_config.max_kill_timeout = config.max_kill_timeout;
@@ -235,10 +254,23 @@ async fn start_client(
     node_config.meta = config.meta.clone();
     node_config.http_addr = http_addr.to_string();
     node_config.agent_version = env!("CARGO_PKG_VERSION").to_owned();
-    let client = Client::start(
-        node_config,
-        Arc::new(InProcessServer(server.clone())),
+    let node = drover_client::node::build_node(&node_config).context("starting the client")?;
+    Ok(PreparedClient {
         factory,
+        node_config,
+        node,
+    })
+}
+
+async fn start_client(
+    prepared: PreparedClient,
+    server: &Server,
+) -> anyhow::Result<Arc<LocalClient>> {
+    let client = Client::start_with_node(
+        prepared.node_config,
+        prepared.node,
+        Arc::new(InProcessServer(server.clone())),
+        prepared.factory,
     )
     .await
     .context("starting the client")?;

@@ -455,7 +455,9 @@ impl TaskRunLoop {
                             done: response.done,
                         },
                     );
-                    self.shared.persist_local_logged();
+                    // Prestart hooks are idempotent: losing this in a crash only runs the hook
+                    // again. The durable "Starting" record below flushes it before the start.
+                    self.shared.persist_local_relaxed_logged();
                 }
                 Err(error) => {
                     let message = format!("{}: {}", hook.name(), error.message);
