@@ -51,8 +51,10 @@ use crate::status_buffer::{StatusBuffer, StatusBufferTiming};
 /// `MaxQueryTime`).
 pub const DEFAULT_ALLOC_QUERY_WAIT: Duration = Duration::from_secs(300);
 
-/// How many runners the watcher starts or updates at the same time.
-const MAX_CONCURRENT_RUNNER_CHANGES: usize = 32;
+/// How many runners the watcher starts or updates at the same time. Each start waits mostly on
+/// a group commit of the client state db, which all of them share, so more at once means
+/// bigger groups, not more fsyncs.
+const MAX_CONCURRENT_RUNNER_CHANGES: usize = 128;
 
 /// Nomad's default `gc_max_allocs`.
 pub const DEFAULT_GC_MAX_ALLOCS: usize = 50;

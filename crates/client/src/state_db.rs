@@ -17,7 +17,9 @@
 //! that arrive while a transaction is being committed queue up, and the next one to find no
 //! commit in progress (the leader) commits every queued write in one transaction, in arrival
 //! order, with one fsync, then wakes them all. With a hundred task runners starting at once this
-//! turns hundreds of fsyncs into a few. A failed group commit fails every write in it.
+//! turns hundreds of fsyncs into a few. A failed group commit fails every write in it. Relaxed
+//! writes (not flushed on their own) do not even wait for a commit in progress: its leader
+//! commits them right after, before it steps down, and reads wait for queued writes first.
 //!
 //! **Not** the server's state store (crate `state`), and not a cache: it is read on restore only.
 
@@ -130,6 +132,21 @@ enum WriteOperation {
     },
     /// An alloc record and every task record of it.
     DeleteAlloc { alloc_id: String },
+    /// Nothing: a reader's place in the queue, to wait until every write before it is
+    /// committed.
+    Barrier,
+}
+
+/// How long a write call waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriteWait {
+    /// Until committed and flushed to disk.
+    Durable,
+    /// Until committed (visible to readers, not flushed).
+    Committed,
+    /// Not at all while another writer is committing: the write is queued, and that writer
+    /// commits it (unflushed, or with the next flush) before it steps down.
+    Queued,
 }
 
 /// How a queued write ended: set once by the leader that committed it.
@@ -138,7 +155,14 @@ type WriteOutcome = Arc<OnceLock<Result<(), (&'static str, String)>>>;
 struct QueuedWrite {
     operation: WriteOperation,
     durable: bool,
+    /// Shared with the writer while it waits; only the queue holds it otherwise.
     outcome: WriteOutcome,
+}
+
+impl QueuedWrite {
+    fn has_waiter(&self) -> bool {
+        Arc::strong_count(&self.outcome) > 1
+    }
 }
 
 #[derive(Default)]
@@ -310,21 +334,26 @@ impl StateDb {
                 key: key.to_string(),
                 bytes: bytes.to_vec(),
             },
-            true,
+            WriteWait::Durable,
         )
     }
 
     /// Queues one write and returns once a group commit holding it has committed (flushed to
-    /// disk when `durable`). See the module docs.
-    fn write(&self, operation: WriteOperation, durable: bool) -> Result<(), StateDbError> {
+    /// disk for [`WriteWait::Durable`]), or at once for [`WriteWait::Queued`] when another
+    /// writer is committing. See the module docs.
+    fn write(&self, operation: WriteOperation, wait: WriteWait) -> Result<(), StateDbError> {
         let outcome: WriteOutcome = Arc::new(OnceLock::new());
         let result = block_without_stalling_runtime(|| {
             let mut queue = lock_queue(&self.queue);
             queue.pending.push(QueuedWrite {
                 operation,
-                durable,
+                durable: wait == WriteWait::Durable,
                 outcome: Arc::clone(&outcome),
             });
+            if wait == WriteWait::Queued && queue.committing {
+                // The committing leader takes it before it steps down (see `lead`).
+                return Ok(());
+            }
             loop {
                 if let Some(result) = outcome.get() {
                     return result.clone();
@@ -336,18 +365,9 @@ impl StateDb {
                     };
                     continue;
                 }
-                // Lead: our write is still queued (a finished leader would have set its
-                // outcome), so this group holds it.
-                queue.committing = true;
-                let group = std::mem::take(&mut queue.pending);
-                drop(queue);
-                let committed = self.commit_group(&group);
-                for queued in &group {
-                    let _ = queued.outcome.set(committed.clone());
-                }
-                queue = lock_queue(&self.queue);
-                queue.committing = false;
-                self.group_done.notify_all();
+                // Our write is still queued (a finished leader would have set its outcome), so
+                // the first group of this lead holds it.
+                queue = self.lead(queue);
             }
         });
         result.map_err(|(operation, message)| StateDbError::GroupCommit {
@@ -355,6 +375,46 @@ impl StateDb {
             operation,
             message,
         })
+    }
+
+    /// Commits queued writes as the leader, one group per round, until the queue is empty or
+    /// a waiting writer can take over (then it leads the next group itself). Writes nobody
+    /// waits for ([`WriteWait::Queued`]) are therefore never left behind in the queue.
+    fn lead<'queue>(
+        &'queue self,
+        mut queue: MutexGuard<'queue, CommitQueue>,
+    ) -> MutexGuard<'queue, CommitQueue> {
+        queue.committing = true;
+        loop {
+            let group = std::mem::take(&mut queue.pending);
+            drop(queue);
+            let committed = self.commit_group(&group);
+            for queued in &group {
+                if let (Err((operation, message)), false) = (&committed, queued.has_waiter()) {
+                    tracing::error!(path = %self.path.display(), operation = *operation, error = %message, "client state write failed");
+                }
+                let _ = queued.outcome.set(committed.clone());
+            }
+            queue = lock_queue(&self.queue);
+            let waiter_queued = queue.pending.iter().any(QueuedWrite::has_waiter);
+            if queue.pending.is_empty() || waiter_queued {
+                break;
+            }
+        }
+        queue.committing = false;
+        self.group_done.notify_all();
+        queue
+    }
+
+    /// Waits until every write queued so far is committed, so that a read sees them.
+    fn settle(&self) -> Result<(), StateDbError> {
+        {
+            let queue = lock_queue(&self.queue);
+            if queue.pending.is_empty() && !queue.committing {
+                return Ok(());
+            }
+        }
+        self.write(WriteOperation::Barrier, WriteWait::Committed)
     }
 
     /// Applies `group` in order in one transaction, durable if any write of it is.
@@ -404,6 +464,7 @@ impl StateDb {
                             .retain_in(start.as_str()..end.as_str(), |_, _| false)
                             .map_err(|error| failed("remove tasks")(&error))?;
                     }
+                    WriteOperation::Barrier => {}
                 }
             }
         }
@@ -420,6 +481,7 @@ impl StateDb {
         table: TableDefinition<'_, &str, &[u8]>,
         key: &str,
     ) -> Result<Option<Vec<u8>>, StateDbError> {
+        self.settle()?;
         let transaction = self
             .database
             .begin_read()
@@ -450,6 +512,7 @@ impl StateDb {
 
     /// Every alloc id with a record, in key order.
     pub fn alloc_ids(&self) -> Result<Vec<String>, StateDbError> {
+        self.settle()?;
         let transaction = self
             .database
             .begin_read()
@@ -484,7 +547,11 @@ impl StateDb {
 
     /// Like [`StateDb::put_task`], but the commit is not flushed to disk on its own: it becomes
     /// durable with the next durable commit, and is lost if the machine dies first. For records
-    /// whose loss is harmless (an informational event), to save a flush.
+    /// whose loss is harmless (an informational event, an idempotent hook's state), to save a
+    /// flush. When another writer is committing, this does not wait for it: the write is
+    /// queued and committed by that writer right after its group (and is lost if the agent
+    /// dies first); reads of this db wait for queued writes, so they always see it. A write that
+    /// fails then is logged, not returned.
     pub fn put_task_relaxed<T: Serialize>(
         &self,
         alloc_id: &str,
@@ -500,7 +567,7 @@ impl StateDb {
                 key,
                 bytes,
             },
-            false,
+            WriteWait::Queued,
         )
     }
 
@@ -524,7 +591,7 @@ impl StateDb {
             WriteOperation::DeleteAlloc {
                 alloc_id: alloc_id.to_string(),
             },
-            true,
+            WriteWait::Durable,
         )
     }
 }
@@ -710,6 +777,67 @@ mod tests {
             db.get_task::<u32>("a1", "web", TaskRecordPart::State)?,
             Some(2)
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_relaxed_write_does_not_wait_for_a_commit_in_progress_and_reads_still_see_it()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let db = StateDb::in_memory()?;
+        // Another writer is committing (simulated: nobody is, so a waiting write would hang).
+        lock_queue(&db.queue).committing = true;
+        db.put_task_relaxed("a1", "web", TaskRecordPart::State, &1u32)?;
+        assert_eq!(lock_queue(&db.queue).pending.len(), 1);
+        // That writer steps down without taking the queue; a read then commits it first.
+        lock_queue(&db.queue).committing = false;
+        assert_eq!(
+            db.get_task::<u32>("a1", "web", TaskRecordPart::State)?,
+            Some(1)
+        );
+        assert!(lock_queue(&db.queue).pending.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn relaxed_writes_queued_during_commits_are_never_left_behind()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let db = std::sync::Arc::new(StateDb::open(&dir.path().join("state.db"))?);
+        let writers: Vec<_> = (0..8usize)
+            .map(|writer| {
+                let db = std::sync::Arc::clone(&db);
+                std::thread::spawn(move || -> Result<(), StateDbError> {
+                    for write in 0..50usize {
+                        let alloc_id = format!("a{writer}");
+                        if write % 10 == 0 {
+                            db.put_task(&alloc_id, "web", TaskRecordPart::Local, &write)?;
+                        }
+                        db.put_task_relaxed(&alloc_id, "web", TaskRecordPart::State, &write)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().map_err(|_| "writer panicked")??;
+        }
+        // No read has settled the queue: the leaders committed everything before stepping down.
+        {
+            let queue = lock_queue(&db.queue);
+            assert!(
+                queue.pending.is_empty(),
+                "{} writes left",
+                queue.pending.len()
+            );
+            assert!(!queue.committing);
+        }
+        assert_eq!(db.writes_committed(), 8 * (50 + 5));
+        for writer in 0..8usize {
+            assert_eq!(
+                db.get_task::<usize>(&format!("a{writer}"), "web", TaskRecordPart::State)?,
+                Some(49)
+            );
+        }
         Ok(())
     }
 
