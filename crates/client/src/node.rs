@@ -52,8 +52,10 @@ use crate::status_buffer::{StatusBuffer, StatusBufferTiming};
 /// `MaxQueryTime`).
 pub const DEFAULT_ALLOC_QUERY_WAIT: Duration = Duration::from_secs(300);
 
-/// How many runners the watcher starts or updates at the same time.
-const MAX_CONCURRENT_RUNNER_CHANGES: usize = 32;
+/// How many runners the watcher starts or updates at the same time. Each start waits mostly on
+/// a group commit of the client state db, which all of them share, so more at once means
+/// bigger groups, not more fsyncs.
+const MAX_CONCURRENT_RUNNER_CHANGES: usize = 128;
 
 /// Nomad's default `gc_max_allocs`.
 pub const DEFAULT_GC_MAX_ALLOCS: usize = 50;
@@ -370,40 +372,7 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
         conn: Arc<S>,
         factory: F,
     ) -> Result<Arc<Self>, ClientError> {
-        let identity = if config.ephemeral {
-            NodeIdentity::generate()
-        } else {
-            NodeIdentity::load_or_create(&config.client_state_dir())?
-        };
-        let fingerprint = fingerprint_host(&FingerprintInput {
-            data_dir: config.data_dir.clone(),
-            agent_version: config.agent_version.clone(),
-            update_time: Timestamp::from_unix_nanos(config.clock.now_unix_nanos()),
-        });
-        let mut attributes = fingerprint.attributes;
-        let mut resources = fingerprint.resources;
-        let reserved_resources = config.resources.apply(&mut resources, &mut attributes);
-        if let Some(address) = advertised_ip(&config.http_addr) {
-            attributes.insert("unique.network.ip-address".to_string(), address);
-        }
-        let node = Node {
-            id: identity.node_id,
-            secret_id: identity.secret_id,
-            datacenter: config.datacenter.clone(),
-            name: config.name.clone(),
-            http_addr: config.http_addr.clone(),
-            node_pool: config.node_pool.clone(),
-            node_class: config.node_class.clone(),
-            attributes,
-            meta: config.meta.clone(),
-            node_resources: Some(resources),
-            reserved_resources,
-            drivers: fingerprint.drivers,
-            scheduling_eligibility: NODE_SCHEDULING_ELIGIBLE.to_string(),
-            status: NODE_STATUS_READY.to_string(),
-            status_updated_at: config.clock.now_unix_nanos() / 1_000_000_000,
-            ..Node::default()
-        };
+        let node = build_node(&config)?;
         Self::start_with_node(config, node, conn, factory).await
     }
 
@@ -961,6 +930,47 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             }
         }
     }
+}
+
+/// The node record [`Client::start`] registers: the identity (loaded, or created and
+/// persisted on first start) and the machine's fingerprint. Blocking file I/O; callers that
+/// want to overlap it with other start-up work run it on a blocking thread and hand the
+/// result to [`Client::start_with_node`].
+pub fn build_node(config: &NodeConfig) -> Result<Node, ClientError> {
+    let identity = if config.ephemeral {
+        NodeIdentity::generate()
+    } else {
+        NodeIdentity::load_or_create(&config.client_state_dir())?
+    };
+    let fingerprint = fingerprint_host(&FingerprintInput {
+        data_dir: config.data_dir.clone(),
+        agent_version: config.agent_version.clone(),
+        update_time: Timestamp::from_unix_nanos(config.clock.now_unix_nanos()),
+    });
+    let mut attributes = fingerprint.attributes;
+    let mut resources = fingerprint.resources;
+    let reserved_resources = config.resources.apply(&mut resources, &mut attributes);
+    if let Some(address) = advertised_ip(&config.http_addr) {
+        attributes.insert("unique.network.ip-address".to_string(), address);
+    }
+    Ok(Node {
+        id: identity.node_id,
+        secret_id: identity.secret_id,
+        datacenter: config.datacenter.clone(),
+        name: config.name.clone(),
+        http_addr: config.http_addr.clone(),
+        node_pool: config.node_pool.clone(),
+        node_class: config.node_class.clone(),
+        attributes,
+        meta: config.meta.clone(),
+        node_resources: Some(resources),
+        reserved_resources,
+        drivers: fingerprint.drivers,
+        scheduling_eligibility: NODE_SCHEDULING_ELIGIBLE.to_string(),
+        status: NODE_STATUS_READY.to_string(),
+        status_updated_at: config.clock.now_unix_nanos() / 1_000_000_000,
+        ..Node::default()
+    })
 }
 
 /// The IP address part of an HTTP address (`127.0.0.1:4646`, `[::1]:4646`), which Nomad

@@ -8,13 +8,24 @@
 //!   events).
 //!
 //! Records are JSON inside a versioned envelope, so a newer drover can read an older file and an
-//! older one refuses a newer file instead of misreading it. Every write is one redb transaction
-//! (copy-on-write, fsync on commit): a crash leaves the previous or the new record, never a torn
-//! one. The store is generic over the record types so it knows nothing of runners.
+//! older one refuses a newer file instead of misreading it. Writes are redb transactions
+//! (copy-on-write, fsync on a durable commit): a crash leaves the previous or the new record,
+//! never a torn one. The store is generic over the record types so it knows nothing of runners.
+//!
+//! **Group commit.** Every write call returns only once its write is committed (and, unless it
+//! is a relaxed write, flushed to disk), exactly as if it had its own transaction; but writers
+//! that arrive while a transaction is being committed queue up, and the next one to find no
+//! commit in progress (the leader) commits every queued write in one transaction, in arrival
+//! order, with one fsync, then wakes them all. With a hundred task runners starting at once this
+//! turns hundreds of fsyncs into a few. A failed group commit fails every write in it. Relaxed
+//! writes (not flushed on their own) do not even wait for a commit in progress: its leader
+//! commits them right after, before it steps down, and reads wait for queued writes first.
 //!
 //! **Not** the server's state store (crate `state`), and not a cache: it is read on restore only.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::Serialize;
@@ -76,6 +87,12 @@ pub enum StateDbError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("client state {path:?}: {operation} failed: {message}")]
+    GroupCommit {
+        path: PathBuf,
+        operation: &'static str,
+        message: String,
+    },
     #[error(
         "client state {path:?}: record {key:?} has schema version {found}, newer than the {supported} this drover understands"
     )]
@@ -99,11 +116,102 @@ struct EnvelopeIn {
     record: serde_json::Value,
 }
 
+/// The two tables, as a queued write names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RecordTable {
+    Allocs,
+    Tasks,
+}
+
+/// One write waiting for a group commit.
+enum WriteOperation {
+    Put {
+        table: RecordTable,
+        key: String,
+        bytes: Vec<u8>,
+    },
+    /// An alloc record and every task record of it.
+    DeleteAlloc { alloc_id: String },
+    /// Nothing: a reader's place in the queue, to wait until every write before it is
+    /// committed.
+    Barrier,
+}
+
+/// How long a write call waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriteWait {
+    /// Until committed and flushed to disk.
+    Durable,
+    /// Until committed (visible to readers, not flushed).
+    Committed,
+    /// Not at all while another writer is committing: the write is queued, and that writer
+    /// commits it (unflushed, or with the next flush) before it steps down.
+    Queued,
+}
+
+/// How a queued write ended: set once by the leader that committed it.
+type WriteOutcome = Arc<OnceLock<Result<(), (&'static str, String)>>>;
+
+struct QueuedWrite {
+    operation: WriteOperation,
+    durable: bool,
+    /// Shared with the writer while it waits; only the queue holds it otherwise.
+    outcome: WriteOutcome,
+}
+
+impl QueuedWrite {
+    fn has_waiter(&self) -> bool {
+        Arc::strong_count(&self.outcome) > 1
+    }
+}
+
+#[derive(Default)]
+struct CommitQueue {
+    pending: Vec<QueuedWrite>,
+    /// A leader is committing a group right now.
+    committing: bool,
+}
+
 /// The client state database.
-#[derive(Debug)]
 pub struct StateDb {
     database: Database,
     path: PathBuf,
+    queue: Mutex<CommitQueue>,
+    /// Signalled whenever a leader finishes a group.
+    group_done: Condvar,
+    transactions: AtomicU64,
+    writes: AtomicU64,
+}
+
+impl std::fmt::Debug for StateDb {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("StateDb")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock_queue(queue: &Mutex<CommitQueue>) -> MutexGuard<'_, CommitQueue> {
+    match queue.lock() {
+        Ok(guard) => guard,
+        // The queue is plain data (a leader never panics while holding it); keep going.
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// Runs `wait` (which blocks on disk and on other writers) without starving the async runtime:
+/// on a worker of a multi-threaded tokio runtime the worker hands its other tasks to another
+/// thread first, so a hundred task runners waiting on one group commit do not stall the agent
+/// (and can all join the same group). Elsewhere (plain threads, blocking-pool threads,
+/// current-thread runtimes in tests) it just blocks.
+fn block_without_stalling_runtime<T>(wait: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(wait)
+        }
+        _ => wait(),
+    }
 }
 
 impl StateDb {
@@ -119,12 +227,30 @@ impl StateDb {
             path: path.to_path_buf(),
             source: Box::new(source.into()),
         })?;
-        let state_db = StateDb {
-            database,
-            path: path.to_path_buf(),
-        };
+        let state_db = StateDb::with_database(database, path.to_path_buf());
         state_db.ensure_tables()?;
         Ok(state_db)
+    }
+
+    fn with_database(database: Database, path: PathBuf) -> Self {
+        StateDb {
+            database,
+            path,
+            queue: Mutex::new(CommitQueue::default()),
+            group_done: Condvar::new(),
+            transactions: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+        }
+    }
+
+    /// Write transactions committed since open (each group commit is one).
+    pub fn transactions_committed(&self) -> u64 {
+        self.transactions.load(Ordering::Relaxed)
+    }
+
+    /// Writes (puts and deletes) committed since open.
+    pub fn writes_committed(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
     }
 
     /// A db held in memory (tests, `-dev` without a data dir).
@@ -136,7 +262,7 @@ impl StateDb {
                 path: path.clone(),
                 source: Box::new(source.into()),
             })?;
-        let state_db = StateDb { database, path };
+        let state_db = StateDb::with_database(database, path);
         state_db.ensure_tables()?;
         Ok(state_db)
     }
@@ -201,42 +327,153 @@ impl StateDb {
         serde_json::from_value(envelope.record).map_err(codec_error)
     }
 
-    fn put(
-        &self,
-        table: TableDefinition<'_, &str, &[u8]>,
-        key: &str,
-        bytes: &[u8],
-    ) -> Result<(), StateDbError> {
-        self.put_with(table, key, bytes, Durability::Immediate)
+    fn put(&self, table: RecordTable, key: &str, bytes: &[u8]) -> Result<(), StateDbError> {
+        self.write(
+            WriteOperation::Put {
+                table,
+                key: key.to_string(),
+                bytes: bytes.to_vec(),
+            },
+            WriteWait::Durable,
+        )
     }
 
-    fn put_with(
-        &self,
-        table: TableDefinition<'_, &str, &[u8]>,
-        key: &str,
-        bytes: &[u8],
-        durability: Durability,
-    ) -> Result<(), StateDbError> {
+    /// Queues one write and returns once a group commit holding it has committed (flushed to
+    /// disk for [`WriteWait::Durable`]), or at once for [`WriteWait::Queued`] when another
+    /// writer is committing. See the module docs.
+    fn write(&self, operation: WriteOperation, wait: WriteWait) -> Result<(), StateDbError> {
+        let outcome: WriteOutcome = Arc::new(OnceLock::new());
+        let result = block_without_stalling_runtime(|| {
+            let mut queue = lock_queue(&self.queue);
+            queue.pending.push(QueuedWrite {
+                operation,
+                durable: wait == WriteWait::Durable,
+                outcome: Arc::clone(&outcome),
+            });
+            if wait == WriteWait::Queued && queue.committing {
+                // The committing leader takes it before it steps down (see `lead`).
+                return Ok(());
+            }
+            loop {
+                if let Some(result) = outcome.get() {
+                    return result.clone();
+                }
+                if queue.committing {
+                    queue = match self.group_done.wait(queue) {
+                        Ok(guard) => guard,
+                        Err(poisoned) => poisoned.into_inner(),
+                    };
+                    continue;
+                }
+                // Our write is still queued (a finished leader would have set its outcome), so
+                // the first group of this lead holds it.
+                queue = self.lead(queue);
+            }
+        });
+        result.map_err(|(operation, message)| StateDbError::GroupCommit {
+            path: self.path.clone(),
+            operation,
+            message,
+        })
+    }
+
+    /// Commits queued writes as the leader, one group per round, until the queue is empty or
+    /// a waiting writer can take over (then it leads the next group itself). Writes nobody
+    /// waits for ([`WriteWait::Queued`]) are therefore never left behind in the queue.
+    fn lead<'queue>(
+        &'queue self,
+        mut queue: MutexGuard<'queue, CommitQueue>,
+    ) -> MutexGuard<'queue, CommitQueue> {
+        queue.committing = true;
+        loop {
+            let group = std::mem::take(&mut queue.pending);
+            drop(queue);
+            let committed = self.commit_group(&group);
+            for queued in &group {
+                if let (Err((operation, message)), false) = (&committed, queued.has_waiter()) {
+                    tracing::error!(path = %self.path.display(), operation = *operation, error = %message, "client state write failed");
+                }
+                let _ = queued.outcome.set(committed.clone());
+            }
+            queue = lock_queue(&self.queue);
+            let waiter_queued = queue.pending.iter().any(QueuedWrite::has_waiter);
+            if queue.pending.is_empty() || waiter_queued {
+                break;
+            }
+        }
+        queue.committing = false;
+        self.group_done.notify_all();
+        queue
+    }
+
+    /// Waits until every write queued so far is committed, so that a read sees them.
+    fn settle(&self) -> Result<(), StateDbError> {
+        {
+            let queue = lock_queue(&self.queue);
+            if queue.pending.is_empty() && !queue.committing {
+                return Ok(());
+            }
+        }
+        self.write(WriteOperation::Barrier, WriteWait::Committed)
+    }
+
+    /// Applies `group` in order in one transaction, durable if any write of it is.
+    fn commit_group(&self, group: &[QueuedWrite]) -> Result<(), (&'static str, String)> {
+        let failed = |operation: &'static str| {
+            move |error: &dyn std::fmt::Display| (operation, error.to_string())
+        };
         let mut transaction = self
             .database
             .begin_write()
-            .map_err(self.storage_error("begin write"))?;
+            .map_err(|error| failed("begin write")(&error))?;
+        let durability = if group.iter().any(|queued| queued.durable) {
+            Durability::Immediate
+        } else {
+            Durability::None
+        };
         transaction
             .set_durability(durability)
-            .map_err(|error| StateDbError::Storage {
-                path: self.path.clone(),
-                operation: "set durability",
-                source: Box::new(redb::Error::from(error)),
-            })?;
+            .map_err(|error| failed("set durability")(&error))?;
         {
-            let mut opened = transaction
-                .open_table(table)
-                .map_err(self.storage_error("open table"))?;
-            opened
-                .insert(key, bytes)
-                .map_err(self.storage_error("insert"))?;
+            let mut allocs = transaction
+                .open_table(ALLOCS)
+                .map_err(|error| failed("open allocs table")(&error))?;
+            let mut tasks = transaction
+                .open_table(TASKS)
+                .map_err(|error| failed("open tasks table")(&error))?;
+            for queued in group {
+                match &queued.operation {
+                    WriteOperation::Put { table, key, bytes } => {
+                        let opened = match table {
+                            RecordTable::Allocs => &mut allocs,
+                            RecordTable::Tasks => &mut tasks,
+                        };
+                        opened
+                            .insert(key.as_str(), bytes.as_slice())
+                            .map_err(|error| failed("insert")(&error))?;
+                    }
+                    WriteOperation::DeleteAlloc { alloc_id } => {
+                        allocs
+                            .remove(alloc_id.as_str())
+                            .map_err(|error| failed("remove")(&error))?;
+                        // Keys are "<alloc>/<task>/<part>"; '0' is the byte after '/', so this
+                        // range is exactly this alloc's tasks (ids and names never contain '/').
+                        let start = format!("{alloc_id}/");
+                        let end = format!("{alloc_id}0");
+                        tasks
+                            .retain_in(start.as_str()..end.as_str(), |_, _| false)
+                            .map_err(|error| failed("remove tasks")(&error))?;
+                    }
+                    WriteOperation::Barrier => {}
+                }
+            }
         }
-        transaction.commit().map_err(self.storage_error("commit"))
+        transaction
+            .commit()
+            .map_err(|error| failed("commit")(&error))?;
+        self.transactions.fetch_add(1, Ordering::Relaxed);
+        self.writes.fetch_add(group.len() as u64, Ordering::Relaxed);
+        Ok(())
     }
 
     fn get(
@@ -244,6 +481,7 @@ impl StateDb {
         table: TableDefinition<'_, &str, &[u8]>,
         key: &str,
     ) -> Result<Option<Vec<u8>>, StateDbError> {
+        self.settle()?;
         let transaction = self
             .database
             .begin_read()
@@ -258,7 +496,7 @@ impl StateDb {
     /// Persists the alloc record of `alloc_id` (replacing the previous one).
     pub fn put_alloc<T: Serialize>(&self, alloc_id: &str, record: &T) -> Result<(), StateDbError> {
         let bytes = self.encode(alloc_id, record)?;
-        self.put(ALLOCS, alloc_id, &bytes)
+        self.put(RecordTable::Allocs, alloc_id, &bytes)
     }
 
     /// The alloc record of `alloc_id`, if any.
@@ -274,6 +512,7 @@ impl StateDb {
 
     /// Every alloc id with a record, in key order.
     pub fn alloc_ids(&self) -> Result<Vec<String>, StateDbError> {
+        self.settle()?;
         let transaction = self
             .database
             .begin_read()
@@ -303,12 +542,16 @@ impl StateDb {
     ) -> Result<(), StateDbError> {
         let key = Self::task_key(alloc_id, task_name, part);
         let bytes = self.encode(&key, record)?;
-        self.put(TASKS, &key, &bytes)
+        self.put(RecordTable::Tasks, &key, &bytes)
     }
 
     /// Like [`StateDb::put_task`], but the commit is not flushed to disk on its own: it becomes
     /// durable with the next durable commit, and is lost if the machine dies first. For records
-    /// whose loss is harmless (an informational event), to save a flush.
+    /// whose loss is harmless (an informational event, an idempotent hook's state), to save a
+    /// flush. When another writer is committing, this does not wait for it: the write is
+    /// queued and committed by that writer right after its group (and is lost if the agent
+    /// dies first); reads of this db wait for queued writes, so they always see it. A write that
+    /// fails then is logged, not returned.
     pub fn put_task_relaxed<T: Serialize>(
         &self,
         alloc_id: &str,
@@ -318,7 +561,14 @@ impl StateDb {
     ) -> Result<(), StateDbError> {
         let key = Self::task_key(alloc_id, task_name, part);
         let bytes = self.encode(&key, record)?;
-        self.put_with(TASKS, &key, &bytes, Durability::None)
+        self.write(
+            WriteOperation::Put {
+                table: RecordTable::Tasks,
+                key,
+                bytes,
+            },
+            WriteWait::Queued,
+        )
     }
 
     /// One part of a task's record, if any.
@@ -337,29 +587,12 @@ impl StateDb {
 
     /// Removes an alloc and all its task records in one transaction (alloc GC).
     pub fn delete_alloc(&self, alloc_id: &str) -> Result<(), StateDbError> {
-        let transaction = self
-            .database
-            .begin_write()
-            .map_err(self.storage_error("begin write"))?;
-        {
-            let mut allocs = transaction
-                .open_table(ALLOCS)
-                .map_err(self.storage_error("open table"))?;
-            allocs
-                .remove(alloc_id)
-                .map_err(self.storage_error("remove"))?;
-            let mut tasks = transaction
-                .open_table(TASKS)
-                .map_err(self.storage_error("open table"))?;
-            // Keys are "<alloc>/<task>/<part>"; '0' is the byte after '/', so this range is
-            // exactly this alloc's tasks (ids and names never contain '/').
-            let start = format!("{alloc_id}/");
-            let end = format!("{alloc_id}0");
-            tasks
-                .retain_in(start.as_str()..end.as_str(), |_, _| false)
-                .map_err(self.storage_error("remove tasks"))?;
-        }
-        transaction.commit().map_err(self.storage_error("commit"))
+        self.write(
+            WriteOperation::DeleteAlloc {
+                alloc_id: alloc_id.to_string(),
+            },
+            WriteWait::Durable,
+        )
     }
 }
 
@@ -437,9 +670,221 @@ mod tests {
     }
 
     #[test]
+    fn concurrent_writers_share_group_commits_and_are_all_durable_after_reopen()
+    -> Result<(), Box<dyn std::error::Error>> {
+        const WRITERS: usize = 16;
+        const WRITES_EACH: usize = 20;
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("client/state.db");
+        let transactions = {
+            let db = std::sync::Arc::new(StateDb::open(&path)?);
+            let before = db.transactions_committed();
+            let start = std::sync::Arc::new(std::sync::Barrier::new(WRITERS));
+            let writers: Vec<_> = (0..WRITERS)
+                .map(|writer| {
+                    let db = std::sync::Arc::clone(&db);
+                    let start = std::sync::Arc::clone(&start);
+                    std::thread::spawn(move || -> Result<(), StateDbError> {
+                        start.wait();
+                        for write in 0..WRITES_EACH {
+                            let alloc_id = format!("a{writer:02}-{write:02}");
+                            db.put_alloc(&alloc_id, &(writer * 1000 + write))?;
+                            db.put_task(&alloc_id, "web", TaskRecordPart::Local, &write)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            for writer in writers {
+                writer.join().map_err(|_| "writer panicked")??;
+            }
+            let writes = u64::try_from(WRITERS * WRITES_EACH * 2)?;
+            assert_eq!(db.writes_committed(), writes);
+            db.transactions_committed() - before
+        };
+        // Each writer waits for its own commit before its next write, so without grouping
+        // there would be exactly one transaction per write.
+        let writes = u64::try_from(WRITERS * WRITES_EACH * 2)?;
+        assert!(
+            transactions < writes,
+            "{transactions} transactions for {writes} writes: no write shared a commit"
+        );
+        let db = StateDb::open(&path)?;
+        assert_eq!(db.alloc_ids()?.len(), WRITERS * WRITES_EACH);
+        for writer in 0..WRITERS {
+            for write in 0..WRITES_EACH {
+                let alloc_id = format!("a{writer:02}-{write:02}");
+                assert_eq!(
+                    db.get_alloc::<usize>(&alloc_id)?,
+                    Some(writer * 1000 + write)
+                );
+                assert_eq!(
+                    db.get_task::<usize>(&alloc_id, "web", TaskRecordPart::Local)?,
+                    Some(write)
+                );
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn writes_in_one_group_apply_in_arrival_order() -> Result<(), Box<dyn std::error::Error>> {
+        let db = StateDb::in_memory()?;
+        let group = vec![
+            QueuedWrite {
+                operation: WriteOperation::Put {
+                    table: RecordTable::Tasks,
+                    key: "a1/web/local".to_string(),
+                    bytes: br#"{"version":1,"record":1}"#.to_vec(),
+                },
+                durable: false,
+                outcome: Arc::default(),
+            },
+            QueuedWrite {
+                operation: WriteOperation::Put {
+                    table: RecordTable::Allocs,
+                    key: "a1".to_string(),
+                    bytes: br#"{"version":1,"record":1}"#.to_vec(),
+                },
+                durable: true,
+                outcome: Arc::default(),
+            },
+            QueuedWrite {
+                operation: WriteOperation::DeleteAlloc {
+                    alloc_id: "a1".to_string(),
+                },
+                durable: false,
+                outcome: Arc::default(),
+            },
+            QueuedWrite {
+                operation: WriteOperation::Put {
+                    table: RecordTable::Tasks,
+                    key: "a1/web/state".to_string(),
+                    bytes: br#"{"version":1,"record":2}"#.to_vec(),
+                },
+                durable: false,
+                outcome: Arc::default(),
+            },
+        ];
+        db.commit_group(&group)
+            .map_err(|(operation, message)| format!("{operation}: {message}"))?;
+        assert!(db.alloc_ids()?.is_empty());
+        assert!(
+            db.get_task::<u32>("a1", "web", TaskRecordPart::Local)?
+                .is_none()
+        );
+        assert_eq!(
+            db.get_task::<u32>("a1", "web", TaskRecordPart::State)?,
+            Some(2)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_relaxed_write_does_not_wait_for_a_commit_in_progress_and_reads_still_see_it()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let db = StateDb::in_memory()?;
+        // Another writer is committing (simulated: nobody is, so a waiting write would hang).
+        lock_queue(&db.queue).committing = true;
+        db.put_task_relaxed("a1", "web", TaskRecordPart::State, &1u32)?;
+        assert_eq!(lock_queue(&db.queue).pending.len(), 1);
+        // That writer steps down without taking the queue; a read then commits it first.
+        lock_queue(&db.queue).committing = false;
+        assert_eq!(
+            db.get_task::<u32>("a1", "web", TaskRecordPart::State)?,
+            Some(1)
+        );
+        assert!(lock_queue(&db.queue).pending.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn relaxed_writes_queued_during_commits_are_never_left_behind()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let db = std::sync::Arc::new(StateDb::open(&dir.path().join("state.db"))?);
+        let writers: Vec<_> = (0..8usize)
+            .map(|writer| {
+                let db = std::sync::Arc::clone(&db);
+                std::thread::spawn(move || -> Result<(), StateDbError> {
+                    for write in 0..50usize {
+                        let alloc_id = format!("a{writer}");
+                        if write % 10 == 0 {
+                            db.put_task(&alloc_id, "web", TaskRecordPart::Local, &write)?;
+                        }
+                        db.put_task_relaxed(&alloc_id, "web", TaskRecordPart::State, &write)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().map_err(|_| "writer panicked")??;
+        }
+        // No read has settled the queue: the leaders committed everything before stepping down.
+        {
+            let queue = lock_queue(&db.queue);
+            assert!(
+                queue.pending.is_empty(),
+                "{} writes left",
+                queue.pending.len()
+            );
+            assert!(!queue.committing);
+        }
+        assert_eq!(db.writes_committed(), 8 * (50 + 5));
+        for writer in 0..8usize {
+            assert_eq!(
+                db.get_task::<usize>(&format!("a{writer}"), "web", TaskRecordPart::State)?,
+                Some(49)
+            );
+        }
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writers_on_multi_thread_runtime_workers_all_commit()
+    -> Result<(), Box<dyn std::error::Error>> {
+        // More writing tasks than workers, each waiting for group commits from a worker thread
+        // (where the wait hands the worker's other tasks to another thread).
+        let dir = tempfile::tempdir()?;
+        let db = std::sync::Arc::new(StateDb::open(&dir.path().join("state.db"))?);
+        let mut writers = tokio::task::JoinSet::new();
+        for writer in 0..8usize {
+            let db = std::sync::Arc::clone(&db);
+            writers.spawn(async move {
+                for write in 0..10usize {
+                    db.put_alloc(&format!("a{writer}-{write}"), &write)?;
+                    tokio::task::yield_now().await;
+                }
+                Ok::<(), StateDbError>(())
+            });
+        }
+        let joined = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            while let Some(result) = writers.join_next().await {
+                result??;
+            }
+            Ok::<(), Box<dyn std::error::Error>>(())
+        })
+        .await;
+        joined.map_err(|_| "writers did not finish")??;
+        assert_eq!(db.alloc_ids()?.len(), 80);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_write_from_a_current_thread_runtime_just_blocks() -> Result<(), StateDbError> {
+        // Handing off the worker is only possible on a multi-threaded runtime (it would panic
+        // here); on this one the write blocks the thread as any plain call does.
+        let db = StateDb::in_memory()?;
+        db.put_alloc("a1", &1u32)?;
+        assert_eq!(db.get_alloc::<u32>("a1")?, Some(1));
+        Ok(())
+    }
+
+    #[test]
     fn a_newer_schema_is_refused_not_misread() -> Result<(), Box<dyn std::error::Error>> {
         let db = StateDb::in_memory()?;
-        db.put(ALLOCS, "a1", br#"{"version":99,"record":{}}"#)?;
+        db.put(RecordTable::Allocs, "a1", br#"{"version":99,"record":{}}"#)?;
         let result = db.get_alloc::<serde_json::Value>("a1");
         assert!(matches!(
             result,

@@ -211,14 +211,21 @@ impl RawExecDriver {
         let cgroup = self.cgroup_spec(launch)?;
         let shim_binary = locate_shim_binary(self.config.shim_binary.as_deref())?;
         let state_dir = launch.state_dir.clone();
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&state_dir)
-            .map_err(|source| DriverError::StateDir {
-                path: state_dir.clone(),
-                source,
-            })?;
+        // mkdir blocks on the file system: off the async workers.
+        let creating = state_dir.clone();
+        tokio::task::spawn_blocking(move || {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&creating)
+        })
+        .await
+        .map_err(|join_error| std::io::Error::other(join_error.to_string()))
+        .and_then(|created| created)
+        .map_err(|source| DriverError::StateDir {
+            path: state_dir.clone(),
+            source,
+        })?;
         let spec = LaunchSpec {
             version: PROTOCOL_VERSION,
             task_id: launch.task_id.clone(),

@@ -81,7 +81,11 @@ pub async fn spawn_shim(
     }
 }
 
-/// Writes the launch spec the shim will read (temp file, fsync, rename).
+/// Writes the launch spec the shim will read (temp file, rename: a reader sees the whole spec
+/// or none). Not flushed to disk: the shim reads it at once, and the agent reads it again only
+/// to reclaim a run after an agent crash, when the page cache still holds it. After a machine
+/// crash there is nothing left to reclaim (the shim, its task and their cgroups died with the
+/// kernel), so a flush per task start would buy nothing.
 pub async fn write_launch_spec(path: &Path, spec: &LaunchSpec) -> Result<(), DriverError> {
     let state_error = |source| DriverError::StateDir {
         path: path.to_path_buf(),
@@ -89,16 +93,15 @@ pub async fn write_launch_spec(path: &Path, spec: &LaunchSpec) -> Result<(), Dri
     };
     let bytes = serde_json::to_vec_pretty(spec).map_err(|error| state_error(error.into()))?;
     let temporary = path.with_extension("json.tmp");
-    let mut file = tokio::fs::File::create(&temporary)
-        .await
-        .map_err(state_error)?;
-    file.write_all(&bytes).await.map_err(state_error)?;
-    file.sync_all().await.map_err(state_error)?;
-    drop(file);
-    tokio::fs::rename(&temporary, path)
-        .await
-        .map_err(state_error)?;
-    Ok(())
+    let final_path = path.to_path_buf();
+    // One trip to the blocking pool for the create, write and rename.
+    let written = tokio::task::spawn_blocking(move || {
+        std::fs::write(&temporary, &bytes)?;
+        std::fs::rename(&temporary, &final_path)
+    })
+    .await
+    .map_err(|join_error| state_error(std::io::Error::other(join_error.to_string())))?;
+    written.map_err(state_error)
 }
 
 /// A client of one shim's socket.

@@ -573,7 +573,6 @@ mod tests {
     }
 
     #[test]
-<<<<<<< HEAD
     fn reserved_cores_ports_and_reservable_cores_are_parsed_and_bad_lists_named() {
         let raw: RawConfig = hcl::from_str(
             "client {\n  reservable_cores = \"0-3\"\n  reserved {\n    cores = \"0,2\"\n    reserved_ports = \"22,8000-8100\"\n  }\n}\n",
@@ -602,7 +601,9 @@ mod tests {
             let err = AgentConfig::from_raw(raw, &dev_args()).expect_err(text);
             assert!(err.to_string().starts_with(key), "{err}");
         }
-=======
+    }
+
+    #[test]
     fn a_client_without_a_local_server_needs_server_addresses() {
         let args = AgentArgs {
             client: true,
@@ -647,7 +648,6 @@ mod tests {
         };
         let config = AgentConfig::from_raw(RawConfig::default(), &args).expect("valid");
         assert!(config.client_enabled && !config.server_enabled);
->>>>>>> wt-remote
     }
 
     #[test]

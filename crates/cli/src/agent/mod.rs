@@ -106,19 +106,9 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     };
     std::fs::create_dir_all(data_dir.path())
         .with_context(|| format!("creating data dir {}", data_dir.path().display()))?;
-    // The state store answers the HTTP API's reads. An agent without a server keeps an empty
-    // one in memory: its API serves the client's endpoints, and the servers' state is read
-    // from a server agent.
-    let (state, server) = if config.server_enabled {
-        let (state, server) = start_server(&config, data_dir.path()).await?;
-        (state, Some(server))
-    } else {
-        let state = StateStore::in_memory()
-            .await
-            .context("opening an empty state store for a client-only agent")?;
-        (state, None)
-    };
-
+    // Bind first (cheap), so the client's start-up work, which needs the advertised address,
+    // can run on a blocking thread while the server's store opens: both are mostly waiting on
+    // fsyncs of freshly created files.
     let listener = TcpListener::bind((config.http_addr, config.http_port))
         .await
         .with_context(|| {
@@ -133,18 +123,40 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     } else {
         http_addr
     };
+    let client_preparation = config.client_enabled.then(|| {
+        let config = config.clone();
+        let data_dir = data_dir.path().to_path_buf();
+        tokio::task::spawn_blocking(move || prepare_client(&config, &data_dir, &advertised))
+    });
 
-    let client = if config.client_enabled {
-        let conn = match &server {
-            Some(server) => AgentServerConn::InProcess(InProcessServer(server.clone())),
-            None => AgentServerConn::Remote(
-                HttpServerConn::new(HttpServerConnConfig::new(config.servers.clone()))
-                    .context("configuring the connection to the servers")?,
-            ),
-        };
-        Some(start_client(&config, data_dir.path(), &advertised, conn).await?)
+    // The state store answers the HTTP API's reads. An agent without a server keeps an empty
+    // one in memory: its API serves the client's endpoints, and the servers' state is read
+    // from a server agent.
+    let (state, server) = if config.server_enabled {
+        let (state, server) = start_server(&config, data_dir.path()).await?;
+        (state, Some(server))
     } else {
-        None
+        let state = StateStore::in_memory()
+            .await
+            .context("opening an empty state store for a client-only agent")?;
+        (state, None)
+    };
+
+    let client = match client_preparation {
+        Some(preparation) => {
+            let prepared = preparation
+                .await
+                .context("preparing the client on a blocking thread")??;
+            let conn = match &server {
+                Some(server) => AgentServerConn::InProcess(InProcessServer(server.clone())),
+                None => AgentServerConn::Remote(
+                    HttpServerConn::new(HttpServerConnConfig::new(config.servers.clone()))
+                        .context("configuring the connection to the servers")?,
+                ),
+            };
+            Some(start_client(prepared, conn).await?)
+        }
+        None => None,
     };
 
     let backend = AgentBackend {
@@ -249,12 +261,19 @@ async fn start_server(
     Ok((state, server))
 }
 
-async fn start_client(
+/// What the client needs before it can start, built off the async runtime: its config, its
+/// state db (opened, or created) and its node record (identity and fingerprint).
+struct PreparedClient {
+    factory: TaskAllocRunnerFactory,
+    node_config: NodeConfig,
+    node: drover_structs::Node,
+}
+
+fn prepare_client(
     config: &AgentConfig,
     data_dir: &Path,
     http_addr: &std::net::SocketAddr,
-    conn: AgentServerConn,
-) -> anyhow::Result<Arc<LocalClient>> {
+) -> anyhow::Result<PreparedClient> {
     let clock: SharedClock = Arc::new(SystemClock);
     let mut client_config = ClientConfig::new(data_dir);
     client_config.max_kill_timeout = config.max_kill_timeout;
@@ -286,9 +305,26 @@ async fn start_client(
     node_config.http_addr = http_addr.to_string();
     node_config.agent_version = env!("CARGO_PKG_VERSION").to_owned();
     node_config.resources = node_resource_settings(config);
-    let client = Client::start(node_config, Arc::new(conn), factory)
-        .await
-        .context("starting the client")?;
+    let node = drover_client::node::build_node(&node_config).context("starting the client")?;
+    Ok(PreparedClient {
+        factory,
+        node_config,
+        node,
+    })
+}
+
+async fn start_client(
+    prepared: PreparedClient,
+    conn: AgentServerConn,
+) -> anyhow::Result<Arc<LocalClient>> {
+    let client = Client::start_with_node(
+        prepared.node_config,
+        prepared.node,
+        Arc::new(conn),
+        prepared.factory,
+    )
+    .await
+    .context("starting the client")?;
     Ok(client)
 }
 

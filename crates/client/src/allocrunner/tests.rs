@@ -562,8 +562,14 @@ async fn start_errors_follow_recoverability() {
         "Error was unrecoverable"
     );
     assert!(fatal.failed);
-    // "flaky" was either retried within policy or killed as a sibling of "fatal".
-    assert!(count(&states["flaky"], "Driver Failure") >= 1);
+    // "flaky" was either retried within policy or killed as a sibling of "fatal" (its task
+    // dir is built on a blocking thread, so "fatal" may fail before "flaky" first tries).
+    let flaky = &states["flaky"];
+    assert!(
+        count(flaky, "Driver Failure") >= 1 || count(flaky, "Sibling Task Failed") == 1,
+        "{:?}",
+        flaky.events
+    );
 }
 
 #[tokio::test(start_paused = true)]

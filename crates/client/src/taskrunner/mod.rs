@@ -298,19 +298,39 @@ impl TaskRunnerShared {
         let _ = self.record(None, Some(event));
     }
 
-    /// Persists the local state.
+    fn local_snapshot(&self) -> TaskLocalState {
+        let mut local = lock(&self.local);
+        local.restart_tracker = Some(lock(&self.tracker).state());
+        local.clone()
+    }
+
+    /// Persists the local state, flushed to disk before it returns.
     pub(crate) fn persist_local(&self) -> Result<(), StateDbError> {
-        let snapshot = {
-            let mut local = lock(&self.local);
-            local.restart_tracker = Some(lock(&self.tracker).state());
-            local.clone()
-        };
         self.deps.state_db.put_task(
             &self.alloc_id,
             &self.task_name,
             TaskRecordPart::Local,
-            &snapshot,
+            &self.local_snapshot(),
         )
+    }
+
+    /// Persists the local state without a flush of its own: for records whose loss in a crash
+    /// only repeats idempotent work (a prestart hook's `done` flag, the initial empty record).
+    /// They become durable with the next durable write of the task, which always comes before
+    /// the task is started (the "Starting" phase change).
+    pub(crate) fn persist_local_relaxed(&self) -> Result<(), StateDbError> {
+        self.deps.state_db.put_task_relaxed(
+            &self.alloc_id,
+            &self.task_name,
+            TaskRecordPart::Local,
+            &self.local_snapshot(),
+        )
+    }
+
+    pub(crate) fn persist_local_relaxed_logged(&self) {
+        if let Err(error) = self.persist_local_relaxed() {
+            tracing::error!(alloc_id = %self.alloc_id, task = %self.task_name, %error, "failed to persist task local state");
+        }
     }
 
     pub(crate) fn persist_local_logged(&self) {
@@ -526,7 +546,9 @@ impl TaskRunner {
             TaskLifecycle::new(max_events),
             TaskLocalState::default(),
         )?;
-        runner.shared.persist_local()?;
+        // Relaxed: a task whose records are lost in a crash is simply new again on restore, and
+        // nothing is started before the durable "Starting" record.
+        runner.shared.persist_local_relaxed()?;
         let received = runner.shared.event(drover_structs::TASK_RECEIVED);
         runner.shared.emit(received);
         Ok((runner, run_loop))

@@ -448,14 +448,24 @@ impl TaskRunLoop {
                     if response.log_rotation.is_some() {
                         log_rotation = response.log_rotation;
                     }
-                    lock(&self.shared.local).hooks.insert(
-                        hook.name().to_string(),
-                        PersistedHookState {
-                            data: response.state,
-                            done: response.done,
-                        },
-                    );
-                    self.shared.persist_local_logged();
+                    let hook_state = PersistedHookState {
+                        data: response.state,
+                        done: response.done,
+                    };
+                    let changed = {
+                        let mut local = lock(&self.shared.local);
+                        // No entry reads back as the default (see `previous` above).
+                        let changed =
+                            local.hooks.get(hook.name()).cloned().unwrap_or_default() != hook_state;
+                        local.hooks.insert(hook.name().to_string(), hook_state);
+                        changed
+                    };
+                    // Prestart hooks are idempotent: losing this in a crash only runs the hook
+                    // again. The durable "Starting" record below flushes it before the start.
+                    // A hook that keeps no state leaves the record as it was: nothing to write.
+                    if changed {
+                        self.shared.persist_local_relaxed_logged();
+                    }
                 }
                 Err(error) => {
                     let message = format!("{}: {}", hook.name(), error.message);
@@ -494,6 +504,11 @@ impl TaskRunLoop {
             }
         }
 
+        // Before a start, any run left unrecorded is stopped. It can take a while, so it comes
+        // before the check below: a kill that arrives meanwhile still wins over the start.
+        if let Some(driver) = self.driver_named(&self.shared.task().driver) {
+            self.reclaim_unrecorded_runs(driver.as_ref()).await;
+        }
         // A kill (or shutdown) that arrived while the prestart hooks ran still wins over the
         // start: the hooks' `select!` is not biased, so a hook that was already done could be
         // picked over the kill, and the task was then started after its "Killing" event.
@@ -520,7 +535,6 @@ impl TaskRunLoop {
         let spec = self.launch_spec(
             log_rotation.unwrap_or_else(|| super::hooks::logs::log_rotation_for(&task)),
         );
-        self.reclaim_unrecorded_runs(driver.as_ref()).await;
         let start_began = tokio::time::Instant::now();
         let started = driver.start(spec).await;
         tracing::debug!(elapsed = ?start_began.elapsed(), ok = started.is_ok(), "driver start returned");

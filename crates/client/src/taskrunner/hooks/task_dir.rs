@@ -72,10 +72,19 @@ impl PrestartHook for TaskDirHook {
             let setup_error = |error: crate::allocdir::AllocDirError| {
                 HookError::new(HookErrorKind::Setup, error.to_string())
             };
-            self.alloc_dir.build().map_err(setup_error)?;
-            self.task_dir
-                .build(self.config.secrets_tmpfs, self.config.secrets_tmpfs_bytes)
-                .map_err(setup_error)?;
+            // mkdir, chmod and mount block on the file system: off the async workers, so a
+            // hundred tasks starting at once do not stall the agent behind each other's dirs.
+            let alloc_dir = self.alloc_dir.clone();
+            let task_dir = self.task_dir.clone();
+            let (secrets_tmpfs, secrets_tmpfs_bytes) =
+                (self.config.secrets_tmpfs, self.config.secrets_tmpfs_bytes);
+            tokio::task::spawn_blocking(move || {
+                alloc_dir.build()?;
+                task_dir.build(secrets_tmpfs, secrets_tmpfs_bytes)
+            })
+            .await
+            .map_err(|join_error| HookError::new(HookErrorKind::Setup, join_error.to_string()))?
+            .map_err(setup_error)?;
             response.state = request.previous_state.clone();
             response
                 .state
