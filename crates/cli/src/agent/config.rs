@@ -171,7 +171,8 @@ impl RawConfig {
                 reserved,
                 servers,
                 cpu_total_compute,
-                memory_total_mb
+                memory_total_mb,
+                reservable_cores
             ),
             (base, over) => {
                 if over.is_some() {
