@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use drover_state::{Event, EventBuffer, EventFilter, EventSubscription, EventType, Topic};
+use drover_state::{
+    Event, EventBuffer, EventFilter, EventPayload, EventSubscription, EventType, Topic,
+};
 
 use drover_structs::{
     AllocResourceUsage, AllocStopResponse, Allocation, Evaluation, Job, JobDeregisterResponse,
@@ -75,6 +77,12 @@ pub struct MemoryBackend {
     events: Arc<EventBuffer>,
 }
 
+/// `{"<name>": value}`; the records of this backend always serialize (their types are the
+/// wire types the API itself sends), so a failure leaves a `null` payload rather than no event.
+fn payload_of<T: serde::Serialize>(name: &str, value: &T) -> EventPayload {
+    EventPayload::named(name, value).unwrap_or_else(|_| EventPayload::null())
+}
+
 /// One event of a write, published in index order while the write holds the lock.
 fn event(
     topic: Topic,
@@ -82,7 +90,7 @@ fn event(
     key: &str,
     namespace: &str,
     index: u64,
-    payload: serde_json::Value,
+    payload: EventPayload,
 ) -> Event {
     Event {
         topic,
@@ -172,7 +180,7 @@ impl MemoryBackend {
                     &job.id,
                     &job.namespace,
                     index,
-                    serde_json::json!({ "Job": job }),
+                    payload_of("Job", &job),
                 )]);
                 job
             },
@@ -199,7 +207,7 @@ impl MemoryBackend {
                 &allocation.id,
                 &allocation.namespace,
                 index,
-                serde_json::json!({ "Allocation": allocation }),
+                payload_of("Allocation", &allocation),
             );
             published.filter_keys = vec![allocation.job_id.clone()];
             self.events.publish(vec![published]);
@@ -221,7 +229,7 @@ impl MemoryBackend {
                 &evaluation.id,
                 &evaluation.namespace,
                 index,
-                serde_json::json!({ "Evaluation": evaluation }),
+                payload_of("Evaluation", &evaluation),
             )]);
             contents
                 .evaluations
@@ -241,7 +249,7 @@ impl MemoryBackend {
                 &node.id,
                 "",
                 index,
-                serde_json::json!({ "Node": node }),
+                payload_of("Node", &node),
             )]);
             contents.nodes.insert(node.id.clone(), node);
         });

@@ -704,7 +704,10 @@ mod tests {
                     namespace: String::new(),
                     filter_keys: Vec::new(),
                     index: 0,
-                    payload: serde_json::json!({ "Node": { "ID": name, "Value": value } }),
+                    payload: crate::events::EventPayload::from_value(
+                        &serde_json::json!({ "Node": { "ID": name, "Value": value } }),
+                    )
+                    .unwrap(),
                 });
                 Arc::make_mut(&mut state.values).insert(name, value);
                 Ok(index)

@@ -110,7 +110,54 @@ pub struct Event {
     /// The modify index of the write that produced the event.
     pub index: u64,
     /// `{"Job": …}`, `{"Allocation": …}`, … as Nomad sends it.
-    pub payload: serde_json::Value,
+    pub payload: EventPayload,
+}
+
+/// An event's payload kept as compact JSON text. The buffer holds thousands of events, mostly
+/// allocations, and a parsed JSON tree of one costs several times its text; subscribers only
+/// ever write the payload out, so it is serialized once, when the event is made.
+#[derive(Debug, Clone)]
+pub struct EventPayload(Box<serde_json::value::RawValue>);
+
+impl EventPayload {
+    /// `{"<name>": value}`.
+    pub fn named<T: Serialize + ?Sized>(name: &str, value: &T) -> Result<Self, serde_json::Error> {
+        let object: std::collections::BTreeMap<&str, &T> = [(name, value)].into_iter().collect();
+        serde_json::value::to_raw_value(&object).map(Self)
+    }
+
+    /// The payload of an already built JSON value.
+    pub fn from_value(value: &serde_json::Value) -> Result<Self, serde_json::Error> {
+        serde_json::value::to_raw_value(value).map(Self)
+    }
+
+    /// A `null` payload.
+    pub fn null() -> Self {
+        Self(serde_json::value::RawValue::NULL.to_owned())
+    }
+
+    /// The JSON text.
+    pub fn json(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The payload parsed back into a JSON value (`Null` if the text were ever not JSON, which
+    /// [`named`](Self::named) and [`from_value`](Self::from_value) rule out).
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::from_str(self.json()).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl PartialEq for EventPayload {
+    fn eq(&self, other: &Self) -> bool {
+        self.json() == other.json()
+    }
+}
+
+impl Serialize for EventPayload {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
 }
 
 /// Which events a subscriber wants: a list of `(topic, key)` pairs where `None` means any.
@@ -314,7 +361,7 @@ mod tests {
             namespace: "default".to_owned(),
             filter_keys: Vec::new(),
             index,
-            payload: serde_json::json!({"Job": {"ID": key}}),
+            payload: EventPayload::from_value(&serde_json::json!({"Job": {"ID": key}})).unwrap(),
         }
     }
 
@@ -326,7 +373,8 @@ mod tests {
             namespace: "default".to_owned(),
             filter_keys: vec![job.to_owned()],
             index,
-            payload: serde_json::json!({"Allocation": {"ID": key}}),
+            payload: EventPayload::from_value(&serde_json::json!({"Allocation": {"ID": key}}))
+                .unwrap(),
         }
     }
 

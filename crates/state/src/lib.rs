@@ -37,7 +37,7 @@ pub use engine::{
 };
 pub use error::StateError;
 pub use events::{
-    Event, EventBatch, EventBuffer, EventFilter, EventSubscription, EventType, Topic,
+    Event, EventBatch, EventBuffer, EventFilter, EventPayload, EventSubscription, EventType, Topic,
 };
 pub use kv::{KeyRange, Kv, KvError, KvFuture, KvPair, MemoryKv, Revision, WriteBatch, WriteOp};
 pub use store::{ClientAllocUpdate, JobRegistration, StateStore};

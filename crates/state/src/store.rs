@@ -28,7 +28,7 @@ use crate::engine::{
     CommitStats, Engine, EngineOptions, Indexes, Table, WatchOutcome, WriteContext, load_table,
 };
 use crate::error::StateError;
-use crate::events::{Event, EventFilter, EventSubscription, EventType, Topic};
+use crate::events::{Event, EventFilter, EventPayload, EventSubscription, EventType, Topic};
 use crate::kv::{Kv, MemoryKv};
 use crate::tables::{AllocJobRef, JOB_TRACKED_VERSIONS, JobKey, StateSnapshot, StateTables};
 
@@ -157,14 +157,11 @@ fn payload<T: serde::Serialize>(
     table: &'static str,
     name: &str,
     value: &T,
-) -> Result<serde_json::Value, StateError> {
-    let value = serde_json::to_value(value).map_err(|error| StateError::Encode {
+) -> Result<EventPayload, StateError> {
+    EventPayload::named(name, value).map_err(|error| StateError::Encode {
         table,
         reason: error.to_string(),
-    })?;
-    let mut object = serde_json::Map::new();
-    object.insert(name.to_owned(), value);
-    Ok(serde_json::Value::Object(object))
+    })
 }
 
 fn job_event(event_type: EventType, job: &Job) -> Result<Event, StateError> {

@@ -471,23 +471,23 @@ async fn writes_produce_nomad_events() {
         (event.topic, event.event_type),
         (Topic::Job, EventType::JobRegistered)
     );
-    assert_eq!(event.payload["Job"]["ID"], "web");
-    assert_eq!(event.payload["Job"]["Version"], 0);
+    assert_eq!(event.payload.to_value()["Job"]["ID"], "web");
+    assert_eq!(event.payload.to_value()["Job"]["Version"], 0);
 
     let created = all.next_batch().await.unwrap();
     let event = &created.events[0];
     assert_eq!(event.event_type, EventType::AllocationCreated);
     assert_eq!(event.key, "a1");
     assert_eq!(event.filter_keys, vec!["web".to_owned()]);
-    assert!(event.payload["Allocation"]["Job"].is_null());
-    assert_eq!(event.payload["Allocation"]["ClientStatus"], "pending");
+    assert!(event.payload.to_value()["Allocation"]["Job"].is_null());
+    assert_eq!(event.payload.to_value()["Allocation"]["ClientStatus"], "pending");
     // The stored alloc keeps its job even though the event strips it.
     assert!(store.alloc("a1").unwrap().job.is_some());
 
     let updated = all.next_batch().await.unwrap();
     assert_eq!(updated.events[0].event_type, EventType::AllocationUpdated);
     assert_eq!(
-        updated.events[0].payload["Allocation"]["ClientStatus"],
+        updated.events[0].payload.to_value()["Allocation"]["ClientStatus"],
         "running"
     );
 
