@@ -480,7 +480,10 @@ async fn writes_produce_nomad_events() {
     assert_eq!(event.key, "a1");
     assert_eq!(event.filter_keys, vec!["web".to_owned()]);
     assert!(event.payload.to_value()["Allocation"]["Job"].is_null());
-    assert_eq!(event.payload.to_value()["Allocation"]["ClientStatus"], "pending");
+    assert_eq!(
+        event.payload.to_value()["Allocation"]["ClientStatus"],
+        "pending"
+    );
     // The stored alloc keeps its job even though the event strips it.
     assert!(store.alloc("a1").unwrap().job.is_some());
 
