@@ -3,6 +3,8 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Two arenas: the agent's threads share them instead of each fragmenting its own.
+    drover_isolate::malloc::limit_malloc_arenas(2);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -9,7 +9,7 @@
 //!
 //! Not for: isolation (that is the `exec` driver's job), or deciding kill timeouts.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -36,8 +36,12 @@ const RECLAIM_KILL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One re-balance of the shared cpus at a time in this process (the raw_exec and exec drivers
 /// share the cgroup parent): each reads the reservations as they are and writes the rest, so
-/// the last one after any change leaves every shared task right.
-static CPU_REBALANCE: Mutex<()> = Mutex::new(());
+/// the last one after any change leaves every shared task right. Holds, per cgroup parent, the
+/// shared cpus last written to every task cgroup: walking every task cgroup costs a few reads
+/// per task, so it is done only when the shared cpus changed since (a reservation came or
+/// went) or a task started on cpus that are no longer the shared ones — not on every start and
+/// end of a task without cores, which would make starting N tasks cost N² reads.
+static CPU_REBALANCE: Mutex<BTreeMap<String, Vec<u16>>> = Mutex::new(BTreeMap::new());
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawExecConfig {
@@ -165,22 +169,38 @@ impl RawExecDriver {
         }))
     }
 
-    /// Re-balances the shared cpus after a reservation may have come or gone. A failure only
-    /// leaves shared tasks on more or fewer cpus than they should have, so it is logged.
-    async fn rebalance_shared_cpus(&self) {
+    /// Re-balances the shared cpus after a reservation may have come or gone. `started_on` is
+    /// the cpu list a task without cores was just started on (it may have been worked out
+    /// before a concurrent reservation changed the shared cpus). A failure only leaves shared
+    /// tasks on more or fewer cpus than they should have, so it is logged.
+    async fn rebalance_shared_cpus(&self, started_on: Option<String>) {
         if !self.cgroups_available() {
             return;
         }
         let root = self.config.cgroup_root.clone();
         let parent = self.config.cgroup_parent.clone();
         let work = move || {
-            let _serialized = CPU_REBALANCE
+            let mut applied = CPU_REBALANCE
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            drover_isolate::rebalance_shared_cpus(&root, &parent)
+            let key = format!("{}:{parent}", root.display());
+            let Some(shared) = drover_isolate::shared_cpus(&root, &parent)? else {
+                return Ok(());
+            };
+            let unchanged = applied.get(&key) == Some(&shared);
+            let started_right = started_on
+                .as_deref()
+                .is_none_or(|cpus| cpus == drover_isolate::format_cpu_list(&shared));
+            if unchanged && started_right {
+                return Ok(());
+            }
+            if let Some(written) = drover_isolate::rebalance_shared_cpus(&root, &parent)? {
+                applied.insert(key, written);
+            }
+            Ok::<(), drover_isolate::CgroupError>(())
         };
         match tokio::task::spawn_blocking(work).await {
-            Ok(Ok(_)) => {}
+            Ok(Ok(())) => {}
             Ok(Err(error)) => tracing::warn!(%error, "re-balancing the shared cpus"),
             Err(error) => tracing::warn!(%error, "re-balancing the shared cpus"),
         }
@@ -259,7 +279,11 @@ impl RawExecDriver {
         let spec_path = state_dir.join(SPEC_FILE);
         write_launch_spec(&spec_path, &spec).await?;
         let identity = spawn_shim(&shim_binary, &spec_path, &launch.task_id).await?;
-        self.rebalance_shared_cpus().await;
+        let started_on = cgroup
+            .as_ref()
+            .filter(|_| launch.resources.cpuset_cpus.is_none())
+            .and_then(|cgroup| cgroup.cpuset_cpus.clone());
+        self.rebalance_shared_cpus(started_on).await;
         Ok(TaskHandle {
             version: TASK_HANDLE_VERSION,
             driver: self.name().to_string(),
@@ -321,7 +345,7 @@ impl RawExecDriver {
                 "the shim says (task, shim pid, shim start, task pid, task start) = {actual:?}, the handle {expected:?}"
             )));
         }
-        self.rebalance_shared_cpus().await;
+        self.rebalance_shared_cpus(None).await;
         Ok(())
     }
 
@@ -346,7 +370,7 @@ impl RawExecDriver {
             Err(DriverError::ShimGone { .. }) => self.reclaim_task(handle).await.map(|_| ()),
             Err(error) => Err(error),
         };
-        self.rebalance_shared_cpus().await;
+        self.rebalance_shared_cpus(None).await;
         result
     }
 
@@ -458,7 +482,7 @@ impl Driver for RawExecDriver {
     fn reclaim<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, Option<ExitStatus>> {
         Box::pin(async move {
             let reclaimed = self.reclaim_task(handle).await;
-            self.rebalance_shared_cpus().await;
+            self.rebalance_shared_cpus(None).await;
             reclaimed
         })
     }

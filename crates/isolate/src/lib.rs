@@ -3,11 +3,13 @@
 //! its forked, single-threaded child before exec.
 //!
 //! **Boundary**: mechanisms only, no policy about tasks or allocations. The order in which the
-//! shim applies them, and why, is in ARCHITECTURE.md ("exec isolation").
+//! shim applies them, and why, is in ARCHITECTURE.md ("exec isolation"). `malloc` holds the
+//! one knob of drover's own process: the C allocator's arena limit.
 
 pub mod caps;
 pub mod cgroup;
 mod error;
+pub mod malloc;
 pub mod namespaces;
 pub mod rootfs;
 
