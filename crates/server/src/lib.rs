@@ -418,30 +418,51 @@ impl Server {
         Ok(ttl)
     }
 
-    /// The allocations placed on a node, as `alloc ID → AllocModifyIndex`, once the allocation
-    /// table moves past `min_index` or `max_wait` passes (a blocking query). The client fetches
-    /// only those whose modify index changed.
+    /// The allocations placed on a node, as `alloc ID → AllocModifyIndex`, once one of them
+    /// changed after `min_index` (added, removed, or changed by the server) or `max_wait`
+    /// passes (a blocking query; `min_index` 0 answers at once). The index returned is the
+    /// allocation table's. The client fetches only those whose modify index changed. An
+    /// allocation removed between `min_index` and this call (garbage collection) shows in the
+    /// next answer rather than ending this wait early.
     pub async fn node_allocs(
         &self,
         node_id: &str,
         min_index: u64,
         max_wait: Duration,
     ) -> Result<(BTreeMap<String, u64>, u64), ServerError> {
-        if min_index > 0 {
-            let deadline = tokio::time::Instant::now() + max_wait;
-            self.inner
-                .state
-                .wait_for_change(&[Table::Allocs], min_index, deadline)
-                .await;
-        }
         let snapshot = self.inner.state.snapshot();
-        let allocs = snapshot
-            .allocs_by_node(node_id)
-            .into_iter()
-            .map(|alloc| (alloc.id.clone(), alloc.alloc_modify_index))
-            .collect();
-        let index = snapshot.table_index(Table::Allocs).max(1);
-        Ok((allocs, index))
+        let mut view = node_alloc_view(&snapshot, node_id);
+        let mut index = snapshot.table_index(Table::Allocs).max(1);
+        // Answer at once on the first query, or when one of the node's allocations changed
+        // after `min_index`. Otherwise wait for a change of *this node's* allocations: every
+        // status report of every node bumps the allocations table, and waking each node's
+        // watcher for each of them would cost a fleet of N nodes N answers per write.
+        let changed_since = |view: &BTreeMap<String, u64>| {
+            view.values().any(|alloc_index| *alloc_index > min_index)
+        };
+        if min_index > 0 && !changed_since(&view) {
+            let deadline = tokio::time::Instant::now() + max_wait;
+            let mut seen = index.max(min_index);
+            loop {
+                let outcome = self
+                    .inner
+                    .state
+                    .wait_for_change(&[Table::Allocs], seen, deadline)
+                    .await;
+                if !outcome.changed {
+                    break;
+                }
+                let snapshot = self.inner.state.snapshot();
+                let now = node_alloc_view(&snapshot, node_id);
+                index = snapshot.table_index(Table::Allocs).max(1);
+                seen = index;
+                if now != view {
+                    view = now;
+                    break;
+                }
+            }
+        }
+        Ok((view, index))
     }
 
     /// Full allocations by ID (unknown IDs are skipped).
@@ -511,6 +532,16 @@ impl Server {
         }
         Ok(outcome.index)
     }
+}
+
+/// The node's allocations with their `AllocModifyIndex` (moved only by server-side changes):
+/// what its client's alloc watcher compares.
+fn node_alloc_view(snapshot: &drover_state::StateSnapshot, node_id: &str) -> BTreeMap<String, u64> {
+    snapshot
+        .allocs_by_node(node_id)
+        .into_iter()
+        .map(|alloc| (alloc.id.clone(), alloc.alloc_modify_index))
+        .collect()
 }
 
 impl ServerInner {

@@ -10,8 +10,8 @@ use drover_server::{Server, ServerConfig, SystemClock};
 use drover_state::StateStore;
 use drover_structs::{
     ALLOC_CLIENT_STATUS_FAILED, ALLOC_CLIENT_STATUS_LOST, ALLOC_CLIENT_STATUS_RUNNING,
-    ALLOC_DESIRED_STATUS_RUN, ALLOC_DESIRED_STATUS_STOP, EVAL_STATUS_BLOCKED, EVAL_STATUS_COMPLETE,
-    Evaluation, Job, JobRegisterRequest, NODE_STATUS_DOWN,
+    ALLOC_DESIRED_STATUS_RUN, ALLOC_DESIRED_STATUS_STOP, Allocation, EVAL_STATUS_BLOCKED,
+    EVAL_STATUS_COMPLETE, Evaluation, Job, JobRegisterRequest, NODE_STATUS_DOWN,
 };
 
 fn start(state: StateStore) -> Server {
@@ -340,5 +340,85 @@ async fn a_restarted_server_processes_evaluations_left_pending() {
     let done = terminal_eval(&server, &eval.id).await;
     assert_eq!(done.status, EVAL_STATUS_COMPLETE);
     assert_eq!(running_allocs(&server, "web"), 2);
+    server.shutdown().await;
+}
+
+/// A node's alloc watch answers when one of *its* allocations changes on the server, not for
+/// every status report of every node (which would wake a whole fleet for each write).
+#[tokio::test]
+async fn a_nodes_alloc_watch_wakes_for_its_own_allocations_only() {
+    let server = start(StateStore::in_memory().await.expect("store"));
+    server
+        .register_node(NodeBuilder::new("busy").build())
+        .await
+        .expect("node registers");
+    let job = JobBuilder::service("web")
+        .group("app", 1)
+        .task("server", "raw_exec")
+        .resources(100, 64)
+        .build();
+    let response = server
+        .register_job(register(job))
+        .await
+        .expect("registered");
+    terminal_eval(&server, &response.eval_id).await;
+    // A second node joins once the alloc is placed, so it has none.
+    server
+        .register_node(NodeBuilder::new("idle").build())
+        .await
+        .expect("node registers");
+    let (busy_view, busy_index) = server
+        .node_allocs("busy", 0, Duration::ZERO)
+        .await
+        .expect("busy allocs");
+    let (idle_view, idle_index) = server
+        .node_allocs("idle", 0, Duration::ZERO)
+        .await
+        .expect("idle allocs");
+    assert_eq!(busy_view.len(), 1);
+    assert!(idle_view.is_empty());
+
+    let wait = Duration::from_secs(600);
+    let idle_watch = {
+        let server = server.clone();
+        tokio::spawn(async move { server.node_allocs("idle", idle_index, wait).await })
+    };
+    let busy_watch = {
+        let server = server.clone();
+        tokio::spawn(async move { server.node_allocs("busy", busy_index, wait).await })
+    };
+
+    // The busy node reports its alloc running: the allocation table moves, but no node's
+    // allocations changed on the server side.
+    let mut report = Allocation::clone(&server.state().allocs_by_node("busy")[0]);
+    report.client_status = ALLOC_CLIENT_STATUS_RUNNING.to_string();
+    let report_index = server
+        .update_allocs_from_client(vec![report])
+        .await
+        .expect("status update");
+    assert!(report_index > busy_index);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !idle_watch.is_finished(),
+        "the idle node was woken by another's report"
+    );
+    assert!(
+        !busy_watch.is_finished(),
+        "a client's own report woke its watch"
+    );
+
+    // The server stops the alloc: the busy node's watch answers with the new modify index;
+    // the idle node's stays parked.
+    server
+        .deregister_job("default", "web", false)
+        .await
+        .expect("deregistered");
+    let (changed, index) = busy_watch.await.expect("joined").expect("busy allocs");
+    let alloc_id = busy_view.keys().next().expect("one alloc");
+    assert!(changed[alloc_id] > busy_view[alloc_id], "{changed:?}");
+    assert!(index > report_index);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!idle_watch.is_finished());
+    idle_watch.abort();
     server.shutdown().await;
 }
