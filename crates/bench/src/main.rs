@@ -9,6 +9,7 @@
 //! Not here: tests (CI runs tests, not benchmarks).
 
 mod agent;
+mod exec_attach;
 mod fleet_http;
 mod in_process;
 mod process;
@@ -87,6 +88,12 @@ enum Scenario {
         #[arg(long, default_value_t = 10)]
         nodes: usize,
     },
+    /// `alloc exec` of `/bin/echo hi` into a running task: websocket attach and round trip,
+    /// and the whole CLI command.
+    ExecAttach {
+        #[arg(long, default_value_t = 20)]
+        sessions: usize,
+    },
     /// Simulated nodes at fleet scale against an in-process server, or with `--over-http`
     /// against a server agent process through the HTTP client↔server connection.
     Fleet {
@@ -125,6 +132,10 @@ fn main() -> anyhow::Result<()> {
     let (name, report) = match cli.scenario {
         Scenario::AgentStart => ("agent-start".to_string(), process::agent_start(&bench()?)?),
         Scenario::IdleRss => ("idle-rss".to_string(), process::idle_rss(&bench()?)?),
+        Scenario::ExecAttach { sessions } => (
+            format!("exec-attach --sessions {sessions}"),
+            exec_attach::exec_attach(&bench()?, sessions)?,
+        ),
         Scenario::RunSleep { count } => (
             format!("run-sleep --count {count}"),
             process::run_sleep(&bench()?, count)?,

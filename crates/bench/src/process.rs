@@ -17,7 +17,7 @@ use crate::agent::{AgentProcess, http, poll};
 use crate::procfs;
 use crate::stats::{Report, percentile};
 
-const START_LIMIT: Duration = Duration::from_secs(60);
+pub(crate) const START_LIMIT: Duration = Duration::from_secs(60);
 
 /// Where the scenario runs: the binary, and a temp dir that holds the data dirs.
 pub struct Bench {
@@ -25,7 +25,7 @@ pub struct Bench {
     pub runs: usize,
 }
 
-fn fresh_dir() -> anyhow::Result<tempfile::TempDir> {
+pub(crate) fn fresh_dir() -> anyhow::Result<tempfile::TempDir> {
     Ok(tempfile::Builder::new().prefix("drover-bench-").tempdir()?)
 }
 
@@ -138,7 +138,7 @@ fn started_event_count(alloc: &Value) -> usize {
         .unwrap_or(0)
 }
 
-fn ms(duration: Duration) -> f64 {
+pub(crate) fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
 
@@ -199,7 +199,7 @@ pub fn idle_rss(bench: &Bench) -> anyhow::Result<Report> {
 }
 
 /// Registers N `sleep` tasks and waits for them to run; returns (elapsed, last alloc list).
-fn run_sleeps(
+pub(crate) fn run_sleeps(
     agent: &AgentProcess,
     job_id: &str,
     count: usize,

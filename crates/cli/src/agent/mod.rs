@@ -188,6 +188,13 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     let serving = {
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
+            // Small frames (exec output, event stream lines, log frames) go out at once
+            // rather than waiting on the peer's delayed ACK.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%error, "cannot set TCP_NODELAY on an API connection");
+                }
+            });
             axum::serve(listener, app)
                 .with_graceful_shutdown(async move { shutdown.cancelled().await })
                 .await
