@@ -3,10 +3,12 @@
 //!
 //! ```text
 //!  alloc runners ──report()──▶ StatusBuffer { alloc id → latest update }   (never waits on I/O)
+//!                                   │ a report that changes a ClientStatus the server
+//!                                   │   knows (urgent)  → send 20 ms later, with whatever
+//!                                   │                     else arrived meanwhile
 //!                                   │ every 200 ms tick:
-//!                                   │   some entry's ClientStatus differs from what the
-//!                                   │   server last accepted  → send now   (urgent)
-//!                                   │   otherwise             → send on every 5th tick
+//!                                   │   urgent entries waiting  → send now
+//!                                   │   otherwise               → send on every 5th tick
 //!                                   ▼
 //!                       ServerConn::update_allocs(batch)
 //!                          ok    → remember the accepted ClientStatus per alloc
@@ -15,7 +17,10 @@
 //!
 //! Only a changed `ClientStatus` moves deployments and reschedules along, so the many task
 //! events of an allocation's early life are coalesced into a send at most once a second, while a
-//! move to `running`, `complete` or `failed` goes out on the next tick. The buffer replaces a
+//! move to `running`, `complete` or `failed` goes out within 20 ms. Nomad waits for its 200 ms
+//! tick (`allocSyncIntv`) for those too; drover's short coalescing window still gathers a burst
+//! of allocations that start together into one send, and takes the tick off the time from
+//! `job run` to running. The buffer replaces a
 //! channel so that a slow or failing server call never pushes back on the runners: reporting is
 //! a map insert under a short lock.
 //!
@@ -35,6 +40,8 @@ use crate::server_conn::{AllocClientUpdate, ServerConn};
 
 /// The batching period (Nomad's `allocSyncIntv`).
 pub const STATUS_TICK: Duration = Duration::from_millis(200);
+/// How long an urgent report (a changed ClientStatus) waits for others to join its send.
+pub const URGENT_DELAY: Duration = Duration::from_millis(20);
 /// Without an urgent entry, the buffer is sent on every this many ticks.
 pub const TICKS_PER_ROUTINE_SEND: u64 = 5;
 /// The first wait after a failed send; doubles on each further failure.
@@ -46,6 +53,7 @@ pub const MAX_RETRY_BACKOFF: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StatusBufferTiming {
     pub tick: Duration,
+    pub urgent_delay: Duration,
     pub ticks_per_routine_send: u64,
     pub first_retry_backoff: Duration,
     pub max_retry_backoff: Duration,
@@ -55,6 +63,7 @@ impl Default for StatusBufferTiming {
     fn default() -> Self {
         Self {
             tick: STATUS_TICK,
+            urgent_delay: URGENT_DELAY,
             ticks_per_routine_send: TICKS_PER_ROUTINE_SEND,
             first_retry_backoff: FIRST_RETRY_BACKOFF,
             max_retry_backoff: MAX_RETRY_BACKOFF,
@@ -66,6 +75,8 @@ impl Default for StatusBufferTiming {
 #[derive(Debug, Default)]
 pub struct StatusBuffer {
     state: Mutex<BufferState>,
+    /// Woken by a report that changes a ClientStatus the server knows.
+    urgent: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default)]
@@ -116,12 +127,20 @@ impl StatusBuffer {
     /// Records the latest status of an allocation, replacing any unsent older one. Never waits
     /// on the server.
     pub fn report(&self, update: AllocClientUpdate) {
-        let mut state = self.lock();
-        state.next_sequence += 1;
-        let sequence = state.next_sequence;
-        state
-            .pending
-            .insert(update.alloc_id.clone(), PendingEntry { update, sequence });
+        let urgent = {
+            let mut state = self.lock();
+            state.next_sequence += 1;
+            let sequence = state.next_sequence;
+            let urgent = state.accepted_status.get(&update.alloc_id) != Some(&update.client_status);
+            state
+                .pending
+                .insert(update.alloc_id.clone(), PendingEntry { update, sequence });
+            urgent
+        };
+        if urgent {
+            // A permit is kept when the sender is busy, so the wake-up is never lost.
+            self.urgent.notify_one();
+        }
     }
 
     /// Forgets an allocation that has been garbage collected. Its last update, if still
@@ -224,16 +243,24 @@ impl StatusBuffer {
         let mut backoff = timing.first_retry_backoff;
         let mut retry_not_before: Option<Instant> = None;
         loop {
-            tokio::select! {
+            let on_tick = tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = ticker.tick() => {}
+                _ = ticker.tick() => true,
+                () = self.urgent.notified() => {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        () = tokio::time::sleep(timing.urgent_delay) => false,
+                    }
+                }
+            };
+            if on_tick {
+                tick_count += 1;
             }
-            tick_count += 1;
             if retry_not_before.is_some_and(|not_before| Instant::now() < not_before) {
                 continue;
             }
-            let routine_tick =
-                tick_count.is_multiple_of(ticks_per_routine_send) || retry_not_before.is_some();
+            let routine_tick = (on_tick && tick_count.is_multiple_of(ticks_per_routine_send))
+                || retry_not_before.is_some();
             let Some(batch) = self.take_if_due(routine_tick) else {
                 continue;
             };
@@ -406,11 +433,7 @@ mod tests {
         // The first report is urgent (the server knows no status yet).
         buffer.report(update("a1", ALLOC_CLIENT_STATUS_PENDING, 0));
         tokio::time::sleep(STATUS_TICK + Duration::from_millis(10)).await;
-        assert_eq!(
-            conn.batches().len(),
-            1,
-            "the first status goes out on the next tick"
-        );
+        assert_eq!(conn.batches().len(), 1, "the first status goes out at once");
 
         // Fifty task-level changes over two seconds, all still `pending`.
         for version in 1..=50 {
@@ -447,7 +470,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_client_status_change_goes_out_on_the_next_tick() {
+    async fn a_client_status_change_goes_out_within_the_urgent_delay() {
         let conn = Arc::new(RecordingConn::default());
         let (buffer, shutdown, sender) = start(&conn);
 
@@ -471,9 +494,40 @@ mod tests {
             "the running status was sent without waiting"
         );
         let (sent_at, batch) = &batches[1];
-        assert!(*sent_at - reported_at <= STATUS_TICK);
+        assert!(
+            *sent_at - reported_at <= URGENT_DELAY,
+            "sent {:?} after the report, not within the urgent delay",
+            *sent_at - reported_at
+        );
         assert_eq!(batch, &vec![update("a1", ALLOC_CLIENT_STATUS_RUNNING, 2)]);
         assert_eq!(buffer.pending_count(), 0);
+
+        shutdown.cancel();
+        let _ = sender.await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_status_changes_goes_out_in_one_send() {
+        let conn = Arc::new(RecordingConn::default());
+        let (buffer, shutdown, sender) = start(&conn);
+
+        // Fifty allocations start within 10 ms: the first wakes the sender, the rest join it.
+        for index in 0..50 {
+            buffer.report(update(&format!("a{index}"), ALLOC_CLIENT_STATUS_RUNNING, 0));
+            if index % 10 == 9 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        tokio::time::sleep(URGENT_DELAY * 2).await;
+        let batches = conn.batches();
+        assert_eq!(batches.len(), 1, "one send for the burst");
+        assert_eq!(batches[0].1.len(), 50);
+        assert_eq!(buffer.pending_count(), 0);
+
+        // Once accepted, the same status again is routine: it waits for the routine tick.
+        buffer.report(update("a0", ALLOC_CLIENT_STATUS_RUNNING, 1));
+        tokio::time::sleep(URGENT_DELAY * 2).await;
+        assert_eq!(conn.batches().len(), 1);
 
         shutdown.cancel();
         let _ = sender.await;
