@@ -152,33 +152,33 @@ job "remote" {{
         "and not in the server agent's"
     );
 
-    // The server's client endpoints refuse an alloc that is not on its node; the remote
-    // agent's own API serves it.
-    let (status, _) = http(
-        "GET",
-        &server.url(&format!("/v1/client/allocation/{alloc_id}/stats")),
-        None,
-    );
-    assert_eq!(
-        status, 404,
-        "the server agent's own node does not hold the alloc"
-    );
-    let (status, _) = http(
-        "GET",
-        &client.url(&format!("/v1/client/allocation/{alloc_id}/stats")),
-        None,
-    );
-    assert_eq!(status, 200, "the remote agent serves its alloc's stats");
-    let logs = wait_for("the task's stdout on the remote agent", LIMIT, || {
+    // The remote agent serves its alloc's client endpoints; the server agent, which does not
+    // hold the alloc, passes them on to the remote node, as Nomad's servers do.
+    for agent in [&client, &server] {
         let (status, body) = http(
             "GET",
-            &client.url(&format!(
-                "/v1/client/fs/logs/{alloc_id}?task=server&type=stdout&plain=true&follow=false"
-            )),
+            &agent.url(&format!("/v1/client/allocation/{alloc_id}/stats")),
             None,
         );
-        (status == 200 && body.contains(&marker)).then_some(body)
-    });
+        assert_eq!(status, 200, "stats through {}: {body}", agent.address);
+        let logs = wait_for("the task's stdout", LIMIT, || {
+            let (status, body) = http(
+                "GET",
+                &agent.url(&format!(
+                    "/v1/client/fs/logs/{alloc_id}?task=server&type=stdout&plain=true&follow=false"
+                )),
+                None,
+            );
+            (status == 200 && body.contains(&marker)).then_some(body)
+        });
+        assert!(
+            logs.contains(&format!("started {marker}")),
+            "logs through {}: {logs}",
+            agent.address
+        );
+    }
+    // The CLI pointed at the server reads the remote task's logs too.
+    let logs = server.cli_ok(&["alloc", "logs", &alloc_id, "server"]);
     assert!(logs.contains(&format!("started {marker}")), "{logs}");
 
     server.cli_ok(&["job", "stop", "remote"]);

@@ -8,6 +8,7 @@
 pub mod backend;
 pub mod config;
 pub mod exec;
+pub mod forward;
 pub mod in_process;
 pub mod server_link;
 
@@ -179,10 +180,22 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         alloc_root: data_dir.path().join("alloc"),
         host_stats: drover_client::host_stats::HostStatsCollector::new(data_dir.path()),
     };
+    let local_node_id = backend.info.node_id.clone();
     let app = drover_api::app(Arc::new(Composed {
         reads: state.clone(),
         operations: backend,
     }));
+    // A server answers client endpoints for allocations on other nodes by passing them on.
+    let app = if server.is_some() {
+        let forwarding = forward::ForwardContext::new(state.clone(), local_node_id)
+            .context("preparing the forwarding of client requests")?;
+        app.layer(axum::middleware::from_fn_with_state(
+            forwarding,
+            forward::forward_client_requests,
+        ))
+    } else {
+        app
+    };
 
     let shutdown = CancellationToken::new();
     let serving = {
