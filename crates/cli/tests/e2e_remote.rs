@@ -181,6 +181,17 @@ job "remote" {{
     let logs = server.cli_ok(&["alloc", "logs", &alloc_id, "server"]);
     assert!(logs.contains(&format!("started {marker}")), "{logs}");
 
+    // The client-only agent keeps no cluster state: it passes cluster reads to its server,
+    // so the CLI pointed at it sees the job and its allocation as the server does.
+    let through_client = client.get_json("/v1/job/remote/allocations");
+    assert_eq!(
+        through_client[0]["ID"],
+        alloc_id.as_str(),
+        "{through_client}"
+    );
+    let status = client.cli_ok(&["job", "status", "remote"]);
+    assert!(status.contains("running"), "{status}");
+
     server.cli_ok(&["job", "stop", "remote"]);
     wait_for("the remote alloc to complete", LIMIT, || {
         job_allocs(&server, "remote")

@@ -7,9 +7,12 @@
 //! servers forward client RPCs to the right node. A request already forwarded once is served
 //! where it lands, so a stale address cannot make two agents bounce it between them.
 //!
+//! The other direction: a client-only agent keeps no cluster state, so everything but its own
+//! endpoints (`/v1/client/…`, `/v1/agent/…`) goes to its servers, tried in the configured
+//! order — `NOMAD_ADDR` pointed at a client node works as it does with Nomad.
+//!
 //! Not here: the websocket `exec` endpoint (served only by the agent that holds the
-//! allocation; the CLI connects there), and reads of jobs, allocations or nodes, which every
-//! server answers from its own state.
+//! allocation; the CLI connects there).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,6 +67,85 @@ impl ForwardContext {
     }
 }
 
+/// Where a client-only agent sends what it does not serve itself.
+#[derive(Clone)]
+pub struct ServersContext {
+    pub servers: Vec<String>,
+    pub http: reqwest::Client,
+}
+
+impl ServersContext {
+    pub fn new(servers: Vec<String>) -> anyhow::Result<Arc<Self>> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()?;
+        Ok(Arc::new(Self { servers, http }))
+    }
+}
+
+/// Whether a client-only agent answers `path` itself: its client endpoints, its own agent
+/// endpoints, and the node calls (which a server would refuse anyway).
+pub fn served_by_client_agent(path: &str) -> bool {
+    ["/v1/client/", "/v1/agent/", "/v1/internal/"]
+        .iter()
+        .any(|prefix| path.starts_with(prefix))
+        || !path.starts_with("/v1/")
+}
+
+/// The middleware of a client-only agent: cluster reads and writes go to the servers.
+pub async fn forward_to_servers(
+    State(context): State<Arc<ServersContext>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.headers().contains_key(FORWARDED_HEADER)
+        || served_by_client_agent(request.uri().path())
+    {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, MAX_FORWARDED_BODY).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("reading the request body: {error}"),
+            )
+                .into_response();
+        }
+    };
+    let mut last_error = String::from("no server addresses are configured");
+    for server in &context.servers {
+        let address = server_address(server);
+        let request = Request::from_parts(parts.clone(), Body::from(body.clone()));
+        match send(&context.http, &address, request).await {
+            Ok(answer) => return relay(answer),
+            Err(error) => {
+                tracing::debug!(server = %address, %error, "server unreachable; trying the next");
+                last_error = format!("{address}: {error}");
+            }
+        }
+    }
+    (
+        StatusCode::BAD_GATEWAY,
+        format!("no server could be reached ({last_error})"),
+    )
+        .into_response()
+}
+
+/// `host:port` of a configured server; the HTTP port (4646) when none is given.
+fn server_address(server: &str) -> String {
+    let server = server.trim_start_matches("http://");
+    if server
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| port.parse::<u16>().is_ok())
+    {
+        server.to_string()
+    } else {
+        format!("{server}:4646")
+    }
+}
+
 /// The allocation a client endpoint is about: `/v1/client/fs/<op>/<alloc>` and
 /// `/v1/client/allocation/<alloc>/<op>` (except the websocket `exec`).
 pub fn client_request_alloc(path: &str) -> Option<&str> {
@@ -94,40 +176,49 @@ pub async fn forward_client_requests(
 }
 
 async fn forward(http: &reqwest::Client, address: &str, request: Request) -> Response {
+    match send(http, address, request).await {
+        Ok(answer) => relay(answer),
+        Err(error) => {
+            tracing::warn!(address, %error, "forwarding a client request to its node failed");
+            (
+                StatusCode::BAD_GATEWAY,
+                format!("the node holding this allocation ({address}) cannot be reached: {error}"),
+            )
+                .into_response()
+        }
+    }
+}
+
+/// Sends `request` to the agent at `address`, marked as forwarded.
+async fn send(
+    http: &reqwest::Client,
+    address: &str,
+    request: Request,
+) -> Result<reqwest::Response, String> {
     let (parts, body) = request.into_parts();
     let path_and_query = parts
         .uri
         .path_and_query()
         .map_or("/", |path_and_query| path_and_query.as_str());
     let url = format!("http://{address}{path_and_query}");
-    let body = match axum::body::to_bytes(body, MAX_FORWARDED_BODY).await {
-        Ok(bytes) => bytes,
-        Err(error) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("reading the request body: {error}"),
-            )
-                .into_response();
-        }
-    };
+    let body = axum::body::to_bytes(body, MAX_FORWARDED_BODY)
+        .await
+        .map_err(|error| format!("reading the request body: {error}"))?;
     let mut outgoing = http.request(parts.method.clone(), &url).body(body);
     for (name, value) in &parts.headers {
         if name != axum::http::header::HOST && name != axum::http::header::CONTENT_LENGTH {
             outgoing = outgoing.header(name, value);
         }
     }
-    outgoing = outgoing.header(FORWARDED_HEADER, "1");
-    let answer = match outgoing.send().await {
-        Ok(answer) => answer,
-        Err(error) => {
-            tracing::warn!(%url, %error, "forwarding a client request to its node failed");
-            return (
-                StatusCode::BAD_GATEWAY,
-                format!("the node holding this allocation ({address}) cannot be reached: {error}"),
-            )
-                .into_response();
-        }
-    };
+    outgoing
+        .header(FORWARDED_HEADER, "1")
+        .send()
+        .await
+        .map_err(|error| error.to_string())
+}
+
+/// The agent's answer, status, headers and (streamed) body, as the caller's response.
+fn relay(answer: reqwest::Response) -> Response {
     let mut response = Response::builder().status(answer.status());
     for (name, value) in answer.headers() {
         if name == axum::http::header::TRANSFER_ENCODING || name == axum::http::header::CONNECTION {
@@ -146,7 +237,7 @@ async fn forward(http: &reqwest::Client, address: &str, request: Request) -> Res
         .unwrap_or_else(|error| {
             (
                 StatusCode::BAD_GATEWAY,
-                format!("relaying the node's answer: {error}"),
+                format!("relaying the answer: {error}"),
             )
                 .into_response()
         })
@@ -155,6 +246,30 @@ async fn forward(http: &reqwest::Client, address: &str, request: Request) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_agent_serves_its_own_endpoints_and_passes_on_the_rest() {
+        for own in [
+            "/v1/client/fs/logs/abc",
+            "/v1/client/stats",
+            "/v1/agent/self",
+            "/v1/internal/node/register",
+            "/",
+        ] {
+            assert!(served_by_client_agent(own), "{own}");
+        }
+        for cluster in [
+            "/v1/jobs",
+            "/v1/job/web",
+            "/v1/allocations",
+            "/v1/event/stream",
+        ] {
+            assert!(!served_by_client_agent(cluster), "{cluster}");
+        }
+        assert_eq!(server_address("10.0.0.1"), "10.0.0.1:4646");
+        assert_eq!(server_address("10.0.0.1:4000"), "10.0.0.1:4000");
+        assert_eq!(server_address("http://s1:4646"), "s1:4646");
+    }
 
     #[test]
     fn client_endpoints_name_their_allocation() {

@@ -185,7 +185,8 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         reads: state.clone(),
         operations: backend,
     }));
-    // A server answers client endpoints for allocations on other nodes by passing them on.
+    // A server answers client endpoints for allocations on other nodes by passing them on; a
+    // client-only agent passes everything but its own endpoints to its servers.
     let app = if server.is_some() {
         let forwarding = forward::ForwardContext::new(state.clone(), local_node_id)
             .context("preparing the forwarding of client requests")?;
@@ -194,7 +195,12 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
             forward::forward_client_requests,
         ))
     } else {
-        app
+        let servers = forward::ServersContext::new(config.servers.clone())
+            .context("preparing the forwarding of requests to the servers")?;
+        app.layer(axum::middleware::from_fn_with_state(
+            servers,
+            forward::forward_to_servers,
+        ))
     };
 
     let shutdown = CancellationToken::new();
