@@ -10,7 +10,7 @@ pub mod app;
 mod app_tests;
 pub mod backend;
 pub mod client;
-pub mod client_rpc;
+pub use drover_structs::client_rpc;
 pub mod error;
 pub mod fs;
 pub mod logs;

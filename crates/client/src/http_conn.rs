@@ -1,8 +1,8 @@
 //! [`HttpServerConn`]: the remote [`ServerConn`], for a client agent whose servers run in other
 //! processes (`drover agent -client -servers=ADDR`) and for the node simulator over the
 //! network. Each of the five calls is one HTTP request to a server agent's API under
-//! `/v1/internal/…` (the routes and bodies are documented in `drover_api::client_rpc`; the
-//! field names there and here are the contract, and the cross-process tests hold them together).
+//! `/v1/internal/…`, with the bodies of `drover_structs::client_rpc`, which the server's handlers
+//! decode too.
 //!
 //! Servers are tried in turn: the one that answered last is asked first, and a server that
 //! cannot be reached (refused, reset, timed out) or answers 5xx passes the call to the next.
@@ -13,12 +13,15 @@
 //! **Boundary**: the only module of the client that knows HTTP routes. Not here: retries
 //! with backoff (the callers own those) and TLS (the addresses are `http://`).
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use drover_structs::client_rpc::{
+    AllocUpdateRequest, AllocsGetRequest, AllocsGetResponse, NodeClientAllocsResponse,
+    NodeRegisterRequest, NodeUpdateResponse, NodeUpdateStatusRequest,
+};
 use drover_structs::{Allocation, Node};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::server_conn::{AllocClientUpdate, NodeAllocations, ServerConn, ServerConnError};
 
@@ -73,7 +76,7 @@ pub struct HttpServerConn {
 }
 
 /// Normalises one server address into a base URL.
-fn base_url(address: &str) -> Result<String, HttpConnError> {
+pub fn base_url(address: &str) -> Result<String, HttpConnError> {
     let trimmed = address.trim().trim_end_matches('/');
     let bad = |message: &str| HttpConnError::BadAddress {
         address: address.to_owned(),
@@ -99,54 +102,6 @@ fn base_url(address: &str) -> Result<String, HttpConnError> {
     } else {
         Ok(format!("http://{host_port}:{DEFAULT_SERVER_PORT}"))
     }
-}
-
-// The bodies, with the field names of `drover_api::client_rpc`.
-
-#[derive(Serialize)]
-#[serde(rename_all = "PascalCase")]
-struct NodeRegisterRequest<'a> {
-    node: &'a Node,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "PascalCase")]
-struct NodeUpdateStatusRequest<'a> {
-    status: &'a str,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct NodeUpdateResponse {
-    #[serde(rename = "HeartbeatTTL")]
-    heartbeat_ttl: u64,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct NodeClientAllocsResponse {
-    #[serde(default)]
-    allocs: BTreeMap<String, u64>,
-    index: u64,
-}
-
-#[derive(Serialize)]
-struct AllocsGetRequest<'a> {
-    #[serde(rename = "AllocIDs")]
-    alloc_ids: &'a [String],
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct AllocsGetResponse {
-    #[serde(default)]
-    allocs: Vec<Allocation>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "PascalCase")]
-struct AllocUpdateRequest<'a> {
-    alloc: &'a [AllocClientUpdate],
 }
 
 /// What a 404 means for the call that got it.
@@ -334,7 +289,8 @@ fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ServerConnEr
 
 impl ServerConn for HttpServerConn {
     async fn register_node(&self, node: Node) -> Result<Duration, ServerConnError> {
-        let body = encode(&NodeRegisterRequest { node: &node })?;
+        let node_id = node.id.clone();
+        let body = encode(&NodeRegisterRequest { node })?;
         let answer = self
             .send(Call {
                 method: reqwest::Method::PUT,
@@ -342,7 +298,7 @@ impl ServerConn for HttpServerConn {
                 query: Vec::new(),
                 body: Some(body),
                 timeout: self.request_timeout,
-                node_id: &node.id,
+                node_id: &node_id,
                 not_found: NotFoundMeans::Rejected,
             })
             .await?;
@@ -351,7 +307,9 @@ impl ServerConn for HttpServerConn {
     }
 
     async fn heartbeat(&self, node_id: &str, status: &str) -> Result<Duration, ServerConnError> {
-        let body = encode(&NodeUpdateStatusRequest { status })?;
+        let body = encode(&NodeUpdateStatusRequest {
+            status: status.to_owned(),
+        })?;
         let answer = self
             .send(Call {
                 method: reqwest::Method::PUT,
@@ -401,9 +359,7 @@ impl ServerConn for HttpServerConn {
         if alloc_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let body = encode(&AllocsGetRequest {
-            alloc_ids: &alloc_ids,
-        })?;
+        let body = encode(&AllocsGetRequest { alloc_ids })?;
         let answer = self
             .send(Call {
                 method: reqwest::Method::PUT,
@@ -423,7 +379,7 @@ impl ServerConn for HttpServerConn {
         if updates.is_empty() {
             return Ok(());
         }
-        let body = encode(&AllocUpdateRequest { alloc: &updates })?;
+        let body = encode(&AllocUpdateRequest { alloc: updates })?;
         self.send(Call {
             method: reqwest::Method::PUT,
             path: "/v1/internal/node/update-alloc".to_owned(),
@@ -441,6 +397,8 @@ impl ServerConn for HttpServerConn {
 #[cfg(test)]
 #[allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is a failed test
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

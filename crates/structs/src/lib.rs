@@ -25,6 +25,7 @@
 pub mod alloc;
 pub mod bytes;
 pub mod canonicalize;
+pub mod client_rpc;
 pub mod eval;
 pub mod fs;
 pub mod ids;

@@ -14,14 +14,15 @@
 //!
 //! A client status update travels as a partial `Allocation` holding only the fields the client
 //! owns (`ID`, `ClientStatus`, `ClientDescription`, `TaskStates`, `DeploymentStatus`,
-//! `NetworkStatus`); the server merges those and leaves the rest alone. The client side
-//! (`drover_client::http_conn`) writes the same shapes; the shared keys are the contract.
+//! `NetworkStatus`); the server merges those and leaves the rest alone. Both ends use these
+//! types: the server's handlers (`drover_api`) and the remote connection
+//! (`drover_client::http_conn`).
 //!
-//! Not here: what the server does with a call (the backend's [`crate::AgentOperations`]).
+//! Not here: what the server does with a call (`drover_api`'s `AgentOperations`).
 
 use std::collections::BTreeMap;
 
-use drover_structs::{Allocation, Node};
+use crate::{Allocation, Node};
 use serde::{Deserialize, Serialize};
 
 /// `Node.Register`: the node as the client describes it, secret ID included.
@@ -74,9 +75,17 @@ pub struct AllocsGetResponse {
     pub index: u64,
 }
 
-/// `Node.UpdateAlloc`: a batch of client status updates, each a partial allocation.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase", default)]
-pub struct AllocUpdateRequest {
-    pub alloc: Vec<Allocation>,
+/// `Node.UpdateAlloc`: a batch of client status updates, each a partial allocation. The
+/// server reads them as `Allocation`s; a client may send any type with the same keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct AllocUpdateRequest<A = Allocation> {
+    #[serde(default = "Vec::new")]
+    pub alloc: Vec<A>,
+}
+
+impl<A> Default for AllocUpdateRequest<A> {
+    fn default() -> Self {
+        Self { alloc: Vec::new() }
+    }
 }
