@@ -22,6 +22,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use drover_client::http_conn::base_url;
 use drover_state::StateStore;
 use futures_util::TryStreamExt as _;
 
@@ -70,12 +71,17 @@ impl ForwardContext {
 /// Where a client-only agent sends what it does not serve itself.
 #[derive(Clone)]
 pub struct ServersContext {
+    /// Base URLs (`http://host:port`) of the servers, in the configured order.
     pub servers: Vec<String>,
     pub http: reqwest::Client,
 }
 
 impl ServersContext {
-    pub fn new(servers: Vec<String>) -> anyhow::Result<Arc<Self>> {
+    pub fn new(servers: &[String]) -> anyhow::Result<Arc<Self>> {
+        let servers = servers
+            .iter()
+            .map(|server| base_url(server))
+            .collect::<Result<Vec<_>, _>>()?;
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()?;
@@ -104,25 +110,17 @@ pub async fn forward_to_servers(
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    let body = match axum::body::to_bytes(body, MAX_FORWARDED_BODY).await {
+    let body = match read_body(body).await {
         Ok(bytes) => bytes,
-        Err(error) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("reading the request body: {error}"),
-            )
-                .into_response();
-        }
+        Err(refused) => return refused,
     };
     let mut last_error = String::from("no server addresses are configured");
     for server in &context.servers {
-        let address = server_address(server);
-        let request = Request::from_parts(parts.clone(), Body::from(body.clone()));
-        match send(&context.http, &address, request).await {
+        match send(&context.http, server, &parts, body.clone()).await {
             Ok(answer) => return relay(answer),
             Err(error) => {
-                tracing::debug!(server = %address, %error, "server unreachable; trying the next");
-                last_error = format!("{address}: {error}");
+                tracing::debug!(server, %error, "server unreachable; trying the next");
+                last_error = format!("{server}: {error}");
             }
         }
     }
@@ -131,19 +129,6 @@ pub async fn forward_to_servers(
         format!("no server could be reached ({last_error})"),
     )
         .into_response()
-}
-
-/// `host:port` of a configured server; the HTTP port (4646) when none is given.
-fn server_address(server: &str) -> String {
-    let server = server.trim_start_matches("http://");
-    if server
-        .rsplit_once(':')
-        .is_some_and(|(_, port)| port.parse::<u16>().is_ok())
-    {
-        server.to_string()
-    } else {
-        format!("{server}:4646")
-    }
 }
 
 /// The allocation a client endpoint is about: `/v1/client/fs/<op>/<alloc>` and
@@ -176,7 +161,16 @@ pub async fn forward_client_requests(
 }
 
 async fn forward(http: &reqwest::Client, address: &str, request: Request) -> Response {
-    match send(http, address, request).await {
+    let (parts, body) = request.into_parts();
+    let body = match read_body(body).await {
+        Ok(bytes) => bytes,
+        Err(refused) => return refused,
+    };
+    let sent = match base_url(address) {
+        Ok(base) => send(http, &base, &parts, body).await,
+        Err(error) => Err(error.to_string()),
+    };
+    match sent {
         Ok(answer) => relay(answer),
         Err(error) => {
             tracing::warn!(address, %error, "forwarding a client request to its node failed");
@@ -189,21 +183,32 @@ async fn forward(http: &reqwest::Client, address: &str, request: Request) -> Res
     }
 }
 
-/// Sends `request` to the agent at `address`, marked as forwarded.
+/// The whole request body, to be sent on (possibly to more than one server).
+async fn read_body(body: Body) -> Result<axum::body::Bytes, Response> {
+    axum::body::to_bytes(body, MAX_FORWARDED_BODY)
+        .await
+        .map_err(|error| {
+            (
+                StatusCode::BAD_REQUEST,
+                format!("reading the request body: {error}"),
+            )
+                .into_response()
+        })
+}
+
+/// Sends the request made of `parts` and `body` to the agent at `base` (`http://host:port`),
+/// marked as forwarded.
 async fn send(
     http: &reqwest::Client,
-    address: &str,
-    request: Request,
+    base: &str,
+    parts: &axum::http::request::Parts,
+    body: axum::body::Bytes,
 ) -> Result<reqwest::Response, String> {
-    let (parts, body) = request.into_parts();
     let path_and_query = parts
         .uri
         .path_and_query()
         .map_or("/", |path_and_query| path_and_query.as_str());
-    let url = format!("http://{address}{path_and_query}");
-    let body = axum::body::to_bytes(body, MAX_FORWARDED_BODY)
-        .await
-        .map_err(|error| format!("reading the request body: {error}"))?;
+    let url = format!("{base}{path_and_query}");
     let mut outgoing = http.request(parts.method.clone(), &url).body(body);
     for (name, value) in &parts.headers {
         if name != axum::http::header::HOST && name != axum::http::header::CONTENT_LENGTH {
@@ -266,9 +271,6 @@ mod tests {
         ] {
             assert!(!served_by_client_agent(cluster), "{cluster}");
         }
-        assert_eq!(server_address("10.0.0.1"), "10.0.0.1:4646");
-        assert_eq!(server_address("10.0.0.1:4000"), "10.0.0.1:4000");
-        assert_eq!(server_address("http://s1:4646"), "s1:4646");
     }
 
     #[test]

@@ -195,7 +195,7 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
             forward::forward_client_requests,
         ))
     } else {
-        let servers = forward::ServersContext::new(config.servers.clone())
+        let servers = forward::ServersContext::new(&config.servers)
             .context("preparing the forwarding of requests to the servers")?;
         app.layer(axum::middleware::from_fn_with_state(
             servers,
