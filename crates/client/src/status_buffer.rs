@@ -92,6 +92,19 @@ struct BufferState {
     forget_after_send: HashSet<String>,
 }
 
+impl BufferState {
+    /// Whether `update` changes the ClientStatus the server last accepted for its allocation.
+    fn is_urgent(&self, update: &AllocClientUpdate) -> bool {
+        self.accepted_status.get(&update.alloc_id) != Some(&update.client_status)
+    }
+
+    fn any_urgent(&self) -> bool {
+        self.pending
+            .values()
+            .any(|entry| self.is_urgent(&entry.update))
+    }
+}
+
 #[derive(Debug)]
 struct PendingEntry {
     update: AllocClientUpdate,
@@ -131,7 +144,7 @@ impl StatusBuffer {
             let mut state = self.lock();
             state.next_sequence += 1;
             let sequence = state.next_sequence;
-            let urgent = state.accepted_status.get(&update.alloc_id) != Some(&update.client_status);
+            let urgent = state.is_urgent(&update);
             state
                 .pending
                 .insert(update.alloc_id.clone(), PendingEntry { update, sequence });
@@ -169,10 +182,7 @@ impl StatusBuffer {
 
     /// Whether some waiting update changes a ClientStatus the server knows.
     pub fn has_urgent_update(&self) -> bool {
-        let state = self.lock();
-        state.pending.values().any(|entry| {
-            state.accepted_status.get(&entry.update.alloc_id) != Some(&entry.update.client_status)
-        })
+        self.lock().any_urgent()
     }
 
     /// Takes the whole buffer if it is due: when urgent, or on a routine tick.
@@ -181,10 +191,7 @@ impl StatusBuffer {
         if state.pending.is_empty() {
             return None;
         }
-        let urgent = state.pending.values().any(|entry| {
-            state.accepted_status.get(&entry.update.alloc_id) != Some(&entry.update.client_status)
-        });
-        if !urgent && !routine_tick {
+        if !routine_tick && !state.any_urgent() {
             return None;
         }
         let entries = state.pending.drain().map(|(_, entry)| entry).collect();
