@@ -66,6 +66,9 @@ impl Agent {
             let mut sent = false;
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
+                // Logged before the address is handed over, so a test that has the address
+                // also sees the line that carried it.
+                log.lock().expect("log lock").push(line.clone());
                 if !sent && let Some(start) = line.find("http://") {
                     let address = line[start..]
                         .split_whitespace()
@@ -76,7 +79,6 @@ impl Agent {
                     let _ = address_tx.send(address);
                     sent = true;
                 }
-                log.lock().expect("log lock").push(line);
             }
         });
         let address = address_rx
