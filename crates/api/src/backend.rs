@@ -172,6 +172,15 @@ pub trait AgentOperations: Send + Sync + 'static {
     /// The allocation's directory on this node (holding `alloc/logs/…` and the task dirs).
     fn alloc_dir(&self, alloc_id: &str) -> Result<PathBuf, ApiError>;
 
+    /// The allocation as this agent's own client runs it, with its live task states; `None`
+    /// when this agent runs no client or its client does not hold the allocation. Client
+    /// endpoints look here before the state store: a client-only agent's store is empty, and
+    /// the client's view is the newer one.
+    fn client_allocation(&self, alloc_id: &str) -> Result<Option<Allocation>, ApiError> {
+        let _ = alloc_id;
+        Ok(None)
+    }
+
     /// Starts a command inside a task (`alloc exec`). Dropping the session's input sender and
     /// output receiver ends it and its process. An agent without exec support refuses.
     fn exec(
@@ -416,6 +425,10 @@ impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<
 
     fn alloc_dir(&self, alloc_id: &str) -> Result<PathBuf, ApiError> {
         self.operations.alloc_dir(alloc_id)
+    }
+
+    fn client_allocation(&self, alloc_id: &str) -> Result<Option<Allocation>, ApiError> {
+        self.operations.client_allocation(alloc_id)
     }
 
     fn exec(

@@ -192,7 +192,41 @@ job "remote" {{
     let status = client.cli_ok(&["job", "status", "remote"]);
     assert!(status.contains("running"), "{status}");
 
+    // Its own client endpoints know the allocation from its client, not from a store: exec
+    // pointed at the client agent runs in the task, and a log follow there lasts as long as
+    // the task does and ends when it dies.
+    let echoed = client.cli_ok(&[
+        "alloc",
+        "exec",
+        "-task",
+        "server",
+        &alloc_id,
+        "/bin/echo",
+        "hi",
+    ]);
+    assert_eq!(echoed.trim(), "hi");
+    let follow_url = client.url(&format!(
+        "/v1/client/fs/logs/{alloc_id}?task=server&type=stdout&plain=true&follow=true"
+    ));
+    let (follow_done, follow_ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = follow_done.send(http("GET", &follow_url, None));
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        follow_ended.try_recv().is_err(),
+        "a follow of a running task's log stays open"
+    );
+
     server.cli_ok(&["job", "stop", "remote"]);
+    let (status, followed) = follow_ended
+        .recv_timeout(LIMIT)
+        .expect("the log follow ends once the task is dead");
+    assert_eq!(status, 200, "{followed}");
+    assert!(
+        followed.contains(&format!("started {marker}")),
+        "{followed}"
+    );
     wait_for("the remote alloc to complete", LIMIT, || {
         job_allocs(&server, "remote")
             .into_iter()

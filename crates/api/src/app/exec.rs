@@ -69,7 +69,7 @@ fn prepare<B: ApiBackend>(
     }
     let tty = params.bool("tty", false)?;
     let handshake = params.bool("ws_handshake", false)?;
-    if state.backend.allocation(&alloc_id)?.is_none() {
+    if super::client_view(&*state.backend, &alloc_id)?.is_none() {
         return Err(ApiError::not_found(format!(
             "Unknown allocation {alloc_id:?}"
         )));

@@ -496,7 +496,7 @@ async fn handle<B: ApiBackend>(
         Route::FsLogs { alloc_id } => {
             let request = LogRequest::from_params(params)?;
             let alloc_dir = backend.alloc_dir(&alloc_id)?;
-            if let Some(allocation) = backend.allocation(&alloc_id)? {
+            if let Some(allocation) = client_view(backend, &alloc_id)? {
                 check_task_in_alloc(&allocation, &request.task)?;
             }
             let content_type = if request.plain {
@@ -554,7 +554,7 @@ async fn handle<B: ApiBackend>(
             Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
         }
         Route::ClientAllocChecks { alloc_id } => {
-            if backend.allocation(&alloc_id)?.is_none() {
+            if client_view(backend, &alloc_id)?.is_none() {
                 return Err(ApiError::not_found(format!(
                     "Unknown allocation {alloc_id:?}"
                 )));
@@ -618,10 +618,22 @@ async fn run_blocking<T: Send + 'static>(
         .map_err(|error| ApiError::internal(format!("file access failed: {error}")))?
 }
 
+/// An allocation as a client endpoint sees it: as this agent's client runs it when it holds
+/// it (live task states; the only view a client-only agent has), else as the store has it.
+pub(crate) fn client_view<B: ApiBackend>(
+    backend: &B,
+    alloc_id: &str,
+) -> Result<Option<Allocation>, ApiError> {
+    match backend.client_allocation(alloc_id)? {
+        Some(allocation) => Ok(Some(allocation)),
+        None => backend.allocation(alloc_id),
+    }
+}
+
 /// Whether a task has finished: it is `dead` (a task between restarts is `pending`), or its
 /// allocation is gone.
 fn task_finished<B: ApiBackend>(backend: Arc<B>, alloc_id: String, task: String) -> WriterFinished {
-    Box::new(move || match backend.allocation(&alloc_id) {
+    Box::new(move || match client_view(&*backend, &alloc_id) {
         Ok(Some(allocation)) => allocation
             .task_states
             .get(&task)
@@ -633,7 +645,7 @@ fn task_finished<B: ApiBackend>(backend: Arc<B>, alloc_id: String, task: String)
 
 /// Whether an allocation has finished on its client (or is gone): its files stop growing.
 fn alloc_finished<B: ApiBackend>(backend: Arc<B>, alloc_id: String) -> WriterFinished {
-    Box::new(move || match backend.allocation(&alloc_id) {
+    Box::new(move || match client_view(&*backend, &alloc_id) {
         Ok(Some(allocation)) => allocation.client_terminal_status(),
         Ok(None) => true,
         Err(_) => false,

@@ -203,4 +203,15 @@ impl AgentOperations for AgentBackend {
         client.alloc(alloc_id).map_err(client_error)?;
         Ok(self.alloc_root.join(alloc_id))
     }
+
+    fn client_allocation(&self, alloc_id: &str) -> Result<Option<Allocation>, ApiError> {
+        let Some(client) = &self.client else {
+            return Ok(None);
+        };
+        match client.alloc(alloc_id) {
+            Ok(allocation) => Ok(Some(allocation)),
+            Err(error) if error.kind() == ClientErrorKind::NotFound => Ok(None),
+            Err(error) => Err(client_error(error)),
+        }
+    }
 }
