@@ -8,10 +8,8 @@ mod support;
 use std::time::Duration;
 
 use base64::Engine;
-use futures_util::{SinkExt, StreamExt};
-use serde_json::{Value, json};
-use support::{Agent, pids_with_cmdline, wait_for, write_jobspec};
-use tokio_tungstenite::tungstenite::Message;
+use serde_json::json;
+use support::{Agent, exec_websocket_session, pids_with_cmdline, wait_for, write_jobspec};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -185,59 +183,6 @@ fn alloc_exec_runs_commands_in_the_task_context() {
     assert!(support::process_alive(task_pid));
 }
 
-fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|byte| {
-            if byte.is_ascii_alphanumeric() {
-                (byte as char).to_string()
-            } else {
-                format!("%{byte:02X}")
-            }
-        })
-        .collect()
-}
-
-/// Runs one websocket session: sends `frames` first, then collects stdout until `exited`.
-async fn websocket_session(
-    address: &str,
-    alloc_id: &str,
-    command: &[&str],
-    tty: bool,
-    frames: Vec<Value>,
-) -> (String, i64) {
-    let url = format!(
-        "{}/v1/client/allocation/{alloc_id}/exec?task=server&tty={tty}&command={}",
-        address.replacen("http", "ws", 1),
-        percent_encode(&json!(command).to_string())
-    );
-    let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
-    for frame in frames {
-        socket
-            .send(Message::Text(frame.to_string().into()))
-            .await
-            .unwrap();
-    }
-    let mut stdout = Vec::new();
-    while let Some(message) = socket.next().await {
-        let Ok(Message::Text(text)) = message else {
-            continue;
-        };
-        let value: Value = serde_json::from_str(text.as_str()).unwrap();
-        if let Some(data) = value["stdout"]["data"].as_str() {
-            stdout.extend(
-                base64::engine::general_purpose::STANDARD
-                    .decode(data)
-                    .unwrap(),
-            );
-        }
-        if value["exited"] == true {
-            let code = value["result"]["exit_code"].as_i64().unwrap_or(0);
-            return (String::from_utf8_lossy(&stdout).into_owned(), code);
-        }
-    }
-    panic!("the session ended without an exit frame");
-}
-
 #[test]
 fn a_tty_session_has_a_terminal_of_the_size_sent() {
     let agent = Agent::start_dev();
@@ -246,7 +191,7 @@ fn a_tty_session_has_a_terminal_of_the_size_sent() {
         .enable_all()
         .build()
         .unwrap();
-    let (stdout, code) = runtime.block_on(websocket_session(
+    let (stdout, code) = runtime.block_on(exec_websocket_session(
         &agent.address,
         &alloc_id,
         &["/bin/sh", "-c", "stty size; test -t 0 && echo is-a-tty"],
@@ -258,7 +203,7 @@ fn a_tty_session_has_a_terminal_of_the_size_sent() {
     assert!(stdout.contains("is-a-tty"), "{stdout:?}");
 
     // A resize reaches the running command (it reads a line, then reports its size).
-    let (stdout, code) = runtime.block_on(websocket_session(
+    let (stdout, code) = runtime.block_on(exec_websocket_session(
         &agent.address,
         &alloc_id,
         &["/bin/sh", "-c", "read line; stty size"],
@@ -273,7 +218,7 @@ fn a_tty_session_has_a_terminal_of_the_size_sent() {
     assert!(stdout.contains("44 132"), "{stdout:?}");
 
     // Without a terminal, output still comes back and the exit code too.
-    let (stdout, code) = runtime.block_on(websocket_session(
+    let (stdout, code) = runtime.block_on(exec_websocket_session(
         &agent.address,
         &alloc_id,
         &["/bin/sh", "-c", "test -t 1 || echo no-tty; exit 3"],

@@ -563,3 +563,214 @@ fn a_remote_client_rides_out_a_server_restart_and_reports_to_the_new_server() {
     server.terminate();
     kill_tasks_of_allocs(&[alloc_id]);
 }
+
+/// A server agent that also runs a client (`server-node`) and a client-only agent
+/// (`remote-node`) registered with it; answers both and the remote node's ID.
+fn server_and_remote_client(temp: &std::path::Path) -> (Agent, Agent, String) {
+    let server_data = temp.join("server").join("data");
+    let server_config = agent_config(&server_data, "server.hcl", "name = \"server-node\"\n");
+    let server = Agent::start_with(&server_data, &[&format!("-config={server_config}")]);
+    let server_addr = server.address.trim_start_matches("http://").to_owned();
+    let client_data = temp.join("client").join("data");
+    let client_config = agent_config(
+        &client_data,
+        "client.hcl",
+        "name = \"remote-node\"\nserver {\n  enabled = false\n}\n",
+    );
+    let client = Agent::start_with(
+        &client_data,
+        &[
+            "-client",
+            &format!("-servers={server_addr}"),
+            &format!("-config={client_config}"),
+        ],
+    );
+    let remote_node_id = wait_for("both nodes to be ready on the server", LIMIT, || {
+        let nodes = server.get_json("/v1/nodes");
+        let nodes = nodes.as_array().cloned().unwrap_or_default();
+        let ready = nodes
+            .iter()
+            .filter(|node| node["Status"] == "ready")
+            .count();
+        let remote = nodes.iter().find(|node| node["Name"] == "remote-node")?;
+        (ready == 2).then(|| remote["ID"].as_str().map(str::to_owned))?
+    });
+    (server, client, remote_node_id)
+}
+
+/// Job `job_id`, one raw_exec task `server` running `sleep 3600` (with `marker` in its
+/// command line), placed on the node named `remote-node` only.
+fn remote_sleeper_job(job_id: &str, marker: &str) -> String {
+    json!({"Job": {
+        "ID": job_id, "Name": job_id, "Type": "service", "Datacenters": ["dc1"],
+        "TaskGroups": [{
+            "Name": "app", "Count": 1,
+            "Constraints": [{
+                "LTarget": "${node.unique.name}", "RTarget": "remote-node", "Operand": "="
+            }],
+            "Tasks": [{
+                "Name": "server", "Driver": "raw_exec",
+                "Config": {"command": "/bin/sh", "args": ["-c", format!("sleep 3600; echo {marker}")]},
+                "Resources": {"CPU": 50, "MemoryMB": 32}
+            }]
+        }]
+    }})
+    .to_string()
+}
+
+#[test]
+fn a_server_forwards_alloc_exec_to_the_node_holding_the_allocation() {
+    use support::{
+        exec_url, exec_websocket_close, exec_websocket_outcome, exec_websocket_refusal,
+        exec_websocket_session,
+    };
+    let temp = tempfile::tempdir().expect("temp dir");
+    let (server, client, remote_node_id) = server_and_remote_client(temp.path());
+    let marker = format!("exec-forward-task-{}", std::process::id());
+    let (status, body) = http(
+        "PUT",
+        &server.url("/v1/jobs"),
+        Some(&remote_sleeper_job("remote-exec", &marker)),
+    );
+    assert_eq!(status, 200, "{body}");
+    let alloc = wait_for("the alloc to run on the remote node", LIMIT, || {
+        job_allocs(&server, "remote-exec")
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "running")
+    });
+    let alloc_id = alloc["ID"].as_str().expect("alloc ID").to_owned();
+    assert_eq!(alloc["NodeID"], remote_node_id.as_str());
+    let task_pid = wait_for("the task's process", LIMIT, || {
+        pids_with_cmdline(&marker).first().copied()
+    });
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    // The websocket goes to the server agent, which does not hold the allocation.
+    let echoed = runtime.block_on(exec_websocket_outcome(
+        &exec_url(&server.address, &alloc_id, &["/bin/echo", "hi"], false),
+        vec![],
+    ));
+    assert_eq!(echoed.stdout, "hi\n", "{echoed:?}");
+    assert_eq!(echoed.exit_code, 0, "{echoed:?}");
+    assert_eq!(
+        echoed.close_code,
+        Some(1000),
+        "the node's close frame comes through"
+    );
+    let (_, exit_code) = runtime.block_on(exec_websocket_session(
+        &server.address,
+        &alloc_id,
+        &["/bin/sh", "-c", "exit 7"],
+        false,
+        vec![],
+    ));
+    assert_eq!(exit_code, 7);
+    // Input goes the other way, and the command runs on the remote node, in its alloc dir.
+    let stdin = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "through\n");
+    let (stdout, exit_code) = runtime.block_on(exec_websocket_session(
+        &server.address,
+        &alloc_id,
+        &["/bin/sh", "-c", "read line; echo $line; pwd"],
+        false,
+        vec![
+            json!({"stdin": {"data": stdin}}),
+            json!({"stdin": {"close": true}}),
+        ],
+    ));
+    assert_eq!(exit_code, 0, "{stdout}");
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next(), Some("through"), "{stdout}");
+    let task_dir = client.data_dir.join("alloc").join(&alloc_id).join("server");
+    assert_eq!(
+        lines.next().map(std::path::PathBuf::from),
+        Some(task_dir),
+        "{stdout}"
+    );
+
+    // Refusals come back as HTTP answers without an upgrade: an unknown allocation, and the
+    // remote node's own refusal of a request without a command.
+    let unknown = "00000000-0000-0000-0000-000000000000";
+    let (status, body) = runtime.block_on(exec_websocket_refusal(&exec_url(
+        &server.address,
+        unknown,
+        &["/bin/true"],
+        false,
+    )));
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = runtime.block_on(exec_websocket_refusal(&exec_url(
+        &server.address,
+        &alloc_id,
+        &[],
+        false,
+    )));
+    assert_eq!((status, body.as_str()), (400, "command is not present"));
+    // A plain request (no upgrade) is passed on as one, and the node refuses it.
+    let (status, body) = http(
+        "GET",
+        &exec_url(&server.address, &alloc_id, &["/bin/true"], false).replacen("ws", "http", 1),
+        None,
+    );
+    assert_eq!(
+        (status, body.as_str()),
+        (400, "exec needs a websocket connection")
+    );
+    // An error after the upgrade is the node's close frame, code and reason as they were.
+    let unknown_task = exec_url(&server.address, &alloc_id, &["/bin/true"], false)
+        .replace("task=server", "task=nope");
+    let (close_code, reason) = runtime.block_on(exec_websocket_close(&unknown_task));
+    assert_eq!(close_code, 1008, "{reason}");
+    assert!(reason.contains("nope"), "{reason}");
+
+    // The CLI pointed at the server runs commands in the remote task too.
+    let output = server.cli(&["alloc", "exec", &alloc_id, "/bin/echo", "hi"]);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "hi\n",
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(output.status.code(), Some(0));
+    let output = server.cli(&["alloc", "exec", &alloc_id, "/bin/sh", "-c", "exit 7"]);
+    assert_eq!(output.status.code(), Some(7));
+
+    // A caller that goes away takes the remote command with it; the task lives on.
+    let dropped_marker = format!("exec-forward-dropped-{}", std::process::id());
+    let script = format!("sleep 300; echo {dropped_marker}");
+    let mut caller = std::process::Command::new(support::drover_bin())
+        .args(["alloc", "exec", &alloc_id, "/bin/sh", "-c", &script])
+        .env("NOMAD_ADDR", &server.address)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("the CLI starts");
+    wait_for("the exec'd command on the remote node", LIMIT, || {
+        (!pids_with_cmdline(&dropped_marker).is_empty()).then_some(())
+    });
+    caller.kill().expect("kill the CLI");
+    caller.wait().expect("reap the CLI");
+    wait_for("the exec'd command to be ended", LIMIT, || {
+        pids_with_cmdline(&dropped_marker).is_empty().then_some(())
+    });
+    assert!(support::process_alive(task_pid), "the task runs on");
+
+    // Once the job is stopped and the remote node is gone, the server names the node it
+    // cannot reach.
+    let (status, body) = http("DELETE", &server.url("/v1/job/remote-exec"), None);
+    assert_eq!(status, 200, "{body}");
+    wait_for("the task's process to end", LIMIT, || {
+        pids_with_cmdline(&marker).is_empty().then_some(())
+    });
+    let client_addr = client.address.trim_start_matches("http://").to_owned();
+    drop(client);
+    let (status, body) = runtime.block_on(exec_websocket_refusal(&exec_url(
+        &server.address,
+        &alloc_id,
+        &["/bin/true"],
+        false,
+    )));
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains(&client_addr), "{body}");
+    kill_tasks_of_allocs(&[alloc_id]);
+}

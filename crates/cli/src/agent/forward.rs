@@ -11,8 +11,11 @@
 //! endpoints (`/v1/client/…`, `/v1/agent/…`) goes to its servers, tried in the configured
 //! order — `NOMAD_ADDR` pointed at a client node works as it does with Nomad.
 //!
-//! Not here: the websocket `exec` endpoint (served only by the agent that holds the
-//! allocation; the CLI connects there).
+//! The websocket `exec` endpoint is forwarded too, by [`super::forward_exec`]: the node is
+//! asked first, and the caller's connection is upgraded only once the node has accepted.
+//!
+//! Not here: serving any of these endpoints (the API crate does, on the agent that holds the
+//! allocation).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,12 +29,14 @@ use drover_client::http_conn::base_url;
 use drover_state::StateStore;
 use futures_util::TryStreamExt as _;
 
+use super::forward_exec::{exec_request_alloc, forward_exec};
+
 /// Marks a request an agent has forwarded; the receiving agent serves it itself.
 pub const FORWARDED_HEADER: &str = "x-drover-forwarded";
 
 /// How long connecting to the node may take. The answer itself may stream for as long as the
 /// caller follows it (`follow=true` logs), so no overall timeout applies.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Largest request body forwarded (client endpoints take small JSON bodies, if any).
 const MAX_FORWARDED_BODY: usize = 1024 * 1024;
@@ -132,7 +137,8 @@ pub async fn forward_to_servers(
 }
 
 /// The allocation a client endpoint is about: `/v1/client/fs/<op>/<alloc>` and
-/// `/v1/client/allocation/<alloc>/<op>` (except the websocket `exec`).
+/// `/v1/client/allocation/<alloc>/<op>` (except the websocket `exec`, see
+/// [`exec_request_alloc`]).
 pub fn client_request_alloc(path: &str) -> Option<&str> {
     if let Some(rest) = path.strip_prefix("/v1/client/fs/") {
         let (_operation, alloc_id) = rest.split_once('/')?;
@@ -152,6 +158,11 @@ pub async fn forward_client_requests(
     if request.headers().contains_key(FORWARDED_HEADER) {
         return next.run(request).await;
     }
+    if let Some(address) = exec_request_alloc(request.uri().path())
+        .and_then(|alloc_id| context.remote_node_address(alloc_id))
+    {
+        return forward_exec(&context.http, &address, request).await;
+    }
     let target = client_request_alloc(request.uri().path())
         .and_then(|alloc_id| context.remote_node_address(alloc_id));
     match target {
@@ -160,7 +171,7 @@ pub async fn forward_client_requests(
     }
 }
 
-async fn forward(http: &reqwest::Client, address: &str, request: Request) -> Response {
+pub(super) async fn forward(http: &reqwest::Client, address: &str, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let body = match read_body(body).await {
         Ok(bytes) => bytes,

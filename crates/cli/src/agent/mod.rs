@@ -9,6 +9,7 @@ pub mod backend;
 pub mod config;
 pub mod exec;
 pub mod forward;
+pub mod forward_exec;
 pub mod in_process;
 pub mod server_link;
 

@@ -386,3 +386,135 @@ pub fn write_jobspec(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
     std::fs::write(&path, text).expect("write jobspec");
     (dir, path)
 }
+
+/// `text` with everything but ASCII letters and digits percent-encoded (a query value).
+pub fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|byte| {
+            if byte.is_ascii_alphanumeric() {
+                (byte as char).to_string()
+            } else {
+                format!("%{byte:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The exec websocket URL of `command` in task `server` of `alloc_id`, on the agent at
+/// `address` (`http://host:port`).
+pub fn exec_url(address: &str, alloc_id: &str, command: &[&str], tty: bool) -> String {
+    format!(
+        "{}/v1/client/allocation/{alloc_id}/exec?task=server&tty={tty}&command={}",
+        address.replacen("http", "ws", 1),
+        percent_encode(&serde_json::json!(command).to_string())
+    )
+}
+
+/// How an exec websocket session ended.
+#[derive(Debug)]
+pub struct ExecOutcome {
+    pub stdout: String,
+    pub exit_code: i64,
+    /// The code of the close frame that followed the exit (none if the connection just ended).
+    pub close_code: Option<u16>,
+}
+
+/// Runs one exec websocket session at `url`: sends `frames` first, then collects stdout until
+/// `exited` and the close frame after it.
+pub async fn exec_websocket_outcome(url: &str, frames: Vec<serde_json::Value>) -> ExecOutcome {
+    use base64::Engine;
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let (mut socket, _) = tokio_tungstenite::connect_async(url)
+        .await
+        .unwrap_or_else(|error| panic!("exec websocket {url}: {error}"));
+    for frame in frames {
+        socket
+            .send(Message::Text(frame.to_string().into()))
+            .await
+            .unwrap();
+    }
+    let mut stdout = Vec::new();
+    let mut exit_code = None;
+    while let Some(message) = socket.next().await {
+        match message {
+            Ok(Message::Text(text)) => {
+                let value: serde_json::Value = serde_json::from_str(text.as_str()).unwrap();
+                if let Some(data) = value["stdout"]["data"].as_str() {
+                    stdout.extend(
+                        base64::engine::general_purpose::STANDARD
+                            .decode(data)
+                            .unwrap(),
+                    );
+                }
+                if value["exited"] == true {
+                    exit_code = Some(value["result"]["exit_code"].as_i64().unwrap_or(0));
+                }
+            }
+            Ok(Message::Close(frame)) => {
+                let exit_code = exit_code.expect("an exit frame before the close frame");
+                return ExecOutcome {
+                    stdout: String::from_utf8_lossy(&stdout).into_owned(),
+                    exit_code,
+                    close_code: frame.map(|frame| u16::from(frame.code)),
+                };
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    ExecOutcome {
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        exit_code: exit_code.expect("the session ended without an exit frame"),
+        close_code: None,
+    }
+}
+
+/// Runs one exec websocket session (see [`exec_websocket_outcome`]): its stdout and exit code.
+pub async fn exec_websocket_session(
+    address: &str,
+    alloc_id: &str,
+    command: &[&str],
+    tty: bool,
+    frames: Vec<serde_json::Value>,
+) -> (String, i64) {
+    let outcome = exec_websocket_outcome(&exec_url(address, alloc_id, command, tty), frames).await;
+    (outcome.stdout, outcome.exit_code)
+}
+
+/// The HTTP status and body with which an exec websocket request at `url` is refused before
+/// any upgrade.
+pub async fn exec_websocket_refusal(url: &str) -> (u16, String) {
+    match tokio_tungstenite::connect_async(url).await {
+        Ok(_) => panic!("exec websocket {url} was accepted"),
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            let body = response
+                .body()
+                .as_ref()
+                .map(|body| String::from_utf8_lossy(body).into_owned())
+                .unwrap_or_default();
+            (response.status().as_u16(), body)
+        }
+        Err(error) => panic!("exec websocket {url}: {error}"),
+    }
+}
+
+/// The close code and reason with which an exec websocket session at `url` is ended by the
+/// agent before any exit (an error after the upgrade).
+pub async fn exec_websocket_close(url: &str) -> (u16, String) {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let (mut socket, _) = tokio_tungstenite::connect_async(url)
+        .await
+        .unwrap_or_else(|error| panic!("exec websocket {url}: {error}"));
+    while let Some(message) = socket.next().await {
+        match message {
+            Ok(Message::Close(Some(frame))) => {
+                return (u16::from(frame.code), frame.reason.as_str().to_owned());
+            }
+            Ok(Message::Close(None)) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    panic!("exec websocket {url} ended without a close frame");
+}
