@@ -728,7 +728,12 @@ pub fn shared_cpus(root: &Path, parent: &str) -> Result<Option<Vec<u16>>, Cgroup
     // removed, or left behind by a crash) holds nothing.
     let mut reserved = BTreeSet::new();
     if let Ok(entries) = fs::read_dir(dir.join(RESERVED_CPUS_DIR)) {
+        // The dir also holds its own control files; only subdirectories are task cgroups (the
+        // type comes with the listing, no extra call).
         for entry in entries.flatten() {
+            if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                continue;
+            }
             let path = entry.path();
             let occupied = fs::read_to_string(path.join("cgroup.procs"))
                 .is_ok_and(|procs| procs.lines().any(|line| !line.trim().is_empty()));
@@ -759,7 +764,9 @@ pub fn rebalance_shared_cpus(root: &Path, parent: &str) -> Result<Option<Vec<u16
     let entries = fs::read_dir(&dir).map_err(io_error(&dir))?;
     for entry in entries.flatten() {
         let path = entry.path();
-        if entry.file_name() == RESERVED_CPUS_DIR || !path.is_dir() {
+        if entry.file_name() == RESERVED_CPUS_DIR
+            || !entry.file_type().is_ok_and(|kind| kind.is_dir())
+        {
             continue;
         }
         let file = path.join("cpuset.cpus");
