@@ -732,3 +732,69 @@ fn a_shim_killed_while_no_agent_runs_is_reclaimed_and_its_task_restarted() {
     drop(second);
     drop(first);
 }
+
+/// A deep data dir and a long task name put the shim's socket path past what a unix socket
+/// address holds (107 bytes): the task still starts, is re-attached after `kill -9` of the
+/// agent, and is stopped.
+#[test]
+fn a_deep_data_dir_and_a_long_task_name_start_restore_and_stop() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let data_dir = temp
+        .path()
+        .join("a-data-dir-nested-rather-deeply-under-the-operators-home")
+        .join("data");
+    let marker = format!("deep-{}", std::process::id());
+    let task = "a-task-whose-name-is-long-enough-to-matter";
+    let jobspec =
+        counter_job("deep", 1, &marker).replace("task \"server\"", &format!("task \"{task}\""));
+    let (_dir, path) = write_jobspec("deep.hcl", &jobspec);
+
+    let mut first = Agent::start_with(&data_dir, &[]);
+    first.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let alloc = wait_for("the task to run", LIMIT, || {
+        running_allocs(&allocs(&first, "deep"))
+            .first()
+            .map(|alloc| (*alloc).clone())
+    });
+    let id = alloc_id(&alloc);
+    let socket_dir = data_dir.join("client").join("tasks").join(&id).join(task);
+    let run = std::fs::read_dir(&socket_dir)
+        .expect("the task's run dirs")
+        .flatten()
+        .next()
+        .expect("one run dir")
+        .path();
+    assert!(
+        run.join("shim.sock").as_os_str().len() > 107,
+        "the socket path is longer than an address holds: {}",
+        run.display()
+    );
+    let pids = wait_for("the task's process", LIMIT, || {
+        let pids = pids_with_cmdline(&marker);
+        (!pids.is_empty()).then_some(pids)
+    });
+
+    // The next agent reaches the shim through the long path: same process, nothing restarted.
+    first.kill9();
+    let second = Agent::start_with(&data_dir, &[]);
+    let logs = wait_for("the task's logs through the new agent", LIMIT, || {
+        let logs = second.cli_ok(&["alloc", "logs", &id, task]);
+        logs.contains(&marker).then_some(logs)
+    });
+    assert!(logs.contains(&marker), "{logs}");
+    let status = second.cli_ok(&["alloc", "status", &id]);
+    assert!(status.contains("running"), "{status}");
+    assert_eq!(pids_with_cmdline(&marker), pids, "the same process runs on");
+    let restored = allocs(&second, "deep");
+    assert_eq!(
+        event_count(&restored[0], task, "Started"),
+        1,
+        "{}",
+        restored[0]
+    );
+
+    second.cli_ok(&["job", "stop", "deep"]);
+    wait_for("the task's process to end", LIMIT, || {
+        pids_with_cmdline(&marker).is_empty().then_some(())
+    });
+}

@@ -9,6 +9,7 @@ use std::process::Stdio;
 use drover_shim::proto::{
     ExitStatus, LaunchSpec, Request, Response, ShimIdentity, StartReport, TaskStats, TaskStatus,
 };
+use drover_shim::socket_path::SocketPath;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
@@ -125,16 +126,20 @@ impl ShimClient {
             socket: self.socket_path.clone(),
             source,
         };
-        let stream = UnixStream::connect(&self.socket_path)
-            .await
-            .map_err(|error| match error.kind() {
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-                    DriverError::ShimGone {
-                        task_id: self.task_id.clone(),
-                    }
+        let not_reachable = |error: std::io::Error| match error.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                DriverError::ShimGone {
+                    task_id: self.task_id.clone(),
                 }
-                _ => connection_error(error),
-            })?;
+            }
+            _ => connection_error(error),
+        };
+        // Held until connected: a long socket path is reached through its directory's fd.
+        let address = SocketPath::new(&self.socket_path).map_err(not_reachable)?;
+        let stream = UnixStream::connect(address.path())
+            .await
+            .map_err(not_reachable)?;
+        drop(address);
         let (reader, mut writer) = stream.into_split();
         let mut line = serde_json::to_string(request).map_err(|error| DriverError::Protocol {
             socket: self.socket_path.clone(),

@@ -28,6 +28,7 @@
 pub mod exec_mode;
 pub mod logs;
 pub mod proto;
+pub mod socket_path;
 mod supervisor;
 
 /// Entry point of the `drover-shim` binary: `drover-shim exec <spec-json>` runs a command in a

@@ -111,13 +111,6 @@ fn load_spec(path: &Path) -> Result<LaunchSpec, String> {
     if spec.logs.task_name.is_empty() || spec.logs.task_name.contains('/') {
         return Err(format!("invalid logs.task_name {:?}", spec.logs.task_name));
     }
-    let socket = spec.state_dir.join(SOCKET_FILE);
-    if socket.as_os_str().len() >= 108 {
-        return Err(format!(
-            "socket path {} is longer than a unix socket address allows",
-            socket.display()
-        ));
-    }
     Ok(spec)
 }
 
@@ -263,8 +256,11 @@ impl Daemon {
         .map_err(|error| format!("signalfd: {error}"))?;
         let socket_path = spec.state_dir.join(SOCKET_FILE);
         let _ = fs::remove_file(&socket_path);
-        let listener = UnixListener::bind(&socket_path)
+        let address = crate::socket_path::SocketPath::new(&socket_path)
             .map_err(|error| format!("binding {}: {error}", socket_path.display()))?;
+        let listener = UnixListener::bind(address.path())
+            .map_err(|error| format!("binding {}: {error}", socket_path.display()))?;
+        drop(address);
         fs::set_permissions(&socket_path, fs::Permissions::from_mode(0o600))
             .map_err(|error| format!("restricting {}: {error}", socket_path.display()))?;
         let cgroup = match &spec.cgroup {
