@@ -169,6 +169,7 @@ impl Drop for Agent {
         };
         self.stop_process();
         kill_tasks_of_allocs(&alloc_ids);
+        remove_task_cgroups(&alloc_ids);
         if !self.data_dir.as_os_str().is_empty() {
             clean_up_after(&self.data_dir);
         }
@@ -246,6 +247,7 @@ pub fn clean_up_after(data_dir: &Path) {
             }
         }
     }
+    remove_task_cgroups(&alloc_ids);
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let mut targets: Vec<&str> = mounts
         .lines()
@@ -255,6 +257,45 @@ pub fn clean_up_after(data_dir: &Path) {
     targets.sort_by_key(|target| std::cmp::Reverse(target.len()));
     for target in targets {
         let _ = nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// Removes the task cgroups of these allocations (`<alloc>.<task>` under every controller's
+/// `drover` parent and its `reserved` dir) once the processes killed in them are gone: an agent
+/// killed by a test never gets to remove them itself.
+pub fn remove_task_cgroups(alloc_ids: &[String]) {
+    if alloc_ids.is_empty() {
+        return;
+    }
+    let mut parents = vec![PathBuf::from("/sys/fs/cgroup/drover")];
+    if let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") {
+        parents.extend(
+            controllers
+                .flatten()
+                .map(|entry| entry.path().join("drover")),
+        );
+    }
+    let mut left: Vec<PathBuf> = parents
+        .iter()
+        .flat_map(|parent| [parent.clone(), parent.join("reserved")])
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flat_map(|entries| entries.flatten().map(|entry| entry.path()))
+        .filter(|path| {
+            path.file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| {
+                    alloc_ids
+                        .iter()
+                        .any(|alloc_id| name.starts_with(&format!("{alloc_id}.")))
+                })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !left.is_empty() && Instant::now() < deadline {
+        left.retain(|dir| std::fs::remove_dir(dir).is_err() && dir.exists());
+        if !left.is_empty() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
