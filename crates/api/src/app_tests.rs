@@ -45,7 +45,7 @@ fn sample_allocation(backend: &MemoryBackend, id: &str, job: &Job) -> Allocation
         name: format!("{}.web[0]", job.id),
         node_id: "node-1".to_string(),
         job_id: job.id.clone(),
-        job: Some(Box::new(job.clone())),
+        job: Some(std::sync::Arc::new(job.clone())),
         task_group: "web".to_string(),
         desired_status: "run".to_string(),
         client_status: "running".to_string(),

@@ -1224,7 +1224,7 @@ mod tests {
             name: "web.web[0]".to_string(),
             job_id: "web".to_string(),
             task_group: "web".to_string(),
-            job: Some(Box::new(job)),
+            job: Some(std::sync::Arc::new(job)),
             desired_status: ALLOC_DESIRED_STATUS_RUN.to_string(),
             ..Allocation::default()
         }

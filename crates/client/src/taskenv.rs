@@ -330,7 +330,7 @@ mod tests {
             namespace: "default".into(),
             task_group: "cache".into(),
             job_id: job.id.clone(),
-            job: Some(Box::new(job)),
+            job: Some(std::sync::Arc::new(job)),
             ..Allocation::default()
         };
         let node = Node {

@@ -348,7 +348,7 @@ pub fn alloc_with_tasks(job_type: &str, tasks: Vec<Task>, restart: RestartPolicy
         job_id: "example".to_string(),
         task_group: "group".to_string(),
         desired_status: drover_structs::ALLOC_DESIRED_STATUS_RUN.to_string(),
-        job: Some(Box::new(job)),
+        job: Some(std::sync::Arc::new(job)),
         ..Allocation::default()
     }
 }

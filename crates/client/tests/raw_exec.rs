@@ -110,7 +110,7 @@ fn alloc(job_type: &str, tasks: Vec<Task>, restart: RestartPolicy) -> Allocation
         job_id: "e2e".into(),
         task_group: "group".into(),
         desired_status: "run".into(),
-        job: Some(Box::new(Job {
+        job: Some(std::sync::Arc::new(Job {
             id: "e2e".into(),
             name: "e2e".into(),
             r#type: job_type.into(),

@@ -315,7 +315,7 @@ impl Pass<'_> {
         }
         let mut updated = alloc.clone();
         updated.eval_id = self.eval.id.clone();
-        updated.job = Some(Box::new(job.clone()));
+        updated.job = Some(self.shared_job(job));
         let mut allocated = group_allocated_resources(group);
         if let Some(previous) = alloc.allocated_resources.as_ref() {
             // Networks, devices and reserved cores are kept from the running allocation.
@@ -433,6 +433,15 @@ impl Pass<'_> {
         true
     }
 
+    /// `job` as the allocations of this pass hold it: the pass's own copy, shared, when `job`
+    /// is that copy (every placement of a pass is), else a copy of its own.
+    fn shared_job(&self, job: &Job) -> Arc<Job> {
+        match &self.job {
+            Some(shared) if std::ptr::eq(shared.as_ref(), job) => Arc::clone(shared),
+            _ => Arc::new(job.clone()),
+        }
+    }
+
     /// A new allocation of `group` on the chosen node.
     pub(crate) fn new_allocation(
         &self,
@@ -462,7 +471,7 @@ impl Pass<'_> {
             node_id: choice.node.id.clone(),
             node_name: choice.node.name.clone(),
             job_id: job.id.clone(),
-            job: Some(Box::new(job.clone())),
+            job: Some(self.shared_job(job)),
             task_group: group.name.clone(),
             task_resources: legacy_task_resources(&allocated),
             shared_resources: Some(Resources {

@@ -399,7 +399,7 @@ pub fn running_alloc(
         node_id: node.id.clone(),
         node_name: node.name.clone(),
         job_id: job.id.clone(),
-        job: Some(Box::new(job.clone())),
+        job: Some(std::sync::Arc::new(job.clone())),
         task_group: group_name.to_string(),
         allocated_resources: Some(AllocatedResources {
             tasks,

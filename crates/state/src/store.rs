@@ -243,7 +243,7 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
         tables.index_eval(&eval);
         Arc::make_mut(&mut tables.evals).insert(eval.id.clone(), Arc::new(eval));
     }
-    let mut alloc_jobs: BTreeMap<AllocJobRef, Job> = BTreeMap::new();
+    let mut alloc_jobs: BTreeMap<AllocJobRef, Arc<Job>> = BTreeMap::new();
     for (_, job) in load_table::<Job>(kv, Table::AllocJobs).await? {
         // The namespace and ID come from the allocation side of the reference; a job copy
         // records its own, which are the same.
@@ -254,14 +254,14 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
                 job.create_index,
                 job.job_modify_index,
             ),
-            job,
+            Arc::new(job),
         );
     }
     for (_, stored) in load_table::<StoredAlloc>(kv, Table::Allocs).await? {
         let mut alloc = stored.allocation;
         if let Some(job_ref) = &stored.job_ref {
             match alloc_jobs.get(job_ref) {
-                Some(job) => alloc.job = Some(Box::new(job.clone())),
+                Some(job) => alloc.job = Some(Arc::clone(job)),
                 None => tracing::warn!(
                     alloc_id = %alloc.id,
                     job_id = %alloc.job_id,
@@ -430,9 +430,7 @@ fn write_server_allocs(
                     alloc.client_status = ALLOC_CLIENT_STATUS_PENDING.to_owned();
                 }
                 if alloc.job.is_none() {
-                    alloc.job = tables
-                        .job(&alloc.namespace, &alloc.job_id)
-                        .map(|job| Box::new(Job::clone(job)));
+                    alloc.job = tables.job(&alloc.namespace, &alloc.job_id).cloned();
                 }
                 EventType::AllocationCreated
             }

@@ -6,6 +6,7 @@
 //! about when an allocation changes.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -42,8 +43,8 @@ wire_struct! {
         #[serde(rename = "JobID")]
         pub job_id: String,
         /// The job at the allocation's version. Never `None` on a read through the API; the event
-        /// stream strips it.
-        pub job: Option<Box<Job>>,
+        /// stream strips it. Shared: the allocations of one job version hold one copy.
+        pub job: Option<Arc<Job>>,
         pub task_group: String,
         /// Legacy resource fields, kept for older clients.
         pub resources: Option<Resources>,

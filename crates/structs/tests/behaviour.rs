@@ -484,7 +484,7 @@ fn allocation_stub_respects_task_states_and_resources_flags() {
     let mut allocation = Allocation {
         id: "8e3a".into(),
         name: "example.g[3]".into(),
-        job: Some(Box::new(Job {
+        job: Some(std::sync::Arc::new(Job {
             r#type: "batch".into(),
             version: 4,
             ..Job::default()

@@ -613,7 +613,7 @@ async fn env_dirs_payload_and_interpolated_config_reach_the_driver() {
     let payload = snap::raw::Encoder::new()
         .compress_vec(b"dispatched payload")
         .unwrap();
-    if let Some(job) = alloc.job.as_deref_mut() {
+    if let Some(job) = alloc.job.as_mut().map(std::sync::Arc::make_mut) {
         job.payload = drover_structs::Bytes(payload);
     }
     let runner = start(&harness, alloc.clone());
@@ -938,7 +938,7 @@ async fn an_in_place_update_reaches_the_next_start() {
     .await;
 
     let mut updated = alloc;
-    if let Some(job) = updated.job.as_deref_mut() {
+    if let Some(job) = updated.job.as_mut().map(std::sync::Arc::make_mut) {
         job.version = 1;
         job.task_groups[0].tasks[0]
             .env
@@ -967,7 +967,7 @@ async fn group_shutdown_delay_is_waited_before_killing() {
         vec![fake_task("web", json!({}))],
         restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
     );
-    if let Some(job) = alloc.job.as_deref_mut() {
+    if let Some(job) = alloc.job.as_mut().map(std::sync::Arc::make_mut) {
         job.task_groups[0].shutdown_delay = Some(DurationNs::from_secs(10));
     }
     let runner = start(&harness, alloc);
@@ -1039,7 +1039,7 @@ async fn done_prestart_hooks_are_not_rerun_by_a_restored_runner() {
         vec![task],
         restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
     );
-    if let Some(job) = alloc.job.as_deref_mut() {
+    if let Some(job) = alloc.job.as_mut().map(std::sync::Arc::make_mut) {
         job.payload = drover_structs::Bytes(snap::raw::Encoder::new().compress_vec(b"x").unwrap());
     }
     let alloc_id = alloc.id.clone();
