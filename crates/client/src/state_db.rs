@@ -343,6 +343,22 @@ impl StateDb {
     /// writer is committing. See the module docs.
     fn write(&self, operation: WriteOperation, wait: WriteWait) -> Result<(), StateDbError> {
         let outcome: WriteOutcome = Arc::new(OnceLock::new());
+        // A queued write while another writer commits only joins the queue: no waiting, so no
+        // hand-off of the runtime worker (which costs a thread wake-up, or a new thread).
+        let operation = if wait == WriteWait::Queued {
+            let mut queue = lock_queue(&self.queue);
+            if queue.committing {
+                queue.pending.push(QueuedWrite {
+                    operation,
+                    durable: false,
+                    outcome,
+                });
+                return Ok(());
+            }
+            operation
+        } else {
+            operation
+        };
         let result = block_without_stalling_runtime(|| {
             let mut queue = lock_queue(&self.queue);
             queue.pending.push(QueuedWrite {
