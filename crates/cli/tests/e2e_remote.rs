@@ -37,32 +37,11 @@ fn job_allocs(agent: &Agent, job_id: &str) -> Vec<Value> {
 #[test]
 fn a_client_only_agent_runs_a_job_for_a_server_in_another_process() {
     let temp = tempfile::tempdir().expect("temp dir");
-    // The server agent also runs a client, so both nodes are listed side by side.
+    // The server agent also runs a client, so both nodes are listed side by side; the first
+    // server address the client is given has nothing listening.
+    let (server, client, remote_node_id) = server_and_remote_client(temp.path(), true);
     let server_data = temp.path().join("server").join("data");
-    let server_config = agent_config(&server_data, "server.hcl", "name = \"server-node\"\n");
-    let server = Agent::start_with(&server_data, &[&format!("-config={server_config}")]);
-    let server_addr = server.address.trim_start_matches("http://").to_owned();
-
-    // A second agent with its own data dir: client only, its server reached over HTTP. The
-    // first address it is given has nothing listening: the calls pass to the next server.
-    let dead_addr = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.local_addr().expect("address").to_string()
-    };
     let client_data = temp.path().join("client").join("data");
-    let client_config = agent_config(
-        &client_data,
-        "client.hcl",
-        "name = \"remote-node\"\nserver {\n  enabled = false\n}\n",
-    );
-    let client = Agent::start_with(
-        &client_data,
-        &[
-            "-client",
-            &format!("-servers={dead_addr},{server_addr}"),
-            &format!("-config={client_config}"),
-        ],
-    );
     assert!(
         client
             .stdout_lines()
@@ -71,21 +50,8 @@ fn a_client_only_agent_runs_a_job_for_a_server_in_another_process() {
         "the client agent runs no server: {:?}",
         client.stdout_lines()
     );
-
-    let nodes = wait_for("both nodes to register with the server", LIMIT, || {
-        let nodes = server.get_json("/v1/nodes");
-        let nodes = nodes.as_array().cloned().unwrap_or_default();
-        let ready = nodes
-            .iter()
-            .filter(|node| node["Status"] == "ready")
-            .count();
-        (ready == 2).then_some(nodes)
-    });
-    let remote = nodes
-        .iter()
-        .find(|node| node["Name"] == "remote-node")
-        .expect("the remote node is listed");
-    let remote_node_id = remote["ID"].as_str().expect("node ID").to_owned();
+    let nodes = server.get_json("/v1/nodes");
+    let nodes = nodes.as_array().cloned().unwrap_or_default();
     assert!(nodes.iter().any(|node| node["Name"] == "server-node"));
     let remote_self = client.get_json("/v1/agent/self");
     assert_eq!(
@@ -564,13 +530,24 @@ fn a_remote_client_rides_out_a_server_restart_and_reports_to_the_new_server() {
     kill_tasks_of_allocs(&[alloc_id]);
 }
 
-/// A server agent that also runs a client (`server-node`) and a client-only agent
-/// (`remote-node`) registered with it; answers both and the remote node's ID.
-fn server_and_remote_client(temp: &std::path::Path) -> (Agent, Agent, String) {
+/// A server agent that also runs a client (`server-node`, data dir `<temp>/server/data`) and
+/// a client-only agent (`remote-node`, `<temp>/client/data`) registered with it; answers both
+/// and the remote node's ID. With `dead_server_first`, the client's first server address has
+/// nothing listening: its calls must pass to the next one.
+fn server_and_remote_client(
+    temp: &std::path::Path,
+    dead_server_first: bool,
+) -> (Agent, Agent, String) {
     let server_data = temp.join("server").join("data");
     let server_config = agent_config(&server_data, "server.hcl", "name = \"server-node\"\n");
     let server = Agent::start_with(&server_data, &[&format!("-config={server_config}")]);
-    let server_addr = server.address.trim_start_matches("http://").to_owned();
+    let mut server_addr = server.address.trim_start_matches("http://").to_owned();
+    if dead_server_first {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let dead_addr = listener.local_addr().expect("address").to_string();
+        drop(listener);
+        server_addr = format!("{dead_addr},{server_addr}");
+    }
     let client_data = temp.join("client").join("data");
     let client_config = agent_config(
         &client_data,
@@ -625,7 +602,7 @@ fn a_server_forwards_alloc_exec_to_the_node_holding_the_allocation() {
         exec_websocket_session,
     };
     let temp = tempfile::tempdir().expect("temp dir");
-    let (server, client, remote_node_id) = server_and_remote_client(temp.path());
+    let (server, client, remote_node_id) = server_and_remote_client(temp.path(), false);
     let marker = format!("exec-forward-task-{}", std::process::id());
     let (status, body) = http(
         "PUT",
