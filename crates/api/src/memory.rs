@@ -696,15 +696,7 @@ impl AgentOperations for MemoryBackend {
         Ok(self.write(&[Table::Allocs], |contents, index| {
             for update in updates {
                 if let Some(stored) = contents.allocations.get_mut(&update.id) {
-                    stored.client_status = update.client_status;
-                    stored.client_description = update.client_description;
-                    stored.task_states = update.task_states;
-                    if update.deployment_status.is_some() {
-                        stored.deployment_status = update.deployment_status;
-                    }
-                    if update.network_status.is_some() {
-                        stored.network_status = update.network_status;
-                    }
+                    stored.merge_client_update(update);
                     stored.modify_index = index;
                 }
             }

@@ -652,15 +652,7 @@ impl ServerConn for InMemoryServer {
         self.write(|state, index| {
             for update in updates {
                 if let Some(alloc) = state.allocs.get_mut(&update.alloc_id) {
-                    alloc.client_status = update.client_status;
-                    alloc.client_description = update.client_description;
-                    alloc.task_states = update.task_states;
-                    if update.deployment_status.is_some() {
-                        alloc.deployment_status = update.deployment_status;
-                    }
-                    if update.network_status.is_some() {
-                        alloc.network_status = update.network_status;
-                    }
+                    alloc.merge_client_update(Allocation::from(update));
                     alloc.modify_index = index;
                 }
             }

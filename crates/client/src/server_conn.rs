@@ -51,6 +51,22 @@ pub struct AllocClientUpdate {
     pub network_status: Option<serde_json::Value>,
 }
 
+/// A report as the server merges it: an allocation carrying only the client-owned fields
+/// ([`Allocation::merge_client_update`]).
+impl From<AllocClientUpdate> for Allocation {
+    fn from(update: AllocClientUpdate) -> Self {
+        Allocation {
+            id: update.alloc_id,
+            client_status: update.client_status,
+            client_description: update.client_description,
+            task_states: update.task_states,
+            deployment_status: update.deployment_status,
+            network_status: update.network_status,
+            ..Allocation::default()
+        }
+    }
+}
+
 /// The answer to the blocking query on a node's allocations.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NodeAllocations {

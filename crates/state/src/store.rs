@@ -824,15 +824,7 @@ impl StateStore {
                     };
                     let index = context.index();
                     let mut alloc = Allocation::clone(&existing);
-                    alloc.client_status = update.client_status;
-                    alloc.client_description = update.client_description;
-                    alloc.task_states = update.task_states;
-                    if update.deployment_status.is_some() {
-                        alloc.deployment_status = update.deployment_status;
-                    }
-                    if update.network_status.is_some() {
-                        alloc.network_status = update.network_status;
-                    }
+                    alloc.merge_client_update(update);
                     if alloc.client_terminal_status() {
                         for task_state in alloc.task_states.values_mut() {
                             if task_state.finished_at.is_zero() {

@@ -110,6 +110,21 @@ impl Allocation {
         )
     }
 
+    /// Takes the fields a client owns from its report `update`: the client status and its
+    /// description, the task states, and the deployment and network status when it reports
+    /// them. Everything else (desired state, indexes, the job) stays the server's.
+    pub fn merge_client_update(&mut self, update: Allocation) {
+        self.client_status = update.client_status;
+        self.client_description = update.client_description;
+        self.task_states = update.task_states;
+        if update.deployment_status.is_some() {
+            self.deployment_status = update.deployment_status;
+        }
+        if update.network_status.is_some() {
+            self.network_status = update.network_status;
+        }
+    }
+
     /// Whether the client has finished with the allocation.
     pub fn client_terminal_status(&self) -> bool {
         is_terminal_client_status(&self.client_status)

@@ -60,18 +60,7 @@ impl ServerConn for InProcessServer {
     }
 
     async fn update_allocs(&self, updates: Vec<AllocClientUpdate>) -> Result<(), ServerConnError> {
-        let allocs = updates
-            .into_iter()
-            .map(|update| Allocation {
-                id: update.alloc_id,
-                client_status: update.client_status,
-                client_description: update.client_description,
-                task_states: update.task_states,
-                deployment_status: update.deployment_status,
-                network_status: update.network_status,
-                ..Allocation::default()
-            })
-            .collect();
+        let allocs = updates.into_iter().map(Allocation::from).collect();
         self.0
             .update_allocs_from_client(allocs)
             .await
