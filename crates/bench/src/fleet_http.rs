@@ -63,26 +63,36 @@ async fn wait_summary(
 
 /// `fleet --over-http`: `nodes` simulated nodes register with a server agent process over
 /// HTTP; a job of `allocs` allocations is placed across them, reported running, then stopped.
+/// A server-only agent on a data dir under `temp`, ready to answer; a connection to it for
+/// simulated nodes; and the simulated runners' timing (start after 10 ms, run until stopped).
+fn server_agent_for_simulated_nodes(
+    bench: &Bench,
+    temp: &std::path::Path,
+) -> anyhow::Result<(Arc<AgentProcess>, Arc<HttpServerConn>, SimRunnerTiming)> {
+    let agent = Arc::new(AgentProcess::spawn_server(
+        &bench.drover,
+        &temp.join("data"),
+    )?);
+    agent.wait_api_ready(Duration::from_secs(60))?;
+    let address = agent.address.trim_start_matches("http://").to_owned();
+    let conn = Arc::new(
+        HttpServerConn::new(HttpServerConnConfig::new(vec![address]))
+            .context("connecting to the server agent")?,
+    );
+    let timing = SimRunnerTiming {
+        start_delay: Duration::from_millis(10),
+        run_for: None,
+    };
+    Ok((agent, conn, timing))
+}
+
 pub async fn fleet_over_http(bench: &Bench, nodes: usize, allocs: usize) -> anyhow::Result<Report> {
     let mut report = Report::default();
     let limit = Duration::from_secs(600);
     let wanted = i64::try_from(allocs)?;
     for run in 0..bench.runs {
         let temp = tempfile::tempdir()?;
-        let agent = Arc::new(AgentProcess::spawn_server(
-            &bench.drover,
-            &temp.path().join("data"),
-        )?);
-        agent.wait_api_ready(Duration::from_secs(60))?;
-        let address = agent.address.trim_start_matches("http://").to_owned();
-        let conn = Arc::new(
-            HttpServerConn::new(HttpServerConnConfig::new(vec![address]))
-                .context("connecting to the server agent")?,
-        );
-        let timing = SimRunnerTiming {
-            start_delay: Duration::from_millis(10),
-            run_for: None,
-        };
+        let (agent, conn, timing) = server_agent_for_simulated_nodes(bench, temp.path())?;
         let cpu_before = procfs::cpu_ms(agent.pid());
         let started = Instant::now();
         let clients = start_fleet_on(conn, nodes, timing).await?;
@@ -188,20 +198,7 @@ pub async fn alloc_list_with_simulated_nodes(
 ) -> anyhow::Result<Report> {
     let mut report = Report::default();
     let temp = tempfile::tempdir()?;
-    let agent = Arc::new(AgentProcess::spawn_server(
-        &bench.drover,
-        &temp.path().join("data"),
-    )?);
-    agent.wait_api_ready(Duration::from_secs(60))?;
-    let address = agent.address.trim_start_matches("http://").to_owned();
-    let conn = Arc::new(
-        HttpServerConn::new(HttpServerConnConfig::new(vec![address]))
-            .context("connecting to the server agent")?,
-    );
-    let timing = SimRunnerTiming {
-        start_delay: Duration::from_millis(10),
-        run_for: None,
-    };
+    let (agent, conn, timing) = server_agent_for_simulated_nodes(bench, temp.path())?;
     let setup = Instant::now();
     let clients = start_fleet_on(conn, nodes, timing).await?;
     let job_id = "alloc-list";
