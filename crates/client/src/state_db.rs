@@ -345,7 +345,7 @@ impl StateDb {
         let outcome: WriteOutcome = Arc::new(OnceLock::new());
         // A queued write while another writer commits only joins the queue: no waiting, so no
         // hand-off of the runtime worker (which costs a thread wake-up, or a new thread).
-        let operation = if wait == WriteWait::Queued {
+        if wait == WriteWait::Queued {
             let mut queue = lock_queue(&self.queue);
             if queue.committing {
                 queue.pending.push(QueuedWrite {
@@ -355,10 +355,7 @@ impl StateDb {
                 });
                 return Ok(());
             }
-            operation
-        } else {
-            operation
-        };
+        }
         let result = block_without_stalling_runtime(|| {
             let mut queue = lock_queue(&self.queue);
             queue.pending.push(QueuedWrite {
