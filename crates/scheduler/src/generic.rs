@@ -336,6 +336,7 @@ impl Pass<'_> {
         }
         updated.task_resources = legacy_task_resources(&allocated);
         updated.allocated_resources = Some(allocated);
+        updated.fill_legacy_total_resources();
         updated.modify_time = self.options.now_unix_nanos;
         UpdateDecision::InPlace(Box::new(updated))
     }
@@ -463,7 +464,7 @@ impl Pass<'_> {
             allocated.shared.networks = offer.networks;
         }
         let now = self.options.now_unix_nanos;
-        Allocation {
+        let mut allocation = Allocation {
             id: ids.next_id(),
             namespace: job.namespace.clone(),
             eval_id: self.eval.id.clone(),
@@ -486,7 +487,9 @@ impl Pass<'_> {
             create_time: now,
             modify_time: now,
             ..Allocation::default()
-        }
+        };
+        allocation.fill_legacy_total_resources();
+        allocation
     }
 
     /// The previous allocation's node, when the group keeps its ephemeral disk (sticky or
@@ -546,6 +549,7 @@ fn legacy_task_resources(
                     cpu: task.cpu.cpu_shares,
                     memory_mb: task.memory.memory_mb,
                     memory_max_mb: task.memory.memory_max_mb,
+                    networks: task.networks.clone(),
                     ..Resources::default()
                 },
             )

@@ -135,6 +135,20 @@ impl Allocation {
         self.server_terminal_status() || self.client_terminal_status()
     }
 
+    /// Sets the legacy `Resources` total Nomad still returns for older clients (the 1.1 CLI's
+    /// `alloc status` reads its `DiskMB`): the sum of the legacy `TaskResources` and the
+    /// group's `SharedResources`, networks on one address merged.
+    pub fn fill_legacy_total_resources(&mut self) {
+        let mut total = Resources::default();
+        for task in self.task_resources.values() {
+            total.add(task);
+        }
+        if let Some(shared) = &self.shared_resources {
+            total.add(shared);
+        }
+        self.resources = Some(total);
+    }
+
     /// The allocation's index within its group, parsed from the `[n]` suffix of its name.
     pub fn index(&self) -> Option<u64> {
         let open = self.name.rfind('[')?;
@@ -430,5 +444,39 @@ impl AllocatedResources {
     /// Total memory (MB) over all tasks.
     pub fn total_memory_mb(&self) -> i64 {
         self.tasks.values().map(|task| task.memory.memory_mb).sum()
+    }
+}
+
+impl Resources {
+    /// Adds `delta` in the manner of Nomad's legacy `Resources.Add`: CPU, memory and disk are
+    /// summed (a `MemoryMaxMB` of 0 counts as the `MemoryMB` it defaults to), and a network on
+    /// an address already present (same IP, or same CIDR) adds its bandwidth and ports to it.
+    pub fn add(&mut self, delta: &Resources) {
+        self.cpu += delta.cpu;
+        self.memory_mb += delta.memory_mb;
+        self.memory_max_mb += if delta.memory_max_mb > 0 {
+            delta.memory_max_mb
+        } else {
+            delta.memory_mb
+        };
+        self.disk_mb += delta.disk_mb;
+        for network in &delta.networks {
+            let same_address = self.networks.iter_mut().find(|existing| {
+                (!network.ip.is_empty() && existing.ip == network.ip)
+                    || (!network.cidr.is_empty() && existing.cidr == network.cidr)
+            });
+            match same_address {
+                Some(existing) => {
+                    existing.mbits += network.mbits;
+                    existing
+                        .reserved_ports
+                        .extend(network.reserved_ports.iter().cloned());
+                    existing
+                        .dynamic_ports
+                        .extend(network.dynamic_ports.iter().cloned());
+                }
+                None => self.networks.push(network.clone()),
+            }
+        }
     }
 }

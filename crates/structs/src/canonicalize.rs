@@ -140,6 +140,9 @@ impl Job {
         if let Some(parameterized) = &mut self.parameterized_job {
             fill_if_empty(&mut parameterized.payload, DISPATCH_PAYLOAD_OPTIONAL);
         }
+        if self.update.is_none() && self.r#type == JOB_TYPE_SERVICE {
+            self.update = Some(default_update_strategy());
+        }
         if let Some(update) = &mut self.update {
             canonicalize_update_strategy(update);
         }
@@ -148,6 +151,61 @@ impl Job {
         for group in &mut self.task_groups {
             group.canonicalize(&job_type, job_update.as_ref());
         }
+        // The groups hold the whole strategy; the job keeps only its stagger and parallelism,
+        // as Nomad's server stores it.
+        if let Some(update) = &mut self.update {
+            *update = UpdateStrategy {
+                stagger: update.stagger,
+                max_parallel: update.max_parallel,
+                health_check: String::new(),
+                min_healthy_time: DurationNs::ZERO,
+                healthy_deadline: DurationNs::ZERO,
+                progress_deadline: DurationNs::ZERO,
+                auto_revert: false,
+                auto_promote: false,
+                canary: 0,
+            };
+        }
+    }
+}
+
+/// The migrate strategy of a service group (Nomad's `DefaultMigrateStrategy`): one allocation
+/// at a time, healthy by its checks for 10s within 5m.
+pub fn default_migrate_strategy() -> serde_json::Map<String, serde_json::Value> {
+    let mut strategy = serde_json::Map::new();
+    strategy.insert("MaxParallel".into(), 1.into());
+    strategy.insert("HealthCheck".into(), "checks".into());
+    strategy.insert(
+        "MinHealthyTime".into(),
+        DurationNs::from_secs(10).as_nanos().into(),
+    );
+    strategy.insert(
+        "HealthyDeadline".into(),
+        DurationNs::from_mins(5).as_nanos().into(),
+    );
+    strategy
+}
+
+/// Fills the keys of a group's `migrate` block that were left out (or `null`), and gives a
+/// service group without one the whole default.
+fn canonicalize_migrate(migrate: &mut Option<serde_json::Value>, job_type: &str) {
+    let defaults = default_migrate_strategy();
+    match migrate {
+        Some(serde_json::Value::Object(given)) => {
+            for (key, value) in defaults {
+                let present = given
+                    .iter()
+                    .any(|(name, given)| name.eq_ignore_ascii_case(&key) && !given.is_null());
+                if !present {
+                    given.retain(|name, _| !name.eq_ignore_ascii_case(&key));
+                    given.insert(key, value);
+                }
+            }
+        }
+        None | Some(serde_json::Value::Null) if job_type == JOB_TYPE_SERVICE => {
+            *migrate = Some(serde_json::Value::Object(defaults));
+        }
+        _ => {}
     }
 }
 
@@ -232,6 +290,7 @@ impl TaskGroup {
         if let Some(update) = &mut self.update {
             canonicalize_update_strategy(update);
         }
+        canonicalize_migrate(&mut self.migrate, job_type);
 
         let group_restart = self.restart_policy.clone();
         for task in &mut self.tasks {

@@ -5,6 +5,12 @@
 //! struct in this crate is declared through `wire_struct!`, which puts
 //! `#[serde(default, deserialize_with = "null_as_default")]` on each field and derives the rest.
 //!
+//! Null fields: Nomad's API types hold pointers, and its canonicalization reads a `null` field
+//! exactly as an absent one (a group's `"Count": null` is a count of 1, not 0; the Nomad CLI sends
+//! such nulls for everything a jobspec leaves out). [`from_value_ignoring_key_case`] therefore
+//! drops `null` struct fields before decoding, so they take the field's declared default; a
+//! `null` map value or list element is left to the type's own decoder.
+//!
 //! Key case: Go also matches keys case-insensitively. The derived decoders here match the exact
 //! wire spelling (`ID`, `JobID`, `MemoryMB`, …); [`from_value_ignoring_key_case`] adds Go's
 //! case-insensitive matching for request bodies by rewriting keys against the field list serde
@@ -84,9 +90,14 @@ mod case_fold {
 
     pub(super) struct CaseFoldingValue(pub(super) Value);
 
+    /// Renames `map`'s keys to the struct's field names and drops the keys whose value is `null`,
+    /// so that a `null` field reads as an absent one (the field's declared default).
     fn rename_keys(map: Map<String, Value>, fields: &'static [&'static str]) -> Map<String, Value> {
         let mut renamed = Map::new();
         for (key, value) in map {
+            if value.is_null() {
+                continue;
+            }
             if fields.contains(&key.as_str()) {
                 // An exact key replaces any case-folded duplicate seen before it.
                 renamed.insert(key, value);

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::job::NetworkResource;
+use crate::job::{NetworkResource, Resources};
 use crate::lenient::wire_struct;
 use crate::time::Timestamp;
 
@@ -41,6 +41,11 @@ wire_struct! {
         pub meta: BTreeMap<String, String>,
         pub node_resources: Option<NodeResources>,
         pub reserved_resources: Option<NodeReservedResources>,
+        /// Legacy totals (Nomad before 0.9 and its 1.x CLIs read them; `node status <id>`
+        /// dereferences both). Derived from `NodeResources` and `ReservedResources` in the
+        /// API's view ([`Node::sanitized`]), never stored.
+        pub resources: Option<Resources>,
+        pub reserved: Option<Resources>,
         pub links: BTreeMap<String, String>,
         pub drain_strategy: Option<Value>,
         /// The legacy drain flag, true while a drain strategy is set.
@@ -68,12 +73,41 @@ impl Node {
             && self.scheduling_eligibility == NODE_SCHEDULING_ELIGIBLE
     }
 
-    /// The node as the API shows it: `SecretID` blanked.
+    /// The node as the API shows it: `SecretID` blanked, the legacy `Resources` and `Reserved`
+    /// filled in.
     pub fn sanitized(&self) -> Node {
+        let (resources, reserved) = self.legacy_resources();
         Node {
             secret_id: String::new(),
+            resources,
+            reserved,
             ..self.clone()
         }
+    }
+
+    /// The legacy `Resources` (what the node has) and `Reserved` (what it keeps back) Nomad
+    /// derives from the node's resources; `None` when the node reported none.
+    fn legacy_resources(&self) -> (Option<Resources>, Option<Resources>) {
+        let Some(node) = &self.node_resources else {
+            return (None, None);
+        };
+        let resources = Resources {
+            cpu: node.cpu.cpu_shares,
+            memory_mb: node.memory.memory_mb,
+            disk_mb: node.disk.disk_mb,
+            networks: node.networks.clone(),
+            ..Resources::default()
+        };
+        let reserved =
+            self.reserved_resources
+                .as_ref()
+                .map_or_else(Resources::default, |reserved| Resources {
+                    cpu: reserved.cpu.cpu_shares,
+                    memory_mb: reserved.memory.memory_mb,
+                    disk_mb: reserved.disk.disk_mb,
+                    ..Resources::default()
+                });
+        (Some(resources), Some(reserved))
     }
 
     /// The list form. `include_attributes` is the API's `os=true`, `include_resources` its

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use drover_structs::canonicalize::{default_migrate_strategy, default_update_strategy};
 use drover_structs::lenient::from_value_ignoring_key_case;
 use drover_structs::*;
 use serde_json::json;
@@ -59,6 +60,32 @@ fn absent_count_is_one_but_explicit_zero_is_kept() {
     assert_eq!(absent.count, 1);
     let zero: TaskGroup = serde_json::from_value(json!({"Name":"g","Count":0})).expect("decodes");
     assert_eq!(zero.count, 0);
+}
+
+/// Regression: the Nomad CLI sends `null` for every default, and `"Count": null` decoded as 0.
+#[test]
+fn a_null_field_of_a_request_body_reads_as_an_absent_one() {
+    let group: TaskGroup = from_value_ignoring_key_case(json!({"Name":"g","Count":null,
+        "RestartPolicy":{"Attempts":null,"Delay":null,"Mode":null,"Interval":null},
+        "Update":{"MaxParallel":null}}))
+    .expect("decodes");
+    assert_eq!(group.count, 1);
+    let restart = group.restart_policy.expect("restart");
+    assert_eq!(restart.attempts, RESTART_ATTEMPTS_UNSET);
+    assert_eq!(restart.delay, DurationNs::from_secs(15));
+    assert_eq!(restart.mode, "fail");
+    assert_eq!(group.update.expect("update").max_parallel, 1);
+    let periodic: PeriodicConfig =
+        from_value_ignoring_key_case(json!({"Spec":"x","Enabled":null})).expect("decodes");
+    assert!(periodic.enabled);
+    // Explicit zeros stay zeros; a null inside a map is the map's business.
+    let zero: TaskGroup =
+        from_value_ignoring_key_case(json!({"Name":"g","Count":0})).expect("decodes");
+    assert_eq!(zero.count, 0);
+    let task: Task =
+        from_value_ignoring_key_case(json!({"Name":"t","Meta":{"a":"1"},"Config":{"x":null}}))
+            .expect("decodes");
+    assert_eq!(task.config.get("x"), Some(&serde_json::Value::Null));
 }
 
 #[test]
@@ -163,6 +190,77 @@ fn canonicalize_fills_job_group_and_task_defaults() {
     assert_eq!(
         task.restart_policy, group.restart_policy,
         "task inherits the group policy"
+    );
+}
+
+#[test]
+fn canonicalize_gives_service_groups_nomads_update_and_migrate_strategies() {
+    let mut service = minimal_job("service");
+    service.canonicalize();
+    let job_update = service.update.clone().expect("job update");
+    assert_eq!(
+        (job_update.stagger, job_update.max_parallel),
+        (DurationNs::from_secs(30), 1)
+    );
+    assert_eq!(
+        job_update.health_check, "",
+        "the job keeps only stagger and parallelism"
+    );
+    let group = &service.task_groups[0];
+    assert_eq!(group.update, Some(default_update_strategy()));
+    assert_eq!(
+        group.migrate,
+        Some(serde_json::Value::Object(default_migrate_strategy()))
+    );
+    for job_type in ["batch", "system", "sysbatch"] {
+        let mut job = minimal_job(job_type);
+        job.canonicalize();
+        assert_eq!(job.update, None, "{job_type}");
+        assert_eq!(job.task_groups[0].update, None, "{job_type}");
+        assert_eq!(job.task_groups[0].migrate, None, "{job_type}");
+    }
+    let mut partial: Job = serde_json::from_value(json!({"ID":"x","TaskGroups":[{"Name":"g",
+        "Migrate":{"MaxParallel":3},"Tasks":[{"Name":"t","Driver":"raw_exec"}]}]}))
+    .expect("decodes");
+    partial.canonicalize();
+    let migrate = partial.task_groups[0].migrate.clone().expect("migrate");
+    assert_eq!(migrate["MaxParallel"], 3);
+    assert_eq!(migrate["HealthCheck"], "checks");
+}
+
+#[test]
+fn legacy_alloc_resources_are_the_tasks_and_shared_resources_summed_as_nomad_does() {
+    let mut alloc = Allocation {
+        task_resources: [("a", 100, 300, 0), ("b", 250, 128, 512)]
+            .into_iter()
+            .map(|(name, cpu, memory_mb, memory_max_mb)| {
+                (
+                    name.to_string(),
+                    Resources {
+                        cpu,
+                        memory_mb,
+                        memory_max_mb,
+                        ..Resources::default()
+                    },
+                )
+            })
+            .collect(),
+        shared_resources: Some(Resources {
+            disk_mb: 300,
+            ..Resources::default()
+        }),
+        ..Allocation::default()
+    };
+    alloc.fill_legacy_total_resources();
+    let total = alloc.resources.expect("resources");
+    assert_eq!(
+        (
+            total.cpu,
+            total.memory_mb,
+            total.memory_max_mb,
+            total.disk_mb
+        ),
+        (350, 428, 812, 300)
     );
 }
 
@@ -823,4 +921,40 @@ fn malformed_times_and_durations_are_errors_not_panics() {
     assert!(DurationNs::parse_go("9223372036854775808ns").is_err());
     assert!(Timestamp::parse_rfc3339("2023-01-01T00:00:00.1234567890Z").is_err());
     assert!(Timestamp::parse_rfc3339("2023-01-01T24:00:00Z").is_err());
+}
+
+/// Regression: the 1.1 CLI's `node status <id>` dereferences the legacy `Resources` and
+/// `Reserved` of a node and panicked on their absence.
+#[test]
+fn the_api_view_of_a_node_has_the_legacy_resources_and_reserved() {
+    let node: Node = serde_json::from_value(json!({"ID":"n","SecretID":"s",
+        "NodeResources":{"Cpu":{"CpuShares":4000},"Memory":{"MemoryMB":8192},
+            "Disk":{"DiskMB":1000}},
+        "ReservedResources":{"Cpu":{"CpuShares":100},"Memory":{"MemoryMB":256},
+            "Disk":{"DiskMB":10}}}))
+    .expect("decodes");
+    let shown = serde_json::to_value(node.sanitized()).expect("encodes");
+    assert_eq!(shown["SecretID"], "");
+    assert_eq!(
+        (
+            &shown["Resources"]["CPU"],
+            &shown["Resources"]["MemoryMB"],
+            &shown["Resources"]["DiskMB"]
+        ),
+        (&json!(4000), &json!(8192), &json!(1000))
+    );
+    assert_eq!(
+        (
+            &shown["Reserved"]["CPU"],
+            &shown["Reserved"]["MemoryMB"],
+            &shown["Reserved"]["DiskMB"]
+        ),
+        (&json!(100), &json!(256), &json!(10))
+    );
+    let stored = serde_json::to_value(&node).expect("encodes");
+    assert_eq!(
+        stored["Resources"],
+        serde_json::Value::Null,
+        "derived, never stored"
+    );
 }
