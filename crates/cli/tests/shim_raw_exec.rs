@@ -52,6 +52,10 @@ fn cgroups_available() -> bool {
     .any(|file| Path::new("/sys/fs/cgroup").join(file).exists());
     let usable = root && cgroupfs;
     if !usable {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must run this as root with a cgroup filesystem at /sys/fs/cgroup"
+        );
         eprintln!("skipping: needs root and a cgroup filesystem at /sys/fs/cgroup");
     }
     usable
@@ -411,6 +415,27 @@ async fn stats_show_memory_of_a_running_task() {
     assert!(usage.memory.max_usage > 0);
     assert!(usage.memory.measured.iter().any(|name| name == "RSS"));
     assert!(usage.pids.contains(&handle.shim.as_ref().unwrap().task_pid));
+    driver.destroy(&handle).await.unwrap();
+}
+
+/// Regression: the first stats call of a task answered 0 % cpu (a percentage needed a previous
+/// call), so `alloc status` always showed 0 MHz for a busy task.
+#[tokio::test]
+async fn the_first_stats_call_of_a_busy_task_reports_its_real_cpu() {
+    if !cgroups_available() {
+        return;
+    }
+    let scratch = Scratch::new();
+    let driver = driver();
+    let handle = driver
+        .start(&launch(&scratch, "busy", "while :; do :; done"))
+        .await
+        .unwrap();
+    let usage = driver.stats(&handle).await.unwrap();
+    assert!(usage.cpu.percent > 1.0, "first call: {:?}", usage.cpu);
+    assert!(usage.cpu.total_ticks(2000.0, 1) > 0.0);
+    let again = driver.stats(&handle).await.unwrap();
+    assert!(again.cpu.percent > 1.0, "second call: {:?}", again.cpu);
     driver.destroy(&handle).await.unwrap();
 }
 

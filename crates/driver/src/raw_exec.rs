@@ -23,7 +23,7 @@ use drover_shim::proto::{
 
 use crate::handle::TASK_HANDLE_VERSION;
 use crate::shim_client::{ShimClient, spawn_shim, write_launch_spec};
-use crate::stats::usage_from_sample;
+use crate::stats::{CPU_WINDOW, CpuWindowPlan, plan_cpu_window, usage_from_sample};
 use crate::{
     CgroupRef, Driver, DriverError, DriverFuture, ShimHandle, TaskHandle, TaskLaunch,
     TaskResourceUsage, locate_shim_binary, parse_signal,
@@ -72,7 +72,7 @@ pub struct RawExecDriver {
     config: RawExecConfig,
     /// Set for the `exec` driver: tasks are isolated as this says.
     exec: Option<crate::exec::ExecConfig>,
-    /// The previous stats sample per task id, for cpu percentages.
+    /// The last stats sample per task id: the baseline of the next cpu span.
     previous_samples: Mutex<HashMap<String, TaskStats>>,
 }
 
@@ -349,15 +349,38 @@ impl RawExecDriver {
         Ok(())
     }
 
+    /// The task's usage, its cpu figures over a recent span of at least one window (see
+    /// [`crate::stats`]): the kept sample when it fits, else a wait on tokio time and a second
+    /// sample.
     async fn stats_of(&self, handle: &TaskHandle) -> Result<TaskResourceUsage, DriverError> {
-        let sample = Self::client(handle)?.stats().await?;
-        let mut previous = self
-            .previous_samples
+        let client = Self::client(handle)?;
+        let current = client.stats().await?;
+        let kept = self.kept_sample(&handle.task_id);
+        let (baseline, end) = match plan_cpu_window(&current, kept.as_ref()) {
+            CpuWindowPlan::MeasureFromKept => (kept, current),
+            CpuWindowPlan::WaitThenMeasureFromKept(wait) => {
+                tokio::time::sleep(wait).await;
+                (kept, client.stats().await?)
+            }
+            CpuWindowPlan::WaitThenMeasureFromCurrent => {
+                tokio::time::sleep(CPU_WINDOW).await;
+                (Some(current), client.stats().await?)
+            }
+        };
+        let usage = usage_from_sample(&end, baseline.as_ref());
+        self.previous_samples
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let usage = usage_from_sample(&sample, previous.get(&handle.task_id));
-        previous.insert(handle.task_id.clone(), sample);
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(handle.task_id.clone(), end);
         Ok(usage)
+    }
+
+    fn kept_sample(&self, task_id: &str) -> Option<TaskStats> {
+        self.previous_samples
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(task_id)
+            .cloned()
     }
 
     async fn destroy_task(&self, handle: &TaskHandle) -> Result<(), DriverError> {

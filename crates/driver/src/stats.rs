@@ -1,5 +1,15 @@
 //! Task resource usage as the client reports it (Nomad's `TaskResourceUsage` figures), and the
-//! cpu percentages derived from two successive samples. Not for: reading cgroups (the shim does).
+//! cpu percentages derived from two samples of the cgroup's cumulative cpu time.
+//!
+//! A percentage needs a span of time. The driver keeps each task's last sample; a stats call
+//! measures from it when it is between [`CPU_WINDOW`] and [`CPU_BASELINE_MAX_AGE`] old, waits
+//! out the rest of the window when it is younger, and takes a fresh baseline and waits one window
+//! when there is none or it is stale ([`plan_cpu_window`]). So every call, the first included,
+//! answers the usage of a recent span of at least [`CPU_WINDOW`], never a 0 % placeholder.
+//!
+//! Not for: reading cgroups (the shim does).
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -120,9 +130,76 @@ pub(crate) fn usage_from_sample(
     }
 }
 
+/// The shortest span a cpu percentage is measured over.
+pub const CPU_WINDOW: Duration = Duration::from_millis(200);
+/// A kept sample older than this is not used as a baseline: the figure would be an average over
+/// a span too long to say what the task does now.
+pub const CPU_BASELINE_MAX_AGE: Duration = Duration::from_secs(10);
+
+/// How a stats call gets the two samples of its cpu span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CpuWindowPlan {
+    /// The kept sample is the baseline and `current` ends the span.
+    MeasureFromKept,
+    /// The kept sample is the baseline; sample again after this wait.
+    WaitThenMeasureFromKept(Duration),
+    /// `current` is the baseline; sample again after [`CPU_WINDOW`].
+    WaitThenMeasureFromCurrent,
+}
+
+/// Chooses the span for a call that just took `current`, given the task's `kept` sample.
+pub(crate) fn plan_cpu_window(current: &TaskStats, kept: Option<&TaskStats>) -> CpuWindowPlan {
+    let Some(kept) = kept else {
+        return CpuWindowPlan::WaitThenMeasureFromCurrent;
+    };
+    if current.timestamp_unix_ns < kept.timestamp_unix_ns {
+        // The wall clock stepped back: the kept span means nothing.
+        return CpuWindowPlan::WaitThenMeasureFromCurrent;
+    }
+    let age = Duration::from_nanos(current.timestamp_unix_ns - kept.timestamp_unix_ns);
+    if age > CPU_BASELINE_MAX_AGE {
+        CpuWindowPlan::WaitThenMeasureFromCurrent
+    } else if age < CPU_WINDOW {
+        CpuWindowPlan::WaitThenMeasureFromKept(CPU_WINDOW - age)
+    } else {
+        CpuWindowPlan::MeasureFromKept
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn at_ms(ms: u64) -> TaskStats {
+        TaskStats {
+            timestamp_unix_ns: ms * 1_000_000,
+            ..TaskStats::default()
+        }
+    }
+
+    #[test]
+    fn the_cpu_span_is_always_at_least_one_window_and_never_stale() {
+        assert_eq!(
+            plan_cpu_window(&at_ms(5_000), None),
+            CpuWindowPlan::WaitThenMeasureFromCurrent
+        );
+        assert_eq!(
+            plan_cpu_window(&at_ms(5_000), Some(&at_ms(4_000))),
+            CpuWindowPlan::MeasureFromKept
+        );
+        assert_eq!(
+            plan_cpu_window(&at_ms(5_000), Some(&at_ms(4_950))),
+            CpuWindowPlan::WaitThenMeasureFromKept(CPU_WINDOW - Duration::from_millis(50))
+        );
+        assert_eq!(
+            plan_cpu_window(&at_ms(60_000), Some(&at_ms(4_000))),
+            CpuWindowPlan::WaitThenMeasureFromCurrent
+        );
+        assert_eq!(
+            plan_cpu_window(&at_ms(4_000), Some(&at_ms(5_000))),
+            CpuWindowPlan::WaitThenMeasureFromCurrent
+        );
+    }
 
     #[test]
     fn percent_is_cpu_time_over_wall_time_between_samples() {
