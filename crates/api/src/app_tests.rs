@@ -328,23 +328,81 @@ async fn pretty_output_is_indented_with_a_trailing_newline() {
 #[tokio::test]
 async fn agent_and_status_endpoints_answer_like_nomad() {
     let (_backend, router) = setup();
+    // Servers talk HTTP: the leader and the peers are the server's HTTP address.
     let leader = body_text(send(&router, "GET", "/v1/status/leader", None).await).await;
-    assert_eq!(leader, "\"127.0.0.1:4647\"");
+    assert_eq!(leader, "\"127.0.0.1:4646\"");
     let peers = body_json(send(&router, "GET", "/v1/status/peers", None).await).await;
-    assert_eq!(peers, json!(["127.0.0.1:4647"]));
+    assert_eq!(peers, json!(["127.0.0.1:4646"]));
     let me = body_json(send(&router, "GET", "/v1/agent/self", None).await).await;
     assert_eq!(me["config"]["Region"], "global");
     assert_eq!(me["member"]["Name"], "node1.global");
     let members = body_json(send(&router, "GET", "/v1/agent/members", None).await).await;
     assert_eq!(members["Members"][0]["Status"], "alive");
     let servers = body_json(send(&router, "GET", "/v1/agent/servers", None).await).await;
-    assert_eq!(servers, json!(["127.0.0.1:4647"]));
+    assert_eq!(servers, json!(["127.0.0.1:4646"]));
     let deployments = body_text(send(&router, "GET", "/v1/deployments", None).await).await;
     assert_eq!(deployments, "[]");
     let deployment = send(&router, "GET", "/v1/deployment/abc", None).await;
     assert_eq!(deployment.status(), StatusCode::NOT_FOUND);
     let health = body_json(send(&router, "GET", "/v1/agent/health", None).await).await;
-    assert_eq!(health["server"]["ok"], true);
+    assert_eq!(
+        health,
+        json!({"client": {"ok": true, "message": "ok"}, "server": {"ok": true, "message": "ok"}})
+    );
+}
+
+#[tokio::test]
+async fn an_unhealthy_part_makes_agent_health_a_500_with_nomads_json() {
+    let (backend, router) = setup();
+    backend.set_health(crate::backend::AgentHealth {
+        client: Some(crate::backend::PartHealth::unhealthy(
+            "not registered with any server",
+        )),
+        server: Some(crate::backend::PartHealth::healthy()),
+    });
+    let response = send(&router, "GET", "/v1/agent/health", None).await;
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let body: Value = serde_json::from_str(&body_text(response).await).unwrap();
+    assert_eq!(
+        body,
+        json!({"client": {"ok": false, "message": "not registered with any server"},
+            "server": {"ok": true, "message": "ok"}})
+    );
+    let server_only = send(&router, "GET", "/v1/agent/health?type=server", None).await;
+    assert_eq!(server_only.status(), StatusCode::OK);
+    assert_eq!(
+        body_json(server_only).await,
+        json!({"server": {"ok": true, "message": "ok"}})
+    );
+}
+
+#[tokio::test]
+async fn a_server_only_agent_has_no_client_servers_and_a_client_only_agent_no_peers() {
+    let server_only = Arc::new(MemoryBackend::new(crate::backend::AgentInfo {
+        client_enabled: false,
+        client_servers: Vec::new(),
+        ..crate::backend::AgentOperations::agent_info(&MemoryBackend::dev())
+    }));
+    let router = app(Arc::clone(&server_only));
+    let servers = send(&router, "GET", "/v1/agent/servers", None).await;
+    assert_eq!(servers.status(), StatusCode::NOT_IMPLEMENTED);
+    assert_eq!(body_text(servers).await, "Invalid method");
+    let health = body_json(send(&router, "GET", "/v1/agent/health", None).await).await;
+    assert_eq!(health, json!({"server": {"ok": true, "message": "ok"}}));
+    let asked = send(&router, "GET", "/v1/agent/health?type=client", None).await;
+    assert_eq!(asked.status(), StatusCode::INTERNAL_SERVER_ERROR);
+
+    let client_only = Arc::new(MemoryBackend::new(crate::backend::AgentInfo {
+        server_enabled: false,
+        server_addr: String::new(),
+        client_servers: vec!["10.0.0.2:4646".into(), "10.0.0.1:4646".into()],
+        ..crate::backend::AgentOperations::agent_info(&MemoryBackend::dev())
+    }));
+    let router = app(Arc::clone(&client_only));
+    let servers = body_json(send(&router, "GET", "/v1/agent/servers", None).await).await;
+    assert_eq!(servers, json!(["10.0.0.1:4646", "10.0.0.2:4646"]));
+    let peers = body_json(send(&router, "GET", "/v1/status/peers", None).await).await;
+    assert_eq!(peers, json!([]));
 }
 
 #[tokio::test]
@@ -1678,4 +1736,76 @@ async fn client_allocs_block_until_the_server_changes_them_and_updates_merge_cli
         allocs[0]["Job"]["ID"], "web",
         "the full allocation, job included"
     );
+}
+
+/// What the Nomad 1.1.2 CLI sends for `nomad job run` of a jobspec without `count`: an
+/// uncanonicalized job, `null` for every default.
+const NOMAD_CLI_JOB_RUN_NO_COUNT: &str =
+    include_str!("../testdata/nomad-1.1.2/job-run-no-count.json");
+const NOMAD_CLI_JOB_VALIDATE_NO_COUNT: &str =
+    include_str!("../testdata/nomad-1.1.2/job-validate-no-count.json");
+
+/// Regression: the 1.1 CLI's `"Count": null` registered a job of count 0 that never ran. The
+/// expected values are those Nomad 1.1.2's agent stores for the same body.
+#[tokio::test]
+async fn a_job_from_the_nomad_cli_with_nulls_for_defaults_gets_nomads_defaults() {
+    for (method, path) in [("PUT", "/v1/jobs"), ("POST", "/v1/job/nocount")] {
+        let (_backend, router) = setup();
+        let body: Value = serde_json::from_str(NOMAD_CLI_JOB_RUN_NO_COUNT).unwrap();
+        let response = send(&router, method, path, Some(body)).await;
+        assert_eq!(
+            response.status(),
+            StatusCode::OK,
+            "{method} {path}: {}",
+            body_text(response).await
+        );
+        let job = body_json(send(&router, "GET", "/v1/job/nocount", None).await).await;
+        assert_eq!(job["Type"], "service");
+        assert_eq!(job["Priority"], 50);
+        assert_eq!(job["Namespace"], "default");
+        assert_eq!(job["Region"], "global");
+        assert_eq!(
+            (&job["Update"]["Stagger"], &job["Update"]["MaxParallel"]),
+            (&json!(30_000_000_000_i64), &json!(1))
+        );
+        let group = &job["TaskGroups"][0];
+        assert_eq!(group["Count"], 1, "{method} {path}");
+        assert_eq!(
+            group["RestartPolicy"],
+            json!({"Attempts": 2, "Delay": 15_000_000_000_i64,
+                "Interval": 1_800_000_000_000_i64, "Mode": "fail", "RenderTemplates": false})
+        );
+        assert_eq!(
+            group["ReschedulePolicy"],
+            json!({"Attempts": 0, "Delay": 30_000_000_000_i64, "DelayFunction": "exponential",
+                "Interval": 0, "MaxDelay": 3_600_000_000_000_i64, "Unlimited": true})
+        );
+        assert_eq!(group["EphemeralDisk"]["SizeMB"], 300);
+        assert_eq!(group["Update"]["MaxParallel"], 1);
+        assert_eq!(group["Update"]["HealthCheck"], "checks");
+        assert_eq!(group["Update"]["MinHealthyTime"], 10_000_000_000_i64);
+        assert_eq!(group["Update"]["HealthyDeadline"], 300_000_000_000_i64);
+        assert_eq!(group["Update"]["ProgressDeadline"], 600_000_000_000_i64);
+        assert_eq!(
+            group["Migrate"],
+            json!({"HealthCheck": "checks", "HealthyDeadline": 300_000_000_000_i64,
+                "MaxParallel": 1, "MinHealthyTime": 10_000_000_000_i64})
+        );
+        let task = &group["Tasks"][0];
+        assert_eq!(task["Resources"]["CPU"], 100);
+        assert_eq!(task["Resources"]["MemoryMB"], 300);
+        assert_eq!(task["KillTimeout"], 5_000_000_000_i64);
+        assert_eq!(task["LogConfig"]["MaxFiles"], 10);
+        assert_eq!(task["LogConfig"]["MaxFileSizeMB"], 10);
+        assert_eq!(task["RestartPolicy"], group["RestartPolicy"]);
+    }
+}
+
+#[tokio::test]
+async fn the_nomad_cli_validate_body_with_nulls_is_valid() {
+    let (_backend, router) = setup();
+    let body: Value = serde_json::from_str(NOMAD_CLI_JOB_VALIDATE_NO_COUNT).unwrap();
+    let answer = body_json(send(&router, "PUT", "/v1/validate/job", Some(body)).await).await;
+    assert_eq!(answer["ValidationErrors"], json!([]), "{answer}");
+    assert_eq!(answer["Error"], "");
 }

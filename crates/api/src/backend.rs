@@ -49,12 +49,48 @@ pub struct AgentInfo {
     pub version: String,
     /// The HTTP API address (`127.0.0.1:4646`).
     pub http_addr: String,
-    /// The address reported as the leader and the only peer (`127.0.0.1:4647`).
+    /// The address this agent's server is reached at, reported as the leader and the only
+    /// peer: servers talk HTTP, so it is the HTTP address. Empty without a server.
     pub server_addr: String,
+    /// The servers the local client talks to (`/v1/agent/servers`): the configured addresses,
+    /// or this agent's own when the server runs in process. Empty without a client.
+    pub client_servers: Vec<String>,
     pub server_enabled: bool,
     pub client_enabled: bool,
     /// The local client node's ID, empty without a client.
     pub node_id: String,
+}
+
+/// The health of one part of the agent, in Nomad's `/v1/agent/health` shape.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PartHealth {
+    pub ok: bool,
+    pub message: String,
+}
+
+impl PartHealth {
+    pub fn healthy() -> Self {
+        PartHealth {
+            ok: true,
+            message: "ok".to_string(),
+        }
+    }
+
+    pub fn unhealthy(message: impl Into<String>) -> Self {
+        PartHealth {
+            ok: false,
+            message: message.into(),
+        }
+    }
+}
+
+/// `/v1/agent/health`: a part the agent does not run is left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AgentHealth {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<PartHealth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<PartHealth>,
 }
 
 /// The agent as the HTTP layer sees it: what the state store answers ([`StateReads`]) and
@@ -120,6 +156,10 @@ pub trait StateReads: Send + Sync + 'static {
 /// node's operations (`drover_client::Client`).
 pub trait AgentOperations: Send + Sync + 'static {
     fn agent_info(&self) -> AgentInfo;
+
+    /// `/v1/agent/health`: whether the server part and the client part work, `None` for a
+    /// part this agent does not run.
+    fn agent_health(&self) -> impl Future<Output = AgentHealth> + Send;
 
     // Server writes.
 
@@ -360,6 +400,10 @@ impl<R: StateReads, O: Send + Sync + 'static> StateReads for Composed<R, O> {
 impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<R, O> {
     fn agent_info(&self) -> AgentInfo {
         self.operations.agent_info()
+    }
+
+    fn agent_health(&self) -> impl Future<Output = AgentHealth> + Send {
+        self.operations.agent_health()
     }
 
     fn register_job(

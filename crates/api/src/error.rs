@@ -23,6 +23,14 @@ pub enum ApiError {
     /// A route served with a method it does not take: 405 `Invalid method`.
     #[error("Invalid method")]
     MethodNotAllowed,
+    /// A route this agent does not serve in its role (a client route on a server-only agent):
+    /// 501 with the message, as Nomad answers.
+    #[error("{0}")]
+    NotImplemented(String),
+    /// `/v1/agent/health` of an agent with a failing part: 500 with the health JSON as text,
+    /// not logged as a failed request.
+    #[error("{0}")]
+    Unhealthy(String),
     /// The agent cannot serve this now (shutting down): 503.
     #[error("{0}")]
     Unavailable(String),
@@ -40,6 +48,10 @@ impl ApiError {
         ApiError::NotFound(message.into())
     }
 
+    pub fn not_implemented(message: impl Into<String>) -> Self {
+        ApiError::NotImplemented(message.into())
+    }
+
     pub fn internal(message: impl Into<String>) -> Self {
         ApiError::Internal(message.into())
     }
@@ -49,8 +61,9 @@ impl ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) | ApiError::NoRoute => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal(_) | ApiError::Unhealthy(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 }

@@ -19,7 +19,8 @@ use drover_structs::{
 };
 
 use crate::backend::{
-    AgentInfo, AgentOperations, ExecInput, ExecOutput, ExecRequest, ExecSession, StateReads, Table,
+    AgentHealth, AgentInfo, AgentOperations, ExecInput, ExecOutput, ExecRequest, ExecSession,
+    PartHealth, StateReads, Table,
 };
 use crate::error::ApiError;
 
@@ -54,6 +55,8 @@ struct Contents {
     alloc_dirs: BTreeMap<String, PathBuf>,
     client_calls: Vec<ClientCall>,
     eval_counter: u64,
+    /// What `/v1/agent/health` answers, when a test set it.
+    health: Option<AgentHealth>,
 }
 
 impl Contents {
@@ -125,7 +128,8 @@ impl MemoryBackend {
             node_name: "node1".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             http_addr: "127.0.0.1:4646".into(),
-            server_addr: "127.0.0.1:4647".into(),
+            server_addr: "127.0.0.1:4646".into(),
+            client_servers: vec!["127.0.0.1:4646".into()],
             server_enabled: true,
             client_enabled: true,
             node_id: String::new(),
@@ -261,6 +265,11 @@ impl MemoryBackend {
     }
 
     /// The client-node operations received so far.
+    /// Makes `/v1/agent/health` answer `health`.
+    pub fn set_health(&self, health: AgentHealth) {
+        self.lock().health = Some(health);
+    }
+
     pub fn client_calls(&self) -> Vec<ClientCall> {
         self.lock().client_calls.clone()
     }
@@ -480,6 +489,18 @@ impl StateReads for MemoryBackend {
 impl AgentOperations for MemoryBackend {
     fn agent_info(&self) -> AgentInfo {
         self.info.clone()
+    }
+
+    /// Each part the info says runs is healthy unless [`MemoryBackend::set_health`] says
+    /// otherwise.
+    async fn agent_health(&self) -> AgentHealth {
+        if let Some(health) = self.lock().health.clone() {
+            return health;
+        }
+        AgentHealth {
+            client: self.info.client_enabled.then(PartHealth::healthy),
+            server: self.info.server_enabled.then(PartHealth::healthy),
+        }
     }
 
     async fn register_job(

@@ -1057,7 +1057,7 @@ async fn job_allocs_eval_status_and_server_members() {
         vec![
             "node1.global",
             "127.0.0.1",
-            "4647",
+            "4646",
             "alive",
             "true",
             env!("CARGO_PKG_VERSION"),

@@ -332,6 +332,32 @@ pub struct HeartbeatStatus {
     pub last_heartbeat: Option<tokio::time::Instant>,
 }
 
+/// Whether a node is in touch with its servers (for `/v1/agent/health`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerContact {
+    /// Registered, and the last heartbeat was answered within the TTL.
+    Ok,
+    /// No server has accepted the node's registration yet.
+    NotRegistered,
+    /// The last answered heartbeat is older than the TTL the server gave.
+    HeartbeatOverdue { since: Duration },
+}
+
+impl HeartbeatStatus {
+    /// The node's contact with its servers at `now` (tokio time).
+    pub fn contact_at(&self, now: tokio::time::Instant) -> ServerContact {
+        let Some(last) = self.last_heartbeat.filter(|_| self.registered) else {
+            return ServerContact::NotRegistered;
+        };
+        let since = now.saturating_duration_since(last);
+        if since > self.ttl {
+            ServerContact::HeartbeatOverdue { since }
+        } else {
+            ServerContact::Ok
+        }
+    }
+}
+
 /// The node agent's client half. Cheap to share: every operation takes `&self`.
 pub struct Client<S: ServerConn, F: AllocRunnerFactory> {
     config: NodeConfig,
@@ -1143,6 +1169,28 @@ mod tests {
     };
 
     type SimClient = Client<InMemoryServer, SimAllocRunnerFactory>;
+
+    #[test]
+    fn contact_is_lost_once_the_last_answered_heartbeat_is_older_than_the_ttl() {
+        let beat = tokio::time::Instant::now();
+        let ttl = Duration::from_secs(10);
+        assert_eq!(
+            HeartbeatStatus::default().contact_at(beat),
+            ServerContact::NotRegistered
+        );
+        let status = HeartbeatStatus {
+            registered: true,
+            ttl,
+            last_heartbeat: Some(beat),
+        };
+        assert_eq!(status.contact_at(beat + ttl), ServerContact::Ok);
+        assert_eq!(
+            status.contact_at(beat + ttl + Duration::from_secs(1)),
+            ServerContact::HeartbeatOverdue {
+                since: ttl + Duration::from_secs(1)
+            }
+        );
+    }
 
     #[test]
     fn resource_settings_override_the_fingerprint_and_give_the_reserved_resources() {

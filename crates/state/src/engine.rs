@@ -508,6 +508,11 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
         self.events.subscribe(from_index, filter)
     }
 
+    /// Whether the writer still takes writes (false once it stopped or was shut down).
+    pub fn is_writable(&self) -> bool {
+        !self.queue.is_closed()
+    }
+
     /// The writer's counters.
     pub fn stats(&self) -> CommitStats {
         CommitStats {

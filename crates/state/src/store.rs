@@ -635,6 +635,11 @@ impl StateStore {
         self.engine.shutdown().await;
     }
 
+    /// Whether the store still takes writes (its writer runs and it was not closed).
+    pub fn is_writable(&self) -> bool {
+        self.engine.is_writable()
+    }
+
     /// A consistent read view of everything at one index.
     pub fn snapshot(&self) -> StateSnapshot {
         StateSnapshot {

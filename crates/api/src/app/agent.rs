@@ -1,11 +1,17 @@
-//! Answers about the agent itself: `/v1/agent/self` (lowercase top-level keys, as Nomad) and
-//! `/v1/agent/members`, built from [`AgentInfo`].
+//! Answers about the agent itself: `/v1/agent/self` (lowercase top-level keys, as Nomad),
+//! `/v1/agent/members`, built from [`AgentInfo`], and `/v1/agent/health`, from the backend's
+//! checks of its server and client parts.
 //!
-//! Not here: health of the server or client subsystems beyond "enabled".
+//! Not here: the checks themselves (the backend knows its parts).
 
 use serde_json::json;
 
-use crate::backend::{AgentInfo, ApiBackend};
+use axum::response::Response;
+
+use super::{Meta, json_response};
+use crate::backend::{AgentHealth, AgentInfo, ApiBackend, PartHealth};
+use crate::error::ApiError;
+use crate::params::QueryParams;
 
 pub(super) fn agent_self<B: ApiBackend>(backend: &B) -> serde_json::Value {
     let info = backend.agent_info();
@@ -34,11 +40,12 @@ pub(super) fn agent_self<B: ApiBackend>(backend: &B) -> serde_json::Value {
 }
 
 fn member(info: &AgentInfo) -> serde_json::Value {
+    // drover has no gossip port: the member is the agent, reached over HTTP.
     let (address, port) = info
-        .server_addr
+        .http_addr
         .rsplit_once(':')
-        .map(|(host, port)| (host.to_string(), port.parse::<u16>().unwrap_or(4647)))
-        .unwrap_or_else(|| (info.server_addr.clone(), 4647));
+        .and_then(|(host, port)| Some((host.to_string(), port.parse::<u16>().ok()?)))
+        .unwrap_or_else(|| (info.http_addr.clone(), 0));
     json!({
         "Name": format!("{}.{}", info.node_name, info.region),
         "Addr": address,
@@ -67,4 +74,44 @@ pub(super) fn agent_members<B: ApiBackend>(backend: &B) -> serde_json::Value {
         "ServerDC": info.datacenter,
         "Members": [member(&info)],
     })
+}
+
+/// `/v1/agent/health[?type=client|server]`: 200 with each part's health when every part asked
+/// about is ok, else 500 with the same JSON as text (Nomad's shape). A part asked for by `type`
+/// that the agent does not run is reported as not enabled.
+pub(super) async fn agent_health<B: ApiBackend>(
+    backend: &B,
+    params: &QueryParams,
+) -> Result<Response, ApiError> {
+    let mut health = backend.agent_health().await;
+    let asked: Vec<&str> = params.get_all("type").collect();
+    if !asked.is_empty() {
+        let client_asked = asked.contains(&"client");
+        let server_asked = asked.contains(&"server");
+        health = AgentHealth {
+            client: client_asked.then(|| {
+                health
+                    .client
+                    .take()
+                    .unwrap_or_else(|| PartHealth::unhealthy("client not enabled"))
+            }),
+            server: server_asked.then(|| {
+                health
+                    .server
+                    .take()
+                    .unwrap_or_else(|| PartHealth::unhealthy("server not enabled"))
+            }),
+        };
+    }
+    let all_ok = [&health.client, &health.server]
+        .into_iter()
+        .flatten()
+        .all(|part| part.ok);
+    if all_ok {
+        json_response(&health, params, Meta::Read(1))
+    } else {
+        let text = serde_json::to_string(&health)
+            .map_err(|error| ApiError::internal(format!("encoding the health: {error}")))?;
+        Err(ApiError::Unhealthy(text))
+    }
 }

@@ -25,7 +25,7 @@ mod exec;
 mod node_rpc;
 mod submit;
 
-use agent::{agent_members, agent_self};
+use agent::{agent_health, agent_members, agent_self};
 use submit::{parse_job, register, validate_job};
 
 use crate::backend::{ApiBackend, Table};
@@ -417,17 +417,7 @@ async fn handle<B: ApiBackend>(
         }
         Route::AgentSelf => json_response(&agent_self(backend), params, Meta::Read(1)),
         Route::AgentMembers => json_response(&agent_members(backend), params, Meta::Read(1)),
-        Route::AgentHealth => {
-            let info = backend.agent_info();
-            let mut health = serde_json::Map::new();
-            if info.client_enabled {
-                health.insert("client".into(), json!({"ok": true, "message": "ok"}));
-            }
-            if info.server_enabled {
-                health.insert("server".into(), json!({"ok": true, "message": "ok"}));
-            }
-            json_response(&health, params, Meta::Read(1))
-        }
+        Route::AgentHealth => agent_health(backend, params).await,
         Route::EventStream => {
             let filter = events::event_filter(params)?;
             let from_index = params.u64("index", 0)?;
@@ -443,7 +433,13 @@ async fn handle<B: ApiBackend>(
                 .into_response())
         }
         Route::AgentServers => {
-            json_response(&[backend.agent_info().server_addr], params, Meta::Read(1))
+            let info = backend.agent_info();
+            if !info.client_enabled {
+                return Err(ApiError::not_implemented("Invalid method"));
+            }
+            let mut servers = info.client_servers;
+            servers.sort();
+            json_response(&servers, params, Meta::Read(1))
         }
         Route::DeploymentList => {
             let (index, ()) =
@@ -458,7 +454,12 @@ async fn handle<B: ApiBackend>(
             json_response(&backend.agent_info().server_addr, params, Meta::Read(1))
         }
         Route::StatusPeers => {
-            json_response(&[backend.agent_info().server_addr], params, Meta::Read(1))
+            let info = backend.agent_info();
+            let peers: Vec<String> = Some(info.server_addr)
+                .filter(|address| !address.is_empty())
+                .into_iter()
+                .collect();
+            json_response(&peers, params, Meta::Read(1))
         }
         Route::Regions => json_response(&[backend.agent_info().region], params, Meta::Read(1)),
         Route::ClientAllocRestart { alloc_id } => {

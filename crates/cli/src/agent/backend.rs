@@ -10,9 +10,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use drover_api::backend::{AgentInfo, AgentOperations, ExecRequest, ExecSession};
+use drover_api::backend::{
+    AgentHealth, AgentInfo, AgentOperations, ExecRequest, ExecSession, PartHealth,
+};
 use drover_api::error::ApiError;
-use drover_client::node::{Client, ClientError, ClientErrorKind};
+use drover_client::node::{Client, ClientError, ClientErrorKind, ServerContact};
 use drover_client::runner_factory::TaskAllocRunnerFactory;
 use drover_server::{Server, ServerError};
 use drover_structs::{
@@ -72,6 +74,34 @@ impl AgentBackend {
 impl AgentOperations for AgentBackend {
     fn agent_info(&self) -> AgentInfo {
         self.info.clone()
+    }
+
+    /// The server part is healthy while its state store takes writes; the client part while it
+    /// is registered and its heartbeats are answered within the TTL.
+    async fn agent_health(&self) -> AgentHealth {
+        let server = self.server.as_ref().map(|server| {
+            if server.state().is_writable() {
+                PartHealth::healthy()
+            } else {
+                PartHealth::unhealthy("the state store takes no writes")
+            }
+        });
+        let client = self.client.as_ref().map(|client| {
+            match client
+                .heartbeat_status()
+                .contact_at(tokio::time::Instant::now())
+            {
+                ServerContact::Ok => PartHealth::healthy(),
+                ServerContact::NotRegistered => {
+                    PartHealth::unhealthy("not registered with any server")
+                }
+                ServerContact::HeartbeatOverdue { since } => PartHealth::unhealthy(format!(
+                    "no heartbeat answered for {}",
+                    drover_structs::DurationNs::from_std(since).to_go_string()
+                )),
+            }
+        });
+        AgentHealth { client, server }
     }
 
     async fn register_job(

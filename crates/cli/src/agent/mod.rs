@@ -168,7 +168,16 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
             node_name: config.name.clone(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
             http_addr: advertised.to_string(),
-            server_addr: format!("{}:4647", advertised.ip()),
+            server_addr: if config.server_enabled {
+                advertised.to_string()
+            } else {
+                String::new()
+            },
+            client_servers: match (&client, &server) {
+                (None, _) => Vec::new(),
+                (Some(_), Some(_)) => vec![advertised.to_string()],
+                (Some(_), None) => config.servers.clone(),
+            },
             server_enabled: config.server_enabled,
             client_enabled: config.client_enabled,
             node_id: client
