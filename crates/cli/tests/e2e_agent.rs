@@ -362,3 +362,42 @@ job "many" {
         (agent.get_json("/v1/job/many")["Status"] == "dead").then_some(())
     });
 }
+
+/// The mount points under `dir` in this mount namespace.
+fn mounts_under(dir: &std::path::Path) -> Vec<String> {
+    let prefix = format!("{}/", dir.display());
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .filter(|mount_point| mount_point.starts_with(&prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Regression: every stopped allocation left its tasks' secrets tmpfs mounted (hundreds of
+/// them on a machine that ran the suites a few times).
+#[test]
+fn a_purged_job_leaves_no_mount_behind() {
+    let agent = Agent::start_dev();
+    let marker = format!("purge-{}", std::process::id());
+    let (_dir, path) = write_jobspec("purged.hcl", &service_job("purged", 1, &marker));
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let allocs = wait_running(&agent, "purged", 1);
+    let alloc_id = allocs[0]["ID"].as_str().expect("alloc id").to_owned();
+    let alloc_dir = agent.data_dir.join("alloc").join(&alloc_id);
+    let mounted = mounts_under(&alloc_dir);
+    assert_eq!(
+        mounted,
+        vec![format!("{}/server/secrets", alloc_dir.display())],
+        "the running task has its secrets tmpfs (the e2e tests run as root)"
+    );
+
+    agent.cli_ok(&["job", "stop", "-purge", "purged"]);
+    wait_for("the task process to exit", LIMIT, || {
+        pids_with_cmdline(&marker).is_empty().then_some(())
+    });
+    wait_for("no mount left under the alloc dir", LIMIT, || {
+        mounts_under(&alloc_dir).is_empty().then_some(())
+    });
+}

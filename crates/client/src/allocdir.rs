@@ -9,7 +9,9 @@
 //! ```
 //!
 //! Names become paths only after [`validate_path_component`]. Building is idempotent (a restored
-//! runner builds again to re-check the layout); destroying unmounts the secrets tmpfs first.
+//! runner builds again to re-check the layout). The secrets tmpfs is unmounted once the
+//! allocation's tasks are done for good, before the dir is destroyed, and at start for
+//! allocations that are gone ([`unmount_leftovers`]).
 //!
 //! **Not** a filesystem API for users (the `fs` endpoints read these dirs, they do not live here),
 //! and no chroot population: drivers that isolate the filesystem do that in the shim.
@@ -145,9 +147,9 @@ impl AllocDir {
         })
     }
 
-    /// Removes the whole alloc dir, unmounting any task secrets tmpfs first. Missing dirs are
-    /// fine (destroy is idempotent).
-    pub fn destroy(&self) -> Result<(), AllocDirError> {
+    /// Unmounts the secrets tmpfs of every task (lazily: a process still inside keeps its view
+    /// until it leaves). For an allocation whose tasks will not run again; the dirs stay.
+    pub fn unmount_secrets(&self) {
         if let Ok(entries) = fs::read_dir(&self.root) {
             for entry in entries.flatten() {
                 let secrets = entry.path().join("secrets");
@@ -156,6 +158,12 @@ impl AllocDir {
                 }
             }
         }
+    }
+
+    /// Removes the whole alloc dir, unmounting any task secrets tmpfs first. Missing dirs are
+    /// fine (destroy is idempotent).
+    pub fn destroy(&self) -> Result<(), AllocDirError> {
+        self.unmount_secrets();
         match fs::remove_dir_all(&self.root) {
             Ok(()) => Ok(()),
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -165,6 +173,39 @@ impl AllocDir {
             }),
         }
     }
+}
+
+/// Unmounts every mount under `alloc_root` that belongs to an allocation not in `live` (an
+/// allocation gone while no agent ran, or left by an agent that crashed); `mountinfo` is the
+/// text of `/proc/self/mountinfo`. Answers how many were unmounted.
+pub fn unmount_leftovers(
+    alloc_root: &Path,
+    live: &std::collections::HashSet<String>,
+    mountinfo: &str,
+) -> usize {
+    let mut leftovers: Vec<PathBuf> = mountinfo
+        .lines()
+        .filter_map(crate::fingerprint::mount_point_of_mountinfo_line)
+        .map(PathBuf::from)
+        .filter(|mount_point| {
+            let Ok(inside) = mount_point.strip_prefix(alloc_root) else {
+                return false;
+            };
+            match inside.components().next() {
+                Some(Component::Normal(alloc_id)) => {
+                    !live.contains(alloc_id.to_string_lossy().as_ref())
+                }
+                _ => false,
+            }
+        })
+        .collect();
+    // Deepest first, so a mount stacked inside another goes before it.
+    leftovers.sort_by_key(|path| std::cmp::Reverse(path.components().count()));
+    leftovers.dedup();
+    for mount_point in &leftovers {
+        unmount_quietly(mount_point);
+    }
+    leftovers.len()
 }
 
 /// The directory of one task inside its alloc dir.
@@ -261,7 +302,7 @@ fn mount_secrets_tmpfs(secrets_dir: &Path, tmpfs_bytes: u64) -> bool {
 
 fn unmount_quietly(path: &Path) {
     if let Err(errno) = nix::mount::umount2(path, nix::mount::MntFlags::MNT_DETACH) {
-        tracing::warn!(path = %path.display(), %errno, "failed to unmount secrets tmpfs");
+        tracing::warn!(path = %path.display(), %errno, "failed to unmount");
     }
 }
 
@@ -296,6 +337,51 @@ mod tests {
         alloc_dir.destroy()?;
         assert!(!alloc_dir.root.exists());
         alloc_dir.destroy()?;
+        Ok(())
+    }
+
+    fn secrets_tmpfs(data: &Path, alloc_id: &str) -> Result<TaskDir, Box<dyn std::error::Error>> {
+        let alloc_dir = AllocDir::new(data, alloc_id)?;
+        alloc_dir.build()?;
+        let task_dir = alloc_dir.task_dir("web")?;
+        let backing = task_dir.build(true, 1024 * 1024)?;
+        if backing != SecretsBacking::Tmpfs {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI must run this as root, where a tmpfs can be mounted"
+            );
+            return Err("no tmpfs here (not root)".into());
+        }
+        Ok(task_dir)
+    }
+
+    /// Regression: the secrets tmpfs of allocations that were gone when an agent started (or
+    /// left by an agent that crashed) stayed mounted forever.
+    #[test]
+    fn leftover_mounts_of_gone_allocations_are_unmounted_and_live_ones_kept()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let data = tempfile::tempdir()?;
+        let (live, gone) = match (
+            secrets_tmpfs(data.path(), "live"),
+            secrets_tmpfs(data.path(), "gone"),
+        ) {
+            (Ok(live), Ok(gone)) => (live, gone),
+            _ => {
+                eprintln!("skipping: needs root to mount a tmpfs");
+                return Ok(());
+            }
+        };
+        let keep = std::collections::HashSet::from(["live".to_string()]);
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo")?;
+        assert_eq!(unmount_leftovers(data.path(), &keep, &mountinfo), 1);
+        assert!(!is_mount_point(&gone.secrets_dir));
+        assert!(is_mount_point(&live.secrets_dir));
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo")?;
+        assert_eq!(unmount_leftovers(data.path(), &keep, &mountinfo), 0);
+
+        AllocDir::new(data.path(), "live")?.unmount_secrets();
+        assert!(!is_mount_point(&live.secrets_dir));
+        assert!(live.secrets_dir.is_dir(), "the dirs stay");
         Ok(())
     }
 

@@ -393,6 +393,11 @@ struct MountLine<'a> {
     super_options: &'a str,
 }
 
+/// The mount point of one line of `/proc/self/mountinfo`, unescaped.
+pub(crate) fn mount_point_of_mountinfo_line(line: &str) -> Option<String> {
+    parse_mountinfo_line(line).map(|mount| mount.mount_point)
+}
+
 fn parse_mountinfo_line(line: &str) -> Option<MountLine<'_>> {
     // Fields: id parent major:minor root mount-point options [optional…] - fstype source super-opts
     let (before, after) = line.split_once(" - ")?;

@@ -92,14 +92,32 @@ impl AllocRunnerFactory for TaskAllocRunnerFactory {
 
     async fn restore(&self, context: &RunnerContext) -> Result<Vec<AllocRunner>, ClientError> {
         let deps = self.deps(context);
-        let restored = tokio::task::spawn_blocking(move || AllocRunner::restore_all(deps))
-            .await
-            .map_err(|join_error| ClientError::Restore {
-                message: join_error.to_string(),
-            })?
-            .map_err(|error| ClientError::Restore {
-                message: error.to_string(),
-            })?;
+        let alloc_root = deps.task.config.alloc_root_dir();
+        let restored = tokio::task::spawn_blocking(move || {
+            let restored = AllocRunner::restore_all(deps)?;
+            // Mounts of allocations that are gone (collected while no agent ran, or left by an
+            // agent that crashed) have nobody to unmount them but us.
+            let live: std::collections::HashSet<String> = restored
+                .iter()
+                .map(|runner| runner.alloc_id().to_string())
+                .collect();
+            let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+            let unmounted = crate::allocdir::unmount_leftovers(&alloc_root, &live, &mountinfo);
+            if unmounted > 0 {
+                tracing::info!(
+                    unmounted,
+                    "unmounted the leftovers of allocations that are gone"
+                );
+            }
+            Ok::<_, crate::allocrunner::AllocRunnerError>(restored)
+        })
+        .await
+        .map_err(|join_error| ClientError::Restore {
+            message: join_error.to_string(),
+        })?
+        .map_err(|error| ClientError::Restore {
+            message: error.to_string(),
+        })?;
         for runner in &restored {
             runner.run();
         }

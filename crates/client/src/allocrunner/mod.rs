@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use drover_structs::{
     Allocation, TASK_KILLING, TASK_LEADER_DEAD, TASK_MAIN_DEAD, TASK_RESTART_SIGNAL,
     TASK_SIBLING_FAILED, TASK_SIGNALING, TASK_SKIPPING_SHUTDOWN_DELAY, TASK_WAITING_SHUTDOWN_DELAY,
-    TaskEvent, TaskState, derive_client_status,
+    TaskEvent, TaskState, derive_client_status, is_terminal_client_status,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -472,6 +472,15 @@ impl AllocRunner {
             *last = client_status.to_string();
             changed
         };
+        if client_status_changed
+            && is_terminal_client_status(client_status)
+            && self.all_tasks_dead()
+        {
+            // Done for good: no task runs here again, so the secrets need no memory. The
+            // dirs stay for logs and files until the allocation is collected.
+            let alloc_dir = inner.alloc_dir.clone();
+            tokio::task::spawn_blocking(move || alloc_dir.unmount_secrets());
+        }
         let update = AllocClientUpdate {
             alloc_id: inner.alloc_id.clone(),
             client_status: client_status.to_string(),
