@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
-use drover::agent::in_process::InProcessServer;
+use drover_agent::in_process::InProcessServer;
 use drover_client::clock::{SharedClock, SystemClock};
 use drover_client::node_sim::{SimClient, SimRunnerTiming, start_simulated_node};
 use drover_client::server_conn::ServerConn;

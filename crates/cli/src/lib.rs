@@ -5,7 +5,6 @@
 //! [`run`] takes the arguments and the output streams and returns the exit code, so tests can
 //! drive every command without spawning a process. Not here: any orchestration logic.
 
-pub mod agent;
 mod argv;
 mod columnize;
 mod commands;
@@ -83,7 +82,7 @@ impl ApiFlags {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the agent (server and client)
-    Agent(agent::AgentArgs),
+    Agent(drover_agent::AgentArgs),
     /// Interact with jobs
     #[command(subcommand)]
     Job(commands::job::JobCommand),
@@ -130,7 +129,7 @@ pub async fn run(arguments: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Wr
             io.say(format!("drover v{}", env!("CARGO_PKG_VERSION")));
             0
         }
-        Command::Agent(arguments) => match agent::run(arguments).await {
+        Command::Agent(arguments) => match drover_agent::run(arguments).await {
             Ok(()) => 0,
             Err(error) => {
                 io.error(format!("Error running the agent: {error:#}"));

@@ -2,7 +2,7 @@
 //! agent running tasks), or both, serving Nomad's HTTP API. A client without a local server
 //! reaches its servers over their HTTP API (see [`server_link`]).
 //!
-//! This module owns the agent's flags and configuration and wires the library crates together;
+//! This crate owns the agent's flags and configuration and wires the library crates together;
 //! the work itself lives in those crates.
 
 pub mod backend;
