@@ -188,7 +188,7 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         server: server.clone(),
         client: client.clone(),
         alloc_root: data_dir.path().join("alloc"),
-        host_stats: drover_client::host_stats::HostStatsCollector::new(data_dir.path()),
+        host_stats: host_stats_collector(data_dir.path(), client.as_deref()),
     };
     let local_node_id = backend.info.node_id.clone();
     let app = drover_api::app(Arc::new(Composed {
@@ -436,4 +436,29 @@ fn drivers_for(config: &AgentConfig) -> anyhow::Result<Arc<dyn DriverCatalog>> {
         );
     }
     Ok(Arc::new(catalog))
+}
+
+/// The collector of `/v1/client/stats`, told the node's CPU and storage device when a client
+/// runs here.
+fn host_stats_collector(
+    data_dir: &std::path::Path,
+    client: Option<&LocalClient>,
+) -> drover_client::host_stats::HostStatsCollector {
+    let collector = drover_client::host_stats::HostStatsCollector::new(data_dir);
+    let Some(client) = client else {
+        return collector;
+    };
+    let node = client.node();
+    let cpu_total_mhz = node
+        .node_resources
+        .as_ref()
+        .map_or(0, |resources| resources.cpu.cpu_shares);
+    let device = node
+        .attributes
+        .get("unique.storage.volume")
+        .cloned()
+        .unwrap_or_default();
+    collector
+        .with_cpu_total_mhz(cpu_total_mhz)
+        .with_storage_device(device)
 }

@@ -126,6 +126,23 @@ pub struct HostStatsCollector {
     data_dir: PathBuf,
     alloc_dir: PathBuf,
     previous: Mutex<BTreeMap<String, CpuTimes>>,
+    /// The node's CPU in MHz over all cores (its fingerprint), for `CPUTicksConsumed`.
+    cpu_total_mhz: f64,
+    /// The device the data dir lives on (the node's `unique.storage.volume`): the CLI finds
+    /// the data dir's disk among `DiskStats` by it.
+    storage_device: String,
+}
+
+/// Nomad's `CPUTicksConsumed`: the MHz in use, each core's busy share of its part of
+/// `cpu_total_mhz`.
+pub fn cpu_ticks_consumed(cpus: &[HostCpuStats], cpu_total_mhz: f64) -> f64 {
+    if cpus.is_empty() {
+        return 0.0;
+    }
+    let per_core_mhz = cpu_total_mhz / cpus.len() as f64;
+    cpus.iter()
+        .map(|cpu| cpu.total / 100.0 * per_core_mhz)
+        .sum()
 }
 
 impl HostStatsCollector {
@@ -139,7 +156,21 @@ impl HostStatsCollector {
             data_dir,
             alloc_dir,
             previous: Mutex::new(previous),
+            cpu_total_mhz: 0.0,
+            storage_device: String::new(),
         }
+    }
+
+    /// Names the device the data dir lives on (the node's `unique.storage.volume`).
+    pub fn with_storage_device(mut self, device: impl Into<String>) -> Self {
+        self.storage_device = device.into();
+        self
+    }
+
+    /// Sets the node's CPU in MHz over all cores; without it `CPUTicksConsumed` is 0.
+    pub fn with_cpu_total_mhz(mut self, cpu_total_mhz: i64) -> Self {
+        self.cpu_total_mhz = cpu_total_mhz as f64;
+        self
     }
 
     /// Reads the machine now. `now_unix_ns` stamps the sample.
@@ -169,15 +200,22 @@ impl HostStatsCollector {
         } else {
             &self.data_dir
         };
+        let cpu_ticks_consumed = cpu_ticks_consumed(&cpu, self.cpu_total_mhz);
         HostStats {
             memory,
             cpu,
-            disk_stats: disk_stats(&self.data_dir).into_iter().collect(),
+            disk_stats: disk_stats(&self.data_dir)
+                .map(|disk| HostDiskStats {
+                    device: self.storage_device.clone(),
+                    ..disk
+                })
+                .into_iter()
+                .collect(),
             alloc_dir_stats: disk_stats(alloc_root),
             device_stats: Vec::new(),
             uptime,
             timestamp: now_unix_ns,
-            cpu_ticks_consumed: 0.0,
+            cpu_ticks_consumed,
         }
     }
 }
@@ -188,6 +226,21 @@ mod tests {
 
     const STAT_BEFORE: &str = "cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 10 0 10 80 0 0 0 0 0 0\nintr 1\n";
     const STAT_AFTER: &str = "cpu  40 0 20 140 0 0 0 0 0 0\ncpu0 40 0 20 140 0 0 0 0 0 0\nintr 1\n";
+
+    #[test]
+    fn ticks_consumed_are_each_cores_busy_share_of_its_mhz() {
+        let core = |total: f64| HostCpuStats {
+            cpu: String::new(),
+            user: total,
+            system: 0.0,
+            idle: 100.0 - total,
+            total,
+        };
+        // Two cores of a 6000 MHz node, one full and one a quarter busy.
+        let ticks = cpu_ticks_consumed(&[core(100.0), core(25.0)], 6000.0);
+        assert!((ticks - 3750.0).abs() < 1e-9, "{ticks}");
+        assert_eq!(cpu_ticks_consumed(&[], 6000.0), 0.0);
+    }
 
     #[test]
     fn cpu_percentages_come_from_the_difference_between_samples() {
