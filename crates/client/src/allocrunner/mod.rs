@@ -703,9 +703,16 @@ impl AllocRunner {
                 usage.insert(name.to_string(), entry.runner.stats().await?);
             }
             None => {
+                // Side by side: a task's figure may wait out a cpu window (see the driver).
+                let mut measuring = tokio::task::JoinSet::new();
                 for entry in &self.inner.tasks {
-                    if let Ok(task_usage) = entry.runner.stats().await {
-                        usage.insert(entry.runner.name().to_string(), task_usage);
+                    let runner = entry.runner.clone();
+                    measuring
+                        .spawn(async move { (runner.name().to_string(), runner.stats().await) });
+                }
+                while let Some(measured) = measuring.join_next().await {
+                    if let Ok((name, Ok(task_usage))) = measured {
+                        usage.insert(name, task_usage);
                     }
                 }
             }
