@@ -307,13 +307,16 @@ pub static FEATURES: &[Feature] = &[
     ),
     runs(
         "constraint",
-        "job, group and task level; every Nomad operator, checked against node attributes",
+        "job, group and task level: attribute, operator and value, or a shortcut (distinct_hosts, distinct_property, regexp, version, semver, set_contains, set_contains_all, set_contains_any, is_set, is_not_set), checked against node attributes",
     ),
     runs(
         "affinity",
-        "job, group and task level; scored as Nomad scores them",
+        "job, group and task level: attribute, operator, value and weight, or a shortcut (regexp, version, semver, set_contains, set_contains_all, set_contains_any); scored as Nomad scores them",
     ),
-    runs("spread", "job and group level; scored as Nomad scores them"),
+    runs(
+        "spread",
+        "job and group level: attribute, weight and target blocks with percent; scored as Nomad scores them",
+    ),
     row(
         "job > all_at_once",
         Status::RunsDifferently,
@@ -378,7 +381,7 @@ pub static FEATURES: &[Feature] = &[
     ),
     runs(
         "reschedule",
-        "job and group level: failed allocations are replaced on another node by the policy",
+        "job and group level: attempts, interval, delay, delay_function, max_delay and unlimited; failed allocations are replaced on another node by the policy",
     ),
     runs(
         "network",
@@ -541,15 +544,47 @@ pub static FEATURES: &[Feature] = &[
     ),
     runs(
         "lifecycle",
-        "prestart, poststart and poststop tasks, sidecars",
+        "hook (prestart, poststart, poststop) and sidecar, in Nomad's order",
     ),
     runs(
         "logs",
-        "rotation of stdout and stderr, or no logs when disabled",
+        "rotation of stdout and stderr (max_files, max_file_size), or no logs when disabled (enabled = false)",
     ),
     runs(
         "dispatch_payload",
-        "the payload of a dispatched job is written to the task's local dir (no job is dispatched until dispatch lands)",
+        "file: where the payload of a dispatched job is written in the task's local dir (no job is dispatched until dispatch lands)",
+    ),
+    row(
+        "task > kind",
+        Status::NeedsMissing,
+        "a task kind marks a Consul Connect proxy or gateway task",
+        CONSUL,
+        Detect::task(|task| when(!task.kind.is_empty(), "Kind")),
+    ),
+    row(
+        "restart > render_templates",
+        Status::NotYet,
+        "drover renders no templates, so none is re-rendered on restart",
+        "runs once drover renders templates",
+        Detect::group_and_task(
+            |group| {
+                when(
+                    group
+                        .restart_policy
+                        .as_ref()
+                        .is_some_and(|policy| policy.render_templates),
+                    "RestartPolicy.RenderTemplates",
+                )
+            },
+            |task| {
+                when(
+                    task.restart_policy
+                        .as_ref()
+                        .is_some_and(|policy| policy.render_templates),
+                    "RestartPolicy.RenderTemplates",
+                )
+            },
+        ),
     ),
     row(
         "template",
@@ -832,6 +867,9 @@ fn jobspec_name(relative_path: &str) -> String {
             "AllAtOnce" => "all_at_once",
             "EphemeralDisk" => "ephemeral_disk",
             "Sticky" => "sticky",
+            "Kind" => "kind",
+            "RestartPolicy" => "restart",
+            "RenderTemplates" => "render_templates",
             other => crate::schema::hcl_name_for_json_field(other).unwrap_or(other),
         };
         names.push(name.to_string());
@@ -898,4 +936,90 @@ pub fn reference_markdown() -> String {
         page.push('\n');
     }
     page
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::schema::{BodyKind, BodySchema};
+
+    /// The words a row speaks of: its name, and for rows that run, what it says it runs.
+    fn covered_words() -> (BTreeSet<&'static str>, BTreeSet<&'static str>) {
+        let split = |text: &'static str| {
+            text.split(|character: char| !(character.is_ascii_alphanumeric() || character == '_'))
+                .filter(|word| !word.is_empty())
+                .collect::<Vec<_>>()
+        };
+        let mut words = BTreeSet::new();
+        let mut refused = BTreeSet::new();
+        for feature in FEATURES {
+            words.extend(split(feature.name));
+            if feature.status == Status::Runs {
+                words.extend(split(feature.reason));
+            }
+            if feature.status.is_refused() {
+                // Only the refused block itself, not the blocks its name is nested in.
+                let own = feature
+                    .name
+                    .rsplit_once('>')
+                    .map_or(feature.name, |(_, own)| own);
+                refused.extend(split(own));
+            }
+        }
+        (words, refused)
+    }
+
+    fn uncovered(
+        schema: &'static BodySchema,
+        path: &str,
+        refused_ancestor: bool,
+        words: &BTreeSet<&'static str>,
+        refused: &BTreeSet<&'static str>,
+        missing: &mut Vec<String>,
+    ) {
+        for argument in schema.arguments {
+            if !refused_ancestor && !words.contains(argument.name) {
+                missing.push(format!("{path} > {} (argument)", argument.name));
+            }
+        }
+        for block in schema.blocks {
+            let covered = refused_ancestor || words.contains(block.name);
+            if !covered {
+                missing.push(format!("{path} > {}", block.name));
+            }
+            if let BodyKind::Schema(body) = block.body {
+                uncovered(
+                    body,
+                    &format!("{path} > {}", block.name),
+                    refused_ancestor || refused.contains(block.name),
+                    words,
+                    refused,
+                    missing,
+                );
+            }
+        }
+    }
+
+    /// Every block and argument the decoder accepts is named by a row of the table (directly, or
+    /// inside a refused block), so nothing decodes without the table saying what happens to it.
+    #[test]
+    fn every_decoded_block_and_argument_has_a_row() {
+        let (words, refused) = covered_words();
+        let mut missing = Vec::new();
+        uncovered(
+            &crate::schema::JOB,
+            "job",
+            false,
+            &words,
+            &refused,
+            &mut missing,
+        );
+        assert!(
+            missing.is_empty(),
+            "decoded but not in the support table:\n{}",
+            missing.join("\n")
+        );
+    }
 }
