@@ -25,6 +25,9 @@ pub(crate) struct DecodedJob {
     pub job: JsonValue,
     /// JSON field path (`TaskGroups[0].Tasks[1].Resources.MemoryMB`) → byte offset.
     pub locations: BTreeMap<String, usize>,
+    /// Errors in the job body. The job holds everything that did decode, so validation can
+    /// still report the problems of the rest.
+    pub errors: Vec<Diagnostic>,
 }
 
 /// Where the walker is, for messages and field paths.
@@ -194,14 +197,11 @@ pub(crate) fn decode_job_file(
     job.entry("Name")
         .or_insert_with(|| JsonValue::String(job_label.clone()));
 
-    if walker.diagnostics.is_empty() {
-        Ok(DecodedJob {
-            job: JsonValue::Object(job),
-            locations: walker.locations,
-        })
-    } else {
-        Err(walker.diagnostics)
-    }
+    Ok(DecodedJob {
+        job: JsonValue::Object(job),
+        locations: walker.locations,
+        errors: walker.diagnostics,
+    })
 }
 
 /// The arguments of a `locals` or `variables` block, which may hold nothing else.
