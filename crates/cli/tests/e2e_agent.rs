@@ -253,6 +253,30 @@ fn a_bad_jobspec_sent_to_the_api_gets_400_with_every_error() {
 }
 
 #[test]
+fn a_job_using_what_cannot_run_here_is_refused_by_the_agent_and_nothing_starts() {
+    let agent = Agent::start_dev();
+    let hcl = "job \"later\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"raw_exec\"\n      config {\n        command = \"/bin/sleep\"\n        args    = [\"600\"]\n      }\n      template {\n        data        = \"x\"\n        destination = \"local/x\"\n      }\n    }\n  }\n}\n";
+    // It parses as Nomad parses it...
+    let parse = serde_json::json!({"JobHCL": hcl, "Canonicalize": true});
+    let (status, parsed) = http(
+        "POST",
+        &agent.url("/v1/jobs/parse"),
+        Some(&parse.to_string()),
+    );
+    assert_eq!(status, 200, "{parsed}");
+    // ...but a register is refused, naming the block and what would make it run.
+    let register = format!("{{\"Job\": {parsed}}}");
+    let (status, text) = http("PUT", &agent.url("/v1/jobs"), Some(&register));
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains("TaskGroups[0].Tasks[0].Templates[0]: group \"g\" task \"t\": template cannot run here: drover renders no templates; runs once drover renders templates"),
+        "{text}"
+    );
+    let (status, jobs) = http("GET", &agent.url("/v1/jobs"), None);
+    assert_eq!((status, jobs.trim()), (200, "[]"));
+}
+
+#[test]
 fn the_node_advertises_the_agents_own_http_address() {
     let agent = Agent::start_dev();
     let nodes = wait_for("the node to register", LIMIT, || {

@@ -10,16 +10,19 @@
 //! A field the decoder produced that does not survive the `Job` round trip is reported as
 //! unsupported, so nothing in a jobspec is ever dropped silently.
 //!
-//! Supported blocks: `job`, `group`, `task`, `config`, `env`, `meta`, `resources`, `restart`,
+//! Decoded blocks: `job`, `group`, `task`, `config`, `env`, `meta`, `resources`, `restart`,
 //! `reschedule` (job and group), `lifecycle`, `template` (with `wait`, `change_script`),
 //! `artifact` (with `options`, `headers`), `service` and `check` (with `check_restart`,
 //! `header`), `constraint`, `affinity`, `spread` (with `target`), `network` and `port`, `logs`,
 //! `dispatch_payload`, `parameterized`, `periodic`, `update`, `ephemeral_disk`, `identity`, and
-//! the top-level `variable`, `variables` and `locals`. Blocks Nomad has and drover refuses with
-//! a reason (`vault`, `consul`, `volume`, `volume_mount`, `csi_plugin`, `scaling`,
-//! `multiregion`, `connect`, `device`, `secret`, `dynamic`, ...) are listed by
-//! [`refused_blocks`].
+//! the top-level `variable`, `variables` and `locals`. Blocks Nomad has and the decoder refuses
+//! with a reason are listed by [`refused_blocks`].
+//!
+//! Decoding is not running: which decoded features run here, which run differently from Nomad
+//! and which a register refuses is the support table in [`support`] (`docs/jobspec.md` is
+//! generated from it).
 
+mod cron;
 mod decode;
 mod diagnostic;
 mod duration;
@@ -27,6 +30,7 @@ mod eval;
 mod hcl_parse;
 mod schema;
 mod suggest;
+pub mod support;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -39,6 +43,7 @@ pub use diagnostic::{Diagnostic, Diagnostics, Position, SourceMap};
 pub use duration::{DurationError, parse_go_duration};
 pub use eval::VarValues;
 pub use schema::refused_blocks;
+pub use support::{Refusal, SupportReport};
 
 /// Why a jobspec file could not be turned into a job.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +65,61 @@ pub fn parse_hcl(
     filename: &str,
     variable_values: &VarValues,
 ) -> Result<Job, Diagnostics> {
+    parse_hcl_located(source, filename, variable_values).map(|(job, _)| job)
+}
+
+/// Where the fields of a parsed jobspec are in its source, to locate problems found later (the
+/// refusals of [`support::check`]). Empty for JSON jobs, whose messages name the field path.
+#[derive(Debug, Clone, Default)]
+pub struct JobLocations {
+    file: String,
+    positions: BTreeMap<String, Position>,
+}
+
+impl JobLocations {
+    /// No positions: a job read from JSON (messages then name the field path).
+    pub fn without_source(file: &str) -> Self {
+        JobLocations {
+            file: file.to_string(),
+            positions: BTreeMap::new(),
+        }
+    }
+
+    /// The position of a JSON field path, or of its nearest located ancestor.
+    pub fn locate(&self, field_path: &str) -> Option<Position> {
+        let mut path = field_path;
+        loop {
+            if let Some(position) = self.positions.get(path) {
+                return Some(*position);
+            }
+            if path.is_empty() {
+                return None;
+            }
+            let cut = path.rfind(['.', '[']).unwrap_or(0);
+            path = &path[..cut];
+        }
+    }
+
+    /// The refusals of `report` as diagnostics of this file, located where the source is known.
+    pub fn refusal_diagnostics(&self, report: &SupportReport) -> Diagnostics {
+        let mut diagnostics = Diagnostics(
+            report
+                .refusals
+                .iter()
+                .map(|refusal| refusal.to_diagnostic(&self.file, &|path| self.locate(path)))
+                .collect(),
+        );
+        diagnostics.sort_and_dedup();
+        diagnostics
+    }
+}
+
+/// [`parse_hcl`], also answering where each field is in the source.
+pub fn parse_hcl_located(
+    source: &str,
+    filename: &str,
+    variable_values: &VarValues,
+) -> Result<(Job, JobLocations), Diagnostics> {
     let source_map = SourceMap::new(source);
     let body = hcl_parse::parse_body(source, filename, &source_map)?;
     let decoded = decode::decode_job_file(&body, filename, &source_map, variable_values)
@@ -70,7 +130,27 @@ pub fn parse_hcl(
     let locate = |field_path: &str| {
         nearest_location(&locations, field_path).map(|offset| source_map.position(offset))
     };
-    build_and_validate(user_json, filename, &locate, FieldCheck::ReportDropped)
+    let built = build_and_validate(user_json, filename, &locate, FieldCheck::ReportDropped);
+    let job = match (built, decoded.errors) {
+        (Ok(job), errors) if errors.is_empty() => job,
+        (Ok(_), errors) => return Err(finish_diagnostics(errors)),
+        // A decode error does not hide the validation errors of what did decode.
+        (Err(validation), mut errors) => {
+            errors.extend(without_cascades(validation, &errors));
+            return Err(finish_diagnostics(errors));
+        }
+    };
+    let positions = locations
+        .iter()
+        .map(|(path, offset)| (path.clone(), source_map.position(*offset)))
+        .collect();
+    Ok((
+        job,
+        JobLocations {
+            file: filename.to_string(),
+            positions,
+        },
+    ))
 }
 
 /// Parses a JSON job, either `{"Job": {...}}` (the API's register body) or the bare job object,
@@ -117,6 +197,14 @@ pub fn parse_json(source: &str, filename: &str) -> Result<Job, Diagnostics> {
 /// Reads a jobspec file: `.json` files (or text starting with `{`) as JSON, anything else as
 /// HCL2.
 pub fn parse_any(path: &Path, variable_values: &VarValues) -> Result<Job, JobspecError> {
+    parse_any_located(path, variable_values).map(|(job, _)| job)
+}
+
+/// [`parse_any`], also answering where each field is in the source (nothing for JSON).
+pub fn parse_any_located(
+    path: &Path,
+    variable_values: &VarValues,
+) -> Result<(Job, JobLocations), JobspecError> {
     let source = std::fs::read_to_string(path).map_err(|source| JobspecError::Read {
         path: path.to_path_buf(),
         source,
@@ -127,9 +215,16 @@ pub fn parse_any(path: &Path, variable_values: &VarValues) -> Result<Job, Jobspe
         .is_some_and(|extension| extension.eq_ignore_ascii_case("json"))
         || source.trim_start().starts_with('{');
     if is_json {
-        parse_json(&source, &filename).map_err(JobspecError::Invalid)
+        let job = parse_json(&source, &filename).map_err(JobspecError::Invalid)?;
+        Ok((
+            job,
+            JobLocations {
+                file: filename,
+                positions: BTreeMap::new(),
+            },
+        ))
     } else {
-        parse_hcl(&source, &filename, variable_values).map_err(JobspecError::Invalid)
+        parse_hcl_located(&source, &filename, variable_values).map_err(JobspecError::Invalid)
     }
 }
 
@@ -166,9 +261,44 @@ pub fn decode_hcl_to_json(
 ) -> Result<(JsonValue, BTreeMap<String, usize>), Diagnostics> {
     let source_map = SourceMap::new(source);
     let body = hcl_parse::parse_body(source, filename, &source_map)?;
-    decode::decode_job_file(&body, filename, &source_map, variable_values)
-        .map(|decoded| (decoded.job, decoded.locations))
-        .map_err(finish_diagnostics)
+    let decoded = decode::decode_job_file(&body, filename, &source_map, variable_values)
+        .map_err(finish_diagnostics)?;
+    if decoded.errors.is_empty() {
+        Ok((decoded.job, decoded.locations))
+    } else {
+        Err(finish_diagnostics(decoded.errors))
+    }
+}
+
+/// Validation errors of a partly decoded job, minus the echoes of its decode errors: those on a
+/// line a decode error already names, and "missing" errors in a group or task whose body had a
+/// decode error (a misspelt or mistyped `driver`, an unlabelled `task`: its absence is no
+/// second problem).
+fn without_cascades(validation: Diagnostics, decode_errors: &[Diagnostic]) -> Vec<Diagnostic> {
+    let context = |diagnostic: &Diagnostic| -> String {
+        diagnostic
+            .message
+            .split_once(": ")
+            .map_or(String::new(), |(context, _)| context.to_string())
+    };
+    let error_lines: std::collections::BTreeSet<usize> = decode_errors
+        .iter()
+        .filter_map(|diagnostic| diagnostic.position.map(|position| position.line))
+        .collect();
+    let error_contexts: std::collections::BTreeSet<String> =
+        decode_errors.iter().map(context).collect();
+    validation
+        .into_iter()
+        .filter(|diagnostic| {
+            let same_line = diagnostic
+                .position
+                .is_some_and(|position| error_lines.contains(&position.line));
+            let says_missing = diagnostic.message.contains(" is missing")
+                || diagnostic.message.contains(" needs at least one ");
+            let echoes_missing = says_missing && error_contexts.contains(&context(diagnostic));
+            !(same_line || echoes_missing)
+        })
+        .collect()
 }
 
 fn finish_diagnostics(diagnostics: Vec<Diagnostic>) -> Diagnostics {

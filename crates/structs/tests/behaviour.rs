@@ -958,3 +958,16 @@ fn the_api_view_of_a_node_has_the_legacy_resources_and_reserved() {
         "derived, never stored"
     );
 }
+
+#[test]
+fn a_spread_without_a_weight_gets_fifty_as_the_api_gives_it() {
+    let absent: drover_structs::Spread =
+        serde_json::from_value(serde_json::json!({"Attribute": "${node.datacenter}"})).unwrap();
+    assert_eq!(absent.weight, 50);
+    let explicit: drover_structs::Spread =
+        serde_json::from_value(serde_json::json!({"Attribute": "x", "Weight": 0})).unwrap();
+    assert_eq!(
+        explicit.weight, 0,
+        "an explicit weight is kept for validation to judge"
+    );
+}
