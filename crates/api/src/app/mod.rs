@@ -80,6 +80,11 @@ pub fn app_with_options<B: ApiBackend>(backend: Arc<B>, options: ApiOptions) -> 
             axum::routing::any(exec::exec_endpoint::<B>),
         )
         .fallback(dispatch::<B>)
+        // The one body limit is applied around the whole agent (see `body_limit`); the
+        // extractor's own default must not be a second, different one.
+        .layer(axum::extract::DefaultBodyLimit::max(
+            crate::MAX_REQUEST_BODY,
+        ))
         .with_state(AppState { backend, options })
 }
 
