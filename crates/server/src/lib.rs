@@ -381,7 +381,7 @@ impl Server {
             .send(PlanRequest {
                 commit: Commit::MigrateAlloc {
                     alloc_id: alloc_id.to_owned(),
-                    eval,
+                    eval: Box::new(eval),
                 },
                 reply,
             })

@@ -44,11 +44,14 @@ impl PlanResult {
 
 /// What the applier is asked to commit.
 pub(crate) enum Commit {
-    /// A worker's plan.
-    Plan(Plan),
+    /// A worker's plan (boxed, as the evaluation below: queued requests stay small).
+    Plan(Box<Plan>),
     /// `alloc stop`: mark the allocation for migration and store `eval`, which acts on it, in
     /// one write.
-    MigrateAlloc { alloc_id: String, eval: Evaluation },
+    MigrateAlloc {
+        alloc_id: String,
+        eval: Box<Evaluation>,
+    },
 }
 
 pub(crate) struct PlanRequest {
@@ -64,9 +67,9 @@ pub(crate) async fn run(
 ) {
     while let Some(request) = requests.recv().await {
         let result = match request.commit {
-            Commit::Plan(plan) => apply(&state, clock.as_ref(), plan).await,
+            Commit::Plan(plan) => apply(&state, clock.as_ref(), *plan).await,
             Commit::MigrateAlloc { alloc_id, eval } => {
-                migrate_alloc(&state, clock.as_ref(), &alloc_id, eval).await
+                migrate_alloc(&state, clock.as_ref(), &alloc_id, *eval).await
             }
         };
         // The worker may have given up (shutdown); the commit stands either way.
@@ -304,7 +307,7 @@ mod tests {
         let (stop_reply, stop_done) = oneshot::channel();
         requests
             .send(PlanRequest {
-                commit: Commit::Plan(plan),
+                commit: Commit::Plan(Box::new(plan)),
                 reply: plan_reply,
             })
             .await
@@ -313,7 +316,7 @@ mod tests {
             .send(PlanRequest {
                 commit: Commit::MigrateAlloc {
                     alloc_id: "alloc-0".to_string(),
-                    eval: stop_eval,
+                    eval: Box::new(stop_eval),
                 },
                 reply: stop_reply,
             })

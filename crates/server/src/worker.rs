@@ -111,7 +111,7 @@ async fn submit(server: &ServerInner, plan: Plan) -> Result<PlanResult, ServerEr
     server
         .plans
         .send(PlanRequest {
-            commit: Commit::Plan(plan),
+            commit: Commit::Plan(Box::new(plan)),
             reply,
         })
         .await
