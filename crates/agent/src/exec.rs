@@ -29,8 +29,12 @@ use tokio::sync::mpsc;
 
 /// How many output chunks may wait for the caller.
 const OUTPUT_BUFFER: usize = 64;
-/// How many input messages may wait for the command.
-const INPUT_BUFFER: usize = 64;
+/// How many input messages may wait for the command. Input is bounded end to end: while the
+/// command does not read, one write blocks, the queue behind it fills, and the websocket stops
+/// being read, which pushes back on the caller over TCP instead of growing the agent's memory.
+const INPUT_BUFFER: usize = 4;
+/// How many stdin writes may queue behind the one in progress.
+const STDIN_QUEUE: usize = 1;
 /// With a terminal, how long the first input may take to arrive: a `tty_size` sent at once is
 /// applied before the command starts, so the command sees the caller's size from its first line.
 const FIRST_TTY_SIZE_WAIT: Duration = Duration::from_millis(100);
@@ -126,15 +130,27 @@ fn kill_process_group(child: &Child) {
     }
 }
 
+/// What one input does to the command's standard input.
+enum StdinAction {
+    Write(Vec<u8>),
+    Close,
+    Nothing,
+}
+
 /// Waits for the command, following the caller's input; `None` when the caller went away (the
-/// command is then killed and reaped).
+/// command is then killed and reaped). Stdin bytes go to `stdin`, a bounded queue: while a
+/// write waits for room, no further input is taken, so a command that never reads holds the
+/// caller back rather than piling input up here.
 async fn follow_until_exit(
     child: &mut Child,
     input: &mut mpsc::Receiver<ExecInput>,
     output: &mpsc::Sender<ExecOutput>,
-    mut on_input: impl FnMut(ExecInput),
+    mut stdin: Option<mpsc::Sender<Vec<u8>>>,
+    mut on_input: impl FnMut(ExecInput) -> StdinAction,
 ) -> Result<Option<i32>, String> {
+    let mut waiting: Option<Vec<u8>> = None;
     loop {
+        let room = stdin.clone();
         tokio::select! {
             status = child.wait() => {
                 let status = status.map_err(|error| format!("waiting for the command: {error}"))?;
@@ -143,8 +159,21 @@ async fn follow_until_exit(
                 kill_process_group(child);
                 return Ok(Some(exit_code_of(status)));
             }
-            received = input.recv() => match received {
-                Some(item) => on_input(item),
+            permit = async move { room?.reserve_owned().await.ok() }, if waiting.is_some() => {
+                match (permit, waiting.take()) {
+                    (Some(permit), Some(data)) => {
+                        permit.send(data);
+                    }
+                    // The writer is gone (the command closed its input): nothing more to write.
+                    _ => stdin = None,
+                }
+            }
+            received = input.recv(), if waiting.is_none() => match received {
+                Some(item) => match on_input(item) {
+                    StdinAction::Write(data) if stdin.is_some() => waiting = Some(data),
+                    StdinAction::Write(_) | StdinAction::Nothing => {}
+                    StdinAction::Close => stdin = None,
+                },
                 None => {
                     kill_process_group(child);
                     let _ = child.wait().await;
@@ -217,9 +246,9 @@ async fn run_with_pipes(
         )));
     }
     // Standard input is written by its own task so a command that does not read never holds up
-    // the session; dropping the sender closes the pipe once what was sent is written.
-    let mut stdin_sender = child.stdin.take().map(|mut stdin| {
-        let (sender, mut receiver) = mpsc::unbounded_channel::<Vec<u8>>();
+    // its output; dropping the sender closes the pipe once what was sent is written.
+    let stdin_sender = child.stdin.take().map(|mut stdin| {
+        let (sender, mut receiver) = mpsc::channel::<Vec<u8>>(STDIN_QUEUE);
         tokio::spawn(async move {
             while let Some(data) = receiver.recv().await {
                 if stdin.write_all(&data).await.is_err() {
@@ -229,15 +258,17 @@ async fn run_with_pipes(
         });
         sender
     });
-    let exit = follow_until_exit(&mut child, &mut input, &output, |item| match item {
-        ExecInput::Stdin(data) => {
-            if let Some(sender) = &stdin_sender {
-                let _ = sender.send(data);
-            }
-        }
-        ExecInput::StdinClose => stdin_sender = None,
-        ExecInput::TtySize { .. } => {}
-    })
+    let exit = follow_until_exit(
+        &mut child,
+        &mut input,
+        &output,
+        stdin_sender,
+        |item| match item {
+            ExecInput::Stdin(data) => StdinAction::Write(data),
+            ExecInput::StdinClose => StdinAction::Close,
+            ExecInput::TtySize { .. } => StdinAction::Nothing,
+        },
+    )
     .await?;
     if exit.is_some() {
         drain(pumps).await;
@@ -370,7 +401,7 @@ async fn run_with_terminal(
     let watched = AsyncFd::new(master);
     let master = Arc::new(watched.map_err(|error| format!("watching the terminal: {error}"))?);
     let pump = tokio::spawn(pump_terminal_output(Arc::clone(&master), output.clone()));
-    let (writes, mut write_queue) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (writes, mut write_queue) = mpsc::channel::<Vec<u8>>(STDIN_QUEUE);
     let writer_master = Arc::clone(&master);
     let writer = tokio::spawn(async move {
         while let Some(data) = write_queue.recv().await {
@@ -380,19 +411,22 @@ async fn run_with_terminal(
         }
     });
     let handle_input = |item: ExecInput| match item {
-        ExecInput::Stdin(data) => {
-            let _ = writes.send(data);
-        }
+        ExecInput::Stdin(data) => StdinAction::Write(data),
         // End of input on a terminal is the EOF character at the start of a line.
-        ExecInput::StdinClose => {
-            let _ = writes.send(vec![0x04]);
+        ExecInput::StdinClose => StdinAction::Write(vec![0x04]),
+        ExecInput::TtySize { height, width } => {
+            set_window_size(master.get_ref(), height, width);
+            StdinAction::Nothing
         }
-        ExecInput::TtySize { height, width } => set_window_size(master.get_ref(), height, width),
     };
-    if let Some(item) = early_input {
-        handle_input(item);
+    if let Some(item) = early_input
+        && let StdinAction::Write(data) = handle_input(item)
+    {
+        // The queue is empty: the first write always has room.
+        let _ = writes.try_send(data);
     }
-    let exit = follow_until_exit(&mut child, &mut input, &output, handle_input).await?;
+    let exit =
+        follow_until_exit(&mut child, &mut input, &output, Some(writes), handle_input).await?;
     writer.abort();
     if exit.is_some() {
         drain(vec![pump]).await;
