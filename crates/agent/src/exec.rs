@@ -7,8 +7,7 @@
 //! Not here: finding the task's context (the client does) or the websocket protocol (the API
 //! crate does). Each session owns its own process, terminal and tasks; sessions share nothing.
 
-use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
@@ -17,10 +16,9 @@ use std::time::Duration;
 use drover_api::backend::{ExecInput, ExecOutput, ExecSession};
 use drover_client::taskrunner::TaskExecContext;
 use drover_shim::exec_mode::{ExecCgroup, ExecSpec};
-use nix::fcntl::OFlag;
-use nix::pty::PtyMaster;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
+use rustix::pty::OpenptFlags;
 use tokio::io::AsyncReadExt;
 use tokio::io::AsyncWriteExt;
 use tokio::io::unix::AsyncFd;
@@ -279,55 +277,40 @@ async fn run_with_pipes(
 }
 
 /// Sets the terminal's window size (the command gets SIGWINCH).
-fn set_window_size(master: &PtyMaster, height: u16, width: u16) {
-    nix::ioctl_write_ptr_bad!(
-        set_window_size_ioctl,
-        nix::libc::TIOCSWINSZ,
-        nix::libc::winsize
-    );
-    let size = nix::libc::winsize {
+fn set_window_size(master: &impl AsFd, height: u16, width: u16) {
+    let size = rustix::termios::Winsize {
         ws_row: height,
         ws_col: width,
         ws_xpixel: 0,
         ws_ypixel: 0,
     };
-    // SAFETY: TIOCSWINSZ reads one `winsize`, which lives on this stack frame for the call, from
-    // an fd this session owns.
-    #[allow(unsafe_code)]
-    let _ = unsafe { set_window_size_ioctl(std::os::fd::AsRawFd::as_raw_fd(master), &size) };
+    if let Err(error) = rustix::termios::tcsetwinsize(master, size) {
+        tracing::debug!(%error, "cannot set the exec terminal's size");
+    }
 }
 
 /// Opens a pseudo-terminal: the master (non-blocking, close-on-exec) and the slave (a file,
-/// close-on-exec), so no other process started meanwhile inherits either.
-fn open_terminal() -> Result<(PtyMaster, std::fs::File), String> {
-    let failed = |error: nix::Error| format!("opening a terminal: {error}");
-    let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
-        .map_err(failed)?;
-    nix::pty::grantpt(&master).map_err(failed)?;
-    nix::pty::unlockpt(&master).map_err(failed)?;
-    let slave_path = nix::pty::ptsname_r(&master).map_err(failed)?;
-    nix::fcntl::fcntl(
-        master.as_fd(),
-        nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK),
-    )
-    .map_err(failed)?;
-    let slave = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(nix::libc::O_NOCTTY)
-        .open(&slave_path)
-        .map_err(|error| format!("opening terminal {slave_path}: {error}"))?;
-    Ok((master, slave))
+/// close-on-exec, opened from the master rather than by name), so no other process started
+/// meanwhile inherits either.
+fn open_terminal() -> Result<(OwnedFd, std::fs::File), String> {
+    let failed = |error: rustix::io::Errno| format!("opening a terminal: {error}");
+    let flags = OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC;
+    let master = rustix::pty::openpt(flags).map_err(failed)?;
+    rustix::pty::grantpt(&master).map_err(failed)?;
+    rustix::pty::unlockpt(&master).map_err(failed)?;
+    let slave = rustix::pty::ioctl_tiocgptpeer(&master, flags).map_err(failed)?;
+    rustix::io::ioctl_fionbio(&master, true).map_err(failed)?;
+    Ok((master, std::fs::File::from(slave)))
 }
 
-async fn pump_terminal_output(master: Arc<AsyncFd<PtyMaster>>, output: mpsc::Sender<ExecOutput>) {
+async fn pump_terminal_output(master: Arc<AsyncFd<OwnedFd>>, output: mpsc::Sender<ExecOutput>) {
     let mut buffer = vec![0_u8; READ_CHUNK];
     loop {
         let Ok(mut guard) = master.readable().await else {
             return;
         };
         match guard.try_io(|inner| {
-            nix::unistd::read(inner.get_ref().as_fd(), &mut buffer).map_err(std::io::Error::from)
+            rustix::io::read(inner.get_ref(), &mut buffer).map_err(std::io::Error::from)
         }) {
             Err(_would_block) => continue,
             // EIO: every holder of the slave has closed it.
@@ -345,12 +328,12 @@ async fn pump_terminal_output(master: Arc<AsyncFd<PtyMaster>>, output: mpsc::Sen
     }
 }
 
-async fn write_terminal(master: &AsyncFd<PtyMaster>, mut data: &[u8]) -> Result<(), ()> {
+async fn write_terminal(master: &AsyncFd<OwnedFd>, mut data: &[u8]) -> Result<(), ()> {
     while !data.is_empty() {
         let mut guard = master.writable().await.map_err(|_| ())?;
-        match guard.try_io(|inner| {
-            nix::unistd::write(inner.get_ref().as_fd(), data).map_err(std::io::Error::from)
-        }) {
+        match guard
+            .try_io(|inner| rustix::io::write(inner.get_ref(), data).map_err(std::io::Error::from))
+        {
             Err(_would_block) => {}
             Ok(Ok(written)) => data = &data[written..],
             Ok(Err(_)) => return Err(()),
@@ -395,8 +378,8 @@ async fn run_with_terminal(
     drop(slave);
     let mut child =
         spawned.map_err(|error| format!("starting {}: {error}", shim_binary.display()))?;
-    // The master fd is owned by the `PtyMaster` moved into the `AsyncFd`, so it stays open for
-    // as long as it is registered (what the deprecation of `new` is about).
+    // The master fd is owned by the `OwnedFd` moved into the `AsyncFd`, so it stays open for as
+    // long as it is registered (what the deprecation of `new` is about).
     #[allow(deprecated)]
     let watched = AsyncFd::new(master);
     let master = Arc::new(watched.map_err(|error| format!("watching the terminal: {error}"))?);
