@@ -382,8 +382,10 @@ pub fn stat(alloc_dir: &Path, requested: &str) -> Result<AllocFileInfo, ApiError
     }
     let handle = open_beneath(alloc_dir, requested, Access::Look, Resolver::Openat2)?;
     let metadata = handle.metadata().map_err(io_error)?;
+    // The name as asked for (a symlink keeps its own name); the alloc dir itself goes by its own.
     let name = Path::new(requested)
         .file_name()
+        .or_else(|| alloc_dir.file_name())
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_else(|| "/".to_string());
     let content = if metadata.is_file() {
@@ -724,6 +726,12 @@ mod tests {
             list(dir.path(), "web/local/conf"),
             Err(ApiError::BadRequest(message)) if message.contains("not a directory")
         ));
+        let root = stat(dir.path(), "/").unwrap();
+        assert_eq!(
+            Some(root.name.as_str()),
+            dir.path().file_name().and_then(|name| name.to_str())
+        );
+        assert!(root.is_dir);
         let file = stat(dir.path(), "alloc/logs/web.stdout.0").unwrap();
         assert_eq!(file.size, 6);
         assert_eq!(file.name, "web.stdout.0");
