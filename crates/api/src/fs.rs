@@ -701,8 +701,15 @@ mod tests {
             assert!(chunk[..read].iter().all(|byte| *byte == 0));
             streamed += read as u64;
         }
+        // The process's RSS also counts what tests running alongside allocate; a whole-file
+        // read would need gigabytes here.
         let growth = rss_bytes().saturating_sub(before);
-        assert!(growth < 16 * MIB, "memory grew by {growth} bytes");
+        eprintln!(
+            "streamed {} MiB; RSS grew by {} KiB",
+            streamed / MIB,
+            growth / 1024
+        );
+        assert!(growth < 48 * MIB, "memory grew by {growth} bytes");
     }
 
     #[test]
