@@ -7,8 +7,7 @@
 //! Not here: finding the task's context (the client does) or the websocket protocol (the API
 //! crate does). Each session owns its own process, terminal and tasks; sessions share nothing.
 
-use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
@@ -17,10 +16,9 @@ use std::time::Duration;
 use drover_api::backend::{ExecInput, ExecOutput, ExecSession};
 use drover_client::taskrunner::TaskExecContext;
 use drover_shim::exec_mode::{ExecCgroup, ExecSpec};
-use nix::fcntl::OFlag;
-use nix::pty::PtyMaster;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
+use rustix::pty::OpenptFlags;
 use tokio::io::AsyncReadExt;
 use tokio::io::AsyncWriteExt;
 use tokio::io::unix::AsyncFd;
@@ -29,8 +27,12 @@ use tokio::sync::mpsc;
 
 /// How many output chunks may wait for the caller.
 const OUTPUT_BUFFER: usize = 64;
-/// How many input messages may wait for the command.
-const INPUT_BUFFER: usize = 64;
+/// How many input messages may wait for the command. Input is bounded end to end: while the
+/// command does not read, one write blocks, the queue behind it fills, and the websocket stops
+/// being read, which pushes back on the caller over TCP instead of growing the agent's memory.
+const INPUT_BUFFER: usize = 4;
+/// How many stdin writes may queue behind the one in progress.
+const STDIN_QUEUE: usize = 1;
 /// With a terminal, how long the first input may take to arrive: a `tty_size` sent at once is
 /// applied before the command starts, so the command sees the caller's size from its first line.
 const FIRST_TTY_SIZE_WAIT: Duration = Duration::from_millis(100);
@@ -126,15 +128,27 @@ fn kill_process_group(child: &Child) {
     }
 }
 
+/// What one input does to the command's standard input.
+enum StdinAction {
+    Write(Vec<u8>),
+    Close,
+    Nothing,
+}
+
 /// Waits for the command, following the caller's input; `None` when the caller went away (the
-/// command is then killed and reaped).
+/// command is then killed and reaped). Stdin bytes go to `stdin`, a bounded queue: while a
+/// write waits for room, no further input is taken, so a command that never reads holds the
+/// caller back rather than piling input up here.
 async fn follow_until_exit(
     child: &mut Child,
     input: &mut mpsc::Receiver<ExecInput>,
     output: &mpsc::Sender<ExecOutput>,
-    mut on_input: impl FnMut(ExecInput),
+    mut stdin: Option<mpsc::Sender<Vec<u8>>>,
+    mut on_input: impl FnMut(ExecInput) -> StdinAction,
 ) -> Result<Option<i32>, String> {
+    let mut waiting: Option<Vec<u8>> = None;
     loop {
+        let room = stdin.clone();
         tokio::select! {
             status = child.wait() => {
                 let status = status.map_err(|error| format!("waiting for the command: {error}"))?;
@@ -143,8 +157,21 @@ async fn follow_until_exit(
                 kill_process_group(child);
                 return Ok(Some(exit_code_of(status)));
             }
-            received = input.recv() => match received {
-                Some(item) => on_input(item),
+            permit = async move { room?.reserve_owned().await.ok() }, if waiting.is_some() => {
+                match (permit, waiting.take()) {
+                    (Some(permit), Some(data)) => {
+                        permit.send(data);
+                    }
+                    // The writer is gone (the command closed its input): nothing more to write.
+                    _ => stdin = None,
+                }
+            }
+            received = input.recv(), if waiting.is_none() => match received {
+                Some(item) => match on_input(item) {
+                    StdinAction::Write(data) if stdin.is_some() => waiting = Some(data),
+                    StdinAction::Write(_) | StdinAction::Nothing => {}
+                    StdinAction::Close => stdin = None,
+                },
                 None => {
                     kill_process_group(child);
                     let _ = child.wait().await;
@@ -217,9 +244,9 @@ async fn run_with_pipes(
         )));
     }
     // Standard input is written by its own task so a command that does not read never holds up
-    // the session; dropping the sender closes the pipe once what was sent is written.
-    let mut stdin_sender = child.stdin.take().map(|mut stdin| {
-        let (sender, mut receiver) = mpsc::unbounded_channel::<Vec<u8>>();
+    // its output; dropping the sender closes the pipe once what was sent is written.
+    let stdin_sender = child.stdin.take().map(|mut stdin| {
+        let (sender, mut receiver) = mpsc::channel::<Vec<u8>>(STDIN_QUEUE);
         tokio::spawn(async move {
             while let Some(data) = receiver.recv().await {
                 if stdin.write_all(&data).await.is_err() {
@@ -229,15 +256,17 @@ async fn run_with_pipes(
         });
         sender
     });
-    let exit = follow_until_exit(&mut child, &mut input, &output, |item| match item {
-        ExecInput::Stdin(data) => {
-            if let Some(sender) = &stdin_sender {
-                let _ = sender.send(data);
-            }
-        }
-        ExecInput::StdinClose => stdin_sender = None,
-        ExecInput::TtySize { .. } => {}
-    })
+    let exit = follow_until_exit(
+        &mut child,
+        &mut input,
+        &output,
+        stdin_sender,
+        |item| match item {
+            ExecInput::Stdin(data) => StdinAction::Write(data),
+            ExecInput::StdinClose => StdinAction::Close,
+            ExecInput::TtySize { .. } => StdinAction::Nothing,
+        },
+    )
     .await?;
     if exit.is_some() {
         drain(pumps).await;
@@ -248,55 +277,40 @@ async fn run_with_pipes(
 }
 
 /// Sets the terminal's window size (the command gets SIGWINCH).
-fn set_window_size(master: &PtyMaster, height: u16, width: u16) {
-    nix::ioctl_write_ptr_bad!(
-        set_window_size_ioctl,
-        nix::libc::TIOCSWINSZ,
-        nix::libc::winsize
-    );
-    let size = nix::libc::winsize {
+fn set_window_size(master: &impl AsFd, height: u16, width: u16) {
+    let size = rustix::termios::Winsize {
         ws_row: height,
         ws_col: width,
         ws_xpixel: 0,
         ws_ypixel: 0,
     };
-    // SAFETY: TIOCSWINSZ reads one `winsize`, which lives on this stack frame for the call, from
-    // an fd this session owns.
-    #[allow(unsafe_code)]
-    let _ = unsafe { set_window_size_ioctl(std::os::fd::AsRawFd::as_raw_fd(master), &size) };
+    if let Err(error) = rustix::termios::tcsetwinsize(master, size) {
+        tracing::debug!(%error, "cannot set the exec terminal's size");
+    }
 }
 
 /// Opens a pseudo-terminal: the master (non-blocking, close-on-exec) and the slave (a file,
-/// close-on-exec), so no other process started meanwhile inherits either.
-fn open_terminal() -> Result<(PtyMaster, std::fs::File), String> {
-    let failed = |error: nix::Error| format!("opening a terminal: {error}");
-    let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
-        .map_err(failed)?;
-    nix::pty::grantpt(&master).map_err(failed)?;
-    nix::pty::unlockpt(&master).map_err(failed)?;
-    let slave_path = nix::pty::ptsname_r(&master).map_err(failed)?;
-    nix::fcntl::fcntl(
-        master.as_fd(),
-        nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK),
-    )
-    .map_err(failed)?;
-    let slave = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(nix::libc::O_NOCTTY)
-        .open(&slave_path)
-        .map_err(|error| format!("opening terminal {slave_path}: {error}"))?;
-    Ok((master, slave))
+/// close-on-exec, opened from the master rather than by name), so no other process started
+/// meanwhile inherits either.
+fn open_terminal() -> Result<(OwnedFd, std::fs::File), String> {
+    let failed = |error: rustix::io::Errno| format!("opening a terminal: {error}");
+    let flags = OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC;
+    let master = rustix::pty::openpt(flags).map_err(failed)?;
+    rustix::pty::grantpt(&master).map_err(failed)?;
+    rustix::pty::unlockpt(&master).map_err(failed)?;
+    let slave = rustix::pty::ioctl_tiocgptpeer(&master, flags).map_err(failed)?;
+    rustix::io::ioctl_fionbio(&master, true).map_err(failed)?;
+    Ok((master, std::fs::File::from(slave)))
 }
 
-async fn pump_terminal_output(master: Arc<AsyncFd<PtyMaster>>, output: mpsc::Sender<ExecOutput>) {
+async fn pump_terminal_output(master: Arc<AsyncFd<OwnedFd>>, output: mpsc::Sender<ExecOutput>) {
     let mut buffer = vec![0_u8; READ_CHUNK];
     loop {
         let Ok(mut guard) = master.readable().await else {
             return;
         };
         match guard.try_io(|inner| {
-            nix::unistd::read(inner.get_ref().as_fd(), &mut buffer).map_err(std::io::Error::from)
+            rustix::io::read(inner.get_ref(), &mut buffer).map_err(std::io::Error::from)
         }) {
             Err(_would_block) => continue,
             // EIO: every holder of the slave has closed it.
@@ -314,12 +328,12 @@ async fn pump_terminal_output(master: Arc<AsyncFd<PtyMaster>>, output: mpsc::Sen
     }
 }
 
-async fn write_terminal(master: &AsyncFd<PtyMaster>, mut data: &[u8]) -> Result<(), ()> {
+async fn write_terminal(master: &AsyncFd<OwnedFd>, mut data: &[u8]) -> Result<(), ()> {
     while !data.is_empty() {
         let mut guard = master.writable().await.map_err(|_| ())?;
-        match guard.try_io(|inner| {
-            nix::unistd::write(inner.get_ref().as_fd(), data).map_err(std::io::Error::from)
-        }) {
+        match guard
+            .try_io(|inner| rustix::io::write(inner.get_ref(), data).map_err(std::io::Error::from))
+        {
             Err(_would_block) => {}
             Ok(Ok(written)) => data = &data[written..],
             Ok(Err(_)) => return Err(()),
@@ -364,13 +378,13 @@ async fn run_with_terminal(
     drop(slave);
     let mut child =
         spawned.map_err(|error| format!("starting {}: {error}", shim_binary.display()))?;
-    // The master fd is owned by the `PtyMaster` moved into the `AsyncFd`, so it stays open for
-    // as long as it is registered (what the deprecation of `new` is about).
+    // The master fd is owned by the `OwnedFd` moved into the `AsyncFd`, so it stays open for as
+    // long as it is registered (what the deprecation of `new` is about).
     #[allow(deprecated)]
     let watched = AsyncFd::new(master);
     let master = Arc::new(watched.map_err(|error| format!("watching the terminal: {error}"))?);
     let pump = tokio::spawn(pump_terminal_output(Arc::clone(&master), output.clone()));
-    let (writes, mut write_queue) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (writes, mut write_queue) = mpsc::channel::<Vec<u8>>(STDIN_QUEUE);
     let writer_master = Arc::clone(&master);
     let writer = tokio::spawn(async move {
         while let Some(data) = write_queue.recv().await {
@@ -380,19 +394,22 @@ async fn run_with_terminal(
         }
     });
     let handle_input = |item: ExecInput| match item {
-        ExecInput::Stdin(data) => {
-            let _ = writes.send(data);
-        }
+        ExecInput::Stdin(data) => StdinAction::Write(data),
         // End of input on a terminal is the EOF character at the start of a line.
-        ExecInput::StdinClose => {
-            let _ = writes.send(vec![0x04]);
+        ExecInput::StdinClose => StdinAction::Write(vec![0x04]),
+        ExecInput::TtySize { height, width } => {
+            set_window_size(master.get_ref(), height, width);
+            StdinAction::Nothing
         }
-        ExecInput::TtySize { height, width } => set_window_size(master.get_ref(), height, width),
     };
-    if let Some(item) = early_input {
-        handle_input(item);
+    if let Some(item) = early_input
+        && let StdinAction::Write(data) = handle_input(item)
+    {
+        // The queue is empty: the first write always has room.
+        let _ = writes.try_send(data);
     }
-    let exit = follow_until_exit(&mut child, &mut input, &output, handle_input).await?;
+    let exit =
+        follow_until_exit(&mut child, &mut input, &output, Some(writes), handle_input).await?;
     writer.abort();
     if exit.is_some() {
         drain(vec![pump]).await;

@@ -38,8 +38,8 @@ pub const FORWARDED_HEADER: &str = "x-drover-forwarded";
 /// caller follows it (`follow=true` logs), so no overall timeout applies.
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Largest request body forwarded (client endpoints take small JSON bodies, if any).
-const MAX_FORWARDED_BODY: usize = 1024 * 1024;
+/// Largest request body forwarded: the agent's one limit, already enforced around this layer.
+const MAX_FORWARDED_BODY: usize = drover_api::MAX_REQUEST_BODY;
 
 /// What the forwarding layer needs: the agent's state (to find the allocation's node) and its
 /// own node ID (requests for its own allocations are served locally).

@@ -197,21 +197,18 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     }));
     // A server answers client endpoints for allocations on other nodes by passing them on; a
     // client-only agent passes everything but its own endpoints to its servers.
-    let app = if server.is_some() {
-        let forwarding = forward::ForwardContext::new(state.clone(), local_node_id)
-            .context("preparing the forwarding of client requests")?;
-        app.layer(axum::middleware::from_fn_with_state(
-            forwarding,
-            forward::forward_client_requests,
-        ))
+    let forwarding = if server.is_some() {
+        Forwarding::ToNodes(
+            forward::ForwardContext::new(state.clone(), local_node_id)
+                .context("preparing the forwarding of client requests")?,
+        )
     } else {
-        let servers = forward::ServersContext::new(&config.servers)
-            .context("preparing the forwarding of requests to the servers")?;
-        app.layer(axum::middleware::from_fn_with_state(
-            servers,
-            forward::forward_to_servers,
-        ))
+        Forwarding::ToServers(
+            forward::ServersContext::new(&config.servers)
+                .context("preparing the forwarding of requests to the servers")?,
+        )
     };
+    let app = served_router(app, forwarding);
 
     let shutdown = CancellationToken::new();
     let serving = {
@@ -461,4 +458,94 @@ fn host_stats_collector(
     collector
         .with_cpu_total_mhz(cpu_total_mhz)
         .with_storage_device(device)
+}
+
+/// Where requests the agent does not answer itself go.
+enum Forwarding {
+    /// A server: client endpoints of allocations on other nodes go to those nodes.
+    ToNodes(Arc<forward::ForwardContext>),
+    /// A client-only agent: everything but its own endpoints goes to its servers.
+    ToServers(Arc<forward::ServersContext>),
+}
+
+/// The API as served: the forwarding layer around the routes, and around both the one limit
+/// on request bodies, so a forwarded request is measured exactly as a direct one.
+fn served_router(app: axum::Router, forwarding: Forwarding) -> axum::Router {
+    let app = match forwarding {
+        Forwarding::ToNodes(context) => app.layer(axum::middleware::from_fn_with_state(
+            context,
+            forward::forward_client_requests,
+        )),
+        Forwarding::ToServers(context) => app.layer(axum::middleware::from_fn_with_state(
+            context,
+            forward::forward_to_servers,
+        )),
+    };
+    app.layer(axum::middleware::from_fn(drover_api::limit_request_body))
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is a failed test
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::body::{Body, Bytes};
+    use axum::http::{Request, StatusCode};
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// A client-only agent in front of a stand-in server that records the body sizes it got.
+    async fn client_agent_before_a_server() -> (axum::Router, Arc<AtomicUsize>) {
+        let received = Arc::new(AtomicUsize::new(0));
+        let recorder = Arc::clone(&received);
+        let server = axum::Router::new().route(
+            "/v1/jobs",
+            axum::routing::put(move |body: Bytes| async move {
+                recorder.store(body.len(), Ordering::SeqCst);
+                "registered"
+            })
+            .layer(axum::extract::DefaultBodyLimit::disable()),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move { axum::serve(listener, server).await });
+        let local = axum::Router::new();
+        let servers = forward::ServersContext::new(&[address]).unwrap();
+        (
+            served_router(local, Forwarding::ToServers(servers)),
+            received,
+        )
+    }
+
+    async fn put_job(router: &axum::Router, size: usize) -> (StatusCode, String) {
+        let request = Request::put("/v1/jobs")
+            .header("content-length", size)
+            .body(Body::from(vec![b'{'; size]))
+            .unwrap();
+        let response = router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn a_forwarded_body_meets_the_same_limit_as_a_direct_one() {
+        let (router, received) = client_agent_before_a_server().await;
+        let (status, text) = put_job(&router, 3 * 1024 * 1024).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
+        assert!(text.contains("2097152 bytes"), "{text}");
+        assert_eq!(
+            received.load(Ordering::SeqCst),
+            0,
+            "the server saw the body"
+        );
+
+        let under = drover_api::MAX_REQUEST_BODY - 1;
+        let (status, text) = put_job(&router, under).await;
+        assert_eq!((status, text.as_str()), (StatusCode::OK, "registered"));
+        assert_eq!(received.load(Ordering::SeqCst), under);
+    }
 }

@@ -964,6 +964,51 @@ async fn fs_endpoints_serve_inside_the_alloc_dir_and_refuse_escapes() {
 }
 
 #[tokio::test]
+async fn fs_reads_of_a_fifo_fail_at_once_and_a_sparse_range_streams() {
+    const GIB: u64 = 1024 * 1024 * 1024;
+    let (backend, router) = setup();
+    let dir = tempfile::tempdir().unwrap();
+    alloc_with_logs(&backend, dir.path());
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        dir.path().join("alloc/pipe"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    for uri in [
+        "/v1/client/fs/cat/a1?path=alloc/pipe",
+        "/v1/client/fs/readat/a1?path=alloc/pipe&offset=0&limit=10",
+        "/v1/client/fs/stream/a1?path=alloc/pipe&follow=false",
+    ] {
+        let response = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            send(&router, "GET", uri, None),
+        )
+        .await
+        .expect("a FIFO read hung");
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{uri}");
+        assert_eq!(
+            body_text(response).await,
+            "\"alloc/pipe\" is not a regular file"
+        );
+    }
+
+    let sparse = std::fs::File::create(dir.path().join("alloc/sparse")).unwrap();
+    sparse.set_len(100 * GIB).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&sparse, b"needle", 99 * GIB + 10).unwrap();
+    let uri = format!(
+        "/v1/client/fs/readat/a1?path=alloc/sparse&offset={}&limit=16",
+        99 * GIB + 6
+    );
+    let response = send(&router, "GET", &uri, None).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&bytes[..], b"\0\0\0\0needle\0\0\0\0\0\0");
+}
+
+#[tokio::test]
 async fn fs_stream_frames_one_file_and_stops_when_not_following() {
     let (backend, router) = setup();
     let dir = tempfile::tempdir().unwrap();

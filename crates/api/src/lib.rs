@@ -9,6 +9,7 @@ pub mod app;
 #[cfg(test)]
 mod app_tests;
 pub mod backend;
+pub mod body_limit;
 pub mod client;
 pub use drover_structs::client_rpc;
 pub mod error;
@@ -25,4 +26,5 @@ pub use backend::{
     AgentInfo, AgentOperations, ApiBackend, Composed, ExecInput, ExecOutput, ExecRequest,
     ExecSession, StateReads, Table,
 };
+pub use body_limit::{MAX_REQUEST_BODY, limit_request_body};
 pub use error::ApiError;

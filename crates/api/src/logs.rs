@@ -6,13 +6,12 @@
 //! the oldest files may be deleted by rotation while a reader is on them. Not here: writing or
 //! rotating the files (the shim does that).
 
-use std::io::SeekFrom;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use drover_structs::{Bytes as WireBytes, FILE_EVENT_DELETED, FILE_EVENT_TRUNCATED, StreamFrame};
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::mpsc;
 
 use crate::error::ApiError;
@@ -110,51 +109,116 @@ impl Default for FollowTiming {
     }
 }
 
-/// One rotated log file.
+/// One file of a [`FileSet`]: its rotation index and, for rotated logs, its name in
+/// `alloc/logs`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct LogFile {
     index: u64,
-    path: PathBuf,
+    name: String,
 }
 
 /// What a stream reads: a task's rotated log files, or one file of the alloc dir.
+///
+/// Log files live in the alloc dir, which the task can write to: each is opened beneath the
+/// alloc dir by [`crate::fs::open_regular_file`], never by a plain path.
 #[derive(Debug, Clone)]
 pub enum FileSet {
-    /// `<logs_dir>/<task>.<type>.<n>`, oldest (lowest `n`) first.
+    /// `<alloc_dir>/alloc/logs/<task>.<type>.<n>`, oldest (lowest `n`) first.
     RotatedLogs {
-        logs_dir: PathBuf,
+        alloc_dir: PathBuf,
         task: String,
         log_type: LogType,
     },
-    /// One file, already resolved inside the alloc dir; `name` is how frames call it.
-    SingleFile { path: PathBuf, name: String },
+    /// One file, already opened beneath the alloc dir; `name` is how frames call it.
+    SingleFile {
+        file: Arc<std::fs::File>,
+        name: String,
+    },
 }
+
+/// Where rotated log files live, relative to the alloc dir.
+const LOGS_DIR: &str = "alloc/logs";
 
 impl FileSet {
     async fn files(&self) -> Vec<LogFile> {
         match self {
             FileSet::RotatedLogs {
-                logs_dir,
+                alloc_dir,
                 task,
                 log_type,
-            } => list_log_files(logs_dir, task, *log_type).await,
-            FileSet::SingleFile { path, .. } => match tokio::fs::metadata(path).await {
-                Ok(_) => vec![LogFile {
-                    index: 0,
-                    path: path.clone(),
-                }],
-                Err(_) => Vec::new(),
-            },
+            } => list_log_files(alloc_dir.clone(), task, *log_type).await,
+            FileSet::SingleFile { .. } => vec![LogFile {
+                index: 0,
+                name: String::new(),
+            }],
         }
     }
 
     fn relative_name(&self, index: u64) -> String {
         match self {
             FileSet::RotatedLogs { task, log_type, .. } => {
-                format!("alloc/logs/{task}.{}.{index}", log_type.as_str())
+                format!("{LOGS_DIR}/{task}.{}.{index}", log_type.as_str())
             }
             FileSet::SingleFile { name, .. } => name.clone(),
         }
+    }
+
+    /// The file open for reading; `None` when it is gone (or no longer a regular file).
+    async fn open(&self, file: &LogFile) -> Option<Arc<std::fs::File>> {
+        match self {
+            FileSet::RotatedLogs { alloc_dir, .. } => {
+                let alloc_dir = alloc_dir.clone();
+                let requested = format!("{LOGS_DIR}/{}", file.name);
+                tokio::task::spawn_blocking(move || {
+                    crate::fs::open_regular_file(
+                        &alloc_dir,
+                        &requested,
+                        crate::fs::Resolver::Openat2,
+                    )
+                })
+                .await
+                .ok()?
+                .ok()
+                .map(Arc::new)
+            }
+            FileSet::SingleFile { file, .. } => Some(Arc::clone(file)),
+        }
+    }
+
+    async fn size(&self, file: &LogFile) -> Option<u64> {
+        let opened = self.open(file).await?;
+        tokio::task::spawn_blocking(move || opened.metadata().ok().map(|meta| meta.len()))
+            .await
+            .ok()?
+    }
+
+    /// Reads up to one frame's worth at `position` of a file `size` long; `None` when the file
+    /// is gone.
+    async fn read_chunk(&self, file: &LogFile, position: u64, size: u64) -> Option<Vec<u8>> {
+        let opened = self.open(file).await?;
+        let wanted = usize::try_from(size.saturating_sub(position))
+            .unwrap_or(MAX_FRAME_DATA)
+            .min(MAX_FRAME_DATA);
+        tokio::task::spawn_blocking(move || {
+            let mut buffer = vec![0u8; wanted];
+            let mut filled = 0;
+            while filled < wanted {
+                match std::os::unix::fs::FileExt::read_at(
+                    &*opened,
+                    &mut buffer[filled..],
+                    position + filled as u64,
+                ) {
+                    Ok(0) => break,
+                    Ok(read) => filled += read,
+                    Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => return None,
+                }
+            }
+            buffer.truncate(filled);
+            Some(buffer)
+        })
+        .await
+        .ok()?
     }
 }
 
@@ -171,7 +235,7 @@ impl LogRequest {
     /// The files this request reads, under the alloc dir.
     pub fn file_set(&self, alloc_dir: &Path) -> FileSet {
         FileSet::RotatedLogs {
-            logs_dir: alloc_dir.join("alloc").join("logs"),
+            alloc_dir: alloc_dir.to_path_buf(),
             task: self.task.clone(),
             log_type: self.log_type,
         }
@@ -188,53 +252,51 @@ impl LogRequest {
 }
 
 /// The log files of one task and stream, oldest first.
-async fn list_log_files(logs_dir: &Path, task: &str, log_type: LogType) -> Vec<LogFile> {
+async fn list_log_files(alloc_dir: PathBuf, task: &str, log_type: LogType) -> Vec<LogFile> {
     let prefix = format!("{task}.{}.", log_type.as_str());
+    let names = tokio::task::spawn_blocking(move || crate::fs::entry_names(&alloc_dir, LOGS_DIR))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
     let mut files = Vec::new();
-    let Ok(mut entries) = tokio::fs::read_dir(logs_dir).await else {
-        return files;
-    };
-    while let Ok(Some(entry)) = entries.next_entry().await {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
+    for name in names {
         let Some(suffix) = name.strip_prefix(&prefix) else {
             continue;
         };
         if let Ok(index) = suffix.parse::<u64>() {
-            files.push(LogFile {
-                index,
-                path: entry.path(),
-            });
+            files.push(LogFile { index, name });
         }
     }
     files.sort_by_key(|file| file.index);
     files
 }
 
-async fn file_size(path: &Path) -> Option<u64> {
-    tokio::fs::metadata(path).await.ok().map(|meta| meta.len())
-}
-
 /// The file and the position in it where reading begins.
-async fn starting_point(files: &[LogFile], origin: Origin, offset: u64) -> Option<(u64, u64)> {
+async fn starting_point(
+    set: &FileSet,
+    files: &[LogFile],
+    origin: Origin,
+    offset: u64,
+) -> Option<(u64, u64)> {
     let first = files.first()?;
     match origin {
         Origin::Start => {
             let mut remaining = offset;
             for file in files {
-                let size = file_size(&file.path).await.unwrap_or(0);
+                let size = set.size(file).await.unwrap_or(0);
                 if remaining < size {
                     return Some((file.index, remaining));
                 }
                 remaining -= size;
             }
             let last = files.last().unwrap_or(first);
-            Some((last.index, file_size(&last.path).await.unwrap_or(0)))
+            Some((last.index, set.size(last).await.unwrap_or(0)))
         }
         Origin::End => {
             let mut remaining = offset;
             for file in files.iter().rev() {
-                let size = file_size(&file.path).await.unwrap_or(0);
+                let size = set.size(file).await.unwrap_or(0);
                 if remaining <= size {
                     return Some((file.index, size - remaining));
                 }
@@ -337,26 +399,6 @@ impl FrameWriter {
     }
 }
 
-/// Reads up to one frame's worth from `path` at `position`; `None` when the file is gone.
-async fn read_chunk(path: &Path, position: u64, size: u64) -> Option<Vec<u8>> {
-    let mut file = tokio::fs::File::open(path).await.ok()?;
-    file.seek(SeekFrom::Start(position)).await.ok()?;
-    let wanted = usize::try_from(size.saturating_sub(position))
-        .unwrap_or(MAX_FRAME_DATA)
-        .min(MAX_FRAME_DATA);
-    let mut buffer = vec![0u8; wanted];
-    let mut filled = 0;
-    while filled < wanted {
-        match file.read(&mut buffer[filled..]).await {
-            Ok(0) => break,
-            Ok(read) => filled += read,
-            Err(_) => return None,
-        }
-    }
-    buffer.truncate(filled);
-    Some(buffer)
-}
-
 async fn stream_files(
     request: StreamPosition,
     timing: FollowTiming,
@@ -368,7 +410,7 @@ async fn stream_files(
     loop {
         let files = writer.files.files().await;
         if position.is_none() {
-            position = starting_point(&files, request.origin, request.offset).await;
+            position = starting_point(&writer.files, &files, request.origin, request.offset).await;
         }
         let mut progressed = false;
         if let Some((index, offset)) = position {
@@ -376,7 +418,7 @@ async fn stream_files(
             let next = files.iter().find(|file| file.index > index);
             match current {
                 Some(current) => {
-                    let size = file_size(&current.path).await;
+                    let size = writer.files.size(current).await;
                     match size {
                         Some(size) if size < offset => {
                             writer.file_event(index, size, FILE_EVENT_TRUNCATED).await?;
@@ -384,7 +426,8 @@ async fn stream_files(
                             progressed = true;
                         }
                         Some(size) if size > offset => {
-                            if let Some(chunk) = read_chunk(&current.path, offset, size).await
+                            if let Some(chunk) =
+                                writer.files.read_chunk(current, offset, size).await
                                 && !chunk.is_empty()
                             {
                                 let end = offset + chunk.len() as u64;
@@ -398,7 +441,7 @@ async fn stream_files(
                             // Look once more, so bytes written just before the rotation
                             // are not skipped.
                             if let Some(next) = next
-                                && file_size(&current.path).await.unwrap_or(0) <= offset
+                                && writer.files.size(current).await.unwrap_or(0) <= offset
                             {
                                 position = Some((next.index, 0));
                                 progressed = true;

@@ -252,6 +252,53 @@ fn a_bad_jobspec_sent_to_the_api_gets_400_with_every_error() {
     assert_eq!(status, 405);
 }
 
+/// A job body past the agent's one limit gets 413 naming the limit. The body is written by
+/// its own thread while the answer is read, as the agent answers before reading it all.
+#[test]
+fn a_three_mib_job_body_gets_413() {
+    use std::io::{Read, Write};
+    let agent = Agent::start_dev();
+    let host = agent.address.trim_start_matches("http://").to_string();
+    let mut stream = std::net::TcpStream::connect(&host).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let body = format!("{{\"Job\":{{\"ID\":\"{}\"}}}}", "x".repeat(3 * 1024 * 1024));
+    let head = format!(
+        "PUT /v1/jobs HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut writer = stream.try_clone().expect("clone");
+    let writing = std::thread::spawn(move || {
+        // The agent may close the connection before the body is all sent.
+        let _ = writer.write_all(head.as_bytes());
+        let _ = writer.write_all(body.as_bytes());
+    });
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        match stream.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => answer.extend_from_slice(&buffer[..read]),
+            // A reset after the answer: what was read stands.
+            Err(_) => break,
+        }
+    }
+    let _ = writing.join();
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(
+        text.contains("request body too large: the limit is 2097152 bytes"),
+        "{text}"
+    );
+    assert!(
+        agent
+            .get_json("/v1/jobs")
+            .as_array()
+            .is_some_and(Vec::is_empty)
+    );
+}
+
 #[test]
 fn a_job_using_what_cannot_run_here_is_refused_by_the_agent_and_nothing_starts() {
     let agent = Agent::start_dev();

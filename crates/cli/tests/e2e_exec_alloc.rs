@@ -296,3 +296,92 @@ fn exec_into_an_isolated_task_enters_its_namespaces_root_and_user() {
     assert!(stdout.contains("CapBnd:\t00000000a80425fb"), "{stdout}");
     agent.cli_ok(&["job", "stop", "-purge", "exec-isolated"]);
 }
+
+/// The resident memory of process `pid`, in bytes.
+fn rss_of(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|number| number.parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
+/// A caller pours 100 MiB into the stdin of a command that never reads it, through pipes and
+/// through a terminal: the agent pushes back (the caller cannot send it all) instead of holding
+/// it, and its memory stays flat.
+#[test]
+fn stdin_to_a_command_that_never_reads_pushes_back_instead_of_growing_the_agent() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+
+    const MIB: usize = 1024 * 1024;
+    const FRAME: usize = 64 * 1024;
+    const TOTAL: usize = 100 * MIB;
+    let agent = Agent::start_dev();
+    let agent_pid = agent.child.as_ref().unwrap().id();
+    let (alloc_id, _) = run_sleeper(&agent, "exec-stdin-flood");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for tty in [false, true] {
+        let marker_seconds = format!("1000.{}", std::process::id());
+        let url = support::exec_url(
+            &agent.address,
+            &alloc_id,
+            &["/bin/sleep", &marker_seconds],
+            false,
+        );
+        let frame = json!({"stdin": {"data": base64::engine::general_purpose::STANDARD.encode(vec![b'x'; FRAME])}})
+        .to_string();
+
+        let (before, sent, after) = runtime.block_on(async {
+            let (mut socket, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+            // One frame through, and the command up, before the baseline.
+            socket
+                .send(Message::Text(frame.clone().into()))
+                .await
+                .unwrap();
+            wait_for("the exec'd command", LIMIT, || {
+                pids_with_cmdline(&marker_seconds).first().copied()
+            });
+            let before = rss_of(agent_pid);
+            let mut sent = FRAME;
+            let _ = tokio::time::timeout(Duration::from_secs(20), async {
+                while sent < TOTAL {
+                    if socket
+                        .send(Message::Text(frame.clone().into()))
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                    sent += FRAME;
+                }
+            })
+            .await;
+            let after = rss_of(agent_pid);
+            drop(socket);
+            (before, sent, after)
+        });
+        let growth = after.saturating_sub(before);
+        eprintln!(
+            "tty={tty}: sent {} MiB of stdin; agent RSS {} -> {} KiB (growth {} KiB)",
+            sent / MIB,
+            before / 1024,
+            after / 1024,
+            growth / 1024
+        );
+        assert!(
+            sent < TOTAL,
+            "tty={tty}: all {TOTAL} bytes were taken: nothing pushed back"
+        );
+        assert!(
+            growth < 16 * MIB as u64,
+            "tty={tty}: the agent grew by {growth} bytes"
+        );
+    }
+}

@@ -43,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 use crate::blocked::BlockedEvals;
 use crate::broker::EvalBroker;
 use crate::heartbeat::{HeartbeatConfig, HeartbeatTimers};
-use crate::plan_apply::PlanRequest;
+use crate::plan_apply::{Commit, PlanRequest};
 
 /// Errors of server operations, by what the caller did wrong (or didn't).
 #[derive(Debug, thiserror::Error)]
@@ -358,15 +358,13 @@ impl Server {
         })
     }
 
-    /// Stops one allocation; the scheduler places a replacement (the allocation migrates).
+    /// Stops one allocation; the scheduler places a replacement (the allocation migrates). The
+    /// allocation is marked through the plan applier, together with the evaluation, so it is
+    /// never written from a stale copy.
     pub async fn stop_alloc(&self, alloc_id: &str) -> Result<AllocStopResponse, ServerError> {
         let Some(alloc) = self.inner.state.alloc(alloc_id) else {
             return Err(ServerError::NotFound("allocation not found".into()));
         };
-        let mut updated = Allocation::clone(&alloc);
-        updated.desired_transition.migrate = Some(true);
-        let now = self.inner.clock.now_unix_ns();
-        self.inner.state.upsert_allocs(vec![updated], now).await?;
         let eval = match self.inner.state.job(&alloc.namespace, &alloc.job_id) {
             Some(job) => self
                 .inner
@@ -377,8 +375,28 @@ impl Server {
             }
         };
         let eval_id = eval.id.clone();
-        let index = self.inner.store_and_enqueue(vec![eval]).await?;
-        Ok(AllocStopResponse { eval_id, index })
+        let (reply, response) = tokio::sync::oneshot::channel();
+        self.inner
+            .plans
+            .send(PlanRequest {
+                commit: Commit::MigrateAlloc {
+                    alloc_id: alloc_id.to_owned(),
+                    eval: Box::new(eval),
+                },
+                reply,
+            })
+            .await
+            .map_err(|_| ServerError::Internal("the plan applier has stopped".into()))?;
+        let committed = response
+            .await
+            .map_err(|_| ServerError::Internal("the plan applier dropped the request".into()))??;
+        if let Some(stored) = self.inner.state.eval(&eval_id) {
+            self.inner.enqueue_when_due((*stored).clone());
+        }
+        Ok(AllocStopResponse {
+            eval_id,
+            index: committed.index,
+        })
     }
 
     /// Registers a node (or re-registers it after a restart). Returns the heartbeat TTL.

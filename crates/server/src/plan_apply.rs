@@ -7,6 +7,11 @@
 //! partial commit, as Nomad does) and the worker is told to refresh and plan again; the rest
 //! commits in one atomic write.
 //!
+//! The applier also takes the one allocation change that does not come from a scheduler pass:
+//! `alloc stop` marks an allocation for migration. It is read and written in one step of the
+//! applier, in the same write as the evaluation that acts on it, so a plan that commits just
+//! before is built upon rather than overwritten.
+//!
 //! Not here: deciding placements (the scheduler) or evaluation bookkeeping (the worker).
 
 use std::collections::{BTreeMap, HashSet};
@@ -17,7 +22,7 @@ use drover_scheduler::select::{
     reserved_core_conflict,
 };
 use drover_state::{StateSnapshot, StateStore};
-use drover_structs::Allocation;
+use drover_structs::{Allocation, Evaluation};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{Clock, ServerError};
@@ -37,8 +42,20 @@ impl PlanResult {
     }
 }
 
+/// What the applier is asked to commit.
+pub(crate) enum Commit {
+    /// A worker's plan (boxed, as the evaluation below: queued requests stay small).
+    Plan(Box<Plan>),
+    /// `alloc stop`: mark the allocation for migration and store `eval`, which acts on it, in
+    /// one write.
+    MigrateAlloc {
+        alloc_id: String,
+        eval: Box<Evaluation>,
+    },
+}
+
 pub(crate) struct PlanRequest {
-    pub plan: Plan,
+    pub commit: Commit,
     pub reply: oneshot::Sender<Result<PlanResult, ServerError>>,
 }
 
@@ -49,7 +66,12 @@ pub(crate) async fn run(
     mut requests: mpsc::Receiver<PlanRequest>,
 ) {
     while let Some(request) = requests.recv().await {
-        let result = apply(&state, clock.as_ref(), request.plan).await;
+        let result = match request.commit {
+            Commit::Plan(plan) => apply(&state, clock.as_ref(), *plan).await,
+            Commit::MigrateAlloc { alloc_id, eval } => {
+                migrate_alloc(&state, clock.as_ref(), &alloc_id, *eval).await
+            }
+        };
         // The worker may have given up (shutdown); the commit stands either way.
         let _ = request.reply.send(result);
     }
@@ -89,6 +111,27 @@ pub(crate) async fn apply(
     Ok(PlanResult {
         index,
         rejected_nodes,
+    })
+}
+
+/// Marks the allocation, as it is now, for migration, and stores `eval` in the same write.
+pub(crate) async fn migrate_alloc(
+    state: &StateStore,
+    clock: &dyn Clock,
+    alloc_id: &str,
+    eval: Evaluation,
+) -> Result<PlanResult, ServerError> {
+    let Some(current) = state.alloc(alloc_id) else {
+        return Err(ServerError::NotFound("allocation not found".into()));
+    };
+    let mut marked = Allocation::clone(&current);
+    marked.desired_transition.migrate = Some(true);
+    let index = state
+        .upsert_allocs_and_evals(vec![marked], vec![eval], clock.now_unix_ns())
+        .await?;
+    Ok(PlanResult {
+        index,
+        rejected_nodes: Vec::new(),
     })
 }
 
@@ -219,5 +262,101 @@ mod tests {
             .expect("apply");
         assert!(result.fully_committed());
         assert!(state.snapshot().alloc("alloc-free").is_some());
+    }
+
+    /// A plan that stops an allocation commits between `alloc stop` reading the allocation and
+    /// writing it. Both go through the applier, one after the other: the stop's write starts
+    /// from what the plan committed (the allocation stays stopped) and carries its evaluation.
+    #[tokio::test]
+    async fn a_plan_committed_just_before_an_alloc_stop_is_not_overwritten() {
+        let state = StateStore::in_memory().await.expect("store");
+        let node = NodeBuilder::new("node-1").resources(4000, 8192).build();
+        state.upsert_node(node.clone(), 1).await.expect("node");
+        let job = JobBuilder::service("web")
+            .group("app", 1)
+            .task("server", "raw_exec")
+            .resources(100, 64)
+            .build();
+        let running = running_alloc("alloc-0", &job, "app", 0, &node);
+        state
+            .upsert_allocs_and_evals(vec![running.clone()], Vec::new(), 1)
+            .await
+            .expect("running alloc");
+
+        let mut stopped = running.clone();
+        stopped.desired_status = drover_structs::ALLOC_DESIRED_STATUS_STOP.to_string();
+        stopped.desired_description = "alloc not needed due to job update".to_string();
+        let mut plan = Plan {
+            eval_id: "eval-plan".to_string(),
+            ..Plan::default()
+        };
+        plan.node_update.insert("node-1".to_string(), vec![stopped]);
+        let stop_eval = Evaluation {
+            id: "eval-stop".to_string(),
+            namespace: "default".to_string(),
+            job_id: "web".to_string(),
+            r#type: "service".to_string(),
+            triggered_by: "alloc-stop".to_string(),
+            status: "pending".to_string(),
+            ..Evaluation::default()
+        };
+
+        // Both are queued before the applier runs: the plan first, as in the race.
+        let (requests, queue) = mpsc::channel(4);
+        let (plan_reply, plan_done) = oneshot::channel();
+        let (stop_reply, stop_done) = oneshot::channel();
+        requests
+            .send(PlanRequest {
+                commit: Commit::Plan(Box::new(plan)),
+                reply: plan_reply,
+            })
+            .await
+            .expect("queue plan");
+        requests
+            .send(PlanRequest {
+                commit: Commit::MigrateAlloc {
+                    alloc_id: "alloc-0".to_string(),
+                    eval: Box::new(stop_eval),
+                },
+                reply: stop_reply,
+            })
+            .await
+            .expect("queue stop");
+        drop(requests);
+        run(state.clone(), std::sync::Arc::new(SystemClock), queue).await;
+        plan_done.await.expect("plan reply").expect("plan");
+        let stop = stop_done.await.expect("stop reply").expect("stop");
+
+        let alloc = state.snapshot().alloc("alloc-0").expect("alloc");
+        assert_eq!(
+            alloc.desired_status, "stop",
+            "the plan's stop was overwritten"
+        );
+        assert_eq!(
+            alloc.desired_description,
+            "alloc not needed due to job update"
+        );
+        assert_eq!(alloc.desired_transition.migrate, Some(true));
+        let eval = state.eval("eval-stop").expect("the stop's eval is stored");
+        assert_eq!(eval.modify_index, stop.index);
+        assert_eq!(
+            alloc.modify_index, stop.index,
+            "alloc and eval in one write"
+        );
+    }
+
+    #[tokio::test]
+    async fn stopping_an_unknown_alloc_is_not_found_and_stores_nothing() {
+        let state = StateStore::in_memory().await.expect("store");
+        let eval = Evaluation {
+            id: "eval-stop".to_string(),
+            namespace: "default".to_string(),
+            job_id: "web".to_string(),
+            status: "pending".to_string(),
+            ..Evaluation::default()
+        };
+        let outcome = migrate_alloc(&state, &SystemClock, "nope", eval).await;
+        assert!(matches!(outcome, Err(ServerError::NotFound(_))));
+        assert!(state.eval("eval-stop").is_none());
     }
 }

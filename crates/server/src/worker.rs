@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::NackOutcome;
-use crate::plan_apply::{PlanRequest, PlanResult};
+use crate::plan_apply::{Commit, PlanRequest, PlanResult};
 use crate::snapshot::SnapshotView;
 use crate::{ServerError, ServerInner};
 
@@ -110,7 +110,10 @@ async fn submit(server: &ServerInner, plan: Plan) -> Result<PlanResult, ServerEr
     let (reply, response) = oneshot::channel();
     server
         .plans
-        .send(PlanRequest { plan, reply })
+        .send(PlanRequest {
+            commit: Commit::Plan(Box::new(plan)),
+            reply,
+        })
         .await
         .map_err(|_| ServerError::Internal("the plan applier has stopped".into()))?;
     response

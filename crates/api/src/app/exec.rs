@@ -3,12 +3,15 @@
 //! `{"stdin":{"data":<b64>}}`, `{"stdin":{"close":true}}`, `{"tty_size":{"height":h,"width":w}}`
 //! or `{}` (heartbeat), and receives `{"stdout":{"data":<b64>}}`, `{"stderr":{"data":<b64>}}`
 //! and finally `{"exited":true,"result":{"exit_code":N}}`, followed by a normal close. Errors
-//! after the upgrade are close frames: 1011 for internal ones, 1008 otherwise.
+//! after the upgrade are close frames: 1011 for internal ones, 1008 otherwise. Input is bounded
+//! end to end: messages are at most [`MAX_MESSAGE`] long and the socket is read only while the
+//! session has room for more.
 //!
 //! Not here: running the command (the backend's [`AgentOperations::exec`]).
 //!
 //! [`AgentOperations::exec`]: crate::backend::AgentOperations::exec
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
@@ -41,7 +44,10 @@ pub(super) async fn exec_endpoint<B: ApiBackend>(
             Err(_) => ApiError::bad_request("exec needs a websocket connection").into_response(),
             Ok(upgrade) => {
                 let backend = Arc::clone(&state.backend);
-                upgrade.on_upgrade(move |socket| run_session(backend, request, handshake, socket))
+                upgrade
+                    .max_message_size(MAX_MESSAGE)
+                    .max_frame_size(MAX_MESSAGE)
+                    .on_upgrade(move |socket| run_session(backend, request, handshake, socket))
             }
         },
     }
@@ -84,6 +90,11 @@ fn prepare<B: ApiBackend>(
         handshake,
     ))
 }
+
+/// The largest websocket message a caller may send (a stdin frame carries its data base64
+/// encoded; Nomad's CLI sends small ones). Together with the session's bounded input queue this
+/// caps what one session can make the agent hold.
+const MAX_MESSAGE: usize = 256 * 1024;
 
 /// How long a closing session waits for the client to answer its close frame.
 const CLOSE_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -175,16 +186,22 @@ async fn run_session<B: ApiBackend>(
             return;
         }
     };
+    // Inputs of the last message not yet taken by the session. While any wait, the socket is
+    // not read: a command that does not read its input pushes back on the caller over TCP.
+    let mut waiting: VecDeque<ExecInput> = VecDeque::new();
     loop {
+        let room = input.clone();
         tokio::select! {
-            message = socket.recv() => match message {
+            permit = room.reserve_owned(), if !waiting.is_empty() => match (permit, waiting.pop_front()) {
+                (Ok(permit), Some(item)) => {
+                    permit.send(item);
+                }
+                // A session that stopped taking input is ending anyway.
+                _ => waiting.clear(),
+            },
+            message = socket.recv(), if waiting.is_empty() => match message {
                 Some(Ok(Message::Text(text))) => match parse_input(text.as_str()) {
-                    Ok(inputs) => {
-                        for item in inputs {
-                            // A session that stopped reading input is ending anyway.
-                            let _ = input.send(item).await;
-                        }
-                    }
+                    Ok(inputs) => waiting.extend(inputs),
                     Err(reason) => {
                         close(socket, CLOSE_POLICY, reason).await;
                         return;

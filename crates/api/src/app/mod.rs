@@ -80,6 +80,11 @@ pub fn app_with_options<B: ApiBackend>(backend: Arc<B>, options: ApiOptions) -> 
             axum::routing::any(exec::exec_endpoint::<B>),
         )
         .fallback(dispatch::<B>)
+        // The one body limit is applied around the whole agent (see `body_limit`); the
+        // extractor's own default must not be a second, different one.
+        .layer(axum::extract::DefaultBodyLimit::max(
+            crate::MAX_REQUEST_BODY,
+        ))
         .with_state(AppState { backend, options })
 }
 
@@ -533,16 +538,12 @@ async fn handle<B: ApiBackend>(
                 plain: params.bool("plain", false)?,
             };
             let lookup = requested.clone();
-            let path = run_blocking(move || {
-                let path = crate::fs::resolve_confined(&alloc_dir, &lookup)?;
-                if path.is_dir() {
-                    return Err(ApiError::bad_request(format!("{lookup:?} is a directory")));
-                }
-                Ok(path)
+            let file = run_blocking(move || {
+                crate::fs::open_regular_file(&alloc_dir, &lookup, crate::fs::Resolver::Openat2)
             })
             .await?;
             let files = FileSet::SingleFile {
-                path,
+                file: Arc::new(file),
                 name: requested.trim_start_matches('/').to_string(),
             };
             let content_type = if position.plain {
@@ -577,8 +578,9 @@ async fn handle<B: ApiBackend>(
         Route::FsCat { alloc_id } => {
             let alloc_dir = backend.alloc_dir(&alloc_id)?;
             let path = params.get("path").unwrap_or("").to_string();
-            let data = run_blocking(move || crate::fs::read_at(&alloc_dir, &path, 0, None)).await?;
-            Ok(plain_bytes(data))
+            let range =
+                run_blocking(move || crate::fs::read_at(&alloc_dir, &path, 0, None)).await?;
+            Ok(streamed_file(range))
         }
         Route::NodeRegister => node_rpc::register(backend, params, body).await,
         Route::NodeUpdateStatus { node_id } => {
@@ -594,19 +596,30 @@ async fn handle<B: ApiBackend>(
             let path = params.get("path").unwrap_or("").to_string();
             let offset = params.u64("offset", 0)?;
             let limit = params.u64("limit", 0)?;
-            let data =
+            let range =
                 run_blocking(move || crate::fs::read_at(&alloc_dir, &path, offset, Some(limit)))
                     .await?;
-            Ok(plain_bytes(data))
+            Ok(streamed_file(range))
         }
     }
 }
 
-fn plain_bytes(data: Vec<u8>) -> Response {
+/// Read size of a streamed file body.
+const FILE_CHUNK: usize = 64 * 1024;
+
+/// A range of an open file as a body streamed in [`FILE_CHUNK`] pieces: memory stays flat
+/// however large the range.
+fn streamed_file(range: std::io::Take<std::fs::File>) -> Response {
+    let limit = range.limit();
+    let file = tokio::fs::File::from_std(range.into_inner());
+    let chunks = tokio_util::io::ReaderStream::with_capacity(
+        tokio::io::AsyncReadExt::take(file, limit),
+        FILE_CHUNK,
+    );
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        data,
+        Body::from_stream(chunks),
     )
         .into_response()
 }
