@@ -48,6 +48,17 @@ pub struct RawConfig {
     pub server: Option<RawServer>,
     /// `plugin "raw_exec" { config { enabled = true } }`
     pub plugin: Option<BTreeMap<String, RawPlugin>>,
+    pub telemetry: Option<RawTelemetry>,
+}
+
+/// `telemetry { ... }`: what the agent publishes on `/v1/metrics`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTelemetry {
+    pub prometheus_metrics: Option<bool>,
+    pub collection_interval: Option<String>,
+    pub publish_allocation_metrics: Option<bool>,
+    pub publish_node_metrics: Option<bool>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -196,6 +207,21 @@ impl RawConfig {
                 }
             }
         }
+        match (&mut self.telemetry, other.telemetry) {
+            (Some(base), Some(over)) => merge_options!(
+                base,
+                over,
+                prometheus_metrics,
+                collection_interval,
+                publish_allocation_metrics,
+                publish_node_metrics
+            ),
+            (base, over) => {
+                if over.is_some() {
+                    *base = over;
+                }
+            }
+        }
         if let Some(plugins) = other.plugin {
             self.plugin
                 .get_or_insert_with(BTreeMap::new)
@@ -242,6 +268,43 @@ pub struct AgentConfig {
     pub raw_exec_enabled: bool,
     /// `plugin "exec" { config { allow_caps = [...] } }`; `None` keeps the default set.
     pub exec_allow_caps: Option<Vec<String>>,
+    pub telemetry: Telemetry,
+}
+
+/// The validated `telemetry` block. Nomad's defaults: nothing published but the agent's own
+/// runtime and the server's gauges, collected every second; `-dev` turns everything on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Telemetry {
+    /// Whether `/v1/metrics?format=prometheus` answers (otherwise 415, as Nomad).
+    pub prometheus_metrics: bool,
+    /// How often the client samples node and task usage for the gauges.
+    pub collection_interval: Duration,
+    /// Publish per-task usage gauges (`nomad.client.allocs.*`).
+    pub publish_allocation_metrics: bool,
+    /// Publish the node's usage gauges (`nomad.client.host.*`, `nomad.client.uptime`).
+    pub publish_node_metrics: bool,
+}
+
+impl Telemetry {
+    fn from_raw(raw: Option<RawTelemetry>, dev: bool) -> Result<Self, ConfigError> {
+        let raw = raw.unwrap_or_default();
+        let collection_interval = match &raw.collection_interval {
+            Some(text) => parse_duration("telemetry.collection_interval", text)?,
+            None => Duration::from_secs(1),
+        };
+        if collection_interval.is_zero() {
+            return Err(ConfigError::Invalid {
+                key: "telemetry.collection_interval",
+                message: "must be longer than zero".into(),
+            });
+        }
+        Ok(Telemetry {
+            prometheus_metrics: raw.prometheus_metrics.unwrap_or(dev),
+            collection_interval,
+            publish_allocation_metrics: raw.publish_allocation_metrics.unwrap_or(dev),
+            publish_node_metrics: raw.publish_node_metrics.unwrap_or(dev),
+        })
+    }
 }
 
 fn parse_duration(key: &'static str, text: &str) -> Result<Duration, ConfigError> {
@@ -414,6 +477,7 @@ impl AgentConfig {
             });
         }
 
+        let telemetry = Telemetry::from_raw(raw.telemetry, dev)?;
         Ok(Self {
             dev,
             region: raw.region.unwrap_or_else(|| "global".into()),
@@ -470,6 +534,7 @@ impl AgentConfig {
             },
             raw_exec_enabled,
             exec_allow_caps,
+            telemetry,
         })
     }
 }
@@ -552,6 +617,50 @@ mod tests {
         assert_eq!(client.enabled, Some(true));
         assert_eq!(client.node_class.as_deref(), Some("gpu"));
         assert_eq!(base.region.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn telemetry_follows_nomad_defaults_and_dev_mode_and_names_bad_intervals() {
+        let server_args = AgentArgs {
+            server: true,
+            data_dir: Some("/tmp/drover-config-test".into()),
+            ..AgentArgs::default()
+        };
+        let config = AgentConfig::from_raw(RawConfig::default(), &server_args).expect("valid");
+        assert_eq!(
+            config.telemetry,
+            Telemetry {
+                prometheus_metrics: false,
+                collection_interval: Duration::from_secs(1),
+                publish_allocation_metrics: false,
+                publish_node_metrics: false,
+            }
+        );
+        let dev = AgentConfig::from_raw(RawConfig::default(), &dev_args()).expect("valid");
+        assert!(dev.telemetry.prometheus_metrics && dev.telemetry.publish_allocation_metrics);
+
+        let mut raw: RawConfig = hcl::from_str(
+            "telemetry {\n  prometheus_metrics = true\n  collection_interval = \"250ms\"\n}\n",
+        )
+        .expect("parses");
+        raw.merge(
+            hcl::from_str("telemetry {\n  publish_node_metrics = true\n}\n").expect("parses"),
+        );
+        let config = AgentConfig::from_raw(raw, &server_args).expect("valid");
+        assert!(config.telemetry.prometheus_metrics && config.telemetry.publish_node_metrics);
+        assert!(!config.telemetry.publish_allocation_metrics);
+        assert_eq!(
+            config.telemetry.collection_interval,
+            Duration::from_millis(250)
+        );
+
+        let raw: RawConfig =
+            hcl::from_str("telemetry {\n  collection_interval = \"0s\"\n}\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("zero interval");
+        assert!(
+            err.to_string().starts_with("telemetry.collection_interval"),
+            "{err}"
+        );
     }
 
     #[test]

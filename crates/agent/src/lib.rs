@@ -11,6 +11,7 @@ pub mod exec;
 pub mod forward;
 pub mod forward_exec;
 pub mod in_process;
+pub mod metrics;
 pub mod server_link;
 
 use std::path::{Path, PathBuf};
@@ -182,6 +183,11 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         host_stats: drover_client::host_stats::HostStatsCollector::new(data_dir.path()),
     };
     let local_node_id = backend.info.node_id.clone();
+    let metrics = Arc::new(metrics::Metrics::new(config.name.clone()));
+    let metrics_endpoint = metrics::MetricsEndpoint {
+        metrics: metrics.clone(),
+        prometheus_enabled: config.telemetry.prometheus_metrics,
+    };
     let app = drover_api::app(Arc::new(Composed {
         reads: state.clone(),
         operations: backend,
@@ -204,7 +210,24 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         ))
     };
 
+    // The agent's own endpoints answer here on every agent, never forwarded.
+    let app = app.merge(
+        axum::Router::new()
+            .route("/v1/metrics", axum::routing::get(metrics::metrics_handler))
+            .with_state(metrics_endpoint),
+    );
+
     let shutdown = CancellationToken::new();
+    let collecting = tokio::spawn(metrics::collect(
+        metrics::Collector {
+            metrics,
+            telemetry: config.telemetry,
+            client: client.clone(),
+            server: server.clone(),
+            host_stats: drover_client::host_stats::HostStatsCollector::new(data_dir.path()),
+        },
+        shutdown.clone(),
+    ));
     let serving = {
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
@@ -234,6 +257,7 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     wait_for_signal().await;
     println!("==> shutting down");
     shutdown.cancel();
+    let _ = collecting.await;
     if let Some(client) = &client {
         match &data_dir {
             // Nothing would ever come back for these tasks: stop them with the agent.
