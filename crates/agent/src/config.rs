@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::AgentArgs;
+use crate::logging::LogLevel;
 
 /// The default HTTP port, as Nomad's.
 pub const DEFAULT_HTTP_PORT: u16 = 4646;
@@ -42,6 +43,7 @@ pub struct RawConfig {
     pub data_dir: Option<PathBuf>,
     pub bind_addr: Option<String>,
     pub log_level: Option<String>,
+    pub log_json: Option<bool>,
     pub ports: Option<RawPorts>,
     pub addresses: Option<RawAddresses>,
     pub client: Option<RawClient>,
@@ -150,7 +152,7 @@ impl RawConfig {
     /// Layers `other` over `self`: fields set in `other` win, nested blocks merge field by field.
     pub fn merge(&mut self, other: RawConfig) {
         merge_options!(
-            self, other, region, datacenter, name, data_dir, bind_addr, log_level
+            self, other, region, datacenter, name, data_dir, bind_addr, log_level, log_json
         );
         match (&mut self.ports, other.ports) {
             (Some(base), Some(over)) => merge_options!(base, over, http, rpc, serf),
@@ -269,6 +271,10 @@ pub struct AgentConfig {
     /// `plugin "exec" { config { allow_caps = [...] } }`; `None` keeps the default set.
     pub exec_allow_caps: Option<Vec<String>>,
     pub telemetry: Telemetry,
+    /// `log_level` / `-log-level`: what the agent writes to stderr (INFO unless given).
+    pub log_level: LogLevel,
+    /// `log_json` / `-log-json`: stderr lines as JSON.
+    pub log_json: bool,
 }
 
 /// The validated `telemetry` block. Nomad's defaults: nothing published but the agent's own
@@ -478,6 +484,14 @@ impl AgentConfig {
         }
 
         let telemetry = Telemetry::from_raw(raw.telemetry, dev)?;
+        let log_level = match args.log_level.as_deref().or(raw.log_level.as_deref()) {
+            Some(text) => text.parse().map_err(|_| ConfigError::Invalid {
+                key: "log_level",
+                message: format!("{text:?} is not one of TRACE, DEBUG, INFO, WARN, ERROR"),
+            })?,
+            None => LogLevel::Info,
+        };
+        let log_json = args.log_json || raw.log_json.unwrap_or(false);
         Ok(Self {
             dev,
             region: raw.region.unwrap_or_else(|| "global".into()),
@@ -535,6 +549,8 @@ impl AgentConfig {
             raw_exec_enabled,
             exec_allow_caps,
             telemetry,
+            log_level,
+            log_json,
         })
     }
 }
@@ -676,6 +692,10 @@ mod tests {
             err.to_string().starts_with("client.max_kill_timeout"),
             "{err}"
         );
+
+        let raw: RawConfig = hcl::from_str("log_level = \"LOUD\"\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad level");
+        assert!(err.to_string().starts_with("log_level"), "{err}");
 
         let raw: RawConfig = hcl::from_str("bind_addr = \"localhost:80\"\n").expect("parses");
         let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad address");

@@ -11,7 +11,9 @@ pub mod exec;
 pub mod forward;
 pub mod forward_exec;
 pub mod in_process;
+pub mod logging;
 pub mod metrics;
+pub mod monitor;
 pub mod server_link;
 
 use std::path::{Path, PathBuf};
@@ -74,6 +76,12 @@ pub struct AgentArgs {
     /// given).
     #[arg(long = "servers", value_name = "ADDR[,ADDR]", value_delimiter = ',')]
     pub servers: Vec<String>,
+    /// The level of the agent's log on stderr: TRACE, DEBUG, INFO, WARN or ERROR.
+    #[arg(long = "log-level", value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// Write the agent's log as JSON lines.
+    #[arg(long = "log-json")]
+    pub log_json: bool,
 }
 
 /// Runs the agent until SIGINT or SIGTERM.
@@ -98,6 +106,8 @@ impl DataDir {
 }
 
 async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
+    let log_hub = logging::LogHub::new();
+    logging::init(config.log_level, config.log_json, &log_hub);
     let data_dir = match &config.data_dir {
         Some(path) => DataDir::Persistent(path.clone()),
         None => DataDir::Temporary(
@@ -214,7 +224,15 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     let app = app.merge(
         axum::Router::new()
             .route("/v1/metrics", axum::routing::get(metrics::metrics_handler))
-            .with_state(metrics_endpoint),
+            .with_state(metrics_endpoint)
+            .merge(
+                axum::Router::new()
+                    .route(
+                        "/v1/agent/monitor",
+                        axum::routing::get(monitor::monitor_handler),
+                    )
+                    .with_state(log_hub),
+            ),
     );
 
     let shutdown = CancellationToken::new();

@@ -310,6 +310,12 @@ impl Server {
         );
         let eval_id = eval.id.clone();
         let index = self.inner.store_and_enqueue(vec![eval]).await?;
+        tracing::debug!(
+            namespace = job.namespace,
+            job_id = job.id,
+            eval_id,
+            "job registered"
+        );
         Ok(JobRegisterResponse {
             eval_id,
             eval_create_index: index,
