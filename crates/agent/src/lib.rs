@@ -8,12 +8,11 @@
 pub mod backend;
 pub mod config;
 pub mod exec;
-pub mod forward;
-pub mod forward_exec;
 pub mod in_process;
 pub mod logging;
 pub mod metrics;
 pub mod monitor;
+pub mod proxy;
 pub mod server_link;
 
 use std::path::{Path, PathBuf};
@@ -205,18 +204,18 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     // A server answers client endpoints for allocations on other nodes by passing them on; a
     // client-only agent passes everything but its own endpoints to its servers.
     let app = if server.is_some() {
-        let forwarding = forward::ForwardContext::new(state.clone(), local_node_id)
+        let forwarding = proxy::ForwardContext::new(state.clone(), local_node_id)
             .context("preparing the forwarding of client requests")?;
         app.layer(axum::middleware::from_fn_with_state(
             forwarding,
-            forward::forward_client_requests,
+            proxy::forward_client_requests,
         ))
     } else {
-        let servers = forward::ServersContext::new(&config.servers)
+        let servers = proxy::ServersContext::new(&config.servers)
             .context("preparing the forwarding of requests to the servers")?;
         app.layer(axum::middleware::from_fn_with_state(
             servers,
-            forward::forward_to_servers,
+            proxy::forward_to_servers,
         ))
     };
 
