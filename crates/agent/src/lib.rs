@@ -6,6 +6,7 @@
 //! the work itself lives in those crates.
 
 pub mod backend;
+pub mod cluster;
 pub mod config;
 pub mod exec;
 pub mod in_process;
@@ -144,14 +145,14 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     // The state store answers the HTTP API's reads. An agent without a server keeps an empty
     // one in memory: its API serves the client's endpoints, and the servers' state is read
     // from a server agent.
-    let (state, server) = if config.server_enabled {
-        let (state, server) = start_server(&config, data_dir.path()).await?;
-        (state, Some(server))
+    let (state, server, cluster_id) = if config.server_enabled {
+        let (state, server, cluster_id) = start_server(&config, data_dir.path()).await?;
+        (state, Some(server), Some(cluster_id))
     } else {
         let state = StateStore::in_memory()
             .await
             .context("opening an empty state store for a client-only agent")?;
-        (state, None)
+        (state, None, None)
     };
 
     let client = match client_preparation {
@@ -162,8 +163,11 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
             let conn = match &server {
                 Some(server) => AgentServerConn::InProcess(InProcessServer(server.clone())),
                 None => AgentServerConn::Remote(
-                    HttpServerConn::new(HttpServerConnConfig::new(config.servers.clone()))
-                        .context("configuring the connection to the servers")?,
+                    HttpServerConn::new(HttpServerConnConfig {
+                        cluster_id_file: Some(data_dir.path().join("client").join("cluster_id")),
+                        ..HttpServerConnConfig::new(config.servers.clone())
+                    })
+                    .context("configuring the connection to the servers")?,
                 ),
             };
             Some(start_client(prepared, conn).await?)
@@ -234,6 +238,19 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
             ),
     );
 
+    // Every answer of a server agent names its cluster (clients follow only their own).
+    let app = match &cluster_id {
+        Some(cluster_id) => {
+            let value = axum::http::HeaderValue::from_str(cluster_id)
+                .context("the cluster ID is not a valid header value")?;
+            app.layer(axum::middleware::map_response_with_state(
+                value,
+                cluster::add_cluster_header,
+            ))
+        }
+        None => app,
+    };
+
     let shutdown = CancellationToken::new();
     let collecting = tokio::spawn(metrics::collect(
         metrics::Collector {
@@ -299,11 +316,13 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
 async fn start_server(
     config: &AgentConfig,
     data_dir: &Path,
-) -> anyhow::Result<(StateStore, Server)> {
+) -> anyhow::Result<(StateStore, Server, String)> {
     let clock: Arc<dyn drover_server::Clock> = Arc::new(drover_server::SystemClock);
     let server_dir = data_dir.join("server");
     std::fs::create_dir_all(&server_dir)
         .with_context(|| format!("creating {}", server_dir.display()))?;
+    let cluster_id =
+        cluster::load_or_create(&server_dir).context("the server's cluster identity")?;
     let state = StateStore::open(&server_dir).await.with_context(|| {
         format!(
             "opening the server state in {} (if the file is damaged, move it aside to start \
@@ -326,7 +345,7 @@ async fn start_server(
         state.clone(),
         clock,
     );
-    Ok((state, server))
+    Ok((state, server, cluster_id))
 }
 
 /// What the client needs before it can start, built off the async runtime: its config, its

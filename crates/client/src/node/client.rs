@@ -40,6 +40,12 @@ pub struct Client<S: ServerConn, F: AllocRunnerFactory> {
     pub(super) runnerless_allocs: Mutex<HashMap<String, u64>>,
     pub(super) heartbeat: Mutex<HeartbeatStatus>,
     pub(super) registered: watch::Sender<bool>,
+    /// How many times the node has (re-)registered; the watcher starts over its record of
+    /// what the servers list with each registration.
+    pub(super) registrations: std::sync::atomic::AtomicU64,
+    /// The registration the last listing belongs to, and the allocations it listed: only an
+    /// allocation listed since the node last registered can be "removed by the server".
+    pub(super) last_listing: Mutex<(u64, std::collections::HashSet<String>)>,
     /// Stops the heartbeat loop and the allocation watcher.
     pub(super) loops_shutdown: CancellationToken,
     /// Stops the status sender, after a last flush; cancelled after the runners are done.
@@ -92,6 +98,8 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             runnerless_allocs: Mutex::new(HashMap::new()),
             heartbeat: Mutex::new(HeartbeatStatus::default()),
             registered,
+            registrations: std::sync::atomic::AtomicU64::new(0),
+            last_listing: Mutex::new((0, std::collections::HashSet::new())),
             loops_shutdown: CancellationToken::new(),
             sender_shutdown: CancellationToken::new(),
             loops: Mutex::new(Vec::new()),

@@ -34,6 +34,8 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
                 Ok(ttl) => {
                     if must_register {
                         tracing::info!(node_id = %self.node_id, "node registered");
+                        self.registrations
+                            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     }
                     must_register = false;
                     failures = 0;

@@ -272,6 +272,59 @@ async fn an_alloc_removed_by_the_server_is_destroyed_and_forgotten() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_running_alloc_a_re_registered_server_never_listed_keeps_running() {
+    let harness = start(SimRunnerTiming::default()).await;
+    let alloc = alloc_for(&harness.node_id, &["server"]);
+    let alloc_id = alloc.id.clone();
+    harness.server.place_alloc(alloc);
+    eventually("running", || {
+        server_status(&harness.server, &alloc_id) == ALLOC_CLIENT_STATUS_RUNNING
+    })
+    .await;
+    let runner: Arc<SimAllocRunner> = harness
+        .client
+        .runner(&alloc_id)
+        .unwrap_or_else(|error| panic!("runner: {error}"));
+    let registrations = harness.server.register_calls();
+
+    // The server loses the node and the allocation together, as one that lost its state.
+    assert!(harness.server.remove_alloc(&alloc_id));
+    assert!(harness.server.forget_node(&harness.node_id));
+    eventually("registered again", || {
+        harness.server.register_calls() > registrations
+    })
+    .await;
+    // A listing after the re-registration: another allocation placed here starts.
+    let other = alloc_for(&harness.node_id, &["server"]);
+    let other_id = other.id.clone();
+    harness.server.place_alloc(other);
+    eventually("the new alloc running", || {
+        server_status(&harness.server, &other_id) == ALLOC_CLIENT_STATUS_RUNNING
+    })
+    .await;
+    assert!(
+        harness.client.runner(&alloc_id).is_ok(),
+        "the runner the server never listed is kept"
+    );
+    assert!(!runner.is_destroyed());
+    assert!(
+        runner
+            .task_states()
+            .values()
+            .all(|task| task.state == TASK_STATE_RUNNING)
+    );
+
+    // Once this registration has listed it, a removal is a removal.
+    harness.server.remove_alloc(&other_id);
+    eventually("the listed-then-removed runner is gone", || {
+        harness.client.runner(&other_id).is_err()
+    })
+    .await;
+    assert!(harness.client.runner(&alloc_id).is_ok());
+    harness.client.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_alloc_stopped_before_it_ran_is_reported_complete_without_a_runner() {
     let harness = start(SimRunnerTiming::default()).await;
     let mut alloc = alloc_for(&harness.node_id, &["server"]);

@@ -129,19 +129,52 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
 
     /// Destroys the runners of allocations the server no longer lists (it garbage collected
     /// them) and forgets the runner-less ones.
+    ///
+    /// A client never kills tasks because a server does not know them: a live runner is
+    /// destroyed only when the server listed its allocation since the node last registered
+    /// and now does not. An allocation a freshly (re-)registered server has never listed — it
+    /// lost the node, or is not the server that placed it — keeps running, and the client says
+    /// so. A runner whose tasks have all finished goes either way.
     fn remove_unlisted(&self, listed: &BTreeMap<String, u64>) {
         lock(&self.runnerless_allocs).retain(|alloc_id, _| listed.contains_key(alloc_id));
+        let registration = self.registrations.load(std::sync::atomic::Ordering::SeqCst);
+        let previously_listed = {
+            let mut last = lock(&self.last_listing);
+            let previous = if last.0 == registration {
+                std::mem::take(&mut last.1)
+            } else {
+                std::collections::HashSet::new()
+            };
+            *last = (registration, listed.keys().cloned().collect());
+            previous
+        };
+        let mut unknown_to_server = Vec::new();
         let removed: Vec<(String, Arc<F::Runner>)> = {
             let mut runners = self.write_runners();
             let gone: Vec<String> = runners
-                .keys()
-                .filter(|alloc_id| !listed.contains_key(*alloc_id))
-                .cloned()
+                .iter()
+                .filter(|(alloc_id, _)| !listed.contains_key(*alloc_id))
+                .filter_map(|(alloc_id, runner)| {
+                    if previously_listed.contains(alloc_id) || runner.is_client_terminal() {
+                        Some(alloc_id.clone())
+                    } else {
+                        unknown_to_server.push(alloc_id.clone());
+                        None
+                    }
+                })
                 .collect();
             gone.into_iter()
                 .filter_map(|alloc_id| runners.remove(&alloc_id).map(|runner| (alloc_id, runner)))
                 .collect()
         };
+        for alloc_id in unknown_to_server {
+            tracing::warn!(
+                alloc_id,
+                node_id = %self.node_id,
+                "the server does not know this running allocation (it has not listed it since \
+                 the node registered); keeping its tasks running"
+            );
+        }
         for (alloc_id, runner) in removed {
             tracing::info!(
                 alloc_id,
