@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::AgentArgs;
+use crate::logging::LogLevel;
 
 /// The default HTTP port, as Nomad's.
 pub const DEFAULT_HTTP_PORT: u16 = 4646;
@@ -42,12 +43,24 @@ pub struct RawConfig {
     pub data_dir: Option<PathBuf>,
     pub bind_addr: Option<String>,
     pub log_level: Option<String>,
+    pub log_json: Option<bool>,
     pub ports: Option<RawPorts>,
     pub addresses: Option<RawAddresses>,
     pub client: Option<RawClient>,
     pub server: Option<RawServer>,
     /// `plugin "raw_exec" { config { enabled = true } }`
     pub plugin: Option<BTreeMap<String, RawPlugin>>,
+    pub telemetry: Option<RawTelemetry>,
+}
+
+/// `telemetry { ... }`: what the agent publishes on `/v1/metrics`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTelemetry {
+    pub prometheus_metrics: Option<bool>,
+    pub collection_interval: Option<String>,
+    pub publish_allocation_metrics: Option<bool>,
+    pub publish_node_metrics: Option<bool>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -139,7 +152,7 @@ impl RawConfig {
     /// Layers `other` over `self`: fields set in `other` win, nested blocks merge field by field.
     pub fn merge(&mut self, other: RawConfig) {
         merge_options!(
-            self, other, region, datacenter, name, data_dir, bind_addr, log_level
+            self, other, region, datacenter, name, data_dir, bind_addr, log_level, log_json
         );
         match (&mut self.ports, other.ports) {
             (Some(base), Some(over)) => merge_options!(base, over, http, rpc, serf),
@@ -196,6 +209,21 @@ impl RawConfig {
                 }
             }
         }
+        match (&mut self.telemetry, other.telemetry) {
+            (Some(base), Some(over)) => merge_options!(
+                base,
+                over,
+                prometheus_metrics,
+                collection_interval,
+                publish_allocation_metrics,
+                publish_node_metrics
+            ),
+            (base, over) => {
+                if over.is_some() {
+                    *base = over;
+                }
+            }
+        }
         if let Some(plugins) = other.plugin {
             self.plugin
                 .get_or_insert_with(BTreeMap::new)
@@ -242,6 +270,47 @@ pub struct AgentConfig {
     pub raw_exec_enabled: bool,
     /// `plugin "exec" { config { allow_caps = [...] } }`; `None` keeps the default set.
     pub exec_allow_caps: Option<Vec<String>>,
+    pub telemetry: Telemetry,
+    /// `log_level` / `-log-level`: what the agent writes to stderr (INFO unless given).
+    pub log_level: LogLevel,
+    /// `log_json` / `-log-json`: stderr lines as JSON.
+    pub log_json: bool,
+}
+
+/// The validated `telemetry` block. Nomad's defaults: nothing published but the agent's own
+/// runtime and the server's gauges, collected every second; `-dev` turns everything on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Telemetry {
+    /// Whether `/v1/metrics?format=prometheus` answers (otherwise 415, as Nomad).
+    pub prometheus_metrics: bool,
+    /// How often the client samples node and task usage for the gauges.
+    pub collection_interval: Duration,
+    /// Publish per-task usage gauges (`nomad.client.allocs.*`).
+    pub publish_allocation_metrics: bool,
+    /// Publish the node's usage gauges (`nomad.client.host.*`, `nomad.client.uptime`).
+    pub publish_node_metrics: bool,
+}
+
+impl Telemetry {
+    fn from_raw(raw: Option<RawTelemetry>, dev: bool) -> Result<Self, ConfigError> {
+        let raw = raw.unwrap_or_default();
+        let collection_interval = match &raw.collection_interval {
+            Some(text) => parse_duration("telemetry.collection_interval", text)?,
+            None => Duration::from_secs(1),
+        };
+        if collection_interval.is_zero() {
+            return Err(ConfigError::Invalid {
+                key: "telemetry.collection_interval",
+                message: "must be longer than zero".into(),
+            });
+        }
+        Ok(Telemetry {
+            prometheus_metrics: raw.prometheus_metrics.unwrap_or(dev),
+            collection_interval,
+            publish_allocation_metrics: raw.publish_allocation_metrics.unwrap_or(dev),
+            publish_node_metrics: raw.publish_node_metrics.unwrap_or(dev),
+        })
+    }
 }
 
 fn parse_duration(key: &'static str, text: &str) -> Result<Duration, ConfigError> {
@@ -414,6 +483,15 @@ impl AgentConfig {
             });
         }
 
+        let telemetry = Telemetry::from_raw(raw.telemetry, dev)?;
+        let log_level = match args.log_level.as_deref().or(raw.log_level.as_deref()) {
+            Some(text) => text.parse().map_err(|_| ConfigError::Invalid {
+                key: "log_level",
+                message: format!("{text:?} is not one of TRACE, DEBUG, INFO, WARN, ERROR"),
+            })?,
+            None => LogLevel::Info,
+        };
+        let log_json = args.log_json || raw.log_json.unwrap_or(false);
         Ok(Self {
             dev,
             region: raw.region.unwrap_or_else(|| "global".into()),
@@ -470,6 +548,9 @@ impl AgentConfig {
             },
             raw_exec_enabled,
             exec_allow_caps,
+            telemetry,
+            log_level,
+            log_json,
         })
     }
 }
@@ -555,6 +636,50 @@ mod tests {
     }
 
     #[test]
+    fn telemetry_follows_nomad_defaults_and_dev_mode_and_names_bad_intervals() {
+        let server_args = AgentArgs {
+            server: true,
+            data_dir: Some("/tmp/drover-config-test".into()),
+            ..AgentArgs::default()
+        };
+        let config = AgentConfig::from_raw(RawConfig::default(), &server_args).expect("valid");
+        assert_eq!(
+            config.telemetry,
+            Telemetry {
+                prometheus_metrics: false,
+                collection_interval: Duration::from_secs(1),
+                publish_allocation_metrics: false,
+                publish_node_metrics: false,
+            }
+        );
+        let dev = AgentConfig::from_raw(RawConfig::default(), &dev_args()).expect("valid");
+        assert!(dev.telemetry.prometheus_metrics && dev.telemetry.publish_allocation_metrics);
+
+        let mut raw: RawConfig = hcl::from_str(
+            "telemetry {\n  prometheus_metrics = true\n  collection_interval = \"250ms\"\n}\n",
+        )
+        .expect("parses");
+        raw.merge(
+            hcl::from_str("telemetry {\n  publish_node_metrics = true\n}\n").expect("parses"),
+        );
+        let config = AgentConfig::from_raw(raw, &server_args).expect("valid");
+        assert!(config.telemetry.prometheus_metrics && config.telemetry.publish_node_metrics);
+        assert!(!config.telemetry.publish_allocation_metrics);
+        assert_eq!(
+            config.telemetry.collection_interval,
+            Duration::from_millis(250)
+        );
+
+        let raw: RawConfig =
+            hcl::from_str("telemetry {\n  collection_interval = \"0s\"\n}\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("zero interval");
+        assert!(
+            err.to_string().starts_with("telemetry.collection_interval"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_are_named() {
         let err = hcl::from_str::<RawConfig>("client {\n  enabeld = true\n}\n")
             .expect_err("unknown key refused");
@@ -567,6 +692,10 @@ mod tests {
             err.to_string().starts_with("client.max_kill_timeout"),
             "{err}"
         );
+
+        let raw: RawConfig = hcl::from_str("log_level = \"LOUD\"\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad level");
+        assert!(err.to_string().starts_with("log_level"), "{err}");
 
         let raw: RawConfig = hcl::from_str("bind_addr = \"localhost:80\"\n").expect("parses");
         let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad address");

@@ -6,11 +6,14 @@
 //! the work itself lives in those crates.
 
 pub mod backend;
+pub mod cluster;
 pub mod config;
 pub mod exec;
-pub mod forward;
-pub mod forward_exec;
 pub mod in_process;
+pub mod logging;
+pub mod metrics;
+pub mod monitor;
+pub mod proxy;
 pub mod server_link;
 
 use std::path::{Path, PathBuf};
@@ -73,6 +76,12 @@ pub struct AgentArgs {
     /// given).
     #[arg(long = "servers", value_name = "ADDR[,ADDR]", value_delimiter = ',')]
     pub servers: Vec<String>,
+    /// The level of the agent's log on stderr: TRACE, DEBUG, INFO, WARN or ERROR.
+    #[arg(long = "log-level", value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// Write the agent's log as JSON lines.
+    #[arg(long = "log-json")]
+    pub log_json: bool,
 }
 
 /// Runs the agent until SIGINT or SIGTERM.
@@ -97,6 +106,8 @@ impl DataDir {
 }
 
 async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
+    let log_hub = logging::LogHub::new();
+    logging::init(config.log_level, config.log_json, &log_hub);
     let data_dir = match &config.data_dir {
         Some(path) => DataDir::Persistent(path.clone()),
         None => DataDir::Temporary(
@@ -134,14 +145,14 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     // The state store answers the HTTP API's reads. An agent without a server keeps an empty
     // one in memory: its API serves the client's endpoints, and the servers' state is read
     // from a server agent.
-    let (state, server) = if config.server_enabled {
-        let (state, server) = start_server(&config, data_dir.path()).await?;
-        (state, Some(server))
+    let (state, server, cluster_id) = if config.server_enabled {
+        let (state, server, cluster_id) = start_server(&config, data_dir.path()).await?;
+        (state, Some(server), Some(cluster_id))
     } else {
         let state = StateStore::in_memory()
             .await
             .context("opening an empty state store for a client-only agent")?;
-        (state, None)
+        (state, None, None)
     };
 
     let client = match client_preparation {
@@ -152,8 +163,11 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
             let conn = match &server {
                 Some(server) => AgentServerConn::InProcess(InProcessServer(server.clone())),
                 None => AgentServerConn::Remote(
-                    HttpServerConn::new(HttpServerConnConfig::new(config.servers.clone()))
-                        .context("configuring the connection to the servers")?,
+                    HttpServerConn::new(HttpServerConnConfig {
+                        cluster_id_file: Some(data_dir.path().join("client").join("cluster_id")),
+                        ..HttpServerConnConfig::new(config.servers.clone())
+                    })
+                    .context("configuring the connection to the servers")?,
                 ),
             };
             Some(start_client(prepared, conn).await?)
@@ -191,6 +205,11 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         host_stats: host_stats_collector(data_dir.path(), client.as_deref()),
     };
     let local_node_id = backend.info.node_id.clone();
+    let metrics = Arc::new(metrics::Metrics::new(config.name.clone()));
+    let metrics_endpoint = metrics::MetricsEndpoint {
+        metrics: metrics.clone(),
+        prometheus_enabled: config.telemetry.prometheus_metrics,
+    };
     let app = drover_api::app(Arc::new(Composed {
         reads: state.clone(),
         operations: backend,
@@ -199,18 +218,56 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     // client-only agent passes everything but its own endpoints to its servers.
     let forwarding = if server.is_some() {
         Forwarding::ToNodes(
-            forward::ForwardContext::new(state.clone(), local_node_id)
+            proxy::ForwardContext::new(state.clone(), local_node_id)
                 .context("preparing the forwarding of client requests")?,
         )
     } else {
         Forwarding::ToServers(
-            forward::ServersContext::new(&config.servers)
+            proxy::ServersContext::new(&config.servers)
                 .context("preparing the forwarding of requests to the servers")?,
         )
     };
     let app = served_router(app, forwarding);
 
+    // The agent's own endpoints answer here on every agent, never forwarded.
+    let app = app.merge(
+        axum::Router::new()
+            .route("/v1/metrics", axum::routing::get(metrics::metrics_handler))
+            .with_state(metrics_endpoint)
+            .merge(
+                axum::Router::new()
+                    .route(
+                        "/v1/agent/monitor",
+                        axum::routing::get(monitor::monitor_handler),
+                    )
+                    .with_state(log_hub),
+            ),
+    );
+
+    // Every answer of a server agent names its cluster (clients follow only their own).
+    let app = match &cluster_id {
+        Some(cluster_id) => {
+            let value = axum::http::HeaderValue::from_str(cluster_id)
+                .context("the cluster ID is not a valid header value")?;
+            app.layer(axum::middleware::map_response_with_state(
+                value,
+                cluster::add_cluster_header,
+            ))
+        }
+        None => app,
+    };
+
     let shutdown = CancellationToken::new();
+    let collecting = tokio::spawn(metrics::collect(
+        metrics::Collector {
+            metrics,
+            telemetry: config.telemetry,
+            client: client.clone(),
+            server: server.clone(),
+            host_stats: drover_client::host_stats::HostStatsCollector::new(data_dir.path()),
+        },
+        shutdown.clone(),
+    ));
     let serving = {
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
@@ -240,6 +297,7 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     wait_for_signal().await;
     println!("==> shutting down");
     shutdown.cancel();
+    let _ = collecting.await;
     if let Some(client) = &client {
         match &data_dir {
             // Nothing would ever come back for these tasks: stop them with the agent.
@@ -264,11 +322,13 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
 async fn start_server(
     config: &AgentConfig,
     data_dir: &Path,
-) -> anyhow::Result<(StateStore, Server)> {
+) -> anyhow::Result<(StateStore, Server, String)> {
     let clock: Arc<dyn drover_server::Clock> = Arc::new(drover_server::SystemClock);
     let server_dir = data_dir.join("server");
     std::fs::create_dir_all(&server_dir)
         .with_context(|| format!("creating {}", server_dir.display()))?;
+    let cluster_id =
+        cluster::load_or_create(&server_dir).context("the server's cluster identity")?;
     let state = StateStore::open(&server_dir).await.with_context(|| {
         format!(
             "opening the server state in {} (if the file is damaged, move it aside to start \
@@ -291,7 +351,7 @@ async fn start_server(
         state.clone(),
         clock,
     );
-    Ok((state, server))
+    Ok((state, server, cluster_id))
 }
 
 /// What the client needs before it can start, built off the async runtime: its config, its
@@ -463,9 +523,9 @@ fn host_stats_collector(
 /// Where requests the agent does not answer itself go.
 enum Forwarding {
     /// A server: client endpoints of allocations on other nodes go to those nodes.
-    ToNodes(Arc<forward::ForwardContext>),
+    ToNodes(Arc<proxy::ForwardContext>),
     /// A client-only agent: everything but its own endpoints goes to its servers.
-    ToServers(Arc<forward::ServersContext>),
+    ToServers(Arc<proxy::ServersContext>),
 }
 
 /// The API as served: the forwarding layer around the routes, and around both the one limit
@@ -474,11 +534,11 @@ fn served_router(app: axum::Router, forwarding: Forwarding) -> axum::Router {
     let app = match forwarding {
         Forwarding::ToNodes(context) => app.layer(axum::middleware::from_fn_with_state(
             context,
-            forward::forward_client_requests,
+            proxy::forward_client_requests,
         )),
         Forwarding::ToServers(context) => app.layer(axum::middleware::from_fn_with_state(
             context,
-            forward::forward_to_servers,
+            proxy::forward_to_servers,
         )),
     };
     app.layer(axum::middleware::from_fn(drover_api::limit_request_body))
@@ -511,7 +571,7 @@ mod tests {
         let address = listener.local_addr().unwrap().to_string();
         tokio::spawn(async move { axum::serve(listener, server).await });
         let local = axum::Router::new();
-        let servers = forward::ServersContext::new(&[address]).unwrap();
+        let servers = proxy::ServersContext::new(&[address]).unwrap();
         (
             served_router(local, Forwarding::ToServers(servers)),
             received,

@@ -483,6 +483,27 @@ impl ApiClient {
         })
     }
 
+    /// Opens the agent's log stream (`/v1/agent/monitor`) at `log_level`, lines as JSON with
+    /// `json`; frames carry the lines in `Data`.
+    pub async fn agent_monitor(
+        &self,
+        log_level: &str,
+        json: bool,
+    ) -> Result<LogStream, ClientError> {
+        let pairs = [
+            ("log_level", log_level.to_string()),
+            ("log_json", json.to_string()),
+        ];
+        let response = self
+            .send(self.request(reqwest::Method::GET, "/v1/agent/monitor", &pairs))
+            .await?;
+        Ok(LogStream {
+            response,
+            buffer: Vec::new(),
+            plain: false,
+        })
+    }
+
     /// `ls`: the entries of a directory in an allocation's directory.
     pub async fn fs_list(
         &self,

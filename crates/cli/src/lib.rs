@@ -98,6 +98,8 @@ enum Command {
     /// Interact with servers
     #[command(subcommand)]
     Server(commands::server::ServerCommand),
+    /// Stream an agent's log
+    Monitor(commands::agent_monitor::MonitorArgs),
     /// Show the status of jobs, or of any object by ID prefix
     Status(commands::status::StatusArgs),
     /// Print the version
@@ -142,5 +144,6 @@ pub async fn run(arguments: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Wr
         Command::Eval(command) => commands::eval::run(command, &mut io).await,
         Command::Server(command) => commands::server::run(command, &mut io).await,
         Command::Status(arguments) => commands::status::run(arguments, &mut io).await,
+        Command::Monitor(arguments) => commands::agent_monitor::run(arguments, &mut io).await,
     }
 }

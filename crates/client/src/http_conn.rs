@@ -10,15 +10,23 @@
 //! → `UnknownNode`; 400 and other 4xx → `Rejected`; 5xx or an answer that does not decode →
 //! `Internal`.
 //!
+//! Every answer must carry the server's cluster identity (`X-Drover-Cluster-ID`). The first
+//! one the node sees is the cluster it joins, kept in `cluster_id_file` across restarts; an
+//! answer from a server of another cluster (or of none) is refused before it is read, as
+//! `ForeignCluster`, and the next server is tried. So a client pointed at servers that share
+//! no state never registers with, nor takes its allocation list from, a stranger.
+//!
 //! **Boundary**: the only module of the client that knows HTTP routes. Not here: retries
 //! with backoff (the callers own those) and TLS (the addresses are `http://`).
 
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use drover_structs::client_rpc::{
-    AllocUpdateRequest, AllocsGetRequest, AllocsGetResponse, NodeClientAllocsResponse,
-    NodeRegisterRequest, NodeUpdateResponse, NodeUpdateStatusRequest,
+    AllocUpdateRequest, AllocsGetRequest, AllocsGetResponse, CLUSTER_ID_HEADER,
+    NodeClientAllocsResponse, NodeRegisterRequest, NodeUpdateResponse, NodeUpdateStatusRequest,
 };
 use drover_structs::{Allocation, Node};
 use serde::Serialize;
@@ -38,6 +46,8 @@ pub struct HttpServerConnConfig {
     pub connect_timeout: Duration,
     /// How long a call may take, on top of a blocking query's own wait.
     pub request_timeout: Duration,
+    /// Where the identity of the cluster this node joined is kept (`None`: in memory only).
+    pub cluster_id_file: Option<PathBuf>,
 }
 
 impl HttpServerConnConfig {
@@ -47,6 +57,7 @@ impl HttpServerConnConfig {
             servers,
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
+            cluster_id_file: None,
         }
     }
 }
@@ -58,6 +69,12 @@ pub enum HttpConnError {
     NoServers,
     #[error("server address {address:?}: {message}")]
     BadAddress { address: String, message: String },
+    #[error("reading the cluster identity {path}: {source}")]
+    ClusterFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("building the http client")]
     Build {
         #[source]
@@ -73,6 +90,9 @@ pub struct HttpServerConn {
     /// The index in `servers` of the server that answered last; calls start there.
     preferred: AtomicUsize,
     request_timeout: Duration,
+    /// The cluster this node joined (the first identity a server answered with).
+    cluster: Mutex<Option<String>>,
+    cluster_id_file: Option<PathBuf>,
 }
 
 /// Normalises one server address into a base URL.
@@ -164,12 +184,63 @@ impl HttpServerConn {
             .connect_timeout(config.connect_timeout)
             .build()
             .map_err(|source| HttpConnError::Build { source })?;
+        let joined = match &config.cluster_id_file {
+            Some(path) => read_cluster_id(path)?,
+            None => None,
+        };
         Ok(HttpServerConn {
             http,
             servers,
             preferred: AtomicUsize::new(0),
             request_timeout: config.request_timeout,
+            cluster: Mutex::new(joined),
+            cluster_id_file: config.cluster_id_file,
         })
+    }
+
+    /// The cluster this node joined, once a server has answered.
+    pub fn joined_cluster(&self) -> Option<String> {
+        self.cluster
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Accepts an answer of `base` only if it comes from the cluster this node joined; the
+    /// first identity seen is joined (and kept in the cluster file).
+    fn check_cluster(
+        &self,
+        base: &str,
+        headers: &reqwest::header::HeaderMap,
+    ) -> Result<(), ServerConnError> {
+        let found = headers
+            .get(CLUSTER_ID_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .map(str::trim)
+            .filter(|value| !value.is_empty());
+        // The lock only guards a string (and, once, the file write that records it).
+        let mut joined = self
+            .cluster
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match (joined.as_deref(), found) {
+            (Some(joined), Some(found)) if joined == found => Ok(()),
+            (None, Some(found)) => {
+                tracing::info!(server = %base, cluster_id = found, "joined the servers' cluster");
+                if let Some(path) = &self.cluster_id_file
+                    && let Err(error) = write_cluster_id(path, found)
+                {
+                    tracing::warn!(path = %path.display(), %error, "cannot record the cluster this node joined; it is kept in memory");
+                }
+                *joined = Some(found.to_owned());
+                Ok(())
+            }
+            (joined, found) => Err(ServerConnError::ForeignCluster {
+                server: base.to_owned(),
+                joined: joined.unwrap_or("(none yet)").to_owned(),
+                found: found.unwrap_or("(no cluster identity)").to_owned(),
+            }),
+        }
     }
 
     /// The servers' base URLs, in the order given.
@@ -185,6 +256,7 @@ impl HttpServerConn {
         let mut last_error = ServerConnError::Unavailable {
             message: "no server tried".to_owned(),
         };
+        let mut refused_foreign = None;
         for offset in 0..count {
             let position = (start + offset) % count;
             let base = &self.servers[position];
@@ -192,6 +264,10 @@ impl HttpServerConn {
                 Ok(body) => {
                     self.preferred.store(position, Ordering::Relaxed);
                     return Ok(body);
+                }
+                Err(error @ ServerConnError::ForeignCluster { .. }) => {
+                    tracing::debug!(server = %base, path = %call.path, %error, "server of another cluster; trying the next server");
+                    refused_foreign = Some(error);
                 }
                 Err(
                     error
@@ -207,7 +283,8 @@ impl HttpServerConn {
                 }
             }
         }
-        Err(last_error)
+        // A stranger that answered says more about the failure than one that did not.
+        Err(refused_foreign.unwrap_or(last_error))
     }
 
     async fn send_to(&self, base: &str, call: &Call<'_>) -> Result<Vec<u8>, ServerConnError> {
@@ -232,6 +309,7 @@ impl HttpServerConn {
             .send()
             .await
             .map_err(|error| transport_error(base, &error))?;
+        self.check_cluster(base, response.headers())?;
         let status = response.status();
         let body = response
             .bytes()
@@ -259,6 +337,32 @@ impl HttpServerConn {
             _ => ServerConnError::Internal { message },
         })
     }
+}
+
+/// The cluster identity kept in `path`, `None` if there is none yet.
+fn read_cluster_id(path: &Path) -> Result<Option<String>, HttpConnError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text.trim().to_owned()).filter(|id| !id.is_empty())),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(HttpConnError::ClusterFile {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Records `cluster_id` in `path`: written to a temporary file, synced, then renamed over.
+fn write_cluster_id(path: &Path, cluster_id: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let temporary = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(format!("{cluster_id}\n").as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 /// A transport failure: the server could not be reached or did not answer in time.
@@ -442,6 +546,15 @@ mod tests {
         status: &'static str,
         body: &'static str,
     ) -> (String, tokio::task::JoinHandle<String>) {
+        answer_once_from(Some("cluster-a"), status, body).await
+    }
+
+    /// One HTTP answer, from a server of cluster `cluster` (or of none).
+    async fn answer_once_from(
+        cluster: Option<&'static str>,
+        status: &'static str,
+        body: &'static str,
+    ) -> (String, tokio::task::JoinHandle<String>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap().to_string();
         let served = tokio::spawn(async move {
@@ -470,8 +583,11 @@ mod tests {
                     break;
                 }
             }
+            let cluster_header = cluster
+                .map(|id| format!("{CLUSTER_ID_HEADER}: {id}\r\n"))
+                .unwrap_or_default();
             let response = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status}\r\n{cluster_header}content-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
             stream.write_all(response.as_bytes()).await.unwrap();
@@ -485,6 +601,58 @@ mod tests {
         config.connect_timeout = Duration::from_secs(2);
         config.request_timeout = Duration::from_secs(10);
         HttpServerConn::new(config).unwrap()
+    }
+
+    const TTL_ANSWER: &str = r#"{"HeartbeatTTL":12000000000,"Index":7}"#;
+
+    #[tokio::test]
+    async fn the_first_cluster_answered_is_joined_and_kept_and_a_stranger_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cluster_id");
+        let joining = {
+            let (address, _served) = answer_once("200 OK", TTL_ANSWER).await;
+            let mut config = HttpServerConnConfig::new(vec![address]);
+            config.cluster_id_file = Some(file.clone());
+            HttpServerConn::new(config).unwrap()
+        };
+        joining.heartbeat("node-1", "ready").await.unwrap();
+        assert_eq!(joining.joined_cluster().as_deref(), Some("cluster-a"));
+        assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "cluster-a");
+
+        // After a restart, on the same file: a server of another cluster, even one that says
+        // it does not know the node, is refused before its answer is read.
+        let (stranger, _served) =
+            answer_once_from(Some("cluster-b"), "404 Not Found", "node not found").await;
+        let mut config = HttpServerConnConfig::new(vec![stranger.clone()]);
+        config.cluster_id_file = Some(file.clone());
+        let restarted = HttpServerConn::new(config).unwrap();
+        let error = restarted.heartbeat("node-1", "ready").await.unwrap_err();
+        assert_eq!(
+            error,
+            ServerConnError::ForeignCluster {
+                server: format!("http://{stranger}"),
+                joined: "cluster-a".into(),
+                found: "cluster-b".into(),
+            }
+        );
+        assert!(error.is_retryable());
+        assert!(error.to_string().contains("not following it"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_server_of_another_cluster_or_of_none_passes_the_call_to_the_next_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cluster_id");
+        std::fs::write(&file, "cluster-a\n").unwrap();
+        let (stranger, _) = answer_once_from(Some("cluster-b"), "200 OK", TTL_ANSWER).await;
+        let (anonymous, _) = answer_once_from(None, "200 OK", TTL_ANSWER).await;
+        let (member, _) = answer_once("200 OK", r#"{"HeartbeatTTL":3000000000}"#).await;
+        let mut config = HttpServerConnConfig::new(vec![stranger, anonymous, member]);
+        config.cluster_id_file = Some(file);
+        let conn = HttpServerConn::new(config).unwrap();
+        let ttl = conn.heartbeat("node-1", "ready").await.unwrap();
+        assert_eq!(ttl, Duration::from_secs(3));
+        assert_eq!(conn.preferred.load(Ordering::Relaxed), 2);
     }
 
     #[tokio::test]

@@ -618,6 +618,12 @@ impl ServerConn for InMemoryServer {
         let mut changes = self.changed.subscribe();
         let deadline = tokio::time::Instant::now() + max_wait;
         loop {
+            // A server that forgot the node while the query waited no longer answers for it.
+            if !lock(&self.state).nodes.contains_key(node_id) {
+                return Err(ServerConnError::UnknownNode {
+                    node_id: node_id.to_string(),
+                });
+            }
             let snapshot = self.snapshot_for_node(node_id);
             if snapshot.index > min_index {
                 return Ok(snapshot);

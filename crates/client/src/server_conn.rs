@@ -90,6 +90,17 @@ pub enum ServerConnError {
     /// A server answered with an internal failure (no leader yet, a write that failed).
     #[error("server error: {message}")]
     Internal { message: String },
+    /// The only servers that answered belong to another cluster than the one this node
+    /// joined: their state knows nothing of this node's work, so they are not followed.
+    #[error(
+        "server {server} belongs to cluster {found}, not to cluster {joined} that this node \
+         joined; not following it (the node keeps its allocations running)"
+    )]
+    ForeignCluster {
+        server: String,
+        joined: String,
+        found: String,
+    },
     /// The server refused the request as invalid; sending it again cannot help.
     #[error("request rejected: {message}")]
     Rejected { message: String },
@@ -100,7 +111,8 @@ impl ServerConnError {
     /// drops (after logging) the ones that are not.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::Unavailable { .. } | Self::Internal { .. } => true,
+            // A server of this node's cluster may come back.
+            Self::Unavailable { .. } | Self::Internal { .. } | Self::ForeignCluster { .. } => true,
             // Retryable only after registering again, which the caller handles first.
             Self::UnknownNode { .. } => true,
             Self::Rejected { .. } => false,

@@ -81,6 +81,22 @@ impl Clock for SystemClock {
     }
 }
 
+/// The work queued inside a server at one moment, for its metrics (Nomad's
+/// `nomad.nomad.broker.*` and `nomad.nomad.plan.*` gauges).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Evaluations ready to be handed to a worker.
+    pub broker_ready: usize,
+    /// Evaluations handed to a worker and not yet acknowledged.
+    pub broker_unacked: usize,
+    /// Evaluations waiting behind their job's evaluation in flight.
+    pub broker_pending: usize,
+    /// Evaluations blocked until resources free up.
+    pub blocked: usize,
+    /// Plans waiting for the plan applier.
+    pub plan_queue_depth: usize,
+}
+
 /// Server settings.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -215,6 +231,18 @@ impl Server {
         }
     }
 
+    /// How much work is queued in the broker, the blocked set and the plan queue now.
+    pub fn queue_stats(&self) -> QueueStats {
+        let plans = &self.inner.plans;
+        QueueStats {
+            broker_ready: self.inner.broker.ready_len(),
+            broker_unacked: self.inner.broker.outstanding_len(),
+            broker_pending: self.inner.broker.pending_len(),
+            blocked: self.inner.blocked.len(),
+            plan_queue_depth: plans.max_capacity().saturating_sub(plans.capacity()),
+        }
+    }
+
     /// The state store: every read goes straight to it.
     pub fn state(&self) -> &StateStore {
         &self.inner.state
@@ -282,6 +310,12 @@ impl Server {
         );
         let eval_id = eval.id.clone();
         let index = self.inner.store_and_enqueue(vec![eval]).await?;
+        tracing::debug!(
+            namespace = job.namespace,
+            job_id = job.id,
+            eval_id,
+            "job registered"
+        );
         Ok(JobRegisterResponse {
             eval_id,
             eval_create_index: index,

@@ -20,6 +20,11 @@
 //!
 //! Not here: what the server does with a call (`drover_api`'s `AgentOperations`).
 
+/// The response header a server agent answers every request with: the identity of its
+/// cluster (generated at its first start, kept in its state). A client follows only servers
+/// of the cluster it joined first.
+pub const CLUSTER_ID_HEADER: &str = "X-Drover-Cluster-ID";
+
 use std::collections::BTreeMap;
 
 use crate::{Allocation, Node};

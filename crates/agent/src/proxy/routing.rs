@@ -1,45 +1,17 @@
-//! Forwarding of client endpoints to the node that holds the allocation.
-//!
-//! A user points the CLI or an API client at one agent — usually a server — and asks for an
-//! allocation's logs, files or stats. Those live on the node that runs the allocation, so an
-//! agent that does not hold it passes the request on to that node's HTTP API (the node's
-//! `HTTPAddr`, as the servers know it) and streams the answer back unchanged, as Nomad's
-//! servers forward client RPCs to the right node. A request already forwarded once is served
-//! where it lands, so a stale address cannot make two agents bounce it between them.
-//!
-//! The other direction: a client-only agent keeps no cluster state, so everything but its own
-//! endpoints (`/v1/client/…`, `/v1/agent/…`) goes to its servers, tried in the configured
-//! order — `NOMAD_ADDR` pointed at a client node works as it does with Nomad.
-//!
-//! The websocket `exec` endpoint is forwarded too, by [`super::forward_exec`]: the node is
-//! asked first, and the caller's connection is upgraded only once the node has accepted.
-//!
-//! Not here: serving any of these endpoints (the API crate does, on the agent that holds the
-//! allocation).
+//! Which requests are forwarded, and where: a client request for another node's allocation goes
+//! to that node, and a client-only agent sends what it does not serve to its servers.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use drover_client::http_conn::base_url;
 use drover_state::StateStore;
-use futures_util::TryStreamExt as _;
 
-use super::forward_exec::{exec_request_alloc, forward_exec};
-
-/// Marks a request an agent has forwarded; the receiving agent serves it itself.
-pub const FORWARDED_HEADER: &str = "x-drover-forwarded";
-
-/// How long connecting to the node may take. The answer itself may stream for as long as the
-/// caller follows it (`follow=true` logs), so no overall timeout applies.
-pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Largest request body forwarded: the agent's one limit, already enforced around this layer.
-const MAX_FORWARDED_BODY: usize = drover_api::MAX_REQUEST_BODY;
+use super::http::{CONNECT_TIMEOUT, FORWARDED_HEADER, forward, read_body, relay, send};
+use super::websocket::forward_exec;
 
 /// What the forwarding layer needs: the agent's state (to find the allocation's node) and its
 /// own node ID (requests for its own allocations are served locally).
@@ -171,92 +143,12 @@ pub async fn forward_client_requests(
     }
 }
 
-pub(super) async fn forward(http: &reqwest::Client, address: &str, request: Request) -> Response {
-    let (parts, body) = request.into_parts();
-    let body = match read_body(body).await {
-        Ok(bytes) => bytes,
-        Err(refused) => return refused,
-    };
-    let sent = match base_url(address) {
-        Ok(base) => send(http, &base, &parts, body).await,
-        Err(error) => Err(error.to_string()),
-    };
-    match sent {
-        Ok(answer) => relay(answer),
-        Err(error) => {
-            tracing::warn!(address, %error, "forwarding a client request to its node failed");
-            (
-                StatusCode::BAD_GATEWAY,
-                format!("the node holding this allocation ({address}) cannot be reached: {error}"),
-            )
-                .into_response()
-        }
-    }
-}
-
-/// The whole request body, to be sent on (possibly to more than one server).
-async fn read_body(body: Body) -> Result<axum::body::Bytes, Response> {
-    axum::body::to_bytes(body, MAX_FORWARDED_BODY)
-        .await
-        .map_err(|error| {
-            (
-                StatusCode::BAD_REQUEST,
-                format!("reading the request body: {error}"),
-            )
-                .into_response()
-        })
-}
-
-/// Sends the request made of `parts` and `body` to the agent at `base` (`http://host:port`),
-/// marked as forwarded.
-async fn send(
-    http: &reqwest::Client,
-    base: &str,
-    parts: &axum::http::request::Parts,
-    body: axum::body::Bytes,
-) -> Result<reqwest::Response, String> {
-    let path_and_query = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |path_and_query| path_and_query.as_str());
-    let url = format!("{base}{path_and_query}");
-    let mut outgoing = http.request(parts.method.clone(), &url).body(body);
-    for (name, value) in &parts.headers {
-        if name != axum::http::header::HOST && name != axum::http::header::CONTENT_LENGTH {
-            outgoing = outgoing.header(name, value);
-        }
-    }
-    outgoing
-        .header(FORWARDED_HEADER, "1")
-        .send()
-        .await
-        .map_err(|error| error.to_string())
-}
-
-/// The agent's answer, status, headers and (streamed) body, as the caller's response.
-fn relay(answer: reqwest::Response) -> Response {
-    let mut response = Response::builder().status(answer.status());
-    for (name, value) in answer.headers() {
-        if name == axum::http::header::TRANSFER_ENCODING || name == axum::http::header::CONNECTION {
-            continue;
-        }
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(name.as_str().as_bytes()),
-            HeaderValue::from_bytes(value.as_bytes()),
-        ) {
-            response = response.header(name, value);
-        }
-    }
-    let stream = answer.bytes_stream().map_err(std::io::Error::other);
-    response
-        .body(Body::from_stream(stream))
-        .unwrap_or_else(|error| {
-            (
-                StatusCode::BAD_GATEWAY,
-                format!("relaying the answer: {error}"),
-            )
-                .into_response()
-        })
+/// The allocation of an exec request: `/v1/client/allocation/<alloc>/exec`.
+pub fn exec_request_alloc(path: &str) -> Option<&str> {
+    let alloc_id = path
+        .strip_prefix("/v1/client/allocation/")?
+        .strip_suffix("/exec")?;
+    (!alloc_id.is_empty() && !alloc_id.contains('/')).then_some(alloc_id)
 }
 
 #[cfg(test)]
@@ -308,6 +200,25 @@ mod tests {
             "/v1/jobs",
         ] {
             assert_eq!(client_request_alloc(local), None, "{local}");
+        }
+    }
+
+    #[test]
+    fn exec_requests_name_their_allocation() {
+        assert_eq!(
+            exec_request_alloc("/v1/client/allocation/abc-123/exec"),
+            Some("abc-123")
+        );
+        for other in [
+            "/v1/client/allocation/abc/stats",
+            "/v1/client/allocation//exec",
+            "/v1/client/allocation/exec",
+            "/v1/client/allocation/a/b/exec",
+            "/v1/client/allocation/abc/exec/more",
+            "/v1/client/fs/logs/abc",
+            "/v1/allocation/abc/exec",
+        ] {
+            assert_eq!(exec_request_alloc(other), None, "{other}");
         }
     }
 }

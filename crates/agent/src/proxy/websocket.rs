@@ -1,17 +1,11 @@
-//! Forwarding of the websocket `exec` endpoint to the node that holds the allocation.
+//! Relaying the websocket `exec` endpoint to the node that holds the allocation.
 //!
-//! `GET /v1/client/allocation/<id>/exec` for an allocation on another node is passed on to
-//! that node's HTTP API over a websocket of its own, as Nomad's servers forward an exec stream
-//! to the client that runs the task. The node is asked first: its refusal (an unknown
-//! allocation, a bad command, a missing task) is the caller's answer, status and body
-//! unchanged, and the caller's connection is upgraded only once the node has accepted. From
-//! then on every message is passed through as it is — text, binary, ping, pong and close with
-//! its code and reason — until either side closes. A caller that goes away takes the node
-//! connection with it, and the node ends the command it ran for the session.
-//!
-//! Not here: deciding which requests are forwarded and where ([`super::forward`]), or the exec
-//! protocol itself (served by the agent that holds the allocation, `drover_api`'s exec
-//! endpoint); frames are not looked into.
+//! The node is asked first: its refusal (an unknown allocation, a bad command, a missing task)
+//! is the caller's answer, status and body unchanged, and the caller's connection is upgraded
+//! only once the node has accepted. From then on every message is passed through as it is —
+//! text, binary, ping, pong and close with its code and reason — until either side closes. A
+//! caller that goes away takes the node connection with it, and the node ends the command it
+//! ran for the session. Frames are not looked into.
 
 use std::time::Duration;
 
@@ -25,7 +19,7 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest as _, protocol::CloseFrame};
 
-use super::forward::{CONNECT_TIMEOUT, FORWARDED_HEADER, forward};
+use super::http::{CONNECT_TIMEOUT, FORWARDED_HEADER, forward};
 
 /// How long the node may take to answer the websocket handshake (it checks the request and
 /// looks the allocation up before it answers).
@@ -70,14 +64,6 @@ enum NodeAnswer {
     Accepted(Box<NodeSocket>),
     /// It refused with an HTTP answer, to be given to the caller as it is.
     Refused(Response),
-}
-
-/// The allocation of an exec request: `/v1/client/allocation/<alloc>/exec`.
-pub fn exec_request_alloc(path: &str) -> Option<&str> {
-    let alloc_id = path
-        .strip_prefix("/v1/client/allocation/")?
-        .strip_suffix("/exec")?;
-    (!alloc_id.is_empty() && !alloc_id.contains('/')).then_some(alloc_id)
 }
 
 /// Passes an exec request on to the node at `address` (its HTTP address). A request that is
@@ -289,25 +275,6 @@ async fn await_node_close(node: &mut NodeSocket) {
 #[allow(clippy::panic)] // a failed expectation is a failed test
 mod tests {
     use super::*;
-
-    #[test]
-    fn exec_requests_name_their_allocation() {
-        assert_eq!(
-            exec_request_alloc("/v1/client/allocation/abc-123/exec"),
-            Some("abc-123")
-        );
-        for other in [
-            "/v1/client/allocation/abc/stats",
-            "/v1/client/allocation//exec",
-            "/v1/client/allocation/exec",
-            "/v1/client/allocation/a/b/exec",
-            "/v1/client/allocation/abc/exec/more",
-            "/v1/client/fs/logs/abc",
-            "/v1/allocation/abc/exec",
-        ] {
-            assert_eq!(exec_request_alloc(other), None, "{other}");
-        }
-    }
 
     #[test]
     fn the_node_url_keeps_the_path_and_query() {

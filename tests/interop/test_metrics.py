@@ -1,0 +1,206 @@
+"""Interop: `/v1/metrics` read by python-nomad (go-metrics' JSON summary) and by the Python
+Prometheus client's own text parser, with a real agent running a real task.
+
+The agent ($DROVER_BIN) runs in dev mode with an explicit `telemetry` block, so what is
+published follows the config file, not dev mode's defaults.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import nomad
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+JOB_ID = "metrics-interop"
+
+
+def wait_for(what, probe, limit=60.0):
+    deadline = time.monotonic() + limit
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+class Agent:
+    def __init__(self, telemetry):
+        self.config = tempfile.NamedTemporaryFile("w", suffix=".hcl", delete=False)
+        self.config.write("telemetry {\n" + telemetry + "\n}\n")
+        self.config.close()
+        binary = os.environ.get("DROVER_BIN", "target/debug/drover")
+        self.process = subprocess.Popen(
+            [binary, "agent", "-dev", "-http-port=0", f"-config={self.config.name}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        address = {}
+        ready = threading.Event()
+
+        def read_stdout():
+            for line in self.process.stdout:
+                match = re.search(r"http://([\d.]+):(\d+)", line)
+                if match and not ready.is_set():
+                    address["host"], address["port"] = match.group(1), int(match.group(2))
+                    ready.set()
+
+        threading.Thread(target=read_stdout, daemon=True).start()
+        assert ready.wait(60), "the agent printed its HTTP address"
+        self.url = f"http://{address['host']}:{address['port']}"
+        self.client = nomad.Nomad(host=address["host"], port=address["port"], timeout=30)
+        wait_for("the node to register", lambda: self.client.nodes.get_nodes())
+
+    def get(self, path):
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=30) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=60)
+        os.unlink(self.config.name)
+
+
+@pytest.fixture(scope="module")
+def agent():
+    agent = Agent(
+        'prometheus_metrics = true\n'
+        'collection_interval = "200ms"\n'
+        "publish_allocation_metrics = true\n"
+        "publish_node_metrics = true"
+    )
+    yield agent
+    agent.stop()
+
+
+def service_job():
+    return {
+        "Job": {
+            "ID": JOB_ID,
+            "Name": JOB_ID,
+            "Type": "service",
+            "Datacenters": ["dc1"],
+            "TaskGroups": [
+                {
+                    "Name": "g",
+                    "Count": 1,
+                    "Tasks": [
+                        {
+                            "Name": "t",
+                            "Driver": "raw_exec",
+                            # Holds some memory so RSS is clearly measured.
+                            "Config": {
+                                "command": "/bin/sh",
+                                "args": ["-c", "x=$(head -c 2000000 /dev/zero | tr -c a a); sleep 300"],
+                            },
+                            "Resources": {"CPU": 100, "MemoryMB": 64},
+                            "KillTimeout": 2000000000,
+                        }
+                    ],
+                }
+            ],
+        }
+    }
+
+
+def running_alloc(agent):
+    allocs = agent.client.job.get_allocations(JOB_ID)
+    running = [a for a in allocs if a["ClientStatus"] == "running"]
+    return running[0]["ID"] if running else None
+
+
+def samples_of(families, name, alloc_id):
+    for family in families:
+        for sample in family.samples:
+            if sample.name == name and sample.labels.get("alloc_id") == alloc_id:
+                yield sample
+
+
+def test_prometheus_text_parses_and_holds_per_task_memory_and_cpu(agent):
+    agent.client.job.register_job(JOB_ID, service_job())
+    alloc_id = wait_for("the task to run", lambda: running_alloc(agent))
+
+    def scrape():
+        status, body = agent.get("/v1/metrics?format=prometheus")
+        assert status == 200, body
+        families = list(text_string_to_metric_families(body))
+        rss = list(samples_of(families, "nomad_client_allocs_memory_rss", alloc_id))
+        return (families, rss) if rss else None
+
+    families, rss = wait_for("the task's memory gauge", scrape)
+    assert rss[0].labels["task"] == "t"
+    assert rss[0].labels["job"] == JOB_ID
+    assert rss[0].labels["task_group"] == "g"
+    assert rss[0].labels["namespace"] == "default"
+    assert rss[0].value > 500_000
+    ticks = list(samples_of(families, "nomad_client_allocs_cpu_total_ticks", alloc_id))
+    assert len(ticks) == 1 and ticks[0].value >= 0
+    percent = list(samples_of(families, "nomad_client_allocs_cpu_total_percent", alloc_id))
+    assert len(percent) == 1
+    by_name = {family.name: family for family in families}
+    assert by_name["nomad_client_allocs_memory_rss"].type == "gauge"
+    running = by_name["nomad_client_allocations_running"].samples
+    assert running[0].value == 1
+    assert by_name["nomad_client_host_memory_total"].samples[0].value > 0
+    summary = [
+        s
+        for s in by_name["nomad_nomad_job_summary_running"].samples
+        if s.labels["job"] == JOB_ID
+    ]
+    assert summary[0].labels["task_group"] == "g" and summary[0].value == 1
+    assert "nomad_nomad_broker_total_ready" in by_name
+    assert "nomad_runtime_num_goroutines" in by_name
+
+
+def test_python_nomad_reads_the_json_summary(agent):
+    alloc_id = wait_for("the task to run", lambda: running_alloc(agent))
+
+    def rss_gauge():
+        metrics = agent.client.metrics.get_metrics()
+        assert set(metrics) >= {"Timestamp", "Gauges", "Counters", "Samples", "Points"}
+        return [
+            gauge
+            for gauge in metrics["Gauges"]
+            if gauge["Name"] == "nomad.client.allocs.memory.rss"
+            and gauge["Labels"].get("alloc_id") == alloc_id
+        ]
+
+    gauge = wait_for("the task's memory gauge in the JSON summary", rss_gauge)[0]
+    assert gauge["Labels"]["task"] == "t"
+    assert gauge["Value"] > 0
+
+
+def test_stopped_allocation_gauges_disappear(agent):
+    alloc_id = wait_for("the task to run", lambda: running_alloc(agent))
+    agent.client.job.deregister_job(JOB_ID, purge=True)
+
+    def gone():
+        _, body = agent.get("/v1/metrics?format=prometheus")
+        return f'alloc_id="{alloc_id}"' not in body
+
+    wait_for("the stopped allocation's gauges to go", gone)
+
+
+def test_prometheus_output_off_answers_415_as_nomad():
+    agent = Agent("prometheus_metrics = false\npublish_allocation_metrics = false")
+    try:
+        status, body = agent.get("/v1/metrics?format=prometheus")
+        assert status == 415
+        assert "Prometheus is not enabled" in body
+        status, _ = agent.get("/v1/metrics")
+        assert status == 200
+    finally:
+        agent.stop()
