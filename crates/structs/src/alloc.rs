@@ -331,6 +331,7 @@ impl From<&AllocatedPortMapping> for Port {
             value: mapping.value,
             to: mapping.to,
             host_network: String::new(),
+            ignore_collision: false,
         }
     }
 }
