@@ -728,7 +728,54 @@ impl Walker<'_> {
         };
 
         let (json_field, repetition) = self.placement(spec, block);
+        let map_key = match (spec.placement, &label) {
+            (Placement::MapByLabel(_), Some(label)) => {
+                let taken = object
+                    .get(json_field)
+                    .and_then(JsonValue::as_object)
+                    .is_some_and(|entries| entries.contains_key(label));
+                if taken {
+                    self.scoped_error(
+                        scope,
+                        block.span(),
+                        format!("duplicate {name} {label:?} block; each {name} needs its own name"),
+                    );
+                    return;
+                }
+                Some(label.clone())
+            }
+            _ => None,
+        };
+        if spec.placement == Placement::TaskScaling
+            && let Some(label) = &label
+        {
+            let already = object
+                .get(json_field)
+                .and_then(JsonValue::as_array)
+                .is_some_and(|policies| {
+                    policies.iter().any(|policy| {
+                        policy.get("Type").and_then(JsonValue::as_str) == scaling_policy_type(label)
+                    })
+                });
+            if scaling_policy_type(label).is_none() {
+                self.scoped_error(
+                    scope,
+                    block.span(),
+                    format!("a task scaling block is named \"cpu\" or \"mem\", not {label:?}"),
+                );
+                return;
+            }
+            if already {
+                self.scoped_error(
+                    scope,
+                    block.span(),
+                    format!("duplicate scaling {label:?} block; only one is allowed per task"),
+                );
+                return;
+            }
+        }
         let index = match repetition {
+            _ if map_key.is_some() => None,
             Repetition::Single => {
                 if object.contains_key(json_field) {
                     self.scoped_error(
@@ -751,9 +798,10 @@ impl Walker<'_> {
             ),
         };
 
-        let json_path = match index {
-            Some(index) => format!("{}[{index}]", scope.json_field(json_field)),
-            None => scope.json_field(json_field),
+        let json_path = match (index, &map_key) {
+            (Some(index), _) => format!("{}[{index}]", scope.json_field(json_field)),
+            (None, Some(key)) => format!("{}.{key}", scope.json_field(json_field)),
+            (None, None) => scope.json_field(json_field),
         };
         let hcl_segment = match (index, &label) {
             (_, Some(label)) => format!("{name} {label:?}"),
@@ -779,6 +827,9 @@ impl Walker<'_> {
             }
         };
         self.record_location(json_path.clone(), block.span());
+        if index.is_some() || map_key.is_some() {
+            self.record_location(scope.json_field(json_field), block.span());
+        }
 
         let mut decoded = match spec.body {
             BodyKind::Schema(inner_schema) => {
@@ -790,13 +841,45 @@ impl Walker<'_> {
             }
             BodyKind::FreeForm => self.walk_free_form(&block.body, &inner_scope),
         };
-        if let (Some(label_field), Some(label)) = (spec.label_field, label) {
+        if spec.placement == Placement::TaskScaling
+            && let Some(label) = &label
+            && let Some(policy_type) = scaling_policy_type(label)
+        {
+            let written = decoded
+                .get("Type")
+                .and_then(JsonValue::as_str)
+                .map(str::to_string);
+            match written {
+                Some(written) if written != policy_type => {
+                    self.scoped_error(
+                        scope,
+                        block.span(),
+                        format!(
+                            "scaling {label:?}: type must be {policy_type:?} (or left out), got {written:?}"
+                        ),
+                    );
+                    return;
+                }
+                _ => {
+                    decoded.insert("Type".into(), JsonValue::String(policy_type.into()));
+                }
+            }
+        } else if let (Some(label_field), Some(label)) = (spec.label_field, label) {
             let mut labelled = JsonMap::new();
             labelled.insert(label_field.to_string(), JsonValue::String(label));
             labelled.append(&mut decoded);
             decoded = labelled;
         }
 
+        if let Some(key) = map_key {
+            let entry = object
+                .entry(json_field.to_string())
+                .or_insert_with(|| JsonValue::Object(JsonMap::new()));
+            if let JsonValue::Object(entries) = entry {
+                entries.insert(key, JsonValue::Object(decoded));
+            }
+            return;
+        }
         match repetition {
             Repetition::Single => {
                 object.insert(json_field.to_string(), JsonValue::Object(decoded));
@@ -816,7 +899,8 @@ impl Walker<'_> {
     /// what the block holds.
     fn placement(&self, spec: &BlockSpec, block: &Block) -> (&'static str, Repetition) {
         match spec.placement {
-            Placement::Field(field) => (field, spec.repetition),
+            Placement::Field(field) | Placement::MapByLabel(field) => (field, spec.repetition),
+            Placement::TaskScaling => ("ScalingPolicies", Repetition::List),
             Placement::PortByStatic => {
                 // As Nomad's parser: a port with a static value above zero is reserved, any
                 // other is dynamic.
@@ -995,6 +1079,44 @@ fn finish_object(schema: &BodySchema, object: &mut JsonMap<String, JsonValue>) {
                 object.entry(field).or_insert(value);
             }
         }
+        "vault" => {
+            let defaults: [(&str, JsonValue); 3] = [
+                ("Env", JsonValue::Bool(true)),
+                ("DisableFile", JsonValue::Bool(false)),
+                ("ChangeMode", JsonValue::String("restart".into())),
+            ];
+            for (field, value) in defaults {
+                object.entry(field).or_insert(value);
+            }
+        }
+        "group" => {
+            if let Some(JsonValue::Object(scaling)) = object.get_mut("Scaling") {
+                scaling
+                    .entry("Type")
+                    .or_insert_with(|| JsonValue::String("horizontal".into()));
+            }
+            let scaling_min = object
+                .get("Scaling")
+                .and_then(|scaling| scaling.get("Min"))
+                .cloned();
+            if let Some(min) = scaling_min
+                && !object.contains_key("Count")
+            {
+                object.insert("Count".into(), min);
+            }
+            if let Some(vault) = object.remove("Vault") {
+                give_tasks_vault(object, &vault);
+            }
+        }
+        "job" => {
+            if let Some(vault) = object.remove("Vault") {
+                if let Some(JsonValue::Array(groups)) = object.get_mut("TaskGroups") {
+                    for group in groups.iter_mut().filter_map(JsonValue::as_object_mut) {
+                        give_tasks_vault(group, &vault);
+                    }
+                }
+            }
+        }
         "change_script" => {
             let defaults: [(&str, JsonValue); 4] = [
                 ("Args", JsonValue::Array(Vec::new())),
@@ -1007,6 +1129,15 @@ fn finish_object(schema: &BodySchema, object: &mut JsonMap<String, JsonValue>) {
             }
         }
         _ => {}
+    }
+}
+
+/// A `vault` block of a group or job applies to each of its tasks that has none of its own.
+fn give_tasks_vault(group: &mut JsonMap<String, JsonValue>, vault: &JsonValue) {
+    if let Some(JsonValue::Array(tasks)) = group.get_mut("Tasks") {
+        for task in tasks.iter_mut().filter_map(JsonValue::as_object_mut) {
+            task.entry("Vault").or_insert_with(|| vault.clone());
+        }
     }
 }
 
@@ -1058,6 +1189,15 @@ fn fold_constraint_shortcuts(object: &mut JsonMap<String, JsonValue>) {
         .is_none_or(str::is_empty);
     if operand_missing {
         object.insert("Operand".into(), JsonValue::String("=".into()));
+    }
+}
+
+/// The policy type a task `scaling` block's label names (Nomad compares it ignoring case).
+fn scaling_policy_type(label: &str) -> Option<&'static str> {
+    match label.to_ascii_lowercase().as_str() {
+        "cpu" => Some("vertical_cpu"),
+        "mem" => Some("vertical_mem"),
+        _ => None,
     }
 }
 
@@ -1214,5 +1354,21 @@ fn convert_value(value: HclValue, kind: ValueKind) -> Result<JsonValue, String> 
                 describe_value_kind(&other)
             )),
         },
+        ValueKind::IntegerList => match value {
+            HclValue::Array(items) => items
+                .into_iter()
+                .enumerate()
+                .map(|(index, item)| {
+                    convert_value(item, ValueKind::Integer)
+                        .map_err(|detail| format!("item {index} {detail}"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(JsonValue::Array),
+            other => Err(format!(
+                "must be a list of whole numbers, got {}",
+                describe_value_kind(&other)
+            )),
+        },
+        ValueKind::StringMap => convert_string_map(value),
     }
 }

@@ -39,6 +39,7 @@ pub use diagnostic::{Diagnostic, Diagnostics, Position, SourceMap};
 pub use duration::{DurationError, parse_go_duration};
 pub use eval::VarValues;
 pub use schema::refused_blocks;
+pub use validate::refused_fields;
 
 /// Why a jobspec file could not be turned into a job.
 #[derive(Debug, thiserror::Error)]

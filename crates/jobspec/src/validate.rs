@@ -1534,99 +1534,282 @@ fn check_cron_expression(expression: &str) -> Result<(), String> {
 /// Whether a JSON value asks for something (not null, not an empty list or object).
 fn is_requested(value: Option<&JsonValue>) -> bool {
     match value {
-        None | Some(JsonValue::Null) => false,
+        None | Some(JsonValue::Null) | Some(JsonValue::Bool(false)) => false,
         Some(JsonValue::Array(items)) => !items.is_empty(),
         Some(JsonValue::Object(entries)) => !entries.is_empty(),
-        Some(_) => true,
+        Some(JsonValue::String(text)) => !text.is_empty(),
+        Some(JsonValue::Number(number)) => number.as_f64().is_some_and(|value| value != 0.0),
+        Some(JsonValue::Bool(true)) => true,
     }
 }
 
+/// A field of the job model that the jobspec decodes as Nomad does but drover does not run,
+/// with the jobspec name it is reported under and what it would take to run it.
+struct RefusedField {
+    field: &'static str,
+    feature: &'static str,
+    is_block: bool,
+    reason: &'static str,
+}
+
+const fn refused(field: &'static str, feature: &'static str, reason: &'static str) -> RefusedField {
+    RefusedField {
+        field,
+        feature,
+        is_block: true,
+        reason,
+    }
+}
+
+const fn refused_argument(
+    field: &'static str,
+    feature: &'static str,
+    reason: &'static str,
+) -> RefusedField {
+    RefusedField {
+        is_block: false,
+        ..refused(field, feature, reason)
+    }
+}
+
+const NEEDS_VAULT: &str = "drover has no Vault integration to fetch tokens from";
+const NEEDS_CONSUL: &str = "drover has no Consul integration; use provider = \"nomad\" services";
+const NEEDS_CONNECT: &str =
+    "drover has no Consul Connect service mesh, which needs Consul and Envoy sidecars";
+const NEEDS_VOLUMES: &str = "drover does not manage host or CSI volumes yet";
+const NEEDS_AUTOSCALER: &str = "drover serves no scaling policies to an autoscaler yet";
+const NEEDS_NETNS: &str =
+    "drover does not create network namespaces, which custom networking needs";
+
+static REFUSED_JOB_FIELDS: &[RefusedField] = &[refused(
+    "Multiregion",
+    "multiregion",
+    "drover runs a single region",
+)];
+
+static REFUSED_GROUP_FIELDS: &[RefusedField] = &[
+    refused("Volumes", "volume", NEEDS_VOLUMES),
+    refused("Scaling", "scaling", NEEDS_AUTOSCALER),
+    refused("Consul", "consul", NEEDS_CONSUL),
+    refused(
+        "Disconnect",
+        "disconnect",
+        "drover does not keep allocations of disconnected clients yet",
+    ),
+    refused_argument(
+        "MaxRunDuration",
+        "max_run_duration",
+        "drover does not stop allocations after a run duration yet",
+    ),
+];
+
+static REFUSED_TASK_FIELDS: &[RefusedField] = &[
+    refused("Vault", "vault", NEEDS_VAULT),
+    refused("Consul", "consul", NEEDS_CONSUL),
+    refused("VolumeMounts", "volume_mount", NEEDS_VOLUMES),
+    refused(
+        "CSIPluginConfig",
+        "csi_plugin",
+        "drover does not run CSI plugins, as it manages no CSI volumes",
+    ),
+    refused("ScalingPolicies", "scaling", NEEDS_AUTOSCALER),
+    refused(
+        "Actions",
+        "action",
+        "drover has no action endpoint to run them yet",
+    ),
+    refused(
+        "Schedule",
+        "schedule",
+        "task schedules are a Nomad Enterprise feature drover does not have",
+    ),
+];
+
+static REFUSED_RESOURCES_FIELDS: &[RefusedField] = &[
+    refused(
+        "Devices",
+        "device",
+        "drover has no device plugins to fingerprint and schedule devices",
+    ),
+    refused("NUMA", "numa", "drover does not schedule NUMA nodes"),
+    refused(
+        "Networks",
+        "network",
+        "a task-level network is deprecated in Nomad; use a group network block",
+    ),
+    refused_argument(
+        "IOPS",
+        "iops",
+        "iops is deprecated in Nomad and has no effect",
+    ),
+    refused_argument(
+        "SecretsMB",
+        "secrets",
+        "drover sizes the secrets directory itself",
+    ),
+];
+
+static REFUSED_NETWORK_FIELDS: &[RefusedField] = &[
+    refused("DNS", "dns", NEEDS_NETNS),
+    refused("CNI", "cni", NEEDS_NETNS),
+    refused_argument("Device", "device", "drover does not pin a network device"),
+    refused_argument("CIDR", "cidr", "drover does not pin a network address"),
+    refused_argument("IP", "ip", "drover does not pin a network address"),
+];
+
+static REFUSED_PORT_FIELDS: &[RefusedField] = &[refused_argument(
+    "IgnoreCollision",
+    "ignore_collision",
+    "drover does not share static ports between allocations",
+)];
+
+static REFUSED_SERVICE_FIELDS: &[RefusedField] = &[
+    refused("Connect", "connect", NEEDS_CONNECT),
+    refused("Identity", "identity", NEEDS_CONSUL),
+    refused("Weights", "weights", NEEDS_CONSUL),
+    refused_argument("Kind", "kind", NEEDS_CONSUL),
+    refused_argument("Cluster", "cluster", NEEDS_CONSUL),
+];
+
+static REFUSED_CHECK_FIELDS: &[RefusedField] = &[
+    refused_argument(
+        "GRPCService",
+        "grpc_service",
+        "drover does not run gRPC checks",
+    ),
+    refused_argument(
+        "GRPCUseTLS",
+        "grpc_use_tls",
+        "drover does not run gRPC checks",
+    ),
+    refused_argument("Advertise", "advertise", NEEDS_CONSUL),
+];
+
+static REFUSED_TEMPLATE_FIELDS: &[RefusedField] = &[refused_argument(
+    "VaultGrace",
+    "vault_grace",
+    "vault_grace is deprecated in Nomad and has no effect",
+)];
+
+static REFUSED_IDENTITY_FIELDS: &[RefusedField] = &[
+    refused_argument("ServiceName", "service_name", NEEDS_CONSUL),
+    refused_argument(
+        "ExtraClaims",
+        "extra_claims",
+        "drover does not add extra identity claims",
+    ),
+];
+
+/// Every field a job may not use, as `(block, jobspec name, reason)`, for documentation and
+/// tests. The jobspec decodes each of them as Nomad does; validation refuses a job that uses
+/// one.
+pub fn refused_fields() -> Vec<(&'static str, &'static str, &'static str)> {
+    let tables: [(&str, &[RefusedField]); 10] = [
+        ("job", REFUSED_JOB_FIELDS),
+        ("group", REFUSED_GROUP_FIELDS),
+        ("task", REFUSED_TASK_FIELDS),
+        ("resources", REFUSED_RESOURCES_FIELDS),
+        ("network", REFUSED_NETWORK_FIELDS),
+        ("port", REFUSED_PORT_FIELDS),
+        ("service", REFUSED_SERVICE_FIELDS),
+        ("check", REFUSED_CHECK_FIELDS),
+        ("template", REFUSED_TEMPLATE_FIELDS),
+        ("identity", REFUSED_IDENTITY_FIELDS),
+    ];
+    tables
+        .iter()
+        .flat_map(|(block, fields)| {
+            fields
+                .iter()
+                .map(move |field| (*block, field.feature, field.reason))
+        })
+        .collect()
+}
+
 impl Checker {
-    /// Features a JSON job can ask for that drover does not provide (the HCL decoder refuses
-    /// the matching blocks earlier, with their own messages). Empty or null values, as Nomad
-    /// writes them for absent features, pass.
+    fn refuse_fields(&mut self, place: &Place, object: &JsonValue, table: &[RefusedField]) {
+        for refused in table {
+            if is_requested(object.get(refused.field)) {
+                let what = if refused.is_block {
+                    format!("the {:?} block", refused.feature)
+                } else {
+                    format!("{:?}", refused.feature)
+                };
+                self.report(
+                    place,
+                    place.field(refused.field),
+                    format!("{what} is not supported by drover ({})", refused.reason),
+                );
+            }
+        }
+    }
+
+    fn refuse_network_fields(&mut self, place: &Place, networks: &[JsonValue], field: &str) {
+        for (index, network) in networks.iter().enumerate() {
+            let network_place = place.item(field, index);
+            self.refuse_fields(&network_place, network, REFUSED_NETWORK_FIELDS);
+            for ports in ["ReservedPorts", "DynamicPorts"] {
+                for (port_index, port) in items(network, ports).iter().enumerate() {
+                    let port_place = network_place.item(ports, port_index);
+                    self.refuse_fields(&port_place, port, REFUSED_PORT_FIELDS);
+                }
+            }
+        }
+    }
+
+    fn refuse_service_fields(&mut self, place: &Place, services: &[JsonValue]) {
+        for (index, service) in services.iter().enumerate() {
+            let service_place = place.item("Services", index);
+            self.refuse_fields(&service_place, service, REFUSED_SERVICE_FIELDS);
+            for (check_index, check) in items(service, "Checks").iter().enumerate() {
+                let check_place = service_place.item("Checks", check_index);
+                self.refuse_fields(&check_place, check, REFUSED_CHECK_FIELDS);
+            }
+        }
+    }
+
+    /// Features a job can ask for that drover decodes but does not run. Empty, zero or null
+    /// values, as Nomad writes them for absent features, pass.
     fn refused_features(&mut self, job: &JsonValue) {
         let place = Place {
             path: String::new(),
             context: String::new(),
         };
-        if is_requested(job.get("Multiregion")) {
-            self.report(
-                &place,
-                "Multiregion".into(),
-                "the \"multiregion\" block is not supported by drover",
-            );
-        }
+        self.refuse_fields(&place, job, REFUSED_JOB_FIELDS);
         for (group_index, group) in items(job, "TaskGroups").iter().enumerate() {
             let group_place = Place {
                 path: format!("TaskGroups[{group_index}]"),
                 context: format!("group {:?}", text(group, "Name")),
             };
-            for (field, feature) in [("Volumes", "volume"), ("Scaling", "scaling")] {
-                if is_requested(group.get(field)) {
-                    self.report(
-                        &group_place,
-                        group_place.field(field),
-                        format!("the {feature:?} block is not supported by drover"),
-                    );
-                }
-            }
+            self.refuse_fields(&group_place, group, REFUSED_GROUP_FIELDS);
+            self.refuse_network_fields(&group_place, items(group, "Networks"), "Networks");
+            self.refuse_service_fields(&group_place, items(group, "Services"));
             for (task_index, task) in items(group, "Tasks").iter().enumerate() {
                 let task_place = Place {
                     path: format!("{}.Tasks[{task_index}]", group_place.path),
                     context: format!("{} task {:?}", group_place.context, text(task, "Name")),
                 };
-                for (field, feature) in [
-                    ("Vault", "vault"),
-                    ("VolumeMounts", "volume_mount"),
-                    ("CSIPluginConfig", "csi_plugin"),
-                    ("ScalingPolicies", "scaling"),
-                    ("Actions", "action"),
-                    ("Schedule", "schedule"),
-                ] {
-                    if is_requested(task.get(field)) {
-                        self.report(
-                            &task_place,
-                            task_place.field(field),
-                            format!("the {feature:?} block is not supported by drover"),
-                        );
-                    }
-                }
+                self.refuse_fields(&task_place, task, REFUSED_TASK_FIELDS);
                 if let Some(resources) = task.get("Resources") {
-                    for (field, feature) in [
-                        ("Devices", "device"),
-                        ("NUMA", "numa"),
-                        ("Networks", "network"),
-                    ] {
-                        if is_requested(resources.get(field)) {
-                            let resources_place = task_place.child("Resources");
-                            self.report(
-                                &resources_place,
-                                resources_place.field(field),
-                                format!("the {feature:?} block is not supported by drover"),
-                            );
-                        }
-                    }
+                    let resources_place = task_place.child("Resources");
+                    self.refuse_fields(&resources_place, resources, REFUSED_RESOURCES_FIELDS);
                 }
-                for (service_index, service) in items(task, "Services").iter().enumerate() {
-                    if is_requested(service.get("Connect")) {
-                        let service_place = task_place.item("Services", service_index);
-                        self.report(
-                            &service_place,
-                            service_place.field("Connect"),
-                            "the \"connect\" block is not supported by drover (no Consul Connect)",
-                        );
-                    }
+                self.refuse_service_fields(&task_place, items(task, "Services"));
+                for (index, template) in items(task, "Templates").iter().enumerate() {
+                    let template_place = task_place.item("Templates", index);
+                    self.refuse_fields(&template_place, template, REFUSED_TEMPLATE_FIELDS);
                 }
-            }
-            for (service_index, service) in items(group, "Services").iter().enumerate() {
-                if is_requested(service.get("Connect")) {
-                    let service_place = group_place.item("Services", service_index);
-                    self.report(
-                        &service_place,
-                        service_place.field("Connect"),
-                        "the \"connect\" block is not supported by drover (no Consul Connect)",
-                    );
+                let identities =
+                    task.get("Identity")
+                        .filter(|identity| !identity.is_null())
+                        .into_iter()
+                        .map(|identity| (task_place.child("Identity"), identity))
+                        .chain(items(task, "Identities").iter().enumerate().map(
+                            |(index, identity)| (task_place.item("Identities", index), identity),
+                        ))
+                        .collect::<Vec<_>>();
+                for (identity_place, identity) in identities {
+                    self.refuse_fields(&identity_place, identity, REFUSED_IDENTITY_FIELDS);
                 }
             }
         }

@@ -122,7 +122,7 @@ fn every_refused_block_is_reported_as_unsupported_where_nomad_allows_it() {
     assert!(
         refused
             .iter()
-            .any(|(parent, name, _)| *parent == "task" && *name == "vault")
+            .any(|(parent, name, _)| *parent == "task" && *name == "secret")
     );
     for (parent, name, reason) in refused {
         let block = format!("{name} {{\n}}");
@@ -148,5 +148,31 @@ fn every_refused_block_is_reported_as_unsupported_where_nomad_allows_it() {
                 && text.contains(reason),
             "{parent} {name}: {text}"
         );
+    }
+}
+
+#[test]
+fn every_refused_field_is_refused_when_a_jobspec_uses_it() {
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/corpus/invalid/refused_integrations.hcl"
+    ))
+    .expect("the corpus file is readable");
+    let error = drover_jobspec::parse_hcl(&source, "refused_integrations.hcl", &VarValues::new())
+        .expect_err("a job using every refused feature is refused");
+    let text = error.to_string();
+    let refused = drover_jobspec::refused_fields();
+    assert!(refused.len() >= 30, "only {} refused fields", refused.len());
+    for (block, feature, reason) in refused {
+        if feature == "schedule" {
+            // Nomad Enterprise only: no jobspec block decodes to it.
+            continue;
+        }
+        let expected = format!("{feature:?}");
+        let found = text.lines().any(|line| {
+            line.contains(&expected)
+                && line.ends_with(&format!("is not supported by drover ({reason})"))
+        });
+        assert!(found, "{block} {feature} is not refused; got:\n{text}");
     }
 }

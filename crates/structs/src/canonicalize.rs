@@ -150,7 +150,7 @@ impl Job {
         }
         let job_type = self.r#type.clone();
         let job_update = self.update.clone();
-        let job_migrate = self.migrate.clone();
+        let job_migrate = self.migrate.take();
         for group in &mut self.task_groups {
             group.canonicalize(&job_type, job_update.as_ref());
             group.canonicalize_migrate(&job_type, job_migrate.as_ref());

@@ -83,6 +83,8 @@ wire_struct! {
         pub dispatch_idempotency_token: String,
         pub payload: Bytes,
         pub meta: BTreeMap<String, String>,
+        /// Applied to each group by canonicalization, then cleared (the server's job has none).
+        #[serde(skip_serializing_if = "Option::is_none")]
         pub migrate: Option<MigrateStrategy>,
         #[serde(rename = "UI")]
         pub ui: Option<JobUiConfig>,
@@ -158,6 +160,7 @@ wire_struct! {
         pub shutdown_delay: Option<DurationNs>,
         pub stop_after_client_disconnect: Option<DurationNs>,
         pub max_client_disconnect: Option<DurationNs>,
+        pub max_run_duration: Option<DurationNs>,
         pub prevent_reschedule_on_lost: bool,
     }
 }
@@ -433,7 +436,6 @@ wire_struct! {
         pub change_mode: String,
         pub change_signal: String,
         pub change_script: Option<Value>,
-        pub once: bool,
         pub splay: DurationNs,
         pub perms: String,
         pub uid: Option<i64>,
@@ -519,7 +521,6 @@ wire_struct! {
         pub body: String,
         pub on_update: String,
         pub advertise: String,
-        pub notes: String,
     }
 }
 
@@ -533,6 +534,7 @@ wire_struct! {
         pub env: bool,
         pub file: bool,
         pub service_name: String,
+        pub extra_claims: BTreeMap<String, String>,
         #[serde(rename = "TTL")]
         pub ttl: DurationNs,
     }
