@@ -948,6 +948,46 @@ async fn checks_are_an_empty_object_for_a_known_allocation() {
 }
 
 #[tokio::test]
+async fn parse_decodes_a_vault_job_that_register_then_refuses() {
+    let (_backend, router) = setup();
+    let hcl = r#"
+job "secrets" {
+  vault {
+    policies = ["read"]
+  }
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+"#;
+    let response = send(
+        &router,
+        "POST",
+        "/v1/jobs/parse",
+        Some(json!({"JobHCL": hcl, "Canonicalize": true})),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let job = body_json(response).await;
+    let vault = &job["TaskGroups"][0]["Tasks"][0]["Vault"];
+    assert_eq!(vault["Policies"], json!(["read"]));
+    assert_eq!(vault["Env"], true);
+    assert_eq!(vault["ChangeMode"], "restart");
+    assert_eq!(vault["Cluster"], "default");
+
+    let response = send(&router, "PUT", "/v1/jobs", Some(json!({"Job": job}))).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let text = body_text(response).await;
+    assert!(
+        text.contains("the \"vault\" block is not supported by drover"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
 async fn parse_takes_variables_as_hcl_text_or_as_an_object() {
     let (_backend, router) = setup();
     let hcl = r#"variable "n" {

@@ -61,17 +61,43 @@ pub fn parse_hcl(
     filename: &str,
     variable_values: &VarValues,
 ) -> Result<Job, Diagnostics> {
+    parse_hcl_with(source, filename, variable_values, Validation::Full)
+}
+
+/// Parses an HCL2 jobspec and applies defaults, without judging what the job asks for: what
+/// Nomad's `/v1/jobs/parse?canonicalize=true` answers. A job using features drover does not run
+/// (Vault, Connect, volumes, ...) parses here and is refused when it is validated or registered.
+pub fn parse_hcl_canonical(
+    source: &str,
+    filename: &str,
+    variable_values: &VarValues,
+) -> Result<Job, Diagnostics> {
+    parse_hcl_with(source, filename, variable_values, Validation::None)
+}
+
+fn parse_hcl_with(
+    source: &str,
+    filename: &str,
+    variable_values: &VarValues,
+    validation: Validation,
+) -> Result<Job, Diagnostics> {
     let source_map = SourceMap::new(source);
     let body = hcl_parse::parse_body(source, filename, &source_map)?;
     let decoded = decode::decode_job_file(&body, filename, &source_map, variable_values)
         .map_err(finish_diagnostics)?;
     let mut locations = decoded.locations;
     let mut user_json = decoded.job;
-    move_job_reschedule_into_groups(&mut user_json, &mut locations);
+    move_job_blocks_into_groups(&mut user_json, &mut locations);
     let locate = |field_path: &str| {
         nearest_location(&locations, field_path).map(|offset| source_map.position(offset))
     };
-    build_and_validate(user_json, filename, &locate, FieldCheck::ReportDropped)
+    build_and_validate(
+        user_json,
+        filename,
+        &locate,
+        FieldCheck::ReportDropped,
+        validation,
+    )
 }
 
 /// Parses a JSON job, either `{"Job": {...}}` (the API's register body) or the bare job object,
@@ -112,7 +138,13 @@ pub fn parse_json(source: &str, filename: &str) -> Result<Job, Diagnostics> {
             "a JSON job must be an object, either {\"Job\": {...}} or the job itself",
         )]));
     }
-    build_and_validate(job_json, filename, &|_| None, FieldCheck::IgnoreUnknown)
+    build_and_validate(
+        job_json,
+        filename,
+        &|_| None,
+        FieldCheck::IgnoreUnknown,
+        Validation::Full,
+    )
 }
 
 /// Reads a jobspec file: `.json` files (or text starting with `{`) as JSON, anything else as
@@ -190,11 +222,19 @@ enum FieldCheck {
     IgnoreUnknown,
 }
 
+/// Whether a parsed job is validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Validation {
+    Full,
+    None,
+}
+
 fn build_and_validate(
     user_json: JsonValue,
     filename: &str,
     locate: &dyn Fn(&str) -> Option<Position>,
     field_check: FieldCheck,
+    validation: Validation,
 ) -> Result<Job, Diagnostics> {
     let diagnostic = |field_path: String, message: String| Diagnostic {
         file: filename.to_string(),
@@ -230,10 +270,12 @@ fn build_and_validate(
         diagnostics.push(diagnostic(field_path, message));
     }
 
-    let mut effective_json = canonical_json;
-    overlay_explicit_values(&mut effective_json, &user_json);
-    for issue in validate::validate_job_json(&effective_json) {
-        diagnostics.push(diagnostic(issue.field_path, issue.message));
+    if validation == Validation::Full {
+        let mut effective_json = canonical_json;
+        overlay_explicit_values(&mut effective_json, &user_json);
+        for issue in validate::validate_job_json(&effective_json) {
+            diagnostics.push(diagnostic(issue.field_path, issue.message));
+        }
     }
     if diagnostics.is_empty() {
         Ok(job)
@@ -355,14 +397,25 @@ fn nearest_location(locations: &BTreeMap<String, usize>, field_path: &str) -> Op
 
 /// Nomad lets a job-level `reschedule` block set the default for every group; the group's own
 /// block wins field by field (the API's `TaskGroup.Canonicalize`).
-fn move_job_reschedule_into_groups(job: &mut JsonValue, locations: &mut BTreeMap<String, usize>) {
+fn move_job_blocks_into_groups(job: &mut JsonValue, locations: &mut BTreeMap<String, usize>) {
+    move_job_block_into_groups(job, locations, "Reschedule", "ReschedulePolicy");
+    move_job_block_into_groups(job, locations, "Migrate", "Migrate");
+}
+
+/// Lays a job-level block (`reschedule`, `migrate`) under each group's own, as the API does.
+fn move_job_block_into_groups(
+    job: &mut JsonValue,
+    locations: &mut BTreeMap<String, usize>,
+    job_field: &str,
+    group_field: &str,
+) {
     let Some(job_object) = job.as_object_mut() else {
         return;
     };
-    let Some(JsonValue::Object(job_reschedule)) = job_object.remove("Reschedule") else {
+    let Some(JsonValue::Object(job_reschedule)) = job_object.remove(job_field) else {
         return;
     };
-    let job_reschedule_location = locations.get("Reschedule").copied();
+    let job_reschedule_location = locations.get(job_field).copied();
     let Some(JsonValue::Array(groups)) = job_object.get_mut("TaskGroups") else {
         return;
     };
@@ -370,15 +423,15 @@ fn move_job_reschedule_into_groups(job: &mut JsonValue, locations: &mut BTreeMap
         let Some(group_object) = group.as_object_mut() else {
             continue;
         };
-        let group_path = format!("TaskGroups[{index}].ReschedulePolicy");
+        let group_path = format!("TaskGroups[{index}].{group_field}");
         let entry = group_object
-            .entry("ReschedulePolicy")
+            .entry(group_field)
             .or_insert_with(|| JsonValue::Object(JsonMap::new()));
         if let JsonValue::Object(group_reschedule) = entry {
             for (field, value) in &job_reschedule {
                 if !group_reschedule.contains_key(field) {
                     group_reschedule.insert(field.clone(), value.clone());
-                    if let Some(offset) = locations.get(&format!("Reschedule.{field}")).copied() {
+                    if let Some(offset) = locations.get(&format!("{job_field}.{field}")).copied() {
                         locations.insert(format!("{group_path}.{field}"), offset);
                     }
                 }

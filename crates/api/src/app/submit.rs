@@ -127,7 +127,7 @@ pub(super) fn parse_job(params: &QueryParams, body: Bytes) -> Result<Response, A
         }
     }
     let job: Job = if request.canonicalize {
-        drover_jobspec::parse_hcl(&request.job_hcl, "input.hcl", &variables)
+        drover_jobspec::parse_hcl_canonical(&request.job_hcl, "input.hcl", &variables)
             .map_err(|diagnostics| ApiError::bad_request(diagnostics_text(&diagnostics)))?
     } else {
         let (as_written, _) =
