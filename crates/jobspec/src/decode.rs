@@ -1019,20 +1019,29 @@ impl Walker<'_> {
                         hcl_path: scope.hcl_name(&key),
                         json_path: scope.json_field(&key),
                     };
+                    // As Nomad: every nested block is a list entry, and each label nests
+                    // one more list (`check "cpu" { ... }` → `"check": [{"cpu": [{...}]}]`).
                     let mut inner = self.walk_free_form(&block.body, &inner_scope);
                     for label in block.labels.iter().rev() {
                         let mut wrapper = JsonMap::new();
-                        wrapper.insert(label.as_str().to_string(), JsonValue::Object(inner));
+                        wrapper.insert(
+                            label.as_str().to_string(),
+                            JsonValue::Array(vec![JsonValue::Object(inner)]),
+                        );
                         inner = wrapper;
                     }
                     match object.get_mut(&key) {
                         Some(JsonValue::Array(items)) => items.push(JsonValue::Object(inner)),
-                        Some(existing) => {
-                            let first = existing.take();
-                            *existing = JsonValue::Array(vec![first, JsonValue::Object(inner)]);
-                        }
+                        Some(_) => self.scoped_error(
+                            &inner_scope,
+                            block.span(),
+                            format!(
+                                "{} is set both as an argument and as a block",
+                                inner_scope.hcl_path
+                            ),
+                        ),
                         None => {
-                            object.insert(key, JsonValue::Object(inner));
+                            object.insert(key, JsonValue::Array(vec![JsonValue::Object(inner)]));
                         }
                     }
                 }

@@ -176,3 +176,56 @@ fn every_refused_field_is_refused_when_a_jobspec_uses_it() {
         assert!(found, "{block} {feature} is not refused; got:\n{text}");
     }
 }
+
+#[test]
+fn nested_blocks_in_free_form_bodies_are_lists_as_nomad_writes_them() {
+    // Nomad 1.1.2's /v1/jobs/parse answer for this jobspec, recorded.
+    let (job, _) = decode_hcl_to_json(
+        r#"job "x" {
+  group "g" {
+    scaling {
+      min = 2
+      max = 10
+      policy {
+        cooldown = "1m"
+        check "cpu" {
+          source = "nomad-apm"
+          strategy "target-value" {
+            target = 70
+          }
+        }
+      }
+    }
+    task "t" {
+      driver = "docker"
+      config {
+        image = "x"
+        logging {
+          type = "syslog"
+          config {
+            tag = "a"
+          }
+        }
+        mount {
+          type = "bind"
+        }
+        mount {
+          type = "volume"
+        }
+      }
+    }
+  }
+}"#,
+        "free_form.hcl",
+        &VarValues::new(),
+    )
+    .expect("the jobspec decodes");
+    assert_eq!(
+        job["TaskGroups"][0]["Scaling"]["Policy"],
+        serde_json::json!({"check": [{"cpu": [{"source": "nomad-apm", "strategy": [{"target-value": [{"target": 70}]}]}]}], "cooldown": "1m"})
+    );
+    assert_eq!(
+        job["TaskGroups"][0]["Tasks"][0]["Config"],
+        serde_json::json!({"mount": [{"type": "bind"}, {"type": "volume"}], "image": "x", "logging": [{"config": [{"tag": "a"}], "type": "syslog"}]})
+    );
+}
