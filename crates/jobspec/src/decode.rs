@@ -1104,15 +1104,6 @@ fn finish_object(schema: &BodySchema, object: &mut JsonMap<String, JsonValue>) {
                     .entry("Type")
                     .or_insert_with(|| JsonValue::String("horizontal".into()));
             }
-            let scaling_min = object
-                .get("Scaling")
-                .and_then(|scaling| scaling.get("Min"))
-                .cloned();
-            if let Some(min) = scaling_min
-                && !object.contains_key("Count")
-            {
-                object.insert("Count".into(), min);
-            }
             if let Some(vault) = object.remove("Vault") {
                 give_tasks_vault(object, &vault);
             }

@@ -400,6 +400,26 @@ fn nearest_location(locations: &BTreeMap<String, usize>, field_path: &str) -> Op
 fn move_job_blocks_into_groups(job: &mut JsonValue, locations: &mut BTreeMap<String, usize>) {
     move_job_block_into_groups(job, locations, "Reschedule", "ReschedulePolicy");
     move_job_block_into_groups(job, locations, "Migrate", "Migrate");
+    count_groups_from_scaling_min(job);
+}
+
+/// A group without a count starts at its scaling policy's minimum, as the API does (the `Job`
+/// model cannot tell an absent count from one, so this happens before it is built).
+fn count_groups_from_scaling_min(job: &mut JsonValue) {
+    let Some(JsonValue::Array(groups)) = job.get_mut("TaskGroups") else {
+        return;
+    };
+    for group in groups.iter_mut().filter_map(JsonValue::as_object_mut) {
+        let scaling_min = group
+            .get("Scaling")
+            .and_then(|scaling| scaling.get("Min"))
+            .cloned();
+        if let Some(min) = scaling_min
+            && !group.contains_key("Count")
+        {
+            group.insert("Count".into(), min);
+        }
+    }
 }
 
 /// Lays a job-level block (`reschedule`, `migrate`) under each group's own, as the API does.
