@@ -1,5 +1,6 @@
 # A parameterized job: each dispatch carries a payload (written to local/input.txt) and metadata.
-# Try: drover job dispatch -meta customer=acme resize examples/payload.txt
+# Validated but refused at register: `drover job validate` parses it as Nomad does and reports
+# that drover has no job dispatch yet; `drover job run` refuses it for that reason.
 
 job "resize" {
   datacenters = ["*"]

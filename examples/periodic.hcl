@@ -1,4 +1,6 @@
 # A periodic batch job: every fifteen minutes, never two runs at once.
+# Validated but refused at register: `drover job validate` parses it as Nomad does and reports
+# that drover does not launch periodic jobs yet; `drover job run` refuses it for that reason.
 
 job "cleanup-tmp" {
   datacenters = ["*"]

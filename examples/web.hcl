@@ -15,12 +15,8 @@ job "web" {
     team = "platform"
   }
 
-  update {
-    max_parallel     = 1
-    min_healthy_time = "5s"
-    healthy_deadline = "1m"
-    auto_revert      = true
-  }
+  # No update block: drover replaces a changed group all at once (rolling updates and
+  # canaries come with deployments), and refuses an update strategy it would not follow.
 
   group "frontend" {
     count = var.replicas
@@ -36,19 +32,8 @@ job "web" {
       mode     = "delay"
     }
 
-    service {
-      name     = "web-frontend"
-      port     = "http"
-      provider = "nomad"
-      tags     = ["http", "frontend"]
-
-      check {
-        type     = "http"
-        path     = "/"
-        interval = "10s"
-        timeout  = "2s"
-      }
-    }
+    # A service block (and its health check) comes back here with service discovery: until
+    # drover has a service catalog, a registration would go nowhere, so it is refused.
 
     task "server" {
       driver = "raw_exec"

@@ -982,7 +982,7 @@ job "secrets" {
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
     let text = body_text(response).await;
     assert!(
-        text.contains("the \"vault\" block is not supported by drover"),
+        text.contains("group \"g\" task \"t\": vault cannot run here: needs a Vault server"),
         "{text}"
     );
 }
@@ -1034,6 +1034,101 @@ job "vars" {
     )
     .await;
     assert_eq!(hcl1.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn a_register_using_what_cannot_run_here_is_refused_naming_each_use() {
+    let (_backend, router) = setup();
+    let job = json!({
+        "ID": "later",
+        "Type": "batch",
+        "Periodic": {"Spec": "0 3 * * *"},
+        "TaskGroups": [{
+            "Name": "web",
+            "Services": [{"Name": "web", "Provider": "nomad"}],
+            "Tasks": [{
+                "Name": "server",
+                "Driver": "raw_exec",
+                "Config": {"command": "/bin/true"},
+                "Templates": [{"EmbeddedTmpl": "x", "DestPath": "local/x"}],
+                "Vault": {"Policies": ["db"]}
+            }]
+        }]
+    });
+    for (method, path) in [("PUT", "/v1/jobs"), ("POST", "/v1/job/later")] {
+        let response = send(&router, method, path, Some(json!({"Job": job}))).await;
+        assert_eq!(
+            response.status(),
+            StatusCode::BAD_REQUEST,
+            "{method} {path}"
+        );
+        let text = body_text(response).await;
+        assert!(text.starts_with("4 errors occurred:\n"), "{text}");
+        for expected in [
+            "Periodic: periodic cannot run here: drover stores periodic jobs but never launches their children; runs once drover has a periodic launcher",
+            "TaskGroups[0].Services[0]: group \"web\": service cannot run here:",
+            "TaskGroups[0].Tasks[0].Templates[0]: group \"web\" task \"server\": template cannot run here: drover renders no templates; runs once drover renders templates",
+            "TaskGroups[0].Tasks[0].Vault: group \"web\" task \"server\": vault cannot run here: needs a Vault server; runs once drover integrates with Vault",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+        }
+    }
+    let jobs = body_json(send(&router, "GET", "/v1/jobs", None).await).await;
+    assert_eq!(jobs, json!([]), "a refused job is not stored");
+
+    // The same job still parses and validates as Nomad's would; validation reports the refusals.
+    let validated = body_json(
+        send(
+            &router,
+            "PUT",
+            "/v1/validate/job",
+            Some(json!({"Job": job})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(validated["ValidationErrors"].as_array().unwrap().len(), 4);
+}
+
+#[tokio::test]
+async fn nomads_default_update_registers_with_a_warning_saying_how_drover_updates() {
+    let (_backend, router) = setup();
+    let mut job = sample_job("web");
+    job.update = Some(drover_structs::canonicalize::default_update_strategy());
+    let response = send(&router, "PUT", "/v1/jobs", Some(json!({"Job": job}))).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let registered = body_json(response).await;
+    let warnings = registered["Warnings"].as_str().unwrap();
+    // A service group also gets Nomad's default migrate strategy, which warns too.
+    assert!(warnings.starts_with("2 warning(s):\n\n* update (Nomad's default) in job (Update), group \"web\" (TaskGroups[0].Update): a changed group is replaced all at once"), "{warnings}");
+    assert!(
+        warnings.contains("\n* migrate (Nomad's default) in group \"web\""),
+        "{warnings}"
+    );
+    let validated = body_json(
+        send(
+            &router,
+            "PUT",
+            "/v1/validate/job",
+            Some(json!({"Job": job})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(validated["ValidationErrors"], json!([]));
+    assert_eq!(validated["Warnings"], json!(warnings));
+
+    let plain = body_json(
+        send(
+            &router,
+            "PUT",
+            "/v1/jobs",
+            Some(json!({"Job": Job { r#type: "batch".to_string(), ..sample_job("plain") }})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(plain["Warnings"], "");
 }
 
 #[tokio::test]

@@ -96,18 +96,44 @@ async fn version_prints_the_version() {
 
 #[tokio::test]
 async fn validate_accepts_every_example_and_reports_located_errors() {
-    for name in [
-        "web.hcl",
-        "batch.hcl",
-        "lifecycle.hcl",
-        "parameterized.hcl",
-        "periodic.hcl",
-        "exec.hcl",
-    ] {
+    for name in ["web.hcl", "batch.hcl", "lifecycle.hcl", "exec.hcl"] {
         let outcome = drover(&["job", "validate", &example(name)]).await;
         assert_eq!(outcome.code, 0, "{name}: {}", outcome.stderr);
         assert_eq!(outcome.stdout.trim(), "Job validation successful");
     }
+    // These two parse as in Nomad; validate reports, located, what a register would refuse.
+    for (name, expected) in [
+        (
+            "parameterized.hcl",
+            "parameterized.hcl:9:3: parameterized cannot run here: drover has no dispatch endpoint",
+        ),
+        (
+            "periodic.hcl",
+            "periodic.hcl:9:3: periodic cannot run here: drover stores periodic jobs but never launches their children",
+        ),
+    ] {
+        let outcome = drover(&["job", "validate", &example(name)]).await;
+        assert_eq!(outcome.code, 1, "{name}: {}", outcome.stdout);
+        assert!(
+            outcome.stderr.starts_with("Job validation errors:\n")
+                && outcome.stderr.contains(expected),
+            "{name}: {}",
+            outcome.stderr
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let defaults = dir.path().join("defaults.hcl");
+    std::fs::write(
+        &defaults,
+        "job \"x\" {\n  type = \"batch\"\n  all_at_once = true\n  group \"g\" {\n    task \"t\" {\n      driver = \"raw_exec\"\n      config {\n        command = \"/bin/true\"\n      }\n    }\n  }\n}\n",
+    )
+    .unwrap();
+    let outcome = drover(&["job", "validate", defaults.to_str().unwrap()]).await;
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    assert_eq!(
+        outcome.stdout,
+        "Job Warnings:\n1 warning(s):\n\n* job > all_at_once in job (AllAtOnce): drover's plan applier commits the placements that fit; all_at_once does not make a partial plan fail\n\nJob validation successful\n"
+    );
     let dir = tempfile::tempdir().unwrap();
     let broken = dir.path().join("broken.hcl");
     std::fs::write(
@@ -885,14 +911,7 @@ async fn alloc_fs_lists_directories_prints_files_and_refuses_escapes() {
 #[tokio::test]
 async fn every_example_registers_through_the_api() {
     let agent = start_agent().await;
-    for name in [
-        "web.hcl",
-        "batch.hcl",
-        "lifecycle.hcl",
-        "parameterized.hcl",
-        "periodic.hcl",
-        "exec.hcl",
-    ] {
+    for name in ["web.hcl", "batch.hcl", "lifecycle.hcl", "exec.hcl"] {
         let outcome = drover(&[
             "job",
             "run",
@@ -908,15 +927,33 @@ async fn every_example_registers_through_the_api() {
             "{name}"
         );
     }
-    assert_eq!(agent.backend.jobs("*", "").unwrap().len(), 6);
-    let periodic_id = agent
-        .backend
-        .jobs("*", "")
-        .unwrap()
-        .into_iter()
-        .find(|job| job.periodic.is_some())
-        .map(|job| job.id)
-        .unwrap();
+    // Refused at register, as their comments say: nothing is submitted.
+    for name in ["parameterized.hcl", "periodic.hcl"] {
+        let outcome = drover(&[
+            "job",
+            "run",
+            "-detach",
+            "-address",
+            &agent.address,
+            &example(name),
+        ])
+        .await;
+        assert_eq!(outcome.code, 1, "{name}: {}", outcome.stdout);
+        assert!(
+            outcome
+                .stderr
+                .starts_with("Error submitting job: drover cannot run what")
+                && outcome.stderr.contains(&format!("{name}:9:3: ")),
+            "{name}: {}",
+            outcome.stderr
+        );
+    }
+    assert_eq!(agent.backend.jobs("*", "").unwrap().len(), 4);
+    // A periodic job stored by other means still shows as one.
+    let periodic_source = std::fs::read_to_string(example("periodic.hcl")).unwrap();
+    let periodic =
+        drover_jobspec::parse_hcl(&periodic_source, "periodic.hcl", &Default::default()).unwrap();
+    let periodic_id = agent.backend.put_job(periodic).id;
     let status = drover(&["job", "status", "-address", &agent.address, &periodic_id]).await;
     assert!(
         status.stdout.contains("Periodic      = true"),

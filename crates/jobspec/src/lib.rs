@@ -10,15 +10,21 @@
 //! A field the decoder produced that does not survive the `Job` round trip is reported as
 //! unsupported, so nothing in a jobspec is ever dropped silently.
 //!
-//! Supported blocks: `job`, `group`, `task`, `config`, `env`, `meta`, `resources`, `restart`,
-//! `reschedule` (job and group), `lifecycle`, `template` (with `wait`, `change_script`),
-//! `artifact` (with `options`, `headers`), `service` and `check` (with `check_restart`,
-//! `header`), `constraint`, `affinity`, `spread` (with `target`), `network` and `port`, `logs`,
-//! `dispatch_payload`, `parameterized`, `periodic`, `update`, `ephemeral_disk`, `identity`, and
-//! the top-level `variable`, `variables` and `locals`. Blocks Nomad has and drover refuses with
-//! a reason (`vault`, `consul`, `volume`, `volume_mount`, `csi_plugin`, `scaling`,
-//! `multiregion`, `connect`, `device`, `secret`, `dynamic`, ...) are listed by
-//! [`refused_blocks`].
+//! Decoded blocks: Nomad's jobspec language as Nomad's own parser decodes it, into Nomad's job
+//! JSON: `job`, `group`, `task`, `config`, `env`, `meta`, `resources` (with `device`, `numa`,
+//! `network`), `restart`, `reschedule`, `migrate`, `lifecycle`, `template`, `artifact`,
+//! `service` (with `check`, `connect` and its sidecars, gateways, upstreams and expose paths,
+//! `identity`, `weights`), `constraint`, `affinity`, `spread`, `network` (with `port`, `dns`,
+//! `cni`), `logs`, `dispatch_payload`, `parameterized`, `periodic`, `update`, `ephemeral_disk`,
+//! `identity`, `vault` (job, group and task; copied into tasks as Nomad does), `consul`,
+//! `volume` (host and CSI), `volume_mount`, `csi_plugin`, `scaling` (group, and task `cpu` and
+//! `mem`), `disconnect`, `multiregion`, `action`, `ui`, and the top-level `variable`,
+//! `variables` and `locals`. The few names Nomad has that the decoder refuses with a reason
+//! (`secret`, a task's `schedule`, ...) are listed by [`refused_blocks`].
+//!
+//! Decoding is not running: which decoded features run here, which run differently from Nomad
+//! and which a register refuses is the support table in [`support`] (`docs/jobspec.md` is
+//! generated from it).
 
 mod decode;
 mod diagnostic;
@@ -27,6 +33,7 @@ mod eval;
 mod hcl_parse;
 mod schema;
 mod suggest;
+pub mod support;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -39,7 +46,7 @@ pub use diagnostic::{Diagnostic, Diagnostics, Position, SourceMap};
 pub use duration::{DurationError, parse_go_duration};
 pub use eval::VarValues;
 pub use schema::refused_blocks;
-pub use validate::refused_fields;
+pub use support::{Refusal, SupportReport};
 
 /// Why a jobspec file could not be turned into a job.
 #[derive(Debug, thiserror::Error)]
@@ -61,26 +68,61 @@ pub fn parse_hcl(
     filename: &str,
     variable_values: &VarValues,
 ) -> Result<Job, Diagnostics> {
-    parse_hcl_with(source, filename, variable_values, Validation::Full)
+    parse_hcl_located(source, filename, variable_values).map(|(job, _)| job)
 }
 
-/// Parses an HCL2 jobspec and applies defaults, without judging what the job asks for: what
-/// Nomad's `/v1/jobs/parse?canonicalize=true` answers. A job using features drover does not run
-/// (Vault, Connect, volumes, ...) parses here and is refused when it is validated or registered.
-pub fn parse_hcl_canonical(
+/// Where the fields of a parsed jobspec are in its source, to locate problems found later (the
+/// refusals of [`support::check`]). Empty for JSON jobs, whose messages name the field path.
+#[derive(Debug, Clone, Default)]
+pub struct JobLocations {
+    file: String,
+    positions: BTreeMap<String, Position>,
+}
+
+impl JobLocations {
+    /// No positions: a job read from JSON (messages then name the field path).
+    pub fn without_source(file: &str) -> Self {
+        JobLocations {
+            file: file.to_string(),
+            positions: BTreeMap::new(),
+        }
+    }
+
+    /// The position of a JSON field path, or of its nearest located ancestor.
+    pub fn locate(&self, field_path: &str) -> Option<Position> {
+        let mut path = field_path;
+        loop {
+            if let Some(position) = self.positions.get(path) {
+                return Some(*position);
+            }
+            if path.is_empty() {
+                return None;
+            }
+            let cut = path.rfind(['.', '[']).unwrap_or(0);
+            path = &path[..cut];
+        }
+    }
+
+    /// The refusals of `report` as diagnostics of this file, located where the source is known.
+    pub fn refusal_diagnostics(&self, report: &SupportReport) -> Diagnostics {
+        let mut diagnostics = Diagnostics(
+            report
+                .refusals
+                .iter()
+                .map(|refusal| refusal.to_diagnostic(&self.file, &|path| self.locate(path)))
+                .collect(),
+        );
+        diagnostics.sort_and_dedup();
+        diagnostics
+    }
+}
+
+/// [`parse_hcl`], also answering where each field is in the source.
+pub fn parse_hcl_located(
     source: &str,
     filename: &str,
     variable_values: &VarValues,
-) -> Result<Job, Diagnostics> {
-    parse_hcl_with(source, filename, variable_values, Validation::None)
-}
-
-fn parse_hcl_with(
-    source: &str,
-    filename: &str,
-    variable_values: &VarValues,
-    validation: Validation,
-) -> Result<Job, Diagnostics> {
+) -> Result<(Job, JobLocations), Diagnostics> {
     let source_map = SourceMap::new(source);
     let body = hcl_parse::parse_body(source, filename, &source_map)?;
     let decoded = decode::decode_job_file(&body, filename, &source_map, variable_values)
@@ -91,13 +133,18 @@ fn parse_hcl_with(
     let locate = |field_path: &str| {
         nearest_location(&locations, field_path).map(|offset| source_map.position(offset))
     };
-    build_and_validate(
-        user_json,
-        filename,
-        &locate,
-        FieldCheck::ReportDropped,
-        validation,
-    )
+    let job = build_and_validate(user_json, filename, &locate, FieldCheck::ReportDropped)?;
+    let positions = locations
+        .iter()
+        .map(|(path, offset)| (path.clone(), source_map.position(*offset)))
+        .collect();
+    Ok((
+        job,
+        JobLocations {
+            file: filename.to_string(),
+            positions,
+        },
+    ))
 }
 
 /// Parses a JSON job, either `{"Job": {...}}` (the API's register body) or the bare job object,
@@ -138,18 +185,20 @@ pub fn parse_json(source: &str, filename: &str) -> Result<Job, Diagnostics> {
             "a JSON job must be an object, either {\"Job\": {...}} or the job itself",
         )]));
     }
-    build_and_validate(
-        job_json,
-        filename,
-        &|_| None,
-        FieldCheck::IgnoreUnknown,
-        Validation::Full,
-    )
+    build_and_validate(job_json, filename, &|_| None, FieldCheck::IgnoreUnknown)
 }
 
 /// Reads a jobspec file: `.json` files (or text starting with `{`) as JSON, anything else as
 /// HCL2.
 pub fn parse_any(path: &Path, variable_values: &VarValues) -> Result<Job, JobspecError> {
+    parse_any_located(path, variable_values).map(|(job, _)| job)
+}
+
+/// [`parse_any`], also answering where each field is in the source (nothing for JSON).
+pub fn parse_any_located(
+    path: &Path,
+    variable_values: &VarValues,
+) -> Result<(Job, JobLocations), JobspecError> {
     let source = std::fs::read_to_string(path).map_err(|source| JobspecError::Read {
         path: path.to_path_buf(),
         source,
@@ -160,9 +209,16 @@ pub fn parse_any(path: &Path, variable_values: &VarValues) -> Result<Job, Jobspe
         .is_some_and(|extension| extension.eq_ignore_ascii_case("json"))
         || source.trim_start().starts_with('{');
     if is_json {
-        parse_json(&source, &filename).map_err(JobspecError::Invalid)
+        let job = parse_json(&source, &filename).map_err(JobspecError::Invalid)?;
+        Ok((
+            job,
+            JobLocations {
+                file: filename,
+                positions: BTreeMap::new(),
+            },
+        ))
     } else {
-        parse_hcl(&source, &filename, variable_values).map_err(JobspecError::Invalid)
+        parse_hcl_located(&source, &filename, variable_values).map_err(JobspecError::Invalid)
     }
 }
 
@@ -222,19 +278,11 @@ enum FieldCheck {
     IgnoreUnknown,
 }
 
-/// Whether a parsed job is validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Validation {
-    Full,
-    None,
-}
-
 fn build_and_validate(
     user_json: JsonValue,
     filename: &str,
     locate: &dyn Fn(&str) -> Option<Position>,
     field_check: FieldCheck,
-    validation: Validation,
 ) -> Result<Job, Diagnostics> {
     let diagnostic = |field_path: String, message: String| Diagnostic {
         file: filename.to_string(),
@@ -270,12 +318,10 @@ fn build_and_validate(
         diagnostics.push(diagnostic(field_path, message));
     }
 
-    if validation == Validation::Full {
-        let mut effective_json = canonical_json;
-        overlay_explicit_values(&mut effective_json, &user_json);
-        for issue in validate::validate_job_json(&effective_json) {
-            diagnostics.push(diagnostic(issue.field_path, issue.message));
-        }
+    let mut effective_json = canonical_json;
+    overlay_explicit_values(&mut effective_json, &user_json);
+    for issue in validate::validate_job_json(&effective_json) {
+        diagnostics.push(diagnostic(issue.field_path, issue.message));
     }
     if diagnostics.is_empty() {
         Ok(job)

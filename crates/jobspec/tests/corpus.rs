@@ -1,12 +1,16 @@
 //! Data-driven jobspec tests: every file under `tests/corpus/valid` must parse to the Job JSON
 //! in its snapshot, and every file under `tests/corpus/invalid` must fail with exactly the
-//! diagnostics in its snapshot. Re-bless with `INSTA_UPDATE=always cargo test -p drover-jobspec`.
+//! diagnostics in its snapshot, and every file under `tests/corpus/register` must parse and then
+//! get exactly the register-time refusals and warnings of the support table in its snapshot.
+//! Re-bless with `INSTA_UPDATE=always cargo test -p drover-jobspec`.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a failure here is the assertion
 
 use std::path::{Path, PathBuf};
 
-use drover_jobspec::{Diagnostics, VarValues, parse_hcl, parse_json};
+use drover_jobspec::{
+    Diagnostics, JobLocations, VarValues, parse_hcl_located, parse_json, support,
+};
 
 fn corpus_files(kind: &str) -> Vec<PathBuf> {
     let directory = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -25,6 +29,10 @@ fn corpus_files(kind: &str) -> Vec<PathBuf> {
 }
 
 fn parse_file(path: &Path) -> Result<drover_structs::Job, Diagnostics> {
+    parse_file_located(path).map(|(job, _)| job)
+}
+
+fn parse_file_located(path: &Path) -> Result<(drover_structs::Job, JobLocations), Diagnostics> {
     let source = std::fs::read_to_string(path).expect("corpus file is readable");
     let filename = path
         .file_name()
@@ -34,9 +42,9 @@ fn parse_file(path: &Path) -> Result<drover_structs::Job, Diagnostics> {
         .extension()
         .is_some_and(|extension| extension == "json")
     {
-        parse_json(&source, &filename)
+        parse_json(&source, &filename).map(|job| (job, JobLocations::without_source(&filename)))
     } else {
-        parse_hcl(&source, &filename, &VarValues::new())
+        parse_hcl_located(&source, &filename, &VarValues::new())
     }
 }
 
@@ -99,17 +107,73 @@ fn invalid_jobspecs_fail_with_the_expected_messages() {
 }
 
 #[test]
-fn every_example_validates() {
+fn register_corpus_gets_the_expected_refusals_and_warnings() {
+    let files = corpus_files("register");
+    assert!(
+        files.len() >= 4,
+        "the register corpus has only {} files",
+        files.len()
+    );
+    for path in &files {
+        let (job, locations) = parse_file_located(path).unwrap_or_else(|diagnostics| {
+            panic!("{} does not parse:\n{diagnostics}", path.display())
+        });
+        let report = support::check(&job);
+        assert!(
+            !report.refusals.is_empty() || !report.warnings.is_empty(),
+            "{}: the support table finds nothing to refuse or warn about",
+            path.display()
+        );
+        let text = format!(
+            "refusals:\n{}\n\nwarnings:\n{}\n",
+            locations.refusal_diagnostics(&report),
+            report.warnings_text()
+        );
+        insta::with_settings!({ prepend_module_to_snapshot => false, snapshot_path => "corpus/snapshots/register" }, {
+            insta::assert_snapshot!(snapshot_name(path), text);
+        });
+    }
+}
+
+/// Every example parses; one whose opening comment says it is "refused at register" is
+/// refused by the support table, and every other one registers without a refusal.
+#[test]
+fn every_example_does_what_its_comment_says() {
     let directory = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let mut count = 0;
+    let mut refused = 0;
     for entry in std::fs::read_dir(&directory).expect("examples directory exists") {
         let path = entry.expect("directory entry").path();
-        if path.extension().is_some_and(|extension| extension == "hcl") {
-            count += 1;
-            if let Err(diagnostics) = parse_file(&path) {
-                panic!("{} does not validate:\n{diagnostics}", path.display());
-            }
+        if path.extension().is_none_or(|extension| extension != "hcl") {
+            continue;
+        }
+        count += 1;
+        let job = parse_file(&path).unwrap_or_else(|diagnostics| {
+            panic!("{} does not validate:\n{diagnostics}", path.display())
+        });
+        let source = std::fs::read_to_string(&path).expect("example is readable");
+        let header: String = source
+            .lines()
+            .take_while(|line| line.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let report = support::check(&job);
+        if header.contains("refused at register") {
+            refused += 1;
+            assert!(
+                !report.refusals.is_empty(),
+                "{} says it is refused at register, but nothing in it is refused",
+                path.display()
+            );
+        } else {
+            assert!(
+                report.refusals.is_empty(),
+                "{} would be refused at register: {:?}",
+                path.display(),
+                report.refusals
+            );
         }
     }
     assert!(count >= 6, "expected at least six examples, found {count}");
+    assert!(refused >= 1, "no example shows a refusal");
 }

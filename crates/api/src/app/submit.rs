@@ -1,5 +1,9 @@
-//! Job submission handlers: register (with validation against the jobspec rules),
-//! `/v1/jobs/parse` and `/v1/validate/job`, and Nomad's multi-error text for their failures.
+//! Job submission handlers: register (with validation against the jobspec rules and the
+//! support table: a job using what this agent cannot run is refused with a 400 naming each
+//! use), `/v1/jobs/parse` (parses as Nomad does, refusing nothing it decodes) and
+//! `/v1/validate/job` (validation errors and the support table's refusals, as a register would
+//! answer), and Nomad's multi-error text for their failures. Features that run differently
+//! from Nomad go to the response's `Warnings`.
 //!
 //! Not here: storing or scheduling the job (the backend does that).
 
@@ -54,16 +58,27 @@ pub(super) async fn register<B: ApiBackend>(
         job.namespace = namespace.to_string();
     }
     job.canonicalize();
-    let problems: Vec<String> = drover_jobspec::validate(&job)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let (problems, support) = problems_and_support(&job);
     if !problems.is_empty() {
         return Err(ApiError::bad_request(multi_error(&problems)));
     }
     request.job = Some(job);
-    let response = backend.register_job(request).await?;
+    let mut response = backend.register_job(request).await?;
+    response.warnings = support.warnings_text();
     json_response(&response, params, Meta::Write(response.index))
+}
+
+/// The job's validation errors followed by the support table's refusals (each naming its
+/// field path), and the support report for its warnings.
+fn problems_and_support(job: &Job) -> (Vec<String>, drover_jobspec::SupportReport) {
+    let support = drover_jobspec::support::check(job);
+    let located = drover_jobspec::JobLocations::without_source("");
+    let problems = drover_jobspec::validate(job)
+        .iter()
+        .chain(located.refusal_diagnostics(&support).iter())
+        .map(ToString::to_string)
+        .collect();
+    (problems, support)
 }
 
 /// `/v1/validate/job`: the problems of a job, answered with 200 as Nomad does
@@ -74,10 +89,7 @@ pub(super) fn validate_job(params: &QueryParams, body: Bytes) -> Result<Response
         return Err(ApiError::bad_request("Job must be specified"));
     };
     job.canonicalize();
-    let problems: Vec<String> = drover_jobspec::validate(&job)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let (problems, support) = problems_and_support(&job);
     let error = if problems.is_empty() {
         String::new()
     } else {
@@ -87,7 +99,7 @@ pub(super) fn validate_job(params: &QueryParams, body: Bytes) -> Result<Response
         "DriverConfigValidated": problems.is_empty(),
         "ValidationErrors": problems,
         "Error": error,
-        "Warnings": "",
+        "Warnings": support.warnings_text(),
     });
     json_response(&response, params, Meta::None)
 }
@@ -127,7 +139,7 @@ pub(super) fn parse_job(params: &QueryParams, body: Bytes) -> Result<Response, A
         }
     }
     let job: Job = if request.canonicalize {
-        drover_jobspec::parse_hcl_canonical(&request.job_hcl, "input.hcl", &variables)
+        drover_jobspec::parse_hcl(&request.job_hcl, "input.hcl", &variables)
             .map_err(|diagnostics| ApiError::bad_request(diagnostics_text(&diagnostics)))?
     } else {
         let (as_written, _) =

@@ -1,6 +1,10 @@
 //! `drover job run|validate|status|stop|inspect`.
 //!
-//! Jobspecs are parsed locally (so errors point at `file:line:col`) and sent as JSON.
+//! Jobspecs are parsed locally (so errors point at `file:line:col`) and sent as JSON. The
+//! support table (`drover_jobspec::support`) is checked locally too: `job validate` reports
+//! what a register would refuse as validation errors, located in the file, and `job run` stops
+//! before submitting such a job; the agent refuses it anyway. Features that run differently
+//! from Nomad are printed as "Job Warnings", as Nomad's CLI prints the agent's warnings.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -137,8 +141,12 @@ pub async fn run(command: JobCommand, io: &mut Io<'_>) -> i32 {
     }
 }
 
-/// Parses a jobspec file with its variables; the error text lists every problem.
-fn parse_jobspec(file: &Path, variables: &VariableFlags) -> Result<Job, String> {
+/// Parses a jobspec file with its variables; the error text lists every problem. Also answers
+/// where each field is in the file, to locate the support table's refusals.
+fn parse_jobspec(
+    file: &Path,
+    variables: &VariableFlags,
+) -> Result<(Job, drover_jobspec::JobLocations), String> {
     let mut values = drover_jobspec::VarValues::new();
     for path in &variables.variable_files {
         let source = std::fs::read_to_string(path)
@@ -164,15 +172,16 @@ fn parse_jobspec(file: &Path, variables: &VariableFlags) -> Result<Job, String> 
             .map_err(|error| format!("Error reading job from standard input: {error}"))?;
         let parsed = if source.trim_start().starts_with('{') {
             drover_jobspec::parse_json(&source, "<stdin>")
+                .map(|job| (job, drover_jobspec::JobLocations::without_source("<stdin>")))
         } else {
-            drover_jobspec::parse_hcl(&source, "<stdin>", &values)
+            drover_jobspec::parse_hcl_located(&source, "<stdin>", &values)
         };
         return parsed.map_err(|diagnostics| {
             let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
             format!("Error parsing job file from <stdin>:\n{}", lines.join("\n"))
         });
     }
-    drover_jobspec::parse_any(file, &values).map_err(|error| match error {
+    drover_jobspec::parse_any_located(file, &values).map_err(|error| match error {
         drover_jobspec::JobspecError::Read { path, source } => {
             format!("Error reading job file {}: {source}", path.display())
         }
@@ -187,27 +196,64 @@ fn parse_jobspec(file: &Path, variables: &VariableFlags) -> Result<Job, String> 
     })
 }
 
-fn job_validate(arguments: ValidateArgs, io: &mut Io<'_>) -> i32 {
-    match parse_jobspec(&arguments.file, &arguments.variables) {
-        Ok(_) => {
-            io.say("Job validation successful");
-            0
-        }
-        Err(message) => {
-            io.error(message);
-            1
-        }
+/// What a register of `job` would refuse, one located line each (`None` when nothing is).
+fn refusal_lines(
+    report: &drover_jobspec::SupportReport,
+    locations: &drover_jobspec::JobLocations,
+) -> Option<String> {
+    if report.refusals.is_empty() {
+        return None;
+    }
+    let lines: Vec<String> = locations
+        .refusal_diagnostics(report)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    Some(lines.join("\n"))
+}
+
+/// Nomad's "Job Warnings" paragraph, when there are warnings.
+fn say_warnings(io: &mut Io<'_>, warnings: &str) {
+    if !warnings.is_empty() {
+        io.say(format!("Job Warnings:\n{warnings}\n"));
     }
 }
 
-async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
-    let job = match parse_jobspec(&arguments.file, &arguments.variables) {
-        Ok(job) => job,
+fn job_validate(arguments: ValidateArgs, io: &mut Io<'_>) -> i32 {
+    let (job, locations) = match parse_jobspec(&arguments.file, &arguments.variables) {
+        Ok(parsed) => parsed,
         Err(message) => {
             io.error(message);
             return 1;
         }
     };
+    let report = drover_jobspec::support::check(&job);
+    if let Some(refusals) = refusal_lines(&report, &locations) {
+        io.error(format!(
+            "Job validation errors:\n{refusals}\n(these parse as in Nomad, but drover cannot run them; see docs/jobspec.md)"
+        ));
+        return 1;
+    }
+    say_warnings(io, &report.warnings_text());
+    io.say("Job validation successful");
+    0
+}
+
+async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
+    let (job, locations) = match parse_jobspec(&arguments.file, &arguments.variables) {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            io.error(message);
+            return 1;
+        }
+    };
+    if let Some(refusals) = refusal_lines(&drover_jobspec::support::check(&job), &locations) {
+        io.error(format!(
+            "Error submitting job: drover cannot run what {} asks for:\n{refusals}",
+            arguments.file.display()
+        ));
+        return 1;
+    }
     let client = match arguments.api.client() {
         Ok(client) => client,
         Err(error) => {
@@ -222,9 +268,7 @@ async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
             return 1;
         }
     };
-    if !response.warnings.is_empty() {
-        io.say(format!("Job Warnings:\n{}\n", response.warnings));
-    }
+    say_warnings(io, &response.warnings);
     let periodic_or_parameterized = job.periodic.is_some() || job.parameterized_job.is_some();
     if arguments.detach || periodic_or_parameterized || response.eval_id.is_empty() {
         io.say("Job registration successful");

@@ -1,3 +1,5 @@
+# Parses as Nomad parses it; every integration below is refused at register, each with
+# what it needs (the ui block and iops only get a warning).
 job "integrations" {
   vault {
     policies = ["read"]
@@ -8,6 +10,13 @@ job "integrations" {
     }
     region "west" {
       count = 1
+    }
+  }
+  ui {
+    description = "Every integration drover does not run"
+    link {
+      label = "Runbook"
+      url   = "https://example.com/runbook"
     }
   }
   group "app" {
@@ -71,7 +80,7 @@ job "integrations" {
         }
       }
       check {
-        type         = "grpc"
+        type         = "tcp"
         interval     = "10s"
         timeout      = "2s"
         grpc_service = "health"

@@ -1,0 +1,1170 @@
+//! What runs here: the one support table of jobspec features, and the register-time check
+//! that reads it.
+//!
+//! Each [`Feature`] row names a block or argument, says whether drover runs it
+//! ([`Status::Runs`]), runs it differently from Nomad ([`Status::RunsDifferently`], reported in
+//! the register response's `Warnings`), or refuses it because something is missing
+//! ([`Status::NotYet`]: a part of drover that is still to come; [`Status::NeedsMissing`]: a
+//! system this agent cannot reach, such as Consul or Vault), and how to find it in a [`Job`].
+//! [`check`] walks a job against every row; the API refuses a register whose report has
+//! refusals, and `drover job validate` prints the same report. `docs/jobspec.md` is generated
+//! from the table ([`reference_markdown`]) and a test keeps the two equal.
+//!
+//! Parsing is not affected: a spec using a refused feature still parses (and validates) as
+//! Nomad parses it, so `/v1/jobs/parse` and `/v1/validate/job` answer as Nomad does; only a
+//! register refuses it. Adding a feature is one row; a later change that makes a feature run
+//! flips its row's status.
+//!
+//! Not here: Nomad's own validation rules (`validate`), or blocks the decoder refuses outright
+//! because it does not decode them (`schema`).
+
+use std::fmt::Write as _;
+
+use drover_structs::{
+    Consul, DEFAULT_INTEGRATION_CLUSTER, Job, MigrateStrategy, Service, Task, TaskGroup,
+    UpdateStrategy,
+};
+use serde_json::Value as JsonValue;
+
+use crate::diagnostic::{Diagnostic, Position};
+
+/// Whether drover runs a feature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Runs as Nomad runs it.
+    Runs,
+    /// Runs, in a way that differs from Nomad; a job using it is registered with a warning.
+    RunsDifferently,
+    /// Refused at register: the part of drover that runs it does not exist yet.
+    NotYet,
+    /// Refused at register: it needs a system this agent does not provide (Consul, Vault, a
+    /// CSI or device plugin, ...).
+    NeedsMissing,
+}
+
+impl Status {
+    /// Whether a job using the feature is refused at register.
+    pub fn is_refused(self) -> bool {
+        matches!(self, Status::NotYet | Status::NeedsMissing)
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Status::Runs => "runs",
+            Status::RunsDifferently => "runs, differently from Nomad (warning)",
+            Status::NotYet => "refused: not in drover yet",
+            Status::NeedsMissing => "refused: needs a system drover does not provide",
+        }
+    }
+}
+
+/// Relative JSON field paths (`Templates[0]`, `Update`) where an owner uses a feature.
+type Finder<T> = fn(&T) -> Vec<String>;
+
+/// How to find a feature in a job: at job, group and task level (any may be absent).
+#[derive(Clone, Copy)]
+pub struct Detect {
+    job: Option<Finder<Job>>,
+    group: Option<Finder<TaskGroup>>,
+    task: Option<Finder<Task>>,
+}
+
+impl Detect {
+    /// Nothing to find: the feature is always available (rows that run).
+    const NONE: Detect = Detect {
+        job: None,
+        group: None,
+        task: None,
+    };
+
+    const fn job(finder: Finder<Job>) -> Detect {
+        Detect {
+            job: Some(finder),
+            ..Detect::NONE
+        }
+    }
+
+    const fn group(finder: Finder<TaskGroup>) -> Detect {
+        Detect {
+            group: Some(finder),
+            ..Detect::NONE
+        }
+    }
+
+    const fn task(finder: Finder<Task>) -> Detect {
+        Detect {
+            task: Some(finder),
+            ..Detect::NONE
+        }
+    }
+
+    const fn group_and_task(group: Finder<TaskGroup>, task: Finder<Task>) -> Detect {
+        Detect {
+            job: None,
+            group: Some(group),
+            task: Some(task),
+        }
+    }
+
+    const fn job_and_group(job: Finder<Job>, group: Finder<TaskGroup>) -> Detect {
+        Detect {
+            job: Some(job),
+            group: Some(group),
+            task: None,
+        }
+    }
+
+    fn is_none(&self) -> bool {
+        self.job.is_none() && self.group.is_none() && self.task.is_none()
+    }
+}
+
+/// One row of the support table.
+pub struct Feature {
+    /// The jobspec block or argument, as `task > template` or `group > max_client_disconnect`.
+    pub name: &'static str,
+    pub status: Status,
+    /// What drover does with it (rows that run) or what is missing (refused rows).
+    pub reason: &'static str,
+    /// What would make a refused feature run; empty for rows that run.
+    pub would_run: &'static str,
+    detect: Detect,
+}
+
+impl Feature {
+    /// Whether the row can find its feature in a job (rows that run need not).
+    pub fn is_detectable(&self) -> bool {
+        !self.detect.is_none()
+    }
+}
+
+const fn row(
+    name: &'static str,
+    status: Status,
+    reason: &'static str,
+    would_run: &'static str,
+    detect: Detect,
+) -> Feature {
+    Feature {
+        name,
+        status,
+        reason,
+        would_run,
+        detect,
+    }
+}
+
+const fn runs(name: &'static str, reason: &'static str) -> Feature {
+    row(name, Status::Runs, reason, "", Detect::NONE)
+}
+
+fn each<T>(items: &[T], field: &str) -> Vec<String> {
+    (0..items.len())
+        .map(|index| format!("{field}[{index}]"))
+        .collect()
+}
+
+fn when(condition: bool, field: &str) -> Vec<String> {
+    if condition {
+        vec![field.to_string()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Whether a free-form JSON value asks for anything: some leaf that is not null, empty, false
+/// or zero. Nomad's canonical JSON writes empty objects for absent features (a group's
+/// `Consul: {"Namespace": ""}`); those pass.
+fn asks_for(value: &JsonValue) -> bool {
+    match value {
+        JsonValue::Null => false,
+        JsonValue::Bool(flag) => *flag,
+        JsonValue::Number(number) => number.as_f64().is_some_and(|number| number != 0.0),
+        JsonValue::String(text) => !text.is_empty(),
+        JsonValue::Array(items) => items.iter().any(asks_for),
+        JsonValue::Object(entries) => entries.values().any(asks_for),
+    }
+}
+
+/// [`asks_for`] of a typed block, read as the JSON it is sent as.
+fn asks_for_block<T: serde::Serialize>(block: &T) -> bool {
+    serde_json::to_value(block).is_ok_and(|value| asks_for(&value))
+}
+
+fn when_asked<T: serde::Serialize>(value: Option<&T>, field: &str) -> Vec<String> {
+    when(value.is_some_and(asks_for_block), field)
+}
+
+fn when_any_asked<T: serde::Serialize>(values: &[T], field: &str) -> Vec<String> {
+    values
+        .iter()
+        .enumerate()
+        .filter(|(_, value)| asks_for_block(*value))
+        .map(|(index, _)| format!("{field}[{index}]"))
+        .collect()
+}
+
+/// A `consul` block asks for Consul when it names a namespace, a partition or a cluster other
+/// than the default (the API fills `Cluster = "default"`, and Nomad's own job JSON carries an
+/// empty `Consul` block for groups that have none).
+fn when_consul_asked(consul: Option<&Consul>, field: &str) -> Vec<String> {
+    when(
+        consul.is_some_and(|consul| {
+            !consul.namespace.is_empty()
+                || !consul.partition.is_empty()
+                || !(consul.cluster.is_empty() || consul.cluster == DEFAULT_INTEGRATION_CLUSTER)
+        }),
+        field,
+    )
+}
+
+fn service_checks(services: &[Service]) -> Vec<String> {
+    services
+        .iter()
+        .enumerate()
+        .flat_map(|(service_index, service)| {
+            each(
+                &service.checks,
+                &format!("Services[{service_index}].Checks"),
+            )
+        })
+        .collect()
+}
+
+fn service_connect(services: &[Service]) -> Vec<String> {
+    services
+        .iter()
+        .enumerate()
+        // Any connect block asks for the mesh, even an empty `sidecar_service {}`.
+        .filter(|(_, service)| {
+            service
+                .connect
+                .as_ref()
+                .is_some_and(|connect| !connect.is_null())
+        })
+        .map(|(index, _)| format!("Services[{index}].Connect"))
+        .collect()
+}
+
+/// How an update strategy relates to what drover does (replace every changed allocation of a
+/// group at once, as Nomad does with `max_parallel = 0`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UpdateKind {
+    /// `max_parallel = 0`: all at once, exactly what drover does.
+    AllAtOnce,
+    /// Nomad's default strategy, which the API gives every service job: accepted with a warning.
+    NomadDefault,
+    /// Anything else (rolling, canaries, auto revert or promote): refused.
+    Rolling,
+}
+
+fn update_kind(update: &UpdateStrategy) -> UpdateKind {
+    if update.max_parallel == 0 {
+        return UpdateKind::AllAtOnce;
+    }
+    let mut canonical = update.clone();
+    let defaults = drover_structs::canonicalize::default_update_strategy();
+    // A zero duration or an empty health check is "unset" and canonicalizes to the default.
+    for (field, default) in [
+        (&mut canonical.stagger, defaults.stagger),
+        (&mut canonical.min_healthy_time, defaults.min_healthy_time),
+        (&mut canonical.healthy_deadline, defaults.healthy_deadline),
+        (&mut canonical.progress_deadline, defaults.progress_deadline),
+    ] {
+        if field.is_zero() {
+            *field = default;
+        }
+    }
+    if canonical.health_check.is_empty() {
+        canonical.health_check.clone_from(&defaults.health_check);
+    }
+    if canonical == defaults {
+        UpdateKind::NomadDefault
+    } else {
+        UpdateKind::Rolling
+    }
+}
+
+fn update_of_kind(update: Option<&UpdateStrategy>, kind: UpdateKind) -> Vec<String> {
+    when(
+        update.is_some_and(|update| update_kind(update) == kind),
+        "Update",
+    )
+}
+
+/// Nomad's default `migrate` block (the API gives one to every service group).
+fn is_default_migrate(migrate: &MigrateStrategy) -> bool {
+    let Ok(JsonValue::Object(entries)) = serde_json::to_value(migrate) else {
+        return false;
+    };
+    entries.iter().all(|(key, value)| {
+        let expected = match key.to_ascii_lowercase().as_str() {
+            "maxparallel" => JsonValue::from(1),
+            "healthcheck" => JsonValue::from("checks"),
+            "minhealthytime" => JsonValue::from(10_000_000_000_i64),
+            "healthydeadline" => JsonValue::from(300_000_000_000_i64),
+            _ => return !asks_for(value),
+        };
+        value.is_null() || *value == expected
+    })
+}
+
+const SERVICE_DISCOVERY: &str = "runs once drover has a service catalog (service discovery)";
+const CONSUL: &str = "runs once drover integrates with Consul";
+const VAULT: &str = "runs once drover integrates with Vault";
+const VOLUMES: &str = "runs once drover manages host volumes and CSI plugins";
+const NO_AUTOSCALER: &str = "runs once drover integrates with an autoscaler";
+
+/// The support table. Order: job, group, task, then nested blocks; the generated reference
+/// page keeps it.
+pub static FEATURES: &[Feature] = &[
+    // ---- job ----
+    runs(
+        "job",
+        "id, name, type (service, batch, system, sysbatch), priority, datacenters, node_pool, region and namespace as Nomad stores them",
+    ),
+    runs(
+        "job > meta",
+        "interpolated and exported to tasks as NOMAD_META_*",
+    ),
+    runs(
+        "constraint",
+        "job, group and task level: attribute, operator and value, or a shortcut (distinct_hosts, distinct_property, regexp, version, semver, set_contains, set_contains_all, set_contains_any, is_set, is_not_set), checked against node attributes",
+    ),
+    runs(
+        "affinity",
+        "job, group and task level: attribute, operator, value and weight, or a shortcut (regexp, version, semver, set_contains, set_contains_all, set_contains_any); scored as Nomad scores them",
+    ),
+    runs(
+        "spread",
+        "job and group level: attribute, weight and target blocks with percent; scored as Nomad scores them",
+    ),
+    row(
+        "job > all_at_once",
+        Status::RunsDifferently,
+        "drover's plan applier commits the placements that fit; all_at_once does not make a partial plan fail",
+        "",
+        Detect::job(|job| when(job.all_at_once, "AllAtOnce")),
+    ),
+    row(
+        "update (Nomad's default)",
+        Status::RunsDifferently,
+        "a changed group is replaced all at once (as with max_parallel = 0): no rolling, health-gated or canary deployment",
+        "",
+        Detect::job_and_group(
+            |job| update_of_kind(job.update.as_ref(), UpdateKind::NomadDefault),
+            |group| update_of_kind(group.update.as_ref(), UpdateKind::NomadDefault),
+        ),
+    ),
+    runs(
+        "update { max_parallel = 0 }",
+        "a changed group is replaced all at once, as Nomad does with rolling updates disabled",
+    ),
+    row(
+        "update",
+        Status::NotYet,
+        "drover replaces a changed group all at once; rolling updates (max_parallel), canaries, auto_revert and auto_promote need deployments",
+        "runs once drover has deployments; until then use max_parallel = 0",
+        Detect::job_and_group(
+            |job| update_of_kind(job.update.as_ref(), UpdateKind::Rolling),
+            |group| update_of_kind(group.update.as_ref(), UpdateKind::Rolling),
+        ),
+    ),
+    row(
+        "periodic",
+        Status::NotYet,
+        "drover stores periodic jobs but never launches their children",
+        "runs once drover has a periodic launcher",
+        Detect::job(|job| when(job.periodic.is_some(), "Periodic")),
+    ),
+    row(
+        "parameterized",
+        Status::NotYet,
+        "drover has no dispatch endpoint, so a parameterized job could never start",
+        "runs once drover has job dispatch",
+        Detect::job(|job| when(job.parameterized_job.is_some(), "ParameterizedJob")),
+    ),
+    row(
+        "multiregion",
+        Status::NeedsMissing,
+        "needs federated regions; drover runs a single region",
+        "runs once drover federates regions",
+        Detect::job(|job| when_asked(job.multiregion.as_ref(), "Multiregion")),
+    ),
+    row(
+        "job > ui (description, link: label, url)",
+        Status::RunsDifferently,
+        "the description and links are stored with the job and returned by the API, but drover has no web UI to show them",
+        "",
+        Detect::job(|job| when_asked(job.ui.as_ref(), "UI")),
+    ),
+    // ---- group ----
+    runs("group > count", "the number of allocations"),
+    runs(
+        "group > meta",
+        "interpolated and exported to tasks as NOMAD_META_*",
+    ),
+    runs(
+        "restart",
+        "group and task level: attempts, interval, delay and mode; drover adds backoff_factor and max_delay",
+    ),
+    runs(
+        "reschedule",
+        "job and group level: attempts, interval, delay, delay_function, max_delay and unlimited; failed allocations are replaced on another node by the policy",
+    ),
+    runs(
+        "network",
+        "host networking with static and dynamic ports (port, to, host_network), and hostname",
+    ),
+    runs(
+        "group > shutdown_delay",
+        "tasks are told to stop that long before they are killed",
+    ),
+    runs(
+        "ephemeral_disk > size",
+        "the disk an allocation reserves on its node",
+    ),
+    row(
+        "ephemeral_disk > sticky, migrate",
+        Status::NotYet,
+        "a replacement allocation is placed on the same node when possible, but the client does not carry the previous allocation's data over",
+        "runs once the client moves the previous allocation's data",
+        Detect::group(|group| {
+            let disk = group.ephemeral_disk.as_ref();
+            let mut found = when(disk.is_some_and(|disk| disk.sticky), "EphemeralDisk.Sticky");
+            found.extend(when(
+                disk.is_some_and(|disk| disk.migrate),
+                "EphemeralDisk.Migrate",
+            ));
+            found
+        }),
+    ),
+    row(
+        "migrate (Nomad's default)",
+        Status::RunsDifferently,
+        "allocations leave a draining node all at once, not max_parallel at a time after health checks",
+        "",
+        Detect::group(|group| {
+            when(
+                group
+                    .migrate
+                    .as_ref()
+                    .is_some_and(|migrate| asks_for_block(migrate) && is_default_migrate(migrate)),
+                "Migrate",
+            )
+        }),
+    ),
+    row(
+        "migrate",
+        Status::NotYet,
+        "allocations leave a draining node all at once; a migrate strategy needs deployments' health tracking",
+        "runs once drover paces drains with health checks",
+        Detect::group(|group| {
+            when(
+                group
+                    .migrate
+                    .as_ref()
+                    .is_some_and(|migrate| asks_for_block(migrate) && !is_default_migrate(migrate)),
+                "Migrate",
+            )
+        }),
+    ),
+    row(
+        "group > max_client_disconnect, stop_after_client_disconnect, disconnect",
+        Status::NotYet,
+        "drover marks the allocations of a disconnected node lost at once",
+        "runs once drover handles disconnected clients",
+        Detect::group(|group| {
+            let mut found = when(
+                group
+                    .max_client_disconnect
+                    .is_some_and(|delay| !delay.is_zero()),
+                "MaxClientDisconnect",
+            );
+            found.extend(when(
+                group
+                    .stop_after_client_disconnect
+                    .is_some_and(|delay| !delay.is_zero()),
+                "StopAfterClientDisconnect",
+            ));
+            found.extend(when_asked(group.disconnect.as_ref(), "Disconnect"));
+            found
+        }),
+    ),
+    row(
+        "group > max_run_duration",
+        Status::NotYet,
+        "drover does not stop an allocation that has run for a given time",
+        "runs once drover enforces run durations",
+        Detect::group(|group| {
+            when(
+                group.max_run_duration.is_some_and(|limit| !limit.is_zero()),
+                "MaxRunDuration",
+            )
+        }),
+    ),
+    row(
+        "network > dns, cni",
+        Status::NotYet,
+        "drover creates no network namespace for a group, so there is nowhere to apply custom DNS or CNI arguments",
+        "runs once drover sets up bridge and CNI networking",
+        Detect::group(|group| {
+            let mut found = Vec::new();
+            for (index, network) in group.networks.iter().enumerate() {
+                found.extend(when_asked(
+                    network.dns.as_ref(),
+                    &format!("Networks[{index}].DNS"),
+                ));
+                found.extend(when_asked(
+                    network.cni.as_ref(),
+                    &format!("Networks[{index}].CNI"),
+                ));
+            }
+            found
+        }),
+    ),
+    row(
+        "network > device, cidr, ip",
+        Status::NotYet,
+        "drover places ports on the node's default address and does not pin a network device or address",
+        "runs once drover fingerprints and schedules node networks",
+        Detect::group(|group| {
+            let mut found = Vec::new();
+            for (index, network) in group.networks.iter().enumerate() {
+                for (field, value) in [
+                    ("Device", &network.device),
+                    ("CIDR", &network.cidr),
+                    ("IP", &network.ip),
+                ] {
+                    found.extend(when(
+                        !value.is_empty(),
+                        &format!("Networks[{index}].{field}"),
+                    ));
+                }
+            }
+            found
+        }),
+    ),
+    row(
+        "network > port > ignore_collision",
+        Status::NotYet,
+        "drover never gives one static port to two allocations of a node",
+        "runs once drover lets allocations share a static port",
+        Detect::group(|group| {
+            let mut found = Vec::new();
+            for (index, network) in group.networks.iter().enumerate() {
+                for (field, ports) in [
+                    ("ReservedPorts", &network.reserved_ports),
+                    ("DynamicPorts", &network.dynamic_ports),
+                ] {
+                    for (port_index, port) in ports.iter().enumerate() {
+                        found.extend(when(
+                            port.ignore_collision,
+                            &format!("Networks[{index}].{field}[{port_index}].IgnoreCollision"),
+                        ));
+                    }
+                }
+            }
+            found
+        }),
+    ),
+    row(
+        "group > prevent_reschedule_on_lost",
+        Status::NotYet,
+        "drover replaces the allocations of a lost node regardless",
+        "runs once drover handles disconnected clients",
+        Detect::group(|group| when(group.prevent_reschedule_on_lost, "PreventRescheduleOnLost")),
+    ),
+    row(
+        "service",
+        Status::NotYet,
+        "drover has no service catalog: a registration would go nowhere",
+        SERVICE_DISCOVERY,
+        Detect::group_and_task(
+            |group| each(&group.services, "Services"),
+            |task| each(&task.services, "Services"),
+        ),
+    ),
+    row(
+        "service > check",
+        Status::NotYet,
+        "drover runs no health checks",
+        "runs once drover runs service health checks",
+        Detect::group_and_task(
+            |group| service_checks(&group.services),
+            |task| service_checks(&task.services),
+        ),
+    ),
+    row(
+        "service > connect",
+        Status::NeedsMissing,
+        "needs a Consul Connect service mesh",
+        CONSUL,
+        Detect::group_and_task(
+            |group| service_connect(&group.services),
+            |task| service_connect(&task.services),
+        ),
+    ),
+    row(
+        "consul",
+        Status::NeedsMissing,
+        "needs a Consul cluster",
+        CONSUL,
+        Detect::group_and_task(
+            |group| when_consul_asked(group.consul.as_ref(), "Consul"),
+            |task| when_consul_asked(task.consul.as_ref(), "Consul"),
+        ),
+    ),
+    row(
+        "group > volume",
+        Status::NeedsMissing,
+        "needs host volumes or a CSI plugin",
+        VOLUMES,
+        Detect::group(|group| {
+            group
+                .volumes
+                .iter()
+                .filter(|(_, volume)| asks_for_block(*volume))
+                .map(|(name, _)| format!("Volumes.{name}"))
+                .collect()
+        }),
+    ),
+    row(
+        "scaling",
+        Status::NeedsMissing,
+        "needs an autoscaler",
+        NO_AUTOSCALER,
+        Detect::group_and_task(
+            |group| when_asked(group.scaling.as_ref(), "Scaling"),
+            |task| when_any_asked(&task.scaling_policies, "ScalingPolicies"),
+        ),
+    ),
+    // ---- task ----
+    runs(
+        "task",
+        "driver (raw_exec, exec), user, config, env, meta, kill_timeout, kill_signal, leader, shutdown_delay",
+    ),
+    runs(
+        "resources",
+        "cpu, cores, memory and memory_max, enforced by cgroups",
+    ),
+    runs(
+        "lifecycle",
+        "hook (prestart, poststart, poststop) and sidecar, in Nomad's order",
+    ),
+    runs(
+        "logs",
+        "rotation of stdout and stderr (max_files, max_file_size), or no logs when disabled (enabled = false)",
+    ),
+    runs(
+        "dispatch_payload",
+        "file: where the payload of a dispatched job is written in the task's local dir (no job is dispatched until dispatch lands)",
+    ),
+    row(
+        "task > kind",
+        Status::NeedsMissing,
+        "a task kind marks a Consul Connect proxy or gateway task",
+        CONSUL,
+        Detect::task(|task| when(!task.kind.is_empty(), "Kind")),
+    ),
+    row(
+        "restart > render_templates",
+        Status::NotYet,
+        "drover renders no templates, so none is re-rendered on restart",
+        "runs once drover renders templates",
+        Detect::group_and_task(
+            |group| {
+                when(
+                    group
+                        .restart_policy
+                        .as_ref()
+                        .is_some_and(|policy| policy.render_templates),
+                    "RestartPolicy.RenderTemplates",
+                )
+            },
+            |task| {
+                when(
+                    task.restart_policy
+                        .as_ref()
+                        .is_some_and(|policy| policy.render_templates),
+                    "RestartPolicy.RenderTemplates",
+                )
+            },
+        ),
+    ),
+    row(
+        "template",
+        Status::NotYet,
+        "drover renders no templates",
+        "runs once drover renders templates",
+        Detect::task(|task| each(&task.templates, "Templates")),
+    ),
+    row(
+        "artifact",
+        Status::NotYet,
+        "drover downloads no artifacts",
+        "runs once drover downloads artifacts",
+        Detect::task(|task| each(&task.artifacts, "Artifacts")),
+    ),
+    row(
+        "identity",
+        Status::NotYet,
+        "drover signs no workload identities",
+        "runs once drover signs workload identities",
+        Detect::task(|task| {
+            let mut found = when(task.identity.is_some(), "Identity");
+            found.extend(each(&task.identities, "Identities"));
+            found
+        }),
+    ),
+    row(
+        "vault",
+        Status::NeedsMissing,
+        "needs a Vault server",
+        VAULT,
+        Detect::task(|task| when_asked(task.vault.as_ref(), "Vault")),
+    ),
+    row(
+        "volume_mount",
+        Status::NeedsMissing,
+        "needs host volumes or a CSI plugin",
+        VOLUMES,
+        Detect::task(|task| when_any_asked(&task.volume_mounts, "VolumeMounts")),
+    ),
+    row(
+        "csi_plugin",
+        Status::NeedsMissing,
+        "needs CSI plugin support",
+        VOLUMES,
+        Detect::task(|task| when_asked(task.csi_plugin_config.as_ref(), "CSIPluginConfig")),
+    ),
+    row(
+        "resources > device",
+        Status::NeedsMissing,
+        "needs a device plugin; drover fingerprints no devices",
+        "runs once drover has device plugins",
+        Detect::task(|task| {
+            task.resources
+                .as_ref()
+                .map(|resources| when_any_asked(&resources.devices, "Resources.Devices"))
+                .unwrap_or_default()
+        }),
+    ),
+    row(
+        "resources > iops",
+        Status::RunsDifferently,
+        "iops is deprecated: Nomad ignores it, and so does drover",
+        "",
+        Detect::task(|task| {
+            when(
+                task.resources
+                    .as_ref()
+                    .is_some_and(|resources| resources.iops != 0),
+                "Resources.IOPS",
+            )
+        }),
+    ),
+    row(
+        "resources > secrets",
+        Status::NotYet,
+        "drover does not size a task's secrets directory",
+        "runs once drover mounts a sized tmpfs for secrets",
+        Detect::task(|task| {
+            when(
+                task.resources
+                    .as_ref()
+                    .is_some_and(|resources| resources.secrets_mb != 0),
+                "Resources.SecretsMB",
+            )
+        }),
+    ),
+    row(
+        "resources > numa",
+        Status::NotYet,
+        "drover does not schedule NUMA nodes",
+        "runs once drover fingerprints and schedules NUMA nodes",
+        Detect::task(|task| {
+            when_asked(
+                task.resources
+                    .as_ref()
+                    .and_then(|resources| resources.numa.as_ref()),
+                "Resources.NUMA",
+            )
+        }),
+    ),
+    row(
+        "resources > network",
+        Status::NotYet,
+        "a task-level network is deprecated in Nomad and drover does not reserve it; use a group network block",
+        "move it into the group's network block",
+        Detect::task(|task| {
+            task.resources
+                .as_ref()
+                .map(|resources| each(&resources.networks, "Resources.Networks"))
+                .unwrap_or_default()
+        }),
+    ),
+    row(
+        "action",
+        Status::NotYet,
+        "drover does not run task actions",
+        "runs once drover has task actions",
+        Detect::task(|task| when_any_asked(&task.actions, "Actions")),
+    ),
+    row(
+        "task > schedule",
+        Status::NotYet,
+        "drover does not run task schedules",
+        "runs once drover has task schedules",
+        Detect::task(|task| when_asked(task.schedule.as_ref(), "Schedule")),
+    ),
+];
+
+/// One use of a feature that cannot run here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The row's name.
+    pub feature: &'static str,
+    /// The Nomad JSON field path of the use, such as `TaskGroups[0].Tasks[1].Templates[0]`.
+    pub field_path: String,
+    /// The message, naming the group and task, what is missing and what would make it run.
+    pub message: String,
+}
+
+impl Refusal {
+    /// The refusal as a diagnostic of `file`, positioned by `locate` when the source is known.
+    pub fn to_diagnostic(
+        &self,
+        file: &str,
+        locate: &dyn Fn(&str) -> Option<Position>,
+    ) -> Diagnostic {
+        Diagnostic {
+            file: file.to_string(),
+            position: locate(&self.field_path),
+            field_path: Some(self.field_path.clone()),
+            message: self.message.clone(),
+        }
+    }
+}
+
+/// What [`check`] found in a job.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SupportReport {
+    /// Uses of features drover cannot run; a register with any is refused.
+    pub refusals: Vec<Refusal>,
+    /// One line per feature that runs differently from Nomad.
+    pub warnings: Vec<String>,
+}
+
+impl SupportReport {
+    /// Nomad's `Warnings` text for a response (`1 warning(s):\n\n* …`), empty without warnings.
+    pub fn warnings_text(&self) -> String {
+        if self.warnings.is_empty() {
+            return String::new();
+        }
+        let mut text = format!("{} warning(s):\n", self.warnings.len());
+        for warning in &self.warnings {
+            text.push_str("\n* ");
+            text.push_str(warning);
+        }
+        text
+    }
+}
+
+/// Finds every use of a feature in `job` (defaults applied or not) that drover refuses or runs
+/// differently from Nomad.
+pub fn check(job: &Job) -> SupportReport {
+    let mut report = SupportReport::default();
+    for feature in FEATURES {
+        if feature.status == Status::Runs {
+            continue;
+        }
+        // (owner's path, path relative to the owner, owner's message context)
+        let mut places: Vec<(String, String, String)> = Vec::new();
+        if let Some(find) = feature.detect.job {
+            places.extend(
+                find(job)
+                    .into_iter()
+                    .map(|path| (String::new(), path, String::new())),
+            );
+        }
+        for (group_index, group) in job.task_groups.iter().enumerate() {
+            let group_path = format!("TaskGroups[{group_index}]");
+            let group_context = format!("group {:?}", group.name);
+            if let Some(find) = feature.detect.group {
+                places.extend(
+                    find(group)
+                        .into_iter()
+                        .map(|path| (group_path.clone(), path, group_context.clone())),
+                );
+            }
+            if let Some(find) = feature.detect.task {
+                for (task_index, task) in group.tasks.iter().enumerate() {
+                    let task_path = format!("{group_path}.Tasks[{task_index}]");
+                    let task_context = format!("{group_context} task {:?}", task.name);
+                    places.extend(
+                        find(task)
+                            .into_iter()
+                            .map(|path| (task_path.clone(), path, task_context.clone())),
+                    );
+                }
+            }
+        }
+        if places.is_empty() {
+            continue;
+        }
+        let full_path = |owner: &str, relative: &str| {
+            if owner.is_empty() {
+                relative.to_string()
+            } else {
+                format!("{owner}.{relative}")
+            }
+        };
+        if feature.status.is_refused() {
+            for (owner, relative, context) in places {
+                let prefix = if context.is_empty() {
+                    String::new()
+                } else {
+                    format!("{context}: ")
+                };
+                report.refusals.push(Refusal {
+                    feature: feature.name,
+                    message: format!(
+                        "{prefix}{} cannot run here: {}; {}",
+                        jobspec_name(&relative),
+                        feature.reason,
+                        feature.would_run
+                    ),
+                    field_path: full_path(&owner, &relative),
+                });
+            }
+        } else {
+            let owners: Vec<String> = places
+                .iter()
+                .map(|(owner, relative, context)| {
+                    let path = full_path(owner, relative);
+                    if context.is_empty() {
+                        format!("job ({path})")
+                    } else {
+                        format!("{context} ({path})")
+                    }
+                })
+                .collect();
+            report.warnings.push(format!(
+                "{} in {}: {}",
+                feature.name,
+                owners.join(", "),
+                feature.reason
+            ));
+        }
+    }
+    report
+}
+
+/// How the jobspec writes a field path relative to its job, group or task:
+/// `Services[0].Checks[1]` → `service.check`, `Volumes.data` → `volume "data"`.
+fn jobspec_name(relative_path: &str) -> String {
+    let mut names: Vec<String> = Vec::new();
+    let mut after_volumes = false;
+    for segment in relative_path.split('.') {
+        let field = segment.split_once('[').map_or(segment, |(field, _)| field);
+        if after_volumes {
+            if let Some(last) = names.last_mut() {
+                *last = format!("{last} {field:?}");
+            }
+            after_volumes = false;
+            continue;
+        }
+        after_volumes = field == "Volumes";
+        let name = match field {
+            "Volumes" => "volume",
+            "VolumeMounts" => "volume_mount",
+            "Vault" => "vault",
+            "Consul" => "consul",
+            "CSIPluginConfig" => "csi_plugin",
+            "Scaling" | "ScalingPolicies" => "scaling",
+            "Devices" => "device",
+            "NUMA" => "numa",
+            "Networks" => "network",
+            "Actions" => "action",
+            "Schedule" => "schedule",
+            "Multiregion" => "multiregion",
+            "Connect" => "connect",
+            "Disconnect" => "disconnect",
+            "Migrate" => "migrate",
+            "Update" => "update",
+            "Periodic" => "periodic",
+            "ParameterizedJob" => "parameterized",
+            "MaxClientDisconnect" => "max_client_disconnect",
+            "MaxRunDuration" => "max_run_duration",
+            "DNS" => "dns",
+            "CNI" => "cni",
+            "Device" => "device",
+            "CIDR" => "cidr",
+            "IP" => "ip",
+            "IgnoreCollision" => "ignore_collision",
+            "ReservedPorts" | "DynamicPorts" => "port",
+            "IOPS" => "iops",
+            "SecretsMB" => "secrets",
+            "UI" => "ui",
+            "StopAfterClientDisconnect" => "stop_after_client_disconnect",
+            "PreventRescheduleOnLost" => "prevent_reschedule_on_lost",
+            "AllAtOnce" => "all_at_once",
+            "EphemeralDisk" => "ephemeral_disk",
+            "Sticky" => "sticky",
+            "Kind" => "kind",
+            "RestartPolicy" => "restart",
+            "RenderTemplates" => "render_templates",
+            other => crate::schema::hcl_name_for_json_field(other).unwrap_or(other),
+        };
+        names.push(name.to_string());
+    }
+    names.join(".")
+}
+
+/// The reference page `docs/jobspec.md`, generated from the table.
+pub fn reference_markdown() -> String {
+    let mut page = String::from(
+        "# Jobspec support\n\n\
+         <!-- Generated from crates/jobspec/src/support.rs by `DROVER_BLESS_DOCS=1 cargo test -p drover-jobspec --test support`; do not edit. -->\n\n\
+         drover reads Nomad's jobspecs (HCL2 and JSON) unchanged: a spec parses and validates as \
+         Nomad parses it, whatever it uses. What this page lists is what *runs*. Registering a job \
+         (`drover job run`, `PUT /v1/jobs`, `PUT /v1/job/<id>`) that uses a refused feature fails \
+         with a 400 naming each use, where it is and what would make it run; `drover job validate` \
+         and `/v1/validate/job` report the same refusals. A feature that runs differently from \
+         Nomad is registered with a note in the response's `Warnings`, which `drover job run` and \
+         `drover job validate` print.\n\n\
+         Blocks Nomad has that drover does not decode at all are refused by the parser itself.\n\n",
+    );
+    for (heading, wanted) in [
+        ("Runs", &[Status::Runs][..]),
+        (
+            "Runs differently from Nomad",
+            &[Status::RunsDifferently][..],
+        ),
+        (
+            "Refused at register",
+            &[Status::NotYet, Status::NeedsMissing][..],
+        ),
+    ] {
+        let _ = write!(page, "## {heading}\n\n");
+        if wanted.iter().any(|status| status.is_refused()) {
+            page.push_str(
+                "| feature | status | why | what would make it run |\n|---|---|---|---|\n",
+            );
+        } else {
+            page.push_str("| feature | status | what drover does |\n|---|---|---|\n");
+        }
+        for feature in FEATURES
+            .iter()
+            .filter(|feature| wanted.contains(&feature.status))
+        {
+            if feature.status.is_refused() {
+                let _ = writeln!(
+                    page,
+                    "| `{}` | {} | {} | {} |",
+                    feature.name,
+                    feature.status.label(),
+                    feature.reason,
+                    feature.would_run
+                );
+            } else {
+                let _ = writeln!(
+                    page,
+                    "| `{}` | {} | {} |",
+                    feature.name,
+                    feature.status.label(),
+                    feature.reason
+                );
+            }
+        }
+        page.push('\n');
+    }
+    page
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::schema::{BodyKind, BodySchema};
+
+    /// The words a row speaks of: its name, and for rows that run, what it says it runs.
+    fn covered_words() -> (BTreeSet<&'static str>, BTreeSet<&'static str>) {
+        let split = |text: &'static str| {
+            text.split(|character: char| !(character.is_ascii_alphanumeric() || character == '_'))
+                .filter(|word| !word.is_empty())
+                .collect::<Vec<_>>()
+        };
+        let mut words = BTreeSet::new();
+        let mut refused = BTreeSet::new();
+        for feature in FEATURES {
+            words.extend(split(feature.name));
+            if feature.status == Status::Runs {
+                words.extend(split(feature.reason));
+            }
+            if feature.status.is_refused() {
+                // Only the refused block itself, not the blocks its name is nested in.
+                let own = feature
+                    .name
+                    .rsplit_once('>')
+                    .map_or(feature.name, |(_, own)| own);
+                refused.extend(split(own));
+            }
+        }
+        (words, refused)
+    }
+
+    fn uncovered(
+        schema: &'static BodySchema,
+        path: &str,
+        refused_ancestor: bool,
+        words: &BTreeSet<&'static str>,
+        refused: &BTreeSet<&'static str>,
+        missing: &mut Vec<String>,
+    ) {
+        for argument in schema.arguments {
+            if !refused_ancestor && !words.contains(argument.name) {
+                missing.push(format!("{path} > {} (argument)", argument.name));
+            }
+        }
+        for block in schema.blocks {
+            let covered = refused_ancestor || words.contains(block.name);
+            if !covered {
+                missing.push(format!("{path} > {}", block.name));
+            }
+            if let BodyKind::Schema(body) = block.body {
+                uncovered(
+                    body,
+                    &format!("{path} > {}", block.name),
+                    refused_ancestor || refused.contains(block.name),
+                    words,
+                    refused,
+                    missing,
+                );
+            }
+        }
+    }
+
+    /// Every block and argument the decoder accepts is named by a row of the table (directly, or
+    /// inside a refused block), so nothing decodes without the table saying what happens to it.
+    #[test]
+    fn every_decoded_block_and_argument_has_a_row() {
+        let (words, refused) = covered_words();
+        let mut missing = Vec::new();
+        uncovered(
+            &crate::schema::JOB,
+            "job",
+            false,
+            &words,
+            &refused,
+            &mut missing,
+        );
+        assert!(
+            missing.is_empty(),
+            "decoded but not in the support table:\n{}",
+            missing.join("\n")
+        );
+    }
+}
