@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use hcl::Value as HclValue;
 use hcl_edit::Span;
 use hcl_edit::expr::Expression as EditExpression;
-use hcl_edit::structure::{Attribute, Block, Body, Structure};
+use hcl_edit::structure::{Attribute, Block, BlockLabel, Body, Structure};
 use serde_json::{Map as JsonMap, Value as JsonValue};
 
 use crate::diagnostic::{Diagnostic, SourceMap};
@@ -62,6 +62,9 @@ struct Walker<'source> {
     evaluator: Evaluator,
     diagnostics: Vec<Diagnostic>,
     locations: BTreeMap<String, usize>,
+    /// Inside the blocks a `dynamic` block makes (which have no source span of their own):
+    /// the `dynamic` block's span, used for problems that have no other place.
+    expansion_span: Option<std::ops::Range<usize>>,
 }
 
 /// Decodes a parsed jobspec body into Nomad JSON.
@@ -169,6 +172,7 @@ pub(crate) fn decode_job_file(
         evaluator: Evaluator::new(HclValue::Object(input_variables), locals),
         diagnostics,
         locations: BTreeMap::new(),
+        expansion_span: None,
     };
     let job_label = match job_block.labels.as_slice() {
         [label] => label.as_str().to_string(),
@@ -501,6 +505,7 @@ fn unknown_name_message<'candidate>(
 
 impl Walker<'_> {
     fn error_at(&mut self, span: Option<std::ops::Range<usize>>, message: impl Into<String>) {
+        let span = span.or_else(|| self.expansion_span.clone());
         self.diagnostics.push(Diagnostic::new(
             self.filename,
             self.source_map.position_of_span(&span),
@@ -531,7 +536,7 @@ impl Walker<'_> {
     }
 
     fn record_location(&mut self, json_path: String, span: Option<std::ops::Range<usize>>) {
-        if let Some(span) = span {
+        if let Some(span) = span.or_else(|| self.expansion_span.clone()) {
             self.locations.entry(json_path).or_insert(span.start);
         }
     }
@@ -565,6 +570,15 @@ impl Walker<'_> {
                     }
                     seen_arguments.insert(name.to_string(), attribute.span());
                     self.walk_attribute(attribute, schema, scope, &mut object);
+                }
+                Structure::Block(block)
+                    if block.ident.as_str() == "dynamic" && schema.block("dynamic").is_none() =>
+                {
+                    for (evaluator, expanded) in self.dynamic_instances(block, scope) {
+                        self.within_expansion(evaluator, block, |walker| {
+                            walker.walk_block(&expanded, schema, scope, &mut object);
+                        });
+                    }
                 }
                 Structure::Block(block) => self.walk_block(block, schema, scope, &mut object),
             }
@@ -1012,7 +1026,24 @@ impl Walker<'_> {
                         object.insert(key.to_string(), hcl_to_json(value));
                     }
                 }
-                Structure::Block(block) => {
+                // A `dynamic` block here is not expanded: Nomad keeps free-form bodies as
+                // written, `dynamic` included.
+                Structure::Block(block) => self.free_form_block(block, scope, &mut object),
+            }
+        }
+        object
+    }
+
+    /// One nested block of a free-form body.
+    fn free_form_block(
+        &mut self,
+        block: &Block,
+        scope: &Scope,
+        object: &mut JsonMap<String, JsonValue>,
+    ) {
+        {
+            {
+                {
                     let key = block.ident.as_str().to_string();
                     let inner_scope = Scope {
                         context: scope.context.clone(),
@@ -1047,7 +1078,179 @@ impl Walker<'_> {
                 }
             }
         }
-        object
+    }
+
+    /// Runs `walk` with `evaluator` (an iterator bound) and problems without a place of their
+    /// own located at the `dynamic` block.
+    fn within_expansion(
+        &mut self,
+        evaluator: Evaluator,
+        dynamic_block: &Block,
+        walk: impl FnOnce(&mut Self),
+    ) {
+        let saved_evaluator = std::mem::replace(&mut self.evaluator, evaluator);
+        let span = dynamic_block.span().or_else(|| self.expansion_span.clone());
+        let saved_span = std::mem::replace(&mut self.expansion_span, span);
+        walk(self);
+        self.evaluator = saved_evaluator;
+        self.expansion_span = saved_span;
+    }
+
+    /// The blocks a `dynamic "name" { for_each, iterator, labels, content { ... } }` block
+    /// makes, one per element of `for_each`, each with the evaluator that binds the iterator
+    /// (the block name unless `iterator` names another) to `{ key, value }`.
+    fn dynamic_instances(&mut self, block: &Block, scope: &Scope) -> Vec<(Evaluator, Block)> {
+        let block_type = match block.labels.as_slice() {
+            [label] => label.as_str().to_string(),
+            _ => {
+                self.scoped_error(
+                    scope,
+                    block.span(),
+                    "a dynamic block needs exactly one label, the type of the blocks it makes: dynamic \"port\" { ... }",
+                );
+                return Vec::new();
+            }
+        };
+        let Ok(block_ident) = hcl_edit::Ident::try_new(block_type.clone()) else {
+            self.scoped_error(
+                scope,
+                block.span(),
+                format!("dynamic {block_type:?}: {block_type:?} is not a block name"),
+            );
+            return Vec::new();
+        };
+        let mut for_each = None;
+        let mut iterator = block_type.clone();
+        let mut labels = None;
+        let mut content: Option<&Block> = None;
+        for structure in block.body.iter() {
+            match structure {
+                Structure::Attribute(attribute) => match attribute.key.as_str() {
+                    "for_each" => for_each = Some(attribute),
+                    "labels" => labels = Some(attribute),
+                    "iterator" => match &attribute.value {
+                        EditExpression::Variable(name) => iterator = name.as_str().to_string(),
+                        _ => self.scoped_error(
+                            scope,
+                            attribute.value.span(),
+                            format!(
+                                "dynamic {block_type:?}: iterator must be a name, such as iterator = item"
+                            ),
+                        ),
+                    },
+                    other => self.scoped_error(
+                        scope,
+                        attribute.span(),
+                        format!(
+                            "dynamic {block_type:?}: {}",
+                            unknown_name_message(
+                                "argument",
+                                other,
+                                "in a dynamic block",
+                                ["for_each", "iterator", "labels", "content"],
+                            )
+                        ),
+                    ),
+                },
+                Structure::Block(inner) if inner.ident.as_str() == "content" => {
+                    if content.is_some() {
+                        self.scoped_error(
+                            scope,
+                            inner.span(),
+                            format!("dynamic {block_type:?}: only one content block is allowed"),
+                        );
+                    } else {
+                        content = Some(inner);
+                    }
+                }
+                Structure::Block(inner) => self.scoped_error(
+                    scope,
+                    inner.span(),
+                    format!(
+                        "dynamic {block_type:?}: a dynamic block holds for_each, iterator, labels and one content block, not a {:?} block",
+                        inner.ident.as_str()
+                    ),
+                ),
+            }
+        }
+        let (Some(for_each), Some(content)) = (for_each, content) else {
+            self.scoped_error(
+                scope,
+                block.span(),
+                format!("dynamic {block_type:?}: needs for_each and a content block"),
+            );
+            return Vec::new();
+        };
+        let elements: Vec<(HclValue, HclValue)> = match self.evaluator.evaluate(&for_each.value) {
+            Ok(HclValue::Array(items)) => items
+                .into_iter()
+                .enumerate()
+                .map(|(index, item)| (HclValue::from(index as u64), item))
+                .collect(),
+            Ok(HclValue::Object(entries)) => entries
+                .into_iter()
+                .map(|(key, value)| (HclValue::String(key), value))
+                .collect(),
+            Ok(other) => {
+                self.scoped_error(
+                    scope,
+                    for_each.value.span(),
+                    format!(
+                        "dynamic {block_type:?}: for_each must be a list, a set or a map, got {}",
+                        describe_value_kind(&other)
+                    ),
+                );
+                return Vec::new();
+            }
+            Err(message) => {
+                self.scoped_error(
+                    scope,
+                    for_each.value.span(),
+                    format!("dynamic {block_type:?}: for_each cannot be evaluated: {message}"),
+                );
+                return Vec::new();
+            }
+        };
+        let mut instances = Vec::new();
+        for (key, value) in elements {
+            let mut element = hcl::Map::new();
+            element.insert("key".to_string(), key);
+            element.insert("value".to_string(), value);
+            let evaluator = self
+                .evaluator
+                .with_variable(&iterator, HclValue::Object(element));
+            let mut expanded = Block::new(block_ident.clone());
+            if let Some(labels) = labels {
+                let evaluated = evaluator
+                    .evaluate(&labels.value)
+                    .and_then(|value| match value {
+                        HclValue::Array(items) => items
+                            .into_iter()
+                            .map(scalar_to_string)
+                            .collect::<Result<Vec<String>, String>>(),
+                        other => Err(format!(
+                            "must be a list of strings, got {}",
+                            describe_value_kind(&other)
+                        )),
+                    });
+                match evaluated {
+                    Ok(texts) => {
+                        expanded.labels = texts.into_iter().map(BlockLabel::from).collect();
+                    }
+                    Err(message) => {
+                        self.scoped_error(
+                            scope,
+                            labels.value.span(),
+                            format!("dynamic {block_type:?}: labels: {message}"),
+                        );
+                        return Vec::new();
+                    }
+                }
+            }
+            expanded.body = content.body.clone();
+            instances.push((evaluator, expanded));
+        }
+        instances
     }
 
     fn evaluate(

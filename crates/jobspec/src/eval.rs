@@ -6,7 +6,7 @@
 //! Not a type checker for the job schema: it produces `hcl::Value`s, and the decoder decides
 //! whether a value fits the field it is assigned to.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use hcl::eval::{Context, Evaluate, FuncArgs, FuncDef, ParamType};
 use hcl::expr::{Expression, ObjectKey, TraversalOperator};
@@ -272,6 +272,9 @@ fn parse_number(text: &str) -> Option<hcl::Number> {
 #[derive(Debug, Clone)]
 pub(crate) struct Evaluator {
     base_context: Context<'static>,
+    /// Names bound besides `var` and `local` (a `dynamic` block's iterator, a validated
+    /// variable), which are not runtime references.
+    bound: BTreeSet<String>,
 }
 
 impl Evaluator {
@@ -280,7 +283,18 @@ impl Evaluator {
         base_context.declare_var(INPUT_VARIABLES_ROOT, input_variables);
         base_context.declare_var(LOCALS_ROOT, Value::Object(locals));
         declare_functions(&mut base_context);
-        Evaluator { base_context }
+        Evaluator {
+            base_context,
+            bound: BTreeSet::new(),
+        }
+    }
+
+    /// This evaluator with one more name bound (a `dynamic` block's iterator).
+    pub(crate) fn with_variable(&self, name: &str, value: Value) -> Evaluator {
+        let mut child = self.clone();
+        child.base_context.declare_var(name.to_string(), value);
+        child.bound.insert(name.to_string());
+        child
     }
 
     /// Evaluates one expression. Errors are lowercase messages without position; the caller
@@ -294,7 +308,7 @@ impl Evaluator {
         collect_runtime_references(&expression, &mut placeholders);
         let mut context = self.base_context.clone();
         for (root, node) in placeholders.children {
-            if root == INPUT_VARIABLES_ROOT || root == LOCALS_ROOT {
+            if root == INPUT_VARIABLES_ROOT || root == LOCALS_ROOT || self.bound.contains(&root) {
                 continue;
             }
             context.declare_var(root.clone(), node.into_value(&root));

@@ -693,10 +693,6 @@ static TASK: BodySchema = BodySchema {
             "schedule",
             "task schedules are a Nomad Enterprise feature drover does not have",
         ),
-        (
-            "dynamic",
-            "dynamic blocks are not supported; write the blocks out",
-        ),
     ],
 };
 
@@ -1302,10 +1298,6 @@ pub(crate) static JOB: BodySchema = BodySchema {
         (
             "vault_token",
             "Nomad takes a Vault token at submission (-vault-token), not in the jobspec",
-        ),
-        (
-            "dynamic",
-            "dynamic blocks are not supported; write the blocks out",
         ),
     ],
 };
