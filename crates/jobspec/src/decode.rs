@@ -259,6 +259,13 @@ fn resolve_input_variables(
         variable_type: VariableType,
         default: Option<HclValue>,
         span: Option<std::ops::Range<usize>>,
+        validations: Vec<Validation>,
+    }
+    /// A `validation { condition, error_message }` block of a variable.
+    struct Validation {
+        condition: EditExpression,
+        error_message: String,
+        span: Option<std::ops::Range<usize>>,
     }
     let mut declarations = Vec::new();
 
@@ -282,6 +289,7 @@ fn resolve_input_variables(
             variable_type: VariableType::Any,
             default,
             span: attribute.span(),
+            validations: Vec::new(),
         });
     }
 
@@ -299,6 +307,7 @@ fn resolve_input_variables(
         };
         let mut variable_type = VariableType::Any;
         let mut default = None;
+        let mut validations = Vec::new();
         for structure in block.body.iter() {
             match structure {
                 Structure::Attribute(attribute) => match attribute.key.as_str() {
@@ -335,18 +344,94 @@ fn resolve_input_variables(
                         ),
                     )),
                 },
+                Structure::Block(inner) if inner.ident.as_str() == "validation" => {
+                    let mut condition = None;
+                    let mut error_message = None;
+                    let mut problem = |span: Option<std::ops::Range<usize>>, detail: String| {
+                        diagnostics.push(Diagnostic::new(
+                            filename,
+                            locate(span),
+                            format!("variable {name:?}: validation: {detail}"),
+                        ));
+                    };
+                    for structure in inner.body.iter() {
+                        match structure {
+                            Structure::Attribute(attribute) => match attribute.key.as_str() {
+                                "condition" => {
+                                    let text = attribute.value.to_string();
+                                    if text.contains(&format!("var.{name}")) {
+                                        condition = Some(attribute.value.clone());
+                                    } else {
+                                        problem(
+                                            attribute.value.span(),
+                                            format!(
+                                                "the condition must refer to var.{name} to test the value"
+                                            ),
+                                        );
+                                    }
+                                }
+                                "error_message" => {
+                                    match constant_evaluator.evaluate(&attribute.value) {
+                                        Ok(HclValue::String(text)) if !text.trim().is_empty() => {
+                                            error_message = Some(text);
+                                        }
+                                        Ok(HclValue::String(_)) => problem(
+                                            attribute.value.span(),
+                                            "error_message must not be empty".to_string(),
+                                        ),
+                                        Ok(other) => problem(
+                                            attribute.value.span(),
+                                            format!(
+                                                "error_message must be a string, got {}",
+                                                describe_value_kind(&other)
+                                            ),
+                                        ),
+                                        Err(message) => problem(
+                                            attribute.value.span(),
+                                            format!("error_message must be a constant string: {message}"),
+                                        ),
+                                    }
+                                }
+                                other => problem(
+                                    attribute.span(),
+                                    unknown_name_message(
+                                        "argument",
+                                        other,
+                                        "in a validation block",
+                                        ["condition", "error_message"],
+                                    ),
+                                ),
+                            },
+                            Structure::Block(nested) => problem(
+                                nested.span(),
+                                format!(
+                                    "a validation block holds condition and error_message, not a {:?} block",
+                                    nested.ident.as_str()
+                                ),
+                            ),
+                        }
+                    }
+                    match (condition, error_message) {
+                        (Some(condition), Some(error_message)) => validations.push(Validation {
+                            condition,
+                            error_message,
+                            span: inner.span(),
+                        }),
+                        (None, _) | (_, None) => problem(
+                            inner.span(),
+                            "needs a condition and an error_message".to_string(),
+                        ),
+                    }
+                }
                 Structure::Block(inner) => {
-                    let message = if inner.ident.as_str() == "validation" {
-                        format!(
-                            "variable {name:?}: validation blocks are not supported by drover"
-                        )
-                    } else {
+                    diagnostics.push(Diagnostic::new(
+                        filename,
+                        locate(inner.span()),
                         format!(
                             "variable {name:?}: unexpected block {:?} in a variable block",
                             inner.ident.as_str()
-                        )
-                    };
-                    diagnostics.push(Diagnostic::new(filename, locate(inner.span()), message));
+                        ),
+                    ));
                 }
             }
         }
@@ -355,6 +440,7 @@ fn resolve_input_variables(
             variable_type,
             default,
             span: block.span(),
+            validations,
         });
     }
 
@@ -413,6 +499,39 @@ fn resolve_input_variables(
                 continue;
             }
         };
+        for validation in &declaration.validations {
+            let mut bound = hcl::Map::new();
+            bound.insert(declaration.name.clone(), value.clone());
+            let evaluator = Evaluator::new(HclValue::Object(bound), hcl::Map::new());
+            let problem = match evaluator.evaluate(&validation.condition) {
+                Ok(HclValue::Bool(true)) => None,
+                Ok(HclValue::Bool(false)) => Some((
+                    validation.span.clone(),
+                    format!(
+                        "variable {:?}: invalid value: {}",
+                        declaration.name, validation.error_message
+                    ),
+                )),
+                Ok(other) => Some((
+                    validation.condition.span(),
+                    format!(
+                        "variable {:?}: the validation condition must be true or false, got {}",
+                        declaration.name,
+                        describe_value_kind(&other)
+                    ),
+                )),
+                Err(message) => Some((
+                    validation.condition.span(),
+                    format!(
+                        "variable {:?}: the validation condition cannot be evaluated: {message}",
+                        declaration.name
+                    ),
+                )),
+            };
+            if let Some((span, message)) = problem {
+                diagnostics.push(Diagnostic::new(filename, locate(span), message));
+            }
+        }
         resolved.insert(declaration.name, value);
     }
 

@@ -303,7 +303,8 @@ impl Evaluator {
         &self,
         expression: &hcl_edit::expr::Expression,
     ) -> Result<Value, String> {
-        let expression: Expression = expression.clone().into();
+        let mut edited = expression.clone();
+        let expression: Expression = edited.clone().into();
         let mut placeholders = PlaceholderTree::default();
         collect_runtime_references(&expression, &mut placeholders);
         let mut context = self.base_context.clone();
@@ -313,6 +314,8 @@ impl Evaluator {
             }
             context.declare_var(root.clone(), node.into_value(&root));
         }
+        crate::functions::resolve_can_and_try(&mut edited, &context)?;
+        let expression: Expression = edited.into();
         expression
             .evaluate(&context)
             .map_err(|error| error.kind().to_string())
@@ -476,6 +479,7 @@ fn value_as_text(value: &Value) -> String {
 }
 
 fn declare_functions(context: &mut Context<'_>) {
+    crate::functions::declare(context);
     let string_to_string =
         |function: hcl::eval::Func| FuncDef::builder().param(ParamType::String).build(function);
     context.declare_func(

@@ -30,6 +30,7 @@ mod decode;
 mod diagnostic;
 mod duration;
 mod eval;
+mod functions;
 mod hcl_parse;
 mod schema;
 mod suggest;
