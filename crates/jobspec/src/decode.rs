@@ -1431,11 +1431,11 @@ fn finish_object(schema: &BodySchema, object: &mut JsonMap<String, JsonValue>) {
             }
         }
         "job" => {
-            if let Some(vault) = object.remove("Vault") {
-                if let Some(JsonValue::Array(groups)) = object.get_mut("TaskGroups") {
-                    for group in groups.iter_mut().filter_map(JsonValue::as_object_mut) {
-                        give_tasks_vault(group, &vault);
-                    }
+            if let Some(vault) = object.remove("Vault")
+                && let Some(JsonValue::Array(groups)) = object.get_mut("TaskGroups")
+            {
+                for group in groups.iter_mut().filter_map(JsonValue::as_object_mut) {
+                    give_tasks_vault(group, &vault);
                 }
             }
         }
