@@ -720,7 +720,7 @@ fn fold_numbers(arguments: &FuncArgs, combine: fn(f64, f64) -> f64) -> Result<Va
 }
 
 /// A subset of Go's `fmt` verbs: `%s`, `%d`, `%v`, `%q` and `%%`.
-fn format_go_style(format: &str, arguments: &[Value]) -> Result<String, String> {
+pub(crate) fn format_go_style(format: &str, arguments: &[Value]) -> Result<String, String> {
     let mut output = String::new();
     let mut remaining_arguments = arguments.iter();
     let mut characters = format.chars();

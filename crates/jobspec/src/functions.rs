@@ -94,6 +94,7 @@ fn number_value(value: f64) -> Result<Value, String> {
 
 /// Declares the functions of this module in `context`.
 pub(crate) fn declare(context: &mut Context<'_>) {
+    declare_network_and_list_functions(context);
     let one_number = || FuncDef::builder().param(ParamType::Number);
     context.declare_func(
         "abs",
@@ -615,6 +616,202 @@ pub(crate) fn declare(context: &mut Context<'_>) {
     );
 }
 
+/// The network functions (`cidrhost`, `cidrnetmask`, `cidrsubnet`), `formatlist` and
+/// `setproduct`.
+fn declare_network_and_list_functions(context: &mut Context<'_>) {
+    context.declare_func(
+        "cidrhost",
+        FuncDef::builder()
+            .param(ParamType::String)
+            .param(ParamType::Number)
+            .build(|arguments| {
+                let prefix = Prefix::parse(&text(&arguments, 0)?)?;
+                let host_bits = prefix.total_bits - prefix.length;
+                let host_count: i128 = if host_bits >= 127 {
+                    i128::MAX
+                } else {
+                    1 << host_bits
+                };
+                let given = whole_number(&arguments, 1)?;
+                let mut host = i128::from(given);
+                if host < 0 {
+                    host += host_count;
+                }
+                if host < 0 || host >= host_count {
+                    return Err(format!(
+                        "host number {given} does not fit in {host_bits} bits"
+                    ));
+                }
+                Ok(Value::String(
+                    prefix.address_text(prefix.network | host as u128),
+                ))
+            }),
+    );
+    context.declare_func(
+        "cidrnetmask",
+        FuncDef::builder()
+            .param(ParamType::String)
+            .build(|arguments| {
+                let prefix = Prefix::parse(&text(&arguments, 0)?)?;
+                if prefix.total_bits != 32 {
+                    return Err("cidrnetmask is only for IPv4 prefixes".into());
+                }
+                Ok(Value::String(prefix.address_text(prefix.mask())))
+            }),
+    );
+    context.declare_func(
+        "cidrsubnet",
+        FuncDef::builder()
+            .param(ParamType::String)
+            .param(ParamType::Number)
+            .param(ParamType::Number)
+            .build(|arguments| {
+                let prefix = Prefix::parse(&text(&arguments, 0)?)?;
+                let new_bits = whole_number(&arguments, 1)?;
+                let number = whole_number(&arguments, 2)?;
+                let length = i64::from(prefix.length) + new_bits;
+                if new_bits < 0 || length > i64::from(prefix.total_bits) {
+                    return Err(format!(
+                        "cannot extend a /{} prefix by {new_bits} bits",
+                        prefix.length
+                    ));
+                }
+                if number < 0 || (new_bits < 63 && number >= 1 << new_bits) {
+                    return Err(format!(
+                        "network number {number} does not fit in {new_bits} bits"
+                    ));
+                }
+                let shift = i64::from(prefix.total_bits) - length;
+                let network =
+                    prefix.network | (number as u128).checked_shl(shift as u32).unwrap_or(0);
+                Ok(Value::String(format!(
+                    "{}/{length}",
+                    prefix.address_text(network)
+                )))
+            }),
+    );
+    context.declare_func(
+        "formatlist",
+        FuncDef::builder()
+            .param(ParamType::String)
+            .variadic_param(ParamType::Any)
+            .build(|arguments| {
+                let format = text(&arguments, 0)?;
+                let rest = &arguments[1..];
+                let mut length: Option<usize> = None;
+                for value in rest {
+                    if let Value::Array(items) = value {
+                        match length {
+                            Some(known) if known != items.len() => {
+                                return Err("the list arguments must have the same length".into());
+                            }
+                            _ => length = Some(items.len()),
+                        }
+                    }
+                }
+                let mut formatted = Vec::new();
+                for row in 0..length.unwrap_or(1) {
+                    let row_arguments: Vec<Value> = rest
+                        .iter()
+                        .map(|value| match value {
+                            Value::Array(items) => items[row].clone(),
+                            other => other.clone(),
+                        })
+                        .collect();
+                    formatted.push(Value::String(crate::eval::format_go_style(
+                        &format,
+                        &row_arguments,
+                    )?));
+                }
+                Ok(Value::Array(formatted))
+            }),
+    );
+    context.declare_func(
+        "setproduct",
+        FuncDef::builder()
+            .variadic_param(ParamType::Any)
+            .build(|arguments| {
+                if arguments.len() < 2 {
+                    return Err("setproduct needs at least two lists".into());
+                }
+                let mut product: Vec<Vec<Value>> = vec![Vec::new()];
+                for index in 0..arguments.len() {
+                    let items = list(&arguments, index)?;
+                    product = product
+                        .into_iter()
+                        .flat_map(|prefix| {
+                            items.iter().map(move |item| {
+                                let mut row = prefix.clone();
+                                row.push(item.clone());
+                                row
+                            })
+                        })
+                        .collect();
+                }
+                Ok(Value::Array(
+                    product.into_iter().map(Value::Array).collect(),
+                ))
+            }),
+    );
+}
+
+/// An IP prefix (`10.0.0.0/8`, `fd00::/8`) as numbers.
+struct Prefix {
+    network: u128,
+    length: u32,
+    total_bits: u32,
+}
+
+impl Prefix {
+    fn parse(text: &str) -> Result<Prefix, String> {
+        let (address, length) = text
+            .split_once('/')
+            .ok_or_else(|| format!("{text:?} is not a prefix such as 10.0.0.0/8"))?;
+        let address: std::net::IpAddr = address
+            .parse()
+            .map_err(|_| format!("{text:?} does not start with an IP address"))?;
+        let (value, total_bits) = match address {
+            std::net::IpAddr::V4(v4) => (u128::from(u32::from(v4)), 32),
+            std::net::IpAddr::V6(v6) => (u128::from(v6), 128),
+        };
+        let length: u32 = length
+            .parse()
+            .ok()
+            .filter(|length| *length <= total_bits)
+            .ok_or_else(|| format!("{text:?} has an invalid prefix length"))?;
+        let mut prefix = Prefix {
+            network: 0,
+            length,
+            total_bits,
+        };
+        prefix.network = value & prefix.mask();
+        Ok(prefix)
+    }
+
+    /// The prefix's netmask: `length` one bits, then zeros.
+    fn mask(&self) -> u128 {
+        let all = if self.total_bits == 128 {
+            u128::MAX
+        } else {
+            (1u128 << self.total_bits) - 1
+        };
+        if self.length == 0 {
+            0
+        } else {
+            all & !((1u128 << (self.total_bits - self.length)) - 1)
+        }
+    }
+
+    fn address_text(&self, value: u128) -> String {
+        if self.total_bits == 32 {
+            // An IPv4 value has only its low 32 bits set (masked by `mask`).
+            std::net::Ipv4Addr::from(value as u32).to_string()
+        } else {
+            std::net::Ipv6Addr::from(value).to_string()
+        }
+    }
+}
+
 /// JSON with object keys sorted, as go-cty encodes objects.
 fn to_json_sorted(value: &Value) -> serde_json::Value {
     match value {
@@ -831,6 +1028,28 @@ mod tests {
             (
                 "\"${try(var.missing, \"in a template\")}\"",
                 "\"in a template\"",
+            ),
+            ("cidrhost(\"10.12.112.0/20\", 16)", "\"10.12.112.16\""),
+            ("cidrhost(\"10.12.112.0/20\", -2)", "\"10.12.127.254\""),
+            (
+                "cidrhost(\"fd00:fd12:3456:7890::/56\", 16)",
+                "\"fd00:fd12:3456:7800::10\"",
+            ),
+            ("cidrnetmask(\"172.16.0.0/12\")", "\"255.240.0.0\""),
+            ("cidrsubnet(\"::/0\", 0, 0)", "\"::/0\""),
+            ("cidrsubnet(\"172.16.0.0/12\", 4, 2)", "\"172.18.0.0/16\""),
+            ("cidrsubnet(\"10.1.2.0/24\", 4, 15)", "\"10.1.2.240/28\""),
+            (
+                "cidrsubnet(\"fd00:fd12:3456:7890::/56\", 16, 162)",
+                "\"fd00:fd12:3456:7800:a200::/72\"",
+            ),
+            (
+                "formatlist(\"Hello, %s!\", [\"Valentina\", \"Ander\"])",
+                "[\"Hello, Valentina!\", \"Hello, Ander!\"]",
+            ),
+            (
+                "setproduct([\"a\", \"b\"], [1, 2])",
+                "[[\"a\", 1], [\"a\", 2], [\"b\", 1], [\"b\", 2]]",
             ),
         ];
         for (expression, expected) in cases {
