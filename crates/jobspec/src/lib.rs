@@ -19,7 +19,9 @@
 //! `identity`, `vault` (job, group and task; copied into tasks as Nomad does), `consul`,
 //! `volume` (host and CSI), `volume_mount`, `csi_plugin`, `scaling` (group, and task `cpu` and
 //! `mem`), `disconnect`, `multiregion`, `action`, `ui`, and the top-level `variable`,
-//! `variables` and `locals`. The few names Nomad has that the decoder refuses with a reason
+//! `variables` and `locals` (variables may carry `validation` blocks). `dynamic` blocks expand
+//! in the jobspec's own blocks (not inside free-form bodies such as a driver `config`, which
+//! Nomad keeps as written), and Nomad's HCL2 functions are declared by `functions`. The few names Nomad has that the decoder refuses with a reason
 //! (`secret`, a task's `schedule`, ...) are listed by [`refused_blocks`].
 //!
 //! Decoding is not running: which decoded features run here, which run differently from Nomad
