@@ -405,18 +405,32 @@ pub(crate) fn declare(context: &mut Context<'_>) {
             Ok(Value::Array(flat))
         }),
     );
+    // As go-cty's `index`: `collection[key]` as a function, not a search.
     context.declare_func(
         "index",
         FuncDef::builder()
             .param(ParamType::Any)
             .param(ParamType::Any)
-            .build(|arguments| {
-                let wanted = argument(&arguments, 1)?;
-                list(&arguments, 0)?
-                    .iter()
-                    .position(|item| item == wanted)
-                    .map(|position| Value::from(position as u64))
-                    .ok_or_else(|| "the item is not in the list".to_string())
+            .build(|arguments| match argument(&arguments, 0)? {
+                Value::Array(items) => {
+                    let position = whole_number(&arguments, 1)?;
+                    usize::try_from(position)
+                        .ok()
+                        .and_then(|position| items.get(position))
+                        .cloned()
+                        .ok_or_else(|| format!("index {position} is out of the list"))
+                }
+                Value::Object(entries) => {
+                    let key = text(&arguments, 1)?;
+                    entries
+                        .get(&key)
+                        .cloned()
+                        .ok_or_else(|| format!("the map has no key {key:?}"))
+                }
+                other => Err(format!(
+                    "index needs a list or a map, got {}",
+                    describe_value_kind(other)
+                )),
             }),
     );
     context.declare_func(
@@ -474,13 +488,11 @@ pub(crate) fn declare(context: &mut Context<'_>) {
                 Ok(Value::Array(values))
             }),
     );
+    // As go-cty's `reverse` (which Nomad also names `strrev`): it reverses a string.
     context.declare_func(
         "reverse",
-        one_list().build(|arguments| {
-            let mut items = list(&arguments, 0)?;
-            items.reverse();
-            Ok(Value::Array(items))
-        }),
+        one_string()
+            .build(|arguments| Ok(Value::String(text(&arguments, 0)?.chars().rev().collect()))),
     );
     context.declare_func(
         "slice",
@@ -996,13 +1008,14 @@ mod tests {
                 "flatten([[\"a\"], [], [\"b\", [\"c\"]]])",
                 "[\"a\", \"b\", \"c\"]",
             ),
-            ("index([\"a\", \"b\"], \"b\")", "1"),
+            ("index([\"a\", \"b\"], 1)", "\"b\""),
+            ("index({ a = \"x\" }, \"a\")", "\"x\""),
             ("keys({ b = 1, a = 2 })", "[\"a\", \"b\"]"),
             ("values({ b = 1, a = 2 })", "[2, 1]"),
             ("range(3)", "[0, 1, 2]"),
             ("range(1, 4)", "[1, 2, 3]"),
             ("range(0, 10, 5)", "[0, 5]"),
-            ("reverse([1, 2])", "[2, 1]"),
+            ("reverse(\"abc\")", "\"cba\""),
             (
                 "slice([\"a\", \"b\", \"c\", \"d\"], 1, 3)",
                 "[\"b\", \"c\"]",
