@@ -73,6 +73,7 @@ pub(crate) fn decode_job_file(
     filename: &str,
     source_map: &SourceMap<'_>,
     variable_values: &VarValues,
+    files: Option<&std::path::Path>,
 ) -> Result<DecodedJob, Vec<Diagnostic>> {
     let mut diagnostics = Vec::new();
     let locate = |span: Option<std::ops::Range<usize>>| source_map.position_of_span(&span);
@@ -133,6 +134,7 @@ pub(crate) fn decode_job_file(
     let locals = resolve_locals(
         &local_attributes,
         &input_variables,
+        files,
         filename,
         source_map,
         &mut diagnostics,
@@ -169,7 +171,7 @@ pub(crate) fn decode_job_file(
     let mut walker = Walker {
         filename,
         source_map,
-        evaluator: Evaluator::new(HclValue::Object(input_variables), locals),
+        evaluator: Evaluator::new(HclValue::Object(input_variables), locals).with_files(files),
         diagnostics,
         locations: BTreeMap::new(),
         expansion_span: None,
@@ -553,6 +555,7 @@ fn resolve_input_variables(
 fn resolve_locals(
     local_attributes: &[&Attribute],
     input_variables: &hcl::Map<String, HclValue>,
+    files: Option<&std::path::Path>,
     filename: &str,
     source_map: &SourceMap<'_>,
     diagnostics: &mut Vec<Diagnostic>,
@@ -572,7 +575,8 @@ fn resolve_locals(
         }
     }
     loop {
-        let evaluator = Evaluator::new(HclValue::Object(input_variables.clone()), resolved.clone());
+        let evaluator = Evaluator::new(HclValue::Object(input_variables.clone()), resolved.clone())
+            .with_files(files);
         let pending_before = pending.len();
         let mut still_pending = Vec::new();
         let mut failures = Vec::new();

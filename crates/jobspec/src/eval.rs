@@ -275,6 +275,9 @@ pub(crate) struct Evaluator {
     /// Names bound besides `var` and `local` (a `dynamic` block's iterator, a validated
     /// variable), which are not runtime references.
     bound: BTreeSet<String>,
+    /// The directory `file(...)` and its kin read relative to, or `None` where filesystem
+    /// functions are disabled (as Nomad disables them when its API parses a jobspec).
+    files: Option<std::path::PathBuf>,
 }
 
 impl Evaluator {
@@ -286,7 +289,14 @@ impl Evaluator {
         Evaluator {
             base_context,
             bound: BTreeSet::new(),
+            files: None,
         }
+    }
+
+    /// This evaluator with filesystem functions reading relative to `base` (or disabled).
+    pub(crate) fn with_files(mut self, base: Option<&std::path::Path>) -> Evaluator {
+        self.files = base.map(std::path::Path::to_path_buf);
+        self
     }
 
     /// This evaluator with one more name bound (a `dynamic` block's iterator).
@@ -314,11 +324,13 @@ impl Evaluator {
             }
             context.declare_var(root.clone(), node.into_value(&root));
         }
-        crate::functions::resolve_can_and_try(&mut edited, &context)?;
+        let file_problem =
+            crate::functions::resolve_calls(&mut edited, &context, self.files.as_deref())?;
         let expression: Expression = edited.into();
-        expression
-            .evaluate(&context)
-            .map_err(|error| error.kind().to_string())
+        expression.evaluate(&context).map_err(|error| {
+            // A filesystem call left in place failed: its own reason says more.
+            file_problem.unwrap_or_else(|| error.kind().to_string())
+        })
     }
 }
 

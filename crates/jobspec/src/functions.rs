@@ -877,27 +877,104 @@ fn from_json(value: serde_json::Value) -> Value {
     }
 }
 
-/// Replaces each `can(x)` with whether `x` evaluates, and each `try(a, b, ...)` with the value
-/// of its first argument that evaluates, innermost first. The first `try` none of whose
-/// arguments evaluate is kept as an error.
-pub(crate) fn resolve_can_and_try(
+/// Replaces, innermost first, each call whose answer is not a plain function of its
+/// arguments' values: `can(x)` with whether `x` evaluates, `try(a, b, ...)` with the value of
+/// its first argument that evaluates, and the filesystem functions (`file`, `filebase64`,
+/// `fileexists`, `basename`, `dirname`, `abspath`) with their answer, reading relative to
+/// `files` (`None`: they are disabled). A `try` none of whose arguments evaluate is an error;
+/// a filesystem call that fails stays in place (so `can` and `try` see it fail) and its reason
+/// is answered, for the caller to report if the whole expression then fails.
+pub(crate) fn resolve_calls(
     expression: &mut EditExpression,
     context: &Context<'_>,
-) -> Result<(), String> {
-    let mut resolver = CanAndTry {
+    files: Option<&std::path::Path>,
+) -> Result<Option<String>, String> {
+    let mut resolver = CallResolver {
         context,
+        files,
         error: None,
+        file_problem: None,
     };
     resolver.visit_expr_mut(expression);
-    resolver.error.map_or(Ok(()), Err)
+    match resolver.error {
+        Some(error) => Err(error),
+        None => Ok(resolver.file_problem),
+    }
 }
 
-struct CanAndTry<'context, 'inner> {
+struct CallResolver<'context, 'inner> {
     context: &'context Context<'inner>,
+    files: Option<&'context std::path::Path>,
     error: Option<String>,
+    file_problem: Option<String>,
 }
 
-impl CanAndTry<'_, '_> {
+impl CallResolver<'_, '_> {
+    /// The answer of a filesystem function, `None` if `name` is not one.
+    fn filesystem_call(&self, name: &str, arguments: &[Value]) -> Option<Result<Value, String>> {
+        const NAMES: [&str; 6] = [
+            "file",
+            "filebase64",
+            "fileexists",
+            "basename",
+            "dirname",
+            "abspath",
+        ];
+        if !NAMES.contains(&name) {
+            return None;
+        }
+        let Some(base) = self.files else {
+            return Some(Err(format!(
+                "{name}: filesystem functions are disabled here (as when Nomad's API parses a jobspec); run the jobspec from a file"
+            )));
+        };
+        let path = match arguments {
+            [Value::String(path)] => std::path::PathBuf::from(path),
+            _ => return Some(Err(format!("{name} takes one string, a path"))),
+        };
+        let resolved = if path.is_absolute() {
+            path.clone()
+        } else {
+            base.join(&path)
+        };
+        let answer = match name {
+            "file" => std::fs::read_to_string(&resolved)
+                .map(Value::String)
+                .map_err(|error| format!("file: cannot read {}: {error}", resolved.display())),
+            "filebase64" => std::fs::read(&resolved)
+                .map(|bytes| {
+                    use base64::Engine as _;
+                    Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
+                })
+                .map_err(|error| {
+                    format!("filebase64: cannot read {}: {error}", resolved.display())
+                }),
+            "fileexists" => match std::fs::metadata(&resolved) {
+                Ok(metadata) if metadata.is_file() => Ok(Value::Bool(true)),
+                Ok(_) => Err(format!("fileexists: {} is not a file", resolved.display())),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                    Ok(Value::Bool(false))
+                }
+                Err(error) => Err(format!("fileexists: {}: {error}", resolved.display())),
+            },
+            "basename" => Ok(Value::String(
+                path.file_name()
+                    .map(|name| name.to_string_lossy().to_string())
+                    .unwrap_or_else(|| path.display().to_string()),
+            )),
+            "dirname" => Ok(Value::String(
+                match path.parent().map(|parent| parent.display().to_string()) {
+                    Some(parent) if !parent.is_empty() => parent,
+                    _ => ".".to_string(),
+                },
+            )),
+            _ => std::path::absolute(&resolved)
+                .map(|absolute| Value::String(absolute.display().to_string()))
+                .map_err(|error| format!("abspath: {error}")),
+        };
+        Some(answer)
+    }
+
     fn evaluate(&self, expression: &EditExpression) -> Result<Value, String> {
         let expression: hcl::Expression = expression.clone().into();
         expression
@@ -906,7 +983,7 @@ impl CanAndTry<'_, '_> {
     }
 }
 
-impl VisitMut for CanAndTry<'_, '_> {
+impl VisitMut for CallResolver<'_, '_> {
     fn visit_expr_mut(&mut self, expression: &mut EditExpression) {
         visit_expr_mut(self, expression);
         let EditExpression::FuncCall(call) = expression else {
@@ -915,7 +992,26 @@ impl VisitMut for CanAndTry<'_, '_> {
         if !call.name.namespace.is_empty() {
             return;
         }
-        let resolved = match call.name.name.as_str() {
+        let name = call.name.name.as_str().to_string();
+        let resolved = match name.as_str() {
+            "file" | "filebase64" | "fileexists" | "basename" | "dirname" | "abspath" => {
+                let arguments: Result<Vec<Value>, String> = call
+                    .args
+                    .iter()
+                    .map(|argument| self.evaluate(argument))
+                    .collect();
+                let answer = arguments.and_then(|arguments| {
+                    self.filesystem_call(&name, &arguments)
+                        .unwrap_or_else(|| Err(format!("{name} is not a filesystem function")))
+                });
+                match answer {
+                    Ok(value) => value,
+                    Err(problem) => {
+                        self.file_problem.get_or_insert(problem);
+                        return;
+                    }
+                }
+            }
             "can" => {
                 if call.args.len() != 1 {
                     self.error

@@ -126,10 +126,24 @@ pub fn parse_hcl_located(
     filename: &str,
     variable_values: &VarValues,
 ) -> Result<(Job, JobLocations), Diagnostics> {
+    parse_hcl_located_reading_files(source, filename, variable_values, None)
+}
+
+/// [`parse_hcl_located`] for a jobspec read from disk: its filesystem functions (`file`,
+/// `filebase64`, `fileexists`, ...) read relative to `files_base`, as the Nomad CLI lets them
+/// read relative to the jobspec's directory. Without a base they are disabled, as in Nomad's
+/// API.
+pub fn parse_hcl_located_reading_files(
+    source: &str,
+    filename: &str,
+    variable_values: &VarValues,
+    files_base: Option<&Path>,
+) -> Result<(Job, JobLocations), Diagnostics> {
     let source_map = SourceMap::new(source);
     let body = hcl_parse::parse_body(source, filename, &source_map)?;
-    let decoded = decode::decode_job_file(&body, filename, &source_map, variable_values)
-        .map_err(finish_diagnostics)?;
+    let decoded =
+        decode::decode_job_file(&body, filename, &source_map, variable_values, files_base)
+            .map_err(finish_diagnostics)?;
     let mut locations = decoded.locations;
     let mut user_json = decoded.job;
     move_job_blocks_into_groups(&mut user_json, &mut locations);
@@ -221,7 +235,12 @@ pub fn parse_any_located(
             },
         ))
     } else {
-        parse_hcl_located(&source, &filename, variable_values).map_err(JobspecError::Invalid)
+        let base = path
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        parse_hcl_located_reading_files(&source, &filename, variable_values, Some(base))
+            .map_err(JobspecError::Invalid)
     }
 }
 
@@ -258,7 +277,7 @@ pub fn decode_hcl_to_json(
 ) -> Result<(JsonValue, BTreeMap<String, usize>), Diagnostics> {
     let source_map = SourceMap::new(source);
     let body = hcl_parse::parse_body(source, filename, &source_map)?;
-    decode::decode_job_file(&body, filename, &source_map, variable_values)
+    decode::decode_job_file(&body, filename, &source_map, variable_values, None)
         .map(|decoded| (decoded.job, decoded.locations))
         .map_err(finish_diagnostics)
 }
