@@ -195,6 +195,9 @@ pub(crate) fn decode_job_file(
         json_path: String::new(),
     };
     let mut job = walker.walk_body(&job_block.body, &schema::JOB, &scope);
+    if let Some(JsonValue::Array(tasks)) = job.remove("Tasks") {
+        give_lone_tasks_their_groups(&mut job, tasks, &mut walker.locations);
+    }
     job.entry("ID")
         .or_insert_with(|| JsonValue::String(job_label.clone()));
     job.entry("Name")
@@ -1456,6 +1459,58 @@ fn finish_object(schema: &BodySchema, object: &mut JsonMap<String, JsonValue>) {
         }
         _ => {}
     }
+}
+
+/// Tasks written outside any group each get a group of their own, named after the task and
+/// placed before the written groups, as Nomad's parser does; their source locations move with
+/// them.
+fn give_lone_tasks_their_groups(
+    job: &mut JsonMap<String, JsonValue>,
+    tasks: Vec<JsonValue>,
+    locations: &mut BTreeMap<String, usize>,
+) {
+    let lone = tasks.len();
+    let relocated: BTreeMap<String, usize> = std::mem::take(locations)
+        .into_iter()
+        .map(|(path, offset)| {
+            let moved = if let Some(rest) = path.strip_prefix("TaskGroups[") {
+                match rest.split_once(']') {
+                    Some((index, tail)) => match index.parse::<usize>() {
+                        Ok(index) => format!("TaskGroups[{}]{tail}", index + lone),
+                        Err(_) => path.clone(),
+                    },
+                    None => path.clone(),
+                }
+            } else if let Some(rest) = path.strip_prefix("Tasks[") {
+                match rest.split_once(']') {
+                    Some((index, tail)) => format!("TaskGroups[{index}].Tasks[0]{tail}"),
+                    None => path.clone(),
+                }
+            } else if path == "Tasks" {
+                "TaskGroups".to_string()
+            } else {
+                path.clone()
+            };
+            (moved, offset)
+        })
+        .collect();
+    *locations = relocated;
+    let mut groups: Vec<JsonValue> = tasks
+        .into_iter()
+        .map(|task| {
+            let mut group = JsonMap::new();
+            group.insert(
+                "Name".into(),
+                task.get("Name").cloned().unwrap_or(JsonValue::Null),
+            );
+            group.insert("Tasks".into(), JsonValue::Array(vec![task]));
+            JsonValue::Object(group)
+        })
+        .collect();
+    if let Some(JsonValue::Array(written)) = job.remove("TaskGroups") {
+        groups.extend(written);
+    }
+    job.insert("TaskGroups".into(), JsonValue::Array(groups));
 }
 
 /// A `vault` block of a group or job applies to each of its tasks that has none of its own.

@@ -1269,6 +1269,13 @@ pub(crate) static JOB: BodySchema = BodySchema {
             names_context: true,
             ..block("group", "TaskGroups", List, Schema(&GROUP))
         },
+        // A task outside any group runs in a group of its own, named after it.
+        BlockSpec {
+            label_field: Some("Name"),
+            label_meaning: "the task name",
+            names_context: true,
+            ..block("task", "Tasks", List, Schema(&TASK))
+        },
         block("constraint", "Constraints", List, Schema(&CONSTRAINT)),
         block("affinity", "Affinities", List, Schema(&AFFINITY)),
         block("spread", "Spreads", List, Schema(&SPREAD)),
@@ -1289,7 +1296,6 @@ pub(crate) static JOB: BodySchema = BodySchema {
         block("ui", "UI", Single, Schema(&UI)),
     ],
     refused: &[
-        ("task", "put the task in a group block"),
         ("secret", "drover has no secret providers"),
         (
             "consul_token",
