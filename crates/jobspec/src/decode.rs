@@ -25,6 +25,9 @@ pub(crate) struct DecodedJob {
     pub job: JsonValue,
     /// JSON field path (`TaskGroups[0].Tasks[1].Resources.MemoryMB`) → byte offset.
     pub locations: BTreeMap<String, usize>,
+    /// Errors in the job body. The job holds everything that did decode, so validation can
+    /// still report the problems of the rest.
+    pub errors: Vec<Diagnostic>,
 }
 
 /// Where the walker is, for messages and field paths.
@@ -203,14 +206,11 @@ pub(crate) fn decode_job_file(
     job.entry("Name")
         .or_insert_with(|| JsonValue::String(job_label.clone()));
 
-    if walker.diagnostics.is_empty() {
-        Ok(DecodedJob {
-            job: JsonValue::Object(job),
-            locations: walker.locations,
-        })
-    } else {
-        Err(walker.diagnostics)
-    }
+    Ok(DecodedJob {
+        job: JsonValue::Object(job),
+        locations: walker.locations,
+        errors: walker.diagnostics,
+    })
 }
 
 /// The arguments of a `locals` or `variables` block, which may hold nothing else.
@@ -1135,6 +1135,8 @@ impl Walker<'_> {
 
     fn walk_free_form(&mut self, body: &Body, scope: &Scope) -> JsonMap<String, JsonValue> {
         let mut object = JsonMap::new();
+        // Names filled by blocks (each a list of objects), as opposed to arguments.
+        let mut block_names = std::collections::BTreeSet::new();
         for structure in body.iter() {
             match structure {
                 Structure::Attribute(attribute) => {
@@ -1154,30 +1156,34 @@ impl Walker<'_> {
                 }
                 // A `dynamic` block here is not expanded: Nomad keeps free-form bodies as
                 // written, `dynamic` included.
-                Structure::Block(block) => self.free_form_block(block, scope, &mut object),
-            }
-        }
-        object
-    }
-
-    /// One nested block of a free-form body.
-    fn free_form_block(
-        &mut self,
-        block: &Block,
-        scope: &Scope,
-        object: &mut JsonMap<String, JsonValue>,
-    ) {
-        {
-            {
-                {
+                Structure::Block(block) => {
+                    // Nomad reads a block inside a free-form body (driver config, a scaling
+                    // policy) as a list of objects, one per block of that name (`port_map {
+                    // http = 80 }` → `"port_map": [{"http": 80}]`), whatever its nesting
+                    // depth, each label nesting one more list (`check "cpu" { ... }` →
+                    // `"check": [{"cpu": [{...}]}]`), as Nomad 1.1.2 answers.
                     let key = block.ident.as_str().to_string();
+                    let index = match object.get(&key) {
+                        None => 0,
+                        Some(JsonValue::Array(items)) if block_names.contains(&key) => items.len(),
+                        Some(_) => {
+                            self.scoped_error(
+                                scope,
+                                block.ident.span(),
+                                format!(
+                                    "{:?} is both an argument and a block",
+                                    scope.hcl_name(&key)
+                                ),
+                            );
+                            continue;
+                        }
+                    };
                     let inner_scope = Scope {
                         context: scope.context.clone(),
                         hcl_path: scope.hcl_name(&key),
-                        json_path: scope.json_field(&key),
+                        json_path: format!("{}[{index}]", scope.json_field(&key)),
                     };
-                    // As Nomad: every nested block is a list entry, and each label nests
-                    // one more list (`check "cpu" { ... }` → `"check": [{"cpu": [{...}]}]`).
+                    self.record_location(inner_scope.json_path.clone(), block.span());
                     let mut inner = self.walk_free_form(&block.body, &inner_scope);
                     for label in block.labels.iter().rev() {
                         let mut wrapper = JsonMap::new();
@@ -1187,23 +1193,17 @@ impl Walker<'_> {
                         );
                         inner = wrapper;
                     }
-                    match object.get_mut(&key) {
-                        Some(JsonValue::Array(items)) => items.push(JsonValue::Object(inner)),
-                        Some(_) => self.scoped_error(
-                            &inner_scope,
-                            block.span(),
-                            format!(
-                                "{} is set both as an argument and as a block",
-                                inner_scope.hcl_path
-                            ),
-                        ),
-                        None => {
-                            object.insert(key, JsonValue::Array(vec![JsonValue::Object(inner)]));
-                        }
+                    block_names.insert(key.clone());
+                    if let JsonValue::Array(items) = object
+                        .entry(key)
+                        .or_insert_with(|| JsonValue::Array(Vec::new()))
+                    {
+                        items.push(JsonValue::Object(inner));
                     }
                 }
             }
         }
+        object
     }
 
     /// Runs `walk` with `evaluator` (an iterator bound) and problems without a place of their
@@ -1540,12 +1540,14 @@ fn fold_constraint_shortcuts(object: &mut JsonMap<String, JsonValue>) {
             object.insert("RTarget".into(), value);
         }
     }
+    // `distinct_hosts = true` leaves RTarget as written (empty), as Nomad 1.1's decoder does and
+    // as every Nomad scheduler reads as "on"; `false` is kept as RTarget "false", which later
+    // Nomad versions (and drover's scheduler) honour as "off".
     if let Some(value) = object.remove("distinct_hosts") {
         object.insert("Operand".into(), JsonValue::String("distinct_hosts".into()));
-        object.insert(
-            "RTarget".into(),
-            JsonValue::String(value.as_bool().unwrap_or(false).to_string()),
-        );
+        if !value.as_bool().unwrap_or(false) {
+            object.insert("RTarget".into(), JsonValue::String("false".into()));
+        }
     }
     if let Some(value) = object.remove("distinct_property")
         && value.as_str().is_some_and(|text| !text.is_empty())

@@ -28,6 +28,7 @@
 //! and which a register refuses is the support table in [`support`] (`docs/jobspec.md` is
 //! generated from it).
 
+mod cron;
 mod decode;
 mod diagnostic;
 mod duration;
@@ -150,7 +151,16 @@ pub fn parse_hcl_located_reading_files(
     let locate = |field_path: &str| {
         nearest_location(&locations, field_path).map(|offset| source_map.position(offset))
     };
-    let job = build_and_validate(user_json, filename, &locate, FieldCheck::ReportDropped)?;
+    let built = build_and_validate(user_json, filename, &locate, FieldCheck::ReportDropped);
+    let job = match (built, decoded.errors) {
+        (Ok(job), errors) if errors.is_empty() => job,
+        (Ok(_), errors) => return Err(finish_diagnostics(errors)),
+        // A decode error does not hide the validation errors of what did decode.
+        (Err(validation), mut errors) => {
+            errors.extend(without_cascades(validation, &errors));
+            return Err(finish_diagnostics(errors));
+        }
+    };
     let positions = locations
         .iter()
         .map(|(path, offset)| (path.clone(), source_map.position(*offset)))
@@ -277,9 +287,44 @@ pub fn decode_hcl_to_json(
 ) -> Result<(JsonValue, BTreeMap<String, usize>), Diagnostics> {
     let source_map = SourceMap::new(source);
     let body = hcl_parse::parse_body(source, filename, &source_map)?;
-    decode::decode_job_file(&body, filename, &source_map, variable_values, None)
-        .map(|decoded| (decoded.job, decoded.locations))
-        .map_err(finish_diagnostics)
+    let decoded = decode::decode_job_file(&body, filename, &source_map, variable_values, None)
+        .map_err(finish_diagnostics)?;
+    if decoded.errors.is_empty() {
+        Ok((decoded.job, decoded.locations))
+    } else {
+        Err(finish_diagnostics(decoded.errors))
+    }
+}
+
+/// Validation errors of a partly decoded job, minus the echoes of its decode errors: those on a
+/// line a decode error already names, and "missing" errors in a group or task whose body had a
+/// decode error (a misspelt or mistyped `driver`, an unlabelled `task`: its absence is no
+/// second problem).
+fn without_cascades(validation: Diagnostics, decode_errors: &[Diagnostic]) -> Vec<Diagnostic> {
+    let context = |diagnostic: &Diagnostic| -> String {
+        diagnostic
+            .message
+            .split_once(": ")
+            .map_or(String::new(), |(context, _)| context.to_string())
+    };
+    let error_lines: std::collections::BTreeSet<usize> = decode_errors
+        .iter()
+        .filter_map(|diagnostic| diagnostic.position.map(|position| position.line))
+        .collect();
+    let error_contexts: std::collections::BTreeSet<String> =
+        decode_errors.iter().map(context).collect();
+    validation
+        .into_iter()
+        .filter(|diagnostic| {
+            let same_line = diagnostic
+                .position
+                .is_some_and(|position| error_lines.contains(&position.line));
+            let says_missing = diagnostic.message.contains(" is missing")
+                || diagnostic.message.contains(" needs at least one ");
+            let echoes_missing = says_missing && error_contexts.contains(&context(diagnostic));
+            !(same_line || echoes_missing)
+        })
+        .collect()
 }
 
 fn finish_diagnostics(diagnostics: Vec<Diagnostic>) -> Diagnostics {

@@ -315,7 +315,7 @@ impl Checker {
                         .map(|value| ("Specs", value.as_str().unwrap_or(""))),
                 ) {
                     if !expression.is_empty()
-                        && let Err(detail) = check_cron_expression(expression)
+                        && let Err(detail) = crate::cron::check(expression)
                     {
                         self.report(
                             &periodic_place,
@@ -1147,12 +1147,12 @@ impl Checker {
                         format!("{label}: {operand} needs a value"),
                     );
                 }
-                "regexp" => {
-                    if let Err(error) = regex_syntax_check(right) {
+                "regexp" | "version" | "semver" => {
+                    if let Some(problem) = compiled_target_problem(operand, right) {
                         self.report(
                             &constraint_place,
                             constraint_place.field("RTarget"),
-                            format!("{label}: regular expression {right:?} is invalid: {error}"),
+                            format!("{label}: {problem}"),
                         );
                     }
                 }
@@ -1213,6 +1213,14 @@ impl Checker {
                     &affinity_place,
                     affinity_place.path.clone(),
                     format!("{label}: operator {operand:?} needs a value"),
+                );
+            } else if let Some(problem) =
+                compiled_target_problem(operand, text(affinity, "RTarget"))
+            {
+                self.report(
+                    &affinity_place,
+                    affinity_place.field("RTarget"),
+                    format!("{label}: {problem}"),
                 );
             }
             if text(affinity, "LTarget").is_empty() {
@@ -1469,66 +1477,28 @@ fn is_valid_service_name(name: &str) -> bool {
         && bytes[bytes.len() - 1] != b'-'
 }
 
-/// A light syntax check of a regular expression (balanced groups and classes), enough to catch
-/// typos without pulling a regex engine into this crate.
-fn regex_syntax_check(pattern: &str) -> Result<(), String> {
-    let mut depth = 0i32;
-    let mut in_class = false;
-    let mut characters = pattern.chars();
-    while let Some(character) = characters.next() {
-        match character {
-            '\\' if characters.next().is_none() => {
-                return Err("trailing backslash".into());
-            }
-            '[' if !in_class => in_class = true,
-            ']' if in_class => in_class = false,
-            '(' if !in_class => depth += 1,
-            ')' if !in_class => {
-                depth -= 1;
-                if depth < 0 {
-                    return Err("unopened )".into());
-                }
-            }
-            _ => {}
-        }
+/// What is wrong with the right target of a `regexp`, `version` or `semver` operand, compiled
+/// as the scheduler will (so a bad pattern is an error here, not a node that never fits).
+fn compiled_target_problem(operand: &str, right: &str) -> Option<String> {
+    use drover_structs::version::{VersionConstraint, VersionFlavor};
+    match operand {
+        "regexp" => regex::Regex::new(right).err().map(|error| {
+            let text = error.to_string();
+            let detail = text
+                .lines()
+                .find_map(|line| line.trim().strip_prefix("error: "))
+                .unwrap_or(text.trim())
+                .to_string();
+            format!("regular expression {right:?} is invalid: {detail}")
+        }),
+        "version" => VersionConstraint::parse(right, VersionFlavor::Lenient)
+            .is_none()
+            .then(|| format!("version constraint {right:?} is invalid")),
+        "semver" => VersionConstraint::parse(right, VersionFlavor::Semver)
+            .is_none()
+            .then(|| format!("semver constraint {right:?} is invalid")),
+        _ => None,
     }
-    if in_class {
-        return Err("missing ]".into());
-    }
-    if depth > 0 {
-        return Err("missing )".into());
-    }
-    Ok(())
-}
-
-/// Checks a cron expression's shape as Nomad's cronexpr reads it: 5 to 7 fields, or an
-/// `@` alias. Field contents are checked for the characters cron allows.
-fn check_cron_expression(expression: &str) -> Result<(), String> {
-    let trimmed = expression.trim();
-    if let Some(alias) = trimmed.strip_prefix('@') {
-        return match alias {
-            "yearly" | "annually" | "monthly" | "weekly" | "daily" | "midnight" | "hourly" => {
-                Ok(())
-            }
-            other => Err(format!("unknown alias @{other}")),
-        };
-    }
-    let fields: Vec<&str> = trimmed.split_whitespace().collect();
-    if !(5..=7).contains(&fields.len()) {
-        return Err(format!("expected 5 to 7 fields, got {}", fields.len()));
-    }
-    for field in fields {
-        let allowed = field.chars().all(|character| {
-            character.is_ascii_alphanumeric()
-                || matches!(character, '*' | '/' | ',' | '-' | '?' | '#')
-        });
-        if !allowed {
-            return Err(format!(
-                "field {field:?} has characters cron does not allow"
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Validates a job given as Nomad JSON (after defaults).
@@ -1559,15 +1529,5 @@ mod tests {
         assert_eq!(go_duration_text(1_800_000_000_000), "30m0s");
         assert_eq!(go_duration_text(86_400_000_000_000), "24h0m0s");
         assert_eq!(go_duration_text(1_000_000), "1ms");
-    }
-
-    #[test]
-    fn cron_shapes() {
-        assert!(check_cron_expression("*/15 * * * *").is_ok());
-        assert!(check_cron_expression("0 0 * * 1-5 2030").is_ok());
-        assert!(check_cron_expression("@daily").is_ok());
-        assert!(check_cron_expression("@sometimes").is_err());
-        assert!(check_cron_expression("* * *").is_err());
-        assert!(check_cron_expression("* * * * * ; rm").is_err());
     }
 }

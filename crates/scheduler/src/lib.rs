@@ -59,7 +59,7 @@ pub mod state;
 pub mod system;
 pub mod testing;
 pub mod update;
-pub mod version;
+pub use drover_structs::version;
 
 pub use error::SchedulerError;
 pub use generic::schedule;

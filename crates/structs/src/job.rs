@@ -350,10 +350,11 @@ wire_struct! {
 }
 
 wire_struct! {
-    /// Spread allocations across the values of an attribute.
+    /// Spread allocations across the values of an attribute. `Weight` is 50 when the key is
+    /// absent, as the API's canonicalization gives it.
     pub struct Spread {
         pub attribute: String,
-        pub weight: i64,
+        pub weight: i64 = 50,
         pub spread_target: Vec<SpreadTarget>,
     }
 }

@@ -40,6 +40,7 @@ pub mod requests;
 pub mod resource_usage;
 pub mod task_state;
 pub mod time;
+pub mod version;
 
 pub use alloc::*;
 pub use bytes::Bytes;

@@ -824,3 +824,16 @@ fn malformed_times_and_durations_are_errors_not_panics() {
     assert!(Timestamp::parse_rfc3339("2023-01-01T00:00:00.1234567890Z").is_err());
     assert!(Timestamp::parse_rfc3339("2023-01-01T24:00:00Z").is_err());
 }
+
+#[test]
+fn a_spread_without_a_weight_gets_fifty_as_the_api_gives_it() {
+    let absent: drover_structs::Spread =
+        serde_json::from_value(serde_json::json!({"Attribute": "${node.datacenter}"})).unwrap();
+    assert_eq!(absent.weight, 50);
+    let explicit: drover_structs::Spread =
+        serde_json::from_value(serde_json::json!({"Attribute": "x", "Weight": 0})).unwrap();
+    assert_eq!(
+        explicit.weight, 0,
+        "an explicit weight is kept for validation to judge"
+    );
+}

@@ -11,8 +11,8 @@
 //!   segments, there is no `~>`, and ordering is plain semver precedence with no special
 //!   pre-release rule (`>= 1.0.0` matches `1.5.0-beta`).
 //!
-//! Build metadata never takes part in comparisons. Not here: resolving node attributes (see
-//! `constraint`).
+//! Build metadata never takes part in comparisons. Not here: resolving node attributes (the
+//! scheduler's `constraint`). The jobspec's validation parses constraints with the same rules.
 
 use std::cmp::Ordering;
 
