@@ -1051,6 +1051,46 @@ async fn checks_are_an_empty_object_for_a_known_allocation() {
 }
 
 #[tokio::test]
+async fn parse_decodes_a_vault_job_that_register_then_refuses() {
+    let (_backend, router) = setup();
+    let hcl = r#"
+job "secrets" {
+  vault {
+    policies = ["read"]
+  }
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+"#;
+    let response = send(
+        &router,
+        "POST",
+        "/v1/jobs/parse",
+        Some(json!({"JobHCL": hcl, "Canonicalize": true})),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let job = body_json(response).await;
+    let vault = &job["TaskGroups"][0]["Tasks"][0]["Vault"];
+    assert_eq!(vault["Policies"], json!(["read"]));
+    assert_eq!(vault["Env"], true);
+    assert_eq!(vault["ChangeMode"], "restart");
+    assert_eq!(vault["Cluster"], "default");
+
+    let response = send(&router, "PUT", "/v1/jobs", Some(json!({"Job": job}))).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let text = body_text(response).await;
+    assert!(
+        text.contains("group \"g\" task \"t\": vault cannot run here: needs a Vault server"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
 async fn parse_takes_variables_as_hcl_text_or_as_an_object() {
     let (_backend, router) = setup();
     let hcl = r#"variable "n" {
@@ -1162,7 +1202,12 @@ async fn nomads_default_update_registers_with_a_warning_saying_how_drover_update
     assert_eq!(response.status(), StatusCode::OK);
     let registered = body_json(response).await;
     let warnings = registered["Warnings"].as_str().unwrap();
-    assert!(warnings.starts_with("1 warning(s):\n\n* update (Nomad's default) in job (Update), group \"web\" (TaskGroups[0].Update): a changed group is replaced all at once"), "{warnings}");
+    // A service group also gets Nomad's default migrate strategy, which warns too.
+    assert!(warnings.starts_with("2 warning(s):\n\n* update (Nomad's default) in job (Update), group \"web\" (TaskGroups[0].Update): a changed group is replaced all at once"), "{warnings}");
+    assert!(
+        warnings.contains("\n* migrate (Nomad's default) in group \"web\""),
+        "{warnings}"
+    );
     let validated = body_json(
         send(
             &router,
@@ -1181,7 +1226,7 @@ async fn nomads_default_update_registers_with_a_warning_saying_how_drover_update
             &router,
             "PUT",
             "/v1/jobs",
-            Some(json!({"Job": sample_job("plain")})),
+            Some(json!({"Job": Job { r#type: "batch".to_string(), ..sample_job("plain") }})),
         )
         .await,
     )

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use hcl::Value as HclValue;
 use hcl_edit::Span;
 use hcl_edit::expr::Expression as EditExpression;
-use hcl_edit::structure::{Attribute, Block, Body, Structure};
+use hcl_edit::structure::{Attribute, Block, BlockLabel, Body, Structure};
 use serde_json::{Map as JsonMap, Value as JsonValue};
 
 use crate::diagnostic::{Diagnostic, SourceMap};
@@ -65,6 +65,9 @@ struct Walker<'source> {
     evaluator: Evaluator,
     diagnostics: Vec<Diagnostic>,
     locations: BTreeMap<String, usize>,
+    /// Inside the blocks a `dynamic` block makes (which have no source span of their own):
+    /// the `dynamic` block's span, used for problems that have no other place.
+    expansion_span: Option<std::ops::Range<usize>>,
 }
 
 /// Decodes a parsed jobspec body into Nomad JSON.
@@ -73,6 +76,7 @@ pub(crate) fn decode_job_file(
     filename: &str,
     source_map: &SourceMap<'_>,
     variable_values: &VarValues,
+    files: Option<&std::path::Path>,
 ) -> Result<DecodedJob, Vec<Diagnostic>> {
     let mut diagnostics = Vec::new();
     let locate = |span: Option<std::ops::Range<usize>>| source_map.position_of_span(&span);
@@ -133,6 +137,7 @@ pub(crate) fn decode_job_file(
     let locals = resolve_locals(
         &local_attributes,
         &input_variables,
+        files,
         filename,
         source_map,
         &mut diagnostics,
@@ -169,9 +174,10 @@ pub(crate) fn decode_job_file(
     let mut walker = Walker {
         filename,
         source_map,
-        evaluator: Evaluator::new(HclValue::Object(input_variables), locals),
+        evaluator: Evaluator::new(HclValue::Object(input_variables), locals).with_files(files),
         diagnostics,
         locations: BTreeMap::new(),
+        expansion_span: None,
     };
     let job_label = match job_block.labels.as_slice() {
         [label] => label.as_str().to_string(),
@@ -192,6 +198,9 @@ pub(crate) fn decode_job_file(
         json_path: String::new(),
     };
     let mut job = walker.walk_body(&job_block.body, &schema::JOB, &scope);
+    if let Some(JsonValue::Array(tasks)) = job.remove("Tasks") {
+        give_lone_tasks_their_groups(&mut job, tasks, &mut walker.locations);
+    }
     job.entry("ID")
         .or_insert_with(|| JsonValue::String(job_label.clone()));
     job.entry("Name")
@@ -255,6 +264,13 @@ fn resolve_input_variables(
         variable_type: VariableType,
         default: Option<HclValue>,
         span: Option<std::ops::Range<usize>>,
+        validations: Vec<Validation>,
+    }
+    /// A `validation { condition, error_message }` block of a variable.
+    struct Validation {
+        condition: EditExpression,
+        error_message: String,
+        span: Option<std::ops::Range<usize>>,
     }
     let mut declarations = Vec::new();
 
@@ -278,6 +294,7 @@ fn resolve_input_variables(
             variable_type: VariableType::Any,
             default,
             span: attribute.span(),
+            validations: Vec::new(),
         });
     }
 
@@ -295,6 +312,7 @@ fn resolve_input_variables(
         };
         let mut variable_type = VariableType::Any;
         let mut default = None;
+        let mut validations = Vec::new();
         for structure in block.body.iter() {
             match structure {
                 Structure::Attribute(attribute) => match attribute.key.as_str() {
@@ -331,18 +349,94 @@ fn resolve_input_variables(
                         ),
                     )),
                 },
+                Structure::Block(inner) if inner.ident.as_str() == "validation" => {
+                    let mut condition = None;
+                    let mut error_message = None;
+                    let mut problem = |span: Option<std::ops::Range<usize>>, detail: String| {
+                        diagnostics.push(Diagnostic::new(
+                            filename,
+                            locate(span),
+                            format!("variable {name:?}: validation: {detail}"),
+                        ));
+                    };
+                    for structure in inner.body.iter() {
+                        match structure {
+                            Structure::Attribute(attribute) => match attribute.key.as_str() {
+                                "condition" => {
+                                    let text = attribute.value.to_string();
+                                    if text.contains(&format!("var.{name}")) {
+                                        condition = Some(attribute.value.clone());
+                                    } else {
+                                        problem(
+                                            attribute.value.span(),
+                                            format!(
+                                                "the condition must refer to var.{name} to test the value"
+                                            ),
+                                        );
+                                    }
+                                }
+                                "error_message" => {
+                                    match constant_evaluator.evaluate(&attribute.value) {
+                                        Ok(HclValue::String(text)) if !text.trim().is_empty() => {
+                                            error_message = Some(text);
+                                        }
+                                        Ok(HclValue::String(_)) => problem(
+                                            attribute.value.span(),
+                                            "error_message must not be empty".to_string(),
+                                        ),
+                                        Ok(other) => problem(
+                                            attribute.value.span(),
+                                            format!(
+                                                "error_message must be a string, got {}",
+                                                describe_value_kind(&other)
+                                            ),
+                                        ),
+                                        Err(message) => problem(
+                                            attribute.value.span(),
+                                            format!("error_message must be a constant string: {message}"),
+                                        ),
+                                    }
+                                }
+                                other => problem(
+                                    attribute.span(),
+                                    unknown_name_message(
+                                        "argument",
+                                        other,
+                                        "in a validation block",
+                                        ["condition", "error_message"],
+                                    ),
+                                ),
+                            },
+                            Structure::Block(nested) => problem(
+                                nested.span(),
+                                format!(
+                                    "a validation block holds condition and error_message, not a {:?} block",
+                                    nested.ident.as_str()
+                                ),
+                            ),
+                        }
+                    }
+                    match (condition, error_message) {
+                        (Some(condition), Some(error_message)) => validations.push(Validation {
+                            condition,
+                            error_message,
+                            span: inner.span(),
+                        }),
+                        (None, _) | (_, None) => problem(
+                            inner.span(),
+                            "needs a condition and an error_message".to_string(),
+                        ),
+                    }
+                }
                 Structure::Block(inner) => {
-                    let message = if inner.ident.as_str() == "validation" {
-                        format!(
-                            "variable {name:?}: validation blocks are not supported by drover"
-                        )
-                    } else {
+                    diagnostics.push(Diagnostic::new(
+                        filename,
+                        locate(inner.span()),
                         format!(
                             "variable {name:?}: unexpected block {:?} in a variable block",
                             inner.ident.as_str()
-                        )
-                    };
-                    diagnostics.push(Diagnostic::new(filename, locate(inner.span()), message));
+                        ),
+                    ));
                 }
             }
         }
@@ -351,6 +445,7 @@ fn resolve_input_variables(
             variable_type,
             default,
             span: block.span(),
+            validations,
         });
     }
 
@@ -409,6 +504,39 @@ fn resolve_input_variables(
                 continue;
             }
         };
+        for validation in &declaration.validations {
+            let mut bound = hcl::Map::new();
+            bound.insert(declaration.name.clone(), value.clone());
+            let evaluator = Evaluator::new(HclValue::Object(bound), hcl::Map::new());
+            let problem = match evaluator.evaluate(&validation.condition) {
+                Ok(HclValue::Bool(true)) => None,
+                Ok(HclValue::Bool(false)) => Some((
+                    validation.span.clone(),
+                    format!(
+                        "variable {:?}: invalid value: {}",
+                        declaration.name, validation.error_message
+                    ),
+                )),
+                Ok(other) => Some((
+                    validation.condition.span(),
+                    format!(
+                        "variable {:?}: the validation condition must be true or false, got {}",
+                        declaration.name,
+                        describe_value_kind(&other)
+                    ),
+                )),
+                Err(message) => Some((
+                    validation.condition.span(),
+                    format!(
+                        "variable {:?}: the validation condition cannot be evaluated: {message}",
+                        declaration.name
+                    ),
+                )),
+            };
+            if let Some((span, message)) = problem {
+                diagnostics.push(Diagnostic::new(filename, locate(span), message));
+            }
+        }
         resolved.insert(declaration.name, value);
     }
 
@@ -430,6 +558,7 @@ fn resolve_input_variables(
 fn resolve_locals(
     local_attributes: &[&Attribute],
     input_variables: &hcl::Map<String, HclValue>,
+    files: Option<&std::path::Path>,
     filename: &str,
     source_map: &SourceMap<'_>,
     diagnostics: &mut Vec<Diagnostic>,
@@ -449,7 +578,8 @@ fn resolve_locals(
         }
     }
     loop {
-        let evaluator = Evaluator::new(HclValue::Object(input_variables.clone()), resolved.clone());
+        let evaluator = Evaluator::new(HclValue::Object(input_variables.clone()), resolved.clone())
+            .with_files(files);
         let pending_before = pending.len();
         let mut still_pending = Vec::new();
         let mut failures = Vec::new();
@@ -501,6 +631,7 @@ fn unknown_name_message<'candidate>(
 
 impl Walker<'_> {
     fn error_at(&mut self, span: Option<std::ops::Range<usize>>, message: impl Into<String>) {
+        let span = span.or_else(|| self.expansion_span.clone());
         self.diagnostics.push(Diagnostic::new(
             self.filename,
             self.source_map.position_of_span(&span),
@@ -531,7 +662,7 @@ impl Walker<'_> {
     }
 
     fn record_location(&mut self, json_path: String, span: Option<std::ops::Range<usize>>) {
-        if let Some(span) = span {
+        if let Some(span) = span.or_else(|| self.expansion_span.clone()) {
             self.locations.entry(json_path).or_insert(span.start);
         }
     }
@@ -565,6 +696,15 @@ impl Walker<'_> {
                     }
                     seen_arguments.insert(name.to_string(), attribute.span());
                     self.walk_attribute(attribute, schema, scope, &mut object);
+                }
+                Structure::Block(block)
+                    if block.ident.as_str() == "dynamic" && schema.block("dynamic").is_none() =>
+                {
+                    for (evaluator, expanded) in self.dynamic_instances(block, scope) {
+                        self.within_expansion(evaluator, block, |walker| {
+                            walker.walk_block(&expanded, schema, scope, &mut object);
+                        });
+                    }
                 }
                 Structure::Block(block) => self.walk_block(block, schema, scope, &mut object),
             }
@@ -728,7 +868,54 @@ impl Walker<'_> {
         };
 
         let (json_field, repetition) = self.placement(spec, block);
+        let map_key = match (spec.placement, &label) {
+            (Placement::MapByLabel(_), Some(label)) => {
+                let taken = object
+                    .get(json_field)
+                    .and_then(JsonValue::as_object)
+                    .is_some_and(|entries| entries.contains_key(label));
+                if taken {
+                    self.scoped_error(
+                        scope,
+                        block.span(),
+                        format!("duplicate {name} {label:?} block; each {name} needs its own name"),
+                    );
+                    return;
+                }
+                Some(label.clone())
+            }
+            _ => None,
+        };
+        if spec.placement == Placement::TaskScaling
+            && let Some(label) = &label
+        {
+            let already = object
+                .get(json_field)
+                .and_then(JsonValue::as_array)
+                .is_some_and(|policies| {
+                    policies.iter().any(|policy| {
+                        policy.get("Type").and_then(JsonValue::as_str) == scaling_policy_type(label)
+                    })
+                });
+            if scaling_policy_type(label).is_none() {
+                self.scoped_error(
+                    scope,
+                    block.span(),
+                    format!("a task scaling block is named \"cpu\" or \"mem\", not {label:?}"),
+                );
+                return;
+            }
+            if already {
+                self.scoped_error(
+                    scope,
+                    block.span(),
+                    format!("duplicate scaling {label:?} block; only one is allowed per task"),
+                );
+                return;
+            }
+        }
         let index = match repetition {
+            _ if map_key.is_some() => None,
             Repetition::Single => {
                 if object.contains_key(json_field) {
                     self.scoped_error(
@@ -751,9 +938,10 @@ impl Walker<'_> {
             ),
         };
 
-        let json_path = match index {
-            Some(index) => format!("{}[{index}]", scope.json_field(json_field)),
-            None => scope.json_field(json_field),
+        let json_path = match (index, &map_key) {
+            (Some(index), _) => format!("{}[{index}]", scope.json_field(json_field)),
+            (None, Some(key)) => format!("{}.{key}", scope.json_field(json_field)),
+            (None, None) => scope.json_field(json_field),
         };
         let hcl_segment = match (index, &label) {
             (_, Some(label)) => format!("{name} {label:?}"),
@@ -779,6 +967,9 @@ impl Walker<'_> {
             }
         };
         self.record_location(json_path.clone(), block.span());
+        if index.is_some() || map_key.is_some() {
+            self.record_location(scope.json_field(json_field), block.span());
+        }
 
         let mut decoded = match spec.body {
             BodyKind::Schema(inner_schema) => {
@@ -790,13 +981,45 @@ impl Walker<'_> {
             }
             BodyKind::FreeForm => self.walk_free_form(&block.body, &inner_scope),
         };
-        if let (Some(label_field), Some(label)) = (spec.label_field, label) {
+        if spec.placement == Placement::TaskScaling
+            && let Some(label) = &label
+            && let Some(policy_type) = scaling_policy_type(label)
+        {
+            let written = decoded
+                .get("Type")
+                .and_then(JsonValue::as_str)
+                .map(str::to_string);
+            match written {
+                Some(written) if written != policy_type => {
+                    self.scoped_error(
+                        scope,
+                        block.span(),
+                        format!(
+                            "scaling {label:?}: type must be {policy_type:?} (or left out), got {written:?}"
+                        ),
+                    );
+                    return;
+                }
+                _ => {
+                    decoded.insert("Type".into(), JsonValue::String(policy_type.into()));
+                }
+            }
+        } else if let (Some(label_field), Some(label)) = (spec.label_field, label) {
             let mut labelled = JsonMap::new();
             labelled.insert(label_field.to_string(), JsonValue::String(label));
             labelled.append(&mut decoded);
             decoded = labelled;
         }
 
+        if let Some(key) = map_key {
+            let entry = object
+                .entry(json_field.to_string())
+                .or_insert_with(|| JsonValue::Object(JsonMap::new()));
+            if let JsonValue::Object(entries) = entry {
+                entries.insert(key, JsonValue::Object(decoded));
+            }
+            return;
+        }
         match repetition {
             Repetition::Single => {
                 object.insert(json_field.to_string(), JsonValue::Object(decoded));
@@ -816,7 +1039,8 @@ impl Walker<'_> {
     /// what the block holds.
     fn placement(&self, spec: &BlockSpec, block: &Block) -> (&'static str, Repetition) {
         match spec.placement {
-            Placement::Field(field) => (field, spec.repetition),
+            Placement::Field(field) | Placement::MapByLabel(field) => (field, spec.repetition),
+            Placement::TaskScaling => ("ScalingPolicies", Repetition::List),
             Placement::PortByStatic => {
                 // As Nomad's parser: a port with a static value above zero is reserved, any
                 // other is dynamic.
@@ -930,22 +1154,15 @@ impl Walker<'_> {
                         object.insert(key.to_string(), hcl_to_json(value));
                     }
                 }
+                // A `dynamic` block here is not expanded: Nomad keeps free-form bodies as
+                // written, `dynamic` included.
                 Structure::Block(block) => {
-                    // Nomad reads a block inside driver config as a list of objects, one per
-                    // block of that name (`port_map { http = 80 }` → `"port_map": [{"http":
-                    // 80}]`), whatever its nesting depth.
+                    // Nomad reads a block inside a free-form body (driver config, a scaling
+                    // policy) as a list of objects, one per block of that name (`port_map {
+                    // http = 80 }` → `"port_map": [{"http": 80}]`), whatever its nesting
+                    // depth, each label nesting one more list (`check "cpu" { ... }` →
+                    // `"check": [{"cpu": [{...}]}]`), as Nomad 1.1.2 answers.
                     let key = block.ident.as_str().to_string();
-                    if let Some(label) = block.labels.first() {
-                        self.scoped_error(
-                            scope,
-                            label.span(),
-                            format!(
-                                "a block inside driver config takes no labels, as in Nomad: {:?}",
-                                scope.hcl_name(&key)
-                            ),
-                        );
-                        continue;
-                    }
                     let index = match object.get(&key) {
                         None => 0,
                         Some(JsonValue::Array(items)) if block_names.contains(&key) => items.len(),
@@ -967,7 +1184,15 @@ impl Walker<'_> {
                         json_path: format!("{}[{index}]", scope.json_field(&key)),
                     };
                     self.record_location(inner_scope.json_path.clone(), block.span());
-                    let inner = self.walk_free_form(&block.body, &inner_scope);
+                    let mut inner = self.walk_free_form(&block.body, &inner_scope);
+                    for label in block.labels.iter().rev() {
+                        let mut wrapper = JsonMap::new();
+                        wrapper.insert(
+                            label.as_str().to_string(),
+                            JsonValue::Array(vec![JsonValue::Object(inner)]),
+                        );
+                        inner = wrapper;
+                    }
                     block_names.insert(key.clone());
                     if let JsonValue::Array(items) = object
                         .entry(key)
@@ -979,6 +1204,179 @@ impl Walker<'_> {
             }
         }
         object
+    }
+
+    /// Runs `walk` with `evaluator` (an iterator bound) and problems without a place of their
+    /// own located at the `dynamic` block.
+    fn within_expansion(
+        &mut self,
+        evaluator: Evaluator,
+        dynamic_block: &Block,
+        walk: impl FnOnce(&mut Self),
+    ) {
+        let saved_evaluator = std::mem::replace(&mut self.evaluator, evaluator);
+        let span = dynamic_block.span().or_else(|| self.expansion_span.clone());
+        let saved_span = std::mem::replace(&mut self.expansion_span, span);
+        walk(self);
+        self.evaluator = saved_evaluator;
+        self.expansion_span = saved_span;
+    }
+
+    /// The blocks a `dynamic "name" { for_each, iterator, labels, content { ... } }` block
+    /// makes, one per element of `for_each`, each with the evaluator that binds the iterator
+    /// (the block name unless `iterator` names another) to `{ key, value }`.
+    fn dynamic_instances(&mut self, block: &Block, scope: &Scope) -> Vec<(Evaluator, Block)> {
+        let block_type = match block.labels.as_slice() {
+            [label] => label.as_str().to_string(),
+            _ => {
+                self.scoped_error(
+                    scope,
+                    block.span(),
+                    "a dynamic block needs exactly one label, the type of the blocks it makes: dynamic \"port\" { ... }",
+                );
+                return Vec::new();
+            }
+        };
+        let Ok(block_ident) = hcl_edit::Ident::try_new(block_type.clone()) else {
+            self.scoped_error(
+                scope,
+                block.span(),
+                format!("dynamic {block_type:?}: {block_type:?} is not a block name"),
+            );
+            return Vec::new();
+        };
+        let mut for_each = None;
+        let mut iterator = block_type.clone();
+        let mut labels = None;
+        let mut content: Option<&Block> = None;
+        for structure in block.body.iter() {
+            match structure {
+                Structure::Attribute(attribute) => match attribute.key.as_str() {
+                    "for_each" => for_each = Some(attribute),
+                    "labels" => labels = Some(attribute),
+                    "iterator" => match &attribute.value {
+                        EditExpression::Variable(name) => iterator = name.as_str().to_string(),
+                        _ => self.scoped_error(
+                            scope,
+                            attribute.value.span(),
+                            format!(
+                                "dynamic {block_type:?}: iterator must be a name, such as iterator = item"
+                            ),
+                        ),
+                    },
+                    other => self.scoped_error(
+                        scope,
+                        attribute.span(),
+                        format!(
+                            "dynamic {block_type:?}: {}",
+                            unknown_name_message(
+                                "argument",
+                                other,
+                                "in a dynamic block",
+                                ["for_each", "iterator", "labels", "content"],
+                            )
+                        ),
+                    ),
+                },
+                Structure::Block(inner) if inner.ident.as_str() == "content" => {
+                    if content.is_some() {
+                        self.scoped_error(
+                            scope,
+                            inner.span(),
+                            format!("dynamic {block_type:?}: only one content block is allowed"),
+                        );
+                    } else {
+                        content = Some(inner);
+                    }
+                }
+                Structure::Block(inner) => self.scoped_error(
+                    scope,
+                    inner.span(),
+                    format!(
+                        "dynamic {block_type:?}: a dynamic block holds for_each, iterator, labels and one content block, not a {:?} block",
+                        inner.ident.as_str()
+                    ),
+                ),
+            }
+        }
+        let (Some(for_each), Some(content)) = (for_each, content) else {
+            self.scoped_error(
+                scope,
+                block.span(),
+                format!("dynamic {block_type:?}: needs for_each and a content block"),
+            );
+            return Vec::new();
+        };
+        let elements: Vec<(HclValue, HclValue)> = match self.evaluator.evaluate(&for_each.value) {
+            Ok(HclValue::Array(items)) => items
+                .into_iter()
+                .enumerate()
+                .map(|(index, item)| (HclValue::from(index as u64), item))
+                .collect(),
+            Ok(HclValue::Object(entries)) => entries
+                .into_iter()
+                .map(|(key, value)| (HclValue::String(key), value))
+                .collect(),
+            Ok(other) => {
+                self.scoped_error(
+                    scope,
+                    for_each.value.span(),
+                    format!(
+                        "dynamic {block_type:?}: for_each must be a list, a set or a map, got {}",
+                        describe_value_kind(&other)
+                    ),
+                );
+                return Vec::new();
+            }
+            Err(message) => {
+                self.scoped_error(
+                    scope,
+                    for_each.value.span(),
+                    format!("dynamic {block_type:?}: for_each cannot be evaluated: {message}"),
+                );
+                return Vec::new();
+            }
+        };
+        let mut instances = Vec::new();
+        for (key, value) in elements {
+            let mut element = hcl::Map::new();
+            element.insert("key".to_string(), key);
+            element.insert("value".to_string(), value);
+            let evaluator = self
+                .evaluator
+                .with_variable(&iterator, HclValue::Object(element));
+            let mut expanded = Block::new(block_ident.clone());
+            if let Some(labels) = labels {
+                let evaluated = evaluator
+                    .evaluate(&labels.value)
+                    .and_then(|value| match value {
+                        HclValue::Array(items) => items
+                            .into_iter()
+                            .map(scalar_to_string)
+                            .collect::<Result<Vec<String>, String>>(),
+                        other => Err(format!(
+                            "must be a list of strings, got {}",
+                            describe_value_kind(&other)
+                        )),
+                    });
+                match evaluated {
+                    Ok(texts) => {
+                        expanded.labels = texts.into_iter().map(BlockLabel::from).collect();
+                    }
+                    Err(message) => {
+                        self.scoped_error(
+                            scope,
+                            labels.value.span(),
+                            format!("dynamic {block_type:?}: labels: {message}"),
+                        );
+                        return Vec::new();
+                    }
+                }
+            }
+            expanded.body = content.body.clone();
+            instances.push((evaluator, expanded));
+        }
+        instances
     }
 
     fn evaluate(
@@ -1019,6 +1417,35 @@ fn finish_object(schema: &BodySchema, object: &mut JsonMap<String, JsonValue>) {
                 object.entry(field).or_insert(value);
             }
         }
+        "vault" => {
+            let defaults: [(&str, JsonValue); 3] = [
+                ("Env", JsonValue::Bool(true)),
+                ("DisableFile", JsonValue::Bool(false)),
+                ("ChangeMode", JsonValue::String("restart".into())),
+            ];
+            for (field, value) in defaults {
+                object.entry(field).or_insert(value);
+            }
+        }
+        "group" => {
+            if let Some(JsonValue::Object(scaling)) = object.get_mut("Scaling") {
+                scaling
+                    .entry("Type")
+                    .or_insert_with(|| JsonValue::String("horizontal".into()));
+            }
+            if let Some(vault) = object.remove("Vault") {
+                give_tasks_vault(object, &vault);
+            }
+        }
+        "job" => {
+            if let Some(vault) = object.remove("Vault")
+                && let Some(JsonValue::Array(groups)) = object.get_mut("TaskGroups")
+            {
+                for group in groups.iter_mut().filter_map(JsonValue::as_object_mut) {
+                    give_tasks_vault(group, &vault);
+                }
+            }
+        }
         "change_script" => {
             let defaults: [(&str, JsonValue); 4] = [
                 ("Args", JsonValue::Array(Vec::new())),
@@ -1031,6 +1458,67 @@ fn finish_object(schema: &BodySchema, object: &mut JsonMap<String, JsonValue>) {
             }
         }
         _ => {}
+    }
+}
+
+/// Tasks written outside any group each get a group of their own, named after the task and
+/// placed before the written groups, as Nomad's parser does; their source locations move with
+/// them.
+fn give_lone_tasks_their_groups(
+    job: &mut JsonMap<String, JsonValue>,
+    tasks: Vec<JsonValue>,
+    locations: &mut BTreeMap<String, usize>,
+) {
+    let lone = tasks.len();
+    let relocated: BTreeMap<String, usize> = std::mem::take(locations)
+        .into_iter()
+        .map(|(path, offset)| {
+            let moved = if let Some(rest) = path.strip_prefix("TaskGroups[") {
+                match rest.split_once(']') {
+                    Some((index, tail)) => match index.parse::<usize>() {
+                        Ok(index) => format!("TaskGroups[{}]{tail}", index + lone),
+                        Err(_) => path.clone(),
+                    },
+                    None => path.clone(),
+                }
+            } else if let Some(rest) = path.strip_prefix("Tasks[") {
+                match rest.split_once(']') {
+                    Some((index, tail)) => format!("TaskGroups[{index}].Tasks[0]{tail}"),
+                    None => path.clone(),
+                }
+            } else if path == "Tasks" {
+                "TaskGroups".to_string()
+            } else {
+                path.clone()
+            };
+            (moved, offset)
+        })
+        .collect();
+    *locations = relocated;
+    let mut groups: Vec<JsonValue> = tasks
+        .into_iter()
+        .map(|task| {
+            let mut group = JsonMap::new();
+            group.insert(
+                "Name".into(),
+                task.get("Name").cloned().unwrap_or(JsonValue::Null),
+            );
+            group.insert("Tasks".into(), JsonValue::Array(vec![task]));
+            JsonValue::Object(group)
+        })
+        .collect();
+    if let Some(JsonValue::Array(written)) = job.remove("TaskGroups") {
+        groups.extend(written);
+    }
+    job.insert("TaskGroups".into(), JsonValue::Array(groups));
+}
+
+/// A `vault` block of a group or job applies to each of its tasks that has none of its own.
+fn give_tasks_vault(group: &mut JsonMap<String, JsonValue>, vault: &JsonValue) {
+    if let Some(JsonValue::Array(tasks)) = group.get_mut("Tasks") {
+        for task in tasks.iter_mut().filter_map(JsonValue::as_object_mut) {
+            task.entry("Vault").or_insert_with(|| vault.clone());
+        }
     }
 }
 
@@ -1084,6 +1572,15 @@ fn fold_constraint_shortcuts(object: &mut JsonMap<String, JsonValue>) {
         .is_none_or(str::is_empty);
     if operand_missing {
         object.insert("Operand".into(), JsonValue::String("=".into()));
+    }
+}
+
+/// The policy type a task `scaling` block's label names (Nomad compares it ignoring case).
+fn scaling_policy_type(label: &str) -> Option<&'static str> {
+    match label.to_ascii_lowercase().as_str() {
+        "cpu" => Some("vertical_cpu"),
+        "mem" => Some("vertical_mem"),
+        _ => None,
     }
 }
 
@@ -1240,5 +1737,21 @@ fn convert_value(value: HclValue, kind: ValueKind) -> Result<JsonValue, String> 
                 describe_value_kind(&other)
             )),
         },
+        ValueKind::IntegerList => match value {
+            HclValue::Array(items) => items
+                .into_iter()
+                .enumerate()
+                .map(|(index, item)| {
+                    convert_value(item, ValueKind::Integer)
+                        .map_err(|detail| format!("item {index} {detail}"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(JsonValue::Array),
+            other => Err(format!(
+                "must be a list of whole numbers, got {}",
+                describe_value_kind(&other)
+            )),
+        },
+        ValueKind::StringMap => convert_string_map(value),
     }
 }

@@ -6,7 +6,7 @@
 //! Not a type checker for the job schema: it produces `hcl::Value`s, and the decoder decides
 //! whether a value fits the field it is assigned to.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use hcl::eval::{Context, Evaluate, FuncArgs, FuncDef, ParamType};
 use hcl::expr::{Expression, ObjectKey, TraversalOperator};
@@ -272,6 +272,12 @@ fn parse_number(text: &str) -> Option<hcl::Number> {
 #[derive(Debug, Clone)]
 pub(crate) struct Evaluator {
     base_context: Context<'static>,
+    /// Names bound besides `var` and `local` (a `dynamic` block's iterator, a validated
+    /// variable), which are not runtime references.
+    bound: BTreeSet<String>,
+    /// The directory `file(...)` and its kin read relative to, or `None` where filesystem
+    /// functions are disabled (as Nomad disables them when its API parses a jobspec).
+    files: Option<std::path::PathBuf>,
 }
 
 impl Evaluator {
@@ -280,7 +286,25 @@ impl Evaluator {
         base_context.declare_var(INPUT_VARIABLES_ROOT, input_variables);
         base_context.declare_var(LOCALS_ROOT, Value::Object(locals));
         declare_functions(&mut base_context);
-        Evaluator { base_context }
+        Evaluator {
+            base_context,
+            bound: BTreeSet::new(),
+            files: None,
+        }
+    }
+
+    /// This evaluator with filesystem functions reading relative to `base` (or disabled).
+    pub(crate) fn with_files(mut self, base: Option<&std::path::Path>) -> Evaluator {
+        self.files = base.map(std::path::Path::to_path_buf);
+        self
+    }
+
+    /// This evaluator with one more name bound (a `dynamic` block's iterator).
+    pub(crate) fn with_variable(&self, name: &str, value: Value) -> Evaluator {
+        let mut child = self.clone();
+        child.base_context.declare_var(name.to_string(), value);
+        child.bound.insert(name.to_string());
+        child
     }
 
     /// Evaluates one expression. Errors are lowercase messages without position; the caller
@@ -289,19 +313,24 @@ impl Evaluator {
         &self,
         expression: &hcl_edit::expr::Expression,
     ) -> Result<Value, String> {
-        let expression: Expression = expression.clone().into();
+        let mut edited = expression.clone();
+        let expression: Expression = edited.clone().into();
         let mut placeholders = PlaceholderTree::default();
         collect_runtime_references(&expression, &mut placeholders);
         let mut context = self.base_context.clone();
         for (root, node) in placeholders.children {
-            if root == INPUT_VARIABLES_ROOT || root == LOCALS_ROOT {
+            if root == INPUT_VARIABLES_ROOT || root == LOCALS_ROOT || self.bound.contains(&root) {
                 continue;
             }
             context.declare_var(root.clone(), node.into_value(&root));
         }
-        expression
-            .evaluate(&context)
-            .map_err(|error| error.kind().to_string())
+        let file_problem =
+            crate::functions::resolve_calls(&mut edited, &context, self.files.as_deref())?;
+        let expression: Expression = edited.into();
+        expression.evaluate(&context).map_err(|error| {
+            // A filesystem call left in place failed: its own reason says more.
+            file_problem.unwrap_or_else(|| error.kind().to_string())
+        })
     }
 }
 
@@ -462,6 +491,7 @@ fn value_as_text(value: &Value) -> String {
 }
 
 fn declare_functions(context: &mut Context<'_>) {
+    crate::functions::declare(context);
     let string_to_string =
         |function: hcl::eval::Func| FuncDef::builder().param(ParamType::String).build(function);
     context.declare_func(
@@ -702,7 +732,7 @@ fn fold_numbers(arguments: &FuncArgs, combine: fn(f64, f64) -> f64) -> Result<Va
 }
 
 /// A subset of Go's `fmt` verbs: `%s`, `%d`, `%v`, `%q` and `%%`.
-fn format_go_style(format: &str, arguments: &[Value]) -> Result<String, String> {
+pub(crate) fn format_go_style(format: &str, arguments: &[Value]) -> Result<String, String> {
     let mut output = String::new();
     let mut remaining_arguments = arguments.iter();
     let mut characters = format.chars();

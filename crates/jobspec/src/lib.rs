@@ -10,13 +10,19 @@
 //! A field the decoder produced that does not survive the `Job` round trip is reported as
 //! unsupported, so nothing in a jobspec is ever dropped silently.
 //!
-//! Decoded blocks: `job`, `group`, `task`, `config`, `env`, `meta`, `resources`, `restart`,
-//! `reschedule` (job and group), `lifecycle`, `template` (with `wait`, `change_script`),
-//! `artifact` (with `options`, `headers`), `service` and `check` (with `check_restart`,
-//! `header`), `constraint`, `affinity`, `spread` (with `target`), `network` and `port`, `logs`,
-//! `dispatch_payload`, `parameterized`, `periodic`, `update`, `ephemeral_disk`, `identity`, and
-//! the top-level `variable`, `variables` and `locals`. Blocks Nomad has and the decoder refuses
-//! with a reason are listed by [`refused_blocks`].
+//! Decoded blocks: Nomad's jobspec language as Nomad's own parser decodes it, into Nomad's job
+//! JSON: `job`, `group`, `task`, `config`, `env`, `meta`, `resources` (with `device`, `numa`,
+//! `network`), `restart`, `reschedule`, `migrate`, `lifecycle`, `template`, `artifact`,
+//! `service` (with `check`, `connect` and its sidecars, gateways, upstreams and expose paths,
+//! `identity`, `weights`), `constraint`, `affinity`, `spread`, `network` (with `port`, `dns`,
+//! `cni`), `logs`, `dispatch_payload`, `parameterized`, `periodic`, `update`, `ephemeral_disk`,
+//! `identity`, `vault` (job, group and task; copied into tasks as Nomad does), `consul`,
+//! `volume` (host and CSI), `volume_mount`, `csi_plugin`, `scaling` (group, and task `cpu` and
+//! `mem`), `disconnect`, `multiregion`, `action`, `ui`, and the top-level `variable`,
+//! `variables` and `locals` (variables may carry `validation` blocks). `dynamic` blocks expand
+//! in the jobspec's own blocks (not inside free-form bodies such as a driver `config`, which
+//! Nomad keeps as written), and Nomad's HCL2 functions are declared by `functions`. The few names Nomad has that the decoder refuses with a reason
+//! (`secret`, a task's `schedule`, ...) are listed by [`refused_blocks`].
 //!
 //! Decoding is not running: which decoded features run here, which run differently from Nomad
 //! and which a register refuses is the support table in [`support`] (`docs/jobspec.md` is
@@ -27,6 +33,7 @@ mod decode;
 mod diagnostic;
 mod duration;
 mod eval;
+mod functions;
 mod hcl_parse;
 mod schema;
 mod suggest;
@@ -120,13 +127,27 @@ pub fn parse_hcl_located(
     filename: &str,
     variable_values: &VarValues,
 ) -> Result<(Job, JobLocations), Diagnostics> {
+    parse_hcl_located_reading_files(source, filename, variable_values, None)
+}
+
+/// [`parse_hcl_located`] for a jobspec read from disk: its filesystem functions (`file`,
+/// `filebase64`, `fileexists`, ...) read relative to `files_base`, as the Nomad CLI lets them
+/// read relative to the jobspec's directory. Without a base they are disabled, as in Nomad's
+/// API.
+pub fn parse_hcl_located_reading_files(
+    source: &str,
+    filename: &str,
+    variable_values: &VarValues,
+    files_base: Option<&Path>,
+) -> Result<(Job, JobLocations), Diagnostics> {
     let source_map = SourceMap::new(source);
     let body = hcl_parse::parse_body(source, filename, &source_map)?;
-    let decoded = decode::decode_job_file(&body, filename, &source_map, variable_values)
-        .map_err(finish_diagnostics)?;
+    let decoded =
+        decode::decode_job_file(&body, filename, &source_map, variable_values, files_base)
+            .map_err(finish_diagnostics)?;
     let mut locations = decoded.locations;
     let mut user_json = decoded.job;
-    move_job_reschedule_into_groups(&mut user_json, &mut locations);
+    move_job_blocks_into_groups(&mut user_json, &mut locations);
     let locate = |field_path: &str| {
         nearest_location(&locations, field_path).map(|offset| source_map.position(offset))
     };
@@ -224,7 +245,12 @@ pub fn parse_any_located(
             },
         ))
     } else {
-        parse_hcl_located(&source, &filename, variable_values).map_err(JobspecError::Invalid)
+        let base = path
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        parse_hcl_located_reading_files(&source, &filename, variable_values, Some(base))
+            .map_err(JobspecError::Invalid)
     }
 }
 
@@ -261,7 +287,7 @@ pub fn decode_hcl_to_json(
 ) -> Result<(JsonValue, BTreeMap<String, usize>), Diagnostics> {
     let source_map = SourceMap::new(source);
     let body = hcl_parse::parse_body(source, filename, &source_map)?;
-    let decoded = decode::decode_job_file(&body, filename, &source_map, variable_values)
+    let decoded = decode::decode_job_file(&body, filename, &source_map, variable_values, None)
         .map_err(finish_diagnostics)?;
     if decoded.errors.is_empty() {
         Ok((decoded.job, decoded.locations))
@@ -484,14 +510,45 @@ fn nearest_location(locations: &BTreeMap<String, usize>, field_path: &str) -> Op
 
 /// Nomad lets a job-level `reschedule` block set the default for every group; the group's own
 /// block wins field by field (the API's `TaskGroup.Canonicalize`).
-fn move_job_reschedule_into_groups(job: &mut JsonValue, locations: &mut BTreeMap<String, usize>) {
+fn move_job_blocks_into_groups(job: &mut JsonValue, locations: &mut BTreeMap<String, usize>) {
+    move_job_block_into_groups(job, locations, "Reschedule", "ReschedulePolicy");
+    move_job_block_into_groups(job, locations, "Migrate", "Migrate");
+    count_groups_from_scaling_min(job);
+}
+
+/// A group without a count starts at its scaling policy's minimum, as the API does (the `Job`
+/// model cannot tell an absent count from one, so this happens before it is built).
+fn count_groups_from_scaling_min(job: &mut JsonValue) {
+    let Some(JsonValue::Array(groups)) = job.get_mut("TaskGroups") else {
+        return;
+    };
+    for group in groups.iter_mut().filter_map(JsonValue::as_object_mut) {
+        let scaling_min = group
+            .get("Scaling")
+            .and_then(|scaling| scaling.get("Min"))
+            .cloned();
+        if let Some(min) = scaling_min
+            && !group.contains_key("Count")
+        {
+            group.insert("Count".into(), min);
+        }
+    }
+}
+
+/// Lays a job-level block (`reschedule`, `migrate`) under each group's own, as the API does.
+fn move_job_block_into_groups(
+    job: &mut JsonValue,
+    locations: &mut BTreeMap<String, usize>,
+    job_field: &str,
+    group_field: &str,
+) {
     let Some(job_object) = job.as_object_mut() else {
         return;
     };
-    let Some(JsonValue::Object(job_reschedule)) = job_object.remove("Reschedule") else {
+    let Some(JsonValue::Object(job_reschedule)) = job_object.remove(job_field) else {
         return;
     };
-    let job_reschedule_location = locations.get("Reschedule").copied();
+    let job_reschedule_location = locations.get(job_field).copied();
     let Some(JsonValue::Array(groups)) = job_object.get_mut("TaskGroups") else {
         return;
     };
@@ -499,15 +556,15 @@ fn move_job_reschedule_into_groups(job: &mut JsonValue, locations: &mut BTreeMap
         let Some(group_object) = group.as_object_mut() else {
             continue;
         };
-        let group_path = format!("TaskGroups[{index}].ReschedulePolicy");
+        let group_path = format!("TaskGroups[{index}].{group_field}");
         let entry = group_object
-            .entry("ReschedulePolicy")
+            .entry(group_field)
             .or_insert_with(|| JsonValue::Object(JsonMap::new()));
         if let JsonValue::Object(group_reschedule) = entry {
             for (field, value) in &job_reschedule {
                 if !group_reschedule.contains_key(field) {
                     group_reschedule.insert(field.clone(), value.clone());
-                    if let Some(offset) = locations.get(&format!("Reschedule.{field}")).copied() {
+                    if let Some(offset) = locations.get(&format!("{job_field}.{field}")).copied() {
                         locations.insert(format!("{group_path}.{field}"), offset);
                     }
                 }

@@ -1,5 +1,8 @@
 //! The jobspec schema: for each block, the arguments and nested blocks it allows, the Nomad JSON
-//! field each one fills, and the blocks Nomad has but drover refuses.
+//! field each one fills, and the few names Nomad has that drover does not decode (with why).
+//!
+//! Decoding a block says nothing about whether drover runs it: what a job may use is decided
+//! after decoding, when the job is validated.
 //!
 //! Data only. The walker in `decode` reads these tables; nothing here evaluates or validates.
 
@@ -14,6 +17,10 @@ pub(crate) enum ValueKind {
     /// A Go duration string (or a number of nanoseconds) → integer nanoseconds.
     Duration,
     StringList,
+    /// A list of whole numbers.
+    IntegerList,
+    /// An object of strings (`cni { args = { ... } }`).
+    StringMap,
 }
 
 #[derive(Debug)]
@@ -53,6 +60,12 @@ pub(crate) enum Placement {
     /// `identity`: the default identity (no name, or "default") is `Identity`, others go to
     /// `Identities`.
     IdentityByName,
+    /// `volume "name"`: an object keyed by the label (`Volumes`), each entry also holding the
+    /// label in its `Name`.
+    MapByLabel(&'static str),
+    /// A task's `scaling "cpu"` / `scaling "mem"`: a list entry whose `Type` the label gives
+    /// (`vertical_cpu`, `vertical_mem`).
+    TaskScaling,
 }
 
 #[derive(Debug)]
@@ -143,12 +156,28 @@ const fn string_map_block(name: &'static str, json_field: &'static str) -> Block
 use BodyKind::Schema;
 use Repetition::{List, Single};
 use ValueKind::String as Text;
-use ValueKind::{Bool, Duration, Integer, Number, StringList};
+use ValueKind::{Bool, Duration, Integer, IntegerList, Number, StringList};
 
-const CONSUL_REASON: &str = "drover has no Consul integration";
-const VAULT_REASON: &str = "drover has no Vault integration";
-const VOLUME_REASON: &str = "drover does not manage host or CSI volumes";
-const SCALING_REASON: &str = "drover has no autoscaler integration";
+const fn labelled_list(
+    name: &'static str,
+    json_field: &'static str,
+    label_field: &'static str,
+    label_meaning: &'static str,
+    body: &'static BodySchema,
+) -> BlockSpec {
+    BlockSpec {
+        label_field: Some(label_field),
+        label_meaning,
+        ..block(name, json_field, List, Schema(body))
+    }
+}
+
+const fn free_form_block(name: &'static str, json_field: &'static str) -> BlockSpec {
+    BlockSpec {
+        also_as_argument: true,
+        ..block(name, json_field, Single, BodyKind::FreeForm)
+    }
+}
 
 pub(crate) static CONSTRAINT: BodySchema = BodySchema {
     name: "constraint",
@@ -299,12 +328,28 @@ static PORT: BodySchema = BodySchema {
         argument("static", "Value", Integer),
         argument("to", "To", Integer),
         argument("host_network", "HostNetwork", Text),
+        argument("ignore_collision", "IgnoreCollision", Bool),
     ],
     blocks: &[],
-    refused: &[(
-        "ignore_collision",
-        "drover does not share static ports between allocations",
-    )],
+    refused: &[],
+};
+
+static DNS: BodySchema = BodySchema {
+    name: "dns",
+    arguments: &[
+        argument("servers", "Servers", StringList),
+        argument("searches", "Searches", StringList),
+        argument("options", "Options", StringList),
+    ],
+    blocks: &[],
+    refused: &[],
+};
+
+static CNI: BodySchema = BodySchema {
+    name: "cni",
+    arguments: &[argument("args", "Args", ValueKind::StringMap)],
+    blocks: &[],
+    refused: &[],
 };
 
 static NETWORK: BodySchema = BodySchema {
@@ -313,24 +358,28 @@ static NETWORK: BodySchema = BodySchema {
         argument("mode", "Mode", Text),
         argument("hostname", "Hostname", Text),
         argument("mbits", "MBits", Integer),
+        argument("device", "Device", Text),
+        argument("cidr", "CIDR", Text),
+        argument("ip", "IP", Text),
     ],
-    blocks: &[BlockSpec {
-        placement: Placement::PortByStatic,
-        label_field: Some("Label"),
-        label_meaning: "the port label",
-        ..block("port", "DynamicPorts", List, Schema(&PORT))
-    }],
-    refused: &[
-        (
-            "dns",
-            "custom DNS needs network namespaces drover does not create",
+    blocks: &[
+        BlockSpec {
+            placement: Placement::PortByStatic,
+            label_field: Some("Label"),
+            label_meaning: "the port label",
+            ..block("port", "DynamicPorts", List, Schema(&PORT))
+        },
+        labelled_list(
+            "reserved_ports",
+            "ReservedPorts",
+            "Label",
+            "the port label",
+            &PORT,
         ),
-        ("cni", "drover has no CNI networking"),
-        ("reserved_ports", "use port blocks with static instead"),
-        ("device", "drover does not pin a network device"),
-        ("cidr", "drover does not pin a network address"),
-        ("ip", "drover does not pin a network address"),
+        block("dns", "DNS", Single, Schema(&DNS)),
+        block("cni", "CNI", Single, Schema(&CNI)),
     ],
+    refused: &[],
 };
 
 static CHECK_RESTART: BodySchema = BodySchema {
@@ -373,6 +422,9 @@ static CHECK: BodySchema = BodySchema {
         ),
         argument("failures_before_warning", "FailuresBeforeWarning", Integer),
         argument("on_update", "OnUpdate", Text),
+        argument("grpc_service", "GRPCService", Text),
+        argument("grpc_use_tls", "GRPCUseTLS", Bool),
+        argument("advertise", "Advertise", Text),
     ],
     blocks: &[
         block("header", "Header", Single, BodyKind::StringListMap),
@@ -383,11 +435,7 @@ static CHECK: BodySchema = BodySchema {
             Schema(&CHECK_RESTART),
         ),
     ],
-    refused: &[
-        ("grpc_service", "drover does not run gRPC checks"),
-        ("grpc_use_tls", "drover does not run gRPC checks"),
-        ("advertise", CONSUL_REASON),
-    ],
+    refused: &[],
 };
 
 static SERVICE: BodySchema = BodySchema {
@@ -403,6 +451,8 @@ static SERVICE: BodySchema = BodySchema {
         argument("task", "TaskName", Text),
         argument("on_update", "OnUpdate", Text),
         argument("provider", "Provider", Text),
+        argument("cluster", "Cluster", Text),
+        argument("kind", "Kind", Text),
     ],
     blocks: &[
         block("check", "Checks", List, Schema(&CHECK)),
@@ -415,14 +465,21 @@ static SERVICE: BodySchema = BodySchema {
         string_map_block("meta", "Meta"),
         string_map_block("canary_meta", "CanaryMeta"),
         string_map_block("tagged_addresses", "TaggedAddresses"),
+        block("connect", "Connect", Single, Schema(&CONNECT)),
+        block("identity", "Identity", Single, Schema(&IDENTITY)),
+        block("weights", "Weights", Single, Schema(&SERVICE_WEIGHTS)),
     ],
-    refused: &[
-        ("connect", "drover has no Consul Connect service mesh"),
-        ("identity", CONSUL_REASON),
-        ("weights", CONSUL_REASON),
-        ("kind", CONSUL_REASON),
-        ("cluster", CONSUL_REASON),
+    refused: &[],
+};
+
+static SERVICE_WEIGHTS: BodySchema = BodySchema {
+    name: "weights",
+    arguments: &[
+        argument("passing", "Passing", Integer),
+        argument("warning", "Warning", Integer),
     ],
+    blocks: &[],
+    refused: &[],
 };
 
 static RESOURCES: BodySchema = BodySchema {
@@ -433,18 +490,35 @@ static RESOURCES: BodySchema = BodySchema {
         argument("memory", "MemoryMB", Integer),
         argument("memory_max", "MemoryMaxMB", Integer),
         argument("disk", "DiskMB", Integer),
+        argument("iops", "IOPS", Integer),
+        argument("secrets", "SecretsMB", Integer),
+    ],
+    blocks: &[
+        labelled_list("device", "Devices", "Name", "the device name", &DEVICE),
+        block("numa", "NUMA", Single, Schema(&NUMA)),
+        block("network", "Networks", List, Schema(&NETWORK)),
+    ],
+    refused: &[],
+};
+
+static DEVICE: BodySchema = BodySchema {
+    name: "device",
+    arguments: &[argument("count", "Count", Integer)],
+    blocks: &[
+        block("constraint", "Constraints", List, Schema(&CONSTRAINT)),
+        block("affinity", "Affinities", List, Schema(&AFFINITY)),
+    ],
+    refused: &[],
+};
+
+static NUMA: BodySchema = BodySchema {
+    name: "numa",
+    arguments: &[
+        argument("affinity", "Affinity", Text),
+        argument("devices", "Devices", StringList),
     ],
     blocks: &[],
-    refused: &[
-        ("device", "drover does not schedule devices"),
-        ("numa", "drover does not schedule NUMA nodes"),
-        (
-            "network",
-            "a task-level network block is deprecated in Nomad; use a group network block",
-        ),
-        ("iops", "iops was removed from Nomad"),
-        ("secrets", "drover sizes the secrets directory itself"),
-    ],
+    refused: &[],
 };
 
 static LOGS: BodySchema = BodySchema {
@@ -532,6 +606,7 @@ static TEMPLATE: BodySchema = BodySchema {
         argument("right_delimiter", "RightDelim", Text),
         argument("env", "Envvars", Bool),
         argument("error_on_missing_key", "ErrMissingKey", Bool),
+        argument("vault_grace", "VaultGrace", Duration),
     ],
     blocks: &[
         block("wait", "Wait", Single, Schema(&TEMPLATE_WAIT)),
@@ -542,10 +617,7 @@ static TEMPLATE: BodySchema = BodySchema {
             Schema(&CHANGE_SCRIPT),
         ),
     ],
-    refused: &[(
-        "vault_grace",
-        "vault_grace was removed from Nomad and drover has no Vault",
-    )],
+    refused: &[],
 };
 
 static IDENTITY: BodySchema = BodySchema {
@@ -559,12 +631,11 @@ static IDENTITY: BodySchema = BodySchema {
         argument("file", "File", Bool),
         argument("filepath", "Filepath", Text),
         argument("ttl", "TTL", Duration),
+        argument("service_name", "ServiceName", Text),
+        argument("extra_claims", "ExtraClaims", ValueKind::StringMap),
     ],
     blocks: &[],
-    refused: &[
-        ("service_name", CONSUL_REASON),
-        ("extra_claims", "drover does not add extra identity claims"),
-    ],
+    refused: &[],
 };
 
 static TASK: BodySchema = BodySchema {
@@ -604,19 +675,23 @@ static TASK: BodySchema = BodySchema {
             placement: Placement::IdentityByName,
             ..block("identity", "Identities", List, Schema(&IDENTITY))
         },
+        block("vault", "Vault", Single, Schema(&VAULT)),
+        block("consul", "Consul", Single, Schema(&CONSUL)),
+        block("volume_mount", "VolumeMounts", List, Schema(&VOLUME_MOUNT)),
+        block("csi_plugin", "CSIPluginConfig", Single, Schema(&CSI_PLUGIN)),
+        BlockSpec {
+            placement: Placement::TaskScaling,
+            label_field: Some("Type"),
+            label_meaning: "what it scales, \"cpu\" or \"mem\"",
+            ..block("scaling", "ScalingPolicies", List, Schema(&SCALING))
+        },
+        labelled_list("action", "Actions", "Name", "the action name", &ACTION),
     ],
     refused: &[
-        ("vault", VAULT_REASON),
-        ("consul", CONSUL_REASON),
-        ("volume_mount", VOLUME_REASON),
-        ("csi_plugin", VOLUME_REASON),
-        ("scaling", SCALING_REASON),
         ("secret", "drover has no secret providers"),
-        ("action", "drover does not support task actions"),
-        ("schedule", "drover does not support task schedules"),
         (
-            "dynamic",
-            "dynamic blocks are not supported; write the blocks out",
+            "schedule",
+            "task schedules are a Nomad Enterprise feature drover does not have",
         ),
     ],
 };
@@ -637,6 +712,7 @@ static GROUP: BodySchema = BodySchema {
             "PreventRescheduleOnLost",
             Bool,
         ),
+        argument("max_run_duration", "MaxRunDuration", Duration),
     ],
     blocks: &[
         BlockSpec {
@@ -665,26 +741,512 @@ static GROUP: BodySchema = BodySchema {
         block("network", "Networks", List, Schema(&NETWORK)),
         block("service", "Services", List, Schema(&SERVICE)),
         string_map_block("meta", "Meta"),
+        BlockSpec {
+            placement: Placement::MapByLabel("Volumes"),
+            label_field: Some("Name"),
+            label_meaning: "the volume name",
+            ..block("volume", "Volumes", Single, Schema(&VOLUME))
+        },
+        block("scaling", "Scaling", Single, Schema(&SCALING)),
+        block("consul", "Consul", Single, Schema(&CONSUL)),
+        // Copied into every task without its own `vault` block.
+        block("vault", "Vault", Single, Schema(&VAULT)),
+        block("migrate", "Migrate", Single, Schema(&MIGRATE)),
+        block("disconnect", "Disconnect", Single, Schema(&DISCONNECT)),
     ],
-    refused: &[
-        ("volume", VOLUME_REASON),
-        ("scaling", SCALING_REASON),
-        ("consul", CONSUL_REASON),
-        ("vault", VAULT_REASON),
-        ("secret", "drover has no secret providers"),
-        (
-            "migrate",
-            "drover does not migrate ephemeral disks between nodes",
+    refused: &[("secret", "drover has no secret providers")],
+};
+
+static VAULT: BodySchema = BodySchema {
+    name: "vault",
+    arguments: &[
+        argument("policies", "Policies", StringList),
+        argument("role", "Role", Text),
+        argument("namespace", "Namespace", Text),
+        argument("cluster", "Cluster", Text),
+        argument("env", "Env", Bool),
+        argument("disable_file", "DisableFile", Bool),
+        argument("change_mode", "ChangeMode", Text),
+        argument("change_signal", "ChangeSignal", Text),
+        argument("allow_token_expiration", "AllowTokenExpiration", Bool),
+    ],
+    blocks: &[],
+    refused: &[],
+};
+
+static CONSUL: BodySchema = BodySchema {
+    name: "consul",
+    arguments: &[
+        argument("namespace", "Namespace", Text),
+        argument("cluster", "Cluster", Text),
+        argument("partition", "Partition", Text),
+    ],
+    blocks: &[],
+    refused: &[],
+};
+
+static MOUNT_OPTIONS: BodySchema = BodySchema {
+    name: "mount_options",
+    arguments: &[
+        argument("fs_type", "FSType", Text),
+        argument("mount_flags", "MountFlags", StringList),
+    ],
+    blocks: &[],
+    refused: &[],
+};
+
+static VOLUME: BodySchema = BodySchema {
+    name: "volume",
+    arguments: &[
+        argument("type", "Type", Text),
+        argument("source", "Source", Text),
+        argument("read_only", "ReadOnly", Bool),
+        argument("sticky", "Sticky", Bool),
+        argument("access_mode", "AccessMode", Text),
+        argument("attachment_mode", "AttachmentMode", Text),
+        argument("per_alloc", "PerAlloc", Bool),
+    ],
+    blocks: &[block(
+        "mount_options",
+        "MountOptions",
+        Single,
+        Schema(&MOUNT_OPTIONS),
+    )],
+    refused: &[],
+};
+
+static VOLUME_MOUNT: BodySchema = BodySchema {
+    name: "volume_mount",
+    arguments: &[
+        argument("volume", "Volume", Text),
+        argument("destination", "Destination", Text),
+        argument("read_only", "ReadOnly", Bool),
+        argument("propagation_mode", "PropagationMode", Text),
+        argument("selinux_label", "SELinuxLabel", Text),
+    ],
+    blocks: &[],
+    refused: &[],
+};
+
+static CSI_PLUGIN: BodySchema = BodySchema {
+    name: "csi_plugin",
+    arguments: &[
+        argument("id", "ID", Text),
+        argument("type", "Type", Text),
+        argument("mount_dir", "MountDir", Text),
+        argument("stage_publish_base_dir", "StagePublishBaseDir", Text),
+        argument("health_timeout", "HealthTimeout", Duration),
+    ],
+    blocks: &[],
+    refused: &[],
+};
+
+static SCALING: BodySchema = BodySchema {
+    name: "scaling",
+    arguments: &[
+        argument("min", "Min", Integer),
+        argument("max", "Max", Integer),
+        argument("enabled", "Enabled", Bool),
+        argument("type", "Type", Text),
+    ],
+    blocks: &[free_form_block("policy", "Policy")],
+    refused: &[],
+};
+
+static ACTION: BodySchema = BodySchema {
+    name: "action",
+    arguments: &[
+        argument("command", "Command", Text),
+        argument("args", "Args", StringList),
+    ],
+    blocks: &[],
+    refused: &[],
+};
+
+static MIGRATE: BodySchema = BodySchema {
+    name: "migrate",
+    arguments: &[
+        argument("max_parallel", "MaxParallel", Integer),
+        argument("health_check", "HealthCheck", Text),
+        argument("min_healthy_time", "MinHealthyTime", Duration),
+        argument("healthy_deadline", "HealthyDeadline", Duration),
+    ],
+    blocks: &[],
+    refused: &[],
+};
+
+static DISCONNECT: BodySchema = BodySchema {
+    name: "disconnect",
+    arguments: &[
+        argument("lost_after", "LostAfter", Duration),
+        argument("stop_on_client_after", "StopOnClientAfter", Duration),
+        argument("replace", "Replace", Bool),
+        argument("reconcile", "Reconcile", Text),
+    ],
+    blocks: &[],
+    refused: &[],
+};
+
+static MULTIREGION_STRATEGY: BodySchema = BodySchema {
+    name: "strategy",
+    arguments: &[
+        argument("max_parallel", "MaxParallel", Integer),
+        argument("on_failure", "OnFailure", Text),
+    ],
+    blocks: &[],
+    refused: &[],
+};
+
+static MULTIREGION_REGION: BodySchema = BodySchema {
+    name: "region",
+    arguments: &[
+        argument("count", "Count", Integer),
+        argument("datacenters", "Datacenters", StringList),
+        argument("node_pool", "NodePool", Text),
+    ],
+    blocks: &[string_map_block("meta", "Meta")],
+    refused: &[],
+};
+
+static MULTIREGION: BodySchema = BodySchema {
+    name: "multiregion",
+    arguments: &[],
+    blocks: &[
+        block(
+            "strategy",
+            "Strategy",
+            Single,
+            Schema(&MULTIREGION_STRATEGY),
         ),
-        (
-            "disconnect",
-            "use max_client_disconnect or stop_after_client_disconnect",
-        ),
-        (
-            "max_run_duration",
-            "drover does not support max_run_duration yet",
+        labelled_list(
+            "region",
+            "Regions",
+            "Name",
+            "the region name",
+            &MULTIREGION_REGION,
         ),
     ],
+    refused: &[],
+};
+
+static UI_LINK: BodySchema = BodySchema {
+    name: "link",
+    arguments: &[
+        argument("label", "Label", Text),
+        argument("url", "URL", Text),
+    ],
+    blocks: &[],
+    refused: &[],
+};
+
+static UI: BodySchema = BodySchema {
+    name: "ui",
+    arguments: &[argument("description", "Description", Text)],
+    blocks: &[block("link", "Links", List, Schema(&UI_LINK))],
+    refused: &[],
+};
+
+// Consul Connect: `connect { native, sidecar_service { proxy { upstreams, expose { path },
+// transparent_proxy, config } }, sidecar_task { ... }, gateway { proxy, ingress, terminating,
+// mesh } }`, in the shape of Nomad's `api.ConsulConnect`.
+
+static EXPOSE_PATH: BodySchema = BodySchema {
+    name: "path",
+    arguments: &[
+        argument("path", "Path", Text),
+        argument("protocol", "Protocol", Text),
+        argument("local_path_port", "LocalPathPort", Integer),
+        argument("listener_port", "ListenerPort", Text),
+    ],
+    blocks: &[],
+    refused: &[],
+};
+
+static EXPOSE: BodySchema = BodySchema {
+    name: "expose",
+    arguments: &[],
+    blocks: &[block("path", "Paths", List, Schema(&EXPOSE_PATH))],
+    refused: &[],
+};
+
+static MESH_GATEWAY: BodySchema = BodySchema {
+    name: "mesh_gateway",
+    arguments: &[argument("mode", "Mode", Text)],
+    blocks: &[],
+    refused: &[],
+};
+
+static UPSTREAM: BodySchema = BodySchema {
+    name: "upstreams",
+    arguments: &[
+        argument("destination_name", "DestinationName", Text),
+        argument("destination_namespace", "DestinationNamespace", Text),
+        argument("destination_peer", "DestinationPeer", Text),
+        argument("destination_partition", "DestinationPartition", Text),
+        argument("destination_type", "DestinationType", Text),
+        argument("local_bind_port", "LocalBindPort", Integer),
+        argument("datacenter", "Datacenter", Text),
+        argument("local_bind_address", "LocalBindAddress", Text),
+        argument("local_bind_socket_path", "LocalBindSocketPath", Text),
+        argument("local_bind_socket_mode", "LocalBindSocketMode", Text),
+    ],
+    blocks: &[
+        block("mesh_gateway", "MeshGateway", Single, Schema(&MESH_GATEWAY)),
+        free_form_block("config", "Config"),
+    ],
+    refused: &[],
+};
+
+static TRANSPARENT_PROXY: BodySchema = BodySchema {
+    name: "transparent_proxy",
+    arguments: &[
+        argument("uid", "UID", Text),
+        argument("outbound_port", "OutboundPort", Integer),
+        argument("exclude_inbound_ports", "ExcludeInboundPorts", StringList),
+        argument(
+            "exclude_outbound_ports",
+            "ExcludeOutboundPorts",
+            IntegerList,
+        ),
+        argument("exclude_outbound_cidrs", "ExcludeOutboundCIDRs", StringList),
+        argument("exclude_uids", "ExcludeUIDs", StringList),
+        argument("no_dns", "NoDNS", Bool),
+    ],
+    blocks: &[],
+    refused: &[],
+};
+
+static PROXY: BodySchema = BodySchema {
+    name: "proxy",
+    arguments: &[
+        argument("local_service_address", "LocalServiceAddress", Text),
+        argument("local_service_port", "LocalServicePort", Integer),
+    ],
+    blocks: &[
+        block("expose", "Expose", Single, Schema(&EXPOSE)),
+        block("upstreams", "Upstreams", List, Schema(&UPSTREAM)),
+        block(
+            "transparent_proxy",
+            "TransparentProxy",
+            Single,
+            Schema(&TRANSPARENT_PROXY),
+        ),
+        free_form_block("config", "Config"),
+    ],
+    refused: &[],
+};
+
+static SIDECAR_SERVICE: BodySchema = BodySchema {
+    name: "sidecar_service",
+    arguments: &[
+        argument("tags", "Tags", StringList),
+        argument("port", "Port", Text),
+        argument("disable_default_tcp_check", "DisableDefaultTCPCheck", Bool),
+    ],
+    blocks: &[
+        block("proxy", "Proxy", Single, Schema(&PROXY)),
+        string_map_block("meta", "Meta"),
+    ],
+    refused: &[],
+};
+
+static SIDECAR_TASK: BodySchema = BodySchema {
+    name: "sidecar_task",
+    arguments: &[
+        argument("name", "Name", Text),
+        argument("driver", "Driver", Text),
+        argument("user", "User", Text),
+        argument("kill_timeout", "KillTimeout", Duration),
+        argument("shutdown_delay", "ShutdownDelay", Duration),
+        argument("kill_signal", "KillSignal", Text),
+    ],
+    blocks: &[
+        free_form_block("config", "Config"),
+        string_map_block("env", "Env"),
+        string_map_block("meta", "Meta"),
+        block("resources", "Resources", Single, Schema(&RESOURCES)),
+        block("logs", "LogConfig", Single, Schema(&LOGS)),
+        block("volume_mount", "VolumeMounts", List, Schema(&VOLUME_MOUNT)),
+        block("identity", "Identities", List, Schema(&IDENTITY)),
+    ],
+    refused: &[],
+};
+
+static GATEWAY_BIND_ADDRESS: BodySchema = BodySchema {
+    name: "envoy_gateway_bind_addresses",
+    arguments: &[
+        argument("address", "Address", Text),
+        argument("port", "Port", Integer),
+    ],
+    blocks: &[],
+    refused: &[],
+};
+
+static GATEWAY_PROXY: BodySchema = BodySchema {
+    name: "proxy",
+    arguments: &[
+        argument("connect_timeout", "ConnectTimeout", Duration),
+        argument(
+            "envoy_gateway_bind_tagged_addresses",
+            "EnvoyGatewayBindTaggedAddresses",
+            Bool,
+        ),
+        argument(
+            "envoy_gateway_no_default_bind",
+            "EnvoyGatewayNoDefaultBind",
+            Bool,
+        ),
+        argument("envoy_dns_discovery_type", "EnvoyDNSDiscoveryType", Text),
+    ],
+    blocks: &[
+        BlockSpec {
+            placement: Placement::MapByLabel("EnvoyGatewayBindAddresses"),
+            label_field: Some("Name"),
+            label_meaning: "the listener name",
+            ..block(
+                "envoy_gateway_bind_addresses",
+                "EnvoyGatewayBindAddresses",
+                Single,
+                Schema(&GATEWAY_BIND_ADDRESS),
+            )
+        },
+        free_form_block("config", "Config"),
+    ],
+    refused: &[],
+};
+
+static GATEWAY_TLS_SDS: BodySchema = BodySchema {
+    name: "sds",
+    arguments: &[
+        argument("cluster_name", "ClusterName", Text),
+        argument("cert_resource", "CertResource", Text),
+    ],
+    blocks: &[],
+    refused: &[],
+};
+
+static GATEWAY_TLS: BodySchema = BodySchema {
+    name: "tls",
+    arguments: &[
+        argument("enabled", "Enabled", Bool),
+        argument("tls_min_version", "TLSMinVersion", Text),
+        argument("tls_max_version", "TLSMaxVersion", Text),
+        argument("cipher_suites", "CipherSuites", StringList),
+    ],
+    blocks: &[block("sds", "SDS", Single, Schema(&GATEWAY_TLS_SDS))],
+    refused: &[],
+};
+
+static HTTP_HEADER_MODIFIERS: BodySchema = BodySchema {
+    name: "request_headers",
+    arguments: &[argument("remove", "Remove", StringList)],
+    blocks: &[
+        string_map_block("add", "Add"),
+        string_map_block("set", "Set"),
+    ],
+    refused: &[],
+};
+
+static INGRESS_SERVICE: BodySchema = BodySchema {
+    name: "service",
+    arguments: &[
+        argument("name", "Name", Text),
+        argument("hosts", "Hosts", StringList),
+        argument("max_connections", "MaxConnections", Integer),
+        argument("max_pending_requests", "MaxPendingRequests", Integer),
+        argument("max_concurrent_requests", "MaxConcurrentRequests", Integer),
+    ],
+    blocks: &[
+        block("tls", "TLS", Single, Schema(&GATEWAY_TLS)),
+        block(
+            "request_headers",
+            "RequestHeaders",
+            Single,
+            Schema(&HTTP_HEADER_MODIFIERS),
+        ),
+        block(
+            "response_headers",
+            "ResponseHeaders",
+            Single,
+            Schema(&HTTP_HEADER_MODIFIERS),
+        ),
+    ],
+    refused: &[],
+};
+
+static INGRESS_LISTENER: BodySchema = BodySchema {
+    name: "listener",
+    arguments: &[
+        argument("port", "Port", Integer),
+        argument("protocol", "Protocol", Text),
+    ],
+    blocks: &[block("service", "Services", List, Schema(&INGRESS_SERVICE))],
+    refused: &[],
+};
+
+static INGRESS: BodySchema = BodySchema {
+    name: "ingress",
+    arguments: &[],
+    blocks: &[
+        block("tls", "TLS", Single, Schema(&GATEWAY_TLS)),
+        block("listener", "Listeners", List, Schema(&INGRESS_LISTENER)),
+    ],
+    refused: &[],
+};
+
+static LINKED_SERVICE: BodySchema = BodySchema {
+    name: "service",
+    arguments: &[
+        argument("name", "Name", Text),
+        argument("ca_file", "CAFile", Text),
+        argument("cert_file", "CertFile", Text),
+        argument("key_file", "KeyFile", Text),
+        argument("sni", "SNI", Text),
+    ],
+    blocks: &[],
+    refused: &[],
+};
+
+static TERMINATING: BodySchema = BodySchema {
+    name: "terminating",
+    arguments: &[],
+    blocks: &[block("service", "Services", List, Schema(&LINKED_SERVICE))],
+    refused: &[],
+};
+
+static MESH: BodySchema = BodySchema {
+    name: "mesh",
+    arguments: &[],
+    blocks: &[],
+    refused: &[],
+};
+
+static GATEWAY: BodySchema = BodySchema {
+    name: "gateway",
+    arguments: &[],
+    blocks: &[
+        block("proxy", "Proxy", Single, Schema(&GATEWAY_PROXY)),
+        block("ingress", "Ingress", Single, Schema(&INGRESS)),
+        block("terminating", "Terminating", Single, Schema(&TERMINATING)),
+        block("mesh", "Mesh", Single, Schema(&MESH)),
+    ],
+    refused: &[],
+};
+
+static CONNECT: BodySchema = BodySchema {
+    name: "connect",
+    arguments: &[argument("native", "Native", Bool)],
+    blocks: &[
+        block(
+            "sidecar_service",
+            "SidecarService",
+            Single,
+            Schema(&SIDECAR_SERVICE),
+        ),
+        block("sidecar_task", "SidecarTask", Single, Schema(&SIDECAR_TASK)),
+        block("gateway", "Gateway", Single, Schema(&GATEWAY)),
+    ],
+    refused: &[],
 };
 
 pub(crate) static JOB: BodySchema = BodySchema {
@@ -707,6 +1269,13 @@ pub(crate) static JOB: BodySchema = BodySchema {
             names_context: true,
             ..block("group", "TaskGroups", List, Schema(&GROUP))
         },
+        // A task outside any group runs in a group of its own, named after it.
+        BlockSpec {
+            label_field: Some("Name"),
+            label_meaning: "the task name",
+            names_context: true,
+            ..block("task", "Tasks", List, Schema(&TASK))
+        },
         block("constraint", "Constraints", List, Schema(&CONSTRAINT)),
         block("affinity", "Affinities", List, Schema(&AFFINITY)),
         block("spread", "Spreads", List, Schema(&SPREAD)),
@@ -720,32 +1289,28 @@ pub(crate) static JOB: BodySchema = BodySchema {
         ),
         block("reschedule", "Reschedule", Single, Schema(&RESCHEDULE)),
         string_map_block("meta", "Meta"),
+        block("multiregion", "Multiregion", Single, Schema(&MULTIREGION)),
+        // Copied into every task without its own `vault` block.
+        block("vault", "Vault", Single, Schema(&VAULT)),
+        block("migrate", "Migrate", Single, Schema(&MIGRATE)),
+        block("ui", "UI", Single, Schema(&UI)),
     ],
     refused: &[
-        ("task", "put the task in a group block"),
-        ("multiregion", "drover runs a single region"),
-        ("vault", VAULT_REASON),
         ("secret", "drover has no secret providers"),
         (
-            "migrate",
-            "drover does not migrate ephemeral disks between nodes",
+            "consul_token",
+            "Nomad takes a Consul token at submission (-consul-token), not in the jobspec",
         ),
-        ("ui", "drover has no web UI"),
-        ("consul_token", CONSUL_REASON),
-        ("vault_token", VAULT_REASON),
         (
-            "dynamic",
-            "dynamic blocks are not supported; write the blocks out",
+            "vault_token",
+            "Nomad takes a Vault token at submission (-vault-token), not in the jobspec",
         ),
     ],
 };
 
 /// Every block drover refuses, as `(parent, block, reason)`, for documentation and tests.
 pub fn refused_blocks() -> Vec<(&'static str, &'static str, &'static str)> {
-    let schemas: [&BodySchema; 9] = [
-        &JOB, &GROUP, &TASK, &RESOURCES, &NETWORK, &SERVICE, &CHECK, &IDENTITY, &TEMPLATE,
-    ];
-    let mut refused: Vec<_> = schemas
+    let mut refused: Vec<_> = ALL_SCHEMAS
         .iter()
         .flat_map(|schema| {
             schema
@@ -754,15 +1319,11 @@ pub fn refused_blocks() -> Vec<(&'static str, &'static str, &'static str)> {
                 .map(|(name, reason)| (schema.name, *name, *reason))
         })
         .collect();
-    refused.extend(
-        PORT.refused
-            .iter()
-            .map(|(name, reason)| ("port", *name, *reason)),
-    );
+    refused.dedup();
     refused
 }
 
-static ALL_SCHEMAS: [&BodySchema; 28] = [
+static ALL_SCHEMAS: &[&BodySchema] = &[
     &JOB,
     &GROUP,
     &TASK,
@@ -790,7 +1351,47 @@ static ALL_SCHEMAS: [&BodySchema; 28] = [
     &CHANGE_SCRIPT,
     &TEMPLATE,
     &IDENTITY,
-    &JOB,
+    &DNS,
+    &CNI,
+    &SERVICE_WEIGHTS,
+    &DEVICE,
+    &NUMA,
+    &VAULT,
+    &CONSUL,
+    &MOUNT_OPTIONS,
+    &VOLUME,
+    &VOLUME_MOUNT,
+    &CSI_PLUGIN,
+    &SCALING,
+    &ACTION,
+    &MIGRATE,
+    &DISCONNECT,
+    &MULTIREGION_STRATEGY,
+    &MULTIREGION_REGION,
+    &MULTIREGION,
+    &UI_LINK,
+    &UI,
+    &EXPOSE_PATH,
+    &EXPOSE,
+    &MESH_GATEWAY,
+    &UPSTREAM,
+    &TRANSPARENT_PROXY,
+    &PROXY,
+    &SIDECAR_SERVICE,
+    &SIDECAR_TASK,
+    &GATEWAY_BIND_ADDRESS,
+    &GATEWAY_PROXY,
+    &GATEWAY_TLS_SDS,
+    &GATEWAY_TLS,
+    &HTTP_HEADER_MODIFIERS,
+    &INGRESS_SERVICE,
+    &INGRESS_LISTENER,
+    &INGRESS,
+    &LINKED_SERVICE,
+    &TERMINATING,
+    &MESH,
+    &GATEWAY,
+    &CONNECT,
 ];
 
 /// The jobspec name of a Nomad JSON field (`MemoryMB` → `memory`), for messages.

@@ -20,7 +20,10 @@
 
 use std::fmt::Write as _;
 
-use drover_structs::{Job, Service, Task, TaskGroup, UpdateStrategy};
+use drover_structs::{
+    Consul, DEFAULT_INTEGRATION_CLUSTER, Job, MigrateStrategy, Service, Task, TaskGroup,
+    UpdateStrategy,
+};
 use serde_json::Value as JsonValue;
 
 use crate::diagnostic::{Diagnostic, Position};
@@ -183,17 +186,36 @@ fn asks_for(value: &JsonValue) -> bool {
     }
 }
 
-fn when_asked(value: Option<&JsonValue>, field: &str) -> Vec<String> {
-    when(value.is_some_and(asks_for), field)
+/// [`asks_for`] of a typed block, read as the JSON it is sent as.
+fn asks_for_block<T: serde::Serialize>(block: &T) -> bool {
+    serde_json::to_value(block).is_ok_and(|value| asks_for(&value))
 }
 
-fn when_any_asked(values: &[JsonValue], field: &str) -> Vec<String> {
+fn when_asked<T: serde::Serialize>(value: Option<&T>, field: &str) -> Vec<String> {
+    when(value.is_some_and(asks_for_block), field)
+}
+
+fn when_any_asked<T: serde::Serialize>(values: &[T], field: &str) -> Vec<String> {
     values
         .iter()
         .enumerate()
-        .filter(|(_, value)| asks_for(value))
+        .filter(|(_, value)| asks_for_block(*value))
         .map(|(index, _)| format!("{field}[{index}]"))
         .collect()
+}
+
+/// A `consul` block asks for Consul when it names a namespace, a partition or a cluster other
+/// than the default (the API fills `Cluster = "default"`, and Nomad's own job JSON carries an
+/// empty `Consul` block for groups that have none).
+fn when_consul_asked(consul: Option<&Consul>, field: &str) -> Vec<String> {
+    when(
+        consul.is_some_and(|consul| {
+            !consul.namespace.is_empty()
+                || !consul.partition.is_empty()
+                || !(consul.cluster.is_empty() || consul.cluster == DEFAULT_INTEGRATION_CLUSTER)
+        }),
+        field,
+    )
 }
 
 fn service_checks(services: &[Service]) -> Vec<String> {
@@ -271,8 +293,8 @@ fn update_of_kind(update: Option<&UpdateStrategy>, kind: UpdateKind) -> Vec<Stri
 }
 
 /// Nomad's default `migrate` block (the API gives one to every service group).
-fn is_default_migrate(migrate: &JsonValue) -> bool {
-    let Some(entries) = migrate.as_object() else {
+fn is_default_migrate(migrate: &MigrateStrategy) -> bool {
+    let Ok(JsonValue::Object(entries)) = serde_json::to_value(migrate) else {
         return false;
     };
     entries.iter().all(|(key, value)| {
@@ -369,6 +391,13 @@ pub static FEATURES: &[Feature] = &[
         "runs once drover federates regions",
         Detect::job(|job| when_asked(job.multiregion.as_ref(), "Multiregion")),
     ),
+    row(
+        "job > ui (description, link: label, url)",
+        Status::RunsDifferently,
+        "the description and links are stored with the job and returned by the API, but drover has no web UI to show them",
+        "",
+        Detect::job(|job| when_asked(job.ui.as_ref(), "UI")),
+    ),
     // ---- group ----
     runs("group > count", "the number of allocations"),
     runs(
@@ -420,7 +449,7 @@ pub static FEATURES: &[Feature] = &[
                 group
                     .migrate
                     .as_ref()
-                    .is_some_and(|migrate| asks_for(migrate) && is_default_migrate(migrate)),
+                    .is_some_and(|migrate| asks_for_block(migrate) && is_default_migrate(migrate)),
                 "Migrate",
             )
         }),
@@ -435,7 +464,7 @@ pub static FEATURES: &[Feature] = &[
                 group
                     .migrate
                     .as_ref()
-                    .is_some_and(|migrate| asks_for(migrate) && !is_default_migrate(migrate)),
+                    .is_some_and(|migrate| asks_for_block(migrate) && !is_default_migrate(migrate)),
                 "Migrate",
             )
         }),
@@ -459,6 +488,83 @@ pub static FEATURES: &[Feature] = &[
                 "StopAfterClientDisconnect",
             ));
             found.extend(when_asked(group.disconnect.as_ref(), "Disconnect"));
+            found
+        }),
+    ),
+    row(
+        "group > max_run_duration",
+        Status::NotYet,
+        "drover does not stop an allocation that has run for a given time",
+        "runs once drover enforces run durations",
+        Detect::group(|group| {
+            when(
+                group.max_run_duration.is_some_and(|limit| !limit.is_zero()),
+                "MaxRunDuration",
+            )
+        }),
+    ),
+    row(
+        "network > dns, cni",
+        Status::NotYet,
+        "drover creates no network namespace for a group, so there is nowhere to apply custom DNS or CNI arguments",
+        "runs once drover sets up bridge and CNI networking",
+        Detect::group(|group| {
+            let mut found = Vec::new();
+            for (index, network) in group.networks.iter().enumerate() {
+                found.extend(when_asked(
+                    network.dns.as_ref(),
+                    &format!("Networks[{index}].DNS"),
+                ));
+                found.extend(when_asked(
+                    network.cni.as_ref(),
+                    &format!("Networks[{index}].CNI"),
+                ));
+            }
+            found
+        }),
+    ),
+    row(
+        "network > device, cidr, ip",
+        Status::NotYet,
+        "drover places ports on the node's default address and does not pin a network device or address",
+        "runs once drover fingerprints and schedules node networks",
+        Detect::group(|group| {
+            let mut found = Vec::new();
+            for (index, network) in group.networks.iter().enumerate() {
+                for (field, value) in [
+                    ("Device", &network.device),
+                    ("CIDR", &network.cidr),
+                    ("IP", &network.ip),
+                ] {
+                    found.extend(when(
+                        !value.is_empty(),
+                        &format!("Networks[{index}].{field}"),
+                    ));
+                }
+            }
+            found
+        }),
+    ),
+    row(
+        "network > port > ignore_collision",
+        Status::NotYet,
+        "drover never gives one static port to two allocations of a node",
+        "runs once drover lets allocations share a static port",
+        Detect::group(|group| {
+            let mut found = Vec::new();
+            for (index, network) in group.networks.iter().enumerate() {
+                for (field, ports) in [
+                    ("ReservedPorts", &network.reserved_ports),
+                    ("DynamicPorts", &network.dynamic_ports),
+                ] {
+                    for (port_index, port) in ports.iter().enumerate() {
+                        found.extend(when(
+                            port.ignore_collision,
+                            &format!("Networks[{index}].{field}[{port_index}].IgnoreCollision"),
+                        ));
+                    }
+                }
+            }
             found
         }),
     ),
@@ -505,8 +611,8 @@ pub static FEATURES: &[Feature] = &[
         "needs a Consul cluster",
         CONSUL,
         Detect::group_and_task(
-            |group| when_asked(group.consul.as_ref(), "Consul"),
-            |task| when_asked(task.consul.as_ref(), "Consul"),
+            |group| when_consul_asked(group.consul.as_ref(), "Consul"),
+            |task| when_consul_asked(task.consul.as_ref(), "Consul"),
         ),
     ),
     row(
@@ -518,7 +624,7 @@ pub static FEATURES: &[Feature] = &[
             group
                 .volumes
                 .iter()
-                .filter(|(_, volume)| asks_for(volume))
+                .filter(|(_, volume)| asks_for_block(*volume))
                 .map(|(name, _)| format!("Volumes.{name}"))
                 .collect()
         }),
@@ -642,6 +748,34 @@ pub static FEATURES: &[Feature] = &[
                 .as_ref()
                 .map(|resources| when_any_asked(&resources.devices, "Resources.Devices"))
                 .unwrap_or_default()
+        }),
+    ),
+    row(
+        "resources > iops",
+        Status::RunsDifferently,
+        "iops is deprecated: Nomad ignores it, and so does drover",
+        "",
+        Detect::task(|task| {
+            when(
+                task.resources
+                    .as_ref()
+                    .is_some_and(|resources| resources.iops != 0),
+                "Resources.IOPS",
+            )
+        }),
+    ),
+    row(
+        "resources > secrets",
+        Status::NotYet,
+        "drover does not size a task's secrets directory",
+        "runs once drover mounts a sized tmpfs for secrets",
+        Detect::task(|task| {
+            when(
+                task.resources
+                    .as_ref()
+                    .is_some_and(|resources| resources.secrets_mb != 0),
+                "Resources.SecretsMB",
+            )
         }),
     ),
     row(
@@ -862,6 +996,17 @@ fn jobspec_name(relative_path: &str) -> String {
             "Periodic" => "periodic",
             "ParameterizedJob" => "parameterized",
             "MaxClientDisconnect" => "max_client_disconnect",
+            "MaxRunDuration" => "max_run_duration",
+            "DNS" => "dns",
+            "CNI" => "cni",
+            "Device" => "device",
+            "CIDR" => "cidr",
+            "IP" => "ip",
+            "IgnoreCollision" => "ignore_collision",
+            "ReservedPorts" | "DynamicPorts" => "port",
+            "IOPS" => "iops",
+            "SecretsMB" => "secrets",
+            "UI" => "ui",
             "StopAfterClientDisconnect" => "stop_after_client_disconnect",
             "PreventRescheduleOnLost" => "prevent_reschedule_on_lost",
             "AllAtOnce" => "all_at_once",

@@ -122,7 +122,7 @@ fn every_refused_block_is_reported_as_unsupported_where_nomad_allows_it() {
     assert!(
         refused
             .iter()
-            .any(|(parent, name, _)| *parent == "task" && *name == "vault")
+            .any(|(parent, name, _)| *parent == "task" && *name == "secret")
     );
     for (parent, name, reason) in refused {
         let block = format!("{name} {{\n}}");
@@ -149,4 +149,57 @@ fn every_refused_block_is_reported_as_unsupported_where_nomad_allows_it() {
             "{parent} {name}: {text}"
         );
     }
+}
+
+#[test]
+fn nested_blocks_in_free_form_bodies_are_lists_as_nomad_writes_them() {
+    // Nomad 1.1.2's /v1/jobs/parse answer for this jobspec, recorded.
+    let (job, _) = decode_hcl_to_json(
+        r#"job "x" {
+  group "g" {
+    scaling {
+      min = 2
+      max = 10
+      policy {
+        cooldown = "1m"
+        check "cpu" {
+          source = "nomad-apm"
+          strategy "target-value" {
+            target = 70
+          }
+        }
+      }
+    }
+    task "t" {
+      driver = "docker"
+      config {
+        image = "x"
+        logging {
+          type = "syslog"
+          config {
+            tag = "a"
+          }
+        }
+        mount {
+          type = "bind"
+        }
+        mount {
+          type = "volume"
+        }
+      }
+    }
+  }
+}"#,
+        "free_form.hcl",
+        &VarValues::new(),
+    )
+    .expect("the jobspec decodes");
+    assert_eq!(
+        job["TaskGroups"][0]["Scaling"]["Policy"],
+        serde_json::json!({"check": [{"cpu": [{"source": "nomad-apm", "strategy": [{"target-value": [{"target": 70}]}]}]}], "cooldown": "1m"})
+    );
+    assert_eq!(
+        job["TaskGroups"][0]["Tasks"][0]["Config"],
+        serde_json::json!({"mount": [{"type": "bind"}, {"type": "volume"}], "image": "x", "logging": [{"config": [{"tag": "a"}], "type": "syslog"}]})
+    );
 }

@@ -77,3 +77,64 @@ fn validate_names_field_paths_without_positions() {
         ]
     );
 }
+
+#[test]
+fn file_functions_read_beside_the_jobspec_and_are_disabled_without_a_file() {
+    let directory = std::env::temp_dir().join(format!(
+        "drover-jobspec-file-functions-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(directory.join("conf")).unwrap();
+    std::fs::write(directory.join("conf/greeting.txt"), "hello from a file\n").unwrap();
+    let source = r#"locals {
+  greeting = file("conf/greeting.txt")
+}
+job "files" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/true"
+      }
+      env {
+        GREETING = chomp(local.greeting)
+        ENCODED  = filebase64("conf/greeting.txt")
+        PRESENT  = fileexists("conf/greeting.txt")
+        ABSENT   = fileexists("conf/missing.txt")
+        NAME     = basename("conf/greeting.txt")
+        FALLBACK = try(file("conf/missing.txt"), "none")
+      }
+    }
+  }
+}
+"#;
+    let path = directory.join("files.hcl");
+    std::fs::write(&path, source).unwrap();
+    let job = parse_any(&path, &VarValues::new()).unwrap();
+    let env = &job.task_groups[0].tasks[0].env;
+    assert_eq!(env["GREETING"], "hello from a file");
+    assert_eq!(env["ENCODED"], "aGVsbG8gZnJvbSBhIGZpbGUK");
+    assert_eq!(env["PRESENT"], "true");
+    assert_eq!(env["ABSENT"], "false");
+    assert_eq!(env["NAME"], "greeting.txt");
+    assert_eq!(env["FALLBACK"], "none");
+
+    // Text handed over without a file (the API's /v1/jobs/parse) cannot read files, as in Nomad.
+    let error = drover_jobspec::parse_hcl(source, "input.hcl", &VarValues::new())
+        .expect_err("filesystem functions are disabled without a file")
+        .to_string();
+    assert!(
+        error.starts_with("input.hcl:2:14: local \"greeting\" cannot be evaluated: file: filesystem functions are disabled"),
+        "{error}"
+    );
+
+    let missing = source.replace("file(\"conf/greeting.txt\")", "file(\"conf/nope.txt\")");
+    std::fs::write(&path, missing).unwrap();
+    let error = parse_any(&path, &VarValues::new()).expect_err("a missing file is an error");
+    assert!(
+        error.to_string().contains("file: cannot read ")
+            && error.to_string().contains("conf/nope.txt"),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&directory).unwrap();
+}

@@ -111,3 +111,58 @@ fn var_files_hold_only_assignments() {
     );
     assert!(VarValues::new().set_assignment("no-equals-sign").is_err());
 }
+
+#[test]
+fn variable_validation_blocks_check_the_value_given() {
+    let source = r#"variable "count" {
+  type    = number
+  default = 2
+  validation {
+    condition     = var.count > 0 && var.count <= 5
+    error_message = "The count must be between 1 and 5."
+  }
+}
+variable "region" {
+  default = "eu-west"
+  validation {
+    condition     = substr(var.region, 0, 3) == "eu-"
+    error_message = "Only EU regions."
+  }
+}
+job "v" {
+  group "g" {
+    count = var.count
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/true"
+      }
+    }
+  }
+}
+"#;
+    let job = drover_jobspec::parse_hcl(source, "v.hcl", &VarValues::new())
+        .expect("the defaults pass their validations");
+    assert_eq!(job.task_groups[0].count, 2);
+
+    let mut values = VarValues::new();
+    values.set_text("count", "9");
+    let error = drover_jobspec::parse_hcl(source, "v.hcl", &values)
+        .expect_err("9 fails the validation")
+        .to_string();
+    assert_eq!(
+        error,
+        "v.hcl:4:3: variable \"count\": invalid value: The count must be between 1 and 5."
+    );
+
+    let bad = source.replace("var.count > 0 && var.count <= 5", "var.region != \"\"");
+    let error = drover_jobspec::parse_hcl(&bad, "v.hcl", &VarValues::new())
+        .expect_err("a condition must test its own variable")
+        .to_string();
+    assert!(
+        error.contains(
+            "v.hcl:5:21: variable \"count\": validation: the condition must refer to var.count"
+        ),
+        "{error}"
+    );
+}

@@ -13,7 +13,9 @@
 
 use std::collections::BTreeMap;
 
-use drover_structs::{Job, NetworkResource, Resources, RestartPolicy, Service, Task, TaskGroup};
+use drover_structs::{
+    Consul, Job, NetworkResource, Resources, RestartPolicy, Service, Task, TaskGroup,
+};
 use serde_json::Value;
 
 /// The first destructive difference found, for logs and tests.
@@ -216,15 +218,10 @@ fn networks_changed(new: &[NetworkResource], existing: &[NetworkResource]) -> bo
 }
 
 /// The Consul namespace and cluster of a `consul` block: changing either breaks connections.
-fn consul_identity(consul: Option<&Value>) -> (String, String) {
-    let field = |name: &str| {
-        consul
-            .and_then(|value| value.get(name))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    (field("Namespace"), field("Cluster"))
+fn consul_identity(consul: Option<&Consul>) -> (&str, &str) {
+    consul.map_or(("", ""), |consul| {
+        (consul.namespace.as_str(), consul.cluster.as_str())
+    })
 }
 
 /// Services using Consul Connect, which cannot change in place.

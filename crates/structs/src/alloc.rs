@@ -345,6 +345,7 @@ impl From<&AllocatedPortMapping> for Port {
             value: mapping.value,
             to: mapping.to,
             host_network: String::new(),
+            ignore_collision: false,
         }
     }
 }

@@ -9,9 +9,14 @@
 //! block's `MaxParallel` 1, a restart block's `Delay` 15s and `Mode` `fail`, and its `Attempts`
 //! the marker [`RESTART_ATTEMPTS_UNSET`], filled here by job type.
 //!
+//! Blocks naming integrations get Nomad's defaults too (migrate strategy for service groups,
+//! Vault and Consul cluster `default`, volume mount propagation `private`, CSI plugin
+//! directories, one device, scaling `Min` from the count).
+//!
 //! Not here: validation; the jobspec parser's own defaults (group names from labels).
 
 use crate::job::*;
+use crate::job_blocks::*;
 use crate::time::DurationNs;
 
 /// Default job priority.
@@ -148,8 +153,10 @@ impl Job {
         }
         let job_type = self.r#type.clone();
         let job_update = self.update.clone();
+        let job_migrate = self.migrate.take();
         for group in &mut self.task_groups {
             group.canonicalize(&job_type, job_update.as_ref());
+            group.canonicalize_migrate(&job_type, job_migrate.as_ref());
         }
         // The groups hold the whole strategy; the job keeps only its stagger and parallelism,
         // as Nomad's server stores it.
@@ -296,7 +303,79 @@ impl TaskGroup {
         for task in &mut self.tasks {
             task.canonicalize(group_restart.as_ref());
         }
+
+        if let Some(scaling) = &mut self.scaling {
+            if scaling.min.is_none() {
+                scaling.min = Some(self.count);
+            }
+            fill_if_empty(&mut scaling.r#type, SCALING_POLICY_TYPE_HORIZONTAL);
+        }
+        if let Some(consul) = &mut self.consul {
+            fill_if_empty(&mut consul.cluster, DEFAULT_INTEGRATION_CLUSTER);
+        }
+        if let Some(disconnect) = &mut self.disconnect {
+            fill_if_empty(&mut disconnect.reconcile, DISCONNECT_RECONCILE_BEST_SCORE);
+        }
     }
+
+    /// The group's migrate strategy: the job's, with the group's own values laid over it;
+    /// service groups without either get the defaults.
+    pub fn canonicalize_migrate(&mut self, job_type: &str, job_migrate: Option<&MigrateStrategy>) {
+        let merged = match (job_migrate, self.migrate.take()) {
+            (Some(job), Some(group)) => Some(merge_migrate(job, &group)),
+            (Some(job), None) => Some(job.clone()),
+            (None, group) => group,
+        };
+        self.migrate = match merged {
+            None if job_type == JOB_TYPE_SERVICE => Some(MigrateStrategy::default()),
+            other => other,
+        };
+        if let Some(migrate) = &mut self.migrate {
+            let defaults = default_migrate_strategy();
+            if migrate.max_parallel == 0 {
+                migrate.max_parallel = defaults.max_parallel;
+            }
+            fill_if_empty(&mut migrate.health_check, &defaults.health_check);
+            if migrate.min_healthy_time.is_zero() {
+                migrate.min_healthy_time = defaults.min_healthy_time;
+            }
+            if migrate.healthy_deadline.is_zero() {
+                migrate.healthy_deadline = defaults.healthy_deadline;
+            }
+        }
+    }
+}
+
+/// `Disconnect.Reconcile` default.
+pub const DISCONNECT_RECONCILE_BEST_SCORE: &str = "best_score";
+
+/// The migrate strategy defaults: one allocation at a time, healthy by its checks for 10s
+/// within 5m.
+pub fn default_migrate_strategy() -> MigrateStrategy {
+    MigrateStrategy {
+        max_parallel: 1,
+        health_check: "checks".to_string(),
+        min_healthy_time: DurationNs::from_secs(10),
+        healthy_deadline: DurationNs::from_mins(5),
+    }
+}
+
+/// `base` with every field `over` sets (non-zero) taking its place.
+fn merge_migrate(base: &MigrateStrategy, over: &MigrateStrategy) -> MigrateStrategy {
+    let mut merged = base.clone();
+    if over.max_parallel != 0 {
+        merged.max_parallel = over.max_parallel;
+    }
+    if !over.health_check.is_empty() {
+        merged.health_check = over.health_check.clone();
+    }
+    if !over.min_healthy_time.is_zero() {
+        merged.min_healthy_time = over.min_healthy_time;
+    }
+    if !over.healthy_deadline.is_zero() {
+        merged.healthy_deadline = over.healthy_deadline;
+    }
+    merged
 }
 
 impl Task {
@@ -349,6 +428,37 @@ impl Task {
             fill_if_empty(&mut artifact.getter_mode, "any");
             fill_if_empty(&mut artifact.relative_dest, "local/");
         }
+        if let Some(resources) = &mut self.resources {
+            for device in &mut resources.devices {
+                if device.count == 0 {
+                    device.count = 1;
+                }
+            }
+            if let Some(numa) = &mut resources.numa {
+                fill_if_empty(&mut numa.affinity, "none");
+            }
+        }
+        if let Some(vault) = &mut self.vault {
+            fill_if_empty(&mut vault.cluster, DEFAULT_INTEGRATION_CLUSTER);
+            fill_if_empty(&mut vault.change_mode, "restart");
+            fill_if_empty(&mut vault.change_signal, "SIGHUP");
+        }
+        if let Some(consul) = &mut self.consul {
+            fill_if_empty(&mut consul.cluster, DEFAULT_INTEGRATION_CLUSTER);
+        }
+        for mount in &mut self.volume_mounts {
+            fill_if_empty(
+                &mut mount.propagation_mode,
+                VOLUME_MOUNT_PROPAGATION_PRIVATE,
+            );
+        }
+        if let Some(plugin) = &mut self.csi_plugin_config {
+            fill_if_empty(&mut plugin.mount_dir, "/csi");
+            fill_if_empty(&mut plugin.stage_publish_base_dir, "/local/csi");
+            if plugin.health_timeout.is_zero() {
+                plugin.health_timeout = DurationNs::from_secs(30);
+            }
+        }
         for template in &mut self.templates {
             fill_if_empty(&mut template.change_mode, "restart");
             fill_if_empty(&mut template.perms, "0644");
@@ -358,5 +468,89 @@ impl Task {
                 template.splay = DurationNs::from_secs(5);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job_from(json: serde_json::Value) -> Job {
+        crate::lenient::from_value_ignoring_key_case(json).unwrap_or_default()
+    }
+
+    #[test]
+    fn service_groups_get_the_migrate_defaults_and_the_jobs_migrate_is_merged() {
+        let mut job = job_from(serde_json::json!({
+            "ID": "web",
+            "Migrate": {"MaxParallel": 3},
+            "TaskGroups": [
+                {"Name": "a", "Migrate": {"HealthCheck": "task_states"}},
+                {"Name": "b"}
+            ]
+        }));
+        job.canonicalize();
+        let a = job.task_groups[0].migrate.clone().unwrap_or_default();
+        assert_eq!(a.max_parallel, 3);
+        assert_eq!(a.health_check, "task_states");
+        assert_eq!(a.min_healthy_time, DurationNs::from_secs(10));
+        let b = job.task_groups[1].migrate.clone().unwrap_or_default();
+        assert_eq!((b.max_parallel, b.health_check.as_str()), (3, "checks"));
+
+        let mut batch = job_from(serde_json::json!({
+            "ID": "b", "Type": "batch", "TaskGroups": [{"Name": "a"}]
+        }));
+        batch.canonicalize();
+        assert_eq!(batch.task_groups[0].migrate, None);
+    }
+
+    #[test]
+    fn integration_blocks_get_nomads_defaults() {
+        let mut job = job_from(serde_json::json!({
+            "ID": "web",
+            "TaskGroups": [{
+                "Name": "a",
+                "Count": 2,
+                "Scaling": {"Max": 5},
+                "Consul": {},
+                "Disconnect": {"LostAfter": 60_000_000_000u64},
+                "Tasks": [{
+                    "Name": "t",
+                    "Vault": {"Policies": ["p"]},
+                    "VolumeMounts": [{"Volume": "v", "Destination": "/data"}],
+                    "CSIPluginConfig": {"ID": "ebs", "Type": "node"},
+                    "Resources": {"Devices": [{"Name": "nvidia/gpu"}], "NUMA": {}}
+                }]
+            }]
+        }));
+        job.canonicalize();
+        let group = &job.task_groups[0];
+        let scaling = group.scaling.clone().unwrap_or_default();
+        assert_eq!((scaling.min, scaling.max), (Some(2), Some(5)));
+        assert!(scaling.enabled);
+        assert_eq!(scaling.r#type, "horizontal");
+        assert_eq!(group.consul.clone().unwrap_or_default().cluster, "default");
+        let disconnect = group.disconnect.clone().unwrap_or_default();
+        assert!(disconnect.replace);
+        assert_eq!(disconnect.reconcile, "best_score");
+        let task = &group.tasks[0];
+        let vault = task.vault.clone().unwrap_or_default();
+        assert!(vault.env);
+        assert_eq!(
+            (
+                vault.cluster.as_str(),
+                vault.change_mode.as_str(),
+                vault.change_signal.as_str()
+            ),
+            ("default", "restart", "SIGHUP")
+        );
+        assert_eq!(task.volume_mounts[0].propagation_mode, "private");
+        let plugin = task.csi_plugin_config.clone().unwrap_or_default();
+        assert_eq!(plugin.mount_dir, "/csi");
+        assert_eq!(plugin.stage_publish_base_dir, "/local/csi");
+        assert_eq!(plugin.health_timeout, DurationNs::from_secs(30));
+        let resources = task.resources.clone().unwrap_or_default();
+        assert_eq!(resources.devices[0].count, 1);
+        assert_eq!(resources.numa.unwrap_or_default().affinity, "none");
     }
 }

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::bytes::Bytes;
+use crate::job_blocks::*;
 use crate::lenient::wire_struct;
 use crate::time::DurationNs;
 
@@ -75,13 +76,18 @@ wire_struct! {
         pub spreads: Vec<Spread>,
         pub task_groups: Vec<TaskGroup>,
         pub update: Option<UpdateStrategy>,
-        pub multiregion: Option<Value>,
+        pub multiregion: Option<Multiregion>,
         pub periodic: Option<PeriodicConfig>,
         pub parameterized_job: Option<ParameterizedJobConfig>,
         pub dispatched: bool,
         pub dispatch_idempotency_token: String,
         pub payload: Bytes,
         pub meta: BTreeMap<String, String>,
+        /// Applied to each group by canonicalization, then cleared (the server's job has none).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub migrate: Option<MigrateStrategy>,
+        #[serde(rename = "UI")]
+        pub ui: Option<JobUiConfig>,
         pub consul_token: String,
         pub consul_namespace: String,
         pub vault_token: String,
@@ -136,11 +142,11 @@ wire_struct! {
         /// Number of allocations; 1 when the key is absent, as the API defaults a nil count.
         pub count: i64 = 1,
         pub update: Option<UpdateStrategy>,
-        pub migrate: Option<Value>,
+        pub migrate: Option<MigrateStrategy>,
         pub constraints: Vec<Constraint>,
-        pub scaling: Option<Value>,
+        pub scaling: Option<ScalingPolicy>,
         pub restart_policy: Option<RestartPolicy>,
-        pub disconnect: Option<Value>,
+        pub disconnect: Option<DisconnectStrategy>,
         pub tasks: Vec<Task>,
         pub ephemeral_disk: Option<EphemeralDisk>,
         pub meta: BTreeMap<String, String>,
@@ -148,12 +154,13 @@ wire_struct! {
         pub affinities: Vec<Affinity>,
         pub spreads: Vec<Spread>,
         pub networks: Vec<NetworkResource>,
-        pub consul: Option<Value>,
+        pub consul: Option<Consul>,
         pub services: Vec<Service>,
-        pub volumes: BTreeMap<String, Value>,
+        pub volumes: BTreeMap<String, VolumeRequest>,
         pub shutdown_delay: Option<DurationNs>,
         pub stop_after_client_disconnect: Option<DurationNs>,
         pub max_client_disconnect: Option<DurationNs>,
+        pub max_run_duration: Option<DurationNs>,
         pub prevent_reschedule_on_lost: bool,
     }
 }
@@ -175,8 +182,8 @@ wire_struct! {
         pub config: Map<String, Value>,
         pub env: BTreeMap<String, String>,
         pub services: Vec<Service>,
-        pub vault: Option<Value>,
-        pub consul: Option<Value>,
+        pub vault: Option<Vault>,
+        pub consul: Option<Consul>,
         pub templates: Vec<Template>,
         pub constraints: Vec<Constraint>,
         pub affinities: Vec<Affinity>,
@@ -190,15 +197,15 @@ wire_struct! {
         pub artifacts: Vec<TaskArtifact>,
         pub leader: bool,
         pub shutdown_delay: DurationNs,
-        pub volume_mounts: Vec<Value>,
-        pub scaling_policies: Vec<Value>,
+        pub volume_mounts: Vec<VolumeMount>,
+        pub scaling_policies: Vec<ScalingPolicy>,
         pub kill_signal: String,
         pub kind: String,
         #[serde(rename = "CSIPluginConfig")]
-        pub csi_plugin_config: Option<Value>,
+        pub csi_plugin_config: Option<TaskCsiPluginConfig>,
         pub identity: Option<WorkloadIdentity>,
         pub identities: Vec<WorkloadIdentity>,
-        pub actions: Vec<Value>,
+        pub actions: Vec<Action>,
         pub schedule: Option<Value>,
     }
 }
@@ -234,9 +241,9 @@ wire_struct! {
         #[serde(rename = "IOPS")]
         pub iops: i64,
         pub networks: Vec<NetworkResource>,
-        pub devices: Vec<Value>,
+        pub devices: Vec<RequestedDevice>,
         #[serde(rename = "NUMA")]
-        pub numa: Option<Value>,
+        pub numa: Option<NumaResource>,
         #[serde(rename = "SecretsMB")]
         pub secrets_mb: i64,
     }
@@ -255,9 +262,11 @@ wire_struct! {
         #[serde(rename = "MBits")]
         pub mbits: i64,
         #[serde(rename = "DNS")]
-        pub dns: Option<Value>,
+        pub dns: Option<DnsConfig>,
         pub reserved_ports: Vec<Port>,
         pub dynamic_ports: Vec<Port>,
+        #[serde(rename = "CNI")]
+        pub cni: Option<CniConfig>,
     }
 }
 
@@ -268,6 +277,7 @@ wire_struct! {
         pub value: i64,
         pub to: i64,
         pub host_network: String,
+        pub ignore_collision: bool,
     }
 }
 
@@ -473,6 +483,8 @@ wire_struct! {
         pub on_update: String,
         pub provider: String,
         pub cluster: String,
+        pub kind: String,
+        pub weights: Option<ServiceWeights>,
         pub identity: Option<WorkloadIdentity>,
     }
 }
@@ -509,6 +521,7 @@ wire_struct! {
         pub failures_before_warning: i64,
         pub body: String,
         pub on_update: String,
+        pub advertise: String,
     }
 }
 
@@ -522,6 +535,7 @@ wire_struct! {
         pub env: bool,
         pub file: bool,
         pub service_name: String,
+        pub extra_claims: BTreeMap<String, String>,
         #[serde(rename = "TTL")]
         pub ttl: DurationNs,
     }

@@ -59,7 +59,7 @@ wire_struct! {
         pub namespace: String,
         pub datacenters: Vec<String>,
         pub node_pool: String,
-        pub multiregion: Option<serde_json::Value>,
+        pub multiregion: Option<crate::job_blocks::Multiregion>,
         pub r#type: String,
         pub priority: i64,
         pub periodic: bool,

@@ -12,7 +12,9 @@
 //! clients read both the same).
 //!
 //! Where things are:
-//! - [`job`]: `Job`, `TaskGroup`, `Task` and their blocks; [`canonicalize`]: the API's defaults.
+//! - [`job`]: `Job`, `TaskGroup`, `Task` and their blocks; [`job_blocks`]: the blocks naming
+//!   integrations (volumes, Vault, Consul, CSI, scaling, devices, multiregion, ...);
+//!   [`canonicalize`]: the API's defaults.
 //! - [`alloc`]: `Allocation`, `AllocListStub`, `AllocatedResources`, `AllocMetric`.
 //! - [`task_state`]: `TaskState`, `TaskEvent`, event type strings, display messages,
 //!   `derive_client_status`.
@@ -30,6 +32,7 @@ pub mod eval;
 pub mod fs;
 pub mod ids;
 pub mod job;
+pub mod job_blocks;
 pub mod job_summary;
 pub mod lenient;
 pub mod node;
@@ -45,6 +48,7 @@ pub use eval::*;
 pub use fs::*;
 pub use ids::{AllocId, IdError, MAX_TASK_NAME_BYTES, TaskName};
 pub use job::*;
+pub use job_blocks::*;
 pub use job_summary::*;
 pub use node::*;
 pub use requests::*;

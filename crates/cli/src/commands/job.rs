@@ -174,7 +174,14 @@ fn parse_jobspec(
             drover_jobspec::parse_json(&source, "<stdin>")
                 .map(|job| (job, drover_jobspec::JobLocations::without_source("<stdin>")))
         } else {
-            drover_jobspec::parse_hcl_located(&source, "<stdin>", &values)
+            // As the Nomad CLI: file functions of a jobspec on stdin read from the working
+            // directory.
+            drover_jobspec::parse_hcl_located_reading_files(
+                &source,
+                "<stdin>",
+                &values,
+                Some(std::path::Path::new(".")),
+            )
         };
         return parsed.map_err(|diagnostics| {
             let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();

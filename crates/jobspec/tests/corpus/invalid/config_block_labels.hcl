@@ -1,5 +1,6 @@
-# Nomad reads blocks inside driver config without their labels; drover refuses a label rather
-# than drop it, and refuses a name used both as an argument and as a block.
+# A labelled block inside driver config keeps its label as one more nested list, as Nomad
+# 1.1.2's /v1/jobs/parse answers (`mount "data" { ... }` → `"mount": [{"data": [{...}]}]`);
+# a name used both as an argument and as a block is refused.
 job "labels" {
   group "g" {
     task "t" {
