@@ -176,46 +176,6 @@ impl Job {
     }
 }
 
-/// The migrate strategy of a service group (Nomad's `DefaultMigrateStrategy`): one allocation
-/// at a time, healthy by its checks for 10s within 5m.
-pub fn default_migrate_strategy() -> serde_json::Map<String, serde_json::Value> {
-    let mut strategy = serde_json::Map::new();
-    strategy.insert("MaxParallel".into(), 1.into());
-    strategy.insert("HealthCheck".into(), "checks".into());
-    strategy.insert(
-        "MinHealthyTime".into(),
-        DurationNs::from_secs(10).as_nanos().into(),
-    );
-    strategy.insert(
-        "HealthyDeadline".into(),
-        DurationNs::from_mins(5).as_nanos().into(),
-    );
-    strategy
-}
-
-/// Fills the keys of a group's `migrate` block that were left out (or `null`), and gives a
-/// service group without one the whole default.
-fn canonicalize_migrate(migrate: &mut Option<serde_json::Value>, job_type: &str) {
-    let defaults = default_migrate_strategy();
-    match migrate {
-        Some(serde_json::Value::Object(given)) => {
-            for (key, value) in defaults {
-                let present = given
-                    .iter()
-                    .any(|(name, given)| name.eq_ignore_ascii_case(&key) && !given.is_null());
-                if !present {
-                    given.retain(|name, _| !name.eq_ignore_ascii_case(&key));
-                    given.insert(key, value);
-                }
-            }
-        }
-        None | Some(serde_json::Value::Null) if job_type == JOB_TYPE_SERVICE => {
-            *migrate = Some(serde_json::Value::Object(defaults));
-        }
-        _ => {}
-    }
-}
-
 /// Fills the fields of a present restart block that were left unset (`Attempts` unset, an
 /// empty `Mode`, a zero `Interval`) from `defaults`.
 fn fill_unset_restart_fields(policy: &mut RestartPolicy, defaults: &RestartPolicy) {
@@ -297,7 +257,6 @@ impl TaskGroup {
         if let Some(update) = &mut self.update {
             canonicalize_update_strategy(update);
         }
-        canonicalize_migrate(&mut self.migrate, job_type);
 
         let group_restart = self.restart_policy.clone();
         for task in &mut self.tasks {

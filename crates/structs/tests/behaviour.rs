@@ -208,10 +208,7 @@ fn canonicalize_gives_service_groups_nomads_update_and_migrate_strategies() {
     );
     let group = &service.task_groups[0];
     assert_eq!(group.update, Some(default_update_strategy()));
-    assert_eq!(
-        group.migrate,
-        Some(serde_json::Value::Object(default_migrate_strategy()))
-    );
+    assert_eq!(group.migrate, Some(default_migrate_strategy()));
     for job_type in ["batch", "system", "sysbatch"] {
         let mut job = minimal_job(job_type);
         job.canonicalize();
@@ -224,8 +221,8 @@ fn canonicalize_gives_service_groups_nomads_update_and_migrate_strategies() {
     .expect("decodes");
     partial.canonicalize();
     let migrate = partial.task_groups[0].migrate.clone().expect("migrate");
-    assert_eq!(migrate["MaxParallel"], 3);
-    assert_eq!(migrate["HealthCheck"], "checks");
+    assert_eq!(migrate.max_parallel, 3);
+    assert_eq!(migrate.health_check, "checks");
 }
 
 #[test]

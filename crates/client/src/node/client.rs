@@ -51,7 +51,6 @@ impl HeartbeatStatus {
     }
 }
 
-
 /// The node agent's client half. Cheap to share: every operation takes `&self`.
 pub struct Client<S: ServerConn, F: AllocRunnerFactory> {
     pub(super) config: NodeConfig,

@@ -22,28 +22,27 @@ use drover_structs::{
 
 type SimClient = Client<InMemoryServer, SimAllocRunnerFactory>;
 
-    #[test]
-    fn contact_is_lost_once_the_last_answered_heartbeat_is_older_than_the_ttl() {
-        let beat = tokio::time::Instant::now();
-        let ttl = Duration::from_secs(10);
-        assert_eq!(
-            HeartbeatStatus::default().contact_at(beat),
-            ServerContact::NotRegistered
-        );
-        let status = HeartbeatStatus {
-            registered: true,
-            ttl,
-            last_heartbeat: Some(beat),
-        };
-        assert_eq!(status.contact_at(beat + ttl), ServerContact::Ok);
-        assert_eq!(
-            status.contact_at(beat + ttl + Duration::from_secs(1)),
-            ServerContact::HeartbeatOverdue {
-                since: ttl + Duration::from_secs(1)
-            }
-        );
-    }
-
+#[test]
+fn contact_is_lost_once_the_last_answered_heartbeat_is_older_than_the_ttl() {
+    let beat = tokio::time::Instant::now();
+    let ttl = Duration::from_secs(10);
+    assert_eq!(
+        HeartbeatStatus::default().contact_at(beat),
+        ServerContact::NotRegistered
+    );
+    let status = HeartbeatStatus {
+        registered: true,
+        ttl,
+        last_heartbeat: Some(beat),
+    };
+    assert_eq!(status.contact_at(beat + ttl), ServerContact::Ok);
+    assert_eq!(
+        status.contact_at(beat + ttl + Duration::from_secs(1)),
+        ServerContact::HeartbeatOverdue {
+            since: ttl + Duration::from_secs(1)
+        }
+    );
+}
 
 #[test]
 fn resource_settings_override_the_fingerprint_and_give_the_reserved_resources() {
