@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use drover_driver::conformance::{Scenario, run_conformance_suite};
-use drover_driver::raw_exec::{RawExecConfig, RawExecDriver, read_exit_status};
+use drover_driver::raw_exec::raw_exec_driver;
 use drover_driver::shim_client::ShimClient;
+use drover_driver::shim_engine::{RawExecConfig, ShimEngine, read_exit_status};
 use drover_driver::{Driver, DriverError, LogSettings, TaskHandle, TaskLaunch};
 use drover_shim::proto::process_start_time;
 
@@ -57,8 +58,8 @@ fn cgroups_available() -> bool {
     usable
 }
 
-fn driver() -> RawExecDriver {
-    RawExecDriver::new(RawExecConfig {
+fn driver() -> ShimEngine {
+    raw_exec_driver(RawExecConfig {
         shim_binary: Some(PathBuf::from(SHIM)),
         cgroup_parent: "drover-test".to_string(),
         ..RawExecConfig::default()
@@ -597,7 +598,7 @@ async fn raw_exec_passes_the_conformance_suite() {
 #[tokio::test]
 async fn without_cgroups_the_process_group_is_signalled_and_killed() {
     let scratch = Scratch::new();
-    let driver = RawExecDriver::new(RawExecConfig {
+    let driver = raw_exec_driver(RawExecConfig {
         shim_binary: Some(PathBuf::from(SHIM)),
         disable_cgroups: true,
         ..RawExecConfig::default()

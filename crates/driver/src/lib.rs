@@ -18,8 +18,10 @@ mod handle;
 pub mod mock;
 pub mod raw_exec;
 pub mod shim_client;
+pub mod shim_engine;
 mod signal;
 mod stats;
+pub mod task_config;
 
 use std::future::Future;
 use std::pin::Pin;
