@@ -34,7 +34,7 @@ pub use handle::{
     CgroupRef, LogSettings, ResourceLimits, SHIM_PATH_ENV, ShimHandle, TaskHandle, TaskLaunch,
     locate_shim_binary,
 };
-pub use signal::parse_signal;
+pub use signal::{SIGNAL_NAMES, parse_signal};
 pub use stats::{CpuUsage, MemoryUsage, TaskResourceUsage};
 
 /// A boxed future, so that [`Driver`] can be used as `dyn Driver`.
