@@ -39,11 +39,9 @@ impl Drop for Scratch {
     }
 }
 
+/// Whether this runs as root with a cgroup filesystem; otherwise says why the test did
+/// nothing (or, under `CI=true`, fails it).
 fn cgroups_available() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let root = status
-        .lines()
-        .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(2) == Some("0"));
     let cgroupfs = [
         "cgroup.controllers",
         "memory/cgroup.procs",
@@ -51,11 +49,7 @@ fn cgroups_available() -> bool {
     ]
     .iter()
     .any(|file| Path::new("/sys/fs/cgroup").join(file).exists());
-    let usable = root && cgroupfs;
-    if !usable {
-        eprintln!("skipping: needs root and a cgroup filesystem at /sys/fs/cgroup");
-    }
-    usable
+    drover_isolate::root_tests::root_test_may_run("a cgroup filesystem at /sys/fs/cgroup", cgroupfs)
 }
 
 fn driver() -> ShimEngine {
