@@ -41,48 +41,11 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use self::backend::{AgentBackend, LocalClient};
+pub use self::config::AgentArgs;
 use self::config::AgentConfig;
 use self::in_process::InProcessServer;
 use self::server_link::AgentServerConn;
 use drover_client::http_conn::{HttpServerConn, HttpServerConnConfig};
-
-/// Flags of `drover agent`, named as Nomad names them (`-dev`, `-config`, `-data-dir`, ...).
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct AgentArgs {
-    /// Development mode: server and client in one process, state in a temporary directory
-    /// unless `-data-dir` is given, listening on 127.0.0.1.
-    #[arg(long)]
-    pub dev: bool,
-    /// Agent configuration file (HCL, with Nomad's keys). May be repeated.
-    #[arg(long = "config", value_name = "FILE")]
-    pub config: Vec<PathBuf>,
-    /// Directory for server and client state.
-    #[arg(long = "data-dir", value_name = "DIR")]
-    pub data_dir: Option<PathBuf>,
-    /// Address the HTTP API binds to.
-    #[arg(long = "bind", value_name = "ADDR")]
-    pub bind: Option<String>,
-    /// HTTP API port; 0 picks a free port.
-    #[arg(long = "http-port", value_name = "PORT")]
-    pub http_port: Option<u16>,
-    /// Run a server (jobs, scheduler, state).
-    #[arg(long)]
-    pub server: bool,
-    /// Run a client (the node that runs tasks). Without `-server` it connects to `-servers`.
-    #[arg(long)]
-    pub client: bool,
-    /// The server agents a client connects to, `host:port` separated by commas. drover's
-    /// clients reach servers over their HTTP API, so the port is the HTTP port (4646 unless
-    /// given).
-    #[arg(long = "servers", value_name = "ADDR[,ADDR]", value_delimiter = ',')]
-    pub servers: Vec<String>,
-    /// The level of the agent's log on stderr: TRACE, DEBUG, INFO, WARN or ERROR.
-    #[arg(long = "log-level", value_name = "LEVEL")]
-    pub log_level: Option<String>,
-    /// Write the agent's log as JSON lines.
-    #[arg(long = "log-json")]
-    pub log_json: bool,
-}
 
 /// Runs the agent until SIGINT or SIGTERM.
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {

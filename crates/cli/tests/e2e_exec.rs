@@ -587,7 +587,7 @@ fn exec_launch(root: &Path, name: &str, script: &str) -> drover_driver::TaskLaun
     }
 }
 
-fn direct_exec_driver(cgroup_parent: &str) -> drover_driver::raw_exec::RawExecDriver {
+fn direct_exec_driver(cgroup_parent: &str) -> drover_driver::shim_engine::ShimEngine {
     drover_driver::exec::exec_driver(
         drover_driver::raw_exec::RawExecConfig {
             shim_binary: Some(env!("CARGO_BIN_EXE_drover-shim").into()),

@@ -21,43 +21,6 @@ use drover_structs::{
 /// CPU speed assumed when neither cpufreq nor `/proc/cpuinfo` tells it (Nomad does the same).
 pub const FALLBACK_CPU_MHZ: u64 = 1000;
 
-/// The signals a task may be sent on Linux; published as `os.signals` for `change_signal` and
-/// `kill_signal` feasibility checks.
-const LINUX_SIGNALS: &[&str] = &[
-    "SIGABRT",
-    "SIGALRM",
-    "SIGBUS",
-    "SIGCHLD",
-    "SIGCONT",
-    "SIGFPE",
-    "SIGHUP",
-    "SIGILL",
-    "SIGINT",
-    "SIGIO",
-    "SIGIOT",
-    "SIGKILL",
-    "SIGPIPE",
-    "SIGPROF",
-    "SIGPWR",
-    "SIGQUIT",
-    "SIGSEGV",
-    "SIGSTKFLT",
-    "SIGSTOP",
-    "SIGSYS",
-    "SIGTERM",
-    "SIGTRAP",
-    "SIGTSTP",
-    "SIGTTIN",
-    "SIGTTOU",
-    "SIGURG",
-    "SIGUSR1",
-    "SIGUSR2",
-    "SIGVTALRM",
-    "SIGWINCH",
-    "SIGXCPU",
-    "SIGXFSZ",
-];
-
 /// What the fingerprint needs from the agent.
 #[derive(Debug, Clone)]
 pub struct FingerprintInput {
@@ -154,7 +117,7 @@ pub fn fingerprint_host(input: &FingerprintInput) -> NodeFingerprint {
     if let Some(version) = os_version {
         set("os.version", version);
     }
-    set("os.signals", LINUX_SIGNALS.join(","));
+    set("os.signals", drover_driver::SIGNAL_NAMES.join(","));
     set("cpu.arch", go_arch_name(std::env::consts::ARCH).to_string());
     set("cpu.numcores", logical_cores.to_string());
     set("cpu.reservablecores", reservable_cores.len().to_string());
@@ -660,6 +623,15 @@ mod tests {
         assert_eq!(attribute("nomad.version"), "1.7.0");
         assert_eq!(attribute("driver.raw_exec"), "1");
         assert!(fingerprint.drivers["raw_exec"].healthy);
+
+        let signals = attribute("os.signals");
+        assert!(signals.contains("SIGUSR1"), "{signals}");
+        for signal in signals.split(',') {
+            assert!(
+                crate::allocrunner::normalize_signal(signal).is_ok(),
+                "the node advertises {signal}, which the client must accept"
+            );
+        }
         // This machine's cgroup layout, read independently of the parser under test.
         let has_cgroups = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
             || std::path::Path::new("/sys/fs/cgroup/memory").exists();

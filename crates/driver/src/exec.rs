@@ -7,9 +7,8 @@
 //! The task's host name: the group network's `hostname` when given (set in the task's own uts
 //! namespace), the host's name otherwise (the namespace starts as a copy of the host's).
 //!
-//! Also the task-config schemas of both drivers: unknown keys are refused before anything
-//! starts; `pids_limit` (both drivers, a drover extension: Nomad has it for docker only) caps
-//! the task's processes and threads through `pids.max`. Not for: the mechanisms (namespaces, mounts, capabilities live in `drover-isolate`,
+//! Not for: the task config schema (`task_config`), the shim and cgroup machinery
+//! (`shim_engine`), the mechanisms (namespaces, mounts, capabilities live in `drover-isolate`,
 //! applied by `drover-shim`), or checking the user against the client's denylist (the client's
 //! validate hook does that).
 
@@ -20,20 +19,9 @@ use drover_isolate::{CapabilitySet, DEFAULT_CAPABILITIES};
 use drover_shim::proto::{BindSpec, IsolationSpec};
 use serde_json::Value;
 
-use crate::raw_exec::{RawExecConfig, RawExecDriver};
+use crate::shim_engine::{LaunchPolicy, RawExecConfig, ShimEngine};
+use crate::task_config::{EXEC_CONFIG_KEYS, network_none, string_list, validate_config};
 use crate::{DriverError, TaskLaunch};
-
-/// Task config keys of `raw_exec`.
-pub const RAW_EXEC_CONFIG_KEYS: &[&str] = &["command", "args", "pids_limit"];
-/// Task config keys of `exec`.
-pub const EXEC_CONFIG_KEYS: &[&str] = &[
-    "command",
-    "args",
-    "cap_add",
-    "cap_drop",
-    "network_mode",
-    "pids_limit",
-];
 
 /// The chroot env when the client sets none: each host dir bound at the same path in the root.
 pub const DEFAULT_CHROOT_ENV: [&str; 6] = ["/bin", "/etc", "/lib", "/lib64", "/sbin", "/usr"];
@@ -63,61 +51,40 @@ impl Default for ExecConfig {
     }
 }
 
-/// The `exec` driver (a [`RawExecDriver`] that isolates; its name is `exec`).
-pub fn exec_driver(raw: RawExecConfig, exec: ExecConfig) -> RawExecDriver {
-    RawExecDriver::isolating(raw, exec)
+/// The `exec` driver: the shim engine with the [`Exec`] policy.
+pub fn exec_driver(raw: RawExecConfig, exec: ExecConfig) -> ShimEngine {
+    ShimEngine::new(raw, Exec(exec))
 }
 
-/// The task config keys a built-in driver accepts, by driver name (`None`: a driver whose
-/// config this crate does not describe, such as the mock driver).
-pub fn config_keys_for(driver: &str) -> Option<&'static [&'static str]> {
-    match driver {
-        "raw_exec" => Some(RAW_EXEC_CONFIG_KEYS),
-        "exec" => Some(EXEC_CONFIG_KEYS),
-        _ => None,
+/// The `exec` driver's policy: its task config, and isolation within the client's settings.
+pub struct Exec(pub ExecConfig);
+
+impl LaunchPolicy for Exec {
+    fn driver_name(&self) -> &'static str {
+        "exec"
     }
-}
 
-/// Refuses task config keys the driver does not know.
-pub fn validate_config(config: &Value, allowed: &[&str]) -> Result<(), DriverError> {
-    let Some(map) = config.as_object() else {
-        return Ok(());
-    };
-    let mut unknown: Vec<&str> = map
-        .keys()
-        .map(String::as_str)
-        .filter(|key| !allowed.contains(key))
-        .collect();
-    unknown.sort_unstable();
-    if unknown.is_empty() {
-        return Ok(());
+    fn isolation(
+        &self,
+        launch: &TaskLaunch,
+        engine: &ShimEngine,
+    ) -> Result<Option<IsolationSpec>, DriverError> {
+        validate_config(&launch.driver_config, EXEC_CONFIG_KEYS)?;
+        if !engine.cgroups_available() {
+            return Err(DriverError::InvalidConfig(
+                "the exec driver needs a cgroup filesystem".to_string(),
+            ));
+        }
+        isolation_for(&self.0, launch).map(Some)
     }
-    Err(DriverError::InvalidConfig(format!(
-        "unknown task config key{} {} (accepted: {})",
-        if unknown.len() > 1 { "s" } else { "" },
-        unknown
-            .iter()
-            .map(|key| format!("{key:?}"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        allowed.join(", ")
-    )))
-}
 
-fn string_list(config: &Value, key: &str) -> Result<Vec<String>, DriverError> {
-    match config.get(key) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|item| {
-                item.as_str().map(str::to_string).ok_or_else(|| {
-                    DriverError::InvalidConfig(format!("{key} must be a list of strings"))
-                })
-            })
-            .collect(),
-        Some(_) => Err(DriverError::InvalidConfig(format!(
-            "{key} must be a list of strings"
-        ))),
+    fn user(&self, launch: &TaskLaunch) -> Option<String> {
+        Some(
+            launch
+                .user
+                .clone()
+                .unwrap_or_else(|| self.0.default_user.clone()),
+        )
     }
 }
 
@@ -143,36 +110,6 @@ pub fn task_capabilities(exec: &ExecConfig, config: &Value) -> Result<Capability
         )));
     }
     Ok(defaults.intersection(allowed).union(added).without(dropped))
-}
-
-/// The task config's `pids_limit`: a positive integer (or a string of one, as interpolation
-/// leaves it), `None` when absent.
-pub fn pids_limit(config: &Value) -> Result<Option<u64>, DriverError> {
-    let invalid = |shown: &Value| {
-        DriverError::InvalidConfig(format!(
-            "pids_limit must be a positive integer, got {shown}"
-        ))
-    };
-    let limit = match config.get("pids_limit") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(value @ Value::Number(number)) => number.as_u64().ok_or_else(|| invalid(value))?,
-        Some(value @ Value::String(text)) => text.trim().parse().map_err(|_| invalid(value))?,
-        Some(other) => return Err(invalid(other)),
-    };
-    if limit == 0 {
-        return Err(invalid(&Value::from(0)));
-    }
-    Ok(Some(limit))
-}
-
-fn network_none(config: &Value) -> Result<bool, DriverError> {
-    match config.get("network_mode").and_then(Value::as_str) {
-        None | Some("" | "host") => Ok(false),
-        Some("none") => Ok(true),
-        Some(other) => Err(DriverError::InvalidConfig(format!(
-            "network_mode {other:?} is not one of \"host\", \"none\""
-        ))),
-    }
 }
 
 /// The isolation the shim applies to `launch`.
@@ -248,22 +185,6 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn unknown_keys_are_refused_with_what_is_accepted() {
-        let error = validate_config(
-            &json!({"command": "x", "comand": "y", "volumes": []}),
-            EXEC_CONFIG_KEYS,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(error.contains("\"comand\", \"volumes\""), "{error}");
-        assert!(error.contains("cap_add"), "{error}");
-        assert!(
-            validate_config(&json!({"command": "x", "args": []}), RAW_EXEC_CONFIG_KEYS).is_ok()
-        );
-        assert!(validate_config(&json!({"cap_add": []}), RAW_EXEC_CONFIG_KEYS).is_err());
-    }
-
-    #[test]
     fn capabilities_start_from_the_default_set_within_allow_caps() {
         let exec = ExecConfig::default();
         let defaults = task_capabilities(&exec, &json!({})).unwrap();
@@ -311,32 +232,6 @@ mod tests {
             ..launch
         };
         assert!(isolation_for(&ExecConfig::default(), &bad).is_err());
-    }
-
-    #[test]
-    fn pids_limit_must_be_a_positive_integer() {
-        assert_eq!(pids_limit(&json!({})).unwrap(), None);
-        assert_eq!(pids_limit(&json!({"pids_limit": 64})).unwrap(), Some(64));
-        assert_eq!(
-            pids_limit(&json!({"pids_limit": "128"})).unwrap(),
-            Some(128)
-        );
-        for bad in [
-            json!(0),
-            json!(-1),
-            json!(1.5),
-            json!("many"),
-            json!([1]),
-            json!(true),
-        ] {
-            let error = pids_limit(&json!({"pids_limit": bad.clone()})).unwrap_err();
-            assert!(
-                error.to_string().contains("positive integer"),
-                "{bad}: {error}"
-            );
-        }
-        assert!(validate_config(&json!({"pids_limit": 5}), RAW_EXEC_CONFIG_KEYS).is_ok());
-        assert!(validate_config(&json!({"pids_limit": 5}), EXEC_CONFIG_KEYS).is_ok());
     }
 
     #[test]

@@ -18,8 +18,10 @@ mod handle;
 pub mod mock;
 pub mod raw_exec;
 pub mod shim_client;
+pub mod shim_engine;
 mod signal;
 mod stats;
+pub mod task_config;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -32,7 +34,7 @@ pub use handle::{
     CgroupRef, LogSettings, ResourceLimits, SHIM_PATH_ENV, ShimHandle, TaskHandle, TaskLaunch,
     locate_shim_binary,
 };
-pub use signal::parse_signal;
+pub use signal::{SIGNAL_NAMES, parse_signal};
 pub use stats::{CpuUsage, MemoryUsage, TaskResourceUsage};
 
 /// A boxed future, so that [`Driver`] can be used as `dyn Driver`.

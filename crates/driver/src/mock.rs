@@ -111,39 +111,11 @@ fn duration_value(value: &serde_json::Value) -> Option<Duration> {
     }
 }
 
-/// Parses Go-style durations: `1h2m3.5s`, `300ms`, `10us`, `10µs`, `5ns`, `0`.
+/// Parses Go-style durations (`1h2m3.5s`, `300ms`, `10us`, `10µs`, `5ns`, `0`) with the one
+/// parser of the workspace; negative durations are refused.
 pub fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    if text == "0" {
-        return Some(Duration::ZERO);
-    }
-    let mut rest = text;
-    let mut total_ns: f64 = 0.0;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let number_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let number: f64 = rest[..number_end].parse().ok()?;
-        rest = &rest[number_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let unit_ns = match &rest[..unit_end] {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return None,
-        };
-        rest = &rest[unit_end..];
-        total_ns += number * unit_ns;
-    }
-    Some(Duration::from_nanos(total_ns.round() as u64))
+    let parsed = drover_structs::DurationNs::parse_go(text.trim()).ok()?;
+    (parsed.as_nanos() >= 0).then(|| parsed.to_std())
 }
 
 struct MockTask {
@@ -280,7 +252,7 @@ impl MockDriver {
     ) -> Result<ExitStatus, DriverError> {
         let name = signal
             .or(handle.kill_signal.as_deref())
-            .unwrap_or(crate::raw_exec::DEFAULT_KILL_SIGNAL);
+            .unwrap_or(crate::shim_engine::DEFAULT_KILL_SIGNAL);
         let signal = parse_signal(name)?;
         let (kill_after, sender) = {
             let mut tasks = self.tasks();

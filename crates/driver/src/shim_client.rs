@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use drover_shim::atomic_file::{Durability, write_atomically};
 use drover_shim::proto::{
     ExitStatus, LaunchSpec, Request, Response, ShimIdentity, StartReport, TaskStats, TaskStatus,
 };
@@ -82,8 +83,8 @@ pub async fn spawn_shim(
     }
 }
 
-/// Writes the launch spec the shim will read (temp file, rename: a reader sees the whole spec
-/// or none). Not flushed to disk: the shim reads it at once, and the agent reads it again only
+/// Writes the launch spec the shim will read (atomically: a reader sees the whole spec or
+/// none). Not flushed to disk: the shim reads it at once, and the agent reads it again only
 /// to reclaim a run after an agent crash, when the page cache still holds it. After a machine
 /// crash there is nothing left to reclaim (the shim, its task and their cgroups died with the
 /// kernel), so a flush per task start would buy nothing.
@@ -93,12 +94,10 @@ pub async fn write_launch_spec(path: &Path, spec: &LaunchSpec) -> Result<(), Dri
         source,
     };
     let bytes = serde_json::to_vec_pretty(spec).map_err(|error| state_error(error.into()))?;
-    let temporary = path.with_extension("json.tmp");
     let final_path = path.to_path_buf();
     // One trip to the blocking pool for the create, write and rename.
     let written = tokio::task::spawn_blocking(move || {
-        std::fs::write(&temporary, &bytes)?;
-        std::fs::rename(&temporary, &final_path)
+        write_atomically(&final_path, &bytes, Durability::Unflushed)
     })
     .await
     .map_err(|join_error| state_error(std::io::Error::other(join_error.to_string())))?;

@@ -5,6 +5,44 @@ use std::str::FromStr;
 
 use crate::DriverError;
 
+/// The signals a task may be sent on Linux, by name: what the node advertises as `os.signals`
+/// (for `change_signal` and `kill_signal` feasibility) and what the client accepts, from this
+/// one table. Every name here parses with [`parse_signal`].
+pub const SIGNAL_NAMES: &[&str] = &[
+    "SIGABRT",
+    "SIGALRM",
+    "SIGBUS",
+    "SIGCHLD",
+    "SIGCONT",
+    "SIGFPE",
+    "SIGHUP",
+    "SIGILL",
+    "SIGINT",
+    "SIGIO",
+    "SIGIOT",
+    "SIGKILL",
+    "SIGPIPE",
+    "SIGPROF",
+    "SIGPWR",
+    "SIGQUIT",
+    "SIGSEGV",
+    "SIGSTKFLT",
+    "SIGSTOP",
+    "SIGSYS",
+    "SIGTERM",
+    "SIGTRAP",
+    "SIGTSTP",
+    "SIGTTIN",
+    "SIGTTOU",
+    "SIGURG",
+    "SIGUSR1",
+    "SIGUSR2",
+    "SIGVTALRM",
+    "SIGWINCH",
+    "SIGXCPU",
+    "SIGXFSZ",
+];
+
 /// Parses `SIGUSR1`, `USR1`, `usr1` or `10` into a signal.
 pub fn parse_signal(name: &str) -> Result<Signal, DriverError> {
     let trimmed = name.trim();
@@ -17,6 +55,10 @@ pub fn parse_signal(name: &str) -> Result<Signal, DriverError> {
     } else {
         format!("SIG{upper}")
     };
+    if full == "SIGIOT" {
+        // Linux's other name of SIGABRT.
+        return Ok(Signal::SIGABRT);
+    }
     Signal::from_str(&full).map_err(|_| DriverError::UnknownSignal(name.to_string()))
 }
 
@@ -35,5 +77,13 @@ mod tests {
             Err(DriverError::UnknownSignal(_))
         ));
         assert!(parse_signal("999").is_err());
+    }
+
+    #[test]
+    fn every_name_of_the_table_parses() {
+        for name in SIGNAL_NAMES {
+            assert!(parse_signal(name).is_ok(), "{name}");
+        }
+        assert_eq!(parse_signal("iot").unwrap(), Signal::SIGABRT);
     }
 }

@@ -11,6 +11,7 @@ pub mod cgroup;
 mod error;
 pub mod malloc;
 pub mod namespaces;
+pub mod root_tests;
 pub mod rootfs;
 
 pub use caps::{CapabilitySet, DEFAULT_CAPABILITIES};

@@ -128,29 +128,7 @@ fn items<'value>(object: &'value JsonValue, field: &str) -> &'value [JsonValue] 
 
 /// Formats nanoseconds the way Go prints a duration, for messages.
 fn go_duration_text(nanoseconds: i64) -> String {
-    if nanoseconds == 0 {
-        return "0s".into();
-    }
-    let mut remaining = nanoseconds.unsigned_abs();
-    let mut output = String::new();
-    if nanoseconds < 0 {
-        output.push('-');
-    }
-    if remaining < 1_000_000_000 {
-        return format!("{output}{}ms", remaining as f64 / 1_000_000.0);
-    }
-    let hours = remaining / 3_600_000_000_000;
-    remaining %= 3_600_000_000_000;
-    let minutes = remaining / 60_000_000_000;
-    remaining %= 60_000_000_000;
-    if hours > 0 {
-        output.push_str(&format!("{hours}h{minutes}m"));
-    } else if minutes > 0 {
-        output.push_str(&format!("{minutes}m"));
-    }
-    let seconds = remaining as f64 / 1_000_000_000.0;
-    output.push_str(&format!("{seconds}s"));
-    output
+    drover_structs::DurationNs(nanoseconds).to_go_string()
 }
 
 /// Whether a path, taken relative to a task directory, leaves the allocation directory (the

@@ -18,6 +18,8 @@
 
 pub mod blocked;
 pub mod broker;
+mod clock;
+mod error;
 pub mod heartbeat;
 pub mod plan_apply;
 pub mod snapshot;
@@ -28,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use drover_scheduler::ScoringAlgorithm;
-use drover_state::{StateError, StateStore, Table};
+use drover_state::{StateStore, Table};
 use drover_structs::{
     ALLOC_CLIENT_STATUS_FAILED, AllocStopResponse, Allocation, EVAL_STATUS_BLOCKED,
     EVAL_STATUS_CANCELLED, EVAL_STATUS_PENDING, EVAL_TRIGGER_ALLOC_FAILURE,
@@ -45,41 +47,8 @@ use crate::broker::EvalBroker;
 use crate::heartbeat::{HeartbeatConfig, HeartbeatTimers};
 use crate::plan_apply::{Commit, PlanRequest};
 
-/// Errors of server operations, by what the caller did wrong (or didn't).
-#[derive(Debug, thiserror::Error)]
-pub enum ServerError {
-    /// The object asked for does not exist (HTTP 404).
-    #[error("{0}")]
-    NotFound(String),
-    /// The request is invalid (HTTP 400).
-    #[error("{0}")]
-    BadRequest(String),
-    /// The state store failed.
-    #[error(transparent)]
-    State(#[from] StateError),
-    /// Something inside the server failed (HTTP 500).
-    #[error("{0}")]
-    Internal(String),
-}
-
-/// Wall-clock time for the timestamps the server writes. Timers use tokio time instead, so
-/// tests run on paused time.
-pub trait Clock: Send + Sync + 'static {
-    fn now_unix_ns(&self) -> i64;
-}
-
-/// The system clock.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_unix_ns(&self) -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|elapsed| i64::try_from(elapsed.as_nanos()).unwrap_or(i64::MAX))
-            .unwrap_or(0)
-    }
-}
+pub use clock::{Clock, SystemClock};
+pub use error::ServerError;
 
 /// The work queued inside a server at one moment, for its metrics (Nomad's
 /// `nomad.nomad.broker.*` and `nomad.nomad.plan.*` gauges).

@@ -25,6 +25,7 @@
 //! keeps serving until the agent says `cleanup`. If the shim itself dies, the task keeps running
 //! in its cgroup, from where the agent can kill it.
 
+pub mod atomic_file;
 pub mod exec_mode;
 pub mod logs;
 pub mod proto;

@@ -32,6 +32,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Gid, Pid, Uid, User};
 
+use crate::atomic_file::Durability;
 use crate::logs::LogRotator;
 use crate::proto::{
     EXIT_STATUS_FILE, ExitStatus, LaunchSpec, PROTOCOL_VERSION, Request, Response, SHIM_LOG_FILE,
@@ -905,20 +906,8 @@ fn record_exit(shared: &Shared, wait_status: WaitStatus) {
 }
 
 fn write_atomically(dir: &Path, name: &str, value: &ExitStatus) -> io::Result<()> {
-    let temporary = dir.join(format!(".{name}.tmp"));
     let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
-    {
-        let mut file = OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .mode(0o600)
-            .open(&temporary)?;
-        file.write_all(&bytes)?;
-        file.sync_all()?;
-    }
-    fs::rename(&temporary, dir.join(name))?;
-    File::open(dir)?.sync_all()
+    crate::atomic_file::write_atomically(&dir.join(name), &bytes, Durability::Flushed)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 
 use clap::{Args, Subcommand};
 use drover_api::client::{ApiClient, LogsQuery};
-use drover_structs::{AllocListStub, AllocResourceUsage, Allocation, TaskState};
+use drover_structs::{AllocResourceUsage, Allocation, TaskState};
 
 use crate::commands::describe;
+use crate::commands::lookup::{resolve_allocation, task_names};
 use crate::commands::monitor::{MonitorOptions, monitor_evaluation};
 use crate::format::{
     date_from_timestamp, date_from_unix_nanos, now_unix_nanos, or_none, pretty_age, short_id,
@@ -159,95 +160,6 @@ fn client_or_report(api: &ApiFlags, io: &mut Io<'_>) -> Option<ApiClient> {
             io.error(format!("Error initializing client: {error}"));
             None
         }
-    }
-}
-
-fn stub_table(allocations: &[AllocListStub]) -> String {
-    let mut rows = vec![
-        [
-            "ID",
-            "Eval ID",
-            "Job ID",
-            "Task Group",
-            "Desired Status",
-            "Client Status",
-        ]
-        .iter()
-        .map(|cell| (*cell).to_string())
-        .collect::<Vec<_>>(),
-    ];
-    for allocation in allocations {
-        rows.push(vec![
-            short_id(&allocation.id, false),
-            short_id(&allocation.eval_id, false),
-            allocation.job_id.clone(),
-            allocation.task_group.clone(),
-            allocation.desired_status.clone(),
-            allocation.client_status.clone(),
-        ]);
-    }
-    columnize::columns(&rows)
-}
-
-/// Resolves an ID or prefix to one full allocation.
-pub async fn resolve_allocation(
-    client: &ApiClient,
-    io: &mut Io<'_>,
-    prefix: &str,
-) -> Option<Allocation> {
-    if prefix.len() == 1 {
-        io.error("Identifier must contain at least two characters.");
-        return None;
-    }
-    let candidates = match client.allocations(prefix).await {
-        Ok(candidates) => candidates,
-        Err(error) => {
-            io.error(describe("querying allocation", &error));
-            return None;
-        }
-    };
-    let chosen = match candidates.as_slice() {
-        [] => {
-            io.error(format!(
-                "No allocation(s) with prefix or id \"{prefix}\" found"
-            ));
-            return None;
-        }
-        [only] => only.id.clone(),
-        many => match many.iter().find(|candidate| candidate.id == prefix) {
-            Some(exact) => exact.id.clone(),
-            None => {
-                io.error(format!(
-                    "Prefix matched multiple allocations\n\n{}",
-                    stub_table(many)
-                ));
-                return None;
-            }
-        },
-    };
-    match client.allocation(&chosen).await {
-        Ok(allocation) => Some(allocation),
-        Err(error) => {
-            io.error(describe("querying allocation", &error));
-            None
-        }
-    }
-}
-
-/// The task names of an allocation's group, in the job's order.
-pub fn task_names(allocation: &Allocation) -> Vec<String> {
-    let from_job: Vec<String> = allocation
-        .job
-        .as_deref()
-        .into_iter()
-        .flat_map(|job| job.task_groups.iter())
-        .filter(|group| group.name == allocation.task_group)
-        .flat_map(|group| group.tasks.iter().map(|task| task.name.clone()))
-        .collect();
-    if from_job.is_empty() {
-        allocation.task_states.keys().cloned().collect()
-    } else {
-        from_job
     }
 }
 

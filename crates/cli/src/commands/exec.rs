@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::commands::alloc::{resolve_allocation, task_names};
+use crate::commands::lookup::{resolve_allocation, task_names};
 use crate::format::short_id;
 use crate::{ApiFlags, Io};
 

@@ -3,7 +3,7 @@
 
 use clap::Args;
 
-use crate::commands::{alloc, job, node};
+use crate::commands::{alloc, job, lookup, node};
 use crate::{ApiFlags, Io};
 
 #[derive(Debug, Args)]
@@ -48,7 +48,7 @@ pub async fn run(arguments: StatusArgs, io: &mut Io<'_>) -> i32 {
         && let Ok(allocations) = client.allocations(&id).await
         && !allocations.is_empty()
     {
-        let Some(allocation) = alloc::resolve_allocation(&client, io, &id).await else {
+        let Some(allocation) = lookup::resolve_allocation(&client, io, &id).await else {
             return 1;
         };
         if arguments.json {

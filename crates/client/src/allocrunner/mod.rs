@@ -97,38 +97,9 @@ impl AllocRunnerError {
     }
 }
 
-/// Signal names tasks may be sent (Nomad accepts the names, with the `SIG` prefix).
-pub const KNOWN_SIGNALS: &[&str] = &[
-    "SIGABRT",
-    "SIGALRM",
-    "SIGBUS",
-    "SIGCHLD",
-    "SIGCONT",
-    "SIGFPE",
-    "SIGHUP",
-    "SIGILL",
-    "SIGINT",
-    "SIGIO",
-    "SIGKILL",
-    "SIGPIPE",
-    "SIGPROF",
-    "SIGQUIT",
-    "SIGSEGV",
-    "SIGSTOP",
-    "SIGSYS",
-    "SIGTERM",
-    "SIGTRAP",
-    "SIGTSTP",
-    "SIGTTIN",
-    "SIGTTOU",
-    "SIGURG",
-    "SIGUSR1",
-    "SIGUSR2",
-    "SIGVTALRM",
-    "SIGWINCH",
-    "SIGXCPU",
-    "SIGXFSZ",
-];
+/// Signal names tasks may be sent (Nomad accepts the names, with the `SIG` prefix): the same
+/// table the node advertises as `os.signals`.
+pub use drover_driver::SIGNAL_NAMES as KNOWN_SIGNALS;
 
 /// Normalizes a signal name (`usr1`, `SIGUSR1` → `SIGUSR1`) or refuses it.
 pub fn normalize_signal(signal: &str) -> Result<String, AllocRunnerError> {

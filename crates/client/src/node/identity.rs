@@ -1,9 +1,9 @@
 //! Who the node is: its persistent ID and secret, and the node record built from them and the
 //! machine's fingerprint.
 
-use std::io::Write;
 use std::path::Path;
 
+use drover_shim::atomic_file::{Durability, write_atomically};
 use drover_structs::{NODE_SCHEDULING_ELIGIBLE, NODE_STATUS_READY, Node, Timestamp};
 
 use super::config::NodeConfig;
@@ -105,23 +105,6 @@ fn load_or_create_uuid(path: &Path) -> Result<String, ClientError> {
         Err(error) => return Err(identity_error(error)),
     }
     let fresh = uuid::Uuid::new_v4().to_string();
-    write_atomically(path, fresh.as_bytes()).map_err(identity_error)?;
+    write_atomically(path, fresh.as_bytes(), Durability::Flushed).map_err(identity_error)?;
     Ok(fresh)
-}
-
-/// Writes a temporary file beside `path`, syncs it, renames it over `path`, syncs the dir.
-fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let parent = path.parent().unwrap_or(Path::new("."));
-    let file_name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temporary = parent.join(format!(".{file_name}.tmp"));
-    {
-        let mut file = std::fs::File::create(&temporary)?;
-        file.write_all(contents)?;
-        file.sync_all()?;
-    }
-    std::fs::rename(&temporary, path)?;
-    std::fs::File::open(parent)?.sync_all()
 }

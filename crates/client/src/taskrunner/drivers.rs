@@ -343,7 +343,7 @@ impl TaskDriver for DriverAdapter {
 /// The client's drivers: `raw_exec` and `exec` (each task under its own shim) and `mock_driver`,
 /// `exec` with Nomad's defaults (see [`driver_catalog`]).
 pub fn default_driver_catalog(
-    raw_exec: drover_driver::raw_exec::RawExecConfig,
+    raw_exec: drover_driver::shim_engine::RawExecConfig,
 ) -> StaticDriverCatalog {
     driver_catalog(raw_exec, drover_driver::exec::ExecConfig::default())
 }
@@ -351,11 +351,11 @@ pub fn default_driver_catalog(
 /// The client's drivers, `exec` configured by the client (`chroot_env`, `allow_caps`). Whether
 /// the node offers `exec` is the fingerprint's call (root and cgroups).
 pub fn driver_catalog(
-    raw_exec: drover_driver::raw_exec::RawExecConfig,
+    raw_exec: drover_driver::shim_engine::RawExecConfig,
     exec: drover_driver::exec::ExecConfig,
 ) -> StaticDriverCatalog {
     let exec: Arc<dyn Driver> = Arc::new(drover_driver::exec::exec_driver(raw_exec.clone(), exec));
-    let raw_exec: Arc<dyn Driver> = Arc::new(drover_driver::raw_exec::RawExecDriver::new(raw_exec));
+    let raw_exec: Arc<dyn Driver> = Arc::new(drover_driver::raw_exec::raw_exec_driver(raw_exec));
     let mock: Arc<dyn Driver> = Arc::new(drover_driver::mock::MockDriver::new());
     StaticDriverCatalog::new()
         .with("raw_exec", Arc::new(DriverAdapter::new(raw_exec)))

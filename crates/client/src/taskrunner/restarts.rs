@@ -294,43 +294,10 @@ impl RestartTracker {
     }
 }
 
-/// Formats a duration as Go's `time.Duration.String()` does ("30m0s", "1.5s", "250ms").
+/// Formats a duration as Go's `time.Duration.String()` does ("30m0s", "1.5s", "250ms"), with
+/// the one formatter of the workspace ([`drover_structs::DurationNs::to_go_string`]).
 pub fn format_go_duration(duration: Duration) -> String {
-    let total_nanos = duration.as_nanos();
-    if total_nanos == 0 {
-        return "0s".to_string();
-    }
-    if total_nanos < 1_000 {
-        return format!("{total_nanos}ns");
-    }
-    if total_nanos < 1_000_000 {
-        return format!("{}µs", trim_fraction(total_nanos, 1_000));
-    }
-    if total_nanos < 1_000_000_000 {
-        return format!("{}ms", trim_fraction(total_nanos, 1_000_000));
-    }
-    let hours = total_nanos / 3_600_000_000_000;
-    let minutes = (total_nanos / 60_000_000_000) % 60;
-    let second_nanos = total_nanos % 60_000_000_000;
-    let seconds = trim_fraction(second_nanos, 1_000_000_000);
-    if hours > 0 {
-        format!("{hours}h{minutes}m{seconds}s")
-    } else if minutes > 0 {
-        format!("{minutes}m{seconds}s")
-    } else {
-        format!("{seconds}s")
-    }
-}
-
-fn trim_fraction(value: u128, unit: u128) -> String {
-    let whole = value / unit;
-    let fraction = value % unit;
-    if fraction == 0 {
-        return whole.to_string();
-    }
-    let width = unit.ilog10() as usize;
-    let digits = format!("{fraction:0width$}");
-    format!("{whole}.{}", digits.trim_end_matches('0'))
+    drover_structs::DurationNs::from_std(duration).to_go_string()
 }
 
 #[cfg(test)]

@@ -36,9 +36,9 @@ impl ValidateHook {
         }
         // Unknown driver config keys are a mistake in the jobspec: refuse them here, before
         // anything starts, rather than as a driver failure the restart policy would retry.
-        if let Some(allowed) = drover_driver::exec::config_keys_for(&task.driver) {
+        if let Some(allowed) = drover_driver::task_config::config_keys_for(&task.driver) {
             let config = serde_json::Value::Object(task.config.clone());
-            if let Err(error) = drover_driver::exec::validate_config(&config, allowed) {
+            if let Err(error) = drover_driver::task_config::validate_config(&config, allowed) {
                 problems.push(format!("driver {:?}: {error}", task.driver));
             }
         }

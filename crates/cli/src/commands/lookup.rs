@@ -1,0 +1,98 @@
+//! Finding things the way Nomad's CLI does: an allocation by ID or unique prefix (with the
+//! candidates listed when a prefix is ambiguous), and the task names of an allocation.
+
+use drover_api::client::ApiClient;
+use drover_structs::{AllocListStub, Allocation};
+
+use crate::commands::describe;
+use crate::format::short_id;
+use crate::{Io, columnize};
+
+fn stub_table(allocations: &[AllocListStub]) -> String {
+    let mut rows = vec![
+        [
+            "ID",
+            "Eval ID",
+            "Job ID",
+            "Task Group",
+            "Desired Status",
+            "Client Status",
+        ]
+        .iter()
+        .map(|cell| (*cell).to_string())
+        .collect::<Vec<_>>(),
+    ];
+    for allocation in allocations {
+        rows.push(vec![
+            short_id(&allocation.id, false),
+            short_id(&allocation.eval_id, false),
+            allocation.job_id.clone(),
+            allocation.task_group.clone(),
+            allocation.desired_status.clone(),
+            allocation.client_status.clone(),
+        ]);
+    }
+    columnize::columns(&rows)
+}
+
+/// Resolves an ID or prefix to one full allocation.
+pub async fn resolve_allocation(
+    client: &ApiClient,
+    io: &mut Io<'_>,
+    prefix: &str,
+) -> Option<Allocation> {
+    if prefix.len() == 1 {
+        io.error("Identifier must contain at least two characters.");
+        return None;
+    }
+    let candidates = match client.allocations(prefix).await {
+        Ok(candidates) => candidates,
+        Err(error) => {
+            io.error(describe("querying allocation", &error));
+            return None;
+        }
+    };
+    let chosen = match candidates.as_slice() {
+        [] => {
+            io.error(format!(
+                "No allocation(s) with prefix or id \"{prefix}\" found"
+            ));
+            return None;
+        }
+        [only] => only.id.clone(),
+        many => match many.iter().find(|candidate| candidate.id == prefix) {
+            Some(exact) => exact.id.clone(),
+            None => {
+                io.error(format!(
+                    "Prefix matched multiple allocations\n\n{}",
+                    stub_table(many)
+                ));
+                return None;
+            }
+        },
+    };
+    match client.allocation(&chosen).await {
+        Ok(allocation) => Some(allocation),
+        Err(error) => {
+            io.error(describe("querying allocation", &error));
+            None
+        }
+    }
+}
+
+/// The task names of an allocation's group, in the job's order.
+pub fn task_names(allocation: &Allocation) -> Vec<String> {
+    let from_job: Vec<String> = allocation
+        .job
+        .as_deref()
+        .into_iter()
+        .flat_map(|job| job.task_groups.iter())
+        .filter(|group| group.name == allocation.task_group)
+        .flat_map(|group| group.tasks.iter().map(|task| task.name.clone()))
+        .collect();
+    if from_job.is_empty() {
+        allocation.task_states.keys().cloned().collect()
+    } else {
+        from_job
+    }
+}

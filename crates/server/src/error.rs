@@ -1,0 +1,20 @@
+//! The server's error type: what the caller did wrong, or what failed inside.
+
+use drover_state::StateError;
+
+/// Errors of server operations, by what the caller did wrong (or didn't).
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The object asked for does not exist (HTTP 404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The request is invalid (HTTP 400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The state store failed.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// Something inside the server failed (HTTP 500).
+    #[error("{0}")]
+    Internal(String),
+}
