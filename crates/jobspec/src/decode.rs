@@ -15,9 +15,10 @@ use hcl_edit::structure::{Attribute, Block, BlockLabel, Body, Structure};
 use serde_json::{Map as JsonMap, Value as JsonValue};
 
 use crate::diagnostic::{Diagnostic, SourceMap};
-use crate::eval::{Evaluator, VarValues, VariableInput, VariableType, describe_value_kind};
+use crate::eval::{Evaluator, VarValues, VariableInput, VariableType};
 use crate::schema::{self, BlockSpec, BodyKind, BodySchema, Placement, Repetition, ValueKind};
 use crate::suggest::closest_name;
+use crate::value_text::describe_value_kind;
 
 /// The outcome of decoding: the job as Nomad JSON and where each field came from.
 #[derive(Debug)]

@@ -13,6 +13,8 @@ use hcl::expr::{Expression, ObjectKey, TraversalOperator};
 use hcl::template::{Directive, Element, Template};
 use hcl::{Map, Value};
 
+use crate::value_text::{describe_value_kind, format_go_style, value_as_text};
+
 /// Roots evaluated from the jobspec itself; every other root variable is a runtime placeholder.
 const INPUT_VARIABLES_ROOT: &str = "var";
 const LOCALS_ROOT: &str = "local";
@@ -249,17 +251,6 @@ impl VariableType {
     }
 }
 
-pub(crate) fn describe_value_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a bool",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
 fn parse_number(text: &str) -> Option<hcl::Number> {
     let trimmed = text.trim();
     if let Ok(integer) = trimmed.parse::<i64>() {
@@ -477,16 +468,6 @@ fn string_argument(arguments: &FuncArgs, index: usize) -> Result<String, String>
             describe_value_kind(other)
         )),
         None => Err("missing argument".into()),
-    }
-}
-
-fn value_as_text(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        Value::Null => String::new(),
-        Value::Bool(flag) => flag.to_string(),
-        Value::Number(number) => number.to_string(),
-        other => serde_json::to_string(other).unwrap_or_default(),
     }
 }
 
@@ -729,42 +710,6 @@ fn fold_numbers(arguments: &FuncArgs, combine: fn(f64, f64) -> f64) -> Result<Va
         }
     }
     Ok(Value::Number(best))
-}
-
-/// A subset of Go's `fmt` verbs: `%s`, `%d`, `%v`, `%q` and `%%`.
-pub(crate) fn format_go_style(format: &str, arguments: &[Value]) -> Result<String, String> {
-    let mut output = String::new();
-    let mut remaining_arguments = arguments.iter();
-    let mut characters = format.chars();
-    while let Some(character) = characters.next() {
-        if character != '%' {
-            output.push(character);
-            continue;
-        }
-        let verb = characters.next().ok_or("format ends with a lone %")?;
-        if verb == '%' {
-            output.push('%');
-            continue;
-        }
-        let argument = remaining_arguments
-            .next()
-            .ok_or_else(|| format!("not enough arguments for %{verb}"))?;
-        match verb {
-            's' | 'v' => output.push_str(&value_as_text(argument)),
-            'd' => match argument {
-                Value::Number(number) => output.push_str(&number.to_string()),
-                other => {
-                    return Err(format!(
-                        "%d needs a number, got {}",
-                        describe_value_kind(other)
-                    ));
-                }
-            },
-            'q' => output.push_str(&format!("{:?}", value_as_text(argument))),
-            other => return Err(format!("unsupported format verb %{other}")),
-        }
-    }
-    Ok(output)
 }
 
 #[cfg(test)]

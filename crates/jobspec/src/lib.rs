@@ -39,6 +39,7 @@ mod schema;
 mod suggest;
 pub mod support;
 mod validate;
+mod value_text;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

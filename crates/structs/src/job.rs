@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use crate::bytes::Bytes;
 use crate::job_blocks::*;
 use crate::lenient::wire_struct;
+pub use crate::placement::{Affinity, Constraint};
 use crate::time::DurationNs;
 
 /// Job types.
@@ -327,25 +328,6 @@ wire_struct! {
         #[serde(rename = "SizeMB")]
         pub size_mb: i64,
         pub migrate: bool,
-    }
-}
-
-wire_struct! {
-    /// A placement constraint: `LTarget <Operand> RTarget`, such as `${attr.kernel.name} = linux`.
-    pub struct Constraint {
-        pub l_target: String,
-        pub r_target: String,
-        pub operand: String,
-    }
-}
-
-wire_struct! {
-    /// A placement preference with a weight from -100 to 100.
-    pub struct Affinity {
-        pub l_target: String,
-        pub r_target: String,
-        pub operand: String,
-        pub weight: i64,
     }
 }
 

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::job::{Affinity, Constraint};
 use crate::lenient::wire_struct;
+use crate::placement::{Affinity, Constraint};
 use crate::time::DurationNs;
 
 /// `VolumeMount.PropagationMode` default.

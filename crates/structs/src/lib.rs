@@ -36,6 +36,7 @@ pub mod job_blocks;
 pub mod job_summary;
 pub mod lenient;
 pub mod node;
+pub mod placement;
 pub mod requests;
 pub mod resource_usage;
 pub mod task_state;

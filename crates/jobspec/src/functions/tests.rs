@@ -1,0 +1,132 @@
+//! The function library's answers and errors, evaluated as a jobspec evaluates them.
+use crate::eval::Evaluator;
+
+fn evaluate(source: &str) -> Result<hcl::Value, String> {
+    let body: hcl_edit::structure::Body = format!("x = {source}\n")
+        .parse()
+        .unwrap_or_else(|error| panic!("{source}: {error}"));
+    let attribute = body
+        .get_attribute("x")
+        .unwrap_or_else(|| panic!("{source}: no attribute"));
+    Evaluator::new(hcl::Value::Object(hcl::Map::new()), hcl::Map::new()).evaluate(&attribute.value)
+}
+
+#[test]
+fn functions_answer_as_nomads_jobspec_functions() {
+    let cases = [
+        ("abs(-12.4)", "12.4"),
+        ("ceil(5.1)", "6"),
+        ("floor(4.9)", "4"),
+        ("signum(-13)", "-1"),
+        ("log(16, 2)", "4"),
+        ("pow(3, 2)", "9"),
+        ("parseint(\"FF\", 16)", "255"),
+        ("parseint(\"-10\", 2)", "-2"),
+        ("chomp(\"hello\\n\\n\")", "\"hello\""),
+        ("strlen(\"héllo\")", "5"),
+        ("strrev(\"hello\")", "\"olleh\""),
+        ("title(\"hello world\")", "\"Hello World\""),
+        ("trim(\"?!hello?!\", \"!?\")", "\"hello\""),
+        ("trimprefix(\"helloworld\", \"hello\")", "\"world\""),
+        ("trimsuffix(\"helloworld\", \"world\")", "\"hello\""),
+        ("indent(2, \"[\\n  foo,\\n]\")", "\"[\\n    foo,\\n  ]\""),
+        ("substr(\"hello world\", 1, 4)", "\"ello\""),
+        ("substr(\"hello\", -3, -1)", "\"llo\""),
+        ("regex_replace(\"hello\", \"l+\", \"L\")", "\"heLo\""),
+        ("urlencode(\"a b&c\")", "\"a+b%26c\""),
+        (
+            "chunklist([\"a\", \"b\", \"c\", \"d\", \"e\"], 2)",
+            "[[\"a\", \"b\"], [\"c\", \"d\"], [\"e\"]]",
+        ),
+        ("coalescelist([], [\"b\"])", "[\"b\"]"),
+        ("compact([\"a\", \"\", \"b\"])", "[\"a\", \"b\"]"),
+        ("distinct([\"a\", \"b\", \"a\"])", "[\"a\", \"b\"]"),
+        ("element([\"a\", \"b\", \"c\"], 3)", "\"a\""),
+        (
+            "flatten([[\"a\"], [], [\"b\", [\"c\"]]])",
+            "[\"a\", \"b\", \"c\"]",
+        ),
+        ("index([\"a\", \"b\"], 1)", "\"b\""),
+        ("index({ a = \"x\" }, \"a\")", "\"x\""),
+        ("keys({ b = 1, a = 2 })", "[\"a\", \"b\"]"),
+        ("values({ b = 1, a = 2 })", "[2, 1]"),
+        ("range(3)", "[0, 1, 2]"),
+        ("range(1, 4)", "[1, 2, 3]"),
+        ("range(0, 10, 5)", "[0, 5]"),
+        ("reverse(\"abc\")", "\"cba\""),
+        (
+            "slice([\"a\", \"b\", \"c\", \"d\"], 1, 3)",
+            "[\"b\", \"c\"]",
+        ),
+        ("sort([\"e\", \"d\", \"a\"])", "[\"a\", \"d\", \"e\"]"),
+        ("zipmap([\"a\", \"b\"], [1, 2])", "{ a = 1, b = 2 }"),
+        ("setunion([\"a\"], [\"b\", \"a\"])", "[\"a\", \"b\"]"),
+        ("setintersection([\"a\", \"b\"], [\"b\", \"c\"])", "[\"b\"]"),
+        ("base64encode(\"Hello World\")", "\"SGVsbG8gV29ybGQ=\""),
+        ("base64decode(\"SGVsbG8gV29ybGQ=\")", "\"Hello World\""),
+        (
+            "jsonencode({ b = 1, a = \"<x>\" })",
+            "\"{\\\"a\\\":\\\"\\\\u003cx\\\\u003e\\\",\\\"b\\\":1}\"",
+        ),
+        (
+            "jsondecode(\"{\\\"a\\\": [1, true]}\")",
+            "{ a = [1, true] }",
+        ),
+        ("can(var.missing)", "false"),
+        ("can(upper(\"x\"))", "true"),
+        ("try(var.missing, \"fallback\")", "\"fallback\""),
+        ("try(local.nope.deeper, 2)", "2"),
+        (
+            "\"${try(var.missing, \"in a template\")}\"",
+            "\"in a template\"",
+        ),
+        ("cidrhost(\"10.12.112.0/20\", 16)", "\"10.12.112.16\""),
+        ("cidrhost(\"10.12.112.0/20\", -2)", "\"10.12.127.254\""),
+        (
+            "cidrhost(\"fd00:fd12:3456:7890::/56\", 16)",
+            "\"fd00:fd12:3456:7800::10\"",
+        ),
+        ("cidrnetmask(\"172.16.0.0/12\")", "\"255.240.0.0\""),
+        ("cidrsubnet(\"::/0\", 0, 0)", "\"::/0\""),
+        ("cidrsubnet(\"172.16.0.0/12\", 4, 2)", "\"172.18.0.0/16\""),
+        ("cidrsubnet(\"10.1.2.0/24\", 4, 15)", "\"10.1.2.240/28\""),
+        (
+            "cidrsubnet(\"fd00:fd12:3456:7890::/56\", 16, 162)",
+            "\"fd00:fd12:3456:7800:a200::/72\"",
+        ),
+        (
+            "formatlist(\"Hello, %s!\", [\"Valentina\", \"Ander\"])",
+            "[\"Hello, Valentina!\", \"Hello, Ander!\"]",
+        ),
+        (
+            "setproduct([\"a\", \"b\"], [1, 2])",
+            "[[\"a\", 1], [\"a\", 2], [\"b\", 1], [\"b\", 2]]",
+        ),
+    ];
+    for (expression, expected) in cases {
+        assert_eq!(
+            evaluate(expression),
+            evaluate(expected),
+            "{expression} should be {expected}"
+        );
+    }
+}
+
+#[test]
+fn function_misuse_is_an_error_naming_it() {
+    for (expression, fragment) in [
+        ("try(var.a, var.b)", "no argument of try could be evaluated"),
+        ("element([], 1)", "empty list"),
+        ("zipmap([\"a\"], [])", "1 keys but 0 values"),
+        ("parseint(\"12\", 1)", "base must be between 2 and 62"),
+        (
+            "regex_replace(\"a\", \"(\", \"b\")",
+            "invalid regular expression",
+        ),
+        ("slice([1], 0, 2)", "out of the list"),
+        ("sha256(\"x\")", "sha256"),
+    ] {
+        let error = evaluate(expression).expect_err(expression);
+        assert!(error.contains(fragment), "{expression}: {error}");
+    }
+}
