@@ -6,31 +6,17 @@ published follows the config file, not dev mode's defaults.
 """
 
 import os
-import re
 import signal
-import subprocess
 import tempfile
-import threading
-import time
 import urllib.error
 import urllib.request
 
 import nomad
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support import start_dev_agent, wait_for
 
 JOB_ID = "metrics-interop"
-
-
-def wait_for(what, probe, limit=60.0):
-    deadline = time.monotonic() + limit
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 class Agent:
@@ -38,27 +24,9 @@ class Agent:
         self.config = tempfile.NamedTemporaryFile("w", suffix=".hcl", delete=False)
         self.config.write("telemetry {\n" + telemetry + "\n}\n")
         self.config.close()
-        binary = os.environ.get("DROVER_BIN", "target/debug/drover")
-        self.process = subprocess.Popen(
-            [binary, "agent", "-dev", "-http-port=0", f"-config={self.config.name}"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        address = {}
-        ready = threading.Event()
-
-        def read_stdout():
-            for line in self.process.stdout:
-                match = re.search(r"http://([\d.]+):(\d+)", line)
-                if match and not ready.is_set():
-                    address["host"], address["port"] = match.group(1), int(match.group(2))
-                    ready.set()
-
-        threading.Thread(target=read_stdout, daemon=True).start()
-        assert ready.wait(60), "the agent printed its HTTP address"
-        self.url = f"http://{address['host']}:{address['port']}"
-        self.client = nomad.Nomad(host=address["host"], port=address["port"], timeout=30)
+        self.process, host, port = start_dev_agent(f"-config={self.config.name}")
+        self.url = f"http://{host}:{port}"
+        self.client = nomad.Nomad(host=host, port=port, timeout=30)
         wait_for("the node to register", lambda: self.client.nodes.get_nodes())
 
     def get(self, path):

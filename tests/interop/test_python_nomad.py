@@ -6,55 +6,21 @@ expects back (status codes, JSON shapes, booleans as `True`/`False`) is what a N
 script would send and expect.
 """
 
-import json
-import os
-import re
 import signal
-import subprocess
-import threading
-import time
 
 import nomad
 import pytest
+from support import start_dev_agent, wait_for
 
 JOB_ID = "interop"
 
 
-def wait_for(what, probe, limit=60.0):
-    deadline = time.monotonic() + limit
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 @pytest.fixture(scope="module")
 def agent():
-    binary = os.environ.get("DROVER_BIN", "target/debug/drover")
     # No data dir: the dev agent keeps its state in a temporary dir and stops every task,
     # and removes every alloc dir, when it exits.
-    process = subprocess.Popen(
-        [binary, "agent", "-dev", "-http-port=0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    address = {}
-    ready = threading.Event()
-
-    def read_stdout():
-        for line in process.stdout:
-            match = re.search(r"http://([\d.]+):(\d+)", line)
-            if match and not ready.is_set():
-                address["host"], address["port"] = match.group(1), int(match.group(2))
-                ready.set()
-
-    threading.Thread(target=read_stdout, daemon=True).start()
-    assert ready.wait(60), "the agent printed its HTTP address"
-    client = nomad.Nomad(host=address["host"], port=address["port"], timeout=30)
+    process, host, port = start_dev_agent()
+    client = nomad.Nomad(host=host, port=port, timeout=30)
     wait_for("the node to register", lambda: client.nodes.get_nodes())
     yield client
     try:
