@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use drover_client::server_conn::{AllocClientUpdate, NodeAllocations, ServerConn, ServerConnError};
 use drover_server::{Server, ServerError};
-use drover_structs::{Allocation, Node};
+use drover_structs::{Allocation, Node, ServiceRegistration};
 
 /// The server, as the local client sees it.
 pub struct InProcessServer(pub Server);
@@ -66,5 +66,20 @@ impl ServerConn for InProcessServer {
             .await
             .map(|_| ())
             .map_err(conn_error)
+    }
+
+    async fn upsert_services(
+        &self,
+        _registrations: Vec<ServiceRegistration>,
+    ) -> Result<(), ServerConnError> {
+        Err(ServerConnError::Rejected {
+            message: "this server has no service catalog yet".to_owned(),
+        })
+    }
+
+    async fn delete_services(&self, _service_ids: Vec<String>) -> Result<(), ServerConnError> {
+        Err(ServerConnError::Rejected {
+            message: "this server has no service catalog yet".to_owned(),
+        })
     }
 }

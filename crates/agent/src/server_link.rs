@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use drover_client::http_conn::HttpServerConn;
 use drover_client::server_conn::{AllocClientUpdate, NodeAllocations, ServerConn, ServerConnError};
-use drover_structs::{Allocation, Node};
+use drover_structs::{Allocation, Node, ServiceRegistration};
 
 use super::in_process::InProcessServer;
 
@@ -62,6 +62,23 @@ impl ServerConn for AgentServerConn {
         match self {
             AgentServerConn::InProcess(conn) => conn.update_allocs(updates).await,
             AgentServerConn::Remote(conn) => conn.update_allocs(updates).await,
+        }
+    }
+
+    async fn upsert_services(
+        &self,
+        registrations: Vec<ServiceRegistration>,
+    ) -> Result<(), ServerConnError> {
+        match self {
+            AgentServerConn::InProcess(conn) => conn.upsert_services(registrations).await,
+            AgentServerConn::Remote(conn) => conn.upsert_services(registrations).await,
+        }
+    }
+
+    async fn delete_services(&self, service_ids: Vec<String>) -> Result<(), ServerConnError> {
+        match self {
+            AgentServerConn::InProcess(conn) => conn.delete_services(service_ids).await,
+            AgentServerConn::Remote(conn) => conn.delete_services(service_ids).await,
         }
     }
 }

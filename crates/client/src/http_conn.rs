@@ -27,8 +27,9 @@ use std::time::Duration;
 use drover_structs::client_rpc::{
     AllocUpdateRequest, AllocsGetRequest, AllocsGetResponse, CLUSTER_ID_HEADER,
     NodeClientAllocsResponse, NodeRegisterRequest, NodeUpdateResponse, NodeUpdateStatusRequest,
+    ServiceDeleteRequest, ServiceUpsertRequest,
 };
-use drover_structs::{Allocation, Node};
+use drover_structs::{Allocation, Node, ServiceRegistration};
 use serde::Serialize;
 
 use crate::server_conn::{AllocClientUpdate, NodeAllocations, ServerConn, ServerConnError};
@@ -487,6 +488,47 @@ impl ServerConn for HttpServerConn {
         self.send(Call {
             method: reqwest::Method::PUT,
             path: "/v1/internal/node/update-alloc".to_owned(),
+            query: Vec::new(),
+            body: Some(body),
+            timeout: self.request_timeout,
+            node_id: "",
+            not_found: NotFoundMeans::Rejected,
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn upsert_services(
+        &self,
+        registrations: Vec<ServiceRegistration>,
+    ) -> Result<(), ServerConnError> {
+        if registrations.is_empty() {
+            return Ok(());
+        }
+        let body = encode(&ServiceUpsertRequest {
+            services: registrations,
+        })?;
+        self.send(Call {
+            method: reqwest::Method::PUT,
+            path: "/v1/internal/services/upsert".to_owned(),
+            query: Vec::new(),
+            body: Some(body),
+            timeout: self.request_timeout,
+            node_id: "",
+            not_found: NotFoundMeans::Rejected,
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn delete_services(&self, service_ids: Vec<String>) -> Result<(), ServerConnError> {
+        if service_ids.is_empty() {
+            return Ok(());
+        }
+        let body = encode(&ServiceDeleteRequest { ids: service_ids })?;
+        self.send(Call {
+            method: reqwest::Method::PUT,
+            path: "/v1/internal/services/delete".to_owned(),
             query: Vec::new(),
             body: Some(body),
             timeout: self.request_timeout,

@@ -20,10 +20,10 @@ use std::time::Duration;
 use drover_structs::{
     ALLOC_CLIENT_STATUS_PENDING, ALLOC_DESIRED_STATUS_STOP, Allocation, DriverInfo,
     NODE_SCHEDULING_ELIGIBLE, NODE_STATUS_READY, Node, NodeCpuResources, NodeDiskResources,
-    NodeMemoryResources, NodeResources, TASK_KILLED, TASK_KILLING, TASK_RECEIVED,
-    TASK_RESTART_SIGNAL, TASK_RESTARTING, TASK_SIGNALING, TASK_STARTED, TASK_STATE_DEAD,
-    TASK_STATE_PENDING, TASK_STATE_RUNNING, TASK_TERMINATED, TaskEvent, TaskState, Timestamp,
-    derive_client_status,
+    NodeMemoryResources, NodeResources, ServiceRegistration, TASK_KILLED, TASK_KILLING,
+    TASK_RECEIVED, TASK_RESTART_SIGNAL, TASK_RESTARTING, TASK_SIGNALING, TASK_STARTED,
+    TASK_STATE_DEAD, TASK_STATE_PENDING, TASK_STATE_RUNNING, TASK_TERMINATED, TaskEvent, TaskState,
+    Timestamp, derive_client_status,
 };
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -444,6 +444,7 @@ struct ServerState {
     nodes: HashMap<String, Node>,
     heartbeats: HashMap<String, u64>,
     allocs: HashMap<String, Allocation>,
+    services: HashMap<String, ServiceRegistration>,
     update_calls: u64,
     updates_to_fail: u32,
     registrations_to_fail: u32,
@@ -661,6 +662,32 @@ impl ServerConn for InMemoryServer {
                     alloc.merge_client_update(Allocation::from(update));
                     alloc.modify_index = index;
                 }
+            }
+        });
+        Ok(())
+    }
+
+    async fn upsert_services(
+        &self,
+        registrations: Vec<ServiceRegistration>,
+    ) -> Result<(), ServerConnError> {
+        self.write(|state, index| {
+            for mut registration in registrations {
+                registration.modify_index = index;
+                registration.create_index = state
+                    .services
+                    .get(&registration.id)
+                    .map_or(index, |existing| existing.create_index);
+                state.services.insert(registration.id.clone(), registration);
+            }
+        });
+        Ok(())
+    }
+
+    async fn delete_services(&self, service_ids: Vec<String>) -> Result<(), ServerConnError> {
+        self.write(|state, _| {
+            for id in &service_ids {
+                state.services.remove(id);
             }
         });
         Ok(())

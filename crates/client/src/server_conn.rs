@@ -1,8 +1,9 @@
-//! The client↔server interface: the five calls a node makes to the servers, and nothing else.
+//! The client↔server interface: the calls a node makes to the servers, and nothing else.
 //!
 //! A node registers itself, heartbeats, watches the set of allocations placed on it with a
-//! blocking query, fetches the allocations that changed, and reports the client-side status of
-//! its allocations in batches. Both the in-process server adapter (`drover agent -dev`) and the
+//! blocking query, fetches the allocations that changed, reports the client-side status of
+//! its allocations in batches, and registers and deregisters its allocations' services in the
+//! built-in catalog. Both the in-process server adapter (`drover agent -dev`) and the
 //! remote HTTP client implement [`ServerConn`]; so does the node simulator's in-memory fake.
 //!
 //! **Design choice**: the trait uses native `async fn` in traits (edition 2024), spelled as
@@ -20,7 +21,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use drover_structs::{AllocDeploymentStatus, Allocation, Node, TaskState};
+use drover_structs::{AllocDeploymentStatus, Allocation, Node, ServiceRegistration, TaskState};
 
 /// What a client reports about one of its allocations: the fields the client owns.
 ///
@@ -158,6 +159,20 @@ pub trait ServerConn: Send + Sync + 'static {
         &self,
         updates: Vec<AllocClientUpdate>,
     ) -> impl Future<Output = Result<(), ServerConnError>> + Send;
+
+    /// Adds or replaces service registrations in the catalog (Nomad's
+    /// `ServiceRegistration.Upsert`), keyed by their `ID`; the server sets the indexes.
+    fn upsert_services(
+        &self,
+        registrations: Vec<ServiceRegistration>,
+    ) -> impl Future<Output = Result<(), ServerConnError>> + Send;
+
+    /// Removes the service registrations with these IDs (Nomad's
+    /// `ServiceRegistration.DeleteByID`); IDs the catalog does not hold are not an error.
+    fn delete_services(
+        &self,
+        service_ids: Vec<String>,
+    ) -> impl Future<Output = Result<(), ServerConnError>> + Send;
 }
 
 /// A shared connection is a connection: lets callers hand out `Arc<S>` where an `S` is wanted.
@@ -198,6 +213,20 @@ impl<S: ServerConn> ServerConn for Arc<S> {
         updates: Vec<AllocClientUpdate>,
     ) -> impl Future<Output = Result<(), ServerConnError>> + Send {
         S::update_allocs(self, updates)
+    }
+
+    fn upsert_services(
+        &self,
+        registrations: Vec<ServiceRegistration>,
+    ) -> impl Future<Output = Result<(), ServerConnError>> + Send {
+        S::upsert_services(self, registrations)
+    }
+
+    fn delete_services(
+        &self,
+        service_ids: Vec<String>,
+    ) -> impl Future<Output = Result<(), ServerConnError>> + Send {
+        S::delete_services(self, service_ids)
     }
 }
 

@@ -408,6 +408,19 @@ mod tests {
                 .push((Instant::now(), updates));
             Ok(())
         }
+        async fn upsert_services(
+            &self,
+            _: Vec<drover_structs::ServiceRegistration>,
+        ) -> Result<(), ServerConnError> {
+            Err(ServerConnError::Rejected {
+                message: "not in this test".into(),
+            })
+        }
+        async fn delete_services(&self, _: Vec<String>) -> Result<(), ServerConnError> {
+            Err(ServerConnError::Rejected {
+                message: "not in this test".into(),
+            })
+        }
     }
 
     fn update(alloc_id: &str, status: &str, version: u32) -> AllocClientUpdate {

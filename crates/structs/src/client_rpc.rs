@@ -89,6 +89,22 @@ pub struct AllocUpdateRequest<A = Allocation> {
     pub alloc: Vec<A>,
 }
 
+/// `PUT /v1/internal/services/upsert`: service registrations to add or replace.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ServiceUpsertRequest {
+    #[serde(default)]
+    pub services: Vec<crate::ServiceRegistration>,
+}
+
+/// `PUT /v1/internal/services/delete`: the IDs of service registrations to remove.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ServiceDeleteRequest {
+    #[serde(default, rename = "IDs")]
+    pub ids: Vec<String>,
+}
+
 impl<A> Default for AllocUpdateRequest<A> {
     fn default() -> Self {
         Self { alloc: Vec::new() }

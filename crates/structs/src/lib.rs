@@ -22,6 +22,8 @@
 //! - [`requests`]: request and response bodies; [`resource_usage`]: alloc stats; [`fs`]: file
 //!   info and stream frames.
 //! - [`time`]: `Timestamp` (RFC 3339) and `DurationNs` (Go durations); [`bytes`]: base64 `[]byte`.
+//! - [`service_registration`]: the built-in catalog's `ServiceRegistration` and the address
+//!   a service advertises.
 //! - [`ids`]: `AllocId` and `TaskName`, validated before any path is built from them.
 
 pub mod alloc;
@@ -39,6 +41,7 @@ pub mod node;
 pub mod placement;
 pub mod requests;
 pub mod resource_usage;
+pub mod service_registration;
 pub mod task_state;
 pub mod time;
 pub mod version;
@@ -54,5 +57,6 @@ pub use job_summary::*;
 pub use node::*;
 pub use requests::*;
 pub use resource_usage::*;
+pub use service_registration::ServiceRegistration;
 pub use task_state::*;
 pub use time::{DurationNs, TimeParseError, Timestamp};
