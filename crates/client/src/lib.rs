@@ -12,7 +12,8 @@
 //! alloc operations; [`server_conn::ServerConn`] is the client↔server trait;
 //! [`status_buffer`] batches status updates; [`fingerprint`] describes the machine;
 //! [`runner_factory`] puts the real alloc runner behind the node's small runner interface, and
-//! [`node_sim`] a simulated one (plus an in-memory server) for tests and fleet benchmarks.
+//! `node_sim` a simulated one (plus an in-memory server) for tests and fleet benchmarks (feature
+//! `testing`, with the fake `mock_driver`; neither is in the agent a user runs).
 //!
 //! **Boundary**: talks to the server only through the client↔server trait; knows no HTTP routes.
 
@@ -24,6 +25,7 @@ pub mod fingerprint;
 pub mod host_stats;
 pub mod http_conn;
 pub mod node;
+#[cfg(any(test, feature = "testing"))]
 pub mod node_sim;
 pub mod runner_factory;
 pub mod server_conn;

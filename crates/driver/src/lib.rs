@@ -15,6 +15,7 @@ pub mod conformance;
 mod error;
 pub mod exec;
 mod handle;
+#[cfg(feature = "mock")]
 pub mod mock;
 pub mod raw_exec;
 pub mod shim_client;
@@ -34,7 +35,7 @@ pub use handle::{
     CgroupRef, LogSettings, ResourceLimits, SHIM_PATH_ENV, ShimHandle, TaskHandle, TaskLaunch,
     locate_shim_binary,
 };
-pub use signal::{SIGNAL_NAMES, parse_signal};
+pub use signal::{DEFAULT_KILL_SIGNAL, SIGNAL_NAMES, parse_signal};
 pub use stats::{CpuUsage, MemoryUsage, TaskResourceUsage};
 
 /// A boxed future, so that [`Driver`] can be used as `dyn Driver`.

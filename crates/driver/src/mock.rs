@@ -252,7 +252,7 @@ impl MockDriver {
     ) -> Result<ExitStatus, DriverError> {
         let name = signal
             .or(handle.kill_signal.as_deref())
-            .unwrap_or(crate::shim_engine::DEFAULT_KILL_SIGNAL);
+            .unwrap_or(crate::DEFAULT_KILL_SIGNAL);
         let signal = parse_signal(name)?;
         let (kill_after, sender) = {
             let mut tasks = self.tasks();

@@ -28,12 +28,10 @@ use crate::handle::TASK_HANDLE_VERSION;
 use crate::shim_client::{ShimClient, spawn_shim, write_launch_spec};
 use crate::stats::{CPU_WINDOW, CpuWindowPlan, plan_cpu_window, usage_from_sample};
 use crate::{
-    CgroupRef, Driver, DriverError, DriverFuture, ShimHandle, TaskHandle, TaskLaunch,
-    TaskResourceUsage, locate_shim_binary, parse_signal,
+    CgroupRef, DEFAULT_KILL_SIGNAL, Driver, DriverError, DriverFuture, ShimHandle, TaskHandle,
+    TaskLaunch, TaskResourceUsage, locate_shim_binary, parse_signal,
 };
 
-/// Nomad's default kill signal.
-pub const DEFAULT_KILL_SIGNAL: &str = "SIGINT";
 /// How long reclaiming a dead shim's cgroup may take.
 const RECLAIM_KILL_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -5,6 +5,9 @@ use std::str::FromStr;
 
 use crate::DriverError;
 
+/// The signal a task is stopped with when its `kill_signal` is unset (Nomad's default).
+pub const DEFAULT_KILL_SIGNAL: &str = "SIGINT";
+
 /// The signals a task may be sent on Linux, by name: what the node advertises as `os.signals`
 /// (for `change_signal` and `kill_signal` feasibility) and what the client accepts, from this
 /// one table. Every name here parses with [`parse_signal`].

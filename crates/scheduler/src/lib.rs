@@ -57,6 +57,7 @@ pub mod rng;
 pub mod select;
 pub mod state;
 pub mod system;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod update;
 pub use drover_structs::version;

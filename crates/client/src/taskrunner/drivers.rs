@@ -340,8 +340,8 @@ impl TaskDriver for DriverAdapter {
     }
 }
 
-/// The client's drivers: `raw_exec` and `exec` (each task under its own shim) and `mock_driver`,
-/// `exec` with Nomad's defaults (see [`driver_catalog`]).
+/// The client's drivers: `raw_exec` and `exec` (each task under its own shim), `exec` with
+/// Nomad's defaults (see [`driver_catalog`]).
 pub fn default_driver_catalog(
     raw_exec: drover_driver::shim_engine::RawExecConfig,
 ) -> StaticDriverCatalog {
@@ -356,9 +356,20 @@ pub fn driver_catalog(
 ) -> StaticDriverCatalog {
     let exec: Arc<dyn Driver> = Arc::new(drover_driver::exec::exec_driver(raw_exec.clone(), exec));
     let raw_exec: Arc<dyn Driver> = Arc::new(drover_driver::raw_exec::raw_exec_driver(raw_exec));
-    let mock: Arc<dyn Driver> = Arc::new(drover_driver::mock::MockDriver::new());
-    StaticDriverCatalog::new()
+    let catalog = StaticDriverCatalog::new()
         .with("raw_exec", Arc::new(DriverAdapter::new(raw_exec)))
-        .with("exec", Arc::new(DriverAdapter::new(exec)))
-        .with("mock_driver", Arc::new(DriverAdapter::new(mock)))
+        .with("exec", Arc::new(DriverAdapter::new(exec)));
+    with_test_drivers(catalog)
+}
+
+/// Test builds add the fake `mock_driver`; the agent a user runs has none.
+#[cfg(any(test, feature = "testing"))]
+fn with_test_drivers(catalog: StaticDriverCatalog) -> StaticDriverCatalog {
+    let mock: Arc<dyn Driver> = Arc::new(drover_driver::mock::MockDriver::new());
+    catalog.with("mock_driver", Arc::new(DriverAdapter::new(mock)))
+}
+
+#[cfg(not(any(test, feature = "testing")))]
+fn with_test_drivers(catalog: StaticDriverCatalog) -> StaticDriverCatalog {
+    catalog
 }

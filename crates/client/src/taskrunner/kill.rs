@@ -27,9 +27,6 @@ pub const KILL_FAILURE_LIMIT: u32 = 5;
 /// How long to wait for the exit status once the kill succeeded, beyond the kill timeout.
 pub const EXIT_AFTER_KILL_GRACE: Duration = Duration::from_secs(30);
 
-/// Nomad's default kill signal.
-pub const DEFAULT_KILL_SIGNAL: &str = "SIGINT";
-
 /// The delay before kill retry `attempt` (0-based): baseline × 4^attempt, capped.
 pub fn kill_retry_backoff(attempt: u32) -> Duration {
     let factor = 1u32.checked_shl(2 * attempt).unwrap_or(u32::MAX);
@@ -111,7 +108,7 @@ pub(crate) async fn stop_task_processes(
     }
 
     let signal = if task.kill_signal.is_empty() {
-        DEFAULT_KILL_SIGNAL.to_string()
+        drover_driver::DEFAULT_KILL_SIGNAL.to_string()
     } else {
         task.kill_signal.clone()
     };
