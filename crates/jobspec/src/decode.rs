@@ -1706,7 +1706,7 @@ fn convert_value(value: HclValue, kind: ValueKind) -> Result<JsonValue, String> 
             )),
         },
         ValueKind::Duration => match value {
-            HclValue::String(text) => crate::duration::parse_go_duration(&text)
+            HclValue::String(text) => drover_structs::go_duration::parse_go_duration(&text)
                 .map(JsonValue::from)
                 .map_err(|error| error.to_string()),
             HclValue::Number(number) => match number.as_u64() {

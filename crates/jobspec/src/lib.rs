@@ -31,7 +31,6 @@
 mod cron;
 mod decode;
 mod diagnostic;
-mod duration;
 mod eval;
 mod functions;
 mod hcl_parse;
@@ -48,7 +47,7 @@ use drover_structs::Job;
 use serde_json::{Map as JsonMap, Value as JsonValue};
 
 pub use diagnostic::{Diagnostic, Diagnostics, Position, SourceMap};
-pub use duration::{DurationError, parse_go_duration};
+pub use drover_structs::go_duration::{DurationError, parse_go_duration};
 pub use eval::VarValues;
 pub use schema::refused_blocks;
 pub use support::{Refusal, SupportReport};

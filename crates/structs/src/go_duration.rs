@@ -1,9 +1,10 @@
 //! Go-style duration strings (`"30s"`, `"1h30m"`, `"1.5h"`, `"300ms"`), parsed with the same
-//! grammar as Go's `time.ParseDuration`, returned as nanoseconds.
+//! grammar as Go's `time.ParseDuration`, returned as nanoseconds: the one parser of the
+//! workspace, behind [`crate::DurationNs::parse_go`] (signed, for wire values) and
+//! [`parse_go_duration`] (non-negative, for jobspecs, agent configuration and `?wait=`).
 //!
 //! Not for human-friendly extensions: `"1d"`, `"1h 30m"` and bare numbers other than `"0"` are
-//! rejected, exactly as Nomad rejects them. Negative durations are rejected too, because every
-//! duration in a jobspec (and in `?wait=`) is a non-negative span.
+//! rejected, exactly as Nomad rejects them.
 
 /// Why a duration string was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,11 +45,33 @@ fn unit_nanos(unit: &str) -> Option<u64> {
     }
 }
 
-/// Parses a Go duration string (`time.ParseDuration` grammar) into nanoseconds.
-///
-/// A duration is an optional sign followed by one or more `<decimal><unit>` pairs, such as
-/// `"300ms"`, `"1.5h"` or `"2h45m"`. The lone string `"0"` needs no unit.
+/// Parses a Go duration string into non-negative nanoseconds: every duration in a jobspec, an
+/// agent configuration or a `?wait=` is a span, so a negative one is refused.
 pub fn parse_go_duration(input: &str) -> Result<u64, DurationError> {
+    let (negative, magnitude) = parse_magnitude(input)?;
+    if negative && magnitude != 0 {
+        return Err(DurationError::Negative {
+            input: input.to_string(),
+        });
+    }
+    Ok(magnitude)
+}
+
+/// Parses a Go duration string into signed nanoseconds, as `time.ParseDuration` does.
+pub fn parse_signed_go_duration(input: &str) -> Result<i64, DurationError> {
+    let (negative, magnitude) = parse_magnitude(input)?;
+    // `parse_magnitude` keeps the magnitude within `i64::MAX`.
+    let magnitude = i64::try_from(magnitude).map_err(|_| DurationError::Overflow {
+        input: input.to_string(),
+    })?;
+    Ok(if negative { -magnitude } else { magnitude })
+}
+
+/// The sign and the magnitude in nanoseconds of a Go duration string
+/// (`time.ParseDuration` grammar): an optional sign followed by one or more
+/// `<decimal><unit>` pairs, such as `"300ms"`, `"1.5h"` or `"2h45m"`. The lone string `"0"` needs
+/// no unit.
+fn parse_magnitude(input: &str) -> Result<(bool, u64), DurationError> {
     let owned = || input.to_string();
     let mut rest = input;
     let mut negative = false;
@@ -59,7 +82,7 @@ pub fn parse_go_duration(input: &str) -> Result<u64, DurationError> {
         rest = stripped;
     }
     if rest == "0" {
-        return Ok(0);
+        return Ok((negative, 0));
     }
     if rest.is_empty() {
         return Err(DurationError::Empty { input: owned() });
@@ -132,10 +155,7 @@ pub fn parse_go_duration(input: &str) -> Result<u64, DurationError> {
         }
     }
 
-    if negative && total != 0 {
-        return Err(DurationError::Negative { input: owned() });
-    }
-    Ok(total)
+    Ok((negative, total))
 }
 
 #[cfg(test)]
@@ -198,6 +218,19 @@ mod tests {
                 "input {input:?} should fail"
             );
         }
+    }
+
+    #[test]
+    fn signed_durations_keep_their_sign() {
+        assert_eq!(parse_signed_go_duration("-1.5s"), Ok(-1_500_000_000));
+        assert_eq!(
+            parse_signed_go_duration("+2m"),
+            Ok(2 * NANOS_PER_MINUTE as i64)
+        );
+        assert_eq!(
+            parse_go_duration("-1s").map_err(|error| error.to_string()),
+            Err("invalid duration \"-1s\": must not be negative".into())
+        );
     }
 
     #[test]

@@ -287,67 +287,9 @@ impl DurationNs {
     /// unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), like `300ms`, `-1.5h` or `2h45m`. A bare `0`
     /// is allowed.
     pub fn parse_go(text: &str) -> Result<Self, TimeParseError> {
-        let invalid = || TimeParseError::InvalidDuration(text.to_string());
-        let (negative, mut rest) = match text.as_bytes().first() {
-            Some(b'-') => (true, &text[1..]),
-            Some(b'+') => (false, &text[1..]),
-            _ => (false, text),
-        };
-        if rest == "0" {
-            return Ok(DurationNs::ZERO);
-        }
-        if rest.is_empty() {
-            return Err(invalid());
-        }
-        let mut total: i128 = 0;
-        while !rest.is_empty() {
-            let number_length = rest
-                .find(|character: char| !(character.is_ascii_digit() || character == '.'))
-                .ok_or_else(invalid)?;
-            let number_text = &rest[..number_length];
-            rest = &rest[number_length..];
-            let unit_length =
-                rest.find(|character: char| character.is_ascii_digit() || character == '.');
-            let unit_length = unit_length.unwrap_or(rest.len());
-            let unit = &rest[..unit_length];
-            rest = &rest[unit_length..];
-            let unit_nanos: i128 = match unit {
-                "ns" => 1,
-                "us" | "µs" | "μs" => 1_000,
-                "ms" => 1_000_000,
-                "s" => 1_000_000_000,
-                "m" => 60_000_000_000,
-                "h" => 3_600_000_000_000,
-                _ => return Err(invalid()),
-            };
-            let (whole_text, fraction_text) = match number_text.split_once('.') {
-                Some((whole, fraction)) => (whole, fraction),
-                None => (number_text, ""),
-            };
-            if (whole_text.is_empty() && fraction_text.is_empty())
-                || !fraction_text.bytes().all(|byte| byte.is_ascii_digit())
-            {
-                return Err(invalid());
-            }
-            let whole: i128 = if whole_text.is_empty() {
-                0
-            } else {
-                whole_text.parse().map_err(|_| invalid())?
-            };
-            let mut fraction_nanos: i128 = 0;
-            let mut scale: i128 = 1;
-            for digit in fraction_text.bytes().take(18) {
-                fraction_nanos = fraction_nanos * 10 + i128::from(digit - b'0');
-                scale *= 10;
-            }
-            total = whole
-                .checked_mul(unit_nanos)
-                .and_then(|value| value.checked_add(fraction_nanos * unit_nanos / scale))
-                .and_then(|value| total.checked_add(value))
-                .ok_or_else(invalid)?;
-        }
-        let signed = if negative { -total } else { total };
-        i64::try_from(signed).map(DurationNs).map_err(|_| invalid())
+        crate::go_duration::parse_signed_go_duration(text)
+            .map(DurationNs)
+            .map_err(|_| TimeParseError::InvalidDuration(text.to_string()))
     }
 
     /// Go's `Duration.String()`: `0s`, `1.5µs`, `500ms`, `15s`, `1m30s`, `72h3m0.5s`.
