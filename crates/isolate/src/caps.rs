@@ -5,10 +5,10 @@
 //! Not for: deciding a task's set (the exec driver computes it from `cap_add`/`cap_drop` and the
 //! client's `allow_caps`); this only applies a bit mask.
 
-// prctl and capset have no safe wrapper; every call is commented with why it is sound.
-#![allow(unsafe_code)]
+// The calls go through rustix's safe wrappers of prctl and capset.
 
 use nix::errno::Errno;
+use rustix::thread::{self as thread_caps, CapabilitySet as KernelCapabilitySet, CapabilitySets};
 
 use crate::error::{IsolationError, syscall};
 
@@ -139,6 +139,16 @@ impl CapabilitySet {
     }
 }
 
+/// The kernel's error as the isolation errors carry it.
+fn errno(error: rustix::io::Errno) -> Errno {
+    Errno::from_raw(error.raw_os_error())
+}
+
+/// One capability, by number, as rustix takes it (any number, known to rustix or not).
+fn single(capability: usize) -> KernelCapabilitySet {
+    KernelCapabilitySet::from_bits_retain(1u64 << capability)
+}
+
 /// Removes every capability outside `keep` from the bounding set, so nothing (not even a
 /// set-uid-root binary) can get it back. Capabilities the kernel does not know end the loop.
 pub fn limit_bounding_set(keep: CapabilitySet) -> Result<(), IsolationError> {
@@ -146,12 +156,13 @@ pub fn limit_bounding_set(keep: CapabilitySet) -> Result<(), IsolationError> {
         if keep.contains(capability) {
             continue;
         }
-        // SAFETY: PR_CAPBSET_DROP takes a capability number and touches no memory.
-        let result = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) };
-        if result != 0 {
-            match Errno::last() {
-                Errno::EINVAL => return Ok(()),
-                error => return Err(syscall(format!("dropping capability {capability}"))(error)),
+        match thread_caps::remove_capability_from_bounding_set(single(capability)) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::INVAL) => return Ok(()),
+            Err(error) => {
+                return Err(syscall(format!("dropping capability {capability}"))(errno(
+                    error,
+                )));
             }
         }
     }
@@ -161,100 +172,39 @@ pub fn limit_bounding_set(keep: CapabilitySet) -> Result<(), IsolationError> {
 /// Keeps the permitted set through the coming `setuid` away from root (the effective set is
 /// still cleared by it; [`set_process_capabilities`] restores it).
 pub fn keep_capabilities_across_setuid() -> Result<(), IsolationError> {
-    // SAFETY: PR_SET_KEEPCAPS takes a flag and touches no memory.
-    let result = unsafe { libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) };
-    if result != 0 {
-        return Err(syscall("setting keep-capabilities")(Errno::last()));
-    }
-    Ok(())
+    thread_caps::set_keep_capabilities(true)
+        .map_err(|error| syscall("setting keep-capabilities")(errno(error)))
 }
-
-#[repr(C)]
-struct CapabilityHeader {
-    version: u32,
-    pid: libc::c_int,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct CapabilityData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
-const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
 /// Sets the effective, permitted and inheritable sets to `set` and raises each of it in the
 /// ambient set, so the program exec'd next (which has no file capabilities) runs with exactly
 /// `set` whatever its uid. Must be called with `set` still in the permitted set.
 pub fn set_process_capabilities(set: CapabilitySet) -> Result<(), IsolationError> {
-    let low = (set.0 & 0xffff_ffff) as u32;
-    let high = (set.0 >> 32) as u32;
-    let header = CapabilityHeader {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let data = [
-        CapabilityData {
-            effective: low,
-            permitted: low,
-            inheritable: low,
+    let kernel_set = KernelCapabilitySet::from_bits_retain(set.0);
+    thread_caps::set_capabilities(
+        None,
+        CapabilitySets {
+            effective: kernel_set,
+            permitted: kernel_set,
+            inheritable: kernel_set,
         },
-        CapabilityData {
-            effective: high,
-            permitted: high,
-            inheritable: high,
-        },
-    ];
-    // SAFETY: capset reads one header and two data structs of the v3 layout, which live on this
-    // stack frame for the duration of the call.
-    let result = unsafe {
-        libc::syscall(
-            libc::SYS_capset,
-            &header as *const CapabilityHeader,
-            data.as_ptr(),
-        )
-    };
-    if result != 0 {
-        return Err(syscall("setting capabilities")(Errno::last()));
-    }
-    // SAFETY: PR_CAP_AMBIENT_CLEAR_ALL touches no memory.
-    let cleared = unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        )
-    };
-    if cleared != 0 {
-        return Err(syscall("clearing ambient capabilities")(Errno::last()));
-    }
+    )
+    .map_err(|error| syscall("setting capabilities")(errno(error)))?;
+    thread_caps::clear_ambient_capability_set()
+        .map_err(|error| syscall("clearing ambient capabilities")(errno(error)))?;
     for capability in 0..CAPABILITY_NAMES.len() {
         if !set.contains(capability) {
             continue;
         }
-        // SAFETY: PR_CAP_AMBIENT_RAISE takes a capability number and touches no memory.
-        let raised = unsafe {
-            libc::prctl(
-                libc::PR_CAP_AMBIENT,
-                libc::PR_CAP_AMBIENT_RAISE,
-                capability,
-                0,
-                0,
-            )
-        };
-        if raised != 0 {
-            let error = Errno::last();
+        match thread_caps::configure_capability_in_ambient_set(single(capability), true) {
+            Ok(()) => {}
             // A capability the running kernel does not know cannot be raised; it is not held.
-            if error == Errno::EINVAL {
-                continue;
+            Err(rustix::io::Errno::INVAL) => {}
+            Err(error) => {
+                return Err(syscall(format!("raising ambient capability {capability}"))(
+                    errno(error),
+                ));
             }
-            return Err(syscall(format!("raising ambient capability {capability}"))(
-                error,
-            ));
         }
     }
     Ok(())
@@ -263,12 +213,8 @@ pub fn set_process_capabilities(set: CapabilitySet) -> Result<(), IsolationError
 /// Sets `no_new_privs`: no `execve` from here on can grant privileges (set-uid bits, file
 /// capabilities).
 pub fn set_no_new_privs() -> Result<(), IsolationError> {
-    // SAFETY: PR_SET_NO_NEW_PRIVS takes a flag and touches no memory.
-    let result = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
-    if result != 0 {
-        return Err(syscall("setting no_new_privs")(Errno::last()));
-    }
-    Ok(())
+    thread_caps::set_no_new_privs(true)
+        .map_err(|error| syscall("setting no_new_privs")(errno(error)))
 }
 
 #[cfg(test)]
