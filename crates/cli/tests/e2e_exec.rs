@@ -814,8 +814,10 @@ fn cpus_of_processes_in(cgroup: &str) -> Vec<String> {
 /// The machine these run on has two cores.
 #[test]
 fn a_task_with_cores_runs_on_exactly_its_reserved_core_and_no_core_is_given_twice() {
-    if !Path::new("/sys/fs/cgroup/cpuset/cpuset.cpus").is_file() {
-        eprintln!("skipped: no cgroup v1 cpuset hierarchy (the cpuset files are read from it)");
+    if !drover_isolate::root_tests::root_test_may_run(
+        "a cgroup v1 cpuset hierarchy (the cpuset files are read from it)",
+        Path::new("/sys/fs/cgroup/cpuset/cpuset.cpus").is_file(),
+    ) {
         return;
     }
     let _reserving = reserving_cores();
@@ -1152,8 +1154,10 @@ job "forky" {{
 /// are all there is to reserve.
 #[test]
 fn cores_and_resources_reserved_by_the_client_config_are_never_handed_out() {
-    if !Path::new("/sys/fs/cgroup/cpuset/cpuset.cpus").is_file() {
-        eprintln!("skipped: no cgroup v1 cpuset hierarchy (the cpuset files are read from it)");
+    if !drover_isolate::root_tests::root_test_may_run(
+        "a cgroup v1 cpuset hierarchy (the cpuset files are read from it)",
+        Path::new("/sys/fs/cgroup/cpuset/cpuset.cpus").is_file(),
+    ) {
         return;
     }
     let _reserving = reserving_cores();
