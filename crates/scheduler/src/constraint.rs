@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use drover_structs::Node;
 use regex::Regex;
 
-use crate::version::{Version, VersionConstraint, VersionFlavor};
+use drover_structs::version::{Version, VersionConstraint, VersionFlavor};
 
 /// Operand names as they appear in job specifications.
 pub mod operand {

@@ -60,7 +60,6 @@ pub mod system;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod update;
-pub use drover_structs::version;
 
 pub use error::SchedulerError;
 pub use generic::schedule;
