@@ -8,7 +8,7 @@ use serde_json::json;
 
 use axum::response::Response;
 
-use super::{Meta, json_response};
+use super::respond::{Meta, json_response};
 use crate::backend::{AgentHealth, AgentInfo, ApiBackend, PartHealth};
 use crate::error::ApiError;
 use crate::params::QueryParams;

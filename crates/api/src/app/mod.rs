@@ -10,22 +10,23 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
+use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use drover_structs::{
     AllocListStub, AllocRestartRequest, AllocSignalRequest, Allocation, GenericResponse,
     JobVersionsResponse,
 };
-use serde::Serialize;
 use serde_json::json;
 
 mod agent;
 mod events;
 mod exec;
 mod node_rpc;
+mod respond;
 mod submit;
 
 use agent::{agent_health, agent_members, agent_self};
+use respond::{Meta, blocking_read, decode_body, json_response};
 use submit::{parse_job, register, validate_job};
 
 use crate::backend::{ApiBackend, Table};
@@ -108,94 +109,6 @@ async fn dispatch<B: ApiBackend>(
     let response = outcome.unwrap_or_else(IntoResponse::into_response);
     tracing::debug!(%method, path = uri.path(), status = response.status().as_u16(), "http request");
     response
-}
-
-/// Response metadata: reads carry all three headers, writes only the index.
-#[derive(Clone, Copy)]
-enum Meta {
-    Read(u64),
-    Write(u64),
-    None,
-}
-
-fn encode_json<T: Serialize>(value: &T, pretty: bool) -> Result<Vec<u8>, ApiError> {
-    let encoded = if pretty {
-        let mut buffer = Vec::new();
-        let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
-        let mut serializer = serde_json::Serializer::with_formatter(&mut buffer, formatter);
-        value.serialize(&mut serializer).map(|()| {
-            buffer.push(b'\n');
-            buffer
-        })
-    } else {
-        serde_json::to_vec(value)
-    };
-    encoded.map_err(|error| ApiError::internal(format!("failed to encode the response: {error}")))
-}
-
-fn json_response<T: Serialize>(
-    value: &T,
-    params: &QueryParams,
-    meta: Meta,
-) -> Result<Response, ApiError> {
-    let body = encode_json(value, params.pretty())?;
-    let mut response = (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response();
-    let headers = response.headers_mut();
-    match meta {
-        Meta::Read(index) => {
-            headers.insert("X-Nomad-Index", HeaderValue::from(index.max(1)));
-            headers.insert("X-Nomad-KnownLeader", HeaderValue::from_static("true"));
-            headers.insert("X-Nomad-LastContact", HeaderValue::from_static("0"));
-        }
-        Meta::Write(index) => {
-            headers.insert("X-Nomad-Index", HeaderValue::from(index));
-        }
-        Meta::None => {}
-    }
-    Ok(response)
-}
-
-/// Runs a read as a blocking query: with `?index=N`, waits until one of `tables` passes N or
-/// the wait (plus jitter) runs out, then reads. The index is taken before the data, so the
-/// data is never older than the index the caller will block on next.
-async fn blocking_read<B: ApiBackend, T>(
-    backend: &B,
-    params: &QueryParams,
-    tables: &[Table],
-    read: impl FnOnce(&B) -> Result<T, ApiError>,
-) -> Result<(u64, T), ApiError> {
-    let options = params.blocking()?;
-    if options.min_index > 0 {
-        let deadline =
-            tokio::time::Instant::now() + options.wait_with_jitter(rand::random::<f64>());
-        while backend.table_index(tables) <= options.min_index
-            && tokio::time::Instant::now() < deadline
-        {
-            backend
-                .wait_for_change(tables, options.min_index, deadline)
-                .await;
-        }
-    }
-    let index = backend.table_index(tables).max(1);
-    let value = read(backend)?;
-    Ok((index, value))
-}
-
-/// Decodes a request body as Go's `encoding/json` would: keys matched case-insensitively,
-/// unknown keys ignored, `null` as absent. An empty body is the default value.
-fn decode_body<T: serde::de::DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    let value: serde_json::Value = serde_json::from_slice(body)
-        .map_err(|error| ApiError::bad_request(format!("Request decode failed: {error}")))?;
-    drover_structs::lenient::from_value_ignoring_key_case(value)
-        .map_err(|error| ApiError::bad_request(format!("Request decode failed: {error}")))
 }
 
 fn stubs(allocations: Vec<Allocation>, task_states: bool, resources: bool) -> Vec<AllocListStub> {

@@ -12,7 +12,7 @@ use axum::response::Response;
 use drover_structs::{Job, JobRegisterRequest, JobsParseRequest};
 use serde_json::json;
 
-use super::{Meta, decode_body, json_response};
+use super::respond::{Meta, decode_body, json_response};
 use crate::backend::ApiBackend;
 use crate::error::ApiError;
 use crate::params::QueryParams;

@@ -1,0 +1,102 @@
+//! How the handlers answer: JSON bodies with Nomad's index headers, blocking reads, and
+//! request bodies decoded as Go decodes them. Shared by every handler module of `app`; knows no
+//! route.
+
+use axum::body::Bytes;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::backend::{ApiBackend, Table};
+use crate::error::ApiError;
+use crate::params::QueryParams;
+
+/// Response metadata: reads carry all three headers, writes only the index.
+#[derive(Clone, Copy)]
+pub(super) enum Meta {
+    Read(u64),
+    Write(u64),
+    None,
+}
+
+fn encode_json<T: Serialize>(value: &T, pretty: bool) -> Result<Vec<u8>, ApiError> {
+    let encoded = if pretty {
+        let mut buffer = Vec::new();
+        let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+        let mut serializer = serde_json::Serializer::with_formatter(&mut buffer, formatter);
+        value.serialize(&mut serializer).map(|()| {
+            buffer.push(b'\n');
+            buffer
+        })
+    } else {
+        serde_json::to_vec(value)
+    };
+    encoded.map_err(|error| ApiError::internal(format!("failed to encode the response: {error}")))
+}
+
+pub(super) fn json_response<T: Serialize>(
+    value: &T,
+    params: &QueryParams,
+    meta: Meta,
+) -> Result<Response, ApiError> {
+    let body = encode_json(value, params.pretty())?;
+    let mut response = (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response();
+    let headers = response.headers_mut();
+    match meta {
+        Meta::Read(index) => {
+            headers.insert("X-Nomad-Index", HeaderValue::from(index.max(1)));
+            headers.insert("X-Nomad-KnownLeader", HeaderValue::from_static("true"));
+            headers.insert("X-Nomad-LastContact", HeaderValue::from_static("0"));
+        }
+        Meta::Write(index) => {
+            headers.insert("X-Nomad-Index", HeaderValue::from(index));
+        }
+        Meta::None => {}
+    }
+    Ok(response)
+}
+
+/// Runs a read as a blocking query: with `?index=N`, waits until one of `tables` passes N or
+/// the wait (plus jitter) runs out, then reads. The index is taken before the data, so the
+/// data is never older than the index the caller will block on next.
+pub(super) async fn blocking_read<B: ApiBackend, T>(
+    backend: &B,
+    params: &QueryParams,
+    tables: &[Table],
+    read: impl FnOnce(&B) -> Result<T, ApiError>,
+) -> Result<(u64, T), ApiError> {
+    let options = params.blocking()?;
+    if options.min_index > 0 {
+        let deadline =
+            tokio::time::Instant::now() + options.wait_with_jitter(rand::random::<f64>());
+        while backend.table_index(tables) <= options.min_index
+            && tokio::time::Instant::now() < deadline
+        {
+            backend
+                .wait_for_change(tables, options.min_index, deadline)
+                .await;
+        }
+    }
+    let index = backend.table_index(tables).max(1);
+    let value = read(backend)?;
+    Ok((index, value))
+}
+
+/// Decodes a request body as Go's `encoding/json` would: keys matched case-insensitively,
+/// unknown keys ignored, `null` as absent. An empty body is the default value.
+pub(super) fn decode_body<T: serde::de::DeserializeOwned + Default>(
+    body: &Bytes,
+) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|error| ApiError::bad_request(format!("Request decode failed: {error}")))?;
+    drover_structs::lenient::from_value_ignoring_key_case(value)
+        .map_err(|error| ApiError::bad_request(format!("Request decode failed: {error}")))
+}
