@@ -83,6 +83,9 @@ fn agent() -> Agent {
             }),
             region: "global".into(),
             jitter_seed: 1,
+            services: Arc::new(drover_client::services::ConnRegistrar::new(Arc::new(
+                drover_client::node_sim::InMemoryServer::new(std::time::Duration::from_secs(30)),
+            ))),
         },
         sink: Arc::new(CollectingSink::default()),
     };
