@@ -1271,7 +1271,11 @@ mod services {
     /// A service job: group service `frontend` and task service `api` on port `http`.
     fn alloc_with_services(task_config: serde_json::Value) -> Allocation {
         let mut task = fake_task("web", task_config);
-        task.services = vec![service("api", &["v1", "idx-${NOMAD_ALLOC_INDEX}"])];
+        // Nomad's default provider, with no Consul on this agent: the built-in catalog too.
+        task.services = vec![Service {
+            provider: "consul".into(),
+            ..service("api", &["v1", "idx-${NOMAD_ALLOC_INDEX}"])
+        }];
         let mut alloc = alloc_with_tasks(
             "service",
             vec![task],
