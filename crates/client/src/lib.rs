@@ -13,7 +13,8 @@
 //! [`status_buffer`] batches status updates; [`fingerprint`] describes the machine;
 //! [`runner_factory`] puts the real alloc runner behind the node's small runner interface, and
 //! `node_sim` a simulated one (plus an in-memory server) for tests and fleet benchmarks (feature
-//! `testing`, with the fake `mock_driver`; neither is in the agent a user runs).
+//! `testing`, with the fake `mock_driver`; neither is in the agent a user runs);
+//! [`services`] turns task and group `service` blocks into catalog registrations.
 //!
 //! **Boundary**: talks to the server only through the client↔server trait; knows no HTTP routes.
 
@@ -29,6 +30,7 @@ pub mod node;
 pub mod node_sim;
 pub mod runner_factory;
 pub mod server_conn;
+pub mod services;
 pub mod state_db;
 pub mod status_buffer;
 pub mod taskenv;

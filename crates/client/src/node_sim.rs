@@ -521,6 +521,15 @@ impl InMemoryServer {
         lock(&self.state).nodes.get(node_id).cloned()
     }
 
+    /// The service registrations the catalog holds, by ID.
+    pub fn services(&self) -> BTreeMap<String, ServiceRegistration> {
+        lock(&self.state)
+            .services
+            .iter()
+            .map(|(id, registration)| (id.clone(), registration.clone()))
+            .collect()
+    }
+
     /// How many heartbeats a node has sent.
     pub fn heartbeat_count(&self, node_id: &str) -> u64 {
         lock(&self.state)

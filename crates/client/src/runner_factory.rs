@@ -45,6 +45,7 @@ impl TaskAllocRunnerFactory {
                 node: Arc::clone(&context.node),
                 region: self.region.clone(),
                 jitter_seed: self.jitter_seed,
+                services: Arc::clone(&context.services),
             },
             sink,
         }

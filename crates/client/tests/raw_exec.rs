@@ -16,6 +16,8 @@ use drover_client::allocrunner::{
 };
 use drover_client::clock::SystemClock;
 use drover_client::config::ClientConfig;
+use drover_client::node_sim::InMemoryServer;
+use drover_client::services::ConnRegistrar;
 use drover_client::state_db::StateDb;
 use drover_client::taskrunner::TaskRunnerDeps;
 use drover_client::taskrunner::drivers::default_driver_catalog;
@@ -59,6 +61,8 @@ fn shim_binary() -> PathBuf {
 struct Agent {
     deps: AllocRunnerDeps,
     data_dir: tempfile::TempDir,
+    /// The catalog the runners register services in.
+    server: Arc<InMemoryServer>,
 }
 
 fn agent() -> Agent {
@@ -69,6 +73,7 @@ fn agent() -> Agent {
         shim_binary: Some(shim_binary()),
         ..drover_driver::raw_exec::RawExecConfig::default()
     };
+    let server = Arc::new(InMemoryServer::new(Duration::from_secs(30)));
     let deps = AllocRunnerDeps {
         task: TaskRunnerDeps {
             config: Arc::new(config),
@@ -83,10 +88,15 @@ fn agent() -> Agent {
             }),
             region: "global".into(),
             jitter_seed: 1,
+            services: Arc::new(ConnRegistrar::new(server.clone())),
         },
         sink: Arc::new(CollectingSink::default()),
     };
-    Agent { deps, data_dir }
+    Agent {
+        deps,
+        data_dir,
+        server,
+    }
 }
 
 fn shell_task(name: &str, script: &str) -> Task {
@@ -844,4 +854,101 @@ fn abrupt_agent_deaths_never_run_a_task_twice() {
         assert!(live_pids().is_empty());
         runner.destroy().await.unwrap();
     });
+}
+
+/// Whether an HTTP server answers `GET /` on `address` with a 200.
+fn answers(address: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(address) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    if write!(stream, "GET / HTTP/1.0\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response.starts_with("HTTP/1.0 200")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_carry_the_real_address_and_leave_the_catalog_before_the_shutdown_delay() {
+    let agent = agent();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut task = shell_task(
+        "server",
+        "exec python3 -m http.server $NOMAD_PORT_http --bind $NOMAD_IP_http",
+    );
+    task.services = vec![drover_structs::Service {
+        name: "e2e-api".into(),
+        port_label: "http".into(),
+        ..drover_structs::Service::default()
+    }];
+    let mut alloc = alloc(
+        "service",
+        vec![task],
+        policy(0, Duration::from_secs(1), "fail"),
+    );
+    let mut resources = drover_structs::AllocatedResources::default();
+    resources
+        .shared
+        .ports
+        .push(drover_structs::AllocatedPortMapping {
+            label: "http".into(),
+            value: i64::from(port),
+            to: 0,
+            host_ip: "127.0.0.1".into(),
+        });
+    alloc.allocated_resources = Some(resources);
+    if let Some(job) = alloc.job.as_mut().map(Arc::make_mut) {
+        let group = &mut job.task_groups[0];
+        group.shutdown_delay = Some(DurationNs::from_secs(4));
+        group.services = vec![drover_structs::Service {
+            name: "e2e-front".into(),
+            port_label: "http".into(),
+            provider: "nomad".into(),
+            ..drover_structs::Service::default()
+        }];
+    }
+    let runner = AllocRunner::new(agent.deps.clone(), alloc).unwrap();
+    runner.run();
+
+    wait_for("both services in the catalog", || {
+        agent.server.services().len() == 2
+    })
+    .await;
+    for registration in agent.server.services().values() {
+        assert_eq!(registration.address, "127.0.0.1");
+        assert_eq!(registration.port, i64::from(port));
+        assert_eq!(registration.alloc_id, runner.alloc_id());
+    }
+    let address = format!("127.0.0.1:{port}");
+    wait_for("the task to answer on its service address", || {
+        answers(&address)
+    })
+    .await;
+
+    let began = Instant::now();
+    let stopping = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.stop().await }
+    });
+    wait_for("the catalog to be empty", || {
+        agent.server.services().is_empty()
+    })
+    .await;
+    assert!(
+        began.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        began.elapsed()
+    );
+    assert!(answers(&address), "the task runs during the shutdown delay");
+    stopping.await.unwrap();
+    assert!(began.elapsed() >= Duration::from_secs(4));
+    assert!(!answers(&address));
+    runner.destroy().await.unwrap();
 }

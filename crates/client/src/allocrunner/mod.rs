@@ -17,10 +17,16 @@
 //!
 //! The alloc record is persisted before any task runs (and each update before it is applied).
 //!
+//! The group's services ([`group_services`]) are registered while its tasks run, registered
+//! again after a task restarts, and deregistered when the allocation stops — with every task's
+//! services, before the group's `shutdown_delay` is waited — when it is destroyed, and when all
+//! its tasks are dead.
+//!
 //! **Not** here: fetching allocs from the server or batching status updates (the node part of
 //! the client implements [`AllocStatusSink`] with its status buffer).
 
 pub mod coordinator;
+pub mod group_services;
 #[cfg(test)]
 mod tests;
 
@@ -149,6 +155,7 @@ struct AllocRunnerInner {
     run_loops: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     pending_run_loops: Mutex<Vec<crate::taskrunner::TaskRunLoop>>,
     status: watch::Sender<AllocClientUpdate>,
+    group_services: Arc<group_services::GroupServiceHook>,
 }
 
 /// A handle on one allocation's runner. Cheap to clone.
@@ -271,6 +278,19 @@ impl AllocRunner {
             client_status_changed: false,
         };
         let (status, _) = watch::channel(initial);
+        let region = alloc
+            .job
+            .as_deref()
+            .map(|job| job.region.clone())
+            .filter(|region| !region.is_empty())
+            .unwrap_or_else(|| deps.task.region.clone());
+        let group_services = group_services::GroupServiceHook::new(
+            deps.task.services.clone(),
+            alloc.clone(),
+            deps.task.node.clone(),
+            region,
+            alloc_dir.clone(),
+        );
         let runner = AllocRunner {
             inner: Arc::new(AllocRunnerInner {
                 alloc_id,
@@ -288,6 +308,7 @@ impl AllocRunner {
                 run_loops: Mutex::new(Vec::new()),
                 pending_run_loops: Mutex::new(run_loops),
                 status,
+                group_services,
             }),
         };
         Ok(runner)
@@ -436,6 +457,7 @@ impl AllocRunner {
             .zip(states)
             .map(|(entry, (_, state))| (entry.runner.name().to_string(), state))
             .collect();
+        inner.group_services.on_task_states(&task_states);
         let (client_status, client_description) = derive_client_status(&task_states);
         let client_status_changed = {
             let mut last = lock(&inner.last_client_status);
@@ -627,6 +649,18 @@ impl AllocRunner {
         }
     }
 
+    /// Registers the group's services again, if they are registered: for whoever restarts tasks
+    /// without going through a task runner's restart (a task runner's restart re-registers them
+    /// by itself).
+    pub async fn reregister_group_services(&self) {
+        self.inner.group_services.reregister().await;
+    }
+
+    /// The group service registrations currently wanted (for inspection and tests).
+    pub fn group_service_registrations(&self) -> Vec<drover_structs::ServiceRegistration> {
+        self.inner.group_services.wanted()
+    }
+
     /// Sends `signal` to one task, or to every running task when `task` is `None`.
     pub async fn signal(&self, task: Option<&str>, signal: &str) -> Result<(), AllocRunnerError> {
         let signal = normalize_signal(signal)?;
@@ -697,10 +731,22 @@ impl AllocRunner {
         // Task runners must be running to be killed.
         self.run();
         self.inner.killing_all.store(true, Ordering::SeqCst);
+        // Out of the catalog first — the group's services and its tasks' — so that traffic
+        // drains during the delay.
+        self.deregister_all_services().await;
         self.group_shutdown_delay().await;
         self.kill_tasks(false).await;
         self.on_task_state_changed();
         self.wait_all_tasks_dead().await;
+    }
+
+    /// Deregisters the group's services, then every task's (a task without services returns
+    /// at once).
+    async fn deregister_all_services(&self) {
+        self.inner.group_services.deregister().await;
+        for entry in &self.inner.tasks {
+            entry.runner.deregister_services().await;
+        }
     }
 
     /// The group's `shutdown_delay`: running tasks get "Waiting for shutdown delay" and the stop
@@ -751,6 +797,7 @@ impl AllocRunner {
         for entry in &self.inner.tasks {
             entry.runner.update(alloc.clone()).await;
         }
+        self.inner.group_services.update(alloc).await;
         Ok(())
     }
 
@@ -761,6 +808,7 @@ impl AllocRunner {
         self.run();
         self.inner.destroyed.store(true, Ordering::SeqCst);
         self.inner.killing_all.store(true, Ordering::SeqCst);
+        self.deregister_all_services().await;
         self.kill_tasks(true).await;
         for entry in &self.inner.tasks {
             entry.runner.destroy().await;

@@ -31,6 +31,7 @@ struct Harness {
     deps: AllocRunnerDeps,
     driver: Arc<FakeDriver>,
     sink: Arc<RecordingSink>,
+    services: Arc<crate::services::testing::RecordingRegistrar>,
     _data_dir: tempfile::TempDir,
 }
 
@@ -45,6 +46,7 @@ fn harness() -> Harness {
         .with("exec", driver.clone());
     let sink = Arc::new(RecordingSink::default());
     let state_db = StateDb::open(&config.state_db_path()).unwrap();
+    let services = Arc::new(crate::services::testing::RecordingRegistrar::default());
     let deps = AllocRunnerDeps {
         task: TaskRunnerDeps {
             config: Arc::new(config),
@@ -59,6 +61,7 @@ fn harness() -> Harness {
             }),
             region: "global".into(),
             jitter_seed: 7,
+            services: services.clone(),
         },
         sink: sink.clone(),
     };
@@ -66,6 +69,7 @@ fn harness() -> Harness {
         deps,
         driver,
         sink,
+        services,
         _data_dir: data_dir,
     }
 }
@@ -1240,4 +1244,311 @@ async fn a_restart_delay_interrupted_by_an_agent_restart_is_waited_out() {
     assert!(waited < Duration::from_secs(26), "{waited:?}");
     assert_eq!(harness.driver.log().starts.len(), 2);
     second.stop().await;
+}
+
+/// Task and group service registration through the runners (the catalog is a recording fake).
+mod services {
+    use drover_structs::{
+        AllocDeploymentStatus, AllocatedPortMapping, AllocatedResources, Service,
+        ServiceRegistration,
+    };
+
+    use super::*;
+    use crate::services::testing::Call;
+
+    const GROUP_ID_SUFFIX: &str = "-group-group-frontend-http";
+
+    fn service(name: &str, tags: &[&str]) -> Service {
+        Service {
+            name: name.into(),
+            port_label: "http".into(),
+            provider: "nomad".into(),
+            tags: tags.iter().map(|tag| (*tag).to_owned()).collect(),
+            ..Service::default()
+        }
+    }
+
+    /// A service job: group service `frontend` and task service `api` on port `http`.
+    fn alloc_with_services(task_config: serde_json::Value) -> Allocation {
+        let mut task = fake_task("web", task_config);
+        // Nomad's default provider, with no Consul on this agent: the built-in catalog too.
+        task.services = vec![Service {
+            provider: "consul".into(),
+            ..service("api", &["v1", "idx-${NOMAD_ALLOC_INDEX}"])
+        }];
+        let mut alloc = alloc_with_tasks(
+            "service",
+            vec![task],
+            restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+        );
+        let mut resources = AllocatedResources::default();
+        resources.shared.ports.push(AllocatedPortMapping {
+            label: "http".into(),
+            value: 25123,
+            to: 0,
+            host_ip: "127.0.0.1".into(),
+        });
+        alloc.allocated_resources = Some(resources);
+        if let Some(job) = alloc.job.as_mut().map(Arc::make_mut) {
+            job.task_groups[0].services = vec![service("frontend", &["edge"])];
+        }
+        alloc
+    }
+
+    fn set_group_shutdown_delay(alloc: &mut Allocation, delay: DurationNs) {
+        if let Some(job) = alloc.job.as_mut().map(Arc::make_mut) {
+            job.task_groups[0].shutdown_delay = Some(delay);
+        }
+    }
+
+    /// Waits (paused time, bounded) until the catalog satisfies `predicate`.
+    async fn wait_catalog(
+        harness: &Harness,
+        predicate: impl Fn(&BTreeMap<String, ServiceRegistration>) -> bool,
+    ) {
+        let waited = tokio::time::timeout(Duration::from_secs(600), async {
+            while !predicate(&harness.services.catalog()) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        assert!(
+            waited.is_ok(),
+            "catalog never matched: {:#?}",
+            harness.services.catalog()
+        );
+    }
+
+    fn upserts_of(calls: &[Call], id: &str) -> usize {
+        calls
+            .iter()
+            .filter(|call| matches!(call, Call::Upsert(ids) if ids.iter().any(|i| i == id)))
+            .count()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn task_and_group_services_are_registered_and_gone_before_the_shutdown_delay() {
+        let harness = harness();
+        let mut alloc = alloc_with_services(json!({}));
+        set_group_shutdown_delay(&mut alloc, DurationNs::from_secs(10));
+        let alloc_id = alloc.id.clone();
+        let runner = start(&harness, alloc);
+        wait_catalog(&harness, |catalog| catalog.len() == 2).await;
+
+        let catalog = harness.services.catalog();
+        let task_service = &catalog[&format!("_nomad-task-{alloc_id}-web-api-http")];
+        assert_eq!(
+            task_service,
+            &ServiceRegistration {
+                id: format!("_nomad-task-{alloc_id}-web-api-http"),
+                service_name: "api".into(),
+                namespace: "default".into(),
+                node_id: "node-1".into(),
+                datacenter: "dc1".into(),
+                job_id: "example".into(),
+                alloc_id: alloc_id.clone(),
+                tags: vec!["v1".into(), "idx-0".into()],
+                address: "127.0.0.1".into(),
+                port: 25123,
+                ..ServiceRegistration::default()
+            }
+        );
+        let group_service = &catalog[&format!("_nomad-task-{alloc_id}{GROUP_ID_SUFFIX}")];
+        assert_eq!(group_service.service_name, "frontend");
+        assert_eq!(group_service.tags, vec!["edge".to_owned()]);
+        assert_eq!(
+            (group_service.address.as_str(), group_service.port),
+            ("127.0.0.1", 25123)
+        );
+
+        let began = tokio::time::Instant::now();
+        let stopping = tokio::spawn({
+            let runner = runner.clone();
+            async move { runner.stop().await }
+        });
+        // Both are out of the catalog long before the 10 s delay is over.
+        wait_catalog(&harness, BTreeMap::is_empty).await;
+        assert!(began.elapsed() < Duration::from_secs(1));
+        assert!(!stopping.is_finished());
+        stopping.await.unwrap();
+        assert!(began.elapsed() >= Duration::from_secs(10));
+        assert!(harness.services.catalog().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_task_service_is_deregistered_before_the_task_shutdown_delay() {
+        let harness = harness();
+        let mut alloc = alloc_with_services(json!({}));
+        if let Some(job) = alloc.job.as_mut().map(Arc::make_mut) {
+            job.task_groups[0].services.clear();
+            job.task_groups[0].tasks[0].shutdown_delay = DurationNs::from_secs(5);
+        }
+        let runner = start(&harness, alloc);
+        wait_catalog(&harness, |catalog| catalog.len() == 1).await;
+        let began = tokio::time::Instant::now();
+        let stopping = tokio::spawn({
+            let runner = runner.clone();
+            async move { runner.stop().await }
+        });
+        wait_catalog(&harness, BTreeMap::is_empty).await;
+        assert!(began.elapsed() < Duration::from_secs(1));
+        stopping.await.unwrap();
+        assert!(began.elapsed() >= Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_task_is_deregistered_with_its_group() {
+        let harness = harness();
+        let runner = start(
+            &harness,
+            alloc_with_services(json!({"run_for": "5s", "exit_code": 1})),
+        );
+        wait_catalog(&harness, |catalog| catalog.len() == 2).await;
+        runner.wait_all_tasks_dead().await;
+        wait_catalog(&harness, BTreeMap::is_empty).await;
+        assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_FAILED);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_restart_registers_the_group_services_again() {
+        let harness = harness();
+        let runner = start(&harness, alloc_with_services(json!({})));
+        let alloc_id = runner.alloc_id().to_owned();
+        let group_id = format!("_nomad-task-{alloc_id}{GROUP_ID_SUFFIX}");
+        let task_id = format!("_nomad-task-{alloc_id}-web-api-http");
+        wait_catalog(&harness, |catalog| catalog.len() == 2).await;
+        assert_eq!(upserts_of(&harness.services.calls(), &group_id), 1);
+
+        for round in 2..=3 {
+            runner
+                .restart_task("web", "check \"alive\" unhealthy")
+                .await
+                .unwrap();
+            wait_until(&runner, |runner| {
+                count(&state_of(runner, "web"), "Started") == round
+            })
+            .await;
+            wait_catalog(&harness, |_| {
+                upserts_of(&harness.services.calls(), &group_id) == round
+            })
+            .await;
+        }
+        // The task's own registration went away during each restart and came back.
+        let calls = harness.services.calls();
+        assert_eq!(upserts_of(&calls, &task_id), 3);
+        assert_eq!(
+            calls
+                .iter()
+                .filter(|call| matches!(call, Call::Delete(ids) if ids.contains(&task_id)))
+                .count(),
+            2
+        );
+        assert_eq!(harness.services.catalog().len(), 2);
+        runner.stop().await;
+        assert!(harness.services.catalog().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unreachable_server_is_retried_until_the_registration_lands() {
+        let harness = harness();
+        harness.services.set_unreachable(true);
+        let runner = start(&harness, alloc_with_services(json!({})));
+        wait_until(&runner, |runner| {
+            state_of(runner, "web").state == TASK_STATE_RUNNING
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(harness.services.catalog().is_empty());
+        assert!(harness.services.calls().len() >= 4, "retried meanwhile");
+        harness.services.set_unreachable(false);
+        wait_catalog(&harness, |catalog| catalog.len() == 2).await;
+        runner.stop().await;
+        assert!(harness.services.catalog().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_restored_agent_registers_again_without_deleting_first() {
+        let harness = harness();
+        let alloc = alloc_with_services(json!({}));
+        let alloc_id = alloc.id.clone();
+        let first = start(&harness, alloc);
+        wait_catalog(&harness, |catalog| catalog.len() == 2).await;
+        let before = harness.services.catalog();
+        first.shutdown().await;
+        // The agent's shutdown leaves the registrations in place.
+        assert_eq!(harness.services.catalog(), before);
+        let calls_before = harness.services.calls().len();
+
+        let second = AllocRunner::restore(harness.deps.clone(), &alloc_id)
+            .unwrap()
+            .unwrap();
+        second.run();
+        wait_catalog(&harness, |_| {
+            harness.services.calls().len() >= calls_before + 2
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let after_restore = &harness.services.calls()[calls_before..];
+        assert!(
+            after_restore
+                .iter()
+                .all(|call| matches!(call, Call::Upsert(_))),
+            "{after_restore:?}"
+        );
+        assert_eq!(harness.services.catalog(), before);
+        assert_eq!(count(&state_of(&second, "web"), "Started"), 1);
+        second.stop().await;
+        assert!(harness.services.catalog().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_update_registers_changed_tags_and_a_canary_uses_its_canary_tags() {
+        let harness = harness();
+        let mut alloc = alloc_with_services(json!({}));
+        if let Some(job) = alloc.job.as_mut().map(Arc::make_mut) {
+            job.task_groups[0].services[0].canary_tags = vec!["canary".into()];
+        }
+        alloc.deployment_status = Some(AllocDeploymentStatus {
+            canary: true,
+            ..AllocDeploymentStatus::default()
+        });
+        let runner = start(&harness, alloc.clone());
+        let group_id = format!("_nomad-task-{}{GROUP_ID_SUFFIX}", alloc.id);
+        let task_id = format!("_nomad-task-{}-web-api-http", alloc.id);
+        wait_catalog(&harness, |catalog| catalog.len() == 2).await;
+        assert_eq!(harness.services.catalog()[&group_id].tags, vec!["canary"]);
+
+        // Promoted, and the task's tags changed in place.
+        let mut promoted = alloc.clone();
+        promoted.deployment_status = Some(AllocDeploymentStatus::default());
+        if let Some(job) = promoted.job.as_mut().map(Arc::make_mut) {
+            job.task_groups[0].tasks[0].services[0].tags = vec!["v2".into()];
+        }
+        runner.update(promoted).await.unwrap();
+        wait_catalog(&harness, |catalog| {
+            catalog.get(&group_id).map(|r| r.tags.clone()) == Some(vec!["edge".into()])
+                && catalog.get(&task_id).map(|r| r.tags.clone()) == Some(vec!["v2".into()])
+        })
+        .await;
+        runner.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_task_without_services_sends_nothing() {
+        let harness = harness();
+        let alloc = alloc_with_tasks(
+            "service",
+            vec![fake_task("web", json!({}))],
+            restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+        );
+        let runner = start(&harness, alloc);
+        wait_until(&runner, |runner| {
+            state_of(runner, "web").state == TASK_STATE_RUNNING
+        })
+        .await;
+        runner.restart_task("web", "test").await.unwrap();
+        runner.stop().await;
+        runner.destroy().await.unwrap();
+        assert_eq!(harness.services.calls(), Vec::<Call>::new());
+    }
 }

@@ -115,6 +115,7 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
         let runner_context = RunnerContext {
             node: Arc::new(node),
             status: Arc::clone(&status),
+            services: Arc::new(crate::services::ConnRegistrar::new(Arc::clone(&conn))),
         };
         let client = Arc::new(Self {
             status,

@@ -70,6 +70,8 @@ pub struct RunnerContext {
     pub node: Arc<Node>,
     /// Where runners report their status.
     pub status: Arc<StatusBuffer>,
+    /// Where runners register their services (the node's servers).
+    pub services: Arc<dyn crate::services::ServiceRegistrar>,
 }
 
 /// Makes alloc runners: new ones for allocations the server placed here, and the ones found in

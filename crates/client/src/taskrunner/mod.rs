@@ -143,6 +143,8 @@ pub struct TaskRunnerDeps {
     pub region: String,
     /// Seed for restart jitter; each task mixes in its name.
     pub jitter_seed: u64,
+    /// The service catalog the task and group service hooks register in.
+    pub services: Arc<dyn crate::services::ServiceRegistrar>,
 }
 
 /// The per-task inputs of [`TaskRunner::new`] and [`TaskRunner::restore`].
@@ -208,6 +210,7 @@ pub(crate) struct TaskRunnerShared {
     pub(crate) run_loop_exited: watch::Sender<bool>,
     pub(crate) env_cell: hooks::TaskEnvCell,
     pub(crate) hooks: std::sync::OnceLock<Vec<Arc<dyn hooks::TaskHook>>>,
+    pub(crate) services_hook: std::sync::OnceLock<Arc<hooks::services::TaskServiceHook>>,
 }
 
 impl std::fmt::Debug for TaskRunnerShared {
@@ -416,6 +419,19 @@ fn hook_context(shared: &Arc<TaskRunnerShared>) -> hooks::TaskHookContext {
     } else {
         crate::taskenv::TaskPathView::Host
     };
+    let env_inputs = hooks::env::EnvHookInputs {
+        node: shared.deps.node.clone(),
+        region,
+        path_view,
+        task_dir: shared.task_dir.clone(),
+        task_name: task.name.clone(),
+    };
+    let services_hook = Arc::new(hooks::services::TaskServiceHook::new(
+        shared.deps.services.clone(),
+        alloc,
+        task.clone(),
+        env_inputs.clone(),
+    ));
     hooks::TaskHookContext {
         config: shared.deps.config.clone(),
         alloc_dir: shared.alloc_dir.clone(),
@@ -423,13 +439,8 @@ fn hook_context(shared: &Arc<TaskRunnerShared>) -> hooks::TaskHookContext {
         events: hooks::TaskEventEmitter::new(emit, shared.deps.clock.clone()),
         lifecycle: Arc::new(RunnerLifecycleRequests { shared: weak }),
         env_cell: shared.env_cell.clone(),
-        env_inputs: hooks::env::EnvHookInputs {
-            node: shared.deps.node.clone(),
-            region,
-            path_view,
-            task_dir: shared.task_dir.clone(),
-            task_name: task.name.clone(),
-        },
+        env_inputs,
+        services_hook,
     }
 }
 
@@ -610,8 +621,12 @@ impl TaskRunner {
             run_loop_exited: exited_tx,
             env_cell: hooks::TaskEnvCell::default(),
             hooks: std::sync::OnceLock::new(),
+            services_hook: std::sync::OnceLock::new(),
         });
-        let hook_list = hooks::build_task_hooks(&shared.task(), &hook_context(&shared));
+        let context = hook_context(&shared);
+        // Freshly created: nobody else can have set it yet.
+        let _ = shared.services_hook.set(context.services_hook.clone());
+        let hook_list = hooks::build_task_hooks(&shared.task(), &context);
         // Freshly created: nobody else can have set the hooks yet.
         let _ = shared.hooks.set(hook_list);
         let run_loop = TaskRunLoop::new(shared.clone(), commands_rx, start_gate);
@@ -851,6 +866,15 @@ impl TaskRunner {
             cgroup: shim.and_then(|shim| shim.cgroup),
             isolated,
         })
+    }
+
+    /// Takes the task's services out of the catalog ahead of its kill (the allocation is
+    /// stopping and its group's `shutdown_delay` comes first). The kill's own deregistration
+    /// then has nothing left to do.
+    pub async fn deregister_services(&self) {
+        if let Some(hook) = self.shared.services_hook.get() {
+            hook.deregister_ahead_of_kill().await;
+        }
     }
 
     /// Records an event on the task (for example "Sibling Task Failed" from the alloc runner).

@@ -118,6 +118,11 @@ impl TaskRunLoop {
                 }
                 None => {
                     tracing::info!(alloc_id = %self.shared.alloc_id, task = %self.shared.task_name, "re-attached to running task");
+                    // As after a start: what poststart hooks set up for a running task (its
+                    // service registrations) is set up again by this agent.
+                    if self.shared.phase() == TaskPhase::Running {
+                        self.run_poststart_hooks(handle_pid(&persisted)).await;
+                    }
                 }
             }
         }
@@ -834,6 +839,14 @@ impl TaskRunLoop {
             }
         }
     }
+}
+
+/// The task's main process as a shim-run task's handle names it (`None` for other drivers).
+fn handle_pid(handle: &PersistedTaskHandle) -> Option<u32> {
+    serde_json::from_value::<drover_driver::TaskHandle>(handle.handle.clone())
+        .ok()
+        .and_then(|handle| handle.shim)
+        .and_then(|shim| u32::try_from(shim.task_pid).ok())
 }
 
 /// A short random name for one run of a task (its supervisor state dir).

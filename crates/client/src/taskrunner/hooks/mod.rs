@@ -9,7 +9,7 @@
 //! an agent that restored the task. Stop hooks run each time the task ends up dead (it may run
 //! again on an AllTasks restart) and must be idempotent.
 //!
-//! Later hooks (artifacts, templates, services, identity) slot in by implementing the
+//! Later hooks (artifacts, templates, identity) slot in by implementing the
 //! capabilities they need and being added in [`build_task_hooks`]; the runner does not change.
 //!
 //! **Not** here: the order of capabilities in the task's life (the run loop decides) or how
@@ -18,6 +18,7 @@
 pub mod dispatch_payload;
 pub mod env;
 pub mod logs;
+pub mod services;
 pub mod task_dir;
 pub mod validate;
 
@@ -327,6 +328,9 @@ pub struct TaskHookContext {
     pub lifecycle: TaskLifecycleHandle,
     pub env_cell: TaskEnvCell,
     pub env_inputs: env::EnvHookInputs,
+    /// The task's services hook (the runner keeps a handle on it too, to deregister the
+    /// services ahead of a kill when the allocation stops).
+    pub services_hook: Arc<services::TaskServiceHook>,
 }
 
 /// The hooks of `task`, in the order they run. The env hook comes first so later hooks can
@@ -349,5 +353,8 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
     if task.dispatch_payload.is_some() {
         hooks.push(Arc::new(dispatch_payload::DispatchPayloadHook));
     }
+    // Always present: an update may give a task services it did not have. Without services it
+    // returns at once from every call.
+    hooks.push(context.services_hook.clone());
     hooks
 }

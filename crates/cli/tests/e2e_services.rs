@@ -1,0 +1,155 @@
+//! End to end: a job's group and task services in the built-in catalog through the real agent —
+//! registered with the task's real host address and port once it runs (an HTTP GET to them is
+//! answered by the task), and gone from `GET /v1/service/<name>` as soon as the job is stopped,
+//! while the group's `shutdown_delay` still keeps the task running.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{Agent, http, wait_for, write_jobspec};
+
+const LIMIT: Duration = Duration::from_secs(60);
+const SHUTDOWN_DELAY_SECS: u64 = 10;
+
+/// The registrations of `name` (none while the catalog answers anything but a JSON array).
+fn registrations(agent: &Agent, name: &str) -> Vec<Value> {
+    let (status, body) = http("GET", &agent.url(&format!("/v1/service/{name}")), None);
+    if status != 200 {
+        return Vec::new();
+    }
+    serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|value| value.as_array().cloned())
+        .unwrap_or_default()
+}
+
+/// Whether an HTTP server answers `GET /` on `address` with a 200.
+fn answers(address: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(socket) = address.parse() else {
+        return false;
+    };
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&socket, Duration::from_secs(2))
+    else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    if write!(stream, "GET / HTTP/1.0\r\nHost: {address}\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200")
+}
+
+#[test]
+fn group_and_task_services_are_registered_while_running_and_gone_before_shutdown_delay() {
+    let agent = Agent::start_dev();
+    let suffix = std::process::id();
+    let group_service = format!("e2e-front-{suffix}");
+    let task_service = format!("e2e-http-{suffix}");
+    let jobspec = format!(
+        r#"
+job "svc" {{
+  group "web" {{
+    shutdown_delay = "{SHUTDOWN_DELAY_SECS}s"
+    network {{
+      port "http" {{}}
+    }}
+    service {{
+      name     = "{group_service}"
+      port     = "http"
+      provider = "nomad"
+      tags     = ["group"]
+    }}
+    task "server" {{
+      driver = "raw_exec"
+      config {{
+        command = "python3"
+        args    = ["-m", "http.server", "${{NOMAD_PORT_http}}", "--bind", "${{NOMAD_IP_http}}"]
+      }}
+      service {{
+        name = "{task_service}"
+        port = "http"
+        tags = ["index-${{NOMAD_ALLOC_INDEX}}"]
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    let (_dir, path) = write_jobspec("svc.hcl", &jobspec);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+
+    let alloc = wait_for("a running alloc of svc", LIMIT, || {
+        let allocs = agent.get_json("/v1/job/svc/allocations");
+        let first = allocs.as_array()?.first()?.clone();
+        (first["ClientStatus"] == "running").then_some(first)
+    });
+    let alloc_id = alloc["ID"].as_str().unwrap().to_owned();
+    let full = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+    let port = &full["AllocatedResources"]["Shared"]["Ports"][0];
+    let host_ip = port["HostIP"].as_str().unwrap().to_owned();
+    let host_port = port["Value"].as_i64().unwrap();
+
+    for (name, tag, owner) in [
+        (&group_service, "group", "group-web".to_owned()),
+        (&task_service, "index-0", "server".to_owned()),
+    ] {
+        let found = wait_for(&format!("{name} in the catalog"), LIMIT, || {
+            let found = registrations(&agent, name);
+            (!found.is_empty()).then_some(found)
+        });
+        assert_eq!(found.len(), 1, "{found:?}");
+        let registration = &found[0];
+        assert_eq!(
+            registration["ID"],
+            format!("_nomad-task-{alloc_id}-{owner}-{name}-http")
+        );
+        assert_eq!(registration["AllocID"], alloc_id.as_str());
+        assert_eq!(registration["JobID"], "svc");
+        assert_eq!(registration["Namespace"], "default");
+        assert_eq!(registration["Datacenter"], "dc1");
+        assert_eq!(registration["Tags"], serde_json::json!([tag]));
+        assert_eq!(registration["Address"], host_ip.as_str());
+        assert_eq!(registration["Port"], host_port);
+    }
+
+    // The registered address is the task's.
+    let task_address = format!("{host_ip}:{host_port}");
+    wait_for("the task to answer on its service address", LIMIT, || {
+        answers(&task_address).then_some(())
+    });
+
+    let stopped_at = Instant::now();
+    agent.cli_ok(&["job", "stop", "-detach", "svc"]);
+    wait_for("both services out of the catalog", LIMIT, || {
+        (registrations(&agent, &group_service).is_empty()
+            && registrations(&agent, &task_service).is_empty())
+        .then_some(())
+    });
+    let gone_after = stopped_at.elapsed();
+    assert!(
+        gone_after < Duration::from_secs(SHUTDOWN_DELAY_SECS),
+        "deregistered only after {gone_after:?}"
+    );
+    // The delay is still being waited: the task still answers.
+    assert!(
+        answers(&task_address),
+        "the task runs during the shutdown delay"
+    );
+
+    let finished = wait_for("the alloc to stop", LIMIT, || {
+        let alloc = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+        (alloc["ClientStatus"] == "complete").then_some(alloc)
+    });
+    assert!(
+        stopped_at.elapsed() >= Duration::from_secs(SHUTDOWN_DELAY_SECS),
+        "the shutdown delay was waited: {finished}"
+    );
+    assert!(registrations(&agent, &group_service).is_empty());
+}
