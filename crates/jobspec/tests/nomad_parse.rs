@@ -6,8 +6,10 @@
 //!
 //! Where Nomad changed its answer after 1.1 the current answer is expected: renamed fields are
 //! listed in `RENAMED_SINCE_1_1`, and the `distinct_hosts` shortcut's `RTarget` is not compared.
-//! The jobspecs were written for this corpus; Nomad 1.1.2 was built from its public source
-//! (tag v1.1.2) to record the answers.
+//! The jobspecs under `valid/` and `nomad/` were written for this corpus; those under `public/`
+//! are real jobspecs taken unchanged from public repositories (source, commit and licence of
+//! each in `public/SOURCES.md`). Nomad 1.1.2 was built from its public source (tag v1.1.2) to
+//! record the answers.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a failure here is the assertion
 
@@ -100,6 +102,14 @@ fn drover_decodes_jobspecs_as_nomad_1_1_2_parses_them() {
         "only {} recorded answers",
         recorded.len()
     );
+    let public = recorded
+        .iter()
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with("public__"))
+        })
+        .count();
+    assert!(public >= 60, "only {public} public jobspecs recorded");
     let mut failures = Vec::new();
     for answer_path in &recorded {
         let stem = answer_path
