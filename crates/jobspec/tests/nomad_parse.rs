@@ -22,6 +22,64 @@ use serde_json::{Map, Value};
 /// `api.ConsulExposeConfig.Path` became `Paths`.
 const RENAMED_SINCE_1_1: &[(&str, &str)] = &[("ExposeConfig", "Expose"), ("Path", "Paths")];
 
+/// `(argument, 1.1.2 field)`: job arguments Nomad removed after 1.1 (the legacy token workflow
+/// went in 1.10: a token is given at submission, `-consul-token` / `-vault-token`), which the
+/// current parser refuses as drover does. A jobspec using one must be refused naming it; the
+/// rest of the jobspec, without those lines, is then compared as usual.
+const REMOVED_SINCE_1_1: &[(&str, &str)] = &[
+    ("consul_token", "ConsulToken"),
+    ("vault_token", "VaultToken"),
+];
+
+/// Checks that `source` is refused for each argument of `REMOVED_SINCE_1_1` Nomad 1.1.2 read
+/// from it, and returns the source without those arguments and the answer without their fields.
+fn without_removed_arguments(
+    source: String,
+    mut nomad: Value,
+    name: &str,
+    failures: &mut Vec<String>,
+) -> (String, Value) {
+    let used: Vec<_> = REMOVED_SINCE_1_1
+        .iter()
+        .filter(|(_, field)| {
+            nomad
+                .get(*field)
+                .is_some_and(|value| prune(value.clone()).is_some())
+        })
+        .collect();
+    if used.is_empty() {
+        return (source, nomad);
+    }
+    match decode_hcl_to_json(&source, name, &VarValues::new()) {
+        Ok(_) => failures.push(format!("{name}: decodes although it uses {used:?}")),
+        Err(error) => {
+            let error = error.to_string();
+            for (argument, _) in &used {
+                if !error.contains(&format!("\"{argument}\" is not supported")) {
+                    failures.push(format!("{name}: {argument:?} is not refused:\n{error}"));
+                }
+            }
+        }
+    }
+    let source = source
+        .lines()
+        .filter(|line| {
+            !used.iter().any(|(argument, _)| {
+                line.trim_start()
+                    .strip_prefix(argument)
+                    .is_some_and(|rest| rest.trim_start().starts_with('='))
+            })
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    if let Some(job) = nomad.as_object_mut() {
+        for (_, field) in &used {
+            job.remove(*field);
+        }
+    }
+    (source, nomad)
+}
+
 fn prune(value: Value) -> Option<Value> {
     match value {
         Value::Null => None,
@@ -122,8 +180,14 @@ fn drover_decodes_jobspecs_as_nomad_1_1_2_parses_them() {
             std::fs::read_to_string(corpus.join(directory).join(format!("{name}.hcl"))).unwrap();
         let nomad: Value =
             serde_json::from_str(&std::fs::read_to_string(answer_path).unwrap()).unwrap();
-        let (drover, _) = decode_hcl_to_json(&source, name, &VarValues::new())
-            .unwrap_or_else(|error| panic!("{stem} does not decode:\n{error}"));
+        let (source, nomad) = without_removed_arguments(source, nomad, name, &mut failures);
+        let drover = match decode_hcl_to_json(&source, name, &VarValues::new()) {
+            Ok((drover, _)) => drover,
+            Err(error) => {
+                failures.push(format!("{stem} does not decode:\n{error}"));
+                continue;
+            }
+        };
         let mut found = Vec::new();
         differences(
             &prune(nomad).unwrap_or(Value::Null),
