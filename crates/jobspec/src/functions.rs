@@ -297,6 +297,61 @@ pub(crate) fn declare(context: &mut Context<'_>) {
                 ))
             }),
     );
+    // go-cty-funcs' crypto functions: the lowercase hex digest of the string's UTF-8 bytes.
+    fn hex_digest<D: sha2::Digest>(input: &str) -> Value {
+        let digest = D::digest(input.as_bytes());
+        Value::String(digest.iter().map(|byte| format!("{byte:02x}")).collect())
+    }
+    context.declare_func(
+        "md5",
+        one_string().build(|arguments| Ok(hex_digest::<md5::Md5>(&text(&arguments, 0)?))),
+    );
+    context.declare_func(
+        "sha1",
+        one_string().build(|arguments| Ok(hex_digest::<sha1::Sha1>(&text(&arguments, 0)?))),
+    );
+    context.declare_func(
+        "sha256",
+        one_string().build(|arguments| Ok(hex_digest::<sha2::Sha256>(&text(&arguments, 0)?))),
+    );
+    context.declare_func(
+        "sha512",
+        one_string().build(|arguments| Ok(hex_digest::<sha2::Sha512>(&text(&arguments, 0)?))),
+    );
+    context.declare_func(
+        "uuidv4",
+        FuncDef::builder().build(|_| Ok(Value::String(uuid::Uuid::new_v4().to_string()))),
+    );
+    context.declare_func(
+        "uuidv5",
+        FuncDef::builder()
+            .param(ParamType::String)
+            .param(ParamType::String)
+            .build(|arguments| {
+                // go-cty-funcs: a namespace is "dns", "url", "oid", "x500" or a UUID.
+                let namespace = match text(&arguments, 0)?.as_str() {
+                    "dns" => uuid::Uuid::NAMESPACE_DNS,
+                    "url" => uuid::Uuid::NAMESPACE_URL,
+                    "oid" => uuid::Uuid::NAMESPACE_OID,
+                    "x500" => uuid::Uuid::NAMESPACE_X500,
+                    other => uuid::Uuid::parse_str(other).map_err(|error| {
+                        format!(
+                            "uuidv5: namespace {other:?} must be dns, url, oid, x500 or a UUID: {error}"
+                        )
+                    })?,
+                };
+                use sha1::Digest as _;
+                let mut hasher = sha1::Sha1::new();
+                hasher.update(namespace.as_bytes());
+                hasher.update(text(&arguments, 1)?.as_bytes());
+                let digest = hasher.finalize();
+                let mut bytes = [0u8; 16];
+                bytes.copy_from_slice(&digest[..16]);
+                Ok(Value::String(
+                    uuid::Builder::from_sha1_bytes(bytes).into_uuid().to_string(),
+                ))
+            }),
+    );
     context.declare_func(
         "urlencode",
         one_string().build(|arguments| {
