@@ -353,6 +353,29 @@ pub(crate) fn declare(context: &mut Context<'_>) {
             }),
     );
     context.declare_func(
+        "timeadd",
+        FuncDef::builder()
+            .param(ParamType::String)
+            .param(ParamType::String)
+            .build(|arguments| {
+                let timestamp = text(&arguments, 0)?;
+                let duration = text(&arguments, 1)?;
+                let (seconds, nanos, offset) = parse_rfc3339(&timestamp).ok_or_else(|| {
+                    format!("timeadd: timestamp {timestamp:?} is not an RFC 3339 timestamp")
+                })?;
+                let added = drover_structs::go_duration::parse_signed_go_duration(&duration)
+                    .map_err(|error| format!("timeadd: duration {duration:?}: {error}"))?;
+                let total =
+                    i128::from(seconds) * 1_000_000_000 + i128::from(nanos) + i128::from(added);
+                let seconds = i64::try_from(total.div_euclid(1_000_000_000)).map_err(|_| {
+                    format!("timeadd: {timestamp:?} + {duration:?} is out of range")
+                })?;
+                format_rfc3339(seconds, offset)
+                    .map(Value::String)
+                    .ok_or_else(|| format!("timeadd: {timestamp:?} + {duration:?} is out of range"))
+            }),
+    );
+    context.declare_func(
         "urlencode",
         one_string().build(|arguments| {
             let mut encoded = String::new();
@@ -1110,3 +1133,141 @@ impl VisitMut for CallResolver<'_, '_> {
 #[cfg(test)]
 #[allow(clippy::expect_used, clippy::unwrap_used)] // test code: a failure is the assertion
 mod tests;
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// The date of a day since 1970-01-01 (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let days = days + 719_468;
+    let era = days.div_euclid(146_097);
+    let day_of_era = days - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Go's `time.Parse(time.RFC3339, ...)`: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, as
+/// (Unix seconds, nanoseconds, offset in seconds east of UTC).
+fn parse_rfc3339(text: &str) -> Option<(i64, u32, i64)> {
+    let bytes = text.as_bytes();
+    let digits = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = text.get(range)?;
+        part.bytes()
+            .all(|byte| byte.is_ascii_digit())
+            .then(|| part.parse().ok())?
+    };
+    if bytes.len() < 20
+        || bytes[4] != b'-'
+        || bytes[7] != b'-'
+        || !matches!(bytes[10], b'T' | b't')
+        || bytes[13] != b':'
+        || bytes[16] != b':'
+    {
+        return None;
+    }
+    let (year, month, day) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
+    let (hour, minute, second) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let month_days = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if !(1..=12).contains(&month)
+        || day < 1
+        || day > month_days[usize::try_from(month - 1).ok()?]
+        || hour > 23
+        || minute > 59
+        || second > 59
+    {
+        return None;
+    }
+    let mut rest = &text[19..];
+    let mut nanos = 0u32;
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let length = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        if length == 0 {
+            return None;
+        }
+        for (position, digit) in fraction[..length].bytes().take(9).enumerate() {
+            nanos += u32::from(digit - b'0') * 10u32.pow(8 - u32::try_from(position).ok()?);
+        }
+        rest = &fraction[length..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let sign = match rest.as_bytes().first()? {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            if rest.len() != 6 || rest.as_bytes()[3] != b':' {
+                return None;
+            }
+            let hours: i64 = rest[1..3].parse().ok()?;
+            let minutes: i64 = rest[4..6].parse().ok()?;
+            if hours > 23 || minutes > 59 {
+                return None;
+            }
+            sign * (hours * 3600 + minutes * 60)
+        }
+    };
+    let seconds =
+        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    Some((seconds, nanos, offset))
+}
+
+/// Go's `Format(time.RFC3339)` of Unix seconds in the zone `offset` seconds east of UTC: no
+/// fraction of a second, `Z` for UTC. `None` for a year Go cannot write in four digits.
+fn format_rfc3339(seconds: i64, offset: i64) -> Option<String> {
+    let local = seconds.checked_add(offset)?;
+    let (year, month, day) = civil_from_days(local.div_euclid(86_400));
+    if !(0..=9999).contains(&year) {
+        return None;
+    }
+    let of_day = local.rem_euclid(86_400);
+    let zone = if offset == 0 {
+        "Z".to_string()
+    } else {
+        let sign = if offset < 0 { '-' } else { '+' };
+        format!(
+            "{sign}{:02}:{:02}",
+            offset.abs() / 3600,
+            offset.abs() % 3600 / 60
+        )
+    };
+    Some(format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}{zone}",
+        of_day / 3600,
+        of_day % 3600 / 60,
+        of_day % 60
+    ))
+}

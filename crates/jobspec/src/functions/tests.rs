@@ -129,6 +129,22 @@ fn functions_answer_as_nomads_jobspec_functions() {
         ),
         ("length(split(\"-\", uuidv4()))", "5"),
         (
+            "timeadd(\"2017-11-22T00:00:00Z\", \"10m\")",
+            "\"2017-11-22T00:10:00Z\"",
+        ),
+        (
+            "timeadd(\"2017-11-22T00:00:00.5+01:30\", \"-25h1.5s\")",
+            "\"2017-11-20T22:59:59+01:30\"",
+        ),
+        (
+            "timeadd(\"2020-02-28T23:59:59-05:00\", \"24h1s\")",
+            "\"2020-03-01T00:00:00-05:00\"",
+        ),
+        (
+            "timeadd(\"1999-12-31T23:59:59Z\", \"1s\")",
+            "\"2000-01-01T00:00:00Z\"",
+        ),
+        (
             "setproduct([\"a\", \"b\"], [1, 2])",
             "[[\"a\", 1], [\"a\", 2], [\"b\", 1], [\"b\", 2]]",
         ),
@@ -155,6 +171,14 @@ fn function_misuse_is_an_error_naming_it() {
         ),
         ("slice([1], 0, 2)", "out of the list"),
         ("uuidv5(\"nope\", \"x\")", "uuidv5: namespace \"nope\""),
+        (
+            "timeadd(\"2017-02-30T00:00:00Z\", \"1s\")",
+            "timeadd: timestamp",
+        ),
+        (
+            "timeadd(\"2017-11-22T00:00:00Z\", \"1x\")",
+            "timeadd: duration",
+        ),
     ] {
         let error = evaluate(expression).expect_err(expression);
         assert!(error.contains(fragment), "{expression}: {error}");
