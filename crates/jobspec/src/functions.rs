@@ -376,6 +376,33 @@ pub(crate) fn declare(context: &mut Context<'_>) {
             }),
     );
     context.declare_func(
+        "csvdecode",
+        one_string().build(|arguments| {
+            let records = csv_records(&text(&arguments, 0)?)
+                .map_err(|problem| format!("csvdecode: {problem}"))?;
+            let mut records = records.into_iter();
+            let (_, header) = records
+                .next()
+                .ok_or_else(|| "csvdecode: missing header line".to_string())?;
+            let mut rows = Vec::new();
+            for (line, record) in records {
+                if record.len() != header.len() {
+                    return Err(format!(
+                        "csvdecode: record on line {line}: wrong number of fields"
+                    ));
+                }
+                rows.push(Value::Object(
+                    header
+                        .iter()
+                        .cloned()
+                        .zip(record.into_iter().map(Value::String))
+                        .collect(),
+                ));
+            }
+            Ok(Value::Array(rows))
+        }),
+    );
+    context.declare_func(
         "urlencode",
         one_string().build(|arguments| {
             let mut encoded = String::new();
@@ -1270,4 +1297,78 @@ fn format_rfc3339(seconds: i64, offset: i64) -> Option<String> {
         of_day % 3600 / 60,
         of_day % 60
     ))
+}
+
+/// The records of a CSV text as Go's `encoding/csv` reads them with its defaults (the parser of
+/// go-cty's `csvdecode`): comma-separated, `"` quoting with `""` for a quote, quoted fields may
+/// span lines, `\r\n` read as `\n`, blank lines skipped. Each record with its first line.
+fn csv_records(input: &str) -> Result<Vec<(usize, Vec<String>)>, String> {
+    let input = input.replace("\r\n", "\n");
+    let mut records = Vec::new();
+    let mut characters = input.chars().peekable();
+    let mut line = 1;
+    while characters.peek().is_some() {
+        if characters.peek() == Some(&'\n') {
+            characters.next();
+            line += 1;
+            continue;
+        }
+        let first_line = line;
+        let mut record = Vec::new();
+        loop {
+            let mut field = String::new();
+            if characters.peek() == Some(&'"') {
+                characters.next();
+                loop {
+                    match characters.next() {
+                        Some('"') if characters.peek() == Some(&'"') => {
+                            characters.next();
+                            field.push('"');
+                        }
+                        Some('"') => break,
+                        Some(character) => {
+                            if character == '\n' {
+                                line += 1;
+                            }
+                            field.push(character);
+                        }
+                        None => {
+                            return Err(format!(
+                                "parse error on line {line}: extraneous or missing \" in quoted-field"
+                            ));
+                        }
+                    }
+                }
+                if !matches!(characters.peek(), None | Some(',' | '\n')) {
+                    return Err(format!(
+                        "parse error on line {line}: extraneous or missing \" in quoted-field"
+                    ));
+                }
+            } else {
+                while let Some(&character) = characters.peek() {
+                    if character == ',' || character == '\n' {
+                        break;
+                    }
+                    if character == '"' {
+                        return Err(format!(
+                            "parse error on line {line}: bare \" in non-quoted-field"
+                        ));
+                    }
+                    field.push(character);
+                    characters.next();
+                }
+            }
+            record.push(field);
+            match characters.next() {
+                Some(',') => continue,
+                Some(_) => {
+                    line += 1;
+                    break;
+                }
+                None => break,
+            }
+        }
+        records.push((first_line, record));
+    }
+    Ok(records)
 }

@@ -129,6 +129,11 @@ fn functions_answer_as_nomads_jobspec_functions() {
         ),
         ("length(split(\"-\", uuidv4()))", "5"),
         (
+            "csvdecode(\"name,note\\nweb,\\\"a, \\\"\\\"quoted\\\"\\\" b\\\"\\n\\ndb,\\\"multi\\nline\\\"\\r\\n\")",
+            "[{name = \"web\", note = \"a, \\\"quoted\\\" b\"}, {name = \"db\", note = \"multi\\nline\"}]",
+        ),
+        ("csvdecode(\"x,y\\n\")", "[]"),
+        (
             "timeadd(\"2017-11-22T00:00:00Z\", \"10m\")",
             "\"2017-11-22T00:10:00Z\"",
         ),
@@ -171,6 +176,15 @@ fn function_misuse_is_an_error_naming_it() {
         ),
         ("slice([1], 0, 2)", "out of the list"),
         ("uuidv5(\"nope\", \"x\")", "uuidv5: namespace \"nope\""),
+        (
+            "csvdecode(\"a,b\\n1\\n\")",
+            "csvdecode: record on line 2: wrong number of fields",
+        ),
+        ("csvdecode(\"\")", "csvdecode: missing header line"),
+        (
+            "csvdecode(\"a\\nx\\\"y\\n\")",
+            "csvdecode: parse error on line 2: bare \" in non-quoted-field",
+        ),
         (
             "timeadd(\"2017-02-30T00:00:00Z\", \"1s\")",
             "timeadd: timestamp",
