@@ -985,7 +985,7 @@ fn from_json(value: serde_json::Value) -> Value {
 /// Replaces, innermost first, each call whose answer is not a plain function of its
 /// arguments' values: `can(x)` with whether `x` evaluates, `try(a, b, ...)` with the value of
 /// its first argument that evaluates, and the filesystem functions (`file`, `filebase64`,
-/// `fileexists`, `basename`, `dirname`, `abspath`) with their answer, reading relative to
+/// `fileexists`, `basename`, `dirname`, `abspath`, `pathexpand`) with their answer, reading relative to
 /// `files` (`None`: they are disabled). A `try` none of whose arguments evaluate is an error;
 /// a filesystem call that fails stays in place (so `can` and `try` see it fail) and its reason
 /// is answered, for the caller to report if the whole expression then fails.
@@ -1017,7 +1017,8 @@ struct CallResolver<'context, 'inner> {
 impl CallResolver<'_, '_> {
     /// The answer of a filesystem function, `None` if `name` is not one.
     fn filesystem_call(&self, name: &str, arguments: &[Value]) -> Option<Result<Value, String>> {
-        const NAMES: [&str; 6] = [
+        const NAMES: [&str; 7] = [
+            "pathexpand",
             "file",
             "filebase64",
             "fileexists",
@@ -1037,6 +1038,12 @@ impl CallResolver<'_, '_> {
             [Value::String(path)] => std::path::PathBuf::from(path),
             _ => return Some(Err(format!("{name} takes one string, a path"))),
         };
+        if name == "pathexpand" {
+            return Some(path_expand(
+                &path.to_string_lossy(),
+                std::env::var_os("HOME"),
+            ));
+        }
         let resolved = if path.is_absolute() {
             path.clone()
         } else {
@@ -1297,6 +1304,52 @@ fn format_rfc3339(seconds: i64, offset: i64) -> Option<String> {
         of_day % 3600 / 60,
         of_day % 60
     ))
+}
+
+/// go-cty-funcs' `pathexpand` (`homedir.Expand`): a leading `~` becomes the home directory,
+/// joined and cleaned as Go's `filepath.Join` does; `~user` is refused; other paths are kept.
+fn path_expand(path: &str, home: Option<std::ffi::OsString>) -> Result<Value, String> {
+    let Some(rest) = path.strip_prefix('~') else {
+        return Ok(Value::String(path.to_string()));
+    };
+    if !(rest.is_empty() || rest.starts_with('/')) {
+        return Err(format!(
+            "pathexpand: cannot expand user-specific home dir in {path:?}"
+        ));
+    }
+    let home = home
+        .filter(|home| !home.is_empty())
+        .ok_or_else(|| "pathexpand: HOME is not set, so ~ cannot be expanded".to_string())?;
+    Ok(Value::String(clean_path(&format!(
+        "{}/{rest}",
+        home.to_string_lossy()
+    ))))
+}
+
+/// Go's `filepath.Clean` on a Unix path: one `/` between parts, no `.` parts, `..` removing
+/// the part before it (or kept at the start of a relative path, dropped at the root).
+fn clean_path(path: &str) -> String {
+    let rooted = path.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => match parts.last() {
+                Some(&last) if last != ".." => {
+                    parts.pop();
+                }
+                _ if rooted => {}
+                _ => parts.push(".."),
+            },
+            other => parts.push(other),
+        }
+    }
+    let joined = parts.join("/");
+    match (rooted, joined.is_empty()) {
+        (true, _) => format!("/{joined}"),
+        (false, true) => ".".to_string(),
+        (false, false) => joined,
+    }
 }
 
 /// The records of a CSV text as Go's `encoding/csv` reads them with its defaults (the parser of

@@ -198,3 +198,27 @@ fn function_misuse_is_an_error_naming_it() {
         assert!(error.contains(fragment), "{expression}: {error}");
     }
 }
+
+#[test]
+fn pathexpand_expands_a_leading_tilde_as_go_homedir_does() {
+    use super::path_expand;
+    let home = Some(std::ffi::OsString::from("/home/ann"));
+    for (path, expected) in [
+        ("~", "/home/ann"),
+        ("~/", "/home/ann"),
+        ("~/a//b/./c/../d", "/home/ann/a/b/d"),
+        ("/etc/~", "/etc/~"),
+        ("a/~", "a/~"),
+        ("", ""),
+    ] {
+        assert_eq!(
+            path_expand(path, home.clone()),
+            Ok(hcl::Value::String(expected.to_string())),
+            "{path}"
+        );
+    }
+    let error = path_expand("~bob/x", home).expect_err("~user is refused");
+    assert!(error.contains("pathexpand"), "{error}");
+    let error = path_expand("~/x", None).expect_err("no HOME");
+    assert!(error.contains("HOME"), "{error}");
+}
