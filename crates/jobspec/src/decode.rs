@@ -1152,7 +1152,17 @@ impl Walker<'_> {
                     }
                     if let Some(value) = self.evaluate(&attribute.value, scope, key) {
                         self.record_location(scope.json_field(key), attribute.span());
-                        object.insert(key.to_string(), hcl_to_json(value));
+                        let mut value = hcl_to_json(value);
+                        // Nomad reads an argument written as an object constructor (`port_map
+                        // = { http = 80 }`) as it reads the block of that name, a list of one
+                        // object (`"port_map": [{"http": 80}]`); an object that comes from any
+                        // other expression (a variable, `merge(...)`, an object inside a list
+                        // or inside another object) is kept as it is (jobspec2's
+                        // `hclutil.attrExpr`, unchanged since 1.1).
+                        if matches!(attribute.value, EditExpression::Object(_)) {
+                            value = JsonValue::Array(vec![value]);
+                        }
+                        object.insert(key.to_string(), value);
                     }
                 }
                 // A `dynamic` block here is not expanded: Nomad keeps free-form bodies as

@@ -297,6 +297,111 @@ pub(crate) fn declare(context: &mut Context<'_>) {
                 ))
             }),
     );
+    // go-cty-funcs' crypto functions: the lowercase hex digest of the string's UTF-8 bytes.
+    fn hex_digest<D: sha2::Digest>(input: &str) -> Value {
+        let digest = D::digest(input.as_bytes());
+        Value::String(digest.iter().map(|byte| format!("{byte:02x}")).collect())
+    }
+    context.declare_func(
+        "md5",
+        one_string().build(|arguments| Ok(hex_digest::<md5::Md5>(&text(&arguments, 0)?))),
+    );
+    context.declare_func(
+        "sha1",
+        one_string().build(|arguments| Ok(hex_digest::<sha1::Sha1>(&text(&arguments, 0)?))),
+    );
+    context.declare_func(
+        "sha256",
+        one_string().build(|arguments| Ok(hex_digest::<sha2::Sha256>(&text(&arguments, 0)?))),
+    );
+    context.declare_func(
+        "sha512",
+        one_string().build(|arguments| Ok(hex_digest::<sha2::Sha512>(&text(&arguments, 0)?))),
+    );
+    context.declare_func(
+        "uuidv4",
+        FuncDef::builder().build(|_| Ok(Value::String(uuid::Uuid::new_v4().to_string()))),
+    );
+    context.declare_func(
+        "uuidv5",
+        FuncDef::builder()
+            .param(ParamType::String)
+            .param(ParamType::String)
+            .build(|arguments| {
+                // go-cty-funcs: a namespace is "dns", "url", "oid", "x500" or a UUID.
+                let namespace = match text(&arguments, 0)?.as_str() {
+                    "dns" => uuid::Uuid::NAMESPACE_DNS,
+                    "url" => uuid::Uuid::NAMESPACE_URL,
+                    "oid" => uuid::Uuid::NAMESPACE_OID,
+                    "x500" => uuid::Uuid::NAMESPACE_X500,
+                    other => uuid::Uuid::parse_str(other).map_err(|error| {
+                        format!(
+                            "uuidv5: namespace {other:?} must be dns, url, oid, x500 or a UUID: {error}"
+                        )
+                    })?,
+                };
+                use sha1::Digest as _;
+                let mut hasher = sha1::Sha1::new();
+                hasher.update(namespace.as_bytes());
+                hasher.update(text(&arguments, 1)?.as_bytes());
+                let digest = hasher.finalize();
+                let mut bytes = [0u8; 16];
+                bytes.copy_from_slice(&digest[..16]);
+                Ok(Value::String(
+                    uuid::Builder::from_sha1_bytes(bytes).into_uuid().to_string(),
+                ))
+            }),
+    );
+    context.declare_func(
+        "timeadd",
+        FuncDef::builder()
+            .param(ParamType::String)
+            .param(ParamType::String)
+            .build(|arguments| {
+                let timestamp = text(&arguments, 0)?;
+                let duration = text(&arguments, 1)?;
+                let (seconds, nanos, offset) = parse_rfc3339(&timestamp).ok_or_else(|| {
+                    format!("timeadd: timestamp {timestamp:?} is not an RFC 3339 timestamp")
+                })?;
+                let added = drover_structs::go_duration::parse_signed_go_duration(&duration)
+                    .map_err(|error| format!("timeadd: duration {duration:?}: {error}"))?;
+                let total =
+                    i128::from(seconds) * 1_000_000_000 + i128::from(nanos) + i128::from(added);
+                let seconds = i64::try_from(total.div_euclid(1_000_000_000)).map_err(|_| {
+                    format!("timeadd: {timestamp:?} + {duration:?} is out of range")
+                })?;
+                format_rfc3339(seconds, offset)
+                    .map(Value::String)
+                    .ok_or_else(|| format!("timeadd: {timestamp:?} + {duration:?} is out of range"))
+            }),
+    );
+    context.declare_func(
+        "csvdecode",
+        one_string().build(|arguments| {
+            let records = csv_records(&text(&arguments, 0)?)
+                .map_err(|problem| format!("csvdecode: {problem}"))?;
+            let mut records = records.into_iter();
+            let (_, header) = records
+                .next()
+                .ok_or_else(|| "csvdecode: missing header line".to_string())?;
+            let mut rows = Vec::new();
+            for (line, record) in records {
+                if record.len() != header.len() {
+                    return Err(format!(
+                        "csvdecode: record on line {line}: wrong number of fields"
+                    ));
+                }
+                rows.push(Value::Object(
+                    header
+                        .iter()
+                        .cloned()
+                        .zip(record.into_iter().map(Value::String))
+                        .collect(),
+                ));
+            }
+            Ok(Value::Array(rows))
+        }),
+    );
     context.declare_func(
         "urlencode",
         one_string().build(|arguments| {
@@ -880,7 +985,7 @@ fn from_json(value: serde_json::Value) -> Value {
 /// Replaces, innermost first, each call whose answer is not a plain function of its
 /// arguments' values: `can(x)` with whether `x` evaluates, `try(a, b, ...)` with the value of
 /// its first argument that evaluates, and the filesystem functions (`file`, `filebase64`,
-/// `fileexists`, `basename`, `dirname`, `abspath`) with their answer, reading relative to
+/// `fileexists`, `basename`, `dirname`, `abspath`, `pathexpand`) with their answer, reading relative to
 /// `files` (`None`: they are disabled). A `try` none of whose arguments evaluate is an error;
 /// a filesystem call that fails stays in place (so `can` and `try` see it fail) and its reason
 /// is answered, for the caller to report if the whole expression then fails.
@@ -912,7 +1017,8 @@ struct CallResolver<'context, 'inner> {
 impl CallResolver<'_, '_> {
     /// The answer of a filesystem function, `None` if `name` is not one.
     fn filesystem_call(&self, name: &str, arguments: &[Value]) -> Option<Result<Value, String>> {
-        const NAMES: [&str; 6] = [
+        const NAMES: [&str; 7] = [
+            "pathexpand",
             "file",
             "filebase64",
             "fileexists",
@@ -932,6 +1038,12 @@ impl CallResolver<'_, '_> {
             [Value::String(path)] => std::path::PathBuf::from(path),
             _ => return Some(Err(format!("{name} takes one string, a path"))),
         };
+        if name == "pathexpand" {
+            return Some(path_expand(
+                &path.to_string_lossy(),
+                std::env::var_os("HOME"),
+            ));
+        }
         let resolved = if path.is_absolute() {
             path.clone()
         } else {
@@ -1055,3 +1167,261 @@ impl VisitMut for CallResolver<'_, '_> {
 #[cfg(test)]
 #[allow(clippy::expect_used, clippy::unwrap_used)] // test code: a failure is the assertion
 mod tests;
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// The date of a day since 1970-01-01 (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let days = days + 719_468;
+    let era = days.div_euclid(146_097);
+    let day_of_era = days - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Go's `time.Parse(time.RFC3339, ...)`: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, as
+/// (Unix seconds, nanoseconds, offset in seconds east of UTC).
+fn parse_rfc3339(text: &str) -> Option<(i64, u32, i64)> {
+    let bytes = text.as_bytes();
+    let digits = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = text.get(range)?;
+        part.bytes()
+            .all(|byte| byte.is_ascii_digit())
+            .then(|| part.parse().ok())?
+    };
+    if bytes.len() < 20
+        || bytes[4] != b'-'
+        || bytes[7] != b'-'
+        || !matches!(bytes[10], b'T' | b't')
+        || bytes[13] != b':'
+        || bytes[16] != b':'
+    {
+        return None;
+    }
+    let (year, month, day) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
+    let (hour, minute, second) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let month_days = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if !(1..=12).contains(&month)
+        || day < 1
+        || day > month_days[usize::try_from(month - 1).ok()?]
+        || hour > 23
+        || minute > 59
+        || second > 59
+    {
+        return None;
+    }
+    let mut rest = &text[19..];
+    let mut nanos = 0u32;
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let length = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        if length == 0 {
+            return None;
+        }
+        for (position, digit) in fraction[..length].bytes().take(9).enumerate() {
+            nanos += u32::from(digit - b'0') * 10u32.pow(8 - u32::try_from(position).ok()?);
+        }
+        rest = &fraction[length..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let sign = match rest.as_bytes().first()? {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            if rest.len() != 6 || rest.as_bytes()[3] != b':' {
+                return None;
+            }
+            let hours: i64 = rest[1..3].parse().ok()?;
+            let minutes: i64 = rest[4..6].parse().ok()?;
+            if hours > 23 || minutes > 59 {
+                return None;
+            }
+            sign * (hours * 3600 + minutes * 60)
+        }
+    };
+    let seconds =
+        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    Some((seconds, nanos, offset))
+}
+
+/// Go's `Format(time.RFC3339)` of Unix seconds in the zone `offset` seconds east of UTC: no
+/// fraction of a second, `Z` for UTC. `None` for a year Go cannot write in four digits.
+fn format_rfc3339(seconds: i64, offset: i64) -> Option<String> {
+    let local = seconds.checked_add(offset)?;
+    let (year, month, day) = civil_from_days(local.div_euclid(86_400));
+    if !(0..=9999).contains(&year) {
+        return None;
+    }
+    let of_day = local.rem_euclid(86_400);
+    let zone = if offset == 0 {
+        "Z".to_string()
+    } else {
+        let sign = if offset < 0 { '-' } else { '+' };
+        format!(
+            "{sign}{:02}:{:02}",
+            offset.abs() / 3600,
+            offset.abs() % 3600 / 60
+        )
+    };
+    Some(format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}{zone}",
+        of_day / 3600,
+        of_day % 3600 / 60,
+        of_day % 60
+    ))
+}
+
+/// go-cty-funcs' `pathexpand` (`homedir.Expand`): a leading `~` becomes the home directory,
+/// joined and cleaned as Go's `filepath.Join` does; `~user` is refused; other paths are kept.
+fn path_expand(path: &str, home: Option<std::ffi::OsString>) -> Result<Value, String> {
+    let Some(rest) = path.strip_prefix('~') else {
+        return Ok(Value::String(path.to_string()));
+    };
+    if !(rest.is_empty() || rest.starts_with('/')) {
+        return Err(format!(
+            "pathexpand: cannot expand user-specific home dir in {path:?}"
+        ));
+    }
+    let home = home
+        .filter(|home| !home.is_empty())
+        .ok_or_else(|| "pathexpand: HOME is not set, so ~ cannot be expanded".to_string())?;
+    Ok(Value::String(clean_path(&format!(
+        "{}/{rest}",
+        home.to_string_lossy()
+    ))))
+}
+
+/// Go's `filepath.Clean` on a Unix path: one `/` between parts, no `.` parts, `..` removing
+/// the part before it (or kept at the start of a relative path, dropped at the root).
+fn clean_path(path: &str) -> String {
+    let rooted = path.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => match parts.last() {
+                Some(&last) if last != ".." => {
+                    parts.pop();
+                }
+                _ if rooted => {}
+                _ => parts.push(".."),
+            },
+            other => parts.push(other),
+        }
+    }
+    let joined = parts.join("/");
+    match (rooted, joined.is_empty()) {
+        (true, _) => format!("/{joined}"),
+        (false, true) => ".".to_string(),
+        (false, false) => joined,
+    }
+}
+
+/// The records of a CSV text as Go's `encoding/csv` reads them with its defaults (the parser of
+/// go-cty's `csvdecode`): comma-separated, `"` quoting with `""` for a quote, quoted fields may
+/// span lines, `\r\n` read as `\n`, blank lines skipped. Each record with its first line.
+fn csv_records(input: &str) -> Result<Vec<(usize, Vec<String>)>, String> {
+    let input = input.replace("\r\n", "\n");
+    let mut records = Vec::new();
+    let mut characters = input.chars().peekable();
+    let mut line = 1;
+    while characters.peek().is_some() {
+        if characters.peek() == Some(&'\n') {
+            characters.next();
+            line += 1;
+            continue;
+        }
+        let first_line = line;
+        let mut record = Vec::new();
+        loop {
+            let mut field = String::new();
+            if characters.peek() == Some(&'"') {
+                characters.next();
+                loop {
+                    match characters.next() {
+                        Some('"') if characters.peek() == Some(&'"') => {
+                            characters.next();
+                            field.push('"');
+                        }
+                        Some('"') => break,
+                        Some(character) => {
+                            if character == '\n' {
+                                line += 1;
+                            }
+                            field.push(character);
+                        }
+                        None => {
+                            return Err(format!(
+                                "parse error on line {line}: extraneous or missing \" in quoted-field"
+                            ));
+                        }
+                    }
+                }
+                if !matches!(characters.peek(), None | Some(',' | '\n')) {
+                    return Err(format!(
+                        "parse error on line {line}: extraneous or missing \" in quoted-field"
+                    ));
+                }
+            } else {
+                while let Some(&character) = characters.peek() {
+                    if character == ',' || character == '\n' {
+                        break;
+                    }
+                    if character == '"' {
+                        return Err(format!(
+                            "parse error on line {line}: bare \" in non-quoted-field"
+                        ));
+                    }
+                    field.push(character);
+                    characters.next();
+                }
+            }
+            record.push(field);
+            match characters.next() {
+                Some(',') => continue,
+                Some(_) => {
+                    line += 1;
+                    break;
+                }
+                None => break,
+            }
+        }
+        records.push((first_line, record));
+    }
+    Ok(records)
+}

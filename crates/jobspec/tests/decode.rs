@@ -203,3 +203,45 @@ fn nested_blocks_in_free_form_bodies_are_lists_as_nomad_writes_them() {
         serde_json::json!({"mount": [{"type": "bind"}, {"type": "volume"}], "image": "x", "logging": [{"config": [{"tag": "a"}], "type": "syslog"}]})
     );
 }
+
+#[test]
+fn object_arguments_in_free_form_bodies_are_lists_of_one_object_as_nomad_writes_them() {
+    // Nomad 1.1.2's /v1/jobs/parse answer for this jobspec, recorded: an argument written
+    // as `{ ... }` becomes a list of one object at any block depth; objects from other
+    // expressions, inside lists or inside other objects stay objects.
+    let job = decode(
+        r#"locals {
+  labels = { a = "b" }
+}
+job "j" {
+  group "g" {
+    task "t" {
+      driver = "docker"
+      config {
+        m = { a = "b" }
+        e = {}
+        l = [{ a = 1 }, { b = 2 }]
+        n = { x = { y = 1 } }
+        from_local = local.labels
+        merged = merge({ a = 1 }, { b = 2 })
+        blk {
+          m2 = { c = "d" }
+        }
+      }
+    }
+  }
+}"#,
+    );
+    assert_eq!(
+        job["TaskGroups"][0]["Tasks"][0]["Config"],
+        serde_json::json!({
+            "m": [{"a": "b"}],
+            "e": [{}],
+            "l": [{"a": 1}, {"b": 2}],
+            "n": [{"x": {"y": 1}}],
+            "from_local": {"a": "b"},
+            "merged": {"a": 1, "b": 2},
+            "blk": [{"m2": [{"c": "d"}]}],
+        })
+    );
+}

@@ -98,6 +98,57 @@ fn functions_answer_as_nomads_jobspec_functions() {
             "formatlist(\"Hello, %s!\", [\"Valentina\", \"Ander\"])",
             "[\"Hello, Valentina!\", \"Hello, Ander!\"]",
         ),
+        // Nomad 1.1.2's answers, recorded through /v1/jobs/parse.
+        (
+            "md5(\"héllo world\")",
+            "\"f226f520832f216aec10f084fa998ddb\"",
+        ),
+        (
+            "sha1(\"héllo world\")",
+            "\"6f67d9778de04b9a59543ef7a0a03b7990543e5e\"",
+        ),
+        (
+            "sha256(\"héllo world\")",
+            "\"27c965a4110f97162bc6c0d4a35857c3165747e656b88b14d45469a148390a75\"",
+        ),
+        (
+            "sha512(\"héllo world\")",
+            "\"a34cc496f7b9f652ce0fa5e8ec6e9ac2937439f64d99dab5bf08e7c76ce7c9546d920c71b8f2618f2bbf924e6eb843a98e89389e92111b24cb3daae7ed429c63\"",
+        ),
+        (
+            "uuidv5(\"dns\", \"www.example.com\")",
+            "\"2ed6657d-e927-568b-95e1-2665a8aea6a2\"",
+        ),
+        (
+            "uuidv5(\"url\", \"https://example.com/\")",
+            "\"dd2c1780-811a-5296-81c5-178a0ef488bc\"",
+        ),
+        (
+            "uuidv5(\"6ba7b810-9dad-11d1-80b4-00c04fd430c8\", \"x\")",
+            "\"05b16a01-46c6-56dd-bd6e-c6dfb4a1427a\"",
+        ),
+        ("length(split(\"-\", uuidv4()))", "5"),
+        (
+            "csvdecode(\"name,note\\nweb,\\\"a, \\\"\\\"quoted\\\"\\\" b\\\"\\n\\ndb,\\\"multi\\nline\\\"\\r\\n\")",
+            "[{name = \"web\", note = \"a, \\\"quoted\\\" b\"}, {name = \"db\", note = \"multi\\nline\"}]",
+        ),
+        ("csvdecode(\"x,y\\n\")", "[]"),
+        (
+            "timeadd(\"2017-11-22T00:00:00Z\", \"10m\")",
+            "\"2017-11-22T00:10:00Z\"",
+        ),
+        (
+            "timeadd(\"2017-11-22T00:00:00.5+01:30\", \"-25h1.5s\")",
+            "\"2017-11-20T22:59:59+01:30\"",
+        ),
+        (
+            "timeadd(\"2020-02-28T23:59:59-05:00\", \"24h1s\")",
+            "\"2020-03-01T00:00:00-05:00\"",
+        ),
+        (
+            "timeadd(\"1999-12-31T23:59:59Z\", \"1s\")",
+            "\"2000-01-01T00:00:00Z\"",
+        ),
         (
             "setproduct([\"a\", \"b\"], [1, 2])",
             "[[\"a\", 1], [\"a\", 2], [\"b\", 1], [\"b\", 2]]",
@@ -124,9 +175,50 @@ fn function_misuse_is_an_error_naming_it() {
             "invalid regular expression",
         ),
         ("slice([1], 0, 2)", "out of the list"),
-        ("sha256(\"x\")", "sha256"),
+        ("uuidv5(\"nope\", \"x\")", "uuidv5: namespace \"nope\""),
+        (
+            "csvdecode(\"a,b\\n1\\n\")",
+            "csvdecode: record on line 2: wrong number of fields",
+        ),
+        ("csvdecode(\"\")", "csvdecode: missing header line"),
+        (
+            "csvdecode(\"a\\nx\\\"y\\n\")",
+            "csvdecode: parse error on line 2: bare \" in non-quoted-field",
+        ),
+        (
+            "timeadd(\"2017-02-30T00:00:00Z\", \"1s\")",
+            "timeadd: timestamp",
+        ),
+        (
+            "timeadd(\"2017-11-22T00:00:00Z\", \"1x\")",
+            "timeadd: duration",
+        ),
     ] {
         let error = evaluate(expression).expect_err(expression);
         assert!(error.contains(fragment), "{expression}: {error}");
     }
+}
+
+#[test]
+fn pathexpand_expands_a_leading_tilde_as_go_homedir_does() {
+    use super::path_expand;
+    let home = Some(std::ffi::OsString::from("/home/ann"));
+    for (path, expected) in [
+        ("~", "/home/ann"),
+        ("~/", "/home/ann"),
+        ("~/a//b/./c/../d", "/home/ann/a/b/d"),
+        ("/etc/~", "/etc/~"),
+        ("a/~", "a/~"),
+        ("", ""),
+    ] {
+        assert_eq!(
+            path_expand(path, home.clone()),
+            Ok(hcl::Value::String(expected.to_string())),
+            "{path}"
+        );
+    }
+    let error = path_expand("~bob/x", home).expect_err("~user is refused");
+    assert!(error.contains("pathexpand"), "{error}");
+    let error = path_expand("~/x", None).expect_err("no HOME");
+    assert!(error.contains("HOME"), "{error}");
 }

@@ -1,0 +1,5 @@
+job "foo" {
+  constraint {
+    distinct_hosts = "true"
+  }
+}

@@ -1,0 +1,6 @@
+job "foo" {
+  constraint {
+    attribute = "$attr.kernel.version"
+    regexp    = "[0-9.]+"
+  }
+}

@@ -1,0 +1,6 @@
+job "foo" {
+  constraint {
+    attribute    = "$meta.data"
+    set_contains = "foo,bar,baz"
+  }
+}

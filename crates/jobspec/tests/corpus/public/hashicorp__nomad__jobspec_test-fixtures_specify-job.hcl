@@ -1,0 +1,4 @@
+job "default" {
+  id   = "job1"
+  name = "My Job"
+}

@@ -1,0 +1,7 @@
+job "elastic" {
+  group "group" {
+    scaling {
+      max = 10
+    }
+  }
+}

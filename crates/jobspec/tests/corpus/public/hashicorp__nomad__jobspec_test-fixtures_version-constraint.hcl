@@ -1,0 +1,6 @@
+job "foo" {
+  constraint {
+    attribute = "$attr.kernel.version"
+    version   = "~> 3.2"
+  }
+}
