@@ -1,4 +1,5 @@
-//! The state store: typed tables (jobs, job versions, evals, allocs, nodes, job summaries) with
+//! The state store: typed tables (jobs, job versions, evals, allocs, nodes, job summaries, the
+//! service catalog's registrations) with
 //! one monotonically increasing modify index, per-table indexes for blocking queries, and an
 //! event stream, over the small [`Kv`] trait with an embedded (redb) backend.
 //!
