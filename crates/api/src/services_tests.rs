@@ -539,3 +539,23 @@ async fn services_events_stream_on_the_service_topic() {
     assert_eq!(event["FilterKeys"], json!(["web", "metrics"]));
     assert_eq!(event["Payload"]["Service"]["ServiceName"], "metrics");
 }
+
+#[tokio::test]
+async fn services_left_to_consul_register_with_a_warning() {
+    let router = crate::app(Arc::new(MemoryBackend::dev()));
+    let mut job = serde_json::to_value(job("web", "default")).unwrap();
+    job["TaskGroups"][0]["Services"] = json!([
+        {"Name": "web-frontend", "PortLabel": "8080"},
+        {"Name": "web-native", "PortLabel": "8080", "Provider": "nomad"}
+    ]);
+    let response = send(&router, "PUT", "/v1/jobs", Some(json!({"Job": job}))).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = serde_json::from_str(&text(response).await).unwrap();
+    let warnings = body["Warnings"].as_str().unwrap();
+    assert!(
+        warnings.contains("service (provider = \"consul\", Nomad's default) in group \"g\" (TaskGroups[0].Services[0]): this agent has no Consul"),
+        "{warnings}"
+    );
+    // The provider = "nomad" one is not mentioned.
+    assert!(!warnings.contains("Services[1]"), "{warnings}");
+}
