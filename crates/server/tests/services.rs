@@ -1,6 +1,8 @@
 //! The server's service catalog calls over a real (in-memory) store: validation that names the
 //! field, registration against known allocations, deregistration by ID and by hand.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is a failed test
+
 use std::sync::Arc;
 
 use drover_server::{Server, ServerConfig, ServerError, SystemClock};
