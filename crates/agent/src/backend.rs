@@ -19,7 +19,7 @@ use drover_client::runner_factory::TaskAllocRunnerFactory;
 use drover_server::{Server, ServerError};
 use drover_structs::{
     AllocResourceUsage, AllocStopResponse, Allocation, JobDeregisterResponse, JobRegisterRequest,
-    JobRegisterResponse, Node,
+    JobRegisterResponse, Node, ServiceRegistration,
 };
 
 use super::server_link::AgentServerConn;
@@ -224,6 +224,34 @@ impl AgentOperations for AgentBackend {
     async fn update_allocs_from_client(&self, updates: Vec<Allocation>) -> Result<u64, ApiError> {
         self.server()?
             .update_allocs_from_client(updates)
+            .await
+            .map_err(server_error)
+    }
+
+    async fn upsert_service_registrations(
+        &self,
+        services: Vec<ServiceRegistration>,
+    ) -> Result<u64, ApiError> {
+        self.server()?
+            .upsert_service_registrations(services)
+            .await
+            .map_err(server_error)
+    }
+
+    async fn delete_service_registrations(&self, ids: Vec<String>) -> Result<u64, ApiError> {
+        self.server()?
+            .delete_service_registrations(ids)
+            .await
+            .map_err(server_error)
+    }
+
+    async fn delete_service_registration(
+        &self,
+        namespace: &str,
+        id: &str,
+    ) -> Result<u64, ApiError> {
+        self.server()?
+            .delete_service_registration(namespace, id)
             .await
             .map_err(server_error)
     }

@@ -70,16 +70,20 @@ impl ServerConn for InProcessServer {
 
     async fn upsert_services(
         &self,
-        _registrations: Vec<ServiceRegistration>,
+        registrations: Vec<ServiceRegistration>,
     ) -> Result<(), ServerConnError> {
-        Err(ServerConnError::Rejected {
-            message: "this server has no service catalog yet".to_owned(),
-        })
+        self.0
+            .upsert_service_registrations(registrations)
+            .await
+            .map(|_| ())
+            .map_err(conn_error)
     }
 
-    async fn delete_services(&self, _service_ids: Vec<String>) -> Result<(), ServerConnError> {
-        Err(ServerConnError::Rejected {
-            message: "this server has no service catalog yet".to_owned(),
-        })
+    async fn delete_services(&self, service_ids: Vec<String>) -> Result<(), ServerConnError> {
+        self.0
+            .delete_service_registrations(service_ids)
+            .await
+            .map(|_| ())
+            .map_err(conn_error)
     }
 }

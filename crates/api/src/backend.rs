@@ -22,6 +22,7 @@ use drover_state::{EventFilter, EventSubscription};
 use drover_structs::{
     AllocResourceUsage, AllocStopResponse, Allocation, Evaluation, HostStats, Job,
     JobDeregisterResponse, JobRegisterRequest, JobRegisterResponse, JobSummary, Node,
+    ServiceRegistration,
 };
 
 use crate::error::ApiError;
@@ -36,6 +37,7 @@ pub enum Table {
     Allocs,
     Nodes,
     Deployments,
+    ServiceRegistrations,
 }
 
 /// Who this agent is, for `/v1/agent/self`, `/v1/agent/members`, `/v1/status/*`, `/v1/regions`.
@@ -150,6 +152,26 @@ pub trait StateReads: Send + Sync + 'static {
 
     /// The event stream from `from_index` (0: only new events), filtered.
     fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription;
+
+    /// Every service registration in `namespace` (`*`: every namespace).
+    fn service_registrations(&self, namespace: &str) -> Result<Vec<ServiceRegistration>, ApiError>;
+    /// The registrations of service `name` in `namespace`, by ID.
+    fn service_registrations_by_name(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<ServiceRegistration>, ApiError>;
+    /// The registrations of one allocation.
+    fn service_registrations_by_alloc(
+        &self,
+        alloc_id: &str,
+    ) -> Result<Vec<ServiceRegistration>, ApiError>;
+    /// The registrations of a job's allocations.
+    fn service_registrations_by_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> Result<Vec<ServiceRegistration>, ApiError>;
 }
 
 /// What the agent does: the server's writes (`drover_server::Server`) and the local client
@@ -265,6 +287,36 @@ pub trait AgentOperations: Send + Sync + 'static {
         updates: Vec<Allocation>,
     ) -> impl Future<Output = Result<u64, ApiError>> + Send {
         let _ = updates;
+        async { Err(ApiError::bad_request(NO_SERVER)) }
+    }
+
+    /// Creates or replaces service registrations (a client registering its services); an
+    /// invalid one is `BadRequest` naming the field. Answers the index of the write.
+    fn upsert_service_registrations(
+        &self,
+        services: Vec<ServiceRegistration>,
+    ) -> impl Future<Output = Result<u64, ApiError>> + Send {
+        let _ = services;
+        async { Err(ApiError::bad_request(NO_SERVER)) }
+    }
+
+    /// Removes service registrations by ID (a client deregistering); unknown IDs are skipped.
+    fn delete_service_registrations(
+        &self,
+        ids: Vec<String>,
+    ) -> impl Future<Output = Result<u64, ApiError>> + Send {
+        let _ = ids;
+        async { Err(ApiError::bad_request(NO_SERVER)) }
+    }
+
+    /// Removes one registration by hand (`DELETE /v1/service/<name>/<id>`); an unknown one is
+    /// `NotFound`.
+    fn delete_service_registration(
+        &self,
+        namespace: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<u64, ApiError>> + Send {
+        let _ = (namespace, id);
         async { Err(ApiError::bad_request(NO_SERVER)) }
     }
 }
@@ -395,6 +447,33 @@ impl<R: StateReads, O: Send + Sync + 'static> StateReads for Composed<R, O> {
     fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
         self.reads.subscribe_events(from_index, filter)
     }
+
+    fn service_registrations(&self, namespace: &str) -> Result<Vec<ServiceRegistration>, ApiError> {
+        self.reads.service_registrations(namespace)
+    }
+
+    fn service_registrations_by_name(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<ServiceRegistration>, ApiError> {
+        self.reads.service_registrations_by_name(namespace, name)
+    }
+
+    fn service_registrations_by_alloc(
+        &self,
+        alloc_id: &str,
+    ) -> Result<Vec<ServiceRegistration>, ApiError> {
+        self.reads.service_registrations_by_alloc(alloc_id)
+    }
+
+    fn service_registrations_by_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> Result<Vec<ServiceRegistration>, ApiError> {
+        self.reads.service_registrations_by_job(namespace, job_id)
+    }
 }
 
 impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<R, O> {
@@ -503,5 +582,27 @@ impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<
         updates: Vec<Allocation>,
     ) -> impl Future<Output = Result<u64, ApiError>> + Send {
         self.operations.update_allocs_from_client(updates)
+    }
+
+    fn upsert_service_registrations(
+        &self,
+        services: Vec<ServiceRegistration>,
+    ) -> impl Future<Output = Result<u64, ApiError>> + Send {
+        self.operations.upsert_service_registrations(services)
+    }
+
+    fn delete_service_registrations(
+        &self,
+        ids: Vec<String>,
+    ) -> impl Future<Output = Result<u64, ApiError>> + Send {
+        self.operations.delete_service_registrations(ids)
+    }
+
+    fn delete_service_registration(
+        &self,
+        namespace: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<u64, ApiError>> + Send {
+        self.operations.delete_service_registration(namespace, id)
     }
 }

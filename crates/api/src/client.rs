@@ -7,7 +7,8 @@
 use drover_structs::{
     AllocFileInfo, AllocListStub, AllocResourceUsage, AllocStopResponse, Allocation, Evaluation,
     GenericResponse, Job, JobDeregisterResponse, JobListStub, JobRegisterRequest,
-    JobRegisterResponse, JobSummary, Node, NodeListStub, StreamFrame,
+    JobRegisterResponse, JobSummary, Node, NodeListStub, ServiceRegistration,
+    ServiceRegistrationListStub, StreamFrame,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::de::DeserializeOwned;
@@ -568,6 +569,42 @@ impl ApiClient {
 
     pub async fn agent_self(&self) -> Result<serde_json::Value, ClientError> {
         self.get("/v1/agent/self", &[]).await
+    }
+
+    /// The namespace this client reads and writes in, when one was set.
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    /// The same client, acting in `namespace`.
+    pub fn in_namespace(&self, namespace: &str) -> ApiClient {
+        ApiClient {
+            namespace: Some(namespace.to_string()),
+            ..self.clone()
+        }
+    }
+
+    /// `GET /v1/services`: the service names of the namespace (every one for `*`).
+    pub async fn services(&self) -> Result<Vec<ServiceRegistrationListStub>, ClientError> {
+        self.get("/v1/services", &[]).await
+    }
+
+    /// `GET /v1/service/<name>`: the registrations of one service.
+    pub async fn service(&self, name: &str) -> Result<Vec<ServiceRegistration>, ClientError> {
+        self.get(&format!("/v1/service/{}", escape_path_segment(name)), &[])
+            .await
+    }
+
+    /// `DELETE /v1/service/<name>/<id>`.
+    pub async fn delete_service(&self, name: &str, id: &str) -> Result<(), ClientError> {
+        let path = format!(
+            "/v1/service/{}/{}",
+            escape_path_segment(name),
+            escape_path_segment(id)
+        );
+        self.send(self.request(reqwest::Method::DELETE, &path, &[]))
+            .await?;
+        Ok(())
     }
 }
 

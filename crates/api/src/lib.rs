@@ -11,6 +11,8 @@ mod app_tests;
 pub mod backend;
 pub mod body_limit;
 pub mod client;
+#[cfg(test)]
+mod services_tests;
 pub use drover_structs::client_rpc;
 pub mod error;
 pub mod fs;

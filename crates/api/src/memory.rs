@@ -15,7 +15,7 @@ use drover_state::{
 
 use drover_structs::{
     AllocResourceUsage, AllocStopResponse, Allocation, Evaluation, Job, JobDeregisterResponse,
-    JobRegisterRequest, JobRegisterResponse, JobSummary, Node,
+    JobRegisterRequest, JobRegisterResponse, JobSummary, Node, ServiceRegistration,
 };
 
 use crate::backend::{
@@ -52,6 +52,8 @@ struct Contents {
     allocations: BTreeMap<String, Allocation>,
     evaluations: BTreeMap<String, Evaluation>,
     nodes: BTreeMap<String, Node>,
+    /// (namespace, ID) → registration.
+    services: BTreeMap<(String, String), ServiceRegistration>,
     alloc_dirs: BTreeMap<String, PathBuf>,
     client_calls: Vec<ClientCall>,
     eval_counter: u64,
@@ -484,6 +486,50 @@ impl StateReads for MemoryBackend {
             .cloned()
             .collect())
     }
+
+    fn service_registrations(&self, namespace: &str) -> Result<Vec<ServiceRegistration>, ApiError> {
+        Ok(self.services_where(|service| namespace == "*" || service.namespace == namespace))
+    }
+
+    fn service_registrations_by_name(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<ServiceRegistration>, ApiError> {
+        Ok(self.services_where(|service| {
+            service.namespace == namespace && service.service_name == name
+        }))
+    }
+
+    fn service_registrations_by_alloc(
+        &self,
+        alloc_id: &str,
+    ) -> Result<Vec<ServiceRegistration>, ApiError> {
+        Ok(self.services_where(|service| service.alloc_id == alloc_id))
+    }
+
+    fn service_registrations_by_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> Result<Vec<ServiceRegistration>, ApiError> {
+        Ok(self
+            .services_where(|service| service.namespace == namespace && service.job_id == job_id))
+    }
+}
+
+impl MemoryBackend {
+    fn services_where(
+        &self,
+        wanted: impl Fn(&ServiceRegistration) -> bool,
+    ) -> Vec<ServiceRegistration> {
+        self.lock()
+            .services
+            .values()
+            .filter(|service| wanted(service))
+            .cloned()
+            .collect()
+    }
 }
 
 impl AgentOperations for MemoryBackend {
@@ -723,6 +769,58 @@ impl AgentOperations for MemoryBackend {
             }
             index
         }))
+    }
+
+    /// Stores registrations as given (indexes set); no validation beyond a non-empty ID.
+    async fn upsert_service_registrations(
+        &self,
+        services: Vec<ServiceRegistration>,
+    ) -> Result<u64, ApiError> {
+        if services.iter().any(|service| service.id.is_empty()) {
+            return Err(ApiError::bad_request(
+                "service registration is missing its ID",
+            ));
+        }
+        Ok(
+            self.write(&[Table::ServiceRegistrations], |contents, index| {
+                for mut service in services {
+                    let key = (service.namespace.clone(), service.id.clone());
+                    service.create_index = contents
+                        .services
+                        .get(&key)
+                        .map_or(index, |existing| existing.create_index);
+                    service.modify_index = index;
+                    contents.services.insert(key, service);
+                }
+                index
+            }),
+        )
+    }
+
+    async fn delete_service_registrations(&self, ids: Vec<String>) -> Result<u64, ApiError> {
+        Ok(
+            self.write(&[Table::ServiceRegistrations], |contents, index| {
+                contents.services.retain(|(_, id), _| !ids.contains(id));
+                index
+            }),
+        )
+    }
+
+    async fn delete_service_registration(
+        &self,
+        namespace: &str,
+        id: &str,
+    ) -> Result<u64, ApiError> {
+        let key = (namespace.to_owned(), id.to_owned());
+        if !self.lock().services.contains_key(&key) {
+            return Err(ApiError::not_found("service registration not found"));
+        }
+        Ok(
+            self.write(&[Table::ServiceRegistrations], |contents, index| {
+                contents.services.remove(&key);
+                index
+            }),
+        )
     }
 
     fn alloc_dir(&self, alloc_id: &str) -> Result<PathBuf, ApiError> {

@@ -129,6 +129,27 @@ pub enum Route {
     AllocGetAllocs,
     /// `/v1/internal/node/update-alloc`: `Node.UpdateAlloc`, a batch of client statuses.
     NodeUpdateAlloc,
+    /// `/v1/internal/services/upsert`: `ServiceRegistration.Upsert`, a client's registrations.
+    ServiceRegistrationUpsert,
+    /// `/v1/internal/services/delete`: a client's deregistrations, by ID.
+    ServiceRegistrationDeleteIds,
+    /// `/v1/services`: service names per namespace, with their tags.
+    ServiceList,
+    /// `GET /v1/service/<name>`: the registrations of one service.
+    ServiceRead {
+        service_name: String,
+    },
+    /// `DELETE /v1/service/<name>/<id>`: removes one registration.
+    ServiceDelete {
+        service_name: String,
+        service_id: String,
+    },
+    AllocationServices {
+        alloc_id: String,
+    },
+    JobServices {
+        job_id: String,
+    },
 }
 
 /// Job sub-resources, longest first so `/deployments` wins over `/deployment`. Suffixes Nomad
@@ -224,6 +245,9 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
         "internal/node/register" => (Route::NodeRegister, Write),
         "internal/node/update-alloc" => (Route::NodeUpdateAlloc, Write),
         "internal/allocs/get" => (Route::AllocGetAllocs, Write),
+        "internal/services/upsert" => (Route::ServiceRegistrationUpsert, Write),
+        "internal/services/delete" => (Route::ServiceRegistrationDeleteIds, Write),
+        "services" => (Route::ServiceList, Read),
         _ => {
             if let Some(rest) = path.strip_prefix("job/") {
                 return job_route(method, rest);
@@ -233,8 +257,11 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
                 match suffix {
                     "" => (Route::AllocationRead { alloc_id }, Read),
                     "stop" => (Route::AllocationStop { alloc_id }, Write),
+                    "services" => (Route::AllocationServices { alloc_id }, Read),
                     _ => return Err(ApiError::NoRoute),
                 }
+            } else if let Some(rest) = path.strip_prefix("service/") {
+                return service_route(method, rest);
             } else if let Some(rest) = path.strip_prefix("deployment/") {
                 (
                     Route::DeploymentRead {
@@ -299,6 +326,38 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
     Ok(route)
 }
 
+/// `service/<name>` (GET) and `service/<name>/<id>` (DELETE), with Nomad's answers to the
+/// rest: 400 for a missing name or ID or more segments, 405 for another method.
+fn service_route(method: &Method, rest: &str) -> Result<Route, ApiError> {
+    let parts: Vec<&str> = rest.split('/').collect();
+    match parts.as_slice() {
+        [name] => {
+            if method != Method::GET {
+                return Err(ApiError::MethodNotAllowed);
+            }
+            if name.is_empty() {
+                return Err(ApiError::bad_request("missing service name"));
+            }
+            Ok(Route::ServiceRead {
+                service_name: (*name).to_string(),
+            })
+        }
+        [name, id] => {
+            if method != Method::DELETE {
+                return Err(ApiError::MethodNotAllowed);
+            }
+            if id.is_empty() {
+                return Err(ApiError::bad_request("missing service id"));
+            }
+            Ok(Route::ServiceDelete {
+                service_name: (*name).to_string(),
+                service_id: (*id).to_string(),
+            })
+        }
+        _ => Err(ApiError::bad_request("invalid URI")),
+    }
+}
+
 fn job_route(method: &Method, rest: &str) -> Result<Route, ApiError> {
     for suffix in JOB_SUFFIXES {
         if let Some(id) = rest.strip_suffix(suffix)
@@ -313,6 +372,7 @@ fn job_route(method: &Method, rest: &str) -> Result<Route, ApiError> {
                 "/deployment" => (Route::JobDeployment { job_id }, Allowed::Read),
                 "/deployments" => (Route::JobDeployments { job_id }, Allowed::Read),
                 "/evaluate" => (Route::JobEvaluate { job_id }, Allowed::Write),
+                "/services" => (Route::JobServices { job_id }, Allowed::Read),
                 _ => return Err(ApiError::NoRoute),
             };
             check(method, allowed)?;

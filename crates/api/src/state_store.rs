@@ -6,7 +6,7 @@
 use std::future::Future;
 
 use drover_state::{EventFilter, EventSubscription, StateStore};
-use drover_structs::{Allocation, Evaluation, Job, JobSummary, Node};
+use drover_structs::{Allocation, Evaluation, Job, JobSummary, Node, ServiceRegistration};
 
 use crate::backend::{StateReads, Table};
 use crate::error::ApiError;
@@ -23,6 +23,7 @@ fn store_tables(tables: &[Table]) -> Vec<drover_state::Table> {
             Table::Evals => Some(drover_state::Table::Evals),
             Table::Allocs => Some(drover_state::Table::Allocs),
             Table::Nodes => Some(drover_state::Table::Nodes),
+            Table::ServiceRegistrations => Some(drover_state::Table::ServiceRegistrations),
             Table::Deployments => None,
         })
         .collect()
@@ -135,6 +136,40 @@ impl StateReads for StateStore {
 
     fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
         StateStore::subscribe_events(self, from_index, filter)
+    }
+
+    fn service_registrations(&self, namespace: &str) -> Result<Vec<ServiceRegistration>, ApiError> {
+        let namespace = (namespace != "*").then_some(namespace);
+        Ok(owned(StateStore::service_registrations(self, namespace)))
+    }
+
+    fn service_registrations_by_name(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<ServiceRegistration>, ApiError> {
+        Ok(owned(StateStore::service_registrations_by_name(
+            self, namespace, name,
+        )))
+    }
+
+    fn service_registrations_by_alloc(
+        &self,
+        alloc_id: &str,
+    ) -> Result<Vec<ServiceRegistration>, ApiError> {
+        Ok(owned(StateStore::service_registrations_by_alloc(
+            self, alloc_id,
+        )))
+    }
+
+    fn service_registrations_by_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> Result<Vec<ServiceRegistration>, ApiError> {
+        Ok(owned(StateStore::service_registrations_by_job(
+            self, namespace, job_id,
+        )))
     }
 }
 

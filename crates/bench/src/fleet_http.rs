@@ -39,7 +39,7 @@ async fn summary_counts(
 }
 
 /// Polls the job summary every 50 ms until `done(running, complete, placed)` holds.
-async fn wait_summary(
+pub(crate) async fn wait_summary(
     agent: &Arc<AgentProcess>,
     job_id: &str,
     limit: Duration,
@@ -65,7 +65,7 @@ async fn wait_summary(
 /// HTTP; a job of `allocs` allocations is placed across them, reported running, then stopped.
 /// A server-only agent on a data dir under `temp`, ready to answer; a connection to it for
 /// simulated nodes; and the simulated runners' timing (start after 10 ms, run until stopped).
-fn server_agent_for_simulated_nodes(
+pub(crate) fn server_agent_for_simulated_nodes(
     bench: &Bench,
     temp: &std::path::Path,
 ) -> anyhow::Result<(Arc<AgentProcess>, Arc<HttpServerConn>, SimRunnerTiming)> {

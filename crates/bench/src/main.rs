@@ -9,6 +9,7 @@
 //! Not here: tests (CI runs tests, not benchmarks).
 
 mod agent;
+mod catalog;
 mod exec_attach;
 mod fleet_http;
 mod in_process;
@@ -71,6 +72,17 @@ enum Scenario {
         /// server-only agent) instead of terminal allocs of real `/bin/true` tasks.
         #[arg(long)]
         simulated_nodes: Option<usize>,
+    },
+    /// Service catalog reads (`/v1/services`, `/v1/service/<name>`, with `choose`), p50/p99
+    /// over 100 requests, with N registrations of running allocs on simulated nodes.
+    CatalogRead {
+        #[arg(long, default_value_t = 10_000)]
+        registrations: usize,
+        /// Service names the registrations are spread over.
+        #[arg(long, default_value_t = 100)]
+        names: usize,
+        #[arg(long, default_value_t = 200)]
+        simulated_nodes: usize,
     },
     /// Scheduler placements per second on simulated nodes, one thread.
     Scheduler {
@@ -179,6 +191,22 @@ fn main() -> anyhow::Result<()> {
                 format!("alloc-list --allocs {allocs} --simulated-nodes {nodes}"),
                 runtime()?.block_on(fleet_http::alloc_list_with_simulated_nodes(
                     &bench, allocs, nodes,
+                ))?,
+            )
+        }
+        Scenario::CatalogRead {
+            registrations,
+            names,
+            simulated_nodes,
+        } => {
+            let bench = bench()?;
+            (
+                format!("catalog-read --registrations {registrations} --names {names}"),
+                runtime()?.block_on(catalog::catalog_read(
+                    &bench,
+                    registrations,
+                    names,
+                    simulated_nodes,
                 ))?,
             )
         }

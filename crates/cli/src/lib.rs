@@ -98,6 +98,9 @@ enum Command {
     /// Interact with servers
     #[command(subcommand)]
     Server(commands::server::ServerCommand),
+    /// Interact with registered services
+    #[command(subcommand)]
+    Service(commands::service::ServiceCommand),
     /// Stream an agent's log
     Monitor(commands::agent_monitor::MonitorArgs),
     /// Show the status of jobs, or of any object by ID prefix
@@ -143,6 +146,7 @@ pub async fn run(arguments: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Wr
         Command::Node(command) => commands::node::run(command, &mut io).await,
         Command::Eval(command) => commands::eval::run(command, &mut io).await,
         Command::Server(command) => commands::server::run(command, &mut io).await,
+        Command::Service(command) => commands::service::run(command, &mut io).await,
         Command::Status(arguments) => commands::status::run(arguments, &mut io).await,
         Command::Monitor(arguments) => commands::agent_monitor::run(arguments, &mut io).await,
     }

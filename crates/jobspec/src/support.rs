@@ -231,6 +231,16 @@ fn service_checks(services: &[Service]) -> Vec<String> {
         .collect()
 }
 
+/// Services left to Consul: `provider = "consul"`, or no provider (Nomad's default is Consul).
+fn consul_services(services: &[Service]) -> Vec<String> {
+    services
+        .iter()
+        .enumerate()
+        .filter(|(_, service)| service.provider.is_empty() || service.provider == "consul")
+        .map(|(index, _)| format!("Services[{index}]"))
+        .collect()
+}
+
 fn service_connect(services: &[Service]) -> Vec<String> {
     services
         .iter()
@@ -309,7 +319,6 @@ fn is_default_migrate(migrate: &MigrateStrategy) -> bool {
     })
 }
 
-const SERVICE_DISCOVERY: &str = "runs once drover has a service catalog (service discovery)";
 const CONSUL: &str = "runs once drover integrates with Consul";
 const VAULT: &str = "runs once drover integrates with Vault";
 const VOLUMES: &str = "runs once drover manages host volumes and CSI plugins";
@@ -575,14 +584,18 @@ pub static FEATURES: &[Feature] = &[
         "runs once drover handles disconnected clients",
         Detect::group(|group| when(group.prevent_reschedule_on_lost, "PreventRescheduleOnLost")),
     ),
+    runs(
+        "service (provider = \"nomad\")",
+        "group and task services are registered in drover's built-in catalog (Nomad's native service discovery) while the task runs, with name, port (label or number), address, address_mode, tags and canary_tags, and read through /v1/services and /v1/service/<name>; meta, canary_meta, enable_tag_override, tagged_addresses, weights (passing, warning), on_update and cluster stay with the job, as Nomad's own catalog has no place for them; a service's check_restart (limit, grace, ignore_warnings) only acts through its checks (service > check)",
+    ),
     row(
-        "service",
-        Status::NotYet,
-        "drover has no service catalog: a registration would go nowhere",
-        SERVICE_DISCOVERY,
+        "service (provider = \"consul\", Nomad's default)",
+        Status::RunsDifferently,
+        "this agent has no Consul: the service is registered in drover's built-in catalog (/v1/service/<name>) instead of Consul, so only Nomad-native service discovery finds it",
+        "",
         Detect::group_and_task(
-            |group| each(&group.services, "Services"),
-            |task| each(&task.services, "Services"),
+            |group| consul_services(&group.services),
+            |task| consul_services(&task.services),
         ),
     ),
     row(

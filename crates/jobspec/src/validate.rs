@@ -1344,8 +1344,14 @@ impl Checker {
                 );
             }
             let provider = text(service, "Provider");
-            if !["", "nomad"].contains(&provider) {
-                self.report(&service_place, service_place.field("Provider"), format!("{label}: provider must be \"nomad\" (drover has no Consul), got {provider:?}"));
+            // Consul is accepted (and registered in the built-in catalog, with a warning at
+            // register); anything else is refused as Nomad refuses it.
+            if !["", "nomad", "consul"].contains(&provider) {
+                self.report(
+                    &service_place,
+                    service_place.field("Provider"),
+                    format!("{label}: service provider must be \"consul\", or \"nomad\"; not {provider:?}"),
+                );
             }
             if task.is_none() {
                 let service_task = text(service, "TaskName");

@@ -9,6 +9,8 @@
 //!  heartbeat timer expired ──► node down ──► node-update evals
 //! ```
 //!
+//! Service registrations from clients are validated here (`services`) and stored.
+//!
 //! Every object is written to the state store before anything acts on it: an evaluation is
 //! stored before it is enqueued, so a restarted server re-enqueues every pending evaluation from
 //! the store and loses none.
@@ -22,6 +24,7 @@ mod clock;
 mod error;
 pub mod heartbeat;
 pub mod plan_apply;
+mod services;
 pub mod snapshot;
 mod worker;
 

@@ -59,9 +59,11 @@ pub enum Table {
     /// The copies of jobs that allocations were placed with, stored once per job version
     /// rather than inside every allocation record.
     AllocJobs,
+    /// Service registrations of the built-in catalog, by namespace and ID.
+    ServiceRegistrations,
 }
 
-const TABLE_COUNT: usize = 7;
+const TABLE_COUNT: usize = 8;
 
 impl Table {
     /// Every table.
@@ -73,6 +75,7 @@ impl Table {
         Table::Nodes,
         Table::JobSummaries,
         Table::AllocJobs,
+        Table::ServiceRegistrations,
     ];
 
     /// The table's name, as used in keys and errors.
@@ -85,6 +88,7 @@ impl Table {
             Table::Nodes => "nodes",
             Table::JobSummaries => "job_summaries",
             Table::AllocJobs => "alloc_jobs",
+            Table::ServiceRegistrations => "service_registrations",
         }
     }
 
@@ -97,6 +101,7 @@ impl Table {
             Table::Nodes => 4,
             Table::JobSummaries => 5,
             Table::AllocJobs => 6,
+            Table::ServiceRegistrations => 7,
         }
     }
 

@@ -90,6 +90,10 @@ pub enum EventType {
     NodeDrain,
     /// A node's status changed.
     NodeStreamEvent,
+    /// A service registration was created or changed.
+    ServiceRegistration,
+    /// A service registration was removed.
+    ServiceDeregistration,
 }
 
 /// One event, in Nomad's JSON shape.

@@ -1,6 +1,7 @@
-//! The state store: typed tables (jobs, job versions, evals, allocs, nodes, job summaries) with
-//! one monotonically increasing modify index, per-table indexes for blocking queries, and an
-//! event stream, over the small [`Kv`] trait with an embedded (redb) backend.
+//! The state store: typed tables (jobs, job versions, evals, allocs, nodes, job summaries, the
+//! service catalog's registrations) with one monotonically increasing modify index, per-table
+//! indexes for blocking queries, and an event stream, over the small [`Kv`] trait with an
+//! embedded (redb) backend.
 //!
 //! **Boundary**: holds data, indexes and the data derived in the same write (job status, job
 //! summaries), never scheduling logic. Reads come from an in-memory snapshot; every write is

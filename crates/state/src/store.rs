@@ -1,11 +1,15 @@
 //! The typed state store the server and the API use: jobs and their versions, evaluations,
-//! allocations, nodes and job summaries, with modify indexes set by the store, derived job status
+//! allocations, nodes, job summaries and service registrations, with modify indexes set by the store, derived job status
 //! and summary counters kept in the same write, blocking queries and the event stream.
 //!
 //! Every write goes through the group-commit [`Engine`]: it runs on the writer task against the
 //! in-memory tables, is persisted with the other writes queued at the same time, and is
 //! acknowledged only once durable. Reads never touch the disk. Times come from the caller
 //! (`now_unix_ns`); the store reads no clock and makes no IDs.
+//!
+//! A service registration lives as long as its allocation runs: the write that makes an
+//! allocation client-terminal (complete, failed, lost), marks its node down, purges its job or
+//! collects it removes its registrations too, as Nomad's state store does.
 //!
 //! **Boundary**: no scheduling decisions. The store records what the server decided and derives
 //! only what Nomad's state store derives (job status, summaries, indexes).
@@ -16,7 +20,8 @@ use std::sync::Arc;
 
 use drover_structs::{
     ALLOC_CLIENT_STATUS_LOST, ALLOC_CLIENT_STATUS_PENDING, ALLOC_CLIENT_STATUS_UNKNOWN, Allocation,
-    DEFAULT_NAMESPACE, EVAL_STATUS_PENDING, Evaluation, Job, JobSummary, Node, Timestamp,
+    DEFAULT_NAMESPACE, EVAL_STATUS_PENDING, Evaluation, Job, JobSummary, NODE_STATUS_DOWN, Node,
+    ServiceRegistration, Timestamp,
 };
 
 use crate::derive::{
@@ -30,7 +35,10 @@ use crate::engine::{
 use crate::error::StateError;
 use crate::events::{Event, EventFilter, EventPayload, EventSubscription, EventType, Topic};
 use crate::kv::{Kv, MemoryKv};
-use crate::tables::{AllocJobRef, JOB_TRACKED_VERSIONS, JobKey, StateSnapshot, StateTables};
+use crate::tables::{
+    AllocJobRef, JOB_TRACKED_VERSIONS, JobKey, ServiceKey, StateSnapshot, StateTables, pairs_under,
+    triples_under,
+};
 
 /// The outcome of [`StateStore::upsert_job`].
 #[derive(Debug, Clone)]
@@ -220,6 +228,73 @@ fn node_event(event_type: EventType, node: &Node) -> Result<Event, StateError> {
     })
 }
 
+/// `{"Service": …}` on the `Service` topic, keyed by the registration's ID and filterable by
+/// its job and service name, as Nomad's event stream sends it.
+fn service_event(
+    event_type: EventType,
+    service: &ServiceRegistration,
+) -> Result<Event, StateError> {
+    Ok(Event {
+        topic: Topic::Service,
+        event_type,
+        key: service.id.clone(),
+        namespace: service.namespace.clone(),
+        filter_keys: vec![service.job_id.clone(), service.service_name.clone()],
+        index: 0,
+        payload: payload("service_registrations", "Service", service)?,
+    })
+}
+
+/// Whether two registrations say the same (tags compared as sets, indexes ignored), as
+/// Nomad's `Equal`: an upsert of an unchanged registration writes nothing.
+fn same_registration(one: &ServiceRegistration, two: &ServiceRegistration) -> bool {
+    let tags = |service: &ServiceRegistration| -> BTreeSet<String> {
+        service.tags.iter().cloned().collect()
+    };
+    one.id == two.id
+        && one.service_name == two.service_name
+        && one.node_id == two.node_id
+        && one.datacenter == two.datacenter
+        && one.job_id == two.job_id
+        && one.alloc_id == two.alloc_id
+        && one.namespace == two.namespace
+        && one.address == two.address
+        && one.port == two.port
+        && tags(one) == tags(two)
+}
+
+/// Removes the registrations `keys` (unknown ones are skipped), each with a
+/// `ServiceDeregistration` event. Returns how many were removed.
+fn remove_services(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    keys: Vec<ServiceKey>,
+) -> Result<usize, StateError> {
+    let mut removed = 0;
+    for key in keys {
+        let Some(existing) = tables.services.get(&key).cloned() else {
+            continue;
+        };
+        context.index();
+        context.delete(Table::ServiceRegistrations, &job_record_key(&key.0, &key.1));
+        context.emit(service_event(EventType::ServiceDeregistration, &existing)?);
+        tables.unindex_service(&existing);
+        Arc::make_mut(&mut tables.services).remove(&key);
+        removed += 1;
+    }
+    Ok(removed)
+}
+
+/// Removes the registrations of one allocation (what a terminal allocation leaves behind).
+fn remove_services_of_alloc(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    alloc_id: &str,
+) -> Result<usize, StateError> {
+    let keys = StateTables::service_keys_under(&tables.services_by_alloc, alloc_id);
+    remove_services(tables, context, keys)
+}
+
 async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
     let kv = kv.as_ref();
     let mut tables = StateTables::default();
@@ -275,6 +350,13 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
     Arc::make_mut(&mut tables.alloc_jobs).extend(alloc_jobs.into_keys());
     for (_, node) in load_table::<Node>(kv, Table::Nodes).await? {
         Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
+    }
+    for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {
+        tables.index_service(&service);
+        Arc::make_mut(&mut tables.services).insert(
+            (service.namespace.clone(), service.id.clone()),
+            Arc::new(service),
+        );
     }
     Ok(tables)
 }
@@ -438,6 +520,10 @@ fn write_server_allocs(
         alloc.modify_index = index;
         alloc.alloc_modify_index = index;
         alloc.modify_time = now_unix_ns;
+        if alloc.client_terminal_status() {
+            // A lost allocation's services go with it, even though its client never said so.
+            remove_services_of_alloc(tables, context, &alloc.id)?;
+        }
         persist_alloc(tables, context, &mut alloc)?;
         context.emit(alloc_event(event_type, &mut alloc)?);
         let job_key = (alloc.namespace.clone(), alloc.job_id.clone());
@@ -604,6 +690,10 @@ fn remove_job(
         context.delete(Table::JobSummaries, &record_key);
         Arc::make_mut(&mut tables.job_summaries).remove(key);
     }
+    let services: Vec<ServiceKey> = triples_under(&tables.services_by_job, &key.0, &key.1)
+        .map(|id| (key.0.clone(), id.to_owned()))
+        .collect();
+    remove_services(tables, context, services)?;
     context.emit(job_event(EventType::JobDeregistered, &job)?);
     Arc::make_mut(&mut tables.jobs).remove(key);
     Ok(index)
@@ -839,6 +929,9 @@ impl StateStore {
                     }
                     alloc.modify_index = index;
                     alloc.modify_time = now_unix_ns;
+                    if alloc.client_terminal_status() {
+                        remove_services_of_alloc(tables, context, &alloc.id)?;
+                    }
                     persist_alloc(tables, context, &mut alloc)?;
                     context.emit(alloc_event(EventType::AllocationUpdated, &mut alloc)?);
                     let job_key = (alloc.namespace.clone(), alloc.job_id.clone());
@@ -936,6 +1029,11 @@ impl StateStore {
                 node.status = status;
                 node.status_updated_at = now_unix_ns / 1_000_000_000;
                 node.modify_index = index;
+                if node.status == NODE_STATUS_DOWN {
+                    // A down node's services answer no more; its allocations turn lost next.
+                    let keys = StateTables::service_keys_under(&tables.services_by_node, &node.id);
+                    remove_services(tables, context, keys)?;
+                }
                 context.put(Table::Nodes, node.id.as_bytes(), &node)?;
                 context.emit(node_event(EventType::NodeStreamEvent, &node)?);
                 Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
@@ -993,6 +1091,7 @@ impl StateStore {
                         continue;
                     };
                     context.delete(Table::Allocs, alloc_id.as_bytes());
+                    remove_services_of_alloc(tables, context, &alloc_id)?;
                     tables.unindex_alloc(&alloc);
                     Arc::make_mut(&mut tables.allocs).remove(&alloc_id);
                     affected_jobs.insert((alloc.namespace.clone(), alloc.job_id.clone()));
@@ -1034,6 +1133,104 @@ impl StateStore {
                 context.emit(node_event(EventType::NodeDeregistration, &existing)?);
                 Arc::make_mut(&mut tables.nodes).remove(&node_id);
                 Ok(index)
+            })
+            .await
+    }
+
+    /// Creates or replaces service registrations (one write, one index), keyed by namespace and
+    /// ID. A new one gets `CreateIndex`; a replaced one keeps its `CreateIndex`; both get
+    /// `ModifyIndex` of this write. An unchanged registration writes nothing. Returns the index
+    /// of the write, or the latest index when nothing changed.
+    pub async fn upsert_service_registrations(
+        &self,
+        mut services: Vec<ServiceRegistration>,
+    ) -> Result<u64, StateError> {
+        for service in &mut services {
+            require_id("ServiceRegistration.ID", &service.id)?;
+            require_id("ServiceRegistration.ServiceName", &service.service_name)?;
+            require_id("ServiceRegistration.AllocID", &service.alloc_id)?;
+            namespace_or_default(&mut service.namespace);
+        }
+        self.engine
+            .write(move |tables, context| {
+                let mut changed = false;
+                for mut service in services {
+                    let key: ServiceKey = (service.namespace.clone(), service.id.clone());
+                    let existing = tables.services.get(&key).cloned();
+                    if let Some(existing) = &existing {
+                        if same_registration(existing, &service) {
+                            continue;
+                        }
+                        service.create_index = existing.create_index;
+                        tables.unindex_service(existing);
+                    }
+                    let index = context.index();
+                    if existing.is_none() {
+                        service.create_index = index;
+                    }
+                    service.modify_index = index;
+                    context.put(
+                        Table::ServiceRegistrations,
+                        &job_record_key(&key.0, &key.1),
+                        &service,
+                    )?;
+                    context.emit(service_event(EventType::ServiceRegistration, &service)?);
+                    tables.index_service(&service);
+                    Arc::make_mut(&mut tables.services).insert(key, Arc::new(service));
+                    changed = true;
+                }
+                Ok(if changed {
+                    context.index()
+                } else {
+                    context.latest_committed_index()
+                })
+            })
+            .await
+    }
+
+    /// Removes the registration `id` in `namespace`; an unknown one is `NotFound`. Returns the
+    /// index of the write.
+    pub async fn delete_service_registration(
+        &self,
+        namespace: &str,
+        id: &str,
+    ) -> Result<u64, StateError> {
+        let key: ServiceKey = (namespace.to_owned(), id.to_owned());
+        self.engine
+            .write(move |tables, context| {
+                if !tables.services.contains_key(&key) {
+                    return Err(StateError::NotFound {
+                        kind: "service registration",
+                        id: key.1,
+                    });
+                }
+                remove_services(tables, context, vec![key])?;
+                Ok(context.index())
+            })
+            .await
+    }
+
+    /// Removes the registrations with these IDs, in whatever namespace (a client deregisters
+    /// by ID; the ID names the allocation). Unknown IDs are skipped. Returns the index of the
+    /// write, or the latest index when nothing was removed.
+    pub async fn delete_service_registrations_by_id(
+        &self,
+        ids: Vec<String>,
+    ) -> Result<u64, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                let keys: Vec<ServiceKey> = ids
+                    .iter()
+                    .flat_map(|id| {
+                        pairs_under(&tables.services_by_id, id)
+                            .map(|namespace| (namespace.to_owned(), id.clone()))
+                            .collect::<Vec<_>>()
+                    })
+                    .collect();
+                if remove_services(tables, context, keys)? == 0 {
+                    return Ok(context.latest_committed_index());
+                }
+                Ok(context.index())
             })
             .await
     }
@@ -1106,5 +1303,44 @@ impl StateStore {
     /// Nodes whose ID starts with `id_prefix`.
     pub fn nodes(&self, id_prefix: &str) -> Vec<Arc<Node>> {
         self.snapshot().nodes(id_prefix)
+    }
+
+    /// The service registration `id` in `namespace`.
+    pub fn service_registration(
+        &self,
+        namespace: &str,
+        id: &str,
+    ) -> Option<Arc<ServiceRegistration>> {
+        self.snapshot().service_registration(namespace, id)
+    }
+
+    /// Every service registration in `namespace` (`None`: every namespace).
+    pub fn service_registrations(&self, namespace: Option<&str>) -> Vec<Arc<ServiceRegistration>> {
+        self.snapshot().service_registrations(namespace)
+    }
+
+    /// The registrations of service `name` in `namespace`.
+    pub fn service_registrations_by_name(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Vec<Arc<ServiceRegistration>> {
+        self.snapshot()
+            .service_registrations_by_name(namespace, name)
+    }
+
+    /// The registrations of a job's allocations.
+    pub fn service_registrations_by_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> Vec<Arc<ServiceRegistration>> {
+        self.snapshot()
+            .service_registrations_by_job(namespace, job_id)
+    }
+
+    /// The registrations of one allocation.
+    pub fn service_registrations_by_alloc(&self, alloc_id: &str) -> Vec<Arc<ServiceRegistration>> {
+        self.snapshot().service_registrations_by_alloc(alloc_id)
     }
 }

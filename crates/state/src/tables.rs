@@ -2,7 +2,9 @@
 //!
 //! Every table sits behind an `Arc`, so a snapshot is one `Arc` clone and a write copies only
 //! the tables it touches. Secondary indexes (allocs by job, node and eval; evals by job) are
-//! kept here in memory and rebuilt at load; only primary records are persisted.
+//! kept here in memory and rebuilt at load; only primary records are persisted. Service
+//! registrations are keyed by (namespace, ID) and indexed by service name, job, allocation, node
+//! and bare ID.
 //!
 //! **Boundary**: reads only. Writes live in [`crate::store`], derived data in
 //! [`crate::derive`].
@@ -11,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use drover_structs::{Allocation, Evaluation, Job, JobSummary, Node};
+use drover_structs::{Allocation, Evaluation, Job, JobSummary, Node, ServiceRegistration};
 
 use crate::engine::{Committed, Indexes, Table};
 
@@ -36,7 +38,22 @@ pub struct StateTables {
     pub(crate) nodes: Arc<BTreeMap<String, Arc<Node>>>,
     /// Which job copies of allocations are persisted (see [`AllocJobRef`]).
     pub(crate) alloc_jobs: Arc<BTreeSet<AllocJobRef>>,
+    /// Service registrations by (namespace, ID).
+    pub(crate) services: Arc<BTreeMap<ServiceKey, Arc<ServiceRegistration>>>,
+    /// (namespace, service name, ID).
+    pub(crate) services_by_name: Arc<BTreeSet<(String, String, String)>>,
+    /// (namespace, job ID, ID).
+    pub(crate) services_by_job: Arc<BTreeSet<(String, String, String)>>,
+    /// (alloc ID, namespace, ID).
+    pub(crate) services_by_alloc: Arc<BTreeSet<(String, String, String)>>,
+    /// (node ID, namespace, ID).
+    pub(crate) services_by_node: Arc<BTreeSet<(String, String, String)>>,
+    /// (ID, namespace): an ID without its namespace, as a client deregisters.
+    pub(crate) services_by_id: Arc<BTreeSet<(String, String)>>,
 }
+
+/// A service registration's identity: namespace and ID.
+pub type ServiceKey = (String, String);
 
 /// Names the copy of a job an allocation carries: namespace, job ID, the job's `CreateIndex`
 /// and `JobModifyIndex` (together they name one version of one incarnation of the job).
@@ -131,6 +148,77 @@ impl StateTables {
         ));
         Arc::make_mut(&mut self.allocs_by_node).remove(&(alloc.node_id.clone(), alloc.id.clone()));
         Arc::make_mut(&mut self.allocs_by_eval).remove(&(alloc.eval_id.clone(), alloc.id.clone()));
+    }
+
+    /// Adds `service` to the secondary indexes.
+    pub(crate) fn index_service(&mut self, service: &ServiceRegistration) {
+        let (namespace, id) = (&service.namespace, &service.id);
+        Arc::make_mut(&mut self.services_by_name).insert((
+            namespace.clone(),
+            service.service_name.clone(),
+            id.clone(),
+        ));
+        Arc::make_mut(&mut self.services_by_job).insert((
+            namespace.clone(),
+            service.job_id.clone(),
+            id.clone(),
+        ));
+        Arc::make_mut(&mut self.services_by_alloc).insert((
+            service.alloc_id.clone(),
+            namespace.clone(),
+            id.clone(),
+        ));
+        Arc::make_mut(&mut self.services_by_node).insert((
+            service.node_id.clone(),
+            namespace.clone(),
+            id.clone(),
+        ));
+        Arc::make_mut(&mut self.services_by_id).insert((id.clone(), namespace.clone()));
+    }
+
+    /// Removes `service` from the secondary indexes.
+    pub(crate) fn unindex_service(&mut self, service: &ServiceRegistration) {
+        let (namespace, id) = (&service.namespace, &service.id);
+        Arc::make_mut(&mut self.services_by_name).remove(&(
+            namespace.clone(),
+            service.service_name.clone(),
+            id.clone(),
+        ));
+        Arc::make_mut(&mut self.services_by_job).remove(&(
+            namespace.clone(),
+            service.job_id.clone(),
+            id.clone(),
+        ));
+        Arc::make_mut(&mut self.services_by_alloc).remove(&(
+            service.alloc_id.clone(),
+            namespace.clone(),
+            id.clone(),
+        ));
+        Arc::make_mut(&mut self.services_by_node).remove(&(
+            service.node_id.clone(),
+            namespace.clone(),
+            id.clone(),
+        ));
+        Arc::make_mut(&mut self.services_by_id).remove(&(id.clone(), namespace.clone()));
+    }
+
+    /// The keys of the registrations whose index triple starts with `first`.
+    pub(crate) fn service_keys_under(
+        set: &BTreeSet<(String, String, String)>,
+        first: &str,
+    ) -> Vec<ServiceKey> {
+        let start = (first.to_owned(), String::new(), String::new());
+        set.range(start..)
+            .take_while(|(one, _, _)| one == first)
+            .map(|(_, namespace, id)| (namespace.clone(), id.clone()))
+            .collect()
+    }
+
+    fn services_at<'a>(
+        &'a self,
+        keys: impl Iterator<Item = ServiceKey> + 'a,
+    ) -> impl Iterator<Item = &'a Arc<ServiceRegistration>> + 'a {
+        keys.filter_map(|key| self.services.get(&key))
     }
 
     pub(crate) fn index_eval(&mut self, eval: &Evaluation) {
@@ -296,5 +384,68 @@ impl StateSnapshot {
     /// Nodes whose ID starts with `id_prefix` (all of them for `""`), by ID.
     pub fn nodes(&self, id_prefix: &str) -> Vec<Arc<Node>> {
         by_string_prefix(&self.tables().nodes, id_prefix)
+    }
+
+    /// The service registration `id` in `namespace`.
+    pub fn service_registration(
+        &self,
+        namespace: &str,
+        id: &str,
+    ) -> Option<Arc<ServiceRegistration>> {
+        self.tables()
+            .services
+            .get(&(namespace.to_owned(), id.to_owned()))
+            .cloned()
+    }
+
+    /// Every service registration in `namespace` (`None`: every namespace), by namespace and ID.
+    pub fn service_registrations(&self, namespace: Option<&str>) -> Vec<Arc<ServiceRegistration>> {
+        let services = &self.tables().services;
+        match namespace {
+            Some(namespace) => services
+                .range((namespace.to_owned(), String::new())..)
+                .take_while(|((one, _), _)| one == namespace)
+                .map(|(_, service)| Arc::clone(service))
+                .collect(),
+            None => services.values().cloned().collect(),
+        }
+    }
+
+    /// The registrations of service `name` in `namespace`, by ID.
+    pub fn service_registrations_by_name(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Vec<Arc<ServiceRegistration>> {
+        let tables = self.tables();
+        let keys = triples_under(&tables.services_by_name, namespace, name)
+            .map(|id| (namespace.to_owned(), id.to_owned()));
+        tables.services_at(keys).cloned().collect()
+    }
+
+    /// The registrations of a job's allocations, by ID.
+    pub fn service_registrations_by_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> Vec<Arc<ServiceRegistration>> {
+        let tables = self.tables();
+        let keys = triples_under(&tables.services_by_job, namespace, job_id)
+            .map(|id| (namespace.to_owned(), id.to_owned()));
+        tables.services_at(keys).cloned().collect()
+    }
+
+    /// The registrations of one allocation, by namespace and ID.
+    pub fn service_registrations_by_alloc(&self, alloc_id: &str) -> Vec<Arc<ServiceRegistration>> {
+        let tables = self.tables();
+        let keys = StateTables::service_keys_under(&tables.services_by_alloc, alloc_id);
+        tables.services_at(keys.into_iter()).cloned().collect()
+    }
+
+    /// The registrations of the allocations on one node, by namespace and ID.
+    pub fn service_registrations_by_node(&self, node_id: &str) -> Vec<Arc<ServiceRegistration>> {
+        let tables = self.tables();
+        let keys = StateTables::service_keys_under(&tables.services_by_node, node_id);
+        tables.services_at(keys.into_iter()).cloned().collect()
     }
 }

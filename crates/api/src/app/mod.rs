@@ -23,6 +23,7 @@ mod events;
 mod exec;
 mod node_rpc;
 mod respond;
+mod services;
 mod submit;
 
 use agent::{agent_health, agent_members, agent_self};
@@ -504,6 +505,17 @@ async fn handle<B: ApiBackend>(
         }
         Route::AllocGetAllocs => node_rpc::get_allocs(backend, params, body).await,
         Route::NodeUpdateAlloc => node_rpc::update_alloc(backend, params, body).await,
+        Route::ServiceRegistrationUpsert => services::upsert(backend, params, body).await,
+        Route::ServiceRegistrationDeleteIds => services::delete_by_ids(backend, params, body).await,
+        Route::ServiceList => services::list(backend, params).await,
+        Route::ServiceRead { service_name } => services::read(backend, params, &service_name).await,
+        Route::ServiceDelete { service_id, .. } => {
+            services::delete(backend, params, &service_id).await
+        }
+        Route::AllocationServices { alloc_id } => {
+            services::of_allocation(backend, params, &alloc_id).await
+        }
+        Route::JobServices { job_id } => services::of_job(backend, params, &job_id).await,
         Route::FsReadAt { alloc_id } => {
             let alloc_dir = backend.alloc_dir(&alloc_id)?;
             let path = params.get("path").unwrap_or("").to_string();

@@ -10,6 +10,7 @@ pub mod lookup;
 pub mod monitor;
 pub mod node;
 pub mod server;
+pub mod service;
 pub mod status;
 
 use drover_api::client::ClientError;

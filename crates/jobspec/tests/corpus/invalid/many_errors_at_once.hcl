@@ -12,7 +12,7 @@ job "many" {
     service {
       name     = "bad_name!"
       port     = "nope"
-      provider = "consul"
+      provider = "etcd"
       check {
         type     = "http"
         interval = "500ms"

@@ -1,0 +1,37 @@
+# Registers with a warning: the services below are left to Consul (explicitly, or by Nomad's
+# default provider), and this agent has no Consul, so they go to the built-in catalog. The
+# provider = "nomad" service registers without one.
+job "discovery" {
+  group "web" {
+    network {
+      port "http" {}
+    }
+
+    service {
+      name = "web-default-provider"
+      port = "http"
+      tags = ["http"]
+    }
+
+    service {
+      name     = "web-native"
+      port     = "http"
+      provider = "nomad"
+    }
+
+    task "server" {
+      driver = "raw_exec"
+
+      config {
+        command = "/bin/sleep"
+        args    = ["60"]
+      }
+
+      service {
+        name     = "web-task"
+        port     = "http"
+        provider = "consul"
+      }
+    }
+  }
+}
