@@ -29,6 +29,7 @@
 pub mod alloc;
 pub mod bytes;
 pub mod canonicalize;
+pub mod checks;
 pub mod client_rpc;
 pub mod eval;
 pub mod fs;
@@ -48,6 +49,7 @@ pub mod version;
 
 pub use alloc::*;
 pub use bytes::Bytes;
+pub use checks::{CheckQueryResult, check_id, check_mode};
 pub use eval::*;
 pub use fs::*;
 pub use ids::{AllocId, IdError, MAX_TASK_NAME_BYTES, TaskName};
