@@ -222,14 +222,14 @@ mod tests {
         assert_eq!(
             keys,
             [
-                "Check",
-                "Group",
                 "ID",
                 "Mode",
-                "Output",
-                "Service",
                 "Status",
-                "Timestamp"
+                "Output",
+                "Timestamp",
+                "Group",
+                "Service",
+                "Check"
             ]
         );
     }
