@@ -370,3 +370,67 @@ async fn a_script_check_runs_inside_an_exec_task() {
     assert_eq!(check.output, "inside-the-task\ntask=box\n");
     runner.destroy().await.unwrap();
 }
+
+/// The agent-side CPU cost of many HTTP checks (a figure for BENCHMARKS.md, not an assertion):
+/// one task serving HTTP, `DROVER_BENCH_CHECKS` checks (default 1 000) at a 10 s interval,
+/// measured over `DROVER_BENCH_SECONDS` (default 60) after they have all run once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run by hand, see BENCHMARKS.md"]
+async fn cpu_of_many_http_checks() {
+    let checks: usize = std::env::var("DROVER_BENCH_CHECKS")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(1000);
+    let seconds: u64 = std::env::var("DROVER_BENCH_SECONDS")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(60);
+    let data_dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let flag = data_dir.path().join("fail");
+    let mut task = server_task(port, &flag, http_check(port, None));
+    task.config = json!({
+        "command": "python3",
+        "args": ["-c", SERVER.replace("http.server.HTTPServer", "http.server.ThreadingHTTPServer"),
+                 port.to_string(), flag.display().to_string()],
+    })
+    .as_object()
+    .cloned()
+    .unwrap();
+    task.services[0].checks = (0..checks)
+        .map(|index| ServiceCheck {
+            name: format!("check-{index}"),
+            interval: DurationNs::from_secs(10),
+            ..http_check(port, None)
+        })
+        .collect();
+    let runner = AllocRunner::new(deps(data_dir.path()), alloc(task)).unwrap();
+    runner.run();
+    wait_for("every check to pass once", || {
+        let results = runner.checks();
+        results.len() == checks && results.values().all(|check| check.status == "success")
+    })
+    .await;
+    let cpu = || {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        // utime and stime, in clock ticks (fields 14 and 15 of stat).
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    let ticks_per_second = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .unwrap()
+        .unwrap() as f64;
+    let before = cpu();
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let used = (cpu() - before) as f64 / ticks_per_second;
+    println!(
+        "{checks} http checks at 10s: {:.2}% of one core over {seconds}s",
+        100.0 * used / seconds as f64
+    );
+    runner.destroy().await.unwrap();
+}
