@@ -272,4 +272,21 @@ impl AgentOperations for AgentBackend {
             Err(error) => Err(client_error(error)),
         }
     }
+
+    fn alloc_checks(
+        &self,
+        alloc_id: &str,
+    ) -> Result<
+        Option<std::collections::BTreeMap<String, drover_structs::CheckQueryResult>>,
+        ApiError,
+    > {
+        let Some(client) = &self.client else {
+            return Ok(None);
+        };
+        match client.alloc_checks(alloc_id) {
+            Ok(checks) => Ok(Some(checks)),
+            Err(error) if error.kind() == ClientErrorKind::NotFound => Ok(None),
+            Err(error) => Err(client_error(error)),
+        }
+    }
 }

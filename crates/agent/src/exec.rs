@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use drover_api::backend::{ExecInput, ExecOutput, ExecSession};
 use drover_client::taskrunner::TaskExecContext;
-use drover_shim::exec_mode::{ExecCgroup, ExecSpec};
+use drover_shim::exec_mode::ExecSpec;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use rustix::pty::OpenptFlags;
@@ -48,18 +48,7 @@ const DEFAULT_TTY_SIZE: (u16, u16) = (24, 80);
 
 /// What the command runs as: the task's context plus the command itself.
 pub fn exec_spec(context: TaskExecContext, command: Vec<String>, tty: bool) -> ExecSpec {
-    ExecSpec {
-        command,
-        env: context.env.into_iter().collect(),
-        cwd: Some(context.cwd),
-        user: context.user,
-        cgroup: context.cgroup.map(|cgroup| ExecCgroup {
-            root: cgroup.root,
-            name: cgroup.name,
-        }),
-        enter_namespaces_of: context.task_pid.filter(|_| context.isolated),
-        tty,
-    }
+    context.exec_spec(command, tty)
 }
 
 /// Starts a session running `spec` through the shim at `shim_binary`. The process is started

@@ -243,6 +243,16 @@ pub trait AgentOperations: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// The latest result of each service check of an allocation this agent's client runs, by
+    /// check ID; `None` when this agent runs no client or its client does not hold it.
+    fn alloc_checks(
+        &self,
+        alloc_id: &str,
+    ) -> Result<Option<BTreeMap<String, drover_structs::CheckQueryResult>>, ApiError> {
+        let _ = alloc_id;
+        Ok(None)
+    }
+
     /// Starts a command inside a task (`alloc exec`). Dropping the session's input sender and
     /// output receiver ends it and its process. An agent without exec support refuses.
     fn exec(
@@ -552,6 +562,13 @@ impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<
 
     fn client_allocation(&self, alloc_id: &str) -> Result<Option<Allocation>, ApiError> {
         self.operations.client_allocation(alloc_id)
+    }
+
+    fn alloc_checks(
+        &self,
+        alloc_id: &str,
+    ) -> Result<Option<BTreeMap<String, drover_structs::CheckQueryResult>>, ApiError> {
+        self.operations.alloc_checks(alloc_id)
     }
 
     fn exec(

@@ -440,6 +440,23 @@ impl ApiClient {
         .await
     }
 
+    /// The latest result of each service check of an allocation, by check ID
+    /// (`GET /v1/client/allocation/<id>/checks`).
+    pub async fn allocation_checks(
+        &self,
+        alloc_id: &str,
+    ) -> Result<std::collections::BTreeMap<String, drover_structs::CheckQueryResult>, ClientError>
+    {
+        self.get(
+            &format!(
+                "/v1/client/allocation/{}/checks",
+                escape_path_segment(alloc_id)
+            ),
+            &[],
+        )
+        .await
+    }
+
     pub async fn allocation_stats(
         &self,
         alloc_id: &str,

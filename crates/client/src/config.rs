@@ -46,6 +46,9 @@ pub struct ClientConfig {
     pub secrets_tmpfs_bytes: u64,
     /// Events kept per task (see `taskrunner::state`).
     pub max_task_events: usize,
+    /// The `drover-shim` binary script checks run through (`None`: the driver's lookup, the
+    /// `DROVER_SHIM_PATH` variable or the one beside the running binary).
+    pub shim_binary: Option<PathBuf>,
 }
 
 impl ClientConfig {
@@ -65,6 +68,7 @@ impl ClientConfig {
             secrets_tmpfs: true,
             secrets_tmpfs_bytes: 1024 * 1024,
             max_task_events: crate::taskrunner::state::DEFAULT_MAX_TASK_EVENTS,
+            shim_binary: None,
         }
     }
 

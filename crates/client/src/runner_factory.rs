@@ -140,6 +140,17 @@ impl<S: crate::server_conn::ServerConn> crate::node::Client<S, TaskAllocRunnerFa
     }
 }
 
+impl<S: crate::server_conn::ServerConn> crate::node::Client<S, TaskAllocRunnerFactory> {
+    /// The latest result of each service check of an allocation, by check ID.
+    pub fn alloc_checks(
+        &self,
+        alloc_id: &str,
+    ) -> Result<std::collections::BTreeMap<String, drover_structs::CheckQueryResult>, ClientError>
+    {
+        Ok(self.runner(alloc_id)?.checks())
+    }
+}
+
 impl AllocRunnerHandle for AllocRunner {
     fn alloc(&self) -> Allocation {
         let mut alloc = Allocation::clone(&AllocRunner::alloc(self));

@@ -598,6 +598,43 @@ impl StateDb {
         }
     }
 
+    fn checks_key(alloc_id: &str) -> String {
+        // Task keys have two slashes, so this never names a task's record, and it lies in the
+        // alloc's key range, so [`StateDb::delete_alloc`] removes it with the tasks.
+        format!("{alloc_id}/checks")
+    }
+
+    /// Persists the latest check results of an allocation, relaxed (like hook state: losing
+    /// the last change only means the checks start from the one before).
+    pub fn put_check_results<T: Serialize>(
+        &self,
+        alloc_id: &str,
+        record: &T,
+    ) -> Result<(), StateDbError> {
+        let key = Self::checks_key(alloc_id);
+        let bytes = self.encode(&key, record)?;
+        self.write(
+            WriteOperation::Put {
+                table: RecordTable::Tasks,
+                key,
+                bytes,
+            },
+            WriteWait::Queued,
+        )
+    }
+
+    /// The check results persisted for an allocation, if any.
+    pub fn get_check_results<T: DeserializeOwned>(
+        &self,
+        alloc_id: &str,
+    ) -> Result<Option<T>, StateDbError> {
+        let key = Self::checks_key(alloc_id);
+        match self.get(TASKS, &key)? {
+            Some(bytes) => self.decode(&key, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// Removes an alloc and all its task records in one transaction (alloc GC).
     pub fn delete_alloc(&self, alloc_id: &str) -> Result<(), StateDbError> {
         self.write(

@@ -266,7 +266,7 @@ fn nomad_variables(inputs: &TaskEnvInputs<'_>) -> BTreeMap<String, String> {
     env
 }
 
-fn node_values(node: &Node, region: &str) -> BTreeMap<String, String> {
+pub(crate) fn node_values(node: &Node, region: &str) -> BTreeMap<String, String> {
     let mut values = BTreeMap::new();
     values.insert("node.unique.id".to_string(), node.id.clone());
     values.insert("node.unique.name".to_string(), node.name.clone());

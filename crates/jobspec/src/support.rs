@@ -218,15 +218,22 @@ fn when_consul_asked(consul: Option<&Consul>, field: &str) -> Vec<String> {
     )
 }
 
-fn service_checks(services: &[Service]) -> Vec<String> {
+/// Checks of a type drover does not run: `grpc`, and `http` over TLS.
+fn unrun_checks(services: &[Service]) -> Vec<String> {
     services
         .iter()
         .enumerate()
         .flat_map(|(service_index, service)| {
-            each(
-                &service.checks,
-                &format!("Services[{service_index}].Checks"),
-            )
+            service
+                .checks
+                .iter()
+                .enumerate()
+                .filter(|(_, check)| {
+                    check.r#type == "grpc" || (check.r#type == "http" && check.protocol == "https")
+                })
+                .map(move |(check_index, _)| {
+                    format!("Services[{service_index}].Checks[{check_index}]")
+                })
         })
         .collect()
 }
@@ -598,14 +605,18 @@ pub static FEATURES: &[Feature] = &[
             |task| consul_services(&task.services),
         ),
     ),
-    row(
+    runs(
         "service > check",
+        "the client runs `http` (plain HTTP), `tcp` and `script` checks (inside the task, as `alloc exec` runs), with `check_restart`, for `nomad` and `consul` services alike",
+    ),
+    row(
+        "service > check (grpc, https)",
         Status::NotYet,
-        "drover runs no health checks",
-        "runs once drover runs service health checks",
+        "drover runs no `grpc` checks and no `http` checks with `protocol = \"https\"` (its HTTP client speaks no TLS)",
+        "runs once drover's checks speak gRPC and TLS",
         Detect::group_and_task(
-            |group| service_checks(&group.services),
-            |task| service_checks(&task.services),
+            |group| unrun_checks(&group.services),
+            |task| unrun_checks(&task.services),
         ),
     ),
     row(

@@ -1363,6 +1363,7 @@ impl Checker {
                     );
                 }
             }
+            let consul_provider = provider == "consul";
             for (check_index, check) in items(service, "Checks").iter().enumerate() {
                 let check_place = service_place.item("Checks", check_index);
                 let check_label = format!("{label} check {}", check_index + 1);
@@ -1378,6 +1379,14 @@ impl Checker {
                             );
                         }
                     }
+                    // Nomad's rule: the consul provider's checks may also be script and grpc
+                    // checks (drover runs consul services' checks itself).
+                    "script" if consul_provider => {
+                        if text(check, "Command").is_empty() {
+                            self.report(&check_place, check_place.field("Command"), format!("{check_label}: a script check needs a command"));
+                        }
+                    }
+                    "grpc" if consul_provider => {}
                     "script" | "grpc" => self.report(
                         &check_place,
                         check_place.field("Type"),
@@ -1386,20 +1395,20 @@ impl Checker {
                     "" => self.report(&check_place, check_place.path.clone(), format!("{check_label}: type is missing (http or tcp)")),
                     other => self.report(&check_place, check_place.field("Type"), format!("{check_label}: type must be http or tcp, got {other:?}")),
                 }
-                if flag(check, "Expose") {
+                if !consul_provider && flag(check, "Expose") {
                     self.report(
                         &check_place,
                         check_place.field("Expose"),
                         format!("{check_label}: expose is only for Consul service checks"),
                     );
                 }
-                if text(check, "OnUpdate") == "ignore_warnings" {
+                if !consul_provider && text(check, "OnUpdate") == "ignore_warnings" {
                     self.report(&check_place, check_place.field("OnUpdate"), format!("{check_label}: on_update = \"ignore_warnings\" is only for Consul service checks"));
                 }
-                if text(check, "AddressMode") == "driver" {
+                if !consul_provider && text(check, "AddressMode") == "driver" {
                     self.report(&check_place, check_place.field("AddressMode"), format!("{check_label}: address_mode = \"driver\" is only for Consul service checks"));
                 }
-                if integer(check, "SuccessBeforePassing").unwrap_or(0) != 0 {
+                if !consul_provider && integer(check, "SuccessBeforePassing").unwrap_or(0) != 0 {
                     self.report(&check_place, check_place.field("SuccessBeforePassing"), format!("{check_label}: success_before_passing is only for Consul service checks"));
                 }
                 let method = text(check, "Method");

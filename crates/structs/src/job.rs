@@ -468,6 +468,53 @@ wire_struct! {
         pub kind: String,
         pub weights: Option<ServiceWeights>,
         pub identity: Option<WorkloadIdentity>,
+        /// The service-wide `check_restart`, which each check's own block overrides key by key
+        /// (Nomad's API merges them into the checks; the server's JSON carries it only when set).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub check_restart: Option<CheckRestart>,
+    }
+}
+
+wire_struct! {
+    /// When a failing check restarts its task (`check_restart`): after `limit` consecutive
+    /// critical results, counted once `grace` has passed since the task started; with
+    /// `ignore_warnings` a warning counts as healthy.
+    /// Unset keys are left out of the JSON, as the jobspec decoder writes only the keys given.
+    pub struct CheckRestart {
+        #[serde(skip_serializing_if = "is_zero_i64")]
+        pub limit: i64,
+        #[serde(skip_serializing_if = "is_zero_duration")]
+        pub grace: DurationNs,
+        #[serde(skip_serializing_if = "is_false")]
+        pub ignore_warnings: bool,
+    }
+}
+
+fn is_zero_i64(value: &i64) -> bool {
+    *value == 0
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+impl CheckRestart {
+    /// This block with the keys it leaves unset taken from `service_wide` (Nomad's merge: a
+    /// zero limit or grace and a false `ignore_warnings` are "unset").
+    pub fn merged_over(&self, service_wide: &CheckRestart) -> CheckRestart {
+        CheckRestart {
+            limit: if self.limit == 0 {
+                service_wide.limit
+            } else {
+                self.limit
+            },
+            grace: if self.grace.is_zero() {
+                service_wide.grace
+            } else {
+                self.grace
+            },
+            ignore_warnings: self.ignore_warnings || service_wide.ignore_warnings,
+        }
     }
 }
 
@@ -492,7 +539,7 @@ wire_struct! {
         pub tls_skip_verify: bool,
         pub method: String,
         pub header: BTreeMap<String, Vec<String>>,
-        pub check_restart: Option<Value>,
+        pub check_restart: Option<CheckRestart>,
         #[serde(rename = "GRPCService")]
         pub grpc_service: String,
         #[serde(rename = "GRPCUseTLS")]

@@ -29,6 +29,7 @@
 pub mod alloc;
 pub mod bytes;
 pub mod canonicalize;
+pub mod checks;
 pub mod client_rpc;
 pub mod eval;
 pub mod fs;
@@ -50,6 +51,7 @@ pub mod version;
 
 pub use alloc::*;
 pub use bytes::Bytes;
+pub use checks::{CheckQueryResult, check_id, check_mode};
 pub use eval::*;
 pub use fs::*;
 pub use go_duration::{DurationError, parse_go_duration};

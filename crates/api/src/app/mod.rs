@@ -475,7 +475,8 @@ async fn handle<B: ApiBackend>(
                     "Unknown allocation {alloc_id:?}"
                 )));
             }
-            json_response(&json!({}), params, Meta::None)
+            let checks = backend.alloc_checks(&alloc_id)?.unwrap_or_default();
+            json_response(&checks, params, Meta::None)
         }
         Route::FsList { alloc_id } => {
             let alloc_dir = backend.alloc_dir(&alloc_id)?;

@@ -1,11 +1,11 @@
-//! `drover alloc status|logs|restart|signal|stop`. Allocation IDs may be given as prefixes
+//! `drover alloc status|logs|restart|signal|stop|checks`. Allocation IDs may be given as prefixes
 //! (Nomad's short IDs); an ambiguous prefix lists the candidates.
 
 use std::collections::BTreeMap;
 
 use clap::{Args, Subcommand};
 use drover_api::client::{ApiClient, LogsQuery};
-use drover_structs::{AllocResourceUsage, Allocation, TaskState};
+use drover_structs::{AllocResourceUsage, Allocation, CheckQueryResult, TaskState};
 
 use crate::commands::describe;
 use crate::commands::lookup::{resolve_allocation, task_names};
@@ -35,6 +35,22 @@ pub enum AllocCommand {
     Fs(FsArgs),
     /// Run a command inside a task
     Exec(crate::commands::exec::ExecArgs),
+    /// Show the status of an allocation's service checks
+    Checks(ChecksArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ChecksArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Show full IDs.
+    #[arg(long)]
+    pub verbose: bool,
+    /// The allocation ID or ID prefix.
+    pub alloc: String,
 }
 
 #[derive(Debug, Args)]
@@ -150,6 +166,7 @@ pub async fn run(command: AllocCommand, io: &mut Io<'_>) -> i32 {
         AllocCommand::Stop(arguments) => alloc_stop(arguments, io).await,
         AllocCommand::Fs(arguments) => alloc_fs(arguments, io).await,
         AllocCommand::Exec(arguments) => crate::commands::exec::alloc_exec(arguments, io).await,
+        AllocCommand::Checks(arguments) => alloc_checks(arguments, io).await,
     }
 }
 
@@ -314,6 +331,13 @@ pub async fn show_allocation(
     } else {
         None
     };
+    // Nomad shows checks only for allocations a client still runs; errors leave them out.
+    if let Ok(checks) = client.allocation_checks(&allocation.id).await
+        && let Some(summary) = checks_summary(&checks)
+    {
+        io.say("");
+        io.say(summary);
+    }
     let states: &BTreeMap<String, TaskState> = &allocation.task_states;
     for task in task_names(allocation) {
         let Some(state) = states.get(&task) else {
@@ -326,6 +350,95 @@ pub async fn show_allocation(
         io.say("");
         io.say(task_events(state));
     }
+}
+
+/// A check's task as Nomad shows it: `(group)` for a group service's check.
+fn check_task(check: &CheckQueryResult) -> String {
+    if check.task.is_empty() {
+        "(group)".to_string()
+    } else {
+        check.task.clone()
+    }
+}
+
+/// Nomad's "Nomad Service Checks" section of `alloc status`; `None` without checks.
+pub fn checks_summary(checks: &BTreeMap<String, CheckQueryResult>) -> Option<String> {
+    if checks.is_empty() {
+        return None;
+    }
+    let mut rows: Vec<Vec<String>> = checks
+        .values()
+        .map(|check| {
+            vec![
+                check.service.clone(),
+                check_task(check),
+                check.check.clone(),
+                check.mode.clone(),
+                check.status.clone(),
+            ]
+        })
+        .collect();
+    rows.sort();
+    rows.insert(
+        0,
+        ["Service", "Task", "Name", "Mode", "Status"]
+            .map(str::to_string)
+            .to_vec(),
+    );
+    Some(format!(
+        "Nomad Service Checks:\n{}",
+        columnize::columns(&rows)
+    ))
+}
+
+/// Nomad's `alloc checks` listing: one block of key/values per check.
+pub fn checks_listing(checks: &BTreeMap<String, CheckQueryResult>) -> String {
+    let mut text = format!("Status of {} Nomad Service Checks\n", checks.len());
+    for check in checks.values() {
+        let mut pairs = vec![
+            ("ID", check.id.clone()),
+            ("Name", check.check.clone()),
+            ("Group", check.group.clone()),
+            ("Task", check_task(check)),
+            ("Service", check.service.clone()),
+            ("Status", check.status.clone()),
+        ];
+        if check.status_code > 0 {
+            pairs.push(("StatusCode", check.status_code.to_string()));
+        }
+        pairs.push(("Mode", check.mode.clone()));
+        pairs.push((
+            "Timestamp",
+            date_from_unix_nanos(check.timestamp.saturating_mul(1_000_000_000)),
+        ));
+        pairs.push(("Output", check.output.clone()));
+        text.push('\n');
+        text.push_str(&columnize::key_values(&pairs));
+        text.push('\n');
+    }
+    text
+}
+
+async fn alloc_checks(arguments: ChecksArgs, io: &mut Io<'_>) -> i32 {
+    let Some(client) = client_or_report(&arguments.api, io) else {
+        return 1;
+    };
+    let Some(allocation) = resolve_allocation(&client, io, &arguments.alloc).await else {
+        return 1;
+    };
+    let checks = match client.allocation_checks(&allocation.id).await {
+        Ok(checks) => checks,
+        Err(error) => {
+            io.error(describe("querying allocation checks", &error));
+            return 1;
+        }
+    };
+    if arguments.json {
+        io.say(serde_json::to_string_pretty(&checks).unwrap_or_default());
+        return 0;
+    }
+    io.say(checks_listing(&checks).trim_end());
+    0
 }
 
 async fn alloc_logs(arguments: LogsArgs, io: &mut Io<'_>) -> i32 {
@@ -610,6 +723,56 @@ async fn alloc_fs(arguments: FsArgs, io: &mut Io<'_>) -> i32 {
 #[allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is a failed test
 mod tests {
     use super::*;
+
+    fn check(task: &str, status_code: i64) -> CheckQueryResult {
+        CheckQueryResult {
+            id: "abc".into(),
+            mode: "healthiness".into(),
+            status: "failure".into(),
+            status_code,
+            output: "broken".into(),
+            timestamp: 1_700_000_000,
+            group: "web.web[0]".into(),
+            task: task.into(),
+            service: "web".into(),
+            check: "alive".into(),
+        }
+    }
+
+    #[test]
+    fn checks_are_listed_as_nomad_lists_them() {
+        let checks = BTreeMap::from([("abc".to_string(), check("", 500))]);
+        let listing = checks_listing(&checks);
+        assert!(
+            listing.starts_with("Status of 1 Nomad Service Checks\n\n"),
+            "{listing}"
+        );
+        for expected in [
+            "ID",
+            "Name",
+            "Group",
+            "Task",
+            "Service",
+            "StatusCode",
+            "Mode",
+            "Output",
+        ] {
+            assert!(
+                listing.contains(expected),
+                "{expected} missing from {listing}"
+            );
+        }
+        assert!(listing.contains("(group)"), "{listing}");
+        let without_code = checks_listing(&BTreeMap::from([("abc".to_string(), check("t", 0))]));
+        assert!(!without_code.contains("StatusCode"), "{without_code}");
+        let summary = checks_summary(&checks).unwrap();
+        assert!(
+            summary.starts_with("Nomad Service Checks:\nService"),
+            "{summary}"
+        );
+        assert!(summary.contains("alive"), "{summary}");
+        assert_eq!(checks_summary(&BTreeMap::new()), None);
+    }
 
     #[test]
     fn last_lines_keeps_the_tail() {

@@ -156,6 +156,8 @@ struct AllocRunnerInner {
     pending_run_loops: Mutex<Vec<crate::taskrunner::TaskRunLoop>>,
     status: watch::Sender<AllocClientUpdate>,
     group_services: Arc<group_services::GroupServiceHook>,
+    /// The allocation's service checks, once it runs (none when it has no checks).
+    checks: Mutex<Option<crate::checks::ChecksHook>>,
 }
 
 /// A handle on one allocation's runner. Cheap to clone.
@@ -309,6 +311,7 @@ impl AllocRunner {
                 pending_run_loops: Mutex::new(run_loops),
                 status,
                 group_services,
+                checks: Mutex::new(None),
             }),
         };
         Ok(runner)
@@ -326,6 +329,14 @@ impl AllocRunner {
             for run_loop in loops {
                 handles.push(TaskRunner::spawn(run_loop));
             }
+        }
+        if !self.alloc().server_terminal_status() {
+            let hook = crate::checks::ChecksHook::start(
+                self.checks_deps(),
+                &self.alloc(),
+                &self.checked_tasks(),
+            );
+            *lock(&self.inner.checks) = hook;
         }
         let watcher = self.clone();
         tokio::spawn(async move {
@@ -349,6 +360,39 @@ impl AllocRunner {
             let stopping = self.clone();
             tokio::spawn(async move { stopping.stop().await });
         }
+    }
+
+    fn checks_deps(&self) -> crate::checks::ChecksDeps {
+        let task = &self.inner.deps.task;
+        crate::checks::ChecksDeps {
+            config: Arc::clone(&task.config),
+            clock: Arc::clone(&task.clock),
+            state_db: Arc::clone(&task.state_db),
+            node: Arc::clone(&task.node),
+        }
+    }
+
+    fn checked_tasks(&self) -> Vec<Arc<dyn crate::checks::CheckedTask>> {
+        self.inner
+            .tasks
+            .iter()
+            .map(|entry| Arc::new(entry.runner.clone()) as Arc<dyn crate::checks::CheckedTask>)
+            .collect()
+    }
+
+    fn stop_checks(&self) {
+        if let Some(hook) = lock(&self.inner.checks).as_ref() {
+            hook.stop();
+        }
+    }
+
+    /// The latest result of each of the allocation's service checks, by check ID (Nomad's
+    /// `/v1/client/allocation/<id>/checks`).
+    pub fn checks(&self) -> BTreeMap<String, drover_structs::CheckQueryResult> {
+        lock(&self.inner.checks)
+            .as_ref()
+            .map(crate::checks::ChecksHook::results)
+            .unwrap_or_default()
     }
 
     /// The allocation's id.
@@ -730,6 +774,7 @@ impl AllocRunner {
     pub async fn stop(&self) {
         // Task runners must be running to be killed.
         self.run();
+        self.stop_checks();
         self.inner.killing_all.store(true, Ordering::SeqCst);
         // Out of the catalog first — the group's services and its tasks' — so that traffic
         // drains during the delay.
@@ -790,12 +835,24 @@ impl AllocRunner {
         let alloc = Arc::new(alloc);
         *lock(&self.inner.alloc) = alloc.clone();
         if alloc.server_terminal_status() {
+            self.stop_checks();
             let stopping = self.clone();
             tokio::spawn(async move { stopping.stop().await });
             return Ok(());
         }
         for entry in &self.inner.tasks {
             entry.runner.update(alloc.clone()).await;
+        }
+        {
+            let tasks = self.checked_tasks();
+            let mut checks = lock(&self.inner.checks);
+            match checks.as_ref() {
+                Some(hook) => hook.update(&alloc, &tasks),
+                None if lock(&self.inner.state_changed).is_none() => {
+                    *checks = crate::checks::ChecksHook::start(self.checks_deps(), &alloc, &tasks);
+                }
+                None => {}
+            }
         }
         self.inner.group_services.update(alloc).await;
         Ok(())
@@ -806,6 +863,7 @@ impl AllocRunner {
     pub async fn destroy(&self) -> Result<(), AllocRunnerError> {
         // Task runners must be running to be killed and destroyed.
         self.run();
+        self.stop_checks();
         self.inner.destroyed.store(true, Ordering::SeqCst);
         self.inner.killing_all.store(true, Ordering::SeqCst);
         self.deregister_all_services().await;
@@ -840,6 +898,7 @@ impl AllocRunner {
     /// Agent shutdown: stops driving the tasks and leaves them running; the persisted state
     /// lets the next agent's [`AllocRunner::restore`] re-attach.
     pub async fn shutdown(&self) {
+        self.stop_checks();
         self.inner.agent_shutdown.cancel();
         self.join_run_loops().await;
     }

@@ -115,6 +115,27 @@ pub struct TaskExecContext {
     pub isolated: bool,
 }
 
+impl TaskExecContext {
+    /// The shim's exec spec for `command` in this context: the one path by which anything runs
+    /// inside a task (`alloc exec` sessions and script checks alike).
+    pub fn exec_spec(self, command: Vec<String>, tty: bool) -> drover_shim::exec_mode::ExecSpec {
+        drover_shim::exec_mode::ExecSpec {
+            command,
+            env: self.env.into_iter().collect(),
+            cwd: Some(self.cwd),
+            user: self.user,
+            cgroup: self
+                .cgroup
+                .map(|cgroup| drover_shim::exec_mode::ExecCgroup {
+                    root: cgroup.root,
+                    name: cgroup.name,
+                }),
+            enter_namespaces_of: self.task_pid.filter(|_| self.isolated),
+            tty,
+        }
+    }
+}
+
 /// The environment a process was started with (`/proc/<pid>/environ`); empty when unreadable.
 fn process_environment(pid: i32) -> BTreeMap<String, String> {
     std::fs::read(format!("/proc/{pid}/environ"))
@@ -657,6 +678,11 @@ impl TaskRunner {
     /// The lifecycle phase.
     pub fn phase(&self) -> TaskPhase {
         self.shared.phase()
+    }
+
+    /// Follows the lifecycle phase (the checks hook runs checks while it is `Running`).
+    pub fn subscribe_phase(&self) -> watch::Receiver<TaskPhase> {
+        self.shared.phase_watch.subscribe()
     }
 
     /// Whether the run loop has exited (runner destroyed, or agent shutdown).

@@ -31,6 +31,14 @@ job "later" {
         interval = "10s"
         timeout  = "2s"
       }
+
+      check {
+        type     = "http"
+        protocol = "https"
+        path     = "/health"
+        interval = "10s"
+        timeout  = "2s"
+      }
     }
 
     task "server" {

@@ -1,0 +1,436 @@
+//! End-to-end: service checks of alloc runners driving real tasks under `drover-shim`, probing
+//! real sockets: an HTTP check that passes, fails, restarts its task through `check_restart`
+//! (twice: the check is re-armed after a restart), check results that survive a runner restore,
+//! and a script check that runs inside an `exec` task's namespaces (root only).
+//!
+//! Needs the `drover-shim` binary (`DROVER_SHIM_PATH`, or `target/debug/drover-shim`, built on
+//! demand) and `python3`. Waits are bounded polls with generous limits.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use drover_client::allocrunner::{
+    AllocClientUpdate, AllocRunner, AllocRunnerDeps, AllocStatusSink,
+};
+use drover_client::clock::SystemClock;
+use drover_client::config::ClientConfig;
+use drover_client::state_db::StateDb;
+use drover_client::taskrunner::TaskRunnerDeps;
+use drover_client::taskrunner::drivers::default_driver_catalog;
+use drover_structs::{
+    Allocation, CheckQueryResult, CheckRestart, DurationNs, Job, RestartPolicy, Service,
+    ServiceCheck, Task, TaskGroup, TaskState,
+};
+use serde_json::json;
+
+#[derive(Debug, Default)]
+struct NullSink {
+    updates: Mutex<Vec<AllocClientUpdate>>,
+}
+
+impl AllocStatusSink for NullSink {
+    fn alloc_updated(&self, update: AllocClientUpdate) {
+        if let Ok(mut updates) = self.updates.lock() {
+            updates.clear();
+            updates.push(update);
+        }
+    }
+}
+
+fn shim_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("DROVER_SHIM_PATH") {
+        return PathBuf::from(path);
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest.join("../../target"));
+    let binary = target.join("debug").join("drover-shim");
+    if !binary.is_file() {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "-p", "drover", "--bin", "drover-shim"])
+            .current_dir(manifest)
+            .status()
+            .expect("cargo build of drover-shim runs");
+        assert!(status.success(), "building drover-shim failed");
+    }
+    assert!(binary.is_file(), "no drover-shim at {}", binary.display());
+    binary
+}
+
+fn deps(data_dir: &Path) -> AllocRunnerDeps {
+    let mut config = ClientConfig::new(data_dir);
+    config.shim_binary = Some(shim_binary());
+    let state_db = StateDb::open(&config.state_db_path()).unwrap();
+    let raw_exec = drover_driver::raw_exec::RawExecConfig {
+        shim_binary: Some(shim_binary()),
+        ..drover_driver::raw_exec::RawExecConfig::default()
+    };
+    AllocRunnerDeps {
+        task: TaskRunnerDeps {
+            config: Arc::new(config),
+            clock: Arc::new(SystemClock),
+            state_db: Arc::new(state_db),
+            drivers: Arc::new(default_driver_catalog(raw_exec)),
+            node: Arc::new(drover_structs::Node {
+                id: "node-1".into(),
+                name: "box".into(),
+                datacenter: "dc1".into(),
+                attributes: BTreeMap::from([(
+                    "unique.network.ip-address".to_string(),
+                    "127.0.0.1".to_string(),
+                )]),
+                ..drover_structs::Node::default()
+            }),
+            region: "global".into(),
+            jitter_seed: 1,
+        },
+        sink: Arc::new(NullSink::default()),
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A python3 HTTP server on `port` answering 500 while `flag` exists; it removes `flag` when
+/// it starts, so a restarted server answers 200 again.
+const SERVER: &str = r#"
+import http.server, os, sys
+port, flag = int(sys.argv[1]), sys.argv[2]
+try:
+    os.remove(flag)
+except FileNotFoundError:
+    pass
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        code, body = (500, b"broken") if os.path.exists(flag) else (200, b"fine")
+        self.send_response(code)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"#;
+
+fn http_check(port: u16, check_restart: Option<CheckRestart>) -> ServiceCheck {
+    ServiceCheck {
+        name: "alive".into(),
+        r#type: "http".into(),
+        path: "/health?alloc=${NOMAD_ALLOC_ID}".into(),
+        port_label: port.to_string(),
+        interval: DurationNs::from_millis(500),
+        timeout: DurationNs::from_secs(2),
+        check_restart,
+        ..ServiceCheck::default()
+    }
+}
+
+fn alloc(task: Task) -> Allocation {
+    Allocation {
+        id: uuid::Uuid::new_v4().to_string(),
+        name: "checks.web[0]".into(),
+        namespace: "default".into(),
+        job_id: "checks".into(),
+        task_group: "web".into(),
+        desired_status: "run".into(),
+        job: Some(Arc::new(Job {
+            id: "checks".into(),
+            name: "checks".into(),
+            r#type: "service".into(),
+            region: "global".into(),
+            task_groups: vec![TaskGroup {
+                name: "web".into(),
+                tasks: vec![task],
+                restart_policy: Some(RestartPolicy {
+                    attempts: 5,
+                    delay: DurationNs::from_millis(200),
+                    interval: DurationNs::from_secs(1800),
+                    mode: "fail".into(),
+                    ..RestartPolicy::default()
+                }),
+                ..TaskGroup::default()
+            }],
+            ..Job::default()
+        })),
+        ..Allocation::default()
+    }
+}
+
+fn server_task(port: u16, flag: &Path, check: ServiceCheck) -> Task {
+    Task {
+        name: "server".into(),
+        driver: "raw_exec".into(),
+        config: json!({
+            "command": "python3",
+            "args": ["-c", SERVER, port.to_string(), flag.display().to_string()],
+        })
+        .as_object()
+        .cloned()
+        .unwrap(),
+        kill_timeout: DurationNs::from_secs(5),
+        services: vec![Service {
+            name: "web".into(),
+            provider: "nomad".into(),
+            checks: vec![check],
+            ..Service::default()
+        }],
+        ..Task::default()
+    }
+}
+
+async fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn only_check(runner: &AllocRunner) -> Option<CheckQueryResult> {
+    let checks = runner.checks();
+    assert!(checks.len() <= 1, "{checks:?}");
+    checks.into_values().next()
+}
+
+fn restart_signals(state: &TaskState) -> Vec<String> {
+    state
+        .events
+        .iter()
+        .filter(|event| event.r#type == "Restart Signaled")
+        .map(|event| event.restart_reason.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_check_fails_restarts_its_task_and_passes_again_twice() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let deps = deps(data_dir.path());
+    let port = free_port();
+    let flag = data_dir.path().join("fail");
+    let check_restart = CheckRestart {
+        limit: 2,
+        ..CheckRestart::default()
+    };
+    let allocation = alloc(server_task(
+        port,
+        &flag,
+        http_check(port, Some(check_restart.clone())),
+    ));
+    let runner = AllocRunner::new(deps, allocation.clone()).unwrap();
+    runner.run();
+
+    wait_for("the check to pass", || {
+        only_check(&runner).is_some_and(|check| check.status == "success")
+    })
+    .await;
+    let check = only_check(&runner).unwrap();
+    assert_eq!(
+        check.id,
+        drover_structs::check_id(
+            &allocation.id,
+            "web",
+            &http_check(port, Some(check_restart))
+        )
+    );
+    assert_eq!(
+        (
+            check.group.as_str(),
+            check.task.as_str(),
+            check.service.as_str()
+        ),
+        ("checks.web[0]", "server", "web")
+    );
+    assert_eq!(
+        (check.mode.as_str(), check.status_code),
+        ("healthiness", 200)
+    );
+    assert_eq!(check.output, "nomad: http ok");
+
+    // Ten events are kept per task, so rounds are counted by the task's restarts.
+    let restarts = |runner: &AllocRunner| runner.task_states()["server"].restarts;
+    for round in 1..=2 {
+        std::fs::write(&flag, b"").unwrap();
+        wait_for("the check to restart the task", || {
+            restarts(&runner) == round
+        })
+        .await;
+        let state = runner.task_states().remove("server").unwrap();
+        assert_eq!(
+            restart_signals(&state).last().map(String::as_str),
+            Some(r#"healthcheck: check "alive" unhealthy"#)
+        );
+        // The restarted server removed the flag: the check passes again.
+        wait_for("the check to pass after the restart", || {
+            !flag.exists() && only_check(&runner).is_some_and(|check| check.status == "success")
+        })
+        .await;
+    }
+    let state = runner.task_states().remove("server").unwrap();
+    // Each restart counted against the restart policy, and the task runs.
+    assert_eq!((state.restarts, state.state.as_str()), (2, "running"));
+    runner.destroy().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restored_runner_keeps_check_results_until_the_first_new_one() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let flag = data_dir.path().join("fail");
+    let mut check = http_check(port, None);
+    check.interval = DurationNs::from_secs(4);
+    let allocation = alloc(server_task(port, &flag, check));
+    let deps = deps(data_dir.path());
+    let runner = AllocRunner::new(deps.clone(), allocation.clone()).unwrap();
+    runner.run();
+    wait_for("the check to pass", || {
+        only_check(&runner).is_some_and(|check| check.status == "success")
+    })
+    .await;
+    let before = only_check(&runner).unwrap();
+    runner.shutdown().await;
+    drop(runner);
+
+    // A new runner on the same state (as a restarted agent): the result is there at once,
+    // not pending or failing.
+    let restored = AllocRunner::restore(deps, &allocation.id).unwrap().unwrap();
+    restored.run();
+    assert_eq!(only_check(&restored).unwrap(), before);
+    wait_for("a new result", || {
+        only_check(&restored).is_some_and(|check| check.timestamp > before.timestamp)
+    })
+    .await;
+    assert_eq!(only_check(&restored).unwrap().status, "success");
+    restored.destroy().await.unwrap();
+}
+
+fn exec_may_run() -> bool {
+    let cgroupfs = ["cgroup.controllers", "memory/cgroup.procs"]
+        .iter()
+        .any(|file| Path::new("/sys/fs/cgroup").join(file).exists());
+    drover_isolate::root_tests::root_test_may_run("a cgroup filesystem at /sys/fs/cgroup", cgroupfs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_check_runs_inside_an_exec_task() {
+    if !exec_may_run() {
+        return;
+    }
+    let data_dir = tempfile::tempdir().unwrap();
+    let task = Task {
+        name: "box".into(),
+        driver: "exec".into(),
+        config: json!({
+            "command": "/bin/sh",
+            "args": ["-c", "echo inside-the-task > /local/marker; exec sleep 600"],
+        })
+        .as_object()
+        .cloned()
+        .unwrap(),
+        kill_timeout: DurationNs::from_secs(5),
+        services: vec![Service {
+            name: "box".into(),
+            provider: "nomad".into(),
+            checks: vec![ServiceCheck {
+                name: "marker".into(),
+                r#type: "script".into(),
+                command: "/bin/sh".into(),
+                args: vec![
+                    "-c".into(),
+                    "cat /local/marker && echo task=${NOMAD_TASK_NAME} && test ! -e /local/../../alloc/../client".into(),
+                ],
+                interval: DurationNs::from_millis(500),
+                timeout: DurationNs::from_secs(5),
+                ..ServiceCheck::default()
+            }],
+            ..Service::default()
+        }],
+        ..Task::default()
+    };
+    assert!(
+        !Path::new("/local/marker").exists(),
+        "the host has no /local/marker"
+    );
+    let runner = AllocRunner::new(deps(data_dir.path()), alloc(task)).unwrap();
+    runner.run();
+    wait_for("the script check to pass", || {
+        only_check(&runner).is_some_and(|check| check.status == "success")
+    })
+    .await;
+    let check = only_check(&runner).unwrap();
+    assert_eq!(check.output, "inside-the-task\ntask=box\n");
+    runner.destroy().await.unwrap();
+}
+
+/// The agent-side CPU cost of many HTTP checks (a figure for BENCHMARKS.md, not an assertion):
+/// one task serving HTTP, `DROVER_BENCH_CHECKS` checks (default 1 000) at a 10 s interval,
+/// measured over `DROVER_BENCH_SECONDS` (default 60) after they have all run once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run by hand, see BENCHMARKS.md"]
+async fn cpu_of_many_http_checks() {
+    let checks: usize = std::env::var("DROVER_BENCH_CHECKS")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(1000);
+    let seconds: u64 = std::env::var("DROVER_BENCH_SECONDS")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(60);
+    let data_dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let flag = data_dir.path().join("fail");
+    let mut task = server_task(port, &flag, http_check(port, None));
+    task.config = json!({
+        "command": "python3",
+        "args": ["-c", SERVER.replace("http.server.HTTPServer", "http.server.ThreadingHTTPServer"),
+                 port.to_string(), flag.display().to_string()],
+    })
+    .as_object()
+    .cloned()
+    .unwrap();
+    task.services[0].checks = (0..checks)
+        .map(|index| ServiceCheck {
+            name: format!("check-{index}"),
+            interval: DurationNs::from_secs(10),
+            ..http_check(port, None)
+        })
+        .collect();
+    let runner = AllocRunner::new(deps(data_dir.path()), alloc(task)).unwrap();
+    runner.run();
+    wait_for("every check to pass once", || {
+        let results = runner.checks();
+        results.len() == checks && results.values().all(|check| check.status == "success")
+    })
+    .await;
+    let cpu = || {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        // utime and stime, in clock ticks (fields 14 and 15 of stat).
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    let ticks_per_second = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .unwrap()
+        .unwrap() as f64;
+    let before = cpu();
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let used = (cpu() - before) as f64 / ticks_per_second;
+    println!(
+        "{checks} http checks at 10s: {:.2}% of one core over {seconds}s",
+        100.0 * used / seconds as f64
+    );
+    runner.destroy().await.unwrap();
+}
