@@ -46,6 +46,8 @@ pub struct ClientConfig {
     pub secrets_tmpfs_bytes: u64,
     /// Events kept per task (see `taskrunner::state`).
     pub max_task_events: usize,
+    /// The `artifact { … }` limits.
+    pub artifact: crate::artifact::ArtifactConfig,
 }
 
 impl ClientConfig {
@@ -65,6 +67,7 @@ impl ClientConfig {
             secrets_tmpfs: true,
             secrets_tmpfs_bytes: 1024 * 1024,
             max_task_events: crate::taskrunner::state::DEFAULT_MAX_TASK_EVENTS,
+            artifact: crate::artifact::ArtifactConfig::default(),
         }
     }
 
@@ -87,6 +90,11 @@ impl ClientConfig {
     /// `<data_dir>/client`: client state (the state db, shim sockets).
     pub fn client_state_dir(&self) -> PathBuf {
         self.data_dir.join("client")
+    }
+
+    /// `<data_dir>/client/artifacts`: the node's artifact cache.
+    pub fn artifact_cache_dir(&self) -> PathBuf {
+        self.client_state_dir().join("artifacts")
     }
 
     /// `<data_dir>/client/state.db`.

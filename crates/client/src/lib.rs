@@ -18,6 +18,7 @@
 
 pub mod allocdir;
 pub mod allocrunner;
+pub mod artifact;
 pub mod clock;
 pub mod config;
 pub mod fingerprint;
