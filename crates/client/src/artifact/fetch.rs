@@ -26,7 +26,7 @@
 //! **Not** here: task events, hook state or retries (the artifact hook owns them).
 
 use std::collections::HashMap;
-use std::io::Write as _;
+use tokio::io::AsyncWriteExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
@@ -265,7 +265,8 @@ impl ArtifactFetcher {
             return Err(ArtifactError::TooLarge { limit });
         }
         let partial = self.partial_path(entry).await?;
-        let mut file = std::fs::File::create(&partial)
+        let mut file = tokio::fs::File::create(&partial)
+            .await
             .map_err(io(format!("creating {}", partial.display())))?;
         let mut total: u64 = 0;
         while let Some(chunk) = response.chunk().await.map_err(http_error)? {
@@ -275,8 +276,12 @@ impl ArtifactFetcher {
                 return Err(ArtifactError::TooLarge { limit });
             }
             file.write_all(&chunk)
+                .await
                 .map_err(io(format!("writing {}", partial.display())))?;
         }
+        file.flush()
+            .await
+            .map_err(io(format!("writing {}", partial.display())))?;
         drop(file);
         if let Some(checksum) = &spec.checksum {
             let (checksum, path, name) = (checksum.clone(), partial.clone(), file_name_of(url));
