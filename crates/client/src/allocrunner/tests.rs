@@ -861,7 +861,9 @@ async fn an_artifact_is_in_place_before_the_task_starts() {
     assert_eq!(std::fs::read(&placed).unwrap(), b"#!/bin/sh\n");
     let state = state_of(&runner, "web");
     let types = event_types(&state);
-    let downloading = types.iter().position(|kind| kind == "Downloading Artifacts");
+    let downloading = types
+        .iter()
+        .position(|kind| kind == "Downloading Artifacts");
     let started = types.iter().position(|kind| kind == "Started");
     assert!(downloading.is_some() && downloading < started, "{types:?}");
     assert_eq!(harness.driver.log().starts.len(), 1);
@@ -898,7 +900,11 @@ async fn a_failed_artifact_download_is_its_own_event_and_the_task_never_starts()
 #[tokio::test(start_paused = true)]
 async fn an_unsupported_getter_fails_at_once_naming_it() {
     let harness = harness();
-    let task = with_artifact("s3::https://s3.amazonaws.com/bucket/app.tgz", "local/", "any");
+    let task = with_artifact(
+        "s3::https://s3.amazonaws.com/bucket/app.tgz",
+        "local/",
+        "any",
+    );
     let alloc = alloc_with_tasks(
         "service",
         vec![task],
@@ -909,7 +915,11 @@ async fn an_unsupported_getter_fails_at_once_naming_it() {
     let state = state_of(&runner, "web");
     let failed = events_of(&state, "Failed Artifact Download");
     assert_eq!(failed.len(), 1, "not retried: {:?}", event_types(&state));
-    assert!(failed[0].download_error.contains("\"s3\""), "{}", failed[0].download_error);
+    assert!(
+        failed[0].download_error.contains("\"s3\""),
+        "{}",
+        failed[0].download_error
+    );
     assert!(harness.driver.log().starts.is_empty());
 }
 

@@ -26,9 +26,9 @@
 //! **Not** here: task events, hook state or retries (the artifact hook owns them).
 
 use std::collections::HashMap;
-use tokio::io::AsyncWriteExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
+use tokio::io::AsyncWriteExt as _;
 
 use sha2::{Digest, Sha256};
 
