@@ -333,3 +333,74 @@ fn an_agent_killed_mid_download_starts_the_task_once_with_the_artifact() {
     drop(second);
     first.data_dir = PathBuf::new();
 }
+
+/// A tar.gz made with the system's tar holding one hostile entry, and its sha256.
+fn hostile_tarball(dir: &Path, name: &str, make: &str) -> (Vec<u8>, String) {
+    let archive = dir.join(name);
+    let status = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(make)
+        .current_dir(dir)
+        .status()
+        .expect("tar runs");
+    assert!(status.success(), "{make}");
+    let output = Command::new("sha256sum")
+        .arg(&archive)
+        .output()
+        .expect("sha256sum");
+    let digest = String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .next()
+        .expect("digest")
+        .to_string();
+    (std::fs::read(&archive).expect("read archive"), digest)
+}
+
+#[test]
+fn hostile_archives_are_refused_naming_the_entry_and_write_nothing_outside() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    std::fs::write(temp.path().join("hello.txt"), "pwned\n").expect("file");
+    let (climbing, climbing_sha) = hostile_tarball(
+        temp.path(),
+        "climb.tar.gz",
+        "tar -czPf climb.tar.gz --transform='s,^hello.txt,../../etc/x,' hello.txt",
+    );
+    std::os::unix::fs::symlink("/etc", temp.path().join("outlink")).expect("symlink");
+    let (linking, linking_sha) =
+        hostile_tarball(temp.path(), "link.tar.gz", "tar -czPf link.tar.gz outlink");
+    let server = FileServer::start(HashMap::from([
+        ("/climb.tar.gz".to_string(), climbing),
+        ("/link.tar.gz".to_string(), linking),
+    ]));
+    let agent = Agent::start_dev();
+    for (job_id, path, digest, entry) in [
+        ("climb", "/climb.tar.gz", &climbing_sha, "../../etc/x"),
+        ("link", "/link.tar.gz", &linking_sha, "outlink"),
+    ] {
+        let url = format!("{}{path}", server.address);
+        run_job(&agent, job_id, &artifact_job(job_id, 1, &url, digest));
+        let alloc = wait_for(&format!("the {job_id} job's task fails"), LIMIT, || {
+            allocs(&agent, job_id)
+                .into_iter()
+                .find(|alloc| alloc["ClientStatus"] == "failed")
+        });
+        let failed = events_of(&alloc, "Failed Artifact Download");
+        assert_eq!(failed.len(), 1, "{alloc:#}");
+        let message = failed[0]["DisplayMessage"].as_str().unwrap_or_default();
+        assert!(message.contains(&format!("{entry:?}")), "{message}");
+        assert!(events_of(&alloc, "Started").is_empty(), "{alloc:#}");
+        let alloc_dir = agent
+            .data_dir
+            .join("alloc")
+            .join(alloc["ID"].as_str().expect("alloc id"));
+        assert!(!alloc_dir.join("server/etc").exists());
+        assert!(!alloc_dir.join("etc").exists());
+        assert!(
+            std::fs::symlink_metadata(alloc_dir.join("server/local/app/outlink")).is_err(),
+            "the outward link was not created"
+        );
+    }
+    assert!(
+        !Path::new("/etc/x").exists() || std::fs::read("/etc/x").ok() != Some(b"pwned\n".to_vec())
+    );
+}
