@@ -13,8 +13,8 @@
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use super::ArtifactError;
 use super::beneath::{BeneathDir, Budget, EntryPath};
+use super::error::ArtifactError;
 
 /// An archive or compression format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,7 +27,7 @@ use std::path::{Component, Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
-use super::ArtifactError;
+use super::error::ArtifactError;
 
 /// The checked components of an entry name, relative to the destination.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use md5::Md5;
 use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha512};
 
-use super::ArtifactError;
+use super::error::ArtifactError;
 
 /// The digest algorithms an artifact checksum may name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

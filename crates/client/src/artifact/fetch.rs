@@ -32,11 +32,11 @@ use tokio::io::AsyncWriteExt as _;
 
 use sha2::{Digest, Sha256};
 
-use super::ArtifactError;
 use super::archive::{self, ArchiveKind};
 use super::beneath::{BeneathDir, Budget, EntryPath};
 use super::checksum::to_hex;
 use super::config::ArtifactConfig;
+use super::error::ArtifactError;
 use super::source::{ArchiveChoice, ArtifactSpec, Getter, GetterMode};
 
 /// Fetches artifacts for the tasks of one node.
@@ -591,8 +591,8 @@ mod tests {
 
     fn real_sha256() -> String {
         let mut reader = BODY;
-        super::super::checksum::digest_hex(
-            super::super::checksum::ChecksumKind::Sha256,
+        crate::artifact::checksum::digest_hex(
+            crate::artifact::checksum::ChecksumKind::Sha256,
             &mut reader,
         )
         .expect("digest")

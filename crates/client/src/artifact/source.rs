@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 
 use drover_structs::TaskArtifact;
 
-use super::ArtifactError;
 use super::archive::ArchiveKind;
 use super::beneath::EntryPath;
 use super::checksum::Checksum;
+use super::error::ArtifactError;
 use crate::allocdir::join_within;
 use crate::taskenv::TaskEnv;
 
