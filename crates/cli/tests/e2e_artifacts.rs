@@ -183,9 +183,10 @@ job "{job_id}" {{
         args    = ["-c", "cat local/app/hello.txt; exec sleep 300"]
       }}
 
+      # Small, so a hundred fit on a small node.
       resources {{
-        cpu    = 10
-        memory = 16
+        cpu    = 1
+        memory = 10
       }}
     }}
   }}
@@ -215,18 +216,35 @@ fn events_of<'a>(alloc: &'a Value, event_type: &str) -> Vec<&'a Value> {
 }
 
 fn wait_running(agent: &Agent, job_id: &str, count: usize) -> Vec<Value> {
-    wait_for(
-        &format!("{count} running allocations of {job_id}"),
-        LIMIT,
-        || {
-            let list = allocs(agent, job_id);
-            let running = list
+    // Generous: a hundred tasks unpacking an archive on a loaded 2-core machine.
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        let list = allocs(agent, job_id);
+        let running = list
+            .iter()
+            .filter(|alloc| alloc["ClientStatus"] == "running")
+            .count();
+        if running == count {
+            return list;
+        }
+        if std::time::Instant::now() > deadline {
+            let mut statuses: HashMap<String, usize> = HashMap::new();
+            for alloc in &list {
+                *statuses
+                    .entry(alloc["ClientStatus"].as_str().unwrap_or("?").to_string())
+                    .or_insert(0) += 1;
+            }
+            let not_running: Vec<&Value> = list
                 .iter()
-                .filter(|alloc| alloc["ClientStatus"] == "running")
-                .count();
-            (running == count).then_some(list)
-        },
-    )
+                .filter(|alloc| alloc["ClientStatus"] != "running")
+                .take(1)
+                .collect();
+            panic!(
+                "{job_id}: {statuses:?} of {count} allocations; first not running: {not_running:#?}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn local_file(agent: &Agent, alloc: &Value, name: &str) -> PathBuf {
