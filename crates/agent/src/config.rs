@@ -132,6 +132,76 @@ pub struct RawClient {
     pub memory_total_mb: Option<u64>,
     /// The cores tasks may reserve, as a cpuset list (`"0-3,6"`).
     pub reservable_cores: Option<String>,
+    pub artifact: Option<RawArtifact>,
+}
+
+/// `client { artifact { … } }`: limits of artifact downloads.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawArtifact {
+    pub http_read_timeout: Option<String>,
+    pub http_max_size: Option<String>,
+    pub git_timeout: Option<String>,
+    pub decompression_size_limit: Option<String>,
+    pub decompression_file_count_limit: Option<u64>,
+    /// Nomad sandboxes its getter process; drover confines every artifact write to the task
+    /// dir in all cases and reads local sources as the agent, so either value is honoured.
+    pub disable_filesystem_isolation: Option<bool>,
+    /// Nomad passes these agent variables to its getter process; drover's `git` runs with the
+    /// agent's whole environment, which includes them.
+    pub set_environment_variables: Option<String>,
+    /// Timeouts of getters drover does not have: refused with the key named.
+    pub gcs_timeout: Option<String>,
+    pub hg_timeout: Option<String>,
+    pub s3_timeout: Option<String>,
+}
+
+impl RawArtifact {
+    fn validate(&self) -> Result<drover_client::artifact::ArtifactConfig, ConfigError> {
+        for (key, value, getter) in [
+            ("client.artifact.gcs_timeout", &self.gcs_timeout, "gcs"),
+            ("client.artifact.hg_timeout", &self.hg_timeout, "hg"),
+            ("client.artifact.s3_timeout", &self.s3_timeout, "s3"),
+        ] {
+            if value.is_some() {
+                return Err(ConfigError::Invalid {
+                    key,
+                    message: format!(
+                        "drover has no {getter} getter (artifacts come over http, https, git or from local files)"
+                    ),
+                });
+            }
+        }
+        let size = |key: &'static str, value: &Option<String>, default: u64| match value {
+            Some(text) => drover_client::artifact::config::parse_byte_size(text)
+                .map_err(|message| ConfigError::Invalid { key, message }),
+            None => Ok(default),
+        };
+        let defaults = drover_client::artifact::ArtifactConfig::default();
+        Ok(drover_client::artifact::ArtifactConfig {
+            http_read_timeout: match &self.http_read_timeout {
+                Some(text) => parse_duration("client.artifact.http_read_timeout", text)?,
+                None => defaults.http_read_timeout,
+            },
+            http_max_size: size(
+                "client.artifact.http_max_size",
+                &self.http_max_size,
+                defaults.http_max_size,
+            )?,
+            git_timeout: match &self.git_timeout {
+                Some(text) => parse_duration("client.artifact.git_timeout", text)?,
+                None => defaults.git_timeout,
+            },
+            decompression_size_limit: size(
+                "client.artifact.decompression_size_limit",
+                &self.decompression_size_limit,
+                defaults.decompression_size_limit,
+            )?,
+            decompression_file_count_limit: self
+                .decompression_file_count_limit
+                .unwrap_or(defaults.decompression_file_count_limit),
+        })
+    }
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -222,7 +292,8 @@ impl RawConfig {
                 servers,
                 cpu_total_compute,
                 memory_total_mb,
-                reservable_cores
+                reservable_cores,
+                artifact
             ),
             (base, over) => {
                 if over.is_some() {
@@ -301,6 +372,8 @@ pub struct AgentConfig {
     pub cpu_total_compute: Option<u64>,
     pub memory_total_mb: Option<u64>,
     pub reservable_cores: Option<Vec<u16>>,
+    /// `client { artifact { … } }`, validated.
+    pub artifact: drover_client::artifact::ArtifactConfig,
     pub num_schedulers: u32,
     pub heartbeat_grace: Duration,
     pub min_heartbeat_ttl: Duration,
@@ -574,6 +647,7 @@ impl AgentConfig {
                 Some(text) => Some(parse_core_list("client.reservable_cores", text)?),
                 None => None,
             },
+            artifact: client.artifact.clone().unwrap_or_default().validate()?,
             num_schedulers: server.num_schedulers.unwrap_or(2).max(1),
             heartbeat_grace: match &server.heartbeat_grace {
                 Some(text) => parse_duration("server.heartbeat_grace", text)?,
@@ -633,6 +707,14 @@ mod tests {
               meta {
                 rack = "r1"
               }
+              artifact {
+                http_read_timeout              = "5m"
+                http_max_size                  = "1GiB"
+                git_timeout                    = "2m"
+                decompression_size_limit       = "10GB"
+                decompression_file_count_limit = 100
+                disable_filesystem_isolation   = true
+              }
             }
             server {
               enabled = true
@@ -657,6 +739,11 @@ mod tests {
         assert_eq!(config.max_kill_timeout, Duration::from_secs(60));
         assert_eq!(config.meta.get("rack").map(String::as_str), Some("r1"));
         assert!(config.raw_exec_enabled);
+        assert_eq!(config.artifact.http_read_timeout, Duration::from_secs(300));
+        assert_eq!(config.artifact.http_max_size, 1 << 30);
+        assert_eq!(config.artifact.git_timeout, Duration::from_secs(120));
+        assert_eq!(config.artifact.decompression_size_limit, 10_000_000_000);
+        assert_eq!(config.artifact.decompression_file_count_limit, 100);
     }
 
     #[test]
@@ -727,6 +814,23 @@ mod tests {
         let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad duration");
         assert!(
             err.to_string().starts_with("client.max_kill_timeout"),
+            "{err}"
+        );
+
+        let raw: RawConfig =
+            hcl::from_str("client {\n  artifact {\n    s3_timeout = \"5m\"\n  }\n}\n")
+                .expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("no s3 getter");
+        assert!(
+            err.to_string().starts_with("client.artifact.s3_timeout"),
+            "{err}"
+        );
+        let raw: RawConfig =
+            hcl::from_str("client {\n  artifact {\n    http_max_size = \"huge\"\n  }\n}\n")
+                .expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad size");
+        assert!(
+            err.to_string().starts_with("client.artifact.http_max_size"),
             "{err}"
         );
 

@@ -333,6 +333,7 @@ fn prepare_client(
     let clock: SharedClock = Arc::new(SystemClock);
     let mut client_config = ClientConfig::new(data_dir);
     client_config.max_kill_timeout = config.max_kill_timeout;
+    client_config.artifact = config.artifact.clone();
     client_config.apply_options(&config.options);
     let client_config = Arc::new(client_config);
     let state_db = Arc::new(

@@ -9,6 +9,7 @@
 //! Not here: tests (CI runs tests, not benchmarks).
 
 mod agent;
+mod artifact;
 mod catalog;
 mod exec_attach;
 mod fleet_http;
@@ -45,6 +46,12 @@ enum Scenario {
     /// Register N `sleep` tasks → all running; per alloc p50/p99; stop → processes gone.
     RunSleep {
         #[arg(long, default_value_t = 100)]
+        count: usize,
+    },
+    /// Register N `sleep` tasks that each fetch a tar.gz artifact → all running: cache cold,
+    /// cache warm, and without an artifact.
+    RunArtifact {
+        #[arg(long, default_value_t = 10)]
         count: usize,
     },
     /// Per-task overhead as PSS with N `sleep` tasks.
@@ -151,6 +158,10 @@ fn main() -> anyhow::Result<()> {
         Scenario::RunSleep { count } => (
             format!("run-sleep --count {count}"),
             process::run_sleep(&bench()?, count)?,
+        ),
+        Scenario::RunArtifact { count } => (
+            format!("run-artifact --count {count}"),
+            artifact::run_artifact(&bench()?, count)?,
         ),
         Scenario::Overhead { count } => (
             format!("overhead --count {count}"),

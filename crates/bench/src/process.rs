@@ -29,7 +29,13 @@ pub(crate) fn fresh_dir() -> anyhow::Result<tempfile::TempDir> {
     Ok(tempfile::Builder::new().prefix("drover-bench-").tempdir()?)
 }
 
-fn job_hcl(job_id: &str, job_type: &str, count: usize, command: &str, args: &[&str]) -> String {
+pub(crate) fn job_hcl(
+    job_id: &str,
+    job_type: &str,
+    count: usize,
+    command: &str,
+    args: &[&str],
+) -> String {
     let args = args
         .iter()
         .map(|arg| format!("\"{arg}\""))
@@ -66,7 +72,7 @@ fn job_hcl(job_id: &str, job_type: &str, count: usize, command: &str, args: &[&s
 }
 
 /// Parses a jobspec with the agent (outside any timing) and returns the register body.
-fn register_body(agent: &AgentProcess, hcl: &str) -> anyhow::Result<Value> {
+pub(crate) fn register_body(agent: &AgentProcess, hcl: &str) -> anyhow::Result<Value> {
     let job = agent.send_json(
         "POST",
         "/v1/jobs/parse",
@@ -88,7 +94,7 @@ fn count_status(allocs: &[Value], status: &str) -> usize {
 }
 
 /// Polls the job's allocations until `count` have ClientStatus `status`; returns the last list.
-fn wait_allocs_status(
+pub(crate) fn wait_allocs_status(
     agent: &AgentProcess,
     job_id: &str,
     count: usize,
@@ -102,7 +108,7 @@ fn wait_allocs_status(
     })
 }
 
-fn poll_interval(count: usize) -> Duration {
+pub(crate) fn poll_interval(count: usize) -> Duration {
     if count >= 1000 {
         Duration::from_millis(50)
     } else {

@@ -49,6 +49,8 @@ pub struct ClientConfig {
     /// The `drover-shim` binary script checks run through (`None`: the driver's lookup, the
     /// `DROVER_SHIM_PATH` variable or the one beside the running binary).
     pub shim_binary: Option<PathBuf>,
+    /// The `artifact { … }` limits.
+    pub artifact: crate::artifact::ArtifactConfig,
 }
 
 impl ClientConfig {
@@ -69,6 +71,7 @@ impl ClientConfig {
             secrets_tmpfs_bytes: 1024 * 1024,
             max_task_events: crate::taskrunner::state::DEFAULT_MAX_TASK_EVENTS,
             shim_binary: None,
+            artifact: crate::artifact::ArtifactConfig::default(),
         }
     }
 
@@ -91,6 +94,11 @@ impl ClientConfig {
     /// `<data_dir>/client`: client state (the state db, shim sockets).
     pub fn client_state_dir(&self) -> PathBuf {
         self.data_dir.join("client")
+    }
+
+    /// `<data_dir>/client/artifacts`: the node's artifact cache.
+    pub fn artifact_cache_dir(&self) -> PathBuf {
+        self.client_state_dir().join("artifacts")
     }
 
     /// `<data_dir>/client/state.db`.

@@ -20,6 +20,7 @@
 
 pub mod allocdir;
 pub mod allocrunner;
+pub mod artifact;
 pub mod checks;
 pub mod clock;
 pub mod config;

@@ -88,6 +88,9 @@ fn deps(data_dir: &Path) -> AllocRunnerDeps {
             }),
             region: "global".into(),
             jitter_seed: 1,
+            services: Arc::new(drover_client::services::ConnRegistrar::new(Arc::new(
+                drover_client::node_sim::InMemoryServer::new(std::time::Duration::from_secs(30)),
+            ))),
         },
         sink: Arc::new(NullSink::default()),
     }

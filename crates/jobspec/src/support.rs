@@ -725,9 +725,9 @@ pub static FEATURES: &[Feature] = &[
     ),
     row(
         "artifact",
-        Status::NotYet,
-        "drover downloads no artifacts",
-        "runs once drover downloads artifacts",
+        Status::Runs,
+        "fetched before the task starts over http, from local files or with git, checksummed, unpacked and cached per node; https, s3, gcs and hg sources fail the download, naming what is missing",
+        "",
         Detect::task(|task| each(&task.artifacts, "Artifacts")),
     ),
     row(

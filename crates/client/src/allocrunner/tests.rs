@@ -827,6 +827,106 @@ async fn destinations_escaping_the_task_dir_fail_validation() {
     assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_FAILED);
 }
 
+fn with_artifact(source: &str, destination: &str, mode: &str) -> drover_structs::Task {
+    let mut task = fake_task("web", json!({}));
+    task.artifacts.push(drover_structs::TaskArtifact {
+        getter_source: source.into(),
+        relative_dest: destination.into(),
+        getter_mode: mode.into(),
+        ..drover_structs::TaskArtifact::default()
+    });
+    task
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_artifact_is_in_place_before_the_task_starts() {
+    let harness = harness();
+    let source_dir = tempfile::tempdir().unwrap();
+    let source = source_dir.path().join("tool.sh");
+    std::fs::write(&source, "#!/bin/sh\n").unwrap();
+    let task = with_artifact(&source.to_string_lossy(), "local/bin/tool.sh", "file");
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(2, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let placed = harness
+        .deps
+        .task
+        .config
+        .alloc_root_dir()
+        .join(&alloc.id)
+        .join("web/local/bin/tool.sh");
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        runner.status().client_status == ALLOC_CLIENT_STATUS_RUNNING
+    })
+    .await;
+    assert_eq!(std::fs::read(&placed).unwrap(), b"#!/bin/sh\n");
+    let state = state_of(&runner, "web");
+    let types = event_types(&state);
+    let downloading = types
+        .iter()
+        .position(|kind| kind == "Downloading Artifacts");
+    let started = types.iter().position(|kind| kind == "Started");
+    assert!(downloading.is_some() && downloading < started, "{types:?}");
+    assert_eq!(harness.driver.log().starts.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_artifact_download_is_its_own_event_and_the_task_never_starts() {
+    let harness = harness();
+    let task = with_artifact("/nonexistent/drover/artifact.tgz", "local/", "any");
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(1, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+    let state = state_of(&runner, "web");
+    let failed = events_of(&state, "Failed Artifact Download");
+    // Recoverable: the restart policy's one attempt tries again.
+    assert_eq!(failed.len(), 2, "{:?}", event_types(&state));
+    assert!(
+        failed[0]
+            .download_error
+            .contains("failed to download artifact \"/nonexistent/drover/artifact.tgz\""),
+        "{}",
+        failed[0].download_error
+    );
+    assert_eq!(failed[0].display_message, failed[0].download_error);
+    assert_eq!(count(&state, "Task hook failed"), 0);
+    assert!(harness.driver.log().starts.is_empty());
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_FAILED);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unsupported_getter_fails_at_once_naming_it() {
+    let harness = harness();
+    let task = with_artifact(
+        "s3::https://s3.amazonaws.com/bucket/app.tgz",
+        "local/",
+        "any",
+    );
+    let alloc = alloc_with_tasks(
+        "service",
+        vec![task],
+        restart_policy(3, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+    let state = state_of(&runner, "web");
+    let failed = events_of(&state, "Failed Artifact Download");
+    assert_eq!(failed.len(), 1, "not retried: {:?}", event_types(&state));
+    assert!(
+        failed[0].download_error.contains("\"s3\""),
+        "{}",
+        failed[0].download_error
+    );
+    assert!(harness.driver.log().starts.is_empty());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_kill_interrupted_by_an_agent_crash_is_finished_on_restore() {
     let harness = harness();

@@ -494,12 +494,15 @@ impl TaskRunLoop {
                             StartAttempt::Dead
                         }
                         HookErrorKind::Recoverable | HookErrorKind::Unrecoverable => {
-                            self.shared.emit(
-                                self.shared
+                            let event = match error.event {
+                                Some(event) => *event,
+                                None => self
+                                    .shared
                                     .event(TASK_HOOK_FAILED)
                                     .with_message(&message)
                                     .with_display_message(&message),
-                            );
+                            };
+                            self.shared.emit(event);
                             StartAttempt::Failed(TaskStopCause::StartFailed {
                                 recoverable: error.kind == HookErrorKind::Recoverable,
                             })

@@ -9,12 +9,13 @@
 //! an agent that restored the task. Stop hooks run each time the task ends up dead (it may run
 //! again on an AllTasks restart) and must be idempotent.
 //!
-//! Later hooks (artifacts, templates, identity) slot in by implementing the
+//! Later hooks (templates, identity) slot in by implementing the
 //! capabilities they need and being added in [`build_task_hooks`]; the runner does not change.
 //!
 //! **Not** here: the order of capabilities in the task's life (the run loop decides) or how
 //! state is stored (the runner persists it in the state db).
 
+pub mod artifact;
 pub mod dispatch_payload;
 pub mod env;
 pub mod logs;
@@ -54,11 +55,15 @@ pub enum HookErrorKind {
 }
 
 /// A hook's failure.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]
 pub struct HookError {
     pub kind: HookErrorKind,
     pub message: String,
+    /// The event to record instead of "Task hook failed" for a recoverable or unrecoverable
+    /// failure (Nomad's hook errors that carry their own event, such as "Failed Artifact
+    /// Download").
+    pub event: Option<Box<TaskEvent>>,
 }
 
 impl HookError {
@@ -66,7 +71,14 @@ impl HookError {
         HookError {
             kind,
             message: message.into(),
+            event: None,
         }
+    }
+
+    /// The same failure, reported with `event`.
+    pub fn with_event(mut self, event: TaskEvent) -> Self {
+        self.event = Some(Box::new(event));
+        self
     }
 }
 
@@ -352,6 +364,12 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
     ];
     if task.dispatch_payload.is_some() {
         hooks.push(Arc::new(dispatch_payload::DispatchPayloadHook));
+    }
+    if !task.artifacts.is_empty() {
+        hooks.push(Arc::new(artifact::ArtifactHook::new(
+            context.config.clone(),
+            context.events.clone(),
+        )));
     }
     // Always present: an update may give a task services it did not have. Without services it
     // returns at once from every call.
