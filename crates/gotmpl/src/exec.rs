@@ -9,7 +9,7 @@ use crate::utils::is_true;
 use gtmpl_value::{Func, Value};
 
 /// How deep `{{ template }}` calls may nest (each level recurses on the stack).
-pub const MAX_TEMPLATE_DEPTH: usize = 64;
+pub const MAX_TEMPLATE_DEPTH: usize = 16;
 
 /// How many actions, range iterations and template calls one execution may take, so a
 /// hostile template (nested ranges over large data) ends with an error in bounded time.

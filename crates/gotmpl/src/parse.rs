@@ -6,7 +6,7 @@ use crate::node::*;
 use crate::utils::*;
 
 /// How deep controls (`if`, `range`, `with`, `define`…) and parentheses may nest.
-pub const MAX_NESTING: usize = 100;
+pub const MAX_NESTING: usize = 32;
 
 pub struct Parser {
     name: String,

@@ -694,10 +694,26 @@ pub static FEATURES: &[Feature] = &[
     ),
     row(
         "template",
-        Status::NotYet,
-        "drover renders no templates",
-        "runs once drover renders templates",
+        Status::RunsDifferently,
+        "rendered before start with Go template syntax and consul-template's functions (env, file, parse/encode, string, list, arithmetic, a sprig_* subset); templates reading files re-render within a second and apply change_mode noop, restart or signal; wait and error_on_missing_key are accepted but not applied; nomadVar*, nomadService* fail at render until variables and the service catalog reach the client; Consul and Vault functions are refused",
+        "",
         Detect::task(|task| each(&task.templates, "Templates")),
+    ),
+    row(
+        "template > change_mode = \"script\"",
+        Status::NotYet,
+        "drover cannot yet run a template's change_script inside the task",
+        "runs once the client can exec inside a task on a template change",
+        Detect::task(|task| {
+            let mut found = Vec::new();
+            for (index, template) in task.templates.iter().enumerate() {
+                found.extend(when(
+                    template.change_mode == "script",
+                    &format!("Templates[{index}].ChangeMode"),
+                ));
+            }
+            found
+        }),
     ),
     row(
         "artifact",

@@ -9,7 +9,7 @@
 //! an agent that restored the task. Stop hooks run each time the task ends up dead (it may run
 //! again on an AllTasks restart) and must be idempotent.
 //!
-//! Later hooks (artifacts, templates, services, identity) slot in by implementing the
+//! Later hooks (artifacts, services, identity) slot in by implementing the
 //! capabilities they need and being added in [`build_task_hooks`]; the runner does not change.
 //!
 //! **Not** here: the order of capabilities in the task's life (the run loop decides) or how
@@ -19,6 +19,7 @@ pub mod dispatch_payload;
 pub mod env;
 pub mod logs;
 pub mod task_dir;
+pub mod template;
 pub mod validate;
 
 use std::collections::BTreeMap;
@@ -348,6 +349,14 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
     ];
     if task.dispatch_payload.is_some() {
         hooks.push(Arc::new(dispatch_payload::DispatchPayloadHook));
+    }
+    if !task.templates.is_empty() {
+        hooks.push(Arc::new(template::TemplateHook::new(
+            task.templates.clone(),
+            context.task_dir.clone(),
+            context.events.clone(),
+            context.lifecycle.clone(),
+        )));
     }
     hooks
 }

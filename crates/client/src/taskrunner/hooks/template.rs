@@ -1,0 +1,314 @@
+//! The template hook: renders the task's `template` blocks into its task dir before every start
+//! (the first render blocks the start; an error fails the task, naming the destination and the
+//! line:column), adds the variables of `env = true` templates to the task's environment, and,
+//! while the task runs, re-renders templates that read files (`file`, or a `source` file) and
+//! applies their `change_mode` when the output changes: `noop` only rewrites the file,
+//! `restart` restarts the task, `signal` sends `change_signal`, after a random `splay`.
+//!
+//! Templates that read only `env` cannot change while the task runs and are not watched. The
+//! watch loop polls on tokio time (paused in tests) every [`WATCH_INTERVAL`].
+//!
+//! **Not** here: the engine and functions (`crate::template`); `change_mode = "script"` (refused
+//! when the job is registered).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use drover_structs::Template;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    HookError, HookErrorKind, HookFuture, HookResult, PrestartHook, PrestartRequest,
+    PrestartResponse, StopHook, StopRequest, StopResponse, TaskEventEmitter, TaskHook,
+    TaskLifecycleHandle, UpdateHook, UpdateRequest, UpdateResponse,
+};
+use crate::allocdir::TaskDir;
+use crate::template::{self, RenderScope, TemplateText, beneath};
+
+/// How often templates that read files are re-rendered while the task runs.
+pub const WATCH_INTERVAL: Duration = Duration::from_millis(250);
+
+/// See the module docs.
+pub struct TemplateHook {
+    templates: Vec<Template>,
+    task_dir: TaskDir,
+    events: TaskEventEmitter,
+    lifecycle: TaskLifecycleHandle,
+    env: Arc<Mutex<BTreeMap<String, String>>>,
+    watcher: Mutex<Option<CancellationToken>>,
+}
+
+impl TemplateHook {
+    pub fn new(
+        templates: Vec<Template>,
+        task_dir: TaskDir,
+        events: TaskEventEmitter,
+        lifecycle: TaskLifecycleHandle,
+    ) -> Self {
+        TemplateHook {
+            templates,
+            task_dir,
+            events,
+            lifecycle,
+            env: Arc::default(),
+            watcher: Mutex::new(None),
+        }
+    }
+
+    fn replace_watcher(&self, next: Option<CancellationToken>) {
+        let mut guard = match self.watcher.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(previous) = std::mem::replace(&mut *guard, next) {
+            previous.cancel();
+        }
+    }
+}
+
+/// One render of one template: its output and whether it read files.
+struct Rendered {
+    output: String,
+    reads_files: bool,
+}
+
+fn render_one(
+    template: &Template,
+    task_dir: &TaskDir,
+    env: &BTreeMap<String, String>,
+) -> Result<Rendered, String> {
+    let (text, from_source) = if template.source_path.is_empty() {
+        (template.embedded_tmpl.clone(), false)
+    } else {
+        let text = beneath::read_to_string(&task_dir.dir, &template.source_path)
+            .map_err(|error| format!("template source {error}"))?;
+        (text, true)
+    };
+    let scope = RenderScope {
+        env: env.clone(),
+        task_dir: task_dir.dir.clone(),
+        files_read: Vec::new(),
+    };
+    let (result, scope) = template::render(
+        TemplateText {
+            destination: &template.dest_path,
+            text: &text,
+            left_delimiter: &template.left_delim,
+            right_delimiter: &template.right_delim,
+        },
+        scope,
+    );
+    let output = result.map_err(|error| error.to_string())?;
+    Ok(Rendered {
+        output,
+        reads_files: from_source || !scope.files_read.is_empty(),
+    })
+}
+
+fn write_one(template: &Template, task_dir: &TaskDir, output: &str) -> Result<(), String> {
+    let perms = if template.perms.is_empty() {
+        "0644"
+    } else {
+        &template.perms
+    };
+    let mode = u32::from_str_radix(perms, 8)
+        .map_err(|_| format!("template {}: invalid perms {perms:?}", template.dest_path))?;
+    let id = |value: Option<i64>| value.and_then(|id| u32::try_from(id).ok());
+    beneath::write_atomic(
+        &task_dir.dir,
+        &template.dest_path,
+        output.as_bytes(),
+        beneath::WriteOptions {
+            mode,
+            uid: id(template.uid),
+            gid: id(template.gid),
+        },
+    )
+    .map_err(|error| format!("template destination {error}"))
+}
+
+fn render_failed(message: String) -> HookError {
+    HookError::new(HookErrorKind::Unrecoverable, message)
+}
+
+impl TaskHook for TemplateHook {
+    fn name(&self) -> &'static str {
+        "template"
+    }
+    fn as_prestart(&self) -> Option<&dyn PrestartHook> {
+        Some(self)
+    }
+    fn as_update(&self) -> Option<&dyn UpdateHook> {
+        Some(self)
+    }
+    fn as_stop(&self) -> Option<&dyn StopHook> {
+        Some(self)
+    }
+}
+
+impl PrestartHook for TemplateHook {
+    fn prestart<'a>(
+        &'a self,
+        _cancel: &'a CancellationToken,
+        request: &'a PrestartRequest,
+        response: &'a mut PrestartResponse,
+    ) -> HookFuture<'a, HookResult> {
+        Box::pin(async move {
+            let env = request.task_env.env.clone();
+            if let Ok(mut shared) = self.env.lock() {
+                shared.clone_from(&env);
+            }
+            let mut watched = Vec::new();
+            for template in &self.templates {
+                let rendered = render_one(template, &self.task_dir, &env).map_err(|message| {
+                    self.events.emit(
+                        self.events
+                            .event("Template")
+                            .with_message(&format!("Template failed: {message}")),
+                    );
+                    render_failed(message)
+                })?;
+                write_one(template, &self.task_dir, &rendered.output).map_err(render_failed)?;
+                if template.envvars {
+                    let variables =
+                        template::parse_env_file(&rendered.output).map_err(|error| {
+                            render_failed(format!(
+                                "template {}: env file: {error}",
+                                template.dest_path
+                            ))
+                        })?;
+                    response.env.extend(variables);
+                }
+                if rendered.reads_files {
+                    watched.push((template.clone(), rendered.output));
+                }
+            }
+            if watched.is_empty() {
+                self.replace_watcher(None);
+            } else {
+                let token = CancellationToken::new();
+                self.replace_watcher(Some(token.clone()));
+                tokio::spawn(watch(
+                    watched,
+                    self.task_dir.clone(),
+                    self.env.clone(),
+                    self.events.clone(),
+                    self.lifecycle.clone(),
+                    token,
+                ));
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Re-renders `watched` templates every [`WATCH_INTERVAL`] until cancelled, applying each
+/// one's change mode when its output changes.
+async fn watch(
+    mut watched: Vec<(Template, String)>,
+    task_dir: TaskDir,
+    env: Arc<Mutex<BTreeMap<String, String>>>,
+    events: TaskEventEmitter,
+    lifecycle: TaskLifecycleHandle,
+    cancel: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(WATCH_INTERVAL) => {}
+        }
+        let env = match env.lock() {
+            Ok(env) => env.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        let mut restart = false;
+        let mut signals: Vec<String> = Vec::new();
+        let mut splay = Duration::ZERO;
+        for (template, last) in &mut watched {
+            let rendered = match render_one(template, &task_dir, &env) {
+                Ok(rendered) => rendered,
+                Err(message) => {
+                    // A file mid-write may not render; the last good output stays.
+                    tracing::debug!(%message, "template re-render failed");
+                    continue;
+                }
+            };
+            if rendered.output == *last {
+                continue;
+            }
+            if let Err(message) = write_one(template, &task_dir, &rendered.output) {
+                tracing::warn!(%message, "template write failed");
+                continue;
+            }
+            *last = rendered.output;
+            events.emit(
+                events
+                    .event("Template")
+                    .with_message(&format!("Template {} re-rendered", template.dest_path)),
+            );
+            splay = splay.max(Duration::from_nanos(
+                u64::try_from(template.splay.0).unwrap_or(0),
+            ));
+            match template.change_mode.as_str() {
+                "restart" => restart = true,
+                "signal" => signals.push(template.change_signal.clone()),
+                _ => {}
+            }
+        }
+        if !restart && signals.is_empty() {
+            continue;
+        }
+        if !splay.is_zero() {
+            let nanos = u64::try_from(splay.as_nanos()).unwrap_or(u64::MAX);
+            let delay = Duration::from_nanos(rand::random::<u64>() % nanos.max(1));
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+        if restart {
+            lifecycle.request_restart(
+                "template",
+                "template with change_mode restart re-rendered",
+                false,
+            );
+        } else {
+            signals.sort();
+            signals.dedup();
+            for signal in signals {
+                lifecycle.request_signal("template", "template re-rendered", &signal);
+            }
+        }
+    }
+}
+
+impl UpdateHook for TemplateHook {
+    fn update<'a>(
+        &'a self,
+        _cancel: &'a CancellationToken,
+        request: &'a UpdateRequest,
+        _response: &'a mut UpdateResponse,
+    ) -> HookFuture<'a, HookResult> {
+        Box::pin(async move {
+            if let Ok(mut shared) = self.env.lock() {
+                shared.clone_from(&request.task_env.env);
+            }
+            Ok(())
+        })
+    }
+}
+
+impl StopHook for TemplateHook {
+    fn stop<'a>(
+        &'a self,
+        _cancel: &'a CancellationToken,
+        _request: &'a StopRequest,
+        _response: &'a mut StopResponse,
+    ) -> HookFuture<'a, HookResult> {
+        Box::pin(async move {
+            self.replace_watcher(None);
+            Ok(())
+        })
+    }
+}
