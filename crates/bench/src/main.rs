@@ -46,6 +46,11 @@ enum Scenario {
         #[arg(long, default_value_t = 100)]
         count: usize,
     },
+    /// Parse and render a 100-line task template, in process.
+    RenderTemplate {
+        #[arg(long, default_value_t = 1000)]
+        renders: usize,
+    },
     /// Per-task overhead as PSS with N `sleep` tasks.
     Overhead {
         #[arg(long, default_value_t = 100)]
@@ -139,6 +144,10 @@ fn main() -> anyhow::Result<()> {
         Scenario::RunSleep { count } => (
             format!("run-sleep --count {count}"),
             process::run_sleep(&bench()?, count)?,
+        ),
+        Scenario::RenderTemplate { renders } => (
+            format!("render-template --renders {renders}"),
+            in_process::render_template(runs, renders)?,
         ),
         Scenario::Overhead { count } => (
             format!("overhead --count {count}"),

@@ -34,7 +34,12 @@ fn running_alloc_id(agent: &Agent, job_id: &str) -> String {
 fn started_count(agent: &Agent, alloc_id: &str, task: &str) -> usize {
     agent.get_json(&format!("/v1/allocation/{alloc_id}"))["TaskStates"][task]["Events"]
         .as_array()
-        .map(|events| events.iter().filter(|event| event["Type"] == "Started").count())
+        .map(|events| {
+            events
+                .iter()
+                .filter(|event| event["Type"] == "Started")
+                .count()
+        })
         .unwrap_or_default()
 }
 
@@ -169,16 +174,27 @@ job "tmplwatch" {{
 }}
 "#,
         task("noop", "change_mode = \"noop\""),
-        task("sig", "change_mode = \"signal\"\n        change_signal = \"SIGUSR1\""),
+        task(
+            "sig",
+            "change_mode = \"signal\"\n        change_signal = \"SIGUSR1\""
+        ),
         task("rst", "change_mode = \"restart\""),
     );
     let (_dir, path) = write_jobspec("tmplwatch.hcl", &jobspec);
     agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
     let alloc_id = running_alloc_id(&agent, "tmplwatch");
     let task_dir = |task: &str| agent.data_dir.join("alloc").join(&alloc_id).join(task);
+    // The alloc runs once its prestart task does; the main tasks render and start after it.
     for task in ["noop", "sig", "rst"] {
+        wait_for(&format!("{task} to start"), LIMIT, || {
+            (started_count(&agent, &alloc_id, task) == 1).then_some(())
+        });
         let out = task_dir(task).join("local/out.txt");
-        assert_eq!(std::fs::read_to_string(&out).unwrap(), "value=one", "{task}");
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            "value=one",
+            "{task}"
+        );
     }
 
     for task in ["noop", "sig", "rst"] {
@@ -190,7 +206,10 @@ job "tmplwatch" {{
         wait_for(&format!("{task} to re-render"), LIMIT, || {
             (std::fs::read_to_string(&out).ok()? == "value=two").then_some(())
         });
-        eprintln!("{task}: re-rendered within {:?} of the change", changed_at.elapsed());
+        eprintln!(
+            "{task}: re-rendered within {:?} of the change",
+            changed_at.elapsed()
+        );
     }
 
     wait_for("the signal to reach sig", LIMIT, || {

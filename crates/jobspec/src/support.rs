@@ -695,7 +695,7 @@ pub static FEATURES: &[Feature] = &[
     row(
         "template",
         Status::RunsDifferently,
-        "rendered before start with Go template syntax and consul-template's functions (env, file, parse/encode, string, list, arithmetic, a sprig_* subset); templates reading files re-render within a second and apply change_mode noop, restart or signal; wait and error_on_missing_key are accepted but not applied; nomadVar*, nomadService* fail at render until variables and the service catalog reach the client; Consul and Vault functions are refused",
+        "rendered before start with Go template syntax and consul-template's functions (env, file, parse/encode, string, list, arithmetic, a sprig_* subset); templates reading files (file, source) re-render within a second and apply change_mode noop, restart or signal after splay, unless once; env-only templates do not change while the task runs; wait and error_on_missing_key are accepted but not applied; nomadVar*, nomadService* fail at render until variables and the service catalog reach the client; Consul and Vault functions are refused",
         "",
         Detect::task(|task| each(&task.templates, "Templates")),
     ),

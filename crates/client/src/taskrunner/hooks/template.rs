@@ -5,7 +5,8 @@
 //! applies their `change_mode` when the output changes: `noop` only rewrites the file,
 //! `restart` restarts the task, `signal` sends `change_signal`, after a random `splay`.
 //!
-//! Templates that read only `env` cannot change while the task runs and are not watched. The
+//! Templates that read only `env` cannot change while the task runs and are not watched, nor
+//! are `once` templates. The
 //! watch loop polls on tokio time (paused in tests) every [`WATCH_INTERVAL`].
 //!
 //! **Not** here: the engine and functions (`crate::template`); `change_mode = "script"` (refused
@@ -180,7 +181,7 @@ impl PrestartHook for TemplateHook {
                         })?;
                     response.env.extend(variables);
                 }
-                if rendered.reads_files {
+                if rendered.reads_files && !template.once {
                     watched.push((template.clone(), rendered.output));
                 }
             }
@@ -215,6 +216,8 @@ async fn watch(
 ) {
     loop {
         tokio::select! {
+            // Cancellation wins over a timer that is due at the same moment.
+            biased;
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(WATCH_INTERVAL) => {}
         }
@@ -263,6 +266,7 @@ async fn watch(
             let nanos = u64::try_from(splay.as_nanos()).unwrap_or(u64::MAX);
             let delay = Duration::from_nanos(rand::random::<u64>() % nanos.max(1));
             tokio::select! {
+                biased;
                 () = cancel.cancelled() => return,
                 () = tokio::time::sleep(delay) => {}
             }
@@ -310,5 +314,202 @@ impl StopHook for TemplateHook {
             self.replace_watcher(None);
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::allocdir::AllocDir;
+    use crate::clock::TokioFollowingClock;
+    use crate::taskenv::TaskEnv;
+    use drover_structs::{Allocation, DurationNs, Task, TaskEvent};
+
+    #[derive(Debug, Default)]
+    struct RecordedRequests(Mutex<Vec<String>>);
+
+    impl super::super::TaskLifecycleRequests for RecordedRequests {
+        fn request_restart(&self, _source: &str, reason: &str, failure: bool) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("restart {reason} {failure}"));
+        }
+        fn request_signal(&self, _source: &str, _reason: &str, signal: &str) {
+            self.0.lock().unwrap().push(format!("signal {signal}"));
+        }
+        fn request_kill(&self, _source: &str, reason: &str, _fail: bool) {
+            self.0.lock().unwrap().push(format!("kill {reason}"));
+        }
+    }
+
+    struct Fixture {
+        _root: tempfile::TempDir,
+        task_dir: TaskDir,
+        requests: Arc<RecordedRequests>,
+        events: Arc<Mutex<Vec<TaskEvent>>>,
+        hook: TemplateHook,
+    }
+
+    fn fixture(templates: Vec<Template>) -> Fixture {
+        let root = tempfile::tempdir().unwrap();
+        let alloc_dir = AllocDir::new(root.path(), "a1").unwrap();
+        let task_dir = alloc_dir.task_dir("t").unwrap();
+        std::fs::create_dir_all(&task_dir.local_dir).unwrap();
+        std::fs::create_dir_all(&task_dir.secrets_dir).unwrap();
+        let requests = Arc::new(RecordedRequests::default());
+        let events: Arc<Mutex<Vec<TaskEvent>>> = Arc::default();
+        let sink = events.clone();
+        let emitter = TaskEventEmitter::new(
+            Arc::new(move |event| sink.lock().unwrap().push(event)),
+            Arc::new(TokioFollowingClock::starting_at(0)),
+        );
+        let hook = TemplateHook::new(templates, task_dir.clone(), emitter, requests.clone());
+        Fixture {
+            _root: root,
+            task_dir,
+            requests,
+            events,
+            hook,
+        }
+    }
+
+    fn template(data: &str, destination: &str) -> Template {
+        Template {
+            embedded_tmpl: data.to_string(),
+            dest_path: destination.to_string(),
+            change_mode: "restart".to_string(),
+            perms: "0644".to_string(),
+            ..Template::default()
+        }
+    }
+
+    async fn prestart(fixture: &Fixture) -> Result<PrestartResponse, HookError> {
+        let request = PrestartRequest {
+            alloc: Arc::new(Allocation::default()),
+            task: Arc::new(Task::default()),
+            task_dir: fixture.task_dir.clone(),
+            task_env: TaskEnv {
+                env: BTreeMap::from([("NOMAD_TASK_NAME".to_string(), "t".to_string())]),
+                ..TaskEnv::default()
+            },
+            previous_state: BTreeMap::new(),
+        };
+        let mut response = PrestartResponse::default();
+        fixture
+            .hook
+            .as_prestart()
+            .unwrap()
+            .prestart(&CancellationToken::new(), &request, &mut response)
+            .await
+            .map(|()| response)
+    }
+
+    async fn stop(fixture: &Fixture) {
+        let request = StopRequest {
+            existing_state: BTreeMap::new(),
+        };
+        fixture
+            .hook
+            .as_stop()
+            .unwrap()
+            .stop(&CancellationToken::new(), &request, &mut StopResponse)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn prestart_renders_files_and_env_variables() {
+        let mut env_template = template("A={{ env \"NOMAD_TASK_NAME\" }}\nB=2\n", "secrets/x.env");
+        env_template.envvars = true;
+        let mut source_template = template("", "local/from-source.txt");
+        source_template.source_path = "local/tmpl.in".to_string();
+        let fixture = fixture(vec![env_template, source_template]);
+        std::fs::write(
+            fixture.task_dir.local_dir.join("tmpl.in"),
+            "[[ 1 ]]{{ \"src\" }}",
+        )
+        .unwrap();
+        let response = prestart(&fixture).await.unwrap();
+        assert_eq!(response.env["A"], "t");
+        assert_eq!(response.env["B"], "2");
+        assert_eq!(
+            std::fs::read_to_string(fixture.task_dir.local_dir.join("from-source.txt")).unwrap(),
+            "[[ 1 ]]src"
+        );
+        stop(&fixture).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_render_error_fails_prestart_with_destination_and_position() {
+        let failing = fixture(vec![template("x\n {{ nope }}", "local/out")]);
+        let error = prestart(&failing).await.unwrap_err();
+        assert_eq!(error.kind, HookErrorKind::Unrecoverable);
+        assert!(
+            error.message.contains("template local/out at 2:5"),
+            "{error}"
+        );
+        let first_event = failing.events.lock().unwrap()[0].r#type.clone();
+        assert_eq!(first_event, "Template");
+        let escape = fixture(vec![template("x", "../../etc/out")]);
+        assert!(prestart(&escape).await.is_err());
+    }
+
+    async fn change_and_watch(mode: &str, signal: &str) -> (Vec<String>, String) {
+        let mut watched = template("v={{ file \"local/data\" }}", "local/out");
+        watched.change_mode = mode.to_string();
+        watched.change_signal = signal.to_string();
+        watched.splay = DurationNs(0);
+        let fixture = fixture(vec![
+            watched,
+            template("{{ env \"NOMAD_TASK_NAME\" }}", "local/static"),
+        ]);
+        std::fs::write(fixture.task_dir.local_dir.join("data"), "1").unwrap();
+        prestart(&fixture).await.unwrap();
+        tokio::time::sleep(WATCH_INTERVAL * 3).await;
+        assert!(
+            fixture.requests.0.lock().unwrap().is_empty(),
+            "nothing changed yet"
+        );
+        std::fs::write(fixture.task_dir.local_dir.join("data"), "2").unwrap();
+        tokio::time::sleep(WATCH_INTERVAL * 2).await;
+        let requests = fixture.requests.0.lock().unwrap().clone();
+        let out = std::fs::read_to_string(fixture.task_dir.local_dir.join("out")).unwrap();
+        stop(&fixture).await;
+        // Stopped: a later change is not acted upon.
+        std::fs::write(fixture.task_dir.local_dir.join("data"), "3").unwrap();
+        tokio::time::sleep(WATCH_INTERVAL * 3).await;
+        assert_eq!(*fixture.requests.0.lock().unwrap(), requests);
+        (requests, out)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_changed_file_re_renders_and_applies_the_change_mode() {
+        let (requests, out) = change_and_watch("restart", "").await;
+        assert_eq!(out, "v=2");
+        assert_eq!(
+            requests,
+            vec!["restart template with change_mode restart re-rendered false"]
+        );
+        let (requests, out) = change_and_watch("signal", "SIGHUP").await;
+        assert_eq!(out, "v=2");
+        assert_eq!(requests, vec!["signal SIGHUP"]);
+        let (requests, out) = change_and_watch("noop", "").await;
+        assert_eq!(out, "v=2");
+        assert!(requests.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_once_template_is_not_re_rendered() {
+        let mut once = template("v={{ file \"local/data\" }}", "local/out");
+        once.once = true;
+        let fixture = fixture(vec![once]);
+        std::fs::write(fixture.task_dir.local_dir.join("data"), "1").unwrap();
+        prestart(&fixture).await.unwrap();
+        std::fs::write(fixture.task_dir.local_dir.join("data"), "2").unwrap();
+        tokio::time::sleep(WATCH_INTERVAL * 4).await;
+        let out = std::fs::read_to_string(fixture.task_dir.local_dir.join("out")).unwrap();
+        assert_eq!(out, "v=1");
+        assert!(fixture.requests.0.lock().unwrap().is_empty());
     }
 }
