@@ -129,6 +129,29 @@ fn write_one(template: &Template, task_dir: &TaskDir, output: &str) -> Result<()
     .map_err(|error| format!("template destination {error}"))
 }
 
+/// `template` with `${…}` interpolated in its source and destination; a path that then names
+/// a place inside the task dir by its absolute host path (`${NOMAD_SECRETS_DIR}/x` under
+/// raw_exec) is made relative to the task dir. Any other path is read task-dir relative.
+fn resolve_paths(
+    template: &Template,
+    env: &crate::taskenv::TaskEnv,
+    task_dir: &TaskDir,
+) -> Template {
+    let resolve = |path: &str| {
+        let interpolated = env.interpolate(path);
+        match std::path::Path::new(&interpolated).strip_prefix(&task_dir.dir) {
+            Ok(inside) => inside.display().to_string(),
+            Err(_) => interpolated,
+        }
+    };
+    let mut resolved = template.clone();
+    resolved.dest_path = resolve(&template.dest_path);
+    if !template.source_path.is_empty() {
+        resolved.source_path = resolve(&template.source_path);
+    }
+    resolved
+}
+
 fn render_failed(message: String) -> HookError {
     HookError::new(HookErrorKind::Unrecoverable, message)
 }
@@ -161,7 +184,12 @@ impl PrestartHook for TemplateHook {
                 shared.clone_from(&env);
             }
             let mut watched = Vec::new();
-            for template in &self.templates {
+            let templates: Vec<Template> = self
+                .templates
+                .iter()
+                .map(|template| resolve_paths(template, &request.task_env, &self.task_dir))
+                .collect();
+            for template in &templates {
                 let rendered = render_one(template, &self.task_dir, &env).map_err(|message| {
                     self.events.emit(
                         self.events
@@ -497,6 +525,30 @@ mod tests {
         let (requests, out) = change_and_watch("noop", "").await;
         assert_eq!(out, "v=2");
         assert!(requests.is_empty());
+    }
+
+    #[test]
+    fn destinations_are_interpolated_and_made_task_dir_relative() {
+        let root = tempfile::tempdir().unwrap();
+        let task_dir = AllocDir::new(root.path(), "a1")
+            .unwrap()
+            .task_dir("t")
+            .unwrap();
+        let env = TaskEnv {
+            env: BTreeMap::from([(
+                "NOMAD_SECRETS_DIR".to_string(),
+                task_dir.secrets_dir.display().to_string(),
+            )]),
+            ..TaskEnv::default()
+        };
+        let resolved = resolve_paths(
+            &template("x", "${NOMAD_SECRETS_DIR}/app.env"),
+            &env,
+            &task_dir,
+        );
+        assert_eq!(resolved.dest_path, "secrets/app.env");
+        let resolved = resolve_paths(&template("x", "/local/app.conf"), &env, &task_dir);
+        assert_eq!(resolved.dest_path, "/local/app.conf");
     }
 
     #[tokio::test(start_paused = true)]
