@@ -373,3 +373,69 @@ pub async fn fleet(runs: usize, nodes: usize, allocs: usize) -> anyhow::Result<R
     ));
     Ok(report)
 }
+
+/// The 100-line template `render-template` renders: every line an action — `env`, a pipeline of
+/// string functions, a `range` over a split list, arithmetic, a `with`, JSON.
+pub fn hundred_line_template() -> String {
+    let mut lines = Vec::new();
+    for line in 0..100 {
+        lines.push(match line % 5 {
+            0 => format!("KEY_{line}={{{{ env \"NOMAD_TASK_NAME\" | toUpper }}}}"),
+            1 => format!(
+                "list_{line} = {{{{ range $i, $v := split \",\" \"a,b,c,d\" }}}}{{{{ $i }}}}:{{{{ $v }}}} {{{{ end }}}}"
+            ),
+            2 => format!("sum_{line} = {{{{ {line} | add 7 | multiply 3 }}}}"),
+            3 => format!(
+                "{{{{ with env \"NOMAD_ALLOC_ID\" }}}}alloc_{line} = {{{{ . | sha256Hex | printf \"%.8s\" }}}}{{{{ end }}}}"
+            ),
+            _ => format!("json_{line} = {{{{ split \",\" \"x,y\" | toJSON }}}}"),
+        });
+    }
+    lines.join("\n")
+}
+
+/// Parses and renders [`hundred_line_template`] `renders` times per run.
+pub fn render_template(runs: usize, renders: usize) -> anyhow::Result<Report> {
+    let renders = renders.max(1);
+    use drover_client::template::{RenderScope, TemplateText, render};
+    let text = hundred_line_template();
+    let scope = RenderScope {
+        env: [
+            ("NOMAD_TASK_NAME", "web"),
+            ("NOMAD_ALLOC_ID", "5d1c7a8e-0000-4000-8000-000000000001"),
+        ]
+        .into_iter()
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .collect(),
+        ..RenderScope::default()
+    };
+    let template = TemplateText {
+        destination: "local/app.conf",
+        text: &text,
+        left_delimiter: "",
+        right_delimiter: "",
+    };
+    let mut report = Report::default();
+    for _ in 0..runs {
+        let mut samples = Vec::with_capacity(renders);
+        for _ in 0..renders {
+            let started = Instant::now();
+            let (output, _) = render(template, scope.clone());
+            let output = output.map_err(|error| anyhow!("{error}"))?;
+            samples.push(started.elapsed().as_secs_f64() * 1e6);
+            if output.lines().count() != 100 {
+                bail!("rendered {} lines, not 100", output.lines().count());
+            }
+        }
+        samples.sort_by(f64::total_cmp);
+        let median = samples[samples.len() / 2];
+        report.add(
+            "parse + render of a 100-line template (median)",
+            "µs",
+            median,
+        );
+        report.record_load();
+    }
+    report.note(format!("{renders} renders per run"));
+    Ok(report)
+}

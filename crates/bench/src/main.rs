@@ -54,6 +54,11 @@ enum Scenario {
         #[arg(long, default_value_t = 10)]
         count: usize,
     },
+    /// Parse and render a 100-line task template, in process.
+    RenderTemplate {
+        #[arg(long, default_value_t = 1000)]
+        renders: usize,
+    },
     /// Per-task overhead as PSS with N `sleep` tasks.
     Overhead {
         #[arg(long, default_value_t = 100)]
@@ -162,6 +167,10 @@ fn main() -> anyhow::Result<()> {
         Scenario::RunArtifact { count } => (
             format!("run-artifact --count {count}"),
             artifact::run_artifact(&bench()?, count)?,
+        ),
+        Scenario::RenderTemplate { renders } => (
+            format!("render-template --renders {renders}"),
+            in_process::render_template(runs, renders)?,
         ),
         Scenario::Overhead { count } => (
             format!("overhead --count {count}"),

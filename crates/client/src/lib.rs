@@ -37,6 +37,7 @@ pub mod state_db;
 pub mod status_buffer;
 pub mod taskenv;
 pub mod taskrunner;
+pub mod template;
 #[cfg(test)]
 mod testing;
 

@@ -718,10 +718,66 @@ pub static FEATURES: &[Feature] = &[
     ),
     row(
         "template",
-        Status::NotYet,
-        "drover renders no templates",
-        "runs once drover renders templates",
+        Status::RunsDifferently,
+        "rendered before start with Go template syntax and consul-template's functions (env, file, parse/encode, string, list, arithmetic, a sprig_* subset); templates reading files (file, source) re-render within a second and apply change_mode noop, restart or signal after splay, unless once; env-only templates do not change while the task runs; nomadVar*, nomadService* fail at render until variables and the service catalog reach the client; Consul and Vault functions are refused",
+        "",
         Detect::task(|task| each(&task.templates, "Templates")),
+    ),
+    runs(
+        "template (arguments)",
+        "source, destination, data, change_mode, change_signal, once, splay, perms, uid, gid, left_delimiter, right_delimiter and env run as in Nomad",
+    ),
+    row(
+        "template > wait > min, max",
+        Status::RunsDifferently,
+        "templates re-render on the first poll after a change, without waiting for the data to settle",
+        "",
+        Detect::task(|task| {
+            let mut found = Vec::new();
+            for (index, template) in task.templates.iter().enumerate() {
+                found.extend(when(
+                    template.wait.is_some(),
+                    &format!("Templates[{index}].Wait"),
+                ));
+            }
+            found
+        }),
+    ),
+    row(
+        "template > error_on_missing_key, vault_grace",
+        Status::RunsDifferently,
+        "a missing map key renders as \"<no value>\" (error_on_missing_key is not applied); without Vault, vault_grace has no effect",
+        "",
+        Detect::task(|task| {
+            let mut found = Vec::new();
+            for (index, template) in task.templates.iter().enumerate() {
+                found.extend(when(
+                    template.err_missing_key,
+                    &format!("Templates[{index}].ErrMissingKey"),
+                ));
+                found.extend(when(
+                    template.vault_grace.0 != 0,
+                    &format!("Templates[{index}].VaultGrace"),
+                ));
+            }
+            found
+        }),
+    ),
+    row(
+        "template > change_script",
+        Status::NotYet,
+        "drover cannot yet run a template's change_script inside the task",
+        "runs once the client can exec inside a task on a template change",
+        Detect::task(|task| {
+            let mut found = Vec::new();
+            for (index, template) in task.templates.iter().enumerate() {
+                found.extend(when(
+                    template.change_mode == "script",
+                    &format!("Templates[{index}].ChangeMode"),
+                ));
+            }
+            found
+        }),
     ),
     row(
         "artifact",

@@ -429,6 +429,8 @@ wire_struct! {
         pub vault_grace: DurationNs,
         pub wait: Option<Value>,
         pub err_missing_key: bool,
+        /// Render once, before the first start, and never again (Nomad's `once`).
+        pub once: bool,
     }
 }
 

@@ -425,6 +425,9 @@ fn no_two_modules_of_a_crate_import_each_other() {
         .flatten()
         .map(|entry| entry.path())
         .filter(|dir| dir.join("src").is_dir())
+        // A forked crate (its `UPSTREAM.md` names the origin) keeps upstream's module layout,
+        // so fixes can be compared with upstream; the rule is drover's own code.
+        .filter(|dir| !dir.join("UPSTREAM.md").exists())
         .collect();
     crate_dirs.sort();
     assert!(crate_dirs.len() > 5, "the workspace's crates are found");

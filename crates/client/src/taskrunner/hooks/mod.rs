@@ -9,7 +9,7 @@
 //! an agent that restored the task. Stop hooks run each time the task ends up dead (it may run
 //! again on an AllTasks restart) and must be idempotent.
 //!
-//! Later hooks (templates, identity) slot in by implementing the
+//! Later hooks (identity, volumes) slot in by implementing the
 //! capabilities they need and being added in [`build_task_hooks`]; the runner does not change.
 //!
 //! **Not** here: the order of capabilities in the task's life (the run loop decides) or how
@@ -21,6 +21,7 @@ pub mod env;
 pub mod logs;
 pub mod services;
 pub mod task_dir;
+pub mod template;
 pub mod validate;
 
 use std::collections::BTreeMap;
@@ -369,6 +370,14 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
         hooks.push(Arc::new(artifact::ArtifactHook::new(
             context.config.clone(),
             context.events.clone(),
+        )));
+    }
+    if !task.templates.is_empty() {
+        hooks.push(Arc::new(template::TemplateHook::new(
+            task.templates.clone(),
+            context.task_dir.clone(),
+            context.events.clone(),
+            context.lifecycle.clone(),
         )));
     }
     // Always present: an update may give a task services it did not have. Without services it

@@ -1,0 +1,567 @@
+//! The template hook: renders the task's `template` blocks into its task dir before every start
+//! (the first render blocks the start; an error fails the task, naming the destination and the
+//! line:column), adds the variables of `env = true` templates to the task's environment, and,
+//! while the task runs, re-renders templates that read files (`file`, or a `source` file) and
+//! applies their `change_mode` when the output changes: `noop` only rewrites the file,
+//! `restart` restarts the task, `signal` sends `change_signal`, after a random `splay`.
+//!
+//! Templates that read only `env` cannot change while the task runs and are not watched, nor
+//! are `once` templates. The
+//! watch loop polls on tokio time (paused in tests) every [`WATCH_INTERVAL`].
+//!
+//! **Not** here: the engine and functions (`crate::template`); `change_mode = "script"` (refused
+//! when the job is registered).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use drover_structs::Template;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    HookError, HookErrorKind, HookFuture, HookResult, PrestartHook, PrestartRequest,
+    PrestartResponse, StopHook, StopRequest, StopResponse, TaskEventEmitter, TaskHook,
+    TaskLifecycleHandle, UpdateHook, UpdateRequest, UpdateResponse,
+};
+use crate::allocdir::TaskDir;
+use crate::template::{self, RenderScope, TemplateText, beneath};
+
+/// How often templates that read files are re-rendered while the task runs.
+pub const WATCH_INTERVAL: Duration = Duration::from_millis(250);
+
+/// See the module docs.
+pub struct TemplateHook {
+    templates: Vec<Template>,
+    task_dir: TaskDir,
+    events: TaskEventEmitter,
+    lifecycle: TaskLifecycleHandle,
+    env: Arc<Mutex<BTreeMap<String, String>>>,
+    watcher: Mutex<Option<CancellationToken>>,
+}
+
+impl TemplateHook {
+    pub fn new(
+        templates: Vec<Template>,
+        task_dir: TaskDir,
+        events: TaskEventEmitter,
+        lifecycle: TaskLifecycleHandle,
+    ) -> Self {
+        TemplateHook {
+            templates,
+            task_dir,
+            events,
+            lifecycle,
+            env: Arc::default(),
+            watcher: Mutex::new(None),
+        }
+    }
+
+    fn replace_watcher(&self, next: Option<CancellationToken>) {
+        let mut guard = match self.watcher.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(previous) = std::mem::replace(&mut *guard, next) {
+            previous.cancel();
+        }
+    }
+}
+
+/// One render of one template: its output and whether it read files.
+struct Rendered {
+    output: String,
+    reads_files: bool,
+}
+
+fn render_one(
+    template: &Template,
+    task_dir: &TaskDir,
+    env: &BTreeMap<String, String>,
+) -> Result<Rendered, String> {
+    let (text, from_source) = if template.source_path.is_empty() {
+        (template.embedded_tmpl.clone(), false)
+    } else {
+        let text = beneath::read_to_string(&task_dir.dir, &template.source_path)
+            .map_err(|error| format!("template source {error}"))?;
+        (text, true)
+    };
+    let scope = RenderScope {
+        env: env.clone(),
+        task_dir: task_dir.dir.clone(),
+        files_read: Vec::new(),
+    };
+    let (result, scope) = template::render(
+        TemplateText {
+            destination: &template.dest_path,
+            text: &text,
+            left_delimiter: &template.left_delim,
+            right_delimiter: &template.right_delim,
+        },
+        scope,
+    );
+    let output = result.map_err(|error| error.to_string())?;
+    Ok(Rendered {
+        output,
+        reads_files: from_source || !scope.files_read.is_empty(),
+    })
+}
+
+fn write_one(template: &Template, task_dir: &TaskDir, output: &str) -> Result<(), String> {
+    let perms = if template.perms.is_empty() {
+        "0644"
+    } else {
+        &template.perms
+    };
+    let mode = u32::from_str_radix(perms, 8)
+        .map_err(|_| format!("template {}: invalid perms {perms:?}", template.dest_path))?;
+    let id = |value: Option<i64>| value.and_then(|id| u32::try_from(id).ok());
+    beneath::write_atomic(
+        &task_dir.dir,
+        &template.dest_path,
+        output.as_bytes(),
+        beneath::WriteOptions {
+            mode,
+            uid: id(template.uid),
+            gid: id(template.gid),
+        },
+    )
+    .map_err(|error| format!("template destination {error}"))
+}
+
+/// `template` with `${…}` interpolated in its source and destination; a path that then names
+/// a place inside the task dir by its absolute host path (`${NOMAD_SECRETS_DIR}/x` under
+/// raw_exec) is made relative to the task dir. Any other path is read task-dir relative.
+fn resolve_paths(
+    template: &Template,
+    env: &crate::taskenv::TaskEnv,
+    task_dir: &TaskDir,
+) -> Template {
+    let resolve = |path: &str| {
+        let interpolated = env.interpolate(path);
+        match std::path::Path::new(&interpolated).strip_prefix(&task_dir.dir) {
+            Ok(inside) => inside.display().to_string(),
+            Err(_) => interpolated,
+        }
+    };
+    let mut resolved = template.clone();
+    resolved.dest_path = resolve(&template.dest_path);
+    if !template.source_path.is_empty() {
+        resolved.source_path = resolve(&template.source_path);
+    }
+    resolved
+}
+
+fn render_failed(message: String) -> HookError {
+    HookError::new(HookErrorKind::Unrecoverable, message)
+}
+
+impl TaskHook for TemplateHook {
+    fn name(&self) -> &'static str {
+        "template"
+    }
+    fn as_prestart(&self) -> Option<&dyn PrestartHook> {
+        Some(self)
+    }
+    fn as_update(&self) -> Option<&dyn UpdateHook> {
+        Some(self)
+    }
+    fn as_stop(&self) -> Option<&dyn StopHook> {
+        Some(self)
+    }
+}
+
+impl PrestartHook for TemplateHook {
+    fn prestart<'a>(
+        &'a self,
+        _cancel: &'a CancellationToken,
+        request: &'a PrestartRequest,
+        response: &'a mut PrestartResponse,
+    ) -> HookFuture<'a, HookResult> {
+        Box::pin(async move {
+            let env = request.task_env.env.clone();
+            if let Ok(mut shared) = self.env.lock() {
+                shared.clone_from(&env);
+            }
+            let mut watched = Vec::new();
+            let templates: Vec<Template> = self
+                .templates
+                .iter()
+                .map(|template| resolve_paths(template, &request.task_env, &self.task_dir))
+                .collect();
+            for template in &templates {
+                let rendered = render_one(template, &self.task_dir, &env).map_err(|message| {
+                    self.events.emit(
+                        self.events
+                            .event("Template")
+                            .with_message(&format!("Template failed: {message}")),
+                    );
+                    render_failed(message)
+                })?;
+                write_one(template, &self.task_dir, &rendered.output).map_err(render_failed)?;
+                if template.envvars {
+                    let variables =
+                        template::parse_env_file(&rendered.output).map_err(|error| {
+                            render_failed(format!(
+                                "template {}: env file: {error}",
+                                template.dest_path
+                            ))
+                        })?;
+                    response.env.extend(variables);
+                }
+                if rendered.reads_files && !template.once {
+                    watched.push((template.clone(), rendered.output));
+                }
+            }
+            if watched.is_empty() {
+                self.replace_watcher(None);
+            } else {
+                let token = CancellationToken::new();
+                self.replace_watcher(Some(token.clone()));
+                tokio::spawn(watch(
+                    watched,
+                    self.task_dir.clone(),
+                    self.env.clone(),
+                    self.events.clone(),
+                    self.lifecycle.clone(),
+                    token,
+                ));
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Re-renders `watched` templates every [`WATCH_INTERVAL`] until cancelled, applying each
+/// one's change mode when its output changes.
+async fn watch(
+    mut watched: Vec<(Template, String)>,
+    task_dir: TaskDir,
+    env: Arc<Mutex<BTreeMap<String, String>>>,
+    events: TaskEventEmitter,
+    lifecycle: TaskLifecycleHandle,
+    cancel: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            // Cancellation wins over a timer that is due at the same moment.
+            biased;
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(WATCH_INTERVAL) => {}
+        }
+        let env = match env.lock() {
+            Ok(env) => env.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        let mut restart = false;
+        let mut signals: Vec<String> = Vec::new();
+        let mut splay = Duration::ZERO;
+        for (template, last) in &mut watched {
+            let rendered = match render_one(template, &task_dir, &env) {
+                Ok(rendered) => rendered,
+                Err(message) => {
+                    // A file mid-write may not render; the last good output stays.
+                    tracing::debug!(%message, "template re-render failed");
+                    continue;
+                }
+            };
+            if rendered.output == *last {
+                continue;
+            }
+            if let Err(message) = write_one(template, &task_dir, &rendered.output) {
+                tracing::warn!(%message, "template write failed");
+                continue;
+            }
+            *last = rendered.output;
+            events.emit(
+                events
+                    .event("Template")
+                    .with_message(&format!("Template {} re-rendered", template.dest_path)),
+            );
+            splay = splay.max(Duration::from_nanos(
+                u64::try_from(template.splay.0).unwrap_or(0),
+            ));
+            match template.change_mode.as_str() {
+                "restart" => restart = true,
+                "signal" => signals.push(template.change_signal.clone()),
+                _ => {}
+            }
+        }
+        if !restart && signals.is_empty() {
+            continue;
+        }
+        if !splay.is_zero() {
+            let nanos = u64::try_from(splay.as_nanos()).unwrap_or(u64::MAX);
+            let delay = Duration::from_nanos(rand::random::<u64>() % nanos.max(1));
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+        if restart {
+            lifecycle.request_restart(
+                "template",
+                "template with change_mode restart re-rendered",
+                false,
+            );
+        } else {
+            signals.sort();
+            signals.dedup();
+            for signal in signals {
+                lifecycle.request_signal("template", "template re-rendered", &signal);
+            }
+        }
+    }
+}
+
+impl UpdateHook for TemplateHook {
+    fn update<'a>(
+        &'a self,
+        _cancel: &'a CancellationToken,
+        request: &'a UpdateRequest,
+        _response: &'a mut UpdateResponse,
+    ) -> HookFuture<'a, HookResult> {
+        Box::pin(async move {
+            if let Ok(mut shared) = self.env.lock() {
+                shared.clone_from(&request.task_env.env);
+            }
+            Ok(())
+        })
+    }
+}
+
+impl StopHook for TemplateHook {
+    fn stop<'a>(
+        &'a self,
+        _cancel: &'a CancellationToken,
+        _request: &'a StopRequest,
+        _response: &'a mut StopResponse,
+    ) -> HookFuture<'a, HookResult> {
+        Box::pin(async move {
+            self.replace_watcher(None);
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::allocdir::AllocDir;
+    use crate::clock::TokioFollowingClock;
+    use crate::taskenv::TaskEnv;
+    use drover_structs::{Allocation, DurationNs, Task, TaskEvent};
+
+    #[derive(Debug, Default)]
+    struct RecordedRequests(Mutex<Vec<String>>);
+
+    impl super::super::TaskLifecycleRequests for RecordedRequests {
+        fn request_restart(&self, _source: &str, reason: &str, failure: bool) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("restart {reason} {failure}"));
+        }
+        fn request_signal(&self, _source: &str, _reason: &str, signal: &str) {
+            self.0.lock().unwrap().push(format!("signal {signal}"));
+        }
+        fn request_kill(&self, _source: &str, reason: &str, _fail: bool) {
+            self.0.lock().unwrap().push(format!("kill {reason}"));
+        }
+    }
+
+    struct Fixture {
+        _root: tempfile::TempDir,
+        task_dir: TaskDir,
+        requests: Arc<RecordedRequests>,
+        events: Arc<Mutex<Vec<TaskEvent>>>,
+        hook: TemplateHook,
+    }
+
+    fn fixture(templates: Vec<Template>) -> Fixture {
+        let root = tempfile::tempdir().unwrap();
+        let alloc_dir = AllocDir::new(root.path(), "a1").unwrap();
+        let task_dir = alloc_dir.task_dir("t").unwrap();
+        std::fs::create_dir_all(&task_dir.local_dir).unwrap();
+        std::fs::create_dir_all(&task_dir.secrets_dir).unwrap();
+        let requests = Arc::new(RecordedRequests::default());
+        let events: Arc<Mutex<Vec<TaskEvent>>> = Arc::default();
+        let sink = events.clone();
+        let emitter = TaskEventEmitter::new(
+            Arc::new(move |event| sink.lock().unwrap().push(event)),
+            Arc::new(TokioFollowingClock::starting_at(0)),
+        );
+        let hook = TemplateHook::new(templates, task_dir.clone(), emitter, requests.clone());
+        Fixture {
+            _root: root,
+            task_dir,
+            requests,
+            events,
+            hook,
+        }
+    }
+
+    fn template(data: &str, destination: &str) -> Template {
+        Template {
+            embedded_tmpl: data.to_string(),
+            dest_path: destination.to_string(),
+            change_mode: "restart".to_string(),
+            perms: "0644".to_string(),
+            ..Template::default()
+        }
+    }
+
+    async fn prestart(fixture: &Fixture) -> Result<PrestartResponse, HookError> {
+        let request = PrestartRequest {
+            alloc: Arc::new(Allocation::default()),
+            task: Arc::new(Task::default()),
+            task_dir: fixture.task_dir.clone(),
+            task_env: TaskEnv {
+                env: BTreeMap::from([("NOMAD_TASK_NAME".to_string(), "t".to_string())]),
+                ..TaskEnv::default()
+            },
+            previous_state: BTreeMap::new(),
+        };
+        let mut response = PrestartResponse::default();
+        fixture
+            .hook
+            .as_prestart()
+            .unwrap()
+            .prestart(&CancellationToken::new(), &request, &mut response)
+            .await
+            .map(|()| response)
+    }
+
+    async fn stop(fixture: &Fixture) {
+        let request = StopRequest {
+            existing_state: BTreeMap::new(),
+        };
+        fixture
+            .hook
+            .as_stop()
+            .unwrap()
+            .stop(&CancellationToken::new(), &request, &mut StopResponse)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn prestart_renders_files_and_env_variables() {
+        let mut env_template = template("A={{ env \"NOMAD_TASK_NAME\" }}\nB=2\n", "secrets/x.env");
+        env_template.envvars = true;
+        let mut source_template = template("", "local/from-source.txt");
+        source_template.source_path = "local/tmpl.in".to_string();
+        let fixture = fixture(vec![env_template, source_template]);
+        std::fs::write(
+            fixture.task_dir.local_dir.join("tmpl.in"),
+            "[[ 1 ]]{{ \"src\" }}",
+        )
+        .unwrap();
+        let response = prestart(&fixture).await.unwrap();
+        assert_eq!(response.env["A"], "t");
+        assert_eq!(response.env["B"], "2");
+        assert_eq!(
+            std::fs::read_to_string(fixture.task_dir.local_dir.join("from-source.txt")).unwrap(),
+            "[[ 1 ]]src"
+        );
+        stop(&fixture).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_render_error_fails_prestart_with_destination_and_position() {
+        let failing = fixture(vec![template("x\n {{ nope }}", "local/out")]);
+        let error = prestart(&failing).await.unwrap_err();
+        assert_eq!(error.kind, HookErrorKind::Unrecoverable);
+        assert!(
+            error.message.contains("template local/out at 2:5"),
+            "{error}"
+        );
+        let first_event = failing.events.lock().unwrap()[0].r#type.clone();
+        assert_eq!(first_event, "Template");
+        let escape = fixture(vec![template("x", "../../etc/out")]);
+        assert!(prestart(&escape).await.is_err());
+    }
+
+    async fn change_and_watch(mode: &str, signal: &str) -> (Vec<String>, String) {
+        let mut watched = template("v={{ file \"local/data\" }}", "local/out");
+        watched.change_mode = mode.to_string();
+        watched.change_signal = signal.to_string();
+        watched.splay = DurationNs(0);
+        let fixture = fixture(vec![
+            watched,
+            template("{{ env \"NOMAD_TASK_NAME\" }}", "local/static"),
+        ]);
+        std::fs::write(fixture.task_dir.local_dir.join("data"), "1").unwrap();
+        prestart(&fixture).await.unwrap();
+        tokio::time::sleep(WATCH_INTERVAL * 3).await;
+        assert!(
+            fixture.requests.0.lock().unwrap().is_empty(),
+            "nothing changed yet"
+        );
+        std::fs::write(fixture.task_dir.local_dir.join("data"), "2").unwrap();
+        tokio::time::sleep(WATCH_INTERVAL * 2).await;
+        let requests = fixture.requests.0.lock().unwrap().clone();
+        let out = std::fs::read_to_string(fixture.task_dir.local_dir.join("out")).unwrap();
+        stop(&fixture).await;
+        // Stopped: a later change is not acted upon.
+        std::fs::write(fixture.task_dir.local_dir.join("data"), "3").unwrap();
+        tokio::time::sleep(WATCH_INTERVAL * 3).await;
+        assert_eq!(*fixture.requests.0.lock().unwrap(), requests);
+        (requests, out)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_changed_file_re_renders_and_applies_the_change_mode() {
+        let (requests, out) = change_and_watch("restart", "").await;
+        assert_eq!(out, "v=2");
+        assert_eq!(
+            requests,
+            vec!["restart template with change_mode restart re-rendered false"]
+        );
+        let (requests, out) = change_and_watch("signal", "SIGHUP").await;
+        assert_eq!(out, "v=2");
+        assert_eq!(requests, vec!["signal SIGHUP"]);
+        let (requests, out) = change_and_watch("noop", "").await;
+        assert_eq!(out, "v=2");
+        assert!(requests.is_empty());
+    }
+
+    #[test]
+    fn destinations_are_interpolated_and_made_task_dir_relative() {
+        let root = tempfile::tempdir().unwrap();
+        let task_dir = AllocDir::new(root.path(), "a1")
+            .unwrap()
+            .task_dir("t")
+            .unwrap();
+        let env = TaskEnv {
+            env: BTreeMap::from([(
+                "NOMAD_SECRETS_DIR".to_string(),
+                task_dir.secrets_dir.display().to_string(),
+            )]),
+            ..TaskEnv::default()
+        };
+        let resolved = resolve_paths(
+            &template("x", "${NOMAD_SECRETS_DIR}/app.env"),
+            &env,
+            &task_dir,
+        );
+        assert_eq!(resolved.dest_path, "secrets/app.env");
+        let resolved = resolve_paths(&template("x", "/local/app.conf"), &env, &task_dir);
+        assert_eq!(resolved.dest_path, "/local/app.conf");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_once_template_is_not_re_rendered() {
+        let mut once = template("v={{ file \"local/data\" }}", "local/out");
+        once.once = true;
+        let fixture = fixture(vec![once]);
+        std::fs::write(fixture.task_dir.local_dir.join("data"), "1").unwrap();
+        prestart(&fixture).await.unwrap();
+        std::fs::write(fixture.task_dir.local_dir.join("data"), "2").unwrap();
+        tokio::time::sleep(WATCH_INTERVAL * 4).await;
+        let out = std::fs::read_to_string(fixture.task_dir.local_dir.join("out")).unwrap();
+        assert_eq!(out, "v=1");
+        assert!(fixture.requests.0.lock().unwrap().is_empty());
+    }
+}
