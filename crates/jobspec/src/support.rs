@@ -782,9 +782,23 @@ pub static FEATURES: &[Feature] = &[
     row(
         "artifact",
         Status::Runs,
-        "fetched before the task starts over http, from local files or with git, checksummed, unpacked and cached per node; https, s3, gcs and hg sources fail the download, naming what is missing",
+        "fetched before the task starts over http (with headers), from local files or with git, checksummed and unpacked as options say, and cached per node; insecure has nothing to relax, since https, s3, gcs and hg sources fail the download, naming what is missing",
         "",
         Detect::task(|task| each(&task.artifacts, "Artifacts")),
+    ),
+    row(
+        "artifact > chown",
+        Status::NotYet,
+        "drover does not hand unpacked artifacts to the task's user",
+        "runs once the artifact hook changes the owner of what it unpacks",
+        Detect::task(|task| {
+            task.artifacts
+                .iter()
+                .enumerate()
+                .filter(|(_, artifact)| artifact.chown)
+                .map(|(index, _)| format!("Artifacts[{index}].Chown"))
+                .collect()
+        }),
     ),
     row(
         "identity",
