@@ -102,7 +102,7 @@ pub fn choose_services(
 pub fn rendezvous_hash(service: &ServiceRegistration, key: &str) -> String {
     let mut hasher = Sha256::new();
     // Go converts the int port to uint64: a negative port is its two's complement.
-    hasher.update(&service.port.to_be_bytes());
+    hasher.update(service.port.to_be_bytes());
     hasher.update(service.alloc_id.as_bytes());
     hasher.update(service.id.as_bytes());
     hasher.update(service.namespace.as_bytes());
