@@ -1,5 +1,6 @@
 # A small web service: python3's built-in HTTP server on a dynamic port, run with raw_exec so it
-# works on a plain Debian machine. Try: drover job run examples/web.hcl
+# works on a plain Debian machine, registered as the service "web-frontend" with a health check.
+# Try: drover job run examples/web.hcl, then drover service info web-frontend
 
 variable "replicas" {
   type        = number
@@ -32,8 +33,28 @@ job "web" {
       mode     = "delay"
     }
 
-    # A service block (and its health check) comes back here with service discovery: until
-    # drover has a service catalog, a registration would go nowhere, so it is refused.
+    # Each instance registers in the built-in catalog (`drover service info web-frontend`, or
+    # GET /v1/service/web-frontend) with its address and port, and its page is checked every
+    # 10 s (`drover alloc checks <alloc>`); a server stuck failing the check is restarted.
+    service {
+      name     = "web-frontend"
+      provider = "nomad"
+      port     = "http"
+      tags     = ["web", "team-${NOMAD_META_team}"]
+
+      check {
+        name     = "index"
+        type     = "http"
+        path     = "/"
+        interval = "10s"
+        timeout  = "2s"
+
+        check_restart {
+          limit = 3
+          grace = "10s"
+        }
+      }
+    }
 
     task "server" {
       driver = "raw_exec"

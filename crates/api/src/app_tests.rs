@@ -1148,12 +1148,12 @@ async fn a_register_using_what_cannot_run_here_is_refused_naming_each_use() {
         "Periodic": {"Spec": "0 3 * * *"},
         "TaskGroups": [{
             "Name": "web",
-            "Services": [{"Name": "web", "Provider": "nomad"}],
+            "MaxClientDisconnect": 60000000000u64,
             "Tasks": [{
                 "Name": "server",
                 "Driver": "raw_exec",
                 "Config": {"command": "/bin/true"},
-                "Templates": [{"EmbeddedTmpl": "x", "DestPath": "local/x"}],
+                "Identity": {"Env": true},
                 "Vault": {"Policies": ["db"]}
             }]
         }]
@@ -1169,8 +1169,8 @@ async fn a_register_using_what_cannot_run_here_is_refused_naming_each_use() {
         assert!(text.starts_with("4 errors occurred:\n"), "{text}");
         for expected in [
             "Periodic: periodic cannot run here: drover stores periodic jobs but never launches their children; runs once drover has a periodic launcher",
-            "TaskGroups[0].Services[0]: group \"web\": service cannot run here:",
-            "TaskGroups[0].Tasks[0].Templates[0]: group \"web\" task \"server\": template cannot run here: drover renders no templates; runs once drover renders templates",
+            "group \"web\": max_client_disconnect cannot run here:",
+            "TaskGroups[0].Tasks[0].Identity: group \"web\" task \"server\": identity cannot run here: drover signs no workload identities; runs once drover signs workload identities",
             "TaskGroups[0].Tasks[0].Vault: group \"web\" task \"server\": vault cannot run here: needs a Vault server; runs once drover integrates with Vault",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in:\n{text}");

@@ -153,3 +153,68 @@ job "svc" {{
     );
     assert!(registrations(&agent, &group_service).is_empty());
 }
+
+/// `examples/web.hcl` runs as its comment says: both instances are in the catalog under
+/// `web-frontend` with their real address and port, each answers an HTTP GET there, and each
+/// one's check reaches `success` in `/v1/client/allocation/<id>/checks`.
+#[test]
+fn the_web_example_registers_both_instances_and_their_checks_pass() {
+    let agent = Agent::start_dev();
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/web.hcl");
+    agent.cli_ok(&["job", "run", "-detach", &example.to_string_lossy()]);
+
+    let allocs = wait_for("two running allocations of web", LIMIT, || {
+        let allocs = agent.get_json("/v1/job/web/allocations");
+        let running: Vec<String> = allocs
+            .as_array()?
+            .iter()
+            .filter(|alloc| alloc["ClientStatus"] == "running")
+            .map(|alloc| alloc["ID"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        (running.len() == 2).then_some(running)
+    });
+    let found = wait_for("both instances in the catalog", LIMIT, || {
+        let found = registrations(&agent, "web-frontend");
+        (found.len() == 2).then_some(found)
+    });
+    for alloc_id in &allocs {
+        let full = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+        let port = &full["AllocatedResources"]["Shared"]["Ports"][0];
+        let address = format!(
+            "{}:{}",
+            port["HostIP"].as_str().unwrap(),
+            port["Value"].as_i64().unwrap()
+        );
+        let registration = found
+            .iter()
+            .find(|registration| registration["AllocID"] == alloc_id.as_str())
+            .unwrap_or_else(|| panic!("no registration of {alloc_id}: {found:?}"));
+        assert_eq!(
+            format!(
+                "{}:{}",
+                registration["Address"].as_str().unwrap(),
+                registration["Port"]
+            ),
+            address
+        );
+        assert_eq!(
+            registration["Tags"],
+            serde_json::json!(["web", "team-platform"])
+        );
+        wait_for("the instance to answer on its address", LIMIT, || {
+            answers(&address).then_some(())
+        });
+        // The first check runs within half its 10 s interval.
+        wait_for("the instance's check to pass", LIMIT, || {
+            let checks = agent.get_json(&format!("/v1/client/allocation/{alloc_id}/checks"));
+            let results: Vec<&Value> = checks.as_object()?.values().collect();
+            (results.len() == 1 && results[0]["Status"] == "success").then_some(())
+        });
+    }
+    agent.cli_ok(&["job", "stop", "-purge", "web"]);
+    wait_for("the catalog to empty", LIMIT, || {
+        registrations(&agent, "web-frontend")
+            .is_empty()
+            .then_some(())
+    });
+}
