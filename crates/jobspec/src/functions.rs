@@ -6,6 +6,7 @@
 //! standard library). Not here: functions reading files or clocks, or producing random or
 //! hashed values (they are undefined, and a jobspec calling one gets an error naming it).
 
+use drover_structs::time::{civil_from_days, days_from_civil};
 use hcl::eval::{Context, Evaluate, FuncArgs, FuncDef, ParamType};
 use hcl::{Map, Value};
 use hcl_edit::expr::Expression as EditExpression;
@@ -1167,36 +1168,6 @@ impl VisitMut for CallResolver<'_, '_> {
 #[cfg(test)]
 #[allow(clippy::expect_used, clippy::unwrap_used)] // test code: a failure is the assertion
 mod tests;
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_index = (month + 9) % 12;
-    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// The date of a day since 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let days = days + 719_468;
-    let era = days.div_euclid(146_097);
-    let day_of_era = days - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
 
 /// Go's `time.Parse(time.RFC3339, ...)`: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, as
 /// (Unix seconds, nanoseconds, offset in seconds east of UTC).
