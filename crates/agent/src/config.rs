@@ -144,11 +144,12 @@ pub struct RawArtifact {
     pub git_timeout: Option<String>,
     pub decompression_size_limit: Option<String>,
     pub decompression_file_count_limit: Option<u64>,
-    /// Nomad sandboxes its getter process; drover confines every artifact write to the task
-    /// dir in all cases and reads local sources as the agent, so either value is honoured.
+    /// Nomad sandboxes its getter process unless this is true; drover always confines every
+    /// artifact write to the task dir, so `false` (the default) is what runs and `true` is
+    /// refused with the key named.
     pub disable_filesystem_isolation: Option<bool>,
-    /// Nomad passes these agent variables to its getter process; drover's `git` runs with the
-    /// agent's whole environment, which includes them.
+    /// Nomad passes only these agent variables to its getter process; drover's `git` sees the
+    /// agent's whole environment, so a list is refused with the key named.
     pub set_environment_variables: Option<String>,
     /// Timeouts of getters drover does not have: refused with the key named.
     pub gcs_timeout: Option<String>,
@@ -171,6 +172,22 @@ impl RawArtifact {
                     ),
                 });
             }
+        }
+        if self.disable_filesystem_isolation == Some(true) {
+            return Err(ConfigError::Invalid {
+                key: "client.artifact.disable_filesystem_isolation",
+                message: "drover always confines artifact downloads to the task dir; only false \
+                          (the default) runs"
+                    .to_owned(),
+            });
+        }
+        if self.set_environment_variables.is_some() {
+            return Err(ConfigError::Invalid {
+                key: "client.artifact.set_environment_variables",
+                message: "drover's artifact getters run with the agent's whole environment; \
+                          choosing the variables they see is not supported yet"
+                    .to_owned(),
+            });
         }
         let size = |key: &'static str, value: &Option<String>, default: u64| match value {
             Some(text) => drover_client::artifact::config::parse_byte_size(text)
@@ -713,7 +730,7 @@ mod tests {
                 git_timeout                    = "2m"
                 decompression_size_limit       = "10GB"
                 decompression_file_count_limit = 100
-                disable_filesystem_isolation   = true
+                disable_filesystem_isolation   = false
               }
             }
             server {
@@ -825,6 +842,22 @@ mod tests {
             err.to_string().starts_with("client.artifact.s3_timeout"),
             "{err}"
         );
+        for (body, key) in [
+            (
+                "disable_filesystem_isolation = true",
+                "client.artifact.disable_filesystem_isolation",
+            ),
+            (
+                "set_environment_variables = \"HOME\"",
+                "client.artifact.set_environment_variables",
+            ),
+        ] {
+            let raw: RawConfig =
+                hcl::from_str(&format!("client {{\n  artifact {{\n    {body}\n  }}\n}}\n"))
+                    .expect("parses");
+            let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("not run");
+            assert!(err.to_string().starts_with(key), "{err}");
+        }
         let raw: RawConfig =
             hcl::from_str("client {\n  artifact {\n    http_max_size = \"huge\"\n  }\n}\n")
                 .expect("parses");

@@ -729,9 +729,9 @@ pub static FEATURES: &[Feature] = &[
     ),
     row(
         "template > wait > min, max",
-        Status::RunsDifferently,
-        "templates re-render on the first poll after a change, without waiting for the data to settle",
-        "",
+        Status::NotYet,
+        "drover re-renders a template on the first poll after a change; it does not wait for the data to settle",
+        "runs once the template watcher applies wait; until then leave wait out",
         Detect::task(|task| {
             let mut found = Vec::new();
             for (index, template) in task.templates.iter().enumerate() {
@@ -744,10 +744,10 @@ pub static FEATURES: &[Feature] = &[
         }),
     ),
     row(
-        "template > error_on_missing_key, vault_grace",
-        Status::RunsDifferently,
-        "a missing map key renders as \"<no value>\" (error_on_missing_key is not applied); without Vault, vault_grace has no effect",
-        "",
+        "template > error_on_missing_key",
+        Status::NotYet,
+        "drover renders a missing map key as \"<no value>\"; it does not fail the render",
+        "runs once the template engine fails on a missing key; until then leave error_on_missing_key out",
         Detect::task(|task| {
             let mut found = Vec::new();
             for (index, template) in task.templates.iter().enumerate() {
@@ -755,6 +755,18 @@ pub static FEATURES: &[Feature] = &[
                     template.err_missing_key,
                     &format!("Templates[{index}].ErrMissingKey"),
                 ));
+            }
+            found
+        }),
+    ),
+    row(
+        "template > vault_grace",
+        Status::RunsDifferently,
+        "without Vault (refused wherever a task asks for it), vault_grace has nothing to act on, as in Nomad without Vault",
+        "",
+        Detect::task(|task| {
+            let mut found = Vec::new();
+            for (index, template) in task.templates.iter().enumerate() {
                 found.extend(when(
                     template.vault_grace.0 != 0,
                     &format!("Templates[{index}].VaultGrace"),
