@@ -409,6 +409,15 @@ fn find_key_ignoring_case<'map>(
 }
 
 /// Paths of user fields (non-null) that have no counterpart in the job's own encoding.
+fn is_zero_json(value: &JsonValue) -> bool {
+    match value {
+        JsonValue::Bool(flag) => !flag,
+        JsonValue::Number(number) => number.as_f64() == Some(0.0),
+        JsonValue::String(text) => text.is_empty(),
+        _ => false,
+    }
+}
+
 fn collect_dropped_fields(
     user: &JsonValue,
     canonical: &JsonValue,
@@ -437,6 +446,9 @@ fn collect_dropped_fields(
                             );
                         }
                     }
+                    // A zero value the canonical job leaves out (an explicit `false`, `0` or
+                    // `""`) says the same as leaving the key unset: nothing is lost.
+                    None if is_zero_json(user_value) => {}
                     None => dropped.push(child_path),
                 }
             }

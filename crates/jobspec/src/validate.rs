@@ -369,7 +369,15 @@ impl Checker {
             }
         }
         let tasks = items(group, "Tasks");
-        if tasks.is_empty() {
+        // Nomad adds the task of a Consul Connect gateway itself, so such a group needs none of
+        // its own (the support table refuses Connect at register, naming it).
+        let has_gateway = items(group, "Services").iter().any(|service| {
+            service
+                .get("Connect")
+                .and_then(|connect| connect.get("Gateway"))
+                .is_some_and(|gateway| !gateway.is_null())
+        });
+        if tasks.is_empty() && !has_gateway {
             self.report(place, place.path.clone(), "a group needs at least one task");
         }
         self.constraints(group, place, false);
@@ -1290,8 +1298,15 @@ impl Checker {
         group: &JsonValue,
         task: Option<&JsonValue>,
     ) {
+        // A task service may also name a port of its task's own (deprecated) network, which
+        // the support table refuses at register with its own message.
+        let task_networks = task
+            .and_then(|task| task.get("Resources"))
+            .map(|resources| items(resources, "Networks"))
+            .unwrap_or_default();
         let port_labels: BTreeSet<&str> = items(group, "Networks")
             .iter()
+            .chain(task_networks)
             .flat_map(|network| {
                 items(network, "ReservedPorts")
                     .iter()
@@ -1363,7 +1378,8 @@ impl Checker {
                     );
                 }
             }
-            let consul_provider = provider == "consul";
+            // An unset provider is Consul, Nomad's default.
+            let consul_provider = provider == "consul" || provider.is_empty();
             for (check_index, check) in items(service, "Checks").iter().enumerate() {
                 let check_place = service_place.item("Checks", check_index);
                 let check_label = format!("{label} check {}", check_index + 1);

@@ -158,6 +158,7 @@ impl Job {
             group.canonicalize(&job_type, job_update.as_ref());
             group.canonicalize_migrate(&job_type, job_migrate.as_ref());
         }
+        self.canonicalize_service_names();
         // The groups hold the whole strategy; the job keeps only its stagger and parallelism,
         // as Nomad's server stores it.
         if let Some(update) = &mut self.update {
@@ -174,6 +175,65 @@ impl Job {
             };
         }
     }
+}
+
+impl Job {
+    /// Names every unnamed service as Nomad's API does (`<job>-<group>` for a group service,
+    /// `<job>-<group>-<task>` for a task service), then replaces `${JOB}`, `${TASKGROUP}`,
+    /// `${TASK}` and `${BASE}` in service names, as Nomad's server does at register.
+    fn canonicalize_service_names(&mut self) {
+        let job_name = self.name.clone();
+        for group in &mut self.task_groups {
+            let group_name = group.name.clone();
+            let group_base = format!("{job_name}-{group_name}");
+            for service in &mut group.services {
+                if service.name.is_empty() {
+                    service.name = group_base.clone();
+                }
+                // Nomad's server names the task of a group service "group".
+                service.name = replace_service_name_variables(
+                    &service.name,
+                    &job_name,
+                    &group_name,
+                    "group",
+                    &format!("{group_base}-group"),
+                );
+            }
+            for task in &mut group.tasks {
+                let base = format!("{group_base}-{}", task.name);
+                for service in &mut task.services {
+                    if service.name.is_empty() {
+                        service.name = base.clone();
+                    }
+                    service.name = replace_service_name_variables(
+                        &service.name,
+                        &job_name,
+                        &group_name,
+                        &task.name,
+                        &base,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Replaces the four names Nomad's server knows in a service name; any other `${…}` is left
+/// for the client's interpolation.
+fn replace_service_name_variables(
+    name: &str,
+    job: &str,
+    group: &str,
+    task: &str,
+    base: &str,
+) -> String {
+    if !name.contains("${") {
+        return name.to_string();
+    }
+    name.replace("${JOB}", job)
+        .replace("${TASKGROUP}", group)
+        .replace("${TASK}", task)
+        .replace("${BASE}", base)
 }
 
 /// Fills the fields of a present restart block that were left unset (`Attempts` unset, an

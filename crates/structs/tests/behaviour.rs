@@ -194,6 +194,32 @@ fn canonicalize_fills_job_group_and_task_defaults() {
 }
 
 #[test]
+fn canonicalize_names_services_as_nomad_does() {
+    let mut job: Job = serde_json::from_value(json!({"ID":"web","Name":"site","TaskGroups":[{
+            "Name":"g","Services":[{},{"Name":"${BASE}-x"}],
+            "Tasks":[{"Name":"t","Driver":"raw_exec",
+                "Services":[{},{"Name":"${JOB}-${TASKGROUP}-${TASK}-y"},{"Name":"${NOMAD_TASK_NAME}"}]}]}]}))
+    .expect("decodes");
+    job.canonicalize();
+    let group_names: Vec<&str> = job.task_groups[0]
+        .services
+        .iter()
+        .map(|service| service.name.as_str())
+        .collect();
+    assert_eq!(group_names, ["site-g", "site-g-group-x"]);
+    let task_names: Vec<&str> = job.task_groups[0].tasks[0]
+        .services
+        .iter()
+        .map(|service| service.name.as_str())
+        .collect();
+    assert_eq!(
+        task_names,
+        ["site-g-t", "site-g-t-y", "${NOMAD_TASK_NAME}"],
+        "the client interpolates the rest"
+    );
+}
+
+#[test]
 fn canonicalize_gives_service_groups_nomads_update_and_migrate_strategies() {
     let mut service = minimal_job("service");
     service.canonicalize();

@@ -6,6 +6,7 @@ job "checks" {
     service {
       name = "db"
       port = "db"
+      provider = "nomad"
       check {
         type     = "script"
         command  = "/usr/bin/pg_isready"

@@ -1,0 +1,68 @@
+//! The real public jobs of the corpus (Nomad's end-to-end jobs, demos and examples, not its
+//! parser fixtures, which are not meant to be whole valid jobs) pass drover's parse and
+//! validation, as they pass Nomad's. Register-time refusals of the support table are not part
+//! of this: a job using Consul Connect validates and is then refused at register by name.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a failure here is the assertion
+
+use drover_jobspec::{VarValues, parse_hcl};
+
+/// Public jobs that break a validation rule Nomad added after the release they were written
+/// for, with the rule.
+const BREAK_NEWER_RULES: &[(&str, &str)] = &[
+    (
+        "hashicorp__nomad__e2e_rescheduling_input_rescheduling_canary_autorevert.hcl",
+        "kill_timeout (5s) is longer than the group's update.progress_deadline (3s)",
+    ),
+    (
+        "hashicorp__nomad__e2e_rescheduling_input_rescheduling_maxp_autorevert.hcl",
+        "kill_timeout (5s) is longer than the group's update.progress_deadline (3s)",
+    ),
+];
+
+fn is_parser_fixture(name: &str) -> bool {
+    name.contains("__jobspec_test-fixtures_") || name.contains("__jobspec2_test-fixtures_")
+}
+
+#[test]
+fn public_jobs_pass_validation_as_in_nomad() {
+    let directory = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/public");
+    let mut paths: Vec<_> = std::fs::read_dir(&directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|extension| extension == "hcl"))
+        .collect();
+    paths.sort();
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for path in paths {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if is_parser_fixture(&name) {
+            continue;
+        }
+        checked += 1;
+        let source = std::fs::read_to_string(&path).unwrap();
+        let expected = BREAK_NEWER_RULES
+            .iter()
+            .find(|(file, _)| *file == name)
+            .map(|(_, message)| *message);
+        match (parse_hcl(&source, &name, &VarValues::new()), expected) {
+            (Ok(_), None) => {}
+            (Ok(_), Some(message)) => {
+                failures.push(format!(
+                    "{name}: expected the error {message:?}, it validates"
+                ));
+            }
+            (Err(error), Some(message)) if error.to_string().contains(message) => {
+                assert_eq!(
+                    error.0.len(),
+                    1,
+                    "{name}: only the newer rule fails:\n{error}"
+                );
+            }
+            (Err(error), _) => failures.push(format!("{name}:\n{error}")),
+        }
+    }
+    assert!(checked >= 100, "only {checked} public jobs checked");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
