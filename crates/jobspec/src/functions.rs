@@ -3,8 +3,11 @@
 //! failure rather than its value and so are resolved on the expression before it is evaluated.
 //!
 //! Each follows the behaviour of the function of the same name in Nomad's jobspec (go-cty's
-//! standard library). Not here: functions reading files or clocks, or producing random or
-//! hashed values (they are undefined, and a jobspec calling one gets an error naming it).
+//! standard library and go-cty-funcs). Submodules: `data` (dates, CIDR ranges, bcrypt, RSA),
+//! `yaml` (yamlencode/yamldecode), `convert` (the type-taking `convert`). The filesystem
+//! functions and `convert` are resolved on the expression before it is evaluated
+//! ([`resolve_calls`]). Every function of Nomad's jobspec is here; `timestamp` is not one of
+//! them (Nomad leaves it out so a jobspec parses the same twice).
 
 use drover_structs::time::{civil_from_days, days_from_civil};
 use hcl::eval::{Context, Evaluate, FuncArgs, FuncDef, ParamType};
@@ -95,6 +98,8 @@ fn number_value(value: f64) -> Result<Value, String> {
 
 /// Declares the functions of this module in `context`.
 pub(crate) fn declare(context: &mut Context<'_>) {
+    data::declare(context);
+    yaml::declare(context);
     declare_network_and_list_functions(context);
     let one_number = || FuncDef::builder().param(ParamType::Number);
     context.declare_func(
@@ -1088,6 +1093,67 @@ impl CallResolver<'_, '_> {
         Some(answer)
     }
 
+    /// go-cty-funcs' `fileset(path, pattern)`: the regular files under `path` whose path
+    /// matches the glob `pattern` (`*`, `?`, `[…]`, `{a,b}`, and `**` across directories),
+    /// relative to `path` with `/` separators, sorted.
+    fn file_set(&self, arguments: &[Value]) -> Result<Value, String> {
+        let Some(base) = self.files else {
+            return Err("fileset: filesystem functions are disabled here (as when Nomad's API parses a jobspec); run the jobspec from a file".to_string());
+        };
+        let [Value::String(path), Value::String(pattern)] = arguments else {
+            return Err("fileset takes two strings, a path and a pattern".to_string());
+        };
+        let root = base.join(path);
+        // filepath.Join cleans the pattern: `./` and empty components go.
+        let pattern: Vec<&str> = pattern
+            .split('/')
+            .filter(|part| !part.is_empty() && *part != ".")
+            .collect();
+        let matcher = globset::GlobBuilder::new(&pattern.join("/"))
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map_err(|error| format!("fileset: failed to glob pattern {pattern:?}: {error}"))?
+            .compile_matcher();
+        let mut found = Vec::new();
+        let mut directories = vec![(root.clone(), String::new())];
+        while let Some((directory, relative)) = directories.pop() {
+            let entries = match std::fs::read_dir(&directory) {
+                Ok(entries) => entries,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(error) => {
+                    return Err(format!(
+                        "fileset: cannot read {}: {error}",
+                        directory.display()
+                    ));
+                }
+            };
+            for entry in entries {
+                let entry = entry.map_err(|error| {
+                    format!("fileset: cannot read {}: {error}", directory.display())
+                })?;
+                let name = entry.file_name().to_string_lossy().to_string();
+                let child = if relative.is_empty() {
+                    name
+                } else {
+                    format!("{relative}/{name}")
+                };
+                let file_type = entry.file_type().map_err(|error| {
+                    format!("fileset: cannot read {}: {error}", entry.path().display())
+                })?;
+                if file_type.is_dir() {
+                    directories.push((entry.path(), child));
+                } else if std::fs::metadata(entry.path()).is_ok_and(|meta| meta.is_file())
+                    && matcher.is_match(&child)
+                {
+                    found.push(child);
+                }
+            }
+        }
+        found.sort();
+        Ok(Value::Array(found.into_iter().map(Value::String).collect()))
+    }
+
     fn evaluate(&self, expression: &EditExpression) -> Result<Value, String> {
         let expression: hcl::Expression = expression.clone().into();
         expression
@@ -1118,6 +1184,39 @@ impl VisitMut for CallResolver<'_, '_> {
                         .unwrap_or_else(|| Err(format!("{name} is not a filesystem function")))
                 });
                 match answer {
+                    Ok(value) => value,
+                    Err(problem) => {
+                        self.file_problem.get_or_insert(problem);
+                        return;
+                    }
+                }
+            }
+            "convert" => {
+                let arguments: Vec<&EditExpression> = call.args.iter().collect();
+                let answer = match arguments.as_slice() {
+                    [value, type_expression] => convert::type_spec(type_expression)
+                        .and_then(|target| {
+                            let value = self.evaluate(value)?;
+                            convert::convert(value, &target)
+                        })
+                        .map_err(|problem| format!("convert: {problem}")),
+                    _ => Err("convert takes two arguments, a value and a type".to_string()),
+                };
+                match answer {
+                    Ok(value) => value,
+                    Err(problem) => {
+                        self.file_problem.get_or_insert(problem);
+                        return;
+                    }
+                }
+            }
+            "fileset" => {
+                let arguments: Result<Vec<Value>, String> = call
+                    .args
+                    .iter()
+                    .map(|argument| self.evaluate(argument))
+                    .collect();
+                match arguments.and_then(|arguments| self.file_set(&arguments)) {
                     Ok(value) => value,
                     Err(problem) => {
                         self.file_problem.get_or_insert(problem);
@@ -1164,6 +1263,10 @@ impl VisitMut for CallResolver<'_, '_> {
         *expression = EditExpression::from(hcl::Expression::from(resolved));
     }
 }
+
+mod convert;
+mod data;
+mod yaml;
 
 #[cfg(test)]
 #[allow(clippy::expect_used, clippy::unwrap_used)] // test code: a failure is the assertion

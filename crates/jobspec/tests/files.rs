@@ -138,3 +138,61 @@ job "files" {
     );
     std::fs::remove_dir_all(&directory).unwrap();
 }
+
+/// `fileset` as Nomad 1.1.2 answers for the same tree (checked with its `job run -output`), and
+/// `bcrypt` hashes that verify.
+#[test]
+fn fileset_globs_beside_the_jobspec_and_bcrypt_hashes_verify() {
+    let directory =
+        std::env::temp_dir().join(format!("drover-jobspec-fileset-{}", std::process::id()));
+    std::fs::create_dir_all(directory.join("files/sub")).unwrap();
+    for (path, text) in [
+        ("files/a.txt", "a"),
+        ("files/c.conf", "c"),
+        ("files/sub/b.txt", "b"),
+    ] {
+        std::fs::write(directory.join(path), text).unwrap();
+    }
+    let source = r#"job "fileset" {
+  meta {
+    everything = jsonencode(fileset(".", "./files/**"))
+    alternates = jsonencode(fileset("files", "*.{txt,conf}"))
+    deep       = jsonencode(fileset("files", "**/*.txt"))
+    missing    = jsonencode(fileset("nowhere", "*"))
+    hashed     = bcrypt("hello")
+    cheap      = bcrypt("hello", 5)
+  }
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/true"
+      }
+    }
+  }
+}
+"#;
+    let path = directory.join("fileset.hcl");
+    std::fs::write(&path, source).unwrap();
+    let job = parse_any(&path, &VarValues::new()).unwrap();
+    let meta = &job.meta;
+    assert_eq!(
+        meta["everything"],
+        r#"["files/a.txt","files/c.conf","files/sub/b.txt"]"#
+    );
+    assert_eq!(meta["alternates"], r#"["a.txt","c.conf"]"#);
+    assert_eq!(meta["deep"], r#"["a.txt","sub/b.txt"]"#);
+    assert_eq!(meta["missing"], "[]");
+    assert!(meta["hashed"].starts_with("$2a$10$"), "{}", meta["hashed"]);
+    assert!(bcrypt::verify("hello", &meta["hashed"]).unwrap());
+    assert!(meta["cheap"].starts_with("$2a$05$"), "{}", meta["cheap"]);
+    let error = drover_jobspec::parse_hcl(
+        &source.replace("bcrypt(\"hello\", 5)", "bcrypt(\"hello\", 3)"),
+        "x.hcl",
+        &VarValues::new(),
+    )
+    .expect_err("cost 3 is refused")
+    .to_string();
+    assert!(error.contains("cost 3 is outside allowed range"), "{error}");
+    std::fs::remove_dir_all(&directory).unwrap();
+}

@@ -193,6 +193,42 @@ fn function_misuse_is_an_error_naming_it() {
             "timeadd(\"2017-11-22T00:00:00Z\", \"1x\")",
             "timeadd: duration",
         ),
+        (
+            "cidrsubnets(\"10.0.0.0/30\", 1, 1, 1)",
+            "argument 4: not enough remaining address space for a subnet with a prefix of 31 bits after 10.0.0.2/31",
+        ),
+        (
+            "cidrsubnets(\"10.0.0.0/24\", 9)",
+            "would extend prefix to 33 bits, which is too long for an IPv4 address",
+        ),
+        ("cidrsubnets(\"10.0.0/24\", 1)", "invalid CIDR expression"),
+        (
+            "formatdate(\"YYY\", \"2018-01-02T23:12:01Z\")",
+            "year must either be \"YY\" or \"YYYY\"",
+        ),
+        (
+            "formatdate(\"'x\", \"2018-01-02T23:12:01Z\")",
+            "unterminated literal",
+        ),
+        (
+            "formatdate(\"x\", \"2018-01-02T23:12:01Z\")",
+            "invalid date format verb \"x\"",
+        ),
+        (
+            "formatdate(\"D\", \"2018-01-02\")",
+            "not a valid RFC3339 timestamp",
+        ),
+        ("yamldecode(\"a: [\")", "yamldecode:"),
+        (
+            "yamldecode(\"a: 1\\n---\\nb: 2\\n\")",
+            "only a single document is allowed",
+        ),
+        ("yamldecode(\"a: !!int x\")", "cannot parse \"x\""),
+        ("yamldecode(\"a: .nan\")", "NaN is not supported"),
+        (
+            "rsadecrypt(\"AAAA\", \"not a key\")",
+            "rsadecrypt: invalid private key",
+        ),
     ] {
         let error = evaluate(expression).expect_err(expression);
         assert!(error.contains(fragment), "{expression}: {error}");
