@@ -346,7 +346,7 @@ fn env_of<'a>(launch: &'a TaskLaunch, key: &str) -> Option<&'a str> {
 fn port_bindings(
     config: &Map<String, Value>,
     launch: &TaskLaunch,
-) -> Result<(Vec<String>, HashMap<String, Option<Vec<PortBinding>>>), DockerError> {
+) -> Result<(Vec<String>, bollard::models::PortMap), DockerError> {
     let mut exposed = Vec::new();
     let mut bindings = HashMap::new();
     for label in strings(config, "ports")? {
