@@ -2,7 +2,8 @@
 //! with its own data, exec root and socket under a temp dir) and a real registry on 127.0.0.1
 //! (`docker-registry`), an image built locally from busybox-static and pushed there, and the
 //! real agent running docker tasks from it: HTTP on the published port, logs, exec, signal,
-//! stats, stop, re-attach after `kill -9` of the agent, and an OOM kill.
+//! stats, stop, re-attach after `kill -9` of the agent (and removal of a container whose
+//! allocation the client does not have), and an OOM kill.
 //!
 //! One engine per test binary, shared by its tests and stopped (with the `docker0` bridge, nft
 //! tables and forwarding it turned on) when the last test is done. The tests are skipped with
@@ -550,6 +551,27 @@ job "sleepers" {{
     let before = engine.containers_of(&alloc_ids);
     assert_eq!(before.len(), count, "{before:?}");
 
+    // A container of this node whose allocation the client does not have (as one left by an
+    // allocation whose state is gone): removed when the agent comes back.
+    let node_id = agent.get_json("/v1/nodes")[0]["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let orphan = engine
+        .docker(&[
+            "run",
+            "-d",
+            "--label",
+            "com.hashicorp.nomad.alloc_id=00000000-0000-0000-0000-00000000dead",
+            "--label",
+            &format!("drover.node_id={node_id}"),
+            "local/busybox:1",
+            "sleep",
+            "1000",
+        ])
+        .trim()
+        .to_string();
+
     agent.kill9();
     std::thread::sleep(Duration::from_secs(2));
     let agent = Agent::start_with(&data_dir, &[&config_flag]);
@@ -572,6 +594,12 @@ job "sleepers" {{
         "at most the line in flight repeats: {logs}"
     );
     assert_eq!(engine.containers_of(&alloc_ids), before);
+    wait_for("the orphaned container removed", LIMIT, || {
+        (!engine
+            .docker(&["ps", "-aq", "--no-trunc"])
+            .contains(&orphan))
+        .then_some(())
+    });
     for alloc in after_restart {
         let started = events_of(&alloc, "sleeper")
             .iter()
