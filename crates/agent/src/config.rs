@@ -397,6 +397,8 @@ pub struct AgentConfig {
     pub raw_exec_enabled: bool,
     /// `plugin "exec" { config { allow_caps = [...] } }`; `None` keeps the default set.
     pub exec_allow_caps: Option<Vec<String>>,
+    /// `plugin "docker" { config { … } }`: the engine's endpoint and what docker tasks may ask for.
+    pub docker: drover_docker::DockerConfig,
     pub telemetry: Telemetry,
     /// `log_level` / `-log-level`: what the agent writes to stderr (INFO unless given).
     pub log_level: LogLevel,
@@ -583,6 +585,18 @@ impl AgentConfig {
                     .collect()
             });
 
+        let docker_config: Option<serde_json::Map<String, serde_json::Value>> = raw
+            .plugin
+            .as_ref()
+            .and_then(|plugins| plugins.get("docker"))
+            .and_then(|plugin| plugin.config.as_ref())
+            .map(|config| config.clone().into_iter().collect());
+        let docker = drover_docker::DockerConfig::from_plugin_config(docker_config.as_ref())
+            .map_err(|error| ConfigError::Invalid {
+                key: "plugin.docker.config",
+                message: error.to_string(),
+            })?;
+
         // `-client` alone is a client of remote servers; `-dev` alone runs both.
         let client_enabled = client.enabled.unwrap_or(dev);
         let server_enabled = server.enabled.unwrap_or(dev && !args.client);
@@ -676,6 +690,7 @@ impl AgentConfig {
             },
             raw_exec_enabled,
             exec_allow_caps,
+            docker,
             telemetry,
             log_level,
             log_json,

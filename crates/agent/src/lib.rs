@@ -321,6 +321,7 @@ async fn start_server(
 /// state db (opened, or created) and its node record (identity and fingerprint).
 struct PreparedClient {
     factory: TaskAllocRunnerFactory,
+    docker: Arc<drover_docker::DockerDriver>,
     node_config: NodeConfig,
     node: drover_structs::Node,
 }
@@ -345,11 +346,12 @@ fn prepare_client(
             )
         })?,
     );
+    let docker = Arc::new(drover_docker::DockerDriver::new(config.docker.clone()));
     let factory = TaskAllocRunnerFactory {
         config: client_config.clone(),
         clock: clock.clone(),
         state_db,
-        drivers: drivers_for(config)?,
+        drivers: drivers_for(config, docker.clone())?,
         region: config.region.clone(),
         jitter_seed: rand_seed(),
     };
@@ -362,18 +364,55 @@ fn prepare_client(
     node_config.http_addr = http_addr.to_string();
     node_config.agent_version = env!("CARGO_PKG_VERSION").to_owned();
     node_config.resources = node_resource_settings(config);
-    let node = drover_client::node::build_node(&node_config).context("starting the client")?;
+    let mut node = drover_client::node::build_node(&node_config).context("starting the client")?;
+    // Runs on a blocking thread of the runtime: the engine probe is awaited here, once.
+    let docker_fingerprint = tokio::runtime::Handle::current().block_on(docker.fingerprint());
+    add_docker_fingerprint(
+        &mut node,
+        docker_fingerprint,
+        node_config.clock.now_unix_nanos(),
+    );
+    docker.set_node_id(&node.id);
     Ok(PreparedClient {
         factory,
+        docker,
         node_config,
         node,
     })
+}
+
+/// The docker driver's fingerprint in the node: its `driver.docker*` attributes when an engine
+/// answered, and its health either way (undetected when no engine answers).
+fn add_docker_fingerprint(
+    node: &mut drover_structs::Node,
+    fingerprint: drover_docker::Fingerprint,
+    now_unix_nanos: i64,
+) {
+    if fingerprint.healthy {
+        node.attributes.extend(fingerprint.attributes.clone());
+    }
+    node.drivers.insert(
+        "docker".to_string(),
+        drover_structs::DriverInfo {
+            attributes: fingerprint.attributes,
+            detected: fingerprint.detected,
+            healthy: fingerprint.healthy,
+            health_description: fingerprint.description,
+            update_time: drover_structs::Timestamp::from_unix_nanos(now_unix_nanos),
+        },
+    );
 }
 
 async fn start_client(
     prepared: PreparedClient,
     conn: AgentServerConn,
 ) -> anyhow::Result<Arc<LocalClient>> {
+    let docker_healthy = prepared
+        .node
+        .drivers
+        .get("docker")
+        .is_some_and(|driver| driver.healthy);
+    let docker = prepared.docker;
     let client = Client::start_with_node(
         prepared.node_config,
         prepared.node,
@@ -382,6 +421,19 @@ async fn start_client(
     )
     .await
     .context("starting the client")?;
+    if docker_healthy {
+        // Containers of allocations this client no longer has (their state went with an
+        // earlier data dir's GC, or their runner was gone) are removed, as Nomad's client does.
+        let restored = Arc::clone(&client);
+        tokio::spawn(async move {
+            let known = || restored.alloc_ids().into_iter().collect();
+            match docker.remove_orphans(known).await {
+                Ok(0) => {}
+                Ok(count) => tracing::info!(count, "removed containers of gone allocations"),
+                Err(error) => tracing::warn!(%error, "looking for containers of gone allocations"),
+            }
+        });
+    }
     Ok(client)
 }
 
@@ -437,8 +489,12 @@ async fn wait_for_signal() {
 }
 
 /// The drivers this client offers: `raw_exec` (when enabled) and `exec` (configured by the
-/// client's `chroot_env` and the exec plugin's `allow_caps`), each task under its own shim.
-fn drivers_for(config: &AgentConfig) -> anyhow::Result<Arc<dyn DriverCatalog>> {
+/// client's `chroot_env` and the exec plugin's `allow_caps`), each task under its own shim, and
+/// `docker` (the given driver, configured by `plugin "docker"`).
+fn drivers_for(
+    config: &AgentConfig,
+    docker: Arc<drover_docker::DockerDriver>,
+) -> anyhow::Result<Arc<dyn DriverCatalog>> {
     let raw_exec = RawExecConfig::default();
     let mut exec = ExecConfig {
         chroot_env: config.chroot_env.clone(),
@@ -450,7 +506,8 @@ fn drivers_for(config: &AgentConfig) -> anyhow::Result<Arc<dyn DriverCatalog>> {
     if let Some(allow_caps) = &config.exec_allow_caps {
         exec.allow_caps = allow_caps.clone();
     }
-    let catalog = driver_catalog(raw_exec, exec);
+    let catalog =
+        drover_client::taskrunner::drivers::with_docker(driver_catalog(raw_exec, exec), docker);
     if !config.raw_exec_enabled {
         anyhow::bail!(
             "plugin \"raw_exec\" is disabled and this client has no other driver; enable it or disable the client"

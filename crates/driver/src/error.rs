@@ -55,6 +55,13 @@ pub enum DriverError {
         task_id: String,
         driver: &'static str,
     },
+    /// A container engine (the docker driver's) failed or refused a request.
+    #[error("task {task_id}: the container engine failed to {request}: {message}")]
+    Engine {
+        task_id: String,
+        request: &'static str,
+        message: String,
+    },
     #[error("invalid task config: {0}")]
     InvalidConfig(String),
     #[error("cleaning up after task {task_id}")]
@@ -82,6 +89,7 @@ impl DriverError {
             | Self::Connection { .. }
             | Self::Protocol { .. }
             | Self::Refused { .. }
+            | Self::Engine { .. }
             | Self::UnknownTask { .. }
             | Self::Cgroup { .. } => true,
         }

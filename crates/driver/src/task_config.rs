@@ -18,12 +18,47 @@ pub const EXEC_CONFIG_KEYS: &[&str] = &[
     "pids_limit",
 ];
 
+/// Task config keys of `docker` (the driver lives in `drover-docker`; its keys are listed here
+/// so the client refuses unknown ones before anything starts, as for the other drivers).
+pub const DOCKER_CONFIG_KEYS: &[&str] = &[
+    "image",
+    "command",
+    "args",
+    "entrypoint",
+    "work_dir",
+    "ports",
+    "network_mode",
+    "hostname",
+    "dns_servers",
+    "extra_hosts",
+    "labels",
+    "volumes",
+    "mount",
+    "privileged",
+    "cap_add",
+    "cap_drop",
+    "devices",
+    "shm_size",
+    "ulimit",
+    "sysctl",
+    "pids_limit",
+    "readonly_rootfs",
+    "init",
+    "ipc_mode",
+    "pid_mode",
+    "security_opt",
+    "force_pull",
+    "image_pull_timeout",
+    "auth",
+];
+
 /// The task config keys a built-in driver accepts, by driver name (`None`: a driver whose
 /// config this crate does not describe, such as the mock driver).
 pub fn config_keys_for(driver: &str) -> Option<&'static [&'static str]> {
     match driver {
         "raw_exec" => Some(RAW_EXEC_CONFIG_KEYS),
         "exec" => Some(EXEC_CONFIG_KEYS),
+        "docker" => Some(DOCKER_CONFIG_KEYS),
         _ => None,
     }
 }

@@ -48,7 +48,7 @@ pub struct ExecSpec {
     pub user: Option<String>,
     /// The task's cgroup, joined (in every directory of its layout) before anything else.
     pub cgroup: Option<ExecCgroup>,
-    /// For isolated tasks: the pid of a task process whose mount, pid, ipc and uts namespaces
+    /// For isolated tasks: the pid of a task process whose network, mount, pid, ipc and uts namespaces
     /// are entered and whose root becomes this command's root.
     pub enter_namespaces_of: Option<i32>,
     /// Fd 0 is a terminal that becomes the command's controlling terminal.
@@ -148,13 +148,15 @@ fn join_cgroup(cgroup: Option<&ExecCgroup>) -> Result<(), String> {
         .map_err(|error| format!("joining cgroup {}: {error}", cgroup.name))
 }
 
-/// Enters the mount, pid, ipc and uts namespaces of `task_pid` and changes root to its root.
+/// Enters the network, mount, pid, ipc and uts namespaces of `task_pid` and changes root to its
+/// root (a container's network is its own; an exec task's is the host's, entered harmlessly).
 fn enter_namespaces(task_pid: i32) -> Result<(), String> {
     let proc_dir = PathBuf::from(format!("/proc/{task_pid}"));
     // Opened before any namespace changes: the root as the task sees it.
     let root = File::open(proc_dir.join("root"))
         .map_err(|error| format!("opening the root of task process {task_pid}: {error}"))?;
     let namespaces = [
+        ("net", CloneFlags::CLONE_NEWNET),
         ("ipc", CloneFlags::CLONE_NEWIPC),
         ("uts", CloneFlags::CLONE_NEWUTS),
         ("pid", CloneFlags::CLONE_NEWPID),

@@ -209,7 +209,7 @@ pub trait DriverCatalog: Send + Sync + std::fmt::Debug {
 
     /// Whether the driver isolates the filesystem (the task sees `/alloc`, `/local`, …).
     fn isolates_filesystem(&self, name: &str) -> bool {
-        name == "exec"
+        name == "exec" || name == "docker"
     }
 }
 

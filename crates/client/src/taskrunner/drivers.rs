@@ -362,6 +362,16 @@ pub fn driver_catalog(
     with_test_drivers(catalog)
 }
 
+/// Adds the `docker` driver (one per client: it holds the engine connection and the tasks' log
+/// followers). Whether the node offers it is the fingerprint's call (an engine answering).
+pub fn with_docker(
+    catalog: StaticDriverCatalog,
+    docker: Arc<drover_docker::DockerDriver>,
+) -> StaticDriverCatalog {
+    let docker: Arc<dyn Driver> = docker;
+    catalog.with("docker", Arc::new(DriverAdapter::new(docker)))
+}
+
 /// Test builds add the fake `mock_driver`; the agent a user runs has none.
 #[cfg(any(test, feature = "testing"))]
 fn with_test_drivers(catalog: StaticDriverCatalog) -> StaticDriverCatalog {

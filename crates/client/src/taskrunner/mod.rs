@@ -93,7 +93,33 @@ pub struct TaskLocalState {
 }
 
 /// Drivers whose tasks run in their own namespaces and root, which `alloc exec` enters.
-pub const ISOLATING_DRIVERS: &[&str] = &["exec"];
+pub const ISOLATING_DRIVERS: &[&str] = &["exec", "docker"];
+
+/// A docker task's main process (the handle's `driver_state.pid`) and the cgroup the engine
+/// put it in (read from `/proc/<pid>/cgroup`), for `alloc exec` into the container.
+fn container_process(
+    driver_state: &serde_json::Value,
+) -> (Option<i32>, Option<drover_driver::CgroupRef>) {
+    let pid = driver_state
+        .get("pid")
+        .and_then(serde_json::Value::as_i64)
+        .and_then(|pid| i32::try_from(pid).ok())
+        .filter(|pid| *pid > 0);
+    let cgroup = pid.and_then(|pid| {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+        let path = text.lines().find_map(|line| {
+            let mut fields = line.splitn(3, ':');
+            let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+            (controllers.split(',').any(|name| name == "memory") || controllers.is_empty())
+                .then(|| path.trim_start_matches('/').to_string())
+        })?;
+        (!path.is_empty()).then(|| drover_driver::CgroupRef {
+            root: std::path::PathBuf::from("/sys/fs/cgroup"),
+            name: path,
+        })
+    });
+    (pid, cgroup)
+}
 
 /// The user an isolated task without a `user` runs as (the exec driver's default).
 pub const ISOLATED_DEFAULT_USER: &str = "nobody";
@@ -860,11 +886,15 @@ impl TaskRunner {
             .ok_or_else(not_running)?;
         // Handles of drivers that run tasks under a shim name the task's pid and cgroup; other
         // drivers' handles (the mock's) simply give neither.
-        let shim = serde_json::from_value::<drover_driver::TaskHandle>(handle.handle)
-            .ok()
-            .and_then(|handle| handle.shim);
+        let decoded = serde_json::from_value::<drover_driver::TaskHandle>(handle.handle).ok();
+        let docker = handle.driver_name == "docker";
+        let (container_pid, container_cgroup) = match (&decoded, docker) {
+            (Some(decoded), true) => container_process(&decoded.driver_state),
+            _ => (None, None),
+        };
+        let shim = decoded.and_then(|handle| handle.shim);
         let task = self.shared.task();
-        let task_pid = shim.as_ref().map(|shim| shim.task_pid);
+        let task_pid = shim.as_ref().map(|shim| shim.task_pid).or(container_pid);
         let mut env = self.shared.env_cell.get().env;
         // A task re-attached by a restarted agent has not run its prestart hooks in this
         // process, so the environment is taken from the task's process itself.
@@ -883,13 +913,14 @@ impl TaskRunner {
             } else {
                 self.shared.task_dir.dir.clone()
             },
-            user: if isolated {
+            // A container's default user is the image's (the engine's concern), not `nobody`.
+            user: if isolated && !docker {
                 user.or_else(|| Some(ISOLATED_DEFAULT_USER.to_string()))
             } else {
                 user
             },
             task_pid,
-            cgroup: shim.and_then(|shim| shim.cgroup),
+            cgroup: shim.and_then(|shim| shim.cgroup).or(container_cgroup),
             isolated,
         })
     }

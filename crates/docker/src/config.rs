@@ -1,0 +1,209 @@
+//! The client's docker plugin config (`plugin "docker" { config { … } }`, as Nomad writes it):
+//! where the engine listens and what tasks may ask for (host volumes, privileged containers,
+//! capabilities). Keys drover does not implement are refused by name.
+//!
+//! Not for: the task config (see `task`).
+
+use serde_json::{Map, Value};
+
+use crate::DockerError;
+
+/// Where the engine listens when neither the config nor `DOCKER_HOST` says.
+pub const DEFAULT_ENDPOINT: &str = "unix:///var/run/docker.sock";
+
+/// Nomad's default `allow_caps`: the capabilities Docker grants by default.
+pub const DEFAULT_ALLOW_CAPS: [&str; 14] = [
+    "audit_write",
+    "chown",
+    "dac_override",
+    "fowner",
+    "fsetid",
+    "kill",
+    "mknod",
+    "net_bind_service",
+    "net_raw",
+    "setfcap",
+    "setgid",
+    "setpcap",
+    "setuid",
+    "sys_chroot",
+];
+
+/// Plugin config keys drover implements.
+const PLUGIN_KEYS: &[&str] = &["endpoint", "volumes", "allow_privileged", "allow_caps"];
+
+/// The docker driver's client-side settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DockerConfig {
+    /// `unix:///path/docker.sock` (or a bare path).
+    pub endpoint: String,
+    /// `volumes { enabled = true }`: task `volumes`/`mount` may name host paths outside the
+    /// task's directories.
+    pub volumes_enabled: bool,
+    /// `allow_privileged = true`: tasks may ask for `privileged = true`.
+    pub allow_privileged: bool,
+    /// `allow_caps`: the capabilities a task's `cap_add` may name (lower case, without `CAP_`;
+    /// `all` allows every one).
+    pub allow_caps: Vec<String>,
+}
+
+impl Default for DockerConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: std::env::var("DOCKER_HOST")
+                .ok()
+                .filter(|host| !host.is_empty())
+                .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string()),
+            volumes_enabled: false,
+            allow_privileged: false,
+            allow_caps: DEFAULT_ALLOW_CAPS
+                .iter()
+                .map(|cap| cap.to_string())
+                .collect(),
+        }
+    }
+}
+
+/// A single block as HCL decoding leaves it: an object, or a list holding one.
+pub(crate) fn single_block<'a>(
+    value: &'a Value,
+    key: &str,
+) -> Result<&'a Map<String, Value>, DockerError> {
+    match value {
+        Value::Object(map) => Ok(map),
+        Value::Array(items) if items.len() == 1 => single_block(&items[0], key),
+        _ => Err(DockerError::Config(format!("{key} must be a single block"))),
+    }
+}
+
+pub(crate) fn bool_value(value: &Value, key: &str) -> Result<bool, DockerError> {
+    match value {
+        Value::Bool(flag) => Ok(*flag),
+        Value::String(text) if text == "true" => Ok(true),
+        Value::String(text) if text == "false" => Ok(false),
+        _ => Err(DockerError::Config(format!("{key} must be true or false"))),
+    }
+}
+
+fn refuse_unknown(
+    map: &Map<String, Value>,
+    allowed: &[&str],
+    what: &str,
+) -> Result<(), DockerError> {
+    let mut unknown: Vec<&str> = map
+        .keys()
+        .map(String::as_str)
+        .filter(|key| !allowed.contains(key))
+        .collect();
+    unknown.sort_unstable();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(DockerError::Config(format!(
+        "{what}: unsupported key{} {} (drover implements: {})",
+        if unknown.len() > 1 { "s" } else { "" },
+        unknown
+            .iter()
+            .map(|key| format!("{key:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        allowed.join(", ")
+    )))
+}
+
+impl DockerConfig {
+    /// Reads the `config` block of `plugin "docker"`; `None` (no block) gives the defaults.
+    pub fn from_plugin_config(config: Option<&Map<String, Value>>) -> Result<Self, DockerError> {
+        let mut parsed = Self::default();
+        let Some(config) = config else {
+            return Ok(parsed);
+        };
+        refuse_unknown(config, PLUGIN_KEYS, "plugin \"docker\" config")?;
+        if let Some(endpoint) = config.get("endpoint") {
+            let endpoint = endpoint
+                .as_str()
+                .ok_or_else(|| DockerError::Config("endpoint must be a string".into()))?;
+            if !endpoint.starts_with("unix://") && !endpoint.starts_with('/') {
+                return Err(DockerError::Config(format!(
+                    "endpoint {endpoint:?}: drover talks to the engine over a unix socket only (unix:///path)"
+                )));
+            }
+            parsed.endpoint = endpoint.to_string();
+        }
+        if let Some(volumes) = config.get("volumes") {
+            let volumes = single_block(volumes, "volumes")?;
+            refuse_unknown(volumes, &["enabled"], "plugin \"docker\" config volumes")?;
+            if let Some(enabled) = volumes.get("enabled") {
+                parsed.volumes_enabled = bool_value(enabled, "volumes.enabled")?;
+            }
+        }
+        if let Some(allow) = config.get("allow_privileged") {
+            parsed.allow_privileged = bool_value(allow, "allow_privileged")?;
+        }
+        if let Some(caps) = config.get("allow_caps") {
+            let caps = caps.as_array().ok_or_else(|| {
+                DockerError::Config("allow_caps must be a list of strings".into())
+            })?;
+            parsed.allow_caps = caps
+                .iter()
+                .map(|cap| {
+                    cap.as_str().map(normalize_cap).ok_or_else(|| {
+                        DockerError::Config("allow_caps must be a list of strings".into())
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+        }
+        Ok(parsed)
+    }
+
+    /// The socket path of the endpoint.
+    pub fn socket_path(&self) -> &str {
+        self.endpoint
+            .strip_prefix("unix://")
+            .unwrap_or(&self.endpoint)
+    }
+}
+
+/// `CAP_NET_ADMIN`, `net_admin` → `net_admin`.
+pub(crate) fn normalize_cap(cap: &str) -> String {
+    let lower = cap.trim().to_ascii_lowercase();
+    lower
+        .strip_prefix("cap_")
+        .map(str::to_string)
+        .unwrap_or(lower)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn plugin_config_is_read_and_unknown_keys_refused() {
+        let config = json!({
+            "endpoint": "unix:///tmp/d.sock",
+            "volumes": [{"enabled": true}],
+            "allow_privileged": true,
+            "allow_caps": ["CAP_NET_ADMIN", "chown"],
+        });
+        let parsed = DockerConfig::from_plugin_config(config.as_object()).unwrap();
+        assert_eq!(parsed.socket_path(), "/tmp/d.sock");
+        assert!(parsed.volumes_enabled && parsed.allow_privileged);
+        assert_eq!(parsed.allow_caps, vec!["net_admin", "chown"]);
+
+        let error = DockerConfig::from_plugin_config(json!({"gc": {"image": false}}).as_object())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("\"gc\""), "{error}");
+        let error =
+            DockerConfig::from_plugin_config(json!({"volumes": {"selinuxlabel": "z"}}).as_object())
+                .unwrap_err()
+                .to_string();
+        assert!(error.contains("\"selinuxlabel\""), "{error}");
+        assert!(
+            DockerConfig::from_plugin_config(json!({"endpoint": "tcp://1.2.3.4:2375"}).as_object())
+                .is_err()
+        );
+    }
+}

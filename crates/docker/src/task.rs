@@ -1,0 +1,756 @@
+//! The docker task config, as Nomad users write it, turned into the engine's container create
+//! body: image, command line, network and published ports, mounts (the task's `/alloc`,
+//! `/local`, `/secrets` and its own `volumes` / `mount`), limits and security settings.
+//! What the client config does not allow (host paths, privileged, capabilities) is refused
+//! here, naming the key.
+//!
+//! Not for: talking to the engine (see the driver) or which keys exist (the driver crate's
+//! `task_config::DOCKER_CONFIG_KEYS`, read by the client's validate hook too).
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use bollard::models::{
+    ContainerCreateBody, DeviceMapping, HostConfig, Mount, MountBindOptions,
+    MountBindOptionsPropagationEnum, MountTmpfsOptions, MountType, PortBinding, ResourcesUlimits,
+};
+use drover_driver::TaskLaunch;
+use drover_driver::task_config::{DOCKER_CONFIG_KEYS, validate_config};
+use serde_json::{Map, Value};
+
+use crate::DockerError;
+use crate::config::{DockerConfig, bool_value, normalize_cap, single_block};
+
+/// Nomad's default `image_pull_timeout`.
+const DEFAULT_PULL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// Registry credentials of the task config's `auth` block.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RegistryAuth {
+    pub username: String,
+    pub password: String,
+    pub server_address: String,
+}
+
+/// What the driver needs from the task config besides the create body.
+#[derive(Debug, Clone)]
+pub struct TaskPlan {
+    pub image: String,
+    pub force_pull: bool,
+    pub pull_timeout: Duration,
+    pub auth: Option<RegistryAuth>,
+    pub body: ContainerCreateBody,
+}
+
+fn bad(message: impl Into<String>) -> DockerError {
+    DockerError::Config(message.into())
+}
+
+fn string(config: &Map<String, Value>, key: &str) -> Result<Option<String>, DockerError> {
+    match config.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(Value::Number(number)) => Ok(Some(number.to_string())),
+        Some(_) => Err(bad(format!("{key} must be a string"))),
+    }
+}
+
+fn strings(config: &Map<String, Value>, key: &str) -> Result<Vec<String>, DockerError> {
+    match config.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::String(text) => Ok(text.clone()),
+                Value::Number(number) => Ok(number.to_string()),
+                _ => Err(bad(format!("{key} must be a list of strings"))),
+            })
+            .collect(),
+        Some(_) => Err(bad(format!("{key} must be a list of strings"))),
+    }
+}
+
+fn flag(config: &Map<String, Value>, key: &str) -> Result<bool, DockerError> {
+    config
+        .get(key)
+        .map_or(Ok(false), |value| bool_value(value, key))
+}
+
+fn integer(config: &Map<String, Value>, key: &str) -> Result<Option<i64>, DockerError> {
+    match config.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(number)) => number
+            .as_i64()
+            .filter(|value| *value >= 0)
+            .map(Some)
+            .ok_or_else(|| bad(format!("{key} must be a non-negative integer"))),
+        Some(Value::String(text)) => text
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|value| *value >= 0)
+            .map(Some)
+            .ok_or_else(|| bad(format!("{key} must be a non-negative integer"))),
+        Some(_) => Err(bad(format!("{key} must be a non-negative integer"))),
+    }
+}
+
+/// A map given as a block (`labels { a = "b" }`) or an attribute (`labels = { a = "b" }`).
+fn string_map(
+    config: &Map<String, Value>,
+    key: &str,
+) -> Result<HashMap<String, String>, DockerError> {
+    let Some(value) = config.get(key) else {
+        return Ok(HashMap::new());
+    };
+    let mut out = HashMap::new();
+    let blocks: Vec<&Value> = match value {
+        Value::Array(items) => items.iter().collect(),
+        other => vec![other],
+    };
+    for block in blocks {
+        let map = block
+            .as_object()
+            .ok_or_else(|| bad(format!("{key} must be a map of strings")))?;
+        for (name, value) in map {
+            let text = match value {
+                Value::String(text) => text.clone(),
+                Value::Number(number) => number.to_string(),
+                Value::Bool(flag) => flag.to_string(),
+                _ => return Err(bad(format!("{key}.{name} must be a string"))),
+            };
+            out.insert(name.clone(), text);
+        }
+    }
+    Ok(out)
+}
+
+/// Go's `time.ParseDuration` for the forms a pull timeout takes (`90s`, `5m`, `1h30m`).
+fn parse_duration(text: &str, key: &str) -> Result<Duration, DockerError> {
+    let invalid = || bad(format!("{key} {text:?} is not a duration such as \"5m\""));
+    let mut total = 0f64;
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(invalid)?;
+        let number: f64 = rest[..number_end].parse().map_err(|_| invalid())?;
+        rest = &rest[number_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(invalid()),
+        };
+        total += number * seconds;
+        rest = &rest[unit_end..];
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+/// `path` taken from `base` (when relative) with `.` and `..` resolved lexically; `None` when
+/// `..` climbs above the root.
+fn normalize(base: &Path, path: &str) -> Option<PathBuf> {
+    let joined = base.join(path);
+    let mut normal = PathBuf::new();
+    for component in joined.components() {
+        match component {
+            Component::ParentDir => {
+                if !normal.pop() {
+                    return None;
+                }
+            }
+            Component::CurDir => {}
+            other => normal.push(other.as_os_str()),
+        }
+    }
+    Some(normal)
+}
+
+/// A host path a task mounts: relative paths are the task dir's; anything outside the task's
+/// alloc dir needs the client's `volumes { enabled = true }`.
+fn host_source(
+    source: &str,
+    key: &str,
+    launch: &TaskLaunch,
+    client: &DockerConfig,
+) -> Result<String, DockerError> {
+    let task_dir = launch
+        .task_dir
+        .as_deref()
+        .ok_or_else(|| bad("the task has no task dir"))?;
+    let alloc_dir = task_dir.parent().unwrap_or(task_dir);
+    if client.volumes_enabled {
+        return Ok(if Path::new(source).is_absolute() {
+            source.to_string()
+        } else {
+            task_dir.join(source).display().to_string()
+        });
+    }
+    let resolved = normalize(task_dir, source).filter(|path| path.starts_with(alloc_dir));
+    resolved
+        .map(|path| path.display().to_string())
+        .ok_or_else(|| {
+            bad(format!(
+                "{key}: host path {source:?} is outside the allocation directory and volumes are not enabled on this client (plugin \"docker\" {{ config {{ volumes {{ enabled = true }} }} }})"
+            ))
+        })
+}
+
+fn volume_binds(
+    config: &Map<String, Value>,
+    launch: &TaskLaunch,
+    client: &DockerConfig,
+) -> Result<Vec<String>, DockerError> {
+    let mut binds = Vec::new();
+    for entry in strings(config, "volumes")? {
+        let parts: Vec<&str> = entry.split(':').collect();
+        let (source, target, mode) = match parts.as_slice() {
+            [source, target] => (*source, *target, None),
+            [source, target, mode] => (*source, *target, Some(*mode)),
+            _ => {
+                return Err(bad(format!(
+                    "volumes: {entry:?} is not \"source:destination[:mode]\""
+                )));
+            }
+        };
+        // A bare name (no slash) is a named docker volume, not a host path.
+        let source = if source.contains('/') || source.starts_with('.') {
+            host_source(source, "volumes", launch, client)?
+        } else {
+            source.to_string()
+        };
+        binds.push(match mode {
+            Some(mode) => format!("{source}:{target}:{mode}"),
+            None => format!("{source}:{target}"),
+        });
+    }
+    Ok(binds)
+}
+
+fn mounts(
+    config: &Map<String, Value>,
+    launch: &TaskLaunch,
+    client: &DockerConfig,
+) -> Result<Vec<Mount>, DockerError> {
+    let Some(value) = config.get("mount") else {
+        return Ok(Vec::new());
+    };
+    let blocks: Vec<&Value> = match value {
+        Value::Array(items) => items.iter().collect(),
+        other => vec![other],
+    };
+    let mut mounts = Vec::new();
+    for block in blocks {
+        let block = block
+            .as_object()
+            .ok_or_else(|| bad("mount must be a block"))?;
+        for key in block.keys() {
+            if ![
+                "type",
+                "target",
+                "source",
+                "readonly",
+                "bind_options",
+                "tmpfs_options",
+            ]
+            .contains(&key.as_str())
+            {
+                return Err(bad(format!(
+                    "mount: unsupported key {key:?} (drover implements: type, target, source, readonly, bind_options, tmpfs_options)"
+                )));
+            }
+        }
+        let kind = string(block, "type")?.unwrap_or_else(|| "volume".to_string());
+        let target = string(block, "target")?.ok_or_else(|| bad("mount: target is required"))?;
+        let source = string(block, "source")?;
+        let mut mount = Mount {
+            target: Some(target),
+            read_only: Some(flag(block, "readonly")?),
+            ..Mount::default()
+        };
+        match kind.as_str() {
+            "bind" => {
+                let source = source.ok_or_else(|| bad("mount: a bind mount needs a source"))?;
+                mount.typ = Some(MountType::BIND);
+                mount.source = Some(host_source(&source, "mount", launch, client)?);
+                if let Some(options) = block.get("bind_options") {
+                    let options = single_block(options, "mount.bind_options")?;
+                    if let Some(propagation) = string(options, "propagation")? {
+                        let propagation = match propagation.as_str() {
+                            "private" => MountBindOptionsPropagationEnum::PRIVATE,
+                            "rprivate" => MountBindOptionsPropagationEnum::RPRIVATE,
+                            "shared" => MountBindOptionsPropagationEnum::SHARED,
+                            "rshared" => MountBindOptionsPropagationEnum::RSHARED,
+                            "slave" => MountBindOptionsPropagationEnum::SLAVE,
+                            "rslave" => MountBindOptionsPropagationEnum::RSLAVE,
+                            other => {
+                                return Err(bad(format!(
+                                    "mount.bind_options.propagation {other:?} is not one of private, rprivate, shared, rshared, slave, rslave"
+                                )));
+                            }
+                        };
+                        mount.bind_options = Some(MountBindOptions {
+                            propagation: Some(propagation),
+                            ..MountBindOptions::default()
+                        });
+                    }
+                }
+            }
+            "volume" => {
+                mount.typ = Some(MountType::VOLUME);
+                mount.source = source;
+            }
+            "tmpfs" => {
+                mount.typ = Some(MountType::TMPFS);
+                if let Some(options) = block.get("tmpfs_options") {
+                    let options = single_block(options, "mount.tmpfs_options")?;
+                    mount.tmpfs_options = Some(MountTmpfsOptions {
+                        size_bytes: integer(options, "size")?,
+                        mode: integer(options, "mode")?,
+                        ..MountTmpfsOptions::default()
+                    });
+                }
+            }
+            other => {
+                return Err(bad(format!(
+                    "mount: type {other:?} is not one of bind, volume, tmpfs"
+                )));
+            }
+        }
+        mounts.push(mount);
+    }
+    Ok(mounts)
+}
+
+fn env_of<'a>(launch: &'a TaskLaunch, key: &str) -> Option<&'a str> {
+    launch
+        .env
+        .iter()
+        .find(|(name, _)| name == key)
+        .map(|(_, value)| value.as_str())
+}
+
+/// `ports = ["http"]`: each label of the group network, its container port (`to`, or the host
+/// port) published on the allocated host address and port, tcp and udp as Nomad does.
+fn port_bindings(
+    config: &Map<String, Value>,
+    launch: &TaskLaunch,
+) -> Result<(Vec<String>, bollard::models::PortMap), DockerError> {
+    let mut exposed = Vec::new();
+    let mut bindings = HashMap::new();
+    for label in strings(config, "ports")? {
+        let host_port = env_of(launch, &format!("NOMAD_HOST_PORT_{label}")).ok_or_else(|| {
+            bad(format!(
+                "ports: port label {label:?} is not a port of the group's network"
+            ))
+        })?;
+        let container_port = env_of(launch, &format!("NOMAD_PORT_{label}")).unwrap_or(host_port);
+        let host_ip = env_of(launch, &format!("NOMAD_HOST_IP_{label}"))
+            .or_else(|| env_of(launch, &format!("NOMAD_IP_{label}")))
+            .unwrap_or("0.0.0.0");
+        for protocol in ["tcp", "udp"] {
+            let key = format!("{container_port}/{protocol}");
+            exposed.push(key.clone());
+            bindings.insert(
+                key,
+                Some(vec![PortBinding {
+                    host_ip: Some(host_ip.to_string()),
+                    host_port: Some(host_port.to_string()),
+                }]),
+            );
+        }
+    }
+    Ok((exposed, bindings))
+}
+
+fn ulimits(config: &Map<String, Value>) -> Result<Vec<ResourcesUlimits>, DockerError> {
+    let mut out = Vec::new();
+    let mut names: Vec<(String, String)> = string_map(config, "ulimit")?.into_iter().collect();
+    names.sort();
+    for (name, value) in names {
+        let invalid = || {
+            bad(format!(
+                "ulimit.{name} {value:?} is not \"soft\" or \"soft:hard\" (integers)"
+            ))
+        };
+        let (soft, hard) = match value.split_once(':') {
+            Some((soft, hard)) => (soft, hard),
+            None => (value.as_str(), value.as_str()),
+        };
+        let soft: i64 = soft.trim().parse().map_err(|_| invalid())?;
+        let hard: i64 = hard.trim().parse().map_err(|_| invalid())?;
+        out.push(ResourcesUlimits {
+            name: Some(name.clone()),
+            soft: Some(soft),
+            hard: Some(hard),
+        });
+    }
+    Ok(out)
+}
+
+fn devices(config: &Map<String, Value>) -> Result<Vec<DeviceMapping>, DockerError> {
+    let Some(value) = config.get("devices") else {
+        return Ok(Vec::new());
+    };
+    let items = value
+        .as_array()
+        .ok_or_else(|| bad("devices must be a list of blocks"))?;
+    items
+        .iter()
+        .map(|item| {
+            let item = item
+                .as_object()
+                .ok_or_else(|| bad("devices must be a list of blocks"))?;
+            for key in item.keys() {
+                if !["host_path", "container_path", "cgroup_permissions"].contains(&key.as_str())
+                {
+                    return Err(bad(format!(
+                        "devices: unsupported key {key:?} (host_path, container_path, cgroup_permissions)"
+                    )));
+                }
+            }
+            let host = string(item, "host_path")?
+                .ok_or_else(|| bad("devices: host_path is required"))?;
+            Ok(DeviceMapping {
+                path_in_container: Some(string(item, "container_path")?.unwrap_or_else(|| host.clone())),
+                path_on_host: Some(host),
+                cgroup_permissions: Some(
+                    string(item, "cgroup_permissions")?.unwrap_or_else(|| "rwm".to_string()),
+                ),
+            })
+        })
+        .collect()
+}
+
+fn auth(config: &Map<String, Value>) -> Result<Option<RegistryAuth>, DockerError> {
+    let Some(value) = config.get("auth") else {
+        return Ok(None);
+    };
+    let block = single_block(value, "auth")?;
+    for key in block.keys() {
+        if !["username", "password", "server_address"].contains(&key.as_str()) {
+            return Err(bad(format!(
+                "auth: unsupported key {key:?} (username, password, server_address)"
+            )));
+        }
+    }
+    Ok(Some(RegistryAuth {
+        username: string(block, "username")?.unwrap_or_default(),
+        password: string(block, "password")?.unwrap_or_default(),
+        server_address: string(block, "server_address")?.unwrap_or_default(),
+    }))
+}
+
+/// The container name Nomad gives a task's container: `<task>-<alloc_id>`.
+pub fn container_name(launch: &TaskLaunch) -> String {
+    format!("{}-{}", launch.task_name, launch.alloc_id)
+}
+
+/// Label naming the allocation a container belongs to (Nomad's).
+pub const ALLOC_ID_LABEL: &str = "com.hashicorp.nomad.alloc_id";
+/// Label naming the node whose client started a container (drover's own: an engine shared by
+/// several clients must not have one remove another's containers as orphans).
+pub const NODE_ID_LABEL: &str = "drover.node_id";
+/// Label naming the task a container runs.
+pub const TASK_NAME_LABEL: &str = "com.hashicorp.nomad.task_name";
+
+/// Checks the task config against the client's and builds the container's create body.
+pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, DockerError> {
+    validate_config(&launch.driver_config, DOCKER_CONFIG_KEYS)
+        .map_err(|error| bad(error.to_string()))?;
+    let empty = Map::new();
+    let config = launch.driver_config.as_object().unwrap_or(&empty);
+    let image = string(config, "image")?
+        .filter(|image| !image.is_empty())
+        .ok_or_else(|| bad("image is required"))?;
+
+    let command = string(config, "command")?.filter(|command| !command.is_empty());
+    let args = strings(config, "args")?;
+    let cmd = match command {
+        Some(command) => Some(std::iter::once(command).chain(args).collect()),
+        None if !args.is_empty() => Some(args),
+        None => None,
+    };
+    let entrypoint = config
+        .contains_key("entrypoint")
+        .then(|| strings(config, "entrypoint"))
+        .transpose()?;
+
+    let network_mode = string(config, "network_mode")?.filter(|mode| !mode.is_empty());
+    if let Some(mode) = &network_mode
+        && !matches!(mode.as_str(), "bridge" | "host" | "none" | "default")
+        && !mode.starts_with("container:")
+    {
+        return Err(bad(format!(
+            "network_mode {mode:?} is not one of bridge, host, none, container:<name>"
+        )));
+    }
+    let (exposed_ports, port_bindings) = port_bindings(config, launch)?;
+    if !port_bindings.is_empty() && matches!(network_mode.as_deref(), Some("host" | "none")) {
+        return Err(bad(
+            "ports cannot be published with network_mode host or none",
+        ));
+    }
+
+    let privileged = flag(config, "privileged")?;
+    if privileged && !client.allow_privileged {
+        return Err(bad(
+            "privileged: this client does not allow privileged containers (plugin \"docker\" { config { allow_privileged = true } })",
+        ));
+    }
+    let cap_add: Vec<String> = strings(config, "cap_add")?;
+    let allowed_all = client.allow_caps.iter().any(|cap| cap == "all");
+    let refused: Vec<&String> = cap_add
+        .iter()
+        .filter(|cap| !allowed_all && !client.allow_caps.contains(&normalize_cap(cap)))
+        .collect();
+    if !refused.is_empty() {
+        return Err(bad(format!(
+            "cap_add: {} not allowed by this client's allow_caps",
+            refused
+                .iter()
+                .map(|cap| format!("{cap:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let cap_drop = strings(config, "cap_drop")?;
+
+    let mut labels = string_map(config, "labels")?;
+    labels.insert(ALLOC_ID_LABEL.to_string(), launch.alloc_id.clone());
+    labels.insert(TASK_NAME_LABEL.to_string(), launch.task_name.clone());
+
+    // The task's directories at Nomad's paths.
+    let mut binds = Vec::new();
+    if let (Some(alloc), Some(task_dir)) = (&launch.shared_alloc_dir, &launch.task_dir) {
+        binds.push(format!("{}:/alloc", alloc.display()));
+        binds.push(format!("{}:/local", task_dir.join("local").display()));
+        binds.push(format!("{}:/secrets", task_dir.join("secrets").display()));
+    }
+    binds.extend(volume_binds(config, launch, client)?);
+
+    let (soft, hard) = launch.resources.memory_limits();
+    let as_i64 = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+    let pids_limit = match integer(config, "pids_limit")? {
+        Some(0) => return Err(bad("pids_limit must be a positive integer")),
+        Some(limit) => Some(limit),
+        None => launch.resources.pids_max.map(as_i64),
+    };
+    let shm_size = integer(config, "shm_size")?;
+    let sysctls = string_map(config, "sysctl")?;
+    let ulimits = ulimits(config)?;
+    let devices = devices(config)?;
+    let dns = strings(config, "dns_servers")?;
+    let extra_hosts = strings(config, "extra_hosts")?;
+    let security_opt = strings(config, "security_opt")?;
+    let mounts = mounts(config, launch, client)?;
+
+    let host_config = HostConfig {
+        binds: Some(binds),
+        mounts: (!mounts.is_empty()).then_some(mounts),
+        memory: hard.map(as_i64),
+        // No swap beyond the memory limit, as Nomad.
+        memory_swap: hard.map(as_i64),
+        memory_reservation: soft.map(as_i64),
+        cpu_shares: launch.resources.cpu_shares.map(as_i64),
+        cpuset_cpus: launch.resources.cpuset_cpus.clone(),
+        pids_limit,
+        network_mode: network_mode.clone(),
+        port_bindings: (!port_bindings.is_empty()).then_some(port_bindings),
+        dns: (!dns.is_empty()).then_some(dns),
+        extra_hosts: (!extra_hosts.is_empty()).then_some(extra_hosts),
+        privileged: Some(privileged),
+        cap_add: (!cap_add.is_empty()).then_some(cap_add),
+        cap_drop: (!cap_drop.is_empty()).then_some(cap_drop),
+        shm_size,
+        ulimits: (!ulimits.is_empty()).then_some(ulimits),
+        sysctls: (!sysctls.is_empty()).then_some(sysctls),
+        readonly_rootfs: Some(flag(config, "readonly_rootfs")?),
+        init: config
+            .contains_key("init")
+            .then(|| flag(config, "init"))
+            .transpose()?,
+        ipc_mode: string(config, "ipc_mode")?,
+        pid_mode: string(config, "pid_mode")?,
+        security_opt: (!security_opt.is_empty()).then_some(security_opt),
+        devices: (!devices.is_empty()).then_some(devices),
+        ..HostConfig::default()
+    };
+
+    let hostname = string(config, "hostname")?
+        .or_else(|| launch.hostname.clone())
+        .filter(|name| !name.is_empty());
+    if hostname.is_some() && matches!(network_mode.as_deref(), Some("host")) {
+        return Err(bad("hostname cannot be set with network_mode host"));
+    }
+    let body = ContainerCreateBody {
+        image: Some(image.clone()),
+        cmd,
+        entrypoint,
+        working_dir: string(config, "work_dir")?,
+        env: Some(
+            launch
+                .env
+                .iter()
+                .map(|(key, value)| format!("{key}={value}"))
+                .collect(),
+        ),
+        user: launch.user.clone(),
+        hostname,
+        labels: Some(labels),
+        exposed_ports: (!exposed_ports.is_empty()).then_some(exposed_ports),
+        host_config: Some(host_config),
+        ..ContainerCreateBody::default()
+    };
+    let pull_timeout = match string(config, "image_pull_timeout")? {
+        Some(text) => parse_duration(&text, "image_pull_timeout")?,
+        None => DEFAULT_PULL_TIMEOUT,
+    };
+    Ok(TaskPlan {
+        image,
+        force_pull: flag(config, "force_pull")?,
+        pull_timeout,
+        auth: auth(config)?,
+        body,
+    })
+}
+
+/// `registry/repo:tag` → (`registry/repo`, `tag`); no tag is `latest`; a digest stays whole.
+pub fn split_image(image: &str) -> (String, String) {
+    if image.contains('@') {
+        return (image.to_string(), String::new());
+    }
+    let name_start = image.rfind('/').map_or(0, |slash| slash + 1);
+    match image[name_start..].rfind(':') {
+        Some(colon) => (
+            image[..name_start + colon].to_string(),
+            image[name_start + colon + 1..].to_string(),
+        ),
+        None => (image.to_string(), "latest".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn launch(config: Value) -> TaskLaunch {
+        TaskLaunch {
+            alloc_id: "a1".into(),
+            task_name: "web".into(),
+            driver_config: config,
+            task_dir: Some("/data/alloc/a1/web".into()),
+            shared_alloc_dir: Some("/data/alloc/a1/alloc".into()),
+            env: vec![
+                ("NOMAD_HOST_PORT_http".into(), "23456".into()),
+                ("NOMAD_PORT_http".into(), "8080".into()),
+                ("NOMAD_HOST_IP_http".into(), "127.0.0.1".into()),
+            ],
+            ..TaskLaunch::default()
+        }
+    }
+
+    #[test]
+    fn images_split_into_repository_and_tag() {
+        assert_eq!(split_image("busybox"), ("busybox".into(), "latest".into()));
+        assert_eq!(
+            split_image("127.0.0.1:5000/local/busybox:1"),
+            ("127.0.0.1:5000/local/busybox".into(), "1".into())
+        );
+        assert_eq!(
+            split_image("127.0.0.1:5000/busybox"),
+            ("127.0.0.1:5000/busybox".into(), "latest".into())
+        );
+        assert_eq!(split_image("a@sha256:ab").1, "");
+    }
+
+    #[test]
+    fn a_task_config_becomes_a_create_body() {
+        let plan = plan(
+            &launch(json!({
+                "image": "local/busybox:1",
+                "command": "httpd",
+                "args": ["-f", "-p", "8080"],
+                "ports": ["http"],
+                "labels": [{"team": "web"}],
+                "ulimit": {"nofile": "1024:2048"},
+                "volumes": ["local/data:/data:ro"],
+                "image_pull_timeout": "1m30s",
+            })),
+            &DockerConfig::default(),
+        )
+        .unwrap();
+        assert_eq!(plan.pull_timeout, Duration::from_secs(90));
+        let body = plan.body;
+        assert_eq!(body.cmd.unwrap(), vec!["httpd", "-f", "-p", "8080"]);
+        let host = body.host_config.unwrap();
+        let binding = &host.port_bindings.unwrap()["8080/tcp"];
+        assert_eq!(
+            binding.as_ref().unwrap()[0].host_port.as_deref(),
+            Some("23456")
+        );
+        assert!(
+            host.binds
+                .as_ref()
+                .unwrap()
+                .contains(&"/data/alloc/a1/alloc:/alloc".to_string())
+        );
+        assert!(
+            host.binds
+                .unwrap()
+                .contains(&"/data/alloc/a1/web/local/data:/data:ro".to_string())
+        );
+        assert_eq!(host.ulimits.unwrap()[0].hard, Some(2048));
+        assert_eq!(body.labels.unwrap()["team"], "web");
+    }
+
+    #[test]
+    fn what_the_client_does_not_allow_is_refused_by_name() {
+        let client = DockerConfig::default();
+        for (config, named) in [
+            (
+                json!({"image": "x", "volumes": ["/etc:/host-etc"]}),
+                "volumes",
+            ),
+            (
+                json!({"image": "x", "volumes": ["../../../etc:/e"]}),
+                "volumes",
+            ),
+            (json!({"image": "x", "privileged": true}), "privileged"),
+            (json!({"image": "x", "cap_add": ["sys_admin"]}), "cap_add"),
+            (json!({"image": "x", "ports": ["admin"]}), "ports"),
+            (json!({"image": "x", "logging": {}}), "logging"),
+            (json!({"command": "x"}), "image"),
+        ] {
+            let error = plan(&launch(config.clone()), &client)
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(named), "{config}: {error}");
+        }
+        let open = DockerConfig {
+            volumes_enabled: true,
+            allow_privileged: true,
+            ..DockerConfig::default()
+        };
+        assert!(
+            plan(
+                &launch(json!({"image": "x", "volumes": ["/etc:/e"], "privileged": true})),
+                &open
+            )
+            .is_ok()
+        );
+    }
+}
