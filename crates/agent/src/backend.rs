@@ -18,7 +18,7 @@ use drover_client::node::{Client, ClientError, ClientErrorKind, ServerContact};
 use drover_client::runner_factory::TaskAllocRunnerFactory;
 use drover_server::{Server, ServerError};
 use drover_structs::{
-    AllocResourceUsage, AllocStopResponse, Allocation, JobDeregisterResponse, JobRegisterRequest,
+    AllocResourceUsage, AllocStopResponse, Allocation, JobDeregisterResponse, JobPlanRequest, JobPlanResponse, JobRegisterRequest,
     JobRegisterResponse, Node, ServiceRegistration,
 };
 
@@ -110,6 +110,13 @@ impl AgentOperations for AgentBackend {
     ) -> Result<JobRegisterResponse, ApiError> {
         self.server()?
             .register_job(request)
+            .await
+            .map_err(server_error)
+    }
+
+    async fn plan_job(&self, request: JobPlanRequest) -> Result<JobPlanResponse, ApiError> {
+        self.server()?
+            .plan_job(request)
             .await
             .map_err(server_error)
     }

@@ -28,7 +28,7 @@ mod submit;
 
 use agent::{agent_health, agent_members, agent_self};
 use respond::{Meta, blocking_read, decode_body, json_response};
-use submit::{parse_job, register, validate_job};
+use submit::{parse_job, plan, register, validate_job};
 
 use crate::backend::{ApiBackend, Table};
 use crate::error::ApiError;
@@ -153,6 +153,7 @@ async fn handle<B: ApiBackend>(
         }
         Route::JobRegister => register(backend, params, body, None).await,
         Route::JobRegisterAt { job_id } => register(backend, params, body, Some(job_id)).await,
+        Route::JobPlan { job_id } => plan(backend, params, body, &job_id).await,
         Route::JobParse => parse_job(params, body),
         Route::JobValidate => validate_job(params, body),
         Route::JobRead { job_id } => {
