@@ -22,8 +22,7 @@ use drover_state::{EventFilter, EventSubscription};
 use drover_structs::{
     AllocResourceUsage, AllocStopResponse, Allocation, Evaluation, HostStats, Job,
     JobDeregisterResponse, JobPlanRequest, JobPlanResponse, JobRegisterRequest,
-    JobRegisterResponse, JobSummary, Node,
-    ServiceRegistration,
+    JobRegisterResponse, JobSummary, Node, ServiceRegistration,
 };
 
 use crate::error::ApiError;

@@ -131,8 +131,9 @@ pub(crate) fn plan_job(
 
     let annotations = plan_annotations(&plan);
     let diff = if request.diff {
-        let mut diff = diff_jobs(stored.as_deref(), Some(&submitted), true)
-            .map_err(|error| ServerError::Internal(format!("failed to create job diff: {error}")))?;
+        let mut diff = diff_jobs(stored.as_deref(), Some(&submitted), true).map_err(|error| {
+            ServerError::Internal(format!("failed to create job diff: {error}"))
+        })?;
         annotate(&mut diff, &annotations);
         Some(diff)
     } else {
@@ -151,7 +152,8 @@ pub(crate) fn plan_job(
 
     Ok(JobPlanResponse {
         annotations: Some(annotations),
-        failed_tg_allocs: (!plan.failed_tg_allocs.is_empty()).then(|| plan.failed_tg_allocs.clone()),
+        failed_tg_allocs: (!plan.failed_tg_allocs.is_empty())
+            .then(|| plan.failed_tg_allocs.clone()),
         job_modify_index,
         created_evals: (!created_evals.is_empty()).then_some(created_evals),
         diff,

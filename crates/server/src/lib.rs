@@ -40,8 +40,8 @@ use drover_structs::{
     EVAL_STATUS_CANCELLED, EVAL_STATUS_PENDING, EVAL_TRIGGER_ALLOC_FAILURE,
     EVAL_TRIGGER_ALLOC_STOP, EVAL_TRIGGER_JOB_DEREGISTER, EVAL_TRIGGER_JOB_REGISTER,
     EVAL_TRIGGER_NODE_UPDATE, Evaluation, Job, JobDeregisterResponse, JobPlanRequest,
-    JobPlanResponse, JobRegisterRequest,
-    JobRegisterResponse, NODE_STATUS_DOWN, NODE_STATUS_READY, Node,
+    JobPlanResponse, JobRegisterRequest, JobRegisterResponse, NODE_STATUS_DOWN, NODE_STATUS_READY,
+    Node,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
