@@ -517,7 +517,7 @@ mod tests {
             "/v1/nope",
             "/v1/job/",
             "/v1/allocation/a/b/stop",
-            "/v1/job/x/plan",
+            "/v1/job/x/revert",
             "/v1/client/fs/nope/abc",
             "/v1/node/n/purge",
         ] {

@@ -62,7 +62,9 @@ wire_struct! {
     /// `GET /v1/job/:id/versions`: versions newest first.
     pub struct JobVersionsResponse {
         pub versions: Vec<Job>,
-        pub diffs: Option<Value>,
+        /// With `?diffs=true`: each version's difference from the one before it, newest first
+        /// (one fewer than the versions).
+        pub diffs: Option<Vec<crate::job_diff::JobDiff>>,
         pub index: u64,
         pub last_contact: u64,
         pub known_leader: bool,

@@ -207,9 +207,24 @@ async fn handle<B: ApiBackend>(
             if versions.is_empty() {
                 return Err(ApiError::not_found("job versions not found"));
             }
+            let diffs = if params.bool("diffs", false)? {
+                // Newest first: each version against the one before it, as Nomad answers.
+                let diffs = versions
+                    .windows(2)
+                    .map(|pair| {
+                        drover_structs::job_diff::diff_jobs(Some(&pair[1]), Some(&pair[0]), true)
+                            .map_err(|error| {
+                                ApiError::internal(format!("failed to create job diff: {error}"))
+                            })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                (!diffs.is_empty()).then_some(diffs)
+            } else {
+                None
+            };
             let response = JobVersionsResponse {
                 versions,
-                diffs: None,
+                diffs,
                 index,
                 last_contact: 0,
                 known_leader: true,
