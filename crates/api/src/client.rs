@@ -327,6 +327,41 @@ impl ApiClient {
         self.put("/v1/jobs", &[], Some(body)).await
     }
 
+    /// Registers a job only if its stored `JobModifyIndex` is `job_modify_index` (0: only if
+    /// no such job exists), as `job run -check-index` does.
+    pub async fn register_job_enforcing_index(
+        &self,
+        job: &Job,
+        job_modify_index: u64,
+    ) -> Result<JobRegisterResponse, ClientError> {
+        let request = JobRegisterRequest {
+            job: Some(job.clone()),
+            enforce_index: true,
+            job_modify_index,
+            ..JobRegisterRequest::default()
+        };
+        let body = serde_json::to_value(&request)
+            .map_err(|error| ClientError::Decode(error.to_string()))?;
+        self.put("/v1/jobs", &[], Some(body)).await
+    }
+
+    /// What registering `job` would do (`POST /v1/job/<id>/plan`), with its diff if asked.
+    pub async fn plan_job(
+        &self,
+        job: &Job,
+        diff: bool,
+    ) -> Result<drover_structs::JobPlanResponse, ClientError> {
+        let request = drover_structs::JobPlanRequest {
+            job: Some(job.clone()),
+            diff,
+            ..drover_structs::JobPlanRequest::default()
+        };
+        let body = serde_json::to_value(&request)
+            .map_err(|error| ClientError::Decode(error.to_string()))?;
+        self.put(&Self::job_path(&job.id, "/plan"), &[], Some(body))
+            .await
+    }
+
     pub async fn deregister_job(
         &self,
         job_id: &str,

@@ -1,4 +1,4 @@
-//! `drover job run|validate|status|stop|inspect`.
+//! `drover job run|validate|status|stop|inspect|allocs`; `job plan` is in `job_plan`.
 //!
 //! Jobspecs are parsed locally (so errors point at `file:line:col`) and sent as JSON. The
 //! support table (`drover_jobspec::support`) is checked locally too: `job validate` reports
@@ -26,6 +26,8 @@ pub enum JobCommand {
     Run(RunArgs),
     /// Check a jobspec file for errors without submitting it
     Validate(ValidateArgs),
+    /// Show what submitting a jobspec would change, without changing anything
+    Plan(crate::commands::job_plan::PlanArgs),
     /// Show the status of all jobs, or of one job
     Status(StatusArgs),
     /// Stop a job (and with -purge, forget it)
@@ -76,6 +78,10 @@ pub struct RunArgs {
     /// Show full IDs.
     #[arg(long)]
     pub verbose: bool,
+    /// Submit only if the registered job's modify index is this one (0: only if the job
+    /// does not exist yet), as `job plan` suggests.
+    #[arg(long = "check-index", value_name = "INDEX")]
+    pub check_index: Option<u64>,
     /// The jobspec (HCL2, or JSON); `-` reads standard input.
     pub file: PathBuf,
 }
@@ -134,6 +140,7 @@ pub async fn run(command: JobCommand, io: &mut Io<'_>) -> i32 {
     match command {
         JobCommand::Run(arguments) => job_run(arguments, io).await,
         JobCommand::Validate(arguments) => job_validate(arguments, io),
+        JobCommand::Plan(arguments) => crate::commands::job_plan::job_plan(arguments, io).await,
         JobCommand::Status(arguments) => job_status(arguments, io).await,
         JobCommand::Stop(arguments) => job_stop(arguments, io).await,
         JobCommand::Inspect(arguments) => job_inspect(arguments, io).await,
@@ -246,21 +253,32 @@ fn job_validate(arguments: ValidateArgs, io: &mut Io<'_>) -> i32 {
     0
 }
 
-async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
-    let (job, locations) = match parse_jobspec(&arguments.file, &arguments.variables) {
-        Ok(parsed) => parsed,
-        Err(message) => {
-            io.error(message);
-            return 1;
-        }
-    };
+/// Parses a jobspec to submit (run or plan) and refuses, before anything is sent, a job that
+/// uses what drover cannot run; the error names what was being done.
+pub(crate) fn parse_jobspec_for_submit(
+    file: &Path,
+    variables: &VariableFlags,
+    doing: &str,
+) -> Result<Job, String> {
+    let (job, locations) = parse_jobspec(file, variables)?;
     if let Some(refusals) = refusal_lines(&drover_jobspec::support::check(&job), &locations) {
-        io.error(format!(
-            "Error submitting job: drover cannot run what {} asks for:\n{refusals}",
-            arguments.file.display()
+        return Err(format!(
+            "Error {doing}: drover cannot run what {} asks for:\n{refusals}",
+            file.display()
         ));
-        return 1;
     }
+    Ok(job)
+}
+
+async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
+    let job =
+        match parse_jobspec_for_submit(&arguments.file, &arguments.variables, "submitting job") {
+            Ok(job) => job,
+            Err(message) => {
+                io.error(message);
+                return 1;
+            }
+        };
     let client = match arguments.api.client() {
         Ok(client) => client,
         Err(error) => {
@@ -268,8 +286,20 @@ async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
             return 1;
         }
     };
-    let response = match client.register_job(&job).await {
+    let registered = match arguments.check_index {
+        Some(index) => client.register_job_enforcing_index(&job, index).await,
+        None => client.register_job(&job).await,
+    };
+    let response = match registered {
         Ok(response) => response,
+        Err(drover_api::client::ClientError::Status { message, .. })
+            if message.starts_with("Enforcing job modify index") =>
+        {
+            // Nomad's CLI prints the index error alone, then says nothing was changed.
+            io.error(message);
+            io.error("Job not updated");
+            return 1;
+        }
         Err(error) => {
             io.error(describe("submitting job", &error));
             return 1;
