@@ -362,6 +362,20 @@ impl ApiClient {
             .await
     }
 
+    /// The kept versions of a job, newest first, with each one's diff from the one before
+    /// when `diffs` is set (`GET /v1/job/<id>/versions`).
+    pub async fn job_versions(
+        &self,
+        job_id: &str,
+        diffs: bool,
+    ) -> Result<drover_structs::JobVersionsResponse, ClientError> {
+        self.get(
+            &Self::job_path(job_id, "/versions"),
+            &[("diffs", diffs.to_string())],
+        )
+        .await
+    }
+
     pub async fn deregister_job(
         &self,
         job_id: &str,

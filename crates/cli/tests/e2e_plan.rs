@@ -1,6 +1,7 @@
 //! End to end: `drover job plan` on an edited jobspec against the real agent prints Nomad's
 //! annotated diff, the update counts and the `job run -check-index N` to use; that command
-//! succeeds, and the same command with the now stale index is refused with Nomad's text.
+//! succeeds, and the same command with the now stale index is refused with Nomad's text;
+//! `job history -p` shows the versions and their diff.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -123,6 +124,22 @@ Scheduler dry-run:
     wait_for("three allocations of version 1", LIMIT, || {
         (running_allocs(&agent, 1) == 3).then_some(())
     });
+
+    // `job history -p` shows the two versions and what changed between them.
+    let history = agent.cli_ok(&["job", "history", "-p", "planned"]);
+    assert!(
+        history.starts_with("Version     = 1\nStable      = false\nSubmit Date = "),
+        "{history}"
+    );
+    assert!(
+        history.contains(
+            "Diff        = \n+/- Job: \"planned\"\n+/- Task Group: \"app\"\n  +/- Count: \"2\" => \"3\"\n  +/- Task: \"sleeper\"\n    +/- Env[VERSION]: \"one\" => \"two\"\n\nVersion     = 0\n"
+        ),
+        "{history}"
+    );
+    let only_first = agent.cli_ok(&["job", "history", "-version", "0", "planned"]);
+    assert!(only_first.starts_with("Version     = 0\n"), "{only_first}");
+    assert!(!only_first.contains("Version     = 1"), "{only_first}");
 
     // The same index again is stale now.
     let current = agent.get_json("/v1/job/planned")["JobModifyIndex"]

@@ -1,4 +1,5 @@
-//! `drover job run|validate|status|stop|inspect|allocs`; `job plan` is in `job_plan`.
+//! `drover job run|validate|status|stop|inspect|allocs`; `job plan` is in `job_plan`, `job
+//! history` in `job_history`.
 //!
 //! Jobspecs are parsed locally (so errors point at `file:line:col`) and sent as JSON. The
 //! support table (`drover_jobspec::support`) is checked locally too: `job validate` reports
@@ -28,6 +29,8 @@ pub enum JobCommand {
     Validate(ValidateArgs),
     /// Show what submitting a jobspec would change, without changing anything
     Plan(crate::commands::job_plan::PlanArgs),
+    /// Show a job's versions, and with -p what changed between them
+    History(crate::commands::job_history::HistoryArgs),
     /// Show the status of all jobs, or of one job
     Status(StatusArgs),
     /// Stop a job (and with -purge, forget it)
@@ -141,6 +144,9 @@ pub async fn run(command: JobCommand, io: &mut Io<'_>) -> i32 {
         JobCommand::Run(arguments) => job_run(arguments, io).await,
         JobCommand::Validate(arguments) => job_validate(arguments, io),
         JobCommand::Plan(arguments) => crate::commands::job_plan::job_plan(arguments, io).await,
+        JobCommand::History(arguments) => {
+            crate::commands::job_history::job_history(arguments, io).await
+        }
         JobCommand::Status(arguments) => job_status(arguments, io).await,
         JobCommand::Stop(arguments) => job_stop(arguments, io).await,
         JobCommand::Inspect(arguments) => job_inspect(arguments, io).await,

@@ -163,7 +163,7 @@ fn marker(diff_type: DiffType) -> (&'static str, usize) {
     }
 }
 
-fn format_job_diff(job: &JobDiff, verbose: bool) -> String {
+pub(crate) fn format_job_diff(job: &JobDiff, verbose: bool) -> String {
     let (mark, _) = marker(job.r#type);
     let mut out = format!("{mark}[bold]Job: {:?}\n", job.id);
     let (longest_field, mut longest_marker) = longest_prefixes(&job.fields, &job.objects);
@@ -414,8 +414,8 @@ fn go_quote(text: &str) -> String {
 
 /// Nomad's `colorstring` tags: ANSI codes when enabled (with a reset after each coloured
 /// string, as Nomad's `Colorize` adds one), dropped otherwise.
-struct Colorize {
-    enabled: bool,
+pub(crate) struct Colorize {
+    pub(crate) enabled: bool,
 }
 
 impl Colorize {
@@ -430,7 +430,7 @@ impl Colorize {
         ("[light_yellow]", "93"),
     ];
 
-    fn apply(&self, text: &str) -> String {
+    pub(crate) fn apply(&self, text: &str) -> String {
         let mut out = text.to_string();
         for (tag, code) in Self::TAGS {
             let replacement = if self.enabled {

@@ -6,6 +6,7 @@ pub mod alloc;
 pub mod eval;
 pub mod exec;
 pub mod job;
+pub mod job_history;
 pub mod job_plan;
 pub mod lookup;
 pub mod monitor;
