@@ -7,14 +7,18 @@
 //! before submitting such a job; the agent refuses it anyway. Features that run differently
 //! from Nomad are printed as "Job Warnings", as Nomad's CLI prints the agent's warnings.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use drover_api::client::ApiClient;
-use drover_structs::{Job, JobListStub};
+use drover_structs::Job;
 
 use crate::commands::describe;
+pub use crate::commands::job_input::VariableFlags;
+use crate::commands::job_input::{parse_jobspec, parse_jobspec_for_submit, refusal_lines};
+use crate::commands::lookup::job_list_table;
+pub use crate::commands::lookup::resolve_job;
 use crate::commands::monitor::{MonitorOptions, monitor_evaluation};
 use crate::format::{
     allocation_table, date_from_unix_nanos, now_unix_nanos, placement_failure_lines,
@@ -56,17 +60,6 @@ pub struct AllocsArgs {
     pub verbose: bool,
     /// The job ID or ID prefix.
     pub job: String,
-}
-
-/// `-var` and `-var-file`, shared by `run` and `validate`.
-#[derive(Debug, Clone, Default, Args)]
-pub struct VariableFlags {
-    /// Set an input variable: -var name=value (repeatable).
-    #[arg(long = "var", value_name = "NAME=VALUE")]
-    pub variables: Vec<String>,
-    /// Read input variables from an HCL file (repeatable).
-    #[arg(long = "var-file", value_name = "FILE")]
-    pub variable_files: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -154,84 +147,6 @@ pub async fn run(command: JobCommand, io: &mut Io<'_>) -> i32 {
     }
 }
 
-/// Parses a jobspec file with its variables; the error text lists every problem. Also answers
-/// where each field is in the file, to locate the support table's refusals.
-fn parse_jobspec(
-    file: &Path,
-    variables: &VariableFlags,
-) -> Result<(Job, drover_jobspec::JobLocations), String> {
-    let mut values = drover_jobspec::VarValues::new();
-    for path in &variables.variable_files {
-        let source = std::fs::read_to_string(path)
-            .map_err(|error| format!("Error reading variable file {}: {error}", path.display()))?;
-        values
-            .add_var_file(&source, &path.display().to_string())
-            .map_err(|diagnostics| {
-                format!(
-                    "Error parsing variable file {}:\n{diagnostics}",
-                    path.display()
-                )
-            })?;
-    }
-    for assignment in &variables.variables {
-        values
-            .set_assignment(assignment)
-            .map_err(|message| format!("Error parsing -var: {message}"))?;
-    }
-    if file == Path::new("-") {
-        // Nomad reads the jobspec from standard input when the file is `-`.
-        let mut source = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut source)
-            .map_err(|error| format!("Error reading job from standard input: {error}"))?;
-        let parsed = if source.trim_start().starts_with('{') {
-            drover_jobspec::parse_json(&source, "<stdin>")
-                .map(|job| (job, drover_jobspec::JobLocations::without_source("<stdin>")))
-        } else {
-            // As the Nomad CLI: file functions of a jobspec on stdin read from the working
-            // directory.
-            drover_jobspec::parse_hcl_located_reading_files(
-                &source,
-                "<stdin>",
-                &values,
-                Some(std::path::Path::new(".")),
-            )
-        };
-        return parsed.map_err(|diagnostics| {
-            let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
-            format!("Error parsing job file from <stdin>:\n{}", lines.join("\n"))
-        });
-    }
-    drover_jobspec::parse_any_located(file, &values).map_err(|error| match error {
-        drover_jobspec::JobspecError::Read { path, source } => {
-            format!("Error reading job file {}: {source}", path.display())
-        }
-        drover_jobspec::JobspecError::Invalid(diagnostics) => {
-            let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
-            format!(
-                "Error parsing job file from {}:\n{}",
-                file.display(),
-                lines.join("\n")
-            )
-        }
-    })
-}
-
-/// What a register of `job` would refuse, one located line each (`None` when nothing is).
-fn refusal_lines(
-    report: &drover_jobspec::SupportReport,
-    locations: &drover_jobspec::JobLocations,
-) -> Option<String> {
-    if report.refusals.is_empty() {
-        return None;
-    }
-    let lines: Vec<String> = locations
-        .refusal_diagnostics(report)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    Some(lines.join("\n"))
-}
-
 /// Nomad's "Job Warnings" paragraph, when there are warnings.
 fn say_warnings(io: &mut Io<'_>, warnings: &str) {
     if !warnings.is_empty() {
@@ -257,23 +172,6 @@ fn job_validate(arguments: ValidateArgs, io: &mut Io<'_>) -> i32 {
     say_warnings(io, &report.warnings_text());
     io.say("Job validation successful");
     0
-}
-
-/// Parses a jobspec to submit (run or plan) and refuses, before anything is sent, a job that
-/// uses what drover cannot run; the error names what was being done.
-pub(crate) fn parse_jobspec_for_submit(
-    file: &Path,
-    variables: &VariableFlags,
-    doing: &str,
-) -> Result<Job, String> {
-    let (job, locations) = parse_jobspec(file, variables)?;
-    if let Some(refusals) = refusal_lines(&drover_jobspec::support::check(&job), &locations) {
-        return Err(format!(
-            "Error {doing}: drover cannot run what {} asks for:\n{refusals}",
-            file.display()
-        ));
-    }
-    Ok(job)
 }
 
 async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
@@ -325,53 +223,6 @@ async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
         options.wait_for_allocations = Some(Duration::from_secs(120));
     }
     monitor_evaluation(&client, io, &response.eval_id, options).await
-}
-
-/// Finds the one job an ID or prefix names; prints Nomad's messages otherwise.
-pub async fn resolve_job(client: &ApiClient, io: &mut Io<'_>, prefix: &str) -> Option<String> {
-    let jobs = match client.jobs(prefix).await {
-        Ok(jobs) => jobs,
-        Err(error) => {
-            io.error(describe("querying jobs", &error));
-            return None;
-        }
-    };
-    if let Some(exact) = jobs.iter().find(|job| job.id == prefix) {
-        return Some(exact.id.clone());
-    }
-    match jobs.as_slice() {
-        [] => {
-            io.error(format!("No job(s) with prefix or id \"{prefix}\" found"));
-            None
-        }
-        [only] => Some(only.id.clone()),
-        many => {
-            io.error(format!(
-                "Prefix matched multiple jobs\n\n{}",
-                job_list_table(many)
-            ));
-            None
-        }
-    }
-}
-
-fn job_list_table(jobs: &[JobListStub]) -> String {
-    let mut rows = vec![
-        ["ID", "Type", "Priority", "Status", "Submit Date"]
-            .iter()
-            .map(|cell| (*cell).to_string())
-            .collect::<Vec<_>>(),
-    ];
-    for job in jobs {
-        rows.push(vec![
-            job.id.clone(),
-            job.r#type.clone(),
-            job.priority.to_string(),
-            job.status.clone(),
-            date_from_unix_nanos(job.submit_time),
-        ]);
-    }
-    columnize::columns(&rows)
 }
 
 fn json_text<T: serde::Serialize>(value: &T) -> String {

@@ -11,8 +11,8 @@ use drover_structs::Job;
 use drover_structs::job_diff::JobDiff;
 
 use crate::commands::describe;
-use crate::commands::job::resolve_job;
 use crate::commands::job_plan::{Colorize, format_job_diff};
+use crate::commands::lookup::resolve_job;
 use crate::format::date_from_unix_nanos;
 use crate::{ApiFlags, Io};
 

@@ -18,7 +18,7 @@ use drover_structs::JobPlanResponse;
 use drover_structs::job_diff::{DiffType, FieldDiff, JobDiff, ObjectDiff, TaskDiff, TaskGroupDiff};
 
 use crate::commands::describe;
-use crate::commands::job::{VariableFlags, parse_jobspec_for_submit};
+use crate::commands::job_input::{VariableFlags, parse_jobspec_for_submit};
 use crate::format::placement_failure_lines;
 use crate::{ApiFlags, Io};
 

@@ -7,6 +7,7 @@ pub mod eval;
 pub mod exec;
 pub mod job;
 pub mod job_history;
+pub mod job_input;
 pub mod job_plan;
 pub mod lookup;
 pub mod monitor;
