@@ -18,8 +18,8 @@ use drover_client::node::{Client, ClientError, ClientErrorKind, ServerContact};
 use drover_client::runner_factory::TaskAllocRunnerFactory;
 use drover_server::{Server, ServerError};
 use drover_structs::{
-    AllocResourceUsage, AllocStopResponse, Allocation, JobDeregisterResponse, JobRegisterRequest,
-    JobRegisterResponse, Node, ServiceRegistration,
+    AllocResourceUsage, AllocStopResponse, Allocation, JobDeregisterResponse, JobPlanRequest,
+    JobPlanResponse, JobRegisterRequest, JobRegisterResponse, Node, ServiceRegistration,
 };
 
 use super::server_link::AgentServerConn;
@@ -112,6 +112,10 @@ impl AgentOperations for AgentBackend {
             .register_job(request)
             .await
             .map_err(server_error)
+    }
+
+    async fn plan_job(&self, request: JobPlanRequest) -> Result<JobPlanResponse, ApiError> {
+        self.server()?.plan_job(request).await.map_err(server_error)
     }
 
     async fn deregister_job(

@@ -1989,3 +1989,56 @@ async fn the_nomad_cli_validate_body_with_nulls_is_valid() {
     assert_eq!(answer["ValidationErrors"], json!([]), "{answer}");
     assert_eq!(answer["Error"], "");
 }
+
+#[tokio::test]
+async fn versions_with_diffs_compare_each_version_with_the_one_before() {
+    let (backend, router) = setup();
+    let first = sample_job("web");
+    backend.put_job(first.clone());
+    let mut second = first;
+    second.task_groups[0].count = 3;
+    backend.put_job(second);
+
+    let plain = body_json(send(&router, "GET", "/v1/job/web/versions", None).await).await;
+    assert_eq!(plain["Diffs"], Value::Null);
+
+    let answer =
+        body_json(send(&router, "GET", "/v1/job/web/versions?diffs=true", None).await).await;
+    assert_eq!(answer["Versions"].as_array().unwrap().len(), 2);
+    let diffs = answer["Diffs"].as_array().unwrap();
+    assert_eq!(diffs.len(), 1);
+    assert_eq!(diffs[0]["Type"], "Edited");
+    assert_eq!(diffs[0]["ID"], "web");
+    let count = &diffs[0]["TaskGroups"][0]["Fields"][0];
+    assert_eq!(
+        (&count["Name"], &count["Old"], &count["New"]),
+        (&json!("Count"), &json!("1"), &json!("3"))
+    );
+    // Diffs of versions carry no planner annotations.
+    assert_eq!(count["Annotations"], Value::Null);
+    assert_eq!(diffs[0]["TaskGroups"][0]["Updates"], Value::Null);
+}
+
+#[tokio::test]
+async fn plan_is_not_served_by_an_agent_without_a_server() {
+    let (_backend, router) = setup();
+    let response = send(
+        &router,
+        "POST",
+        "/v1/job/web/plan",
+        Some(json!({"Job": sample_job("web"), "Diff": true})),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    let mismatched = send(
+        &router,
+        "POST",
+        "/v1/job/other/plan",
+        Some(json!({"Job": sample_job("web")})),
+    )
+    .await;
+    assert_eq!(mismatched.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(body_text(mismatched).await, "Job ID does not match");
+    let get = send(&router, "GET", "/v1/job/web/plan", None).await;
+    assert_eq!(get.status(), StatusCode::METHOD_NOT_ALLOWED);
+}

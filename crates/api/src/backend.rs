@@ -21,8 +21,8 @@ use std::time::Duration;
 use drover_state::{EventFilter, EventSubscription};
 use drover_structs::{
     AllocResourceUsage, AllocStopResponse, Allocation, Evaluation, HostStats, Job,
-    JobDeregisterResponse, JobRegisterRequest, JobRegisterResponse, JobSummary, Node,
-    ServiceRegistration,
+    JobDeregisterResponse, JobPlanRequest, JobPlanResponse, JobRegisterRequest,
+    JobRegisterResponse, JobSummary, Node, ServiceRegistration,
 };
 
 use crate::error::ApiError;
@@ -196,6 +196,15 @@ pub trait AgentOperations: Send + Sync + 'static {
         job_id: &str,
         purge: bool,
     ) -> impl Future<Output = Result<JobDeregisterResponse, ApiError>> + Send;
+    /// Plans a canonicalized, validated job without committing anything. An agent without a
+    /// server has no plan to offer: 404, as for any route it does not serve.
+    fn plan_job(
+        &self,
+        request: JobPlanRequest,
+    ) -> impl Future<Output = Result<JobPlanResponse, ApiError>> + Send {
+        let _ = request;
+        std::future::ready(Err(ApiError::NoRoute))
+    }
     fn evaluate_job(
         &self,
         namespace: &str,
@@ -500,6 +509,13 @@ impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<
         request: JobRegisterRequest,
     ) -> impl Future<Output = Result<JobRegisterResponse, ApiError>> + Send {
         self.operations.register_job(request)
+    }
+
+    fn plan_job(
+        &self,
+        request: JobPlanRequest,
+    ) -> impl Future<Output = Result<JobPlanResponse, ApiError>> + Send {
+        self.operations.plan_job(request)
     }
 
     fn deregister_job(

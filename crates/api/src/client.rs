@@ -327,6 +327,55 @@ impl ApiClient {
         self.put("/v1/jobs", &[], Some(body)).await
     }
 
+    /// Registers a job only if its stored `JobModifyIndex` is `job_modify_index` (0: only if
+    /// no such job exists), as `job run -check-index` does.
+    pub async fn register_job_enforcing_index(
+        &self,
+        job: &Job,
+        job_modify_index: u64,
+    ) -> Result<JobRegisterResponse, ClientError> {
+        let request = JobRegisterRequest {
+            job: Some(job.clone()),
+            enforce_index: true,
+            job_modify_index,
+            ..JobRegisterRequest::default()
+        };
+        let body = serde_json::to_value(&request)
+            .map_err(|error| ClientError::Decode(error.to_string()))?;
+        self.put("/v1/jobs", &[], Some(body)).await
+    }
+
+    /// What registering `job` would do (`POST /v1/job/<id>/plan`), with its diff if asked.
+    pub async fn plan_job(
+        &self,
+        job: &Job,
+        diff: bool,
+    ) -> Result<drover_structs::JobPlanResponse, ClientError> {
+        let request = drover_structs::JobPlanRequest {
+            job: Some(job.clone()),
+            diff,
+            ..drover_structs::JobPlanRequest::default()
+        };
+        let body = serde_json::to_value(&request)
+            .map_err(|error| ClientError::Decode(error.to_string()))?;
+        self.put(&Self::job_path(&job.id, "/plan"), &[], Some(body))
+            .await
+    }
+
+    /// The kept versions of a job, newest first, with each one's diff from the one before
+    /// when `diffs` is set (`GET /v1/job/<id>/versions`).
+    pub async fn job_versions(
+        &self,
+        job_id: &str,
+        diffs: bool,
+    ) -> Result<drover_structs::JobVersionsResponse, ClientError> {
+        self.get(
+            &Self::job_path(job_id, "/versions"),
+            &[("diffs", diffs.to_string())],
+        )
+        .await
+    }
+
     pub async fn deregister_job(
         &self,
         job_id: &str,

@@ -43,6 +43,10 @@ pub enum Route {
     JobDeployments {
         job_id: String,
     },
+    /// `PUT|POST /v1/job/<id>/plan`: what registering the job would do.
+    JobPlan {
+        job_id: String,
+    },
     JobEvaluate {
         job_id: String,
     },
@@ -372,6 +376,7 @@ fn job_route(method: &Method, rest: &str) -> Result<Route, ApiError> {
                 "/deployment" => (Route::JobDeployment { job_id }, Allowed::Read),
                 "/deployments" => (Route::JobDeployments { job_id }, Allowed::Read),
                 "/evaluate" => (Route::JobEvaluate { job_id }, Allowed::Write),
+                "/plan" => (Route::JobPlan { job_id }, Allowed::Write),
                 "/services" => (Route::JobServices { job_id }, Allowed::Read),
                 _ => return Err(ApiError::NoRoute),
             };
@@ -512,7 +517,7 @@ mod tests {
             "/v1/nope",
             "/v1/job/",
             "/v1/allocation/a/b/stop",
-            "/v1/job/x/plan",
+            "/v1/job/x/revert",
             "/v1/client/fs/nope/abc",
             "/v1/node/n/purge",
         ] {

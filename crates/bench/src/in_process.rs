@@ -439,3 +439,68 @@ pub fn render_template(runs: usize, renders: usize) -> anyhow::Result<Report> {
     report.note(format!("{renders} renders per run"));
     Ok(report)
 }
+
+/// `plan`: `job plan` latency (`Server::plan_job`, with the diff) for a job of `allocs`
+/// running allocations on `nodes` simulated nodes: the registered spec again (nothing to
+/// change) and an edited one (every allocation replaced), `samples` plans each per run.
+pub async fn plan(
+    runs: usize,
+    allocs: usize,
+    nodes: usize,
+    samples: usize,
+) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    let limit = Duration::from_secs(600);
+    for run in 0..runs {
+        let temp = tempfile::tempdir()?;
+        let server = start_server(temp.path()).await?;
+        let timing = SimRunnerTiming {
+            start_delay: Duration::from_millis(10),
+            run_for: None,
+        };
+        let clients = start_fleet(&server, nodes, timing).await?;
+        let job = tiny_job(&format!("plan-{run}"), allocs)?;
+        register(&server, &job).await?;
+        wait_job_allocs(&server, &job, limit, "allocs running", |found| {
+            all_with_status(found, allocs, "running")
+        })
+        .await?;
+        let mut edited = job.clone();
+        if let Some(task) = edited
+            .task_groups
+            .first_mut()
+            .and_then(|group| group.tasks.first_mut())
+        {
+            task.env.insert("VERSION".into(), "2".into());
+        }
+        for (figure, planned) in [
+            ("plan, unchanged job (all ignored)", &job),
+            ("plan, edited job (all replaced)", &edited),
+        ] {
+            for _ in 0..samples {
+                let started = Instant::now();
+                let answer = server
+                    .plan_job(drover_structs::JobPlanRequest {
+                        job: Some(planned.clone()),
+                        diff: true,
+                        ..drover_structs::JobPlanRequest::default()
+                    })
+                    .await
+                    .map_err(|error| anyhow!("plan: {error}"))?;
+                report.add(figure, "ms", started.elapsed().as_secs_f64() * 1000.0);
+                if answer.annotations.is_none() {
+                    bail!("the plan has no annotations");
+                }
+            }
+        }
+        for client in clients {
+            client.shutdown().await;
+        }
+        server.shutdown().await;
+        report.record_load();
+    }
+    report.note(format!(
+        "{allocs} running allocs on {nodes} simulated nodes, on-disk store; {samples} plans per figure and run, each with the diff"
+    ));
+    Ok(report)
+}

@@ -105,6 +105,16 @@ enum Scenario {
         #[arg(long, default_value_t = 1000)]
         per_job: usize,
     },
+    /// `job plan` latency (in process, with the diff) for a job of N running allocations.
+    Plan {
+        #[arg(long, default_value_t = 1000)]
+        allocs: usize,
+        #[arg(long, default_value_t = 100)]
+        nodes: usize,
+        /// Plans timed per figure and run.
+        #[arg(long, default_value_t = 20)]
+        samples: usize,
+    },
     /// Server state-store transactions and writes per alloc lifecycle.
     ServerWrites {
         #[arg(long, default_value_t = 1000)]
@@ -237,6 +247,14 @@ fn main() -> anyhow::Result<()> {
         } => (
             format!("scheduler --nodes {nodes}"),
             in_process::scheduler(runs, nodes, jobs, per_job)?,
+        ),
+        Scenario::Plan {
+            allocs,
+            nodes,
+            samples,
+        } => (
+            format!("plan --allocs {allocs} --nodes {nodes}"),
+            runtime()?.block_on(in_process::plan(runs, allocs, nodes, samples))?,
         ),
         Scenario::ServerWrites { count, nodes } => (
             format!("server-writes --count {count}"),

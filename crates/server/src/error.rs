@@ -11,6 +11,10 @@ pub enum ServerError {
     /// The request is invalid (HTTP 400).
     #[error("{0}")]
     BadRequest(String),
+    /// A register's `EnforceIndex` did not hold. Nomad answers it as an RPC error (HTTP 500),
+    /// and its CLI recognises it by the text's `Enforcing job modify index` prefix.
+    #[error("{0}")]
+    IndexConflict(String),
     /// The state store failed.
     #[error(transparent)]
     State(#[from] StateError),

@@ -23,6 +23,7 @@ pub mod broker;
 mod clock;
 mod error;
 pub mod heartbeat;
+pub mod job_plan;
 pub mod plan_apply;
 mod services;
 pub mod snapshot;
@@ -38,8 +39,9 @@ use drover_structs::{
     ALLOC_CLIENT_STATUS_FAILED, AllocStopResponse, Allocation, EVAL_STATUS_BLOCKED,
     EVAL_STATUS_CANCELLED, EVAL_STATUS_PENDING, EVAL_TRIGGER_ALLOC_FAILURE,
     EVAL_TRIGGER_ALLOC_STOP, EVAL_TRIGGER_JOB_DEREGISTER, EVAL_TRIGGER_JOB_REGISTER,
-    EVAL_TRIGGER_NODE_UPDATE, Evaluation, Job, JobDeregisterResponse, JobRegisterRequest,
-    JobRegisterResponse, NODE_STATUS_DOWN, NODE_STATUS_READY, Node,
+    EVAL_TRIGGER_NODE_UPDATE, Evaluation, Job, JobDeregisterResponse, JobPlanRequest,
+    JobPlanResponse, JobRegisterRequest, JobRegisterResponse, NODE_STATUS_DOWN, NODE_STATUS_READY,
+    Node,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -115,6 +117,24 @@ impl std::fmt::Debug for Server {
         f.debug_struct("Server")
             .field("region", &self.inner.config.region)
             .finish_non_exhaustive()
+    }
+}
+
+/// Nomad's `EnforceIndex` rule for a register: index 0 means "the job must not exist", any
+/// other index must be the stored job's `JobModifyIndex`.
+fn check_enforced_index(expected: u64, existing: Option<u64>) -> Result<(), ServerError> {
+    const PREFIX: &str = "Enforcing job modify index";
+    match existing {
+        Some(_) if expected == 0 => Err(ServerError::IndexConflict(format!(
+            "{PREFIX} 0: job already exists"
+        ))),
+        Some(current) if current != expected => Err(ServerError::IndexConflict(format!(
+            "{PREFIX} {expected}: job exists with conflicting job modify index: {current}"
+        ))),
+        None if expected != 0 => Err(ServerError::IndexConflict(format!(
+            "{PREFIX} {expected}: job does not exist"
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -246,17 +266,11 @@ impl Server {
             job.region.clone_from(&self.inner.config.region);
         }
         if request.enforce_index {
-            let current = self
-                .inner
-                .state
-                .job(&job.namespace, &job.id)
-                .map_or(0, |existing| existing.job_modify_index);
-            if current != request.job_modify_index {
-                return Err(ServerError::BadRequest(format!(
-                    "Enforcing job modify index {}: job {} exists with conflicting job modify index: {current}",
-                    request.job_modify_index, job.id
-                )));
-            }
+            let existing = self.inner.state.job(&job.namespace, &job.id);
+            check_enforced_index(
+                request.job_modify_index,
+                existing.map(|existing| existing.job_modify_index),
+            )?;
         }
         // A register clears a previous stop.
         job.stop = false;
@@ -295,6 +309,15 @@ impl Server {
             index,
             ..JobRegisterResponse::default()
         })
+    }
+
+    /// Plans a job as if registered, committing nothing (`POST /v1/job/<id>/plan`). The
+    /// scheduling pass runs off the async runtime.
+    pub async fn plan_job(&self, request: JobPlanRequest) -> Result<JobPlanResponse, ServerError> {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || job_plan::plan_job(&inner, request))
+            .await
+            .map_err(|error| ServerError::Internal(format!("the plan was not made: {error}")))?
     }
 
     /// Stops a job (its allocations are stopped by the evaluation), or purges it.

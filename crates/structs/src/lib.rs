@@ -37,6 +37,7 @@ pub mod go_duration;
 pub mod ids;
 pub mod job;
 pub mod job_blocks;
+pub mod job_diff;
 pub mod job_summary;
 pub mod lenient;
 pub mod node;

@@ -62,7 +62,9 @@ wire_struct! {
     /// `GET /v1/job/:id/versions`: versions newest first.
     pub struct JobVersionsResponse {
         pub versions: Vec<Job>,
-        pub diffs: Option<Value>,
+        /// With `?diffs=true`: each version's difference from the one before it, newest first
+        /// (one fewer than the versions).
+        pub diffs: Option<Vec<crate::job_diff::JobDiff>>,
         pub index: u64,
         pub last_contact: u64,
         pub known_leader: bool,
@@ -144,6 +146,46 @@ wire_struct! {
         pub job: Option<Job>,
         pub diff: bool,
         pub policy_override: bool,
+    }
+}
+
+wire_struct! {
+    /// Per task group, what a planning pass would do (Nomad's `DesiredUpdates`).
+    pub struct DesiredTgUpdates {
+        pub ignore: u64,
+        pub place: u64,
+        pub migrate: u64,
+        pub stop: u64,
+        pub in_place_update: u64,
+        pub destructive_update: u64,
+        pub canary: u64,
+        pub preemptions: u64,
+    }
+}
+
+wire_struct! {
+    /// The scheduler's explanation of a plan (Nomad's `PlanAnnotations`).
+    pub struct PlanAnnotations {
+        #[serde(rename = "DesiredTGUpdates")]
+        pub desired_tg_updates: BTreeMap<String, DesiredTgUpdates>,
+        pub preempted_allocs: Option<Vec<crate::alloc::AllocListStub>>,
+    }
+}
+
+wire_struct! {
+    /// The answer to `POST /v1/job/:id/plan`: what registering the job would do, nothing
+    /// committed. `JobModifyIndex` is the stored job's (0 for a new job), the index `job run
+    /// -check-index` expects. drover launches no periodic jobs, so the answer has no
+    /// `NextPeriodicLaunch`.
+    pub struct JobPlanResponse {
+        pub annotations: Option<PlanAnnotations>,
+        #[serde(rename = "FailedTGAllocs")]
+        pub failed_tg_allocs: Option<BTreeMap<String, crate::alloc::AllocMetric>>,
+        pub job_modify_index: u64,
+        pub created_evals: Option<Vec<crate::eval::Evaluation>>,
+        pub diff: Option<crate::job_diff::JobDiff>,
+        pub warnings: String,
+        pub index: u64,
     }
 }
 

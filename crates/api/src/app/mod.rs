@@ -28,7 +28,7 @@ mod submit;
 
 use agent::{agent_health, agent_members, agent_self};
 use respond::{Meta, blocking_read, decode_body, json_response};
-use submit::{parse_job, register, validate_job};
+use submit::{parse_job, plan, register, validate_job};
 
 use crate::backend::{ApiBackend, Table};
 use crate::error::ApiError;
@@ -153,6 +153,7 @@ async fn handle<B: ApiBackend>(
         }
         Route::JobRegister => register(backend, params, body, None).await,
         Route::JobRegisterAt { job_id } => register(backend, params, body, Some(job_id)).await,
+        Route::JobPlan { job_id } => plan(backend, params, body, &job_id).await,
         Route::JobParse => parse_job(params, body),
         Route::JobValidate => validate_job(params, body),
         Route::JobRead { job_id } => {
@@ -206,9 +207,24 @@ async fn handle<B: ApiBackend>(
             if versions.is_empty() {
                 return Err(ApiError::not_found("job versions not found"));
             }
+            let diffs = if params.bool("diffs", false)? {
+                // Newest first: each version against the one before it, as Nomad answers.
+                let diffs = versions
+                    .windows(2)
+                    .map(|pair| {
+                        drover_structs::job_diff::diff_jobs(Some(&pair[1]), Some(&pair[0]), true)
+                            .map_err(|error| {
+                                ApiError::internal(format!("failed to create job diff: {error}"))
+                            })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                (!diffs.is_empty()).then_some(diffs)
+            } else {
+                None
+            };
             let response = JobVersionsResponse {
                 versions,
-                diffs: None,
+                diffs,
                 index,
                 last_contact: 0,
                 known_leader: true,

@@ -9,7 +9,7 @@
 
 use axum::body::Bytes;
 use axum::response::Response;
-use drover_structs::{Job, JobRegisterRequest, JobsParseRequest};
+use drover_structs::{Job, JobPlanRequest, JobRegisterRequest, JobsParseRequest};
 use serde_json::json;
 
 use super::respond::{Meta, decode_body, json_response};
@@ -64,6 +64,40 @@ pub(super) async fn register<B: ApiBackend>(
     }
     request.job = Some(job);
     let mut response = backend.register_job(request).await?;
+    response.warnings = support.warnings_text();
+    json_response(&response, params, Meta::Write(response.index))
+}
+
+/// `PUT|POST /v1/job/<id>/plan`: the job is checked as a register checks it (a job this agent
+/// would refuse is refused here too), then planned without committing anything.
+pub(super) async fn plan<B: ApiBackend>(
+    backend: &B,
+    params: &QueryParams,
+    body: Bytes,
+    path_job_id: &str,
+) -> Result<Response, ApiError> {
+    let mut request: JobPlanRequest = decode_body(&body)?;
+    let Some(mut job) = request.job.take() else {
+        return Err(ApiError::bad_request("Job must be specified"));
+    };
+    if job.id.is_empty() {
+        return Err(ApiError::bad_request("Job must have a valid ID"));
+    }
+    if job.id != path_job_id {
+        return Err(ApiError::bad_request("Job ID does not match"));
+    }
+    if job.namespace.is_empty()
+        && let Some(namespace) = params.non_empty("namespace")
+    {
+        job.namespace = namespace.to_string();
+    }
+    job.canonicalize();
+    let (problems, support) = problems_and_support(&job);
+    if !problems.is_empty() {
+        return Err(ApiError::bad_request(multi_error(&problems)));
+    }
+    request.job = Some(job);
+    let mut response = backend.plan_job(request).await?;
     response.warnings = support.warnings_text();
     json_response(&response, params, Meta::Write(response.index))
 }

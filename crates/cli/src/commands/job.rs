@@ -1,4 +1,5 @@
-//! `drover job run|validate|status|stop|inspect`.
+//! `drover job run|validate|status|stop|inspect|allocs`; `job plan` is in `job_plan`, `job
+//! history` in `job_history`.
 //!
 //! Jobspecs are parsed locally (so errors point at `file:line:col`) and sent as JSON. The
 //! support table (`drover_jobspec::support`) is checked locally too: `job validate` reports
@@ -6,14 +7,18 @@
 //! before submitting such a job; the agent refuses it anyway. Features that run differently
 //! from Nomad are printed as "Job Warnings", as Nomad's CLI prints the agent's warnings.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use drover_api::client::ApiClient;
-use drover_structs::{Job, JobListStub};
+use drover_structs::Job;
 
 use crate::commands::describe;
+pub use crate::commands::job_input::VariableFlags;
+use crate::commands::job_input::{parse_jobspec, parse_jobspec_for_submit, refusal_lines};
+use crate::commands::lookup::job_list_table;
+pub use crate::commands::lookup::resolve_job;
 use crate::commands::monitor::{MonitorOptions, monitor_evaluation};
 use crate::format::{
     allocation_table, date_from_unix_nanos, now_unix_nanos, placement_failure_lines,
@@ -26,6 +31,10 @@ pub enum JobCommand {
     Run(RunArgs),
     /// Check a jobspec file for errors without submitting it
     Validate(ValidateArgs),
+    /// Show what submitting a jobspec would change, without changing anything
+    Plan(crate::commands::job_plan::PlanArgs),
+    /// Show a job's versions, and with -p what changed between them
+    History(crate::commands::job_history::HistoryArgs),
     /// Show the status of all jobs, or of one job
     Status(StatusArgs),
     /// Stop a job (and with -purge, forget it)
@@ -53,17 +62,6 @@ pub struct AllocsArgs {
     pub job: String,
 }
 
-/// `-var` and `-var-file`, shared by `run` and `validate`.
-#[derive(Debug, Clone, Default, Args)]
-pub struct VariableFlags {
-    /// Set an input variable: -var name=value (repeatable).
-    #[arg(long = "var", value_name = "NAME=VALUE")]
-    pub variables: Vec<String>,
-    /// Read input variables from an HCL file (repeatable).
-    #[arg(long = "var-file", value_name = "FILE")]
-    pub variable_files: Vec<PathBuf>,
-}
-
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
@@ -76,6 +74,10 @@ pub struct RunArgs {
     /// Show full IDs.
     #[arg(long)]
     pub verbose: bool,
+    /// Submit only if the registered job's modify index is this one (0: only if the job
+    /// does not exist yet), as `job plan` suggests.
+    #[arg(long = "check-index", value_name = "INDEX")]
+    pub check_index: Option<u64>,
     /// The jobspec (HCL2, or JSON); `-` reads standard input.
     pub file: PathBuf,
 }
@@ -134,89 +136,15 @@ pub async fn run(command: JobCommand, io: &mut Io<'_>) -> i32 {
     match command {
         JobCommand::Run(arguments) => job_run(arguments, io).await,
         JobCommand::Validate(arguments) => job_validate(arguments, io),
+        JobCommand::Plan(arguments) => crate::commands::job_plan::job_plan(arguments, io).await,
+        JobCommand::History(arguments) => {
+            crate::commands::job_history::job_history(arguments, io).await
+        }
         JobCommand::Status(arguments) => job_status(arguments, io).await,
         JobCommand::Stop(arguments) => job_stop(arguments, io).await,
         JobCommand::Inspect(arguments) => job_inspect(arguments, io).await,
         JobCommand::Allocs(arguments) => job_allocs(arguments, io).await,
     }
-}
-
-/// Parses a jobspec file with its variables; the error text lists every problem. Also answers
-/// where each field is in the file, to locate the support table's refusals.
-fn parse_jobspec(
-    file: &Path,
-    variables: &VariableFlags,
-) -> Result<(Job, drover_jobspec::JobLocations), String> {
-    let mut values = drover_jobspec::VarValues::new();
-    for path in &variables.variable_files {
-        let source = std::fs::read_to_string(path)
-            .map_err(|error| format!("Error reading variable file {}: {error}", path.display()))?;
-        values
-            .add_var_file(&source, &path.display().to_string())
-            .map_err(|diagnostics| {
-                format!(
-                    "Error parsing variable file {}:\n{diagnostics}",
-                    path.display()
-                )
-            })?;
-    }
-    for assignment in &variables.variables {
-        values
-            .set_assignment(assignment)
-            .map_err(|message| format!("Error parsing -var: {message}"))?;
-    }
-    if file == Path::new("-") {
-        // Nomad reads the jobspec from standard input when the file is `-`.
-        let mut source = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut source)
-            .map_err(|error| format!("Error reading job from standard input: {error}"))?;
-        let parsed = if source.trim_start().starts_with('{') {
-            drover_jobspec::parse_json(&source, "<stdin>")
-                .map(|job| (job, drover_jobspec::JobLocations::without_source("<stdin>")))
-        } else {
-            // As the Nomad CLI: file functions of a jobspec on stdin read from the working
-            // directory.
-            drover_jobspec::parse_hcl_located_reading_files(
-                &source,
-                "<stdin>",
-                &values,
-                Some(std::path::Path::new(".")),
-            )
-        };
-        return parsed.map_err(|diagnostics| {
-            let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
-            format!("Error parsing job file from <stdin>:\n{}", lines.join("\n"))
-        });
-    }
-    drover_jobspec::parse_any_located(file, &values).map_err(|error| match error {
-        drover_jobspec::JobspecError::Read { path, source } => {
-            format!("Error reading job file {}: {source}", path.display())
-        }
-        drover_jobspec::JobspecError::Invalid(diagnostics) => {
-            let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
-            format!(
-                "Error parsing job file from {}:\n{}",
-                file.display(),
-                lines.join("\n")
-            )
-        }
-    })
-}
-
-/// What a register of `job` would refuse, one located line each (`None` when nothing is).
-fn refusal_lines(
-    report: &drover_jobspec::SupportReport,
-    locations: &drover_jobspec::JobLocations,
-) -> Option<String> {
-    if report.refusals.is_empty() {
-        return None;
-    }
-    let lines: Vec<String> = locations
-        .refusal_diagnostics(report)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    Some(lines.join("\n"))
 }
 
 /// Nomad's "Job Warnings" paragraph, when there are warnings.
@@ -247,20 +175,14 @@ fn job_validate(arguments: ValidateArgs, io: &mut Io<'_>) -> i32 {
 }
 
 async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
-    let (job, locations) = match parse_jobspec(&arguments.file, &arguments.variables) {
-        Ok(parsed) => parsed,
-        Err(message) => {
-            io.error(message);
-            return 1;
-        }
-    };
-    if let Some(refusals) = refusal_lines(&drover_jobspec::support::check(&job), &locations) {
-        io.error(format!(
-            "Error submitting job: drover cannot run what {} asks for:\n{refusals}",
-            arguments.file.display()
-        ));
-        return 1;
-    }
+    let job =
+        match parse_jobspec_for_submit(&arguments.file, &arguments.variables, "submitting job") {
+            Ok(job) => job,
+            Err(message) => {
+                io.error(message);
+                return 1;
+            }
+        };
     let client = match arguments.api.client() {
         Ok(client) => client,
         Err(error) => {
@@ -268,8 +190,20 @@ async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
             return 1;
         }
     };
-    let response = match client.register_job(&job).await {
+    let registered = match arguments.check_index {
+        Some(index) => client.register_job_enforcing_index(&job, index).await,
+        None => client.register_job(&job).await,
+    };
+    let response = match registered {
         Ok(response) => response,
+        Err(drover_api::client::ClientError::Status { message, .. })
+            if message.starts_with("Enforcing job modify index") =>
+        {
+            // Nomad's CLI prints the index error alone, then says nothing was changed.
+            io.error(message);
+            io.error("Job not updated");
+            return 1;
+        }
         Err(error) => {
             io.error(describe("submitting job", &error));
             return 1;
@@ -289,53 +223,6 @@ async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
         options.wait_for_allocations = Some(Duration::from_secs(120));
     }
     monitor_evaluation(&client, io, &response.eval_id, options).await
-}
-
-/// Finds the one job an ID or prefix names; prints Nomad's messages otherwise.
-pub async fn resolve_job(client: &ApiClient, io: &mut Io<'_>, prefix: &str) -> Option<String> {
-    let jobs = match client.jobs(prefix).await {
-        Ok(jobs) => jobs,
-        Err(error) => {
-            io.error(describe("querying jobs", &error));
-            return None;
-        }
-    };
-    if let Some(exact) = jobs.iter().find(|job| job.id == prefix) {
-        return Some(exact.id.clone());
-    }
-    match jobs.as_slice() {
-        [] => {
-            io.error(format!("No job(s) with prefix or id \"{prefix}\" found"));
-            None
-        }
-        [only] => Some(only.id.clone()),
-        many => {
-            io.error(format!(
-                "Prefix matched multiple jobs\n\n{}",
-                job_list_table(many)
-            ));
-            None
-        }
-    }
-}
-
-fn job_list_table(jobs: &[JobListStub]) -> String {
-    let mut rows = vec![
-        ["ID", "Type", "Priority", "Status", "Submit Date"]
-            .iter()
-            .map(|cell| (*cell).to_string())
-            .collect::<Vec<_>>(),
-    ];
-    for job in jobs {
-        rows.push(vec![
-            job.id.clone(),
-            job.r#type.clone(),
-            job.priority.to_string(),
-            job.status.clone(),
-            date_from_unix_nanos(job.submit_time),
-        ]);
-    }
-    columnize::columns(&rows)
 }
 
 fn json_text<T: serde::Serialize>(value: &T) -> String {

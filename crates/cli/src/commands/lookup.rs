@@ -1,11 +1,11 @@
-//! Finding things the way Nomad's CLI does: an allocation by ID or unique prefix (with the
+//! Finding things the way Nomad's CLI does: a job or an allocation by ID or unique prefix (with the
 //! candidates listed when a prefix is ambiguous), and the task names of an allocation.
 
 use drover_api::client::ApiClient;
-use drover_structs::{AllocListStub, Allocation};
+use drover_structs::{AllocListStub, Allocation, JobListStub};
 
 use crate::commands::describe;
-use crate::format::short_id;
+use crate::format::{date_from_unix_nanos, short_id};
 use crate::{Io, columnize};
 
 fn stub_table(allocations: &[AllocListStub]) -> String {
@@ -95,4 +95,51 @@ pub fn task_names(allocation: &Allocation) -> Vec<String> {
     } else {
         from_job
     }
+}
+
+/// Finds the one job an ID or prefix names; prints Nomad's messages otherwise.
+pub async fn resolve_job(client: &ApiClient, io: &mut Io<'_>, prefix: &str) -> Option<String> {
+    let jobs = match client.jobs(prefix).await {
+        Ok(jobs) => jobs,
+        Err(error) => {
+            io.error(describe("querying jobs", &error));
+            return None;
+        }
+    };
+    if let Some(exact) = jobs.iter().find(|job| job.id == prefix) {
+        return Some(exact.id.clone());
+    }
+    match jobs.as_slice() {
+        [] => {
+            io.error(format!("No job(s) with prefix or id \"{prefix}\" found"));
+            None
+        }
+        [only] => Some(only.id.clone()),
+        many => {
+            io.error(format!(
+                "Prefix matched multiple jobs\n\n{}",
+                job_list_table(many)
+            ));
+            None
+        }
+    }
+}
+
+pub fn job_list_table(jobs: &[JobListStub]) -> String {
+    let mut rows = vec![
+        ["ID", "Type", "Priority", "Status", "Submit Date"]
+            .iter()
+            .map(|cell| (*cell).to_string())
+            .collect::<Vec<_>>(),
+    ];
+    for job in jobs {
+        rows.push(vec![
+            job.id.clone(),
+            job.r#type.clone(),
+            job.priority.to_string(),
+            job.status.clone(),
+            date_from_unix_nanos(job.submit_time),
+        ]);
+    }
+    columnize::columns(&rows)
 }

@@ -1,0 +1,126 @@
+//! `drover job history [-p] [-full] [-json] [-version N] <job>`: a job's kept versions as Nomad's
+//! CLI prints them — `Version`, `Stable`, `Submit Date`, with `-p` each version's diff from the
+//! one before it (from `/v1/job/<id>/versions?diffs=true`), with `-full` the job as JSON.
+//!
+//! Not here: the diff's layout (shared with `job plan`, in `job_plan`).
+
+use std::io::IsTerminal;
+
+use clap::Args;
+use drover_structs::Job;
+use drover_structs::job_diff::JobDiff;
+
+use crate::commands::describe;
+use crate::commands::job_plan::{Colorize, format_job_diff};
+use crate::commands::lookup::resolve_job;
+use crate::format::date_from_unix_nanos;
+use crate::{ApiFlags, Io};
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Show each version's difference from the one before it.
+    #[arg(short = 'p')]
+    pub diff: bool,
+    /// Show each version's full job, as JSON.
+    #[arg(long)]
+    pub full: bool,
+    /// Print the versions as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Show only this version.
+    #[arg(long)]
+    pub version: Option<u64>,
+    /// Print without colours.
+    #[arg(long = "no-color")]
+    pub no_color: bool,
+    /// The job ID or ID prefix.
+    pub job: String,
+}
+
+pub async fn job_history(arguments: HistoryArgs, io: &mut Io<'_>) -> i32 {
+    if arguments.json && (arguments.diff || arguments.full) {
+        io.error("-json and -t are exclusive with -p and -full");
+        return 1;
+    }
+    let client = match arguments.api.client() {
+        Ok(client) => client,
+        Err(error) => {
+            io.error(format!("Error initializing client: {error}"));
+            return 1;
+        }
+    };
+    let Some(job_id) = resolve_job(&client, io, arguments.job.trim()).await else {
+        return 1;
+    };
+    let answer = match client.job_versions(&job_id, arguments.diff).await {
+        Ok(answer) => answer,
+        Err(error) => {
+            io.error(describe("retrieving job versions", &error));
+            return 1;
+        }
+    };
+    let versions = answer.versions;
+    let diffs = answer.diffs.unwrap_or_default();
+    let color = Colorize {
+        enabled: !arguments.no_color && std::io::stdout().is_terminal(),
+    };
+    let selected: Vec<usize> = match arguments.version {
+        Some(wanted) => {
+            let found: Vec<usize> = (0..versions.len())
+                .filter(|&index| versions[index].version == wanted)
+                .collect();
+            if found.is_empty() && !arguments.json {
+                io.error("Error printing job history for non-existing job or job version");
+                return 1;
+            }
+            found
+        }
+        None => (0..versions.len()).collect(),
+    };
+    if arguments.json {
+        let chosen: Vec<&Job> = selected.iter().map(|&index| &versions[index]).collect();
+        let text = match arguments.version {
+            Some(_) => serde_json::to_string_pretty(&chosen.first()),
+            None => serde_json::to_string_pretty(&chosen),
+        };
+        match text {
+            Ok(text) => io.say(text),
+            Err(error) => {
+                io.error(format!("Error formatting the data: {error}"));
+                return 1;
+            }
+        }
+        return 0;
+    }
+    for (position, &index) in selected.iter().enumerate() {
+        let text = format_version(&versions[index], diffs.get(index), arguments.full);
+        io.say(color.apply(&text));
+        if position + 1 != selected.len() {
+            io.say("");
+        }
+    }
+    0
+}
+
+/// One version as Nomad's key/value block (keys padded, ` = `, trailing spaces kept).
+fn format_version(job: &Job, diff: Option<&JobDiff>, full: bool) -> String {
+    let mut rows = vec![
+        ("Version", job.version.to_string()),
+        ("Stable", job.stable.to_string()),
+        ("Submit Date", date_from_unix_nanos(job.submit_time)),
+    ];
+    if let Some(diff) = diff {
+        rows.push(("Diff", format!("\n{}", format_job_diff(diff, false).trim())));
+    }
+    if full {
+        let json = serde_json::to_string_pretty(job).unwrap_or_default();
+        rows.push(("Full", format!("JSON Job:\n{json}")));
+    }
+    let width = rows.iter().map(|(key, _)| key.len()).max().unwrap_or(0);
+    rows.iter()
+        .map(|(key, value)| format!("{key:width$} = {value}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
