@@ -287,6 +287,14 @@ impl Checker {
                         "periodic needs a cron expression (cron = \"...\")",
                     );
                 }
+                let zone = text(periodic, "TimeZone");
+                if let Err(detail) = crate::cron::check_time_zone(zone) {
+                    self.report(
+                        &periodic_place,
+                        periodic_place.field("TimeZone"),
+                        format!("periodic time_zone {zone:?} is invalid: {detail}"),
+                    );
+                }
                 for (field, expression) in std::iter::once(("Spec", spec)).chain(
                     specs
                         .iter()
