@@ -88,19 +88,25 @@ impl CronSchedule {
             .min()
     }
 
-    /// The zone's offset from UTC at `unix_s`, in seconds (for showing a launch time in the
-    /// job's zone).
-    pub fn offset_seconds_at(&self, unix_s: i64) -> i32 {
-        Timestamp::from_second(unix_s)
-            .map(|at| self.zone.to_offset(at).seconds())
-            .unwrap_or(0)
-    }
-
-    /// The zone's abbreviation at `unix_s` (`CET`, `EDT`, `UTC`).
-    pub fn abbreviation_at(&self, unix_s: i64) -> String {
-        Timestamp::from_second(unix_s)
-            .map(|at| self.zone.to_offset_info(at).abbreviation().to_owned())
-            .unwrap_or_else(|_| "UTC".to_owned())
+    /// `unix_s` as Go's `2006-01-02T15:04:05Z07:00` in the schedule's zone (what Nomad's CLI
+    /// shows as "Next Periodic Launch").
+    pub fn format_in_zone(&self, unix_s: i64) -> String {
+        let Ok(at) = Timestamp::from_second(unix_s) else {
+            return unix_s.to_string();
+        };
+        let zoned = at.to_zoned(self.zone.clone());
+        let offset = zoned.offset().seconds();
+        let wall = zoned.datetime().strftime("%Y-%m-%dT%H:%M:%S").to_string();
+        if offset == 0 {
+            return format!("{wall}Z");
+        }
+        let sign = if offset < 0 { '-' } else { '+' };
+        let magnitude = offset.unsigned_abs();
+        format!(
+            "{wall}{sign}{:02}:{:02}",
+            magnitude / 3600,
+            (magnitude % 3600) / 60
+        )
     }
 }
 
@@ -385,5 +391,15 @@ mod tests {
             CronSchedule::new([""], ""),
             Err(CronError::NoSpec)
         ));
+        let new_york = CronSchedule::new(["@daily"], "America/New_York").expect("a schedule");
+        assert_eq!(
+            new_york.format_in_zone(utc("2026-11-02T05:00:00Z")),
+            "2026-11-02T00:00:00-05:00"
+        );
+        let utc_zone = CronSchedule::new(["@daily"], "").expect("a schedule");
+        assert_eq!(
+            utc_zone.format_in_zone(utc("2026-11-02T05:00:00Z")),
+            "2026-11-02T05:00:00Z"
+        );
     }
 }

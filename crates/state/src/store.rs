@@ -866,6 +866,12 @@ impl StateStore {
                 if evals.is_empty() {
                     return Ok((registration, 0));
                 }
+                // An evaluation made with its job names the job version of this write.
+                for eval in &mut evals {
+                    if eval.job_modify_index == 0 && eval.job_id == key.1 {
+                        eval.job_modify_index = registration.job_modify_index;
+                    }
+                }
                 let mut affected_jobs = BTreeSet::new();
                 write_evals(tables, context, evals, now_unix_ns, &mut affected_jobs)?;
                 affected_jobs.insert(key.clone());
