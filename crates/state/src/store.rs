@@ -25,7 +25,8 @@ use drover_structs::{
 };
 
 use crate::derive::{
-    add_missing_groups, apply_alloc_to_summary, apply_queued_to_summary, derive_job_status,
+    add_missing_groups, apply_alloc_to_summary, apply_queued_to_summary, count_child,
+    derive_job_status,
     new_job_summary, same_job_spec,
 };
 use crate::embedded::EmbeddedKv;
@@ -401,11 +402,29 @@ fn refresh_job_status(
         return Ok(());
     }
     let mut updated = Job::clone(job);
-    updated.status = status.to_owned();
+    let previous = std::mem::replace(&mut updated.status, status.to_owned());
     updated.modify_index = context.index();
     context.put(Table::Jobs, &job_record_key(&key.0, &key.1), &updated)?;
+    count_in_parent(tables, context, &updated, Some(&previous), Some(status))?;
     Arc::make_mut(&mut tables.jobs).insert(key.clone(), Arc::new(updated));
     Ok(())
+}
+
+/// Keeps a child job counted under its status in its parent's `Children` summary.
+fn count_in_parent(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    child: &Job,
+    old: Option<&str>,
+    new: Option<&str>,
+) -> Result<(), StateError> {
+    if child.parent_id.is_empty() {
+        return Ok(());
+    }
+    let parent: JobKey = (child.namespace.clone(), child.parent_id.clone());
+    update_summary(tables, context, &parent, |summary| {
+        count_child(summary, old.filter(|status| !status.is_empty()), new)
+    })
 }
 
 /// Applies `change` to the summary of job `key` (if the job has one) and stores it if changed.
@@ -657,6 +676,13 @@ fn write_job(
     }
 
     record_periodic_launch(tables, context, &job, now_unix_ns)?;
+    count_in_parent(
+        tables,
+        context,
+        &job,
+        existing.as_ref().map(|existing| existing.status.as_str()),
+        Some(job.status.as_str()),
+    )?;
     context.emit(job_event(EventType::JobRegistered, &job)?);
     let job = Arc::new(job);
     Arc::make_mut(&mut tables.job_versions).insert(
@@ -753,6 +779,7 @@ fn remove_job(
         .map(|id| (key.0.clone(), id.to_owned()))
         .collect();
     remove_services(tables, context, services)?;
+    count_in_parent(tables, context, &job, Some(job.status.as_str()), None)?;
     context.emit(job_event(EventType::JobDeregistered, &job)?);
     Arc::make_mut(&mut tables.jobs).remove(key);
     Ok(index)
