@@ -146,6 +146,18 @@ impl Server {
                 })?,
         );
 
+        // A dispatched child of a periodic parameterized job is a periodic job itself: the
+        // periodic dispatcher launches it, no evaluation schedules it.
+        if child.is_periodic() {
+            let registration = self.inner.state.upsert_job(child, now).await?;
+            self.inner.periodic.add(registration.job.clone(), now);
+            return Ok(JobDispatchResponse {
+                dispatched_job_id: registration.job.id.clone(),
+                job_create_index: registration.job.create_index,
+                index: registration.job_modify_index,
+                ..JobDispatchResponse::default()
+            });
+        }
         let eval = self.inner.new_eval(&child, EVAL_TRIGGER_JOB_REGISTER, 0);
         let eval_id = eval.id.clone();
         let (registration, index) = self
