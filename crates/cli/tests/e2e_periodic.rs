@@ -122,7 +122,10 @@ fn an_every_second_schedule_launches_children_and_force_launches_one_now() {
     assert!(status.contains("Next Periodic Launch = "), "{status}");
     assert!(status.contains("from now)"), "{status}");
     assert!(status.contains("\nChildren Job Summary\n"), "{status}");
-    assert!(status.contains("\nPreviously Launched Jobs\nID"), "{status}");
+    assert!(
+        status.contains("\nPreviously Launched Jobs\nID"),
+        "{status}"
+    );
     assert!(status.contains(&format!("{child_id}  dead")), "{status}");
     stop_job(&agent, "tick");
 
@@ -134,7 +137,10 @@ fn an_every_second_schedule_launches_children_and_force_launches_one_now() {
     );
     assert!(children(&agent, "yearly").is_empty());
     let forced = agent.cli_ok(&["job", "periodic", "force", "-detach", "yearly"]);
-    assert!(forced.starts_with("Force periodic successful\nEvaluation ID: "), "{forced}");
+    assert!(
+        forced.starts_with("Force periodic successful\nEvaluation ID: "),
+        "{forced}"
+    );
     let launched = children(&agent, "yearly");
     assert_eq!(launched.len(), 1, "{launched:?}");
     let (status, body) = http(
@@ -144,7 +150,10 @@ fn an_every_second_schedule_launches_children_and_force_launches_one_now() {
     );
     assert_eq!(status, 200, "{body}");
     let answer: Value = serde_json::from_str(&body).unwrap();
-    assert!(answer["EvalID"].as_str().is_some_and(|id| id.len() == 36), "{body}");
+    assert!(
+        answer["EvalID"].as_str().is_some_and(|id| id.len() == 36),
+        "{body}"
+    );
     assert!(answer["EvalCreateIndex"].as_u64().unwrap() > 0, "{body}");
     assert_eq!(answer["Index"], answer["EvalCreateIndex"], "{body}");
 
@@ -169,7 +178,10 @@ job "once" {
     );
     let (status, body) = http("POST", &agent.url("/v1/job/once/periodic/force"), None);
     assert_eq!(status, 400, "{body}");
-    assert!(body.contains("can't force launch non-periodic job"), "{body}");
+    assert!(
+        body.contains("can't force launch non-periodic job"),
+        "{body}"
+    );
 }
 
 #[test]
@@ -194,7 +206,10 @@ fn prohibit_overlap_holds_launches_while_a_child_runs() {
     // Every child ran to completion for about 3 s: none was launched while one was running.
     let times = launches(&agent, "slow");
     for pair in times.windows(2) {
-        assert!(pair[1] - pair[0] >= 3, "launched too close together: {times:?}");
+        assert!(
+            pair[1] - pair[0] >= 3,
+            "launched too close together: {times:?}"
+        );
     }
     stop_job(&agent, "slow");
 }
@@ -238,12 +253,12 @@ fn an_agent_killed_and_restarted_catches_up_once_and_resumes() {
         .iter()
         .filter(|time| **time > killed_at && **time < restart_at)
         .collect();
-    assert!(in_gap.is_empty(), "launched while no agent ran: {in_gap:?} of {after:?}");
-    // The catch-up: one launch at the restart, before the schedule's next second.
     assert!(
-        after.iter().any(|time| *time >= restart_at),
-        "{after:?}"
+        in_gap.is_empty(),
+        "launched while no agent ran: {in_gap:?} of {after:?}"
     );
+    // The catch-up: one launch at the restart, before the schedule's next second.
+    assert!(after.iter().any(|time| *time >= restart_at), "{after:?}");
     for child in after {
         let id = support::percent_encode(&format!("tick/periodic-{child}"));
         let evals = agent.get_json(&format!("/v1/job/{id}/evaluations"));
@@ -303,7 +318,11 @@ fn completed_stdout(agent: &Agent, job_id: &str, task: &str) -> String {
 #[test]
 fn dispatch_runs_a_child_with_meta_and_a_binary_payload_and_refuses_what_nomad_refuses() {
     let agent = Agent::start_dev();
-    run_job(&agent, "convert.hcl", &parameterized_job("convert", "required"));
+    run_job(
+        &agent,
+        "convert.hcl",
+        &parameterized_job("convert", "required"),
+    );
     let dir = tempfile::tempdir().unwrap();
     let payload: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
     let payload_path = dir.path().join("payload.bin");
@@ -316,7 +335,10 @@ fn dispatch_runs_a_child_with_meta_and_a_binary_payload_and_refuses_what_nomad_r
         "convert",
         payload_path.to_str().unwrap(),
     ]);
-    assert!(output.starts_with("Dispatched Job ID = convert/dispatch-"), "{output}");
+    assert!(
+        output.starts_with("Dispatched Job ID = convert/dispatch-"),
+        "{output}"
+    );
     assert!(output.contains("\nEvaluation ID     = "), "{output}");
     let child_id = output
         .lines()
@@ -352,7 +374,10 @@ fn dispatch_runs_a_child_with_meta_and_a_binary_payload_and_refuses_what_nomad_r
         "convert",
         payload_path.to_str().unwrap(),
     ]);
-    assert!(first.starts_with("Dispatched Job ID = convert/dispatch-nightly-"), "{first}");
+    assert!(
+        first.starts_with("Dispatched Job ID = convert/dispatch-nightly-"),
+        "{first}"
+    );
     let again = agent.cli_ok(&[
         "job",
         "dispatch",
@@ -387,19 +412,34 @@ fn dispatch_runs_a_child_with_meta_and_a_binary_payload_and_refuses_what_nomad_r
     };
     let (status, text) = dispatch("convert", body(&[7; 17 * 1024], r#"{"customer": "a"}"#));
     assert_eq!(status, 400, "{text}");
-    assert!(text.contains("Payload exceeds maximum size; 17408 > 16384"), "{text}");
+    assert!(
+        text.contains("Payload exceeds maximum size; 17408 > 16384"),
+        "{text}"
+    );
     let (status, text) = dispatch("convert", body(b"x", "{}"));
     assert_eq!(status, 400, "{text}");
-    assert!(text.contains("Dispatch did not provide required meta keys: [customer]"), "{text}");
+    assert!(
+        text.contains("Dispatch did not provide required meta keys: [customer]"),
+        "{text}"
+    );
     run_job(&agent, "bare.hcl", &parameterized_job("bare", "forbidden"));
     let (status, text) = dispatch("bare", body(b"x", r#"{"customer": "a"}"#));
     assert_eq!(status, 400, "{text}");
-    assert!(text.contains("Payload provided but forbidden by parameterized job"), "{text}");
+    assert!(
+        text.contains("Payload provided but forbidden by parameterized job"),
+        "{text}"
+    );
 
     // `job status` of the parameterized job lists its children as Nomad does.
     let status = agent.cli_ok(&["job", "status", "convert"]);
-    assert!(status.contains("Parameterized        = true") || status.contains("Parameterized = true"), "{status}");
-    assert!(status.contains("\nParameterized Job\nPayload           = required\n"), "{status}");
+    assert!(
+        status.contains("Parameterized        = true") || status.contains("Parameterized = true"),
+        "{status}"
+    );
+    assert!(
+        status.contains("\nParameterized Job\nPayload           = required\n"),
+        "{status}"
+    );
     assert!(status.contains("\nDispatched Jobs\nID"), "{status}");
     assert!(status.contains(&child_id), "{status}");
 }

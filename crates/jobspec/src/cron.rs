@@ -73,7 +73,8 @@ impl CronSchedule {
     /// The schedule of a job's periodic block.
     pub fn of(periodic: &drover_structs::PeriodicConfig) -> Result<CronSchedule, CronError> {
         CronSchedule::new(
-            std::iter::once(periodic.spec.as_str()).chain(periodic.specs.iter().map(String::as_str)),
+            std::iter::once(periodic.spec.as_str())
+                .chain(periodic.specs.iter().map(String::as_str)),
             &periodic.time_zone,
         )
     }
@@ -127,10 +128,7 @@ fn next_of(cron: &Cron, zone: &TimeZone, first: i64) -> Option<i64> {
     let first_at = Timestamp::from_second(first).ok()?;
     // Start one fold window early in wall-clock time: the second pass through a repeated hour
     // has an earlier wall-clock time than instants before it.
-    let mut cursor = zone
-        .to_datetime(first_at)
-        .checked_sub(FOLD_WINDOW)
-        .ok()?;
+    let mut cursor = zone.to_datetime(first_at).checked_sub(FOLD_WINDOW).ok()?;
     let mut inclusive = true;
     let mut best: Option<Timestamp> = None;
     loop {
@@ -223,10 +221,12 @@ pub(crate) fn check(expression: &str) -> Result<(), String> {
 
 /// Checks a time zone name; the error says what is wrong with it.
 pub(crate) fn check_time_zone(name: &str) -> Result<(), String> {
-    time_zone_named(name).map(|_| ()).map_err(|error| match error {
-        CronError::TimeZone { detail, .. } => detail,
-        other => other.to_string(),
-    })
+    time_zone_named(name)
+        .map(|_| ())
+        .map_err(|error| match error {
+            CronError::TimeZone { detail, .. } => detail,
+            other => other.to_string(),
+        })
 }
 
 /// Nomad's cron years run from 1970 to 2099 (croner would take any year).

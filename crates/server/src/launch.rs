@@ -200,7 +200,8 @@ fn check_dispatch(parent: &Job, request: &JobDispatchRequest) -> Result<(), Serv
             "Payload exceeds maximum size; {size} > {DISPATCH_PAYLOAD_SIZE_LIMIT}"
         )));
     }
-    let allowed = |key: &String| config.meta_required.contains(key) || config.meta_optional.contains(key);
+    let allowed =
+        |key: &String| config.meta_required.contains(key) || config.meta_optional.contains(key);
     let unpermitted: Vec<&str> = request
         .meta
         .keys()
@@ -281,7 +282,11 @@ impl ServerInner {
                 return Ok(None);
             }
             // Forced twice within one second: the child exists, so it is evaluated again.
-            let eval = self.new_eval(&existing, EVAL_TRIGGER_PERIODIC_JOB, existing.job_modify_index);
+            let eval = self.new_eval(
+                &existing,
+                EVAL_TRIGGER_PERIODIC_JOB,
+                existing.job_modify_index,
+            );
             let eval_id = eval.id.clone();
             let index = self.store_and_enqueue(vec![eval]).await?;
             return Ok(Some((eval_id, index)));
@@ -370,11 +375,17 @@ mod tests {
             "Payload is not provided but required by parameterized job"
         );
         assert_eq!(
-            refusal(&parent("forbidden"), &request(b"x", &[("customer", "acme")])),
+            refusal(
+                &parent("forbidden"),
+                &request(b"x", &[("customer", "acme")])
+            ),
             "Payload provided but forbidden by parameterized job"
         );
         assert_eq!(
-            refusal(&required, &request(&[0; 17 * 1024], &[("customer", "acme")])),
+            refusal(
+                &required,
+                &request(&[0; 17 * 1024], &[("customer", "acme")])
+            ),
             "Payload exceeds maximum size; 17408 > 16384"
         );
         assert_eq!(
@@ -382,7 +393,10 @@ mod tests {
             "Dispatch did not provide required meta keys: [customer]"
         );
         assert_eq!(
-            refusal(&required, &request(b"x", &[("customer", "a"), ("color", "red")])),
+            refusal(
+                &required,
+                &request(b"x", &[("customer", "a"), ("color", "red")])
+            ),
             "Dispatch request included unpermitted metadata keys: [color]"
         );
     }

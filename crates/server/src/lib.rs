@@ -166,7 +166,9 @@ impl Server {
         let mut tasks = Vec::new();
         // The periodic dispatcher starts with the broker and the heartbeat timers (leader work):
         // it tracks every active periodic job and catches up a launch missed while no server ran.
-        tasks.push(tokio::spawn(inner.clone().restore_periodic(shutdown.clone())));
+        tasks.push(tokio::spawn(
+            inner.clone().restore_periodic(shutdown.clone()),
+        ));
         tasks.push(tokio::spawn(plan_apply::run(
             inner.state.clone(),
             inner.clock.clone(),

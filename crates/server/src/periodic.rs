@@ -147,7 +147,10 @@ pub(crate) fn child_id(parent: &Job, launch: i64) -> String {
 
 /// The launch loop: sleeps until the earliest launch, launches it, and starts over when the
 /// tracked jobs change.
-pub(crate) async fn run(inner: Arc<crate::ServerInner>, shutdown: tokio_util::sync::CancellationToken) {
+pub(crate) async fn run(
+    inner: Arc<crate::ServerInner>,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
     loop {
         let changed = inner.periodic.changed.notified();
         tokio::pin!(changed);

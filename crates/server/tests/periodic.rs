@@ -112,7 +112,10 @@ async fn launches_follow_the_zone_across_a_daylight_saving_change() {
         ]
     );
     // The last launch is recorded on the parent.
-    let launch = server.state().periodic_launch("default", "nightly").unwrap();
+    let launch = server
+        .state()
+        .periodic_launch("default", "nightly")
+        .unwrap();
     assert_eq!(
         launch.launch.unix_nanos(),
         Some(utc("2026-03-09T06:30Z") * 1_000_000_000)

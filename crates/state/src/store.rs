@@ -26,8 +26,7 @@ use drover_structs::{
 
 use crate::derive::{
     add_missing_groups, apply_alloc_to_summary, apply_queued_to_summary, count_child,
-    derive_job_status,
-    new_job_summary, same_job_spec,
+    derive_job_status, new_job_summary, same_job_spec,
 };
 use crate::embedded::EmbeddedKv;
 use crate::engine::{

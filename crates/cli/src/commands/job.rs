@@ -467,22 +467,24 @@ pub async fn show_job(
         }
     };
     let now = now_unix_nanos();
-    io.say(columnize::key_values(&[
-        ("ID", job.id.clone()),
-        ("Name", job.name.clone()),
-        ("Submit Date", date_from_unix_nanos(job.submit_time)),
-        ("Type", job.r#type.clone()),
-        ("Priority", job.priority.to_string()),
-        ("Datacenters", job.datacenters.join(",")),
-        ("Namespace", job.namespace.clone()),
-        ("Node Pool", job.node_pool.clone()),
-        ("Status", job_status_text(&job)),
-        ("Periodic", job.periodic.is_some().to_string()),
-        ("Parameterized", job.is_parameterized().to_string()),
-    ]
-    .into_iter()
-    .chain(next_periodic_launch(&job, now))
-    .collect::<Vec<_>>()));
+    io.say(columnize::key_values(
+        &[
+            ("ID", job.id.clone()),
+            ("Name", job.name.clone()),
+            ("Submit Date", date_from_unix_nanos(job.submit_time)),
+            ("Type", job.r#type.clone()),
+            ("Priority", job.priority.to_string()),
+            ("Datacenters", job.datacenters.join(",")),
+            ("Namespace", job.namespace.clone()),
+            ("Node Pool", job.node_pool.clone()),
+            ("Status", job_status_text(&job)),
+            ("Periodic", job.periodic.is_some().to_string()),
+            ("Parameterized", job.is_parameterized().to_string()),
+        ]
+        .into_iter()
+        .chain(next_periodic_launch(&job, now))
+        .collect::<Vec<_>>(),
+    ));
 
     if job.is_periodic() || job.is_parameterized() {
         return show_template_job(client, io, &job, summary.as_ref()).await;
@@ -598,10 +600,24 @@ async fn show_template_job(
     if let (true, Some(config)) = (parameterized, job.parameterized_job.as_ref()) {
         io.say("");
         io.say("Parameterized Job");
+        // Nomad's `formatKV` shows an empty value as `<none>`.
+        let or_none = |text: String| {
+            if text.is_empty() {
+                "<none>".to_owned()
+            } else {
+                text
+            }
+        };
         io.say(columnize::key_values(&[
-            ("Payload", config.payload.clone()),
-            ("Required Metadata", config.meta_required.join(", ")),
-            ("Optional Metadata", config.meta_optional.join(", ")),
+            ("Payload", or_none(config.payload.clone())),
+            (
+                "Required Metadata",
+                or_none(config.meta_required.join(", ")),
+            ),
+            (
+                "Optional Metadata",
+                or_none(config.meta_optional.join(", ")),
+            ),
         ]));
     }
     if let Some(children) = summary.and_then(|summary| summary.children.as_ref()) {
