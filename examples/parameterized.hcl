@@ -1,6 +1,11 @@
 # A parameterized job: each dispatch carries a payload (written to local/input.txt) and metadata.
-# Validated but refused at register: `drover job validate` parses it as Nomad does and reports
-# that drover has no job dispatch yet; `drover job run` refuses it for that reason.
+# Register it, then dispatch it with a customer and the payload file beside this one:
+#
+#   drover job run examples/parameterized.hcl
+#   drover job dispatch -meta customer=acme resize examples/resize-input.txt
+#
+# Each dispatch runs a child `resize/dispatch-<unix seconds>-<8 hex>`, whose task prints
+# "resizing for acme" and the payload's size in bytes (`drover alloc logs <alloc>`).
 
 job "resize" {
   datacenters = ["*"]

@@ -1,6 +1,8 @@
 # A periodic batch job: every fifteen minutes, never two runs at once.
-# Validated but refused at register: `drover job validate` parses it as Nomad does and reports
-# that drover does not launch periodic jobs yet; `drover job run` refuses it for that reason.
+# `drover job run examples/periodic.hcl` registers it; the server launches a child
+# `cleanup-tmp/periodic-<unix seconds>` at every quarter hour (UTC), and `drover job status
+# cleanup-tmp` shows the next launch and the children. `drover job periodic force cleanup-tmp`
+# launches one now.
 
 job "cleanup-tmp" {
   datacenters = ["*"]

@@ -141,6 +141,30 @@ impl AgentOperations for AgentBackend {
             .map_err(server_error)
     }
 
+    async fn force_periodic(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> Result<JobRegisterResponse, ApiError> {
+        self.server()?
+            .force_periodic(namespace, job_id)
+            .await
+            .map_err(server_error)
+    }
+
+    async fn dispatch_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        request: drover_structs::JobDispatchRequest,
+        idempotency_token: &str,
+    ) -> Result<drover_structs::JobDispatchResponse, ApiError> {
+        self.server()?
+            .dispatch_job(namespace, job_id, request, idempotency_token)
+            .await
+            .map_err(server_error)
+    }
+
     async fn stop_alloc(&self, alloc_id: &str) -> Result<AllocStopResponse, ApiError> {
         self.server()?
             .stop_alloc(alloc_id)

@@ -1145,7 +1145,6 @@ async fn a_register_using_what_cannot_run_here_is_refused_naming_each_use() {
     let job = json!({
         "ID": "later",
         "Type": "batch",
-        "Periodic": {"Spec": "0 3 * * *"},
         "TaskGroups": [{
             "Name": "web",
             "MaxClientDisconnect": 60000000000u64,
@@ -1166,9 +1165,8 @@ async fn a_register_using_what_cannot_run_here_is_refused_naming_each_use() {
             "{method} {path}"
         );
         let text = body_text(response).await;
-        assert!(text.starts_with("4 errors occurred:\n"), "{text}");
+        assert!(text.starts_with("3 errors occurred:\n"), "{text}");
         for expected in [
-            "Periodic: periodic cannot run here: drover stores periodic jobs but never launches their children; runs once drover has a periodic launcher",
             "group \"web\": max_client_disconnect cannot run here:",
             "TaskGroups[0].Tasks[0].Identity: group \"web\" task \"server\": identity cannot run here: drover signs no workload identities; runs once drover signs workload identities",
             "TaskGroups[0].Tasks[0].Vault: group \"web\" task \"server\": vault cannot run here: needs a Vault server; runs once drover integrates with Vault",
@@ -1190,7 +1188,7 @@ async fn a_register_using_what_cannot_run_here_is_refused_naming_each_use() {
         .await,
     )
     .await;
-    assert_eq!(validated["ValidationErrors"].as_array().unwrap().len(), 4);
+    assert_eq!(validated["ValidationErrors"].as_array().unwrap().len(), 3);
 }
 
 #[tokio::test]

@@ -214,6 +214,28 @@ pub trait AgentOperations: Send + Sync + 'static {
         &self,
         alloc_id: &str,
     ) -> impl Future<Output = Result<AllocStopResponse, ApiError>> + Send;
+    /// Launches a periodic job's child now. A backend without a periodic dispatcher has no
+    /// such endpoint (404).
+    fn force_periodic(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> impl Future<Output = Result<JobRegisterResponse, ApiError>> + Send {
+        let _ = (namespace, job_id);
+        async { Err(ApiError::NoRoute) }
+    }
+    /// Dispatches a parameterized job. A backend that cannot dispatch has no such endpoint
+    /// (404).
+    fn dispatch_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        request: drover_structs::JobDispatchRequest,
+        idempotency_token: &str,
+    ) -> impl Future<Output = Result<drover_structs::JobDispatchResponse, ApiError>> + Send {
+        let _ = (namespace, job_id, request, idempotency_token);
+        async { Err(ApiError::NoRoute) }
+    }
 
     // Client-node operations. Unknown allocations are
     // `NotFound("Unknown allocation \"<id>\"")`; unknown tasks or signals are `BadRequest`.
@@ -540,6 +562,25 @@ impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<
         alloc_id: &str,
     ) -> impl Future<Output = Result<AllocStopResponse, ApiError>> + Send {
         self.operations.stop_alloc(alloc_id)
+    }
+
+    fn force_periodic(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> impl Future<Output = Result<JobRegisterResponse, ApiError>> + Send {
+        self.operations.force_periodic(namespace, job_id)
+    }
+
+    fn dispatch_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        request: drover_structs::JobDispatchRequest,
+        idempotency_token: &str,
+    ) -> impl Future<Output = Result<drover_structs::JobDispatchResponse, ApiError>> + Send {
+        self.operations
+            .dispatch_job(namespace, job_id, request, idempotency_token)
     }
 
     fn restart_alloc(

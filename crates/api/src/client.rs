@@ -391,6 +391,30 @@ impl ApiClient {
         Self::decode(response).await
     }
 
+    /// `PUT /v1/job/<id>/periodic/force`: the evaluation of the child launched now.
+    pub async fn force_periodic(&self, job_id: &str) -> Result<JobRegisterResponse, ClientError> {
+        self.put(&Self::job_path(job_id, "/periodic/force"), &[], None)
+            .await
+    }
+
+    /// `PUT /v1/job/<id>/dispatch`, with `?idempotency_token=` when a token is given.
+    pub async fn dispatch_job(
+        &self,
+        job_id: &str,
+        request: &drover_structs::JobDispatchRequest,
+        idempotency_token: &str,
+    ) -> Result<drover_structs::JobDispatchResponse, ClientError> {
+        let body = serde_json::to_value(request)
+            .map_err(|error| ClientError::Decode(error.to_string()))?;
+        let query: Vec<(&str, String)> = if idempotency_token.is_empty() {
+            Vec::new()
+        } else {
+            vec![("idempotency_token", idempotency_token.to_owned())]
+        };
+        self.put(&Self::job_path(job_id, "/dispatch"), &query, Some(body))
+            .await
+    }
+
     pub async fn job_summary(&self, job_id: &str) -> Result<JobSummary, ClientError> {
         self.get(&Self::job_path(job_id, "/summary"), &[]).await
     }

@@ -50,6 +50,14 @@ pub enum Route {
     JobEvaluate {
         job_id: String,
     },
+    /// `POST /v1/job/<id>/periodic/force`.
+    JobPeriodicForce {
+        job_id: String,
+    },
+    /// `POST /v1/job/<id>/dispatch`.
+    JobDispatch {
+        job_id: String,
+    },
     AllocationList,
     AllocationRead {
         alloc_id: String,
@@ -377,6 +385,8 @@ fn job_route(method: &Method, rest: &str) -> Result<Route, ApiError> {
                 "/deployments" => (Route::JobDeployments { job_id }, Allowed::Read),
                 "/evaluate" => (Route::JobEvaluate { job_id }, Allowed::Write),
                 "/plan" => (Route::JobPlan { job_id }, Allowed::Write),
+                "/periodic/force" => (Route::JobPeriodicForce { job_id }, Allowed::Write),
+                "/dispatch" => (Route::JobDispatch { job_id }, Allowed::Write),
                 "/services" => (Route::JobServices { job_id }, Allowed::Read),
                 _ => return Err(ApiError::NoRoute),
             };

@@ -96,7 +96,14 @@ async fn version_prints_the_version() {
 
 #[tokio::test]
 async fn validate_accepts_every_example_and_reports_located_errors() {
-    for name in ["web.hcl", "batch.hcl", "lifecycle.hcl", "exec.hcl"] {
+    for name in [
+        "web.hcl",
+        "batch.hcl",
+        "lifecycle.hcl",
+        "exec.hcl",
+        "parameterized.hcl",
+        "periodic.hcl",
+    ] {
         let outcome = drover(&["job", "validate", &example(name)]).await;
         assert_eq!(outcome.code, 0, "{name}: {}", outcome.stderr);
         // A service group gets Nomad's default update and migrate strategies, which drover runs
@@ -121,26 +128,6 @@ async fn validate_accepts_every_example_and_reports_located_errors() {
                 .ends_with("Job validation successful"),
             "{name}: {}",
             outcome.stdout
-        );
-    }
-    // These two parse as in Nomad; validate reports, located, what a register would refuse.
-    for (name, expected) in [
-        (
-            "parameterized.hcl",
-            "parameterized.hcl:9:3: parameterized cannot run here: drover has no dispatch endpoint",
-        ),
-        (
-            "periodic.hcl",
-            "periodic.hcl:9:3: periodic cannot run here: drover stores periodic jobs but never launches their children",
-        ),
-    ] {
-        let outcome = drover(&["job", "validate", &example(name)]).await;
-        assert_eq!(outcome.code, 1, "{name}: {}", outcome.stdout);
-        assert!(
-            outcome.stderr.starts_with("Job validation errors:\n")
-                && outcome.stderr.contains(expected),
-            "{name}: {}",
-            outcome.stderr
         );
     }
     let dir = tempfile::tempdir().unwrap();
@@ -933,7 +920,14 @@ async fn alloc_fs_lists_directories_prints_files_and_refuses_escapes() {
 #[tokio::test]
 async fn every_example_registers_through_the_api() {
     let agent = start_agent().await;
-    for name in ["web.hcl", "batch.hcl", "lifecycle.hcl", "exec.hcl"] {
+    for name in [
+        "web.hcl",
+        "batch.hcl",
+        "lifecycle.hcl",
+        "exec.hcl",
+        "parameterized.hcl",
+        "periodic.hcl",
+    ] {
         let outcome = drover(&[
             "job",
             "run",
@@ -951,36 +945,14 @@ async fn every_example_registers_through_the_api() {
             outcome.stdout
         );
     }
-    // Refused at register, as their comments say: nothing is submitted.
-    for name in ["parameterized.hcl", "periodic.hcl"] {
-        let outcome = drover(&[
-            "job",
-            "run",
-            "-detach",
-            "-address",
-            &agent.address,
-            &example(name),
-        ])
-        .await;
-        assert_eq!(outcome.code, 1, "{name}: {}", outcome.stdout);
-        assert!(
-            outcome
-                .stderr
-                .starts_with("Error submitting job: drover cannot run what")
-                && outcome.stderr.contains(&format!("{name}:9:3: ")),
-            "{name}: {}",
-            outcome.stderr
-        );
-    }
-    assert_eq!(agent.backend.jobs("*", "").unwrap().len(), 4);
-    // A periodic job stored by other means still shows as one.
-    let periodic_source = std::fs::read_to_string(example("periodic.hcl")).unwrap();
-    let periodic =
-        drover_jobspec::parse_hcl(&periodic_source, "periodic.hcl", &Default::default()).unwrap();
-    let periodic_id = agent.backend.put_job(periodic).id;
-    let status = drover(&["job", "status", "-address", &agent.address, &periodic_id]).await;
+    assert_eq!(agent.backend.jobs("*", "").unwrap().len(), 6);
+    // A periodic job shows its next launch and its (no) children as Nomad shows them.
+    let periodic_id = "cleanup-tmp";
+    let status = drover(&["job", "status", "-address", &agent.address, periodic_id]).await;
     assert!(
-        status.stdout.contains("Periodic      = true"),
+        status.stdout.contains("Periodic             = true")
+            && status.stdout.contains("Next Periodic Launch = ")
+            && status.stdout.contains("No instances of periodic job found"),
         "{}",
         status.stdout
     );

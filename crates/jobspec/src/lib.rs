@@ -28,7 +28,7 @@
 //! and which a register refuses is the support table in [`support`] (`docs/jobspec.md` is
 //! generated from it).
 
-mod cron;
+pub mod cron;
 mod decode;
 mod diagnostic;
 mod eval;

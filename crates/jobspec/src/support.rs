@@ -416,19 +416,13 @@ pub static FEATURES: &[Feature] = &[
             |group| update_of_kind(group.update.as_ref(), UpdateKind::Rolling),
         ),
     ),
-    row(
+    runs(
         "periodic",
-        Status::NotYet,
-        "drover stores periodic jobs but never launches their children",
-        "runs once drover has a periodic launcher",
-        Detect::job(|job| when(job.periodic.is_some(), "Periodic")),
+        "cron and crons (Nomad's 5, 6 and 7-field expressions and @ aliases), time_zone (IANA), prohibit_overlap and enabled: children <job>/periodic-<unix> launched on schedule, a launch missed while no server ran caught up once at start, `job periodic force`",
     ),
-    row(
+    runs(
         "parameterized",
-        Status::NotYet,
-        "drover has no dispatch endpoint, so a parameterized job could never start",
-        "runs once drover has job dispatch",
-        Detect::job(|job| when(job.parameterized_job.is_some(), "ParameterizedJob")),
+        "payload (required, optional, forbidden; at most 16 KiB), meta_required and meta_optional: `job dispatch` runs children <job>/dispatch-<unix>-<hex> with the payload and meta",
     ),
     row(
         "multiregion",
@@ -732,7 +726,7 @@ pub static FEATURES: &[Feature] = &[
     ),
     runs(
         "dispatch_payload",
-        "file: where the payload of a dispatched job is written in the task's local dir (no job is dispatched until dispatch lands)",
+        "file: where the payload of a dispatched job is written in the task's local dir",
     ),
     row(
         "task > kind",

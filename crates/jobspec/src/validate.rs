@@ -287,6 +287,22 @@ impl Checker {
                         "periodic needs a cron expression (cron = \"...\")",
                     );
                 }
+                let spec_type = text(periodic, "SpecType");
+                if !spec_type.is_empty() && spec_type != "cron" {
+                    self.report(
+                        &periodic_place,
+                        periodic_place.field("SpecType"),
+                        format!("Unknown periodic specification type {spec_type:?}"),
+                    );
+                }
+                let zone = text(periodic, "TimeZone");
+                if let Err(detail) = crate::cron::check_time_zone(zone) {
+                    self.report(
+                        &periodic_place,
+                        periodic_place.field("TimeZone"),
+                        format!("periodic time_zone {zone:?} is invalid: {detail}"),
+                    );
+                }
                 for (field, expression) in std::iter::once(("Spec", spec)).chain(
                     specs
                         .iter()

@@ -9,7 +9,9 @@
 //!  heartbeat timer expired ──► node down ──► node-update evals
 //! ```
 //!
-//! Service registrations from clients are validated here (`services`) and stored.
+//! Service registrations from clients are validated here (`services`) and stored. Periodic jobs
+//! are launched by the periodic dispatcher (`periodic`); parameterized jobs by
+//! [`Server::dispatch_job`].
 //!
 //! Every object is written to the state store before anything acts on it: an evaluation is
 //! stored before it is enqueued, so a restarted server re-enqueues every pending evaluation from
@@ -24,6 +26,8 @@ mod clock;
 mod error;
 pub mod heartbeat;
 pub mod job_plan;
+mod launch;
+mod periodic;
 pub mod plan_apply;
 mod services;
 pub mod snapshot;
@@ -102,6 +106,7 @@ pub(crate) struct ServerInner {
     pub(crate) heartbeats: HeartbeatTimers,
     pub(crate) plans: mpsc::Sender<PlanRequest>,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) periodic: periodic::PeriodicDispatcher,
     shutdown: CancellationToken,
 }
 
@@ -158,6 +163,7 @@ impl Server {
             heartbeats,
             plans,
             clock,
+            periodic: periodic::PeriodicDispatcher::default(),
             shutdown: shutdown.clone(),
         });
 
@@ -178,6 +184,11 @@ impl Server {
         }
 
         let mut tasks = Vec::new();
+        // The periodic dispatcher starts with the broker and the heartbeat timers (leader work):
+        // it tracks every active periodic job and catches up a launch missed while no server ran.
+        tasks.push(tokio::spawn(
+            inner.clone().restore_periodic(shutdown.clone()),
+        ));
         tasks.push(tokio::spawn(plan_apply::run(
             inner.state.clone(),
             inner.clock.clone(),
@@ -280,7 +291,8 @@ impl Server {
 
         // Periodic and parameterized jobs are templates: they are launched by the periodic
         // dispatcher and by dispatch, never scheduled themselves.
-        if job.periodic.is_some() || job.parameterized_job.is_some() {
+        self.inner.periodic.add(job.clone(), now);
+        if job.is_periodic() || job.is_parameterized() {
             let index = self.inner.state.latest_index();
             return Ok(JobRegisterResponse {
                 job_modify_index: registration.job_modify_index,
@@ -342,6 +354,7 @@ impl Server {
                 .await?
                 .job_modify_index
         };
+        self.inner.periodic.remove(namespace, job_id);
         if let Some(blocked) = self.inner.blocked.untrack(namespace, job_id) {
             self.inner.cancel_superseded(vec![blocked]).await;
         }
@@ -368,7 +381,7 @@ impl Server {
         let Some(job) = self.inner.state.job(namespace, job_id) else {
             return Err(ServerError::NotFound("job not found".into()));
         };
-        if job.periodic.is_some() || job.parameterized_job.is_some() {
+        if job.is_periodic() || job.is_parameterized() {
             return Err(ServerError::BadRequest(
                 "can't evaluate periodic or parameterized job".into(),
             ));

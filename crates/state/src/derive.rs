@@ -50,6 +50,29 @@ pub fn derive_job_status<'a>(
     }
 }
 
+/// Moves one child from the `old` status counter to the `new` one of a parent's `Children`
+/// summary (Nomad's `setJobStatus`); returns whether anything changed.
+pub fn count_child(summary: &mut JobSummary, old: Option<&str>, new: Option<&str>) -> bool {
+    if old == new {
+        return false;
+    }
+    let children = summary.children.get_or_insert_with(Default::default);
+    adjust(children, old, -1);
+    adjust(children, new, 1);
+    true
+}
+
+/// Adds `by` to the counter of `status` (none for an absent or unknown status), never below 0.
+fn adjust(children: &mut drover_structs::JobChildrenSummary, status: Option<&str>, by: i64) {
+    let count = match status {
+        Some(JOB_STATUS_PENDING) => &mut children.pending,
+        Some(JOB_STATUS_RUNNING) => &mut children.running,
+        Some(JOB_STATUS_DEAD) => &mut children.dead,
+        _ => return,
+    };
+    *count = (*count + by).max(0);
+}
+
 /// The counter of `summary` that counts allocations with `client_status`.
 fn counter_for<'a>(summary: &'a mut TaskGroupSummary, client_status: &str) -> Option<&'a mut i64> {
     match client_status {
@@ -63,11 +86,14 @@ fn counter_for<'a>(summary: &'a mut TaskGroupSummary, client_status: &str) -> Op
     }
 }
 
-/// A new summary for `job`: one zeroed entry per task group.
+/// A new summary for `job`: one zeroed entry per task group, and zeroed children counters for
+/// a periodic or parameterized job.
 pub fn new_job_summary(job: &Job) -> JobSummary {
     let mut summary = JobSummary {
         job_id: job.id.clone(),
         namespace: job.namespace.clone(),
+        children: (job.is_periodic() || job.is_parameterized())
+            .then(drover_structs::JobChildrenSummary::default),
         ..JobSummary::default()
     };
     add_missing_groups(&mut summary, job);

@@ -21,12 +21,12 @@ use std::sync::Arc;
 use drover_structs::{
     ALLOC_CLIENT_STATUS_LOST, ALLOC_CLIENT_STATUS_PENDING, ALLOC_CLIENT_STATUS_UNKNOWN, Allocation,
     DEFAULT_NAMESPACE, EVAL_STATUS_PENDING, Evaluation, Job, JobSummary, NODE_STATUS_DOWN, Node,
-    ServiceRegistration, Timestamp,
+    PeriodicLaunch, ServiceRegistration, Timestamp,
 };
 
 use crate::derive::{
-    add_missing_groups, apply_alloc_to_summary, apply_queued_to_summary, derive_job_status,
-    new_job_summary, same_job_spec,
+    add_missing_groups, apply_alloc_to_summary, apply_queued_to_summary, count_child,
+    derive_job_status, new_job_summary, same_job_spec,
 };
 use crate::embedded::EmbeddedKv;
 use crate::engine::{
@@ -351,6 +351,12 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
     for (_, node) in load_table::<Node>(kv, Table::Nodes).await? {
         Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
     }
+    for (_, launch) in load_table::<PeriodicLaunch>(kv, Table::PeriodicLaunches).await? {
+        Arc::make_mut(&mut tables.periodic_launches).insert(
+            (launch.namespace.clone(), launch.id.clone()),
+            Arc::new(launch),
+        );
+    }
     for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {
         tables.index_service(&service);
         Arc::make_mut(&mut tables.services).insert(
@@ -395,11 +401,29 @@ fn refresh_job_status(
         return Ok(());
     }
     let mut updated = Job::clone(job);
-    updated.status = status.to_owned();
+    let previous = std::mem::replace(&mut updated.status, status.to_owned());
     updated.modify_index = context.index();
     context.put(Table::Jobs, &job_record_key(&key.0, &key.1), &updated)?;
+    count_in_parent(tables, context, &updated, Some(&previous), Some(status))?;
     Arc::make_mut(&mut tables.jobs).insert(key.clone(), Arc::new(updated));
     Ok(())
+}
+
+/// Keeps a child job counted under its status in its parent's `Children` summary.
+fn count_in_parent(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    child: &Job,
+    old: Option<&str>,
+    new: Option<&str>,
+) -> Result<(), StateError> {
+    if child.parent_id.is_empty() {
+        return Ok(());
+    }
+    let parent: JobKey = (child.namespace.clone(), child.parent_id.clone());
+    update_summary(tables, context, &parent, |summary| {
+        count_child(summary, old.filter(|status| !status.is_empty()), new)
+    })
 }
 
 /// Applies `change` to the summary of job `key` (if the job has one) and stores it if changed.
@@ -650,6 +674,14 @@ fn write_job(
         Arc::make_mut(&mut tables.job_summaries).insert(key.clone(), Arc::new(summary));
     }
 
+    record_periodic_launch(tables, context, &job, now_unix_ns)?;
+    count_in_parent(
+        tables,
+        context,
+        &job,
+        existing.as_ref().map(|existing| existing.status.as_str()),
+        Some(job.status.as_str()),
+    )?;
     context.emit(job_event(EventType::JobRegistered, &job)?);
     let job = Arc::new(job);
     Arc::make_mut(&mut tables.job_versions).insert(
@@ -662,6 +694,54 @@ fn write_job(
         spec_changed: true,
         job_modify_index: index,
     })
+}
+
+/// Keeps the periodic launch table as Nomad's does on a job register: an active periodic job
+/// gets its register time as a first "launch" (so a launch missed while no server ran is
+/// caught up), and a periodic child records its launch time (from its ID) on its parent.
+fn record_periodic_launch(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    job: &Job,
+    now_unix_ns: i64,
+) -> Result<(), StateError> {
+    let mut launches = Vec::new();
+    let key: JobKey = (job.namespace.clone(), job.id.clone());
+    if job.is_periodic_active() && !tables.periodic_launches.contains_key(&key) {
+        launches.push((key, now_unix_ns));
+    }
+    if !job.parent_id.is_empty() {
+        let parent_key: JobKey = (job.namespace.clone(), job.parent_id.clone());
+        if let Some(parent) = tables.jobs.get(&parent_key)
+            && parent.is_periodic()
+            && !parent.is_parameterized()
+            && let Some(launch) = drover_structs::periodic_launch_time(&job.id)
+        {
+            launches.push((parent_key, launch.saturating_mul(1_000_000_000)));
+        }
+    }
+    for ((namespace, id), launch_unix_ns) in launches {
+        let index = context.index();
+        let key = (namespace.clone(), id.clone());
+        let create_index = tables
+            .periodic_launches
+            .get(&key)
+            .map_or(index, |existing| existing.create_index);
+        let launch = PeriodicLaunch {
+            id,
+            namespace,
+            launch: Timestamp::from_unix_nanos(launch_unix_ns),
+            create_index,
+            modify_index: index,
+        };
+        context.put(
+            Table::PeriodicLaunches,
+            &job_record_key(&key.0, &key.1),
+            &launch,
+        )?;
+        Arc::make_mut(&mut tables.periodic_launches).insert(key, Arc::new(launch));
+    }
+    Ok(())
 }
 
 /// Removes a job, its versions and its summary (see [`StateStore::delete_job`]).
@@ -690,10 +770,15 @@ fn remove_job(
         context.delete(Table::JobSummaries, &record_key);
         Arc::make_mut(&mut tables.job_summaries).remove(key);
     }
+    if tables.periodic_launches.contains_key(key) {
+        context.delete(Table::PeriodicLaunches, &record_key);
+        Arc::make_mut(&mut tables.periodic_launches).remove(key);
+    }
     let services: Vec<ServiceKey> = triples_under(&tables.services_by_job, &key.0, &key.1)
         .map(|id| (key.0.clone(), id.to_owned()))
         .collect();
     remove_services(tables, context, services)?;
+    count_in_parent(tables, context, &job, Some(job.status.as_str()), None)?;
     context.emit(job_event(EventType::JobDeregistered, &job)?);
     Arc::make_mut(&mut tables.jobs).remove(key);
     Ok(index)
@@ -806,6 +891,12 @@ impl StateStore {
                 let mut registration = write_job(tables, context, job, now_unix_ns)?;
                 if evals.is_empty() {
                     return Ok((registration, 0));
+                }
+                // An evaluation made with its job names the job version of this write.
+                for eval in &mut evals {
+                    if eval.job_modify_index == 0 && eval.job_id == key.1 {
+                        eval.job_modify_index = registration.job_modify_index;
+                    }
                 }
                 let mut affected_jobs = BTreeSet::new();
                 write_evals(tables, context, evals, now_unix_ns, &mut affected_jobs)?;
@@ -1248,6 +1339,11 @@ impl StateStore {
     /// The kept versions of a job, newest first.
     pub fn job_versions(&self, namespace: &str, job_id: &str) -> Vec<Arc<Job>> {
         self.snapshot().job_versions(namespace, job_id)
+    }
+
+    /// The last launch of a periodic job (see [`StateSnapshot::periodic_launch`]).
+    pub fn periodic_launch(&self, namespace: &str, job_id: &str) -> Option<Arc<PeriodicLaunch>> {
+        self.snapshot().periodic_launch(namespace, job_id)
     }
 
     /// The allocation counters of a job.

@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use drover_structs::{Allocation, Evaluation, Job, JobSummary, Node, ServiceRegistration};
+use drover_structs::{
+    Allocation, Evaluation, Job, JobSummary, Node, PeriodicLaunch, ServiceRegistration,
+};
 
 use crate::engine::{Committed, Indexes, Table};
 
@@ -50,6 +52,8 @@ pub struct StateTables {
     pub(crate) services_by_node: Arc<BTreeSet<(String, String, String)>>,
     /// (ID, namespace): an ID without its namespace, as a client deregisters.
     pub(crate) services_by_id: Arc<BTreeSet<(String, String)>>,
+    /// The last launch of each periodic job.
+    pub(crate) periodic_launches: Arc<BTreeMap<JobKey, Arc<PeriodicLaunch>>>,
 }
 
 /// A service registration's identity: namespace and ID.
@@ -267,6 +271,15 @@ impl StateSnapshot {
     /// The job `job_id` in `namespace`.
     pub fn job(&self, namespace: &str, job_id: &str) -> Option<Arc<Job>> {
         self.tables().job(namespace, job_id).cloned()
+    }
+
+    /// The last launch of the periodic job `job_id` in `namespace` (its register time until it
+    /// first launches).
+    pub fn periodic_launch(&self, namespace: &str, job_id: &str) -> Option<Arc<PeriodicLaunch>> {
+        self.tables()
+            .periodic_launches
+            .get(&(namespace.to_owned(), job_id.to_owned()))
+            .cloned()
     }
 
     /// Jobs whose ID starts with `id_prefix`, in `namespace` (`None`: every namespace), ordered

@@ -377,6 +377,35 @@ wire_struct! {
 }
 
 wire_struct! {
+    /// The last launch of a periodic job (Nomad's `PeriodicLaunch`); until the first launch,
+    /// the time the job was registered.
+    pub struct PeriodicLaunch {
+        #[serde(rename = "ID")]
+        pub id: String,
+        pub namespace: String,
+        pub launch: crate::Timestamp,
+        pub create_index: u64,
+        pub modify_index: u64,
+    }
+}
+
+/// What a periodic child's ID holds after its parent's ID (`<parent>/periodic-<unix seconds>`).
+pub const PERIODIC_LAUNCH_SUFFIX: &str = "/periodic-";
+
+/// What a dispatched child's ID holds after its parent's ID.
+pub const DISPATCH_LAUNCH_SUFFIX: &str = "/dispatch-";
+
+/// The largest dispatch payload, in bytes, before compression (Nomad's
+/// `DispatchPayloadSizeLimit`).
+pub const DISPATCH_PAYLOAD_SIZE_LIMIT: usize = 16 * 1024;
+
+/// The launch time (Unix seconds) in a periodic child's ID, or `None` when the ID is not one.
+pub fn periodic_launch_time(child_id: &str) -> Option<i64> {
+    let (_, suffix) = child_id.rsplit_once(PERIODIC_LAUNCH_SUFFIX)?;
+    suffix.parse().ok()
+}
+
+wire_struct! {
     /// Makes a job a template dispatched with a payload and metadata.
     pub struct ParameterizedJobConfig {
         pub payload: String,

@@ -255,6 +255,28 @@ async fn handle<B: ApiBackend>(
             let response = backend.evaluate_job(&namespace, &job_id).await?;
             json_response(&response, params, Meta::Write(response.index))
         }
+        Route::JobPeriodicForce { job_id } => {
+            let response = backend.force_periodic(&namespace, &job_id).await?;
+            // Nomad answers `PeriodicForceResponse`: the evaluation and the index.
+            let body = json!({
+                "EvalID": response.eval_id,
+                "EvalCreateIndex": response.eval_create_index,
+                "Index": response.index,
+            });
+            json_response(&body, params, Meta::Write(response.index))
+        }
+        Route::JobDispatch { job_id } => {
+            let mut request: drover_structs::JobDispatchRequest = decode_body(&body)?;
+            if !request.job_id.is_empty() && request.job_id != job_id {
+                return Err(ApiError::bad_request("Job ID does not match"));
+            }
+            request.job_id.clone_from(&job_id);
+            let token = params.get("idempotency_token").unwrap_or("").to_owned();
+            let response = backend
+                .dispatch_job(&namespace, &job_id, request, &token)
+                .await?;
+            json_response(&response, params, Meta::Write(response.index))
+        }
         Route::AllocationList => {
             let task_states = params.bool("task_states", true)?;
             let resources = params.bool("resources", false)?;

@@ -1,5 +1,5 @@
-//! `drover job run|validate|status|stop|inspect|allocs`; `job plan` is in `job_plan`, `job
-//! history` in `job_history`.
+//! `drover job run|validate|status|stop|inspect|allocs|dispatch|periodic force`; `job plan` is
+//! in `job_plan`, `job history` in `job_history`.
 //!
 //! Jobspecs are parsed locally (so errors point at `file:line:col`) and sent as JSON. The
 //! support table (`drover_jobspec::support`) is checked locally too: `job validate` reports
@@ -43,6 +43,56 @@ pub enum JobCommand {
     Inspect(InspectArgs),
     /// List a job's allocations
     Allocs(AllocsArgs),
+    /// Dispatch an instance of a parameterized job
+    Dispatch(DispatchArgs),
+    /// Interact with periodic jobs
+    #[command(subcommand)]
+    Periodic(PeriodicCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PeriodicCommand {
+    /// Launch a periodic job now, whatever its schedule
+    Force(PeriodicForceArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PeriodicForceArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Return right after launching, without watching the evaluation.
+    #[arg(long)]
+    pub detach: bool,
+    /// Show full IDs.
+    #[arg(long)]
+    pub verbose: bool,
+    /// The periodic job's ID or ID prefix.
+    pub job: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DispatchArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Metadata for the dispatched job: -meta key=value (repeatable).
+    #[arg(long = "meta", value_name = "KEY=VALUE")]
+    pub meta: Vec<String>,
+    /// A prefix for the dispatched job's ID (after `<job>/dispatch-`).
+    #[arg(long = "id-prefix-template", default_value = "")]
+    pub id_prefix_template: String,
+    /// A token that makes retried dispatches create one job.
+    #[arg(long = "idempotency-token", default_value = "")]
+    pub idempotency_token: String,
+    /// Return right after dispatching, without watching the evaluation.
+    #[arg(long)]
+    pub detach: bool,
+    /// Show full IDs.
+    #[arg(long)]
+    pub verbose: bool,
+    /// The parameterized job's ID.
+    pub job: String,
+    /// The payload: a file, or `-` for standard input.
+    pub input: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -144,6 +194,10 @@ pub async fn run(command: JobCommand, io: &mut Io<'_>) -> i32 {
         JobCommand::Stop(arguments) => job_stop(arguments, io).await,
         JobCommand::Inspect(arguments) => job_inspect(arguments, io).await,
         JobCommand::Allocs(arguments) => job_allocs(arguments, io).await,
+        JobCommand::Dispatch(arguments) => job_dispatch(arguments, io).await,
+        JobCommand::Periodic(PeriodicCommand::Force(arguments)) => {
+            periodic_force(arguments, io).await
+        }
     }
 }
 
@@ -213,6 +267,9 @@ async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
     let periodic_or_parameterized = job.periodic.is_some() || job.parameterized_job.is_some();
     if arguments.detach || periodic_or_parameterized || response.eval_id.is_empty() {
         io.say("Job registration successful");
+        if let Some((_, next)) = next_periodic_launch(&job, now_unix_nanos()) {
+            io.say(format!("Approximate next launch time: {next}"));
+        }
         if !response.eval_id.is_empty() {
             io.say(format!("Evaluation ID: {}", response.eval_id));
         }
@@ -297,19 +354,28 @@ pub async fn show_job(
         }
     };
     let now = now_unix_nanos();
-    io.say(columnize::key_values(&[
-        ("ID", job.id.clone()),
-        ("Name", job.name.clone()),
-        ("Submit Date", date_from_unix_nanos(job.submit_time)),
-        ("Type", job.r#type.clone()),
-        ("Priority", job.priority.to_string()),
-        ("Datacenters", job.datacenters.join(",")),
-        ("Namespace", job.namespace.clone()),
-        ("Node Pool", job.node_pool.clone()),
-        ("Status", job_status_text(&job)),
-        ("Periodic", job.periodic.is_some().to_string()),
-        ("Parameterized", job.parameterized_job.is_some().to_string()),
-    ]));
+    io.say(columnize::key_values(
+        &[
+            ("ID", job.id.clone()),
+            ("Name", job.name.clone()),
+            ("Submit Date", date_from_unix_nanos(job.submit_time)),
+            ("Type", job.r#type.clone()),
+            ("Priority", job.priority.to_string()),
+            ("Datacenters", job.datacenters.join(",")),
+            ("Namespace", job.namespace.clone()),
+            ("Node Pool", job.node_pool.clone()),
+            ("Status", job_status_text(&job)),
+            ("Periodic", job.periodic.is_some().to_string()),
+            ("Parameterized", job.is_parameterized().to_string()),
+        ]
+        .into_iter()
+        .chain(next_periodic_launch(&job, now))
+        .collect::<Vec<_>>(),
+    ));
+
+    if job.is_periodic() || job.is_parameterized() {
+        return show_template_job(client, io, &job, summary.as_ref()).await;
+    }
 
     if let Some(summary) = summary {
         let mut rows = vec![
@@ -387,6 +453,248 @@ pub async fn show_job(
         io.say(allocation_table(&allocations, verbose, now));
     }
     0
+}
+
+/// Nomad's "Next Periodic Launch" row of a periodic job, in the job's time zone.
+fn next_periodic_launch(job: &Job, now_unix_ns: i64) -> Option<(&'static str, String)> {
+    let periodic = job.periodic.as_ref().filter(|_| !job.is_parameterized())?;
+    if job.stop {
+        return Some(("Next Periodic Launch", "none (job stopped)".to_owned()));
+    }
+    let schedule = drover_jobspec::cron::CronSchedule::of(periodic).ok()?;
+    let next = schedule.next_after(now_unix_ns)?;
+    // Go's `Truncate(time.Second)` on both ends, then `Duration.String()`.
+    let from_now = next - now_unix_ns.div_euclid(1_000_000_000);
+    Some((
+        "Next Periodic Launch",
+        format!(
+            "{} ({} from now)",
+            schedule.format_in_zone(next),
+            drover_structs::DurationNs(from_now.saturating_mul(1_000_000_000))
+        ),
+    ))
+}
+
+/// The rest of `job status` for a periodic or parameterized job: its children, as Nomad
+/// shows them.
+async fn show_template_job(
+    client: &ApiClient,
+    io: &mut Io<'_>,
+    job: &Job,
+    summary: Option<&drover_structs::JobSummary>,
+) -> i32 {
+    let parameterized = job.is_parameterized();
+    if let (true, Some(config)) = (parameterized, job.parameterized_job.as_ref()) {
+        io.say("");
+        io.say("Parameterized Job");
+        // Nomad's `formatKV` shows an empty value as `<none>`.
+        let or_none = |text: String| {
+            if text.is_empty() {
+                "<none>".to_owned()
+            } else {
+                text
+            }
+        };
+        io.say(columnize::key_values(&[
+            ("Payload", or_none(config.payload.clone())),
+            (
+                "Required Metadata",
+                or_none(config.meta_required.join(", ")),
+            ),
+            (
+                "Optional Metadata",
+                or_none(config.meta_optional.join(", ")),
+            ),
+        ]));
+    }
+    if let Some(children) = summary.and_then(|summary| summary.children.as_ref()) {
+        io.say("");
+        io.say(if parameterized {
+            "Parameterized Job Summary"
+        } else {
+            "Children Job Summary"
+        });
+        io.say(columnize::columns(&[
+            vec!["Pending".into(), "Running".into(), "Dead".into()],
+            vec![
+                children.pending.to_string(),
+                children.running.to_string(),
+                children.dead.to_string(),
+            ],
+        ]));
+    }
+    let suffix = if parameterized {
+        drover_structs::DISPATCH_LAUNCH_SUFFIX
+    } else {
+        drover_structs::PERIODIC_LAUNCH_SUFFIX
+    };
+    let children = match client.jobs(&format!("{}{suffix}", job.id)).await {
+        Ok(children) => children,
+        Err(error) => {
+            io.error(describe("querying job", &error));
+            return 1;
+        }
+    };
+    if children.is_empty() {
+        io.say("");
+        io.say(if parameterized {
+            "No dispatched instances of parameterized job found"
+        } else {
+            "No instances of periodic job found"
+        });
+        return 0;
+    }
+    let mut rows = vec![vec!["ID".to_owned(), "Status".to_owned()]];
+    rows.extend(
+        children
+            .iter()
+            .filter(|child| child.parent_id == job.id)
+            .map(|child| vec![child.id.clone(), child.status.clone()]),
+    );
+    io.say("");
+    io.say(if parameterized {
+        "Dispatched Jobs"
+    } else {
+        "Previously Launched Jobs"
+    });
+    io.say(columnize::columns(&rows));
+    0
+}
+
+/// `job periodic force`: launches a periodic job now and watches its evaluation.
+async fn periodic_force(arguments: PeriodicForceArgs, io: &mut Io<'_>) -> i32 {
+    let client = match arguments.api.client() {
+        Ok(client) => client,
+        Err(error) => {
+            io.error(format!("Error initializing client: {error}"));
+            return 1;
+        }
+    };
+    let jobs = match client.jobs(&arguments.job).await {
+        Ok(jobs) => jobs,
+        Err(error) => {
+            io.error(describe("forcing periodic job", &error));
+            return 1;
+        }
+    };
+    let periodic: Vec<&JobListStub> = jobs
+        .iter()
+        .filter(|job| job.periodic && !job.parameterized_job)
+        .collect();
+    let job_id = match periodic.as_slice() {
+        [] => {
+            io.error(format!(
+                "No periodic job(s) with prefix or id {:?} found",
+                arguments.job
+            ));
+            return 1;
+        }
+        [only] => only.id.clone(),
+        many => match many.iter().find(|job| job.id == arguments.job) {
+            Some(exact) => exact.id.clone(),
+            None => {
+                let owned: Vec<JobListStub> = many.iter().map(|job| (*job).clone()).collect();
+                io.error(format!(
+                    "Prefix matched multiple periodic jobs\n\n{}",
+                    job_list_table(&owned)
+                ));
+                return 1;
+            }
+        },
+    };
+    let response = match client.force_periodic(&job_id).await {
+        Ok(response) => response,
+        Err(error) => {
+            io.error(format!("Error forcing periodic job {job_id:?}: {error}"));
+            return 1;
+        }
+    };
+    if arguments.detach {
+        io.say("Force periodic successful");
+        io.say(format!("Evaluation ID: {}", response.eval_id));
+        return 0;
+    }
+    monitor_evaluation(
+        &client,
+        io,
+        &response.eval_id,
+        MonitorOptions::new(arguments.verbose),
+    )
+    .await
+}
+
+/// `job dispatch`: dispatches a parameterized job with metadata and a payload.
+async fn job_dispatch(arguments: DispatchArgs, io: &mut Io<'_>) -> i32 {
+    let payload = match &arguments.input {
+        None => Vec::new(),
+        Some(path) if path.as_os_str() == "-" => {
+            let mut bytes = Vec::new();
+            if let Err(error) = std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes) {
+                io.error(format!("Error reading input data: {error}"));
+                return 1;
+            }
+            bytes
+        }
+        Some(path) => match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                io.error(format!("Error reading input data: {error}"));
+                return 1;
+            }
+        },
+    };
+    let mut meta = std::collections::BTreeMap::new();
+    for pair in &arguments.meta {
+        let Some((key, value)) = pair.split_once('=') else {
+            io.error(format!("Error parsing meta value: {pair}"));
+            return 1;
+        };
+        meta.insert(key.to_owned(), value.to_owned());
+    }
+    let client = match arguments.api.client() {
+        Ok(client) => client,
+        Err(error) => {
+            io.error(format!("Error initializing client: {error}"));
+            return 1;
+        }
+    };
+    let request = drover_structs::JobDispatchRequest {
+        job_id: arguments.job.clone(),
+        payload: drover_structs::Bytes(payload),
+        meta,
+        id_prefix_template: arguments.id_prefix_template.clone(),
+    };
+    let response = match client
+        .dispatch_job(&arguments.job, &request, &arguments.idempotency_token)
+        .await
+    {
+        Ok(response) => response,
+        Err(error) => {
+            io.error(format!("Failed to dispatch job: {error}"));
+            return 1;
+        }
+    };
+    let mut rows = vec![("Dispatched Job ID", response.dispatched_job_id.clone())];
+    if !response.eval_id.is_empty() {
+        let shown = if arguments.verbose {
+            response.eval_id.clone()
+        } else {
+            response.eval_id.chars().take(8).collect()
+        };
+        rows.push(("Evaluation ID", shown));
+    }
+    io.say(columnize::key_values(&rows));
+    if arguments.detach || response.eval_id.is_empty() {
+        return 0;
+    }
+    io.say("");
+    monitor_evaluation(
+        &client,
+        io,
+        &response.eval_id,
+        MonitorOptions::new(arguments.verbose),
+    )
+    .await
 }
 
 fn job_status_text(job: &Job) -> String {

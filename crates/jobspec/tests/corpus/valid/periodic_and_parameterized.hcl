@@ -1,5 +1,4 @@
-# A periodic job is stored but never launched, and a parameterized one can never be
-# dispatched: both are refused at register.
+# A periodic parameterized job: each dispatched child is a periodic job of its own.
 job "report" {
   type = "batch"
 
