@@ -763,7 +763,7 @@ impl AgentOperations for MemoryBackend {
         Ok(self.write(&[Table::Allocs], |contents, index| {
             for update in updates {
                 if let Some(stored) = contents.allocations.get_mut(&update.id) {
-                    stored.merge_client_update(update);
+                    stored.merge_client_update(update, index);
                     stored.modify_index = index;
                 }
             }

@@ -919,7 +919,7 @@ impl StateStore {
                     };
                     let index = context.index();
                     let mut alloc = Allocation::clone(&existing);
-                    alloc.merge_client_update(update);
+                    alloc.merge_client_update(update, index);
                     if alloc.client_terminal_status() {
                         for task_state in alloc.task_states.values_mut() {
                             if task_state.finished_at.is_zero() {
