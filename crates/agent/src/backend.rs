@@ -137,6 +137,28 @@ impl AgentOperations for AgentBackend {
             .map_err(server_error)
     }
 
+    async fn revert_job(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobRevertRequest,
+    ) -> Result<JobRegisterResponse, ApiError> {
+        self.server()?
+            .revert_job(namespace, request)
+            .await
+            .map_err(server_error)
+    }
+
+    async fn set_job_stability(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobStabilityRequest,
+    ) -> Result<u64, ApiError> {
+        self.server()?
+            .set_job_stability(namespace, request)
+            .await
+            .map_err(server_error)
+    }
+
     async fn stop_alloc(&self, alloc_id: &str) -> Result<AllocStopResponse, ApiError> {
         self.server()?
             .stop_alloc(alloc_id)

@@ -34,6 +34,12 @@ pub enum Route {
     JobVersions {
         job_id: String,
     },
+    JobRevert {
+        job_id: String,
+    },
+    JobStable {
+        job_id: String,
+    },
     JobSummary {
         job_id: String,
     },
@@ -372,6 +378,8 @@ fn job_route(method: &Method, rest: &str) -> Result<Route, ApiError> {
                 "/deployment" => (Route::JobDeployment { job_id }, Allowed::Read),
                 "/deployments" => (Route::JobDeployments { job_id }, Allowed::Read),
                 "/evaluate" => (Route::JobEvaluate { job_id }, Allowed::Write),
+                "/revert" => (Route::JobRevert { job_id }, Allowed::Write),
+                "/stable" => (Route::JobStable { job_id }, Allowed::Write),
                 "/services" => (Route::JobServices { job_id }, Allowed::Read),
                 _ => return Err(ApiError::NoRoute),
             };
