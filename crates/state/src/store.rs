@@ -953,8 +953,8 @@ impl StateStore {
     }
 
     /// Applies allocation updates reported by clients: only `ClientStatus`,
-    /// `ClientDescription`, `TaskStates`, and `DeploymentStatus`/`NetworkStatus` when given;
-    /// every server-owned field is kept. When an allocation turns terminal, tasks without a
+    /// `ClientDescription`, `TaskStates`, `NetworkStatus` when given, and a deployment health
+    /// that is news (`Allocation::merge_client_update`); every server-owned field is kept. When an allocation turns terminal, tasks without a
     /// `FinishedAt` get `now_unix_ns`.
     pub async fn update_allocs_from_client(
         &self,
