@@ -152,6 +152,17 @@ impl AgentOperations for AgentBackend {
             .map_err(server_error)
     }
 
+    async fn revert_job(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobRevertRequest,
+    ) -> Result<JobRegisterResponse, ApiError> {
+        self.server()?
+            .revert_job(namespace, request)
+            .await
+            .map_err(server_error)
+    }
+
     async fn dispatch_job(
         &self,
         namespace: &str,
@@ -161,6 +172,17 @@ impl AgentOperations for AgentBackend {
     ) -> Result<drover_structs::JobDispatchResponse, ApiError> {
         self.server()?
             .dispatch_job(namespace, job_id, request, idempotency_token)
+            .await
+            .map_err(server_error)
+    }
+
+    async fn set_job_stability(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobStabilityRequest,
+    ) -> Result<u64, ApiError> {
+        self.server()?
+            .set_job_stability(namespace, request)
             .await
             .map_err(server_error)
     }

@@ -210,6 +210,18 @@ pub trait AgentOperations: Send + Sync + 'static {
         namespace: &str,
         job_id: &str,
     ) -> impl Future<Output = Result<JobRegisterResponse, ApiError>> + Send;
+    /// Registers an earlier version of a job again (`/v1/job/<id>/revert`).
+    fn revert_job(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobRevertRequest,
+    ) -> impl Future<Output = Result<JobRegisterResponse, ApiError>> + Send;
+    /// Marks a version of a job stable or not (`/v1/job/<id>/stable`); the write's index.
+    fn set_job_stability(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobStabilityRequest,
+    ) -> impl Future<Output = Result<u64, ApiError>> + Send;
     fn stop_alloc(
         &self,
         alloc_id: &str,
@@ -555,6 +567,22 @@ impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<
         job_id: &str,
     ) -> impl Future<Output = Result<JobRegisterResponse, ApiError>> + Send {
         self.operations.evaluate_job(namespace, job_id)
+    }
+
+    fn revert_job(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobRevertRequest,
+    ) -> impl Future<Output = Result<JobRegisterResponse, ApiError>> + Send {
+        self.operations.revert_job(namespace, request)
+    }
+
+    fn set_job_stability(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobStabilityRequest,
+    ) -> impl Future<Output = Result<u64, ApiError>> + Send {
+        self.operations.set_job_stability(namespace, request)
     }
 
     fn stop_alloc(

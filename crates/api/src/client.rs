@@ -415,6 +415,17 @@ impl ApiClient {
             .await
     }
 
+    /// Registers version `version` of a job again (`PUT /v1/job/<id>/revert`).
+    pub async fn revert_job(
+        &self,
+        job_id: &str,
+        version: u64,
+    ) -> Result<JobRegisterResponse, ClientError> {
+        let body = serde_json::json!({"JobID": job_id, "JobVersion": version});
+        self.put(&Self::job_path(job_id, "/revert"), &[], Some(body))
+            .await
+    }
+
     pub async fn job_summary(&self, job_id: &str) -> Result<JobSummary, ClientError> {
         self.get(&Self::job_path(job_id, "/summary"), &[]).await
     }

@@ -569,6 +569,46 @@ impl AgentOperations for MemoryBackend {
         })
     }
 
+    /// Stores the earlier version again as a new one, with an evaluation.
+    async fn revert_job(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobRevertRequest,
+    ) -> Result<JobRegisterResponse, ApiError> {
+        let earlier = self
+            .job_versions(namespace, &request.job_id)?
+            .into_iter()
+            .find(|job| job.version == request.job_version)
+            .ok_or_else(|| ApiError::not_found("job version not found"))?;
+        self.register_job(JobRegisterRequest {
+            job: Some(earlier),
+            ..JobRegisterRequest::default()
+        })
+        .await
+    }
+
+    /// Sets `Stable` on the stored version.
+    async fn set_job_stability(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobStabilityRequest,
+    ) -> Result<u64, ApiError> {
+        let key = (namespace.to_string(), request.job_id.clone());
+        self.write(&[Table::Jobs, Table::JobVersions], |contents, index| {
+            let version = contents
+                .jobs
+                .get_mut(&key)
+                .and_then(|versions| {
+                    versions
+                        .iter_mut()
+                        .find(|job| job.version == request.job_version)
+                })
+                .ok_or_else(|| ApiError::not_found("job version not found"))?;
+            version.stable = request.stable;
+            Ok(index)
+        })
+    }
+
     async fn deregister_job(
         &self,
         namespace: &str,
@@ -763,7 +803,7 @@ impl AgentOperations for MemoryBackend {
         Ok(self.write(&[Table::Allocs], |contents, index| {
             for update in updates {
                 if let Some(stored) = contents.allocations.get_mut(&update.id) {
-                    stored.merge_client_update(update);
+                    stored.merge_client_update(update, index);
                     stored.modify_index = index;
                 }
             }

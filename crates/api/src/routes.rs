@@ -34,6 +34,12 @@ pub enum Route {
     JobVersions {
         job_id: String,
     },
+    JobRevert {
+        job_id: String,
+    },
+    JobStable {
+        job_id: String,
+    },
     JobSummary {
         job_id: String,
     },
@@ -387,6 +393,8 @@ fn job_route(method: &Method, rest: &str) -> Result<Route, ApiError> {
                 "/plan" => (Route::JobPlan { job_id }, Allowed::Write),
                 "/periodic/force" => (Route::JobPeriodicForce { job_id }, Allowed::Write),
                 "/dispatch" => (Route::JobDispatch { job_id }, Allowed::Write),
+                "/revert" => (Route::JobRevert { job_id }, Allowed::Write),
+                "/stable" => (Route::JobStable { job_id }, Allowed::Write),
                 "/services" => (Route::JobServices { job_id }, Allowed::Read),
                 _ => return Err(ApiError::NoRoute),
             };

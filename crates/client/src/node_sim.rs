@@ -668,7 +668,7 @@ impl ServerConn for InMemoryServer {
         self.write(|state, index| {
             for update in updates {
                 if let Some(alloc) = state.allocs.get_mut(&update.alloc_id) {
-                    alloc.merge_client_update(Allocation::from(update));
+                    alloc.merge_client_update(Allocation::from(update), index);
                     alloc.modify_index = index;
                 }
             }

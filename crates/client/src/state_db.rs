@@ -635,6 +635,35 @@ impl StateDb {
         }
     }
 
+    fn health_key(alloc_id: &str) -> String {
+        // One slash, like the checks' key: inside the alloc's key range, never a task's record.
+        format!("{alloc_id}/health")
+    }
+
+    /// Persists the deployment health the client decided for an allocation (`None` clears
+    /// it), durably: it is written before it is reported.
+    pub fn put_deployment_status<T: Serialize>(
+        &self,
+        alloc_id: &str,
+        record: &T,
+    ) -> Result<(), StateDbError> {
+        let key = Self::health_key(alloc_id);
+        let bytes = self.encode(&key, record)?;
+        self.put(RecordTable::Tasks, &key, &bytes)
+    }
+
+    /// The deployment health persisted for an allocation, if any.
+    pub fn get_deployment_status<T: DeserializeOwned>(
+        &self,
+        alloc_id: &str,
+    ) -> Result<Option<T>, StateDbError> {
+        let key = Self::health_key(alloc_id);
+        match self.get(TASKS, &key)? {
+            Some(bytes) => self.decode(&key, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// Removes an alloc and all its task records in one transaction (alloc GC).
     pub fn delete_alloc(&self, alloc_id: &str) -> Result<(), StateDbError> {
         self.write(

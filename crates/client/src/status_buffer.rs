@@ -3,8 +3,9 @@
 //!
 //! ```text
 //!  alloc runners ──report()──▶ StatusBuffer { alloc id → latest update }   (never waits on I/O)
-//!                                   │ a report that changes a ClientStatus the server
-//!                                   │   knows (urgent)  → send 20 ms later, with whatever
+//!                                   │ a report that changes a ClientStatus (or the
+//!                                   │   deployment health) the server knows (urgent)
+//!                                   │                   → send 20 ms later, with whatever
 //!                                   │                     else arrived meanwhile
 //!                                   │ every 200 ms tick:
 //!                                   │   urgent entries waiting  → send now
@@ -15,7 +16,8 @@
 //!                          error → put entries back unless a newer one arrived, back off
 //! ```
 //!
-//! Only a changed `ClientStatus` moves deployments and reschedules along, so the many task
+//! Only a changed `ClientStatus` or a newly decided deployment health moves deployments and
+//! reschedules along, so the many task
 //! events of an allocation's early life are coalesced into a send at most once a second, while a
 //! move to `running`, `complete` or `failed` goes out within 20 ms. Nomad waits for its 200 ms
 //! tick (`allocSyncIntv`) for those too; drover's short coalescing window still gathers a burst
@@ -87,15 +89,29 @@ struct BufferState {
     next_sequence: u64,
     /// The ClientStatus the server last accepted for each allocation.
     accepted_status: HashMap<String, String>,
+    /// The deployment health (`Healthy`) the server last accepted for each allocation.
+    accepted_health: HashMap<String, Option<bool>>,
     /// Garbage-collected allocations whose last update is still waiting: forgotten for good
     /// once it has been sent.
     forget_after_send: HashSet<String>,
 }
 
 impl BufferState {
-    /// Whether `update` changes the ClientStatus the server last accepted for its allocation.
+    /// Whether `update` changes the ClientStatus, or newly decides the deployment health, the
+    /// server last accepted for its allocation.
     fn is_urgent(&self, update: &AllocClientUpdate) -> bool {
+        let health = update
+            .deployment_status
+            .as_ref()
+            .and_then(|status| status.healthy);
         self.accepted_status.get(&update.alloc_id) != Some(&update.client_status)
+            || (health.is_some()
+                && self
+                    .accepted_health
+                    .get(&update.alloc_id)
+                    .copied()
+                    .flatten()
+                    != health)
     }
 
     fn any_urgent(&self) -> bool {
@@ -162,6 +178,7 @@ impl StatusBuffer {
     pub fn forget(&self, alloc_id: &str) {
         let mut state = self.lock();
         state.accepted_status.remove(alloc_id);
+        state.accepted_health.remove(alloc_id);
         if state.pending.contains_key(alloc_id) {
             state.forget_after_send.insert(alloc_id.to_owned());
         }
@@ -208,6 +225,12 @@ impl StatusBuffer {
             state
                 .accepted_status
                 .insert(alloc_id.clone(), entry.update.client_status.clone());
+            let health = entry
+                .update
+                .deployment_status
+                .as_ref()
+                .and_then(|status| status.healthy);
+            state.accepted_health.insert(alloc_id.clone(), health);
         }
     }
 
@@ -318,6 +341,7 @@ impl AllocStatusSink for StatusBuffer {
             client_status: update.client_status,
             client_description: update.client_description,
             task_states: update.task_states,
+            deployment_status: update.deployment_status,
             ..AllocClientUpdate::default()
         });
     }
@@ -521,6 +545,39 @@ mod tests {
         );
         assert_eq!(batch, &vec![update("a1", ALLOC_CLIENT_STATUS_RUNNING, 2)]);
         assert_eq!(buffer.pending_count(), 0);
+
+        shutdown.cancel();
+        let _ = sender.await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_decided_deployment_health_goes_out_within_the_urgent_delay() {
+        let conn = Arc::new(RecordingConn::default());
+        let (buffer, shutdown, sender) = start(&conn);
+        let with_health = |healthy: Option<bool>| AllocClientUpdate {
+            deployment_status: Some(drover_structs::AllocDeploymentStatus {
+                healthy,
+                ..drover_structs::AllocDeploymentStatus::default()
+            }),
+            ..update("a1", ALLOC_CLIENT_STATUS_RUNNING, 1)
+        };
+
+        buffer.report(update("a1", ALLOC_CLIENT_STATUS_RUNNING, 0));
+        tokio::time::sleep(STATUS_TICK * 2).await;
+        assert_eq!(conn.batches().len(), 1);
+        buffer.report(with_health(None));
+        assert!(!buffer.has_urgent_update(), "no health decided yet");
+        buffer.report(with_health(Some(true)));
+        assert!(buffer.has_urgent_update());
+        tokio::time::sleep(URGENT_DELAY + Duration::from_millis(1)).await;
+        assert_eq!(conn.batches().len(), 2);
+        assert_eq!(conn.batches()[1].1, vec![with_health(Some(true))]);
+
+        // The same health again is routine; a change is urgent again.
+        buffer.report(with_health(Some(true)));
+        assert!(!buffer.has_urgent_update());
+        buffer.report(with_health(Some(false)));
+        assert!(buffer.has_urgent_update());
 
         shutdown.cancel();
         let _ = sender.await;

@@ -437,3 +437,82 @@ async fn cpu_of_many_http_checks() {
     );
     runner.destroy().await.unwrap();
 }
+
+fn in_deployment(
+    mut allocation: Allocation,
+    min_healthy: Duration,
+    deadline: Duration,
+) -> Allocation {
+    let mut job = allocation.job.as_deref().cloned().unwrap();
+    job.task_groups[0].update = Some(drover_structs::UpdateStrategy {
+        max_parallel: 1,
+        health_check: "checks".into(),
+        min_healthy_time: DurationNs::from_std(min_healthy),
+        healthy_deadline: DurationNs::from_std(deadline),
+        ..drover_structs::UpdateStrategy::default()
+    });
+    allocation.job = Some(Arc::new(job));
+    allocation.deployment_id = "deploy-1".into();
+    allocation
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployment_health_waits_for_passing_checks_and_names_failing_services_at_the_deadline() {
+    // A passing check: healthy once it has passed for min_healthy_time.
+    let data_dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let flag = data_dir.path().join("fail");
+    let allocation = in_deployment(
+        alloc(server_task(port, &flag, http_check(port, None))),
+        Duration::from_secs(1),
+        Duration::from_secs(30),
+    );
+    let runner = AllocRunner::new(deps(data_dir.path()), allocation).unwrap();
+    runner.run();
+    wait_for("the check to pass", || {
+        only_check(&runner).is_some_and(|check| check.status == "success")
+    })
+    .await;
+    let passed_at = Instant::now();
+    wait_for("the allocation to turn healthy", || {
+        runner.deployment_health().is_some()
+    })
+    .await;
+    assert!(passed_at.elapsed() >= Duration::from_millis(400));
+    assert_eq!(runner.deployment_health().unwrap().healthy, Some(true));
+    runner.destroy().await.unwrap();
+
+    // A check against a port nobody listens on: unhealthy at the deadline, and why.
+    let data_dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let flag = data_dir.path().join("fail");
+    let allocation = in_deployment(
+        alloc(server_task(port, &flag, http_check(free_port(), None))),
+        Duration::from_secs(1),
+        Duration::from_secs(3),
+    );
+    let runner = AllocRunner::new(deps(data_dir.path()), allocation).unwrap();
+    let began = Instant::now();
+    runner.run();
+    wait_for("the allocation to turn unhealthy", || {
+        runner.deployment_health().is_some()
+    })
+    .await;
+    assert!(began.elapsed() >= Duration::from_secs(3));
+    assert_eq!(runner.deployment_health().unwrap().healthy, Some(false));
+    wait_for("the reason", || {
+        runner.task_states()["server"]
+            .events
+            .iter()
+            .any(|event| event.r#type == "Alloc Unhealthy")
+    })
+    .await;
+    let state = runner.task_states().remove("server").unwrap();
+    let event = state
+        .events
+        .iter()
+        .find(|event| event.r#type == "Alloc Unhealthy")
+        .unwrap();
+    assert_eq!(event.message, "Services not healthy by deadline: web");
+    runner.destroy().await.unwrap();
+}

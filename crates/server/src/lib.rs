@@ -400,6 +400,80 @@ impl Server {
         })
     }
 
+    /// Registers an earlier version of a job again as its next version (Nomad's `Job.Revert`).
+    /// With `enforce_prior_version`, the job must still be at that version.
+    pub async fn revert_job(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobRevertRequest,
+    ) -> Result<JobRegisterResponse, ServerError> {
+        let Some(current) = self.inner.state.job(namespace, &request.job_id) else {
+            return Err(ServerError::NotFound(format!(
+                "job {:?} not found",
+                request.job_id
+            )));
+        };
+        if request.job_version == current.version {
+            return Err(ServerError::BadRequest(
+                "can't revert to current version".into(),
+            ));
+        }
+        let Some(earlier) = self
+            .inner
+            .state
+            .job_versions(namespace, &request.job_id)
+            .into_iter()
+            .find(|job| job.version == request.job_version)
+        else {
+            return Err(ServerError::NotFound(format!(
+                "job {:?} in namespace {:?} at version {} not found",
+                request.job_id, namespace, request.job_version
+            )));
+        };
+        let mut enforce_index = false;
+        if let Some(prior) = request.enforce_prior_version {
+            if current.version != prior {
+                return Err(ServerError::BadRequest(format!(
+                    "Current job has version {}; enforcing version {prior}",
+                    current.version
+                )));
+            }
+            enforce_index = true;
+        }
+        self.register_job(JobRegisterRequest {
+            job: Some(drover_structs::Job::clone(&earlier)),
+            enforce_index,
+            job_modify_index: current.job_modify_index,
+            ..JobRegisterRequest::default()
+        })
+        .await
+    }
+
+    /// Marks a version of a job stable or not (Nomad's `Job.Stable`); the index of the write.
+    pub async fn set_job_stability(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobStabilityRequest,
+    ) -> Result<u64, ServerError> {
+        match self
+            .inner
+            .state
+            .update_job_stability(
+                namespace,
+                &request.job_id,
+                request.job_version,
+                request.stable,
+            )
+            .await
+        {
+            Err(drover_state::StateError::NotFound { .. }) => Err(ServerError::NotFound(format!(
+                "job {:?} in namespace {:?} at version {} not found",
+                request.job_id, namespace, request.job_version
+            ))),
+            other => Ok(other?),
+        }
+    }
+
     /// Stops one allocation; the scheduler places a replacement (the allocation migrates). The
     /// allocation is marked through the plan applier, together with the evaluation, so it is
     /// never written from a stale copy.

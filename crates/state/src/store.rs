@@ -939,6 +939,59 @@ impl StateStore {
             .await
     }
 
+    /// Marks one version of a job stable or not (Nomad's `UpdateJobStability`): the version's
+    /// record, and the job itself when that version is the current one (its `ModifyIndex`
+    /// moves, its `JobModifyIndex` and version do not). Returns the index of the write.
+    pub async fn update_job_stability(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        version: u64,
+        stable: bool,
+    ) -> Result<u64, StateError> {
+        let version_key = (namespace.to_owned(), job_id.to_owned(), version);
+        self.engine
+            .write(move |tables, context| {
+                let index = context.index();
+                let Some(existing) = tables.job_versions.get(&version_key).cloned() else {
+                    return Err(StateError::NotFound {
+                        kind: "job version",
+                        id: format!("{}@{}", version_key.1, version_key.2),
+                    });
+                };
+                if existing.stable == stable {
+                    return Ok(index);
+                }
+                let (namespace, job_id, version) = version_key;
+                let mut job = Job::clone(&existing);
+                job.stable = stable;
+                let key: JobKey = (namespace, job_id);
+                let current = tables
+                    .jobs
+                    .get(&key)
+                    .filter(|current| current.version == version)
+                    .cloned();
+                if let Some(current) = current {
+                    let mut current = Job::clone(&current);
+                    current.stable = stable;
+                    current.modify_index = index;
+                    context.put(Table::Jobs, &job_record_key(&key.0, &key.1), &current)?;
+                    context.emit(job_event(EventType::JobRegistered, &current)?);
+                    job = current.clone();
+                    Arc::make_mut(&mut tables.jobs).insert(key.clone(), Arc::new(current));
+                }
+                context.put(
+                    Table::JobVersions,
+                    &job_version_record_key(&key.0, &key.1, version),
+                    &job,
+                )?;
+                Arc::make_mut(&mut tables.job_versions)
+                    .insert((key.0, key.1, version), Arc::new(job));
+                Ok(index)
+            })
+            .await
+    }
+
     /// Creates or updates evaluations (one write, one index). `CreateIndex`/`ModifyIndex` and
     /// `ModifyTime` are set here; `CreateTime` is kept if given. A finished evaluation's
     /// `QueuedAllocations` set the job summary's `Queued` counters.
@@ -991,8 +1044,8 @@ impl StateStore {
     }
 
     /// Applies allocation updates reported by clients: only `ClientStatus`,
-    /// `ClientDescription`, `TaskStates`, and `DeploymentStatus`/`NetworkStatus` when given;
-    /// every server-owned field is kept. When an allocation turns terminal, tasks without a
+    /// `ClientDescription`, `TaskStates`, `NetworkStatus` when given, and a deployment health
+    /// that is news (`Allocation::merge_client_update`); every server-owned field is kept. When an allocation turns terminal, tasks without a
     /// `FinishedAt` get `now_unix_ns`.
     pub async fn update_allocs_from_client(
         &self,
@@ -1010,7 +1063,7 @@ impl StateStore {
                     };
                     let index = context.index();
                     let mut alloc = Allocation::clone(&existing);
-                    alloc.merge_client_update(update);
+                    alloc.merge_client_update(update, index);
                     if alloc.client_terminal_status() {
                         for task_state in alloc.task_states.values_mut() {
                             if task_state.finished_at.is_zero() {

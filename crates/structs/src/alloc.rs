@@ -110,15 +110,28 @@ impl Allocation {
         )
     }
 
-    /// Takes the fields a client owns from its report `update`: the client status and its
-    /// description, the task states, and the deployment and network status when it reports
-    /// them. Everything else (desired state, indexes, the job) stays the server's.
-    pub fn merge_client_update(&mut self, update: Allocation) {
+    /// Takes the fields a client owns from its report `update`, written at `index`: the
+    /// client status and its description, the task states, the network status when it reports
+    /// one, and of its deployment status only `Healthy` and `Timestamp`, when they are news
+    /// (then `DeploymentStatus.ModifyIndex` becomes `index`; `Canary` stays the server's, as
+    /// Nomad). Everything else (desired state, indexes, the job) stays the server's.
+    pub fn merge_client_update(&mut self, update: Allocation, index: u64) {
         self.client_status = update.client_status;
         self.client_description = update.client_description;
         self.task_states = update.task_states;
-        if update.deployment_status.is_some() {
-            self.deployment_status = update.deployment_status;
+        match (&mut self.deployment_status, update.deployment_status) {
+            (Some(existing), Some(reported)) => {
+                if reported.healthy.is_some() && reported.healthy != existing.healthy {
+                    existing.healthy = reported.healthy;
+                    existing.timestamp = reported.timestamp;
+                    existing.modify_index = index;
+                }
+            }
+            (existing @ None, Some(mut reported)) => {
+                reported.modify_index = index;
+                *existing = Some(reported);
+            }
+            (_, None) => {}
         }
         if update.network_status.is_some() {
             self.network_status = update.network_status;

@@ -996,3 +996,57 @@ fn a_spread_without_a_weight_gets_fifty_as_the_api_gives_it() {
         "an explicit weight is kept for validation to judge"
     );
 }
+
+// ---- client reports ------------------------------------------------------------------------
+
+#[test]
+fn a_client_report_sets_only_deployment_health_and_timestamp_when_they_are_news() {
+    let health = |healthy: Option<bool>, canary: bool, at: i64| AllocDeploymentStatus {
+        healthy,
+        timestamp: Timestamp::from_unix_nanos(at),
+        canary,
+        modify_index: 0,
+    };
+    let report = |status: Option<AllocDeploymentStatus>| Allocation {
+        client_status: "running".into(),
+        deployment_status: status,
+        ..Allocation::default()
+    };
+    // First health: taken whole, at the write's index.
+    let mut stored = Allocation::default();
+    stored.merge_client_update(report(Some(health(Some(true), false, 5))), 10);
+    assert_eq!(
+        stored.deployment_status,
+        Some(AllocDeploymentStatus {
+            modify_index: 10,
+            ..health(Some(true), false, 5)
+        })
+    );
+
+    // The server's canary flag stays; the same health again changes nothing.
+    let mut stored = Allocation {
+        deployment_status: Some(health(None, true, 0)),
+        ..Allocation::default()
+    };
+    stored.merge_client_update(report(Some(health(Some(false), false, 7))), 11);
+    assert_eq!(
+        stored.deployment_status,
+        Some(AllocDeploymentStatus {
+            modify_index: 11,
+            ..health(Some(false), true, 7)
+        })
+    );
+    stored.merge_client_update(report(Some(health(Some(false), false, 9))), 12);
+    assert_eq!(stored.deployment_status.as_ref().unwrap().modify_index, 11);
+    // No health in the report, or no status at all: kept.
+    stored.merge_client_update(report(Some(health(None, false, 0))), 13);
+    stored.merge_client_update(report(None), 14);
+    assert_eq!(
+        stored.deployment_status,
+        Some(AllocDeploymentStatus {
+            modify_index: 11,
+            ..health(Some(false), true, 7)
+        })
+    );
+    assert_eq!(stored.client_status, "running");
+}

@@ -112,6 +112,17 @@ async fn dispatch<B: ApiBackend>(
     response
 }
 
+/// Nomad's checks of the `JobID` in a revert or stability body against the job in the path.
+fn check_job_id_of_body(in_body: &str, in_path: &str) -> Result<(), ApiError> {
+    if in_body.is_empty() {
+        return Err(ApiError::bad_request("JobID must be specified"));
+    }
+    if in_body != in_path {
+        return Err(ApiError::bad_request("Job ID does not match"));
+    }
+    Ok(())
+}
+
 fn stubs(allocations: Vec<Allocation>, task_states: bool, resources: bool) -> Vec<AllocListStub> {
     allocations
         .into_iter()
@@ -250,6 +261,22 @@ async fn handle<B: ApiBackend>(
             let (index, ()) =
                 blocking_read(backend, params, &[Table::Deployments], |_| Ok(())).await?;
             json_response(&json!([]), params, Meta::Read(index))
+        }
+        Route::JobRevert { job_id } => {
+            let request: drover_structs::JobRevertRequest = decode_body(&body)?;
+            check_job_id_of_body(&request.job_id, &job_id)?;
+            let response = backend.revert_job(&namespace, request).await?;
+            json_response(&response, params, Meta::Write(response.index))
+        }
+        Route::JobStable { job_id } => {
+            let request: drover_structs::JobStabilityRequest = decode_body(&body)?;
+            check_job_id_of_body(&request.job_id, &job_id)?;
+            let index = backend.set_job_stability(&namespace, request).await?;
+            json_response(
+                &drover_structs::JobStabilityResponse { index },
+                params,
+                Meta::Write(index),
+            )
         }
         Route::JobEvaluate { job_id } => {
             let response = backend.evaluate_job(&namespace, &job_id).await?;

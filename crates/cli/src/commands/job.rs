@@ -1,5 +1,5 @@
-//! `drover job run|validate|status|stop|inspect|allocs|dispatch|periodic force`; `job plan` is
-//! in `job_plan`, `job history` in `job_history`.
+//! `drover job run|validate|status|stop|inspect|allocs|dispatch|periodic force|revert`; `job plan`
+//! is in `job_plan`, `job history` in `job_history`.
 //!
 //! Jobspecs are parsed locally (so errors point at `file:line:col`) and sent as JSON. The
 //! support table (`drover_jobspec::support`) is checked locally too: `job validate` reports
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use drover_api::client::ApiClient;
-use drover_structs::Job;
+use drover_structs::{Job, JobListStub};
 
 use crate::commands::describe;
 pub use crate::commands::job_input::VariableFlags;
@@ -48,6 +48,24 @@ pub enum JobCommand {
     /// Interact with periodic jobs
     #[command(subcommand)]
     Periodic(PeriodicCommand),
+    /// Register an earlier version of a job again
+    Revert(RevertArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RevertArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Return right after reverting, without watching the evaluation.
+    #[arg(long)]
+    pub detach: bool,
+    /// Show full IDs.
+    #[arg(long)]
+    pub verbose: bool,
+    /// The job ID or ID prefix.
+    pub job: String,
+    /// The version to revert to.
+    pub version: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -198,6 +216,7 @@ pub async fn run(command: JobCommand, io: &mut Io<'_>) -> i32 {
         JobCommand::Periodic(PeriodicCommand::Force(arguments)) => {
             periodic_force(arguments, io).await
         }
+        JobCommand::Revert(arguments) => job_revert(arguments, io).await,
     }
 }
 
@@ -728,6 +747,44 @@ async fn job_stop(arguments: StopArgs, io: &mut Io<'_>) -> i32 {
     }
     if arguments.detach {
         io.say(response.eval_id);
+        return 0;
+    }
+    monitor_evaluation(
+        &client,
+        io,
+        &response.eval_id,
+        MonitorOptions::new(arguments.verbose),
+    )
+    .await
+}
+
+/// Nomad's `job revert`: silent with `-detach`, else the evaluation monitored.
+async fn job_revert(arguments: RevertArgs, io: &mut Io<'_>) -> i32 {
+    let client = match arguments.api.client() {
+        Ok(client) => client,
+        Err(error) => {
+            io.error(format!("Error initializing client: {error}"));
+            return 1;
+        }
+    };
+    let Ok(version) = arguments.version.parse::<u64>() else {
+        io.error(format!(
+            "Failed to parse job-version flag: strconv.ParseUint: parsing {:?}: invalid syntax",
+            arguments.version
+        ));
+        return 1;
+    };
+    let Some(job_id) = resolve_job(&client, io, &arguments.job).await else {
+        return 1;
+    };
+    let response = match client.revert_job(&job_id, version).await {
+        Ok(response) => response,
+        Err(error) => {
+            io.error(describe("retrieving job versions", &error));
+            return 1;
+        }
+    };
+    if arguments.detach || response.eval_id.is_empty() {
         return 0;
     }
     monitor_evaluation(

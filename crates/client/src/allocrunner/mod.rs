@@ -22,11 +22,17 @@
 //! services, before the group's `shutdown_delay` is waited — when it is destroyed, and when all
 //! its tasks are dead.
 //!
+//! A service allocation's health ([`health`]: its deployment's `update` block, or its
+//! `migrate` block) is watched while it runs; once decided it is persisted, then reported as
+//! the allocation's `DeploymentStatus` with every later status. A new `DeploymentID` clears it
+//! and the watch starts over.
+//!
 //! **Not** here: fetching allocs from the server or batching status updates (the node part of
 //! the client implements [`AllocStatusSink`] with its status buffer).
 
 pub mod coordinator;
 pub mod group_services;
+pub mod health;
 #[cfg(test)]
 mod tests;
 
@@ -35,9 +41,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use drover_structs::{
-    Allocation, TASK_KILLING, TASK_LEADER_DEAD, TASK_MAIN_DEAD, TASK_RESTART_SIGNAL,
-    TASK_SIBLING_FAILED, TASK_SIGNALING, TASK_SKIPPING_SHUTDOWN_DELAY, TASK_WAITING_SHUTDOWN_DELAY,
-    TaskEvent, TaskState, derive_client_status, is_terminal_client_status,
+    AllocDeploymentStatus, Allocation, TASK_KILLING, TASK_LEADER_DEAD, TASK_MAIN_DEAD,
+    TASK_RESTART_SIGNAL, TASK_SIBLING_FAILED, TASK_SIGNALING, TASK_SKIPPING_SHUTDOWN_DELAY,
+    TASK_WAITING_SHUTDOWN_DELAY, TaskEvent, TaskState, derive_client_status,
+    is_terminal_client_status,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -58,6 +65,9 @@ pub struct AllocClientUpdate {
     pub task_states: BTreeMap<String, TaskState>,
     /// `client_status` differs from the previous update (send on the next tick).
     pub client_status_changed: bool,
+    /// The allocation's deployment health, once the client decided it (`Healthy`,
+    /// `Timestamp`; `Canary` and `ModifyIndex` are the server's).
+    pub deployment_status: Option<AllocDeploymentStatus>,
 }
 
 /// Where alloc runners report status. Implementations must not block (buffer and return).
@@ -158,6 +168,11 @@ struct AllocRunnerInner {
     group_services: Arc<group_services::GroupServiceHook>,
     /// The allocation's service checks, once it runs (none when it has no checks).
     checks: Mutex<Option<crate::checks::ChecksHook>>,
+    /// The deployment health decided here (persisted), if any.
+    health: Mutex<Option<AllocDeploymentStatus>>,
+    /// The running health watch: its generation and how to cancel it. A watch only sets the
+    /// health while its generation is the current one.
+    health_watch: Mutex<(u64, CancellationToken)>,
 }
 
 /// A handle on one allocation's runner. Cheap to clone.
@@ -278,8 +293,17 @@ impl AllocRunner {
             client_description: String::new(),
             task_states: BTreeMap::new(),
             client_status_changed: false,
+            deployment_status: None,
         };
         let (status, _) = watch::channel(initial);
+        let health = if restoring {
+            deps.task
+                .state_db
+                .get_deployment_status::<Option<AllocDeploymentStatus>>(&alloc_id)?
+                .flatten()
+        } else {
+            None
+        };
         let region = alloc
             .job
             .as_deref()
@@ -312,6 +336,8 @@ impl AllocRunner {
                 status,
                 group_services,
                 checks: Mutex::new(None),
+                health: Mutex::new(health),
+                health_watch: Mutex::new((0, CancellationToken::new())),
             }),
         };
         Ok(runner)
@@ -337,6 +363,7 @@ impl AllocRunner {
                 &self.checked_tasks(),
             );
             *lock(&self.inner.checks) = hook;
+            self.start_health_watch();
         }
         let watcher = self.clone();
         tokio::spawn(async move {
@@ -384,6 +411,101 @@ impl AllocRunner {
         if let Some(hook) = lock(&self.inner.checks).as_ref() {
             hook.stop();
         }
+        self.cancel_health_watch();
+    }
+
+    /// Cancels the running health watch, if any; a result it is about to give is dropped.
+    fn cancel_health_watch(&self) -> u64 {
+        let mut watch = lock(&self.inner.health_watch);
+        watch.1.cancel();
+        watch.0 += 1;
+        watch.0
+    }
+
+    /// Starts watching the allocation's health (module docs of [`health`]) unless it is
+    /// already known or not watched for this allocation. Replaces any running watch.
+    fn start_health_watch(&self) {
+        let generation = self.cancel_health_watch();
+        let alloc = self.alloc();
+        if alloc.server_terminal_status()
+            || lock(&self.inner.health)
+                .as_ref()
+                .is_some_and(|status| status.healthy.is_some())
+        {
+            return;
+        }
+        let Some(params) = health::health_params(&alloc) else {
+            return;
+        };
+        let Some(group) = alloc
+            .job
+            .as_deref()
+            .and_then(|job| job.lookup_task_group(&alloc.task_group))
+            .cloned()
+        else {
+            return;
+        };
+        let cancel = CancellationToken::new();
+        lock(&self.inner.health_watch).1 = cancel.clone();
+        let watched = crate::checks::hook::watched_checks(&alloc);
+        let status = self.subscribe_status();
+        let runner = self.clone();
+        tokio::spawn(async move {
+            let is_deploy = params.is_deploy;
+            let outcome =
+                health::watch_health(params, group, watched, status, &runner, cancel).await;
+            if let Some(outcome) = outcome {
+                runner.set_health(generation, outcome, is_deploy);
+            }
+        });
+    }
+
+    /// Records the health a watch decided (persisted first), adds the reasons of an unhealthy
+    /// deployment allocation as "Alloc Unhealthy" task events, and reports it.
+    fn set_health(&self, generation: u64, outcome: health::HealthOutcome, is_deploy: bool) {
+        let now = self.inner.deps.task.clock.now_unix_nanos();
+        {
+            let watch = lock(&self.inner.health_watch);
+            if watch.0 != generation {
+                return;
+            }
+            let mut health = lock(&self.inner.health);
+            let mut status = health
+                .clone()
+                .or_else(|| self.alloc().deployment_status.clone())
+                .unwrap_or_default();
+            status.healthy = Some(outcome == health::HealthOutcome::Healthy);
+            status.timestamp = drover_structs::Timestamp::from_unix_nanos(now);
+            if let Err(error) = self
+                .inner
+                .deps
+                .task
+                .state_db
+                .put_deployment_status(&self.inner.alloc_id, &Some(&status))
+            {
+                tracing::warn!(alloc_id = %self.inner.alloc_id, %error, "persisting deployment health failed");
+            }
+            *health = Some(status);
+        }
+        tracing::debug!(alloc_id = %self.inner.alloc_id, ?outcome, "allocation health decided");
+        if let health::HealthOutcome::Unhealthy(reasons) = outcome
+            && is_deploy
+            && !self.alloc().server_terminal_status()
+        {
+            for (task, reason) in reasons {
+                if let Some(entry) = self.entry(&task) {
+                    entry.runner.emit_event(
+                        TaskEvent::new(health::ALLOC_UNHEALTHY_EVENT, now).with_message(&reason),
+                    );
+                }
+            }
+        }
+        self.on_task_state_changed();
+    }
+
+    /// The deployment health decided here, if any.
+    pub fn deployment_health(&self) -> Option<AllocDeploymentStatus> {
+        lock(&self.inner.health).clone()
     }
 
     /// The latest result of each of the allocation's service checks, by check ID (Nomad's
@@ -518,12 +640,26 @@ impl AllocRunner {
             let alloc_dir = inner.alloc_dir.clone();
             tokio::task::spawn_blocking(move || alloc_dir.unmount_secrets());
         }
+        let mut deployment_status = lock(&inner.health).clone();
+        if client_status == drover_structs::ALLOC_CLIENT_STATUS_FAILED
+            && !self.alloc().deployment_id.is_empty()
+            && deployment_status
+                .as_ref()
+                .is_none_or(|status| status.healthy.is_none())
+        {
+            // A failed allocation of a deployment is unhealthy even if no watch decided it.
+            deployment_status = Some(AllocDeploymentStatus {
+                healthy: Some(false),
+                ..AllocDeploymentStatus::default()
+            });
+        }
         let update = AllocClientUpdate {
             alloc_id: inner.alloc_id.clone(),
             client_status: client_status.to_string(),
             client_description: client_description.to_string(),
             task_states,
             client_status_changed,
+            deployment_status,
         };
         inner.status.send_replace(update.clone());
         inner.deps.sink.alloc_updated(update);
@@ -832,8 +968,24 @@ impl AllocRunner {
     /// `stop`/`evict` stops the allocation (in the background); otherwise update hooks run.
     pub async fn update(&self, alloc: Allocation) -> Result<(), AllocRunnerError> {
         self.inner.deps.task.state_db.put_alloc(&alloc.id, &alloc)?;
+        let new_deployment = self.alloc().deployment_id != alloc.deployment_id;
         let alloc = Arc::new(alloc);
         *lock(&self.inner.alloc) = alloc.clone();
+        if new_deployment {
+            self.cancel_health_watch();
+            let mut health = lock(&self.inner.health);
+            if health.is_some() {
+                self.inner
+                    .deps
+                    .task
+                    .state_db
+                    .put_deployment_status::<Option<AllocDeploymentStatus>>(
+                        &self.inner.alloc_id,
+                        &None,
+                    )?;
+                *health = None;
+            }
+        }
         if alloc.server_terminal_status() {
             self.stop_checks();
             let stopping = self.clone();
@@ -855,6 +1007,9 @@ impl AllocRunner {
             }
         }
         self.inner.group_services.update(alloc).await;
+        if lock(&self.inner.state_changed).is_none() {
+            self.start_health_watch();
+        }
         Ok(())
     }
 
@@ -908,5 +1063,15 @@ impl AllocRunner {
         for handle in handles {
             let _ = handle.await;
         }
+    }
+}
+
+impl health::HealthSource for AllocRunner {
+    fn check_results(&self) -> BTreeMap<String, drover_structs::CheckQueryResult> {
+        self.checks()
+    }
+
+    fn now_unix_nanos(&self) -> i64 {
+        self.inner.deps.task.clock.now_unix_nanos()
     }
 }

@@ -1652,3 +1652,204 @@ mod services {
         assert_eq!(harness.services.calls(), Vec::<Call>::new());
     }
 }
+
+fn in_deployment(mut alloc: Allocation, health_check: &str, deadline: Duration) -> Allocation {
+    let mut job = alloc.job.as_deref().cloned().unwrap();
+    job.task_groups[0].update = Some(drover_structs::UpdateStrategy {
+        max_parallel: 1,
+        health_check: health_check.into(),
+        min_healthy_time: DurationNs::from_secs(3),
+        healthy_deadline: DurationNs::from_std(deadline),
+        ..drover_structs::UpdateStrategy::default()
+    });
+    alloc.job = Some(Arc::new(job));
+    alloc.deployment_id = "deploy-1".into();
+    alloc.deployment_status = Some(drover_structs::AllocDeploymentStatus {
+        canary: true,
+        ..drover_structs::AllocDeploymentStatus::default()
+    });
+    alloc
+}
+
+fn last_reported_health(harness: &Harness) -> Option<drover_structs::AllocDeploymentStatus> {
+    lock(&harness.sink.updates)
+        .last()
+        .and_then(|update| update.deployment_status.clone())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deployment_alloc_turns_healthy_after_min_healthy_time_and_reports_it() {
+    let harness = harness();
+    let alloc = in_deployment(
+        alloc_with_tasks(
+            "service",
+            vec![fake_task("web", json!({}))],
+            restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+        ),
+        "task_states",
+        Duration::from_secs(60),
+    );
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let running_at = tokio::time::Instant::now();
+    assert_eq!(runner.deployment_health(), None);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        runner.deployment_health(),
+        None,
+        "min_healthy_time not over"
+    );
+    wait_until(&runner, |runner| runner.deployment_health().is_some()).await;
+    assert!(running_at.elapsed() >= Duration::from_secs(3));
+    assert!(running_at.elapsed() < Duration::from_secs(4));
+    let health = runner.deployment_health().unwrap();
+    assert_eq!(health.healthy, Some(true));
+    assert!(health.canary, "the server's canary flag is kept");
+    assert!(!health.timestamp.is_zero());
+    assert_eq!(last_reported_health(&harness), Some(health.clone()));
+    let persisted: Option<drover_structs::AllocDeploymentStatus> = harness
+        .deps
+        .task
+        .state_db
+        .get_deployment_status(runner.alloc_id())
+        .unwrap();
+    assert_eq!(persisted, Some(health.clone()));
+
+    // A restored runner knows its health and does not watch again.
+    runner.shutdown().await;
+    let restored = AllocRunner::restore(harness.deps.clone(), runner.alloc_id())
+        .unwrap()
+        .unwrap();
+    assert_eq!(restored.deployment_health(), Some(health));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deployment_alloc_whose_task_dies_is_unhealthy_at_once() {
+    let harness = harness();
+    let alloc = in_deployment(
+        alloc_with_tasks(
+            "service",
+            vec![fake_task(
+                "web",
+                json!({"run_for": "500ms", "exit_code": 1}),
+            )],
+            restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+        ),
+        "task_states",
+        Duration::from_secs(60),
+    );
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| runner.deployment_health().is_some()).await;
+    assert_eq!(runner.deployment_health().unwrap().healthy, Some(false));
+    runner.wait_all_tasks_dead().await;
+    assert_eq!(
+        last_reported_health(&harness).and_then(|status| status.healthy),
+        Some(false)
+    );
+    assert_eq!(
+        count(&state_of(&runner, "web"), health::ALLOC_UNHEALTHY_EVENT),
+        0,
+        "the task's own events say why"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_not_running_by_the_healthy_deadline_is_unhealthy_with_the_reason() {
+    let harness = harness();
+    let alloc = in_deployment(
+        alloc_with_tasks(
+            "service",
+            vec![fake_task(
+                "web",
+                json!({"start_error": "not yet", "start_error_recoverable": true}),
+            )],
+            restart_policy(
+                100,
+                Duration::from_secs(5),
+                Duration::from_secs(3600),
+                "delay",
+            ),
+        ),
+        "task_states",
+        Duration::from_secs(20),
+    );
+    let began = tokio::time::Instant::now();
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| runner.deployment_health().is_some()).await;
+    assert!(began.elapsed() >= Duration::from_secs(20));
+    assert_eq!(runner.deployment_health().unwrap().healthy, Some(false));
+    wait_until(&runner, |runner| {
+        count(&state_of(runner, "web"), health::ALLOC_UNHEALTHY_EVENT) == 1
+    })
+    .await;
+    let state = state_of(&runner, "web");
+    let event = events_of(&state, health::ALLOC_UNHEALTHY_EVENT)[0];
+    assert_eq!(event.message, "Task not running by deadline");
+    runner.destroy().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_deployment_clears_the_health_and_watches_again_and_manual_is_left_alone() {
+    let harness = harness();
+    let alloc = in_deployment(
+        alloc_with_tasks(
+            "service",
+            vec![fake_task("web", json!({}))],
+            restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+        ),
+        "task_states",
+        Duration::from_secs(60),
+    );
+    let runner = start(&harness, alloc.clone());
+    wait_until(&runner, |runner| runner.deployment_health().is_some()).await;
+
+    let mut next = alloc.clone();
+    next.deployment_id = "deploy-2".into();
+    runner.update(next.clone()).await.unwrap();
+    assert_eq!(runner.deployment_health(), None);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(runner.deployment_health(), None);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(runner.deployment_health().unwrap().healthy, Some(true));
+
+    // health_check = "manual": the client does not decide.
+    let mut manual = in_deployment(next, "manual", Duration::from_secs(60));
+    manual.deployment_id = "deploy-3".into();
+    runner.update(manual).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(runner.deployment_health(), None);
+    runner.destroy().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_alloc_outside_a_deployment_gets_migration_health_and_batch_none() {
+    let harness = harness();
+    let service = alloc_with_tasks(
+        "service",
+        vec![fake_task("web", json!({}))],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, service);
+    wait_until(&runner, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    assert_eq!(runner.deployment_health(), None, "migrate's 10 s not over");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(runner.deployment_health().unwrap().healthy, Some(true));
+    runner.destroy().await.unwrap();
+
+    let batch = alloc_with_tasks(
+        "batch",
+        vec![fake_task("job", json!({}))],
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    let runner = start(&harness, batch);
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(runner.deployment_health(), None);
+    runner.destroy().await.unwrap();
+}

@@ -163,6 +163,25 @@ fn checks_of(alloc: &Allocation) -> Vec<CheckSpec> {
         .collect()
 }
 
+/// The checks of `alloc` a deployment looks at (every check the hook runs), each with its
+/// `on_update` (the service's when the check names none; Nomad's default `require_healthy`).
+pub fn watched_checks(alloc: &Allocation) -> Vec<crate::allocrunner::health::WatchedCheck> {
+    checks_of(alloc)
+        .into_iter()
+        .map(|spec| {
+            let on_update = [&spec.check.on_update, &spec.service.on_update]
+                .into_iter()
+                .find(|on_update| !on_update.is_empty())
+                .cloned()
+                .unwrap_or_else(|| "require_healthy".to_string());
+            crate::allocrunner::health::WatchedCheck {
+                id: spec.id,
+                on_update,
+            }
+        })
+        .collect()
+}
+
 impl ChecksHook {
     /// Starts observing the checks of `alloc`, whose tasks are `tasks`; `None` when it has no
     /// checks (nothing is read or spawned then). Results persisted for the allocation (an agent
