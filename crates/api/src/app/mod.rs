@@ -23,6 +23,7 @@ mod events;
 mod exec;
 mod node_rpc;
 mod respond;
+mod search;
 mod services;
 mod submit;
 
@@ -603,6 +604,7 @@ async fn handle<B: ApiBackend>(
             services::of_allocation(backend, params, &alloc_id).await
         }
         Route::JobServices { job_id } => services::of_job(backend, params, &job_id).await,
+        Route::Search => search::prefix_search(backend, params, body).await,
         Route::FsReadAt { alloc_id } => {
             let alloc_dir = backend.alloc_dir(&alloc_id)?;
             let path = params.get("path").unwrap_or("").to_string();
