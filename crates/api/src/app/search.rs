@@ -60,7 +60,7 @@ fn round_uuid_down_if_odd<'a>(prefix: &'a str, context: &str) -> &'a str {
         return prefix;
     }
     let hyphens = prefix.matches('-').count();
-    if (prefix.len() - hyphens) % 2 == 0 {
+    if (prefix.len() - hyphens).is_multiple_of(2) {
         prefix
     } else {
         let mut end = prefix.len() - 1;

@@ -62,7 +62,7 @@ fn equality_converts_the_literal_to_the_fields_type() {
     assert!(eval("Canary == false"));
     assert!(eval("Canary == F"));
     assert!(eval("Canary != true"));
-    assert!(eval("Count == -3") == false);
+    assert!(!eval("Count == -3"));
 }
 
 #[test]
