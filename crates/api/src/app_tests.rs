@@ -2040,3 +2040,111 @@ async fn plan_is_not_served_by_an_agent_without_a_server() {
     let get = send(&router, "GET", "/v1/job/web/plan", None).await;
     assert_eq!(get.status(), StatusCode::METHOD_NOT_ALLOWED);
 }
+
+#[tokio::test]
+async fn prefix_search_answers_nomads_matches_and_truncations() {
+    let (backend, router) = setup();
+    let job = backend.put_job(sample_job("8e-web"));
+    sample_allocation(&backend, "8e3a0000-1111-2222-3333-444455556666", &job);
+    sample_allocation(&backend, "8e3b0000-1111-2222-3333-444455556666", &job);
+    let all = body_json(
+        send(
+            &router,
+            "PUT",
+            "/v1/search",
+            Some(json!({"Prefix": "8e3", "Context": "all"})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        all["Matches"]["allocs"],
+        json!([
+            "8e3a0000-1111-2222-3333-444455556666",
+            "8e3b0000-1111-2222-3333-444455556666"
+        ])
+    );
+    assert_eq!(all["Matches"]["jobs"], Value::Null);
+    assert_eq!(all["Matches"]["plugins"], Value::Null);
+    assert_eq!(all["Truncations"]["allocs"], false);
+    assert!(all["Index"].as_u64().unwrap() > 0);
+    let jobs = body_json(
+        send(
+            &router,
+            "POST",
+            "/v1/search",
+            Some(json!({"Prefix": "8e", "Context": "jobs"})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(jobs["Matches"], json!({"jobs": ["8e-web"]}));
+    let bad = send(
+        &router,
+        "PUT",
+        "/v1/search",
+        Some(json!({"Prefix": "8e", "Context": "nope"})),
+    )
+    .await;
+    assert_eq!(bad.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(
+        body_text(bad)
+            .await
+            .starts_with("context must be one of [allocs jobs")
+    );
+    let get = send(&router, "GET", "/v1/search", None).await;
+    assert_eq!(get.status(), StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn list_filters_are_evaluated_per_object_and_malformed_ones_are_400s() {
+    let (backend, router) = setup();
+    let web = backend.put_job(sample_job("web"));
+    let api = backend.put_job(sample_job("api"));
+    sample_allocation(&backend, "aaaa0000-1111-2222-3333-444455556666", &web);
+    sample_allocation(&backend, "bbbb0000-1111-2222-3333-444455556666", &api);
+    let uri = "/v1/allocations?filter=ClientStatus%20%3D%3D%20%22running%22%20and%20JobID%20matches%20%22%5Eweb%22";
+    let list = body_json(send(&router, "GET", uri, None).await).await;
+    assert_eq!(list.as_array().map(Vec::len), Some(1));
+    assert_eq!(list[0]["JobID"], "web");
+    let jobs =
+        body_json(send(&router, "GET", "/v1/jobs?filter=ID%20%21%3D%20web", None).await).await;
+    assert_eq!(jobs.as_array().map(Vec::len), Some(1));
+    assert_eq!(jobs[0]["ID"], "api");
+    let page = send(&router, "GET", "/v1/jobs?per_page=1", None).await;
+    assert_eq!(page.headers()["X-Nomad-NextToken"], "default.web");
+    assert_eq!(body_json(page).await[0]["ID"], "api");
+    for path in [
+        "/v1/jobs",
+        "/v1/allocations",
+        "/v1/evaluations",
+        "/v1/nodes",
+        "/v1/deployments",
+    ] {
+        let bad = send(
+            &router,
+            "GET",
+            &format!("{path}?filter=ID%20%3D%3D%20%22x"),
+            None,
+        )
+        .await;
+        assert_eq!(bad.status(), StatusCode::BAD_REQUEST, "{path}");
+        assert_eq!(
+            body_text(bad).await,
+            "failed to create result paginator: failed to read filter expression: 1:9 (8): rule string: Unterminated string literal",
+            "{path}"
+        );
+    }
+    let mixed = send(
+        &router,
+        "GET",
+        "/v1/evaluations?job=web&filter=ID%20%3D%3D%20x",
+        None,
+    )
+    .await;
+    assert_eq!(mixed.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body_text(mixed).await,
+        "Filter expression cannot be used with other filter parameters"
+    );
+}

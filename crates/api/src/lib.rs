@@ -9,6 +9,7 @@ pub mod app;
 #[cfg(test)]
 mod app_tests;
 pub mod backend;
+pub mod bexpr;
 pub mod body_limit;
 pub mod client;
 #[cfg(test)]
@@ -19,6 +20,7 @@ pub mod fs;
 pub mod logs;
 #[cfg(any(test, feature = "memory-backend"))]
 pub mod memory;
+pub mod paginate;
 pub mod params;
 pub mod routes;
 pub mod state_store;

@@ -168,6 +168,8 @@ pub enum Route {
     JobServices {
         job_id: String,
     },
+    /// `PUT /v1/search`: prefix search over IDs.
+    Search,
 }
 
 /// Job sub-resources, longest first so `/deployments` wins over `/deployment`. Suffixes Nomad
@@ -266,6 +268,7 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
         "internal/services/upsert" => (Route::ServiceRegistrationUpsert, Write),
         "internal/services/delete" => (Route::ServiceRegistrationDeleteIds, Write),
         "services" => (Route::ServiceList, Read),
+        "search" => (Route::Search, Write),
         _ => {
             if let Some(rest) = path.strip_prefix("job/") {
                 return job_route(method, rest);

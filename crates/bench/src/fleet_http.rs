@@ -195,10 +195,24 @@ pub async fn alloc_list_with_simulated_nodes(
     bench: &Bench,
     allocs: usize,
     nodes: usize,
+    filter: Option<String>,
 ) -> anyhow::Result<Report> {
     let mut report = Report::default();
     let temp = tempfile::tempdir()?;
     let (agent, conn, timing) = server_agent_for_simulated_nodes(bench, temp.path())?;
+    let filtered_path = filter.map(|filter| {
+        let encoded: String = filter
+            .bytes()
+            .map(|byte| {
+                if byte.is_ascii_alphanumeric() {
+                    char::from(byte).to_string()
+                } else {
+                    format!("%{byte:02X}")
+                }
+            })
+            .collect();
+        format!("/v1/allocations?filter={encoded}")
+    });
     let setup = Instant::now();
     let clients = start_fleet_on(conn, nodes, timing).await?;
     let job_id = "alloc-list";
@@ -229,9 +243,13 @@ pub async fn alloc_list_with_simulated_nodes(
     ));
     for _ in 0..bench.runs {
         let measured = Arc::clone(&agent);
+        let filtered_path = filtered_path.clone();
         report = tokio::task::spawn_blocking(move || {
             let mut report = report;
             crate::process::alloc_list_latency(&measured, 100, &mut report)?;
+            if let Some(path) = &filtered_path {
+                crate::process::list_latency(&measured, path, 100, &mut report)?;
+            }
             report.record_load();
             anyhow::Ok(report)
         })

@@ -84,6 +84,10 @@ enum Scenario {
         /// server-only agent) instead of terminal allocs of real `/bin/true` tasks.
         #[arg(long)]
         simulated_nodes: Option<usize>,
+        /// Also time the list with this `filter` expression (simulated nodes only), e.g.
+        /// `ClientStatus == "running" and Name matches "\\[1"`.
+        #[arg(long)]
+        filter: Option<String>,
     },
     /// Service catalog reads (`/v1/services`, `/v1/service/<name>`, with `choose`), p50/p99
     /// over 100 requests, with N registrations of running allocs on simulated nodes.
@@ -207,6 +211,7 @@ fn main() -> anyhow::Result<()> {
             allocs,
             chunk,
             simulated_nodes: None,
+            ..
         } => (
             format!("alloc-list --allocs {allocs}"),
             process::alloc_list(&bench()?, allocs, chunk)?,
@@ -214,13 +219,14 @@ fn main() -> anyhow::Result<()> {
         Scenario::AllocList {
             allocs,
             simulated_nodes: Some(nodes),
+            filter,
             ..
         } => {
             let bench = bench()?;
             (
                 format!("alloc-list --allocs {allocs} --simulated-nodes {nodes}"),
                 runtime()?.block_on(fleet_http::alloc_list_with_simulated_nodes(
-                    &bench, allocs, nodes,
+                    &bench, allocs, nodes, filter,
                 ))?,
             )
         }

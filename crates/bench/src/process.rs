@@ -476,24 +476,34 @@ pub(crate) fn alloc_list_latency(
     requests: usize,
     report: &mut Report,
 ) -> anyhow::Result<()> {
+    list_latency(agent, "/v1/allocations", requests, report)
+}
+
+/// Latency of one `GET` of a list (`path` with its query), `requests` times.
+pub(crate) fn list_latency(
+    agent: &AgentProcess,
+    path: &str,
+    requests: usize,
+    report: &mut Report,
+) -> anyhow::Result<()> {
     let mut samples = Vec::with_capacity(requests);
     let mut bytes = 0;
     for _ in 0..requests {
         let started = Instant::now();
-        let (status, body) = http("GET", &agent.address, "/v1/allocations", None)?;
+        let (status, body) = http("GET", &agent.address, path, None)?;
         samples.push(ms(started.elapsed()));
         if status != 200 {
-            bail!("GET /v1/allocations: {status}");
+            bail!("GET {path}: {status}");
         }
         bytes = body.len();
     }
     for (name, percent) in [("p50", 50.0), ("p99", 99.0)] {
         if let Some(value) = percentile(&samples, percent) {
-            report.add(&format!("GET /v1/allocations {name}"), "ms", value);
+            report.add(&format!("GET {path} {name}"), "ms", value);
         }
     }
     report.note(format!(
-        "GET /v1/allocations: {requests} requests, one connection each, {bytes} bytes per answer"
+        "GET {path}: {requests} requests, one connection each, {bytes} bytes per answer"
     ));
     Ok(())
 }

@@ -23,11 +23,12 @@ mod events;
 mod exec;
 mod node_rpc;
 mod respond;
+mod search;
 mod services;
 mod submit;
 
 use agent::{agent_health, agent_members, agent_self};
-use respond::{Meta, blocking_read, decode_body, json_response};
+use respond::{Meta, blocking_read, decode_body, json_response, page_response};
 use submit::{parse_job, plan, register, validate_job};
 
 use crate::backend::{ApiBackend, Table};
@@ -35,6 +36,7 @@ use crate::error::ApiError;
 use crate::logs::{
     FileSet, FollowTiming, LogRequest, Origin, StreamPosition, WriterFinished, stream_body,
 };
+use crate::paginate::{ListOptions, TokenKind, TokenParts, page, to_datum};
 use crate::params::QueryParams;
 use crate::routes::{Route, route};
 
@@ -133,6 +135,31 @@ fn stubs(allocations: Vec<Allocation>, task_states: bool, resources: bool) -> Ve
         .collect()
 }
 
+/// A page of allocations or evaluations in Nomad's order: by create index then ID (tokens
+/// `<index>.<id>`), or by ID (tokens `<id>`) when read by ID prefix; `reverse` walks backwards.
+fn page_by_create_index<T: serde::Serialize, S>(
+    mut items: Vec<T>,
+    options: &ListOptions,
+    prefix: &str,
+    parts: impl Fn(&T) -> TokenParts<'_>,
+    stub: impl FnMut(T) -> Result<S, ApiError>,
+) -> Result<(Vec<S>, String), ApiError> {
+    let kind = if prefix.is_empty() {
+        items.sort_by(|a, b| {
+            let (a, b) = (parts(a), parts(b));
+            (a.create_index, a.id).cmp(&(b.create_index, b.id))
+        });
+        TokenKind::CreateIndexId
+    } else {
+        items.sort_by(|a, b| parts(a).id.cmp(parts(b).id));
+        TokenKind::Id
+    };
+    if options.reverse {
+        items.reverse();
+    }
+    page(items, options, kind, parts, to_datum, stub)
+}
+
 async fn handle<B: ApiBackend>(
     state: &AppState<B>,
     route: Route,
@@ -145,22 +172,36 @@ async fn handle<B: ApiBackend>(
         Route::JobList => {
             let include_meta = params.bool("meta", false)?;
             let prefix = params.prefix().to_string();
-            let (index, list) = blocking_read(
+            let options = ListOptions::from_params(params)?;
+            let (index, (list, next_token)) = blocking_read(
                 backend,
                 params,
                 &[Table::Jobs, Table::JobSummaries],
                 |backend| {
-                    let jobs = backend.jobs(&namespace, &prefix)?;
-                    jobs.into_iter()
-                        .map(|job| {
+                    let mut jobs = backend.jobs(&namespace, &prefix)?;
+                    jobs.sort_by(|a, b| (&a.namespace, &a.id).cmp(&(&b.namespace, &b.id)));
+                    if options.reverse {
+                        jobs.reverse();
+                    }
+                    page(
+                        jobs,
+                        &options,
+                        TokenKind::NamespaceId,
+                        |job| TokenParts {
+                            namespace: &job.namespace,
+                            id: &job.id,
+                            create_index: job.create_index,
+                        },
+                        to_datum,
+                        |job| {
                             let summary = backend.job_summary(&job.namespace, &job.id)?;
                             Ok(job.stub(summary, include_meta))
-                        })
-                        .collect::<Result<Vec<_>, ApiError>>()
+                        },
+                    )
                 },
             )
             .await?;
-            json_response(&list, params, Meta::Read(index))
+            page_response(&list, params, index, &next_token)
         }
         Route::JobRegister => register(backend, params, body, None).await,
         Route::JobRegisterAt { job_id } => register(backend, params, body, Some(job_id)).await,
@@ -308,15 +349,27 @@ async fn handle<B: ApiBackend>(
             let task_states = params.bool("task_states", true)?;
             let resources = params.bool("resources", false)?;
             let prefix = params.prefix().to_string();
-            let (index, list) = blocking_read(backend, params, &[Table::Allocs], |backend| {
-                Ok(stubs(
-                    backend.allocations(&namespace, &prefix)?,
-                    task_states,
-                    resources,
-                ))
-            })
-            .await?;
-            json_response(&list, params, Meta::Read(index))
+            let options = ListOptions::from_params(params)?;
+            let (index, (list, next_token)) =
+                blocking_read(backend, params, &[Table::Allocs], |backend| {
+                    let allocations = backend.allocations(&namespace, &prefix)?;
+                    page_by_create_index(
+                        allocations,
+                        &options,
+                        &prefix,
+                        |allocation| TokenParts {
+                            namespace: &allocation.namespace,
+                            id: &allocation.id,
+                            create_index: allocation.create_index,
+                        },
+                        |mut allocation| {
+                            allocation.populate_display_messages();
+                            Ok(allocation.stub_with(task_states, resources))
+                        },
+                    )
+                })
+                .await?;
+            page_response(&list, params, index, &next_token)
         }
         Route::AllocationRead { alloc_id } => {
             let (index, allocation) = blocking_read(backend, params, &[Table::Allocs], |backend| {
@@ -336,16 +389,34 @@ async fn handle<B: ApiBackend>(
             let prefix = params.prefix().to_string();
             let status = params.non_empty("status").map(str::to_string);
             let job = params.non_empty("job").map(str::to_string);
-            let (index, list) = blocking_read(backend, params, &[Table::Evals], |backend| {
-                Ok(backend
-                    .evaluations(&namespace, &prefix)?
-                    .into_iter()
-                    .filter(|eval| status.as_ref().is_none_or(|status| &eval.status == status))
-                    .filter(|eval| job.as_ref().is_none_or(|job| &eval.job_id == job))
-                    .collect::<Vec<_>>())
-            })
-            .await?;
-            json_response(&list, params, Meta::Read(index))
+            let options = ListOptions::from_params(params)?;
+            if options.filter.is_some() && (status.is_some() || job.is_some()) {
+                return Err(ApiError::bad_request(
+                    "Filter expression cannot be used with other filter parameters",
+                ));
+            }
+            let (index, (list, next_token)) =
+                blocking_read(backend, params, &[Table::Evals], |backend| {
+                    let evaluations = backend
+                        .evaluations(&namespace, &prefix)?
+                        .into_iter()
+                        .filter(|eval| status.as_ref().is_none_or(|status| &eval.status == status))
+                        .filter(|eval| job.as_ref().is_none_or(|job| &eval.job_id == job))
+                        .collect();
+                    page_by_create_index(
+                        evaluations,
+                        &options,
+                        &prefix,
+                        |eval| TokenParts {
+                            namespace: &eval.namespace,
+                            id: &eval.id,
+                            create_index: eval.create_index,
+                        },
+                        Ok,
+                    )
+                })
+                .await?;
+            page_response(&list, params, index, &next_token)
         }
         Route::EvaluationRead { eval_id } => {
             let (index, eval) = blocking_read(backend, params, &[Table::Evals], |backend| {
@@ -370,15 +441,29 @@ async fn handle<B: ApiBackend>(
             let include_attributes = params.bool("os", false)?;
             let include_resources = params.bool("resources", false)?;
             let prefix = params.prefix().to_string();
-            let (index, list) = blocking_read(backend, params, &[Table::Nodes], |backend| {
-                Ok(backend
-                    .nodes(&prefix)?
-                    .iter()
-                    .map(|node| node.stub_with(include_attributes, include_resources))
-                    .collect::<Vec<_>>())
-            })
-            .await?;
-            json_response(&list, params, Meta::Read(index))
+            let options = ListOptions::from_params(params)?;
+            let (index, (list, next_token)) =
+                blocking_read(backend, params, &[Table::Nodes], |backend| {
+                    let mut nodes = backend.nodes(&prefix)?;
+                    // Nomad walks nodes by ID whatever `reverse` says (its paginator still
+                    // compares tokens the reversed way).
+                    nodes.sort_by(|a, b| a.id.cmp(&b.id));
+                    page(
+                        nodes,
+                        &options,
+                        TokenKind::Id,
+                        |node| TokenParts {
+                            namespace: "",
+                            id: &node.id,
+                            create_index: node.create_index,
+                        },
+                        // The filter sees the node without its secret.
+                        |node| to_datum(&node.sanitized()),
+                        |node| Ok(node.stub_with(include_attributes, include_resources)),
+                    )
+                })
+                .await?;
+            page_response(&list, params, index, &next_token)
         }
         Route::NodeRead { node_id } => {
             let (index, node) = blocking_read(backend, params, &[Table::Nodes], |backend| {
@@ -426,6 +511,8 @@ async fn handle<B: ApiBackend>(
             json_response(&servers, params, Meta::Read(1))
         }
         Route::DeploymentList => {
+            // No deployments to list, but the options are read (and refused) as Nomad does.
+            ListOptions::from_params(params)?;
             let (index, ()) =
                 blocking_read(backend, params, &[Table::Deployments], |_| Ok(())).await?;
             json_response(&json!([]), params, Meta::Read(index))
@@ -582,6 +669,7 @@ async fn handle<B: ApiBackend>(
             services::of_allocation(backend, params, &alloc_id).await
         }
         Route::JobServices { job_id } => services::of_job(backend, params, &job_id).await,
+        Route::Search => search::prefix_search(backend, params, body).await,
         Route::FsReadAt { alloc_id } => {
             let alloc_dir = backend.alloc_dir(&alloc_id)?;
             let path = params.get("path").unwrap_or("").to_string();

@@ -61,6 +61,22 @@ pub(super) fn json_response<T: Serialize>(
     Ok(response)
 }
 
+/// A page of a paginated list: a read's answer with `X-Nomad-NextToken` when more is left.
+pub(super) fn page_response<T: Serialize>(
+    value: &T,
+    params: &QueryParams,
+    index: u64,
+    next_token: &str,
+) -> Result<Response, ApiError> {
+    let mut response = json_response(value, params, Meta::Read(index))?;
+    if !next_token.is_empty() {
+        let token = HeaderValue::from_str(next_token)
+            .map_err(|_| ApiError::internal("next token is not a header value"))?;
+        response.headers_mut().insert("X-Nomad-NextToken", token);
+    }
+    Ok(response)
+}
+
 /// Runs a read as a blocking query: with `?index=N`, waits until one of `tables` passes N or
 /// the wait (plus jitter) runs out, then reads. The index is taken before the data, so the
 /// data is never older than the index the caller will block on next.

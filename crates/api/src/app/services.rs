@@ -11,10 +11,11 @@ use axum::response::{IntoResponse, Response};
 use drover_structs::service_catalog::{choose_services, service_list};
 use drover_structs::{GenericResponse, ServiceRegistration};
 
-use super::respond::{Meta, blocking_read, decode_body, json_response};
+use super::respond::{Meta, blocking_read, decode_body, json_response, page_response};
 use crate::backend::{ApiBackend, Table};
 use crate::client_rpc::{ServiceDeleteRequest, ServiceUpsertRequest};
 use crate::error::ApiError;
+use crate::paginate::{ListOptions, TokenKind, TokenParts, page, to_datum};
 use crate::params::QueryParams;
 
 /// `GET /v1/services`: per namespace (`*`: all), each service name with the union of its tags.
@@ -49,19 +50,34 @@ pub(super) async fn read<B: ApiBackend>(
     let namespace = params.namespace().to_string();
     let tags: Vec<&str> = params.get_all("tag").collect();
     let choose = params.non_empty("choose");
-    let (index, services) =
+    let options = ListOptions::from_params(params)?;
+    let (index, (services, next_token)) =
         blocking_read(backend, params, &[Table::ServiceRegistrations], |backend| {
             let mut services = backend.service_registrations_by_name(&namespace, service_name)?;
             services.retain(|service| has_tags(service, &tags));
-            match choose {
+            services.sort_by(|a, b| (&a.namespace, &a.id).cmp(&(&b.namespace, &b.id)));
+            let (services, next_token) = page(
+                services,
+                &options,
+                TokenKind::NamespaceId,
+                |service| TokenParts {
+                    namespace: &service.namespace,
+                    id: &service.id,
+                    create_index: service.create_index,
+                },
+                to_datum,
+                Ok,
+            )?;
+            let services = match choose {
                 Some(parameter) => choose_services(services, parameter).map_err(|error| {
                     ApiError::bad_request(format!("failed to choose services: {error}"))
-                }),
-                None => Ok(services),
-            }
+                })?,
+                None => services,
+            };
+            Ok((services, next_token))
         })
         .await?;
-    json_response(&services, params, Meta::Read(index))
+    page_response(&services, params, index, &next_token)
 }
 
 /// `DELETE /v1/service/<name>/<id>`: removes one registration by its namespace and ID (the
