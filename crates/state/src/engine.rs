@@ -61,9 +61,11 @@ pub enum Table {
     AllocJobs,
     /// Service registrations of the built-in catalog, by namespace and ID.
     ServiceRegistrations,
+    /// The keyring's root keys, wrapped, by key ID.
+    RootKeys,
 }
 
-const TABLE_COUNT: usize = 8;
+const TABLE_COUNT: usize = 9;
 
 impl Table {
     /// Every table.
@@ -76,6 +78,7 @@ impl Table {
         Table::JobSummaries,
         Table::AllocJobs,
         Table::ServiceRegistrations,
+        Table::RootKeys,
     ];
 
     /// The table's name, as used in keys and errors.
@@ -89,6 +92,7 @@ impl Table {
             Table::JobSummaries => "job_summaries",
             Table::AllocJobs => "alloc_jobs",
             Table::ServiceRegistrations => "service_registrations",
+            Table::RootKeys => "root_keys",
         }
     }
 
@@ -102,6 +106,7 @@ impl Table {
             Table::JobSummaries => 5,
             Table::AllocJobs => 6,
             Table::ServiceRegistrations => 7,
+            Table::RootKeys => 8,
         }
     }
 

@@ -27,6 +27,7 @@ pub mod embedded;
 pub mod engine;
 pub mod error;
 pub mod events;
+pub mod keyring;
 pub mod kv;
 pub mod store;
 pub mod tables;

@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use drover_structs::{Allocation, Evaluation, Job, JobSummary, Node, ServiceRegistration};
+use drover_structs::{
+    Allocation, Evaluation, Job, JobSummary, Node, ServiceRegistration, WrappedRootKey,
+};
 
 use crate::engine::{Committed, Indexes, Table};
 
@@ -50,6 +52,8 @@ pub struct StateTables {
     pub(crate) services_by_node: Arc<BTreeSet<(String, String, String)>>,
     /// (ID, namespace): an ID without its namespace, as a client deregisters.
     pub(crate) services_by_id: Arc<BTreeSet<(String, String)>>,
+    /// The keyring's root keys (wrapped), by key ID.
+    pub(crate) root_keys: Arc<BTreeMap<String, Arc<WrappedRootKey>>>,
 }
 
 /// A service registration's identity: namespace and ID.
