@@ -23,6 +23,8 @@ pub mod broker;
 mod clock;
 mod error;
 pub mod heartbeat;
+pub mod identity;
+pub mod keyring;
 pub mod plan_apply;
 mod services;
 pub mod snapshot;
