@@ -65,6 +65,9 @@ pub enum KeyringError {
     KeyNotFound { key_id: String },
     #[error("no active root key")]
     NoActiveKey,
+    /// Nomad's message for removing the active key.
+    #[error("active root key cannot be deleted - call rotate first")]
+    ActiveKey,
     #[error("root key in use, cannot delete")]
     KeyInUse { key_id: String },
     #[error("cannot open root key {key_id}: {reason}")]
@@ -320,10 +323,13 @@ impl Keyring {
     /// Removes an inactive root key; what it signed no longer verifies. `in_use` says whether
     /// data sealed with it is still stored (refused unless `force`, as Nomad).
     pub async fn delete(&self, key_id: &str, in_use: bool, force: bool) -> Result<u64, KeyringError> {
-        if self.state.root_key(key_id).is_none() {
+        let Some(stored) = self.state.root_key(key_id) else {
             return Err(KeyringError::KeyNotFound {
                 key_id: key_id.to_owned(),
             });
+        };
+        if stored.meta.is_active() {
+            return Err(KeyringError::ActiveKey);
         }
         if in_use && !force {
             return Err(KeyringError::KeyInUse {

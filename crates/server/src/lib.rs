@@ -25,6 +25,7 @@ mod error;
 pub mod heartbeat;
 pub mod identity;
 pub mod keyring;
+pub mod variables;
 pub mod plan_apply;
 mod services;
 pub mod snapshot;

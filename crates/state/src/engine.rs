@@ -63,9 +63,11 @@ pub enum Table {
     ServiceRegistrations,
     /// The keyring's root keys, wrapped, by key ID.
     RootKeys,
+    /// Variables (items sealed), by namespace and path.
+    Variables,
 }
 
-const TABLE_COUNT: usize = 9;
+const TABLE_COUNT: usize = 10;
 
 impl Table {
     /// Every table.
@@ -79,6 +81,7 @@ impl Table {
         Table::AllocJobs,
         Table::ServiceRegistrations,
         Table::RootKeys,
+        Table::Variables,
     ];
 
     /// The table's name, as used in keys and errors.
@@ -93,6 +96,7 @@ impl Table {
             Table::AllocJobs => "alloc_jobs",
             Table::ServiceRegistrations => "service_registrations",
             Table::RootKeys => "root_keys",
+            Table::Variables => "variables",
         }
     }
 
@@ -107,6 +111,7 @@ impl Table {
             Table::AllocJobs => 6,
             Table::ServiceRegistrations => 7,
             Table::RootKeys => 8,
+            Table::Variables => 9,
         }
     }
 

@@ -31,6 +31,7 @@ pub mod keyring;
 pub mod kv;
 pub mod store;
 pub mod tables;
+pub mod variables;
 
 pub use embedded::{EmbeddedKv, STATE_FILE_NAME};
 pub use engine::{
@@ -43,4 +44,5 @@ pub use events::{
 };
 pub use kv::{KeyRange, Kv, KvError, KvFuture, KvPair, MemoryKv, Revision, WriteBatch, WriteOp};
 pub use store::{ClientAllocUpdate, JobRegistration, StateStore};
+pub use variables::{VariableOp, VariableWrite};
 pub use tables::{JOB_TRACKED_VERSIONS, JobKey, StateSnapshot, StateTables};

@@ -352,6 +352,7 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
         Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
     }
     crate::keyring::load_root_keys(kv, &mut tables).await?;
+    crate::variables::load_variables(kv, &mut tables).await?;
     for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {
         tables.index_service(&service);
         Arc::make_mut(&mut tables.services).insert(

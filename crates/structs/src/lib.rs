@@ -48,6 +48,7 @@ pub mod service_catalog;
 pub mod service_registration;
 pub mod task_state;
 pub mod time;
+pub mod variables;
 pub mod version;
 
 pub use alloc::*;
@@ -67,4 +68,5 @@ pub use resource_usage::*;
 pub use service_catalog::{ServiceRegistrationListStub, ServiceRegistrationStub};
 pub use service_registration::ServiceRegistration;
 pub use task_state::*;
+pub use variables::{Variable, VariableEncrypted, VariableMetadata};
 pub use time::{DurationNs, TimeParseError, Timestamp};
