@@ -672,7 +672,10 @@ impl AgentConfig {
             },
             artifact: client.artifact.clone().unwrap_or_default().validate()?,
             num_schedulers: server.num_schedulers.unwrap_or(2).max(1),
-            oidc_issuer: server.oidc_issuer.clone().filter(|issuer| !issuer.is_empty()),
+            oidc_issuer: server
+                .oidc_issuer
+                .clone()
+                .filter(|issuer| !issuer.is_empty()),
             heartbeat_grace: match &server.heartbeat_grace {
                 Some(text) => parse_duration("server.heartbeat_grace", text)?,
                 None => Duration::from_secs(10),

@@ -32,7 +32,10 @@ pub fn router(endpoints: KeyringEndpoints) -> axum::Router {
     axum::Router::new()
         .route("/v1/operator/keyring/keys", axum::routing::any(list_keys))
         .route("/v1/operator/keyring/rotate", axum::routing::any(rotate))
-        .route("/v1/operator/keyring/key/{key_id}", axum::routing::any(delete_key))
+        .route(
+            "/v1/operator/keyring/key/{key_id}",
+            axum::routing::any(delete_key),
+        )
         .route("/.well-known/jwks.json", axum::routing::any(jwks))
         .route(
             "/.well-known/openid-configuration",
@@ -81,8 +84,7 @@ fn json(value: &impl serde::Serialize, index_headers: Option<(u64, bool)>) -> Re
 async fn block_on_keyring(state: &StateStore, params: &QueryParams) -> Result<u64, ApiError> {
     let options = params.blocking()?;
     if options.min_index > 0 {
-        let deadline =
-            tokio::time::Instant::now() + options.wait_with_jitter(rand_fraction());
+        let deadline = tokio::time::Instant::now() + options.wait_with_jitter(rand_fraction());
         while state.indexes().table(Table::RootKeys) <= options.min_index
             && tokio::time::Instant::now() < deadline
         {
@@ -186,7 +188,10 @@ async fn delete_key(
     Ok(json(&KeyringDeleteResponse { index }, Some((index, false))))
 }
 
-async fn jwks(method: Method, State(endpoints): State<KeyringEndpoints>) -> Result<Response, ApiError> {
+async fn jwks(
+    method: Method,
+    State(endpoints): State<KeyringEndpoints>,
+) -> Result<Response, ApiError> {
     if method != Method::GET {
         return Err(ApiError::MethodNotAllowed);
     }

@@ -80,7 +80,10 @@ fn json_with_status(
 }
 
 /// Who is asking: `Err` is the answer for a credential that does not resolve.
-fn caller(endpoints: &VariablesEndpoints, headers: &HeaderMap) -> Result<RequestIdentity, Response> {
+fn caller(
+    endpoints: &VariablesEndpoints,
+    headers: &HeaderMap,
+) -> Result<RequestIdentity, Response> {
     let header_str = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
     let token = request_token(header_str("X-Nomad-Token"), header_str("Authorization"));
     resolve_token(&endpoints.keyring, &endpoints.state, token).map_err(|error| {
@@ -313,7 +316,12 @@ mod tests {
             key_id: "k".to_owned(),
             claims: serde_json::Value::Null,
         };
-        for path in ["nomad/jobs", "nomad/jobs/web", "nomad/jobs/web/g", "nomad/jobs/web/g/t"] {
+        for path in [
+            "nomad/jobs",
+            "nomad/jobs/web",
+            "nomad/jobs/web/g",
+            "nomad/jobs/web/g/t",
+        ] {
             assert!(workload_may_read(&identity, "default", path), "{path}");
         }
         for path in [

@@ -58,7 +58,10 @@ fn the_keyring_seals_variables_and_rotates_and_cas_conflicts_answer_the_current_
     assert_eq!(jwks["keys"][0]["crv"], "Ed25519");
     assert_eq!(jwks["keys"][0]["alg"], "EdDSA");
     let (status, body) = http("GET", &agent.url("/.well-known/openid-configuration"), None);
-    assert_eq!((status, body.as_str()), (404, "OIDC Discovery endpoint disabled"));
+    assert_eq!(
+        (status, body.as_str()),
+        (404, "OIDC Discovery endpoint disabled")
+    );
 
     // Put, read, list.
     let body = format!(r#"{{"Items": {{"password": "{SECRET}", "user": "app"}}}}"#);
@@ -103,7 +106,10 @@ fn the_keyring_seals_variables_and_rotates_and_cas_conflicts_answer_the_current_
         400,
         "the reserved path is refused"
     );
-    assert_eq!(http("PUT", &agent.url("/v1/var/app/x?lock-acquire"), Some(&body)).0, 400);
+    assert_eq!(
+        http("PUT", &agent.url("/v1/var/app/x?lock-acquire"), Some(&body)).0,
+        400
+    );
 
     // A credential that resolves to nothing is refused.
     let (status, refused) = request_with_token("GET", &agent.url("/v1/var/app/db"), "not.a.jwt");
@@ -117,7 +123,13 @@ fn the_keyring_seals_variables_and_rotates_and_cas_conflicts_answer_the_current_
     let second_key = rotated["Key"]["KeyID"].as_str().unwrap().to_owned();
     assert_ne!(second_key, first_key);
     assert_eq!(rotated["Key"]["State"], "active");
-    assert_eq!(agent.get_json("/.well-known/jwks.json")["keys"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        agent.get_json("/.well-known/jwks.json")["keys"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
     let (status, _) = http(
         "DELETE",
         &agent.url(&format!("/v1/operator/keyring/key/{second_key}")),
@@ -130,7 +142,10 @@ fn the_keyring_seals_variables_and_rotates_and_cas_conflicts_answer_the_current_
         None,
     );
     assert_eq!(status, 200, "{deleted}");
-    assert_eq!(agent.get_json("/v1/var/app/db")["Items"]["password"], SECRET);
+    assert_eq!(
+        agent.get_json("/v1/var/app/db")["Items"]["password"],
+        SECRET
+    );
 
     // After a restart the variable opens again; the state file never held it in the clear.
     agent.terminate();
@@ -142,7 +157,10 @@ fn the_keyring_seals_variables_and_rotates_and_cas_conflicts_answer_the_current_
         "the state file holds the plaintext"
     );
     let agent = Agent::start_with(&data_dir, &[]);
-    assert_eq!(agent.get_json("/v1/var/app/db")["Items"]["password"], SECRET);
+    assert_eq!(
+        agent.get_json("/v1/var/app/db")["Items"]["password"],
+        SECRET
+    );
     let (status, _) = http("DELETE", &agent.url("/v1/var/app/db"), None);
     assert_eq!(status, 204);
     assert_eq!(http("GET", &agent.url("/v1/var/app/db"), None).0, 404);

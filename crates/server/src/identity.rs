@@ -139,7 +139,11 @@ pub fn sign_workload_identity(
     let has_task = alloc
         .job
         .as_deref()
-        .and_then(|job| job.task_groups.iter().find(|group| group.name == alloc.task_group))
+        .and_then(|job| {
+            job.task_groups
+                .iter()
+                .find(|group| group.name == alloc.task_group)
+        })
         .is_some_and(|group| group.tasks.iter().any(|candidate| candidate.name == task));
     if !has_task {
         return Err(IdentityError::UnknownTask {
@@ -166,7 +170,9 @@ pub fn verify_workload_identity(
             .ok_or(IdentityError::NotWorkloadIdentity(name))
     };
     let alloc_id = claim("nomad_allocation_id")?;
-    let alloc = state.alloc(&alloc_id).ok_or(IdentityError::AllocationGone)?;
+    let alloc = state
+        .alloc(&alloc_id)
+        .ok_or(IdentityError::AllocationGone)?;
     if alloc.terminal_status() {
         return Err(IdentityError::AllocationTerminal);
     }
@@ -291,8 +297,12 @@ mod tests {
         assert_eq!(identity.job_id, "web");
         assert_eq!(identity.group, "frontend");
         assert_eq!(
-            resolve_token(&keyring, &state, request_token(None, Some(&format!("Bearer {token}"))))
-                .unwrap(),
+            resolve_token(
+                &keyring,
+                &state,
+                request_token(None, Some(&format!("Bearer {token}")))
+            )
+            .unwrap(),
             RequestIdentity::Workload(Box::new(identity))
         );
         assert_eq!(

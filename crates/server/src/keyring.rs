@@ -322,7 +322,12 @@ impl Keyring {
 
     /// Removes an inactive root key; what it signed no longer verifies. `in_use` says whether
     /// data sealed with it is still stored (refused unless `force`, as Nomad).
-    pub async fn delete(&self, key_id: &str, in_use: bool, force: bool) -> Result<u64, KeyringError> {
+    pub async fn delete(
+        &self,
+        key_id: &str,
+        in_use: bool,
+        force: bool,
+    ) -> Result<u64, KeyringError> {
         let Some(stored) = self.state.root_key(key_id) else {
             return Err(KeyringError::KeyNotFound {
                 key_id: key_id.to_owned(),
@@ -406,7 +411,12 @@ impl Keyring {
     }
 
     /// Opens what [`Keyring::encrypt`] sealed with root key `key_id`, bound to `aad`.
-    pub fn decrypt(&self, key_id: &str, aad: &[u8], sealed: &[u8]) -> Result<Vec<u8>, KeyringError> {
+    pub fn decrypt(
+        &self,
+        key_id: &str,
+        aad: &[u8],
+        sealed: &[u8],
+    ) -> Result<Vec<u8>, KeyringError> {
         let key = self.opened_key(key_id)?;
         open(&key.cipher, aad, sealed).ok_or_else(|| KeyringError::Decrypt {
             key_id: key_id.to_owned(),
@@ -544,7 +554,10 @@ mod tests {
         assert_eq!(keys[0].algorithm, "aes256-gcm");
         let (key_id, sealed) = keyring.encrypt(b"ns/path", b"hunter2").unwrap();
         assert_eq!(key_id, keys[0].key_id);
-        assert_eq!(keyring.decrypt(&key_id, b"ns/path", &sealed).unwrap(), b"hunter2");
+        assert_eq!(
+            keyring.decrypt(&key_id, b"ns/path", &sealed).unwrap(),
+            b"hunter2"
+        );
         assert!(keyring.decrypt(&key_id, b"other", &sealed).is_err());
         state.close().await;
         drop((state, keyring));
@@ -552,7 +565,10 @@ mod tests {
         // A restart opens the same key with the same KEK.
         let (state, keyring) = open_keyring(dir.path(), clock.clone()).await;
         assert_eq!(keyring.list()[0].key_id, key_id);
-        assert_eq!(keyring.decrypt(&key_id, b"ns/path", &sealed).unwrap(), b"hunter2");
+        assert_eq!(
+            keyring.decrypt(&key_id, b"ns/path", &sealed).unwrap(),
+            b"hunter2"
+        );
         state.close().await;
         drop((state, keyring));
 
@@ -570,7 +586,12 @@ mod tests {
         drop(open_keyring(dir.path(), clock.clone()).await);
         let path = dir.path().join(KEK_FILE_NAME);
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(load_or_create_kek(dir.path()).unwrap_err().to_string().contains("0600"));
+        assert!(
+            load_or_create_kek(dir.path())
+                .unwrap_err()
+                .to_string()
+                .contains("0600")
+        );
     }
 
     #[tokio::test]
@@ -597,7 +618,13 @@ mod tests {
         tampered.insert(new_token.find('.').unwrap() + 2, 'A');
         assert!(keyring.verify(&tampered).is_err());
         clock.0.store(1_100 * 1_000_000_000, Ordering::SeqCst);
-        assert!(keyring.verify(&new_token).unwrap_err().to_string().contains("expired"));
+        assert!(
+            keyring
+                .verify(&new_token)
+                .unwrap_err()
+                .to_string()
+                .contains("expired")
+        );
         clock.0.store(1_050 * 1_000_000_000, Ordering::SeqCst);
         assert!(keyring.delete(&second.key_id, false, false).await.is_err());
         assert!(matches!(

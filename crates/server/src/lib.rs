@@ -25,10 +25,10 @@ mod error;
 pub mod heartbeat;
 pub mod identity;
 pub mod keyring;
-pub mod variables;
 pub mod plan_apply;
 mod services;
 pub mod snapshot;
+pub mod variables;
 mod worker;
 
 use std::collections::{BTreeMap, BTreeSet};

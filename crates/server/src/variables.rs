@@ -147,9 +147,11 @@ pub async fn put_variable(
         .write_variable(VariableOp::Set(record), cas, now_unix_ns)
         .await?
     {
-        VariableWrite::Applied { variable: stored, index } => Ok(VariableWriteOutcome::Applied {
-            variable: stored
-                .map(|stored| Variable::from_parts(&stored.meta, variable.items)),
+        VariableWrite::Applied {
+            variable: stored,
+            index,
+        } => Ok(VariableWriteOutcome::Applied {
+            variable: stored.map(|stored| Variable::from_parts(&stored.meta, variable.items)),
             index,
         }),
         VariableWrite::Conflict(stored) => {

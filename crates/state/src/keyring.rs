@@ -9,8 +9,8 @@
 
 use std::sync::Arc;
 
-use drover_structs::keyring::{ROOT_KEY_STATE_ACTIVE, ROOT_KEY_STATE_INACTIVE};
 use drover_structs::WrappedRootKey;
+use drover_structs::keyring::{ROOT_KEY_STATE_ACTIVE, ROOT_KEY_STATE_INACTIVE};
 
 use crate::engine::{Table, load_table};
 use crate::error::StateError;
@@ -18,7 +18,10 @@ use crate::kv::Kv;
 use crate::store::StateStore;
 use crate::tables::StateTables;
 
-pub(crate) async fn load_root_keys(kv: &dyn Kv, tables: &mut StateTables) -> Result<(), StateError> {
+pub(crate) async fn load_root_keys(
+    kv: &dyn Kv,
+    tables: &mut StateTables,
+) -> Result<(), StateError> {
     for (_, key) in load_table::<WrappedRootKey>(kv, Table::RootKeys).await? {
         Arc::make_mut(&mut tables.root_keys).insert(key.meta.key_id.clone(), Arc::new(key));
     }
@@ -102,7 +105,13 @@ impl StateStore {
 
     /// Every root key, by key ID.
     pub fn root_keys(&self) -> Vec<Arc<WrappedRootKey>> {
-        self.engine.snapshot().data.root_keys.values().cloned().collect()
+        self.engine
+            .snapshot()
+            .data
+            .root_keys
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// The root key `key_id`.

@@ -44,5 +44,5 @@ pub use events::{
 };
 pub use kv::{KeyRange, Kv, KvError, KvFuture, KvPair, MemoryKv, Revision, WriteBatch, WriteOp};
 pub use store::{ClientAllocUpdate, JobRegistration, StateStore};
-pub use variables::{VariableOp, VariableWrite};
 pub use tables::{JOB_TRACKED_VERSIONS, JobKey, StateSnapshot, StateTables};
+pub use variables::{VariableOp, VariableWrite};

@@ -78,7 +78,9 @@ impl StateStore {
                 };
                 let existing = tables.variables.get(&key).cloned();
                 if let Some(cas) = cas {
-                    let current = existing.as_ref().map_or(0, |stored| stored.meta.modify_index);
+                    let current = existing
+                        .as_ref()
+                        .map_or(0, |stored| stored.meta.modify_index);
                     if current != cas {
                         return Ok(VariableWrite::Conflict(existing));
                     }

@@ -68,5 +68,5 @@ pub use resource_usage::*;
 pub use service_catalog::{ServiceRegistrationListStub, ServiceRegistrationStub};
 pub use service_registration::ServiceRegistration;
 pub use task_state::*;
-pub use variables::{Variable, VariableEncrypted, VariableMetadata};
 pub use time::{DurationNs, TimeParseError, Timestamp};
+pub use variables::{Variable, VariableEncrypted, VariableMetadata};

@@ -39,6 +39,8 @@ wire_struct! {
         pub create_time: i64,
         pub modify_index: u64,
         pub modify_time: i64,
+        /// Omitted when empty, as Nomad (a conflict on a variable that does not exist).
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
         pub items: BTreeMap<String, String>,
     }
 }
@@ -82,7 +84,10 @@ wire_struct! {
 
 /// The size Nomad counts for a variable's items: the bytes of every key and value.
 pub fn items_size(items: &BTreeMap<String, String>) -> usize {
-    items.iter().map(|(key, value)| key.len() + value.len()).sum()
+    items
+        .iter()
+        .map(|(key, value)| key.len() + value.len())
+        .sum()
 }
 
 /// Nomad's path rules: 1 to 128 of `[a-zA-Z0-9-_~/]`, and under `nomad/` only `nomad/jobs…`,
