@@ -363,10 +363,10 @@ impl Keyring {
                 key_id: key_id.to_owned(),
             });
         };
-        if let Some(opened) = self.lock_opened().get(key_id) {
-            if opened.meta.state == stored.meta.state {
-                return Ok(Arc::clone(opened));
-            }
+        if let Some(opened) = self.lock_opened().get(key_id)
+            && opened.meta.state == stored.meta.state
+        {
+            return Ok(Arc::clone(opened));
         }
         let unwrap_error = |reason: &str| KeyringError::Unwrap {
             key_id: key_id.to_owned(),
