@@ -79,17 +79,13 @@ fn json_with_status(
     response
 }
 
-/// Who is asking: `Err` is the answer for a credential that does not resolve.
-fn caller(
-    endpoints: &VariablesEndpoints,
-    headers: &HeaderMap,
-) -> Result<RequestIdentity, Response> {
+/// Who is asking; `None` for a credential that does not resolve (answered 403).
+fn caller(endpoints: &VariablesEndpoints, headers: &HeaderMap) -> Option<RequestIdentity> {
     let header_str = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
     let token = request_token(header_str("X-Nomad-Token"), header_str("Authorization"));
-    resolve_token(&endpoints.keyring, &endpoints.state, token).map_err(|error| {
-        tracing::debug!(%error, "refused a variables request's credential");
-        permission_denied()
-    })
+    resolve_token(&endpoints.keyring, &endpoints.state, token)
+        .inspect_err(|error| tracing::debug!(%error, "refused a variables request's credential"))
+        .ok()
 }
 
 /// Nomad's implicit policy of a workload identity: read its own job's paths.
@@ -141,9 +137,8 @@ async fn list(
     if method != Method::GET {
         return Err(ApiError::MethodNotAllowed);
     }
-    let identity = match caller(&endpoints, &headers) {
-        Ok(identity) => identity,
-        Err(refused) => return Ok(refused),
+    let Some(identity) = caller(&endpoints, &headers) else {
+        return Ok(permission_denied());
     };
     let params = QueryParams::parse(query.as_deref());
     let namespace = namespace_of(&params);
@@ -208,9 +203,8 @@ async fn specific(
 ) -> Result<Response, ApiError> {
     let params = QueryParams::parse(query.as_deref());
     let namespace = namespace_of(&params);
-    let identity = match caller(&endpoints, &headers) {
-        Ok(identity) => identity,
-        Err(refused) => return Ok(refused),
+    let Some(identity) = caller(&endpoints, &headers) else {
+        return Ok(permission_denied());
     };
     let workload = match &identity {
         RequestIdentity::Anonymous => None,
