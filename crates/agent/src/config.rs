@@ -241,6 +241,9 @@ pub struct RawServer {
     pub num_schedulers: Option<u32>,
     pub heartbeat_grace: Option<String>,
     pub min_heartbeat_ttl: Option<String>,
+    /// The `iss` of workload identities and the issuer `/.well-known/openid-configuration`
+    /// announces (unset: the discovery document is 404, as Nomad).
+    pub oidc_issuer: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -326,7 +329,8 @@ impl RawConfig {
                 bootstrap_expect,
                 num_schedulers,
                 heartbeat_grace,
-                min_heartbeat_ttl
+                min_heartbeat_ttl,
+                oidc_issuer
             ),
             (base, over) => {
                 if over.is_some() {
@@ -392,6 +396,8 @@ pub struct AgentConfig {
     /// `client { artifact { … } }`, validated.
     pub artifact: drover_client::artifact::ArtifactConfig,
     pub num_schedulers: u32,
+    /// `server { oidc_issuer = … }`.
+    pub oidc_issuer: Option<String>,
     pub heartbeat_grace: Duration,
     pub min_heartbeat_ttl: Duration,
     pub raw_exec_enabled: bool,
@@ -680,6 +686,10 @@ impl AgentConfig {
             },
             artifact: client.artifact.clone().unwrap_or_default().validate()?,
             num_schedulers: server.num_schedulers.unwrap_or(2).max(1),
+            oidc_issuer: server
+                .oidc_issuer
+                .clone()
+                .filter(|issuer| !issuer.is_empty()),
             heartbeat_grace: match &server.heartbeat_grace {
                 Some(text) => parse_duration("server.heartbeat_grace", text)?,
                 None => Duration::from_secs(10),

@@ -10,11 +10,13 @@ pub mod cluster;
 pub mod config;
 pub mod exec;
 pub mod in_process;
+pub mod keyring_http;
 pub mod logging;
 pub mod metrics;
 pub mod monitor;
 pub mod proxy;
 pub mod server_link;
+pub mod variables_http;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,6 +33,7 @@ use drover_client::taskrunner::drivers::driver_catalog;
 use drover_driver::exec::ExecConfig;
 use drover_driver::raw_exec::RawExecConfig;
 use drover_server::heartbeat::HeartbeatConfig;
+use drover_server::keyring::Keyring;
 use drover_server::{Server, ServerConfig};
 use drover_state::StateStore;
 use drover_structs::{
@@ -108,14 +111,14 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     // The state store answers the HTTP API's reads. An agent without a server keeps an empty
     // one in memory: its API serves the client's endpoints, and the servers' state is read
     // from a server agent.
-    let (state, server, cluster_id) = if config.server_enabled {
-        let (state, server, cluster_id) = start_server(&config, data_dir.path()).await?;
-        (state, Some(server), Some(cluster_id))
+    let (state, server, cluster_id, keyring) = if config.server_enabled {
+        let (state, server, cluster_id, keyring) = start_server(&config, data_dir.path()).await?;
+        (state, Some(server), Some(cluster_id), Some(keyring))
     } else {
         let state = StateStore::in_memory()
             .await
             .context("opening an empty state store for a client-only agent")?;
-        (state, None, None)
+        (state, None, None, None)
     };
 
     let client = match client_preparation {
@@ -191,6 +194,25 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         )
     };
     let app = served_router(app, forwarding);
+    // The keyring's and variables' endpoints answer on a server agent (a client-only agent
+    // forwards them).
+    let app = match &keyring {
+        Some(keyring) => {
+            let clock: Arc<dyn drover_server::Clock> = Arc::new(drover_server::SystemClock);
+            app.merge(keyring_http::router(keyring_http::KeyringEndpoints {
+                keyring: keyring.clone(),
+                state: state.clone(),
+                oidc_issuer: config.oidc_issuer.clone(),
+                clock: clock.clone(),
+            }))
+            .merge(variables_http::router(variables_http::VariablesEndpoints {
+                keyring: keyring.clone(),
+                state: state.clone(),
+                clock,
+            }))
+        }
+        None => app,
+    };
 
     // The agent's own endpoints answer here on every agent, never forwarded.
     let app = app.merge(
@@ -285,7 +307,7 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
 async fn start_server(
     config: &AgentConfig,
     data_dir: &Path,
-) -> anyhow::Result<(StateStore, Server, String)> {
+) -> anyhow::Result<(StateStore, Server, String, Arc<Keyring>)> {
     let clock: Arc<dyn drover_server::Clock> = Arc::new(drover_server::SystemClock);
     let server_dir = data_dir.join("server");
     std::fs::create_dir_all(&server_dir)
@@ -312,9 +334,12 @@ async fn start_server(
             ..ServerConfig::default()
         },
         state.clone(),
-        clock,
+        clock.clone(),
     );
-    Ok((state, server, cluster_id))
+    let keyring = Keyring::open(&server_dir, state.clone(), clock)
+        .await
+        .with_context(|| format!("opening the keyring in {}", server_dir.display()))?;
+    Ok((state, server, cluster_id, Arc::new(keyring)))
 }
 
 /// What the client needs before it can start, built off the async runtime: its config, its

@@ -1168,8 +1168,8 @@ async fn a_register_using_what_cannot_run_here_is_refused_naming_each_use() {
         assert!(text.starts_with("3 errors occurred:\n"), "{text}");
         for expected in [
             "group \"web\": max_client_disconnect cannot run here:",
-            "TaskGroups[0].Tasks[0].Identity: group \"web\" task \"server\": identity cannot run here: drover signs no workload identities; runs once drover signs workload identities",
-            "TaskGroups[0].Tasks[0].Vault: group \"web\" task \"server\": vault cannot run here: needs a Vault server; runs once drover integrates with Vault",
+            "TaskGroups[0].Tasks[0].Identity: group \"web\" task \"server\": identity cannot run here: the server signs workload identities, but tasks do not receive them yet; runs once tasks receive their identity (NOMAD_TOKEN, secrets/nomad_token)",
+            "TaskGroups[0].Tasks[0].Vault: group \"web\" task \"server\": vault cannot run here: needs a Vault server; keep secrets in Nomad Variables (/v1/var) instead; runs once drover integrates with Vault",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
         }

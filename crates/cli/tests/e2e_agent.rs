@@ -316,7 +316,7 @@ fn a_job_using_what_cannot_run_here_is_refused_by_the_agent_and_nothing_starts()
     let (status, text) = http("PUT", &agent.url("/v1/jobs"), Some(&register));
     assert_eq!(status, 400, "{text}");
     assert!(
-        text.contains("TaskGroups[0].Tasks[0].Identity: group \"g\" task \"t\": identity cannot run here: drover signs no workload identities; runs once drover signs workload identities"),
+        text.contains("TaskGroups[0].Tasks[0].Identity: group \"g\" task \"t\": identity cannot run here: the server signs workload identities, but tasks do not receive them yet; runs once tasks receive their identity (NOMAD_TOKEN, secrets/nomad_token)"),
         "{text}"
     );
     let (status, jobs) = http("GET", &agent.url("/v1/jobs"), None);

@@ -859,8 +859,8 @@ pub static FEATURES: &[Feature] = &[
     row(
         "identity",
         Status::NotYet,
-        "drover signs no workload identities",
-        "runs once drover signs workload identities",
+        "the server signs workload identities, but tasks do not receive them yet",
+        "runs once tasks receive their identity (NOMAD_TOKEN, secrets/nomad_token)",
         Detect::task(|task| {
             let mut found = when(task.identity.is_some(), "Identity");
             found.extend(each(&task.identities, "Identities"));
@@ -870,7 +870,7 @@ pub static FEATURES: &[Feature] = &[
     row(
         "vault",
         Status::NeedsMissing,
-        "needs a Vault server",
+        "needs a Vault server; keep secrets in Nomad Variables (/v1/var) instead",
         VAULT,
         Detect::task(|task| when_asked(task.vault.as_ref(), "Vault")),
     ),

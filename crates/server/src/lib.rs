@@ -25,12 +25,15 @@ pub mod broker;
 mod clock;
 mod error;
 pub mod heartbeat;
+pub mod identity;
 pub mod job_plan;
+pub mod keyring;
 mod launch;
 mod periodic;
 pub mod plan_apply;
 mod services;
 pub mod snapshot;
+pub mod variables;
 mod worker;
 
 use std::collections::{BTreeMap, BTreeSet};

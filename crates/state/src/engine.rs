@@ -63,9 +63,13 @@ pub enum Table {
     ServiceRegistrations,
     /// The last launch of each periodic job, by namespace and ID.
     PeriodicLaunches,
+    /// The keyring's root keys, wrapped, by key ID.
+    RootKeys,
+    /// Variables (items sealed), by namespace and path.
+    Variables,
 }
 
-const TABLE_COUNT: usize = 9;
+const TABLE_COUNT: usize = 11;
 
 impl Table {
     /// Every table.
@@ -79,6 +83,8 @@ impl Table {
         Table::AllocJobs,
         Table::ServiceRegistrations,
         Table::PeriodicLaunches,
+        Table::RootKeys,
+        Table::Variables,
     ];
 
     /// The table's name, as used in keys and errors.
@@ -93,6 +99,8 @@ impl Table {
             Table::AllocJobs => "alloc_jobs",
             Table::ServiceRegistrations => "service_registrations",
             Table::PeriodicLaunches => "periodic_launches",
+            Table::RootKeys => "root_keys",
+            Table::Variables => "variables",
         }
     }
 
@@ -107,6 +115,8 @@ impl Table {
             Table::AllocJobs => 6,
             Table::ServiceRegistrations => 7,
             Table::PeriodicLaunches => 8,
+            Table::RootKeys => 9,
+            Table::Variables => 10,
         }
     }
 

@@ -27,9 +27,11 @@ pub mod embedded;
 pub mod engine;
 pub mod error;
 pub mod events;
+pub mod keyring;
 pub mod kv;
 pub mod store;
 pub mod tables;
+pub mod variables;
 
 pub use embedded::{EmbeddedKv, STATE_FILE_NAME};
 pub use engine::{
@@ -43,3 +45,4 @@ pub use events::{
 pub use kv::{KeyRange, Kv, KvError, KvFuture, KvPair, MemoryKv, Revision, WriteBatch, WriteOp};
 pub use store::{ClientAllocUpdate, JobRegistration, StateStore};
 pub use tables::{JOB_TRACKED_VERSIONS, JobKey, StateSnapshot, StateTables};
+pub use variables::{VariableOp, VariableWrite};

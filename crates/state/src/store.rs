@@ -63,7 +63,7 @@ pub struct ClientAllocUpdate {
 /// The state store handle; cheap to clone, shared by the server, the API and the client.
 #[derive(Debug, Clone)]
 pub struct StateStore {
-    engine: Arc<Engine<StateTables>>,
+    pub(crate) engine: Arc<Engine<StateTables>>,
 }
 
 fn namespace_or_default(namespace: &mut String) {
@@ -357,6 +357,8 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
             Arc::new(launch),
         );
     }
+    crate::keyring::load_root_keys(kv, &mut tables).await?;
+    crate::variables::load_variables(kv, &mut tables).await?;
     for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {
         tables.index_service(&service);
         Arc::make_mut(&mut tables.services).insert(

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use drover_structs::{
     Allocation, Evaluation, Job, JobSummary, Node, PeriodicLaunch, ServiceRegistration,
+    VariableEncrypted, WrappedRootKey,
 };
 
 use crate::engine::{Committed, Indexes, Table};
@@ -54,6 +55,10 @@ pub struct StateTables {
     pub(crate) services_by_id: Arc<BTreeSet<(String, String)>>,
     /// The last launch of each periodic job.
     pub(crate) periodic_launches: Arc<BTreeMap<JobKey, Arc<PeriodicLaunch>>>,
+    /// The keyring's root keys (wrapped), by key ID.
+    pub(crate) root_keys: Arc<BTreeMap<String, Arc<WrappedRootKey>>>,
+    /// Variables (items sealed) by (namespace, path).
+    pub(crate) variables: Arc<BTreeMap<(String, String), Arc<VariableEncrypted>>>,
 }
 
 /// A service registration's identity: namespace and ID.

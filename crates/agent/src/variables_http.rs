@@ -1,0 +1,333 @@
+//! Nomad Variables over HTTP on a server agent: `GET /v1/vars?prefix=` (blocking),
+//! `GET|PUT|DELETE /v1/var/<path>` with `cas`, in Nomad's shapes and status codes.
+//!
+//! Who may do what, with ACLs off as Nomad: a request without a credential may do anything; a
+//! request with a workload identity may only read its implicit paths (`nomad/jobs`,
+//! `nomad/jobs/<job>`, `…/<group>`, `…/<group>/<task>` in its namespace); any other
+//! credential is refused (403). Locks (`lock-acquire`, `lock-renew`, `lock-release`) are
+//! refused with a message: they are not implemented.
+//!
+//! Not here: sealing and validation (`drover_server::variables`).
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use drover_api::ApiError;
+use drover_api::params::QueryParams;
+use drover_server::Clock;
+use drover_server::identity::{RequestIdentity, WorkloadIdentity, request_token, resolve_token};
+use drover_server::keyring::Keyring;
+use drover_server::variables::{
+    VariableWriteOutcome, VariablesError, delete_variable, put_variable, read_variable,
+};
+use drover_state::{StateStore, Table};
+use drover_structs::{DEFAULT_NAMESPACE, Variable, VariableMetadata};
+
+/// What the variables endpoints need.
+#[derive(Clone)]
+pub struct VariablesEndpoints {
+    pub keyring: Arc<Keyring>,
+    pub state: StateStore,
+    pub clock: Arc<dyn Clock>,
+}
+
+/// The routes, for a server agent.
+pub fn router(endpoints: VariablesEndpoints) -> axum::Router {
+    axum::Router::new()
+        .route("/v1/vars", axum::routing::any(list))
+        .route("/v1/var/", axum::routing::any(missing_path))
+        .route("/v1/var/{*path}", axum::routing::any(specific))
+        .with_state(endpoints)
+}
+
+fn variables_error(error: VariablesError) -> ApiError {
+    match error {
+        VariablesError::Invalid(message) => ApiError::bad_request(message),
+        other => ApiError::internal(other.to_string()),
+    }
+}
+
+fn permission_denied() -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "Permission denied",
+    )
+        .into_response()
+}
+
+fn json_with_status(
+    status: StatusCode,
+    value: &impl serde::Serialize,
+    index: u64,
+    read: bool,
+) -> Response {
+    let body = match serde_json::to_vec(value) {
+        Ok(body) => body,
+        Err(error) => return ApiError::internal(error.to_string()).into_response(),
+    };
+    let mut response = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+    let headers = response.headers_mut();
+    headers.insert("X-Nomad-Index", HeaderValue::from(index.max(1)));
+    if read {
+        headers.insert("X-Nomad-KnownLeader", HeaderValue::from_static("true"));
+        headers.insert("X-Nomad-LastContact", HeaderValue::from_static("0"));
+    }
+    response
+}
+
+/// Who is asking; `None` for a credential that does not resolve (answered 403).
+fn caller(endpoints: &VariablesEndpoints, headers: &HeaderMap) -> Option<RequestIdentity> {
+    let header_str = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    let token = request_token(header_str("X-Nomad-Token"), header_str("Authorization"));
+    resolve_token(&endpoints.keyring, &endpoints.state, token)
+        .inspect_err(|error| tracing::debug!(%error, "refused a variables request's credential"))
+        .ok()
+}
+
+/// Nomad's implicit policy of a workload identity: read its own job's paths.
+fn workload_may_read(identity: &WorkloadIdentity, namespace: &str, path: &str) -> bool {
+    if namespace != identity.namespace {
+        return false;
+    }
+    let parts: Vec<&str> = path.split('/').collect();
+    let own = [
+        "nomad",
+        "jobs",
+        identity.job_id.as_str(),
+        identity.group.as_str(),
+        identity.task.as_str(),
+    ];
+    (2..=5).contains(&parts.len()) && parts.iter().zip(own.iter()).all(|(part, own)| part == own)
+}
+
+/// Waits as a blocking query on the variables table, when the caller asked.
+async fn block_on_variables(state: &StateStore, params: &QueryParams) -> Result<u64, ApiError> {
+    let options = params.blocking()?;
+    if options.min_index > 0 {
+        let deadline = tokio::time::Instant::now()
+            + options.wait_with_jitter(f64::from(uuid::Uuid::new_v4().as_bytes()[0]) / 255.0);
+        while state.indexes().table(Table::Variables) <= options.min_index
+            && tokio::time::Instant::now() < deadline
+        {
+            state
+                .wait_for_change(&[Table::Variables], options.min_index, deadline)
+                .await;
+        }
+    }
+    Ok(state.indexes().table(Table::Variables))
+}
+
+fn namespace_of(params: &QueryParams) -> String {
+    match params.non_empty("namespace") {
+        Some(namespace) => namespace.to_owned(),
+        None => DEFAULT_NAMESPACE.to_owned(),
+    }
+}
+
+async fn list(
+    method: Method,
+    headers: HeaderMap,
+    State(endpoints): State<VariablesEndpoints>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    if method != Method::GET {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    let Some(identity) = caller(&endpoints, &headers) else {
+        return Ok(permission_denied());
+    };
+    let params = QueryParams::parse(query.as_deref());
+    let namespace = namespace_of(&params);
+    let prefix = params.prefix().to_owned();
+    let index = block_on_variables(&endpoints.state, &params).await?;
+    let wanted_namespace = (namespace != "*").then_some(namespace.as_str());
+    let listed: Vec<VariableMetadata> = endpoints
+        .state
+        .variables(wanted_namespace, &prefix)
+        .iter()
+        .filter(|stored| match &identity {
+            RequestIdentity::Anonymous => true,
+            RequestIdentity::Workload(workload) => {
+                workload_may_read(workload, &stored.meta.namespace, &stored.meta.path)
+            }
+        })
+        .map(|stored| stored.meta.clone())
+        .collect();
+    Ok(json_with_status(StatusCode::OK, &listed, index, true))
+}
+
+async fn missing_path() -> ApiError {
+    ApiError::bad_request("missing variable path")
+}
+
+fn parse_cas(params: &QueryParams) -> Result<Option<u64>, ApiError> {
+    match params.non_empty("cas") {
+        None => Ok(None),
+        Some(value) => value
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|error| ApiError::bad_request(format!("can not parse cas: {error}"))),
+    }
+}
+
+fn write_answer(outcome: VariableWriteOutcome, delete: bool) -> Response {
+    match outcome {
+        VariableWriteOutcome::Conflict(current) => {
+            let index = current.modify_index;
+            json_with_status(StatusCode::CONFLICT, &current, index, false)
+        }
+        VariableWriteOutcome::Applied { index, .. } if delete => {
+            let mut response = StatusCode::NO_CONTENT.into_response();
+            response
+                .headers_mut()
+                .insert("X-Nomad-Index", HeaderValue::from(index.max(1)));
+            response
+        }
+        VariableWriteOutcome::Applied { variable, index } => {
+            json_with_status(StatusCode::OK, &variable, index, false)
+        }
+    }
+}
+
+async fn specific(
+    method: Method,
+    headers: HeaderMap,
+    State(endpoints): State<VariablesEndpoints>,
+    Path(path): Path<String>,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let params = QueryParams::parse(query.as_deref());
+    let namespace = namespace_of(&params);
+    let Some(identity) = caller(&endpoints, &headers) else {
+        return Ok(permission_denied());
+    };
+    let workload = match &identity {
+        RequestIdentity::Anonymous => None,
+        RequestIdentity::Workload(workload) => Some(workload),
+    };
+    match method {
+        Method::GET => {
+            if workload.is_some_and(|workload| !workload_may_read(workload, &namespace, &path)) {
+                return Ok(permission_denied());
+            }
+            let index = block_on_variables(&endpoints.state, &params).await?;
+            match read_variable(&endpoints.keyring, &endpoints.state, &namespace, &path)
+                .map_err(variables_error)?
+            {
+                Some(variable) => Ok(json_with_status(StatusCode::OK, &variable, index, true)),
+                None => Err(ApiError::not_found("variable not found")),
+            }
+        }
+        Method::PUT | Method::POST => {
+            if workload.is_some() {
+                return Ok(permission_denied());
+            }
+            let lock_ops = ["lock-acquire", "lock-renew", "lock-release"]
+                .iter()
+                .filter(|op| params.get(op).is_some())
+                .count();
+            if lock_ops > 1 {
+                return Err(ApiError::bad_request("multiple lock operations"));
+            }
+            if lock_ops == 1 {
+                if params.non_empty("cas").is_some() {
+                    return Err(ApiError::bad_request(
+                        "CAS can't be used with lock operations",
+                    ));
+                }
+                return Err(ApiError::bad_request(
+                    "variable lock operations (lock-acquire, lock-renew, lock-release) are not supported",
+                ));
+            }
+            let mut variable: Variable = if body.iter().all(u8::is_ascii_whitespace) {
+                Variable::default()
+            } else {
+                let value: serde_json::Value = serde_json::from_slice(&body)
+                    .map_err(|error| ApiError::bad_request(error.to_string()))?;
+                drover_structs::lenient::from_value_ignoring_key_case(value)
+                    .map_err(|error| ApiError::bad_request(error.to_string()))?
+            };
+            if variable.items.is_empty() {
+                return Err(ApiError::bad_request(
+                    "variable missing required Items object",
+                ));
+            }
+            variable.path = path;
+            if params.non_empty("namespace").is_some() || variable.namespace.is_empty() {
+                variable.namespace = namespace;
+            }
+            let cas = parse_cas(&params)?;
+            let outcome = put_variable(
+                &endpoints.keyring,
+                &endpoints.state,
+                variable,
+                cas,
+                endpoints.clock.now_unix_ns(),
+            )
+            .await
+            .map_err(variables_error)?;
+            Ok(write_answer(outcome, false))
+        }
+        Method::DELETE => {
+            if workload.is_some() {
+                return Ok(permission_denied());
+            }
+            let cas = parse_cas(&params)?;
+            let outcome = delete_variable(
+                &endpoints.keyring,
+                &endpoints.state,
+                &namespace,
+                &path,
+                cas,
+                endpoints.clock.now_unix_ns(),
+            )
+            .await
+            .map_err(variables_error)?;
+            Ok(write_answer(outcome, true))
+        }
+        // Nomad answers a bad method here with 400.
+        _ => Err(ApiError::bad_request("Invalid method")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_workload_reads_only_its_implicit_paths() {
+        let identity = WorkloadIdentity {
+            namespace: "default".to_owned(),
+            job_id: "web".to_owned(),
+            alloc_id: "a".to_owned(),
+            group: "g".to_owned(),
+            task: "t".to_owned(),
+            key_id: "k".to_owned(),
+            claims: serde_json::Value::Null,
+        };
+        for path in [
+            "nomad/jobs",
+            "nomad/jobs/web",
+            "nomad/jobs/web/g",
+            "nomad/jobs/web/g/t",
+        ] {
+            assert!(workload_may_read(&identity, "default", path), "{path}");
+        }
+        for path in [
+            "nomad",
+            "nomad/jobs/other",
+            "nomad/jobs/web/h",
+            "nomad/jobs/web/g/u",
+            "nomad/jobs/web/g/t/deeper",
+            "app/db",
+        ] {
+            assert!(!workload_may_read(&identity, "default", path), "{path}");
+        }
+        assert!(!workload_may_read(&identity, "other", "nomad/jobs/web"));
+    }
+}

@@ -1,0 +1,323 @@
+//! Workload identities: the claims of a task's JWT as Nomad builds them, signing them with the
+//! keyring, and resolving a presented token back to the workload it names.
+//!
+//! A token is valid while its signature verifies with a key still in the keyring, its `nbf`
+//! and `exp` hold, and the allocation it names still exists and is not terminal: a stopped
+//! allocation's token is dead at once, whatever its `exp`.
+//!
+//! This is also the one place a request's credential becomes an identity
+//! ([`resolve_token`]): today a workload identity or nothing; ACL tokens are to be resolved
+//! here too.
+//!
+//! Not here: the `identity` block's delivery to the task (the client's identity hook).
+
+use drover_state::StateStore;
+use drover_structs::Allocation;
+
+use crate::keyring::{Keyring, KeyringError};
+
+/// The audience of the default identity, as Nomad.
+pub const DEFAULT_AUDIENCE: &str = "nomadproject.io";
+/// The name of the identity every task has.
+pub const DEFAULT_IDENTITY_NAME: &str = "default";
+
+/// Errors resolving a presented credential.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error(transparent)]
+    Keyring(#[from] KeyringError),
+    #[error("allocation does not exist")]
+    AllocationGone,
+    #[error("allocation is terminal")]
+    AllocationTerminal,
+    #[error("token is not a workload identity: {0}")]
+    NotWorkloadIdentity(&'static str),
+    #[error("task {task} is not in allocation {alloc_id}")]
+    UnknownTask { alloc_id: String, task: String },
+}
+
+/// What one identity of one task asks for (the task's `identity` block, or the default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentitySpec {
+    pub name: String,
+    pub audience: Vec<String>,
+    /// 0: no expiry.
+    pub ttl_ns: i64,
+}
+
+impl Default for IdentitySpec {
+    fn default() -> Self {
+        Self {
+            name: DEFAULT_IDENTITY_NAME.to_owned(),
+            audience: vec![DEFAULT_AUDIENCE.to_owned()],
+            ttl_ns: 0,
+        }
+    }
+}
+
+/// The workload a valid token names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadIdentity {
+    pub namespace: String,
+    pub job_id: String,
+    pub alloc_id: String,
+    pub group: String,
+    pub task: String,
+    pub key_id: String,
+    pub claims: serde_json::Value,
+}
+
+/// Who made a request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RequestIdentity {
+    /// No credential presented.
+    Anonymous,
+    /// A task's workload identity.
+    Workload(Box<WorkloadIdentity>),
+}
+
+/// The job ID an identity names: a dispatched or periodic child names its parent, as Nomad.
+fn identity_job_id(alloc: &Allocation) -> String {
+    match alloc.job.as_deref() {
+        Some(job) if !job.parent_id.is_empty() => job.parent_id.clone(),
+        _ => alloc.job_id.clone(),
+    }
+}
+
+/// The claims of `task`'s identity `spec` in `alloc`, issued at `now_unix_ns`.
+pub fn workload_claims(
+    alloc: &Allocation,
+    task: &str,
+    spec: &IdentitySpec,
+    now_unix_ns: i64,
+) -> serde_json::Value {
+    let now = now_unix_ns / 1_000_000_000;
+    let job_id = identity_job_id(alloc);
+    let region = alloc
+        .job
+        .as_deref()
+        .map(|job| job.region.as_str())
+        .filter(|region| !region.is_empty())
+        .unwrap_or("global");
+    let mut claims = serde_json::json!({
+        "nomad_namespace": alloc.namespace,
+        "nomad_job_id": job_id,
+        "nomad_allocation_id": alloc.id,
+        "nomad_task": task,
+        "sub": format!(
+            "{region}:{}:{job_id}:{}:{task}:{}",
+            alloc.namespace, alloc.task_group, spec.name
+        ),
+        "aud": spec.audience,
+        "iat": now,
+        "nbf": now,
+        "jti": uuid::Uuid::new_v4().to_string(),
+    });
+    if spec.ttl_ns > 0
+        && let Some(object) = claims.as_object_mut()
+    {
+        let ttl_seconds = (spec.ttl_ns + 999_999_999) / 1_000_000_000;
+        object.insert("exp".to_owned(), serde_json::json!(now + ttl_seconds));
+    }
+    claims
+}
+
+/// Signs `task`'s identity in the allocation `alloc_id` as the store holds it; a task the
+/// allocation's group does not have, or a terminal or unknown allocation, is refused.
+pub fn sign_workload_identity(
+    keyring: &Keyring,
+    state: &StateStore,
+    alloc_id: &str,
+    task: &str,
+    spec: &IdentitySpec,
+    now_unix_ns: i64,
+) -> Result<String, IdentityError> {
+    let alloc = state.alloc(alloc_id).ok_or(IdentityError::AllocationGone)?;
+    if alloc.terminal_status() {
+        return Err(IdentityError::AllocationTerminal);
+    }
+    let has_task = alloc
+        .job
+        .as_deref()
+        .and_then(|job| {
+            job.task_groups
+                .iter()
+                .find(|group| group.name == alloc.task_group)
+        })
+        .is_some_and(|group| group.tasks.iter().any(|candidate| candidate.name == task));
+    if !has_task {
+        return Err(IdentityError::UnknownTask {
+            alloc_id: alloc_id.to_owned(),
+            task: task.to_owned(),
+        });
+    }
+    Ok(keyring.sign(&workload_claims(&alloc, task, spec, now_unix_ns))?)
+}
+
+/// Verifies a workload identity token: signature, time, and an allocation that still runs.
+pub fn verify_workload_identity(
+    keyring: &Keyring,
+    state: &StateStore,
+    token: &str,
+) -> Result<WorkloadIdentity, IdentityError> {
+    let verified = keyring.verify(token)?;
+    let claim = |name: &'static str| -> Result<String, IdentityError> {
+        verified
+            .claims
+            .get(name)
+            .and_then(|value| value.as_str())
+            .map(str::to_owned)
+            .ok_or(IdentityError::NotWorkloadIdentity(name))
+    };
+    let alloc_id = claim("nomad_allocation_id")?;
+    let alloc = state
+        .alloc(&alloc_id)
+        .ok_or(IdentityError::AllocationGone)?;
+    if alloc.terminal_status() {
+        return Err(IdentityError::AllocationTerminal);
+    }
+    Ok(WorkloadIdentity {
+        namespace: claim("nomad_namespace")?,
+        job_id: claim("nomad_job_id")?,
+        task: claim("nomad_task").unwrap_or_default(),
+        group: alloc.task_group.clone(),
+        alloc_id,
+        key_id: verified.key_id,
+        claims: verified.claims,
+    })
+}
+
+/// The one resolver of a request's credential (`X-Nomad-Token`, or `Authorization: Bearer`):
+/// none is anonymous; a JWT must be a valid workload identity. ACL tokens will resolve here.
+pub fn resolve_token(
+    keyring: &Keyring,
+    state: &StateStore,
+    token: Option<&str>,
+) -> Result<RequestIdentity, IdentityError> {
+    match token.map(str::trim).filter(|token| !token.is_empty()) {
+        None => Ok(RequestIdentity::Anonymous),
+        Some(token) => Ok(RequestIdentity::Workload(Box::new(
+            verify_workload_identity(keyring, state, token)?,
+        ))),
+    }
+}
+
+/// The credential a request carries: `X-Nomad-Token`, else `Authorization: Bearer <token>`.
+pub fn request_token<'a>(
+    x_nomad_token: Option<&'a str>,
+    authorization: Option<&'a str>,
+) -> Option<&'a str> {
+    x_nomad_token.filter(|token| !token.is_empty()).or_else(|| {
+        authorization.and_then(|value| {
+            value
+                .strip_prefix("Bearer ")
+                .or_else(|| value.strip_prefix("bearer "))
+                .map(str::trim)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use drover_structs::{Job, Task, TaskGroup};
+
+    use super::*;
+    use crate::clock::{Clock, SystemClock};
+
+    fn alloc() -> Allocation {
+        let job = Job {
+            id: "web".to_owned(),
+            namespace: "default".to_owned(),
+            region: "global".to_owned(),
+            task_groups: vec![TaskGroup {
+                name: "frontend".to_owned(),
+                tasks: vec![Task {
+                    name: "server".to_owned(),
+                    ..Task::default()
+                }],
+                ..TaskGroup::default()
+            }],
+            ..Job::default()
+        };
+        Allocation {
+            id: "8a0c1c5e-0000-4000-8000-000000000001".to_owned(),
+            namespace: "default".to_owned(),
+            job_id: "web".to_owned(),
+            task_group: "frontend".to_owned(),
+            desired_status: "run".to_owned(),
+            client_status: "running".to_owned(),
+            job: Some(Arc::new(job)),
+            ..Allocation::default()
+        }
+    }
+
+    #[test]
+    fn claims_are_nomads_and_exp_follows_the_ttl() {
+        let spec = IdentitySpec {
+            ttl_ns: 3_600_000_000_000,
+            ..IdentitySpec::default()
+        };
+        let claims = workload_claims(&alloc(), "server", &spec, 1_700_000_000_000_000_000);
+        assert_eq!(claims["nomad_namespace"], "default");
+        assert_eq!(claims["nomad_job_id"], "web");
+        assert_eq!(claims["nomad_allocation_id"], alloc().id);
+        assert_eq!(claims["nomad_task"], "server");
+        assert_eq!(claims["sub"], "global:default:web:frontend:server:default");
+        assert_eq!(claims["aud"], serde_json::json!(["nomadproject.io"]));
+        assert_eq!(claims["iat"], 1_700_000_000);
+        assert_eq!(claims["nbf"], 1_700_000_000);
+        assert_eq!(claims["exp"], 1_700_003_600);
+        let no_ttl = workload_claims(&alloc(), "server", &IdentitySpec::default(), 0);
+        assert!(no_ttl.get("exp").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_token_dies_with_its_allocation() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateStore::open(dir.path()).await.unwrap();
+        let keyring = Keyring::open(dir.path(), state.clone(), Arc::new(SystemClock))
+            .await
+            .unwrap();
+        let now = SystemClock.now_unix_ns();
+        let spec = IdentitySpec::default();
+        assert!(matches!(
+            sign_workload_identity(&keyring, &state, &alloc().id, "server", &spec, now),
+            Err(IdentityError::AllocationGone)
+        ));
+        state.upsert_allocs(vec![alloc()], now).await.unwrap();
+        assert!(matches!(
+            sign_workload_identity(&keyring, &state, &alloc().id, "other", &spec, now),
+            Err(IdentityError::UnknownTask { .. })
+        ));
+        let token =
+            sign_workload_identity(&keyring, &state, &alloc().id, "server", &spec, now).unwrap();
+        let identity = verify_workload_identity(&keyring, &state, &token).unwrap();
+        assert_eq!(identity.job_id, "web");
+        assert_eq!(identity.group, "frontend");
+        assert_eq!(
+            resolve_token(
+                &keyring,
+                &state,
+                request_token(None, Some(&format!("Bearer {token}")))
+            )
+            .unwrap(),
+            RequestIdentity::Workload(Box::new(identity))
+        );
+        assert_eq!(
+            resolve_token(&keyring, &state, None).unwrap(),
+            RequestIdentity::Anonymous
+        );
+        assert!(resolve_token(&keyring, &state, Some("not-a-jwt")).is_err());
+
+        let mut stopped = alloc();
+        stopped.desired_status = "stop".to_owned();
+        stopped.client_status = "complete".to_owned();
+        state.upsert_allocs(vec![stopped], now).await.unwrap();
+        assert!(matches!(
+            verify_workload_identity(&keyring, &state, &token),
+            Err(IdentityError::AllocationTerminal)
+        ));
+    }
+}

@@ -1,0 +1,239 @@
+//! The variables table: each variable's metadata with its items sealed by the server's
+//! keyring (the store never holds an item in the clear), keyed by namespace and path, and
+//! the check-and-set rules of a write.
+//!
+//! **Invariant**: a write with a `cas` index applies only when the stored variable's
+//! `ModifyIndex` equals it (0: only when there is none); otherwise nothing is written and the
+//! stored record is answered as the conflict.
+
+use std::sync::Arc;
+
+use drover_structs::VariableEncrypted;
+
+use crate::engine::{Table, load_table};
+use crate::error::StateError;
+use crate::kv::Kv;
+use crate::store::StateStore;
+use crate::tables::StateTables;
+
+pub(crate) async fn load_variables(
+    kv: &dyn Kv,
+    tables: &mut StateTables,
+) -> Result<(), StateError> {
+    for (_, variable) in load_table::<VariableEncrypted>(kv, Table::Variables).await? {
+        Arc::make_mut(&mut tables.variables).insert(
+            (variable.meta.namespace.clone(), variable.meta.path.clone()),
+            Arc::new(variable),
+        );
+    }
+    Ok(())
+}
+
+fn record_key(namespace: &str, path: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(namespace.len() + path.len() + 1);
+    key.extend_from_slice(namespace.as_bytes());
+    key.push(0);
+    key.extend_from_slice(path.as_bytes());
+    key
+}
+
+/// A write to one variable.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VariableOp {
+    /// Create or replace it (the record's sealed items; metadata indexes and times are set
+    /// here).
+    Set(VariableEncrypted),
+    /// Remove it (absent: nothing to do).
+    Delete { namespace: String, path: String },
+}
+
+/// The outcome of [`StateStore::write_variable`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum VariableWrite {
+    /// Applied; the stored record (none after a delete) and the index of the write.
+    Applied {
+        variable: Option<Arc<VariableEncrypted>>,
+        index: u64,
+    },
+    /// The `cas` index did not match: the stored record (none: no such variable).
+    Conflict(Option<Arc<VariableEncrypted>>),
+}
+
+impl StateStore {
+    /// Applies `op`, checked against `cas` when given. `now_unix_ns` becomes the
+    /// `ModifyTime` (and the `CreateTime` of a new variable).
+    pub async fn write_variable(
+        &self,
+        op: VariableOp,
+        cas: Option<u64>,
+        now_unix_ns: i64,
+    ) -> Result<VariableWrite, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                let key = match &op {
+                    VariableOp::Set(variable) => {
+                        (variable.meta.namespace.clone(), variable.meta.path.clone())
+                    }
+                    VariableOp::Delete { namespace, path } => (namespace.clone(), path.clone()),
+                };
+                let existing = tables.variables.get(&key).cloned();
+                if let Some(cas) = cas {
+                    let current = existing
+                        .as_ref()
+                        .map_or(0, |stored| stored.meta.modify_index);
+                    if current != cas {
+                        return Ok(VariableWrite::Conflict(existing));
+                    }
+                }
+                match op {
+                    VariableOp::Set(mut variable) => {
+                        let index = context.index();
+                        match &existing {
+                            Some(stored) => {
+                                variable.meta.create_index = stored.meta.create_index;
+                                variable.meta.create_time = stored.meta.create_time;
+                            }
+                            None => {
+                                variable.meta.create_index = index;
+                                variable.meta.create_time = now_unix_ns;
+                            }
+                        }
+                        variable.meta.modify_index = index;
+                        variable.meta.modify_time = now_unix_ns;
+                        context.put(Table::Variables, &record_key(&key.0, &key.1), &variable)?;
+                        let variable = Arc::new(variable);
+                        Arc::make_mut(&mut tables.variables).insert(key, Arc::clone(&variable));
+                        Ok(VariableWrite::Applied {
+                            variable: Some(variable),
+                            index,
+                        })
+                    }
+                    VariableOp::Delete { .. } => {
+                        if existing.is_none() {
+                            return Ok(VariableWrite::Applied {
+                                variable: None,
+                                index: context.latest_committed_index(),
+                            });
+                        }
+                        context.delete(Table::Variables, &record_key(&key.0, &key.1));
+                        Arc::make_mut(&mut tables.variables).remove(&key);
+                        Ok(VariableWrite::Applied {
+                            variable: None,
+                            index: context.index(),
+                        })
+                    }
+                }
+            })
+            .await
+    }
+
+    /// The variable at `path` in `namespace`.
+    pub fn variable(&self, namespace: &str, path: &str) -> Option<Arc<VariableEncrypted>> {
+        self.engine
+            .snapshot()
+            .data
+            .variables
+            .get(&(namespace.to_owned(), path.to_owned()))
+            .cloned()
+    }
+
+    /// The variables whose path starts with `prefix`, in `namespace` (every namespace when
+    /// `None`), by namespace and path.
+    pub fn variables(&self, namespace: Option<&str>, prefix: &str) -> Vec<Arc<VariableEncrypted>> {
+        self.engine
+            .snapshot()
+            .data
+            .variables
+            .iter()
+            .filter(|((ns, path), _)| {
+                namespace.is_none_or(|wanted| wanted == ns) && path.starts_with(prefix)
+            })
+            .map(|(_, variable)| Arc::clone(variable))
+            .collect()
+    }
+
+    /// How many variables are sealed with root key `key_id`.
+    pub fn variables_sealed_with(&self, key_id: &str) -> usize {
+        self.engine
+            .snapshot()
+            .data
+            .variables
+            .values()
+            .filter(|variable| variable.key_id == key_id)
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use drover_structs::VariableMetadata;
+
+    use super::*;
+
+    fn sealed(path: &str, data: &str) -> VariableEncrypted {
+        VariableEncrypted {
+            version: 1,
+            meta: VariableMetadata {
+                namespace: "default".to_owned(),
+                path: path.to_owned(),
+                ..VariableMetadata::default()
+            },
+            key_id: "k1".to_owned(),
+            data: data.to_owned(),
+        }
+    }
+
+    #[tokio::test]
+    async fn check_and_set_applies_only_on_the_current_index() {
+        let store = StateStore::in_memory().await.unwrap();
+        let VariableWrite::Applied {
+            variable: Some(first),
+            ..
+        } = store
+            .write_variable(VariableOp::Set(sealed("a/b", "one")), Some(0), 100)
+            .await
+            .unwrap()
+        else {
+            panic!("first write conflicted")
+        };
+        assert_eq!(first.meta.create_time, 100);
+        let conflict = store
+            .write_variable(VariableOp::Set(sealed("a/b", "two")), Some(0), 200)
+            .await
+            .unwrap();
+        assert_eq!(conflict, VariableWrite::Conflict(Some(first.clone())));
+        let VariableWrite::Applied {
+            variable: Some(second),
+            ..
+        } = store
+            .write_variable(
+                VariableOp::Set(sealed("a/b", "two")),
+                Some(first.meta.modify_index),
+                200,
+            )
+            .await
+            .unwrap()
+        else {
+            panic!("a current cas conflicted")
+        };
+        assert_eq!(second.meta.create_index, first.meta.create_index);
+        assert_eq!(second.meta.create_time, 100);
+        assert_eq!(second.meta.modify_time, 200);
+        assert_eq!(store.variables(Some("default"), "a/").len(), 1);
+        assert_eq!(store.variables(None, "x").len(), 0);
+        assert_eq!(store.variables_sealed_with("k1"), 1);
+        let delete = VariableOp::Delete {
+            namespace: "default".to_owned(),
+            path: "a/b".to_owned(),
+        };
+        assert!(matches!(
+            store
+                .write_variable(delete.clone(), Some(first.meta.modify_index), 300)
+                .await
+                .unwrap(),
+            VariableWrite::Conflict(Some(_))
+        ));
+        store.write_variable(delete, None, 300).await.unwrap();
+        assert!(store.variable("default", "a/b").is_none());
+    }
+}
