@@ -538,7 +538,7 @@ mod tests {
             "/v1/nope",
             "/v1/job/",
             "/v1/allocation/a/b/stop",
-            "/v1/job/x/revert",
+            "/v1/job/x/scale",
             "/v1/client/fs/nope/abc",
             "/v1/node/n/purge",
         ] {

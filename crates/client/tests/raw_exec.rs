@@ -577,6 +577,15 @@ async fn lifecycle_tasks_run_in_order_and_leave_nothing_running() {
         assert_eq!(count(state, "Started"), 1, "{name}");
     }
     assert_eq!(count(&states["side"], "Main Tasks Dead"), 1);
+    // The allocation's status follows its tasks' phases on the runner's own task: wait for it.
+    let mut status = runner.subscribe_status();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        status.wait_for(|update| update.client_status != "running"),
+    )
+    .await
+    .expect("the allocation's status follows its dead tasks")
+    .expect("the runner is alive");
     assert_eq!(runner.status().client_status, "complete");
 
     // `alloc restart -all-tasks` on the finished alloc runs the lifecycle again, in order.

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::DockerError;
+use crate::error::DockerError;
 
 /// Where the engine listens when neither the config nor `DOCKER_HOST` says.
 pub const DEFAULT_ENDPOINT: &str = "unix:///var/run/docker.sock";

@@ -18,6 +18,7 @@
 //! [`config`]); restart policy and events belong to the client.
 
 pub mod config;
+mod error;
 mod logs;
 pub mod task;
 
@@ -42,6 +43,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 pub use config::DockerConfig;
+pub use error::DockerError;
 
 /// Version of the handle's `driver_state` record.
 const STATE_VERSION: u32 = 1;
@@ -57,19 +59,6 @@ const API_VERSION: bollard::ClientVersion = bollard::ClientVersion {
     major_version: 1,
     minor_version: 41,
 };
-
-/// The docker driver's errors before they become a [`DriverError`].
-#[derive(Debug, thiserror::Error)]
-pub enum DockerError {
-    #[error("{0}")]
-    Config(String),
-    #[error("{context}: {source}")]
-    Engine {
-        context: String,
-        #[source]
-        source: EngineError,
-    },
-}
 
 /// What the driver persists in the task handle's `driver_state`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

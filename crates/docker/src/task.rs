@@ -19,8 +19,8 @@ use drover_driver::TaskLaunch;
 use drover_driver::task_config::{DOCKER_CONFIG_KEYS, validate_config};
 use serde_json::{Map, Value};
 
-use crate::DockerError;
 use crate::config::{DockerConfig, bool_value, normalize_cap, single_block};
+use crate::error::DockerError;
 
 /// Nomad's default `image_pull_timeout`.
 const DEFAULT_PULL_TIMEOUT: Duration = Duration::from_secs(5 * 60);

@@ -12,21 +12,9 @@ use std::sync::Arc;
 use drover_structs::WrappedRootKey;
 use drover_structs::keyring::{ROOT_KEY_STATE_ACTIVE, ROOT_KEY_STATE_INACTIVE};
 
-use crate::engine::{Table, load_table};
+use crate::engine::Table;
 use crate::error::StateError;
-use crate::kv::Kv;
 use crate::store::StateStore;
-use crate::tables::StateTables;
-
-pub(crate) async fn load_root_keys(
-    kv: &dyn Kv,
-    tables: &mut StateTables,
-) -> Result<(), StateError> {
-    for (_, key) in load_table::<WrappedRootKey>(kv, Table::RootKeys).await? {
-        Arc::make_mut(&mut tables.root_keys).insert(key.meta.key_id.clone(), Arc::new(key));
-    }
-    Ok(())
-}
 
 impl StateStore {
     /// Stores a new root key (its `CreateIndex` and `ModifyIndex` are this write's); if it is

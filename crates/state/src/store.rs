@@ -21,7 +21,7 @@ use std::sync::Arc;
 use drover_structs::{
     ALLOC_CLIENT_STATUS_LOST, ALLOC_CLIENT_STATUS_PENDING, ALLOC_CLIENT_STATUS_UNKNOWN, Allocation,
     DEFAULT_NAMESPACE, EVAL_STATUS_PENDING, Evaluation, Job, JobSummary, NODE_STATUS_DOWN, Node,
-    PeriodicLaunch, ServiceRegistration, Timestamp,
+    PeriodicLaunch, ServiceRegistration, Timestamp, VariableEncrypted, WrappedRootKey,
 };
 
 use crate::derive::{
@@ -357,8 +357,15 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
             Arc::new(launch),
         );
     }
-    crate::keyring::load_root_keys(kv, &mut tables).await?;
-    crate::variables::load_variables(kv, &mut tables).await?;
+    for (_, key) in load_table::<WrappedRootKey>(kv, Table::RootKeys).await? {
+        Arc::make_mut(&mut tables.root_keys).insert(key.meta.key_id.clone(), Arc::new(key));
+    }
+    for (_, variable) in load_table::<VariableEncrypted>(kv, Table::Variables).await? {
+        Arc::make_mut(&mut tables.variables).insert(
+            (variable.meta.namespace.clone(), variable.meta.path.clone()),
+            Arc::new(variable),
+        );
+    }
     for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {
         tables.index_service(&service);
         Arc::make_mut(&mut tables.services).insert(

@@ -10,24 +10,9 @@ use std::sync::Arc;
 
 use drover_structs::VariableEncrypted;
 
-use crate::engine::{Table, load_table};
+use crate::engine::Table;
 use crate::error::StateError;
-use crate::kv::Kv;
 use crate::store::StateStore;
-use crate::tables::StateTables;
-
-pub(crate) async fn load_variables(
-    kv: &dyn Kv,
-    tables: &mut StateTables,
-) -> Result<(), StateError> {
-    for (_, variable) in load_table::<VariableEncrypted>(kv, Table::Variables).await? {
-        Arc::make_mut(&mut tables.variables).insert(
-            (variable.meta.namespace.clone(), variable.meta.path.clone()),
-            Arc::new(variable),
-        );
-    }
-    Ok(())
-}
 
 fn record_key(namespace: &str, path: &str) -> Vec<u8> {
     let mut key = Vec::with_capacity(namespace.len() + path.len() + 1);

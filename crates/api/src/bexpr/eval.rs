@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use super::{Binding, Expr, Match, MatchOp, Selector};
+use super::ast::{Binding, Expr, Match, MatchOp, Selector};
 
 /// An object the filter cannot be evaluated against.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

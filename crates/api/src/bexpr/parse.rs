@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
-use super::{Binding, Collection, Expr, Match, MatchOp, Selector};
+use super::ast::{Binding, Collection, Expr, Match, MatchOp, Selector};
 
 /// A filter that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
