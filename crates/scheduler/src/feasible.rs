@@ -5,13 +5,14 @@
 //!
 //! A failed check yields the reason Nomad records in `AllocMetric.ConstraintFiltered`: the
 //! constraint as `"<LTarget> <Operand> <RTarget>"`, `"missing drivers"`, `"distinct_hosts"`,
-//! `"distinct_property: <target>=<value> used by <n> allocs"` or `"missing property <target>"`.
+//! `"distinct_property: <target>=<value> used by <n> allocs"`, `"missing property <target>"` or
+//! `"missing compatible host volumes"`.
 //!
 //! Not here: resources (`select`).
 
 use std::collections::BTreeMap;
 
-use drover_structs::{Constraint, Job, Node, TaskGroup};
+use drover_structs::{Constraint, Job, Node, TaskGroup, VOLUME_TYPE_HOST};
 
 use crate::constraint::{
     ConstraintCache, check_operand, distinct_hosts_enabled, operand, parse_go_bool, resolve_target,
@@ -19,6 +20,26 @@ use crate::constraint::{
 
 /// Filter reason for a node lacking a driver the group needs.
 pub const FILTER_MISSING_DRIVERS: &str = "missing drivers";
+
+/// Filter reason for a node lacking a host volume the group asks for (or offering it read-only
+/// to a read-write request), Nomad's `FilterConstraintHostVolumes`.
+pub const FILTER_MISSING_HOST_VOLUMES: &str = "missing compatible host volumes";
+
+/// Whether the node offers every host volume the group asks for, as Nomad's
+/// `HostVolumeChecker`: each source (with `per_alloc`, the source with the `[index]` suffix of
+/// `alloc_name`) must be one of the node's `HostVolumes`, and a volume the node declares
+/// read-only only takes read-only requests. CSI volumes are not checked here.
+pub fn host_volumes_feasible(group: &TaskGroup, alloc_name: &str, node: &Node) -> bool {
+    group
+        .volumes
+        .values()
+        .filter(|request| request.r#type == VOLUME_TYPE_HOST)
+        .all(|request| {
+            node.host_volumes
+                .get(&request.source_for(alloc_name))
+                .is_some_and(|offered| !offered.read_only || request.read_only)
+        })
+}
 
 /// The constraint as Nomad prints it in metrics.
 pub fn constraint_label(constraint: &Constraint) -> String {
@@ -232,6 +253,60 @@ mod tests {
             static_feasibility(&mut cache, &job, group, &no_driver),
             Err(FILTER_MISSING_DRIVERS.to_string())
         );
+    }
+
+    #[test]
+    fn host_volumes_need_the_source_and_a_writable_one_for_writers() {
+        use drover_structs::{ClientHostVolumeConfig, VolumeRequest};
+        let mut job = JobBuilder::service("web")
+            .group("g", 2)
+            .task("t", "exec")
+            .build();
+        let request = |source: &str, read_only: bool, per_alloc: bool| VolumeRequest {
+            name: "v".to_string(),
+            r#type: VOLUME_TYPE_HOST.to_string(),
+            source: source.to_string(),
+            read_only,
+            per_alloc,
+            ..VolumeRequest::default()
+        };
+        let offered = |names: &[(&str, bool)]| {
+            let mut node = NodeBuilder::new("a").build();
+            for (name, read_only) in names {
+                node.host_volumes.insert(
+                    name.to_string(),
+                    ClientHostVolumeConfig {
+                        name: name.to_string(),
+                        path: format!("/srv/{name}"),
+                        read_only: *read_only,
+                    },
+                );
+            }
+            node
+        };
+        let group = &mut job.task_groups[0];
+        group
+            .volumes
+            .insert("v".to_string(), request("data", false, false));
+        assert!(host_volumes_feasible(group, "web.g[0]", &offered(&[("data", false)])));
+        assert!(!host_volumes_feasible(group, "web.g[0]", &offered(&[("other", false)])));
+        assert!(!host_volumes_feasible(group, "web.g[0]", &offered(&[("data", true)])));
+        group
+            .volumes
+            .insert("v".to_string(), request("data", true, false));
+        assert!(host_volumes_feasible(group, "web.g[0]", &offered(&[("data", true)])));
+        group
+            .volumes
+            .insert("v".to_string(), request("data", false, true));
+        let both = offered(&[("data[0]", false), ("data[1]", false)]);
+        assert!(host_volumes_feasible(group, "web.g[1]", &both));
+        assert!(!host_volumes_feasible(group, "web.g[2]", &both));
+        assert!(!host_volumes_feasible(group, "web.g[0]", &offered(&[("data", false)])));
+        // A CSI volume is not the host checker's business.
+        let mut csi = request("ebs", false, false);
+        csi.r#type = "csi".to_string();
+        group.volumes.insert("v".to_string(), csi);
+        assert!(host_volumes_feasible(group, "web.g[0]", &offered(&[])));
     }
 
     #[test]

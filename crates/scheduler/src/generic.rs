@@ -302,6 +302,7 @@ impl Pass<'_> {
         }
         let options = SelectOptions {
             ignored_alloc_id: Some(alloc.id.clone()),
+            alloc_name: alloc.name.clone(),
             ..SelectOptions::default()
         };
         let state = self.state;
@@ -364,7 +365,10 @@ impl Pass<'_> {
             self.plan.append_stop(stopped);
         }
 
-        let mut options = SelectOptions::default();
+        let mut options = SelectOptions {
+            alloc_name: placement.name.clone(),
+            ..SelectOptions::default()
+        };
         if let Some(previous) = previous.as_ref() {
             if previous.client_status == drover_structs::ALLOC_CLIENT_STATUS_FAILED {
                 options.penalty_node_ids.insert(previous.node_id.clone());

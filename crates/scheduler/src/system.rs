@@ -293,7 +293,10 @@ impl Pass<'_> {
                 job,
                 group,
                 placement.node.clone(),
-                &SelectOptions::default(),
+                &SelectOptions {
+                    alloc_name: placement.name.clone(),
+                    ..SelectOptions::default()
+                },
             );
             self.plan = plan;
             let Some(choice) = choice else {

@@ -15,6 +15,10 @@ use crate::lenient::wire_struct;
 use crate::placement::{Affinity, Constraint};
 use crate::time::DurationNs;
 
+/// `VolumeRequest.Type` of a host volume.
+pub const VOLUME_TYPE_HOST: &str = "host";
+/// `VolumeRequest.Type` of a CSI volume.
+pub const VOLUME_TYPE_CSI: &str = "csi";
 /// `VolumeMount.PropagationMode` default.
 pub const VOLUME_MOUNT_PROPAGATION_PRIVATE: &str = "private";
 /// `ScalingPolicy.Type` of a group's `scaling` block.
@@ -34,6 +38,19 @@ wire_struct! {
         pub attachment_mode: String,
         pub mount_options: Option<CsiMountOptions>,
         pub per_alloc: bool,
+    }
+}
+
+impl VolumeRequest {
+    /// The source an allocation named `alloc_name` asks for: with `per_alloc`, the source
+    /// followed by the `[index]` suffix of the allocation's name (Nomad's `AllocSuffix`:
+    /// `data` for `web.app[1]` is `data[1]`), else the source itself.
+    pub fn source_for(&self, alloc_name: &str) -> String {
+        if !self.per_alloc {
+            return self.source.clone();
+        }
+        let suffix = alloc_name.rfind('[').map_or("", |open| &alloc_name[open..]);
+        format!("{}{suffix}", self.source)
     }
 }
 
@@ -224,5 +241,24 @@ wire_struct! {
     pub struct ServiceWeights {
         pub passing: i64,
         pub warning: i64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_alloc_source_takes_the_allocation_index() {
+        let mut request = VolumeRequest {
+            r#type: VOLUME_TYPE_HOST.to_string(),
+            source: "data".to_string(),
+            ..VolumeRequest::default()
+        };
+        assert_eq!(request.source_for("web.app[1]"), "data");
+        request.per_alloc = true;
+        assert_eq!(request.source_for("web.app[1]"), "data[1]");
+        assert_eq!(request.source_for("web.app[12]"), "data[12]");
+        assert_eq!(request.source_for("plain"), "data");
     }
 }

@@ -21,6 +21,16 @@ pub const NODE_SCHEDULING_ELIGIBLE: &str = "eligible";
 pub const NODE_SCHEDULING_INELIGIBLE: &str = "ineligible";
 
 wire_struct! {
+    /// A host volume the client's `host_volume "name" { path read_only }` declares, as the
+    /// node advertises it (`Node.HostVolumes`, keyed by name).
+    pub struct ClientHostVolumeConfig {
+        pub name: String,
+        pub path: String,
+        pub read_only: bool,
+    }
+}
+
+wire_struct! {
     /// A client node. `SecretID` is blanked before a node is sent out.
     pub struct Node {
         #[serde(rename = "ID")]
@@ -57,7 +67,7 @@ wire_struct! {
         pub status_updated_at: i64,
         pub events: Vec<NodeEvent>,
         pub drivers: BTreeMap<String, DriverInfo>,
-        pub host_volumes: BTreeMap<String, Value>,
+        pub host_volumes: BTreeMap<String, ClientHostVolumeConfig>,
         pub host_networks: BTreeMap<String, Value>,
         pub last_drain: Option<Value>,
         pub create_index: u64,
@@ -176,7 +186,7 @@ wire_struct! {
         pub status: String,
         pub status_description: String,
         pub drivers: BTreeMap<String, DriverInfo>,
-        pub host_volumes: BTreeMap<String, Value>,
+        pub host_volumes: BTreeMap<String, ClientHostVolumeConfig>,
         #[serde(skip_serializing_if = "Option::is_none")]
         pub node_resources: Option<NodeResources>,
         #[serde(skip_serializing_if = "Option::is_none")]

@@ -15,7 +15,10 @@ use super::usage::{
     node_capacity, node_disk_capacity, resources_usage,
 };
 use crate::constraint::ConstraintCache;
-use crate::feasible::{DistinctHosts, DistinctProperty, static_feasibility};
+use crate::feasible::{
+    DistinctHosts, DistinctProperty, FILTER_MISSING_HOST_VOLUMES, host_volumes_feasible,
+    static_feasibility,
+};
 use crate::plan::{Plan, ScoringAlgorithm};
 use crate::rng::SeededRng;
 use crate::state::SchedulerState;
@@ -70,6 +73,9 @@ pub struct SelectOptions {
     pub preferred_node: Option<Arc<Node>>,
     /// An allocation to leave out of the accounting (the one being updated in place).
     pub ignored_alloc_id: Option<String>,
+    /// The name of the allocation being placed (`<job>.<group>[<index>]`): a `per_alloc` host
+    /// volume asks for the source with its index.
+    pub alloc_name: String,
 }
 
 /// The chosen node with the scores that chose it.
@@ -292,6 +298,10 @@ impl Stack {
 
             if let Err(reason) = self.static_check(job, group, &node, position) {
                 filter_node(&mut metric, &node, reason);
+                continue;
+            }
+            if !host_volumes_feasible(group, &options.alloc_name, &node) {
+                filter_node(&mut metric, &node, FILTER_MISSING_HOST_VOLUMES.to_string());
                 continue;
             }
             let proposed =
