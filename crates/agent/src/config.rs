@@ -133,6 +133,60 @@ pub struct RawClient {
     /// The cores tasks may reserve, as a cpuset list (`"0-3,6"`).
     pub reservable_cores: Option<String>,
     pub artifact: Option<RawArtifact>,
+    /// `host_volume "name" { path = "…" read_only = false }`, by name.
+    pub host_volume: Option<BTreeMap<String, RawHostVolume>>,
+}
+
+/// `client { host_volume "name" { … } }`: a directory of the host that groups may mount.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHostVolume {
+    pub path: Option<String>,
+    pub read_only: Option<bool>,
+}
+
+/// The client's host volumes as the node advertises them: each path given, absolute and an
+/// existing directory (Nomad refuses to start a client whose host volume path is missing).
+fn host_volumes(
+    raw: Option<&BTreeMap<String, RawHostVolume>>,
+) -> Result<BTreeMap<String, drover_structs::ClientHostVolumeConfig>, ConfigError> {
+    let mut volumes = BTreeMap::new();
+    for (name, volume) in raw.into_iter().flatten() {
+        let invalid = |message: String| ConfigError::Invalid {
+            key: "client.host_volume",
+            message,
+        };
+        let Some(path) = volume.path.as_deref().filter(|path| !path.is_empty()) else {
+            return Err(invalid(format!("host_volume {name:?}: path is required")));
+        };
+        if !Path::new(path).is_absolute() {
+            return Err(invalid(format!(
+                "host_volume {name:?}: path {path:?} must be absolute"
+            )));
+        }
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(invalid(format!(
+                    "host_volume {name:?}: path {path:?} is not a directory"
+                )));
+            }
+            Err(err) => {
+                return Err(invalid(format!(
+                    "host_volume {name:?}: path {path:?}: {err}"
+                )));
+            }
+        }
+        volumes.insert(
+            name.clone(),
+            drover_structs::ClientHostVolumeConfig {
+                name: name.clone(),
+                path: path.to_string(),
+                read_only: volume.read_only.unwrap_or(false),
+            },
+        );
+    }
+    Ok(volumes)
 }
 
 /// `client { artifact { … } }`: limits of artifact downloads.
@@ -313,7 +367,8 @@ impl RawConfig {
                 cpu_total_compute,
                 memory_total_mb,
                 reservable_cores,
-                artifact
+                artifact,
+                host_volume
             ),
             (base, over) => {
                 if over.is_some() {
@@ -395,6 +450,8 @@ pub struct AgentConfig {
     pub reservable_cores: Option<Vec<u16>>,
     /// `client { artifact { … } }`, validated.
     pub artifact: drover_client::artifact::ArtifactConfig,
+    /// `client { host_volume "name" { … } }`, validated (each path an existing directory).
+    pub host_volumes: BTreeMap<String, drover_structs::ClientHostVolumeConfig>,
     pub num_schedulers: u32,
     /// `server { oidc_issuer = … }`.
     pub oidc_issuer: Option<String>,
@@ -685,6 +742,7 @@ impl AgentConfig {
                 None => None,
             },
             artifact: client.artifact.clone().unwrap_or_default().validate()?,
+            host_volumes: host_volumes(client.host_volume.as_ref())?,
             num_schedulers: server.num_schedulers.unwrap_or(2).max(1),
             oidc_issuer: server
                 .oidc_issuer
@@ -786,6 +844,46 @@ mod tests {
         assert_eq!(config.artifact.git_timeout, Duration::from_secs(120));
         assert_eq!(config.artifact.decompression_size_limit, 10_000_000_000);
         assert_eq!(config.artifact.decompression_file_count_limit, 100);
+    }
+
+    #[test]
+    fn host_volumes_are_validated_and_unknown_keys_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = dir.path().join("a");
+        std::fs::create_dir(&a).expect("mkdir");
+        let text = format!(
+            "client {{\n  host_volume \"data[0]\" {{\n    path = \"{}\"\n  }}\n  host_volume \"ro\" {{\n    path = \"{}\"\n    read_only = true\n  }}\n}}\n",
+            a.display(),
+            a.display()
+        );
+        let raw: RawConfig = hcl::from_str(&text).expect("parses");
+        let config = AgentConfig::from_raw(raw, &dev_args()).expect("valid");
+        assert_eq!(config.host_volumes.len(), 2);
+        let first = &config.host_volumes["data[0]"];
+        assert_eq!(
+            (first.name.as_str(), first.path.as_str(), first.read_only),
+            ("data[0]", a.to_str().expect("utf-8"), false)
+        );
+        assert!(config.host_volumes["ro"].read_only);
+
+        let err = hcl::from_str::<RawConfig>(
+            "client {\n  host_volume \"x\" {\n    path = \"/tmp\"\n    readonly = true\n  }\n}\n",
+        )
+        .expect_err("unknown key");
+        assert!(err.to_string().contains("readonly"), "{err}");
+
+        let missing = dir.path().join("missing");
+        let raw: RawConfig = hcl::from_str(&format!(
+            "client {{\n  host_volume \"x\" {{\n    path = \"{}\"\n  }}\n}}\n",
+            missing.display()
+        ))
+        .expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("missing path");
+        assert!(
+            err.to_string()
+                .starts_with("client.host_volume: host_volume \"x\""),
+            "{err}"
+        );
     }
 
     #[test]

@@ -360,6 +360,7 @@ fn prepare_client(
     let mut client_config = ClientConfig::new(data_dir);
     client_config.max_kill_timeout = config.max_kill_timeout;
     client_config.artifact = config.artifact.clone();
+    client_config.host_volumes = config.host_volumes.clone();
     client_config.apply_options(&config.options);
     let client_config = Arc::new(client_config);
     let state_db = Arc::new(
@@ -390,6 +391,7 @@ fn prepare_client(
     node_config.agent_version = env!("CARGO_PKG_VERSION").to_owned();
     node_config.resources = node_resource_settings(config);
     let mut node = drover_client::node::build_node(&node_config).context("starting the client")?;
+    node.host_volumes = config.host_volumes.clone();
     // Runs on a blocking thread of the runtime: the engine probe is awaited here, once.
     let docker_fingerprint = tokio::runtime::Handle::current().block_on(docker.fingerprint());
     add_docker_fingerprint(

@@ -51,6 +51,9 @@ pub struct ClientConfig {
     pub shim_binary: Option<PathBuf>,
     /// The `artifact { … }` limits.
     pub artifact: crate::artifact::ArtifactConfig,
+    /// The `host_volume` blocks, by name: what a group's host volumes resolve to (the node
+    /// advertises the same map).
+    pub host_volumes: BTreeMap<String, drover_structs::ClientHostVolumeConfig>,
 }
 
 impl ClientConfig {
@@ -72,6 +75,7 @@ impl ClientConfig {
             max_task_events: crate::taskrunner::state::DEFAULT_MAX_TASK_EVENTS,
             shim_binary: None,
             artifact: crate::artifact::ArtifactConfig::default(),
+            host_volumes: BTreeMap::new(),
         }
     }
 

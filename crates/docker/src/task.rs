@@ -554,7 +554,16 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
     let dns = strings(config, "dns_servers")?;
     let extra_hosts = strings(config, "extra_hosts")?;
     let security_opt = strings(config, "security_opt")?;
-    let mounts = mounts(config, launch, client)?;
+    let mut mounts = mounts(config, launch, client)?;
+    // The group's host volumes, as Nomad mounts a task's `volume_mount`s: bind mounts the
+    // client resolved from its own `host_volume` config, so not confined by `volumes`.
+    mounts.extend(launch.mounts.iter().map(|mount| Mount {
+        target: Some(mount.task_path.display().to_string()),
+        source: Some(mount.host_path.display().to_string()),
+        typ: Some(MountType::BIND),
+        read_only: Some(mount.read_only),
+        ..Mount::default()
+    }));
 
     let host_config = HostConfig {
         binds: Some(binds),

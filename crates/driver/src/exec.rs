@@ -150,6 +150,26 @@ pub fn isolation_for(exec: &ExecConfig, launch: &TaskLaunch) -> Result<Isolation
         });
         owned_by_task_user.extend(["data", "tmp"].iter().map(|name| shared.join(name)));
     }
+    // Host volumes last, so a volume mounted under /alloc lands on the alloc dir's bind.
+    for mount in &launch.mounts {
+        if !mount.task_path.is_absolute() {
+            return Err(DriverError::InvalidConfig(format!(
+                "volume_mount destination {:?} must be an absolute path",
+                mount.task_path.display()
+            )));
+        }
+        if !mount.host_path.is_dir() {
+            return Err(DriverError::InvalidConfig(format!(
+                "host volume path {:?} is not a directory on this node",
+                mount.host_path.display()
+            )));
+        }
+        binds.push(BindSpec {
+            source: mount.host_path.clone(),
+            target: mount.task_path.clone(),
+            read_only: mount.read_only,
+        });
+    }
     if let Some(hostname) = &launch.hostname
         && !drover_isolate::is_valid_hostname(hostname)
     {
@@ -232,6 +252,37 @@ mod tests {
             ..launch
         };
         assert!(isolation_for(&ExecConfig::default(), &bad).is_err());
+    }
+
+    #[test]
+    fn host_volumes_are_bound_last_with_their_mode() {
+        let volume = std::env::temp_dir();
+        let launch = TaskLaunch {
+            task_dir: Some("/data/alloc/a1/web".into()),
+            shared_alloc_dir: Some("/data/alloc/a1/alloc".into()),
+            mounts: vec![crate::MountConfig {
+                host_path: volume.clone(),
+                task_path: "/srv/data".into(),
+                read_only: true,
+            }],
+            ..TaskLaunch::default()
+        };
+        let spec = isolation_for(&ExecConfig::default(), &launch).unwrap();
+        let bind = spec.binds.last().unwrap();
+        assert_eq!(
+            (bind.source.as_path(), bind.target.as_path(), bind.read_only),
+            (volume.as_path(), Path::new("/srv/data"), true)
+        );
+        let relative = TaskLaunch {
+            mounts: vec![crate::MountConfig {
+                host_path: volume,
+                task_path: "srv".into(),
+                read_only: false,
+            }],
+            ..launch
+        };
+        let error = isolation_for(&ExecConfig::default(), &relative).unwrap_err();
+        assert!(error.to_string().contains("\"srv\""), "{error}");
     }
 
     #[test]

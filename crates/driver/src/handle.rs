@@ -48,6 +48,20 @@ pub struct TaskLaunch {
     /// Host name of an isolated task (the group network's `hostname`); `None` keeps the host's.
     #[serde(default)]
     pub hostname: Option<String>,
+    /// Host directories bound into the task (its group's host volumes, per `volume_mount`).
+    /// Only drivers that isolate the filesystem take them; the client refuses them for others.
+    #[serde(default)]
+    pub mounts: Vec<MountConfig>,
+}
+
+/// One host path bound into a task (Nomad's `drivers.MountConfig`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountConfig {
+    /// The directory on the host.
+    pub host_path: PathBuf,
+    /// Where the task sees it (absolute inside the task's root).
+    pub task_path: PathBuf,
+    pub read_only: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

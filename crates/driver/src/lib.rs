@@ -32,8 +32,8 @@ pub use drover_isolate::{format_cpu_list, parse_cpu_list};
 pub use drover_shim::proto::ExitStatus;
 pub use error::DriverError;
 pub use handle::{
-    CgroupRef, LogSettings, ResourceLimits, SHIM_PATH_ENV, ShimHandle, TaskHandle, TaskLaunch,
-    locate_shim_binary,
+    CgroupRef, LogSettings, MountConfig, ResourceLimits, SHIM_PATH_ENV, ShimHandle, TaskHandle,
+    TaskLaunch, locate_shim_binary,
 };
 pub use signal::{DEFAULT_KILL_SIGNAL, SIGNAL_NAMES, parse_signal};
 pub use stats::{CpuUsage, MemoryUsage, TaskResourceUsage};

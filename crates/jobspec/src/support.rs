@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 
 use drover_structs::{
     Consul, DEFAULT_INTEGRATION_CLUSTER, Job, MigrateStrategy, Service, Task, TaskGroup,
-    UpdateStrategy,
+    UpdateStrategy, VOLUME_TYPE_CSI,
 };
 use serde_json::Value as JsonValue;
 
@@ -328,7 +328,7 @@ fn is_default_migrate(migrate: &MigrateStrategy) -> bool {
 
 const CONSUL: &str = "runs once drover integrates with Consul";
 const VAULT: &str = "runs once drover integrates with Vault";
-const VOLUMES: &str = "runs once drover manages host volumes and CSI plugins";
+const CSI: &str = "runs once drover has CSI plugins";
 const NO_AUTOSCALER: &str = "runs once drover integrates with an autoscaler";
 
 /// Nomad docker task config keys the docker driver does not implement (refused by name).
@@ -663,16 +663,20 @@ pub static FEATURES: &[Feature] = &[
             |task| when_consul_asked(task.consul.as_ref(), "Consul"),
         ),
     ),
+    runs(
+        "group > volume (host)",
+        "type = \"host\" with source, read_only and per_alloc (each allocation mounts <source>[<index>]); placed only on nodes whose client declares the volume (host_volume), writable unless the request is read-only",
+    ),
     row(
-        "group > volume",
+        "group > volume (csi)",
         Status::NeedsMissing,
-        "needs host volumes or a CSI plugin",
-        VOLUMES,
+        "needs a CSI plugin",
+        CSI,
         Detect::group(|group| {
             group
                 .volumes
                 .iter()
-                .filter(|(_, volume)| asks_for_block(*volume))
+                .filter(|(_, volume)| volume.r#type == VOLUME_TYPE_CSI)
                 .map(|(name, _)| format!("Volumes.{name}"))
                 .collect()
         }),
@@ -874,18 +878,29 @@ pub static FEATURES: &[Feature] = &[
         VAULT,
         Detect::task(|task| when_asked(task.vault.as_ref(), "Vault")),
     ),
-    row(
+    runs(
         "volume_mount",
-        Status::NeedsMissing,
-        "needs host volumes or a CSI plugin",
-        VOLUMES,
-        Detect::task(|task| when_any_asked(&task.volume_mounts, "VolumeMounts")),
+        "volume, destination, read_only, propagation_mode private: a host volume bound at the destination inside an exec task's root or a docker container; raw_exec has no filesystem isolation, so a task of it that mounts a volume fails to start, as in Nomad",
+    ),
+    row(
+        "volume_mount > propagation_mode (host-to-task, bidirectional)",
+        Status::NotYet,
+        "mount propagation other than private",
+        "runs once drover's task roots take mount events from the host",
+        Detect::task(|task| {
+            task.volume_mounts
+                .iter()
+                .enumerate()
+                .filter(|(_, mount)| !matches!(mount.propagation_mode.as_str(), "" | "private"))
+                .map(|(index, _)| format!("VolumeMounts[{index}].PropagationMode"))
+                .collect()
+        }),
     ),
     row(
         "csi_plugin",
         Status::NeedsMissing,
         "needs CSI plugin support",
-        VOLUMES,
+        CSI,
         Detect::task(|task| when_asked(task.csi_plugin_config.as_ref(), "CSIPluginConfig")),
     ),
     row(

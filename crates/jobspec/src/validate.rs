@@ -457,6 +457,7 @@ impl Checker {
         }
 
         self.networks(group, place);
+        self.volumes(group, place);
 
         let mut task_names: BTreeMap<&str, usize> = BTreeMap::new();
         let mut leaders = 0;
@@ -587,6 +588,138 @@ impl Checker {
         }
     }
 
+    /// Nomad's `VolumeRequest.Validate` for each group `volume` block.
+    fn volumes(&mut self, group: &JsonValue, place: &Place) {
+        let Some(volumes) = group.get("Volumes").and_then(JsonValue::as_object) else {
+            return;
+        };
+        let canaries = group
+            .get("Update")
+            .and_then(|update| integer(update, "Canary"))
+            .unwrap_or(0);
+        for (name, volume) in volumes {
+            let volume_place = place.child(&format!("Volumes.{name}"));
+            let field = |key: &str| volume_place.field(key);
+            let kind = text(volume, "Type");
+            let label = format!("volume {name:?}");
+            if kind != "host" && kind != "csi" {
+                self.report(
+                    place,
+                    field("Type"),
+                    format!("{label} has unrecognized type {kind:?} (host or csi)"),
+                );
+                continue;
+            }
+            let access_mode = text(volume, "AccessMode");
+            let attachment_mode = text(volume, "AttachmentMode");
+            let has_mount_options = volume
+                .get("MountOptions")
+                .is_some_and(|options| !options.is_null());
+            if kind == "host" {
+                if !attachment_mode.is_empty() {
+                    self.report(
+                        place,
+                        field("AttachmentMode"),
+                        format!("{label}: host volumes cannot have an attachment mode"),
+                    );
+                }
+                if !access_mode.is_empty() {
+                    self.report(
+                        place,
+                        field("AccessMode"),
+                        format!("{label}: host volumes cannot have an access mode"),
+                    );
+                }
+                if has_mount_options {
+                    self.report(
+                        place,
+                        field("MountOptions"),
+                        format!("{label}: host volumes cannot have mount options"),
+                    );
+                }
+            } else {
+                if attachment_mode.is_empty() {
+                    self.report(
+                        place,
+                        field("AttachmentMode"),
+                        format!("{label}: CSI volumes must have an attachment mode"),
+                    );
+                }
+                if access_mode.is_empty() {
+                    self.report(
+                        place,
+                        field("AccessMode"),
+                        format!("{label}: CSI volumes must have an access mode"),
+                    );
+                }
+            }
+            if matches!(
+                access_mode,
+                "single-node-reader-only" | "multi-node-reader-only"
+            ) && !flag(volume, "ReadOnly")
+            {
+                self.report(
+                    place,
+                    field("ReadOnly"),
+                    format!("{label}: {access_mode} volumes must be read-only"),
+                );
+            }
+            if attachment_mode == "block-device" && has_mount_options {
+                self.report(
+                    place,
+                    field("MountOptions"),
+                    format!("{label}: block devices cannot have mount options"),
+                );
+            }
+            if flag(volume, "PerAlloc") && canaries > 0 {
+                self.report(
+                    place,
+                    field("PerAlloc"),
+                    format!("{label} cannot be per_alloc when canaries are in use"),
+                );
+            }
+            if text(volume, "Source").is_empty() {
+                self.report(
+                    place,
+                    field("Source"),
+                    format!("{label} has an empty source"),
+                );
+            }
+        }
+    }
+
+    /// A task's `volume_mount` blocks name a group volume and a valid propagation mode, as
+    /// Nomad's `TaskGroup.Validate` and `Task.Validate`.
+    fn volume_mounts(&mut self, task: &JsonValue, place: &Place, group: &JsonValue) {
+        let volumes = group.get("Volumes").and_then(JsonValue::as_object);
+        for (index, mount) in items(task, "VolumeMounts").iter().enumerate() {
+            let mount_place = place.item("VolumeMounts", index);
+            let label = format!("volume_mount {}", index + 1);
+            let volume = text(mount, "Volume");
+            if volume.is_empty() {
+                self.report(
+                    place,
+                    mount_place.field("Volume"),
+                    format!("{label} names no volume"),
+                );
+            } else if !volumes.is_some_and(|volumes| volumes.contains_key(volume)) {
+                self.report(
+                    place,
+                    mount_place.field("Volume"),
+                    format!("{label} references undefined volume {volume:?}"),
+                );
+            }
+            let mode = text(mount, "PropagationMode");
+            if !matches!(mode, "" | "private" | "host-to-task" | "bidirectional") {
+                self.report(
+                    place,
+                    mount_place.field("PropagationMode"),
+                    format!("{label} has an invalid propagation mode: {mode:?}"),
+                );
+            }
+        }
+    }
+
     fn task(
         &mut self,
         task: &JsonValue,
@@ -595,6 +728,7 @@ impl Checker {
         group: &JsonValue,
         update_progress_deadline: i64,
     ) {
+        self.volume_mounts(task, place, group);
         let name = text(task, "Name");
         if name == "alloc" {
             self.report(

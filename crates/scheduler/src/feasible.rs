@@ -288,20 +288,40 @@ mod tests {
         group
             .volumes
             .insert("v".to_string(), request("data", false, false));
-        assert!(host_volumes_feasible(group, "web.g[0]", &offered(&[("data", false)])));
-        assert!(!host_volumes_feasible(group, "web.g[0]", &offered(&[("other", false)])));
-        assert!(!host_volumes_feasible(group, "web.g[0]", &offered(&[("data", true)])));
+        assert!(host_volumes_feasible(
+            group,
+            "web.g[0]",
+            &offered(&[("data", false)])
+        ));
+        assert!(!host_volumes_feasible(
+            group,
+            "web.g[0]",
+            &offered(&[("other", false)])
+        ));
+        assert!(!host_volumes_feasible(
+            group,
+            "web.g[0]",
+            &offered(&[("data", true)])
+        ));
         group
             .volumes
             .insert("v".to_string(), request("data", true, false));
-        assert!(host_volumes_feasible(group, "web.g[0]", &offered(&[("data", true)])));
+        assert!(host_volumes_feasible(
+            group,
+            "web.g[0]",
+            &offered(&[("data", true)])
+        ));
         group
             .volumes
             .insert("v".to_string(), request("data", false, true));
         let both = offered(&[("data[0]", false), ("data[1]", false)]);
         assert!(host_volumes_feasible(group, "web.g[1]", &both));
         assert!(!host_volumes_feasible(group, "web.g[2]", &both));
-        assert!(!host_volumes_feasible(group, "web.g[0]", &offered(&[("data", false)])));
+        assert!(!host_volumes_feasible(
+            group,
+            "web.g[0]",
+            &offered(&[("data", false)])
+        ));
         // A CSI volume is not the host checker's business.
         let mut csi = request("ebs", false, false);
         csi.r#type = "csi".to_string();

@@ -65,6 +65,8 @@ pub struct TaskLaunchSpec {
     pub reserved_cores: Vec<u16>,
     /// The group network's `hostname`, interpolated; `None` keeps the host's name.
     pub hostname: Option<String>,
+    /// Host volumes bound into the task (resolved by the volumes hook).
+    pub mounts: Vec<drover_driver::MountConfig>,
 }
 
 /// The driver's handle of a started task, persisted verbatim so a later agent can re-attach.

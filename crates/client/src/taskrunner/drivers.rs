@@ -136,6 +136,7 @@ impl DriverAdapter {
                 ..ResourceLimits::default()
             },
             hostname: spec.hostname.clone(),
+            mounts: spec.mounts.clone(),
             kill_signal: None,
             driver_config: Value::Object(spec.config.clone()),
             task_dir: Some(spec.task_dir.dir.clone()),

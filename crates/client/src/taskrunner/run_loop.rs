@@ -668,6 +668,16 @@ impl TaskRunLoop {
                 .and_then(|group| group.networks.first())
                 .map(|network| env.interpolate(&network.hostname))
                 .filter(|hostname| !hostname.is_empty()),
+            // The volumes hook ran the same resolution before this start and failed the task
+            // on an error, and neither input has changed since (the client's host volumes are
+            // fixed for the agent's life), so an error cannot reach here.
+            mounts: super::hooks::volumes::task_mounts(
+                &alloc,
+                &task,
+                &self.shared.deps.config.host_volumes,
+                &env,
+            )
+            .unwrap_or_default(),
             env: env.env,
         }
     }

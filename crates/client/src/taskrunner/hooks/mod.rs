@@ -9,7 +9,7 @@
 //! an agent that restored the task. Stop hooks run each time the task ends up dead (it may run
 //! again on an AllTasks restart) and must be idempotent.
 //!
-//! Later hooks (identity, volumes) slot in by implementing the
+//! Later hooks (identity) slot in by implementing the
 //! capabilities they need and being added in [`build_task_hooks`]; the runner does not change.
 //!
 //! **Not** here: the order of capabilities in the task's life (the run loop decides) or how
@@ -23,6 +23,7 @@ pub mod services;
 pub mod task_dir;
 pub mod template;
 pub mod validate;
+pub mod volumes;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -355,6 +356,9 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
             context.env_inputs.clone(),
         )),
         Arc::new(validate::ValidateHook::new(context.config.clone())),
+        Arc::new(volumes::VolumesHook::new(
+            context.config.host_volumes.clone(),
+        )),
         Arc::new(task_dir::TaskDirHook::new(
             context.config.clone(),
             context.alloc_dir.clone(),

@@ -28,9 +28,11 @@ job "integrations" {
       lost_after = "1h"
     }
     volume "data" {
-      type      = "csi"
-      source    = "pgdata"
-      per_alloc = true
+      type            = "csi"
+      source          = "pgdata"
+      per_alloc       = true
+      access_mode     = "single-node-writer"
+      attachment_mode = "file-system"
       mount_options {
         fs_type = "ext4"
       }

@@ -17,7 +17,8 @@ job "stateful" {
       driver = "raw_exec"
       volume_mount {
         volume      = "data"
-        destination = "/var/lib/postgresql"
+        destination      = "/var/lib/postgresql"
+        propagation_mode = "bidirectional"
       }
       csi_plugin {
         id   = "x"
