@@ -668,6 +668,107 @@ job "oom" {{
     );
 }
 
+/// A group's per_alloc host volumes bound into containers: each allocation writes its own
+/// `data[<index>]`, and a read-only request is read-only inside the container.
+#[test]
+fn docker_tasks_mount_their_per_alloc_host_volumes() {
+    let Some(engine) = engine() else { return };
+    let temp = tempfile::tempdir().unwrap();
+    let mut config = std::fs::read_to_string(engine.agent_config()).unwrap();
+    config.push_str("client {\n");
+    for index in 0..2 {
+        let dir = temp.path().join(format!("vol{index}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        config.push_str(&format!(
+            "  host_volume \"data[{index}]\" {{\n    path = {:?}\n  }}\n",
+            dir.display().to_string()
+        ));
+    }
+    config.push_str("}\n");
+    let config_path = temp.path().join("volumes.hcl");
+    std::fs::write(&config_path, config).unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", config_path.display())],
+    );
+    let job = format!(
+        r#"
+job "dvol" {{
+  datacenters = ["dc1"]
+  type        = "batch"
+  group "g" {{
+    count = 2
+    restart {{
+      attempts = 0
+      mode     = "fail"
+    }}
+    volume "data" {{
+      type      = "host"
+      source    = "data"
+      per_alloc = true
+    }}
+    volume "view" {{
+      type      = "host"
+      source    = "data"
+      per_alloc = true
+      read_only = true
+    }}
+    task "t" {{
+      driver = "docker"
+      config {{
+        image   = "{image}"
+        command = "/bin/sh"
+        args    = ["-c", "echo $NOMAD_ALLOC_INDEX > /data/index; if touch /view/x 2>/dev/null; then echo yes; else echo no; fi > /data/view_write"]
+      }}
+      volume_mount {{
+        volume      = "data"
+        destination = "/data"
+      }}
+      volume_mount {{
+        volume      = "view"
+        destination = "/view"
+      }}
+      resources {{
+        cpu    = 50
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#,
+        image = engine.image
+    );
+    run_job(&agent, "dvol.hcl", &job);
+    let done = wait_for("both allocations to finish", LIMIT, || {
+        let allocs = allocs(&agent, "dvol");
+        (allocs.len() == 2
+            && allocs.iter().all(|alloc| {
+                alloc["ClientStatus"] == "complete" || alloc["ClientStatus"] == "failed"
+            }))
+        .then_some(allocs)
+    });
+    for alloc in &done {
+        assert_eq!(
+            alloc["ClientStatus"],
+            "complete",
+            "{:?}",
+            events_of(alloc, "t")
+        );
+    }
+    for index in 0..2 {
+        let dir = temp.path().join(format!("vol{index}"));
+        let written = std::fs::read_to_string(dir.join("index")).unwrap();
+        assert_eq!(written.trim(), index.to_string());
+        let view_write = std::fs::read_to_string(dir.join("view_write")).unwrap();
+        assert_eq!(
+            view_write.trim(),
+            "no",
+            "the read-only mount refused the write"
+        );
+        assert!(!dir.join("x").exists());
+    }
+}
+
 #[test]
 fn docker_config_keys_drover_does_not_run_are_refused_by_name() {
     // No engine needed: the register refuses before anything is placed.

@@ -665,6 +665,7 @@ async fn a_start_whose_handle_was_never_recorded_is_reclaimed_before_the_next_st
             memory_max_mb: 0,
             reserved_cores: Vec::new(),
             hostname: None,
+            mounts: Vec::new(),
         })
         .await
         .unwrap();
@@ -740,6 +741,7 @@ async fn an_unrecorded_run_of_a_stopped_alloc_is_reclaimed() {
             memory_max_mb: 0,
             reserved_cores: Vec::new(),
             hostname: None,
+            mounts: Vec::new(),
         })
         .await
         .unwrap();
