@@ -716,9 +716,10 @@ job "dvol" {{
     task "t" {{
       driver = "docker"
       config {{
-        image   = "{image}"
-        command = "/bin/sh"
-        args    = ["-c", "echo $NOMAD_ALLOC_INDEX > /data/index; if touch /view/x 2>/dev/null; then echo yes; else echo no; fi > /data/view_write"]
+        image      = "{image}"
+        force_pull = true
+        command    = "/bin/sh"
+        args       = ["-c", "echo $NOMAD_ALLOC_INDEX > /data/index; if touch /view/x 2>/dev/null; then echo yes; else echo no; fi > /data/view_write"]
       }}
       volume_mount {{
         volume      = "data"
@@ -753,6 +754,26 @@ job "dvol" {{
             "complete",
             "{:?}",
             events_of(alloc, "t")
+        );
+        // force_pull: each start pulls, and says so first as Nomad's "Driver" event.
+        let full = agent.get_json(&format!("/v1/allocation/{}", alloc["ID"].as_str().unwrap()));
+        let events = events_of(&full, "t");
+        let downloading = events
+            .iter()
+            .find(|event| event["Type"] == "Driver")
+            .unwrap_or_else(|| panic!("no Driver event in {events:?}"));
+        assert_eq!(
+            downloading["DriverMessage"], "Downloading image",
+            "{downloading}"
+        );
+        assert_eq!(
+            downloading["DisplayMessage"], "Downloading image",
+            "{downloading}"
+        );
+        assert_eq!(
+            downloading["Details"]["image"],
+            engine.image.as_str(),
+            "{downloading}"
         );
     }
     for index in 0..2 {

@@ -666,6 +666,7 @@ async fn a_start_whose_handle_was_never_recorded_is_reclaimed_before_the_next_st
             reserved_cores: Vec::new(),
             hostname: None,
             mounts: Vec::new(),
+            events: Default::default(),
         })
         .await
         .unwrap();
@@ -742,6 +743,7 @@ async fn an_unrecorded_run_of_a_stopped_alloc_is_reclaimed() {
             reserved_cores: Vec::new(),
             hostname: None,
             mounts: Vec::new(),
+            events: Default::default(),
         })
         .await
         .unwrap();

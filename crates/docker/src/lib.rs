@@ -35,8 +35,8 @@ use bollard::query_parameters::{
     StatsOptions,
 };
 use drover_driver::{
-    CpuUsage, Driver, DriverError, DriverFuture, ExitStatus, MemoryUsage, TaskHandle, TaskLaunch,
-    TaskResourceUsage, parse_signal,
+    CpuUsage, Driver, DriverError, DriverEvent, DriverEvents, DriverFuture, ExitStatus,
+    MemoryUsage, TaskHandle, TaskLaunch, TaskResourceUsage, parse_signal,
 };
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -211,17 +211,28 @@ impl DockerDriver {
         })
     }
 
-    /// Pulls the image unless it is present (or `force_pull`), within the pull timeout.
+    /// Pulls the image unless it is present (or `force_pull`), within the pull timeout, first
+    /// reporting "Downloading image" with the image reference, as Nomad.
     async fn ensure_image(
         &self,
         engine: &Docker,
         launch: &TaskLaunch,
         plan: &task::TaskPlan,
+        events: &DriverEvents,
     ) -> Result<(), DriverError> {
         if !plan.force_pull && engine.inspect_image(&plan.image).await.is_ok() {
             return Ok(());
         }
         let (repository, tag) = task::split_image(&plan.image);
+        let reference = if tag.is_empty() {
+            plan.image.clone()
+        } else {
+            format!("{repository}:{tag}")
+        };
+        events.emit(DriverEvent {
+            message: "Downloading image".to_string(),
+            annotations: BTreeMap::from([("image".to_string(), reference)]),
+        });
         let options = CreateImageOptions {
             from_image: Some(repository),
             tag: (!tag.is_empty()).then_some(tag),
@@ -390,7 +401,11 @@ impl DockerDriver {
         }
     }
 
-    async fn start_task(&self, launch: &TaskLaunch) -> Result<TaskHandle, DriverError> {
+    async fn start_task(
+        &self,
+        launch: &TaskLaunch,
+        events: &DriverEvents,
+    ) -> Result<TaskHandle, DriverError> {
         let mut plan = task::plan(launch, &self.config)
             .map_err(|error| DriverError::InvalidConfig(error.to_string()))?;
         if let (Some(node_id), Some(labels)) = (self.node_id.get(), plan.body.labels.as_mut()) {
@@ -409,7 +424,7 @@ impl DockerDriver {
                 source,
             }
         })?;
-        self.ensure_image(engine, launch, &plan).await?;
+        self.ensure_image(engine, launch, &plan, events).await?;
 
         let options = || CreateContainerOptions {
             name: Some(name.clone()),
@@ -618,7 +633,15 @@ impl Driver for DockerDriver {
     }
 
     fn start<'a>(&'a self, launch: &'a TaskLaunch) -> DriverFuture<'a, TaskHandle> {
-        Box::pin(self.start_task(launch))
+        Box::pin(async move { self.start_task(launch, &DriverEvents::default()).await })
+    }
+
+    fn start_reporting<'a>(
+        &'a self,
+        launch: &'a TaskLaunch,
+        events: &'a DriverEvents,
+    ) -> DriverFuture<'a, TaskHandle> {
+        Box::pin(self.start_task(launch, events))
     }
 
     fn recover<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, ()> {

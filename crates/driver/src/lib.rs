@@ -13,6 +13,7 @@
 
 pub mod conformance;
 mod error;
+mod events;
 pub mod exec;
 mod handle;
 #[cfg(feature = "mock")]
@@ -31,6 +32,7 @@ use std::time::Duration;
 pub use drover_isolate::{format_cpu_list, parse_cpu_list};
 pub use drover_shim::proto::ExitStatus;
 pub use error::DriverError;
+pub use events::{DriverEvent, DriverEvents};
 pub use handle::{
     CgroupRef, LogSettings, MountConfig, ResourceLimits, SHIM_PATH_ENV, ShimHandle, TaskHandle,
     TaskLaunch, locate_shim_binary,
@@ -48,6 +50,18 @@ pub trait Driver: Send + Sync {
 
     /// Starts the task; the returned handle is what the client persists.
     fn start<'a>(&'a self, launch: &'a TaskLaunch) -> DriverFuture<'a, TaskHandle>;
+
+    /// Starts the task as [`Driver::start`], reporting what happens on the way (Nomad's driver
+    /// events, such as the docker driver's "Downloading image") to `events`. Drivers with
+    /// nothing to report keep this default.
+    fn start_reporting<'a>(
+        &'a self,
+        launch: &'a TaskLaunch,
+        events: &'a DriverEvents,
+    ) -> DriverFuture<'a, TaskHandle> {
+        let _ = events;
+        self.start(launch)
+    }
 
     /// Re-attaches to a task started earlier (perhaps by another agent process), after checking
     /// that the shim behind the handle is the one that started it.

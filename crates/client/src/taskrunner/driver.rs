@@ -67,6 +67,8 @@ pub struct TaskLaunchSpec {
     pub hostname: Option<String>,
     /// Host volumes bound into the task (resolved by the volumes hook).
     pub mounts: Vec<drover_driver::MountConfig>,
+    /// Where the driver's events during the start go (recorded as "Driver" task events).
+    pub events: drover_driver::DriverEvents,
 }
 
 /// The driver's handle of a started task, persisted verbatim so a later agent can re-attach.

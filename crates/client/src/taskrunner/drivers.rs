@@ -157,7 +157,7 @@ impl TaskDriver for DriverAdapter {
             let launch = Self::launch(&spec);
             let handle = self
                 .driver
-                .start(&launch)
+                .start_reporting(&launch, &spec.events)
                 .await
                 .map_err(|error| failure(&error))?;
             let pid = handle

@@ -678,6 +678,7 @@ impl TaskRunLoop {
                 &env,
             )
             .unwrap_or_default(),
+            events: driver_events(&self.shared),
             env: env.env,
         }
     }
@@ -870,6 +871,23 @@ fn run_name() -> String {
 
 /// Answers a command that arrived while the task is between lives (waiting for its gate or a
 /// restart delay): a forced restart is already under way; a restart or a signal has no task.
+/// Records each event the driver reports during a start as Nomad's "Driver" task event: the
+/// message as its driver message, the annotations as its details.
+fn driver_events(shared: &Arc<TaskRunnerShared>) -> drover_driver::DriverEvents {
+    let shared = Arc::downgrade(shared);
+    drover_driver::DriverEvents::new(move |reported| {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let mut event = shared.event(drover_structs::TASK_DRIVER_MESSAGE);
+        event.driver_message = reported.message;
+        event.details = reported.annotations;
+        if let Err(error) = shared.record(None, Some(event)) {
+            tracing::error!(alloc_id = %shared.alloc_id, task = %shared.task_name, %error, "task state machine refused a driver event");
+        }
+    })
+}
+
 fn answer_while_not_running(shared: &TaskRunnerShared, command: TaskCommand) {
     let not_running = || TaskRunnerError::TaskNotRunning {
         task: shared.task_name.clone(),
