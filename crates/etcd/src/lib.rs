@@ -25,7 +25,7 @@ use std::time::Duration;
 use drover_state::{
     KeyRange, Kv, KvError, KvFuture, KvPair, Revision, StateError, StateStore, WriteBatch, WriteOp,
 };
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp};
 
 /// etcd's default `--max-txn-ops`: the most operations one transaction may hold.
 pub const ETCD_MAX_TXN_OPS: usize = 128;
@@ -71,7 +71,12 @@ pub struct EtcdKv {
     prefix: Vec<u8>,
     /// The highest revision this handle applied itself (its follower skips those).
     applied: Arc<AtomicU64>,
+    /// The lease of the server hold ([`EtcdKv::hold_server`]) every batch is fenced by.
+    held_lease: Arc<std::sync::Mutex<Option<i64>>>,
 }
+
+/// How long a server's hold on the prefix outlives its last keep-alive.
+pub const SERVER_HOLD_TTL: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for EtcdKv {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -185,7 +190,151 @@ impl EtcdKv {
             client,
             prefix: config.prefix.as_bytes().to_vec(),
             applied: Arc::new(AtomicU64::new(0)),
+            held_lease: Arc::new(std::sync::Mutex::new(None)),
         })
+    }
+
+    fn server_key(&self) -> Vec<u8> {
+        let mut key = self.prefix.clone();
+        key.extend_from_slice(b"server");
+        key
+    }
+
+    fn held_lease(&self) -> Option<i64> {
+        // A poisoned lock only means a keeper task panicked; the value is still a lease id.
+        *self
+            .held_lease
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes the prefix's server hold for `holder` (the agent's name): drover runs one server
+    /// per prefix, as there is no leader election yet. Waits while another agent holds it (a
+    /// killed agent's hold lapses [`SERVER_HOLD_TTL`] after its last keep-alive), then keeps
+    /// the hold alive in a task of its own. From then on every batch is fenced by the hold: a
+    /// server whose hold lapsed (etcd unreachable for longer than the TTL) cannot write until
+    /// it has taken the hold again, so two servers never write the same prefix. The returned
+    /// task is the keeper (aborting it is what a killed agent amounts to).
+    pub async fn hold_server(&self, holder: &str) -> Result<tokio::task::JoinHandle<()>, KvError> {
+        let mut waiting_logged = false;
+        loop {
+            match self.try_hold(holder).await? {
+                None => break,
+                Some(other) => {
+                    if !waiting_logged {
+                        tracing::warn!(
+                            holder = %other,
+                            "another server agent holds this etcd prefix; waiting for its hold to lapse"
+                        );
+                        waiting_logged = true;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+        let client = self.client.clone();
+        let held = Arc::clone(&self.held_lease);
+        let key = self.server_key();
+        let holder = holder.to_owned();
+        let prefix = self.prefix.clone();
+        Ok(tokio::spawn(async move {
+            let kv = EtcdKv {
+                client,
+                prefix,
+                applied: Arc::new(AtomicU64::new(0)),
+                held_lease: held,
+            };
+            kv.keep_holding(&key, &holder).await;
+        }))
+    }
+
+    /// One attempt: `None` when this handle now holds the prefix, or the other holder's name.
+    async fn try_hold(&self, holder: &str) -> Result<Option<String>, KvError> {
+        let mut client = self.client.clone();
+        let ttl = i64::try_from(SERVER_HOLD_TTL.as_secs()).unwrap_or(10);
+        let lease = client
+            .lease_grant(ttl, None)
+            .await
+            .map_err(|error| client_error("lease", error))?
+            .id();
+        let key = self.server_key();
+        let transaction = Txn::new()
+            .when(vec![Compare::version(key.clone(), CompareOp::Equal, 0)])
+            .and_then(vec![TxnOp::put(
+                key.clone(),
+                holder.as_bytes().to_vec(),
+                Some(PutOptions::new().with_lease(lease)),
+            )])
+            .or_else(vec![TxnOp::get(key, None)]);
+        let response = client
+            .txn(transaction)
+            .await
+            .map_err(|error| client_error("lock", error))?;
+        if response.succeeded() {
+            *self
+                .held_lease
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(lease);
+            return Ok(None);
+        }
+        // Not ours: let the unused lease go (it would lapse by itself anyway).
+        let _ = client.lease_revoke(lease).await;
+        let other = response
+            .op_responses()
+            .into_iter()
+            .find_map(|answer| match answer {
+                etcd_client::TxnOpResponse::Get(get) => get
+                    .kvs()
+                    .first()
+                    .map(|pair| String::from_utf8_lossy(pair.value()).into_owned()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        Ok(Some(other))
+    }
+
+    /// Keeps the hold's lease alive; when it lapsed, takes the hold again once it is free.
+    async fn keep_holding(&self, key: &[u8], holder: &str) {
+        let interval = SERVER_HOLD_TTL / 3;
+        // While lapsed, the lapsed lease stays the fence, so every write is refused.
+        let mut lapsed = false;
+        loop {
+            if lapsed {
+                match self.try_hold(holder).await {
+                    Ok(None) => {
+                        tracing::info!("this server holds its etcd prefix again");
+                        lapsed = false;
+                    }
+                    Ok(Some(_)) | Err(_) => tokio::time::sleep(interval).await,
+                }
+                continue;
+            }
+            let Some(lease) = self.held_lease() else {
+                return;
+            };
+            match self.client.clone().lease_keep_alive(lease).await {
+                Ok((mut keeper, mut stream)) => loop {
+                    if keeper.keep_alive().await.is_err() {
+                        break;
+                    }
+                    match stream.message().await {
+                        Ok(Some(answer)) if answer.ttl() > 0 => {}
+                        Ok(Some(_)) => {
+                            tracing::error!(
+                                key = %String::from_utf8_lossy(key),
+                                "this server's hold on its etcd prefix lapsed; writes stop until it is taken again"
+                            );
+                            lapsed = true;
+                            break;
+                        }
+                        Ok(None) | Err(_) => break,
+                    }
+                    tokio::time::sleep(interval).await;
+                },
+                Err(error) => tracing::warn!(%error, "keeping the etcd server hold alive failed"),
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
     }
 
     fn revision_key(&self) -> Vec<u8> {
@@ -282,6 +431,7 @@ impl EtcdKv {
             None => self.read_revision().await?,
         };
         let revision_key = self.revision_key();
+        let fence = self.held_lease();
         let guard = if expected == 0 {
             Compare::version(revision_key.clone(), CompareOp::Equal, 0)
         } else {
@@ -320,8 +470,12 @@ impl EtcdKv {
             next.to_be_bytes().to_vec(),
             None,
         ));
+        let mut compares = vec![guard];
+        if let Some(lease) = fence {
+            compares.push(Compare::lease(self.server_key(), CompareOp::Equal, lease));
+        }
         let transaction = Txn::new()
-            .when(vec![guard])
+            .when(compares)
             .and_then(operations)
             .or_else(vec![TxnOp::get(revision_key, None)]);
         let response = self
@@ -346,6 +500,13 @@ impl EtcdKv {
                 _ => None,
             })
             .unwrap_or(Ok(0))?;
+        if found == expected && fence.is_some() {
+            return Err(KvError::Unavailable {
+                reason: "this server's hold on its etcd prefix lapsed; it writes again once it \
+                         has taken the hold back"
+                    .to_owned(),
+            });
+        }
         Err(KvError::RevisionMismatch { expected, found })
     }
 }

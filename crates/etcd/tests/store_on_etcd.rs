@@ -160,3 +160,37 @@ async fn member_failures_one_is_absorbed_two_stop_writes_and_nothing_is_lost() {
     // commit once the members return, which is why the store reloads after a lost race.)
     assert_eq!(reopened.latest_index(), store.latest_index());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_server_holds_a_prefix_and_a_lapsed_hold_fences_its_writes() {
+    if !common::etcd_available() {
+        return;
+    }
+    let cluster = common::EtcdCluster::start(3).await;
+    let (kv_a, store_a) = open(&cluster, "drover-hold/").await;
+    let keeper_a = kv_a.hold_server("server-a").await.unwrap();
+    store_a.upsert_node(node("a1"), NOW).await.unwrap();
+
+    // A second server waits while the first holds the prefix.
+    let (kv_b, store_b) = open(&cluster, "drover-hold/").await;
+    let kv_b_for_hold = Arc::clone(&kv_b);
+    let hold_b = tokio::spawn(async move { kv_b_for_hold.hold_server("server-b").await });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!hold_b.is_finished(), "the prefix is held by server-a");
+    store_a.upsert_node(node("a2"), NOW).await.unwrap();
+
+    // The first stops keeping its hold alive (as a killed agent): the second takes over after
+    // the TTL, and the first can no longer write, even with the revision right.
+    keeper_a.abort();
+    let _keeper_b = tokio::time::timeout(Duration::from_secs(30), hold_b)
+        .await
+        .expect("server-b takes the hold once server-a's lapses")
+        .unwrap()
+        .unwrap();
+    let error = store_a.upsert_node(node("a3"), NOW).await.unwrap_err();
+    assert!(error.is_unavailable(), "{error}");
+    store_b.reload_from_backend().await.unwrap();
+    store_b.upsert_node(node("b1"), NOW).await.unwrap();
+    assert!(store_b.node("a2").is_some());
+    assert!(store_b.node("a3").is_none());
+}
