@@ -996,6 +996,7 @@ mod tests {
     fn the_etcd_block_is_validated_and_refuses_what_does_not_run() {
         let server_args = AgentArgs {
             server: true,
+            data_dir: Some("/tmp/drover-config-test".into()),
             ..AgentArgs::default()
         };
         let raw: RawConfig = hcl::from_str(
@@ -1042,6 +1043,7 @@ mod tests {
         let client_args = AgentArgs {
             client: true,
             servers: vec!["127.0.0.1:4646".to_owned()],
+            data_dir: Some("/tmp/drover-config-test".into()),
             ..AgentArgs::default()
         };
         let raw: RawConfig =

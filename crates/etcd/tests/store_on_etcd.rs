@@ -3,6 +3,8 @@
 //! refused and catches up, and member failures: one member down changes nothing, two down makes
 //! writes fail as "state store unavailable" while reads answer, and nothing is lost after.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use std::sync::Arc;
@@ -52,7 +54,7 @@ async fn a_second_store_on_the_same_prefix_follows_the_first() {
         return;
     }
     let cluster = common::EtcdCluster::start(3).await;
-    let (_kv_a, store_a) = open(&cluster, "drover-follow/").await;
+    let (kv_a, store_a) = open(&cluster, "drover-follow/").await;
     let (kv_b, store_b) = open(&cluster, "drover-follow/").await;
     let _follower = follow(&kv_b, store_b.clone());
 
@@ -77,7 +79,7 @@ async fn a_second_store_on_the_same_prefix_follows_the_first() {
     // The follower writes too, and its indexes continue the same sequence.
     let index_b = store_b.upsert_node(node("n2"), NOW).await.unwrap();
     assert!(index_b > index);
-    let follower_a = follow(&_kv_a, store_a.clone());
+    let follower_a = follow(&kv_a, store_a.clone());
     eventually("store A sees n2", || store_a.node("n2").is_some()).await;
     assert_eq!(store_a.latest_index(), index_b);
     follower_a.abort();

@@ -4,7 +4,7 @@
 //! `etcd` comes from Debian's `etcd-server` (installed by `.ci/run`). Without it the tests skip
 //! with a message, except under `CI=true`, where they fail.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::TcpListener;
 use std::path::PathBuf;
