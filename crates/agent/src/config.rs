@@ -88,6 +88,18 @@ pub struct RawConfig {
     /// `plugin "raw_exec" { config { enabled = true } }`
     pub plugin: Option<BTreeMap<String, RawPlugin>>,
     pub telemetry: Option<RawTelemetry>,
+    pub etcd: Option<RawEtcd>,
+}
+
+/// `etcd { endpoints = [...], prefix = "..." }`: keep the server's state in an etcd cluster
+/// instead of the embedded file.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEtcd {
+    pub endpoints: Option<Vec<String>>,
+    pub prefix: Option<String>,
+    /// Parsed so it can be refused by name: the etcd client is built without TLS.
+    pub tls: Option<serde_json::Value>,
 }
 
 /// `telemetry { ... }`: what the agent publishes on `/v1/metrics`.
@@ -408,6 +420,14 @@ impl RawConfig {
                 }
             }
         }
+        match (&mut self.etcd, other.etcd) {
+            (Some(base), Some(over)) => merge_options!(base, over, endpoints, prefix, tls),
+            (base, over) => {
+                if over.is_some() {
+                    *base = over;
+                }
+            }
+        }
         if let Some(plugins) = other.plugin {
             self.plugin
                 .get_or_insert_with(BTreeMap::new)
@@ -463,10 +483,76 @@ pub struct AgentConfig {
     /// `plugin "docker" { config { … } }`: the engine's endpoint and what docker tasks may ask for.
     pub docker: drover_docker::DockerConfig,
     pub telemetry: Telemetry,
+    /// `etcd { … }`: the server's state in etcd; `None` keeps it in `<data_dir>/server`.
+    pub etcd: Option<EtcdSettings>,
     /// `log_level` / `-log-level`: what the agent writes to stderr (INFO unless given).
     pub log_level: LogLevel,
     /// `log_json` / `-log-json`: stderr lines as JSON.
     pub log_json: bool,
+}
+
+/// The validated `etcd` block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdSettings {
+    /// Client URLs (`http://host:port`).
+    pub endpoints: Vec<String>,
+    /// The prefix of this cluster's keys (`drover/` unless given).
+    pub prefix: String,
+}
+
+impl EtcdSettings {
+    fn from_raw(raw: RawEtcd, server_enabled: bool) -> Result<Self, ConfigError> {
+        if !server_enabled {
+            return Err(ConfigError::Invalid {
+                key: "etcd",
+                message:
+                    "the etcd block holds the server's state; it needs server { enabled = true }"
+                        .into(),
+            });
+        }
+        if raw.tls.is_some() {
+            return Err(ConfigError::Invalid {
+                key: "etcd.tls",
+                message: "TLS to etcd is not supported yet; reach etcd over http:// on a trusted \
+                          network"
+                    .into(),
+            });
+        }
+        let endpoints: Vec<String> = raw
+            .endpoints
+            .unwrap_or_default()
+            .into_iter()
+            .map(|endpoint| endpoint.trim().to_owned())
+            .filter(|endpoint| !endpoint.is_empty())
+            .collect();
+        if endpoints.is_empty() {
+            return Err(ConfigError::Invalid {
+                key: "etcd.endpoints",
+                message: "give the client URLs of the etcd members (endpoints = [\"http://127.0.0.1:2379\"])"
+                    .into(),
+            });
+        }
+        if let Some(bad) = endpoints
+            .iter()
+            .find(|endpoint| !endpoint.starts_with("http://"))
+        {
+            return Err(ConfigError::Invalid {
+                key: "etcd.endpoints",
+                message: format!(
+                    "{bad:?} is not an http:// URL (TLS to etcd is not supported yet)"
+                ),
+            });
+        }
+        let prefix = raw.prefix.unwrap_or_else(|| "drover/".into());
+        if prefix.is_empty() {
+            return Err(ConfigError::Invalid {
+                key: "etcd.prefix",
+                message: "the prefix may not be empty (it keeps drover's keys apart from others)"
+                    .into(),
+            });
+        }
+        Ok(Self { endpoints, prefix })
+    }
 }
 
 /// The validated `telemetry` block. Nomad's defaults: nothing published but the agent's own
@@ -688,6 +774,10 @@ impl AgentConfig {
         }
 
         let telemetry = Telemetry::from_raw(raw.telemetry, dev)?;
+        let etcd = match raw.etcd {
+            Some(etcd) => Some(EtcdSettings::from_raw(etcd, server_enabled)?),
+            None => None,
+        };
         let log_level = match args.log_level.as_deref().or(raw.log_level.as_deref()) {
             Some(text) => text.parse().map_err(|_| ConfigError::Invalid {
                 key: "log_level",
@@ -760,6 +850,7 @@ impl AgentConfig {
             exec_allow_caps,
             docker,
             telemetry,
+            etcd,
             log_level,
             log_json,
         })
@@ -997,6 +1088,66 @@ mod tests {
         let raw: RawConfig = hcl::from_str("bind_addr = \"localhost:80\"\n").expect("parses");
         let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad address");
         assert!(err.to_string().contains("bind_addr"), "{err}");
+    }
+
+    #[test]
+    fn the_etcd_block_is_validated_and_refuses_what_does_not_run() {
+        let server_args = AgentArgs {
+            server: true,
+            data_dir: Some("/tmp/drover-config-test".into()),
+            ..AgentArgs::default()
+        };
+        let raw: RawConfig = hcl::from_str(
+            "etcd {\n  endpoints = [\"http://127.0.0.1:2379\", \"http://127.0.0.1:2479\"]\n}\n",
+        )
+        .expect("parses");
+        let config = AgentConfig::from_raw(raw, &server_args).expect("valid");
+        assert_eq!(
+            config.etcd,
+            Some(EtcdSettings {
+                endpoints: vec![
+                    "http://127.0.0.1:2379".to_owned(),
+                    "http://127.0.0.1:2479".to_owned()
+                ],
+                prefix: "drover/".to_owned()
+            })
+        );
+        assert_eq!(
+            AgentConfig::from_raw(RawConfig::default(), &server_args)
+                .expect("valid")
+                .etcd,
+            None
+        );
+        let err = hcl::from_str::<RawConfig>("etcd {\n  endpoint = [\"x\"]\n}\n")
+            .expect_err("unknown key refused");
+        assert!(err.to_string().contains("endpoint"), "{err}");
+        for (body, key) in [
+            ("endpoints = []", "etcd.endpoints"),
+            ("endpoints = [\"https://e:2379\"]", "etcd.endpoints"),
+            (
+                "endpoints = [\"http://e:2379\"]\n  prefix = \"\"",
+                "etcd.prefix",
+            ),
+            (
+                "endpoints = [\"http://e:2379\"]\n  tls {\n    ca_file = \"ca.pem\"\n  }",
+                "etcd.tls",
+            ),
+        ] {
+            let raw: RawConfig =
+                hcl::from_str(&format!("etcd {{\n  {body}\n}}\n")).expect("parses");
+            let err = AgentConfig::from_raw(raw, &server_args).expect_err("refused");
+            assert!(err.to_string().starts_with(key), "{body}: {err}");
+        }
+        let client_args = AgentArgs {
+            client: true,
+            servers: vec!["127.0.0.1:4646".to_owned()],
+            data_dir: Some("/tmp/drover-config-test".into()),
+            ..AgentArgs::default()
+        };
+        let raw: RawConfig =
+            hcl::from_str("etcd {\n  endpoints = [\"http://e:2379\"]\n}\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &client_args).expect_err("no server");
+        assert!(err.to_string().starts_with("etcd"), "{err}");
     }
 
     #[test]

@@ -314,13 +314,16 @@ async fn start_server(
         .with_context(|| format!("creating {}", server_dir.display()))?;
     let cluster_id =
         cluster::load_or_create(&server_dir).context("the server's cluster identity")?;
-    let state = StateStore::open(&server_dir).await.with_context(|| {
-        format!(
-            "opening the server state in {} (if the file is damaged, move it aside to start \
-             with an empty state)",
-            server_dir.display()
-        )
-    })?;
+    let state = match &config.etcd {
+        Some(etcd) => open_etcd_state(etcd, &config.name).await?,
+        None => StateStore::open(&server_dir).await.with_context(|| {
+            format!(
+                "opening the server state in {} (if the file is damaged, move it aside to start \
+                 with an empty state)",
+                server_dir.display()
+            )
+        })?,
+    };
     let server = Server::start(
         ServerConfig {
             region: config.region.clone(),
@@ -340,6 +343,35 @@ async fn start_server(
         .await
         .with_context(|| format!("opening the keyring in {}", server_dir.display()))?;
     Ok((state, server, cluster_id, Arc::new(keyring)))
+}
+
+/// Opens the server's state on etcd and follows writes other stores make to the same prefix.
+/// Only one server agent writes a prefix: this waits while another holds it.
+async fn open_etcd_state(etcd: &config::EtcdSettings, name: &str) -> anyhow::Result<StateStore> {
+    let settings = drover_etcd::EtcdConfig::new(etcd.endpoints.clone(), etcd.prefix.clone());
+    let kv = Arc::new(
+        drover_etcd::EtcdKv::connect(&settings)
+            .await
+            .with_context(|| format!("connecting to etcd at {}", etcd.endpoints.join(",")))?,
+    );
+    // The keeper runs for the agent's life.
+    drop(
+        kv.hold_server(name)
+            .await
+            .with_context(|| format!("taking the server hold on etcd prefix {:?}", etcd.prefix))?,
+    );
+    let state = StateStore::open_with_kv(kv.clone(), drover_state::EngineOptions::default())
+        .await
+        .with_context(|| {
+            format!(
+                "opening the server state in etcd at {} (prefix {:?})",
+                etcd.endpoints.join(","),
+                etcd.prefix
+            )
+        })?;
+    // The task ends by itself when the store is closed.
+    drop(drover_etcd::follow(&kv, state.clone()));
+    Ok(state)
 }
 
 /// What the client needs before it can start, built off the async runtime: its config, its

@@ -38,6 +38,25 @@ const SERVER_ONLY_CONFIG: &str = r#"client {
 }
 "#;
 
+/// `--etcd`: the etcd client URLs every spawned agent keeps its server state in (each agent
+/// under a prefix of its own, so runs do not see each other's jobs); unset: the embedded store.
+pub static ETCD_ENDPOINTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// `etcd { … }` for the next spawned agent, if `--etcd` was given.
+fn etcd_block() -> String {
+    static SPAWNED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let Some(endpoints) = ETCD_ENDPOINTS.get() else {
+        return String::new();
+    };
+    let number = SPAWNED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let endpoints: Vec<String> = endpoints.iter().map(|url| format!("{url:?}")).collect();
+    format!(
+        "etcd {{\n  endpoints = [{}]\n  prefix = \"bench-{}-{number}/\"\n}}\n",
+        endpoints.join(", "),
+        std::process::id()
+    )
+}
+
 impl AgentProcess {
     /// Spawns `drover agent -dev -data-dir DIR -http-port=0` and waits for the line naming its
     /// HTTP address.
@@ -61,7 +80,7 @@ impl AgentProcess {
             .parent()
             .unwrap_or(data_dir)
             .join("bench-agent.hcl");
-        std::fs::write(&config_path, config)?;
+        std::fs::write(&config_path, format!("{config}{}", etcd_block()))?;
         let spawned_at = Instant::now();
         let mut child = Command::new(drover)
             .arg("agent")

@@ -33,6 +33,10 @@ struct Cli {
     /// The `drover` binary to run (default: next to this binary).
     #[arg(long, global = true)]
     drover: Option<PathBuf>,
+    /// Keep the spawned agents' server state in this etcd cluster (client URLs, comma
+    /// separated) instead of the embedded store.
+    #[arg(long, global = true, value_delimiter = ',')]
+    etcd: Vec<String>,
     #[command(subcommand)]
     scenario: Scenario,
 }
@@ -149,6 +153,9 @@ enum Scenario {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let runs = cli.runs.max(1);
+    if !cli.etcd.is_empty() {
+        let _ = agent::ETCD_ENDPOINTS.set(cli.etcd.clone());
+    }
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
     println!("# {command_line}");
     println!(

@@ -19,6 +19,7 @@
 //! values only as serde values. No clock is read except tokio's, for blocking-query deadlines.
 
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -257,8 +258,16 @@ impl WriteContext {
 type Completion = Box<dyn FnOnce(Result<(), StateError>) + Send>;
 type Mutation<S> = Box<dyn FnOnce(&mut S, &mut WriteContext) -> (bool, Completion) + Send>;
 
+type Loader<S> = Arc<
+    dyn Fn(Arc<dyn Kv>) -> Pin<Box<dyn Future<Output = Result<S, StateError>> + Send>>
+        + Send
+        + Sync,
+>;
+
 enum WriteRequest<S> {
     Mutate(Mutation<S>),
+    /// Reload state and indexes from the backend (another store sharing it wrote).
+    Reload(oneshot::Sender<Result<(), StateError>>),
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -391,19 +400,24 @@ async fn check_schema(kv: &dyn Kv) -> Result<(), StateError> {
 
 impl<S: Clone + Send + Sync + 'static> Engine<S> {
     /// Starts the writer task over `kv`, with `load` building the in-memory state from the
-    /// stored records (see [`load_table`]). Must be called inside a tokio runtime.
+    /// stored records (see [`load_table`]); `load` runs again on [`Engine::reload`]. Must be
+    /// called inside a tokio runtime.
     pub async fn start<F, Fut>(
         kv: Arc<dyn Kv>,
         options: EngineOptions,
         load: F,
     ) -> Result<Self, StateError>
     where
-        F: FnOnce(Arc<dyn Kv>) -> Fut,
-        Fut: Future<Output = Result<S, StateError>>,
+        F: Fn(Arc<dyn Kv>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<S, StateError>> + Send + 'static,
     {
         check_schema(kv.as_ref()).await?;
+        let loader: Loader<S> = Arc::new(move |kv| Box::pin(load(kv)));
+        // The revision is read before the records, so the records are at least that new; a
+        // write guarded by an older revision than the records is refused, never lost.
+        let revision = kv.revision().await?;
         let indexes = load_indexes(kv.as_ref()).await?;
-        let data = load(Arc::clone(&kv)).await?;
+        let data = loader(Arc::clone(&kv)).await?;
         let committed = Arc::new(Committed { indexes, data });
         let (published_sender, published) = watch::channel(committed);
         let table_watchers =
@@ -420,6 +434,8 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
             max_writes_per_commit: options.max_writes_per_commit.max(1),
             max_ops_per_batch: kv.max_ops_per_batch(),
             kv,
+            loader,
+            revision,
         };
         tokio::spawn(writer.run());
         Ok(Self {
@@ -523,6 +539,20 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
         }
     }
 
+    /// Reloads state and indexes from the backend, after another store sharing the backend
+    /// wrote to it (see `drover-etcd`'s follower). Runs on the writer between group commits, so
+    /// no local write is computed on a state older than what it commits over; table watchers
+    /// whose index moved are woken as by a local write. Events of remote writes are not
+    /// replayed (the backend keeps records, not events).
+    pub async fn reload(&self) -> Result<(), StateError> {
+        let (reply, answer) = oneshot::channel();
+        self.queue
+            .send(WriteRequest::Reload(reply))
+            .await
+            .map_err(|_| StateError::Closed)?;
+        answer.await.map_err(|_| StateError::Closed)?
+    }
+
     /// Subscribes to the event stream from `from_index` (0: only new events).
     pub fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
         self.events.subscribe(from_index, filter)
@@ -562,6 +592,9 @@ struct Writer<S> {
     counters: Arc<CommitCounters>,
     max_writes_per_commit: usize,
     max_ops_per_batch: Option<usize>,
+    loader: Loader<S>,
+    /// The backend revision the published state was built from; every batch is guarded by it.
+    revision: u64,
 }
 
 impl<S: Clone + Send + Sync + 'static> Writer<S> {
@@ -573,9 +606,11 @@ impl<S: Clone + Send + Sync + 'static> Writer<S> {
             };
             let mut group = VecDeque::new();
             let mut next = Some(first);
+            let mut reloads = Vec::new();
             while let Some(request) = next.take() {
                 match request {
                     WriteRequest::Mutate(mutation) => group.push_back(mutation),
+                    WriteRequest::Reload(reply) => reloads.push(reply),
                     WriteRequest::Shutdown(reply) => {
                         shutdown_reply = Some(reply);
                         break;
@@ -583,6 +618,16 @@ impl<S: Clone + Send + Sync + 'static> Writer<S> {
                 }
                 if group.len() < self.max_writes_per_commit {
                     next = self.receiver.try_recv().ok();
+                }
+            }
+            // Remote changes first: the writes queued with them are computed on the newer state.
+            if !reloads.is_empty() {
+                let result = self.reload().await;
+                for reply in reloads {
+                    let _ = reply.send(match &result {
+                        Ok(()) => Ok(()),
+                        Err(error) => Err(StateError::Reload(error.to_string())),
+                    });
                 }
             }
             // A backend with a cap on operations per batch may need several transactions.
@@ -598,6 +643,27 @@ impl<S: Clone + Send + Sync + 'static> Writer<S> {
         if let Some(reply) = shutdown_reply {
             let _ = reply.send(());
         }
+    }
+
+    /// Rebuilds the published state from the backend when its revision moved past the one the
+    /// published state was built from, and wakes the watchers of every table whose index moved.
+    async fn reload(&mut self) -> Result<(), StateError> {
+        let revision = self.kv.revision().await?;
+        if revision == self.revision {
+            return Ok(());
+        }
+        let indexes = load_indexes(self.kv.as_ref()).await?;
+        let data = (self.loader)(Arc::clone(&self.kv)).await?;
+        let previous = self.published.borrow().indexes;
+        self.published
+            .send_replace(Arc::new(Committed { indexes, data }));
+        self.revision = revision;
+        for table in Table::ALL {
+            if indexes.table(table) != previous.table(table) {
+                self.table_watchers[table.position()].send_replace(indexes.table(table));
+            }
+        }
+        Ok(())
     }
 
     /// Applies writes from the front of `group` in one backend transaction: all of them, or as
@@ -657,13 +723,24 @@ impl<S: Clone + Send + Sync + 'static> Writer<S> {
                     );
                 }
             }
-            if let Err(error) = self.kv.apply(batch).await {
-                tracing::error!(%error, writes = group_size, "state group commit failed");
-                let shared: Arc<KvError> = Arc::new(error);
-                for completion in completions {
-                    completion(Err(StateError::Commit(Arc::clone(&shared))));
+            batch.expected_revision = Some(self.revision);
+            match self.kv.apply(batch).await {
+                Ok(revision) => self.revision = revision,
+                Err(error) => {
+                    tracing::error!(%error, writes = group_size, "state group commit failed");
+                    // Another store wrote first: catch up before answering, so the callers'
+                    // next write is computed on the newer state and can succeed.
+                    if matches!(error, KvError::RevisionMismatch { .. })
+                        && let Err(error) = self.reload().await
+                    {
+                        tracing::error!(%error, "reloading the state after a lost race failed");
+                    }
+                    let shared: Arc<KvError> = Arc::new(error);
+                    for completion in completions {
+                        completion(Err(StateError::Commit(Arc::clone(&shared))));
+                    }
+                    return;
                 }
-                return;
             }
             self.counters.transactions.fetch_add(1, Ordering::Relaxed);
         }
@@ -918,6 +995,52 @@ mod tests {
         assert_eq!((first.index, first.events[0].key.as_str()), (1, "a"));
         let second = subscription.next_batch().await.unwrap();
         assert_eq!((second.index, second.events[0].index), (2, 2));
+    }
+
+    #[tokio::test]
+    async fn two_engines_on_one_backend_catch_up_by_reload_and_refuse_stale_writes() {
+        let kv = Arc::new(MemoryKv::new());
+        let first = Engine::start(kv.clone(), EngineOptions::default(), load_counters)
+            .await
+            .unwrap();
+        let second = Arc::new(
+            Engine::start(kv.clone(), EngineOptions::default(), load_counters)
+                .await
+                .unwrap(),
+        );
+        assert_eq!(set(&first, "a", 1).await.unwrap(), 1);
+
+        // The second engine has not seen it: its write loses the race, changes nothing, and
+        // the engine reloads, so its next write lands after the first engine's.
+        let error = set(&second, "b", 2).await.unwrap_err();
+        assert!(error.to_string().contains("revision mismatch"), "{error}");
+        assert_eq!(second.snapshot().data.values.get("a"), Some(&1));
+        assert_eq!(second.snapshot().data.values.get("b"), None);
+        assert_eq!(set(&second, "b", 2).await.unwrap(), 2);
+
+        // An explicit reload (what a backend watch triggers) wakes blocking waits on the tables
+        // that moved, with the other engine's index.
+        let waiter = {
+            let second = Arc::clone(&second);
+            tokio::spawn(async move {
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+                second.wait_for_change(&[Table::Nodes], 2, deadline).await
+            })
+        };
+        first.reload().await.unwrap();
+        assert_eq!(set(&first, "c", 3).await.unwrap(), 3);
+        second.reload().await.unwrap();
+        assert_eq!(
+            waiter.await.unwrap(),
+            WatchOutcome {
+                index: 3,
+                changed: true
+            }
+        );
+        assert_eq!(second.snapshot().data.values.len(), 3);
+        // A reload with nothing new changes nothing.
+        second.reload().await.unwrap();
+        assert_eq!(second.indexes().latest(), 3);
     }
 
     /// A backend whose commits always fail.

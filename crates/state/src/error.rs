@@ -16,6 +16,9 @@ pub enum StateError {
     /// A group commit failed; none of the writes in it were applied.
     #[error("commit failed: {0}")]
     Commit(#[source] Arc<KvError>),
+    /// Reloading the state from the backend failed.
+    #[error("reloading the state from the backend failed: {0}")]
+    Reload(String),
     /// The writer task has stopped (the store is shutting down).
     #[error("state store is closed")]
     Closed,
@@ -63,4 +66,15 @@ pub enum StateError {
         /// Why.
         reason: String,
     },
+}
+
+impl StateError {
+    /// Whether the backend is unreachable or has no quorum (answered as HTTP 503).
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StateError::Backend(error) => matches!(error, KvError::Unavailable { .. }),
+            StateError::Commit(error) => matches!(error.as_ref(), KvError::Unavailable { .. }),
+            _ => false,
+        }
+    }
 }

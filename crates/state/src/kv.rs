@@ -165,6 +165,12 @@ pub enum KvError {
         /// The backend's revision.
         found: Revision,
     },
+    /// The backend cannot be reached or cannot commit (an etcd cluster without quorum).
+    #[error("state store unavailable: {reason}")]
+    Unavailable {
+        /// What the backend reported.
+        reason: String,
+    },
     /// A read or write failed in the backend.
     #[error("state backend {operation} failed: {reason}")]
     Backend {

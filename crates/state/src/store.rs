@@ -808,6 +808,12 @@ impl StateStore {
         })
     }
 
+    /// Catches up with writes another store made to the shared backend (etcd): reloads the
+    /// tables and indexes and wakes blocking queries whose tables moved. See [`Engine::reload`].
+    pub async fn reload_from_backend(&self) -> Result<(), StateError> {
+        self.engine.reload().await
+    }
+
     /// A store kept only in memory (tests, `-dev` without a data dir).
     pub async fn in_memory() -> Result<Self, StateError> {
         Self::open_with_kv(Arc::new(MemoryKv::new()), EngineOptions::default()).await

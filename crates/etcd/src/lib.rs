@@ -1,0 +1,638 @@
+//! The etcd backend of the state store: [`EtcdKv`] implements `drover_state::Kv` on an etcd v3
+//! cluster, and [`follow`] keeps a store current with writes other stores make to the same
+//! prefix.
+//!
+//! Layout under the configured prefix `P`:
+//! - `P rev`: the backend revision (8 bytes, big endian), one more for every applied batch;
+//! - `P k/<key>`: a record, as a one-byte encoding tag and the bytes (tag 0: as given; tag 1:
+//!   snappy raw block, for values of 1 KiB and more: the store's JSON records compress well and
+//!   etcd refuses a request over `--max-request-bytes`, 1.5 MiB by default).
+//!
+//! Every [`Kv::apply`] is one etcd transaction: compare `P rev` with the revision the store last
+//! saw, then the puts and deletes and the new revision; a store that lost the race gets
+//! [`KvError::RevisionMismatch`] and reloads (see `drover_state::Engine`). The store's own
+//! modify indexes are records it writes in the same transactions, so they stay monotonic across
+//! every store sharing the prefix. An unreachable cluster, or one without quorum, is
+//! [`KvError::Unavailable`] ("state store unavailable").
+//!
+//! **Boundary**: bytes in, bytes out; nothing here knows tables or jobs. Not here: leader
+//! election, forwarding of writes to a leader, TLS to etcd (refused by the agent's config).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use drover_state::{
+    KeyRange, Kv, KvError, KvFuture, KvPair, Revision, StateError, StateStore, WriteBatch, WriteOp,
+};
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp};
+
+/// etcd's default `--max-txn-ops`: the most operations one transaction may hold.
+pub const ETCD_MAX_TXN_OPS: usize = 128;
+/// etcd's default `--max-request-bytes` (1.5 MiB).
+pub const ETCD_MAX_REQUEST_BYTES: usize = 1536 * 1024;
+/// Room kept below the request limit for the request's own framing and the compare.
+const REQUEST_HEADROOM: usize = 16 * 1024;
+/// The cap reported to the group-commit writer: etcd's limit, minus the revision put, minus room
+/// for one write larger than every earlier one in the group (the writer's own rule).
+const MAX_OPS_PER_BATCH: usize = ETCD_MAX_TXN_OPS - 1 - 31;
+/// Values this long and longer are stored snappy-compressed.
+const COMPRESS_FROM: usize = 1024;
+/// Keys read per range request during a scan.
+const SCAN_PAGE: i64 = 1000;
+const TAG_RAW: u8 = 0;
+const TAG_SNAPPY: u8 = 1;
+
+/// Where the backend lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdConfig {
+    /// Client URLs of the cluster's members (`http://127.0.0.1:2379`).
+    pub endpoints: Vec<String>,
+    /// The key prefix of this drover cluster's records (several clusters can share one etcd).
+    pub prefix: String,
+    /// How long one request may take before the cluster counts as unavailable.
+    pub request_timeout: Duration,
+}
+
+impl EtcdConfig {
+    /// `endpoints` and `prefix` with the default request timeout (5 s).
+    pub fn new(endpoints: Vec<String>, prefix: impl Into<String>) -> Self {
+        Self {
+            endpoints,
+            prefix: prefix.into(),
+            request_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A `Kv` on an etcd cluster.
+pub struct EtcdKv {
+    client: Client,
+    prefix: Vec<u8>,
+    /// The highest revision this handle applied itself (its follower skips those).
+    applied: Arc<AtomicU64>,
+    /// The lease of the server hold ([`EtcdKv::hold_server`]) every batch is fenced by.
+    held_lease: Arc<std::sync::Mutex<Option<i64>>>,
+}
+
+/// How long a server's hold on the prefix outlives its last keep-alive.
+pub const SERVER_HOLD_TTL: Duration = Duration::from_secs(10);
+
+impl std::fmt::Debug for EtcdKv {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("EtcdKv")
+            .field("prefix", &String::from_utf8_lossy(&self.prefix))
+            .finish_non_exhaustive()
+    }
+}
+
+fn client_error(operation: &'static str, error: etcd_client::Error) -> KvError {
+    let unavailable = match &error {
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
+        etcd_client::Error::GRpcStatus(status) => matches!(
+            status.code(),
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled
+        ),
+        _ => false,
+    };
+    if unavailable {
+        KvError::Unavailable {
+            reason: format!("etcd {operation}: {error}"),
+        }
+    } else {
+        KvError::Backend {
+            operation,
+            reason: error.to_string(),
+        }
+    }
+}
+
+fn decode_revision(bytes: &[u8]) -> Result<Revision, KvError> {
+    let array: [u8; 8] = bytes.try_into().map_err(|_| KvError::Backend {
+        operation: "read",
+        reason: format!("the revision key holds {} bytes, not 8", bytes.len()),
+    })?;
+    Ok(u64::from_be_bytes(array))
+}
+
+fn encode_value(value: &[u8]) -> Result<Vec<u8>, KvError> {
+    if value.len() < COMPRESS_FROM {
+        let mut stored = Vec::with_capacity(value.len() + 1);
+        stored.push(TAG_RAW);
+        stored.extend_from_slice(value);
+        return Ok(stored);
+    }
+    let compressed = snap::raw::Encoder::new()
+        .compress_vec(value)
+        .map_err(|error| KvError::Backend {
+            operation: "encode",
+            reason: error.to_string(),
+        })?;
+    let mut stored = Vec::with_capacity(compressed.len() + 1);
+    stored.push(TAG_SNAPPY);
+    stored.extend_from_slice(&compressed);
+    Ok(stored)
+}
+
+fn decode_value(key: &[u8], stored: &[u8]) -> Result<Vec<u8>, KvError> {
+    let undecodable = |reason: String| KvError::Backend {
+        operation: "read",
+        reason: format!(
+            "record {} cannot be decoded: {reason}",
+            String::from_utf8_lossy(key)
+        ),
+    };
+    match stored.split_first() {
+        Some((&TAG_RAW, value)) => Ok(value.to_vec()),
+        Some((&TAG_SNAPPY, compressed)) => snap::raw::Decoder::new()
+            .decompress_vec(compressed)
+            .map_err(|error| undecodable(error.to_string())),
+        Some((tag, _)) => Err(undecodable(format!("unknown encoding tag {tag}"))),
+        None => Err(undecodable("empty value".to_owned())),
+    }
+}
+
+/// The smallest key greater than every key that starts with `prefix`.
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // etcd's "to the end of the key space".
+    vec![0]
+}
+
+impl EtcdKv {
+    /// Connects to the cluster (no request is made yet; an unreachable cluster shows on the
+    /// first read or write).
+    pub async fn connect(config: &EtcdConfig) -> Result<Self, KvError> {
+        if config.endpoints.is_empty() {
+            return Err(KvError::Backend {
+                operation: "connect",
+                reason: "no etcd endpoints configured".to_owned(),
+            });
+        }
+        let options = ConnectOptions::new()
+            .with_timeout(config.request_timeout)
+            .with_connect_timeout(config.request_timeout)
+            // Without a leader etcd cannot commit: answer at once rather than wait.
+            .with_require_leader(true)
+            .with_keep_alive(Duration::from_secs(5), config.request_timeout)
+            .with_keep_alive_while_idle(true);
+        let client = Client::connect(&config.endpoints, Some(options))
+            .await
+            .map_err(|error| client_error("connect", error))?;
+        Ok(Self {
+            client,
+            prefix: config.prefix.as_bytes().to_vec(),
+            applied: Arc::new(AtomicU64::new(0)),
+            held_lease: Arc::new(std::sync::Mutex::new(None)),
+        })
+    }
+
+    fn server_key(&self) -> Vec<u8> {
+        let mut key = self.prefix.clone();
+        key.extend_from_slice(b"server");
+        key
+    }
+
+    fn held_lease(&self) -> Option<i64> {
+        // A poisoned lock only means a keeper task panicked; the value is still a lease id.
+        *self
+            .held_lease
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes the prefix's server hold for `holder` (the agent's name): drover runs one server
+    /// per prefix, as there is no leader election yet. Waits while another agent holds it (a
+    /// killed agent's hold lapses [`SERVER_HOLD_TTL`] after its last keep-alive), then keeps
+    /// the hold alive in a task of its own. From then on every batch is fenced by the hold: a
+    /// server whose hold lapsed (etcd unreachable for longer than the TTL) cannot write until
+    /// it has taken the hold again, so two servers never write the same prefix. The returned
+    /// task is the keeper (aborting it is what a killed agent amounts to).
+    pub async fn hold_server(&self, holder: &str) -> Result<tokio::task::JoinHandle<()>, KvError> {
+        let mut waiting_logged = false;
+        loop {
+            match self.try_hold(holder).await? {
+                None => break,
+                Some(other) => {
+                    if !waiting_logged {
+                        tracing::warn!(
+                            holder = %other,
+                            "another server agent holds this etcd prefix; waiting for its hold to lapse"
+                        );
+                        waiting_logged = true;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+        let client = self.client.clone();
+        let held = Arc::clone(&self.held_lease);
+        let key = self.server_key();
+        let holder = holder.to_owned();
+        let prefix = self.prefix.clone();
+        Ok(tokio::spawn(async move {
+            let kv = EtcdKv {
+                client,
+                prefix,
+                applied: Arc::new(AtomicU64::new(0)),
+                held_lease: held,
+            };
+            kv.keep_holding(&key, &holder).await;
+        }))
+    }
+
+    /// One attempt: `None` when this handle now holds the prefix, or the other holder's name.
+    async fn try_hold(&self, holder: &str) -> Result<Option<String>, KvError> {
+        let mut client = self.client.clone();
+        let ttl = i64::try_from(SERVER_HOLD_TTL.as_secs()).unwrap_or(10);
+        let lease = client
+            .lease_grant(ttl, None)
+            .await
+            .map_err(|error| client_error("lease", error))?
+            .id();
+        let key = self.server_key();
+        let transaction = Txn::new()
+            .when(vec![Compare::version(key.clone(), CompareOp::Equal, 0)])
+            .and_then(vec![TxnOp::put(
+                key.clone(),
+                holder.as_bytes().to_vec(),
+                Some(PutOptions::new().with_lease(lease)),
+            )])
+            .or_else(vec![TxnOp::get(key, None)]);
+        let response = client
+            .txn(transaction)
+            .await
+            .map_err(|error| client_error("lock", error))?;
+        if response.succeeded() {
+            *self
+                .held_lease
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(lease);
+            return Ok(None);
+        }
+        // Not ours: let the unused lease go (it would lapse by itself anyway).
+        let _ = client.lease_revoke(lease).await;
+        let other = response
+            .op_responses()
+            .into_iter()
+            .find_map(|answer| match answer {
+                etcd_client::TxnOpResponse::Get(get) => get
+                    .kvs()
+                    .first()
+                    .map(|pair| String::from_utf8_lossy(pair.value()).into_owned()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        Ok(Some(other))
+    }
+
+    /// Keeps the hold's lease alive; when it lapsed, takes the hold again once it is free.
+    async fn keep_holding(&self, key: &[u8], holder: &str) {
+        let interval = SERVER_HOLD_TTL / 3;
+        // While lapsed, the lapsed lease stays the fence, so every write is refused.
+        let mut lapsed = false;
+        loop {
+            if lapsed {
+                match self.try_hold(holder).await {
+                    Ok(None) => {
+                        tracing::info!("this server holds its etcd prefix again");
+                        lapsed = false;
+                    }
+                    Ok(Some(_)) | Err(_) => tokio::time::sleep(interval).await,
+                }
+                continue;
+            }
+            let Some(lease) = self.held_lease() else {
+                return;
+            };
+            match self.client.clone().lease_keep_alive(lease).await {
+                Ok((mut keeper, mut stream)) => loop {
+                    if keeper.keep_alive().await.is_err() {
+                        break;
+                    }
+                    match stream.message().await {
+                        Ok(Some(answer)) if answer.ttl() > 0 => {}
+                        Ok(Some(_)) => {
+                            tracing::error!(
+                                key = %String::from_utf8_lossy(key),
+                                "this server's hold on its etcd prefix lapsed; writes stop until it is taken again"
+                            );
+                            lapsed = true;
+                            break;
+                        }
+                        Ok(None) | Err(_) => break,
+                    }
+                    tokio::time::sleep(interval).await;
+                },
+                Err(error) => tracing::warn!(%error, "keeping the etcd server hold alive failed"),
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    fn revision_key(&self) -> Vec<u8> {
+        let mut key = self.prefix.clone();
+        key.extend_from_slice(b"rev");
+        key
+    }
+
+    fn record_prefix(&self) -> Vec<u8> {
+        let mut key = self.prefix.clone();
+        key.extend_from_slice(b"k/");
+        key
+    }
+
+    fn record_key(&self, key: &[u8]) -> Vec<u8> {
+        let mut full = self.record_prefix();
+        full.extend_from_slice(key);
+        full
+    }
+
+    async fn read_revision(&self) -> Result<Revision, KvError> {
+        let response = self
+            .client
+            .clone()
+            .get(self.revision_key(), None)
+            .await
+            .map_err(|error| client_error("read", error))?;
+        match response.kvs().first() {
+            Some(pair) => decode_revision(pair.value()),
+            None => Ok(0),
+        }
+    }
+
+    async fn scan_pairs(&self, range: KeyRange) -> Result<Vec<KvPair>, KvError> {
+        let record_prefix = self.record_prefix();
+        let end = match &range.end {
+            Some(end) => self.record_key(end),
+            None => prefix_end(&record_prefix),
+        };
+        let mut start = self.record_key(&range.start);
+        let mut at_revision = 0_i64;
+        let mut pairs = Vec::new();
+        let mut client = self.client.clone();
+        loop {
+            let mut options = GetOptions::new()
+                .with_range(end.clone())
+                .with_limit(SCAN_PAGE);
+            if at_revision > 0 {
+                // Later pages read the same revision as the first: one consistent scan.
+                options = options.with_revision(at_revision);
+            }
+            let response = client
+                .get(start.clone(), Some(options))
+                .await
+                .map_err(|error| client_error("read", error))?;
+            if at_revision == 0 {
+                at_revision = response.header().map_or(0, |header| header.revision());
+            }
+            for pair in response.kvs() {
+                let key = pair.key()[record_prefix.len()..].to_vec();
+                let value = decode_value(&key, pair.value())?;
+                pairs.push(KvPair { key, value });
+            }
+            match response.kvs().last() {
+                Some(last) if response.more() => {
+                    start = last.key().to_vec();
+                    start.push(0);
+                }
+                _ => return Ok(pairs),
+            }
+        }
+    }
+
+    async fn apply_batch(&self, batch: WriteBatch) -> Result<Revision, KvError> {
+        // etcd refuses a transaction naming a key twice; a later op on a key wins anyway.
+        let mut last_op = std::collections::BTreeMap::new();
+        for op in batch.ops {
+            match op {
+                WriteOp::Put { key, value } => last_op.insert(key, Some(value)),
+                WriteOp::Delete { key } => last_op.insert(key, None),
+            };
+        }
+        if last_op.len() + 1 > ETCD_MAX_TXN_OPS {
+            return Err(KvError::Backend {
+                operation: "commit",
+                reason: format!(
+                    "a batch of {} operations exceeds etcd's --max-txn-ops ({ETCD_MAX_TXN_OPS})",
+                    last_op.len() + 1
+                ),
+            });
+        }
+        let expected = match batch.expected_revision {
+            Some(expected) => expected,
+            None => self.read_revision().await?,
+        };
+        let revision_key = self.revision_key();
+        let fence = self.held_lease();
+        let guard = if expected == 0 {
+            Compare::version(revision_key.clone(), CompareOp::Equal, 0)
+        } else {
+            Compare::value(
+                revision_key.clone(),
+                CompareOp::Equal,
+                expected.to_be_bytes().to_vec(),
+            )
+        };
+        let next = expected + 1;
+        let mut operations = Vec::with_capacity(last_op.len() + 1);
+        let mut request_bytes = 0_usize;
+        for (key, value) in last_op {
+            let key = self.record_key(&key);
+            request_bytes += key.len();
+            match value {
+                Some(value) => {
+                    let stored = encode_value(&value)?;
+                    request_bytes += stored.len();
+                    operations.push(TxnOp::put(key, stored, None));
+                }
+                None => operations.push(TxnOp::delete(key, None)),
+            }
+        }
+        if request_bytes + REQUEST_HEADROOM > ETCD_MAX_REQUEST_BYTES {
+            return Err(KvError::Backend {
+                operation: "commit",
+                reason: format!(
+                    "a batch of {request_bytes} bytes (compressed) exceeds etcd's \
+                     --max-request-bytes ({ETCD_MAX_REQUEST_BYTES})"
+                ),
+            });
+        }
+        operations.push(TxnOp::put(
+            revision_key.clone(),
+            next.to_be_bytes().to_vec(),
+            None,
+        ));
+        let mut compares = vec![guard];
+        if let Some(lease) = fence {
+            compares.push(Compare::lease(self.server_key(), CompareOp::Equal, lease));
+        }
+        let transaction = Txn::new()
+            .when(compares)
+            .and_then(operations)
+            .or_else(vec![TxnOp::get(revision_key, None)]);
+        let response = self
+            .client
+            .clone()
+            .txn(transaction)
+            .await
+            .map_err(|error| client_error("commit", error))?;
+        if response.succeeded() {
+            self.applied.fetch_max(next, Ordering::SeqCst);
+            return Ok(next);
+        }
+        let found = response
+            .op_responses()
+            .into_iter()
+            .find_map(|answer| match answer {
+                etcd_client::TxnOpResponse::Get(get) => Some(
+                    get.kvs()
+                        .first()
+                        .map_or(Ok(0), |pair| decode_revision(pair.value())),
+                ),
+                _ => None,
+            })
+            .unwrap_or(Ok(0))?;
+        if found == expected && fence.is_some() {
+            return Err(KvError::Unavailable {
+                reason: "this server's hold on its etcd prefix lapsed; it writes again once it \
+                         has taken the hold back"
+                    .to_owned(),
+            });
+        }
+        Err(KvError::RevisionMismatch { expected, found })
+    }
+}
+
+impl Kv for EtcdKv {
+    fn get<'a>(&'a self, key: &'a [u8]) -> KvFuture<'a, Option<Vec<u8>>> {
+        Box::pin(async move {
+            let response = self
+                .client
+                .clone()
+                .get(self.record_key(key), None)
+                .await
+                .map_err(|error| client_error("read", error))?;
+            response
+                .kvs()
+                .first()
+                .map(|pair| decode_value(key, pair.value()))
+                .transpose()
+        })
+    }
+
+    fn scan(&self, range: KeyRange) -> KvFuture<'_, Vec<KvPair>> {
+        Box::pin(self.scan_pairs(range))
+    }
+
+    fn apply(&self, batch: WriteBatch) -> KvFuture<'_, Revision> {
+        Box::pin(self.apply_batch(batch))
+    }
+
+    fn revision(&self) -> KvFuture<'_, Revision> {
+        Box::pin(self.read_revision())
+    }
+
+    fn max_ops_per_batch(&self) -> Option<usize> {
+        Some(MAX_OPS_PER_BATCH)
+    }
+}
+
+/// Keeps `store` current with writes other stores make through the same prefix: watches the
+/// revision key and, for every revision this handle did not apply itself, has the store reload
+/// ([`StateStore::reload_from_backend`], which wakes blocking queries as a local write does).
+/// The watch does not reconnect by itself, so this loop does, and reloads once on every
+/// (re)connection to cover what it missed. Ends when the store is closed.
+pub fn follow(kv: &EtcdKv, store: StateStore) -> tokio::task::JoinHandle<()> {
+    let client = kv.client.clone();
+    let key = kv.revision_key();
+    let applied = Arc::clone(&kv.applied);
+    tokio::spawn(async move {
+        loop {
+            match client.clone().watch(key.clone(), None).await {
+                Ok(mut stream) => {
+                    if !reload(&store).await {
+                        return;
+                    }
+                    loop {
+                        match stream.message().await {
+                            Ok(Some(response)) => {
+                                if response.canceled() {
+                                    break;
+                                }
+                                let remote = response.events().iter().any(|event| {
+                                    event.kv().is_some_and(|pair| {
+                                        decode_revision(pair.value()).is_ok_and(|revision| {
+                                            revision > applied.load(Ordering::SeqCst)
+                                        })
+                                    })
+                                });
+                                if remote && !reload(&store).await {
+                                    return;
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(error) => {
+                                tracing::warn!(%error, "etcd watch ended; reconnecting");
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "etcd watch failed; retrying"),
+            }
+            if !store.is_writable() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    })
+}
+
+/// Reloads the store; false once the store is closed.
+async fn reload(store: &StateStore) -> bool {
+    match store.reload_from_backend().await {
+        Ok(()) => true,
+        Err(StateError::Closed) => false,
+        Err(error) => {
+            tracing::warn!(%error, "catching up with the etcd backend failed");
+            true
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_trip_raw_and_compressed() {
+        let small = b"{\"ID\":\"a\"}".to_vec();
+        assert_eq!(encode_value(&small).unwrap()[0], TAG_RAW);
+        assert_eq!(
+            decode_value(b"k", &encode_value(&small).unwrap()).unwrap(),
+            small
+        );
+        let large = serde_json::to_vec(&vec!["the same text again"; 2000]).unwrap();
+        let stored = encode_value(&large).unwrap();
+        assert_eq!(stored[0], TAG_SNAPPY);
+        assert!(stored.len() < large.len() / 10);
+        assert_eq!(decode_value(b"k", &stored).unwrap(), large);
+        assert!(decode_value(b"k", &[7, 1]).is_err());
+        assert!(decode_value(b"k", &[]).is_err());
+    }
+
+    #[test]
+    fn prefix_end_is_the_next_key_after_the_prefix() {
+        assert_eq!(prefix_end(b"drover/k/"), b"drover/k0".to_vec());
+        assert_eq!(prefix_end(&[1, 0xff]), vec![2]);
+        assert_eq!(prefix_end(&[0xff]), vec![0]);
+    }
+}

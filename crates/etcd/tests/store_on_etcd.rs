@@ -1,0 +1,198 @@
+//! The state store on a real 3-member etcd cluster: a second store on the same prefix follows
+//! the first through the watch (tables, indexes, blocking queries), a store that lost a race is
+//! refused and catches up, and member failures: one member down changes nothing, two down makes
+//! writes fail as "state store unavailable" while reads answer, and nothing is lost after.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use drover_etcd::{EtcdConfig, EtcdKv, follow};
+use drover_state::{EngineOptions, StateStore, Table};
+use drover_structs::Node;
+
+const NOW: i64 = 1_700_000_000_000_000_000;
+
+fn node(id: &str) -> Node {
+    Node {
+        id: id.to_owned(),
+        secret_id: "secret".to_owned(),
+        name: format!("node-{id}"),
+        datacenter: "dc1".to_owned(),
+        status: "ready".to_owned(),
+        scheduling_eligibility: "eligible".to_owned(),
+        ..Node::default()
+    }
+}
+
+async fn open(cluster: &common::EtcdCluster, prefix: &str) -> (Arc<EtcdKv>, StateStore) {
+    let config = EtcdConfig {
+        request_timeout: Duration::from_secs(2),
+        ..EtcdConfig::new(cluster.endpoints(), prefix)
+    };
+    let kv = Arc::new(EtcdKv::connect(&config).await.unwrap());
+    let store = StateStore::open_with_kv(kv.clone(), EngineOptions::default())
+        .await
+        .unwrap();
+    (kv, store)
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_store_on_the_same_prefix_follows_the_first() {
+    if !common::etcd_available() {
+        return;
+    }
+    let cluster = common::EtcdCluster::start(3).await;
+    let (kv_a, store_a) = open(&cluster, "drover-follow/").await;
+    let (kv_b, store_b) = open(&cluster, "drover-follow/").await;
+    let _follower = follow(&kv_b, store_b.clone());
+
+    // A blocking query on the follower wakes on the other store's write.
+    let waiter = {
+        let store_b = store_b.clone();
+        let from = store_b.indexes().table(Table::Nodes);
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            store_b
+                .wait_for_change(&[Table::Nodes], from, deadline)
+                .await
+        })
+    };
+    let index = store_a.upsert_node(node("n1"), NOW).await.unwrap();
+    let outcome = waiter.await.unwrap();
+    assert!(outcome.changed);
+    assert_eq!(outcome.index, index);
+    assert_eq!(store_b.node("n1").unwrap().modify_index, index);
+    assert_eq!(store_b.latest_index(), store_a.latest_index());
+
+    // The follower writes too, and its indexes continue the same sequence.
+    let index_b = store_b.upsert_node(node("n2"), NOW).await.unwrap();
+    assert!(index_b > index);
+    let follower_a = follow(&kv_a, store_a.clone());
+    eventually("store A sees n2", || store_a.node("n2").is_some()).await;
+    assert_eq!(store_a.latest_index(), index_b);
+    follower_a.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_lost_a_race_is_refused_then_catches_up() {
+    if !common::etcd_available() {
+        return;
+    }
+    let cluster = common::EtcdCluster::start(3).await;
+    let (_kv_a, store_a) = open(&cluster, "drover-race/").await;
+    // B does not follow: it learns of A's write only when its own write loses.
+    let (_kv_b, store_b) = open(&cluster, "drover-race/").await;
+    let index_a = store_a.upsert_node(node("from-a"), NOW).await.unwrap();
+    let error = store_b.upsert_node(node("from-b"), NOW).await.unwrap_err();
+    assert!(error.to_string().contains("revision mismatch"), "{error}");
+    assert!(store_b.node("from-b").is_none());
+    // The lost race made B reload: it has A's node, and its next write succeeds after A's.
+    assert!(store_b.node("from-a").is_some());
+    let index_b = store_b.upsert_node(node("from-b"), NOW).await.unwrap();
+    assert_eq!(index_b, index_a + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn member_failures_one_is_absorbed_two_stop_writes_and_nothing_is_lost() {
+    if !common::etcd_available() {
+        return;
+    }
+    let mut cluster = common::EtcdCluster::start(3).await;
+    let (_kv, store) = open(&cluster, "drover-failures/").await;
+    store.upsert_node(node("before"), NOW).await.unwrap();
+
+    // One member down: a quorum of two remains (writes may need a retry while a new leader is
+    // elected, as etcd's own clients do).
+    cluster.kill(0);
+    let mut written = None;
+    for _ in 0..20 {
+        match store.upsert_node(node("one-down"), NOW).await {
+            Ok(index) => {
+                written = Some(index);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+    let one_down_index = written.expect("a write with one member down");
+
+    // Two down: no quorum. Writes fail as unavailable; reads answer from the store's tables.
+    cluster.kill(1);
+    let error = store.upsert_node(node("two-down"), NOW).await.unwrap_err();
+    assert!(error.is_unavailable(), "{error}");
+    assert!(
+        error.to_string().contains("state store unavailable"),
+        "{error}"
+    );
+    assert!(store.node("before").is_some());
+    assert_eq!(store.latest_index(), one_down_index);
+
+    // Members back: writes work again, and a fresh store on the prefix has everything.
+    cluster.restart(0);
+    cluster.restart(1);
+    cluster.wait_writable().await;
+    let mut after = None;
+    for _ in 0..20 {
+        match store.upsert_node(node("after"), NOW).await {
+            Ok(index) => {
+                after = Some(index);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+    assert!(after.is_some());
+    let (_kv, reopened) = open(&cluster, "drover-failures/").await;
+    for id in ["before", "one-down", "after"] {
+        assert!(reopened.node(id).is_some(), "{id} lost");
+    }
+    // ("two-down" may or may not be there: a write that timed out without quorum can still
+    // commit once the members return, which is why the store reloads after a lost race.)
+    assert_eq!(reopened.latest_index(), store.latest_index());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_server_holds_a_prefix_and_a_lapsed_hold_fences_its_writes() {
+    if !common::etcd_available() {
+        return;
+    }
+    let cluster = common::EtcdCluster::start(3).await;
+    let (kv_a, store_a) = open(&cluster, "drover-hold/").await;
+    let keeper_a = kv_a.hold_server("server-a").await.unwrap();
+    store_a.upsert_node(node("a1"), NOW).await.unwrap();
+
+    // A second server waits while the first holds the prefix.
+    let (kv_b, store_b) = open(&cluster, "drover-hold/").await;
+    let kv_b_for_hold = Arc::clone(&kv_b);
+    let hold_b = tokio::spawn(async move { kv_b_for_hold.hold_server("server-b").await });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!hold_b.is_finished(), "the prefix is held by server-a");
+    store_a.upsert_node(node("a2"), NOW).await.unwrap();
+
+    // The first stops keeping its hold alive (as a killed agent): the second takes over after
+    // the TTL, and the first can no longer write, even with the revision right.
+    keeper_a.abort();
+    let _keeper_b = tokio::time::timeout(Duration::from_secs(30), hold_b)
+        .await
+        .expect("server-b takes the hold once server-a's lapses")
+        .unwrap()
+        .unwrap();
+    let error = store_a.upsert_node(node("a3"), NOW).await.unwrap_err();
+    assert!(error.is_unavailable(), "{error}");
+    store_b.reload_from_backend().await.unwrap();
+    store_b.upsert_node(node("b1"), NOW).await.unwrap();
+    assert!(store_b.node("a2").is_some());
+    assert!(store_b.node("a3").is_none());
+}
