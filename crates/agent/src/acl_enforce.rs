@@ -222,15 +222,14 @@ pub fn required(
         Route::EventStream | Route::Search => namespace(capability::READ_JOB),
         Route::ServiceList | Route::ServiceRead { .. } => namespace(capability::READ_JOB),
         Route::ServiceDelete { .. } => namespace(capability::SUBMIT_JOB),
-        // A client node's calls: a node token is needed (node write), as Nomad's node
-        // secret ID stands for.
+        // A client node's calls: authenticated by the node's secret ID ([`guard_node_calls`]).
         Route::NodeRegister
         | Route::NodeUpdateStatus { .. }
         | Route::NodeGetClientAllocs { .. }
         | Route::AllocGetAllocs
         | Route::NodeUpdateAlloc
         | Route::ServiceRegistrationUpsert
-        | Route::ServiceRegistrationDeleteIds => NodeWrite,
+        | Route::ServiceRegistrationDeleteIds => Anyone,
     }
 }
 
@@ -314,6 +313,11 @@ pub async fn enforce(
         (body, axum::body::Bytes::new())
     };
     let permission = required(&enforcer.state, &parts.method, &path, &params, &bytes);
+    // Nothing to check (a node's calls carry its secret, not an ACL token; the `/v1/acl`
+    // handlers resolve the token themselves).
+    if permission == Permission::Anyone {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
     let header_str = |name: &str| parts.headers.get(name).and_then(|value| value.to_str().ok());
     let token = request_token(header_str("X-Nomad-Token"), header_str("Authorization"));
     let identity = match resolve_token_at(
@@ -346,4 +350,118 @@ pub async fn enforce(
         return forbidden("Permission denied");
     }
     next.run(Request::from_parts(parts, body)).await
+}
+
+/// Whether `route` is one of a client node's calls to its servers.
+fn is_node_call(route: &Route) -> bool {
+    matches!(
+        route,
+        Route::NodeRegister
+            | Route::NodeUpdateStatus { .. }
+            | Route::NodeGetClientAllocs { .. }
+            | Route::AllocGetAllocs
+            | Route::NodeUpdateAlloc
+            | Route::ServiceRegistrationUpsert
+            | Route::ServiceRegistrationDeleteIds
+    )
+}
+
+/// A client node's calls authenticate with the node's secret ID (`X-Nomad-Token`), with ACLs
+/// on or off: a node may re-register only with its own secret, heartbeat and read only as
+/// itself, and report the status of allocations placed on it only. Installed on every server
+/// agent; other requests pass untouched.
+pub async fn guard_node_calls(
+    State(state): State<StateStore>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let path = percent_encoding::percent_decode_str(request.uri().path())
+        .decode_utf8_lossy()
+        .into_owned();
+    if !path.starts_with("/v1/internal/") {
+        return next.run(request).await;
+    }
+    let Ok(route) = route(request.method(), &path) else {
+        return next.run(request).await;
+    };
+    if !is_node_call(&route) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let token = parts
+        .headers
+        .get("X-Nomad-Token")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let caller = (!token.is_empty())
+        .then(|| {
+            state
+                .nodes("")
+                .into_iter()
+                .find(|node| !node.secret_id.is_empty() && node.secret_id == token)
+        })
+        .flatten();
+    let bytes = match to_bytes(body, drover_api::MAX_REQUEST_BODY).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            return (StatusCode::BAD_REQUEST, format!("failed to read body: {error}"))
+                .into_response();
+        }
+    };
+    let refusal = match &route {
+        Route::NodeRegister => {
+            let registering = serde_json::from_slice::<drover_structs::client_rpc::NodeRegisterRequest>(&bytes)
+                .ok()
+                .map(|request| request.node);
+            match registering {
+                Some(node) => match state.node(&node.id) {
+                    Some(existing) if existing.secret_id != node.secret_id => Some((
+                        StatusCode::BAD_REQUEST,
+                        "node secret ID does not match. Not registering node.",
+                    )),
+                    _ => None,
+                },
+                // The handler answers a body it cannot decode.
+                None => None,
+            }
+        }
+        Route::NodeUpdateStatus { node_id } | Route::NodeGetClientAllocs { node_id } => {
+            match state.node(node_id) {
+                Some(node) if node.secret_id != token => {
+                    Some((StatusCode::FORBIDDEN, "Permission denied"))
+                }
+                _ => None,
+            }
+        }
+        Route::NodeUpdateAlloc => match &caller {
+            None => Some((StatusCode::FORBIDDEN, "Permission denied")),
+            Some(node) => {
+                let updates = serde_json::from_slice::<
+                    drover_structs::client_rpc::AllocUpdateRequest,
+                >(&bytes)
+                .map(|request| request.alloc)
+                .unwrap_or_default();
+                let foreign = updates.iter().any(|update| {
+                    state
+                        .alloc(&update.id)
+                        .is_none_or(|alloc| alloc.node_id != node.id)
+                });
+                foreign.then_some((StatusCode::FORBIDDEN, "Permission denied"))
+            }
+        },
+        _ => caller
+            .is_none()
+            .then_some((StatusCode::FORBIDDEN, "Permission denied")),
+    };
+    if let Some((status, message)) = refusal {
+        tracing::debug!(path, "refused a node call");
+        return (
+            status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            message,
+        )
+            .into_response();
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes))).await
 }

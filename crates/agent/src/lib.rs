@@ -238,6 +238,16 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
             ),
     );
 
+    // A client node's calls to a server carry the node's secret ID, ACLs on or off.
+    let app = if server.is_some() {
+        app.layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            acl_enforce::guard_node_calls,
+        ))
+    } else {
+        app
+    };
+
     // With ACLs on, every request of a server agent is checked in one place before it runs.
     let app = match (&keyring, config.acl.enabled) {
         (Some(keyring), true) => app.layer(axum::middleware::from_fn_with_state(

@@ -236,3 +236,62 @@ fn with_acls_on_bootstrap_happens_once_and_policies_decide_who_reads_and_registe
         (403, "ACL token not found".to_owned())
     );
 }
+
+#[test]
+fn node_calls_need_the_node_secret_and_may_only_report_the_nodes_own_allocations() {
+    // ACLs off: the node's calls are authenticated all the same.
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let agent = Agent::start_with(&data_dir, &[]);
+    let url = |path: &str| agent.url(path);
+    let node_id = std::fs::read_to_string(data_dir.join("client").join("node-id")).unwrap();
+    let secret = std::fs::read_to_string(data_dir.join("client").join("secret-id")).unwrap();
+    let (node_id, secret) = (node_id.trim(), secret.trim());
+    support::wait_for("the node to register", std::time::Duration::from_secs(60), || {
+        let (status, body) = call("GET", &url(&format!("/v1/node/{node_id}")), None, None);
+        (status == 200).then_some(body)
+    });
+
+    // A job placed on this node gives an allocation this node may report.
+    let (status, body) = call("PUT", &url("/v1/jobs"), None, Some(&unplaceable_job("other")));
+    assert_eq!(status, 200, "{body}");
+    let update = |alloc_id: &str| {
+        json!({"Alloc": [{"ID": alloc_id, "ClientStatus": "failed"}]}).to_string()
+    };
+    let stranger = "5d1c6f0e-0000-4000-8000-0000000000aa";
+    for token in [None, Some(stranger)] {
+        assert_eq!(
+            call(
+                "PUT",
+                &url("/v1/internal/node/update-alloc"),
+                token,
+                Some(&update("8a0c1c5e-0000-4000-8000-000000000001"))
+            ),
+            (403, "Permission denied".to_owned()),
+            "{token:?}"
+        );
+        assert_eq!(
+            call(
+                "PUT",
+                &url(&format!("/v1/internal/node/{node_id}/update-status")),
+                token,
+                Some(r#"{"Status": "down"}"#)
+            )
+            .0,
+            403
+        );
+    }
+    // With the node's own secret, an allocation that is not on this node is refused too.
+    assert_eq!(
+        call(
+            "PUT",
+            &url("/v1/internal/node/update-alloc"),
+            Some(secret),
+            Some(&update("8a0c1c5e-0000-4000-8000-000000000001"))
+        ),
+        (403, "Permission denied".to_owned())
+    );
+    // The node still is what it reported.
+    let node = agent.get_json(&format!("/v1/node/{node_id}"));
+    assert_eq!(node["Status"], "ready");
+}

@@ -94,6 +94,9 @@ pub struct HttpServerConn {
     /// The cluster this node joined (the first identity a server answered with).
     cluster: Mutex<Option<String>>,
     cluster_id_file: Option<PathBuf>,
+    /// The node's secret ID, sent as `X-Nomad-Token` on every call once the node registered:
+    /// a server accepts a node's calls only with it.
+    node_secret: Mutex<Option<String>>,
 }
 
 /// Normalises one server address into a base URL.
@@ -196,6 +199,7 @@ impl HttpServerConn {
             request_timeout: config.request_timeout,
             cluster: Mutex::new(joined),
             cluster_id_file: config.cluster_id_file,
+            node_secret: Mutex::new(None),
         })
     }
 
@@ -301,6 +305,14 @@ impl HttpServerConn {
             .http
             .request(call.method.clone(), &url)
             .timeout(call.timeout);
+        let secret = self
+            .node_secret
+            .lock()
+            .map(|secret| secret.clone())
+            .unwrap_or_default();
+        if let Some(secret) = secret {
+            builder = builder.header("X-Nomad-Token", secret);
+        }
         if let Some(body) = &call.body {
             builder = builder
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -395,6 +407,11 @@ fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ServerConnEr
 impl ServerConn for HttpServerConn {
     async fn register_node(&self, node: Node) -> Result<Duration, ServerConnError> {
         let node_id = node.id.clone();
+        if !node.secret_id.is_empty()
+            && let Ok(mut secret) = self.node_secret.lock()
+        {
+            *secret = Some(node.secret_id.clone());
+        }
         let body = encode(&NodeRegisterRequest { node })?;
         let answer = self
             .send(Call {
