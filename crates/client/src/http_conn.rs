@@ -94,9 +94,38 @@ pub struct HttpServerConn {
     /// The cluster this node joined (the first identity a server answered with).
     cluster: Mutex<Option<String>>,
     cluster_id_file: Option<PathBuf>,
-    /// The node's secret ID, sent as `X-Nomad-Token` on every call once the node registered:
-    /// a server accepts a node's calls only with it.
-    node_secret: Mutex<Option<String>>,
+    /// Each registered node's secret ID, sent as `X-Nomad-Token` on its calls: a server
+    /// accepts a node's calls only with it. One connection may serve several (simulated)
+    /// nodes, so the secret is chosen per call: by the node the call names, else by the node
+    /// whose allocations a status update reports (learned from its allocation lists).
+    node_secrets: Mutex<NodeSecrets>,
+}
+
+/// Secrets by node ID, and the allocation IDs each node was last told it has.
+#[derive(Default)]
+struct NodeSecrets {
+    secrets: std::collections::HashMap<String, String>,
+    allocs: std::collections::HashMap<String, std::collections::HashSet<String>>,
+}
+
+impl NodeSecrets {
+    /// The secret for a call about `node_id`, or reporting `alloc_id`, else any node's.
+    fn secret_for(&self, node_id: &str, alloc_id: Option<&str>) -> Option<String> {
+        let node_id = if node_id.is_empty() {
+            alloc_id.and_then(|alloc_id| {
+                self.allocs
+                    .iter()
+                    .find(|(_, allocs)| allocs.contains(alloc_id))
+                    .map(|(node_id, _)| node_id.as_str())
+            })
+        } else {
+            Some(node_id)
+        };
+        match node_id {
+            Some(node_id) => self.secrets.get(node_id).cloned(),
+            None => self.secrets.values().next().cloned(),
+        }
+    }
 }
 
 /// Normalises one server address into a base URL.
@@ -145,6 +174,8 @@ struct Call<'a> {
     body: Option<Vec<u8>>,
     timeout: Duration,
     node_id: &'a str,
+    /// An allocation the call reports on, when it names no node (picks the node's secret).
+    reports_alloc: Option<&'a str>,
     not_found: NotFoundMeans,
 }
 
@@ -199,7 +230,7 @@ impl HttpServerConn {
             request_timeout: config.request_timeout,
             cluster: Mutex::new(joined),
             cluster_id_file: config.cluster_id_file,
-            node_secret: Mutex::new(None),
+            node_secrets: Mutex::new(NodeSecrets::default()),
         })
     }
 
@@ -306,10 +337,10 @@ impl HttpServerConn {
             .request(call.method.clone(), &url)
             .timeout(call.timeout);
         let secret = self
-            .node_secret
+            .node_secrets
             .lock()
-            .map(|secret| secret.clone())
-            .unwrap_or_default();
+            .ok()
+            .and_then(|secrets| secrets.secret_for(call.node_id, call.reports_alloc));
         if let Some(secret) = secret {
             builder = builder.header("X-Nomad-Token", secret);
         }
@@ -408,9 +439,11 @@ impl ServerConn for HttpServerConn {
     async fn register_node(&self, node: Node) -> Result<Duration, ServerConnError> {
         let node_id = node.id.clone();
         if !node.secret_id.is_empty()
-            && let Ok(mut secret) = self.node_secret.lock()
+            && let Ok(mut secrets) = self.node_secrets.lock()
         {
-            *secret = Some(node.secret_id.clone());
+            secrets
+                .secrets
+                .insert(node.id.clone(), node.secret_id.clone());
         }
         let body = encode(&NodeRegisterRequest { node })?;
         let answer = self
@@ -421,7 +454,8 @@ impl ServerConn for HttpServerConn {
                 body: Some(body),
                 timeout: self.request_timeout,
                 node_id: &node_id,
-                not_found: NotFoundMeans::Rejected,
+                reports_alloc: None,
+            not_found: NotFoundMeans::Rejected,
             })
             .await?;
         let response: NodeUpdateResponse = decode(&answer)?;
@@ -440,7 +474,8 @@ impl ServerConn for HttpServerConn {
                 body: Some(body),
                 timeout: self.request_timeout,
                 node_id,
-                not_found: NotFoundMeans::UnknownNode,
+                reports_alloc: None,
+            not_found: NotFoundMeans::UnknownNode,
             })
             .await?;
         let response: NodeUpdateResponse = decode(&answer)?;
@@ -467,10 +502,16 @@ impl ServerConn for HttpServerConn {
                 body: None,
                 timeout,
                 node_id,
-                not_found: NotFoundMeans::UnknownNode,
+                reports_alloc: None,
+            not_found: NotFoundMeans::UnknownNode,
             })
             .await?;
         let response: NodeClientAllocsResponse = decode(&answer)?;
+        if let Ok(mut secrets) = self.node_secrets.lock() {
+            secrets
+                .allocs
+                .insert(node_id.to_owned(), response.allocs.keys().cloned().collect());
+        }
         Ok(NodeAllocations {
             alloc_modify_indexes: response.allocs,
             index: response.index,
@@ -490,7 +531,8 @@ impl ServerConn for HttpServerConn {
                 body: Some(body),
                 timeout: self.request_timeout,
                 node_id: "",
-                not_found: NotFoundMeans::Rejected,
+                reports_alloc: None,
+            not_found: NotFoundMeans::Rejected,
             })
             .await?;
         let response: AllocsGetResponse = decode(&answer)?;
@@ -501,6 +543,10 @@ impl ServerConn for HttpServerConn {
         if updates.is_empty() {
             return Ok(());
         }
+        let first_alloc = updates
+            .first()
+            .map(|update| update.alloc_id.clone())
+            .unwrap_or_default();
         let body = encode(&AllocUpdateRequest { alloc: updates })?;
         self.send(Call {
             method: reqwest::Method::PUT,
@@ -509,6 +555,7 @@ impl ServerConn for HttpServerConn {
             body: Some(body),
             timeout: self.request_timeout,
             node_id: "",
+            reports_alloc: Some(&first_alloc),
             not_found: NotFoundMeans::Rejected,
         })
         .await?;
@@ -532,6 +579,7 @@ impl ServerConn for HttpServerConn {
             body: Some(body),
             timeout: self.request_timeout,
             node_id: "",
+            reports_alloc: None,
             not_found: NotFoundMeans::Rejected,
         })
         .await?;
@@ -550,6 +598,7 @@ impl ServerConn for HttpServerConn {
             body: Some(body),
             timeout: self.request_timeout,
             node_id: "",
+            reports_alloc: None,
             not_found: NotFoundMeans::Rejected,
         })
         .await?;
