@@ -205,12 +205,10 @@ pub fn required(
         | Route::FsStat { alloc_id }
         | Route::FsCat { alloc_id }
         | Route::FsReadAt { alloc_id } => in_alloc(&alloc_id, capability::READ_FS),
-        Route::EvaluationRead { eval_id } | Route::EvaluationAllocations { eval_id } => {
-            Namespace {
-                namespace: eval_namespace(state, &eval_id, params),
-                capability: capability::READ_JOB,
-            }
-        }
+        Route::EvaluationRead { eval_id } | Route::EvaluationAllocations { eval_id } => Namespace {
+            namespace: eval_namespace(state, &eval_id, params),
+            capability: capability::READ_JOB,
+        },
         Route::DeploymentRead { .. } => namespace(capability::READ_JOB),
         Route::NodeList
         | Route::NodeRead { .. }
@@ -305,7 +303,10 @@ pub async fn enforce(
         match to_bytes(body, drover_api::MAX_REQUEST_BODY).await {
             Ok(bytes) => (Body::from(bytes.clone()), bytes),
             Err(error) => {
-                return (StatusCode::BAD_REQUEST, format!("failed to read body: {error}"))
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!("failed to read body: {error}"),
+                )
                     .into_response();
             }
         }
@@ -318,7 +319,12 @@ pub async fn enforce(
     if permission == Permission::Anyone {
         return next.run(Request::from_parts(parts, body)).await;
     }
-    let header_str = |name: &str| parts.headers.get(name).and_then(|value| value.to_str().ok());
+    let header_str = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+    };
     let token = request_token(header_str("X-Nomad-Token"), header_str("Authorization"));
     let identity = match resolve_token_at(
         &enforcer.keyring,
@@ -405,15 +411,19 @@ pub async fn guard_node_calls(
     let bytes = match to_bytes(body, drover_api::MAX_REQUEST_BODY).await {
         Ok(bytes) => bytes,
         Err(error) => {
-            return (StatusCode::BAD_REQUEST, format!("failed to read body: {error}"))
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("failed to read body: {error}"),
+            )
                 .into_response();
         }
     };
     let refusal = match &route {
         Route::NodeRegister => {
-            let registering = serde_json::from_slice::<drover_structs::client_rpc::NodeRegisterRequest>(&bytes)
-                .ok()
-                .map(|request| request.node);
+            let registering =
+                serde_json::from_slice::<drover_structs::client_rpc::NodeRegisterRequest>(&bytes)
+                    .ok()
+                    .map(|request| request.node);
             match registering {
                 Some(node) => match state.node(&node.id) {
                     Some(existing) if existing.secret_id != node.secret_id => Some((
@@ -463,5 +473,6 @@ pub async fn guard_node_calls(
         )
             .into_response();
     }
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }

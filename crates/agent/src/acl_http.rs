@@ -53,7 +53,10 @@ pub fn router(endpoints: AclEndpoints) -> axum::Router {
         .route("/v1/acl/policy/{name}", axum::routing::any(specific_policy))
         .route("/v1/acl/tokens", axum::routing::any(list_tokens))
         .route("/v1/acl/token", axum::routing::any(create_token))
-        .route("/v1/acl/token/{accessor}", axum::routing::any(specific_token))
+        .route(
+            "/v1/acl/token/{accessor}",
+            axum::routing::any(specific_token),
+        )
         .with_state(endpoints)
 }
 
@@ -208,7 +211,11 @@ async fn list_policies(
         })
         .map(|policy| policy.stub())
         .collect();
-    Ok(json(&stubs, endpoints.state.indexes().table(Table::Acl), true))
+    Ok(json(
+        &stubs,
+        endpoints.state.indexes().table(Table::Acl),
+        true,
+    ))
 }
 
 async fn specific_policy(
@@ -324,7 +331,11 @@ async fn list_tokens(
         .collect();
     tokens.sort_by(|a, b| (a.create_index, &a.accessor_id).cmp(&(b.create_index, &b.accessor_id)));
     let stubs: Vec<_> = tokens.iter().map(|token| token.stub()).collect();
-    Ok(json(&stubs, endpoints.state.indexes().table(Table::Acl), true))
+    Ok(json(
+        &stubs,
+        endpoints.state.indexes().table(Table::Acl),
+        true,
+    ))
 }
 
 /// Checks a token to create or update and fills what the server sets (Nomad's
@@ -349,13 +360,21 @@ fn prepare_token(
             }
         }
         ACL_TOKEN_TYPE_MANAGEMENT => {
-            if token.policies.as_ref().is_some_and(|policies| !policies.is_empty()) {
+            if token
+                .policies
+                .as_ref()
+                .is_some_and(|policies| !policies.is_empty())
+            {
                 return Err(ApiError::bad_request(
                     "management token cannot be associated with policies",
                 ));
             }
         }
-        _ => return Err(ApiError::bad_request("token type must be client or management")),
+        _ => {
+            return Err(ApiError::bad_request(
+                "token type must be client or management",
+            ));
+        }
     }
     let tables = endpoints.state.acl();
     if let Some(missing) = token
@@ -376,9 +395,7 @@ fn prepare_token(
                 return Err(ApiError::bad_request("cannot change token type"));
             }
             if existing.global != token.global {
-                return Err(ApiError::bad_request(
-                    "cannot toggle global value",
-                ));
+                return Err(ApiError::bad_request("cannot toggle global value"));
             }
             token.secret_id.clone_from(&existing.secret_id);
             token.create_time = existing.create_time;
@@ -397,7 +414,9 @@ fn prepare_token(
             }
             if ttl != 0 {
                 if ttl < 0 {
-                    return Err(ApiError::bad_request("token expiration TTL must be positive"));
+                    return Err(ApiError::bad_request(
+                        "token expiration TTL must be positive",
+                    ));
                 }
                 token.expiration_time = Some(Timestamp::from_unix_nanos(now.saturating_add(ttl)));
             }

@@ -146,7 +146,9 @@ async fn list(
     let index = block_on_variables(&endpoints.state, &params).await?;
     let wanted_namespace = (namespace != "*").then_some(namespace.as_str());
     let token_acl = match &identity {
-        RequestIdentity::AclToken(token) => Some(drover_server::acl::token_acl(&endpoints.state, token)),
+        RequestIdentity::AclToken(token) => {
+            Some(drover_server::acl::token_acl(&endpoints.state, token))
+        }
         _ => None,
     };
     let listed: Vec<VariableMetadata> = endpoints

@@ -84,7 +84,12 @@ fn with_acls_on_bootstrap_happens_once_and_policies_decide_who_reads_and_registe
     );
     assert_eq!(call("GET", &url("/v1/status/leader"), None, None).0, 200);
     assert_eq!(
-        call("GET", &url("/v1/jobs"), Some("9b1c3f7e-0000-4000-8000-000000000000"), None),
+        call(
+            "GET",
+            &url("/v1/jobs"),
+            Some("9b1c3f7e-0000-4000-8000-000000000000"),
+            None
+        ),
         (403, "ACL token not found".to_owned())
     );
 
@@ -160,7 +165,10 @@ fn with_acls_on_bootstrap_happens_once_and_policies_decide_who_reads_and_registe
         Some(r#"{"Name": "bad", "Rules": "namespace \"default\" { policy = \"root\" }"}"#),
     );
     assert_eq!(status, 400);
-    assert!(body.starts_with("policy 0 invalid: Invalid namespace policy"), "{body}");
+    assert!(
+        body.starts_with("policy 0 invalid: Invalid namespace policy"),
+        "{body}"
+    );
 
     let (status, body) = call(
         "POST",
@@ -191,30 +199,61 @@ fn with_acls_on_bootstrap_happens_once_and_policies_decide_who_reads_and_registe
         (403, "Permission denied".to_owned())
     );
     assert_eq!(
-        call("DELETE", &url("/v1/job/by-root"), Some(&reader_secret), None).0,
+        call(
+            "DELETE",
+            &url("/v1/job/by-root"),
+            Some(&reader_secret),
+            None
+        )
+        .0,
         403
     );
     assert_eq!(
-        call("GET", &url("/v1/jobs?namespace=other"), Some(&reader_secret), None).0,
+        call(
+            "GET",
+            &url("/v1/jobs?namespace=other"),
+            Some(&reader_secret),
+            None
+        )
+        .0,
         403
     );
-    assert_eq!(call("GET", &url("/v1/nodes"), Some(&reader_secret), None).0, 403);
+    assert_eq!(
+        call("GET", &url("/v1/nodes"), Some(&reader_secret), None).0,
+        403
+    );
     // A client token reads itself and its own policy, not the token list.
-    let (status, body) = call("GET", &url("/v1/acl/token/self"), Some(&reader_secret), None);
+    let (status, body) = call(
+        "GET",
+        &url("/v1/acl/token/self"),
+        Some(&reader_secret),
+        None,
+    );
     assert_eq!(status, 200);
     assert_eq!(json_of(&body)["AccessorID"], reader_accessor.as_str());
     assert_eq!(
-        call("GET", &url("/v1/acl/policy/readonly"), Some(&reader_secret), None).0,
+        call(
+            "GET",
+            &url("/v1/acl/policy/readonly"),
+            Some(&reader_secret),
+            None
+        )
+        .0,
         200
     );
-    assert_eq!(call("GET", &url("/v1/acl/tokens"), Some(&reader_secret), None).0, 403);
+    assert_eq!(
+        call("GET", &url("/v1/acl/tokens"), Some(&reader_secret), None).0,
+        403
+    );
 
     // The anonymous policy applies to requests without a token.
     let (status, _) = call(
         "PUT",
         &url("/v1/acl/policy/anonymous"),
         Some(&root_secret),
-        Some(r#"{"Name": "anonymous", "Rules": "namespace \"default\" { capabilities = [\"list-jobs\"] }"}"#),
+        Some(
+            r#"{"Name": "anonymous", "Rules": "namespace \"default\" { capabilities = [\"list-jobs\"] }"}"#,
+        ),
     );
     assert_eq!(status, 200);
     assert_eq!(call("GET", &url("/v1/jobs"), None, None).0, 200);
@@ -247,17 +286,25 @@ fn node_calls_need_the_node_secret_and_may_only_report_the_nodes_own_allocations
     let node_id = std::fs::read_to_string(data_dir.join("client").join("node-id")).unwrap();
     let secret = std::fs::read_to_string(data_dir.join("client").join("secret-id")).unwrap();
     let (node_id, secret) = (node_id.trim(), secret.trim());
-    support::wait_for("the node to register", std::time::Duration::from_secs(60), || {
-        let (status, body) = call("GET", &url(&format!("/v1/node/{node_id}")), None, None);
-        (status == 200).then_some(body)
-    });
+    support::wait_for(
+        "the node to register",
+        std::time::Duration::from_secs(60),
+        || {
+            let (status, body) = call("GET", &url(&format!("/v1/node/{node_id}")), None, None);
+            (status == 200).then_some(body)
+        },
+    );
 
     // A job placed on this node gives an allocation this node may report.
-    let (status, body) = call("PUT", &url("/v1/jobs"), None, Some(&unplaceable_job("other")));
+    let (status, body) = call(
+        "PUT",
+        &url("/v1/jobs"),
+        None,
+        Some(&unplaceable_job("other")),
+    );
     assert_eq!(status, 200, "{body}");
-    let update = |alloc_id: &str| {
-        json!({"Alloc": [{"ID": alloc_id, "ClientStatus": "failed"}]}).to_string()
-    };
+    let update =
+        |alloc_id: &str| json!({"Alloc": [{"ID": alloc_id, "ClientStatus": "failed"}]}).to_string();
     let stranger = "5d1c6f0e-0000-4000-8000-0000000000aa";
     for token in [None, Some(stranger)] {
         assert_eq!(

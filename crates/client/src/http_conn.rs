@@ -455,7 +455,7 @@ impl ServerConn for HttpServerConn {
                 timeout: self.request_timeout,
                 node_id: &node_id,
                 reports_alloc: None,
-            not_found: NotFoundMeans::Rejected,
+                not_found: NotFoundMeans::Rejected,
             })
             .await?;
         let response: NodeUpdateResponse = decode(&answer)?;
@@ -475,7 +475,7 @@ impl ServerConn for HttpServerConn {
                 timeout: self.request_timeout,
                 node_id,
                 reports_alloc: None,
-            not_found: NotFoundMeans::UnknownNode,
+                not_found: NotFoundMeans::UnknownNode,
             })
             .await?;
         let response: NodeUpdateResponse = decode(&answer)?;
@@ -503,14 +503,15 @@ impl ServerConn for HttpServerConn {
                 timeout,
                 node_id,
                 reports_alloc: None,
-            not_found: NotFoundMeans::UnknownNode,
+                not_found: NotFoundMeans::UnknownNode,
             })
             .await?;
         let response: NodeClientAllocsResponse = decode(&answer)?;
         if let Ok(mut secrets) = self.node_secrets.lock() {
-            secrets
-                .allocs
-                .insert(node_id.to_owned(), response.allocs.keys().cloned().collect());
+            secrets.allocs.insert(
+                node_id.to_owned(),
+                response.allocs.keys().cloned().collect(),
+            );
         }
         Ok(NodeAllocations {
             alloc_modify_indexes: response.allocs,
@@ -532,7 +533,7 @@ impl ServerConn for HttpServerConn {
                 timeout: self.request_timeout,
                 node_id: "",
                 reports_alloc: None,
-            not_found: NotFoundMeans::Rejected,
+                not_found: NotFoundMeans::Rejected,
             })
             .await?;
         let response: AllocsGetResponse = decode(&answer)?;

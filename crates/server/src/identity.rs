@@ -350,7 +350,9 @@ mod tests {
             accessor_id: "a1".to_owned(),
             secret_id: "7c4e0b3a-1d2f-4e5a-8b6c-9d0e1f2a3b4c".to_owned(),
             token_type: "client".to_owned(),
-            expiration_time: Some(drover_structs::Timestamp::from_unix_nanos(now + 60_000_000_000)),
+            expiration_time: Some(drover_structs::Timestamp::from_unix_nanos(
+                now + 60_000_000_000,
+            )),
             ..Default::default()
         };
         state.upsert_acl_token(expiring.clone()).await.unwrap();
@@ -359,11 +361,21 @@ mod tests {
             Ok(RequestIdentity::AclToken(token)) if token.accessor_id == "a1"
         ));
         assert!(matches!(
-            resolve_token_at(&keyring, &state, Some(&expiring.secret_id), now + 61_000_000_000),
+            resolve_token_at(
+                &keyring,
+                &state,
+                Some(&expiring.secret_id),
+                now + 61_000_000_000
+            ),
             Err(IdentityError::AclTokenExpired)
         ));
         assert!(matches!(
-            resolve_token_at(&keyring, &state, Some("b0e4b3c4-0000-4000-8000-000000000000"), now),
+            resolve_token_at(
+                &keyring,
+                &state,
+                Some("b0e4b3c4-0000-4000-8000-000000000000"),
+                now
+            ),
             Err(IdentityError::AclTokenNotFound)
         ));
 

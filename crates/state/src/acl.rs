@@ -211,11 +211,7 @@ impl StateStore {
                 let index = context.index();
                 let acl = Arc::make_mut(&mut tables.acl);
                 let stored = put_token(acl, context, token, index)?;
-                context.put(
-                    Table::Acl,
-                    BOOTSTRAP_KEY,
-                    &AclRecord::Bootstrap { index },
-                )?;
+                context.put(Table::Acl, BOOTSTRAP_KEY, &AclRecord::Bootstrap { index })?;
                 acl.bootstrap_index = index;
                 Ok(Ok(stored))
             })

@@ -218,7 +218,10 @@ fn format_token(token: &AclToken) -> String {
         ),
         ("Create Index", token.create_index.to_string()),
         ("Modify Index", token.modify_index.to_string()),
-        ("Policies", or_na(token.policies.as_deref().unwrap_or_default())),
+        (
+            "Policies",
+            or_na(token.policies.as_deref().unwrap_or_default()),
+        ),
         ("Roles", or_na(&roles)),
     ])
 }
@@ -254,7 +257,10 @@ async fn bootstrap(arguments: BootstrapArgs, io: &mut Io<'_>) -> Result<(), Stri
 }
 
 fn policy_path(name: &str) -> String {
-    format!("/v1/acl/policy/{}", drover_api::client::escape_path_segment(name))
+    format!(
+        "/v1/acl/policy/{}",
+        drover_api::client::escape_path_segment(name)
+    )
 }
 
 async fn policy(command: PolicyCommand, io: &mut Io<'_>) -> Result<(), String> {
@@ -350,7 +356,10 @@ async fn policy(command: PolicyCommand, io: &mut Io<'_>) -> Result<(), String> {
 }
 
 fn token_path(accessor: &str) -> String {
-    format!("/v1/acl/token/{}", drover_api::client::escape_path_segment(accessor))
+    format!(
+        "/v1/acl/token/{}",
+        drover_api::client::escape_path_segment(accessor)
+    )
 }
 
 async fn token(command: TokenCommand, io: &mut Io<'_>) -> Result<(), String> {

@@ -339,8 +339,5 @@ pub fn token_hash(token: &drover_structs::acl::AclToken) -> String {
 
 /// Whether `name` is a valid policy name (Nomad: letters, digits and `-`, 1 to 128).
 pub fn is_valid_policy_name(name: &str) -> bool {
-    (1..=128).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-')
+    (1..=128).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
 }

@@ -226,8 +226,11 @@ fn is_coarse_policy(policy: &str) -> bool {
     )
 }
 
+/// A block's label and its body.
+type LabeledBlock = (String, Map<String, Value>);
+
 /// The blocks under `key`: `{label: body}` objects, or lists of them, as HCL and JSON write.
-fn labeled_blocks(value: &Value, key: &str) -> Result<Vec<(String, Map<String, Value>)>, PolicyError> {
+fn labeled_blocks(value: &Value, key: &str) -> Result<Vec<LabeledBlock>, PolicyError> {
     let mut out = Vec::new();
     match value {
         Value::Object(by_label) => {
@@ -273,7 +276,11 @@ fn string_field(body: &Map<String, Value>, key: &str, block: &str) -> Result<Str
     }
 }
 
-fn string_list(body: &Map<String, Value>, key: &str, block: &str) -> Result<Vec<String>, PolicyError> {
+fn string_list(
+    body: &Map<String, Value>,
+    key: &str,
+    block: &str,
+) -> Result<Vec<String>, PolicyError> {
     match body.get(key) {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => items
@@ -313,7 +320,10 @@ fn coarse_block(value: &Value, key: &str) -> Result<String, PolicyError> {
     Ok(policy)
 }
 
-fn parse_variables(value: &Value, namespace: &str) -> Result<Vec<VariablesPathPolicy>, PolicyError> {
+fn parse_variables(
+    value: &Value,
+    namespace: &str,
+) -> Result<Vec<VariablesPathPolicy>, PolicyError> {
     let mut paths = Vec::new();
     for body in bodies(value, "variables")? {
         refuse_unknown_keys(&body, &["path"], "variables")?;

@@ -55,7 +55,11 @@ fn every_block_parses_and_capabilities_come_before_the_expansion() {
         "#,
     )
     .unwrap();
-    let names: Vec<&str> = policy.namespaces.iter().map(|ns| ns.name.as_str()).collect();
+    let names: Vec<&str> = policy
+        .namespaces
+        .iter()
+        .map(|ns| ns.name.as_str())
+        .collect();
     assert_eq!(names, ["default", "other", "secret", "autoscaler"]);
     assert_eq!(policy.namespaces[2].capabilities, ["deny", "read-logs"]);
     assert_eq!(
@@ -67,7 +71,11 @@ fn every_block_parses_and_capabilities_come_before_the_expansion() {
             "scale-job"
         ]
     );
-    assert!(policy.namespaces[1].capabilities.contains(&"submit-job".to_owned()));
+    assert!(
+        policy.namespaces[1]
+            .capabilities
+            .contains(&"submit-job".to_owned())
+    );
     assert_eq!(policy.agent.as_deref(), Some("read"));
     assert_eq!(policy.node.as_deref(), Some("write"));
     assert_eq!(policy.operator.as_deref(), Some("deny"));
@@ -77,7 +85,10 @@ fn every_block_parses_and_capabilities_come_before_the_expansion() {
 #[test]
 fn bad_policies_are_refused_with_nomads_messages() {
     for (rules, message) in [
-        ("namespace \"default\" { policy = \"foo\" }", "Invalid namespace policy"),
+        (
+            "namespace \"default\" { policy = \"foo\" }",
+            "Invalid namespace policy",
+        ),
         (
             "namespace \"default\" { capabilities = [\"deny\", \"foo\"] }",
             "Invalid namespace capability",
@@ -90,7 +101,10 @@ fn bad_policies_are_refused_with_nomads_messages() {
             r#"{"Name": "my-policy", "Description": "great", "Rules": "anything"}"#,
             "unsupported block",
         ),
-        ("namespace \"has a space\" { policy = \"read\" }", "Invalid namespace name"),
+        (
+            "namespace \"has a space\" { policy = \"read\" }",
+            "Invalid namespace name",
+        ),
         (
             "host_volume \"volume has a space\" { capabilities = [\"mount-readwrite\"] }",
             "Invalid host volume name",
@@ -125,7 +139,13 @@ fn sentinel_override_host_volumes_and_plugin_list_parse() {
         policy.host_volumes[0].capabilities,
         ["mount-readonly", "mount-readwrite"]
     );
-    assert_eq!(parse("plugin { policy = \"list\" }").unwrap().plugin.as_deref(), Some("list"));
+    assert_eq!(
+        parse("plugin { policy = \"list\" }")
+            .unwrap()
+            .plugin
+            .as_deref(),
+        Some("list")
+    );
 }
 
 #[test]
