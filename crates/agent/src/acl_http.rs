@@ -108,7 +108,7 @@ fn is_write(method: &Method) -> bool {
 }
 
 /// The caller's identity; an unknown or expired token is the error Nomad answers (403).
-fn caller(endpoints: &AclEndpoints, headers: &HeaderMap) -> Result<RequestIdentity, Response> {
+fn caller(endpoints: &AclEndpoints, headers: &HeaderMap) -> Result<RequestIdentity, String> {
     let header_str = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
     let token = request_token(header_str("X-Nomad-Token"), header_str("Authorization"));
     resolve_token_at(
@@ -117,7 +117,7 @@ fn caller(endpoints: &AclEndpoints, headers: &HeaderMap) -> Result<RequestIdenti
         token,
         endpoints.clock.now_unix_ns(),
     )
-    .map_err(|error| forbidden(&error.to_string()))
+    .map_err(|error| error.to_string())
 }
 
 fn is_uuid(text: &str) -> bool {
@@ -189,7 +189,7 @@ async fn list_policies(
     }
     let identity = match caller(&endpoints, &headers) {
         Ok(identity) => identity,
-        Err(response) => return Ok(response),
+        Err(message) => return Ok(forbidden(&message)),
     };
     let params = QueryParams::parse(query.as_deref());
     let prefix = params.prefix();
@@ -232,7 +232,7 @@ async fn specific_policy(
         Method::GET => {
             let identity = match caller(&endpoints, &headers) {
                 Ok(identity) => identity,
-                Err(response) => return Ok(response),
+                Err(message) => return Ok(forbidden(&message)),
             };
             let allowed = match &identity {
                 RequestIdentity::AclToken(token) => {
@@ -480,7 +480,7 @@ async fn specific_token(
     }
     let identity = match caller(&endpoints, &headers) {
         Ok(identity) => identity,
-        Err(response) => return Ok(response),
+        Err(message) => return Ok(forbidden(&message)),
     };
     let index = endpoints.state.indexes().table(Table::Acl);
     if accessor == "self" {
