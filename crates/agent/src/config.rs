@@ -89,6 +89,7 @@ pub struct RawConfig {
     pub plugin: Option<BTreeMap<String, RawPlugin>>,
     pub telemetry: Option<RawTelemetry>,
     pub etcd: Option<RawEtcd>,
+    pub acl: Option<RawAcl>,
 }
 
 /// `etcd { endpoints = [...], prefix = "..." }`: keep the server's state in an etcd cluster
@@ -100,6 +101,15 @@ pub struct RawEtcd {
     pub prefix: Option<String>,
     /// Parsed so it can be refused by name: the etcd client is built without TLS.
     pub tls: Option<serde_json::Value>,
+}
+
+/// `acl { enabled = true, token_ttl = "30s", policy_ttl = "30s" }`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAcl {
+    pub enabled: Option<bool>,
+    pub token_ttl: Option<String>,
+    pub policy_ttl: Option<String>,
 }
 
 /// `telemetry { ... }`: what the agent publishes on `/v1/metrics`.
@@ -428,6 +438,14 @@ impl RawConfig {
                 }
             }
         }
+        match (&mut self.acl, other.acl) {
+            (Some(base), Some(over)) => merge_options!(base, over, enabled, token_ttl, policy_ttl),
+            (base, over) => {
+                if over.is_some() {
+                    *base = over;
+                }
+            }
+        }
         if let Some(plugins) = other.plugin {
             self.plugin
                 .get_or_insert_with(BTreeMap::new)
@@ -485,6 +503,8 @@ pub struct AgentConfig {
     pub telemetry: Telemetry,
     /// `etcd { … }`: the server's state in etcd; `None` keeps it in `<data_dir>/server`.
     pub etcd: Option<EtcdSettings>,
+    /// `acl { … }`, validated.
+    pub acl: AclConfig,
     /// `log_level` / `-log-level`: what the agent writes to stderr (INFO unless given).
     pub log_level: LogLevel,
     /// `log_json` / `-log-json`: stderr lines as JSON.
@@ -552,6 +572,33 @@ impl EtcdSettings {
             });
         }
         Ok(Self { endpoints, prefix })
+    }
+}
+
+/// The validated `acl` block. Tokens and policies are read from the state store on every
+/// request (nothing is cached), so `token_ttl` and `policy_ttl` (Nomad's cache lifetimes,
+/// 30 s by default) are validated and kept but bound nothing: a change applies at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AclConfig {
+    pub enabled: bool,
+    pub token_ttl: Duration,
+    pub policy_ttl: Duration,
+}
+
+impl AclConfig {
+    fn from_raw(raw: Option<&RawAcl>) -> Result<Self, ConfigError> {
+        let raw = raw.cloned().unwrap_or_default();
+        Ok(AclConfig {
+            enabled: raw.enabled.unwrap_or(false),
+            token_ttl: match &raw.token_ttl {
+                Some(text) => parse_duration("acl.token_ttl", text)?,
+                None => Duration::from_secs(30),
+            },
+            policy_ttl: match &raw.policy_ttl {
+                Some(text) => parse_duration("acl.policy_ttl", text)?,
+                None => Duration::from_secs(30),
+            },
+        })
     }
 }
 
@@ -851,6 +898,7 @@ impl AgentConfig {
             docker,
             telemetry,
             etcd,
+            acl: AclConfig::from_raw(raw.acl.as_ref())?,
             log_level,
             log_json,
         })
@@ -1148,6 +1196,24 @@ mod tests {
             hcl::from_str("etcd {\n  endpoints = [\"http://e:2379\"]\n}\n").expect("parses");
         let err = AgentConfig::from_raw(raw, &client_args).expect_err("no server");
         assert!(err.to_string().starts_with("etcd"), "{err}");
+    }
+
+    #[test]
+    fn the_acl_block_is_validated_and_unknown_keys_refused() {
+        let config = AgentConfig::from_raw(RawConfig::default(), &dev_args()).expect("valid");
+        assert!(!config.acl.enabled);
+        let raw: RawConfig =
+            hcl::from_str("acl {\n  enabled = true\n  token_ttl = \"5s\"\n}\n").expect("parses");
+        let config = AgentConfig::from_raw(raw, &dev_args()).expect("valid");
+        assert!(config.acl.enabled);
+        assert_eq!(config.acl.token_ttl, Duration::from_secs(5));
+        assert_eq!(config.acl.policy_ttl, Duration::from_secs(30));
+        let err = hcl::from_str::<RawConfig>("acl {\n  enable = true\n}\n")
+            .expect_err("unknown key refused");
+        assert!(err.to_string().contains("enable"), "{err}");
+        let raw: RawConfig = hcl::from_str("acl {\n  policy_ttl = \"later\"\n}\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad duration");
+        assert!(err.to_string().starts_with("acl.policy_ttl"), "{err}");
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! This crate owns the agent's flags and configuration and wires the library crates together;
 //! the work itself lives in those crates.
 
+pub mod acl_enforce;
+pub mod acl_http;
 pub mod backend;
 pub mod cluster;
 pub mod config;
@@ -208,7 +210,14 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
             .merge(variables_http::router(variables_http::VariablesEndpoints {
                 keyring: keyring.clone(),
                 state: state.clone(),
+                clock: clock.clone(),
+            }))
+            .merge(acl_http::router(acl_http::AclEndpoints {
+                enabled: config.acl.enabled,
+                keyring: keyring.clone(),
+                state: state.clone(),
                 clock,
+                server_dir: data_dir.path().join("server"),
             }))
         }
         None => app,
@@ -228,6 +237,29 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                     .with_state(log_hub),
             ),
     );
+
+    // A client node's calls to a server carry the node's secret ID, ACLs on or off.
+    let app = if server.is_some() {
+        app.layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            acl_enforce::guard_node_calls,
+        ))
+    } else {
+        app
+    };
+
+    // With ACLs on, every request of a server agent is checked in one place before it runs.
+    let app = match (&keyring, config.acl.enabled) {
+        (Some(keyring), true) => app.layer(axum::middleware::from_fn_with_state(
+            acl_enforce::AclEnforcer {
+                keyring: keyring.clone(),
+                state: state.clone(),
+                clock: Arc::new(drover_server::SystemClock),
+            },
+            acl_enforce::enforce,
+        )),
+        _ => app,
+    };
 
     // Every answer of a server agent names its cluster (clients follow only their own).
     let app = match &cluster_id {

@@ -145,6 +145,12 @@ async fn list(
     let prefix = params.prefix().to_owned();
     let index = block_on_variables(&endpoints.state, &params).await?;
     let wanted_namespace = (namespace != "*").then_some(namespace.as_str());
+    let token_acl = match &identity {
+        RequestIdentity::AclToken(token) => {
+            Some(drover_server::acl::token_acl(&endpoints.state, token))
+        }
+        _ => None,
+    };
     let listed: Vec<VariableMetadata> = endpoints
         .state
         .variables(wanted_namespace, &prefix)
@@ -154,6 +160,9 @@ async fn list(
             RequestIdentity::Workload(workload) => {
                 workload_may_read(workload, &stored.meta.namespace, &stored.meta.path)
             }
+            RequestIdentity::AclToken(_) => token_acl.as_ref().is_some_and(|acl| {
+                acl.allow_variable_operation(&stored.meta.namespace, &stored.meta.path, "list")
+            }),
         })
         .map(|stored| stored.meta.clone())
         .collect();
@@ -207,7 +216,8 @@ async fn specific(
         return Ok(permission_denied());
     };
     let workload = match &identity {
-        RequestIdentity::Anonymous => None,
+        // An ACL token's rights were checked by the agent's ACL layer before this handler.
+        RequestIdentity::Anonymous | RequestIdentity::AclToken(_) => None,
         RequestIdentity::Workload(workload) => Some(workload),
     };
     match method {

@@ -304,6 +304,30 @@ impl ApiClient {
         Self::decode(response).await
     }
 
+    /// One call whose answer is arbitrary JSON, or nothing for an empty body (the ACL
+    /// commands, whose answers the CLI prints field by field).
+    pub async fn call_json(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<Option<serde_json::Value>, ClientError> {
+        let method = reqwest::Method::from_bytes(method.as_bytes())
+            .map_err(|error| ClientError::Decode(format!("method {method:?}: {error}")))?;
+        let mut builder = self.request(method, path, &[]);
+        if let Some(body) = body {
+            builder = builder.json(&body);
+        }
+        let response = self.send(builder).await?;
+        let bytes = response.bytes().await.map_err(ClientError::Transport)?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(None);
+        }
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|error| ClientError::Decode(error.to_string()))
+    }
+
     fn job_path(job_id: &str, suffix: &str) -> String {
         format!("/v1/job/{}{suffix}", escape_path_segment(job_id))
     }

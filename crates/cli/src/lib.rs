@@ -83,6 +83,9 @@ impl ApiFlags {
 enum Command {
     /// Run the agent (server and client)
     Agent(drover_agent::AgentArgs),
+    /// Interact with ACL policies and tokens
+    #[command(subcommand)]
+    Acl(commands::acl::AclCommand),
     /// Interact with jobs
     #[command(subcommand)]
     Job(commands::job::JobCommand),
@@ -141,6 +144,7 @@ pub async fn run(arguments: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Wr
                 1
             }
         },
+        Command::Acl(command) => commands::acl::run(command, &mut io).await,
         Command::Job(command) => commands::job::run(command, &mut io).await,
         Command::Alloc(command) => commands::alloc::run(command, &mut io).await,
         Command::Node(command) => commands::node::run(command, &mut io).await,

@@ -94,6 +94,38 @@ pub struct HttpServerConn {
     /// The cluster this node joined (the first identity a server answered with).
     cluster: Mutex<Option<String>>,
     cluster_id_file: Option<PathBuf>,
+    /// Each registered node's secret ID, sent as `X-Nomad-Token` on its calls: a server
+    /// accepts a node's calls only with it. One connection may serve several (simulated)
+    /// nodes, so the secret is chosen per call: by the node the call names, else by the node
+    /// whose allocations a status update reports (learned from its allocation lists).
+    node_secrets: Mutex<NodeSecrets>,
+}
+
+/// Secrets by node ID, and the allocation IDs each node was last told it has.
+#[derive(Default)]
+struct NodeSecrets {
+    secrets: std::collections::HashMap<String, String>,
+    allocs: std::collections::HashMap<String, std::collections::HashSet<String>>,
+}
+
+impl NodeSecrets {
+    /// The secret for a call about `node_id`, or reporting `alloc_id`, else any node's.
+    fn secret_for(&self, node_id: &str, alloc_id: Option<&str>) -> Option<String> {
+        let node_id = if node_id.is_empty() {
+            alloc_id.and_then(|alloc_id| {
+                self.allocs
+                    .iter()
+                    .find(|(_, allocs)| allocs.contains(alloc_id))
+                    .map(|(node_id, _)| node_id.as_str())
+            })
+        } else {
+            Some(node_id)
+        };
+        match node_id {
+            Some(node_id) => self.secrets.get(node_id).cloned(),
+            None => self.secrets.values().next().cloned(),
+        }
+    }
 }
 
 /// Normalises one server address into a base URL.
@@ -142,6 +174,8 @@ struct Call<'a> {
     body: Option<Vec<u8>>,
     timeout: Duration,
     node_id: &'a str,
+    /// An allocation the call reports on, when it names no node (picks the node's secret).
+    reports_alloc: Option<&'a str>,
     not_found: NotFoundMeans,
 }
 
@@ -196,6 +230,7 @@ impl HttpServerConn {
             request_timeout: config.request_timeout,
             cluster: Mutex::new(joined),
             cluster_id_file: config.cluster_id_file,
+            node_secrets: Mutex::new(NodeSecrets::default()),
         })
     }
 
@@ -301,6 +336,14 @@ impl HttpServerConn {
             .http
             .request(call.method.clone(), &url)
             .timeout(call.timeout);
+        let secret = self
+            .node_secrets
+            .lock()
+            .ok()
+            .and_then(|secrets| secrets.secret_for(call.node_id, call.reports_alloc));
+        if let Some(secret) = secret {
+            builder = builder.header("X-Nomad-Token", secret);
+        }
         if let Some(body) = &call.body {
             builder = builder
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -395,6 +438,13 @@ fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ServerConnEr
 impl ServerConn for HttpServerConn {
     async fn register_node(&self, node: Node) -> Result<Duration, ServerConnError> {
         let node_id = node.id.clone();
+        if !node.secret_id.is_empty()
+            && let Ok(mut secrets) = self.node_secrets.lock()
+        {
+            secrets
+                .secrets
+                .insert(node.id.clone(), node.secret_id.clone());
+        }
         let body = encode(&NodeRegisterRequest { node })?;
         let answer = self
             .send(Call {
@@ -404,6 +454,7 @@ impl ServerConn for HttpServerConn {
                 body: Some(body),
                 timeout: self.request_timeout,
                 node_id: &node_id,
+                reports_alloc: None,
                 not_found: NotFoundMeans::Rejected,
             })
             .await?;
@@ -423,6 +474,7 @@ impl ServerConn for HttpServerConn {
                 body: Some(body),
                 timeout: self.request_timeout,
                 node_id,
+                reports_alloc: None,
                 not_found: NotFoundMeans::UnknownNode,
             })
             .await?;
@@ -450,10 +502,17 @@ impl ServerConn for HttpServerConn {
                 body: None,
                 timeout,
                 node_id,
+                reports_alloc: None,
                 not_found: NotFoundMeans::UnknownNode,
             })
             .await?;
         let response: NodeClientAllocsResponse = decode(&answer)?;
+        if let Ok(mut secrets) = self.node_secrets.lock() {
+            secrets.allocs.insert(
+                node_id.to_owned(),
+                response.allocs.keys().cloned().collect(),
+            );
+        }
         Ok(NodeAllocations {
             alloc_modify_indexes: response.allocs,
             index: response.index,
@@ -473,6 +532,7 @@ impl ServerConn for HttpServerConn {
                 body: Some(body),
                 timeout: self.request_timeout,
                 node_id: "",
+                reports_alloc: None,
                 not_found: NotFoundMeans::Rejected,
             })
             .await?;
@@ -484,6 +544,10 @@ impl ServerConn for HttpServerConn {
         if updates.is_empty() {
             return Ok(());
         }
+        let first_alloc = updates
+            .first()
+            .map(|update| update.alloc_id.clone())
+            .unwrap_or_default();
         let body = encode(&AllocUpdateRequest { alloc: updates })?;
         self.send(Call {
             method: reqwest::Method::PUT,
@@ -492,6 +556,7 @@ impl ServerConn for HttpServerConn {
             body: Some(body),
             timeout: self.request_timeout,
             node_id: "",
+            reports_alloc: Some(&first_alloc),
             not_found: NotFoundMeans::Rejected,
         })
         .await?;
@@ -515,6 +580,7 @@ impl ServerConn for HttpServerConn {
             body: Some(body),
             timeout: self.request_timeout,
             node_id: "",
+            reports_alloc: None,
             not_found: NotFoundMeans::Rejected,
         })
         .await?;
@@ -533,6 +599,7 @@ impl ServerConn for HttpServerConn {
             body: Some(body),
             timeout: self.request_timeout,
             node_id: "",
+            reports_alloc: None,
             not_found: NotFoundMeans::Rejected,
         })
         .await?;

@@ -6,8 +6,8 @@
 //! allocation's token is dead at once, whatever its `exp`.
 //!
 //! This is also the one place a request's credential becomes an identity
-//! ([`resolve_token`]): today a workload identity or nothing; ACL tokens are to be resolved
-//! here too.
+//! ([`resolve_token`]): nothing, an ACL token (by its secret ID; an expired one is refused),
+//! or a workload identity.
 //!
 //! Not here: the `identity` block's delivery to the task (the client's identity hook).
 
@@ -34,6 +34,12 @@ pub enum IdentityError {
     NotWorkloadIdentity(&'static str),
     #[error("task {task} is not in allocation {alloc_id}")]
     UnknownTask { alloc_id: String, task: String },
+    /// Nomad's `ErrTokenNotFound`.
+    #[error("ACL token not found")]
+    AclTokenNotFound,
+    /// Nomad's `ErrTokenExpired`.
+    #[error("ACL token expired")]
+    AclTokenExpired,
 }
 
 /// What one identity of one task asks for (the task's `identity` block, or the default).
@@ -74,6 +80,8 @@ pub enum RequestIdentity {
     Anonymous,
     /// A task's workload identity.
     Workload(Box<WorkloadIdentity>),
+    /// An ACL token, by its secret ID.
+    AclToken(std::sync::Arc<drover_structs::acl::AclToken>),
 }
 
 /// The job ID an identity names: a dispatched or periodic child names its parent, as Nomad.
@@ -188,14 +196,40 @@ pub fn verify_workload_identity(
 }
 
 /// The one resolver of a request's credential (`X-Nomad-Token`, or `Authorization: Bearer`):
-/// none is anonymous; a JWT must be a valid workload identity. ACL tokens will resolve here.
+/// none is anonymous; a JWT must be a valid workload identity; anything else must be the
+/// secret ID of an ACL token that has not expired (by the system clock).
 pub fn resolve_token(
     keyring: &Keyring,
     state: &StateStore,
     token: Option<&str>,
 ) -> Result<RequestIdentity, IdentityError> {
+    resolve_token_at(
+        keyring,
+        state,
+        token,
+        crate::clock::Clock::now_unix_ns(&crate::clock::SystemClock),
+    )
+}
+
+/// [`resolve_token`] at `now_unix_ns` (an ACL token's expiry is checked against it).
+pub fn resolve_token_at(
+    keyring: &Keyring,
+    state: &StateStore,
+    token: Option<&str>,
+    now_unix_ns: i64,
+) -> Result<RequestIdentity, IdentityError> {
     match token.map(str::trim).filter(|token| !token.is_empty()) {
         None => Ok(RequestIdentity::Anonymous),
+        // A JWT has three dot-separated parts; an ACL secret ID is a UUID.
+        Some(token) if token.matches('.').count() != 2 => {
+            let acl_token = state
+                .acl_token_by_secret(token)
+                .ok_or(IdentityError::AclTokenNotFound)?;
+            if acl_token.is_expired(now_unix_ns) {
+                return Err(IdentityError::AclTokenExpired);
+            }
+            Ok(RequestIdentity::AclToken(acl_token))
+        }
         Some(token) => Ok(RequestIdentity::Workload(Box::new(
             verify_workload_identity(keyring, state, token)?,
         ))),
@@ -310,6 +344,40 @@ mod tests {
             RequestIdentity::Anonymous
         );
         assert!(resolve_token(&keyring, &state, Some("not-a-jwt")).is_err());
+
+        // ACL tokens resolve by secret ID; an expired one is refused, by the clock passed in.
+        let expiring = drover_structs::acl::AclToken {
+            accessor_id: "a1".to_owned(),
+            secret_id: "7c4e0b3a-1d2f-4e5a-8b6c-9d0e1f2a3b4c".to_owned(),
+            token_type: "client".to_owned(),
+            expiration_time: Some(drover_structs::Timestamp::from_unix_nanos(
+                now + 60_000_000_000,
+            )),
+            ..Default::default()
+        };
+        state.upsert_acl_token(expiring.clone()).await.unwrap();
+        assert!(matches!(
+            resolve_token_at(&keyring, &state, Some(&expiring.secret_id), now),
+            Ok(RequestIdentity::AclToken(token)) if token.accessor_id == "a1"
+        ));
+        assert!(matches!(
+            resolve_token_at(
+                &keyring,
+                &state,
+                Some(&expiring.secret_id),
+                now + 61_000_000_000
+            ),
+            Err(IdentityError::AclTokenExpired)
+        ));
+        assert!(matches!(
+            resolve_token_at(
+                &keyring,
+                &state,
+                Some("b0e4b3c4-0000-4000-8000-000000000000"),
+                now
+            ),
+            Err(IdentityError::AclTokenNotFound)
+        ));
 
         let mut stopped = alloc();
         stopped.desired_status = "stop".to_owned();

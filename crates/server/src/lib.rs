@@ -20,6 +20,7 @@
 //! **Boundary**: decides where work runs; never runs tasks. The HTTP API and the in-process
 //! client call the methods of [`Server`]; reads go straight to [`Server::state`].
 
+pub mod acl;
 pub mod blocked;
 pub mod broker;
 mod clock;

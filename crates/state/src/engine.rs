@@ -68,9 +68,11 @@ pub enum Table {
     RootKeys,
     /// Variables (items sealed), by namespace and path.
     Variables,
+    /// ACL policies, tokens and the bootstrap marker (`crate::acl`).
+    Acl,
 }
 
-const TABLE_COUNT: usize = 11;
+const TABLE_COUNT: usize = 12;
 
 impl Table {
     /// Every table.
@@ -86,6 +88,7 @@ impl Table {
         Table::PeriodicLaunches,
         Table::RootKeys,
         Table::Variables,
+        Table::Acl,
     ];
 
     /// The table's name, as used in keys and errors.
@@ -102,6 +105,7 @@ impl Table {
             Table::PeriodicLaunches => "periodic_launches",
             Table::RootKeys => "root_keys",
             Table::Variables => "variables",
+            Table::Acl => "acl",
         }
     }
 
@@ -118,6 +122,7 @@ impl Table {
             Table::PeriodicLaunches => 8,
             Table::RootKeys => 9,
             Table::Variables => 10,
+            Table::Acl => 11,
         }
     }
 

@@ -366,6 +366,9 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
             Arc::new(variable),
         );
     }
+    for (_, record) in load_table::<crate::acl::AclRecord>(kv, Table::Acl).await? {
+        Arc::make_mut(&mut tables.acl).insert_record(record);
+    }
     for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {
         tables.index_service(&service);
         Arc::make_mut(&mut tables.services).insert(

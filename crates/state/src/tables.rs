@@ -59,6 +59,8 @@ pub struct StateTables {
     pub(crate) root_keys: Arc<BTreeMap<String, Arc<WrappedRootKey>>>,
     /// Variables (items sealed) by (namespace, path).
     pub(crate) variables: Arc<BTreeMap<(String, String), Arc<VariableEncrypted>>>,
+    /// ACL policies and tokens.
+    pub(crate) acl: Arc<crate::acl::AclTables>,
 }
 
 /// A service registration's identity: namespace and ID.

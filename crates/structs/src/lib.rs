@@ -26,6 +26,7 @@
 //!   a service advertises.
 //! - [`ids`]: `AllocId` and `TaskName`, validated before any path is built from them.
 
+pub mod acl;
 pub mod alloc;
 pub mod bytes;
 pub mod canonicalize;

@@ -1,6 +1,7 @@
 //! One module per command family. Each command resolves IDs by prefix the way Nomad does, calls
 //! the API, and prints Nomad-shaped output; errors go to standard error with exit code 1.
 
+pub mod acl;
 pub mod agent_monitor;
 pub mod alloc;
 pub mod eval;

@@ -1,0 +1,478 @@
+//! ACL enforcement for every HTTP endpoint, in one place: [`required`] maps a request (method,
+//! path, namespace) to the [`Permission`] Nomad asks of it, and the [`enforce`] layer resolves
+//! the caller's token (`X-Nomad-Token` or `Authorization: Bearer`) and answers 403
+//! `Permission denied` (or `ACL token not found` / `ACL token expired`) before any handler
+//! runs. A request without a token is held to the `anonymous` policy; a management token may
+//! do everything. The layer is installed only when `acl { enabled = true }`: with ACLs off
+//! every request behaves as before.
+//!
+//! Workload identities reach only the variables endpoints, whose handler applies Nomad's
+//! implicit job paths; elsewhere a workload identity has no policy, as a token without any.
+//!
+//! Not here: what a capability means (`drover_server::acl`), the `/v1/acl` endpoints' own
+//! filtering of what a non-management token sees (`acl_http`).
+
+use std::sync::Arc;
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use drover_api::params::QueryParams;
+use drover_api::routes::{Route, route};
+use drover_server::Clock;
+use drover_server::acl::policy::capability;
+use drover_server::acl::{Acl, anonymous_acl, token_acl};
+use drover_server::identity::{RequestIdentity, request_token, resolve_token_at};
+use drover_server::keyring::Keyring;
+use drover_state::StateStore;
+
+/// What a request needs of the caller's ACL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Permission {
+    /// Anyone, token or not (health, leader, bootstrap, the ACL endpoints that filter).
+    Anyone,
+    /// A namespace capability in a namespace.
+    Namespace {
+        namespace: String,
+        capability: &'static str,
+    },
+    /// A variables capability on a path in a namespace (workload identities: their handler).
+    Variable {
+        namespace: String,
+        path: String,
+        operation: &'static str,
+    },
+    NodeRead,
+    NodeWrite,
+    AgentRead,
+    AgentWrite,
+    OperatorRead,
+    OperatorWrite,
+    /// Only a management token.
+    Management,
+}
+
+/// Where a request's namespace comes from: the query's `namespace`, else `default`.
+fn query_namespace(params: &QueryParams) -> String {
+    params.namespace().to_owned()
+}
+
+/// The namespace of the allocation `alloc_id`, else the query's (the handler answers 404).
+fn alloc_namespace(state: &StateStore, alloc_id: &str, params: &QueryParams) -> String {
+    state
+        .alloc(alloc_id)
+        .map(|alloc| alloc.namespace.clone())
+        .unwrap_or_else(|| query_namespace(params))
+}
+
+fn eval_namespace(state: &StateStore, eval_id: &str, params: &QueryParams) -> String {
+    state
+        .eval(eval_id)
+        .map(|eval| eval.namespace.clone())
+        .unwrap_or_else(|| query_namespace(params))
+}
+
+/// The namespace a job registration names in its body (`Job.Namespace`), else the query's.
+fn registered_namespace(body: &[u8], params: &QueryParams) -> String {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|value| {
+            value
+                .get("Job")
+                .and_then(|job| job.get("Namespace"))
+                .and_then(|namespace| namespace.as_str())
+                .filter(|namespace| !namespace.is_empty())
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| query_namespace(params))
+}
+
+/// The permission table: what each request needs, as Nomad's endpoints check it.
+pub fn required(
+    state: &StateStore,
+    method: &Method,
+    path: &str,
+    params: &QueryParams,
+    body: &[u8],
+) -> Permission {
+    use Permission::*;
+    let namespace = |capability: &'static str| Namespace {
+        namespace: query_namespace(params),
+        capability,
+    };
+    let in_alloc = |alloc_id: &str, capability: &'static str| Namespace {
+        namespace: alloc_namespace(state, alloc_id, params),
+        capability,
+    };
+    // Endpoints outside the `/v1` route table.
+    if !path.starts_with("/v1/") || path.starts_with("/v1/acl/") {
+        // `/.well-known/*` is public; `/v1/acl/*` handlers check and filter themselves, but
+        // writing policies and reading or writing other tokens is for management only.
+        return match path {
+            "/v1/acl/tokens" | "/v1/acl/token" => Management,
+            _ if path.starts_with("/v1/acl/policy/") && method != Method::GET => Management,
+            _ if path.starts_with("/v1/acl/token/")
+                && path != "/v1/acl/token/self"
+                && method != Method::GET =>
+            {
+                Management
+            }
+            _ => Anyone,
+        };
+    }
+    if path == "/v1/vars" {
+        return Variable {
+            namespace: query_namespace(params),
+            path: params.prefix().to_owned(),
+            operation: "list",
+        };
+    }
+    if let Some(variable) = path.strip_prefix("/v1/var/") {
+        let operation = match *method {
+            Method::GET => "read",
+            Method::DELETE => "destroy",
+            _ => "write",
+        };
+        return Variable {
+            namespace: query_namespace(params),
+            path: variable.to_owned(),
+            operation,
+        };
+    }
+    if path.starts_with("/v1/operator/") {
+        // The keyring: management only, as Nomad.
+        return Management;
+    }
+    if path == "/v1/metrics" || path == "/v1/agent/health" {
+        return Anyone;
+    }
+    if path == "/v1/agent/monitor" {
+        return AgentRead;
+    }
+    if path.starts_with("/v1/client/allocation/") && path.ends_with("/exec") {
+        let alloc_id = path
+            .trim_start_matches("/v1/client/allocation/")
+            .trim_end_matches("/exec");
+        return in_alloc(alloc_id, capability::ALLOC_EXEC);
+    }
+    let Ok(route) = route(method, path) else {
+        // Unknown routes answer their 404 or 405 whoever asks.
+        return Anyone;
+    };
+    match route {
+        Route::JobList => namespace(capability::LIST_JOBS),
+        Route::JobRegister | Route::JobRegisterAt { .. } => Namespace {
+            namespace: registered_namespace(body, params),
+            capability: capability::SUBMIT_JOB,
+        },
+        Route::JobPlan { .. } => Namespace {
+            namespace: registered_namespace(body, params),
+            capability: capability::SUBMIT_JOB,
+        },
+        Route::JobParse => namespace(capability::PARSE_JOB),
+        Route::JobValidate => namespace(capability::READ_JOB),
+        Route::JobRead { .. }
+        | Route::JobAllocations { .. }
+        | Route::JobEvaluations { .. }
+        | Route::JobVersions { .. }
+        | Route::JobSummary { .. }
+        | Route::JobDeployment { .. }
+        | Route::JobDeployments { .. }
+        | Route::JobServices { .. } => namespace(capability::READ_JOB),
+        Route::JobDeregister { .. }
+        | Route::JobRevert { .. }
+        | Route::JobStable { .. }
+        | Route::JobEvaluate { .. }
+        | Route::JobPeriodicForce { .. } => namespace(capability::SUBMIT_JOB),
+        Route::JobDispatch { .. } => namespace(capability::DISPATCH_JOB),
+        Route::AllocationList | Route::EvaluationList | Route::DeploymentList => {
+            namespace(capability::READ_JOB)
+        }
+        Route::AllocationRead { alloc_id }
+        | Route::ClientAllocStats { alloc_id }
+        | Route::ClientAllocChecks { alloc_id }
+        | Route::AllocationServices { alloc_id } => in_alloc(&alloc_id, capability::READ_JOB),
+        Route::AllocationStop { alloc_id }
+        | Route::ClientAllocRestart { alloc_id }
+        | Route::ClientAllocSignal { alloc_id } => in_alloc(&alloc_id, capability::ALLOC_LIFECYCLE),
+        Route::ClientAllocGc { alloc_id } => in_alloc(&alloc_id, capability::SUBMIT_JOB),
+        Route::FsLogs { alloc_id } | Route::FsStream { alloc_id } => {
+            in_alloc(&alloc_id, capability::READ_LOGS)
+        }
+        Route::FsList { alloc_id }
+        | Route::FsStat { alloc_id }
+        | Route::FsCat { alloc_id }
+        | Route::FsReadAt { alloc_id } => in_alloc(&alloc_id, capability::READ_FS),
+        Route::EvaluationRead { eval_id } | Route::EvaluationAllocations { eval_id } => Namespace {
+            namespace: eval_namespace(state, &eval_id, params),
+            capability: capability::READ_JOB,
+        },
+        Route::DeploymentRead { .. } => namespace(capability::READ_JOB),
+        Route::NodeList
+        | Route::NodeRead { .. }
+        | Route::NodeAllocations { .. }
+        | Route::ClientStats
+        | Route::AgentMembers => NodeRead,
+        Route::AgentSelf | Route::AgentServers => AgentRead,
+        Route::AgentHealth | Route::StatusLeader | Route::StatusPeers | Route::Regions => Anyone,
+        Route::EventStream | Route::Search => namespace(capability::READ_JOB),
+        Route::ServiceList | Route::ServiceRead { .. } => namespace(capability::READ_JOB),
+        Route::ServiceDelete { .. } => namespace(capability::SUBMIT_JOB),
+        // A client node's calls: authenticated by the node's secret ID ([`guard_node_calls`]).
+        Route::NodeRegister
+        | Route::NodeUpdateStatus { .. }
+        | Route::NodeGetClientAllocs { .. }
+        | Route::AllocGetAllocs
+        | Route::NodeUpdateAlloc
+        | Route::ServiceRegistrationUpsert
+        | Route::ServiceRegistrationDeleteIds => Anyone,
+    }
+}
+
+/// Whether `acl` grants `permission`. `*` as a namespace asks whether any namespace the
+/// request could reach is allowed: the handlers then answer across namespaces.
+pub fn allows(acl: &Acl, permission: &Permission) -> bool {
+    match permission {
+        Permission::Anyone => true,
+        Permission::Namespace {
+            namespace,
+            capability,
+        } => acl.allow_namespace_operation(namespace, capability),
+        Permission::Variable {
+            namespace,
+            path,
+            operation,
+        } => {
+            if *operation == "list" {
+                // The list answers only what the caller may list; any access lets it ask.
+                acl.allow_namespace(namespace)
+                    || acl.allow_variable_operation(namespace, path, operation)
+            } else {
+                acl.allow_variable_operation(namespace, path, operation)
+            }
+        }
+        Permission::NodeRead => acl.allow_node_read(),
+        Permission::NodeWrite => acl.allow_node_write(),
+        Permission::AgentRead => acl.allow_agent_read(),
+        Permission::AgentWrite => acl.allow_agent_write(),
+        Permission::OperatorRead => acl.allow_operator_read(),
+        Permission::OperatorWrite => acl.allow_operator_write(),
+        Permission::Management => acl.is_management(),
+    }
+}
+
+/// What the enforcement layer needs.
+#[derive(Clone)]
+pub struct AclEnforcer {
+    pub keyring: Arc<Keyring>,
+    pub state: StateStore,
+    pub clock: Arc<dyn Clock>,
+}
+
+fn forbidden(message: &str) -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        message.to_owned(),
+    )
+        .into_response()
+}
+
+/// The middleware: checks the request against [`required`] before passing it on.
+pub async fn enforce(
+    State(enforcer): State<AclEnforcer>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let params = QueryParams::parse(parts.uri.query());
+    let path = percent_encoding::percent_decode_str(parts.uri.path())
+        .decode_utf8_lossy()
+        .into_owned();
+    // Only a job registration's namespace lives in its body; other bodies pass untouched.
+    let reads_body = (parts.method == Method::PUT || parts.method == Method::POST)
+        && (path == "/v1/jobs"
+            || (path.starts_with("/v1/job/")
+                && !path.contains("/dispatch")
+                && !path.contains("/evaluate")
+                && !path.contains("/revert")
+                && !path.contains("/stable")));
+    let (body, bytes) = if reads_body {
+        match to_bytes(body, drover_api::MAX_REQUEST_BODY).await {
+            Ok(bytes) => (Body::from(bytes.clone()), bytes),
+            Err(error) => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!("failed to read body: {error}"),
+                )
+                    .into_response();
+            }
+        }
+    } else {
+        (body, axum::body::Bytes::new())
+    };
+    let permission = required(&enforcer.state, &parts.method, &path, &params, &bytes);
+    // Nothing to check (a node's calls carry its secret, not an ACL token; the `/v1/acl`
+    // handlers resolve the token themselves).
+    if permission == Permission::Anyone {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let header_str = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+    };
+    let token = request_token(header_str("X-Nomad-Token"), header_str("Authorization"));
+    let identity = match resolve_token_at(
+        &enforcer.keyring,
+        &enforcer.state,
+        token,
+        enforcer.clock.now_unix_ns(),
+    ) {
+        Ok(identity) => identity,
+        Err(error) => {
+            tracing::debug!(%error, path, "refused a request's credential");
+            let message = match error {
+                drover_server::identity::IdentityError::AclTokenExpired => "ACL token expired",
+                drover_server::identity::IdentityError::AclTokenNotFound => "ACL token not found",
+                _ => "Permission denied",
+            };
+            return forbidden(message);
+        }
+    };
+    let allowed = match &identity {
+        RequestIdentity::AclToken(token) => allows(&token_acl(&enforcer.state, token), &permission),
+        RequestIdentity::Anonymous => allows(&anonymous_acl(&enforcer.state), &permission),
+        // The variables handler applies a workload's implicit paths.
+        RequestIdentity::Workload(_) => {
+            matches!(permission, Permission::Variable { .. } | Permission::Anyone)
+        }
+    };
+    if !allowed {
+        tracing::debug!(path, ?permission, "ACL refused a request");
+        return forbidden("Permission denied");
+    }
+    next.run(Request::from_parts(parts, body)).await
+}
+
+/// Whether `route` is one of a client node's calls to its servers.
+fn is_node_call(route: &Route) -> bool {
+    matches!(
+        route,
+        Route::NodeRegister
+            | Route::NodeUpdateStatus { .. }
+            | Route::NodeGetClientAllocs { .. }
+            | Route::AllocGetAllocs
+            | Route::NodeUpdateAlloc
+            | Route::ServiceRegistrationUpsert
+            | Route::ServiceRegistrationDeleteIds
+    )
+}
+
+/// A client node's calls authenticate with the node's secret ID (`X-Nomad-Token`), with ACLs
+/// on or off: a node may re-register only with its own secret, heartbeat and read only as
+/// itself, and report the status of allocations placed on it only. Installed on every server
+/// agent; other requests pass untouched.
+pub async fn guard_node_calls(
+    State(state): State<StateStore>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let path = percent_encoding::percent_decode_str(request.uri().path())
+        .decode_utf8_lossy()
+        .into_owned();
+    if !path.starts_with("/v1/internal/") {
+        return next.run(request).await;
+    }
+    let Ok(route) = route(request.method(), &path) else {
+        return next.run(request).await;
+    };
+    if !is_node_call(&route) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let token = parts
+        .headers
+        .get("X-Nomad-Token")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let caller = (!token.is_empty())
+        .then(|| {
+            state
+                .nodes("")
+                .into_iter()
+                .find(|node| !node.secret_id.is_empty() && node.secret_id == token)
+        })
+        .flatten();
+    let bytes = match to_bytes(body, drover_api::MAX_REQUEST_BODY).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("failed to read body: {error}"),
+            )
+                .into_response();
+        }
+    };
+    let refusal = match &route {
+        Route::NodeRegister => {
+            let registering =
+                serde_json::from_slice::<drover_structs::client_rpc::NodeRegisterRequest>(&bytes)
+                    .ok()
+                    .map(|request| request.node);
+            match registering {
+                Some(node) => match state.node(&node.id) {
+                    Some(existing) if existing.secret_id != node.secret_id => Some((
+                        StatusCode::BAD_REQUEST,
+                        "node secret ID does not match. Not registering node.",
+                    )),
+                    _ => None,
+                },
+                // The handler answers a body it cannot decode.
+                None => None,
+            }
+        }
+        Route::NodeUpdateStatus { node_id } | Route::NodeGetClientAllocs { node_id } => {
+            match state.node(node_id) {
+                Some(node) if node.secret_id != token => {
+                    Some((StatusCode::FORBIDDEN, "Permission denied"))
+                }
+                _ => None,
+            }
+        }
+        Route::NodeUpdateAlloc => match &caller {
+            None => Some((StatusCode::FORBIDDEN, "Permission denied")),
+            Some(node) => {
+                let updates = serde_json::from_slice::<
+                    drover_structs::client_rpc::AllocUpdateRequest,
+                >(&bytes)
+                .map(|request| request.alloc)
+                .unwrap_or_default();
+                let foreign = updates.iter().any(|update| {
+                    state
+                        .alloc(&update.id)
+                        .is_none_or(|alloc| alloc.node_id != node.id)
+                });
+                foreign.then_some((StatusCode::FORBIDDEN, "Permission denied"))
+            }
+        },
+        _ => caller
+            .is_none()
+            .then_some((StatusCode::FORBIDDEN, "Permission denied")),
+    };
+    if let Some((status, message)) = refusal {
+        tracing::debug!(path, "refused a node call");
+        return (
+            status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            message,
+        )
+            .into_response();
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}

@@ -1,0 +1,553 @@
+//! Nomad's ACL endpoints on a server agent: `/v1/acl/bootstrap`, `/v1/acl/policies`,
+//! `/v1/acl/policy/<name>`, `/v1/acl/tokens`, `/v1/acl/token` (create),
+//! `/v1/acl/token/<accessor>` and `/v1/acl/token/self`, in Nomad's shapes, status codes and
+//! messages. With ACLs off every one answers 400 `ACL support disabled`, as Nomad.
+//!
+//! Who may call what is decided before a handler runs (`acl_enforce`); a handler only filters
+//! what a non-management caller sees (its own policies, its own token). ACL roles are not
+//! implemented: their routes are 404 and a token naming roles is refused.
+//!
+//! Not here: the policy language (`drover_server::acl::policy`), storage (the state store).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use drover_api::ApiError;
+use drover_api::params::QueryParams;
+use drover_server::Clock;
+use drover_server::acl::{is_valid_policy_name, policy, policy_hash, token_hash};
+use drover_server::identity::{RequestIdentity, request_token, resolve_token_at};
+use drover_server::keyring::Keyring;
+use drover_state::{StateStore, Table};
+use drover_structs::acl::{
+    ACL_TOKEN_TYPE_CLIENT, ACL_TOKEN_TYPE_MANAGEMENT, AclBootstrapRequest, AclPolicy, AclToken,
+};
+use drover_structs::{DurationNs, Timestamp};
+
+/// The file in the server's data dir whose number allows one more bootstrap (Nomad's).
+pub const BOOTSTRAP_RESET_FILE: &str = "acl-bootstrap-reset";
+/// Nomad's bounds on a token's `ExpirationTTL`.
+const MIN_EXPIRATION_TTL_NS: i64 = 60 * 1_000_000_000;
+const MAX_EXPIRATION_TTL_NS: i64 = 24 * 3600 * 1_000_000_000;
+
+/// What the ACL endpoints need.
+#[derive(Clone)]
+pub struct AclEndpoints {
+    pub enabled: bool,
+    pub keyring: Arc<Keyring>,
+    pub state: StateStore,
+    pub clock: Arc<dyn Clock>,
+    /// The server's data dir, where the bootstrap reset file is read.
+    pub server_dir: PathBuf,
+}
+
+/// The routes, for a server agent.
+pub fn router(endpoints: AclEndpoints) -> axum::Router {
+    axum::Router::new()
+        .route("/v1/acl/bootstrap", axum::routing::any(bootstrap))
+        .route("/v1/acl/policies", axum::routing::any(list_policies))
+        .route("/v1/acl/policy/{name}", axum::routing::any(specific_policy))
+        .route("/v1/acl/tokens", axum::routing::any(list_tokens))
+        .route("/v1/acl/token", axum::routing::any(create_token))
+        .route(
+            "/v1/acl/token/{accessor}",
+            axum::routing::any(specific_token),
+        )
+        .with_state(endpoints)
+}
+
+fn forbidden(message: &str) -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        message.to_owned(),
+    )
+        .into_response()
+}
+
+fn json(value: &impl serde::Serialize, index: u64, read: bool) -> Response {
+    let body = match serde_json::to_vec(value) {
+        Ok(body) => body,
+        Err(error) => return ApiError::internal(error.to_string()).into_response(),
+    };
+    let mut response = (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response();
+    index_headers(&mut response, index, read);
+    response
+}
+
+fn index_headers(response: &mut Response, index: u64, read: bool) {
+    let headers = response.headers_mut();
+    headers.insert("X-Nomad-Index", HeaderValue::from(index.max(1)));
+    if read {
+        headers.insert("X-Nomad-KnownLeader", HeaderValue::from_static("true"));
+        headers.insert("X-Nomad-LastContact", HeaderValue::from_static("0"));
+    }
+}
+
+fn empty(index: u64) -> Response {
+    let mut response = StatusCode::OK.into_response();
+    index_headers(&mut response, index, false);
+    response
+}
+
+fn disabled() -> Result<Response, ApiError> {
+    Err(ApiError::bad_request("ACL support disabled"))
+}
+
+fn is_write(method: &Method) -> bool {
+    method == Method::PUT || method == Method::POST
+}
+
+/// The caller's identity; an unknown or expired token is the error Nomad answers (403).
+fn caller(endpoints: &AclEndpoints, headers: &HeaderMap) -> Result<RequestIdentity, String> {
+    let header_str = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    let token = request_token(header_str("X-Nomad-Token"), header_str("Authorization"));
+    resolve_token_at(
+        &endpoints.keyring,
+        &endpoints.state,
+        token,
+        endpoints.clock.now_unix_ns(),
+    )
+    .map_err(|error| error.to_string())
+}
+
+fn is_uuid(text: &str) -> bool {
+    uuid::Uuid::parse_str(text).is_ok_and(|parsed| parsed.hyphenated().to_string() == text)
+}
+
+/// The reset index in the data dir's `acl-bootstrap-reset`, if the file holds one.
+fn reset_index(endpoints: &AclEndpoints) -> Option<u64> {
+    let text = std::fs::read_to_string(endpoints.server_dir.join(BOOTSTRAP_RESET_FILE)).ok()?;
+    text.trim().parse().ok()
+}
+
+async fn bootstrap(
+    method: Method,
+    State(endpoints): State<AclEndpoints>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    if !is_write(&method) {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    if !endpoints.enabled {
+        return disabled();
+    }
+    let request: AclBootstrapRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        AclBootstrapRequest::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|error| ApiError::bad_request(format!("failed to decode request: {error}")))?
+    };
+    let secret_id = if request.bootstrap_secret.is_empty() {
+        uuid::Uuid::new_v4().to_string()
+    } else if is_uuid(&request.bootstrap_secret) {
+        request.bootstrap_secret
+    } else {
+        return Err(ApiError::bad_request("invalid acl token"));
+    };
+    let mut token = AclToken {
+        accessor_id: uuid::Uuid::new_v4().to_string(),
+        secret_id,
+        name: "Bootstrap Token".to_owned(),
+        token_type: ACL_TOKEN_TYPE_MANAGEMENT.to_owned(),
+        global: true,
+        create_time: Timestamp::from_unix_nanos(endpoints.clock.now_unix_ns()),
+        ..AclToken::default()
+    };
+    token.hash = token_hash(&token);
+    match endpoints
+        .state
+        .bootstrap_acl_token(token, reset_index(&endpoints))
+        .await
+        .map_err(|error| ApiError::internal(error.to_string()))?
+    {
+        Ok(stored) => Ok(json(stored.as_ref(), stored.modify_index, false)),
+        Err(refused) => Err(ApiError::bad_request(refused.to_string())),
+    }
+}
+
+async fn list_policies(
+    method: Method,
+    headers: HeaderMap,
+    State(endpoints): State<AclEndpoints>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    if method != Method::GET {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    if !endpoints.enabled {
+        return disabled();
+    }
+    let identity = match caller(&endpoints, &headers) {
+        Ok(identity) => identity,
+        Err(message) => return Ok(forbidden(&message)),
+    };
+    let params = QueryParams::parse(query.as_deref());
+    let prefix = params.prefix();
+    // A management token sees every policy; another token only its own, as Nomad.
+    let visible: Option<Vec<String>> = match &identity {
+        RequestIdentity::AclToken(token) if token.is_management() => None,
+        RequestIdentity::AclToken(token) => Some(token.policies.clone().unwrap_or_default()),
+        _ => Some(Vec::new()),
+    };
+    let tables = endpoints.state.acl();
+    let stubs: Vec<_> = tables
+        .policies
+        .values()
+        .filter(|policy| policy.name.starts_with(prefix))
+        .filter(|policy| {
+            visible
+                .as_ref()
+                .is_none_or(|names| names.contains(&policy.name))
+        })
+        .map(|policy| policy.stub())
+        .collect();
+    Ok(json(
+        &stubs,
+        endpoints.state.indexes().table(Table::Acl),
+        true,
+    ))
+}
+
+async fn specific_policy(
+    method: Method,
+    headers: HeaderMap,
+    State(endpoints): State<AclEndpoints>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    if !endpoints.enabled {
+        return disabled();
+    }
+    match method {
+        Method::GET => {
+            let identity = match caller(&endpoints, &headers) {
+                Ok(identity) => identity,
+                Err(message) => return Ok(forbidden(&message)),
+            };
+            let allowed = match &identity {
+                RequestIdentity::AclToken(token) => {
+                    token.is_management()
+                        || token
+                            .policies
+                            .as_deref()
+                            .unwrap_or_default()
+                            .contains(&name)
+                }
+                _ => false,
+            };
+            if !allowed {
+                return Ok(forbidden("Permission denied"));
+            }
+            let policy = endpoints
+                .state
+                .acl()
+                .policies
+                .get(&name)
+                .cloned()
+                .ok_or_else(|| ApiError::not_found("ACL policy not found"))?;
+            Ok(json(
+                policy.as_ref(),
+                endpoints.state.indexes().table(Table::Acl),
+                true,
+            ))
+        }
+        Method::PUT | Method::POST => {
+            let mut policy: AclPolicy = serde_json::from_slice(&body).map_err(|error| {
+                ApiError::bad_request(format!("failed to decode request: {error}"))
+            })?;
+            if policy.name != name {
+                return Err(ApiError::bad_request(
+                    "Policy name does not match request path",
+                ));
+            }
+            if !is_valid_policy_name(&policy.name) {
+                return Err(ApiError::bad_request(format!(
+                    "policy 0 invalid: invalid name '{}'",
+                    policy.name
+                )));
+            }
+            if policy.description.len() > 256 {
+                return Err(ApiError::bad_request(
+                    "policy 0 invalid: description longer than 256",
+                ));
+            }
+            policy::parse(&policy.rules)
+                .map_err(|error| ApiError::bad_request(format!("policy 0 invalid: {error}")))?;
+            policy.hash = policy_hash(&policy);
+            let index = endpoints
+                .state
+                .upsert_acl_policies(vec![policy])
+                .await
+                .map_err(|error| ApiError::internal(error.to_string()))?;
+            Ok(empty(index))
+        }
+        Method::DELETE => {
+            let index = endpoints
+                .state
+                .delete_acl_policies(vec![name])
+                .await
+                .map_err(|error| match error {
+                    drover_state::StateError::NotFound { .. } => {
+                        ApiError::bad_request("ACL policy not found")
+                    }
+                    other => ApiError::internal(other.to_string()),
+                })?;
+            Ok(empty(index))
+        }
+        _ => Err(ApiError::MethodNotAllowed),
+    }
+}
+
+async fn list_tokens(
+    method: Method,
+    State(endpoints): State<AclEndpoints>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    if method != Method::GET {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    if !endpoints.enabled {
+        return disabled();
+    }
+    let params = QueryParams::parse(query.as_deref());
+    let prefix = params.prefix();
+    let mut tokens: Vec<Arc<AclToken>> = endpoints
+        .state
+        .acl()
+        .tokens
+        .values()
+        .filter(|token| token.accessor_id.starts_with(prefix))
+        .cloned()
+        .collect();
+    tokens.sort_by(|a, b| (a.create_index, &a.accessor_id).cmp(&(b.create_index, &b.accessor_id)));
+    let stubs: Vec<_> = tokens.iter().map(|token| token.stub()).collect();
+    Ok(json(
+        &stubs,
+        endpoints.state.indexes().table(Table::Acl),
+        true,
+    ))
+}
+
+/// Checks a token to create or update and fills what the server sets (Nomad's
+/// `ACLToken.Validate` and expiry rules).
+fn prepare_token(
+    endpoints: &AclEndpoints,
+    token: &mut AclToken,
+    existing: Option<&AclToken>,
+) -> Result<(), ApiError> {
+    if token.name.len() > 256 {
+        return Err(ApiError::bad_request("token name too long"));
+    }
+    if token.roles.as_ref().is_some_and(|roles| !roles.is_empty()) {
+        return Err(ApiError::bad_request(
+            "ACL roles are not supported by drover: name policies instead",
+        ));
+    }
+    match token.token_type.as_str() {
+        ACL_TOKEN_TYPE_CLIENT => {
+            if token.policies.as_ref().is_none_or(Vec::is_empty) {
+                return Err(ApiError::bad_request("client token missing policies"));
+            }
+        }
+        ACL_TOKEN_TYPE_MANAGEMENT => {
+            if token
+                .policies
+                .as_ref()
+                .is_some_and(|policies| !policies.is_empty())
+            {
+                return Err(ApiError::bad_request(
+                    "management token cannot be associated with policies",
+                ));
+            }
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "token type must be client or management",
+            ));
+        }
+    }
+    let tables = endpoints.state.acl();
+    if let Some(missing) = token
+        .policies
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .find(|name| !tables.policies.contains_key(*name))
+    {
+        return Err(ApiError::bad_request(format!(
+            "cannot find policy {missing}"
+        )));
+    }
+    let now = endpoints.clock.now_unix_ns();
+    match existing {
+        Some(existing) => {
+            if existing.token_type != token.token_type {
+                return Err(ApiError::bad_request("cannot change token type"));
+            }
+            if existing.global != token.global {
+                return Err(ApiError::bad_request("cannot toggle global value"));
+            }
+            token.secret_id.clone_from(&existing.secret_id);
+            token.create_time = existing.create_time;
+            token.expiration_time = existing.expiration_time;
+            token.expiration_ttl = existing.expiration_ttl;
+        }
+        None => {
+            token.accessor_id = uuid::Uuid::new_v4().to_string();
+            token.secret_id = uuid::Uuid::new_v4().to_string();
+            token.create_time = Timestamp::from_unix_nanos(now);
+            let ttl = token.expiration_ttl.as_nanos();
+            if ttl != 0 && token.expiration_time.is_some() {
+                return Err(ApiError::bad_request(
+                    "Token cannot have both expiration time and TTL",
+                ));
+            }
+            if ttl != 0 {
+                if ttl < 0 {
+                    return Err(ApiError::bad_request(
+                        "token expiration TTL must be positive",
+                    ));
+                }
+                token.expiration_time = Some(Timestamp::from_unix_nanos(now.saturating_add(ttl)));
+            }
+            if let Some(expiry) = token.expiration_time.and_then(Timestamp::unix_nanos) {
+                let in_future = expiry.saturating_sub(now);
+                if in_future < MIN_EXPIRATION_TTL_NS {
+                    return Err(ApiError::bad_request(format!(
+                        "expiration time cannot be less than {} in the future",
+                        DurationNs::from_nanos(MIN_EXPIRATION_TTL_NS)
+                    )));
+                }
+                if in_future > MAX_EXPIRATION_TTL_NS {
+                    return Err(ApiError::bad_request(format!(
+                        "expiration time cannot be more than {} in the future",
+                        DurationNs::from_nanos(MAX_EXPIRATION_TTL_NS)
+                    )));
+                }
+            }
+        }
+    }
+    token.hash = token_hash(token);
+    Ok(())
+}
+
+async fn create_token(
+    method: Method,
+    State(endpoints): State<AclEndpoints>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    if !is_write(&method) {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    if !endpoints.enabled {
+        return disabled();
+    }
+    let mut token: AclToken = serde_json::from_slice(&body)
+        .map_err(|error| ApiError::bad_request(format!("failed to decode request: {error}")))?;
+    if !token.accessor_id.is_empty() {
+        return Err(ApiError::bad_request(
+            "cannot create a token with an accessor ID",
+        ));
+    }
+    prepare_token(&endpoints, &mut token, None)?;
+    let stored = endpoints
+        .state
+        .upsert_acl_token(token)
+        .await
+        .map_err(|error| ApiError::internal(error.to_string()))?;
+    Ok(json(stored.as_ref(), stored.modify_index, false))
+}
+
+async fn specific_token(
+    method: Method,
+    headers: HeaderMap,
+    State(endpoints): State<AclEndpoints>,
+    Path(accessor): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    if !endpoints.enabled {
+        return disabled();
+    }
+    let identity = match caller(&endpoints, &headers) {
+        Ok(identity) => identity,
+        Err(message) => return Ok(forbidden(&message)),
+    };
+    let index = endpoints.state.indexes().table(Table::Acl);
+    if accessor == "self" {
+        if method != Method::GET {
+            return Err(ApiError::MethodNotAllowed);
+        }
+        return match identity {
+            RequestIdentity::AclToken(token) => Ok(json(token.as_ref(), index, true)),
+            _ => Ok(forbidden("ACL token not found")),
+        };
+    }
+    let management = matches!(&identity, RequestIdentity::AclToken(token) if token.is_management());
+    match method {
+        Method::GET => {
+            let own = matches!(&identity, RequestIdentity::AclToken(token) if token.accessor_id == accessor);
+            if !management && !own {
+                return Ok(forbidden("Permission denied"));
+            }
+            let token = endpoints
+                .state
+                .acl()
+                .tokens
+                .get(&accessor)
+                .cloned()
+                .ok_or_else(|| ApiError::not_found("ACL token not found"))?;
+            Ok(json(token.as_ref(), index, true))
+        }
+        Method::PUT | Method::POST => {
+            let mut token: AclToken = serde_json::from_slice(&body).map_err(|error| {
+                ApiError::bad_request(format!("failed to decode request: {error}"))
+            })?;
+            if token.accessor_id.is_empty() {
+                token.accessor_id.clone_from(&accessor);
+            }
+            if token.accessor_id != accessor {
+                return Err(ApiError::bad_request(
+                    "Accessor ID does not match request path",
+                ));
+            }
+            let existing = endpoints
+                .state
+                .acl()
+                .tokens
+                .get(&accessor)
+                .cloned()
+                .ok_or_else(|| ApiError::bad_request("Cannot find token"))?;
+            prepare_token(&endpoints, &mut token, Some(&existing))?;
+            let stored = endpoints
+                .state
+                .upsert_acl_token(token)
+                .await
+                .map_err(|error| ApiError::internal(error.to_string()))?;
+            Ok(json(stored.as_ref(), stored.modify_index, false))
+        }
+        Method::DELETE => {
+            let index = endpoints
+                .state
+                .delete_acl_tokens(vec![accessor])
+                .await
+                .map_err(|error| match error {
+                    drover_state::StateError::NotFound { .. } => {
+                        ApiError::bad_request("Cannot find token")
+                    }
+                    other => ApiError::internal(other.to_string()),
+                })?;
+            Ok(empty(index))
+        }
+        _ => Err(ApiError::MethodNotAllowed),
+    }
+}

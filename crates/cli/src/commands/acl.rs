@@ -1,0 +1,496 @@
+//! `drover acl bootstrap | policy apply|list|info|delete | token create|list|info|self|update|
+//! delete`: Nomad's ACL commands, their flags and their output.
+//!
+//! Not here: what a policy means or who may call what (the agent).
+
+use clap::{Args, Subcommand};
+use drover_api::client::ApiClient;
+use drover_structs::Timestamp;
+use drover_structs::acl::{AclPolicy, AclPolicyListStub, AclToken, AclTokenListStub};
+use serde_json::{Value, json};
+
+use crate::commands::describe;
+use crate::{ApiFlags, Io, columnize};
+
+#[derive(Debug, Subcommand)]
+pub enum AclCommand {
+    /// Bootstrap the ACL system for initial token
+    Bootstrap(BootstrapArgs),
+    /// Interact with ACL policies
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+    /// Interact with ACL tokens
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct BootstrapArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// A file holding the bootstrap secret to use (a UUID).
+    pub secret_file: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Create or update an ACL policy
+    Apply(PolicyApplyArgs),
+    /// List ACL policies
+    List(JsonArgs),
+    /// Fetch info on an existing ACL policy
+    Info(NameArgs),
+    /// Delete an existing ACL policy
+    Delete(NameArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyApplyArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// The policy's description.
+    #[arg(long)]
+    pub description: Option<String>,
+    /// The policy's name.
+    pub name: String,
+    /// The rules file (`-` for standard input).
+    pub path: String,
+}
+
+#[derive(Debug, Args)]
+pub struct JsonArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct NameArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    pub name: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a new ACL token
+    Create(TokenWriteArgs),
+    /// List ACL tokens
+    List(JsonArgs),
+    /// Fetch information on an existing ACL token
+    Info(NameArgs),
+    /// Lookup self ACL token
+    #[command(name = "self")]
+    Self_(JsonArgs),
+    /// Update an existing ACL token
+    Update(TokenUpdateArgs),
+    /// Delete an existing ACL token
+    Delete(NameArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TokenWriteArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The token's name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// `client` or `management`.
+    #[arg(long = "type", default_value = "client")]
+    pub token_type: String,
+    /// A policy to attach (repeatable).
+    #[arg(long = "policy")]
+    pub policies: Vec<String>,
+    /// Replicate the token to all regions.
+    #[arg(long)]
+    pub global: bool,
+    /// How long the token lives (a Go duration such as 1h).
+    #[arg(long)]
+    pub ttl: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenUpdateArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long = "type")]
+    pub token_type: Option<String>,
+    #[arg(long = "policy")]
+    pub policies: Vec<String>,
+    /// The token's accessor ID.
+    pub accessor: String,
+}
+
+pub async fn run(command: AclCommand, io: &mut Io<'_>) -> i32 {
+    let outcome = match command {
+        AclCommand::Bootstrap(arguments) => bootstrap(arguments, io).await,
+        AclCommand::Policy(command) => policy(command, io).await,
+        AclCommand::Token(command) => token(command, io).await,
+    };
+    match outcome {
+        Ok(()) => 0,
+        Err(message) => {
+            io.error(message);
+            1
+        }
+    }
+}
+
+fn client(api: &ApiFlags) -> Result<ApiClient, String> {
+    api.client()
+        .map_err(|error| format!("Error initializing client: {error}"))
+}
+
+async fn call(
+    api: &ApiFlags,
+    doing: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> Result<Option<Value>, String> {
+    client(api)?
+        .call_json(method, path, body)
+        .await
+        .map_err(|error| describe(doing, &error))
+}
+
+fn decode<T: serde::de::DeserializeOwned>(value: Option<Value>) -> Result<T, String> {
+    serde_json::from_value(value.unwrap_or(Value::Null))
+        .map_err(|error| format!("Error decoding the answer: {error}"))
+}
+
+fn print_json(io: &mut Io<'_>, value: &impl serde::Serialize) {
+    io.say(serde_json::to_string_pretty(value).unwrap_or_default());
+}
+
+/// Go's `time.Time.String()` in UTC: `2006-01-02 15:04:05.999999999 +0000 UTC`.
+fn go_time(timestamp: Timestamp) -> String {
+    let text = timestamp.to_rfc3339_nanos();
+    let text = text.trim_end_matches('Z').replacen('T', " ", 1);
+    format!("{text} +0000 UTC")
+}
+
+fn or_na(items: &[String]) -> String {
+    if items.is_empty() {
+        "n/a".to_owned()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// Nomad's `formatToken`.
+fn format_token(token: &AclToken) -> String {
+    let roles: Vec<String> = token
+        .roles
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .map(|role| role.name.clone())
+        .collect();
+    columnize::key_values(&[
+        ("Accessor ID", token.accessor_id.clone()),
+        ("Secret ID", token.secret_id.clone()),
+        ("Name", token.name.clone()),
+        ("Type", token.token_type.clone()),
+        ("Global", token.global.to_string()),
+        ("Create Time", go_time(token.create_time)),
+        (
+            "Expiry Time",
+            token
+                .expiration_time
+                .map_or_else(|| "<none>".to_owned(), go_time),
+        ),
+        ("Create Index", token.create_index.to_string()),
+        ("Modify Index", token.modify_index.to_string()),
+        (
+            "Policies",
+            or_na(token.policies.as_deref().unwrap_or_default()),
+        ),
+        ("Roles", or_na(&roles)),
+    ])
+}
+
+fn say_token(io: &mut Io<'_>, json: bool, token: &AclToken) {
+    if json {
+        print_json(io, token);
+    } else {
+        io.say(format_token(token));
+    }
+}
+
+async fn bootstrap(arguments: BootstrapArgs, io: &mut Io<'_>) -> Result<(), String> {
+    let body = match &arguments.secret_file {
+        Some(path) => {
+            let secret = std::fs::read_to_string(path)
+                .map_err(|error| format!("Error reading bootstrap secret file: {error}"))?;
+            Some(json!({"BootstrapSecret": secret.trim()}))
+        }
+        None => None,
+    };
+    let answer = call(
+        &arguments.api,
+        "bootstrapping",
+        "POST",
+        "/v1/acl/bootstrap",
+        body,
+    )
+    .await?;
+    let token: AclToken = decode(answer)?;
+    say_token(io, arguments.json, &token);
+    Ok(())
+}
+
+fn policy_path(name: &str) -> String {
+    format!(
+        "/v1/acl/policy/{}",
+        drover_api::client::escape_path_segment(name)
+    )
+}
+
+async fn policy(command: PolicyCommand, io: &mut Io<'_>) -> Result<(), String> {
+    match command {
+        PolicyCommand::Apply(arguments) => {
+            let rules = if arguments.path == "-" {
+                std::io::read_to_string(std::io::stdin())
+                    .map_err(|error| format!("Error reading policy from stdin: {error}"))?
+            } else {
+                std::fs::read_to_string(&arguments.path)
+                    .map_err(|error| format!("Error reading policy file: {error}"))?
+            };
+            let body = json!({
+                "Name": arguments.name,
+                "Description": arguments.description.unwrap_or_default(),
+                "Rules": rules,
+            });
+            call(
+                &arguments.api,
+                "writing ACL policy",
+                "PUT",
+                &policy_path(&arguments.name),
+                Some(body),
+            )
+            .await?;
+            io.say(format!(
+                "Successfully wrote {:?} ACL policy!",
+                arguments.name
+            ));
+        }
+        PolicyCommand::List(arguments) => {
+            let answer = call(
+                &arguments.api,
+                "retrieving ACL policies",
+                "GET",
+                "/v1/acl/policies",
+                None,
+            )
+            .await?;
+            let policies: Vec<AclPolicyListStub> = decode(answer)?;
+            if arguments.json {
+                print_json(io, &policies);
+            } else if policies.is_empty() {
+                io.say("No policies found");
+            } else {
+                let mut rows = vec![vec!["Name".to_owned(), "Description".to_owned()]];
+                rows.extend(
+                    policies
+                        .iter()
+                        .map(|policy| vec![policy.name.clone(), policy.description.clone()]),
+                );
+                io.say(columnize::columns(&rows));
+            }
+        }
+        PolicyCommand::Info(arguments) => {
+            let answer = call(
+                &arguments.api,
+                "querying ACL policy",
+                "GET",
+                &policy_path(&arguments.name),
+                None,
+            )
+            .await?;
+            let policy: AclPolicy = decode(answer)?;
+            if arguments.json {
+                print_json(io, &policy);
+            } else {
+                io.say(columnize::key_values(&[
+                    ("Name", policy.name.clone()),
+                    ("Description", policy.description.clone()),
+                    ("CreateIndex", policy.create_index.to_string()),
+                    ("ModifyIndex", policy.modify_index.to_string()),
+                ]));
+                io.say(format!("\nRules\n\n{}", policy.rules));
+            }
+        }
+        PolicyCommand::Delete(arguments) => {
+            call(
+                &arguments.api,
+                "deleting ACL policy",
+                "DELETE",
+                &policy_path(&arguments.name),
+                None,
+            )
+            .await?;
+            io.say(format!(
+                "Successfully deleted {:?} ACL policy!",
+                arguments.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn token_path(accessor: &str) -> String {
+    format!(
+        "/v1/acl/token/{}",
+        drover_api::client::escape_path_segment(accessor)
+    )
+}
+
+async fn token(command: TokenCommand, io: &mut Io<'_>) -> Result<(), String> {
+    match command {
+        TokenCommand::Create(arguments) => {
+            let mut body = json!({
+                "Name": arguments.name.clone().unwrap_or_default(),
+                "Type": arguments.token_type,
+                "Policies": arguments.policies,
+                "Global": arguments.global,
+            });
+            if let Some(ttl) = &arguments.ttl {
+                let ttl = drover_structs::parse_go_duration(ttl)
+                    .map_err(|error| format!("Error parsing TTL: {error}"))?;
+                body["ExpirationTTL"] = json!(ttl);
+            }
+            let answer = call(
+                &arguments.api,
+                "creating token",
+                "PUT",
+                "/v1/acl/token",
+                Some(body),
+            )
+            .await?;
+            let token: AclToken = decode(answer)?;
+            say_token(io, arguments.json, &token);
+        }
+        TokenCommand::List(arguments) => {
+            let answer = call(
+                &arguments.api,
+                "retrieving ACL tokens",
+                "GET",
+                "/v1/acl/tokens",
+                None,
+            )
+            .await?;
+            let tokens: Vec<AclTokenListStub> = decode(answer)?;
+            if arguments.json {
+                print_json(io, &tokens);
+            } else if tokens.is_empty() {
+                io.say("No tokens found");
+            } else {
+                let now = crate::format::now_unix_nanos();
+                let mut rows = vec![
+                    ["Name", "Type", "Global", "Accessor ID", "Expired"]
+                        .map(str::to_owned)
+                        .to_vec(),
+                ];
+                rows.extend(tokens.iter().map(|token| {
+                    let expired = token
+                        .expiration_time
+                        .and_then(Timestamp::unix_nanos)
+                        .is_some_and(|expiry| expiry <= now);
+                    vec![
+                        token.name.clone(),
+                        token.token_type.clone(),
+                        token.global.to_string(),
+                        token.accessor_id.clone(),
+                        expired.to_string(),
+                    ]
+                }));
+                io.say(columnize::columns(&rows));
+            }
+        }
+        TokenCommand::Info(arguments) => {
+            let answer = call(
+                &arguments.api,
+                "fetching token",
+                "GET",
+                &token_path(&arguments.name),
+                None,
+            )
+            .await?;
+            let token: AclToken = decode(answer)?;
+            say_token(io, arguments.json, &token);
+        }
+        TokenCommand::Self_(arguments) => {
+            let answer = call(
+                &arguments.api,
+                "fetching self token",
+                "GET",
+                "/v1/acl/token/self",
+                None,
+            )
+            .await?;
+            let token: AclToken = decode(answer)?;
+            say_token(io, arguments.json, &token);
+        }
+        TokenCommand::Update(arguments) => {
+            let answer = call(
+                &arguments.api,
+                "fetching token",
+                "GET",
+                &token_path(&arguments.accessor),
+                None,
+            )
+            .await?;
+            let mut token: AclToken = decode(answer)?;
+            if let Some(name) = arguments.name {
+                token.name = name;
+            }
+            if let Some(token_type) = arguments.token_type {
+                token.token_type = token_type;
+            }
+            if !arguments.policies.is_empty() {
+                token.policies = Some(arguments.policies);
+            }
+            let body = serde_json::to_value(&token)
+                .map_err(|error| format!("Error encoding token: {error}"))?;
+            let answer = call(
+                &arguments.api,
+                "updating token",
+                "PUT",
+                &token_path(&arguments.accessor),
+                Some(body),
+            )
+            .await?;
+            let token: AclToken = decode(answer)?;
+            say_token(io, arguments.json, &token);
+        }
+        TokenCommand::Delete(arguments) => {
+            call(
+                &arguments.api,
+                "deleting token",
+                "DELETE",
+                &token_path(&arguments.name),
+                None,
+            )
+            .await?;
+            io.say(format!("Token {} successfully deleted", arguments.name));
+        }
+    }
+    Ok(())
+}

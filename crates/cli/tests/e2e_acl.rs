@@ -1,0 +1,344 @@
+//! End to end through the real agent with `acl { enabled = true }`: the one bootstrap (a
+//! second is 400 with the reset index; the data dir's `acl-bootstrap-reset` allows one more),
+//! no token is 403 on `GET /v1/jobs`, a read-only policy on namespace default lists jobs and
+//! cannot register, management can, policies and tokens over HTTP and the CLI, token self,
+//! an unknown token refused.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{Agent, drover_bin};
+
+fn json_of(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|error| panic!("{error}: {body}"))
+}
+
+/// One HTTP request with an optional token and body: (status, body).
+fn call(method: &str, url: &str, token: Option<&str>, body: Option<&str>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_at(rest.find('/').unwrap());
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    let token_header = token
+        .map(|token| format!("X-Nomad-Token: {token}\r\n"))
+        .unwrap_or_default();
+    let body = body.unwrap_or("");
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{token_header}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let status = raw.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, raw.split_once("\r\n\r\n").unwrap().1.to_owned())
+}
+
+/// A job that registers but never places (no node is named `nowhere`).
+fn unplaceable_job(job_id: &str) -> String {
+    json!({"Job": {
+        "ID": job_id, "Name": job_id, "Type": "service", "Datacenters": ["dc1"],
+        "TaskGroups": [{
+            "Name": "app", "Count": 1,
+            "Constraints": [{
+                "LTarget": "${node.unique.name}", "RTarget": "nowhere", "Operand": "="
+            }],
+            "Tasks": [{
+                "Name": "server", "Driver": "raw_exec",
+                "Config": {"command": "/bin/sleep", "args": ["3600"]},
+                "Resources": {"CPU": 50, "MemoryMB": 32}
+            }]
+        }]
+    }})
+    .to_string()
+}
+
+fn cli(agent: &Agent, token: Option<&str>, args: &[&str]) -> std::process::Output {
+    let mut command = std::process::Command::new(drover_bin());
+    command
+        .args(args)
+        .env("NOMAD_ADDR", &agent.address)
+        .env_remove("NOMAD_TOKEN");
+    if let Some(token) = token {
+        command.env("NOMAD_TOKEN", token);
+    }
+    command.output().unwrap()
+}
+
+#[test]
+fn with_acls_on_bootstrap_happens_once_and_policies_decide_who_reads_and_registers() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let config = temp.path().join("acl.hcl");
+    std::fs::write(&config, "acl {\n  enabled = true\n}\n").unwrap();
+    let agent = Agent::start_with(&data_dir, &[&format!("-config={}", config.display())]);
+    let url = |path: &str| agent.url(path);
+
+    // Without a token nothing namespaced is allowed; health still answers.
+    assert_eq!(
+        call("GET", &url("/v1/jobs"), None, None),
+        (403, "Permission denied".to_owned())
+    );
+    assert_eq!(call("GET", &url("/v1/status/leader"), None, None).0, 200);
+    assert_eq!(
+        call(
+            "GET",
+            &url("/v1/jobs"),
+            Some("9b1c3f7e-0000-4000-8000-000000000000"),
+            None
+        ),
+        (403, "ACL token not found".to_owned())
+    );
+
+    // The bootstrap answers a management token once.
+    let (status, body) = call("POST", &url("/v1/acl/bootstrap"), None, None);
+    assert_eq!(status, 200, "{body}");
+    let root = json_of(&body);
+    assert_eq!(root["Type"], "management");
+    assert_eq!(root["Name"], "Bootstrap Token");
+    assert_eq!(root["Global"], true);
+    let root_secret = root["SecretID"].as_str().unwrap().to_owned();
+    let bootstrap_index = root["CreateIndex"].as_u64().unwrap();
+    let (status, body) = call("POST", &url("/v1/acl/bootstrap"), None, None);
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            400,
+            format!("ACL bootstrap already done (reset index: {bootstrap_index})").as_str()
+        )
+    );
+    // The reset file in the server's data dir allows exactly one more, with a chosen secret.
+    std::fs::write(
+        data_dir.join("server").join("acl-bootstrap-reset"),
+        bootstrap_index.to_string(),
+    )
+    .unwrap();
+    let chosen = "2b778dd9-f5f1-6f29-b4b4-9a5fa948757a";
+    let (status, body) = call(
+        "POST",
+        &url("/v1/acl/bootstrap"),
+        None,
+        Some(&json!({"BootstrapSecret": chosen}).to_string()),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json_of(&body)["SecretID"], chosen);
+    assert_eq!(call("POST", &url("/v1/acl/bootstrap"), None, None).0, 400);
+
+    // Management may do everything.
+    let (status, body) = call(
+        "PUT",
+        &url("/v1/jobs"),
+        Some(&root_secret),
+        Some(&unplaceable_job("by-root")),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(call("GET", &url("/v1/jobs"), Some(chosen), None).0, 200);
+
+    // A read-only policy on namespace default, through the CLI.
+    let rules = temp.path().join("readonly.hcl");
+    std::fs::write(&rules, "namespace \"default\" {\n  policy = \"read\"\n}\n").unwrap();
+    let applied = cli(
+        &agent,
+        Some(&root_secret),
+        &[
+            "acl",
+            "policy",
+            "apply",
+            "-description",
+            "read only",
+            "readonly",
+            rules.to_str().unwrap(),
+        ],
+    );
+    assert!(applied.status.success(), "{applied:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&applied.stdout).trim(),
+        "Successfully wrote \"readonly\" ACL policy!"
+    );
+    let (status, body) = call(
+        "PUT",
+        &url("/v1/acl/policy/bad"),
+        Some(&root_secret),
+        Some(r#"{"Name": "bad", "Rules": "namespace \"default\" { policy = \"root\" }"}"#),
+    );
+    assert_eq!(status, 400);
+    assert!(
+        body.starts_with("policy 0 invalid: Invalid namespace policy"),
+        "{body}"
+    );
+
+    let (status, body) = call(
+        "POST",
+        &url("/v1/acl/token"),
+        Some(&root_secret),
+        Some(r#"{"Name": "reader", "Type": "client", "Policies": ["readonly"]}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+    let reader = json_of(&body);
+    let reader_secret = reader["SecretID"].as_str().unwrap().to_owned();
+    let reader_accessor = reader["AccessorID"].as_str().unwrap().to_owned();
+    assert_eq!(reader["Policies"], json!(["readonly"]));
+
+    let (status, body) = call("GET", &url("/v1/jobs"), Some(&reader_secret), None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json_of(&body)[0]["ID"], "by-root");
+    assert_eq!(
+        call("GET", &url("/v1/job/by-root"), Some(&reader_secret), None).0,
+        200
+    );
+    assert_eq!(
+        call(
+            "PUT",
+            &url("/v1/jobs"),
+            Some(&reader_secret),
+            Some(&unplaceable_job("by-reader"))
+        ),
+        (403, "Permission denied".to_owned())
+    );
+    assert_eq!(
+        call(
+            "DELETE",
+            &url("/v1/job/by-root"),
+            Some(&reader_secret),
+            None
+        )
+        .0,
+        403
+    );
+    assert_eq!(
+        call(
+            "GET",
+            &url("/v1/jobs?namespace=other"),
+            Some(&reader_secret),
+            None
+        )
+        .0,
+        403
+    );
+    assert_eq!(
+        call("GET", &url("/v1/nodes"), Some(&reader_secret), None).0,
+        403
+    );
+    // A client token reads itself and its own policy, not the token list.
+    let (status, body) = call(
+        "GET",
+        &url("/v1/acl/token/self"),
+        Some(&reader_secret),
+        None,
+    );
+    assert_eq!(status, 200);
+    assert_eq!(json_of(&body)["AccessorID"], reader_accessor.as_str());
+    assert_eq!(
+        call(
+            "GET",
+            &url("/v1/acl/policy/readonly"),
+            Some(&reader_secret),
+            None
+        )
+        .0,
+        200
+    );
+    assert_eq!(
+        call("GET", &url("/v1/acl/tokens"), Some(&reader_secret), None).0,
+        403
+    );
+
+    // The anonymous policy applies to requests without a token.
+    let (status, _) = call(
+        "PUT",
+        &url("/v1/acl/policy/anonymous"),
+        Some(&root_secret),
+        Some(
+            r#"{"Name": "anonymous", "Rules": "namespace \"default\" { capabilities = [\"list-jobs\"] }"}"#,
+        ),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(call("GET", &url("/v1/jobs"), None, None).0, 200);
+    assert_eq!(call("GET", &url("/v1/job/by-root"), None, None).0, 403);
+
+    // The CLI lists tokens and deletes one; the deleted token is refused.
+    let listed = cli(&agent, Some(&root_secret), &["acl", "token", "list"]);
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(listed.contains("reader"), "{listed}");
+    assert!(listed.contains("Bootstrap Token"), "{listed}");
+    let deleted = cli(
+        &agent,
+        Some(&root_secret),
+        &["acl", "token", "delete", &reader_accessor],
+    );
+    assert!(deleted.status.success(), "{deleted:?}");
+    assert_eq!(
+        call("GET", &url("/v1/jobs"), Some(&reader_secret), None),
+        (403, "ACL token not found".to_owned())
+    );
+}
+
+#[test]
+fn node_calls_need_the_node_secret_and_may_only_report_the_nodes_own_allocations() {
+    // ACLs off: the node's calls are authenticated all the same.
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let agent = Agent::start_with(&data_dir, &[]);
+    let url = |path: &str| agent.url(path);
+    let node_id = std::fs::read_to_string(data_dir.join("client").join("node-id")).unwrap();
+    let secret = std::fs::read_to_string(data_dir.join("client").join("secret-id")).unwrap();
+    let (node_id, secret) = (node_id.trim(), secret.trim());
+    support::wait_for(
+        "the node to register",
+        std::time::Duration::from_secs(60),
+        || {
+            let (status, body) = call("GET", &url(&format!("/v1/node/{node_id}")), None, None);
+            (status == 200).then_some(body)
+        },
+    );
+
+    // A job placed on this node gives an allocation this node may report.
+    let (status, body) = call(
+        "PUT",
+        &url("/v1/jobs"),
+        None,
+        Some(&unplaceable_job("other")),
+    );
+    assert_eq!(status, 200, "{body}");
+    let update =
+        |alloc_id: &str| json!({"Alloc": [{"ID": alloc_id, "ClientStatus": "failed"}]}).to_string();
+    let stranger = "5d1c6f0e-0000-4000-8000-0000000000aa";
+    for token in [None, Some(stranger)] {
+        assert_eq!(
+            call(
+                "PUT",
+                &url("/v1/internal/node/update-alloc"),
+                token,
+                Some(&update("8a0c1c5e-0000-4000-8000-000000000001"))
+            ),
+            (403, "Permission denied".to_owned()),
+            "{token:?}"
+        );
+        assert_eq!(
+            call(
+                "PUT",
+                &url(&format!("/v1/internal/node/{node_id}/update-status")),
+                token,
+                Some(r#"{"Status": "down"}"#)
+            )
+            .0,
+            403
+        );
+    }
+    // With the node's own secret, an allocation that is not on this node is refused too.
+    assert_eq!(
+        call(
+            "PUT",
+            &url("/v1/internal/node/update-alloc"),
+            Some(secret),
+            Some(&update("8a0c1c5e-0000-4000-8000-000000000001"))
+        ),
+        (403, "Permission denied".to_owned())
+    );
+    // The node still is what it reported.
+    let node = agent.get_json(&format!("/v1/node/{node_id}"));
+    assert_eq!(node["Status"], "ready");
+}

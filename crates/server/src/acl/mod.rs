@@ -1,0 +1,343 @@
+//! ACLs: Nomad's policy language ([`policy`]) and the compiled [`Acl`] a request is checked
+//! against, built from a token's policies with Nomad's precedence rules: `deny` wins over
+//! everything for the same namespace, a concrete namespace beats any glob, and among globs
+//! the closest match (fewest characters the glob's `*` stand for) wins; the coarse blocks
+//! (`agent`, `node`, `operator`, `quota`, `plugin`) take the strongest level unless one is
+//! `deny`. A management ACL allows everything.
+//!
+//! Not here: resolving a token (`crate::identity`), which capability a route needs (the
+//! agent's enforcement table), storage (the state store).
+
+pub mod policy;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use policy::{POLICY_DENY, POLICY_LIST, POLICY_READ, POLICY_WRITE, Policy, variables_capability};
+
+type CapabilitySet = BTreeSet<String>;
+
+/// A compiled set of policies.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Acl {
+    management: bool,
+    namespaces: BTreeMap<String, CapabilitySet>,
+    wildcard_namespaces: BTreeMap<String, CapabilitySet>,
+    /// Variables rules per namespace name (concrete or glob): path glob → capabilities.
+    variables: BTreeMap<String, BTreeMap<String, CapabilitySet>>,
+    host_volumes: BTreeMap<String, CapabilitySet>,
+    wildcard_host_volumes: BTreeMap<String, CapabilitySet>,
+    agent: String,
+    node: String,
+    operator: String,
+    quota: String,
+    plugin: String,
+}
+
+/// The stronger of two coarse levels; `deny` wins (Nomad's `maxPrivilege`).
+pub fn max_privilege(a: &str, b: &str) -> String {
+    let level = if a == POLICY_DENY || b == POLICY_DENY {
+        POLICY_DENY
+    } else if a == POLICY_WRITE || b == POLICY_WRITE {
+        POLICY_WRITE
+    } else if a == POLICY_READ || b == POLICY_READ {
+        POLICY_READ
+    } else if a == POLICY_LIST || b == POLICY_LIST {
+        POLICY_LIST
+    } else {
+        ""
+    };
+    level.to_owned()
+}
+
+/// Adds `capabilities` to `set`, with `deny` overriding and never overridden.
+fn merge_capabilities(set: &mut CapabilitySet, capabilities: &[String]) {
+    if set.contains(POLICY_DENY) {
+        return;
+    }
+    for capability in capabilities {
+        if capability == POLICY_DENY {
+            set.clear();
+            set.insert(POLICY_DENY.to_owned());
+            return;
+        }
+        set.insert(capability.clone());
+    }
+}
+
+/// Whether `name` matches the glob `pattern` (`*` stands for any run of characters).
+pub fn glob_matches(pattern: &str, name: &str) -> bool {
+    if !pattern.contains('*') {
+        return pattern == name;
+    }
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, rest) = parts.split_first().unwrap_or((&"", &[]));
+    let Some(mut remaining) = name.strip_prefix(first) else {
+        return false;
+    };
+    let Some((last, middle)) = rest.split_last() else {
+        return true;
+    };
+    for part in middle {
+        match remaining.find(part) {
+            Some(at) => remaining = &remaining[at + part.len()..],
+            None => return false,
+        }
+    }
+    remaining.len() >= last.len() && remaining.ends_with(last)
+}
+
+/// How many characters of `name` the glob's `*` stand for (Nomad's "difference").
+fn glob_difference(pattern: &str, name: &str) -> i64 {
+    let length = |text: &str| i64::try_from(text.len()).unwrap_or(i64::MAX);
+    length(name) - length(pattern) + length(&"*".repeat(pattern.matches('*').count()))
+}
+
+/// The capabilities for `name`: its concrete entry, else the closest matching glob's.
+fn matching<'a, T>(
+    concrete: &'a BTreeMap<String, T>,
+    wildcard: &'a BTreeMap<String, T>,
+    name: &str,
+) -> Option<(&'a str, &'a T)> {
+    if let Some((key, value)) = concrete.get_key_value(name) {
+        return Some((key.as_str(), value));
+    }
+    wildcard
+        .iter()
+        .filter(|(pattern, _)| glob_matches(pattern, name))
+        .min_by_key(|(pattern, _)| glob_difference(pattern, name))
+        .map(|(pattern, value)| (pattern.as_str(), value))
+}
+
+impl Acl {
+    /// The ACL of a management token.
+    pub fn management() -> Self {
+        Acl {
+            management: true,
+            ..Acl::default()
+        }
+    }
+
+    /// Compiles `policies` (Nomad's `NewACL`).
+    pub fn new(policies: &[Policy]) -> Self {
+        let mut acl = Acl::default();
+        for policy in policies {
+            for namespace in &policy.namespaces {
+                let table = if namespace.name.contains('*') {
+                    &mut acl.wildcard_namespaces
+                } else {
+                    &mut acl.namespaces
+                };
+                merge_capabilities(
+                    table.entry(namespace.name.clone()).or_default(),
+                    &namespace.capabilities,
+                );
+                if let Some(paths) = &namespace.variables {
+                    let rules = acl.variables.entry(namespace.name.clone()).or_default();
+                    for rule in paths {
+                        merge_capabilities(
+                            rules.entry(rule.path.clone()).or_default(),
+                            &rule.capabilities,
+                        );
+                    }
+                }
+            }
+            for volume in &policy.host_volumes {
+                let table = if volume.name.contains('*') {
+                    &mut acl.wildcard_host_volumes
+                } else {
+                    &mut acl.host_volumes
+                };
+                merge_capabilities(
+                    table.entry(volume.name.clone()).or_default(),
+                    &volume.capabilities,
+                );
+            }
+            for (level, mine) in [
+                (&policy.agent, &mut acl.agent),
+                (&policy.node, &mut acl.node),
+                (&policy.operator, &mut acl.operator),
+                (&policy.quota, &mut acl.quota),
+                (&policy.plugin, &mut acl.plugin),
+            ] {
+                if let Some(level) = level {
+                    *mine = max_privilege(mine, level);
+                }
+            }
+        }
+        acl
+    }
+
+    pub fn is_management(&self) -> bool {
+        self.management
+    }
+
+    fn namespace_capabilities(&self, namespace: &str) -> Option<&CapabilitySet> {
+        matching(&self.namespaces, &self.wildcard_namespaces, namespace).map(|(_, set)| set)
+    }
+
+    /// Whether `operation` (a namespace capability) is allowed in `namespace`.
+    pub fn allow_namespace_operation(&self, namespace: &str, operation: &str) -> bool {
+        self.management
+            || self
+                .namespace_capabilities(namespace)
+                .is_some_and(|set| !set.contains(POLICY_DENY) && set.contains(operation))
+    }
+
+    /// Whether anything at all is allowed in `namespace`.
+    pub fn allow_namespace(&self, namespace: &str) -> bool {
+        self.management
+            || self
+                .namespace_capabilities(namespace)
+                .is_some_and(|set| !set.is_empty() && !set.contains(POLICY_DENY))
+    }
+
+    /// Whether `operation` (a variables capability) is allowed on `path` in `namespace`:
+    /// the namespace's rules (concrete or closest glob), then the path's (concrete or closest
+    /// glob). A coarse `write` on the namespace allows every variables operation and `read`
+    /// allows `read` and `list`, as Nomad.
+    pub fn allow_variable_operation(&self, namespace: &str, path: &str, operation: &str) -> bool {
+        if self.management {
+            return true;
+        }
+        let Some((namespace_key, set)) =
+            matching(&self.namespaces, &self.wildcard_namespaces, namespace)
+        else {
+            return false;
+        };
+        if set.contains(POLICY_DENY) {
+            return false;
+        }
+        if let Some(rules) = self.variables.get(namespace_key) {
+            let concrete: BTreeMap<String, CapabilitySet> = rules
+                .iter()
+                .filter(|(pattern, _)| !pattern.contains('*'))
+                .map(|(pattern, set)| (pattern.clone(), set.clone()))
+                .collect();
+            let globs: BTreeMap<String, CapabilitySet> = rules
+                .iter()
+                .filter(|(pattern, _)| pattern.contains('*'))
+                .map(|(pattern, set)| (pattern.clone(), set.clone()))
+                .collect();
+            if let Some((_, capabilities)) = matching(&concrete, &globs, path) {
+                return !capabilities.contains(variables_capability::DENY)
+                    && capabilities.contains(operation);
+            }
+        }
+        let coarse_write = set.contains(policy::capability::SUBMIT_JOB);
+        let coarse_read = set.contains(policy::capability::READ_JOB);
+        match operation {
+            variables_capability::READ | variables_capability::LIST => coarse_read || coarse_write,
+            _ => coarse_write,
+        }
+    }
+
+    /// Whether `operation` (a host volume capability) is allowed on volume `name`.
+    pub fn allow_host_volume_operation(&self, name: &str, operation: &str) -> bool {
+        self.management
+            || matching(&self.host_volumes, &self.wildcard_host_volumes, name)
+                .is_some_and(|(_, set)| !set.contains(POLICY_DENY) && set.contains(operation))
+    }
+
+    fn coarse_read(&self, level: &str) -> bool {
+        self.management || level == POLICY_READ || level == POLICY_WRITE
+    }
+
+    fn coarse_write(&self, level: &str) -> bool {
+        self.management || level == POLICY_WRITE
+    }
+
+    pub fn allow_agent_read(&self) -> bool {
+        self.coarse_read(&self.agent)
+    }
+    pub fn allow_agent_write(&self) -> bool {
+        self.coarse_write(&self.agent)
+    }
+    pub fn allow_node_read(&self) -> bool {
+        self.coarse_read(&self.node)
+    }
+    pub fn allow_node_write(&self) -> bool {
+        self.coarse_write(&self.node)
+    }
+    pub fn allow_operator_read(&self) -> bool {
+        self.coarse_read(&self.operator)
+    }
+    pub fn allow_operator_write(&self) -> bool {
+        self.coarse_write(&self.operator)
+    }
+    pub fn allow_quota_read(&self) -> bool {
+        self.coarse_read(&self.quota)
+    }
+    pub fn allow_quota_write(&self) -> bool {
+        self.coarse_write(&self.quota)
+    }
+    pub fn allow_plugin_read(&self) -> bool {
+        self.management || self.plugin == POLICY_READ || self.plugin == POLICY_LIST
+    }
+    pub fn allow_plugin_list(&self) -> bool {
+        self.allow_plugin_read()
+    }
+}
+
+/// The ACL of `token` as the store holds its policies now: management for a management
+/// token, else its policies compiled (a policy that no longer exists or no longer parses
+/// grants nothing).
+pub fn token_acl(state: &drover_state::StateStore, token: &drover_structs::acl::AclToken) -> Acl {
+    if token.is_management() {
+        return Acl::management();
+    }
+    policies_acl(state, token.policies.as_deref().unwrap_or_default())
+}
+
+/// The ACL of the named policies as stored now.
+pub fn policies_acl(state: &drover_state::StateStore, names: &[String]) -> Acl {
+    let tables = state.acl();
+    let parsed: Vec<Policy> = names
+        .iter()
+        .filter_map(|name| tables.policies.get(name))
+        .filter_map(|stored| {
+            policy::parse(&stored.rules)
+                .inspect_err(|error| {
+                    tracing::warn!(policy = %stored.name, %error, "a stored ACL policy does not parse");
+                })
+                .ok()
+        })
+        .collect();
+    Acl::new(&parsed)
+}
+
+/// The ACL of a request without a token: the `anonymous` policy's, or nothing.
+pub fn anonymous_acl(state: &drover_state::StateStore) -> Acl {
+    policies_acl(state, &[drover_structs::acl::ANONYMOUS_POLICY.to_owned()])
+}
+
+/// Nomad's policy `Hash`: SHA-256 over name, description and rules, base64.
+pub fn policy_hash(policy: &drover_structs::acl::AclPolicy) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(policy.name.as_bytes());
+    hasher.update(policy.description.as_bytes());
+    hasher.update(policy.rules.as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(hasher.finalize())
+}
+
+/// Nomad's token `Hash`: SHA-256 over name, type, policies and global, base64.
+pub fn token_hash(token: &drover_structs::acl::AclToken) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(token.name.as_bytes());
+    hasher.update(token.token_type.as_bytes());
+    for policy in token.policies.as_deref().unwrap_or_default() {
+        hasher.update(policy.as_bytes());
+    }
+    hasher.update(if token.global { "global" } else { "local" }.as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(hasher.finalize())
+}
+
+/// Whether `name` is a valid policy name (Nomad: letters, digits and `-`, 1 to 128).
+pub fn is_valid_policy_name(name: &str) -> bool {
+    (1..=128).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}

@@ -1,0 +1,302 @@
+//! The ACL table: policies by name, tokens by accessor ID (with a secret ID index), and the
+//! index of the one bootstrap, all in one persisted table ([`Table::Acl`]) as [`AclRecord`]s.
+//!
+//! **Invariant**: the bootstrap happens once; a second one is refused unless the caller
+//! names the current bootstrap index as its reset index (Nomad's `acl-bootstrap-reset`).
+//!
+//! Not here: what rules mean, who may call what (the server's `acl` module and the API).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use drover_structs::acl::{AclPolicy, AclToken};
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{Table, WriteContext};
+use crate::error::StateError;
+use crate::store::StateStore;
+
+/// The in-memory ACL tables.
+#[derive(Debug, Clone, Default)]
+pub struct AclTables {
+    pub policies: BTreeMap<String, Arc<AclPolicy>>,
+    pub tokens: BTreeMap<String, Arc<AclToken>>,
+    /// Secret ID → accessor ID.
+    pub tokens_by_secret: BTreeMap<String, String>,
+    /// The index of the bootstrap write; 0 before it.
+    pub bootstrap_index: u64,
+}
+
+/// One persisted record of [`Table::Acl`], with its key prefix.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum AclRecord {
+    Policy(AclPolicy),
+    Token(AclToken),
+    Bootstrap { index: u64 },
+}
+
+const BOOTSTRAP_KEY: &[u8] = b"bootstrap";
+
+fn policy_key(name: &str) -> Vec<u8> {
+    format!("policy/{name}").into_bytes()
+}
+
+fn token_key(accessor_id: &str) -> Vec<u8> {
+    format!("token/{accessor_id}").into_bytes()
+}
+
+/// Why a bootstrap was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AclBootstrapError {
+    #[error("ACL bootstrap already done (reset index: {reset_index})")]
+    AlreadyDone { reset_index: u64 },
+    #[error(transparent)]
+    State(#[from] StateErrorText),
+}
+
+/// A state error as text (state errors are not `Clone`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StateErrorText(pub String);
+
+impl AclTables {
+    pub(crate) fn insert_record(&mut self, record: AclRecord) {
+        match record {
+            AclRecord::Policy(policy) => {
+                self.policies.insert(policy.name.clone(), Arc::new(policy));
+            }
+            AclRecord::Token(token) => self.insert_token(Arc::new(token)),
+            AclRecord::Bootstrap { index } => self.bootstrap_index = index,
+        }
+    }
+
+    fn insert_token(&mut self, token: Arc<AclToken>) {
+        if let Some(previous) = self.tokens.get(&token.accessor_id) {
+            self.tokens_by_secret.remove(&previous.secret_id);
+        }
+        self.tokens_by_secret
+            .insert(token.secret_id.clone(), token.accessor_id.clone());
+        self.tokens.insert(token.accessor_id.clone(), token);
+    }
+
+    fn remove_token(&mut self, accessor_id: &str) -> bool {
+        match self.tokens.remove(accessor_id) {
+            Some(token) => {
+                self.tokens_by_secret.remove(&token.secret_id);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+fn put_token(
+    acl: &mut AclTables,
+    context: &mut WriteContext,
+    mut token: AclToken,
+    index: u64,
+) -> Result<Arc<AclToken>, StateError> {
+    token.create_index = match acl.tokens.get(&token.accessor_id) {
+        Some(existing) => existing.create_index,
+        None => index,
+    };
+    token.modify_index = index;
+    context.put(
+        Table::Acl,
+        &token_key(&token.accessor_id),
+        &AclRecord::Token(token.clone()),
+    )?;
+    let stored = Arc::new(token);
+    acl.insert_token(Arc::clone(&stored));
+    Ok(stored)
+}
+
+impl StateStore {
+    /// Writes policies (create or replace, keeping a replaced policy's `CreateIndex`).
+    pub async fn upsert_acl_policies(&self, policies: Vec<AclPolicy>) -> Result<u64, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                let index = context.index();
+                let acl = Arc::make_mut(&mut tables.acl);
+                for mut policy in policies {
+                    policy.create_index = acl
+                        .policies
+                        .get(&policy.name)
+                        .map_or(index, |existing| existing.create_index);
+                    policy.modify_index = index;
+                    context.put(
+                        Table::Acl,
+                        &policy_key(&policy.name),
+                        &AclRecord::Policy(policy.clone()),
+                    )?;
+                    acl.policies.insert(policy.name.clone(), Arc::new(policy));
+                }
+                Ok(index)
+            })
+            .await
+    }
+
+    /// Deletes policies by name; an unknown name is `NotFound` and nothing is deleted.
+    pub async fn delete_acl_policies(&self, names: Vec<String>) -> Result<u64, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                if let Some(missing) = names
+                    .iter()
+                    .find(|name| !tables.acl.policies.contains_key(*name))
+                {
+                    return Err(StateError::NotFound {
+                        kind: "ACL policy",
+                        id: missing.clone(),
+                    });
+                }
+                let index = context.index();
+                let acl = Arc::make_mut(&mut tables.acl);
+                for name in names {
+                    context.delete(Table::Acl, &policy_key(&name));
+                    acl.policies.remove(&name);
+                }
+                Ok(index)
+            })
+            .await
+    }
+
+    /// Writes one token (create or replace by accessor ID); returns it as stored.
+    pub async fn upsert_acl_token(&self, token: AclToken) -> Result<Arc<AclToken>, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                let index = context.index();
+                let acl = Arc::make_mut(&mut tables.acl);
+                put_token(acl, context, token, index)
+            })
+            .await
+    }
+
+    /// Deletes tokens by accessor ID; an unknown one is `NotFound` and nothing is deleted.
+    pub async fn delete_acl_tokens(&self, accessor_ids: Vec<String>) -> Result<u64, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                if let Some(missing) = accessor_ids
+                    .iter()
+                    .find(|id| !tables.acl.tokens.contains_key(*id))
+                {
+                    return Err(StateError::NotFound {
+                        kind: "ACL token",
+                        id: missing.clone(),
+                    });
+                }
+                let index = context.index();
+                let acl = Arc::make_mut(&mut tables.acl);
+                for accessor_id in accessor_ids {
+                    context.delete(Table::Acl, &token_key(&accessor_id));
+                    acl.remove_token(&accessor_id);
+                }
+                Ok(index)
+            })
+            .await
+    }
+
+    /// The bootstrap: stores the management `token` unless a bootstrap was done, in which
+    /// case only `reset_index` equal to the bootstrap's index lets it happen again.
+    pub async fn bootstrap_acl_token(
+        &self,
+        token: AclToken,
+        reset_index: Option<u64>,
+    ) -> Result<Result<Arc<AclToken>, AclBootstrapError>, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                let done = tables.acl.bootstrap_index;
+                if done > 0 && reset_index != Some(done) {
+                    return Ok(Err(AclBootstrapError::AlreadyDone { reset_index: done }));
+                }
+                let index = context.index();
+                let acl = Arc::make_mut(&mut tables.acl);
+                let stored = put_token(acl, context, token, index)?;
+                context.put(Table::Acl, BOOTSTRAP_KEY, &AclRecord::Bootstrap { index })?;
+                acl.bootstrap_index = index;
+                Ok(Ok(stored))
+            })
+            .await
+    }
+
+    /// The ACL tables as of now.
+    pub fn acl(&self) -> Arc<AclTables> {
+        Arc::clone(&self.engine.snapshot().data.acl)
+    }
+
+    /// The token whose secret is `secret_id`.
+    pub fn acl_token_by_secret(&self, secret_id: &str) -> Option<Arc<AclToken>> {
+        let acl = self.acl();
+        let accessor = acl.tokens_by_secret.get(secret_id)?;
+        acl.tokens.get(accessor).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(accessor: &str, secret: &str) -> AclToken {
+        AclToken {
+            accessor_id: accessor.to_owned(),
+            secret_id: secret.to_owned(),
+            token_type: "management".to_owned(),
+            ..AclToken::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn bootstrap_happens_once_unless_reset_and_survives_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(dir.path()).await.unwrap();
+        let first = store
+            .bootstrap_acl_token(token("a1", "s1"), None)
+            .await
+            .unwrap()
+            .unwrap();
+        let done = store.acl().bootstrap_index;
+        assert_eq!(first.create_index, done);
+        assert_eq!(
+            store
+                .bootstrap_acl_token(token("a2", "s2"), None)
+                .await
+                .unwrap(),
+            Err(AclBootstrapError::AlreadyDone { reset_index: done })
+        );
+        assert!(
+            store
+                .bootstrap_acl_token(token("a2", "s2"), Some(done + 7))
+                .await
+                .unwrap()
+                .is_err()
+        );
+        store
+            .bootstrap_acl_token(token("a2", "s2"), Some(done))
+            .await
+            .unwrap()
+            .unwrap();
+        store.close().await;
+
+        let store = StateStore::open(dir.path()).await.unwrap();
+        assert_eq!(store.acl_token_by_secret("s2").unwrap().accessor_id, "a2");
+        assert!(store.acl().bootstrap_index > done);
+        store
+            .upsert_acl_policies(vec![AclPolicy {
+                name: "readonly".to_owned(),
+                ..AclPolicy::default()
+            }])
+            .await
+            .unwrap();
+        assert!(
+            store
+                .delete_acl_policies(vec!["nope".to_owned()])
+                .await
+                .is_err()
+        );
+        store
+            .delete_acl_tokens(vec!["a1".to_owned()])
+            .await
+            .unwrap();
+        assert!(store.acl_token_by_secret("s1").is_none());
+        assert_eq!(store.acl().policies.len(), 1);
+    }
+}
