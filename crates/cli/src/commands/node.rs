@@ -679,3 +679,30 @@ async fn node_eligibility(arguments: EligibilityArgs, io: &mut Io<'_>) -> i32 {
     ));
     0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_drain_reads_as_nomads_node_status() {
+        let mut node = Node::default();
+        assert_eq!(format_drain(&node), "false");
+        node.drain_strategy = Some(DrainStrategy {
+            deadline: DurationNs::from_secs(-1),
+            ..DrainStrategy::default()
+        });
+        assert_eq!(format_drain(&node), "true; force drain");
+        node.drain_strategy = Some(DrainStrategy {
+            ignore_system_jobs: true,
+            ..DrainStrategy::default()
+        });
+        assert_eq!(format_drain(&node), "true; no deadline; ignoring system jobs");
+        node.drain_strategy = Some(DrainStrategy {
+            deadline: DurationNs::from_secs(30),
+            force_deadline: drover_structs::Timestamp::from_unix_nanos(1_700_000_000_000_000_000),
+            ..DrainStrategy::default()
+        });
+        assert_eq!(format_drain(&node), "true; 2023-11-14T22:13:20Z deadline");
+    }
+}
