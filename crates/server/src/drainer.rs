@@ -262,3 +262,200 @@ impl ServerInner {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+
+    use drover_scheduler::testing::{JobBuilder, NodeBuilder};
+    use drover_state::StateStore;
+    use drover_structs::{
+        AllocDeploymentStatus, DrainStrategy, DurationNs, MigrateStrategy, Node, Timestamp,
+    };
+
+    use super::*;
+
+    const NOW: i64 = 1_000_000_000_000;
+
+    fn draining(node_id: &str, strategy: DrainStrategy) -> Node {
+        let mut node = NodeBuilder::new(node_id).ineligible().build();
+        node.drain_strategy = Some(strategy);
+        node
+    }
+
+    fn with_deadline(seconds: i64) -> DrainStrategy {
+        DrainStrategy {
+            deadline: DurationNs::from_secs(seconds),
+            force_deadline: Timestamp::from_unix_nanos(NOW + seconds * 1_000_000_000),
+            ..DrainStrategy::default()
+        }
+    }
+
+    fn job(id: &str, kind: &str, count: i64, max_parallel: i64) -> Job {
+        let mut job = JobBuilder::service(id)
+            .group("app", count)
+            .task("t", "raw_exec")
+            .build();
+        job.r#type = kind.to_owned();
+        job.task_groups[0].migrate = (kind == "service").then_some(MigrateStrategy {
+            max_parallel,
+            ..MigrateStrategy::default()
+        });
+        job
+    }
+
+    fn alloc(id: &str, job: &Job, node_id: &str, healthy: Option<bool>) -> Allocation {
+        Allocation {
+            id: id.to_owned(),
+            namespace: "default".to_owned(),
+            job_id: job.id.clone(),
+            task_group: "app".to_owned(),
+            node_id: node_id.to_owned(),
+            desired_status: "run".to_owned(),
+            client_status: "running".to_owned(),
+            job: Some(Arc::new(job.clone())),
+            deployment_status: healthy.map(|healthy| AllocDeploymentStatus {
+                healthy: Some(healthy),
+                ..AllocDeploymentStatus::default()
+            }),
+            ..Allocation::default()
+        }
+    }
+
+    async fn store(nodes: Vec<Node>, jobs: Vec<Job>, allocs: Vec<Allocation>) -> StateStore {
+        let state = StateStore::in_memory().await.expect("store");
+        for node in nodes {
+            state.upsert_node(node, NOW).await.expect("node");
+        }
+        for job in jobs {
+            state.upsert_job(job, NOW).await.expect("job");
+        }
+        state.upsert_allocs(allocs, NOW).await.expect("allocs");
+        state
+    }
+
+    fn marked(decision: &DrainDecision) -> Vec<String> {
+        let mut ids: Vec<String> = decision.migrate.values().flatten().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    #[tokio::test]
+    async fn a_group_leaves_max_parallel_at_a_time_counting_reported_health() {
+        let web = job("web", "service", 3, 1);
+        let state = store(
+            vec![draining("a", with_deadline(60)), NodeBuilder::new("b").build()],
+            vec![web.clone()],
+            vec![
+                alloc("a1", &web, "a", Some(true)),
+                alloc("a2", &web, "a", Some(true)),
+                alloc("a3", &web, "a", Some(true)),
+            ],
+        )
+        .await;
+        let decision = decide(&state.snapshot(), NOW);
+        assert_eq!(marked(&decision), ["a1"]);
+        assert!(decision.complete.is_empty());
+        assert_eq!(decision.next_deadline, Some(NOW + 60_000_000_000));
+
+        // a1 marked, its replacement placed but not yet healthy: nothing more leaves.
+        let mut a1 = alloc("a1", &web, "a", Some(true));
+        a1.desired_transition.migrate = Some(true);
+        state
+            .upsert_allocs(vec![a1, alloc("b1", &web, "b", None)], NOW)
+            .await
+            .unwrap();
+        assert!(decide(&state.snapshot(), NOW).migrate.is_empty());
+
+        // The replacement reports health: the next one goes.
+        state
+            .upsert_allocs(vec![alloc("b1", &web, "b", Some(true))], NOW)
+            .await
+            .unwrap();
+        assert_eq!(marked(&decide(&state.snapshot(), NOW)), ["a2"]);
+    }
+
+    #[tokio::test]
+    async fn batch_waits_for_the_deadline_and_system_goes_last() {
+        let batch = job("nightly", "batch", 1, 0);
+        let system = job("agent", "system", 1, 0);
+        let state = store(
+            vec![draining("a", with_deadline(60))],
+            vec![batch.clone(), system.clone()],
+            vec![alloc("b1", &batch, "a", None), alloc("s1", &system, "a", None)],
+        )
+        .await;
+        // Before the deadline: the batch allocation runs on, the system one waits for it.
+        let decision = decide(&state.snapshot(), NOW);
+        assert!(decision.migrate.is_empty());
+        assert!(decision.complete.is_empty());
+        // At the deadline everything is forced.
+        let decision = decide(&state.snapshot(), NOW + 60_000_000_000);
+        assert_eq!(marked(&decision), ["b1", "s1"]);
+
+        // Once the batch allocation is gone, the system one is marked and the drain is done.
+        let mut done = alloc("b1", &batch, "a", None);
+        done.desired_status = "stop".to_owned();
+        state.upsert_allocs(vec![done], NOW).await.unwrap();
+        let decision = decide(&state.snapshot(), NOW);
+        assert_eq!(marked(&decision), ["s1"]);
+        assert_eq!(decision.complete, ["a"]);
+    }
+
+    #[tokio::test]
+    async fn ignored_system_jobs_stay_and_a_forced_drain_takes_the_rest_now() {
+        let web = job("web", "service", 2, 1);
+        let system = job("agent", "system", 1, 0);
+        let strategy = DrainStrategy {
+            deadline: DurationNs::from_secs(-1),
+            ignore_system_jobs: true,
+            ..DrainStrategy::default()
+        };
+        let state = store(
+            vec![draining("a", strategy)],
+            vec![web.clone(), system.clone()],
+            vec![
+                alloc("w1", &web, "a", None),
+                alloc("w2", &web, "a", None),
+                alloc("s1", &system, "a", None),
+            ],
+        )
+        .await;
+        let decision = decide(&state.snapshot(), NOW);
+        assert_eq!(marked(&decision), ["w1", "w2"]);
+        assert!(decision.complete.is_empty());
+        assert_eq!(decision.next_deadline, None);
+    }
+
+    #[tokio::test]
+    async fn an_empty_node_completes_at_once() {
+        let state = store(vec![draining("a", DrainStrategy::default())], vec![], vec![]).await;
+        let decision = decide(&state.snapshot(), NOW);
+        assert_eq!(decision.complete, ["a"]);
+        assert!(decision.migrate.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_restarted_server_carries_a_stored_drain_to_completion() {
+        // The drain is in the store before the server starts, as after a restart.
+        let state = store(vec![draining("a", with_deadline(60))], vec![], vec![]).await;
+        let server = crate::Server::start(
+            crate::ServerConfig::default(),
+            state.clone(),
+            Arc::new(crate::SystemClock),
+        );
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let node = state.node("a").expect("node");
+            if node.drain_strategy.is_none() {
+                let last = node.last_drain.clone().expect("last drain");
+                assert_eq!(last.status, drover_structs::DRAIN_STATUS_COMPLETE);
+                assert_eq!(node.scheduling_eligibility, "ineligible");
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the drain never completed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        server.shutdown().await;
+    }
+}
