@@ -1,6 +1,7 @@
 """Interop: python-nomad 2.1.0's node drain, eligibility and purge calls against a real dev
-agent ($DROVER_BIN): `node.drain_node_with_spec`, `node.eligible_node`,
-`node.ineligible_node`, `node.purge_node`, answered in Nomad's shapes.
+agent ($DROVER_BIN): `node.drain_node_with_spec`, `node.eligible_node` (eligible and
+ineligible), `node.purge_node`, answered in Nomad's shapes. A batch job keeps the node busy, so
+a drain with a deadline stays in place until it is cancelled.
 """
 
 import signal
@@ -10,12 +11,42 @@ import nomad.api.exceptions
 import pytest
 from support import start_dev_agent, wait_for
 
+JOB_ID = "drain-interop"
+
 
 @pytest.fixture(scope="module")
 def client():
     process, host, port = start_dev_agent()
     client = nomad.Nomad(host=host, port=port, timeout=30)
     wait_for("the node to register", lambda: client.nodes.get_nodes())
+    client.job.register_job(
+        JOB_ID,
+        {
+            "Job": {
+                "ID": JOB_ID,
+                "Name": JOB_ID,
+                "Type": "batch",
+                "Datacenters": ["dc1"],
+                "TaskGroups": [
+                    {
+                        "Name": "g",
+                        "Tasks": [
+                            {
+                                "Name": "t",
+                                "Driver": "raw_exec",
+                                "Config": {"command": "/bin/sleep", "args": ["300"]},
+                                "Resources": {"CPU": 50, "MemoryMB": 32},
+                            }
+                        ],
+                    }
+                ],
+            }
+        },
+    )
+    wait_for(
+        "the batch allocation to run",
+        lambda: [a for a in client.job.get_allocations(JOB_ID) if a["ClientStatus"] == "running"],
+    )
     yield client
     process.send_signal(signal.SIGTERM)
     process.wait(timeout=60)
@@ -27,7 +58,7 @@ def node_id(client):
 
 def test_eligibility_toggles_and_answers_nomads_shape(client):
     nid = node_id(client)
-    answer = client.node.ineligible_node(nid, ineligible=True)
+    answer = client.node.eligible_node(nid, ineligible=True)
     assert answer["NodeModifyIndex"] > 0
     assert answer["EvalIDs"] is None
     assert client.node.get_node(nid)["SchedulingEligibility"] == "ineligible"
@@ -69,6 +100,13 @@ def test_drain_with_spec_sets_and_cancels_a_drain(client):
 
 def test_a_drain_of_an_empty_node_completes(client):
     nid = node_id(client)
+    client.job.deregister_job(JOB_ID, purge=True)
+    wait_for(
+        "the batch allocation to stop",
+        lambda: all(
+            a["ClientStatus"] != "running" for a in client.node.get_allocations(nid)
+        ),
+    )
     client.node.drain_node_with_spec(nid, {"Deadline": 0}, mark_eligible=False)
     wait_for(
         "the drain to complete",
