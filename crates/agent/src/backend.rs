@@ -48,7 +48,9 @@ fn server_error(error: ServerError) -> ApiError {
 }
 
 /// A server answer as the JSON the HTTP layer sends.
-fn to_json<T: serde::Serialize>(answer: Result<T, ServerError>) -> Result<serde_json::Value, ApiError> {
+fn to_json<T: serde::Serialize>(
+    answer: Result<T, ServerError>,
+) -> Result<serde_json::Value, ApiError> {
     let answer = answer.map_err(server_error)?;
     serde_json::to_value(answer).map_err(|error| ApiError::Internal(error.to_string()))
 }
@@ -203,12 +205,8 @@ impl AgentOperations for AgentBackend {
                 node_id,
                 eligibility,
             } => to_json(server.update_node_eligibility(&node_id, &eligibility).await),
-            NodeOperation::Purge { node_id } => {
-                to_json(server.purge_node(&node_id).await)
-            }
-            NodeOperation::Evaluate { node_id } => {
-                to_json(server.evaluate_node(&node_id).await)
-            }
+            NodeOperation::Purge { node_id } => to_json(server.purge_node(&node_id).await),
+            NodeOperation::Evaluate { node_id } => to_json(server.evaluate_node(&node_id).await),
         };
         response
     }

@@ -672,7 +672,11 @@ impl ApiClient {
     }
 
     /// `GET /v1/node/<id>?index=`: the node once it changed after `index`.
-    pub async fn node_blocking(&self, node_id: &str, index: u64) -> Result<(Node, u64), ClientError> {
+    pub async fn node_blocking(
+        &self,
+        node_id: &str,
+        index: u64,
+    ) -> Result<(Node, u64), ClientError> {
         self.get_blocking(&format!("/v1/node/{}", escape_path_segment(node_id)), index)
             .await
     }

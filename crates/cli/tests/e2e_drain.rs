@@ -161,13 +161,27 @@ fn a_drain_moves_service_allocations_max_parallel_at_a_time_and_completes() {
         })
     };
 
-    let output = server.cli(&["node", "drain", "-enable", "-deadline", "30s", "-yes", &node_a]);
+    let output = server.cli(&[
+        "node",
+        "drain",
+        "-enable",
+        "-deadline",
+        "30s",
+        "-yes",
+        &node_a,
+    ]);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(output.status.success(), "node drain: {stdout}");
     // The command monitors the drain until it is done, as Nomad's does.
-    assert!(stdout.contains(&format!("Node {node_a:?} drain strategy set")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("Node {node_a:?} drain strategy set")),
+        "{stdout}"
+    );
     assert!(stdout.contains("marked for migration"), "{stdout}");
-    assert!(stdout.contains(&format!("Drain complete for node {node_a}")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("Drain complete for node {node_a}")),
+        "{stdout}"
+    );
     assert!(
         stdout.contains(&format!("All allocations on node {node_a:?} have stopped")),
         "{stdout}"
@@ -175,7 +189,10 @@ fn a_drain_moves_service_allocations_max_parallel_at_a_time_and_completes() {
 
     watching.store(false, std::sync::atomic::Ordering::SeqCst);
     let fewest = watcher.join().expect("watcher");
-    assert!(fewest >= 2, "at most one allocation away at a time, saw {fewest} healthy");
+    assert!(
+        fewest >= 2,
+        "at most one allocation away at a time, saw {fewest} healthy"
+    );
 
     // The drain is complete once the old allocations are stopped; the last replacement may
     // still be starting.
@@ -215,10 +232,16 @@ fn a_drain_moves_service_allocations_max_parallel_at_a_time_and_completes() {
         .iter()
         .filter_map(|event| event["Message"].as_str())
         .collect();
-    assert!(messages.contains(&"Node drain strategy set"), "{messages:?}");
+    assert!(
+        messages.contains(&"Node drain strategy set"),
+        "{messages:?}"
+    );
     assert!(messages.contains(&"Node drain complete"), "{messages:?}");
     let status = server.cli_ok(&["node", "status", &node_a]);
-    assert!(status.contains("Drain") && status.contains("false"), "{status}");
+    assert!(
+        status.contains("Drain") && status.contains("false"),
+        "{status}"
+    );
     assert!(status.contains("ineligible"), "{status}");
 
     // While draining, eligibility cannot be turned on; a forced drain stops at once.
@@ -228,7 +251,10 @@ fn a_drain_moves_service_allocations_max_parallel_at_a_time_and_completes() {
         &json!({"DrainSpec": {"Deadline": -1, "IgnoreSystemJobs": false}, "Meta": {"why": "test"}})
             .to_string(),
     );
-    assert!(response["NodeModifyIndex"].as_u64().unwrap() > 0, "{response}");
+    assert!(
+        response["NodeModifyIndex"].as_u64().unwrap() > 0,
+        "{response}"
+    );
     let node = server.get_json(&format!("/v1/node/{node_b}"));
     assert_eq!(node["Drain"], true);
     assert_eq!(node["DrainStrategy"]["Deadline"], -1);
@@ -260,7 +286,10 @@ fn a_drain_moves_service_allocations_max_parallel_at_a_time_and_completes() {
 
     // Evaluate and purge answer Nomad's NodeUpdateResponse.
     let evaluated = put(&server, &format!("/v1/node/{node_a}/evaluate"), "");
-    assert!(!evaluated["EvalIDs"].as_array().unwrap().is_empty(), "{evaluated}");
+    assert!(
+        !evaluated["EvalIDs"].as_array().unwrap().is_empty(),
+        "{evaluated}"
+    );
     // node-b's agent is stopped first, or it would register itself again.
     clients[1].terminate();
     let purged = put(&server, &format!("/v1/node/{node_b}/purge"), "");

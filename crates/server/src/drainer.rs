@@ -107,8 +107,11 @@ pub(crate) fn decide(snapshot: &StateSnapshot, now_unix_ns: i64) -> DrainDecisio
         } else if strategy.deadline.as_nanos() > 0
             && let Some(deadline) = strategy.force_deadline.unix_nanos()
         {
-            decision.next_deadline =
-                Some(decision.next_deadline.map_or(deadline, |next| next.min(deadline)));
+            decision.next_deadline = Some(
+                decision
+                    .next_deadline
+                    .map_or(deadline, |next| next.min(deadline)),
+            );
         }
         if live.iter().all(|alloc| is_system(alloc)) {
             // Everything else is gone: system jobs go last, then the drain is done.
@@ -344,7 +347,10 @@ mod tests {
     async fn a_group_leaves_max_parallel_at_a_time_counting_reported_health() {
         let web = job("web", "service", 3, 1);
         let state = store(
-            vec![draining("a", with_deadline(60)), NodeBuilder::new("b").build()],
+            vec![
+                draining("a", with_deadline(60)),
+                NodeBuilder::new("b").build(),
+            ],
             vec![web.clone()],
             vec![
                 alloc("a1", &web, "a", Some(true)),
@@ -382,7 +388,10 @@ mod tests {
         let state = store(
             vec![draining("a", with_deadline(60))],
             vec![batch.clone(), system.clone()],
-            vec![alloc("b1", &batch, "a", None), alloc("s1", &system, "a", None)],
+            vec![
+                alloc("b1", &batch, "a", None),
+                alloc("s1", &system, "a", None),
+            ],
         )
         .await;
         // Before the deadline: the batch allocation runs on, the system one waits for it.
@@ -429,7 +438,12 @@ mod tests {
 
     #[tokio::test]
     async fn an_empty_node_completes_at_once() {
-        let state = store(vec![draining("a", DrainStrategy::default())], vec![], vec![]).await;
+        let state = store(
+            vec![draining("a", DrainStrategy::default())],
+            vec![],
+            vec![],
+        )
+        .await;
         let decision = decide(&state.snapshot(), NOW);
         assert_eq!(decision.complete, ["a"]);
         assert!(decision.migrate.is_empty());
@@ -453,7 +467,10 @@ mod tests {
                 assert_eq!(node.scheduling_eligibility, "ineligible");
                 break;
             }
-            assert!(tokio::time::Instant::now() < deadline, "the drain never completed");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the drain never completed"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         server.shutdown().await;

@@ -15,8 +15,8 @@ use drover_state::EventType;
 use drover_structs::{
     DRAIN_STATUS_CANCELED, DRAIN_STATUS_COMPLETE, DRAIN_STATUS_DRAINING, DrainMetadata, DrainSpec,
     DrainStrategy, EVAL_TRIGGER_NODE_UPDATE, Evaluation, JOB_TYPE_SYSBATCH, JOB_TYPE_SYSTEM,
-    NODE_SCHEDULING_ELIGIBLE, NODE_SCHEDULING_INELIGIBLE, Node, NodeDrainUpdateResponse,
-    NodeEvent, NodeUpdateResponse, Timestamp,
+    NODE_SCHEDULING_ELIGIBLE, NODE_SCHEDULING_INELIGIBLE, Node, NodeDrainUpdateResponse, NodeEvent,
+    NodeUpdateResponse, Timestamp,
 };
 
 use crate::{Server, ServerError, ServerInner};
@@ -202,7 +202,8 @@ impl Server {
                 "missing node ID for setting scheduling eligibility".into(),
             ));
         }
-        let invalid = || ServerError::Internal(format!("invalid scheduling eligibility {eligibility:?}"));
+        let invalid =
+            || ServerError::Internal(format!("invalid scheduling eligibility {eligibility:?}"));
         if eligibility != NODE_SCHEDULING_ELIGIBLE && eligibility != NODE_SCHEDULING_INELIGIBLE {
             return Err(invalid());
         }
@@ -211,8 +212,7 @@ impl Server {
         };
         if node.drain_strategy.is_some() && eligibility == NODE_SCHEDULING_ELIGIBLE {
             return Err(ServerError::Internal(
-                "can not set node's scheduling eligibility to eligible while it is draining"
-                    .into(),
+                "can not set node's scheduling eligibility to eligible while it is draining".into(),
             ));
         }
         if node.scheduling_eligibility == eligibility {
@@ -393,7 +393,13 @@ mod tests {
         let last = node.last_drain.clone().expect("last drain");
         assert_eq!(last.status, DRAIN_STATUS_DRAINING);
         assert_eq!(last.started_at, Timestamp::from_unix_nanos(5_000_000_000));
-        assert_eq!(last.meta.as_ref().and_then(|m| m.get("reason")).map(String::as_str), Some("kernel"));
+        assert_eq!(
+            last.meta
+                .as_ref()
+                .and_then(|m| m.get("reason"))
+                .map(String::as_str),
+            Some("kernel")
+        );
 
         // Cancelled with mark_eligible: eligible, canceled, the meta kept.
         DrainChange {
@@ -422,7 +428,11 @@ mod tests {
             strategy: None,
             mark_eligible: false,
             meta: BTreeMap::new(),
-            event: Some(event(SUBSYSTEM_DRAIN, NODE_DRAIN_EVENT_COMPLETE, 2_000_000_000)),
+            event: Some(event(
+                SUBSYSTEM_DRAIN,
+                NODE_DRAIN_EVENT_COMPLETE,
+                2_000_000_000,
+            )),
             completed: true,
             now_unix_ns: 2_000_000_000,
         }

@@ -525,7 +525,9 @@ async fn handle<B: ApiBackend>(
             node_write_response(&response, params)
         }
         Route::NodePurge { node_id } => {
-            let response = backend.update_node(NodeOperation::Purge { node_id }).await?;
+            let response = backend
+                .update_node(NodeOperation::Purge { node_id })
+                .await?;
             node_write_response(&response, params)
         }
         Route::NodeEvaluate { node_id } => {

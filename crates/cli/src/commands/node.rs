@@ -534,7 +534,10 @@ async fn monitor_drain(
     let mut first_allocs = true;
     while !(node_done && allocs_done) {
         if !allocs_done {
-            match client.node_allocations_blocking(node_id, allocs_index).await {
+            match client
+                .node_allocations_blocking(node_id, allocs_index)
+                .await
+            {
                 Err(error) => {
                     monitor_line(io, true, &format!("Error monitoring allocations: {error}"));
                     allocs_done = true;
@@ -572,8 +575,8 @@ async fn monitor_drain(
                         {
                             monitor_line(io, false, &format!("Alloc {:?} {message}", alloc.id));
                         }
-                        let counted = !(ignore_system
-                            && alloc.job_type() == drover_structs::JOB_TYPE_SYSTEM);
+                        let counted =
+                            !(ignore_system && alloc.job_type() == drover_structs::JOB_TYPE_SYSTEM);
                         if counted
                             && alloc.job.is_some()
                             && (alloc.client_status == drover_structs::ALLOC_CLIENT_STATUS_PENDING
@@ -697,7 +700,10 @@ mod tests {
             ignore_system_jobs: true,
             ..DrainStrategy::default()
         });
-        assert_eq!(format_drain(&node), "true; no deadline; ignoring system jobs");
+        assert_eq!(
+            format_drain(&node),
+            "true; no deadline; ignoring system jobs"
+        );
         node.drain_strategy = Some(DrainStrategy {
             deadline: DurationNs::from_secs(30),
             force_deadline: drover_structs::Timestamp::from_unix_nanos(1_700_000_000_000_000_000),
