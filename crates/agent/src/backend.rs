@@ -190,7 +190,7 @@ impl AgentOperations for AgentBackend {
     ) -> Result<serde_json::Value, ApiError> {
         use drover_api::backend::NodeOperation;
         let server = self.server()?;
-        let response = match request {
+        match request {
             NodeOperation::Drain {
                 node_id,
                 spec,
@@ -207,8 +207,7 @@ impl AgentOperations for AgentBackend {
             } => to_json(server.update_node_eligibility(&node_id, &eligibility).await),
             NodeOperation::Purge { node_id } => to_json(server.purge_node(&node_id).await),
             NodeOperation::Evaluate { node_id } => to_json(server.evaluate_node(&node_id).await),
-        };
-        response
+        }
     }
 
     async fn set_job_stability(
