@@ -1,8 +1,7 @@
 """Interop: python-nomad's `search` and the list `filter`/pagination parameters against a real
 dev agent ($DROVER_BIN) running a real two-allocation service job.
 
-Node drain and eligibility (`node.drain_node_with_spec`, `node.eligible_node`) are not served
-yet; their calls are not exercised here.
+Node drain, eligibility and purge are in test_nodes_drain.py.
 """
 
 import signal

@@ -50,6 +50,14 @@ fn server_error(error: ServerError) -> ApiError {
     }
 }
 
+/// A server answer as the JSON the HTTP layer sends.
+fn to_json<T: serde::Serialize>(
+    answer: Result<T, ServerError>,
+) -> Result<serde_json::Value, ApiError> {
+    let answer = answer.map_err(server_error)?;
+    serde_json::to_value(answer).map_err(|error| ApiError::Internal(error.to_string()))
+}
+
 fn client_error(error: ClientError) -> ApiError {
     match error.kind() {
         ClientErrorKind::NotFound => ApiError::NotFound(error.to_string()),
@@ -177,6 +185,32 @@ impl AgentOperations for AgentBackend {
             .dispatch_job(namespace, job_id, request, idempotency_token)
             .await
             .map_err(server_error)
+    }
+
+    async fn update_node(
+        &self,
+        request: drover_api::backend::NodeOperation,
+    ) -> Result<serde_json::Value, ApiError> {
+        use drover_api::backend::NodeOperation;
+        let server = self.server()?;
+        match request {
+            NodeOperation::Drain {
+                node_id,
+                spec,
+                mark_eligible,
+                meta,
+            } => to_json(
+                server
+                    .update_node_drain(&node_id, spec, mark_eligible, meta)
+                    .await,
+            ),
+            NodeOperation::Eligibility {
+                node_id,
+                eligibility,
+            } => to_json(server.update_node_eligibility(&node_id, &eligibility).await),
+            NodeOperation::Purge { node_id } => to_json(server.purge_node(&node_id).await),
+            NodeOperation::Evaluate { node_id } => to_json(server.evaluate_node(&node_id).await),
+        }
     }
 
     async fn set_job_stability(

@@ -249,6 +249,16 @@ pub trait AgentOperations: Send + Sync + 'static {
         async { Err(ApiError::NoRoute) }
     }
 
+    /// An operator's node write (`/v1/node/<id>/drain|eligibility|purge|evaluate`). A backend
+    /// without a server has no such endpoint (404).
+    fn update_node(
+        &self,
+        request: NodeOperation,
+    ) -> impl Future<Output = Result<serde_json::Value, ApiError>> + Send {
+        let _ = request;
+        async { Err(ApiError::NoRoute) }
+    }
+
     // Client-node operations. Unknown allocations are
     // `NotFound("Unknown allocation \"<id>\"")`; unknown tasks or signals are `BadRequest`.
 
@@ -372,6 +382,28 @@ pub trait AgentOperations: Send + Sync + 'static {
         let _ = (namespace, id);
         async { Err(ApiError::bad_request(NO_SERVER)) }
     }
+}
+
+/// An operator's node write, decoded by the HTTP layer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeOperation {
+    /// `drain`: `spec` `None` cancels the drain.
+    Drain {
+        node_id: String,
+        spec: Option<drover_structs::DrainSpec>,
+        mark_eligible: bool,
+        meta: BTreeMap<String, String>,
+    },
+    Eligibility {
+        node_id: String,
+        eligibility: String,
+    },
+    Purge {
+        node_id: String,
+    },
+    Evaluate {
+        node_id: String,
+    },
 }
 
 /// What an agent without a server answers to the calls only a server serves.
@@ -609,6 +641,13 @@ impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<
     ) -> impl Future<Output = Result<drover_structs::JobDispatchResponse, ApiError>> + Send {
         self.operations
             .dispatch_job(namespace, job_id, request, idempotency_token)
+    }
+
+    fn update_node(
+        &self,
+        request: NodeOperation,
+    ) -> impl Future<Output = Result<serde_json::Value, ApiError>> + Send {
+        self.operations.update_node(request)
     }
 
     fn restart_alloc(

@@ -675,6 +675,80 @@ impl ApiClient {
             .await
     }
 
+    /// A blocking read: answers once the response's `X-Nomad-Index` passes `index` (or after
+    /// the server's wait), with that index.
+    async fn get_blocking<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        index: u64,
+    ) -> Result<(T, u64), ClientError> {
+        let query = [("index", index.to_string()), ("wait", "30s".to_string())];
+        let response = self
+            .send(self.request(reqwest::Method::GET, path, &query))
+            .await?;
+        let seen = response
+            .headers()
+            .get("X-Nomad-Index")
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(0);
+        Ok((Self::decode(response).await?, seen))
+    }
+
+    /// `GET /v1/node/<id>?index=`: the node once it changed after `index`.
+    pub async fn node_blocking(
+        &self,
+        node_id: &str,
+        index: u64,
+    ) -> Result<(Node, u64), ClientError> {
+        self.get_blocking(&format!("/v1/node/{}", escape_path_segment(node_id)), index)
+            .await
+    }
+
+    /// `GET /v1/node/<id>/allocations?index=`.
+    pub async fn node_allocations_blocking(
+        &self,
+        node_id: &str,
+        index: u64,
+    ) -> Result<(Vec<Allocation>, u64), ClientError> {
+        self.get_blocking(
+            &format!("/v1/node/{}/allocations", escape_path_segment(node_id)),
+            index,
+        )
+        .await
+    }
+
+    /// `PUT /v1/node/<id>/drain`: sets (`Some` spec) or cancels a drain.
+    pub async fn update_node_drain(
+        &self,
+        node_id: &str,
+        request: &drover_structs::NodeDrainRequest,
+    ) -> Result<drover_structs::NodeDrainUpdateResponse, ClientError> {
+        let body = serde_json::to_value(request)
+            .map_err(|error| ClientError::Decode(error.to_string()))?;
+        self.put(
+            &format!("/v1/node/{}/drain", escape_path_segment(node_id)),
+            &[],
+            Some(body),
+        )
+        .await
+    }
+
+    /// `PUT /v1/node/<id>/eligibility`: `eligible` or `ineligible`.
+    pub async fn update_node_eligibility(
+        &self,
+        node_id: &str,
+        eligibility: &str,
+    ) -> Result<drover_structs::NodeDrainUpdateResponse, ClientError> {
+        let body = serde_json::json!({"NodeID": node_id, "Eligibility": eligibility});
+        self.put(
+            &format!("/v1/node/{}/eligibility", escape_path_segment(node_id)),
+            &[],
+            Some(body),
+        )
+        .await
+    }
+
     pub async fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ClientError> {
         self.get(
             &format!("/v1/node/{}/allocations", escape_path_segment(node_id)),

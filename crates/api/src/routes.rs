@@ -85,6 +85,19 @@ pub enum Route {
     NodeAllocations {
         node_id: String,
     },
+    /// `POST /v1/node/<id>/drain|eligibility|purge|evaluate`.
+    NodeDrain {
+        node_id: String,
+    },
+    NodeEligibility {
+        node_id: String,
+    },
+    NodePurge {
+        node_id: String,
+    },
+    NodeEvaluate {
+        node_id: String,
+    },
     AgentSelf,
     AgentMembers,
     AgentHealth,
@@ -304,6 +317,10 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
                 match suffix {
                     "" => (Route::NodeRead { node_id }, Read),
                     "allocations" => (Route::NodeAllocations { node_id }, Read),
+                    "drain" => (Route::NodeDrain { node_id }, Write),
+                    "eligibility" => (Route::NodeEligibility { node_id }, Write),
+                    "purge" => (Route::NodePurge { node_id }, Write),
+                    "evaluate" => (Route::NodeEvaluate { node_id }, Write),
                     _ => return Err(ApiError::NoRoute),
                 }
             } else if let Some(rest) = path.strip_prefix("internal/node/") {
@@ -531,6 +548,26 @@ mod tests {
     }
 
     #[test]
+    fn node_writes_are_routed_for_put_and_post_only() {
+        assert_eq!(
+            route(&Method::POST, "/v1/node/n1/drain"),
+            Ok(Route::NodeDrain {
+                node_id: "n1".into()
+            })
+        );
+        assert_eq!(
+            route(&Method::PUT, "/v1/node/n1/purge"),
+            Ok(Route::NodePurge {
+                node_id: "n1".into()
+            })
+        );
+        assert_eq!(
+            route(&Method::GET, "/v1/node/n1/eligibility"),
+            Err(ApiError::MethodNotAllowed)
+        );
+    }
+
+    #[test]
     fn unknown_paths_and_unserved_suffixes_are_no_route() {
         for path in [
             "/",
@@ -540,7 +577,7 @@ mod tests {
             "/v1/allocation/a/b/stop",
             "/v1/job/x/scale",
             "/v1/client/fs/nope/abc",
-            "/v1/node/n/purge",
+            "/v1/node/n/nope",
         ] {
             assert_eq!(route(&Method::GET, path), Err(ApiError::NoRoute), "{path}");
         }

@@ -481,8 +481,8 @@ pub static FEATURES: &[Feature] = &[
     ),
     row(
         "migrate (Nomad's default)",
-        Status::RunsDifferently,
-        "allocations leave a draining node all at once, not max_parallel at a time after health checks",
+        Status::Runs,
+        "allocations leave a draining node max_parallel at a time, each group's count minus max_parallel kept running with health reported by the client (task states or checks, min_healthy_time, healthy_deadline); batch allocations finish until the deadline, system ones go last",
         "",
         Detect::group(|group| {
             when(
@@ -496,9 +496,9 @@ pub static FEATURES: &[Feature] = &[
     ),
     row(
         "migrate",
-        Status::NotYet,
-        "allocations leave a draining node all at once; a migrate strategy needs deployments' health tracking",
-        "runs once drover paces drains with health checks",
+        Status::Runs,
+        "allocations leave a draining node max_parallel at a time, each group's count minus max_parallel kept running with health reported by the client (task states or checks, min_healthy_time, healthy_deadline); batch allocations finish until the deadline, system ones go last",
+        "",
         Detect::group(|group| {
             when(
                 group

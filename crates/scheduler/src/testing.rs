@@ -274,7 +274,10 @@ impl NodeBuilder {
     }
 
     pub fn draining(mut self) -> Self {
-        self.node.drain_strategy = Some(serde_json::json!({"Deadline": 3_600_000_000_000_i64}));
+        self.node.drain_strategy = Some(drover_structs::DrainStrategy {
+            deadline: drover_structs::DurationNs::from_hours(1),
+            ..Default::default()
+        });
         self.node.drain = true;
         self
     }

@@ -9,6 +9,9 @@
 //!  heartbeat timer expired ──► node down ──► node-update evals
 //! ```
 //!
+//! Operators drain nodes and toggle their eligibility through `nodes`; the drainer (`drainer`)
+//! moves allocations off draining nodes.
+//!
 //! Service registrations from clients are validated here (`services`) and stored. Periodic jobs
 //! are launched by the periodic dispatcher (`periodic`); parameterized jobs by
 //! [`Server::dispatch_job`].
@@ -24,12 +27,14 @@ pub mod acl;
 pub mod blocked;
 pub mod broker;
 mod clock;
+mod drainer;
 mod error;
 pub mod heartbeat;
 pub mod identity;
 pub mod job_plan;
 pub mod keyring;
 mod launch;
+mod nodes;
 mod periodic;
 pub mod plan_apply;
 mod services;
@@ -111,6 +116,7 @@ pub(crate) struct ServerInner {
     pub(crate) plans: mpsc::Sender<PlanRequest>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) periodic: periodic::PeriodicDispatcher,
+    pub(crate) drainer: drainer::Drainer,
     shutdown: CancellationToken,
 }
 
@@ -168,6 +174,7 @@ impl Server {
             plans,
             clock,
             periodic: periodic::PeriodicDispatcher::default(),
+            drainer: drainer::Drainer::default(),
             shutdown: shutdown.clone(),
         });
 
@@ -193,6 +200,8 @@ impl Server {
         tasks.push(tokio::spawn(
             inner.clone().restore_periodic(shutdown.clone()),
         ));
+        // The node drainer is leader work too; a drain in the store carries on after a restart.
+        tasks.push(tokio::spawn(drainer::run(inner.clone(), shutdown.clone())));
         tasks.push(tokio::spawn(plan_apply::run(
             inner.state.clone(),
             inner.clock.clone(),
@@ -499,9 +508,9 @@ impl Server {
         self.inner
             .plans
             .send(PlanRequest {
-                commit: Commit::MigrateAlloc {
-                    alloc_id: alloc_id.to_owned(),
-                    eval: Box::new(eval),
+                commit: Commit::MigrateAllocs {
+                    alloc_ids: vec![alloc_id.to_owned()],
+                    evals: vec![eval],
                 },
                 reply,
             })

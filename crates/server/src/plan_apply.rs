@@ -46,11 +46,12 @@ impl PlanResult {
 pub(crate) enum Commit {
     /// A worker's plan (boxed, as the evaluation below: queued requests stay small).
     Plan(Box<Plan>),
-    /// `alloc stop`: mark the allocation for migration and store `eval`, which acts on it, in
-    /// one write.
-    MigrateAlloc {
-        alloc_id: String,
-        eval: Box<Evaluation>,
+    /// `alloc stop` and the drainer: mark the allocations for migration and store the
+    /// evaluations that act on them, in one write. An allocation that no longer exists is
+    /// `NotFound` when it is the only one (`alloc stop`), and skipped otherwise.
+    MigrateAllocs {
+        alloc_ids: Vec<String>,
+        evals: Vec<Evaluation>,
     },
 }
 
@@ -68,8 +69,8 @@ pub(crate) async fn run(
     while let Some(request) = requests.recv().await {
         let result = match request.commit {
             Commit::Plan(plan) => apply(&state, clock.as_ref(), *plan).await,
-            Commit::MigrateAlloc { alloc_id, eval } => {
-                migrate_alloc(&state, clock.as_ref(), &alloc_id, *eval).await
+            Commit::MigrateAllocs { alloc_ids, evals } => {
+                migrate_allocs(&state, clock.as_ref(), &alloc_ids, evals).await
             }
         };
         // The worker may have given up (shutdown); the commit stands either way.
@@ -115,19 +116,26 @@ pub(crate) async fn apply(
 }
 
 /// Marks the allocation, as it is now, for migration, and stores `eval` in the same write.
-pub(crate) async fn migrate_alloc(
+pub(crate) async fn migrate_allocs(
     state: &StateStore,
     clock: &dyn Clock,
-    alloc_id: &str,
-    eval: Evaluation,
+    alloc_ids: &[String],
+    evals: Vec<Evaluation>,
 ) -> Result<PlanResult, ServerError> {
-    let Some(current) = state.alloc(alloc_id) else {
-        return Err(ServerError::NotFound("allocation not found".into()));
-    };
-    let mut marked = Allocation::clone(&current);
-    marked.desired_transition.migrate = Some(true);
+    let mut marked = Vec::new();
+    for alloc_id in alloc_ids {
+        let Some(current) = state.alloc(alloc_id) else {
+            if alloc_ids.len() == 1 {
+                return Err(ServerError::NotFound("allocation not found".into()));
+            }
+            continue;
+        };
+        let mut alloc = Allocation::clone(&current);
+        alloc.desired_transition.migrate = Some(true);
+        marked.push(alloc);
+    }
     let index = state
-        .upsert_allocs_and_evals(vec![marked], vec![eval], clock.now_unix_ns())
+        .upsert_allocs_and_evals(marked, evals, clock.now_unix_ns())
         .await?;
     Ok(PlanResult {
         index,
@@ -314,9 +322,9 @@ mod tests {
             .expect("queue plan");
         requests
             .send(PlanRequest {
-                commit: Commit::MigrateAlloc {
-                    alloc_id: "alloc-0".to_string(),
-                    eval: Box::new(stop_eval),
+                commit: Commit::MigrateAllocs {
+                    alloc_ids: vec!["alloc-0".to_string()],
+                    evals: vec![stop_eval],
                 },
                 reply: stop_reply,
             })
@@ -355,7 +363,7 @@ mod tests {
             status: "pending".to_string(),
             ..Evaluation::default()
         };
-        let outcome = migrate_alloc(&state, &SystemClock, "nope", eval).await;
+        let outcome = migrate_allocs(&state, &SystemClock, &["nope".to_string()], vec![eval]).await;
         assert!(matches!(outcome, Err(ServerError::NotFound(_))));
         assert!(state.eval("eval-stop").is_none());
     }

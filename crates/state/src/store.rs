@@ -1135,16 +1135,15 @@ impl StateStore {
                         if node.events.is_empty() {
                             node.events.clone_from(&existing.events);
                         }
-                        if node.scheduling_eligibility.is_empty() {
+                        // Eligibility and drain are the server's (a client registers
+                        // itself eligible); a re-registration never undoes a drain.
+                        if !existing.scheduling_eligibility.is_empty() {
                             node.scheduling_eligibility
                                 .clone_from(&existing.scheduling_eligibility);
                         }
-                        if node.drain_strategy.is_none() {
-                            node.drain_strategy.clone_from(&existing.drain_strategy);
-                        }
-                        if node.last_drain.is_none() {
-                            node.last_drain.clone_from(&existing.last_drain);
-                        }
+                        node.drain_strategy.clone_from(&existing.drain_strategy);
+                        node.drain = node.drain_strategy.is_some();
+                        node.last_drain.clone_from(&existing.last_drain);
                         if existing.status == node.status {
                             node.status_updated_at = existing.status_updated_at;
                         } else {
@@ -1230,6 +1229,41 @@ impl StateStore {
                 node.modify_index = index;
                 context.put(Table::Nodes, node.id.as_bytes(), &node)?;
                 context.emit(node_event(EventType::NodeEligibility, &node)?);
+                Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
+                Ok(index)
+            })
+            .await
+    }
+
+    /// A server-side change of a node (drain, eligibility) in one write: `change` edits a copy
+    /// given the write's index and says whether anything changed; nothing is written when it
+    /// did not (the node's `ModifyIndex` is returned). Emits `event_type` on the `Node` topic.
+    pub async fn update_node_with<F>(
+        &self,
+        node_id: &str,
+        event_type: EventType,
+        change: F,
+    ) -> Result<u64, StateError>
+    where
+        F: FnOnce(&mut Node, u64) -> bool + Send + 'static,
+    {
+        let node_id = node_id.to_owned();
+        self.engine
+            .write(move |tables, context| {
+                let Some(existing) = tables.nodes.get(&node_id).cloned() else {
+                    return Err(StateError::NotFound {
+                        kind: "node",
+                        id: node_id,
+                    });
+                };
+                let index = context.index();
+                let mut node = Node::clone(&existing);
+                if !change(&mut node, index) {
+                    return Ok(existing.modify_index);
+                }
+                node.modify_index = index;
+                context.put(Table::Nodes, node.id.as_bytes(), &node)?;
+                context.emit(node_event(event_type, &node)?);
                 Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
                 Ok(index)
             })

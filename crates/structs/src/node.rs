@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::job::{NetworkResource, Resources};
 use crate::lenient::wire_struct;
-use crate::time::Timestamp;
+use crate::time::{DurationNs, Timestamp};
 
 /// Node statuses.
 pub const NODE_STATUS_INITIALIZING: &str = "initializing";
@@ -57,7 +57,7 @@ wire_struct! {
         pub resources: Option<Resources>,
         pub reserved: Option<Resources>,
         pub links: BTreeMap<String, String>,
-        pub drain_strategy: Option<Value>,
+        pub drain_strategy: Option<DrainStrategy>,
         /// The legacy drain flag, true while a drain strategy is set.
         pub drain: bool,
         pub scheduling_eligibility: String,
@@ -69,9 +69,61 @@ wire_struct! {
         pub drivers: BTreeMap<String, DriverInfo>,
         pub host_volumes: BTreeMap<String, ClientHostVolumeConfig>,
         pub host_networks: BTreeMap<String, Value>,
-        pub last_drain: Option<Value>,
+        pub last_drain: Option<DrainMetadata>,
         pub create_index: u64,
         pub modify_index: u64,
+    }
+}
+
+/// `LastDrain.Status` values.
+pub const DRAIN_STATUS_DRAINING: &str = "draining";
+pub const DRAIN_STATUS_COMPLETE: &str = "complete";
+pub const DRAIN_STATUS_CANCELED: &str = "canceled";
+
+wire_struct! {
+    /// What an operator asks of a drain (`DrainSpec`): `Deadline` below zero forces the drain
+    /// now, zero means no deadline.
+    pub struct DrainSpec {
+        pub deadline: DurationNs,
+        pub ignore_system_jobs: bool,
+    }
+}
+
+wire_struct! {
+    /// A node's drain (`DrainStrategy`, Nomad's `DrainSpec` embedded, so its fields sit at the
+    /// top level): `ForceDeadline` is when everything left is stopped (zero time without a
+    /// positive deadline).
+    pub struct DrainStrategy {
+        pub deadline: DurationNs,
+        pub ignore_system_jobs: bool,
+        pub force_deadline: Timestamp,
+        pub started_at: Timestamp,
+    }
+}
+
+impl DrainStrategy {
+    /// Whether everything left must go now (`Deadline < 0`) or by a deadline that has passed.
+    pub fn forced_at(&self, now_unix_ns: i64) -> bool {
+        if self.deadline.as_nanos() < 0 {
+            return true;
+        }
+        self.deadline.as_nanos() > 0
+            && self
+                .force_deadline
+                .unix_nanos()
+                .is_some_and(|deadline| deadline <= now_unix_ns)
+    }
+}
+
+wire_struct! {
+    /// The node's most recent drain (`LastDrain`).
+    pub struct DrainMetadata {
+        pub started_at: Timestamp,
+        pub updated_at: Timestamp,
+        pub status: String,
+        #[serde(rename = "AccessorID")]
+        pub accessor_id: String,
+        pub meta: Option<BTreeMap<String, String>>,
     }
 }
 
@@ -191,7 +243,7 @@ wire_struct! {
         pub node_resources: Option<NodeResources>,
         #[serde(skip_serializing_if = "Option::is_none")]
         pub reserved_resources: Option<NodeReservedResources>,
-        pub last_drain: Option<Value>,
+        pub last_drain: Option<DrainMetadata>,
         pub create_index: u64,
         pub modify_index: u64,
     }

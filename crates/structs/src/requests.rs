@@ -229,8 +229,40 @@ wire_struct! {
     pub struct NodeDrainRequest {
         #[serde(rename = "NodeID")]
         pub node_id: String,
-        pub drain_spec: Option<Value>,
+        pub drain_spec: Option<crate::DrainSpec>,
         pub mark_eligible: bool,
         pub meta: BTreeMap<String, String>,
+    }
+}
+
+wire_struct! {
+    /// The answer to a drain or eligibility update (`NodeDrainUpdateResponse`,
+    /// `NodeEligibilityUpdateResponse`): evaluations made when the node turned eligible.
+    pub struct NodeDrainUpdateResponse {
+        pub node_modify_index: u64,
+        #[serde(rename = "EvalIDs")]
+        pub eval_ids: Option<Vec<String>>,
+        pub eval_create_index: u64,
+        pub index: u64,
+    }
+}
+
+wire_struct! {
+    /// The answer to `node purge` and `node evaluate` (`NodeUpdateResponse`).
+    pub struct NodeUpdateResponse {
+        #[serde(rename = "HeartbeatTTL")]
+        pub heartbeat_ttl: i64,
+        #[serde(rename = "EvalIDs")]
+        pub eval_ids: Option<Vec<String>>,
+        pub eval_create_index: u64,
+        pub node_modify_index: u64,
+        pub features: u64,
+        #[serde(rename = "LeaderRPCAddr")]
+        pub leader_rpc_addr: String,
+        pub num_nodes: i32,
+        pub servers: Option<Vec<Value>>,
+        pub index: u64,
+        pub last_contact: i64,
+        pub known_leader: bool,
     }
 }

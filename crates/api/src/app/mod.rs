@@ -31,7 +31,7 @@ use agent::{agent_health, agent_members, agent_self};
 use respond::{Meta, blocking_read, decode_body, json_response, page_response};
 use submit::{parse_job, plan, register, validate_job};
 
-use crate::backend::{ApiBackend, Table};
+use crate::backend::{ApiBackend, NodeOperation, Table};
 use crate::error::ApiError;
 use crate::logs::{
     FileSet, FollowTiming, LogRequest, Origin, StreamPosition, WriterFinished, stream_body,
@@ -112,6 +112,18 @@ async fn dispatch<B: ApiBackend>(
     let response = outcome.unwrap_or_else(IntoResponse::into_response);
     tracing::debug!(%method, path = uri.path(), status = response.status().as_u16(), "http request");
     response
+}
+
+/// A node write's answer, with its `Index` as `X-Nomad-Index`.
+fn node_write_response(
+    response: &serde_json::Value,
+    params: &QueryParams,
+) -> Result<Response, ApiError> {
+    let index = response
+        .get("Index")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    json_response(response, params, Meta::Write(index))
 }
 
 /// Nomad's checks of the `JobID` in a revert or stability body against the job in the path.
@@ -483,6 +495,46 @@ async fn handle<B: ApiBackend>(
             })
             .await?;
             json_response(&list, params, Meta::Read(index))
+        }
+        Route::NodeDrain { node_id } => {
+            let request: drover_structs::NodeDrainRequest = decode_body(&body)?;
+            let response = backend
+                .update_node(NodeOperation::Drain {
+                    node_id,
+                    spec: request.drain_spec,
+                    mark_eligible: request.mark_eligible,
+                    meta: request.meta,
+                })
+                .await?;
+            node_write_response(&response, params)
+        }
+        Route::NodeEligibility { node_id } => {
+            let request: drover_structs::NodeEligibilityRequest = decode_body(&body)?;
+            // As Nomad: the body's NodeID, else the path's.
+            let node_id = if request.node_id.is_empty() {
+                node_id
+            } else {
+                request.node_id
+            };
+            let response = backend
+                .update_node(NodeOperation::Eligibility {
+                    node_id,
+                    eligibility: request.eligibility,
+                })
+                .await?;
+            node_write_response(&response, params)
+        }
+        Route::NodePurge { node_id } => {
+            let response = backend
+                .update_node(NodeOperation::Purge { node_id })
+                .await?;
+            node_write_response(&response, params)
+        }
+        Route::NodeEvaluate { node_id } => {
+            let response = backend
+                .update_node(NodeOperation::Evaluate { node_id })
+                .await?;
+            node_write_response(&response, params)
         }
         Route::AgentSelf => json_response(&agent_self(backend), params, Meta::Read(1)),
         Route::AgentMembers => json_response(&agent_members(backend), params, Meta::Read(1)),
