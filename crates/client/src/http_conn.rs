@@ -27,7 +27,8 @@ use std::time::Duration;
 use drover_structs::client_rpc::{
     AllocUpdateRequest, AllocsGetRequest, AllocsGetResponse, CLUSTER_ID_HEADER,
     NodeClientAllocsResponse, NodeRegisterRequest, NodeUpdateResponse, NodeUpdateStatusRequest,
-    ServiceDeleteRequest, ServiceUpsertRequest,
+    ServiceDeleteRequest, ServiceUpsertRequest, SignIdentitiesRequest, SignIdentitiesResponse,
+    WorkloadIdentityRequest,
 };
 use drover_structs::{Allocation, Node, ServiceRegistration};
 use serde::Serialize;
@@ -537,6 +538,36 @@ impl ServerConn for HttpServerConn {
         })
         .await?;
         Ok(())
+    }
+
+    async fn sign_identities(
+        &self,
+        node_id: &str,
+        node_secret_id: &str,
+        requests: Vec<WorkloadIdentityRequest>,
+    ) -> Result<SignIdentitiesResponse, ServerConnError> {
+        if requests.is_empty() {
+            return Ok(SignIdentitiesResponse::default());
+        }
+        let body = encode(&SignIdentitiesRequest {
+            node_secret_id: node_secret_id.to_owned(),
+            identities: requests,
+        })?;
+        let answer = self
+            .send(Call {
+                method: reqwest::Method::PUT,
+                path: format!(
+                    "/v1/internal/node/{}/sign-identities",
+                    path_segment(node_id)?
+                ),
+                query: Vec::new(),
+                body: Some(body),
+                timeout: self.request_timeout,
+                node_id,
+                not_found: NotFoundMeans::Rejected,
+            })
+            .await?;
+        decode(&answer)
     }
 }
 

@@ -21,6 +21,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use drover_structs::client_rpc::{SignIdentitiesResponse, WorkloadIdentityRequest};
 use drover_structs::{AllocDeploymentStatus, Allocation, Node, ServiceRegistration, TaskState};
 
 /// What a client reports about one of its allocations: the fields the client owns.
@@ -173,6 +174,23 @@ pub trait ServerConn: Send + Sync + 'static {
         &self,
         service_ids: Vec<String>,
     ) -> impl Future<Output = Result<(), ServerConnError>> + Send;
+
+    /// Has the servers sign workload identities of tasks of allocations placed on this node
+    /// (Nomad's `Alloc.SignIdentities`), authenticated by the node's secret ID. A connection
+    /// to servers that hold no keyring (the node simulator's in-memory fake) refuses.
+    fn sign_identities(
+        &self,
+        node_id: &str,
+        node_secret_id: &str,
+        requests: Vec<WorkloadIdentityRequest>,
+    ) -> impl Future<Output = Result<SignIdentitiesResponse, ServerConnError>> + Send {
+        let _ = (node_id, node_secret_id, requests);
+        async {
+            Err(ServerConnError::Rejected {
+                message: "these servers do not sign workload identities".to_owned(),
+            })
+        }
+    }
 }
 
 /// A shared connection is a connection: lets callers hand out `Arc<S>` where an `S` is wanted.
@@ -227,6 +245,15 @@ impl<S: ServerConn> ServerConn for Arc<S> {
         service_ids: Vec<String>,
     ) -> impl Future<Output = Result<(), ServerConnError>> + Send {
         S::delete_services(self, service_ids)
+    }
+
+    fn sign_identities(
+        &self,
+        node_id: &str,
+        node_secret_id: &str,
+        requests: Vec<WorkloadIdentityRequest>,
+    ) -> impl Future<Output = Result<SignIdentitiesResponse, ServerConnError>> + Send {
+        S::sign_identities(self, node_id, node_secret_id, requests)
     }
 }
 

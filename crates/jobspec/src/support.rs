@@ -858,12 +858,56 @@ pub static FEATURES: &[Feature] = &[
     ),
     row(
         "identity",
-        Status::NotYet,
-        "the server signs workload identities, but tasks do not receive them yet",
-        "runs once tasks receive their identity (NOMAD_TOKEN, secrets/nomad_token)",
+        Status::Runs,
+        "each task's identities are signed by the servers and delivered as Nomad delivers them (NOMAD_TOKEN / secrets/nomad_token for the default one, NOMAD_TOKEN_<name> / secrets/nomad_<name>.jwt for named ones, filepath), renewed before a ttl runs out with change_mode applied; every task has the task API at secrets/api.sock",
+        "",
         Detect::task(|task| {
             let mut found = when(task.identity.is_some(), "Identity");
             found.extend(each(&task.identities, "Identities"));
+            found
+        }),
+    ),
+    row(
+        "identity > service_name",
+        Status::NeedsMissing,
+        "service identities are for Consul, which this agent does not run",
+        "runs once drover integrates with Consul",
+        Detect::task(|task| {
+            let mut found: Vec<String> = task
+                .identity
+                .iter()
+                .filter(|identity| !identity.service_name.is_empty())
+                .map(|_| "Identity.ServiceName".to_owned())
+                .collect();
+            found.extend(
+                task.identities
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, identity)| !identity.service_name.is_empty())
+                    .map(|(index, _)| format!("Identities[{index}].ServiceName")),
+            );
+            found
+        }),
+    ),
+    row(
+        "identity > extra_claims",
+        Status::NotYet,
+        "drover does not add extra claims to workload identities",
+        "runs once identities carry extra claims",
+        Detect::task(|task| {
+            let mut found: Vec<String> = task
+                .identity
+                .iter()
+                .filter(|identity| !identity.extra_claims.is_empty())
+                .map(|_| "Identity.ExtraClaims".to_owned())
+                .collect();
+            found.extend(
+                task.identities
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, identity)| !identity.extra_claims.is_empty())
+                    .map(|(index, _)| format!("Identities[{index}].ExtraClaims")),
+            );
             found
         }),
     ),
