@@ -12,7 +12,7 @@ use drover_server::identity::{IdentityError, sign_for_node};
 use drover_server::keyring::Keyring;
 use drover_server::{Clock, Server, ServerError};
 use drover_structs::client_rpc::{SignIdentitiesResponse, WorkloadIdentityRequest};
-use drover_structs::{Allocation, Node, ServiceRegistration};
+use drover_structs::{Allocation, Node, ServiceRegistration, Variable, VariableMetadata};
 
 /// The server, as the local client sees it, with the keyring that signs its identities
 /// (`None` only for a simulated fleet, whose tasks ask for none).
@@ -135,5 +135,68 @@ impl ServerConn for InProcessServer {
                 message: error.to_string(),
             },
         })
+    }
+
+    async fn read_variable(
+        &self,
+        token: &str,
+        namespace: &str,
+        path: &str,
+    ) -> Result<Option<Variable>, ServerConnError> {
+        let keyring = self.keyring_for_variables()?;
+        let workload = self.workload(keyring, token)?;
+        if !crate::variables_http::workload_may_read(&workload, namespace, path) {
+            return Err(ServerConnError::Rejected {
+                message: "Permission denied".to_owned(),
+            });
+        }
+        drover_server::variables::read_variable(keyring, self.server.state(), namespace, path)
+            .map_err(|error| ServerConnError::Internal {
+                message: error.to_string(),
+            })
+    }
+
+    async fn list_variables(
+        &self,
+        token: &str,
+        namespace: &str,
+        prefix: &str,
+    ) -> Result<Vec<VariableMetadata>, ServerConnError> {
+        let keyring = self.keyring_for_variables()?;
+        let workload = self.workload(keyring, token)?;
+        Ok(self
+            .server
+            .state()
+            .variables(Some(namespace), prefix)
+            .iter()
+            .filter(|stored| {
+                crate::variables_http::workload_may_read(
+                    &workload,
+                    &stored.meta.namespace,
+                    &stored.meta.path,
+                )
+            })
+            .map(|stored| stored.meta.clone())
+            .collect())
+    }
+}
+
+impl InProcessServer {
+    fn keyring_for_variables(&self) -> Result<&Arc<Keyring>, ServerConnError> {
+        self.keyring.as_ref().ok_or_else(|| ServerConnError::Rejected {
+            message: "this server has no keyring to open variables".to_owned(),
+        })
+    }
+
+    /// The workload `token` names, or the refusal a remote caller would get (403).
+    fn workload(
+        &self,
+        keyring: &Keyring,
+        token: &str,
+    ) -> Result<drover_server::identity::WorkloadIdentity, ServerConnError> {
+        drover_server::identity::verify_workload_identity(keyring, self.server.state(), token)
+            .map_err(|_| ServerConnError::Rejected {
+                message: "Permission denied".to_owned(),
+            })
     }
 }

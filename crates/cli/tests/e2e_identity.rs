@@ -359,3 +359,59 @@ fn a_task_reads_its_variables_through_the_task_api_with_its_identity() {
     assert!(!socket.exists(), "the stopped task's socket is removed");
     agent.cli_ok(&["job", "stop", "-purge", "idsecond"]);
 }
+
+#[test]
+fn a_template_renders_a_variable_and_renders_again_when_it_changes() {
+    let agent = Agent::start_dev();
+    let put = |value: &str| {
+        let body = format!(r#"{{"Items": {{"greeting": "{value}"}}}}"#);
+        let (status, answer) = http("PUT", &agent.url("/v1/var/nomad/jobs/tmplvar"), Some(&body));
+        assert_eq!(status, 200, "{answer}");
+    };
+    put("hello-1");
+    let jobspec = r#"
+job "tmplvar" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }
+      template {
+        data        = <<EOT
+{{ with nomadVar "nomad/jobs/tmplvar" }}greeting={{ .greeting }}{{ end }}
+exists={{ nomadVarExists "nomad/jobs/tmplvar/g" }}
+{{ range nomadVarList "nomad/jobs" }}listed={{ .Path }}
+{{ end }}
+EOT
+        destination = "local/out.txt"
+        change_mode = "noop"
+      }
+    }
+  }
+}
+"#;
+    let (_dir, path) = support::write_jobspec("tmplvar.hcl", jobspec);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let alloc_id = running_alloc_id(&agent, "tmplvar");
+    let out = agent
+        .data_dir
+        .join("alloc")
+        .join(&alloc_id)
+        .join("t/local/out.txt");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("greeting=hello-1"), "{text}");
+    assert!(text.contains("exists=false"), "{text}");
+    assert!(text.contains("listed=nomad/jobs/tmplvar"), "{text}");
+    put("hello-2");
+    support::wait_for(
+        "the template to render the new value",
+        std::time::Duration::from_secs(30),
+        || {
+            std::fs::read_to_string(&out)
+                .ok()
+                .filter(|text| text.contains("greeting=hello-2"))
+        },
+    );
+}

@@ -30,7 +30,7 @@ use drover_structs::client_rpc::{
     ServiceDeleteRequest, ServiceUpsertRequest, SignIdentitiesRequest, SignIdentitiesResponse,
     WorkloadIdentityRequest,
 };
-use drover_structs::{Allocation, Node, ServiceRegistration};
+use drover_structs::{Allocation, Node, ServiceRegistration, Variable, VariableMetadata};
 use serde::Serialize;
 
 use crate::server_conn::{AllocClientUpdate, NodeAllocations, ServerConn, ServerConnError};
@@ -144,6 +144,8 @@ struct Call<'a> {
     timeout: Duration,
     node_id: &'a str,
     not_found: NotFoundMeans,
+    /// Sent as `X-Nomad-Token` (a task's identity, for its variables).
+    token: Option<&'a str>,
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, ServerConnError> {
@@ -154,6 +156,21 @@ fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, ServerConnError> {
 
 fn nanos_to_duration(nanos: u64) -> Duration {
     Duration::from_nanos(nanos)
+}
+
+/// A variable path (or namespace, or prefix) as it goes into a URL: Nomad's path characters
+/// (letters, digits, `-`, `_`, `~`, `.`, `/`) pass as they are; anything else is refused.
+fn variable_path(path: &str) -> Result<String, ServerConnError> {
+    if path
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '~' | '.' | '/' | '*'))
+    {
+        Ok(path.to_owned())
+    } else {
+        Err(ServerConnError::Rejected {
+            message: format!("invalid variable path {path:?}"),
+        })
+    }
 }
 
 /// Node IDs go into paths: they are UUIDs, but nothing outside a path segment may pass.
@@ -302,6 +319,9 @@ impl HttpServerConn {
             .http
             .request(call.method.clone(), &url)
             .timeout(call.timeout);
+        if let Some(token) = call.token {
+            builder = builder.header("X-Nomad-Token", token);
+        }
         if let Some(body) = &call.body {
             builder = builder
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -406,6 +426,7 @@ impl ServerConn for HttpServerConn {
                 timeout: self.request_timeout,
                 node_id: &node_id,
                 not_found: NotFoundMeans::Rejected,
+                token: None,
             })
             .await?;
         let response: NodeUpdateResponse = decode(&answer)?;
@@ -425,6 +446,7 @@ impl ServerConn for HttpServerConn {
                 timeout: self.request_timeout,
                 node_id,
                 not_found: NotFoundMeans::UnknownNode,
+                token: None,
             })
             .await?;
         let response: NodeUpdateResponse = decode(&answer)?;
@@ -452,6 +474,7 @@ impl ServerConn for HttpServerConn {
                 timeout,
                 node_id,
                 not_found: NotFoundMeans::UnknownNode,
+                token: None,
             })
             .await?;
         let response: NodeClientAllocsResponse = decode(&answer)?;
@@ -475,6 +498,7 @@ impl ServerConn for HttpServerConn {
                 timeout: self.request_timeout,
                 node_id: "",
                 not_found: NotFoundMeans::Rejected,
+                token: None,
             })
             .await?;
         let response: AllocsGetResponse = decode(&answer)?;
@@ -494,6 +518,7 @@ impl ServerConn for HttpServerConn {
             timeout: self.request_timeout,
             node_id: "",
             not_found: NotFoundMeans::Rejected,
+            token: None,
         })
         .await?;
         Ok(())
@@ -517,6 +542,7 @@ impl ServerConn for HttpServerConn {
             timeout: self.request_timeout,
             node_id: "",
             not_found: NotFoundMeans::Rejected,
+            token: None,
         })
         .await?;
         Ok(())
@@ -535,6 +561,7 @@ impl ServerConn for HttpServerConn {
             timeout: self.request_timeout,
             node_id: "",
             not_found: NotFoundMeans::Rejected,
+            token: None,
         })
         .await?;
         Ok(())
@@ -565,6 +592,58 @@ impl ServerConn for HttpServerConn {
                 timeout: self.request_timeout,
                 node_id,
                 not_found: NotFoundMeans::Rejected,
+                token: None,
+            })
+            .await?;
+        decode(&answer)
+    }
+
+    async fn read_variable(
+        &self,
+        token: &str,
+        namespace: &str,
+        path: &str,
+    ) -> Result<Option<Variable>, ServerConnError> {
+        let answer = self
+            .send(Call {
+                method: reqwest::Method::GET,
+                path: format!("/v1/var/{}", variable_path(path)?),
+                query: vec![("namespace", variable_path(namespace)?)],
+                body: None,
+                timeout: self.request_timeout,
+                node_id: "",
+                not_found: NotFoundMeans::Rejected,
+                token: Some(token),
+            })
+            .await;
+        match answer {
+            Ok(answer) => decode(&answer).map(Some),
+            Err(ServerConnError::Rejected { message }) if message == "variable not found" => {
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn list_variables(
+        &self,
+        token: &str,
+        namespace: &str,
+        prefix: &str,
+    ) -> Result<Vec<VariableMetadata>, ServerConnError> {
+        let answer = self
+            .send(Call {
+                method: reqwest::Method::GET,
+                path: "/v1/vars".to_owned(),
+                query: vec![
+                    ("namespace", variable_path(namespace)?),
+                    ("prefix", variable_path(prefix)?),
+                ],
+                body: None,
+                timeout: self.request_timeout,
+                node_id: "",
+                not_found: NotFoundMeans::Rejected,
+                token: Some(token),
             })
             .await?;
         decode(&answer)

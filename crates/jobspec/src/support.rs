@@ -248,6 +248,15 @@ fn consul_services(services: &[Service]) -> Vec<String> {
         .collect()
 }
 
+fn service_identity(services: &[Service]) -> Vec<String> {
+    services
+        .iter()
+        .enumerate()
+        .filter(|(_, service)| service.identity.is_some())
+        .map(|(index, _)| format!("Services[{index}].Identity"))
+        .collect()
+}
+
 fn service_connect(services: &[Service]) -> Vec<String> {
     services
         .iter()
@@ -644,6 +653,16 @@ pub static FEATURES: &[Feature] = &[
         ),
     ),
     row(
+        "service > identity",
+        Status::NeedsMissing,
+        "a service's identity is for Consul, which this agent does not run",
+        CONSUL,
+        Detect::group_and_task(
+            |group| service_identity(&group.services),
+            |task| service_identity(&task.services),
+        ),
+    ),
+    row(
         "service > connect",
         Status::NeedsMissing,
         "needs a Consul Connect service mesh",
@@ -763,7 +782,7 @@ pub static FEATURES: &[Feature] = &[
     row(
         "template",
         Status::RunsDifferently,
-        "rendered before start with Go template syntax and consul-template's functions (env, file, parse/encode, string, list, arithmetic, a sprig_* subset); templates reading files (file, source) re-render within a second and apply change_mode noop, restart or signal after splay, unless once; env-only templates do not change while the task runs; nomadVar*, nomadService* fail at render until variables and the service catalog reach the client; Consul and Vault functions are refused",
+        "rendered before start with Go template syntax and consul-template's functions (env, file, parse/encode, string, list, arithmetic, a sprig_* subset); templates reading files (file, source) re-render within a second and apply change_mode noop, restart or signal after splay, unless once; templates reading Nomad Variables (nomadVar, nomadVarExists, nomadVarList) read them with the task's workload identity, wait for a missing nomadVar, and re-render within about a second of a change; env-only templates do not change while the task runs; nomadService* fail at render until the service catalog reaches the client; Consul and Vault functions are refused",
         "",
         Detect::task(|task| each(&task.templates, "Templates")),
     ),
@@ -866,6 +885,10 @@ pub static FEATURES: &[Feature] = &[
             found.extend(each(&task.identities, "Identities"));
             found
         }),
+    ),
+    runs(
+        "identity > aud",
+        "the audiences of the identity's JWT (the default identity's is nomadproject.io)",
     ),
     row(
         "identity > service_name",

@@ -416,6 +416,73 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_node_has_only_its_own_allocations_identities_signed_with_its_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateStore::open(dir.path()).await.unwrap();
+        let keyring = Keyring::open(dir.path(), state.clone(), Arc::new(SystemClock))
+            .await
+            .unwrap();
+        let now = SystemClock.now_unix_ns();
+        let node = drover_structs::Node {
+            id: "node-a".to_owned(),
+            secret_id: "secret-a".to_owned(),
+            ..drover_structs::Node::default()
+        };
+        state.upsert_node(node, now).await.unwrap();
+        let mut placed = alloc();
+        placed.node_id = "node-a".to_owned();
+        if let Some(job) = placed.job.as_mut() {
+            let job = Arc::make_mut(job);
+            job.task_groups[0].tasks[0].identities = vec![drover_structs::WorkloadIdentity {
+                name: "extra".to_owned(),
+                audience: vec!["example.com".to_owned()],
+                ttl: drover_structs::DurationNs::from_secs(60),
+                ..drover_structs::WorkloadIdentity::default()
+            }];
+        }
+        let mut elsewhere = alloc();
+        elsewhere.id = "8a0c1c5e-0000-4000-8000-000000000002".to_owned();
+        elsewhere.node_id = "node-b".to_owned();
+        state
+            .upsert_allocs(vec![placed.clone(), elsewhere.clone()], now)
+            .await
+            .unwrap();
+        let request = |alloc_id: &str, name: &str| WorkloadIdentityRequest {
+            alloc_id: alloc_id.to_owned(),
+            task_name: "server".to_owned(),
+            identity_name: name.to_owned(),
+        };
+
+        assert!(matches!(
+            sign_for_node(&keyring, &state, "node-a", "wrong", vec![request(&placed.id, "default")], now),
+            Err(IdentityError::NodeNotAuthenticated(_))
+        ));
+        let answer = sign_for_node(
+            &keyring,
+            &state,
+            "node-a",
+            "secret-a",
+            vec![
+                request(&placed.id, "default"),
+                request(&placed.id, "extra"),
+                request(&placed.id, "missing"),
+                request(&elsewhere.id, "default"),
+            ],
+            now,
+        )
+        .unwrap();
+        assert_eq!(answer.signed_identities.len(), 2, "{answer:?}");
+        assert_eq!(answer.signed_identities[0].expiration, 0);
+        let extra = &answer.signed_identities[1];
+        assert_eq!(extra.expiration, now / 1_000_000_000 + 60);
+        let verified = verify_workload_identity(&keyring, &state, &extra.jwt).unwrap();
+        assert_eq!(verified.claims["aud"], serde_json::json!(["example.com"]));
+        assert_eq!(answer.rejections.len(), 2);
+        assert!(answer.rejections[0].reason.contains("no identity named"));
+        assert!(answer.rejections[1].reason.contains("not placed on node node-a"));
+    }
+
+    #[tokio::test]
     async fn a_token_dies_with_its_allocation() {
         let dir = tempfile::tempdir().unwrap();
         let state = StateStore::open(dir.path()).await.unwrap();

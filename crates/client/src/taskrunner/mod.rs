@@ -459,6 +459,7 @@ fn hook_context(shared: &Arc<TaskRunnerShared>) -> hooks::TaskHookContext {
     });
     let task = shared.task();
     let alloc = shared.alloc();
+    let namespace = alloc.namespace.clone();
     let region = alloc
         .job
         .as_deref()
@@ -493,6 +494,7 @@ fn hook_context(shared: &Arc<TaskRunnerShared>) -> hooks::TaskHookContext {
         env_inputs,
         services_hook,
         alloc_id: shared.alloc_id.clone(),
+        namespace,
         identities: shared.deps.identities.clone(),
         identity_tokens: hooks::identity::TaskTokens::default(),
         identity_state: lock(&shared.local)

@@ -444,3 +444,206 @@ async fn renew(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use drover_structs::DurationNs;
+    use drover_structs::client_rpc::SignedWorkloadIdentity;
+
+    use super::*;
+    use crate::allocdir::AllocDir;
+    use crate::clock::TokioFollowingClock;
+    use crate::identity::SignFuture;
+    use crate::taskenv::TaskEnv;
+
+    /// Signs every request as `<name>-<n>` with the TTL the test gives, on the test clock.
+    #[derive(Debug)]
+    struct CountingSigner {
+        clock: SharedClock,
+        ttl_seconds: i64,
+        calls: Mutex<Vec<Vec<String>>>,
+    }
+
+    impl IdentitySigner for CountingSigner {
+        fn sign(&self, requests: Vec<WorkloadIdentityRequest>) -> SignFuture<'_> {
+            let mut calls = self.calls.lock().unwrap();
+            calls.push(
+                requests
+                    .iter()
+                    .map(|request| request.identity_name.clone())
+                    .collect(),
+            );
+            let count = calls.len();
+            let now = self.clock.now_unix_nanos() / 1_000_000_000;
+            let signed = requests
+                .into_iter()
+                .map(|request| SignedWorkloadIdentity {
+                    jwt: format!("{}-{count}", request.identity_name),
+                    expiration: if request.identity_name == DEFAULT_IDENTITY {
+                        0
+                    } else {
+                        now + self.ttl_seconds
+                    },
+                    request,
+                })
+                .collect();
+            Box::pin(async move {
+                Ok(SignIdentitiesResponse {
+                    signed_identities: signed,
+                    rejections: Vec::new(),
+                })
+            })
+        }
+
+        fn read_variable<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a str,
+            _: &'a str,
+        ) -> crate::identity::VariableFuture<'a> {
+            Box::pin(async { Ok(None) })
+        }
+
+        fn list_variables<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a str,
+            _: &'a str,
+        ) -> crate::identity::VariableListFuture<'a> {
+            Box::pin(async { Ok(Vec::new()) })
+        }
+    }
+
+    #[derive(Debug, Default)]
+    struct RecordedRequests(Mutex<Vec<String>>);
+
+    impl super::super::TaskLifecycleRequests for RecordedRequests {
+        fn request_restart(&self, _source: &str, reason: &str, _failure: bool) {
+            self.0.lock().unwrap().push(format!("restart {reason}"));
+        }
+        fn request_signal(&self, _source: &str, _reason: &str, signal: &str) {
+            self.0.lock().unwrap().push(format!("signal {signal}"));
+        }
+        fn request_kill(&self, _source: &str, reason: &str, _fail: bool) {
+            self.0.lock().unwrap().push(format!("kill {reason}"));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tokens_are_delivered_kept_and_renewed_with_their_change_mode() {
+        let root = tempfile::tempdir().unwrap();
+        let alloc_dir = AllocDir::new(root.path(), "a1").unwrap();
+        let task_dir = alloc_dir.task_dir("t").unwrap();
+        std::fs::create_dir_all(&task_dir.secrets_dir).unwrap();
+        let clock: SharedClock = Arc::new(TokioFollowingClock::starting_at(1_700_000_000_000_000_000));
+        let signer = Arc::new(CountingSigner {
+            clock: clock.clone(),
+            ttl_seconds: 600,
+            calls: Mutex::new(Vec::new()),
+        });
+        let requests = Arc::new(RecordedRequests::default());
+        let task = Task {
+            name: "t".to_owned(),
+            identity: Some(WorkloadIdentity {
+                env: true,
+                file: true,
+                ..WorkloadIdentity::default()
+            }),
+            identities: vec![WorkloadIdentity {
+                name: "vault".to_owned(),
+                audience: vec!["vault.io".to_owned()],
+                file: true,
+                ttl: DurationNs::from_secs(600),
+                change_mode: "restart".to_owned(),
+                ..WorkloadIdentity::default()
+            }],
+            ..Task::default()
+        };
+        let inputs = IdentityHookInputs {
+            alloc_id: "a1".to_owned(),
+            task_name: "t".to_owned(),
+            wanted: wanted_identities(&task, false),
+            task_dir: task_dir.clone(),
+            signer: signer.clone(),
+            clock: clock.clone(),
+            lifecycle: requests.clone(),
+            tokens: TaskTokens::default(),
+            persisted: BTreeMap::new(),
+        };
+        let hook = IdentityHook::new(inputs.clone());
+        let request = PrestartRequest {
+            alloc: Arc::new(drover_structs::Allocation::default()),
+            task: Arc::new(task.clone()),
+            task_dir: task_dir.clone(),
+            task_env: TaskEnv {
+                env: BTreeMap::from([("NOMAD_SECRETS_DIR".to_owned(), "/secrets".to_owned())]),
+                ..TaskEnv::default()
+            },
+            previous_state: BTreeMap::new(),
+        };
+        let mut response = PrestartResponse::default();
+        hook.prestart(&CancellationToken::new(), &request, &mut response)
+            .await
+            .unwrap();
+        assert_eq!(response.env["NOMAD_TOKEN"], "default-1");
+        assert_eq!(response.env["NOMAD_UNIX_ADDR"], "unix:///secrets/api.sock");
+        assert!(!response.env.contains_key("NOMAD_TOKEN_vault"));
+        let read = |name: &str| std::fs::read_to_string(task_dir.secrets_dir.join(name)).unwrap();
+        assert_eq!(read("nomad_token"), "default-1");
+        assert_eq!(read("nomad_vault.jwt"), "vault-1");
+
+        // A restored hook with the persisted state signs nothing again.
+        let restored = IdentityHook::new(IdentityHookInputs {
+            tokens: TaskTokens::default(),
+            persisted: response.state.clone(),
+            ..inputs
+        });
+        let mut again = PrestartResponse::default();
+        restored
+            .prestart(&CancellationToken::new(), &request, &mut again)
+            .await
+            .unwrap();
+        assert_eq!(again.env["NOMAD_TOKEN"], "default-1");
+        assert_eq!(signer.calls.lock().unwrap().len(), 1);
+
+        // Half the TTL later the ttl identity alone is renewed, its file rewritten and the
+        // task restarted.
+        hook.poststart(
+            &CancellationToken::new(),
+            &PoststartRequest {
+                task_env: TaskEnv::default(),
+                pid: None,
+            },
+            &mut PoststartResponse,
+        )
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_secs(299)).await;
+        assert_eq!(signer.calls.lock().unwrap().len(), 1);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            signer.calls.lock().unwrap().clone(),
+            vec![
+                vec!["default".to_owned(), "vault".to_owned()],
+                vec!["vault".to_owned()]
+            ]
+        );
+        assert_eq!(read("nomad_vault.jwt"), "vault-2");
+        assert_eq!(read("nomad_token"), "default-1");
+        assert_eq!(
+            requests.0.lock().unwrap().clone(),
+            vec!["restart Identity[vault]: new token acquired".to_owned()]
+        );
+        hook.stop(
+            &CancellationToken::new(),
+            &StopRequest {
+                existing_state: BTreeMap::new(),
+            },
+            &mut StopResponse,
+        )
+        .await
+        .unwrap();
+    }
+}

@@ -348,6 +348,8 @@ pub struct TaskHookContext {
     pub services_hook: Arc<services::TaskServiceHook>,
     /// The allocation's ID (the identity hook asks for its tokens by it).
     pub alloc_id: String,
+    /// The allocation's namespace (templates read its variables).
+    pub namespace: String,
     /// Signs the task's workload identities.
     pub identities: Arc<dyn crate::identity::IdentitySigner>,
     /// The task's current workload identity tokens.
@@ -382,7 +384,10 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
             context.task_dir.clone(),
         )));
     }
-    let wanted = identity::wanted_identities(task, false);
+    let wanted = identity::wanted_identities(
+        task,
+        task.templates.iter().any(template::reads_variables),
+    );
     if !wanted.is_empty() {
         hooks.push(Arc::new(identity::IdentityHook::new(
             identity::IdentityHookInputs {
@@ -408,12 +413,19 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
         )));
     }
     if !task.templates.is_empty() {
-        hooks.push(Arc::new(template::TemplateHook::new(
-            task.templates.clone(),
-            context.task_dir.clone(),
-            context.events.clone(),
-            context.lifecycle.clone(),
-        )));
+        hooks.push(Arc::new(
+            template::TemplateHook::new(
+                task.templates.clone(),
+                context.task_dir.clone(),
+                context.events.clone(),
+                context.lifecycle.clone(),
+            )
+            .with_variables(template::VariableSource {
+                reader: context.identities.clone(),
+                tokens: context.identity_tokens.clone(),
+                namespace: context.namespace.clone(),
+            }),
+        ));
     }
     // Always present: an update may give a task services it did not have. Without services it
     // returns at once from every call.
