@@ -183,9 +183,11 @@ impl ServerConn for InProcessServer {
 
 impl InProcessServer {
     fn keyring_for_variables(&self) -> Result<&Arc<Keyring>, ServerConnError> {
-        self.keyring.as_ref().ok_or_else(|| ServerConnError::Rejected {
-            message: "this server has no keyring to open variables".to_owned(),
-        })
+        self.keyring
+            .as_ref()
+            .ok_or_else(|| ServerConnError::Rejected {
+                message: "this server has no keyring to open variables".to_owned(),
+            })
     }
 
     /// The workload `token` names, or the refusal a remote caller would get (403).

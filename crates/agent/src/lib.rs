@@ -9,15 +9,15 @@ pub mod backend;
 pub mod cluster;
 pub mod config;
 pub mod exec;
-pub mod in_process;
 pub mod identity_http;
+pub mod in_process;
 pub mod keyring_http;
-pub mod task_api;
 pub mod logging;
 pub mod metrics;
 pub mod monitor;
 pub mod proxy;
 pub mod server_link;
+pub mod task_api;
 pub mod variables_http;
 
 use std::path::{Path, PathBuf};

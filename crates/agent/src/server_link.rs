@@ -120,9 +120,7 @@ impl ServerConn for AgentServerConn {
         prefix: &str,
     ) -> Result<Vec<VariableMetadata>, ServerConnError> {
         match self {
-            AgentServerConn::InProcess(conn) => {
-                conn.list_variables(token, namespace, prefix).await
-            }
+            AgentServerConn::InProcess(conn) => conn.list_variables(token, namespace, prefix).await,
             AgentServerConn::Remote(conn) => conn.list_variables(token, namespace, prefix).await,
         }
     }

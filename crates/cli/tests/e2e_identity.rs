@@ -297,8 +297,7 @@ fn a_task_reads_its_variables_through_the_task_api_with_its_identity() {
     assert_eq!(claims["aud"], serde_json::json!(["nomadproject.io"]));
     assert_eq!(claims["sub"], "global:default:idreader:g:reader:default");
     assert!(claims.get("exp").is_none(), "{claims}");
-    let extra =
-        std::fs::read_to_string(task_dir.join("secrets").join("nomad_extra.jwt")).unwrap();
+    let extra = std::fs::read_to_string(task_dir.join("secrets").join("nomad_extra.jwt")).unwrap();
     let extra_claims = claims_of(&extra);
     assert_eq!(extra_claims["aud"], serde_json::json!(["example.com"]));
     assert_eq!(
@@ -330,31 +329,36 @@ fn a_task_reads_its_variables_through_the_task_api_with_its_identity() {
     let (_dir2, path2) = support::write_jobspec("idsecond.hcl", &second_spec);
     agent.cli_ok(&["job", "run", "-detach", &path2.to_string_lossy()]);
     let second_alloc = running_alloc_id(&agent, "idsecond");
-    let second_token = support::wait_for("the second task's token", std::time::Duration::from_secs(60), || {
-        std::fs::read_to_string(
-            agent
-                .data_dir
-                .join("alloc")
-                .join(&second_alloc)
-                .join("reader")
-                .join("secrets")
-                .join("nomad_token"),
-        )
-        .ok()
-    });
+    let second_token = support::wait_for(
+        "the second task's token",
+        std::time::Duration::from_secs(60),
+        || {
+            std::fs::read_to_string(
+                agent
+                    .data_dir
+                    .join("alloc")
+                    .join(&second_alloc)
+                    .join("reader")
+                    .join("secrets")
+                    .join("nomad_token"),
+            )
+            .ok()
+        },
+    );
     assert_eq!(kid_of(&second_token), second_key);
 
     // Once the allocation stops, its token is refused everywhere.
     agent.cli_ok(&["job", "stop", "idreader"]);
-    support::wait_for("the alloc to stop", std::time::Duration::from_secs(60), || {
-        let alloc = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
-        (alloc["ClientStatus"] == "complete").then_some(())
-    });
-    let (status, refused) = request_with_token(
-        "GET",
-        &agent.url("/v1/var/nomad/jobs/idreader"),
-        &token,
+    support::wait_for(
+        "the alloc to stop",
+        std::time::Duration::from_secs(60),
+        || {
+            let alloc = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+            (alloc["ClientStatus"] == "complete").then_some(())
+        },
     );
+    let (status, refused) =
+        request_with_token("GET", &agent.url("/v1/var/nomad/jobs/idreader"), &token);
     assert_eq!((status, refused.as_str()), (403, "Permission denied"));
     assert!(!socket.exists(), "the stopped task's socket is removed");
     agent.cli_ok(&["job", "stop", "-purge", "idsecond"]);

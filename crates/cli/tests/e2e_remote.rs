@@ -756,7 +756,8 @@ fn a_server_forwards_alloc_exec_to_the_node_holding_the_allocation() {
 fn a_client_only_agent_has_its_tasks_identities_signed_by_its_server() {
     let temp = tempfile::tempdir().expect("temp dir");
     let (server, client, _node_id) = server_and_remote_client(temp.path(), false);
-    let mut job: Value = serde_json::from_str(&remote_sleeper_job("remoteid", "remote-id")).unwrap();
+    let mut job: Value =
+        serde_json::from_str(&remote_sleeper_job("remoteid", "remote-id")).unwrap();
     job["Job"]["TaskGroups"][0]["Tasks"][0]["Identity"] = json!({"File": true});
     let (status, answer) = http("PUT", &server.url("/v1/jobs"), Some(&job.to_string()));
     assert_eq!(status, 200, "{answer}");
@@ -786,7 +787,11 @@ fn a_client_only_agent_has_its_tasks_identities_signed_by_its_server() {
         .unwrap();
         let mut raw = String::new();
         stream.read_to_string(&mut raw).unwrap();
-        raw.split_whitespace().nth(1).unwrap().parse::<u16>().unwrap()
+        raw.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u16>()
+            .unwrap()
     };
     assert_eq!(request("/v1/var/nomad/jobs/remoteid"), 404);
     assert_eq!(request("/v1/var/nomad/jobs/other"), 403);

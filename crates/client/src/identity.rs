@@ -119,12 +119,7 @@ impl IdentitySigner for NoServersSigner {
         })
     }
 
-    fn list_variables<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: &'a str,
-    ) -> VariableListFuture<'a> {
+    fn list_variables<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str) -> VariableListFuture<'a> {
         Box::pin(async {
             Err(ServerConnError::Rejected {
                 message: "no servers to read variables from".to_owned(),

@@ -878,11 +878,12 @@ impl Checker {
                 );
             }
             if change_mode != "signal" && !signal.is_empty() {
-                problems.push(
-                    "can only use change_signal with change_mode=\"signal\"".to_owned(),
-                );
+                problems.push("can only use change_signal with change_mode=\"signal\"".to_owned());
             }
-            let ttl = identity.get("TTL").and_then(|ttl| ttl.as_i64()).unwrap_or(0);
+            let ttl = identity
+                .get("TTL")
+                .and_then(|ttl| ttl.as_i64())
+                .unwrap_or(0);
             if ttl > 0 && (name.is_empty() || name == "default") {
                 problems.push("ttl for default identity not yet supported".to_owned());
             }
@@ -890,11 +891,13 @@ impl Checker {
                 problems.push("ttl must be >= 0".to_owned());
             }
             if !text(identity, "Filepath").is_empty()
-                && !identity.get("File").and_then(|file| file.as_bool()).unwrap_or(false)
+                && !identity
+                    .get("File")
+                    .and_then(|file| file.as_bool())
+                    .unwrap_or(false)
             {
-                problems.push(
-                    "file parameter must be true in order to specify filepath".to_owned(),
-                );
+                problems
+                    .push("file parameter must be true in order to specify filepath".to_owned());
             }
             if !name.is_empty()
                 && !name

@@ -217,13 +217,11 @@ pub fn sign_for_node(
     let mut response = SignIdentitiesResponse::default();
     for request in requests {
         match sign_one_for_node(keyring, state, node_id, &request, now_unix_ns) {
-            Ok((jwt, expiration)) => {
-                response.signed_identities.push(SignedWorkloadIdentity {
-                    request,
-                    jwt,
-                    expiration,
-                })
-            }
+            Ok((jwt, expiration)) => response.signed_identities.push(SignedWorkloadIdentity {
+                request,
+                jwt,
+                expiration,
+            }),
             Err(IdentityError::Keyring(error)) => return Err(IdentityError::Keyring(error)),
             Err(error) => response.rejections.push(WorkloadIdentityRejection {
                 request,
@@ -454,7 +452,14 @@ mod tests {
         };
 
         assert!(matches!(
-            sign_for_node(&keyring, &state, "node-a", "wrong", vec![request(&placed.id, "default")], now),
+            sign_for_node(
+                &keyring,
+                &state,
+                "node-a",
+                "wrong",
+                vec![request(&placed.id, "default")],
+                now
+            ),
             Err(IdentityError::NodeNotAuthenticated(_))
         ));
         let answer = sign_for_node(
@@ -479,7 +484,11 @@ mod tests {
         assert_eq!(verified.claims["aud"], serde_json::json!(["example.com"]));
         assert_eq!(answer.rejections.len(), 2);
         assert!(answer.rejections[0].reason.contains("no identity named"));
-        assert!(answer.rejections[1].reason.contains("not placed on node node-a"));
+        assert!(
+            answer.rejections[1]
+                .reason
+                .contains("not placed on node node-a")
+        );
     }
 
     #[tokio::test]

@@ -186,7 +186,9 @@ fn nomad_var(args: &[Value]) -> Result<Value, FuncError> {
             Some(Some(variable)) => Ok(Some(variable.items.clone())),
             Some(None) => {
                 cache.absent.insert(path.clone());
-                Err(generic(format!("nomadVar: variable {path:?} does not exist")))
+                Err(generic(format!(
+                    "nomadVar: variable {path:?} does not exist"
+                )))
             }
             None => {
                 cache.wanted_reads.insert(path.clone());

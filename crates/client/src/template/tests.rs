@@ -303,11 +303,21 @@ fn nomad_var_functions_answer_from_the_cache_and_record_what_they_want() {
     assert_eq!(result.unwrap(), " false ");
     assert!(first.variables.used);
     assert_eq!(
-        first.variables.wanted_reads.iter().cloned().collect::<Vec<_>>(),
+        first
+            .variables
+            .wanted_reads
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>(),
         vec!["app/x".to_string(), "nomad/jobs/web".to_string()]
     );
     assert_eq!(
-        first.variables.wanted_lists.iter().cloned().collect::<Vec<_>>(),
+        first
+            .variables
+            .wanted_lists
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>(),
         vec!["nomad/jobs".to_string()]
     );
     let web = drover_structs::Variable {
@@ -319,7 +329,9 @@ fn nomad_var_functions_answer_from_the_cache_and_record_what_they_want() {
         ..drover_structs::Variable::default()
     };
     let mut cache = funcs::VariableCache::default();
-    cache.reads.insert("nomad/jobs/web".to_string(), Some(web.clone()));
+    cache
+        .reads
+        .insert("nomad/jobs/web".to_string(), Some(web.clone()));
     cache.reads.insert("app/x".to_string(), None);
     cache
         .lists
@@ -343,7 +355,12 @@ fn nomad_var_functions_answer_from_the_cache_and_record_what_they_want() {
             ..RenderScope::default()
         },
     );
-    assert!(result.unwrap_err().message.contains("\"nomad/jobs/web\" does not exist"));
+    assert!(
+        result
+            .unwrap_err()
+            .message
+            .contains("\"nomad/jobs/web\" does not exist")
+    );
     assert!(third.variables.absent.contains("nomad/jobs/web"));
 }
 

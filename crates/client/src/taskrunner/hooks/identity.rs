@@ -253,7 +253,10 @@ fn write_token(task_dir: &TaskDir, identity: &WorkloadIdentity, jwt: &str) -> Ho
     .map_err(|error| {
         HookError::new(
             HookErrorKind::Setup,
-            format!("failed to write token for identity {:?}: {error}", identity.name),
+            format!(
+                "failed to write token for identity {:?}: {error}",
+                identity.name
+            ),
         )
     })
 }
@@ -537,7 +540,8 @@ mod tests {
         let alloc_dir = AllocDir::new(root.path(), "a1").unwrap();
         let task_dir = alloc_dir.task_dir("t").unwrap();
         std::fs::create_dir_all(&task_dir.secrets_dir).unwrap();
-        let clock: SharedClock = Arc::new(TokioFollowingClock::starting_at(1_700_000_000_000_000_000));
+        let clock: SharedClock =
+            Arc::new(TokioFollowingClock::starting_at(1_700_000_000_000_000_000));
         let signer = Arc::new(CountingSigner {
             clock: clock.clone(),
             ttl_seconds: 600,

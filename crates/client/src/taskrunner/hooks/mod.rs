@@ -384,10 +384,8 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
             context.task_dir.clone(),
         )));
     }
-    let wanted = identity::wanted_identities(
-        task,
-        task.templates.iter().any(template::reads_variables),
-    );
+    let wanted =
+        identity::wanted_identities(task, task.templates.iter().any(template::reads_variables));
     if !wanted.is_empty() {
         hooks.push(Arc::new(identity::IdentityHook::new(
             identity::IdentityHookInputs {

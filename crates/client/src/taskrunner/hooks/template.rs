@@ -157,10 +157,11 @@ async fn render_with_variables(
                 let absent: Vec<String> = used.absent.into_iter().collect();
                 if !reported_missing {
                     reported_missing = true;
-                    events.emit(events.event("Template").with_message(&format!(
-                        "Missing: nomadVar {}",
-                        absent.join(", ")
-                    )));
+                    events.emit(
+                        events
+                            .event("Template")
+                            .with_message(&format!("Missing: nomadVar {}", absent.join(", "))),
+                    );
                 }
                 tracing::debug!(%message, "template waits for variables");
                 tokio::select! {
