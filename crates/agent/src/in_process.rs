@@ -6,11 +6,32 @@
 use std::time::Duration;
 
 use drover_client::server_conn::{AllocClientUpdate, NodeAllocations, ServerConn, ServerConnError};
-use drover_server::{Server, ServerError};
-use drover_structs::{Allocation, Node, ServiceRegistration};
+use std::sync::Arc;
 
-/// The server, as the local client sees it.
-pub struct InProcessServer(pub Server);
+use drover_server::identity::{IdentityError, sign_for_node};
+use drover_server::keyring::Keyring;
+use drover_server::{Clock, Server, ServerError};
+use drover_structs::client_rpc::{SignIdentitiesResponse, WorkloadIdentityRequest};
+use drover_structs::{Allocation, Node, ServiceRegistration, Variable, VariableMetadata};
+
+/// The server, as the local client sees it, with the keyring that signs its identities
+/// (`None` only for a simulated fleet, whose tasks ask for none).
+pub struct InProcessServer {
+    pub server: Server,
+    pub keyring: Option<Arc<Keyring>>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl InProcessServer {
+    /// A server whose clients get no workload identities signed.
+    pub fn without_keyring(server: Server) -> Self {
+        InProcessServer {
+            server,
+            keyring: None,
+            clock: Arc::new(drover_server::SystemClock),
+        }
+    }
+}
 
 fn conn_error(error: ServerError) -> ServerConnError {
     match error {
@@ -25,11 +46,11 @@ fn conn_error(error: ServerError) -> ServerConnError {
 
 impl ServerConn for InProcessServer {
     async fn register_node(&self, node: Node) -> Result<Duration, ServerConnError> {
-        self.0.register_node(node).await.map_err(conn_error)
+        self.server.register_node(node).await.map_err(conn_error)
     }
 
     async fn heartbeat(&self, node_id: &str, _status: &str) -> Result<Duration, ServerConnError> {
-        match self.0.heartbeat_node(node_id).await {
+        match self.server.heartbeat_node(node_id).await {
             Ok(ttl) => Ok(ttl),
             Err(ServerError::NotFound(_)) => Err(ServerConnError::UnknownNode {
                 node_id: node_id.to_owned(),
@@ -45,7 +66,7 @@ impl ServerConn for InProcessServer {
         max_wait: Duration,
     ) -> Result<NodeAllocations, ServerConnError> {
         let (alloc_modify_indexes, index) = self
-            .0
+            .server
             .node_allocs(node_id, min_index, max_wait)
             .await
             .map_err(conn_error)?;
@@ -56,12 +77,12 @@ impl ServerConn for InProcessServer {
     }
 
     async fn get_allocs(&self, alloc_ids: Vec<String>) -> Result<Vec<Allocation>, ServerConnError> {
-        Ok(self.0.allocs(&alloc_ids))
+        Ok(self.server.allocs(&alloc_ids))
     }
 
     async fn update_allocs(&self, updates: Vec<AllocClientUpdate>) -> Result<(), ServerConnError> {
         let allocs = updates.into_iter().map(Allocation::from).collect();
-        self.0
+        self.server
             .update_allocs_from_client(allocs)
             .await
             .map(|_| ())
@@ -72,7 +93,7 @@ impl ServerConn for InProcessServer {
         &self,
         registrations: Vec<ServiceRegistration>,
     ) -> Result<(), ServerConnError> {
-        self.0
+        self.server
             .upsert_service_registrations(registrations)
             .await
             .map(|_| ())
@@ -80,10 +101,104 @@ impl ServerConn for InProcessServer {
     }
 
     async fn delete_services(&self, service_ids: Vec<String>) -> Result<(), ServerConnError> {
-        self.0
+        self.server
             .delete_service_registrations(service_ids)
             .await
             .map(|_| ())
             .map_err(conn_error)
+    }
+
+    async fn sign_identities(
+        &self,
+        node_id: &str,
+        node_secret_id: &str,
+        requests: Vec<WorkloadIdentityRequest>,
+    ) -> Result<SignIdentitiesResponse, ServerConnError> {
+        let Some(keyring) = &self.keyring else {
+            return Err(ServerConnError::Rejected {
+                message: "this server has no keyring to sign workload identities".to_owned(),
+            });
+        };
+        sign_for_node(
+            keyring,
+            self.server.state(),
+            node_id,
+            node_secret_id,
+            requests,
+            self.clock.now_unix_ns(),
+        )
+        .map_err(|error| match error {
+            IdentityError::NodeNotAuthenticated(_) => ServerConnError::Rejected {
+                message: error.to_string(),
+            },
+            error => ServerConnError::Internal {
+                message: error.to_string(),
+            },
+        })
+    }
+
+    async fn read_variable(
+        &self,
+        token: &str,
+        namespace: &str,
+        path: &str,
+    ) -> Result<Option<Variable>, ServerConnError> {
+        let keyring = self.keyring_for_variables()?;
+        let workload = self.workload(keyring, token)?;
+        if !crate::variables_http::workload_may_read(&workload, namespace, path) {
+            return Err(ServerConnError::Rejected {
+                message: "Permission denied".to_owned(),
+            });
+        }
+        drover_server::variables::read_variable(keyring, self.server.state(), namespace, path)
+            .map_err(|error| ServerConnError::Internal {
+                message: error.to_string(),
+            })
+    }
+
+    async fn list_variables(
+        &self,
+        token: &str,
+        namespace: &str,
+        prefix: &str,
+    ) -> Result<Vec<VariableMetadata>, ServerConnError> {
+        let keyring = self.keyring_for_variables()?;
+        let workload = self.workload(keyring, token)?;
+        Ok(self
+            .server
+            .state()
+            .variables(Some(namespace), prefix)
+            .iter()
+            .filter(|stored| {
+                crate::variables_http::workload_may_read(
+                    &workload,
+                    &stored.meta.namespace,
+                    &stored.meta.path,
+                )
+            })
+            .map(|stored| stored.meta.clone())
+            .collect())
+    }
+}
+
+impl InProcessServer {
+    fn keyring_for_variables(&self) -> Result<&Arc<Keyring>, ServerConnError> {
+        self.keyring
+            .as_ref()
+            .ok_or_else(|| ServerConnError::Rejected {
+                message: "this server has no keyring to open variables".to_owned(),
+            })
+    }
+
+    /// The workload `token` names, or the refusal a remote caller would get (403).
+    fn workload(
+        &self,
+        keyring: &Keyring,
+        token: &str,
+    ) -> Result<drover_server::identity::WorkloadIdentity, ServerConnError> {
+        drover_server::identity::verify_workload_identity(keyring, self.server.state(), token)
+            .map_err(|_| ServerConnError::Rejected {
+                message: "Permission denied".to_owned(),
+            })
     }
 }

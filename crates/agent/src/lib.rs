@@ -11,6 +11,7 @@ pub mod backend;
 pub mod cluster;
 pub mod config;
 pub mod exec;
+pub mod identity_http;
 pub mod in_process;
 pub mod keyring_http;
 pub mod logging;
@@ -18,6 +19,7 @@ pub mod metrics;
 pub mod monitor;
 pub mod proxy;
 pub mod server_link;
+pub mod task_api;
 pub mod variables_http;
 
 use std::path::{Path, PathBuf};
@@ -104,10 +106,15 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     } else {
         http_addr
     };
+    // Each task's `secrets/api.sock` serves the API built below, once it is built.
+    let task_api = task_api::TaskApi::default();
     let client_preparation = config.client_enabled.then(|| {
         let config = config.clone();
         let data_dir = data_dir.path().to_path_buf();
-        tokio::task::spawn_blocking(move || prepare_client(&config, &data_dir, &advertised))
+        let task_api = task_api.clone();
+        tokio::task::spawn_blocking(move || {
+            prepare_client(&config, &data_dir, &advertised, task_api)
+        })
     });
 
     // The state store answers the HTTP API's reads. An agent without a server keeps an empty
@@ -129,7 +136,11 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 .await
                 .context("preparing the client on a blocking thread")??;
             let conn = match &server {
-                Some(server) => AgentServerConn::InProcess(InProcessServer(server.clone())),
+                Some(server) => AgentServerConn::InProcess(InProcessServer {
+                    server: server.clone(),
+                    keyring: keyring.clone(),
+                    clock: Arc::new(drover_server::SystemClock),
+                }),
                 None => AgentServerConn::Remote(
                     HttpServerConn::new(HttpServerConnConfig {
                         cluster_id_file: Some(data_dir.path().join("client").join("cluster_id")),
@@ -216,8 +227,13 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 enabled: config.acl.enabled,
                 keyring: keyring.clone(),
                 state: state.clone(),
-                clock,
+                clock: clock.clone(),
                 server_dir: data_dir.path().join("server"),
+            }))
+            .merge(identity_http::router(identity_http::IdentityEndpoints {
+                keyring: keyring.clone(),
+                state: state.clone(),
+                clock,
             }))
         }
         None => app,
@@ -273,6 +289,13 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         }
         None => app,
     };
+
+    task_api.set_app(
+        app.clone(),
+        task_api::TaskApiAuth {
+            verifier: keyring.clone().map(|keyring| (keyring, state.clone())),
+        },
+    );
 
     let shutdown = CancellationToken::new();
     let collecting = tokio::spawn(metrics::collect(
@@ -419,6 +442,7 @@ fn prepare_client(
     config: &AgentConfig,
     data_dir: &Path,
     http_addr: &std::net::SocketAddr,
+    task_api: task_api::TaskApi,
 ) -> anyhow::Result<PreparedClient> {
     let clock: SharedClock = Arc::new(SystemClock);
     let mut client_config = ClientConfig::new(data_dir);
@@ -444,6 +468,7 @@ fn prepare_client(
         drivers: drivers_for(config, docker.clone())?,
         region: config.region.clone(),
         jitter_seed: rand_seed(),
+        task_api: Some(Arc::new(task_api)),
     };
     let mut node_config = NodeConfig::new(data_dir, config.name.clone(), clock);
     node_config.ephemeral = config.data_dir.is_none();

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use drover_client::http_conn::HttpServerConn;
 use drover_client::server_conn::{AllocClientUpdate, NodeAllocations, ServerConn, ServerConnError};
-use drover_structs::{Allocation, Node, ServiceRegistration};
+use drover_structs::client_rpc::{SignIdentitiesResponse, WorkloadIdentityRequest};
+use drover_structs::{Allocation, Node, ServiceRegistration, Variable, VariableMetadata};
 
 use super::in_process::InProcessServer;
 
@@ -79,6 +80,48 @@ impl ServerConn for AgentServerConn {
         match self {
             AgentServerConn::InProcess(conn) => conn.delete_services(service_ids).await,
             AgentServerConn::Remote(conn) => conn.delete_services(service_ids).await,
+        }
+    }
+
+    async fn sign_identities(
+        &self,
+        node_id: &str,
+        node_secret_id: &str,
+        requests: Vec<WorkloadIdentityRequest>,
+    ) -> Result<SignIdentitiesResponse, ServerConnError> {
+        match self {
+            AgentServerConn::InProcess(conn) => {
+                conn.sign_identities(node_id, node_secret_id, requests)
+                    .await
+            }
+            AgentServerConn::Remote(conn) => {
+                conn.sign_identities(node_id, node_secret_id, requests)
+                    .await
+            }
+        }
+    }
+
+    async fn read_variable(
+        &self,
+        token: &str,
+        namespace: &str,
+        path: &str,
+    ) -> Result<Option<Variable>, ServerConnError> {
+        match self {
+            AgentServerConn::InProcess(conn) => conn.read_variable(token, namespace, path).await,
+            AgentServerConn::Remote(conn) => conn.read_variable(token, namespace, path).await,
+        }
+    }
+
+    async fn list_variables(
+        &self,
+        token: &str,
+        namespace: &str,
+        prefix: &str,
+    ) -> Result<Vec<VariableMetadata>, ServerConnError> {
+        match self {
+            AgentServerConn::InProcess(conn) => conn.list_variables(token, namespace, prefix).await,
+            AgentServerConn::Remote(conn) => conn.list_variables(token, namespace, prefix).await,
         }
     }
 }

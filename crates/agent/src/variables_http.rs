@@ -89,7 +89,7 @@ fn caller(endpoints: &VariablesEndpoints, headers: &HeaderMap) -> Option<Request
 }
 
 /// Nomad's implicit policy of a workload identity: read its own job's paths.
-fn workload_may_read(identity: &WorkloadIdentity, namespace: &str, path: &str) -> bool {
+pub(crate) fn workload_may_read(identity: &WorkloadIdentity, namespace: &str, path: &str) -> bool {
     if namespace != identity.namespace {
         return false;
     }

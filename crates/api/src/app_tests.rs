@@ -1152,7 +1152,7 @@ async fn a_register_using_what_cannot_run_here_is_refused_naming_each_use() {
                 "Name": "server",
                 "Driver": "raw_exec",
                 "Config": {"command": "/bin/true"},
-                "Identity": {"Env": true},
+                "Identity": {"Env": true, "ExtraClaims": {"team": "web"}},
                 "Vault": {"Policies": ["db"]}
             }]
         }]
@@ -1168,7 +1168,8 @@ async fn a_register_using_what_cannot_run_here_is_refused_naming_each_use() {
         assert!(text.starts_with("3 errors occurred:\n"), "{text}");
         for expected in [
             "group \"web\": max_client_disconnect cannot run here:",
-            "TaskGroups[0].Tasks[0].Identity: group \"web\" task \"server\": identity cannot run here: the server signs workload identities, but tasks do not receive them yet; runs once tasks receive their identity (NOMAD_TOKEN, secrets/nomad_token)",
+            "TaskGroups[0].Tasks[0].Identity.ExtraClaims: group \"web\" task \"server\": ",
+            "cannot run here: drover does not add extra claims to workload identities; runs once identities carry extra claims",
             "TaskGroups[0].Tasks[0].Vault: group \"web\" task \"server\": vault cannot run here: needs a Vault server; keep secrets in Nomad Variables (/v1/var) instead; runs once drover integrates with Vault",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in:\n{text}");

@@ -126,7 +126,12 @@ async fn start_fleet(
     count: usize,
     timing: SimRunnerTiming,
 ) -> anyhow::Result<Vec<Arc<SimClient<InProcessServer>>>> {
-    start_fleet_on(Arc::new(InProcessServer(server.clone())), count, timing).await
+    start_fleet_on(
+        Arc::new(InProcessServer::without_keyring(server.clone())),
+        count,
+        timing,
+    )
+    .await
 }
 
 /// Starts `count` simulated nodes sharing one connection to the servers; returns them once

@@ -302,7 +302,7 @@ fn a_three_mib_job_body_gets_413() {
 #[test]
 fn a_job_using_what_cannot_run_here_is_refused_by_the_agent_and_nothing_starts() {
     let agent = Agent::start_dev();
-    let hcl = "job \"later\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"raw_exec\"\n      config {\n        command = \"/bin/sleep\"\n        args    = [\"600\"]\n      }\n      identity {\n        env = true\n      }\n    }\n  }\n}\n";
+    let hcl = "job \"later\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"raw_exec\"\n      config {\n        command = \"/bin/sleep\"\n        args    = [\"600\"]\n      }\n      vault {\n        policies = [\"db\"]\n      }\n    }\n  }\n}\n";
     // It parses as Nomad parses it...
     let parse = serde_json::json!({"JobHCL": hcl, "Canonicalize": true});
     let (status, parsed) = http(
@@ -316,7 +316,7 @@ fn a_job_using_what_cannot_run_here_is_refused_by_the_agent_and_nothing_starts()
     let (status, text) = http("PUT", &agent.url("/v1/jobs"), Some(&register));
     assert_eq!(status, 400, "{text}");
     assert!(
-        text.contains("TaskGroups[0].Tasks[0].Identity: group \"g\" task \"t\": identity cannot run here: the server signs workload identities, but tasks do not receive them yet; runs once tasks receive their identity (NOMAD_TOKEN, secrets/nomad_token)"),
+        text.contains("TaskGroups[0].Tasks[0].Vault: group \"g\" task \"t\": vault cannot run here: needs a Vault server; keep secrets in Nomad Variables (/v1/var) instead; runs once drover integrates with Vault"),
         "{text}"
     );
     let (status, jobs) = http("GET", &agent.url("/v1/jobs"), None);

@@ -1232,3 +1232,62 @@ fn cores_and_resources_reserved_by_the_client_config_are_never_handed_out() {
     }
     agent.cli_ok(&["job", "stop", "pinned"]);
 }
+
+#[test]
+fn an_exec_task_reaches_the_task_api_from_inside_its_mount_namespace() {
+    let agent = Agent::start_dev();
+    let (status, answer) = support::http(
+        "PUT",
+        &agent.url("/v1/var/nomad/jobs/execapi"),
+        Some(r#"{"Items": {"value": "from-inside-9c2"}}"#),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let probe = r#"exec > /local/probe.txt 2>&1
+echo "unix_addr=$NOMAD_UNIX_ADDR"
+echo "socket=$(test -S /secrets/api.sock && echo yes || echo no)"
+echo "own=$(curl -s --unix-socket /secrets/api.sock -H "X-Nomad-Token: $NOMAD_TOKEN" http://localhost/v1/var/nomad/jobs/execapi)"
+echo "anonymous=$(curl -s -o /dev/null -w '%%{http_code}' --unix-socket /secrets/api.sock http://localhost/v1/jobs)"
+echo done=yes
+exec sleep 3600
+"#;
+    let hcl = format!(
+        r#"
+job "execapi" {{
+  group "g" {{
+    task "probe" {{
+      driver = "exec"
+      identity {{
+        env = true
+      }}
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", {probe:?}]
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    run_job(&agent, "execapi.hcl", &hcl);
+    let alloc_id = wait_for("a running exec alloc", LIMIT, || {
+        let alloc = allocs(&agent, "execapi").first()?.clone();
+        assert_ne!(alloc["ClientStatus"], "failed", "{alloc}");
+        (alloc["ClientStatus"] == "running").then(|| alloc["ID"].as_str().unwrap().to_owned())
+    });
+    let path = agent
+        .data_dir
+        .join("alloc")
+        .join(&alloc_id)
+        .join("probe/local/probe.txt");
+    let text = wait_for("the probe's report", LIMIT, || {
+        std::fs::read_to_string(&path)
+            .ok()
+            .filter(|text| text.contains("done=yes"))
+    });
+    let seen = report(&text);
+    assert_eq!(seen["unix_addr"], "unix:///secrets/api.sock", "{text}");
+    assert_eq!(seen["socket"], "yes", "{text}");
+    let own: Value = serde_json::from_str(&seen["own"]).unwrap_or_else(|_| panic!("{text}"));
+    assert_eq!(own["Items"]["value"], "from-inside-9c2", "{text}");
+    assert_eq!(seen["anonymous"], "403", "{text}");
+}

@@ -165,3 +165,257 @@ fn the_keyring_seals_variables_and_rotates_and_cas_conflicts_answer_the_current_
     assert_eq!(status, 204);
     assert_eq!(http("GET", &agent.url("/v1/var/app/db"), None).0, 404);
 }
+
+fn claims_of(jwt: &str) -> Value {
+    use base64::Engine as _;
+    let payload = jwt.split('.').nth(1).unwrap();
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+fn kid_of(jwt: &str) -> String {
+    use base64::Engine as _;
+    let header = jwt.split('.').next().unwrap();
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(header)
+        .unwrap();
+    let header: Value = serde_json::from_slice(&bytes).unwrap();
+    header["kid"].as_str().unwrap().to_owned()
+}
+
+fn running_alloc_id(agent: &Agent, job_id: &str) -> String {
+    support::wait_for(
+        &format!("a running alloc of {job_id}"),
+        std::time::Duration::from_secs(60),
+        || {
+            let allocs = agent.get_json(&format!("/v1/job/{job_id}/allocations"));
+            let alloc = allocs.as_array()?.first()?.clone();
+            assert_ne!(alloc["ClientStatus"], "failed", "{alloc}");
+            (alloc["ClientStatus"] == "running").then(|| alloc["ID"].as_str().unwrap().to_owned())
+        },
+    )
+}
+
+/// One request over a unix socket, as a task makes it; answers (status, body).
+fn over_socket(socket: &std::path::Path, path: &str, token: Option<&str>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    let token_header = token
+        .map(|token| format!("X-Nomad-Token: {token}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{token_header}\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let status = raw.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, raw.split_once("\r\n\r\n").unwrap().1.to_owned())
+}
+
+const READER_JOB: &str = r#"
+job "JOB" {
+  group "g" {
+    task "reader" {
+      driver = "raw_exec"
+      identity {
+        env  = true
+        file = true
+      }
+      identity {
+        name = "extra"
+        aud  = ["example.com"]
+        file = true
+        env  = true
+        ttl  = "1h"
+      }
+      config {
+        command = "/bin/sh"
+        args = ["-c", <<EOT
+sock="$NOMAD_SECRETS_DIR/api.sock"
+out="$NOMAD_TASK_DIR"
+curl -s --unix-socket "$sock" -H "X-Nomad-Token: $NOMAD_TOKEN" http://localhost/v1/var/nomad/jobs/JOB > "$out/own.tmp" && mv "$out/own.tmp" "$out/own"
+curl -s -o /dev/null -w '%%{http_code}' --unix-socket "$sock" -H "X-Nomad-Token: $NOMAD_TOKEN" http://localhost/v1/var/nomad/jobs/other > "$out/other.tmp" && mv "$out/other.tmp" "$out/other"
+curl -s -o /dev/null -w '%%{http_code}' --unix-socket "$sock" http://localhost/v1/jobs > "$out/none.tmp" && mv "$out/none.tmp" "$out/none"
+echo "$NOMAD_UNIX_ADDR" > "$out/unix_addr"
+test -n "$NOMAD_TOKEN_extra" && echo yes > "$out/extra_env"
+exec sleep 3600
+EOT
+        ]
+      }
+    }
+  }
+}
+"#;
+
+#[test]
+fn a_task_reads_its_variables_through_the_task_api_with_its_identity() {
+    let agent = Agent::start_dev();
+    for (path, value) in [
+        ("nomad/jobs/idreader", "own-secret-5e1"),
+        ("nomad/jobs/other", "other-secret-77a"),
+    ] {
+        let body = format!(r#"{{"Items": {{"value": "{value}"}}}}"#);
+        let (status, answer) = http("PUT", &agent.url(&format!("/v1/var/{path}")), Some(&body));
+        assert_eq!(status, 200, "{answer}");
+    }
+    let jobspec = READER_JOB.replace("JOB", "idreader");
+    let (_dir, path) = support::write_jobspec("idreader.hcl", &jobspec);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let alloc_id = running_alloc_id(&agent, "idreader");
+    let task_dir = agent.data_dir.join("alloc").join(&alloc_id).join("reader");
+    let read = |name: &str| {
+        support::wait_for(name, std::time::Duration::from_secs(60), || {
+            std::fs::read_to_string(task_dir.join("local").join(name)).ok()
+        })
+    };
+
+    // Inside the task: its own job's variable through the socket with its NOMAD_TOKEN; not
+    // another job's, and nothing without a token.
+    let own = json(&read("own"));
+    assert_eq!(own["Path"], "nomad/jobs/idreader");
+    assert_eq!(own["Items"]["value"], "own-secret-5e1");
+    assert_eq!(read("other"), "403");
+    assert_eq!(read("none"), "403");
+    let socket = task_dir.join("secrets").join("api.sock");
+    assert_eq!(
+        read("unix_addr").trim(),
+        format!("unix://{}", socket.display())
+    );
+    assert_eq!(read("extra_env").trim(), "yes");
+
+    // The files: the default identity and the named one, each with Nomad's claims.
+    let token = std::fs::read_to_string(task_dir.join("secrets").join("nomad_token")).unwrap();
+    let claims = claims_of(&token);
+    assert_eq!(claims["nomad_namespace"], "default");
+    assert_eq!(claims["nomad_job_id"], "idreader");
+    assert_eq!(claims["nomad_allocation_id"], alloc_id.as_str());
+    assert_eq!(claims["nomad_task"], "reader");
+    assert_eq!(claims["aud"], serde_json::json!(["nomadproject.io"]));
+    assert_eq!(claims["sub"], "global:default:idreader:g:reader:default");
+    assert!(claims.get("exp").is_none(), "{claims}");
+    let extra = std::fs::read_to_string(task_dir.join("secrets").join("nomad_extra.jwt")).unwrap();
+    let extra_claims = claims_of(&extra);
+    assert_eq!(extra_claims["aud"], serde_json::json!(["example.com"]));
+    assert_eq!(
+        extra_claims["exp"].as_i64().unwrap() - extra_claims["iat"].as_i64().unwrap(),
+        3600
+    );
+    let first_key = kid_of(&token);
+    assert_eq!(
+        agent.get_json("/v1/operator/keyring/keys")[0]["KeyID"],
+        first_key.as_str()
+    );
+
+    // From outside too: the socket refuses a missing or a bad token and serves a good one.
+    assert_eq!(over_socket(&socket, "/v1/jobs", None).0, 403);
+    assert_eq!(over_socket(&socket, "/v1/jobs", Some("not.a.jwt")).0, 403);
+    let (status, jobs) = over_socket(&socket, "/v1/jobs", Some(&token));
+    assert_eq!(status, 200, "{jobs}");
+    assert_eq!(json(&jobs)[0]["ID"], "idreader");
+
+    // A rotation: the old identity still verifies, a new task's identity uses the new key.
+    let (status, rotated) = http("PUT", &agent.url("/v1/operator/keyring/rotate"), None);
+    assert_eq!(status, 200, "{rotated}");
+    let second_key = json(&rotated)["Key"]["KeyID"].as_str().unwrap().to_owned();
+    assert_eq!(
+        over_socket(&socket, "/v1/var/nomad/jobs/idreader", Some(&token)).0,
+        200
+    );
+    let second_spec = READER_JOB.replace("JOB", "idsecond");
+    let (_dir2, path2) = support::write_jobspec("idsecond.hcl", &second_spec);
+    agent.cli_ok(&["job", "run", "-detach", &path2.to_string_lossy()]);
+    let second_alloc = running_alloc_id(&agent, "idsecond");
+    let second_token = support::wait_for(
+        "the second task's token",
+        std::time::Duration::from_secs(60),
+        || {
+            std::fs::read_to_string(
+                agent
+                    .data_dir
+                    .join("alloc")
+                    .join(&second_alloc)
+                    .join("reader")
+                    .join("secrets")
+                    .join("nomad_token"),
+            )
+            .ok()
+        },
+    );
+    assert_eq!(kid_of(&second_token), second_key);
+
+    // Once the allocation stops, its token is refused everywhere.
+    agent.cli_ok(&["job", "stop", "idreader"]);
+    support::wait_for(
+        "the alloc to stop",
+        std::time::Duration::from_secs(60),
+        || {
+            let alloc = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+            (alloc["ClientStatus"] == "complete").then_some(())
+        },
+    );
+    let (status, refused) =
+        request_with_token("GET", &agent.url("/v1/var/nomad/jobs/idreader"), &token);
+    assert_eq!((status, refused.as_str()), (403, "Permission denied"));
+    assert!(!socket.exists(), "the stopped task's socket is removed");
+    agent.cli_ok(&["job", "stop", "-purge", "idsecond"]);
+}
+
+#[test]
+fn a_template_renders_a_variable_and_renders_again_when_it_changes() {
+    let agent = Agent::start_dev();
+    let put = |value: &str| {
+        let body = format!(r#"{{"Items": {{"greeting": "{value}"}}}}"#);
+        let (status, answer) = http("PUT", &agent.url("/v1/var/nomad/jobs/tmplvar"), Some(&body));
+        assert_eq!(status, 200, "{answer}");
+    };
+    put("hello-1");
+    let jobspec = r#"
+job "tmplvar" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }
+      template {
+        data        = <<EOT
+{{ with nomadVar "nomad/jobs/tmplvar" }}greeting={{ .greeting }}{{ end }}
+exists={{ nomadVarExists "nomad/jobs/tmplvar/g" }}
+{{ range nomadVarList "nomad/jobs" }}listed={{ .Path }}
+{{ end }}
+EOT
+        destination = "local/out.txt"
+        change_mode = "noop"
+      }
+    }
+  }
+}
+"#;
+    let (_dir, path) = support::write_jobspec("tmplvar.hcl", jobspec);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let alloc_id = running_alloc_id(&agent, "tmplvar");
+    let out = agent
+        .data_dir
+        .join("alloc")
+        .join(&alloc_id)
+        .join("t/local/out.txt");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("greeting=hello-1"), "{text}");
+    assert!(text.contains("exists=false"), "{text}");
+    assert!(text.contains("listed=nomad/jobs/tmplvar"), "{text}");
+    put("hello-2");
+    support::wait_for(
+        "the template to render the new value",
+        std::time::Duration::from_secs(30),
+        || {
+            std::fs::read_to_string(&out)
+                .ok()
+                .filter(|text| text.contains("greeting=hello-2"))
+        },
+    );
+}

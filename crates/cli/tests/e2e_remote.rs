@@ -751,3 +751,67 @@ fn a_server_forwards_alloc_exec_to_the_node_holding_the_allocation() {
     assert!(body.contains(&client_addr), "{body}");
     kill_tasks_of_allocs(&[alloc_id]);
 }
+
+#[test]
+fn a_client_only_agent_has_its_tasks_identities_signed_by_its_server() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let (server, client, _node_id) = server_and_remote_client(temp.path(), false);
+    let mut job: Value =
+        serde_json::from_str(&remote_sleeper_job("remoteid", "remote-id")).unwrap();
+    job["Job"]["TaskGroups"][0]["Tasks"][0]["Identity"] = json!({"File": true});
+    let (status, answer) = http("PUT", &server.url("/v1/jobs"), Some(&job.to_string()));
+    assert_eq!(status, 200, "{answer}");
+    let alloc_id = wait_for("the remote alloc to run", LIMIT, || {
+        let alloc = job_allocs(&server, "remoteid").first()?.clone();
+        assert_ne!(alloc["ClientStatus"], "failed", "{alloc}");
+        (alloc["ClientStatus"] == "running").then(|| alloc["ID"].as_str().unwrap().to_owned())
+    });
+    let token_file = client
+        .data_dir
+        .join("alloc")
+        .join(&alloc_id)
+        .join("server/secrets/nomad_token");
+    let token = wait_for("the token file", LIMIT, || {
+        std::fs::read_to_string(&token_file).ok()
+    });
+    // The server takes it as the task's identity: its own job's variables path answers 404
+    // (no such variable yet), another job's is refused.
+    let request = |path: &str| {
+        use std::io::{Read, Write};
+        let host = server.address.trim_start_matches("http://").to_owned();
+        let mut stream = std::net::TcpStream::connect(&host).unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nX-Nomad-Token: {token}\r\n\r\n"
+        )
+        .unwrap();
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).unwrap();
+        raw.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u16>()
+            .unwrap()
+    };
+    assert_eq!(request("/v1/var/nomad/jobs/remoteid"), 404);
+    assert_eq!(request("/v1/var/nomad/jobs/other"), 403);
+    // A wrong node secret has nothing signed.
+    let node_id = client.get_json("/v1/agent/self")["stats"]["client"]["node_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let body = json!({"NodeSecretID": "not-the-secret", "Identities": [
+        {"AllocID": alloc_id, "TaskName": "server", "IdentityName": "default"}
+    ]});
+    let (status, _) = http(
+        "PUT",
+        &server.url(&format!("/v1/internal/node/{node_id}/sign-identities")),
+        Some(&body.to_string()),
+    );
+    assert_eq!(status, 403);
+    let (status, _) = http("DELETE", &server.url("/v1/job/remoteid?purge=true"), None);
+    assert_eq!(status, 200);
+    wait_for("the remote task to stop", LIMIT, || {
+        pids_with_cmdline("remote-id").is_empty().then_some(())
+    });
+}

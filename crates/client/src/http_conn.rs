@@ -27,9 +27,10 @@ use std::time::Duration;
 use drover_structs::client_rpc::{
     AllocUpdateRequest, AllocsGetRequest, AllocsGetResponse, CLUSTER_ID_HEADER,
     NodeClientAllocsResponse, NodeRegisterRequest, NodeUpdateResponse, NodeUpdateStatusRequest,
-    ServiceDeleteRequest, ServiceUpsertRequest,
+    ServiceDeleteRequest, ServiceUpsertRequest, SignIdentitiesRequest, SignIdentitiesResponse,
+    WorkloadIdentityRequest,
 };
-use drover_structs::{Allocation, Node, ServiceRegistration};
+use drover_structs::{Allocation, Node, ServiceRegistration, Variable, VariableMetadata};
 use serde::Serialize;
 
 use crate::server_conn::{AllocClientUpdate, NodeAllocations, ServerConn, ServerConnError};
@@ -177,6 +178,8 @@ struct Call<'a> {
     /// An allocation the call reports on, when it names no node (picks the node's secret).
     reports_alloc: Option<&'a str>,
     not_found: NotFoundMeans,
+    /// Sent as `X-Nomad-Token` (a task's identity, for its variables).
+    token: Option<&'a str>,
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, ServerConnError> {
@@ -187,6 +190,21 @@ fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, ServerConnError> {
 
 fn nanos_to_duration(nanos: u64) -> Duration {
     Duration::from_nanos(nanos)
+}
+
+/// A variable path (or namespace, or prefix) as it goes into a URL: Nomad's path characters
+/// (letters, digits, `-`, `_`, `~`, `.`, `/`) pass as they are; anything else is refused.
+fn variable_path(path: &str) -> Result<String, ServerConnError> {
+    if path
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '~' | '.' | '/' | '*'))
+    {
+        Ok(path.to_owned())
+    } else {
+        Err(ServerConnError::Rejected {
+            message: format!("invalid variable path {path:?}"),
+        })
+    }
 }
 
 /// Node IDs go into paths: they are UUIDs, but nothing outside a path segment may pass.
@@ -336,11 +354,16 @@ impl HttpServerConn {
             .http
             .request(call.method.clone(), &url)
             .timeout(call.timeout);
-        let secret = self
-            .node_secrets
-            .lock()
-            .ok()
-            .and_then(|secrets| secrets.secret_for(call.node_id, call.reports_alloc));
+        // A task's own token (its variables) goes as it is; every other call carries the
+        // node's secret ID, which the server checks on node calls.
+        let secret = match call.token {
+            Some(token) => Some(token.to_owned()),
+            None => self
+                .node_secrets
+                .lock()
+                .ok()
+                .and_then(|secrets| secrets.secret_for(call.node_id, call.reports_alloc)),
+        };
         if let Some(secret) = secret {
             builder = builder.header("X-Nomad-Token", secret);
         }
@@ -456,6 +479,7 @@ impl ServerConn for HttpServerConn {
                 node_id: &node_id,
                 reports_alloc: None,
                 not_found: NotFoundMeans::Rejected,
+                token: None,
             })
             .await?;
         let response: NodeUpdateResponse = decode(&answer)?;
@@ -476,6 +500,7 @@ impl ServerConn for HttpServerConn {
                 node_id,
                 reports_alloc: None,
                 not_found: NotFoundMeans::UnknownNode,
+                token: None,
             })
             .await?;
         let response: NodeUpdateResponse = decode(&answer)?;
@@ -504,6 +529,7 @@ impl ServerConn for HttpServerConn {
                 node_id,
                 reports_alloc: None,
                 not_found: NotFoundMeans::UnknownNode,
+                token: None,
             })
             .await?;
         let response: NodeClientAllocsResponse = decode(&answer)?;
@@ -534,6 +560,7 @@ impl ServerConn for HttpServerConn {
                 node_id: "",
                 reports_alloc: None,
                 not_found: NotFoundMeans::Rejected,
+                token: None,
             })
             .await?;
         let response: AllocsGetResponse = decode(&answer)?;
@@ -558,6 +585,7 @@ impl ServerConn for HttpServerConn {
             node_id: "",
             reports_alloc: Some(&first_alloc),
             not_found: NotFoundMeans::Rejected,
+            token: None,
         })
         .await?;
         Ok(())
@@ -582,6 +610,7 @@ impl ServerConn for HttpServerConn {
             node_id: "",
             reports_alloc: None,
             not_found: NotFoundMeans::Rejected,
+            token: None,
         })
         .await?;
         Ok(())
@@ -601,9 +630,92 @@ impl ServerConn for HttpServerConn {
             node_id: "",
             reports_alloc: None,
             not_found: NotFoundMeans::Rejected,
+            token: None,
         })
         .await?;
         Ok(())
+    }
+
+    async fn sign_identities(
+        &self,
+        node_id: &str,
+        node_secret_id: &str,
+        requests: Vec<WorkloadIdentityRequest>,
+    ) -> Result<SignIdentitiesResponse, ServerConnError> {
+        if requests.is_empty() {
+            return Ok(SignIdentitiesResponse::default());
+        }
+        let body = encode(&SignIdentitiesRequest {
+            node_secret_id: node_secret_id.to_owned(),
+            identities: requests,
+        })?;
+        let answer = self
+            .send(Call {
+                method: reqwest::Method::PUT,
+                path: format!(
+                    "/v1/internal/node/{}/sign-identities",
+                    path_segment(node_id)?
+                ),
+                query: Vec::new(),
+                body: Some(body),
+                timeout: self.request_timeout,
+                node_id,
+                not_found: NotFoundMeans::Rejected,
+                token: None,
+            })
+            .await?;
+        decode(&answer)
+    }
+
+    async fn read_variable(
+        &self,
+        token: &str,
+        namespace: &str,
+        path: &str,
+    ) -> Result<Option<Variable>, ServerConnError> {
+        let answer = self
+            .send(Call {
+                method: reqwest::Method::GET,
+                path: format!("/v1/var/{}", variable_path(path)?),
+                query: vec![("namespace", variable_path(namespace)?)],
+                body: None,
+                timeout: self.request_timeout,
+                node_id: "",
+                not_found: NotFoundMeans::Rejected,
+                token: Some(token),
+            })
+            .await;
+        match answer {
+            Ok(answer) => decode(&answer).map(Some),
+            Err(ServerConnError::Rejected { message }) if message == "variable not found" => {
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn list_variables(
+        &self,
+        token: &str,
+        namespace: &str,
+        prefix: &str,
+    ) -> Result<Vec<VariableMetadata>, ServerConnError> {
+        let answer = self
+            .send(Call {
+                method: reqwest::Method::GET,
+                path: "/v1/vars".to_owned(),
+                query: vec![
+                    ("namespace", variable_path(namespace)?),
+                    ("prefix", variable_path(prefix)?),
+                ],
+                body: None,
+                timeout: self.request_timeout,
+                node_id: "",
+                not_found: NotFoundMeans::Rejected,
+                token: Some(token),
+            })
+            .await?;
+        decode(&answer)
     }
 }
 

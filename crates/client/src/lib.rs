@@ -27,6 +27,7 @@ pub mod config;
 pub mod fingerprint;
 pub mod host_stats;
 pub mod http_conn;
+pub mod identity;
 pub mod node;
 #[cfg(any(test, feature = "testing"))]
 pub mod node_sim;

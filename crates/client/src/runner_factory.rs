@@ -31,6 +31,8 @@ pub struct TaskAllocRunnerFactory {
     pub region: String,
     /// Seed for restart jitter.
     pub jitter_seed: u64,
+    /// Serves the agent's API inside each task.
+    pub task_api: Option<Arc<dyn crate::taskrunner::hooks::api::TaskApiServer>>,
 }
 
 impl TaskAllocRunnerFactory {
@@ -46,6 +48,8 @@ impl TaskAllocRunnerFactory {
                 region: self.region.clone(),
                 jitter_seed: self.jitter_seed,
                 services: Arc::clone(&context.services),
+                identities: Arc::clone(&context.identities),
+                task_api: self.task_api.clone(),
             },
             sink,
         }
@@ -272,6 +276,7 @@ mod tests {
             drivers: Arc::new(StaticDriverCatalog::new().with("fake", driver.clone())),
             region: "global".to_string(),
             jitter_seed: 7,
+            task_api: None,
         };
         let mut node_config = NodeConfig::new(data_dir, "node-1", clock());
         node_config.alloc_query_wait = Duration::from_secs(30);

@@ -21,7 +21,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use drover_structs::{AllocDeploymentStatus, Allocation, Node, ServiceRegistration, TaskState};
+use drover_structs::client_rpc::{SignIdentitiesResponse, WorkloadIdentityRequest};
+use drover_structs::{
+    AllocDeploymentStatus, Allocation, Node, ServiceRegistration, TaskState, Variable,
+    VariableMetadata,
+};
 
 /// What a client reports about one of its allocations: the fields the client owns.
 ///
@@ -173,6 +177,54 @@ pub trait ServerConn: Send + Sync + 'static {
         &self,
         service_ids: Vec<String>,
     ) -> impl Future<Output = Result<(), ServerConnError>> + Send;
+
+    /// Has the servers sign workload identities of tasks of allocations placed on this node
+    /// (Nomad's `Alloc.SignIdentities`), authenticated by the node's secret ID. A connection
+    /// to servers that hold no keyring (the node simulator's in-memory fake) refuses.
+    fn sign_identities(
+        &self,
+        node_id: &str,
+        node_secret_id: &str,
+        requests: Vec<WorkloadIdentityRequest>,
+    ) -> impl Future<Output = Result<SignIdentitiesResponse, ServerConnError>> + Send {
+        let _ = (node_id, node_secret_id, requests);
+        async {
+            Err(ServerConnError::Rejected {
+                message: "these servers do not sign workload identities".to_owned(),
+            })
+        }
+    }
+
+    /// The variable at `path` in `namespace`, read with a task's workload identity `token`
+    /// (Nomad's implicit access applies); `None` when there is none. A template's `nomadVar`.
+    fn read_variable(
+        &self,
+        token: &str,
+        namespace: &str,
+        path: &str,
+    ) -> impl Future<Output = Result<Option<Variable>, ServerConnError>> + Send {
+        let _ = (token, namespace, path);
+        async {
+            Err(ServerConnError::Rejected {
+                message: "these servers hold no variables".to_owned(),
+            })
+        }
+    }
+
+    /// The variables under `prefix` in `namespace` that `token` may read (`nomadVarList`).
+    fn list_variables(
+        &self,
+        token: &str,
+        namespace: &str,
+        prefix: &str,
+    ) -> impl Future<Output = Result<Vec<VariableMetadata>, ServerConnError>> + Send {
+        let _ = (token, namespace, prefix);
+        async {
+            Err(ServerConnError::Rejected {
+                message: "these servers hold no variables".to_owned(),
+            })
+        }
+    }
 }
 
 /// A shared connection is a connection: lets callers hand out `Arc<S>` where an `S` is wanted.
@@ -227,6 +279,33 @@ impl<S: ServerConn> ServerConn for Arc<S> {
         service_ids: Vec<String>,
     ) -> impl Future<Output = Result<(), ServerConnError>> + Send {
         S::delete_services(self, service_ids)
+    }
+
+    fn sign_identities(
+        &self,
+        node_id: &str,
+        node_secret_id: &str,
+        requests: Vec<WorkloadIdentityRequest>,
+    ) -> impl Future<Output = Result<SignIdentitiesResponse, ServerConnError>> + Send {
+        S::sign_identities(self, node_id, node_secret_id, requests)
+    }
+
+    fn read_variable(
+        &self,
+        token: &str,
+        namespace: &str,
+        path: &str,
+    ) -> impl Future<Output = Result<Option<Variable>, ServerConnError>> + Send {
+        S::read_variable(self, token, namespace, path)
+    }
+
+    fn list_variables(
+        &self,
+        token: &str,
+        namespace: &str,
+        prefix: &str,
+    ) -> impl Future<Output = Result<Vec<VariableMetadata>, ServerConnError>> + Send {
+        S::list_variables(self, token, namespace, prefix)
     }
 }
 

@@ -91,6 +91,8 @@ fn deps(data_dir: &Path) -> AllocRunnerDeps {
             services: Arc::new(drover_client::services::ConnRegistrar::new(Arc::new(
                 drover_client::node_sim::InMemoryServer::new(std::time::Duration::from_secs(30)),
             ))),
+            identities: Arc::new(drover_client::identity::NoServersSigner),
+            task_api: None,
         },
         sink: Arc::new(NullSink::default()),
     }

@@ -89,6 +89,8 @@ fn agent() -> Agent {
             region: "global".into(),
             jitter_seed: 1,
             services: Arc::new(ConnRegistrar::new(server.clone())),
+            identities: Arc::new(drover_client::identity::NoServersSigner),
+            task_api: None,
         },
         sink: Arc::new(CollectingSink::default()),
     };

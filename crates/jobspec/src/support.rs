@@ -248,6 +248,15 @@ fn consul_services(services: &[Service]) -> Vec<String> {
         .collect()
 }
 
+fn service_identity(services: &[Service]) -> Vec<String> {
+    services
+        .iter()
+        .enumerate()
+        .filter(|(_, service)| service.identity.is_some())
+        .map(|(index, _)| format!("Services[{index}].Identity"))
+        .collect()
+}
+
 fn service_connect(services: &[Service]) -> Vec<String> {
     services
         .iter()
@@ -644,6 +653,16 @@ pub static FEATURES: &[Feature] = &[
         ),
     ),
     row(
+        "service > identity",
+        Status::NeedsMissing,
+        "a service's identity is for Consul, which this agent does not run",
+        CONSUL,
+        Detect::group_and_task(
+            |group| service_identity(&group.services),
+            |task| service_identity(&task.services),
+        ),
+    ),
+    row(
         "service > connect",
         Status::NeedsMissing,
         "needs a Consul Connect service mesh",
@@ -767,7 +786,7 @@ pub static FEATURES: &[Feature] = &[
     row(
         "template",
         Status::RunsDifferently,
-        "rendered before start with Go template syntax and consul-template's functions (env, file, parse/encode, string, list, arithmetic, a sprig_* subset); templates reading files (file, source) re-render within a second and apply change_mode noop, restart or signal after splay, unless once; env-only templates do not change while the task runs; nomadVar*, nomadService* fail at render until variables and the service catalog reach the client; Consul and Vault functions are refused",
+        "rendered before start with Go template syntax and consul-template's functions (env, file, parse/encode, string, list, arithmetic, a sprig_* subset); templates reading files (file, source) re-render within a second and apply change_mode noop, restart or signal after splay, unless once; templates reading Nomad Variables (nomadVar, nomadVarExists, nomadVarList) read them with the task's workload identity, wait for a missing nomadVar, and re-render within about a second of a change; env-only templates do not change while the task runs; nomadService* fail at render until the service catalog reaches the client; Consul and Vault functions are refused",
         "",
         Detect::task(|task| each(&task.templates, "Templates")),
     ),
@@ -862,12 +881,60 @@ pub static FEATURES: &[Feature] = &[
     ),
     row(
         "identity",
-        Status::NotYet,
-        "the server signs workload identities, but tasks do not receive them yet",
-        "runs once tasks receive their identity (NOMAD_TOKEN, secrets/nomad_token)",
+        Status::Runs,
+        "each task's identities are signed by the servers and delivered as Nomad delivers them (NOMAD_TOKEN / secrets/nomad_token for the default one, NOMAD_TOKEN_<name> / secrets/nomad_<name>.jwt for named ones, filepath), renewed before a ttl runs out with change_mode applied; every task has the task API at secrets/api.sock",
+        "",
         Detect::task(|task| {
             let mut found = when(task.identity.is_some(), "Identity");
             found.extend(each(&task.identities, "Identities"));
+            found
+        }),
+    ),
+    runs(
+        "identity > aud",
+        "the audiences of the identity's JWT (the default identity's is nomadproject.io)",
+    ),
+    row(
+        "identity > service_name",
+        Status::NeedsMissing,
+        "service identities are for Consul, which this agent does not run",
+        "runs once drover integrates with Consul",
+        Detect::task(|task| {
+            let mut found: Vec<String> = task
+                .identity
+                .iter()
+                .filter(|identity| !identity.service_name.is_empty())
+                .map(|_| "Identity.ServiceName".to_owned())
+                .collect();
+            found.extend(
+                task.identities
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, identity)| !identity.service_name.is_empty())
+                    .map(|(index, _)| format!("Identities[{index}].ServiceName")),
+            );
+            found
+        }),
+    ),
+    row(
+        "identity > extra_claims",
+        Status::NotYet,
+        "drover does not add extra claims to workload identities",
+        "runs once identities carry extra claims",
+        Detect::task(|task| {
+            let mut found: Vec<String> = task
+                .identity
+                .iter()
+                .filter(|identity| !identity.extra_claims.is_empty())
+                .map(|_| "Identity.ExtraClaims".to_owned())
+                .collect();
+            found.extend(
+                task.identities
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, identity)| !identity.extra_claims.is_empty())
+                    .map(|(index, _)| format!("Identities[{index}].ExtraClaims")),
+            );
             found
         }),
     ),

@@ -1003,6 +1003,48 @@ impl Checker {
                     ),
                 );
             }
+            let name = text(identity, "Name");
+            let signal = text(identity, "ChangeSignal");
+            let mut problems = Vec::new();
+            if change_mode == "signal" && signal.is_empty() {
+                problems.push(
+                    "change_signal must be specified when using change_mode=\"signal\"".to_owned(),
+                );
+            }
+            if change_mode != "signal" && !signal.is_empty() {
+                problems.push("can only use change_signal with change_mode=\"signal\"".to_owned());
+            }
+            let ttl = identity
+                .get("TTL")
+                .and_then(|ttl| ttl.as_i64())
+                .unwrap_or(0);
+            if ttl > 0 && (name.is_empty() || name == "default") {
+                problems.push("ttl for default identity not yet supported".to_owned());
+            }
+            if ttl < 0 {
+                problems.push("ttl must be >= 0".to_owned());
+            }
+            if !text(identity, "Filepath").is_empty()
+                && !identity
+                    .get("File")
+                    .and_then(|file| file.as_bool())
+                    .unwrap_or(false)
+            {
+                problems
+                    .push("file parameter must be true in order to specify filepath".to_owned());
+            }
+            if !name.is_empty()
+                && !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                problems.push(format!(
+                    "invalid name {name:?}. Must match regex ^[a-zA-Z0-9-_]{{1,128}}$"
+                ));
+            }
+            for problem in problems {
+                self.report(place, place.path.clone(), format!("identity: {problem}"));
+            }
         }
 
         let task_services = items(task, "Services");

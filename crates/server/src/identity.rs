@@ -9,10 +9,18 @@
 //! ([`resolve_token`]): nothing, an ACL token (by its secret ID; an expired one is refused),
 //! or a workload identity.
 //!
+//! [`sign_for_node`] is Nomad's `Alloc.SignIdentities`: a node, authenticated by its secret
+//! ID, asks for the identities of tasks of allocations placed on it; each is signed as the
+//! task's `identity` block asks (audience, TTL), or rejected with a reason.
+//!
 //! Not here: the `identity` block's delivery to the task (the client's identity hook).
 
 use drover_state::StateStore;
 use drover_structs::Allocation;
+use drover_structs::client_rpc::{
+    SignIdentitiesResponse, SignedWorkloadIdentity, WorkloadIdentityRejection,
+    WorkloadIdentityRequest,
+};
 
 use crate::keyring::{Keyring, KeyringError};
 
@@ -40,6 +48,12 @@ pub enum IdentityError {
     /// Nomad's `ErrTokenExpired`.
     #[error("ACL token expired")]
     AclTokenExpired,
+    #[error("task {task} has no identity named {name:?}")]
+    UnknownIdentity { task: String, name: String },
+    #[error("node secret ID does not match node {0}")]
+    NodeNotAuthenticated(String),
+    #[error("allocation {alloc_id} is not placed on node {node_id}")]
+    NotThisNode { alloc_id: String, node_id: String },
 }
 
 /// What one identity of one task asks for (the task's `identity` block, or the default).
@@ -58,6 +72,33 @@ impl Default for IdentitySpec {
             audience: vec![DEFAULT_AUDIENCE.to_owned()],
             ttl_ns: 0,
         }
+    }
+}
+
+impl IdentitySpec {
+    /// The spec of `task`'s identity `name` ("default": its `identity` block without a name,
+    /// or Nomad's default identity when it has none); `None` when the task has no such
+    /// named identity.
+    pub fn of_task(task: &drover_structs::Task, name: &str) -> Option<IdentitySpec> {
+        let from_block = |block: &drover_structs::WorkloadIdentity, name: &str| IdentitySpec {
+            name: name.to_owned(),
+            audience: if block.audience.is_empty() && name == DEFAULT_IDENTITY_NAME {
+                vec![DEFAULT_AUDIENCE.to_owned()]
+            } else {
+                block.audience.clone()
+            },
+            ttl_ns: block.ttl.as_nanos().max(0),
+        };
+        if name == DEFAULT_IDENTITY_NAME {
+            return Some(match &task.identity {
+                Some(block) => from_block(block, name),
+                None => IdentitySpec::default(),
+            });
+        }
+        task.identities
+            .iter()
+            .find(|block| block.name == name)
+            .map(|block| from_block(block, name))
     }
 }
 
@@ -160,6 +201,105 @@ pub fn sign_workload_identity(
         });
     }
     Ok(keyring.sign(&workload_claims(&alloc, task, spec, now_unix_ns))?)
+}
+
+/// Nomad's `Alloc.SignIdentities`: signs each requested identity of a task of an allocation
+/// placed on `node_id`, whose secret must be `node_secret_id`. A request the servers will not
+/// sign (allocation gone, terminal or on another node, unknown task or identity) is answered
+/// as a rejection; a wrong node secret refuses the whole call.
+pub fn sign_for_node(
+    keyring: &Keyring,
+    state: &StateStore,
+    node_id: &str,
+    node_secret_id: &str,
+    requests: Vec<WorkloadIdentityRequest>,
+    now_unix_ns: i64,
+) -> Result<SignIdentitiesResponse, IdentityError> {
+    let authenticated = state.node(node_id).is_some_and(|node| {
+        !node.secret_id.is_empty()
+            && constant_time_eq(node.secret_id.as_bytes(), node_secret_id.as_bytes())
+    });
+    if !authenticated {
+        return Err(IdentityError::NodeNotAuthenticated(node_id.to_owned()));
+    }
+    let mut response = SignIdentitiesResponse::default();
+    for request in requests {
+        match sign_one_for_node(keyring, state, node_id, &request, now_unix_ns) {
+            Ok((jwt, expiration)) => response.signed_identities.push(SignedWorkloadIdentity {
+                request,
+                jwt,
+                expiration,
+            }),
+            Err(IdentityError::Keyring(error)) => return Err(IdentityError::Keyring(error)),
+            Err(error) => response.rejections.push(WorkloadIdentityRejection {
+                request,
+                reason: error.to_string(),
+            }),
+        }
+    }
+    Ok(response)
+}
+
+fn sign_one_for_node(
+    keyring: &Keyring,
+    state: &StateStore,
+    node_id: &str,
+    request: &WorkloadIdentityRequest,
+    now_unix_ns: i64,
+) -> Result<(String, i64), IdentityError> {
+    let alloc = state
+        .alloc(&request.alloc_id)
+        .ok_or(IdentityError::AllocationGone)?;
+    if alloc.node_id != node_id {
+        return Err(IdentityError::NotThisNode {
+            alloc_id: alloc.id.clone(),
+            node_id: node_id.to_owned(),
+        });
+    }
+    let task = alloc
+        .job
+        .as_deref()
+        .and_then(|job| job.lookup_task_group(&alloc.task_group))
+        .and_then(|group| {
+            group
+                .tasks
+                .iter()
+                .find(|task| task.name == request.task_name)
+        })
+        .ok_or_else(|| IdentityError::UnknownTask {
+            alloc_id: alloc.id.clone(),
+            task: request.task_name.clone(),
+        })?;
+    let spec = IdentitySpec::of_task(task, &request.identity_name).ok_or_else(|| {
+        IdentityError::UnknownIdentity {
+            task: request.task_name.clone(),
+            name: request.identity_name.clone(),
+        }
+    })?;
+    let jwt = sign_workload_identity(
+        keyring,
+        state,
+        &request.alloc_id,
+        &request.task_name,
+        &spec,
+        now_unix_ns,
+    )?;
+    let expiration = if spec.ttl_ns > 0 {
+        now_unix_ns / 1_000_000_000 + (spec.ttl_ns + 999_999_999) / 1_000_000_000
+    } else {
+        0
+    };
+    Ok((jwt, expiration))
+}
+
+/// Compares two secrets in time that does not depend on where they differ.
+fn constant_time_eq(left: &[u8], right: &[u8]) -> bool {
+    left.len() == right.len()
+        && left
+            .iter()
+            .zip(right)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
 }
 
 /// Verifies a workload identity token: signature, time, and an allocation that still runs.
@@ -305,6 +445,84 @@ mod tests {
         assert_eq!(claims["exp"], 1_700_003_600);
         let no_ttl = workload_claims(&alloc(), "server", &IdentitySpec::default(), 0);
         assert!(no_ttl.get("exp").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_node_has_only_its_own_allocations_identities_signed_with_its_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateStore::open(dir.path()).await.unwrap();
+        let keyring = Keyring::open(dir.path(), state.clone(), Arc::new(SystemClock))
+            .await
+            .unwrap();
+        let now = SystemClock.now_unix_ns();
+        let node = drover_structs::Node {
+            id: "node-a".to_owned(),
+            secret_id: "secret-a".to_owned(),
+            ..drover_structs::Node::default()
+        };
+        state.upsert_node(node, now).await.unwrap();
+        let mut placed = alloc();
+        placed.node_id = "node-a".to_owned();
+        if let Some(job) = placed.job.as_mut() {
+            let job = Arc::make_mut(job);
+            job.task_groups[0].tasks[0].identities = vec![drover_structs::WorkloadIdentity {
+                name: "extra".to_owned(),
+                audience: vec!["example.com".to_owned()],
+                ttl: drover_structs::DurationNs::from_secs(60),
+                ..drover_structs::WorkloadIdentity::default()
+            }];
+        }
+        let mut elsewhere = alloc();
+        elsewhere.id = "8a0c1c5e-0000-4000-8000-000000000002".to_owned();
+        elsewhere.node_id = "node-b".to_owned();
+        state
+            .upsert_allocs(vec![placed.clone(), elsewhere.clone()], now)
+            .await
+            .unwrap();
+        let request = |alloc_id: &str, name: &str| WorkloadIdentityRequest {
+            alloc_id: alloc_id.to_owned(),
+            task_name: "server".to_owned(),
+            identity_name: name.to_owned(),
+        };
+
+        assert!(matches!(
+            sign_for_node(
+                &keyring,
+                &state,
+                "node-a",
+                "wrong",
+                vec![request(&placed.id, "default")],
+                now
+            ),
+            Err(IdentityError::NodeNotAuthenticated(_))
+        ));
+        let answer = sign_for_node(
+            &keyring,
+            &state,
+            "node-a",
+            "secret-a",
+            vec![
+                request(&placed.id, "default"),
+                request(&placed.id, "extra"),
+                request(&placed.id, "missing"),
+                request(&elsewhere.id, "default"),
+            ],
+            now,
+        )
+        .unwrap();
+        assert_eq!(answer.signed_identities.len(), 2, "{answer:?}");
+        assert_eq!(answer.signed_identities[0].expiration, 0);
+        let extra = &answer.signed_identities[1];
+        assert_eq!(extra.expiration, now / 1_000_000_000 + 60);
+        let verified = verify_workload_identity(&keyring, &state, &extra.jwt).unwrap();
+        assert_eq!(verified.claims["aud"], serde_json::json!(["example.com"]));
+        assert_eq!(answer.rejections.len(), 2);
+        assert!(answer.rejections[0].reason.contains("no identity named"));
+        assert!(
+            answer.rejections[1]
+                .reason
+                .contains("not placed on node node-a")
+        );
     }
 
     #[tokio::test]

@@ -11,6 +11,7 @@
 //! | `Node.GetClientAllocs` | `GET /v1/internal/node/<id>/client-allocs?index=&wait=` | — | [`NodeClientAllocsResponse`] |
 //! | `Alloc.GetAllocs` | `PUT /v1/internal/allocs/get` | [`AllocsGetRequest`] | [`AllocsGetResponse`] |
 //! | `Node.UpdateAlloc` | `PUT /v1/internal/node/update-alloc` | [`AllocUpdateRequest`] | `{"Index": n}` |
+//! | `Alloc.SignIdentities` | `PUT /v1/internal/node/<id>/sign-identities` | [`SignIdentitiesRequest`] | [`SignIdentitiesResponse`]; 403 for a wrong node secret |
 //!
 //! A client status update travels as a partial `Allocation` holding only the fields the client
 //! owns (`ID`, `ClientStatus`, `ClientDescription`, `TaskStates`, `DeploymentStatus`,
@@ -109,4 +110,53 @@ impl<A> Default for AllocUpdateRequest<A> {
     fn default() -> Self {
         Self { alloc: Vec::new() }
     }
+}
+
+/// `Alloc.SignIdentities`: the workload identities a node asks the servers to sign for tasks
+/// of allocations placed on it, authenticated by the node's secret ID.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct SignIdentitiesRequest {
+    #[serde(rename = "NodeSecretID")]
+    pub node_secret_id: String,
+    pub identities: Vec<WorkloadIdentityRequest>,
+}
+
+/// One identity of one task (`IdentityName` "default" for the task's default identity).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct WorkloadIdentityRequest {
+    #[serde(rename = "AllocID")]
+    pub alloc_id: String,
+    pub task_name: String,
+    pub identity_name: String,
+}
+
+/// A signed identity: the JWT and its expiry (Unix seconds; 0 when it has none).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct SignedWorkloadIdentity {
+    #[serde(flatten)]
+    pub request: WorkloadIdentityRequest,
+    #[serde(rename = "JWT")]
+    pub jwt: String,
+    pub expiration: i64,
+}
+
+/// An identity the servers will not sign, and why (the allocation is terminal or gone, the
+/// task or the identity is unknown).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct WorkloadIdentityRejection {
+    #[serde(flatten)]
+    pub request: WorkloadIdentityRequest,
+    pub reason: String,
+}
+
+/// The answer to [`SignIdentitiesRequest`]: each request is either signed or rejected.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct SignIdentitiesResponse {
+    pub signed_identities: Vec<SignedWorkloadIdentity>,
+    pub rejections: Vec<WorkloadIdentityRejection>,
 }

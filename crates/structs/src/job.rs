@@ -594,6 +594,7 @@ wire_struct! {
         pub change_signal: String,
         pub env: bool,
         pub file: bool,
+        pub filepath: String,
         pub service_name: String,
         pub extra_claims: BTreeMap<String, String>,
         #[serde(rename = "TTL")]

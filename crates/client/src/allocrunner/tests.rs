@@ -62,6 +62,8 @@ fn harness() -> Harness {
             region: "global".into(),
             jitter_seed: 7,
             services: services.clone(),
+            identities: Arc::new(crate::identity::NoServersSigner),
+            task_api: None,
         },
         sink: sink.clone(),
     };

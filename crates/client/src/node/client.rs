@@ -112,10 +112,16 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
         let (registered, _) = watch::channel(false);
         let status = Arc::new(StatusBuffer::new());
         let node_id = node.id.clone();
+        let identities = Arc::new(crate::identity::ConnSigner::new(
+            Arc::clone(&conn),
+            node.id.clone(),
+            node.secret_id.clone(),
+        ));
         let runner_context = RunnerContext {
             node: Arc::new(node),
             status: Arc::clone(&status),
             services: Arc::new(crate::services::ConnRegistrar::new(Arc::clone(&conn))),
+            identities,
         };
         let client = Arc::new(Self {
             status,

@@ -72,6 +72,8 @@ pub struct RunnerContext {
     pub status: Arc<StatusBuffer>,
     /// Where runners register their services (the node's servers).
     pub services: Arc<dyn crate::services::ServiceRegistrar>,
+    /// Where task runners have their workload identities signed (the node's servers).
+    pub identities: Arc<dyn crate::identity::IdentitySigner>,
 }
 
 /// Makes alloc runners: new ones for allocations the server placed here, and the ones found in

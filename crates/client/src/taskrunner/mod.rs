@@ -192,6 +192,10 @@ pub struct TaskRunnerDeps {
     pub jitter_seed: u64,
     /// The service catalog the task and group service hooks register in.
     pub services: Arc<dyn crate::services::ServiceRegistrar>,
+    /// Where the identity hook has the task's workload identities signed.
+    pub identities: Arc<dyn crate::identity::IdentitySigner>,
+    /// Serves the agent's API inside each task (`None`: tasks get no `secrets/api.sock`).
+    pub task_api: Option<Arc<dyn hooks::api::TaskApiServer>>,
 }
 
 /// The per-task inputs of [`TaskRunner::new`] and [`TaskRunner::restore`].
@@ -455,6 +459,7 @@ fn hook_context(shared: &Arc<TaskRunnerShared>) -> hooks::TaskHookContext {
     });
     let task = shared.task();
     let alloc = shared.alloc();
+    let namespace = alloc.namespace.clone();
     let region = alloc
         .job
         .as_deref()
@@ -488,6 +493,17 @@ fn hook_context(shared: &Arc<TaskRunnerShared>) -> hooks::TaskHookContext {
         env_cell: shared.env_cell.clone(),
         env_inputs,
         services_hook,
+        alloc_id: shared.alloc_id.clone(),
+        namespace,
+        identities: shared.deps.identities.clone(),
+        identity_tokens: hooks::identity::TaskTokens::default(),
+        identity_state: lock(&shared.local)
+            .hooks
+            .get("identity")
+            .map(|state| state.data.clone())
+            .unwrap_or_default(),
+        clock: shared.deps.clock.clone(),
+        task_api: shared.deps.task_api.clone(),
     }
 }
 

@@ -5,8 +5,14 @@
 //! `file` — read the [`RenderScope`] that [`super::render`] installs on the rendering thread for
 //! the length of one synchronous render.
 //!
-//! **Not** here: data sources drover lacks. `nomadVar*` and `nomadService*` fail with an error
-//! saying what is missing; Consul's and Vault's functions are refused by name.
+//! `nomadVar`, `nomadVarExists`, `nomadVarList` and `nomadVarListSafe` answer from the scope's
+//! [`VariableCache`], which the template hook fills from the servers with the task's identity:
+//! a path or prefix the cache has not fetched yet is recorded as wanted (the hook fetches it
+//! and renders again), and `nomadVar` of a variable that does not exist fails the render
+//! (the hook waits for it, as Nomad's template blocks on it).
+//!
+//! **Not** here: data sources drover lacks. `nomadService*` fail with an error saying what is
+//! missing; Consul's and Vault's functions are refused by name.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -25,6 +31,33 @@ pub struct RenderScope {
     pub task_dir: PathBuf,
     /// Relative paths `file` read (for the watch loop).
     pub files_read: Vec<String>,
+    /// Nomad Variables for `nomadVar*`.
+    pub variables: VariableCache,
+}
+
+/// Nomad Variables as a render sees them: what was fetched, and what it still wants.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VariableCache {
+    /// Fetched variables by path (`None`: there is none).
+    pub reads: BTreeMap<String, Option<drover_structs::Variable>>,
+    /// Fetched listings by prefix.
+    pub lists: BTreeMap<String, Vec<drover_structs::VariableMetadata>>,
+    /// Paths a render asked for that were not fetched.
+    pub wanted_reads: std::collections::BTreeSet<String>,
+    /// Prefixes a render asked for that were not fetched.
+    pub wanted_lists: std::collections::BTreeSet<String>,
+    /// Paths `nomadVar` wanted that do not exist.
+    pub absent: std::collections::BTreeSet<String>,
+    /// Whether the render called any `nomadVar*` function.
+    pub used: bool,
+}
+
+fn with_variables<T>(action: impl FnOnce(&mut VariableCache) -> T) -> Option<T> {
+    SCOPE.with(|cell| {
+        cell.borrow_mut()
+            .as_mut()
+            .map(|scope| action(&mut scope.variables))
+    })
 }
 
 thread_local! {
@@ -101,10 +134,10 @@ pub fn all() -> Vec<(&'static str, Func)> {
         ("sprig_b64enc", base64_encode),
         ("sprig_b64dec", base64_decode),
         ("sprig_sha256sum", sha256_hex),
-        ("nomadVar", needs_variables),
-        ("nomadVarList", needs_variables),
-        ("nomadVarListSafe", needs_variables),
-        ("nomadVarExists", needs_variables),
+        ("nomadVar", nomad_var),
+        ("nomadVarList", nomad_var_list),
+        ("nomadVarListSafe", nomad_var_list),
+        ("nomadVarExists", nomad_var_exists),
         ("nomadService", needs_catalog),
         ("nomadServices", needs_catalog),
     ];
@@ -137,10 +170,75 @@ fn generic(message: impl Into<String>) -> FuncError {
     FuncError::Generic(message.into())
 }
 
-fn needs_variables(_: &[Value]) -> Result<Value, FuncError> {
-    Err(generic(
-        "Nomad variables are not available yet in drover (nomadVar, nomadVarList, nomadVarExists)",
+fn variable_path_argument(name: &str, args: &[Value]) -> Result<String, FuncError> {
+    match args {
+        [Value::String(path)] => Ok(path.trim_matches('/').to_owned()),
+        [] if name == "nomadVarList" => Ok(String::new()),
+        _ => Err(generic(format!("{name}: expects one path argument"))),
+    }
+}
+
+fn nomad_var(args: &[Value]) -> Result<Value, FuncError> {
+    let path = variable_path_argument("nomadVar", args)?;
+    let found = with_variables(|cache| {
+        cache.used = true;
+        match cache.reads.get(&path) {
+            Some(Some(variable)) => Ok(Some(variable.items.clone())),
+            Some(None) => {
+                cache.absent.insert(path.clone());
+                Err(generic(format!(
+                    "nomadVar: variable {path:?} does not exist"
+                )))
+            }
+            None => {
+                cache.wanted_reads.insert(path.clone());
+                Ok(None)
+            }
+        }
+    })
+    .unwrap_or_else(|| Err(generic("nomadVar: no variables in this render")))?;
+    Ok(Value::Map(
+        found
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(key, value)| (key, Value::String(value)))
+            .collect::<HashMap<_, _>>(),
     ))
+}
+
+fn nomad_var_exists(args: &[Value]) -> Result<Value, FuncError> {
+    let path = variable_path_argument("nomadVarExists", args)?;
+    with_variables(|cache| {
+        cache.used = true;
+        match cache.reads.get(&path) {
+            Some(found) => Value::Bool(found.is_some()),
+            None => {
+                cache.wanted_reads.insert(path.clone());
+                Value::Bool(false)
+            }
+        }
+    })
+    .ok_or_else(|| generic("nomadVarExists: no variables in this render"))
+}
+
+fn nomad_var_list(args: &[Value]) -> Result<Value, FuncError> {
+    let prefix = variable_path_argument("nomadVarList", args)?;
+    with_variables(|cache| {
+        cache.used = true;
+        match cache.lists.get(&prefix) {
+            Some(listed) => Value::Array(
+                listed
+                    .iter()
+                    .map(|meta| json_to_value(&serde_json::to_value(meta).unwrap_or_default()))
+                    .collect(),
+            ),
+            None => {
+                cache.wanted_lists.insert(prefix.clone());
+                Value::Array(Vec::new())
+            }
+        }
+    })
+    .ok_or_else(|| generic("nomadVarList: no variables in this render"))
 }
 
 fn needs_catalog(_: &[Value]) -> Result<Value, FuncError> {

@@ -10,6 +10,7 @@ fn scope() -> RenderScope {
         ]),
         task_dir: std::env::temp_dir(),
         files_read: Vec::new(),
+        ..RenderScope::default()
     }
 }
 
@@ -275,16 +276,6 @@ fn sprig_functions() {
 #[test]
 fn missing_data_sources_fail_clearly() {
     assert!(
-        err("{{ nomadVar \"nomad/jobs/x\" }}")
-            .message
-            .contains("variables are not available yet")
-    );
-    assert!(
-        err("{{ nomadVarExists \"x\" }}")
-            .message
-            .contains("variables are not available yet")
-    );
-    assert!(
         err("{{ range nomadService \"web\" }}{{ end }}")
             .message
             .contains("service catalog")
@@ -295,6 +286,82 @@ fn missing_data_sources_fail_clearly() {
             .message
             .contains("needs Vault")
     );
+}
+
+#[test]
+fn nomad_var_functions_answer_from_the_cache_and_record_what_they_want() {
+    let text = "{{ with nomadVar \"nomad/jobs/web\" }}{{ .user }}:{{ .pass }}{{ end }} \
+                {{ nomadVarExists \"app/x\" }} \
+                {{ range nomadVarList \"nomad/jobs\" }}{{ .Path }};{{ end }}";
+    let template = TemplateText {
+        destination: "local/out",
+        text,
+        left_delimiter: "",
+        right_delimiter: "",
+    };
+    let (result, first) = render(template, RenderScope::default());
+    assert_eq!(result.unwrap(), " false ");
+    assert!(first.variables.used);
+    assert_eq!(
+        first
+            .variables
+            .wanted_reads
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>(),
+        vec!["app/x".to_string(), "nomad/jobs/web".to_string()]
+    );
+    assert_eq!(
+        first
+            .variables
+            .wanted_lists
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>(),
+        vec!["nomad/jobs".to_string()]
+    );
+    let web = drover_structs::Variable {
+        path: "nomad/jobs/web".to_string(),
+        items: BTreeMap::from([
+            ("user".to_string(), "app".to_string()),
+            ("pass".to_string(), "s3".to_string()),
+        ]),
+        ..drover_structs::Variable::default()
+    };
+    let mut cache = funcs::VariableCache::default();
+    cache
+        .reads
+        .insert("nomad/jobs/web".to_string(), Some(web.clone()));
+    cache.reads.insert("app/x".to_string(), None);
+    cache
+        .lists
+        .insert("nomad/jobs".to_string(), vec![web.metadata()]);
+    let (result, second) = render(
+        template,
+        RenderScope {
+            variables: cache.clone(),
+            ..RenderScope::default()
+        },
+    );
+    assert_eq!(result.unwrap(), "app:s3 false nomad/jobs/web;");
+    assert!(second.variables.wanted_reads.is_empty());
+
+    // A variable that does not exist fails nomadVar, naming it.
+    cache.reads.insert("nomad/jobs/web".to_string(), None);
+    let (result, third) = render(
+        template,
+        RenderScope {
+            variables: cache,
+            ..RenderScope::default()
+        },
+    );
+    assert!(
+        result
+            .unwrap_err()
+            .message
+            .contains("\"nomad/jobs/web\" does not exist")
+    );
+    assert!(third.variables.absent.contains("nomad/jobs/web"));
 }
 
 #[test]
@@ -313,6 +380,7 @@ fn env_and_file_functions() {
             env: BTreeMap::from([("LIST".to_string(), "l".to_string())]),
             task_dir: dir.path().to_path_buf(),
             files_read: Vec::new(),
+            ..RenderScope::default()
         },
     );
     assert_eq!(result.unwrap(), "from file l");

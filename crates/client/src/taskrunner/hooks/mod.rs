@@ -15,9 +15,11 @@
 //! **Not** here: the order of capabilities in the task's life (the run loop decides) or how
 //! state is stored (the runner persists it in the state db).
 
+pub mod api;
 pub mod artifact;
 pub mod dispatch_payload;
 pub mod env;
+pub mod identity;
 pub mod logs;
 pub mod services;
 pub mod task_dir;
@@ -345,6 +347,19 @@ pub struct TaskHookContext {
     /// The task's services hook (the runner keeps a handle on it too, to deregister the
     /// services ahead of a kill when the allocation stops).
     pub services_hook: Arc<services::TaskServiceHook>,
+    /// The allocation's ID (the identity hook asks for its tokens by it).
+    pub alloc_id: String,
+    /// The allocation's namespace (templates read its variables).
+    pub namespace: String,
+    /// Signs the task's workload identities.
+    pub identities: Arc<dyn crate::identity::IdentitySigner>,
+    /// The task's current workload identity tokens.
+    pub identity_tokens: identity::TaskTokens,
+    /// The identity hook's state as last persisted.
+    pub identity_state: BTreeMap<String, String>,
+    pub clock: SharedClock,
+    /// Serves the agent's API on the task's `secrets/api.sock` (`None`: no task API).
+    pub task_api: Option<Arc<dyn api::TaskApiServer>>,
 }
 
 /// The hooks of `task`, in the order they run. The env hook comes first so later hooks can
@@ -367,6 +382,29 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
         )),
         Arc::new(logs::LogsHook),
     ];
+    if let Some(server) = &context.task_api {
+        hooks.push(Arc::new(api::ApiHook::new(
+            server.clone(),
+            context.task_dir.clone(),
+        )));
+    }
+    let wanted =
+        identity::wanted_identities(task, task.templates.iter().any(template::reads_variables));
+    if !wanted.is_empty() {
+        hooks.push(Arc::new(identity::IdentityHook::new(
+            identity::IdentityHookInputs {
+                alloc_id: context.alloc_id.clone(),
+                task_name: task.name.clone(),
+                wanted,
+                task_dir: context.task_dir.clone(),
+                signer: context.identities.clone(),
+                clock: context.clock.clone(),
+                lifecycle: context.lifecycle.clone(),
+                tokens: context.identity_tokens.clone(),
+                persisted: context.identity_state.clone(),
+            },
+        )));
+    }
     if task.dispatch_payload.is_some() {
         hooks.push(Arc::new(dispatch_payload::DispatchPayloadHook));
     }
@@ -377,12 +415,19 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
         )));
     }
     if !task.templates.is_empty() {
-        hooks.push(Arc::new(template::TemplateHook::new(
-            task.templates.clone(),
-            context.task_dir.clone(),
-            context.events.clone(),
-            context.lifecycle.clone(),
-        )));
+        hooks.push(Arc::new(
+            template::TemplateHook::new(
+                task.templates.clone(),
+                context.task_dir.clone(),
+                context.events.clone(),
+                context.lifecycle.clone(),
+            )
+            .with_variables(template::VariableSource {
+                reader: context.identities.clone(),
+                tokens: context.identity_tokens.clone(),
+                namespace: context.namespace.clone(),
+            }),
+        ));
     }
     // Always present: an update may give a task services it did not have. Without services it
     // returns at once from every call.

@@ -5,6 +5,13 @@
 //! applies their `change_mode` when the output changes: `noop` only rewrites the file,
 //! `restart` restarts the task, `signal` sends `change_signal`, after a random `splay`.
 //!
+//! Templates that read Nomad Variables (`nomadVar*`) read them from the servers with the
+//! task's default workload identity: a render that wants a path not fetched yet has it
+//! fetched and renders again; a `nomadVar` of a variable that does not exist holds the start
+//! (checked again every [`VARIABLE_REFRESH`]) as Nomad's template blocks on it. While the task
+//! runs, the variables a template read are fetched again every [`VARIABLE_REFRESH`], and a
+//! change re-renders it like a changed file.
+//!
 //! Templates that read only `env` cannot change while the task runs and are not watched, nor
 //! are `once` templates. The
 //! watch loop polls on tokio time (paused in tests) every [`WATCH_INTERVAL`].
@@ -25,10 +32,148 @@ use super::{
     TaskLifecycleHandle, UpdateHook, UpdateRequest, UpdateResponse,
 };
 use crate::allocdir::TaskDir;
+use crate::identity::IdentitySigner;
+use crate::taskrunner::hooks::identity::{DEFAULT_IDENTITY, TaskTokens};
+use crate::template::funcs::VariableCache;
 use crate::template::{self, RenderScope, TemplateText, beneath};
 
 /// How often templates that read files are re-rendered while the task runs.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(250);
+
+/// How often the variables templates read are fetched again.
+pub const VARIABLE_REFRESH: Duration = Duration::from_secs(1);
+
+/// Renders before a template that keeps wanting new variables is refused.
+const MAX_VARIABLE_PASSES: usize = 16;
+
+/// Where templates read Nomad Variables: the servers, with the task's default identity.
+#[derive(Debug, Clone)]
+pub struct VariableSource {
+    pub reader: Arc<dyn IdentitySigner>,
+    pub tokens: TaskTokens,
+    pub namespace: String,
+}
+
+/// Whether `template` reads Nomad Variables (its text names a `nomadVar` function).
+pub fn reads_variables(template: &Template) -> bool {
+    template.embedded_tmpl.contains("nomadVar")
+}
+
+type SharedCache = Arc<Mutex<VariableCache>>;
+
+fn snapshot(cache: &SharedCache) -> VariableCache {
+    let guard = match cache.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    VariableCache {
+        reads: guard.reads.clone(),
+        lists: guard.lists.clone(),
+        ..VariableCache::default()
+    }
+}
+
+/// Fetches `reads` and `lists` into `cache`.
+async fn fetch(
+    source: Option<&VariableSource>,
+    cache: &SharedCache,
+    reads: &[String],
+    lists: &[String],
+) -> Result<(), String> {
+    let source = source.ok_or("this client reads no Nomad Variables for templates")?;
+    let token = source.tokens.get(DEFAULT_IDENTITY).ok_or(
+        "the task has no workload identity to read Nomad Variables with (nomadVar needs the \
+         template's text to name it)",
+    )?;
+    let mut fetched_reads = Vec::new();
+    for path in reads {
+        let variable = source
+            .reader
+            .read_variable(&token, &source.namespace, path)
+            .await
+            .map_err(|error| format!("nomadVar {path:?}: {error}"))?;
+        fetched_reads.push((path.clone(), variable));
+    }
+    let mut fetched_lists = Vec::new();
+    for prefix in lists {
+        let listed = source
+            .reader
+            .list_variables(&token, &source.namespace, prefix)
+            .await
+            .map_err(|error| format!("nomadVarList {prefix:?}: {error}"))?;
+        fetched_lists.push((prefix.clone(), listed));
+    }
+    let mut guard = match cache.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    guard.reads.extend(fetched_reads);
+    guard.lists.extend(fetched_lists);
+    Ok(())
+}
+
+/// Fetches again every variable and listing in `cache`.
+async fn refresh(source: Option<&VariableSource>, cache: &SharedCache) -> Result<(), String> {
+    let known = snapshot(cache);
+    let reads: Vec<String> = known.reads.keys().cloned().collect();
+    let lists: Vec<String> = known.lists.keys().cloned().collect();
+    if reads.is_empty() && lists.is_empty() {
+        return Ok(());
+    }
+    fetch(source, cache, &reads, &lists).await
+}
+
+/// Renders `template`, fetching the variables it wants until it wants no more; a variable
+/// that does not exist is waited for (until `cancel`).
+async fn render_with_variables(
+    template: &Template,
+    task_dir: &TaskDir,
+    env: &BTreeMap<String, String>,
+    source: Option<&VariableSource>,
+    cache: &SharedCache,
+    cancel: &CancellationToken,
+    events: &TaskEventEmitter,
+) -> Result<Rendered, String> {
+    let mut passes = 0;
+    let mut reported_missing = false;
+    loop {
+        let (result, used) = render_one(template, task_dir, env, snapshot(cache));
+        if !used.wanted_reads.is_empty() || !used.wanted_lists.is_empty() {
+            passes += 1;
+            if passes > MAX_VARIABLE_PASSES {
+                return Err(format!(
+                    "template {}: still wants new variables after {MAX_VARIABLE_PASSES} renders",
+                    template.dest_path
+                ));
+            }
+            let reads: Vec<String> = used.wanted_reads.into_iter().collect();
+            let lists: Vec<String> = used.wanted_lists.into_iter().collect();
+            fetch(source, cache, &reads, &lists).await?;
+            continue;
+        }
+        match result {
+            Ok(rendered) => return Ok(rendered),
+            Err(message) if !used.absent.is_empty() => {
+                let absent: Vec<String> = used.absent.into_iter().collect();
+                if !reported_missing {
+                    reported_missing = true;
+                    events.emit(
+                        events
+                            .event("Template")
+                            .with_message(&format!("Missing: nomadVar {}", absent.join(", "))),
+                    );
+                }
+                tracing::debug!(%message, "template waits for variables");
+                tokio::select! {
+                    () = cancel.cancelled() => return Err(message),
+                    () = tokio::time::sleep(VARIABLE_REFRESH) => {}
+                }
+                fetch(source, cache, &absent, &[]).await?;
+            }
+            Err(message) => return Err(message),
+        }
+    }
+}
 
 /// See the module docs.
 pub struct TemplateHook {
@@ -38,6 +183,8 @@ pub struct TemplateHook {
     lifecycle: TaskLifecycleHandle,
     env: Arc<Mutex<BTreeMap<String, String>>>,
     watcher: Mutex<Option<CancellationToken>>,
+    variables: Option<VariableSource>,
+    cache: SharedCache,
 }
 
 impl TemplateHook {
@@ -54,7 +201,15 @@ impl TemplateHook {
             lifecycle,
             env: Arc::default(),
             watcher: Mutex::new(None),
+            variables: None,
+            cache: Arc::default(),
         }
+    }
+
+    /// The same hook, reading Nomad Variables from `source`.
+    pub fn with_variables(mut self, source: VariableSource) -> Self {
+        self.variables = Some(source);
+        self
     }
 
     fn replace_watcher(&self, next: Option<CancellationToken>) {
@@ -68,28 +223,33 @@ impl TemplateHook {
     }
 }
 
-/// One render of one template: its output and whether it read files.
+/// One render of one template: its output and whether it read files or variables.
 struct Rendered {
     output: String,
     reads_files: bool,
+    reads_variables: bool,
 }
 
+/// Renders `template` with `variables` as fetched; answers what the render did with them too.
 fn render_one(
     template: &Template,
     task_dir: &TaskDir,
     env: &BTreeMap<String, String>,
-) -> Result<Rendered, String> {
+    variables: VariableCache,
+) -> (Result<Rendered, String>, VariableCache) {
     let (text, from_source) = if template.source_path.is_empty() {
         (template.embedded_tmpl.clone(), false)
     } else {
-        let text = beneath::read_to_string(&task_dir.dir, &template.source_path)
-            .map_err(|error| format!("template source {error}"))?;
-        (text, true)
+        match beneath::read_to_string(&task_dir.dir, &template.source_path) {
+            Ok(text) => (text, true),
+            Err(error) => return (Err(format!("template source {error}")), variables),
+        }
     };
     let scope = RenderScope {
         env: env.clone(),
         task_dir: task_dir.dir.clone(),
         files_read: Vec::new(),
+        variables,
     };
     let (result, scope) = template::render(
         TemplateText {
@@ -100,11 +260,14 @@ fn render_one(
         },
         scope,
     );
-    let output = result.map_err(|error| error.to_string())?;
-    Ok(Rendered {
-        output,
-        reads_files: from_source || !scope.files_read.is_empty(),
-    })
+    let rendered = result
+        .map_err(|error| error.to_string())
+        .map(|output| Rendered {
+            output,
+            reads_files: from_source || !scope.files_read.is_empty(),
+            reads_variables: scope.variables.used,
+        });
+    (rendered, scope.variables)
 }
 
 fn write_one(template: &Template, task_dir: &TaskDir, output: &str) -> Result<(), String> {
@@ -174,7 +337,7 @@ impl TaskHook for TemplateHook {
 impl PrestartHook for TemplateHook {
     fn prestart<'a>(
         &'a self,
-        _cancel: &'a CancellationToken,
+        cancel: &'a CancellationToken,
         request: &'a PrestartRequest,
         response: &'a mut PrestartResponse,
     ) -> HookFuture<'a, HookResult> {
@@ -190,7 +353,17 @@ impl PrestartHook for TemplateHook {
                 .map(|template| resolve_paths(template, &request.task_env, &self.task_dir))
                 .collect();
             for template in &templates {
-                let rendered = render_one(template, &self.task_dir, &env).map_err(|message| {
+                let rendered = render_with_variables(
+                    template,
+                    &self.task_dir,
+                    &env,
+                    self.variables.as_ref(),
+                    &self.cache,
+                    cancel,
+                    &self.events,
+                )
+                .await
+                .map_err(|message| {
                     self.events.emit(
                         self.events
                             .event("Template")
@@ -209,7 +382,7 @@ impl PrestartHook for TemplateHook {
                         })?;
                     response.env.extend(variables);
                 }
-                if rendered.reads_files && !template.once {
+                if (rendered.reads_files || rendered.reads_variables) && !template.once {
                     watched.push((template.clone(), rendered.output));
                 }
             }
@@ -220,10 +393,14 @@ impl PrestartHook for TemplateHook {
                 self.replace_watcher(Some(token.clone()));
                 tokio::spawn(watch(
                     watched,
-                    self.task_dir.clone(),
-                    self.env.clone(),
-                    self.events.clone(),
-                    self.lifecycle.clone(),
+                    Watching {
+                        task_dir: self.task_dir.clone(),
+                        env: self.env.clone(),
+                        events: self.events.clone(),
+                        lifecycle: self.lifecycle.clone(),
+                        variables: self.variables.clone(),
+                        cache: self.cache.clone(),
+                    },
                     token,
                 ));
             }
@@ -234,14 +411,30 @@ impl PrestartHook for TemplateHook {
 
 /// Re-renders `watched` templates every [`WATCH_INTERVAL`] until cancelled, applying each
 /// one's change mode when its output changes.
-async fn watch(
-    mut watched: Vec<(Template, String)>,
+/// What the watch loop works with.
+struct Watching {
     task_dir: TaskDir,
     env: Arc<Mutex<BTreeMap<String, String>>>,
     events: TaskEventEmitter,
     lifecycle: TaskLifecycleHandle,
+    variables: Option<VariableSource>,
+    cache: SharedCache,
+}
+
+async fn watch(
+    mut watched: Vec<(Template, String)>,
+    watching: Watching,
     cancel: CancellationToken,
 ) {
+    let Watching {
+        task_dir,
+        env,
+        events,
+        lifecycle,
+        variables,
+        cache,
+    } = watching;
+    let mut last_refresh = tokio::time::Instant::now();
     loop {
         tokio::select! {
             // Cancellation wins over a timer that is due at the same moment.
@@ -253,11 +446,26 @@ async fn watch(
             Ok(env) => env.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         };
+        if variables.is_some() && last_refresh.elapsed() >= VARIABLE_REFRESH {
+            last_refresh = tokio::time::Instant::now();
+            if let Err(message) = refresh(variables.as_ref(), &cache).await {
+                tracing::debug!(%message, "fetching template variables again failed");
+            }
+        }
         let mut restart = false;
         let mut signals: Vec<String> = Vec::new();
         let mut splay = Duration::ZERO;
         for (template, last) in &mut watched {
-            let rendered = match render_one(template, &task_dir, &env) {
+            let (result, used) = render_one(template, &task_dir, &env, snapshot(&cache));
+            if !used.wanted_reads.is_empty() || !used.wanted_lists.is_empty() {
+                let reads: Vec<String> = used.wanted_reads.into_iter().collect();
+                let lists: Vec<String> = used.wanted_lists.into_iter().collect();
+                if let Err(message) = fetch(variables.as_ref(), &cache, &reads, &lists).await {
+                    tracing::debug!(%message, "fetching template variables failed");
+                }
+                continue;
+            }
+            let rendered = match result {
                 Ok(rendered) => rendered,
                 Err(message) => {
                     // A file mid-write may not render; the last good output stays.

@@ -1,0 +1,129 @@
+//! How a task runner has its workload identities signed: [`IdentitySigner`], an object-safe
+//! seam over [`ServerConn::sign_identities`] (Nomad's `Alloc.SignIdentities`), carrying the
+//! node's ID and secret so the servers sign only for allocations placed on this node; and
+//! what a task reads with its identity (its templates' Nomad Variables).
+//!
+//! Not here: what is done with the tokens (the task runner's identity hook).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use drover_structs::client_rpc::{SignIdentitiesResponse, WorkloadIdentityRequest};
+use drover_structs::{Variable, VariableMetadata};
+
+use crate::server_conn::{ServerConn, ServerConnError};
+
+/// A boxed signing future (the trait is object safe).
+pub type SignFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<SignIdentitiesResponse, ServerConnError>> + Send + 'a>>;
+
+/// A boxed variable read.
+pub type VariableFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<Variable>, ServerConnError>> + Send + 'a>>;
+/// A boxed variable listing.
+pub type VariableListFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<VariableMetadata>, ServerConnError>> + Send + 'a>>;
+
+/// Signs workload identities of this node's tasks, and reads variables with them.
+pub trait IdentitySigner: Send + Sync + std::fmt::Debug {
+    fn sign(&self, requests: Vec<WorkloadIdentityRequest>) -> SignFuture<'_>;
+    /// [`ServerConn::read_variable`].
+    fn read_variable<'a>(
+        &'a self,
+        token: &'a str,
+        namespace: &'a str,
+        path: &'a str,
+    ) -> VariableFuture<'a>;
+    /// [`ServerConn::list_variables`].
+    fn list_variables<'a>(
+        &'a self,
+        token: &'a str,
+        namespace: &'a str,
+        prefix: &'a str,
+    ) -> VariableListFuture<'a>;
+}
+
+/// An [`IdentitySigner`] over a client↔server connection, as the node `node_id`.
+pub struct ConnSigner<S: ServerConn> {
+    conn: Arc<S>,
+    node_id: String,
+    node_secret_id: String,
+}
+
+impl<S: ServerConn> ConnSigner<S> {
+    pub fn new(conn: Arc<S>, node_id: String, node_secret_id: String) -> Self {
+        ConnSigner {
+            conn,
+            node_id,
+            node_secret_id,
+        }
+    }
+}
+
+impl<S: ServerConn> std::fmt::Debug for ConnSigner<S> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ConnSigner")
+            .field("node_id", &self.node_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: ServerConn> IdentitySigner for ConnSigner<S> {
+    fn sign(&self, requests: Vec<WorkloadIdentityRequest>) -> SignFuture<'_> {
+        Box::pin(
+            self.conn
+                .sign_identities(&self.node_id, &self.node_secret_id, requests),
+        )
+    }
+
+    fn read_variable<'a>(
+        &'a self,
+        token: &'a str,
+        namespace: &'a str,
+        path: &'a str,
+    ) -> VariableFuture<'a> {
+        Box::pin(self.conn.read_variable(token, namespace, path))
+    }
+
+    fn list_variables<'a>(
+        &'a self,
+        token: &'a str,
+        namespace: &'a str,
+        prefix: &'a str,
+    ) -> VariableListFuture<'a> {
+        Box::pin(self.conn.list_variables(token, namespace, prefix))
+    }
+}
+
+/// A signer for runners that have no servers (the crate's own tests): every request is
+/// refused, so a task that asks for an identity fails its hook with that message.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoServersSigner;
+
+impl IdentitySigner for NoServersSigner {
+    fn sign(&self, _requests: Vec<WorkloadIdentityRequest>) -> SignFuture<'_> {
+        Box::pin(async {
+            Err(ServerConnError::Rejected {
+                message: "no servers to sign workload identities".to_owned(),
+            })
+        })
+    }
+
+    fn read_variable<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str) -> VariableFuture<'a> {
+        Box::pin(async {
+            Err(ServerConnError::Rejected {
+                message: "no servers to read variables from".to_owned(),
+            })
+        })
+    }
+
+    fn list_variables<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str) -> VariableListFuture<'a> {
+        Box::pin(async {
+            Err(ServerConnError::Rejected {
+                message: "no servers to read variables from".to_owned(),
+            })
+        })
+    }
+}
