@@ -67,9 +67,11 @@ pub enum Table {
     RootKeys,
     /// Variables (items sealed), by namespace and path.
     Variables,
+    /// Deployments, by ID.
+    Deployments,
 }
 
-const TABLE_COUNT: usize = 11;
+const TABLE_COUNT: usize = 12;
 
 impl Table {
     /// Every table.
@@ -85,6 +87,7 @@ impl Table {
         Table::PeriodicLaunches,
         Table::RootKeys,
         Table::Variables,
+        Table::Deployments,
     ];
 
     /// The table's name, as used in keys and errors.
@@ -101,6 +104,7 @@ impl Table {
             Table::PeriodicLaunches => "periodic_launches",
             Table::RootKeys => "root_keys",
             Table::Variables => "variables",
+            Table::Deployments => "deployments",
         }
     }
 
@@ -117,6 +121,7 @@ impl Table {
             Table::PeriodicLaunches => 8,
             Table::RootKeys => 9,
             Table::Variables => 10,
+            Table::Deployments => 11,
         }
     }
 

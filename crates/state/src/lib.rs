@@ -22,6 +22,7 @@
 //! let snapshot = store.snapshot();                                       // for the scheduler
 //! ```
 
+pub mod deployments;
 pub mod derive;
 pub mod embedded;
 pub mod engine;

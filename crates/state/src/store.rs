@@ -161,7 +161,7 @@ fn persist_alloc(
     result
 }
 
-fn payload<T: serde::Serialize>(
+pub(crate) fn payload<T: serde::Serialize>(
     table: &'static str,
     name: &str,
     value: &T,
@@ -366,6 +366,7 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
             Arc::new(variable),
         );
     }
+    crate::deployments::load_deployments(kv, &mut tables).await?;
     for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {
         tables.index_service(&service);
         Arc::make_mut(&mut tables.services).insert(

@@ -14,7 +14,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use drover_structs::{
-    Allocation, Evaluation, Job, JobSummary, Node, PeriodicLaunch, ServiceRegistration,
+    Allocation, Deployment, Evaluation, Job, JobSummary, Node, PeriodicLaunch, ServiceRegistration,
     VariableEncrypted, WrappedRootKey,
 };
 
@@ -59,6 +59,10 @@ pub struct StateTables {
     pub(crate) root_keys: Arc<BTreeMap<String, Arc<WrappedRootKey>>>,
     /// Variables (items sealed) by (namespace, path).
     pub(crate) variables: Arc<BTreeMap<(String, String), Arc<VariableEncrypted>>>,
+    /// Deployments by ID.
+    pub(crate) deployments: Arc<BTreeMap<String, Arc<Deployment>>>,
+    /// (namespace, job ID, deployment ID).
+    pub(crate) deployments_by_job: Arc<BTreeSet<(String, String, String)>>,
 }
 
 /// A service registration's identity: namespace and ID.
@@ -254,7 +258,7 @@ pub struct StateSnapshot {
 }
 
 impl StateSnapshot {
-    fn tables(&self) -> &StateTables {
+    pub(crate) fn tables(&self) -> &StateTables {
         &self.committed.data
     }
 
