@@ -6,13 +6,12 @@
 use std::future::Future;
 
 use drover_state::{EventFilter, EventSubscription, StateStore};
-use drover_structs::{Allocation, Evaluation, Job, JobSummary, Node, ServiceRegistration};
+use drover_structs::{Allocation, Deployment, Evaluation, Job, JobSummary, Node, ServiceRegistration};
 
 use crate::backend::{StateReads, Table};
 use crate::error::ApiError;
 
-/// The store's tables behind the API's. Deployments have no table yet: a read of them never
-/// changes, so a blocking query on them waits out its time.
+/// The store's tables behind the API's.
 fn store_tables(tables: &[Table]) -> Vec<drover_state::Table> {
     tables
         .iter()
@@ -24,7 +23,7 @@ fn store_tables(tables: &[Table]) -> Vec<drover_state::Table> {
             Table::Allocs => Some(drover_state::Table::Allocs),
             Table::Nodes => Some(drover_state::Table::Nodes),
             Table::ServiceRegistrations => Some(drover_state::Table::ServiceRegistrations),
-            Table::Deployments => None,
+            Table::Deployments => Some(drover_state::Table::Deployments),
         })
         .collect()
 }
@@ -160,6 +159,22 @@ impl StateReads for StateStore {
         Ok(owned(StateStore::service_registrations_by_alloc(
             self, alloc_id,
         )))
+    }
+
+    fn deployments(&self, namespace: &str, prefix: &str) -> Result<Vec<Deployment>, ApiError> {
+        Ok(StateStore::deployments(self, prefix)
+            .into_iter()
+            .filter(|deployment| in_namespace(namespace, &deployment.namespace))
+            .map(|deployment| (*deployment).clone())
+            .collect())
+    }
+
+    fn deployment(&self, deployment_id: &str) -> Result<Option<Deployment>, ApiError> {
+        Ok(StateStore::deployment(self, deployment_id).map(|deployment| (*deployment).clone()))
+    }
+
+    fn job_deployments(&self, namespace: &str, job_id: &str) -> Result<Vec<Deployment>, ApiError> {
+        Ok(owned(StateStore::deployments_by_job(self, namespace, job_id)))
     }
 
     fn service_registrations_by_job(
