@@ -2165,8 +2165,14 @@ fn sample_deployment(id: &str, job: &Job) -> drover_structs::Deployment {
 async fn deployments_are_listed_read_and_found_by_job_in_nomads_shape() {
     let (backend, router) = setup();
     let web = backend.put_job(sample_job("web"));
-    backend.put_deployment(sample_deployment("aaaa0000-1111-2222-3333-444455556666", &web));
-    backend.put_deployment(sample_deployment("bbbb0000-1111-2222-3333-444455556666", &web));
+    backend.put_deployment(sample_deployment(
+        "aaaa0000-1111-2222-3333-444455556666",
+        &web,
+    ));
+    backend.put_deployment(sample_deployment(
+        "bbbb0000-1111-2222-3333-444455556666",
+        &web,
+    ));
     let mut older = sample_deployment("cccc0000-1111-2222-3333-444455556666", &web);
     older.job_create_index = web.create_index + 100;
     backend.put_deployment(older);

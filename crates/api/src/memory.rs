@@ -14,8 +14,9 @@ use drover_state::{
 };
 
 use drover_structs::{
-    AllocResourceUsage, AllocStopResponse, Allocation, Deployment, Evaluation, Job, JobDeregisterResponse,
-    JobRegisterRequest, JobRegisterResponse, JobSummary, Node, ServiceRegistration,
+    AllocResourceUsage, AllocStopResponse, Allocation, Deployment, Evaluation, Job,
+    JobDeregisterResponse, JobRegisterRequest, JobRegisterResponse, JobSummary, Node,
+    ServiceRegistration,
 };
 
 use crate::backend::{

@@ -6,7 +6,9 @@
 use std::future::Future;
 
 use drover_state::{EventFilter, EventSubscription, StateStore};
-use drover_structs::{Allocation, Deployment, Evaluation, Job, JobSummary, Node, ServiceRegistration};
+use drover_structs::{
+    Allocation, Deployment, Evaluation, Job, JobSummary, Node, ServiceRegistration,
+};
 
 use crate::backend::{StateReads, Table};
 use crate::error::ApiError;
@@ -174,7 +176,9 @@ impl StateReads for StateStore {
     }
 
     fn job_deployments(&self, namespace: &str, job_id: &str) -> Result<Vec<Deployment>, ApiError> {
-        Ok(owned(StateStore::deployments_by_job(self, namespace, job_id)))
+        Ok(owned(StateStore::deployments_by_job(
+            self, namespace, job_id,
+        )))
     }
 
     fn service_registrations_by_job(

@@ -639,7 +639,9 @@ impl Reconciler<'_> {
             if let Some(deployment) = self.deployment.as_mut()
                 && deployment.task_groups.get(group_name) != Some(&dstate)
             {
-                deployment.task_groups.insert(group_name.to_string(), dstate.clone());
+                deployment
+                    .task_groups
+                    .insert(group_name.to_string(), dstate.clone());
                 self.result.deployment = Some(deployment.clone());
             }
         } else if strategy.is_some() && dstate.desired_total != 0 && (!had_running || updating_spec)
@@ -738,7 +740,11 @@ impl Reconciler<'_> {
 
     /// Stops the unpromoted canaries of an earlier (or failed) deployment and answers the
     /// current deployment's canaries among `all`, and `all` without the stopped ones.
-    fn handle_group_canaries(&mut self, group_name: &str, mut all: AllocSet) -> (AllocSet, AllocSet) {
+    fn handle_group_canaries(
+        &mut self,
+        group_name: &str,
+        mut all: AllocSet,
+    ) -> (AllocSet, AllocSet) {
         let mut stop: BTreeSet<String> = BTreeSet::new();
         let unpromoted = |deployment: &Deployment| -> Vec<String> {
             deployment
@@ -806,7 +812,11 @@ impl Reconciler<'_> {
                 .values()
                 .filter(|alloc| alloc.deployment_id == deployment.id)
             {
-                match alloc.deployment_status.as_ref().and_then(|status| status.healthy) {
+                match alloc
+                    .deployment_status
+                    .as_ref()
+                    .and_then(|status| status.healthy)
+                {
                     Some(false) => return 0,
                     Some(true) => {}
                     None => limit -= 1,

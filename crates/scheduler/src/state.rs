@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use drover_structs::{Deployment, Allocation, Job, Node};
+use drover_structs::{Allocation, Deployment, Job, Node};
 
 /// A consistent, read-only view of cluster state.
 pub trait SchedulerState {

@@ -8,12 +8,14 @@
 
 use drover_scheduler::reconcile::{STATUS_ALLOC_NOT_NEEDED, STATUS_ALLOC_UPDATING};
 use drover_scheduler::testing::{JobBuilder, NodeBuilder};
-use drover_scheduler::{InMemoryState, Plan, SchedulerOptions, SchedulerState, SeededIds, schedule};
+use drover_scheduler::{
+    InMemoryState, Plan, SchedulerOptions, SchedulerState, SeededIds, schedule,
+};
 use drover_structs::{
     AllocDeploymentStatus, Allocation, DEPLOYMENT_DESC_NEWER_JOB,
-    DEPLOYMENT_DESC_RUNNING_NEEDS_PROMOTION, DEPLOYMENT_DESC_STOPPED_JOB, DEPLOYMENT_DESC_SUCCESSFUL,
-    DEPLOYMENT_STATUS_CANCELLED, DEPLOYMENT_STATUS_SUCCESSFUL, Deployment, Evaluation, Job,
-    UpdateStrategy,
+    DEPLOYMENT_DESC_RUNNING_NEEDS_PROMOTION, DEPLOYMENT_DESC_STOPPED_JOB,
+    DEPLOYMENT_DESC_SUCCESSFUL, DEPLOYMENT_STATUS_CANCELLED, DEPLOYMENT_STATUS_SUCCESSFUL,
+    Deployment, Evaluation, Job, UpdateStrategy,
 };
 
 const NOW: i64 = 1_700_000_000_000_000_000;
@@ -79,7 +81,8 @@ impl Cluster {
             self.state.upsert_deployment(deployment);
         }
         for update in &plan.deployment_updates {
-            let mut deployment = Deployment::clone(&self.state.deployment(&update.deployment_id).unwrap());
+            let mut deployment =
+                Deployment::clone(&self.state.deployment(&update.deployment_id).unwrap());
             deployment.status = update.status.clone();
             deployment.status_description = update.status_description.clone();
             self.state.upsert_deployment(deployment);
@@ -95,7 +98,11 @@ impl Cluster {
                         Deployment::clone(&self.state.deployment(&alloc.deployment_id).unwrap());
                     let group = deployment.task_groups.get_mut(&alloc.task_group).unwrap();
                     group.placed_allocs += 1;
-                    if alloc.deployment_status.as_ref().is_some_and(|status| status.canary) {
+                    if alloc
+                        .deployment_status
+                        .as_ref()
+                        .is_some_and(|status| status.canary)
+                    {
                         group.placed_canaries.push(alloc.id.clone());
                     }
                     self.state.upsert_deployment(deployment);
@@ -115,7 +122,10 @@ impl Cluster {
                 continue;
             }
             let mut reported = alloc.clone();
-            let canary = alloc.deployment_status.as_ref().is_some_and(|status| status.canary);
+            let canary = alloc
+                .deployment_status
+                .as_ref()
+                .is_some_and(|status| status.canary);
             reported.deployment_status = Some(AllocDeploymentStatus {
                 healthy: Some(healthy),
                 canary,
@@ -147,7 +157,12 @@ impl Cluster {
     }
 
     fn latest(&self, job: &Job) -> Deployment {
-        Deployment::clone(&self.state.latest_deployment(&job.namespace, &job.id).unwrap())
+        Deployment::clone(
+            &self
+                .state
+                .latest_deployment(&job.namespace, &job.id)
+                .unwrap(),
+        )
     }
 }
 
@@ -188,13 +203,22 @@ fn running(job: &Job) -> Cluster {
     let mut cluster = Cluster::new(3);
     cluster.register(job);
     let first = cluster.pass(job);
-    let created = first.deployment.clone().expect("a first version is deployed");
-    assert_eq!(created.task_groups["g"].desired_total, job.task_groups[0].count);
+    let created = first
+        .deployment
+        .clone()
+        .expect("a first version is deployed");
+    assert_eq!(
+        created.task_groups["g"].desired_total,
+        job.task_groups[0].count
+    );
     cluster.commit(&first);
     cluster.report_health(job, true);
     let done = cluster.pass(job);
     assert_eq!(done.deployment_updates.len(), 1);
-    assert_eq!(done.deployment_updates[0].status, DEPLOYMENT_STATUS_SUCCESSFUL);
+    assert_eq!(
+        done.deployment_updates[0].status,
+        DEPLOYMENT_STATUS_SUCCESSFUL
+    );
     assert_eq!(
         done.deployment_updates[0].status_description,
         DEPLOYMENT_DESC_SUCCESSFUL
@@ -220,7 +244,10 @@ fn a_rolling_update_replaces_max_parallel_at_a_time_as_allocations_turn_healthy(
     let placed: Vec<&Allocation> = plan.allocations().collect();
     assert_eq!(placed.len(), 1);
     assert_eq!(placed[0].deployment_id, deployment.id);
-    assert_eq!(plan.stops().next().unwrap().desired_description, STATUS_ALLOC_UPDATING);
+    assert_eq!(
+        plan.stops().next().unwrap().desired_description,
+        STATUS_ALLOC_UPDATING
+    );
     cluster.commit(&plan);
 
     // Nothing more until the new allocation is healthy.
@@ -245,7 +272,10 @@ fn a_rolling_update_replaces_max_parallel_at_a_time_as_allocations_turn_healthy(
     assert!(done.is_no_op());
     assert_eq!(done.deployment_updates.len(), 1);
     assert_eq!(done.deployment_updates[0].deployment_id, deployment.id);
-    assert_eq!(done.deployment_updates[0].status, DEPLOYMENT_STATUS_SUCCESSFUL);
+    assert_eq!(
+        done.deployment_updates[0].status,
+        DEPLOYMENT_STATUS_SUCCESSFUL
+    );
 }
 
 #[test]
@@ -255,7 +285,10 @@ fn max_parallel_two_replaces_two_and_an_unhealthy_allocation_stops_the_rollout()
     let changed = new_version(&job, "2");
     cluster.register(&changed);
     let plan = cluster.pass(&changed);
-    assert_eq!(plan.annotations.desired_tg_updates["g"].destructive_update, 2);
+    assert_eq!(
+        plan.annotations.desired_tg_updates["g"].destructive_update,
+        2
+    );
     cluster.commit(&plan);
     cluster.report_health(&changed, false);
     let stuck = cluster.pass(&changed);
@@ -272,7 +305,10 @@ fn a_canary_runs_beside_the_old_allocations_until_promoted_then_the_rest_roll() 
 
     let plan = cluster.pass(&changed);
     let updates = &plan.annotations.desired_tg_updates["g"];
-    assert_eq!((updates.canary, updates.destructive_update, updates.ignore), (1, 0, 4));
+    assert_eq!(
+        (updates.canary, updates.destructive_update, updates.ignore),
+        (1, 0, 4)
+    );
     assert!(plan.stops().next().is_none());
     let deployment = plan.deployment.clone().unwrap();
     assert_eq!(deployment.task_groups["g"].desired_canaries, 1);
@@ -301,20 +337,32 @@ fn a_canary_runs_beside_the_old_allocations_until_promoted_then_the_rest_roll() 
         .stops()
         .map(|alloc| (alloc.name.as_str(), alloc.desired_description.as_str()))
         .collect();
-    assert!(stopped.contains(&("web.g[0]", STATUS_ALLOC_NOT_NEEDED)), "{stopped:?}");
-    assert_eq!(plan.annotations.desired_tg_updates["g"].destructive_update, 1);
+    assert!(
+        stopped.contains(&("web.g[0]", STATUS_ALLOC_NOT_NEEDED)),
+        "{stopped:?}"
+    );
+    assert_eq!(
+        plan.annotations.desired_tg_updates["g"].destructive_update,
+        1
+    );
     cluster.commit(&plan);
     assert_eq!(versions(&cluster, &changed).len(), 4);
     for _ in 0..2 {
         cluster.report_health(&changed, true);
         let plan = cluster.pass(&changed);
-        assert_eq!(plan.annotations.desired_tg_updates["g"].destructive_update, 1);
+        assert_eq!(
+            plan.annotations.desired_tg_updates["g"].destructive_update,
+            1
+        );
         cluster.commit(&plan);
     }
     cluster.report_health(&changed, true);
     let done = cluster.pass(&changed);
     assert_eq!(versions(&cluster, &changed), vec![1, 1, 1, 1]);
-    assert_eq!(done.deployment_updates[0].status, DEPLOYMENT_STATUS_SUCCESSFUL);
+    assert_eq!(
+        done.deployment_updates[0].status,
+        DEPLOYMENT_STATUS_SUCCESSFUL
+    );
 }
 
 #[test]
@@ -331,8 +379,14 @@ fn a_newer_version_cancels_the_running_deployment_and_stops_its_canaries() {
     cluster.register(&third);
     let plan = cluster.pass(&third);
     assert_eq!(plan.deployment_updates.len(), 1);
-    assert_eq!(plan.deployment_updates[0].deployment_id, first_deployment.id);
-    assert_eq!(plan.deployment_updates[0].status, DEPLOYMENT_STATUS_CANCELLED);
+    assert_eq!(
+        plan.deployment_updates[0].deployment_id,
+        first_deployment.id
+    );
+    assert_eq!(
+        plan.deployment_updates[0].status,
+        DEPLOYMENT_STATUS_CANCELLED
+    );
     assert_eq!(
         plan.deployment_updates[0].status_description,
         DEPLOYMENT_DESC_NEWER_JOB
@@ -362,7 +416,10 @@ fn stopping_the_job_cancels_its_deployment() {
     cluster.register(&stopped);
     let plan = cluster.pass(&stopped);
     assert_eq!(plan.deployment_updates.len(), 1);
-    assert_eq!(plan.deployment_updates[0].status, DEPLOYMENT_STATUS_CANCELLED);
+    assert_eq!(
+        plan.deployment_updates[0].status,
+        DEPLOYMENT_STATUS_CANCELLED
+    );
     assert_eq!(
         plan.deployment_updates[0].status_description,
         DEPLOYMENT_DESC_STOPPED_JOB
@@ -390,11 +447,17 @@ fn without_deployments_every_destructive_update_happens_at_once() {
     };
     let plan = schedule(&state, &eval, &options, &mut SeededIds::new(1)).unwrap();
     assert!(plan.deployment.is_none());
-    assert!(plan.allocations().all(|alloc| alloc.deployment_id.is_empty()));
+    assert!(
+        plan.allocations()
+            .all(|alloc| alloc.deployment_id.is_empty())
+    );
     state.apply_plan(&plan);
     let changed = new_version(&job, "2");
     state.upsert_job(changed.clone());
     let plan = schedule(&state, &eval, &options, &mut SeededIds::new(2)).unwrap();
-    assert_eq!(plan.annotations.desired_tg_updates["g"].destructive_update, 4);
+    assert_eq!(
+        plan.annotations.desired_tg_updates["g"].destructive_update,
+        4
+    );
     assert!(plan.deployment.is_none());
 }

@@ -34,6 +34,9 @@ impl SchedulerState for SnapshotView {
     }
 
     fn latest_deployment(&self, namespace: &str, job_id: &str) -> Option<Arc<Deployment>> {
-        self.0.deployments_by_job(namespace, job_id).into_iter().next()
+        self.0
+            .deployments_by_job(namespace, job_id)
+            .into_iter()
+            .next()
     }
 }

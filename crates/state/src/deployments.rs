@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::collections::BTreeSet;
 
 use drover_structs::{
-    Allocation, DEFAULT_NAMESPACE, DEPLOYMENT_STATUS_SUCCESSFUL, Deployment, DeploymentStatusUpdate, Evaluation, Timestamp,
+    Allocation, DEFAULT_NAMESPACE, DEPLOYMENT_STATUS_SUCCESSFUL, Deployment,
+    DeploymentStatusUpdate, Evaluation, Timestamp,
 };
 
 use crate::engine::{Table, WriteContext, load_table};
@@ -31,10 +32,7 @@ pub(crate) async fn load_deployments(
     Ok(())
 }
 
-fn deployment_event(
-    event_type: EventType,
-    deployment: &Deployment,
-) -> Result<Event, StateError> {
+fn deployment_event(event_type: EventType, deployment: &Deployment) -> Result<Event, StateError> {
     Ok(Event {
         topic: Topic::Deployment,
         event_type,
@@ -155,7 +153,11 @@ pub(crate) fn count_alloc_in_deployment(
                 .and_then(|status| status.timestamp.unix_nanos())
         {
             let by = reported.saturating_add(deadline);
-            if state.require_progress_by.unix_nanos().is_none_or(|current| by > current) {
+            if state
+                .require_progress_by
+                .unix_nanos()
+                .is_none_or(|current| by > current)
+            {
                 state.require_progress_by = Timestamp::from_unix_nanos(by);
             }
         }
@@ -304,12 +306,7 @@ impl StateStore {
                         changed.job_version,
                     );
                     let successful = changed.status == DEPLOYMENT_STATUS_SUCCESSFUL;
-                    write_deployment(
-                        tables,
-                        context,
-                        changed,
-                        EventType::DeploymentStatusUpdate,
-                    )?;
+                    write_deployment(tables, context, changed, EventType::DeploymentStatusUpdate)?;
                     if successful && tables.job_versions.contains_key(&version_key) {
                         crate::store::write_job_stability(tables, context, version_key, true)?;
                     }
@@ -416,10 +413,7 @@ mod tests {
                 .latest_deployment_of_job("default", "web", 9)
                 .is_none()
         );
-        assert_eq!(
-            store.indexes().table(Table::Deployments),
-            done.modify_index
-        );
+        assert_eq!(store.indexes().table(Table::Deployments), done.modify_index);
 
         let event = events.next_batch().await.unwrap();
         let event = &event.events[0];
@@ -478,8 +472,11 @@ mod tests {
     async fn a_plan_commits_its_deployment_and_allocations_are_counted_in_it() {
         let store = StateStore::in_memory().await.unwrap();
         let mut created = deployment("d1", "web", 5);
-        created.task_groups.get_mut("web").unwrap().progress_deadline =
-            drover_structs::DurationNs(600);
+        created
+            .task_groups
+            .get_mut("web")
+            .unwrap()
+            .progress_deadline = drover_structs::DurationNs(600);
         store
             .upsert_plan_results(
                 Some(created),
@@ -520,14 +517,25 @@ mod tests {
         assert_eq!(group.placed_allocs, 2);
         assert_eq!(group.require_progress_by.unix_nanos(), Some(5_600));
         // The canary flag stays the server's.
-        assert!(store.alloc("a2").unwrap().deployment_status.as_ref().unwrap().canary);
+        assert!(
+            store
+                .alloc("a2")
+                .unwrap()
+                .deployment_status
+                .as_ref()
+                .unwrap()
+                .canary
+        );
 
         // The same health reported again is not counted twice.
         store
             .update_allocs_from_client(vec![healthy], 8_000)
             .await
             .unwrap();
-        assert_eq!(store.deployment("d1").unwrap().task_groups["web"].healthy_allocs, 1);
+        assert_eq!(
+            store.deployment("d1").unwrap().task_groups["web"].healthy_allocs,
+            1
+        );
 
         store
             .upsert_plan_results(
@@ -545,7 +553,10 @@ mod tests {
             .unwrap();
         let cancelled = store.deployment("d1").unwrap();
         assert_eq!(cancelled.status, "cancelled");
-        assert_eq!(cancelled.status_description, "Cancelled due to newer version of job");
+        assert_eq!(
+            cancelled.status_description,
+            "Cancelled due to newer version of job"
+        );
         let unknown = store
             .upsert_plan_results(
                 None,

@@ -800,7 +800,6 @@ fn remove_job(
     Ok(index)
 }
 
-
 /// Marks one version of a job stable or not inside a write (see
 /// [`StateStore::update_job_stability`]).
 pub(crate) fn write_job_stability(
@@ -842,8 +841,7 @@ pub(crate) fn write_job_stability(
         &job_version_record_key(&key.0, &key.1, version),
         &job,
     )?;
-    Arc::make_mut(&mut tables.job_versions)
-        .insert((key.0, key.1, version), Arc::new(job));
+    Arc::make_mut(&mut tables.job_versions).insert((key.0, key.1, version), Arc::new(job));
     Ok(())
 }
 
