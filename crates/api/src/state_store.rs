@@ -17,15 +17,15 @@ use crate::error::ApiError;
 fn store_tables(tables: &[Table]) -> Vec<drover_state::Table> {
     tables
         .iter()
-        .filter_map(|table| match table {
-            Table::Jobs => Some(drover_state::Table::Jobs),
-            Table::JobVersions => Some(drover_state::Table::JobVersions),
-            Table::JobSummaries => Some(drover_state::Table::JobSummaries),
-            Table::Evals => Some(drover_state::Table::Evals),
-            Table::Allocs => Some(drover_state::Table::Allocs),
-            Table::Nodes => Some(drover_state::Table::Nodes),
-            Table::ServiceRegistrations => Some(drover_state::Table::ServiceRegistrations),
-            Table::Deployments => Some(drover_state::Table::Deployments),
+        .map(|table| match table {
+            Table::Jobs => drover_state::Table::Jobs,
+            Table::JobVersions => drover_state::Table::JobVersions,
+            Table::JobSummaries => drover_state::Table::JobSummaries,
+            Table::Evals => drover_state::Table::Evals,
+            Table::Allocs => drover_state::Table::Allocs,
+            Table::Nodes => drover_state::Table::Nodes,
+            Table::ServiceRegistrations => drover_state::Table::ServiceRegistrations,
+            Table::Deployments => drover_state::Table::Deployments,
         })
         .collect()
 }
