@@ -2149,3 +2149,118 @@ async fn list_filters_are_evaluated_per_object_and_malformed_ones_are_400s() {
         "Filter expression cannot be used with other filter parameters"
     );
 }
+
+fn sample_deployment(id: &str, job: &Job) -> drover_structs::Deployment {
+    let mut deployment = drover_structs::Deployment::new_for_job(id.to_string(), job, 50);
+    deployment.task_groups.insert(
+        "web".to_string(),
+        drover_structs::DeploymentState {
+            desired_total: 2,
+            ..Default::default()
+        },
+    );
+    deployment
+}
+
+#[tokio::test]
+async fn deployments_are_listed_read_and_found_by_job_in_nomads_shape() {
+    let (backend, router) = setup();
+    let web = backend.put_job(sample_job("web"));
+    backend.put_deployment(sample_deployment(
+        "aaaa0000-1111-2222-3333-444455556666",
+        &web,
+    ));
+    backend.put_deployment(sample_deployment(
+        "bbbb0000-1111-2222-3333-444455556666",
+        &web,
+    ));
+    let mut older = sample_deployment("cccc0000-1111-2222-3333-444455556666", &web);
+    older.job_create_index = web.create_index + 100;
+    backend.put_deployment(older);
+    let mut alloc = sample_allocation(&backend, "dddd0000-1111-2222-3333-444455556666", &web);
+    alloc.deployment_id = "aaaa0000-1111-2222-3333-444455556666".to_string();
+    backend.put_allocation(alloc);
+    sample_allocation(&backend, "eeee0000-1111-2222-3333-444455556666", &web);
+
+    let list = body_json(send(&router, "GET", "/v1/deployments", None).await).await;
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|deployment| deployment["ID"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(list[0]["TaskGroups"]["web"]["DesiredTotal"], 2);
+    assert_eq!(list[0]["Status"], "running");
+    assert_eq!(list[0]["StatusDescription"], "Deployment is running");
+    assert_eq!(
+        list[0]["TaskGroups"]["web"]["RequireProgressBy"],
+        "0001-01-01T00:00:00Z"
+    );
+    let page = send(&router, "GET", "/v1/deployments?per_page=1", None).await;
+    assert!(!header(&page, "X-Nomad-NextToken").is_empty());
+    let prefixed = body_json(send(&router, "GET", "/v1/deployments?prefix=bb", None).await).await;
+    assert_eq!(prefixed.as_array().map(Vec::len), Some(1));
+
+    let one = send(
+        &router,
+        "GET",
+        "/v1/deployment/aaaa0000-1111-2222-3333-444455556666",
+        None,
+    )
+    .await;
+    assert_eq!(one.status(), StatusCode::OK);
+    assert_eq!(body_json(one).await["JobID"], "web");
+    let missing = send(&router, "GET", "/v1/deployment/ffff", None).await;
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let allocs = body_json(
+        send(
+            &router,
+            "GET",
+            "/v1/deployment/allocations/aaaa0000-1111-2222-3333-444455556666",
+            None,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(allocs.as_array().map(Vec::len), Some(1));
+    assert_eq!(allocs[0]["ID"], "dddd0000-1111-2222-3333-444455556666");
+
+    // The job's deployments are those of its current incarnation unless `all` is asked.
+    let of_job = body_json(send(&router, "GET", "/v1/job/web/deployments", None).await).await;
+    assert_eq!(of_job.as_array().map(Vec::len), Some(2));
+    assert_eq!(of_job[0]["ID"], "bbbb0000-1111-2222-3333-444455556666");
+    let all = body_json(send(&router, "GET", "/v1/job/web/deployments?all=true", None).await).await;
+    assert_eq!(all.as_array().map(Vec::len), Some(3));
+    let latest = body_json(send(&router, "GET", "/v1/job/web/deployment", None).await).await;
+    assert_eq!(latest["ID"], "bbbb0000-1111-2222-3333-444455556666");
+    let none = body_text(send(&router, "GET", "/v1/job/nope/deployment", None).await).await;
+    assert_eq!(none, "null");
+    let none = body_text(send(&router, "GET", "/v1/job/nope/deployments", None).await).await;
+    assert_eq!(none, "[]");
+
+    // Writes to deployments are not served yet.
+    let promote = send(
+        &router,
+        "PUT",
+        "/v1/deployment/promote/aaaa0000-1111-2222-3333-444455556666",
+        Some(json!({"All": true})),
+    )
+    .await;
+    assert_eq!(promote.status(), StatusCode::NOT_FOUND);
+
+    let search = body_json(
+        send(
+            &router,
+            "PUT",
+            "/v1/search",
+            Some(json!({"Prefix": "aaaa", "Context": "deployment"})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        search["Matches"]["deployment"],
+        json!(["aaaa0000-1111-2222-3333-444455556666"])
+    );
+}

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use drover_state::{EventFilter, EventSubscription};
 use drover_structs::{
-    AllocResourceUsage, AllocStopResponse, Allocation, Evaluation, HostStats, Job,
+    AllocResourceUsage, AllocStopResponse, Allocation, Deployment, Evaluation, HostStats, Job,
     JobDeregisterResponse, JobPlanRequest, JobPlanResponse, JobRegisterRequest,
     JobRegisterResponse, JobSummary, Node, ServiceRegistration,
 };
@@ -139,6 +139,11 @@ pub trait StateReads: Send + Sync + 'static {
     fn nodes(&self, prefix: &str) -> Result<Vec<Node>, ApiError>;
     fn node(&self, node_id: &str) -> Result<Option<Node>, ApiError>;
     fn node_allocations(&self, node_id: &str) -> Result<Vec<Allocation>, ApiError>;
+    /// Deployments whose ID starts with `prefix`.
+    fn deployments(&self, namespace: &str, prefix: &str) -> Result<Vec<Deployment>, ApiError>;
+    fn deployment(&self, deployment_id: &str) -> Result<Option<Deployment>, ApiError>;
+    /// Every deployment of a job (of every incarnation of it), newest first.
+    fn job_deployments(&self, namespace: &str, job_id: &str) -> Result<Vec<Deployment>, ApiError>;
     /// `alloc ID → AllocModifyIndex` of every allocation on a node: what a remote client's
     /// watcher needs (`Node.GetClientAllocs`). Readers that hold allocations shared should
     /// answer it without copying them; this default copies.
@@ -527,6 +532,18 @@ impl<R: StateReads, O: Send + Sync + 'static> StateReads for Composed<R, O> {
 
     fn node_alloc_modify_indexes(&self, node_id: &str) -> Result<BTreeMap<String, u64>, ApiError> {
         self.reads.node_alloc_modify_indexes(node_id)
+    }
+
+    fn deployments(&self, namespace: &str, prefix: &str) -> Result<Vec<Deployment>, ApiError> {
+        self.reads.deployments(namespace, prefix)
+    }
+
+    fn deployment(&self, deployment_id: &str) -> Result<Option<Deployment>, ApiError> {
+        self.reads.deployment(deployment_id)
+    }
+
+    fn job_deployments(&self, namespace: &str, job_id: &str) -> Result<Vec<Deployment>, ApiError> {
+        self.reads.job_deployments(namespace, job_id)
     }
 
     fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {

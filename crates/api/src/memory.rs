@@ -14,8 +14,9 @@ use drover_state::{
 };
 
 use drover_structs::{
-    AllocResourceUsage, AllocStopResponse, Allocation, Evaluation, Job, JobDeregisterResponse,
-    JobRegisterRequest, JobRegisterResponse, JobSummary, Node, ServiceRegistration,
+    AllocResourceUsage, AllocStopResponse, Allocation, Deployment, Evaluation, Job,
+    JobDeregisterResponse, JobRegisterRequest, JobRegisterResponse, JobSummary, Node,
+    ServiceRegistration,
 };
 
 use crate::backend::{
@@ -51,6 +52,7 @@ struct Contents {
     summaries: BTreeMap<(String, String), JobSummary>,
     allocations: BTreeMap<String, Allocation>,
     evaluations: BTreeMap<String, Evaluation>,
+    deployments: BTreeMap<String, Deployment>,
     nodes: BTreeMap<String, Node>,
     /// (namespace, ID) → registration.
     services: BTreeMap<(String, String), ServiceRegistration>,
@@ -240,6 +242,28 @@ impl MemoryBackend {
             contents
                 .evaluations
                 .insert(evaluation.id.clone(), evaluation);
+        });
+    }
+
+    pub fn put_deployment(&self, mut deployment: Deployment) {
+        self.write(&[Table::Deployments], |contents, index| {
+            if deployment.create_index == 0 {
+                deployment.create_index = index;
+            }
+            deployment.modify_index = index;
+            let mut published = event(
+                Topic::Deployment,
+                EventType::DeploymentStatusUpdate,
+                &deployment.id,
+                &deployment.namespace,
+                index,
+                payload_of("Deployment", &deployment),
+            );
+            published.filter_keys = vec![deployment.job_id.clone()];
+            self.events.publish(vec![published]);
+            contents
+                .deployments
+                .insert(deployment.id.clone(), deployment);
         });
     }
 
@@ -447,6 +471,35 @@ impl StateReads for MemoryBackend {
 
     fn evaluation(&self, eval_id: &str) -> Result<Option<Evaluation>, ApiError> {
         Ok(self.lock().evaluations.get(eval_id).cloned())
+    }
+
+    fn deployments(&self, namespace: &str, prefix: &str) -> Result<Vec<Deployment>, ApiError> {
+        Ok(self
+            .lock()
+            .deployments
+            .values()
+            .filter(|deployment| {
+                namespace_matches(namespace, &deployment.namespace)
+                    && deployment.id.starts_with(prefix)
+            })
+            .cloned()
+            .collect())
+    }
+
+    fn deployment(&self, deployment_id: &str) -> Result<Option<Deployment>, ApiError> {
+        Ok(self.lock().deployments.get(deployment_id).cloned())
+    }
+
+    fn job_deployments(&self, namespace: &str, job_id: &str) -> Result<Vec<Deployment>, ApiError> {
+        let mut found: Vec<Deployment> = self
+            .lock()
+            .deployments
+            .values()
+            .filter(|deployment| deployment.namespace == namespace && deployment.job_id == job_id)
+            .cloned()
+            .collect();
+        found.sort_by(|a, b| b.create_index.cmp(&a.create_index).then(a.id.cmp(&b.id)));
+        Ok(found)
     }
 
     fn evaluation_allocations(&self, eval_id: &str) -> Result<Vec<Allocation>, ApiError> {

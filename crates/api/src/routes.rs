@@ -107,6 +107,9 @@ pub enum Route {
     DeploymentRead {
         deployment_id: String,
     },
+    DeploymentAllocations {
+        deployment_id: String,
+    },
     StatusLeader,
     StatusPeers,
     Regions,
@@ -296,6 +299,13 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
                 }
             } else if let Some(rest) = path.strip_prefix("service/") {
                 return service_route(method, rest);
+            } else if let Some(rest) = path.strip_prefix("deployment/allocations/") {
+                (
+                    Route::DeploymentAllocations {
+                        deployment_id: one_segment(rest)?,
+                    },
+                    Read,
+                )
             } else if let Some(rest) = path.strip_prefix("deployment/") {
                 (
                     Route::DeploymentRead {

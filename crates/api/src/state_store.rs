@@ -6,25 +6,26 @@
 use std::future::Future;
 
 use drover_state::{EventFilter, EventSubscription, StateStore};
-use drover_structs::{Allocation, Evaluation, Job, JobSummary, Node, ServiceRegistration};
+use drover_structs::{
+    Allocation, Deployment, Evaluation, Job, JobSummary, Node, ServiceRegistration,
+};
 
 use crate::backend::{StateReads, Table};
 use crate::error::ApiError;
 
-/// The store's tables behind the API's. Deployments have no table yet: a read of them never
-/// changes, so a blocking query on them waits out its time.
+/// The store's tables behind the API's.
 fn store_tables(tables: &[Table]) -> Vec<drover_state::Table> {
     tables
         .iter()
-        .filter_map(|table| match table {
-            Table::Jobs => Some(drover_state::Table::Jobs),
-            Table::JobVersions => Some(drover_state::Table::JobVersions),
-            Table::JobSummaries => Some(drover_state::Table::JobSummaries),
-            Table::Evals => Some(drover_state::Table::Evals),
-            Table::Allocs => Some(drover_state::Table::Allocs),
-            Table::Nodes => Some(drover_state::Table::Nodes),
-            Table::ServiceRegistrations => Some(drover_state::Table::ServiceRegistrations),
-            Table::Deployments => None,
+        .map(|table| match table {
+            Table::Jobs => drover_state::Table::Jobs,
+            Table::JobVersions => drover_state::Table::JobVersions,
+            Table::JobSummaries => drover_state::Table::JobSummaries,
+            Table::Evals => drover_state::Table::Evals,
+            Table::Allocs => drover_state::Table::Allocs,
+            Table::Nodes => drover_state::Table::Nodes,
+            Table::ServiceRegistrations => drover_state::Table::ServiceRegistrations,
+            Table::Deployments => drover_state::Table::Deployments,
         })
         .collect()
 }
@@ -159,6 +160,24 @@ impl StateReads for StateStore {
     ) -> Result<Vec<ServiceRegistration>, ApiError> {
         Ok(owned(StateStore::service_registrations_by_alloc(
             self, alloc_id,
+        )))
+    }
+
+    fn deployments(&self, namespace: &str, prefix: &str) -> Result<Vec<Deployment>, ApiError> {
+        Ok(StateStore::deployments(self, prefix)
+            .into_iter()
+            .filter(|deployment| in_namespace(namespace, &deployment.namespace))
+            .map(|deployment| (*deployment).clone())
+            .collect())
+    }
+
+    fn deployment(&self, deployment_id: &str) -> Result<Option<Deployment>, ApiError> {
+        Ok(StateStore::deployment(self, deployment_id).map(|deployment| (*deployment).clone()))
+    }
+
+    fn job_deployments(&self, namespace: &str, job_id: &str) -> Result<Vec<Deployment>, ApiError> {
+        Ok(owned(StateStore::deployments_by_job(
+            self, namespace, job_id,
         )))
     }
 

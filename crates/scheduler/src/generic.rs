@@ -70,6 +70,7 @@ pub fn schedule(
         batch,
         plan: Plan::default(),
         stack: None,
+        deployment_id: None,
     };
     pass.plan.eval_id = eval.id.clone();
     pass.plan.priority = eval.priority;
@@ -101,6 +102,8 @@ pub(crate) struct Pass<'a> {
     pub(crate) plan: Plan,
     /// Built on first use: the ready nodes of the job's datacenters and pool.
     pub(crate) stack: Option<Stack>,
+    /// The deployment new allocations belong to, if any.
+    pub(crate) deployment_id: Option<String>,
 }
 
 impl Pass<'_> {
@@ -112,6 +115,9 @@ impl Pass<'_> {
         self.mark_lost_stops(&existing, &tainted);
 
         let job = self.job.clone();
+        let latest_deployment = self
+            .state
+            .latest_deployment(&self.eval.namespace, &self.eval.job_id);
         let input = ReconcileInput {
             job: job.as_deref(),
             batch: self.batch,
@@ -119,6 +125,8 @@ impl Pass<'_> {
             tainted_nodes: &tainted,
             eval: self.eval,
             now_unix_nanos: self.options.now_unix_nanos,
+            deployment: latest_deployment.as_deref(),
+            deployments: self.options.deployments,
         };
         let result = {
             let mut update_fn = |alloc: &Allocation, job: &Job, group: &TaskGroup| {
@@ -147,6 +155,9 @@ impl Pass<'_> {
             self.plan.append_alloc(updated);
         }
         self.plan.follow_up_evals = result.follow_up_evals;
+        self.plan.deployment = result.deployment;
+        self.plan.deployment_updates = result.deployment_updates;
+        self.deployment_id = result.deployment_id;
 
         let mut queued: BTreeMap<String, i64> = BTreeMap::new();
         if let Some(job) = job.as_deref() {
@@ -423,6 +434,15 @@ impl Pass<'_> {
         }
 
         let mut alloc = self.new_allocation(job, group, name, &choice, metric, ids);
+        if let Some(deployment_id) = self.deployment_id.as_ref() {
+            alloc.deployment_id = deployment_id.clone();
+        }
+        if placement.canary {
+            alloc.deployment_status = Some(drover_structs::AllocDeploymentStatus {
+                canary: true,
+                ..Default::default()
+            });
+        }
         let now = self.options.now_unix_nanos;
         if let Some(previous) = previous.as_ref() {
             alloc.previous_allocation = previous.id.clone();

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use drover_structs::{AllocMetric, Allocation, Evaluation, Job};
+use drover_structs::{
+    AllocMetric, Allocation, Deployment, DeploymentStatusUpdate, Evaluation, Job,
+};
 use serde::{Deserialize, Serialize};
 
 /// How nodes are ranked among those that fit.
@@ -38,6 +40,10 @@ pub struct SchedulerOptions {
     /// "Now" in Unix nanoseconds: creation times, reschedule delays.
     pub now_unix_nanos: i64,
     pub scoring: ScoringAlgorithm,
+    /// Whether groups with an update strategy (`max_parallel > 0`) roll out through
+    /// deployments. Off, every change is applied at once; the server keeps it off until it
+    /// commits and watches deployments.
+    pub deployments: bool,
 }
 
 /// Per task group, what the pass decided (Nomad's `DesiredUpdates`, shown by `job plan`).
@@ -101,6 +107,10 @@ pub struct Plan {
     pub blocked_eval: Option<Evaluation>,
     /// Evaluations to create that will reschedule failed allocations after a delay.
     pub follow_up_evals: Vec<Evaluation>,
+    /// A deployment to create or update (new canaries wanted), committed with the plan.
+    pub deployment: Option<Deployment>,
+    /// Status changes of deployments (cancelled, successful), committed with the plan.
+    pub deployment_updates: Vec<DeploymentStatusUpdate>,
 }
 
 impl Plan {

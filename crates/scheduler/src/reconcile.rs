@@ -15,8 +15,20 @@
 //!
 //! Then missing indexes are placed (lowest free first) and untainted allocations of an older
 //! job version are updated in place or destructively, as the caller's [`UpdateFn`] decides.
-//! Deployments, canaries and disconnected-client handling are not implemented: every change is
-//! applied at once, as Nomad does for a group without an `update` block.
+//!
+//! **Deployments** (when the caller turns them on with [`ReconcileInput::deployments`]): a
+//! group whose `update` has `max_parallel > 0` rolls a new job version out through a
+//! deployment, as Nomad's reconciler does. The latest deployment of the job is cancelled when
+//! the job stopped or a newer version was registered ("Cancelled because job is stopped",
+//! "Cancelled due to newer version of job"); a new one is created when a group's spec changed
+//! (or nothing of the version runs yet). Destructive updates are limited to `max_parallel`
+//! minus the deployment's allocations whose health is not yet known (none while one is
+//! unhealthy, none while the deployment is paused or failed); with `canary = N` N canaries are
+//! placed first and no destructive update happens until the deployment is promoted, after
+//! which the old allocation of each canary's name is stopped. When nothing is left to place
+//! or update and every group is healthy (and promoted), the deployment is marked successful.
+//! Without deployments every change is applied at once, as Nomad does for a group without an
+//! `update` block. Disconnected-client handling is not implemented.
 //!
 //! System and sysbatch jobs use the per-node reconciliation in `system`, which shares the stop
 //! descriptions and the update decision defined here.
@@ -26,7 +38,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use drover_structs::{Allocation, Evaluation, Job, Node, TaskGroup};
+use drover_structs::{
+    Allocation, Deployment, DeploymentState, DeploymentStatusUpdate, Evaluation, Job, Node,
+    TaskGroup,
+};
 
 use crate::ids::IdSource;
 use crate::names::{AllocNameIndex, alloc_index_from_name};
@@ -89,6 +104,8 @@ pub struct PlaceResult {
     pub reschedule: bool,
     /// Stop `previous` when this placement succeeds (a destructive update), with this reason.
     pub stop_previous: Option<&'static str>,
+    /// A canary of the deployment.
+    pub canary: bool,
 }
 
 /// What the reconciler decided for the whole job.
@@ -104,6 +121,12 @@ pub struct ReconcileResult {
     pub desired_tg_updates: BTreeMap<String, DesiredUpdates>,
     pub follow_up_evals: Vec<Evaluation>,
     pub name_indexes: BTreeMap<String, AllocNameIndex>,
+    /// A deployment to create.
+    pub deployment: Option<Deployment>,
+    /// Status changes of existing deployments (cancelled, successful).
+    pub deployment_updates: Vec<DeploymentStatusUpdate>,
+    /// The deployment new placements belong to (created or existing, active), if any.
+    pub deployment_id: Option<String>,
 }
 
 /// What the reconciler works from.
@@ -116,6 +139,10 @@ pub struct ReconcileInput<'a> {
     pub tainted_nodes: &'a BTreeMap<String, Option<Arc<Node>>>,
     pub eval: &'a Evaluation,
     pub now_unix_nanos: i64,
+    /// The job's latest deployment (highest `CreateIndex`), if any.
+    pub deployment: Option<&'a Deployment>,
+    /// Whether groups with an update strategy roll out through deployments.
+    pub deployments: bool,
 }
 
 /// Reconciles the job's allocations.
@@ -127,7 +154,12 @@ pub fn reconcile(
     let mut reconciler = Reconciler {
         input,
         result: ReconcileResult::default(),
+        deployment: None,
+        old_deployment: None,
     };
+    if input.deployments {
+        reconciler.cancel_deployments();
+    }
     let mut matrix: BTreeMap<String, AllocSet> = BTreeMap::new();
     if let Some(job) = input.job {
         for group in &job.task_groups {
@@ -142,9 +174,11 @@ pub fn reconcile(
     }
     match input.job {
         Some(job) if !job.stop => {
+            let mut complete = true;
             for (group_name, allocs) in matrix {
-                reconciler.compute_group(job, &group_name, allocs, update_fn, ids);
+                complete &= reconciler.compute_group(job, &group_name, allocs, update_fn, ids);
             }
+            reconciler.finish_deployment(complete);
         }
         _ => {
             for (group_name, allocs) in matrix {
@@ -163,6 +197,11 @@ pub fn reconcile(
 struct Reconciler<'a> {
     input: &'a ReconcileInput<'a>,
     result: ReconcileResult,
+    /// The deployment of the job's current version (existing and not cancelled, or created by
+    /// this pass).
+    deployment: Option<Deployment>,
+    /// A deployment of an earlier version (or a finished one), whose unpromoted canaries stop.
+    old_deployment: Option<&'a Deployment>,
 }
 
 /// The buckets an allocation can fall into.
@@ -256,7 +295,7 @@ impl Reconciler<'_> {
         all: AllocSet,
         update_fn: &mut UpdateFn<'_>,
         ids: &mut dyn IdSource,
-    ) {
+    ) -> bool {
         self.desired(group_name);
         let batch = self.input.batch;
         // Server-terminal allocations are done with, except batch ones that keep the count
@@ -275,10 +314,43 @@ impl Reconciler<'_> {
             _ => {
                 let stopped = self.stop_all(&all);
                 self.desired(group_name).stop += stopped;
-                return;
+                return true;
             }
         };
         let count = group.count.max(0) as u64;
+
+        // The group's part of the current deployment, or a fresh one.
+        let strategy = group
+            .update
+            .as_ref()
+            .filter(|update| self.input.deployments && update.max_parallel > 0);
+        let existing_state = self
+            .deployment
+            .as_ref()
+            .and_then(|deployment| deployment.task_groups.get(group_name))
+            .cloned();
+        let has_existing_state = existing_state.is_some();
+        let mut dstate = existing_state.unwrap_or_else(|| DeploymentState {
+            auto_revert: strategy.is_some_and(|update| update.auto_revert),
+            auto_promote: strategy.is_some_and(|update| update.auto_promote),
+            progress_deadline: strategy
+                .map(|update| update.progress_deadline)
+                .unwrap_or_default(),
+            ..DeploymentState::default()
+        });
+        let (paused, failed) = match self.deployment.as_ref() {
+            Some(deployment) => (
+                deployment.status == drover_structs::DEPLOYMENT_STATUS_PAUSED,
+                deployment.status == drover_structs::DEPLOYMENT_STATUS_FAILED,
+            ),
+            None => (false, false),
+        };
+        let (canaries, all) = self.handle_group_canaries(group_name, all);
+        let had_running = all.values().any(|alloc| {
+            alloc.job.as_deref().is_some_and(|alloc_job| {
+                alloc_job.version == job.version && alloc_job.create_index == job.create_index
+            })
+        });
 
         // Terminal batch allocations of an older job version no longer count.
         let mut all = all;
@@ -339,6 +411,38 @@ impl Reconciler<'_> {
             .collect();
         let mut name_index = AllocNameIndex::new(&job.id, group_name, count, taken);
 
+        // Unpromoted canaries neither count toward the group nor are stopped as extras; once
+        // promoted, the old allocation of each canary's name is stopped first.
+        let mut is_canarying = dstate.desired_canaries != 0 && !dstate.promoted;
+        let mut held_canaries = AllocSet::new();
+        if is_canarying {
+            for id in canaries.keys() {
+                if let Some(alloc) = untainted.remove(id) {
+                    held_canaries.insert(id.clone(), alloc);
+                }
+            }
+        } else if !canaries.is_empty() {
+            let mut remove = (untainted.len() + migrate.len()) as i64 - count as i64;
+            let canary_names: BTreeSet<&String> =
+                canaries.values().map(|alloc| &alloc.name).collect();
+            let replaced: Vec<Arc<Allocation>> = by_name(&untainted)
+                .into_iter()
+                .filter(|alloc| {
+                    !canaries.contains_key(&alloc.id) && canary_names.contains(&alloc.name)
+                })
+                .cloned()
+                .collect();
+            for alloc in replaced {
+                if remove <= 0 {
+                    break;
+                }
+                self.mark_stop(&alloc, None, STATUS_ALLOC_NOT_NEEDED);
+                untainted.remove(&alloc.id);
+                self.desired(group_name).stop += 1;
+                remove -= 1;
+            }
+        }
+
         self.compute_stop(
             job,
             group_name,
@@ -350,18 +454,55 @@ impl Reconciler<'_> {
             &lost,
         );
 
-        // In-place or destructive updates of untainted allocations.
+        // In-place or destructive updates of untainted allocations (canaries included: they
+        // run the current version).
         let mut destructive: Vec<Arc<Allocation>> = Vec::new();
-        for alloc in untainted.values() {
+        let mut inplace_count = 0usize;
+        for alloc in untainted.values().chain(held_canaries.values()) {
             match update_fn(alloc, job, group) {
                 UpdateDecision::Ignore => self.desired(group_name).ignore += 1,
                 UpdateDecision::Destructive => destructive.push(alloc.clone()),
                 UpdateDecision::InPlace(updated) => {
                     self.desired(group_name).in_place_update += 1;
+                    inplace_count += 1;
                     self.result.inplace.push(*updated);
                 }
             }
         }
+        if !has_existing_state {
+            dstate.desired_total += (destructive.len() + inplace_count) as i64;
+        }
+
+        // Canaries to place before any destructive update.
+        let canary_wanted = strategy.map_or(0, |update| update.canary.max(0) as usize);
+        let require_canary =
+            !destructive.is_empty() && canaries.len() < canary_wanted && !dstate.promoted;
+        if require_canary {
+            dstate.desired_canaries = canary_wanted as i64;
+        }
+        let mut canary_places: Vec<PlaceResult> = Vec::new();
+        if require_canary && !paused && !failed {
+            let number = canary_wanted - canaries.len();
+            self.desired(group_name).canary += number as u64;
+            for name in next_canary_names(number, &canaries, &destructive, &mut name_index) {
+                canary_places.push(PlaceResult {
+                    name,
+                    group: group_name.to_string(),
+                    previous: None,
+                    reschedule: false,
+                    stop_previous: None,
+                    canary: true,
+                });
+            }
+        }
+        is_canarying = dstate.desired_canaries != 0 && !dstate.promoted;
+        let mut limit = self.compute_limit(
+            group,
+            strategy.is_some(),
+            &untainted,
+            destructive.len() + migrate.len(),
+            is_canarying || paused || failed,
+        );
 
         // Placements: replacements of failed and lost allocations, then missing indexes.
         let mut place: Vec<PlaceResult> = Vec::new();
@@ -372,6 +513,7 @@ impl Reconciler<'_> {
                 previous: Some(alloc.clone()),
                 reschedule: true,
                 stop_previous: None,
+                canary: false,
             });
         }
         let mut existing = (untainted.len() + migrate.len() + reschedule_now.len()) as u64;
@@ -386,6 +528,7 @@ impl Reconciler<'_> {
                 previous: Some(alloc.clone()),
                 reschedule: false,
                 stop_previous: None,
+                canary: false,
             });
         }
         if existing < count {
@@ -396,10 +539,22 @@ impl Reconciler<'_> {
                     previous: None,
                     reschedule: false,
                     stop_previous: None,
+                    canary: false,
                 });
             }
         }
 
+        let computed_places = place.len();
+        if !has_existing_state {
+            dstate.desired_total += place.len() as i64;
+        }
+        let place_ready = !paused && !failed && !is_canarying;
+        if place_ready {
+            limit = limit.saturating_sub(place.len());
+        } else {
+            // While the deployment waits, only lost and failed allocations are replaced.
+            place.retain(|placement| placement.previous.is_some());
+        }
         self.desired(group_name).place += place.len() as u64;
         // Failed allocations being replaced are stopped (migrating ones are stopped below).
         let failed: Vec<Arc<Allocation>> = by_name(&reschedule_now)
@@ -413,21 +568,30 @@ impl Reconciler<'_> {
         self.desired(group_name).stop += failed.len() as u64;
         self.desired(group_name).reschedule_now += reschedule_now.len() as u64;
 
-        // Without deployments every destructive update happens now.
+        // Destructive updates, as many as the limit allows (all of them without a deployment).
         destructive.sort_by(|a, b| name_order(a, b));
-        self.desired(group_name).destructive_update += destructive.len() as u64;
-        for alloc in destructive {
+        let destructive_total = destructive.len();
+        let allowed = if place_ready {
+            destructive_total.min(limit)
+        } else {
+            0
+        };
+        self.desired(group_name).destructive_update += allowed as u64;
+        self.desired(group_name).ignore += (destructive_total - allowed) as u64;
+        for alloc in destructive.into_iter().take(allowed) {
             self.result.destructive.push(PlaceResult {
                 name: alloc.name.clone(),
                 group: group_name.to_string(),
                 previous: Some(alloc),
                 reschedule: false,
                 stop_previous: Some(STATUS_ALLOC_UPDATING),
+                canary: false,
             });
         }
 
         // Migrations: stop, and place a replacement unless a batch allocation is being
         // rescheduled (handled above) or must not be replaced.
+        let migrate_count = migrate.len();
         self.desired(group_name).migrate += migrate.len() as u64;
         for alloc in by_name(&migrate) {
             let followup_eval_id = migrate_followups
@@ -453,6 +617,7 @@ impl Reconciler<'_> {
                 previous: Some(alloc.clone()),
                 reschedule: false,
                 stop_previous: None,
+                canary: false,
             });
         }
 
@@ -461,10 +626,204 @@ impl Reconciler<'_> {
             place.truncate(count as usize);
             self.desired(group_name).place = count;
         }
+        self.result.place.extend(canary_places);
         self.result.place.extend(place);
         self.result
             .name_indexes
             .insert(group_name.to_string(), name_index);
+
+        // A deployment is created when the group's spec changed or nothing of this version
+        // runs yet; an existing deployment takes the group's new state (desired canaries).
+        let updating_spec = destructive_total != 0 || inplace_count != 0;
+        if has_existing_state {
+            if let Some(deployment) = self.deployment.as_mut()
+                && deployment.task_groups.get(group_name) != Some(&dstate)
+            {
+                deployment
+                    .task_groups
+                    .insert(group_name.to_string(), dstate.clone());
+                self.result.deployment = Some(deployment.clone());
+            }
+        } else if strategy.is_some() && dstate.desired_total != 0 && (!had_running || updating_spec)
+        {
+            let deployment = self.deployment.get_or_insert_with(|| {
+                let mut created =
+                    Deployment::new_for_job(ids.next_id(), job, self.input.eval.priority);
+                created.create_index = 0;
+                created
+            });
+            deployment
+                .task_groups
+                .insert(group_name.to_string(), dstate.clone());
+            self.result.deployment = Some(deployment.clone());
+        }
+
+        let mut complete = destructive_total
+            + inplace_count
+            + computed_places
+            + migrate_count
+            + reschedule_now.len()
+            + reschedule_later.len()
+            == 0
+            && !require_canary;
+        if complete
+            && let Some(state) = self
+                .deployment
+                .as_ref()
+                .and_then(|deployment| deployment.task_groups.get(group_name))
+            && (state.healthy_allocs < state.desired_total.max(state.desired_canaries)
+                || (state.desired_canaries > 0 && !state.promoted))
+        {
+            complete = false;
+        }
+        complete
+    }
+
+    /// Cancels the job's latest deployment when the job stopped or a newer version (or a new
+    /// incarnation) was registered; a finished deployment is no longer the current one.
+    fn cancel_deployments(&mut self) {
+        let Some(latest) = self.input.deployment else {
+            return;
+        };
+        let job = self.input.job.filter(|job| !job.stop);
+        let Some(job) = job else {
+            if latest.active() {
+                self.result.deployment_updates.push(DeploymentStatusUpdate {
+                    deployment_id: latest.id.clone(),
+                    status: drover_structs::DEPLOYMENT_STATUS_CANCELLED.to_string(),
+                    status_description: drover_structs::DEPLOYMENT_DESC_STOPPED_JOB.to_string(),
+                });
+            }
+            self.old_deployment = Some(latest);
+            return;
+        };
+        if latest.job_create_index != job.create_index || latest.job_version != job.version {
+            if latest.active() {
+                self.result.deployment_updates.push(DeploymentStatusUpdate {
+                    deployment_id: latest.id.clone(),
+                    status: drover_structs::DEPLOYMENT_STATUS_CANCELLED.to_string(),
+                    status_description: drover_structs::DEPLOYMENT_DESC_NEWER_JOB.to_string(),
+                });
+            }
+            self.old_deployment = Some(latest);
+            return;
+        }
+        if latest.status == drover_structs::DEPLOYMENT_STATUS_SUCCESSFUL {
+            self.old_deployment = Some(latest);
+            return;
+        }
+        self.deployment = Some(latest.clone());
+    }
+
+    /// Marks the current deployment successful when every group is done and healthy; gives a
+    /// created deployment Nomad's running description; names the deployment placements join.
+    fn finish_deployment(&mut self, complete: bool) {
+        let Some(deployment) = self.deployment.as_ref() else {
+            return;
+        };
+        if complete && deployment.active() && !deployment.task_groups.is_empty() {
+            self.result.deployment_updates.push(DeploymentStatusUpdate {
+                deployment_id: deployment.id.clone(),
+                status: drover_structs::DEPLOYMENT_STATUS_SUCCESSFUL.to_string(),
+                status_description: drover_structs::DEPLOYMENT_DESC_SUCCESSFUL.to_string(),
+            });
+        }
+        if let Some(created) = self.result.deployment.as_mut()
+            && created.create_index == 0
+        {
+            created.status_description = created.running_description().to_string();
+        }
+        if deployment.active() {
+            self.result.deployment_id = Some(deployment.id.clone());
+        }
+    }
+
+    /// Stops the unpromoted canaries of an earlier (or failed) deployment and answers the
+    /// current deployment's canaries among `all`, and `all` without the stopped ones.
+    fn handle_group_canaries(
+        &mut self,
+        group_name: &str,
+        mut all: AllocSet,
+    ) -> (AllocSet, AllocSet) {
+        let mut stop: BTreeSet<String> = BTreeSet::new();
+        let unpromoted = |deployment: &Deployment| -> Vec<String> {
+            deployment
+                .task_groups
+                .values()
+                .filter(|state| !state.promoted)
+                .flat_map(|state| state.placed_canaries.iter().cloned())
+                .collect()
+        };
+        if let Some(old) = self.old_deployment {
+            stop.extend(unpromoted(old));
+        }
+        if let Some(current) = self.deployment.as_ref()
+            && current.status == drover_structs::DEPLOYMENT_STATUS_FAILED
+        {
+            stop.extend(unpromoted(current));
+        }
+        let mut stopped = 0;
+        for id in &stop {
+            if let Some(alloc) = all.remove(id) {
+                if !alloc.terminal_status() {
+                    self.mark_stop(&alloc, None, STATUS_ALLOC_NOT_NEEDED);
+                }
+                stopped += 1;
+            }
+        }
+        self.desired(group_name).stop += stopped;
+        let mut canaries = AllocSet::new();
+        if let Some(current) = self.deployment.as_ref() {
+            for state in current.task_groups.values() {
+                for id in &state.placed_canaries {
+                    if let Some(alloc) = all.get(id) {
+                        canaries.insert(id.clone(), alloc.clone());
+                    }
+                }
+            }
+        }
+        (canaries, all)
+    }
+
+    /// How many destructive updates (and placements) may happen now (Nomad's `computeLimit`):
+    /// unlimited without a rolling update or with nothing to replace, none while the deployment
+    /// waits (canaries, paused, failed), else `max_parallel` minus the deployment's allocations
+    /// whose health is not known yet, and none while one of them is unhealthy.
+    fn compute_limit(
+        &self,
+        group: &TaskGroup,
+        rolling: bool,
+        untainted: &AllocSet,
+        to_replace: usize,
+        waiting: bool,
+    ) -> usize {
+        let Some(update) = group.update.as_ref().filter(|_| rolling) else {
+            return usize::MAX;
+        };
+        if to_replace == 0 {
+            return usize::MAX;
+        }
+        if waiting {
+            return 0;
+        }
+        let mut limit = update.max_parallel;
+        if let Some(deployment) = self.deployment.as_ref() {
+            for alloc in untainted
+                .values()
+                .filter(|alloc| alloc.deployment_id == deployment.id)
+            {
+                match alloc
+                    .deployment_status
+                    .as_ref()
+                    .and_then(|status| status.healthy)
+                {
+                    Some(false) => return 0,
+                    Some(true) => {}
+                    None => limit -= 1,
+                }
+            }
+        }
+        limit.max(0) as usize
     }
 
     /// Splits a set into allocations that keep counting, failed ones to replace now, and failed
@@ -745,4 +1104,30 @@ fn name_order(a: &Allocation, b: &Allocation) -> std::cmp::Ordering {
         .cmp(&index(b))
         .then_with(|| a.name.cmp(&b.name))
         .then_with(|| a.id.cmp(&b.id))
+}
+
+/// Names for `number` new canaries (Nomad's `NextCanaries`): the names of allocations being
+/// replaced first (lowest first), skipping those a canary already holds, then free names.
+fn next_canary_names(
+    number: usize,
+    canaries: &AllocSet,
+    destructive: &[Arc<Allocation>],
+    name_index: &mut AllocNameIndex,
+) -> Vec<String> {
+    let held: BTreeSet<&String> = canaries.values().map(|alloc| &alloc.name).collect();
+    let mut replaced: Vec<&Arc<Allocation>> = destructive.iter().collect();
+    replaced.sort_by(|a, b| name_order(a, b));
+    let mut names: Vec<String> = Vec::new();
+    for alloc in replaced {
+        if names.len() == number {
+            break;
+        }
+        if !held.contains(&alloc.name) && !names.contains(&alloc.name) {
+            names.push(alloc.name.clone());
+        }
+    }
+    if names.len() < number {
+        names.extend(name_index.next(number - names.len()));
+    }
+    names
 }

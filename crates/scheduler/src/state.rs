@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use drover_structs::{Allocation, Job, Node};
+use drover_structs::{Allocation, Deployment, Job, Node};
 
 /// A consistent, read-only view of cluster state.
 pub trait SchedulerState {
@@ -28,6 +28,9 @@ pub trait SchedulerState {
 
     /// Every allocation placed on the node, terminal ones included.
     fn allocs_by_node(&self, node_id: &str) -> Vec<Arc<Allocation>>;
+
+    /// The job's latest deployment (highest `CreateIndex`, of any incarnation), if any.
+    fn latest_deployment(&self, namespace: &str, job_id: &str) -> Option<Arc<Deployment>>;
 
     /// Nodes ready for placements (status `ready`, eligible, not draining) in one of
     /// `datacenters` (`*` globs allowed) and in `node_pool` (`all` or empty means any pool).
@@ -98,6 +101,7 @@ pub struct InMemoryState {
     allocs: BTreeMap<String, Arc<Allocation>>,
     allocs_by_job: BTreeMap<(String, String), Vec<String>>,
     allocs_by_node: BTreeMap<String, Vec<String>>,
+    deployments: BTreeMap<String, Arc<Deployment>>,
 }
 
 impl InMemoryState {
@@ -115,6 +119,17 @@ impl InMemoryState {
     pub fn remove_job(&mut self, namespace: &str, job_id: &str) {
         self.jobs
             .remove(&(namespace.to_string(), job_id.to_string()));
+    }
+
+    /// Adds or replaces a deployment.
+    pub fn upsert_deployment(&mut self, deployment: Deployment) {
+        self.deployments
+            .insert(deployment.id.clone(), Arc::new(deployment));
+    }
+
+    /// The deployment with this ID.
+    pub fn deployment(&self, id: &str) -> Option<Arc<Deployment>> {
+        self.deployments.get(id).cloned()
     }
 
     /// Adds or replaces a node.
@@ -167,6 +182,14 @@ impl InMemoryState {
 }
 
 impl SchedulerState for InMemoryState {
+    fn latest_deployment(&self, namespace: &str, job_id: &str) -> Option<Arc<Deployment>> {
+        self.deployments
+            .values()
+            .filter(|deployment| deployment.namespace == namespace && deployment.job_id == job_id)
+            .max_by_key(|deployment| deployment.create_index)
+            .cloned()
+    }
+
     fn job(&self, namespace: &str, job_id: &str) -> Option<Arc<Job>> {
         self.jobs
             .get(&(namespace.to_string(), job_id.to_string()))

@@ -504,6 +504,7 @@ fn binpack_prefers_the_busier_node_and_spread_the_emptier() {
                 seed,
                 now_unix_nanos: NOW,
                 scoring: drover_scheduler::ScoringAlgorithm::Binpack,
+                deployments: false,
             },
             &mut SeededIds::new(1),
         )
@@ -515,6 +516,7 @@ fn binpack_prefers_the_busier_node_and_spread_the_emptier() {
                 seed,
                 now_unix_nanos: NOW,
                 scoring: drover_scheduler::ScoringAlgorithm::Spread,
+                deployments: false,
             },
             &mut SeededIds::new(1),
         )

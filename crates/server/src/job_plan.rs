@@ -58,6 +58,14 @@ impl SchedulerState for PlannedView {
     fn allocs_by_node(&self, node_id: &str) -> Vec<Arc<Allocation>> {
         self.snapshot.allocs_by_node(node_id)
     }
+
+    fn latest_deployment(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> Option<Arc<drover_structs::Deployment>> {
+        self.snapshot.latest_deployment(namespace, job_id)
+    }
 }
 
 /// Plans a canonicalized job without committing anything.
@@ -120,6 +128,8 @@ pub(crate) fn plan_job(
         seed: rand::thread_rng().r#gen(),
         now_unix_nanos: server.clock.now_unix_ns(),
         scoring: server.config.scoring,
+        // Rolling updates stay refused at register until the server watches deployments.
+        deployments: false,
     };
     let mut ids = || uuid::Uuid::new_v4().to_string();
     let view = PlannedView {

@@ -102,13 +102,22 @@ pub(crate) async fn apply(
         }
     }
 
-    let index = if writes.is_empty() {
-        state.latest_index()
-    } else {
-        state
-            .upsert_allocs_and_evals(writes, Vec::new(), clock.now_unix_ns())
-            .await?
-    };
+    let index =
+        if writes.is_empty() && plan.deployment.is_none() && plan.deployment_updates.is_empty() {
+            state.latest_index()
+        } else {
+            // The deployment, its status changes and the allocations commit in one write, so an
+            // allocation is counted in its deployment as it is placed.
+            state
+                .upsert_plan_results(
+                    plan.deployment,
+                    plan.deployment_updates,
+                    writes,
+                    Vec::new(),
+                    clock.now_unix_ns(),
+                )
+                .await?
+        };
     Ok(PlanResult {
         index,
         rejected_nodes,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use drover_scheduler::SchedulerState;
 use drover_state::StateSnapshot;
-use drover_structs::{Allocation, Job, Node};
+use drover_structs::{Allocation, Deployment, Job, Node};
 
 /// One consistent snapshot of the store, as the scheduler reads it.
 pub struct SnapshotView(pub StateSnapshot);
@@ -31,5 +31,12 @@ impl SchedulerState for SnapshotView {
 
     fn allocs_by_node(&self, node_id: &str) -> Vec<Arc<Allocation>> {
         self.0.allocs_by_node(node_id)
+    }
+
+    fn latest_deployment(&self, namespace: &str, job_id: &str) -> Option<Arc<Deployment>> {
+        self.0
+            .deployments_by_job(namespace, job_id)
+            .into_iter()
+            .next()
     }
 }

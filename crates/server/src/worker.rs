@@ -69,6 +69,8 @@ async fn process(server: &Arc<ServerInner>, mut eval: Evaluation) -> Result<(), 
             seed: rand::thread_rng().r#gen(),
             now_unix_nanos: server.clock.now_unix_ns(),
             scoring: server.config.scoring,
+            // Rolling updates stay refused at register until the server watches deployments.
+            deployments: false,
         };
         let mut ids = || uuid::Uuid::new_v4().to_string();
         let view = SnapshotView(snapshot);

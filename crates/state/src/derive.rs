@@ -20,7 +20,7 @@ use drover_structs::{
 /// - otherwise any non-terminal evaluation makes it `pending`;
 /// - otherwise it is `dead` if it has any evaluation or is stopped, and `pending` if not.
 ///
-/// Deployments do not exist yet; when they do, a non-terminal one also means `running`.
+/// Deployments do not count, as in Nomad 1.1.2's `getJobStatus`.
 pub fn derive_job_status<'a>(
     job: &Job,
     allocs: impl IntoIterator<Item = &'a Arc<Allocation>>,

@@ -70,9 +70,11 @@ pub enum Table {
     Variables,
     /// ACL policies, tokens and the bootstrap marker (`crate::acl`).
     Acl,
+    /// Deployments, by ID.
+    Deployments,
 }
 
-const TABLE_COUNT: usize = 12;
+const TABLE_COUNT: usize = 13;
 
 impl Table {
     /// Every table.
@@ -89,6 +91,7 @@ impl Table {
         Table::RootKeys,
         Table::Variables,
         Table::Acl,
+        Table::Deployments,
     ];
 
     /// The table's name, as used in keys and errors.
@@ -106,6 +109,7 @@ impl Table {
             Table::RootKeys => "root_keys",
             Table::Variables => "variables",
             Table::Acl => "acl",
+            Table::Deployments => "deployments",
         }
     }
 
@@ -123,6 +127,7 @@ impl Table {
             Table::RootKeys => 9,
             Table::Variables => 10,
             Table::Acl => 11,
+            Table::Deployments => 12,
         }
     }
 

@@ -94,6 +94,12 @@ pub enum EventType {
     ServiceRegistration,
     /// A service registration was removed.
     ServiceDeregistration,
+    /// A deployment's status or counts changed.
+    DeploymentStatusUpdate,
+    /// A deployment's canaries were promoted.
+    DeploymentPromotion,
+    /// The health of a deployment's allocations was set.
+    DeploymentAllocHealth,
 }
 
 /// One event, in Nomad's JSON shape.

@@ -23,6 +23,7 @@
 //! ```
 
 pub mod acl;
+pub mod deployments;
 pub mod derive;
 pub mod embedded;
 pub mod engine;

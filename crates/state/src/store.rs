@@ -161,7 +161,7 @@ fn persist_alloc(
     result
 }
 
-fn payload<T: serde::Serialize>(
+pub(crate) fn payload<T: serde::Serialize>(
     table: &'static str,
     name: &str,
     value: &T,
@@ -369,6 +369,7 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
     for (_, record) in load_table::<crate::acl::AclRecord>(kv, Table::Acl).await? {
         Arc::make_mut(&mut tables.acl).insert_record(record);
     }
+    crate::deployments::load_deployments(kv, &mut tables).await?;
     for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {
         tables.index_service(&service);
         Arc::make_mut(&mut tables.services).insert(
@@ -396,7 +397,7 @@ fn allocs_of_incarnation<'a>(
 }
 
 /// Recomputes the status of job `key` and stores it if it changed.
-fn refresh_job_status(
+pub(crate) fn refresh_job_status(
     tables: &mut StateTables,
     context: &mut WriteContext,
     key: &JobKey,
@@ -463,7 +464,7 @@ fn update_summary(
 }
 
 /// Stores evaluations (server side); returns the jobs they belong to.
-fn write_evals(
+pub(crate) fn write_evals(
     tables: &mut StateTables,
     context: &mut WriteContext,
     evals: Vec<Evaluation>,
@@ -504,7 +505,7 @@ fn write_evals(
 }
 
 /// Stores allocations from the plan applier (server side); returns the jobs they belong to.
-fn write_server_allocs(
+pub(crate) fn write_server_allocs(
     tables: &mut StateTables,
     context: &mut WriteContext,
     allocs: Vec<Allocation>,
@@ -560,6 +561,12 @@ fn write_server_allocs(
             // A lost allocation's services go with it, even though its client never said so.
             remove_services_of_alloc(tables, context, &alloc.id)?;
         }
+        crate::deployments::count_alloc_in_deployment(
+            tables,
+            context,
+            existing.as_deref(),
+            &alloc,
+        )?;
         persist_alloc(tables, context, &mut alloc)?;
         context.emit(alloc_event(event_type, &mut alloc)?);
         let job_key = (alloc.namespace.clone(), alloc.job_id.clone());
@@ -573,7 +580,7 @@ fn write_server_allocs(
     Ok(())
 }
 
-fn validate_allocs(allocs: &mut [Allocation]) -> Result<(), StateError> {
+pub(crate) fn validate_allocs(allocs: &mut [Allocation]) -> Result<(), StateError> {
     for alloc in allocs {
         require_id("Allocation.ID", &alloc.id)?;
         require_id("Allocation.JobID", &alloc.job_id)?;
@@ -582,7 +589,7 @@ fn validate_allocs(allocs: &mut [Allocation]) -> Result<(), StateError> {
     Ok(())
 }
 
-fn validate_evals(evals: &mut [Evaluation]) -> Result<(), StateError> {
+pub(crate) fn validate_evals(evals: &mut [Evaluation]) -> Result<(), StateError> {
     for eval in evals {
         require_id("Evaluation.ID", &eval.id)?;
         namespace_or_default(&mut eval.namespace);
@@ -796,6 +803,51 @@ fn remove_job(
     Ok(index)
 }
 
+/// Marks one version of a job stable or not inside a write (see
+/// [`StateStore::update_job_stability`]).
+pub(crate) fn write_job_stability(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    version_key: (String, String, u64),
+    stable: bool,
+) -> Result<(), StateError> {
+    let index = context.index();
+    let Some(existing) = tables.job_versions.get(&version_key).cloned() else {
+        return Err(StateError::NotFound {
+            kind: "job version",
+            id: format!("{}@{}", version_key.1, version_key.2),
+        });
+    };
+    if existing.stable == stable {
+        return Ok(());
+    }
+    let (namespace, job_id, version) = version_key;
+    let mut job = Job::clone(&existing);
+    job.stable = stable;
+    let key: JobKey = (namespace, job_id);
+    let current = tables
+        .jobs
+        .get(&key)
+        .filter(|current| current.version == version)
+        .cloned();
+    if let Some(current) = current {
+        let mut current = Job::clone(&current);
+        current.stable = stable;
+        current.modify_index = index;
+        context.put(Table::Jobs, &job_record_key(&key.0, &key.1), &current)?;
+        context.emit(job_event(EventType::JobRegistered, &current)?);
+        job = current.clone();
+        Arc::make_mut(&mut tables.jobs).insert(key.clone(), Arc::new(current));
+    }
+    context.put(
+        Table::JobVersions,
+        &job_version_record_key(&key.0, &key.1, version),
+        &job,
+    )?;
+    Arc::make_mut(&mut tables.job_versions).insert((key.0, key.1, version), Arc::new(job));
+    Ok(())
+}
+
 impl StateStore {
     /// Opens (or creates) the embedded store `<data_dir>/state.redb` and loads it into memory.
     pub async fn open(data_dir: &Path) -> Result<Self, StateError> {
@@ -970,42 +1022,8 @@ impl StateStore {
         let version_key = (namespace.to_owned(), job_id.to_owned(), version);
         self.engine
             .write(move |tables, context| {
-                let index = context.index();
-                let Some(existing) = tables.job_versions.get(&version_key).cloned() else {
-                    return Err(StateError::NotFound {
-                        kind: "job version",
-                        id: format!("{}@{}", version_key.1, version_key.2),
-                    });
-                };
-                if existing.stable == stable {
-                    return Ok(index);
-                }
-                let (namespace, job_id, version) = version_key;
-                let mut job = Job::clone(&existing);
-                job.stable = stable;
-                let key: JobKey = (namespace, job_id);
-                let current = tables
-                    .jobs
-                    .get(&key)
-                    .filter(|current| current.version == version)
-                    .cloned();
-                if let Some(current) = current {
-                    let mut current = Job::clone(&current);
-                    current.stable = stable;
-                    current.modify_index = index;
-                    context.put(Table::Jobs, &job_record_key(&key.0, &key.1), &current)?;
-                    context.emit(job_event(EventType::JobRegistered, &current)?);
-                    job = current.clone();
-                    Arc::make_mut(&mut tables.jobs).insert(key.clone(), Arc::new(current));
-                }
-                context.put(
-                    Table::JobVersions,
-                    &job_version_record_key(&key.0, &key.1, version),
-                    &job,
-                )?;
-                Arc::make_mut(&mut tables.job_versions)
-                    .insert((key.0, key.1, version), Arc::new(job));
-                Ok(index)
+                write_job_stability(tables, context, version_key, stable)?;
+                Ok(context.index())
             })
             .await
     }
@@ -1094,6 +1112,12 @@ impl StateStore {
                     if alloc.client_terminal_status() {
                         remove_services_of_alloc(tables, context, &alloc.id)?;
                     }
+                    crate::deployments::count_alloc_in_deployment(
+                        tables,
+                        context,
+                        Some(&existing),
+                        &alloc,
+                    )?;
                     persist_alloc(tables, context, &mut alloc)?;
                     context.emit(alloc_event(EventType::AllocationUpdated, &mut alloc)?);
                     let job_key = (alloc.namespace.clone(), alloc.job_id.clone());

@@ -14,7 +14,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use drover_structs::{
-    Allocation, Evaluation, Job, JobSummary, Node, PeriodicLaunch, ServiceRegistration,
+    Allocation, Deployment, Evaluation, Job, JobSummary, Node, PeriodicLaunch, ServiceRegistration,
     VariableEncrypted, WrappedRootKey,
 };
 
@@ -61,6 +61,10 @@ pub struct StateTables {
     pub(crate) variables: Arc<BTreeMap<(String, String), Arc<VariableEncrypted>>>,
     /// ACL policies and tokens.
     pub(crate) acl: Arc<crate::acl::AclTables>,
+    /// Deployments by ID.
+    pub(crate) deployments: Arc<BTreeMap<String, Arc<Deployment>>>,
+    /// (namespace, job ID, deployment ID).
+    pub(crate) deployments_by_job: Arc<BTreeSet<(String, String, String)>>,
 }
 
 /// A service registration's identity: namespace and ID.
@@ -256,7 +260,7 @@ pub struct StateSnapshot {
 }
 
 impl StateSnapshot {
-    fn tables(&self) -> &StateTables {
+    pub(crate) fn tables(&self) -> &StateTables {
         &self.committed.data
     }
 

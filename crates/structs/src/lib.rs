@@ -18,6 +18,7 @@
 //! - [`alloc`]: `Allocation`, `AllocListStub`, `AllocatedResources`, `AllocMetric`.
 //! - [`task_state`]: `TaskState`, `TaskEvent`, event type strings, display messages,
 //!   `derive_client_status`.
+//! - [`deployment`]: `Deployment` and its per-group `DeploymentState`.
 //! - [`eval`], [`node`], [`job_summary`] (also `JobListStub` and `derive_job_status`).
 //! - [`requests`]: request and response bodies; [`resource_usage`]: alloc stats; [`fs`]: file
 //!   info and stream frames.
@@ -32,6 +33,7 @@ pub mod bytes;
 pub mod canonicalize;
 pub mod checks;
 pub mod client_rpc;
+pub mod deployment;
 pub mod eval;
 pub mod fs;
 pub mod go_duration;
@@ -56,6 +58,7 @@ pub mod version;
 pub use alloc::*;
 pub use bytes::Bytes;
 pub use checks::{CheckQueryResult, check_id, check_mode};
+pub use deployment::*;
 pub use eval::*;
 pub use fs::*;
 pub use go_duration::{DurationError, parse_go_duration};

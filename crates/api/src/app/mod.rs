@@ -172,6 +172,24 @@ fn page_by_create_index<T: serde::Serialize, S>(
     page(items, options, kind, parts, to_datum, stub)
 }
 
+/// The deployments of the job's current incarnation (of every incarnation with `all`), newest
+/// first; none when the job does not exist, as Nomad answers.
+fn job_deployments<B: ApiBackend>(
+    backend: &B,
+    namespace: &str,
+    job_id: &str,
+    all: bool,
+) -> Result<Vec<drover_structs::Deployment>, ApiError> {
+    let Some(job) = backend.job(namespace, job_id)? else {
+        return Ok(Vec::new());
+    };
+    Ok(backend
+        .job_deployments(namespace, job_id)?
+        .into_iter()
+        .filter(|deployment| all || deployment.job_create_index == job.create_index)
+        .collect())
+}
+
 async fn handle<B: ApiBackend>(
     state: &AppState<B>,
     route: Route,
@@ -305,15 +323,29 @@ async fn handle<B: ApiBackend>(
             let summary = summary.ok_or_else(|| ApiError::not_found("job not found"))?;
             json_response(&summary, params, Meta::Read(index))
         }
-        Route::JobDeployment { .. } => {
-            let (index, ()) =
-                blocking_read(backend, params, &[Table::Deployments], |_| Ok(())).await?;
-            json_response(&serde_json::Value::Null, params, Meta::Read(index))
+        Route::JobDeployment { job_id } => {
+            let (index, latest) = blocking_read(
+                backend,
+                params,
+                &[Table::Deployments, Table::Jobs],
+                |backend| {
+                    let deployments = job_deployments(backend, &namespace, &job_id, false)?;
+                    Ok(deployments.into_iter().next())
+                },
+            )
+            .await?;
+            json_response(&latest, params, Meta::Read(index))
         }
-        Route::JobDeployments { .. } => {
-            let (index, ()) =
-                blocking_read(backend, params, &[Table::Deployments], |_| Ok(())).await?;
-            json_response(&json!([]), params, Meta::Read(index))
+        Route::JobDeployments { job_id } => {
+            let all = params.bool("all", false)?;
+            let (index, list) = blocking_read(
+                backend,
+                params,
+                &[Table::Deployments, Table::Jobs],
+                |backend| job_deployments(backend, &namespace, &job_id, all),
+            )
+            .await?;
+            json_response(&list, params, Meta::Read(index))
         }
         Route::JobRevert { job_id } => {
             let request: drover_structs::JobRevertRequest = decode_body(&body)?;
@@ -563,15 +595,54 @@ async fn handle<B: ApiBackend>(
             json_response(&servers, params, Meta::Read(1))
         }
         Route::DeploymentList => {
-            // No deployments to list, but the options are read (and refused) as Nomad does.
-            ListOptions::from_params(params)?;
-            let (index, ()) =
-                blocking_read(backend, params, &[Table::Deployments], |_| Ok(())).await?;
-            json_response(&json!([]), params, Meta::Read(index))
+            let prefix = params.prefix().to_string();
+            let options = ListOptions::from_params(params)?;
+            let (index, (list, next_token)) =
+                blocking_read(backend, params, &[Table::Deployments], |backend| {
+                    page_by_create_index(
+                        backend.deployments(&namespace, &prefix)?,
+                        &options,
+                        &prefix,
+                        |deployment| TokenParts {
+                            namespace: &deployment.namespace,
+                            id: &deployment.id,
+                            create_index: deployment.create_index,
+                        },
+                        Ok,
+                    )
+                })
+                .await?;
+            page_response(&list, params, index, &next_token)
         }
-        Route::DeploymentRead { .. } => {
-            // drover has no deployments yet, so no deployment ID can name one.
-            Err(ApiError::not_found("deployment not found"))
+        Route::DeploymentRead { deployment_id } => {
+            let (index, deployment) =
+                blocking_read(backend, params, &[Table::Deployments], |backend| {
+                    backend.deployment(&deployment_id)
+                })
+                .await?;
+            let deployment =
+                deployment.ok_or_else(|| ApiError::not_found("deployment not found"))?;
+            json_response(&deployment, params, Meta::Read(index))
+        }
+        Route::DeploymentAllocations { deployment_id } => {
+            let (index, list) = blocking_read(
+                backend,
+                params,
+                &[Table::Deployments, Table::Allocs],
+                |backend| {
+                    let Some(deployment) = backend.deployment(&deployment_id)? else {
+                        return Ok(Vec::new());
+                    };
+                    let allocations = backend
+                        .job_allocations(&deployment.namespace, &deployment.job_id)?
+                        .into_iter()
+                        .filter(|allocation| allocation.deployment_id == deployment.id)
+                        .collect();
+                    Ok(stubs(allocations, true, false))
+                },
+            )
+            .await?;
+            json_response(&list, params, Meta::Read(index))
         }
         Route::StatusLeader => {
             json_response(&backend.agent_info().server_addr, params, Meta::Read(1))

@@ -3,8 +3,8 @@
 //! `all`), at most 20 IDs looked at per context with `Truncations` saying whether more were
 //! left, as Nomad's `Search.PrefixSearch` answers.
 //!
-//! drover has no deployments, CSI plugins or volumes, scaling policies, or namespaces other
-//! than `default`, so those contexts answer what Nomad answers for an empty table (`null`).
+//! drover has no CSI plugins or volumes, scaling policies, or namespaces other than
+//! `default`, so those contexts answer what Nomad answers for an empty table (`null`).
 //! Not here: fuzzy search (`/v1/search/fuzzy` is not served).
 
 use std::collections::BTreeMap;
@@ -158,7 +158,11 @@ pub(super) async fn prefix_search<B: ApiBackend>(
                 .collect(),
             "deployment" => {
                 tables.push(Table::Deployments);
-                Vec::new()
+                backend
+                    .deployments(&namespace, lookup)?
+                    .into_iter()
+                    .map(|deployment| deployment.id)
+                    .collect()
             }
             _ => Vec::new(),
         };

@@ -1,0 +1,606 @@
+//! The deployments table: every deployment by ID, indexed by job, with the `Deployment` events
+//! its writes publish (Nomad's `deployment` table and `Deployment` topic).
+//!
+//! The store keeps what the scheduler and the server decide about a deployment; it decides
+//! nothing itself (no status changes of its own, no counts derived from allocations).
+
+use std::sync::Arc;
+
+use std::collections::BTreeSet;
+
+use drover_structs::{
+    Allocation, DEFAULT_NAMESPACE, DEPLOYMENT_STATUS_SUCCESSFUL, Deployment,
+    DeploymentStatusUpdate, Evaluation, Timestamp,
+};
+
+use crate::engine::{Table, WriteContext, load_table};
+use crate::error::StateError;
+use crate::events::{Event, EventType, Topic};
+use crate::kv::Kv;
+use crate::store::{StateStore, payload};
+use crate::tables::{StateSnapshot, StateTables, triples_under};
+
+/// Loads the persisted deployments into `tables`, with their job index.
+pub(crate) async fn load_deployments(
+    kv: &dyn Kv,
+    tables: &mut StateTables,
+) -> Result<(), StateError> {
+    for (_, deployment) in load_table::<Deployment>(kv, Table::Deployments).await? {
+        tables.index_deployment(&deployment);
+        Arc::make_mut(&mut tables.deployments).insert(deployment.id.clone(), Arc::new(deployment));
+    }
+    Ok(())
+}
+
+fn deployment_event(event_type: EventType, deployment: &Deployment) -> Result<Event, StateError> {
+    Ok(Event {
+        topic: Topic::Deployment,
+        event_type,
+        key: deployment.id.clone(),
+        namespace: deployment.namespace.clone(),
+        filter_keys: vec![deployment.job_id.clone()],
+        index: 0,
+        payload: payload("deployments", "Deployment", deployment)?,
+    })
+}
+
+/// Checks a deployment before it is written: an ID and a job, the default namespace when none.
+pub(crate) fn validate_deployment(deployment: &mut Deployment) -> Result<(), StateError> {
+    for (field, value) in [
+        ("Deployment.ID", &deployment.id),
+        ("Deployment.JobID", &deployment.job_id),
+    ] {
+        if value.is_empty() || value.contains('\0') {
+            return Err(StateError::Invalid {
+                field,
+                reason: "must be non-empty and without NUL".to_owned(),
+            });
+        }
+    }
+    if deployment.namespace.is_empty() {
+        deployment.namespace = DEFAULT_NAMESPACE.to_owned();
+    }
+    Ok(())
+}
+
+/// Writes one deployment inside a write: `CreateIndex` is kept from the stored one (or is this
+/// write's), `ModifyIndex` is this write's; publishes `event_type`.
+pub(crate) fn write_deployment(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    mut deployment: Deployment,
+    event_type: EventType,
+) -> Result<Arc<Deployment>, StateError> {
+    let index = context.index();
+    match tables.deployments.get(&deployment.id).cloned() {
+        Some(existing) => {
+            deployment.create_index = existing.create_index;
+            tables.unindex_deployment(&existing);
+        }
+        None => deployment.create_index = index,
+    }
+    deployment.modify_index = index;
+    context.put(Table::Deployments, deployment.id.as_bytes(), &deployment)?;
+    context.emit(deployment_event(event_type, &deployment)?);
+    tables.index_deployment(&deployment);
+    let deployment = Arc::new(deployment);
+    Arc::make_mut(&mut tables.deployments).insert(deployment.id.clone(), Arc::clone(&deployment));
+    Ok(deployment)
+}
+
+/// Counts an allocation's change in its deployment, as Nomad's state store does on every
+/// allocation write: placed when it joins the deployment, healthy or unhealthy when its health
+/// is first reported, a canary recorded in `PlacedCanaries`, and the group's
+/// `RequireProgressBy` started at the first placement and pushed on by each healthy report.
+pub(crate) fn count_alloc_in_deployment(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    existing: Option<&Allocation>,
+    alloc: &Allocation,
+) -> Result<(), StateError> {
+    if alloc.deployment_id.is_empty() {
+        return Ok(());
+    }
+    let Some(deployment) = tables.deployments.get(&alloc.deployment_id).cloned() else {
+        return Ok(());
+    };
+    let Some(state) = deployment.task_groups.get(&alloc.task_group) else {
+        return Ok(());
+    };
+    let placed = existing.is_none_or(|existing| existing.deployment_id != alloc.deployment_id);
+    let health_of = |alloc: &Allocation| {
+        alloc
+            .deployment_status
+            .as_ref()
+            .and_then(|status| status.healthy)
+    };
+    let (mut healthy, mut unhealthy) = (0, 0);
+    let previous_health = existing
+        .filter(|existing| existing.deployment_id == alloc.deployment_id)
+        .and_then(health_of);
+    match (previous_health, health_of(alloc)) {
+        (None, Some(true)) => healthy = 1,
+        (None, Some(false)) => unhealthy = 1,
+        _ => {}
+    }
+    let canary = alloc
+        .deployment_status
+        .as_ref()
+        .is_some_and(|status| status.canary);
+    let new_canary = canary && !state.placed_canaries.contains(&alloc.id);
+    if !placed && healthy == 0 && unhealthy == 0 && !new_canary {
+        return Ok(());
+    }
+    let mut updated = Deployment::clone(&deployment);
+    let Some(state) = updated.task_groups.get_mut(&alloc.task_group) else {
+        return Ok(());
+    };
+    state.placed_allocs += i64::from(placed);
+    state.healthy_allocs += healthy;
+    state.unhealthy_allocs += unhealthy;
+    if new_canary {
+        state.placed_canaries.push(alloc.id.clone());
+    }
+    let deadline = state.progress_deadline.0;
+    if deadline != 0 {
+        if placed && state.require_progress_by.is_zero() {
+            state.require_progress_by =
+                Timestamp::from_unix_nanos(alloc.modify_time.saturating_add(deadline));
+        } else if healthy != 0
+            && let Some(reported) = alloc
+                .deployment_status
+                .as_ref()
+                .and_then(|status| status.timestamp.unix_nanos())
+        {
+            let by = reported.saturating_add(deadline);
+            if state
+                .require_progress_by
+                .unix_nanos()
+                .is_none_or(|current| by > current)
+            {
+                state.require_progress_by = Timestamp::from_unix_nanos(by);
+            }
+        }
+    }
+    let event_type = if healthy != 0 || unhealthy != 0 {
+        EventType::DeploymentAllocHealth
+    } else {
+        EventType::DeploymentStatusUpdate
+    };
+    write_deployment(tables, context, updated, event_type)?;
+    Ok(())
+}
+
+impl StateTables {
+    pub(crate) fn index_deployment(&mut self, deployment: &Deployment) {
+        Arc::make_mut(&mut self.deployments_by_job).insert((
+            deployment.namespace.clone(),
+            deployment.job_id.clone(),
+            deployment.id.clone(),
+        ));
+    }
+
+    pub(crate) fn unindex_deployment(&mut self, deployment: &Deployment) {
+        Arc::make_mut(&mut self.deployments_by_job).remove(&(
+            deployment.namespace.clone(),
+            deployment.job_id.clone(),
+            deployment.id.clone(),
+        ));
+    }
+}
+
+impl StateSnapshot {
+    /// The deployment `id`.
+    pub fn deployment(&self, id: &str) -> Option<Arc<Deployment>> {
+        self.tables().deployments.get(id).cloned()
+    }
+
+    /// Deployments whose ID starts with `id_prefix`, by ID.
+    pub fn deployments(&self, id_prefix: &str) -> Vec<Arc<Deployment>> {
+        self.tables()
+            .deployments
+            .range(id_prefix.to_owned()..)
+            .take_while(|(id, _)| id.starts_with(id_prefix))
+            .map(|(_, deployment)| Arc::clone(deployment))
+            .collect()
+    }
+
+    /// Every deployment of a job (of every incarnation of it), newest first (highest
+    /// `CreateIndex`), as Nomad lists a job's deployments.
+    pub fn deployments_by_job(&self, namespace: &str, job_id: &str) -> Vec<Arc<Deployment>> {
+        let tables = self.tables();
+        let mut found: Vec<Arc<Deployment>> =
+            triples_under(&tables.deployments_by_job, namespace, job_id)
+                .filter_map(|id| tables.deployments.get(id).cloned())
+                .collect();
+        found.sort_by(|a, b| b.create_index.cmp(&a.create_index).then(a.id.cmp(&b.id)));
+        found
+    }
+
+    /// The newest deployment of a job's incarnation created at `job_create_index`, if any
+    /// (Nomad's `LatestDeploymentByJobID` on the current job).
+    pub fn latest_deployment_of_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        job_create_index: u64,
+    ) -> Option<Arc<Deployment>> {
+        self.deployments_by_job(namespace, job_id)
+            .into_iter()
+            .find(|deployment| deployment.job_create_index == job_create_index)
+    }
+}
+
+impl StateStore {
+    /// Creates or updates a deployment (one write, one index); publishes a
+    /// `DeploymentStatusUpdate` event. Returns the stored deployment.
+    pub async fn upsert_deployment(
+        &self,
+        mut deployment: Deployment,
+    ) -> Result<Arc<Deployment>, StateError> {
+        validate_deployment(&mut deployment)?;
+        self.engine
+            .write(move |tables, context| {
+                write_deployment(
+                    tables,
+                    context,
+                    deployment,
+                    EventType::DeploymentStatusUpdate,
+                )
+            })
+            .await
+    }
+
+    /// Commits a plan's results in one write: the deployment it creates or updates, the
+    /// status changes of deployments, its allocations (each counted in its deployment) and
+    /// evaluations. A status update of an unknown deployment is `NotFound`.
+    pub async fn upsert_plan_results(
+        &self,
+        deployment: Option<Deployment>,
+        deployment_updates: Vec<DeploymentStatusUpdate>,
+        mut allocs: Vec<Allocation>,
+        mut evals: Vec<Evaluation>,
+        now_unix_ns: i64,
+    ) -> Result<u64, StateError> {
+        let mut deployment = deployment;
+        if let Some(deployment) = deployment.as_mut() {
+            validate_deployment(deployment)?;
+        }
+        crate::store::validate_allocs(&mut allocs)?;
+        crate::store::validate_evals(&mut evals)?;
+        self.engine
+            .write(move |tables, context| {
+                if deployment.is_none()
+                    && deployment_updates.is_empty()
+                    && allocs.is_empty()
+                    && evals.is_empty()
+                {
+                    return Ok(context.latest_committed_index());
+                }
+                let mut affected_jobs = BTreeSet::new();
+                if let Some(deployment) = deployment {
+                    affected_jobs.insert((deployment.namespace.clone(), deployment.job_id.clone()));
+                    write_deployment(
+                        tables,
+                        context,
+                        deployment,
+                        EventType::DeploymentStatusUpdate,
+                    )?;
+                }
+                for update in deployment_updates {
+                    let Some(existing) = tables.deployments.get(&update.deployment_id).cloned()
+                    else {
+                        return Err(StateError::NotFound {
+                            kind: "deployment",
+                            id: update.deployment_id,
+                        });
+                    };
+                    let mut changed = Deployment::clone(&existing);
+                    changed.status = update.status;
+                    changed.status_description = update.status_description;
+                    affected_jobs.insert((changed.namespace.clone(), changed.job_id.clone()));
+                    // A successful deployment makes its job version stable (Nomad's store).
+                    let version_key = (
+                        changed.namespace.clone(),
+                        changed.job_id.clone(),
+                        changed.job_version,
+                    );
+                    let successful = changed.status == DEPLOYMENT_STATUS_SUCCESSFUL;
+                    write_deployment(tables, context, changed, EventType::DeploymentStatusUpdate)?;
+                    if successful && tables.job_versions.contains_key(&version_key) {
+                        crate::store::write_job_stability(tables, context, version_key, true)?;
+                    }
+                }
+                crate::store::write_server_allocs(
+                    tables,
+                    context,
+                    allocs,
+                    now_unix_ns,
+                    &mut affected_jobs,
+                )?;
+                crate::store::write_evals(tables, context, evals, now_unix_ns, &mut affected_jobs)?;
+                for key in &affected_jobs {
+                    crate::store::refresh_job_status(tables, context, key)?;
+                }
+                Ok(context.index())
+            })
+            .await
+    }
+
+    /// The deployment `id`.
+    pub fn deployment(&self, id: &str) -> Option<Arc<Deployment>> {
+        self.snapshot().deployment(id)
+    }
+
+    /// Deployments whose ID starts with `id_prefix`, by ID.
+    pub fn deployments(&self, id_prefix: &str) -> Vec<Arc<Deployment>> {
+        self.snapshot().deployments(id_prefix)
+    }
+
+    /// Every deployment of a job, newest first.
+    pub fn deployments_by_job(&self, namespace: &str, job_id: &str) -> Vec<Arc<Deployment>> {
+        self.snapshot().deployments_by_job(namespace, job_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use drover_structs::DeploymentState;
+
+    use super::*;
+    use crate::events::EventFilter;
+
+    fn deployment(id: &str, job_id: &str, job_create_index: u64) -> Deployment {
+        let mut deployment = Deployment {
+            id: id.to_owned(),
+            job_id: job_id.to_owned(),
+            job_create_index,
+            status: drover_structs::DEPLOYMENT_STATUS_RUNNING.to_owned(),
+            ..Deployment::default()
+        };
+        deployment.task_groups.insert(
+            "web".to_owned(),
+            DeploymentState {
+                desired_total: 4,
+                ..DeploymentState::default()
+            },
+        );
+        deployment
+    }
+
+    #[tokio::test]
+    async fn a_deployment_is_stored_indexed_by_job_and_published() {
+        let store = StateStore::in_memory().await.unwrap();
+        let mut events = store.subscribe_events(0, EventFilter::default());
+        let first = store
+            .upsert_deployment(deployment("d1", "web", 5))
+            .await
+            .unwrap();
+        assert_eq!(first.namespace, "default");
+        assert_eq!(first.create_index, first.modify_index);
+        let second = store
+            .upsert_deployment(deployment("d2", "web", 5))
+            .await
+            .unwrap();
+        store
+            .upsert_deployment(deployment("e1", "api", 5))
+            .await
+            .unwrap();
+
+        let mut done = Deployment::clone(&first);
+        done.status = DEPLOYMENT_STATUS_SUCCESSFUL.to_owned();
+        let done = store.upsert_deployment(done).await.unwrap();
+        assert_eq!(done.create_index, first.create_index);
+        assert!(done.modify_index > second.modify_index);
+
+        let of_job: Vec<String> = store
+            .deployments_by_job("default", "web")
+            .iter()
+            .map(|deployment| deployment.id.clone())
+            .collect();
+        assert_eq!(of_job, ["d2", "d1"]);
+        assert_eq!(store.deployments("d").len(), 2);
+        assert_eq!(
+            store
+                .snapshot()
+                .latest_deployment_of_job("default", "web", 5)
+                .map(|deployment| deployment.id.clone()),
+            Some("d2".to_owned())
+        );
+        assert!(
+            store
+                .snapshot()
+                .latest_deployment_of_job("default", "web", 9)
+                .is_none()
+        );
+        assert_eq!(store.indexes().table(Table::Deployments), done.modify_index);
+
+        let event = events.next_batch().await.unwrap();
+        let event = &event.events[0];
+        assert_eq!(event.topic, Topic::Deployment);
+        assert_eq!(event.event_type, EventType::DeploymentStatusUpdate);
+        assert_eq!(event.key, "d1");
+        assert_eq!(event.filter_keys, ["web"]);
+    }
+
+    #[tokio::test]
+    async fn deployments_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = StateStore::open(dir.path()).await.unwrap();
+            store
+                .upsert_deployment(deployment("d1", "web", 5))
+                .await
+                .unwrap();
+            store.close().await;
+        }
+        let store = StateStore::open(dir.path()).await.unwrap();
+        let reopened = store.deployment("d1").unwrap();
+        assert_eq!(reopened.task_groups["web"].desired_total, 4);
+        assert_eq!(store.deployments_by_job("default", "web").len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_deployment_without_an_id_is_refused_by_field() {
+        let store = StateStore::in_memory().await.unwrap();
+        let error = store
+            .upsert_deployment(deployment("", "web", 5))
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("Deployment.ID"), "{error}");
+    }
+
+    fn alloc_of(id: &str, deployment_id: &str, canary: bool) -> Allocation {
+        Allocation {
+            id: id.to_owned(),
+            job_id: "web".to_owned(),
+            task_group: "web".to_owned(),
+            name: "web.web[0]".to_owned(),
+            node_id: "node-1".to_owned(),
+            desired_status: "run".to_owned(),
+            deployment_id: deployment_id.to_owned(),
+            deployment_status: canary.then(|| drover_structs::AllocDeploymentStatus {
+                canary: true,
+                ..Default::default()
+            }),
+            modify_time: 1_000,
+            ..Allocation::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_plan_commits_its_deployment_and_allocations_are_counted_in_it() {
+        let store = StateStore::in_memory().await.unwrap();
+        let mut created = deployment("d1", "web", 5);
+        created
+            .task_groups
+            .get_mut("web")
+            .unwrap()
+            .progress_deadline = drover_structs::DurationNs(600);
+        store
+            .upsert_plan_results(
+                Some(created),
+                Vec::new(),
+                vec![alloc_of("a1", "d1", false), alloc_of("a2", "d1", true)],
+                Vec::new(),
+                1_000,
+            )
+            .await
+            .unwrap();
+        let stored = store.deployment("d1").unwrap();
+        let group = &stored.task_groups["web"];
+        assert_eq!(group.placed_allocs, 2);
+        assert_eq!(group.placed_canaries, ["a2"]);
+        // The first placement starts the progress deadline (the store sets ModifyTime).
+        assert_eq!(group.require_progress_by.unix_nanos(), Some(1_600));
+
+        let mut healthy = alloc_of("a1", "d1", false);
+        healthy.client_status = "running".to_owned();
+        healthy.deployment_status = Some(drover_structs::AllocDeploymentStatus {
+            healthy: Some(true),
+            timestamp: Timestamp::from_unix_nanos(5_000),
+            ..Default::default()
+        });
+        let mut unhealthy = alloc_of("a2", "d1", true);
+        unhealthy.client_status = "failed".to_owned();
+        unhealthy.deployment_status = Some(drover_structs::AllocDeploymentStatus {
+            healthy: Some(false),
+            timestamp: Timestamp::from_unix_nanos(6_000),
+            ..Default::default()
+        });
+        store
+            .update_allocs_from_client(vec![healthy.clone(), unhealthy], 7_000)
+            .await
+            .unwrap();
+        let group = store.deployment("d1").unwrap().task_groups["web"].clone();
+        assert_eq!((group.healthy_allocs, group.unhealthy_allocs), (1, 1));
+        assert_eq!(group.placed_allocs, 2);
+        assert_eq!(group.require_progress_by.unix_nanos(), Some(5_600));
+        // The canary flag stays the server's.
+        assert!(
+            store
+                .alloc("a2")
+                .unwrap()
+                .deployment_status
+                .as_ref()
+                .unwrap()
+                .canary
+        );
+
+        // The same health reported again is not counted twice.
+        store
+            .update_allocs_from_client(vec![healthy], 8_000)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.deployment("d1").unwrap().task_groups["web"].healthy_allocs,
+            1
+        );
+
+        store
+            .upsert_plan_results(
+                None,
+                vec![DeploymentStatusUpdate {
+                    deployment_id: "d1".to_owned(),
+                    status: drover_structs::DEPLOYMENT_STATUS_CANCELLED.to_owned(),
+                    status_description: drover_structs::DEPLOYMENT_DESC_NEWER_JOB.to_owned(),
+                }],
+                Vec::new(),
+                Vec::new(),
+                9_000,
+            )
+            .await
+            .unwrap();
+        let cancelled = store.deployment("d1").unwrap();
+        assert_eq!(cancelled.status, "cancelled");
+        assert_eq!(
+            cancelled.status_description,
+            "Cancelled due to newer version of job"
+        );
+        let unknown = store
+            .upsert_plan_results(
+                None,
+                vec![DeploymentStatusUpdate {
+                    deployment_id: "nope".to_owned(),
+                    ..Default::default()
+                }],
+                Vec::new(),
+                Vec::new(),
+                9_000,
+            )
+            .await;
+        assert!(unknown.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_successful_deployment_makes_its_job_version_stable() {
+        let store = StateStore::in_memory().await.unwrap();
+        let job = drover_structs::Job {
+            id: "web".to_owned(),
+            namespace: "default".to_owned(),
+            r#type: "service".to_owned(),
+            ..drover_structs::Job::default()
+        };
+        let registered = store.upsert_job(job, 1).await.unwrap();
+        assert!(!registered.job.stable);
+        let mut tracked = deployment("d1", "web", registered.job.create_index);
+        tracked.job_version = registered.job.version;
+        store.upsert_deployment(tracked).await.unwrap();
+        store
+            .upsert_plan_results(
+                None,
+                vec![DeploymentStatusUpdate {
+                    deployment_id: "d1".to_owned(),
+                    status: DEPLOYMENT_STATUS_SUCCESSFUL.to_owned(),
+                    status_description: drover_structs::DEPLOYMENT_DESC_SUCCESSFUL.to_owned(),
+                }],
+                Vec::new(),
+                Vec::new(),
+                2,
+            )
+            .await
+            .unwrap();
+        assert!(store.job("default", "web").unwrap().stable);
+        assert!(store.job_versions("default", "web")[0].stable);
+    }
+}
