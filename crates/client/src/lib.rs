@@ -41,6 +41,21 @@ pub mod taskrunner;
 pub mod template;
 #[cfg(test)]
 mod testing;
+#[cfg(test)]
+mod testing_tls;
+
+/// `error` and each of its sources, joined by ": " (an HTTP client's top error says only that a
+/// request failed; the reason, such as a refused certificate, is in its sources).
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
 
 pub use allocrunner::{
     AllocClientUpdate, AllocRunner, AllocRunnerDeps, AllocRunnerError, AllocStatusSink,

@@ -218,7 +218,7 @@ fn when_consul_asked(consul: Option<&Consul>, field: &str) -> Vec<String> {
     )
 }
 
-/// Checks of a type drover does not run: `grpc`, and `http` over TLS.
+/// Checks of a type drover does not run: `grpc`.
 fn unrun_checks(services: &[Service]) -> Vec<String> {
     services
         .iter()
@@ -228,9 +228,7 @@ fn unrun_checks(services: &[Service]) -> Vec<String> {
                 .checks
                 .iter()
                 .enumerate()
-                .filter(|(_, check)| {
-                    check.r#type == "grpc" || (check.r#type == "http" && check.protocol == "https")
-                })
+                .filter(|(_, check)| check.r#type == "grpc")
                 .map(move |(check_index, _)| {
                     format!("Services[{service_index}].Checks[{check_index}]")
                 })
@@ -640,13 +638,13 @@ pub static FEATURES: &[Feature] = &[
     ),
     runs(
         "service > check",
-        "the client runs `http` (plain HTTP), `tcp` and `script` checks (inside the task, as `alloc exec` runs), with `check_restart`, for `nomad` and `consul` services alike",
+        "the client runs `http` (plain or `protocol = \"https\"`, verified against the system's roots unless `tls_skip_verify`, with `tls_server_name` as the name verified), `tcp` and `script` checks (inside the task, as `alloc exec` runs), with `check_restart`, for `nomad` and `consul` services alike; an HTTP status maps to a result by Nomad's rules for a `nomad` service (below 400 passes) and by Consul's for a `consul` one (2xx passes, 429 warns)",
     ),
     row(
-        "service > check (grpc, https)",
+        "service > check (grpc)",
         Status::NotYet,
-        "drover runs no `grpc` checks and no `http` checks with `protocol = \"https\"` (its HTTP client speaks no TLS)",
-        "runs once drover's checks speak gRPC and TLS",
+        "drover runs no `grpc` checks",
+        "runs once drover's checks speak gRPC",
         Detect::group_and_task(
             |group| unrun_checks(&group.services),
             |task| unrun_checks(&task.services),
@@ -861,7 +859,7 @@ pub static FEATURES: &[Feature] = &[
     row(
         "artifact",
         Status::Runs,
-        "fetched before the task starts over http (with headers), from local files or with git, checksummed and unpacked as options say, and cached per node; insecure has nothing to relax, since https, s3, gcs and hg sources fail the download, naming what is missing",
+        "fetched before the task starts over http or https (with headers; https verified against the system's roots unless `insecure`), from local files or with git (`insecure` turns off git's certificate check too), checksummed and unpacked as options say, and cached per node; s3, gcs and hg sources fail the download, naming what is missing",
         "",
         Detect::task(|task| each(&task.artifacts, "Artifacts")),
     ),

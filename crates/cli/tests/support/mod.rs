@@ -44,8 +44,22 @@ impl Agent {
         Agent::spawn(Some(data_dir), extra)
     }
 
+    /// Starts `drover agent -dev` with a fresh data dir and extra environment variables.
+    pub fn start_dev_with_env(env: &[(&str, &str)]) -> Agent {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let data_dir = temp.path().join("data");
+        let mut agent = Agent::spawn_with_env(Some(&data_dir), &[], env);
+        agent._temp = Some(temp);
+        agent
+    }
+
     fn spawn(data_dir: Option<&Path>, extra: &[&str]) -> Agent {
+        Agent::spawn_with_env(data_dir, extra, &[])
+    }
+
+    fn spawn_with_env(data_dir: Option<&Path>, extra: &[&str], env: &[(&str, &str)]) -> Agent {
         let mut command = Command::new(drover_bin());
+        command.envs(env.iter().copied());
         command.arg("agent").arg("-dev");
         if let Some(data_dir) = data_dir {
             command.arg(format!("-data-dir={}", data_dir.display()));

@@ -4,7 +4,7 @@
 //!  ArtifactSpec ─► local file or dir?  ── yes ─► checksum ─────────────────────────┐
 //!                      │ no (http, git)                                             │
 //!                      ▼                                                            ▼
-//!   cache key = sha256(getter, url, headers, checksum | job version)      place into the task dir:
+//!   cache key = sha256(getter, url, headers, insecure, checksum | job v.)  place into the task dir:
 //!   single flight on the key ─► <cache>/<key> present? ── yes ───────────►  unpack (archives),
 //!                      │ no                                                 decompress (gz, bz2,
 //!                      ▼                                                    xz) or copy, all
@@ -18,7 +18,10 @@
 //! a URL may change, so the key adds the job's namespace, ID and version — the allocations of
 //! one job version share one download, and a new version fetches again. Request headers are
 //! part of the key (hashed), so a task never receives what another task fetched with
-//! credentials it does not hold. Concurrent fetches of one key wait for a single download;
+//! credentials it does not hold; so is `insecure`, so what was fetched without verifying the
+//! server's certificate never answers a fetch that verifies it. Downloads over https verify
+//! the server against the system's roots (OpenSSL's, so `SSL_CERT_FILE` and `SSL_CERT_DIR`
+//! apply) unless `insecure` is set. Concurrent fetches of one key wait for a single download;
 //! an entry appears in the cache only complete and verified (written aside, then renamed), so
 //! an agent killed mid-download leaves only a partial file, removed by the next fetch of the
 //! key.
@@ -141,7 +144,7 @@ impl ArtifactFetcher {
                 let lock = flight_lock(&entry);
                 let _flight = lock.lock().await;
                 if !tokio::fs::try_exists(&entry).await.unwrap_or(false) {
-                    self.clone_git(url, reference.as_deref(), *depth, &entry)
+                    self.clone_git(url, reference.as_deref(), *depth, &entry, spec.insecure)
                         .await?;
                 }
                 Fetched::Dir { path: entry }
@@ -181,6 +184,10 @@ impl ArtifactFetcher {
         for (name, value) in &spec.headers {
             field(name);
             field(value);
+        }
+        // What was fetched without verifying its certificate never answers a verified fetch.
+        if spec.insecure {
+            field("insecure");
         }
         match &spec.checksum {
             Some(checksum) => field(&checksum.to_string()),
@@ -227,19 +234,13 @@ impl ArtifactFetcher {
         url: &str,
         entry: &Path,
     ) -> Result<(), ArtifactError> {
-        if url.starts_with("https://") {
-            return Err(ArtifactError::Http {
-                url: url.to_string(),
-                message: "this build of drover has no TLS support for artifact downloads"
-                    .to_string(),
-            });
-        }
         let http_error = |error: reqwest::Error| ArtifactError::Http {
             url: url.to_string(),
-            message: error.to_string(),
+            message: crate::error_chain(&error),
         };
         let client = reqwest::Client::builder()
             .read_timeout(self.config.http_read_timeout)
+            .tls_danger_accept_invalid_certs(spec.insecure)
             .build()
             .map_err(http_error)?;
         let mut request = client.get(url);
@@ -306,6 +307,7 @@ impl ArtifactFetcher {
         reference: Option<&str>,
         depth: Option<u32>,
         entry: &Path,
+        insecure: bool,
     ) -> Result<(), ArtifactError> {
         let partial = self.partial_path(entry).await?;
         let mut clone = vec!["clone".to_string(), "--quiet".to_string()];
@@ -320,10 +322,11 @@ impl ArtifactFetcher {
             url.to_string(),
             partial.to_string_lossy().into_owned(),
         ]);
-        self.run_git(None, &clone, "clone").await?;
+        self.run_git(None, &clone, "clone", insecure).await?;
         if let (Some(reference), None) = (reference, depth) {
             let checkout = ["checkout", "--quiet", reference, "--"].map(str::to_string);
-            self.run_git(Some(&partial), &checkout, "checkout").await?;
+            self.run_git(Some(&partial), &checkout, "checkout", insecure)
+                .await?;
         }
         tokio::fs::rename(&partial, entry).await.map_err(io(format!(
             "moving {} into the artifact cache",
@@ -336,10 +339,14 @@ impl ArtifactFetcher {
         dir: Option<&Path>,
         args: &[String],
         action: &'static str,
+        insecure: bool,
     ) -> Result<(), ArtifactError> {
         let mut command = tokio::process::Command::new("git");
         // Transports that run commands (`ext::`) are off whatever the host's git config says.
         command.args(["-c", "protocol.ext.allow=never"]);
+        if insecure {
+            command.args(["-c", "http.sslVerify=false"]);
+        }
         if let Some(dir) = dir {
             command.arg("-C").arg(dir);
         }
@@ -704,6 +711,48 @@ mod tests {
             0
         );
         assert!(!task_dir.join("local/file.txt").exists());
+    }
+
+    #[tokio::test]
+    async fn https_sources_verify_the_server_unless_insecure() {
+        let server = crate::testing_tls::serve("artifacts.test", "200 OK", BODY.to_vec()).await;
+        let root = tempfile::tempdir().expect("tempdir");
+        let task_dir = root.path().join("task");
+        std::fs::create_dir_all(&task_dir).expect("task dir");
+        let fetcher = ArtifactFetcher::new(root.path().join("cache"), ArtifactConfig::default());
+        let artifact = TaskArtifact {
+            getter_source: format!("https://{}/tool.txt", server.address),
+            ..TaskArtifact::default()
+        };
+        // A self-signed certificate no root vouches for: refused, nothing placed or cached.
+        let verified = ArtifactSpec::from_task_artifact(&artifact, &TaskEnv::default(), &task_dir)
+            .expect("spec");
+        let error = fetcher
+            .fetch(&verified, &task_dir, "j")
+            .await
+            .expect_err("untrusted certificate");
+        assert!(
+            error.to_string().to_lowercase().contains("certificate"),
+            "{error}"
+        );
+        assert!(!task_dir.join("local/tool.txt").exists());
+        let insecure = TaskArtifact {
+            getter_insecure: true,
+            ..artifact
+        };
+        let spec = ArtifactSpec::from_task_artifact(&insecure, &TaskEnv::default(), &task_dir)
+            .expect("spec");
+        fetcher.fetch(&spec, &task_dir, "j").await.expect("fetched");
+        assert_eq!(
+            std::fs::read(task_dir.join("local/tool.txt")).expect("placed"),
+            BODY
+        );
+        // The insecure download is cached under its own key: the verified fetch still fails.
+        std::fs::remove_file(task_dir.join("local/tool.txt")).expect("remove");
+        fetcher
+            .fetch(&verified, &task_dir, "j")
+            .await
+            .expect_err("still untrusted");
     }
 
     #[tokio::test]

@@ -69,6 +69,8 @@ pub struct ArtifactSpec {
     pub mode: GetterMode,
     /// The destination relative to the task dir, `..` resolved.
     pub destination: EntryPath,
+    /// `insecure`: the TLS certificate of an https (or git-over-https) source is not verified.
+    pub insecure: bool,
 }
 
 const UNSUPPORTED_GETTERS: &[&str] = &["s3", "gcs", "hg", "bitbucket", "ssh", "smb"];
@@ -171,6 +173,7 @@ impl ArtifactSpec {
             headers,
             mode,
             destination,
+            insecure: artifact.getter_insecure,
         })
     }
 }

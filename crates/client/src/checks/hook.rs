@@ -31,7 +31,7 @@ use drover_structs::{
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::probe::{self, HttpProbe, ProbeResult};
+use super::probe::{self, HttpProbe, HttpRules, ProbeResult};
 use super::status::{RestartWatch, StatusTracker, initial_status, known_status};
 use crate::clock::SharedClock;
 use crate::config::ClientConfig;
@@ -88,19 +88,27 @@ pub struct ChecksDeps {
     pub node: Arc<Node>,
 }
 
-/// One agent-wide HTTP client for checks, so connections are pooled across them.
-fn http_client() -> &'static reqwest::Client {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT.get_or_init(|| {
-        reqwest::Client::builder()
-            .user_agent("Nomad/drover checks")
-            .pool_idle_timeout(Duration::from_secs(90))
+/// The agent-wide HTTP clients of checks, so connections are pooled across them: one that
+/// verifies certificates against the system's roots, one for `tls_skip_verify` checks.
+fn http_client(skip_verify: bool) -> &'static reqwest::Client {
+    static VERIFYING: OnceLock<reqwest::Client> = OnceLock::new();
+    static SKIPPING: OnceLock<reqwest::Client> = OnceLock::new();
+    let cell = if skip_verify { &SKIPPING } else { &VERIFYING };
+    cell.get_or_init(|| {
+        check_client_builder(skip_verify)
             .build()
             .unwrap_or_else(|error| {
                 tracing::warn!(%error, "building the checks' HTTP client failed; using defaults");
                 reqwest::Client::new()
             })
     })
+}
+
+fn check_client_builder(skip_verify: bool) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .user_agent("Nomad/drover checks")
+        .pool_idle_timeout(Duration::from_secs(90))
+        .tls_danger_accept_invalid_certs(skip_verify)
 }
 
 type Results = Arc<Mutex<BTreeMap<String, CheckQueryResult>>>;
@@ -483,7 +491,12 @@ impl Observer {
         let timeout = self.timeout();
         match check.r#type.as_str() {
             "http" => match self.http_probe() {
-                Ok(probe) => probe::http(http_client(), &probe, timeout).await,
+                Ok((probe, client)) => {
+                    let client = client
+                        .as_ref()
+                        .unwrap_or_else(|| http_client(self.spec.check.tls_skip_verify));
+                    probe::http(client, &probe, timeout, self.http_rules()).await
+                }
                 Err(message) => failure(message),
             },
             "tcp" => match self.address() {
@@ -551,7 +564,20 @@ impl Observer {
         Ok(format!("{host}:{}", resolved.port))
     }
 
-    fn http_probe(&self) -> Result<HttpProbe, String> {
+    /// How an HTTP answer maps to a result: Nomad's rules for a `nomad` service, Consul's for
+    /// a `consul` one (drover runs those checks itself, as Consul's agent would).
+    fn http_rules(&self) -> HttpRules {
+        if self.spec.service.provider == "consul" {
+            HttpRules::Consul
+        } else {
+            HttpRules::Nomad
+        }
+    }
+
+    /// The request of an `http` check, and the client to send it with when the shared ones do
+    /// not fit: a check with `tls_server_name` gets its own, which resolves that name to the
+    /// check's address so the TLS handshake sends and verifies it.
+    fn http_probe(&self) -> Result<(HttpProbe, Option<reqwest::Client>), String> {
         let check = &self.spec.check;
         let env = self.env();
         let protocol = if check.protocol.is_empty() {
@@ -559,12 +585,26 @@ impl Observer {
         } else {
             check.protocol.as_str()
         };
-        if protocol != "http" {
+        if protocol != "http" && protocol != "https" {
             return Err(format!("nomad: protocol {protocol:?} is not supported"));
         }
         let path = env.interpolate(&check.path);
         let separator = if path.starts_with('/') { "" } else { "/" };
-        let url = format!("http://{}{separator}{path}", self.address()?);
+        let address = self.address()?;
+        let server_name = env.interpolate(&check.tls_server_name);
+        let (authority, client) = if protocol == "https" && !server_name.is_empty() {
+            let socket: std::net::SocketAddr = address
+                .parse()
+                .map_err(|error| format!("nomad: check address {address:?}: {error}"))?;
+            let client = check_client_builder(check.tls_skip_verify)
+                .resolve(&server_name, socket)
+                .build()
+                .map_err(|error| format!("nomad: {error}"))?;
+            (format!("{server_name}:{}", socket.port()), Some(client))
+        } else {
+            (address, None)
+        };
+        let url = format!("{protocol}://{authority}{separator}{path}");
         let headers = check
             .header
             .iter()
@@ -575,12 +615,15 @@ impl Observer {
                     .map(move |value| (name.clone(), env.interpolate(value)))
             })
             .collect();
-        Ok(HttpProbe {
-            url,
-            method: check.method.clone(),
-            headers,
-            body: check.body.clone(),
-        })
+        Ok((
+            HttpProbe {
+                url,
+                method: check.method.clone(),
+                headers,
+                body: check.body.clone(),
+            },
+            client,
+        ))
     }
 }
 

@@ -1,9 +1,10 @@
 //! One run of one check: an HTTP request, a TCP connect, or a script run inside its task, each
 //! bounded by the check's timeout, answering an [`Outcome`], a status code and Nomad's output.
 //!
-//! - `http`: 2xx succeeds (output `nomad: http ok` for a 200, else the body), 429 warns (as
-//!   Consul does), anything else fails with the body as output; at most [`OUTPUT_LIMIT`] bytes
-//!   of it are kept. Errors read `nomad: <error>`.
+//! - `http` (plain or over TLS): by Nomad's rules for a `nomad` service, 200 succeeds with the
+//!   output `nomad: http ok`, any other status below 400 succeeds with the body as output, 400 and
+//!   above fail; by Consul's for a `consul` service, 2xx succeeds, 429 warns, anything else
+//!   fails. At most [`OUTPUT_LIMIT`] bytes of a body are kept. Errors read `nomad: <error>`.
 //! - `tcp`: a connect within the timeout succeeds (`nomad: tcp ok`).
 //! - `script`: the command runs through `drover-shim exec` in the task's cgroup, namespaces,
 //!   root, user and environment (the path of `alloc exec`); exit 0 succeeds, 1 warns, anything
@@ -18,6 +19,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
 use super::status::Outcome;
+use crate::error_chain;
 use crate::taskrunner::TaskExecContext;
 
 /// How much check output is kept (Nomad's `CheckBufSize` and HTTP output limit are 3–4 KiB).
@@ -50,8 +52,32 @@ pub struct HttpProbe {
     pub body: String,
 }
 
-/// Runs an HTTP check with the agent's shared client (connections are kept and reused).
-pub async fn http(client: &reqwest::Client, probe: &HttpProbe, timeout: Duration) -> ProbeResult {
+/// Whose rules turn an HTTP status into an outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpRules {
+    /// Nomad's built-in checks: below 400 passes.
+    Nomad,
+    /// Consul's agent checks: 2xx passes, 429 warns.
+    Consul,
+}
+
+impl HttpRules {
+    fn outcome(self, code: u16) -> Outcome {
+        match (self, code) {
+            (HttpRules::Nomad, 0..=399) | (HttpRules::Consul, 200..=299) => Outcome::Success,
+            (HttpRules::Consul, 429) => Outcome::Warning,
+            _ => Outcome::Failure,
+        }
+    }
+}
+
+/// Runs an HTTP check with `client` (the agent's shared ones keep connections for reuse).
+pub async fn http(
+    client: &reqwest::Client,
+    probe: &HttpProbe,
+    timeout: Duration,
+    rules: HttpRules,
+) -> ProbeResult {
     let method = if probe.method.is_empty() {
         reqwest::Method::GET
     } else {
@@ -72,11 +98,7 @@ pub async fn http(client: &reqwest::Client, probe: &HttpProbe, timeout: Duration
         Err(error) => return ProbeResult::failure(format!("nomad: {}", error_chain(&error))),
     };
     let code = response.status().as_u16();
-    let outcome = match code {
-        200..=299 => Outcome::Success,
-        429 => Outcome::Warning,
-        _ => Outcome::Failure,
-    };
+    let outcome = rules.outcome(code);
     let output = if code == 200 {
         "nomad: http ok".to_string()
     } else {
@@ -87,17 +109,6 @@ pub async fn http(client: &reqwest::Client, probe: &HttpProbe, timeout: Duration
         status_code: i64::from(code),
         output,
     }
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 async fn read_limited(mut response: reqwest::Response, timeout: Duration) -> String {
@@ -280,41 +291,144 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn http_maps_status_codes_as_nomad_and_consul_do() {
-        let client = reqwest::Client::new();
+    async fn http_maps_status_codes_by_nomads_and_consuls_rules() {
         let timeout = Duration::from_secs(5);
-        let ok = http(&client, &probe(serve_once("200 OK", "fine").await), timeout).await;
-        assert_eq!(ok.outcome, Outcome::Success);
-        assert_eq!(ok.output, "nomad: http ok");
-        assert_eq!(ok.status_code, 200);
-        let created = http(
-            &client,
-            &probe(serve_once("201 Created", "made").await),
-            timeout,
-        )
-        .await;
-        assert_eq!(
-            (created.outcome, created.output.as_str()),
-            (Outcome::Success, "made")
+        let cases = [
+            (
+                "200 OK",
+                "fine",
+                HttpRules::Nomad,
+                Outcome::Success,
+                "nomad: http ok",
+            ),
+            (
+                "200 OK",
+                "fine",
+                HttpRules::Consul,
+                Outcome::Success,
+                "nomad: http ok",
+            ),
+            (
+                "201 Created",
+                "made",
+                HttpRules::Nomad,
+                Outcome::Success,
+                "made",
+            ),
+            (
+                "201 Created",
+                "made",
+                HttpRules::Consul,
+                Outcome::Success,
+                "made",
+            ),
+            (
+                "302 Found",
+                "moved",
+                HttpRules::Nomad,
+                Outcome::Success,
+                "moved",
+            ),
+            (
+                "302 Found",
+                "moved",
+                HttpRules::Consul,
+                Outcome::Failure,
+                "moved",
+            ),
+            (
+                "429 Too Many Requests",
+                "slow",
+                HttpRules::Nomad,
+                Outcome::Failure,
+                "slow",
+            ),
+            (
+                "429 Too Many Requests",
+                "slow",
+                HttpRules::Consul,
+                Outcome::Warning,
+                "slow",
+            ),
+            (
+                "500 Internal Server Error",
+                "boom",
+                HttpRules::Nomad,
+                Outcome::Failure,
+                "boom",
+            ),
+            (
+                "500 Internal Server Error",
+                "boom",
+                HttpRules::Consul,
+                Outcome::Failure,
+                "boom",
+            ),
+        ];
+        for (status_line, body, rules, outcome, output) in cases {
+            // A 3xx is answered, not followed: the check sees the status itself.
+            let result = http(
+                &client_no_redirects(),
+                &probe(serve_once(status_line, body).await),
+                timeout,
+                rules,
+            )
+            .await;
+            assert_eq!(
+                (result.outcome, result.output.as_str()),
+                (outcome, output),
+                "{status_line} under {rules:?}"
+            );
+            let code: i64 = status_line[..3].parse().unwrap();
+            assert_eq!(result.status_code, code);
+        }
+    }
+
+    fn client_no_redirects() -> reqwest::Client {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn https_checks_verify_the_certificate_unless_told_to_skip() {
+        let server = crate::testing_tls::serve("checks.test", "200 OK", b"fine".to_vec()).await;
+        let timeout = Duration::from_secs(5);
+        let url = format!("https://{}/health", server.address);
+        let verifying = reqwest::Client::new();
+        let refused = http(&verifying, &probe(url.clone()), timeout, HttpRules::Nomad).await;
+        assert_eq!(refused.outcome, Outcome::Failure);
+        assert!(refused.output.starts_with("nomad: "), "{}", refused.output);
+        assert!(
+            refused.output.to_lowercase().contains("certificate"),
+            "{}",
+            refused.output
         );
-        let busy = http(
-            &client,
-            &probe(serve_once("429 Too Many Requests", "slow down").await),
-            timeout,
-        )
-        .await;
+        let skipping = reqwest::Client::builder()
+            .tls_danger_accept_invalid_certs(true)
+            .build()
+            .unwrap();
+        let passed = http(&skipping, &probe(url), timeout, HttpRules::Nomad).await;
         assert_eq!(
-            (busy.outcome, busy.output.as_str()),
-            (Outcome::Warning, "slow down")
+            (passed.outcome, passed.output.as_str()),
+            (Outcome::Success, "nomad: http ok")
         );
-        let broken = http(
-            &client,
-            &probe(serve_once("500 Internal Server Error", "boom").await),
-            timeout,
-        )
-        .await;
-        assert_eq!(broken.outcome, Outcome::Failure);
-        assert_eq!((broken.status_code, broken.output.as_str()), (500, "boom"));
+        // Trusting the certificate, the server name is what the handshake verifies: by IP
+        // it fails, by the certificate's name (resolved to the server) it passes.
+        let cert =
+            reqwest::Certificate::from_pem(&std::fs::read(&server.cert_pem).unwrap()).unwrap();
+        let trusting = reqwest::Client::builder()
+            .add_root_certificate(cert)
+            .resolve("checks.test", server.address)
+            .build()
+            .unwrap();
+        let by_ip = format!("https://{}/health", server.address);
+        let mismatch = http(&trusting, &probe(by_ip), timeout, HttpRules::Nomad).await;
+        assert_eq!(mismatch.outcome, Outcome::Failure, "{}", mismatch.output);
+        let by_name = format!("https://checks.test:{}/health", server.address.port());
+        let named = http(&trusting, &probe(by_name), timeout, HttpRules::Nomad).await;
+        assert_eq!(named.outcome, Outcome::Success, "{}", named.output);
     }
 
     #[tokio::test]
@@ -327,7 +441,13 @@ mod tests {
         assert_eq!(failed.outcome, Outcome::Failure);
         assert!(failed.output.contains(&address), "{}", failed.output);
         let client = reqwest::Client::new();
-        let failed = http(&client, &probe(format!("http://{address}/")), timeout).await;
+        let failed = http(
+            &client,
+            &probe(format!("http://{address}/")),
+            timeout,
+            HttpRules::Nomad,
+        )
+        .await;
         assert_eq!(failed.outcome, Outcome::Failure);
         assert!(failed.output.starts_with("nomad: "), "{}", failed.output);
     }
