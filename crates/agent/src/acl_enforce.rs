@@ -209,7 +209,13 @@ pub fn required(
             namespace: eval_namespace(state, &eval_id, params),
             capability: capability::READ_JOB,
         },
-        Route::DeploymentRead { .. } => namespace(capability::READ_JOB),
+        Route::DeploymentRead { .. } | Route::DeploymentAllocations { .. } => {
+            namespace(capability::READ_JOB)
+        }
+        Route::NodeDrain { .. }
+        | Route::NodeEligibility { .. }
+        | Route::NodePurge { .. }
+        | Route::NodeEvaluate { .. } => NodeWrite,
         Route::NodeList
         | Route::NodeRead { .. }
         | Route::NodeAllocations { .. }

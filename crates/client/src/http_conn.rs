@@ -660,6 +660,7 @@ impl ServerConn for HttpServerConn {
                 body: Some(body),
                 timeout: self.request_timeout,
                 node_id,
+                reports_alloc: None,
                 not_found: NotFoundMeans::Rejected,
                 token: None,
             })
@@ -681,6 +682,7 @@ impl ServerConn for HttpServerConn {
                 body: None,
                 timeout: self.request_timeout,
                 node_id: "",
+                reports_alloc: None,
                 not_found: NotFoundMeans::Rejected,
                 token: Some(token),
             })
@@ -711,6 +713,7 @@ impl ServerConn for HttpServerConn {
                 body: None,
                 timeout: self.request_timeout,
                 node_id: "",
+                reports_alloc: None,
                 not_found: NotFoundMeans::Rejected,
                 token: Some(token),
             })

@@ -32,10 +32,15 @@ job "later" {
         timeout  = "2s"
       }
 
+    }
+
+    service {
+      name     = "web-grpc"
+      port     = "http"
+      provider = "consul"
+
       check {
-        type     = "http"
-        protocol = "https"
-        path     = "/health"
+        type     = "grpc"
         interval = "10s"
         timeout  = "2s"
       }
