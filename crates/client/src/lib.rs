@@ -24,6 +24,7 @@ pub mod artifact;
 pub mod checks;
 pub mod clock;
 pub mod config;
+pub(crate) mod error_text;
 pub mod fingerprint;
 pub mod host_stats;
 pub mod http_conn;
@@ -43,19 +44,6 @@ pub mod template;
 mod testing;
 #[cfg(test)]
 mod testing_tls;
-
-/// `error` and each of its sources, joined by ": " (an HTTP client's top error says only that a
-/// request failed; the reason, such as a refused certificate, is in its sources).
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
 
 pub use allocrunner::{
     AllocClientUpdate, AllocRunner, AllocRunnerDeps, AllocRunnerError, AllocStatusSink,

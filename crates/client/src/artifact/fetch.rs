@@ -236,7 +236,7 @@ impl ArtifactFetcher {
     ) -> Result<(), ArtifactError> {
         let http_error = |error: reqwest::Error| ArtifactError::Http {
             url: url.to_string(),
-            message: crate::error_chain(&error),
+            message: crate::error_text::error_chain(&error),
         };
         let client = reqwest::Client::builder()
             .read_timeout(self.config.http_read_timeout)

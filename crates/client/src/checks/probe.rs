@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
 use super::status::Outcome;
-use crate::error_chain;
+use crate::error_text::error_chain;
 use crate::taskrunner::TaskExecContext;
 
 /// How much check output is kept (Nomad's `CheckBufSize` and HTTP output limit are 3–4 KiB).
