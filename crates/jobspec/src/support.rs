@@ -758,9 +758,9 @@ pub static FEATURES: &[Feature] = &[
     ),
     row(
         "restart > render_templates",
-        Status::NotYet,
-        "drover renders no templates, so none is re-rendered on restart",
-        "runs once drover renders templates",
+        Status::RunsDifferently,
+        "drover renders templates again before every start, restarts included, which is what render_templates = true asks; without it drover re-renders on a restart too, where Nomad keeps the previous run's files",
+        "",
         Detect::group_and_task(
             |group| {
                 when(
