@@ -416,7 +416,6 @@ fn cycles(graph: &BTreeMap<ModulePath, BTreeSet<ModulePath>>) -> Vec<Vec<String>
 const KNOWN_CYCLES: &[&str] = &[
     "client: allocdir <-> allocrunner <-> allocrunner::health <-> checks::hook <-> checks::probe <-> fingerprint <-> taskenv <-> taskrunner <-> taskrunner::driver <-> taskrunner::hooks <-> taskrunner::hooks::logs <-> taskrunner::hooks::volumes <-> taskrunner::kill <-> taskrunner::run_loop",
     "state: acl <-> deployments <-> store <-> tables",
-    "structs: crate <-> requests",
 ];
 
 #[test]
