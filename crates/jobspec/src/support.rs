@@ -21,8 +21,8 @@
 use std::fmt::Write as _;
 
 use drover_structs::{
-    Consul, DEFAULT_INTEGRATION_CLUSTER, DurationNs, Job, MigrateStrategy, Service, Task, TaskGroup,
-    UpdateStrategy, VOLUME_TYPE_CSI,
+    Consul, DEFAULT_INTEGRATION_CLUSTER, DurationNs, Job, MigrateStrategy, Service, Task,
+    TaskGroup, UpdateStrategy, VOLUME_TYPE_CSI,
 };
 use serde_json::Value as JsonValue;
 

@@ -274,7 +274,9 @@ impl Checker {
                 self.report(
                     &periodic_place,
                     periodic_place.path.clone(),
-                    format!("periodic is only allowed for batch and sysbatch jobs, not {job_type:?}"),
+                    format!(
+                        "periodic is only allowed for batch and sysbatch jobs, not {job_type:?}"
+                    ),
                 );
             }
             let spec = periodic.spec.as_str();
@@ -309,9 +311,11 @@ impl Checker {
                     format!("periodic time_zone {zone:?} is invalid: {detail}"),
                 );
             }
-            for (field, expression) in std::iter::once(("Spec", spec))
-                .chain(specs.iter().map(|expression| ("Specs", expression.as_str())))
-            {
+            for (field, expression) in std::iter::once(("Spec", spec)).chain(
+                specs
+                    .iter()
+                    .map(|expression| ("Specs", expression.as_str())),
+            ) {
                 if !expression.is_empty()
                     && let Err(detail) = crate::cron::check(expression)
                 {
@@ -1454,7 +1458,8 @@ impl Checker {
             .flat_map(|network| network.reserved_ports.iter().chain(&network.dynamic_ports))
             .map(|port| port.label.as_str())
             .collect();
-        let task_names: BTreeSet<&str> = group.tasks.iter().map(|task| task.name.as_str()).collect();
+        let task_names: BTreeSet<&str> =
+            group.tasks.iter().map(|task| task.name.as_str()).collect();
         let mut seen_names = BTreeSet::new();
         for (index, service) in services.iter().enumerate() {
             let service_place = Place {

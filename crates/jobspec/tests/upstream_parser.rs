@@ -231,8 +231,12 @@ fn default_and_named_identities() {
     assert_eq!(named["TTL"], json!(2 * 3600 * SECOND_NANOS));
 
     // The same job through the whole pipeline (defaults, validation) keeps both identities.
-    let parsed = parse_hcl(&fixture("identity-compat.nomad.hcl"), "id.hcl", &VarValues::new())
-        .unwrap_or_else(|diagnostics| panic!("{diagnostics}"));
+    let parsed = parse_hcl(
+        &fixture("identity-compat.nomad.hcl"),
+        "id.hcl",
+        &VarValues::new(),
+    )
+    .unwrap_or_else(|diagnostics| panic!("{diagnostics}"));
     let task = &parsed.task_groups[0].tasks[0];
     let parsed_json = serde_json::to_value(task).unwrap();
     assert_eq!(parsed_json["Identity"]["Env"], json!(true));
@@ -323,7 +327,10 @@ fn environment_variables_are_taken_as_written() {
     // "whitespace": `NOMAD_VAR_count = 13` names the variable `count ` (not an identifier a
     // jobspec can declare), so `count` stays unset.
     let mut values = VarValues::new();
-    values.add_environment(split(&["NOMAD_VAR_count = 13", "GOPATH = /Users/jrasell/go"]));
+    values.add_environment(split(&[
+        "NOMAD_VAR_count = 13",
+        "GOPATH = /Users/jrasell/go",
+    ]));
     let message = decode_error(&jobspec("count"), &values);
     assert!(message.contains("count"), "{message}");
 
@@ -453,7 +460,10 @@ fn hcl1_basic_newer_fields() {
         templates[1]["ChangeScript"]["Args"],
         json!(["-debug", "-verbose"])
     );
-    assert_eq!(templates[1]["ChangeScript"]["Timeout"], json!(5 * SECOND_NANOS));
+    assert_eq!(
+        templates[1]["ChangeScript"]["Timeout"],
+        json!(5 * SECOND_NANOS)
+    );
     assert!(zero_or_absent(&templates[1]["ChangeScript"]["FailOnError"]));
     assert_eq!(templates[1]["Uid"], 1001);
     assert_eq!(templates[1]["Gid"], 20);
@@ -679,7 +689,10 @@ fn hcl1_ingress_gateway() {
         nginx["TLS"],
         json!({"SDS": {"ClusterName": "foo", "CertResource": "bar"}})
     );
-    assert_eq!(nginx["RequestHeaders"], json!({"Add": {"test": "testvalue"}}));
+    assert_eq!(
+        nginx["RequestHeaders"],
+        json!({"Add": {"test": "testvalue"}})
+    );
     assert_eq!(nginx["ResponseHeaders"], json!({"Remove": ["test2"]}));
     assert_eq!(nginx["MaxConnections"], 5120);
     assert_eq!(nginx["MaxPendingRequests"], 512);
