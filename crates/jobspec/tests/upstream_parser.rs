@@ -773,3 +773,33 @@ fn hcl1_network_hostname() {
     assert_eq!(network["Mode"], "bridge");
     assert_eq!(network["ReservedPorts"][0]["HostNetwork"], "public");
 }
+
+/// `api/tasks_test.go` `TestTask_Canonicalize_Vault` "empty": an empty `vault` block gets
+/// Nomad's defaults (env on, file on, the default cluster, restart on change with SIGHUP).
+#[test]
+fn empty_vault_block_defaults() {
+    let job = parse_hcl(
+        r#"job "v" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/true"
+      }
+      vault {}
+    }
+  }
+}"#,
+        "vault.hcl",
+        &VarValues::new(),
+    )
+    .unwrap_or_else(|diagnostics| panic!("{diagnostics}"));
+    let vault = job.task_groups[0].tasks[0].vault.as_ref().unwrap();
+    assert!(vault.env);
+    assert!(!vault.disable_file);
+    assert_eq!(vault.namespace, "");
+    assert_eq!(vault.cluster, "default");
+    assert_eq!(vault.change_mode, "restart");
+    assert_eq!(vault.change_signal, "SIGHUP");
+    assert!(!vault.allow_token_expiration);
+}
