@@ -21,8 +21,8 @@
 use std::fmt::Write as _;
 
 use drover_structs::{
-    Consul, DEFAULT_INTEGRATION_CLUSTER, Job, MigrateStrategy, Service, Task, TaskGroup,
-    UpdateStrategy, VOLUME_TYPE_CSI,
+    Consul, DEFAULT_INTEGRATION_CLUSTER, DurationNs, Job, MigrateStrategy, Service, Task,
+    TaskGroup, UpdateStrategy, VOLUME_TYPE_CSI,
 };
 use serde_json::Value as JsonValue;
 
@@ -318,19 +318,10 @@ fn update_of_kind(update: Option<&UpdateStrategy>, kind: UpdateKind) -> Vec<Stri
 
 /// Nomad's default `migrate` block (the API gives one to every service group).
 fn is_default_migrate(migrate: &MigrateStrategy) -> bool {
-    let Ok(JsonValue::Object(entries)) = serde_json::to_value(migrate) else {
-        return false;
-    };
-    entries.iter().all(|(key, value)| {
-        let expected = match key.to_ascii_lowercase().as_str() {
-            "maxparallel" => JsonValue::from(1),
-            "healthcheck" => JsonValue::from("checks"),
-            "minhealthytime" => JsonValue::from(10_000_000_000_i64),
-            "healthydeadline" => JsonValue::from(300_000_000_000_i64),
-            _ => return !asks_for(value),
-        };
-        value.is_null() || *value == expected
-    })
+    migrate.max_parallel == 1
+        && migrate.health_check == "checks"
+        && migrate.min_healthy_time == DurationNs::from_secs(10)
+        && migrate.healthy_deadline == DurationNs::from_mins(5)
 }
 
 const CONSUL: &str = "runs once drover integrates with Consul";
