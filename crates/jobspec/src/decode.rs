@@ -1551,12 +1551,15 @@ fn fold_constraint_shortcuts(object: &mut JsonMap<String, JsonValue>) {
             object.insert("RTarget".into(), value);
         }
     }
-    // `distinct_hosts = true` / `false` writes RTarget "true" / "false", as Nomad's current
-    // decoder does (1.1's left it empty); the scheduler reads "false" as off, anything else as on.
+    // `distinct_hosts = true` leaves RTarget empty, as the reference Nomad (1.1) decodes it and
+    // as every Nomad scheduler reads as "on"; `false` is kept as RTarget "false", which later
+    // Nomad versions (and drover's scheduler) honour as "off". (Nomad since 1.6 also writes
+    // "true" for `true`; both mean the same to every scheduler.)
     if let Some(value) = object.remove("distinct_hosts") {
         object.insert("Operand".into(), JsonValue::String("distinct_hosts".into()));
-        let enabled = value.as_bool().unwrap_or(false);
-        object.insert("RTarget".into(), JsonValue::String(enabled.to_string()));
+        if !value.as_bool().unwrap_or(false) {
+            object.insert("RTarget".into(), JsonValue::String("false".into()));
+        }
     }
     if let Some(value) = object.remove("distinct_property")
         && value.as_str().is_some_and(|text| !text.is_empty())

@@ -137,18 +137,28 @@ job "example" {
 "#;
 
 /// `TestParse_Constraint_Alternatives`: the `distinct_hosts` / `distinct_property` shortcuts
-/// decode exactly as the operator/value form, the boolean kept as the right target.
+/// decode as the operator/value form. One difference from the current Go test, on purpose:
+/// `distinct_hosts = true` leaves RTarget empty, as the reference Nomad 1.1 decodes it (Nomad
+/// 1.6 and later write "true"; every scheduler reads both as on). `false` is "false" in both.
 #[test]
 fn constraint_shortcuts_equal_operator_and_value() {
-    let as_operator_value = decode(CONSTRAINTS_OPERATOR_VALUE);
+    let mut as_operator_value = decode(CONSTRAINTS_OPERATOR_VALUE);
     let as_compact = decode(CONSTRAINTS_COMPACT);
+    // The operator/value form keeps the "true" it was given; the shortcut leaves it empty.
+    for pointer in ["/Constraints/0", "/TaskGroups/0/Tasks/0/Constraints/0"] {
+        if let Some(Value::Object(constraint)) = as_operator_value.pointer_mut(pointer) {
+            assert_eq!(constraint.remove("RTarget"), Some(json!("true")));
+        }
+    }
     assert_eq!(as_operator_value, as_compact);
     let constraint = |left: &str, right: &str, operand: &str| {
         let mut constraint = serde_json::Map::new();
         if !left.is_empty() {
             constraint.insert("LTarget".into(), json!(left));
         }
-        constraint.insert("RTarget".into(), json!(right));
+        if !right.is_empty() {
+            constraint.insert("RTarget".into(), json!(right));
+        }
         constraint.insert("Operand".into(), json!(operand));
         Value::Object(constraint)
     };
@@ -156,16 +166,13 @@ fn constraint_shortcuts_equal_operator_and_value() {
     let task = &group["Tasks"][0];
     assert_eq!(
         as_compact["Constraints"][0],
-        constraint("", "true", "distinct_hosts")
+        constraint("", "", "distinct_hosts")
     );
     assert_eq!(
         group["Constraints"][0],
         constraint("", "false", "distinct_hosts")
     );
-    assert_eq!(
-        task["Constraints"][0],
-        constraint("", "true", "distinct_hosts")
-    );
+    assert_eq!(task["Constraints"][0], constraint("", "", "distinct_hosts"));
     assert_eq!(
         as_compact["Constraints"][1],
         constraint("${meta.rack}", "1", "distinct_property")
