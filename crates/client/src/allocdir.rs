@@ -185,7 +185,7 @@ pub fn unmount_leftovers(
 ) -> usize {
     let mut leftovers: Vec<PathBuf> = mountinfo
         .lines()
-        .filter_map(crate::fingerprint::mount_point_of_mountinfo_line)
+        .filter_map(crate::mountinfo::mount_point_of_mountinfo_line)
         .map(PathBuf::from)
         .filter(|mount_point| {
             let Ok(inside) = mount_point.strip_prefix(alloc_root) else {

@@ -18,6 +18,8 @@ use drover_structs::{
     DriverInfo, NodeCpuResources, NodeDiskResources, NodeMemoryResources, NodeResources, Timestamp,
 };
 
+use crate::mountinfo::{MountLine, parse_mountinfo_line};
+
 /// CPU speed assumed when neither cpufreq nor `/proc/cpuinfo` tells it (Nomad does the same).
 pub const FALLBACK_CPU_MHZ: u64 = 1000;
 
@@ -346,55 +348,6 @@ pub fn go_arch_name(rust_arch: &str) -> &str {
 fn hostname() -> Option<String> {
     let name = nix::unistd::gethostname().ok()?.into_string().ok()?;
     (!name.is_empty()).then_some(name)
-}
-
-/// One line of `/proc/self/mountinfo`: mount point, file system type, source.
-struct MountLine<'a> {
-    mount_point: String,
-    fs_type: &'a str,
-    source: &'a str,
-    super_options: &'a str,
-}
-
-/// The mount point of one line of `/proc/self/mountinfo`, unescaped.
-pub(crate) fn mount_point_of_mountinfo_line(line: &str) -> Option<String> {
-    parse_mountinfo_line(line).map(|mount| mount.mount_point)
-}
-
-fn parse_mountinfo_line(line: &str) -> Option<MountLine<'_>> {
-    // Fields: id parent major:minor root mount-point options [optional…] - fstype source super-opts
-    let (before, after) = line.split_once(" - ")?;
-    let mount_point = unescape_mount_path(before.split(' ').nth(4)?);
-    let mut after_fields = after.split(' ');
-    let fs_type = after_fields.next()?;
-    let source = after_fields.next()?;
-    let super_options = after_fields.next().unwrap_or("");
-    Some(MountLine {
-        mount_point,
-        fs_type,
-        source,
-        super_options,
-    })
-}
-
-/// mountinfo escapes space, tab, newline and backslash as `\ooo` octal.
-fn unescape_mount_path(escaped: &str) -> String {
-    let bytes = escaped.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        if bytes[index] == b'\\'
-            && let Some(octal) = escaped.get(index + 1..index + 4)
-            && let Ok(value) = u8::from_str_radix(octal, 8)
-        {
-            out.push(value);
-            index += 4;
-            continue;
-        }
-        out.push(bytes[index]);
-        index += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Finds the cgroup hierarchy: a cgroup2 file system at `/sys/fs/cgroup` is v2 (unified);

@@ -29,6 +29,7 @@ pub mod fingerprint;
 pub mod host_stats;
 pub mod http_conn;
 pub mod identity;
+pub(crate) mod mountinfo;
 pub mod node;
 #[cfg(any(test, feature = "testing"))]
 pub mod node_sim;

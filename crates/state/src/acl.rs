@@ -6,34 +6,14 @@
 //!
 //! Not here: what rules mean, who may call what (the server's `acl` module and the API).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use drover_structs::acl::{AclPolicy, AclToken};
-use serde::{Deserialize, Serialize};
 
+use crate::acl_tables::{AclRecord, AclTables};
 use crate::engine::{Table, WriteContext};
 use crate::error::StateError;
 use crate::store::StateStore;
-
-/// The in-memory ACL tables.
-#[derive(Debug, Clone, Default)]
-pub struct AclTables {
-    pub policies: BTreeMap<String, Arc<AclPolicy>>,
-    pub tokens: BTreeMap<String, Arc<AclToken>>,
-    /// Secret ID → accessor ID.
-    pub tokens_by_secret: BTreeMap<String, String>,
-    /// The index of the bootstrap write; 0 before it.
-    pub bootstrap_index: u64,
-}
-
-/// One persisted record of [`Table::Acl`], with its key prefix.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum AclRecord {
-    Policy(AclPolicy),
-    Token(AclToken),
-    Bootstrap { index: u64 },
-}
 
 const BOOTSTRAP_KEY: &[u8] = b"bootstrap";
 
@@ -58,37 +38,6 @@ pub enum AclBootstrapError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct StateErrorText(pub String);
-
-impl AclTables {
-    pub(crate) fn insert_record(&mut self, record: AclRecord) {
-        match record {
-            AclRecord::Policy(policy) => {
-                self.policies.insert(policy.name.clone(), Arc::new(policy));
-            }
-            AclRecord::Token(token) => self.insert_token(Arc::new(token)),
-            AclRecord::Bootstrap { index } => self.bootstrap_index = index,
-        }
-    }
-
-    fn insert_token(&mut self, token: Arc<AclToken>) {
-        if let Some(previous) = self.tokens.get(&token.accessor_id) {
-            self.tokens_by_secret.remove(&previous.secret_id);
-        }
-        self.tokens_by_secret
-            .insert(token.secret_id.clone(), token.accessor_id.clone());
-        self.tokens.insert(token.accessor_id.clone(), token);
-    }
-
-    fn remove_token(&mut self, accessor_id: &str) -> bool {
-        match self.tokens.remove(accessor_id) {
-            Some(token) => {
-                self.tokens_by_secret.remove(&token.secret_id);
-                true
-            }
-            None => false,
-        }
-    }
-}
 
 fn put_token(
     acl: &mut AclTables,

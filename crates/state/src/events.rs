@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use tokio::sync::watch;
 
+use crate::error::StateError;
+
 /// An event topic, serialized with Nomad's spelling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub enum Topic {
@@ -156,6 +158,19 @@ impl EventPayload {
     pub fn to_value(&self) -> serde_json::Value {
         serde_json::from_str(self.json()).unwrap_or(serde_json::Value::Null)
     }
+}
+
+/// An event payload (`{"<name>": value}`); a value that does not encode is an error naming
+/// the table it was written to.
+pub(crate) fn payload<T: serde::Serialize>(
+    table: &'static str,
+    name: &str,
+    value: &T,
+) -> Result<EventPayload, StateError> {
+    EventPayload::named(name, value).map_err(|error| StateError::Encode {
+        table,
+        reason: error.to_string(),
+    })
 }
 
 impl PartialEq for EventPayload {

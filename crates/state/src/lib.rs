@@ -23,7 +23,9 @@
 //! ```
 
 pub mod acl;
+pub mod acl_tables;
 pub mod deployments;
+pub mod deployments_table;
 pub mod derive;
 pub mod embedded;
 pub mod engine;

@@ -33,7 +33,7 @@ use crate::engine::{
     CommitStats, Engine, EngineOptions, Indexes, Table, WatchOutcome, WriteContext, load_table,
 };
 use crate::error::StateError;
-use crate::events::{Event, EventFilter, EventPayload, EventSubscription, EventType, Topic};
+use crate::events::{Event, EventFilter, EventSubscription, EventType, Topic, payload};
 use crate::kv::{Kv, MemoryKv};
 use crate::tables::{
     AllocJobRef, JOB_TRACKED_VERSIONS, JobKey, ServiceKey, StateSnapshot, StateTables, pairs_under,
@@ -159,17 +159,6 @@ fn persist_alloc(
     let result = context.put(Table::Allocs, alloc.id.as_bytes(), &stored);
     alloc.job = job;
     result
-}
-
-pub(crate) fn payload<T: serde::Serialize>(
-    table: &'static str,
-    name: &str,
-    value: &T,
-) -> Result<EventPayload, StateError> {
-    EventPayload::named(name, value).map_err(|error| StateError::Encode {
-        table,
-        reason: error.to_string(),
-    })
 }
 
 fn job_event(event_type: EventType, job: &Job) -> Result<Event, StateError> {
@@ -366,10 +355,10 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
             Arc::new(variable),
         );
     }
-    for (_, record) in load_table::<crate::acl::AclRecord>(kv, Table::Acl).await? {
+    for (_, record) in load_table::<crate::acl_tables::AclRecord>(kv, Table::Acl).await? {
         Arc::make_mut(&mut tables.acl).insert_record(record);
     }
-    crate::deployments::load_deployments(kv, &mut tables).await?;
+    crate::deployments_table::load_deployments(kv, &mut tables).await?;
     for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {
         tables.index_service(&service);
         Arc::make_mut(&mut tables.services).insert(
@@ -561,7 +550,7 @@ pub(crate) fn write_server_allocs(
             // A lost allocation's services go with it, even though its client never said so.
             remove_services_of_alloc(tables, context, &alloc.id)?;
         }
-        crate::deployments::count_alloc_in_deployment(
+        crate::deployments_table::count_alloc_in_deployment(
             tables,
             context,
             existing.as_deref(),
@@ -1112,7 +1101,7 @@ impl StateStore {
                     if alloc.client_terminal_status() {
                         remove_services_of_alloc(tables, context, &alloc.id)?;
                     }
-                    crate::deployments::count_alloc_in_deployment(
+                    crate::deployments_table::count_alloc_in_deployment(
                         tables,
                         context,
                         Some(&existing),

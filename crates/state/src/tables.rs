@@ -60,7 +60,7 @@ pub struct StateTables {
     /// Variables (items sealed) by (namespace, path).
     pub(crate) variables: Arc<BTreeMap<(String, String), Arc<VariableEncrypted>>>,
     /// ACL policies and tokens.
-    pub(crate) acl: Arc<crate::acl::AclTables>,
+    pub(crate) acl: Arc<crate::acl_tables::AclTables>,
     /// Deployments by ID.
     pub(crate) deployments: Arc<BTreeMap<String, Arc<Deployment>>>,
     /// (namespace, job ID, deployment ID).

@@ -229,7 +229,7 @@ wire_struct! {
     pub struct NodeDrainRequest {
         #[serde(rename = "NodeID")]
         pub node_id: String,
-        pub drain_spec: Option<crate::DrainSpec>,
+        pub drain_spec: Option<crate::node::DrainSpec>,
         pub mark_eligible: bool,
         pub meta: BTreeMap<String, String>,
     }

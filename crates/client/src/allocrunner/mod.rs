@@ -30,6 +30,7 @@
 //! **Not** here: fetching allocs from the server or batching status updates (the node part of
 //! the client implements [`AllocStatusSink`] with its status buffer).
 
+mod client_update;
 pub mod coordinator;
 pub mod group_services;
 pub mod health;
@@ -54,21 +55,8 @@ use crate::state_db::StateDbError;
 use crate::taskrunner::{
     TaskPhase, TaskRunner, TaskRunnerArgs, TaskRunnerDeps, TaskRunnerError, lock,
 };
+pub use client_update::AllocClientUpdate;
 use coordinator::{Coordinator, TaskRole};
-
-/// An allocation's client-side status, as the server wants it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AllocClientUpdate {
-    pub alloc_id: String,
-    pub client_status: String,
-    pub client_description: String,
-    pub task_states: BTreeMap<String, TaskState>,
-    /// `client_status` differs from the previous update (send on the next tick).
-    pub client_status_changed: bool,
-    /// The allocation's deployment health, once the client decided it (`Healthy`,
-    /// `Timestamp`; `Canary` and `ModifyIndex` are the server's).
-    pub deployment_status: Option<AllocDeploymentStatus>,
-}
 
 /// Where alloc runners report status. Implementations must not block (buffer and return).
 pub trait AllocStatusSink: Send + Sync + std::fmt::Debug {

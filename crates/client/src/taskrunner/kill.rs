@@ -14,9 +14,9 @@ use std::time::Duration;
 use drover_structs::{TASK_SKIPPING_SHUTDOWN_DELAY, TASK_WAITING_SHUTDOWN_DELAY};
 use tokio_util::sync::CancellationToken;
 
-use super::TaskRunnerShared;
 use super::driver::{PersistedTaskHandle, TaskDriver, TaskExit};
 use super::hooks::{PreKillRequest, PreKillResponse};
+use super::shared::TaskRunnerShared;
 
 /// First retry delay after a failed kill.
 pub const KILL_BACKOFF_BASELINE: Duration = Duration::from_secs(5);
