@@ -88,9 +88,10 @@ impl ClusterNode {
     /// Whether etcd answered this server within a session's TTL (past that, what it knows of
     /// the leadership may be stale).
     pub fn etcd_answers(&self) -> bool {
-        self.leadership.borrow().last_contact.is_some_and(|contact| {
-            contact.elapsed() < drover_etcd::election::SESSION_TTL
-        })
+        self.leadership
+            .borrow()
+            .last_contact
+            .is_some_and(|contact| contact.elapsed() < drover_etcd::election::SESSION_TTL)
     }
 
     /// The leader's record, when this server knows one and etcd answers it.
@@ -266,7 +267,11 @@ async fn with_leader_stats(cluster: &ClusterNode, response: Response) -> Respons
     }
     let (mut parts, body) = response.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        return (StatusCode::INTERNAL_SERVER_ERROR, "reading the agent's answer").into_response();
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "reading the agent's answer",
+        )
+            .into_response();
     };
     let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
         return Response::from_parts(parts, axum::body::Body::from(bytes));
@@ -420,11 +425,18 @@ mod tests {
         };
         let answer = members_answer(
             &record("b", 2),
-            &[member("c", 3, true), member("a", 1, false), member("b", 2, true)],
+            &[
+                member("c", 3, true),
+                member("a", 1, false),
+                member("b", 2, true),
+            ],
         );
         assert_eq!(answer["ServerName"], "b.global");
         let members = answer["Members"].as_array().unwrap();
-        let names: Vec<&str> = members.iter().map(|m| m["Name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = members
+            .iter()
+            .map(|m| m["Name"].as_str().unwrap())
+            .collect();
         assert_eq!(names, ["a.global", "b.global", "c.global"]);
         assert_eq!(members[0]["Status"], "failed");
         assert_eq!(members[1]["Status"], "alive");

@@ -55,7 +55,10 @@ fn leader_of(agent: &Agent) -> Option<String> {
 fn agreed_leader(servers: &[&Agent]) -> String {
     let addresses: BTreeSet<String> = servers.iter().map(|agent| host_port(agent)).collect();
     wait_for("the servers to agree on a leader", LIMIT, || {
-        let named: BTreeSet<String> = servers.iter().filter_map(|agent| leader_of(agent)).collect();
+        let named: BTreeSet<String> = servers
+            .iter()
+            .filter_map(|agent| leader_of(agent))
+            .collect();
         let leader = named.iter().next()?.clone();
         (named.len() == 1 && addresses.contains(&leader)).then_some(leader)
     })
@@ -74,21 +77,25 @@ fn job(job_id: &str, marker: &str, count: u32) -> String {
 }
 
 fn running_allocs(agent: &Agent, job_id: &str, count: usize) -> Vec<String> {
-    wait_for(&format!("{count} allocations of {job_id} running"), LIMIT, || {
-        let (status, body) = http(
-            "GET",
-            &agent.url(&format!("/v1/job/{job_id}/allocations")),
-            None,
-        );
-        let allocs: Value = serde_json::from_str(&body).ok().filter(|_| status == 200)?;
-        let running: Vec<String> = allocs
-            .as_array()?
-            .iter()
-            .filter(|alloc| alloc["ClientStatus"] == "running")
-            .filter_map(|alloc| alloc["ID"].as_str().map(str::to_owned))
-            .collect();
-        (running.len() == count).then_some(running)
-    })
+    wait_for(
+        &format!("{count} allocations of {job_id} running"),
+        LIMIT,
+        || {
+            let (status, body) = http(
+                "GET",
+                &agent.url(&format!("/v1/job/{job_id}/allocations")),
+                None,
+            );
+            let allocs: Value = serde_json::from_str(&body).ok().filter(|_| status == 200)?;
+            let running: Vec<String> = allocs
+                .as_array()?
+                .iter()
+                .filter(|alloc| alloc["ClientStatus"] == "running")
+                .filter_map(|alloc| alloc["ID"].as_str().map(str::to_owned))
+                .collect();
+            (running.len() == count).then_some(running)
+        },
+    )
 }
 
 #[test]
@@ -118,7 +125,8 @@ fn three_servers_on_etcd_elect_a_leader_forward_writes_and_survive_its_death() {
     let mut expected_peers: Vec<String> = all.iter().map(|agent| host_port(agent)).collect();
     expected_peers.sort();
     for agent in &all {
-        let peers: Vec<String> = serde_json::from_value(agent.get_json("/v1/status/peers")).unwrap();
+        let peers: Vec<String> =
+            serde_json::from_value(agent.get_json("/v1/status/peers")).unwrap();
         assert_eq!(peers, expected_peers, "peers from {}", agent.address);
         let members = agent.get_json("/v1/agent/members");
         let statuses: Vec<(&str, &str)> = members["Members"]
@@ -138,6 +146,21 @@ fn three_servers_on_etcd_elect_a_leader_forward_writes_and_survive_its_death() {
         let (_, headers) = head_of(agent, "/v1/jobs");
         assert!(headers.contains("x-nomad-knownleader: true"), "{headers}");
     }
+
+    // One keyring for the cluster: every server publishes the same signing keys, so what one
+    // signs verifies on the others.
+    wait_for("one keyring on every server", LIMIT, || {
+        let answers: Vec<(u16, String)> = all
+            .iter()
+            .map(|agent| http("GET", &agent.url("/.well-known/jwks.json"), None))
+            .collect();
+        if answers.iter().any(|(status, _)| *status != 200) {
+            return None;
+        }
+        let sets: BTreeSet<String> = answers.into_iter().map(|(_, body)| body).collect();
+        let keys: Value = serde_json::from_str(sets.iter().next()?).ok()?;
+        (sets.len() == 1 && !keys["keys"].as_array()?.is_empty()).then_some(())
+    });
 
     // A client that knows every server, the leader first.
     let client_servers = format!(
@@ -273,7 +296,9 @@ fn head_of(agent: &Agent, path: &str) -> (u16, String) {
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).unwrap();
     let text = String::from_utf8_lossy(&raw).into_owned();
-    let head = text.split_once("\r\n\r\n").map_or(text.as_str(), |(head, _)| head);
+    let head = text
+        .split_once("\r\n\r\n")
+        .map_or(text.as_str(), |(head, _)| head);
     let status = head
         .split_whitespace()
         .nth(1)

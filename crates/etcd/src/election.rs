@@ -156,7 +156,10 @@ impl EtcdKv {
     pub async fn members(&self) -> Result<Vec<Member>, KvError> {
         let mut client = self.client();
         let records = client
-            .get(self.prefixed(b"members/"), Some(GetOptions::new().with_prefix()))
+            .get(
+                self.prefixed(b"members/"),
+                Some(GetOptions::new().with_prefix()),
+            )
             .await
             .map_err(|error| client_error("read", error))?;
         let alive = client
@@ -276,8 +279,7 @@ impl EtcdKv {
                     Ok(Ok(None) | Err(_)) | Err(_) => {
                         clock.renewal_failed(now);
                         // The keep-alive stream may be broken: open another on the same lease.
-                        if let Ok((new_keeper, new_stream)) = client.lease_keep_alive(lease).await
-                        {
+                        if let Ok((new_keeper, new_stream)) = client.lease_keep_alive(lease).await {
                             keeper = new_keeper;
                             stream = new_stream;
                         }
@@ -301,13 +303,14 @@ impl EtcdKv {
                 let (leader, ours) = if response.succeeded() {
                     (Some(candidate.record.clone()), true)
                 } else {
-                    let current = response
-                        .op_responses()
-                        .into_iter()
-                        .find_map(|answer| match answer {
-                            etcd_client::TxnOpResponse::Get(get) => get.kvs().first().cloned(),
-                            _ => None,
-                        });
+                    let current =
+                        response
+                            .op_responses()
+                            .into_iter()
+                            .find_map(|answer| match answer {
+                                etcd_client::TxnOpResponse::Get(get) => get.kvs().first().cloned(),
+                                _ => None,
+                            });
                     match current {
                         Some(pair) => (Some(pair.value().to_vec()), pair.lease() == lease),
                         None => (None, false),

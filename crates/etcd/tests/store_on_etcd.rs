@@ -227,7 +227,10 @@ async fn one_server_leads_followers_cannot_write_and_a_lapsed_leader_is_fenced()
     assert_eq!(view_b.borrow().leader.as_deref(), Some(&b"server-a"[..]));
     let error = store_b.upsert_node(node("b0"), NOW).await.unwrap_err();
     assert!(error.is_unavailable(), "{error}");
-    assert!(error.to_string().contains("not the cluster's leader"), "{error}");
+    assert!(
+        error.to_string().contains("not the cluster's leader"),
+        "{error}"
+    );
     store_a.upsert_node(node("a2"), NOW).await.unwrap();
     eventually("b follows a's writes", || store_b.node("a2").is_some()).await;
 
@@ -268,5 +271,8 @@ async fn a_shared_value_is_made_once_for_the_cluster() {
     let (kv_b, _store_b) = open(&cluster, "drover-shared/").await;
     let first = kv_a.shared_value("id", || b"one".to_vec()).await.unwrap();
     let second = kv_b.shared_value("id", || b"two".to_vec()).await.unwrap();
-    assert_eq!((first.as_slice(), second.as_slice()), (&b"one"[..], &b"one"[..]));
+    assert_eq!(
+        (first.as_slice(), second.as_slice()),
+        (&b"one"[..], &b"one"[..])
+    );
 }

@@ -113,7 +113,7 @@ fn load_or_create_kek(dir: &Path) -> Result<Kek, KeyringError> {
                     mode & 0o777
                 )));
             }
-            parse_kek(&text).map_err(|reason| malformed(reason))
+            parse_kek(&text).map_err(&malformed)
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             let id = uuid::Uuid::new_v4().to_string();
@@ -293,7 +293,7 @@ impl Keyring {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, KeyringError> {
         let kek = parse_kek(kek_text).map_err(|reason| KeyringError::KekFile {
-            path: std::path::PathBuf::from("<the cluster's shared KEK>"),
+            path: PathBuf::from("<the cluster's shared KEK>"),
             reason: reason.to_owned(),
         })?;
         let keyring = Self {

@@ -142,7 +142,9 @@ pub enum Takeover {
     Failover,
 }
 
-fn lock_tasks(tasks: &Mutex<Vec<JoinHandle<()>>>) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+fn lock_tasks(
+    tasks: &Mutex<Vec<JoinHandle<()>>>,
+) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
     // The vector only holds join handles; a panic elsewhere cannot leave it inconsistent.
     tasks
         .lock()
@@ -194,7 +196,11 @@ impl Server {
     /// (broker, workers, periodic dispatcher, drainer, heartbeat timers) until
     /// [`Server::establish_leadership`]. Its writes are the store's to refuse (a follower's
     /// store on etcd refuses every write).
-    pub fn start_follower(config: ServerConfig, state: StateStore, clock: Arc<dyn Clock>) -> Server {
+    pub fn start_follower(
+        config: ServerConfig,
+        state: StateStore,
+        clock: Arc<dyn Clock>,
+    ) -> Server {
         let (plans, plan_requests) = mpsc::channel(64);
         let (heartbeats, mut expired) = HeartbeatTimers::new(config.heartbeat.clone());
         let shutdown = CancellationToken::new();

@@ -480,10 +480,7 @@ async fn leader_work_runs_only_while_leading_and_is_rebuilt_from_the_store() {
     server.revoke_leadership();
     assert!(!server.is_leader());
     tokio::time::sleep(Duration::from_secs(400)).await;
-    assert_ne!(
-        state.node("node-1").expect("node").status,
-        NODE_STATUS_DOWN
-    );
+    assert_ne!(state.node("node-1").expect("node").status, NODE_STATUS_DOWN);
 
     // Elected again: the silent node gets the failover deadline (300 s), not the usual 20 s.
     server.establish_leadership(drover_server::Takeover::Failover);

@@ -47,7 +47,11 @@ pub async fn forward(http: &reqwest::Client, address: &str, request: Request) ->
 
 /// Relays a request to the server agent at `address` (the cluster's leader), answering 502
 /// when it cannot be reached.
-pub async fn forward_to_server(http: &reqwest::Client, address: &str, request: Request) -> Response {
+pub async fn forward_to_server(
+    http: &reqwest::Client,
+    address: &str,
+    request: Request,
+) -> Response {
     let (parts, body) = request.into_parts();
     let body = match read_body(body).await {
         Ok(bytes) => bytes,

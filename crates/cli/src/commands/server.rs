@@ -71,7 +71,11 @@ async fn members(arguments: MembersArgs, io: &mut Io<'_>) -> i32 {
         .collect::<Vec<_>>(),
     ];
     for member in &members {
-        let address = format!("{}:{}", text(&member["Addr"]), text(&member["Tags"]["port"]));
+        let address = format!(
+            "{}:{}",
+            text(&member["Addr"]),
+            text(&member["Tags"]["port"])
+        );
         rows.push(vec![
             text(&member["Name"]),
             text(&member["Addr"]),
