@@ -766,6 +766,11 @@ impl ApiClient {
         self.get("/v1/agent/members", &[]).await
     }
 
+    /// The region's leader (`/v1/status/leader`): its address, empty when none is known.
+    pub async fn status_leader(&self) -> Result<String, ClientError> {
+        self.get("/v1/status/leader", &[]).await
+    }
+
     pub async fn agent_self(&self) -> Result<serde_json::Value, ClientError> {
         self.get("/v1/agent/self", &[]).await
     }

@@ -1080,6 +1080,7 @@ async fn job_allocs_eval_status_and_server_members() {
             "Port",
             "Status",
             "Leader",
+            "Protocol",
             "Build",
             "Datacenter",
             "Region"
@@ -1093,6 +1094,7 @@ async fn job_allocs_eval_status_and_server_members() {
             "4646",
             "alive",
             "true",
+            "2",
             env!("CARGO_PKG_VERSION"),
             "dc1",
             "global"

@@ -563,6 +563,14 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
         answer.await.map_err(|_| StateError::Closed)?
     }
 
+    /// Publishes events another store wrote with its batches to the shared backend (their
+    /// JSON, as [`WriteBatch::events`] holds it), once this store has reloaded their state.
+    pub fn publish_shared_events(&self, encoded: &[u8]) -> Result<(), serde_json::Error> {
+        let events: Vec<crate::events::Event> = serde_json::from_slice(encoded)?;
+        self.events.publish(events);
+        Ok(())
+    }
+
     /// Subscribes to the event stream from `from_index` (0: only new events).
     pub fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
         self.events.subscribe(from_index, filter)
@@ -734,6 +742,12 @@ impl<S: Clone + Send + Sync + 'static> Writer<S> {
                 }
             }
             batch.expected_revision = Some(self.revision);
+            if self.kv.shares_events() && !events.is_empty() {
+                match serde_json::to_vec(&events) {
+                    Ok(encoded) => batch.events = Some(encoded),
+                    Err(error) => tracing::warn!(%error, "the batch's events cannot be shared"),
+                }
+            }
             match self.kv.apply(batch).await {
                 Ok(revision) => self.revision = revision,
                 Err(error) => {

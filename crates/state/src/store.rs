@@ -904,6 +904,14 @@ impl StateStore {
             .await
     }
 
+    /// Publishes the events another server's store shared with its writes (see
+    /// `Kv::shares_events`), after [`StateStore::reload_from_backend`] caught up with them.
+    pub fn publish_shared_events(&self, encoded: &[u8]) -> Result<(), StateError> {
+        self.engine
+            .publish_shared_events(encoded)
+            .map_err(|error| StateError::Reload(format!("decoding shared events: {error}")))
+    }
+
     /// The event stream from `from_index` (0: only new events).
     pub fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
         self.engine.subscribe_events(from_index, filter)
