@@ -352,7 +352,7 @@ impl DockerDriver {
         events: &DriverEvents,
     ) -> Result<(), DriverError> {
         if let Some(archive) = &plan.load {
-            return self.load_image(engine, launch, plan, archive).await;
+            return self.load_image(engine, plan, archive).await;
         }
         if !plan.force_pull && engine.inspect_image(&plan.image).await.is_ok() {
             return Ok(());
@@ -366,8 +366,7 @@ impl DockerDriver {
                 None
             }
             Err(error) => {
-                return Err(DriverError::Start {
-                    task_id: launch.task_id.clone(),
+                return Err(DriverError::StartWorded {
                     message: format!("Failed to find docker auth for repo {repository:?}: {error}"),
                     recoverable: false,
                 });
@@ -397,8 +396,7 @@ impl DockerDriver {
         let outcome = self
             .pull(engine, &plan.image, options, credentials, plan.pull_timeout, events)
             .await;
-        outcome.map_err(|(error, recoverable)| DriverError::Start {
-            task_id: launch.task_id.clone(),
+        outcome.map_err(|(error, recoverable)| DriverError::StartWorded {
             message: format!("Failed to pull `{}`: {error}", plan.image),
             recoverable,
         })
@@ -409,15 +407,11 @@ impl DockerDriver {
     async fn load_image(
         &self,
         engine: &Docker,
-        launch: &TaskLaunch,
         plan: &task::TaskPlan,
         archive: &Path,
     ) -> Result<(), DriverError> {
-        let failure = |message: String, recoverable: bool| DriverError::Start {
-            task_id: launch.task_id.clone(),
-            message,
-            recoverable,
-        };
+        let failure =
+            |message: String, recoverable: bool| DriverError::StartWorded { message, recoverable };
         let file = tokio::fs::File::open(archive).await.map_err(|error| {
             failure(
                 format!(
