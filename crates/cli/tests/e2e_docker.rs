@@ -1158,8 +1158,12 @@ fn driver_failure(agent: &Agent, job_id: &str, task: &str) -> String {
     wait_for(&format!("{job_id} to fail"), LIMIT, || {
         allocs(agent, job_id).into_iter().find_map(|alloc| {
             events_of(&alloc, task).into_iter().find_map(|event| {
-                (event["Type"] == "Driver Failure")
-                    .then(|| event["DriverError"].as_str().unwrap_or_default().to_string())
+                (event["Type"] == "Driver Failure").then(|| {
+                    event["DriverError"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                })
             })
         })
     })
@@ -1167,9 +1171,9 @@ fn driver_failure(agent: &Agent, job_id: &str, task: &str) -> String {
 
 fn complete(agent: &Agent, job_id: &str, task: &str) {
     let alloc = wait_for(&format!("{job_id} to finish"), LIMIT, || {
-        allocs(agent, job_id).into_iter().find(|alloc| {
-            alloc["ClientStatus"] == "complete" || alloc["ClientStatus"] == "failed"
-        })
+        allocs(agent, job_id)
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "complete" || alloc["ClientStatus"] == "failed")
     });
     assert_eq!(
         alloc["ClientStatus"],
@@ -1248,7 +1252,11 @@ fn pulls_use_the_task_auth_or_the_client_auth_config_and_auth_soft_fail() {
     );
 
     let wrong = "        auth {\n          username = \"drover\"\n          password = \"wrong\"\n        }";
-    run_job(&agent, "wrong.hcl", &pull_job("wrong", &registry.image, wrong));
+    run_job(
+        &agent,
+        "wrong.hcl",
+        &pull_job("wrong", &registry.image, wrong),
+    );
     let failure = driver_failure(&agent, "wrong", "t");
     assert!(
         failure.starts_with(&format!("Failed to pull `{}`: ", registry.image)),
@@ -1260,7 +1268,11 @@ fn pulls_use_the_task_auth_or_the_client_auth_config_and_auth_soft_fail() {
     );
 
     let right = "        auth {\n          username = \"drover\"\n          password = \"s3cret\"\n        }";
-    run_job(&agent, "right.hcl", &pull_job("right", &registry.image, right));
+    run_job(
+        &agent,
+        "right.hcl",
+        &pull_job("right", &registry.image, right),
+    );
     complete(&agent, "right", "t");
     let filed = pull_job("filed", &registry.image, "");
     run_job(&agent, "filed.hcl", &filed);
@@ -1287,7 +1299,10 @@ fn pulls_use_the_task_auth_or_the_client_auth_config_and_auth_soft_fail() {
         failure.starts_with(&format!("Failed to find docker auth for repo \"{repo}\": ")),
         "{failure}"
     );
-    assert!(failure.contains("docker-credential-drover-test-missing"), "{failure}");
+    assert!(
+        failure.contains("docker-credential-drover-test-missing"),
+        "{failure}"
+    );
     run_job(
         &helped,
         "soft.hcl",
@@ -1435,7 +1450,10 @@ fn an_image_no_task_uses_is_removed_after_the_gc_delay() {
             "-",
             &image,
         ])
-        .env("DOCKER_HOST", format!("unix://{}", engine.socket().display()))
+        .env(
+            "DOCKER_HOST",
+            format!("unix://{}", engine.socket().display()),
+        )
         .stdin(tar.stdout.unwrap())
         .output()
         .unwrap();
@@ -1461,7 +1479,10 @@ fn an_image_no_task_uses_is_removed_after_the_gc_delay() {
     wait_for("the unused image removed", LIMIT, || {
         Command::new("docker")
             .args(["image", "inspect", &image])
-            .env("DOCKER_HOST", format!("unix://{}", engine.socket().display()))
+            .env(
+                "DOCKER_HOST",
+                format!("unix://{}", engine.socket().display()),
+            )
             .output()
             .ok()
             .filter(|output| !output.status.success())
@@ -1506,7 +1527,10 @@ job "ten" {{
     let started = std::time::Instant::now();
     run_job(&agent, "ten.hcl", &job);
     let allocs = running_allocs(&agent, "ten", count);
-    eprintln!("register -> {count} docker tasks running: {:?}", started.elapsed());
+    eprintln!(
+        "register -> {count} docker tasks running: {:?}",
+        started.elapsed()
+    );
     let alloc_ids: Vec<String> = allocs
         .iter()
         .map(|alloc| alloc["ID"].as_str().unwrap().to_string())
@@ -1521,7 +1545,14 @@ job "ten" {{
             logs.contains("index-").then_some(logs)
         });
         indexes.insert(logs.trim().to_string());
-        let output = agent.cli(&["alloc", "exec", alloc_id, "/bin/sh", "-c", "echo in-$NOMAD_ALLOC_ID"]);
+        let output = agent.cli(&[
+            "alloc",
+            "exec",
+            alloc_id,
+            "/bin/sh",
+            "-c",
+            "echo in-$NOMAD_ALLOC_ID",
+        ]);
         assert_eq!(
             String::from_utf8_lossy(&output.stdout).trim(),
             format!("in-{alloc_id}"),
@@ -1534,8 +1565,7 @@ job "ten" {{
         (0..count).map(|index| format!("index-{index}")).collect()
     );
     for container in &containers {
-        let inspect: Value =
-            serde_json::from_str(&engine.docker(&["inspect", container])).unwrap();
+        let inspect: Value = serde_json::from_str(&engine.docker(&["inspect", container])).unwrap();
         let log_config = &inspect[0]["HostConfig"]["LogConfig"];
         assert_eq!(log_config["Type"], "json-file", "{log_config}");
         assert_eq!(log_config["Config"]["max-file"], "2", "{log_config}");

@@ -54,9 +54,7 @@ pub struct PluginAuth {
 /// a host (a dot, a port, or `localhost`), else Docker Hub.
 pub fn registry_of(repository: &str) -> String {
     match repository.split_once('/') {
-        Some((first, _))
-            if first.contains('.') || first.contains(':') || first == "localhost" =>
-        {
+        Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => {
             first.to_string()
         }
         _ => DOCKER_HUB_NAME.to_string(),
@@ -176,7 +174,11 @@ fn from_config_file(path: &Path, registry: &str) -> Result<Option<RegistryAuth>,
     } else {
         registry
     };
-    if let Some(helper) = file.cred_helpers.get(helper_key).filter(|name| !name.is_empty()) {
+    if let Some(helper) = file
+        .cred_helpers
+        .get(helper_key)
+        .filter(|name| !name.is_empty())
+    {
         return from_helper(helper, registry);
     }
     if !file.creds_store.is_empty() {
@@ -208,9 +210,8 @@ fn from_helper(helper: &str, registry: &str) -> Result<Option<RegistryAuth>, Str
             String::from_utf8_lossy(&output.stderr).trim_end()
         ));
     }
-    let answer: std::collections::BTreeMap<String, String> =
-        serde_json::from_slice(&output.stdout)
-            .map_err(|error| format!("{program}: unreadable answer: {error}"))?;
+    let answer: std::collections::BTreeMap<String, String> = serde_json::from_slice(&output.stdout)
+        .map_err(|error| format!("{program}: unreadable answer: {error}"))?;
     let auth = RegistryAuth {
         username: answer.get("Username").cloned().unwrap_or_default(),
         password: answer.get("Secret").cloned().unwrap_or_default(),
@@ -226,7 +227,10 @@ mod tests {
 
     #[test]
     fn the_registry_of_a_repository_is_its_host_or_docker_hub() {
-        assert_eq!(registry_of("127.0.0.1:5000/drover/busybox"), "127.0.0.1:5000");
+        assert_eq!(
+            registry_of("127.0.0.1:5000/drover/busybox"),
+            "127.0.0.1:5000"
+        );
         assert_eq!(registry_of("localhost/x"), "localhost");
         assert_eq!(registry_of("ghcr.io/a/b"), "ghcr.io");
         assert_eq!(registry_of("library/busybox"), "docker.io");
@@ -253,7 +257,10 @@ mod tests {
         let found = resolve(None, &plugin, "127.0.0.1:5000/drover/busybox")
             .unwrap()
             .unwrap();
-        assert_eq!((found.username.as_str(), found.password.as_str()), ("filed", "secret"));
+        assert_eq!(
+            (found.username.as_str(), found.password.as_str()),
+            ("filed", "secret")
+        );
         assert_eq!(found.server_address, "127.0.0.1:5000");
         let hub = resolve(None, &plugin, "busybox").unwrap().unwrap();
         assert_eq!(hub.username, "hub");
@@ -273,7 +280,10 @@ mod tests {
             helper: None,
         };
         let error = resolve(None, &missing, "busybox").unwrap_err();
-        assert!(error.starts_with("Failed to open auth config file"), "{error}");
+        assert!(
+            error.starts_with("Failed to open auth config file"),
+            "{error}"
+        );
         let error = resolve(
             None,
             &PluginAuth {
@@ -283,6 +293,9 @@ mod tests {
             "busybox",
         )
         .unwrap_err();
-        assert!(error.contains("docker-credential-drover-test-no-such-helper"), "{error}");
+        assert!(
+            error.contains("docker-credential-drover-test-no-such-helper"),
+            "{error}"
+        );
     }
 }

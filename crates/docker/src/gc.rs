@@ -78,7 +78,9 @@ pub(crate) struct ImageUsers {
     images: Mutex<HashMap<String, Entry>>,
 }
 
-fn lock(images: &Mutex<HashMap<String, Entry>>) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+fn lock(
+    images: &Mutex<HashMap<String, Entry>>,
+) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
     match images.lock() {
         Ok(guard) => guard,
         Err(poisoned) => poisoned.into_inner(),
@@ -163,10 +165,17 @@ mod tests {
             from_plugin_config(&Map::new()).unwrap(),
             GcConfig::default()
         );
-        let error = from_plugin_config(json!({"gc": {"dangling_containers": {}}}).as_object().unwrap())
-            .unwrap_err()
-            .to_string();
+        let error = from_plugin_config(
+            json!({"gc": {"dangling_containers": {}}})
+                .as_object()
+                .unwrap(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(error.contains("dangling_containers"), "{error}");
-        assert!(from_plugin_config(json!({"gc": {"image_delay": "soon"}}).as_object().unwrap()).is_err());
+        assert!(
+            from_plugin_config(json!({"gc": {"image_delay": "soon"}}).as_object().unwrap())
+                .is_err()
+        );
     }
 }

@@ -358,8 +358,7 @@ impl DockerDriver {
             return Ok(());
         }
         let (repository, tag) = task::split_image(&plan.image);
-        let credentials = match auth::resolve(plan.auth.as_ref(), &self.config.auth, &repository)
-        {
+        let credentials = match auth::resolve(plan.auth.as_ref(), &self.config.auth, &repository) {
             Ok(found) => found,
             Err(error) if plan.auth_soft_fail => {
                 tracing::warn!(task_id = %launch.task_id, repo = %repository, %error, "Failed to find docker repo auth");
@@ -394,7 +393,14 @@ impl DockerDriver {
             ..CreateImageOptions::default()
         };
         let outcome = self
-            .pull(engine, &plan.image, options, credentials, plan.pull_timeout, events)
+            .pull(
+                engine,
+                &plan.image,
+                options,
+                credentials,
+                plan.pull_timeout,
+                events,
+            )
             .await;
         outcome.map_err(|(error, recoverable)| DriverError::StartWorded {
             message: format!("Failed to pull `{}`: {error}", plan.image),
@@ -410,8 +416,10 @@ impl DockerDriver {
         plan: &task::TaskPlan,
         archive: &Path,
     ) -> Result<(), DriverError> {
-        let failure =
-            |message: String, recoverable: bool| DriverError::StartWorded { message, recoverable };
+        let failure = |message: String, recoverable: bool| DriverError::StartWorded {
+            message,
+            recoverable,
+        };
         let file = tokio::fs::File::open(archive).await.map_err(|error| {
             failure(
                 format!(
@@ -468,10 +476,8 @@ impl DockerDriver {
         let deadline = started + pull_timeout;
         let mut progress = progress::PullProgress::new(started);
         let mut last_slow_report = started;
-        let mut checks = tokio::time::interval_at(
-            started + progress::CHECK_INTERVAL,
-            progress::CHECK_INTERVAL,
-        );
+        let mut checks =
+            tokio::time::interval_at(started + progress::CHECK_INTERVAL, progress::CHECK_INTERVAL);
         let mut stream = engine.create_image(Some(options), None, credentials);
         let failed = |error: EngineError| {
             let text = pull_error_text(&error);
@@ -563,7 +569,10 @@ impl DockerDriver {
                 let running = match engine.inspect_container(&state.container_id, None).await {
                     Ok(inspect) => {
                         unreachable_since = None;
-                        inspect.state.and_then(|state| state.running).unwrap_or(false)
+                        inspect
+                            .state
+                            .and_then(|state| state.running)
+                            .unwrap_or(false)
                     }
                     Err(error) if status_code(&error).is_some() => false,
                     Err(_) => {
@@ -1178,8 +1187,13 @@ mod tests {
         let stream = EngineError::DockerStreamError {
             error: "unauthorized: authentication required".into(),
         };
-        assert_eq!(pull_error_text(&stream), "unauthorized: authentication required");
-        assert!(image_not_found("API error (404): Error: image drover/x:1 not found"));
+        assert_eq!(
+            pull_error_text(&stream),
+            "unauthorized: authentication required"
+        );
+        assert!(image_not_found(
+            "API error (404): Error: image drover/x:1 not found"
+        ));
         assert!(!image_not_found("API error (500): unauthorized"));
     }
 }

@@ -453,8 +453,8 @@ fn logging(config: &Map<String, Value>) -> Result<HostConfigLogConfig, DockerErr
             )));
         }
     }
-    let options = string_map(block, "config")
-        .map_err(|_| bad("logging.config must be a map of strings"))?;
+    let options =
+        string_map(block, "config").map_err(|_| bad("logging.config must be a map of strings"))?;
     Ok(HostConfigLogConfig {
         typ: string(block, "type")?.filter(|kind| !kind.is_empty()),
         config: (!options.is_empty()).then_some(options),

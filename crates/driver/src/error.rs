@@ -81,9 +81,7 @@ impl DriverError {
     /// identity mismatches never get better by retrying.
     pub fn is_recoverable(&self) -> bool {
         match self {
-            Self::Start { recoverable, .. } | Self::StartWorded { recoverable, .. } => {
-                *recoverable
-            }
+            Self::Start { recoverable, .. } | Self::StartWorded { recoverable, .. } => *recoverable,
             Self::InvalidConfig(_)
             | Self::UnknownSignal(_)
             | Self::IdentityMismatch { .. }
