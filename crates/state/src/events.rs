@@ -31,6 +31,8 @@ pub enum Topic {
     NodePool,
     /// Service registrations.
     Service,
+    /// Variables (metadata only).
+    Variable,
 }
 
 impl Topic {
@@ -44,6 +46,7 @@ impl Topic {
             Self::Node => "Node",
             Self::NodePool => "NodePool",
             Self::Service => "Service",
+            Self::Variable => "Variable",
         }
     }
 
@@ -57,6 +60,7 @@ impl Topic {
             Self::Node,
             Self::NodePool,
             Self::Service,
+            Self::Variable,
         ]
         .into_iter()
         .find(|topic| topic.as_str() == name)
@@ -100,6 +104,8 @@ pub enum EventType {
     DeploymentPromotion,
     /// The health of a deployment's allocations was set.
     DeploymentAllocHealth,
+    /// A variable was written, deleted, locked or unlocked.
+    VariableUpdated,
 }
 
 /// One event, in Nomad's JSON shape.
