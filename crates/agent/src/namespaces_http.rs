@@ -110,11 +110,8 @@ fn written(index: u64) -> Response {
 }
 
 /// The caller's ACL when ACLs are on (`Ok(None)` when off); an unknown or expired token is
-/// the 403 Nomad answers.
-fn caller_acl(
-    endpoints: &NamespaceEndpoints,
-    headers: &HeaderMap,
-) -> Result<Option<Acl>, Response> {
+/// the message of the 403 Nomad answers.
+fn caller_acl(endpoints: &NamespaceEndpoints, headers: &HeaderMap) -> Result<Option<Acl>, String> {
     if !endpoints.acl_enabled {
         return Ok(None);
     }
@@ -130,7 +127,7 @@ fn caller_acl(
         Ok(RequestIdentity::Anonymous) => Ok(Some(anonymous_acl(&endpoints.state))),
         // A workload identity has no namespace policy of its own.
         Ok(RequestIdentity::Workload(_)) => Ok(Some(Acl::new(&[]))),
-        Err(error) => Err(forbidden(&error.to_string())),
+        Err(error) => Err(error.to_string()),
     }
 }
 
@@ -162,7 +159,7 @@ async fn list(
     }
     let acl = match caller_acl(&endpoints, &headers) {
         Ok(acl) => acl,
-        Err(refusal) => return Ok(refusal),
+        Err(refusal) => return Ok(forbidden(&refusal)),
     };
     let params = QueryParams::parse(query.as_deref());
     let index = block_on_namespaces(&endpoints.state, &params).await?;
@@ -206,7 +203,7 @@ async fn specific(
         Method::GET => {
             if let Some(acl) = match caller_acl(&endpoints, &headers) {
                 Ok(acl) => acl,
-                Err(refusal) => return Ok(refusal),
+                Err(refusal) => return Ok(forbidden(&refusal)),
             } && !acl.allow_namespace(&name)
             {
                 return Ok(forbidden("Permission denied"));
