@@ -27,6 +27,7 @@ use drover_server::acl::{Acl, anonymous_acl, token_acl};
 use drover_server::identity::{RequestIdentity, request_token, resolve_token_at};
 use drover_server::keyring::Keyring;
 use drover_state::StateStore;
+use drover_structs::namespace::ALL_NAMESPACES;
 
 /// What a request needs of the caller's ACL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,6 +121,15 @@ pub fn required(
                 Management
             }
             _ => Anyone,
+        };
+    }
+    if path == "/v1/namespaces" || path == "/v1/namespace" || path.starts_with("/v1/namespace/") {
+        // Reading checks and filters in the handler (any capability in the namespace);
+        // writing and deleting are for management only, as Nomad.
+        return if method == Method::GET {
+            Anyone
+        } else {
+            Management
         };
     }
     if path == "/v1/vars" {
@@ -252,8 +262,10 @@ pub fn allows(acl: &Acl, permission: &Permission) -> bool {
             operation,
         } => {
             if *operation == "list" {
-                // The list answers only what the caller may list; any access lets it ask.
-                acl.allow_namespace(namespace)
+                // The list answers only what the caller may list; any access lets it ask,
+                // and across namespaces (`*`) anyone may ask.
+                namespace == ALL_NAMESPACES
+                    || acl.allow_namespace(namespace)
                     || acl.allow_variable_operation(namespace, path, operation)
             } else {
                 acl.allow_variable_operation(namespace, path, operation)
@@ -349,19 +361,85 @@ pub async fn enforce(
             return forbidden(message);
         }
     };
-    let allowed = match &identity {
-        RequestIdentity::AclToken(token) => allows(&token_acl(&enforcer.state, token), &permission),
-        RequestIdentity::Anonymous => allows(&anonymous_acl(&enforcer.state), &permission),
+    let acl = match &identity {
+        RequestIdentity::AclToken(token) => Some(token_acl(&enforcer.state, token)),
+        RequestIdentity::Anonymous => Some(anonymous_acl(&enforcer.state)),
         // The variables handler applies a workload's implicit paths.
-        RequestIdentity::Workload(_) => {
-            matches!(permission, Permission::Variable { .. } | Permission::Anyone)
+        RequestIdentity::Workload(_) => None,
+    };
+    // A list across namespaces answers what the caller may see in each namespace.
+    if let Permission::Namespace {
+        namespace,
+        capability,
+    } = &permission
+        && namespace == ALL_NAMESPACES
+        && lists_across_namespaces(&parts.method, &path)
+    {
+        let acl = acl.unwrap_or_else(|| Acl::new(&[]));
+        let response = next.run(Request::from_parts(parts, body)).await;
+        if acl.is_management() {
+            return response;
         }
+        return keep_allowed_items(response, &acl, capability).await;
+    }
+    let allowed = match &acl {
+        Some(acl) => allows(acl, &permission),
+        None => matches!(permission, Permission::Variable { .. } | Permission::Anyone),
     };
     if !allowed {
         tracing::debug!(path, ?permission, "ACL refused a request");
         return forbidden("Permission denied");
     }
     next.run(Request::from_parts(parts, body)).await
+}
+
+/// The list endpoints that take `namespace=*` and answer objects with a `Namespace` field.
+fn lists_across_namespaces(method: &Method, path: &str) -> bool {
+    matches!(
+        route(method, path),
+        Ok(Route::JobList
+            | Route::AllocationList
+            | Route::EvaluationList
+            | Route::DeploymentList
+            | Route::ServiceList)
+    )
+}
+
+/// Drops from a successful JSON list answer the items in namespaces where `acl` does not
+/// allow `capability` (Nomad filters `*` lists by the caller's namespaces).
+async fn keep_allowed_items(response: Response, acl: &Acl, capability: &str) -> Response {
+    if response.status() != StatusCode::OK {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = match to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("failed to read the answer: {error}"),
+            )
+                .into_response();
+        }
+    };
+    let Ok(serde_json::Value::Array(items)) = serde_json::from_slice(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    let kept: Vec<serde_json::Value> = items
+        .into_iter()
+        .filter(|item| {
+            item.get("Namespace")
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|namespace| acl.allow_namespace_operation(namespace, capability))
+        })
+        .collect();
+    match serde_json::to_vec(&kept) {
+        Ok(filtered) => {
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(filtered))
+        }
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
+    }
 }
 
 /// Whether `route` is one of a client node's calls to its servers.

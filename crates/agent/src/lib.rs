@@ -18,6 +18,7 @@ pub mod leadership;
 pub mod logging;
 pub mod metrics;
 pub mod monitor;
+pub mod namespaces_http;
 pub mod proxy;
 pub mod server_link;
 pub mod task_api;
@@ -238,6 +239,12 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 keyring: keyring.clone(),
                 state: state.clone(),
                 clock: clock.clone(),
+                locks: {
+                    let locks = drover_server::variable_locks::VariableLocks::new(state.clone());
+                    locks.restore();
+                    locks
+                },
+                acl_enabled: config.acl.enabled,
             }))
             .merge(acl_http::router(acl_http::AclEndpoints {
                 enabled: config.acl.enabled,
@@ -246,6 +253,15 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 clock: clock.clone(),
                 server_dir: data_dir.path().join("server"),
             }))
+            .merge(namespaces_http::router(
+                namespaces_http::NamespaceEndpoints {
+                    acl_enabled: config.acl.enabled,
+                    keyring: keyring.clone(),
+                    state: state.clone(),
+                    clock: clock.clone(),
+                    region: config.region.clone(),
+                },
+            ))
             .merge(identity_http::router(identity_http::IdentityEndpoints {
                 keyring: keyring.clone(),
                 state: state.clone(),

@@ -312,9 +312,21 @@ impl ApiClient {
         path: &str,
         body: Option<serde_json::Value>,
     ) -> Result<Option<serde_json::Value>, ClientError> {
+        self.call_json_query(method, path, &[], body).await
+    }
+
+    /// [`call_json`](Self::call_json) with query parameters (besides the namespace and region
+    /// every call carries).
+    pub async fn call_json_query(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<serde_json::Value>,
+    ) -> Result<Option<serde_json::Value>, ClientError> {
         let method = reqwest::Method::from_bytes(method.as_bytes())
             .map_err(|error| ClientError::Decode(format!("method {method:?}: {error}")))?;
-        let mut builder = self.request(method, path, &[]);
+        let mut builder = self.request(method, path, query);
         if let Some(body) = body {
             builder = builder.json(&body);
         }

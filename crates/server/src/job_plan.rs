@@ -84,6 +84,7 @@ pub(crate) fn plan_job(
         submitted.region.clone_from(&server.config.region);
     }
     submitted.stop = false;
+    crate::check_job_namespace(&server.state, &submitted)?;
 
     let snapshot = server.state.snapshot();
     let snapshot_index = snapshot.latest_index();

@@ -39,6 +39,7 @@ mod periodic;
 pub mod plan_apply;
 mod services;
 pub mod snapshot;
+pub mod variable_locks;
 pub mod variables;
 mod worker;
 
@@ -377,6 +378,7 @@ impl Server {
         if job.region.is_empty() {
             job.region.clone_from(&self.inner.config.region);
         }
+        check_job_namespace(&self.inner.state, &job)?;
         if request.enforce_index {
             let existing = self.inner.state.job(&job.namespace, &job.id);
             check_enforced_index(
@@ -908,5 +910,24 @@ impl ServerInner {
             .update_node_status(node_id, NODE_STATUS_DOWN, now)
             .await?;
         self.create_node_evals(node_id).await
+    }
+}
+
+/// Nomad's namespace admission check of a registered or planned job: the namespace must
+/// exist and allow the job's task drivers and group network modes. Nomad answers a failed
+/// check as an RPC error (HTTP 500) in its multi-error form.
+pub(crate) fn check_job_namespace(state: &StateStore, job: &Job) -> Result<(), ServerError> {
+    let problem = match state.namespace(&job.namespace) {
+        None => Some(format!(
+            "job {:?} is in nonexistent namespace {:?}",
+            job.id, job.namespace
+        )),
+        Some(namespace) => namespace.check_job(job).err(),
+    };
+    match problem {
+        None => Ok(()),
+        Some(problem) => Err(ServerError::Internal(format!(
+            "1 error occurred:\n\t* {problem}\n\n"
+        ))),
     }
 }

@@ -33,6 +33,8 @@ pub enum Topic {
     NodePool,
     /// Service registrations.
     Service,
+    /// Variables (metadata only).
+    Variable,
 }
 
 impl Topic {
@@ -46,6 +48,7 @@ impl Topic {
             Self::Node => "Node",
             Self::NodePool => "NodePool",
             Self::Service => "Service",
+            Self::Variable => "Variable",
         }
     }
 
@@ -59,6 +62,7 @@ impl Topic {
             Self::Node,
             Self::NodePool,
             Self::Service,
+            Self::Variable,
         ]
         .into_iter()
         .find(|topic| topic.as_str() == name)
@@ -102,6 +106,8 @@ pub enum EventType {
     DeploymentPromotion,
     /// The health of a deployment's allocations was set.
     DeploymentAllocHealth,
+    /// A variable was written, deleted, locked or unlocked.
+    VariableUpdated,
 }
 
 /// One event, in Nomad's JSON shape (read back by a server that follows another's writes).

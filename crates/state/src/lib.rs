@@ -33,6 +33,7 @@ pub mod error;
 pub mod events;
 pub mod keyring;
 pub mod kv;
+pub mod namespaces;
 pub mod store;
 pub mod tables;
 pub mod variables;
@@ -49,4 +50,4 @@ pub use events::{
 pub use kv::{KeyRange, Kv, KvError, KvFuture, KvPair, MemoryKv, Revision, WriteBatch, WriteOp};
 pub use store::{ClientAllocUpdate, JobRegistration, StateStore};
 pub use tables::{JOB_TRACKED_VERSIONS, JobKey, StateSnapshot, StateTables};
-pub use variables::{VariableOp, VariableWrite};
+pub use variables::{VariableLockOp, VariableLockWrite, VariableOp, VariableWrite};

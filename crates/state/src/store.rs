@@ -359,6 +359,11 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
         Arc::make_mut(&mut tables.acl).insert_record(record);
     }
     crate::deployments_table::load_deployments(kv, &mut tables).await?;
+    for (_, namespace) in
+        load_table::<drover_structs::namespace::Namespace>(kv, Table::Namespaces).await?
+    {
+        Arc::make_mut(&mut tables.namespaces).insert(namespace.name.clone(), Arc::new(namespace));
+    }
     for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {
         tables.index_service(&service);
         Arc::make_mut(&mut tables.services).insert(

@@ -44,6 +44,7 @@ pub mod job_diff;
 pub mod job_summary;
 pub mod keyring;
 pub mod lenient;
+pub mod namespace;
 pub mod node;
 pub mod placement;
 pub mod requests;

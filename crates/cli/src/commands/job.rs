@@ -250,7 +250,7 @@ fn job_validate(arguments: ValidateArgs, io: &mut Io<'_>) -> i32 {
 async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
     let job =
         match parse_jobspec_for_submit(&arguments.file, &arguments.variables, "submitting job") {
-            Ok(job) => job,
+            Ok(job) => crate::commands::job_input::with_namespace_flag(job, &arguments.api),
             Err(message) => {
                 io.error(message);
                 return 1;

@@ -12,10 +12,12 @@ pub mod job_input;
 pub mod job_plan;
 pub mod lookup;
 pub mod monitor;
+pub mod namespace;
 pub mod node;
 pub mod server;
 pub mod service;
 pub mod status;
+pub mod var;
 
 use drover_api::client::ClientError;
 
