@@ -7,6 +7,8 @@
 
 pub mod acl_enforce;
 pub mod acl_http;
+pub mod gc_http;
+pub mod node_pools_http;
 pub mod backend;
 pub mod cluster;
 pub mod config;
@@ -236,6 +238,19 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 clock,
             }))
         }
+        None => app,
+    };
+    let app = match &server {
+        Some(server) => app
+            .merge(gc_http::server_router(server.clone()))
+            .merge(node_pools_http::router(node_pools_http::NodePoolEndpoints {
+                server: server.clone(),
+                state: state.clone(),
+            })),
+        None => app,
+    };
+    let app = match &client {
+        Some(client) => app.merge(gc_http::client_router(client.clone())),
         None => app,
     };
 

@@ -72,9 +72,11 @@ pub enum Table {
     Acl,
     /// Deployments, by ID.
     Deployments,
+    /// Node pools (the built-in ones are not stored), by name.
+    NodePools,
 }
 
-const TABLE_COUNT: usize = 13;
+const TABLE_COUNT: usize = 14;
 
 impl Table {
     /// Every table.
@@ -92,6 +94,7 @@ impl Table {
         Table::Variables,
         Table::Acl,
         Table::Deployments,
+        Table::NodePools,
     ];
 
     /// The table's name, as used in keys and errors.
@@ -110,6 +113,7 @@ impl Table {
             Table::Variables => "variables",
             Table::Acl => "acl",
             Table::Deployments => "deployments",
+            Table::NodePools => "node_pools",
         }
     }
 
@@ -128,6 +132,7 @@ impl Table {
             Table::Variables => 10,
             Table::Acl => 11,
             Table::Deployments => 12,
+            Table::NodePools => 13,
         }
     }
 

@@ -370,6 +370,7 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
         Arc::make_mut(&mut tables.acl).insert_record(record);
     }
     crate::deployments::load_deployments(kv, &mut tables).await?;
+    crate::node_pools::load_node_pools(kv, &mut tables).await?;
     for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {
         tables.index_service(&service);
         Arc::make_mut(&mut tables.services).insert(
@@ -1180,6 +1181,7 @@ impl StateStore {
                     }
                 }
                 node.modify_index = index;
+                crate::node_pools::ensure_node_pool(tables, context, &node.node_pool)?;
                 context.put(Table::Nodes, node.id.as_bytes(), &node)?;
                 context.emit(node_event(EventType::NodeRegistration, &node)?);
                 Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));

@@ -65,6 +65,8 @@ pub struct StateTables {
     pub(crate) deployments: Arc<BTreeMap<String, Arc<Deployment>>>,
     /// (namespace, job ID, deployment ID).
     pub(crate) deployments_by_job: Arc<BTreeSet<(String, String, String)>>,
+    /// Node pools by name (not the built-in ones).
+    pub(crate) node_pools: Arc<BTreeMap<String, Arc<drover_structs::NodePool>>>,
 }
 
 /// A service registration's identity: namespace and ID.

@@ -13,6 +13,7 @@ pub mod job_plan;
 pub mod lookup;
 pub mod monitor;
 pub mod node;
+pub mod node_pool;
 pub mod server;
 pub mod service;
 pub mod status;
