@@ -7,18 +7,18 @@
 
 pub mod acl_enforce;
 pub mod acl_http;
-pub mod gc_http;
-pub mod node_pools_http;
 pub mod backend;
 pub mod cluster;
 pub mod config;
 pub mod exec;
+pub mod gc_http;
 pub mod identity_http;
 pub mod in_process;
 pub mod keyring_http;
 pub mod logging;
 pub mod metrics;
 pub mod monitor;
+pub mod node_pools_http;
 pub mod proxy;
 pub mod server_link;
 pub mod task_api;
@@ -241,12 +241,15 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         None => app,
     };
     let app = match &server {
-        Some(server) => app
-            .merge(gc_http::server_router(server.clone()))
-            .merge(node_pools_http::router(node_pools_http::NodePoolEndpoints {
-                server: server.clone(),
-                state: state.clone(),
-            })),
+        Some(server) => {
+            app.merge(gc_http::server_router(server.clone()))
+                .merge(node_pools_http::router(
+                    node_pools_http::NodePoolEndpoints {
+                        server: server.clone(),
+                        state: state.clone(),
+                    },
+                ))
+        }
         None => app,
     };
     let app = match &client {

@@ -85,7 +85,11 @@ fn decode_pool(body: &Bytes) -> Result<NodePool, ApiError> {
     serde_json::from_slice(body).map_err(|error| ApiError::bad_request(error.to_string()))
 }
 
-async fn upsert(endpoints: &NodePoolEndpoints, body: &Bytes, path_name: Option<&str>) -> Result<Response, ApiError> {
+async fn upsert(
+    endpoints: &NodePoolEndpoints,
+    body: &Bytes,
+    path_name: Option<&str>,
+) -> Result<Response, ApiError> {
     let pool = decode_pool(body)?;
     if let Some(name) = path_name
         && pool.name != name

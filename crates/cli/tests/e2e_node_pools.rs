@@ -93,7 +93,9 @@ fn jobs_place_only_within_their_pool_and_pools_are_managed_as_nomads() {
     let (status, body) = http(
         "PUT",
         &agent.url("/v1/jobs"),
-        Some(r#"{"Job": {"ID": "lost", "Name": "lost", "NodePool": "nope", "Datacenters": ["dc1"], "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t", "Driver": "raw_exec", "Config": {"command": "/bin/true"}}]}]}}"#),
+        Some(
+            r#"{"Job": {"ID": "lost", "Name": "lost", "NodePool": "nope", "Datacenters": ["dc1"], "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t", "Driver": "raw_exec", "Config": {"command": "/bin/true"}}]}]}}"#,
+        ),
     );
     assert_eq!(status, 500, "{body}");
     assert!(
@@ -118,7 +120,10 @@ fn jobs_place_only_within_their_pool_and_pools_are_managed_as_nomads() {
     assert!(info.contains("team = data"), "{info}");
     let nodes = agent.cli_ok(&["node", "pool", "nodes", "gpu"]);
     assert!(nodes.contains(&node_id[..8]), "{nodes}");
-    assert_eq!(agent.cli_ok(&["node", "pool", "nodes", "batch"]).trim(), "No nodes");
+    assert_eq!(
+        agent.cli_ok(&["node", "pool", "nodes", "batch"]).trim(),
+        "No nodes"
+    );
     let all_nodes = agent.get_json("/v1/node/pool/all/nodes");
     assert_eq!(all_nodes.as_array().unwrap().len(), 1);
     let jobs = agent.cli_ok(&["node", "pool", "jobs", "gpu"]);
@@ -131,18 +136,28 @@ fn jobs_place_only_within_their_pool_and_pools_are_managed_as_nomads() {
         Some(r#"{"Name": "default", "Description": "mine"}"#),
     );
     assert_eq!(status, 400, "{body}");
-    assert!(body.contains(r#"modifying node pool "default" is not allowed"#), "{body}");
+    assert!(
+        body.contains(r#"modifying node pool "default" is not allowed"#),
+        "{body}"
+    );
     let refused = agent.cli(&["node", "pool", "delete", "all"]);
     assert!(!refused.status.success());
     assert!(
-        String::from_utf8_lossy(&refused.stderr).contains(r#"deleting node pool "all" is not allowed"#),
+        String::from_utf8_lossy(&refused.stderr)
+            .contains(r#"deleting node pool "all" is not allowed"#),
         "{refused:?}"
     );
     let refused = agent.cli(&["node", "pool", "delete", "gpu"]);
     let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
     assert!(!refused.status.success());
-    assert!(stderr.contains(r#"node pool "gpu" has non-terminal jobs in regions: [global]"#), "{stderr}");
-    assert!(stderr.contains(r#"node pool "gpu" has nodes in regions: [global]"#), "{stderr}");
+    assert!(
+        stderr.contains(r#"node pool "gpu" has non-terminal jobs in regions: [global]"#),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(r#"node pool "gpu" has nodes in regions: [global]"#),
+        "{stderr}"
+    );
     let deleted = agent.cli_ok(&["node", "pool", "delete", "batch"]);
     assert_eq!(deleted.trim(), r#"Successfully deleted node pool "batch"!"#);
     let (status, body) = http("GET", &agent.url("/v1/node/pool/batch"), None);

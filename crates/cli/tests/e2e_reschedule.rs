@@ -101,7 +101,10 @@ fn a_failing_service_is_replaced_twice_then_left_failed() {
     assert_eq!(second["NextAllocation"], id(third).as_str(), "{second}");
     assert_eq!(third["PreviousAllocation"], id(second).as_str(), "{third}");
     // The replaced allocation's tracker only says its reschedule went through (as Nomad 1.4+).
-    assert_eq!(first["RescheduleTracker"]["LastReschedule"], "ok", "{first}");
+    assert_eq!(
+        first["RescheduleTracker"]["LastReschedule"], "ok",
+        "{first}"
+    );
     assert!(
         first["RescheduleTracker"]["Events"]
             .as_array()
@@ -142,8 +145,10 @@ fn a_failing_service_is_replaced_twice_then_left_failed() {
     let status = agent.cli_ok(&["alloc", "status", &id(first)]);
     let short = &id(second)[..8];
     assert!(
-        status.lines().any(|line| line.starts_with("Replacement Alloc ID")
-            && line.ends_with(&format!("= {short}"))),
+        status
+            .lines()
+            .any(|line| line.starts_with("Replacement Alloc ID")
+                && line.ends_with(&format!("= {short}"))),
         "{status}"
     );
 }
@@ -171,7 +176,9 @@ fn a_later_replacement_waits_for_its_follow_up_evaluation() {
     let finished = failed["TaskStates"]["t"]["FinishedAt"].as_str().unwrap();
     assert!(!finished.starts_with("0001"), "{failed}");
     assert!(
-        followup["WaitUntil"].as_str().is_some_and(|wait| !wait.starts_with("0001")),
+        followup["WaitUntil"]
+            .as_str()
+            .is_some_and(|wait| !wait.starts_with("0001")),
         "{followup}"
     );
 

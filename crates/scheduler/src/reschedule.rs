@@ -354,7 +354,11 @@ mod tests {
         limited.interval = DurationNs::from_secs(3600);
         let job = job_with_policy(limited);
         let mut alloc = failed_alloc(&job);
-        assert_eq!(next_reschedule_time(&alloc), Some(101 * SECOND), "first failure");
+        assert_eq!(
+            next_reschedule_time(&alloc),
+            Some(101 * SECOND),
+            "first failure"
+        );
         // Reschedules at 400 s and 2200 s, a failure at 4000 s: only the later one is inside
         // the hour.
         alloc.modify_time = 4000 * SECOND;

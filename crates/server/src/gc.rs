@@ -14,8 +14,8 @@ use std::collections::BTreeSet;
 
 use drover_state::StateSnapshot;
 use drover_structs::{
-    ALLOC_CLIENT_STATUS_FAILED, ALLOC_CLIENT_STATUS_RUNNING, ALLOC_DESIRED_STATUS_STOP,
-    Allocation, Evaluation, JOB_STATUS_DEAD, JOB_TYPE_BATCH, Job, NODE_STATUS_DOWN,
+    ALLOC_CLIENT_STATUS_FAILED, ALLOC_CLIENT_STATUS_RUNNING, ALLOC_DESIRED_STATUS_STOP, Allocation,
+    Evaluation, JOB_STATUS_DEAD, JOB_TYPE_BATCH, Job, NODE_STATUS_DOWN,
 };
 
 use crate::{Server, ServerError};
@@ -291,10 +291,19 @@ mod tests {
             }],
             ..RescheduleTracker::default()
         });
-        assert!(!alloc_collectable(&alloc, Some(&job), 200 * SECOND), "inside the interval");
-        assert!(alloc_collectable(&alloc, Some(&job), 4000 * SECOND), "interval passed");
+        assert!(
+            !alloc_collectable(&alloc, Some(&job), 200 * SECOND),
+            "inside the interval"
+        );
+        assert!(
+            alloc_collectable(&alloc, Some(&job), 4000 * SECOND),
+            "interval passed"
+        );
         alloc.next_allocation = "b".into();
-        assert!(alloc_collectable(&alloc, Some(&job), 200 * SECOND), "replaced");
+        assert!(
+            alloc_collectable(&alloc, Some(&job), 200 * SECOND),
+            "replaced"
+        );
 
         let unlimited = ReschedulePolicy {
             unlimited: true,

@@ -62,12 +62,11 @@ impl Server {
                     "node pool {name:?} has non-terminal jobs in regions: [{region}]"
                 ));
             }
-            let nodes = snapshot
-                .nodes("")
-                .iter()
-                .any(|node| node.node_pool == name);
+            let nodes = snapshot.nodes("").iter().any(|node| node.node_pool == name);
             if nodes {
-                problems.push(format!("node pool {name:?} has nodes in regions: [{region}]"));
+                problems.push(format!(
+                    "node pool {name:?} has nodes in regions: [{region}]"
+                ));
             }
         }
         if !problems.is_empty() {
@@ -82,11 +81,16 @@ impl Server {
                     .join("\n")
             )));
         }
-        match self.inner.state.delete_node_pools(vec![name.to_string()]).await {
+        match self
+            .inner
+            .state
+            .delete_node_pools(vec![name.to_string()])
+            .await
+        {
             Ok(index) => Ok(index),
-            Err(StateError::NotFound { .. }) => Err(ServerError::Internal(format!(
-                "node pool {name} not found"
-            ))),
+            Err(StateError::NotFound { .. }) => {
+                Err(ServerError::Internal(format!("node pool {name} not found")))
+            }
             Err(StateError::Invalid { reason, .. }) => Err(ServerError::Internal(reason)),
             Err(error) => Err(error.into()),
         }

@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
-use crate::store::StateStore;
-use crate::error::StateError;
 use crate::engine::Table;
+use crate::error::StateError;
+use crate::store::StateStore;
 
 impl StateStore {
     /// Removes deployments by ID (unknown IDs are skipped). Returns the index of the write,

@@ -189,13 +189,24 @@ mod tests {
     #[tokio::test]
     async fn built_in_pools_can_be_neither_changed_nor_deleted() {
         let store = StateStore::in_memory().await.unwrap();
-        let error = store.upsert_node_pools(vec![pool("all")]).await.unwrap_err();
-        assert!(error.to_string().contains("modifying node pool \"all\" is not allowed"));
+        let error = store
+            .upsert_node_pools(vec![pool("all")])
+            .await
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("modifying node pool \"all\" is not allowed")
+        );
         let error = store
             .delete_node_pools(vec!["default".into()])
             .await
             .unwrap_err();
-        assert!(error.to_string().contains("deleting node pool \"default\" is not allowed"));
+        assert!(
+            error
+                .to_string()
+                .contains("deleting node pool \"default\" is not allowed")
+        );
         let error = store
             .delete_node_pools(vec!["nope".into()])
             .await
@@ -204,6 +215,9 @@ mod tests {
         store.upsert_node_pools(vec![pool("gpu")]).await.unwrap();
         store.delete_node_pools(vec!["gpu".into()]).await.unwrap();
         assert!(store.node_pool("gpu").is_none());
-        assert_eq!(store.node_pool("all").unwrap().description, drover_structs::NODE_POOL_ALL_DESCRIPTION);
+        assert_eq!(
+            store.node_pool("all").unwrap().description,
+            drover_structs::NODE_POOL_ALL_DESCRIPTION
+        );
     }
 }

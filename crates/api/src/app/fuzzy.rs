@@ -184,7 +184,12 @@ impl Accumulator {
     }
 }
 
-fn single(context: &'static str, name: &str, scope: Vec<String>, text: &str) -> Vec<(&'static str, Scored)> {
+fn single(
+    context: &'static str,
+    name: &str,
+    scope: Vec<String>,
+    text: &str,
+) -> Vec<(&'static str, Scored)> {
     fuzzy_index(name, text)
         .map(|score| {
             vec![(
@@ -412,8 +417,16 @@ mod tests {
             vec![
                 ("jobs", "Web", scope(&["default", "web-id"])),
                 ("groups", "webgroup", scope(&["default", "web-id"])),
-                ("services", "web-svc", scope(&["default", "web-id", "webgroup"])),
-                ("tasks", "webtask", scope(&["default", "web-id", "webgroup"])),
+                (
+                    "services",
+                    "web-svc",
+                    scope(&["default", "web-id", "webgroup"])
+                ),
+                (
+                    "tasks",
+                    "webtask",
+                    scope(&["default", "web-id", "webgroup"])
+                ),
                 (
                     "services",
                     "task-web",

@@ -20,8 +20,8 @@ use serde_json::json;
 
 mod agent;
 mod events;
-mod fuzzy;
 mod exec;
+mod fuzzy;
 mod node_rpc;
 mod respond;
 mod search;

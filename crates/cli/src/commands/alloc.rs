@@ -11,8 +11,8 @@ use crate::commands::describe;
 use crate::commands::lookup::{resolve_allocation, task_names};
 use crate::commands::monitor::{MonitorOptions, monitor_evaluation};
 use crate::format::{
-    date_from_timestamp, date_from_unix_nanos, now_unix_nanos, or_none, pretty_age, pretty_from_now,
-    short_id,
+    date_from_timestamp, date_from_unix_nanos, now_unix_nanos, or_none, pretty_age,
+    pretty_from_now, short_id,
 };
 use crate::{ApiFlags, Io, columnize};
 
@@ -408,7 +408,10 @@ pub fn reschedule_info(allocation: &Allocation, at: i64) -> (i64, i64) {
             .count(),
         _ => 0,
     };
-    (i64::try_from(attempted).unwrap_or(i64::MAX), policy.attempts)
+    (
+        i64::try_from(attempted).unwrap_or(i64::MAX),
+        policy.attempts,
+    )
 }
 
 /// A check's task as Nomad shows it: `(group)` for a group service's check.

@@ -186,7 +186,9 @@ pub fn parse_pool_spec(text: &str) -> Result<NodePool, String> {
                 pool.meta = Some(meta);
             }
             "scheduler_config" => {
-                let config = value.as_object().ok_or("scheduler_config must be a block")?;
+                let config = value
+                    .as_object()
+                    .ok_or("scheduler_config must be a block")?;
                 let mut wire = serde_json::Map::new();
                 for (key, value) in config {
                     let name = match key.as_str() {
@@ -315,16 +317,20 @@ async fn nodes(arguments: PoolArgs, io: &mut Io<'_>) -> i32 {
         return 1;
     };
     let path = format!("/v1/node/pool/{}/nodes", pool.name);
-    let nodes: Vec<NodeListStub> = match client.call_json("GET", &path, None).await.and_then(|value| {
-        serde_json::from_value(value.unwrap_or_default())
-            .map_err(|error| drover_api::client::ClientError::Decode(error.to_string()))
-    }) {
-        Ok(nodes) => nodes,
-        Err(error) => {
-            io.error(describe("querying nodes", &error));
-            return 1;
-        }
-    };
+    let nodes: Vec<NodeListStub> =
+        match client
+            .call_json("GET", &path, None)
+            .await
+            .and_then(|value| {
+                serde_json::from_value(value.unwrap_or_default())
+                    .map_err(|error| drover_api::client::ClientError::Decode(error.to_string()))
+            }) {
+            Ok(nodes) => nodes,
+            Err(error) => {
+                io.error(describe("querying nodes", &error));
+                return 1;
+            }
+        };
     if arguments.json {
         io.say(serde_json::to_string_pretty(&nodes).unwrap_or_default());
     } else if nodes.is_empty() {
@@ -343,16 +349,20 @@ async fn jobs(arguments: PoolArgs, io: &mut Io<'_>) -> i32 {
         return 1;
     };
     let path = format!("/v1/node/pool/{}/jobs", pool.name);
-    let jobs: Vec<JobListStub> = match client.call_json("GET", &path, None).await.and_then(|value| {
-        serde_json::from_value(value.unwrap_or_default())
-            .map_err(|error| drover_api::client::ClientError::Decode(error.to_string()))
-    }) {
-        Ok(jobs) => jobs,
-        Err(error) => {
-            io.error(describe("querying jobs", &error));
-            return 1;
-        }
-    };
+    let jobs: Vec<JobListStub> =
+        match client
+            .call_json("GET", &path, None)
+            .await
+            .and_then(|value| {
+                serde_json::from_value(value.unwrap_or_default())
+                    .map_err(|error| drover_api::client::ClientError::Decode(error.to_string()))
+            }) {
+            Ok(jobs) => jobs,
+            Err(error) => {
+                io.error(describe("querying jobs", &error));
+                return 1;
+            }
+        };
     if arguments.json {
         io.say(serde_json::to_string_pretty(&jobs).unwrap_or_default());
     } else if jobs.is_empty() {
@@ -372,7 +382,10 @@ async fn delete(arguments: PoolArgs, io: &mut Io<'_>) -> i32 {
         io.error(describe("deleting node pool", &error));
         return 1;
     }
-    io.say(format!("Successfully deleted node pool {:?}!", arguments.pool));
+    io.say(format!(
+        "Successfully deleted node pool {:?}!",
+        arguments.pool
+    ));
     0
 }
 
@@ -397,9 +410,10 @@ node_pool "gpu" {
         assert_eq!(pool.description, "GPU nodes");
         assert_eq!(pool.meta.unwrap()["team"], "ml");
         assert!(parse_pool_spec("node_pool \"x\" { colour = \"red\" }").is_err());
-        let with_config =
-            parse_pool_spec("node_pool \"x\" {\n scheduler_config {\n scheduler_algorithm = \"spread\"\n }\n}")
-                .unwrap();
+        let with_config = parse_pool_spec(
+            "node_pool \"x\" {\n scheduler_config {\n scheduler_algorithm = \"spread\"\n }\n}",
+        )
+        .unwrap();
         assert_eq!(
             with_config.scheduler_configuration,
             Some(serde_json::json!({"SchedulerAlgorithm": "spread"}))
