@@ -155,6 +155,21 @@ pub fn required(
         // The keyring: management only, as Nomad.
         return Management;
     }
+    // Node pools: drover's policy language has no `node_pool` block, so reading pools takes
+    // node read and writing them a management token.
+    if path == "/v1/node/pools" || path.starts_with("/v1/node/pool/") {
+        return if method == Method::GET {
+            NodeRead
+        } else {
+            Management
+        };
+    }
+    if path == "/v1/system/gc" {
+        return Management;
+    }
+    if path == "/v1/client/gc" {
+        return NodeWrite;
+    }
     if path == "/v1/metrics" || path == "/v1/agent/health" {
         return Anyone;
     }
@@ -233,7 +248,7 @@ pub fn required(
         | Route::AgentMembers => NodeRead,
         Route::AgentSelf | Route::AgentServers => AgentRead,
         Route::AgentHealth | Route::StatusLeader | Route::StatusPeers | Route::Regions => Anyone,
-        Route::EventStream | Route::Search => namespace(capability::READ_JOB),
+        Route::EventStream | Route::Search | Route::SearchFuzzy => namespace(capability::READ_JOB),
         Route::ServiceList | Route::ServiceRead { .. } => namespace(capability::READ_JOB),
         Route::ServiceDelete { .. } => namespace(capability::SUBMIT_JOB),
         // A client node's calls: authenticated by the node's secret ID ([`guard_node_calls`]).

@@ -11,6 +11,7 @@ pub mod backend;
 pub mod cluster;
 pub mod config;
 pub mod exec;
+pub mod gc_http;
 pub mod identity_http;
 pub mod in_process;
 pub mod keyring_http;
@@ -19,6 +20,7 @@ pub mod logging;
 pub mod metrics;
 pub mod monitor;
 pub mod namespaces_http;
+pub mod node_pools_http;
 pub mod proxy;
 pub mod server_link;
 pub mod task_api;
@@ -268,6 +270,22 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 clock,
             }))
         }
+        None => app,
+    };
+    let app = match &server {
+        Some(server) => {
+            app.merge(gc_http::server_router(server.clone()))
+                .merge(node_pools_http::router(
+                    node_pools_http::NodePoolEndpoints {
+                        server: server.clone(),
+                        state: state.clone(),
+                    },
+                ))
+        }
+        None => app,
+    };
+    let app = match &client {
+        Some(client) => app.merge(gc_http::client_router(client.clone())),
         None => app,
     };
 

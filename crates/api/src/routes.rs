@@ -186,6 +186,8 @@ pub enum Route {
     },
     /// `PUT /v1/search`: prefix search over IDs.
     Search,
+    /// `PUT /v1/search/fuzzy`: fuzzy search over names.
+    SearchFuzzy,
 }
 
 /// Job sub-resources, longest first so `/deployments` wins over `/deployment`. Suffixes Nomad
@@ -285,6 +287,7 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
         "internal/services/delete" => (Route::ServiceRegistrationDeleteIds, Write),
         "services" => (Route::ServiceList, Read),
         "search" => (Route::Search, Write),
+        "search/fuzzy" => (Route::SearchFuzzy, Write),
         _ => {
             if let Some(rest) = path.strip_prefix("job/") {
                 return job_route(method, rest);

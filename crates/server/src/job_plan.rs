@@ -87,6 +87,7 @@ pub(crate) fn plan_job(
     crate::check_job_namespace(&server.state, &submitted)?;
 
     let snapshot = server.state.snapshot();
+    crate::node_pools::check_job_node_pool(&snapshot, &submitted)?;
     let snapshot_index = snapshot.latest_index();
     let stored = snapshot.job(&submitted.namespace, &submitted.id);
     if let Some(stored) = &stored

@@ -29,11 +29,13 @@ pub mod broker;
 mod clock;
 mod drainer;
 mod error;
+pub mod gc;
 pub mod heartbeat;
 pub mod identity;
 pub mod job_plan;
 pub mod keyring;
 mod launch;
+mod node_pools;
 mod nodes;
 mod periodic;
 pub mod plan_apply;
@@ -379,6 +381,7 @@ impl Server {
             job.region.clone_from(&self.inner.config.region);
         }
         check_job_namespace(&self.inner.state, &job)?;
+        node_pools::check_job_node_pool(&self.inner.state.snapshot(), &job)?;
         if request.enforce_index {
             let existing = self.inner.state.job(&job.namespace, &job.id);
             check_enforced_index(

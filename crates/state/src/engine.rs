@@ -74,9 +74,11 @@ pub enum Table {
     Deployments,
     /// Namespaces, by name (`crate::namespaces`).
     Namespaces,
+    /// Node pools (the built-in ones are not stored), by name.
+    NodePools,
 }
 
-const TABLE_COUNT: usize = 14;
+const TABLE_COUNT: usize = 15;
 
 impl Table {
     /// Every table.
@@ -95,6 +97,7 @@ impl Table {
         Table::Acl,
         Table::Deployments,
         Table::Namespaces,
+        Table::NodePools,
     ];
 
     /// The table's name, as used in keys and errors.
@@ -114,6 +117,7 @@ impl Table {
             Table::Acl => "acl",
             Table::Deployments => "deployments",
             Table::Namespaces => "namespaces",
+            Table::NodePools => "node_pools",
         }
     }
 
@@ -133,6 +137,7 @@ impl Table {
             Table::Acl => 11,
             Table::Deployments => 12,
             Table::Namespaces => 13,
+            Table::NodePools => 14,
         }
     }
 

@@ -21,6 +21,7 @@ use serde_json::json;
 mod agent;
 mod events;
 mod exec;
+mod fuzzy;
 mod node_rpc;
 mod respond;
 mod search;
@@ -793,6 +794,7 @@ async fn handle<B: ApiBackend>(
         }
         Route::JobServices { job_id } => services::of_job(backend, params, &job_id).await,
         Route::Search => search::prefix_search(backend, params, body).await,
+        Route::SearchFuzzy => fuzzy::fuzzy_search(backend, params, body).await,
         Route::FsReadAt { alloc_id } => {
             let alloc_dir = backend.alloc_dir(&alloc_id)?;
             let path = params.get("path").unwrap_or("").to_string();

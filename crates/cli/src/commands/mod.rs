@@ -14,6 +14,7 @@ pub mod lookup;
 pub mod monitor;
 pub mod namespace;
 pub mod node;
+pub mod node_pool;
 pub mod server;
 pub mod service;
 pub mod status;
