@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Operators drain nodes and toggle their eligibility through `nodes`; the drainer (`drainer`)
-//! moves allocations off draining nodes.
+//! moves allocations off draining nodes. The deployment watcher (`deployment_watcher`) carries
+//! rollouts on, fails and reverts them, and takes the operator's deployment writes.
 //!
 //! Service registrations from clients are validated here (`services`) and stored. Periodic jobs
 //! are launched by the periodic dispatcher (`periodic`); parameterized jobs by
@@ -27,6 +28,7 @@ pub mod acl;
 pub mod blocked;
 pub mod broker;
 mod clock;
+mod deployment_watcher;
 mod drainer;
 mod error;
 pub mod heartbeat;
@@ -202,6 +204,11 @@ impl Server {
         ));
         // The node drainer is leader work too; a drain in the store carries on after a restart.
         tasks.push(tokio::spawn(drainer::run(inner.clone(), shutdown.clone())));
+        // So is the deployment watcher; the deployments and their counts are in the store.
+        tasks.push(tokio::spawn(deployment_watcher::run(
+            inner.clone(),
+            shutdown.clone(),
+        )));
         tasks.push(tokio::spawn(plan_apply::run(
             inner.state.clone(),
             inner.clock.clone(),
