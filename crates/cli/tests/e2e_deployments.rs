@@ -207,7 +207,8 @@ job "{job}" {{
       mode     = "fail"
     }}
     task "server" {{
-      driver = "raw_exec"
+      driver       = "raw_exec"
+      kill_timeout = "1s"
       config {{
         command = "/bin/sh"
         args    = ["-c", "{script}"]
