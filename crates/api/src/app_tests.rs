@@ -2235,15 +2235,23 @@ async fn deployments_are_listed_read_and_found_by_job_in_nomads_shape() {
     let none = body_text(send(&router, "GET", "/v1/job/nope/deployments", None).await).await;
     assert_eq!(none, "[]");
 
-    // Writes to deployments are not served yet.
-    let promote = send(
-        &router,
-        "PUT",
-        "/v1/deployment/promote/aaaa0000-1111-2222-3333-444455556666",
-        Some(json!({"All": true})),
-    )
-    .await;
-    assert_eq!(promote.status(), StatusCode::NOT_FOUND);
+    // Deployment writes check the body's ID as Nomad does; a backend without a server has
+    // no such endpoint.
+    let path = "/v1/deployment/promote/aaaa0000-1111-2222-3333-444455556666";
+    for (body, status) in [
+        (json!({"All": true}), StatusCode::BAD_REQUEST),
+        (
+            json!({"All": true, "DeploymentID": "other"}),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            json!({"All": true, "DeploymentID": "aaaa0000-1111-2222-3333-444455556666"}),
+            StatusCode::NOT_FOUND,
+        ),
+    ] {
+        let promote = send(&router, "PUT", path, Some(body.clone())).await;
+        assert_eq!(promote.status(), status, "{body}");
+    }
 
     let search = body_json(
         send(

@@ -204,14 +204,14 @@ pub enum Route {
 /// `deployment/<write>/<id>`: the write's route and the rest of the path.
 fn deployment_write(path: &str) -> Option<(fn(String) -> Route, &str)> {
     let writes: [(&str, fn(String) -> Route); 4] = [
-        ("deployment/promote/", |deployment_id| Route::DeploymentPromote {
-            deployment_id,
+        ("deployment/promote/", |deployment_id| {
+            Route::DeploymentPromote { deployment_id }
         }),
         ("deployment/fail/", |deployment_id| Route::DeploymentFail {
             deployment_id,
         }),
-        ("deployment/pause/", |deployment_id| Route::DeploymentPause {
-            deployment_id,
+        ("deployment/pause/", |deployment_id| {
+            Route::DeploymentPause { deployment_id }
         }),
         ("deployment/allocation-health/", |deployment_id| {
             Route::DeploymentAllocHealth { deployment_id }

@@ -277,8 +277,10 @@ fn a_changed_job_rolls_out_one_allocation_at_a_time_and_becomes_stable() {
     let update = r#"    max_parallel     = 1
     min_healthy_time = "1s""#;
     let (_dir, blue) = write_jobspec("blue.hcl", &rolling_jobspec(&job, 3, "blue", update, false));
-    let (_dir2, green) =
-        write_jobspec("green.hcl", &rolling_jobspec(&job, 3, "green", update, false));
+    let (_dir2, green) = write_jobspec(
+        "green.hcl",
+        &rolling_jobspec(&job, 3, "green", update, false),
+    );
 
     // The first version: `job run` watches its evaluation, then its deployment to the end.
     let output = agent.cli_ok(&["job", "run", blue.to_str().unwrap()]);
@@ -304,7 +306,10 @@ fn a_changed_job_rolls_out_one_allocation_at_a_time_and_becomes_stable() {
         (deployments["JobVersion"] == 1 && deployments["Status"] == "successful")
             .then_some(deployments)
     });
-    assert!(fewest >= 2, "only {fewest} healthy allocations at one point");
+    assert!(
+        fewest >= 2,
+        "only {fewest} healthy allocations at one point"
+    );
     assert!(seen_mixed, "both versions never ran side by side");
     assert_eq!(
         deployment["StatusDescription"],
@@ -342,8 +347,10 @@ fn a_canary_waits_for_promotion_then_the_rest_roll() {
     canary           = 1
     min_healthy_time = "1s""#;
     let (_dir, blue) = write_jobspec("blue.hcl", &rolling_jobspec(&job, 3, "blue", update, false));
-    let (_dir2, green) =
-        write_jobspec("green.hcl", &rolling_jobspec(&job, 3, "green", update, false));
+    let (_dir2, green) = write_jobspec(
+        "green.hcl",
+        &rolling_jobspec(&job, 3, "green", update, false),
+    );
     agent.cli_ok(&["job", "run", "-detach", blue.to_str().unwrap()]);
     deployment_with_status(&agent, &job, 0, "successful");
 
@@ -416,8 +423,11 @@ fn a_failing_version_is_rolled_back_by_auto_revert() {
     deployment_with_status(&agent, &job, 2, "successful");
     wait_for("two healthy allocations of version 2", LIMIT, || {
         let now = running(&agent, &job);
-        (now.len() == 2 && now.iter().all(|(version, healthy)| *version == 2 && *healthy))
-            .then_some(())
+        (now.len() == 2
+            && now
+                .iter()
+                .all(|(version, healthy)| *version == 2 && *healthy))
+        .then_some(())
     });
     agent.cli_ok(&["job", "stop", "-purge", &job]);
 }

@@ -152,10 +152,7 @@ fn decide_one(
             continue;
         };
         let progress_based = state.progress_deadline.0 != 0;
-        if progress_based
-            && is_unhealthy(alloc)
-            && !alloc.desired_transition.should_reschedule()
-        {
+        if progress_based && is_unhealthy(alloc) && !alloc.desired_transition.should_reschedule() {
             reschedule.push(alloc.id.clone());
             continue;
         }
@@ -221,7 +218,10 @@ fn decide_one(
 
 /// Nomad's `getDeploymentProgressCutoff`: the earliest `RequireProgressBy` of the groups that
 /// are not done (waiting for promotion, or fewer healthy running allocations than desired).
-fn progress_cutoff(deployment: &Deployment, allocs: &[Arc<drover_structs::Allocation>]) -> Option<i64> {
+fn progress_cutoff(
+    deployment: &Deployment,
+    allocs: &[Arc<drover_structs::Allocation>],
+) -> Option<i64> {
     deployment
         .task_groups
         .iter()
@@ -331,7 +331,10 @@ impl ServerInner {
     }
 
     /// The deployment and its current job, or Nomad's refusal.
-    fn deployment_and_job(&self, deployment_id: &str) -> Result<(Arc<Deployment>, Arc<Job>), ServerError> {
+    fn deployment_and_job(
+        &self,
+        deployment_id: &str,
+    ) -> Result<(Arc<Deployment>, Arc<Job>), ServerError> {
         if deployment_id.is_empty() {
             return Err(ServerError::Rpc("missing deployment ID".into()));
         }
@@ -428,7 +431,11 @@ impl ServerInner {
         } else {
             (None, description.to_owned())
         };
-        tracing::info!(deployment_id = deployment.id, description, "deployment failed");
+        tracing::info!(
+            deployment_id = deployment.id,
+            description,
+            "deployment failed"
+        );
         self.commit_deployment_change(DeploymentChange {
             deployment_id: deployment.id.clone(),
             status: Some(DeploymentStatusUpdate {
@@ -506,10 +513,8 @@ impl crate::Server {
         request: drover_structs::DeploymentPromoteRequest,
     ) -> Result<DeploymentUpdateResponse, ServerError> {
         let inner = &self.inner;
-        let (deployment, job) = inner.active_deployment(
-            &request.deployment_id,
-            "can't promote terminal deployment",
-        )?;
+        let (deployment, job) =
+            inner.active_deployment(&request.deployment_id, "can't promote terminal deployment")?;
         inner
             .commit_deployment_change(DeploymentChange {
                 deployment_id: deployment.id.clone(),
@@ -717,7 +722,10 @@ mod tests {
             .job;
         let mut deployment = Deployment::new_for_job("d1".to_owned(), &current, 50);
         deployment.task_groups.insert("app".to_owned(), state);
-        store.upsert_deployment(deployment).await.expect("deployment");
+        store
+            .upsert_deployment(deployment)
+            .await
+            .expect("deployment");
         (store, Job::clone(&current))
     }
 
@@ -829,7 +837,10 @@ mod tests {
             canary: true,
             ..AllocDeploymentStatus::default()
         });
-        store.upsert_allocs(vec![canary.clone()], NOW).await.unwrap();
+        store
+            .upsert_allocs(vec![canary.clone()], NOW)
+            .await
+            .unwrap();
         assert!(decide(&store.snapshot(), NOW).actions.is_empty());
 
         canary.deployment_status = Some(AllocDeploymentStatus {

@@ -87,17 +87,15 @@ async fn process(server: &Arc<ServerInner>, mut eval: Evaluation) -> Result<(), 
         };
         eval.snapshot_index = snapshot_index;
         // A plan that only changes a deployment (marks it successful) still commits.
-        let result = if plan.is_no_op()
-            && plan.deployment.is_none()
-            && plan.deployment_updates.is_empty()
-        {
-            PlanResult {
-                index: server.state.latest_index(),
-                rejected_nodes: Vec::new(),
-            }
-        } else {
-            submit(server, plan.clone()).await?
-        };
+        let result =
+            if plan.is_no_op() && plan.deployment.is_none() && plan.deployment_updates.is_empty() {
+                PlanResult {
+                    index: server.state.latest_index(),
+                    rejected_nodes: Vec::new(),
+                }
+            } else {
+                submit(server, plan.clone()).await?
+            };
         let done = result.fully_committed();
         last_plan = Some(plan);
         if done {

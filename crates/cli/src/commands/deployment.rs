@@ -218,11 +218,16 @@ async fn resolve(
     verbose: bool,
 ) -> Option<Deployment> {
     let found = if id.len() == 36 {
-        client.deployment(id).await.map(|deployment| vec![deployment])
+        client
+            .deployment(id)
+            .await
+            .map(|deployment| vec![deployment])
     } else {
         let mut prefix = id.replace('-', "");
         if prefix.len() == 1 {
-            io.error("Error retrieving deployment: Identifier must contain at least two characters.");
+            io.error(
+                "Error retrieving deployment: Identifier must contain at least two characters.",
+            );
             return None;
         }
         if prefix.len() % 2 == 1 {
@@ -354,7 +359,11 @@ pub async fn monitor_deployment(
         }
         match deployment.status.as_str() {
             "failed" => {
-                if deployment.task_groups.values().any(|state| state.auto_revert) {
+                if deployment
+                    .task_groups
+                    .values()
+                    .any(|state| state.auto_revert)
+                {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     let rollback = client.job_latest_deployment(&deployment.job_id).await;
                     io.say(prefixed(String::new()));
@@ -428,7 +437,9 @@ async fn promote_request(
     } else {
         json!({"DeploymentID": deployment_id, "Groups": groups})
     };
-    client.deployment_write("promote", deployment_id, body).await
+    client
+        .deployment_write("promote", deployment_id, body)
+        .await
 }
 
 /// `job promote`: promotes the job's latest deployment.
@@ -481,7 +492,11 @@ async fn fail(arguments: WriteArgs, io: &mut Io<'_>) -> i32 {
         return 1;
     };
     let response = match client
-        .deployment_write("fail", &deployment.id, json!({"DeploymentID": deployment.id}))
+        .deployment_write(
+            "fail",
+            &deployment.id,
+            json!({"DeploymentID": deployment.id}),
+        )
         .await
     {
         Ok(response) => response,
