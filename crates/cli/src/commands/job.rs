@@ -472,7 +472,7 @@ pub async fn show_job(
     if let Ok(Some(deployment)) = client.job_latest_deployment(job_id).await {
         io.say("");
         io.say("Latest Deployment");
-        io.say(crate::commands::deployment::deployment_text(
+        io.say(crate::commands::deployment_view::deployment_text(
             &deployment,
             verbose,
             false,

@@ -158,7 +158,7 @@ pub async fn monitor_evaluation(
             now_date(),
             short_id(&evaluation.deployment_id, verbose)
         ));
-        crate::commands::deployment::monitor_deployment(
+        crate::commands::deployment_view::monitor_deployment(
             client,
             io,
             &evaluation.deployment_id,
