@@ -237,6 +237,10 @@ pub fn required(
         Route::DeploymentRead { .. } | Route::DeploymentAllocations { .. } => {
             namespace(capability::READ_JOB)
         }
+        Route::DeploymentPromote { .. }
+        | Route::DeploymentFail { .. }
+        | Route::DeploymentPause { .. }
+        | Route::DeploymentAllocHealth { .. } => namespace(capability::SUBMIT_JOB),
         Route::NodeDrain { .. }
         | Route::NodeEligibility { .. }
         | Route::NodePurge { .. }

@@ -462,6 +462,52 @@ impl ApiClient {
             .await
     }
 
+    /// Deployments whose ID starts with `prefix`.
+    pub async fn deployments(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<drover_structs::Deployment>, ClientError> {
+        self.get("/v1/deployments", &[("prefix", prefix.to_string())])
+            .await
+    }
+
+    pub async fn deployment(
+        &self,
+        deployment_id: &str,
+    ) -> Result<drover_structs::Deployment, ClientError> {
+        self.get(
+            &format!("/v1/deployment/{}", escape_path_segment(deployment_id)),
+            &[],
+        )
+        .await
+    }
+
+    /// A job's latest deployment (`null` when it has none).
+    pub async fn job_latest_deployment(
+        &self,
+        job_id: &str,
+    ) -> Result<Option<drover_structs::Deployment>, ClientError> {
+        self.get(&Self::job_path(job_id, "/deployment"), &[]).await
+    }
+
+    /// A deployment write (`promote`, `fail`, `pause`, `allocation-health`) with its body.
+    pub async fn deployment_write(
+        &self,
+        write: &str,
+        deployment_id: &str,
+        body: serde_json::Value,
+    ) -> Result<drover_structs::DeploymentUpdateResponse, ClientError> {
+        self.put(
+            &format!(
+                "/v1/deployment/{write}/{}",
+                escape_path_segment(deployment_id)
+            ),
+            &[],
+            Some(body),
+        )
+        .await
+    }
+
     pub async fn job_summary(&self, job_id: &str) -> Result<JobSummary, ClientError> {
         self.get(&Self::job_path(job_id, "/summary"), &[]).await
     }

@@ -101,6 +101,9 @@ enum Command {
     /// Interact with evaluations
     #[command(subcommand)]
     Eval(commands::eval::EvalCommand),
+    /// Interact with deployments
+    #[command(subcommand)]
+    Deployment(commands::deployment::DeploymentCommand),
     /// Interact with servers
     #[command(subcommand)]
     Server(commands::server::ServerCommand),
@@ -156,6 +159,7 @@ pub async fn run(arguments: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Wr
         Command::Namespace(command) => commands::namespace::run(command, &mut io).await,
         Command::Node(command) => commands::node::run(command, &mut io).await,
         Command::Eval(command) => commands::eval::run(command, &mut io).await,
+        Command::Deployment(command) => commands::deployment::run(command, &mut io).await,
         Command::Server(command) => commands::server::run(command, &mut io).await,
         Command::Service(command) => commands::service::run(command, &mut io).await,
         Command::Status(arguments) => commands::status::run(arguments, &mut io).await,

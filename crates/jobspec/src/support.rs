@@ -106,14 +106,6 @@ impl Detect {
         }
     }
 
-    const fn job_and_group(job: Finder<Job>, group: Finder<TaskGroup>) -> Detect {
-        Detect {
-            job: Some(job),
-            group: Some(group),
-            task: None,
-        }
-    }
-
     fn is_none(&self) -> bool {
         self.job.is_none() && self.group.is_none() && self.task.is_none()
     }
@@ -270,50 +262,19 @@ fn service_connect(services: &[Service]) -> Vec<String> {
         .collect()
 }
 
-/// How an update strategy relates to what drover does (replace every changed allocation of a
-/// group at once, as Nomad does with `max_parallel = 0`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum UpdateKind {
-    /// `max_parallel = 0`: all at once, exactly what drover does.
-    AllAtOnce,
-    /// Nomad's default strategy, which the API gives every service job: accepted with a warning.
-    NomadDefault,
-    /// Anything else (rolling, canaries, auto revert or promote): refused.
-    Rolling,
-}
-
-fn update_kind(update: &UpdateStrategy) -> UpdateKind {
-    if update.max_parallel == 0 {
-        return UpdateKind::AllAtOnce;
+/// A system job's rolling `update` (job or group level, `max_parallel > 0`).
+fn system_rolling_update(job: &Job) -> Vec<String> {
+    if job.r#type != drover_structs::JOB_TYPE_SYSTEM {
+        return Vec::new();
     }
-    let mut canonical = update.clone();
-    let defaults = drover_structs::canonicalize::default_update_strategy();
-    // A zero duration or an empty health check is "unset" and canonicalizes to the default.
-    for (field, default) in [
-        (&mut canonical.stagger, defaults.stagger),
-        (&mut canonical.min_healthy_time, defaults.min_healthy_time),
-        (&mut canonical.healthy_deadline, defaults.healthy_deadline),
-        (&mut canonical.progress_deadline, defaults.progress_deadline),
-    ] {
-        if field.is_zero() {
-            *field = default;
+    let rolling = |update: Option<&UpdateStrategy>| update.is_some_and(|u| u.max_parallel > 0);
+    let mut found = when(rolling(job.update.as_ref()), "Update");
+    for (index, group) in job.task_groups.iter().enumerate() {
+        if rolling(group.update.as_ref()) {
+            found.push(format!("TaskGroups[{index}].Update"));
         }
     }
-    if canonical.health_check.is_empty() {
-        canonical.health_check.clone_from(&defaults.health_check);
-    }
-    if canonical == defaults {
-        UpdateKind::NomadDefault
-    } else {
-        UpdateKind::Rolling
-    }
-}
-
-fn update_of_kind(update: Option<&UpdateStrategy>, kind: UpdateKind) -> Vec<String> {
-    when(
-        update.is_some_and(|update| update_kind(update) == kind),
-        "Update",
-    )
+    found
 }
 
 /// Nomad's default `migrate` block (the API gives one to every service group).
@@ -387,29 +348,24 @@ pub static FEATURES: &[Feature] = &[
         "",
         Detect::job(|job| when(job.all_at_once, "AllAtOnce")),
     ),
-    row(
+    runs(
         "update (Nomad's default)",
-        Status::RunsDifferently,
-        "a changed group is replaced all at once (as with max_parallel = 0): no rolling, health-gated or canary deployment",
-        "",
-        Detect::job_and_group(
-            |job| update_of_kind(job.update.as_ref(), UpdateKind::NomadDefault),
-            |group| update_of_kind(group.update.as_ref(), UpdateKind::NomadDefault),
-        ),
+        "a changed service group rolls out through a deployment one allocation at a time, each healthy by its checks for 10s within 5m, the deployment failing without progress for 10m, as Nomad's default update block",
     ),
     runs(
         "update { max_parallel = 0 }",
         "a changed group is replaced all at once, as Nomad does with rolling updates disabled",
     ),
-    row(
+    runs(
         "update",
+        "service groups roll out through deployments: max_parallel at a time, health_check (checks, task_states, manual through /v1/deployment/allocation-health), min_healthy_time, healthy_deadline, progress_deadline (the deployment fails without progress), canary with canary_tags until promoted (auto_promote, or `deployment promote`), auto_revert to the latest stable version; stagger only paces system jobs in Nomad and is kept, as there",
+    ),
+    row(
+        "update (system jobs)",
         Status::NotYet,
-        "drover replaces a changed group all at once; rolling updates (max_parallel), canaries, auto_revert and auto_promote need deployments",
-        "runs once drover has deployments; until then use max_parallel = 0",
-        Detect::job_and_group(
-            |job| update_of_kind(job.update.as_ref(), UpdateKind::Rolling),
-            |group| update_of_kind(group.update.as_ref(), UpdateKind::Rolling),
-        ),
+        "drover replaces a changed system job on every node at once; rolling it max_parallel nodes at a time with stagger is not implemented",
+        "runs once the system scheduler rolls updates; until then use max_parallel = 0",
+        Detect::job(system_rolling_update),
     ),
     runs(
         "periodic",

@@ -130,8 +130,7 @@ pub(crate) fn plan_job(
         seed: rand::thread_rng().r#gen(),
         now_unix_nanos: server.clock.now_unix_ns(),
         scoring: server.config.scoring,
-        // Rolling updates stay refused at register until the server watches deployments.
-        deployments: false,
+        deployments: true,
     };
     let mut ids = || uuid::Uuid::new_v4().to_string();
     let view = PlannedView {

@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Operators drain nodes and toggle their eligibility through `nodes`; the drainer (`drainer`)
-//! moves allocations off draining nodes.
+//! moves allocations off draining nodes. The deployment watcher (`deployment_watcher`) carries
+//! rollouts on, fails and reverts them, and takes the operator's deployment writes.
 //!
 //! Service registrations from clients are validated here (`services`) and stored. Periodic jobs
 //! are launched by the periodic dispatcher (`periodic`); parameterized jobs by
@@ -27,6 +28,7 @@ pub mod acl;
 pub mod blocked;
 pub mod broker;
 mod clock;
+mod deployment_watcher;
 mod drainer;
 mod error;
 pub mod gc;
@@ -307,6 +309,11 @@ impl Server {
         term_tasks.push(tokio::spawn(inner.clone().restore_periodic(term.clone())));
         // A drain in the store carries on under the new leader.
         term_tasks.push(tokio::spawn(drainer::run(inner.clone(), term.clone())));
+        // So is the deployment watcher; the deployments and their counts are in the store.
+        term_tasks.push(tokio::spawn(deployment_watcher::run(
+            inner.clone(),
+            term.clone(),
+        )));
         for _ in 0..inner.config.num_schedulers.max(1) {
             term_tasks.push(tokio::spawn(worker::run(inner.clone(), term.clone())));
         }

@@ -613,7 +613,7 @@ fn remove_unused_alloc_jobs(tables: &mut StateTables, context: &mut WriteContext
 }
 
 /// Stores a job registration (see [`StateStore::upsert_job`]).
-fn write_job(
+pub(crate) fn write_job(
     tables: &mut StateTables,
     context: &mut WriteContext,
     mut job: Job,

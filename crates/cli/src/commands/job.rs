@@ -1,5 +1,5 @@
 //! `drover job run|validate|status|stop|inspect|allocs|dispatch|periodic force|revert`; `job plan`
-//! is in `job_plan`, `job history` in `job_history`.
+//! is in `job_plan`, `job history` in `job_history`, `job promote` in `deployment`.
 //!
 //! Jobspecs are parsed locally (so errors point at `file:line:col`) and sent as JSON. The
 //! support table (`drover_jobspec::support`) is checked locally too: `job validate` reports
@@ -52,6 +52,8 @@ pub enum JobCommand {
     Periodic(PeriodicCommand),
     /// Register an earlier version of a job again
     Revert(RevertArgs),
+    /// Promote the canaries of a job's latest deployment
+    Promote(crate::commands::deployment::PromoteArgs),
 }
 
 #[derive(Debug, Args)]
@@ -219,6 +221,9 @@ pub async fn run(command: JobCommand, io: &mut Io<'_>) -> i32 {
             periodic_force(arguments, io).await
         }
         JobCommand::Revert(arguments) => job_revert(arguments, io).await,
+        JobCommand::Promote(arguments) => {
+            crate::commands::deployment::job_promote(arguments, io).await
+        }
     }
 }
 
@@ -470,6 +475,16 @@ pub async fn show_job(
         io.say("");
         io.say("Future Rescheduling Attempts");
         io.say(section);
+    }
+
+    if let Ok(Some(deployment)) = client.job_latest_deployment(job_id).await {
+        io.say("");
+        io.say("Latest Deployment");
+        io.say(crate::commands::deployment_view::deployment_text(
+            &deployment,
+            verbose,
+            false,
+        ));
     }
 
     io.say("");

@@ -4,6 +4,8 @@
 pub mod acl;
 pub mod agent_monitor;
 pub mod alloc;
+pub mod deployment;
+pub mod deployment_view;
 pub mod eval;
 pub mod exec;
 pub mod job;

@@ -3,11 +3,6 @@
 job "later" {
   type = "service"
 
-  update {
-    max_parallel = 2
-    canary       = 1
-  }
-
   group "web" {
     count                  = 2
     max_client_disconnect  = "1h"
