@@ -7,7 +7,8 @@
 //! every request behaves as before.
 //!
 //! Workload identities reach only the variables endpoints, whose handler applies Nomad's
-//! implicit job paths; elsewhere a workload identity has no policy, as a token without any.
+//! implicit job paths, and the service catalog's reads in their own namespace (a template's
+//! `nomadService`); elsewhere a workload identity has no policy, as a token without any.
 //!
 //! Not here: what a capability means (`drover_server::acl`), the `/v1/acl` endpoints' own
 //! filtering of what a non-management token sees (`acl_http`).
@@ -44,6 +45,9 @@ pub enum Permission {
         path: String,
         operation: &'static str,
     },
+    /// Reading the service catalog in a namespace: `read-job` for ACL tokens, and any
+    /// workload identity of that namespace (Nomad's mixed-auth service endpoints).
+    ServiceRead { namespace: String },
     NodeRead,
     NodeWrite,
     AgentRead,
@@ -224,7 +228,9 @@ pub fn required(
         Route::AgentSelf | Route::AgentServers => AgentRead,
         Route::AgentHealth | Route::StatusLeader | Route::StatusPeers | Route::Regions => Anyone,
         Route::EventStream | Route::Search => namespace(capability::READ_JOB),
-        Route::ServiceList | Route::ServiceRead { .. } => namespace(capability::READ_JOB),
+        Route::ServiceList | Route::ServiceRead { .. } => ServiceRead {
+            namespace: query_namespace(params),
+        },
         Route::ServiceDelete { .. } => namespace(capability::SUBMIT_JOB),
         // A client node's calls: authenticated by the node's secret ID ([`guard_node_calls`]).
         Route::NodeRegister
@@ -258,6 +264,9 @@ pub fn allows(acl: &Acl, permission: &Permission) -> bool {
             } else {
                 acl.allow_variable_operation(namespace, path, operation)
             }
+        }
+        Permission::ServiceRead { namespace } => {
+            acl.allow_namespace_operation(namespace, capability::READ_JOB)
         }
         Permission::NodeRead => acl.allow_node_read(),
         Permission::NodeWrite => acl.allow_node_write(),
@@ -353,9 +362,11 @@ pub async fn enforce(
         RequestIdentity::AclToken(token) => allows(&token_acl(&enforcer.state, token), &permission),
         RequestIdentity::Anonymous => allows(&anonymous_acl(&enforcer.state), &permission),
         // The variables handler applies a workload's implicit paths.
-        RequestIdentity::Workload(_) => {
-            matches!(permission, Permission::Variable { .. } | Permission::Anyone)
-        }
+        RequestIdentity::Workload(workload) => match &permission {
+            Permission::Variable { .. } | Permission::Anyone => true,
+            Permission::ServiceRead { namespace } => *namespace == workload.namespace,
+            _ => false,
+        },
     };
     if !allowed {
         tracing::debug!(path, ?permission, "ACL refused a request");

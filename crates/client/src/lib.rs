@@ -44,6 +44,9 @@ pub mod template;
 mod testing;
 #[cfg(test)]
 mod testing_tls;
+#[cfg(any(test, feature = "testing"))]
+#[allow(clippy::expect_used)] // a test fixture: a failed bind is a failed test
+pub mod testing_grpc;
 
 pub use allocrunner::{
     AllocClientUpdate, AllocRunner, AllocRunnerDeps, AllocRunnerError, AllocStatusSink,
