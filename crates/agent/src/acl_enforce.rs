@@ -47,7 +47,9 @@ pub enum Permission {
     },
     /// Reading the service catalog in a namespace: `read-job` for ACL tokens, and any
     /// workload identity of that namespace (Nomad's mixed-auth service endpoints).
-    ServiceRead { namespace: String },
+    ServiceRead {
+        namespace: String,
+    },
     NodeRead,
     NodeWrite,
     AgentRead,

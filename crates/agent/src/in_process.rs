@@ -198,10 +198,12 @@ impl ServerConn for InProcessServer {
             .collect();
         services.sort_by(|a, b| a.id.cmp(&b.id));
         match choose {
-            Some(parameter) => drover_structs::service_catalog::choose_services(services, parameter)
-                .map_err(|error| ServerConnError::Rejected {
-                    message: format!("failed to choose services: {error}"),
-                }),
+            Some(parameter) => drover_structs::service_catalog::choose_services(
+                services, parameter,
+            )
+            .map_err(|error| ServerConnError::Rejected {
+                message: format!("failed to choose services: {error}"),
+            }),
             None => Ok(services),
         }
     }

@@ -437,23 +437,32 @@ fn a_subdirectory_checked_against_a_checksum_file_is_placed_and_given_to_the_tas
     ]));
     let agent = Agent::start_dev();
     let as_root = nix::unistd::geteuid().is_root();
-    let spec = artifact_job("subdir", 1, &format!("{}/app.tar.gz//conf", server.address), "")
-        .replace(
-            "checksum = \"sha256:\"",
-            &format!("checksum = \"file:{}/SHA256SUMS\"", server.address),
-        )
-        .replace(
-            "destination = \"local/app\"",
-            "destination = \"local/app\"\n        chown       = true",
-        )
-        .replace("cat local/app/hello.txt; ", "")
-        .replace(
-            "driver       = \"raw_exec\"",
-            &format!(
-                "driver       = \"raw_exec\"{}",
-                if as_root { "\n      user = \"nobody\"" } else { "" }
-            ),
-        );
+    let spec = artifact_job(
+        "subdir",
+        1,
+        &format!("{}/app.tar.gz//conf", server.address),
+        "",
+    )
+    .replace(
+        "checksum = \"sha256:\"",
+        &format!("checksum = \"file:{}/SHA256SUMS\"", server.address),
+    )
+    .replace(
+        "destination = \"local/app\"",
+        "destination = \"local/app\"\n        chown       = true",
+    )
+    .replace("cat local/app/hello.txt; ", "")
+    .replace(
+        "driver       = \"raw_exec\"",
+        &format!(
+            "driver       = \"raw_exec\"{}",
+            if as_root {
+                "\n      user = \"nobody\""
+            } else {
+                ""
+            }
+        ),
+    );
     run_job(&agent, "subdir.hcl", &spec);
     let list = wait_running(&agent, "subdir", 1);
     let alloc = &list[0];
@@ -472,6 +481,9 @@ fn a_subdirectory_checked_against_a_checksum_file_is_placed_and_given_to_the_tas
             nobody.uid.as_raw()
         );
     } else {
-        assert!(std::env::var("CI").is_err(), "CI runs the e2e tests as root");
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI runs the e2e tests as root"
+        );
     }
 }

@@ -245,7 +245,8 @@ job "grpccheck" {{
     service {{
       name     = "grpc-app-{port}"
       port     = "grpc"
-      provider = "nomad"
+      # Nomad runs grpc checks only for Consul services; without Consul, drover runs them.
+      provider = "consul"
       check {{
         type         = "grpc"
         grpc_service = "app"

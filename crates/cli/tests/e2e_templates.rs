@@ -411,13 +411,25 @@ job "tmplprovider" {{
     });
     let mut expected: Vec<String> = registered
         .iter()
-        .map(|service| format!("{}:{}", service["Address"].as_str().unwrap(), service["Port"]))
+        .map(|service| {
+            format!(
+                "{}:{}",
+                service["Address"].as_str().unwrap(),
+                service["Port"]
+            )
+        })
         .collect();
     expected.sort();
     let index0 = registered
         .iter()
         .find(|service| service["Tags"].to_string().contains("index-0"))
-        .map(|service| format!("{}:{}", service["Address"].as_str().unwrap(), service["Port"]))
+        .map(|service| {
+            format!(
+                "{}:{}",
+                service["Address"].as_str().unwrap(),
+                service["Port"]
+            )
+        })
         .unwrap();
 
     let consumer = r#"

@@ -173,5 +173,4 @@ impl IdentitySigner for NoServersSigner {
             })
         })
     }
-
 }

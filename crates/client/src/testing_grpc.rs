@@ -127,4 +127,3 @@ pub async fn serve_plain_on(service: HealthService, bind: &str) -> String {
     );
     address
 }
-

@@ -74,9 +74,8 @@ async fn serve_tls(service: HealthService, dns_name: &str) -> (String, tempfile:
         tokio_native_tls::TlsAcceptor::from(native_tls::TlsAcceptor::new(identity).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
-    let incoming = futures_util::stream::unfold(
-        (listener, acceptor),
-        |(listener, acceptor)| async move {
+    let incoming =
+        futures_util::stream::unfold((listener, acceptor), |(listener, acceptor)| async move {
             loop {
                 let (stream, _) = listener.accept().await.ok()?;
                 // A client that refuses the certificate ends its handshake: wait for the next.
@@ -87,8 +86,7 @@ async fn serve_tls(service: HealthService, dns_name: &str) -> (String, tempfile:
                     ));
                 }
             }
-        },
-    );
+        });
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(service)

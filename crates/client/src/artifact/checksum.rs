@@ -306,7 +306,9 @@ mod tests {
         );
         let missing = from_checksum_file(&gnu, "SUMS", "nope.tgz").expect_err("absent");
         assert!(
-            missing.to_string().contains("no checksum of \"nope.tgz\" in checksum file SUMS"),
+            missing
+                .to_string()
+                .contains("no checksum of \"nope.tgz\" in checksum file SUMS"),
             "{missing}"
         );
     }

@@ -202,7 +202,9 @@ impl ArtifactFetcher {
                 .await
                 .map_err(io(format!("reading checksum file {location}")))?;
             if bytes.len() > LIMIT {
-                return Err(ArtifactError::TooLarge { limit: LIMIT as u64 });
+                return Err(ArtifactError::TooLarge {
+                    limit: LIMIT as u64,
+                });
             }
             String::from_utf8_lossy(&bytes).into_owned()
         } else {
@@ -230,7 +232,9 @@ impl ArtifactFetcher {
             while let Some(chunk) = response.chunk().await.map_err(http_error)? {
                 bytes.extend_from_slice(&chunk);
                 if bytes.len() > LIMIT {
-                    return Err(ArtifactError::TooLarge { limit: LIMIT as u64 });
+                    return Err(ArtifactError::TooLarge {
+                        limit: LIMIT as u64,
+                    });
                 }
             }
             String::from_utf8_lossy(&bytes).into_owned()
@@ -706,7 +710,9 @@ fn place_subdir(
             subdir.display()
         ))
     };
-    let root = tree.canonicalize().map_err(io(format!("reading {}", tree.display())))?;
+    let root = tree
+        .canonicalize()
+        .map_err(io(format!("reading {}", tree.display())))?;
     let found = tree
         .join(subdir.display())
         .canonicalize()
@@ -1127,8 +1133,16 @@ mod tests {
         assert!(!task_dir.join("local/other.txt").exists());
         // A subdirectory that leads out of the tree through a symlink is refused.
         let escape = local_spec(&format!("{}//out", tree.display()), &[], &task_dir);
-        let error = fetcher.fetch(&escape, &task_dir, "j").await.expect_err("escapes");
-        assert!(error.to_string().contains("is not a directory of the source"), "{error}");
+        let error = fetcher
+            .fetch(&escape, &task_dir, "j")
+            .await
+            .expect_err("escapes");
+        assert!(
+            error
+                .to_string()
+                .contains("is not a directory of the source"),
+            "{error}"
+        );
 
         // An archive: unpacked aside, only the subdirectory placed.
         let archive_path = root.path().join("app.tgz");
@@ -1169,17 +1183,33 @@ mod tests {
         let file = root.path().join("app.bin");
         std::fs::write(&file, BODY).expect("file");
         let sums = root.path().join("SHA256SUMS");
-        std::fs::write(&sums, format!("{}  other\n{} *app.bin\n", "0".repeat(64), real_sha256()))
-            .expect("sums");
+        std::fs::write(
+            &sums,
+            format!("{}  other\n{} *app.bin\n", "0".repeat(64), real_sha256()),
+        )
+        .expect("sums");
         let fetcher = ArtifactFetcher::new(root.path().join("cache"), ArtifactConfig::default());
         let task_dir = root.path().join("task");
         std::fs::create_dir_all(&task_dir).expect("task dir");
         let checksum = format!("file:{}", sums.display());
-        let spec = local_spec(&file.display().to_string(), &[("checksum", &checksum)], &task_dir);
-        fetcher.fetch(&spec, &task_dir, "j").await.expect("verified");
-        assert_eq!(std::fs::read(task_dir.join("local/app.bin")).expect("placed"), BODY);
+        let spec = local_spec(
+            &file.display().to_string(),
+            &[("checksum", &checksum)],
+            &task_dir,
+        );
+        fetcher
+            .fetch(&spec, &task_dir, "j")
+            .await
+            .expect("verified");
+        assert_eq!(
+            std::fs::read(task_dir.join("local/app.bin")).expect("placed"),
+            BODY
+        );
         std::fs::write(&sums, format!("{}  app.bin\n", "0".repeat(64))).expect("sums");
-        let error = fetcher.fetch(&spec, &task_dir, "j").await.expect_err("mismatch");
+        let error = fetcher
+            .fetch(&spec, &task_dir, "j")
+            .await
+            .expect_err("mismatch");
         assert!(
             matches!(error, ArtifactError::ChecksumMismatch { .. }),
             "{error}"
@@ -1251,7 +1281,10 @@ mod tests {
             &[("sshkey", &key)],
             &task_dir,
         );
-        assert_eq!(spec.git_ssh_key.as_deref(), Some(&b"-----BEGIN KEY-----\n"[..]));
+        assert_eq!(
+            spec.git_ssh_key.as_deref(),
+            Some(&b"-----BEGIN KEY-----\n"[..])
+        );
         let fetcher = ArtifactFetcher::new(root.path().join("cache"), ArtifactConfig::default());
         fetcher.fetch(&spec, &task_dir, "j").await.expect("cloned");
         assert_eq!(

@@ -484,9 +484,17 @@ mod tests {
         );
         assert_eq!(git.subdir.as_ref().map(EntryPath::display), Some("deploy"));
         let local = spec("/srv/tree//conf", &[]).expect("file");
-        assert_eq!(local.getter, Getter::File { path: "/srv/tree".into() });
+        assert_eq!(
+            local.getter,
+            Getter::File {
+                path: "/srv/tree".into()
+            }
+        );
         assert_eq!(local.subdir.as_ref().map(EntryPath::display), Some("conf"));
-        assert_eq!(spec("https://example.com/x", &[]).expect("plain").subdir, None);
+        assert_eq!(
+            spec("https://example.com/x", &[]).expect("plain").subdir,
+            None
+        );
     }
 
     #[test]

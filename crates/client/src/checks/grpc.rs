@@ -87,9 +87,7 @@ pub async fn grpc(
             status_name(status)
         )),
         Ok(Err(message)) => failure(message),
-        Err(_) => failure(format!(
-            "gRPC check {target}: context deadline exceeded"
-        )),
+        Err(_) => failure(format!("gRPC check {target}: context deadline exceeded")),
     }
 }
 
@@ -104,7 +102,11 @@ fn status_name(status: u64) -> String {
     }
 }
 
-async fn connect(address: &str, tls: Option<GrpcTls>, timeout: Duration) -> Result<Channel, String> {
+async fn connect(
+    address: &str,
+    tls: Option<GrpcTls>,
+    timeout: Duration,
+) -> Result<Channel, String> {
     let endpoint = Endpoint::from_shared(format!("http://{address}"))
         .map_err(|error| format!("gRPC check {address}: invalid address: {error}"))?
         .connect_timeout(timeout)

@@ -462,10 +462,7 @@ fn exec_context_of(shared: &TaskRunnerShared) -> Result<TaskExecContext, TaskRun
     if shared.phase() != TaskPhase::Running {
         return Err(not_running());
     }
-    let handle = lock(&shared.local)
-        .handle
-        .clone()
-        .ok_or_else(not_running)?;
+    let handle = lock(&shared.local).handle.clone().ok_or_else(not_running)?;
     // Handles of drivers that run tasks under a shim name the task's pid and cgroup; other
     // drivers' handles (the mock's) simply give neither.
     let decoded = serde_json::from_value::<drover_driver::TaskHandle>(handle.handle).ok();

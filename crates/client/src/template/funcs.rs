@@ -58,10 +58,8 @@ pub struct VariableCache {
     /// Fetched `nomadService` queries.
     pub services: BTreeMap<ServiceQuery, Vec<drover_structs::ServiceRegistration>>,
     /// Fetched `nomadServices` listings by namespace (`None`: the task's).
-    pub service_lists: BTreeMap<
-        Option<String>,
-        Vec<drover_structs::service_catalog::ServiceRegistrationListStub>,
-    >,
+    pub service_lists:
+        BTreeMap<Option<String>, Vec<drover_structs::service_catalog::ServiceRegistrationListStub>>,
     /// Service queries a render asked for that were not fetched.
     pub wanted_services: std::collections::BTreeSet<ServiceQuery>,
     /// Service listings a render asked for that were not fetched.
@@ -356,14 +354,12 @@ fn nomad_services(args: &[Value]) -> Result<Value, FuncError> {
         [] => None,
         [query] => {
             let query = string_arg("nomadServices", query)?;
-            let namespace = query
-                .strip_prefix("?ns=")
-                .filter(|namespace| {
-                    !namespace.is_empty()
-                        && namespace
-                            .chars()
-                            .all(|c| c.is_alphanumeric() || c == '_' || c == '-')
-                });
+            let namespace = query.strip_prefix("?ns=").filter(|namespace| {
+                !namespace.is_empty()
+                    && namespace
+                        .chars()
+                        .all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+            });
             match namespace {
                 Some(namespace) => Some(namespace.to_string()),
                 None if query.contains('@') => {

@@ -276,7 +276,11 @@ fn sprig_functions() {
 
 #[test]
 fn missing_data_sources_fail_clearly() {
-    assert!(err("{{ service \"web\" }}").message.contains("needs Consul"));
+    assert!(
+        err("{{ service \"web\" }}")
+            .message
+            .contains("needs Consul")
+    );
     assert!(err("{{ key \"a/b\" }}").message.contains("needs Consul"));
     assert!(
         err("{{ with secret \"kv/x\" }}{{ end }}")
@@ -501,9 +505,10 @@ fn nomad_service_functions_answer_from_the_cache_with_tags_choose_and_listings()
     cache
         .services
         .insert(query("web", None, None), vec![a.clone(), b.clone()]);
-    cache
-        .services
-        .insert(query("web", Some("other"), None), vec![a.clone(), b.clone()]);
+    cache.services.insert(
+        query("web", Some("other"), None),
+        vec![a.clone(), b.clone()],
+    );
     cache
         .services
         .insert(query("web", None, Some("1|k")), vec![b.clone()]);

@@ -79,8 +79,12 @@ impl Wanted {
     /// Takes the wanted sets out of a render's `cache`.
     fn take(cache: &mut VariableCache) -> Wanted {
         Wanted {
-            reads: std::mem::take(&mut cache.wanted_reads).into_iter().collect(),
-            lists: std::mem::take(&mut cache.wanted_lists).into_iter().collect(),
+            reads: std::mem::take(&mut cache.wanted_reads)
+                .into_iter()
+                .collect(),
+            lists: std::mem::take(&mut cache.wanted_lists)
+                .into_iter()
+                .collect(),
             services: std::mem::take(&mut cache.wanted_services)
                 .into_iter()
                 .collect(),
@@ -168,8 +172,7 @@ impl Watched {
                 changed: now,
             },
         };
-        if now.duration_since(pending.changed) >= min || now.duration_since(pending.first) >= max
-        {
+        if now.duration_since(pending.changed) >= min || now.duration_since(pending.first) >= max {
             return Some(pending.output);
         }
         self.pending = Some(pending);
@@ -723,23 +726,21 @@ impl PrestartHook for TemplateHook {
                     render_failed(message)
                 })?;
                 let rendered = match wait_bounds(template, self.wait_bounds) {
-                    Some(bounds) => {
-                        settle_first_render(
-                            template,
-                            rendered,
-                            bounds,
-                            RenderInputs {
-                                task_dir: &self.task_dir,
-                                env: &env,
-                                source: self.variables.as_ref(),
-                                cache: &self.cache,
-                                cancel,
-                                events: &self.events,
-                            },
-                        )
-                        .await
-                        .map_err(render_failed)?
-                    }
+                    Some(bounds) => settle_first_render(
+                        template,
+                        rendered,
+                        bounds,
+                        RenderInputs {
+                            task_dir: &self.task_dir,
+                            env: &env,
+                            source: self.variables.as_ref(),
+                            cache: &self.cache,
+                            cancel,
+                            events: &self.events,
+                        },
+                    )
+                    .await
+                    .map_err(render_failed)?,
                     None => rendered,
                 };
                 write_one(template, &self.task_dir, &rendered.output).map_err(render_failed)?;
@@ -798,11 +799,7 @@ struct Watching {
 
 /// Re-renders `watched` templates every [`WATCH_INTERVAL`] until cancelled, applying each
 /// one's change mode when its output changes (and has settled, under a `wait`).
-async fn watch(
-    mut watched: Vec<Watched>,
-    watching: Watching,
-    cancel: CancellationToken,
-) {
+async fn watch(mut watched: Vec<Watched>, watching: Watching, cancel: CancellationToken) {
     let Watching {
         task_dir,
         env,
