@@ -622,6 +622,21 @@ pub static FEATURES: &[Feature] = &[
         "service > check",
         "the client runs `http` (plain or `protocol = \"https\"`, verified against the system's roots unless `tls_skip_verify`, with `tls_server_name` as the name verified), `tcp`, `grpc` (the standard grpc.health.v1 Health/Check with `grpc_service`, in plain HTTP/2 or with `grpc_use_tls` over TLS, `tls_skip_verify` and `tls_server_name` as for https; SERVING passes) and `script` checks (inside the task, as `alloc exec` runs), with `check_restart`, for `nomad` and `consul` services alike; an HTTP status maps to a result by Nomad's rules for a `nomad` service (below 400 passes) and by Consul's for a `consul` one (2xx passes, 429 warns)",
     ),
+    runs(
+        "service > check (arguments)",
+        "method, header, body, initial_status, success_before_passing, failures_before_critical and failures_before_warning run as in Nomad (with Consul's counters for consul services)",
+    ),
+    row(
+        "service > check > notes, expose, advertise",
+        Status::RunsDifferently,
+        "kept with the job: notes is Consul's free text, expose and advertise address Consul Connect's proxy and agent, which this agent does not run",
+        "",
+        Detect::NONE,
+    ),
+    runs(
+        "service > check (grpc)",
+        "the standard grpc.health.v1 Health/Check with grpc_service, in plain HTTP/2 or with grpc_use_tls over TLS (tls_skip_verify, tls_server_name as for https); SERVING passes",
+    ),
     row(
         "service > identity",
         Status::NeedsMissing,
