@@ -7,7 +7,8 @@
 //! every request behaves as before.
 //!
 //! Workload identities reach only the variables endpoints, whose handler applies Nomad's
-//! implicit job paths; elsewhere a workload identity has no policy, as a token without any.
+//! implicit job paths, and the service catalog's reads in their own namespace (a template's
+//! `nomadService`); elsewhere a workload identity has no policy, as a token without any.
 //!
 //! Not here: what a capability means (`drover_server::acl`), the `/v1/acl` endpoints' own
 //! filtering of what a non-management token sees (`acl_http`).
@@ -44,6 +45,11 @@ pub enum Permission {
         namespace: String,
         path: String,
         operation: &'static str,
+    },
+    /// Reading the service catalog in a namespace: `read-job` for ACL tokens, and any
+    /// workload identity of that namespace (Nomad's mixed-auth service endpoints).
+    ServiceRead {
+        namespace: String,
     },
     NodeRead,
     NodeWrite,
@@ -253,7 +259,9 @@ pub fn required(
         Route::AgentSelf | Route::AgentServers => AgentRead,
         Route::AgentHealth | Route::StatusLeader | Route::StatusPeers | Route::Regions => Anyone,
         Route::EventStream | Route::Search | Route::SearchFuzzy => namespace(capability::READ_JOB),
-        Route::ServiceList | Route::ServiceRead { .. } => namespace(capability::READ_JOB),
+        Route::ServiceList | Route::ServiceRead { .. } => ServiceRead {
+            namespace: query_namespace(params),
+        },
         Route::ServiceDelete { .. } => namespace(capability::SUBMIT_JOB),
         // A client node's calls: authenticated by the node's secret ID ([`guard_node_calls`]).
         Route::NodeRegister
@@ -289,6 +297,9 @@ pub fn allows(acl: &Acl, permission: &Permission) -> bool {
             } else {
                 acl.allow_variable_operation(namespace, path, operation)
             }
+        }
+        Permission::ServiceRead { namespace } => {
+            acl.allow_namespace_operation(namespace, capability::READ_JOB)
         }
         Permission::NodeRead => acl.allow_node_read(),
         Permission::NodeWrite => acl.allow_node_write(),
@@ -387,10 +398,15 @@ pub async fn enforce(
         RequestIdentity::Workload(_) => None,
     };
     // A list across namespaces answers what the caller may see in each namespace.
-    if let Permission::Namespace {
-        namespace,
-        capability,
-    } = &permission
+    let across = match &permission {
+        Permission::Namespace {
+            namespace,
+            capability,
+        } => Some((namespace.as_str(), *capability)),
+        Permission::ServiceRead { namespace } => Some((namespace.as_str(), capability::READ_JOB)),
+        _ => None,
+    };
+    if let Some((namespace, capability)) = across
         && namespace == ALL_NAMESPACES
         && lists_across_namespaces(&parts.method, &path)
     {
@@ -401,9 +417,14 @@ pub async fn enforce(
         }
         return keep_allowed_items(response, &acl, capability).await;
     }
-    let allowed = match &acl {
-        Some(acl) => allows(acl, &permission),
-        None => matches!(permission, Permission::Variable { .. } | Permission::Anyone),
+    let allowed = match (&acl, &identity) {
+        (Some(acl), _) => allows(acl, &permission),
+        (None, RequestIdentity::Workload(workload)) => match &permission {
+            Permission::Variable { .. } | Permission::Anyone => true,
+            Permission::ServiceRead { namespace } => *namespace == workload.namespace,
+            _ => false,
+        },
+        (None, _) => false,
     };
     if !allowed {
         tracing::debug!(path, ?permission, "ACL refused a request");

@@ -580,6 +580,7 @@ fn prepare_client(
     let mut client_config = ClientConfig::new(data_dir);
     client_config.max_kill_timeout = config.max_kill_timeout;
     client_config.artifact = config.artifact.clone();
+    client_config.template_wait_bounds = config.template_wait_bounds;
     client_config.host_volumes = config.host_volumes.clone();
     client_config.apply_options(&config.options);
     let client_config = Arc::new(client_config);
@@ -661,6 +662,12 @@ async fn start_client(
         .get("docker")
         .is_some_and(|driver| driver.healthy);
     let docker = prepared.docker;
+    // The node's artifact cache stays within its cache_max_age / cache_max_size.
+    tokio::spawn(drover_client::artifact::cache::run(
+        prepared.factory.config.artifact_cache_dir(),
+        prepared.factory.config.artifact.clone(),
+        prepared.factory.clock.clone(),
+    ));
     let client = Client::start_with_node(
         prepared.node_config,
         prepared.node,

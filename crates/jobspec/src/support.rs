@@ -210,24 +210,6 @@ fn when_consul_asked(consul: Option<&Consul>, field: &str) -> Vec<String> {
     )
 }
 
-/// Checks of a type drover does not run: `grpc`.
-fn unrun_checks(services: &[Service]) -> Vec<String> {
-    services
-        .iter()
-        .enumerate()
-        .flat_map(|(service_index, service)| {
-            service
-                .checks
-                .iter()
-                .enumerate()
-                .filter(|(_, check)| check.r#type == "grpc")
-                .map(move |(check_index, _)| {
-                    format!("Services[{service_index}].Checks[{check_index}]")
-                })
-        })
-        .collect()
-}
-
 /// Services left to Consul: `provider = "consul"`, or no provider (Nomad's default is Consul).
 fn consul_services(services: &[Service]) -> Vec<String> {
     services
@@ -236,6 +218,26 @@ fn consul_services(services: &[Service]) -> Vec<String> {
         .filter(|(_, service)| service.provider.is_empty() || service.provider == "consul")
         .map(|(index, _)| format!("Services[{index}]"))
         .collect()
+}
+
+/// Check arguments only Consul reads: `notes`, `expose`, `advertise`.
+fn consul_only_check_fields(services: &[Service]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (index, service) in services.iter().enumerate() {
+        for (check_index, check) in service.checks.iter().enumerate() {
+            let at = format!("Services[{index}].Checks[{check_index}]");
+            if !check.notes.is_empty() {
+                found.push(format!("{at}.Notes"));
+            }
+            if check.expose {
+                found.push(format!("{at}.Expose"));
+            }
+            if !check.advertise.is_empty() {
+                found.push(format!("{at}.Advertise"));
+            }
+        }
+    }
+    found
 }
 
 fn service_identity(services: &[Service]) -> Vec<String> {
@@ -582,17 +584,25 @@ pub static FEATURES: &[Feature] = &[
     ),
     runs(
         "service > check",
-        "the client runs `http` (plain or `protocol = \"https\"`, verified against the system's roots unless `tls_skip_verify`, with `tls_server_name` as the name verified), `tcp` and `script` checks (inside the task, as `alloc exec` runs), with `check_restart`, for `nomad` and `consul` services alike; an HTTP status maps to a result by Nomad's rules for a `nomad` service (below 400 passes) and by Consul's for a `consul` one (2xx passes, 429 warns)",
+        "the client runs `http` (plain or `protocol = \"https\"`, verified against the system's roots unless `tls_skip_verify`, with `tls_server_name` as the name verified), `tcp`, `grpc` (the standard grpc.health.v1 Health/Check with `grpc_service`, in plain HTTP/2 or with `grpc_use_tls` over TLS, `tls_skip_verify` and `tls_server_name` as for https; SERVING passes) and `script` checks (inside the task, as `alloc exec` runs), with `check_restart`, for `nomad` and `consul` services alike; an HTTP status maps to a result by Nomad's rules for a `nomad` service (below 400 passes) and by Consul's for a `consul` one (2xx passes, 429 warns)",
+    ),
+    runs(
+        "service > check (arguments)",
+        "method, header, body, initial_status, success_before_passing, failures_before_critical and failures_before_warning run as in Nomad (with Consul's counters for consul services)",
     ),
     row(
-        "service > check (grpc)",
-        Status::NotYet,
-        "drover runs no `grpc` checks",
-        "runs once drover's checks speak gRPC",
+        "service > check > notes, expose, advertise",
+        Status::RunsDifferently,
+        "kept with the job: notes is Consul's free text, expose and advertise address Consul Connect's proxy and agent, which this agent does not run",
+        "",
         Detect::group_and_task(
-            |group| unrun_checks(&group.services),
-            |task| unrun_checks(&task.services),
+            |group| consul_only_check_fields(&group.services),
+            |task| consul_only_check_fields(&task.services),
         ),
+    ),
+    runs(
+        "service > check (grpc)",
+        "the standard grpc.health.v1 Health/Check with grpc_service, in plain HTTP/2 or with grpc_use_tls over TLS (tls_skip_verify, tls_server_name as for https); SERVING passes",
     ),
     row(
         "service > identity",
@@ -728,7 +738,7 @@ pub static FEATURES: &[Feature] = &[
     row(
         "template",
         Status::RunsDifferently,
-        "rendered before start with Go template syntax and consul-template's functions (env, file, parse/encode, string, list, arithmetic, a sprig_* subset); templates reading files (file, source) re-render within a second and apply change_mode noop, restart or signal after splay, unless once; templates reading Nomad Variables (nomadVar, nomadVarExists, nomadVarList) read them with the task's workload identity, wait for a missing nomadVar, and re-render within about a second of a change; env-only templates do not change while the task runs; nomadService* fail at render until the service catalog reaches the client; Consul and Vault functions are refused",
+        "rendered before start with Go template syntax and consul-template's functions (env, file, parse/encode, string, list, arithmetic, a sprig_* subset); templates reading files (file, source) re-render within a second and apply change_mode noop, restart, signal or script after splay, unless once; templates reading Nomad Variables (nomadVar, nomadVarExists, nomadVarList) or the built-in service catalog (nomadService with tag, ?ns= and choose forms, nomadServices) read them with the task's workload identity, wait for a missing nomadVar, and re-render within about a second of a change; env-only templates do not change while the task runs; a query naming another region fails the render; Consul and Vault functions (key, service, secret, …) are refused naming what they need",
         "",
         Detect::task(|task| each(&task.templates, "Templates")),
     ),
@@ -736,37 +746,13 @@ pub static FEATURES: &[Feature] = &[
         "template (arguments)",
         "source, destination, data, change_mode, change_signal, once, splay, perms, uid, gid, left_delimiter, right_delimiter and env run as in Nomad",
     ),
-    row(
+    runs(
         "template > wait > min, max",
-        Status::NotYet,
-        "drover re-renders a template on the first poll after a change; it does not wait for the data to settle",
-        "runs once the template watcher applies wait; until then leave wait out",
-        Detect::task(|task| {
-            let mut found = Vec::new();
-            for (index, template) in task.templates.iter().enumerate() {
-                found.extend(when(
-                    template.wait.is_some(),
-                    &format!("Templates[{index}].Wait"),
-                ));
-            }
-            found
-        }),
+        "a rendered output (the first included) is written, and its change_mode applied, once it has stayed the same for min or changes have been held for max (four times min when max is left out), as consul-template's quiescence",
     ),
-    row(
+    runs(
         "template > error_on_missing_key",
-        Status::NotYet,
-        "drover renders a missing map key as \"<no value>\"; it does not fail the render",
-        "runs once the template engine fails on a missing key; until then leave error_on_missing_key out",
-        Detect::task(|task| {
-            let mut found = Vec::new();
-            for (index, template) in task.templates.iter().enumerate() {
-                found.extend(when(
-                    template.err_missing_key,
-                    &format!("Templates[{index}].ErrMissingKey"),
-                ));
-            }
-            found
-        }),
+        "a missing map key fails the render, naming the key and its line:column; without it a missing key renders \"<no value>\" as in Nomad",
     ),
     row(
         "template > vault_grace",
@@ -784,17 +770,27 @@ pub static FEATURES: &[Feature] = &[
             found
         }),
     ),
-    row(
+    runs(
         "template > change_script",
+        "command and args run inside the task (its namespaces, cgroup, user and environment, the path of alloc exec) when the template changes, bounded by timeout; the \"Task hook message\" / \"Task hook failed\" events as Nomad, and fail_on_error kills the task",
+    ),
+    row(
+        "template > change_script > run_on_first_render",
         Status::NotYet,
-        "drover cannot yet run a template's change_script inside the task",
-        "runs once the client can exec inside a task on a template change",
+        "drover runs a change_script only on a change while the task runs",
+        "runs once the script can run after the first render; until then leave run_on_first_render out",
         Detect::task(|task| {
             let mut found = Vec::new();
             for (index, template) in task.templates.iter().enumerate() {
+                let first = template
+                    .change_script
+                    .as_ref()
+                    .and_then(|script| script.get("RunOnFirstRender"))
+                    .and_then(serde_json::Value::as_bool)
+                    .unwrap_or(false);
                 found.extend(when(
-                    template.change_mode == "script",
-                    &format!("Templates[{index}].ChangeMode"),
+                    first,
+                    &format!("Templates[{index}].ChangeScript.RunOnFirstRender"),
                 ));
             }
             found
@@ -803,23 +799,13 @@ pub static FEATURES: &[Feature] = &[
     row(
         "artifact",
         Status::Runs,
-        "fetched before the task starts over http or https (with headers; https verified against the system's roots unless `insecure`), from local files or with git (`insecure` turns off git's certificate check too), checksummed and unpacked as options say, and cached per node; s3, gcs and hg sources fail the download, naming what is missing",
+        "fetched before the task starts over http or https (with headers; https verified against the system's roots unless `insecure`), from local files or with git (`insecure` turns off git's certificate check too), checksummed (a digest, or `checksum = \"file:<url or path>\"` naming a checksum file in BSD or GNU form) and unpacked as options say, and cached per node; s3, gcs and hg sources fail the download, naming what is missing",
         "",
         Detect::task(|task| each(&task.artifacts, "Artifacts")),
     ),
-    row(
+    runs(
         "artifact > chown",
-        Status::NotYet,
-        "drover does not hand unpacked artifacts to the task's user",
-        "runs once the artifact hook changes the owner of what it unpacks",
-        Detect::task(|task| {
-            task.artifacts
-                .iter()
-                .enumerate()
-                .filter(|(_, artifact)| artifact.chown)
-                .map(|(index, _)| format!("Artifacts[{index}].Chown"))
-                .collect()
-        }),
+        "what the artifact placed (its destination and everything beneath it, or the one file in mode file) is given to the task's user, following no symlink, when the agent runs as root and the task names a user, as Nomad does",
     ),
     row(
         "identity",
