@@ -203,9 +203,12 @@ pub enum Route {
     SearchFuzzy,
 }
 
+/// Builds a deployment write's route from the deployment ID.
+type DeploymentWrite = fn(String) -> Route;
+
 /// `deployment/<write>/<id>`: the write's route and the rest of the path.
-fn deployment_write(path: &str) -> Option<(fn(String) -> Route, &str)> {
-    let writes: [(&str, fn(String) -> Route); 4] = [
+fn deployment_write(path: &str) -> Option<(DeploymentWrite, &str)> {
+    let writes: [(&str, DeploymentWrite); 4] = [
         ("deployment/promote/", |deployment_id| {
             Route::DeploymentPromote { deployment_id }
         }),

@@ -1433,13 +1433,14 @@ fn an_image_no_task_uses_is_removed_after_the_gc_delay() {
     // An image of its own (its own ID: removing it touches no other test's image).
     let repository = engine.image.replace("drover/busybox:1", "drover/gc");
     let image = format!("{repository}:1");
-    let tar = Command::new("tar")
+    let mut tar = Command::new("tar")
         .arg("-C")
         .arg(engine.temp.path().join("rootfs"))
         .args(["-c", "."])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    let tar_out = tar.stdout.take().unwrap();
     let imported = Command::new("docker")
         .args([
             "import",
@@ -1454,9 +1455,10 @@ fn an_image_no_task_uses_is_removed_after_the_gc_delay() {
             "DOCKER_HOST",
             format!("unix://{}", engine.socket().display()),
         )
-        .stdin(tar.stdout.unwrap())
+        .stdin(tar_out)
         .output()
         .unwrap();
+    assert!(tar.wait().unwrap().success());
     assert!(imported.status.success(), "{imported:?}");
     engine.docker(&["push", &image]);
     engine.docker(&["rmi", &image]);

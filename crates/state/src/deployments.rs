@@ -431,7 +431,8 @@ mod tests {
     use drover_structs::DeploymentState;
 
     use super::*;
-    use crate::events::EventFilter;
+    use crate::engine::Table;
+    use crate::events::{EventFilter, Topic};
 
     fn deployment(id: &str, job_id: &str, job_create_index: u64) -> Deployment {
         let mut deployment = Deployment {
