@@ -1,7 +1,9 @@
 # A service rolled out one allocation at a time behind a canary.
-# Validated but refused at register: `drover job validate` parses it as Nomad does and reports
-# that rolling updates and canaries need deployments, which drover does not have yet; `drover
-# job run` refuses it for that reason (with `max_parallel = 0` it runs, replaced all at once).
+# `drover job run` places two allocations (the first version needs no canary). Change the
+# task (its args, an env var) and run it again: one canary starts beside the two old
+# allocations and the deployment waits ("Deployment is running but requires manual
+# promotion"); `drover deployment promote <id>` (or `drover job promote rolling`) replaces the
+# old ones one at a time as the new ones turn healthy.
 
 job "rolling" {
   datacenters = ["*"]

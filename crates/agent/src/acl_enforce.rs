@@ -7,7 +7,8 @@
 //! every request behaves as before.
 //!
 //! Workload identities reach only the variables endpoints, whose handler applies Nomad's
-//! implicit job paths; elsewhere a workload identity has no policy, as a token without any.
+//! implicit job paths, and the service catalog's reads in their own namespace (a template's
+//! `nomadService`); elsewhere a workload identity has no policy, as a token without any.
 //!
 //! Not here: what a capability means (`drover_server::acl`), the `/v1/acl` endpoints' own
 //! filtering of what a non-management token sees (`acl_http`).
@@ -27,6 +28,7 @@ use drover_server::acl::{Acl, anonymous_acl, token_acl};
 use drover_server::identity::{RequestIdentity, request_token, resolve_token_at};
 use drover_server::keyring::Keyring;
 use drover_state::StateStore;
+use drover_structs::namespace::ALL_NAMESPACES;
 
 /// What a request needs of the caller's ACL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +45,11 @@ pub enum Permission {
         namespace: String,
         path: String,
         operation: &'static str,
+    },
+    /// Reading the service catalog in a namespace: `read-job` for ACL tokens, and any
+    /// workload identity of that namespace (Nomad's mixed-auth service endpoints).
+    ServiceRead {
+        namespace: String,
     },
     NodeRead,
     NodeWrite,
@@ -122,6 +129,15 @@ pub fn required(
             _ => Anyone,
         };
     }
+    if path == "/v1/namespaces" || path == "/v1/namespace" || path.starts_with("/v1/namespace/") {
+        // Reading checks and filters in the handler (any capability in the namespace);
+        // writing and deleting are for management only, as Nomad.
+        return if method == Method::GET {
+            Anyone
+        } else {
+            Management
+        };
+    }
     if path == "/v1/vars" {
         return Variable {
             namespace: query_namespace(params),
@@ -144,6 +160,21 @@ pub fn required(
     if path.starts_with("/v1/operator/") {
         // The keyring: management only, as Nomad.
         return Management;
+    }
+    // Node pools: drover's policy language has no `node_pool` block, so reading pools takes
+    // node read and writing them a management token.
+    if path == "/v1/node/pools" || path.starts_with("/v1/node/pool/") {
+        return if method == Method::GET {
+            NodeRead
+        } else {
+            Management
+        };
+    }
+    if path == "/v1/system/gc" {
+        return Management;
+    }
+    if path == "/v1/client/gc" {
+        return NodeWrite;
     }
     if path == "/v1/metrics" || path == "/v1/agent/health" {
         return Anyone;
@@ -212,6 +243,10 @@ pub fn required(
         Route::DeploymentRead { .. } | Route::DeploymentAllocations { .. } => {
             namespace(capability::READ_JOB)
         }
+        Route::DeploymentPromote { .. }
+        | Route::DeploymentFail { .. }
+        | Route::DeploymentPause { .. }
+        | Route::DeploymentAllocHealth { .. } => namespace(capability::SUBMIT_JOB),
         Route::NodeDrain { .. }
         | Route::NodeEligibility { .. }
         | Route::NodePurge { .. }
@@ -223,8 +258,10 @@ pub fn required(
         | Route::AgentMembers => NodeRead,
         Route::AgentSelf | Route::AgentServers => AgentRead,
         Route::AgentHealth | Route::StatusLeader | Route::StatusPeers | Route::Regions => Anyone,
-        Route::EventStream | Route::Search => namespace(capability::READ_JOB),
-        Route::ServiceList | Route::ServiceRead { .. } => namespace(capability::READ_JOB),
+        Route::EventStream | Route::Search | Route::SearchFuzzy => namespace(capability::READ_JOB),
+        Route::ServiceList | Route::ServiceRead { .. } => ServiceRead {
+            namespace: query_namespace(params),
+        },
         Route::ServiceDelete { .. } => namespace(capability::SUBMIT_JOB),
         // A client node's calls: authenticated by the node's secret ID ([`guard_node_calls`]).
         Route::NodeRegister
@@ -252,12 +289,17 @@ pub fn allows(acl: &Acl, permission: &Permission) -> bool {
             operation,
         } => {
             if *operation == "list" {
-                // The list answers only what the caller may list; any access lets it ask.
-                acl.allow_namespace(namespace)
+                // The list answers only what the caller may list; any access lets it ask,
+                // and across namespaces (`*`) anyone may ask.
+                namespace == ALL_NAMESPACES
+                    || acl.allow_namespace(namespace)
                     || acl.allow_variable_operation(namespace, path, operation)
             } else {
                 acl.allow_variable_operation(namespace, path, operation)
             }
+        }
+        Permission::ServiceRead { namespace } => {
+            acl.allow_namespace_operation(namespace, capability::READ_JOB)
         }
         Permission::NodeRead => acl.allow_node_read(),
         Permission::NodeWrite => acl.allow_node_write(),
@@ -349,19 +391,95 @@ pub async fn enforce(
             return forbidden(message);
         }
     };
-    let allowed = match &identity {
-        RequestIdentity::AclToken(token) => allows(&token_acl(&enforcer.state, token), &permission),
-        RequestIdentity::Anonymous => allows(&anonymous_acl(&enforcer.state), &permission),
+    let acl = match &identity {
+        RequestIdentity::AclToken(token) => Some(token_acl(&enforcer.state, token)),
+        RequestIdentity::Anonymous => Some(anonymous_acl(&enforcer.state)),
         // The variables handler applies a workload's implicit paths.
-        RequestIdentity::Workload(_) => {
-            matches!(permission, Permission::Variable { .. } | Permission::Anyone)
+        RequestIdentity::Workload(_) => None,
+    };
+    // A list across namespaces answers what the caller may see in each namespace.
+    let across = match &permission {
+        Permission::Namespace {
+            namespace,
+            capability,
+        } => Some((namespace.as_str(), *capability)),
+        Permission::ServiceRead { namespace } => Some((namespace.as_str(), capability::READ_JOB)),
+        _ => None,
+    };
+    if let Some((namespace, capability)) = across
+        && namespace == ALL_NAMESPACES
+        && lists_across_namespaces(&parts.method, &path)
+    {
+        let acl = acl.unwrap_or_else(|| Acl::new(&[]));
+        let response = next.run(Request::from_parts(parts, body)).await;
+        if acl.is_management() {
+            return response;
         }
+        return keep_allowed_items(response, &acl, capability).await;
+    }
+    let allowed = match (&acl, &identity) {
+        (Some(acl), _) => allows(acl, &permission),
+        (None, RequestIdentity::Workload(workload)) => match &permission {
+            Permission::Variable { .. } | Permission::Anyone => true,
+            Permission::ServiceRead { namespace } => *namespace == workload.namespace,
+            _ => false,
+        },
+        (None, _) => false,
     };
     if !allowed {
         tracing::debug!(path, ?permission, "ACL refused a request");
         return forbidden("Permission denied");
     }
     next.run(Request::from_parts(parts, body)).await
+}
+
+/// The list endpoints that take `namespace=*` and answer objects with a `Namespace` field.
+fn lists_across_namespaces(method: &Method, path: &str) -> bool {
+    matches!(
+        route(method, path),
+        Ok(Route::JobList
+            | Route::AllocationList
+            | Route::EvaluationList
+            | Route::DeploymentList
+            | Route::ServiceList)
+    )
+}
+
+/// Drops from a successful JSON list answer the items in namespaces where `acl` does not
+/// allow `capability` (Nomad filters `*` lists by the caller's namespaces).
+async fn keep_allowed_items(response: Response, acl: &Acl, capability: &str) -> Response {
+    if response.status() != StatusCode::OK {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = match to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("failed to read the answer: {error}"),
+            )
+                .into_response();
+        }
+    };
+    let Ok(serde_json::Value::Array(items)) = serde_json::from_slice(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    let kept: Vec<serde_json::Value> = items
+        .into_iter()
+        .filter(|item| {
+            item.get("Namespace")
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|namespace| acl.allow_namespace_operation(namespace, capability))
+        })
+        .collect();
+    match serde_json::to_vec(&kept) {
+        Ok(filtered) => {
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(filtered))
+        }
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
+    }
 }
 
 /// Whether `route` is one of a client node's calls to its servers.

@@ -213,6 +213,25 @@ impl AgentOperations for AgentBackend {
         }
     }
 
+    async fn update_deployment(
+        &self,
+        request: drover_api::backend::DeploymentOperation,
+    ) -> Result<drover_structs::DeploymentUpdateResponse, ApiError> {
+        use drover_api::backend::DeploymentOperation;
+        let server = self.server()?;
+        match request {
+            DeploymentOperation::Promote(request) => server.promote_deployment(request).await,
+            DeploymentOperation::Fail { deployment_id } => {
+                server.fail_deployment(&deployment_id).await
+            }
+            DeploymentOperation::Pause(request) => server.pause_deployment(request).await,
+            DeploymentOperation::AllocHealth(request) => {
+                server.set_deployment_alloc_health(request).await
+            }
+        }
+        .map_err(server_error)
+    }
+
     async fn set_job_stability(
         &self,
         namespace: &str,

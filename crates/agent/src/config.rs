@@ -155,6 +155,9 @@ pub struct RawClient {
     /// The cores tasks may reserve, as a cpuset list (`"0-3,6"`).
     pub reservable_cores: Option<String>,
     pub artifact: Option<RawArtifact>,
+    /// `template { wait_bounds { min max } }`; Nomad's other template keys are refused as
+    /// unknown fields.
+    pub template: Option<RawClientTemplate>,
     /// `host_volume "name" { path = "…" read_only = false }`, by name.
     pub host_volume: Option<BTreeMap<String, RawHostVolume>>,
 }
@@ -211,6 +214,46 @@ fn host_volumes(
     Ok(volumes)
 }
 
+/// `client { template { … } }`: bounds on what jobs' templates may ask.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawClientTemplate {
+    pub wait_bounds: Option<RawWaitBounds>,
+}
+
+/// `wait_bounds { min max }`: a template's `wait` is raised to `min` and lowered to `max`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWaitBounds {
+    pub min: Option<String>,
+    pub max: Option<String>,
+}
+
+impl RawClientTemplate {
+    fn validate(&self) -> Result<drover_client::config::TemplateWaitBounds, ConfigError> {
+        let Some(bounds) = &self.wait_bounds else {
+            return Ok(drover_client::config::TemplateWaitBounds::default());
+        };
+        let parse = |key: &'static str, value: &Option<String>| {
+            value
+                .as_deref()
+                .map(|text| parse_duration(key, text))
+                .transpose()
+        };
+        let min = parse("client.template.wait_bounds.min", &bounds.min)?;
+        let max = parse("client.template.wait_bounds.max", &bounds.max)?;
+        if let (Some(min), Some(max)) = (min, max)
+            && max < min
+        {
+            return Err(ConfigError::Invalid {
+                key: "client.template.wait_bounds",
+                message: "max must not be less than min".to_owned(),
+            });
+        }
+        Ok(drover_client::config::TemplateWaitBounds { min, max })
+    }
+}
+
 /// `client { artifact { … } }`: limits of artifact downloads.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -220,6 +263,10 @@ pub struct RawArtifact {
     pub git_timeout: Option<String>,
     pub decompression_size_limit: Option<String>,
     pub decompression_file_count_limit: Option<u64>,
+    /// drover's node-wide artifact cache: entries unused for longer are removed.
+    pub cache_max_age: Option<String>,
+    /// drover's node-wide artifact cache: its size cap (least recently used entries go).
+    pub cache_max_size: Option<String>,
     /// Nomad sandboxes its getter process unless this is true; drover always confines every
     /// artifact write to the task dir, so `false` (the default) is what runs and `true` is
     /// refused with the key named.
@@ -293,6 +340,15 @@ impl RawArtifact {
             decompression_file_count_limit: self
                 .decompression_file_count_limit
                 .unwrap_or(defaults.decompression_file_count_limit),
+            cache_max_age: match &self.cache_max_age {
+                Some(text) => parse_duration("client.artifact.cache_max_age", text)?,
+                None => defaults.cache_max_age,
+            },
+            cache_max_size: size(
+                "client.artifact.cache_max_size",
+                &self.cache_max_size,
+                defaults.cache_max_size,
+            )?,
         })
     }
 }
@@ -390,6 +446,7 @@ impl RawConfig {
                 memory_total_mb,
                 reservable_cores,
                 artifact,
+                template,
                 host_volume
             ),
             (base, over) => {
@@ -488,6 +545,8 @@ pub struct AgentConfig {
     pub reservable_cores: Option<Vec<u16>>,
     /// `client { artifact { … } }`, validated.
     pub artifact: drover_client::artifact::ArtifactConfig,
+    /// `client { template { wait_bounds { … } } }`, validated.
+    pub template_wait_bounds: drover_client::config::TemplateWaitBounds,
     /// `client { host_volume "name" { … } }`, validated (each path an existing directory).
     pub host_volumes: BTreeMap<String, drover_structs::ClientHostVolumeConfig>,
     pub num_schedulers: u32,
@@ -879,6 +938,7 @@ impl AgentConfig {
                 None => None,
             },
             artifact: client.artifact.clone().unwrap_or_default().validate()?,
+            template_wait_bounds: client.template.clone().unwrap_or_default().validate()?,
             host_volumes: host_volumes(client.host_volume.as_ref())?,
             num_schedulers: server.num_schedulers.unwrap_or(2).max(1),
             oidc_issuer: server

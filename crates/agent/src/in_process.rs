@@ -12,6 +12,7 @@ use drover_server::identity::{IdentityError, sign_for_node};
 use drover_server::keyring::Keyring;
 use drover_server::{Clock, Server, ServerError};
 use drover_structs::client_rpc::{SignIdentitiesResponse, WorkloadIdentityRequest};
+use drover_structs::service_catalog::ServiceRegistrationListStub;
 use drover_structs::{Allocation, Node, ServiceRegistration, Variable, VariableMetadata};
 
 /// The server, as the local client sees it, with the keyring that signs its identities
@@ -179,6 +180,45 @@ impl ServerConn for InProcessServer {
             .map(|stored| stored.meta.clone())
             .collect())
     }
+
+    async fn read_service(
+        &self,
+        token: &str,
+        namespace: &str,
+        name: &str,
+        choose: Option<&str>,
+    ) -> Result<Vec<ServiceRegistration>, ServerConnError> {
+        self.workload_in(token, namespace)?;
+        let mut services: Vec<ServiceRegistration> = self
+            .server
+            .state()
+            .service_registrations_by_name(namespace, name)
+            .iter()
+            .map(|service| ServiceRegistration::clone(service))
+            .collect();
+        services.sort_by(|a, b| a.id.cmp(&b.id));
+        match choose {
+            Some(parameter) => drover_structs::service_catalog::choose_services(
+                services, parameter,
+            )
+            .map_err(|error| ServerConnError::Rejected {
+                message: format!("failed to choose services: {error}"),
+            }),
+            None => Ok(services),
+        }
+    }
+
+    async fn list_services(
+        &self,
+        token: &str,
+        namespace: &str,
+    ) -> Result<Vec<ServiceRegistrationListStub>, ServerConnError> {
+        self.workload_in(token, namespace)?;
+        let registrations = self.server.state().service_registrations(Some(namespace));
+        Ok(drover_structs::service_catalog::service_list(
+            registrations.iter().map(std::convert::AsRef::as_ref),
+        ))
+    }
 }
 
 impl InProcessServer {
@@ -188,6 +228,19 @@ impl InProcessServer {
             .ok_or_else(|| ServerConnError::Rejected {
                 message: "this server has no keyring to open variables".to_owned(),
             })
+    }
+
+    /// Refuses `token` unless it is a workload identity of `namespace`: a task reads the
+    /// service catalog of its own namespace, as Nomad's service endpoints allow.
+    fn workload_in(&self, token: &str, namespace: &str) -> Result<(), ServerConnError> {
+        let keyring = self.keyring_for_variables()?;
+        let workload = self.workload(keyring, token)?;
+        if workload.namespace != namespace {
+            return Err(ServerConnError::Rejected {
+                message: "Permission denied".to_owned(),
+            });
+        }
+        Ok(())
     }
 
     /// The workload `token` names, or the refusal a remote caller would get (403).

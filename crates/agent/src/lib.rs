@@ -11,12 +11,16 @@ pub mod backend;
 pub mod cluster;
 pub mod config;
 pub mod exec;
+pub mod gc_http;
 pub mod identity_http;
 pub mod in_process;
 pub mod keyring_http;
+pub mod leadership;
 pub mod logging;
 pub mod metrics;
 pub mod monitor;
+pub mod namespaces_http;
+pub mod node_pools_http;
 pub mod proxy;
 pub mod server_link;
 pub mod task_api;
@@ -123,14 +127,20 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     // The state store answers the HTTP API's reads. An agent without a server keeps an empty
     // one in memory: its API serves the client's endpoints, and the servers' state is read
     // from a server agent.
-    let (state, server, cluster_id, keyring) = if config.server_enabled {
-        let (state, server, cluster_id, keyring) = start_server(&config, data_dir.path()).await?;
-        (state, Some(server), Some(cluster_id), Some(keyring))
+    let (state, server, cluster_id, keyring, cluster) = if config.server_enabled {
+        let started = start_server(&config, data_dir.path(), &advertised).await?;
+        (
+            started.state,
+            Some(started.server),
+            Some(started.cluster_id),
+            Some(started.keyring),
+            started.cluster,
+        )
     } else {
         let state = StateStore::in_memory()
             .await
             .context("opening an empty state store for a client-only agent")?;
-        (state, None, None, None)
+        (state, None, None, None, None)
     };
 
     let client = match client_preparation {
@@ -139,6 +149,15 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 .await
                 .context("preparing the client on a blocking thread")??;
             let conn = match &server {
+                // A server of a cluster may not lead: its own client reaches it over HTTP like
+                // any other, and it passes the node's writes to the leader.
+                Some(_) if cluster.is_some() => AgentServerConn::Remote(
+                    HttpServerConn::new(HttpServerConnConfig {
+                        cluster_id_file: Some(data_dir.path().join("client").join("cluster_id")),
+                        ..HttpServerConnConfig::new(vec![advertised.to_string()])
+                    })
+                    .context("configuring the connection to this agent's server")?,
+                ),
                 Some(server) => AgentServerConn::InProcess(InProcessServer {
                     server: server.clone(),
                     keyring: keyring.clone(),
@@ -224,6 +243,12 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 keyring: keyring.clone(),
                 state: state.clone(),
                 clock: clock.clone(),
+                locks: {
+                    let locks = drover_server::variable_locks::VariableLocks::new(state.clone());
+                    locks.restore();
+                    locks
+                },
+                acl_enabled: config.acl.enabled,
             }))
             .merge(acl_http::router(acl_http::AclEndpoints {
                 enabled: config.acl.enabled,
@@ -232,12 +257,37 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 clock: clock.clone(),
                 server_dir: data_dir.path().join("server"),
             }))
+            .merge(namespaces_http::router(
+                namespaces_http::NamespaceEndpoints {
+                    acl_enabled: config.acl.enabled,
+                    keyring: keyring.clone(),
+                    state: state.clone(),
+                    clock: clock.clone(),
+                    region: config.region.clone(),
+                },
+            ))
             .merge(identity_http::router(identity_http::IdentityEndpoints {
                 keyring: keyring.clone(),
                 state: state.clone(),
                 clock,
             }))
         }
+        None => app,
+    };
+    let app = match &server {
+        Some(server) => {
+            app.merge(gc_http::server_router(server.clone()))
+                .merge(node_pools_http::router(
+                    node_pools_http::NodePoolEndpoints {
+                        server: server.clone(),
+                        state: state.clone(),
+                    },
+                ))
+        }
+        None => app,
+    };
+    let app = match &client {
+        Some(client) => app.merge(gc_http::client_router(client.clone())),
         None => app,
     };
 
@@ -277,6 +327,14 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     } else {
         app
     };
+    // A server of a cluster answers the cluster's status from etcd.
+    let app = match &cluster {
+        Some(cluster) => app.layer(axum::middleware::from_fn_with_state(
+            cluster.clone(),
+            leadership::cluster_status,
+        )),
+        None => app,
+    };
 
     // With ACLs on, every request of a server agent is checked in one place before it runs.
     let app = match (&keyring, config.acl.enabled) {
@@ -289,6 +347,15 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
             acl_enforce::enforce,
         )),
         _ => app,
+    };
+
+    // A follower passes writes to the leader before anything else looks at them.
+    let app = match &cluster {
+        Some(cluster) => app.layer(axum::middleware::from_fn_with_state(
+            cluster.clone(),
+            leadership::forward_writes,
+        )),
+        None => app,
     };
 
     // Every answer of a server agent names its cluster (clients follow only their own).
@@ -360,6 +427,9 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
             DataDir::Persistent(_) => client.shutdown().await,
         }
     }
+    if let Some(cluster) = &cluster {
+        cluster.leave();
+    }
     if let Some(server) = &server {
         server.shutdown().await;
     }
@@ -372,63 +442,107 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Opens the server's state in `<data_dir>/server` and starts the server on it.
+/// A started server and what the agent wires around it.
+struct StartedServer {
+    state: StateStore,
+    server: Server,
+    cluster_id: String,
+    keyring: Arc<Keyring>,
+    /// Its place in a cluster of servers on etcd (`None`: the only server, on its data dir).
+    cluster: Option<Arc<leadership::ClusterNode>>,
+}
+
+fn server_config(config: &AgentConfig) -> ServerConfig {
+    ServerConfig {
+        region: config.region.clone(),
+        datacenter: config.datacenter.clone(),
+        num_schedulers: config.num_schedulers as usize,
+        heartbeat: HeartbeatConfig {
+            min_ttl: config.min_heartbeat_ttl,
+            grace: config.heartbeat_grace,
+            ..HeartbeatConfig::default()
+        },
+        ..ServerConfig::default()
+    }
+}
+
+/// Opens the server's state (in `<data_dir>/server`, or on etcd) and starts the server on it.
 async fn start_server(
     config: &AgentConfig,
     data_dir: &Path,
-) -> anyhow::Result<(StateStore, Server, String, Arc<Keyring>)> {
+    advertised: &std::net::SocketAddr,
+) -> anyhow::Result<StartedServer> {
     let clock: Arc<dyn drover_server::Clock> = Arc::new(drover_server::SystemClock);
     let server_dir = data_dir.join("server");
     std::fs::create_dir_all(&server_dir)
         .with_context(|| format!("creating {}", server_dir.display()))?;
+    if let Some(etcd) = &config.etcd {
+        return start_cluster_server(config, etcd, advertised, clock).await;
+    }
     let cluster_id =
         cluster::load_or_create(&server_dir).context("the server's cluster identity")?;
-    let state = match &config.etcd {
-        Some(etcd) => open_etcd_state(etcd, &config.name).await?,
-        None => StateStore::open(&server_dir).await.with_context(|| {
-            format!(
-                "opening the server state in {} (if the file is damaged, move it aside to start \
-                 with an empty state)",
-                server_dir.display()
-            )
-        })?,
-    };
-    let server = Server::start(
-        ServerConfig {
-            region: config.region.clone(),
-            datacenter: config.datacenter.clone(),
-            num_schedulers: config.num_schedulers as usize,
-            heartbeat: HeartbeatConfig {
-                min_ttl: config.min_heartbeat_ttl,
-                grace: config.heartbeat_grace,
-                ..HeartbeatConfig::default()
-            },
-            ..ServerConfig::default()
-        },
-        state.clone(),
-        clock.clone(),
-    );
+    let state = StateStore::open(&server_dir).await.with_context(|| {
+        format!(
+            "opening the server state in {} (if the file is damaged, move it aside to start \
+             with an empty state)",
+            server_dir.display()
+        )
+    })?;
+    let server = Server::start(server_config(config), state.clone(), clock.clone());
     let keyring = Keyring::open(&server_dir, state.clone(), clock)
         .await
         .with_context(|| format!("opening the keyring in {}", server_dir.display()))?;
-    Ok((state, server, cluster_id, Arc::new(keyring)))
+    Ok(StartedServer {
+        state,
+        server,
+        cluster_id,
+        keyring: Arc::new(keyring),
+        cluster: None,
+    })
 }
 
-/// Opens the server's state on etcd and follows writes other stores make to the same prefix.
-/// Only one server agent writes a prefix: this waits while another holds it.
-async fn open_etcd_state(etcd: &config::EtcdSettings, name: &str) -> anyhow::Result<StateStore> {
+/// A server of a cluster on etcd: its state follows the prefix, its cluster ID and keyring KEK
+/// are the cluster's (kept in etcd, made by the first server), and it campaigns for the
+/// leadership; it starts as a follower and takes up leader work when elected.
+async fn start_cluster_server(
+    config: &AgentConfig,
+    etcd: &config::EtcdSettings,
+    advertised: &std::net::SocketAddr,
+    clock: Arc<dyn drover_server::Clock>,
+) -> anyhow::Result<StartedServer> {
     let settings = drover_etcd::EtcdConfig::new(etcd.endpoints.clone(), etcd.prefix.clone());
     let kv = Arc::new(
         drover_etcd::EtcdKv::connect(&settings)
             .await
             .with_context(|| format!("connecting to etcd at {}", etcd.endpoints.join(",")))?,
     );
-    // The keeper runs for the agent's life.
-    drop(
-        kv.hold_server(name)
-            .await
-            .with_context(|| format!("taking the server hold on etcd prefix {:?}", etcd.prefix))?,
-    );
+    let cluster_id = kv
+        .shared_value("cluster_id", || {
+            uuid::Uuid::new_v4().to_string().into_bytes()
+        })
+        .await
+        .context("reading the cluster's identity from etcd")?;
+    let cluster_id = String::from_utf8(cluster_id)
+        .ok()
+        .filter(|id| uuid::Uuid::parse_str(id).is_ok())
+        .context("the cluster identity in etcd is not a UUID")?;
+    let kek = kv
+        .shared_value("keyring_kek", || {
+            drover_server::keyring::new_kek_text().into_bytes()
+        })
+        .await
+        .context("reading the cluster's keyring key from etcd")?;
+    // The election fences the store's writes from the start: a follower writes nothing.
+    let cluster = leadership::ClusterNode::join(
+        kv.clone(),
+        leadership::ServerRecord {
+            name: config.name.clone(),
+            region: config.region.clone(),
+            datacenter: config.datacenter.clone(),
+            http_addr: advertised.to_string(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        },
+    )?;
     let state = StateStore::open_with_kv(kv.clone(), drover_state::EngineOptions::default())
         .await
         .with_context(|| {
@@ -440,7 +554,25 @@ async fn open_etcd_state(etcd: &config::EtcdSettings, name: &str) -> anyhow::Res
         })?;
     // The task ends by itself when the store is closed.
     drop(drover_etcd::follow(&kv, state.clone()));
-    Ok(state)
+    let server = Server::start_follower(server_config(config), state.clone(), clock.clone());
+    let keyring = Arc::new(
+        Keyring::open_shared(&String::from_utf8_lossy(&kek), state.clone(), clock)
+            .context("opening the cluster's keyring")?,
+    );
+    // The task follows the election for the agent's life.
+    drop(leadership::run_leader_duties(
+        cluster.clone(),
+        server.clone(),
+        state.clone(),
+        keyring.clone(),
+    ));
+    Ok(StartedServer {
+        state,
+        server,
+        cluster_id,
+        keyring,
+        cluster: Some(cluster),
+    })
 }
 
 /// What the client needs before it can start, built off the async runtime: its config, its
@@ -463,6 +595,7 @@ fn prepare_client(
     let mut client_config = ClientConfig::new(data_dir);
     client_config.max_kill_timeout = config.max_kill_timeout;
     client_config.artifact = config.artifact.clone();
+    client_config.template_wait_bounds = config.template_wait_bounds;
     client_config.host_volumes = config.host_volumes.clone();
     client_config.apply_options(&config.options);
     let client_config = Arc::new(client_config);
@@ -545,6 +678,12 @@ async fn start_client(
         .get("docker")
         .is_some_and(|driver| driver.healthy);
     let docker = prepared.docker;
+    // The node's artifact cache stays within its cache_max_age / cache_max_size.
+    tokio::spawn(drover_client::artifact::cache::run(
+        prepared.factory.config.artifact_cache_dir(),
+        prepared.factory.config.artifact.clone(),
+        prepared.factory.clock.clone(),
+    ));
     let client = Client::start_with_node(
         prepared.node_config,
         prepared.node,

@@ -11,6 +11,7 @@ use std::time::Duration;
 use drover_client::http_conn::HttpServerConn;
 use drover_client::server_conn::{AllocClientUpdate, NodeAllocations, ServerConn, ServerConnError};
 use drover_structs::client_rpc::{SignIdentitiesResponse, WorkloadIdentityRequest};
+use drover_structs::service_catalog::ServiceRegistrationListStub;
 use drover_structs::{Allocation, Node, ServiceRegistration, Variable, VariableMetadata};
 
 use super::in_process::InProcessServer;
@@ -122,6 +123,34 @@ impl ServerConn for AgentServerConn {
         match self {
             AgentServerConn::InProcess(conn) => conn.list_variables(token, namespace, prefix).await,
             AgentServerConn::Remote(conn) => conn.list_variables(token, namespace, prefix).await,
+        }
+    }
+
+    async fn read_service(
+        &self,
+        token: &str,
+        namespace: &str,
+        name: &str,
+        choose: Option<&str>,
+    ) -> Result<Vec<ServiceRegistration>, ServerConnError> {
+        match self {
+            AgentServerConn::InProcess(conn) => {
+                conn.read_service(token, namespace, name, choose).await
+            }
+            AgentServerConn::Remote(conn) => {
+                conn.read_service(token, namespace, name, choose).await
+            }
+        }
+    }
+
+    async fn list_services(
+        &self,
+        token: &str,
+        namespace: &str,
+    ) -> Result<Vec<ServiceRegistrationListStub>, ServerConnError> {
+        match self {
+            AgentServerConn::InProcess(conn) => conn.list_services(token, namespace).await,
+            AgentServerConn::Remote(conn) => conn.list_services(token, namespace).await,
         }
     }
 }

@@ -4,8 +4,8 @@
 //! Who may do what, with ACLs off as Nomad: a request without a credential may do anything; a
 //! request with a workload identity may only read its implicit paths (`nomad/jobs`,
 //! `nomad/jobs/<job>`, `…/<group>`, `…/<group>/<task>` in its namespace); any other
-//! credential is refused (403). Locks (`lock-acquire`, `lock-renew`, `lock-release`) are
-//! refused with a message: they are not implemented.
+//! credential is refused (403). Locks (`lock-acquire`, `lock-renew`, `lock-release`) as
+//! Nomad's; a variable's lock is shown only to management (everyone with ACLs off).
 //!
 //! Not here: sealing and validation (`drover_server::variables`).
 
@@ -20,8 +20,10 @@ use drover_api::params::QueryParams;
 use drover_server::Clock;
 use drover_server::identity::{RequestIdentity, WorkloadIdentity, request_token, resolve_token};
 use drover_server::keyring::Keyring;
+use drover_server::variable_locks::VariableLocks;
 use drover_server::variables::{
-    VariableWriteOutcome, VariablesError, delete_variable, put_variable, read_variable,
+    VariableWriteOutcome, VariablesError, acquire_variable_lock, delete_variable, put_variable,
+    read_variable, release_variable_lock, renew_variable_lock,
 };
 use drover_state::{StateStore, Table};
 use drover_structs::{DEFAULT_NAMESPACE, Variable, VariableMetadata};
@@ -32,6 +34,9 @@ pub struct VariablesEndpoints {
     pub keyring: Arc<Keyring>,
     pub state: StateStore,
     pub clock: Arc<dyn Clock>,
+    pub locks: Arc<VariableLocks>,
+    /// Whether ACLs are on (off: every caller sees locks, as Nomad's management).
+    pub acl_enabled: bool,
 }
 
 /// The routes, for a server agent.
@@ -46,6 +51,7 @@ pub fn router(endpoints: VariablesEndpoints) -> axum::Router {
 fn variables_error(error: VariablesError) -> ApiError {
     match error {
         VariablesError::Invalid(message) => ApiError::bad_request(message),
+        VariablesError::NotFound => ApiError::not_found("variable doesn't exist"),
         other => ApiError::internal(other.to_string()),
     }
 }
@@ -77,6 +83,28 @@ fn json_with_status(
         headers.insert("X-Nomad-LastContact", HeaderValue::from_static("0"));
     }
     response
+}
+
+/// An error as Nomad answers it: lock conflicts are 409 with the message.
+fn error_response(error: VariablesError) -> Response {
+    match error {
+        VariablesError::LockConflict(message) => (
+            StatusCode::CONFLICT,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            message,
+        )
+            .into_response(),
+        other => variables_error(other).into_response(),
+    }
+}
+
+/// Whether `identity` sees locks: management only, as Nomad (everyone with ACLs off).
+fn sees_locks(endpoints: &VariablesEndpoints, identity: &RequestIdentity) -> bool {
+    match identity {
+        RequestIdentity::Anonymous => !endpoints.acl_enabled,
+        RequestIdentity::AclToken(token) => !endpoints.acl_enabled || token.is_management(),
+        RequestIdentity::Workload(_) => false,
+    }
 }
 
 /// Who is asking; `None` for a credential that does not resolve (answered 403).
@@ -164,7 +192,13 @@ async fn list(
                 acl.allow_variable_operation(&stored.meta.namespace, &stored.meta.path, "list")
             }),
         })
-        .map(|stored| stored.meta.clone())
+        .map(|stored| {
+            let mut meta = stored.meta.clone();
+            if !sees_locks(&endpoints, &identity) {
+                meta.lock = None;
+            }
+            meta
+        })
         .collect();
     Ok(json_with_status(StatusCode::OK, &listed, index, true))
 }
@@ -229,7 +263,12 @@ async fn specific(
             match read_variable(&endpoints.keyring, &endpoints.state, &namespace, &path)
                 .map_err(variables_error)?
             {
-                Some(variable) => Ok(json_with_status(StatusCode::OK, &variable, index, true)),
+                Some(mut variable) => {
+                    if !sees_locks(&endpoints, &identity) {
+                        variable.lock = None;
+                    }
+                    Ok(json_with_status(StatusCode::OK, &variable, index, true))
+                }
                 None => Err(ApiError::not_found("variable not found")),
             }
         }
@@ -244,16 +283,6 @@ async fn specific(
             if lock_ops > 1 {
                 return Err(ApiError::bad_request("multiple lock operations"));
             }
-            if lock_ops == 1 {
-                if params.non_empty("cas").is_some() {
-                    return Err(ApiError::bad_request(
-                        "CAS can't be used with lock operations",
-                    ));
-                }
-                return Err(ApiError::bad_request(
-                    "variable lock operations (lock-acquire, lock-renew, lock-release) are not supported",
-                ));
-            }
             let mut variable: Variable = if body.iter().all(u8::is_ascii_whitespace) {
                 Variable::default()
             } else {
@@ -262,6 +291,18 @@ async fn specific(
                 drover_structs::lenient::from_value_ignoring_key_case(value)
                     .map_err(|error| ApiError::bad_request(error.to_string()))?
             };
+            if lock_ops == 1 {
+                if params.non_empty("cas").is_some() {
+                    return Err(ApiError::bad_request(
+                        "CAS can't be used with lock operations",
+                    ));
+                }
+                variable.path = path;
+                if params.non_empty("namespace").is_some() || variable.namespace.is_empty() {
+                    variable.namespace = namespace;
+                }
+                return Ok(lock_operation(&endpoints, &params, variable).await);
+            }
             if variable.items.is_empty() {
                 return Err(ApiError::bad_request(
                     "variable missing required Items object",
@@ -302,6 +343,47 @@ async fn specific(
         }
         // Nomad answers a bad method here with 400.
         _ => Err(ApiError::bad_request("Invalid method")),
+    }
+}
+
+/// `lock-acquire`, `lock-release` (the variable, or the conflict as 409) and `lock-renew`
+/// (the variable's metadata), as Nomad's.
+async fn lock_operation(
+    endpoints: &VariablesEndpoints,
+    params: &QueryParams,
+    variable: Variable,
+) -> Response {
+    let outcome = if params.get("lock-renew").is_some() {
+        let lock_id = variable
+            .lock
+            .as_ref()
+            .map(|lock| lock.id.clone())
+            .unwrap_or_default();
+        return match renew_variable_lock(
+            &endpoints.state,
+            &endpoints.locks,
+            &variable.namespace,
+            &variable.path,
+            &lock_id,
+        ) {
+            Ok(meta) => json_with_status(StatusCode::OK, &meta, meta.modify_index, false),
+            Err(error) => error_response(error),
+        };
+    } else if params.get("lock-acquire").is_some() {
+        acquire_variable_lock(
+            &endpoints.keyring,
+            &endpoints.state,
+            &endpoints.locks,
+            variable,
+            endpoints.clock.now_unix_ns(),
+        )
+        .await
+    } else {
+        release_variable_lock(&endpoints.state, &endpoints.locks, variable).await
+    };
+    match outcome {
+        Ok(outcome) => write_answer(outcome, false),
+        Err(error) => error_response(error),
     }
 }
 

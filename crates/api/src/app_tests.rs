@@ -1193,7 +1193,7 @@ async fn a_register_using_what_cannot_run_here_is_refused_naming_each_use() {
 }
 
 #[tokio::test]
-async fn nomads_default_update_registers_with_a_warning_saying_how_drover_updates() {
+async fn nomads_default_update_registers_without_a_warning() {
     let (_backend, router) = setup();
     let mut job = sample_job("web");
     job.update = Some(drover_structs::canonicalize::default_update_strategy());
@@ -1201,9 +1201,8 @@ async fn nomads_default_update_registers_with_a_warning_saying_how_drover_update
     assert_eq!(response.status(), StatusCode::OK);
     let registered = body_json(response).await;
     let warnings = registered["Warnings"].as_str().unwrap();
-    // Nomad's default migrate strategy runs (the drainer paces it), so only update warns.
-    assert!(warnings.starts_with("1 warning(s):\n\n* update (Nomad's default) in job (Update), group \"web\" (TaskGroups[0].Update): a changed group is replaced all at once"), "{warnings}");
-    assert!(!warnings.contains("migrate"), "{warnings}");
+    // Nomad's default update (deployments) and migrate (the drainer) strategies both run.
+    assert_eq!(warnings, "");
     let validated = body_json(
         send(
             &router,
@@ -2236,15 +2235,23 @@ async fn deployments_are_listed_read_and_found_by_job_in_nomads_shape() {
     let none = body_text(send(&router, "GET", "/v1/job/nope/deployments", None).await).await;
     assert_eq!(none, "[]");
 
-    // Writes to deployments are not served yet.
-    let promote = send(
-        &router,
-        "PUT",
-        "/v1/deployment/promote/aaaa0000-1111-2222-3333-444455556666",
-        Some(json!({"All": true})),
-    )
-    .await;
-    assert_eq!(promote.status(), StatusCode::NOT_FOUND);
+    // Deployment writes check the body's ID as Nomad does; a backend without a server has
+    // no such endpoint.
+    let path = "/v1/deployment/promote/aaaa0000-1111-2222-3333-444455556666";
+    for (body, status) in [
+        (json!({"All": true}), StatusCode::BAD_REQUEST),
+        (
+            json!({"All": true, "DeploymentID": "other"}),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            json!({"All": true, "DeploymentID": "aaaa0000-1111-2222-3333-444455556666"}),
+            StatusCode::NOT_FOUND,
+        ),
+    ] {
+        let promote = send(&router, "PUT", path, Some(body.clone())).await;
+        assert_eq!(promote.status(), status, "{body}");
+    }
 
     let search = body_json(
         send(

@@ -264,6 +264,17 @@ pub trait AgentOperations: Send + Sync + 'static {
         async { Err(ApiError::NoRoute) }
     }
 
+    /// An operator's deployment write (`/v1/deployment/promote|fail|pause|allocation-health/
+    /// <id>`). A backend without a server has no such endpoint (404).
+    fn update_deployment(
+        &self,
+        request: DeploymentOperation,
+    ) -> impl Future<Output = Result<drover_structs::DeploymentUpdateResponse, ApiError>> + Send
+    {
+        let _ = request;
+        async { Err(ApiError::NoRoute) }
+    }
+
     // Client-node operations. Unknown allocations are
     // `NotFound("Unknown allocation \"<id>\"")`; unknown tasks or signals are `BadRequest`.
 
@@ -409,6 +420,15 @@ pub enum NodeOperation {
     Evaluate {
         node_id: String,
     },
+}
+
+/// An operator's deployment write, decoded by the HTTP layer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeploymentOperation {
+    Promote(drover_structs::DeploymentPromoteRequest),
+    Fail { deployment_id: String },
+    Pause(drover_structs::DeploymentPauseRequest),
+    AllocHealth(drover_structs::DeploymentAllocHealthRequest),
 }
 
 /// What an agent without a server answers to the calls only a server serves.
@@ -665,6 +685,14 @@ impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<
         request: NodeOperation,
     ) -> impl Future<Output = Result<serde_json::Value, ApiError>> + Send {
         self.operations.update_node(request)
+    }
+
+    fn update_deployment(
+        &self,
+        request: DeploymentOperation,
+    ) -> impl Future<Output = Result<drover_structs::DeploymentUpdateResponse, ApiError>> + Send
+    {
+        self.operations.update_deployment(request)
     }
 
     fn restart_alloc(

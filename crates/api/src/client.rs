@@ -312,9 +312,21 @@ impl ApiClient {
         path: &str,
         body: Option<serde_json::Value>,
     ) -> Result<Option<serde_json::Value>, ClientError> {
+        self.call_json_query(method, path, &[], body).await
+    }
+
+    /// [`call_json`](Self::call_json) with query parameters (besides the namespace and region
+    /// every call carries).
+    pub async fn call_json_query(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<serde_json::Value>,
+    ) -> Result<Option<serde_json::Value>, ClientError> {
         let method = reqwest::Method::from_bytes(method.as_bytes())
             .map_err(|error| ClientError::Decode(format!("method {method:?}: {error}")))?;
-        let mut builder = self.request(method, path, &[]);
+        let mut builder = self.request(method, path, query);
         if let Some(body) = body {
             builder = builder.json(&body);
         }
@@ -448,6 +460,52 @@ impl ApiClient {
         let body = serde_json::json!({"JobID": job_id, "JobVersion": version});
         self.put(&Self::job_path(job_id, "/revert"), &[], Some(body))
             .await
+    }
+
+    /// Deployments whose ID starts with `prefix`.
+    pub async fn deployments(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<drover_structs::Deployment>, ClientError> {
+        self.get("/v1/deployments", &[("prefix", prefix.to_string())])
+            .await
+    }
+
+    pub async fn deployment(
+        &self,
+        deployment_id: &str,
+    ) -> Result<drover_structs::Deployment, ClientError> {
+        self.get(
+            &format!("/v1/deployment/{}", escape_path_segment(deployment_id)),
+            &[],
+        )
+        .await
+    }
+
+    /// A job's latest deployment (`null` when it has none).
+    pub async fn job_latest_deployment(
+        &self,
+        job_id: &str,
+    ) -> Result<Option<drover_structs::Deployment>, ClientError> {
+        self.get(&Self::job_path(job_id, "/deployment"), &[]).await
+    }
+
+    /// A deployment write (`promote`, `fail`, `pause`, `allocation-health`) with its body.
+    pub async fn deployment_write(
+        &self,
+        write: &str,
+        deployment_id: &str,
+        body: serde_json::Value,
+    ) -> Result<drover_structs::DeploymentUpdateResponse, ClientError> {
+        self.put(
+            &format!(
+                "/v1/deployment/{write}/{}",
+                escape_path_segment(deployment_id)
+            ),
+            &[],
+            Some(body),
+        )
+        .await
     }
 
     pub async fn job_summary(&self, job_id: &str) -> Result<JobSummary, ClientError> {
@@ -764,6 +822,11 @@ impl ApiClient {
 
     pub async fn agent_members(&self) -> Result<serde_json::Value, ClientError> {
         self.get("/v1/agent/members", &[]).await
+    }
+
+    /// The region's leader (`/v1/status/leader`): its address, empty when none is known.
+    pub async fn status_leader(&self) -> Result<String, ClientError> {
+        self.get("/v1/status/leader", &[]).await
     }
 
     pub async fn agent_self(&self) -> Result<serde_json::Value, ClientError> {

@@ -110,6 +110,19 @@ pub enum Route {
     DeploymentAllocations {
         deployment_id: String,
     },
+    /// `PUT|POST /v1/deployment/promote|fail|pause|allocation-health/<id>`.
+    DeploymentPromote {
+        deployment_id: String,
+    },
+    DeploymentFail {
+        deployment_id: String,
+    },
+    DeploymentPause {
+        deployment_id: String,
+    },
+    DeploymentAllocHealth {
+        deployment_id: String,
+    },
     StatusLeader,
     StatusPeers,
     Regions,
@@ -186,6 +199,32 @@ pub enum Route {
     },
     /// `PUT /v1/search`: prefix search over IDs.
     Search,
+    /// `PUT /v1/search/fuzzy`: fuzzy search over names.
+    SearchFuzzy,
+}
+
+/// Builds a deployment write's route from the deployment ID.
+type DeploymentWrite = fn(String) -> Route;
+
+/// `deployment/<write>/<id>`: the write's route and the rest of the path.
+fn deployment_write(path: &str) -> Option<(DeploymentWrite, &str)> {
+    let writes: [(&str, DeploymentWrite); 4] = [
+        ("deployment/promote/", |deployment_id| {
+            Route::DeploymentPromote { deployment_id }
+        }),
+        ("deployment/fail/", |deployment_id| Route::DeploymentFail {
+            deployment_id,
+        }),
+        ("deployment/pause/", |deployment_id| {
+            Route::DeploymentPause { deployment_id }
+        }),
+        ("deployment/allocation-health/", |deployment_id| {
+            Route::DeploymentAllocHealth { deployment_id }
+        }),
+    ];
+    writes
+        .into_iter()
+        .find_map(|(prefix, route)| path.strip_prefix(prefix).map(|rest| (route, rest)))
 }
 
 /// Job sub-resources, longest first so `/deployments` wins over `/deployment`. Suffixes Nomad
@@ -285,6 +324,7 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
         "internal/services/delete" => (Route::ServiceRegistrationDeleteIds, Write),
         "services" => (Route::ServiceList, Read),
         "search" => (Route::Search, Write),
+        "search/fuzzy" => (Route::SearchFuzzy, Write),
         _ => {
             if let Some(rest) = path.strip_prefix("job/") {
                 return job_route(method, rest);
@@ -306,6 +346,8 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
                     },
                     Read,
                 )
+            } else if let Some((deployment_route, rest)) = deployment_write(path) {
+                (deployment_route(one_segment(rest)?), Write)
             } else if let Some(rest) = path.strip_prefix("deployment/") {
                 (
                     Route::DeploymentRead {

@@ -419,6 +419,7 @@ pub fn render_template(runs: usize, renders: usize) -> anyhow::Result<Report> {
         text: &text,
         left_delimiter: "",
         right_delimiter: "",
+        error_on_missing_key: false,
     };
     let mut report = Report::default();
     for _ in 0..runs {

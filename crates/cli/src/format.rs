@@ -55,13 +55,24 @@ pub fn pretty_age(then_unix_nanos: i64, now_unix_nanos: i64) -> String {
         return "N/A".to_string();
     }
     let seconds = (now_unix_nanos - then_unix_nanos).max(0) / 1_000_000_000;
+    format!("{} ago", pretty_span(seconds))
+}
+
+/// A future time as Nomad's CLI shows it: `1m30s from now`.
+pub fn pretty_from_now(then_unix_nanos: i64, now_unix_nanos: i64) -> String {
+    let seconds = (then_unix_nanos - now_unix_nanos).max(0) / 1_000_000_000;
+    format!("{} from now", pretty_span(seconds))
+}
+
+/// A span of seconds in its two largest units: `5s`, `3m12s`, `2h5m`, `4d3h`.
+fn pretty_span(seconds: i64) -> String {
     let (days, hours, minutes, secs) = (
         seconds / 86_400,
         (seconds % 86_400) / 3600,
         (seconds % 3600) / 60,
         seconds % 60,
     );
-    let text = if days > 0 {
+    if days > 0 {
         format!("{days}d{hours}h")
     } else if hours > 0 {
         format!("{hours}h{minutes}m")
@@ -69,8 +80,7 @@ pub fn pretty_age(then_unix_nanos: i64, now_unix_nanos: i64) -> String {
         format!("{minutes}m{secs}s")
     } else {
         format!("{secs}s")
-    };
-    format!("{text} ago")
+    }
 }
 
 /// `<none>` for an empty string, as Nomad prints empty fields.

@@ -92,12 +92,18 @@ enum Command {
     /// Interact with allocations
     #[command(subcommand)]
     Alloc(commands::alloc::AllocCommand),
+    /// Interact with namespaces
+    #[command(subcommand)]
+    Namespace(commands::namespace::NamespaceCommand),
     /// Interact with nodes
     #[command(subcommand)]
     Node(commands::node::NodeCommand),
     /// Interact with evaluations
     #[command(subcommand)]
     Eval(commands::eval::EvalCommand),
+    /// Interact with deployments
+    #[command(subcommand)]
+    Deployment(commands::deployment::DeploymentCommand),
     /// Interact with servers
     #[command(subcommand)]
     Server(commands::server::ServerCommand),
@@ -108,6 +114,9 @@ enum Command {
     Monitor(commands::agent_monitor::MonitorArgs),
     /// Show the status of jobs, or of any object by ID prefix
     Status(commands::status::StatusArgs),
+    /// Interact with variables
+    #[command(subcommand)]
+    Var(commands::var::VarCommand),
     /// Print the version
     Version,
 }
@@ -147,11 +156,14 @@ pub async fn run(arguments: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Wr
         Command::Acl(command) => commands::acl::run(command, &mut io).await,
         Command::Job(command) => commands::job::run(command, &mut io).await,
         Command::Alloc(command) => commands::alloc::run(command, &mut io).await,
+        Command::Namespace(command) => commands::namespace::run(command, &mut io).await,
         Command::Node(command) => commands::node::run(command, &mut io).await,
         Command::Eval(command) => commands::eval::run(command, &mut io).await,
+        Command::Deployment(command) => commands::deployment::run(command, &mut io).await,
         Command::Server(command) => commands::server::run(command, &mut io).await,
         Command::Service(command) => commands::service::run(command, &mut io).await,
         Command::Status(arguments) => commands::status::run(arguments, &mut io).await,
+        Command::Var(command) => commands::var::run(command, &mut io).await,
         Command::Monitor(arguments) => commands::agent_monitor::run(arguments, &mut io).await,
     }
 }

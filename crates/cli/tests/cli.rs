@@ -106,18 +106,17 @@ async fn validate_accepts_every_example_and_reports_located_errors() {
     ] {
         let outcome = drover(&["job", "validate", &example(name)]).await;
         assert_eq!(outcome.code, 0, "{name}: {}", outcome.stderr);
-        // A service group gets Nomad's default update and migrate strategies, which drover runs
-        // differently (a changed group is replaced, a drained node's allocations leave, at
-        // once): the only warnings an example may have.
+        // A service group gets Nomad's default update and migrate strategies, which drover
+        // runs: the only warnings an example may have are about the migrate block.
         let warnings: Vec<&str> = outcome
             .stdout
             .lines()
             .filter(|line| line.starts_with("* "))
             .collect();
         assert!(
-            warnings.iter().all(|warning| warning
-                .starts_with("* migrate (Nomad's default) in group ")
-                || warning.starts_with("* update (Nomad's default) in job ")),
+            warnings
+                .iter()
+                .all(|warning| warning.starts_with("* migrate (Nomad's default) in group ")),
             "{name}: {}",
             outcome.stdout
         );
@@ -1080,6 +1079,7 @@ async fn job_allocs_eval_status_and_server_members() {
             "Port",
             "Status",
             "Leader",
+            "Protocol",
             "Build",
             "Datacenter",
             "Region"
@@ -1093,6 +1093,7 @@ async fn job_allocs_eval_status_and_server_members() {
             "4646",
             "alive",
             "true",
+            "2",
             env!("CARGO_PKG_VERSION"),
             "dc1",
             "global"

@@ -422,3 +422,68 @@ fn hostile_archives_are_refused_naming_the_entry_and_write_nothing_outside() {
         !Path::new("/etc/x").exists() || std::fs::read("/etc/x").ok() != Some(b"pwned\n".to_vec())
     );
 }
+
+/// `URL//conf` places only `conf/` of the served tar.gz; its digest comes from a
+/// `SHA256SUMS` checksum file the same server serves (`checksum = "file:…"`); with `chown`
+/// (the agent runs as root here) what was placed belongs to the task's user.
+#[test]
+fn a_subdirectory_checked_against_a_checksum_file_is_placed_and_given_to_the_task_user() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let (tarball, digest) = make_tarball(temp.path());
+    let sums = format!("{}  other.tar.gz\n{digest}  app.tar.gz\n", "0".repeat(64));
+    let server = FileServer::start(HashMap::from([
+        ("/app.tar.gz".to_string(), tarball),
+        ("/SHA256SUMS".to_string(), sums.into_bytes()),
+    ]));
+    let agent = Agent::start_dev();
+    let as_root = nix::unistd::geteuid().is_root();
+    let spec = artifact_job(
+        "subdir",
+        1,
+        &format!("{}/app.tar.gz//conf", server.address),
+        "",
+    )
+    .replace(
+        "checksum = \"sha256:\"",
+        &format!("checksum = \"file:{}/SHA256SUMS\"", server.address),
+    )
+    .replace(
+        "destination = \"local/app\"",
+        "destination = \"local/app\"\n        chown       = true",
+    )
+    .replace("cat local/app/hello.txt; ", "")
+    .replace(
+        "driver       = \"raw_exec\"",
+        &format!(
+            "driver       = \"raw_exec\"{}",
+            if as_root {
+                "\n      user = \"nobody\""
+            } else {
+                ""
+            }
+        ),
+    );
+    run_job(&agent, "subdir.hcl", &spec);
+    let list = wait_running(&agent, "subdir", 1);
+    let alloc = &list[0];
+    let filler = local_file(&agent, alloc, "filler.bin");
+    assert!(filler.is_file(), "conf/ is placed as the destination");
+    assert!(!local_file(&agent, alloc, "hello.txt").exists());
+    assert!(!local_file(&agent, alloc, "conf").exists());
+    assert_eq!(server.requests_for("/SHA256SUMS"), 1);
+    if as_root {
+        use std::os::unix::fs::MetadataExt as _;
+        let nobody = nix::unistd::User::from_name("nobody")
+            .expect("user lookup")
+            .expect("nobody exists");
+        assert_eq!(
+            std::fs::metadata(&filler).expect("filler").uid(),
+            nobody.uid.as_raw()
+        );
+    } else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI runs the e2e tests as root"
+        );
+    }
+}

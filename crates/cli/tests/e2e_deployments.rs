@@ -1,7 +1,9 @@
 //! End to end through the real agent: a job's versions marked stable and reverted —
 //! `PUT /v1/job/<id>/stable` and `PUT /v1/job/<id>/revert` as Nomad answers them, with their
 //! refusals (a body naming another job, the current version, a stale `EnforcePriorVersion`, a
-//! version that does not exist), and the reverted spec running again.
+//! version that does not exist), and the reverted spec running again; rolling updates through
+//! deployments: one allocation at a time by reported health, canaries until
+//! `deployment promote`, and a failing version rolled back by `auto_revert`.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -185,5 +187,247 @@ fn job_revert_on_the_command_line_monitors_the_evaluation() {
     );
     let bad = agent.cli(&["job", "revert", &job, "x"]);
     assert_eq!(bad.status.code(), Some(1));
+    agent.cli_ok(&["job", "stop", "-purge", &job]);
+}
+
+/// A service of `count` allocations whose task sleeps (or, with `exit`, exits at once), with
+/// `update` as given.
+fn rolling_jobspec(job: &str, count: u32, color: &str, update: &str, exit: bool) -> String {
+    let script = if exit { "exit 1" } else { "sleep 300" };
+    format!(
+        r#"
+job "{job}" {{
+  update {{
+{update}
+  }}
+  group "web" {{
+    count = {count}
+    restart {{
+      attempts = 0
+      mode     = "fail"
+    }}
+    task "server" {{
+      driver       = "raw_exec"
+      kill_timeout = "1s"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "{script}"]
+      }}
+      env {{
+        COLOR = "{color}"
+      }}
+      resources {{
+        cpu    = 20
+        memory = 16
+      }}
+    }}
+  }}
+}}
+"#
+    )
+}
+
+/// The job's allocations that should run and run, as (job version, healthy).
+fn running(agent: &Agent, job: &str) -> Vec<(u64, bool)> {
+    let allocs = agent.get_json(&format!("/v1/job/{job}/allocations"));
+    allocs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|alloc| alloc["DesiredStatus"] == "run" && alloc["ClientStatus"] == "running")
+        .map(|alloc| {
+            (
+                alloc["JobVersion"].as_u64().unwrap(),
+                alloc["DeploymentStatus"]["Healthy"] == true,
+            )
+        })
+        .collect()
+}
+
+/// The job's latest deployment once it reached `status`.
+fn deployment_with_status(agent: &Agent, job: &str, version: u64, status: &str) -> Value {
+    wait_for(
+        &format!("the deployment of {job} version {version} {status}"),
+        LIMIT,
+        || {
+            let deployments = agent.get_json(&format!("/v1/job/{job}/deployments"));
+            deployments.as_array()?.iter().find_map(|deployment| {
+                (deployment["JobVersion"] == version && deployment["Status"] == status)
+                    .then(|| deployment.clone())
+            })
+        },
+    )
+}
+
+fn stable_versions(agent: &Agent, job: &str) -> Vec<u64> {
+    let versions = agent.get_json(&format!("/v1/job/{job}/versions"));
+    versions["Versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|version| version["Stable"] == true)
+        .map(|version| version["Version"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_changed_job_rolls_out_one_allocation_at_a_time_and_becomes_stable() {
+    let agent = Agent::start_dev();
+    let job = format!("rolling-{}", std::process::id());
+    let update = r#"    max_parallel     = 1
+    min_healthy_time = "1s""#;
+    let (_dir, blue) = write_jobspec("blue.hcl", &rolling_jobspec(&job, 3, "blue", update, false));
+    let (_dir2, green) = write_jobspec(
+        "green.hcl",
+        &rolling_jobspec(&job, 3, "green", update, false),
+    );
+
+    // The first version: `job run` watches its evaluation, then its deployment to the end.
+    let output = agent.cli_ok(&["job", "run", blue.to_str().unwrap()]);
+    assert!(output.contains("Monitoring deployment"), "{output}");
+    assert!(
+        output.contains("Deployment completed successfully"),
+        "{output}"
+    );
+    deployment_with_status(&agent, &job, 0, "successful");
+    assert_eq!(stable_versions(&agent, &job), [0]);
+
+    // The second version replaces one allocation at a time: never fewer than two healthy.
+    agent.cli_ok(&["job", "run", "-detach", green.to_str().unwrap()]);
+    let mut fewest = usize::MAX;
+    let mut seen_mixed = false;
+    let deployment = wait_for("the rollout of version 1", LIMIT, || {
+        let now = running(&agent, &job);
+        let healthy = now.iter().filter(|(_, healthy)| *healthy).count();
+        fewest = fewest.min(healthy);
+        seen_mixed |= now.iter().any(|(version, _)| *version == 0)
+            && now.iter().any(|(version, _)| *version == 1);
+        let deployments = agent.get_json(&format!("/v1/job/{job}/deployment"));
+        (deployments["JobVersion"] == 1 && deployments["Status"] == "successful")
+            .then_some(deployments)
+    });
+    assert!(
+        fewest >= 2,
+        "only {fewest} healthy allocations at one point"
+    );
+    assert!(seen_mixed, "both versions never ran side by side");
+    assert_eq!(
+        deployment["StatusDescription"],
+        "Deployment completed successfully"
+    );
+    assert_eq!(deployment["TaskGroups"]["web"]["DesiredTotal"], 3);
+    assert_eq!(deployment["TaskGroups"]["web"]["HealthyAllocs"], 3);
+    let mut now = running(&agent, &job);
+    now.sort_unstable();
+    assert_eq!(now, [(1, true), (1, true), (1, true)]);
+    assert_eq!(stable_versions(&agent, &job), [1, 0]);
+
+    // `deployment list` and `deployment status` show it as Nomad does.
+    let id = deployment["ID"].as_str().unwrap();
+    let list = agent.cli_ok(&["deployment", "list"]);
+    assert!(list.starts_with("ID"), "{list}");
+    assert!(list.contains(&id[..8]), "{list}");
+    let status = agent.cli_ok(&["deployment", "status", &id[..8]]);
+    assert!(status.contains(&format!("Job ID      = {job}")), "{status}");
+    assert!(status.contains("Deployed"), "{status}");
+    assert!(
+        status.contains("Task Group  Desired  Placed  Healthy  Unhealthy  Progress Deadline"),
+        "{status}"
+    );
+    let job_status = agent.cli_ok(&["job", "status", &job]);
+    assert!(job_status.contains("Latest Deployment"), "{job_status}");
+    agent.cli_ok(&["job", "stop", "-purge", &job]);
+}
+
+#[test]
+fn a_canary_waits_for_promotion_then_the_rest_roll() {
+    let agent = Agent::start_dev();
+    let job = format!("canary-{}", std::process::id());
+    let update = r#"    max_parallel     = 1
+    canary           = 1
+    min_healthy_time = "1s""#;
+    let (_dir, blue) = write_jobspec("blue.hcl", &rolling_jobspec(&job, 3, "blue", update, false));
+    let (_dir2, green) = write_jobspec(
+        "green.hcl",
+        &rolling_jobspec(&job, 3, "green", update, false),
+    );
+    agent.cli_ok(&["job", "run", "-detach", blue.to_str().unwrap()]);
+    deployment_with_status(&agent, &job, 0, "successful");
+
+    agent.cli_ok(&["job", "run", "-detach", green.to_str().unwrap()]);
+    let waiting = wait_for("a healthy canary", LIMIT, || {
+        let deployment = agent.get_json(&format!("/v1/job/{job}/deployment"));
+        (deployment["JobVersion"] == 1 && deployment["TaskGroups"]["web"]["HealthyAllocs"] == 1)
+            .then_some(deployment)
+    });
+    assert_eq!(
+        waiting["StatusDescription"],
+        "Deployment is running but requires manual promotion"
+    );
+    // Nothing more happens until the promotion: one canary beside the three old ones.
+    std::thread::sleep(Duration::from_secs(3));
+    let mut now = running(&agent, &job);
+    now.sort_unstable();
+    assert_eq!(now, [(0, true), (0, true), (0, true), (1, true)]);
+    assert_eq!(
+        agent.get_json(&format!("/v1/job/{job}/deployment"))["Status"],
+        "running"
+    );
+
+    let id = waiting["ID"].as_str().unwrap();
+    let output = agent.cli_ok(&["deployment", "promote", &id[..8]]);
+    assert!(output.contains("Monitoring evaluation"), "{output}");
+    assert!(
+        output.contains("Deployment completed successfully"),
+        "{output}"
+    );
+    let done = deployment_with_status(&agent, &job, 1, "successful");
+    assert_eq!(done["TaskGroups"]["web"]["Promoted"], true);
+    wait_for("three allocations of version 1 only", LIMIT, || {
+        let mut now = running(&agent, &job);
+        now.sort_unstable();
+        (now == [(1, true), (1, true), (1, true)]).then_some(())
+    });
+    agent.cli_ok(&["job", "stop", "-purge", &job]);
+}
+
+#[test]
+fn a_failing_version_is_rolled_back_by_auto_revert() {
+    let agent = Agent::start_dev();
+    let job = format!("autorevert-{}", std::process::id());
+    let update = r#"    max_parallel      = 1
+    min_healthy_time  = "1s"
+    healthy_deadline  = "2s"
+    progress_deadline = "4s"
+    auto_revert       = true"#;
+    let (_dir, good) = write_jobspec("good.hcl", &rolling_jobspec(&job, 2, "blue", update, false));
+    let (_dir2, bad) = write_jobspec("bad.hcl", &rolling_jobspec(&job, 2, "red", update, true));
+    agent.cli_ok(&["job", "run", "-detach", good.to_str().unwrap()]);
+    deployment_with_status(&agent, &job, 0, "successful");
+    assert_eq!(stable_versions(&agent, &job), [0]);
+
+    // The new version's task exits at once: its deployment fails and version 0 runs again.
+    let output = agent.cli(&["job", "run", bad.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let failed = deployment_with_status(&agent, &job, 1, "failed");
+    assert_eq!(
+        failed["StatusDescription"],
+        "Failed due to progress deadline - rolling back to job version 0"
+    );
+    assert!(stdout.contains("rolling back to job version 0"), "{stdout}");
+    let current = agent.get_json(&format!("/v1/job/{job}"));
+    assert_eq!(
+        (current["Version"].as_u64(), color_of(&current).as_str()),
+        (Some(2), "blue")
+    );
+    deployment_with_status(&agent, &job, 2, "successful");
+    wait_for("two healthy allocations of version 2", LIMIT, || {
+        let now = running(&agent, &job);
+        (now.len() == 2
+            && now
+                .iter()
+                .all(|(version, healthy)| *version == 2 && *healthy))
+        .then_some(())
+    });
     agent.cli_ok(&["job", "stop", "-purge", &job]);
 }

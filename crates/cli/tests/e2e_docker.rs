@@ -803,10 +803,8 @@ job "refused" {
     task "t" {
       driver = "docker"
       config {
-        image = "busybox"
-        logging {
-          type = "syslog"
-        }
+        image   = "busybox"
+        runtime = "runsc"
       }
     }
   }
@@ -820,5 +818,822 @@ job "refused" {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(!output.status.success(), "{text}");
-    assert!(text.contains("config.logging"), "{text}");
+    assert!(text.contains("config.runtime"), "{text}");
+}
+
+/// A second engine of the test's own, started with `--live-restore` (its containers outlive
+/// it) on a bridge the test creates (an engine told `--bridge=none` deletes `docker0`, which
+/// the shared engine uses) and without firewall rules of its own, which a test stops and
+/// starts again. It pulls from the shared engine's registry.
+struct RestartableEngine {
+    dir: tempfile::TempDir,
+    dockerd: Option<Child>,
+    bridge: String,
+}
+
+impl RestartableEngine {
+    fn start() -> RestartableEngine {
+        let bridge = format!("drvr{}", std::process::id() % 100_000);
+        let run = |args: &[&str]| {
+            let status = Command::new("ip").args(args).status().unwrap();
+            assert!(status.success(), "ip {args:?}");
+        };
+        run(&["link", "add", &bridge, "type", "bridge"]);
+        run(&["addr", "add", "10.213.77.1/24", "dev", &bridge]);
+        run(&["link", "set", &bridge, "up"]);
+        let mut engine = RestartableEngine {
+            dir: tempfile::tempdir().unwrap(),
+            dockerd: None,
+            bridge,
+        };
+        engine.launch();
+        engine
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("docker.sock")
+    }
+
+    fn launch(&mut self) {
+        let root = self.dir.path();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(root.join("dockerd.log"))
+            .unwrap();
+        let child = Command::new("dockerd")
+            .arg("--storage-driver=overlay2")
+            .arg(format!("--data-root={}", root.join("data").display()))
+            .arg(format!("--exec-root={}", root.join("exec").display()))
+            .arg(format!("--pidfile={}", root.join("dockerd.pid").display()))
+            .arg(format!("--host=unix://{}", self.socket().display()))
+            .arg(format!("--bridge={}", self.bridge))
+            .args([
+                "--iptables=false",
+                "--ip-forward=false",
+                "--ip-masq=false",
+                "--live-restore",
+            ])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("dockerd starts");
+        self.dockerd = Some(child);
+        wait_for("the second engine to answer", LIMIT, || {
+            Command::new("docker")
+                .args(["version", "--format", "{{.Server.Version}}"])
+                .env("DOCKER_HOST", format!("unix://{}", self.socket().display()))
+                .output()
+                .ok()
+                .filter(|output| output.status.success())
+        });
+    }
+
+    /// Stops the engine (SIGTERM); with live-restore its containers keep running.
+    fn stop(&mut self) {
+        if let Some(mut child) = self.dockerd.take() {
+            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while child.try_wait().ok().flatten().is_none() {
+                if std::time::Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    fn docker(&self, args: &[&str]) -> String {
+        let output = Command::new("docker")
+            .args(args)
+            .env("DOCKER_HOST", format!("unix://{}", self.socket().display()))
+            .stdin(Stdio::null())
+            .output()
+            .expect("docker CLI runs");
+        assert!(
+            output.status.success(),
+            "docker {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn containers_of(&self, alloc_ids: &[String]) -> BTreeSet<String> {
+        alloc_ids
+            .iter()
+            .flat_map(|alloc| {
+                self.docker(&[
+                    "ps",
+                    "-q",
+                    "--no-trunc",
+                    "--filter",
+                    &format!("label=com.hashicorp.nomad.alloc_id={alloc}"),
+                ])
+                .lines()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    fn agent_config(&self) -> PathBuf {
+        let path = self.dir.path().join("agent.hcl");
+        std::fs::write(
+            &path,
+            format!(
+                "plugin \"docker\" {{\n  config {{\n    endpoint = \"unix://{}\"\n  }}\n}}\n",
+                self.socket().display()
+            ),
+        )
+        .unwrap();
+        path
+    }
+}
+
+impl Drop for RestartableEngine {
+    fn drop(&mut self) {
+        if self.dockerd.is_some() {
+            let leftover = Command::new("docker")
+                .args(["ps", "-aq"])
+                .env("DOCKER_HOST", format!("unix://{}", self.socket().display()))
+                .output()
+                .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
+                .unwrap_or_default();
+            let ids: Vec<&str> = leftover.split_whitespace().collect();
+            if !ids.is_empty() {
+                let _ = Command::new("docker")
+                    .args(["rm", "-f"])
+                    .args(&ids)
+                    .env("DOCKER_HOST", format!("unix://{}", self.socket().display()))
+                    .output();
+            }
+        }
+        self.stop();
+        let _ = Command::new("umount")
+            .arg("-R")
+            .arg(self.dir.path().join("data"))
+            .output();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.bridge])
+            .output();
+    }
+}
+
+/// The agent killed and the engine stopped (its containers kept running): the restarted agent
+/// says it waits for the engine, and once the engine is back re-attaches to the same
+/// containers, starting none.
+#[test]
+fn a_restored_task_waits_for_a_stopped_engine_and_reattaches_to_its_container() {
+    let Some(shared) = engine() else { return };
+    let mut engine = RestartableEngine::start();
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let config_flag = format!("-config={}", engine.agent_config().display());
+    let mut agent = Agent::start_with(&data_dir, &[&config_flag]);
+    let count = 2;
+    let job = format!(
+        r#"
+job "patient" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    count = {count}
+    task "ticker" {{
+      driver = "docker"
+      kill_timeout = "1s"
+      config {{
+        image   = "{image}"
+        command = "/bin/sh"
+        args    = ["-c", "i=0; while true; do echo tick-$i; i=$((i+1)); sleep 1; done"]
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#,
+        image = shared.image
+    );
+    run_job(&agent, "patient.hcl", &job);
+    let alloc_ids: Vec<String> = running_allocs(&agent, "patient", count)
+        .iter()
+        .map(|alloc| alloc["ID"].as_str().unwrap().to_string())
+        .collect();
+    let before = engine.containers_of(&alloc_ids);
+    assert_eq!(before.len(), count, "{before:?}");
+
+    agent.kill9();
+    engine.stop();
+    let agent = Agent::start_with(&data_dir, &[&config_flag]);
+    let first = &alloc_ids[0];
+    let waiting = wait_for("the wait for the engine as a task event", LIMIT, || {
+        let alloc = agent.get_json(&format!("/v1/allocation/{first}"));
+        events_of(&alloc, "ticker").into_iter().find(|event| {
+            event["Type"] == "Driver"
+                && event["DriverMessage"]
+                    .as_str()
+                    .is_some_and(|message| message.starts_with("Docker engine unreachable"))
+        })
+    });
+    assert!(
+        waiting["DriverMessage"]
+            .as_str()
+            .unwrap()
+            .contains("waiting up to 5m0s to re-attach to container"),
+        "{waiting}"
+    );
+    assert!(
+        before.contains(waiting["Details"]["container_id"].as_str().unwrap()),
+        "{waiting}"
+    );
+
+    engine.launch();
+    wait_for("every task re-attached", LIMIT, || {
+        alloc_ids
+            .iter()
+            .all(|alloc_id| {
+                let alloc = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+                events_of(&alloc, "ticker").iter().any(|event| {
+                    event["DriverMessage"]
+                        .as_str()
+                        .is_some_and(|message| message.starts_with("Docker engine answering again"))
+                })
+            })
+            .then_some(())
+    });
+    let after = running_allocs(&agent, "patient", count);
+    assert_eq!(engine.containers_of(&alloc_ids), before);
+    for alloc in &after {
+        let alloc = agent.get_json(&format!("/v1/allocation/{}", alloc["ID"].as_str().unwrap()));
+        let events = events_of(&alloc, "ticker");
+        let started = events
+            .iter()
+            .filter(|event| event["Type"] == "Started")
+            .count();
+        assert_eq!(started, 1, "{events:?}");
+        assert!(
+            !events
+                .iter()
+                .any(|event| event["Type"] == "Failed Restoring Task"),
+            "{events:?}"
+        );
+    }
+    // The logs carry on from the same container.
+    let ticks_before = agent
+        .cli_ok(&["alloc", "logs", first, "ticker"])
+        .lines()
+        .count();
+    wait_for("more ticks after the engine came back", LIMIT, || {
+        let logs = agent.cli_ok(&["alloc", "logs", first, "ticker"]);
+        (logs.lines().count() > ticks_before + 2).then_some(())
+    });
+    agent.cli_ok(&["job", "stop", "patient"]);
+    wait_for("the containers removed", LIMIT, || {
+        engine.containers_of(&alloc_ids).is_empty().then_some(())
+    });
+}
+
+/// A registry that asks for a password (htpasswd, bcrypt), serving the shared registry's
+/// storage, so the test image is there without a push. Stopped when dropped.
+struct AuthRegistry {
+    _dir: tempfile::TempDir,
+    child: Child,
+    /// `127.0.0.1:<port>/drover/busybox:1` on this registry.
+    image: String,
+    address: String,
+}
+
+impl AuthRegistry {
+    fn start(engine: &Engine, user: &str, password: &str) -> AuthRegistry {
+        let dir = tempfile::tempdir().unwrap();
+        let hash = bcrypt::hash(password, 4).unwrap();
+        let htpasswd = dir.path().join("htpasswd");
+        std::fs::write(&htpasswd, format!("{user}:{hash}\n")).unwrap();
+        let port = free_port();
+        let config = dir.path().join("registry.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\nauth:\n  htpasswd:\n    realm: drover-test\n    path: {}\n",
+                engine.temp.path().join("registry").display(),
+                htpasswd.display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("docker-registry starts");
+        let address = format!("127.0.0.1:{port}");
+        wait_for("the password registry to listen", LIMIT, || {
+            std::net::TcpStream::connect(&address).ok()
+        });
+        AuthRegistry {
+            _dir: dir,
+            child,
+            image: format!("{address}/drover/busybox:1"),
+            address,
+        }
+    }
+}
+
+impl Drop for AuthRegistry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The first "Driver Failure" of a task of a job that failed, as its driver error.
+fn driver_failure(agent: &Agent, job_id: &str, task: &str) -> String {
+    wait_for(&format!("{job_id} to fail"), LIMIT, || {
+        allocs(agent, job_id).into_iter().find_map(|alloc| {
+            events_of(&alloc, task).into_iter().find_map(|event| {
+                (event["Type"] == "Driver Failure").then(|| {
+                    event["DriverError"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+            })
+        })
+    })
+}
+
+fn complete(agent: &Agent, job_id: &str, task: &str) {
+    let alloc = wait_for(&format!("{job_id} to finish"), LIMIT, || {
+        allocs(agent, job_id)
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "complete" || alloc["ClientStatus"] == "failed")
+    });
+    assert_eq!(
+        alloc["ClientStatus"],
+        "complete",
+        "{:?}",
+        events_of(&alloc, task)
+    );
+}
+
+fn pull_job(name: &str, image: &str, extra: &str) -> String {
+    format!(
+        r#"
+job "{name}" {{
+  datacenters = ["dc1"]
+  type        = "batch"
+  group "g" {{
+    restart {{
+      attempts = 0
+      mode     = "fail"
+    }}
+    reschedule {{
+      attempts  = 0
+      unlimited = false
+    }}
+    task "t" {{
+      driver = "docker"
+      config {{
+        image      = "{image}"
+        force_pull = true
+        command    = "/bin/echo"
+        args       = ["pulled"]
+{extra}
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#
+    )
+}
+
+/// Pulls from a registry that wants a password: a wrong one fails with Nomad's message, the
+/// right one (from the task's `auth`, or from the client's docker config file) pulls; a
+/// credential helper that cannot answer fails the pull unless the task says `auth_soft_fail`.
+#[test]
+fn pulls_use_the_task_auth_or_the_client_auth_config_and_auth_soft_fail() {
+    let Some(engine) = engine() else { return };
+    let registry = AuthRegistry::start(&engine, "drover", "s3cret");
+    let temp = tempfile::tempdir().unwrap();
+    let credentials = temp.path().join("docker-config.json");
+    std::fs::write(
+        &credentials,
+        format!(
+            r#"{{"auths": {{"{}": {{"auth": "{}"}}}}}}"#,
+            registry.address,
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "drover:s3cret")
+        ),
+    )
+    .unwrap();
+    let config = temp.path().join("agent.hcl");
+    std::fs::write(
+        &config,
+        format!(
+            "plugin \"docker\" {{\n  config {{\n    endpoint = \"unix://{}\"\n    auth {{\n      config = {:?}\n    }}\n  }}\n}}\n",
+            engine.socket().display(),
+            credentials.display().to_string()
+        ),
+    )
+    .unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", config.display())],
+    );
+
+    let wrong = "        auth {\n          username = \"drover\"\n          password = \"wrong\"\n        }";
+    run_job(
+        &agent,
+        "wrong.hcl",
+        &pull_job("wrong", &registry.image, wrong),
+    );
+    let failure = driver_failure(&agent, "wrong", "t");
+    assert!(
+        failure.starts_with(&format!("Failed to pull `{}`: ", registry.image)),
+        "{failure}"
+    );
+    assert!(
+        failure.contains("unauthorized") || failure.contains("authentication required"),
+        "{failure}"
+    );
+
+    let right = "        auth {\n          username = \"drover\"\n          password = \"s3cret\"\n        }";
+    run_job(
+        &agent,
+        "right.hcl",
+        &pull_job("right", &registry.image, right),
+    );
+    complete(&agent, "right", "t");
+    let filed = pull_job("filed", &registry.image, "");
+    run_job(&agent, "filed.hcl", &filed);
+    complete(&agent, "filed", "t");
+
+    // A client whose credential helper cannot answer.
+    let helper_config = temp.path().join("helper.hcl");
+    std::fs::write(
+        &helper_config,
+        format!(
+            "plugin \"docker\" {{\n  config {{\n    endpoint = \"unix://{}\"\n    auth {{\n      helper = \"drover-test-missing\"\n    }}\n  }}\n}}\n",
+            engine.socket().display()
+        ),
+    )
+    .unwrap();
+    let helped = Agent::start_with(
+        &temp.path().join("data2"),
+        &[&format!("-config={}", helper_config.display())],
+    );
+    run_job(&helped, "hard.hcl", &pull_job("hard", &engine.image, ""));
+    let failure = driver_failure(&helped, "hard", "t");
+    let repo = engine.image.trim_end_matches(":1");
+    assert!(
+        failure.starts_with(&format!("Failed to find docker auth for repo \"{repo}\": ")),
+        "{failure}"
+    );
+    assert!(
+        failure.contains("docker-credential-drover-test-missing"),
+        "{failure}"
+    );
+    run_job(
+        &helped,
+        "soft.hcl",
+        &pull_job("soft", &engine.image, "        auth_soft_fail = true"),
+    );
+    complete(&helped, "soft", "t");
+}
+
+/// Serves one file over HTTP on 127.0.0.1 (for an artifact) until the test ends.
+fn serve_file(body: Vec<u8>) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|read| read > 2) {
+                line.clear();
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: application/x-tar\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(&body);
+        }
+    });
+    format!("http://{address}")
+}
+
+/// `load`: an image archive fetched by an artifact (not unpacked) into `local/` is loaded into
+/// the engine and run, with no registry involved; `logging` picks the engine's log driver and
+/// `alloc logs` still shows the task's output.
+#[test]
+fn a_task_loads_its_image_from_an_artifact_and_logs_through_its_log_driver() {
+    let Some(engine) = engine() else { return };
+    let temp = tempfile::tempdir().unwrap();
+    let name = format!("drover/loaded-{}:1", std::process::id());
+    engine.docker(&["tag", "local/busybox:1", &name]);
+    let archive = temp.path().join("image.tar");
+    engine.docker(&["save", "-o", &archive.display().to_string(), &name]);
+    engine.docker(&["rmi", &name]);
+    let url = serve_file(std::fs::read(&archive).unwrap());
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", engine.agent_config().display())],
+    );
+    let job = format!(
+        r#"
+job "loaded" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    task "t" {{
+      driver = "docker"
+      artifact {{
+        source = "{url}/image.tar"
+        options {{
+          archive = false
+        }}
+      }}
+      config {{
+        image   = "{name}"
+        load    = "image.tar"
+        command = "/bin/sh"
+        args    = ["-c", "echo loaded-and-running; while true; do sleep 1; done"]
+        logging {{
+          type = "local"
+          config {{
+            max-size = "1m"
+          }}
+        }}
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    run_job(&agent, "loaded.hcl", &job);
+    let alloc_id = running_allocs(&agent, "loaded", 1)[0]["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_for("the task's output in alloc logs", LIMIT, || {
+        agent
+            .cli_ok(&["alloc", "logs", &alloc_id, "t"])
+            .contains("loaded-and-running")
+            .then_some(())
+    });
+    let containers = engine.containers_of(std::slice::from_ref(&alloc_id));
+    let inspect: Value =
+        serde_json::from_str(&engine.docker(&["inspect", containers.iter().next().unwrap()]))
+            .unwrap();
+    assert_eq!(inspect[0]["Config"]["Image"], name.as_str());
+    assert_eq!(inspect[0]["HostConfig"]["LogConfig"]["Type"], "local");
+    assert_eq!(
+        inspect[0]["HostConfig"]["LogConfig"]["Config"]["max-size"],
+        "1m"
+    );
+    // No pull: nothing said "Downloading image".
+    let alloc = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+    assert!(
+        !events_of(&alloc, "t")
+            .iter()
+            .any(|event| event["DriverMessage"] == "Downloading image"),
+        "{alloc}"
+    );
+    agent.cli_ok(&["job", "stop", "loaded"]);
+    wait_for("the container removed", LIMIT, || {
+        engine
+            .containers_of(std::slice::from_ref(&alloc_id))
+            .is_empty()
+            .then_some(())
+    });
+}
+
+/// `gc { image_delay }`: an image no task uses any more is removed from the engine after the
+/// delay.
+#[test]
+fn an_image_no_task_uses_is_removed_after_the_gc_delay() {
+    let Some(engine) = engine() else { return };
+    let temp = tempfile::tempdir().unwrap();
+    // An image of its own (its own ID: removing it touches no other test's image).
+    let repository = engine.image.replace("drover/busybox:1", "drover/gc");
+    let image = format!("{repository}:1");
+    let mut tar = Command::new("tar")
+        .arg("-C")
+        .arg(engine.temp.path().join("rootfs"))
+        .args(["-c", "."])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let tar_out = tar.stdout.take().unwrap();
+    let imported = Command::new("docker")
+        .args([
+            "import",
+            "-c",
+            "ENV PATH=/bin",
+            "-c",
+            "ENV DROVER_GC_TEST=1",
+            "-",
+            &image,
+        ])
+        .env(
+            "DOCKER_HOST",
+            format!("unix://{}", engine.socket().display()),
+        )
+        .stdin(tar_out)
+        .output()
+        .unwrap();
+    assert!(tar.wait().unwrap().success());
+    assert!(imported.status.success(), "{imported:?}");
+    engine.docker(&["push", &image]);
+    engine.docker(&["rmi", &image]);
+
+    let config = temp.path().join("agent.hcl");
+    std::fs::write(
+        &config,
+        format!(
+            "plugin \"docker\" {{\n  config {{\n    endpoint = \"unix://{}\"\n    gc {{\n      image_delay = \"2s\"\n    }}\n  }}\n}}\n",
+            engine.socket().display()
+        ),
+    )
+    .unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", config.display())],
+    );
+    run_job(&agent, "gc.hcl", &pull_job("gc", &image, ""));
+    complete(&agent, "gc", "t");
+    wait_for("the unused image removed", LIMIT, || {
+        Command::new("docker")
+            .args(["image", "inspect", &image])
+            .env(
+                "DOCKER_HOST",
+                format!("unix://{}", engine.socket().display()),
+            )
+            .output()
+            .ok()
+            .filter(|output| !output.status.success())
+    });
+}
+
+/// Ten containers of one job: all run, each answers `alloc exec` and `alloc logs`, each runs
+/// with Nomad's default log driver settings, and `job stop` removes every one.
+#[test]
+fn ten_containers_of_one_job_run_answer_exec_and_logs_and_stop_cleanly() {
+    let Some(engine) = engine() else { return };
+    let temp = tempfile::tempdir().unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", engine.agent_config().display())],
+    );
+    let count = 10;
+    let job = format!(
+        r#"
+job "ten" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    count = {count}
+    task "t" {{
+      driver = "docker"
+      kill_timeout = "1s"
+      config {{
+        image   = "{image}"
+        command = "/bin/sh"
+        args    = ["-c", "echo index-$NOMAD_ALLOC_INDEX; while true; do sleep 1; done"]
+      }}
+      resources {{
+        cpu    = 20
+        memory = 24
+      }}
+    }}
+  }}
+}}
+"#,
+        image = engine.image
+    );
+    let started = std::time::Instant::now();
+    run_job(&agent, "ten.hcl", &job);
+    let allocs = running_allocs(&agent, "ten", count);
+    eprintln!(
+        "register -> {count} docker tasks running: {:?}",
+        started.elapsed()
+    );
+    let alloc_ids: Vec<String> = allocs
+        .iter()
+        .map(|alloc| alloc["ID"].as_str().unwrap().to_string())
+        .collect();
+    let containers = engine.containers_of(&alloc_ids);
+    assert_eq!(containers.len(), count, "{containers:?}");
+    let mut indexes = BTreeSet::new();
+    for alloc in &allocs {
+        let alloc_id = alloc["ID"].as_str().unwrap();
+        let logs = wait_for("the task's first line", LIMIT, || {
+            let logs = agent.cli_ok(&["alloc", "logs", alloc_id, "t"]);
+            logs.contains("index-").then_some(logs)
+        });
+        indexes.insert(logs.trim().to_string());
+        let output = agent.cli(&[
+            "alloc",
+            "exec",
+            alloc_id,
+            "/bin/sh",
+            "-c",
+            "echo in-$NOMAD_ALLOC_ID",
+        ]);
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout).trim(),
+            format!("in-{alloc_id}"),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert_eq!(
+        indexes,
+        (0..count).map(|index| format!("index-{index}")).collect()
+    );
+    for container in &containers {
+        let inspect: Value = serde_json::from_str(&engine.docker(&["inspect", container])).unwrap();
+        let log_config = &inspect[0]["HostConfig"]["LogConfig"];
+        assert_eq!(log_config["Type"], "json-file", "{log_config}");
+        assert_eq!(log_config["Config"]["max-file"], "2", "{log_config}");
+        assert_eq!(log_config["Config"]["max-size"], "2m", "{log_config}");
+    }
+    agent.cli_ok(&["job", "stop", "ten"]);
+    wait_for("every container removed", LIMIT, || {
+        engine.containers_of(&alloc_ids).is_empty().then_some(())
+    });
+}
+
+/// The docker driver, straight through the driver API, passes the suite every driver passes.
+#[test]
+fn docker_passes_the_conformance_suite() {
+    use drover_driver::conformance::{Scenario, run_conformance_suite};
+
+    let Some(engine) = engine() else { return };
+    let scratch = tempfile::tempdir().unwrap();
+    let root = scratch.path().to_path_buf();
+    let config = drover_docker::DockerConfig {
+        endpoint: format!("unix://{}", engine.socket().display()),
+        ..drover_docker::DockerConfig::default()
+    };
+    let driver = drover_docker::DockerDriver::new(config);
+    let image = engine.image.clone();
+    let suite = std::process::id();
+    let make_task = |scenario: Scenario, name: &str| {
+        let script = match scenario {
+            Scenario::ExitWith(code) => format!("exit {code}"),
+            // pid 1 of the container ignores the SIGTERM it has no handler for: the SIGKILL
+            // after the grace period ends it.
+            Scenario::RunUntilKilled => "exec sleep 600".to_string(),
+        };
+        let alloc_dir = root.join(name);
+        let task_dir = alloc_dir.join("t");
+        for dir in [
+            alloc_dir.join("alloc/logs"),
+            task_dir.join("local"),
+            task_dir.join("secrets"),
+        ] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        drover_driver::TaskLaunch {
+            task_id: format!("conformance-{suite}-{name}"),
+            alloc_id: format!("conformance-{suite}-{name}"),
+            task_name: "t".into(),
+            driver_config: serde_json::json!({
+                "image": image,
+                "command": "/bin/sh",
+                "args": ["-c", script],
+            }),
+            state_dir: root.join(format!("{name}-state")),
+            logs: drover_driver::LogSettings {
+                dir: alloc_dir.join("alloc/logs"),
+                max_files: 2,
+                max_file_size_bytes: 1024 * 1024,
+            },
+            task_dir: Some(task_dir),
+            shared_alloc_dir: Some(alloc_dir.join("alloc")),
+            ..drover_driver::TaskLaunch::default()
+        }
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(run_conformance_suite(&driver, &make_task))
+        .unwrap();
 }

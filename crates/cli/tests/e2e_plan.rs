@@ -94,7 +94,7 @@ fn plan_shows_the_diff_and_its_check_index_runs_once() {
         .as_u64()
         .unwrap();
     let expected = r#"+/- Job: "planned"
-+/- Task Group: "app" (1 create, 2 create/destroy update)
++/- Task Group: "app" (1 create, 2 ignore)
   +/- Count: "2" => "3" (forces create)
   +/- Task: "sleeper" (forces create/destroy update)
     +/- Env[VERSION]: "one" => "two"

@@ -218,3 +218,86 @@ fn the_web_example_registers_both_instances_and_their_checks_pass() {
             .then_some(())
     });
 }
+
+/// A `grpc` check asks a real gRPC health server (tonic's, in this test, on a static port of
+/// the group's network): `success` while it answers `SERVING` for the check's `grpc_service`,
+/// `failure` with the status once it answers `NOT_SERVING`.
+#[test]
+fn a_grpc_check_follows_the_health_service_it_asks() {
+    let agent = Agent::start_dev();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let service = drover_client::testing_grpc::health(&[("app", 1)]);
+    let statuses = service.statuses.clone();
+    let address = runtime.block_on(drover_client::testing_grpc::serve_plain_on(
+        service,
+        "0.0.0.0:0",
+    ));
+    let port = address.rsplit_once(':').unwrap().1.to_owned();
+    let jobspec = format!(
+        r#"
+job "grpccheck" {{
+  group "g" {{
+    network {{
+      port "grpc" {{
+        static = {port}
+      }}
+    }}
+    service {{
+      name     = "grpc-app-{port}"
+      port     = "grpc"
+      # Nomad runs grpc checks only for Consul services; without Consul, drover runs them.
+      provider = "consul"
+      check {{
+        type         = "grpc"
+        grpc_service = "app"
+        interval     = "1s"
+        timeout      = "2s"
+      }}
+    }}
+    task "t" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    let (_dir, path) = write_jobspec("grpccheck.hcl", &jobspec);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let alloc_id = wait_for("a running allocation", LIMIT, || {
+        let allocs = agent.get_json("/v1/job/grpccheck/allocations");
+        allocs
+            .as_array()?
+            .iter()
+            .find(|alloc| alloc["ClientStatus"] == "running")
+            .and_then(|alloc| alloc["ID"].as_str().map(str::to_owned))
+    });
+    let check = |status: &str| {
+        wait_for(&format!("the grpc check to be {status}"), LIMIT, || {
+            let checks = agent.get_json(&format!("/v1/client/allocation/{alloc_id}/checks"));
+            let results: Vec<Value> = checks.as_object()?.values().cloned().collect();
+            (results.len() == 1 && results[0]["Status"] == status).then(|| results[0].clone())
+        })
+    };
+    let passing = check("success");
+    assert!(
+        passing["Output"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!(":{port}/app: success")),
+        "{passing}"
+    );
+    statuses.lock().unwrap().insert("app".to_owned(), 2);
+    let failing = check("failure");
+    assert!(
+        failing["Output"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!(":{port}/app serving status: NOT_SERVING")),
+        "{failing}"
+    );
+    agent.cli_ok(&["job", "stop", "-purge", "grpccheck"]);
+}

@@ -27,6 +27,23 @@ pub const OPTION_USER_DENYLIST: &str = "user.denylist";
 /// The option key for the drivers whose user is checked (comma separated).
 pub const OPTION_USER_CHECKED_DRIVERS: &str = "user.checked_drivers";
 
+/// The client's bounds on a template's `wait` (Nomad's `template { wait_bounds }`): a `min`
+/// below the bound is raised to it, a `max` above the bound lowered to it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TemplateWaitBounds {
+    pub min: Option<Duration>,
+    pub max: Option<Duration>,
+}
+
+impl TemplateWaitBounds {
+    /// `(min, max)` of a template's wait within these bounds.
+    pub fn clamp(&self, (min, max): (Duration, Duration)) -> (Duration, Duration) {
+        let min = self.min.map_or(min, |bound| min.max(bound));
+        let max = self.max.map_or(max, |bound| max.min(bound));
+        (min, max.max(min))
+    }
+}
+
 /// Settings the per-allocation machinery reads.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -51,6 +68,8 @@ pub struct ClientConfig {
     pub shim_binary: Option<PathBuf>,
     /// The `artifact { … }` limits.
     pub artifact: crate::artifact::ArtifactConfig,
+    /// `template { wait_bounds { … } }`: the bounds of templates' `wait`.
+    pub template_wait_bounds: TemplateWaitBounds,
     /// The `host_volume` blocks, by name: what a group's host volumes resolve to (the node
     /// advertises the same map).
     pub host_volumes: BTreeMap<String, drover_structs::ClientHostVolumeConfig>,
@@ -75,6 +94,7 @@ impl ClientConfig {
             max_task_events: crate::taskrunner::state::DEFAULT_MAX_TASK_EVENTS,
             shim_binary: None,
             artifact: crate::artifact::ArtifactConfig::default(),
+            template_wait_bounds: TemplateWaitBounds::default(),
             host_volumes: BTreeMap::new(),
         }
     }

@@ -30,6 +30,7 @@ use drover_structs::client_rpc::{
     ServiceDeleteRequest, ServiceUpsertRequest, SignIdentitiesRequest, SignIdentitiesResponse,
     WorkloadIdentityRequest,
 };
+use drover_structs::service_catalog::ServiceRegistrationListStub;
 use drover_structs::{Allocation, Node, ServiceRegistration, Variable, VariableMetadata};
 use serde::Serialize;
 
@@ -720,6 +721,59 @@ impl ServerConn for HttpServerConn {
             .await?;
         decode(&answer)
     }
+
+    async fn read_service(
+        &self,
+        token: &str,
+        namespace: &str,
+        name: &str,
+        choose: Option<&str>,
+    ) -> Result<Vec<ServiceRegistration>, ServerConnError> {
+        let mut query = vec![("namespace", escaped(namespace))];
+        if let Some(choose) = choose {
+            query.push(("choose", escaped(choose)));
+        }
+        let answer = self
+            .send(Call {
+                method: reqwest::Method::GET,
+                path: format!("/v1/service/{}", escaped(name)),
+                query,
+                body: None,
+                timeout: self.request_timeout,
+                node_id: "",
+                reports_alloc: None,
+                not_found: NotFoundMeans::Rejected,
+                token: Some(token),
+            })
+            .await?;
+        decode(&answer)
+    }
+
+    async fn list_services(
+        &self,
+        token: &str,
+        namespace: &str,
+    ) -> Result<Vec<ServiceRegistrationListStub>, ServerConnError> {
+        let answer = self
+            .send(Call {
+                method: reqwest::Method::GET,
+                path: "/v1/services".to_owned(),
+                query: vec![("namespace", escaped(namespace))],
+                body: None,
+                timeout: self.request_timeout,
+                node_id: "",
+                reports_alloc: None,
+                not_found: NotFoundMeans::Rejected,
+                token: Some(token),
+            })
+            .await?;
+        decode(&answer)
+    }
+}
+
+/// `text` percent-encoded for a path segment or a query value.
+fn escaped(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! How a task runner has its workload identities signed: [`IdentitySigner`], an object-safe
 //! seam over [`ServerConn::sign_identities`] (Nomad's `Alloc.SignIdentities`), carrying the
 //! node's ID and secret so the servers sign only for allocations placed on this node; and
-//! what a task reads with its identity (its templates' Nomad Variables).
+//! what a task reads with its identity (its templates' Nomad Variables and services).
 //!
 //! Not here: what is done with the tokens (the task runner's identity hook).
 
@@ -10,7 +10,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use drover_structs::client_rpc::{SignIdentitiesResponse, WorkloadIdentityRequest};
-use drover_structs::{Variable, VariableMetadata};
+use drover_structs::service_catalog::ServiceRegistrationListStub;
+use drover_structs::{ServiceRegistration, Variable, VariableMetadata};
 
 use crate::server_conn::{ServerConn, ServerConnError};
 
@@ -25,7 +26,15 @@ pub type VariableFuture<'a> =
 pub type VariableListFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Vec<VariableMetadata>, ServerConnError>> + Send + 'a>>;
 
-/// Signs workload identities of this node's tasks, and reads variables with them.
+/// A boxed service read.
+pub type ServiceFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<ServiceRegistration>, ServerConnError>> + Send + 'a>>;
+/// A boxed service listing.
+pub type ServiceListFuture<'a> = Pin<
+    Box<dyn Future<Output = Result<Vec<ServiceRegistrationListStub>, ServerConnError>> + Send + 'a>,
+>;
+
+/// Signs workload identities of this node's tasks, and reads variables and services with them.
 pub trait IdentitySigner: Send + Sync + std::fmt::Debug {
     fn sign(&self, requests: Vec<WorkloadIdentityRequest>) -> SignFuture<'_>;
     /// [`ServerConn::read_variable`].
@@ -42,6 +51,30 @@ pub trait IdentitySigner: Send + Sync + std::fmt::Debug {
         namespace: &'a str,
         prefix: &'a str,
     ) -> VariableListFuture<'a>;
+    /// [`ServerConn::read_service`]; refused unless the signer reads services.
+    fn read_service<'a>(
+        &'a self,
+        token: &'a str,
+        namespace: &'a str,
+        name: &'a str,
+        choose: Option<&'a str>,
+    ) -> ServiceFuture<'a> {
+        let _ = (token, namespace, name, choose);
+        Box::pin(async {
+            Err(ServerConnError::Rejected {
+                message: "no servers to read services from".to_owned(),
+            })
+        })
+    }
+    /// [`ServerConn::list_services`]; refused unless the signer reads services.
+    fn list_services<'a>(&'a self, token: &'a str, namespace: &'a str) -> ServiceListFuture<'a> {
+        let _ = (token, namespace);
+        Box::pin(async {
+            Err(ServerConnError::Rejected {
+                message: "no servers to read services from".to_owned(),
+            })
+        })
+    }
 }
 
 /// An [`IdentitySigner`] over a client↔server connection, as the node `node_id`.
@@ -94,6 +127,20 @@ impl<S: ServerConn> IdentitySigner for ConnSigner<S> {
         prefix: &'a str,
     ) -> VariableListFuture<'a> {
         Box::pin(self.conn.list_variables(token, namespace, prefix))
+    }
+
+    fn read_service<'a>(
+        &'a self,
+        token: &'a str,
+        namespace: &'a str,
+        name: &'a str,
+        choose: Option<&'a str>,
+    ) -> ServiceFuture<'a> {
+        Box::pin(self.conn.read_service(token, namespace, name, choose))
+    }
+
+    fn list_services<'a>(&'a self, token: &'a str, namespace: &'a str) -> ServiceListFuture<'a> {
+        Box::pin(self.conn.list_services(token, namespace))
     }
 }
 

@@ -44,6 +44,9 @@ pub mod taskrunner;
 pub mod template;
 #[cfg(test)]
 mod testing;
+#[cfg(any(test, feature = "testing"))]
+#[allow(clippy::expect_used)] // a test fixture: a failed bind is a failed test
+pub mod testing_grpc;
 #[cfg(test)]
 mod testing_tls;
 

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use drover_structs::client_rpc::{SignIdentitiesResponse, WorkloadIdentityRequest};
+use drover_structs::service_catalog::ServiceRegistrationListStub;
 use drover_structs::{
     AllocDeploymentStatus, Allocation, Node, ServiceRegistration, TaskState, Variable,
     VariableMetadata,
@@ -225,6 +226,40 @@ pub trait ServerConn: Send + Sync + 'static {
             })
         }
     }
+
+    /// The registrations of service `name` in `namespace` in the built-in catalog, read with a
+    /// task's workload identity `token` (a template's `nomadService`); `choose` (`<n>|<key>`)
+    /// has the servers pick `n` of them by rendezvous hashing, as `GET /v1/service/<name>`.
+    fn read_service(
+        &self,
+        token: &str,
+        namespace: &str,
+        name: &str,
+        choose: Option<&str>,
+    ) -> impl Future<Output = Result<Vec<ServiceRegistration>, ServerConnError>> + Send {
+        let _ = (token, namespace, name, choose);
+        async {
+            Err(ServerConnError::Rejected {
+                message: "these servers hold no service catalog".to_owned(),
+            })
+        }
+    }
+
+    /// The service names of `namespace` with their tags (`GET /v1/services`), read with a
+    /// task's workload identity `token` (a template's `nomadServices`).
+    fn list_services(
+        &self,
+        token: &str,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Vec<ServiceRegistrationListStub>, ServerConnError>> + Send
+    {
+        let _ = (token, namespace);
+        async {
+            Err(ServerConnError::Rejected {
+                message: "these servers hold no service catalog".to_owned(),
+            })
+        }
+    }
 }
 
 /// A shared connection is a connection: lets callers hand out `Arc<S>` where an `S` is wanted.
@@ -306,6 +341,25 @@ impl<S: ServerConn> ServerConn for Arc<S> {
         prefix: &str,
     ) -> impl Future<Output = Result<Vec<VariableMetadata>, ServerConnError>> + Send {
         S::list_variables(self, token, namespace, prefix)
+    }
+
+    fn read_service(
+        &self,
+        token: &str,
+        namespace: &str,
+        name: &str,
+        choose: Option<&str>,
+    ) -> impl Future<Output = Result<Vec<ServiceRegistration>, ServerConnError>> + Send {
+        S::read_service(self, token, namespace, name, choose)
+    }
+
+    fn list_services(
+        &self,
+        token: &str,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Vec<ServiceRegistrationListStub>, ServerConnError>> + Send
+    {
+        S::list_services(self, token, namespace)
     }
 }
 

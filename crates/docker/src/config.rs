@@ -1,6 +1,6 @@
 //! The client's docker plugin config (`plugin "docker" { config { … } }`, as Nomad writes it):
-//! where the engine listens and what tasks may ask for (host volumes, privileged containers,
-//! capabilities). Keys drover does not implement are refused by name.
+//! where the engine listens, where pulls find registry credentials (`auth { config helper }`)
+//! and what tasks may ask for (host volumes, privileged containers, capabilities). Keys drover does not implement are refused by name.
 //!
 //! Not for: the task config (see `task`).
 
@@ -30,7 +30,15 @@ pub const DEFAULT_ALLOW_CAPS: [&str; 14] = [
 ];
 
 /// Plugin config keys drover implements.
-const PLUGIN_KEYS: &[&str] = &["endpoint", "volumes", "allow_privileged", "allow_caps"];
+const PLUGIN_KEYS: &[&str] = &[
+    "endpoint",
+    "auth",
+    "volumes",
+    "allow_privileged",
+    "allow_caps",
+    "pull_activity_timeout",
+    "gc",
+];
 
 /// The docker driver's client-side settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +53,20 @@ pub struct DockerConfig {
     /// `allow_caps`: the capabilities a task's `cap_add` may name (lower case, without `CAP_`;
     /// `all` allows every one).
     pub allow_caps: Vec<String>,
+    /// `auth { config helper }`: where pulls find registry credentials a task does not give.
+    pub auth: crate::auth::PluginAuth,
+    /// `pull_activity_timeout`: a pull without progress for this long is given up (Nomad's
+    /// default 2m, at least 1m).
+    pub pull_activity_timeout: std::time::Duration,
+    /// `gc { image image_delay container }`.
+    pub gc: crate::gc::GcConfig,
+    /// How long re-attaching to a container waits for an engine that does not answer (not a
+    /// Nomad key: the agent's own bound, five minutes).
+    pub restore_engine_wait: std::time::Duration,
 }
+
+/// How long re-attaching waits for the engine by default.
+pub const DEFAULT_RESTORE_ENGINE_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl Default for DockerConfig {
     fn default() -> Self {
@@ -60,6 +81,10 @@ impl Default for DockerConfig {
                 .iter()
                 .map(|cap| cap.to_string())
                 .collect(),
+            auth: crate::auth::PluginAuth::default(),
+            pull_activity_timeout: std::time::Duration::from_secs(120),
+            gc: crate::gc::GcConfig::default(),
+            restore_engine_wait: DEFAULT_RESTORE_ENGINE_WAIT,
         }
     }
 }
@@ -130,6 +155,34 @@ impl DockerConfig {
             }
             parsed.endpoint = endpoint.to_string();
         }
+        if let Some(auth) = config.get("auth") {
+            let auth = single_block(auth, "auth")?;
+            refuse_unknown(auth, &["config", "helper"], "plugin \"docker\" config auth")?;
+            let text = |key: &str| -> Result<Option<String>, DockerError> {
+                match auth.get(key) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::String(text)) => Ok(Some(text.clone())),
+                    Some(_) => Err(DockerError::Config(format!("auth.{key} must be a string"))),
+                }
+            };
+            parsed.auth = crate::auth::PluginAuth {
+                config: text("config")?,
+                helper: text("helper")?,
+            };
+        }
+        parsed.gc = crate::gc::from_plugin_config(config)?;
+        if let Some(timeout) = config.get("pull_activity_timeout") {
+            let text = timeout.as_str().ok_or_else(|| {
+                DockerError::Config("pull_activity_timeout must be a duration string".into())
+            })?;
+            let parsed_timeout = crate::task::parse_duration(text, "pull_activity_timeout")?;
+            if parsed_timeout < std::time::Duration::from_secs(60) {
+                return Err(DockerError::Config(
+                    "pull_activity_timeout is less than minimum, 1m0s".into(),
+                ));
+            }
+            parsed.pull_activity_timeout = parsed_timeout;
+        }
         if let Some(volumes) = config.get("volumes") {
             let volumes = single_block(volumes, "volumes")?;
             refuse_unknown(volumes, &["enabled"], "plugin \"docker\" config volumes")?;
@@ -186,16 +239,19 @@ mod tests {
             "volumes": [{"enabled": true}],
             "allow_privileged": true,
             "allow_caps": ["CAP_NET_ADMIN", "chown"],
+            "auth": [{"config": "/etc/docker-auth.json", "helper": "ecr-login"}],
         });
         let parsed = DockerConfig::from_plugin_config(config.as_object()).unwrap();
         assert_eq!(parsed.socket_path(), "/tmp/d.sock");
         assert!(parsed.volumes_enabled && parsed.allow_privileged);
         assert_eq!(parsed.allow_caps, vec!["net_admin", "chown"]);
+        assert_eq!(parsed.auth.config.as_deref(), Some("/etc/docker-auth.json"));
+        assert_eq!(parsed.auth.helper.as_deref(), Some("ecr-login"));
 
-        let error = DockerConfig::from_plugin_config(json!({"gc": {"image": false}}).as_object())
+        let error = DockerConfig::from_plugin_config(json!({"infra_image": "pause"}).as_object())
             .unwrap_err()
             .to_string();
-        assert!(error.contains("\"gc\""), "{error}");
+        assert!(error.contains("\"infra_image\""), "{error}");
         let error =
             DockerConfig::from_plugin_config(json!({"volumes": {"selinuxlabel": "z"}}).as_object())
                 .unwrap_err()

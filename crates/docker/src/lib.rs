@@ -17,9 +17,12 @@
 //! Not for: the task config schema (see [`task`]) or the client's plugin config (see
 //! [`config`]); restart policy and events belong to the client.
 
+pub mod auth;
 pub mod config;
 mod error;
+pub mod gc;
 mod logs;
+mod progress;
 pub mod task;
 
 use std::collections::{BTreeMap, HashMap};
@@ -51,6 +54,12 @@ const STATE_VERSION: u32 = 1;
 /// How long the fingerprint waits for the engine.
 const FINGERPRINT_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// How often a task waiting for an unreachable engine asks again.
+const ENGINE_POLL: Duration = Duration::from_secs(1);
+
+/// How long one probe of the engine (a ping) may take before it counts as no answer.
+const ENGINE_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// How long a finished container's log follower may take to drain what is left.
 const LOG_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -71,6 +80,10 @@ struct ContainerState {
     task_name: String,
     /// The container's main process as the host sees it (`alloc exec` enters its namespaces).
     pid: i32,
+    /// The image the container runs (its ID), counted for the image GC; absent in handles
+    /// of older agents.
+    #[serde(default)]
+    image_id: Option<String>,
 }
 
 /// What the driver writes into the run's state dir before it creates the container, so a run
@@ -94,6 +107,8 @@ pub struct DockerDriver {
     followers: Mutex<HashMap<String, watch::Receiver<bool>>>,
     /// The node the driver runs for (a label of its containers).
     node_id: std::sync::OnceLock<String>,
+    /// Which tasks use which image, for the image GC.
+    image_users: Arc<gc::ImageUsers>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -122,6 +137,41 @@ fn engine_error(
     }
 }
 
+/// An engine error as Nomad's docker client words it: `API error (<status>): <message>` for an
+/// answer of the engine, the message alone for an error in the pull stream.
+fn pull_error_text(error: &EngineError) -> String {
+    match error {
+        EngineError::DockerResponseServerError {
+            status_code,
+            message,
+        } => format!("API error ({status_code}): {message}"),
+        EngineError::DockerStreamError { error } => error.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether the engine said the image does not exist (Nomad's `Error: image .+ not found`, and
+/// the registry's "manifest unknown"/"not found" answers), which no retry fixes.
+fn image_not_found(text: &str) -> bool {
+    text.split("Error: image ")
+        .nth(1)
+        .is_some_and(|rest| rest.contains(" not found"))
+}
+
+/// A duration as Go prints it for whole seconds (`5m0s`, `1h0m0s`, `30s`), as Nomad's messages
+/// show durations.
+fn go_duration(duration: Duration) -> String {
+    let total = duration.as_secs();
+    let (hours, minutes, seconds) = (total / 3600, total / 60 % 60, total % 60);
+    if hours > 0 {
+        format!("{hours}h{minutes}m{seconds}s")
+    } else if minutes > 0 {
+        format!("{minutes}m{seconds}s")
+    } else {
+        format!("{seconds}s")
+    }
+}
+
 /// Nanoseconds since the Unix epoch of an RFC 3339 time as the engine writes it.
 fn unix_nanos_of(text: &str) -> u64 {
     logs::parse_timestamp(text).map_or(0, |(secs, nanos)| {
@@ -136,6 +186,7 @@ impl DockerDriver {
             engine: tokio::sync::OnceCell::new(),
             followers: Mutex::new(HashMap::new()),
             node_id: std::sync::OnceLock::new(),
+            image_users: Arc::new(gc::ImageUsers::default()),
         }
     }
 
@@ -204,6 +255,82 @@ impl DockerDriver {
         }
     }
 
+    /// The engine, once it answers a ping within [`ENGINE_PROBE_TIMEOUT`].
+    async fn reachable_engine(&self) -> Result<&Docker, String> {
+        let probe = async {
+            let engine = self.engine().await?;
+            engine.ping().await?;
+            Ok::<_, EngineError>(engine)
+        };
+        match tokio::time::timeout(ENGINE_PROBE_TIMEOUT, probe).await {
+            Ok(Ok(engine)) => Ok(engine),
+            Ok(Err(error)) => Err(error.to_string()),
+            Err(_) => Err(format!(
+                "no answer within {}",
+                go_duration(ENGINE_PROBE_TIMEOUT)
+            )),
+        }
+    }
+
+    /// The engine for re-attaching to `container_id`: at once when it answers; otherwise,
+    /// after saying so as a driver event, asked again every second for up to the config's
+    /// `restore_engine_wait` (an engine restarting, a socket not there yet), so a restored
+    /// task waits for its container instead of being taken for gone and started again. An
+    /// engine still silent after that is an error: the task is then restored as failed.
+    async fn engine_for_restore(
+        &self,
+        task_id: &str,
+        container_id: &str,
+        events: &DriverEvents,
+    ) -> Result<&Docker, DriverError> {
+        let first = match self.reachable_engine().await {
+            Ok(engine) => return Ok(engine),
+            Err(error) => error,
+        };
+        let wait = self.config.restore_engine_wait;
+        let short_id: String = container_id.chars().take(12).collect();
+        events.emit(DriverEvent {
+            message: format!(
+                "Docker engine unreachable, waiting up to {} to re-attach to container {short_id}",
+                go_duration(wait)
+            ),
+            annotations: BTreeMap::from([
+                ("container_id".to_string(), container_id.to_string()),
+                ("error".to_string(), first.clone()),
+            ]),
+        });
+        tracing::warn!(task_id, container = %short_id, error = %first, wait = ?wait, "docker engine unreachable; waiting for it to re-attach");
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            tokio::time::sleep(ENGINE_POLL).await;
+            match self.reachable_engine().await {
+                Ok(engine) => {
+                    events.emit(DriverEvent {
+                        message: format!(
+                            "Docker engine answering again, re-attaching to container {short_id}"
+                        ),
+                        annotations: BTreeMap::from([(
+                            "container_id".to_string(),
+                            container_id.to_string(),
+                        )]),
+                    });
+                    return Ok(engine);
+                }
+                Err(error) if tokio::time::Instant::now() >= deadline => {
+                    return Err(engine_error(
+                        task_id,
+                        "reach the engine to re-attach",
+                        format!(
+                            "the Docker engine did not answer within {}: {error}",
+                            go_duration(wait)
+                        ),
+                    ));
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
     fn state(handle: &TaskHandle) -> Result<ContainerState, DriverError> {
         serde_json::from_value(handle.driver_state.clone()).map_err(|_| DriverError::BadHandle {
             task_id: handle.task_id.clone(),
@@ -211,8 +338,12 @@ impl DockerDriver {
         })
     }
 
-    /// Pulls the image unless it is present (or `force_pull`), within the pull timeout, first
-    /// reporting "Downloading image" with the image reference, as Nomad.
+    /// Pulls the image unless it is present (or `force_pull`), as Nomad: credentials first
+    /// (the task's `auth`, else the client's auth config; `auth_soft_fail` pulls without them
+    /// when they cannot be found), then "Downloading image" with the image reference, then the
+    /// pull within `image_pull_timeout`, reporting "Docker image pull progress: …" every two
+    /// minutes of a slow pull and giving up on one without activity for the client's
+    /// `pull_activity_timeout`.
     async fn ensure_image(
         &self,
         engine: &Docker,
@@ -220,10 +351,33 @@ impl DockerDriver {
         plan: &task::TaskPlan,
         events: &DriverEvents,
     ) -> Result<(), DriverError> {
+        if let Some(archive) = &plan.load {
+            return self.load_image(engine, plan, archive).await;
+        }
         if !plan.force_pull && engine.inspect_image(&plan.image).await.is_ok() {
             return Ok(());
         }
         let (repository, tag) = task::split_image(&plan.image);
+        let credentials = match auth::resolve(plan.auth.as_ref(), &self.config.auth, &repository) {
+            Ok(found) => found,
+            Err(error) if plan.auth_soft_fail => {
+                tracing::warn!(task_id = %launch.task_id, repo = %repository, %error, "Failed to find docker repo auth");
+                None
+            }
+            Err(error) => {
+                return Err(DriverError::StartWorded {
+                    message: format!("Failed to find docker auth for repo {repository:?}: {error}"),
+                    recoverable: false,
+                });
+            }
+        };
+        let credentials = credentials.map(|auth| DockerCredentials {
+            username: Some(auth.username).filter(|value| !value.is_empty()),
+            password: Some(auth.password).filter(|value| !value.is_empty()),
+            email: Some(auth.email).filter(|value| !value.is_empty()),
+            serveraddress: Some(auth.server_address).filter(|value| !value.is_empty()),
+            ..DockerCredentials::default()
+        });
         let reference = if tag.is_empty() {
             plan.image.clone()
         } else {
@@ -238,37 +392,144 @@ impl DockerDriver {
             tag: (!tag.is_empty()).then_some(tag),
             ..CreateImageOptions::default()
         };
-        let credentials = plan.auth.as_ref().map(|auth| DockerCredentials {
-            username: Some(auth.username.clone()).filter(|value| !value.is_empty()),
-            password: Some(auth.password.clone()).filter(|value| !value.is_empty()),
-            serveraddress: Some(auth.server_address.clone()).filter(|value| !value.is_empty()),
-            ..DockerCredentials::default()
-        });
-        let pull = async {
-            let mut progress = engine.create_image(Some(options), None, credentials);
-            while let Some(item) = progress.next().await {
-                let info = item?;
-                if let Some(detail) = info.error_detail.and_then(|detail| detail.message) {
-                    return Err(EngineError::DockerStreamError { error: detail });
+        let outcome = self
+            .pull(
+                engine,
+                &plan.image,
+                options,
+                credentials,
+                plan.pull_timeout,
+                events,
+            )
+            .await;
+        outcome.map_err(|(error, recoverable)| DriverError::StartWorded {
+            message: format!("Failed to pull `{}`: {error}", plan.image),
+            recoverable,
+        })
+    }
+
+    /// `load`: the archive streamed into the engine (`docker load`), then the task's image
+    /// looked up in it, as Nomad does instead of a pull.
+    async fn load_image(
+        &self,
+        engine: &Docker,
+        plan: &task::TaskPlan,
+        archive: &Path,
+    ) -> Result<(), DriverError> {
+        let failure = |message: String, recoverable: bool| DriverError::StartWorded {
+            message,
+            recoverable,
+        };
+        let file = tokio::fs::File::open(archive).await.map_err(|error| {
+            failure(
+                format!(
+                    "unable to open image archive: open {}: {error}",
+                    archive.display()
+                ),
+                false,
+            )
+        })?;
+        let options = bollard::query_parameters::ImportImageOptions {
+            quiet: true,
+            ..bollard::query_parameters::ImportImageOptions::default()
+        };
+        let mut loading = Box::pin(engine.import_image_stream(
+            options,
+            tokio_util::io::ReaderStream::new(file),
+            None,
+        ));
+        while let Some(item) = loading.next().await {
+            let info = item.map_err(|error| failure(pull_error_text(&error), false))?;
+            if let Some(message) = info.error_detail.and_then(|detail| detail.message) {
+                return Err(failure(message, false));
+            }
+        }
+        engine
+            .inspect_image(&plan.image)
+            .await
+            .map(|_| ())
+            .map_err(|error| {
+                failure(
+                    format!(
+                        "image {} is not in the loaded archive {}: {}",
+                        plan.image,
+                        archive.display(),
+                        pull_error_text(&error)
+                    ),
+                    false,
+                )
+            })
+    }
+
+    /// One pull, watched: `Err((reason, recoverable))` as Nomad words and classes it (an
+    /// image the registry does not have is not worth retrying).
+    async fn pull(
+        &self,
+        engine: &Docker,
+        image: &str,
+        options: CreateImageOptions,
+        credentials: Option<DockerCredentials>,
+        pull_timeout: Duration,
+        events: &DriverEvents,
+    ) -> Result<(), (String, bool)> {
+        let started = tokio::time::Instant::now();
+        let deadline = started + pull_timeout;
+        let mut progress = progress::PullProgress::new(started);
+        let mut last_slow_report = started;
+        let mut checks =
+            tokio::time::interval_at(started + progress::CHECK_INTERVAL, progress::CHECK_INTERVAL);
+        let mut stream = engine.create_image(Some(options), None, credentials);
+        let failed = |error: EngineError| {
+            let text = pull_error_text(&error);
+            let recoverable = !image_not_found(&text);
+            (text, recoverable)
+        };
+        loop {
+            tokio::select! {
+                item = stream.next() => match item {
+                    None => return Ok(()),
+                    Some(Err(error)) => return Err(failed(error)),
+                    Some(Ok(info)) => {
+                        if let Some(message) = info.error_detail.and_then(|detail| detail.message) {
+                            return Err(failed(EngineError::DockerStreamError { error: message }));
+                        }
+                        let detail = info.progress_detail.unwrap_or_default();
+                        progress.observe(
+                            tokio::time::Instant::now(),
+                            info.id.as_deref(),
+                            info.status.as_deref(),
+                            detail.current,
+                            detail.total,
+                        );
+                    }
+                },
+                _ = checks.tick() => {
+                    let now = tokio::time::Instant::now();
+                    if now.saturating_duration_since(progress.last_activity())
+                        > self.config.pull_activity_timeout
+                    {
+                        tracing::error!(image, last_event = %progress.summary(now), "image pull aborted due to inactivity");
+                        return Err((
+                            format!(
+                                "context canceled: no pull activity for {} (pull_activity_timeout)",
+                                go_duration(self.config.pull_activity_timeout)
+                            ),
+                            true,
+                        ));
+                    }
+                    if now.saturating_duration_since(last_slow_report) > progress::SLOW_REPORT_INTERVAL {
+                        events.emit(DriverEvent {
+                            message: format!("Docker image pull progress: {}", progress.summary(now)),
+                            annotations: BTreeMap::from([("image".to_string(), image.to_string())]),
+                        });
+                        last_slow_report = now;
+                    }
+                    tracing::debug!(image, message = %progress.summary(now), "image pull progress");
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    return Err(("context deadline exceeded".to_string(), true));
                 }
             }
-            Ok(())
-        };
-        let start_failure = |message: String| DriverError::Start {
-            task_id: launch.task_id.clone(),
-            message,
-            recoverable: true,
-        };
-        match tokio::time::timeout(plan.pull_timeout, pull).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(start_failure(format!(
-                "Failed to pull `{}`: {error}",
-                plan.image
-            ))),
-            Err(_) => Err(start_failure(format!(
-                "Failed to pull `{}`: timed out after {:?} (image_pull_timeout)",
-                plan.image, plan.pull_timeout
-            ))),
         }
     }
 
@@ -285,7 +546,9 @@ impl DockerDriver {
         followers.insert(state.container_id.clone(), done_rx);
         let engine = engine.clone();
         let state = state.clone();
+        let engine_wait = self.config.restore_engine_wait;
         tokio::spawn(async move {
+            let mut unreachable_since: Option<tokio::time::Instant> = None;
             // The log stream ends when the container stops; it may also end early (a request
             // timeout while the task is quiet, an engine restart): then it is asked again from
             // the recorded position for as long as the container runs.
@@ -301,12 +564,23 @@ impl DockerDriver {
                 {
                     tracing::debug!(container = %state.container_id, %error, "following container logs");
                 }
-                let running = engine
-                    .inspect_container(&state.container_id, None)
-                    .await
-                    .ok()
-                    .and_then(|inspect| inspect.state?.running)
-                    .unwrap_or(false);
+                // An engine that does not answer (restarting) is asked again, for as long as
+                // a re-attach would wait for it.
+                let running = match engine.inspect_container(&state.container_id, None).await {
+                    Ok(inspect) => {
+                        unreachable_since = None;
+                        inspect
+                            .state
+                            .and_then(|state| state.running)
+                            .unwrap_or(false)
+                    }
+                    Err(error) if status_code(&error).is_some() => false,
+                    Err(_) => {
+                        let since =
+                            *unreachable_since.get_or_insert_with(tokio::time::Instant::now);
+                        since.elapsed() < engine_wait
+                    }
+                };
                 if !running {
                     break;
                 }
@@ -359,10 +633,26 @@ impl DockerDriver {
         task_id: &str,
         container_id: &str,
     ) -> Result<ExitStatus, DriverError> {
+        // An engine that stops answering (restarting, with its containers kept running) is
+        // waited for as on re-attach, not taken for an exit.
+        let mut unreachable_since: Option<tokio::time::Instant> = None;
         loop {
-            if let Some(status) = self.finished(engine, task_id, container_id).await? {
-                self.drain_logs(container_id).await;
-                return Ok(status);
+            match self.finished(engine, task_id, container_id).await {
+                Ok(Some(status)) => {
+                    self.drain_logs(container_id).await;
+                    return Ok(status);
+                }
+                Ok(None) => unreachable_since = None,
+                Err(gone @ DriverError::ShimGone { .. }) => return Err(gone),
+                Err(error) => {
+                    let since = *unreachable_since.get_or_insert_with(tokio::time::Instant::now);
+                    if since.elapsed() >= self.config.restore_engine_wait {
+                        return Err(error);
+                    }
+                    tracing::debug!(container = container_id, %error, "engine unreachable while waiting for the container; asking again");
+                    tokio::time::sleep(ENGINE_POLL).await;
+                    continue;
+                }
             }
             let mut waiting = engine.wait_container(container_id, None);
             match waiting.next().await {
@@ -463,13 +753,16 @@ impl DockerDriver {
                 recoverable: status_code(&error) != Some(400),
             });
         }
-        let pid = engine
-            .inspect_container(&created.id, None)
-            .await
-            .ok()
-            .and_then(|inspect| inspect.state?.pid)
+        let inspect = engine.inspect_container(&created.id, None).await.ok();
+        let pid = inspect
+            .as_ref()
+            .and_then(|inspect| inspect.state.as_ref()?.pid)
             .and_then(|pid| i32::try_from(pid).ok())
             .unwrap_or(0);
+        let image_id = inspect.and_then(|inspect| inspect.image);
+        if let Some(image_id) = &image_id {
+            self.image_users.hold(image_id, &launch.task_id);
+        }
         let state = ContainerState {
             version: STATE_VERSION,
             container_id: created.id.clone(),
@@ -478,6 +771,7 @@ impl DockerDriver {
             logs: launch.logs.clone(),
             task_name: launch.task_name.clone(),
             pid,
+            image_id,
         };
         self.follow_logs(engine, &state);
         let driver_state = serde_json::to_value(&state).map_err(|error| DriverError::Start {
@@ -646,8 +940,21 @@ impl Driver for DockerDriver {
 
     fn recover<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, ()> {
         Box::pin(async move {
+            self.recover_reporting(handle, &DriverEvents::default())
+                .await
+        })
+    }
+
+    fn recover_reporting<'a>(
+        &'a self,
+        handle: &'a TaskHandle,
+        events: &'a DriverEvents,
+    ) -> DriverFuture<'a, ()> {
+        Box::pin(async move {
             let state = Self::state(handle)?;
-            let engine = self.engine_for(&handle.task_id).await?;
+            let engine = self
+                .engine_for_restore(&handle.task_id, &state.container_id, events)
+                .await?;
             // Gone containers answer ShimGone: the client then reclaims the run.
             let running = self
                 .finished(engine, &handle.task_id, &state.container_id)
@@ -655,6 +962,9 @@ impl Driver for DockerDriver {
                 .is_none();
             if running {
                 self.follow_logs(engine, &state);
+            }
+            if let Some(image_id) = &state.image_id {
+                self.image_users.hold(image_id, &handle.task_id);
             }
             Ok(())
         })
@@ -721,9 +1031,20 @@ impl Driver for DockerDriver {
         Box::pin(async move {
             if let Some(container) = container_of(handle) {
                 let engine = self.engine_for(&handle.task_id).await?;
-                self.remove_container(engine, &handle.task_id, &container)
-                    .await?;
+                // gc { container = false } keeps the container (its name is taken again,
+                // replacing it, by the task's next start).
+                if self.config.gc.container {
+                    self.remove_container(engine, &handle.task_id, &container)
+                        .await?;
+                }
                 lock(&self.followers).remove(&container);
+                if let Ok(ContainerState {
+                    image_id: Some(image_id),
+                    ..
+                }) = Self::state(handle)
+                {
+                    self.release_image(engine, &image_id, &handle.task_id);
+                }
             }
             if let Some(dir) = state_dir_of(handle) {
                 match std::fs::remove_dir_all(&dir) {
@@ -747,6 +1068,41 @@ impl Driver for DockerDriver {
 }
 
 impl DockerDriver {
+    /// A task is done with its image: once no task uses it, it is removed after the gc's
+    /// `image_delay` (unless taken again meanwhile, or `gc { image = false }`).
+    fn release_image(&self, engine: &Docker, image_id: &str, task_id: &str) {
+        let Some(generation) = self.image_users.release(image_id, task_id) else {
+            return;
+        };
+        if !self.config.gc.image {
+            return;
+        }
+        let users = Arc::clone(&self.image_users);
+        let engine = engine.clone();
+        let image_id = image_id.to_string();
+        let delay = self.config.gc.image_delay;
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            if !users.still_unused(&image_id, generation) {
+                return;
+            }
+            let options = bollard::query_parameters::RemoveImageOptions {
+                force: false,
+                noprune: false,
+                ..bollard::query_parameters::RemoveImageOptions::default()
+            };
+            match engine.remove_image(&image_id, Some(options), None).await {
+                Ok(_) => tracing::debug!(image = %image_id, "removed an image no task uses"),
+                // In use by a container not of a task (or kept by gc { container = false }).
+                Err(error) if status_code(&error) == Some(409) => {
+                    tracing::debug!(image = %image_id, %error, "image still in use; kept");
+                }
+                Err(error) if status_code(&error) == Some(404) => {}
+                Err(error) => tracing::warn!(image = %image_id, %error, "removing an unused image"),
+            }
+        });
+    }
+
     /// Tells the driver the node it runs for: its containers are labelled with it, and only
     /// containers of this node are ever taken for orphans.
     pub fn set_node_id(&self, node_id: &str) {
@@ -805,3 +1161,39 @@ impl DockerDriver {
 
 /// Shared handle to the driver, for the client's catalog and the fingerprint alike.
 pub type SharedDockerDriver = Arc<DockerDriver>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_go_prints_them() {
+        assert_eq!(go_duration(Duration::from_secs(300)), "5m0s");
+        assert_eq!(go_duration(Duration::from_secs(30)), "30s");
+        assert_eq!(go_duration(Duration::from_secs(3723)), "1h2m3s");
+    }
+
+    #[test]
+    fn engine_errors_read_as_nomad_words_them() {
+        let answer = EngineError::DockerResponseServerError {
+            status_code: 500,
+            message: "Head \"http://127.0.0.1:5000/v2/x/manifests/1\": no basic auth credentials"
+                .into(),
+        };
+        assert_eq!(
+            pull_error_text(&answer),
+            "API error (500): Head \"http://127.0.0.1:5000/v2/x/manifests/1\": no basic auth credentials"
+        );
+        let stream = EngineError::DockerStreamError {
+            error: "unauthorized: authentication required".into(),
+        };
+        assert_eq!(
+            pull_error_text(&stream),
+            "unauthorized: authentication required"
+        );
+        assert!(image_not_found(
+            "API error (404): Error: image drover/x:1 not found"
+        ));
+        assert!(!image_not_found("API error (500): unauthorized"));
+    }
+}

@@ -12,7 +12,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use bollard::models::{
-    ContainerCreateBody, DeviceMapping, HostConfig, Mount, MountBindOptions,
+    ContainerCreateBody, DeviceMapping, HostConfig, HostConfigLogConfig, Mount, MountBindOptions,
     MountBindOptionsPropagationEnum, MountTmpfsOptions, MountType, PortBinding, ResourcesUlimits,
 };
 use drover_driver::TaskLaunch;
@@ -25,13 +25,7 @@ use crate::error::DockerError;
 /// Nomad's default `image_pull_timeout`.
 const DEFAULT_PULL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
-/// Registry credentials of the task config's `auth` block.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RegistryAuth {
-    pub username: String,
-    pub password: String,
-    pub server_address: String,
-}
+pub use crate::auth::RegistryAuth;
 
 /// What the driver needs from the task config besides the create body.
 #[derive(Debug, Clone)]
@@ -40,6 +34,11 @@ pub struct TaskPlan {
     pub force_pull: bool,
     pub pull_timeout: Duration,
     pub auth: Option<RegistryAuth>,
+    /// `auth_soft_fail`: credentials that cannot be found are a warning, and the pull goes on
+    /// without them.
+    pub auth_soft_fail: bool,
+    /// `load`: an image archive (in the task's `local/`) loaded instead of pulled.
+    pub load: Option<PathBuf>,
     pub body: ContainerCreateBody,
 }
 
@@ -127,7 +126,7 @@ fn string_map(
 }
 
 /// Go's `time.ParseDuration` for the forms a pull timeout takes (`90s`, `5m`, `1h30m`).
-fn parse_duration(text: &str, key: &str) -> Result<Duration, DockerError> {
+pub(crate) fn parse_duration(text: &str, key: &str) -> Result<Duration, DockerError> {
     let invalid = || bad(format!("{key} {text:?} is not a duration such as \"5m\""));
     let mut total = 0f64;
     let mut rest = text.trim();
@@ -433,21 +432,70 @@ fn devices(config: &Map<String, Value>) -> Result<Vec<DeviceMapping>, DockerErro
         .collect()
 }
 
+/// `logging { type config }`: the engine's log driver for the container; without the block,
+/// Nomad's default (`json-file` keeping two files of 2m). Whatever the driver, drover copies
+/// what the engine's log API reads back into the allocation's log files.
+fn logging(config: &Map<String, Value>) -> Result<HostConfigLogConfig, DockerError> {
+    let Some(value) = config.get("logging") else {
+        return Ok(HostConfigLogConfig {
+            typ: Some("json-file".to_string()),
+            config: Some(HashMap::from([
+                ("max-file".to_string(), "2".to_string()),
+                ("max-size".to_string(), "2m".to_string()),
+            ])),
+        });
+    };
+    let block = single_block(value, "logging")?;
+    for key in block.keys() {
+        if !["type", "config"].contains(&key.as_str()) {
+            return Err(bad(format!(
+                "logging: unsupported key {key:?} (type, config)"
+            )));
+        }
+    }
+    let options =
+        string_map(block, "config").map_err(|_| bad("logging.config must be a map of strings"))?;
+    Ok(HostConfigLogConfig {
+        typ: string(block, "type")?.filter(|kind| !kind.is_empty()),
+        config: (!options.is_empty()).then_some(options),
+    })
+}
+
+/// `load = "image.tar"`: the archive's path in the task's `local/` dir (where an artifact
+/// puts it); a path leaving the task dir is refused.
+fn load_archive(
+    config: &Map<String, Value>,
+    launch: &TaskLaunch,
+) -> Result<Option<PathBuf>, DockerError> {
+    let Some(archive) = string(config, "load")?.filter(|path| !path.is_empty()) else {
+        return Ok(None);
+    };
+    let task_dir = launch
+        .task_dir
+        .as_deref()
+        .ok_or_else(|| bad("the task has no task dir"))?;
+    normalize(&task_dir.join("local"), &archive)
+        .filter(|path| path.starts_with(task_dir))
+        .map(Some)
+        .ok_or_else(|| bad(format!("load: {archive:?} is outside the task directory")))
+}
+
 fn auth(config: &Map<String, Value>) -> Result<Option<RegistryAuth>, DockerError> {
     let Some(value) = config.get("auth") else {
         return Ok(None);
     };
     let block = single_block(value, "auth")?;
     for key in block.keys() {
-        if !["username", "password", "server_address"].contains(&key.as_str()) {
+        if !["username", "password", "email", "server_address"].contains(&key.as_str()) {
             return Err(bad(format!(
-                "auth: unsupported key {key:?} (username, password, server_address)"
+                "auth: unsupported key {key:?} (username, password, email, server_address)"
             )));
         }
     }
     Ok(Some(RegistryAuth {
         username: string(block, "username")?.unwrap_or_default(),
         password: string(block, "password")?.unwrap_or_default(),
+        email: string(block, "email")?.unwrap_or_default(),
         server_address: string(block, "server_address")?.unwrap_or_default(),
     }))
 }
@@ -594,6 +642,7 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
         pid_mode: string(config, "pid_mode")?,
         security_opt: (!security_opt.is_empty()).then_some(security_opt),
         devices: (!devices.is_empty()).then_some(devices),
+        log_config: Some(logging(config)?),
         ..HostConfig::default()
     };
 
@@ -631,6 +680,8 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
         force_pull: flag(config, "force_pull")?,
         pull_timeout,
         auth: auth(config)?,
+        auth_soft_fail: flag(config, "auth_soft_fail")?,
+        load: load_archive(config, launch)?,
         body,
     })
 }
@@ -741,7 +792,8 @@ mod tests {
             (json!({"image": "x", "privileged": true}), "privileged"),
             (json!({"image": "x", "cap_add": ["sys_admin"]}), "cap_add"),
             (json!({"image": "x", "ports": ["admin"]}), "ports"),
-            (json!({"image": "x", "logging": {}}), "logging"),
+            (json!({"image": "x", "logging": {"driver": "x"}}), "logging"),
+            (json!({"image": "x", "load": "../../../x.tar"}), "load"),
             (json!({"command": "x"}), "image"),
         ] {
             let error = plan(&launch(config.clone()), &client)

@@ -6,6 +6,10 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError {
+    /// A start failure worded as Nomad's driver words it (the docker driver's "Failed to pull
+    /// `image`: …"), shown as it is.
+    #[error("{message}")]
+    StartWorded { message: String, recoverable: bool },
     #[error("task {task_id} failed to start: {message}")]
     Start {
         task_id: String,
@@ -77,7 +81,7 @@ impl DriverError {
     /// identity mismatches never get better by retrying.
     pub fn is_recoverable(&self) -> bool {
         match self {
-            Self::Start { recoverable, .. } => *recoverable,
+            Self::Start { recoverable, .. } | Self::StartWorded { recoverable, .. } => *recoverable,
             Self::InvalidConfig(_)
             | Self::UnknownSignal(_)
             | Self::IdentityMismatch { .. }

@@ -1,7 +1,8 @@
-//! Events a driver reports while it starts a task (Nomad's `drivers.TaskEvent`, such as the
-//! docker driver's "Downloading image"), which the client records as "Driver" task events.
+//! Events a driver reports while it starts or re-attaches to a task (Nomad's
+//! `drivers.TaskEvent`, such as the docker driver's "Downloading image" or its wait for an
+//! engine that does not answer), which the client records as "Driver" task events.
 //!
-//! Not for: the task's lifecycle events (the client makes those) or anything after the start.
+//! Not for: the task's lifecycle events (the client makes those).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ pub struct DriverEvent {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// Where a driver sends its events during a start. The default drops them.
+/// Where a driver sends its events during a start or a re-attach. The default drops them.
 #[derive(Clone)]
 pub struct DriverEvents(Arc<dyn Fn(DriverEvent) + Send + Sync>);
 

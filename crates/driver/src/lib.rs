@@ -67,6 +67,18 @@ pub trait Driver: Send + Sync {
     /// that the shim behind the handle is the one that started it.
     fn recover<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, ()>;
 
+    /// Re-attaches as [`Driver::recover`], reporting what happens on the way (the docker
+    /// driver's wait for an engine that does not answer yet) to `events`. Drivers with nothing
+    /// to report keep this default.
+    fn recover_reporting<'a>(
+        &'a self,
+        handle: &'a TaskHandle,
+        events: &'a DriverEvents,
+    ) -> DriverFuture<'a, ()> {
+        let _ = events;
+        self.recover(handle)
+    }
+
     /// Waits until the task has exited. Several waits may run at once.
     fn wait<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, ExitStatus>;
 

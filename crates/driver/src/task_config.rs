@@ -50,6 +50,9 @@ pub const DOCKER_CONFIG_KEYS: &[&str] = &[
     "force_pull",
     "image_pull_timeout",
     "auth",
+    "auth_soft_fail",
+    "logging",
+    "load",
 ];
 
 /// The task config keys a built-in driver accepts, by driver name (`None`: a driver whose

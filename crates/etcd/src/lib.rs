@@ -15,8 +15,13 @@
 //! every store sharing the prefix. An unreachable cluster, or one without quorum, is
 //! [`KvError::Unavailable`] ("state store unavailable").
 //!
-//! **Boundary**: bytes in, bytes out; nothing here knows tables or jobs. Not here: leader
-//! election, forwarding of writes to a leader, TLS to etcd (refused by the agent's config).
+//! Several servers share a prefix: [`election`] elects their leader through an etcd lease and
+//! fences the leader's batches by it; a follower's store refuses writes.
+//!
+//! **Boundary**: bytes in, bytes out; nothing here knows tables or jobs. Not here: forwarding of
+//! writes to the leader (the agent), TLS to etcd (refused by the agent's config).
+
+pub mod election;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +30,7 @@ use std::time::Duration;
 use drover_state::{
     KeyRange, Kv, KvError, KvFuture, KvPair, Revision, StateError, StateStore, WriteBatch, WriteOp,
 };
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, Txn, TxnOp};
 
 /// etcd's default `--max-txn-ops`: the most operations one transaction may hold.
 pub const ETCD_MAX_TXN_OPS: usize = 128;
@@ -71,12 +76,20 @@ pub struct EtcdKv {
     prefix: Vec<u8>,
     /// The highest revision this handle applied itself (its follower skips those).
     applied: Arc<AtomicU64>,
-    /// The lease of the server hold ([`EtcdKv::hold_server`]) every batch is fenced by.
-    held_lease: Arc<std::sync::Mutex<Option<i64>>>,
+    /// What every batch is fenced by (see [`Fence`]).
+    fence: Arc<std::sync::Mutex<Fence>>,
 }
 
-/// How long a server's hold on the prefix outlives its last keep-alive.
-pub const SERVER_HOLD_TTL: Duration = Duration::from_secs(10);
+/// What a handle's writes are fenced by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fence {
+    /// No fence: a store alone on its prefix (no election runs).
+    Unfenced,
+    /// This server leads: every batch commits only while `P leader` is held by this lease.
+    Leader(i64),
+    /// A server of a cluster that does not lead (now): every write is refused.
+    Follower,
+}
 
 impl std::fmt::Debug for EtcdKv {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -190,157 +203,97 @@ impl EtcdKv {
             client,
             prefix: config.prefix.as_bytes().to_vec(),
             applied: Arc::new(AtomicU64::new(0)),
-            held_lease: Arc::new(std::sync::Mutex::new(None)),
+            fence: Arc::new(std::sync::Mutex::new(Fence::Unfenced)),
         })
     }
 
-    fn server_key(&self) -> Vec<u8> {
+    /// The leader's key: its record, under its session lease (see [`election`]).
+    pub(crate) fn leader_key(&self) -> Vec<u8> {
+        self.prefixed(b"leader")
+    }
+
+    pub(crate) fn prefixed(&self, suffix: &[u8]) -> Vec<u8> {
         let mut key = self.prefix.clone();
-        key.extend_from_slice(b"server");
+        key.extend_from_slice(suffix);
         key
     }
 
-    fn held_lease(&self) -> Option<i64> {
-        // A poisoned lock only means a keeper task panicked; the value is still a lease id.
+    pub(crate) fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    fn fence(&self) -> Fence {
+        // A poisoned lock only means an election task panicked; the value is still a fence.
         *self
-            .held_lease
+            .fence
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Takes the prefix's server hold for `holder` (the agent's name): drover runs one server
-    /// per prefix, as there is no leader election yet. Waits while another agent holds it (a
-    /// killed agent's hold lapses [`SERVER_HOLD_TTL`] after its last keep-alive), then keeps
-    /// the hold alive in a task of its own. From then on every batch is fenced by the hold: a
-    /// server whose hold lapsed (etcd unreachable for longer than the TTL) cannot write until
-    /// it has taken the hold again, so two servers never write the same prefix. The returned
-    /// task is the keeper (aborting it is what a killed agent amounts to).
-    pub async fn hold_server(&self, holder: &str) -> Result<tokio::task::JoinHandle<()>, KvError> {
-        let mut waiting_logged = false;
-        loop {
-            match self.try_hold(holder).await? {
-                None => break,
-                Some(other) => {
-                    if !waiting_logged {
-                        tracing::warn!(
-                            holder = %other,
-                            "another server agent holds this etcd prefix; waiting for its hold to lapse"
-                        );
-                        waiting_logged = true;
-                    }
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-            }
-        }
-        let client = self.client.clone();
-        let held = Arc::clone(&self.held_lease);
-        let key = self.server_key();
-        let holder = holder.to_owned();
-        let prefix = self.prefix.clone();
-        Ok(tokio::spawn(async move {
-            let kv = EtcdKv {
-                client,
-                prefix,
-                applied: Arc::new(AtomicU64::new(0)),
-                held_lease: held,
-            };
-            kv.keep_holding(&key, &holder).await;
-        }))
+    pub(crate) fn set_fence(&self, fence: Fence) {
+        *self
+            .fence
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = fence;
     }
 
-    /// One attempt: `None` when this handle now holds the prefix, or the other holder's name.
-    async fn try_hold(&self, holder: &str) -> Result<Option<String>, KvError> {
-        let mut client = self.client.clone();
-        let ttl = i64::try_from(SERVER_HOLD_TTL.as_secs()).unwrap_or(10);
-        let lease = client
-            .lease_grant(ttl, None)
-            .await
-            .map_err(|error| client_error("lease", error))?
-            .id();
-        let key = self.server_key();
+    /// Another handle on the same connection, revision and fence.
+    pub(crate) fn sibling(&self) -> EtcdKv {
+        EtcdKv {
+            client: self.client.clone(),
+            prefix: self.prefix.clone(),
+            applied: Arc::clone(&self.applied),
+            fence: Arc::clone(&self.fence),
+        }
+    }
+
+    /// A value the whole cluster shares, made once: the first server to ask stores `make()`
+    /// under `P shared/<name>`, every later one reads what it stored (the cluster's ID, the
+    /// keyring's key-encryption key).
+    pub async fn shared_value(
+        &self,
+        name: &str,
+        make: impl FnOnce() -> Vec<u8>,
+    ) -> Result<Vec<u8>, KvError> {
+        let key = self.prefixed(format!("shared/{name}").as_bytes());
+        let made = make();
         let transaction = Txn::new()
             .when(vec![Compare::version(key.clone(), CompareOp::Equal, 0)])
-            .and_then(vec![TxnOp::put(
-                key.clone(),
-                holder.as_bytes().to_vec(),
-                Some(PutOptions::new().with_lease(lease)),
-            )])
+            .and_then(vec![TxnOp::put(key.clone(), made.clone(), None)])
             .or_else(vec![TxnOp::get(key, None)]);
-        let response = client
+        let response = self
+            .client
+            .clone()
             .txn(transaction)
             .await
-            .map_err(|error| client_error("lock", error))?;
+            .map_err(|error| client_error("shared value", error))?;
         if response.succeeded() {
-            *self
-                .held_lease
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(lease);
-            return Ok(None);
+            return Ok(made);
         }
-        // Not ours: let the unused lease go (it would lapse by itself anyway).
-        let _ = client.lease_revoke(lease).await;
-        let other = response
+        response
             .op_responses()
             .into_iter()
             .find_map(|answer| match answer {
-                etcd_client::TxnOpResponse::Get(get) => get
-                    .kvs()
-                    .first()
-                    .map(|pair| String::from_utf8_lossy(pair.value()).into_owned()),
+                etcd_client::TxnOpResponse::Get(get) => {
+                    get.kvs().first().map(|pair| pair.value().to_vec())
+                }
                 _ => None,
             })
-            .unwrap_or_default();
-        Ok(Some(other))
-    }
-
-    /// Keeps the hold's lease alive; when it lapsed, takes the hold again once it is free.
-    async fn keep_holding(&self, key: &[u8], holder: &str) {
-        let interval = SERVER_HOLD_TTL / 3;
-        // While lapsed, the lapsed lease stays the fence, so every write is refused.
-        let mut lapsed = false;
-        loop {
-            if lapsed {
-                match self.try_hold(holder).await {
-                    Ok(None) => {
-                        tracing::info!("this server holds its etcd prefix again");
-                        lapsed = false;
-                    }
-                    Ok(Some(_)) | Err(_) => tokio::time::sleep(interval).await,
-                }
-                continue;
-            }
-            let Some(lease) = self.held_lease() else {
-                return;
-            };
-            match self.client.clone().lease_keep_alive(lease).await {
-                Ok((mut keeper, mut stream)) => loop {
-                    if keeper.keep_alive().await.is_err() {
-                        break;
-                    }
-                    match stream.message().await {
-                        Ok(Some(answer)) if answer.ttl() > 0 => {}
-                        Ok(Some(_)) => {
-                            tracing::error!(
-                                key = %String::from_utf8_lossy(key),
-                                "this server's hold on its etcd prefix lapsed; writes stop until it is taken again"
-                            );
-                            lapsed = true;
-                            break;
-                        }
-                        Ok(None) | Err(_) => break,
-                    }
-                    tokio::time::sleep(interval).await;
-                },
-                Err(error) => tracing::warn!(%error, "keeping the etcd server hold alive failed"),
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+            .ok_or(KvError::Backend {
+                operation: "shared value",
+                reason: format!("{name} vanished while it was read"),
+            })
     }
 
     fn revision_key(&self) -> Vec<u8> {
         let mut key = self.prefix.clone();
         key.extend_from_slice(b"rev");
         key
+    }
+
+    /// The last batch's events (under the revision key's name, so one watch sees both).
+    fn events_key(&self) -> Vec<u8> {
+        self.prefixed(b"rev/events")
     }
 
     fn record_prefix(&self) -> Vec<u8> {
@@ -409,6 +362,7 @@ impl EtcdKv {
     }
 
     async fn apply_batch(&self, batch: WriteBatch) -> Result<Revision, KvError> {
+        let events = batch.events;
         // etcd refuses a transaction naming a key twice; a later op on a key wins anyway.
         let mut last_op = std::collections::BTreeMap::new();
         for op in batch.ops {
@@ -431,7 +385,16 @@ impl EtcdKv {
             None => self.read_revision().await?,
         };
         let revision_key = self.revision_key();
-        let fence = self.held_lease();
+        let fence = match self.fence() {
+            Fence::Unfenced => None,
+            Fence::Leader(lease) => Some(lease),
+            Fence::Follower => {
+                return Err(KvError::Unavailable {
+                    reason: "this server is not the cluster's leader; writes go to the leader"
+                        .to_owned(),
+                });
+            }
+        };
         let guard = if expected == 0 {
             Compare::version(revision_key.clone(), CompareOp::Equal, 0)
         } else {
@@ -456,6 +419,11 @@ impl EtcdKv {
                 None => operations.push(TxnOp::delete(key, None)),
             }
         }
+        if let Some(events) = events {
+            let stored = encode_value(&events)?;
+            request_bytes += stored.len();
+            operations.push(TxnOp::put(self.events_key(), stored, None));
+        }
         if request_bytes + REQUEST_HEADROOM > ETCD_MAX_REQUEST_BYTES {
             return Err(KvError::Backend {
                 operation: "commit",
@@ -472,7 +440,7 @@ impl EtcdKv {
         ));
         let mut compares = vec![guard];
         if let Some(lease) = fence {
-            compares.push(Compare::lease(self.server_key(), CompareOp::Equal, lease));
+            compares.push(Compare::lease(self.leader_key(), CompareOp::Equal, lease));
         }
         let transaction = Txn::new()
             .when(compares)
@@ -502,9 +470,7 @@ impl EtcdKv {
             .unwrap_or(Ok(0))?;
         if found == expected && fence.is_some() {
             return Err(KvError::Unavailable {
-                reason: "this server's hold on its etcd prefix lapsed; it writes again once it \
-                         has taken the hold back"
-                    .to_owned(),
+                reason: "this server's leadership lapsed; writes go to the new leader".to_owned(),
             });
         }
         Err(KvError::RevisionMismatch { expected, found })
@@ -543,20 +509,28 @@ impl Kv for EtcdKv {
     fn max_ops_per_batch(&self) -> Option<usize> {
         Some(MAX_OPS_PER_BATCH)
     }
+
+    fn shares_events(&self) -> bool {
+        true
+    }
 }
 
 /// Keeps `store` current with writes other stores make through the same prefix: watches the
 /// revision key and, for every revision this handle did not apply itself, has the store reload
-/// ([`StateStore::reload_from_backend`], which wakes blocking queries as a local write does).
+/// ([`StateStore::reload_from_backend`], which wakes blocking queries as a local write does),
+/// then publishes the events that store wrote with the batch on this store's event stream.
 /// The watch does not reconnect by itself, so this loop does, and reloads once on every
-/// (re)connection to cover what it missed. Ends when the store is closed.
+/// (re)connection to cover what it missed (events written while the watch was down are not
+/// replayed). Ends when the store is closed.
 pub fn follow(kv: &EtcdKv, store: StateStore) -> tokio::task::JoinHandle<()> {
     let client = kv.client.clone();
     let key = kv.revision_key();
+    let events_key = kv.events_key();
     let applied = Arc::clone(&kv.applied);
     tokio::spawn(async move {
         loop {
-            match client.clone().watch(key.clone(), None).await {
+            let options = etcd_client::WatchOptions::new().with_prefix();
+            match client.clone().watch(key.clone(), Some(options)).await {
                 Ok(mut stream) => {
                     if !reload(&store).await {
                         return;
@@ -567,15 +541,42 @@ pub fn follow(kv: &EtcdKv, store: StateStore) -> tokio::task::JoinHandle<()> {
                                 if response.canceled() {
                                     break;
                                 }
-                                let remote = response.events().iter().any(|event| {
-                                    event.kv().is_some_and(|pair| {
+                                // The etcd revisions of batches other stores applied.
+                                let remote: std::collections::BTreeSet<i64> = response
+                                    .events()
+                                    .iter()
+                                    .filter_map(|event| event.kv())
+                                    .filter(|pair| pair.key() == key.as_slice())
+                                    .filter(|pair| {
                                         decode_revision(pair.value()).is_ok_and(|revision| {
                                             revision > applied.load(Ordering::SeqCst)
                                         })
                                     })
-                                });
-                                if remote && !reload(&store).await {
+                                    .map(etcd_client::KeyValue::mod_revision)
+                                    .collect();
+                                if remote.is_empty() {
+                                    continue;
+                                }
+                                if !reload(&store).await {
                                     return;
+                                }
+                                for pair in response.events().iter().filter_map(|event| event.kv())
+                                {
+                                    if pair.key() != events_key.as_slice()
+                                        || !remote.contains(&pair.mod_revision())
+                                    {
+                                        continue;
+                                    }
+                                    let published = decode_value(pair.key(), pair.value())
+                                        .map_err(|error| error.to_string())
+                                        .and_then(|events| {
+                                            store
+                                                .publish_shared_events(&events)
+                                                .map_err(|error| error.to_string())
+                                        });
+                                    if let Err(error) = published {
+                                        tracing::warn!(%error, "events of another server's write were not published");
+                                    }
                                 }
                             }
                             Ok(None) => break,

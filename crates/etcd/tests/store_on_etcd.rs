@@ -57,6 +57,7 @@ async fn a_second_store_on_the_same_prefix_follows_the_first() {
     let (kv_a, store_a) = open(&cluster, "drover-follow/").await;
     let (kv_b, store_b) = open(&cluster, "drover-follow/").await;
     let _follower = follow(&kv_b, store_b.clone());
+    let mut events_b = store_b.subscribe_events(0, drover_state::EventFilter::default());
 
     // A blocking query on the follower wakes on the other store's write.
     let waiter = {
@@ -75,6 +76,18 @@ async fn a_second_store_on_the_same_prefix_follows_the_first() {
     assert_eq!(outcome.index, index);
     assert_eq!(store_b.node("n1").unwrap().modify_index, index);
     assert_eq!(store_b.latest_index(), store_a.latest_index());
+    // The other store's events are on the follower's event stream, as that store made them.
+    let batch = tokio::time::timeout(Duration::from_secs(10), events_b.next_batch())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(batch.index, index);
+    assert_eq!(batch.events[0].key, "n1");
+    assert_eq!(batch.events[0].topic, drover_state::Topic::Node);
+    assert_eq!(
+        batch.events[0].payload.to_value()["Node"]["ID"],
+        serde_json::json!("n1")
+    );
 
     // The follower writes too, and its indexes continue the same sequence.
     let index_b = store_b.upsert_node(node("n2"), NOW).await.unwrap();
@@ -163,36 +176,103 @@ async fn member_failures_one_is_absorbed_two_stop_writes_and_nothing_is_lost() {
     assert_eq!(reopened.latest_index(), store.latest_index());
 }
 
+async fn leading(
+    election: &drover_etcd::election::Election,
+    what: &str,
+) -> drover_etcd::election::Leadership {
+    let mut view = election.watch();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let known = view.borrow_and_update().clone();
+            if known.is_leader {
+                return known;
+            }
+            view.changed().await.unwrap();
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out: {what}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_server_holds_a_prefix_and_a_lapsed_hold_fences_its_writes() {
+async fn one_server_leads_followers_cannot_write_and_a_lapsed_leader_is_fenced() {
     if !common::etcd_available() {
         return;
     }
     let cluster = common::EtcdCluster::start(3).await;
-    let (kv_a, store_a) = open(&cluster, "drover-hold/").await;
-    let keeper_a = kv_a.hold_server("server-a").await.unwrap();
+    let candidate = |name: &str| drover_etcd::election::Candidate {
+        ttl: Duration::from_secs(3),
+        ..drover_etcd::election::Candidate::new(name, name.as_bytes().to_vec())
+    };
+    let (kv_a, store_a) = open(&cluster, "drover-lead/").await;
+    let election_a = kv_a.campaign(candidate("server-a"));
+    let view = leading(&election_a, "server-a leads").await;
+    assert_eq!(view.term, 1);
+    assert_eq!(view.leader.as_deref(), Some(&b"server-a"[..]));
     store_a.upsert_node(node("a1"), NOW).await.unwrap();
 
-    // A second server waits while the first holds the prefix.
-    let (kv_b, store_b) = open(&cluster, "drover-hold/").await;
-    let kv_b_for_hold = Arc::clone(&kv_b);
-    let hold_b = tokio::spawn(async move { kv_b_for_hold.hold_server("server-b").await });
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(!hold_b.is_finished(), "the prefix is held by server-a");
+    // A second server follows: it knows the leader, and its store refuses every write.
+    let (kv_b, store_b) = open(&cluster, "drover-lead/").await;
+    let _follower = follow(&kv_b, store_b.clone());
+    let election_b = kv_b.campaign(candidate("server-b"));
+    let mut view_b = election_b.watch();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while view_b.borrow_and_update().leader.is_none() {
+            view_b.changed().await.unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    assert!(!view_b.borrow().is_leader);
+    assert_eq!(view_b.borrow().leader.as_deref(), Some(&b"server-a"[..]));
+    let error = store_b.upsert_node(node("b0"), NOW).await.unwrap_err();
+    assert!(error.is_unavailable(), "{error}");
+    assert!(
+        error.to_string().contains("not the cluster's leader"),
+        "{error}"
+    );
     store_a.upsert_node(node("a2"), NOW).await.unwrap();
+    eventually("b follows a's writes", || store_b.node("a2").is_some()).await;
 
-    // The first stops keeping its hold alive (as a killed agent): the second takes over after
-    // the TTL, and the first can no longer write, even with the revision right.
-    keeper_a.abort();
-    let _keeper_b = tokio::time::timeout(Duration::from_secs(30), hold_b)
-        .await
-        .expect("server-b takes the hold once server-a's lapses")
-        .unwrap()
-        .unwrap();
+    // Both are members, alive.
+    let members = kv_b.members().await.unwrap();
+    let alive: Vec<(&str, bool)> = members
+        .iter()
+        .map(|member| (member.name.as_str(), member.alive))
+        .collect();
+    assert_eq!(alive, [("server-a", true), ("server-b", true)]);
+
+    // The leader stops renewing its session (as a killed agent): the follower takes over
+    // after the TTL, and the old leader's store cannot write, even with the revision right.
+    election_a.abort();
+    let view = leading(&election_b, "server-b takes over").await;
+    assert_eq!(view.leader.as_deref(), Some(&b"server-b"[..]));
     let error = store_a.upsert_node(node("a3"), NOW).await.unwrap_err();
     assert!(error.is_unavailable(), "{error}");
     store_b.reload_from_backend().await.unwrap();
     store_b.upsert_node(node("b1"), NOW).await.unwrap();
     assert!(store_b.node("a2").is_some());
     assert!(store_b.node("a3").is_none());
+    let members = kv_b.members().await.unwrap();
+    let alive: Vec<(&str, bool)> = members
+        .iter()
+        .map(|member| (member.name.as_str(), member.alive))
+        .collect();
+    assert_eq!(alive, [("server-a", false), ("server-b", true)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_value_is_made_once_for_the_cluster() {
+    if !common::etcd_available() {
+        return;
+    }
+    let cluster = common::EtcdCluster::start(3).await;
+    let (kv_a, _store_a) = open(&cluster, "drover-shared/").await;
+    let (kv_b, _store_b) = open(&cluster, "drover-shared/").await;
+    let first = kv_a.shared_value("id", || b"one".to_vec()).await.unwrap();
+    let second = kv_b.shared_value("id", || b"two".to_vec()).await.unwrap();
+    assert_eq!(
+        (first.as_slice(), second.as_slice()),
+        (&b"one"[..], &b"one"[..])
+    );
 }

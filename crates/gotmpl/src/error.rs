@@ -156,6 +156,9 @@ pub enum ExecError {
     NoFiledFor(String, Value),
     #[error("variable {0} not found")]
     VariableNotFound(String),
+    /// A field of a map that has no such key, under `missing_key_error` (Go's words).
+    #[error("map has no entry for key \"{0}\"")]
+    MissingKey(String),
     /// An error of the action at byte offset `pos` of the template's text.
     #[error("{source}")]
     At {

@@ -367,7 +367,13 @@ impl<'a, 'b, T: Write> State<'a, 'b, T> {
                 .get(field_name)
                 .cloned()
                 .ok_or_else(|| ExecError::NoFiledFor(field_name.to_string(), receiver.clone())),
-            Value::Map(ref o) => Ok(o.get(field_name).cloned().unwrap_or(Value::NoValue)),
+            Value::Map(ref o) => match o.get(field_name) {
+                Some(value) => Ok(value.clone()),
+                None if self.template.missing_key_error => {
+                    Err(ExecError::MissingKey(field_name.to_string()))
+                }
+                None => Ok(Value::NoValue),
+            },
             _ => Err(ExecError::OnlyMapsAndObjectsHaveFields),
         };
         if let Ok(Value::Function(ref f)) = ret {
@@ -478,8 +484,29 @@ impl<'a, 'b, T: Write> State<'a, 'b, T> {
     }
 
     fn print_value(&mut self, val: &Value) -> Result<(), ExecError> {
-        write!(self.writer, "{}", val).map_err(ExecError::IOError)?;
+        write!(self.writer, "{}", go_format(val)).map_err(ExecError::IOError)?;
         Ok(())
+    }
+}
+
+/// A value as Go's `fmt` prints it with `%v`: lists as `[a b]`, maps as `map[k:v]` in key
+/// order, anything else as its own display.
+fn go_format(val: &Value) -> String {
+    match val {
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(go_format).collect();
+            format!("[{}]", items.join(" "))
+        }
+        Value::Map(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let pairs: Vec<String> = keys
+                .into_iter()
+                .map(|key| format!("{key}:{}", go_format(&map[key])))
+                .collect();
+            format!("map[{}]", pairs.join(" "))
+        }
+        other => other.to_string(),
     }
 }
 

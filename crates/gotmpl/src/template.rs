@@ -16,6 +16,8 @@ pub struct Template {
     /// The action delimiters `parse` and `add_template` read (Go's `Delims`).
     pub left_delim: String,
     pub right_delim: String,
+    /// A missing map key is an error rather than no value (Go's `missingkey=error`).
+    pub missing_key_error: bool,
 }
 
 impl Default for Template {
@@ -27,6 +29,7 @@ impl Default for Template {
             tree_set: HashMap::default(),
             left_delim: DEFAULT_LEFT_DELIM.to_owned(),
             right_delim: DEFAULT_RIGHT_DELIM.to_owned(),
+            missing_key_error: false,
         }
     }
 }

@@ -1551,9 +1551,10 @@ fn fold_constraint_shortcuts(object: &mut JsonMap<String, JsonValue>) {
             object.insert("RTarget".into(), value);
         }
     }
-    // `distinct_hosts = true` leaves RTarget as written (empty), as Nomad 1.1's decoder does and
+    // `distinct_hosts = true` leaves RTarget empty, as the reference Nomad (1.1) decodes it and
     // as every Nomad scheduler reads as "on"; `false` is kept as RTarget "false", which later
-    // Nomad versions (and drover's scheduler) honour as "off".
+    // Nomad versions (and drover's scheduler) honour as "off". (Nomad since 1.6 also writes
+    // "true" for `true`; both mean the same to every scheduler.)
     if let Some(value) = object.remove("distinct_hosts") {
         object.insert("Operand".into(), JsonValue::String("distinct_hosts".into()));
         if !value.as_bool().unwrap_or(false) {

@@ -257,17 +257,7 @@ pub fn parse_any_located(
 /// Validates a job (defaults already applied). Diagnostics carry the JSON field path but no
 /// file or position.
 pub fn validate(job: &Job) -> Vec<Diagnostic> {
-    let job_json = match serde_json::to_value(job) {
-        Ok(value) => value,
-        Err(error) => {
-            return vec![Diagnostic::new(
-                "",
-                None,
-                format!("cannot encode the job: {error}"),
-            )];
-        }
-    };
-    validate::validate_job_json(&job_json)
+    validate::validate_job(job)
         .into_iter()
         .map(|issue| Diagnostic {
             file: String::new(),
@@ -387,7 +377,11 @@ fn build_and_validate(
 
     let mut effective_json = canonical_json;
     overlay_explicit_values(&mut effective_json, &user_json);
-    for issue in validate::validate_job_json(&effective_json) {
+    // The overlay holds only values the first decode accepted, so it decodes again; should it
+    // not, the defaulted job itself is judged.
+    let effective: Option<Job> =
+        drover_structs::lenient::from_value_ignoring_key_case(effective_json).ok();
+    for issue in validate::validate_job(effective.as_ref().unwrap_or(&job)) {
         diagnostics.push(diagnostic(issue.field_path, issue.message));
     }
     if diagnostics.is_empty() {

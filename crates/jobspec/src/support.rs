@@ -21,8 +21,8 @@
 use std::fmt::Write as _;
 
 use drover_structs::{
-    Consul, DEFAULT_INTEGRATION_CLUSTER, Job, MigrateStrategy, Service, Task, TaskGroup,
-    UpdateStrategy, VOLUME_TYPE_CSI,
+    Consul, DEFAULT_INTEGRATION_CLUSTER, DurationNs, Job, MigrateStrategy, Service, Task,
+    TaskGroup, UpdateStrategy, VOLUME_TYPE_CSI,
 };
 use serde_json::Value as JsonValue;
 
@@ -103,14 +103,6 @@ impl Detect {
             job: None,
             group: Some(group),
             task: Some(task),
-        }
-    }
-
-    const fn job_and_group(job: Finder<Job>, group: Finder<TaskGroup>) -> Detect {
-        Detect {
-            job: Some(job),
-            group: Some(group),
-            task: None,
         }
     }
 
@@ -218,24 +210,6 @@ fn when_consul_asked(consul: Option<&Consul>, field: &str) -> Vec<String> {
     )
 }
 
-/// Checks of a type drover does not run: `grpc`.
-fn unrun_checks(services: &[Service]) -> Vec<String> {
-    services
-        .iter()
-        .enumerate()
-        .flat_map(|(service_index, service)| {
-            service
-                .checks
-                .iter()
-                .enumerate()
-                .filter(|(_, check)| check.r#type == "grpc")
-                .map(move |(check_index, _)| {
-                    format!("Services[{service_index}].Checks[{check_index}]")
-                })
-        })
-        .collect()
-}
-
 /// Services left to Consul: `provider = "consul"`, or no provider (Nomad's default is Consul).
 fn consul_services(services: &[Service]) -> Vec<String> {
     services
@@ -244,6 +218,26 @@ fn consul_services(services: &[Service]) -> Vec<String> {
         .filter(|(_, service)| service.provider.is_empty() || service.provider == "consul")
         .map(|(index, _)| format!("Services[{index}]"))
         .collect()
+}
+
+/// Check arguments only Consul reads: `notes`, `expose`, `advertise`.
+fn consul_only_check_fields(services: &[Service]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (index, service) in services.iter().enumerate() {
+        for (check_index, check) in service.checks.iter().enumerate() {
+            let at = format!("Services[{index}].Checks[{check_index}]");
+            if !check.notes.is_empty() {
+                found.push(format!("{at}.Notes"));
+            }
+            if check.expose {
+                found.push(format!("{at}.Expose"));
+            }
+            if !check.advertise.is_empty() {
+                found.push(format!("{at}.Advertise"));
+            }
+        }
+    }
+    found
 }
 
 fn service_identity(services: &[Service]) -> Vec<String> {
@@ -270,67 +264,27 @@ fn service_connect(services: &[Service]) -> Vec<String> {
         .collect()
 }
 
-/// How an update strategy relates to what drover does (replace every changed allocation of a
-/// group at once, as Nomad does with `max_parallel = 0`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum UpdateKind {
-    /// `max_parallel = 0`: all at once, exactly what drover does.
-    AllAtOnce,
-    /// Nomad's default strategy, which the API gives every service job: accepted with a warning.
-    NomadDefault,
-    /// Anything else (rolling, canaries, auto revert or promote): refused.
-    Rolling,
-}
-
-fn update_kind(update: &UpdateStrategy) -> UpdateKind {
-    if update.max_parallel == 0 {
-        return UpdateKind::AllAtOnce;
+/// A system job's rolling `update` (job or group level, `max_parallel > 0`).
+fn system_rolling_update(job: &Job) -> Vec<String> {
+    if job.r#type != drover_structs::JOB_TYPE_SYSTEM {
+        return Vec::new();
     }
-    let mut canonical = update.clone();
-    let defaults = drover_structs::canonicalize::default_update_strategy();
-    // A zero duration or an empty health check is "unset" and canonicalizes to the default.
-    for (field, default) in [
-        (&mut canonical.stagger, defaults.stagger),
-        (&mut canonical.min_healthy_time, defaults.min_healthy_time),
-        (&mut canonical.healthy_deadline, defaults.healthy_deadline),
-        (&mut canonical.progress_deadline, defaults.progress_deadline),
-    ] {
-        if field.is_zero() {
-            *field = default;
+    let rolling = |update: Option<&UpdateStrategy>| update.is_some_and(|u| u.max_parallel > 0);
+    let mut found = when(rolling(job.update.as_ref()), "Update");
+    for (index, group) in job.task_groups.iter().enumerate() {
+        if rolling(group.update.as_ref()) {
+            found.push(format!("TaskGroups[{index}].Update"));
         }
     }
-    if canonical.health_check.is_empty() {
-        canonical.health_check.clone_from(&defaults.health_check);
-    }
-    if canonical == defaults {
-        UpdateKind::NomadDefault
-    } else {
-        UpdateKind::Rolling
-    }
-}
-
-fn update_of_kind(update: Option<&UpdateStrategy>, kind: UpdateKind) -> Vec<String> {
-    when(
-        update.is_some_and(|update| update_kind(update) == kind),
-        "Update",
-    )
+    found
 }
 
 /// Nomad's default `migrate` block (the API gives one to every service group).
 fn is_default_migrate(migrate: &MigrateStrategy) -> bool {
-    let Ok(JsonValue::Object(entries)) = serde_json::to_value(migrate) else {
-        return false;
-    };
-    entries.iter().all(|(key, value)| {
-        let expected = match key.to_ascii_lowercase().as_str() {
-            "maxparallel" => JsonValue::from(1),
-            "healthcheck" => JsonValue::from("checks"),
-            "minhealthytime" => JsonValue::from(10_000_000_000_i64),
-            "healthydeadline" => JsonValue::from(300_000_000_000_i64),
-            _ => return !asks_for(value),
-        };
-        value.is_null() || *value == expected
-    })
+    migrate.max_parallel == 1
+        && migrate.health_check == "checks"
+        && migrate.min_healthy_time == DurationNs::from_secs(10)
+        && migrate.healthy_deadline == DurationNs::from_mins(5)
 }
 
 const CONSUL: &str = "runs once drover integrates with Consul";
@@ -340,8 +294,6 @@ const NO_AUTOSCALER: &str = "runs once drover integrates with an autoscaler";
 
 /// Nomad docker task config keys the docker driver does not implement (refused by name).
 const DOCKER_UNIMPLEMENTED_KEYS: &[&str] = &[
-    "logging",
-    "load",
     "port_map",
     "dns_search_domains",
     "dns_options",
@@ -365,7 +317,6 @@ const DOCKER_UNIMPLEMENTED_KEYS: &[&str] = &[
     "advertise_ipv6_address",
     "mounts",
     "volume_driver",
-    "auth_soft_fail",
 ];
 
 /// The support table. Order: job, group, task, then nested blocks; the generated reference
@@ -399,29 +350,24 @@ pub static FEATURES: &[Feature] = &[
         "",
         Detect::job(|job| when(job.all_at_once, "AllAtOnce")),
     ),
-    row(
+    runs(
         "update (Nomad's default)",
-        Status::RunsDifferently,
-        "a changed group is replaced all at once (as with max_parallel = 0): no rolling, health-gated or canary deployment",
-        "",
-        Detect::job_and_group(
-            |job| update_of_kind(job.update.as_ref(), UpdateKind::NomadDefault),
-            |group| update_of_kind(group.update.as_ref(), UpdateKind::NomadDefault),
-        ),
+        "a changed service group rolls out through a deployment one allocation at a time, each healthy by its checks for 10s within 5m, the deployment failing without progress for 10m, as Nomad's default update block",
     ),
     runs(
         "update { max_parallel = 0 }",
         "a changed group is replaced all at once, as Nomad does with rolling updates disabled",
     ),
-    row(
+    runs(
         "update",
+        "service groups roll out through deployments: max_parallel at a time, health_check (checks, task_states, manual through /v1/deployment/allocation-health), min_healthy_time, healthy_deadline, progress_deadline (the deployment fails without progress), canary with canary_tags until promoted (auto_promote, or `deployment promote`), auto_revert to the latest stable version; stagger only paces system jobs in Nomad and is kept, as there",
+    ),
+    row(
+        "update (system jobs)",
         Status::NotYet,
-        "drover replaces a changed group all at once; rolling updates (max_parallel), canaries, auto_revert and auto_promote need deployments",
-        "runs once drover has deployments; until then use max_parallel = 0",
-        Detect::job_and_group(
-            |job| update_of_kind(job.update.as_ref(), UpdateKind::Rolling),
-            |group| update_of_kind(group.update.as_ref(), UpdateKind::Rolling),
-        ),
+        "drover replaces a changed system job on every node at once; rolling it max_parallel nodes at a time with stagger is not implemented",
+        "runs once the system scheduler rolls updates; until then use max_parallel = 0",
+        Detect::job(system_rolling_update),
     ),
     runs(
         "periodic",
@@ -638,17 +584,25 @@ pub static FEATURES: &[Feature] = &[
     ),
     runs(
         "service > check",
-        "the client runs `http` (plain or `protocol = \"https\"`, verified against the system's roots unless `tls_skip_verify`, with `tls_server_name` as the name verified), `tcp` and `script` checks (inside the task, as `alloc exec` runs), with `check_restart`, for `nomad` and `consul` services alike; an HTTP status maps to a result by Nomad's rules for a `nomad` service (below 400 passes) and by Consul's for a `consul` one (2xx passes, 429 warns)",
+        "the client runs `http` (plain or `protocol = \"https\"`, verified against the system's roots unless `tls_skip_verify`, with `tls_server_name` as the name verified), `tcp`, `grpc` (the standard grpc.health.v1 Health/Check with `grpc_service`, in plain HTTP/2 or with `grpc_use_tls` over TLS, `tls_skip_verify` and `tls_server_name` as for https; SERVING passes) and `script` checks (inside the task, as `alloc exec` runs), with `check_restart`, for `nomad` and `consul` services alike; an HTTP status maps to a result by Nomad's rules for a `nomad` service (below 400 passes) and by Consul's for a `consul` one (2xx passes, 429 warns)",
+    ),
+    runs(
+        "service > check (arguments)",
+        "method, header, body, initial_status, success_before_passing, failures_before_critical and failures_before_warning run as in Nomad (with Consul's counters for consul services)",
     ),
     row(
-        "service > check (grpc)",
-        Status::NotYet,
-        "drover runs no `grpc` checks",
-        "runs once drover's checks speak gRPC",
+        "service > check > notes, expose, advertise",
+        Status::RunsDifferently,
+        "kept with the job: notes is Consul's free text, expose and advertise address Consul Connect's proxy and agent, which this agent does not run",
+        "",
         Detect::group_and_task(
-            |group| unrun_checks(&group.services),
-            |task| unrun_checks(&task.services),
+            |group| consul_only_check_fields(&group.services),
+            |task| consul_only_check_fields(&task.services),
         ),
+    ),
+    runs(
+        "service > check (grpc)",
+        "the standard grpc.health.v1 Health/Check with grpc_service, in plain HTTP/2 or with grpc_use_tls over TLS (tls_skip_verify, tls_server_name as for https); SERVING passes",
     ),
     row(
         "service > identity",
@@ -715,12 +669,12 @@ pub static FEATURES: &[Feature] = &[
     ),
     runs(
         "task > config (docker)",
-        "image (pulled with auth, force_pull, image_pull_timeout), command, args, entrypoint, work_dir, ports (group network labels, published on the allocated host ports), network_mode (bridge, host, none, container:), hostname, dns_servers, extra_hosts, labels, volumes and mount (bind, volume, tmpfs; host paths confined to the allocation unless the client enables volumes), privileged (client-gated), cap_add (client allow_caps), cap_drop, devices, shm_size, ulimit, sysctl, pids_limit, readonly_rootfs, init, ipc_mode, pid_mode, security_opt; /alloc, /local and /secrets mounted; logs in the allocation's log files",
+        "image (pulled with auth (the task's, else the client's auth config file or credential helper) and auth_soft_fail, force_pull, image_pull_timeout), command, args, entrypoint, work_dir, ports (group network labels, published on the allocated host ports), network_mode (bridge, host, none, container:), hostname, dns_servers, extra_hosts, labels, volumes and mount (bind, volume, tmpfs; host paths confined to the allocation unless the client enables volumes), privileged (client-gated), cap_add (client allow_caps), cap_drop, devices, shm_size, ulimit, sysctl, pids_limit, readonly_rootfs, init, ipc_mode, pid_mode, security_opt, load (an image archive in local/, from an artifact, loaded instead of pulled), logging (type and config of the engine's log driver, json-file with two files of 2m by default); /alloc, /local and /secrets mounted; logs in the allocation's log files whatever the log driver",
     ),
     row(
         "task > config (docker) > other keys",
         Status::NotYet,
-        "Nomad docker config keys the docker driver does not implement (logging, load, port_map, dns_search_domains, dns_options, mac_address, memory_hard_limit, cpu_hard_limit, cpu_cfs_period, cpuset_cpus, storage_opt, userns_mode, uts_mode, tty, interactive, runtime, isolation, group_add, healthchecks, network_aliases, ipv4_address, ipv6_address, advertise_ipv6_address, mounts, volume_driver, auth_soft_fail)",
+        "Nomad docker config keys the docker driver does not implement (port_map, dns_search_domains, dns_options, mac_address, memory_hard_limit, cpu_hard_limit, cpu_cfs_period, cpuset_cpus, storage_opt, userns_mode, uts_mode, tty, interactive, runtime, isolation, group_add, healthchecks, network_aliases, ipv4_address, ipv6_address, advertise_ipv6_address, mounts, volume_driver)",
         "runs once the docker driver implements the key",
         Detect::task(|task| {
             if task.driver != "docker" {
@@ -784,7 +738,7 @@ pub static FEATURES: &[Feature] = &[
     row(
         "template",
         Status::RunsDifferently,
-        "rendered before start with Go template syntax and consul-template's functions (env, file, parse/encode, string, list, arithmetic, a sprig_* subset); templates reading files (file, source) re-render within a second and apply change_mode noop, restart or signal after splay, unless once; templates reading Nomad Variables (nomadVar, nomadVarExists, nomadVarList) read them with the task's workload identity, wait for a missing nomadVar, and re-render within about a second of a change; env-only templates do not change while the task runs; nomadService* fail at render until the service catalog reaches the client; Consul and Vault functions are refused",
+        "rendered before start with Go template syntax and consul-template's functions (env, file, parse/encode, string, list, arithmetic, a sprig_* subset); templates reading files (file, source) re-render within a second and apply change_mode noop, restart, signal or script after splay, unless once; templates reading Nomad Variables (nomadVar, nomadVarExists, nomadVarList) or the built-in service catalog (nomadService with tag, ?ns= and choose forms, nomadServices) read them with the task's workload identity, wait for a missing nomadVar, and re-render within about a second of a change; env-only templates do not change while the task runs; a query naming another region fails the render; Consul and Vault functions (key, service, secret, …) are refused naming what they need",
         "",
         Detect::task(|task| each(&task.templates, "Templates")),
     ),
@@ -792,37 +746,13 @@ pub static FEATURES: &[Feature] = &[
         "template (arguments)",
         "source, destination, data, change_mode, change_signal, once, splay, perms, uid, gid, left_delimiter, right_delimiter and env run as in Nomad",
     ),
-    row(
+    runs(
         "template > wait > min, max",
-        Status::NotYet,
-        "drover re-renders a template on the first poll after a change; it does not wait for the data to settle",
-        "runs once the template watcher applies wait; until then leave wait out",
-        Detect::task(|task| {
-            let mut found = Vec::new();
-            for (index, template) in task.templates.iter().enumerate() {
-                found.extend(when(
-                    template.wait.is_some(),
-                    &format!("Templates[{index}].Wait"),
-                ));
-            }
-            found
-        }),
+        "a rendered output (the first included) is written, and its change_mode applied, once it has stayed the same for min or changes have been held for max (four times min when max is left out), as consul-template's quiescence",
     ),
-    row(
+    runs(
         "template > error_on_missing_key",
-        Status::NotYet,
-        "drover renders a missing map key as \"<no value>\"; it does not fail the render",
-        "runs once the template engine fails on a missing key; until then leave error_on_missing_key out",
-        Detect::task(|task| {
-            let mut found = Vec::new();
-            for (index, template) in task.templates.iter().enumerate() {
-                found.extend(when(
-                    template.err_missing_key,
-                    &format!("Templates[{index}].ErrMissingKey"),
-                ));
-            }
-            found
-        }),
+        "a missing map key fails the render, naming the key and its line:column; without it a missing key renders \"<no value>\" as in Nomad",
     ),
     row(
         "template > vault_grace",
@@ -840,17 +770,27 @@ pub static FEATURES: &[Feature] = &[
             found
         }),
     ),
-    row(
+    runs(
         "template > change_script",
+        "command and args run inside the task (its namespaces, cgroup, user and environment, the path of alloc exec) when the template changes, bounded by timeout; the \"Task hook message\" / \"Task hook failed\" events as Nomad, and fail_on_error kills the task",
+    ),
+    row(
+        "template > change_script > run_on_first_render",
         Status::NotYet,
-        "drover cannot yet run a template's change_script inside the task",
-        "runs once the client can exec inside a task on a template change",
+        "drover runs a change_script only on a change while the task runs",
+        "runs once the script can run after the first render; until then leave run_on_first_render out",
         Detect::task(|task| {
             let mut found = Vec::new();
             for (index, template) in task.templates.iter().enumerate() {
+                let first = template
+                    .change_script
+                    .as_ref()
+                    .and_then(|script| script.get("RunOnFirstRender"))
+                    .and_then(serde_json::Value::as_bool)
+                    .unwrap_or(false);
                 found.extend(when(
-                    template.change_mode == "script",
-                    &format!("Templates[{index}].ChangeMode"),
+                    first,
+                    &format!("Templates[{index}].ChangeScript.RunOnFirstRender"),
                 ));
             }
             found
@@ -859,23 +799,13 @@ pub static FEATURES: &[Feature] = &[
     row(
         "artifact",
         Status::Runs,
-        "fetched before the task starts over http or https (with headers; https verified against the system's roots unless `insecure`), from local files or with git (`insecure` turns off git's certificate check too), checksummed and unpacked as options say, and cached per node; s3, gcs and hg sources fail the download, naming what is missing",
+        "fetched before the task starts over http or https (with headers; https verified against the system's roots unless `insecure`), from local files or with git (`insecure` turns off git's certificate check too), checksummed (a digest, or `checksum = \"file:<url or path>\"` naming a checksum file in BSD or GNU form) and unpacked as options say, and cached per node; s3, gcs and hg sources fail the download, naming what is missing",
         "",
         Detect::task(|task| each(&task.artifacts, "Artifacts")),
     ),
-    row(
+    runs(
         "artifact > chown",
-        Status::NotYet,
-        "drover does not hand unpacked artifacts to the task's user",
-        "runs once the artifact hook changes the owner of what it unpacks",
-        Detect::task(|task| {
-            task.artifacts
-                .iter()
-                .enumerate()
-                .filter(|(_, artifact)| artifact.chown)
-                .map(|(index, _)| format!("Artifacts[{index}].Chown"))
-                .collect()
-        }),
+        "what the artifact placed (its destination and everything beneath it, or the one file in mode file) is given to the task's user, following no symlink, when the agent runs as root and the task names a user, as Nomad does",
     ),
     row(
         "identity",

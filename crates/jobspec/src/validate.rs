@@ -2,12 +2,17 @@
 //! `TaskGroup.Validate` and `Task.Validate`, reporting every problem with the JSON field path it
 //! belongs to (which the HCL front end turns into `line:column`).
 //!
-//! It reads the job in Nomad's JSON shape, so it checks exactly what goes over the wire and
-//! does not depend on how the Rust types name their fields. Not a scheduler check: whether a
-//! node can run the job is not decided here.
+//! It reads the typed [`Job`]; the few blocks the model keeps opaque (a template's `wait` and
+//! `change_script`, a service's `connect`) are read through small typed views. Not a scheduler
+//! check: whether a node can run the job is not decided here.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use drover_structs::{
+    Affinity, Constraint, Job, NetworkResource, ReschedulePolicy, Resources, RestartPolicy,
+    Service, Spread, Task, TaskGroup, UpdateStrategy,
+};
+use serde::Deserialize;
 use serde_json::Value as JsonValue;
 
 /// One validation problem: the JSON path of the offending field and a message that reads on
@@ -97,33 +102,31 @@ impl Place {
     }
 }
 
-fn text<'value>(object: &'value JsonValue, field: &str) -> &'value str {
-    object.get(field).and_then(JsonValue::as_str).unwrap_or("")
+/// A template's `wait` block (`api.WaitConfig`), which the model keeps as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct WaitBounds {
+    min: Option<i64>,
+    max: Option<i64>,
 }
 
-fn integer(object: &JsonValue, field: &str) -> Option<i64> {
-    object.get(field).and_then(JsonValue::as_i64)
+/// A template's `change_script` block (`api.ChangeScript`), kept as written by the model.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct ChangeScript {
+    command: Option<String>,
 }
 
-fn backoff_factor(restart: &JsonValue) -> f64 {
-    restart
-        .get("BackoffFactor")
-        .and_then(JsonValue::as_f64)
-        .unwrap_or(0.0)
+/// Whether a service's `connect` block (opaque in the model) declares a gateway.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct ConnectGateway {
+    gateway: Option<serde::de::IgnoredAny>,
 }
 
-fn flag(object: &JsonValue, field: &str) -> bool {
-    object
-        .get(field)
-        .and_then(JsonValue::as_bool)
-        .unwrap_or(false)
-}
-
-fn items<'value>(object: &'value JsonValue, field: &str) -> &'value [JsonValue] {
-    object
-        .get(field)
-        .and_then(JsonValue::as_array)
-        .map_or(&[], Vec::as_slice)
+/// Decodes a typed view of an opaque block; `None` when it does not have the view's shape.
+fn view<T: serde::de::DeserializeOwned>(value: &JsonValue) -> Option<T> {
+    drover_structs::lenient::from_value_ignoring_key_case(value.clone()).ok()
 }
 
 /// Formats nanoseconds the way Go prints a duration, for messages.
@@ -150,6 +153,18 @@ pub(crate) fn path_escapes_allocation_dir(relative_path: &str) -> bool {
     false
 }
 
+/// Whether a group needs no task of its own: Nomad adds the task of a Consul Connect gateway
+/// itself (the support table refuses Connect at register, naming it).
+fn has_connect_gateway(group: &TaskGroup) -> bool {
+    group.services.iter().any(|service| {
+        service
+            .connect
+            .as_ref()
+            .and_then(view::<ConnectGateway>)
+            .is_some_and(|connect| connect.gateway.is_some())
+    })
+}
+
 impl Checker {
     fn report(&mut self, place: &Place, field_path: String, detail: impl AsRef<str>) {
         let message = if place.context.is_empty() {
@@ -163,12 +178,12 @@ impl Checker {
         });
     }
 
-    fn job(&mut self, job: &JsonValue) {
+    fn job(&mut self, job: &Job) {
         let place = Place {
             path: String::new(),
             context: String::new(),
         };
-        let id = text(job, "ID");
+        let id = job.id.as_str();
         if id.is_empty() {
             self.report(&place, "ID".into(), "job ID is missing");
         } else if id.contains(' ') {
@@ -184,10 +199,10 @@ impl Checker {
                 "job ID must not contain a null character",
             );
         }
-        if text(job, "Name").is_empty() {
+        if job.name.is_empty() {
             self.report(&place, "Name".into(), "job name is missing");
         }
-        let job_type = text(job, "Type");
+        let job_type = job.r#type.as_str();
         if !JOB_TYPES.contains(&job_type) {
             self.report(
                 &place,
@@ -195,19 +210,15 @@ impl Checker {
                 format!("job type {job_type:?} is not one of service, batch, system, sysbatch"),
             );
         }
-        if let Some(priority) = integer(job, "Priority")
-            && !(1..=100).contains(&priority)
-        {
+        let priority = job.priority;
+        if !(1..=100).contains(&priority) {
             self.report(
                 &place,
                 "Priority".into(),
                 format!("job priority must be between 1 and 100, got {priority}"),
             );
         }
-        if items(job, "Datacenters")
-            .iter()
-            .any(|datacenter| datacenter.as_str().is_none_or(str::is_empty))
-        {
+        if job.datacenters.iter().any(String::is_empty) {
             self.report(
                 &place,
                 "Datacenters".into(),
@@ -215,17 +226,17 @@ impl Checker {
             );
         }
 
-        self.constraints(job, &place, false);
-        self.affinities(job, &place, job_type);
-        self.spreads(job, &place, job_type);
+        self.constraints(&job.constraints, &place, false);
+        self.affinities(&job.affinities, &place, job_type);
+        self.spreads(&job.spreads, &place, job_type);
 
-        let groups = items(job, "TaskGroups");
+        let groups = &job.task_groups;
         if groups.is_empty() {
             self.report(&place, String::new(), "a job needs at least one group");
         }
         let mut group_names: BTreeMap<&str, usize> = BTreeMap::new();
         for (index, group) in groups.iter().enumerate() {
-            let name = text(group, "Name");
+            let name = group.name.as_str();
             let group_place = place.item("TaskGroups", index);
             if name.is_empty() {
                 self.report(
@@ -250,81 +261,75 @@ impl Checker {
         for (index, group) in groups.iter().enumerate() {
             let group_place = Place {
                 path: format!("TaskGroups[{index}]"),
-                context: format!("group {:?}", text(group, "Name")),
+                context: format!("group {:?}", group.name),
             };
             self.group(group, &group_place, job_type);
         }
 
-        if let Some(periodic) = job.get("Periodic").filter(|value| value.is_object()) {
+        if let Some(periodic) = &job.periodic
+            && periodic.enabled
+        {
             let periodic_place = place.child("Periodic");
-            let enabled = periodic
-                .get("Enabled")
-                .and_then(JsonValue::as_bool)
-                .unwrap_or(true);
-            if enabled {
-                if job_type != "batch" && job_type != "sysbatch" {
+            if job_type != "batch" && job_type != "sysbatch" {
+                self.report(
+                    &periodic_place,
+                    periodic_place.path.clone(),
+                    format!(
+                        "periodic is only allowed for batch and sysbatch jobs, not {job_type:?}"
+                    ),
+                );
+            }
+            let spec = periodic.spec.as_str();
+            let specs = &periodic.specs;
+            if !spec.is_empty() && !specs.is_empty() {
+                self.report(
+                    &periodic_place,
+                    periodic_place.path.clone(),
+                    "periodic takes cron or crons, not both",
+                );
+            }
+            if spec.is_empty() && specs.is_empty() {
+                self.report(
+                    &periodic_place,
+                    periodic_place.path.clone(),
+                    "periodic needs a cron expression (cron = \"...\")",
+                );
+            }
+            let spec_type = periodic.spec_type.as_str();
+            if !spec_type.is_empty() && spec_type != "cron" {
+                self.report(
+                    &periodic_place,
+                    periodic_place.field("SpecType"),
+                    format!("Unknown periodic specification type {spec_type:?}"),
+                );
+            }
+            let zone = periodic.time_zone.as_str();
+            if let Err(detail) = crate::cron::check_time_zone(zone) {
+                self.report(
+                    &periodic_place,
+                    periodic_place.field("TimeZone"),
+                    format!("periodic time_zone {zone:?} is invalid: {detail}"),
+                );
+            }
+            for (field, expression) in std::iter::once(("Spec", spec)).chain(
+                specs
+                    .iter()
+                    .map(|expression| ("Specs", expression.as_str())),
+            ) {
+                if !expression.is_empty()
+                    && let Err(detail) = crate::cron::check(expression)
+                {
                     self.report(
                         &periodic_place,
-                        periodic_place.path.clone(),
-                        format!(
-                            "periodic is only allowed for batch and sysbatch jobs, not {job_type:?}"
-                        ),
+                        periodic_place.field(field),
+                        format!("periodic cron {expression:?} is invalid: {detail}"),
                     );
-                }
-                let spec = text(periodic, "Spec");
-                let specs = items(periodic, "Specs");
-                if !spec.is_empty() && !specs.is_empty() {
-                    self.report(
-                        &periodic_place,
-                        periodic_place.path.clone(),
-                        "periodic takes cron or crons, not both",
-                    );
-                }
-                if spec.is_empty() && specs.is_empty() {
-                    self.report(
-                        &periodic_place,
-                        periodic_place.path.clone(),
-                        "periodic needs a cron expression (cron = \"...\")",
-                    );
-                }
-                let spec_type = text(periodic, "SpecType");
-                if !spec_type.is_empty() && spec_type != "cron" {
-                    self.report(
-                        &periodic_place,
-                        periodic_place.field("SpecType"),
-                        format!("Unknown periodic specification type {spec_type:?}"),
-                    );
-                }
-                let zone = text(periodic, "TimeZone");
-                if let Err(detail) = crate::cron::check_time_zone(zone) {
-                    self.report(
-                        &periodic_place,
-                        periodic_place.field("TimeZone"),
-                        format!("periodic time_zone {zone:?} is invalid: {detail}"),
-                    );
-                }
-                for (field, expression) in std::iter::once(("Spec", spec)).chain(
-                    specs
-                        .iter()
-                        .map(|value| ("Specs", value.as_str().unwrap_or(""))),
-                ) {
-                    if !expression.is_empty()
-                        && let Err(detail) = crate::cron::check(expression)
-                    {
-                        self.report(
-                            &periodic_place,
-                            periodic_place.field(field),
-                            format!("periodic cron {expression:?} is invalid: {detail}"),
-                        );
-                    }
                 }
             }
         }
 
-        if let Some(parameterized) = job
-            .get("ParameterizedJob")
-            .filter(|value| value.is_object())
-            && !flag(job, "Dispatched")
+        if let Some(parameterized) = &job.parameterized_job
+            && !job.dispatched
         {
             let parameterized_place = place.child("ParameterizedJob");
             if job_type != "batch" && job_type != "sysbatch" {
@@ -334,7 +339,7 @@ impl Checker {
                     format!("parameterized is only allowed for batch and sysbatch jobs, not {job_type:?}"),
                 );
             }
-            let payload = text(parameterized, "Payload");
+            let payload = parameterized.payload.as_str();
             if !["", "optional", "required", "forbidden"].contains(&payload) {
                 self.report(
                     &parameterized_place,
@@ -342,13 +347,15 @@ impl Checker {
                     format!("parameterized payload must be optional, required or forbidden, got {payload:?}"),
                 );
             }
-            let required: BTreeSet<&str> = items(parameterized, "MetaRequired")
+            let required: BTreeSet<&str> = parameterized
+                .meta_required
                 .iter()
-                .filter_map(JsonValue::as_str)
+                .map(String::as_str)
                 .collect();
-            let both: Vec<&str> = items(parameterized, "MetaOptional")
+            let both: Vec<&str> = parameterized
+                .meta_optional
                 .iter()
-                .filter_map(JsonValue::as_str)
+                .map(String::as_str)
                 .filter(|key| required.contains(key))
                 .collect();
             if !both.is_empty() {
@@ -363,50 +370,38 @@ impl Checker {
             }
         }
 
-        if let Some(update) = job.get("Update").filter(|value| value.is_object()) {
+        if let Some(update) = &job.update {
             self.update(update, &place.child("Update"));
         }
     }
 
-    fn group(&mut self, group: &JsonValue, place: &Place, job_type: &str) {
-        if let Some(count) = integer(group, "Count") {
-            if count < 0 {
-                self.report(
-                    place,
-                    place.field("Count"),
-                    format!("count must not be negative, got {count}"),
-                );
-            } else if job_type == "system" && count > 1 {
-                self.report(
-                    place,
-                    place.field("Count"),
-                    format!("count cannot exceed 1 in a system job, got {count}"),
-                );
-            }
+    fn group(&mut self, group: &TaskGroup, place: &Place, job_type: &str) {
+        let count = group.count;
+        if count < 0 {
+            self.report(
+                place,
+                place.field("Count"),
+                format!("count must not be negative, got {count}"),
+            );
+        } else if job_type == "system" && count > 1 {
+            self.report(
+                place,
+                place.field("Count"),
+                format!("count cannot exceed 1 in a system job, got {count}"),
+            );
         }
-        let tasks = items(group, "Tasks");
-        // Nomad adds the task of a Consul Connect gateway itself, so such a group needs none of
-        // its own (the support table refuses Connect at register, naming it).
-        let has_gateway = items(group, "Services").iter().any(|service| {
-            service
-                .get("Connect")
-                .and_then(|connect| connect.get("Gateway"))
-                .is_some_and(|gateway| !gateway.is_null())
-        });
-        if tasks.is_empty() && !has_gateway {
+        let tasks = &group.tasks;
+        if tasks.is_empty() && !has_connect_gateway(group) {
             self.report(place, place.path.clone(), "a group needs at least one task");
         }
-        self.constraints(group, place, false);
-        self.affinities(group, place, job_type);
-        self.spreads(group, place, job_type);
+        self.constraints(&group.constraints, place, false);
+        self.affinities(&group.affinities, place, job_type);
+        self.spreads(&group.spreads, place, job_type);
 
-        if let Some(restart) = group.get("RestartPolicy").filter(|value| value.is_object()) {
+        if let Some(restart) = &group.restart_policy {
             self.restart_policy(restart, &place.child("RestartPolicy"));
         }
-        if let Some(reschedule) = group
-            .get("ReschedulePolicy")
-            .filter(|value| value.is_object())
-        {
+        if let Some(reschedule) = &group.reschedule_policy {
             if job_type == "system" || job_type == "sysbatch" {
                 let reschedule_place = place.child("ReschedulePolicy");
                 self.report(
@@ -418,18 +413,20 @@ impl Checker {
                 self.reschedule_policy(reschedule, &place.child("ReschedulePolicy"));
             }
         }
-        if let Some(disk) = group.get("EphemeralDisk").filter(|value| value.is_object())
-            && let Some(size) = integer(disk, "SizeMB")
-            && size < 10
+        if let Some(disk) = &group.ephemeral_disk
+            && disk.size_mb < 10
         {
             let disk_place = place.child("EphemeralDisk");
             self.report(
                 &disk_place,
                 disk_place.field("SizeMB"),
-                format!("ephemeral_disk.size must be at least 10 (MB), got {size}"),
+                format!(
+                    "ephemeral_disk.size must be at least 10 (MB), got {}",
+                    disk.size_mb
+                ),
             );
         }
-        if let Some(update) = group.get("Update").filter(|value| value.is_object()) {
+        if let Some(update) = &group.update {
             let update_place = place.child("Update");
             if job_type != "service" && job_type != "system" {
                 self.report(
@@ -440,14 +437,15 @@ impl Checker {
             }
             self.update(update, &update_place);
         }
-        for field in [
-            "ShutdownDelay",
-            "StopAfterClientDisconnect",
-            "MaxClientDisconnect",
+        for (field, value) in [
+            ("ShutdownDelay", group.shutdown_delay),
+            (
+                "StopAfterClientDisconnect",
+                group.stop_after_client_disconnect,
+            ),
+            ("MaxClientDisconnect", group.max_client_disconnect),
         ] {
-            if let Some(value) = integer(group, field)
-                && value < 0
-            {
+            if value.is_some_and(|duration| duration.as_nanos() < 0) {
                 self.report(
                     place,
                     place.field(field),
@@ -456,14 +454,14 @@ impl Checker {
             }
         }
 
-        self.networks(group, place);
+        self.networks(&group.networks, place);
         self.volumes(group, place);
 
         let mut task_names: BTreeMap<&str, usize> = BTreeMap::new();
         let mut leaders = 0;
         let mut main_tasks = 0;
         for (index, task) in tasks.iter().enumerate() {
-            let name = text(task, "Name");
+            let name = task.name.as_str();
             let task_place = place.item("Tasks", index);
             if name.is_empty() {
                 self.report(
@@ -484,7 +482,7 @@ impl Checker {
             } else {
                 task_names.insert(name, index);
             }
-            if flag(task, "Leader") {
+            if task.leader {
                 leaders += 1;
                 if leaders > 1 {
                     self.report(
@@ -495,8 +493,9 @@ impl Checker {
                 }
             }
             let hook = task
-                .get("Lifecycle")
-                .map_or("", |lifecycle| text(lifecycle, "Hook"));
+                .lifecycle
+                .as_ref()
+                .map_or("", |lifecycle| lifecycle.hook.as_str());
             if hook.is_empty() {
                 main_tasks += 1;
             }
@@ -509,9 +508,8 @@ impl Checker {
             );
         }
 
-        let group_services = items(group, "Services");
         self.services(
-            group_services,
+            &group.services,
             place,
             &place.child("Services").path,
             group,
@@ -519,20 +517,19 @@ impl Checker {
         );
 
         let update_progress_deadline = group
-            .get("Update")
-            .and_then(|update| integer(update, "ProgressDeadline"))
-            .unwrap_or(0);
+            .update
+            .as_ref()
+            .map_or(0, |update| update.progress_deadline.as_nanos());
         for (index, task) in tasks.iter().enumerate() {
             let task_place = Place {
                 path: format!("{}.Tasks[{index}]", place.path),
-                context: format!("{} task {:?}", place.context, text(task, "Name")),
+                context: format!("{} task {:?}", place.context, task.name),
             };
             self.task(task, &task_place, job_type, group, update_progress_deadline);
         }
     }
 
-    fn networks(&mut self, group: &JsonValue, place: &Place) {
-        let networks = items(group, "Networks");
+    fn networks(&mut self, networks: &[NetworkResource], place: &Place) {
         if networks.len() > 1 {
             let second = place.item("Networks", 1);
             self.report(
@@ -545,7 +542,7 @@ impl Checker {
         let mut static_ports: BTreeMap<i64, &str> = BTreeMap::new();
         for (network_index, network) in networks.iter().enumerate() {
             let network_place = place.item("Networks", network_index);
-            let mode = text(network, "Mode");
+            let mode = network.mode.as_str();
             if !["", "host", "bridge", "none"].contains(&mode) {
                 self.report(
                     &network_place,
@@ -553,10 +550,13 @@ impl Checker {
                     format!("network mode must be host, bridge or none, got {mode:?}"),
                 );
             }
-            for field in ["ReservedPorts", "DynamicPorts"] {
-                for (port_index, port) in items(network, field).iter().enumerate() {
+            for (field, ports) in [
+                ("ReservedPorts", &network.reserved_ports),
+                ("DynamicPorts", &network.dynamic_ports),
+            ] {
+                for (port_index, port) in ports.iter().enumerate() {
                     let port_place = network_place.item(field, port_index);
-                    let label = text(port, "Label");
+                    let label = port.label.as_str();
                     if label.is_empty() {
                         self.report(&port_place, port_place.path.clone(), "a port needs a label");
                     } else if !labels.insert(label) {
@@ -566,17 +566,16 @@ impl Checker {
                             format!("port label {label:?} is used twice"),
                         );
                     }
-                    if let Some(value) = integer(port, "Value").filter(|_| field == "ReservedPorts")
-                    {
+                    if field == "ReservedPorts" {
+                        let value = port.value;
                         if !(1..=65535).contains(&value) {
                             self.report(&port_place, port_place.field("Value"), format!("port {label:?}: static must be between 1 and 65535, got {value}"));
                         } else if let Some(other) = static_ports.insert(value, label) {
                             self.report(&port_place, port_place.field("Value"), format!("port {label:?}: static port {value} is already used by port {other:?}"));
                         }
                     }
-                    if let Some(to) = integer(port, "To")
-                        && !(-1..=65535).contains(&to)
-                    {
+                    let to = port.to;
+                    if !(-1..=65535).contains(&to) {
                         self.report(
                             &port_place,
                             port_place.field("To"),
@@ -589,18 +588,12 @@ impl Checker {
     }
 
     /// Nomad's `VolumeRequest.Validate` for each group `volume` block.
-    fn volumes(&mut self, group: &JsonValue, place: &Place) {
-        let Some(volumes) = group.get("Volumes").and_then(JsonValue::as_object) else {
-            return;
-        };
-        let canaries = group
-            .get("Update")
-            .and_then(|update| integer(update, "Canary"))
-            .unwrap_or(0);
-        for (name, volume) in volumes {
+    fn volumes(&mut self, group: &TaskGroup, place: &Place) {
+        let canaries = group.update.as_ref().map_or(0, |update| update.canary);
+        for (name, volume) in &group.volumes {
             let volume_place = place.child(&format!("Volumes.{name}"));
             let field = |key: &str| volume_place.field(key);
-            let kind = text(volume, "Type");
+            let kind = volume.r#type.as_str();
             let label = format!("volume {name:?}");
             if kind != "host" && kind != "csi" {
                 self.report(
@@ -610,11 +603,9 @@ impl Checker {
                 );
                 continue;
             }
-            let access_mode = text(volume, "AccessMode");
-            let attachment_mode = text(volume, "AttachmentMode");
-            let has_mount_options = volume
-                .get("MountOptions")
-                .is_some_and(|options| !options.is_null());
+            let access_mode = volume.access_mode.as_str();
+            let attachment_mode = volume.attachment_mode.as_str();
+            let has_mount_options = volume.mount_options.is_some();
             if kind == "host" {
                 if !attachment_mode.is_empty() {
                     self.report(
@@ -656,7 +647,7 @@ impl Checker {
             if matches!(
                 access_mode,
                 "single-node-reader-only" | "multi-node-reader-only"
-            ) && !flag(volume, "ReadOnly")
+            ) && !volume.read_only
             {
                 self.report(
                     place,
@@ -671,14 +662,14 @@ impl Checker {
                     format!("{label}: block devices cannot have mount options"),
                 );
             }
-            if flag(volume, "PerAlloc") && canaries > 0 {
+            if volume.per_alloc && canaries > 0 {
                 self.report(
                     place,
                     field("PerAlloc"),
                     format!("{label} cannot be per_alloc when canaries are in use"),
                 );
             }
-            if text(volume, "Source").is_empty() {
+            if volume.source.is_empty() {
                 self.report(
                     place,
                     field("Source"),
@@ -690,26 +681,25 @@ impl Checker {
 
     /// A task's `volume_mount` blocks name a group volume and a valid propagation mode, as
     /// Nomad's `TaskGroup.Validate` and `Task.Validate`.
-    fn volume_mounts(&mut self, task: &JsonValue, place: &Place, group: &JsonValue) {
-        let volumes = group.get("Volumes").and_then(JsonValue::as_object);
-        for (index, mount) in items(task, "VolumeMounts").iter().enumerate() {
+    fn volume_mounts(&mut self, task: &Task, place: &Place, group: &TaskGroup) {
+        for (index, mount) in task.volume_mounts.iter().enumerate() {
             let mount_place = place.item("VolumeMounts", index);
             let label = format!("volume_mount {}", index + 1);
-            let volume = text(mount, "Volume");
+            let volume = mount.volume.as_str();
             if volume.is_empty() {
                 self.report(
                     place,
                     mount_place.field("Volume"),
                     format!("{label} names no volume"),
                 );
-            } else if !volumes.is_some_and(|volumes| volumes.contains_key(volume)) {
+            } else if !group.volumes.contains_key(volume) {
                 self.report(
                     place,
                     mount_place.field("Volume"),
                     format!("{label} references undefined volume {volume:?}"),
                 );
             }
-            let mode = text(mount, "PropagationMode");
+            let mode = mount.propagation_mode.as_str();
             if !matches!(mode, "" | "private" | "host-to-task" | "bidirectional") {
                 self.report(
                     place,
@@ -722,14 +712,14 @@ impl Checker {
 
     fn task(
         &mut self,
-        task: &JsonValue,
+        task: &Task,
         place: &Place,
         job_type: &str,
-        group: &JsonValue,
+        group: &TaskGroup,
         update_progress_deadline: i64,
     ) {
         self.volume_mounts(task, place, group);
-        let name = text(task, "Name");
+        let name = task.name.as_str();
         if name == "alloc" {
             self.report(
                 place,
@@ -743,38 +733,35 @@ impl Checker {
         {
             self.report(place, place.field("Name"), error.to_string());
         }
-        if text(task, "Driver").is_empty() {
+        if task.driver.is_empty() {
             self.report(
                 place,
                 place.path.clone(),
                 "driver is missing (for example driver = \"raw_exec\")",
             );
         }
-        if let Some(kill_timeout) = integer(task, "KillTimeout") {
-            if kill_timeout < 0 {
-                self.report(
-                    place,
-                    place.field("KillTimeout"),
-                    "kill_timeout must not be negative",
-                );
-            } else if job_type == "service"
-                && update_progress_deadline > 0
-                && kill_timeout > update_progress_deadline
-            {
-                self.report(
-                    place,
-                    place.field("KillTimeout"),
-                    format!(
-                        "kill_timeout ({}) is longer than the group's update.progress_deadline ({})",
-                        go_duration_text(kill_timeout),
-                        go_duration_text(update_progress_deadline)
-                    ),
-                );
-            }
-        }
-        if let Some(delay) = integer(task, "ShutdownDelay")
-            && delay < 0
+        let kill_timeout = task.kill_timeout.as_nanos();
+        if kill_timeout < 0 {
+            self.report(
+                place,
+                place.field("KillTimeout"),
+                "kill_timeout must not be negative",
+            );
+        } else if job_type == "service"
+            && update_progress_deadline > 0
+            && kill_timeout > update_progress_deadline
         {
+            self.report(
+                place,
+                place.field("KillTimeout"),
+                format!(
+                    "kill_timeout ({}) is longer than the group's update.progress_deadline ({})",
+                    go_duration_text(kill_timeout),
+                    go_duration_text(update_progress_deadline)
+                ),
+            );
+        }
+        if task.shutdown_delay.as_nanos() < 0 {
             self.report(
                 place,
                 place.field("ShutdownDelay"),
@@ -782,14 +769,14 @@ impl Checker {
             );
         }
 
-        match task.get("Resources").filter(|value| value.is_object()) {
+        match &task.resources {
             Some(resources) => self.resources(resources, &place.child("Resources")),
             None => self.report(place, place.path.clone(), "resources are missing"),
         }
-        if let Some(logs) = task.get("LogConfig").filter(|value| value.is_object()) {
+        if let Some(logs) = &task.log_config {
             let logs_place = place.child("LogConfig");
-            let max_files = integer(logs, "MaxFiles").unwrap_or(0);
-            let max_file_size = integer(logs, "MaxFileSizeMB").unwrap_or(0);
+            let max_files = logs.max_files;
+            let max_file_size = logs.max_file_size_mb;
             if max_files < 1 {
                 self.report(
                     &logs_place,
@@ -804,31 +791,29 @@ impl Checker {
                     format!("logs.max_file_size must be at least 1 (MB), got {max_file_size}"),
                 );
             }
-            if let Some(disk_size) = group
-                .get("EphemeralDisk")
-                .and_then(|disk| integer(disk, "SizeMB"))
+            if let Some(disk) = &group.ephemeral_disk
                 && max_files >= 1
                 && max_file_size >= 1
-                && disk_size <= max_files * max_file_size
+                && disk.size_mb <= max_files * max_file_size
             {
                 self.report(
                     &logs_place,
                     logs_place.path.clone(),
                     format!(
-                        "log storage ({} MB) must be less than the group's ephemeral_disk.size ({disk_size} MB)",
-                        max_files * max_file_size
+                        "log storage ({} MB) must be less than the group's ephemeral_disk.size ({} MB)",
+                        max_files * max_file_size,
+                        disk.size_mb
                     ),
                 );
             }
         }
 
-        self.constraints(task, place, true);
-        self.affinities(task, place, job_type);
+        self.constraints(&task.constraints, place, true);
+        self.affinities(&task.affinities, place, job_type);
 
-        if let Some(lifecycle) = task.get("Lifecycle").filter(|value| value.is_object()) {
+        if let Some(lifecycle) = &task.lifecycle {
             let lifecycle_place = place.child("Lifecycle");
-            let hook = text(lifecycle, "Hook");
-            match hook {
+            match lifecycle.hook.as_str() {
                 "prestart" | "poststart" | "poststop" => {}
                 "" => self.report(
                     &lifecycle_place,
@@ -845,17 +830,17 @@ impl Checker {
             }
         }
 
-        for (index, artifact) in items(task, "Artifacts").iter().enumerate() {
+        for (index, artifact) in task.artifacts.iter().enumerate() {
             let artifact_place = place.item("Artifacts", index);
             let label = format!("artifact {}", index + 1);
-            if text(artifact, "GetterSource").is_empty() {
+            if artifact.getter_source.is_empty() {
                 self.report(
                     &artifact_place,
                     artifact_place.path.clone(),
                     format!("{label}: source is missing"),
                 );
             }
-            let mode = text(artifact, "GetterMode");
+            let mode = artifact.getter_mode.as_str();
             if !["", "any", "file", "dir"].contains(&mode) {
                 self.report(
                     &artifact_place,
@@ -863,7 +848,7 @@ impl Checker {
                     format!("{label}: mode must be any, file or dir, got {mode:?}"),
                 );
             }
-            let destination = text(artifact, "RelativeDest");
+            let destination = artifact.relative_dest.as_str();
             if path_escapes_allocation_dir(destination) {
                 self.report(
                     &artifact_place,
@@ -876,18 +861,17 @@ impl Checker {
         }
 
         let mut destinations: BTreeMap<&str, usize> = BTreeMap::new();
-        for (index, template) in items(task, "Templates").iter().enumerate() {
+        for (index, template) in task.templates.iter().enumerate() {
             let template_place = place.item("Templates", index);
             let label = format!("template {}", index + 1);
-            if text(template, "SourcePath").is_empty() && text(template, "EmbeddedTmpl").is_empty()
-            {
+            if template.source_path.is_empty() && template.embedded_tmpl.is_empty() {
                 self.report(
                     &template_place,
                     template_place.path.clone(),
                     format!("{label}: needs source or data"),
                 );
             }
-            let destination = text(template, "DestPath");
+            let destination = template.dest_path.as_str();
             if destination.is_empty() {
                 self.report(
                     &template_place,
@@ -912,19 +896,23 @@ impl Checker {
                     ),
                 );
             }
-            match text(template, "ChangeMode") {
+            match template.change_mode.as_str() {
                 "" | "noop" | "restart" => {}
                 "signal" => {
-                    if text(template, "ChangeSignal").is_empty() {
+                    if template.change_signal.is_empty() {
                         self.report(&template_place, template_place.field("ChangeMode"), format!("{label}: change_mode \"signal\" needs change_signal"));
                     }
-                    if flag(template, "Envvars") {
+                    if template.envvars {
                         self.report(&template_place, template_place.field("ChangeMode"), format!("{label}: change_mode \"signal\" cannot be used with env = true"));
                     }
                 }
-                "script" => match template.get("ChangeScript").filter(|value| value.is_object()) {
+                "script" => match template.change_script.as_ref().filter(|script| script.is_object()) {
                     None => self.report(&template_place, template_place.field("ChangeMode"), format!("{label}: change_mode \"script\" needs a change_script block")),
-                    Some(script) if text(script, "Command").is_empty() => {
+                    Some(script)
+                        if view::<ChangeScript>(script)
+                            .and_then(|script| script.command)
+                            .is_none_or(|command| command.is_empty()) =>
+                    {
                         let script_place = template_place.child("ChangeScript");
                         self.report(&script_place, script_place.path.clone(), format!("{label}: change_script.command is missing"));
                     }
@@ -932,7 +920,7 @@ impl Checker {
                 },
                 other => self.report(&template_place, template_place.field("ChangeMode"), format!("{label}: change_mode must be noop, restart, signal or script, got {other:?}")),
             }
-            let perms = text(template, "Perms");
+            let perms = template.perms.as_str();
             if !perms.is_empty() && (u16::from_str_radix(perms, 8).is_err() || perms.len() > 4) {
                 self.report(
                     &template_place,
@@ -940,8 +928,10 @@ impl Checker {
                     format!("{label}: perms {perms:?} is not an octal mode"),
                 );
             }
-            if let Some(wait) = template.get("Wait").filter(|value| value.is_object())
-                && let (Some(minimum), Some(maximum)) = (integer(wait, "Min"), integer(wait, "Max"))
+            if let Some(WaitBounds {
+                min: Some(minimum),
+                max: Some(maximum),
+            }) = template.wait.as_ref().and_then(view::<WaitBounds>)
                 && maximum < minimum
             {
                 let wait_place = template_place.child("Wait");
@@ -953,11 +943,8 @@ impl Checker {
             }
         }
 
-        if let Some(payload) = task
-            .get("DispatchPayload")
-            .filter(|value| value.is_object())
-        {
-            let file = text(payload, "File");
+        if let Some(payload) = &task.dispatch_payload {
+            let file = payload.file.as_str();
             let payload_place = place.child("DispatchPayload");
             if path_escapes_allocation_dir(file) {
                 self.report(
@@ -969,9 +956,9 @@ impl Checker {
         }
 
         let mut identity_names = BTreeSet::new();
-        for (index, identity) in items(task, "Identities").iter().enumerate() {
+        for (index, identity) in task.identities.iter().enumerate() {
             let identity_place = place.item("Identities", index);
-            let name = text(identity, "Name");
+            let name = identity.name.as_str();
             if !identity_names.insert(name) {
                 self.report(
                     &identity_place,
@@ -979,7 +966,7 @@ impl Checker {
                     format!("identity {name:?} is defined twice"),
                 );
             }
-            if items(identity, "Audience").is_empty() {
+            if identity.audience.is_empty() {
                 self.report(
                     &identity_place,
                     identity_place.path.clone(),
@@ -987,13 +974,8 @@ impl Checker {
                 );
             }
         }
-        for identity in task
-            .get("Identity")
-            .filter(|value| value.is_object())
-            .into_iter()
-            .chain(items(task, "Identities"))
-        {
-            let change_mode = text(identity, "ChangeMode");
+        for identity in task.identity.iter().chain(&task.identities) {
+            let change_mode = identity.change_mode.as_str();
             if !["", "noop", "restart", "signal"].contains(&change_mode) {
                 self.report(
                     place,
@@ -1003,8 +985,8 @@ impl Checker {
                     ),
                 );
             }
-            let name = text(identity, "Name");
-            let signal = text(identity, "ChangeSignal");
+            let name = identity.name.as_str();
+            let signal = identity.change_signal.as_str();
             let mut problems = Vec::new();
             if change_mode == "signal" && signal.is_empty() {
                 problems.push(
@@ -1014,22 +996,14 @@ impl Checker {
             if change_mode != "signal" && !signal.is_empty() {
                 problems.push("can only use change_signal with change_mode=\"signal\"".to_owned());
             }
-            let ttl = identity
-                .get("TTL")
-                .and_then(|ttl| ttl.as_i64())
-                .unwrap_or(0);
+            let ttl = identity.ttl.as_nanos();
             if ttl > 0 && (name.is_empty() || name == "default") {
                 problems.push("ttl for default identity not yet supported".to_owned());
             }
             if ttl < 0 {
                 problems.push("ttl must be >= 0".to_owned());
             }
-            if !text(identity, "Filepath").is_empty()
-                && !identity
-                    .get("File")
-                    .and_then(|file| file.as_bool())
-                    .unwrap_or(false)
-            {
+            if !identity.filepath.is_empty() && !identity.file {
                 problems
                     .push("file parameter must be true in order to specify filepath".to_owned());
             }
@@ -1047,9 +1021,8 @@ impl Checker {
             }
         }
 
-        let task_services = items(task, "Services");
         self.services(
-            task_services,
+            &task.services,
             place,
             &place.child("Services").path,
             group,
@@ -1057,10 +1030,10 @@ impl Checker {
         );
     }
 
-    fn resources(&mut self, resources: &JsonValue, place: &Place) {
-        let cpu = integer(resources, "CPU").unwrap_or(0);
-        let cores = integer(resources, "Cores").unwrap_or(0);
-        let memory = integer(resources, "MemoryMB").unwrap_or(0);
+    fn resources(&mut self, resources: &Resources, place: &Place) {
+        let cpu = resources.cpu;
+        let cores = resources.cores;
+        let memory = resources.memory_mb;
         if cores > 0 && cpu > 0 {
             self.report(
                 place,
@@ -1089,16 +1062,11 @@ impl Checker {
                 format!("resources.memory must be at least {MINIMUM_MEMORY_MB} (MB)"),
             );
         }
-        if let Some(memory_max) = integer(resources, "MemoryMaxMB")
-            && memory_max != 0
-            && memory_max != -1
-            && memory_max < memory
-        {
+        let memory_max = resources.memory_max_mb;
+        if memory_max != 0 && memory_max != -1 && memory_max < memory {
             self.report(place, place.field("MemoryMaxMB"), format!("resources.memory_max ({memory_max}) must not be less than resources.memory ({memory})"));
         }
-        if let Some(disk) = integer(resources, "DiskMB")
-            && disk > 0
-        {
+        if resources.disk_mb > 0 {
             self.report(
                 place,
                 place.field("DiskMB"),
@@ -1107,12 +1075,12 @@ impl Checker {
         }
     }
 
-    fn restart_policy(&mut self, restart: &JsonValue, place: &Place) {
+    fn restart_policy(&mut self, restart: &RestartPolicy, place: &Place) {
         self.restart_backoff(restart, place);
-        let mode = text(restart, "Mode");
-        let attempts = integer(restart, "Attempts").unwrap_or(0);
-        let interval = integer(restart, "Interval").unwrap_or(0);
-        let delay = integer(restart, "Delay").unwrap_or(0);
+        let mode = restart.mode.as_str();
+        let attempts = restart.attempts;
+        let interval = restart.interval.as_nanos();
+        let delay = restart.delay.as_nanos();
         if mode != "delay" && mode != "fail" {
             self.report(
                 place,
@@ -1143,7 +1111,7 @@ impl Checker {
                 ),
             );
         } else if attempts > 0
-            && backoff_factor(restart) <= 1.0
+            && restart.backoff_factor <= 1.0
             && attempts.saturating_mul(delay) > interval
         {
             self.report(
@@ -1160,19 +1128,21 @@ impl Checker {
 
     /// drover's restart backoff extension: `backoff_factor` ≥ 1 (or absent), `max_delay` not
     /// below `delay`.
-    fn restart_backoff(&mut self, restart: &JsonValue, place: &Place) {
-        let Some(factor) = restart.get("BackoffFactor").and_then(JsonValue::as_f64) else {
+    fn restart_backoff(&mut self, restart: &RestartPolicy, place: &Place) {
+        let factor = restart.backoff_factor;
+        // 0 is "absent": the model leaves it out of the JSON.
+        if factor == 0.0 {
             return;
-        };
-        if factor != 0.0 && factor < 1.0 {
+        }
+        if factor < 1.0 {
             self.report(
                 place,
                 place.field("BackoffFactor"),
                 format!("restart.backoff_factor must be at least 1 (or absent), got {factor}"),
             );
         }
-        let delay = integer(restart, "Delay").unwrap_or(0);
-        let max_delay = integer(restart, "MaxDelay").unwrap_or(0);
+        let delay = restart.delay.as_nanos();
+        let max_delay = restart.max_delay.as_nanos();
         if max_delay != 0 && max_delay < delay {
             self.report(
                 place,
@@ -1186,16 +1156,16 @@ impl Checker {
         }
     }
 
-    fn reschedule_policy(&mut self, reschedule: &JsonValue, place: &Place) {
-        let attempts = integer(reschedule, "Attempts").unwrap_or(0);
-        let unlimited = flag(reschedule, "Unlimited");
+    fn reschedule_policy(&mut self, reschedule: &ReschedulePolicy, place: &Place) {
+        let attempts = reschedule.attempts;
+        let unlimited = reschedule.unlimited;
         if attempts <= 0 && !unlimited {
             return;
         }
-        let interval = integer(reschedule, "Interval").unwrap_or(0);
-        let delay = integer(reschedule, "Delay").unwrap_or(0);
-        let max_delay = integer(reschedule, "MaxDelay").unwrap_or(0);
-        let delay_function = text(reschedule, "DelayFunction");
+        let interval = reschedule.interval.as_nanos();
+        let delay = reschedule.delay.as_nanos();
+        let max_delay = reschedule.max_delay.as_nanos();
+        let delay_function = reschedule.delay_function.as_str();
         if attempts > 0 && unlimited {
             self.report(
                 place,
@@ -1235,26 +1205,22 @@ impl Checker {
         }
     }
 
-    fn update(&mut self, update: &JsonValue, place: &Place) {
-        if let Some(max_parallel) = integer(update, "MaxParallel")
-            && max_parallel < 0
-        {
+    fn update(&mut self, update: &UpdateStrategy, place: &Place) {
+        if update.max_parallel < 0 {
             self.report(
                 place,
                 place.field("MaxParallel"),
                 "update.max_parallel must not be negative",
             );
         }
-        if let Some(canary) = integer(update, "Canary")
-            && canary < 0
-        {
+        if update.canary < 0 {
             self.report(
                 place,
                 place.field("Canary"),
                 "update.canary must not be negative",
             );
         }
-        let health_check = text(update, "HealthCheck");
+        let health_check = update.health_check.as_str();
         if !["", "checks", "task_states", "manual"].contains(&health_check) {
             self.report(
                 place,
@@ -1262,24 +1228,17 @@ impl Checker {
                 format!("update.health_check must be checks, task_states or manual, got {health_check:?}"),
             );
         }
-        if let (Some(minimum_healthy), Some(healthy_deadline)) = (
-            integer(update, "MinHealthyTime"),
-            integer(update, "HealthyDeadline"),
-        ) && healthy_deadline > 0
-            && minimum_healthy >= healthy_deadline
-        {
+        let minimum_healthy = update.min_healthy_time.as_nanos();
+        let healthy_deadline = update.healthy_deadline.as_nanos();
+        let progress_deadline = update.progress_deadline.as_nanos();
+        if healthy_deadline > 0 && minimum_healthy >= healthy_deadline {
             self.report(
                 place,
                 place.field("MinHealthyTime"),
                 "update.min_healthy_time must be less than update.healthy_deadline",
             );
         }
-        if let (Some(healthy_deadline), Some(progress_deadline)) = (
-            integer(update, "HealthyDeadline"),
-            integer(update, "ProgressDeadline"),
-        ) && progress_deadline != 0
-            && progress_deadline < healthy_deadline
-        {
+        if progress_deadline != 0 && progress_deadline < healthy_deadline {
             self.report(
                 place,
                 place.field("ProgressDeadline"),
@@ -1288,13 +1247,13 @@ impl Checker {
         }
     }
 
-    fn constraints(&mut self, owner: &JsonValue, place: &Place, task_level: bool) {
-        for (index, constraint) in items(owner, "Constraints").iter().enumerate() {
+    fn constraints(&mut self, constraints: &[Constraint], place: &Place, task_level: bool) {
+        for (index, constraint) in constraints.iter().enumerate() {
             let constraint_place = place.item("Constraints", index);
             let label = format!("constraint {}", index + 1);
-            let operand = text(constraint, "Operand");
-            let left = text(constraint, "LTarget");
-            let right = text(constraint, "RTarget");
+            let operand = constraint.operand.as_str();
+            let left = constraint.l_target.as_str();
+            let right = constraint.r_target.as_str();
             if !CONSTRAINT_OPERANDS.contains(&operand) {
                 self.report(
                     &constraint_place,
@@ -1365,8 +1324,7 @@ impl Checker {
         }
     }
 
-    fn affinities(&mut self, owner: &JsonValue, place: &Place, job_type: &str) {
-        let affinities = items(owner, "Affinities");
+    fn affinities(&mut self, affinities: &[Affinity], place: &Place, job_type: &str) {
         if job_type == "system" && !affinities.is_empty() {
             let first = place.item("Affinities", 0);
             self.report(
@@ -1379,36 +1337,35 @@ impl Checker {
         for (index, affinity) in affinities.iter().enumerate() {
             let affinity_place = place.item("Affinities", index);
             let label = format!("affinity {}", index + 1);
-            let operand = text(affinity, "Operand");
+            let operand = affinity.operand.as_str();
+            let right = affinity.r_target.as_str();
             if !AFFINITY_OPERANDS.contains(&operand) {
                 self.report(
                     &affinity_place,
                     affinity_place.field("Operand"),
                     format!("{label}: unknown operator {operand:?}"),
                 );
-            } else if text(affinity, "RTarget").is_empty() {
+            } else if right.is_empty() {
                 self.report(
                     &affinity_place,
                     affinity_place.path.clone(),
                     format!("{label}: operator {operand:?} needs a value"),
                 );
-            } else if let Some(problem) =
-                compiled_target_problem(operand, text(affinity, "RTarget"))
-            {
+            } else if let Some(problem) = compiled_target_problem(operand, right) {
                 self.report(
                     &affinity_place,
                     affinity_place.field("RTarget"),
                     format!("{label}: {problem}"),
                 );
             }
-            if text(affinity, "LTarget").is_empty() {
+            if affinity.l_target.is_empty() {
                 self.report(
                     &affinity_place,
                     affinity_place.path.clone(),
                     format!("{label}: attribute is missing"),
                 );
             }
-            let weight = integer(affinity, "Weight").unwrap_or(0);
+            let weight = affinity.weight;
             if weight == 0 || !(-100..=100).contains(&weight) {
                 self.report(
                     &affinity_place,
@@ -1421,8 +1378,7 @@ impl Checker {
         }
     }
 
-    fn spreads(&mut self, owner: &JsonValue, place: &Place, job_type: &str) {
-        let spreads = items(owner, "Spreads");
+    fn spreads(&mut self, spreads: &[Spread], place: &Place, job_type: &str) {
         if job_type == "system" && !spreads.is_empty() {
             let first = place.item("Spreads", 0);
             self.report(
@@ -1435,14 +1391,14 @@ impl Checker {
         for (index, spread) in spreads.iter().enumerate() {
             let spread_place = place.item("Spreads", index);
             let label = format!("spread {}", index + 1);
-            if text(spread, "Attribute").is_empty() {
+            if spread.attribute.is_empty() {
                 self.report(
                     &spread_place,
                     spread_place.path.clone(),
                     format!("{label}: attribute is missing"),
                 );
             }
-            let weight = integer(spread, "Weight").unwrap_or(0);
+            let weight = spread.weight;
             if !(1..=100).contains(&weight) {
                 self.report(
                     &spread_place,
@@ -1452,9 +1408,9 @@ impl Checker {
             }
             let mut seen = BTreeSet::new();
             let mut total = 0;
-            for (target_index, target) in items(spread, "SpreadTarget").iter().enumerate() {
+            for (target_index, target) in spread.spread_target.iter().enumerate() {
                 let target_place = spread_place.item("SpreadTarget", target_index);
-                let value = text(target, "Value");
+                let value = target.value.as_str();
                 if !seen.insert(value) {
                     self.report(
                         &target_place,
@@ -1462,7 +1418,7 @@ impl Checker {
                         format!("{label}: target {value:?} is defined twice"),
                     );
                 }
-                let percent = integer(target, "Percent").unwrap_or(0);
+                let percent = target.percent;
                 if !(0..=100).contains(&percent) {
                     self.report(
                         &target_place,
@@ -1484,39 +1440,33 @@ impl Checker {
 
     fn services(
         &mut self,
-        services: &[JsonValue],
+        services: &[Service],
         place: &Place,
         services_path: &str,
-        group: &JsonValue,
-        task: Option<&JsonValue>,
+        group: &TaskGroup,
+        task: Option<&Task>,
     ) {
         // A task service may also name a port of its task's own (deprecated) network, which
         // the support table refuses at register with its own message.
-        let task_networks = task
-            .and_then(|task| task.get("Resources"))
-            .map(|resources| items(resources, "Networks"))
-            .unwrap_or_default();
-        let port_labels: BTreeSet<&str> = items(group, "Networks")
+        let task_networks: &[NetworkResource] = task
+            .and_then(|task| task.resources.as_ref())
+            .map_or(&[], |resources| resources.networks.as_slice());
+        let port_labels: BTreeSet<&str> = group
+            .networks
             .iter()
             .chain(task_networks)
-            .flat_map(|network| {
-                items(network, "ReservedPorts")
-                    .iter()
-                    .chain(items(network, "DynamicPorts"))
-            })
-            .map(|port| text(port, "Label"))
+            .flat_map(|network| network.reserved_ports.iter().chain(&network.dynamic_ports))
+            .map(|port| port.label.as_str())
             .collect();
-        let task_names: BTreeSet<&str> = items(group, "Tasks")
-            .iter()
-            .map(|task| text(task, "Name"))
-            .collect();
+        let task_names: BTreeSet<&str> =
+            group.tasks.iter().map(|task| task.name.as_str()).collect();
         let mut seen_names = BTreeSet::new();
         for (index, service) in services.iter().enumerate() {
             let service_place = Place {
                 path: format!("{services_path}[{index}]"),
                 context: place.context.clone(),
             };
-            let name = text(service, "Name");
+            let name = service.name.as_str();
             let label = format!("service {name:?}");
             if name.is_empty() {
                 self.report(
@@ -1531,7 +1481,7 @@ impl Checker {
                     format!("{label}: a service name must be letters, digits and dashes, starting with a letter"),
                 );
             }
-            let port = text(service, "PortLabel");
+            let port = service.port_label.as_str();
             if !seen_names.insert((name, port)) {
                 self.report(
                     &service_place,
@@ -1550,7 +1500,7 @@ impl Checker {
                     format!("{label}: port {port:?} is not a port label of the group's network"),
                 );
             }
-            let provider = text(service, "Provider");
+            let provider = service.provider.as_str();
             // Consul is accepted (and registered in the built-in catalog, with a warning at
             // register); anything else is refused as Nomad refuses it.
             if !["", "nomad", "consul"].contains(&provider) {
@@ -1561,7 +1511,7 @@ impl Checker {
                 );
             }
             if task.is_none() {
-                let service_task = text(service, "TaskName");
+                let service_task = service.task_name.as_str();
                 if !service_task.is_empty() && !task_names.contains(service_task) {
                     self.report(
                         &service_place,
@@ -1572,14 +1522,13 @@ impl Checker {
             }
             // An unset provider is Consul, Nomad's default.
             let consul_provider = provider == "consul" || provider.is_empty();
-            for (check_index, check) in items(service, "Checks").iter().enumerate() {
+            for (check_index, check) in service.checks.iter().enumerate() {
                 let check_place = service_place.item("Checks", check_index);
                 let check_label = format!("{label} check {}", check_index + 1);
-                let check_type = text(check, "Type");
+                let check_type = check.r#type.as_str();
                 match check_type {
                     "http" | "tcp" => {
-                        let check_port = text(check, "PortLabel");
-                        if port.is_empty() && check_port.is_empty() {
+                        if port.is_empty() && check.port_label.is_empty() {
                             self.report(
                                 &check_place,
                                 check_place.path.clone(),
@@ -1590,7 +1539,7 @@ impl Checker {
                     // Nomad's rule: the consul provider's checks may also be script and grpc
                     // checks (drover runs consul services' checks itself).
                     "script" if consul_provider => {
-                        if text(check, "Command").is_empty() {
+                        if check.command.is_empty() {
                             self.report(&check_place, check_place.field("Command"), format!("{check_label}: a script check needs a command"));
                         }
                     }
@@ -1603,23 +1552,23 @@ impl Checker {
                     "" => self.report(&check_place, check_place.path.clone(), format!("{check_label}: type is missing (http or tcp)")),
                     other => self.report(&check_place, check_place.field("Type"), format!("{check_label}: type must be http or tcp, got {other:?}")),
                 }
-                if !consul_provider && flag(check, "Expose") {
+                if !consul_provider && check.expose {
                     self.report(
                         &check_place,
                         check_place.field("Expose"),
                         format!("{check_label}: expose is only for Consul service checks"),
                     );
                 }
-                if !consul_provider && text(check, "OnUpdate") == "ignore_warnings" {
+                if !consul_provider && check.on_update == "ignore_warnings" {
                     self.report(&check_place, check_place.field("OnUpdate"), format!("{check_label}: on_update = \"ignore_warnings\" is only for Consul service checks"));
                 }
-                if !consul_provider && text(check, "AddressMode") == "driver" {
+                if !consul_provider && check.address_mode == "driver" {
                     self.report(&check_place, check_place.field("AddressMode"), format!("{check_label}: address_mode = \"driver\" is only for Consul service checks"));
                 }
-                if !consul_provider && integer(check, "SuccessBeforePassing").unwrap_or(0) != 0 {
+                if !consul_provider && check.success_before_passing != 0 {
                     self.report(&check_place, check_place.field("SuccessBeforePassing"), format!("{check_label}: success_before_passing is only for Consul service checks"));
                 }
-                let method = text(check, "Method");
+                let method = check.method.as_str();
                 if check_type == "http"
                     && ![
                         "", "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS",
@@ -1633,14 +1582,14 @@ impl Checker {
                         format!("{check_label}: method {method:?} is not an HTTP method"),
                     );
                 }
-                if check_type == "http" && text(check, "Path").is_empty() {
+                if check_type == "http" && check.path.is_empty() {
                     self.report(
                         &check_place,
                         check_place.path.clone(),
                         format!("{check_label}: an http check needs a path"),
                     );
                 }
-                let interval = integer(check, "Interval").unwrap_or(0);
+                let interval = check.interval.as_nanos();
                 if interval < 1_000_000_000 {
                     self.report(
                         &check_place,
@@ -1651,7 +1600,7 @@ impl Checker {
                         ),
                     );
                 }
-                let timeout = integer(check, "Timeout").unwrap_or(0);
+                let timeout = check.timeout.as_nanos();
                 if timeout < 1_000_000_000 {
                     self.report(
                         &check_place,
@@ -1702,8 +1651,8 @@ fn compiled_target_problem(operand: &str, right: &str) -> Option<String> {
     }
 }
 
-/// Validates a job given as Nomad JSON (after defaults).
-pub(crate) fn validate_job_json(job: &JsonValue) -> Vec<ValidationIssue> {
+/// Validates a job (defaults applied).
+pub(crate) fn validate_job(job: &Job) -> Vec<ValidationIssue> {
     let mut checker = Checker { issues: Vec::new() };
     checker.job(job);
     checker.issues

@@ -148,13 +148,30 @@ impl Pass<'_> {
             );
             self.plan.append_stop(stopped);
         }
-        for updated in result.inplace {
+        // An allocation updated in place joins the deployment the plan creates or changes,
+        // with its health judged again (Nomad's `computeJobAllocs`).
+        let plan_deployment_id = result
+            .deployment
+            .as_ref()
+            .map(|deployment| deployment.id.clone())
+            .unwrap_or_default();
+        for mut updated in result.inplace {
+            if updated.deployment_id != plan_deployment_id {
+                updated.deployment_id.clone_from(&plan_deployment_id);
+                updated.deployment_status = None;
+            }
             self.plan.append_alloc(updated);
         }
         for updated in result.attribute_updates {
             self.plan.append_alloc(updated);
         }
         self.plan.follow_up_evals = result.follow_up_evals;
+        self.plan.deployment_id = result
+            .deployment
+            .as_ref()
+            .map(|deployment| deployment.id.clone())
+            .or_else(|| latest_deployment.as_ref().map(|latest| latest.id.clone()))
+            .unwrap_or_default();
         self.plan.deployment = result.deployment;
         self.plan.deployment_updates = result.deployment_updates;
         self.deployment_id = result.deployment_id;

@@ -111,6 +111,9 @@ pub struct Plan {
     pub deployment: Option<Deployment>,
     /// Status changes of deployments (cancelled, successful), committed with the plan.
     pub deployment_updates: Vec<DeploymentStatusUpdate>,
+    /// The job's latest deployment once the plan commits (created or existing, whatever its
+    /// status), recorded as the evaluation's `DeploymentID` as Nomad's `setStatus` does.
+    pub deployment_id: String,
 }
 
 impl Plan {
@@ -140,6 +143,9 @@ impl Plan {
         }
         if let Some(next) = self.follow_up_evals.first() {
             finished.next_eval = next.id.clone();
+        }
+        if !self.deployment_id.is_empty() {
+            finished.deployment_id.clone_from(&self.deployment_id);
         }
         finished.modify_time = now_unix_nanos;
         finished

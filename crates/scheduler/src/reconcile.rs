@@ -849,6 +849,16 @@ impl Reconciler<'_> {
             if ignore {
                 continue;
             }
+            // A failed allocation of the active deployment is replaced only once the deployment
+            // watcher allowed it (Nomad's `updateByReschedulable`).
+            if self.deployment.as_ref().is_some_and(|deployment| {
+                alloc.deployment_id == deployment.id
+                    && deployment.active()
+                    && !alloc.desired_transition.should_reschedule()
+            }) {
+                untainted.insert(id.clone(), alloc.clone());
+                continue;
+            }
             let mut reschedule_now = alloc.desired_transition.should_force_reschedule()
                 && alloc.client_terminal_status();
             let mut reschedule_at = None;

@@ -259,4 +259,146 @@ mod tests {
         stopped.desired_status = drover_structs::ALLOC_DESIRED_STATUS_STOP.into();
         assert_eq!(next_reschedule_time(&stopped), None);
     }
+
+    fn job_with_policy(policy: ReschedulePolicy) -> drover_structs::Job {
+        let mut job = JobBuilder::service("web")
+            .group("g", 1)
+            .task("t", "raw_exec")
+            .build();
+        job.task_groups[0].reschedule_policy = Some(policy);
+        job
+    }
+
+    fn policy(function: &str, delay_secs: i64, max_secs: i64) -> ReschedulePolicy {
+        ReschedulePolicy {
+            attempts: 0,
+            interval: DurationNs::ZERO,
+            delay: DurationNs::from_secs(delay_secs),
+            delay_function: function.to_string(),
+            max_delay: DurationNs::from_secs(max_secs),
+            unlimited: true,
+        }
+    }
+
+    /// A tracker whose events had these delays, one a second apart from `start`.
+    fn tracker(delays_secs: &[i64], start: i64) -> RescheduleTracker {
+        RescheduleTracker {
+            events: delays_secs
+                .iter()
+                .enumerate()
+                .map(|(position, delay)| RescheduleEvent {
+                    reschedule_time: start + position as i64 * SECOND,
+                    delay: DurationNs::from_secs(*delay),
+                    ..RescheduleEvent::default()
+                })
+                .collect(),
+            last_reschedule: LAST_RESCHEDULE_SUCCESS.into(),
+        }
+    }
+
+    fn delay_after(job: &drover_structs::Job, delays_secs: &[i64]) -> i64 {
+        let mut alloc = failed_alloc(job);
+        if !delays_secs.is_empty() {
+            alloc.reschedule_tracker = Some(tracker(delays_secs, 99 * SECOND));
+        }
+        next_delay(&alloc) / SECOND
+    }
+
+    #[test]
+    fn constant_delay_never_grows() {
+        let job = job_with_policy(policy(drover_structs::RESCHEDULE_DELAY_CONSTANT, 5, 0));
+        assert_eq!(delay_after(&job, &[]), 5);
+        assert_eq!(delay_after(&job, &[5]), 5);
+        assert_eq!(delay_after(&job, &[5, 5, 5]), 5);
+    }
+
+    #[test]
+    fn exponential_delay_doubles_up_to_the_cap() {
+        let job = job_with_policy(policy(drover_structs::RESCHEDULE_DELAY_EXPONENTIAL, 5, 60));
+        assert_eq!(delay_after(&job, &[]), 5);
+        assert_eq!(delay_after(&job, &[5]), 10);
+        assert_eq!(delay_after(&job, &[5, 10]), 20);
+        assert_eq!(delay_after(&job, &[5, 10, 20, 40]), 60, "capped");
+    }
+
+    #[test]
+    fn fibonacci_delay_adds_the_last_two_up_to_the_cap() {
+        let job = job_with_policy(policy(drover_structs::RESCHEDULE_DELAY_FIBONACCI, 5, 60));
+        assert_eq!(delay_after(&job, &[]), 5);
+        assert_eq!(delay_after(&job, &[5]), 5);
+        assert_eq!(delay_after(&job, &[5, 5]), 10);
+        assert_eq!(delay_after(&job, &[5, 5, 10]), 15);
+        assert_eq!(delay_after(&job, &[5, 5, 10, 15]), 25);
+        assert_eq!(delay_after(&job, &[10, 15, 25, 40]), 60, "capped");
+        // After a reset to the base delay, a new series starts.
+        assert_eq!(delay_after(&job, &[60, 5]), 5);
+    }
+
+    #[test]
+    fn a_capped_delay_resets_once_the_allocation_ran_longer_than_the_cap() {
+        let job = job_with_policy(policy(drover_structs::RESCHEDULE_DELAY_EXPONENTIAL, 5, 60));
+        let mut alloc = failed_alloc(&job);
+        // Rescheduled at 99 s with a 40 s delay; failed again at 100 s: capped at 60 s.
+        alloc.reschedule_tracker = Some(tracker(&[40], 99 * SECOND));
+        assert_eq!(next_delay(&alloc), 60 * SECOND);
+        // Failed 2 minutes after that reschedule: longer than the cap, back to the base.
+        alloc.modify_time = 220 * SECOND;
+        assert_eq!(next_delay(&alloc), 5 * SECOND);
+    }
+
+    #[test]
+    fn attempts_count_only_inside_the_interval() {
+        let mut limited = policy(drover_structs::RESCHEDULE_DELAY_CONSTANT, 1, 0);
+        limited.attempts = 2;
+        limited.unlimited = false;
+        limited.interval = DurationNs::from_secs(3600);
+        let job = job_with_policy(limited);
+        let mut alloc = failed_alloc(&job);
+        assert_eq!(
+            next_reschedule_time(&alloc),
+            Some(101 * SECOND),
+            "first failure"
+        );
+        // Reschedules at 400 s and 2200 s, a failure at 4000 s: only the later one is inside
+        // the hour.
+        alloc.modify_time = 4000 * SECOND;
+        alloc.reschedule_tracker = Some(RescheduleTracker {
+            events: [400, 2200]
+                .iter()
+                .map(|at| RescheduleEvent {
+                    reschedule_time: at * SECOND,
+                    delay: DurationNs::from_secs(1),
+                    ..RescheduleEvent::default()
+                })
+                .collect(),
+            last_reschedule: LAST_RESCHEDULE_SUCCESS.into(),
+        });
+        assert_eq!(
+            reschedule_attempts(&alloc, reschedule_policy(&alloc).unwrap(), 4000 * SECOND),
+            (1, 2),
+            "the one at 400 s fell out of the hour before 4000 s"
+        );
+        assert_eq!(next_reschedule_time(&alloc), Some(4001 * SECOND));
+        alloc.modify_time = 3000 * SECOND;
+        assert_eq!(next_reschedule_time(&alloc), None, "both inside the hour");
+        // A delay as long as the interval is never eligible.
+        let mut long = policy(drover_structs::RESCHEDULE_DELAY_CONSTANT, 3600, 0);
+        long.attempts = 2;
+        long.unlimited = false;
+        long.interval = DurationNs::from_secs(3600);
+        let mut alloc = failed_alloc(&job_with_policy(long));
+        alloc.reschedule_tracker = Some(tracker(&[3600], 0));
+        assert_eq!(next_reschedule_time(&alloc), None);
+    }
+
+    #[test]
+    fn unlimited_reschedules_keep_the_last_few_events() {
+        let job = job_with_policy(policy(drover_structs::RESCHEDULE_DELAY_CONSTANT, 1, 0));
+        let mut alloc = failed_alloc(&job);
+        alloc.reschedule_tracker = Some(tracker(&[1; 8], 0));
+        assert!(next_reschedule_time(&alloc).is_some());
+        let next = replacement_tracker(&alloc, 500 * SECOND);
+        assert_eq!(next.events.len(), MAX_PAST_RESCHEDULE_EVENTS + 1);
+        assert_eq!(next.events.last().unwrap().prev_alloc_id, "a1");
+    }
 }

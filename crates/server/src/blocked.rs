@@ -53,6 +53,11 @@ impl BlockedEvals {
         released
     }
 
+    /// Forgets every blocked evaluation (leadership lost).
+    pub fn flush(&self) {
+        self.lock().clear();
+    }
+
     pub fn len(&self) -> usize {
         self.lock().len()
     }

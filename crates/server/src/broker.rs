@@ -178,6 +178,17 @@ impl EvalBroker {
         });
     }
 
+    /// Forgets every evaluation (leadership lost: the next leader rebuilds its broker from the
+    /// store). Delivery tokens stay unique: an ack of an earlier delivery fails.
+    pub fn flush(&self) {
+        let mut inner = self.lock();
+        let next_token = inner.next_token;
+        *inner = Inner {
+            next_token,
+            ..Inner::default()
+        };
+    }
+
     /// Takes the next ready evaluation, or `None` if none is ready.
     pub fn try_dequeue(&self) -> Option<(Evaluation, DeliveryToken)> {
         let mut inner = self.lock();

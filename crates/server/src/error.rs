@@ -15,6 +15,9 @@ pub enum ServerError {
     /// and its CLI recognises it by the text's `Enforcing job modify index` prefix.
     #[error("{0}")]
     IndexConflict(String),
+    /// Refused as Nomad refuses it in an RPC (HTTP 500 with Nomad's words).
+    #[error("{0}")]
+    Rpc(String),
     /// The state store failed.
     #[error(transparent)]
     State(#[from] StateError),

@@ -22,6 +22,9 @@ pub struct HeartbeatConfig {
     pub min_ttl: Duration,
     pub grace: Duration,
     pub max_heartbeats_per_second: f64,
+    /// The deadline every known node gets from a server that has just taken over the
+    /// leadership (Nomad's `FailoverHeartbeatTTL`): its clients need time to find it.
+    pub failover_ttl: Duration,
 }
 
 impl Default for HeartbeatConfig {
@@ -30,6 +33,7 @@ impl Default for HeartbeatConfig {
             min_ttl: Duration::from_secs(10),
             grace: Duration::from_secs(10),
             max_heartbeats_per_second: 50.0,
+            failover_ttl: Duration::from_secs(300),
         }
     }
 }
@@ -71,7 +75,23 @@ impl HeartbeatTimers {
     /// Must be called from within a tokio runtime.
     pub fn reset(&self, node_id: &str) -> Duration {
         let ttl = self.ttl();
-        let deadline = ttl + self.config.grace;
+        self.reset_deadline(node_id, ttl + self.config.grace);
+        ttl
+    }
+
+    /// Gives a node the failover deadline (a server that has just become the leader).
+    pub fn reset_after_failover(&self, node_id: &str) {
+        self.reset_deadline(node_id, self.config.failover_ttl);
+    }
+
+    /// Forgets every node (leadership lost: the next leader times them).
+    pub fn clear_all(&self) {
+        for (_, timer) in self.lock().drain() {
+            timer.abort();
+        }
+    }
+
+    fn reset_deadline(&self, node_id: &str, deadline: Duration) {
         let expired = self.expired.clone();
         let id = node_id.to_owned();
         let timer = tokio::spawn(async move {
@@ -82,7 +102,6 @@ impl HeartbeatTimers {
         if let Some(previous) = self.lock().insert(node_id.to_owned(), timer) {
             previous.abort();
         }
-        ttl
     }
 
     /// Forgets a node (deregistered, or already marked down).

@@ -84,8 +84,10 @@ pub(crate) fn plan_job(
         submitted.region.clone_from(&server.config.region);
     }
     submitted.stop = false;
+    crate::check_job_namespace(&server.state, &submitted)?;
 
     let snapshot = server.state.snapshot();
+    crate::node_pools::check_job_node_pool(&snapshot, &submitted)?;
     let snapshot_index = snapshot.latest_index();
     let stored = snapshot.job(&submitted.namespace, &submitted.id);
     if let Some(stored) = &stored
@@ -128,8 +130,7 @@ pub(crate) fn plan_job(
         seed: rand::thread_rng().r#gen(),
         now_unix_nanos: server.clock.now_unix_ns(),
         scoring: server.config.scoring,
-        // Rolling updates stay refused at register until the server watches deployments.
-        deployments: false,
+        deployments: true,
     };
     let mut ids = || uuid::Uuid::new_v4().to_string();
     let view = PlannedView {

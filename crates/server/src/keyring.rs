@@ -113,17 +113,7 @@ fn load_or_create_kek(dir: &Path) -> Result<Kek, KeyringError> {
                     mode & 0o777
                 )));
             }
-            let mut lines = text.lines();
-            let id = lines.next().unwrap_or_default().trim().to_owned();
-            let key = STANDARD
-                .decode(lines.next().unwrap_or_default().trim())
-                .map_err(|_| malformed("the key is not base64"))?;
-            if id.is_empty() || key.len() != KEY_LEN {
-                return Err(malformed("expected a key ID line and a 32-byte key line"));
-            }
-            let cipher = Aes256Gcm::new_from_slice(&key)
-                .map_err(|_| malformed("the key is not 32 bytes"))?;
-            Ok(Kek { id, cipher })
+            parse_kek(&text).map_err(&malformed)
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             let id = uuid::Uuid::new_v4().to_string();
@@ -149,6 +139,28 @@ fn load_or_create_kek(dir: &Path) -> Result<Kek, KeyringError> {
         }
         Err(error) => Err(io(error)),
     }
+}
+
+/// A KEK in the KEK file's text form (`<kek id>\n<base64 key>\n`).
+fn parse_kek(text: &str) -> Result<Kek, &'static str> {
+    let mut lines = text.lines();
+    let id = lines.next().unwrap_or_default().trim().to_owned();
+    let key = STANDARD
+        .decode(lines.next().unwrap_or_default().trim())
+        .map_err(|_| "the key is not base64")?;
+    if id.is_empty() || key.len() != KEY_LEN {
+        return Err("expected a key ID line and a 32-byte key line");
+    }
+    let cipher = Aes256Gcm::new_from_slice(&key).map_err(|_| "the key is not 32 bytes")?;
+    Ok(Kek { id, cipher })
+}
+
+/// A new random KEK in the KEK file's text form: servers that share their state (on etcd)
+/// share one, kept beside that state, so a root key one sealed opens on every other.
+pub fn new_kek_text() -> String {
+    let mut key = [0u8; KEY_LEN];
+    rand::thread_rng().fill_bytes(&mut key);
+    format!("{}\n{}\n", uuid::Uuid::new_v4(), STANDARD.encode(key))
 }
 
 /// AES-256-GCM with a random nonce: nonce ‖ ciphertext ‖ tag.
@@ -268,15 +280,47 @@ impl Keyring {
             clock,
             opened: Mutex::new(BTreeMap::new()),
         };
-        if keyring.state.root_keys().is_empty() {
-            keyring.rotate().await?;
-        }
-        // Every stored key must open with this KEK: a wrong or replaced KEK file is found at
-        // start, not at the first read of a variable.
-        for stored in keyring.state.root_keys() {
-            keyring.opened_key(&stored.meta.key_id)?;
-        }
+        keyring.ensure_root_key().await?;
+        keyring.check_stored_keys()?;
         Ok(keyring)
+    }
+
+    /// Opens the keyring of a server of a cluster with the cluster's KEK (made by
+    /// [`new_kek_text`]). Makes no root key: the leader does ([`Keyring::ensure_root_key`]).
+    pub fn open_shared(
+        kek_text: &str,
+        state: StateStore,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, KeyringError> {
+        let kek = parse_kek(kek_text).map_err(|reason| KeyringError::KekFile {
+            path: PathBuf::from("<the cluster's shared KEK>"),
+            reason: reason.to_owned(),
+        })?;
+        let keyring = Self {
+            state,
+            kek,
+            clock,
+            opened: Mutex::new(BTreeMap::new()),
+        };
+        keyring.check_stored_keys()?;
+        Ok(keyring)
+    }
+
+    /// Makes the first root key when the store has none.
+    pub async fn ensure_root_key(&self) -> Result<(), KeyringError> {
+        if self.state.root_keys().is_empty() {
+            self.rotate().await?;
+        }
+        Ok(())
+    }
+
+    /// Every stored key must open with this KEK: a wrong or replaced KEK is found at start,
+    /// not at the first read of a variable.
+    fn check_stored_keys(&self) -> Result<(), KeyringError> {
+        for stored in self.state.root_keys() {
+            self.opened_key(&stored.meta.key_id)?;
+        }
+        Ok(())
     }
 
     /// Every root key's metadata.

@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Operators drain nodes and toggle their eligibility through `nodes`; the drainer (`drainer`)
-//! moves allocations off draining nodes.
+//! moves allocations off draining nodes. The deployment watcher (`deployment_watcher`) carries
+//! rollouts on, fails and reverts them, and takes the operator's deployment writes.
 //!
 //! Service registrations from clients are validated here (`services`) and stored. Periodic jobs
 //! are launched by the periodic dispatcher (`periodic`); parameterized jobs by
@@ -27,18 +28,22 @@ pub mod acl;
 pub mod blocked;
 pub mod broker;
 mod clock;
+mod deployment_watcher;
 mod drainer;
 mod error;
+pub mod gc;
 pub mod heartbeat;
 pub mod identity;
 pub mod job_plan;
 pub mod keyring;
 mod launch;
+mod node_pools;
 mod nodes;
 mod periodic;
 pub mod plan_apply;
 mod services;
 pub mod snapshot;
+pub mod variable_locks;
 pub mod variables;
 mod worker;
 
@@ -117,14 +122,38 @@ pub(crate) struct ServerInner {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) periodic: periodic::PeriodicDispatcher,
     pub(crate) drainer: drainer::Drainer,
+    /// Cancelled when the server stops.
     shutdown: CancellationToken,
+    /// Cancelled when the current leadership term ends (cancelled while following).
+    term: Mutex<CancellationToken>,
 }
 
 /// The running server. Cheap to clone.
 #[derive(Clone)]
 pub struct Server {
     inner: Arc<ServerInner>,
+    /// Tasks of the server's life (plan applier, heartbeat watcher).
     tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    /// Tasks of the current leadership term (workers, periodic dispatcher, drainer).
+    term_tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+/// How a server came to lead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Takeover {
+    /// It (re)started as the only server: nodes get their usual heartbeat deadline.
+    Restart,
+    /// It took over from another leader: nodes get the failover deadline.
+    Failover,
+}
+
+fn lock_tasks(
+    tasks: &Mutex<Vec<JoinHandle<()>>>,
+) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+    // The vector only holds join handles; a panic elsewhere cannot leave it inconsistent.
+    tasks
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl std::fmt::Debug for Server {
@@ -158,13 +187,31 @@ fn new_id() -> String {
 }
 
 impl Server {
-    /// Starts the server on a state store: re-enqueues pending evaluations, re-tracks blocked
-    /// ones and gives every ready node a fresh heartbeat deadline, then starts the workers, the
-    /// plan applier and the heartbeat watcher. Must be called within a tokio runtime.
+    /// Starts the server on a state store as its only server (it leads at once): re-enqueues
+    /// pending evaluations, re-tracks blocked ones and gives every ready node a fresh heartbeat
+    /// deadline, then starts the workers, the plan applier and the heartbeat watcher. Must be
+    /// called within a tokio runtime.
     pub fn start(config: ServerConfig, state: StateStore, clock: Arc<dyn Clock>) -> Server {
+        let server = Self::start_follower(config, state, clock);
+        server.establish_leadership(Takeover::Restart);
+        server
+    }
+
+    /// Starts the server as a follower of a cluster: it answers reads and runs no leader work
+    /// (broker, workers, periodic dispatcher, drainer, heartbeat timers) until
+    /// [`Server::establish_leadership`]. Its writes are the store's to refuse (a follower's
+    /// store on etcd refuses every write).
+    pub fn start_follower(
+        config: ServerConfig,
+        state: StateStore,
+        clock: Arc<dyn Clock>,
+    ) -> Server {
         let (plans, plan_requests) = mpsc::channel(64);
         let (heartbeats, mut expired) = HeartbeatTimers::new(config.heartbeat.clone());
         let shutdown = CancellationToken::new();
+        let term = shutdown.child_token();
+        // No term yet.
+        term.cancel();
         let inner = Arc::new(ServerInner {
             config,
             state,
@@ -176,40 +223,17 @@ impl Server {
             periodic: periodic::PeriodicDispatcher::default(),
             drainer: drainer::Drainer::default(),
             shutdown: shutdown.clone(),
+            term: Mutex::new(term),
         });
 
-        let snapshot = inner.state.snapshot();
-        for eval in snapshot.evals("") {
-            match eval.status.as_str() {
-                EVAL_STATUS_PENDING => inner.enqueue_when_due((*eval).clone()),
-                EVAL_STATUS_BLOCKED => {
-                    inner.blocked.block((*eval).clone());
-                }
-                _ => {}
-            }
-        }
-        for node in snapshot.nodes("") {
-            if node.status == NODE_STATUS_READY {
-                inner.heartbeats.reset(&node.id);
-            }
-        }
-
+        // The plan applier and the heartbeat watcher live as long as the server: only a leader
+        // sends them work (plans from its workers, expired timers it set).
         let mut tasks = Vec::new();
-        // The periodic dispatcher starts with the broker and the heartbeat timers (leader work):
-        // it tracks every active periodic job and catches up a launch missed while no server ran.
-        tasks.push(tokio::spawn(
-            inner.clone().restore_periodic(shutdown.clone()),
-        ));
-        // The node drainer is leader work too; a drain in the store carries on after a restart.
-        tasks.push(tokio::spawn(drainer::run(inner.clone(), shutdown.clone())));
         tasks.push(tokio::spawn(plan_apply::run(
             inner.state.clone(),
             inner.clock.clone(),
             plan_requests,
         )));
-        for _ in 0..inner.config.num_schedulers.max(1) {
-            tasks.push(tokio::spawn(worker::run(inner.clone(), shutdown.clone())));
-        }
         {
             let inner = inner.clone();
             let shutdown = shutdown.clone();
@@ -222,6 +246,9 @@ impl Server {
                             None => return,
                         },
                     };
+                    if inner.term_token().is_cancelled() {
+                        continue;
+                    }
                     if let Err(error) = inner.node_missed_heartbeat(&node_id).await {
                         tracing::error!(node_id, %error, "could not mark the node down");
                     }
@@ -231,16 +258,87 @@ impl Server {
         Server {
             inner,
             tasks: Arc::new(Mutex::new(tasks)),
+            term_tasks: Arc::new(Mutex::new(Vec::new())),
         }
+    }
+
+    /// Whether this server runs the leader's work now.
+    pub fn is_leader(&self) -> bool {
+        !self.inner.term_token().is_cancelled()
+    }
+
+    /// Takes up the leader's work from what the store holds: pending evaluations go to the
+    /// broker, blocked ones are tracked, every ready node gets a heartbeat deadline (after a
+    /// failover Nomad's longer one, so clients have time to find the new leader), and the
+    /// workers, the periodic dispatcher and the drainer start. The store must be current (a
+    /// server on etcd reloads it first). Does nothing while already leading.
+    pub fn establish_leadership(&self, takeover: Takeover) {
+        let mut term_tasks = lock_tasks(&self.term_tasks);
+        if self.is_leader() {
+            return;
+        }
+        let term = self.inner.shutdown.child_token();
+        *self
+            .inner
+            .term
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = term.clone();
+        let inner = &self.inner;
+        let snapshot = inner.state.snapshot();
+        for eval in snapshot.evals("") {
+            match eval.status.as_str() {
+                EVAL_STATUS_PENDING => inner.enqueue_when_due((*eval).clone()),
+                EVAL_STATUS_BLOCKED => {
+                    inner.blocked.block((*eval).clone());
+                }
+                _ => {}
+            }
+        }
+        for node in snapshot.nodes("") {
+            if node.status == NODE_STATUS_READY {
+                match takeover {
+                    Takeover::Restart => {
+                        inner.heartbeats.reset(&node.id);
+                    }
+                    Takeover::Failover => inner.heartbeats.reset_after_failover(&node.id),
+                }
+            }
+        }
+        // The periodic dispatcher tracks every active periodic job and catches up a launch
+        // missed while no server led.
+        term_tasks.push(tokio::spawn(inner.clone().restore_periodic(term.clone())));
+        // A drain in the store carries on under the new leader.
+        term_tasks.push(tokio::spawn(drainer::run(inner.clone(), term.clone())));
+        // So is the deployment watcher; the deployments and their counts are in the store.
+        term_tasks.push(tokio::spawn(deployment_watcher::run(
+            inner.clone(),
+            term.clone(),
+        )));
+        for _ in 0..inner.config.num_schedulers.max(1) {
+            term_tasks.push(tokio::spawn(worker::run(inner.clone(), term.clone())));
+        }
+    }
+
+    /// Stops the leader's work at once (leadership lost): the workers, the dispatcher and the
+    /// drainer stop, and the broker, blocked evaluations, periodic jobs and heartbeat timers
+    /// are forgotten; the next leader rebuilds them from the store.
+    pub fn revoke_leadership(&self) {
+        let mut term_tasks = lock_tasks(&self.term_tasks);
+        self.inner.term_token().cancel();
+        for task in term_tasks.drain(..) {
+            task.abort();
+        }
+        self.inner.broker.flush();
+        self.inner.blocked.flush();
+        self.inner.periodic.flush();
+        self.inner.heartbeats.clear_all();
     }
 
     /// Stops the workers and the applier. Stored state is untouched.
     pub async fn shutdown(&self) {
         self.inner.shutdown.cancel();
-        let tasks: Vec<JoinHandle<()>> = match self.tasks.lock() {
-            Ok(mut tasks) => tasks.drain(..).collect(),
-            Err(poisoned) => poisoned.into_inner().drain(..).collect(),
-        };
+        let mut tasks: Vec<JoinHandle<()>> = lock_tasks(&self.tasks).drain(..).collect();
+        tasks.extend(lock_tasks(&self.term_tasks).drain(..));
         for task in tasks {
             task.abort();
             let _ = task.await;
@@ -289,6 +387,8 @@ impl Server {
         if job.region.is_empty() {
             job.region.clone_from(&self.inner.config.region);
         }
+        check_job_namespace(&self.inner.state, &job)?;
+        node_pools::check_job_node_pool(&self.inner.state.snapshot(), &job)?;
         if request.enforce_index {
             let existing = self.inner.state.job(&job.namespace, &job.id);
             check_enforced_index(
@@ -692,6 +792,14 @@ fn node_alloc_view(snapshot: &drover_state::StateSnapshot, node_id: &str) -> BTr
 }
 
 impl ServerInner {
+    /// The current leadership term's token (cancelled while following).
+    pub(crate) fn term_token(&self) -> CancellationToken {
+        self.term
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     fn new_eval(&self, job: &Job, triggered_by: &str, job_modify_index: u64) -> Evaluation {
         let now = self.clock.now_unix_ns();
         Evaluation {
@@ -740,7 +848,7 @@ impl ServerInner {
             return;
         }
         let delay = Duration::from_nanos(u64::try_from(wait_until - now).unwrap_or(0));
-        let shutdown = self.shutdown.clone();
+        let shutdown = self.term_token();
         let broker = self.broker.clone();
         tokio::spawn(async move {
             tokio::select! {
@@ -812,5 +920,24 @@ impl ServerInner {
             .update_node_status(node_id, NODE_STATUS_DOWN, now)
             .await?;
         self.create_node_evals(node_id).await
+    }
+}
+
+/// Nomad's namespace admission check of a registered or planned job: the namespace must
+/// exist and allow the job's task drivers and group network modes. Nomad answers a failed
+/// check as an RPC error (HTTP 500) in its multi-error form.
+pub(crate) fn check_job_namespace(state: &StateStore, job: &Job) -> Result<(), ServerError> {
+    let problem = match state.namespace(&job.namespace) {
+        None => Some(format!(
+            "job {:?} is in nonexistent namespace {:?}",
+            job.id, job.namespace
+        )),
+        Some(namespace) => namespace.check_job(job).err(),
+    };
+    match problem {
+        None => Ok(()),
+        Some(problem) => Err(ServerError::Internal(format!(
+            "1 error occurred:\n\t* {problem}\n\n"
+        ))),
     }
 }

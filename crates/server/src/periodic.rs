@@ -82,6 +82,12 @@ impl PeriodicDispatcher {
         self.changed.notify_one();
     }
 
+    /// Stops tracking every job (leadership lost).
+    pub(crate) fn flush(&self) {
+        self.lock().clear();
+        self.changed.notify_one();
+    }
+
     /// Stops tracking a job.
     pub(crate) fn remove(&self, namespace: &str, job_id: &str) {
         let removed = self

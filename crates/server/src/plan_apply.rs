@@ -7,8 +7,9 @@
 //! partial commit, as Nomad does) and the worker is told to refresh and plan again; the rest
 //! commits in one atomic write.
 //!
-//! The applier also takes the one allocation change that does not come from a scheduler pass:
-//! `alloc stop` marks an allocation for migration. It is read and written in one step of the
+//! The applier also takes the allocation changes that do not come from a scheduler pass:
+//! `alloc stop` marks an allocation for migration, and the deployment watcher's changes
+//! (allocation health, reschedule marks) commit with their deployment. It is read and written in one step of the
 //! applier, in the same write as the evaluation that acts on it, so a plan that commits just
 //! before is built upon rather than overwritten.
 //!
@@ -53,6 +54,9 @@ pub(crate) enum Commit {
         alloc_ids: Vec<String>,
         evals: Vec<Evaluation>,
     },
+    /// A deployment watcher's or operator's change (allocation health, reschedule marks,
+    /// promotion, status, a job rolled back), read and written in one write.
+    Deployment(Box<drover_state::deployments::DeploymentChange>),
 }
 
 pub(crate) struct PlanRequest {
@@ -72,6 +76,14 @@ pub(crate) async fn run(
             Commit::MigrateAllocs { alloc_ids, evals } => {
                 migrate_allocs(&state, clock.as_ref(), &alloc_ids, evals).await
             }
+            Commit::Deployment(change) => state
+                .update_deployment(*change, clock.now_unix_ns())
+                .await
+                .map(|index| PlanResult {
+                    index,
+                    rejected_nodes: Vec::new(),
+                })
+                .map_err(ServerError::from),
         };
         // The worker may have given up (shutdown); the commit stands either way.
         let _ = request.reply.send(result);

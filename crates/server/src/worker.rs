@@ -69,8 +69,7 @@ async fn process(server: &Arc<ServerInner>, mut eval: Evaluation) -> Result<(), 
             seed: rand::thread_rng().r#gen(),
             now_unix_nanos: server.clock.now_unix_ns(),
             scoring: server.config.scoring,
-            // Rolling updates stay refused at register until the server watches deployments.
-            deployments: false,
+            deployments: true,
         };
         let mut ids = || uuid::Uuid::new_v4().to_string();
         let view = SnapshotView(snapshot);
@@ -87,14 +86,16 @@ async fn process(server: &Arc<ServerInner>, mut eval: Evaluation) -> Result<(), 
             }
         };
         eval.snapshot_index = snapshot_index;
-        let result = if plan.is_no_op() {
-            PlanResult {
-                index: server.state.latest_index(),
-                rejected_nodes: Vec::new(),
-            }
-        } else {
-            submit(server, plan.clone()).await?
-        };
+        // A plan that only changes a deployment (marks it successful) still commits.
+        let result =
+            if plan.is_no_op() && plan.deployment.is_none() && plan.deployment_updates.is_empty() {
+                PlanResult {
+                    index: server.state.latest_index(),
+                    rejected_nodes: Vec::new(),
+                }
+            } else {
+                submit(server, plan.clone()).await?
+            };
         let done = result.fully_committed();
         last_plan = Some(plan);
         if done {

@@ -422,3 +422,74 @@ async fn a_nodes_alloc_watch_wakes_for_its_own_allocations_only() {
     idle_watch.abort();
     server.shutdown().await;
 }
+
+/// A server that follows runs no leader work: an evaluation in the store waits until the server
+/// takes up the leadership, which rebuilds its broker from the store; losing the leadership
+/// stops the workers and forgets the heartbeat timers, so a silent node is not marked down by a
+/// server that no longer leads, while the next leader gives it the failover deadline.
+#[tokio::test(start_paused = true)]
+async fn leader_work_runs_only_while_leading_and_is_rebuilt_from_the_store() {
+    let state = StateStore::in_memory().await.expect("store");
+    let leader = start(state.clone());
+    leader
+        .register_node(NodeBuilder::new("node-1").build())
+        .await
+        .expect("node");
+    leader.shutdown().await;
+
+    let config = ServerConfig {
+        heartbeat: drover_server::heartbeat::HeartbeatConfig {
+            min_ttl: Duration::from_secs(10),
+            grace: Duration::from_secs(10),
+            failover_ttl: Duration::from_secs(300),
+            ..drover_server::heartbeat::HeartbeatConfig::default()
+        },
+        ..ServerConfig::default()
+    };
+    let server = Server::start_follower(config, state.clone(), Arc::new(SystemClock));
+    assert!(!server.is_leader());
+    // The evaluation is stored (as the previous leader would have): nobody schedules it.
+    let job = JobBuilder::service("web")
+        .group("app", 2)
+        .task("server", "raw_exec")
+        .resources(100, 64)
+        .build();
+    state.upsert_job(job.clone(), 1).await.expect("job");
+    let eval = Evaluation {
+        id: "e-web".to_owned(),
+        namespace: "default".to_owned(),
+        priority: 50,
+        r#type: "service".to_owned(),
+        triggered_by: "job-register".to_owned(),
+        job_id: "web".to_owned(),
+        status: drover_structs::EVAL_STATUS_PENDING.to_owned(),
+        ..Evaluation::default()
+    };
+    state.upsert_evals(vec![eval], 1).await.expect("eval");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(running_allocs(&server, "web"), 0);
+    assert_eq!(server.queue_stats().broker_ready, 0);
+
+    // Elected: the broker is rebuilt from the store and the evaluation placed.
+    server.establish_leadership(drover_server::Takeover::Failover);
+    assert!(server.is_leader());
+    terminal_eval(&server, "e-web").await;
+    assert_eq!(running_allocs(&server, "web"), 2);
+
+    // Leadership lost: no node is marked down by this server, however long the silence.
+    server.revoke_leadership();
+    assert!(!server.is_leader());
+    tokio::time::sleep(Duration::from_secs(400)).await;
+    assert_ne!(state.node("node-1").expect("node").status, NODE_STATUS_DOWN);
+
+    // Elected again: the silent node gets the failover deadline (300 s), not the usual 20 s.
+    server.establish_leadership(drover_server::Takeover::Failover);
+    tokio::time::sleep(Duration::from_secs(200)).await;
+    assert_ne!(state.node("node-1").expect("node").status, NODE_STATUS_DOWN);
+    tokio::time::sleep(Duration::from_secs(110)).await;
+    eventually("the silent node to be marked down", || {
+        (state.node("node-1")?.status == NODE_STATUS_DOWN).then_some(())
+    })
+    .await;
+    server.shutdown().await;
+}

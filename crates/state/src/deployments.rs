@@ -10,14 +10,15 @@ use std::collections::BTreeSet;
 
 use drover_structs::{
     Allocation, DEFAULT_NAMESPACE, DEPLOYMENT_STATUS_SUCCESSFUL, Deployment,
-    DeploymentStatusUpdate, Evaluation,
+    DeploymentStatusUpdate, Evaluation, Job, Timestamp,
 };
 
 use crate::deployments_table::write_deployment;
+use crate::engine::WriteContext;
 use crate::error::StateError;
 use crate::events::EventType;
 use crate::store::StateStore;
-use crate::tables::{StateSnapshot, triples_under};
+use crate::tables::{JobKey, StateSnapshot, StateTables, triples_under};
 
 /// Checks a deployment before it is written: an ID and a job, the default namespace when none.
 pub(crate) fn validate_deployment(deployment: &mut Deployment) -> Result<(), StateError> {
@@ -36,6 +37,203 @@ pub(crate) fn validate_deployment(deployment: &mut Deployment) -> Result<(), Sta
         deployment.namespace = DEFAULT_NAMESPACE.to_owned();
     }
     Ok(())
+}
+
+/// Writes a deployment's status change; a successful deployment makes its job version stable
+/// (Nomad's store). An unknown deployment is `NotFound`.
+fn write_status_update(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    update: DeploymentStatusUpdate,
+    affected_jobs: &mut BTreeSet<JobKey>,
+) -> Result<(), StateError> {
+    let Some(existing) = tables.deployments.get(&update.deployment_id).cloned() else {
+        return Err(StateError::NotFound {
+            kind: "deployment",
+            id: update.deployment_id,
+        });
+    };
+    let mut changed = Deployment::clone(&existing);
+    changed.status = update.status;
+    changed.status_description = update.status_description;
+    affected_jobs.insert((changed.namespace.clone(), changed.job_id.clone()));
+    let version_key = (
+        changed.namespace.clone(),
+        changed.job_id.clone(),
+        changed.job_version,
+    );
+    let successful = changed.status == DEPLOYMENT_STATUS_SUCCESSFUL;
+    write_deployment(tables, context, changed, EventType::DeploymentStatusUpdate)?;
+    if successful && tables.job_versions.contains_key(&version_key) {
+        crate::store::write_job_stability(tables, context, version_key, true)?;
+    }
+    Ok(())
+}
+
+/// Canaries to promote (Nomad's `DeploymentPromoteRequest`): every group, or the named ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Promotion {
+    pub all: bool,
+    pub groups: Vec<String>,
+}
+
+/// Allocation health set by an operator (`health_check = "manual"`) or on their behalf.
+#[derive(Debug, Clone, Default)]
+pub struct AllocHealth {
+    pub healthy: Vec<String>,
+    pub unhealthy: Vec<String>,
+    pub timestamp: Timestamp,
+}
+
+/// One change to a deployment, committed in one write with what acts on it (Nomad's
+/// deployment status update, promotion, alloc health and desired-transition requests).
+#[derive(Debug, Clone, Default)]
+pub struct DeploymentChange {
+    pub deployment_id: String,
+    /// A new status and description.
+    pub status: Option<DeploymentStatusUpdate>,
+    /// Canaries promoted; refused unless every canary concerned is healthy.
+    pub promotion: Option<Promotion>,
+    /// Allocation health; each allocation must belong to the deployment.
+    pub alloc_health: Option<AllocHealth>,
+    /// Failed allocations of the deployment the scheduler may replace now
+    /// (`DesiredTransition.Reschedule`).
+    pub reschedule: Vec<String>,
+    /// A job registered again in the same write (an auto revert).
+    pub job: Option<Job>,
+    /// Evaluations created with the change; one made for `job` names its new version.
+    pub evals: Vec<Evaluation>,
+}
+
+fn refused(message: String) -> StateError {
+    StateError::Refused(message)
+}
+
+/// Nomad's promotion rules: the deployment is active, every canary of the promoted groups is
+/// healthy and there is at least one; the groups are promoted with their progress deadline
+/// started again, and a deployment that no longer waits says it is running.
+fn write_promotion(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    deployment_id: &str,
+    promotion: &Promotion,
+    now_unix_ns: i64,
+) -> Result<(), StateError> {
+    let Some(deployment) = tables.deployments.get(deployment_id).cloned() else {
+        return Err(refused(format!(
+            "Deployment ID {deployment_id:?} couldn't be updated as it does not exist"
+        )));
+    };
+    if !deployment.active() {
+        return Err(refused(format!(
+            "Deployment {:?} has terminal status {:?}:",
+            deployment.id, deployment.status
+        )));
+    }
+    let chosen = |group: &str| promotion.all || promotion.groups.iter().any(|name| name == group);
+    let mut unhealthy = Vec::new();
+    let mut have_canaries = false;
+    for (group, state) in &deployment.task_groups {
+        if !chosen(group) {
+            continue;
+        }
+        for id in &state.placed_canaries {
+            let Some(alloc) = tables.allocs.get(id) else {
+                continue;
+            };
+            let healthy = alloc
+                .deployment_status
+                .as_ref()
+                .is_some_and(|status| status.healthy == Some(true));
+            if alloc.terminal_status() || !healthy {
+                unhealthy.push(format!(
+                    "Canary allocation {:?} for group {:?} is not healthy",
+                    alloc.id, alloc.task_group
+                ));
+                continue;
+            }
+            have_canaries = true;
+        }
+    }
+    if !unhealthy.is_empty() {
+        // Go's multierror list, as Nomad answers it.
+        let points: Vec<String> = unhealthy.iter().map(|line| format!("* {line}")).collect();
+        let message = if points.len() == 1 {
+            format!("1 error occurred:\n\t{}\n\n", points[0])
+        } else {
+            format!(
+                "{} errors occurred:\n\t{}\n\n",
+                points.len(),
+                points.join("\n\t")
+            )
+        };
+        return Err(refused(message));
+    }
+    if !have_canaries {
+        return Err(refused("no canaries to promote".to_owned()));
+    }
+    let mut updated = Deployment::clone(&deployment);
+    for (group, state) in &mut updated.task_groups {
+        if !chosen(group) {
+            continue;
+        }
+        if state.progress_deadline.0 > 0 && !state.require_progress_by.is_zero() {
+            state.require_progress_by =
+                Timestamp::from_unix_nanos(now_unix_ns.saturating_add(state.progress_deadline.0));
+        }
+        state.promoted = true;
+    }
+    if !updated.requires_promotion() && updated.status == drover_structs::DEPLOYMENT_STATUS_RUNNING
+    {
+        updated.status_description = drover_structs::DEPLOYMENT_DESC_RUNNING.to_owned();
+    }
+    write_deployment(tables, context, updated, EventType::DeploymentPromotion)?;
+    Ok(())
+}
+
+/// The allocations of `change` as they will be written: health set, or marked for
+/// rescheduling. Each must exist and belong to the deployment.
+fn changed_allocs(
+    tables: &StateTables,
+    change: &DeploymentChange,
+) -> Result<Vec<Allocation>, StateError> {
+    let mut allocs: Vec<Allocation> = Vec::new();
+    let lookup = |id: &str| -> Result<Allocation, StateError> {
+        let Some(alloc) = tables.allocs.get(id) else {
+            return Err(refused(format!("unknown alloc {id:?}")));
+        };
+        if alloc.deployment_id != change.deployment_id {
+            return Err(refused(format!(
+                "alloc {id:?} is not part of deployment {:?}",
+                change.deployment_id
+            )));
+        }
+        Ok(Allocation::clone(alloc))
+    };
+    if let Some(health) = &change.alloc_health {
+        let marked = health
+            .healthy
+            .iter()
+            .map(|id| (id, true))
+            .chain(health.unhealthy.iter().map(|id| (id, false)));
+        for (id, healthy) in marked {
+            let mut alloc = lookup(id)?;
+            let status = alloc.deployment_status.get_or_insert_with(Default::default);
+            status.healthy = Some(healthy);
+            status.timestamp = health.timestamp;
+            status.modify_index = 0;
+            allocs.push(alloc);
+        }
+    }
+    for id in &change.reschedule {
+        let Some(alloc) = tables.allocs.get(id) else {
+            continue;
+        };
+        let mut alloc = Allocation::clone(alloc);
+        alloc.desired_transition.reschedule = Some(true);
+        allocs.push(alloc);
+    }
+    Ok(allocs)
 }
 
 impl StateSnapshot {
@@ -137,27 +335,51 @@ impl StateStore {
                     )?;
                 }
                 for update in deployment_updates {
-                    let Some(existing) = tables.deployments.get(&update.deployment_id).cloned()
-                    else {
-                        return Err(StateError::NotFound {
-                            kind: "deployment",
-                            id: update.deployment_id,
-                        });
-                    };
-                    let mut changed = Deployment::clone(&existing);
-                    changed.status = update.status;
-                    changed.status_description = update.status_description;
-                    affected_jobs.insert((changed.namespace.clone(), changed.job_id.clone()));
-                    // A successful deployment makes its job version stable (Nomad's store).
-                    let version_key = (
-                        changed.namespace.clone(),
-                        changed.job_id.clone(),
-                        changed.job_version,
-                    );
-                    let successful = changed.status == DEPLOYMENT_STATUS_SUCCESSFUL;
-                    write_deployment(tables, context, changed, EventType::DeploymentStatusUpdate)?;
-                    if successful && tables.job_versions.contains_key(&version_key) {
-                        crate::store::write_job_stability(tables, context, version_key, true)?;
+                    write_status_update(tables, context, update, &mut affected_jobs)?;
+                }
+                crate::store::write_server_allocs(
+                    tables,
+                    context,
+                    allocs,
+                    now_unix_ns,
+                    &mut affected_jobs,
+                )?;
+                crate::store::write_evals(tables, context, evals, now_unix_ns, &mut affected_jobs)?;
+                for key in &affected_jobs {
+                    crate::store::refresh_job_status(tables, context, key)?;
+                }
+                Ok(context.index())
+            })
+            .await
+    }
+
+    /// Commits a [`DeploymentChange`] in one write: the promotion, the allocations' health
+    /// (counted in the deployment) or reschedule marks, the status, the job registered again
+    /// and the evaluations. Nomad's refusals are [`StateError::Refused`] with Nomad's words.
+    pub async fn update_deployment(
+        &self,
+        mut change: DeploymentChange,
+        now_unix_ns: i64,
+    ) -> Result<u64, StateError> {
+        crate::store::validate_evals(&mut change.evals)?;
+        self.engine
+            .write(move |tables, context| {
+                let mut affected_jobs = BTreeSet::new();
+                if let Some(promotion) = &change.promotion {
+                    write_promotion(
+                        tables,
+                        context,
+                        &change.deployment_id,
+                        promotion,
+                        now_unix_ns,
+                    )?;
+                }
+                let mut allocs = changed_allocs(tables, &change)?;
+                for alloc in &mut allocs {
+                    if let Some(status) = alloc.deployment_status.as_mut()
+                        && status.modify_index == 0
+                    {
+                        status.modify_index = context.index();
                     }
                 }
                 crate::store::write_server_allocs(
@@ -167,6 +389,18 @@ impl StateStore {
                     now_unix_ns,
                     &mut affected_jobs,
                 )?;
+                if let Some(update) = change.status {
+                    write_status_update(tables, context, update, &mut affected_jobs)?;
+                }
+                let mut evals = change.evals;
+                if let Some(job) = change.job {
+                    let registration = crate::store::write_job(tables, context, job, now_unix_ns)?;
+                    for eval in &mut evals {
+                        if eval.job_id == registration.job.id {
+                            eval.job_modify_index = registration.job_modify_index;
+                        }
+                    }
+                }
                 crate::store::write_evals(tables, context, evals, now_unix_ns, &mut affected_jobs)?;
                 for key in &affected_jobs {
                     crate::store::refresh_job_status(tables, context, key)?;
@@ -194,7 +428,7 @@ impl StateStore {
 
 #[cfg(test)]
 mod tests {
-    use drover_structs::{DeploymentState, Timestamp};
+    use drover_structs::DeploymentState;
 
     use super::*;
     use crate::engine::Table;

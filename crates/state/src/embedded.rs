@@ -299,6 +299,7 @@ mod tests {
                 value: b"v".to_vec(),
             }],
             expected_revision: Some(7),
+            events: None,
         };
         let error = kv.apply(batch).await.unwrap_err();
         assert!(matches!(

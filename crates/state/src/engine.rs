@@ -72,9 +72,13 @@ pub enum Table {
     Acl,
     /// Deployments, by ID.
     Deployments,
+    /// Namespaces, by name (`crate::namespaces`).
+    Namespaces,
+    /// Node pools (the built-in ones are not stored), by name.
+    NodePools,
 }
 
-const TABLE_COUNT: usize = 13;
+const TABLE_COUNT: usize = 15;
 
 impl Table {
     /// Every table.
@@ -92,6 +96,8 @@ impl Table {
         Table::Variables,
         Table::Acl,
         Table::Deployments,
+        Table::Namespaces,
+        Table::NodePools,
     ];
 
     /// The table's name, as used in keys and errors.
@@ -110,6 +116,8 @@ impl Table {
             Table::Variables => "variables",
             Table::Acl => "acl",
             Table::Deployments => "deployments",
+            Table::Namespaces => "namespaces",
+            Table::NodePools => "node_pools",
         }
     }
 
@@ -128,6 +136,8 @@ impl Table {
             Table::Variables => 10,
             Table::Acl => 11,
             Table::Deployments => 12,
+            Table::Namespaces => 13,
+            Table::NodePools => 14,
         }
     }
 
@@ -563,6 +573,14 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
         answer.await.map_err(|_| StateError::Closed)?
     }
 
+    /// Publishes events another store wrote with its batches to the shared backend (their
+    /// JSON, as [`WriteBatch::events`] holds it), once this store has reloaded their state.
+    pub fn publish_shared_events(&self, encoded: &[u8]) -> Result<(), serde_json::Error> {
+        let events: Vec<crate::events::Event> = serde_json::from_slice(encoded)?;
+        self.events.publish(events);
+        Ok(())
+    }
+
     /// Subscribes to the event stream from `from_index` (0: only new events).
     pub fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
         self.events.subscribe(from_index, filter)
@@ -734,6 +752,12 @@ impl<S: Clone + Send + Sync + 'static> Writer<S> {
                 }
             }
             batch.expected_revision = Some(self.revision);
+            if self.kv.shares_events() && !events.is_empty() {
+                match serde_json::to_vec(&events) {
+                    Ok(encoded) => batch.events = Some(encoded),
+                    Err(error) => tracing::warn!(%error, "the batch's events cannot be shared"),
+                }
+            }
             match self.kv.apply(batch).await {
                 Ok(revision) => self.revision = revision,
                 Err(error) => {

@@ -58,6 +58,10 @@ pub enum StateError {
         /// Its ID.
         id: String,
     },
+    /// The write is refused by a rule of the state it would change (Nomad's words, answered
+    /// as its RPC errors are: HTTP 500).
+    #[error("{0}")]
+    Refused(String),
     /// The write is not valid (for example an empty ID).
     #[error("invalid {field}: {reason}")]
     Invalid {

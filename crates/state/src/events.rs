@@ -11,13 +11,13 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::error::StateError;
 
 /// An event topic, serialized with Nomad's spelling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Topic {
     /// Jobs.
     Job,
@@ -33,6 +33,8 @@ pub enum Topic {
     NodePool,
     /// Service registrations.
     Service,
+    /// Variables (metadata only).
+    Variable,
 }
 
 impl Topic {
@@ -46,6 +48,7 @@ impl Topic {
             Self::Node => "Node",
             Self::NodePool => "NodePool",
             Self::Service => "Service",
+            Self::Variable => "Variable",
         }
     }
 
@@ -59,6 +62,7 @@ impl Topic {
             Self::Node,
             Self::NodePool,
             Self::Service,
+            Self::Variable,
         ]
         .into_iter()
         .find(|topic| topic.as_str() == name)
@@ -66,7 +70,7 @@ impl Topic {
 }
 
 /// An event type, serialized with Nomad's spelling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EventType {
     /// A job was registered or updated.
     JobRegistered,
@@ -102,10 +106,12 @@ pub enum EventType {
     DeploymentPromotion,
     /// The health of a deployment's allocations was set.
     DeploymentAllocHealth,
+    /// A variable was written, deleted, locked or unlocked.
+    VariableUpdated,
 }
 
-/// One event, in Nomad's JSON shape.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One event, in Nomad's JSON shape (read back by a server that follows another's writes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct Event {
     /// What kind of object changed.
@@ -182,6 +188,12 @@ impl PartialEq for EventPayload {
 impl Serialize for EventPayload {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for EventPayload {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Box::<serde_json::value::RawValue>::deserialize(deserializer).map(Self)
     }
 }
 

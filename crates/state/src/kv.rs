@@ -108,6 +108,10 @@ pub struct WriteBatch {
     /// When set, the batch is refused with [`KvError::RevisionMismatch`] unless the backend's
     /// revision is exactly this (optimistic fencing, as an etcd `Txn` compare would do).
     pub expected_revision: Option<Revision>,
+    /// The events of the batch's writes as JSON, for a backend shared by several stores
+    /// ([`Kv::shares_events`]): it keeps them with the batch, so the stores following it can
+    /// publish them. Not a record; `None` for other backends.
+    pub events: Option<Vec<u8>>,
 }
 
 impl WriteBatch {
@@ -203,6 +207,12 @@ pub trait Kv: Send + Sync + 'static {
     /// batches of same-sized writes stay within it; report the cap with room for one write.
     fn max_ops_per_batch(&self) -> Option<usize> {
         None
+    }
+
+    /// Whether other stores follow this backend's writes (etcd): the writer then hands every
+    /// batch its events ([`WriteBatch::events`]).
+    fn shares_events(&self) -> bool {
+        false
     }
 }
 
@@ -319,6 +329,7 @@ mod tests {
         let stale = WriteBatch {
             ops: vec![],
             expected_revision: Some(0),
+            events: None,
         };
         assert!(matches!(
             kv.apply(stale).await,

@@ -31,8 +31,11 @@ pub mod embedded;
 pub mod engine;
 pub mod error;
 pub mod events;
+pub mod gc;
 pub mod keyring;
 pub mod kv;
+pub mod namespaces;
+pub mod node_pools;
 pub mod store;
 pub mod tables;
 pub mod variables;
@@ -49,4 +52,4 @@ pub use events::{
 pub use kv::{KeyRange, Kv, KvError, KvFuture, KvPair, MemoryKv, Revision, WriteBatch, WriteOp};
 pub use store::{ClientAllocUpdate, JobRegistration, StateStore};
 pub use tables::{JOB_TRACKED_VERSIONS, JobKey, StateSnapshot, StateTables};
-pub use variables::{VariableOp, VariableWrite};
+pub use variables::{VariableLockOp, VariableLockWrite, VariableOp, VariableWrite};

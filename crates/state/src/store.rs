@@ -359,6 +359,12 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
         Arc::make_mut(&mut tables.acl).insert_record(record);
     }
     crate::deployments_table::load_deployments(kv, &mut tables).await?;
+    for (_, namespace) in
+        load_table::<drover_structs::namespace::Namespace>(kv, Table::Namespaces).await?
+    {
+        Arc::make_mut(&mut tables.namespaces).insert(namespace.name.clone(), Arc::new(namespace));
+    }
+    crate::node_pools::load_node_pools(kv, &mut tables).await?;
     for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {
         tables.index_service(&service);
         Arc::make_mut(&mut tables.services).insert(
@@ -607,7 +613,7 @@ fn remove_unused_alloc_jobs(tables: &mut StateTables, context: &mut WriteContext
 }
 
 /// Stores a job registration (see [`StateStore::upsert_job`]).
-fn write_job(
+pub(crate) fn write_job(
     tables: &mut StateTables,
     context: &mut WriteContext,
     mut job: Job,
@@ -904,6 +910,14 @@ impl StateStore {
             .await
     }
 
+    /// Publishes the events another server's store shared with its writes (see
+    /// `Kv::shares_events`), after [`StateStore::reload_from_backend`] caught up with them.
+    pub fn publish_shared_events(&self, encoded: &[u8]) -> Result<(), StateError> {
+        self.engine
+            .publish_shared_events(encoded)
+            .map_err(|error| StateError::Reload(format!("decoding shared events: {error}")))
+    }
+
     /// The event stream from `from_index` (0: only new events).
     pub fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
         self.engine.subscribe_events(from_index, filter)
@@ -1169,6 +1183,7 @@ impl StateStore {
                     }
                 }
                 node.modify_index = index;
+                crate::node_pools::ensure_node_pool(tables, context, &node.node_pool)?;
                 context.put(Table::Nodes, node.id.as_bytes(), &node)?;
                 context.emit(node_event(EventType::NodeRegistration, &node)?);
                 Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));

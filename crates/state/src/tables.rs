@@ -65,6 +65,10 @@ pub struct StateTables {
     pub(crate) deployments: Arc<BTreeMap<String, Arc<Deployment>>>,
     /// (namespace, job ID, deployment ID).
     pub(crate) deployments_by_job: Arc<BTreeSet<(String, String, String)>>,
+    /// Namespaces by name (`default` only once written; see `crate::namespaces`).
+    pub(crate) namespaces: Arc<BTreeMap<String, Arc<drover_structs::namespace::Namespace>>>,
+    /// Node pools by name (not the built-in ones).
+    pub(crate) node_pools: Arc<BTreeMap<String, Arc<drover_structs::NodePool>>>,
 }
 
 /// A service registration's identity: namespace and ID.

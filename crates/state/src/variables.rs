@@ -4,14 +4,18 @@
 //!
 //! **Invariant**: a write with a `cas` index applies only when the stored variable's
 //! `ModifyIndex` equals it (0: only when there is none); otherwise nothing is written and the
-//! stored record is answered as the conflict.
+//! stored record is answered as the conflict. A variable holding a lock is written only by
+//! a caller naming the lock's ID (never deleted), and keeps its lock until it is released.
 
 use std::sync::Arc;
 
 use drover_structs::VariableEncrypted;
+use drover_structs::VariableMetadata;
+use drover_structs::variables::VariableLock;
 
 use crate::engine::Table;
 use crate::error::StateError;
+use crate::events::{Event, EventPayload, EventType, Topic};
 use crate::store::StateStore;
 
 fn record_key(namespace: &str, path: &str) -> Vec<u8> {
@@ -44,6 +48,65 @@ pub enum VariableWrite {
     Conflict(Option<Arc<VariableEncrypted>>),
 }
 
+/// A lock operation on one variable.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VariableLockOp {
+    /// Take the lock: the record with its sealed items and `meta.lock` set.
+    Acquire(VariableEncrypted),
+    /// Give it back; `lock_id` must be the held lock's (`None`: whoever holds it).
+    Release {
+        namespace: String,
+        path: String,
+        lock_id: Option<String>,
+    },
+}
+
+/// The outcome of [`StateStore::write_variable_lock`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum VariableLockWrite {
+    Applied {
+        variable: Arc<VariableEncrypted>,
+        index: u64,
+    },
+    /// Another lock is held (acquire) or another lock ID was named (release): the variable's
+    /// namespace and path only (with an empty lock for a release, as Nomad).
+    Conflict(VariableEncrypted),
+    /// Release of a variable that does not exist.
+    NotFound,
+    /// Release of a variable that holds no lock.
+    NoLock,
+}
+
+/// Nomad's `Variable` event (`VariableUpdated`): the metadata, and whether it was deleted.
+fn variable_event(meta: &VariableMetadata, deleted: bool, index: u64) -> Result<Event, StateError> {
+    let payload = serde_json::json!({"Metadata": meta, "Deleted": deleted});
+    Ok(Event {
+        topic: Topic::Variable,
+        event_type: EventType::VariableUpdated,
+        key: meta.path.clone(),
+        namespace: meta.namespace.clone(),
+        filter_keys: Vec::new(),
+        index,
+        payload: EventPayload::from_value(&payload).map_err(|error| StateError::Encode {
+            table: Table::Variables.name(),
+            reason: error.to_string(),
+        })?,
+    })
+}
+
+/// What a refused write on a locked variable answers: its namespace and path only.
+fn locked_conflict(namespace: &str, path: &str, lock: Option<VariableLock>) -> VariableEncrypted {
+    VariableEncrypted {
+        meta: VariableMetadata {
+            namespace: namespace.to_owned(),
+            path: path.to_owned(),
+            lock,
+            ..VariableMetadata::default()
+        },
+        ..VariableEncrypted::default()
+    }
+}
+
 impl StateStore {
     /// Applies `op`, checked against `cas` when given. `now_unix_ns` becomes the
     /// `ModifyTime` (and the `CreateTime` of a new variable).
@@ -70,9 +133,27 @@ impl StateStore {
                         return Ok(VariableWrite::Conflict(existing));
                     }
                 }
+                // A held lock lets only its holder write (a delete never names a lock).
+                let caller_lock = match &op {
+                    VariableOp::Set(variable) => variable.meta.lock.as_ref().map(|lock| &lock.id),
+                    VariableOp::Delete { .. } => None,
+                };
+                if let Some(held) = existing
+                    .as_ref()
+                    .and_then(|stored| stored.meta.lock.as_ref())
+                    && caller_lock != Some(&held.id)
+                {
+                    return Ok(VariableWrite::Conflict(Some(Arc::new(locked_conflict(
+                        &key.0, &key.1, None,
+                    )))));
+                }
                 match op {
                     VariableOp::Set(mut variable) => {
                         let index = context.index();
+                        // The holder's write keeps the lock as it is; a write never takes one.
+                        variable.meta.lock = existing
+                            .as_ref()
+                            .and_then(|stored| stored.meta.lock.clone());
                         match &existing {
                             Some(stored) => {
                                 variable.meta.create_index = stored.meta.create_index;
@@ -86,6 +167,7 @@ impl StateStore {
                         variable.meta.modify_index = index;
                         variable.meta.modify_time = now_unix_ns;
                         context.put(Table::Variables, &record_key(&key.0, &key.1), &variable)?;
+                        context.emit(variable_event(&variable.meta, false, index)?);
                         let variable = Arc::new(variable);
                         Arc::make_mut(&mut tables.variables).insert(key, Arc::clone(&variable));
                         Ok(VariableWrite::Applied {
@@ -101,7 +183,10 @@ impl StateStore {
                             });
                         }
                         context.delete(Table::Variables, &record_key(&key.0, &key.1));
-                        Arc::make_mut(&mut tables.variables).remove(&key);
+                        if let Some(removed) = Arc::make_mut(&mut tables.variables).remove(&key) {
+                            let index = context.index();
+                            context.emit(variable_event(&removed.meta, true, index)?);
+                        }
                         Ok(VariableWrite::Applied {
                             variable: None,
                             index: context.index(),
@@ -110,6 +195,89 @@ impl StateStore {
                 }
             })
             .await
+    }
+
+    /// Takes or gives back the lock on a variable (Nomad's `VarLockAcquire` and
+    /// `VarLockRelease`). Acquiring writes the record (its items and its lock, which must be
+    /// set) unless another lock is held; releasing keeps the items and clears the lock when
+    /// the caller names it (`None`: the server itself, after the lock expired).
+    pub async fn write_variable_lock(
+        &self,
+        op: VariableLockOp,
+        now_unix_ns: i64,
+    ) -> Result<VariableLockWrite, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                let key = match &op {
+                    VariableLockOp::Acquire(variable) => {
+                        (variable.meta.namespace.clone(), variable.meta.path.clone())
+                    }
+                    VariableLockOp::Release {
+                        namespace, path, ..
+                    } => (namespace.clone(), path.clone()),
+                };
+                let existing = tables.variables.get(&key).cloned();
+                let index = context.index();
+                let stored = match op {
+                    VariableLockOp::Acquire(mut variable) => {
+                        if let Some(stored) = &existing {
+                            if stored.meta.lock.is_some() {
+                                return Ok(VariableLockWrite::Conflict(locked_conflict(
+                                    &key.0, &key.1, None,
+                                )));
+                            }
+                            variable.meta.create_index = stored.meta.create_index;
+                            variable.meta.create_time = stored.meta.create_time;
+                        } else {
+                            variable.meta.create_index = index;
+                            variable.meta.create_time = now_unix_ns;
+                        }
+                        variable.meta.modify_index = index;
+                        variable.meta.modify_time = now_unix_ns;
+                        variable
+                    }
+                    VariableLockOp::Release { lock_id, .. } => {
+                        let Some(stored) = existing else {
+                            return Ok(VariableLockWrite::NotFound);
+                        };
+                        let Some(held) = &stored.meta.lock else {
+                            return Ok(VariableLockWrite::NoLock);
+                        };
+                        if lock_id.is_some_and(|id| id != held.id) {
+                            return Ok(VariableLockWrite::Conflict(locked_conflict(
+                                &key.0,
+                                &key.1,
+                                Some(VariableLock::default()),
+                            )));
+                        }
+                        let mut released = (*stored).clone();
+                        released.meta.lock = None;
+                        released.meta.modify_index = index;
+                        released
+                    }
+                };
+                context.put(Table::Variables, &record_key(&key.0, &key.1), &stored)?;
+                context.emit(variable_event(&stored.meta, false, index)?);
+                let stored = Arc::new(stored);
+                Arc::make_mut(&mut tables.variables).insert(key, Arc::clone(&stored));
+                Ok(VariableLockWrite::Applied {
+                    variable: stored,
+                    index,
+                })
+            })
+            .await
+    }
+
+    /// Every variable that holds a lock (for the server's lock timers at start).
+    pub fn locked_variables(&self) -> Vec<Arc<VariableEncrypted>> {
+        self.engine
+            .snapshot()
+            .data
+            .variables
+            .values()
+            .filter(|variable| variable.meta.lock.is_some())
+            .map(Arc::clone)
+            .collect()
     }
 
     /// The variable at `path` in `namespace`.

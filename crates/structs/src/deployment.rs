@@ -163,3 +163,56 @@ wire_struct! {
         pub status_description: String,
     }
 }
+
+wire_struct! {
+    /// `POST /v1/deployment/promote/<id>`: promote every group's canaries or the named groups'.
+    pub struct DeploymentPromoteRequest {
+        #[serde(rename = "DeploymentID")]
+        pub deployment_id: String,
+        pub all: bool,
+        pub groups: Vec<String>,
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/deployment/pause/<id>`: pause (`true`) or resume (`false`).
+    pub struct DeploymentPauseRequest {
+        #[serde(rename = "DeploymentID")]
+        pub deployment_id: String,
+        pub pause: bool,
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/deployment/allocation-health/<id>`: health set by hand (`health_check =
+    /// "manual"`).
+    pub struct DeploymentAllocHealthRequest {
+        #[serde(rename = "DeploymentID")]
+        pub deployment_id: String,
+        #[serde(rename = "HealthyAllocationIDs")]
+        pub healthy_allocation_ids: Vec<String>,
+        #[serde(rename = "UnhealthyAllocationIDs")]
+        pub unhealthy_allocation_ids: Vec<String>,
+    }
+}
+
+wire_struct! {
+    /// The answer to a deployment write (Nomad's `DeploymentUpdateResponse`).
+    pub struct DeploymentUpdateResponse {
+        #[serde(rename = "EvalID")]
+        pub eval_id: String,
+        pub eval_create_index: u64,
+        pub deployment_modify_index: u64,
+        /// The job version registered again when the deployment was rolled back.
+        pub reverted_job_version: Option<u64>,
+        pub index: u64,
+    }
+}
+
+/// A failed deployment's description when the stable version has the current spec (Nomad's
+/// `DeploymentStatusDescriptionRollbackNoop`).
+pub fn deployment_desc_rollback_noop(description: &str, version: u64) -> String {
+    format!(
+        "{description} - not rolling back to stable job version {version} as current job has same specification"
+    )
+}

@@ -582,6 +582,8 @@ wire_struct! {
         pub body: String,
         pub on_update: String,
         pub advertise: String,
+        /// Consul's free text for operators; kept with the job.
+        pub notes: String,
     }
 }
 

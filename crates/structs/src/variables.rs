@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::lenient::wire_struct;
+use crate::time::DurationNs;
 
 /// The most bytes of keys and values one variable's items may hold, as Nomad.
 pub const MAX_VARIABLE_SIZE: usize = 65_536;
@@ -26,6 +27,77 @@ wire_struct! {
         pub modify_index: u64,
         /// Unix nanoseconds.
         pub modify_time: i64,
+        /// The lock held on the variable, if any (shown to management only).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub lock: Option<VariableLock>,
+    }
+}
+
+/// A lock's TTL when none is asked for, as Nomad.
+pub const DEFAULT_LOCK_TTL: DurationNs = DurationNs(15_000_000_000);
+/// How long an expired lock blocks the variable when no delay is asked for, as Nomad.
+pub const DEFAULT_LOCK_DELAY: DurationNs = DurationNs(15_000_000_000);
+/// The shortest and longest TTL a lock may have, as Nomad.
+pub const MIN_LOCK_TTL: DurationNs = DurationNs(10_000_000_000);
+pub const MAX_LOCK_TTL: DurationNs = DurationNs(24 * 3600 * 1_000_000_000);
+
+/// Go's `Duration.String()`, or empty for zero (Nomad's `VariableLock` marshalling).
+fn lock_duration<S: serde::Serializer>(
+    value: &DurationNs,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    if value.0 == 0 {
+        serializer.serialize_str("")
+    } else {
+        serializer.serialize_str(&value.to_go_string())
+    }
+}
+
+/// Go's duration string or nanoseconds; empty or `null` is zero (Nomad's `VariableLock`
+/// unmarshalling).
+fn lock_duration_in<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<DurationNs, D::Error> {
+    use serde::Deserialize as _;
+    match Option::<serde_json::Value>::deserialize(deserializer)? {
+        None | Some(serde_json::Value::Null) => Ok(DurationNs::ZERO),
+        Some(serde_json::Value::String(text)) if text.is_empty() => Ok(DurationNs::ZERO),
+        Some(value) => DurationNs::deserialize(value).map_err(serde::de::Error::custom),
+    }
+}
+
+/// Nomad's `VariableLock`: who holds the lock (`ID`, issued by the server), how long the
+/// holder has between renewals (`TTL`) and how long an expired lock still blocks the
+/// variable (`LockDelay`). Durations travel as Go duration strings.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct VariableLock {
+    #[serde(rename = "ID", deserialize_with = "crate::lenient::null_as_default")]
+    pub id: String,
+    #[serde(
+        rename = "TTL",
+        serialize_with = "lock_duration",
+        deserialize_with = "lock_duration_in"
+    )]
+    pub ttl: DurationNs,
+    #[serde(
+        serialize_with = "lock_duration",
+        deserialize_with = "lock_duration_in"
+    )]
+    pub lock_delay: DurationNs,
+}
+
+impl VariableLock {
+    /// Nomad's `VariableLock.Validate`, as its error lines.
+    pub fn validate(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.ttl.0 < 0 || self.lock_delay.0 < 0 {
+            problems.push("Lock delay and TTL must be positive".to_owned());
+        }
+        if self.ttl.0 > MAX_LOCK_TTL.0 || self.ttl.0 < MIN_LOCK_TTL.0 {
+            problems.push("TTL must be between 10 seconds and 24 hours".to_owned());
+        }
+        problems
     }
 }
 
@@ -39,6 +111,8 @@ wire_struct! {
         pub create_time: i64,
         pub modify_index: u64,
         pub modify_time: i64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub lock: Option<VariableLock>,
         /// Omitted when empty, as Nomad (a conflict on a variable that does not exist).
         #[serde(skip_serializing_if = "BTreeMap::is_empty")]
         pub items: BTreeMap<String, String>,
@@ -54,6 +128,7 @@ impl Variable {
             create_time: self.create_time,
             modify_index: self.modify_index,
             modify_time: self.modify_time,
+            lock: self.lock.clone(),
         }
     }
 
@@ -65,6 +140,7 @@ impl Variable {
             create_time: meta.create_time,
             modify_index: meta.modify_index,
             modify_time: meta.modify_time,
+            lock: meta.lock.clone(),
             items,
         }
     }

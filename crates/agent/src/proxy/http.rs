@@ -45,6 +45,35 @@ pub async fn forward(http: &reqwest::Client, address: &str, request: Request) ->
     }
 }
 
+/// Relays a request to the server agent at `address` (the cluster's leader), answering 502
+/// when it cannot be reached.
+pub async fn forward_to_server(
+    http: &reqwest::Client,
+    address: &str,
+    request: Request,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = match read_body(body).await {
+        Ok(bytes) => bytes,
+        Err(refused) => return refused,
+    };
+    let sent = match base_url(address) {
+        Ok(base) => send(http, &base, &parts, body).await,
+        Err(error) => Err(error.to_string()),
+    };
+    match sent {
+        Ok(answer) => relay(answer),
+        Err(error) => {
+            tracing::warn!(address, %error, "forwarding a write to the leader failed");
+            (
+                StatusCode::BAD_GATEWAY,
+                format!("the cluster's leader ({address}) cannot be reached: {error}"),
+            )
+                .into_response()
+        }
+    }
+}
+
 /// The whole request body, to be sent on (possibly to more than one server).
 pub(super) async fn read_body(body: Body) -> Result<axum::body::Bytes, Response> {
     axum::body::to_bytes(body, MAX_FORWARDED_BODY)

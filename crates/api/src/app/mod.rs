@@ -21,6 +21,7 @@ use serde_json::json;
 mod agent;
 mod events;
 mod exec;
+mod fuzzy;
 mod node_rpc;
 mod respond;
 mod search;
@@ -31,7 +32,7 @@ use agent::{agent_health, agent_members, agent_self};
 use respond::{Meta, blocking_read, decode_body, json_response, page_response};
 use submit::{parse_job, plan, register, validate_job};
 
-use crate::backend::{ApiBackend, NodeOperation, Table};
+use crate::backend::{ApiBackend, DeploymentOperation, NodeOperation, Table};
 use crate::error::ApiError;
 use crate::logs::{
     FileSet, FollowTiming, LogRequest, Origin, StreamPosition, WriterFinished, stream_body,
@@ -133,6 +134,16 @@ fn check_job_id_of_body(in_body: &str, in_path: &str) -> Result<(), ApiError> {
     }
     if in_body != in_path {
         return Err(ApiError::bad_request("Job ID does not match"));
+    }
+    Ok(())
+}
+
+fn check_deployment_id_of_body(in_body: &str, in_path: &str) -> Result<(), ApiError> {
+    if in_body.is_empty() {
+        return Err(ApiError::bad_request("DeploymentID must be specified"));
+    }
+    if in_body != in_path {
+        return Err(ApiError::bad_request("Deployment ID does not match"));
     }
     Ok(())
 }
@@ -644,6 +655,36 @@ async fn handle<B: ApiBackend>(
             .await?;
             json_response(&list, params, Meta::Read(index))
         }
+        Route::DeploymentPromote { deployment_id } => {
+            let request: drover_structs::DeploymentPromoteRequest = decode_body(&body)?;
+            check_deployment_id_of_body(&request.deployment_id, &deployment_id)?;
+            let response = backend
+                .update_deployment(DeploymentOperation::Promote(request))
+                .await?;
+            json_response(&response, params, Meta::Write(response.index))
+        }
+        Route::DeploymentFail { deployment_id } => {
+            let response = backend
+                .update_deployment(DeploymentOperation::Fail { deployment_id })
+                .await?;
+            json_response(&response, params, Meta::Write(response.index))
+        }
+        Route::DeploymentPause { deployment_id } => {
+            let request: drover_structs::DeploymentPauseRequest = decode_body(&body)?;
+            check_deployment_id_of_body(&request.deployment_id, &deployment_id)?;
+            let response = backend
+                .update_deployment(DeploymentOperation::Pause(request))
+                .await?;
+            json_response(&response, params, Meta::Write(response.index))
+        }
+        Route::DeploymentAllocHealth { deployment_id } => {
+            let request: drover_structs::DeploymentAllocHealthRequest = decode_body(&body)?;
+            check_deployment_id_of_body(&request.deployment_id, &deployment_id)?;
+            let response = backend
+                .update_deployment(DeploymentOperation::AllocHealth(request))
+                .await?;
+            json_response(&response, params, Meta::Write(response.index))
+        }
         Route::StatusLeader => {
             json_response(&backend.agent_info().server_addr, params, Meta::Read(1))
         }
@@ -793,6 +834,7 @@ async fn handle<B: ApiBackend>(
         }
         Route::JobServices { job_id } => services::of_job(backend, params, &job_id).await,
         Route::Search => search::prefix_search(backend, params, body).await,
+        Route::SearchFuzzy => fuzzy::fuzzy_search(backend, params, body).await,
         Route::FsReadAt { alloc_id } => {
             let alloc_dir = backend.alloc_dir(&alloc_id)?;
             let path = params.get("path").unwrap_or("").to_string();

@@ -5,7 +5,7 @@
 //!
 //! drover has no CSI plugins or volumes, scaling policies, or namespaces other than
 //! `default`, so those contexts answer what Nomad answers for an empty table (`null`).
-//! Not here: fuzzy search (`/v1/search/fuzzy` is not served).
+//! Not here: fuzzy search (`fuzzy`).
 
 use std::collections::BTreeMap;
 

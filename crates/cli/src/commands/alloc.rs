@@ -11,7 +11,8 @@ use crate::commands::describe;
 use crate::commands::lookup::{resolve_allocation, task_names};
 use crate::commands::monitor::{MonitorOptions, monitor_evaluation};
 use crate::format::{
-    date_from_timestamp, date_from_unix_nanos, now_unix_nanos, or_none, pretty_age, short_id,
+    date_from_timestamp, date_from_unix_nanos, now_unix_nanos, or_none, pretty_age,
+    pretty_from_now, short_id,
 };
 use crate::{ApiFlags, Io, columnize};
 
@@ -305,7 +306,7 @@ pub async fn show_allocation(
     verbose: bool,
 ) {
     let now = now_unix_nanos();
-    io.say(columnize::key_values(&[
+    let mut pairs = vec![
         ("ID", short_id(&allocation.id, verbose)),
         ("Eval ID", short_id(&allocation.eval_id, verbose)),
         ("Name", allocation.name.clone()),
@@ -325,7 +326,9 @@ pub async fn show_allocation(
         ),
         ("Created", pretty_age(allocation.create_time, now)),
         ("Modified", pretty_age(allocation.modify_time, now)),
-    ]));
+    ];
+    pairs.extend(reschedule_lines(client, allocation, verbose, now).await);
+    io.say(columnize::key_values(&pairs));
     let usage = if allocation.client_status == "running" {
         client.allocation_stats(&allocation.id).await.ok()
     } else {
@@ -350,6 +353,65 @@ pub async fn show_allocation(
         io.say("");
         io.say(task_events(state));
     }
+}
+
+/// Nomad's reschedule lines of `alloc status`: the attempts used within the policy's interval
+/// (when it limits them), the replacement, and when a delayed replacement is due.
+async fn reschedule_lines(
+    client: &ApiClient,
+    allocation: &Allocation,
+    verbose: bool,
+    now: i64,
+) -> Vec<(&'static str, String)> {
+    let mut lines = Vec::new();
+    if let Some(tracker) = allocation.reschedule_tracker.as_ref()
+        && !tracker.events.is_empty()
+    {
+        let (attempted, allowed) = reschedule_info(allocation, allocation.modify_time);
+        if allowed > 0 {
+            lines.push(("Reschedule Attempts", format!("{attempted}/{allowed}")));
+        }
+    }
+    if !allocation.next_allocation.is_empty() {
+        lines.push((
+            "Replacement Alloc ID",
+            short_id(&allocation.next_allocation, verbose),
+        ));
+    }
+    if !allocation.followup_eval_id.is_empty()
+        && let Ok(evaluation) = client.evaluation(&allocation.followup_eval_id).await
+        && let Some(wait_until) = evaluation.wait_until.unix_nanos()
+        && wait_until > now
+    {
+        lines.push(("Reschedule Eligibility", pretty_from_now(wait_until, now)));
+    }
+    lines
+}
+
+/// Nomad's `Allocation.RescheduleInfo`: reschedules within the group policy's interval before
+/// `at` (Unix nanoseconds), and the attempts the policy allows.
+pub fn reschedule_info(allocation: &Allocation, at: i64) -> (i64, i64) {
+    let Some(policy) = allocation
+        .job
+        .as_deref()
+        .and_then(|job| job.lookup_task_group(&allocation.task_group))
+        .and_then(|group| group.reschedule_policy.as_ref())
+    else {
+        return (0, 0);
+    };
+    let interval = policy.interval.as_nanos();
+    let attempted = match allocation.reschedule_tracker.as_ref() {
+        Some(tracker) if policy.attempts > 0 && interval > 0 => tracker
+            .events
+            .iter()
+            .filter(|event| at.saturating_sub(event.reschedule_time) < interval)
+            .count(),
+        _ => 0,
+    };
+    (
+        i64::try_from(attempted).unwrap_or(i64::MAX),
+        policy.attempts,
+    )
 }
 
 /// A check's task as Nomad shows it: `(group)` for a group service's check.

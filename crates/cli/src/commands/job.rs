@@ -1,5 +1,5 @@
 //! `drover job run|validate|status|stop|inspect|allocs|dispatch|periodic force|revert`; `job plan`
-//! is in `job_plan`, `job history` in `job_history`.
+//! is in `job_plan`, `job history` in `job_history`, `job promote` in `deployment`.
 //!
 //! Jobspecs are parsed locally (so errors point at `file:line:col`) and sent as JSON. The
 //! support table (`drover_jobspec::support`) is checked locally too: `job validate` reports
@@ -7,6 +7,7 @@
 //! before submitting such a job; the agent refuses it anyway. Features that run differently
 //! from Nomad are printed as "Job Warnings", as Nomad's CLI prints the agent's warnings.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -22,6 +23,7 @@ pub use crate::commands::lookup::resolve_job;
 use crate::commands::monitor::{MonitorOptions, monitor_evaluation};
 use crate::format::{
     allocation_table, date_from_unix_nanos, now_unix_nanos, placement_failure_lines,
+    pretty_from_now, short_id,
 };
 use crate::{ApiFlags, Io, columnize};
 
@@ -50,6 +52,8 @@ pub enum JobCommand {
     Periodic(PeriodicCommand),
     /// Register an earlier version of a job again
     Revert(RevertArgs),
+    /// Promote the canaries of a job's latest deployment
+    Promote(crate::commands::deployment::PromoteArgs),
 }
 
 #[derive(Debug, Args)]
@@ -217,6 +221,9 @@ pub async fn run(command: JobCommand, io: &mut Io<'_>) -> i32 {
             periodic_force(arguments, io).await
         }
         JobCommand::Revert(arguments) => job_revert(arguments, io).await,
+        JobCommand::Promote(arguments) => {
+            crate::commands::deployment::job_promote(arguments, io).await
+        }
     }
 }
 
@@ -250,7 +257,7 @@ fn job_validate(arguments: ValidateArgs, io: &mut Io<'_>) -> i32 {
 async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
     let job =
         match parse_jobspec_for_submit(&arguments.file, &arguments.variables, "submitting job") {
-            Ok(job) => job,
+            Ok(job) => crate::commands::job_input::with_namespace_flag(job, &arguments.api),
             Err(message) => {
                 io.error(message);
                 return 1;
@@ -464,6 +471,22 @@ pub async fn show_job(
         }
     }
 
+    if let Some(section) = future_rescheduling(&job, &allocations, &evaluations, verbose, now) {
+        io.say("");
+        io.say("Future Rescheduling Attempts");
+        io.say(section);
+    }
+
+    if let Ok(Some(deployment)) = client.job_latest_deployment(job_id).await {
+        io.say("");
+        io.say("Latest Deployment");
+        io.say(crate::commands::deployment_view::deployment_text(
+            &deployment,
+            verbose,
+            false,
+        ));
+    }
+
     io.say("");
     io.say("Allocations");
     if allocations.is_empty() {
@@ -472,6 +495,73 @@ pub async fn show_job(
         io.say(allocation_table(&allocations, verbose, now));
     }
     0
+}
+
+/// Nomad's "Future Rescheduling Attempts" of `job status`: per group, the follow-up evaluation
+/// of its most recently modified allocation while that evaluation is still ahead.
+fn future_rescheduling(
+    job: &Job,
+    allocations: &[drover_structs::AllocListStub],
+    evaluations: &[drover_structs::Evaluation],
+    verbose: bool,
+    now: i64,
+) -> Option<String> {
+    let mut latest: BTreeMap<&str, &drover_structs::AllocListStub> = BTreeMap::new();
+    for alloc in allocations {
+        let entry = latest.entry(alloc.task_group.as_str()).or_insert(alloc);
+        if alloc.modify_time > entry.modify_time {
+            *entry = alloc;
+        }
+    }
+    let mut rows = Vec::new();
+    for (group, alloc) in latest {
+        if alloc.followup_eval_id.is_empty() {
+            continue;
+        }
+        let Some(wait_until) = evaluations
+            .iter()
+            .find(|evaluation| evaluation.id == alloc.followup_eval_id)
+            .and_then(|evaluation| evaluation.wait_until.unix_nanos())
+            .filter(|wait_until| *wait_until > now)
+        else {
+            continue;
+        };
+        let mut row = vec![group.to_string()];
+        if verbose {
+            let policy = job
+                .lookup_task_group(group)
+                .and_then(|group| group.reschedule_policy.as_ref());
+            row.push(policy.map(reschedule_policy_text).unwrap_or_default());
+        }
+        row.push(short_id(&alloc.followup_eval_id, verbose));
+        row.push(pretty_from_now(wait_until, now));
+        rows.push(row);
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    let header: &[&str] = if verbose {
+        &["Task Group", "Reschedule Policy", "Eval ID", "Eval Time"]
+    } else {
+        &["Task Group", "Eval ID", "Eval Time"]
+    };
+    rows.insert(0, header.iter().map(|cell| (*cell).to_string()).collect());
+    Some(columnize::columns(&rows))
+}
+
+/// Nomad's `api.ReschedulePolicy.String`.
+fn reschedule_policy_text(policy: &drover_structs::ReschedulePolicy) -> String {
+    if policy.unlimited {
+        format!(
+            "unlimited with {} delay, max_delay = {}",
+            policy.delay_function, policy.max_delay
+        )
+    } else {
+        format!(
+            "{} in {} with {} delay, max_delay = {}",
+            policy.attempts, policy.interval, policy.delay_function, policy.max_delay
+        )
+    }
 }
 
 /// Nomad's "Next Periodic Launch" row of a periodic job, in the job's time zone.

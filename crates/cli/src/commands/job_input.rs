@@ -114,3 +114,21 @@ pub(crate) fn parse_jobspec_for_submit(
     }
     Ok(job)
 }
+
+/// The job in the namespace `-namespace` (else `NOMAD_NAMESPACE`) names, when its jobspec left
+/// it in `default`, as Nomad's CLI submits a job without a namespace of its own into the
+/// request's. (A jobspec that writes `namespace = "default"` is moved too: the parsed job does
+/// not tell an explicit `default` from none.)
+pub(crate) fn with_namespace_flag(mut job: Job, api: &crate::ApiFlags) -> Job {
+    let flag = api
+        .namespace
+        .clone()
+        .or_else(|| std::env::var("NOMAD_NAMESPACE").ok())
+        .filter(|namespace| !namespace.is_empty() && namespace != "*");
+    if let Some(namespace) = flag
+        && job.namespace == drover_structs::DEFAULT_NAMESPACE
+    {
+        job.namespace = namespace;
+    }
+    job
+}

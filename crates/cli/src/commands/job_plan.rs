@@ -54,7 +54,7 @@ potentially invalid.";
 pub async fn job_plan(arguments: PlanArgs, io: &mut Io<'_>) -> i32 {
     let job = match parse_jobspec_for_submit(&arguments.file, &arguments.variables, "planning job")
     {
-        Ok(job) => job,
+        Ok(job) => crate::commands::job_input::with_namespace_flag(job, &arguments.api),
         Err(message) => {
             io.error(message);
             return 255;

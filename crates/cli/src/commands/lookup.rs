@@ -125,6 +125,27 @@ pub async fn resolve_job(client: &ApiClient, io: &mut Io<'_>, prefix: &str) -> O
     }
 }
 
+/// A job's type as Nomad's job list shows it: `batch/periodic`, `batch/parameterized`.
+fn job_type_text(job: &JobListStub) -> String {
+    let mut text = job.r#type.clone();
+    if job.periodic {
+        text.push_str("/periodic");
+    }
+    if job.parameterized_job {
+        text.push_str("/parameterized");
+    }
+    text
+}
+
+/// A job's status as Nomad's job list shows it: `dead (stopped)` for a stopped job.
+fn job_status_text(job: &JobListStub) -> String {
+    if job.stop {
+        format!("{} (stopped)", job.status)
+    } else {
+        job.status.clone()
+    }
+}
+
 pub fn job_list_table(jobs: &[JobListStub]) -> String {
     let mut rows = vec![
         ["ID", "Type", "Priority", "Status", "Submit Date"]
@@ -135,9 +156,9 @@ pub fn job_list_table(jobs: &[JobListStub]) -> String {
     for job in jobs {
         rows.push(vec![
             job.id.clone(),
-            job.r#type.clone(),
+            job_type_text(job),
             job.priority.to_string(),
-            job.status.clone(),
+            job_status_text(job),
             date_from_unix_nanos(job.submit_time),
         ]);
     }

@@ -4,6 +4,8 @@
 pub mod acl;
 pub mod agent_monitor;
 pub mod alloc;
+pub mod deployment;
+pub mod deployment_view;
 pub mod eval;
 pub mod exec;
 pub mod job;
@@ -12,10 +14,13 @@ pub mod job_input;
 pub mod job_plan;
 pub mod lookup;
 pub mod monitor;
+pub mod namespace;
 pub mod node;
+pub mod node_pool;
 pub mod server;
 pub mod service;
 pub mod status;
+pub mod var;
 
 use drover_api::client::ClientError;
 

@@ -1,7 +1,8 @@
 //! Watching an evaluation after a job is registered or stopped, as Nomad's `monitor.go` does:
 //! poll the evaluation once a second until it is terminal, report the allocations it created
-//! and any failed placements with their reasons, then (for `job run` of a service job) wait
-//! until the new allocations have left `pending`.
+//! and any failed placements with their reasons, then watch the deployment the evaluation
+//! belongs to until it is done, or (for `job run` of a service job without one) wait until the
+//! new allocations have left `pending`.
 //!
 //! Exit codes as Nomad's: 0 done, 1 error or failed evaluation, 2 placement failures.
 
@@ -149,6 +150,23 @@ pub async fn monitor_evaluation(
     ));
     if evaluation.status == "failed" {
         return 1;
+    }
+    // A rollout: watch the deployment, as Nomad's monitor does, instead of the allocations.
+    if !evaluation.deployment_id.is_empty() {
+        io.say(format!(
+            "==> {}: Monitoring deployment \"{}\"",
+            now_date(),
+            short_id(&evaluation.deployment_id, verbose)
+        ));
+        crate::commands::deployment_view::monitor_deployment(
+            client,
+            io,
+            &evaluation.deployment_id,
+            verbose,
+            "    ",
+        )
+        .await;
+        return 0;
     }
     if let Some(limit) = options.wait_for_allocations
         && !reported_allocations.is_empty()

@@ -23,6 +23,11 @@ pub enum NodeCommand {
     Drain(DrainArgs),
     /// Toggle a node's scheduling eligibility
     Eligibility(EligibilityArgs),
+    /// Manage node pools
+    Pool {
+        #[command(subcommand)]
+        command: crate::commands::node_pool::NodePoolCommand,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -108,10 +113,11 @@ pub async fn run(command: NodeCommand, io: &mut Io<'_>) -> i32 {
         NodeCommand::Status(arguments) => node_status(arguments, io).await,
         NodeCommand::Drain(arguments) => node_drain(arguments, io).await,
         NodeCommand::Eligibility(arguments) => node_eligibility(arguments, io).await,
+        NodeCommand::Pool { command } => crate::commands::node_pool::run(command, io).await,
     }
 }
 
-fn node_table(nodes: &[NodeListStub], verbose: bool) -> String {
+pub(crate) fn node_table(nodes: &[NodeListStub], verbose: bool) -> String {
     let mut rows = vec![
         [
             "ID",
@@ -623,7 +629,10 @@ async fn monitor_drain(
                                 monitor_line(
                                     io,
                                     false,
-                                    &format!("Node {node_id:?} drain updated: {strategy:?}"),
+                                    &format!(
+                                        "Node {node_id:?} drain updated: {}",
+                                        drain_strategy_text(strategy)
+                                    ),
                                 );
                             }
                             last_strategy = Some(strategy.clone());
@@ -633,6 +642,23 @@ async fn monitor_drain(
             }
         }
     }
+}
+
+/// A drain strategy as Nomad's API prints it (`DrainStrategy.String`, times in Go's
+/// `time.Time` form).
+fn drain_strategy_text(strategy: &DrainStrategy) -> String {
+    let deadline = go_time_text(strategy.force_deadline);
+    if strategy.ignore_system_jobs {
+        format!("drain ignoring system jobs and deadline at {deadline}")
+    } else {
+        format!("drain with deadline at {deadline}")
+    }
+}
+
+/// Go's `time.Time.String` of a UTC time: `2006-01-02 15:04:05.999999999 +0000 UTC`.
+fn go_time_text(time: drover_structs::Timestamp) -> String {
+    let text = time.to_rfc3339_nanos().replacen('T', " ", 1);
+    format!("{} +0000 UTC", text.trim_end_matches('Z'))
 }
 
 async fn node_eligibility(arguments: EligibilityArgs, io: &mut Io<'_>) -> i32 {
@@ -710,5 +736,24 @@ mod tests {
             ..DrainStrategy::default()
         });
         assert_eq!(format_drain(&node), "true; 2023-11-14T22:13:20Z deadline");
+    }
+
+    #[test]
+    fn a_drain_update_reads_as_nomads_monitor() {
+        let mut strategy = DrainStrategy {
+            deadline: DurationNs::from_secs(30),
+            force_deadline: drover_structs::Timestamp::from_unix_nanos(1_700_000_000_500_000_000),
+            ..DrainStrategy::default()
+        };
+        assert_eq!(
+            drain_strategy_text(&strategy),
+            "drain with deadline at 2023-11-14 22:13:20.5 +0000 UTC"
+        );
+        strategy.ignore_system_jobs = true;
+        strategy.force_deadline = drover_structs::Timestamp::ZERO;
+        assert_eq!(
+            drain_strategy_text(&strategy),
+            "drain ignoring system jobs and deadline at 0001-01-01 00:00:00 +0000 UTC"
+        );
     }
 }

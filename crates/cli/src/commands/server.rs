@@ -1,4 +1,5 @@
-//! `drover server members`: the servers of the region (one, for a single agent).
+//! `drover server members`: the servers of the region, as Nomad 1.1.2 lists them (sorted by
+//! name, the leader found by comparing each member's `Addr:port` with `/v1/status/leader`).
 
 use clap::{Args, Subcommand};
 
@@ -38,6 +39,16 @@ async fn members(arguments: MembersArgs, io: &mut Io<'_>) -> i32 {
             return 1;
         }
     };
+    let mut members = answer["Members"].as_array().cloned().unwrap_or_default();
+    members.sort_by(|a, b| a["Name"].as_str().cmp(&b["Name"].as_str()));
+    let (leader, leader_error) = if members.iter().all(|member| member["Status"] == "left") {
+        (String::new(), None)
+    } else {
+        match client.status_leader().await {
+            Ok(leader) => (leader, None),
+            Err(error) => (String::new(), Some(describe("querying the leader", &error))),
+        }
+    };
     let text = |value: &serde_json::Value| match value {
         serde_json::Value::String(text) => text.clone(),
         serde_json::Value::Null => String::new(),
@@ -50,6 +61,7 @@ async fn members(arguments: MembersArgs, io: &mut Io<'_>) -> i32 {
             "Port",
             "Status",
             "Leader",
+            "Protocol",
             "Build",
             "Datacenter",
             "Region",
@@ -58,19 +70,29 @@ async fn members(arguments: MembersArgs, io: &mut Io<'_>) -> i32 {
         .map(|cell| (*cell).to_string())
         .collect::<Vec<_>>(),
     ];
-    let members = answer["Members"].as_array().cloned().unwrap_or_default();
     for member in &members {
+        let address = format!(
+            "{}:{}",
+            text(&member["Addr"]),
+            text(&member["Tags"]["port"])
+        );
         rows.push(vec![
             text(&member["Name"]),
             text(&member["Addr"]),
             text(&member["Port"]),
             text(&member["Status"]),
-            (members.len() == 1).to_string(),
+            (!leader.is_empty() && leader == address).to_string(),
+            text(&member["ProtocolCur"]),
             text(&member["Tags"]["build"]),
             text(&member["Tags"]["dc"]),
             text(&member["Tags"]["region"]),
         ]);
     }
     io.say(columnize::columns(&rows));
+    if let Some(error) = leader_error {
+        io.say("");
+        io.error(format!("Error determining leaders: {error}"));
+        return 1;
+    }
     0
 }

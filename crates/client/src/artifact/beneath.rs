@@ -180,6 +180,63 @@ impl BeneathDir {
         &self.path
     }
 
+    /// Gives the destination and everything beneath it to `uid`:`gid` (`chown = true`),
+    /// following no symlink: a symlink itself changes owner, never what it points to.
+    pub fn chown_all(&self, uid: u32, gid: u32) -> Result<(), ArtifactError> {
+        let owner = Some(rustix::fs::Uid::from_raw(uid));
+        let group = Some(rustix::fs::Gid::from_raw(gid));
+        let fail = |path: &Path, errno: Errno| {
+            io_error(format!("changing the owner of {}", path.display()), errno)
+        };
+        rustix::fs::chownat(&self.root, "", owner, group, AtFlags::EMPTY_PATH)
+            .map_err(|errno| fail(&self.path, errno))?;
+        let read_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let first = rustix::fs::openat(&self.root, ".", read_flags, Mode::empty())
+            .map_err(|errno| fail(&self.path, errno))?;
+        let mut pending = vec![(first, self.path.clone())];
+        while let Some((directory, path)) = pending.pop() {
+            let listing =
+                rustix::fs::Dir::read_from(&directory).map_err(|errno| fail(&path, errno))?;
+            for item in listing {
+                let item = item.map_err(|errno| fail(&path, errno))?;
+                let name = std::ffi::OsStr::from_bytes(item.file_name().to_bytes()).to_owned();
+                if name == "." || name == ".." {
+                    continue;
+                }
+                let child = path.join(&name);
+                rustix::fs::chownat(
+                    &directory,
+                    name.as_os_str(),
+                    owner,
+                    group,
+                    AtFlags::SYMLINK_NOFOLLOW,
+                )
+                .map_err(|errno| fail(&child, errno))?;
+                if is_dir_at(&directory, &name) {
+                    let opened =
+                        rustix::fs::openat(&directory, name.as_os_str(), read_flags, Mode::empty())
+                            .map_err(|errno| fail(&child, errno))?;
+                    pending.push((opened, child));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives the file `entry` beneath the destination to `uid`:`gid`, following no symlink
+    /// (`chown = true` in mode `file`).
+    pub fn chown_entry(&self, entry: &EntryPath, uid: u32, gid: u32) -> Result<(), ArtifactError> {
+        let (parent, name) = self.parent_of(entry)?;
+        rustix::fs::chownat(
+            &parent,
+            name.as_os_str(),
+            Some(rustix::fs::Uid::from_raw(uid)),
+            Some(rustix::fs::Gid::from_raw(gid)),
+            AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .map_err(|errno| self.entry_error(entry, errno))
+    }
+
     /// Opens (creating as needed) the directory `parts` beneath the root.
     fn ensure_dir(&self, entry: &EntryPath, parts: &[OsString]) -> Result<OwnedFd, ArtifactError> {
         let mut current = rustix::fs::openat(&self.root, ".", dir_flags(), Mode::empty())

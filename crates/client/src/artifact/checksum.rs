@@ -2,7 +2,9 @@
 //! against the downloaded file before anything is unpacked from it. A bare hex value is taken
 //! by its length, as go-getter does (32 md5, 40 sha1, 64 sha256, 128 sha512).
 //!
-//! **Not** checksum files (`file:URL`), which are refused by name.
+//! `checksum = "file:<URL or path>"` names a checksum file instead ([`ChecksumOption::File`]):
+//! the fetcher reads it and [`from_checksum_file`] picks the line of the artifact's file name,
+//! in BSD (`SHA256 (name) = hex`) or GNU (`hex  name`, `hex *name`) form, as go-getter does.
 
 use std::io::Read;
 use std::path::Path;
@@ -63,8 +65,78 @@ fn invalid(reason: String) -> ArtifactError {
     }
 }
 
-impl Checksum {
+/// The `checksum` option: a digest, or where to read one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChecksumOption {
+    Digest(Checksum),
+    /// `file:<URL or absolute path>`: a checksum file listing the artifact's digest.
+    File(String),
+}
+
+impl ChecksumOption {
     /// Parses the `checksum` option.
+    pub fn parse(text: &str) -> Result<ChecksumOption, ArtifactError> {
+        match text.trim().strip_prefix("file:") {
+            Some("") => Err(invalid("\"file:\" names no checksum file".to_string())),
+            Some(location) => Ok(ChecksumOption::File(location.to_string())),
+            None => Checksum::parse(text).map(ChecksumOption::Digest),
+        }
+    }
+}
+
+/// The digest of `file_name` in the checksum file `contents` read from `location`.
+pub fn from_checksum_file(
+    contents: &str,
+    location: &str,
+    file_name: &str,
+) -> Result<Checksum, ArtifactError> {
+    let kind_of = |hex: &str| {
+        [
+            ChecksumKind::Md5,
+            ChecksumKind::Sha1,
+            ChecksumKind::Sha256,
+            ChecksumKind::Sha512,
+        ]
+        .into_iter()
+        .find(|kind| kind.hex_len() == hex.len())
+    };
+    for line in contents.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (kind, hex, name) = match fields.as_slice() {
+            // BSD: `SHA256 (name) = hex`.
+            [kind, name, "=", hex] => {
+                let Some(name) = name.strip_prefix('(').and_then(|n| n.strip_suffix(')')) else {
+                    continue;
+                };
+                let kind = match kind.to_ascii_lowercase().as_str() {
+                    "md5" => ChecksumKind::Md5,
+                    "sha1" => ChecksumKind::Sha1,
+                    "sha256" => ChecksumKind::Sha256,
+                    "sha512" => ChecksumKind::Sha512,
+                    _ => continue,
+                };
+                (kind, *hex, name)
+            }
+            // GNU: `hex  name`, `hex *name` (binary mode).
+            [hex, name] => {
+                let Some(kind) = kind_of(hex) else {
+                    continue;
+                };
+                (kind, *hex, name.trim_start_matches('*'))
+            }
+            _ => continue,
+        };
+        if name.trim_start_matches("./") == file_name {
+            return Checksum::parse(&format!("{}:{hex}", kind.name()));
+        }
+    }
+    Err(invalid(format!(
+        "no checksum of {file_name:?} in checksum file {location}"
+    )))
+}
+
+impl Checksum {
+    /// Parses a digest (`type:hex` or a bare hex).
     pub fn parse(text: &str) -> Result<Checksum, ArtifactError> {
         let text = text.trim();
         let (kind, hex) = match text.split_once(':') {
@@ -74,12 +146,6 @@ impl Checksum {
                     "sha1" => ChecksumKind::Sha1,
                     "sha256" => ChecksumKind::Sha256,
                     "sha512" => ChecksumKind::Sha512,
-                    "file" => {
-                        return Err(invalid(
-                            "checksum files (\"file:…\") are not supported; give the digest"
-                                .to_string(),
-                        ));
-                    }
                     other => {
                         return Err(invalid(format!(
                             "unsupported checksum type {other:?} (md5, sha1, sha256 or sha512)"
@@ -217,5 +283,33 @@ mod tests {
         assert!(Checksum::parse("crc32:abcd1234").is_err());
         assert!(Checksum::parse("file:http://example/SHASUMS").is_err());
         assert!(Checksum::parse("zz").is_err());
+        assert!(ChecksumOption::parse("file:").is_err());
+    }
+
+    #[test]
+    fn checksum_files_in_bsd_and_gnu_form_give_the_digest_of_the_files_name() {
+        let sha256 = HELLO[2].1;
+        let md5 = HELLO[0].1;
+        assert_eq!(
+            ChecksumOption::parse("file:https://example.com/SHA256SUMS").expect("parses"),
+            ChecksumOption::File("https://example.com/SHA256SUMS".to_string())
+        );
+        let gnu = format!("{md5}  other.tgz\n{sha256} *app.tgz\n");
+        assert_eq!(
+            from_checksum_file(&gnu, "SUMS", "app.tgz").expect("found"),
+            Checksum::parse(&format!("sha256:{sha256}")).expect("digest")
+        );
+        let bsd = format!("MD5 (./app.tgz) = {md5}\n");
+        assert_eq!(
+            from_checksum_file(&bsd, "SUMS", "app.tgz").expect("found"),
+            Checksum::parse(&format!("md5:{md5}")).expect("digest")
+        );
+        let missing = from_checksum_file(&gnu, "SUMS", "nope.tgz").expect_err("absent");
+        assert!(
+            missing
+                .to_string()
+                .contains("no checksum of \"nope.tgz\" in checksum file SUMS"),
+            "{missing}"
+        );
     }
 }

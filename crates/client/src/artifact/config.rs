@@ -28,7 +28,15 @@ pub struct ArtifactConfig {
     pub decompression_size_limit: u64,
     /// Most entries an archive may unpack (`decompression_file_count_limit`); zero is no limit.
     pub decompression_file_count_limit: u64,
+    /// A cache entry unused for longer is removed (`cache_max_age`); zero keeps entries.
+    pub cache_max_age: Duration,
+    /// While the cache holds more bytes, its least recently used entries are removed
+    /// (`cache_max_size`); zero is no cap.
+    pub cache_max_size: u64,
 }
+
+/// The default `cache_max_age`: three days.
+pub const DEFAULT_CACHE_MAX_AGE: Duration = Duration::from_secs(72 * 3600);
 
 impl Default for ArtifactConfig {
     fn default() -> Self {
@@ -38,6 +46,8 @@ impl Default for ArtifactConfig {
             git_timeout: DEFAULT_GETTER_TIMEOUT,
             decompression_size_limit: DEFAULT_SIZE_LIMIT,
             decompression_file_count_limit: DEFAULT_FILE_COUNT_LIMIT,
+            cache_max_age: DEFAULT_CACHE_MAX_AGE,
+            cache_max_size: 0,
         }
     }
 }

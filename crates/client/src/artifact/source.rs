@@ -4,8 +4,9 @@
 //!
 //! Getters: `http`/`https` URLs (options that are not go-getter's own are added to the query,
 //! as Nomad does), local files (`/path` or `file://`), and git (`git::URL`, `git@host:path`,
-//! `github.com/owner/repo`) with `ref` and `depth`. `s3::`, `gcs::`, `hg::` and the sources
-//! they detect are refused naming the getter. Subdirectories (`URL//sub`) are refused.
+//! `github.com/owner/repo`) with `ref`, `depth` and `sshkey` (a base64 private key). `s3::`, `gcs::`, `hg::` and the sources
+//! they detect are refused naming the getter. `URL//sub` (go-getter's subdirectory) fetches
+//! the URL and places only `sub` of its tree (an archive's or a checkout's).
 //!
 //! **Not** the fetching itself (see `fetch`).
 
@@ -16,7 +17,7 @@ use drover_structs::TaskArtifact;
 
 use super::archive::ArchiveKind;
 use super::beneath::EntryPath;
-use super::checksum::Checksum;
+use super::checksum::{Checksum, ChecksumOption};
 use super::error::ArtifactError;
 use crate::allocdir::join_within;
 use crate::taskenv::TaskEnv;
@@ -62,6 +63,9 @@ pub struct ArtifactSpec {
     pub source: String,
     pub getter: Getter,
     pub checksum: Option<Checksum>,
+    /// `checksum = "file:…"`: where the fetcher reads the digest (an http(s) URL or an
+    /// absolute path on the client).
+    pub checksum_file: Option<String>,
     pub archive: ArchiveChoice,
     /// `filename` option: the name of a downloaded file in mode `any`.
     pub filename: Option<String>,
@@ -71,6 +75,10 @@ pub struct ArtifactSpec {
     pub destination: EntryPath,
     /// `insecure`: the TLS certificate of an https (or git-over-https) source is not verified.
     pub insecure: bool,
+    /// `URL//sub`: only this subdirectory of the fetched tree is placed.
+    pub subdir: Option<EntryPath>,
+    /// A git source's `sshkey` (decoded from base64): the private key git's ssh uses.
+    pub git_ssh_key: Option<Vec<u8>>,
 }
 
 const UNSUPPORTED_GETTERS: &[&str] = &["s3", "gcs", "hg", "bitbucket", "ssh", "smb"];
@@ -95,10 +103,29 @@ impl ArtifactSpec {
             .iter()
             .map(|(key, value)| (key.clone(), env.interpolate(value)))
             .collect();
-        let checksum = options
+        let (checksum, checksum_file) = match options
             .remove("checksum")
-            .map(|text| Checksum::parse(&text))
-            .transpose()?;
+            .map(|text| ChecksumOption::parse(&text))
+            .transpose()?
+        {
+            None => (None, None),
+            Some(ChecksumOption::Digest(checksum)) => (Some(checksum), None),
+            Some(ChecksumOption::File(location)) => {
+                let location = location.strip_prefix("file://").unwrap_or(&location);
+                let fetchable = location.starts_with('/')
+                    || location.starts_with("http://")
+                    || location.starts_with("https://");
+                if !fetchable {
+                    return Err(ArtifactError::InvalidOption {
+                        option: "checksum".to_string(),
+                        reason: format!(
+                            "checksum file {location:?} must be an http(s) URL or an absolute path"
+                        ),
+                    });
+                }
+                (None, Some(location.to_string()))
+            }
+        };
         let archive = match options.remove("archive") {
             None => ArchiveChoice::Detect,
             Some(value) => match ArchiveKind::from_option(&value)? {
@@ -115,7 +142,32 @@ impl ArtifactSpec {
                 reason: format!("{name:?} is not a file name"),
             });
         }
-        let getter = getter_for(&artifact.getter_source, &source, &mut options)?;
+        let (source, subdir) = split_subdir(&source);
+        let subdir = subdir
+            .map(|subdir| {
+                if subdir.contains(['*', '?', '[']) {
+                    return Err(invalid_source(
+                        &artifact.getter_source,
+                        "globs in a subdirectory (\"//sub*\") are not supported",
+                    ));
+                }
+                EntryPath::parse(Path::new(&subdir))
+                    .map_err(|error| invalid_source(&artifact.getter_source, error.to_string()))
+            })
+            .transpose()?;
+        let mut ssh_key = None;
+        let getter = getter_for(&artifact.getter_source, &source, &mut options, &mut ssh_key)?;
+        let git_ssh_key = ssh_key
+            .map(|key| {
+                use base64::Engine as _;
+                base64::engine::general_purpose::STANDARD
+                    .decode(key.trim())
+                    .map_err(|error| ArtifactError::InvalidOption {
+                        option: "sshkey".to_string(),
+                        reason: format!("not base64: {error}"),
+                    })
+            })
+            .transpose()?;
         if let Some(option) = options.keys().next()
             && !matches!(getter, Getter::Http { .. })
         {
@@ -130,7 +182,7 @@ impl ArtifactSpec {
             },
             other => other,
         };
-        if checksum.is_some() && matches!(getter, Getter::Git { .. }) {
+        if (checksum.is_some() || checksum_file.is_some()) && matches!(getter, Getter::Git { .. }) {
             return Err(ArtifactError::InvalidOption {
                 option: "checksum".to_string(),
                 reason: "a git source has no file to check; pin it with ref instead".to_string(),
@@ -168,21 +220,26 @@ impl ArtifactSpec {
             source: artifact.getter_source.clone(),
             getter,
             checksum,
+            checksum_file,
             archive,
             filename,
             headers,
             mode,
             destination,
             insecure: artifact.getter_insecure,
+            subdir,
+            git_ssh_key,
         })
     }
 }
 
-/// Picks the getter of `source` (interpolated), taking the git options out of `options`.
+/// Picks the getter of `source` (interpolated), taking the git options out of `options`
+/// (`sshkey` into `ssh_key`).
 fn getter_for(
     written: &str,
     source: &str,
     options: &mut BTreeMap<String, String>,
+    ssh_key: &mut Option<String>,
 ) -> Result<Getter, ArtifactError> {
     let (forced, rest) = match source.split_once("::") {
         Some((name, rest))
@@ -193,10 +250,7 @@ fn getter_for(
         _ => (None, source),
     };
     if has_subdirectory(rest) {
-        return Err(invalid_source(
-            written,
-            "subdirectories (\"//sub\") of a source are not supported",
-        ));
+        return Err(invalid_source(written, "more than one \"//\" subdirectory"));
     }
     let scheme = rest
         .split_once("://")
@@ -257,12 +311,7 @@ fn getter_for(
                         })
                 })
                 .transpose()?;
-            if query.contains_key("sshkey") {
-                return Err(ArtifactError::InvalidOption {
-                    option: "sshkey".to_string(),
-                    reason: "not supported; give the client's git an ssh key instead".to_string(),
-                });
-            }
+            *ssh_key = query.remove("sshkey");
             // Whatever is left is reported by the caller as an unknown option.
             *options = query;
             Ok(Getter::Git {
@@ -295,6 +344,27 @@ fn detect_schemeless(source: &str) -> String {
         // agent's working directory, which no job can rely on.
         "relative path".to_string()
     }
+}
+
+/// `source` without its `//sub` (after the scheme and host, before the query), and `sub`, as
+/// go-getter's `SourceDirSubdir` splits it; the query stays with the source.
+fn split_subdir(source: &str) -> (String, Option<String>) {
+    let (forced, rest) = match source.split_once("::") {
+        Some((name, rest))
+            if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric()) =>
+        {
+            (format!("{name}::"), rest)
+        }
+        _ => (String::new(), source),
+    };
+    let scheme_end = rest.find("://").map_or(0, |at| at + 3);
+    let (base, query) = split_query(rest);
+    let Some(at) = base[scheme_end..].find("//").map(|at| at + scheme_end) else {
+        return (source.to_string(), None);
+    };
+    let subdir = base[at + 2..].to_string();
+    let query = query.map(|query| format!("?{query}")).unwrap_or_default();
+    (format!("{forced}{}{query}", &base[..at]), Some(subdir))
 }
 
 /// Whether the source names a subdirectory (`…//sub`) after its scheme and host.
@@ -396,6 +466,38 @@ mod tests {
     }
 
     #[test]
+    fn a_subdirectory_is_split_off_the_source_keeping_the_query() {
+        let tgz = spec("https://example.com/app.tgz//bin/x?archive=tgz", &[]).expect("http");
+        assert!(matches!(
+            &tgz.getter,
+            Getter::Http { url } if url == "https://example.com/app.tgz?archive=tgz"
+        ));
+        assert_eq!(tgz.subdir.as_ref().map(EntryPath::display), Some("bin/x"));
+        let git = spec("git::https://example.com/repo.git//deploy?ref=v1", &[]).expect("git");
+        assert_eq!(
+            git.getter,
+            Getter::Git {
+                url: "https://example.com/repo.git".into(),
+                reference: Some("v1".into()),
+                depth: None
+            }
+        );
+        assert_eq!(git.subdir.as_ref().map(EntryPath::display), Some("deploy"));
+        let local = spec("/srv/tree//conf", &[]).expect("file");
+        assert_eq!(
+            local.getter,
+            Getter::File {
+                path: "/srv/tree".into()
+            }
+        );
+        assert_eq!(local.subdir.as_ref().map(EntryPath::display), Some("conf"));
+        assert_eq!(
+            spec("https://example.com/x", &[]).expect("plain").subdir,
+            None
+        );
+    }
+
+    #[test]
     fn unsupported_getters_are_named() {
         for (source, getter) in [
             ("s3::https://s3.amazonaws.com/bucket/foo", "s3"),
@@ -424,7 +526,8 @@ mod tests {
             Err(ArtifactError::InvalidDestination { .. })
         ));
         assert!(spec("/srv/x", &[("unknown", "1")]).is_err());
-        assert!(spec("https://example.com/x//sub", &[]).is_err());
+        assert!(spec("https://example.com/x//../up", &[]).is_err());
+        assert!(spec("https://example.com/x//sub*", &[]).is_err());
         assert!(spec("relative/path", &[]).is_err());
         let defaults = spec("https://example.com/x.tgz", &[("archive", "false")]).expect("spec");
         assert_eq!(defaults.archive, ArchiveChoice::Keep);

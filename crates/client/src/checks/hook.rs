@@ -503,6 +503,23 @@ impl Observer {
                 Ok(address) => probe::tcp(&address, timeout).await,
                 Err(message) => failure(message),
             },
+            "grpc" => match self.address() {
+                Ok(address) => {
+                    let env = self.env();
+                    let tls = check.grpc_use_tls.then(|| super::grpc::GrpcTls {
+                        skip_verify: check.tls_skip_verify,
+                        server_name: env.interpolate(&check.tls_server_name),
+                    });
+                    super::grpc::grpc(
+                        &address,
+                        &env.interpolate(&check.grpc_service),
+                        tls,
+                        timeout,
+                    )
+                    .await
+                }
+                Err(message) => failure(message),
+            },
             "script" => {
                 let Some(context) = self.exec_task.as_ref().and_then(|task| task.exec_context())
                 else {

@@ -153,12 +153,55 @@ pub async fn script(
     command: Vec<String>,
     timeout: Duration,
 ) -> ProbeResult {
+    match run_in_task(shim_binary, context, command, timeout).await {
+        Ok(ScriptRun { code, output }) => ProbeResult {
+            outcome: match code {
+                0 => Outcome::Success,
+                1 => Outcome::Warning,
+                _ => Outcome::Failure,
+            },
+            status_code: 0,
+            output,
+        },
+        Err(ScriptError::TimedOut) => ProbeResult::failure(format!(
+            "script check timed out after {}",
+            humanize(timeout)
+        )),
+        Err(ScriptError::Failed(message)) => ProbeResult::failure(message),
+    }
+}
+
+/// A command that ran to its end inside a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptRun {
+    /// Its exit code (128 + the signal when a signal ended it).
+    pub code: i32,
+    /// The tail of its combined output.
+    pub output: String,
+}
+
+/// A command that did not run to its end inside a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScriptError {
+    /// The timeout passed; its process group was killed.
+    TimedOut,
+    /// It could not be started or waited for.
+    Failed(String),
+}
+
+/// Runs `command` inside the task of `context` through the shim at `shim_binary` (the
+/// `alloc exec` path): script checks and a template's `change_script` alike. The command's
+/// process group is killed when `timeout` passes.
+pub async fn run_in_task(
+    shim_binary: PathBuf,
+    context: TaskExecContext,
+    command: Vec<String>,
+    timeout: Duration,
+) -> Result<ScriptRun, ScriptError> {
     let spec = context.exec_spec(command, false);
-    let text = match serde_json::to_string(&spec) {
-        Ok(text) => text,
-        Err(error) => return ProbeResult::failure(format!("encoding the exec spec: {error}")),
-    };
-    let mut child = match tokio::process::Command::new(&shim_binary)
+    let text = serde_json::to_string(&spec)
+        .map_err(|error| ScriptError::Failed(format!("encoding the exec spec: {error}")))?;
+    let mut child = tokio::process::Command::new(&shim_binary)
         .arg(drover_shim::exec_mode::EXEC_MODE_ARGUMENT)
         .arg(text)
         .stdin(Stdio::null())
@@ -166,12 +209,9 @@ pub async fn script(
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-    {
-        Ok(child) => child,
-        Err(error) => {
-            return ProbeResult::failure(format!("starting {}: {error}", shim_binary.display()));
-        }
-    };
+        .map_err(|error| {
+            ScriptError::Failed(format!("starting {}: {error}", shim_binary.display()))
+        })?;
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let output = std::sync::Arc::new(std::sync::Mutex::new(TailBuffer::default()));
@@ -205,7 +245,11 @@ pub async fn script(
                 .or_else(|| status.signal().map(|signal| 128 + signal))
                 .unwrap_or(2)
         }
-        Ok(Err(error)) => return ProbeResult::failure(format!("waiting for the script: {error}")),
+        Ok(Err(error)) => {
+            return Err(ScriptError::Failed(format!(
+                "waiting for the script: {error}"
+            )));
+        }
         Err(_) => {
             // The shim starts a new session: its pid is the command's process group.
             if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
@@ -214,29 +258,18 @@ pub async fn script(
             }
             let _ = child.kill().await;
             pumps.iter().for_each(tokio::task::JoinHandle::abort);
-            return ProbeResult::failure(format!(
-                "script check timed out after {}",
-                humanize(timeout)
-            ));
+            return Err(ScriptError::TimedOut);
         }
     };
-    // A background process holding the pipes must not hold the check.
+    // A background process holding the pipes must not hold the caller.
     for pump in pumps {
         let _ = tokio::time::timeout(Duration::from_secs(1), pump).await;
     }
-    let text = output
+    let output = output
         .lock()
         .map(|tail| String::from_utf8_lossy(&tail.bytes).into_owned())
         .unwrap_or_default();
-    ProbeResult {
-        outcome: match code {
-            0 => Outcome::Success,
-            1 => Outcome::Warning,
-            _ => Outcome::Failure,
-        },
-        status_code: 0,
-        output: text,
-    }
+    Ok(ScriptRun { code, output })
 }
 
 fn humanize(duration: Duration) -> String {

@@ -151,6 +151,17 @@ pub trait TaskDriver: Send + Sync + std::fmt::Debug {
         handle: &'a PersistedTaskHandle,
     ) -> DriverFuture<'a, Result<Reattached, DriverFailure>>;
 
+    /// Re-attaches as [`TaskDriver::reattach`], recording what the driver reports on the way
+    /// (as "Driver" task events) through `events`.
+    fn reattach_reporting<'a>(
+        &'a self,
+        handle: &'a PersistedTaskHandle,
+        events: &'a drover_driver::DriverEvents,
+    ) -> DriverFuture<'a, Result<Reattached, DriverFailure>> {
+        let _ = events;
+        self.reattach(handle)
+    }
+
     /// Waits until the task exits. Dropping the future stops waiting, never the task.
     fn wait<'a>(
         &'a self,

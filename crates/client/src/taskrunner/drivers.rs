@@ -182,8 +182,19 @@ impl TaskDriver for DriverAdapter {
         handle: &'a PersistedTaskHandle,
     ) -> DriverFuture<'a, Result<Reattached, DriverFailure>> {
         Box::pin(async move {
+            self.reattach_reporting(handle, &drover_driver::DriverEvents::default())
+                .await
+        })
+    }
+
+    fn reattach_reporting<'a>(
+        &'a self,
+        handle: &'a PersistedTaskHandle,
+        events: &'a drover_driver::DriverEvents,
+    ) -> DriverFuture<'a, Result<Reattached, DriverFailure>> {
+        Box::pin(async move {
             let decoded = Self::decode(handle)?;
-            match self.driver.recover(&decoded).await {
+            match self.driver.recover_reporting(&decoded, events).await {
                 Ok(()) => Ok(Reattached::Attached(StartedTask {
                     handle: handle.clone(),
                     pid: decoded

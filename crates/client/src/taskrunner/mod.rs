@@ -203,6 +203,61 @@ impl hooks::TaskLifecycleRequests for RunnerLifecycleRequests {
             shared.kill_token().cancel();
         }
     }
+
+    fn exec_context(&self) -> Option<TaskExecContext> {
+        let shared = self.shared.upgrade()?;
+        exec_context_of(&shared).ok()
+    }
+}
+
+/// [`TaskRunner::exec_context`] of the runner whose shared state is `shared`.
+fn exec_context_of(shared: &TaskRunnerShared) -> Result<TaskExecContext, TaskRunnerError> {
+    let not_running = || TaskRunnerError::TaskNotRunning {
+        task: shared.task_name.clone(),
+    };
+    if shared.phase() != TaskPhase::Running {
+        return Err(not_running());
+    }
+    let handle = lock(&shared.local).handle.clone().ok_or_else(not_running)?;
+    // Handles of drivers that run tasks under a shim name the task's pid and cgroup; other
+    // drivers' handles (the mock's) simply give neither.
+    let decoded = serde_json::from_value::<drover_driver::TaskHandle>(handle.handle).ok();
+    let docker = handle.driver_name == "docker";
+    let (container_pid, container_cgroup) = match (&decoded, docker) {
+        (Some(decoded), true) => container_process(&decoded.driver_state),
+        _ => (None, None),
+    };
+    let shim = decoded.and_then(|handle| handle.shim);
+    let task = shared.task();
+    let task_pid = shim.as_ref().map(|shim| shim.task_pid).or(container_pid);
+    let mut env = shared.env_cell.get().env;
+    // A task re-attached by a restarted agent has not run its prestart hooks in this
+    // process, so the environment is taken from the task's process itself.
+    if env.is_empty()
+        && let Some(pid) = task_pid
+    {
+        env = process_environment(pid);
+    }
+    let isolated = ISOLATING_DRIVERS.contains(&handle.driver_name.as_str());
+    let user = Some(task.user.clone()).filter(|user| !user.is_empty());
+    Ok(TaskExecContext {
+        env,
+        // An isolated task's root is its task dir, where it starts.
+        cwd: if isolated {
+            std::path::PathBuf::from("/")
+        } else {
+            shared.task_dir.dir.clone()
+        },
+        // A container's default user is the image's (the engine's concern), not `nobody`.
+        user: if isolated && !docker {
+            user.or_else(|| Some(ISOLATED_DEFAULT_USER.to_string()))
+        } else {
+            user
+        },
+        task_pid,
+        cgroup: shim.and_then(|shim| shim.cgroup).or(container_cgroup),
+        isolated,
+    })
 }
 
 fn hook_context(shared: &Arc<TaskRunnerShared>) -> hooks::TaskHookContext {
@@ -646,55 +701,7 @@ impl TaskRunner {
     /// What `alloc exec` needs to run a command in this task's context. Refused when the task
     /// is not running (there is no process, cgroup or namespace to join).
     pub fn exec_context(&self) -> Result<TaskExecContext, TaskRunnerError> {
-        let not_running = || TaskRunnerError::TaskNotRunning {
-            task: self.shared.task_name.clone(),
-        };
-        if self.shared.phase() != TaskPhase::Running {
-            return Err(not_running());
-        }
-        let handle = lock(&self.shared.local)
-            .handle
-            .clone()
-            .ok_or_else(not_running)?;
-        // Handles of drivers that run tasks under a shim name the task's pid and cgroup; other
-        // drivers' handles (the mock's) simply give neither.
-        let decoded = serde_json::from_value::<drover_driver::TaskHandle>(handle.handle).ok();
-        let docker = handle.driver_name == "docker";
-        let (container_pid, container_cgroup) = match (&decoded, docker) {
-            (Some(decoded), true) => container_process(&decoded.driver_state),
-            _ => (None, None),
-        };
-        let shim = decoded.and_then(|handle| handle.shim);
-        let task = self.shared.task();
-        let task_pid = shim.as_ref().map(|shim| shim.task_pid).or(container_pid);
-        let mut env = self.shared.env_cell.get().env;
-        // A task re-attached by a restarted agent has not run its prestart hooks in this
-        // process, so the environment is taken from the task's process itself.
-        if env.is_empty()
-            && let Some(pid) = task_pid
-        {
-            env = process_environment(pid);
-        }
-        let isolated = ISOLATING_DRIVERS.contains(&handle.driver_name.as_str());
-        let user = Some(task.user.clone()).filter(|user| !user.is_empty());
-        Ok(TaskExecContext {
-            env,
-            // An isolated task's root is its task dir, where it starts.
-            cwd: if isolated {
-                std::path::PathBuf::from("/")
-            } else {
-                self.shared.task_dir.dir.clone()
-            },
-            // A container's default user is the image's (the engine's concern), not `nobody`.
-            user: if isolated && !docker {
-                user.or_else(|| Some(ISOLATED_DEFAULT_USER.to_string()))
-            } else {
-                user
-            },
-            task_pid,
-            cgroup: shim.and_then(|shim| shim.cgroup).or(container_cgroup),
-            isolated,
-        })
+        exec_context_of(&self.shared)
     }
 
     /// Takes the task's services out of the catalog ahead of its kill (the allocation is

@@ -111,7 +111,13 @@ impl TaskRunLoop {
         self.normalize_restored_phase(handle.is_some());
         let mut exit_found_on_restore = None;
         if let Some(persisted) = handle.clone() {
-            match self.reattach(&persisted).await {
+            // A driver may wait for what it needs to re-attach (the docker engine); an agent
+            // shutting down meanwhile leaves the handle for the next one.
+            let reattached = tokio::select! {
+                () = self.shared.agent_shutdown.cancelled() => return,
+                reattached = self.reattach(&persisted) => reattached,
+            };
+            match reattached {
                 Some(gone) => {
                     handle = None;
                     exit_found_on_restore = Some(gone);
@@ -188,7 +194,8 @@ impl TaskRunLoop {
                 ..TaskExit::default()
             });
         };
-        let (recorded_exit, explanation) = match driver.reattach(handle).await {
+        let events = driver_events(&self.shared);
+        let (recorded_exit, explanation) = match driver.reattach_reporting(handle, &events).await {
             Ok(Reattached::Attached(_)) => return None,
             Ok(Reattached::Gone { exit, explanation }) => (exit, explanation),
             Err(failure) => (None, failure.message),

@@ -11,8 +11,14 @@
 //! and renders again), and `nomadVar` of a variable that does not exist fails the render
 //! (the hook waits for it, as Nomad's template blocks on it).
 //!
-//! **Not** here: data sources drover lacks. `nomadService*` fail with an error saying what is
-//! missing; Consul's and Vault's functions are refused by name.
+//! `nomadService` and `nomadServices` answer from the same cache, filled from the servers'
+//! built-in service catalog with the task's identity: `nomadService "[tag.]name[?ns=ns]"`
+//! (and `nomadService <count> "<key>" "<query>"`, the catalog's `choose`) lists the
+//! registrations of a service (none yet: an empty list, as consul-template), `nomadServices
+//! ["?ns=ns"]` the service names with their tags. A query naming a region (`@region`) fails:
+//! drover reads its own region's catalog only.
+//!
+//! **Not** here: data sources drover lacks: Consul's and Vault's functions are refused by name.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -35,9 +41,29 @@ pub struct RenderScope {
     pub variables: VariableCache,
 }
 
-/// Nomad Variables as a render sees them: what was fetched, and what it still wants.
+/// One `nomadService` query, as sent to the servers (the tag filters what they answer).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ServiceQuery {
+    pub name: String,
+    /// `?ns=`: a namespace other than the task's.
+    pub namespace: Option<String>,
+    /// `<count>|<key>`: the catalog's rendezvous choice.
+    pub choose: Option<String>,
+}
+
+/// Nomad Variables and services as a render sees them: what was fetched, and what it still
+/// wants.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct VariableCache {
+    /// Fetched `nomadService` queries.
+    pub services: BTreeMap<ServiceQuery, Vec<drover_structs::ServiceRegistration>>,
+    /// Fetched `nomadServices` listings by namespace (`None`: the task's).
+    pub service_lists:
+        BTreeMap<Option<String>, Vec<drover_structs::service_catalog::ServiceRegistrationListStub>>,
+    /// Service queries a render asked for that were not fetched.
+    pub wanted_services: std::collections::BTreeSet<ServiceQuery>,
+    /// Service listings a render asked for that were not fetched.
+    pub wanted_service_lists: std::collections::BTreeSet<Option<String>>,
     /// Fetched variables by path (`None`: there is none).
     pub reads: BTreeMap<String, Option<drover_structs::Variable>>,
     /// Fetched listings by prefix.
@@ -138,8 +164,8 @@ pub fn all() -> Vec<(&'static str, Func)> {
         ("nomadVarList", nomad_var_list),
         ("nomadVarListSafe", nomad_var_list),
         ("nomadVarExists", nomad_var_exists),
-        ("nomadService", needs_catalog),
-        ("nomadServices", needs_catalog),
+        ("nomadService", nomad_service),
+        ("nomadServices", nomad_services),
     ];
     for name in CONSUL_FUNCTIONS {
         functions.push((name, needs_consul));
@@ -241,10 +267,144 @@ fn nomad_var_list(args: &[Value]) -> Result<Value, FuncError> {
     .ok_or_else(|| generic("nomadVarList: no variables in this render"))
 }
 
-fn needs_catalog(_: &[Value]) -> Result<Value, FuncError> {
-    Err(generic(
-        "nomadService and nomadServices need drover's service catalog, which this client cannot read yet",
+/// `[tag.]name[?ns=namespace][@region]`, consul-template's `nomadService` query.
+fn parse_service_query(query: &str) -> Result<(Option<String>, ServiceQuery), FuncError> {
+    static PATTERN: std::sync::LazyLock<Option<regex::Regex>> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"\A(?:(?P<tag>[\w=:.\-]+)\.)?(?P<name>[\w\-]+)(?:\?ns=(?P<namespace>[\w\-]+))?(?:@(?P<region>[\w.\-]+))?\z",
+        )
+        .ok()
+    });
+    let captures = PATTERN
+        .as_ref()
+        .and_then(|pattern| pattern.captures(query))
+        .ok_or_else(|| generic(format!("nomad.service: invalid format: {query:?}")))?;
+    if let Some(region) = captures.name("region") {
+        return Err(generic(format!(
+            "nomad.service: {query:?} names region {:?}; drover reads the catalog of its own region only",
+            region.as_str()
+        )));
+    }
+    let part = |name: &str| captures.name(name).map(|found| found.as_str().to_string());
+    Ok((
+        part("tag"),
+        ServiceQuery {
+            name: part("name").unwrap_or_default(),
+            namespace: part("namespace"),
+            choose: None,
+        },
     ))
+}
+
+fn nomad_service(args: &[Value]) -> Result<Value, FuncError> {
+    let (tag, query) = match args {
+        [query] => parse_service_query(&string_arg("nomadService", query)?)?,
+        [count, key, query] => {
+            let count = int_arg("nomadService", count)?;
+            let key = string_arg("nomadService", key)?;
+            let (tag, mut query) = parse_service_query(&string_arg("nomadService", query)?)?;
+            query.choose = Some(format!("{count}|{key}"));
+            (tag, query)
+        }
+        _ => {
+            return Err(generic(format!(
+                "nomadService: expected 1 or 3 arguments, got {}",
+                args.len()
+            )));
+        }
+    };
+    with_variables(|cache| {
+        cache.used = true;
+        let Some(found) = cache.services.get(&query) else {
+            cache.wanted_services.insert(query.clone());
+            return Value::Array(Vec::new());
+        };
+        let mut services: Vec<&drover_structs::ServiceRegistration> = found
+            .iter()
+            .filter(|service| tag.as_ref().is_none_or(|tag| service.tags.contains(tag)))
+            .collect();
+        services.sort_by(|one, two| one.service_name.cmp(&two.service_name));
+        Value::Array(
+            services
+                .into_iter()
+                .map(|service| {
+                    let mut tags = service.tags.clone();
+                    tags.sort();
+                    json_to_value(&serde_json::json!({
+                        "ID": service.id,
+                        "Name": service.service_name,
+                        "Namespace": service.namespace,
+                        "Node": service.node_id,
+                        "Address": service.address,
+                        "Port": service.port,
+                        "Datacenter": service.datacenter,
+                        "Tags": tags,
+                        "JobID": service.job_id,
+                        "AllocID": service.alloc_id,
+                    }))
+                })
+                .collect(),
+        )
+    })
+    .ok_or_else(|| generic("nomadService: no services in this render"))
+}
+
+fn nomad_services(args: &[Value]) -> Result<Value, FuncError> {
+    let namespace = match args {
+        [] => None,
+        [query] => {
+            let query = string_arg("nomadServices", query)?;
+            let namespace = query.strip_prefix("?ns=").filter(|namespace| {
+                !namespace.is_empty()
+                    && namespace
+                        .chars()
+                        .all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+            });
+            match namespace {
+                Some(namespace) => Some(namespace.to_string()),
+                None if query.contains('@') => {
+                    return Err(generic(format!(
+                        "nomad.services: {query:?} names a region; drover reads the catalog of its own region only"
+                    )));
+                }
+                None => {
+                    return Err(generic(format!(
+                        "nomad.services: invalid format: {query:?}"
+                    )));
+                }
+            }
+        }
+        _ => {
+            return Err(generic(format!(
+                "nomadServices: expected 0 or 1 arguments, got {}",
+                args.len()
+            )));
+        }
+    };
+    with_variables(|cache| {
+        cache.used = true;
+        let Some(listed) = cache.service_lists.get(&namespace) else {
+            cache.wanted_service_lists.insert(namespace.clone());
+            return Value::Array(Vec::new());
+        };
+        let mut snippets: Vec<serde_json::Value> = listed
+            .iter()
+            .flat_map(|stub| {
+                stub.services.iter().map(|service| {
+                    let mut tags = service.tags.clone();
+                    tags.sort();
+                    serde_json::json!({
+                        "Name": service.service_name,
+                        "Namespace": stub.namespace,
+                        "Tags": tags,
+                    })
+                })
+            })
+            .collect();
+        snippets.sort_by(|one, two| one["Name"].as_str().cmp(&two["Name"].as_str()));
+        Value::Array(snippets.iter().map(json_to_value).collect())
+    })
+    .ok_or_else(|| generic("nomadServices: no services in this render"))
 }
 
 fn needs_consul(_: &[Value]) -> Result<Value, FuncError> {

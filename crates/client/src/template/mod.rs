@@ -24,6 +24,9 @@ pub struct TemplateText<'a> {
     pub text: &'a str,
     pub left_delimiter: &'a str,
     pub right_delimiter: &'a str,
+    /// A missing map key fails the render (`error_on_missing_key`) instead of rendering
+    /// `<no value>`.
+    pub error_on_missing_key: bool,
 }
 
 /// A template that could not be rendered: its destination, the line:column inside it where
@@ -77,6 +80,7 @@ pub fn render(
     let mut engine = gotmpl::Template::with_name(template.destination);
     engine.add_funcs(&funcs::all());
     engine.delims(template.left_delimiter, template.right_delimiter);
+    engine.missing_key_error = template.error_on_missing_key;
     if let Err(error) = engine.parse(template.text) {
         let (line, column, message) = match &error {
             gotmpl::error::ParseError::WithContext(context, message) => {

@@ -21,6 +21,7 @@ fn with_delims(text: &str, left: &str, right: &str) -> Result<String, RenderErro
             text,
             left_delimiter: left,
             right_delimiter: right,
+            error_on_missing_key: false,
         },
         scope(),
     )
@@ -276,9 +277,9 @@ fn sprig_functions() {
 #[test]
 fn missing_data_sources_fail_clearly() {
     assert!(
-        err("{{ range nomadService \"web\" }}{{ end }}")
+        err("{{ service \"web\" }}")
             .message
-            .contains("service catalog")
+            .contains("needs Consul")
     );
     assert!(err("{{ key \"a/b\" }}").message.contains("needs Consul"));
     assert!(
@@ -298,6 +299,7 @@ fn nomad_var_functions_answer_from_the_cache_and_record_what_they_want() {
         text,
         left_delimiter: "",
         right_delimiter: "",
+        error_on_missing_key: false,
     };
     let (result, first) = render(template, RenderScope::default());
     assert_eq!(result.unwrap(), " false ");
@@ -375,6 +377,7 @@ fn env_and_file_functions() {
             text: "{{ file \"local/in.txt\" }} {{ env \"LIST\" }}",
             left_delimiter: "",
             right_delimiter: "",
+            error_on_missing_key: false,
         },
         RenderScope {
             env: BTreeMap::from([("LIST".to_string(), "l".to_string())]),
@@ -391,6 +394,7 @@ fn env_and_file_functions() {
             text: "{{ file \"../../etc/passwd\" }}",
             left_delimiter: "",
             right_delimiter: "",
+            error_on_missing_key: false,
         },
         RenderScope {
             task_dir: dir.path().to_path_buf(),
@@ -413,4 +417,119 @@ fn env_file_rules() {
     assert_eq!(parsed["E"], "");
     assert!(parse_env_file("novalue").is_err());
     assert!(parse_env_file("1X=a").is_err());
+}
+
+#[test]
+fn error_on_missing_key_fails_on_a_missing_map_key_where_the_default_renders_no_value() {
+    let text = "{{ with parseJSON \"{\\\"a\\\": 1}\" }}{{ .a }}/{{ .b }}{{ end }}";
+    let render_with = |error_on_missing_key| {
+        render(
+            TemplateText {
+                destination: "local/out",
+                text,
+                left_delimiter: "",
+                right_delimiter: "",
+                error_on_missing_key,
+            },
+            scope(),
+        )
+        .0
+    };
+    assert_eq!(render_with(false).unwrap(), "1/<no value>");
+    let error = render_with(true).unwrap_err();
+    assert_eq!(error.message, "map has no entry for key \"b\"");
+    assert_eq!((error.line, error.column), (Some(1), Some(46)));
+}
+
+#[test]
+fn nomad_service_functions_answer_from_the_cache_with_tags_choose_and_listings() {
+    let text = "{{ range nomadService \"web\" }}{{ .Address }}:{{ .Port }} {{ .Tags }};{{ end }}|\
+                {{ range nomadService \"blue.web?ns=other\" }}{{ .ID }};{{ end }}|\
+                {{ range nomadService 1 \"k\" \"web\" }}{{ .Name }};{{ end }}|\
+                {{ range nomadServices }}{{ .Name }}={{ join \",\" .Tags }};{{ end }}";
+    let render_with = |variables: funcs::VariableCache| {
+        render(
+            TemplateText {
+                destination: "local/out",
+                text,
+                left_delimiter: "",
+                right_delimiter: "",
+                error_on_missing_key: false,
+            },
+            RenderScope {
+                variables,
+                ..RenderScope::default()
+            },
+        )
+    };
+    let (result, first) = render_with(funcs::VariableCache::default());
+    assert_eq!(result.unwrap(), "|||");
+    let query = |name: &str, namespace: Option<&str>, choose: Option<&str>| funcs::ServiceQuery {
+        name: name.to_string(),
+        namespace: namespace.map(str::to_string),
+        choose: choose.map(str::to_string),
+    };
+    assert_eq!(
+        first
+            .variables
+            .wanted_services
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>(),
+        vec![
+            query("web", None, None),
+            query("web", None, Some("1|k")),
+            query("web", Some("other"), None),
+        ]
+    );
+    assert_eq!(
+        first
+            .variables
+            .wanted_service_lists
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>(),
+        vec![None]
+    );
+    let registration = |id: &str, port: i64, tags: &[&str]| drover_structs::ServiceRegistration {
+        id: id.to_string(),
+        service_name: "web".to_string(),
+        address: "10.0.0.1".to_string(),
+        port,
+        tags: tags.iter().map(|tag| tag.to_string()).collect(),
+        ..drover_structs::ServiceRegistration::default()
+    };
+    let a = registration("a", 8080, &["green", "blue"]);
+    let b = registration("b", 8081, &["green"]);
+    let mut cache = funcs::VariableCache::default();
+    cache
+        .services
+        .insert(query("web", None, None), vec![a.clone(), b.clone()]);
+    cache.services.insert(
+        query("web", Some("other"), None),
+        vec![a.clone(), b.clone()],
+    );
+    cache
+        .services
+        .insert(query("web", None, Some("1|k")), vec![b.clone()]);
+    cache.service_lists.insert(
+        None,
+        drover_structs::service_catalog::service_list([&a, &b]),
+    );
+    let (result, again) = render_with(cache);
+    assert_eq!(
+        result.unwrap(),
+        "10.0.0.1:8080 [blue green];10.0.0.1:8081 [green];|a;|web;|web=blue,green;"
+    );
+    assert!(again.variables.wanted_services.is_empty());
+
+    for (bad, message) in [
+        ("{{ nomadService \"web@eu\" }}", "names region \"eu\""),
+        ("{{ nomadService \"we b\" }}", "invalid format"),
+        ("{{ nomadService 1 \"web\" }}", "expected 1 or 3 arguments"),
+        ("{{ service \"web\" }}", "needs Consul"),
+    ] {
+        let error = err(bad);
+        assert!(error.message.contains(message), "{bad}: {error}");
+    }
 }

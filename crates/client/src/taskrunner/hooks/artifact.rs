@@ -21,6 +21,7 @@ use super::{
     PrestartResponse, TaskEventEmitter, TaskHook,
 };
 use crate::artifact::checksum::to_hex;
+use crate::artifact::error::ArtifactError;
 use crate::artifact::{ArtifactFetcher, ArtifactSpec};
 use crate::config::ClientConfig;
 
@@ -66,7 +67,42 @@ pub fn artifact_id(artifact: &TaskArtifact) -> String {
     }
     field(&artifact.getter_mode);
     field(&artifact.relative_dest);
+    if artifact.chown {
+        field("chown");
+    }
     to_hex(&hasher.finalize())
+}
+
+/// `chown = true`: what the artifact placed goes to the task's `user`, as Nomad does: only
+/// when the agent runs as root and the task names a user (else nothing changes).
+async fn chown(
+    spec: &ArtifactSpec,
+    user: &str,
+    task_dir: &std::path::Path,
+) -> Result<(), ArtifactError> {
+    if user.is_empty() || !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let found = nix::unistd::User::from_name(user).map_err(|errno| ArtifactError::Io {
+        context: format!("looking up user {user:?}"),
+        source: std::io::Error::from(errno),
+    })?;
+    let Some(found) = found else {
+        return Err(ArtifactError::InvalidOption {
+            option: "chown".to_string(),
+            reason: format!("the task's user {user:?} does not exist on this client"),
+        });
+    };
+    let (spec, task_dir) = (spec.clone(), task_dir.to_path_buf());
+    let (uid, gid) = (found.uid.as_raw(), found.gid.as_raw());
+    tokio::task::spawn_blocking(move || {
+        crate::artifact::fetch::chown_placed(&spec, &task_dir, uid, gid)
+    })
+    .await
+    .map_err(|error| ArtifactError::Io {
+        context: "artifact worker".to_string(),
+        source: std::io::Error::other(error.to_string()),
+    })?
 }
 
 impl PrestartHook for ArtifactHook {
@@ -105,11 +141,15 @@ impl PrestartHook for ArtifactHook {
                     &request.task_env,
                     &request.task_dir.dir,
                 ) {
-                    Ok(spec) => {
-                        fetcher
-                            .fetch(&spec, &request.task_dir.dir, &job_version_key)
-                            .await
-                    }
+                    Ok(spec) => match fetcher
+                        .fetch(&spec, &request.task_dir.dir, &job_version_key)
+                        .await
+                    {
+                        Ok(()) if artifact.chown => {
+                            chown(&spec, &request.task.user, &request.task_dir.dir).await
+                        }
+                        other => other,
+                    },
                     Err(error) => Err(error),
                 };
                 if let Err(error) = result {

@@ -126,6 +126,11 @@ pub trait TaskLifecycleRequests: Send + Sync + std::fmt::Debug {
     fn request_restart(&self, source: &str, reason: &str, failure: bool);
     fn request_signal(&self, source: &str, reason: &str, signal: &str);
     fn request_kill(&self, source: &str, reason: &str, fail: bool);
+    /// The running task's exec context, to run a command inside it (a template's
+    /// `change_script`); `None` when it is not running.
+    fn exec_context(&self) -> Option<crate::taskrunner::TaskExecContext> {
+        None
+    }
 }
 
 /// The lifecycle handle hooks get.
@@ -426,7 +431,9 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
                 reader: context.identities.clone(),
                 tokens: context.identity_tokens.clone(),
                 namespace: context.namespace.clone(),
-            }),
+            })
+            .with_shim_binary(context.config.shim_binary.clone())
+            .with_wait_bounds(context.config.template_wait_bounds),
         ));
     }
     // Always present: an update may give a task services it did not have. Without services it

@@ -5,19 +5,25 @@
 //! applies their `change_mode` when the output changes: `noop` only rewrites the file,
 //! `restart` restarts the task, `signal` sends `change_signal`, after a random `splay`.
 //!
-//! Templates that read Nomad Variables (`nomadVar*`) read them from the servers with the
-//! task's default workload identity: a render that wants a path not fetched yet has it
-//! fetched and renders again; a `nomadVar` of a variable that does not exist holds the start
-//! (checked again every [`VARIABLE_REFRESH`]) as Nomad's template blocks on it. While the task
-//! runs, the variables a template read are fetched again every [`VARIABLE_REFRESH`], and a
-//! change re-renders it like a changed file.
+//! Templates that read Nomad Variables (`nomadVar*`) or the built-in service catalog
+//! (`nomadService`, `nomadServices`) read them from the servers with the task's default
+//! workload identity: a render that wants a path or query not fetched yet has it fetched and
+//! renders again; a `nomadVar` of a variable that does not exist holds the start (checked
+//! again every [`VARIABLE_REFRESH`]) as Nomad's template blocks on it, while a service with
+//! no registrations renders as an empty list. While the task runs, everything a template read
+//! is fetched again every [`VARIABLE_REFRESH`], and a change re-renders it like a changed file.
+//!
+//! A template's `wait { min max }` holds a changed output (and its change mode) until it has
+//! stayed the same for `min`, or changes have been held for `max`, the first render included
+//! (consul-template's quiescence). `change_mode = "script"` runs `change_script` inside the
+//! task through the shim's exec path (the one `alloc exec` and script checks take), with
+//! Nomad's events, killing the task when it fails under `fail_on_error`.
 //!
 //! Templates that read only `env` cannot change while the task runs and are not watched, nor
-//! are `once` templates. The
-//! watch loop polls on tokio time (paused in tests) every [`WATCH_INTERVAL`].
+//! are `once` templates. The watch loop polls on tokio time (paused in tests) every
+//! [`WATCH_INTERVAL`].
 //!
-//! **Not** here: the engine and functions (`crate::template`); `change_mode = "script"` (refused
-//! when the job is registered).
+//! **Not** here: the engine and functions (`crate::template`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -34,7 +40,7 @@ use super::{
 use crate::allocdir::TaskDir;
 use crate::identity::IdentitySigner;
 use crate::taskrunner::hooks::identity::{DEFAULT_IDENTITY, TaskTokens};
-use crate::template::funcs::VariableCache;
+use crate::template::funcs::{ServiceQuery, VariableCache};
 use crate::template::{self, RenderScope, TemplateText, beneath};
 
 /// How often templates that read files are re-rendered while the task runs.
@@ -54,9 +60,248 @@ pub struct VariableSource {
     pub namespace: String,
 }
 
-/// Whether `template` reads Nomad Variables (its text names a `nomadVar` function).
+/// Whether `template` reads Nomad Variables or services with the task's identity (its text
+/// names a `nomadVar` or `nomadService` function).
 pub fn reads_variables(template: &Template) -> bool {
-    template.embedded_tmpl.contains("nomadVar")
+    template.embedded_tmpl.contains("nomadVar") || template.embedded_tmpl.contains("nomadService")
+}
+
+/// What renders asked for that the cache does not hold yet.
+#[derive(Debug, Default)]
+struct Wanted {
+    reads: Vec<String>,
+    lists: Vec<String>,
+    services: Vec<ServiceQuery>,
+    service_lists: Vec<Option<String>>,
+}
+
+impl Wanted {
+    /// Takes the wanted sets out of a render's `cache`.
+    fn take(cache: &mut VariableCache) -> Wanted {
+        Wanted {
+            reads: std::mem::take(&mut cache.wanted_reads)
+                .into_iter()
+                .collect(),
+            lists: std::mem::take(&mut cache.wanted_lists)
+                .into_iter()
+                .collect(),
+            services: std::mem::take(&mut cache.wanted_services)
+                .into_iter()
+                .collect(),
+            service_lists: std::mem::take(&mut cache.wanted_service_lists)
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.reads.is_empty()
+            && self.lists.is_empty()
+            && self.services.is_empty()
+            && self.service_lists.is_empty()
+    }
+}
+
+/// A template's `wait { min max }`: how long a changed output must stay unchanged before it
+/// is written (`min`), and the longest a change may be held back (`max`; consul-template's
+/// default without one is four times `min`). `None` without a wait, or when both are zero.
+pub fn wait_bounds(
+    template: &Template,
+    bounds: crate::config::TemplateWaitBounds,
+) -> Option<(Duration, Duration)> {
+    let wait = template.wait.as_ref()?;
+    let nanos = |field: &str| {
+        wait.get(field)
+            .and_then(serde_json::Value::as_u64)
+            .map(Duration::from_nanos)
+    };
+    let min = nanos("Min").unwrap_or_default();
+    let max = nanos("Max").unwrap_or(min.saturating_mul(4));
+    (!min.is_zero() || !max.is_zero()).then(|| bounds.clamp((min, max.max(min))))
+}
+
+/// A changed output held back by a template's `wait`.
+#[derive(Debug, Clone)]
+struct Pending {
+    output: String,
+    /// When the first change after the last write was seen.
+    first: tokio::time::Instant,
+    /// When the output last changed.
+    changed: tokio::time::Instant,
+}
+
+/// What the watch loop keeps for one template.
+struct Watched {
+    template: Template,
+    /// The output last written.
+    last: String,
+    wait: Option<(Duration, Duration)>,
+    pending: Option<Pending>,
+}
+
+impl Watched {
+    fn new(template: Template, last: String, bounds: crate::config::TemplateWaitBounds) -> Self {
+        Watched {
+            wait: wait_bounds(&template, bounds),
+            template,
+            last,
+            pending: None,
+        }
+    }
+
+    /// The output to write now, given this poll's `output`: at once without a wait; with
+    /// one, once the output has stayed the same for `min` or changes have been held `max`.
+    fn settle(&mut self, output: String, now: tokio::time::Instant) -> Option<String> {
+        if output == self.last {
+            self.pending = None;
+            return None;
+        }
+        let Some((min, max)) = self.wait else {
+            return Some(output);
+        };
+        let pending = match self.pending.take() {
+            Some(pending) if pending.output == output => pending,
+            Some(pending) => Pending {
+                output,
+                first: pending.first,
+                changed: now,
+            },
+            None => Pending {
+                output,
+                first: now,
+                changed: now,
+            },
+        };
+        if now.duration_since(pending.changed) >= min || now.duration_since(pending.first) >= max {
+            return Some(pending.output);
+        }
+        self.pending = Some(pending);
+        None
+    }
+}
+
+/// A template's `change_script`: run inside the task when the template changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeScript {
+    pub command: String,
+    pub args: Vec<String>,
+    pub timeout: Duration,
+    /// A failed script kills the task (failing it).
+    pub fail_on_error: bool,
+}
+
+/// Nomad's default `change_script.timeout`.
+const DEFAULT_SCRIPT_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl ChangeScript {
+    /// The `ChangeScript` of `template`, when it has one with a command.
+    pub fn of(template: &Template) -> Option<ChangeScript> {
+        let script = template.change_script.as_ref()?;
+        let command = script.get("Command")?.as_str()?.to_string();
+        if command.is_empty() {
+            return None;
+        }
+        let args = script
+            .get("Args")
+            .and_then(serde_json::Value::as_array)
+            .map(|args| {
+                args.iter()
+                    .filter_map(|arg| arg.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let timeout = script
+            .get("Timeout")
+            .and_then(serde_json::Value::as_u64)
+            .filter(|nanos| *nanos > 0)
+            .map_or(DEFAULT_SCRIPT_TIMEOUT, Duration::from_nanos);
+        let fail_on_error = script
+            .get("FailOnError")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
+        Some(ChangeScript {
+            command,
+            args,
+            timeout,
+            fail_on_error,
+        })
+    }
+
+    /// The arguments as Go's `%v` prints a string slice (`[a b]`), for Nomad's event texts.
+    fn args_text(&self) -> String {
+        format!("[{}]", self.args.join(" "))
+    }
+}
+
+/// Runs `script` inside the task (through the shim's exec path) and reports as Nomad does:
+/// a "Task hook message" event on exit 0, else a "Task hook failed" event, and with
+/// `fail_on_error` the task is killed and fails.
+async fn run_change_script(
+    script: &ChangeScript,
+    shim_binary: Option<&std::path::Path>,
+    events: &TaskEventEmitter,
+    lifecycle: &TaskLifecycleHandle,
+) {
+    use crate::checks::probe::{ScriptError, ScriptRun, run_in_task};
+    let failed_to_run = |error: &str, code: i32| {
+        format!(
+            "Template failed to run script {} with arguments {} on change: {error}. Exit code: {code}",
+            script.command,
+            script.args_text()
+        )
+    };
+    let outcome = match (
+        lifecycle.exec_context(),
+        drover_driver::locate_shim_binary(shim_binary),
+    ) {
+        (None, _) => Err(failed_to_run("the task is not running", 0)),
+        (Some(_), Err(error)) => Err(failed_to_run(&error.to_string(), 0)),
+        (Some(context), Ok(shim)) => {
+            let mut command = vec![script.command.clone()];
+            command.extend(script.args.iter().cloned());
+            match run_in_task(shim, context, command, script.timeout).await {
+                Ok(ScriptRun { code: 0, .. }) => Ok(()),
+                Ok(ScriptRun { code, output }) => {
+                    tracing::debug!(%output, code, "template change_script failed");
+                    Err(format!(
+                        "Template ran script {} with arguments {} on change but it exited with code: {code}",
+                        script.command,
+                        script.args_text()
+                    ))
+                }
+                Err(ScriptError::TimedOut) => Err(failed_to_run(
+                    &format!("timed out after {:?}", script.timeout),
+                    0,
+                )),
+                Err(ScriptError::Failed(message)) => Err(failed_to_run(&message, 0)),
+            }
+        }
+    };
+    match outcome {
+        Ok(()) => events.emit(
+            events
+                .event(drover_structs::TASK_HOOK_MESSAGE)
+                .with_display_message(&format!(
+                    "Template successfully ran script {} with arguments: {}. Exit code: 0",
+                    script.command,
+                    script.args_text()
+                )),
+        ),
+        Err(message) => {
+            events.emit(
+                events
+                    .event(drover_structs::TASK_HOOK_FAILED)
+                    .with_display_message(&message),
+            );
+            if script.fail_on_error {
+                lifecycle.request_kill(
+                    "template",
+                    "Template script failed, task is being killed",
+                    true,
+                );
+            }
+        }
+    }
 }
 
 type SharedCache = Arc<Mutex<VariableCache>>;
@@ -69,39 +314,59 @@ fn snapshot(cache: &SharedCache) -> VariableCache {
     VariableCache {
         reads: guard.reads.clone(),
         lists: guard.lists.clone(),
+        services: guard.services.clone(),
+        service_lists: guard.service_lists.clone(),
         ..VariableCache::default()
     }
 }
 
-/// Fetches `reads` and `lists` into `cache`.
+/// Fetches what `wanted` names into `cache`.
 async fn fetch(
     source: Option<&VariableSource>,
     cache: &SharedCache,
-    reads: &[String],
-    lists: &[String],
+    wanted: Wanted,
 ) -> Result<(), String> {
-    let source = source.ok_or("this client reads no Nomad Variables for templates")?;
+    let source = source.ok_or("this client reads no Nomad Variables or services for templates")?;
     let token = source.tokens.get(DEFAULT_IDENTITY).ok_or(
-        "the task has no workload identity to read Nomad Variables with (nomadVar needs the \
-         template's text to name it)",
+        "the task has no workload identity to read Nomad Variables or services with \
+         (nomadVar and nomadService need the template's text to name them)",
     )?;
     let mut fetched_reads = Vec::new();
-    for path in reads {
+    for path in wanted.reads {
         let variable = source
             .reader
-            .read_variable(&token, &source.namespace, path)
+            .read_variable(&token, &source.namespace, &path)
             .await
             .map_err(|error| format!("nomadVar {path:?}: {error}"))?;
-        fetched_reads.push((path.clone(), variable));
+        fetched_reads.push((path, variable));
     }
     let mut fetched_lists = Vec::new();
-    for prefix in lists {
+    for prefix in wanted.lists {
         let listed = source
             .reader
-            .list_variables(&token, &source.namespace, prefix)
+            .list_variables(&token, &source.namespace, &prefix)
             .await
             .map_err(|error| format!("nomadVarList {prefix:?}: {error}"))?;
-        fetched_lists.push((prefix.clone(), listed));
+        fetched_lists.push((prefix, listed));
+    }
+    let mut fetched_services = Vec::new();
+    for query in wanted.services {
+        let namespace = query.namespace.as_deref().unwrap_or(&source.namespace);
+        let found = source
+            .reader
+            .read_service(&token, namespace, &query.name, query.choose.as_deref())
+            .await
+            .map_err(|error| format!("nomadService {:?}: {error}", query.name))?;
+        fetched_services.push((query, found));
+    }
+    let mut fetched_service_lists = Vec::new();
+    for namespace in wanted.service_lists {
+        let listed = source
+            .reader
+            .list_services(&token, namespace.as_deref().unwrap_or(&source.namespace))
+            .await
+            .map_err(|error| format!("nomadServices: {error}"))?;
+        fetched_service_lists.push((namespace, listed));
     }
     let mut guard = match cache.lock() {
         Ok(guard) => guard,
@@ -109,18 +374,24 @@ async fn fetch(
     };
     guard.reads.extend(fetched_reads);
     guard.lists.extend(fetched_lists);
+    guard.services.extend(fetched_services);
+    guard.service_lists.extend(fetched_service_lists);
     Ok(())
 }
 
-/// Fetches again every variable and listing in `cache`.
+/// Fetches again every variable, listing and service query in `cache`.
 async fn refresh(source: Option<&VariableSource>, cache: &SharedCache) -> Result<(), String> {
     let known = snapshot(cache);
-    let reads: Vec<String> = known.reads.keys().cloned().collect();
-    let lists: Vec<String> = known.lists.keys().cloned().collect();
-    if reads.is_empty() && lists.is_empty() {
+    let wanted = Wanted {
+        reads: known.reads.keys().cloned().collect(),
+        lists: known.lists.keys().cloned().collect(),
+        services: known.services.keys().cloned().collect(),
+        service_lists: known.service_lists.keys().cloned().collect(),
+    };
+    if wanted.is_empty() {
         return Ok(());
     }
-    fetch(source, cache, &reads, &lists).await
+    fetch(source, cache, wanted).await
 }
 
 /// Renders `template`, fetching the variables it wants until it wants no more; a variable
@@ -137,8 +408,9 @@ async fn render_with_variables(
     let mut passes = 0;
     let mut reported_missing = false;
     loop {
-        let (result, used) = render_one(template, task_dir, env, snapshot(cache));
-        if !used.wanted_reads.is_empty() || !used.wanted_lists.is_empty() {
+        let (result, mut used) = render_one(template, task_dir, env, snapshot(cache));
+        let wanted = Wanted::take(&mut used);
+        if !wanted.is_empty() {
             passes += 1;
             if passes > MAX_VARIABLE_PASSES {
                 return Err(format!(
@@ -146,9 +418,7 @@ async fn render_with_variables(
                     template.dest_path
                 ));
             }
-            let reads: Vec<String> = used.wanted_reads.into_iter().collect();
-            let lists: Vec<String> = used.wanted_lists.into_iter().collect();
-            fetch(source, cache, &reads, &lists).await?;
+            fetch(source, cache, wanted).await?;
             continue;
         }
         match result {
@@ -168,10 +438,75 @@ async fn render_with_variables(
                     () = cancel.cancelled() => return Err(message),
                     () = tokio::time::sleep(VARIABLE_REFRESH) => {}
                 }
-                fetch(source, cache, &absent, &[]).await?;
+                fetch(
+                    source,
+                    cache,
+                    Wanted {
+                        reads: absent,
+                        ..Wanted::default()
+                    },
+                )
+                .await?;
             }
             Err(message) => return Err(message),
         }
+    }
+}
+
+/// What a render before the start reads.
+struct RenderInputs<'a> {
+    task_dir: &'a TaskDir,
+    env: &'a BTreeMap<String, String>,
+    source: Option<&'a VariableSource>,
+    cache: &'a SharedCache,
+    cancel: &'a CancellationToken,
+    events: &'a TaskEventEmitter,
+}
+
+/// The first render of a template with a `wait`, as consul-template's quiescence holds it:
+/// rendered again every [`WATCH_INTERVAL`] until the output has stayed the same for `min`,
+/// or `max` has passed since the first render.
+async fn settle_first_render(
+    template: &Template,
+    first: Rendered,
+    (min, max): (Duration, Duration),
+    inputs: RenderInputs<'_>,
+) -> Result<Rendered, String> {
+    let start = tokio::time::Instant::now();
+    let mut changed = start;
+    let mut rendered = first;
+    loop {
+        let due = (changed + min).min(start + max);
+        let now = tokio::time::Instant::now();
+        if now >= due {
+            return Ok(rendered);
+        }
+        tokio::select! {
+            biased;
+            () = inputs.cancel.cancelled() => {
+                return Err(format!("template {}: cancelled while waiting", template.dest_path));
+            }
+            () = tokio::time::sleep_until(due.min(now + WATCH_INTERVAL)) => {}
+        }
+        if rendered.reads_variables
+            && let Err(message) = refresh(inputs.source, inputs.cache).await
+        {
+            tracing::debug!(%message, "fetching template data again failed");
+        }
+        let again = render_with_variables(
+            template,
+            inputs.task_dir,
+            inputs.env,
+            inputs.source,
+            inputs.cache,
+            inputs.cancel,
+            inputs.events,
+        )
+        .await?;
+        if again.output != rendered.output {
+            changed = tokio::time::Instant::now();
+        }
+        rendered = again;
     }
 }
 
@@ -185,6 +520,10 @@ pub struct TemplateHook {
     watcher: Mutex<Option<CancellationToken>>,
     variables: Option<VariableSource>,
     cache: SharedCache,
+    /// The shim a `change_script` runs through (`None`: found next to the agent).
+    shim_binary: Option<std::path::PathBuf>,
+    /// The client's `wait_bounds`.
+    wait_bounds: crate::config::TemplateWaitBounds,
 }
 
 impl TemplateHook {
@@ -203,7 +542,21 @@ impl TemplateHook {
             watcher: Mutex::new(None),
             variables: None,
             cache: Arc::default(),
+            shim_binary: None,
+            wait_bounds: crate::config::TemplateWaitBounds::default(),
         }
+    }
+
+    /// The same hook, holding templates' `wait` within the client's `bounds`.
+    pub fn with_wait_bounds(mut self, bounds: crate::config::TemplateWaitBounds) -> Self {
+        self.wait_bounds = bounds;
+        self
+    }
+
+    /// The same hook, running `change_script`s through the shim at `shim_binary`.
+    pub fn with_shim_binary(mut self, shim_binary: Option<std::path::PathBuf>) -> Self {
+        self.shim_binary = shim_binary;
+        self
     }
 
     /// The same hook, reading Nomad Variables from `source`.
@@ -257,6 +610,7 @@ fn render_one(
             text: &text,
             left_delimiter: &template.left_delim,
             right_delimiter: &template.right_delim,
+            error_on_missing_key: template.err_missing_key,
         },
         scope,
     );
@@ -371,6 +725,24 @@ impl PrestartHook for TemplateHook {
                     );
                     render_failed(message)
                 })?;
+                let rendered = match wait_bounds(template, self.wait_bounds) {
+                    Some(bounds) => settle_first_render(
+                        template,
+                        rendered,
+                        bounds,
+                        RenderInputs {
+                            task_dir: &self.task_dir,
+                            env: &env,
+                            source: self.variables.as_ref(),
+                            cache: &self.cache,
+                            cancel,
+                            events: &self.events,
+                        },
+                    )
+                    .await
+                    .map_err(render_failed)?,
+                    None => rendered,
+                };
                 write_one(template, &self.task_dir, &rendered.output).map_err(render_failed)?;
                 if template.envvars {
                     let variables =
@@ -383,7 +755,11 @@ impl PrestartHook for TemplateHook {
                     response.env.extend(variables);
                 }
                 if (rendered.reads_files || rendered.reads_variables) && !template.once {
-                    watched.push((template.clone(), rendered.output));
+                    watched.push(Watched::new(
+                        template.clone(),
+                        rendered.output,
+                        self.wait_bounds,
+                    ));
                 }
             }
             if watched.is_empty() {
@@ -400,6 +776,7 @@ impl PrestartHook for TemplateHook {
                         lifecycle: self.lifecycle.clone(),
                         variables: self.variables.clone(),
                         cache: self.cache.clone(),
+                        shim_binary: self.shim_binary.clone(),
                     },
                     token,
                 ));
@@ -409,8 +786,6 @@ impl PrestartHook for TemplateHook {
     }
 }
 
-/// Re-renders `watched` templates every [`WATCH_INTERVAL`] until cancelled, applying each
-/// one's change mode when its output changes.
 /// What the watch loop works with.
 struct Watching {
     task_dir: TaskDir,
@@ -419,13 +794,12 @@ struct Watching {
     lifecycle: TaskLifecycleHandle,
     variables: Option<VariableSource>,
     cache: SharedCache,
+    shim_binary: Option<std::path::PathBuf>,
 }
 
-async fn watch(
-    mut watched: Vec<(Template, String)>,
-    watching: Watching,
-    cancel: CancellationToken,
-) {
+/// Re-renders `watched` templates every [`WATCH_INTERVAL`] until cancelled, applying each
+/// one's change mode when its output changes (and has settled, under a `wait`).
+async fn watch(mut watched: Vec<Watched>, watching: Watching, cancel: CancellationToken) {
     let Watching {
         task_dir,
         env,
@@ -433,6 +807,7 @@ async fn watch(
         lifecycle,
         variables,
         cache,
+        shim_binary,
     } = watching;
     let mut last_refresh = tokio::time::Instant::now();
     loop {
@@ -454,13 +829,14 @@ async fn watch(
         }
         let mut restart = false;
         let mut signals: Vec<String> = Vec::new();
+        let mut scripts: Vec<ChangeScript> = Vec::new();
         let mut splay = Duration::ZERO;
-        for (template, last) in &mut watched {
-            let (result, used) = render_one(template, &task_dir, &env, snapshot(&cache));
-            if !used.wanted_reads.is_empty() || !used.wanted_lists.is_empty() {
-                let reads: Vec<String> = used.wanted_reads.into_iter().collect();
-                let lists: Vec<String> = used.wanted_lists.into_iter().collect();
-                if let Err(message) = fetch(variables.as_ref(), &cache, &reads, &lists).await {
+        for entry in &mut watched {
+            let template = &entry.template;
+            let (result, mut used) = render_one(template, &task_dir, &env, snapshot(&cache));
+            let wanted = Wanted::take(&mut used);
+            if !wanted.is_empty() {
+                if let Err(message) = fetch(variables.as_ref(), &cache, wanted).await {
                     tracing::debug!(%message, "fetching template variables failed");
                 }
                 continue;
@@ -473,14 +849,15 @@ async fn watch(
                     continue;
                 }
             };
-            if rendered.output == *last {
+            let Some(output) = entry.settle(rendered.output, tokio::time::Instant::now()) else {
                 continue;
-            }
-            if let Err(message) = write_one(template, &task_dir, &rendered.output) {
+            };
+            let template = &entry.template;
+            if let Err(message) = write_one(template, &task_dir, &output) {
                 tracing::warn!(%message, "template write failed");
                 continue;
             }
-            *last = rendered.output;
+            entry.last = output;
             events.emit(
                 events
                     .event("Template")
@@ -492,10 +869,11 @@ async fn watch(
             match template.change_mode.as_str() {
                 "restart" => restart = true,
                 "signal" => signals.push(template.change_signal.clone()),
+                "script" => scripts.extend(ChangeScript::of(template)),
                 _ => {}
             }
         }
-        if !restart && signals.is_empty() {
+        if !restart && signals.is_empty() && scripts.is_empty() {
             continue;
         }
         if !splay.is_zero() {
@@ -518,6 +896,20 @@ async fn watch(
             signals.dedup();
             for signal in signals {
                 lifecycle.request_signal("template", "template re-rendered", &signal);
+            }
+            // Together, as Nomad runs them; the loop goes on once all have finished.
+            let mut runs = tokio::task::JoinSet::new();
+            for script in scripts {
+                let (shim_binary, events, lifecycle) =
+                    (shim_binary.clone(), events.clone(), lifecycle.clone());
+                runs.spawn(async move {
+                    run_change_script(&script, shim_binary.as_deref(), &events, &lifecycle).await;
+                });
+            }
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return,
+                _ = runs.join_all() => {}
             }
         }
     }
@@ -757,6 +1149,110 @@ mod tests {
         assert_eq!(resolved.dest_path, "secrets/app.env");
         let resolved = resolve_paths(&template("x", "/local/app.conf"), &env, &task_dir);
         assert_eq!(resolved.dest_path, "/local/app.conf");
+    }
+
+    fn read_out(fixture: &Fixture) -> String {
+        std::fs::read_to_string(fixture.task_dir.local_dir.join("out")).unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wait_holds_a_change_until_it_settles_for_min_or_max_has_passed() {
+        let mut waiting = template("v={{ file \"local/data\" }}", "local/out");
+        waiting.wait = Some(serde_json::json!({"Min": 1_000_000_000u64, "Max": 3_000_000_000u64}));
+        waiting.splay = DurationNs(0);
+        let fixture = fixture(vec![waiting]);
+        std::fs::write(fixture.task_dir.local_dir.join("data"), "1").unwrap();
+        let started = tokio::time::Instant::now();
+        prestart(&fixture).await.unwrap();
+        assert!(
+            started.elapsed() >= Duration::from_secs(1),
+            "the first render waits min"
+        );
+        assert_eq!(read_out(&fixture), "v=1");
+
+        // A change is written once it has stayed the same for min.
+        std::fs::write(fixture.task_dir.local_dir.join("data"), "2").unwrap();
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(read_out(&fixture), "v=1", "held while settling");
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        assert_eq!(read_out(&fixture), "v=2");
+        assert_eq!(fixture.requests.0.lock().unwrap().len(), 1);
+
+        // Data that keeps changing is written once max has passed.
+        let changing = tokio::time::Instant::now();
+        let mut written_at = None;
+        for value in 3..12 {
+            std::fs::write(fixture.task_dir.local_dir.join("data"), value.to_string()).unwrap();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if written_at.is_none() && read_out(&fixture) != "v=2" {
+                written_at = Some(changing.elapsed());
+            }
+        }
+        let written_at = written_at.expect("written while the data kept changing");
+        assert!(
+            written_at >= Duration::from_secs(3) && written_at < Duration::from_secs(4),
+            "{written_at:?}"
+        );
+        stop(&fixture).await;
+    }
+
+    #[test]
+    fn wait_bounds_default_max_to_four_times_min_within_the_clients_bounds() {
+        let unbounded = crate::config::TemplateWaitBounds::default();
+        let mut waiting = template("x", "local/out");
+        assert_eq!(wait_bounds(&waiting, unbounded), None);
+        waiting.wait = Some(serde_json::json!({"Min": 2_000_000_000u64, "Max": null}));
+        assert_eq!(
+            wait_bounds(&waiting, unbounded),
+            Some((Duration::from_secs(2), Duration::from_secs(8)))
+        );
+        // The client's wait_bounds raise min and lower max.
+        let bounds = crate::config::TemplateWaitBounds {
+            min: Some(Duration::from_secs(3)),
+            max: Some(Duration::from_secs(5)),
+        };
+        assert_eq!(
+            wait_bounds(&waiting, bounds),
+            Some((Duration::from_secs(3), Duration::from_secs(5)))
+        );
+        waiting.wait = Some(serde_json::json!({"Min": 0, "Max": 0}));
+        assert_eq!(wait_bounds(&waiting, unbounded), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_script_that_cannot_run_reports_and_kills_under_fail_on_error() {
+        let mut scripted = template("v={{ file \"local/data\" }}", "local/out");
+        scripted.change_mode = "script".to_string();
+        scripted.change_script = Some(serde_json::json!({
+            "Command": "/bin/true",
+            "Args": ["a", "b"],
+            "Timeout": 5_000_000_000u64,
+            "FailOnError": true,
+        }));
+        let fixture = fixture(vec![scripted]);
+        std::fs::write(fixture.task_dir.local_dir.join("data"), "1").unwrap();
+        prestart(&fixture).await.unwrap();
+        std::fs::write(fixture.task_dir.local_dir.join("data"), "2").unwrap();
+        tokio::time::sleep(WATCH_INTERVAL * 3).await;
+        stop(&fixture).await;
+        let failed: Vec<String> = fixture
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|event| event.r#type == drover_structs::TASK_HOOK_FAILED)
+            .map(|event| event.display_message.clone())
+            .collect();
+        assert_eq!(
+            failed,
+            vec![
+                "Template failed to run script /bin/true with arguments [a b] on change: the task is not running. Exit code: 0"
+            ]
+        );
+        assert_eq!(
+            *fixture.requests.0.lock().unwrap(),
+            vec!["kill Template script failed, task is being killed"]
+        );
     }
 
     #[tokio::test(start_paused = true)]

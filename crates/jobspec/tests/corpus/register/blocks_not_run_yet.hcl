@@ -3,11 +3,6 @@
 job "later" {
   type = "service"
 
-  update {
-    max_parallel = 2
-    canary       = 1
-  }
-
   group "web" {
     count                  = 2
     max_client_disconnect  = "1h"
@@ -61,6 +56,17 @@ job "later" {
       template {
         data        = "port={{ env \"NOMAD_PORT_http\" }}"
         destination = "local/app.conf"
+      }
+
+      template {
+        data        = "reload"
+        destination = "local/reload.conf"
+        change_mode = "script"
+
+        change_script {
+          command             = "/bin/true"
+          run_on_first_render = true
+        }
       }
 
       identity {

@@ -15,9 +15,7 @@ job "containers" {
         image = "registry.example.com/web:1.4"
         ports = ["http"]
 
-        logging {
-          type = "syslog"
-        }
+        runtime = "runsc"
 
         port_map {
           http = 8080

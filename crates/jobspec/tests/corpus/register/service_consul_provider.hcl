@@ -1,6 +1,7 @@
 # Registers with a warning: the services below are left to Consul (explicitly, or by Nomad's
 # default provider), and this agent has no Consul, so they go to the built-in catalog. The
-# provider = "nomad" service registers without one.
+# provider = "nomad" service registers without one. The check's `notes` (Consul's free text) is
+# kept with the job and named in a warning.
 job "discovery" {
   group "web" {
     network {
@@ -11,6 +12,13 @@ job "discovery" {
       name = "web-default-provider"
       port = "http"
       tags = ["http"]
+
+      check {
+        type     = "tcp"
+        interval = "10s"
+        timeout  = "2s"
+        notes    = "the web port answers"
+      }
     }
 
     service {
