@@ -151,6 +151,48 @@ def test_python_nomad_reads_the_json_summary(agent):
     assert gauge["Value"] > 0
 
 
+def test_counters_and_samples_follow_go_metrics(agent):
+    """The task runner's `nomad.client.allocs.running` counter and the server's
+    `nomad.nomad.job.register` timing: cumulative in the Prometheus text, and in the JSON
+    summary once the 10 s interval they fell in has finished."""
+    alloc_id = wait_for("the task to run", lambda: running_alloc(agent))
+
+    def prometheus():
+        status, body = agent.get("/v1/metrics?format=prometheus")
+        assert status == 200, body
+        by_name = {f.name: f for f in text_string_to_metric_families(body)}
+        if "nomad_client_allocs_running" not in by_name:
+            return None
+        return by_name
+
+    by_name = wait_for("the running counter in the Prometheus text", prometheus)
+    running = by_name["nomad_client_allocs_running"]
+    assert running.type == "counter"
+    ours = [s for s in running.samples if s.labels.get("alloc_id") == alloc_id]
+    assert ours and ours[0].value >= 1
+    assert ours[0].labels["task"] == "t" and ours[0].labels["job"] == JOB_ID
+    register = by_name["nomad_nomad_job_register"]
+    assert register.type == "summary"
+    counts = [s for s in register.samples if s.name.endswith("_count")]
+    assert counts and counts[0].value >= 1
+
+    def json_summary():
+        metrics = agent.client.metrics.get_metrics()
+        counters = [
+            c
+            for c in metrics["Counters"]
+            if c["Name"] == "nomad.client.allocs.running"
+            and c["Labels"].get("alloc_id") == alloc_id
+        ]
+        samples = [s for s in metrics["Samples"] if s["Name"] == "nomad.nomad.job.register"]
+        return (counters, samples) if counters and samples else None
+
+    # Both fell in the interval the job started in; it is shown once it has ended.
+    counters, samples = wait_for("the finished interval in the JSON summary", json_summary, 30)
+    assert counters[0]["Count"] >= 1 and counters[0]["Labels"]["task_group"] == "g"
+    assert samples[0]["Count"] >= 1 and samples[0]["Mean"] >= 0
+
+
 def test_stopped_allocation_gauges_disappear(agent):
     alloc_id = wait_for("the task to run", lambda: running_alloc(agent))
     agent.client.job.deregister_job(JOB_ID, purge=True)

@@ -112,12 +112,15 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     };
     // Each task's `secrets/api.sock` serves the API built below, once it is built.
     let task_api = task_api::TaskApi::default();
+    // Made before the client starts: its task runners count into it from their first task.
+    let metrics = Arc::new(metrics::Metrics::new(config.name.clone()));
     let client_preparation = config.client_enabled.then(|| {
         let config = config.clone();
         let data_dir = data_dir.path().to_path_buf();
         let task_api = task_api.clone();
+        let task_counters: Arc<dyn drover_client::task_metrics::TaskCounters> = metrics.clone();
         tokio::task::spawn_blocking(move || {
-            prepare_client(&config, &data_dir, &advertised, task_api)
+            prepare_client(&config, &data_dir, &advertised, task_api, task_counters)
         })
     });
 
@@ -203,7 +206,6 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         host_stats: host_stats_collector(data_dir.path(), client.as_deref()),
     };
     let local_node_id = backend.info.node_id.clone();
-    let metrics = Arc::new(metrics::Metrics::new(config.name.clone()));
     let metrics_endpoint = metrics::MetricsEndpoint {
         metrics: metrics.clone(),
         prometheus_enabled: config.telemetry.prometheus_metrics,
@@ -303,6 +305,18 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                     .with_state(log_hub),
             ),
     );
+
+    // A server agent times each request its Nomad endpoint would serve
+    // (`nomad.nomad.job.register`, …); the layers below run first, so a refused request is
+    // not timed, as Nomad's endpoints do not time what their ACL check refuses.
+    let app = if server.is_some() {
+        app.layer(axum::middleware::from_fn_with_state(
+            metrics.clone(),
+            metrics::measure_endpoints,
+        ))
+    } else {
+        app
+    };
 
     // A client node's calls to a server carry the node's secret ID, ACLs on or off.
     let app = if server.is_some() {
@@ -575,6 +589,7 @@ fn prepare_client(
     data_dir: &Path,
     http_addr: &std::net::SocketAddr,
     task_api: task_api::TaskApi,
+    task_counters: Arc<dyn drover_client::task_metrics::TaskCounters>,
 ) -> anyhow::Result<PreparedClient> {
     let clock: SharedClock = Arc::new(SystemClock);
     let mut client_config = ClientConfig::new(data_dir);
@@ -602,6 +617,7 @@ fn prepare_client(
         region: config.region.clone(),
         jitter_seed: rand_seed(),
         task_api: Some(Arc::new(task_api)),
+        task_counters: Some(task_counters),
     };
     let mut node_config = NodeConfig::new(data_dir, config.name.clone(), clock);
     node_config.ephemeral = config.data_dir.is_none();

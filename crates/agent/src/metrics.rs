@@ -12,8 +12,14 @@
 //! Each source (the client's allocations, its node, the server, the runtime) replaces its whole
 //! set of gauges every round, so the gauges of an allocation that is gone disappear with it, as
 //! they age out of Nomad's in-memory sink. Every gauge carries the `host` label (the node name)
-//! that Nomad's hostname label adds. Nomad's counters and timing samples (`nomad.client.allocs.
-//! restart`, `nomad.nomad.plan.evaluate`, …) are not kept: the JSON lists them empty.
+//! that Nomad's hostname label adds.
+//!
+//! Counters and timing samples ([`sampled`]) are recorded as things happen: the task runners'
+//! `nomad.client.allocs.{running,complete,failed,restart,oom_killed}` (through the client's
+//! `TaskCounters`) and, on a server agent, each API request's time under the name of the Nomad
+//! RPC endpoint that serves it (`nomad.nomad.job.register`, `nomad.nomad.client.update_status`,
+//! … — [`endpoint_metric`]). Nomad's `nomad.nomad.rpc.*` counters are not kept: they count RPC
+//! connections between agents, which drover does not have.
 //!
 //! Not here: sampling task usage (the client does, on request) or deciding what is published
 //! (the `telemetry` config block, [`crate::config::Telemetry`]).
@@ -26,8 +32,14 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use prometheus::{GaugeVec, Opts, Registry, TextEncoder};
 
+use drover_api::routes::Route;
+
 use crate::backend::LocalClient;
 use crate::config::Telemetry;
+
+mod sampled;
+
+use sampled::{Kind, Sampled};
 
 /// Errors of the metrics registry.
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +110,7 @@ pub struct Metrics {
     registry: Registry,
     host: String,
     inner: Mutex<Inner>,
+    sampled: Sampled,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -115,7 +128,47 @@ impl Metrics {
             registry: Registry::new(),
             host: host.into(),
             inner: Mutex::new(Inner::default()),
+            sampled: Sampled::default(),
         }
+    }
+
+    /// Adds `value` to a counter (go-metrics' `IncrCounterWithLabels`) at `now_unix_ns`.
+    pub fn incr_counter(
+        &self,
+        name: &'static str,
+        labels: &[(&'static str, &str)],
+        value: f64,
+        now_unix_ns: i64,
+    ) {
+        self.record(Kind::Counter, name, labels, value, now_unix_ns);
+    }
+
+    /// Records a sample, a time in milliseconds (go-metrics' `AddSampleWithLabels`, which its
+    /// `MeasureSince` uses) at `now_unix_ns`.
+    pub fn add_sample(
+        &self,
+        name: &'static str,
+        labels: &[(&'static str, &str)],
+        value: f64,
+        now_unix_ns: i64,
+    ) {
+        self.record(Kind::Sample, name, labels, value, now_unix_ns);
+    }
+
+    fn record(
+        &self,
+        kind: Kind,
+        name: &'static str,
+        labels: &[(&'static str, &str)],
+        value: f64,
+        now_unix_ns: i64,
+    ) {
+        let mut labels: Vec<(&'static str, String)> = labels
+            .iter()
+            .map(|(label, value)| (*label, (*value).to_owned()))
+            .collect();
+        labels.push(("host", self.host.clone()));
+        self.sampled.record(kind, name, labels, value, now_unix_ns);
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -214,12 +267,16 @@ impl Metrics {
         Ok(())
     }
 
-    /// The Prometheus text format (0.0.4).
-    pub fn render_prometheus(&self) -> Result<String, MetricsError> {
-        let families = {
+    /// The Prometheus text format (0.0.4) at `now_unix_ns`.
+    pub fn render_prometheus(&self, now_unix_ns: i64) -> Result<String, MetricsError> {
+        let mut families = {
             let _inner = self.lock();
             self.registry.gather()
         };
+        families.extend(
+            self.sampled
+                .families(now_unix_ns, |name| name.replace(['.', '-'], "_")),
+        );
         TextEncoder::new()
             .encode_to_string(&families)
             .map_err(MetricsError::Encode)
@@ -248,12 +305,13 @@ impl Metrics {
                 }));
             }
         }
+        let (counters, samples) = self.sampled.summary(now_unix_ns);
         serde_json::json!({
             "Timestamp": go_utc_time(now_unix_ns),
             "Gauges": gauges,
             "Points": [],
-            "Counters": [],
-            "Samples": [],
+            "Counters": counters,
+            "Samples": samples,
         })
     }
 
@@ -269,6 +327,13 @@ impl Metrics {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// The task runners count into the registry.
+impl drover_client::task_metrics::TaskCounters for Metrics {
+    fn increment(&self, name: &'static str, labels: &[(&'static str, &str)]) {
+        self.incr_counter(name, labels, 1.0, unix_now_ns());
     }
 }
 
@@ -311,7 +376,7 @@ pub async fn metrics_handler(
             )
                 .into_response();
         }
-        return match endpoint.metrics.render_prometheus() {
+        return match endpoint.metrics.render_prometheus(unix_now_ns()) {
             Ok(text) => (
                 [(
                     header::CONTENT_TYPE,
@@ -340,6 +405,76 @@ pub async fn metrics_handler(
         Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
         Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
     }
+}
+
+/// The Nomad RPC endpoint that serves what `route` asks, as the name of the timing Nomad's
+/// endpoint records (`defer metrics.MeasureSince([]string{"nomad", "job", "register"}, …)`);
+/// `None` for what Nomad answers without a server endpoint (the agent's own, parsing) or on
+/// the client.
+pub fn endpoint_metric(route: &Route) -> Option<&'static str> {
+    Some(match route {
+        Route::JobList => "nomad.nomad.job.list",
+        Route::JobRegister | Route::JobRegisterAt { .. } => "nomad.nomad.job.register",
+        Route::JobValidate => "nomad.nomad.job.validate",
+        Route::JobRead { .. } => "nomad.nomad.job.get_job",
+        Route::JobDeregister { .. } => "nomad.nomad.job.deregister",
+        Route::JobAllocations { .. } => "nomad.nomad.job.allocations",
+        Route::JobEvaluations { .. } => "nomad.nomad.job.evaluations",
+        Route::JobVersions { .. } => "nomad.nomad.job.get_job_versions",
+        Route::JobRevert { .. } => "nomad.nomad.job.revert",
+        Route::JobStable { .. } => "nomad.nomad.job.stable",
+        Route::JobSummary { .. } => "nomad.nomad.job_summary.get_job_summary",
+        Route::JobDeployment { .. } => "nomad.nomad.job.latest_deployment",
+        Route::JobDeployments { .. } => "nomad.nomad.job.deployments",
+        Route::JobPlan { .. } => "nomad.nomad.job.plan",
+        Route::JobEvaluate { .. } => "nomad.nomad.job.evaluate",
+        Route::JobPeriodicForce { .. } => "nomad.nomad.periodic.force",
+        Route::JobDispatch { .. } => "nomad.nomad.job.dispatch",
+        Route::AllocationList => "nomad.nomad.alloc.list",
+        Route::AllocationRead { .. } => "nomad.nomad.alloc.get_alloc",
+        Route::AllocationStop { .. } => "nomad.nomad.alloc.stop",
+        Route::EvaluationList => "nomad.nomad.eval.list",
+        Route::EvaluationRead { .. } => "nomad.nomad.eval.get_eval",
+        Route::EvaluationAllocations { .. } => "nomad.nomad.eval.allocations",
+        Route::NodeList => "nomad.nomad.client.list",
+        Route::NodeRead { .. } => "nomad.nomad.client.get_node",
+        Route::NodeAllocations { .. } => "nomad.nomad.client.get_allocs",
+        Route::NodeDrain { .. } => "nomad.nomad.client.update_drain",
+        Route::NodeEligibility { .. } => "nomad.nomad.client.update_eligibility",
+        Route::NodePurge { .. } => "nomad.nomad.client.deregister",
+        Route::NodeEvaluate { .. } => "nomad.nomad.client.evaluate",
+        Route::NodeRegister => "nomad.nomad.client.register",
+        Route::NodeUpdateStatus { .. } => "nomad.nomad.client.update_status",
+        Route::NodeGetClientAllocs { .. } => "nomad.nomad.client.get_client_allocs",
+        Route::NodeUpdateAlloc => "nomad.nomad.client.update_alloc",
+        Route::AllocGetAllocs => "nomad.nomad.alloc.get_allocs",
+        Route::DeploymentList => "nomad.nomad.deployment.list",
+        Route::DeploymentRead { .. } => "nomad.nomad.deployment.get_deployment",
+        Route::DeploymentAllocations { .. } => "nomad.nomad.deployment.allocations",
+        Route::Search => "nomad.nomad.search.prefix_search",
+        _ => return None,
+    })
+}
+
+/// Times every request a server agent serves whose route is a Nomad server endpoint
+/// ([`endpoint_metric`]), as a sample in milliseconds: from the request's arrival to its
+/// answer's head (a streamed body is not waited for).
+pub async fn measure_endpoints(
+    State(metrics): State<Arc<Metrics>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let name = drover_api::routes::route(request.method(), request.uri().path())
+        .ok()
+        .as_ref()
+        .and_then(endpoint_metric);
+    let started = tokio::time::Instant::now();
+    let response = next.run(request).await;
+    if let Some(name) = name {
+        let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+        metrics.add_sample(name, &[], elapsed_ms, unix_now_ns());
+    }
+    response
 }
 
 fn unix_now_ns() -> i64 {
@@ -707,7 +842,7 @@ mod tests {
                 )],
             )
             .unwrap();
-        let text = metrics.render_prometheus().unwrap();
+        let text = metrics.render_prometheus(0).unwrap();
         assert!(
             text.contains(
                 "nomad_client_allocs_memory_rss{alloc_id=\"a1\",host=\"node-1\",task=\"web\"} 4096"
@@ -749,7 +884,7 @@ mod tests {
         metrics
             .publish(Source::ClientAllocations, vec![rss("b")])
             .unwrap();
-        let text = metrics.render_prometheus().unwrap();
+        let text = metrics.render_prometheus(0).unwrap();
         assert!(!text.contains("alloc_id=\"a\""), "{text}");
         assert!(text.contains("alloc_id=\"b\""), "{text}");
         assert!(text.contains("nomad_runtime_sys_bytes"), "{text}");

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use drover_structs::{AllocListStub, AllocMetric, Timestamp};
+use drover_structs::{AllocListStub, AllocMetric, NodeListStub, Timestamp};
 
 use crate::columnize;
 
@@ -168,6 +168,38 @@ pub fn placement_failure_lines(metric: &AllocMetric, prefix: &str) -> String {
         line(format!("Quota limit hit {quota:?}"));
     }
     text
+}
+
+/// The node list as `node status` and `node pool nodes` print it.
+pub(crate) fn node_table(nodes: &[NodeListStub], verbose: bool) -> String {
+    let mut rows = vec![
+        [
+            "ID",
+            "Node Pool",
+            "DC",
+            "Name",
+            "Class",
+            "Drain",
+            "Eligibility",
+            "Status",
+        ]
+        .iter()
+        .map(|cell| (*cell).to_string())
+        .collect::<Vec<_>>(),
+    ];
+    for node in nodes {
+        rows.push(vec![
+            short_id(&node.id, verbose),
+            node.node_pool.clone(),
+            node.datacenter.clone(),
+            node.name.clone(),
+            or_none(&node.node_class),
+            node.drain.to_string(),
+            node.scheduling_eligibility.clone(),
+            node.status.clone(),
+        ]);
+    }
+    columnize::columns(&rows)
 }
 
 #[cfg(test)]

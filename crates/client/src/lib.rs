@@ -38,6 +38,7 @@ pub mod server_conn;
 pub mod services;
 pub mod state_db;
 pub mod status_buffer;
+pub mod task_metrics;
 pub mod taskenv;
 pub mod taskrunner;
 pub mod template;

@@ -33,6 +33,8 @@ pub struct TaskAllocRunnerFactory {
     pub jitter_seed: u64,
     /// Serves the agent's API inside each task.
     pub task_api: Option<Arc<dyn crate::taskrunner::hooks::api::TaskApiServer>>,
+    /// Where the task runners count Nomad's task counters.
+    pub task_counters: Option<Arc<dyn crate::task_metrics::TaskCounters>>,
 }
 
 impl TaskAllocRunnerFactory {
@@ -50,6 +52,7 @@ impl TaskAllocRunnerFactory {
                 services: Arc::clone(&context.services),
                 identities: Arc::clone(&context.identities),
                 task_api: self.task_api.clone(),
+                task_counters: self.task_counters.clone(),
             },
             sink,
         }
@@ -277,6 +280,7 @@ mod tests {
             region: "global".to_string(),
             jitter_seed: 7,
             task_api: None,
+            task_counters: None,
         };
         let mut node_config = NodeConfig::new(data_dir, "node-1", clock());
         node_config.alloc_query_wait = Duration::from_secs(30);

@@ -93,6 +93,7 @@ fn deps(data_dir: &Path) -> AllocRunnerDeps {
             ))),
             identities: Arc::new(drover_client::identity::NoServersSigner),
             task_api: None,
+            task_counters: None,
         },
         sink: Arc::new(NullSink::default()),
     }

@@ -91,6 +91,7 @@ fn agent() -> Agent {
             services: Arc::new(ConnRegistrar::new(server.clone())),
             identities: Arc::new(drover_client::identity::NoServersSigner),
             task_api: None,
+            task_counters: None,
         },
         sink: Arc::new(CollectingSink::default()),
     };

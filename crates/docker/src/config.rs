@@ -7,6 +7,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::DockerError;
+use crate::values::{bool_value, single_block};
 
 /// Where the engine listens when neither the config nor `DOCKER_HOST` says.
 pub const DEFAULT_ENDPOINT: &str = "unix:///var/run/docker.sock";
@@ -89,27 +90,6 @@ impl Default for DockerConfig {
     }
 }
 
-/// A single block as HCL decoding leaves it: an object, or a list holding one.
-pub(crate) fn single_block<'a>(
-    value: &'a Value,
-    key: &str,
-) -> Result<&'a Map<String, Value>, DockerError> {
-    match value {
-        Value::Object(map) => Ok(map),
-        Value::Array(items) if items.len() == 1 => single_block(&items[0], key),
-        _ => Err(DockerError::Config(format!("{key} must be a single block"))),
-    }
-}
-
-pub(crate) fn bool_value(value: &Value, key: &str) -> Result<bool, DockerError> {
-    match value {
-        Value::Bool(flag) => Ok(*flag),
-        Value::String(text) if text == "true" => Ok(true),
-        Value::String(text) if text == "false" => Ok(false),
-        _ => Err(DockerError::Config(format!("{key} must be true or false"))),
-    }
-}
-
 fn refuse_unknown(
     map: &Map<String, Value>,
     allowed: &[&str],
@@ -175,7 +155,7 @@ impl DockerConfig {
             let text = timeout.as_str().ok_or_else(|| {
                 DockerError::Config("pull_activity_timeout must be a duration string".into())
             })?;
-            let parsed_timeout = crate::task::parse_duration(text, "pull_activity_timeout")?;
+            let parsed_timeout = crate::values::parse_duration(text, "pull_activity_timeout")?;
             if parsed_timeout < std::time::Duration::from_secs(60) {
                 return Err(DockerError::Config(
                     "pull_activity_timeout is less than minimum, 1m0s".into(),

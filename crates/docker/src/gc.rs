@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::config::{bool_value, single_block};
 use crate::error::DockerError;
+use crate::values::{bool_value, parse_duration, single_block};
 
 /// The `gc` block of the docker plugin config (Nomad's defaults: images removed 3m after
 /// their last task, containers removed with their task).
@@ -47,12 +47,11 @@ impl GcConfig {
                     let text = value.as_str().ok_or_else(|| {
                         DockerError::Config("gc.image_delay must be a duration string".into())
                     })?;
-                    parsed.image_delay = crate::task::parse_duration(text, "gc.image_delay")
-                        .map_err(|_| {
-                            DockerError::Config(format!(
-                                "failed to parse 'image_delay' duration: {text:?}"
-                            ))
-                        })?;
+                    parsed.image_delay = parse_duration(text, "gc.image_delay").map_err(|_| {
+                        DockerError::Config(format!(
+                            "failed to parse 'image_delay' duration: {text:?}"
+                        ))
+                    })?;
                 }
                 other => {
                     return Err(DockerError::Config(format!(

@@ -24,6 +24,7 @@ pub mod gc;
 mod logs;
 mod progress;
 pub mod task;
+mod values;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

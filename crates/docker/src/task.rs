@@ -19,8 +19,9 @@ use drover_driver::TaskLaunch;
 use drover_driver::task_config::{DOCKER_CONFIG_KEYS, validate_config};
 use serde_json::{Map, Value};
 
-use crate::config::{DockerConfig, bool_value, normalize_cap, single_block};
+use crate::config::{DockerConfig, normalize_cap};
 use crate::error::DockerError;
+use crate::values::{bool_value, parse_duration, single_block};
 
 /// Nomad's default `image_pull_timeout`.
 const DEFAULT_PULL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
@@ -123,38 +124,6 @@ fn string_map(
         }
     }
     Ok(out)
-}
-
-/// Go's `time.ParseDuration` for the forms a pull timeout takes (`90s`, `5m`, `1h30m`).
-pub(crate) fn parse_duration(text: &str, key: &str) -> Result<Duration, DockerError> {
-    let invalid = || bad(format!("{key} {text:?} is not a duration such as \"5m\""));
-    let mut total = 0f64;
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return Err(invalid());
-    }
-    while !rest.is_empty() {
-        let number_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(invalid)?;
-        let number: f64 = rest[..number_end].parse().map_err(|_| invalid())?;
-        rest = &rest[number_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds = match &rest[..unit_end] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(invalid()),
-        };
-        total += number * seconds;
-        rest = &rest[unit_end..];
-    }
-    Ok(Duration::from_secs_f64(total))
 }
 
 /// `path` taken from `base` (when relative) with `.` and `..` resolved lexically; `None` when

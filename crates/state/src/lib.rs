@@ -36,6 +36,7 @@ pub mod keyring;
 pub mod kv;
 pub mod namespaces;
 pub mod node_pools;
+mod node_pools_table;
 pub mod store;
 pub mod tables;
 pub mod variables;

@@ -364,7 +364,7 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
     {
         Arc::make_mut(&mut tables.namespaces).insert(namespace.name.clone(), Arc::new(namespace));
     }
-    crate::node_pools::load_node_pools(kv, &mut tables).await?;
+    crate::node_pools_table::load_node_pools(kv, &mut tables).await?;
     for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {
         tables.index_service(&service);
         Arc::make_mut(&mut tables.services).insert(
@@ -1183,7 +1183,7 @@ impl StateStore {
                     }
                 }
                 node.modify_index = index;
-                crate::node_pools::ensure_node_pool(tables, context, &node.node_pool)?;
+                crate::node_pools_table::ensure_node_pool(tables, context, &node.node_pool)?;
                 context.put(Table::Nodes, node.id.as_bytes(), &node)?;
                 context.emit(node_event(EventType::NodeRegistration, &node)?);
                 Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));

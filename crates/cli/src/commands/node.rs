@@ -5,9 +5,7 @@ use clap::{Args, Subcommand};
 use drover_api::client::ApiClient;
 use std::collections::BTreeMap;
 
-use drover_structs::{
-    Allocation, DrainSpec, DrainStrategy, DurationNs, Node, NodeDrainRequest, NodeListStub,
-};
+use drover_structs::{Allocation, DrainSpec, DrainStrategy, DurationNs, Node, NodeDrainRequest};
 
 use crate::commands::describe;
 use crate::format::{
@@ -117,37 +115,6 @@ pub async fn run(command: NodeCommand, io: &mut Io<'_>) -> i32 {
     }
 }
 
-pub(crate) fn node_table(nodes: &[NodeListStub], verbose: bool) -> String {
-    let mut rows = vec![
-        [
-            "ID",
-            "Node Pool",
-            "DC",
-            "Name",
-            "Class",
-            "Drain",
-            "Eligibility",
-            "Status",
-        ]
-        .iter()
-        .map(|cell| (*cell).to_string())
-        .collect::<Vec<_>>(),
-    ];
-    for node in nodes {
-        rows.push(vec![
-            short_id(&node.id, verbose),
-            node.node_pool.clone(),
-            node.datacenter.clone(),
-            node.name.clone(),
-            or_none(&node.node_class),
-            node.drain.to_string(),
-            node.scheduling_eligibility.clone(),
-            node.status.clone(),
-        ]);
-    }
-    columnize::columns(&rows)
-}
-
 async fn node_status(arguments: StatusArgs, io: &mut Io<'_>) -> i32 {
     let client = match arguments.api.client() {
         Ok(client) => client,
@@ -170,7 +137,7 @@ async fn node_status(arguments: StatusArgs, io: &mut Io<'_>) -> i32 {
         } else if nodes.is_empty() {
             io.say("No nodes registered");
         } else {
-            io.say(node_table(&nodes, arguments.verbose));
+            io.say(crate::format::node_table(&nodes, arguments.verbose));
         }
         return 0;
     }
@@ -185,7 +152,7 @@ async fn node_status(arguments: StatusArgs, io: &mut Io<'_>) -> i32 {
             None => {
                 io.error(format!(
                     "Prefix matched multiple nodes\n\n{}",
-                    node_table(many, arguments.verbose)
+                    crate::format::node_table(many, arguments.verbose)
                 ));
                 return 1;
             }
@@ -319,7 +286,7 @@ async fn resolve_node(
         [only] => Ok((node_id, only.id.clone())),
         many => Err(format!(
             "Prefix matched multiple nodes\n\n{}",
-            node_table(many, true)
+            crate::format::node_table(many, true)
         )),
     }
 }

@@ -336,7 +336,7 @@ async fn nodes(arguments: PoolArgs, io: &mut Io<'_>) -> i32 {
     } else if nodes.is_empty() {
         io.say("No nodes");
     } else {
-        io.say(crate::commands::node::node_table(&nodes, arguments.verbose));
+        io.say(crate::format::node_table(&nodes, arguments.verbose));
     }
     0
 }

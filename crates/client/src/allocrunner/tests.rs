@@ -64,6 +64,7 @@ fn harness() -> Harness {
             services: services.clone(),
             identities: Arc::new(crate::identity::NoServersSigner),
             task_api: None,
+            task_counters: None,
         },
         sink: sink.clone(),
     };

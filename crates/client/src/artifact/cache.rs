@@ -100,7 +100,7 @@ pub fn collect_garbage(cache_dir: &Path, config: &ArtifactConfig, now: SystemTim
         if !too_old && !too_big {
             continue;
         }
-        let lock = super::fetch::flight_lock(&entry.path);
+        let lock = super::flight::flight_lock(&entry.path);
         let Ok(_held) = lock.try_write() else {
             continue;
         };
@@ -203,7 +203,7 @@ mod tests {
             cache_max_age: Duration::from_secs(60),
             ..ArtifactConfig::default()
         };
-        let lock = super::super::fetch::flight_lock(&entry);
+        let lock = super::super::flight::flight_lock(&entry);
         let reading = lock.read().await;
         assert!(collect_garbage(cache.path(), &limits, now).is_empty());
         drop(reading);

@@ -28,9 +28,8 @@
 //!
 //! **Not** here: task events, hook state or retries (the artifact hook owns them).
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, Mutex, Weak};
+
 use tokio::io::AsyncWriteExt as _;
 
 use sha2::{Digest, Sha256};
@@ -47,27 +46,6 @@ use super::source::{ArchiveChoice, ArtifactSpec, Getter, GetterMode};
 pub struct ArtifactFetcher {
     cache_dir: PathBuf,
     config: ArtifactConfig,
-}
-
-/// One lock per cache entry, shared by every fetch in the process: a fetch holds it for
-/// writing while it looks for (and downloads) the entry, then for reading while it places it,
-/// so fetches of one key download once and place side by side, and the cache's garbage
-/// collection ([`super::cache`]) removes only entries nobody holds.
-type FlightLocks = HashMap<PathBuf, Weak<tokio::sync::RwLock<()>>>;
-static IN_FLIGHT: LazyLock<Mutex<FlightLocks>> = LazyLock::new(|| Mutex::new(HashMap::new()));
-
-pub(super) fn flight_lock(entry: &Path) -> Arc<tokio::sync::RwLock<()>> {
-    let mut locks = match IN_FLIGHT.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    };
-    if let Some(lock) = locks.get(entry).and_then(Weak::upgrade) {
-        return lock;
-    }
-    locks.retain(|_, lock| lock.strong_count() > 0);
-    let lock = Arc::new(tokio::sync::RwLock::new(()));
-    locks.insert(entry.to_path_buf(), Arc::downgrade(&lock));
-    lock
 }
 
 /// Where a fetched artifact is on the client before it is placed.
@@ -140,7 +118,7 @@ impl ArtifactFetcher {
             }
             Getter::Http { url } => {
                 let entry = self.cache_entry(spec, job_version_key);
-                let lock = flight_lock(&entry);
+                let lock = super::flight::flight_lock(&entry);
                 let flight = lock.clone().write_owned().await;
                 if !tokio::fs::try_exists(&entry).await.unwrap_or(false) {
                     self.download(spec, url, &entry).await?;
@@ -160,7 +138,7 @@ impl ArtifactFetcher {
                 depth,
             } => {
                 let entry = self.cache_entry(spec, job_version_key);
-                let lock = flight_lock(&entry);
+                let lock = super::flight::flight_lock(&entry);
                 let flight = lock.clone().write_owned().await;
                 if !tokio::fs::try_exists(&entry).await.unwrap_or(false) {
                     let clone = GitClone {
@@ -793,6 +771,7 @@ mod tests {
 
     use super::*;
     use crate::taskenv::TaskEnv;
+    use std::sync::Arc;
 
     const BODY: &[u8] = b"artifact body\n";
 

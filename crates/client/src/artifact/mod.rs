@@ -19,6 +19,7 @@ pub mod checksum;
 pub mod config;
 pub mod error;
 pub mod fetch;
+pub mod flight;
 pub mod source;
 
 pub use config::ArtifactConfig;

@@ -20,6 +20,7 @@
 
 pub mod driver;
 pub mod drivers;
+pub mod exec_context;
 pub mod hooks;
 mod kill;
 pub mod restarts;
@@ -36,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::allocdir::AllocDir;
 use crate::state_db::TaskRecordPart;
+pub use crate::taskrunner::exec_context::TaskExecContext;
 use crate::taskrunner::restarts::{
     RestartBackoff, RestartMode, RestartPolicySettings, RestartTracker, RestartTrackerState,
 };
@@ -80,44 +82,6 @@ fn container_process(
 
 /// The user an isolated task without a `user` runs as (the exec driver's default).
 pub const ISOLATED_DEFAULT_USER: &str = "nobody";
-
-/// A running task's context, for running another command in it (`alloc exec`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskExecContext {
-    /// The task's environment, as given to the task.
-    pub env: BTreeMap<String, String>,
-    /// The task dir (the task's working directory).
-    pub cwd: std::path::PathBuf,
-    /// The task's user; `None` runs as the agent's.
-    pub user: Option<String>,
-    /// The task's main process, when the driver knows it.
-    pub task_pid: Option<i32>,
-    /// The task's cgroup, when its driver made one.
-    pub cgroup: Option<drover_driver::CgroupRef>,
-    /// The task runs in its own namespaces and root (enter those of `task_pid`).
-    pub isolated: bool,
-}
-
-impl TaskExecContext {
-    /// The shim's exec spec for `command` in this context: the one path by which anything runs
-    /// inside a task (`alloc exec` sessions and script checks alike).
-    pub fn exec_spec(self, command: Vec<String>, tty: bool) -> drover_shim::exec_mode::ExecSpec {
-        drover_shim::exec_mode::ExecSpec {
-            command,
-            env: self.env.into_iter().collect(),
-            cwd: Some(self.cwd),
-            user: self.user,
-            cgroup: self
-                .cgroup
-                .map(|cgroup| drover_shim::exec_mode::ExecCgroup {
-                    root: cgroup.root,
-                    name: cgroup.name,
-                }),
-            enter_namespaces_of: self.task_pid.filter(|_| self.isolated),
-            tty,
-        }
-    }
-}
 
 /// The environment a process was started with (`/proc/<pid>/environ`); empty when unreadable.
 fn process_environment(pid: i32) -> BTreeMap<String, String> {

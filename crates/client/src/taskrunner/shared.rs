@@ -82,6 +82,9 @@ pub struct TaskRunnerDeps {
     pub identities: Arc<dyn crate::identity::IdentitySigner>,
     /// Serves the agent's API inside each task (`None`: tasks get no `secrets/api.sock`).
     pub task_api: Option<Arc<dyn hooks::api::TaskApiServer>>,
+    /// Where Nomad's task counters (`nomad.client.allocs.running`, …) are counted (`None`:
+    /// not counted).
+    pub task_counters: Option<Arc<dyn crate::task_metrics::TaskCounters>>,
 }
 
 pub(crate) enum TaskCommand {
@@ -176,16 +179,37 @@ impl TaskRunnerShared {
         to: Option<TaskPhase>,
         event: Option<TaskEvent>,
     ) -> Result<(), IllegalTransition> {
-        let snapshot = {
+        let counters = self.deps.task_counters.as_ref();
+        let (snapshot, counted) = {
             let mut lifecycle = lock(&self.lifecycle);
+            let previous_state = lifecycle.task_state.state.clone();
             if let Some(to) = to {
                 lifecycle.move_to(to, self.now())?;
             }
+            let counted_event = counters.and(event.clone());
             if let Some(event) = event {
                 lifecycle.push_event(event);
             }
-            lifecycle.clone()
+            let counted = match counters {
+                Some(_) => crate::task_metrics::counted(
+                    &previous_state,
+                    &lifecycle.task_state,
+                    counted_event.as_ref(),
+                ),
+                None => Vec::new(),
+            };
+            (lifecycle.clone(), counted)
         };
+        if let (Some(counters), false) = (counters, counted.is_empty()) {
+            let labels = crate::task_metrics::task_labels(&self.alloc(), &self.task_name);
+            let labels: Vec<(&'static str, &str)> = labels
+                .iter()
+                .map(|(label, value)| (*label, value.as_str()))
+                .collect();
+            for name in counted {
+                counters.increment(name, &labels);
+            }
+        }
         self.phase_watch.send_if_modified(|phase| {
             let changed = *phase != snapshot.phase;
             *phase = snapshot.phase;

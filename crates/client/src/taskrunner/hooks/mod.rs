@@ -128,7 +128,7 @@ pub trait TaskLifecycleRequests: Send + Sync + std::fmt::Debug {
     fn request_kill(&self, source: &str, reason: &str, fail: bool);
     /// The running task's exec context, to run a command inside it (a template's
     /// `change_script`); `None` when it is not running.
-    fn exec_context(&self) -> Option<crate::taskrunner::TaskExecContext> {
+    fn exec_context(&self) -> Option<crate::taskrunner::exec_context::TaskExecContext> {
         None
     }
 }
