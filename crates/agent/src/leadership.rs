@@ -166,10 +166,12 @@ pub fn is_cluster_write(method: &Method, path: &str) -> bool {
     if reads.contains(method) || !path.starts_with("/v1/") {
         return false;
     }
-    // The agent's own endpoints and the client's (answered here or by the allocation's node).
-    !["/v1/agent/", "/v1/client/", "/v1/status/"]
-        .iter()
-        .any(|prefix| path.starts_with(prefix))
+    // The agent's own endpoints and the client's (answered here or by the allocation's node);
+    // parsing a jobspec reads no state, and Nomad's agents answer it themselves.
+    path != "/v1/jobs/parse"
+        && !["/v1/agent/", "/v1/client/", "/v1/status/"]
+            .iter()
+            .any(|prefix| path.starts_with(prefix))
 }
 
 /// The middleware of a server of a cluster: a follower passes writes to the leader.
@@ -404,6 +406,7 @@ mod tests {
             (Method::PUT, "/v1/agent/join"),
             (Method::POST, "/v1/client/allocation/a/restart"),
             (Method::PUT, "/ui/"),
+            (Method::POST, "/v1/jobs/parse"),
         ] {
             assert!(!is_cluster_write(&method, path), "{method} {path}");
         }
