@@ -255,22 +255,8 @@ pub(super) async fn fuzzy_search<B: ApiBackend>(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let request: FuzzySearchRequest = decode_body(&body)?;
-    let namespace = params
-        .non_empty("namespace")
-        .map(str::to_string)
-        .or_else(|| (!request.namespace.is_empty()).then(|| request.namespace.clone()))
-        .unwrap_or_else(|| "default".to_string());
-    let contexts: Vec<&str> = if request.context == "all" {
-        ALL_CONTEXTS.to_vec()
-    } else if ALL_CONTEXTS.contains(&request.context.as_str()) {
-        vec![request.context.as_str()]
-    } else {
-        return Err(ApiError::internal(format!(
-            "context must be one of [{}] or 'all' for all contexts; got {:?}",
-            ALL_CONTEXTS.join(" "),
-            request.context
-        )));
-    };
+    let namespace = super::search::search_namespace(params, &request.namespace);
+    let contexts = super::search::chosen_contexts(&request.context, ALL_CONTEXTS)?;
     if request.text.len() < MIN_TERM_LENGTH {
         return Err(ApiError::internal(format!(
             "fuzzy search query must be at least {MIN_TERM_LENGTH} characters, got {}",

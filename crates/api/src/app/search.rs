@@ -85,28 +85,42 @@ fn prefix_matches(mut ids: Vec<String>, prefix: &str) -> (Option<Vec<String>>, b
     ((!matches.is_empty()).then_some(matches), truncated)
 }
 
+/// The namespace a search looks in: the query's, else the body's, else `default`.
+pub(super) fn search_namespace(params: &QueryParams, body_namespace: &str) -> String {
+    params
+        .non_empty("namespace")
+        .map(str::to_string)
+        .or_else(|| (!body_namespace.is_empty()).then(|| body_namespace.to_string()))
+        .unwrap_or_else(|| "default".to_string())
+}
+
+/// The contexts a search covers: `all` of `known`, or the one named; anything else is Nomad's
+/// error naming the known ones.
+pub(super) fn chosen_contexts<'a>(
+    context: &'a str,
+    known: &[&'a str],
+) -> Result<Vec<&'a str>, ApiError> {
+    if context == "all" {
+        Ok(known.to_vec())
+    } else if known.contains(&context) {
+        Ok(vec![context])
+    } else {
+        Err(ApiError::internal(format!(
+            "context must be one of [{}] or 'all' for all contexts; got {:?}",
+            known.join(" "),
+            context
+        )))
+    }
+}
+
 pub(super) async fn prefix_search<B: ApiBackend>(
     backend: &B,
     params: &QueryParams,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let request: SearchRequest = decode_body(&body)?;
-    let namespace = params
-        .non_empty("namespace")
-        .map(str::to_string)
-        .or_else(|| (!request.namespace.is_empty()).then(|| request.namespace.clone()))
-        .unwrap_or_else(|| "default".to_string());
-    let contexts: Vec<&str> = if request.context == "all" {
-        CONTEXTS.to_vec()
-    } else if CONTEXTS.contains(&request.context.as_str()) {
-        vec![request.context.as_str()]
-    } else {
-        return Err(ApiError::internal(format!(
-            "context must be one of [{}] or 'all' for all contexts; got {:?}",
-            CONTEXTS.join(" "),
-            request.context
-        )));
-    };
+    let namespace = search_namespace(params, &request.namespace);
+    let contexts = chosen_contexts(&request.context, CONTEXTS)?;
     let mut tables = Vec::new();
     let mut response = SearchResponse {
         matches: BTreeMap::new(),
