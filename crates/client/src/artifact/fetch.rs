@@ -190,22 +190,7 @@ impl ArtifactFetcher {
                 url: location.to_string(),
                 message: crate::error_text::error_chain(&error),
             };
-            let client = reqwest::Client::builder()
-                .read_timeout(self.config.http_read_timeout)
-                .tls_danger_accept_invalid_certs(spec.insecure)
-                .build()
-                .map_err(http_error)?;
-            let mut request = client.get(location);
-            for (name, value) in &spec.headers {
-                request = request.header(name, value);
-            }
-            let mut response = request.send().await.map_err(http_error)?;
-            if !response.status().is_success() {
-                return Err(ArtifactError::HttpStatus {
-                    url: location.to_string(),
-                    status: response.status().as_u16(),
-                });
-            }
+            let mut response = self.http_get(spec, location).await?;
             let mut bytes = Vec::new();
             while let Some(chunk) = response.chunk().await.map_err(http_error)? {
                 bytes.extend_from_slice(&chunk);
@@ -275,6 +260,35 @@ impl ArtifactFetcher {
         self.cache_dir.join(to_hex(&hasher.finalize()))
     }
 
+    /// A GET of `url` with the artifact's headers, TLS choice and read timeout; any status but
+    /// success is an error naming it.
+    async fn http_get(
+        &self,
+        spec: &ArtifactSpec,
+        url: &str,
+    ) -> Result<reqwest::Response, ArtifactError> {
+        let http_error = |error: reqwest::Error| ArtifactError::Http {
+            url: url.to_string(),
+            message: crate::error_text::error_chain(&error),
+        };
+        let client = reqwest::Client::builder()
+            .read_timeout(self.config.http_read_timeout)
+            .tls_danger_accept_invalid_certs(spec.insecure)
+            .build()
+            .map_err(http_error)?;
+        let mut request = client.get(url);
+        for (name, value) in &spec.headers {
+            request = request.header(name, value);
+        }
+        let response = request.send().await.map_err(http_error)?;
+        if !response.status().is_success() {
+            return Err(ArtifactError::HttpStatus {
+                url: url.to_string(),
+                status: response.status().as_u16(),
+            });
+        }
+        Ok(response)
+    }
     /// A fresh path beside the cache entries for an entry being written.
     async fn partial_path(&self, entry: &Path) -> Result<PathBuf, ArtifactError> {
         let partial_dir = self.cache_dir.join(".partial");
@@ -314,22 +328,7 @@ impl ArtifactFetcher {
             url: url.to_string(),
             message: crate::error_text::error_chain(&error),
         };
-        let client = reqwest::Client::builder()
-            .read_timeout(self.config.http_read_timeout)
-            .tls_danger_accept_invalid_certs(spec.insecure)
-            .build()
-            .map_err(http_error)?;
-        let mut request = client.get(url);
-        for (name, value) in &spec.headers {
-            request = request.header(name, value);
-        }
-        let mut response = request.send().await.map_err(http_error)?;
-        if !response.status().is_success() {
-            return Err(ArtifactError::HttpStatus {
-                url: url.to_string(),
-                status: response.status().as_u16(),
-            });
-        }
+        let mut response = self.http_get(spec, url).await?;
         let limit = if self.config.http_max_size == 0 {
             u64::MAX
         } else {
