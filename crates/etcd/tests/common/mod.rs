@@ -6,9 +6,12 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Whether `etcd` is on the PATH; panics under `CI=true` when it is not.
@@ -29,11 +32,20 @@ pub fn etcd_available() -> bool {
     found
 }
 
+/// A port nothing listens on and that no cluster of this process was given before. The kernel
+/// may hand a just-released port out again; two clusters sharing a peer port would join each
+/// other, so every port is given out once per process.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .unwrap()
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|address| address.port())
+            .unwrap();
+        if GIVEN.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
 }
 
 struct Member {
@@ -70,7 +82,13 @@ impl EtcdCluster {
             .map(|member| format!("{}=http://127.0.0.1:{}", member.name, member.peer_port))
             .collect::<Vec<_>>()
             .join(",");
-        let token = format!("drover-test-{}", std::process::id());
+        // A token per cluster: members of two clusters never take each other as peers.
+        static CLUSTERS: AtomicUsize = AtomicUsize::new(0);
+        let token = format!(
+            "drover-test-{}-{}",
+            std::process::id(),
+            CLUSTERS.fetch_add(1, Ordering::Relaxed)
+        );
         let mut cluster = Self {
             _directory: directory,
             members,
