@@ -195,13 +195,21 @@ def test_counters_and_samples_follow_go_metrics(agent):
 
 def test_stopped_allocation_gauges_disappear(agent):
     alloc_id = wait_for("the task to run", lambda: running_alloc(agent))
-    agent.client.job.deregister_job(JOB_ID, purge=True)
 
-    def gone():
+    # Only the gauges go: the task runner's counters (`nomad.client.allocs.running`, …) carry
+    # the allocation's ID too and, as in Nomad's Prometheus sink, stay cumulative.
+    def has_gauges():
         _, body = agent.get("/v1/metrics?format=prometheus")
-        return f'alloc_id="{alloc_id}"' not in body
+        return any(
+            sample.labels.get("alloc_id") == alloc_id
+            for family in text_string_to_metric_families(body)
+            if family.type == "gauge"
+            for sample in family.samples
+        )
 
-    wait_for("the stopped allocation's gauges to go", gone)
+    wait_for("the running allocation's gauges", has_gauges)
+    agent.client.job.deregister_job(JOB_ID, purge=True)
+    wait_for("the stopped allocation's gauges to go", lambda: not has_gauges())
 
 
 def test_prometheus_output_off_answers_415_as_nomad():
