@@ -113,6 +113,10 @@ fn check_client_builder(skip_verify: bool) -> reqwest::ClientBuilder {
 
 type Results = Arc<Mutex<BTreeMap<String, CheckQueryResult>>>;
 
+/// The request of an `http` check and the client to send it with when the shared ones do not
+/// fit, or why it cannot be sent.
+type PreparedHttp = Result<(HttpProbe, Option<reqwest::Client>), String>;
+
 /// The checks of one allocation. Dropping it does not stop them: call [`ChecksHook::stop`].
 #[derive(Debug)]
 pub struct ChecksHook {
@@ -389,6 +393,8 @@ impl Observer {
             let started = tokio::time::Instant::now();
             let mut restart_watch = RestartWatch::new(self.spec.check_restart.as_ref(), started);
             let mut wait = self.interval() / 2;
+            // Built at the first probe of this arming whose task environment is known.
+            let mut prepared: Option<PreparedHttp> = None;
             loop {
                 tokio::select! {
                     () = self.stop.cancelled() => return,
@@ -404,7 +410,7 @@ impl Observer {
                 wait = self.interval();
                 let result = tokio::select! {
                     () = self.stop.cancelled() => return,
-                    result = self.probe() => result,
+                    result = self.probe(&mut prepared) => result,
                 };
                 let status = self.tracker.observe(result.outcome);
                 self.publish(status, result);
@@ -467,15 +473,22 @@ impl Observer {
     /// The environment `${…}` in the check is interpolated with: its task's, or for a group
     /// service the first running task's (they share every `NOMAD_ALLOC_*` variable).
     fn env(&self) -> TaskEnv {
+        self.task_env().0
+    }
+
+    /// [`Observer::env`], and whether a running task's environment was found for it.
+    fn task_env(&self) -> (TaskEnv, bool) {
         let context = self
             .exec_task
             .iter()
             .chain(self.targets.iter())
             .find_map(|task| task.exec_context());
-        TaskEnv {
+        let known = context.is_some();
+        let env = TaskEnv {
             env: context.map(|context| context.env).unwrap_or_default(),
             node_values: crate::taskenv::node_values(&self.deps.node, &self.alloc_region()),
-        }
+        };
+        (env, known)
     }
 
     fn alloc_region(&self) -> String {
@@ -486,19 +499,38 @@ impl Observer {
             .unwrap_or_default()
     }
 
-    async fn probe(&self) -> ProbeResult {
+    /// Runs the check once. An `http` check's request is the same for every probe while its
+    /// task runs (its environment and ports do not change), so it is built once per arming, as
+    /// soon as the task's environment is known, and kept in `prepared`.
+    async fn probe(&self, prepared: &mut Option<PreparedHttp>) -> ProbeResult {
         let check = &self.spec.check;
         let timeout = self.timeout();
         match check.r#type.as_str() {
-            "http" => match self.http_probe() {
-                Ok((probe, client)) => {
-                    let client = client
-                        .as_ref()
-                        .unwrap_or_else(|| http_client(self.spec.check.tls_skip_verify));
-                    probe::http(client, &probe, timeout, self.http_rules()).await
+            "http" => {
+                let built;
+                let request = match prepared {
+                    Some(request) => &*request,
+                    None => {
+                        let (env, known) = self.task_env();
+                        let request = self.http_probe(&env);
+                        if known {
+                            &*prepared.insert(request)
+                        } else {
+                            built = request;
+                            &built
+                        }
+                    }
+                };
+                match request {
+                    Ok((probe, client)) => {
+                        let client = client
+                            .as_ref()
+                            .unwrap_or_else(|| http_client(self.spec.check.tls_skip_verify));
+                        probe::http(client, probe, timeout, self.http_rules()).await
+                    }
+                    Err(message) => failure(message.clone()),
                 }
-                Err(message) => failure(message),
-            },
+            }
             "tcp" => match self.address() {
                 Ok(address) => probe::tcp(&address, timeout).await,
                 Err(message) => failure(message),
@@ -594,9 +626,8 @@ impl Observer {
     /// The request of an `http` check, and the client to send it with when the shared ones do
     /// not fit: a check with `tls_server_name` gets its own, which resolves that name to the
     /// check's address so the TLS handshake sends and verifies it.
-    fn http_probe(&self) -> Result<(HttpProbe, Option<reqwest::Client>), String> {
+    fn http_probe(&self, env: &TaskEnv) -> PreparedHttp {
         let check = &self.spec.check;
-        let env = self.env();
         let protocol = if check.protocol.is_empty() {
             "http"
         } else {
@@ -626,7 +657,6 @@ impl Observer {
             .header
             .iter()
             .flat_map(|(name, values)| {
-                let env = &env;
                 values
                     .iter()
                     .map(move |value| (name.clone(), env.interpolate(value)))
