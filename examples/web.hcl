@@ -16,8 +16,9 @@ job "web" {
     team = "platform"
   }
 
-  # No update block: drover replaces a changed group all at once (rolling updates and
-  # canaries come with deployments), and refuses an update strategy it would not follow.
+  # No update block: Nomad's default applies, so a changed group is replaced one instance at a
+  # time through a deployment (each new one healthy for 10 s before the next); see
+  # examples/rolling-update.hcl for an update block of its own.
 
   group "frontend" {
     count = var.replicas

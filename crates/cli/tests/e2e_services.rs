@@ -301,3 +301,106 @@ job "grpccheck" {{
     );
     agent.cli_ok(&["job", "stop", "-purge", "grpccheck"]);
 }
+
+/// `kill -9` of the agent and a restart on its data dir: the task keeps running, and neither
+/// the catalog nor the checks flap — the registration keeps its ID and ModifyIndex (it is never
+/// removed and added again), and every read of the check from the restart until its first new
+/// result says `success` (the restored result, then the new one).
+#[test]
+fn a_killed_agent_restarts_with_the_same_registration_and_no_flapping_check() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let mut agent = Agent::start_with(&data_dir, &[]);
+    let name = format!("e2e-restart-{}", std::process::id());
+    let jobspec = format!(
+        r#"
+job "restart-svc" {{
+  group "web" {{
+    network {{
+      port "http" {{}}
+    }}
+    service {{
+      name     = "{name}"
+      port     = "http"
+      provider = "nomad"
+      check {{
+        name     = "index"
+        type     = "http"
+        path     = "/"
+        interval = "4s"
+        timeout  = "2s"
+      }}
+    }}
+    task "server" {{
+      driver = "raw_exec"
+      config {{
+        command = "python3"
+        args    = ["-m", "http.server", "${{NOMAD_PORT_http}}", "--bind", "${{NOMAD_IP_http}}"]
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    let (_dir, path) = write_jobspec("restart-svc.hcl", &jobspec);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let alloc_id = wait_for("a running alloc", LIMIT, || {
+        let allocs = agent.get_json("/v1/job/restart-svc/allocations");
+        let first = allocs.as_array()?.first()?.clone();
+        (first["ClientStatus"] == "running").then(|| first["ID"].as_str().unwrap().to_owned())
+    });
+    let checks_path = format!("/v1/client/allocation/{alloc_id}/checks");
+    let check = |agent: &Agent| -> Option<Value> {
+        let (status, body) = http("GET", &agent.url(&checks_path), None);
+        if status != 200 {
+            return None;
+        }
+        let checks: Value = serde_json::from_str(&body).ok()?;
+        checks.as_object()?.values().next().cloned()
+    };
+    let before_check = wait_for("the check to pass", LIMIT, || {
+        check(&agent).filter(|result| result["Status"] == "success")
+    });
+    let before = wait_for("the registration", LIMIT, || {
+        let found = registrations(&agent, &name);
+        (found.len() == 1).then(|| found[0].clone())
+    });
+    let task_address = format!("{}:{}", before["Address"].as_str().unwrap(), before["Port"]);
+
+    agent.kill9();
+    assert!(answers(&task_address), "the task runs without its agent");
+    let agent = Agent::start_with(&data_dir, &[]);
+
+    // From the restart until the check's first new result, every read is a success.
+    let mut reads = 0;
+    let after_check = wait_for("a new result of the check", LIMIT, || {
+        let result = check(&agent)?;
+        reads += 1;
+        assert_eq!(
+            result["Status"], "success",
+            "read {reads} after the restart: {result}"
+        );
+        (result["Timestamp"] != before_check["Timestamp"]).then_some(result)
+    });
+    assert_eq!(after_check["ID"], before_check["ID"]);
+    let after = registrations(&agent, &name);
+    assert_eq!(after.len(), 1, "{after:?}");
+    for field in [
+        "ID",
+        "AllocID",
+        "Address",
+        "Port",
+        "CreateIndex",
+        "ModifyIndex",
+    ] {
+        assert_eq!(
+            after[0][field], before[field],
+            "{field}: {after:?} / {before}"
+        );
+    }
+    assert!(answers(&task_address), "the same task still answers");
+    agent.cli_ok(&["job", "stop", "-purge", "restart-svc"]);
+    wait_for("the catalog to empty", LIMIT, || {
+        registrations(&agent, &name).is_empty().then_some(())
+    });
+}

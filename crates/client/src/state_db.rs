@@ -604,8 +604,9 @@ impl StateDb {
         format!("{alloc_id}/checks")
     }
 
-    /// Persists the latest check results of an allocation, relaxed (like hook state: losing
-    /// the last change only means the checks start from the one before).
+    /// Persists the latest check results of an allocation, durably: they are written only when
+    /// a check's status changes, and a change lost to a crash would have a restarted agent
+    /// report a check `pending` (or worse, its last failure) that has been passing since.
     pub fn put_check_results<T: Serialize>(
         &self,
         alloc_id: &str,
@@ -613,14 +614,7 @@ impl StateDb {
     ) -> Result<(), StateDbError> {
         let key = Self::checks_key(alloc_id);
         let bytes = self.encode(&key, record)?;
-        self.write(
-            WriteOperation::Put {
-                table: RecordTable::Tasks,
-                key,
-                bytes,
-            },
-            WriteWait::Queued,
-        )
+        self.put(RecordTable::Tasks, &key, &bytes)
     }
 
     /// The check results persisted for an allocation, if any.

@@ -11,7 +11,7 @@
 //! running task) through the task runner with a "Restart Signaled" event naming the check; the
 //! restart counts against the restart policy.
 //!
-//! Results are persisted (relaxed) in the client state when a check's status changes; a
+//! Results are persisted (durably) in the client state when a check's status changes; a
 //! restored allocation starts from them, and they stay until each check's first new result, so
 //! an agent restart never reports a false failure.
 //!
