@@ -194,9 +194,14 @@ def main():
     total = sum(seconds for seconds, _, _ in results)
     print(f"== {len(results)} executables in {wall:.1f}s ({total:.1f}s one after the other)")
 
-    # Doc tests are compiled by rustdoc when they run; cargo does that.
-    doc_args = [arg for arg in cargo_args if arg != "--no-fail-fast"]
-    doc = subprocess.call(["cargo", "test", "--doc", *doc_args, "--", *test_args])
+    # Doc tests are compiled by rustdoc when they run; cargo does that, unless the arguments
+    # chose targets (cargo refuses `--doc` beside them, and they did not ask for doc tests).
+    selectors = ("--lib", "--bin", "--bins", "--test", "--tests", "--example", "--examples",
+                 "--bench", "--benches", "--all-targets")
+    doc = 0
+    if not any(arg.split("=", 1)[0] in selectors for arg in cargo_args):
+        doc_args = [arg for arg in cargo_args if arg != "--no-fail-fast"]
+        doc = subprocess.call(["cargo", "test", "--doc", *doc_args, "--", *test_args])
 
     failed = [name for _, code, name in results if code != 0]
     if doc != 0:
