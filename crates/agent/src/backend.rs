@@ -308,8 +308,9 @@ impl AgentOperations for AgentBackend {
             .map_err(client_error)?;
         let shim_binary = drover_driver::locate_shim_binary(None)
             .map_err(|error| ApiError::Internal(error.to_string()))?;
-        let spec = super::exec::exec_spec(context, request.command, request.tty);
-        Ok(super::exec::start_session(shim_binary, spec))
+        let spec = context.exec_spec(request.command, request.tty);
+        let (input, output) = drover_driver::exec_session::start_session(shim_binary, spec);
+        Ok(ExecSession { input, output })
     }
 
     async fn register_node(&self, node: Node) -> Result<Duration, ApiError> {

@@ -10,7 +10,6 @@ pub mod acl_http;
 pub mod backend;
 pub mod cluster;
 pub mod config;
-pub mod exec;
 pub mod gc_http;
 pub mod identity_http;
 pub mod in_process;

@@ -445,26 +445,7 @@ pub struct ExecRequest {
     pub tty: bool,
 }
 
-/// What the caller sends to an exec session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ExecInput {
-    Stdin(Vec<u8>),
-    /// End of standard input.
-    StdinClose,
-    /// The caller's terminal size changed.
-    TtySize {
-        height: u16,
-        width: u16,
-    },
-}
-
-/// What an exec session sends back; `Exited` is last.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ExecOutput {
-    Stdout(Vec<u8>),
-    Stderr(Vec<u8>),
-    Exited { exit_code: i32 },
-}
+pub use drover_structs::exec::{ExecInput, ExecOutput};
 
 /// A running exec: input goes in, output comes out until `Exited`.
 #[derive(Debug)]

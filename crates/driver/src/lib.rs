@@ -1,5 +1,6 @@
 //! Task drivers: the [`Driver`] trait and the `raw_exec`, `exec` and `mock` drivers, which launch each
-//! task under its own `drover-shim` (or, for `mock`, pretend to) and re-attach to it later.
+//! task under its own `drover-shim` (or, for `mock`, pretend to) and re-attach to it later;
+//! [`exec_session`] runs an `alloc exec` command inside a running task through the same shim.
 //!
 //! **Boundary**: knows tasks and processes, never allocations or the server. Restart policy,
 //! kill timeouts and events belong to the client; a driver only does what it is told and says
@@ -15,6 +16,7 @@ pub mod conformance;
 mod error;
 mod events;
 pub mod exec;
+pub mod exec_session;
 mod handle;
 #[cfg(feature = "mock")]
 pub mod mock;

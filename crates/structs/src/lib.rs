@@ -21,7 +21,7 @@
 //! - [`deployment`]: `Deployment` and its per-group `DeploymentState`.
 //! - [`eval`], [`node`], [`job_summary`] (also `JobListStub` and `derive_job_status`).
 //! - [`requests`]: request and response bodies; [`resource_usage`]: alloc stats; [`fs`]: file
-//!   info and stream frames.
+//!   info and stream frames; [`exec`]: the messages of an `alloc exec` session.
 //! - [`time`]: `Timestamp` (RFC 3339) and `DurationNs` (Go durations); [`bytes`]: base64 `[]byte`.
 //! - [`service_registration`]: the built-in catalog's `ServiceRegistration` and the address
 //!   a service advertises.
@@ -35,6 +35,7 @@ pub mod checks;
 pub mod client_rpc;
 pub mod deployment;
 pub mod eval;
+pub mod exec;
 pub mod fs;
 pub mod go_duration;
 pub mod ids;

@@ -28,7 +28,10 @@
 //!
 //! **Not** here: task events, hook state or retries (the artifact hook owns them).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
+use std::time::Duration;
 
 use tokio::io::AsyncWriteExt as _;
 
@@ -54,6 +57,34 @@ enum Fetched {
     File { path: PathBuf, name: String },
     /// A directory tree (a git checkout, a local directory).
     Dir { path: PathBuf },
+}
+
+/// The agent-wide HTTP clients of artifact downloads, one per TLS choice (verifying, or
+/// `insecure`) and read timeout, as the checks share theirs: downloads reuse one TLS context
+/// and pooled connections instead of building a client each. An agent has one read timeout,
+/// so it holds at most two; the timeout is part of the key only because it is a client-wide
+/// setting in reqwest.
+fn shared_http_client(
+    read_timeout: Duration,
+    insecure: bool,
+) -> Result<reqwest::Client, reqwest::Error> {
+    static CLIENTS: LazyLock<Mutex<HashMap<(Duration, bool), reqwest::Client>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    let key = (read_timeout, insecure);
+    // A poisoned map only means another download panicked while inserting a client; the
+    // clients in it are whole.
+    let mut clients = CLIENTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(client) = clients.get(&key) {
+        return Ok(client.clone());
+    }
+    let client = reqwest::Client::builder()
+        .read_timeout(read_timeout)
+        .tls_danger_accept_invalid_certs(insecure)
+        .build()?;
+    clients.insert(key, client.clone());
+    Ok(client)
 }
 
 fn io(context: String) -> impl FnOnce(std::io::Error) -> ArtifactError {
@@ -271,11 +302,8 @@ impl ArtifactFetcher {
             url: url.to_string(),
             message: crate::error_text::error_chain(&error),
         };
-        let client = reqwest::Client::builder()
-            .read_timeout(self.config.http_read_timeout)
-            .tls_danger_accept_invalid_certs(spec.insecure)
-            .build()
-            .map_err(http_error)?;
+        let client =
+            shared_http_client(self.config.http_read_timeout, spec.insecure).map_err(http_error)?;
         let mut request = client.get(url);
         for (name, value) in &spec.headers {
             request = request.header(name, value);

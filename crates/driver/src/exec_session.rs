@@ -1,8 +1,8 @@
-//! `alloc exec` sessions on the agent: starts `drover-shim exec <spec>` (a plain spawn; the shim
-//! joins the task's cgroup, namespaces, user and env before exec'ing the command) with either a
-//! pseudo-terminal or three pipes, and pumps the session's input and output through them. The
-//! exit code comes last; when the caller goes away (its input sender or output receiver is
-//! dropped) the command's whole process group is killed.
+//! `alloc exec` sessions: starts `drover-shim exec <spec>` (a plain spawn; the shim joins the
+//! task's cgroup, namespaces, user and env before exec'ing the command) with either a
+//! pseudo-terminal (`rustix`'s pty calls) or three pipes, and pumps the session's input and
+//! output through them. The exit code comes last; when the caller goes away (its input sender
+//! or output receiver is dropped) the command's whole process group is killed.
 //!
 //! Not here: finding the task's context (the client does) or the websocket protocol (the API
 //! crate does). Each session owns its own process, terminal and tasks; sessions share nothing.
@@ -13,9 +13,8 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use drover_api::backend::{ExecInput, ExecOutput, ExecSession};
-use drover_client::taskrunner::TaskExecContext;
 use drover_shim::exec_mode::ExecSpec;
+use drover_structs::exec::{ExecInput, ExecOutput};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use rustix::pty::OpenptFlags;
@@ -46,15 +45,14 @@ const READ_CHUNK: usize = 16 * 1024;
 /// Terminal size used until the caller sends one.
 const DEFAULT_TTY_SIZE: (u16, u16) = (24, 80);
 
-/// What the command runs as: the task's context plus the command itself.
-pub fn exec_spec(context: TaskExecContext, command: Vec<String>, tty: bool) -> ExecSpec {
-    context.exec_spec(command, tty)
-}
-
 /// Starts a session running `spec` through the shim at `shim_binary`. The process is started
 /// by a task of the session (with a terminal, after at most [`FIRST_TTY_SIZE_WAIT`] for a size),
-/// so a failure to start shows up as a message on stderr and exit code 126.
-pub fn start_session(shim_binary: PathBuf, spec: ExecSpec) -> ExecSession {
+/// so a failure to start shows up as a message on stderr and exit code 126. Answers the
+/// session's input sender and output receiver.
+pub fn start_session(
+    shim_binary: PathBuf,
+    spec: ExecSpec,
+) -> (mpsc::Sender<ExecInput>, mpsc::Receiver<ExecOutput>) {
     let (input_sender, input) = mpsc::channel(INPUT_BUFFER);
     let (output, output_receiver) = mpsc::channel(OUTPUT_BUFFER);
     tokio::spawn(async move {
@@ -82,10 +80,7 @@ pub fn start_session(shim_binary: PathBuf, spec: ExecSpec) -> ExecSession {
             }
         }
     });
-    ExecSession {
-        input: input_sender,
-        output: output_receiver,
-    }
+    (input_sender, output_receiver)
 }
 
 fn shim_command(shim_binary: &PathBuf, spec: &ExecSpec) -> Result<Command, String> {
