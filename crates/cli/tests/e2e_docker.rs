@@ -833,6 +833,13 @@ struct RestartableEngine {
 
 impl RestartableEngine {
     fn start() -> RestartableEngine {
+        let mut engine = RestartableEngine::prepare();
+        engine.launch();
+        engine
+    }
+
+    /// Its bridge and directory, without starting the engine.
+    fn prepare() -> RestartableEngine {
         let bridge = format!("drvr{}", std::process::id() % 100_000);
         let run = |args: &[&str]| {
             let status = Command::new("ip").args(args).status().unwrap();
@@ -841,13 +848,11 @@ impl RestartableEngine {
         run(&["link", "add", &bridge, "type", "bridge"]);
         run(&["addr", "add", "10.213.77.1/24", "dev", &bridge]);
         run(&["link", "set", &bridge, "up"]);
-        let mut engine = RestartableEngine {
+        RestartableEngine {
             dir: tempfile::tempdir().unwrap(),
             dockerd: None,
             bridge,
-        };
-        engine.launch();
-        engine
+        }
     }
 
     fn socket(&self) -> PathBuf {
@@ -1094,6 +1099,104 @@ job "patient" {{
     });
     agent.cli_ok(&["job", "stop", "patient"]);
     wait_for("the containers removed", LIMIT, || {
+        engine.containers_of(&alloc_ids).is_empty().then_some(())
+    });
+}
+
+/// An agent started while its engine is down: docker undetected in the node, a docker job
+/// not placed. The engine starts: the next fingerprint (every 30 s) finds it, the node
+/// registers again with docker healthy, and the blocked job is placed and runs.
+#[test]
+fn an_engine_started_after_the_agent_is_fingerprinted_and_a_docker_job_placed() {
+    let Some(shared) = engine() else { return };
+    let mut engine = RestartableEngine::prepare();
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let config_flag = format!("-config={}", engine.agent_config().display());
+    let agent = Agent::start_with(&data_dir, &[&config_flag]);
+    let node_id = wait_for("the node registered", LIMIT, || {
+        agent.get_json("/v1/nodes").as_array()?.first()?["ID"]
+            .as_str()
+            .map(str::to_string)
+    });
+    let node = agent.get_json(&format!("/v1/node/{node_id}"));
+    let docker = &node["Drivers"]["docker"];
+    assert_eq!(docker["Detected"], false, "{docker}");
+    assert_eq!(docker["Healthy"], false, "{docker}");
+    assert_eq!(
+        docker["HealthDescription"], "Failed to connect to docker daemon",
+        "{docker}"
+    );
+    assert!(node["Attributes"]["driver.docker"].is_null(), "{node}");
+
+    let job = format!(
+        r#"
+job "late" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    task "t" {{
+      driver = "docker"
+      config {{
+        image   = "{image}"
+        command = "/bin/sh"
+        args    = ["-c", "echo late-engine; sleep 600"]
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#,
+        image = shared.image
+    );
+    run_job(&agent, "late.hcl", &job);
+    let status = agent.cli_ok(&["job", "status", "late"]);
+    assert!(allocs(&agent, "late").is_empty(), "{status}");
+    let blocked = wait_for("the evaluation blocked", LIMIT, || {
+        agent
+            .get_json("/v1/job/late/evaluations")
+            .as_array()?
+            .iter()
+            .find(|eval| eval["Status"] == "blocked")
+            .cloned()
+    });
+    assert_eq!(blocked["JobID"], "late", "{blocked}");
+
+    engine.launch();
+    let running = running_allocs(&agent, "late", 1);
+    let node = agent.get_json(&format!("/v1/node/{node_id}"));
+    let docker = &node["Drivers"]["docker"];
+    assert_eq!(docker["Detected"], true, "{docker}");
+    assert_eq!(docker["Healthy"], true, "{docker}");
+    assert_eq!(docker["HealthDescription"], "Healthy", "{docker}");
+    assert_eq!(node["Attributes"]["driver.docker"], "1", "{node}");
+    assert!(
+        node["Attributes"]["driver.docker.version"]
+            .as_str()
+            .is_some_and(|version| !version.is_empty()),
+        "{node}"
+    );
+    assert!(
+        node["Attributes"]["driver.docker.runtimes"]
+            .as_str()
+            .is_some_and(|runtimes| runtimes.split(',').any(|name| name == "runc")),
+        "{node}"
+    );
+    let alloc_ids: Vec<String> = running
+        .iter()
+        .map(|alloc| alloc["ID"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(engine.containers_of(&alloc_ids).len(), 1);
+    wait_for("the task's output", LIMIT, || {
+        agent
+            .cli_ok(&["alloc", "logs", &alloc_ids[0], "t"])
+            .contains("late-engine")
+            .then_some(())
+    });
+    agent.cli_ok(&["job", "stop", "late"]);
+    wait_for("the container removed", LIMIT, || {
         engine.containers_of(&alloc_ids).is_empty().then_some(())
     });
 }

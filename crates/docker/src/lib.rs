@@ -55,6 +55,10 @@ const STATE_VERSION: u32 = 1;
 /// How long the fingerprint waits for the engine.
 const FINGERPRINT_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// How often the agent fingerprints the engine again after its start (Nomad's docker driver:
+/// 30 s), so an engine started, stopped or upgraded later shows in the node.
+pub const FINGERPRINT_PERIOD: Duration = Duration::from_secs(30);
+
 /// How often a task waiting for an unreachable engine asks again.
 const ENGINE_POLL: Duration = Duration::from_secs(1);
 
@@ -110,6 +114,9 @@ pub struct DockerDriver {
     node_id: std::sync::OnceLock<String>,
     /// Which tasks use which image, for the image GC.
     image_users: Arc<gc::ImageUsers>,
+    /// Whether a fingerprint has found the engine: once it has, one that finds no engine is
+    /// unhealthy rather than undetected (Nomad's rule).
+    detected: std::sync::atomic::AtomicBool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -188,6 +195,7 @@ impl DockerDriver {
             followers: Mutex::new(HashMap::new()),
             node_id: std::sync::OnceLock::new(),
             image_users: Arc::new(gc::ImageUsers::default()),
+            detected: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -211,49 +219,102 @@ impl DockerDriver {
             .map_err(|error| engine_error(task_id, "connect", error))
     }
 
-    /// Asks the engine for its version: `driver.docker` and `driver.docker.version` when it
-    /// answers, undetected when there is none at the endpoint.
+    /// Asks the engine what it is, as Nomad's docker driver fingerprints it: when it answers,
+    /// healthy with `driver.docker`, `driver.docker.version`, `driver.docker.runtimes`,
+    /// `driver.docker.os_type`, `driver.docker.bridge_ip` (the default bridge's gateway) and
+    /// the plugin's `privileged.enabled` / `volumes.enabled`; when it does not, undetected, or
+    /// unhealthy once an earlier fingerprint had found it ("Failed to connect to docker
+    /// daemon"). The agent fingerprints at start and then every [`FINGERPRINT_PERIOD`].
     pub async fn fingerprint(&self) -> Fingerprint {
         let answer = tokio::time::timeout(FINGERPRINT_TIMEOUT, async {
             let engine = self.engine().await?;
-            engine.version().await
+            let version = engine.version().await?;
+            // Both are extras: an engine that answers its version is healthy without them.
+            let networks = engine
+                .list_networks(None::<bollard::query_parameters::ListNetworksOptions>)
+                .await;
+            let info = engine.info().await;
+            Ok::<_, EngineError>((version, networks, info))
         })
         .await;
-        match answer {
-            Ok(Ok(version)) => {
-                let mut attributes = BTreeMap::from([
-                    ("driver.docker".to_string(), "1".to_string()),
-                    (
-                        "driver.docker.version".to_string(),
-                        version.version.unwrap_or_default(),
-                    ),
-                ]);
-                if self.config.volumes_enabled {
-                    attributes.insert("driver.docker.volumes.enabled".into(), "true".into());
-                }
-                if self.config.allow_privileged {
-                    attributes.insert("driver.docker.privileged.enabled".into(), "true".into());
-                }
-                Fingerprint {
+        let failure = match answer {
+            Ok(Ok((version, networks, info))) => {
+                self.detected
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                return Fingerprint {
                     detected: true,
                     healthy: true,
                     description: "Healthy".to_string(),
-                    attributes,
+                    attributes: self.fingerprint_attributes(version, networks, info),
+                };
+            }
+            Ok(Err(error)) => error.to_string(),
+            Err(_) => format!("no answer within {}", go_duration(FINGERPRINT_TIMEOUT)),
+        };
+        tracing::debug!(endpoint = %self.config.endpoint, error = %failure, "could not connect to docker daemon");
+        Fingerprint {
+            detected: self.detected.load(std::sync::atomic::Ordering::SeqCst),
+            healthy: false,
+            description: "Failed to connect to docker daemon".to_string(),
+            attributes: BTreeMap::new(),
+        }
+    }
+
+    fn fingerprint_attributes(
+        &self,
+        version: bollard::models::SystemVersion,
+        networks: Result<Vec<bollard::models::Network>, EngineError>,
+        info: Result<bollard::models::SystemInfo, EngineError>,
+    ) -> BTreeMap<String, String> {
+        let mut attributes = BTreeMap::from([
+            ("driver.docker".to_string(), "true".to_string()),
+            (
+                "driver.docker.version".to_string(),
+                version.version.unwrap_or_default(),
+            ),
+        ]);
+        if self.config.volumes_enabled {
+            attributes.insert("driver.docker.volumes.enabled".into(), "true".into());
+        }
+        if self.config.allow_privileged {
+            attributes.insert("driver.docker.privileged.enabled".into(), "true".into());
+        }
+        match networks {
+            Ok(networks) => {
+                let gateway = networks
+                    .iter()
+                    .find(|network| network.name.as_deref() == Some("bridge"))
+                    .and_then(|bridge| {
+                        bridge
+                            .ipam
+                            .as_ref()?
+                            .config
+                            .as_ref()?
+                            .first()?
+                            .gateway
+                            .clone()
+                    })
+                    .filter(|gateway| !gateway.is_empty());
+                if let Some(gateway) = gateway {
+                    attributes.insert("driver.docker.bridge_ip".into(), gateway);
                 }
             }
-            Ok(Err(error)) => Fingerprint {
-                detected: false,
-                healthy: false,
-                description: format!("Failed to connect to docker daemon: {error}"),
-                attributes: BTreeMap::new(),
-            },
-            Err(_) => Fingerprint {
-                detected: false,
-                healthy: false,
-                description: "Failed to connect to docker daemon: timed out".to_string(),
-                attributes: BTreeMap::new(),
-            },
+            Err(error) => tracing::warn!(%error, "error discovering bridge IP"),
         }
+        match info {
+            Ok(info) => {
+                let mut runtimes: Vec<String> =
+                    info.runtimes.unwrap_or_default().into_keys().collect();
+                runtimes.sort();
+                attributes.insert("driver.docker.runtimes".into(), runtimes.join(","));
+                attributes.insert(
+                    "driver.docker.os_type".into(),
+                    info.os_type.unwrap_or_default(),
+                );
+            }
+            Err(error) => tracing::warn!(%error, "failed to get Docker system info"),
+        }
+        attributes
     }
 
     /// The engine, once it answers a ping within [`ENGINE_PROBE_TIMEOUT`].
