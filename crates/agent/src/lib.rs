@@ -638,7 +638,7 @@ fn prepare_client(
         docker_fingerprint,
         node_config.clock.now_unix_nanos(),
     );
-    docker.set_node_id(&node.id);
+    docker.set_node(&node.id, &node.name);
     Ok(PreparedClient {
         factory,
         docker,
@@ -674,6 +674,7 @@ async fn start_client(
         // An engine found later has them removed when it is found.
         docker_fingerprint::remove_orphans(Arc::clone(&docker), Arc::clone(&client));
     }
+    docker.spawn_dangling_reconciler();
     docker_fingerprint::spawn_refresh(docker, &client, clock, drover_docker::FINGERPRINT_PERIOD);
     Ok(client)
 }

@@ -112,6 +112,11 @@ pub struct DockerDriver {
     followers: Mutex<HashMap<String, watch::Receiver<bool>>>,
     /// The node the driver runs for (a label of its containers).
     node_id: std::sync::OnceLock<String>,
+    /// The node's name (for `extra_labels`).
+    node_name: std::sync::OnceLock<String>,
+    /// The containers of the driver's tasks (started or re-attached, not yet destroyed): the
+    /// dangling-container reconciler leaves them alone.
+    tracked: Mutex<std::collections::HashSet<String>>,
     /// Which tasks use which image, for the image GC.
     image_users: Arc<gc::ImageUsers>,
     /// Whether a fingerprint has found the engine: once it has, one that finds no engine is
@@ -194,6 +199,8 @@ impl DockerDriver {
             engine: tokio::sync::OnceCell::new(),
             followers: Mutex::new(HashMap::new()),
             node_id: std::sync::OnceLock::new(),
+            node_name: std::sync::OnceLock::new(),
+            tracked: Mutex::new(std::collections::HashSet::new()),
             image_users: Arc::new(gc::ImageUsers::default()),
             detected: std::sync::atomic::AtomicBool::new(false),
         }
@@ -762,6 +769,13 @@ impl DockerDriver {
             .map_err(|error| DriverError::InvalidConfig(error.to_string()))?;
         if let (Some(node_id), Some(labels)) = (self.node_id.get(), plan.body.labels.as_mut()) {
             labels.insert(task::NODE_ID_LABEL.to_string(), node_id.clone());
+            let node_name = self.node_name.get().map_or("", String::as_str);
+            labels.extend(task::extra_labels(
+                &self.config.extra_labels,
+                launch,
+                node_id,
+                node_name,
+            ));
         }
         let engine = self.engine_for(&launch.task_id).await?;
         let name = task::container_name(launch);
@@ -805,7 +819,9 @@ impl DockerDriver {
                 return Err(engine_error(&launch.task_id, "create the container", error));
             }
         };
+        lock(&self.tracked).insert(created.id.clone());
         if let Err(error) = engine.start_container(&created.id, None).await {
+            lock(&self.tracked).remove(&created.id);
             let _ = self
                 .remove_container(engine, &launch.task_id, &created.id)
                 .await;
@@ -1017,6 +1033,7 @@ impl Driver for DockerDriver {
             let engine = self
                 .engine_for_restore(&handle.task_id, &state.container_id, events)
                 .await?;
+            lock(&self.tracked).insert(state.container_id.clone());
             // Gone containers answer ShimGone: the client then reclaims the run.
             let running = self
                 .finished(engine, &handle.task_id, &state.container_id)
@@ -1100,6 +1117,7 @@ impl Driver for DockerDriver {
                         .await?;
                 }
                 lock(&self.followers).remove(&container);
+                lock(&self.tracked).remove(&container);
                 if let Ok(ContainerState {
                     image_id: Some(image_id),
                     ..
@@ -1166,9 +1184,96 @@ impl DockerDriver {
     }
 
     /// Tells the driver the node it runs for: its containers are labelled with it, and only
-    /// containers of this node are ever taken for orphans.
-    pub fn set_node_id(&self, node_id: &str) {
+    /// containers of this node are ever taken for orphans or dangling.
+    pub fn set_node(&self, node_id: &str, node_name: &str) {
         let _ = self.node_id.set(node_id.to_string());
+        let _ = self.node_name.set(node_name.to_string());
+    }
+
+    /// Runs the client's `gc { dangling_containers }` in the background for as long as the
+    /// driver lives (nothing when disabled): first after [`gc::DanglingConfig::first_delay`],
+    /// then every `period`, while the engine answers.
+    pub fn spawn_dangling_reconciler(self: &Arc<Self>) {
+        let config = self.config.gc.dangling.clone();
+        if !config.enabled {
+            tracing::debug!("skipping dangling containers handling; is disabled");
+            return;
+        }
+        let driver = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(config.first_delay()).await;
+            loop {
+                let Some(live) = driver.upgrade() else {
+                    return;
+                };
+                if let Err(error) = live.remove_dangling(&config).await {
+                    tracing::warn!(%error, "failed to remove dangling containers");
+                }
+                drop(live);
+                tokio::time::sleep(config.period).await;
+            }
+        });
+    }
+
+    /// One round of the dangling-container reconciler: returns the containers found.
+    async fn remove_dangling(
+        &self,
+        config: &gc::DanglingConfig,
+    ) -> Result<Vec<String>, DockerError> {
+        let Some(node_id) = self.node_id.get() else {
+            return Ok(Vec::new());
+        };
+        let Ok(engine) = self.reachable_engine().await else {
+            return Ok(Vec::new());
+        };
+        let options = bollard::query_parameters::ListContainersOptions {
+            all: false,
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec![format!("{}={node_id}", task::NODE_ID_LABEL)],
+            )])),
+            ..bollard::query_parameters::ListContainersOptions::default()
+        };
+        let cutoff = std::time::SystemTime::now()
+            .checked_sub(config.creation_grace)
+            .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |since| {
+                i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+            });
+        let listed: Vec<gc::Listed> = engine
+            .list_containers(Some(options))
+            .await
+            .map_err(|source| DockerError::Engine {
+                context: "listing containers".into(),
+                source,
+            })?
+            .into_iter()
+            .filter_map(|container| {
+                Some(gc::Listed {
+                    id: container.id?,
+                    created: container.created.unwrap_or(0),
+                    labels: container.labels.unwrap_or_default(),
+                })
+            })
+            .collect();
+        let tracked = lock(&self.tracked).clone();
+        let untracked = gc::dangling(&listed, &tracked, node_id, cutoff);
+        if untracked.is_empty() {
+            return Ok(untracked);
+        }
+        if config.dry_run {
+            tracing::info!(container_ids = ?untracked, "detected untracked containers");
+            return Ok(untracked);
+        }
+        for id in &untracked {
+            match self.remove_container(engine, id, id).await {
+                Ok(()) => tracing::info!(container_id = %id, "removed untracked container"),
+                Err(error) => {
+                    tracing::warn!(container_id = %id, %error, "failed to remove untracked container");
+                }
+            }
+        }
+        Ok(untracked)
     }
 
     /// Removes this node's containers (by label) whose allocation `known_allocs` (asked after
