@@ -10,6 +10,7 @@ pub mod acl_http;
 pub mod backend;
 pub mod cluster;
 pub mod config;
+mod docker_fingerprint;
 pub mod gc_http;
 pub mod identity_http;
 pub mod in_process;
@@ -631,12 +632,12 @@ fn prepare_client(
     node.host_volumes = config.host_volumes.clone();
     // Runs on a blocking thread of the runtime: the engine probe is awaited here, once.
     let docker_fingerprint = tokio::runtime::Handle::current().block_on(docker.fingerprint());
-    add_docker_fingerprint(
+    docker_fingerprint::apply(
         &mut node,
         docker_fingerprint,
         node_config.clock.now_unix_nanos(),
     );
-    docker.set_node_id(&node.id);
+    docker.set_node(&node.id, &node.name);
     Ok(PreparedClient {
         factory,
         docker,
@@ -645,38 +646,13 @@ fn prepare_client(
     })
 }
 
-/// The docker driver's fingerprint in the node: its `driver.docker*` attributes when an engine
-/// answered, and its health either way (undetected when no engine answers).
-fn add_docker_fingerprint(
-    node: &mut drover_structs::Node,
-    fingerprint: drover_docker::Fingerprint,
-    now_unix_nanos: i64,
-) {
-    if fingerprint.healthy {
-        node.attributes.extend(fingerprint.attributes.clone());
-    }
-    node.drivers.insert(
-        "docker".to_string(),
-        drover_structs::DriverInfo {
-            attributes: fingerprint.attributes,
-            detected: fingerprint.detected,
-            healthy: fingerprint.healthy,
-            health_description: fingerprint.description,
-            update_time: drover_structs::Timestamp::from_unix_nanos(now_unix_nanos),
-        },
-    );
-}
-
 async fn start_client(
     prepared: PreparedClient,
     conn: AgentServerConn,
 ) -> anyhow::Result<Arc<LocalClient>> {
-    let docker_healthy = prepared
-        .node
-        .drivers
-        .get("docker")
-        .is_some_and(|driver| driver.healthy);
+    let docker_healthy = docker_fingerprint::healthy(&prepared.node);
     let docker = prepared.docker;
+    let clock = prepared.factory.clock.clone();
     // The node's artifact cache stays within its cache_max_age / cache_max_size.
     tokio::spawn(drover_client::artifact::cache::run(
         prepared.factory.config.artifact_cache_dir(),
@@ -694,16 +670,11 @@ async fn start_client(
     if docker_healthy {
         // Containers of allocations this client no longer has (their state went with an
         // earlier data dir's GC, or their runner was gone) are removed, as Nomad's client does.
-        let restored = Arc::clone(&client);
-        tokio::spawn(async move {
-            let known = || restored.alloc_ids().into_iter().collect();
-            match docker.remove_orphans(known).await {
-                Ok(0) => {}
-                Ok(count) => tracing::info!(count, "removed containers of gone allocations"),
-                Err(error) => tracing::warn!(%error, "looking for containers of gone allocations"),
-            }
-        });
+        // An engine found later has them removed when it is found.
+        docker_fingerprint::remove_orphans(Arc::clone(&docker), Arc::clone(&client));
     }
+    docker.spawn_dangling_reconciler();
+    docker_fingerprint::spawn_refresh(docker, &client, clock, drover_docker::FINGERPRINT_PERIOD);
     Ok(client)
 }
 

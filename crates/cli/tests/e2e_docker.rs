@@ -803,8 +803,8 @@ job "refused" {
     task "t" {
       driver = "docker"
       config {
-        image   = "busybox"
-        runtime = "runsc"
+        image       = "busybox"
+        userns_mode = "host"
       }
     }
   }
@@ -818,7 +818,7 @@ job "refused" {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(!output.status.success(), "{text}");
-    assert!(text.contains("config.runtime"), "{text}");
+    assert!(text.contains("config.userns_mode"), "{text}");
 }
 
 /// A second engine of the test's own, started with `--live-restore` (its containers outlive
@@ -833,6 +833,13 @@ struct RestartableEngine {
 
 impl RestartableEngine {
     fn start() -> RestartableEngine {
+        let mut engine = RestartableEngine::prepare();
+        engine.launch();
+        engine
+    }
+
+    /// Its bridge and directory, without starting the engine.
+    fn prepare() -> RestartableEngine {
         let bridge = format!("drvr{}", std::process::id() % 100_000);
         let run = |args: &[&str]| {
             let status = Command::new("ip").args(args).status().unwrap();
@@ -841,13 +848,11 @@ impl RestartableEngine {
         run(&["link", "add", &bridge, "type", "bridge"]);
         run(&["addr", "add", "10.213.77.1/24", "dev", &bridge]);
         run(&["link", "set", &bridge, "up"]);
-        let mut engine = RestartableEngine {
+        RestartableEngine {
             dir: tempfile::tempdir().unwrap(),
             dockerd: None,
             bridge,
-        };
-        engine.launch();
-        engine
+        }
     }
 
     fn socket(&self) -> PathBuf {
@@ -1095,6 +1100,240 @@ job "patient" {{
     agent.cli_ok(&["job", "stop", "patient"]);
     wait_for("the containers removed", LIMIT, || {
         engine.containers_of(&alloc_ids).is_empty().then_some(())
+    });
+}
+
+/// An agent started while its engine is down: docker undetected in the node, a docker job
+/// not placed. The engine starts: the next fingerprint (every 30 s) finds it, the node
+/// registers again with docker healthy, and the blocked job is placed and runs.
+#[test]
+fn an_engine_started_after_the_agent_is_fingerprinted_and_a_docker_job_placed() {
+    let Some(shared) = engine() else { return };
+    let mut engine = RestartableEngine::prepare();
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let config_flag = format!("-config={}", engine.agent_config().display());
+    let agent = Agent::start_with(&data_dir, &[&config_flag]);
+    let node_id = wait_for("the node registered", LIMIT, || {
+        agent.get_json("/v1/nodes").as_array()?.first()?["ID"]
+            .as_str()
+            .map(str::to_string)
+    });
+    let node = agent.get_json(&format!("/v1/node/{node_id}"));
+    let docker = &node["Drivers"]["docker"];
+    assert_eq!(docker["Detected"], false, "{docker}");
+    assert_eq!(docker["Healthy"], false, "{docker}");
+    assert_eq!(
+        docker["HealthDescription"], "Failed to connect to docker daemon",
+        "{docker}"
+    );
+    assert!(node["Attributes"]["driver.docker"].is_null(), "{node}");
+
+    let job = format!(
+        r#"
+job "late" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    task "t" {{
+      driver = "docker"
+      config {{
+        image   = "{image}"
+        command = "/bin/sh"
+        args    = ["-c", "echo late-engine; sleep 600"]
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#,
+        image = shared.image
+    );
+    run_job(&agent, "late.hcl", &job);
+    let status = agent.cli_ok(&["job", "status", "late"]);
+    assert!(allocs(&agent, "late").is_empty(), "{status}");
+    let blocked = wait_for("the evaluation blocked", LIMIT, || {
+        agent
+            .get_json("/v1/job/late/evaluations")
+            .as_array()?
+            .iter()
+            .find(|eval| eval["Status"] == "blocked")
+            .cloned()
+    });
+    assert_eq!(blocked["JobID"], "late", "{blocked}");
+
+    engine.launch();
+    let running = running_allocs(&agent, "late", 1);
+    let node = agent.get_json(&format!("/v1/node/{node_id}"));
+    let docker = &node["Drivers"]["docker"];
+    assert_eq!(docker["Detected"], true, "{docker}");
+    assert_eq!(docker["Healthy"], true, "{docker}");
+    assert_eq!(docker["HealthDescription"], "Healthy", "{docker}");
+    assert_eq!(node["Attributes"]["driver.docker"], "1", "{node}");
+    assert!(
+        node["Attributes"]["driver.docker.version"]
+            .as_str()
+            .is_some_and(|version| !version.is_empty()),
+        "{node}"
+    );
+    assert!(
+        node["Attributes"]["driver.docker.runtimes"]
+            .as_str()
+            .is_some_and(|runtimes| runtimes.split(',').any(|name| name == "runc")),
+        "{node}"
+    );
+    let alloc_ids: Vec<String> = running
+        .iter()
+        .map(|alloc| alloc["ID"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(engine.containers_of(&alloc_ids).len(), 1);
+    wait_for("the task's output", LIMIT, || {
+        agent
+            .cli_ok(&["alloc", "logs", &alloc_ids[0], "t"])
+            .contains("late-engine")
+            .then_some(())
+    });
+    agent.cli_ok(&["job", "stop", "late"]);
+    wait_for("the container removed", LIMIT, || {
+        engine.containers_of(&alloc_ids).is_empty().then_some(())
+    });
+}
+
+/// The plugin's `extra_labels` (globs), a task's `runtime` within `allow_runtimes`, and the
+/// dangling-container reconciler: a running container labelled by this node's allocation that
+/// no task owns is removed once older than `creation_grace`; the task's own container and
+/// another node's stay.
+#[test]
+fn extra_labels_runtimes_and_dangling_containers_as_the_plugin_config_says() {
+    let Some(engine) = engine() else { return };
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("agent.hcl");
+    std::fs::write(
+        &config,
+        format!(
+            r#"plugin "docker" {{
+  config {{
+    endpoint       = "unix://{}"
+    extra_labels   = ["job_name", "task*", "node_*"]
+    allow_runtimes = ["runc"]
+    gc {{
+      dangling_containers {{
+        period         = "2s"
+        creation_grace = "1m"
+      }}
+    }}
+  }}
+}}
+"#,
+            engine.socket().display()
+        ),
+    )
+    .unwrap();
+    let config_flag = format!("-config={}", config.display());
+    let agent = Agent::start_with(&temp.path().join("data"), &[&config_flag]);
+    let node = wait_for("the node registered", LIMIT, || {
+        agent.get_json("/v1/nodes").as_array()?.first().cloned()
+    });
+    let node_id = node["ID"].as_str().unwrap().to_string();
+    let job = |name: &str, runtime: &str| {
+        format!(
+            r#"
+job "{name}" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    restart {{
+      attempts = 0
+      mode     = "fail"
+    }}
+    task "t" {{
+      driver = "docker"
+      kill_timeout = "1s"
+      config {{
+        image   = "{image}"
+        command = "/bin/sleep"
+        args    = ["600"]
+        runtime = "{runtime}"
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#,
+            image = engine.image
+        )
+    };
+    run_job(&agent, "labelled.hcl", &job("labelled", "runc"));
+    let alloc_id = running_allocs(&agent, "labelled", 1)[0]["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ours = engine.containers_of(std::slice::from_ref(&alloc_id));
+    let container = ours.iter().next().unwrap().clone();
+    let inspect: Value = serde_json::from_str(&engine.docker(&["inspect", &container])).unwrap();
+    let labels = &inspect[0]["Config"]["Labels"];
+    assert_eq!(labels["com.hashicorp.nomad.alloc_id"], alloc_id.as_str());
+    assert_eq!(labels["com.hashicorp.nomad.job_name"], "labelled");
+    assert_eq!(labels["com.hashicorp.nomad.task_name"], "t");
+    assert_eq!(labels["com.hashicorp.nomad.task_group_name"], "g");
+    assert_eq!(labels["com.hashicorp.nomad.node_id"], node_id.as_str());
+    assert_eq!(labels["com.hashicorp.nomad.node_name"], node["Name"]);
+    assert!(labels["com.hashicorp.nomad.job_id"].is_null(), "{labels}");
+    assert!(
+        labels["com.hashicorp.nomad.namespace"].is_null(),
+        "{labels}"
+    );
+    assert_eq!(inspect[0]["HostConfig"]["Runtime"], "runc");
+
+    run_job(
+        &agent,
+        "refused-runtime.hcl",
+        &job("refused-runtime", "runsc"),
+    );
+    let error = driver_failure(&agent, "refused-runtime", "t");
+    assert!(
+        error.contains("requested runtime \"runsc\" is not allowed"),
+        "{error}"
+    );
+
+    // Containers no task owns: one of this node's allocations, one of another node's.
+    let dangling = |node: &str| {
+        engine
+            .docker(&[
+                "run",
+                "-d",
+                "--label",
+                "com.hashicorp.nomad.alloc_id=00000000-0000-0000-0000-000000000000",
+                "--label",
+                &format!("drover.node_id={node}"),
+                &engine.image,
+                "/bin/sleep",
+                "600",
+            ])
+            .trim()
+            .to_string()
+    };
+    let mine = dangling(&node_id);
+    let theirs = dangling("another-node");
+    let running = || engine.docker(&["ps", "-q", "--no-trunc"]);
+    wait_for("the dangling container removed", LIMIT, || {
+        (!running().contains(&mine)).then_some(())
+    });
+    let now = running();
+    assert!(now.contains(&theirs), "{now}");
+    assert!(now.contains(&container), "{now}");
+    engine.docker(&["rm", "-f", &theirs]);
+    agent.cli_ok(&["job", "stop", "labelled"]);
+    agent.cli_ok(&["job", "stop", "refused-runtime"]);
+    wait_for("the task's container removed", LIMIT, || {
+        engine
+            .containers_of(std::slice::from_ref(&alloc_id))
+            .is_empty()
+            .then_some(())
     });
 }
 

@@ -1,6 +1,7 @@
 //! The client's docker plugin config (`plugin "docker" { config { … } }`, as Nomad writes it):
-//! where the engine listens, where pulls find registry credentials (`auth { config helper }`)
-//! and what tasks may ask for (host volumes, privileged containers, capabilities). Keys drover does not implement are refused by name.
+//! where the engine listens, where pulls find registry credentials (`auth { config helper }`),
+//! what tasks may ask for (host volumes, privileged containers, capabilities, runtimes), the
+//! extra labels containers get and the garbage collection. Keys drover does not implement are refused by name.
 //!
 //! Not for: the task config (see `task`).
 
@@ -39,7 +40,12 @@ const PLUGIN_KEYS: &[&str] = &[
     "allow_caps",
     "pull_activity_timeout",
     "gc",
+    "extra_labels",
+    "allow_runtimes",
 ];
+
+/// Nomad's default `allow_runtimes`.
+pub const DEFAULT_ALLOW_RUNTIMES: [&str; 2] = ["runc", "nvidia"];
 
 /// The docker driver's client-side settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,8 +65,14 @@ pub struct DockerConfig {
     /// `pull_activity_timeout`: a pull without progress for this long is given up (Nomad's
     /// default 2m, at least 1m).
     pub pull_activity_timeout: std::time::Duration,
-    /// `gc { image image_delay container }`.
+    /// `gc { image image_delay container dangling_containers }`.
     pub gc: crate::gc::GcConfig,
+    /// `extra_labels`: which of Nomad's `com.hashicorp.nomad.*` labels (job_name, job_id,
+    /// task_group_name, task_name, namespace, node_name, node_id) containers get besides the
+    /// alloc ID; `*` matches any run of characters, as Nomad's globs.
+    pub extra_labels: Vec<String>,
+    /// `allow_runtimes`: the OCI runtimes a task's `runtime` may name.
+    pub allow_runtimes: Vec<String>,
     /// How long re-attaching to a container waits for an engine that does not answer (not a
     /// Nomad key: the agent's own bound, five minutes).
     pub restore_engine_wait: std::time::Duration,
@@ -85,6 +97,11 @@ impl Default for DockerConfig {
             auth: crate::auth::PluginAuth::default(),
             pull_activity_timeout: std::time::Duration::from_secs(120),
             gc: crate::gc::GcConfig::default(),
+            extra_labels: Vec::new(),
+            allow_runtimes: DEFAULT_ALLOW_RUNTIMES
+                .iter()
+                .map(|runtime| runtime.to_string())
+                .collect(),
             restore_engine_wait: DEFAULT_RESTORE_ENGINE_WAIT,
         }
     }
@@ -123,6 +140,18 @@ impl DockerConfig {
         let Some(config) = config else {
             return Ok(parsed);
         };
+        if config.contains_key("tls") {
+            return Err(DockerError::Config(
+                "plugin \"docker\" config tls: drover reaches the engine over its unix socket only, so there is no TLS to configure (an engine on tcp:// is not supported)".into(),
+            ));
+        }
+        for key in ["infra_image", "infra_image_pull_timeout"] {
+            if config.contains_key(key) {
+                return Err(DockerError::Config(format!(
+                    "plugin \"docker\" config {key:?}: the pause container of a group's bridge network, which drover does not set up"
+                )));
+            }
+        }
         refuse_unknown(config, PLUGIN_KEYS, "plugin \"docker\" config")?;
         if let Some(endpoint) = config.get("endpoint") {
             let endpoint = endpoint
@@ -173,6 +202,12 @@ impl DockerConfig {
         if let Some(allow) = config.get("allow_privileged") {
             parsed.allow_privileged = bool_value(allow, "allow_privileged")?;
         }
+        if let Some(labels) = config.get("extra_labels") {
+            parsed.extra_labels = string_list(labels, "extra_labels")?;
+        }
+        if let Some(runtimes) = config.get("allow_runtimes") {
+            parsed.allow_runtimes = string_list(runtimes, "allow_runtimes")?;
+        }
         if let Some(caps) = config.get("allow_caps") {
             let caps = caps.as_array().ok_or_else(|| {
                 DockerError::Config("allow_caps must be a list of strings".into())
@@ -195,6 +230,16 @@ impl DockerConfig {
             .strip_prefix("unix://")
             .unwrap_or(&self.endpoint)
     }
+}
+
+fn string_list(value: &Value, key: &str) -> Result<Vec<String>, DockerError> {
+    let bad = || DockerError::Config(format!("{key} must be a list of strings"));
+    value
+        .as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|item| item.as_str().map(str::to_string).ok_or_else(bad))
+        .collect()
 }
 
 /// `CAP_NET_ADMIN`, `net_admin` → `net_admin`.
@@ -227,6 +272,19 @@ mod tests {
         assert_eq!(parsed.allow_caps, vec!["net_admin", "chown"]);
         assert_eq!(parsed.auth.config.as_deref(), Some("/etc/docker-auth.json"));
         assert_eq!(parsed.auth.helper.as_deref(), Some("ecr-login"));
+        assert_eq!(parsed.allow_runtimes, vec!["runc", "nvidia"]);
+        assert!(parsed.extra_labels.is_empty());
+        let parsed = DockerConfig::from_plugin_config(
+            json!({"extra_labels": ["job_name", "task*"], "allow_runtimes": ["runc", "runsc"]})
+                .as_object(),
+        )
+        .unwrap();
+        assert_eq!(parsed.extra_labels, vec!["job_name", "task*"]);
+        assert_eq!(parsed.allow_runtimes, vec!["runc", "runsc"]);
+        let error = DockerConfig::from_plugin_config(json!({"tls": {"ca": "x"}}).as_object())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("tls"), "{error}");
 
         let error = DockerConfig::from_plugin_config(json!({"infra_image": "pause"}).as_object())
             .unwrap_err()

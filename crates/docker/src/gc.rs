@@ -4,8 +4,12 @@
 //! image is removed after `image_delay` unless a task takes it again meanwhile (`image =
 //! false` keeps every image). `container = false` keeps a finished task's container.
 //!
-//! Not for: talking to the engine (the driver removes what this says is unused); counts are
-//! in memory, so an image of tasks an agent never re-attached to is left alone.
+//! `dangling_containers` picks the running containers of this node's allocations that no task
+//! of the driver owns (the driver lists and removes them).
+//!
+//! Not for: talking to the engine (the driver removes what this says is unused). Image counts
+//! are in memory and rebuilt as an agent re-attaches to its tasks (as Nomad's), so an image
+//! whose last task ended while no agent ran is left alone.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -17,12 +21,14 @@ use crate::error::DockerError;
 use crate::values::{bool_value, parse_duration, single_block};
 
 /// The `gc` block of the docker plugin config (Nomad's defaults: images removed 3m after
-/// their last task, containers removed with their task).
+/// their last task, containers removed with their task, dangling containers looked for every
+/// 5m).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GcConfig {
     pub image: bool,
     pub image_delay: Duration,
     pub container: bool,
+    pub dangling: DanglingConfig,
 }
 
 impl Default for GcConfig {
@@ -31,8 +37,118 @@ impl Default for GcConfig {
             image: true,
             image_delay: Duration::from_secs(3 * 60),
             container: true,
+            dangling: DanglingConfig::default(),
         }
     }
+}
+
+/// `gc { dangling_containers { enabled period creation_grace dry_run } }`: running containers
+/// labelled by this node's allocations that no task of the driver owns (a create whose answer
+/// was lost, a task the client forgot) are removed, every `period`, once older than
+/// `creation_grace` (at least 1m); `dry_run` only logs them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DanglingConfig {
+    pub enabled: bool,
+    pub period: Duration,
+    pub creation_grace: Duration,
+    pub dry_run: bool,
+}
+
+/// Nomad's least `creation_grace`.
+const CREATION_GRACE_MINIMUM: Duration = Duration::from_secs(60);
+
+impl Default for DanglingConfig {
+    fn default() -> Self {
+        DanglingConfig {
+            enabled: true,
+            period: Duration::from_secs(5 * 60),
+            creation_grace: Duration::from_secs(5 * 60),
+            dry_run: false,
+        }
+    }
+}
+
+impl DanglingConfig {
+    fn parse(value: &Value) -> Result<Self, DockerError> {
+        let block = single_block(value, "gc.dangling_containers")?;
+        let mut parsed = DanglingConfig::default();
+        let duration = |value: &Value, key: &str| -> Result<Duration, DockerError> {
+            let text = value.as_str().ok_or_else(|| {
+                DockerError::Config(format!(
+                    "gc.dangling_containers.{key} must be a duration string"
+                ))
+            })?;
+            parse_duration(text, key).map_err(|_| {
+                DockerError::Config(format!("failed to parse '{key}' duration: {text:?}"))
+            })
+        };
+        for (key, value) in block {
+            match key.as_str() {
+                "enabled" => parsed.enabled = bool_value(value, "gc.dangling_containers.enabled")?,
+                "dry_run" => parsed.dry_run = bool_value(value, "gc.dangling_containers.dry_run")?,
+                "period" => parsed.period = duration(value, "period")?,
+                "creation_grace" => {
+                    parsed.creation_grace = duration(value, "creation_grace")?;
+                    if parsed.creation_grace < CREATION_GRACE_MINIMUM {
+                        return Err(DockerError::Config(
+                            "creation_grace is less than minimum, 1m0s".into(),
+                        ));
+                    }
+                }
+                other => {
+                    return Err(DockerError::Config(format!(
+                        "plugin \"docker\" config gc.dangling_containers: unsupported key {other:?} (enabled, period, creation_grace, dry_run)"
+                    )));
+                }
+            }
+        }
+        if parsed.period.is_zero() {
+            return Err(DockerError::Config(
+                "gc.dangling_containers.period must be more than 0s".into(),
+            ));
+        }
+        Ok(parsed)
+    }
+
+    /// How long after the driver starts the first look happens: a period, or the creation
+    /// grace when longer, so restored tasks are re-attached before anything is taken for
+    /// dangling.
+    pub fn first_delay(&self) -> Duration {
+        self.period.max(self.creation_grace)
+    }
+}
+
+/// A running container as the engine lists it, as much as the reconciler needs.
+#[derive(Debug, Clone)]
+pub(crate) struct Listed {
+    pub id: String,
+    /// Unix seconds.
+    pub created: i64,
+    pub labels: std::collections::HashMap<String, String>,
+}
+
+/// The dangling containers among `listed`: labelled with an allocation and with `node_id`,
+/// not `tracked` by the driver, and created at or before `cutoff` (Unix seconds).
+pub(crate) fn dangling(
+    listed: &[Listed],
+    tracked: &std::collections::HashSet<String>,
+    node_id: &str,
+    cutoff: i64,
+) -> Vec<String> {
+    listed
+        .iter()
+        .filter(|container| !tracked.contains(&container.id))
+        .filter(|container| container.created <= cutoff)
+        .filter(|container| container.labels.contains_key(crate::task::ALLOC_ID_LABEL))
+        .filter(|container| {
+            container
+                .labels
+                .get(crate::task::NODE_ID_LABEL)
+                .map(String::as_str)
+                == Some(node_id)
+        })
+        .map(|container| container.id.clone())
+        .collect()
 }
 
 impl GcConfig {
@@ -43,6 +159,7 @@ impl GcConfig {
             match key.as_str() {
                 "image" => parsed.image = bool_value(value, "gc.image")?,
                 "container" => parsed.container = bool_value(value, "gc.container")?,
+                "dangling_containers" => parsed.dangling = DanglingConfig::parse(value)?,
                 "image_delay" => {
                     let text = value.as_str().ok_or_else(|| {
                         DockerError::Config("gc.image_delay must be a duration string".into())
@@ -55,7 +172,7 @@ impl GcConfig {
                 }
                 other => {
                     return Err(DockerError::Config(format!(
-                        "plugin \"docker\" config gc: unsupported key {other:?} (drover implements: image, image_delay, container)"
+                        "plugin \"docker\" config gc: unsupported key {other:?} (drover implements: image, image_delay, container, dangling_containers)"
                     )));
                 }
             }
@@ -149,6 +266,38 @@ mod tests {
     }
 
     #[test]
+    fn dangling_containers_are_this_nodes_untracked_old_enough_alloc_containers() {
+        let container = |id: &str, created: i64, labels: &[(&str, &str)]| Listed {
+            id: id.into(),
+            created,
+            labels: labels
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect(),
+        };
+        let ours = [
+            (crate::task::ALLOC_ID_LABEL, "a1"),
+            (crate::task::NODE_ID_LABEL, "n1"),
+        ];
+        let listed = [
+            container("dangling", 100, &ours),
+            container("tracked", 100, &ours),
+            container("too-young", 201, &ours),
+            container(
+                "other-node",
+                100,
+                &[
+                    (crate::task::ALLOC_ID_LABEL, "a1"),
+                    (crate::task::NODE_ID_LABEL, "n2"),
+                ],
+            ),
+            container("not-a-task", 100, &[(crate::task::NODE_ID_LABEL, "n1")]),
+        ];
+        let tracked = std::collections::HashSet::from(["tracked".to_string()]);
+        assert_eq!(dangling(&listed, &tracked, "n1", 200), vec!["dangling"]);
+    }
+
+    #[test]
     fn the_gc_block_reads_as_nomad_writes_it() {
         let config = json!({"gc": [{"image": false, "image_delay": "10s", "container": "false"}]});
         let parsed = from_plugin_config(config.as_object().unwrap()).unwrap();
@@ -157,21 +306,38 @@ mod tests {
             GcConfig {
                 image: false,
                 image_delay: Duration::from_secs(10),
-                container: false
+                container: false,
+                dangling: DanglingConfig::default(),
             }
         );
         assert_eq!(
             from_plugin_config(&Map::new()).unwrap(),
             GcConfig::default()
         );
+        let parsed = from_plugin_config(
+            json!({"gc": {"dangling_containers": [{"period": "10s", "creation_grace": "1m", "dry_run": true}]}})
+                .as_object()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            parsed.dangling,
+            DanglingConfig {
+                enabled: true,
+                period: Duration::from_secs(10),
+                creation_grace: Duration::from_secs(60),
+                dry_run: true,
+            }
+        );
+        assert_eq!(parsed.dangling.first_delay(), Duration::from_secs(60));
         let error = from_plugin_config(
-            json!({"gc": {"dangling_containers": {}}})
+            json!({"gc": {"dangling_containers": {"creation_grace": "30s"}}})
                 .as_object()
                 .unwrap(),
         )
         .unwrap_err()
         .to_string();
-        assert!(error.contains("dangling_containers"), "{error}");
+        assert_eq!(error, "creation_grace is less than minimum, 1m0s");
         assert!(
             from_plugin_config(json!({"gc": {"image_delay": "soon"}}).as_object().unwrap())
                 .is_err()

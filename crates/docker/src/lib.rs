@@ -55,6 +55,10 @@ const STATE_VERSION: u32 = 1;
 /// How long the fingerprint waits for the engine.
 const FINGERPRINT_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// How often the agent fingerprints the engine again after its start (Nomad's docker driver:
+/// 30 s), so an engine started, stopped or upgraded later shows in the node.
+pub const FINGERPRINT_PERIOD: Duration = Duration::from_secs(30);
+
 /// How often a task waiting for an unreachable engine asks again.
 const ENGINE_POLL: Duration = Duration::from_secs(1);
 
@@ -108,8 +112,16 @@ pub struct DockerDriver {
     followers: Mutex<HashMap<String, watch::Receiver<bool>>>,
     /// The node the driver runs for (a label of its containers).
     node_id: std::sync::OnceLock<String>,
+    /// The node's name (for `extra_labels`).
+    node_name: std::sync::OnceLock<String>,
+    /// The containers of the driver's tasks (started or re-attached, not yet destroyed): the
+    /// dangling-container reconciler leaves them alone.
+    tracked: Mutex<std::collections::HashSet<String>>,
     /// Which tasks use which image, for the image GC.
     image_users: Arc<gc::ImageUsers>,
+    /// Whether a fingerprint has found the engine: once it has, one that finds no engine is
+    /// unhealthy rather than undetected (Nomad's rule).
+    detected: std::sync::atomic::AtomicBool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -187,7 +199,10 @@ impl DockerDriver {
             engine: tokio::sync::OnceCell::new(),
             followers: Mutex::new(HashMap::new()),
             node_id: std::sync::OnceLock::new(),
+            node_name: std::sync::OnceLock::new(),
+            tracked: Mutex::new(std::collections::HashSet::new()),
             image_users: Arc::new(gc::ImageUsers::default()),
+            detected: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -211,49 +226,102 @@ impl DockerDriver {
             .map_err(|error| engine_error(task_id, "connect", error))
     }
 
-    /// Asks the engine for its version: `driver.docker` and `driver.docker.version` when it
-    /// answers, undetected when there is none at the endpoint.
+    /// Asks the engine what it is, as Nomad's docker driver fingerprints it: when it answers,
+    /// healthy with `driver.docker`, `driver.docker.version`, `driver.docker.runtimes`,
+    /// `driver.docker.os_type`, `driver.docker.bridge_ip` (the default bridge's gateway) and
+    /// the plugin's `privileged.enabled` / `volumes.enabled`; when it does not, undetected, or
+    /// unhealthy once an earlier fingerprint had found it ("Failed to connect to docker
+    /// daemon"). The agent fingerprints at start and then every [`FINGERPRINT_PERIOD`].
     pub async fn fingerprint(&self) -> Fingerprint {
         let answer = tokio::time::timeout(FINGERPRINT_TIMEOUT, async {
             let engine = self.engine().await?;
-            engine.version().await
+            let version = engine.version().await?;
+            // Both are extras: an engine that answers its version is healthy without them.
+            let networks = engine
+                .list_networks(None::<bollard::query_parameters::ListNetworksOptions>)
+                .await;
+            let info = engine.info().await;
+            Ok::<_, EngineError>((version, networks, info))
         })
         .await;
-        match answer {
-            Ok(Ok(version)) => {
-                let mut attributes = BTreeMap::from([
-                    ("driver.docker".to_string(), "1".to_string()),
-                    (
-                        "driver.docker.version".to_string(),
-                        version.version.unwrap_or_default(),
-                    ),
-                ]);
-                if self.config.volumes_enabled {
-                    attributes.insert("driver.docker.volumes.enabled".into(), "true".into());
-                }
-                if self.config.allow_privileged {
-                    attributes.insert("driver.docker.privileged.enabled".into(), "true".into());
-                }
-                Fingerprint {
+        let failure = match answer {
+            Ok(Ok((version, networks, info))) => {
+                self.detected
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                return Fingerprint {
                     detected: true,
                     healthy: true,
                     description: "Healthy".to_string(),
-                    attributes,
+                    attributes: self.fingerprint_attributes(version, networks, info),
+                };
+            }
+            Ok(Err(error)) => error.to_string(),
+            Err(_) => format!("no answer within {}", go_duration(FINGERPRINT_TIMEOUT)),
+        };
+        tracing::debug!(endpoint = %self.config.endpoint, error = %failure, "could not connect to docker daemon");
+        Fingerprint {
+            detected: self.detected.load(std::sync::atomic::Ordering::SeqCst),
+            healthy: false,
+            description: "Failed to connect to docker daemon".to_string(),
+            attributes: BTreeMap::new(),
+        }
+    }
+
+    fn fingerprint_attributes(
+        &self,
+        version: bollard::models::SystemVersion,
+        networks: Result<Vec<bollard::models::Network>, EngineError>,
+        info: Result<bollard::models::SystemInfo, EngineError>,
+    ) -> BTreeMap<String, String> {
+        let mut attributes = BTreeMap::from([
+            ("driver.docker".to_string(), "true".to_string()),
+            (
+                "driver.docker.version".to_string(),
+                version.version.unwrap_or_default(),
+            ),
+        ]);
+        if self.config.volumes_enabled {
+            attributes.insert("driver.docker.volumes.enabled".into(), "true".into());
+        }
+        if self.config.allow_privileged {
+            attributes.insert("driver.docker.privileged.enabled".into(), "true".into());
+        }
+        match networks {
+            Ok(networks) => {
+                let gateway = networks
+                    .iter()
+                    .find(|network| network.name.as_deref() == Some("bridge"))
+                    .and_then(|bridge| {
+                        bridge
+                            .ipam
+                            .as_ref()?
+                            .config
+                            .as_ref()?
+                            .first()?
+                            .gateway
+                            .clone()
+                    })
+                    .filter(|gateway| !gateway.is_empty());
+                if let Some(gateway) = gateway {
+                    attributes.insert("driver.docker.bridge_ip".into(), gateway);
                 }
             }
-            Ok(Err(error)) => Fingerprint {
-                detected: false,
-                healthy: false,
-                description: format!("Failed to connect to docker daemon: {error}"),
-                attributes: BTreeMap::new(),
-            },
-            Err(_) => Fingerprint {
-                detected: false,
-                healthy: false,
-                description: "Failed to connect to docker daemon: timed out".to_string(),
-                attributes: BTreeMap::new(),
-            },
+            Err(error) => tracing::warn!(%error, "error discovering bridge IP"),
         }
+        match info {
+            Ok(info) => {
+                let mut runtimes: Vec<String> =
+                    info.runtimes.unwrap_or_default().into_keys().collect();
+                runtimes.sort();
+                attributes.insert("driver.docker.runtimes".into(), runtimes.join(","));
+                attributes.insert(
+                    "driver.docker.os_type".into(),
+                    info.os_type.unwrap_or_default(),
+                );
+            }
+            Err(error) => tracing::warn!(%error, "failed to get Docker system info"),
+        }
+        attributes
     }
 
     /// The engine, once it answers a ping within [`ENGINE_PROBE_TIMEOUT`].
@@ -701,6 +769,13 @@ impl DockerDriver {
             .map_err(|error| DriverError::InvalidConfig(error.to_string()))?;
         if let (Some(node_id), Some(labels)) = (self.node_id.get(), plan.body.labels.as_mut()) {
             labels.insert(task::NODE_ID_LABEL.to_string(), node_id.clone());
+            let node_name = self.node_name.get().map_or("", String::as_str);
+            labels.extend(task::extra_labels(
+                &self.config.extra_labels,
+                launch,
+                node_id,
+                node_name,
+            ));
         }
         let engine = self.engine_for(&launch.task_id).await?;
         let name = task::container_name(launch);
@@ -744,7 +819,9 @@ impl DockerDriver {
                 return Err(engine_error(&launch.task_id, "create the container", error));
             }
         };
+        lock(&self.tracked).insert(created.id.clone());
         if let Err(error) = engine.start_container(&created.id, None).await {
+            lock(&self.tracked).remove(&created.id);
             let _ = self
                 .remove_container(engine, &launch.task_id, &created.id)
                 .await;
@@ -956,6 +1033,7 @@ impl Driver for DockerDriver {
             let engine = self
                 .engine_for_restore(&handle.task_id, &state.container_id, events)
                 .await?;
+            lock(&self.tracked).insert(state.container_id.clone());
             // Gone containers answer ShimGone: the client then reclaims the run.
             let running = self
                 .finished(engine, &handle.task_id, &state.container_id)
@@ -1039,6 +1117,7 @@ impl Driver for DockerDriver {
                         .await?;
                 }
                 lock(&self.followers).remove(&container);
+                lock(&self.tracked).remove(&container);
                 if let Ok(ContainerState {
                     image_id: Some(image_id),
                     ..
@@ -1105,9 +1184,96 @@ impl DockerDriver {
     }
 
     /// Tells the driver the node it runs for: its containers are labelled with it, and only
-    /// containers of this node are ever taken for orphans.
-    pub fn set_node_id(&self, node_id: &str) {
+    /// containers of this node are ever taken for orphans or dangling.
+    pub fn set_node(&self, node_id: &str, node_name: &str) {
         let _ = self.node_id.set(node_id.to_string());
+        let _ = self.node_name.set(node_name.to_string());
+    }
+
+    /// Runs the client's `gc { dangling_containers }` in the background for as long as the
+    /// driver lives (nothing when disabled): first after [`gc::DanglingConfig::first_delay`],
+    /// then every `period`, while the engine answers.
+    pub fn spawn_dangling_reconciler(self: &Arc<Self>) {
+        let config = self.config.gc.dangling.clone();
+        if !config.enabled {
+            tracing::debug!("skipping dangling containers handling; is disabled");
+            return;
+        }
+        let driver = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(config.first_delay()).await;
+            loop {
+                let Some(live) = driver.upgrade() else {
+                    return;
+                };
+                if let Err(error) = live.remove_dangling(&config).await {
+                    tracing::warn!(%error, "failed to remove dangling containers");
+                }
+                drop(live);
+                tokio::time::sleep(config.period).await;
+            }
+        });
+    }
+
+    /// One round of the dangling-container reconciler: returns the containers found.
+    async fn remove_dangling(
+        &self,
+        config: &gc::DanglingConfig,
+    ) -> Result<Vec<String>, DockerError> {
+        let Some(node_id) = self.node_id.get() else {
+            return Ok(Vec::new());
+        };
+        let Ok(engine) = self.reachable_engine().await else {
+            return Ok(Vec::new());
+        };
+        let options = bollard::query_parameters::ListContainersOptions {
+            all: false,
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec![format!("{}={node_id}", task::NODE_ID_LABEL)],
+            )])),
+            ..bollard::query_parameters::ListContainersOptions::default()
+        };
+        let cutoff = std::time::SystemTime::now()
+            .checked_sub(config.creation_grace)
+            .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |since| {
+                i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+            });
+        let listed: Vec<gc::Listed> = engine
+            .list_containers(Some(options))
+            .await
+            .map_err(|source| DockerError::Engine {
+                context: "listing containers".into(),
+                source,
+            })?
+            .into_iter()
+            .filter_map(|container| {
+                Some(gc::Listed {
+                    id: container.id?,
+                    created: container.created.unwrap_or(0),
+                    labels: container.labels.unwrap_or_default(),
+                })
+            })
+            .collect();
+        let tracked = lock(&self.tracked).clone();
+        let untracked = gc::dangling(&listed, &tracked, node_id, cutoff);
+        if untracked.is_empty() {
+            return Ok(untracked);
+        }
+        if config.dry_run {
+            tracing::info!(container_ids = ?untracked, "detected untracked containers");
+            return Ok(untracked);
+        }
+        for id in &untracked {
+            match self.remove_container(engine, id, id).await {
+                Ok(()) => tracing::info!(container_id = %id, "removed untracked container"),
+                Err(error) => {
+                    tracing::warn!(container_id = %id, %error, "failed to remove untracked container");
+                }
+            }
+        }
+        Ok(untracked)
     }
 
     /// Removes this node's containers (by label) whose allocation `known_allocs` (asked after

@@ -482,6 +482,72 @@ pub const NODE_ID_LABEL: &str = "drover.node_id";
 /// Label naming the task a container runs.
 pub const TASK_NAME_LABEL: &str = "com.hashicorp.nomad.task_name";
 
+/// Label names of Nomad's `extra_labels`, each with the key it is chosen by.
+const EXTRA_LABELS: [(&str, &str); 7] = [
+    ("job_name", "com.hashicorp.nomad.job_name"),
+    ("job_id", "com.hashicorp.nomad.job_id"),
+    ("task_group_name", "com.hashicorp.nomad.task_group_name"),
+    ("task_name", TASK_NAME_LABEL),
+    ("namespace", "com.hashicorp.nomad.namespace"),
+    ("node_name", "com.hashicorp.nomad.node_name"),
+    ("node_id", "com.hashicorp.nomad.node_id"),
+];
+
+/// Whether `name` matches `pattern`, where `*` stands for any run of characters (Nomad's
+/// go-glob: no other wildcard).
+fn glob_matches(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == name;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !name.starts_with(first) || name.len() < first.len() + last.len() {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    name.ends_with(last)
+}
+
+/// The labels the client's `extra_labels` asks for, with the task's job, group, namespace
+/// (from its environment) and the node's name and ID.
+pub fn extra_labels(
+    patterns: &[String],
+    launch: &TaskLaunch,
+    node_id: &str,
+    node_name: &str,
+) -> Vec<(String, String)> {
+    let value = |key: &str| -> String {
+        match key {
+            "job_name" => env_of(launch, "NOMAD_JOB_NAME")
+                .unwrap_or_default()
+                .to_string(),
+            "job_id" => env_of(launch, "NOMAD_JOB_ID")
+                .unwrap_or_default()
+                .to_string(),
+            "task_group_name" => env_of(launch, "NOMAD_GROUP_NAME")
+                .unwrap_or_default()
+                .to_string(),
+            "task_name" => launch.task_name.clone(),
+            "namespace" => env_of(launch, "NOMAD_NAMESPACE")
+                .unwrap_or_default()
+                .to_string(),
+            "node_name" => node_name.to_string(),
+            _ => node_id.to_string(),
+        }
+    };
+    EXTRA_LABELS
+        .iter()
+        .filter(|(key, _)| patterns.iter().any(|pattern| glob_matches(pattern, key)))
+        .map(|(key, label)| (label.to_string(), value(key)))
+        .collect()
+}
+
 /// Checks the task config against the client's and builds the container's create body.
 pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, DockerError> {
     validate_config(&launch.driver_config, DOCKER_CONFIG_KEYS)
@@ -543,6 +609,13 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
         )));
     }
     let cap_drop = strings(config, "cap_drop")?;
+
+    let runtime = string(config, "runtime")?.filter(|runtime| !runtime.is_empty());
+    if let Some(runtime) = &runtime
+        && !client.allow_runtimes.contains(runtime)
+    {
+        return Err(bad(format!("requested runtime {runtime:?} is not allowed")));
+    }
 
     let mut labels = string_map(config, "labels")?;
     labels.insert(ALLOC_ID_LABEL.to_string(), launch.alloc_id.clone());
@@ -612,6 +685,7 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
         security_opt: (!security_opt.is_empty()).then_some(security_opt),
         devices: (!devices.is_empty()).then_some(devices),
         log_config: Some(logging(config)?),
+        runtime,
         ..HostConfig::default()
     };
 
@@ -690,6 +764,49 @@ mod tests {
             ],
             ..TaskLaunch::default()
         }
+    }
+
+    #[test]
+    fn extra_labels_are_chosen_by_globs_as_nomad() {
+        assert!(glob_matches("task*", "task_name") && glob_matches("task*", "task_group_name"));
+        assert!(glob_matches("*", "job_id") && glob_matches("*_id", "node_id"));
+        assert!(glob_matches("j*_n*e", "job_name") && !glob_matches("j*_n*e", "job_id"));
+        assert!(!glob_matches("job", "job_id"));
+        let mut launch = launch(json!({"image": "x"}));
+        launch.env.push(("NOMAD_JOB_NAME".into(), "web-job".into()));
+        launch.env.push(("NOMAD_GROUP_NAME".into(), "g".into()));
+        let labels = extra_labels(&["job_name".into(), "task*".into()], &launch, "n1", "host");
+        assert_eq!(
+            labels,
+            vec![
+                (
+                    "com.hashicorp.nomad.job_name".to_string(),
+                    "web-job".to_string()
+                ),
+                (
+                    "com.hashicorp.nomad.task_group_name".to_string(),
+                    "g".to_string()
+                ),
+                (TASK_NAME_LABEL.to_string(), "web".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_runtime_must_be_allowed_by_the_client() {
+        let client = DockerConfig::default();
+        let planned = plan(&launch(json!({"image": "x", "runtime": "runc"})), &client).unwrap();
+        assert_eq!(
+            planned.body.host_config.unwrap().runtime.as_deref(),
+            Some("runc")
+        );
+        let error = plan(&launch(json!({"image": "x", "runtime": "runsc"})), &client)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("requested runtime \"runsc\" is not allowed"),
+            "{error}"
+        );
     }
 
     #[test]

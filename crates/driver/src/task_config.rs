@@ -53,6 +53,7 @@ pub const DOCKER_CONFIG_KEYS: &[&str] = &[
     "auth_soft_fail",
     "logging",
     "load",
+    "runtime",
 ];
 
 /// The task config keys a built-in driver accepts, by driver name (`None`: a driver whose

@@ -635,7 +635,14 @@ impl Server {
                 "missing node ID for client registration".into(),
             ));
         }
-        let previous_status = self.inner.state.node(&node.id).map(|n| n.status.clone());
+        let previous = self.inner.state.node(&node.id);
+        let previous_status = previous.as_ref().map(|n| n.status.clone());
+        // A ready node registering again with other drivers, attributes or resources (a
+        // driver found healthy by a later fingerprint) may now fit evaluations that were
+        // blocked: Nomad's state store unblocks them on every upsert of a ready node.
+        let offers_changed = previous
+            .as_deref()
+            .is_some_and(|previous| offers_differ(previous, &node));
         node.status = NODE_STATUS_READY.to_owned();
         let now = self.inner.clock.now_unix_ns();
         self.inner.state.upsert_node(node.clone(), now).await?;
@@ -643,6 +650,8 @@ impl Server {
         if previous_status.as_deref() != Some(NODE_STATUS_READY) {
             self.inner.capacity_changed().await;
             self.inner.create_node_evals(&node.id).await?;
+        } else if offers_changed {
+            self.inner.capacity_changed().await;
         }
         Ok(ttl)
     }
@@ -940,4 +949,29 @@ pub(crate) fn check_job_namespace(state: &StateStore, job: &Job) -> Result<(), S
             "1 error occurred:\n\t* {problem}\n\n"
         ))),
     }
+}
+
+/// Whether a re-registering node offers the scheduler something else than its stored record:
+/// drivers (detected, healthy, attributes), attributes, resources, class, meta or host volumes.
+fn offers_differ(stored: &Node, registering: &Node) -> bool {
+    let drivers = |node: &Node| {
+        node.drivers
+            .iter()
+            .map(|(name, info)| {
+                (
+                    name.clone(),
+                    info.detected,
+                    info.healthy,
+                    info.attributes.clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    drivers(stored) != drivers(registering)
+        || stored.attributes != registering.attributes
+        || stored.node_resources != registering.node_resources
+        || stored.reserved_resources != registering.reserved_resources
+        || stored.node_class != registering.node_class
+        || stored.meta != registering.meta
+        || stored.host_volumes != registering.host_volumes
 }

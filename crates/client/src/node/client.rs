@@ -58,7 +58,11 @@ pub struct Client<S: ServerConn, F: AllocRunnerFactory> {
     pub(super) factory: F,
     pub(super) node_id: String,
     pub(super) status: Arc<StatusBuffer>,
-    pub(super) runner_context: RunnerContext,
+    /// What new runners are given; its node record is replaced when [`Client::update_node`]
+    /// changes the node.
+    pub(super) runner_context: RwLock<RunnerContext>,
+    /// Wakes the heartbeat loop to register the changed node record again.
+    pub(super) node_changed: tokio::sync::Notify,
     pub(super) runners: RwLock<HashMap<String, Arc<F::Runner>>>,
     /// Allocations the server lists for this node that have no runner: terminal when first
     /// seen, or garbage collected here. Keyed to the AllocModifyIndex seen, so they are not
@@ -125,7 +129,8 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
         };
         let client = Arc::new(Self {
             status,
-            runner_context,
+            runner_context: RwLock::new(runner_context),
+            node_changed: tokio::sync::Notify::new(),
             node_id,
             runners: RwLock::new(HashMap::new()),
             runnerless_allocs: Mutex::new(HashMap::new()),
@@ -143,7 +148,8 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             factory,
         });
         if !client.config.ephemeral {
-            let restored = client.factory.restore(&client.runner_context).await?;
+            let context = client.runner_context();
+            let restored = client.factory.restore(&context).await?;
             let mut runners = client.write_runners();
             for runner in restored {
                 runners.insert(runner.alloc().id.clone(), Arc::new(runner));
@@ -181,7 +187,37 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
 
     /// The node record as registered.
     pub fn node(&self) -> Arc<Node> {
-        Arc::clone(&self.runner_context.node)
+        Arc::clone(&self.runner_context().node)
+    }
+
+    /// What a new runner is given (the node record as it is now).
+    pub(super) fn runner_context(&self) -> RunnerContext {
+        self.runner_context
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Changes the node record (a driver's health or attributes found by a later fingerprint,
+    /// as Nomad's client updates its node): `change` edits a copy and says whether anything
+    /// changed. A changed record is given to runners started from then on and registered with
+    /// the servers again at once, as Nomad's client re-registers an updated node, so the
+    /// servers schedule on what the node has now. Returns whether it changed.
+    pub fn update_node(&self, change: impl FnOnce(&mut Node) -> bool) -> bool {
+        {
+            let mut context = self
+                .runner_context
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            let mut node = Node::clone(&context.node);
+            if !change(&mut node) {
+                return false;
+            }
+            context.node = Arc::new(node);
+        }
+        // A permit is kept when the loop is not waiting, so no change is missed.
+        self.node_changed.notify_one();
+        true
     }
 
     /// The status buffer the runners report into.

@@ -1,5 +1,5 @@
 //! Registration and heartbeats: register with backoff, then beat at half the TTL, and register
-//! again when the servers forgot the node.
+//! again when the servers forgot the node or the node record changed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,10 +22,12 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             tokio::select! {
                 _ = self.loops_shutdown.cancelled() => return,
                 _ = tokio::time::sleep(next_beat) => {}
+                // The node record changed: the servers get the new one now.
+                _ = self.node_changed.notified() => must_register = true,
             }
             let result = if must_register {
                 self.conn
-                    .register_node(Node::clone(&self.runner_context.node))
+                    .register_node(Node::clone(&self.runner_context().node))
                     .await
             } else {
                 self.conn.heartbeat(&self.node_id, NODE_STATUS_READY).await

@@ -449,6 +449,32 @@ async fn heartbeats_keep_going_and_a_forgotten_node_registers_again() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_changed_node_record_registers_again_at_once_and_an_unchanged_one_does_not() {
+    let harness = start(SimRunnerTiming::default()).await;
+    harness.client.wait_registered().await;
+    let registrations = harness.server.register_calls();
+    assert!(!harness.client.update_node(|_| false));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(harness.server.register_calls(), registrations);
+
+    assert!(harness.client.update_node(|node| {
+        node.attributes
+            .insert("driver.docker".to_string(), "1".to_string());
+        true
+    }));
+    // Well before the next heartbeat (half the 10 s TTL).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(harness.server.register_calls(), registrations + 1);
+    let registered = harness
+        .server
+        .node(&harness.node_id)
+        .unwrap_or_else(|| panic!("node registered"));
+    assert_eq!(registered.attributes["driver.docker"], "1");
+    assert_eq!(harness.client.node().attributes["driver.docker"], "1");
+    harness.client.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn registration_is_retried_with_backoff_until_the_server_answers() {
     let data_dir = tempfile::tempdir().unwrap_or_else(|error| panic!("tempdir: {error}"));
     let server = Arc::new(InMemoryServer::new(Duration::from_secs(10)));

@@ -201,7 +201,8 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
         }
         let alloc_id = alloc.id.clone();
         let alloc_modify_index = alloc.alloc_modify_index;
-        match self.factory.spawn(alloc, &self.runner_context).await {
+        let context = self.runner_context();
+        match self.factory.spawn(alloc, &context).await {
             Ok(runner) => {
                 tracing::debug!(alloc_id, "started alloc runner");
                 self.write_runners().insert(alloc_id, Arc::new(runner));

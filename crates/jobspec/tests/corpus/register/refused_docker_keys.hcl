@@ -15,7 +15,7 @@ job "containers" {
         image = "registry.example.com/web:1.4"
         ports = ["http"]
 
-        runtime = "runsc"
+        userns_mode = "host"
 
         port_map {
           http = 8080
