@@ -510,7 +510,11 @@ async fn start_cluster_server(
     advertised: &std::net::SocketAddr,
     clock: Arc<dyn drover_server::Clock>,
 ) -> anyhow::Result<StartedServer> {
-    let settings = drover_etcd::EtcdConfig::new(etcd.endpoints.clone(), etcd.prefix.clone());
+    let settings = drover_etcd::EtcdConfig {
+        tls: etcd.tls.clone(),
+        credentials: etcd.credentials.clone(),
+        ..drover_etcd::EtcdConfig::new(etcd.endpoints.clone(), etcd.prefix.clone())
+    };
     let kv = Arc::new(
         drover_etcd::EtcdKv::connect(&settings)
             .await

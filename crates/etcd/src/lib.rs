@@ -571,10 +571,15 @@ pub fn follow(kv: &EtcdKv, store: StateStore) -> tokio::task::JoinHandle<()> {
         loop {
             let options = etcd_client::WatchOptions::new().with_prefix();
             let opened = endpoints
-                .call_on("watch", Duration::from_secs(5), Duration::from_secs(5), |mut client| {
-                    let (key, options) = (key.clone(), options.clone());
-                    async move { client.watch(key, Some(options)).await }
-                })
+                .call_on(
+                    "watch",
+                    Duration::from_secs(5),
+                    Duration::from_secs(5),
+                    |mut client| {
+                        let (key, options) = (key.clone(), options.clone());
+                        async move { client.watch(key, Some(options)).await }
+                    },
+                )
                 .await;
             match opened {
                 Ok((member, mut stream)) => {

@@ -27,7 +27,10 @@ fn read(role: &str, path: &Path) -> Result<Vec<u8>, KvError> {
 fn invalid(role: &str, path: &Path, error: &openssl::error::ErrorStack) -> KvError {
     KvError::Backend {
         operation: "connect",
-        reason: format!("the etcd {role} {} is not valid PEM: {error}", path.display()),
+        reason: format!(
+            "the etcd {role} {} is not valid PEM: {error}",
+            path.display()
+        ),
     }
 }
 

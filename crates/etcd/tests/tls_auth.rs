@@ -100,7 +100,10 @@ async fn drover_reaches_etcd_over_tls_with_its_user_and_nobody_else_reads_its_ke
         .await
         .unwrap();
     assert!(index > 0);
-    let kek = kv.shared_value("keyring_kek", || b"the-kek".to_vec()).await.unwrap();
+    let kek = kv
+        .shared_value("keyring_kek", || b"the-kek".to_vec())
+        .await
+        .unwrap();
     assert_eq!(kek, b"the-kek");
     let election = kv.campaign(drover_etcd::election::Candidate::new(
         "server-a",
@@ -127,7 +130,10 @@ async fn drover_reaches_etcd_over_tls_with_its_user_and_nobody_else_reads_its_ke
     ))
     .await
     .unwrap_err();
-    assert!(error.to_string().contains("authentication failed"), "{error}");
+    assert!(
+        error.to_string().contains("authentication failed"),
+        "{error}"
+    );
     // A certificate but no user: refused.
     let error = read_kek(config(&cluster, certs.client_tls(), None))
         .await

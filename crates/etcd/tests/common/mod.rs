@@ -82,11 +82,24 @@ impl TestCerts {
                 String::from_utf8_lossy(&output.stderr)
             );
         };
-        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
         let mut ca = vec!["req", "-x509"];
         ca.extend(ec);
         ca.extend([
-            "-keyout", "ca-key.pem", "-out", "ca.pem", "-days", "2", "-subj", "/CN=drover-test-ca",
+            "-keyout",
+            "ca-key.pem",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=drover-test-ca",
         ]);
         openssl(&ca);
         std::fs::write(
@@ -99,7 +112,10 @@ impl TestCerts {
             "extendedKeyUsage=clientAuth\n",
         )
         .unwrap();
-        for (name, subject) in [("server", "/CN=etcd".to_owned()), ("client", format!("/CN={client_name}"))] {
+        for (name, subject) in [
+            ("server", "/CN=etcd".to_owned()),
+            ("client", format!("/CN={client_name}")),
+        ] {
             let mut request = vec!["req"];
             request.extend(ec);
             let (key, csr, cert, ext) = (
@@ -111,8 +127,21 @@ impl TestCerts {
             request.extend(["-keyout", &key, "-out", &csr, "-subj", &subject]);
             openssl(&request);
             openssl(&[
-                "x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca-key.pem",
-                "-CAcreateserial", "-out", &cert, "-days", "2", "-extfile", &ext,
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca-key.pem",
+                "-CAcreateserial",
+                "-out",
+                &cert,
+                "-days",
+                "2",
+                "-extfile",
+                &ext,
             ]);
         }
         Self {
