@@ -558,6 +558,7 @@ async fn start_cluster_server(
         })?;
     // The task ends by itself when the store is closed.
     drop(drover_etcd::follow(&kv, state.clone()));
+    cluster.set_store(state.clone());
     let server = Server::start_follower(server_config(config), state.clone(), clock.clone());
     let keyring = Arc::new(
         Keyring::open_shared(&String::from_utf8_lossy(&kek), state.clone(), clock)
