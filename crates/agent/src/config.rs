@@ -99,7 +99,15 @@ pub struct RawConfig {
 pub struct RawEtcd {
     pub endpoints: Option<Vec<String>>,
     pub prefix: Option<String>,
-    /// Parsed so it can be refused by name: the etcd client is built without TLS.
+    /// TLS to the members (`https://` endpoints), named as in Nomad's `consul` and `vault`
+    /// blocks.
+    pub ca_file: Option<String>,
+    pub cert_file: Option<String>,
+    pub key_file: Option<String>,
+    /// etcd auth (`etcdctl auth enable`): the user drover's requests run as.
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// Parsed so it can be refused by name: the TLS settings are the block's own keys.
     pub tls: Option<serde_json::Value>,
 }
 
@@ -577,6 +585,10 @@ pub struct EtcdSettings {
     pub endpoints: Vec<String>,
     /// The prefix of this cluster's keys (`drover/` unless given).
     pub prefix: String,
+    /// TLS to the members, when the endpoints are `https://`.
+    pub tls: Option<drover_etcd::EtcdTls>,
+    /// etcd auth's user and password.
+    pub credentials: Option<drover_etcd::Credentials>,
 }
 
 impl EtcdSettings {
@@ -592,8 +604,8 @@ impl EtcdSettings {
         if raw.tls.is_some() {
             return Err(ConfigError::Invalid {
                 key: "etcd.tls",
-                message: "TLS to etcd is not supported yet; reach etcd over http:// on a trusted \
-                          network"
+                message: "TLS to etcd is set in the etcd block itself: ca_file, cert_file and \
+                          key_file, with https:// endpoints"
                     .into(),
             });
         }
@@ -613,15 +625,82 @@ impl EtcdSettings {
         }
         if let Some(bad) = endpoints
             .iter()
-            .find(|endpoint| !endpoint.starts_with("http://"))
+            .find(|endpoint| !endpoint.starts_with("http://") && !endpoint.starts_with("https://"))
         {
             return Err(ConfigError::Invalid {
                 key: "etcd.endpoints",
-                message: format!(
-                    "{bad:?} is not an http:// URL (TLS to etcd is not supported yet)"
-                ),
+                message: format!("{bad:?} is not an http:// or https:// URL"),
             });
         }
+        let secure = endpoints
+            .iter()
+            .filter(|endpoint| endpoint.starts_with("https://"))
+            .count();
+        if secure != 0 && secure != endpoints.len() {
+            return Err(ConfigError::Invalid {
+                key: "etcd.endpoints",
+                message: "give every endpoint as https:// or every one as http://, not both".into(),
+            });
+        }
+        let file = |value: Option<String>| value.filter(|path| !path.trim().is_empty());
+        let (ca_file, cert_file, key_file) =
+            (file(raw.ca_file), file(raw.cert_file), file(raw.key_file));
+        let tls = if secure == 0 {
+            if let Some(key) = [
+                ("etcd.ca_file", &ca_file),
+                ("etcd.cert_file", &cert_file),
+                ("etcd.key_file", &key_file),
+            ]
+            .into_iter()
+            .find_map(|(key, value)| value.is_some().then_some(key))
+            {
+                return Err(ConfigError::Invalid {
+                    key,
+                    message: "TLS files need https:// endpoints".into(),
+                });
+            }
+            None
+        } else {
+            if cert_file.is_some() != key_file.is_some() {
+                return Err(ConfigError::Invalid {
+                    key: if cert_file.is_some() {
+                        "etcd.key_file"
+                    } else {
+                        "etcd.cert_file"
+                    },
+                    message: "a client certificate needs both cert_file and key_file".into(),
+                });
+            }
+            Some(drover_etcd::EtcdTls {
+                ca_file: ca_file.map(Into::into),
+                cert_file: cert_file.map(Into::into),
+                key_file: key_file.map(Into::into),
+            })
+        };
+        let credentials = match (raw.username, raw.password) {
+            (None, None) => None,
+            (Some(username), Some(password)) if !username.is_empty() => {
+                Some(drover_etcd::Credentials { username, password })
+            }
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::Invalid {
+                    key: "etcd.username",
+                    message: "the etcd user may not be empty".into(),
+                });
+            }
+            (Some(_), None) => {
+                return Err(ConfigError::Invalid {
+                    key: "etcd.password",
+                    message: "etcd auth needs the user's password as well".into(),
+                });
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError::Invalid {
+                    key: "etcd.username",
+                    message: "etcd auth needs the user's name as well".into(),
+                });
+            }
+        };
         let prefix = raw.prefix.unwrap_or_else(|| "drover/".into());
         if prefix.is_empty() {
             return Err(ConfigError::Invalid {
@@ -630,7 +709,12 @@ impl EtcdSettings {
                     .into(),
             });
         }
-        Ok(Self { endpoints, prefix })
+        Ok(Self {
+            endpoints,
+            prefix,
+            tls,
+            credentials,
+        })
     }
 }
 
@@ -1217,9 +1301,36 @@ mod tests {
                     "http://127.0.0.1:2379".to_owned(),
                     "http://127.0.0.1:2479".to_owned()
                 ],
-                prefix: "drover/".to_owned()
+                prefix: "drover/".to_owned(),
+                tls: None,
+                credentials: None,
             })
         );
+        let raw: RawConfig = hcl::from_str(
+            "etcd {\n  endpoints = [\"https://127.0.0.1:2379\"]\n  ca_file = \"/tls/ca.pem\"\n  \
+             cert_file = \"/tls/drover.pem\"\n  key_file = \"/tls/drover-key.pem\"\n  \
+             username = \"drover\"\n  password = \"secret\"\n}\n",
+        )
+        .expect("parses");
+        let etcd = AgentConfig::from_raw(raw, &server_args)
+            .expect("valid")
+            .etcd
+            .expect("etcd");
+        assert_eq!(
+            etcd.tls,
+            Some(drover_etcd::EtcdTls {
+                ca_file: Some("/tls/ca.pem".into()),
+                cert_file: Some("/tls/drover.pem".into()),
+                key_file: Some("/tls/drover-key.pem".into()),
+            })
+        );
+        let credentials = etcd.credentials.expect("credentials");
+        assert_eq!(
+            (credentials.username.as_str(), credentials.password.as_str()),
+            ("drover", "secret")
+        );
+        // The password never shows in a debug print of the settings.
+        assert!(!format!("{credentials:?}").contains("secret"));
         assert_eq!(
             AgentConfig::from_raw(RawConfig::default(), &server_args)
                 .expect("valid")
@@ -1231,7 +1342,27 @@ mod tests {
         assert!(err.to_string().contains("endpoint"), "{err}");
         for (body, key) in [
             ("endpoints = []", "etcd.endpoints"),
-            ("endpoints = [\"https://e:2379\"]", "etcd.endpoints"),
+            ("endpoints = [\"ftp://e:2379\"]", "etcd.endpoints"),
+            (
+                "endpoints = [\"https://e:2379\", \"http://f:2379\"]",
+                "etcd.endpoints",
+            ),
+            (
+                "endpoints = [\"http://e:2379\"]\n  ca_file = \"ca.pem\"",
+                "etcd.ca_file",
+            ),
+            (
+                "endpoints = [\"https://e:2379\"]\n  cert_file = \"c.pem\"",
+                "etcd.key_file",
+            ),
+            (
+                "endpoints = [\"http://e:2379\"]\n  username = \"drover\"",
+                "etcd.password",
+            ),
+            (
+                "endpoints = [\"http://e:2379\"]\n  password = \"x\"",
+                "etcd.username",
+            ),
             (
                 "endpoints = [\"http://e:2379\"]\n  prefix = \"\"",
                 "etcd.prefix",

@@ -57,9 +57,21 @@ pub struct ClusterNode {
     election: Election,
     leadership: watch::Receiver<Leadership>,
     http: reqwest::Client,
+    /// This server's store, once opened: a write forwarded to the leader is answered after it
+    /// reached this store (read-your-writes on this server).
+    store: std::sync::OnceLock<StateStore>,
 }
 
+/// How long a follower holds a forwarded write's answer for its own store to reach the write's
+/// index before answering anyway.
+const READ_YOUR_WRITES_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl ClusterNode {
+    /// The store this server answers reads from (set once, after it is opened).
+    pub fn set_store(&self, store: StateStore) {
+        let _ = self.store.set(store);
+    }
+
     /// Starts campaigning as `own`.
     pub fn join(kv: Arc<EtcdKv>, own: ServerRecord) -> anyhow::Result<Arc<Self>> {
         let record = serde_json::to_vec(&own)?;
@@ -77,6 +89,7 @@ impl ClusterNode {
             election,
             leadership,
             http,
+            store: std::sync::OnceLock::new(),
         }))
     }
 
@@ -200,7 +213,44 @@ pub async fn forward_writes(
     request
         .headers_mut()
         .insert(LEADER_FORWARDED_HEADER, HeaderValue::from_static("1"));
-    proxy::forward_to_server(&cluster.http, &leader.http_addr, request).await
+    let response = proxy::forward_to_server(&cluster.http, &leader.http_addr, request).await;
+    if let (Some(store), Some(index)) = (cluster.store.get(), written_index(&response)) {
+        wait_for_index(store, index, READ_YOUR_WRITES_WAIT).await;
+    }
+    response
+}
+
+/// The index a successful write's answer carries (`X-Nomad-Index`).
+fn written_index(response: &Response) -> Option<u64> {
+    if !response.status().is_success() {
+        return None;
+    }
+    response
+        .headers()
+        .get("X-Nomad-Index")?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Waits until `store` reached `index` (its watch of etcd catches up with the leader's write),
+/// for at most `limit`.
+async fn wait_for_index(store: &StateStore, index: u64, limit: std::time::Duration) {
+    if index == 0 || store.latest_index() >= index {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + limit;
+    let reached = store
+        .wait_for_change(&drover_state::Table::ALL, index - 1, deadline)
+        .await;
+    if reached.index < index {
+        tracing::debug!(
+            index,
+            reached = reached.index,
+            "this server's store did not reach a forwarded write in time"
+        );
+    }
 }
 
 /// The middleware answering the cluster's status on a server of a cluster, and setting the

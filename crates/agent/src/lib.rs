@@ -510,7 +510,11 @@ async fn start_cluster_server(
     advertised: &std::net::SocketAddr,
     clock: Arc<dyn drover_server::Clock>,
 ) -> anyhow::Result<StartedServer> {
-    let settings = drover_etcd::EtcdConfig::new(etcd.endpoints.clone(), etcd.prefix.clone());
+    let settings = drover_etcd::EtcdConfig {
+        tls: etcd.tls.clone(),
+        credentials: etcd.credentials.clone(),
+        ..drover_etcd::EtcdConfig::new(etcd.endpoints.clone(), etcd.prefix.clone())
+    };
     let kv = Arc::new(
         drover_etcd::EtcdKv::connect(&settings)
             .await
@@ -554,6 +558,7 @@ async fn start_cluster_server(
         })?;
     // The task ends by itself when the store is closed.
     drop(drover_etcd::follow(&kv, state.clone()));
+    cluster.set_store(state.clone());
     let server = Server::start_follower(server_config(config), state.clone(), clock.clone());
     let keyring = Arc::new(
         Keyring::open_shared(&String::from_utf8_lossy(&kek), state.clone(), clock)

@@ -188,6 +188,21 @@ fn three_servers_on_etcd_elect_a_leader_forward_writes_and_survive_its_death() {
         Some(&job("steady", &marker, 2)),
     );
     assert_eq!(status, 200, "{body}");
+    // Read-your-writes on that follower: it answered once its own copy had the write, so the
+    // job and its evaluation are there at once, at least at the write's index.
+    let written: Value = serde_json::from_str(&body).unwrap();
+    let (status, text) = http("GET", &all[follower_index].url("/v1/job/steady"), None);
+    assert_eq!(
+        status, 200,
+        "the follower does not have the job it forwarded: {text}"
+    );
+    let eval_id = written["EvalID"].as_str().unwrap();
+    let (status, text) = http(
+        "GET",
+        &all[follower_index].url(&format!("/v1/evaluation/{eval_id}")),
+        None,
+    );
+    assert_eq!(status, 200, "{text}");
     let first_allocs = running_allocs(all[other_index], "steady", 2);
     // One `sh` per task carries the marker; wait until both are there and nothing else is
     // (a task's process is briefly forked before it execs).

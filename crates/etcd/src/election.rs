@@ -17,13 +17,17 @@
 //!
 //! Not here: what a leader does (the server crate), what a record holds (the agent encodes it).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
+use etcd_client::{
+    Compare, CompareOp, GetOptions, LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn, TxnOp,
+};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::{EtcdKv, Fence, KvError, client_error};
+use crate::endpoints::Endpoints;
+use crate::{EtcdKv, Fence, KvError};
 
 /// How long a session outlives its last renewal: a killed leader is replaced this long after
 /// its last keep-alive (plus one poll).
@@ -75,42 +79,37 @@ pub struct Member {
     pub alive: bool,
 }
 
-/// The session's timing rules, on instants handed in.
+/// When the session was last renewed, and whether it can still be relied on: one per session,
+/// shared by the keep-alives through every member.
 #[derive(Debug, Clone, Copy)]
 pub struct SessionClock {
     ttl: Duration,
     last_renewal: Instant,
-    next_renewal: Instant,
 }
 
 impl SessionClock {
-    /// A session granted (or renewed) at `now`.
+    /// A session granted at `now`.
     pub fn new(ttl: Duration, now: Instant) -> Self {
         Self {
             ttl,
             last_renewal: now,
-            next_renewal: now + ttl / 3,
         }
     }
 
-    /// Whether the session is due for a renewal at `now`.
-    pub fn renewal_due(&self, now: Instant) -> bool {
-        now >= self.next_renewal
+    /// A keep-alive sent at `sent` was answered (through any member; an answer to an older
+    /// keep-alive arriving late changes nothing).
+    pub fn renewed(&mut self, sent: Instant) {
+        self.last_renewal = self.last_renewal.max(sent);
     }
 
-    /// A renewal succeeded at `now`.
-    pub fn renewed(&mut self, now: Instant) {
-        self.last_renewal = now;
-        self.next_renewal = now + self.ttl / 3;
-    }
-
-    /// A renewal failed at `now`: try again soon.
-    pub fn renewal_failed(&mut self, now: Instant) {
-        self.next_renewal = now + (self.ttl / 10).max(Duration::from_millis(100));
+    /// When the last answered keep-alive was sent.
+    pub fn last_renewal(&self) -> Instant {
+        self.last_renewal
     }
 
     /// Whether the server must stop relying on the session at `now`: three quarters of the TTL
-    /// passed since its last renewal, so etcd may let it lapse before the next one lands.
+    /// passed since the last renewal was sent, so etcd may let it lapse before the next one
+    /// lands.
     pub fn must_step_down(&self, now: Instant) -> bool {
         now.saturating_duration_since(self.last_renewal) >= self.ttl * 3 / 4
     }
@@ -154,28 +153,31 @@ impl EtcdKv {
 
     /// Every server that ever joined, alive or not.
     pub async fn members(&self) -> Result<Vec<Member>, KvError> {
-        let mut client = self.client();
-        let records = client
-            .get(
-                self.prefixed(b"members/"),
-                Some(GetOptions::new().with_prefix()),
-            )
-            .await
-            .map_err(|error| client_error("read", error))?;
-        let alive = client
-            .get(
-                self.prefixed(b"alive/"),
-                Some(GetOptions::new().with_prefix().with_keys_only()),
-            )
-            .await
-            .map_err(|error| client_error("read", error))?;
+        let members_prefix = self.prefixed(b"members/");
         let alive_prefix = self.prefixed(b"alive/");
+        let records = self
+            .endpoints()
+            .call("read", |mut client| {
+                let key = members_prefix.clone();
+                async move { client.get(key, Some(GetOptions::new().with_prefix())).await }
+            })
+            .await?;
+        let alive = self
+            .endpoints()
+            .call("read", |mut client| {
+                let key = alive_prefix.clone();
+                async move {
+                    client
+                        .get(key, Some(GetOptions::new().with_prefix().with_keys_only()))
+                        .await
+                }
+            })
+            .await?;
         let alive: std::collections::BTreeSet<Vec<u8>> = alive
             .kvs()
             .iter()
             .map(|pair| pair.key()[alive_prefix.len()..].to_vec())
             .collect();
-        let members_prefix = self.prefixed(b"members/");
         Ok(records
             .kvs()
             .iter()
@@ -222,71 +224,88 @@ impl EtcdKv {
         view: &watch::Sender<Leadership>,
         previous: &mut Option<i64>,
     ) -> Result<(), KvError> {
-        let mut client = self.client();
+        let endpoints = Arc::clone(self.endpoints());
+        let attempt = attempt_timeout(candidate.ttl);
         let ttl_seconds = i64::try_from(candidate.ttl.as_secs().max(2)).unwrap_or(5);
-        let lease = client
-            .lease_grant(ttl_seconds, None)
-            .await
-            .map_err(|error| client_error("lease", error))?
+        let lease = endpoints
+            .call_on("lease", attempt, attempt, |mut client| async move {
+                client.lease_grant(ttl_seconds, None).await
+            })
+            .await?
+            .1
             .id();
-        view.send_modify(|known| known.last_contact = Some(Instant::now()));
+        let granted = Instant::now();
+        view.send_modify(|known| known.last_contact = Some(granted));
         if let Some(old) = previous.replace(lease) {
             // It may have lapsed already; either way it is gone after this.
-            let _ = client.lease_revoke(old).await;
+            let _ = endpoints
+                .call_on("lease", attempt, attempt, |mut client| async move {
+                    client.lease_revoke(old).await
+                })
+                .await;
         }
-        let mut clock = SessionClock::new(candidate.ttl, Instant::now());
+        let clock = Arc::new(std::sync::Mutex::new(SessionClock::new(
+            candidate.ttl,
+            granted,
+        )));
         let member_key = self.prefixed(format!("members/{}", candidate.name).as_bytes());
         let alive_key = self.prefixed(format!("alive/{}", candidate.name).as_bytes());
-        client
-            .txn(Txn::new().and_then(vec![
-                TxnOp::put(member_key, candidate.record.clone(), None),
-                TxnOp::put(
-                    alive_key,
-                    candidate.record.clone(),
-                    Some(PutOptions::new().with_lease(lease)),
-                ),
-            ]))
-            .await
-            .map_err(|error| client_error("member", error))?;
-        let (mut keeper, mut stream) = client
-            .lease_keep_alive(lease)
-            .await
-            .map_err(|error| client_error("lease", error))?;
+        let publish = Txn::new().and_then(vec![
+            TxnOp::put(member_key, candidate.record.clone(), None),
+            TxnOp::put(
+                alive_key,
+                candidate.record.clone(),
+                Some(PutOptions::new().with_lease(lease)),
+            ),
+        ]);
+        endpoints
+            .call_on("member", attempt, attempt, |mut client| {
+                let publish = publish.clone();
+                async move { client.txn(publish).await }
+            })
+            .await?;
+        // Keep-alives through every member at once: one lost member costs nothing, and the
+        // renewers end with this session (the set aborts them when dropped).
+        let (lapsed_sender, mut lapsed) = watch::channel(false);
+        let mut renewers = tokio::task::JoinSet::new();
+        for member in 0..endpoints.count() {
+            renewers.spawn(renew_through(
+                Arc::clone(&endpoints),
+                member,
+                lease,
+                candidate.ttl,
+                Arc::clone(&clock),
+                lapsed_sender.clone(),
+            ));
+        }
+        let session_clock = |clock: &std::sync::Mutex<SessionClock>| {
+            *clock
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
         let leader_key = self.leader_key();
         loop {
             let now = Instant::now();
-            if clock.must_step_down(now) {
+            let current = session_clock(&clock);
+            if *lapsed.borrow_and_update() {
+                tracing::error!("this server's etcd session lapsed; it stops leading");
+                return Ok(());
+            }
+            if current.must_step_down(now) {
                 tracing::error!(
                     "could not renew this server's etcd session in time; it stops leading"
                 );
                 return Ok(());
             }
-            if clock.renewal_due(now) {
-                let renewal = tokio::time::timeout(candidate.ttl / 4, async {
-                    keeper.keep_alive().await?;
-                    stream.message().await
-                })
-                .await;
-                match renewal {
-                    Ok(Ok(Some(answer))) if answer.ttl() > 0 => {
-                        clock.renewed(now);
-                        view.send_modify(|known| known.last_contact = Some(now));
-                    }
-                    Ok(Ok(Some(_))) => {
-                        tracing::error!("this server's etcd session lapsed; it stops leading");
-                        return Ok(());
-                    }
-                    Ok(Ok(None) | Err(_)) | Err(_) => {
-                        clock.renewal_failed(now);
-                        // The keep-alive stream may be broken: open another on the same lease.
-                        if let Ok((new_keeper, new_stream)) = client.lease_keep_alive(lease).await {
-                            keeper = new_keeper;
-                            stream = new_stream;
-                        }
-                    }
+            let renewed = current.last_renewal();
+            view.send_if_modified(|known| {
+                if known.last_contact.is_none_or(|contact| contact < renewed) {
+                    known.last_contact = Some(renewed);
                 }
-            }
-            let attempt = Txn::new()
+                // Contact alone is no news worth waking watchers for.
+                false
+            });
+            let attempt_txn = Txn::new()
                 .when(vec![Compare::version(
                     leader_key.clone(),
                     CompareOp::Equal,
@@ -298,8 +317,13 @@ impl EtcdKv {
                     Some(PutOptions::new().with_lease(lease)),
                 )])
                 .or_else(vec![TxnOp::get(leader_key.clone(), None)]);
-            let answered = tokio::time::timeout(candidate.ttl / 4, client.txn(attempt)).await;
-            if let Ok(Ok(response)) = answered {
+            let answered = endpoints
+                .call_on("campaign", attempt, attempt, |mut client| {
+                    let attempt_txn = attempt_txn.clone();
+                    async move { client.txn(attempt_txn).await }
+                })
+                .await;
+            if let Ok((_, response)) = answered {
                 let (leader, ours) = if response.succeeded() {
                     (Some(candidate.record.clone()), true)
                 } else {
@@ -317,7 +341,7 @@ impl EtcdKv {
                     }
                 };
                 // The fence moves before anyone is told: a new leader's first write is fenced.
-                if ours && !clock.must_step_down(Instant::now()) {
+                if ours && !session_clock(&clock).must_step_down(Instant::now()) {
                     self.set_fence(Fence::Leader(lease));
                 } else {
                     self.set_fence(Fence::Follower);
@@ -336,12 +360,121 @@ impl EtcdKv {
                         tracing::warn!("this server no longer leads the cluster");
                     }
                     known.last_contact = Some(contact);
-                    // Contact alone is no news worth waking watchers for.
                     changed
                 });
             }
-            tokio::time::sleep(candidate.poll).await;
+            tokio::select! {
+                () = tokio::time::sleep(candidate.poll) => {}
+                _ = lapsed.changed() => {}
+            }
+            // A renewer only ends by panicking; the others carry on.
+            while renewers.try_join_next().is_some() {}
         }
+    }
+}
+
+/// How long one keep-alive or campaign request to one member may take before it counts as
+/// failed: well under the session's TTL, so a member that hangs is left long before the
+/// session is at risk.
+fn attempt_timeout(ttl: Duration) -> Duration {
+    (ttl / 5).max(Duration::from_millis(200))
+}
+
+/// Renews `lease` through member `member` for as long as the session lasts, on its own
+/// keep-alive stream (reopened after any failure), recording every renewal in `clock`.
+/// Member `member` starts a fraction of the interval after the others, so renewals through
+/// the members are spread over it. Ends when etcd answers that the lease is gone.
+async fn renew_through(
+    endpoints: Arc<Endpoints>,
+    member: usize,
+    lease: i64,
+    ttl: Duration,
+    clock: Arc<std::sync::Mutex<SessionClock>>,
+    lapsed: watch::Sender<bool>,
+) {
+    let attempt = attempt_timeout(ttl);
+    let offset = renewal_offset(ttl, member, endpoints.count());
+    let mut schedule = RenewalSchedule::new(ttl, Instant::now() + offset);
+    let mut stream: Option<(LeaseKeeper, LeaseKeepAliveStream)> = None;
+    loop {
+        tokio::time::sleep_until(schedule.next()).await;
+        let sent = Instant::now();
+        let answer = tokio::time::timeout(attempt, async {
+            let (keeper, messages) = match stream.as_mut() {
+                Some(open) => open,
+                None => {
+                    let mut client = endpoints.client(member).await?;
+                    stream.insert(client.lease_keep_alive(lease).await?)
+                }
+            };
+            keeper.keep_alive().await?;
+            messages.message().await
+        })
+        .await;
+        match answer {
+            Ok(Ok(Some(answer))) if answer.ttl() > 0 => {
+                schedule.renewed(sent);
+                clock
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .renewed(sent);
+            }
+            Ok(Ok(Some(_))) => {
+                let _ = lapsed.send(true);
+                return;
+            }
+            Ok(Ok(None) | Err(_)) | Err(_) => {
+                if let Ok(Err(error)) = &answer {
+                    tracing::debug!(member = %endpoints.url(member), %error, "session keep-alive failed");
+                } else {
+                    tracing::debug!(member = %endpoints.url(member), "session keep-alive unanswered");
+                }
+                // The stream may be broken: the next attempt opens another.
+                stream = None;
+                schedule.failed(sent);
+            }
+        }
+    }
+}
+
+/// Where member `member` of `count` starts in the renewal interval.
+fn renewal_offset(ttl: Duration, member: usize, count: usize) -> Duration {
+    let count = u32::try_from(count.max(1)).unwrap_or(1);
+    let member = u32::try_from(member).unwrap_or(0) % count;
+    renewal_interval(ttl) * member / count
+}
+
+/// How often each member renews the session while it answers.
+fn renewal_interval(ttl: Duration) -> Duration {
+    ttl / 4
+}
+
+/// When one member's next keep-alive is due.
+#[derive(Debug, Clone, Copy)]
+pub struct RenewalSchedule {
+    ttl: Duration,
+    next: Instant,
+}
+
+impl RenewalSchedule {
+    /// The first keep-alive is due at `first`.
+    pub fn new(ttl: Duration, first: Instant) -> Self {
+        Self { ttl, next: first }
+    }
+
+    /// When the next keep-alive is due.
+    pub fn next(&self) -> Instant {
+        self.next
+    }
+
+    /// A keep-alive sent at `sent` was answered: the next one a quarter of the TTL later.
+    pub fn renewed(&mut self, sent: Instant) {
+        self.next = sent + renewal_interval(self.ttl);
+    }
+
+    /// A keep-alive sent at `sent` failed: try again soon.
+    pub fn failed(&mut self, sent: Instant) {
+        self.next = sent + (self.ttl / 20).max(Duration::from_millis(100));
     }
 }
 
@@ -350,22 +483,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_session_renews_every_third_of_its_ttl_and_steps_down_before_it_can_lapse() {
+    fn each_member_renews_every_quarter_of_the_ttl_and_retries_soon_after_a_failure() {
         let start = Instant::now();
-        let ttl = Duration::from_secs(6);
+        let ttl = Duration::from_secs(8);
+        // Three members spread over the 2 s interval.
+        assert_eq!(renewal_offset(ttl, 0, 3), Duration::ZERO);
+        assert_eq!(renewal_offset(ttl, 2, 3), Duration::from_secs(4) / 3);
+        let mut schedule = RenewalSchedule::new(ttl, start);
+        assert_eq!(schedule.next(), start);
+        schedule.renewed(start);
+        assert_eq!(schedule.next(), start + Duration::from_secs(2));
+        schedule.failed(start + Duration::from_secs(2));
+        assert_eq!(schedule.next(), start + Duration::from_millis(2400));
+        // Well under the TTL: a member that hangs is left long before the session is at risk.
+        assert_eq!(attempt_timeout(ttl), Duration::from_millis(1600));
+    }
+
+    #[test]
+    fn the_session_lives_on_the_latest_renewal_through_any_member_and_steps_down_before_it_can_lapse()
+     {
+        let start = Instant::now();
+        let ttl = Duration::from_secs(4);
         let mut clock = SessionClock::new(ttl, start);
-        assert!(!clock.renewal_due(start + Duration::from_millis(1999)));
-        assert!(clock.renewal_due(start + Duration::from_secs(2)));
+        assert!(!clock.must_step_down(start + Duration::from_millis(2999)));
+        assert!(clock.must_step_down(start + Duration::from_secs(3)));
 
-        // Renewals keep pushing the deadline out.
+        // One member answers a keep-alive sent at 2 s; another's answer to one sent at 1 s
+        // arrives later and does not move the session back.
         clock.renewed(start + Duration::from_secs(2));
-        assert!(!clock.must_step_down(start + Duration::from_secs(6)));
-
-        // Renewals failing: retried soon, and the server steps down at 3/4 of the TTL since
-        // the last success, before etcd may let the lease lapse.
-        clock.renewal_failed(start + Duration::from_secs(4));
-        assert!(clock.renewal_due(start + Duration::from_millis(4600)));
-        assert!(!clock.must_step_down(start + Duration::from_millis(6499)));
-        assert!(clock.must_step_down(start + Duration::from_millis(6500)));
+        clock.renewed(start + Duration::from_secs(1));
+        assert_eq!(clock.last_renewal(), start + Duration::from_secs(2));
+        assert!(!clock.must_step_down(start + Duration::from_millis(4999)));
+        // No member answers any more: the server steps down 3/4 of the TTL after the last
+        // renewal was sent, before etcd may let the lease lapse.
+        assert!(clock.must_step_down(start + Duration::from_secs(5)));
     }
 }

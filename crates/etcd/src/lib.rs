@@ -18,11 +18,17 @@
 //! Several servers share a prefix: [`election`] elects their leader through an etcd lease and
 //! fences the leader's batches by it; a follower's store refuses writes.
 //!
+//! Every request goes through [`endpoints`]: one client per member, the next member asked when
+//! one does not answer. TLS and etcd auth are the config's ([`EtcdTls`], [`Credentials`]).
+//!
 //! **Boundary**: bytes in, bytes out; nothing here knows tables or jobs. Not here: forwarding of
-//! writes to the leader (the agent), TLS to etcd (refused by the agent's config).
+//! writes to the leader (the agent).
 
 pub mod election;
+mod endpoints;
+mod tls;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -30,7 +36,9 @@ use std::time::Duration;
 use drover_state::{
     KeyRange, Kv, KvError, KvFuture, KvPair, Revision, StateError, StateStore, WriteBatch, WriteOp,
 };
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
+
+use crate::endpoints::Endpoints;
 
 /// etcd's default `--max-txn-ops`: the most operations one transaction may hold.
 pub const ETCD_MAX_TXN_OPS: usize = 128;
@@ -55,8 +63,39 @@ pub struct EtcdConfig {
     pub endpoints: Vec<String>,
     /// The key prefix of this drover cluster's records (several clusters can share one etcd).
     pub prefix: String,
-    /// How long one request may take before the cluster counts as unavailable.
+    /// How long one request to one member may take before the next member is asked.
     pub request_timeout: Duration,
+    /// etcd's user and password (etcd auth), when it has auth enabled.
+    pub credentials: Option<Credentials>,
+    /// TLS to the members (`https://` endpoints), when set.
+    pub tls: Option<EtcdTls>,
+}
+
+/// The etcd user drover's requests run as (etcd auth).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Credentials")
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
+}
+
+/// TLS to etcd's members.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EtcdTls {
+    /// PEM file of the CA that signed the members' certificates.
+    pub ca_file: Option<PathBuf>,
+    /// PEM file of this client's certificate (etcd's `--client-cert-auth`).
+    pub cert_file: Option<PathBuf>,
+    /// PEM file of this client certificate's private key.
+    pub key_file: Option<PathBuf>,
 }
 
 impl EtcdConfig {
@@ -66,13 +105,15 @@ impl EtcdConfig {
             endpoints,
             prefix: prefix.into(),
             request_timeout: Duration::from_secs(5),
+            credentials: None,
+            tls: None,
         }
     }
 }
 
 /// A `Kv` on an etcd cluster.
 pub struct EtcdKv {
-    client: Client,
+    endpoints: Arc<Endpoints>,
     prefix: Vec<u8>,
     /// The highest revision this handle applied itself (its follower skips those).
     applied: Arc<AtomicU64>,
@@ -100,16 +141,21 @@ impl std::fmt::Debug for EtcdKv {
     }
 }
 
-fn client_error(operation: &'static str, error: etcd_client::Error) -> KvError {
-    let unavailable = match &error {
+/// Whether `error` says the member could not serve the request (down, unreachable, without a
+/// leader), as opposed to a refusal another member would repeat.
+fn is_unavailable(error: &etcd_client::Error) -> bool {
+    match error {
         etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
         etcd_client::Error::GRpcStatus(status) => matches!(
             status.code(),
             tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled
         ),
         _ => false,
-    };
-    if unavailable {
+    }
+}
+
+fn client_error(operation: &'static str, error: etcd_client::Error) -> KvError {
+    if is_unavailable(&error) {
         KvError::Unavailable {
             reason: format!("etcd {operation}: {error}"),
         }
@@ -180,27 +226,13 @@ fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 }
 
 impl EtcdKv {
-    /// Connects to the cluster (no request is made yet; an unreachable cluster shows on the
-    /// first read or write).
+    /// Connects to the cluster: one client per member, each asked in turn when the one before
+    /// does not answer (see [`endpoints`]). No request is made yet; an unreachable cluster
+    /// shows on the first read or write.
     pub async fn connect(config: &EtcdConfig) -> Result<Self, KvError> {
-        if config.endpoints.is_empty() {
-            return Err(KvError::Backend {
-                operation: "connect",
-                reason: "no etcd endpoints configured".to_owned(),
-            });
-        }
-        let options = ConnectOptions::new()
-            .with_timeout(config.request_timeout)
-            .with_connect_timeout(config.request_timeout)
-            // Without a leader etcd cannot commit: answer at once rather than wait.
-            .with_require_leader(true)
-            .with_keep_alive(Duration::from_secs(5), config.request_timeout)
-            .with_keep_alive_while_idle(true);
-        let client = Client::connect(&config.endpoints, Some(options))
-            .await
-            .map_err(|error| client_error("connect", error))?;
+        let endpoints = Endpoints::new(config)?;
         Ok(Self {
-            client,
+            endpoints: Arc::new(endpoints),
             prefix: config.prefix.as_bytes().to_vec(),
             applied: Arc::new(AtomicU64::new(0)),
             fence: Arc::new(std::sync::Mutex::new(Fence::Unfenced)),
@@ -218,8 +250,8 @@ impl EtcdKv {
         key
     }
 
-    pub(crate) fn client(&self) -> Client {
-        self.client.clone()
+    pub(crate) fn endpoints(&self) -> &Arc<Endpoints> {
+        &self.endpoints
     }
 
     fn fence(&self) -> Fence {
@@ -240,7 +272,7 @@ impl EtcdKv {
     /// Another handle on the same connection, revision and fence.
     pub(crate) fn sibling(&self) -> EtcdKv {
         EtcdKv {
-            client: self.client.clone(),
+            endpoints: Arc::clone(&self.endpoints),
             prefix: self.prefix.clone(),
             applied: Arc::clone(&self.applied),
             fence: Arc::clone(&self.fence),
@@ -262,11 +294,12 @@ impl EtcdKv {
             .and_then(vec![TxnOp::put(key.clone(), made.clone(), None)])
             .or_else(vec![TxnOp::get(key, None)]);
         let response = self
-            .client
-            .clone()
-            .txn(transaction)
-            .await
-            .map_err(|error| client_error("shared value", error))?;
+            .endpoints
+            .call("shared value", |mut client| {
+                let transaction = transaction.clone();
+                async move { client.txn(transaction).await }
+            })
+            .await?;
         if response.succeeded() {
             return Ok(made);
         }
@@ -309,12 +342,14 @@ impl EtcdKv {
     }
 
     async fn read_revision(&self) -> Result<Revision, KvError> {
+        let key = self.revision_key();
         let response = self
-            .client
-            .clone()
-            .get(self.revision_key(), None)
-            .await
-            .map_err(|error| client_error("read", error))?;
+            .endpoints
+            .call("read", |mut client| {
+                let key = key.clone();
+                async move { client.get(key, None).await }
+            })
+            .await?;
         match response.kvs().first() {
             Some(pair) => decode_revision(pair.value()),
             None => Ok(0),
@@ -330,7 +365,6 @@ impl EtcdKv {
         let mut start = self.record_key(&range.start);
         let mut at_revision = 0_i64;
         let mut pairs = Vec::new();
-        let mut client = self.client.clone();
         loop {
             let mut options = GetOptions::new()
                 .with_range(end.clone())
@@ -339,10 +373,13 @@ impl EtcdKv {
                 // Later pages read the same revision as the first: one consistent scan.
                 options = options.with_revision(at_revision);
             }
-            let response = client
-                .get(start.clone(), Some(options))
-                .await
-                .map_err(|error| client_error("read", error))?;
+            let response = self
+                .endpoints
+                .call("read", |mut client| {
+                    let (start, options) = (start.clone(), options.clone());
+                    async move { client.get(start, Some(options)).await }
+                })
+                .await?;
             if at_revision == 0 {
                 at_revision = response.header().map_or(0, |header| header.revision());
             }
@@ -447,11 +484,12 @@ impl EtcdKv {
             .and_then(operations)
             .or_else(vec![TxnOp::get(revision_key, None)]);
         let response = self
-            .client
-            .clone()
-            .txn(transaction)
-            .await
-            .map_err(|error| client_error("commit", error))?;
+            .endpoints
+            .call("commit", |mut client| {
+                let transaction = transaction.clone();
+                async move { client.txn(transaction).await }
+            })
+            .await?;
         if response.succeeded() {
             self.applied.fetch_max(next, Ordering::SeqCst);
             return Ok(next);
@@ -480,12 +518,14 @@ impl EtcdKv {
 impl Kv for EtcdKv {
     fn get<'a>(&'a self, key: &'a [u8]) -> KvFuture<'a, Option<Vec<u8>>> {
         Box::pin(async move {
+            let record = self.record_key(key);
             let response = self
-                .client
-                .clone()
-                .get(self.record_key(key), None)
-                .await
-                .map_err(|error| client_error("read", error))?;
+                .endpoints
+                .call("read", |mut client| {
+                    let record = record.clone();
+                    async move { client.get(record, None).await }
+                })
+                .await?;
             response
                 .kvs()
                 .first()
@@ -523,15 +563,26 @@ impl Kv for EtcdKv {
 /// (re)connection to cover what it missed (events written while the watch was down are not
 /// replayed). Ends when the store is closed.
 pub fn follow(kv: &EtcdKv, store: StateStore) -> tokio::task::JoinHandle<()> {
-    let client = kv.client.clone();
+    let endpoints = Arc::clone(&kv.endpoints);
     let key = kv.revision_key();
     let events_key = kv.events_key();
     let applied = Arc::clone(&kv.applied);
     tokio::spawn(async move {
         loop {
             let options = etcd_client::WatchOptions::new().with_prefix();
-            match client.clone().watch(key.clone(), Some(options)).await {
-                Ok(mut stream) => {
+            let opened = endpoints
+                .call_on(
+                    "watch",
+                    Duration::from_secs(5),
+                    Duration::from_secs(5),
+                    |mut client| {
+                        let (key, options) = (key.clone(), options.clone());
+                        async move { client.watch(key, Some(options)).await }
+                    },
+                )
+                .await;
+            match opened {
+                Ok((member, mut stream)) => {
                     if !reload(&store).await {
                         return;
                     }
@@ -539,6 +590,7 @@ pub fn follow(kv: &EtcdKv, store: StateStore) -> tokio::task::JoinHandle<()> {
                         match stream.message().await {
                             Ok(Some(response)) => {
                                 if response.canceled() {
+                                    endpoints.failed(member);
                                     break;
                                 }
                                 // The etcd revisions of batches other stores applied.
@@ -579,9 +631,13 @@ pub fn follow(kv: &EtcdKv, store: StateStore) -> tokio::task::JoinHandle<()> {
                                     }
                                 }
                             }
-                            Ok(None) => break,
+                            Ok(None) => {
+                                endpoints.failed(member);
+                                break;
+                            }
                             Err(error) => {
                                 tracing::warn!(%error, "etcd watch ended; reconnecting");
+                                endpoints.failed(member);
                                 break;
                             }
                         }

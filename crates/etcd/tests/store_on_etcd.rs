@@ -262,6 +262,80 @@ async fn one_server_leads_followers_cannot_write_and_a_lapsed_leader_is_fenced()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_keeps_its_leadership_and_its_writes_while_any_one_member_is_killed() {
+    if !common::etcd_available() {
+        return;
+    }
+    let mut cluster = common::EtcdCluster::start(3).await;
+    // The agent's settings: a 5 s session, 5 s per request.
+    let open_default = |prefix: &'static str| {
+        let config = EtcdConfig::new(cluster.endpoints(), prefix);
+        async move {
+            let kv = Arc::new(EtcdKv::connect(&config).await.unwrap());
+            let store = StateStore::open_with_kv(kv.clone(), EngineOptions::default())
+                .await
+                .unwrap();
+            (kv, store)
+        }
+    };
+    let (kv_a, store_a) = open_default("drover-member-loss/").await;
+    let election_a = kv_a.campaign(drover_etcd::election::Candidate::new(
+        "server-a",
+        b"server-a".to_vec(),
+    ));
+    leading(&election_a, "server-a leads").await;
+    let mut view_a = election_a.watch();
+    view_a.borrow_and_update();
+    let (kv_b, store_b) = open_default("drover-member-loss/").await;
+    let _follower = follow(&kv_b, store_b.clone());
+    let election_b = kv_b.campaign(drover_etcd::election::Candidate::new(
+        "server-b",
+        b"server-b".to_vec(),
+    ));
+    let mut view_b = election_b.watch();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while view_b.borrow_and_update().leader.is_none() {
+            view_b.changed().await.unwrap();
+        }
+    })
+    .await
+    .unwrap();
+
+    for member in 0..3 {
+        cluster.kill(member);
+        // Longer than the session's TTL: every write succeeds (etcd electing a new leader of
+        // its own delays them, fails none), and the leadership never moves.
+        let until = tokio::time::Instant::now() + Duration::from_secs(7);
+        let mut writes = 0;
+        while tokio::time::Instant::now() < until {
+            let id = format!("member-{member}-down-{writes}");
+            if let Err(error) = store_a.upsert_node(node(&id), NOW).await {
+                panic!("write {id} with member {member} down: {error}");
+            }
+            writes += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            !view_a.has_changed().unwrap(),
+            "server-a's leadership changed with member {member} down: {:?}",
+            *view_a.borrow()
+        );
+        let known = view_a.borrow().clone();
+        assert!(known.is_leader && known.term == 1, "{known:?}");
+        let known_b = view_b.borrow().clone();
+        assert!(!known_b.is_leader, "{known_b:?}");
+        assert_eq!(known_b.leader.as_deref(), Some(&b"server-a"[..]));
+        let last = format!("member-{member}-down-{}", writes - 1);
+        eventually("the follower has the leader's writes", || {
+            store_b.node(&last).is_some()
+        })
+        .await;
+        cluster.restart(member);
+        cluster.wait_member_ready(member).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shared_value_is_made_once_for_the_cluster() {
     if !common::etcd_available() {
         return;

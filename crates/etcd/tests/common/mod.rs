@@ -56,17 +56,136 @@ struct Member {
     child: Option<Child>,
 }
 
+/// The files of a test CA, a server certificate for 127.0.0.1 and a client certificate, made
+/// with the `openssl` CLI.
+#[derive(Debug, Clone)]
+pub struct TestCerts {
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
+impl TestCerts {
+    /// Makes them in `directory`; the client certificate's common name is `client_name`.
+    pub fn make(directory: &std::path::Path, client_name: &str) -> Self {
+        let openssl = |args: &[&str]| {
+            let output = Command::new("openssl")
+                .args(args)
+                .current_dir(directory)
+                .output()
+                .expect("openssl runs (Debian's openssl package)");
+            assert!(
+                output.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        let mut ca = vec!["req", "-x509"];
+        ca.extend(ec);
+        ca.extend([
+            "-keyout",
+            "ca-key.pem",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=drover-test-ca",
+        ]);
+        openssl(&ca);
+        std::fs::write(
+            directory.join("server.ext"),
+            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n",
+        )
+        .unwrap();
+        std::fs::write(
+            directory.join("client.ext"),
+            "extendedKeyUsage=clientAuth\n",
+        )
+        .unwrap();
+        for (name, subject) in [
+            ("server", "/CN=etcd".to_owned()),
+            ("client", format!("/CN={client_name}")),
+        ] {
+            let mut request = vec!["req"];
+            request.extend(ec);
+            let (key, csr, cert, ext) = (
+                format!("{name}-key.pem"),
+                format!("{name}.csr"),
+                format!("{name}.pem"),
+                format!("{name}.ext"),
+            );
+            request.extend(["-keyout", &key, "-out", &csr, "-subj", &subject]);
+            openssl(&request);
+            openssl(&[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca-key.pem",
+                "-CAcreateserial",
+                "-out",
+                &cert,
+                "-days",
+                "2",
+                "-extfile",
+                &ext,
+            ]);
+        }
+        Self {
+            ca: directory.join("ca.pem"),
+            server_cert: directory.join("server.pem"),
+            server_key: directory.join("server-key.pem"),
+            client_cert: directory.join("client.pem"),
+            client_key: directory.join("client-key.pem"),
+        }
+    }
+
+    /// The client side's settings: the CA and the client certificate.
+    pub fn client_tls(&self) -> drover_etcd::EtcdTls {
+        drover_etcd::EtcdTls {
+            ca_file: Some(self.ca.clone()),
+            cert_file: Some(self.client_cert.clone()),
+            key_file: Some(self.client_key.clone()),
+        }
+    }
+}
+
 /// A running cluster.
 pub struct EtcdCluster {
     _directory: tempfile::TempDir,
     members: Vec<Member>,
     initial_cluster: String,
     token: String,
+    /// Clients must present a certificate signed by the test CA (`https://` client URLs).
+    tls: Option<TestCerts>,
 }
 
 impl EtcdCluster {
     /// Starts `size` members and waits until the cluster answers writes.
     pub async fn start(size: usize) -> Self {
+        Self::start_with(size, None).await
+    }
+
+    /// Starts `size` members serving clients over TLS only, with etcd's
+    /// `--client-cert-auth`: a client needs a certificate `certs`' CA signed.
+    pub async fn start_tls(size: usize, certs: TestCerts) -> Self {
+        Self::start_with(size, Some(certs)).await
+    }
+
+    async fn start_with(size: usize, tls: Option<TestCerts>) -> Self {
         let directory = tempfile::tempdir().unwrap();
         let members: Vec<Member> = (0..size)
             .map(|number| Member {
@@ -94,6 +213,7 @@ impl EtcdCluster {
             members,
             initial_cluster,
             token,
+            tls,
         };
         for number in 0..size {
             cluster.spawn(number);
@@ -103,11 +223,23 @@ impl EtcdCluster {
     }
 
     fn spawn(&mut self, number: usize) {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         let member = &mut self.members[number];
-        let client_url = format!("http://127.0.0.1:{}", member.client_port);
+        let client_url = format!("{scheme}://127.0.0.1:{}", member.client_port);
         let peer_url = format!("http://127.0.0.1:{}", member.peer_port);
         let log = std::fs::File::create(member.data_dir.with_extension("log")).unwrap();
-        let child = Command::new("etcd")
+        let mut command = Command::new("etcd");
+        if let Some(certs) = &self.tls {
+            command
+                .arg("--cert-file")
+                .arg(&certs.server_cert)
+                .arg("--key-file")
+                .arg(&certs.server_key)
+                .arg("--trusted-ca-file")
+                .arg(&certs.ca)
+                .arg("--client-cert-auth");
+        }
+        let child = command
             .args(["--name", &member.name])
             .arg("--data-dir")
             .arg(&member.data_dir)
@@ -128,9 +260,10 @@ impl EtcdCluster {
 
     /// The client URLs of every member.
     pub fn endpoints(&self) -> Vec<String> {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         self.members
             .iter()
-            .map(|member| format!("http://127.0.0.1:{}", member.client_port))
+            .map(|member| format!("{scheme}://127.0.0.1:{}", member.client_port))
             .collect()
     }
 
@@ -149,10 +282,22 @@ impl EtcdCluster {
 
     /// Waits until a write through any member succeeds (the cluster has a leader and quorum).
     pub async fn wait_writable(&self) {
+        self.wait_writable_through(self.endpoints()).await;
+    }
+
+    /// Waits until a write through member `number` itself succeeds (after a restart: it has
+    /// rejoined and knows the leader).
+    pub async fn wait_member_ready(&self, number: usize) {
+        self.wait_writable_through(vec![self.endpoints()[number].clone()])
+            .await;
+    }
+
+    async fn wait_writable_through(&self, endpoints: Vec<String>) {
         let deadline = Instant::now() + Duration::from_secs(30);
         let config = drover_etcd::EtcdConfig {
             request_timeout: Duration::from_secs(2),
-            ..drover_etcd::EtcdConfig::new(self.endpoints(), "drover-test-probe/")
+            tls: self.tls.as_ref().map(TestCerts::client_tls),
+            ..drover_etcd::EtcdConfig::new(endpoints, "drover-test-probe/")
         };
         loop {
             if let Ok(kv) = drover_etcd::EtcdKv::connect(&config).await {
