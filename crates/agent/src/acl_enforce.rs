@@ -116,9 +116,11 @@ pub fn required(
     // Endpoints outside the `/v1` route table.
     if !path.starts_with("/v1/") || path.starts_with("/v1/acl/") {
         // `/.well-known/*` is public; `/v1/acl/*` handlers check and filter themselves, but
-        // writing policies and reading or writing other tokens is for management only.
+        // writing policies and roles and reading or writing other tokens is for management
+        // only.
         return match path {
-            "/v1/acl/tokens" | "/v1/acl/token" => Management,
+            "/v1/acl/tokens" | "/v1/acl/token" | "/v1/acl/role" => Management,
+            _ if path.starts_with("/v1/acl/role/") && method != Method::GET => Management,
             _ if path.starts_with("/v1/acl/policy/") && method != Method::GET => Management,
             _ if path.starts_with("/v1/acl/token/")
                 && path != "/v1/acl/token/self"

@@ -287,7 +287,54 @@ pub fn token_acl(state: &drover_state::StateStore, token: &drover_structs::acl::
     if token.is_management() {
         return Acl::management();
     }
-    policies_acl(state, token.policies.as_deref().unwrap_or_default())
+    policies_acl(state, &token_policy_names(&state.acl(), token))
+}
+
+/// The names of the policies `token` holds: its own, then those of the roles it links to
+/// (Nomad's rule: a link to a role that no longer exists grants nothing), without repeats.
+pub fn token_policy_names(
+    tables: &drover_state::acl_tables::AclTables,
+    token: &drover_structs::acl::AclToken,
+) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let linked = token
+        .roles
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|link| tables.roles.get(&link.id))
+        .flat_map(|role| role.policies.iter().map(|policy| &policy.name));
+    for name in token
+        .policies
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .chain(linked)
+    {
+        if !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    names
+}
+
+/// The token as Nomad answers it: role links carry the role's current name, and links to
+/// deleted roles are left out (Nomad's `fixTokenRoleLinks`).
+pub fn token_with_current_roles(
+    tables: &drover_state::acl_tables::AclTables,
+    token: &drover_structs::acl::AclToken,
+) -> drover_structs::acl::AclToken {
+    let mut token = token.clone();
+    if let Some(links) = token.roles.as_mut() {
+        links.retain_mut(|link| match tables.roles.get(&link.id) {
+            Some(role) => {
+                link.name.clone_from(&role.name);
+                true
+            }
+            None => false,
+        });
+    }
+    token
 }
 
 /// The ACL of the named policies as stored now.
@@ -323,7 +370,7 @@ pub fn policy_hash(policy: &drover_structs::acl::AclPolicy) -> String {
     base64::engine::general_purpose::STANDARD.encode(hasher.finalize())
 }
 
-/// Nomad's token `Hash`: SHA-256 over name, type, policies and global, base64.
+/// Nomad's token `Hash`: SHA-256 over name, type, policies, global and role IDs, base64.
 pub fn token_hash(token: &drover_structs::acl::AclToken) -> String {
     use base64::Engine as _;
     use sha2::Digest as _;
@@ -334,6 +381,23 @@ pub fn token_hash(token: &drover_structs::acl::AclToken) -> String {
         hasher.update(policy.as_bytes());
     }
     hasher.update(if token.global { "global" } else { "local" }.as_bytes());
+    for role in token.roles.as_deref().unwrap_or_default() {
+        hasher.update(role.id.as_bytes());
+    }
+    base64::engine::general_purpose::STANDARD.encode(hasher.finalize())
+}
+
+/// A role's `Hash`: SHA-256 over name, description and linked policy names, base64 (the
+/// fields Nomad hashes; the hash is compared, never recomputed by a client).
+pub fn role_hash(role: &drover_structs::acl::AclRole) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(role.name.as_bytes());
+    hasher.update(role.description.as_bytes());
+    for policy in &role.policies {
+        hasher.update(policy.name.as_bytes());
+    }
     base64::engine::general_purpose::STANDARD.encode(hasher.finalize())
 }
 
