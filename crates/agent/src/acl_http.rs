@@ -21,7 +21,7 @@ use drover_api::ApiError;
 use drover_api::params::QueryParams;
 use drover_server::Clock;
 use drover_server::acl::{
-    is_valid_policy_name, policy, policy_hash, token_hash, token_policy_names,
+    is_valid_policy_name, job_acl_errors, policy, policy_hash, token_hash, token_policy_names,
     token_with_current_roles,
 };
 use drover_server::identity::{RequestIdentity, request_token, resolve_token_at};
@@ -301,6 +301,15 @@ async fn specific_policy(
             }
             policy::parse(&policy.rules)
                 .map_err(|error| ApiError::bad_request(format!("policy 0 invalid: {error}")))?;
+            if let Some(binding) = &policy.job_acl {
+                let errors = job_acl_errors(binding);
+                if !errors.is_empty() {
+                    return Err(ApiError::bad_request(format!(
+                        "policy 0 invalid: {}",
+                        crate::namespaces_http::multi_error(&errors)
+                    )));
+                }
+            }
             policy.hash = policy_hash(&policy);
             let index = endpoints
                 .state

@@ -19,8 +19,8 @@ wire_struct! {
         pub name: String,
         pub description: String,
         pub rules: String,
-        /// Which job this policy is attached to, if any (Nomad's `JobACL`): stored and
-        /// answered; workload identities do not use it yet.
+        /// Which workloads this policy is attached to, if any (Nomad's `JobACL`): their
+        /// workload identities hold it.
         #[serde(rename = "JobACL", skip_serializing_if = "Option::is_none")]
         pub job_acl: Option<JobAcl>,
         /// Base64 of the SHA-256 of name, description and rules.
