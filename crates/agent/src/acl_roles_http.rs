@@ -47,15 +47,16 @@ impl RoleReader {
     }
 }
 
-fn reader(endpoints: &AclEndpoints, headers: &HeaderMap) -> Result<RoleReader, Response> {
+/// The reader, or the 403 message for a caller whose credential does not resolve.
+fn reader(endpoints: &AclEndpoints, headers: &HeaderMap) -> Result<RoleReader, String> {
     match caller(endpoints, headers) {
         Ok(RequestIdentity::AclToken(token)) if token.is_management() => Ok(RoleReader::Management),
         Ok(RequestIdentity::AclToken(token)) => Ok(RoleReader::Linked(Box::new(
             token_with_current_roles(&endpoints.state.acl(), &token),
         ))),
         Ok(RequestIdentity::Anonymous) => Ok(RoleReader::Nothing),
-        Ok(_) => Err(forbidden("ACL token not found")),
-        Err(message) => Err(forbidden(&message)),
+        Ok(_) => Err("ACL token not found".to_owned()),
+        Err(message) => Err(message),
     }
 }
 
@@ -78,7 +79,7 @@ pub(crate) async fn list_roles(
     }
     let reader = match reader(&endpoints, &headers) {
         Ok(reader) => reader,
-        Err(refused) => return Ok(refused),
+        Err(message) => return Ok(forbidden(&message)),
     };
     let params = QueryParams::parse(query.as_deref());
     let prefix = params.prefix();
@@ -126,7 +127,7 @@ pub(crate) async fn specific_role(
             Method::GET => {
                 let reader = match reader(&endpoints, &headers) {
                     Ok(reader) => reader,
-                    Err(refused) => return Ok(refused),
+                    Err(message) => return Ok(forbidden(&message)),
                 };
                 let tables = endpoints.state.acl();
                 let linked = match &reader {
@@ -171,7 +172,7 @@ pub(crate) async fn specific_role(
             }
             let reader = match reader(&endpoints, &headers) {
                 Ok(reader) => reader,
-                Err(refused) => return Ok(refused),
+                Err(message) => return Ok(forbidden(&message)),
             };
             let linked = match &reader {
                 RoleReader::Linked(token) => token
