@@ -6,9 +6,10 @@
 //! do everything. The layer is installed only when `acl { enabled = true }`: with ACLs off
 //! every request behaves as before.
 //!
-//! Workload identities reach only the variables endpoints, whose handler applies Nomad's
-//! implicit job paths, and the service catalog's reads in their own namespace (a template's
-//! `nomadService`); elsewhere a workload identity has no policy, as a token without any.
+//! Workload identities reach the variables endpoints, whose handler applies Nomad's implicit
+//! job paths, and the service catalog's reads in their own namespace (a template's
+//! `nomadService`); elsewhere a workload identity holds the policies attached to its job,
+//! group or task (Nomad's `JobACL`), and nothing without any.
 //!
 //! Not here: what a capability means (`drover_server::acl`), the `/v1/acl` endpoints' own
 //! filtering of what a non-management token sees (`acl_http`).
@@ -24,7 +25,7 @@ use drover_api::params::QueryParams;
 use drover_api::routes::{Route, route};
 use drover_server::Clock;
 use drover_server::acl::policy::capability;
-use drover_server::acl::{Acl, anonymous_acl, token_acl};
+use drover_server::acl::{Acl, anonymous_acl, token_acl, workload_acl};
 use drover_server::identity::{RequestIdentity, request_token, resolve_token_at};
 use drover_server::keyring::Keyring;
 use drover_state::StateStore;
@@ -116,9 +117,11 @@ pub fn required(
     // Endpoints outside the `/v1` route table.
     if !path.starts_with("/v1/") || path.starts_with("/v1/acl/") {
         // `/.well-known/*` is public; `/v1/acl/*` handlers check and filter themselves, but
-        // writing policies and reading or writing other tokens is for management only.
+        // writing policies and roles and reading or writing other tokens is for management
+        // only.
         return match path {
-            "/v1/acl/tokens" | "/v1/acl/token" => Management,
+            "/v1/acl/tokens" | "/v1/acl/token" | "/v1/acl/role" => Management,
+            _ if path.starts_with("/v1/acl/role/") && method != Method::GET => Management,
             _ if path.starts_with("/v1/acl/policy/") && method != Method::GET => Management,
             _ if path.starts_with("/v1/acl/token/")
                 && path != "/v1/acl/token/self"
@@ -397,6 +400,11 @@ pub async fn enforce(
         // The variables handler applies a workload's implicit paths.
         RequestIdentity::Workload(_) => None,
     };
+    // What the policies attached to a workload's job grant it (Nomad's `JobACL`).
+    let attached = match &identity {
+        RequestIdentity::Workload(workload) => Some(workload_acl(&enforcer.state, workload)),
+        _ => None,
+    };
     // A list across namespaces answers what the caller may see in each namespace.
     let across = match &permission {
         Permission::Namespace {
@@ -410,7 +418,7 @@ pub async fn enforce(
         && namespace == ALL_NAMESPACES
         && lists_across_namespaces(&parts.method, &path)
     {
-        let acl = acl.unwrap_or_else(|| Acl::new(&[]));
+        let acl = acl.or(attached).unwrap_or_else(|| Acl::new(&[]));
         let response = next.run(Request::from_parts(parts, body)).await;
         if acl.is_management() {
             return response;
@@ -421,8 +429,10 @@ pub async fn enforce(
         (Some(acl), _) => allows(acl, &permission),
         (None, RequestIdentity::Workload(workload)) => match &permission {
             Permission::Variable { .. } | Permission::Anyone => true,
-            Permission::ServiceRead { namespace } => *namespace == workload.namespace,
-            _ => false,
+            Permission::ServiceRead { namespace } if *namespace == workload.namespace => true,
+            _ => attached
+                .as_ref()
+                .is_some_and(|attached| allows(attached, &permission)),
         },
         (None, _) => false,
     };

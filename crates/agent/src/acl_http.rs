@@ -1,11 +1,12 @@
 //! Nomad's ACL endpoints on a server agent: `/v1/acl/bootstrap`, `/v1/acl/policies`,
 //! `/v1/acl/policy/<name>`, `/v1/acl/tokens`, `/v1/acl/token` (create),
 //! `/v1/acl/token/<accessor>` and `/v1/acl/token/self`, in Nomad's shapes, status codes and
-//! messages. With ACLs off every one answers 400 `ACL support disabled`, as Nomad.
+//! messages, and the role routes (handled in `acl_roles_http`). With ACLs off every one
+//! answers 400 `ACL support disabled`, as Nomad.
 //!
 //! Who may call what is decided before a handler runs (`acl_enforce`); a handler only filters
-//! what a non-management caller sees (its own policies, its own token). ACL roles are not
-//! implemented: their routes are 404 and a token naming roles is refused.
+//! what a non-management caller sees (its own policies, those of its roles, its own token).
+//! A token's role links are stored by role ID and answered with the role's current name.
 //!
 //! Not here: the policy language (`drover_server::acl::policy`), storage (the state store).
 
@@ -19,14 +20,20 @@ use axum::response::{IntoResponse, Response};
 use drover_api::ApiError;
 use drover_api::params::QueryParams;
 use drover_server::Clock;
-use drover_server::acl::{is_valid_policy_name, policy, policy_hash, token_hash};
+use drover_server::acl::{
+    is_valid_policy_name, job_acl_errors, policy, policy_hash, token_hash, token_policy_names,
+    token_with_current_roles,
+};
 use drover_server::identity::{RequestIdentity, request_token, resolve_token_at};
 use drover_server::keyring::Keyring;
 use drover_state::{StateStore, Table};
 use drover_structs::acl::{
     ACL_TOKEN_TYPE_CLIENT, ACL_TOKEN_TYPE_MANAGEMENT, AclBootstrapRequest, AclPolicy, AclToken,
+    AclTokenRoleLink,
 };
 use drover_structs::{DurationNs, Timestamp};
+
+use crate::acl_roles_http;
 
 /// The file in the server's data dir whose number allows one more bootstrap (Nomad's).
 pub const BOOTSTRAP_RESET_FILE: &str = "acl-bootstrap-reset";
@@ -48,6 +55,18 @@ pub struct AclEndpoints {
 /// The routes, for a server agent.
 pub fn router(endpoints: AclEndpoints) -> axum::Router {
     axum::Router::new()
+        .route(
+            "/v1/acl/roles",
+            axum::routing::any(acl_roles_http::list_roles),
+        )
+        .route(
+            "/v1/acl/role",
+            axum::routing::any(acl_roles_http::create_role),
+        )
+        .route(
+            "/v1/acl/role/{*suffix}",
+            axum::routing::any(acl_roles_http::specific_role),
+        )
         .route("/v1/acl/bootstrap", axum::routing::any(bootstrap))
         .route("/v1/acl/policies", axum::routing::any(list_policies))
         .route("/v1/acl/policy/{name}", axum::routing::any(specific_policy))
@@ -60,7 +79,7 @@ pub fn router(endpoints: AclEndpoints) -> axum::Router {
         .with_state(endpoints)
 }
 
-fn forbidden(message: &str) -> Response {
+pub(crate) fn forbidden(message: &str) -> Response {
     (
         StatusCode::FORBIDDEN,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
@@ -69,7 +88,7 @@ fn forbidden(message: &str) -> Response {
         .into_response()
 }
 
-fn json(value: &impl serde::Serialize, index: u64, read: bool) -> Response {
+pub(crate) fn json(value: &impl serde::Serialize, index: u64, read: bool) -> Response {
     let body = match serde_json::to_vec(value) {
         Ok(body) => body,
         Err(error) => return ApiError::internal(error.to_string()).into_response(),
@@ -84,7 +103,7 @@ fn json(value: &impl serde::Serialize, index: u64, read: bool) -> Response {
     response
 }
 
-fn index_headers(response: &mut Response, index: u64, read: bool) {
+pub(crate) fn index_headers(response: &mut Response, index: u64, read: bool) {
     let headers = response.headers_mut();
     headers.insert("X-Nomad-Index", HeaderValue::from(index.max(1)));
     if read {
@@ -93,22 +112,25 @@ fn index_headers(response: &mut Response, index: u64, read: bool) {
     }
 }
 
-fn empty(index: u64) -> Response {
+pub(crate) fn empty(index: u64) -> Response {
     let mut response = StatusCode::OK.into_response();
     index_headers(&mut response, index, false);
     response
 }
 
-fn disabled() -> Result<Response, ApiError> {
+pub(crate) fn disabled() -> Result<Response, ApiError> {
     Err(ApiError::bad_request("ACL support disabled"))
 }
 
-fn is_write(method: &Method) -> bool {
+pub(crate) fn is_write(method: &Method) -> bool {
     method == Method::PUT || method == Method::POST
 }
 
 /// The caller's identity; an unknown or expired token is the error Nomad answers (403).
-fn caller(endpoints: &AclEndpoints, headers: &HeaderMap) -> Result<RequestIdentity, String> {
+pub(crate) fn caller(
+    endpoints: &AclEndpoints,
+    headers: &HeaderMap,
+) -> Result<RequestIdentity, String> {
     let header_str = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
     let token = request_token(header_str("X-Nomad-Token"), header_str("Authorization"));
     resolve_token_at(
@@ -196,7 +218,7 @@ async fn list_policies(
     // A management token sees every policy; another token only its own, as Nomad.
     let visible: Option<Vec<String>> = match &identity {
         RequestIdentity::AclToken(token) if token.is_management() => None,
-        RequestIdentity::AclToken(token) => Some(token.policies.clone().unwrap_or_default()),
+        RequestIdentity::AclToken(token) => Some(token_policy_names(&endpoints.state.acl(), token)),
         _ => Some(Vec::new()),
     };
     let tables = endpoints.state.acl();
@@ -237,11 +259,7 @@ async fn specific_policy(
             let allowed = match &identity {
                 RequestIdentity::AclToken(token) => {
                     token.is_management()
-                        || token
-                            .policies
-                            .as_deref()
-                            .unwrap_or_default()
-                            .contains(&name)
+                        || token_policy_names(&endpoints.state.acl(), token).contains(&name)
                 }
                 _ => false,
             };
@@ -283,6 +301,15 @@ async fn specific_policy(
             }
             policy::parse(&policy.rules)
                 .map_err(|error| ApiError::bad_request(format!("policy 0 invalid: {error}")))?;
+            if let Some(binding) = &policy.job_acl {
+                let errors = job_acl_errors(binding);
+                if !errors.is_empty() {
+                    return Err(ApiError::bad_request(format!(
+                        "policy 0 invalid: {}",
+                        crate::namespaces_http::multi_error(&errors)
+                    )));
+                }
+            }
             policy.hash = policy_hash(&policy);
             let index = endpoints
                 .state
@@ -330,7 +357,11 @@ async fn list_tokens(
         .cloned()
         .collect();
     tokens.sort_by(|a, b| (a.create_index, &a.accessor_id).cmp(&(b.create_index, &b.accessor_id)));
-    let stubs: Vec<_> = tokens.iter().map(|token| token.stub()).collect();
+    let tables = endpoints.state.acl();
+    let stubs: Vec<_> = tokens
+        .iter()
+        .map(|token| token_with_current_roles(&tables, token).stub())
+        .collect();
     Ok(json(
         &stubs,
         endpoints.state.indexes().table(Table::Acl),
@@ -348,25 +379,23 @@ fn prepare_token(
     if token.name.len() > 256 {
         return Err(ApiError::bad_request("token name too long"));
     }
-    if token.roles.as_ref().is_some_and(|roles| !roles.is_empty()) {
-        return Err(ApiError::bad_request(
-            "ACL roles are not supported by drover: name policies instead",
-        ));
-    }
+    let has_policies = token
+        .policies
+        .as_ref()
+        .is_some_and(|names| !names.is_empty());
+    let has_roles = token.roles.as_ref().is_some_and(|links| !links.is_empty());
     match token.token_type.as_str() {
         ACL_TOKEN_TYPE_CLIENT => {
-            if token.policies.as_ref().is_none_or(Vec::is_empty) {
-                return Err(ApiError::bad_request("client token missing policies"));
+            if !has_policies && !has_roles {
+                return Err(ApiError::bad_request(
+                    "client token missing policies or roles",
+                ));
             }
         }
         ACL_TOKEN_TYPE_MANAGEMENT => {
-            if token
-                .policies
-                .as_ref()
-                .is_some_and(|policies| !policies.is_empty())
-            {
+            if has_policies || has_roles {
                 return Err(ApiError::bad_request(
-                    "management token cannot be associated with policies",
+                    "management token cannot be associated with policies or roles",
                 ));
             }
         }
@@ -387,6 +416,33 @@ fn prepare_token(
         return Err(ApiError::bad_request(format!(
             "cannot find policy {missing}"
         )));
+    }
+    // Role links by ID or name become links by the role's immutable ID, without repeats
+    // (Nomad stores no name: a role may be renamed).
+    if let Some(links) = token.roles.take() {
+        let mut resolved: Vec<AclTokenRoleLink> = Vec::new();
+        for link in links {
+            let role = if link.id.is_empty() {
+                tables.role_by_name(&link.name)
+            } else {
+                tables.roles.get(&link.id)
+            };
+            let Some(role) = role else {
+                let named = if link.id.is_empty() {
+                    link.name
+                } else {
+                    link.id
+                };
+                return Err(ApiError::bad_request(format!("cannot find role {named}")));
+            };
+            if !resolved.iter().any(|seen| seen.id == role.id) {
+                resolved.push(AclTokenRoleLink {
+                    id: role.id.clone(),
+                    name: String::new(),
+                });
+            }
+        }
+        token.roles = Some(resolved);
     }
     let now = endpoints.clock.now_unix_ns();
     match existing {
@@ -465,7 +521,11 @@ async fn create_token(
         .upsert_acl_token(token)
         .await
         .map_err(|error| ApiError::internal(error.to_string()))?;
-    Ok(json(stored.as_ref(), stored.modify_index, false))
+    Ok(json(
+        &token_with_current_roles(&endpoints.state.acl(), &stored),
+        stored.modify_index,
+        false,
+    ))
 }
 
 async fn specific_token(
@@ -488,7 +548,11 @@ async fn specific_token(
             return Err(ApiError::MethodNotAllowed);
         }
         return match identity {
-            RequestIdentity::AclToken(token) => Ok(json(token.as_ref(), index, true)),
+            RequestIdentity::AclToken(token) => Ok(json(
+                &token_with_current_roles(&endpoints.state.acl(), &token),
+                index,
+                true,
+            )),
             _ => Ok(forbidden("ACL token not found")),
         };
     }
@@ -506,7 +570,11 @@ async fn specific_token(
                 .get(&accessor)
                 .cloned()
                 .ok_or_else(|| ApiError::not_found("ACL token not found"))?;
-            Ok(json(token.as_ref(), index, true))
+            Ok(json(
+                &token_with_current_roles(&endpoints.state.acl(), &token),
+                index,
+                true,
+            ))
         }
         Method::PUT | Method::POST => {
             let mut token: AclToken = serde_json::from_slice(&body).map_err(|error| {
@@ -533,7 +601,11 @@ async fn specific_token(
                 .upsert_acl_token(token)
                 .await
                 .map_err(|error| ApiError::internal(error.to_string()))?;
-            Ok(json(stored.as_ref(), stored.modify_index, false))
+            Ok(json(
+                &token_with_current_roles(&endpoints.state.acl(), &stored),
+                stored.modify_index,
+                false,
+            ))
         }
         Method::DELETE => {
             let index = endpoints

@@ -7,6 +7,7 @@
 
 pub mod acl_enforce;
 pub mod acl_http;
+mod acl_roles_http;
 pub mod backend;
 pub mod cluster;
 pub mod config;

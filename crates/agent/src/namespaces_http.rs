@@ -46,7 +46,7 @@ pub fn router(endpoints: NamespaceEndpoints) -> axum::Router {
 }
 
 /// Nomad's multi-error text.
-fn multi_error(messages: &[String]) -> String {
+pub(crate) fn multi_error(messages: &[String]) -> String {
     let mut text = match messages.len() {
         1 => "1 error occurred:\n".to_owned(),
         count => format!("{count} errors occurred:\n"),

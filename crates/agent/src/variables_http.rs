@@ -177,7 +177,10 @@ async fn list(
         RequestIdentity::AclToken(token) => {
             Some(drover_server::acl::token_acl(&endpoints.state, token))
         }
-        _ => None,
+        RequestIdentity::Workload(workload) => {
+            Some(drover_server::acl::workload_acl(&endpoints.state, workload))
+        }
+        RequestIdentity::Anonymous => None,
     };
     let listed: Vec<VariableMetadata> = endpoints
         .state
@@ -187,6 +190,13 @@ async fn list(
             RequestIdentity::Anonymous => true,
             RequestIdentity::Workload(workload) => {
                 workload_may_read(workload, &stored.meta.namespace, &stored.meta.path)
+                    || token_acl.as_ref().is_some_and(|acl| {
+                        acl.allow_variable_operation(
+                            &stored.meta.namespace,
+                            &stored.meta.path,
+                            "list",
+                        )
+                    })
             }
             RequestIdentity::AclToken(_) => token_acl.as_ref().is_some_and(|acl| {
                 acl.allow_variable_operation(&stored.meta.namespace, &stored.meta.path, "list")
@@ -254,9 +264,19 @@ async fn specific(
         RequestIdentity::Anonymous | RequestIdentity::AclToken(_) => None,
         RequestIdentity::Workload(workload) => Some(workload),
     };
+    // Beyond its implicit read of its own job's paths, a workload may do what the policies
+    // attached to its job grant (Nomad's `JobACL`).
+    let attached_allows = |operation: &str| {
+        workload.is_some_and(|workload| {
+            drover_server::acl::workload_acl(&endpoints.state, workload)
+                .allow_variable_operation(&namespace, &path, operation)
+        })
+    };
     match method {
         Method::GET => {
-            if workload.is_some_and(|workload| !workload_may_read(workload, &namespace, &path)) {
+            if workload.is_some_and(|workload| !workload_may_read(workload, &namespace, &path))
+                && !attached_allows("read")
+            {
                 return Ok(permission_denied());
             }
             let index = block_on_variables(&endpoints.state, &params).await?;
@@ -273,7 +293,7 @@ async fn specific(
             }
         }
         Method::PUT | Method::POST => {
-            if workload.is_some() {
+            if workload.is_some() && !attached_allows("write") {
                 return Ok(permission_denied());
             }
             let lock_ops = ["lock-acquire", "lock-renew", "lock-release"]
@@ -325,7 +345,7 @@ async fn specific(
             Ok(write_answer(outcome, false))
         }
         Method::DELETE => {
-            if workload.is_some() {
+            if workload.is_some() && !attached_allows("destroy") {
                 return Ok(permission_denied());
             }
             let cas = parse_cas(&params)?;

@@ -342,3 +342,338 @@ fn node_calls_need_the_node_secret_and_may_only_report_the_nodes_own_allocations
     let node = agent.get_json(&format!("/v1/node/{node_id}"));
     assert_eq!(node["Status"], "ready");
 }
+
+fn stdout(output: &std::process::Output) -> String {
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The value of `key = value` in Nomad's key/value CLI output.
+fn kv_value(text: &str, key: &str) -> String {
+    text.lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(" = ")?;
+            (name.trim() == key).then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no {key} in {text}"))
+}
+
+#[test]
+fn acl_roles_group_policies_that_tokens_link_to_by_name_or_id() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let config = temp.path().join("acl.hcl");
+    std::fs::write(&config, "acl {\n  enabled = true\n}\n").unwrap();
+    let config_flag = format!("-config={}", config.display());
+    let mut agent = Agent::start_with(&data_dir, &[&config_flag]);
+    let url = |agent: &Agent, path: &str| agent.url(path);
+    let (status, body) = call("POST", &url(&agent, "/v1/acl/bootstrap"), None, None);
+    assert_eq!(status, 200, "{body}");
+    let root = json_of(&body)["SecretID"].as_str().unwrap().to_owned();
+    let root = Some(root.as_str());
+    for (name, rules) in [
+        (
+            "readonly",
+            "namespace \"default\" {\n  policy = \"read\"\n}\n",
+        ),
+        ("nodes", "node {\n  policy = \"read\"\n}\n"),
+    ] {
+        let file = temp.path().join(format!("{name}.hcl"));
+        std::fs::write(&file, rules).unwrap();
+        stdout(&cli(
+            &agent,
+            root,
+            &["acl", "policy", "apply", name, file.to_str().unwrap()],
+        ));
+    }
+
+    // A role through the CLI; a repeated policy is linked once.
+    let created = stdout(&cli(
+        &agent,
+        root,
+        &[
+            "acl",
+            "role",
+            "create",
+            "-name=readers",
+            "-description=read jobs",
+            "-policy=readonly",
+            "-policy=readonly",
+        ],
+    ));
+    let role_id = kv_value(&created, "ID");
+    assert_eq!(kv_value(&created, "Name"), "readers");
+    assert_eq!(kv_value(&created, "Description"), "read jobs");
+    assert_eq!(kv_value(&created, "Policies"), "readonly");
+    let (status, body) = call(
+        "GET",
+        &url(&agent, &format!("/v1/acl/role/{role_id}")),
+        root,
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    let role = json_of(&body);
+    assert_eq!(role["Policies"], json!([{"Name": "readonly"}]));
+    assert!(role["Hash"].as_str().is_some_and(|hash| !hash.is_empty()));
+    assert_eq!(role["CreateIndex"], role["ModifyIndex"]);
+
+    // Nomad's refusals.
+    let role_body =
+        |name: &str, policies: Value| json!({"Name": name, "Policies": policies}).to_string();
+    for (body, expected) in [
+        (
+            role_body("readers", json!([{"Name": "readonly"}])),
+            "role with name readers already exists".to_owned(),
+        ),
+        (
+            role_body("bad name", json!([])),
+            "role 0 invalid: 2 errors occurred:\n\t* invalid name 'bad name'\n\t* at least one policy should be specified\n\n".to_owned(),
+        ),
+        (
+            role_body("ghost", json!([{"Name": "nope"}])),
+            "cannot find policy nope".to_owned(),
+        ),
+    ] {
+        assert_eq!(
+            call("PUT", &url(&agent, "/v1/acl/role"), root, Some(&body)),
+            (400, expected)
+        );
+    }
+    assert_eq!(
+        call(
+            "POST",
+            &url(&agent, &format!("/v1/acl/role/{role_id}")),
+            root,
+            Some(&role_body("readers", json!([{"Name": "readonly"}])))
+        ),
+        (400, "ACL role ID does not match request path".to_owned())
+    );
+    assert_eq!(
+        call("GET", &url(&agent, "/v1/acl/role/name/"), root, None),
+        (400, "missing ACL role name".to_owned())
+    );
+    assert_eq!(
+        call("GET", &url(&agent, "/v1/acl/role/by/readers"), root, None),
+        (400, "invalid URI".to_owned())
+    );
+    assert_eq!(
+        call("GET", &url(&agent, "/v1/acl/role/name/nobody"), root, None),
+        (404, "ACL role not found".to_owned())
+    );
+
+    // A token linked by role name holds the role's policies, and prints the link.
+    let token_out = stdout(&cli(
+        &agent,
+        root,
+        &[
+            "acl",
+            "token",
+            "create",
+            "-name=via-role",
+            "-role-name=readers",
+        ],
+    ));
+    let secret = kv_value(&token_out, "Secret ID");
+    let accessor = kv_value(&token_out, "Accessor ID");
+    assert_eq!(kv_value(&token_out, "Policies"), "[]");
+    assert!(
+        token_out.contains(&format!(
+            "Roles\nID{}Name\n{role_id}  readers",
+            " ".repeat(role_id.len())
+        )),
+        "{token_out}"
+    );
+    let token = Some(secret.as_str());
+    assert_eq!(call("GET", &url(&agent, "/v1/jobs"), token, None).0, 200);
+    assert_eq!(
+        call(
+            "PUT",
+            &url(&agent, "/v1/jobs"),
+            token,
+            Some(&unplaceable_job("nope"))
+        ),
+        (403, "Permission denied".to_owned())
+    );
+    assert_eq!(call("GET", &url(&agent, "/v1/nodes"), token, None).0, 403);
+    assert_eq!(
+        call("GET", &url(&agent, "/v1/acl/policy/readonly"), token, None).0,
+        200
+    );
+    assert_eq!(
+        call("GET", &url(&agent, "/v1/acl/policy/nodes"), token, None).0,
+        403
+    );
+    // Stored by ID, answered with the role's name.
+    let (status, body) = call(
+        "GET",
+        &url(&agent, &format!("/v1/acl/token/{accessor}")),
+        root,
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        json_of(&body)["Roles"],
+        json!([{"ID": role_id, "Name": "readers"}])
+    );
+
+    // Updating the role (merging a policy in) widens every linked token.
+    let updated = stdout(&cli(
+        &agent,
+        root,
+        &[
+            "acl",
+            "role",
+            "update",
+            "-policy=nodes",
+            "-name=watchers",
+            &role_id,
+        ],
+    ));
+    assert_eq!(kv_value(&updated, "Policies"), "nodes,readonly");
+    assert_eq!(kv_value(&updated, "Name"), "watchers");
+    assert_eq!(call("GET", &url(&agent, "/v1/nodes"), token, None).0, 200);
+    let (_, body) = call("GET", &url(&agent, "/v1/acl/token/self"), token, None);
+    assert_eq!(
+        json_of(&body)["Roles"],
+        json!([{"ID": role_id, "Name": "watchers"}])
+    );
+
+    // A client token lists and reads only the roles it links to, and writes none.
+    let other = stdout(&cli(
+        &agent,
+        root,
+        &["acl", "role", "create", "-name=other", "-policy=nodes"],
+    ));
+    let other_id = kv_value(&other, "ID");
+    let (status, body) = call("GET", &url(&agent, "/v1/acl/roles"), root, None);
+    assert_eq!(status, 200);
+    assert_eq!(json_of(&body).as_array().unwrap().len(), 2);
+    let (status, body) = call("GET", &url(&agent, "/v1/acl/roles"), token, None);
+    assert_eq!(status, 200);
+    let listed = json_of(&body);
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed[0]["ID"], role_id.as_str());
+    let prefix = &other_id[..4];
+    let (_, body) = call(
+        "GET",
+        &url(&agent, &format!("/v1/acl/roles?prefix={prefix}")),
+        root,
+        None,
+    );
+    assert_eq!(json_of(&body)[0]["ID"], other_id.as_str());
+    assert_eq!(
+        call(
+            "GET",
+            &url(&agent, &format!("/v1/acl/role/{role_id}")),
+            token,
+            None
+        )
+        .0,
+        200
+    );
+    assert_eq!(
+        call(
+            "GET",
+            &url(&agent, "/v1/acl/role/name/watchers"),
+            token,
+            None
+        )
+        .0,
+        200
+    );
+    assert_eq!(
+        call(
+            "GET",
+            &url(&agent, &format!("/v1/acl/role/{other_id}")),
+            token,
+            None
+        ),
+        (403, "Permission denied".to_owned())
+    );
+    assert_eq!(
+        call(
+            "DELETE",
+            &url(&agent, &format!("/v1/acl/role/{other_id}")),
+            token,
+            None
+        ),
+        (403, "Permission denied".to_owned())
+    );
+    let listed = stdout(&cli(&agent, root, &["acl", "role", "list"]));
+    assert!(listed.starts_with("ID"), "{listed}");
+    assert!(
+        listed.contains("watchers") && listed.contains("other"),
+        "{listed}"
+    );
+    let info = stdout(&cli(
+        &agent,
+        root,
+        &["acl", "role", "info", "-by-name", "other"],
+    ));
+    assert_eq!(kv_value(&info, "ID"), other_id);
+
+    // Linking by ID; an unknown role is refused; links are de-duplicated.
+    let (status, body) = call(
+        "POST",
+        &url(&agent, "/v1/acl/token"),
+        root,
+        Some(
+            &json!({"Type": "client", "Roles": [{"ID": other_id}, {"Name": "other"}]}).to_string(),
+        ),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        json_of(&body)["Roles"],
+        json!([{"ID": other_id, "Name": "other"}])
+    );
+    let failed = cli(
+        &agent,
+        root,
+        &[
+            "acl",
+            "token",
+            "create",
+            "-role-id=0c0ffee0-0000-4000-8000-000000000000",
+        ],
+    );
+    assert!(!failed.status.success());
+    assert!(
+        String::from_utf8_lossy(&failed.stderr)
+            .contains("cannot find role 0c0ffee0-0000-4000-8000-000000000000"),
+        "{failed:?}"
+    );
+    assert_eq!(
+        call(
+            "POST",
+            &url(&agent, "/v1/acl/token"),
+            root,
+            Some(r#"{"Type": "client"}"#)
+        ),
+        (400, "client token missing policies or roles".to_owned())
+    );
+
+    // Roles outlive a restart.
+    agent.terminate();
+    drop(agent);
+    let agent = Agent::start_with(&data_dir, &[&config_flag]);
+    assert_eq!(call("GET", &url(&agent, "/v1/nodes"), token, None).0, 200);
+
+    // Deleting the role takes its policies from the token; the link disappears.
+    let deleted = stdout(&cli(&agent, root, &["acl", "role", "delete", &role_id]));
+    assert_eq!(
+        deleted.trim(),
+        format!("ACL role {role_id} successfully deleted")
+    );
+    assert_eq!(call("GET", &url(&agent, "/v1/jobs"), token, None).0, 403);
+    let (_, body) = call("GET", &url(&agent, "/v1/acl/token/self"), token, None);
+    assert_eq!(json_of(&body)["Roles"], json!([]));
+    assert_eq!(
+        call(
+            "DELETE",
+            &url(&agent, &format!("/v1/acl/role/{role_id}")),
+            root,
+            None
+        ),
+        (400, "ACL role not found".to_owned())
+    );
+}

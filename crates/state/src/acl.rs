@@ -1,5 +1,5 @@
-//! The ACL table: policies by name, tokens by accessor ID (with a secret ID index), and the
-//! index of the one bootstrap, all in one persisted table ([`Table::Acl`]) as [`AclRecord`]s.
+//! The ACL table: policies by name, roles by ID (with a name index), tokens by accessor ID
+//! (with a secret ID index), and the index of the one bootstrap, all in one persisted table ([`Table::Acl`]) as [`AclRecord`]s.
 //!
 //! **Invariant**: the bootstrap happens once; a second one is refused unless the caller
 //! names the current bootstrap index as its reset index (Nomad's `acl-bootstrap-reset`).
@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use drover_structs::acl::{AclPolicy, AclToken};
+use drover_structs::acl::{AclPolicy, AclRole, AclToken};
 
 use crate::acl_tables::{AclRecord, AclTables};
 use crate::engine::{Table, WriteContext};
@@ -19,6 +19,10 @@ const BOOTSTRAP_KEY: &[u8] = b"bootstrap";
 
 fn policy_key(name: &str) -> Vec<u8> {
     format!("policy/{name}").into_bytes()
+}
+
+fn role_key(id: &str) -> Vec<u8> {
+    format!("role/{id}").into_bytes()
 }
 
 fn token_key(accessor_id: &str) -> Vec<u8> {
@@ -103,6 +107,69 @@ impl StateStore {
                 for name in names {
                     context.delete(Table::Acl, &policy_key(&name));
                     acl.policies.remove(&name);
+                }
+                Ok(index)
+            })
+            .await
+    }
+
+    /// Writes one role (create, or replace by ID keeping its `CreateIndex`); returns it as
+    /// stored. Checked again inside the write, as Nomad's state store does: every linked
+    /// policy exists, and no other role has the name (both `Refused` with Nomad's text). A
+    /// role equal to the stored one (same hash) is not written again.
+    pub async fn upsert_acl_role(&self, role: AclRole) -> Result<Arc<AclRole>, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                if role
+                    .policies
+                    .iter()
+                    .any(|link| !tables.acl.policies.contains_key(&link.name))
+                {
+                    return Err(StateError::Refused("ACL policy not found".to_owned()));
+                }
+                if let Some(named) = tables.acl.role_by_name(&role.name)
+                    && named.id != role.id
+                {
+                    return Err(StateError::Refused(format!(
+                        "ACL role with name {} already exists",
+                        role.name
+                    )));
+                }
+                let mut role = role;
+                match tables.acl.roles.get(&role.id) {
+                    Some(existing) if existing.hash == role.hash => {
+                        return Ok(Arc::clone(existing));
+                    }
+                    Some(existing) => role.create_index = existing.create_index,
+                    None => role.create_index = context.index(),
+                }
+                role.modify_index = context.index();
+                context.put(
+                    Table::Acl,
+                    &role_key(&role.id),
+                    &AclRecord::Role(role.clone()),
+                )?;
+                let stored = Arc::new(role);
+                Arc::make_mut(&mut tables.acl).insert_role(Arc::clone(&stored));
+                Ok(stored)
+            })
+            .await
+    }
+
+    /// Deletes roles by ID; an unknown one is `Refused` ("ACL role not found", Nomad's text)
+    /// and nothing is deleted. Tokens keep their links; a link to a deleted role grants
+    /// nothing and is left out when a token is read.
+    pub async fn delete_acl_roles(&self, ids: Vec<String>) -> Result<u64, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                if ids.iter().any(|id| !tables.acl.roles.contains_key(id)) {
+                    return Err(StateError::Refused("ACL role not found".to_owned()));
+                }
+                let index = context.index();
+                let acl = Arc::make_mut(&mut tables.acl);
+                for id in ids {
+                    context.delete(Table::Acl, &role_key(&id));
+                    acl.remove_role(&id);
                 }
                 Ok(index)
             })
@@ -247,5 +314,67 @@ mod tests {
             .unwrap();
         assert!(store.acl_token_by_secret("s1").is_none());
         assert_eq!(store.acl().policies.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn roles_keep_their_name_unique_need_their_policies_and_survive_a_restart() {
+        use drover_structs::acl::AclRolePolicyLink;
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(dir.path()).await.unwrap();
+        let role = |id: &str, name: &str, policy: &str| AclRole {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            policies: vec![AclRolePolicyLink {
+                name: policy.to_owned(),
+            }],
+            hash: format!("{name}/{policy}"),
+            ..AclRole::default()
+        };
+        let refused = store.upsert_acl_role(role("r1", "ops", "readonly")).await;
+        assert_eq!(refused.unwrap_err().to_string(), "ACL policy not found");
+        store
+            .upsert_acl_policies(vec![AclPolicy {
+                name: "readonly".to_owned(),
+                ..AclPolicy::default()
+            }])
+            .await
+            .unwrap();
+        let first = store
+            .upsert_acl_role(role("r1", "ops", "readonly"))
+            .await
+            .unwrap();
+        let same = store
+            .upsert_acl_role(role("r1", "ops", "readonly"))
+            .await
+            .unwrap();
+        assert_eq!(same.modify_index, first.modify_index);
+        let taken = store.upsert_acl_role(role("r2", "ops", "readonly")).await;
+        assert_eq!(
+            taken.unwrap_err().to_string(),
+            "ACL role with name ops already exists"
+        );
+        let renamed = store
+            .upsert_acl_role(role("r1", "operators", "readonly"))
+            .await
+            .unwrap();
+        assert_eq!(renamed.create_index, first.create_index);
+        assert!(renamed.modify_index > first.modify_index);
+        store.close().await;
+
+        let store = StateStore::open(dir.path()).await.unwrap();
+        let acl = store.acl();
+        assert!(acl.role_by_name("ops").is_none());
+        assert_eq!(acl.role_by_name("operators").unwrap().id, "r1");
+        assert_eq!(
+            store
+                .delete_acl_roles(vec!["r1".to_owned(), "r9".to_owned()])
+                .await
+                .unwrap_err()
+                .to_string(),
+            "ACL role not found"
+        );
+        store.delete_acl_roles(vec!["r1".to_owned()]).await.unwrap();
+        assert!(store.acl().roles.is_empty());
+        assert!(store.acl().roles_by_name.is_empty());
     }
 }

@@ -1,5 +1,5 @@
-//! The in-memory ACL tables ([`AclTables`]: policies, tokens with their secret ID index, the
-//! bootstrap index) and the records [`Table::Acl`](crate::engine::Table::Acl) persists them as
+//! The in-memory ACL tables ([`AclTables`]: policies, roles with their name index, tokens with
+//! their secret ID index, the bootstrap index) and the records [`Table::Acl`](crate::engine::Table::Acl) persists them as
 //! ([`AclRecord`]), below the store: the tables and the store's load read them.
 //!
 //! Not here: the writes (the store's ACL API in [`acl`](crate::acl)), what rules mean.
@@ -7,13 +7,17 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use drover_structs::acl::{AclPolicy, AclToken};
+use drover_structs::acl::{AclPolicy, AclRole, AclToken};
 use serde::{Deserialize, Serialize};
 
 /// The in-memory ACL tables.
 #[derive(Debug, Clone, Default)]
 pub struct AclTables {
     pub policies: BTreeMap<String, Arc<AclPolicy>>,
+    /// Roles by ID.
+    pub roles: BTreeMap<String, Arc<AclRole>>,
+    /// Role name → role ID.
+    pub roles_by_name: BTreeMap<String, String>,
     pub tokens: BTreeMap<String, Arc<AclToken>>,
     /// Secret ID → accessor ID.
     pub tokens_by_secret: BTreeMap<String, String>,
@@ -26,6 +30,7 @@ pub struct AclTables {
 pub enum AclRecord {
     Policy(AclPolicy),
     Token(AclToken),
+    Role(AclRole),
     Bootstrap { index: u64 },
 }
 
@@ -36,6 +41,7 @@ impl AclTables {
                 self.policies.insert(policy.name.clone(), Arc::new(policy));
             }
             AclRecord::Token(token) => self.insert_token(Arc::new(token)),
+            AclRecord::Role(role) => self.insert_role(Arc::new(role)),
             AclRecord::Bootstrap { index } => self.bootstrap_index = index,
         }
     }
@@ -47,6 +53,30 @@ impl AclTables {
         self.tokens_by_secret
             .insert(token.secret_id.clone(), token.accessor_id.clone());
         self.tokens.insert(token.accessor_id.clone(), token);
+    }
+
+    pub(crate) fn insert_role(&mut self, role: Arc<AclRole>) {
+        if let Some(previous) = self.roles.get(&role.id) {
+            self.roles_by_name.remove(&previous.name);
+        }
+        self.roles_by_name
+            .insert(role.name.clone(), role.id.clone());
+        self.roles.insert(role.id.clone(), role);
+    }
+
+    pub(crate) fn remove_role(&mut self, id: &str) -> bool {
+        match self.roles.remove(id) {
+            Some(role) => {
+                self.roles_by_name.remove(&role.name);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The role named `name`.
+    pub fn role_by_name(&self, name: &str) -> Option<&Arc<AclRole>> {
+        self.roles.get(self.roles_by_name.get(name)?)
     }
 
     pub(crate) fn remove_token(&mut self, accessor_id: &str) -> bool {

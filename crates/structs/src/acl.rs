@@ -1,5 +1,5 @@
-//! ACL policies and tokens on the wire and at rest, in Nomad's shapes: [`AclPolicy`] and its
-//! list stub, [`AclToken`] and its list stub, and the bootstrap request.
+//! ACL policies, roles and tokens on the wire and at rest, in Nomad's shapes: [`AclPolicy`],
+//! [`AclRole`] and [`AclToken`] with their list stubs, and the bootstrap request.
 //!
 //! Not here: what a policy's rules mean (the server's `acl` module), storage (the state store).
 
@@ -19,8 +19,8 @@ wire_struct! {
         pub name: String,
         pub description: String,
         pub rules: String,
-        /// Which job this policy is attached to, if any (Nomad's `JobACL`): stored and
-        /// answered; workload identities do not use it yet.
+        /// Which workloads this policy is attached to, if any (Nomad's `JobACL`): their
+        /// workload identities hold it.
         #[serde(rename = "JobACL", skip_serializing_if = "Option::is_none")]
         pub job_acl: Option<JobAcl>,
         /// Base64 of the SHA-256 of name, description and rules.
@@ -156,4 +156,54 @@ wire_struct! {
 
 fn duration_is_zero(duration: &DurationNs) -> bool {
     duration.is_zero()
+}
+
+wire_struct! {
+    /// A policy a role links to (Nomad's `ACLRolePolicyLink`).
+    pub struct AclRolePolicyLink {
+        pub name: String,
+    }
+}
+
+wire_struct! {
+    /// Nomad's `ACLRole`: a named set of policies tokens link to by ID or name.
+    pub struct AclRole {
+        #[serde(rename = "ID")]
+        pub id: String,
+        pub name: String,
+        pub description: String,
+        pub policies: Vec<AclRolePolicyLink>,
+        /// Base64 of the hash of name, description and policy names.
+        pub hash: String,
+        pub create_index: u64,
+        pub modify_index: u64,
+    }
+}
+
+wire_struct! {
+    /// What `GET /v1/acl/roles` lists (Nomad's `ACLRoleListStub`, today the role's fields).
+    pub struct AclRoleListStub {
+        #[serde(rename = "ID")]
+        pub id: String,
+        pub name: String,
+        pub description: String,
+        pub policies: Vec<AclRolePolicyLink>,
+        pub hash: String,
+        pub create_index: u64,
+        pub modify_index: u64,
+    }
+}
+
+impl AclRole {
+    pub fn stub(&self) -> AclRoleListStub {
+        AclRoleListStub {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            description: self.description.clone(),
+            policies: self.policies.clone(),
+            hash: self.hash.clone(),
+            create_index: self.create_index,
+            modify_index: self.modify_index,
+        }
+    }
 }

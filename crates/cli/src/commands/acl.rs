@@ -1,12 +1,16 @@
-//! `drover acl bootstrap | policy apply|list|info|delete | token create|list|info|self|update|
-//! delete`: Nomad's ACL commands, their flags and their output.
+//! `drover acl bootstrap | policy apply|list|info|delete | role create|list|info|update|delete |
+//! token create|list|info|self|update|delete`: Nomad's ACL commands, their flags and their
+//! output.
 //!
 //! Not here: what a policy means or who may call what (the agent).
 
 use clap::{Args, Subcommand};
 use drover_api::client::ApiClient;
 use drover_structs::Timestamp;
-use drover_structs::acl::{AclPolicy, AclPolicyListStub, AclToken, AclTokenListStub};
+use drover_structs::acl::{
+    AclPolicy, AclPolicyListStub, AclRole, AclRoleListStub, AclRolePolicyLink, AclToken,
+    AclTokenListStub,
+};
 use serde_json::{Value, json};
 
 use crate::commands::describe;
@@ -19,9 +23,75 @@ pub enum AclCommand {
     /// Interact with ACL policies
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Interact with ACL roles
+    #[command(subcommand)]
+    Role(RoleCommand),
     /// Interact with ACL tokens
     #[command(subcommand)]
     Token(TokenCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RoleCommand {
+    /// Create a new ACL role
+    Create(RoleWriteArgs),
+    /// List ACL roles
+    List(JsonArgs),
+    /// Fetch information on an existing ACL role
+    Info(RoleInfoArgs),
+    /// Update an existing ACL role
+    Update(RoleUpdateArgs),
+    /// Delete an existing ACL role
+    Delete(RoleIdArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RoleWriteArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The role's name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The role's description.
+    #[arg(long)]
+    pub description: Option<String>,
+    /// A policy to link (repeatable).
+    #[arg(long = "policy")]
+    pub policies: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RoleUpdateArgs {
+    #[command(flatten)]
+    pub write: RoleWriteArgs,
+    /// Replace the role's policies, name and description instead of merging.
+    #[arg(long)]
+    pub no_merge: bool,
+    /// The role's ID.
+    pub id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RoleInfoArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Look the role up by name instead of ID.
+    #[arg(long)]
+    pub by_name: bool,
+    pub id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RoleIdArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    pub id: String,
 }
 
 #[derive(Debug, Args)]
@@ -112,6 +182,12 @@ pub struct TokenWriteArgs {
     /// A policy to attach (repeatable).
     #[arg(long = "policy")]
     pub policies: Vec<String>,
+    /// The name of a role to link (repeatable).
+    #[arg(long = "role-name")]
+    pub role_names: Vec<String>,
+    /// The ID of a role to link (repeatable).
+    #[arg(long = "role-id")]
+    pub role_ids: Vec<String>,
     /// Replicate the token to all regions.
     #[arg(long)]
     pub global: bool,
@@ -141,6 +217,7 @@ pub async fn run(command: AclCommand, io: &mut Io<'_>) -> i32 {
     let outcome = match command {
         AclCommand::Bootstrap(arguments) => bootstrap(arguments, io).await,
         AclCommand::Policy(command) => policy(command, io).await,
+        AclCommand::Role(command) => role(command, io).await,
         AclCommand::Token(command) => token(command, io).await,
     };
     match outcome {
@@ -186,24 +263,10 @@ fn go_time(timestamp: Timestamp) -> String {
     format!("{text} +0000 UTC")
 }
 
-fn or_na(items: &[String]) -> String {
-    if items.is_empty() {
-        "n/a".to_owned()
-    } else {
-        items.join(", ")
-    }
-}
-
-/// Nomad's `formatToken`.
+/// Nomad's `outputACLToken`: the token's fields, then for a client token its policies and a
+/// table of its roles.
 fn format_token(token: &AclToken) -> String {
-    let roles: Vec<String> = token
-        .roles
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .map(|role| role.name.clone())
-        .collect();
-    columnize::key_values(&[
+    let mut fields = vec![
         ("Accessor ID", token.accessor_id.clone()),
         ("Secret ID", token.secret_id.clone()),
         ("Name", token.name.clone()),
@@ -218,12 +281,33 @@ fn format_token(token: &AclToken) -> String {
         ),
         ("Create Index", token.create_index.to_string()),
         ("Modify Index", token.modify_index.to_string()),
-        (
-            "Policies",
-            or_na(token.policies.as_deref().unwrap_or_default()),
+    ];
+    if token.is_management() {
+        fields.push(("Policies", "n/a".to_owned()));
+        fields.push(("Roles", "n/a".to_owned()));
+        return columnize::key_values(&fields);
+    }
+    // Go's `%v` of a string slice.
+    fields.push((
+        "Policies",
+        format!(
+            "[{}]",
+            token.policies.as_deref().unwrap_or_default().join(" ")
         ),
-        ("Roles", or_na(&roles)),
-    ])
+    ));
+    let links = token.roles.as_deref().unwrap_or_default();
+    let roles = if links.is_empty() {
+        "<none>".to_owned()
+    } else {
+        let mut rows = vec![vec!["ID".to_owned(), "Name".to_owned()]];
+        rows.extend(
+            links
+                .iter()
+                .map(|link| vec![link.id.clone(), link.name.clone()]),
+        );
+        columnize::columns(&rows)
+    };
+    format!("{}\n\nRoles\n{roles}", columnize::key_values(&fields))
 }
 
 fn say_token(io: &mut Io<'_>, json: bool, token: &AclToken) {
@@ -355,6 +439,222 @@ async fn policy(command: PolicyCommand, io: &mut Io<'_>) -> Result<(), String> {
     Ok(())
 }
 
+/// Role links by name, then by ID, each without repeats (Nomad's
+/// `generateACLTokenRoleLinks`).
+fn role_links(names: &[String], ids: &[String]) -> Vec<Value> {
+    let mut links: Vec<Value> = Vec::new();
+    let mut unique = |key: &str, values: &[String]| {
+        let mut seen: Vec<&String> = Vec::new();
+        for value in values {
+            if !seen.contains(&value) {
+                seen.push(value);
+                links.push(json!({ key: value }));
+            }
+        }
+    };
+    unique("Name", names);
+    unique("ID", ids);
+    links
+}
+
+/// Nomad's `formatACLRole`: policy names sorted, comma-separated.
+fn format_role(role: &AclRole) -> String {
+    columnize::key_values(&[
+        ("ID", role.id.clone()),
+        ("Name", role.name.clone()),
+        ("Description", role.description.clone()),
+        ("Policies", policy_names(&role.policies)),
+        ("Create Index", role.create_index.to_string()),
+        ("Modify Index", role.modify_index.to_string()),
+    ])
+}
+
+fn policy_names(links: &[AclRolePolicyLink]) -> String {
+    let mut names: Vec<&str> = links.iter().map(|link| link.name.as_str()).collect();
+    names.sort_unstable();
+    names.join(",")
+}
+
+fn policy_links(names: &[String]) -> Vec<AclRolePolicyLink> {
+    let mut links: Vec<AclRolePolicyLink> = Vec::new();
+    for name in names {
+        if !links.iter().any(|link| &link.name == name) {
+            links.push(AclRolePolicyLink { name: name.clone() });
+        }
+    }
+    links
+}
+
+fn role_path(id: &str) -> String {
+    format!(
+        "/v1/acl/role/{}",
+        drover_api::client::escape_path_segment(id)
+    )
+}
+
+fn say_role(io: &mut Io<'_>, json: bool, role: &AclRole) {
+    if json {
+        print_json(io, role);
+    } else {
+        io.say(format_role(role));
+    }
+}
+
+/// The name and policies a create (or a no-merge update) needs, checked before any call.
+fn required_role_fields(arguments: &RoleWriteArgs) -> Result<String, String> {
+    let name = arguments
+        .name
+        .clone()
+        .filter(|name| !name.is_empty())
+        .ok_or("ACL role name must be specified using the -name flag")?;
+    if arguments.policies.is_empty() {
+        return Err("At least one policy name must be specified using the -policy flag".to_owned());
+    }
+    Ok(name)
+}
+
+async fn role(command: RoleCommand, io: &mut Io<'_>) -> Result<(), String> {
+    match command {
+        RoleCommand::Create(arguments) => {
+            let name = required_role_fields(&arguments)?;
+            let role = AclRole {
+                name,
+                description: arguments.description.clone().unwrap_or_default(),
+                policies: policy_links(&arguments.policies),
+                ..AclRole::default()
+            };
+            let body = serde_json::to_value(&role)
+                .map_err(|error| format!("Error encoding role: {error}"))?;
+            let answer = call(
+                &arguments.api,
+                "creating ACL role",
+                "PUT",
+                "/v1/acl/role",
+                Some(body),
+            )
+            .await?;
+            let role: AclRole = decode(answer)?;
+            say_role(io, arguments.json, &role);
+        }
+        RoleCommand::List(arguments) => {
+            let answer = call(
+                &arguments.api,
+                "listing ACL roles",
+                "GET",
+                "/v1/acl/roles",
+                None,
+            )
+            .await?;
+            let roles: Vec<AclRoleListStub> = decode(answer)?;
+            if arguments.json {
+                print_json(io, &roles);
+            } else if roles.is_empty() {
+                io.say("No ACL roles found");
+            } else {
+                let mut rows = vec![
+                    ["ID", "Name", "Description", "Policies"]
+                        .map(str::to_owned)
+                        .to_vec(),
+                ];
+                rows.extend(roles.iter().map(|role| {
+                    vec![
+                        role.id.clone(),
+                        role.name.clone(),
+                        role.description.clone(),
+                        policy_names(&role.policies),
+                    ]
+                }));
+                io.say(columnize::columns(&rows));
+            }
+        }
+        RoleCommand::Info(arguments) => {
+            let path = if arguments.by_name {
+                format!(
+                    "/v1/acl/role/name/{}",
+                    drover_api::client::escape_path_segment(&arguments.id)
+                )
+            } else {
+                role_path(&arguments.id)
+            };
+            let answer = call(&arguments.api, "reading ACL role", "GET", &path, None).await?;
+            let role: AclRole = decode(answer)?;
+            say_role(io, arguments.json, &role);
+        }
+        RoleCommand::Update(arguments) => {
+            let write = &arguments.write;
+            let answer = call(
+                &write.api,
+                "when retrieving ACL role",
+                "GET",
+                &role_path(&arguments.id),
+                None,
+            )
+            .await?;
+            let current: AclRole = decode(answer)?;
+            let updated = if arguments.no_merge {
+                let name = required_role_fields(write)?;
+                AclRole {
+                    id: arguments.id.clone(),
+                    name,
+                    description: write.description.clone().unwrap_or_default(),
+                    policies: policy_links(&write.policies),
+                    ..AclRole::default()
+                }
+            } else {
+                let name = write.name.clone().filter(|name| !name.is_empty());
+                let description = write
+                    .description
+                    .clone()
+                    .filter(|description| !description.is_empty());
+                if write.policies.is_empty() && name.is_none() && description.is_none() {
+                    return Err(
+                        "Please provide at least one flag to update the ACL role".to_owned()
+                    );
+                }
+                let mut updated = current.clone();
+                if let Some(name) = name {
+                    updated.name = name;
+                }
+                if let Some(description) = description {
+                    updated.description = description;
+                }
+                for name in &write.policies {
+                    if !updated.policies.iter().any(|link| &link.name == name) {
+                        updated
+                            .policies
+                            .push(AclRolePolicyLink { name: name.clone() });
+                    }
+                }
+                updated
+            };
+            let body = serde_json::to_value(&updated)
+                .map_err(|error| format!("Error encoding role: {error}"))?;
+            let answer = call(
+                &write.api,
+                "updating ACL role",
+                "PUT",
+                &role_path(&arguments.id),
+                Some(body),
+            )
+            .await?;
+            let role: AclRole = decode(answer)?;
+            say_role(io, write.json, &role);
+        }
+        RoleCommand::Delete(arguments) => {
+            call(
+                &arguments.api,
+                "deleting ACL role",
+                "DELETE",
+                &role_path(&arguments.id),
+                None,
+            )
+            .await?;
+            io.say(format!("ACL role {} successfully deleted", arguments.id));
+        }
+    }
+    Ok(())
+}
+
 fn token_path(accessor: &str) -> String {
     format!(
         "/v1/acl/token/{}",
@@ -369,6 +669,7 @@ async fn token(command: TokenCommand, io: &mut Io<'_>) -> Result<(), String> {
                 "Name": arguments.name.clone().unwrap_or_default(),
                 "Type": arguments.token_type,
                 "Policies": arguments.policies,
+                "Roles": role_links(&arguments.role_names, &arguments.role_ids),
                 "Global": arguments.global,
             });
             if let Some(ttl) = &arguments.ttl {

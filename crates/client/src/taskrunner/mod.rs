@@ -172,6 +172,21 @@ impl hooks::TaskLifecycleRequests for RunnerLifecycleRequests {
         let shared = self.shared.upgrade()?;
         exec_context_of(&shared).ok()
     }
+
+    fn persist_hook_state(&self, hook: &str, state: BTreeMap<String, String>) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        {
+            let mut local = lock(&shared.local);
+            let entry = local.hooks.entry(hook.to_string()).or_default();
+            if entry.data == state {
+                return;
+            }
+            entry.data = state;
+        }
+        shared.persist_local_logged();
+    }
 }
 
 /// [`TaskRunner::exec_context`] of the runner whose shared state is `shared`.

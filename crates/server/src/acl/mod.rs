@@ -287,7 +287,54 @@ pub fn token_acl(state: &drover_state::StateStore, token: &drover_structs::acl::
     if token.is_management() {
         return Acl::management();
     }
-    policies_acl(state, token.policies.as_deref().unwrap_or_default())
+    policies_acl(state, &token_policy_names(&state.acl(), token))
+}
+
+/// The names of the policies `token` holds: its own, then those of the roles it links to
+/// (Nomad's rule: a link to a role that no longer exists grants nothing), without repeats.
+pub fn token_policy_names(
+    tables: &drover_state::acl_tables::AclTables,
+    token: &drover_structs::acl::AclToken,
+) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let linked = token
+        .roles
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|link| tables.roles.get(&link.id))
+        .flat_map(|role| role.policies.iter().map(|policy| &policy.name));
+    for name in token
+        .policies
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .chain(linked)
+    {
+        if !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    names
+}
+
+/// The token as Nomad answers it: role links carry the role's current name, and links to
+/// deleted roles are left out (Nomad's `fixTokenRoleLinks`).
+pub fn token_with_current_roles(
+    tables: &drover_state::acl_tables::AclTables,
+    token: &drover_structs::acl::AclToken,
+) -> drover_structs::acl::AclToken {
+    let mut token = token.clone();
+    if let Some(links) = token.roles.as_mut() {
+        links.retain_mut(|link| match tables.roles.get(&link.id) {
+            Some(role) => {
+                link.name.clone_from(&role.name);
+                true
+            }
+            None => false,
+        });
+    }
+    token
 }
 
 /// The ACL of the named policies as stored now.
@@ -307,12 +354,69 @@ pub fn policies_acl(state: &drover_state::StateStore, names: &[String]) -> Acl {
     Acl::new(&parsed)
 }
 
+/// The ACL of a workload identity beyond its implicit rights: the policies attached to its
+/// job (Nomad's `JobACL`, `ResolvePoliciesForClaims`): a policy bound to the workload's
+/// namespace alone, to its job (for a dispatched or periodic child, the parent job), to its
+/// job and group, or to its job, group and task. An allocation that is gone grants nothing.
+pub fn workload_acl(
+    state: &drover_state::StateStore,
+    workload: &crate::identity::WorkloadIdentity,
+) -> Acl {
+    let Some(alloc) = state.alloc(&workload.alloc_id) else {
+        return Acl::default();
+    };
+    let job_id = alloc
+        .job
+        .as_deref()
+        .map_or(alloc.job_id.as_str(), |job| {
+            if job.parent_id.is_empty() {
+                job.id.as_str()
+            } else {
+                job.parent_id.as_str()
+            }
+        })
+        .to_owned();
+    let tables = state.acl();
+    let names: Vec<String> = tables
+        .policies
+        .values()
+        .filter(|policy| {
+            policy.job_acl.as_ref().is_some_and(|binding| {
+                binding.namespace == alloc.namespace
+                    && (binding.job_id.is_empty()
+                        || (binding.job_id == job_id
+                            && (binding.group.is_empty()
+                                || (binding.group == alloc.task_group
+                                    && (binding.task.is_empty()
+                                        || binding.task == workload.task)))))
+            })
+        })
+        .map(|policy| policy.name.clone())
+        .collect();
+    policies_acl(state, &names)
+}
+
+/// What Nomad's `ACLPolicy.Validate` says of a policy's `JobACL`.
+pub fn job_acl_errors(binding: &drover_structs::acl::JobAcl) -> Vec<String> {
+    let mut errors = Vec::new();
+    if !binding.job_id.is_empty() && binding.namespace.is_empty() {
+        errors.push("namespace must be set to set job ID".to_owned());
+    }
+    if !binding.group.is_empty() && binding.job_id.is_empty() {
+        errors.push("job ID must be set to set group".to_owned());
+    }
+    if !binding.task.is_empty() && binding.group.is_empty() {
+        errors.push("group must be set to set task".to_owned());
+    }
+    errors
+}
+
 /// The ACL of a request without a token: the `anonymous` policy's, or nothing.
 pub fn anonymous_acl(state: &drover_state::StateStore) -> Acl {
     policies_acl(state, &[drover_structs::acl::ANONYMOUS_POLICY.to_owned()])
 }
 
-/// Nomad's policy `Hash`: SHA-256 over name, description and rules, base64.
+/// Nomad's policy `Hash`: SHA-256 over name, description, rules and the `JobACL`, base64.
 pub fn policy_hash(policy: &drover_structs::acl::AclPolicy) -> String {
     use base64::Engine as _;
     use sha2::Digest as _;
@@ -320,10 +424,20 @@ pub fn policy_hash(policy: &drover_structs::acl::AclPolicy) -> String {
     hasher.update(policy.name.as_bytes());
     hasher.update(policy.description.as_bytes());
     hasher.update(policy.rules.as_bytes());
+    if let Some(binding) = &policy.job_acl {
+        for field in [
+            &binding.namespace,
+            &binding.job_id,
+            &binding.group,
+            &binding.task,
+        ] {
+            hasher.update(field.as_bytes());
+        }
+    }
     base64::engine::general_purpose::STANDARD.encode(hasher.finalize())
 }
 
-/// Nomad's token `Hash`: SHA-256 over name, type, policies and global, base64.
+/// Nomad's token `Hash`: SHA-256 over name, type, policies, global and role IDs, base64.
 pub fn token_hash(token: &drover_structs::acl::AclToken) -> String {
     use base64::Engine as _;
     use sha2::Digest as _;
@@ -334,6 +448,23 @@ pub fn token_hash(token: &drover_structs::acl::AclToken) -> String {
         hasher.update(policy.as_bytes());
     }
     hasher.update(if token.global { "global" } else { "local" }.as_bytes());
+    for role in token.roles.as_deref().unwrap_or_default() {
+        hasher.update(role.id.as_bytes());
+    }
+    base64::engine::general_purpose::STANDARD.encode(hasher.finalize())
+}
+
+/// A role's `Hash`: SHA-256 over name, description and linked policy names, base64 (the
+/// fields Nomad hashes; the hash is compared, never recomputed by a client).
+pub fn role_hash(role: &drover_structs::acl::AclRole) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(role.name.as_bytes());
+    hasher.update(role.description.as_bytes());
+    for policy in &role.policies {
+        hasher.update(policy.name.as_bytes());
+    }
     base64::engine::general_purpose::STANDARD.encode(hasher.finalize())
 }
 

@@ -5,8 +5,9 @@
 //! with `env = true` and to `secrets/nomad_token` with `file = true`; a named identity goes to
 //! `NOMAD_TOKEN_<name>` and `secrets/nomad_<name>.jwt`; `filepath` puts the file elsewhere in
 //! the task dir. `NOMAD_UNIX_ADDR` names the task API socket whenever a token is in the
-//! environment. Tokens are kept in the hook's persisted state, so a restart or a restored
-//! agent reuses a token that is still good instead of signing again. An identity with a `ttl`
+//! environment. Tokens are kept in the hook's persisted state (renewed ones written back to
+//! it), so a restart or a restored agent reuses a token that is still good instead of signing
+//! again. Token files are written for the task's `user` as Nomad writes them. An identity with a `ttl`
 //! is renewed once half of it is spent (client clock for "now", tokio time for the wait),
 //! its file rewritten and its `change_mode` applied (`noop`, `restart`, `signal` with
 //! `change_signal`).
@@ -33,6 +34,9 @@ use crate::allocdir::TaskDir;
 use crate::clock::SharedClock;
 use crate::identity::IdentitySigner;
 use crate::template::beneath::{WriteOptions, write_atomic};
+
+/// The hook's name, under which its state is persisted.
+const HOOK_NAME: &str = "identity";
 
 /// The name of the identity every task has.
 pub const DEFAULT_IDENTITY: &str = "default";
@@ -140,6 +144,8 @@ pub struct IdentityHookInputs {
     pub tokens: TaskTokens,
     /// The hook's state as last persisted (a restored task's tokens).
     pub persisted: BTreeMap<String, String>,
+    /// The task's `user`: token files are written for it (Nomad's `users.WriteFileFor`).
+    pub user: String,
 }
 
 /// The identity hook.
@@ -238,32 +244,59 @@ fn token_file(identity: &WorkloadIdentity) -> String {
     }
 }
 
-fn write_token(task_dir: &TaskDir, identity: &WorkloadIdentity, jwt: &str) -> HookResult {
+/// How a token file is written, as Nomad's `users.WriteFileFor`: for a task with a `user`,
+/// owner-only and owned by that user's UID; when the task has none, or the user cannot be
+/// found or chowned to (an agent not running as root), readable by all (Nomad's 0666 under
+/// the usual umask 022), so the task reads it whichever user it runs as.
+fn token_write_options(user: &str) -> Vec<WriteOptions> {
+    let readable = WriteOptions {
+        mode: 0o644,
+        uid: None,
+        gid: None,
+    };
+    if user.is_empty() {
+        return vec![readable];
+    }
+    match nix::unistd::User::from_name(user) {
+        Ok(Some(found)) => vec![
+            WriteOptions {
+                mode: 0o600,
+                uid: Some(found.uid.as_raw()),
+                gid: None,
+            },
+            readable,
+        ],
+        _ => vec![readable],
+    }
+}
+
+fn write_token(
+    task_dir: &TaskDir,
+    identity: &WorkloadIdentity,
+    jwt: &str,
+    user: &str,
+) -> HookResult {
     let path = token_file(identity);
-    write_atomic(
-        &task_dir.dir,
-        &path,
-        jwt.as_bytes(),
-        WriteOptions {
-            mode: 0o600,
-            uid: None,
-            gid: None,
-        },
-    )
-    .map_err(|error| {
-        HookError::new(
-            HookErrorKind::Setup,
-            format!(
-                "failed to write token for identity {:?}: {error}",
-                identity.name
-            ),
-        )
-    })
+    let mut last_error = None;
+    for options in token_write_options(user) {
+        match write_atomic(&task_dir.dir, &path, jwt.as_bytes(), options) {
+            Ok(()) => return Ok(()),
+            Err(error) => last_error = Some(error),
+        }
+    }
+    let reason = last_error.map_or_else(String::new, |error| error.to_string());
+    Err(HookError::new(
+        HookErrorKind::Setup,
+        format!(
+            "failed to write token for identity {:?}: {reason}",
+            identity.name
+        ),
+    ))
 }
 
 impl TaskHook for IdentityHook {
     fn name(&self) -> &'static str {
-        "identity"
+        HOOK_NAME
     }
     fn as_prestart(&self) -> Option<&dyn PrestartHook> {
         Some(self)
@@ -317,7 +350,7 @@ impl PrestartHook for IdentityHook {
                     in_env = true;
                 }
                 if identity.file {
-                    write_token(&inputs.task_dir, identity, &jwt)?;
+                    write_token(&inputs.task_dir, identity, &jwt, &inputs.user)?;
                 }
             }
             if in_env {
@@ -427,10 +460,15 @@ async fn renew(
             continue;
         }
         failures = 0;
+        // The renewed tokens become the hook's persisted state, so a restored task keeps
+        // them instead of the ones its prestart signed.
+        inputs
+            .lifecycle
+            .persist_hook_state(HOOK_NAME, inputs.tokens.to_state());
         for identity in due {
             if identity.file
                 && let Some(jwt) = inputs.tokens.get(&identity.name)
-                && let Err(error) = write_token(&inputs.task_dir, identity, &jwt)
+                && let Err(error) = write_token(&inputs.task_dir, identity, &jwt, &inputs.user)
             {
                 tracing::warn!(alloc_id = %inputs.alloc_id, task = %inputs.task_name, error = %error.message, "writing a renewed workload identity failed");
             }
@@ -520,7 +558,7 @@ mod tests {
     }
 
     #[derive(Debug, Default)]
-    struct RecordedRequests(Mutex<Vec<String>>);
+    struct RecordedRequests(Mutex<Vec<String>>, Mutex<BTreeMap<String, String>>);
 
     impl super::super::TaskLifecycleRequests for RecordedRequests {
         fn request_restart(&self, _source: &str, reason: &str, _failure: bool) {
@@ -531,6 +569,13 @@ mod tests {
         }
         fn request_kill(&self, _source: &str, reason: &str, _fail: bool) {
             self.0.lock().unwrap().push(format!("kill {reason}"));
+        }
+        fn persist_hook_state(&self, hook: &str, state: BTreeMap<String, String>) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("persist {hook} {}", state.len()));
+            *self.1.lock().unwrap() = state;
         }
     }
 
@@ -575,6 +620,7 @@ mod tests {
             lifecycle: requests.clone(),
             tokens: TaskTokens::default(),
             persisted: BTreeMap::new(),
+            user: String::new(),
         };
         let hook = IdentityHook::new(inputs.clone());
         let request = PrestartRequest {
@@ -597,12 +643,22 @@ mod tests {
         let read = |name: &str| std::fs::read_to_string(task_dir.secrets_dir.join(name)).unwrap();
         assert_eq!(read("nomad_token"), "default-1");
         assert_eq!(read("nomad_vault.jwt"), "vault-1");
+        // A task without a `user` may run as anyone (exec's nobody): readable by all, as Nomad.
+        let mode = |name: &str| {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::metadata(task_dir.secrets_dir.join(name))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode("nomad_token"), 0o644);
 
         // A restored hook with the persisted state signs nothing again.
         let restored = IdentityHook::new(IdentityHookInputs {
             tokens: TaskTokens::default(),
             persisted: response.state.clone(),
-            ..inputs
+            ..inputs.clone()
         });
         let mut again = PrestartResponse::default();
         restored
@@ -638,8 +694,36 @@ mod tests {
         assert_eq!(read("nomad_token"), "default-1");
         assert_eq!(
             requests.0.lock().unwrap().clone(),
-            vec!["restart Identity[vault]: new token acquired".to_owned()]
+            vec![
+                "persist identity 4".to_owned(),
+                "restart Identity[vault]: new token acquired".to_owned()
+            ]
         );
+        // The renewed token is the hook's persisted state: a hook restored from it delivers
+        // the renewed token and signs nothing.
+        let written_back = requests.1.lock().unwrap().clone();
+        assert!(
+            written_back.values().any(|value| value == "vault-2"),
+            "{written_back:?}"
+        );
+        let restored = IdentityHook::new(IdentityHookInputs {
+            tokens: TaskTokens::default(),
+            persisted: written_back,
+            ..inputs.clone()
+        });
+        restored
+            .prestart(
+                &CancellationToken::new(),
+                &request,
+                &mut PrestartResponse::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            restored.inputs.tokens.get("vault").as_deref(),
+            Some("vault-2")
+        );
+        assert_eq!(signer.calls.lock().unwrap().len(), 2);
         hook.stop(
             &CancellationToken::new(),
             &StopRequest {
@@ -649,5 +733,40 @@ mod tests {
         )
         .await
         .unwrap();
+    }
+
+    /// As Nomad's `users.WriteFileFor`: a task with a `user` gets an owner-only token file
+    /// owned by that user; an unknown user falls back to a file readable by all.
+    #[test]
+    fn token_files_belong_to_the_tasks_user() {
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI must run this as root, where a file can be given to another user"
+            );
+            return;
+        }
+        let nobody = nix::unistd::User::from_name("nobody")
+            .unwrap()
+            .expect("CI has a nobody user");
+        let root = tempfile::tempdir().unwrap();
+        let alloc_dir = AllocDir::new(root.path(), "a1").unwrap();
+        let task_dir = alloc_dir.task_dir("t").unwrap();
+        std::fs::create_dir_all(&task_dir.secrets_dir).unwrap();
+        let identity = WorkloadIdentity {
+            name: DEFAULT_IDENTITY.to_owned(),
+            file: true,
+            ..WorkloadIdentity::default()
+        };
+        let file = task_dir.secrets_dir.join("nomad_token");
+        write_token(&task_dir, &identity, "jwt", "nobody").unwrap();
+        let metadata = std::fs::metadata(&file).unwrap();
+        assert_eq!(metadata.uid(), nobody.uid.as_raw());
+        assert_eq!(metadata.permissions().mode() & 0o777, 0o600);
+        write_token(&task_dir, &identity, "jwt", "no-such-user-here").unwrap();
+        let metadata = std::fs::metadata(&file).unwrap();
+        assert_eq!(metadata.uid(), 0);
+        assert_eq!(metadata.permissions().mode() & 0o777, 0o644);
     }
 }

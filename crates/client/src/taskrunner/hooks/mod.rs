@@ -131,6 +131,9 @@ pub trait TaskLifecycleRequests: Send + Sync + std::fmt::Debug {
     fn exec_context(&self) -> Option<crate::taskrunner::exec_context::TaskExecContext> {
         None
     }
+    /// Replaces the persisted state of prestart hook `hook` (its `done` flag kept) and
+    /// persists it, for state a hook changes after its prestart (a renewed identity token).
+    fn persist_hook_state(&self, hook: &str, state: BTreeMap<String, String>);
 }
 
 /// The lifecycle handle hooks get.
@@ -407,6 +410,7 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
                 lifecycle: context.lifecycle.clone(),
                 tokens: context.identity_tokens.clone(),
                 persisted: context.identity_state.clone(),
+                user: task.user.clone(),
             },
         )));
     }

@@ -969,6 +969,9 @@ mod tests {
         fn request_kill(&self, _source: &str, reason: &str, _fail: bool) {
             self.0.lock().unwrap().push(format!("kill {reason}"));
         }
+        fn persist_hook_state(&self, hook: &str, _state: BTreeMap<String, String>) {
+            self.0.lock().unwrap().push(format!("persist {hook}"));
+        }
     }
 
     struct Fixture {
