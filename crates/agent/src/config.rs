@@ -373,6 +373,14 @@ pub struct RawServer {
     pub num_schedulers: Option<u32>,
     pub heartbeat_grace: Option<String>,
     pub min_heartbeat_ttl: Option<String>,
+    /// Garbage collection by age (Go durations): how often the leader collects jobs, and how
+    /// long a terminal object stays.
+    pub job_gc_interval: Option<String>,
+    pub job_gc_threshold: Option<String>,
+    pub eval_gc_threshold: Option<String>,
+    pub batch_eval_gc_threshold: Option<String>,
+    pub deployment_gc_threshold: Option<String>,
+    pub node_gc_threshold: Option<String>,
     /// The `iss` of workload identities and the issuer `/.well-known/openid-configuration`
     /// announces (unset: the discovery document is 404, as Nomad).
     pub oidc_issuer: Option<String>,
@@ -464,6 +472,12 @@ impl RawConfig {
                 num_schedulers,
                 heartbeat_grace,
                 min_heartbeat_ttl,
+                job_gc_interval,
+                job_gc_threshold,
+                eval_gc_threshold,
+                batch_eval_gc_threshold,
+                deployment_gc_threshold,
+                node_gc_threshold,
                 oidc_issuer
             ),
             (base, over) => {
@@ -554,6 +568,8 @@ pub struct AgentConfig {
     pub oidc_issuer: Option<String>,
     pub heartbeat_grace: Duration,
     pub min_heartbeat_ttl: Duration,
+    /// `server { job_gc_interval, *_gc_threshold }` over Nomad's defaults.
+    pub gc: drover_server::gc::GcConfig,
     pub raw_exec_enabled: bool,
     /// `plugin "exec" { config { allow_caps = [...] } }`; `None` keeps the default set.
     pub exec_allow_caps: Option<Vec<String>>,
@@ -695,6 +711,56 @@ impl Telemetry {
             publish_node_metrics: raw.publish_node_metrics.unwrap_or(dev),
         })
     }
+}
+
+/// The server block's GC keys over Nomad's defaults; `job_gc_interval` must be positive, as
+/// Nomad's agent requires.
+fn server_gc(server: &RawServer) -> Result<drover_server::gc::GcConfig, ConfigError> {
+    let mut gc = drover_server::gc::GcConfig::default();
+    let keys: [(&'static str, &Option<String>, &mut Duration); 6] = [
+        (
+            "server.job_gc_interval",
+            &server.job_gc_interval,
+            &mut gc.job_gc_interval,
+        ),
+        (
+            "server.job_gc_threshold",
+            &server.job_gc_threshold,
+            &mut gc.job_gc_threshold,
+        ),
+        (
+            "server.eval_gc_threshold",
+            &server.eval_gc_threshold,
+            &mut gc.eval_gc_threshold,
+        ),
+        (
+            "server.batch_eval_gc_threshold",
+            &server.batch_eval_gc_threshold,
+            &mut gc.batch_eval_gc_threshold,
+        ),
+        (
+            "server.deployment_gc_threshold",
+            &server.deployment_gc_threshold,
+            &mut gc.deployment_gc_threshold,
+        ),
+        (
+            "server.node_gc_threshold",
+            &server.node_gc_threshold,
+            &mut gc.node_gc_threshold,
+        ),
+    ];
+    for (key, text, value) in keys {
+        if let Some(text) = text {
+            *value = parse_duration(key, text)?;
+        }
+    }
+    if gc.job_gc_interval.is_zero() {
+        return Err(ConfigError::Invalid {
+            key: "server.job_gc_interval",
+            message: "job_gc_interval should be greater than 0s".to_owned(),
+        });
+    }
+    Ok(gc)
 }
 
 fn parse_duration(key: &'static str, text: &str) -> Result<Duration, ConfigError> {
@@ -953,6 +1019,7 @@ impl AgentConfig {
                 Some(text) => parse_duration("server.min_heartbeat_ttl", text)?,
                 None => Duration::from_secs(10),
             },
+            gc: server_gc(server)?,
             raw_exec_enabled,
             exec_allow_caps,
             docker,

@@ -218,12 +218,12 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     // client-only agent passes everything but its own endpoints to its servers.
     let forwarding = if server.is_some() {
         Forwarding::ToNodes(
-            proxy::ForwardContext::new(state.clone(), local_node_id)
+            proxy::ForwardContext::new(state.clone(), local_node_id.clone())
                 .context("preparing the forwarding of client requests")?,
         )
     } else {
         Forwarding::ToServers(
-            proxy::ServersContext::new(&config.servers)
+            proxy::ServersContext::new(&config.servers, local_node_id.clone())
                 .context("preparing the forwarding of requests to the servers")?,
         )
     };
@@ -462,6 +462,7 @@ fn server_config(config: &AgentConfig) -> ServerConfig {
             grace: config.heartbeat_grace,
             ..HeartbeatConfig::default()
         },
+        gc: config.gc.clone(),
         ..ServerConfig::default()
     }
 }
@@ -863,7 +864,7 @@ mod tests {
         let address = listener.local_addr().unwrap().to_string();
         tokio::spawn(async move { axum::serve(listener, server).await });
         let local = axum::Router::new();
-        let servers = proxy::ServersContext::new(&[address]).unwrap();
+        let servers = proxy::ServersContext::new(&[address], "local".to_owned()).unwrap();
         (
             served_router(local, Forwarding::ToServers(servers)),
             received,
