@@ -160,6 +160,12 @@ pub struct RawClient {
     pub template: Option<RawClientTemplate>,
     /// `host_volume "name" { path = "…" read_only = false }`, by name.
     pub host_volume: Option<BTreeMap<String, RawHostVolume>>,
+    /// Garbage collection of terminal allocations (Nomad's client keys).
+    pub gc_interval: Option<String>,
+    pub gc_disk_usage_threshold: Option<f64>,
+    pub gc_inode_usage_threshold: Option<f64>,
+    pub gc_max_allocs: Option<usize>,
+    pub gc_parallel_destroys: Option<usize>,
 }
 
 /// `client { host_volume "name" { … } }`: a directory of the host that groups may mount.
@@ -455,7 +461,12 @@ impl RawConfig {
                 reservable_cores,
                 artifact,
                 template,
-                host_volume
+                host_volume,
+                gc_interval,
+                gc_disk_usage_threshold,
+                gc_inode_usage_threshold,
+                gc_max_allocs,
+                gc_parallel_destroys
             ),
             (base, over) => {
                 if over.is_some() {
@@ -544,6 +555,8 @@ pub struct AgentConfig {
     /// Ignored when this agent runs a server: its client uses that one.
     pub servers: Vec<String>,
     pub max_kill_timeout: Duration,
+    /// `client { gc_* }` over Nomad's defaults.
+    pub client_gc: ClientGc,
     pub node_class: String,
     pub node_pool: String,
     pub meta: BTreeMap<String, String>,
@@ -709,6 +722,42 @@ impl Telemetry {
             collection_interval,
             publish_allocation_metrics: raw.publish_allocation_metrics.unwrap_or(dev),
             publish_node_metrics: raw.publish_node_metrics.unwrap_or(dev),
+        })
+    }
+}
+
+/// The client's garbage collection of terminal allocations (`client { gc_* }`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientGc {
+    pub interval: Duration,
+    pub disk_usage_threshold: f64,
+    pub inode_usage_threshold: f64,
+    pub max_allocs: usize,
+    /// At least 1: Nomad's client takes a smaller value as 1.
+    pub parallel_destroys: usize,
+}
+
+impl ClientGc {
+    fn from_raw(client: &RawClient) -> Result<Self, ConfigError> {
+        use drover_client::node as defaults;
+        Ok(Self {
+            interval: match &client.gc_interval {
+                Some(text) => parse_duration("client.gc_interval", text)?,
+                None => defaults::DEFAULT_GC_INTERVAL,
+            },
+            disk_usage_threshold: client
+                .gc_disk_usage_threshold
+                .unwrap_or(defaults::DEFAULT_GC_DISK_USAGE_THRESHOLD),
+            inode_usage_threshold: client
+                .gc_inode_usage_threshold
+                .unwrap_or(defaults::DEFAULT_GC_INODE_USAGE_THRESHOLD),
+            max_allocs: client
+                .gc_max_allocs
+                .unwrap_or(defaults::DEFAULT_GC_MAX_ALLOCS),
+            parallel_destroys: client
+                .gc_parallel_destroys
+                .unwrap_or(defaults::DEFAULT_GC_PARALLEL_DESTROYS)
+                .max(1),
         })
     }
 }
@@ -973,6 +1022,7 @@ impl AgentConfig {
             client_enabled,
             server_enabled,
             servers,
+            client_gc: ClientGc::from_raw(&client)?,
             max_kill_timeout: match &client.max_kill_timeout {
                 Some(text) => parse_duration("client.max_kill_timeout", text)?,
                 None => Duration::from_secs(30),
@@ -1019,7 +1069,7 @@ impl AgentConfig {
                 Some(text) => parse_duration("server.min_heartbeat_ttl", text)?,
                 None => Duration::from_secs(10),
             },
-            gc: server_gc(server)?,
+            gc: server_gc(&server)?,
             raw_exec_enabled,
             exec_allow_caps,
             docker,
@@ -1205,6 +1255,71 @@ mod tests {
         let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("zero interval");
         assert!(
             err.to_string().starts_with("telemetry.collection_interval"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn gc_keys_take_nomads_defaults_and_the_values_given() {
+        let config = AgentConfig::from_raw(RawConfig::default(), &dev_args()).expect("valid");
+        assert_eq!(config.gc, drover_server::gc::GcConfig::default());
+        assert_eq!(config.gc.job_gc_threshold, Duration::from_secs(4 * 3600));
+        assert_eq!(
+            config.gc.batch_eval_gc_threshold,
+            Duration::from_secs(24 * 3600)
+        );
+        assert_eq!(config.client_gc.interval, Duration::from_secs(60));
+        assert_eq!(config.client_gc.max_allocs, 50);
+        assert_eq!(config.client_gc.parallel_destroys, 2);
+        assert!((config.client_gc.disk_usage_threshold - 80.0).abs() < f64::EPSILON);
+        assert!((config.client_gc.inode_usage_threshold - 70.0).abs() < f64::EPSILON);
+
+        let raw: RawConfig = hcl::from_str(
+            r#"
+            server {
+              job_gc_interval         = "30s"
+              job_gc_threshold        = "1h"
+              eval_gc_threshold       = "10m"
+              batch_eval_gc_threshold = "2h"
+              deployment_gc_threshold = "20m"
+              node_gc_threshold       = "48h"
+            }
+            client {
+              gc_interval              = "5s"
+              gc_disk_usage_threshold  = 90
+              gc_inode_usage_threshold = 75.5
+              gc_max_allocs            = 10
+              gc_parallel_destroys     = 0
+            }
+            "#,
+        )
+        .expect("parses");
+        let config = AgentConfig::from_raw(raw, &dev_args()).expect("valid");
+        assert_eq!(config.gc.job_gc_interval, Duration::from_secs(30));
+        assert_eq!(config.gc.job_gc_threshold, Duration::from_secs(3600));
+        assert_eq!(config.gc.eval_gc_threshold, Duration::from_secs(600));
+        assert_eq!(config.gc.batch_eval_gc_threshold, Duration::from_secs(7200));
+        assert_eq!(config.gc.deployment_gc_threshold, Duration::from_secs(1200));
+        assert_eq!(config.gc.node_gc_threshold, Duration::from_secs(48 * 3600));
+        assert_eq!(config.client_gc.interval, Duration::from_secs(5));
+        assert!((config.client_gc.disk_usage_threshold - 90.0).abs() < f64::EPSILON);
+        assert!((config.client_gc.inode_usage_threshold - 75.5).abs() < f64::EPSILON);
+        assert_eq!(config.client_gc.max_allocs, 10);
+        assert_eq!(config.client_gc.parallel_destroys, 1, "at least one");
+
+        let raw: RawConfig =
+            hcl::from_str("server {\n  job_gc_interval = \"0s\"\n}\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("zero interval");
+        assert!(
+            err.to_string()
+                .contains("job_gc_interval should be greater than 0s"),
+            "{err}"
+        );
+        let raw: RawConfig =
+            hcl::from_str("server {\n  node_gc_threshold = \"soon\"\n}\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad duration");
+        assert!(
+            err.to_string().starts_with("server.node_gc_threshold"),
             "{err}"
         );
     }

@@ -629,6 +629,11 @@ fn prepare_client(
     node_config.http_addr = http_addr.to_string();
     node_config.agent_version = env!("CARGO_PKG_VERSION").to_owned();
     node_config.resources = node_resource_settings(config);
+    node_config.gc_interval = config.client_gc.interval;
+    node_config.gc_disk_usage_threshold = config.client_gc.disk_usage_threshold;
+    node_config.gc_inode_usage_threshold = config.client_gc.inode_usage_threshold;
+    node_config.gc_max_allocs = config.client_gc.max_allocs;
+    node_config.gc_parallel_destroys = config.client_gc.parallel_destroys;
     let mut node = drover_client::node::build_node(&node_config).context("starting the client")?;
     node.host_volumes = config.host_volumes.clone();
     // Runs on a blocking thread of the runtime: the engine probe is awaited here, once.
