@@ -227,6 +227,11 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 .context("preparing the forwarding of requests to the servers")?,
         )
     };
+    // Under the forwarding layer: `/v1/client/gc?node_id=` may name another node.
+    let app = match &client {
+        Some(client) => app.merge(gc_http::client_router(client.clone())),
+        None => app,
+    };
     let app = served_router(app, forwarding);
     // The keyring's and variables' endpoints answer on a server agent (a client-only agent
     // forwards them).
@@ -284,10 +289,6 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                     },
                 ))
         }
-        None => app,
-    };
-    let app = match &client {
-        Some(client) => app.merge(gc_http::client_router(client.clone())),
         None => app,
     };
 
