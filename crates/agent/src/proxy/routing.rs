@@ -145,38 +145,43 @@ pub fn client_gc_node(path: &str, query: Option<&str>) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Where a server agent sends `/v1/client/gc`: `None` when its own client answers; otherwise
-/// the node's agent, or Nomad's refusal (no node named and no local client: 400; an unknown
-/// node: 500 `Unknown node`, as Nomad's `getNodeForRpc`; a node without a connection: 404).
-fn client_gc_target(
-    context: &ForwardContext,
-    query: Option<&str>,
-) -> Option<Result<String, Response>> {
+/// Where a server agent sends `/v1/client/gc`.
+enum ClientGcRoute {
+    /// Its own client answers.
+    Local,
+    /// The named node's agent, at this HTTP address.
+    Node(String),
+    /// Nomad's refusal.
+    Refused(StatusCode, String),
+}
+
+/// Where `/v1/client/gc` goes from a server agent: no node named and no local client is a 400,
+/// an unknown node a 500 `Unknown node` (Nomad's `getNodeForRpc`), a node without a connection
+/// a 404.
+fn client_gc_route(context: &ForwardContext, query: Option<&str>) -> ClientGcRoute {
     let Some(node_id) = client_gc_node(CLIENT_GC_PATH, query) else {
-        return context.local_node_id.is_empty().then(|| {
-            Err((
+        return if context.local_node_id.is_empty() {
+            ClientGcRoute::Refused(
                 StatusCode::BAD_REQUEST,
-                "No local Node and node_id not provided",
+                "No local Node and node_id not provided".to_owned(),
             )
-                .into_response())
-        });
+        } else {
+            ClientGcRoute::Local
+        };
     };
     if node_id == context.local_node_id {
-        return None;
+        return ClientGcRoute::Local;
     }
     let Some(node) = context.state.node(&node_id) else {
-        return Some(Err((
+        return ClientGcRoute::Refused(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("Unknown node {node_id}"),
-        )
-            .into_response()));
+        );
     };
     if node.http_addr.is_empty() || node.status == drover_structs::NODE_STATUS_DOWN {
-        return Some(Err(
-            (StatusCode::NOT_FOUND, "No path to node").into_response()
-        ));
+        return ClientGcRoute::Refused(StatusCode::NOT_FOUND, "No path to node".to_owned());
     }
-    Some(Ok(node.http_addr.clone()))
+    ClientGcRoute::Node(node.http_addr.clone())
 }
 
 /// The middleware: forwards a client request for another node's allocation, serves the rest.
@@ -190,10 +195,10 @@ pub async fn forward_client_requests(
     if request.uri().path() == CLIENT_GC_PATH
         && request.headers().get_all(FORWARDED_HEADER).iter().count() <= 1
     {
-        match client_gc_target(&context, request.uri().query()) {
-            None => {}
-            Some(Ok(address)) => return forward(&context.http, &address, request).await,
-            Some(Err(refusal)) => return refusal,
+        match client_gc_route(&context, request.uri().query()) {
+            ClientGcRoute::Local => {}
+            ClientGcRoute::Node(address) => return forward(&context.http, &address, request).await,
+            ClientGcRoute::Refused(status, message) => return (status, message).into_response(),
         }
     }
     if request.headers().contains_key(FORWARDED_HEADER) {
