@@ -168,6 +168,12 @@ pub struct RawClient {
     pub template: Option<RawClientTemplate>,
     /// `host_volume "name" { path = "…" read_only = false }`, by name.
     pub host_volume: Option<BTreeMap<String, RawHostVolume>>,
+    /// Garbage collection of terminal allocations (Nomad's client keys).
+    pub gc_interval: Option<String>,
+    pub gc_disk_usage_threshold: Option<f64>,
+    pub gc_inode_usage_threshold: Option<f64>,
+    pub gc_max_allocs: Option<usize>,
+    pub gc_parallel_destroys: Option<usize>,
 }
 
 /// `client { host_volume "name" { … } }`: a directory of the host that groups may mount.
@@ -381,6 +387,14 @@ pub struct RawServer {
     pub num_schedulers: Option<u32>,
     pub heartbeat_grace: Option<String>,
     pub min_heartbeat_ttl: Option<String>,
+    /// Garbage collection by age (Go durations): how often the leader collects jobs, and how
+    /// long a terminal object stays.
+    pub job_gc_interval: Option<String>,
+    pub job_gc_threshold: Option<String>,
+    pub eval_gc_threshold: Option<String>,
+    pub batch_eval_gc_threshold: Option<String>,
+    pub deployment_gc_threshold: Option<String>,
+    pub node_gc_threshold: Option<String>,
     /// The `iss` of workload identities and the issuer `/.well-known/openid-configuration`
     /// announces (unset: the discovery document is 404, as Nomad).
     pub oidc_issuer: Option<String>,
@@ -455,7 +469,12 @@ impl RawConfig {
                 reservable_cores,
                 artifact,
                 template,
-                host_volume
+                host_volume,
+                gc_interval,
+                gc_disk_usage_threshold,
+                gc_inode_usage_threshold,
+                gc_max_allocs,
+                gc_parallel_destroys
             ),
             (base, over) => {
                 if over.is_some() {
@@ -472,6 +491,12 @@ impl RawConfig {
                 num_schedulers,
                 heartbeat_grace,
                 min_heartbeat_ttl,
+                job_gc_interval,
+                job_gc_threshold,
+                eval_gc_threshold,
+                batch_eval_gc_threshold,
+                deployment_gc_threshold,
+                node_gc_threshold,
                 oidc_issuer
             ),
             (base, over) => {
@@ -538,6 +563,8 @@ pub struct AgentConfig {
     /// Ignored when this agent runs a server: its client uses that one.
     pub servers: Vec<String>,
     pub max_kill_timeout: Duration,
+    /// `client { gc_* }` over Nomad's defaults.
+    pub client_gc: ClientGc,
     pub node_class: String,
     pub node_pool: String,
     pub meta: BTreeMap<String, String>,
@@ -562,6 +589,8 @@ pub struct AgentConfig {
     pub oidc_issuer: Option<String>,
     pub heartbeat_grace: Duration,
     pub min_heartbeat_ttl: Duration,
+    /// `server { job_gc_interval, *_gc_threshold }` over Nomad's defaults.
+    pub gc: drover_server::gc::GcConfig,
     pub raw_exec_enabled: bool,
     /// `plugin "exec" { config { allow_caps = [...] } }`; `None` keeps the default set.
     pub exec_allow_caps: Option<Vec<String>>,
@@ -781,6 +810,92 @@ impl Telemetry {
     }
 }
 
+/// The client's garbage collection of terminal allocations (`client { gc_* }`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientGc {
+    pub interval: Duration,
+    pub disk_usage_threshold: f64,
+    pub inode_usage_threshold: f64,
+    pub max_allocs: usize,
+    /// At least 1: Nomad's client takes a smaller value as 1.
+    pub parallel_destroys: usize,
+}
+
+impl ClientGc {
+    fn from_raw(client: &RawClient) -> Result<Self, ConfigError> {
+        use drover_client::node as defaults;
+        Ok(Self {
+            interval: match &client.gc_interval {
+                Some(text) => parse_duration("client.gc_interval", text)?,
+                None => defaults::DEFAULT_GC_INTERVAL,
+            },
+            disk_usage_threshold: client
+                .gc_disk_usage_threshold
+                .unwrap_or(defaults::DEFAULT_GC_DISK_USAGE_THRESHOLD),
+            inode_usage_threshold: client
+                .gc_inode_usage_threshold
+                .unwrap_or(defaults::DEFAULT_GC_INODE_USAGE_THRESHOLD),
+            max_allocs: client
+                .gc_max_allocs
+                .unwrap_or(defaults::DEFAULT_GC_MAX_ALLOCS),
+            parallel_destroys: client
+                .gc_parallel_destroys
+                .unwrap_or(defaults::DEFAULT_GC_PARALLEL_DESTROYS)
+                .max(1),
+        })
+    }
+}
+
+/// The server block's GC keys over Nomad's defaults; `job_gc_interval` must be positive, as
+/// Nomad's agent requires.
+fn server_gc(server: &RawServer) -> Result<drover_server::gc::GcConfig, ConfigError> {
+    let mut gc = drover_server::gc::GcConfig::default();
+    let keys: [(&'static str, &Option<String>, &mut Duration); 6] = [
+        (
+            "server.job_gc_interval",
+            &server.job_gc_interval,
+            &mut gc.job_gc_interval,
+        ),
+        (
+            "server.job_gc_threshold",
+            &server.job_gc_threshold,
+            &mut gc.job_gc_threshold,
+        ),
+        (
+            "server.eval_gc_threshold",
+            &server.eval_gc_threshold,
+            &mut gc.eval_gc_threshold,
+        ),
+        (
+            "server.batch_eval_gc_threshold",
+            &server.batch_eval_gc_threshold,
+            &mut gc.batch_eval_gc_threshold,
+        ),
+        (
+            "server.deployment_gc_threshold",
+            &server.deployment_gc_threshold,
+            &mut gc.deployment_gc_threshold,
+        ),
+        (
+            "server.node_gc_threshold",
+            &server.node_gc_threshold,
+            &mut gc.node_gc_threshold,
+        ),
+    ];
+    for (key, text, value) in keys {
+        if let Some(text) = text {
+            *value = parse_duration(key, text)?;
+        }
+    }
+    if gc.job_gc_interval.is_zero() {
+        return Err(ConfigError::Invalid {
+            key: "server.job_gc_interval",
+            message: "job_gc_interval should be greater than 0s".to_owned(),
+        });
+    }
+    Ok(gc)
+}
+
 fn parse_duration(key: &'static str, text: &str) -> Result<Duration, ConfigError> {
     drover_jobspec::parse_go_duration(text)
         .map(Duration::from_nanos)
@@ -991,6 +1106,7 @@ impl AgentConfig {
             client_enabled,
             server_enabled,
             servers,
+            client_gc: ClientGc::from_raw(&client)?,
             max_kill_timeout: match &client.max_kill_timeout {
                 Some(text) => parse_duration("client.max_kill_timeout", text)?,
                 None => Duration::from_secs(30),
@@ -1037,6 +1153,7 @@ impl AgentConfig {
                 Some(text) => parse_duration("server.min_heartbeat_ttl", text)?,
                 None => Duration::from_secs(10),
             },
+            gc: server_gc(&server)?,
             raw_exec_enabled,
             exec_allow_caps,
             docker,
@@ -1222,6 +1339,71 @@ mod tests {
         let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("zero interval");
         assert!(
             err.to_string().starts_with("telemetry.collection_interval"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn gc_keys_take_nomads_defaults_and_the_values_given() {
+        let config = AgentConfig::from_raw(RawConfig::default(), &dev_args()).expect("valid");
+        assert_eq!(config.gc, drover_server::gc::GcConfig::default());
+        assert_eq!(config.gc.job_gc_threshold, Duration::from_secs(4 * 3600));
+        assert_eq!(
+            config.gc.batch_eval_gc_threshold,
+            Duration::from_secs(24 * 3600)
+        );
+        assert_eq!(config.client_gc.interval, Duration::from_secs(60));
+        assert_eq!(config.client_gc.max_allocs, 50);
+        assert_eq!(config.client_gc.parallel_destroys, 2);
+        assert!((config.client_gc.disk_usage_threshold - 80.0).abs() < f64::EPSILON);
+        assert!((config.client_gc.inode_usage_threshold - 70.0).abs() < f64::EPSILON);
+
+        let raw: RawConfig = hcl::from_str(
+            r#"
+            server {
+              job_gc_interval         = "30s"
+              job_gc_threshold        = "1h"
+              eval_gc_threshold       = "10m"
+              batch_eval_gc_threshold = "2h"
+              deployment_gc_threshold = "20m"
+              node_gc_threshold       = "48h"
+            }
+            client {
+              gc_interval              = "5s"
+              gc_disk_usage_threshold  = 90
+              gc_inode_usage_threshold = 75.5
+              gc_max_allocs            = 10
+              gc_parallel_destroys     = 0
+            }
+            "#,
+        )
+        .expect("parses");
+        let config = AgentConfig::from_raw(raw, &dev_args()).expect("valid");
+        assert_eq!(config.gc.job_gc_interval, Duration::from_secs(30));
+        assert_eq!(config.gc.job_gc_threshold, Duration::from_secs(3600));
+        assert_eq!(config.gc.eval_gc_threshold, Duration::from_secs(600));
+        assert_eq!(config.gc.batch_eval_gc_threshold, Duration::from_secs(7200));
+        assert_eq!(config.gc.deployment_gc_threshold, Duration::from_secs(1200));
+        assert_eq!(config.gc.node_gc_threshold, Duration::from_secs(48 * 3600));
+        assert_eq!(config.client_gc.interval, Duration::from_secs(5));
+        assert!((config.client_gc.disk_usage_threshold - 90.0).abs() < f64::EPSILON);
+        assert!((config.client_gc.inode_usage_threshold - 75.5).abs() < f64::EPSILON);
+        assert_eq!(config.client_gc.max_allocs, 10);
+        assert_eq!(config.client_gc.parallel_destroys, 1, "at least one");
+
+        let raw: RawConfig =
+            hcl::from_str("server {\n  job_gc_interval = \"0s\"\n}\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("zero interval");
+        assert!(
+            err.to_string()
+                .contains("job_gc_interval should be greater than 0s"),
+            "{err}"
+        );
+        let raw: RawConfig =
+            hcl::from_str("server {\n  node_gc_threshold = \"soon\"\n}\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad duration");
+        assert!(
+            err.to_string().starts_with("server.node_gc_threshold"),
             "{err}"
         );
     }

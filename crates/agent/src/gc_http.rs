@@ -4,8 +4,9 @@
 //! and state collected). Both answer 200 with an empty body, as Nomad does. A client-only
 //! agent passes `/v1/system/gc` on to its servers with every other server endpoint.
 //!
-//! Not here: one allocation's collection (`/v1/client/allocation/<id>/gc`, in `drover_api`).
-//! `/v1/client/gc?node_id=` naming another node is refused: drover does not relay it.
+//! Not here: one allocation's collection (`/v1/client/allocation/<id>/gc`, in `drover_api`),
+//! and passing `/v1/client/gc?node_id=` naming another node on to that node's agent
+//! (`proxy::routing`); one that still lands here, on the wrong agent, is refused.
 
 use std::sync::Arc;
 

@@ -219,14 +219,19 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     // client-only agent passes everything but its own endpoints to its servers.
     let forwarding = if server.is_some() {
         Forwarding::ToNodes(
-            proxy::ForwardContext::new(state.clone(), local_node_id)
+            proxy::ForwardContext::new(state.clone(), local_node_id.clone())
                 .context("preparing the forwarding of client requests")?,
         )
     } else {
         Forwarding::ToServers(
-            proxy::ServersContext::new(&config.servers)
+            proxy::ServersContext::new(&config.servers, local_node_id.clone())
                 .context("preparing the forwarding of requests to the servers")?,
         )
+    };
+    // Under the forwarding layer: `/v1/client/gc?node_id=` may name another node.
+    let app = match &client {
+        Some(client) => app.merge(gc_http::client_router(client.clone())),
+        None => app,
     };
     let app = served_router(app, forwarding);
     // The keyring's and variables' endpoints answer on a server agent (a client-only agent
@@ -285,10 +290,6 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                     },
                 ))
         }
-        None => app,
-    };
-    let app = match &client {
-        Some(client) => app.merge(gc_http::client_router(client.clone())),
         None => app,
     };
 
@@ -463,6 +464,7 @@ fn server_config(config: &AgentConfig) -> ServerConfig {
             grace: config.heartbeat_grace,
             ..HeartbeatConfig::default()
         },
+        gc: config.gc.clone(),
         ..ServerConfig::default()
     }
 }
@@ -634,6 +636,11 @@ fn prepare_client(
     node_config.http_addr = http_addr.to_string();
     node_config.agent_version = env!("CARGO_PKG_VERSION").to_owned();
     node_config.resources = node_resource_settings(config);
+    node_config.gc_interval = config.client_gc.interval;
+    node_config.gc_disk_usage_threshold = config.client_gc.disk_usage_threshold;
+    node_config.gc_inode_usage_threshold = config.client_gc.inode_usage_threshold;
+    node_config.gc_max_allocs = config.client_gc.max_allocs;
+    node_config.gc_parallel_destroys = config.client_gc.parallel_destroys;
     let mut node = drover_client::node::build_node(&node_config).context("starting the client")?;
     node.host_volumes = config.host_volumes.clone();
     // Runs on a blocking thread of the runtime: the engine probe is awaited here, once.
@@ -839,7 +846,7 @@ mod tests {
         let address = listener.local_addr().unwrap().to_string();
         tokio::spawn(async move { axum::serve(listener, server).await });
         let local = axum::Router::new();
-        let servers = proxy::ServersContext::new(&[address]).unwrap();
+        let servers = proxy::ServersContext::new(&[address], "local".to_owned()).unwrap();
         (
             served_router(local, Forwarding::ToServers(servers)),
             received,

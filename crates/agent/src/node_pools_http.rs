@@ -1,8 +1,8 @@
 //! Nomad's node pool endpoints on a server agent: `/v1/node/pools` (GET list with `prefix`,
 //! `filter`, `per_page`, `next_token`, `reverse`; PUT/POST create or replace),
 //! `/v1/node/pool/<name>` (GET, PUT/POST, DELETE), `/v1/node/pool/<name>/nodes` and
-//! `/v1/node/pool/<name>/jobs`, with Nomad's shapes, status codes and messages. Reads answer at
-//! once with the table's index (no blocking query).
+//! `/v1/node/pool/<name>/jobs`, with Nomad's shapes, status codes and messages. Reads are
+//! blocking queries (`index`, `wait`) on the tables they read, as Nomad's.
 //!
 //! Not here: the rules of a write (`drover_server`'s `node_pools`), storage (the state store).
 
@@ -68,6 +68,34 @@ fn json(value: &impl serde::Serialize, index: u64, next_token: &str) -> Response
     response
 }
 
+/// Waits as a blocking query on `tables` when the caller asked (`index` and `wait`), so the
+/// snapshot taken after it shows the change waited for.
+async fn block_on(
+    state: &StateStore,
+    params: &QueryParams,
+    tables: &[Table],
+) -> Result<(), ApiError> {
+    let options = params.blocking()?;
+    if options.min_index == 0 {
+        return Ok(());
+    }
+    let deadline = tokio::time::Instant::now()
+        + options.wait_with_jitter(f64::from(uuid::Uuid::new_v4().as_bytes()[0]) / 255.0);
+    let current = || {
+        tables
+            .iter()
+            .map(|table| state.indexes().table(*table))
+            .max()
+            .unwrap_or(0)
+    };
+    while current() <= options.min_index && tokio::time::Instant::now() < deadline {
+        state
+            .wait_for_change(tables, options.min_index, deadline)
+            .await;
+    }
+    Ok(())
+}
+
 fn written(index: u64) -> Response {
     let mut response = StatusCode::OK.into_response();
     response
@@ -120,6 +148,7 @@ async fn pools(
     }
     let params = QueryParams::parse(query.as_deref());
     let options = ListOptions::from_params(&params)?;
+    block_on(&endpoints.state, &params, &[Table::NodePools]).await?;
     let snapshot = endpoints.state.snapshot();
     let mut pools = snapshot.node_pools(params.prefix());
     if options.reverse {
@@ -148,6 +177,7 @@ async fn specific_pool(
     method: Method,
     State(endpoints): State<NodePoolEndpoints>,
     Path(name): Path<String>,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     if is_write(&method) {
@@ -164,6 +194,8 @@ async fn specific_pool(
     if method != Method::GET {
         return Err(ApiError::MethodNotAllowed);
     }
+    let params = QueryParams::parse(query.as_deref());
+    block_on(&endpoints.state, &params, &[Table::NodePools]).await?;
     let snapshot = endpoints.state.snapshot();
     let index = snapshot.table_index(Table::NodePools);
     match snapshot.node_pool(&name) {
@@ -188,6 +220,7 @@ async fn pool_nodes(
     let include_attributes = params.bool("os", false)?;
     let include_resources = params.bool("resources", false)?;
     let options = ListOptions::from_params(&params)?;
+    block_on(&endpoints.state, &params, &[Table::Nodes]).await?;
     let snapshot = endpoints.state.snapshot();
     let index = snapshot.table_index(Table::Nodes);
     if snapshot.node_pool(&name).is_none() {
@@ -232,6 +265,12 @@ async fn pool_jobs(
     }
     let include_meta = params.bool("meta", false)?;
     let options = ListOptions::from_params(&params)?;
+    block_on(
+        &endpoints.state,
+        &params,
+        &[Table::Jobs, Table::JobSummaries],
+    )
+    .await?;
     let snapshot = endpoints.state.snapshot();
     let index = snapshot
         .table_index(Table::Jobs)

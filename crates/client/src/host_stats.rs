@@ -95,7 +95,8 @@ pub fn cpu_percentages(
         .collect()
 }
 
-fn disk_stats(path: &Path) -> Option<HostDiskStats> {
+/// The filesystem holding `path`: size, use and inode use, from `statvfs`.
+pub(crate) fn disk_stats(path: &Path) -> Option<HostDiskStats> {
     let stat = nix::sys::statvfs::statvfs(path).ok()?;
     let block = stat.fragment_size();
     let size = stat.blocks() * block;

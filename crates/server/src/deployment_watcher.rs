@@ -723,7 +723,7 @@ mod tests {
         let mut deployment = Deployment::new_for_job("d1".to_owned(), &current, 50);
         deployment.task_groups.insert("app".to_owned(), state);
         store
-            .upsert_deployment(deployment)
+            .upsert_deployment(deployment, NOW)
             .await
             .expect("deployment");
         (store, Job::clone(&current))

@@ -1,24 +1,74 @@
-//! Server-side garbage collection, as Nomad's core scheduler does it on `PUT /v1/system/gc`
-//! (`System.GarbageCollect`, a forced GC): terminal evaluations whose allocations are all
-//! terminal (with their allocations), jobs that are done (stopped, or batch and dead, or a
-//! stopped periodic or parameterized job) whose every evaluation can go, terminal deployments
-//! no live allocation refers to, then down nodes without live allocations. A failed allocation
-//! the reschedule policy may still replace is kept, since its replacement carries its tracker.
+//! Server-side garbage collection, as Nomad's core scheduler does it: terminal evaluations
+//! whose allocations are all terminal (with their allocations), jobs that are done (stopped, or
+//! batch and dead, or a stopped periodic or parameterized job) whose every evaluation can go,
+//! terminal deployments no live allocation refers to, then down nodes without live
+//! allocations. A failed allocation the reschedule policy may still replace is kept, since its
+//! replacement carries its tracker.
 //!
-//! `plan` is pure over a snapshot; [`Server::garbage_collect`] applies it.
+//! Two ways in: `PUT /v1/system/gc` (`System.GarbageCollect`, a forced GC: every age
+//! threshold is zero) and the leader's periodic passes ([`run`]), each on its interval and
+//! each collecting only what has been unchanged longer than its threshold
+//! (`job_gc_threshold`, `eval_gc_threshold`, `batch_eval_gc_threshold`,
+//! `deployment_gc_threshold`, `node_gc_threshold`), aged by the objects' modify times on the
+//! server's clock as Nomad does: an evaluation's and an allocation's `ModifyTime`, a job's
+//! `SubmitTime`, a deployment's `ModifyTime`, a node's `StatusUpdatedAt`.
 //!
-//! Not here: the client's collection of allocation directories (`drover_client`), and the
-//! periodic, threshold-based GC Nomad runs between forced ones.
+//! The passes are pure over a snapshot; [`ServerInner::apply_gc`] applies one.
+//!
+//! Not here: the client's collection of allocation directories (`drover_client`), and CSI,
+//! token and key GC (drover has no CSI volumes, one-time tokens or expiring ACL tokens).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
 
 use drover_state::StateSnapshot;
 use drover_structs::{
     ALLOC_CLIENT_STATUS_FAILED, ALLOC_CLIENT_STATUS_RUNNING, ALLOC_DESIRED_STATUS_STOP, Allocation,
     Evaluation, JOB_STATUS_DEAD, JOB_TYPE_BATCH, Job, NODE_STATUS_DOWN,
 };
+use tokio_util::sync::CancellationToken;
 
-use crate::{Server, ServerError};
+use crate::{Server, ServerError, ServerInner};
+
+/// The leader's GC schedule and age thresholds, with Nomad's defaults. The agent config sets
+/// `job_gc_interval` and the thresholds; the other intervals are Nomad's fixed 5 minutes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GcConfig {
+    pub job_gc_interval: Duration,
+    pub job_gc_threshold: Duration,
+    pub eval_gc_interval: Duration,
+    pub eval_gc_threshold: Duration,
+    /// Evaluations of batch jobs are kept longer (Nomad 1.4+).
+    pub batch_eval_gc_threshold: Duration,
+    pub deployment_gc_interval: Duration,
+    pub deployment_gc_threshold: Duration,
+    pub node_gc_interval: Duration,
+    pub node_gc_threshold: Duration,
+}
+
+impl Default for GcConfig {
+    fn default() -> Self {
+        const MINUTE: u64 = 60;
+        const HOUR: u64 = 60 * MINUTE;
+        Self {
+            job_gc_interval: Duration::from_secs(5 * MINUTE),
+            job_gc_threshold: Duration::from_secs(4 * HOUR),
+            eval_gc_interval: Duration::from_secs(5 * MINUTE),
+            eval_gc_threshold: Duration::from_secs(HOUR),
+            batch_eval_gc_threshold: Duration::from_secs(24 * HOUR),
+            deployment_gc_interval: Duration::from_secs(5 * MINUTE),
+            deployment_gc_threshold: Duration::from_secs(HOUR),
+            node_gc_interval: Duration::from_secs(5 * MINUTE),
+            node_gc_threshold: Duration::from_secs(24 * HOUR),
+        }
+    }
+}
+
+/// `now` less `threshold`, in Unix nanoseconds: what changed after it is too new to collect.
+fn cutoff(now_unix_nanos: i64, threshold: Duration) -> i64 {
+    now_unix_nanos.saturating_sub(i64::try_from(threshold.as_nanos()).unwrap_or(i64::MAX))
+}
 
 /// What one GC pass removes.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -31,6 +81,16 @@ pub struct GcPlan {
     pub nodes: Vec<String>,
 }
 
+impl GcPlan {
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+            && self.evals.is_empty()
+            && self.allocs.is_empty()
+            && self.deployments.is_empty()
+            && self.nodes.is_empty()
+    }
+}
+
 /// Nomad's `jobIsGCable`: a stopped periodic or parameterized job; otherwise a dead job that
 /// was stopped or is a batch job.
 fn job_collectable(job: &Job) -> bool {
@@ -40,10 +100,24 @@ fn job_collectable(job: &Job) -> bool {
     job.status == JOB_STATUS_DEAD && (job.stop || job.r#type == JOB_TYPE_BATCH)
 }
 
-/// Nomad's `allocGCEligible` for a forced GC: terminal, not running on its client, and not a
-/// failed allocation whose reschedule policy may still replace it (at `now`).
+/// Nomad's `allocGCEligible` for a forced GC (every allocation old enough): terminal, not
+/// running on its client, and not a failed allocation whose reschedule policy may still
+/// replace it (at `now`).
 pub fn alloc_collectable(alloc: &Allocation, job: Option<&Job>, now_unix_nanos: i64) -> bool {
-    if !alloc.terminal_status() || alloc.client_status == ALLOC_CLIENT_STATUS_RUNNING {
+    alloc_collectable_before(alloc, job, now_unix_nanos, now_unix_nanos)
+}
+
+/// Nomad's `allocGCEligible`: [`alloc_collectable`], and unchanged since `cutoff`.
+fn alloc_collectable_before(
+    alloc: &Allocation,
+    job: Option<&Job>,
+    now_unix_nanos: i64,
+    cutoff: i64,
+) -> bool {
+    if !alloc.terminal_status()
+        || alloc.modify_time > cutoff
+        || alloc.client_status == ALLOC_CLIENT_STATUS_RUNNING
+    {
         return false;
     }
     let Some(job) = job else {
@@ -82,14 +156,16 @@ pub fn alloc_collectable(alloc: &Allocation, job: Option<&Job>, now_unix_nanos: 
     now_unix_nanos.saturating_sub(last.reschedule_time) > policy.interval.as_nanos()
 }
 
-/// Nomad's `gcEval`: whether the evaluation can go, and which of its allocations can.
+/// Nomad's `gcEval`: whether the evaluation can go, and which of its allocations can. Both
+/// must be terminal and unchanged since `cutoff`.
 fn eval_collectable(
     snapshot: &StateSnapshot,
     eval: &Evaluation,
     allow_batch: bool,
     now_unix_nanos: i64,
+    cutoff: i64,
 ) -> (bool, Vec<String>) {
-    if !eval.terminal_status() {
+    if !eval.terminal_status() || eval.modify_time > cutoff {
         return (false, Vec::new());
     }
     let job = snapshot.job(&eval.namespace, &eval.job_id);
@@ -97,30 +173,32 @@ fn eval_collectable(
     if eval.r#type == JOB_TYPE_BATCH {
         let collect = match job.as_deref() {
             None => true,
-            Some(job) if job.status != JOB_STATUS_DEAD => false,
-            Some(job) => job.stop || allow_batch,
+            Some(job) => job.status == JOB_STATUS_DEAD && (job.stop || allow_batch),
         };
         if !collect {
-            // A live batch job keeps its allocations, but those of older versions can go.
-            let older = job
+            // A live batch job keeps its allocations, but old terminal ones of older versions
+            // can go, and the evaluation with them when they were all it had.
+            let older: Vec<String> = job
                 .as_deref()
                 .map(|job| {
                     allocs
                         .iter()
                         .filter(|alloc| {
-                            alloc.create_index < job.job_modify_index && alloc.terminal_status()
+                            alloc.create_index < job.job_modify_index
+                                && alloc.modify_time < cutoff
+                                && alloc.terminal_status()
                         })
                         .map(|alloc| alloc.id.clone())
                         .collect()
                 })
                 .unwrap_or_default();
-            return (false, older);
+            return (older.len() == allocs.len(), older);
         }
     }
     let mut all = true;
     let mut collectable = Vec::new();
     for alloc in &allocs {
-        if alloc_collectable(alloc, job.as_deref(), now_unix_nanos) {
+        if alloc_collectable_before(alloc, job.as_deref(), now_unix_nanos, cutoff) {
             collectable.push(alloc.id.clone());
         } else {
             all = false;
@@ -129,22 +207,19 @@ fn eval_collectable(
     (all, collectable)
 }
 
-/// A forced GC pass over `snapshot`, in Nomad's order: jobs, evaluations, deployments, nodes
-/// (nodes last, so allocations collected in this pass no longer hold them).
-pub fn plan(snapshot: &StateSnapshot, now_unix_nanos: i64) -> GcPlan {
-    let mut result = GcPlan::default();
-    let mut evals: BTreeSet<String> = BTreeSet::new();
-    let mut allocs: BTreeSet<String> = BTreeSet::new();
-
+/// Nomad's `jobGC`: done jobs submitted before `cutoff` whose every evaluation (and its
+/// allocations) can go, with them.
+fn plan_jobs(snapshot: &StateSnapshot, now_unix_nanos: i64, cutoff: i64, into: &mut GcPlan) {
     for job in snapshot.jobs(None, "") {
-        if !job_collectable(&job) {
+        if !job_collectable(&job) || job.submit_time > cutoff {
             continue;
         }
         let mut job_evals = Vec::new();
         let mut job_allocs = Vec::new();
         let mut every_eval = true;
         for eval in snapshot.evals_by_job(&job.namespace, &job.id) {
-            let (collect, collectable) = eval_collectable(snapshot, &eval, true, now_unix_nanos);
+            let (collect, collectable) =
+                eval_collectable(snapshot, &eval, true, now_unix_nanos, cutoff);
             if !collect {
                 every_eval = false;
                 break;
@@ -153,49 +228,227 @@ pub fn plan(snapshot: &StateSnapshot, now_unix_nanos: i64) -> GcPlan {
             job_allocs.extend(collectable);
         }
         if every_eval {
-            result.jobs.push((job.namespace.clone(), job.id.clone()));
-            evals.extend(job_evals);
-            allocs.extend(job_allocs);
+            into.jobs.push((job.namespace.clone(), job.id.clone()));
+            into.evals.extend(job_evals);
+            into.allocs.extend(job_allocs);
         }
     }
+}
 
+/// Nomad's `evalGC`: terminal evaluations (and their allocations) unchanged since `cutoff`,
+/// or since `batch_cutoff` for a batch job's; batch jobs themselves go only with `plan_jobs`.
+fn plan_evals(
+    snapshot: &StateSnapshot,
+    now_unix_nanos: i64,
+    cutoff: i64,
+    batch_cutoff: i64,
+    into: &mut GcPlan,
+) {
     for eval in snapshot.evals("") {
-        let (collect, collectable) = eval_collectable(snapshot, &eval, false, now_unix_nanos);
+        let cutoff = if eval.r#type == JOB_TYPE_BATCH {
+            batch_cutoff
+        } else {
+            cutoff
+        };
+        let (collect, collectable) =
+            eval_collectable(snapshot, &eval, false, now_unix_nanos, cutoff);
         if collect {
-            evals.insert(eval.id.clone());
+            into.evals.push(eval.id.clone());
         }
-        allocs.extend(collectable);
+        into.allocs.extend(collectable);
     }
+}
 
+/// Nomad's `deploymentGC`: terminal deployments unchanged since `cutoff` that no live
+/// allocation refers to.
+fn plan_deployments(snapshot: &StateSnapshot, cutoff: i64, into: &mut GcPlan) {
     let live_deployments: BTreeSet<String> = snapshot
         .allocs("")
         .iter()
         .filter(|alloc| !alloc.deployment_id.is_empty() && !alloc.terminal_status())
         .map(|alloc| alloc.deployment_id.clone())
         .collect();
-    result.deployments = snapshot
-        .deployments("")
-        .iter()
-        .filter(|deployment| !deployment.active() && !live_deployments.contains(&deployment.id))
-        .map(|deployment| deployment.id.clone())
-        .collect();
+    into.deployments.extend(
+        snapshot
+            .deployments("")
+            .iter()
+            .filter(|deployment| {
+                !deployment.active()
+                    && deployment.modify_time <= cutoff
+                    && !live_deployments.contains(&deployment.id)
+            })
+            .map(|deployment| deployment.id.clone()),
+    );
+}
 
-    result.nodes = snapshot
-        .nodes("")
-        .iter()
-        .filter(|node| node.status == NODE_STATUS_DOWN)
-        .filter(|node| {
-            snapshot
-                .allocs_by_node(&node.id)
-                .iter()
-                .all(|alloc| alloc.terminal_status())
-        })
-        .map(|node| node.id.clone())
-        .collect();
+/// Nomad's `nodeGC`: nodes down since before `cutoff` without live allocations.
+fn plan_nodes(snapshot: &StateSnapshot, cutoff: i64, into: &mut GcPlan) {
+    into.nodes.extend(
+        snapshot
+            .nodes("")
+            .iter()
+            .filter(|node| {
+                node.status == NODE_STATUS_DOWN
+                    && node.status_updated_at.saturating_mul(1_000_000_000) <= cutoff
+            })
+            .filter(|node| {
+                snapshot
+                    .allocs_by_node(&node.id)
+                    .iter()
+                    .all(|alloc| alloc.terminal_status())
+            })
+            .map(|node| node.id.clone()),
+    );
+}
 
-    result.evals = evals.into_iter().collect();
-    result.allocs = allocs.into_iter().collect();
-    result
+/// Sorts and de-duplicates the IDs a plan collected from several passes.
+fn settle(mut gc: GcPlan) -> GcPlan {
+    for ids in [
+        &mut gc.evals,
+        &mut gc.allocs,
+        &mut gc.deployments,
+        &mut gc.nodes,
+    ] {
+        ids.sort();
+        ids.dedup();
+    }
+    gc
+}
+
+/// A forced GC pass over `snapshot`, in Nomad's order: jobs, evaluations, deployments, nodes
+/// (nodes last, so allocations collected in this pass no longer hold them).
+pub fn plan(snapshot: &StateSnapshot, now_unix_nanos: i64) -> GcPlan {
+    let mut gc = GcPlan::default();
+    plan_jobs(snapshot, now_unix_nanos, now_unix_nanos, &mut gc);
+    plan_evals(
+        snapshot,
+        now_unix_nanos,
+        now_unix_nanos,
+        now_unix_nanos,
+        &mut gc,
+    );
+    plan_deployments(snapshot, now_unix_nanos, &mut gc);
+    plan_nodes(snapshot, now_unix_nanos, &mut gc);
+    settle(gc)
+}
+
+/// One of the leader's periodic passes, each on its own interval as Nomad's core jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    Jobs,
+    Evals,
+    Deployments,
+    Nodes,
+}
+
+/// One periodic pass over `snapshot` with `config`'s thresholds at `now`.
+pub fn plan_pass(
+    snapshot: &StateSnapshot,
+    pass: Pass,
+    config: &GcConfig,
+    now_unix_nanos: i64,
+) -> GcPlan {
+    let mut gc = GcPlan::default();
+    match pass {
+        Pass::Jobs => plan_jobs(
+            snapshot,
+            now_unix_nanos,
+            cutoff(now_unix_nanos, config.job_gc_threshold),
+            &mut gc,
+        ),
+        Pass::Evals => plan_evals(
+            snapshot,
+            now_unix_nanos,
+            cutoff(now_unix_nanos, config.eval_gc_threshold),
+            cutoff(now_unix_nanos, config.batch_eval_gc_threshold),
+            &mut gc,
+        ),
+        Pass::Deployments => plan_deployments(
+            snapshot,
+            cutoff(now_unix_nanos, config.deployment_gc_threshold),
+            &mut gc,
+        ),
+        Pass::Nodes => plan_nodes(
+            snapshot,
+            cutoff(now_unix_nanos, config.node_gc_threshold),
+            &mut gc,
+        ),
+    }
+    settle(gc)
+}
+
+impl ServerInner {
+    /// Removes what `gc` names: jobs (purged), evaluations and allocations, deployments, then
+    /// nodes that are still down.
+    pub(crate) async fn apply_gc(&self, gc: &GcPlan) -> Result<(), ServerError> {
+        for (namespace, job_id) in &gc.jobs {
+            self.state.delete_job(namespace, job_id).await?;
+        }
+        if !gc.evals.is_empty() || !gc.allocs.is_empty() {
+            self.state
+                .delete_evals_and_allocs(gc.evals.clone(), gc.allocs.clone())
+                .await?;
+        }
+        if !gc.deployments.is_empty() {
+            self.state
+                .delete_deployments(gc.deployments.clone())
+                .await?;
+        }
+        for node_id in &gc.nodes {
+            // A node may have come back since the snapshot; only a node still down goes.
+            let still_down = self
+                .state
+                .node(node_id)
+                .is_some_and(|node| node.status == NODE_STATUS_DOWN);
+            if still_down {
+                self.state.delete_node(node_id).await?;
+                self.heartbeats.clear(node_id);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The leader's periodic GC for one leadership term: each pass on its interval (the first one
+/// interval after the term starts, as Nomad's tickers), until `term` ends.
+pub(crate) async fn run(inner: Arc<ServerInner>, term: CancellationToken) {
+    let config = inner.config.gc.clone();
+    let ticker = |period: Duration| {
+        let period = period.max(Duration::from_millis(1));
+        let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        interval
+    };
+    let mut jobs = ticker(config.job_gc_interval);
+    let mut evals = ticker(config.eval_gc_interval);
+    let mut deployments = ticker(config.deployment_gc_interval);
+    let mut nodes = ticker(config.node_gc_interval);
+    loop {
+        let pass = tokio::select! {
+            () = term.cancelled() => return,
+            _ = jobs.tick() => Pass::Jobs,
+            _ = evals.tick() => Pass::Evals,
+            _ = deployments.tick() => Pass::Deployments,
+            _ = nodes.tick() => Pass::Nodes,
+        };
+        let now = inner.clock.now_unix_ns();
+        let gc = plan_pass(&inner.state.snapshot(), pass, &config, now);
+        if gc.is_empty() {
+            continue;
+        }
+        match inner.apply_gc(&gc).await {
+            Ok(()) => tracing::debug!(
+                ?pass,
+                jobs = gc.jobs.len(),
+                evals = gc.evals.len(),
+                allocs = gc.allocs.len(),
+                deployments = gc.deployments.len(),
+                nodes = gc.nodes.len(),
+                "garbage collection"
+            ),
+            Err(error) => tracing::warn!(?pass, %error, "garbage collection failed"),
+        }
+    }
 }
 
 impl Server {
@@ -205,32 +458,7 @@ impl Server {
         let inner = &self.inner;
         let now = inner.clock.now_unix_ns();
         let gc = plan(&inner.state.snapshot(), now);
-        for (namespace, job_id) in &gc.jobs {
-            inner.state.delete_job(namespace, job_id).await?;
-        }
-        if !gc.evals.is_empty() || !gc.allocs.is_empty() {
-            inner
-                .state
-                .delete_evals_and_allocs(gc.evals.clone(), gc.allocs.clone())
-                .await?;
-        }
-        if !gc.deployments.is_empty() {
-            inner
-                .state
-                .delete_deployments(gc.deployments.clone())
-                .await?;
-        }
-        for node_id in &gc.nodes {
-            // A node may have come back since the snapshot; only a node still down goes.
-            let still_down = inner
-                .state
-                .node(node_id)
-                .is_some_and(|node| node.status == NODE_STATUS_DOWN);
-            if still_down {
-                inner.state.delete_node(node_id).await?;
-                inner.heartbeats.clear(node_id);
-            }
-        }
+        inner.apply_gc(&gc).await?;
         tracing::debug!(
             jobs = gc.jobs.len(),
             evals = gc.evals.len(),

@@ -98,6 +98,8 @@ pub struct ServerConfig {
     pub num_schedulers: usize,
     pub heartbeat: HeartbeatConfig,
     pub scoring: ScoringAlgorithm,
+    /// The leader's periodic garbage collection.
+    pub gc: gc::GcConfig,
 }
 
 impl Default for ServerConfig {
@@ -108,6 +110,7 @@ impl Default for ServerConfig {
             num_schedulers: 2,
             heartbeat: HeartbeatConfig::default(),
             scoring: ScoringAlgorithm::Binpack,
+            gc: gc::GcConfig::default(),
         }
     }
 }
@@ -314,6 +317,8 @@ impl Server {
             inner.clone(),
             term.clone(),
         )));
+        // Garbage collection by age is the leader's too.
+        term_tasks.push(tokio::spawn(gc::run(inner.clone(), term.clone())));
         for _ in 0..inner.config.num_schedulers.max(1) {
             term_tasks.push(tokio::spawn(worker::run(inner.clone(), term.clone())));
         }

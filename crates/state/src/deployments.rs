@@ -46,6 +46,7 @@ fn write_status_update(
     context: &mut WriteContext,
     update: DeploymentStatusUpdate,
     affected_jobs: &mut BTreeSet<JobKey>,
+    now_unix_ns: i64,
 ) -> Result<(), StateError> {
     let Some(existing) = tables.deployments.get(&update.deployment_id).cloned() else {
         return Err(StateError::NotFound {
@@ -63,7 +64,13 @@ fn write_status_update(
         changed.job_version,
     );
     let successful = changed.status == DEPLOYMENT_STATUS_SUCCESSFUL;
-    write_deployment(tables, context, changed, EventType::DeploymentStatusUpdate)?;
+    write_deployment(
+        tables,
+        context,
+        changed,
+        EventType::DeploymentStatusUpdate,
+        now_unix_ns,
+    )?;
     if successful && tables.job_versions.contains_key(&version_key) {
         crate::store::write_job_stability(tables, context, version_key, true)?;
     }
@@ -187,7 +194,13 @@ fn write_promotion(
     {
         updated.status_description = drover_structs::DEPLOYMENT_DESC_RUNNING.to_owned();
     }
-    write_deployment(tables, context, updated, EventType::DeploymentPromotion)?;
+    write_deployment(
+        tables,
+        context,
+        updated,
+        EventType::DeploymentPromotion,
+        now_unix_ns,
+    )?;
     Ok(())
 }
 
@@ -284,6 +297,7 @@ impl StateStore {
     pub async fn upsert_deployment(
         &self,
         mut deployment: Deployment,
+        now_unix_ns: i64,
     ) -> Result<Arc<Deployment>, StateError> {
         validate_deployment(&mut deployment)?;
         self.engine
@@ -293,6 +307,7 @@ impl StateStore {
                     context,
                     deployment,
                     EventType::DeploymentStatusUpdate,
+                    now_unix_ns,
                 )
             })
             .await
@@ -332,10 +347,11 @@ impl StateStore {
                         context,
                         deployment,
                         EventType::DeploymentStatusUpdate,
+                        now_unix_ns,
                     )?;
                 }
                 for update in deployment_updates {
-                    write_status_update(tables, context, update, &mut affected_jobs)?;
+                    write_status_update(tables, context, update, &mut affected_jobs, now_unix_ns)?;
                 }
                 crate::store::write_server_allocs(
                     tables,
@@ -390,7 +406,7 @@ impl StateStore {
                     &mut affected_jobs,
                 )?;
                 if let Some(update) = change.status {
-                    write_status_update(tables, context, update, &mut affected_jobs)?;
+                    write_status_update(tables, context, update, &mut affected_jobs, now_unix_ns)?;
                 }
                 let mut evals = change.evals;
                 if let Some(job) = change.job {
@@ -457,23 +473,23 @@ mod tests {
         let store = StateStore::in_memory().await.unwrap();
         let mut events = store.subscribe_events(0, EventFilter::default());
         let first = store
-            .upsert_deployment(deployment("d1", "web", 5))
+            .upsert_deployment(deployment("d1", "web", 5), 1_000)
             .await
             .unwrap();
         assert_eq!(first.namespace, "default");
         assert_eq!(first.create_index, first.modify_index);
         let second = store
-            .upsert_deployment(deployment("d2", "web", 5))
+            .upsert_deployment(deployment("d2", "web", 5), 1_000)
             .await
             .unwrap();
         store
-            .upsert_deployment(deployment("e1", "api", 5))
+            .upsert_deployment(deployment("e1", "api", 5), 1_000)
             .await
             .unwrap();
 
         let mut done = Deployment::clone(&first);
         done.status = DEPLOYMENT_STATUS_SUCCESSFUL.to_owned();
-        let done = store.upsert_deployment(done).await.unwrap();
+        let done = store.upsert_deployment(done, 1_000).await.unwrap();
         assert_eq!(done.create_index, first.create_index);
         assert!(done.modify_index > second.modify_index);
 
@@ -513,7 +529,7 @@ mod tests {
         {
             let store = StateStore::open(dir.path()).await.unwrap();
             store
-                .upsert_deployment(deployment("d1", "web", 5))
+                .upsert_deployment(deployment("d1", "web", 5), 1_000)
                 .await
                 .unwrap();
             store.close().await;
@@ -528,7 +544,7 @@ mod tests {
     async fn a_deployment_without_an_id_is_refused_by_field() {
         let store = StateStore::in_memory().await.unwrap();
         let error = store
-            .upsert_deployment(deployment("", "web", 5))
+            .upsert_deployment(deployment("", "web", 5), 1_000)
             .await
             .unwrap_err();
         assert!(error.to_string().contains("Deployment.ID"), "{error}");
@@ -669,7 +685,7 @@ mod tests {
         assert!(!registered.job.stable);
         let mut tracked = deployment("d1", "web", registered.job.create_index);
         tracked.job_version = registered.job.version;
-        store.upsert_deployment(tracked).await.unwrap();
+        store.upsert_deployment(tracked, 1_000).await.unwrap();
         store
             .upsert_plan_results(
                 None,

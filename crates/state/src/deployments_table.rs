@@ -38,23 +38,30 @@ fn deployment_event(event_type: EventType, deployment: &Deployment) -> Result<Ev
     })
 }
 
-/// Writes one deployment inside a write: `CreateIndex` is kept from the stored one (or is this
-/// write's), `ModifyIndex` is this write's; publishes `event_type`.
+/// Writes one deployment inside a write: `CreateIndex`/`CreateTime` are kept from the stored
+/// one (or are this write's), `ModifyIndex`/`ModifyTime` are this write's; publishes
+/// `event_type`.
 pub(crate) fn write_deployment(
     tables: &mut StateTables,
     context: &mut WriteContext,
     mut deployment: Deployment,
     event_type: EventType,
+    now_unix_ns: i64,
 ) -> Result<Arc<Deployment>, StateError> {
     let index = context.index();
     match tables.deployments.get(&deployment.id).cloned() {
         Some(existing) => {
             deployment.create_index = existing.create_index;
+            deployment.create_time = existing.create_time;
             tables.unindex_deployment(&existing);
         }
-        None => deployment.create_index = index,
+        None => {
+            deployment.create_index = index;
+            deployment.create_time = now_unix_ns;
+        }
     }
     deployment.modify_index = index;
+    deployment.modify_time = now_unix_ns;
     context.put(Table::Deployments, deployment.id.as_bytes(), &deployment)?;
     context.emit(deployment_event(event_type, &deployment)?);
     tables.index_deployment(&deployment);
@@ -142,7 +149,7 @@ pub(crate) fn count_alloc_in_deployment(
     } else {
         EventType::DeploymentStatusUpdate
     };
-    write_deployment(tables, context, updated, event_type)?;
+    write_deployment(tables, context, updated, event_type, alloc.modify_time)?;
     Ok(())
 }
 

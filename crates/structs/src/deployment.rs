@@ -64,6 +64,10 @@ wire_struct! {
         pub eval_priority: i64,
         pub create_index: u64,
         pub modify_index: u64,
+        /// When the deployment was created and last changed (Unix nanoseconds, set by the
+        /// store); the server's GC ages terminal deployments by `ModifyTime`.
+        pub create_time: i64,
+        pub modify_time: i64,
     }
 }
 
@@ -104,6 +108,8 @@ impl Deployment {
             eval_priority,
             create_index: 0,
             modify_index: 0,
+            create_time: 0,
+            modify_time: 0,
         }
     }
 

@@ -1,5 +1,8 @@
 //! Which requests are forwarded, and where: a client request for another node's allocation goes
 //! to that node, and a client-only agent sends what it does not serve to its servers.
+//! `/v1/client/gc?node_id=<other>` goes to the node it names, as Nomad's
+//! `ClientAllocations.GarbageCollectAll` does: from a client-only agent through its servers,
+//! from a server to that node's agent.
 
 use std::sync::Arc;
 
@@ -50,11 +53,13 @@ impl ForwardContext {
 pub struct ServersContext {
     /// Base URLs (`http://host:port`) of the servers, in the configured order.
     pub servers: Vec<String>,
+    /// The agent's own node: a client request naming another node goes to the servers.
+    pub local_node_id: String,
     pub http: reqwest::Client,
 }
 
 impl ServersContext {
-    pub fn new(servers: &[String]) -> anyhow::Result<Arc<Self>> {
+    pub fn new(servers: &[String], local_node_id: String) -> anyhow::Result<Arc<Self>> {
         let servers = servers
             .iter()
             .map(|server| base_url(server))
@@ -62,7 +67,11 @@ impl ServersContext {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()?;
-        Ok(Arc::new(Self { servers, http }))
+        Ok(Arc::new(Self {
+            servers,
+            local_node_id,
+            http,
+        }))
     }
 }
 
@@ -81,8 +90,10 @@ pub async fn forward_to_servers(
     request: Request,
     next: Next,
 ) -> Response {
+    let for_another_node = client_gc_node(request.uri().path(), request.uri().query())
+        .is_some_and(|node_id| node_id != context.local_node_id);
     if request.headers().contains_key(FORWARDED_HEADER)
-        || served_by_client_agent(request.uri().path())
+        || (served_by_client_agent(request.uri().path()) && !for_another_node)
     {
         return next.run(request).await;
     }
@@ -121,12 +132,75 @@ pub fn client_request_alloc(path: &str) -> Option<&str> {
     (!alloc_id.is_empty() && !operation.is_empty() && operation != "exec").then_some(alloc_id)
 }
 
+/// Nomad's client GC endpoint, whose `node_id` may name another node.
+const CLIENT_GC_PATH: &str = "/v1/client/gc";
+
+/// The node `/v1/client/gc?node_id=` names, when it names one.
+pub fn client_gc_node(path: &str, query: Option<&str>) -> Option<String> {
+    if path != CLIENT_GC_PATH {
+        return None;
+    }
+    drover_api::params::QueryParams::parse(query)
+        .non_empty("node_id")
+        .map(str::to_owned)
+}
+
+/// Where a server agent sends `/v1/client/gc`.
+enum ClientGcRoute {
+    /// Its own client answers.
+    Local,
+    /// The named node's agent, at this HTTP address.
+    Node(String),
+    /// Nomad's refusal.
+    Refused(StatusCode, String),
+}
+
+/// Where `/v1/client/gc` goes from a server agent: no node named and no local client is a 400,
+/// an unknown node a 500 `Unknown node` (Nomad's `getNodeForRpc`), a node without a connection
+/// a 404.
+fn client_gc_route(context: &ForwardContext, query: Option<&str>) -> ClientGcRoute {
+    let Some(node_id) = client_gc_node(CLIENT_GC_PATH, query) else {
+        return if context.local_node_id.is_empty() {
+            ClientGcRoute::Refused(
+                StatusCode::BAD_REQUEST,
+                "No local Node and node_id not provided".to_owned(),
+            )
+        } else {
+            ClientGcRoute::Local
+        };
+    };
+    if node_id == context.local_node_id {
+        return ClientGcRoute::Local;
+    }
+    let Some(node) = context.state.node(&node_id) else {
+        return ClientGcRoute::Refused(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("Unknown node {node_id}"),
+        );
+    };
+    if node.http_addr.is_empty() || node.status == drover_structs::NODE_STATUS_DOWN {
+        return ClientGcRoute::Refused(StatusCode::NOT_FOUND, "No path to node".to_owned());
+    }
+    ClientGcRoute::Node(node.http_addr.clone())
+}
+
 /// The middleware: forwards a client request for another node's allocation, serves the rest.
 pub async fn forward_client_requests(
     State(context): State<Arc<ForwardContext>>,
     request: Request,
     next: Next,
 ) -> Response {
+    // A client GC may come once forwarded (from a client-only agent, which cannot reach the
+    // node itself); what this server forwards on is marked twice and served where it lands.
+    if request.uri().path() == CLIENT_GC_PATH
+        && request.headers().get_all(FORWARDED_HEADER).iter().count() <= 1
+    {
+        match client_gc_route(&context, request.uri().query()) {
+            ClientGcRoute::Local => {}
+            ClientGcRoute::Node(address) => return forward(&context.http, &address, request).await,
+            ClientGcRoute::Refused(status, message) => return (status, message).into_response(),
+        }
+    }
     if request.headers().contains_key(FORWARDED_HEADER) {
         return next.run(request).await;
     }

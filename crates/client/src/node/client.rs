@@ -84,6 +84,8 @@ pub struct Client<S: ServerConn, F: AllocRunnerFactory> {
     pub(super) sender: Mutex<Option<JoinHandle<()>>>,
     /// Runners being destroyed in the background.
     pub(super) destroying: Mutex<Vec<JoinHandle<()>>>,
+    /// One permit per destroy that may run at once (`gc_parallel_destroys`).
+    pub(super) destroy_slots: Arc<tokio::sync::Semaphore>,
 }
 
 pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -143,6 +145,9 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             loops: Mutex::new(Vec::new()),
             sender: Mutex::new(None),
             destroying: Mutex::new(Vec::new()),
+            destroy_slots: Arc::new(tokio::sync::Semaphore::new(
+                config.gc_parallel_destroys.max(1),
+            )),
             config,
             conn,
             factory,
@@ -164,7 +169,8 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
         *lock(&client.sender) = Some(sender);
         let heartbeat = tokio::spawn(Arc::clone(&client).register_and_heartbeat());
         let watcher = tokio::spawn(Arc::clone(&client).watch_allocations());
-        lock(&client.loops).extend([heartbeat, watcher]);
+        let collector = tokio::spawn(Arc::clone(&client).collect_by_usage());
+        lock(&client.loops).extend([heartbeat, watcher, collector]);
         Ok(client)
     }
 

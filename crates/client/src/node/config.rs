@@ -17,6 +17,14 @@ pub const DEFAULT_ALLOC_QUERY_WAIT: Duration = Duration::from_secs(300);
 
 /// Nomad's default `gc_max_allocs`.
 pub const DEFAULT_GC_MAX_ALLOCS: usize = 50;
+/// Nomad's default `gc_interval`.
+pub const DEFAULT_GC_INTERVAL: Duration = Duration::from_secs(60);
+/// Nomad's default `gc_disk_usage_threshold` (percent).
+pub const DEFAULT_GC_DISK_USAGE_THRESHOLD: f64 = 80.0;
+/// Nomad's default `gc_inode_usage_threshold` (percent).
+pub const DEFAULT_GC_INODE_USAGE_THRESHOLD: f64 = 70.0;
+/// Nomad's default `gc_parallel_destroys`.
+pub const DEFAULT_GC_PARALLEL_DESTROYS: usize = 2;
 
 /// Retry timing of the client's loops; the defaults suit a real agent, tests shrink them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +77,14 @@ pub struct NodeConfig {
     /// Past this many allocations, the oldest terminal ones are garbage collected (Nomad's
     /// `gc_max_allocs`).
     pub gc_max_allocs: usize,
+    /// How often the node checks its allocation directory's filesystem (`gc_interval`).
+    pub gc_interval: Duration,
+    /// Disk and inode usage (percent) of that filesystem past which terminal allocations
+    /// are collected, oldest first (`gc_disk_usage_threshold`, `gc_inode_usage_threshold`).
+    pub gc_disk_usage_threshold: f64,
+    pub gc_inode_usage_threshold: f64,
+    /// How many allocations are destroyed at once (`gc_parallel_destroys`).
+    pub gc_parallel_destroys: usize,
     pub retry: RetryTiming,
     pub status_timing: StatusBufferTiming,
     /// What the agent's config says about the node's resources, over the fingerprint.
@@ -137,11 +153,20 @@ impl NodeConfig {
             agent_version: String::new(),
             alloc_query_wait: DEFAULT_ALLOC_QUERY_WAIT,
             gc_max_allocs: DEFAULT_GC_MAX_ALLOCS,
+            gc_interval: DEFAULT_GC_INTERVAL,
+            gc_disk_usage_threshold: DEFAULT_GC_DISK_USAGE_THRESHOLD,
+            gc_inode_usage_threshold: DEFAULT_GC_INODE_USAGE_THRESHOLD,
+            gc_parallel_destroys: DEFAULT_GC_PARALLEL_DESTROYS,
             retry: RetryTiming::default(),
             status_timing: StatusBufferTiming::default(),
             resources: NodeResourceSettings::default(),
             clock,
         }
+    }
+
+    /// `<data_dir>/alloc`, where the allocations' directories are.
+    pub fn alloc_dir(&self) -> PathBuf {
+        self.data_dir.join("alloc")
     }
 
     /// `<data_dir>/client`.

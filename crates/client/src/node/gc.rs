@@ -1,5 +1,10 @@
-//! Garbage collection of terminal allocations: on request, past `gc_max_allocs`, and the
-//! background destroys of runners the server dropped.
+//! Garbage collection of terminal allocations, by Nomad's client rules: on request, past
+//! `gc_max_allocs`, every `gc_interval` while the allocation directory's filesystem is past
+//! `gc_disk_usage_threshold` or `gc_inode_usage_threshold` (oldest terminal allocation first,
+//! until it is below or none is left), and the background destroys of runners the server
+//! dropped; at most `gc_parallel_destroys` destroys run at once.
+//!
+//! Not here: the server's GC of its records (`drover_server::gc`).
 
 use std::sync::Arc;
 
@@ -24,9 +29,16 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
         // Remembered so the watcher does not fetch it again while the server still lists it.
         lock(&self.runnerless_allocs).insert(alloc_id.to_string(), alloc_modify_index);
         self.write_runners().remove(alloc_id);
+        self.destroy_now(alloc_id, &runner).await;
+        Ok(())
+    }
+
+    /// Destroys a runner already out of the map once a destroy slot is free.
+    async fn destroy_now(&self, alloc_id: &str, runner: &F::Runner) {
+        // The semaphore is never closed, so acquiring only waits.
+        let _slot = Arc::clone(&self.destroy_slots).acquire_owned().await.ok();
         runner.destroy().await;
         self.status.forget(alloc_id);
-        Ok(())
     }
 
     /// Garbage collects every terminal allocation; answers how many were collected.
@@ -50,7 +62,9 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
     /// kill may wait out a long `kill_timeout`).
     pub(super) fn destroy_in_background(&self, alloc_id: String, runner: Arc<F::Runner>) {
         let status = Arc::clone(&self.status);
+        let slots = Arc::clone(&self.destroy_slots);
         let handle = tokio::spawn(async move {
+            let _slot = slots.acquire_owned().await.ok();
             runner.destroy().await;
             status.forget(&alloc_id);
         });
@@ -98,6 +112,82 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
                 "garbage collecting a terminal allocation"
             );
             self.destroy_in_background(alloc_id, runner);
+        }
+    }
+
+    /// Takes the oldest terminal allocation out of the map (remembered as runnerless, as a
+    /// requested GC does).
+    fn take_oldest_terminal(&self) -> Option<(String, Arc<F::Runner>)> {
+        let mut runners = self.write_runners();
+        let (alloc_modify_index, alloc_id) = runners
+            .iter()
+            .filter(|(_, runner)| runner.is_client_terminal())
+            .map(|(alloc_id, runner)| (runner.alloc_modify_index(), alloc_id.clone()))
+            .min()?;
+        lock(&self.runnerless_allocs).insert(alloc_id.clone(), alloc_modify_index);
+        runners.remove(&alloc_id).map(|runner| (alloc_id, runner))
+    }
+
+    /// Nomad's `keepUsageBelowThreshold`: while the allocation directory's filesystem is
+    /// past a threshold (or the node holds more than `gc_max_allocs` allocations), collects
+    /// the oldest terminal allocation. Answers how many were collected.
+    pub async fn keep_usage_below_threshold(&self) -> usize {
+        let mut collected = 0;
+        loop {
+            if self.loops_shutdown.is_cancelled() {
+                return collected;
+            }
+            let mut path = self.config.alloc_dir();
+            if !path.exists() {
+                path.clone_from(&self.config.data_dir);
+            }
+            let usage = crate::host_stats::disk_stats(&path);
+            let live = self.read_runners().len();
+            let reason = match usage {
+                Some(disk) if disk.used_percent > self.config.gc_disk_usage_threshold => format!(
+                    "disk usage of {:.0} is over gc threshold of {:.0}",
+                    disk.used_percent, self.config.gc_disk_usage_threshold
+                ),
+                Some(disk) if disk.inodes_used_percent > self.config.gc_inode_usage_threshold => {
+                    format!(
+                        "inode usage of {:.0} is over gc threshold of {:.0}",
+                        disk.inodes_used_percent, self.config.gc_inode_usage_threshold
+                    )
+                }
+                _ if live > self.config.gc_max_allocs => format!(
+                    "number of allocations ({live}) is over the limit ({})",
+                    self.config.gc_max_allocs
+                ),
+                _ => return collected,
+            };
+            let Some((alloc_id, runner)) = self.take_oldest_terminal() else {
+                tracing::debug!(
+                    reason,
+                    "garbage collection skipped because no terminal allocations"
+                );
+                return collected;
+            };
+            tracing::info!(alloc_id, reason, "garbage collecting allocation");
+            self.destroy_now(&alloc_id, &runner).await;
+            collected += 1;
+        }
+    }
+
+    /// Checks usage every `gc_interval` (the first check one interval after the start, as
+    /// Nomad's ticker) until the client's loops stop.
+    pub(super) async fn collect_by_usage(self: Arc<Self>) {
+        let period = self
+            .config
+            .gc_interval
+            .max(std::time::Duration::from_millis(1));
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = self.loops_shutdown.cancelled() => return,
+                _ = ticker.tick() => {}
+            }
+            self.keep_usage_below_threshold().await;
         }
     }
 }

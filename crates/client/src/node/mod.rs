@@ -41,7 +41,9 @@ mod tests;
 
 pub use client::{Client, HeartbeatStatus, ServerContact};
 pub use config::{
-    DEFAULT_ALLOC_QUERY_WAIT, DEFAULT_GC_MAX_ALLOCS, NodeConfig, NodeResourceSettings, RetryTiming,
+    DEFAULT_ALLOC_QUERY_WAIT, DEFAULT_GC_DISK_USAGE_THRESHOLD, DEFAULT_GC_INODE_USAGE_THRESHOLD,
+    DEFAULT_GC_INTERVAL, DEFAULT_GC_MAX_ALLOCS, DEFAULT_GC_PARALLEL_DESTROYS, NodeConfig,
+    NodeResourceSettings, RetryTiming,
 };
 pub use error::{ClientError, ClientErrorKind};
 pub use identity::{NodeIdentity, build_node};

@@ -566,6 +566,67 @@ async fn past_gc_max_allocs_the_oldest_terminal_allocs_are_collected() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn past_the_disk_usage_threshold_terminal_allocs_are_collected_every_gc_interval() {
+    // Any filesystem in use is past a 0% threshold; none is past 100%.
+    let harness = start_with(SimRunnerTiming::default(), |config| {
+        config.gc_interval = Duration::from_secs(30);
+        config.gc_disk_usage_threshold = 0.0;
+        config.gc_inode_usage_threshold = 100.0;
+    })
+    .await;
+    let stopped = alloc_for(&harness.node_id, &["server"]);
+    let stopped_id = stopped.id.clone();
+    let running = alloc_for(&harness.node_id, &["server"]);
+    let running_id = running.id.clone();
+    harness.server.place_alloc(stopped);
+    harness.server.place_alloc(running);
+    eventually("both running", || {
+        [&stopped_id, &running_id]
+            .iter()
+            .all(|id| server_status(&harness.server, id) == ALLOC_CLIENT_STATUS_RUNNING)
+    })
+    .await;
+    assert!(harness.server.stop_alloc(&stopped_id));
+    eventually("complete after the stop", || {
+        server_status(&harness.server, &stopped_id) == ALLOC_CLIENT_STATUS_COMPLETE
+    })
+    .await;
+    eventually("the terminal one collected at the interval", || {
+        harness.client.alloc_ids() == vec![running_id.clone()]
+    })
+    .await;
+    // Nothing terminal is left: the live allocation stays however full the disk is.
+    assert_eq!(harness.client.keep_usage_below_threshold().await, 0);
+    assert_eq!(harness.client.alloc_ids(), vec![running_id.clone()]);
+    harness.client.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn below_the_thresholds_nothing_is_collected() {
+    let harness = start_with(
+        SimRunnerTiming {
+            start_delay: Duration::from_millis(10),
+            run_for: Some(Duration::from_secs(1)),
+        },
+        |config| {
+            config.gc_disk_usage_threshold = 100.0;
+            config.gc_inode_usage_threshold = 100.0;
+        },
+    )
+    .await;
+    let done = alloc_for(&harness.node_id, &["job"]);
+    let done_id = done.id.clone();
+    harness.server.place_alloc(done);
+    eventually("complete", || {
+        server_status(&harness.server, &done_id) == ALLOC_CLIENT_STATUS_COMPLETE
+    })
+    .await;
+    assert_eq!(harness.client.keep_usage_below_threshold().await, 0);
+    assert_eq!(harness.client.alloc_ids(), vec![done_id]);
+    harness.client.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn shutdown_leaves_allocs_running_and_stop_all_kills_them() {
     let harness = start(SimRunnerTiming::default()).await;
     let first = alloc_for(&harness.node_id, &["server"]);
