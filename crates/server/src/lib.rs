@@ -6,7 +6,7 @@
 //!                                                              │
 //!  client status ──► store ──► failed alloc? new eval ─►┘      ▼
 //!                        └──► terminal alloc? unblock     plan applier (only writer of allocs)
-//!  heartbeat timer expired ──► node down ──► node-update evals
+//!  heartbeat timer expired ──► node down (or disconnected) ──► node-update evals
 //! ```
 //!
 //! Operators drain nodes and toggle their eligibility through `nodes`; the drainer (`drainer`)
@@ -296,7 +296,8 @@ impl Server {
             }
         }
         for node in snapshot.nodes("") {
-            if node.status == NODE_STATUS_READY {
+            // A disconnected node is timed too: once its allocations expire it goes down.
+            if node.status == NODE_STATUS_READY || node.status == NODE_STATUS_DISCONNECTED {
                 match takeover {
                     Takeover::Restart => {
                         inner.heartbeats.reset(&node.id);
