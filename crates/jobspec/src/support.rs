@@ -600,7 +600,7 @@ pub static FEATURES: &[Feature] = &[
         "group > prevent_reschedule_on_lost",
         Status::NotYet,
         "drover replaces the allocations of a lost node regardless",
-        "runs once drover handles disconnected clients",
+        "runs once drover can leave a lost allocation unreplaced",
         Detect::group(|group| when(group.prevent_reschedule_on_lost, "PreventRescheduleOnLost")),
     ),
     runs(
