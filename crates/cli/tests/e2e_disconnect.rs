@@ -116,9 +116,9 @@ fn a_frozen_client_is_disconnected_replaced_and_reconnects_keeping_its_original(
     let (status, body) = http("PUT", &server.url("/v1/jobs"), Some(&job.to_string()));
     assert_eq!(status, 200, "register: {body}");
     let original = wait_for("the original to run on the remote node", LIMIT, || {
-        job_allocs(&server, "web")
-            .into_iter()
-            .find(|alloc| alloc["ClientStatus"] == "running" && alloc["NodeID"] == remote_node.as_str())
+        job_allocs(&server, "web").into_iter().find(|alloc| {
+            alloc["ClientStatus"] == "running" && alloc["NodeID"] == remote_node.as_str()
+        })
     });
     let original_id = original["ID"].as_str().expect("alloc ID").to_owned();
     // An allocation of an active deployment is only replaced when the deployment allows it
@@ -148,7 +148,9 @@ fn a_frozen_client_is_disconnected_replaced_and_reconnects_keeping_its_original(
     assert_eq!(unknown["DesiredStatus"], "run");
     let replacement = wait_for("a replacement to run on the server's node", LIMIT, || {
         let original = server.get_json(&format!("/v1/allocation/{original_id}"));
-        let next = original["NextAllocation"].as_str().filter(|id| !id.is_empty())?;
+        let next = original["NextAllocation"]
+            .as_str()
+            .filter(|id| !id.is_empty())?;
         let alloc = server.get_json(&format!("/v1/allocation/{next}"));
         (alloc["ClientStatus"] == "running").then_some(alloc)
     });
@@ -179,7 +181,9 @@ fn a_frozen_client_is_disconnected_replaced_and_reconnects_keeping_its_original(
     // `reconnect` evaluation records it running again in `AllocStates`.
     let reconnected = wait_for("the original to be reconnected", LIMIT, || {
         let alloc = server.get_json(&format!("/v1/allocation/{original_id}"));
-        let events = alloc["TaskStates"]["server"]["Events"].as_array().cloned()?;
+        let events = alloc["TaskStates"]["server"]["Events"]
+            .as_array()
+            .cloned()?;
         let event = events.iter().any(|event| event["Type"] == "Reconnected");
         let states = alloc["AllocStates"].as_array().cloned()?;
         let recorded = states.last()?["Value"] == "running";
@@ -193,7 +197,10 @@ fn a_frozen_client_is_disconnected_replaced_and_reconnects_keeping_its_original(
             .is_some_and(|evals| evals.iter().any(|eval| eval["TriggeredBy"] == "reconnect")),
         "a reconnect evaluation: {evals}"
     );
-    assert!(task_pids.iter().all(|pid| process_alive(*pid)), "the original's task never restarted");
+    assert!(
+        task_pids.iter().all(|pid| process_alive(*pid)),
+        "the original's task never restarted"
+    );
 
     kill_tasks_of_allocs(&[original_id, replacement_id]);
 }

@@ -166,7 +166,9 @@ fn when(condition: bool, field: &str) -> Vec<String> {
 
 /// The disconnect settings of a system or sysbatch job's groups.
 fn system_disconnect(job: &Job) -> Vec<String> {
-    if job.r#type != drover_structs::JOB_TYPE_SYSTEM && job.r#type != drover_structs::JOB_TYPE_SYSBATCH {
+    if job.r#type != drover_structs::JOB_TYPE_SYSTEM
+        && job.r#type != drover_structs::JOB_TYPE_SYSBATCH
+    {
         return Vec::new();
     }
     let mut found = Vec::new();

@@ -304,7 +304,9 @@ impl Reconciler<'_> {
         for (id, alloc) in set {
             let should_reconnect = matches!(
                 alloc.client_status.as_str(),
-                ALLOC_CLIENT_STATUS_UNKNOWN | ALLOC_CLIENT_STATUS_RUNNING | ALLOC_CLIENT_STATUS_FAILED
+                ALLOC_CLIENT_STATUS_UNKNOWN
+                    | ALLOC_CLIENT_STATUS_RUNNING
+                    | ALLOC_CLIENT_STATUS_FAILED
             ) && alloc.needs_to_reconnect();
             let tainted = self.input.tainted_nodes.get(&alloc.node_id);
             let node_is_tainted = tainted.is_some();
@@ -478,8 +480,7 @@ impl Reconciler<'_> {
 
         let (mut untainted, mut reschedule_now, mut reschedule_later) =
             self.filter_by_rescheduleable(&untainted, batch, false);
-        let (_, migrate_now, migrate_later) =
-            self.filter_by_rescheduleable(&migrate, batch, false);
+        let (_, migrate_now, migrate_later) = self.filter_by_rescheduleable(&migrate, batch, false);
         reschedule_now.extend(migrate_now);
         reschedule_later.extend(migrate_later);
 
@@ -526,9 +527,11 @@ impl Reconciler<'_> {
                 ids,
             );
         }
-        self.result
-            .disconnect_updates
-            .extend(disconnect_updates.values().map(|alloc| Allocation::clone(alloc)));
+        self.result.disconnect_updates.extend(
+            disconnect_updates
+                .values()
+                .map(|alloc| Allocation::clone(alloc)),
+        );
 
         // Names held, one per allocation (an allocation can be both migrating and rescheduled).
         let holders: BTreeMap<&String, &Arc<Allocation>> = untainted
@@ -978,8 +981,7 @@ impl Reconciler<'_> {
         let mut now = AllocSet::new();
         let mut later = Vec::new();
         for (id, alloc) in set {
-            if disconnecting && alloc.client_status == drover_structs::ALLOC_CLIENT_STATUS_UNKNOWN
-            {
+            if disconnecting && alloc.client_status == drover_structs::ALLOC_CLIENT_STATUS_UNKNOWN {
                 continue;
             }
             // Already replaced.
@@ -1142,10 +1144,8 @@ impl Reconciler<'_> {
                 && alloc.client_status == drover_structs::ALLOC_CLIENT_STATUS_RUNNING;
             if keeps_running {
                 let mut reconnected = Allocation::clone(alloc);
-                reconnected.append_client_status_state(
-                    &alloc.client_status,
-                    self.input.now_unix_nanos,
-                );
+                reconnected
+                    .append_client_status_state(&alloc.client_status, self.input.now_unix_nanos);
                 updates.push(reconnected);
             }
         }
@@ -1188,10 +1188,7 @@ impl Reconciler<'_> {
             let mut replacements: Vec<&Arc<Allocation>> = Vec::new();
             let mut next = &original.next_allocation;
             while let Some(replacement) = all.get(next) {
-                if replacements
-                    .iter()
-                    .any(|seen| seen.id == replacement.id)
-                {
+                if replacements.iter().any(|seen| seen.id == replacement.id) {
                     break;
                 }
                 replacements.push(replacement);

@@ -109,7 +109,10 @@ fn a_disconnected_nodes_allocation_turns_unknown_and_is_replaced_elsewhere() {
 
     let timeout = &plan.follow_up_evals[0];
     assert_eq!(timeout.triggered_by, "max-disconnect-timeout");
-    assert_eq!(timeout.status_description, DESC_DISCONNECT_TIMEOUT_FOLLOWUP_EVAL);
+    assert_eq!(
+        timeout.status_description,
+        DESC_DISCONNECT_TIMEOUT_FOLLOWUP_EVAL
+    );
     assert_eq!(
         timeout.wait_until.unix_nanos(),
         Some(NOW + LOST_AFTER_SECS * SECOND)
@@ -123,7 +126,10 @@ fn a_disconnected_nodes_allocation_turns_unknown_and_is_replaced_elsewhere() {
     assert_eq!(replacement.node_id, "node-b");
     assert_eq!(replacement.previous_allocation, "original");
     assert_eq!(replacement.name, "web.g[0]");
-    assert_eq!(unknown.next_allocation, replacement.id, "the original names it");
+    assert_eq!(
+        unknown.next_allocation, replacement.id,
+        "the original names it"
+    );
     let desired = &plan.annotations.desired_tg_updates["g"];
     assert_eq!((desired.disconnect, desired.place), (1, 1));
 }
@@ -170,7 +176,12 @@ fn after_disconnect(job: &Job) -> (InMemoryState, String) {
 fn an_unknown_allocation_past_lost_after_is_lost_and_its_replacement_stays() {
     let job = job(true, "best_score");
     let (state, replacement) = after_disconnect(&job);
-    let plan = run(&state, &job, "timeout", NOW + (LOST_AFTER_SECS + 1) * SECOND);
+    let plan = run(
+        &state,
+        &job,
+        "timeout",
+        NOW + (LOST_AFTER_SECS + 1) * SECOND,
+    );
     let stops: Vec<&Allocation> = plan.stops().collect();
     assert_eq!(stops.len(), 1, "{plan:?}");
     assert_eq!(stops[0].id, "original");
@@ -244,7 +255,10 @@ fn keep_replacement_stops_the_original_when_the_client_reconnects() {
 fn longest_running_keeps_the_allocation_that_started_first() {
     let job = job(true, "longest_running");
     let (mut state, replacement) = reconnected(&job);
-    for (alloc_id, started) in [("original", NOW - 100 * SECOND), (replacement.as_str(), NOW)] {
+    for (alloc_id, started) in [
+        ("original", NOW - 100 * SECOND),
+        (replacement.as_str(), NOW),
+    ] {
         let mut alloc = Allocation::clone(
             &state
                 .allocs()

@@ -54,13 +54,12 @@ use std::time::Duration;
 use drover_scheduler::ScoringAlgorithm;
 use drover_state::{StateStore, Table};
 use drover_structs::{
-    ALLOC_CLIENT_STATUS_FAILED, ALLOC_CLIENT_STATUS_UNKNOWN, AllocStopResponse, Allocation, EVAL_STATUS_BLOCKED,
-    EVAL_STATUS_CANCELLED, EVAL_STATUS_PENDING, EVAL_TRIGGER_ALLOC_FAILURE,
+    ALLOC_CLIENT_STATUS_FAILED, ALLOC_CLIENT_STATUS_UNKNOWN, AllocStopResponse, Allocation,
+    EVAL_STATUS_BLOCKED, EVAL_STATUS_CANCELLED, EVAL_STATUS_PENDING, EVAL_TRIGGER_ALLOC_FAILURE,
     EVAL_TRIGGER_ALLOC_STOP, EVAL_TRIGGER_JOB_DEREGISTER, EVAL_TRIGGER_JOB_REGISTER,
     EVAL_TRIGGER_NODE_UPDATE, Evaluation, Job, JobDeregisterResponse, JobPlanRequest,
-    JobPlanResponse, JobRegisterRequest, JobRegisterResponse, NODE_STATUS_DISCONNECTED, NODE_STATUS_DOWN,
-    NODE_STATUS_READY,
-    Node,
+    JobPlanResponse, JobRegisterRequest, JobRegisterResponse, NODE_STATUS_DISCONNECTED,
+    NODE_STATUS_DOWN, NODE_STATUS_READY, Node,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -963,7 +962,10 @@ impl ServerInner {
             if node.status == NODE_STATUS_DISCONNECTED {
                 return Ok(());
             }
-            tracing::warn!(node_id, "node missed its heartbeat; marking it disconnected");
+            tracing::warn!(
+                node_id,
+                "node missed its heartbeat; marking it disconnected"
+            );
             self.state
                 .update_node_status(node_id, NODE_STATUS_DISCONNECTED, now)
                 .await?;
