@@ -1046,6 +1046,7 @@ impl Reconciler<'_> {
     /// Creates delayed evaluations for failed allocations not yet due (one per five-second
     /// window) and records each allocation's `FollowupEvalID`. Returns the follow-up IDs of
     /// migrating allocations, which travel on their stop instead.
+    #[allow(clippy::too_many_arguments)]
     fn create_reschedule_later_evals(
         &mut self,
         job: &Job,
