@@ -165,6 +165,12 @@ impl Pass<'_> {
         for updated in result.attribute_updates {
             self.plan.append_alloc(updated);
         }
+        for unknown in result.disconnect_updates {
+            self.plan.append_alloc(unknown);
+        }
+        for reconnected in result.reconnect_updates {
+            self.plan.append_alloc(reconnected);
+        }
         self.plan.follow_up_evals = result.follow_up_evals;
         self.plan.deployment_id = result
             .deployment
@@ -468,6 +474,17 @@ impl Pass<'_> {
                 if let Some(stop) = self.plan.stop_mut(&previous.node_id, &previous.id) {
                     annotate_last_reschedule(stop, crate::reschedule::LAST_RESCHEDULE_SUCCESS);
                     stop.next_allocation = alloc.id.clone();
+                } else if previous.client_status == drover_structs::ALLOC_CLIENT_STATUS_UNKNOWN {
+                    // The allocation of a disconnected node stays until it reconnects or is
+                    // lost; it names its replacement, so a reconnect can find it.
+                    match self.plan.alloc_mut(&previous.node_id, &previous.id) {
+                        Some(update) => update.next_allocation = alloc.id.clone(),
+                        None => {
+                            let mut update = Allocation::clone(previous);
+                            update.next_allocation = alloc.id.clone();
+                            self.plan.append_alloc(update);
+                        }
+                    }
                 }
             }
         }

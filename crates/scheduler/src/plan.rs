@@ -186,6 +186,14 @@ impl Plan {
         Some(removed)
     }
 
+    /// The update of this allocation the plan makes, if it has one.
+    pub(crate) fn alloc_mut(&mut self, node_id: &str, alloc_id: &str) -> Option<&mut Allocation> {
+        self.node_allocation
+            .get_mut(node_id)?
+            .iter_mut()
+            .find(|alloc| alloc.id == alloc_id)
+    }
+
     /// The stop of this allocation, if the plan has one.
     pub(crate) fn stop_mut(&mut self, node_id: &str, alloc_id: &str) -> Option<&mut Allocation> {
         self.node_update

@@ -5,8 +5,17 @@
 //!
 //! Per group, allocations are sorted into buckets:
 //! - **ignore**: finished and told to stop; nothing to do.
-//! - **lost**: on a node that is down, disconnected or gone; stopped (client status `lost`) and
-//!   replaced up to the count.
+//! - **lost**: on a node that is down or gone, or disconnected when the group does not wait
+//!   for it (no `disconnect { lost_after }` / `max_client_disconnect`), or `unknown` for longer
+//!   than `lost_after` (**expiring**); stopped (client status `lost`) and replaced up to the
+//!   count.
+//! - **disconnecting**: on a disconnected node whose group waits for it: marked `unknown`
+//!   ("alloc is unknown since its node is disconnected") with a `max-disconnect-timeout`
+//!   follow-up evaluation at `lost_after`, and replaced by the reschedule policy unless the
+//!   group says `replace = false`; an `unknown` one waits untainted.
+//! - **reconnecting**: `unknown` in `AllocStates` and back on a ready node: kept or stopped
+//!   against its replacements as `disconnect { reconcile }` chooses, a kept one recorded as
+//!   running again.
 //! - **migrate**: marked with `DesiredTransition.Migrate` (`alloc stop`, a drain); stopped and
 //!   replaced.
 //! - **untainted**: everything else. Failed ones are rescheduled now or later by the reschedule
@@ -28,7 +37,7 @@
 //! which the old allocation of each canary's name is stopped. When nothing is left to place
 //! or update and every group is healthy (and promoted), the deployment is marked successful.
 //! Without deployments every change is applied at once, as Nomad does for a group without an
-//! `update` block. Disconnected-client handling is not implemented.
+//! `update` block.
 //!
 //! System and sysbatch jobs use the per-node reconciliation in `system`, which shares the stop
 //! descriptions and the update decision defined here.
@@ -48,7 +57,7 @@ use crate::names::{AllocNameIndex, alloc_index_from_name};
 use crate::plan::DesiredUpdates;
 use crate::reschedule::{
     BATCHED_FAILED_ALLOC_WINDOW_NANOS, RESCHEDULE_WINDOW_NANOS, last_reschedule_failed,
-    next_reschedule_time, ran_successfully,
+    next_reschedule_time, next_reschedule_time_at, ran_successfully,
 };
 
 /// `DesiredDescription` of an allocation the job no longer needs.
@@ -65,6 +74,13 @@ pub const STATUS_ALLOC_IN_PLACE: &str = "alloc updating in-place";
 pub const STATUS_ALLOC_RESCHEDULED: &str = "alloc was rescheduled because it failed";
 /// `StatusDescription` of an evaluation created to reschedule failed allocations later.
 pub const DESC_RESCHEDULING_FOLLOWUP_EVAL: &str = "created for delayed rescheduling";
+/// `ClientDescription` of an allocation whose node is disconnected.
+pub const STATUS_ALLOC_UNKNOWN: &str = "alloc is unknown since its node is disconnected";
+/// `DesiredDescription` of a replacement stopped because the original reconnected.
+pub const STATUS_ALLOC_RECONNECTED: &str = "alloc not needed due to disconnected client reconnect";
+/// `StatusDescription` of an evaluation that marks allocations lost once their node has been
+/// disconnected for the group's `lost_after`.
+pub const DESC_DISCONNECT_TIMEOUT_FOLLOWUP_EVAL: &str = "created for delayed disconnect timeout";
 
 type AllocSet = BTreeMap<String, Arc<Allocation>>;
 
@@ -118,6 +134,11 @@ pub struct ReconcileResult {
     pub inplace: Vec<Allocation>,
     /// Copies of allocations with only bookkeeping changed (`FollowupEvalID`).
     pub attribute_updates: Vec<Allocation>,
+    /// Allocations on a disconnected node, now `unknown` (with their `lost_after` follow-up
+    /// evaluation, or the reschedule one when they are replaced later).
+    pub disconnect_updates: Vec<Allocation>,
+    /// Allocations whose node came back and which keep running (`AllocStates` says so).
+    pub reconnect_updates: Vec<Allocation>,
     pub desired_tg_updates: BTreeMap<String, DesiredUpdates>,
     pub follow_up_evals: Vec<Evaluation>,
     pub name_indexes: BTreeMap<String, AllocNameIndex>,
@@ -210,7 +231,13 @@ struct Buckets {
     untainted: AllocSet,
     migrate: AllocSet,
     lost: AllocSet,
+    /// On a disconnected node, to be marked `unknown`.
+    disconnecting: AllocSet,
+    /// `unknown` (or failed while so) and back on a ready node.
+    reconnecting: AllocSet,
     ignore: AllocSet,
+    /// `unknown` for longer than the group's `lost_after`: lost.
+    expiring: AllocSet,
 }
 
 impl Reconciler<'_> {
@@ -239,7 +266,20 @@ impl Reconciler<'_> {
     /// considered (Nomad counts them all as stopped).
     fn stop_all(&mut self, set: &AllocSet) -> u64 {
         let buckets = self.classify(set);
-        for alloc in buckets.untainted.values().chain(buckets.migrate.values()) {
+        let unknown = |alloc: &&Arc<Allocation>| {
+            alloc.client_status == drover_structs::ALLOC_CLIENT_STATUS_UNKNOWN
+        };
+        let not_needed: Vec<Arc<Allocation>> = buckets
+            .untainted
+            .values()
+            .chain(buckets.migrate.values())
+            .chain(buckets.disconnecting.values())
+            .chain(buckets.reconnecting.values())
+            .chain(buckets.ignore.values().filter(unknown))
+            .chain(buckets.expiring.values().filter(unknown))
+            .cloned()
+            .collect();
+        for alloc in &not_needed {
             self.mark_stop(alloc, None, STATUS_ALLOC_NOT_NEEDED);
         }
         for alloc in buckets.lost.values() {
@@ -252,36 +292,91 @@ impl Reconciler<'_> {
         set.len() as u64
     }
 
+    /// Sorts allocations into buckets by Nomad's classification rules, first match wins.
     fn classify(&self, set: &AllocSet) -> Buckets {
+        use drover_structs::{
+            ALLOC_CLIENT_STATUS_FAILED, ALLOC_CLIENT_STATUS_PENDING, ALLOC_CLIENT_STATUS_RUNNING,
+            ALLOC_CLIENT_STATUS_UNKNOWN, ALLOC_DESIRED_STATUS_RUN, ALLOC_DESIRED_STATUS_STOP,
+            NODE_STATUS_DISCONNECTED, NODE_STATUS_DOWN, NODE_STATUS_READY,
+        };
+        let now = self.input.now_unix_nanos;
         let mut buckets = Buckets::default();
         for (id, alloc) in set {
+            let should_reconnect = matches!(
+                alloc.client_status.as_str(),
+                ALLOC_CLIENT_STATUS_UNKNOWN
+                    | ALLOC_CLIENT_STATUS_RUNNING
+                    | ALLOC_CLIENT_STATUS_FAILED
+            ) && alloc.needs_to_reconnect();
             let tainted = self.input.tainted_nodes.get(&alloc.node_id);
-            let bucket = if alloc.server_terminal_status()
+            let node_is_tainted = tainted.is_some();
+            let tainted_node = tainted.and_then(|node| node.as_deref());
+            let node_status = tainted_node.map(|node| node.status.as_str());
+            let disconnected = node_status == Some(NODE_STATUS_DISCONNECTED);
+            let node_usable = !node_is_tainted || node_status == Some(NODE_STATUS_READY);
+            let client = alloc.client_status.as_str();
+            let bucket = if should_reconnect
+                && alloc.desired_status == ALLOC_DESIRED_STATUS_RUN
+                && client == ALLOC_CLIENT_STATUS_FAILED
+            {
+                &mut buckets.reconnecting
+            } else if alloc.server_terminal_status()
+                && !should_reconnect
                 && alloc.desired_transition.migrate_disable_placement == Some(true)
             {
                 &mut buckets.untainted
-            } else if alloc.server_terminal_status() {
+            } else if alloc.server_terminal_status() && !should_reconnect {
                 &mut buckets.ignore
-            } else if alloc.terminal_status() {
-                &mut buckets.untainted
-            } else if matches!(tainted, Some(Some(node)) if node.status == drover_structs::NODE_STATUS_DISCONNECTED)
+            } else if alloc.terminal_status()
+                && !should_reconnect
+                && alloc
+                    .deployment_status
+                    .as_ref()
+                    .is_some_and(|status| status.canary)
+                && alloc.desired_transition.should_migrate()
             {
-                // Without disconnect handling, a disconnected node's allocations are lost.
+                &mut buckets.migrate
+            } else if alloc.terminal_status() && !should_reconnect {
+                &mut buckets.untainted
+            } else if alloc.disconnect_expired(now) {
+                &mut buckets.expiring
+            } else if should_reconnect
+                && client == ALLOC_CLIENT_STATUS_FAILED
+                && alloc.desired_status == ALLOC_DESIRED_STATUS_STOP
+            {
+                &mut buckets.ignore
+            } else if disconnected && client == ALLOC_CLIENT_STATUS_UNKNOWN {
+                &mut buckets.untainted
+            } else if disconnected
+                && (client == ALLOC_CLIENT_STATUS_PENDING || alloc.disconnect_timeout(now) == now)
+            {
+                // Not started yet, or the group does not wait for a disconnected client.
                 &mut buckets.lost
+            } else if disconnected {
+                &mut buckets.disconnecting
             } else if alloc.desired_transition.should_migrate() {
                 &mut buckets.migrate
+            } else if node_usable && should_reconnect {
+                &mut buckets.reconnecting
+            } else if node_usable {
+                &mut buckets.untainted
+            } else if tainted_node.is_none() {
+                // The node is gone.
+                &mut buckets.lost
+            } else if node_status == Some(NODE_STATUS_DOWN)
+                && !alloc.replace_on_disconnect()
+                && client == ALLOC_CLIENT_STATUS_UNKNOWN
+            {
+                &mut buckets.untainted
+            } else if node_status == Some(NODE_STATUS_DOWN)
+                && !alloc.replace_on_disconnect()
+                && client == ALLOC_CLIENT_STATUS_RUNNING
+            {
+                &mut buckets.disconnecting
+            } else if node_status == Some(NODE_STATUS_DOWN) {
+                &mut buckets.lost
             } else {
-                match tainted {
-                    None => &mut buckets.untainted,
-                    Some(Some(node)) if node.status == drover_structs::NODE_STATUS_READY => {
-                        &mut buckets.untainted
-                    }
-                    Some(None) => &mut buckets.lost,
-                    Some(Some(node)) if node.status == drover_structs::NODE_STATUS_DOWN => {
-                        &mut buckets.lost
-                    }
-                    Some(Some(_)) => &mut buckets.untainted,
-                }
+                &mut buckets.untainted
             };
             bucket.insert(id.clone(), alloc.clone());
         }
@@ -375,16 +470,50 @@ impl Reconciler<'_> {
         let Buckets {
             untainted,
             mut migrate,
-            lost,
+            mut lost,
+            mut disconnecting,
+            reconnecting,
             ignore,
+            expiring,
         } = self.classify(&all);
         self.desired(group_name).ignore += ignore.len() as u64;
 
         let (mut untainted, mut reschedule_now, mut reschedule_later) =
-            self.filter_by_rescheduleable(&untainted, batch);
-        let (_, migrate_now, migrate_later) = self.filter_by_rescheduleable(&migrate, batch);
+            self.filter_by_rescheduleable(&untainted, batch, false);
+        let (_, migrate_now, migrate_later) = self.filter_by_rescheduleable(&migrate, batch, false);
         reschedule_now.extend(migrate_now);
         reschedule_later.extend(migrate_later);
+
+        // Allocations back from a disconnected node, and their replacements, are settled
+        // first: which of them keeps running depends on the group's `reconcile` choice.
+        if !reconnecting.is_empty() {
+            self.compute_reconnecting(
+                job,
+                group,
+                &mut untainted,
+                &mut migrate,
+                &mut lost,
+                &mut disconnecting,
+                &reconnecting,
+                &all,
+            );
+        }
+        lost.extend(expiring);
+
+        // Allocations of a disconnected node turn `unknown`, to be lost after `lost_after`
+        // and replaced now, later or never as the group says.
+        let mut disconnect_updates = AllocSet::new();
+        if !disconnecting.is_empty() {
+            disconnect_updates = self.compute_disconnecting(
+                job,
+                group_name,
+                &disconnecting,
+                &mut untainted,
+                &mut reschedule_now,
+                &mut reschedule_later,
+                ids,
+            );
+        }
 
         let mut migrate_followups: BTreeMap<String, String> = BTreeMap::new();
         if !reschedule_later.is_empty() {
@@ -394,9 +523,15 @@ impl Reconciler<'_> {
                 &mut reschedule_later,
                 &all,
                 &migrate,
+                &mut disconnect_updates,
                 ids,
             );
         }
+        self.result.disconnect_updates.extend(
+            disconnect_updates
+                .values()
+                .map(|alloc| Allocation::clone(alloc)),
+        );
 
         // Names held, one per allocation (an allocation can be both migrating and rescheduled).
         let holders: BTreeMap<&String, &Arc<Allocation>> = untainted
@@ -556,10 +691,15 @@ impl Reconciler<'_> {
             place.retain(|placement| placement.previous.is_some());
         }
         self.desired(group_name).place += place.len() as u64;
-        // Failed allocations being replaced are stopped (migrating ones are stopped below).
+        // Failed allocations being replaced are stopped (migrating ones are stopped below, and
+        // those of a disconnected node stay until they reconnect or are lost).
         let failed: Vec<Arc<Allocation>> = by_name(&reschedule_now)
             .into_iter()
-            .filter(|alloc| !migrate.contains_key(&alloc.id))
+            .filter(|alloc| {
+                !migrate.contains_key(&alloc.id)
+                    && !disconnect_updates.contains_key(&alloc.id)
+                    && alloc.client_status != drover_structs::ALLOC_CLIENT_STATUS_UNKNOWN
+            })
             .cloned()
             .collect();
         for alloc in &failed {
@@ -828,21 +968,28 @@ impl Reconciler<'_> {
 
     /// Splits a set into allocations that keep counting, failed ones to replace now, and failed
     /// ones to replace later (with the time they become due).
+    ///
+    /// `disconnecting`: the allocations of a disconnected node, replaced (when their group
+    /// replaces them at all) by their reschedule policy as if they failed now.
     fn filter_by_rescheduleable(
         &self,
         set: &AllocSet,
         batch: bool,
+        disconnecting: bool,
     ) -> (AllocSet, AllocSet, Vec<(Arc<Allocation>, i64)>) {
         let mut untainted = AllocSet::new();
         let mut now = AllocSet::new();
         let mut later = Vec::new();
         for (id, alloc) in set {
+            if disconnecting && alloc.client_status == drover_structs::ALLOC_CLIENT_STATUS_UNKNOWN {
+                continue;
+            }
             // Already replaced.
             if !alloc.next_allocation.is_empty() && alloc.terminal_status() {
                 continue;
             }
             let (is_untainted, ignore) = should_filter(alloc, batch);
-            if is_untainted {
+            if is_untainted && !disconnecting {
                 untainted.insert(id.clone(), alloc.clone());
                 continue;
             }
@@ -862,7 +1009,20 @@ impl Reconciler<'_> {
             let mut reschedule_now = alloc.desired_transition.should_force_reschedule()
                 && alloc.client_terminal_status();
             let mut reschedule_at = None;
-            if let Some(due) = next_reschedule_time(alloc) {
+            if disconnecting && !alloc.replace_on_disconnect() {
+                untainted.insert(id.clone(), alloc.clone());
+                continue;
+            }
+            let due = if disconnecting {
+                next_reschedule_time_at(alloc, self.input.now_unix_nanos)
+            } else if alloc.client_status == drover_structs::ALLOC_CLIENT_STATUS_UNKNOWN
+                && alloc.followup_eval_id == self.input.eval.id
+            {
+                next_reschedule_time_at(alloc, alloc.last_unknown_unix_nanos().unwrap_or(0))
+            } else {
+                next_reschedule_time(alloc)
+            };
+            if let Some(due) = due {
                 if alloc.followup_eval_id == self.input.eval.id
                     || due.saturating_sub(self.input.now_unix_nanos) <= RESCHEDULE_WINDOW_NANOS
                 {
@@ -886,6 +1046,7 @@ impl Reconciler<'_> {
     /// Creates delayed evaluations for failed allocations not yet due (one per five-second
     /// window) and records each allocation's `FollowupEvalID`. Returns the follow-up IDs of
     /// migrating allocations, which travel on their stop instead.
+    #[allow(clippy::too_many_arguments)]
     fn create_reschedule_later_evals(
         &mut self,
         job: &Job,
@@ -893,6 +1054,7 @@ impl Reconciler<'_> {
         later: &mut [(Arc<Allocation>, i64)],
         all: &AllocSet,
         migrate: &AllocSet,
+        disconnect_updates: &mut AllocSet,
         ids: &mut dyn IdSource,
     ) -> BTreeMap<String, String> {
         later.sort_by(|(a, a_due), (b, b_due)| a_due.cmp(b_due).then_with(|| a.id.cmp(&b.id)));
@@ -929,7 +1091,9 @@ impl Reconciler<'_> {
             let Some(followup) = followup_by_alloc.get(&alloc.id) else {
                 continue;
             };
-            if migrate.contains_key(&alloc.id) {
+            if let Some(update) = disconnect_updates.get_mut(&alloc.id) {
+                Arc::make_mut(update).followup_eval_id = followup.clone();
+            } else if migrate.contains_key(&alloc.id) {
                 migrate_followups.insert(alloc.id.clone(), followup.clone());
             } else if let Some(existing) = all.get(&alloc.id) {
                 let mut updated = Allocation::clone(existing);
@@ -939,6 +1103,201 @@ impl Reconciler<'_> {
         }
         self.desired(group_name).reschedule_later += later.len() as u64;
         migrate_followups
+    }
+
+    /// Settles allocations back from a disconnected node (Nomad's `computeReconnecting`):
+    /// those that failed meanwhile, are no longer wanted or lose to a replacement are stopped,
+    /// as are the replacements that lose to them; the rest run on (a reconnect update records
+    /// it for those the client reports running) and count as untainted.
+    #[allow(clippy::too_many_arguments)]
+    fn compute_reconnecting(
+        &mut self,
+        job: &Job,
+        group: &TaskGroup,
+        untainted: &mut AllocSet,
+        migrate: &mut AllocSet,
+        lost: &mut AllocSet,
+        disconnecting: &mut AllocSet,
+        reconnecting: &AllocSet,
+        all: &AllocSet,
+    ) {
+        let stopped = self.reconcile_reconnecting(job, group, reconnecting, all);
+        self.desired(&group.name).stop += stopped.len() as u64;
+        for id in &stopped {
+            untainted.remove(id);
+            migrate.remove(id);
+            lost.remove(id);
+            disconnecting.remove(id);
+        }
+        let reconnect: AllocSet = reconnecting
+            .iter()
+            .filter(|(id, _)| !stopped.contains(*id))
+            .map(|(id, alloc)| (id.clone(), alloc.clone()))
+            .collect();
+        if reconnect.is_empty() {
+            return;
+        }
+        let mut updates = Vec::new();
+        for alloc in by_name(&reconnect) {
+            let keeps_running = alloc.desired_status == drover_structs::ALLOC_DESIRED_STATUS_RUN
+                && !transitions_away(alloc)
+                && !older_than(alloc, job)
+                && alloc.client_status == drover_structs::ALLOC_CLIENT_STATUS_RUNNING;
+            if keeps_running {
+                let mut reconnected = Allocation::clone(alloc);
+                reconnected
+                    .append_client_status_state(&alloc.client_status, self.input.now_unix_nanos);
+                updates.push(reconnected);
+            }
+        }
+        self.desired(&group.name).reconnect = updates.len() as u64;
+        self.result.reconnect_updates.extend(updates);
+        untainted.extend(reconnect);
+    }
+
+    /// Which reconnecting allocations and replacements stop (Nomad's
+    /// `reconcileReconnecting`); the stops are added to the result.
+    fn reconcile_reconnecting(
+        &mut self,
+        job: &Job,
+        group: &TaskGroup,
+        reconnecting: &AllocSet,
+        all: &AllocSet,
+    ) -> BTreeSet<String> {
+        let mut stopped: BTreeSet<String> = BTreeSet::new();
+        for original in by_name(reconnecting) {
+            if !original.server_terminal_status()
+                && original.client_status == drover_structs::ALLOC_CLIENT_STATUS_FAILED
+            {
+                stopped.insert(original.id.clone());
+                self.mark_stop(
+                    original,
+                    Some(drover_structs::ALLOC_CLIENT_STATUS_FAILED),
+                    STATUS_ALLOC_RESCHEDULED,
+                );
+                continue;
+            }
+            if original.desired_status != drover_structs::ALLOC_DESIRED_STATUS_RUN
+                || transitions_away(original)
+                || older_than(original, job)
+            {
+                stopped.insert(original.id.clone());
+                self.mark_stop(original, None, STATUS_ALLOC_NOT_NEEDED);
+                continue;
+            }
+            // A replacement may itself have been replaced: follow the chain.
+            let mut replacements: Vec<&Arc<Allocation>> = Vec::new();
+            let mut next = &original.next_allocation;
+            while let Some(replacement) = all.get(next) {
+                if replacements.iter().any(|seen| seen.id == replacement.id) {
+                    break;
+                }
+                replacements.push(replacement);
+                next = &replacement.next_allocation;
+            }
+            for replacement in replacements {
+                if replacement.id == original.id || replacement.server_terminal_status() {
+                    continue;
+                }
+                if pick_reconnecting(group, original, replacement).id == replacement.id {
+                    if stopped.insert(original.id.clone()) {
+                        self.mark_stop(original, None, STATUS_ALLOC_NOT_NEEDED);
+                    }
+                } else if stopped.insert(replacement.id.clone()) {
+                    self.mark_stop(replacement, None, STATUS_ALLOC_RECONNECTED);
+                }
+            }
+        }
+        stopped
+    }
+
+    /// Marks the allocations of a disconnected node `unknown` (Nomad's
+    /// `computeDisconnecting`): each gets a follow-up evaluation at its `lost_after`, and a
+    /// replacement now or later by its reschedule policy unless the group says `replace =
+    /// false`. Answers the updated copies by ID; those replaced now are swapped into
+    /// `reschedule_now`, so their replacement names them as the previous allocation.
+    #[allow(clippy::too_many_arguments)]
+    fn compute_disconnecting(
+        &mut self,
+        job: &Job,
+        group_name: &str,
+        disconnecting: &AllocSet,
+        untainted: &mut AllocSet,
+        reschedule_now: &mut AllocSet,
+        reschedule_later: &mut Vec<(Arc<Allocation>, i64)>,
+        ids: &mut dyn IdSource,
+    ) -> AllocSet {
+        let (keep, now, later) =
+            self.filter_by_rescheduleable(disconnecting, self.input.batch, true);
+        reschedule_now.extend(now);
+        untainted.extend(keep);
+        reschedule_later.extend(later);
+
+        let timeouts = self.create_timeout_later_evals(job, disconnecting, ids);
+        let mut updates = AllocSet::new();
+        for (id, alloc) in disconnecting {
+            let mut updated = Allocation::clone(alloc);
+            updated.client_status = drover_structs::ALLOC_CLIENT_STATUS_UNKNOWN.to_string();
+            updated.append_client_status_state(
+                drover_structs::ALLOC_CLIENT_STATUS_UNKNOWN,
+                self.input.now_unix_nanos,
+            );
+            updated.client_description = STATUS_ALLOC_UNKNOWN.to_string();
+            updated.followup_eval_id = timeouts.get(id).cloned().unwrap_or_default();
+            updated.modify_time = self.input.now_unix_nanos;
+            let updated = Arc::new(updated);
+            if let Some(entry) = reschedule_now.get_mut(id) {
+                *entry = updated.clone();
+            }
+            updates.insert(id.clone(), updated);
+        }
+        self.desired(group_name).disconnect = updates.len() as u64;
+        updates
+    }
+
+    /// One `max-disconnect-timeout` evaluation per five-second window of `lost_after`
+    /// deadlines; answers each allocation's.
+    fn create_timeout_later_evals(
+        &mut self,
+        job: &Job,
+        disconnecting: &AllocSet,
+        ids: &mut dyn IdSource,
+    ) -> BTreeMap<String, String> {
+        let now = self.input.now_unix_nanos;
+        let mut deadlines: Vec<(i64, &Arc<Allocation>)> = disconnecting
+            .values()
+            .map(|alloc| (alloc.disconnect_timeout(now), alloc))
+            .collect();
+        deadlines.sort_by(|(a_due, a), (b_due, b)| a_due.cmp(b_due).then_with(|| a.id.cmp(&b.id)));
+        let mut followups = BTreeMap::new();
+        let mut batch_start: Option<i64> = None;
+        let mut eval_id = String::new();
+        for (due, alloc) in deadlines {
+            if batch_start
+                .is_none_or(|start| due.saturating_sub(start) >= BATCHED_FAILED_ALLOC_WINDOW_NANOS)
+            {
+                batch_start = Some(due);
+                eval_id = ids.next_id();
+                self.result.follow_up_evals.push(Evaluation {
+                    id: eval_id.clone(),
+                    namespace: job.namespace.clone(),
+                    priority: self.input.eval.priority,
+                    r#type: job.r#type.clone(),
+                    triggered_by: drover_structs::EVAL_TRIGGER_MAX_DISCONNECT_TIMEOUT.to_string(),
+                    job_id: job.id.clone(),
+                    job_modify_index: job.modify_index,
+                    status: drover_structs::EVAL_STATUS_PENDING.to_string(),
+                    status_description: DESC_DISCONNECT_TIMEOUT_FOLLOWUP_EVAL.to_string(),
+                    wait_until: drover_structs::Timestamp::from_unix_nanos(due),
+                    previous_eval: self.input.eval.id.clone(),
+                    create_time: now,
+                    modify_time: now,
+                    ..Evaluation::default()
+                });
+            }
+            followups.insert(alloc.id.clone(), eval_id.clone());
+        }
+        followups
     }
 
     /// Stops lost allocations and, beyond the count, the highest indexes: failed allocations
@@ -1099,6 +1458,109 @@ fn should_filter(alloc: &Allocation, batch: bool) -> (bool, bool) {
         return (false, true);
     }
     (false, false)
+}
+
+/// Whether the operator asked the allocation to move or be replaced.
+fn transitions_away(alloc: &Allocation) -> bool {
+    alloc.desired_transition.should_migrate()
+        || alloc.desired_transition.should_reschedule()
+        || alloc.desired_transition.should_force_reschedule()
+}
+
+/// Whether the allocation runs an older version (or incarnation) of `job`.
+fn older_than(alloc: &Allocation, job: &Job) -> bool {
+    alloc.job.as_deref().is_some_and(|alloc_job| {
+        alloc_job.version < job.version || alloc_job.create_index < job.create_index
+    })
+}
+
+/// Which of a reconnecting allocation and one of its replacements keeps running (Nomad's
+/// reconnecting picker): a replacement of a newer job version always; otherwise as the
+/// group's `disconnect { reconcile }` says — `best_score` (the replacement only with a better
+/// placement score and not trading a running allocation for one that is not),
+/// `keep_original`, `keep_replacement`, or `longest_running` (the one whose leader task, else
+/// oldest task, started first; `best_score` when neither started).
+fn pick_reconnecting<'a>(
+    group: &TaskGroup,
+    original: &'a Arc<Allocation>,
+    replacement: &'a Arc<Allocation>,
+) -> &'a Arc<Allocation> {
+    let (original_job, replacement_job) = (original.job.as_deref(), replacement.job.as_deref());
+    if let (Some(original_job), Some(replacement_job)) = (original_job, replacement_job)
+        && (replacement_job.version > original_job.version
+            || replacement_job.create_index > original_job.create_index)
+    {
+        return replacement;
+    }
+    match group.disconnect_reconcile() {
+        drover_structs::disconnect::RECONCILE_KEEP_ORIGINAL => original,
+        drover_structs::disconnect::RECONCILE_KEEP_REPLACEMENT => replacement,
+        drover_structs::disconnect::RECONCILE_LONGEST_RUNNING => {
+            let tasks_group = original
+                .job
+                .as_deref()
+                .and_then(|job| job.lookup_task_group(&original.task_group))
+                .unwrap_or(group);
+            match (
+                first_start(original, tasks_group),
+                first_start(replacement, tasks_group),
+            ) {
+                (None, Some(_)) => replacement,
+                (Some(_), None) => original,
+                (None, None) => pick_best_score(original, replacement),
+                (Some(original_start), Some(replacement_start)) => {
+                    if original_start < replacement_start {
+                        original
+                    } else {
+                        replacement
+                    }
+                }
+            }
+        }
+        _ => pick_best_score(original, replacement),
+    }
+}
+
+fn pick_best_score<'a>(
+    original: &'a Arc<Allocation>,
+    replacement: &'a Arc<Allocation>,
+) -> &'a Arc<Allocation> {
+    let max_norm_score = |alloc: &Allocation| {
+        alloc
+            .metrics
+            .as_ref()?
+            .score_meta_data
+            .iter()
+            .map(|meta| meta.norm_score)
+            .reduce(f64::max)
+    };
+    let better = match (max_norm_score(original), max_norm_score(replacement)) {
+        (None, Some(_)) => true,
+        (Some(original_score), Some(replacement_score)) => replacement_score > original_score,
+        _ => false,
+    };
+    let running = drover_structs::ALLOC_CLIENT_STATUS_RUNNING;
+    if better && (replacement.client_status == running || original.client_status != running) {
+        replacement
+    } else {
+        original
+    }
+}
+
+/// When the group's leader task started, else its earliest-started task (Nomad's
+/// `startOfLeaderOrOldestTaskInMain`).
+fn first_start(alloc: &Allocation, group: &TaskGroup) -> Option<i64> {
+    let mut oldest: Option<i64> = None;
+    for task in &group.tasks {
+        let started = alloc.last_start_of_task(&task.name);
+        if task.leader {
+            return started;
+        }
+        if let Some(started) = started {
+            oldest = Some(oldest.map_or(started, |oldest| oldest.min(started)));
+        }
+    }
+    oldest
 }
 
 /// Allocations sorted by index, then ID.

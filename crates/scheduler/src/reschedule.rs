@@ -134,6 +134,22 @@ pub fn next_reschedule_time(alloc: &Allocation) -> Option<i64> {
     {
         return None;
     }
+    next_reschedule_time_from(alloc, policy, fail_time)
+}
+
+/// When an allocation that stopped counting at `fail_time` may be replaced under its
+/// reschedule policy, whatever its status (Nomad's `NextRescheduleTimeByTime`, which the
+/// disconnect rules use with the time its node disconnected).
+pub fn next_reschedule_time_at(alloc: &Allocation, fail_time: i64) -> Option<i64> {
+    let policy = reschedule_policy(alloc)?;
+    next_reschedule_time_from(alloc, policy, fail_time)
+}
+
+fn next_reschedule_time_from(
+    alloc: &Allocation,
+    policy: &ReschedulePolicy,
+    fail_time: i64,
+) -> Option<i64> {
     let delay = next_delay(alloc);
     let eligible = if policy.attempts > 0 && !tracker_events(alloc).is_empty() {
         let (attempted, allowed) = reschedule_attempts(alloc, policy, fail_time);

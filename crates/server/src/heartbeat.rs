@@ -1,9 +1,10 @@
 //! Node heartbeat timers.
 //!
 //! Every registered node gets a deadline of TTL + grace; each heartbeat pushes it out. A node
-//! whose deadline passes is reported on a channel, and the server marks it down (its allocations
-//! are then lost and replaced by the scheduler). The TTL grows with the number of nodes so the
-//! fleet as a whole heartbeats at most `max_heartbeats_per_second`, as Nomad does.
+//! whose deadline passes is reported on a channel, and the server marks it down (its
+//! allocations are then lost and replaced by the scheduler) or, while one of its allocations
+//! waits out its group's `lost_after`, disconnected. The TTL grows with the number of nodes so
+//! the fleet as a whole heartbeats at most `max_heartbeats_per_second`, as Nomad does.
 //!
 //! Timers run on tokio time, so tests drive them with paused time.
 //!

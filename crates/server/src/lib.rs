@@ -6,7 +6,7 @@
 //!                                                              │
 //!  client status ──► store ──► failed alloc? new eval ─►┘      ▼
 //!                        └──► terminal alloc? unblock     plan applier (only writer of allocs)
-//!  heartbeat timer expired ──► node down ──► node-update evals
+//!  heartbeat timer expired ──► node down (or disconnected) ──► node-update evals
 //! ```
 //!
 //! Operators drain nodes and toggle their eligibility through `nodes`; the drainer (`drainer`)
@@ -54,12 +54,12 @@ use std::time::Duration;
 use drover_scheduler::ScoringAlgorithm;
 use drover_state::{StateStore, Table};
 use drover_structs::{
-    ALLOC_CLIENT_STATUS_FAILED, AllocStopResponse, Allocation, EVAL_STATUS_BLOCKED,
-    EVAL_STATUS_CANCELLED, EVAL_STATUS_PENDING, EVAL_TRIGGER_ALLOC_FAILURE,
+    ALLOC_CLIENT_STATUS_FAILED, ALLOC_CLIENT_STATUS_UNKNOWN, AllocStopResponse, Allocation,
+    EVAL_STATUS_BLOCKED, EVAL_STATUS_CANCELLED, EVAL_STATUS_PENDING, EVAL_TRIGGER_ALLOC_FAILURE,
     EVAL_TRIGGER_ALLOC_STOP, EVAL_TRIGGER_JOB_DEREGISTER, EVAL_TRIGGER_JOB_REGISTER,
     EVAL_TRIGGER_NODE_UPDATE, Evaluation, Job, JobDeregisterResponse, JobPlanRequest,
-    JobPlanResponse, JobRegisterRequest, JobRegisterResponse, NODE_STATUS_DOWN, NODE_STATUS_READY,
-    Node,
+    JobPlanResponse, JobRegisterRequest, JobRegisterResponse, NODE_STATUS_DISCONNECTED,
+    NODE_STATUS_DOWN, NODE_STATUS_READY, Node,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -298,7 +298,8 @@ impl Server {
             }
         }
         for node in snapshot.nodes("") {
-            if node.status == NODE_STATUS_READY {
+            // A disconnected node is timed too: once its allocations expire it goes down.
+            if node.status == NODE_STATUS_READY || node.status == NODE_STATUS_DISCONNECTED {
                 match takeover {
                     Takeover::Restart => {
                         inner.heartbeats.reset(&node.id);
@@ -740,6 +741,20 @@ impl Server {
         &self,
         updates: Vec<Allocation>,
     ) -> Result<u64, ServerError> {
+        // A node the server holds for down or disconnected must heartbeat first (Nomad's
+        // `Node.UpdateAlloc`); its client keeps the updates and sends them again.
+        if let Some(node_id) = updates
+            .iter()
+            .find_map(|update| self.inner.state.alloc(&update.id))
+            .map(|alloc| alloc.node_id.clone())
+            && let Some(node) = self.inner.state.node(&node_id)
+            && (node.status == NODE_STATUS_DOWN || node.status == NODE_STATUS_DISCONNECTED)
+        {
+            return Err(ServerError::Rpc(format!(
+                "node {node_id} is not allowed to update allocs while in status {}",
+                node.status
+            )));
+        }
         let before: BTreeMap<String, (bool, String)> = updates
             .iter()
             .filter_map(|update| self.inner.state.alloc(&update.id))
@@ -759,10 +774,14 @@ impl Server {
 
         let mut freed_capacity = false;
         let mut failed_jobs = BTreeSet::new();
+        let mut reconnected_jobs = BTreeSet::new();
         for (alloc_id, (was_terminal, previous_status)) in before {
             let Some(alloc) = self.inner.state.alloc(&alloc_id) else {
                 continue;
             };
+            if previous_status == ALLOC_CLIENT_STATUS_UNKNOWN {
+                reconnected_jobs.insert((alloc.namespace.clone(), alloc.job_id.clone()));
+            }
             if alloc.terminal_status() && !was_terminal {
                 freed_capacity = true;
             }
@@ -774,6 +793,18 @@ impl Server {
             }
         }
         let mut evals = Vec::new();
+        // An allocation its client reports again after it was `unknown` is settled against
+        // its replacements by a `reconnect` evaluation.
+        for (namespace, job_id) in &reconnected_jobs {
+            if let Some(job) = self.inner.state.job(namespace, job_id) {
+                evals.push(self.inner.new_eval(
+                    &job,
+                    drover_structs::EVAL_TRIGGER_RECONNECT,
+                    job.job_modify_index,
+                ));
+            }
+        }
+        failed_jobs.retain(|key| !reconnected_jobs.contains(key));
         for (namespace, job_id) in failed_jobs {
             if let Some(job) = self.inner.state.job(&namespace, &job_id)
                 && !job.stop
@@ -921,15 +952,40 @@ impl ServerInner {
         Ok(())
     }
 
-    /// A node missed its heartbeat deadline: mark it down and let the scheduler replace its
-    /// allocations (they become lost).
+    /// A node missed its heartbeat deadline. While it holds an allocation whose group waits
+    /// for a disconnected client (`disconnect { lost_after }` / `max_client_disconnect`) that
+    /// should run and has not been `unknown` for its whole `lost_after`, it is marked
+    /// `disconnected` and timed again (Nomad's `disconnectState`); otherwise it is marked down
+    /// and the scheduler replaces its allocations (they become lost).
     async fn node_missed_heartbeat(&self, node_id: &str) -> Result<(), ServerError> {
         self.heartbeats.clear(node_id);
-        if self.state.node(node_id).is_none() {
+        let Some(node) = self.state.node(node_id) else {
+            return Ok(());
+        };
+        if node.status == NODE_STATUS_DOWN {
             return Ok(());
         }
-        tracing::warn!(node_id, "node missed its heartbeat; marking it down");
         let now = self.clock.now_unix_ns();
+        let waits_for_reconnect = self.state.allocs_by_node(node_id).iter().any(|alloc| {
+            alloc.disconnect_lost_after_nanos() > 0
+                && alloc.desired_status == drover_structs::ALLOC_DESIRED_STATUS_RUN
+                && !alloc.disconnect_expired(now)
+        });
+        if waits_for_reconnect {
+            self.heartbeats.reset(node_id);
+            if node.status == NODE_STATUS_DISCONNECTED {
+                return Ok(());
+            }
+            tracing::warn!(
+                node_id,
+                "node missed its heartbeat; marking it disconnected"
+            );
+            self.state
+                .update_node_status(node_id, NODE_STATUS_DISCONNECTED, now)
+                .await?;
+            return self.create_node_evals(node_id).await;
+        }
+        tracing::warn!(node_id, "node missed its heartbeat; marking it down");
         self.state
             .update_node_status(node_id, NODE_STATUS_DOWN, now)
             .await?;

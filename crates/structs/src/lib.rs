@@ -34,6 +34,7 @@ pub mod canonicalize;
 pub mod checks;
 pub mod client_rpc;
 pub mod deployment;
+pub mod disconnect;
 pub mod eval;
 pub mod exec;
 pub mod fs;

@@ -149,6 +149,13 @@ impl Agent {
         }
     }
 
+    /// Sends `signal` to the agent process (SIGSTOP / SIGCONT to freeze and resume it).
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        let child = self.child.as_ref().expect("agent running");
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, signal).expect("signal agent");
+    }
+
     /// Sends SIGTERM and waits for a graceful exit.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("agent running");

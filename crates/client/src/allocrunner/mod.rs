@@ -955,7 +955,24 @@ impl AllocRunner {
     /// Applies a new version of the allocation from the server (persisted first). A desired
     /// `stop`/`evict` stops the allocation (in the background); otherwise update hooks run.
     pub async fn update(&self, alloc: Allocation) -> Result<(), AllocRunnerError> {
+        // The server marked the allocation `unknown` while this node could not reach it, and
+        // it runs on: every task records "Reconnected" and the status goes out again, so the
+        // server settles it against its replacements (Nomad's `allocRunner.Reconnect`).
+        let reconnect = alloc.client_status == drover_structs::ALLOC_CLIENT_STATUS_UNKNOWN
+            && alloc.alloc_modify_index > self.alloc().alloc_modify_index
+            && !alloc.server_terminal_status();
         self.inner.deps.task.state_db.put_alloc(&alloc.id, &alloc)?;
+        if reconnect {
+            tracing::info!(alloc_id = %alloc.id, "allocation reconnected");
+            *lock(&self.inner.alloc) = Arc::new(alloc);
+            let now = self.inner.deps.task.clock.now_unix_nanos();
+            for entry in &self.inner.tasks {
+                entry
+                    .runner
+                    .emit_event(TaskEvent::new(drover_structs::TASK_CLIENT_RECONNECTED, now));
+            }
+            return Ok(());
+        }
         let new_deployment = self.alloc().deployment_id != alloc.deployment_id;
         let alloc = Arc::new(alloc);
         *lock(&self.inner.alloc) = alloc.clone();

@@ -1,0 +1,206 @@
+//! End to end: a client-only agent that stops heartbeating (SIGSTOP) while it runs an
+//! allocation of a group with `disconnect { lost_after }`. The server marks the node
+//! `disconnected` (not down) and the allocation `unknown`, places a replacement on the other
+//! node by the reschedule policy, and when the agent resumes (SIGCONT) the original
+//! reconnects and the replacement is stopped, as `reconcile = "keep_original"` says.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+mod support;
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+use support::{Agent, http, kill_tasks_of_allocs, pids_with_cmdline, process_alive, wait_for};
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+fn agent_config(data_dir: &std::path::Path, name: &str, text: &str) -> String {
+    let parent = data_dir.parent().expect("data dir has a parent");
+    std::fs::create_dir_all(parent).expect("config dir");
+    let path = parent.join(name);
+    std::fs::write(&path, text).expect("write agent config");
+    path.display().to_string()
+}
+
+fn job_allocs(agent: &Agent, job_id: &str) -> Vec<Value> {
+    agent
+        .get_json(&format!("/v1/job/{job_id}/allocations"))
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn node_status(agent: &Agent, node_id: &str) -> String {
+    agent.get_json(&format!("/v1/node/{node_id}"))["Status"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn set_eligibility(agent: &Agent, node_id: &str, eligibility: &str) {
+    let (status, body) = http(
+        "POST",
+        &agent.url(&format!("/v1/node/{node_id}/eligibility")),
+        Some(&json!({"NodeID": node_id, "Eligibility": eligibility}).to_string()),
+    );
+    assert_eq!(status, 200, "eligibility {eligibility}: {body}");
+}
+
+/// Thaws the client agent even when an assertion fails, so the test never leaves a stopped
+/// process behind.
+struct Frozen<'a>(&'a Agent);
+
+impl Drop for Frozen<'_> {
+    fn drop(&mut self) {
+        self.0.signal(Signal::SIGCONT);
+    }
+}
+
+#[test]
+fn a_frozen_client_is_disconnected_replaced_and_reconnects_keeping_its_original() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    // Short heartbeats: a node is missed 2 s after its last one.
+    let server_data = temp.path().join("server").join("data");
+    let server_config = agent_config(
+        &server_data,
+        "server.hcl",
+        "name = \"server-node\"\nserver {\n  heartbeat_grace = \"1s\"\n  min_heartbeat_ttl = \"1s\"\n}\n",
+    );
+    let server = Agent::start_with(&server_data, &[&format!("-config={server_config}")]);
+    let client_data = temp.path().join("client").join("data");
+    let client_config = agent_config(
+        &client_data,
+        "client.hcl",
+        "name = \"remote-node\"\nserver {\n  enabled = false\n}\n",
+    );
+    let client = Agent::start_with(
+        &client_data,
+        &[
+            "-client",
+            &format!("-servers={}", server.address.trim_start_matches("http://")),
+            &format!("-config={client_config}"),
+        ],
+    );
+    let (server_node, remote_node) = wait_for("both nodes ready", LIMIT, || {
+        let nodes = server.get_json("/v1/nodes");
+        let nodes = nodes.as_array().cloned().unwrap_or_default();
+        let id_of = |name: &str| {
+            nodes
+                .iter()
+                .find(|node| node["Name"] == name && node["Status"] == "ready")
+                .and_then(|node| node["ID"].as_str().map(str::to_owned))
+        };
+        Some((id_of("server-node")?, id_of("remote-node")?))
+    });
+
+    // The original lands on the remote node (the server's own is ineligible for now).
+    set_eligibility(&server, &server_node, "ineligible");
+    let marker = format!("disconnect-marker-{}", std::process::id());
+    let job = json!({"Job": {
+        "ID": "web", "Name": "web", "Type": "service", "Datacenters": ["dc1"],
+        "TaskGroups": [{
+            "Name": "app", "Count": 1,
+            "Disconnect": {"LostAfter": 3_600_000_000_000u64, "Reconcile": "keep_original"},
+            "ReschedulePolicy": {
+                "Delay": 5_000_000_000u64, "DelayFunction": "constant", "Unlimited": true
+            },
+            "Tasks": [{
+                "Name": "server", "Driver": "raw_exec",
+                "Config": {"command": "/bin/sh", "args": ["-c", format!("sleep 3600; echo {marker}")]},
+                "Resources": {"CPU": 50, "MemoryMB": 32}
+            }]
+        }]
+    }});
+    let (status, body) = http("PUT", &server.url("/v1/jobs"), Some(&job.to_string()));
+    assert_eq!(status, 200, "register: {body}");
+    let original = wait_for("the original to run on the remote node", LIMIT, || {
+        job_allocs(&server, "web").into_iter().find(|alloc| {
+            alloc["ClientStatus"] == "running" && alloc["NodeID"] == remote_node.as_str()
+        })
+    });
+    let original_id = original["ID"].as_str().expect("alloc ID").to_owned();
+    // An allocation of an active deployment is only replaced when the deployment allows it
+    // (Nomad's rule too): let Nomad's default update block finish first.
+    wait_for("the deployment to succeed", LIMIT, || {
+        let deployment = server.get_json("/v1/job/web/deployment");
+        (deployment["Status"] == "successful").then_some(())
+    });
+    let task_pids = pids_with_cmdline(&marker);
+    assert!(!task_pids.is_empty(), "the task runs");
+    set_eligibility(&server, &server_node, "eligible");
+
+    // The client agent stops answering; its task runs on under its shim.
+    client.signal(Signal::SIGSTOP);
+    let frozen = Frozen(&client);
+    wait_for("the remote node to be disconnected", LIMIT, || {
+        (node_status(&server, &remote_node) == "disconnected").then_some(())
+    });
+    let unknown = wait_for("the original to turn unknown", LIMIT, || {
+        let alloc = server.get_json(&format!("/v1/allocation/{original_id}"));
+        (alloc["ClientStatus"] == "unknown").then_some(alloc)
+    });
+    assert_eq!(
+        unknown["ClientDescription"],
+        "alloc is unknown since its node is disconnected"
+    );
+    assert_eq!(unknown["DesiredStatus"], "run");
+    let replacement = wait_for("a replacement to run on the server's node", LIMIT, || {
+        let original = server.get_json(&format!("/v1/allocation/{original_id}"));
+        let next = original["NextAllocation"]
+            .as_str()
+            .filter(|id| !id.is_empty())?;
+        let alloc = server.get_json(&format!("/v1/allocation/{next}"));
+        (alloc["ClientStatus"] == "running").then_some(alloc)
+    });
+    assert_eq!(replacement["PreviousAllocation"], original_id.as_str());
+    assert_eq!(replacement["NodeID"], server_node.as_str());
+    let replacement_id = replacement["ID"].as_str().expect("alloc ID").to_owned();
+    assert_eq!(
+        node_status(&server, &remote_node),
+        "disconnected",
+        "within lost_after the node is never marked down"
+    );
+    assert!(task_pids.iter().all(|pid| process_alive(*pid)));
+
+    // The agent resumes: the original reconnects and keeps running; its replacement stops.
+    drop(frozen);
+    wait_for("the remote node to be ready again", LIMIT, || {
+        (node_status(&server, &remote_node) == "ready").then_some(())
+    });
+    let stopped = wait_for("the replacement to be stopped", LIMIT, || {
+        let alloc = server.get_json(&format!("/v1/allocation/{replacement_id}"));
+        (alloc["DesiredStatus"] == "stop").then_some(alloc)
+    });
+    assert_eq!(
+        stopped["DesiredDescription"],
+        "alloc not needed due to disconnected client reconnect"
+    );
+    // The client reports it running with a "Reconnected" event on its task, and the
+    // `reconnect` evaluation records it running again in `AllocStates`.
+    let reconnected = wait_for("the original to be reconnected", LIMIT, || {
+        let alloc = server.get_json(&format!("/v1/allocation/{original_id}"));
+        let events = alloc["TaskStates"]["server"]["Events"]
+            .as_array()
+            .cloned()?;
+        let event = events.iter().any(|event| event["Type"] == "Reconnected");
+        let states = alloc["AllocStates"].as_array().cloned()?;
+        let recorded = states.last()?["Value"] == "running";
+        (alloc["ClientStatus"] == "running" && event && recorded).then_some(alloc)
+    });
+    assert_eq!(reconnected["DesiredStatus"], "run");
+    let evals = server.get_json("/v1/job/web/evaluations");
+    assert!(
+        evals
+            .as_array()
+            .is_some_and(|evals| evals.iter().any(|eval| eval["TriggeredBy"] == "reconnect")),
+        "a reconnect evaluation: {evals}"
+    );
+    assert!(
+        task_pids.iter().all(|pid| process_alive(*pid)),
+        "the original's task never restarted"
+    );
+
+    kill_tasks_of_allocs(&[original_id, replacement_id]);
+}
