@@ -24,7 +24,9 @@
 //! client's `wait_bounds`, else the client's `template { wait }` (Nomad's default: 5 s and
 //! 4 min). `change_mode = "script"` runs `change_script` inside the task through the shim's
 //! exec path (the one `alloc exec` and script checks take), with Nomad's events, killing the
-//! task when it fails under `fail_on_error`.
+//! task when it fails under `fail_on_error`; with `run_on_first_render` it also runs once the
+//! task has started after the first render (the hook's poststart), and after a restart only
+//! when `render_templates` has the templates rendered again, as Nomad's poststart runs it.
 //!
 //! Templates that read only `env` cannot change while the task runs and are not watched, nor
 //! are `once` templates. Templates that read files are rendered again every
