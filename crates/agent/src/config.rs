@@ -163,8 +163,8 @@ pub struct RawClient {
     /// The cores tasks may reserve, as a cpuset list (`"0-3,6"`).
     pub reservable_cores: Option<String>,
     pub artifact: Option<RawArtifact>,
-    /// `template { wait_bounds { min max } }`; Nomad's other template keys are refused as
-    /// unknown fields.
+    /// `template { wait { min max }, wait_bounds { min max }, block_query_wait }`; Nomad's
+    /// other template keys are refused as unknown fields.
     pub template: Option<RawClientTemplate>,
     /// `host_volume "name" { path = "…" read_only = false }`, by name.
     pub host_volume: Option<BTreeMap<String, RawHostVolume>>,
@@ -228,14 +228,19 @@ fn host_volumes(
     Ok(volumes)
 }
 
-/// `client { template { … } }`: bounds on what jobs' templates may ask.
+/// `client { template { … } }`: the default `wait` of jobs' templates, bounds on what they
+/// may ask, and how long their blocking queries wait.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawClientTemplate {
+    pub wait: Option<RawWaitBounds>,
     pub wait_bounds: Option<RawWaitBounds>,
+    pub block_query_wait: Option<String>,
 }
 
-/// `wait_bounds { min max }`: a template's `wait` is raised to `min` and lowered to `max`.
+/// `wait { min max }`: the quiescence of templates without a `wait` of their own (each key
+/// over Nomad's default: 5s and 4m; both zero turns it off). `wait_bounds { min max }`: a
+/// template's own `wait` is raised to `min` and lowered to `max`.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawWaitBounds {
@@ -244,9 +249,10 @@ pub struct RawWaitBounds {
 }
 
 impl RawClientTemplate {
-    fn validate(&self) -> Result<drover_client::config::TemplateWaitBounds, ConfigError> {
-        let Some(bounds) = &self.wait_bounds else {
-            return Ok(drover_client::config::TemplateWaitBounds::default());
+    fn validate(&self) -> Result<drover_client::config::TemplateConfig, ConfigError> {
+        use drover_client::config::{
+            DEFAULT_TEMPLATE_BLOCK_QUERY_WAIT, DEFAULT_TEMPLATE_WAIT_MAX,
+            DEFAULT_TEMPLATE_WAIT_MIN, TemplateConfig, TemplateWaitBounds,
         };
         let parse = |key: &'static str, value: &Option<String>| {
             value
@@ -254,17 +260,50 @@ impl RawClientTemplate {
                 .map(|text| parse_duration(key, text))
                 .transpose()
         };
-        let min = parse("client.template.wait_bounds.min", &bounds.min)?;
-        let max = parse("client.template.wait_bounds.max", &bounds.max)?;
-        if let (Some(min), Some(max)) = (min, max)
-            && max < min
-        {
+        let min_over_max = |key: &'static str| ConfigError::Invalid {
+            key,
+            message: "max must not be less than min".to_owned(),
+        };
+        let wait = match &self.wait {
+            None => Some((DEFAULT_TEMPLATE_WAIT_MIN, DEFAULT_TEMPLATE_WAIT_MAX)),
+            Some(wait) => {
+                let min = parse("client.template.wait.min", &wait.min)?
+                    .unwrap_or(DEFAULT_TEMPLATE_WAIT_MIN);
+                let max = parse("client.template.wait.max", &wait.max)?
+                    .unwrap_or(DEFAULT_TEMPLATE_WAIT_MAX);
+                if max < min {
+                    return Err(min_over_max("client.template.wait"));
+                }
+                // Nomad turns the wait off only when both are zero.
+                (!min.is_zero() || !max.is_zero()).then_some((min, max))
+            }
+        };
+        let wait_bounds = match &self.wait_bounds {
+            None => TemplateWaitBounds::default(),
+            Some(bounds) => {
+                let min = parse("client.template.wait_bounds.min", &bounds.min)?;
+                let max = parse("client.template.wait_bounds.max", &bounds.max)?;
+                if let (Some(min), Some(max)) = (min, max)
+                    && max < min
+                {
+                    return Err(min_over_max("client.template.wait_bounds"));
+                }
+                TemplateWaitBounds { min, max }
+            }
+        };
+        let block_query_wait = parse("client.template.block_query_wait", &self.block_query_wait)?
+            .unwrap_or(DEFAULT_TEMPLATE_BLOCK_QUERY_WAIT);
+        if block_query_wait.is_zero() {
             return Err(ConfigError::Invalid {
-                key: "client.template.wait_bounds",
-                message: "max must not be less than min".to_owned(),
+                key: "client.template.block_query_wait",
+                message: "must be greater than zero".to_owned(),
             });
         }
-        Ok(drover_client::config::TemplateWaitBounds { min, max })
+        Ok(TemplateConfig {
+            wait,
+            wait_bounds,
+            block_query_wait,
+        })
     }
 }
 
@@ -580,8 +619,8 @@ pub struct AgentConfig {
     pub reservable_cores: Option<Vec<u16>>,
     /// `client { artifact { … } }`, validated.
     pub artifact: drover_client::artifact::ArtifactConfig,
-    /// `client { template { wait_bounds { … } } }`, validated.
-    pub template_wait_bounds: drover_client::config::TemplateWaitBounds,
+    /// `client { template { … } }`, validated, with Nomad's defaults.
+    pub template: drover_client::config::TemplateConfig,
     /// `client { host_volume "name" { … } }`, validated (each path an existing directory).
     pub host_volumes: BTreeMap<String, drover_structs::ClientHostVolumeConfig>,
     pub num_schedulers: u32,
@@ -1138,7 +1177,7 @@ impl AgentConfig {
                 None => None,
             },
             artifact: client.artifact.clone().unwrap_or_default().validate()?,
-            template_wait_bounds: client.template.clone().unwrap_or_default().validate()?,
+            template: client.template.clone().unwrap_or_default().validate()?,
             host_volumes: host_volumes(client.host_volume.as_ref())?,
             num_schedulers: server.num_schedulers.unwrap_or(2).max(1),
             oidc_issuer: server

@@ -5,7 +5,10 @@
 
 use std::time::Duration;
 
-use drover_client::server_conn::{AllocClientUpdate, NodeAllocations, ServerConn, ServerConnError};
+use drover_client::server_conn::{
+    AllocClientUpdate, Blocking, Indexed, NodeAllocations, ServerConn, ServerConnError,
+};
+use drover_state::{StateStore, Table};
 use std::sync::Arc;
 
 use drover_server::identity::{IdentityError, sign_for_node};
@@ -143,7 +146,8 @@ impl ServerConn for InProcessServer {
         token: &str,
         namespace: &str,
         path: &str,
-    ) -> Result<Option<Variable>, ServerConnError> {
+        blocking: Blocking,
+    ) -> Result<Indexed<Option<Variable>>, ServerConnError> {
         let keyring = self.keyring_for_variables()?;
         let workload = self.workload(keyring, token)?;
         if !crate::variables_http::workload_may_read(&workload, namespace, path) {
@@ -151,10 +155,13 @@ impl ServerConn for InProcessServer {
                 message: "Permission denied".to_owned(),
             });
         }
-        drover_server::variables::read_variable(keyring, self.server.state(), namespace, path)
-            .map_err(|error| ServerConnError::Internal {
-                message: error.to_string(),
-            })
+        let index = block_on_table(self.server.state(), Table::Variables, blocking).await;
+        let value =
+            drover_server::variables::read_variable(keyring, self.server.state(), namespace, path)
+                .map_err(|error| ServerConnError::Internal {
+                    message: error.to_string(),
+                })?;
+        Ok(Indexed { value, index })
     }
 
     async fn list_variables(
@@ -162,10 +169,12 @@ impl ServerConn for InProcessServer {
         token: &str,
         namespace: &str,
         prefix: &str,
-    ) -> Result<Vec<VariableMetadata>, ServerConnError> {
+        blocking: Blocking,
+    ) -> Result<Indexed<Vec<VariableMetadata>>, ServerConnError> {
         let keyring = self.keyring_for_variables()?;
         let workload = self.workload(keyring, token)?;
-        Ok(self
+        let index = block_on_table(self.server.state(), Table::Variables, blocking).await;
+        let value = self
             .server
             .state()
             .variables(Some(namespace), prefix)
@@ -178,7 +187,8 @@ impl ServerConn for InProcessServer {
                 )
             })
             .map(|stored| stored.meta.clone())
-            .collect())
+            .collect();
+        Ok(Indexed { value, index })
     }
 
     async fn read_service(
@@ -187,8 +197,11 @@ impl ServerConn for InProcessServer {
         namespace: &str,
         name: &str,
         choose: Option<&str>,
-    ) -> Result<Vec<ServiceRegistration>, ServerConnError> {
+        blocking: Blocking,
+    ) -> Result<Indexed<Vec<ServiceRegistration>>, ServerConnError> {
         self.workload_in(token, namespace)?;
+        let index =
+            block_on_table(self.server.state(), Table::ServiceRegistrations, blocking).await;
         let mut services: Vec<ServiceRegistration> = self
             .server
             .state()
@@ -197,28 +210,52 @@ impl ServerConn for InProcessServer {
             .map(|service| ServiceRegistration::clone(service))
             .collect();
         services.sort_by(|a, b| a.id.cmp(&b.id));
-        match choose {
+        let value = match choose {
             Some(parameter) => drover_structs::service_catalog::choose_services(
                 services, parameter,
             )
             .map_err(|error| ServerConnError::Rejected {
                 message: format!("failed to choose services: {error}"),
-            }),
-            None => Ok(services),
-        }
+            })?,
+            None => services,
+        };
+        Ok(Indexed { value, index })
     }
 
     async fn list_services(
         &self,
         token: &str,
         namespace: &str,
-    ) -> Result<Vec<ServiceRegistrationListStub>, ServerConnError> {
+        blocking: Blocking,
+    ) -> Result<Indexed<Vec<ServiceRegistrationListStub>>, ServerConnError> {
         self.workload_in(token, namespace)?;
+        let index =
+            block_on_table(self.server.state(), Table::ServiceRegistrations, blocking).await;
         let registrations = self.server.state().service_registrations(Some(namespace));
-        Ok(drover_structs::service_catalog::service_list(
-            registrations.iter().map(std::convert::AsRef::as_ref),
-        ))
+        Ok(Indexed {
+            value: drover_structs::service_catalog::service_list(
+                registrations.iter().map(std::convert::AsRef::as_ref),
+            ),
+            index,
+        })
     }
+}
+
+/// Waits as a blocking query on `table` (until its index passes `blocking.min_index`, or
+/// `max_wait`, which is held to the HTTP API's ten minutes), and answers the table's index.
+async fn block_on_table(state: &StateStore, table: Table, blocking: Blocking) -> u64 {
+    if blocking.min_index > 0 {
+        let deadline =
+            tokio::time::Instant::now() + blocking.max_wait.min(Duration::from_secs(10 * 60));
+        while state.indexes().table(table) <= blocking.min_index
+            && tokio::time::Instant::now() < deadline
+        {
+            state
+                .wait_for_change(&[table], blocking.min_index, deadline)
+                .await;
+        }
+    }
+    state.indexes().table(table).max(1)
 }
 
 impl InProcessServer {

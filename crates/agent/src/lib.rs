@@ -603,7 +603,7 @@ fn prepare_client(
     let mut client_config = ClientConfig::new(data_dir);
     client_config.max_kill_timeout = config.max_kill_timeout;
     client_config.artifact = config.artifact.clone();
-    client_config.template_wait_bounds = config.template_wait_bounds;
+    client_config.template = config.template;
     client_config.host_volumes = config.host_volumes.clone();
     client_config.apply_options(&config.options);
     let client_config = Arc::new(client_config);

@@ -436,6 +436,8 @@ pub fn endpoint_metric(route: &Route) -> Option<&'static str> {
         Route::EvaluationList => "nomad.nomad.eval.list",
         Route::EvaluationRead { .. } => "nomad.nomad.eval.get_eval",
         Route::EvaluationAllocations { .. } => "nomad.nomad.eval.allocations",
+        Route::ServiceList => "nomad.nomad.service_registration.list",
+        Route::ServiceRead { .. } => "nomad.nomad.service_registration.get_service",
         Route::NodeList => "nomad.nomad.client.list",
         Route::NodeRead { .. } => "nomad.nomad.client.get_node",
         Route::NodeAllocations { .. } => "nomad.nomad.client.get_allocs",

@@ -9,7 +9,9 @@
 use std::time::Duration;
 
 use drover_client::http_conn::HttpServerConn;
-use drover_client::server_conn::{AllocClientUpdate, NodeAllocations, ServerConn, ServerConnError};
+use drover_client::server_conn::{
+    AllocClientUpdate, Blocking, Indexed, NodeAllocations, ServerConn, ServerConnError,
+};
 use drover_structs::client_rpc::{SignIdentitiesResponse, WorkloadIdentityRequest};
 use drover_structs::service_catalog::ServiceRegistrationListStub;
 use drover_structs::{Allocation, Node, ServiceRegistration, Variable, VariableMetadata};
@@ -107,10 +109,15 @@ impl ServerConn for AgentServerConn {
         token: &str,
         namespace: &str,
         path: &str,
-    ) -> Result<Option<Variable>, ServerConnError> {
+        blocking: Blocking,
+    ) -> Result<Indexed<Option<Variable>>, ServerConnError> {
         match self {
-            AgentServerConn::InProcess(conn) => conn.read_variable(token, namespace, path).await,
-            AgentServerConn::Remote(conn) => conn.read_variable(token, namespace, path).await,
+            AgentServerConn::InProcess(conn) => {
+                conn.read_variable(token, namespace, path, blocking).await
+            }
+            AgentServerConn::Remote(conn) => {
+                conn.read_variable(token, namespace, path, blocking).await
+            }
         }
     }
 
@@ -119,10 +126,17 @@ impl ServerConn for AgentServerConn {
         token: &str,
         namespace: &str,
         prefix: &str,
-    ) -> Result<Vec<VariableMetadata>, ServerConnError> {
+        blocking: Blocking,
+    ) -> Result<Indexed<Vec<VariableMetadata>>, ServerConnError> {
         match self {
-            AgentServerConn::InProcess(conn) => conn.list_variables(token, namespace, prefix).await,
-            AgentServerConn::Remote(conn) => conn.list_variables(token, namespace, prefix).await,
+            AgentServerConn::InProcess(conn) => {
+                conn.list_variables(token, namespace, prefix, blocking)
+                    .await
+            }
+            AgentServerConn::Remote(conn) => {
+                conn.list_variables(token, namespace, prefix, blocking)
+                    .await
+            }
         }
     }
 
@@ -132,13 +146,16 @@ impl ServerConn for AgentServerConn {
         namespace: &str,
         name: &str,
         choose: Option<&str>,
-    ) -> Result<Vec<ServiceRegistration>, ServerConnError> {
+        blocking: Blocking,
+    ) -> Result<Indexed<Vec<ServiceRegistration>>, ServerConnError> {
         match self {
             AgentServerConn::InProcess(conn) => {
-                conn.read_service(token, namespace, name, choose).await
+                conn.read_service(token, namespace, name, choose, blocking)
+                    .await
             }
             AgentServerConn::Remote(conn) => {
-                conn.read_service(token, namespace, name, choose).await
+                conn.read_service(token, namespace, name, choose, blocking)
+                    .await
             }
         }
     }
@@ -147,10 +164,13 @@ impl ServerConn for AgentServerConn {
         &self,
         token: &str,
         namespace: &str,
-    ) -> Result<Vec<ServiceRegistrationListStub>, ServerConnError> {
+        blocking: Blocking,
+    ) -> Result<Indexed<Vec<ServiceRegistrationListStub>>, ServerConnError> {
         match self {
-            AgentServerConn::InProcess(conn) => conn.list_services(token, namespace).await,
-            AgentServerConn::Remote(conn) => conn.list_services(token, namespace).await,
+            AgentServerConn::InProcess(conn) => {
+                conn.list_services(token, namespace, blocking).await
+            }
+            AgentServerConn::Remote(conn) => conn.list_services(token, namespace, blocking).await,
         }
     }
 }

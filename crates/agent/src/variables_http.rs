@@ -289,7 +289,16 @@ async fn specific(
                     }
                     Ok(json_with_status(StatusCode::OK, &variable, index, true))
                 }
-                None => Err(ApiError::not_found("variable not found")),
+                // Nomad sets the query's index on the 404 too: a blocking reader waiting
+                // for the variable to appear goes on from there.
+                None => {
+                    let mut response = ApiError::not_found("variable not found").into_response();
+                    let headers = response.headers_mut();
+                    headers.insert("X-Nomad-Index", HeaderValue::from(index.max(1)));
+                    headers.insert("X-Nomad-KnownLeader", HeaderValue::from_static("true"));
+                    headers.insert("X-Nomad-LastContact", HeaderValue::from_static("0"));
+                    Ok(response)
+                }
             }
         }
         Method::PUT | Method::POST => {

@@ -487,3 +487,204 @@ fn a_subdirectory_checked_against_a_checksum_file_is_placed_and_given_to_the_tas
         );
     }
 }
+
+/// Runs `program` with `args`, failing the test with its output when it fails.
+fn run_ok(program: &str, args: &[&str]) {
+    let output = Command::new(program).args(args).output().expect(program);
+    assert!(output.status.success(), "{program} {args:?}: {output:?}");
+}
+
+/// An `sshd` on a free port of 127.0.0.1, with a host key and one authorized key made for the
+/// test, killed when dropped.
+struct SshServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for SshServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl SshServer {
+    fn start(dir: &Path, authorized_key: &Path) -> SshServer {
+        let host_key = dir.join("host_key");
+        run_ok(
+            "ssh-keygen",
+            &[
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-f",
+                &host_key.to_string_lossy(),
+            ],
+        );
+        let port = TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("address")
+            .port();
+        let config = dir.join("sshd_config");
+        std::fs::write(
+            &config,
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}\n\
+                 PidFile {}\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+                 PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nStrictModes no\n\
+                 UsePAM no\n",
+                host_key.display(),
+                authorized_key.display(),
+                dir.join("sshd.pid").display(),
+            ),
+        )
+        .expect("sshd config");
+        // sshd wants its privilege separation directory.
+        std::fs::create_dir_all("/run/sshd").expect("/run/sshd");
+        let child = Command::new("/usr/sbin/sshd")
+            .args(["-D", "-e", "-f"])
+            .arg(&config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("sshd starts");
+        wait_for("sshd to listen", LIMIT, || {
+            std::net::TcpStream::connect(("127.0.0.1", port))
+                .ok()
+                .map(|_| ())
+        });
+        SshServer { child, port }
+    }
+}
+
+/// Root only (sshd logs in as the test's user, root): under `CI=true` a missing sshd fails.
+#[test]
+fn a_git_artifact_is_cloned_over_ssh_with_its_sshkey() {
+    use base64::Engine as _;
+    if !nix::unistd::geteuid().is_root() || !Path::new("/usr/sbin/sshd").exists() {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI runs this test as root with openssh-server installed"
+        );
+        return;
+    }
+    let temp = tempfile::tempdir().expect("temp dir");
+    let dir = temp.path();
+    // The task's key, authorized on the server; the agent's ssh trusts only the test host key.
+    let key = dir.join("task_key");
+    run_ok(
+        "ssh-keygen",
+        &[
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-f",
+            &key.to_string_lossy(),
+        ],
+    );
+    let server = SshServer::start(dir, &key.with_extension("pub"));
+    let host_public = std::fs::read_to_string(dir.join("host_key.pub")).expect("host key");
+    let known_hosts = dir.join("known_hosts");
+    std::fs::write(
+        &known_hosts,
+        format!("[127.0.0.1]:{} {host_public}", server.port),
+    )
+    .expect("known_hosts");
+
+    // A bare repository with one commit, served by sshd's git-upload-pack.
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).expect("work");
+    std::fs::write(work.join("hello.txt"), "over ssh\n").expect("file");
+    for args in [
+        &["init", "--quiet"][..],
+        &["add", "hello.txt"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "--quiet",
+            "-m",
+            "one",
+        ],
+    ] {
+        let mut full = vec!["-C", work.to_str().expect("utf-8")];
+        full.extend_from_slice(args);
+        run_ok("git", &full);
+    }
+    let bare = dir.join("repo.git");
+    run_ok(
+        "git",
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            work.to_str().expect("utf-8"),
+            bare.to_str().expect("utf-8"),
+        ],
+    );
+
+    // The agent's own GIT_SSH_COMMAND is kept, with the task's key file added, as go-getter
+    // does; the agent has no key of its own.
+    let ssh = format!(
+        "ssh -o UserKnownHostsFile={} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes \
+         -o BatchMode=yes",
+        known_hosts.display()
+    );
+    let agent = Agent::start_dev_with_env(&[("GIT_SSH_COMMAND", &ssh)]);
+    let encoded =
+        base64::engine::general_purpose::STANDARD.encode(std::fs::read(&key).expect("private key"));
+    let source = format!(
+        "git::ssh://root@127.0.0.1:{}{}",
+        server.port,
+        bare.display()
+    );
+    let spec = format!(
+        r#"
+job "sshgit" {{
+  type = "batch"
+  group "g" {{
+    task "server" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }}
+      artifact {{
+        source      = "{source}"
+        destination = "local/app"
+        options {{
+          sshkey = "{encoded}"
+        }}
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    run_job(&agent, "sshgit.hcl", &spec);
+    let list = wait_running(&agent, "sshgit", 1);
+    assert_eq!(
+        std::fs::read_to_string(local_file(&agent, &list[0], "hello.txt")).expect("cloned file"),
+        "over ssh\n"
+    );
+
+    // Without the key the same clone is refused by the server.
+    let refused = spec
+        .replace("sshgit", "sshnokey")
+        .replace(&format!("sshkey = \"{encoded}\""), "ref = \"HEAD\"");
+    run_job(&agent, "sshnokey.hcl", &refused);
+    let alloc = wait_for("the keyless download to fail", LIMIT, || {
+        let alloc = allocs(&agent, "sshnokey").into_iter().next()?;
+        (!events_of(&alloc, "Failed Artifact Download").is_empty()).then_some(alloc)
+    });
+    let failed = events_of(&alloc, "Failed Artifact Download")[0].to_string();
+    assert!(failed.contains("Permission denied"), "{failed}");
+    agent.cli_ok(&["job", "stop", "sshgit"]);
+}

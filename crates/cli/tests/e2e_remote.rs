@@ -539,7 +539,11 @@ fn server_and_remote_client(
     dead_server_first: bool,
 ) -> (Agent, Agent, String) {
     let server_data = temp.join("server").join("data");
-    let server_config = agent_config(&server_data, "server.hcl", "name = \"server-node\"\n");
+    let server_config = agent_config(
+        &server_data,
+        "server.hcl",
+        "name = \"server-node\"\ntelemetry {\n  prometheus_metrics = true\n}\n",
+    );
     let server = Agent::start_with(&server_data, &[&format!("-config={server_config}")]);
     let mut server_addr = server.address.trim_start_matches("http://").to_owned();
     if dead_server_first {
@@ -814,4 +818,141 @@ fn a_client_only_agent_has_its_tasks_identities_signed_by_its_server() {
     wait_for("the remote task to stop", LIMIT, || {
         pids_with_cmdline("remote-id").is_empty().then_some(())
     });
+}
+
+/// The server's count of `GET /v1/service/<name>` answers (Nomad's
+/// `nomad.nomad.service_registration.get_service` timing), 0 before the first.
+fn service_reads(server: &Agent) -> u64 {
+    let (status, text) = http("GET", &server.url("/v1/metrics?format=prometheus"), None);
+    assert_eq!(status, 200, "{text}");
+    text.lines()
+        .find_map(|line| {
+            line.strip_prefix("nomad_nomad_service_registration_get_service_count")
+                .filter(|rest| rest.starts_with(['{', ' ']))
+                .and_then(|rest| rest.split_whitespace().last()?.parse::<f64>().ok())
+        })
+        .map_or(0, |count| count as u64)
+}
+
+#[test]
+fn a_remote_clients_template_follows_the_catalog_through_blocking_queries() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let (server, client, _node_id) = server_and_remote_client(temp.path(), false);
+    let name = format!("blocking-{}", std::process::id());
+    // A template on the remote node reads a service nothing has registered yet; its own
+    // `wait` of zero writes changes at once (the client's default would hold them 5s).
+    let (_dir, consumer) = write_jobspec(
+        "consumer.hcl",
+        &r#"
+job "consumer" {
+  group "g" {
+    constraint {
+      attribute = "${node.unique.name}"
+      value     = "remote-node"
+    }
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }
+      template {
+        data        = "{{ range nomadService \"NAME\" }}{{ .Address }}:{{ .Port }}\n{{ end }}"
+        destination = "local/out"
+        change_mode = "noop"
+        wait {
+          min = "0s"
+          max = "0s"
+        }
+      }
+    }
+  }
+}
+"#
+        .replace("NAME", &name),
+    );
+    server.cli_ok(&["job", "run", "-detach", &consumer.to_string_lossy()]);
+    let alloc_id = wait_for("the consumer to run", LIMIT, || {
+        job_allocs(&server, "consumer")
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "running")
+            .and_then(|alloc| alloc["ID"].as_str().map(str::to_owned))
+    });
+    let out = client
+        .data_dir
+        .join("alloc")
+        .join(&alloc_id)
+        .join("t/local/out");
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "",
+        "nothing registered yet"
+    );
+
+    // While nothing changes, the template's query waits on the server: no reads complete.
+    let before = service_reads(&server);
+    assert!(before >= 1, "the template's first read is counted");
+    std::thread::sleep(Duration::from_secs(3));
+    let quiet = service_reads(&server);
+    assert_eq!(
+        quiet, before,
+        "no per-second reads while the catalog is unchanged"
+    );
+
+    let (_dir2, provider) = write_jobspec(
+        "provider.hcl",
+        &r#"
+job "provider" {
+  group "web" {
+    network {
+      port "http" {}
+    }
+    service {
+      name     = "NAME"
+      port     = "http"
+      provider = "nomad"
+    }
+    task "server" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }
+    }
+  }
+}
+"#
+        .replace("NAME", &name),
+    );
+    server.cli_ok(&["job", "run", "-detach", &provider.to_string_lossy()]);
+    let registered = wait_for("the registration", LIMIT, || {
+        // Read through the job's services: this test's reads are not the template's.
+        let services = server.get_json("/v1/job/provider/services");
+        let service = services.as_array()?.first()?.clone();
+        Some(format!(
+            "{}:{}\n",
+            service["Address"].as_str()?,
+            service["Port"]
+        ))
+    });
+    let seen = std::time::Instant::now();
+    wait_for("the template to render the registration", LIMIT, || {
+        (std::fs::read_to_string(&out).ok()? == registered).then_some(())
+    });
+    let followed = seen.elapsed();
+    eprintln!("registration to rendered file: {followed:?}");
+    assert!(followed < Duration::from_secs(5), "{followed:?}");
+    // The change answered the one waiting query; the next one waits again.
+    let after = service_reads(&server);
+    assert!(
+        after > quiet && after <= quiet + 3,
+        "one answer per change, not polling: {quiet} then {after}"
+    );
+    kill_tasks_of_allocs(
+        &job_allocs(&server, "consumer")
+            .iter()
+            .chain(job_allocs(&server, "provider").iter())
+            .filter_map(|alloc| alloc["ID"].as_str().map(str::to_owned))
+            .collect::<Vec<_>>(),
+    );
 }

@@ -44,6 +44,37 @@ impl TemplateWaitBounds {
     }
 }
 
+/// The client's `template { … }` block, as far as drover reads it, with Nomad's defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TemplateConfig {
+    /// `wait { min max }`: how long a changed output of a template without a `wait` of its
+    /// own is held back (consul-template's global quiescence; Nomad's default 5s and 4m).
+    /// `None` when both are zero: such templates are written at once.
+    pub wait: Option<(Duration, Duration)>,
+    /// `wait_bounds { min max }`: the bounds of a template's own `wait`.
+    pub wait_bounds: TemplateWaitBounds,
+    /// `block_query_wait`: how long one blocking query for a template's data may wait for a
+    /// change before the servers answer unchanged (Nomad's default 5m).
+    pub block_query_wait: Duration,
+}
+
+/// Nomad's client `template { wait { min } }` default.
+pub const DEFAULT_TEMPLATE_WAIT_MIN: Duration = Duration::from_secs(5);
+/// Nomad's client `template { wait { max } }` default.
+pub const DEFAULT_TEMPLATE_WAIT_MAX: Duration = Duration::from_secs(4 * 60);
+/// Nomad's client `template { block_query_wait }` default.
+pub const DEFAULT_TEMPLATE_BLOCK_QUERY_WAIT: Duration = Duration::from_secs(5 * 60);
+
+impl Default for TemplateConfig {
+    fn default() -> Self {
+        TemplateConfig {
+            wait: Some((DEFAULT_TEMPLATE_WAIT_MIN, DEFAULT_TEMPLATE_WAIT_MAX)),
+            wait_bounds: TemplateWaitBounds::default(),
+            block_query_wait: DEFAULT_TEMPLATE_BLOCK_QUERY_WAIT,
+        }
+    }
+}
+
 /// Settings the per-allocation machinery reads.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -68,8 +99,8 @@ pub struct ClientConfig {
     pub shim_binary: Option<PathBuf>,
     /// The `artifact { … }` limits.
     pub artifact: crate::artifact::ArtifactConfig,
-    /// `template { wait_bounds { … } }`: the bounds of templates' `wait`.
-    pub template_wait_bounds: TemplateWaitBounds,
+    /// `template { wait, wait_bounds, block_query_wait }`.
+    pub template: TemplateConfig,
     /// The `host_volume` blocks, by name: what a group's host volumes resolve to (the node
     /// advertises the same map).
     pub host_volumes: BTreeMap<String, drover_structs::ClientHostVolumeConfig>,
@@ -94,7 +125,7 @@ impl ClientConfig {
             max_task_events: crate::taskrunner::state::DEFAULT_MAX_TASK_EVENTS,
             shim_binary: None,
             artifact: crate::artifact::ArtifactConfig::default(),
-            template_wait_bounds: TemplateWaitBounds::default(),
+            template: TemplateConfig::default(),
             host_volumes: BTreeMap::new(),
         }
     }

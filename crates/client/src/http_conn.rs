@@ -34,7 +34,9 @@ use drover_structs::service_catalog::ServiceRegistrationListStub;
 use drover_structs::{Allocation, Node, ServiceRegistration, Variable, VariableMetadata};
 use serde::Serialize;
 
-use crate::server_conn::{AllocClientUpdate, NodeAllocations, ServerConn, ServerConnError};
+use crate::server_conn::{
+    AllocClientUpdate, Blocking, Indexed, NodeAllocations, ServerConn, ServerConnError,
+};
 
 /// The port a server address without one is reached on: the HTTP API's default, as drover's
 /// clients talk to servers over HTTP (Nomad's own clients use its RPC port, 4647).
@@ -166,6 +168,15 @@ enum NotFoundMeans {
     UnknownNode,
     /// Anything else: the request cannot succeed as sent.
     Rejected,
+    /// A read of something that may not exist (a variable): the 404 is an answer, with an
+    /// empty body and the index it was read at.
+    Absent,
+}
+
+/// A server's successful answer: its body and its `X-Nomad-Index` (0 without one).
+struct Reply {
+    body: Vec<u8>,
+    index: u64,
 }
 
 /// One call, ready to send to any server.
@@ -306,6 +317,11 @@ impl HttpServerConn {
     /// Sends `call` to each server in turn from the preferred one, and answers the first
     /// server's answer that settles the call.
     async fn send(&self, call: Call<'_>) -> Result<Vec<u8>, ServerConnError> {
+        self.send_indexed(call).await.map(|reply| reply.body)
+    }
+
+    /// [`Self::send`], answering the server's index with the body.
+    async fn send_indexed(&self, call: Call<'_>) -> Result<Reply, ServerConnError> {
         let count = self.servers.len();
         let start = self.preferred.load(Ordering::Relaxed) % count;
         let mut last_error = ServerConnError::Unavailable {
@@ -316,9 +332,9 @@ impl HttpServerConn {
             let position = (start + offset) % count;
             let base = &self.servers[position];
             match self.send_to(base, &call).await {
-                Ok(body) => {
+                Ok(reply) => {
                     self.preferred.store(position, Ordering::Relaxed);
-                    return Ok(body);
+                    return Ok(reply);
                 }
                 Err(error @ ServerConnError::ForeignCluster { .. }) => {
                     tracing::debug!(server = %base, path = %call.path, %error, "server of another cluster; trying the next server");
@@ -342,7 +358,7 @@ impl HttpServerConn {
         Err(refused_foreign.unwrap_or(last_error))
     }
 
-    async fn send_to(&self, base: &str, call: &Call<'_>) -> Result<Vec<u8>, ServerConnError> {
+    async fn send_to(&self, base: &str, call: &Call<'_>) -> Result<Reply, ServerConnError> {
         // Query values are numbers and durations: nothing in them needs escaping.
         let mut url = format!("{base}{}", call.path);
         for (position, (key, value)) in call.query.iter().enumerate() {
@@ -379,12 +395,27 @@ impl HttpServerConn {
             .map_err(|error| transport_error(base, &error))?;
         self.check_cluster(base, response.headers())?;
         let status = response.status();
+        let index = response
+            .headers()
+            .get("X-Nomad-Index")
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse::<u64>().ok())
+            .unwrap_or(0);
         let body = response
             .bytes()
             .await
             .map_err(|error| transport_error(base, &error))?;
         if status.is_success() {
-            return Ok(body.to_vec());
+            return Ok(Reply {
+                body: body.to_vec(),
+                index,
+            });
+        }
+        if status.as_u16() == 404 && matches!(call.not_found, NotFoundMeans::Absent) {
+            return Ok(Reply {
+                body: Vec::new(),
+                index,
+            });
         }
         let message = {
             let text = String::from_utf8_lossy(&body).trim().to_owned();
@@ -399,7 +430,9 @@ impl HttpServerConn {
                 NotFoundMeans::UnknownNode => ServerConnError::UnknownNode {
                     node_id: call.node_id.to_owned(),
                 },
-                NotFoundMeans::Rejected => ServerConnError::Rejected { message },
+                NotFoundMeans::Rejected | NotFoundMeans::Absent => {
+                    ServerConnError::Rejected { message }
+                }
             },
             400..=499 => ServerConnError::Rejected { message },
             _ => ServerConnError::Internal { message },
@@ -674,27 +707,32 @@ impl ServerConn for HttpServerConn {
         token: &str,
         namespace: &str,
         path: &str,
-    ) -> Result<Option<Variable>, ServerConnError> {
-        let answer = self
-            .send(Call {
+        blocking: Blocking,
+    ) -> Result<Indexed<Option<Variable>>, ServerConnError> {
+        let mut query = vec![("namespace", variable_path(namespace)?)];
+        query.extend(blocking_query(blocking));
+        let reply = self
+            .send_indexed(Call {
                 method: reqwest::Method::GET,
                 path: format!("/v1/var/{}", variable_path(path)?),
-                query: vec![("namespace", variable_path(namespace)?)],
+                query,
                 body: None,
-                timeout: self.request_timeout,
+                timeout: self.blocking_timeout(blocking),
                 node_id: "",
                 reports_alloc: None,
-                not_found: NotFoundMeans::Rejected,
+                not_found: NotFoundMeans::Absent,
                 token: Some(token),
             })
-            .await;
-        match answer {
-            Ok(answer) => decode(&answer).map(Some),
-            Err(ServerConnError::Rejected { message }) if message == "variable not found" => {
-                Ok(None)
-            }
-            Err(error) => Err(error),
-        }
+            .await?;
+        let value = if reply.body.is_empty() {
+            None
+        } else {
+            Some(decode(&reply.body)?)
+        };
+        Ok(Indexed {
+            value,
+            index: reply.index,
+        })
     }
 
     async fn list_variables(
@@ -702,24 +740,25 @@ impl ServerConn for HttpServerConn {
         token: &str,
         namespace: &str,
         prefix: &str,
-    ) -> Result<Vec<VariableMetadata>, ServerConnError> {
-        let answer = self
-            .send(Call {
-                method: reqwest::Method::GET,
-                path: "/v1/vars".to_owned(),
-                query: vec![
-                    ("namespace", variable_path(namespace)?),
-                    ("prefix", variable_path(prefix)?),
-                ],
-                body: None,
-                timeout: self.request_timeout,
-                node_id: "",
-                reports_alloc: None,
-                not_found: NotFoundMeans::Rejected,
-                token: Some(token),
-            })
-            .await?;
-        decode(&answer)
+        blocking: Blocking,
+    ) -> Result<Indexed<Vec<VariableMetadata>>, ServerConnError> {
+        let mut query = vec![
+            ("namespace", variable_path(namespace)?),
+            ("prefix", variable_path(prefix)?),
+        ];
+        query.extend(blocking_query(blocking));
+        self.read_indexed(Call {
+            method: reqwest::Method::GET,
+            path: "/v1/vars".to_owned(),
+            query,
+            body: None,
+            timeout: self.blocking_timeout(blocking),
+            node_id: "",
+            reports_alloc: None,
+            not_found: NotFoundMeans::Rejected,
+            token: Some(token),
+        })
+        .await
     }
 
     async fn read_service(
@@ -728,47 +767,85 @@ impl ServerConn for HttpServerConn {
         namespace: &str,
         name: &str,
         choose: Option<&str>,
-    ) -> Result<Vec<ServiceRegistration>, ServerConnError> {
+        blocking: Blocking,
+    ) -> Result<Indexed<Vec<ServiceRegistration>>, ServerConnError> {
         let mut query = vec![("namespace", escaped(namespace))];
         if let Some(choose) = choose {
             query.push(("choose", escaped(choose)));
         }
-        let answer = self
-            .send(Call {
-                method: reqwest::Method::GET,
-                path: format!("/v1/service/{}", escaped(name)),
-                query,
-                body: None,
-                timeout: self.request_timeout,
-                node_id: "",
-                reports_alloc: None,
-                not_found: NotFoundMeans::Rejected,
-                token: Some(token),
-            })
-            .await?;
-        decode(&answer)
+        query.extend(blocking_query(blocking));
+        self.read_indexed(Call {
+            method: reqwest::Method::GET,
+            path: format!("/v1/service/{}", escaped(name)),
+            query,
+            body: None,
+            timeout: self.blocking_timeout(blocking),
+            node_id: "",
+            reports_alloc: None,
+            not_found: NotFoundMeans::Rejected,
+            token: Some(token),
+        })
+        .await
     }
 
     async fn list_services(
         &self,
         token: &str,
         namespace: &str,
-    ) -> Result<Vec<ServiceRegistrationListStub>, ServerConnError> {
-        let answer = self
-            .send(Call {
-                method: reqwest::Method::GET,
-                path: "/v1/services".to_owned(),
-                query: vec![("namespace", escaped(namespace))],
-                body: None,
-                timeout: self.request_timeout,
-                node_id: "",
-                reports_alloc: None,
-                not_found: NotFoundMeans::Rejected,
-                token: Some(token),
-            })
-            .await?;
-        decode(&answer)
+        blocking: Blocking,
+    ) -> Result<Indexed<Vec<ServiceRegistrationListStub>>, ServerConnError> {
+        let mut query = vec![("namespace", escaped(namespace))];
+        query.extend(blocking_query(blocking));
+        self.read_indexed(Call {
+            method: reqwest::Method::GET,
+            path: "/v1/services".to_owned(),
+            query,
+            body: None,
+            timeout: self.blocking_timeout(blocking),
+            node_id: "",
+            reports_alloc: None,
+            not_found: NotFoundMeans::Rejected,
+            token: Some(token),
+        })
+        .await
     }
+}
+
+impl HttpServerConn {
+    /// A read's answer, decoded, with its index.
+    async fn read_indexed<T: serde::de::DeserializeOwned>(
+        &self,
+        call: Call<'_>,
+    ) -> Result<Indexed<T>, ServerConnError> {
+        let reply = self.send_indexed(call).await?;
+        Ok(Indexed {
+            value: decode(&reply.body)?,
+            index: reply.index,
+        })
+    }
+
+    /// How long a read under `blocking` may take: the wait, the sixteenth of it the server
+    /// may add as jitter, and the usual request timeout.
+    fn blocking_timeout(&self, blocking: Blocking) -> Duration {
+        if blocking.min_index == 0 {
+            return self.request_timeout;
+        }
+        blocking.max_wait + blocking.max_wait / 16 + self.request_timeout
+    }
+}
+
+/// The `index` and `wait` query parameters of a blocking read (none for an immediate one).
+fn blocking_query(blocking: Blocking) -> Vec<(&'static str, String)> {
+    if blocking.min_index == 0 {
+        return Vec::new();
+    }
+    vec![
+        ("index", blocking.min_index.to_string()),
+        (
+            "wait",
+            format!("{}ms", blocking.max_wait.as_millis().max(1)),
+        ),
+    ]
 }
 
 /// `text` percent-encoded for a path segment or a query value.

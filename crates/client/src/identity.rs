@@ -13,26 +13,24 @@ use drover_structs::client_rpc::{SignIdentitiesResponse, WorkloadIdentityRequest
 use drover_structs::service_catalog::ServiceRegistrationListStub;
 use drover_structs::{ServiceRegistration, Variable, VariableMetadata};
 
-use crate::server_conn::{ServerConn, ServerConnError};
+use crate::server_conn::{Blocking, Indexed, ServerConn, ServerConnError};
 
 /// A boxed signing future (the trait is object safe).
 pub type SignFuture<'a> =
     Pin<Box<dyn Future<Output = Result<SignIdentitiesResponse, ServerConnError>> + Send + 'a>>;
 
 /// A boxed variable read.
-pub type VariableFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Option<Variable>, ServerConnError>> + Send + 'a>>;
+pub type VariableFuture<'a> = IndexedFuture<'a, Option<Variable>>;
 /// A boxed variable listing.
-pub type VariableListFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Vec<VariableMetadata>, ServerConnError>> + Send + 'a>>;
-
+pub type VariableListFuture<'a> = IndexedFuture<'a, Vec<VariableMetadata>>;
 /// A boxed service read.
-pub type ServiceFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Vec<ServiceRegistration>, ServerConnError>> + Send + 'a>>;
+pub type ServiceFuture<'a> = IndexedFuture<'a, Vec<ServiceRegistration>>;
 /// A boxed service listing.
-pub type ServiceListFuture<'a> = Pin<
-    Box<dyn Future<Output = Result<Vec<ServiceRegistrationListStub>, ServerConnError>> + Send + 'a>,
->;
+pub type ServiceListFuture<'a> = IndexedFuture<'a, Vec<ServiceRegistrationListStub>>;
+
+/// A boxed read answering a `T` with the index it was read at.
+pub type IndexedFuture<'a, T> =
+    Pin<Box<dyn Future<Output = Result<Indexed<T>, ServerConnError>> + Send + 'a>>;
 
 /// Signs workload identities of this node's tasks, and reads variables and services with them.
 pub trait IdentitySigner: Send + Sync + std::fmt::Debug {
@@ -43,6 +41,7 @@ pub trait IdentitySigner: Send + Sync + std::fmt::Debug {
         token: &'a str,
         namespace: &'a str,
         path: &'a str,
+        blocking: Blocking,
     ) -> VariableFuture<'a>;
     /// [`ServerConn::list_variables`].
     fn list_variables<'a>(
@@ -50,6 +49,7 @@ pub trait IdentitySigner: Send + Sync + std::fmt::Debug {
         token: &'a str,
         namespace: &'a str,
         prefix: &'a str,
+        blocking: Blocking,
     ) -> VariableListFuture<'a>;
     /// [`ServerConn::read_service`]; refused unless the signer reads services.
     fn read_service<'a>(
@@ -58,8 +58,9 @@ pub trait IdentitySigner: Send + Sync + std::fmt::Debug {
         namespace: &'a str,
         name: &'a str,
         choose: Option<&'a str>,
+        blocking: Blocking,
     ) -> ServiceFuture<'a> {
-        let _ = (token, namespace, name, choose);
+        let _ = (token, namespace, name, choose, blocking);
         Box::pin(async {
             Err(ServerConnError::Rejected {
                 message: "no servers to read services from".to_owned(),
@@ -67,8 +68,13 @@ pub trait IdentitySigner: Send + Sync + std::fmt::Debug {
         })
     }
     /// [`ServerConn::list_services`]; refused unless the signer reads services.
-    fn list_services<'a>(&'a self, token: &'a str, namespace: &'a str) -> ServiceListFuture<'a> {
-        let _ = (token, namespace);
+    fn list_services<'a>(
+        &'a self,
+        token: &'a str,
+        namespace: &'a str,
+        blocking: Blocking,
+    ) -> ServiceListFuture<'a> {
+        let _ = (token, namespace, blocking);
         Box::pin(async {
             Err(ServerConnError::Rejected {
                 message: "no servers to read services from".to_owned(),
@@ -116,8 +122,9 @@ impl<S: ServerConn> IdentitySigner for ConnSigner<S> {
         token: &'a str,
         namespace: &'a str,
         path: &'a str,
+        blocking: Blocking,
     ) -> VariableFuture<'a> {
-        Box::pin(self.conn.read_variable(token, namespace, path))
+        Box::pin(self.conn.read_variable(token, namespace, path, blocking))
     }
 
     fn list_variables<'a>(
@@ -125,8 +132,9 @@ impl<S: ServerConn> IdentitySigner for ConnSigner<S> {
         token: &'a str,
         namespace: &'a str,
         prefix: &'a str,
+        blocking: Blocking,
     ) -> VariableListFuture<'a> {
-        Box::pin(self.conn.list_variables(token, namespace, prefix))
+        Box::pin(self.conn.list_variables(token, namespace, prefix, blocking))
     }
 
     fn read_service<'a>(
@@ -135,12 +143,21 @@ impl<S: ServerConn> IdentitySigner for ConnSigner<S> {
         namespace: &'a str,
         name: &'a str,
         choose: Option<&'a str>,
+        blocking: Blocking,
     ) -> ServiceFuture<'a> {
-        Box::pin(self.conn.read_service(token, namespace, name, choose))
+        Box::pin(
+            self.conn
+                .read_service(token, namespace, name, choose, blocking),
+        )
     }
 
-    fn list_services<'a>(&'a self, token: &'a str, namespace: &'a str) -> ServiceListFuture<'a> {
-        Box::pin(self.conn.list_services(token, namespace))
+    fn list_services<'a>(
+        &'a self,
+        token: &'a str,
+        namespace: &'a str,
+        blocking: Blocking,
+    ) -> ServiceListFuture<'a> {
+        Box::pin(self.conn.list_services(token, namespace, blocking))
     }
 }
 
@@ -158,7 +175,13 @@ impl IdentitySigner for NoServersSigner {
         })
     }
 
-    fn read_variable<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str) -> VariableFuture<'a> {
+    fn read_variable<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: &'a str,
+        _: Blocking,
+    ) -> VariableFuture<'a> {
         Box::pin(async {
             Err(ServerConnError::Rejected {
                 message: "no servers to read variables from".to_owned(),
@@ -166,7 +189,13 @@ impl IdentitySigner for NoServersSigner {
         })
     }
 
-    fn list_variables<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str) -> VariableListFuture<'a> {
+    fn list_variables<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: &'a str,
+        _: Blocking,
+    ) -> VariableListFuture<'a> {
         Box::pin(async {
             Err(ServerConnError::Rejected {
                 message: "no servers to read variables from".to_owned(),

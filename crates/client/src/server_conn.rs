@@ -28,6 +28,22 @@ use drover_structs::{
     VariableMetadata,
 };
 
+/// A blocking query's terms (Nomad's `?index=&wait=`): the read answers once the data's
+/// index has moved past `min_index`, or after `max_wait` with what it has; a `min_index` of 0
+/// answers at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Blocking {
+    pub min_index: u64,
+    pub max_wait: Duration,
+}
+
+/// An answer and the index it was read at (`X-Nomad-Index`), for the next blocking query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Indexed<T> {
+    pub value: T,
+    pub index: u64,
+}
+
 /// What a client reports about one of its allocations: the fields the client owns.
 ///
 /// The server merges these into its copy of the allocation without touching the fields the
@@ -203,8 +219,9 @@ pub trait ServerConn: Send + Sync + 'static {
         token: &str,
         namespace: &str,
         path: &str,
-    ) -> impl Future<Output = Result<Option<Variable>, ServerConnError>> + Send {
-        let _ = (token, namespace, path);
+        blocking: Blocking,
+    ) -> impl Future<Output = Result<Indexed<Option<Variable>>, ServerConnError>> + Send {
+        let _ = (token, namespace, path, blocking);
         async {
             Err(ServerConnError::Rejected {
                 message: "these servers hold no variables".to_owned(),
@@ -218,8 +235,9 @@ pub trait ServerConn: Send + Sync + 'static {
         token: &str,
         namespace: &str,
         prefix: &str,
-    ) -> impl Future<Output = Result<Vec<VariableMetadata>, ServerConnError>> + Send {
-        let _ = (token, namespace, prefix);
+        blocking: Blocking,
+    ) -> impl Future<Output = Result<Indexed<Vec<VariableMetadata>>, ServerConnError>> + Send {
+        let _ = (token, namespace, prefix, blocking);
         async {
             Err(ServerConnError::Rejected {
                 message: "these servers hold no variables".to_owned(),
@@ -236,8 +254,10 @@ pub trait ServerConn: Send + Sync + 'static {
         namespace: &str,
         name: &str,
         choose: Option<&str>,
-    ) -> impl Future<Output = Result<Vec<ServiceRegistration>, ServerConnError>> + Send {
-        let _ = (token, namespace, name, choose);
+        blocking: Blocking,
+    ) -> impl Future<Output = Result<Indexed<Vec<ServiceRegistration>>, ServerConnError>> + Send
+    {
+        let _ = (token, namespace, name, choose, blocking);
         async {
             Err(ServerConnError::Rejected {
                 message: "these servers hold no service catalog".to_owned(),
@@ -251,9 +271,10 @@ pub trait ServerConn: Send + Sync + 'static {
         &self,
         token: &str,
         namespace: &str,
-    ) -> impl Future<Output = Result<Vec<ServiceRegistrationListStub>, ServerConnError>> + Send
+        blocking: Blocking,
+    ) -> impl Future<Output = Result<Indexed<Vec<ServiceRegistrationListStub>>, ServerConnError>> + Send
     {
-        let _ = (token, namespace);
+        let _ = (token, namespace, blocking);
         async {
             Err(ServerConnError::Rejected {
                 message: "these servers hold no service catalog".to_owned(),
@@ -330,8 +351,9 @@ impl<S: ServerConn> ServerConn for Arc<S> {
         token: &str,
         namespace: &str,
         path: &str,
-    ) -> impl Future<Output = Result<Option<Variable>, ServerConnError>> + Send {
-        S::read_variable(self, token, namespace, path)
+        blocking: Blocking,
+    ) -> impl Future<Output = Result<Indexed<Option<Variable>>, ServerConnError>> + Send {
+        S::read_variable(self, token, namespace, path, blocking)
     }
 
     fn list_variables(
@@ -339,8 +361,9 @@ impl<S: ServerConn> ServerConn for Arc<S> {
         token: &str,
         namespace: &str,
         prefix: &str,
-    ) -> impl Future<Output = Result<Vec<VariableMetadata>, ServerConnError>> + Send {
-        S::list_variables(self, token, namespace, prefix)
+        blocking: Blocking,
+    ) -> impl Future<Output = Result<Indexed<Vec<VariableMetadata>>, ServerConnError>> + Send {
+        S::list_variables(self, token, namespace, prefix, blocking)
     }
 
     fn read_service(
@@ -349,17 +372,20 @@ impl<S: ServerConn> ServerConn for Arc<S> {
         namespace: &str,
         name: &str,
         choose: Option<&str>,
-    ) -> impl Future<Output = Result<Vec<ServiceRegistration>, ServerConnError>> + Send {
-        S::read_service(self, token, namespace, name, choose)
+        blocking: Blocking,
+    ) -> impl Future<Output = Result<Indexed<Vec<ServiceRegistration>>, ServerConnError>> + Send
+    {
+        S::read_service(self, token, namespace, name, choose, blocking)
     }
 
     fn list_services(
         &self,
         token: &str,
         namespace: &str,
-    ) -> impl Future<Output = Result<Vec<ServiceRegistrationListStub>, ServerConnError>> + Send
+        blocking: Blocking,
+    ) -> impl Future<Output = Result<Indexed<Vec<ServiceRegistrationListStub>>, ServerConnError>> + Send
     {
-        S::list_services(self, token, namespace)
+        S::list_services(self, token, namespace, blocking)
     }
 }
 

@@ -785,7 +785,7 @@ pub static FEATURES: &[Feature] = &[
     row(
         "template",
         Status::RunsDifferently,
-        "rendered before start with Go template syntax and consul-template's functions (env, file, parse/encode, string, list, arithmetic, a sprig_* subset); templates reading files (file, source) re-render within a second and apply change_mode noop, restart, signal or script after splay, unless once; templates reading Nomad Variables (nomadVar, nomadVarExists, nomadVarList) or the built-in service catalog (nomadService with tag, ?ns= and choose forms, nomadServices) read them with the task's workload identity, wait for a missing nomadVar, and re-render within about a second of a change; env-only templates do not change while the task runs; a query naming another region fails the render; Consul and Vault functions (key, service, secret, …) are refused naming what they need",
+        "rendered before start with Go template syntax and consul-template's functions (env, file, parse/encode, string, list, arithmetic, a sprig_* subset); templates reading files (file, source) are rendered again every 250 ms; unless once, a changed output is written after its wait (the template's own, else the client's template { wait }: 5s and 4m by default; the first render is written at once) and change_mode noop, restart, signal or script applied after splay; templates reading Nomad Variables (nomadVar, nomadVarExists, nomadVarList) or the built-in service catalog (nomadService with tag, ?ns= and choose forms, nomadServices) read them with the task's workload identity, wait for a missing nomadVar, and watch them with blocking queries (the client's block_query_wait, 5m by default), rendering again as soon as a change is answered; env-only templates do not change while the task runs; a query naming another region fails the render; Consul and Vault functions (key, service, secret, …) are refused naming what they need",
         "",
         Detect::task(|task| each(&task.templates, "Templates")),
     ),
@@ -795,7 +795,7 @@ pub static FEATURES: &[Feature] = &[
     ),
     runs(
         "template > wait > min, max",
-        "a rendered output (the first included) is written, and its change_mode applied, once it has stayed the same for min or changes have been held for max (four times min when max is left out), as consul-template's quiescence",
+        "after the first render (written at once), a changed output is written, and its change_mode applied, once it has stayed the same for min or changes have been held for max (four times min when max is left out), within the client's wait_bounds, as consul-template's quiescence; a template without its own wait takes the client's template { wait } (Nomad's default: 5s and 4m)",
     ),
     runs(
         "template > error_on_missing_key",
@@ -821,27 +821,9 @@ pub static FEATURES: &[Feature] = &[
         "template > change_script",
         "command and args run inside the task (its namespaces, cgroup, user and environment, the path of alloc exec) when the template changes, bounded by timeout; the \"Task hook message\" / \"Task hook failed\" events as Nomad, and fail_on_error kills the task",
     ),
-    row(
+    runs(
         "template > change_script > run_on_first_render",
-        Status::NotYet,
-        "drover runs a change_script only on a change while the task runs",
-        "runs once the script can run after the first render; until then leave run_on_first_render out",
-        Detect::task(|task| {
-            let mut found = Vec::new();
-            for (index, template) in task.templates.iter().enumerate() {
-                let first = template
-                    .change_script
-                    .as_ref()
-                    .and_then(|script| script.get("RunOnFirstRender"))
-                    .and_then(serde_json::Value::as_bool)
-                    .unwrap_or(false);
-                found.extend(when(
-                    first,
-                    &format!("Templates[{index}].ChangeScript.RunOnFirstRender"),
-                ));
-            }
-            found
-        }),
+        "the change_script also runs once the task has started after the first render (and after a restart when render_templates renders again), as Nomad's poststart runs it",
     ),
     row(
         "artifact",

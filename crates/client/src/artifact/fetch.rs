@@ -1256,9 +1256,9 @@ mod tests {
         );
     }
 
-    /// ssh itself is not exercised (no sshd in the tests): the clone goes over `file://`,
-    /// which git serves without ssh; what is checked is that an `sshkey` is decoded, handed
-    /// over as a key file and removed afterwards, and that a bad one is refused.
+    /// The clone goes over `file://` here (ssh itself is exercised against a real sshd in the
+    /// CLI's `e2e_artifacts`); what is checked is that an `sshkey` is decoded, handed over as
+    /// a key file and removed afterwards, and that a bad one is refused.
     #[tokio::test]
     async fn a_git_sshkey_is_written_for_the_clone_and_removed_after() {
         use base64::Engine as _;

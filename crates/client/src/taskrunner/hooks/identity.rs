@@ -69,7 +69,7 @@ impl TaskTokens {
         self.with(|tokens| tokens.get(name).cloned())
     }
 
-    fn set(&self, name: &str, token: SignedToken) {
+    pub(crate) fn set(&self, name: &str, token: SignedToken) {
         self.with(|tokens| tokens.insert(name.to_owned(), token));
     }
 
@@ -543,8 +543,14 @@ mod tests {
             _: &'a str,
             _: &'a str,
             _: &'a str,
+            _: crate::server_conn::Blocking,
         ) -> crate::identity::VariableFuture<'a> {
-            Box::pin(async { Ok(None) })
+            Box::pin(async {
+                Ok(crate::server_conn::Indexed {
+                    value: None,
+                    index: 1,
+                })
+            })
         }
 
         fn list_variables<'a>(
@@ -552,8 +558,14 @@ mod tests {
             _: &'a str,
             _: &'a str,
             _: &'a str,
+            _: crate::server_conn::Blocking,
         ) -> crate::identity::VariableListFuture<'a> {
-            Box::pin(async { Ok(Vec::new()) })
+            Box::pin(async {
+                Ok(crate::server_conn::Indexed {
+                    value: Vec::new(),
+                    index: 1,
+                })
+            })
         }
     }
 

@@ -437,7 +437,7 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
                 namespace: context.namespace.clone(),
             })
             .with_shim_binary(context.config.shim_binary.clone())
-            .with_wait_bounds(context.config.template_wait_bounds),
+            .with_config(context.config.template),
         ));
     }
     // Always present: an update may give a task services it did not have. Without services it

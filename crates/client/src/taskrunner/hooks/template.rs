@@ -8,20 +8,30 @@
 //! Templates that read Nomad Variables (`nomadVar*`) or the built-in service catalog
 //! (`nomadService`, `nomadServices`) read them from the servers with the task's default
 //! workload identity: a render that wants a path or query not fetched yet has it fetched and
-//! renders again; a `nomadVar` of a variable that does not exist holds the start (checked
-//! again every [`VARIABLE_REFRESH`]) as Nomad's template blocks on it, while a service with
-//! no registrations renders as an empty list. While the task runs, everything a template read
-//! is fetched again every [`VARIABLE_REFRESH`], and a change re-renders it like a changed file.
+//! renders again; a `nomadVar` of a variable that does not exist holds the start, waiting for
+//! it with a blocking query, as Nomad's template blocks on it, while a service with no
+//! registrations renders as an empty list. While the task runs, each read a template made is
+//! watched as consul-template's Nomad dependencies are: a blocking query (`index` + `wait`,
+//! the client's `block_query_wait`, 5 minutes by default) answers once the data changed, a
+//! changed answer wakes the render loop at once, an answer at an older index starts over from
+//! index 0, queries are at least 100 ms apart, and a failing one is retried with backoff
+//! (Nomad's `nomad_retry`: 12 attempts from 250 ms, at most a minute apart) before the task is
+//! killed with "Template failed".
 //!
-//! A template's `wait { min max }` holds a changed output (and its change mode) until it has
-//! stayed the same for `min`, or changes have been held for `max`, the first render included
-//! (consul-template's quiescence). `change_mode = "script"` runs `change_script` inside the
-//! task through the shim's exec path (the one `alloc exec` and script checks take), with
-//! Nomad's events, killing the task when it fails under `fail_on_error`.
+//! The first render is written at once. Later, a changed output (and its change mode) is held
+//! as consul-template's quiescence holds it: until it has stayed the same for `min`, or
+//! changes have been held for `max` — the template's own `wait { min max }` within the
+//! client's `wait_bounds`, else the client's `template { wait }` (Nomad's default: 5 s and
+//! 4 min). `change_mode = "script"` runs `change_script` inside the task through the shim's
+//! exec path (the one `alloc exec` and script checks take), with Nomad's events, killing the
+//! task when it fails under `fail_on_error`; with `run_on_first_render` it also runs once the
+//! task has started after the first render (the hook's poststart), and after a restart only
+//! when `render_templates` has the templates rendered again, as Nomad's poststart runs it.
 //!
 //! Templates that read only `env` cannot change while the task runs and are not watched, nor
-//! are `once` templates. The watch loop polls on tokio time (paused in tests) every
-//! [`WATCH_INTERVAL`].
+//! are `once` templates. Templates that read files are rendered again every
+//! [`WATCH_INTERVAL`] on tokio time (paused in tests); the others only when their data
+//! changed.
 //!
 //! **Not** here: the engine and functions (`crate::template`).
 
@@ -33,12 +43,14 @@ use drover_structs::Template;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    HookError, HookErrorKind, HookFuture, HookResult, PrestartHook, PrestartRequest,
-    PrestartResponse, StopHook, StopRequest, StopResponse, TaskEventEmitter, TaskHook,
-    TaskLifecycleHandle, UpdateHook, UpdateRequest, UpdateResponse,
+    HookError, HookErrorKind, HookFuture, HookResult, PoststartHook, PoststartRequest,
+    PoststartResponse, PrestartHook, PrestartRequest, PrestartResponse, StopHook, StopRequest,
+    StopResponse, TaskEventEmitter, TaskHook, TaskLifecycleHandle, UpdateHook, UpdateRequest,
+    UpdateResponse,
 };
 use crate::allocdir::TaskDir;
 use crate::identity::IdentitySigner;
+use crate::server_conn::{Blocking, Indexed};
 use crate::taskrunner::hooks::identity::{DEFAULT_IDENTITY, TaskTokens};
 use crate::template::funcs::{ServiceQuery, VariableCache};
 use crate::template::{self, RenderScope, TemplateText, beneath};
@@ -46,8 +58,15 @@ use crate::template::{self, RenderScope, TemplateText, beneath};
 /// How often templates that read files are re-rendered while the task runs.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 
-/// How often the variables templates read are fetched again.
-pub const VARIABLE_REFRESH: Duration = Duration::from_secs(1);
+/// The shortest time between two queries of one dependency (consul-template's
+/// `minDelayBetweenUpdates`).
+const MIN_QUERY_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Nomad's default `nomad_retry`: attempts, first backoff and largest backoff of a failing
+/// query before the template fails.
+const QUERY_RETRY_ATTEMPTS: u32 = 12;
+const QUERY_RETRY_BACKOFF: Duration = Duration::from_millis(250);
+const QUERY_RETRY_MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// Renders before a template that keeps wanting new variables is refused.
 const MAX_VARIABLE_PASSES: usize = 16;
@@ -66,50 +85,61 @@ pub fn reads_variables(template: &Template) -> bool {
     template.embedded_tmpl.contains("nomadVar") || template.embedded_tmpl.contains("nomadService")
 }
 
-/// What renders asked for that the cache does not hold yet.
-#[derive(Debug, Default)]
-struct Wanted {
-    reads: Vec<String>,
-    lists: Vec<String>,
-    services: Vec<ServiceQuery>,
-    service_lists: Vec<Option<String>>,
+/// One read a template depends on (one of consul-template's Nomad dependencies).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Dependency {
+    /// `nomadVar` / `nomadVarExists` of a path.
+    Variable(String),
+    /// `nomadVarList` of a prefix.
+    VariableList(String),
+    /// `nomadService`.
+    Service(ServiceQuery),
+    /// `nomadServices` of a namespace (`None`: the task's).
+    ServiceList(Option<String>),
 }
 
-impl Wanted {
-    /// Takes the wanted sets out of a render's `cache`.
-    fn take(cache: &mut VariableCache) -> Wanted {
-        Wanted {
-            reads: std::mem::take(&mut cache.wanted_reads)
-                .into_iter()
-                .collect(),
-            lists: std::mem::take(&mut cache.wanted_lists)
-                .into_iter()
-                .collect(),
-            services: std::mem::take(&mut cache.wanted_services)
-                .into_iter()
-                .collect(),
-            service_lists: std::mem::take(&mut cache.wanted_service_lists)
-                .into_iter()
-                .collect(),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.reads.is_empty()
-            && self.lists.is_empty()
-            && self.services.is_empty()
-            && self.service_lists.is_empty()
-    }
+/// What one query of a [`Dependency`] answered.
+enum Answer {
+    Variable(Option<drover_structs::Variable>),
+    VariableList(Vec<drover_structs::VariableMetadata>),
+    Service(Vec<drover_structs::ServiceRegistration>),
+    ServiceList(Vec<drover_structs::service_catalog::ServiceRegistrationListStub>),
 }
 
-/// A template's `wait { min max }`: how long a changed output must stay unchanged before it
-/// is written (`min`), and the longest a change may be held back (`max`; consul-template's
-/// default without one is four times `min`). `None` without a wait, or when both are zero.
+/// The dependencies a render asked for that `cache` does not hold yet, taken out of it.
+fn take_wanted(cache: &mut VariableCache) -> Vec<Dependency> {
+    let mut wanted: Vec<Dependency> = std::mem::take(&mut cache.wanted_reads)
+        .into_iter()
+        .map(Dependency::Variable)
+        .collect();
+    wanted.extend(
+        std::mem::take(&mut cache.wanted_lists)
+            .into_iter()
+            .map(Dependency::VariableList),
+    );
+    wanted.extend(
+        std::mem::take(&mut cache.wanted_services)
+            .into_iter()
+            .map(Dependency::Service),
+    );
+    wanted.extend(
+        std::mem::take(&mut cache.wanted_service_lists)
+            .into_iter()
+            .map(Dependency::ServiceList),
+    );
+    wanted
+}
+
+/// How long a changed output of `template` is held back, as `(min, max)`: its own `wait`
+/// (max four times min when left out, as consul-template) within the client's
+/// `wait_bounds`, else the client's `wait`. `None` when nothing holds it.
 pub fn wait_bounds(
     template: &Template,
-    bounds: crate::config::TemplateWaitBounds,
+    config: crate::config::TemplateConfig,
 ) -> Option<(Duration, Duration)> {
-    let wait = template.wait.as_ref()?;
+    let Some(wait) = template.wait.as_ref() else {
+        return config.wait;
+    };
     let nanos = |field: &str| {
         wait.get(field)
             .and_then(serde_json::Value::as_u64)
@@ -117,7 +147,8 @@ pub fn wait_bounds(
     };
     let min = nanos("Min").unwrap_or_default();
     let max = nanos("Max").unwrap_or(min.saturating_mul(4));
-    (!min.is_zero() || !max.is_zero()).then(|| bounds.clamp((min, max.max(min))))
+    let (min, max) = config.wait_bounds.clamp((min, max.max(min)));
+    (!min.is_zero() || !max.is_zero()).then_some((min, max))
 }
 
 /// A changed output held back by a template's `wait`.
@@ -137,15 +168,18 @@ struct Watched {
     last: String,
     wait: Option<(Duration, Duration)>,
     pending: Option<Pending>,
+    /// Whether the last render read files (the loop then polls it).
+    reads_files: bool,
 }
 
 impl Watched {
-    fn new(template: Template, last: String, bounds: crate::config::TemplateWaitBounds) -> Self {
+    fn new(template: Template, rendered: Rendered, config: crate::config::TemplateConfig) -> Self {
         Watched {
-            wait: wait_bounds(&template, bounds),
+            wait: wait_bounds(&template, config),
             template,
-            last,
+            last: rendered.output,
             pending: None,
+            reads_files: rendered.reads_files,
         }
     }
 
@@ -188,6 +222,8 @@ pub struct ChangeScript {
     pub timeout: Duration,
     /// A failed script kills the task (failing it).
     pub fail_on_error: bool,
+    /// Run once after the first render too, when the task has started.
+    pub run_on_first_render: bool,
 }
 
 /// Nomad's default `change_script.timeout`.
@@ -215,15 +251,18 @@ impl ChangeScript {
             .and_then(serde_json::Value::as_u64)
             .filter(|nanos| *nanos > 0)
             .map_or(DEFAULT_SCRIPT_TIMEOUT, Duration::from_nanos);
-        let fail_on_error = script
-            .get("FailOnError")
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(false);
+        let flag = |field: &str| {
+            script
+                .get(field)
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(false)
+        };
         Some(ChangeScript {
             command,
             args,
             timeout,
-            fail_on_error,
+            fail_on_error: flag("FailOnError"),
+            run_on_first_render: flag("RunOnFirstRender"),
         })
     }
 
@@ -304,112 +343,244 @@ async fn run_change_script(
     }
 }
 
-type SharedCache = Arc<Mutex<VariableCache>>;
+/// What the templates of one task read from the servers, shared by the renders and the
+/// views that keep it fresh.
+#[derive(Default)]
+struct TemplateData {
+    fetched: Mutex<Fetched>,
+    /// Woken when a view stored a changed answer.
+    changed: tokio::sync::Notify,
+}
 
-fn snapshot(cache: &SharedCache) -> VariableCache {
-    let guard = match cache.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    };
-    VariableCache {
-        reads: guard.reads.clone(),
-        lists: guard.lists.clone(),
-        services: guard.services.clone(),
-        service_lists: guard.service_lists.clone(),
-        ..VariableCache::default()
+#[derive(Default)]
+struct Fetched {
+    cache: VariableCache,
+    /// The index each dependency was last read at.
+    indexes: BTreeMap<Dependency, u64>,
+    /// The dependencies a view watches.
+    watched: std::collections::BTreeSet<Dependency>,
+}
+
+type SharedData = Arc<TemplateData>;
+
+impl TemplateData {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Fetched> {
+        match self.fetched.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// What a render reads: the fetched answers, nothing wanted yet.
+    fn snapshot(&self) -> VariableCache {
+        let guard = self.lock();
+        VariableCache {
+            reads: guard.cache.reads.clone(),
+            lists: guard.cache.lists.clone(),
+            services: guard.cache.services.clone(),
+            service_lists: guard.cache.service_lists.clone(),
+            ..VariableCache::default()
+        }
+    }
+
+    fn index_of(&self, dependency: &Dependency) -> u64 {
+        self.lock().indexes.get(dependency).copied().unwrap_or(0)
+    }
+
+    /// Stores `answer` read at `index`; answers whether renders now see something else.
+    fn store(&self, dependency: &Dependency, answer: Answer, index: u64) -> bool {
+        let mut guard = self.lock();
+        guard.indexes.insert(dependency.clone(), index);
+        let cache = &mut guard.cache;
+        match (dependency, answer) {
+            (Dependency::Variable(path), Answer::Variable(value)) => {
+                let changed = cache.reads.get(path) != Some(&value);
+                cache.reads.insert(path.clone(), value);
+                changed
+            }
+            (Dependency::VariableList(prefix), Answer::VariableList(value)) => {
+                let changed = cache.lists.get(prefix) != Some(&value);
+                cache.lists.insert(prefix.clone(), value);
+                changed
+            }
+            (Dependency::Service(query), Answer::Service(value)) => {
+                let changed = cache.services.get(query) != Some(&value);
+                cache.services.insert(query.clone(), value);
+                changed
+            }
+            (Dependency::ServiceList(namespace), Answer::ServiceList(value)) => {
+                let changed = cache.service_lists.get(namespace) != Some(&value);
+                cache.service_lists.insert(namespace.clone(), value);
+                changed
+            }
+            _ => false,
+        }
     }
 }
 
-/// Fetches what `wanted` names into `cache`.
-async fn fetch(
-    source: Option<&VariableSource>,
-    cache: &SharedCache,
-    wanted: Wanted,
-) -> Result<(), String> {
-    let source = source.ok_or("this client reads no Nomad Variables or services for templates")?;
+/// One query of `dependency` with the task's identity, blocking as `blocking` says.
+async fn query(
+    source: &VariableSource,
+    dependency: &Dependency,
+    blocking: Blocking,
+) -> Result<Indexed<Answer>, String> {
     let token = source.tokens.get(DEFAULT_IDENTITY).ok_or(
         "the task has no workload identity to read Nomad Variables or services with \
          (nomadVar and nomadService need the template's text to name them)",
     )?;
-    let mut fetched_reads = Vec::new();
-    for path in wanted.reads {
-        let variable = source
-            .reader
-            .read_variable(&token, &source.namespace, &path)
-            .await
-            .map_err(|error| format!("nomadVar {path:?}: {error}"))?;
-        fetched_reads.push((path, variable));
-    }
-    let mut fetched_lists = Vec::new();
-    for prefix in wanted.lists {
-        let listed = source
-            .reader
-            .list_variables(&token, &source.namespace, &prefix)
-            .await
-            .map_err(|error| format!("nomadVarList {prefix:?}: {error}"))?;
-        fetched_lists.push((prefix, listed));
-    }
-    let mut fetched_services = Vec::new();
-    for query in wanted.services {
-        let namespace = query.namespace.as_deref().unwrap_or(&source.namespace);
-        let found = source
-            .reader
-            .read_service(&token, namespace, &query.name, query.choose.as_deref())
-            .await
-            .map_err(|error| format!("nomadService {:?}: {error}", query.name))?;
-        fetched_services.push((query, found));
-    }
-    let mut fetched_service_lists = Vec::new();
-    for namespace in wanted.service_lists {
-        let listed = source
-            .reader
-            .list_services(&token, namespace.as_deref().unwrap_or(&source.namespace))
-            .await
-            .map_err(|error| format!("nomadServices: {error}"))?;
-        fetched_service_lists.push((namespace, listed));
-    }
-    let mut guard = match cache.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
+    let reader = &source.reader;
+    let own = source.namespace.as_str();
+    let indexed = |index: u64, answer: Answer| Indexed {
+        value: answer,
+        index,
     };
-    guard.reads.extend(fetched_reads);
-    guard.lists.extend(fetched_lists);
-    guard.services.extend(fetched_services);
-    guard.service_lists.extend(fetched_service_lists);
+    match dependency {
+        Dependency::Variable(path) => reader
+            .read_variable(&token, own, path, blocking)
+            .await
+            .map(|read| indexed(read.index, Answer::Variable(read.value)))
+            .map_err(|error| format!("nomadVar {path:?}: {error}")),
+        Dependency::VariableList(prefix) => reader
+            .list_variables(&token, own, prefix, blocking)
+            .await
+            .map(|read| indexed(read.index, Answer::VariableList(read.value)))
+            .map_err(|error| format!("nomadVarList {prefix:?}: {error}")),
+        Dependency::Service(service) => reader
+            .read_service(
+                &token,
+                service.namespace.as_deref().unwrap_or(own),
+                &service.name,
+                service.choose.as_deref(),
+                blocking,
+            )
+            .await
+            .map(|read| indexed(read.index, Answer::Service(read.value)))
+            .map_err(|error| format!("nomadService {:?}: {error}", service.name)),
+        Dependency::ServiceList(namespace) => reader
+            .list_services(&token, namespace.as_deref().unwrap_or(own), blocking)
+            .await
+            .map(|read| indexed(read.index, Answer::ServiceList(read.value)))
+            .map_err(|error| format!("nomadServices: {error}")),
+    }
+}
+
+/// Fetches `wanted` into `data` at once (no blocking), with the index each was read at.
+async fn fetch(
+    source: Option<&VariableSource>,
+    data: &TemplateData,
+    wanted: &[Dependency],
+) -> Result<(), String> {
+    let source = source.ok_or("this client reads no Nomad Variables or services for templates")?;
+    for dependency in wanted {
+        let answer = query(source, dependency, Blocking::default()).await?;
+        data.store(dependency, answer.value, answer.index);
+    }
     Ok(())
 }
 
-/// Fetches again every variable, listing and service query in `cache`.
-async fn refresh(source: Option<&VariableSource>, cache: &SharedCache) -> Result<(), String> {
-    let known = snapshot(cache);
-    let wanted = Wanted {
-        reads: known.reads.keys().cloned().collect(),
-        lists: known.lists.keys().cloned().collect(),
-        services: known.services.keys().cloned().collect(),
-        service_lists: known.service_lists.keys().cloned().collect(),
+/// What the views of one task's templates work with.
+#[derive(Clone)]
+struct ViewContext {
+    source: VariableSource,
+    data: SharedData,
+    block_query_wait: Duration,
+    lifecycle: TaskLifecycleHandle,
+    cancel: CancellationToken,
+}
+
+/// Starts a view for each dependency `data` holds that none watches yet.
+fn start_views(context: &ViewContext) {
+    let unwatched: Vec<Dependency> = {
+        let mut guard = context.data.lock();
+        let fetched: Vec<Dependency> = guard.indexes.keys().cloned().collect();
+        fetched
+            .into_iter()
+            .filter(|dependency| guard.watched.insert(dependency.clone()))
+            .collect()
     };
-    if wanted.is_empty() {
-        return Ok(());
+    for dependency in unwatched {
+        tokio::spawn(view(dependency, context.clone()));
     }
-    fetch(source, cache, wanted).await
+}
+
+/// Keeps `dependency` fresh with blocking queries until cancelled, as consul-template's view
+/// does: see the module docs.
+async fn view(dependency: Dependency, context: ViewContext) {
+    let mut index = context.data.index_of(&dependency);
+    let mut failures = 0u32;
+    loop {
+        let started = tokio::time::Instant::now();
+        let blocking = Blocking {
+            min_index: index,
+            max_wait: context.block_query_wait,
+        };
+        let answer = tokio::select! {
+            biased;
+            () = context.cancel.cancelled() => return,
+            answer = query(&context.source, &dependency, blocking) => answer,
+        };
+        let pause = match answer {
+            Ok(answer) => {
+                failures = 0;
+                if answer.index < index {
+                    // The servers' index went back (a new cluster): start over.
+                    index = 0;
+                } else if answer.index != index {
+                    index = answer.index;
+                    if context.data.store(&dependency, answer.value, index) {
+                        context.data.changed.notify_one();
+                    }
+                }
+                MIN_QUERY_INTERVAL.saturating_sub(started.elapsed())
+            }
+            Err(message) => {
+                failures += 1;
+                if failures > QUERY_RETRY_ATTEMPTS {
+                    context.lifecycle.request_kill(
+                        "template",
+                        &format!("Template failed: {message}"),
+                        true,
+                    );
+                    return;
+                }
+                tracing::debug!(%message, failures, "template query failed; retrying");
+                QUERY_RETRY_BACKOFF
+                    .saturating_mul(1 << (failures - 1).min(16))
+                    .min(QUERY_RETRY_MAX_BACKOFF)
+            }
+        };
+        if !pause.is_zero() {
+            tokio::select! {
+                biased;
+                () = context.cancel.cancelled() => return,
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+}
+
+/// Where a render before the start reads the servers.
+struct Reads<'a> {
+    source: Option<&'a VariableSource>,
+    data: &'a TemplateData,
+    block_query_wait: Duration,
 }
 
 /// Renders `template`, fetching the variables it wants until it wants no more; a variable
-/// that does not exist is waited for (until `cancel`).
+/// that does not exist is waited for with a blocking query (until `cancel`).
 async fn render_with_variables(
     template: &Template,
     task_dir: &TaskDir,
     env: &BTreeMap<String, String>,
-    source: Option<&VariableSource>,
-    cache: &SharedCache,
+    reads: &Reads<'_>,
     cancel: &CancellationToken,
     events: &TaskEventEmitter,
 ) -> Result<Rendered, String> {
     let mut passes = 0;
     let mut reported_missing = false;
     loop {
-        let (result, mut used) = render_one(template, task_dir, env, snapshot(cache));
-        let wanted = Wanted::take(&mut used);
+        let (result, mut used) = render_one(template, task_dir, env, reads.data.snapshot());
+        let wanted = take_wanted(&mut used);
         if !wanted.is_empty() {
             passes += 1;
             if passes > MAX_VARIABLE_PASSES {
@@ -418,15 +589,18 @@ async fn render_with_variables(
                     template.dest_path
                 ));
             }
-            fetch(source, cache, wanted).await?;
+            fetch(reads.source, reads.data, &wanted).await?;
             continue;
         }
         match result {
             Ok(rendered) => return Ok(rendered),
-            Err(message) if !used.absent.is_empty() => {
-                let absent: Vec<String> = used.absent.into_iter().collect();
+            Err(message) => {
+                let Some(path) = used.absent.first().cloned() else {
+                    return Err(message);
+                };
                 if !reported_missing {
                     reported_missing = true;
+                    let absent: Vec<String> = used.absent.into_iter().collect();
                     events.emit(
                         events
                             .event("Template")
@@ -434,79 +608,23 @@ async fn render_with_variables(
                     );
                 }
                 tracing::debug!(%message, "template waits for variables");
-                tokio::select! {
+                let source = reads
+                    .source
+                    .ok_or("this client reads no Nomad Variables or services for templates")?;
+                let dependency = Dependency::Variable(path);
+                let blocking = Blocking {
+                    min_index: reads.data.index_of(&dependency).max(1),
+                    max_wait: reads.block_query_wait,
+                };
+                let started = tokio::time::Instant::now();
+                let answer = tokio::select! {
                     () = cancel.cancelled() => return Err(message),
-                    () = tokio::time::sleep(VARIABLE_REFRESH) => {}
-                }
-                fetch(
-                    source,
-                    cache,
-                    Wanted {
-                        reads: absent,
-                        ..Wanted::default()
-                    },
-                )
-                .await?;
+                    answer = query(source, &dependency, blocking) => answer?,
+                };
+                reads.data.store(&dependency, answer.value, answer.index);
+                tokio::time::sleep(MIN_QUERY_INTERVAL.saturating_sub(started.elapsed())).await;
             }
-            Err(message) => return Err(message),
         }
-    }
-}
-
-/// What a render before the start reads.
-struct RenderInputs<'a> {
-    task_dir: &'a TaskDir,
-    env: &'a BTreeMap<String, String>,
-    source: Option<&'a VariableSource>,
-    cache: &'a SharedCache,
-    cancel: &'a CancellationToken,
-    events: &'a TaskEventEmitter,
-}
-
-/// The first render of a template with a `wait`, as consul-template's quiescence holds it:
-/// rendered again every [`WATCH_INTERVAL`] until the output has stayed the same for `min`,
-/// or `max` has passed since the first render.
-async fn settle_first_render(
-    template: &Template,
-    first: Rendered,
-    (min, max): (Duration, Duration),
-    inputs: RenderInputs<'_>,
-) -> Result<Rendered, String> {
-    let start = tokio::time::Instant::now();
-    let mut changed = start;
-    let mut rendered = first;
-    loop {
-        let due = (changed + min).min(start + max);
-        let now = tokio::time::Instant::now();
-        if now >= due {
-            return Ok(rendered);
-        }
-        tokio::select! {
-            biased;
-            () = inputs.cancel.cancelled() => {
-                return Err(format!("template {}: cancelled while waiting", template.dest_path));
-            }
-            () = tokio::time::sleep_until(due.min(now + WATCH_INTERVAL)) => {}
-        }
-        if rendered.reads_variables
-            && let Err(message) = refresh(inputs.source, inputs.cache).await
-        {
-            tracing::debug!(%message, "fetching template data again failed");
-        }
-        let again = render_with_variables(
-            template,
-            inputs.task_dir,
-            inputs.env,
-            inputs.source,
-            inputs.cache,
-            inputs.cancel,
-            inputs.events,
-        )
-        .await?;
-        if again.output != rendered.output {
-            changed = tokio::time::Instant::now();
-        }
-        rendered = again;
     }
 }
 
@@ -519,11 +637,15 @@ pub struct TemplateHook {
     env: Arc<Mutex<BTreeMap<String, String>>>,
     watcher: Mutex<Option<CancellationToken>>,
     variables: Option<VariableSource>,
-    cache: SharedCache,
+    data: SharedData,
     /// The shim a `change_script` runs through (`None`: found next to the agent).
     shim_binary: Option<std::path::PathBuf>,
-    /// The client's `wait_bounds`.
-    wait_bounds: crate::config::TemplateWaitBounds,
+    /// The client's `template { … }` settings.
+    config: crate::config::TemplateConfig,
+    /// Whether a prestart rendered before (a later one is a restart's).
+    rendered_before: std::sync::atomic::AtomicBool,
+    /// `change_script`s with `run_on_first_render` that the next poststart runs.
+    first_render_scripts: Mutex<Vec<ChangeScript>>,
 }
 
 impl TemplateHook {
@@ -541,15 +663,17 @@ impl TemplateHook {
             env: Arc::default(),
             watcher: Mutex::new(None),
             variables: None,
-            cache: Arc::default(),
+            data: Arc::default(),
             shim_binary: None,
-            wait_bounds: crate::config::TemplateWaitBounds::default(),
+            config: crate::config::TemplateConfig::default(),
+            rendered_before: std::sync::atomic::AtomicBool::new(false),
+            first_render_scripts: Mutex::new(Vec::new()),
         }
     }
 
-    /// The same hook, holding templates' `wait` within the client's `bounds`.
-    pub fn with_wait_bounds(mut self, bounds: crate::config::TemplateWaitBounds) -> Self {
-        self.wait_bounds = bounds;
+    /// The same hook, with the client's `template { … }` settings.
+    pub fn with_config(mut self, config: crate::config::TemplateConfig) -> Self {
+        self.config = config;
         self
     }
 
@@ -680,6 +804,9 @@ impl TaskHook for TemplateHook {
     fn as_prestart(&self) -> Option<&dyn PrestartHook> {
         Some(self)
     }
+    fn as_poststart(&self) -> Option<&dyn PoststartHook> {
+        Some(self)
+    }
     fn as_update(&self) -> Option<&dyn UpdateHook> {
         Some(self)
     }
@@ -706,13 +833,17 @@ impl PrestartHook for TemplateHook {
                 .iter()
                 .map(|template| resolve_paths(template, &request.task_env, &self.task_dir))
                 .collect();
+            let reads = Reads {
+                source: self.variables.as_ref(),
+                data: &self.data,
+                block_query_wait: self.config.block_query_wait,
+            };
             for template in &templates {
                 let rendered = render_with_variables(
                     template,
                     &self.task_dir,
                     &env,
-                    self.variables.as_ref(),
-                    &self.cache,
+                    &reads,
                     cancel,
                     &self.events,
                 )
@@ -725,24 +856,6 @@ impl PrestartHook for TemplateHook {
                     );
                     render_failed(message)
                 })?;
-                let rendered = match wait_bounds(template, self.wait_bounds) {
-                    Some(bounds) => settle_first_render(
-                        template,
-                        rendered,
-                        bounds,
-                        RenderInputs {
-                            task_dir: &self.task_dir,
-                            env: &env,
-                            source: self.variables.as_ref(),
-                            cache: &self.cache,
-                            cancel,
-                            events: &self.events,
-                        },
-                    )
-                    .await
-                    .map_err(render_failed)?,
-                    None => rendered,
-                };
                 write_one(template, &self.task_dir, &rendered.output).map_err(render_failed)?;
                 if template.envvars {
                     let variables =
@@ -755,18 +868,40 @@ impl PrestartHook for TemplateHook {
                     response.env.extend(variables);
                 }
                 if (rendered.reads_files || rendered.reads_variables) && !template.once {
-                    watched.push(Watched::new(
-                        template.clone(),
-                        rendered.output,
-                        self.wait_bounds,
-                    ));
+                    watched.push(Watched::new(template.clone(), rendered, self.config));
                 }
+            }
+            // Nomad runs them after the first render once the task runs, and after a restart
+            // only when `render_templates` has the templates rendered again.
+            let restart = self
+                .rendered_before
+                .swap(true, std::sync::atomic::Ordering::SeqCst);
+            if !restart || renders_on_restart(request) {
+                let scripts: Vec<ChangeScript> = templates
+                    .iter()
+                    .filter(|template| template.change_mode == "script")
+                    .filter_map(ChangeScript::of)
+                    .filter(|script| script.run_on_first_render)
+                    .collect();
+                *lock_ignoring_poison(&self.first_render_scripts) = scripts;
             }
             if watched.is_empty() {
                 self.replace_watcher(None);
             } else {
                 let token = CancellationToken::new();
                 self.replace_watcher(Some(token.clone()));
+                // The views of an earlier run ended with its watcher.
+                self.data.lock().watched.clear();
+                let views = self.variables.clone().map(|source| ViewContext {
+                    source,
+                    data: self.data.clone(),
+                    block_query_wait: self.config.block_query_wait,
+                    lifecycle: self.lifecycle.clone(),
+                    cancel: token.clone(),
+                });
+                if let Some(views) = &views {
+                    start_views(views);
+                }
                 tokio::spawn(watch(
                     watched,
                     Watching {
@@ -775,7 +910,8 @@ impl PrestartHook for TemplateHook {
                         events: self.events.clone(),
                         lifecycle: self.lifecycle.clone(),
                         variables: self.variables.clone(),
-                        cache: self.cache.clone(),
+                        data: self.data.clone(),
+                        views,
                         shim_binary: self.shim_binary.clone(),
                     },
                     token,
@@ -793,12 +929,15 @@ struct Watching {
     events: TaskEventEmitter,
     lifecycle: TaskLifecycleHandle,
     variables: Option<VariableSource>,
-    cache: SharedCache,
+    data: SharedData,
+    /// Where new dependencies' views start (`None` without a variable source).
+    views: Option<ViewContext>,
     shim_binary: Option<std::path::PathBuf>,
 }
 
-/// Re-renders `watched` templates every [`WATCH_INTERVAL`] until cancelled, applying each
-/// one's change mode when its output changes (and has settled, under a `wait`).
+/// Re-renders `watched` templates when their data changed (and every [`WATCH_INTERVAL`]
+/// while one reads files or holds a change) until cancelled, applying each one's change
+/// mode when its output changes (and has settled, under a `wait`).
 async fn watch(mut watched: Vec<Watched>, watching: Watching, cancel: CancellationToken) {
     let Watching {
         task_dir,
@@ -806,43 +945,58 @@ async fn watch(mut watched: Vec<Watched>, watching: Watching, cancel: Cancellati
         events,
         lifecycle,
         variables,
-        cache,
+        data,
+        views,
         shim_binary,
     } = watching;
-    let mut last_refresh = tokio::time::Instant::now();
+    let mut retry_fetch = false;
     loop {
+        let poll = retry_fetch
+            || watched
+                .iter()
+                .any(|entry| entry.reads_files || entry.pending.is_some());
         tokio::select! {
             // Cancellation wins over a timer that is due at the same moment.
             biased;
             () = cancel.cancelled() => return,
-            () = tokio::time::sleep(WATCH_INTERVAL) => {}
+            () = data.changed.notified() => {}
+            () = tokio::time::sleep(WATCH_INTERVAL), if poll => {}
         }
+        retry_fetch = false;
         let env = match env.lock() {
             Ok(env) => env.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         };
-        if variables.is_some() && last_refresh.elapsed() >= VARIABLE_REFRESH {
-            last_refresh = tokio::time::Instant::now();
-            if let Err(message) = refresh(variables.as_ref(), &cache).await {
-                tracing::debug!(%message, "fetching template variables again failed");
-            }
-        }
         let mut restart = false;
         let mut signals: Vec<String> = Vec::new();
         let mut scripts: Vec<ChangeScript> = Vec::new();
         let mut splay = Duration::ZERO;
         for entry in &mut watched {
             let template = &entry.template;
-            let (result, mut used) = render_one(template, &task_dir, &env, snapshot(&cache));
-            let wanted = Wanted::take(&mut used);
+            let (result, mut used) = render_one(template, &task_dir, &env, data.snapshot());
+            let wanted = take_wanted(&mut used);
             if !wanted.is_empty() {
-                if let Err(message) = fetch(variables.as_ref(), &cache, wanted).await {
-                    tracing::debug!(%message, "fetching template variables failed");
+                // New reads (a listing now names more services): fetched, watched from here
+                // on, and rendered again at once.
+                match fetch(variables.as_ref(), &data, &wanted).await {
+                    Ok(()) => {
+                        if let Some(views) = &views {
+                            start_views(views);
+                        }
+                        data.changed.notify_one();
+                    }
+                    Err(message) => {
+                        tracing::debug!(%message, "fetching template variables failed");
+                        retry_fetch = true;
+                    }
                 }
                 continue;
             }
             let rendered = match result {
-                Ok(rendered) => rendered,
+                Ok(rendered) => {
+                    entry.reads_files = rendered.reads_files;
+                    rendered
+                }
                 Err(message) => {
                     // A file mid-write may not render; the last good output stays.
                     tracing::debug!(%message, "template re-render failed");
@@ -915,6 +1069,56 @@ async fn watch(mut watched: Vec<Watched>, watching: Watching, cancel: Cancellati
     }
 }
 
+/// Whether the task's (or its group's) restart policy has templates rendered again on a
+/// restart (`render_templates`).
+fn renders_on_restart(request: &PrestartRequest) -> bool {
+    let renders = |policy: Option<&drover_structs::RestartPolicy>| {
+        policy.is_some_and(|policy| policy.render_templates)
+    };
+    renders(request.task.restart_policy.as_ref())
+        || request.alloc.job.as_ref().is_some_and(|job| {
+            job.task_groups
+                .iter()
+                .filter(|group| group.name == request.alloc.task_group)
+                .any(|group| renders(group.restart_policy.as_ref()))
+        })
+}
+
+fn lock_ignoring_poison<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+impl PoststartHook for TemplateHook {
+    /// Runs the `change_script`s with `run_on_first_render` of the last render, together, as
+    /// Nomad's poststart does, with the same events as on a change.
+    fn poststart<'a>(
+        &'a self,
+        _cancel: &'a CancellationToken,
+        _request: &'a PoststartRequest,
+        _response: &'a mut PoststartResponse,
+    ) -> HookFuture<'a, HookResult> {
+        Box::pin(async move {
+            let scripts = std::mem::take(&mut *lock_ignoring_poison(&self.first_render_scripts));
+            let mut runs = tokio::task::JoinSet::new();
+            for script in scripts {
+                let (shim_binary, events, lifecycle) = (
+                    self.shim_binary.clone(),
+                    self.events.clone(),
+                    self.lifecycle.clone(),
+                );
+                runs.spawn(async move {
+                    run_change_script(&script, shim_binary.as_deref(), &events, &lifecycle).await;
+                });
+            }
+            runs.join_all().await;
+            Ok(())
+        })
+    }
+}
+
 impl UpdateHook for TemplateHook {
     fn update<'a>(
         &'a self,
@@ -974,6 +1178,16 @@ mod tests {
         }
     }
 
+    /// The client's settings with its default `wait` turned off (`wait { min = 0 max = 0 }`).
+    const NO_CLIENT_WAIT: crate::config::TemplateConfig = crate::config::TemplateConfig {
+        wait: None,
+        wait_bounds: crate::config::TemplateWaitBounds {
+            min: None,
+            max: None,
+        },
+        block_query_wait: crate::config::DEFAULT_TEMPLATE_BLOCK_QUERY_WAIT,
+    };
+
     struct Fixture {
         _root: tempfile::TempDir,
         task_dir: TaskDir,
@@ -995,7 +1209,8 @@ mod tests {
             Arc::new(move |event| sink.lock().unwrap().push(event)),
             Arc::new(TokioFollowingClock::starting_at(0)),
         );
-        let hook = TemplateHook::new(templates, task_dir.clone(), emitter, requests.clone());
+        let hook = TemplateHook::new(templates, task_dir.clone(), emitter, requests.clone())
+            .with_config(NO_CLIENT_WAIT);
         Fixture {
             _root: root,
             task_dir,
@@ -1167,9 +1382,10 @@ mod tests {
         std::fs::write(fixture.task_dir.local_dir.join("data"), "1").unwrap();
         let started = tokio::time::Instant::now();
         prestart(&fixture).await.unwrap();
-        assert!(
-            started.elapsed() >= Duration::from_secs(1),
-            "the first render waits min"
+        assert_eq!(
+            started.elapsed(),
+            Duration::ZERO,
+            "the first render is written at once, as consul-template starts quiescence after it"
         );
         assert_eq!(read_out(&fixture), "v=1");
 
@@ -1199,27 +1415,208 @@ mod tests {
         stop(&fixture).await;
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn the_clients_default_wait_holds_changes_of_templates_without_their_own() {
+        let mut plain = template("v={{ file \"local/data\" }}", "local/out");
+        plain.splay = DurationNs(0);
+        let mut fixture = fixture(vec![plain]);
+        // Nomad's client defaults: wait { min = "5s" max = "4m" }.
+        let defaults = crate::config::TemplateConfig::default();
+        assert_eq!(
+            defaults.wait,
+            Some((Duration::from_secs(5), Duration::from_secs(240)))
+        );
+        fixture.hook = TemplateHook::new(
+            fixture.hook.templates.clone(),
+            fixture.task_dir.clone(),
+            fixture.hook.events.clone(),
+            fixture.requests.clone(),
+        );
+        std::fs::write(fixture.task_dir.local_dir.join("data"), "1").unwrap();
+        let started = tokio::time::Instant::now();
+        prestart(&fixture).await.unwrap();
+        assert_eq!(
+            started.elapsed(),
+            Duration::ZERO,
+            "the first render is not held"
+        );
+        assert_eq!(read_out(&fixture), "v=1");
+
+        std::fs::write(fixture.task_dir.local_dir.join("data"), "2").unwrap();
+        tokio::time::sleep(Duration::from_millis(4_500)).await;
+        assert_eq!(read_out(&fixture), "v=1", "held for the default min of 5s");
+        assert!(fixture.requests.0.lock().unwrap().is_empty());
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        assert_eq!(read_out(&fixture), "v=2");
+        assert_eq!(
+            *fixture.requests.0.lock().unwrap(),
+            vec!["restart template with change_mode restart re-rendered false"]
+        );
+
+        // A template's own wait (here none at all: min and max zero) overrides the client's.
+        let mut immediate = template("v={{ file \"local/data\" }}", "local/out");
+        immediate.splay = DurationNs(0);
+        immediate.wait = Some(serde_json::json!({"Min": 0, "Max": 0}));
+        assert_eq!(wait_bounds(&immediate, defaults), None);
+        stop(&fixture).await;
+    }
+
     #[test]
     fn wait_bounds_default_max_to_four_times_min_within_the_clients_bounds() {
-        let unbounded = crate::config::TemplateWaitBounds::default();
+        let unbounded = NO_CLIENT_WAIT;
         let mut waiting = template("x", "local/out");
         assert_eq!(wait_bounds(&waiting, unbounded), None);
+        assert_eq!(
+            wait_bounds(&waiting, crate::config::TemplateConfig::default()),
+            Some((Duration::from_secs(5), Duration::from_secs(240))),
+            "a template without a wait takes the client's"
+        );
         waiting.wait = Some(serde_json::json!({"Min": 2_000_000_000u64, "Max": null}));
         assert_eq!(
             wait_bounds(&waiting, unbounded),
             Some((Duration::from_secs(2), Duration::from_secs(8)))
         );
         // The client's wait_bounds raise min and lower max.
-        let bounds = crate::config::TemplateWaitBounds {
-            min: Some(Duration::from_secs(3)),
-            max: Some(Duration::from_secs(5)),
+        let bounded = crate::config::TemplateConfig {
+            wait_bounds: crate::config::TemplateWaitBounds {
+                min: Some(Duration::from_secs(3)),
+                max: Some(Duration::from_secs(5)),
+            },
+            ..unbounded
         };
         assert_eq!(
-            wait_bounds(&waiting, bounds),
+            wait_bounds(&waiting, bounded),
             Some((Duration::from_secs(3), Duration::from_secs(5)))
         );
         waiting.wait = Some(serde_json::json!({"Min": 0, "Max": 0}));
         assert_eq!(wait_bounds(&waiting, unbounded), None);
+    }
+
+    /// A service catalog answering blocking queries as the servers do, counting queries.
+    #[derive(Debug)]
+    struct Catalog {
+        state: tokio::sync::watch::Sender<(u64, Vec<drover_structs::ServiceRegistration>)>,
+        queries: std::sync::atomic::AtomicUsize,
+    }
+
+    impl IdentitySigner for Catalog {
+        fn sign(
+            &self,
+            _: Vec<drover_structs::client_rpc::WorkloadIdentityRequest>,
+        ) -> crate::identity::SignFuture<'_> {
+            Box::pin(async { unreachable!("the test gives the token") })
+        }
+        fn read_variable<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a str,
+            _: &'a str,
+            _: Blocking,
+        ) -> crate::identity::VariableFuture<'a> {
+            Box::pin(async { unreachable!("no variables in this test") })
+        }
+        fn list_variables<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a str,
+            _: &'a str,
+            _: Blocking,
+        ) -> crate::identity::VariableListFuture<'a> {
+            Box::pin(async { unreachable!("no variables in this test") })
+        }
+        fn read_service<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a str,
+            _: &'a str,
+            _: Option<&'a str>,
+            blocking: Blocking,
+        ) -> crate::identity::ServiceFuture<'a> {
+            self.queries
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut receiver = self.state.subscribe();
+            Box::pin(async move {
+                if blocking.min_index > 0 {
+                    tokio::select! {
+                        _ = receiver.wait_for(|(index, _)| *index > blocking.min_index) => {}
+                        () = tokio::time::sleep(blocking.max_wait) => {}
+                    }
+                }
+                let (index, services) = receiver.borrow().clone();
+                Ok(Indexed {
+                    value: services,
+                    index,
+                })
+            })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_service_registered_after_the_first_render_is_rendered_through_a_blocking_query() {
+        let (state, _) = tokio::sync::watch::channel((7u64, Vec::new()));
+        let catalog = Arc::new(Catalog {
+            state,
+            queries: std::sync::atomic::AtomicUsize::new(0),
+        });
+        let mut watching = template(
+            "{{ range nomadService \"web\" }}{{ .Address }}:{{ .Port }}\n{{ end }}",
+            "local/out",
+        );
+        watching.change_mode = "noop".to_string();
+        let mut fixture = fixture(vec![watching]);
+        let tokens = TaskTokens::default();
+        tokens.set(
+            DEFAULT_IDENTITY,
+            crate::taskrunner::hooks::identity::SignedToken {
+                jwt: "jwt".to_string(),
+                expiration: 0,
+            },
+        );
+        fixture.hook = TemplateHook::new(
+            fixture.hook.templates.clone(),
+            fixture.task_dir.clone(),
+            fixture.hook.events.clone(),
+            fixture.requests.clone(),
+        )
+        .with_config(NO_CLIENT_WAIT)
+        .with_variables(VariableSource {
+            reader: catalog.clone(),
+            tokens,
+            namespace: "default".to_string(),
+        });
+        prestart(&fixture).await.unwrap();
+        assert_eq!(read_out(&fixture), "", "no registrations yet");
+
+        // A minute without changes: one blocking query waits, nothing polls.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let queries = catalog.queries.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(queries, 2, "the first read, then one blocking query");
+
+        // The service registers: the blocked query answers and the file follows at once.
+        catalog.state.send_replace((
+            9,
+            vec![drover_structs::ServiceRegistration {
+                id: "web-1".to_string(),
+                service_name: "web".to_string(),
+                address: "10.0.0.1".to_string(),
+                port: 8080,
+                ..Default::default()
+            }],
+        ));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(read_out(&fixture), "10.0.0.1:8080\n");
+        assert!(fixture.requests.0.lock().unwrap().is_empty(), "noop");
+        // The block query wait (5m) passes: one more query per wait, no more.
+        tokio::time::sleep(Duration::from_secs(5 * 60 + 30)).await;
+        let queries = catalog.queries.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(queries, 4, "{queries} queries");
+        stop(&fixture).await;
+        // Stopped: the view ends with the watcher.
+        tokio::time::sleep(Duration::from_secs(15 * 60)).await;
+        assert_eq!(
+            catalog.queries.load(std::sync::atomic::Ordering::SeqCst),
+            queries
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -1256,6 +1653,64 @@ mod tests {
             *fixture.requests.0.lock().unwrap(),
             vec!["kill Template script failed, task is being killed"]
         );
+    }
+
+    async fn poststart(fixture: &Fixture) {
+        let request = PoststartRequest {
+            task_env: TaskEnv::default(),
+            pid: None,
+        };
+        fixture
+            .hook
+            .as_poststart()
+            .unwrap()
+            .poststart(&CancellationToken::new(), &request, &mut PoststartResponse)
+            .await
+            .unwrap();
+    }
+
+    fn hook_failures(fixture: &Fixture) -> Vec<String> {
+        fixture
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|event| event.r#type == drover_structs::TASK_HOOK_FAILED)
+            .map(|event| event.display_message.clone())
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn run_on_first_render_runs_the_script_at_poststart_after_the_first_render_only() {
+        let mut scripted = template("v=1", "local/out");
+        scripted.change_mode = "script".to_string();
+        scripted.change_script = Some(serde_json::json!({
+            "Command": "/bin/true",
+            "Args": [],
+            "Timeout": 5_000_000_000u64,
+            "FailOnError": false,
+            "RunOnFirstRender": true,
+        }));
+        let fixture = fixture(vec![scripted]);
+        prestart(&fixture).await.unwrap();
+        assert!(
+            hook_failures(&fixture).is_empty(),
+            "not before the task runs"
+        );
+        poststart(&fixture).await;
+        // The fixture's lifecycle has no running task to exec in: the run is reported as
+        // Nomad reports a script that cannot run.
+        assert_eq!(
+            hook_failures(&fixture),
+            vec![
+                "Template failed to run script /bin/true with arguments [] on change: the task is not running. Exit code: 0"
+            ]
+        );
+        // A restart without render_templates: the script is not run again.
+        prestart(&fixture).await.unwrap();
+        poststart(&fixture).await;
+        assert_eq!(hook_failures(&fixture).len(), 1);
+        stop(&fixture).await;
     }
 
     #[tokio::test(start_paused = true)]

@@ -58,17 +58,6 @@ job "later" {
         destination = "local/app.conf"
       }
 
-      template {
-        data        = "reload"
-        destination = "local/reload.conf"
-        change_mode = "script"
-
-        change_script {
-          command             = "/bin/true"
-          run_on_first_render = true
-        }
-      }
-
       identity {
         env = true
       }
