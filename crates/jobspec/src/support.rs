@@ -532,6 +532,21 @@ pub static FEATURES: &[Feature] = &[
         }),
     ),
     row(
+        "network > mode (bridge, none, cni/*)",
+        Status::NotYet,
+        "drover runs every group on the host's network: it creates no network namespace for a group, so bridge, none and CNI modes would silently share the host's",
+        "runs once drover sets up group network namespaces; mode = \"host\" (the default) runs",
+        Detect::group(|group| {
+            group
+                .networks
+                .iter()
+                .enumerate()
+                .filter(|(_, network)| !matches!(network.mode.as_str(), "" | "host"))
+                .map(|(index, _)| format!("Networks[{index}].Mode"))
+                .collect()
+        }),
+    ),
+    row(
         "network > dns, cni",
         Status::NotYet,
         "drover creates no network namespace for a group, so there is nowhere to apply custom DNS or CNI arguments",
