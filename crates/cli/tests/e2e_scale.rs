@@ -66,8 +66,10 @@ fn wait_for_running(agent: &Agent, job: &str, count: usize) {
     wait_for(&format!("{count} running allocations"), LIMIT, || {
         let status = agent.get_json(&format!("/v1/job/{job}/scale"));
         let group = &status["TaskGroups"]["web"];
-        (running(agent, job) == count && group["Running"] == json!(count) && group["Placed"] == json!(count))
-            .then_some(())
+        (running(agent, job) == count
+            && group["Running"] == json!(count)
+            && group["Placed"] == json!(count))
+        .then_some(())
     });
 }
 
@@ -109,7 +111,10 @@ fn a_group_scales_within_its_policy_and_its_events_are_kept() {
     );
     let policy_id = stub["ID"].as_str().unwrap().to_owned();
     let policy = agent.get_json(&format!("/v1/scaling/policy/{policy_id}"));
-    assert_eq!((policy["Min"].as_i64(), policy["Max"].as_i64()), (Some(1), Some(4)));
+    assert_eq!(
+        (policy["Min"].as_i64(), policy["Max"].as_i64()),
+        (Some(1), Some(4))
+    );
     assert_eq!(policy["Policy"], json!({"cooldown": "1m"}));
     let (status, _) = http("GET", &agent.url("/v1/scaling/policy/nope"), None);
     assert_eq!(status, 404);
@@ -166,7 +171,11 @@ fn a_group_scales_within_its_policy_and_its_events_are_kept() {
         ),
         "{output:?}"
     );
-    let (status, answer) = scale(&agent, &job, &json!({"Count": 0, "Target": {"Group": "web"}}));
+    let (status, answer) = scale(
+        &agent,
+        &job,
+        &json!({"Count": 0, "Target": {"Group": "web"}}),
+    );
     assert_eq!(
         (status, answer),
         (
@@ -174,7 +183,11 @@ fn a_group_scales_within_its_policy_and_its_events_are_kept() {
             json!("group count was less than scaling policy minimum: 0 < 1")
         )
     );
-    let (status, answer) = scale(&agent, &job, &json!({"Count": 2, "Target": {"Group": "db"}}));
+    let (status, answer) = scale(
+        &agent,
+        &job,
+        &json!({"Count": 2, "Target": {"Group": "db"}}),
+    );
     assert_eq!(
         (status, answer),
         (
@@ -187,7 +200,11 @@ fn a_group_scales_within_its_policy_and_its_events_are_kept() {
         (status, answer),
         (400, json!("missing task group name for scaling action"))
     );
-    let (status, _) = scale(&agent, "nope", &json!({"Count": 2, "Target": {"Group": "web"}}));
+    let (status, _) = scale(
+        &agent,
+        "nope",
+        &json!({"Count": 2, "Target": {"Group": "web"}}),
+    );
     assert_eq!(status, 404);
     assert_eq!(
         agent.get_json(&format!("/v1/job/{job}"))["TaskGroups"][0]["Count"],
@@ -231,14 +248,24 @@ fn a_group_scales_within_its_policy_and_its_events_are_kept() {
     assert_eq!(events[1]["Meta"], json!({"by": "test"}));
     let listed = agent.cli_ok(&["job", "scaling-events", &job]);
     let lines: Vec<&str> = listed.lines().collect();
-    assert!(lines[0].starts_with("Task Group  Count  PrevCount  Date"), "{listed}");
-    assert!(lines[2].starts_with("web         1      3          "), "{listed}");
+    assert!(
+        lines[0].starts_with("Task Group  Count  PrevCount  Date"),
+        "{listed}"
+    );
+    assert!(
+        lines[2].starts_with("web         1      3          "),
+        "{listed}"
+    );
 
     // A purge forgets the policy and the events.
     agent.cli_ok(&["job", "stop", "-purge", "-detach", &job]);
     let policies = agent.get_json(&format!("/v1/scaling/policies?job={job}"));
     assert_eq!(policies, json!([]));
-    let (status, _) = http("GET", &agent.url(&format!("/v1/scaling/policy/{policy_id}")), None);
+    let (status, _) = http(
+        "GET",
+        &agent.url(&format!("/v1/scaling/policy/{policy_id}")),
+        None,
+    );
     assert_eq!(status, 404);
 }
 

@@ -138,11 +138,10 @@ impl Server {
                     )));
                 }
             }
-            let deployment = state.snapshot().latest_deployment_of_job(
-                namespace,
-                job_id,
-                current.create_index,
-            );
+            let deployment =
+                state
+                    .snapshot()
+                    .latest_deployment_of_job(namespace, job_id, current.create_index);
             if deployment.is_some_and(|deployment| deployment.active()) {
                 let message = "job scaling blocked due to active deployment";
                 let mut meta = Map::new();
@@ -188,8 +187,7 @@ impl Server {
                 Vec::new()
             };
             let eval_id = evals.first().map(|eval| eval.id.clone());
-            let (registration, eval_index) =
-                state.upsert_job_with_evals(job, evals, now).await?;
+            let (registration, eval_index) = state.upsert_job_with_evals(job, evals, now).await?;
             response.job_modify_index = registration.job_modify_index;
             if !launchable {
                 self.inner.periodic.add(registration.job.clone(), now);

@@ -75,7 +75,8 @@ impl StateSnapshot {
             .take_while(|(id, _)| id.starts_with(id_prefix))
             .map(|(_, policy)| Arc::clone(policy))
             .filter(|policy| {
-                namespace.is_none_or(|namespace| target(policy, SCALING_TARGET_NAMESPACE) == namespace)
+                namespace
+                    .is_none_or(|namespace| target(policy, SCALING_TARGET_NAMESPACE) == namespace)
             })
             .filter(|policy| job.is_empty() || target(policy, SCALING_TARGET_JOB) == job)
             .filter(|policy| policy.r#type.starts_with(policy_type))

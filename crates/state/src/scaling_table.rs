@@ -45,7 +45,11 @@ pub(crate) async fn load_scaling(kv: &dyn Kv, tables: &mut StateTables) -> Resul
 }
 
 fn targets_job(policy: &ScalingPolicy, namespace: &str, job_id: &str) -> bool {
-    policy.target.get(SCALING_TARGET_NAMESPACE).map(String::as_str) == Some(namespace)
+    policy
+        .target
+        .get(SCALING_TARGET_NAMESPACE)
+        .map(String::as_str)
+        == Some(namespace)
         && policy.target.get(SCALING_TARGET_JOB).map(String::as_str) == Some(job_id)
 }
 
@@ -132,7 +136,11 @@ pub(crate) fn write_job_scaling_policies(
 }
 
 /// Inside a purge: removes the job's policies and scaling events.
-pub(crate) fn remove_job_scaling(tables: &mut StateTables, context: &mut WriteContext, key: &JobKey) {
+pub(crate) fn remove_job_scaling(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    key: &JobKey,
+) {
     let removed: Vec<String> = tables
         .scaling_policies
         .values()

@@ -24,7 +24,9 @@ fn scale_status(
     allocations: &[Allocation],
     events: Option<drover_structs::JobScalingEvents>,
 ) -> JobScaleStatus {
-    let mut events = events.map(|events| events.scaling_events).unwrap_or_default();
+    let mut events = events
+        .map(|events| events.scaling_events)
+        .unwrap_or_default();
     let mut task_groups: std::collections::BTreeMap<String, TaskGroupScaleStatus> = job
         .task_groups
         .iter()
@@ -39,8 +41,7 @@ fn scale_status(
         .collect();
     for allocation in allocations {
         let deployment_status = allocation.deployment_status.as_ref();
-        if deployment_status.is_some_and(|status| status.canary) || allocation.terminal_status()
-        {
+        if deployment_status.is_some_and(|status| status.canary) || allocation.terminal_status() {
             continue;
         }
         let Some(group) = task_groups.get_mut(&allocation.task_group) else {

@@ -174,7 +174,10 @@ pub fn scaling_events_text(status: &JobScaleStatus, verbose: bool) -> String {
     for (group, event) in events {
         let mut row = vec![
             group.to_owned(),
-            event.count.map(|count| count.to_string()).unwrap_or_default(),
+            event
+                .count
+                .map(|count| count.to_string())
+                .unwrap_or_default(),
             event.previous_count.to_string(),
         ];
         if verbose {
@@ -238,8 +241,14 @@ mod tests {
             Some(vec![event(1_700_000_100, 3), event(1_700_000_000, 2)]);
         let text = scaling_events_text(&status, false);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["Task", "Group", "Count", "PrevCount", "Date"]);
-        assert!(lines[1].starts_with("web         3      2          2023-11-14T22:15:00Z"), "{text}");
+        assert_eq!(
+            lines[0].split_whitespace().collect::<Vec<_>>(),
+            ["Task", "Group", "Count", "PrevCount", "Date"]
+        );
+        assert!(
+            lines[1].starts_with("web         3      2          2023-11-14T22:15:00Z"),
+            "{text}"
+        );
         assert!(lines[2].contains("  2  "), "{text}");
     }
 }
