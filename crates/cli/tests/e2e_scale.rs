@@ -138,9 +138,21 @@ fn a_group_scales_within_its_policy_and_its_events_are_kept() {
     }
     wait_for_successful_deployment(&agent, &job);
 
-    // Up: through the CLI, which names the only group itself.
-    let output = agent.cli_ok(&["job", "scale", "-detach", &job, "3"]);
-    assert!(output.starts_with("Evaluation ID: "), "{output}");
+    // Up: through the CLI, which names the only group itself and follows the evaluation and
+    // the deployment it made, as Nomad's monitor prints them (a frame opens with a line holding
+    // only the prefix; its lines are not indented).
+    let output = agent.cli_ok(&["job", "scale", &job, "3"]);
+    assert!(
+        output.contains("Evaluation within deployment: \""),
+        "{output}"
+    );
+    assert!(output.contains("Monitoring deployment"), "{output}");
+    assert!(output.contains("\n    \n20"), "{output}");
+    assert!(output.contains("\nID          = "), "{output}");
+    assert!(
+        output.contains("Deployment completed successfully"),
+        "{output}"
+    );
     wait_for_running(&agent, &job, 3);
     let current = agent.get_json(&format!("/v1/job/{job}"));
     assert_eq!(current["TaskGroups"][0]["Count"], 3);
@@ -256,6 +268,11 @@ fn a_group_scales_within_its_policy_and_its_events_are_kept() {
         lines[2].starts_with("web         1      3          "),
         "{listed}"
     );
+
+    // Detached, the CLI prints the evaluation.
+    let output = agent.cli_ok(&["job", "scale", "-detach", &job, "web", "2"]);
+    assert!(output.starts_with("Evaluation ID: "), "{output}");
+    wait_for_running(&agent, &job, 2);
 
     // A purge forgets the policy and the events.
     agent.cli_ok(&["job", "stop", "-purge", "-detach", &job]);

@@ -522,7 +522,8 @@ impl Checker {
         let update_progress_deadline = group
             .update
             .as_ref()
-            .map_or(0, |update| update.progress_deadline.as_nanos());
+            .and_then(|update| update.progress_deadline)
+            .map_or(0, |deadline| deadline.as_nanos());
         for (index, task) in tasks.iter().enumerate() {
             let task_place = Place {
                 path: format!("{}.Tasks[{index}]", place.path),
@@ -1233,7 +1234,9 @@ impl Checker {
         }
         let minimum_healthy = update.min_healthy_time.as_nanos();
         let healthy_deadline = update.healthy_deadline.as_nanos();
-        let progress_deadline = update.progress_deadline.as_nanos();
+        let progress_deadline = update
+            .progress_deadline
+            .map_or(0, |deadline| deadline.as_nanos());
         if healthy_deadline > 0 && minimum_healthy >= healthy_deadline {
             self.report(
                 place,
