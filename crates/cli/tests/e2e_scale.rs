@@ -270,6 +270,7 @@ fn a_group_scales_within_its_policy_and_its_events_are_kept() {
     );
 
     // Detached, the CLI prints the evaluation.
+    wait_for_successful_deployment(&agent, &job);
     let output = agent.cli_ok(&["job", "scale", "-detach", &job, "web", "2"]);
     assert!(output.starts_with("Evaluation ID: "), "{output}");
     wait_for_running(&agent, &job, 2);
