@@ -164,7 +164,7 @@ pub fn scaling_events_text(status: &JobScaleStatus, verbose: bool) -> String {
     {
         return "No events found".into();
     }
-    events.sort_by(|a, b| b.1.time.cmp(&a.1.time));
+    events.sort_by_key(|(_, event)| std::cmp::Reverse(event.time));
     let mut header = vec!["Task Group", "Count", "PrevCount"];
     if verbose {
         header.extend(["Error", "Message", "Eval ID"]);
