@@ -221,6 +221,12 @@ pub fn required(
         | Route::JobEvaluate { .. }
         | Route::JobPeriodicForce { .. } => namespace(capability::SUBMIT_JOB),
         Route::JobDispatch { .. } => namespace(capability::DISPATCH_JOB),
+        // Nomad also lets submit-job scale and read-job read scaling; the policy language
+        // grants both capabilities to `write` and `read` alike.
+        Route::JobScale { .. } => namespace(capability::SCALE_JOB),
+        Route::JobScaleStatus { .. } => namespace(capability::READ_JOB_SCALING),
+        Route::ScalingPolicies => namespace(capability::LIST_SCALING_POLICIES),
+        Route::ScalingPolicy { .. } => namespace(capability::READ_SCALING_POLICY),
         Route::AllocationList | Route::EvaluationList | Route::DeploymentList => {
             namespace(capability::READ_JOB)
         }

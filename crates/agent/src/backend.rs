@@ -174,6 +174,18 @@ impl AgentOperations for AgentBackend {
             .map_err(server_error)
     }
 
+    async fn scale_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        request: drover_structs::ScalingRequest,
+    ) -> Result<JobRegisterResponse, ApiError> {
+        self.server()?
+            .scale_job(namespace, job_id, request)
+            .await
+            .map_err(server_error)
+    }
+
     async fn dispatch_job(
         &self,
         namespace: &str,

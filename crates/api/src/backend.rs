@@ -22,7 +22,7 @@ use drover_state::{EventFilter, EventSubscription};
 use drover_structs::{
     AllocResourceUsage, AllocStopResponse, Allocation, Deployment, Evaluation, HostStats, Job,
     JobDeregisterResponse, JobPlanRequest, JobPlanResponse, JobRegisterRequest,
-    JobRegisterResponse, JobSummary, Node, ServiceRegistration,
+    JobRegisterResponse, JobScalingEvents, JobSummary, Node, ScalingPolicy, ServiceRegistration,
 };
 
 use crate::error::ApiError;
@@ -38,6 +38,8 @@ pub enum Table {
     Nodes,
     Deployments,
     ServiceRegistrations,
+    ScalingEvents,
+    ScalingPolicies,
 }
 
 /// Who this agent is, for `/v1/agent/self`, `/v1/agent/members`, `/v1/status/*`, `/v1/regions`.
@@ -177,6 +179,35 @@ pub trait StateReads: Send + Sync + 'static {
         namespace: &str,
         job_id: &str,
     ) -> Result<Vec<ServiceRegistration>, ApiError>;
+
+    /// A job's scaling events. A backend that keeps none has no scaling endpoints (404).
+    fn job_scaling_events(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> Result<Option<JobScalingEvents>, ApiError> {
+        let _ = (namespace, job_id);
+        Err(ApiError::NoRoute)
+    }
+
+    /// The scaling policies of a namespace (see `StateSnapshot::scaling_policies`). A
+    /// backend that keeps none has no scaling endpoints (404).
+    fn scaling_policies(
+        &self,
+        namespace: &str,
+        id_prefix: &str,
+        job: &str,
+        policy_type: &str,
+    ) -> Result<Vec<ScalingPolicy>, ApiError> {
+        let _ = (namespace, id_prefix, job, policy_type);
+        Err(ApiError::NoRoute)
+    }
+
+    /// One scaling policy by ID.
+    fn scaling_policy(&self, policy_id: &str) -> Result<Option<ScalingPolicy>, ApiError> {
+        let _ = policy_id;
+        Err(ApiError::NoRoute)
+    }
 }
 
 /// What the agent does: the server's writes (`drover_server::Server`) and the local client
@@ -251,6 +282,18 @@ pub trait AgentOperations: Send + Sync + 'static {
         idempotency_token: &str,
     ) -> impl Future<Output = Result<drover_structs::JobDispatchResponse, ApiError>> + Send {
         let _ = (namespace, job_id, request, idempotency_token);
+        async { Err(ApiError::NoRoute) }
+    }
+
+    /// Scales a job's group or records a scaling event (`/v1/job/<id>/scale`). A backend
+    /// without a server has no such endpoint (404).
+    fn scale_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        request: drover_structs::ScalingRequest,
+    ) -> impl Future<Output = Result<JobRegisterResponse, ApiError>> + Send {
+        let _ = (namespace, job_id, request);
         async { Err(ApiError::NoRoute) }
     }
 
@@ -577,6 +620,29 @@ impl<R: StateReads, O: Send + Sync + 'static> StateReads for Composed<R, O> {
     ) -> Result<Vec<ServiceRegistration>, ApiError> {
         self.reads.service_registrations_by_job(namespace, job_id)
     }
+
+    fn job_scaling_events(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> Result<Option<JobScalingEvents>, ApiError> {
+        self.reads.job_scaling_events(namespace, job_id)
+    }
+
+    fn scaling_policies(
+        &self,
+        namespace: &str,
+        id_prefix: &str,
+        job: &str,
+        policy_type: &str,
+    ) -> Result<Vec<ScalingPolicy>, ApiError> {
+        self.reads
+            .scaling_policies(namespace, id_prefix, job, policy_type)
+    }
+
+    fn scaling_policy(&self, policy_id: &str) -> Result<Option<ScalingPolicy>, ApiError> {
+        self.reads.scaling_policy(policy_id)
+    }
 }
 
 impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<R, O> {
@@ -659,6 +725,15 @@ impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<
     ) -> impl Future<Output = Result<drover_structs::JobDispatchResponse, ApiError>> + Send {
         self.operations
             .dispatch_job(namespace, job_id, request, idempotency_token)
+    }
+
+    fn scale_job(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        request: drover_structs::ScalingRequest,
+    ) -> impl Future<Output = Result<JobRegisterResponse, ApiError>> + Send {
+        self.operations.scale_job(namespace, job_id, request)
     }
 
     fn update_node(

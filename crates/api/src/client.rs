@@ -462,6 +462,55 @@ impl ApiClient {
             .await
     }
 
+    /// A job's scale status (`GET /v1/job/<id>/scale`).
+    pub async fn job_scale_status(
+        &self,
+        job_id: &str,
+    ) -> Result<drover_structs::JobScaleStatus, ClientError> {
+        self.get(&Self::job_path(job_id, "/scale"), &[]).await
+    }
+
+    /// Sets the count of one group of a job (`PUT /v1/job/<id>/scale`).
+    pub async fn scale_job(
+        &self,
+        job_id: &str,
+        group: &str,
+        count: i64,
+        message: &str,
+    ) -> Result<JobRegisterResponse, ClientError> {
+        let body = serde_json::json!({
+            "Count": count,
+            "Target": {"Group": group},
+            "Message": message,
+            "Error": false,
+            "Meta": null,
+            "PolicyOverride": false,
+        });
+        self.put(&Self::job_path(job_id, "/scale"), &[], Some(body))
+            .await
+    }
+
+    /// Scaling policies (`GET /v1/scaling/policies`) with the `job`, `type` and `prefix`
+    /// filters given.
+    pub async fn scaling_policies(
+        &self,
+        filters: &[(&str, String)],
+    ) -> Result<Vec<drover_structs::ScalingPolicyListStub>, ClientError> {
+        self.get("/v1/scaling/policies", filters).await
+    }
+
+    /// One scaling policy (`GET /v1/scaling/policy/<id>`).
+    pub async fn scaling_policy(
+        &self,
+        policy_id: &str,
+    ) -> Result<drover_structs::ScalingPolicy, ClientError> {
+        self.get(
+            &format!("/v1/scaling/policy/{}", escape_path_segment(policy_id)),
+            &[],
+        )
+        .await
+    }
+
     /// Deployments whose ID starts with `prefix`.
     pub async fn deployments(
         &self,

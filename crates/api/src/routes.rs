@@ -197,6 +197,20 @@ pub enum Route {
     JobServices {
         job_id: String,
     },
+    /// `GET /v1/job/<id>/scale`: the scale status.
+    JobScaleStatus {
+        job_id: String,
+    },
+    /// `PUT|POST /v1/job/<id>/scale`: a scaling action.
+    JobScale {
+        job_id: String,
+    },
+    /// `GET /v1/scaling/policies`.
+    ScalingPolicies,
+    /// `GET /v1/scaling/policy/<id>`.
+    ScalingPolicy {
+        policy_id: String,
+    },
     /// `PUT /v1/search`: prefix search over IDs.
     Search,
     /// `PUT /v1/search/fuzzy`: fuzzy search over names.
@@ -325,6 +339,7 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
         "services" => (Route::ServiceList, Read),
         "search" => (Route::Search, Write),
         "search/fuzzy" => (Route::SearchFuzzy, Write),
+        "scaling/policies" => (Route::ScalingPolicies, Read),
         _ => {
             if let Some(rest) = path.strip_prefix("job/") {
                 return job_route(method, rest);
@@ -352,6 +367,13 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
                 (
                     Route::DeploymentRead {
                         deployment_id: one_segment(rest)?,
+                    },
+                    Read,
+                )
+            } else if let Some(rest) = path.strip_prefix("scaling/policy/") {
+                (
+                    Route::ScalingPolicy {
+                        policy_id: one_segment(rest)?,
                     },
                     Read,
                 )
@@ -468,6 +490,10 @@ fn job_route(method: &Method, rest: &str) -> Result<Route, ApiError> {
                 "/revert" => (Route::JobRevert { job_id }, Allowed::Write),
                 "/stable" => (Route::JobStable { job_id }, Allowed::Write),
                 "/services" => (Route::JobServices { job_id }, Allowed::Read),
+                "/scale" if method == Method::GET => {
+                    (Route::JobScaleStatus { job_id }, Allowed::Read)
+                }
+                "/scale" => (Route::JobScale { job_id }, Allowed::Write),
                 _ => return Err(ApiError::NoRoute),
             };
             check(method, allowed)?;
@@ -627,7 +653,6 @@ mod tests {
             "/v1/nope",
             "/v1/job/",
             "/v1/allocation/a/b/stop",
-            "/v1/job/x/scale",
             "/v1/client/fs/nope/abc",
             "/v1/node/n/nope",
         ] {

@@ -7,7 +7,8 @@ use std::future::Future;
 
 use drover_state::{EventFilter, EventSubscription, StateStore};
 use drover_structs::{
-    Allocation, Deployment, Evaluation, Job, JobSummary, Node, ServiceRegistration,
+    Allocation, Deployment, Evaluation, Job, JobScalingEvents, JobSummary, Node, ScalingPolicy,
+    ServiceRegistration,
 };
 
 use crate::backend::{StateReads, Table};
@@ -26,6 +27,8 @@ fn store_tables(tables: &[Table]) -> Vec<drover_state::Table> {
             Table::Nodes => drover_state::Table::Nodes,
             Table::ServiceRegistrations => drover_state::Table::ServiceRegistrations,
             Table::Deployments => drover_state::Table::Deployments,
+            Table::ScalingEvents => drover_state::Table::ScalingEvents,
+            Table::ScalingPolicies => drover_state::Table::ScalingPolicies,
         })
         .collect()
 }
@@ -189,6 +192,37 @@ impl StateReads for StateStore {
         Ok(owned(StateStore::service_registrations_by_job(
             self, namespace, job_id,
         )))
+    }
+
+    fn job_scaling_events(
+        &self,
+        namespace: &str,
+        job_id: &str,
+    ) -> Result<Option<JobScalingEvents>, ApiError> {
+        Ok(StateStore::scaling_events(self, namespace, job_id).map(|events| (*events).clone()))
+    }
+
+    fn scaling_policies(
+        &self,
+        namespace: &str,
+        id_prefix: &str,
+        job: &str,
+        policy_type: &str,
+    ) -> Result<Vec<ScalingPolicy>, ApiError> {
+        let namespace = (namespace != "*").then_some(namespace);
+        Ok(owned(self.snapshot().scaling_policies(
+            namespace,
+            id_prefix,
+            job,
+            policy_type,
+        )))
+    }
+
+    fn scaling_policy(&self, policy_id: &str) -> Result<Option<ScalingPolicy>, ApiError> {
+        Ok(self
+            .snapshot()
+            .scaling_policy(policy_id)
+            .map(|policy| (*policy).clone()))
     }
 }
 

@@ -313,7 +313,7 @@ fn is_default_migrate(migrate: &MigrateStrategy) -> bool {
 const CONSUL: &str = "runs once drover integrates with Consul";
 const VAULT: &str = "runs once drover integrates with Vault";
 const CSI: &str = "runs once drover has CSI plugins";
-const NO_AUTOSCALER: &str = "runs once drover integrates with an autoscaler";
+const NO_AUTOSCALER: &str = "runs once drover has dynamic application sizing";
 
 /// Nomad docker task config keys the docker driver does not implement (refused by name).
 const DOCKER_UNIMPLEMENTED_KEYS: &[&str] = &[
@@ -702,15 +702,16 @@ pub static FEATURES: &[Feature] = &[
                 .collect()
         }),
     ),
+    runs(
+        "group > scaling",
+        "min and max bound the group's count at register and on every scale (`job scale`, /v1/job/<id>/scale); enabled, type and policy are stored as written and served at /v1/scaling/policies for an external autoscaler, as Nomad serves them",
+    ),
     row(
-        "scaling",
+        "task > scaling",
         Status::NeedsMissing,
-        "needs an autoscaler",
+        "task scaling \"cpu\"/\"mem\" policies are for Nomad Enterprise's dynamic application sizing",
         NO_AUTOSCALER,
-        Detect::group_and_task(
-            |group| when_asked(group.scaling.as_ref(), "Scaling"),
-            |task| when_any_asked(&task.scaling_policies, "ScalingPolicies"),
-        ),
+        Detect::task(|task| when_any_asked(&task.scaling_policies, "ScalingPolicies")),
     ),
     // ---- task ----
     runs(

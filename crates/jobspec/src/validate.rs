@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use drover_structs::{
     Affinity, Constraint, Job, NetworkResource, ReschedulePolicy, Resources, RestartPolicy,
-    Service, Spread, Task, TaskGroup, UpdateStrategy,
+    ScalingPolicy, Service, Spread, Task, TaskGroup, UpdateStrategy,
 };
 use serde::Deserialize;
 use serde_json::Value as JsonValue;
@@ -437,6 +437,9 @@ impl Checker {
             }
             self.update(update, &update_place);
         }
+        if let Some(scaling) = &group.scaling {
+            self.scaling(scaling, count, &place.child("Scaling"), job_type);
+        }
         for (field, value) in [
             ("ShutdownDelay", group.shutdown_delay),
             (
@@ -519,7 +522,8 @@ impl Checker {
         let update_progress_deadline = group
             .update
             .as_ref()
-            .map_or(0, |update| update.progress_deadline.as_nanos());
+            .and_then(|update| update.progress_deadline)
+            .map_or(0, |deadline| deadline.as_nanos());
         for (index, task) in tasks.iter().enumerate() {
             let task_place = Place {
                 path: format!("{}.Tasks[{index}]", place.path),
@@ -1230,7 +1234,9 @@ impl Checker {
         }
         let minimum_healthy = update.min_healthy_time.as_nanos();
         let healthy_deadline = update.healthy_deadline.as_nanos();
-        let progress_deadline = update.progress_deadline.as_nanos();
+        let progress_deadline = update
+            .progress_deadline
+            .map_or(0, |deadline| deadline.as_nanos());
         if healthy_deadline > 0 && minimum_healthy >= healthy_deadline {
             self.report(
                 place,
@@ -1243,6 +1249,55 @@ impl Checker {
                 place,
                 place.field("ProgressDeadline"),
                 "update.progress_deadline must not be less than update.healthy_deadline",
+            );
+        }
+    }
+
+    /// A group's `scaling` block as Nomad's `validateScalingPolicy` judges it (`min` was
+    /// filled from the count when absent).
+    fn scaling(&mut self, scaling: &ScalingPolicy, count: i64, place: &Place, job_type: &str) {
+        if job_type == "system" {
+            self.report(
+                place,
+                place.path.clone(),
+                "Task groups with job type system do not support scaling stanzas",
+            );
+            return;
+        }
+        let min = scaling.min.unwrap_or(count);
+        let max = scaling.max.unwrap_or(-1);
+        if max < 0 {
+            self.report(
+                place,
+                place.field("Max"),
+                "Scaling policy invalid: maximum count must be specified and non-negative",
+            );
+        } else if max < min {
+            self.report(
+                place,
+                place.field("Max"),
+                "Scaling policy invalid: maximum count must not be less than minimum count",
+            );
+        }
+        if min < 0 {
+            self.report(
+                place,
+                place.field("Min"),
+                "Scaling policy invalid: minimum count must be specified and non-negative",
+            );
+        }
+        if max < count {
+            self.report(
+                place,
+                place.field("Max"),
+                "Scaling policy invalid: task group count must not be greater than maximum count in scaling policy",
+            );
+        }
+        if count < min {
+            self.report(
+                place,
+                place.field("Min"),
+                "Scaling policy invalid: task group count must not be less than minimum count in scaling policy",
             );
         }
     }

@@ -8,8 +8,17 @@
 use drover_jobspec::{VarValues, parse_hcl};
 
 /// Public jobs that break validation rules Nomad added after the release they were written
-/// for, with the rules.
+/// for, and the ones written to be refused (Nomad's scaling e2e registers them to see them
+/// fail), with the rules.
 const BREAK_NEWER_RULES: &[(&str, &[&str])] = &[
+    (
+        "hashicorp__nomad__e2e_scaling_input_namespace_default_2.hcl",
+        &["task group count must not be greater than maximum count in scaling policy"],
+    ),
+    (
+        "hashicorp__nomad__e2e_scaling_input_namespace_default_3.hcl",
+        &["task group count must not be less than minimum count in scaling policy"],
+    ),
     (
         "hashicorp__nomad__e2e_rescheduling_input_rescheduling_canary_autorevert.hcl",
         &["kill_timeout (5s) is longer than the group's update.progress_deadline (3s)"],

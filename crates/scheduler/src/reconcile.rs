@@ -429,7 +429,7 @@ impl Reconciler<'_> {
             auto_revert: strategy.is_some_and(|update| update.auto_revert),
             auto_promote: strategy.is_some_and(|update| update.auto_promote),
             progress_deadline: strategy
-                .map(|update| update.progress_deadline)
+                .and_then(|update| update.progress_deadline)
                 .unwrap_or_default(),
             ..DeploymentState::default()
         });

@@ -673,7 +673,7 @@ mod tests {
         job.task_groups[0].update = Some(UpdateStrategy {
             max_parallel: 1,
             auto_revert,
-            progress_deadline: DurationNs::from_secs(10),
+            progress_deadline: Some(DurationNs::from_secs(10)),
             ..UpdateStrategy::default()
         });
         job.task_groups[0].tasks[0]

@@ -90,6 +90,8 @@ pub(crate) fn plan_job(
     crate::node_pools::check_job_node_pool(&snapshot, &submitted)?;
     let snapshot_index = snapshot.latest_index();
     let stored = snapshot.job(&submitted.namespace, &submitted.id);
+    crate::scaling::assign_policy_ids(stored.as_deref(), &mut submitted);
+    snapshot.adopt_scaling_policies(&mut submitted);
     if let Some(stored) = &stored
         && stored.r#type != submitted.r#type
     {

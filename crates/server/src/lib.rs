@@ -41,6 +41,7 @@ mod node_pools;
 mod nodes;
 mod periodic;
 pub mod plan_apply;
+mod scaling;
 mod services;
 pub mod snapshot;
 pub mod variable_locks;
@@ -395,8 +396,9 @@ impl Server {
         }
         check_job_namespace(&self.inner.state, &job)?;
         node_pools::check_job_node_pool(&self.inner.state.snapshot(), &job)?;
+        let existing = self.inner.state.job(&job.namespace, &job.id);
+        scaling::assign_policy_ids(existing.as_deref(), &mut job);
         if request.enforce_index {
-            let existing = self.inner.state.job(&job.namespace, &job.id);
             check_enforced_index(
                 request.job_modify_index,
                 existing.map(|existing| existing.job_modify_index),

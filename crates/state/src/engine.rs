@@ -76,9 +76,13 @@ pub enum Table {
     Namespaces,
     /// Node pools (the built-in ones are not stored), by name.
     NodePools,
+    /// The scaling events of each job, by namespace and job ID (`crate::scaling`).
+    ScalingEvents,
+    /// The scaling policies of the jobs' groups, by ID (`crate::scaling`).
+    ScalingPolicies,
 }
 
-const TABLE_COUNT: usize = 15;
+const TABLE_COUNT: usize = 17;
 
 impl Table {
     /// Every table.
@@ -98,6 +102,8 @@ impl Table {
         Table::Deployments,
         Table::Namespaces,
         Table::NodePools,
+        Table::ScalingEvents,
+        Table::ScalingPolicies,
     ];
 
     /// The table's name, as used in keys and errors.
@@ -118,6 +124,8 @@ impl Table {
             Table::Deployments => "deployments",
             Table::Namespaces => "namespaces",
             Table::NodePools => "node_pools",
+            Table::ScalingEvents => "scaling_event",
+            Table::ScalingPolicies => "scaling_policy",
         }
     }
 
@@ -138,6 +146,8 @@ impl Table {
             Table::Deployments => 12,
             Table::Namespaces => 13,
             Table::NodePools => 14,
+            Table::ScalingEvents => 15,
+            Table::ScalingPolicies => 16,
         }
     }
 

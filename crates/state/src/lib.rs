@@ -37,6 +37,8 @@ pub mod kv;
 pub mod namespaces;
 pub mod node_pools;
 mod node_pools_table;
+pub mod scaling;
+mod scaling_table;
 pub mod store;
 pub mod tables;
 pub mod variables;

@@ -365,6 +365,7 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
         Arc::make_mut(&mut tables.namespaces).insert(namespace.name.clone(), Arc::new(namespace));
     }
     crate::node_pools_table::load_node_pools(kv, &mut tables).await?;
+    crate::scaling_table::load_scaling(kv, &mut tables).await?;
     for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {
         tables.index_service(&service);
         Arc::make_mut(&mut tables.services).insert(
@@ -621,6 +622,7 @@ pub(crate) fn write_job(
 ) -> Result<JobRegistration, StateError> {
     let key: JobKey = (job.namespace.clone(), job.id.clone());
     let existing = tables.jobs.get(&key).cloned();
+    crate::scaling_table::adopt_policy_indexes(tables, &mut job);
     if let Some(existing) = &existing
         && same_job_spec(existing, &job)
     {
@@ -652,6 +654,7 @@ pub(crate) fn write_job(
     )
     .to_owned();
     job.status_description.clear();
+    crate::scaling_table::write_job_scaling_policies(tables, context, &mut job)?;
 
     let record_key = job_record_key(&key.0, &key.1);
     context.put(Table::Jobs, &record_key, &job)?;
@@ -792,6 +795,7 @@ fn remove_job(
         .map(|id| (key.0.clone(), id.to_owned()))
         .collect();
     remove_services(tables, context, services)?;
+    crate::scaling_table::remove_job_scaling(tables, context, key);
     count_in_parent(tables, context, &job, Some(job.status.as_str()), None)?;
     context.emit(job_event(EventType::JobDeregistered, &job)?);
     Arc::make_mut(&mut tables.jobs).remove(key);

@@ -69,6 +69,10 @@ pub struct StateTables {
     pub(crate) namespaces: Arc<BTreeMap<String, Arc<drover_structs::namespace::Namespace>>>,
     /// Node pools by name (not the built-in ones).
     pub(crate) node_pools: Arc<BTreeMap<String, Arc<drover_structs::NodePool>>>,
+    /// The scaling events of each job.
+    pub(crate) scaling_events: Arc<BTreeMap<JobKey, Arc<drover_structs::JobScalingEvents>>>,
+    /// Scaling policies by ID.
+    pub(crate) scaling_policies: Arc<BTreeMap<String, Arc<drover_structs::ScalingPolicy>>>,
 }
 
 /// A service registration's identity: namespace and ID.

@@ -91,7 +91,7 @@ pub fn default_update_strategy() -> UpdateStrategy {
         health_check: "checks".to_string(),
         min_healthy_time: DurationNs::from_secs(10),
         healthy_deadline: DurationNs::from_mins(5),
-        progress_deadline: DurationNs::from_mins(10),
+        progress_deadline: Some(DurationNs::from_mins(10)),
         auto_revert: false,
         auto_promote: false,
         canary: 0,
@@ -168,7 +168,7 @@ impl Job {
                 health_check: String::new(),
                 min_healthy_time: DurationNs::ZERO,
                 healthy_deadline: DurationNs::ZERO,
-                progress_deadline: DurationNs::ZERO,
+                progress_deadline: Some(DurationNs::ZERO),
                 auto_revert: false,
                 auto_promote: false,
                 canary: 0,
@@ -266,7 +266,9 @@ fn canonicalize_update_strategy(update: &mut UpdateStrategy) {
     if update.healthy_deadline.is_zero() {
         update.healthy_deadline = defaults.healthy_deadline;
     }
-    if update.progress_deadline.is_zero() {
+    // Only an absent deadline is filled, as Nomad's API fills only a nil one: 0 says "no
+    // deadline".
+    if update.progress_deadline.is_none() {
         update.progress_deadline = defaults.progress_deadline;
     }
 }
@@ -496,6 +498,48 @@ mod tests {
 
     fn job_from(json: serde_json::Value) -> Job {
         crate::lenient::from_value_ignoring_key_case(json).unwrap_or_default()
+    }
+
+    #[test]
+    fn only_an_absent_progress_deadline_is_filled() {
+        let mut job = job_from(serde_json::json!({
+            "ID": "web",
+            "TaskGroups": [
+                {"Name": "absent", "Update": {"MaxParallel": 1}},
+                {"Name": "none", "Update": {"MaxParallel": 1, "ProgressDeadline": 0}},
+                {"Name": "null", "Update": {"MaxParallel": 1, "ProgressDeadline": null}},
+            ],
+        }));
+        job.canonicalize();
+        job.canonicalize();
+        let deadlines: Vec<Option<DurationNs>> = job
+            .task_groups
+            .iter()
+            .map(|group| {
+                group
+                    .update
+                    .as_ref()
+                    .and_then(|update| update.progress_deadline)
+            })
+            .collect();
+        assert_eq!(
+            deadlines,
+            [
+                Some(DurationNs::from_mins(10)),
+                Some(DurationNs::ZERO),
+                Some(DurationNs::from_mins(10)),
+            ]
+        );
+
+        // A job-level `progress_deadline = 0` reaches the groups that inherit the block.
+        let mut job = job_from(serde_json::json!({
+            "ID": "web",
+            "Update": {"MaxParallel": 1, "ProgressDeadline": 0},
+            "TaskGroups": [{"Name": "g"}],
+        }));
+        job.canonicalize();
+        let update = job.task_groups[0].update.clone().unwrap_or_default();
+        assert_eq!(update.progress_deadline, Some(DurationNs::ZERO));
     }
 
     #[test]

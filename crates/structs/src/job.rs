@@ -357,7 +357,8 @@ wire_struct! {
         pub health_check: String,
         pub min_healthy_time: DurationNs,
         pub healthy_deadline: DurationNs,
-        pub progress_deadline: DurationNs,
+        /// `None` until canonicalized (then 10m); `Some(0)` is Nomad's "no deadline".
+        pub progress_deadline: Option<DurationNs>,
         pub auto_revert: bool,
         pub auto_promote: bool,
         pub canary: i64,

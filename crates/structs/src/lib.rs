@@ -25,6 +25,7 @@
 //! - [`time`]: `Timestamp` (RFC 3339) and `DurationNs` (Go durations); [`bytes`]: base64 `[]byte`.
 //! - [`service_registration`]: the built-in catalog's `ServiceRegistration` and the address
 //!   a service advertises.
+//! - [`scaling`]: scale requests, scaling events, the scale status.
 //! - [`ids`]: `AllocId` and `TaskName`, validated before any path is built from them.
 
 pub mod acl;
@@ -52,6 +53,7 @@ pub mod node_pool;
 pub mod placement;
 pub mod requests;
 pub mod resource_usage;
+pub mod scaling;
 pub mod service_catalog;
 pub mod service_registration;
 pub mod task_state;
@@ -75,6 +77,7 @@ pub use node::*;
 pub use node_pool::*;
 pub use requests::*;
 pub use resource_usage::*;
+pub use scaling::*;
 pub use service_catalog::{ServiceRegistrationListStub, ServiceRegistrationStub};
 pub use service_registration::ServiceRegistration;
 pub use task_state::*;

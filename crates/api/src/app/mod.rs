@@ -24,6 +24,7 @@ mod exec;
 mod fuzzy;
 mod node_rpc;
 mod respond;
+mod scaling;
 mod search;
 mod services;
 mod submit;
@@ -373,6 +374,14 @@ async fn handle<B: ApiBackend>(
                 params,
                 Meta::Write(index),
             )
+        }
+        Route::JobScaleStatus { job_id } => {
+            scaling::job_scale_status(backend, params, &job_id).await
+        }
+        Route::JobScale { job_id } => scaling::job_scale(backend, params, body, &job_id).await,
+        Route::ScalingPolicies => scaling::scaling_policies(backend, params).await,
+        Route::ScalingPolicy { policy_id } => {
+            scaling::scaling_policy(backend, params, &policy_id).await
         }
         Route::JobEvaluate { job_id } => {
             let response = backend.evaluate_job(&namespace, &job_id).await?;

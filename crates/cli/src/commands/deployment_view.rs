@@ -85,6 +85,10 @@ pub fn deployment_text(deployment: &Deployment, verbose: bool, with_job: bool) -
 /// Watches a deployment until it is done, printing it whenever it changes (Nomad's monitor
 /// when standard output is not a terminal). A failed deployment with `auto_revert` is followed
 /// by the job's next deployment, the rollback's.
+/// How often the monitor prints an unchanged deployment again (the wait of Nomad's blocking
+/// query).
+const REPRINT_EVERY: Duration = Duration::from_secs(2);
+
 pub async fn monitor_deployment(
     client: &ApiClient,
     io: &mut Io<'_>,
@@ -92,21 +96,15 @@ pub async fn monitor_deployment(
     verbose: bool,
     prefix: &str,
 ) {
-    // Every line under the prefix, as Nomad's prefixed UI writes them.
-    let prefixed = |text: String| -> String {
-        text.split('\n')
-            .map(|line| format!("{prefix}{line}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-            .trim_end()
-            .to_owned()
-    };
+    // Nomad's prefixed UI puts its prefix before a message, not before each of its lines: a
+    // frame starts with a line holding only the prefix.
+    let prefixed = |text: String| -> String { format!("{prefix}{text}").trim_end().to_owned() };
     let poll = std::env::var("DROVER_MONITOR_INTERVAL_MS")
         .ok()
         .and_then(|text| text.parse::<u64>().ok())
         .map_or(Duration::from_secs(1), Duration::from_millis);
     let mut current = deployment_id.to_owned();
-    let mut last_shown: Option<Deployment> = None;
+    let mut last_shown: Option<(Deployment, tokio::time::Instant)> = None;
     loop {
         let deployment = match client.deployment(&current).await {
             Ok(deployment) => deployment,
@@ -115,13 +113,18 @@ pub async fn monitor_deployment(
                 return;
             }
         };
-        if last_shown.as_ref() != Some(&deployment) {
+        // A frame when the deployment changed, and every REPRINT_EVERY anyway, as Nomad's
+        // monitor prints after each blocking query (which waits at most 2 s).
+        let due = last_shown
+            .as_ref()
+            .is_none_or(|(shown, at)| *shown != deployment || at.elapsed() >= REPRINT_EVERY);
+        if due {
             io.say(prefixed(format!(
                 "\n{}\n{}",
                 now_date(),
                 deployment_text(&deployment, verbose, true)
             )));
-            last_shown = Some(deployment.clone());
+            last_shown = Some((deployment.clone(), tokio::time::Instant::now()));
         }
         match deployment.status.as_str() {
             "failed" => {
@@ -149,7 +152,7 @@ pub async fn monitor_deployment(
                 return;
             }
             "successful" | "cancelled" => return,
-            _ => tokio::time::sleep(poll).await,
+            _ => tokio::time::sleep(poll.min(REPRINT_EVERY)).await,
         }
     }
 }

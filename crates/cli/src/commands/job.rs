@@ -1,5 +1,6 @@
 //! `drover job run|validate|status|stop|inspect|allocs|dispatch|periodic force|revert`; `job plan`
-//! is in `job_plan`, `job history` in `job_history`, `job promote` in `deployment`.
+//! is in `job_plan`, `job history` in `job_history`, `job promote` in `deployment`, `job scale`
+//! and `job scaling-events` in `job_scale`.
 //!
 //! Jobspecs are parsed locally (so errors point at `file:line:col`) and sent as JSON. The
 //! support table (`drover_jobspec::support`) is checked locally too: `job validate` reports
@@ -54,6 +55,10 @@ pub enum JobCommand {
     Revert(RevertArgs),
     /// Promote the canaries of a job's latest deployment
     Promote(crate::commands::deployment::PromoteArgs),
+    /// Change the count of a job's group
+    Scale(crate::commands::job_scale::ScaleArgs),
+    /// List a job's recent scaling events
+    ScalingEvents(crate::commands::job_scale::ScalingEventsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -223,6 +228,10 @@ pub async fn run(command: JobCommand, io: &mut Io<'_>) -> i32 {
         JobCommand::Revert(arguments) => job_revert(arguments, io).await,
         JobCommand::Promote(arguments) => {
             crate::commands::deployment::job_promote(arguments, io).await
+        }
+        JobCommand::Scale(arguments) => crate::commands::job_scale::job_scale(arguments, io).await,
+        JobCommand::ScalingEvents(arguments) => {
+            crate::commands::job_scale::job_scaling_events(arguments, io).await
         }
     }
 }

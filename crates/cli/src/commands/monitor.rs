@@ -53,6 +53,7 @@ pub async fn monitor_evaluation(
     let mut last_status = String::new();
     let mut reported_allocations: BTreeMap<String, String> = BTreeMap::new();
     let mut first = true;
+    let mut deployment_reported = false;
     let evaluation = loop {
         let evaluation = match client.evaluation(eval_id).await {
             Ok(evaluation) => evaluation,
@@ -70,6 +71,14 @@ pub async fn monitor_evaluation(
                 ));
             }
             first = false;
+        }
+        if !deployment_reported && !evaluation.deployment_id.is_empty() {
+            io.say(format!(
+                "    {}: Evaluation within deployment: \"{}\"",
+                now_date(),
+                short_id(&evaluation.deployment_id, verbose)
+            ));
+            deployment_reported = true;
         }
         match client.evaluation_allocations(eval_id).await {
             Ok(allocations) => {
