@@ -559,6 +559,37 @@ async fn view(dependency: Dependency, context: ViewContext) {
     }
 }
 
+/// Nomad's event text for variables a first render waits for: consul-template's name of each
+/// blocking read (`nomad.var.block(<path>@<namespace>.<region>)`), sorted, the first three and
+/// "and N more".
+fn missing_message(
+    absent: &std::collections::BTreeSet<String>,
+    env: &BTreeMap<String, String>,
+) -> String {
+    const SHOWN: usize = 3;
+    let of = |name: &str, default: &'static str| {
+        env.get(name)
+            .filter(|value| !value.is_empty())
+            .map_or(default, String::as_str)
+            .to_owned()
+    };
+    let (namespace, region) = (
+        of("NOMAD_NAMESPACE", "default"),
+        of("NOMAD_REGION", "global"),
+    );
+    let mut names: Vec<String> = absent
+        .iter()
+        .map(|path| format!("nomad.var.block({path}@{namespace}.{region})"))
+        .collect();
+    names.sort();
+    if names.len() > SHOWN {
+        let more = names.len() - SHOWN;
+        names.truncate(SHOWN);
+        names.push(format!("and {more} more"));
+    }
+    format!("Missing: {}", names.join(", "))
+}
+
 /// Where a render before the start reads the servers.
 struct Reads<'a> {
     source: Option<&'a VariableSource>,
@@ -600,11 +631,10 @@ async fn render_with_variables(
                 };
                 if !reported_missing {
                     reported_missing = true;
-                    let absent: Vec<String> = used.absent.into_iter().collect();
                     events.emit(
                         events
                             .event("Template")
-                            .with_message(&format!("Missing: nomadVar {}", absent.join(", "))),
+                            .with_message(&missing_message(&used.absent, env)),
                     );
                 }
                 tracing::debug!(%message, "template waits for variables");
@@ -1152,6 +1182,25 @@ impl StopHook for TemplateHook {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn missing_variables_are_named_as_consul_template_names_them() {
+        let absent = |paths: &[&str]| paths.iter().map(|path| (*path).to_owned()).collect();
+        let env: BTreeMap<String, String> = [
+            ("NOMAD_NAMESPACE".to_owned(), "prod".to_owned()),
+            ("NOMAD_REGION".to_owned(), "eu".to_owned()),
+        ]
+        .into();
+        assert_eq!(
+            missing_message(&absent(&["nomad/jobs/web"]), &env),
+            "Missing: nomad.var.block(nomad/jobs/web@prod.eu)"
+        );
+        assert_eq!(
+            missing_message(&absent(&["d", "a", "c", "b", "e"]), &BTreeMap::new()),
+            "Missing: nomad.var.block(a@default.global), nomad.var.block(b@default.global), \
+             nomad.var.block(c@default.global), and 2 more"
+        );
+    }
     use crate::allocdir::AllocDir;
     use crate::clock::TokioFollowingClock;
     use crate::taskenv::TaskEnv;
