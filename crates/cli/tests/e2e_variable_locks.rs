@@ -66,6 +66,40 @@ fn var_commands_and_locks_behave_as_nomads() {
             .trim(),
         "app/db"
     );
+    // `var get -out hcl` writes a specification `var put @file.hcl` reads back; a path given
+    // beside it makes a copy (indexes reset, so the copy is created with check index 0).
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("db.hcl");
+    std::fs::write(
+        &spec,
+        agent.cli_ok(&["var", "get", "-out", "hcl", "app/db"]),
+    )
+    .unwrap();
+    let copied = agent.cli_ok(&[
+        "var",
+        "put",
+        "-out",
+        "none",
+        "app/copy",
+        &format!("@{}", spec.display()),
+        "extra=1",
+    ]);
+    assert!(
+        copied.starts_with("Created variable \"app/copy\""),
+        "{copied}"
+    );
+    let copy = json_of(&agent.cli_ok(&["var", "get", "app/copy"]));
+    assert_eq!(copy["Items"], json!({"user": "forced", "extra": "1"}));
+    let unknown = agent.cli(&[
+        "var",
+        "put",
+        &format!("@{}", dir.path().join("db.txt").display()),
+    ]);
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("Unable to determine format of"),
+        "{unknown:?}"
+    );
+    agent.cli_ok(&["var", "purge", "app/copy"]);
     let missing = agent.cli(&["var", "get", "nope"]);
     assert!(!missing.status.success());
     assert_eq!(
@@ -220,7 +254,7 @@ fn var_commands_and_locks_behave_as_nomads() {
         "{failed:?}"
     );
 
-    // Every write was a `Variable` event.
+    // Every write was a `Variable` event (those of `app/db` in order).
     let address = agent.address.trim_start_matches("http://").to_owned();
     let mut stream = std::net::TcpStream::connect(&address).unwrap();
     stream
@@ -241,6 +275,9 @@ fn var_commands_and_locks_behave_as_nomads() {
             for event in events {
                 assert_eq!(event["Topic"], "Variable");
                 assert_eq!(event["Type"], "VariableUpdated");
+                if event["Key"] != "app/db" {
+                    continue;
+                }
                 kinds.push((
                     event["Key"].as_str().unwrap().to_owned(),
                     event["Payload"]["Deleted"].as_bool().unwrap(),

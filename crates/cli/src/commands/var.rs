@@ -57,7 +57,8 @@ pub struct PutArgs {
     /// Write only if the variable's modify index is this one (0: only if it does not exist).
     #[arg(long = "check-index")]
     pub check_index: Option<String>,
-    /// The format of a specification file: json.
+    /// The format of a specification read from standard input: hcl or json (a file's comes
+    /// from its extension, .hcl or .json).
     #[arg(long = "in", default_value = "json")]
     pub input_format: String,
     /// json, hcl, table or none (default: none on a terminal, else json).
@@ -187,6 +188,81 @@ fn default_out(out: Option<String>, on_terminal: &str) -> String {
             "json".to_owned()
         }
     })
+}
+
+/// A variable specification in HCL, as Nomad's `parseVariableSpec` reads it: `namespace`,
+/// `path`, the four integer indexes and times, and `items` (a block or an object of values,
+/// numbers and booleans taken as their text); any other key is refused.
+fn variable_from_hcl(text: &str) -> Result<Variable, String> {
+    const KEYS: [&str; 7] = [
+        "namespace",
+        "path",
+        "create_index",
+        "modify_index",
+        "create_time",
+        "modify_time",
+        "items",
+    ];
+    let parsed: Value = hcl::from_str(text).map_err(|error| error.to_string())?;
+    let Value::Object(fields) = parsed else {
+        return Err("error parsing: root should be an object".to_owned());
+    };
+    let mut variable = Variable::default();
+    for (key, value) in fields {
+        let integer = |value: &Value| {
+            value
+                .as_i64()
+                .ok_or_else(|| format!("{key} must be integer; got {value}"))
+        };
+        match key.as_str() {
+            "namespace" | "path" => {
+                let text = item_text(&value).ok_or_else(|| format!("{key} must be a string"))?;
+                if key == "path" {
+                    variable.path = text;
+                } else {
+                    variable.namespace = text;
+                }
+            }
+            "create_index" => variable.create_index = integer(&value)?.max(0).unsigned_abs(),
+            "modify_index" => variable.modify_index = integer(&value)?.max(0).unsigned_abs(),
+            "create_time" => variable.create_time = integer(&value)?,
+            "modify_time" => variable.modify_time = integer(&value)?,
+            "items" => {
+                // A block decodes to an object; repeated blocks to a list of them, merged.
+                let objects = match value {
+                    Value::Array(objects) => objects,
+                    object => vec![object],
+                };
+                for object in objects {
+                    let Value::Object(items) = object else {
+                        return Err("items must be a block of key = value".to_owned());
+                    };
+                    for (item, value) in items {
+                        let text = item_text(&value)
+                            .ok_or_else(|| format!("item {item:?} must be a string"))?;
+                        variable.items.insert(item, text);
+                    }
+                }
+            }
+            other => {
+                return Err(format!(
+                    "invalid key: {other} (valid keys: {})",
+                    KEYS.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(variable)
+}
+
+/// A scalar as its text (mapstructure's weak decoding of a string field).
+fn item_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(text) => Some(text.clone()),
+        Value::Number(number) => Some(number.to_string()),
+        Value::Bool(flag) => Some(if *flag { "1" } else { "0" }.to_owned()),
+        _ => None,
+    }
 }
 
 /// Nomad's `renderSVAsUiTable`.
@@ -396,19 +472,34 @@ async fn put(arguments: PutArgs, io: &mut Io<'_>) -> Result<i32, String> {
                 .to_owned(),
         );
     }
+    let mut input_format = arguments.input_format.clone();
+    if !["hcl", "json"].contains(&input_format.as_str()) {
+        return Err("Invalid value for \"-in\"; valid values are [hcl, json]".to_owned());
+    }
     let mut args = arguments.args.as_slice();
     let spec_ref = |arg: &str| arg == "-" || (arg.starts_with('@') && !arg.starts_with("\\@"));
     let mut path = String::new();
     let mut spec: Option<String> = None;
-    let read_spec = |arg: &str| -> Result<String, String> {
+    // A file's format comes from its extension, as Nomad's `setParserForFileArg`.
+    let mut read_spec = |arg: &str| -> Result<String, String> {
         if arg == "-" {
-            std::io::read_to_string(std::io::stdin())
-                .map_err(|error| format!("Error reading from stdin: {error}"))
-        } else {
-            let file = &arg[1..];
-            std::fs::read_to_string(file)
-                .map_err(|error| format!("Error reading {file:?}: {error}"))
+            return std::io::read_to_string(std::io::stdin())
+                .map_err(|error| format!("Error reading from stdin: {error}"));
         }
+        let file = &arg[1..];
+        input_format = match std::path::Path::new(file)
+            .extension()
+            .and_then(|extension| extension.to_str())
+        {
+            Some("json") => "json".to_owned(),
+            Some("hcl") => "hcl".to_owned(),
+            _ => {
+                return Err(format!(
+                    "Unable to determine format of {file}; Use the -in flag to specify it."
+                ));
+            }
+        };
+        std::fs::read_to_string(file).map_err(|error| format!("Error reading {file:?}: {error}"))
     };
     match args {
         [only] if !spec_ref(only) => return Err("Must supply data".to_owned()),
@@ -433,15 +524,15 @@ async fn put(arguments: PutArgs, io: &mut Io<'_>) -> Result<i32, String> {
             ..Variable::default()
         },
         Some(text) => {
-            if arguments.input_format != "json" {
-                return Err(format!(
-                    "Invalid value for \"-in\": drover reads variable specifications in JSON only (got {:?})",
-                    arguments.input_format
-                ));
-            }
-            let mut parsed: Variable = serde_json::from_str(&text).map_err(|error| {
-                format!("Failed to parse variable data: error unmarshaling json: {error}")
-            })?;
+            let mut parsed: Variable = if input_format == "hcl" {
+                variable_from_hcl(&text).map_err(|error| {
+                    format!("Failed to parse variable data: error parsing hcl: {error}")
+                })?
+            } else {
+                serde_json::from_str(&text).map_err(|error| {
+                    format!("Failed to parse variable data: error unmarshaling json: {error}")
+                })?
+            };
             let mut reset = false;
             if let Some(namespace) = namespace_flag(&arguments.api)
                 && namespace != parsed.namespace
@@ -803,6 +894,38 @@ mod tests {
         assert_eq!(items["literal"], "@at");
         assert_eq!(items["gone"], "");
         assert!(parse_items(&["novalue".to_owned()]).is_err());
+    }
+
+    #[test]
+    fn an_hcl_specification_reads_as_nomads_var_put_reads_it() {
+        let variable = variable_from_hcl(
+            r#"
+namespace    = "prod"
+path         = "app/db"
+modify_index = 7
+items {
+  user = "app"
+  port = 5432
+  tls  = true
+}
+"#,
+        )
+        .unwrap();
+        assert_eq!(variable.namespace, "prod");
+        assert_eq!(variable.path, "app/db");
+        assert_eq!(variable.modify_index, 7);
+        assert_eq!(variable.items["user"], "app");
+        assert_eq!(variable.items["port"], "5432");
+        assert_eq!(variable.items["tls"], "1");
+        // What `var get -out hcl` prints reads back as the same variable.
+        let round = variable_from_hcl(&variable_hcl(&variable)).unwrap();
+        assert_eq!(round.items, variable.items);
+        assert_eq!(round.path, variable.path);
+        let unknown = variable_from_hcl("path = \"a\"\nowner = \"me\"\n").unwrap_err();
+        assert!(unknown.contains("invalid key: owner"), "{unknown}");
+        let index = variable_from_hcl("modify_index = \"seven\"\n").unwrap_err();
+        assert!(index.contains("modify_index must be integer"), "{index}");
+        assert!(variable_from_hcl("items {").is_err());
     }
 
     #[test]
