@@ -16,6 +16,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use drover_api::ApiError;
+use drover_api::paginate::{ListOptions, TokenKind, TokenParts, page, to_datum};
 use drover_api::params::QueryParams;
 use drover_server::Clock;
 use drover_server::identity::{RequestIdentity, WorkloadIdentity, request_token, resolve_token};
@@ -171,6 +172,7 @@ async fn list(
     let params = QueryParams::parse(query.as_deref());
     let namespace = namespace_of(&params);
     let prefix = params.prefix().to_owned();
+    let options = ListOptions::from_params(&params)?;
     let index = block_on_variables(&endpoints.state, &params).await?;
     let wanted_namespace = (namespace != "*").then_some(namespace.as_str());
     let token_acl = match &identity {
@@ -182,10 +184,10 @@ async fn list(
         }
         RequestIdentity::Anonymous => None,
     };
-    let listed: Vec<VariableMetadata> = endpoints
+    let mut readable: Vec<_> = endpoints
         .state
         .variables(wanted_namespace, &prefix)
-        .iter()
+        .into_iter()
         .filter(|stored| match &identity {
             RequestIdentity::Anonymous => true,
             RequestIdentity::Workload(workload) => {
@@ -210,7 +212,30 @@ async fn list(
             meta
         })
         .collect();
-    Ok(json_with_status(StatusCode::OK, &listed, index, true))
+    // Nomad's paginator over its (namespace, path) index: tokens are `<namespace>.<path>`.
+    readable.sort_by(|a, b| (&a.namespace, &a.path).cmp(&(&b.namespace, &b.path)));
+    if options.reverse {
+        readable.reverse();
+    }
+    let (listed, next_token): (Vec<VariableMetadata>, String) = page(
+        readable,
+        &options,
+        TokenKind::NamespaceId,
+        |meta| TokenParts {
+            namespace: &meta.namespace,
+            id: &meta.path,
+            create_index: meta.create_index,
+        },
+        to_datum,
+        Ok,
+    )?;
+    let mut response = json_with_status(StatusCode::OK, &listed, index, true);
+    if !next_token.is_empty()
+        && let Ok(value) = HeaderValue::from_str(&next_token)
+    {
+        response.headers_mut().insert("X-Nomad-NextToken", value);
+    }
+    Ok(response)
 }
 
 async fn missing_path() -> ApiError {

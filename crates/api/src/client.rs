@@ -175,6 +175,19 @@ pub struct LogsQuery {
     pub plain: bool,
 }
 
+/// What an answer's headers say about it (Nomad's `QueryMeta`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResponseMeta {
+    /// `X-Nomad-Index`.
+    pub last_index: u64,
+    /// `X-Nomad-KnownLeader`.
+    pub known_leader: bool,
+    /// `X-Nomad-NextToken`: empty on a list's last page.
+    pub next_token: String,
+    /// How long the request took, as Nomad's client measures `RequestTime`.
+    pub request_time_nanos: u64,
+}
+
 /// The typed client.
 #[derive(Debug, Clone)]
 pub struct ApiClient {
@@ -337,6 +350,41 @@ impl ApiClient {
         }
         serde_json::from_slice(&bytes)
             .map(Some)
+            .map_err(|error| ClientError::Decode(error.to_string()))
+    }
+
+    /// A `GET` whose answer is arbitrary JSON, with what its headers say (Nomad's `QueryMeta`).
+    pub async fn call_json_with_meta(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<(Option<serde_json::Value>, ResponseMeta), ClientError> {
+        let method = reqwest::Method::from_bytes(method.as_bytes())
+            .map_err(|error| ClientError::Decode(format!("method {method:?}: {error}")))?;
+        let started = std::time::Instant::now();
+        let response = self.send(self.request(method, path, query)).await?;
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let mut meta = ResponseMeta {
+            last_index: header("X-Nomad-Index").parse().unwrap_or_default(),
+            known_leader: header("X-Nomad-KnownLeader") == "true",
+            next_token: header("X-Nomad-NextToken"),
+            request_time_nanos: 0,
+        };
+        let bytes = response.bytes().await.map_err(ClientError::Transport)?;
+        meta.request_time_nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok((None, meta));
+        }
+        serde_json::from_slice(&bytes)
+            .map(|value| (Some(value), meta))
             .map_err(|error| ClientError::Decode(error.to_string()))
     }
 

@@ -99,6 +99,55 @@ fn var_commands_and_locks_behave_as_nomads() {
         String::from_utf8_lossy(&unknown.stderr).contains("Unable to determine format of"),
         "{unknown:?}"
     );
+    // Paging, filters and Go templates, as Nomad's `var list` and `var get`.
+    let first = agent.cli(&["var", "list", "-out", "terse", "-per-page", "1", "app"]);
+    assert_eq!(String::from_utf8_lossy(&first.stdout).trim(), "app/copy");
+    let token = String::from_utf8_lossy(&first.stderr).trim().to_owned();
+    assert_eq!(token, "Next page token: default.app/db");
+    let second = agent.cli(&[
+        "var",
+        "list",
+        "-out",
+        "terse",
+        "-per-page",
+        "1",
+        "-page-token",
+        "default.app/db",
+        "app",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&second.stdout).trim(), "app/db");
+    assert!(!String::from_utf8_lossy(&second.stderr).contains("Next page token"));
+    let paged = json_of(&agent.cli_ok(&["var", "list", "-out", "json", "-per-page", "1", "app"]));
+    assert_eq!(paged["Data"][0]["Path"], "app/copy");
+    assert_eq!(paged["QueryMeta"]["NextToken"], "default.app/db");
+    let filtered = agent.cli(&[
+        "var",
+        "list",
+        "-out",
+        "terse",
+        "-filter",
+        "Path == \"app/db\"",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&filtered.stdout).trim(), "app/db");
+    assert!(
+        String::from_utf8_lossy(&filtered.stderr).contains("Filter queries require a full scan")
+    );
+    assert_eq!(
+        agent
+            .cli_ok(&[
+                "var",
+                "get",
+                "-out",
+                "go-template",
+                "-template",
+                "{{.Path}}: {{.Items.extra}}",
+                "app/copy"
+            ])
+            .trim(),
+        "app/copy: 1"
+    );
+    let no_template = agent.cli(&["var", "get", "-out", "go-template", "app/copy"]);
+    assert!(String::from_utf8_lossy(&no_template.stderr).contains("A template must be supplied"));
     agent.cli_ok(&["var", "purge", "app/copy"]);
     let missing = agent.cli(&["var", "get", "nope"]);
     assert!(!missing.status.success());

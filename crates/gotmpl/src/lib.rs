@@ -60,6 +60,33 @@ pub use exec::{MAX_STEPS, MAX_TEMPLATE_DEPTH};
 pub use gtmpl_value::Value;
 pub use parse::MAX_NESTING;
 
+/// JSON as a template value: objects become maps (so `.Field` reads a key), numbers stay
+/// integers where they are whole.
+pub fn value_from_json(json: &serde_json::Value) -> Value {
+    match json {
+        serde_json::Value::Null => Value::Nil,
+        serde_json::Value::Bool(flag) => Value::Bool(*flag),
+        serde_json::Value::String(text) => Value::String(text.clone()),
+        serde_json::Value::Number(number) => {
+            if let Some(integer) = number.as_i64() {
+                Value::from(integer)
+            } else if let Some(unsigned) = number.as_u64() {
+                Value::from(unsigned)
+            } else {
+                Value::from(number.as_f64().unwrap_or_default())
+            }
+        }
+        serde_json::Value::Array(items) => {
+            Value::Array(items.iter().map(value_from_json).collect())
+        }
+        serde_json::Value::Object(map) => Value::Map(
+            map.iter()
+                .map(|(key, value)| (key.clone(), value_from_json(value)))
+                .collect::<std::collections::HashMap<_, _>>(),
+        ),
+    }
+}
+
 /// Provides simple basic templating given just a template sting and context.
 ///
 /// ## Example

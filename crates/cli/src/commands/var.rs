@@ -41,9 +41,12 @@ pub struct GetArgs {
     /// Print only this item's value.
     #[arg(long)]
     pub item: Option<String>,
-    /// json, hcl, table or none (default: table on a terminal, else json).
+    /// go-template, json, hcl, table or none (default: table on a terminal, else json).
     #[arg(long)]
     pub out: Option<String>,
+    /// The Go template of `-out go-template`.
+    #[arg(long)]
+    pub template: Option<String>,
     pub path: String,
 }
 
@@ -61,9 +64,12 @@ pub struct PutArgs {
     /// from its extension, .hcl or .json).
     #[arg(long = "in", default_value = "json")]
     pub input_format: String,
-    /// json, hcl, table or none (default: none on a terminal, else json).
+    /// go-template, json, hcl, table or none (default: none on a terminal, else json).
     #[arg(long)]
     pub out: Option<String>,
+    /// The Go template of `-out go-template`.
+    #[arg(long)]
+    pub template: Option<String>,
     /// Say what is done on standard error.
     #[arg(long)]
     pub verbose: bool,
@@ -76,9 +82,21 @@ pub struct PutArgs {
 pub struct ListArgs {
     #[command(flatten)]
     pub api: ApiFlags,
-    /// json, table or terse (default: table on a terminal, else json).
+    /// go-template, json, table or terse (default: table on a terminal, else json).
     #[arg(long)]
     pub out: Option<String>,
+    /// The Go template of `-out go-template`.
+    #[arg(long)]
+    pub template: Option<String>,
+    /// How many variables a page holds (0: all).
+    #[arg(long = "per-page", default_value_t = 0)]
+    pub per_page: i32,
+    /// The token of the page to start from (printed after a page that has a next one).
+    #[arg(long = "page-token", default_value = "")]
+    pub page_token: String,
+    /// A filter expression on the variables' metadata.
+    #[arg(long, default_value = "")]
+    pub filter: String,
     pub prefix: Option<String>,
 }
 
@@ -265,6 +283,44 @@ fn item_text(value: &Value) -> Option<String> {
     }
 }
 
+/// `-out` of `var get` and `var put`, and Nomad's error for another.
+const OUT_FORMATS: [&str; 5] = ["go-template", "hcl", "json", "none", "table"];
+const INVALID_OUT: &str =
+    "Invalid value for \"-out\"; valid values are [go-template, hcl, json, none, table]";
+
+/// Nomad's `validateOutputFlag`: `-template` goes with `-out go-template` only, and that
+/// format needs one.
+fn check_out(
+    out: &str,
+    template: Option<&str>,
+    valid: &[&str],
+    invalid: &str,
+) -> Result<(), String> {
+    let template = template.unwrap_or_default();
+    if out != "go-template" && !template.is_empty() {
+        return Err(
+            "The '-template' flag is only valid when using 'go-template' formatting".to_owned(),
+        );
+    }
+    if !valid.contains(&out) {
+        return Err(invalid.to_owned());
+    }
+    if out == "go-template" && template.is_empty() {
+        return Err(
+            "A template must be supplied using '-template' when using go-template formatting"
+                .to_owned(),
+        );
+    }
+    Ok(())
+}
+
+/// `data` as the API answers it, rendered with a Go template (Nomad's `renderWithGoTemplate`
+/// runs on the API structs, whose fields are the JSON's names).
+fn go_template(template: &str, data: &impl serde::Serialize) -> Result<String, String> {
+    let json = serde_json::to_value(data).map_err(|error| error.to_string())?;
+    gotmpl::template(template, gotmpl::value_from_json(&json)).map_err(|error| error.to_string())
+}
+
 /// Nomad's `renderSVAsUiTable`.
 fn variable_table(variable: &Variable) -> String {
     let mut meta = vec![
@@ -392,12 +448,12 @@ fn parse_check_index(text: Option<&str>) -> Result<Option<u64>, String> {
 async fn get(arguments: GetArgs, io: &mut Io<'_>) -> Result<i32, String> {
     refuse_wildcard(&arguments.api)?;
     let out = default_out(arguments.out, "table");
-    if !["json", "hcl", "table", "none"].contains(&out.as_str()) {
-        return Err(
-            "Invalid value for \"-out\"; valid values are [go-template, hcl, json, none, table]"
-                .to_owned(),
-        );
-    }
+    check_out(
+        &out,
+        arguments.template.as_deref(),
+        &OUT_FORMATS,
+        INVALID_OUT,
+    )?;
     let answer = client(&arguments.api)?
         .call_json("GET", &var_path(&arguments.path), None)
         .await;
@@ -423,6 +479,10 @@ async fn get(arguments: GetArgs, io: &mut Io<'_>) -> Result<i32, String> {
         "json" => io.say(variable_json(&variable)),
         "hcl" => io.say(variable_hcl(&variable)),
         "table" => io.say(variable_table(&variable)),
+        "go-template" => io.say(go_template(
+            arguments.template.as_deref().unwrap_or_default(),
+            &variable,
+        )?),
         _ => {}
     }
     Ok(0)
@@ -466,12 +526,12 @@ async fn put(arguments: PutArgs, io: &mut Io<'_>) -> Result<i32, String> {
     let check_index = parse_check_index(arguments.check_index.as_deref())?;
     refuse_wildcard(&arguments.api)?;
     let out = default_out(arguments.out, "none");
-    if !["json", "hcl", "table", "none"].contains(&out.as_str()) {
-        return Err(
-            "Invalid value for \"-out\"; valid values are [go-template, hcl, json, none, table]"
-                .to_owned(),
-        );
-    }
+    check_out(
+        &out,
+        arguments.template.as_deref(),
+        &OUT_FORMATS,
+        INVALID_OUT,
+    )?;
     let mut input_format = arguments.input_format.clone();
     if !["hcl", "json"].contains(&input_format.as_str()) {
         return Err("Invalid value for \"-in\"; valid values are [hcl, json]".to_owned());
@@ -594,6 +654,10 @@ async fn put(arguments: PutArgs, io: &mut Io<'_>) -> Result<i32, String> {
         "json" => io.say(variable_json(&written)),
         "hcl" => io.say(variable_hcl(&written)),
         "table" => io.say(variable_table(&written)),
+        "go-template" => io.say(go_template(
+            arguments.template.as_deref().unwrap_or_default(),
+            &written,
+        )?),
         _ => {
             io.say(created);
             return Ok(0);
@@ -607,15 +671,30 @@ async fn put(arguments: PutArgs, io: &mut Io<'_>) -> Result<i32, String> {
 
 async fn list(arguments: ListArgs, io: &mut Io<'_>) -> Result<i32, String> {
     let out = default_out(arguments.out, "table");
-    if !["json", "table", "terse"].contains(&out.as_str()) {
-        return Err(
-            "Invalid value for \"-out\"; valid values are [go-template, json, table, terse]"
-                .to_owned(),
+    check_out(
+        &out,
+        arguments.template.as_deref(),
+        &["go-template", "json", "table", "terse"],
+        "Invalid value for \"-out\"; valid values are [go-template, json, table, terse]",
+    )?;
+    if !arguments.filter.is_empty() {
+        io.error(
+            "Filter queries require a full scan of the data; use prefix searching where possible",
         );
     }
     let prefix = arguments.prefix.clone().unwrap_or_default();
-    let answer = client(&arguments.api)?
-        .call_json_query("GET", "/v1/vars", &[("prefix", prefix)], None)
+    let mut query = vec![("prefix", prefix)];
+    if arguments.per_page != 0 {
+        query.push(("per_page", arguments.per_page.to_string()));
+    }
+    if !arguments.page_token.is_empty() {
+        query.push(("next_token", arguments.page_token.clone()));
+    }
+    if !arguments.filter.is_empty() {
+        query.push(("filter", arguments.filter.clone()));
+    }
+    let (answer, meta) = client(&arguments.api)?
+        .call_json_with_meta("GET", "/v1/vars", &query)
         .await
         .map_err(|error| format!("Error retrieving vars: {error}"))?;
     let mut variables: Vec<VariableMetadata> =
@@ -623,8 +702,28 @@ async fn list(arguments: ListArgs, io: &mut Io<'_>) -> Result<i32, String> {
             .map_err(|error| format!("Error retrieving vars: {error}"))?;
     match out.as_str() {
         "json" => {
-            io.say(serde_json::to_string_pretty(&variables).unwrap_or_default());
+            // A paged answer carries its query metadata, as Nomad's `var list -out json`.
+            let shown = if arguments.per_page > 0 {
+                serde_json::json!({
+                    "Data": variables,
+                    "QueryMeta": {
+                        "LastIndex": meta.last_index,
+                        "LastContact": 0,
+                        "KnownLeader": meta.known_leader,
+                        "RequestTime": meta.request_time_nanos,
+                        "NextToken": meta.next_token,
+                    },
+                })
+            } else {
+                serde_json::to_value(&variables).unwrap_or_default()
+            };
+            io.say(serde_json::to_string_pretty(&shown).unwrap_or_default());
+            return Ok(0);
         }
+        "go-template" => io.say(go_template(
+            arguments.template.as_deref().unwrap_or_default(),
+            &variables,
+        )?),
         "terse" => {
             let wildcard = namespace_flag(&arguments.api).as_deref() == Some("*");
             let rows: Vec<Vec<String>> = variables
@@ -659,6 +758,9 @@ async fn list(arguments: ListArgs, io: &mut Io<'_>) -> Result<i32, String> {
                 io.say(columnize::columns(&rows));
             }
         }
+    }
+    if !meta.next_token.is_empty() {
+        io.error(format!("Next page token: {}", meta.next_token));
     }
     Ok(0)
 }

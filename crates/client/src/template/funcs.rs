@@ -558,26 +558,7 @@ pub fn value_to_json(value: &Value) -> serde_json::Value {
 
 /// JSON as a template value.
 pub fn json_to_value(json: &serde_json::Value) -> Value {
-    match json {
-        serde_json::Value::Null => Value::Nil,
-        serde_json::Value::Bool(flag) => Value::Bool(*flag),
-        serde_json::Value::String(text) => Value::String(text.clone()),
-        serde_json::Value::Number(number) => {
-            if let Some(integer) = number.as_i64() {
-                Value::from(integer)
-            } else if let Some(unsigned) = number.as_u64() {
-                Value::from(unsigned)
-            } else {
-                Value::from(number.as_f64().unwrap_or_default())
-            }
-        }
-        serde_json::Value::Array(items) => Value::Array(items.iter().map(json_to_value).collect()),
-        serde_json::Value::Object(map) => Value::Map(
-            map.iter()
-                .map(|(key, value)| (key.clone(), json_to_value(value)))
-                .collect::<HashMap<_, _>>(),
-        ),
-    }
+    gotmpl::value_from_json(json)
 }
 
 fn to_json(args: &[Value]) -> Result<Value, FuncError> {
