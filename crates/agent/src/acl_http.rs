@@ -1,7 +1,7 @@
 //! Nomad's ACL endpoints on a server agent: `/v1/acl/bootstrap`, `/v1/acl/policies`,
 //! `/v1/acl/policy/<name>`, `/v1/acl/tokens`, `/v1/acl/token` (create),
 //! `/v1/acl/token/<accessor>` and `/v1/acl/token/self`, in Nomad's shapes, status codes and
-//! messages, and the role routes (handled in `acl_roles_http`). With ACLs off every one
+//! messages (the role routes are `acl_roles_http`'s). With ACLs off every one
 //! answers 400 `ACL support disabled`, as Nomad.
 //!
 //! Who may call what is decided before a handler runs (`acl_enforce`); a handler only filters
@@ -33,8 +33,6 @@ use drover_structs::acl::{
 };
 use drover_structs::{DurationNs, Timestamp};
 
-use crate::acl_roles_http;
-
 /// The file in the server's data dir whose number allows one more bootstrap (Nomad's).
 pub const BOOTSTRAP_RESET_FILE: &str = "acl-bootstrap-reset";
 /// Nomad's bounds on a token's `ExpirationTTL`.
@@ -55,18 +53,6 @@ pub struct AclEndpoints {
 /// The routes, for a server agent.
 pub fn router(endpoints: AclEndpoints) -> axum::Router {
     axum::Router::new()
-        .route(
-            "/v1/acl/roles",
-            axum::routing::any(acl_roles_http::list_roles),
-        )
-        .route(
-            "/v1/acl/role",
-            axum::routing::any(acl_roles_http::create_role),
-        )
-        .route(
-            "/v1/acl/role/{*suffix}",
-            axum::routing::any(acl_roles_http::specific_role),
-        )
         .route("/v1/acl/bootstrap", axum::routing::any(bootstrap))
         .route("/v1/acl/policies", axum::routing::any(list_policies))
         .route("/v1/acl/policy/{name}", axum::routing::any(specific_policy))

@@ -19,6 +19,15 @@ use drover_state::{StateError, Table};
 use drover_structs::acl::{AclRole, AclRolePolicyLink, AclToken};
 
 use crate::acl_http::{AclEndpoints, caller, disabled, empty, forbidden, is_write, json};
+
+/// The role routes, for a server agent (beside `acl_http::router`).
+pub fn router(endpoints: AclEndpoints) -> axum::Router {
+    axum::Router::new()
+        .route("/v1/acl/roles", axum::routing::any(list_roles))
+        .route("/v1/acl/role", axum::routing::any(create_role))
+        .route("/v1/acl/role/{*suffix}", axum::routing::any(specific_role))
+        .with_state(endpoints)
+}
 use crate::namespaces_http::multi_error;
 
 /// Nomad's limit on a role's description.

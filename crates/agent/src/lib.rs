@@ -256,13 +256,16 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 },
                 acl_enabled: config.acl.enabled,
             }))
-            .merge(acl_http::router(acl_http::AclEndpoints {
-                enabled: config.acl.enabled,
-                keyring: keyring.clone(),
-                state: state.clone(),
-                clock: clock.clone(),
-                server_dir: data_dir.path().join("server"),
-            }))
+            .merge({
+                let endpoints = acl_http::AclEndpoints {
+                    enabled: config.acl.enabled,
+                    keyring: keyring.clone(),
+                    state: state.clone(),
+                    clock: clock.clone(),
+                    server_dir: data_dir.path().join("server"),
+                };
+                acl_roles_http::router(endpoints.clone()).merge(acl_http::router(endpoints))
+            })
             .merge(namespaces_http::router(
                 namespaces_http::NamespaceEndpoints {
                     acl_enabled: config.acl.enabled,

@@ -840,13 +840,17 @@ impl RestartableEngine {
 
     /// Its bridge and directory, without starting the engine.
     fn prepare() -> RestartableEngine {
-        let bridge = format!("drvr{}", std::process::id() % 100_000);
+        // A bridge and subnet per engine: two tests of this binary may run one each at once.
+        static ENGINES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let number = ENGINES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let bridge = format!("drvr{}x{number}", std::process::id() % 100_000);
         let run = |args: &[&str]| {
             let status = Command::new("ip").args(args).status().unwrap();
             assert!(status.success(), "ip {args:?}");
         };
         run(&["link", "add", &bridge, "type", "bridge"]);
-        run(&["addr", "add", "10.213.77.1/24", "dev", &bridge]);
+        let address = format!("10.213.{}.1/24", 77 + number % 100);
+        run(&["addr", "add", &address, "dev", &bridge]);
         run(&["link", "set", &bridge, "up"]);
         RestartableEngine {
             dir: tempfile::tempdir().unwrap(),

@@ -139,11 +139,11 @@ pub(crate) fn dangling(
         .iter()
         .filter(|container| !tracked.contains(&container.id))
         .filter(|container| container.created <= cutoff)
-        .filter(|container| container.labels.contains_key(crate::task::ALLOC_ID_LABEL))
+        .filter(|container| container.labels.contains_key(crate::labels::ALLOC_ID_LABEL))
         .filter(|container| {
             container
                 .labels
-                .get(crate::task::NODE_ID_LABEL)
+                .get(crate::labels::NODE_ID_LABEL)
                 .map(String::as_str)
                 == Some(node_id)
         })
@@ -276,8 +276,8 @@ mod tests {
                 .collect(),
         };
         let ours = [
-            (crate::task::ALLOC_ID_LABEL, "a1"),
-            (crate::task::NODE_ID_LABEL, "n1"),
+            (crate::labels::ALLOC_ID_LABEL, "a1"),
+            (crate::labels::NODE_ID_LABEL, "n1"),
         ];
         let listed = [
             container("dangling", 100, &ours),
@@ -287,11 +287,11 @@ mod tests {
                 "other-node",
                 100,
                 &[
-                    (crate::task::ALLOC_ID_LABEL, "a1"),
-                    (crate::task::NODE_ID_LABEL, "n2"),
+                    (crate::labels::ALLOC_ID_LABEL, "a1"),
+                    (crate::labels::NODE_ID_LABEL, "n2"),
                 ],
             ),
-            container("not-a-task", 100, &[(crate::task::NODE_ID_LABEL, "n1")]),
+            container("not-a-task", 100, &[(crate::labels::NODE_ID_LABEL, "n1")]),
         ];
         let tracked = std::collections::HashSet::from(["tracked".to_string()]);
         assert_eq!(dangling(&listed, &tracked, "n1", 200), vec!["dangling"]);

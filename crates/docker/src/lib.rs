@@ -21,6 +21,7 @@ pub mod auth;
 pub mod config;
 mod error;
 pub mod gc;
+mod labels;
 mod logs;
 mod progress;
 pub mod task;

@@ -474,13 +474,7 @@ pub fn container_name(launch: &TaskLaunch) -> String {
     format!("{}-{}", launch.task_name, launch.alloc_id)
 }
 
-/// Label naming the allocation a container belongs to (Nomad's).
-pub const ALLOC_ID_LABEL: &str = "com.hashicorp.nomad.alloc_id";
-/// Label naming the node whose client started a container (drover's own: an engine shared by
-/// several clients must not have one remove another's containers as orphans).
-pub const NODE_ID_LABEL: &str = "drover.node_id";
-/// Label naming the task a container runs.
-pub const TASK_NAME_LABEL: &str = "com.hashicorp.nomad.task_name";
+pub use crate::labels::{ALLOC_ID_LABEL, NODE_ID_LABEL, TASK_NAME_LABEL};
 
 /// Label names of Nomad's `extra_labels`, each with the key it is chosen by.
 const EXTRA_LABELS: [(&str, &str); 7] = [

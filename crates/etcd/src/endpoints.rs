@@ -18,7 +18,9 @@ use std::time::Duration;
 use etcd_client::{Client, ConnectOptions};
 
 use crate::tls::TlsMaterial;
-use crate::{EtcdConfig, KvError, client_error, is_unavailable};
+use drover_state::KvError;
+
+use crate::config::{EtcdConfig, client_error, is_unavailable};
 
 /// The pause between two rounds over the members while all of them refuse.
 const ROUND_PAUSE: Duration = Duration::from_millis(100);

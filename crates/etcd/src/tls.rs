@@ -1,4 +1,4 @@
-//! TLS to etcd: the trusted CA and the client certificate of [`crate::EtcdTls`], read and
+//! TLS to etcd: the trusted CA and the client certificate of [`crate::config::EtcdTls`], read and
 //! checked once when the backend is configured (a missing or unreadable file is named then,
 //! not at the first request), and handed to etcd-client's OpenSSL transport for every member.
 //!
@@ -8,7 +8,9 @@ use std::path::Path;
 
 use etcd_client::{ConnectOptions, OpenSslClientConfig};
 
-use crate::{EtcdConfig, EtcdTls, KvError};
+use drover_state::KvError;
+
+use crate::config::{EtcdConfig, EtcdTls};
 
 /// The PEM contents of the TLS files, checked to parse.
 #[derive(Clone)]

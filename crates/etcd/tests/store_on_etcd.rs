@@ -57,6 +57,10 @@ async fn a_second_store_on_the_same_prefix_follows_the_first() {
     let (kv_a, store_a) = open(&cluster, "drover-follow/").await;
     let (kv_b, store_b) = open(&cluster, "drover-follow/").await;
     let _follower = follow(&kv_b, store_b.clone());
+    // The follower publishes the events of writes made once its watch runs (it reloads only
+    // from the watch): a first write it has seen says the watch runs.
+    store_a.upsert_node(node("n0"), NOW).await.unwrap();
+    eventually("the follower to see n0", || store_b.node("n0").is_some()).await;
     let mut events_b = store_b.subscribe_events(0, drover_state::EventFilter::default());
 
     // A blocking query on the follower wakes on the other store's write.
@@ -77,10 +81,17 @@ async fn a_second_store_on_the_same_prefix_follows_the_first() {
     assert_eq!(store_b.node("n1").unwrap().modify_index, index);
     assert_eq!(store_b.latest_index(), store_a.latest_index());
     // The other store's events are on the follower's event stream, as that store made them.
-    let batch = tokio::time::timeout(Duration::from_secs(10), events_b.next_batch())
-        .await
-        .unwrap()
-        .unwrap();
+    // (n0's batch may come first, published just after the reload that showed n0.)
+    let batch = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let batch = events_b.next_batch().await.unwrap();
+            if batch.index >= index {
+                return batch;
+            }
+        }
+    })
+    .await
+    .unwrap();
     assert_eq!(batch.index, index);
     assert_eq!(batch.events[0].key, "n1");
     assert_eq!(batch.events[0].topic, drover_state::Topic::Node);

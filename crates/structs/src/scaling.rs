@@ -1,7 +1,7 @@
 //! Job scaling on the wire: the `/v1/job/<id>/scale` request (`ScalingRequest`), the scaling
 //! events kept per job and group (`ScalingEvent`, `JobScalingEvents`), the scale status
 //! (`JobScaleStatus`) and the scaling policy list stub, with Nomad's shapes. The policy itself
-//! is [`crate::ScalingPolicy`], kept in the group's `scaling` block.
+//! is [`crate::job_blocks::ScalingPolicy`], kept in the group's `scaling` block.
 //!
 //! Not here: the rules of a scale (the server) or where events are kept (the state store).
 
@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::ScalingPolicy;
+use crate::job_blocks::ScalingPolicy;
 use crate::lenient::wire_struct;
 
 /// How many scaling events are kept per group, newest first (Nomad's
