@@ -106,9 +106,18 @@ def test_prometheus_text_parses_and_holds_per_task_memory_and_cpu(agent):
         assert status == 200, body
         families = list(text_string_to_metric_families(body))
         rss = list(samples_of(families, "nomad_client_allocs_memory_rss", alloc_id))
-        return (families, rss) if rss else None
+        # The job summary gauges are sampled on the server's own collection tick: they catch
+        # up with the running allocation a tick after the client's gauges may.
+        summary_running = [
+            s.value
+            for family in families
+            if family.name == "nomad_nomad_job_summary_running"
+            for s in family.samples
+            if s.labels.get("job") == JOB_ID
+        ]
+        return (families, rss) if rss and summary_running == [1] else None
 
-    families, rss = wait_for("the task's memory gauge", scrape)
+    families, rss = wait_for("the task's memory gauge and the job summary", scrape)
     assert rss[0].labels["task"] == "t"
     assert rss[0].labels["job"] == JOB_ID
     assert rss[0].labels["task_group"] == "g"
