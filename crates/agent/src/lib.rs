@@ -542,7 +542,18 @@ async fn start_cluster_server(
         })
         .await
         .context("reading the cluster's keyring key from etcd")?;
-    // The election fences the store's writes from the start: a follower writes nothing.
+    let state = StateStore::open_with_kv(kv.clone(), drover_state::EngineOptions::default())
+        .await
+        .with_context(|| {
+            format!(
+                "opening the server state in etcd at {} (prefix {:?})",
+                etcd.endpoints.join(","),
+                etcd.prefix
+            )
+        })?;
+    // The store is opened before the election starts: opening a fresh prefix writes its
+    // schema marker (guarded by the prefix's revision), which a follower's fenced handle would
+    // refuse. From the election on, the store's writes are fenced: a follower writes nothing.
     let cluster = leadership::ClusterNode::join(
         kv.clone(),
         leadership::ServerRecord {
@@ -553,15 +564,6 @@ async fn start_cluster_server(
             version: env!("CARGO_PKG_VERSION").to_owned(),
         },
     )?;
-    let state = StateStore::open_with_kv(kv.clone(), drover_state::EngineOptions::default())
-        .await
-        .with_context(|| {
-            format!(
-                "opening the server state in etcd at {} (prefix {:?})",
-                etcd.endpoints.join(","),
-                etcd.prefix
-            )
-        })?;
     // The task ends by itself when the store is closed.
     drop(drover_etcd::follow(&kv, state.clone()));
     cluster.set_store(state.clone());

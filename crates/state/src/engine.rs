@@ -421,9 +421,23 @@ async fn check_schema(kv: &dyn Kv) -> Result<(), StateError> {
         }),
         None => {
             let mut batch = WriteBatch::new();
-            batch.put(META_SCHEMA_KEY.to_vec(), supported.into_bytes());
-            kv.apply(batch).await?;
-            Ok(())
+            batch.put(META_SCHEMA_KEY.to_vec(), supported.clone().into_bytes());
+            match kv.apply(batch).await {
+                Ok(_) => Ok(()),
+                // Another server opening the same fresh backend wrote first: its marker
+                // decides, as if it had been there.
+                Err(KvError::RevisionMismatch { .. }) => match kv.get(META_SCHEMA_KEY).await? {
+                    Some(found) if found == supported.as_bytes() => Ok(()),
+                    Some(found) => Err(StateError::Schema {
+                        found: String::from_utf8_lossy(&found).into_owned(),
+                        supported: SCHEMA_VERSION,
+                    }),
+                    None => Err(StateError::Commit(Arc::new(KvError::Unavailable {
+                        reason: "the backend moved while its schema marker was written".to_owned(),
+                    }))),
+                },
+                Err(error) => Err(error.into()),
+            }
         }
     }
 }
