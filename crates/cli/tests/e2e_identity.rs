@@ -244,8 +244,8 @@ out="$NOMAD_TASK_DIR"
 curl -s --unix-socket "$sock" -H "X-Nomad-Token: $NOMAD_TOKEN" http://localhost/v1/var/nomad/jobs/JOB > "$out/own.tmp" && mv "$out/own.tmp" "$out/own"
 curl -s -o /dev/null -w '%%{http_code}' --unix-socket "$sock" -H "X-Nomad-Token: $NOMAD_TOKEN" http://localhost/v1/var/nomad/jobs/other > "$out/other.tmp" && mv "$out/other.tmp" "$out/other"
 curl -s -o /dev/null -w '%%{http_code}' --unix-socket "$sock" http://localhost/v1/jobs > "$out/none.tmp" && mv "$out/none.tmp" "$out/none"
-echo "$NOMAD_UNIX_ADDR" > "$out/unix_addr"
-test -n "$NOMAD_TOKEN_extra" && echo yes > "$out/extra_env"
+echo "$NOMAD_UNIX_ADDR" > "$out/unix_addr.tmp" && mv "$out/unix_addr.tmp" "$out/unix_addr"
+test -n "$NOMAD_TOKEN_extra" && echo yes > "$out/extra_env.tmp" && mv "$out/extra_env.tmp" "$out/extra_env"
 exec sleep 3600
 EOT
         ]

@@ -67,10 +67,14 @@ impl EtcdConfig {
 pub(crate) fn is_unavailable(error: &etcd_client::Error) -> bool {
     match error {
         etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
-        etcd_client::Error::GRpcStatus(status) => matches!(
-            status.code(),
-            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled
-        ),
+        // A member killed mid-request: tonic reports the broken connection as a status of
+        // code Unknown whose message is "transport error".
+        etcd_client::Error::GRpcStatus(status) => {
+            matches!(
+                status.code(),
+                tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled
+            ) || (status.code() == tonic::Code::Unknown && status.message() == "transport error")
+        }
         _ => false,
     }
 }
