@@ -11,57 +11,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Agent, http, wait_for};
+use support::{Agent, http, server_and_two_clients, wait_for};
 
 const LIMIT: Duration = Duration::from_secs(90);
-
-fn agent_config(dir: &std::path::Path, name: &str, text: &str) -> String {
-    std::fs::create_dir_all(dir).expect("config dir");
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write agent config");
-    path.display().to_string()
-}
-
-/// A server-only agent and two client-only agents (`node-a`, `node-b`); the node IDs by name.
-fn cluster(temp: &std::path::Path) -> (Agent, Vec<Agent>, String, String) {
-    let server_data = temp.join("server").join("data");
-    let config = agent_config(
-        &temp.join("server"),
-        "server.hcl",
-        "client {\n  enabled = false\n}\n",
-    );
-    let server = Agent::start_with(&server_data, &["-server", &format!("-config={config}")]);
-    let server_addr = server.address.trim_start_matches("http://").to_owned();
-    let mut clients = Vec::new();
-    for name in ["node-a", "node-b"] {
-        let dir = temp.join(name);
-        let config = agent_config(
-            &dir,
-            "client.hcl",
-            &format!("name = \"{name}\"\nserver {{\n  enabled = false\n}}\n"),
-        );
-        clients.push(Agent::start_with(
-            &dir.join("data"),
-            &[
-                "-client",
-                &format!("-servers={server_addr}"),
-                &format!("-config={config}"),
-            ],
-        ));
-    }
-    let (a, b) = wait_for("both client nodes to be ready", LIMIT, || {
-        let nodes = server.get_json("/v1/nodes");
-        let nodes = nodes.as_array().cloned().unwrap_or_default();
-        let id = |name: &str| {
-            nodes
-                .iter()
-                .find(|node| node["Name"] == name && node["Status"] == "ready")
-                .and_then(|node| node["ID"].as_str().map(str::to_owned))
-        };
-        Some((id("node-a")?, id("node-b")?))
-    });
-    (server, clients, a, b)
-}
 
 fn allocs(server: &Agent, job_id: &str) -> Vec<Value> {
     server
@@ -111,7 +63,7 @@ fn put(server: &Agent, path: &str, body: &str) -> Value {
 #[test]
 fn a_drain_moves_service_allocations_max_parallel_at_a_time_and_completes() {
     let temp = tempfile::tempdir().expect("temp dir");
-    let (server, mut clients, node_a, node_b) = cluster(temp.path());
+    let (server, mut clients, node_a, node_b) = server_and_two_clients(temp.path(), LIMIT);
 
     // Everything starts on node-a: node-b is ineligible while the job is placed.
     let out = server.cli_ok(&["node", "eligibility", "-disable", &node_b]);

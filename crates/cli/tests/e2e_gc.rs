@@ -10,20 +10,12 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{Agent, http, wait_for, write_jobspec};
+use support::{Agent, agent_config, http, server_and_two_clients, wait_for, write_jobspec};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn agent_config(dir: &Path, name: &str, text: &str) -> String {
-    std::fs::create_dir_all(dir).expect("config dir");
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write agent config");
-    path.display().to_string()
-}
 
 fn batch_job(job_id: &str, node_id: Option<&str>) -> String {
     let constraint = node_id.map_or(String::new(), |node_id| {
@@ -125,47 +117,6 @@ fn a_gc_setting_nomad_refuses_is_refused() {
     );
 }
 
-/// A server-only agent and two client-only agents (`node-a`, `node-b`); the node IDs by name.
-fn cluster(temp: &Path) -> (Agent, Vec<Agent>, String, String) {
-    let server_data = temp.join("server").join("data");
-    let config = agent_config(
-        &temp.join("server"),
-        "server.hcl",
-        "client {\n  enabled = false\n}\n",
-    );
-    let server = Agent::start_with(&server_data, &["-server", &format!("-config={config}")]);
-    let server_addr = server.address.trim_start_matches("http://").to_owned();
-    let mut clients = Vec::new();
-    for name in ["node-a", "node-b"] {
-        let dir = temp.join(name);
-        let config = agent_config(
-            &dir,
-            "client.hcl",
-            &format!("name = \"{name}\"\nserver {{\n  enabled = false\n}}\n"),
-        );
-        clients.push(Agent::start_with(
-            &dir.join("data"),
-            &[
-                "-client",
-                &format!("-servers={server_addr}"),
-                &format!("-config={config}"),
-            ],
-        ));
-    }
-    let (a, b) = wait_for("both client nodes to be ready", LIMIT, || {
-        let nodes = server.get_json("/v1/nodes");
-        let nodes = nodes.as_array().cloned().unwrap_or_default();
-        let id = |name: &str| {
-            nodes
-                .iter()
-                .find(|node| node["Name"] == name && node["Status"] == "ready")
-                .and_then(|node| node["ID"].as_str().map(str::to_owned))
-        };
-        Some((id("node-a")?, id("node-b")?))
-    });
-    (server, clients, a, b)
-}
-
 /// Runs a batch job on `node_id` to completion; answers its allocation's ID.
 fn finished_alloc_on(server: &Agent, job_id: &str, node_id: &str) -> String {
     let (_dir, spec) = write_jobspec(&format!("{job_id}.hcl"), &batch_job(job_id, Some(node_id)));
@@ -185,7 +136,7 @@ fn kept_by(client: &Agent, alloc_id: &str) -> bool {
 #[test]
 fn client_gc_reaches_the_node_that_holds_the_allocations() {
     let temp = tempfile::tempdir().unwrap();
-    let (server, clients, node_a, node_b) = cluster(temp.path());
+    let (server, clients, node_a, node_b) = server_and_two_clients(temp.path(), LIMIT);
     let (client_a, client_b) = (&clients[0], &clients[1]);
 
     // Nomad's refusals: a server without a client needs a node, and the node must exist.

@@ -580,3 +580,53 @@ pub async fn exec_websocket_close(url: &str) -> (u16, String) {
     }
     panic!("exec websocket {url} ended without a close frame");
 }
+
+/// Writes an agent config file `name` into `dir` (made if missing); answers its path.
+pub fn agent_config(dir: &Path, name: &str, text: &str) -> String {
+    std::fs::create_dir_all(dir).expect("config dir");
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write agent config");
+    path.display().to_string()
+}
+
+/// A server-only agent and two client-only agents (`node-a`, `node-b`) under `temp`, each its
+/// own process; answers them and the two nodes' IDs once both are ready (within `limit`).
+pub fn server_and_two_clients(temp: &Path, limit: Duration) -> (Agent, Vec<Agent>, String, String) {
+    let server_data = temp.join("server").join("data");
+    let config = agent_config(
+        &temp.join("server"),
+        "server.hcl",
+        "client {\n  enabled = false\n}\n",
+    );
+    let server = Agent::start_with(&server_data, &["-server", &format!("-config={config}")]);
+    let server_addr = server.address.trim_start_matches("http://").to_owned();
+    let mut clients = Vec::new();
+    for name in ["node-a", "node-b"] {
+        let dir = temp.join(name);
+        let config = agent_config(
+            &dir,
+            "client.hcl",
+            &format!("name = \"{name}\"\nserver {{\n  enabled = false\n}}\n"),
+        );
+        clients.push(Agent::start_with(
+            &dir.join("data"),
+            &[
+                "-client",
+                &format!("-servers={server_addr}"),
+                &format!("-config={config}"),
+            ],
+        ));
+    }
+    let (a, b) = wait_for("both client nodes to be ready", limit, || {
+        let nodes = server.get_json("/v1/nodes");
+        let nodes = nodes.as_array().cloned().unwrap_or_default();
+        let id = |name: &str| {
+            nodes
+                .iter()
+                .find(|node| node["Name"] == name && node["Status"] == "ready")
+                .and_then(|node| node["ID"].as_str().map(str::to_owned))
+        };
+        Some((id("node-a")?, id("node-b")?))
+    });
+    (server, clients, a, b)
+}
