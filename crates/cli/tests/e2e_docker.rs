@@ -519,30 +519,7 @@ fn a_killed_agent_reattaches_to_its_containers_without_starting_new_ones() {
     let config_flag = format!("-config={}", config.display());
     let mut agent = Agent::start_with(&data_dir, &[&config_flag]);
     let count = 4;
-    let job = format!(
-        r#"
-job "sleepers" {{
-  datacenters = ["dc1"]
-  group "g" {{
-    count = {count}
-    task "sleeper" {{
-      driver = "docker"
-      kill_timeout = "1s"
-      config {{
-        image   = "{image}"
-        command = "/bin/sh"
-        args    = ["-c", "i=0; while true; do echo tick-$i; i=$((i+1)); sleep 1; done"]
-      }}
-      resources {{
-        cpu    = 20
-        memory = 32
-      }}
-    }}
-  }}
-}}
-"#,
-        image = engine.image
-    );
+    let job = ticker_job("sleepers", "sleeper", count, &engine.image);
     run_job(&agent, "sleepers.hcl", &job);
     let alloc_ids: Vec<String> = running_allocs(&agent, "sleepers", count)
         .iter()
@@ -1004,30 +981,7 @@ fn a_restored_task_waits_for_a_stopped_engine_and_reattaches_to_its_container() 
     let config_flag = format!("-config={}", engine.agent_config().display());
     let mut agent = Agent::start_with(&data_dir, &[&config_flag]);
     let count = 2;
-    let job = format!(
-        r#"
-job "patient" {{
-  datacenters = ["dc1"]
-  group "g" {{
-    count = {count}
-    task "ticker" {{
-      driver = "docker"
-      kill_timeout = "1s"
-      config {{
-        image   = "{image}"
-        command = "/bin/sh"
-        args    = ["-c", "i=0; while true; do echo tick-$i; i=$((i+1)); sleep 1; done"]
-      }}
-      resources {{
-        cpu    = 20
-        memory = 32
-      }}
-    }}
-  }}
-}}
-"#,
-        image = shared.image
-    );
+    let job = ticker_job("patient", "ticker", count, &shared.image);
     run_job(&agent, "patient.hcl", &job);
     let alloc_ids: Vec<String> = running_allocs(&agent, "patient", count)
         .iter()
@@ -1879,4 +1833,31 @@ fn docker_passes_the_conformance_suite() {
         .unwrap()
         .block_on(run_conformance_suite(&driver, &make_task))
         .unwrap();
+}
+
+/// A service job of `count` docker tasks printing `tick-<n>` every second.
+fn ticker_job(job_id: &str, task: &str, count: usize, image: &str) -> String {
+    format!(
+        r#"
+job "{job_id}" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    count = {count}
+    task "{task}" {{
+      driver = "docker"
+      kill_timeout = "1s"
+      config {{
+        image   = "{image}"
+        command = "/bin/sh"
+        args    = ["-c", "i=0; while true; do echo tick-$i; i=$((i+1)); sleep 1; done"]
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#
+    )
 }
