@@ -394,11 +394,26 @@ async fn cpu_of_many_http_checks() {
     let data_dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let flag = data_dir.path().join("fail");
+    // By default the service closes every connection after its answer (HTTP/1.0), so every
+    // probe opens a new one: the costly case. `DROVER_BENCH_KEEPALIVE=1` makes it an HTTP/1.1
+    // server that keeps connections open, as most services are.
+    let keep_alive = std::env::var("DROVER_BENCH_KEEPALIVE").is_ok_and(|value| value == "1");
+    // A thread per connection and a listen backlog that holds a burst of probes (Python's
+    // default of 5 refuses some of them, and the failures would be measured too).
+    let mut server = SERVER.replace(
+        "http.server.HTTPServer(",
+        "type('S', (http.server.ThreadingHTTPServer,), {'request_queue_size': 1024})(",
+    );
+    if keep_alive {
+        server = server.replace(
+            "    def do_GET(self):",
+            "    protocol_version = \"HTTP/1.1\"\n    def do_GET(self):",
+        );
+    }
     let mut task = server_task(port, &flag, http_check(port, None));
     task.config = json!({
         "command": "python3",
-        "args": ["-c", SERVER.replace("http.server.HTTPServer", "http.server.ThreadingHTTPServer"),
-                 port.to_string(), flag.display().to_string()],
+        "args": ["-c", server, port.to_string(), flag.display().to_string()],
     })
     .as_object()
     .cloned()
@@ -415,6 +430,13 @@ async fn cpu_of_many_http_checks() {
     wait_for("every check to pass once", || {
         let results = runner.checks();
         results.len() == checks && results.values().all(|check| check.status == "success")
+    })
+    .await;
+    // Steady state: the allocation's health (for migrations) is decided.
+    wait_for("the allocation's health to be decided", || {
+        runner
+            .deployment_health()
+            .is_some_and(|health| health.healthy.is_some())
     })
     .await;
     let cpu = || {
@@ -435,7 +457,12 @@ async fn cpu_of_many_http_checks() {
     tokio::time::sleep(Duration::from_secs(seconds)).await;
     let used = (cpu() - before) as f64 / ticks_per_second;
     println!(
-        "{checks} http checks at 10s: {:.2}% of one core over {seconds}s",
+        "{checks} http checks at 10s ({}): {:.2}% of one core over {seconds}s",
+        if keep_alive {
+            "keep-alive"
+        } else {
+            "a connection per probe"
+        },
         100.0 * used / seconds as f64
     );
     runner.destroy().await.unwrap();

@@ -259,7 +259,10 @@ pub enum HealthOutcome {
 
 /// What a watch reads of its allocation while it runs.
 pub trait HealthSource: Send + Sync + 'static {
-    /// The latest check results, by check ID.
+    /// Whether `watched` pass by their latest results ([`checks_pass`]), read in place: a watch
+    /// looks every [`CHECK_LOOKUP_INTERVAL`] and an allocation may have a thousand checks.
+    fn checks_pass(&self, watched: &[WatchedCheck]) -> bool;
+    /// The latest check results, by check ID (a copy: read once, when the deadline passes).
     fn check_results(&self) -> BTreeMap<String, CheckQueryResult>;
     /// The client's wall clock, Unix nanoseconds.
     fn now_unix_nanos(&self) -> i64;
@@ -308,7 +311,7 @@ pub async fn watch_health(
         if checks_count {
             if now >= next_lookup {
                 next_lookup = now + CHECK_LOOKUP_INTERVAL;
-                if checks_pass(&watched, &source.check_results()) {
+                if source.checks_pass(&watched) {
                     checks_passing_since.get_or_insert(now);
                 } else {
                     checks_passing_since = None;

@@ -1072,6 +1072,13 @@ impl AllocRunner {
 }
 
 impl health::HealthSource for AllocRunner {
+    fn checks_pass(&self, watched: &[health::WatchedCheck]) -> bool {
+        match lock(&self.inner.checks).as_ref() {
+            Some(hook) => hook.with_results(|results| health::checks_pass(watched, results)),
+            None => health::checks_pass(watched, &BTreeMap::new()),
+        }
+    }
+
     fn check_results(&self) -> BTreeMap<String, drover_structs::CheckQueryResult> {
         self.checks()
     }

@@ -229,6 +229,15 @@ impl ChecksHook {
         lock(&self.results).clone()
     }
 
+    /// `read` applied to the latest results in place, without copying them (the lock is held
+    /// meanwhile, so `read` must be quick and must not call back into the hook).
+    pub fn with_results<R>(
+        &self,
+        read: impl FnOnce(&BTreeMap<String, CheckQueryResult>) -> R,
+    ) -> R {
+        read(&lock(&self.results))
+    }
+
     /// Stops every observer (the allocation is stopping, or the agent shuts down). Results stay.
     pub fn stop(&self) {
         lock(&self.stop).cancel();
@@ -459,9 +468,13 @@ impl Observer {
                 return;
             };
             let changed = entry.status != status;
-            entry.status = status.to_string();
+            if changed {
+                entry.status = status.to_string();
+            }
             entry.status_code = result.status_code;
-            entry.output = result.output;
+            if entry.output != result.output {
+                entry.output = result.output;
+            }
             entry.timestamp = self.deps.clock.now_unix_nanos() / 1_000_000_000;
             changed
         };
@@ -653,7 +666,7 @@ impl Observer {
             (address, None)
         };
         let url = format!("{protocol}://{authority}{separator}{path}");
-        let headers = check
+        let headers: Vec<(String, String)> = check
             .header
             .iter()
             .flat_map(|(name, values)| {
@@ -662,15 +675,8 @@ impl Observer {
                     .map(move |value| (name.clone(), env.interpolate(value)))
             })
             .collect();
-        Ok((
-            HttpProbe {
-                url,
-                method: check.method.clone(),
-                headers,
-                body: check.body.clone(),
-            },
-            client,
-        ))
+        let probe = HttpProbe::new(&url, &check.method, &headers, &check.body)?;
+        Ok((probe, client))
     }
 }
 

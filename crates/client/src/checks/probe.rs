@@ -43,13 +43,47 @@ impl ProbeResult {
     }
 }
 
-/// An HTTP check, interpolated and with its URL resolved.
+/// An HTTP check, interpolated, with its URL resolved and its request parts parsed once (a
+/// check sends the same request every interval).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpProbe {
-    pub url: String,
-    pub method: String,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
+    url: reqwest::Url,
+    method: reqwest::Method,
+    headers: reqwest::header::HeaderMap,
+    body: bytes::Bytes,
+}
+
+impl HttpProbe {
+    /// The request to `url` with `method` (GET when empty, any case), `headers` and `body`;
+    /// the output of the check's failure when a part does not parse.
+    pub fn new(
+        url: &str,
+        method: &str,
+        headers: &[(String, String)],
+        body: &str,
+    ) -> Result<HttpProbe, String> {
+        let method = if method.is_empty() {
+            reqwest::Method::GET
+        } else {
+            reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes())
+                .map_err(|error| format!("nomad: {error}"))?
+        };
+        let url = reqwest::Url::parse(url).map_err(|error| format!("nomad: {url}: {error}"))?;
+        let mut map = reqwest::header::HeaderMap::new();
+        for (name, value) in headers {
+            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|error| format!("nomad: header {name:?}: {error}"))?;
+            let value = reqwest::header::HeaderValue::from_str(value)
+                .map_err(|error| format!("nomad: header {name}: {error}"))?;
+            map.append(name, value);
+        }
+        Ok(HttpProbe {
+            url,
+            method,
+            headers: map,
+            body: bytes::Bytes::copy_from_slice(body.as_bytes()),
+        })
+    }
 }
 
 /// Whose rules turn an HTTP status into an outcome.
@@ -78,18 +112,10 @@ pub async fn http(
     timeout: Duration,
     rules: HttpRules,
 ) -> ProbeResult {
-    let method = if probe.method.is_empty() {
-        reqwest::Method::GET
-    } else {
-        match reqwest::Method::from_bytes(probe.method.to_ascii_uppercase().as_bytes()) {
-            Ok(method) => method,
-            Err(error) => return ProbeResult::failure(format!("nomad: {error}")),
-        }
-    };
-    let mut request = client.request(method, &probe.url).timeout(timeout);
-    for (name, value) in &probe.headers {
-        request = request.header(name.as_str(), value.as_str());
-    }
+    let mut request = client
+        .request(probe.method.clone(), probe.url.clone())
+        .headers(probe.headers.clone())
+        .timeout(timeout);
     if !probe.body.is_empty() {
         request = request.body(probe.body.clone());
     }
@@ -99,10 +125,13 @@ pub async fn http(
     };
     let code = response.status().as_u16();
     let outcome = rules.outcome(code);
+    // The body is read either way: a response read to its end leaves its connection open for
+    // the next probe, where a dropped one closes it (a new TCP connection every interval).
+    let body = read_limited(response, timeout).await;
     let output = if code == 200 {
         "nomad: http ok".to_string()
     } else {
-        read_limited(response, timeout).await
+        body
     };
     ProbeResult {
         outcome,
@@ -315,12 +344,7 @@ mod tests {
     }
 
     fn probe(url: String) -> HttpProbe {
-        HttpProbe {
-            url,
-            method: String::new(),
-            headers: Vec::new(),
-            body: String::new(),
-        }
+        HttpProbe::new(&url, "", &[], "").unwrap()
     }
 
     #[tokio::test]
