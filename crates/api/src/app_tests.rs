@@ -1257,6 +1257,9 @@ async fn validate_job_lists_problems_with_200() {
     let bad = body_json(bad).await;
     assert!(!bad["ValidationErrors"].as_array().unwrap().is_empty());
     assert!(bad["Error"].as_str().unwrap().contains("error"));
+    // The agent answered, so the driver configuration counts as validated, as in Nomad; a
+    // false here makes Nomad's CLI print that the agent could not be reached.
+    assert_eq!(bad["DriverConfigValidated"], true);
 }
 
 #[tokio::test]

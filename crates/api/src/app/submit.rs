@@ -116,7 +116,9 @@ fn problems_and_support(job: &Job) -> (Vec<String>, drover_jobspec::SupportRepor
 }
 
 /// `/v1/validate/job`: the problems of a job, answered with 200 as Nomad does
-/// (`ValidationErrors` lists them, `Error` joins them).
+/// (`ValidationErrors` lists them, `Error` joins them). `DriverConfigValidated` is true
+/// whenever a server answered, problems or not, as in Nomad: a CLI reads false as "the agent
+/// could not be reached" and says so.
 pub(super) fn validate_job(params: &QueryParams, body: Bytes) -> Result<Response, ApiError> {
     let mut request: JobRegisterRequest = decode_body(&body)?;
     let Some(mut job) = request.job.take() else {
@@ -130,7 +132,7 @@ pub(super) fn validate_job(params: &QueryParams, body: Bytes) -> Result<Response
         multi_error(&problems)
     };
     let response = json!({
-        "DriverConfigValidated": problems.is_empty(),
+        "DriverConfigValidated": true,
         "ValidationErrors": problems,
         "Error": error,
         "Warnings": support.warnings_text(),
