@@ -173,7 +173,7 @@ pub fn required(
             Management
         };
     }
-    if path == "/v1/system/gc" {
+    if path == "/v1/system/gc" || path == "/v1/system/reconcile/summaries" {
         return Management;
     }
     if path == "/v1/client/gc" {

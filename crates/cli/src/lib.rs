@@ -114,6 +114,9 @@ enum Command {
     Monitor(commands::agent_monitor::MonitorArgs),
     /// Show the status of jobs, or of any object by ID prefix
     Status(commands::status::StatusArgs),
+    /// Interact with the system API
+    #[command(subcommand)]
+    System(commands::system::SystemCommand),
     /// Interact with variables
     #[command(subcommand)]
     Var(commands::var::VarCommand),
@@ -163,6 +166,7 @@ pub async fn run(arguments: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Wr
         Command::Server(command) => commands::server::run(command, &mut io).await,
         Command::Service(command) => commands::service::run(command, &mut io).await,
         Command::Status(arguments) => commands::status::run(arguments, &mut io).await,
+        Command::System(command) => commands::system::run(command, &mut io).await,
         Command::Var(command) => commands::var::run(command, &mut io).await,
         Command::Monitor(arguments) => commands::agent_monitor::run(arguments, &mut io).await,
     }

@@ -26,7 +26,7 @@ use drover_structs::{
 
 use crate::derive::{
     add_missing_groups, apply_alloc_to_summary, apply_queued_to_summary, count_child,
-    derive_job_status, new_job_summary, same_job_spec,
+    derive_job_status, new_job_summary, recount_job_summary, same_job_spec,
 };
 use crate::embedded::EmbeddedKv;
 use crate::engine::{
@@ -1339,6 +1339,40 @@ impl StateStore {
                 for key in &affected_jobs {
                     remove_unused_alloc_jobs(tables, context, key);
                     refresh_job_status(tables, context, key)?;
+                }
+                Ok(context.index())
+            })
+            .await
+    }
+
+    /// Nomad's `ReconcileJobSummaries` (`PUT /v1/system/reconcile/summaries`): the summary of
+    /// every job that is neither periodic nor parameterized is counted again from its
+    /// allocations ([`recount_job_summary`]) and written, keeping its `CreateIndex`, in one
+    /// write. Returns the index of the write, or the latest index when there is no such job.
+    pub async fn reconcile_job_summaries(&self) -> Result<u64, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                let jobs: Vec<Arc<Job>> = tables
+                    .jobs
+                    .values()
+                    .filter(|job| !job.is_periodic() && !job.is_parameterized())
+                    .cloned()
+                    .collect();
+                if jobs.is_empty() {
+                    return Ok(context.latest_committed_index());
+                }
+                for job in jobs {
+                    let mut summary =
+                        recount_job_summary(&job, tables.allocs_of_job(&job.namespace, &job.id));
+                    summary.create_index = job.create_index;
+                    summary.modify_index = context.index();
+                    context.put(
+                        Table::JobSummaries,
+                        &job_record_key(&job.namespace, &job.id),
+                        &summary,
+                    )?;
+                    Arc::make_mut(&mut tables.job_summaries)
+                        .insert((job.namespace.clone(), job.id.clone()), Arc::new(summary));
                 }
                 Ok(context.index())
             })

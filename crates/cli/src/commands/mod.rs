@@ -21,6 +21,7 @@ pub mod node_pool;
 pub mod server;
 pub mod service;
 pub mod status;
+pub mod system;
 pub mod var;
 
 use drover_api::client::ClientError;
