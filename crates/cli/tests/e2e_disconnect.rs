@@ -204,3 +204,138 @@ fn a_frozen_client_is_disconnected_replaced_and_reconnects_keeping_its_original(
 
     kill_tasks_of_allocs(&[original_id, replacement_id]);
 }
+
+#[test]
+fn a_frozen_clients_system_allocation_turns_unknown_stays_on_its_node_and_reconnects() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let server_data = temp.path().join("server").join("data");
+    let server_config = agent_config(
+        &server_data,
+        "server.hcl",
+        "name = \"server-node\"\nserver {\n  heartbeat_grace = \"1s\"\n  min_heartbeat_ttl = \"1s\"\n}\n",
+    );
+    let server = Agent::start_with(&server_data, &[&format!("-config={server_config}")]);
+    let client_data = temp.path().join("client").join("data");
+    let client_config = agent_config(
+        &client_data,
+        "client.hcl",
+        "name = \"remote-node\"\nserver {\n  enabled = false\n}\n",
+    );
+    let client = Agent::start_with(
+        &client_data,
+        &[
+            "-client",
+            &format!("-servers={}", server.address.trim_start_matches("http://")),
+            &format!("-config={client_config}"),
+        ],
+    );
+    let (server_node, remote_node) = wait_for("both nodes ready", LIMIT, || {
+        let nodes = server.get_json("/v1/nodes");
+        let nodes = nodes.as_array().cloned().unwrap_or_default();
+        let id_of = |name: &str| {
+            nodes
+                .iter()
+                .find(|node| node["Name"] == name && node["Status"] == "ready")
+                .and_then(|node| node["ID"].as_str().map(str::to_owned))
+        };
+        Some((id_of("server-node")?, id_of("remote-node")?))
+    });
+
+    let marker = format!("system-disconnect-marker-{}", std::process::id());
+    let job = json!({"Job": {
+        "ID": "node-agent", "Name": "node-agent", "Type": "system", "Datacenters": ["dc1"],
+        "TaskGroups": [{
+            "Name": "agent", "Count": 1,
+            "Disconnect": {"LostAfter": 3_600_000_000_000u64},
+            "Tasks": [{
+                "Name": "agent", "Driver": "raw_exec",
+                "Config": {"command": "/bin/sh", "args": ["-c", format!("sleep 3600; echo {marker}")]},
+                "Resources": {"CPU": 50, "MemoryMB": 32}
+            }]
+        }]
+    }});
+    let (status, body) = http("PUT", &server.url("/v1/jobs"), Some(&job.to_string()));
+    assert_eq!(status, 200, "register: {body}");
+    let running_on = |node_id: &str| {
+        job_allocs(&server, "node-agent")
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "running" && alloc["NodeID"] == node_id)
+    };
+    let remote = wait_for("the allocation to run on the remote node", LIMIT, || {
+        running_on(&remote_node)
+    });
+    let local = wait_for("the allocation to run on the server's node", LIMIT, || {
+        running_on(&server_node)
+    });
+    let remote_id = remote["ID"].as_str().expect("alloc ID").to_owned();
+    let local_id = local["ID"].as_str().expect("alloc ID").to_owned();
+    let task_pids = pids_with_cmdline(&marker);
+    assert_eq!(task_pids.len(), 2, "one task per node: {task_pids:?}");
+
+    // The client agent stops answering; its task runs on under its shim.
+    client.signal(Signal::SIGSTOP);
+    let frozen = Frozen(&client);
+    wait_for("the remote node to be disconnected", LIMIT, || {
+        (node_status(&server, &remote_node) == "disconnected").then_some(())
+    });
+    let unknown = wait_for("the remote allocation to turn unknown", LIMIT, || {
+        let alloc = server.get_json(&format!("/v1/allocation/{remote_id}"));
+        (alloc["ClientStatus"] == "unknown").then_some(alloc)
+    });
+    assert_eq!(
+        unknown["ClientDescription"],
+        "alloc is unknown since its node is disconnected"
+    );
+    assert_eq!(unknown["DesiredStatus"], "run");
+    // The disconnection's evaluation has run to its end: nothing was placed anywhere, the
+    // node is not down, the other node's allocation is untouched.
+    wait_for("the node-update evaluation to complete", LIMIT, || {
+        let evals = server.get_json("/v1/job/node-agent/evaluations");
+        let evals = evals.as_array().cloned()?;
+        let disconnection = evals.iter().any(|eval| {
+            eval["TriggeredBy"] == "node-update" && eval["NodeID"] == remote_node.as_str()
+        });
+        let settled = evals.iter().all(|eval| eval["Status"] == "complete");
+        (disconnection && settled).then_some(())
+    });
+    assert_eq!(node_status(&server, &remote_node), "disconnected");
+    let allocs = job_allocs(&server, "node-agent");
+    assert_eq!(allocs.len(), 2, "nothing placed: {allocs:?}");
+    let local_now = server.get_json(&format!("/v1/allocation/{local_id}"));
+    assert_eq!(local_now["ClientStatus"], "running");
+    assert!(task_pids.iter().all(|pid| process_alive(*pid)));
+
+    // The agent resumes: the node comes back and the allocation reconnects where it ran.
+    drop(frozen);
+    wait_for("the remote node to be ready again", LIMIT, || {
+        (node_status(&server, &remote_node) == "ready").then_some(())
+    });
+    let reconnected = wait_for("the allocation to be reconnected", LIMIT, || {
+        let alloc = server.get_json(&format!("/v1/allocation/{remote_id}"));
+        let events = alloc["TaskStates"]["agent"]["Events"].as_array().cloned()?;
+        let event = events.iter().any(|event| event["Type"] == "Reconnected");
+        let states = alloc["AllocStates"].as_array().cloned()?;
+        let recorded = states.last()?["Value"] == "running";
+        (alloc["ClientStatus"] == "running" && event && recorded).then_some(alloc)
+    });
+    assert_eq!(reconnected["DesiredStatus"], "run");
+    let allocs = job_allocs(&server, "node-agent");
+    assert_eq!(
+        allocs.len(),
+        2,
+        "still the same two allocations: {allocs:?}"
+    );
+    let evals = server.get_json("/v1/job/node-agent/evaluations");
+    assert!(
+        evals
+            .as_array()
+            .is_some_and(|evals| evals.iter().any(|eval| eval["TriggeredBy"] == "reconnect")),
+        "a reconnect evaluation: {evals}"
+    );
+    assert!(
+        task_pids.iter().all(|pid| process_alive(*pid)),
+        "neither task restarted"
+    );
+
+    kill_tasks_of_allocs(&[remote_id, local_id]);
+}

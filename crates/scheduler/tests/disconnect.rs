@@ -476,3 +476,82 @@ fn a_system_allocation_that_failed_while_disconnected_is_replaced_on_its_node() 
     assert_eq!(placed[0].previous_allocation, "original");
     assert_eq!(plan.stops().count(), 0);
 }
+
+// `disconnect { stop_on_client_after }` / `stop_after_client_disconnect`: the client stops the
+// allocation itself, so the server replaces a lost one only once that has surely happened.
+
+const STOP_AFTER_SECS: i64 = 30;
+
+fn stopping_job(older_name: bool) -> Job {
+    let mut job = JobBuilder::service("web")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .build();
+    let group = &mut job.task_groups[0];
+    if older_name {
+        group.stop_after_client_disconnect = Some(DurationNs::from_secs(STOP_AFTER_SECS));
+    } else {
+        group.disconnect = Some(DisconnectStrategy {
+            stop_on_client_after: Some(DurationNs::from_secs(STOP_AFTER_SECS)),
+            replace: true,
+            ..DisconnectStrategy::default()
+        });
+    }
+    group.tasks[0].kill_timeout = DurationNs::from_secs(10);
+    job
+}
+
+#[test]
+fn a_lost_allocation_stopped_by_its_client_is_replaced_only_after_the_stop_delay() {
+    for older_name in [false, true] {
+        let job = stopping_job(older_name);
+        let mut state = disconnected_cluster(&job);
+        state.upsert_node(node("node-a", drover_structs::NODE_STATUS_DOWN));
+        let plan = run(&state, &job, "down", NOW);
+
+        let stops: Vec<&Allocation> = plan.stops().collect();
+        assert_eq!(stops.len(), 1, "{plan:?}");
+        assert_eq!(stops[0].id, "original");
+        assert_eq!(stops[0].client_status, "lost");
+        assert_eq!(stops[0].desired_description, STATUS_ALLOC_LOST);
+        assert_eq!(
+            plan.allocations().count(),
+            0,
+            "no replacement yet: {plan:?}"
+        );
+        let followup = &plan.follow_up_evals[0];
+        assert_eq!(followup.triggered_by, "failed-follow-up");
+        // stop_on_client_after, then the longest kill timeout.
+        assert_eq!(
+            followup.wait_until.unix_nanos(),
+            Some(NOW + (STOP_AFTER_SECS + 10) * SECOND)
+        );
+        assert_eq!(stops[0].followup_eval_id, followup.id);
+
+        // The follow-up evaluation places the replacement.
+        state.apply_plan(&plan);
+        let plan = run(
+            &state,
+            &job,
+            &followup.id,
+            NOW + (STOP_AFTER_SECS + 10) * SECOND,
+        );
+        let placed: Vec<&Allocation> = plan.allocations().collect();
+        assert_eq!(placed.len(), 1, "{plan:?}");
+        assert_eq!(placed[0].node_id, "node-b");
+        assert_eq!(placed[0].name, "web.g[0]");
+        assert!(plan.follow_up_evals.is_empty());
+    }
+}
+
+#[test]
+fn without_a_stop_delay_a_lost_allocation_is_replaced_at_once() {
+    let mut job = stopping_job(false);
+    job.task_groups[0].disconnect = None;
+    let mut state = disconnected_cluster(&job);
+    state.upsert_node(node("node-a", drover_structs::NODE_STATUS_DOWN));
+    let plan = run(&state, &job, "down", NOW);
+    assert_eq!(plan.stops().count(), 1);
+    assert_eq!(plan.allocations().count(), 1, "{plan:?}");
+    assert!(plan.follow_up_evals.is_empty());
+}
