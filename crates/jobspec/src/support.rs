@@ -467,27 +467,9 @@ pub static FEATURES: &[Feature] = &[
         "",
         Detect::NONE,
     ),
-    row(
+    runs(
         "group > stop_after_client_disconnect, disconnect > stop_on_client_after",
-        Status::NotYet,
-        "a drover client that cannot reach its servers keeps its allocations running",
-        "runs once drover clients stop allocations while they cannot reach a server",
-        Detect::group(|group| {
-            let mut found = when(
-                group
-                    .stop_after_client_disconnect
-                    .is_some_and(|delay| !delay.is_zero()),
-                "StopAfterClientDisconnect",
-            );
-            found.extend(when(
-                group
-                    .disconnect
-                    .as_ref()
-                    .is_some_and(|disconnect| disconnect.stop_on_client_after.is_some()),
-                "Disconnect.StopOnClientAfter",
-            ));
-            found
-        }),
+        "a client that has had no answer from a server for that long stops the group's allocations itself (service and batch jobs); the servers mark them lost when the node goes down and place their replacements only once the delay and the tasks' kill_timeout have passed",
     ),
     row(
         "group > max_run_duration",
