@@ -33,14 +33,12 @@ impl Clock for FollowingClock {
     }
 }
 
-fn start() -> impl std::future::Future<Output = Server> {
-    async {
-        let state = StateStore::in_memory().await.expect("store");
-        let clock = Arc::new(FollowingClock {
-            base: tokio::time::Instant::now(),
-        });
-        Server::start(ServerConfig::default(), state, clock)
-    }
+async fn start() -> Server {
+    let state = StateStore::in_memory().await.expect("store");
+    let clock = Arc::new(FollowingClock {
+        base: tokio::time::Instant::now(),
+    });
+    Server::start(ServerConfig::default(), state, clock)
 }
 
 fn job_waiting(job: Job, lost_after_secs: u64) -> Job {
