@@ -8,7 +8,9 @@
 //! - **lost**: on a node that is down or gone, or disconnected when the group does not wait
 //!   for it (no `disconnect { lost_after }` / `max_client_disconnect`), or `unknown` for longer
 //!   than `lost_after` (**expiring**); stopped (client status `lost`) and replaced up to the
-//!   count.
+//!   count — unless the group has the client stop it (`stop_on_client_after`): then a
+//!   `failed-follow-up` evaluation comes when the client surely has, and the group places
+//!   nothing before it.
 //! - **disconnecting**: on a disconnected node whose group waits for it: marked `unknown`
 //!   ("alloc is unknown since its node is disconnected") with a `max-disconnect-timeout`
 //!   follow-up evaluation at `lost_after`, and replaced by the reschedule policy unless the

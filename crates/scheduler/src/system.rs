@@ -6,7 +6,12 @@
 //! datacenters), stopped as tainted (`DesiredTransition.Migrate`), marked lost (node down or
 //! gone), left alone (a draining node, or a not-ready node at the same job version), or updated
 //! (in place or destructively, on the same node) when the job changed. A group missing on a
-//! ready node is placed there.
+//! ready node is placed there. A node that does not satisfy the job's constraints or drivers is
+//! simply skipped — that is not a failure, unless no node at all runs the group, in which case
+//! the filtering is reported in `FailedTGAllocs` so users can see why. A node that fits the
+//! constraints but lacks CPU, memory or ports is a failure and yields a blocked evaluation.
+//! Sysbatch allocations that finished are not run again on their node unless the job changes;
+//! system allocations that finished or failed are replaced on the next evaluation.
 //!
 //! Disconnected clients, as Nomad 1.8+'s node reconciler: a running allocation on a
 //! `disconnected` node turns `unknown` ("alloc is unknown since its node is disconnected") and
@@ -15,12 +20,7 @@
 //! is recorded as reconnected (its `AllocStates` gain the reported status). A system job has one
 //! allocation per node and so no replacement elsewhere: `disconnect { replace, reconcile }` have
 //! nothing to choose between, and the original always stays. The server times the
-//! disconnected node and marks it down once every such allocation expired. A node that does not satisfy the job's constraints or drivers is
-//! simply skipped — that is not a failure, unless no node at all runs the group, in which case
-//! the filtering is reported in `FailedTGAllocs` so users can see why. A node that fits the
-//! constraints but lacks CPU, memory or ports is a failure and yields a blocked evaluation.
-//! Sysbatch allocations that finished are not run again on their node unless the job changes;
-//! system allocations that finished or failed are replaced on the next evaluation.
+//! disconnected node and marks it down once every such allocation expired.
 //!
 //! Not here: deployments and canaries for system jobs.
 
