@@ -164,29 +164,6 @@ fn when(condition: bool, field: &str) -> Vec<String> {
     }
 }
 
-/// The disconnect settings of a system or sysbatch job's groups.
-fn system_disconnect(job: &Job) -> Vec<String> {
-    if job.r#type != drover_structs::JOB_TYPE_SYSTEM
-        && job.r#type != drover_structs::JOB_TYPE_SYSBATCH
-    {
-        return Vec::new();
-    }
-    let mut found = Vec::new();
-    for (index, group) in job.task_groups.iter().enumerate() {
-        found.extend(when(
-            group
-                .max_client_disconnect
-                .is_some_and(|delay| !delay.is_zero()),
-            &format!("TaskGroups[{index}].MaxClientDisconnect"),
-        ));
-        found.extend(when_asked(
-            group.disconnect.as_ref(),
-            &format!("TaskGroups[{index}].Disconnect"),
-        ));
-    }
-    found
-}
-
 /// Whether a free-form JSON value asks for anything: some leaf that is not null, empty, false
 /// or zero. Nomad's canonical JSON writes empty objects for absent features (a group's
 /// `Consul: {"Namespace": ""}`); those pass.
@@ -486,38 +463,13 @@ pub static FEATURES: &[Feature] = &[
     row(
         "group > max_client_disconnect, disconnect { lost_after, replace, reconcile }",
         Status::Runs,
-        "a service or batch allocation on a node that misses its heartbeats turns unknown (the node disconnected, not down) and is replaced by its reschedule policy unless replace = false; unknown past lost_after it is lost and the node down; a client back before then keeps it or its replacement as reconcile says (best_score, keep_original, keep_replacement, longest_running), with a Reconnected task event",
+        "an allocation on a node that misses its heartbeats turns unknown (the node disconnected, not down); a service or batch one is replaced by its reschedule policy unless replace = false, a system or sysbatch one waits on its node; unknown past lost_after it is lost and the node down; a client back before then keeps it (system jobs) or it or its replacement as reconcile says (best_score, keep_original, keep_replacement, longest_running), with a Reconnected task event",
         "",
         Detect::NONE,
     ),
-    row(
-        "group > max_client_disconnect, disconnect (system and sysbatch jobs)",
-        Status::NotYet,
-        "drover's system scheduler marks the allocations of a disconnected node lost at once",
-        "runs once drover's system scheduler handles disconnected clients",
-        Detect::job(system_disconnect),
-    ),
-    row(
+    runs(
         "group > stop_after_client_disconnect, disconnect > stop_on_client_after",
-        Status::NotYet,
-        "a drover client that cannot reach its servers keeps its allocations running",
-        "runs once drover clients stop allocations while they cannot reach a server",
-        Detect::group(|group| {
-            let mut found = when(
-                group
-                    .stop_after_client_disconnect
-                    .is_some_and(|delay| !delay.is_zero()),
-                "StopAfterClientDisconnect",
-            );
-            found.extend(when(
-                group
-                    .disconnect
-                    .as_ref()
-                    .is_some_and(|disconnect| disconnect.stop_on_client_after.is_some()),
-                "Disconnect.StopOnClientAfter",
-            ));
-            found
-        }),
+        "a client that has had no answer from a server for that long stops the group's allocations itself (service and batch jobs); the servers mark them lost when the node goes down and place their replacements only once the delay and the tasks' kill_timeout have passed",
     ),
     row(
         "group > max_run_duration",

@@ -13,19 +13,32 @@
 //! Sysbatch allocations that finished are not run again on their node unless the job changes;
 //! system allocations that finished or failed are replaced on the next evaluation.
 //!
+//! Disconnected clients, as Nomad 1.8+'s node reconciler: a running allocation on a
+//! `disconnected` node turns `unknown` ("alloc is unknown since its node is disconnected") and
+//! is left alone while it stays so; once `unknown` for its group's `lost_after` (or
+//! `max_client_disconnect`) it is lost. When its client is back and reports it, the allocation
+//! is recorded as reconnected (its `AllocStates` gain the reported status). A system job has one
+//! allocation per node and so no replacement elsewhere: `disconnect { replace, reconcile }` have
+//! nothing to choose between, and the original always stays. The server times the
+//! disconnected node and marks it down once every such allocation expired.
+//!
 //! Not here: deployments and canaries for system jobs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use drover_structs::{AllocMetric, Allocation, Node, TaskGroup};
+use drover_structs::{
+    ALLOC_CLIENT_STATUS_LOST, ALLOC_CLIENT_STATUS_RUNNING, ALLOC_CLIENT_STATUS_UNKNOWN,
+    AllocMetric, Allocation, Node, TaskGroup,
+};
 
 use crate::generic::Pass;
 use crate::ids::IdSource;
 use crate::names::alloc_name;
 use crate::plan::{DesiredUpdates, PlanAnnotations};
 use crate::reconcile::{
-    STATUS_ALLOC_LOST, STATUS_ALLOC_NOT_NEEDED, STATUS_ALLOC_UPDATING, UpdateDecision,
+    STATUS_ALLOC_LOST, STATUS_ALLOC_NOT_NEEDED, STATUS_ALLOC_UNKNOWN, STATUS_ALLOC_UPDATING,
+    UpdateDecision,
 };
 use crate::reschedule::ran_successfully;
 use crate::select::{SelectOptions, exhaust_resources};
@@ -51,6 +64,7 @@ impl Pass<'_> {
             .allocs_by_job(&self.eval.namespace, &self.eval.job_id);
         let tainted = self.tainted_nodes(&existing);
         self.mark_lost_stops(&existing, &tainted);
+        let now = self.options.now_unix_nanos;
 
         let job = self.job.clone();
         let mut desired: BTreeMap<String, DesiredUpdates> = BTreeMap::new();
@@ -146,29 +160,79 @@ impl Pass<'_> {
                     self.plan.append_stop(stopped);
                     continue;
                 };
+                // Only `unknown` and `running` allocations go through the reconnect process.
+                let reconnect = (alloc.client_status == ALLOC_CLIENT_STATUS_UNKNOWN
+                    || alloc.client_status == ALLOC_CLIENT_STATUS_RUNNING)
+                    && alloc.needs_to_reconnect();
+                let expired = reconnect && alloc.disconnect_expired(now);
                 if alloc.desired_transition.should_migrate() {
                     group_entry.migrate += 1;
                     let stopped = self.stopped_copy(alloc, STATUS_ALLOC_NODE_TAINTED, None, "");
                     self.plan.append_stop(stopped);
                     continue;
                 }
+                if expired {
+                    // `unknown` for the group's whole `lost_after`: lost, and not counted in
+                    // the desired updates (Nomad leaves lost allocations out of them).
+                    let stopped = self.stopped_copy(
+                        alloc,
+                        STATUS_ALLOC_LOST,
+                        Some(ALLOC_CLIENT_STATUS_LOST),
+                        "",
+                    );
+                    self.plan.append_stop(stopped);
+                    continue;
+                }
+                if alloc.client_status == ALLOC_CLIENT_STATUS_UNKNOWN
+                    && alloc.desired_status == drover_structs::ALLOC_DESIRED_STATUS_RUN
+                {
+                    // Waits for its client to come back (or for `lost_after` to pass).
+                    group_entry.ignore += 1;
+                    groups_with_allocs.insert(group.name.clone());
+                    continue;
+                }
+                if node_tainted.is_none() && reconnect {
+                    // Its client is back and reports it: record it known again, so later
+                    // evaluations no longer treat it as reconnecting.
+                    group_entry.reconnect += 1;
+                    groups_with_allocs.insert(group.name.clone());
+                    let mut reconnected = Allocation::clone(alloc);
+                    reconnected.append_client_status_state(&alloc.client_status, now);
+                    reconnected.modify_time = now;
+                    self.plan.append_alloc(reconnected);
+                    continue;
+                }
                 if let Some(tainted_node) = node_tainted {
-                    let gone_or_down = tainted_node.as_ref().is_none_or(|node| {
-                        node.status == drover_structs::NODE_STATUS_DOWN
-                            || node.status == drover_structs::NODE_STATUS_DISCONNECTED
-                    });
-                    if sysbatch && ran_successfully(alloc) || !gone_or_down {
+                    let status = tainted_node.as_ref().map(|node| node.status.as_str());
+                    if sysbatch && ran_successfully(alloc) {
                         group_entry.ignore += 1;
                         groups_with_allocs.insert(group.name.clone());
-                    } else {
-                        group_entry.stop += 1;
+                    } else if status == Some(drover_structs::NODE_STATUS_DISCONNECTED)
+                        && alloc.client_status == ALLOC_CLIENT_STATUS_RUNNING
+                    {
+                        // Its node stopped heartbeating but may come back: `unknown` until
+                        // it does or the node goes down. One allocation per node, so there is
+                        // no replacement to place elsewhere.
+                        group_entry.disconnect += 1;
+                        groups_with_allocs.insert(group.name.clone());
+                        let mut unknown = Allocation::clone(alloc);
+                        unknown.client_status = ALLOC_CLIENT_STATUS_UNKNOWN.to_string();
+                        unknown.append_client_status_state(ALLOC_CLIENT_STATUS_UNKNOWN, now);
+                        unknown.client_description = STATUS_ALLOC_UNKNOWN.to_string();
+                        unknown.modify_time = now;
+                        self.plan.append_alloc(unknown);
+                    } else if status.is_none() || status == Some(drover_structs::NODE_STATUS_DOWN) {
                         let stopped = self.stopped_copy(
                             alloc,
                             STATUS_ALLOC_LOST,
-                            Some(drover_structs::ALLOC_CLIENT_STATUS_LOST),
+                            Some(ALLOC_CLIENT_STATUS_LOST),
                             "",
                         );
                         self.plan.append_stop(stopped);
+                    } else {
+                        // Draining, or disconnected before it ran.
+                        group_entry.ignore += 1;
+                        groups_with_allocs.insert(group.name.clone());
                     }
                     continue;
                 }
