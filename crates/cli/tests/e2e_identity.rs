@@ -283,7 +283,7 @@ fn a_task_reads_its_variables_through_the_task_api_with_its_identity() {
     assert_eq!(own["Path"], "nomad/jobs/idreader");
     assert_eq!(own["Items"]["value"], "own-secret-5e1");
     assert_eq!(read("other"), "403");
-    assert_eq!(read("none"), "403");
+    assert_eq!(read("none"), "401");
     let socket = task_dir.join("secrets").join("api.sock");
     assert_eq!(
         read("unix_addr").trim(),
@@ -314,9 +314,16 @@ fn a_task_reads_its_variables_through_the_task_api_with_its_identity() {
         first_key.as_str()
     );
 
-    // From outside too: the socket refuses a missing or a bad token and serves a good one.
-    assert_eq!(over_socket(&socket, "/v1/jobs", None).0, 403);
-    assert_eq!(over_socket(&socket, "/v1/jobs", Some("not.a.jwt")).0, 403);
+    // From outside too: the socket refuses a missing (401) or a bad (403) token, as Nomad's
+    // task API, and serves a good one.
+    assert_eq!(
+        over_socket(&socket, "/v1/jobs", None),
+        (401, "Unauthorized".to_owned())
+    );
+    assert_eq!(
+        over_socket(&socket, "/v1/jobs", Some("not.a.jwt")),
+        (403, "Forbidden".to_owned())
+    );
     let (status, jobs) = over_socket(&socket, "/v1/jobs", Some(&token));
     assert_eq!(status, 200, "{jobs}");
     assert_eq!(json(&jobs)[0]["ID"], "idreader");
