@@ -677,3 +677,98 @@ fn acl_roles_group_policies_that_tokens_link_to_by_name_or_id() {
         (400, "ACL role not found".to_owned())
     );
 }
+
+#[test]
+fn acl_endpoints_answer_their_method_and_path_errors_before_the_token_as_nomad() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("acl.hcl");
+    std::fs::write(&config, "acl {\n  enabled = true\n}\n").unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", config.display())],
+    );
+    let url = |path: &str| agent.url(path);
+    let (status, body) = call("POST", &url("/v1/acl/bootstrap"), None, None);
+    assert_eq!(status, 200, "{body}");
+    let root = json_of(&body)["SecretID"].as_str().unwrap().to_owned();
+    let root = Some(root.as_str());
+    for (name, rules) in [
+        ("readonly", r#"namespace "default" { policy = "read" }"#),
+        (
+            "anonymous",
+            r#"namespace "default" { capabilities = ["list-jobs"] }"#,
+        ),
+    ] {
+        let policy = json!({"Name": name, "Rules": rules}).to_string();
+        let (status, body) = call(
+            "PUT",
+            &url(&format!("/v1/acl/policy/{name}")),
+            root,
+            Some(&policy),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = call(
+        "PUT",
+        &url("/v1/acl/token"),
+        root,
+        Some(r#"{"Name": "reader", "Type": "client", "Policies": ["readonly"]}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+    let reader = json_of(&body)["SecretID"].as_str().unwrap().to_owned();
+    let reader = Some(reader.as_str());
+
+    // A client token gets the handler's answer to a method or path it does not take, not
+    // the 403 of an endpoint it may not use.
+    for (method, path, status, message) in [
+        ("GET", "/v1/acl/role", 405, "Invalid method"),
+        ("GET", "/v1/acl/token", 405, "Invalid method"),
+        ("POST", "/v1/acl/tokens", 405, "Invalid method"),
+        ("PATCH", "/v1/acl/policy/readonly", 405, "Invalid method"),
+        ("POST", "/v1/acl/role/name/ops", 405, "Invalid method"),
+        ("PUT", "/v1/acl/token/self", 405, "Invalid method"),
+        ("GET", "/v1/acl/policy/", 400, "Missing Policy Name"),
+        ("DELETE", "/v1/acl/token/", 400, "Missing Token Accessor"),
+        ("GET", "/v1/acl/role/", 400, "missing ACL role ID"),
+        ("GET", "/v1/acl/role/ops/more", 400, "invalid URI"),
+        ("GET", "/v1/acl/role/name/", 400, "missing ACL role name"),
+        // What only management may do stays 403.
+        ("PUT", "/v1/acl/role", 403, "Permission denied"),
+        ("GET", "/v1/acl/tokens", 403, "Permission denied"),
+        (
+            "DELETE",
+            "/v1/acl/policy/readonly",
+            403,
+            "Permission denied",
+        ),
+    ] {
+        let body = (method == "PUT").then_some("{}");
+        assert_eq!(
+            call(method, &url(path), reader, body),
+            (status, message.to_owned()),
+            "{method} {path}"
+        );
+    }
+
+    // The anonymous policy is anyone's to read; a request without a token holds it.
+    let (status, body) = call("GET", &url("/v1/acl/policy/anonymous"), reader, None);
+    assert_eq!(status, 200, "{body}");
+    let names = |body: &str| -> Vec<String> {
+        json_of(body)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|stub| stub["Name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (status, body) = call("GET", &url("/v1/acl/policies"), None, None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(names(&body), ["anonymous"]);
+    let (status, body) = call("GET", &url("/v1/acl/policy/self"), reader, None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(names(&body), ["readonly"]);
+    assert_eq!(
+        call("GET", &url("/v1/acl/policy/self"), None, None),
+        (403, "Permission denied".to_owned())
+    );
+}
