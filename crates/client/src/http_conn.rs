@@ -1,6 +1,6 @@
 //! [`HttpServerConn`]: the remote [`ServerConn`], for a client agent whose servers run in other
 //! processes (`drover agent -client -servers=ADDR`) and for the node simulator over the
-//! network. Each of the five calls is one HTTP request to a server agent's API under
+//! network. Each call is one HTTP request to a server agent's API under
 //! `/v1/internal/…`, with the bodies of `drover_structs::client_rpc`, which the server's handlers
 //! decode too.
 //!
