@@ -391,3 +391,36 @@ pub async fn enforce_on_client(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_kept_answer_is_fresh_for_its_ttl_then_stale_and_the_oldest_goes_first() {
+        let ttl = Duration::from_secs(30);
+        let mut cache = TtlCache::new();
+        cache.insert("first", 1, Instant::now());
+        assert_eq!(cache.get("first", ttl, Instant::now()), Some((1, true)));
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert_eq!(cache.get("first", ttl, Instant::now()), Some((1, true)));
+        tokio::time::advance(Duration::from_millis(1)).await;
+        // Stale, but still there to stand in while no server answers.
+        assert_eq!(cache.get("first", ttl, Instant::now()), Some((1, false)));
+        assert_eq!(cache.get("other", ttl, Instant::now()), None);
+
+        for n in 0..CACHE_CAPACITY {
+            tokio::time::advance(Duration::from_millis(1)).await;
+            cache.insert(&format!("token-{n}"), n, Instant::now());
+        }
+        assert_eq!(cache.entries.len(), CACHE_CAPACITY);
+        assert_eq!(cache.get("first", ttl, Instant::now()), None, "the oldest went");
+        assert!(cache.get("token-0", ttl, Instant::now()).is_some());
+        // Answering again for a kept token replaces it, without pushing another out.
+        cache.insert("token-0", 7, Instant::now());
+        assert_eq!(cache.entries.len(), CACHE_CAPACITY);
+        assert_eq!(cache.get("token-0", ttl, Instant::now()), Some((7, true)));
+        cache.remove("token-0");
+        assert_eq!(cache.get("token-0", ttl, Instant::now()), None);
+    }
+}
