@@ -414,7 +414,11 @@ mod tests {
             cache.insert(&format!("token-{n}"), n, Instant::now());
         }
         assert_eq!(cache.entries.len(), CACHE_CAPACITY);
-        assert_eq!(cache.get("first", ttl, Instant::now()), None, "the oldest went");
+        assert_eq!(
+            cache.get("first", ttl, Instant::now()),
+            None,
+            "the oldest went"
+        );
         assert!(cache.get("token-0", ttl, Instant::now()).is_some());
         // Answering again for a kept token replaces it, without pushing another out.
         cache.insert("token-0", 7, Instant::now());

@@ -129,9 +129,26 @@ fn task_report(dir: &Path, name: &str) -> String {
     })
 }
 
+/// The last round a looping task wrote into `local/<name>`: its number and status code.
+fn last_round(dir: &Path, name: &str) -> Option<(u64, String)> {
+    let text = std::fs::read_to_string(dir.join("local").join(name)).ok()?;
+    let (round, code) = text.split_once(' ')?;
+    Some((round.parse().ok()?, code.to_owned()))
+}
+
+/// The status code of the next round the task writes into `local/<name>`.
+fn next_code(dir: &Path, name: &str) -> String {
+    let seen = last_round(dir, name).map_or(0, |(round, _)| round);
+    wait_for(&format!("another round of {name}"), LIMIT, || {
+        last_round(dir, name).filter(|(round, _)| *round > seen)
+    })
+    .1
+}
+
 /// A raw_exec task that reads its own job's variable, another job's, and its own without a
 /// token through its socket once, then keeps asking for the job list (the server's check)
-/// and its allocation's stats (the client's), writing each status code.
+/// and its allocation's stats (the client's), writing each status code after the round's
+/// number.
 const RAW_EXEC_READER: &str = r#"
 job "JOB" {
   group "g" {
@@ -151,9 +168,11 @@ code() { curl -s -o /dev/null -w '%%{http_code}' --unix-socket "$sock" "$@"; }
 put own "$(curl -s --unix-socket "$sock" -H "X-Nomad-Token: $NOMAD_TOKEN" http://localhost/v1/var/nomad/jobs/JOB)"
 put other "$(code -H "X-Nomad-Token: $NOMAD_TOKEN" http://localhost/v1/var/nomad/jobs/other)"
 put none "$(code http://localhost/v1/var/nomad/jobs/JOB)"
+i=0
 while true; do
-  put jobs "$(code -H "X-Nomad-Token: $NOMAD_TOKEN" http://localhost/v1/jobs)"
-  put stats "$(code -H "X-Nomad-Token: $NOMAD_TOKEN" http://localhost/v1/client/allocation/$NOMAD_ALLOC_ID/stats)"
+  i=$((i + 1))
+  put jobs "$i $(code -H "X-Nomad-Token: $NOMAD_TOKEN" http://localhost/v1/jobs)"
+  put stats "$i $(code -H "X-Nomad-Token: $NOMAD_TOKEN" http://localhost/v1/client/allocation/$NOMAD_ALLOC_ID/stats)"
   sleep 0.3
 done
 EOT
@@ -222,8 +241,8 @@ fn a_client_only_agents_task_api_checks_tokens_with_its_servers_and_applies_job_
     assert_eq!(task_report(&dir, "none"), "401");
     // No policy is bound to its job yet: the server refuses the job list, the client its
     // allocation's stats.
-    assert_eq!(task_report(&dir, "jobs"), "403");
-    assert_eq!(task_report(&dir, "stats"), "403");
+    assert_eq!(next_code(&dir, "jobs"), "403");
+    assert_eq!(next_code(&dir, "stats"), "403");
 
     // A policy bound to the job (Nomad's JobACL): both are let through, the client's check
     // once its kept policies are older than policy_ttl.
@@ -242,14 +261,14 @@ fn a_client_only_agents_task_api_checks_tokens_with_its_servers_and_applies_job_
     );
     assert_eq!(status, 200, "{body}");
     wait_for("the task to list jobs and read its stats", LIMIT, || {
-        let jobs = std::fs::read_to_string(dir.join("local/jobs")).ok()?;
-        let stats = std::fs::read_to_string(dir.join("local/stats")).ok()?;
+        let (_, jobs) = last_round(&dir, "jobs")?;
+        let (_, stats) = last_round(&dir, "stats")?;
         (jobs == "200" && stats == "200").then_some(())
     });
     // The other job holds no such policy.
     let witness_dir = task_dir(&client, &witness_alloc, "reader");
-    assert_eq!(task_report(&witness_dir, "jobs"), "403");
-    assert_eq!(task_report(&witness_dir, "stats"), "403");
+    assert_eq!(next_code(&witness_dir, "jobs"), "403");
+    assert_eq!(next_code(&witness_dir, "stats"), "403");
 
     // The workload lists the policies bound to it, as Nomad's ACL.ListPolicies and
     // /v1/acl/policy/self answer a workload identity.
@@ -361,14 +380,37 @@ fn a_client_only_agents_task_api_checks_tokens_with_its_servers_and_applies_job_
         (403, "Permission denied".to_owned())
     );
     assert!(!socket.exists(), "the stopped task's socket is removed");
-    let (status, _) = call(
+
+    // While no server answers, what the client holds stands in: the other task, once a
+    // policy is bound to its job too, keeps reading its stats (its policies kept past
+    // policy_ttl) while its job list, which only a server answers, fails.
+    let policy = json!({
+        "Name": "apiwitness-read",
+        "Rules": "namespace \"default\" { policy = \"read\" }",
+        "JobACL": {"Namespace": "default", "JobID": "apiwitness"}
+    })
+    .to_string();
+    let (status, body) = call(
         &server,
-        "DELETE",
-        "/v1/job/apiwitness?purge=true",
+        "PUT",
+        "/v1/acl/policy/apiwitness-read",
         root,
-        None,
+        Some(&policy),
     );
-    assert_eq!(status, 200);
+    assert_eq!(status, 200, "{body}");
+    wait_for("the other task to read its stats", LIMIT, || {
+        let (_, stats) = last_round(&witness_dir, "stats")?;
+        (stats == "200").then_some(())
+    });
+    drop(server);
+    let (gone_at, _) = wait_for("the job list to fail without a server", LIMIT, || {
+        last_round(&witness_dir, "jobs").filter(|(_, code)| code == "502")
+    });
+    // Four rounds later (over a second at 0.3 s a round), the kept policies are stale.
+    let (round, stats) = wait_for("four more rounds", LIMIT, || {
+        last_round(&witness_dir, "stats").filter(|(round, _)| *round >= gone_at + 4)
+    });
+    assert_eq!(stats, "200", "round {round}");
 }
 
 #[test]
