@@ -771,4 +771,28 @@ fn acl_endpoints_answer_their_method_and_path_errors_before_the_token_as_nomad()
         call("GET", &url("/v1/acl/policy/self"), None, None),
         (403, "Permission denied".to_owned())
     );
+    // And `acl policy self`, as Nomad's prints them.
+    let output = cli(&agent, reader, &["acl", "policy", "self"]);
+    assert!(output.status.success(), "{output:?}");
+    let lines: Vec<Vec<String>> = stdout(&output)
+        .lines()
+        .map(|line| line.split_whitespace().map(str::to_owned).collect())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            vec!["Name", "Job", "ID", "Group", "Name", "Task", "Name"],
+            vec![
+                "readonly",
+                "<unavailable>",
+                "<unavailable>",
+                "<unavailable>"
+            ],
+        ]
+    );
+    let output = cli(&agent, root, &["acl", "policy", "self"]);
+    assert_eq!(
+        stdout(&output).trim(),
+        "This is a management token. No individual policies are assigned."
+    );
 }
