@@ -100,6 +100,8 @@ fn with_acls_on_bootstrap_happens_once_and_policies_decide_who_reads_and_registe
     assert_eq!(root["Type"], "management");
     assert_eq!(root["Name"], "Bootstrap Token");
     assert_eq!(root["Global"], true);
+    // Nomad's hash of a bootstrap token: BLAKE2b-256 of its name, type and "global".
+    assert_eq!(root["Hash"], "BUJ3BerTfrqFVm1P+vZr1gz9ubOkd+JAvYjNAJyaU9Y=");
     let root_secret = root["SecretID"].as_str().unwrap().to_owned();
     let bootstrap_index = root["CreateIndex"].as_u64().unwrap();
     let (status, body) = call("POST", &url("/v1/acl/bootstrap"), None, None);
