@@ -543,7 +543,8 @@ async fn start_server(
     let server = Server::start(server_config(config), state.clone(), clock.clone());
     let keyring = Keyring::open(&server_dir, state.clone(), clock)
         .await
-        .with_context(|| format!("opening the keyring in {}", server_dir.display()))?;
+        .with_context(|| format!("opening the keyring in {}", server_dir.display()))?
+        .with_issuer(config.oidc_issuer.clone());
     Ok(StartedServer {
         state,
         server,
@@ -616,7 +617,8 @@ async fn start_cluster_server(
     let server = Server::start_follower(server_config(config), state.clone(), clock.clone());
     let keyring = Arc::new(
         Keyring::open_shared(&String::from_utf8_lossy(&kek), state.clone(), clock)
-            .context("opening the cluster's keyring")?,
+            .context("opening the cluster's keyring")?
+            .with_issuer(config.oidc_issuer.clone()),
     );
     // The task follows the election for the agent's life.
     drop(leadership::run_leader_duties(
