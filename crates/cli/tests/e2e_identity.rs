@@ -430,3 +430,47 @@ EOT
         },
     );
 }
+
+#[test]
+fn an_oidc_issuer_is_named_by_the_discovery_document_and_by_every_identity() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = support::agent_config(
+        temp.path(),
+        "issuer.hcl",
+        "server {\n  oidc_issuer = \"https://nomad.example.com\"\n}\n",
+    );
+    let agent = Agent::start_with(&temp.path().join("data"), &[&format!("-config={config}")]);
+    let discovery = agent.get_json("/.well-known/openid-configuration");
+    assert_eq!(discovery["issuer"], "https://nomad.example.com");
+    let jobspec = r#"
+job "issued" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      identity {
+        file = true
+      }
+      config {
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }
+    }
+  }
+}
+"#;
+    let (_dir, path) = support::write_jobspec("issued.hcl", jobspec);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let alloc_id = running_alloc_id(&agent, "issued");
+    let token = support::wait_for("the token file", std::time::Duration::from_secs(60), || {
+        std::fs::read_to_string(
+            agent
+                .data_dir
+                .join("alloc")
+                .join(&alloc_id)
+                .join("t/secrets/nomad_token"),
+        )
+        .ok()
+    });
+    assert_eq!(claims_of(&token)["iss"], "https://nomad.example.com");
+    agent.cli_ok(&["job", "stop", "-purge", "issued"]);
+}
