@@ -24,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use drover_api::params::QueryParams;
 use drover_api::routes::{Route, route};
 use drover_server::Clock;
-use drover_server::acl::policy::capability;
+use drover_server::acl::policy::{capability, node_pool_capability};
 use drover_server::acl::{Acl, anonymous_acl, token_acl, workload_acl};
 use drover_server::identity::{RequestIdentity, request_token, resolve_token_at};
 use drover_server::keyring::Keyring;
@@ -52,6 +52,17 @@ pub enum Permission {
     ServiceRead {
         namespace: String,
     },
+    /// A node pool capability on a pool (Nomad's `AllowNodePoolOperation`).
+    NodePool {
+        pool: String,
+        capability: &'static str,
+    },
+    /// A pool's nodes: node read and the pool's `read`.
+    NodePoolNodes {
+        pool: String,
+    },
+    /// The pool list: anyone may ask; the answer keeps the pools the caller may read.
+    NodePoolList,
     NodeRead,
     NodeWrite,
     AgentRead,
@@ -95,6 +106,20 @@ fn eval_namespace(lookup: &dyn NamespaceLookup, eval_id: &str, params: &QueryPar
     lookup
         .eval_namespace(eval_id)
         .unwrap_or_else(|| query_namespace(params))
+}
+
+/// The pool a node pool upsert names in its body (`Name`); "" when it names none (the
+/// handler answers the bad body).
+fn upserted_pool(body: &[u8]) -> String {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|value| {
+            value
+                .get("Name")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
 }
 
 /// The namespace a job registration names in its body (`Job.Namespace`), else the query's.
@@ -177,13 +202,36 @@ pub fn required(
         // The keyring: management only, as Nomad.
         return Management;
     }
-    // Node pools: drover's policy language has no `node_pool` block, so reading pools takes
-    // node read and writing them a management token.
-    if path == "/v1/node/pools" || path.starts_with("/v1/node/pool/") {
-        return if method == Method::GET {
-            NodeRead
-        } else {
-            Management
+    // Node pools, as Nomad's node pool endpoints check them; a method an endpoint does not
+    // take is its handler's 405.
+    if path == "/v1/node/pools" {
+        return match *method {
+            Method::GET => NodePoolList,
+            Method::PUT | Method::POST => NodePool {
+                pool: upserted_pool(body),
+                capability: node_pool_capability::WRITE,
+            },
+            _ => Anyone,
+        };
+    }
+    if let Some(rest) = path.strip_prefix("/v1/node/pool/") {
+        let (pool, tail) = rest.split_once('/').unwrap_or((rest, ""));
+        let pool = pool.to_owned();
+        return match (tail, method.clone()) {
+            ("", Method::GET) | ("jobs", Method::GET) => NodePool {
+                pool,
+                capability: node_pool_capability::READ,
+            },
+            ("", Method::PUT | Method::POST) => NodePool {
+                pool,
+                capability: node_pool_capability::WRITE,
+            },
+            ("", Method::DELETE) => NodePool {
+                pool,
+                capability: node_pool_capability::DELETE,
+            },
+            ("nodes", Method::GET) => NodePoolNodes { pool },
+            _ => Anyone,
         };
     }
     if path == "/v1/system/gc" {
@@ -348,6 +396,13 @@ pub fn allows(acl: &Acl, permission: &Permission) -> bool {
         Permission::ServiceRead { namespace } => {
             acl.allow_namespace_operation(namespace, capability::READ_JOB)
         }
+        Permission::NodePool { pool, capability } => {
+            acl.allow_node_pool_operation(pool, capability)
+        }
+        Permission::NodePoolNodes { pool } => {
+            acl.allow_node_read() && acl.allow_node_pool_operation(pool, node_pool_capability::READ)
+        }
+        Permission::NodePoolList => true,
         Permission::NodeRead => acl.allow_node_read(),
         Permission::NodeWrite => acl.allow_node_write(),
         Permission::AgentRead => acl.allow_agent_read(),
@@ -404,6 +459,7 @@ pub async fn enforce(
     // Only a job registration's namespace lives in its body; other bodies pass untouched.
     let reads_body = (parts.method == Method::PUT || parts.method == Method::POST)
         && (path == "/v1/jobs"
+            || path == "/v1/node/pools"
             || (path.starts_with("/v1/job/")
                 && !path.contains("/dispatch")
                 && !path.contains("/evaluate")
@@ -483,6 +539,25 @@ pub async fn enforce(
         tracing::debug!(path, ?permission, "ACL refused a request");
         return forbidden("Permission denied");
     }
+    if !acl.is_management() {
+        // The pool list keeps the pools the caller may read; a pool's jobs those in
+        // namespaces where it may list jobs (Nomad's node pool endpoints).
+        if permission == Permission::NodePoolList {
+            let response = next.run(Request::from_parts(parts, body)).await;
+            return keep_items(response, |item| {
+                item.get("Name")
+                    .and_then(serde_json::Value::as_str)
+                    .is_some_and(|pool| {
+                        acl.allow_node_pool_operation(pool, node_pool_capability::READ)
+                    })
+            })
+            .await;
+        }
+        if path.starts_with("/v1/node/pool/") && path.ends_with("/jobs") {
+            let response = next.run(Request::from_parts(parts, body)).await;
+            return keep_allowed_items(response, &acl, capability::LIST_JOBS).await;
+        }
+    }
     next.run(Request::from_parts(parts, body)).await
 }
 
@@ -501,6 +576,16 @@ fn lists_across_namespaces(method: &Method, path: &str) -> bool {
 /// Drops from a successful JSON list answer the items in namespaces where `acl` does not
 /// allow `capability` (Nomad filters `*` lists by the caller's namespaces).
 async fn keep_allowed_items(response: Response, acl: &Acl, capability: &str) -> Response {
+    keep_items(response, |item| {
+        item.get("Namespace")
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|namespace| acl.allow_namespace_operation(namespace, capability))
+    })
+    .await
+}
+
+/// Keeps in a successful JSON list answer the items `keep` says yes to.
+async fn keep_items(response: Response, keep: impl Fn(&serde_json::Value) -> bool) -> Response {
     if response.status() != StatusCode::OK {
         return response;
     }
@@ -518,14 +603,7 @@ async fn keep_allowed_items(response: Response, acl: &Acl, capability: &str) -> 
     let Ok(serde_json::Value::Array(items)) = serde_json::from_slice(&bytes) else {
         return Response::from_parts(parts, Body::from(bytes));
     };
-    let kept: Vec<serde_json::Value> = items
-        .into_iter()
-        .filter(|item| {
-            item.get("Namespace")
-                .and_then(serde_json::Value::as_str)
-                .is_some_and(|namespace| acl.allow_namespace_operation(namespace, capability))
-        })
-        .collect();
+    let kept: Vec<serde_json::Value> = items.into_iter().filter(|item| keep(item)).collect();
     match serde_json::to_vec(&kept) {
         Ok(filtered) => {
             parts.headers.remove(header::CONTENT_LENGTH);

@@ -798,3 +798,73 @@ fn acl_endpoints_answer_their_method_and_path_errors_before_the_token_as_nomad()
         "This is a management token. No individual policies are assigned."
     );
 }
+
+#[test]
+fn node_pool_policies_decide_which_pools_a_token_reads_writes_and_deletes() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("acl.hcl");
+    std::fs::write(&config, "acl {\n  enabled = true\n}\n").unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", config.display())],
+    );
+    let url = |path: &str| agent.url(path);
+    let (status, body) = call("POST", &url("/v1/acl/bootstrap"), None, None);
+    assert_eq!(status, 200, "{body}");
+    let root = json_of(&body)["SecretID"].as_str().unwrap().to_owned();
+    let root = Some(root.as_str());
+    for pool in ["prod-api", "prod-db", "dev"] {
+        let body = json!({"Name": pool}).to_string();
+        let (status, answer) = call("PUT", &url("/v1/node/pools"), root, Some(&body));
+        assert_eq!(status, 200, "{pool}: {answer}");
+    }
+    let rules = "node_pool \"prod-*\" {\n  policy = \"read\"\n}\nnode_pool \"dev\" {\n  policy = \"write\"\n}\nnode_pool \"prod-db\" {\n  policy = \"deny\"\n}\n";
+    let policy = json!({"Name": "pools", "Rules": rules}).to_string();
+    let (status, body) = call("PUT", &url("/v1/acl/policy/pools"), root, Some(&policy));
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(
+        "PUT",
+        &url("/v1/acl/token"),
+        root,
+        Some(r#"{"Name": "pools", "Type": "client", "Policies": ["pools"]}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+    let token = json_of(&body)["SecretID"].as_str().unwrap().to_owned();
+    let token = Some(token.as_str());
+
+    // The list keeps the pools the token may read (not the built-in ones, nor a denied one).
+    let (status, body) = call("GET", &url("/v1/node/pools"), token, None);
+    assert_eq!(status, 200, "{body}");
+    let names: Vec<String> = json_of(&body)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|pool| pool["Name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["dev", "prod-api"]);
+    for (method, path, body, status) in [
+        ("GET", "/v1/node/pool/prod-api", None, 200),
+        ("GET", "/v1/node/pool/prod-db", None, 403),
+        ("GET", "/v1/node/pool/default", None, 403),
+        ("GET", "/v1/node/pool/prod-api/jobs", None, 200),
+        // A pool's nodes also need node read, which the policy does not grant.
+        ("GET", "/v1/node/pool/prod-api/nodes", None, 403),
+        (
+            "PUT",
+            "/v1/node/pool/prod-api",
+            Some(r#"{"Name": "prod-api", "Description": "mine"}"#),
+            403,
+        ),
+        (
+            "PUT",
+            "/v1/node/pools",
+            Some(r#"{"Name": "dev", "Description": "ours"}"#),
+            200,
+        ),
+        ("DELETE", "/v1/node/pool/prod-api", None, 403),
+        ("DELETE", "/v1/node/pool/dev", None, 200),
+    ] {
+        let (answer_status, answer) = call(method, &url(path), token, body);
+        assert_eq!(answer_status, status, "{method} {path}: {answer}");
+    }
+}

@@ -26,6 +26,8 @@ pub struct Acl {
     wildcard_namespaces: BTreeMap<String, CapabilitySet>,
     /// Variables rules per namespace name (concrete or glob): path glob → capabilities.
     variables: BTreeMap<String, BTreeMap<String, CapabilitySet>>,
+    node_pools: BTreeMap<String, CapabilitySet>,
+    wildcard_node_pools: BTreeMap<String, CapabilitySet>,
     host_volumes: BTreeMap<String, CapabilitySet>,
     wildcard_host_volumes: BTreeMap<String, CapabilitySet>,
     agent: String,
@@ -143,6 +145,17 @@ impl Acl {
                     }
                 }
             }
+            for pool in &policy.node_pools {
+                let table = if pool.name.contains('*') {
+                    &mut acl.wildcard_node_pools
+                } else {
+                    &mut acl.node_pools
+                };
+                merge_capabilities(
+                    table.entry(pool.name.clone()).or_default(),
+                    &pool.capabilities,
+                );
+            }
             for volume in &policy.host_volumes {
                 let table = if volume.name.contains('*') {
                     &mut acl.wildcard_host_volumes
@@ -231,6 +244,14 @@ impl Acl {
             variables_capability::READ | variables_capability::LIST => coarse_read || coarse_write,
             _ => coarse_write,
         }
+    }
+
+    /// Whether `operation` (a node pool capability) is allowed on pool `name` (Nomad's
+    /// `AllowNodePoolOperation`: its own block, else the closest glob).
+    pub fn allow_node_pool_operation(&self, name: &str, operation: &str) -> bool {
+        self.management
+            || matching(&self.node_pools, &self.wildcard_node_pools, name)
+                .is_some_and(|(_, set)| !set.contains(POLICY_DENY) && set.contains(operation))
     }
 
     /// Whether `operation` (a host volume capability) is allowed on volume `name`.

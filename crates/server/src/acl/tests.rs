@@ -355,3 +355,75 @@ fn hashes_are_nomads_blake2b_256_over_its_fields() {
         "7ThcKbM+MH7cgKQIrX3M7sXwOx52SpEpniXNZPcZd7c="
     );
 }
+
+/// Nomad's node pool cases (`acl/policy_test.go`, `acl/acl_test.go`): coarse policies
+/// expand, names and capabilities are checked, a pool's own block beats the closest glob and
+/// deny wins.
+#[test]
+fn node_pool_blocks_parse_expand_and_decide_by_closest_glob() {
+    let policy = parse(
+        r#"
+node_pool "default" { policy = "read" }
+node_pool "prod-*" { policy = "write" }
+node_pool "dev" { capabilities = ["read", "write"] }
+"#,
+    )
+    .unwrap();
+    let capabilities: Vec<_> = policy
+        .node_pools
+        .iter()
+        .map(|pool| (pool.name.as_str(), pool.capabilities.clone()))
+        .collect();
+    assert_eq!(
+        capabilities,
+        [
+            ("default", vec!["read".to_owned()]),
+            (
+                "prod-*",
+                vec!["delete".to_owned(), "read".to_owned(), "write".to_owned()]
+            ),
+            ("dev", vec!["read".to_owned(), "write".to_owned()]),
+        ]
+    );
+    for (rules, message) in [
+        (
+            "node_pool \"has space\" { policy = \"read\" }",
+            "Invalid node pool name 'has space'",
+        ),
+        (
+            "node_pool \"default\" { policy = \"foo\" }",
+            "Invalid node pool policy 'foo' for 'default'",
+        ),
+        (
+            "node_pool \"default\" { capabilities = [\"foo\"] }",
+            "Invalid node pool capability 'foo' for 'default'",
+        ),
+        (
+            "node_pool \"default\" {\n  policy = \"read\"\n  other = 1\n}\n",
+            "other",
+        ),
+    ] {
+        let error = parse(rules).expect_err(rules).to_string();
+        assert!(error.contains(message), "{rules}: {error}");
+    }
+
+    let acl = Acl::new(&[
+        policy,
+        parse("node_pool \"prod-secret\" { policy = \"deny\" }\nnode_pool \"*\" { policy = \"read\" }")
+            .unwrap(),
+    ]);
+    assert!(acl.allow_node_pool_operation("default", "read"));
+    assert!(!acl.allow_node_pool_operation("default", "write"));
+    assert!(acl.allow_node_pool_operation("prod-api", "delete"));
+    assert!(
+        !acl.allow_node_pool_operation("prod-secret", "read"),
+        "deny wins"
+    );
+    assert!(
+        acl.allow_node_pool_operation("elsewhere", "read"),
+        "the * glob"
+    );
+    assert!(!acl.allow_node_pool_operation("elsewhere", "write"));
+    assert!(!Acl::new(&[]).allow_node_pool_operation("default", "read"));
+    assert!(Acl::management().allow_node_pool_operation("any", "delete"));
+}
