@@ -52,6 +52,13 @@ pub enum Permission {
     ServiceRead {
         namespace: String,
     },
+    /// Reading scaling policies in a namespace: the scaling capability (`list-scaling-policies`
+    /// or `read-scaling-policy`), or both `list-jobs` and `read-job` (Nomad's scaling
+    /// endpoint).
+    ScalingPolicyRead {
+        namespace: String,
+        capability: &'static str,
+    },
     NodeRead,
     NodeWrite,
     AgentRead,
@@ -225,8 +232,15 @@ pub fn required(
         // grants both capabilities to `write` and `read` alike.
         Route::JobScale { .. } => namespace(capability::SCALE_JOB),
         Route::JobScaleStatus { .. } => namespace(capability::READ_JOB_SCALING),
-        Route::ScalingPolicies => namespace(capability::LIST_SCALING_POLICIES),
-        Route::ScalingPolicy { .. } => namespace(capability::READ_SCALING_POLICY),
+        Route::ScalingPolicies => ScalingPolicyRead {
+            namespace: query_namespace(params),
+            capability: capability::LIST_SCALING_POLICIES,
+        },
+        // The query's namespace, not the policy's, as Nomad's `Scaling.GetPolicy` checks it.
+        Route::ScalingPolicy { .. } => ScalingPolicyRead {
+            namespace: query_namespace(params),
+            capability: capability::READ_SCALING_POLICY,
+        },
         Route::AllocationList | Route::EvaluationList | Route::DeploymentList => {
             namespace(capability::READ_JOB)
         }
@@ -310,6 +324,10 @@ pub fn allows(acl: &Acl, permission: &Permission) -> bool {
         Permission::ServiceRead { namespace } => {
             acl.allow_namespace_operation(namespace, capability::READ_JOB)
         }
+        Permission::ScalingPolicyRead {
+            namespace,
+            capability,
+        } => allows_scaling_policy_read(acl, namespace, capability),
         Permission::NodeRead => acl.allow_node_read(),
         Permission::NodeWrite => acl.allow_node_write(),
         Permission::AgentRead => acl.allow_agent_read(),
@@ -318,6 +336,14 @@ pub fn allows(acl: &Acl, permission: &Permission) -> bool {
         Permission::OperatorWrite => acl.allow_operator_write(),
         Permission::Management => acl.is_management(),
     }
+}
+
+/// Whether `acl` may read scaling policies in `namespace`: `capability`, or `list-jobs` with
+/// `read-job`.
+fn allows_scaling_policy_read(acl: &Acl, namespace: &str, capability: &str) -> bool {
+    acl.allow_namespace_operation(namespace, capability)
+        || (acl.allow_namespace_operation(namespace, capability::LIST_JOBS)
+            && acl.allow_namespace_operation(namespace, capability::READ_JOB))
 }
 
 /// What the enforcement layer needs.
@@ -416,6 +442,10 @@ pub async fn enforce(
         Permission::Namespace {
             namespace,
             capability,
+        }
+        | Permission::ScalingPolicyRead {
+            namespace,
+            capability,
         } => Some((namespace.as_str(), *capability)),
         Permission::ServiceRead { namespace } => Some((namespace.as_str(), capability::READ_JOB)),
         _ => None,
@@ -429,7 +459,15 @@ pub async fn enforce(
         if acl.is_management() {
             return response;
         }
-        return keep_allowed_items(response, &acl, capability).await;
+        let scaling = matches!(permission, Permission::ScalingPolicyRead { .. });
+        let allowed = |namespace: &str| {
+            if scaling {
+                allows_scaling_policy_read(&acl, namespace, capability)
+            } else {
+                acl.allow_namespace_operation(namespace, capability)
+            }
+        };
+        return keep_allowed_items(response, &allowed).await;
     }
     let allowed = match (&acl, &identity) {
         (Some(acl), _) => allows(acl, &permission),
@@ -449,7 +487,8 @@ pub async fn enforce(
     next.run(Request::from_parts(parts, body)).await
 }
 
-/// The list endpoints that take `namespace=*` and answer objects with a `Namespace` field.
+/// The list endpoints that take `namespace=*` and answer objects with a `Namespace` field (a
+/// scaling policy's is its `Target`'s).
 fn lists_across_namespaces(method: &Method, path: &str) -> bool {
     matches!(
         route(method, path),
@@ -457,13 +496,28 @@ fn lists_across_namespaces(method: &Method, path: &str) -> bool {
             | Route::AllocationList
             | Route::EvaluationList
             | Route::DeploymentList
-            | Route::ServiceList)
+            | Route::ServiceList
+            | Route::ScalingPolicies)
     )
 }
 
-/// Drops from a successful JSON list answer the items in namespaces where `acl` does not
-/// allow `capability` (Nomad filters `*` lists by the caller's namespaces).
-async fn keep_allowed_items(response: Response, acl: &Acl, capability: &str) -> Response {
+/// The namespace of an item of a list answer: its `Namespace`, or its `Target`'s (scaling
+/// policy stubs).
+fn item_namespace(item: &serde_json::Value) -> Option<&str> {
+    item.get("Namespace")
+        .or_else(|| {
+            item.get("Target")
+                .and_then(|target| target.get("Namespace"))
+        })
+        .and_then(serde_json::Value::as_str)
+}
+
+/// Drops from a successful JSON list answer the items in namespaces that `allowed` refuses
+/// (Nomad filters `*` lists by the caller's namespaces).
+async fn keep_allowed_items(
+    response: Response,
+    allowed: &(dyn Fn(&str) -> bool + Sync),
+) -> Response {
     if response.status() != StatusCode::OK {
         return response;
     }
@@ -483,11 +537,7 @@ async fn keep_allowed_items(response: Response, acl: &Acl, capability: &str) -> 
     };
     let kept: Vec<serde_json::Value> = items
         .into_iter()
-        .filter(|item| {
-            item.get("Namespace")
-                .and_then(serde_json::Value::as_str)
-                .is_some_and(|namespace| acl.allow_namespace_operation(namespace, capability))
-        })
+        .filter(|item| item_namespace(item).is_some_and(allowed))
         .collect();
     match serde_json::to_vec(&kept) {
         Ok(filtered) => {
