@@ -276,10 +276,10 @@ fn a_changed_job_rolls_out_one_allocation_at_a_time_and_becomes_stable() {
     let job = format!("rolling-{}", std::process::id());
     let update = r#"    max_parallel     = 1
     min_healthy_time = "1s""#;
-    let (_dir, blue) = write_jobspec("blue.hcl", &rolling_jobspec(&job, 3, "blue", update, false));
+    let (_dir, blue) = write_jobspec("blue.hcl", &rolling_jobspec(&job, 4, "blue", update, false));
     let (_dir2, green) = write_jobspec(
         "green.hcl",
-        &rolling_jobspec(&job, 3, "green", update, false),
+        &rolling_jobspec(&job, 4, "green", update, false),
     );
 
     // The first version: `job run` watches its evaluation, then its deployment to the end.
@@ -292,7 +292,7 @@ fn a_changed_job_rolls_out_one_allocation_at_a_time_and_becomes_stable() {
     deployment_with_status(&agent, &job, 0, "successful");
     assert_eq!(stable_versions(&agent, &job), [0]);
 
-    // The second version replaces one allocation at a time: never fewer than two healthy.
+    // The second version replaces one allocation at a time: never fewer than three healthy.
     agent.cli_ok(&["job", "run", "-detach", green.to_str().unwrap()]);
     let mut fewest = usize::MAX;
     let mut seen_mixed = false;
@@ -307,7 +307,7 @@ fn a_changed_job_rolls_out_one_allocation_at_a_time_and_becomes_stable() {
             .then_some(deployments)
     });
     assert!(
-        fewest >= 2,
+        fewest >= 3,
         "only {fewest} healthy allocations at one point"
     );
     assert!(seen_mixed, "both versions never ran side by side");
@@ -315,11 +315,11 @@ fn a_changed_job_rolls_out_one_allocation_at_a_time_and_becomes_stable() {
         deployment["StatusDescription"],
         "Deployment completed successfully"
     );
-    assert_eq!(deployment["TaskGroups"]["web"]["DesiredTotal"], 3);
-    assert_eq!(deployment["TaskGroups"]["web"]["HealthyAllocs"], 3);
+    assert_eq!(deployment["TaskGroups"]["web"]["DesiredTotal"], 4);
+    assert_eq!(deployment["TaskGroups"]["web"]["HealthyAllocs"], 4);
     let mut now = running(&agent, &job);
     now.sort_unstable();
-    assert_eq!(now, [(1, true), (1, true), (1, true)]);
+    assert_eq!(now, [(1, true), (1, true), (1, true), (1, true)]);
     assert_eq!(stable_versions(&agent, &job), [1, 0]);
 
     // `deployment list` and `deployment status` show it as Nomad does.
@@ -346,10 +346,10 @@ fn a_canary_waits_for_promotion_then_the_rest_roll() {
     let update = r#"    max_parallel     = 1
     canary           = 1
     min_healthy_time = "1s""#;
-    let (_dir, blue) = write_jobspec("blue.hcl", &rolling_jobspec(&job, 3, "blue", update, false));
+    let (_dir, blue) = write_jobspec("blue.hcl", &rolling_jobspec(&job, 4, "blue", update, false));
     let (_dir2, green) = write_jobspec(
         "green.hcl",
-        &rolling_jobspec(&job, 3, "green", update, false),
+        &rolling_jobspec(&job, 4, "green", update, false),
     );
     agent.cli_ok(&["job", "run", "-detach", blue.to_str().unwrap()]);
     deployment_with_status(&agent, &job, 0, "successful");
@@ -364,11 +364,11 @@ fn a_canary_waits_for_promotion_then_the_rest_roll() {
         waiting["StatusDescription"],
         "Deployment is running but requires manual promotion"
     );
-    // Nothing more happens until the promotion: one canary beside the three old ones.
+    // Nothing more happens until the promotion: one canary beside the four old ones.
     std::thread::sleep(Duration::from_secs(3));
     let mut now = running(&agent, &job);
     now.sort_unstable();
-    assert_eq!(now, [(0, true), (0, true), (0, true), (1, true)]);
+    assert_eq!(now, [(0, true), (0, true), (0, true), (0, true), (1, true)]);
     assert_eq!(
         agent.get_json(&format!("/v1/job/{job}/deployment"))["Status"],
         "running"
@@ -383,10 +383,10 @@ fn a_canary_waits_for_promotion_then_the_rest_roll() {
     );
     let done = deployment_with_status(&agent, &job, 1, "successful");
     assert_eq!(done["TaskGroups"]["web"]["Promoted"], true);
-    wait_for("three allocations of version 1 only", LIMIT, || {
+    wait_for("four allocations of version 1 only", LIMIT, || {
         let mut now = running(&agent, &job);
         now.sort_unstable();
-        (now == [(1, true), (1, true), (1, true)]).then_some(())
+        (now == [(1, true), (1, true), (1, true), (1, true)]).then_some(())
     });
     agent.cli_ok(&["job", "stop", "-purge", &job]);
 }
