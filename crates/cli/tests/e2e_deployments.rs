@@ -336,6 +336,19 @@ fn a_changed_job_rolls_out_one_allocation_at_a_time_and_becomes_stable() {
     );
     let job_status = agent.cli_ok(&["job", "status", &job]);
     assert!(job_status.contains("Latest Deployment"), "{job_status}");
+    // -json and -t as Nomad's Format: four-space JSON, or a Go template.
+    let listed = agent.cli_ok(&["deployment", "list", "-json"]);
+    assert!(listed.starts_with("[\n    {\n        \"ID\": "), "{listed}");
+    let templated = agent.cli_ok(&["deployment", "status", "-t", "{{.Status}}", &id[..8]]);
+    assert_eq!(templated.trim(), "successful");
+    let history = agent.cli_ok(&[
+        "job",
+        "history",
+        "-t",
+        "{{range .}}{{.Version}} {{end}}",
+        &job,
+    ]);
+    assert_eq!(history.trim(), "1 0");
     agent.cli_ok(&["job", "stop", "-purge", &job]);
 }
 
