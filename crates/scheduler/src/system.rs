@@ -7,9 +7,11 @@
 //! gone), left alone (a draining node, or a not-ready node at the same job version), or updated
 //! (in place or destructively, on the same node) when the job changed. A group missing on a
 //! ready node is placed there. A node that does not satisfy the job's constraints or drivers is
-//! simply skipped — that is not a failure, unless no node at all runs the group, in which case
-//! the filtering is reported in `FailedTGAllocs` so users can see why. A node that fits the
-//! constraints but lacks CPU, memory or ports is a failure and yields a blocked evaluation.
+//! simply skipped (an allocation a changed job replaces there is stopped, as in Nomad) — that
+//! is not a failure, unless no node at all runs the group, in which case the filtering is
+//! reported in `FailedTGAllocs` so users can see why. A node that fits the constraints but
+//! lacks CPU, memory or ports is a failure and yields a blocked evaluation (an allocation being
+//! replaced there keeps running, where Nomad would have stopped it).
 //! Sysbatch allocations that finished are not run again on their node unless the job changes;
 //! system allocations that finished or failed are replaced on the next evaluation.
 //!
@@ -321,13 +323,16 @@ impl Pass<'_> {
             );
             self.plan = plan;
             let Some(choice) = choice else {
-                if let (true, Some(previous)) = (placement.stop_previous, previous.as_ref()) {
-                    self.plan.pop_stop(&previous.node_id, &previous.id);
-                }
                 if metric.nodes_filtered > 0 {
-                    // The node does not suit the group: skipped, not a failure.
+                    // The node does not suit the group: skipped, not a failure. An allocation
+                    // being replaced there stays stopped, as in Nomad: the new version may not
+                    // run on the node, so the old one may not either.
                     merge_filtered(filtered.entry(group.name.clone()).or_default(), &metric);
                     continue;
+                }
+                // No room: the allocation being replaced keeps running.
+                if let (true, Some(previous)) = (placement.stop_previous, previous.as_ref()) {
+                    self.plan.pop_stop(&previous.node_id, &previous.id);
                 }
                 exhausted = true;
                 if !placement.stop_previous {

@@ -562,3 +562,36 @@ fn a_full_node_counts_among_the_desired_placements() {
     assert_eq!(plan.annotations.desired_tg_updates["agent"].place, 2);
     assert_eq!(plan.allocations().count(), 1);
 }
+
+#[test]
+fn a_changed_job_stops_its_allocation_on_a_node_it_no_longer_suits() {
+    // As Nomad's system scheduler: the update is evicted, and its placement is filtered out,
+    // so the old version does not keep running where the new one may not.
+    let mut state = mixed_cluster();
+    let job = system_job("logs", drover_structs::JOB_TYPE_SYSTEM);
+    state.upsert_job(job.clone());
+    let first = run(&state, &job, "e1");
+    commit(&mut state, &first);
+    let mut constrained = job.clone();
+    constrained.version = 1;
+    constrained.job_modify_index = 20;
+    constrained
+        .constraints
+        .push(drover_scheduler::testing::constraint(
+            "${node.unique.id}",
+            "!=",
+            "a",
+        ));
+    state.upsert_job(constrained.clone());
+    let plan = run(&state, &constrained, "e2");
+    assert_eq!(
+        plan.stops()
+            .map(|alloc| (alloc.node_id.as_str(), alloc.desired_description.as_str()))
+            .collect::<Vec<_>>(),
+        vec![("a", STATUS_ALLOC_UPDATING)]
+    );
+    assert!(plan.allocations().all(|alloc| alloc.node_id != "a"));
+    assert!(plan.failed_tg_allocs.is_empty());
+    commit(&mut state, &plan);
+    assert!(run(&state, &constrained, "e3").is_no_op());
+}
