@@ -63,6 +63,13 @@ pub enum Permission {
     },
     /// The pool list: anyone may ask; the answer keeps the pools the caller may read.
     NodePoolList,
+    /// Reading scaling policies in a namespace: the scaling capability (`list-scaling-policies`
+    /// or `read-scaling-policy`), or both `list-jobs` and `read-job` (Nomad's scaling
+    /// endpoint).
+    ScalingPolicyRead {
+        namespace: String,
+        capability: &'static str,
+    },
     NodeRead,
     NodeWrite,
     AgentRead,
@@ -286,8 +293,15 @@ pub fn required(
         // grants both capabilities to `write` and `read` alike.
         Route::JobScale { .. } => namespace(capability::SCALE_JOB),
         Route::JobScaleStatus { .. } => namespace(capability::READ_JOB_SCALING),
-        Route::ScalingPolicies => namespace(capability::LIST_SCALING_POLICIES),
-        Route::ScalingPolicy { .. } => namespace(capability::READ_SCALING_POLICY),
+        Route::ScalingPolicies => ScalingPolicyRead {
+            namespace: query_namespace(params),
+            capability: capability::LIST_SCALING_POLICIES,
+        },
+        // The query's namespace, not the policy's, as Nomad's `Scaling.GetPolicy` checks it.
+        Route::ScalingPolicy { .. } => ScalingPolicyRead {
+            namespace: query_namespace(params),
+            capability: capability::READ_SCALING_POLICY,
+        },
         Route::AllocationList | Route::EvaluationList | Route::DeploymentList => {
             namespace(capability::READ_JOB)
         }
@@ -403,6 +417,10 @@ pub fn allows(acl: &Acl, permission: &Permission) -> bool {
             acl.allow_node_read() && acl.allow_node_pool_operation(pool, node_pool_capability::READ)
         }
         Permission::NodePoolList => true,
+        Permission::ScalingPolicyRead {
+            namespace,
+            capability,
+        } => allows_scaling_policy_read(acl, namespace, capability),
         Permission::NodeRead => acl.allow_node_read(),
         Permission::NodeWrite => acl.allow_node_write(),
         Permission::AgentRead => acl.allow_agent_read(),
@@ -426,6 +444,14 @@ pub fn permits(identity: &RequestIdentity, acl: &Acl, permission: &Permission) -
         }
         _ => allows(acl, permission),
     }
+}
+
+/// Whether `acl` may read scaling policies in `namespace`: `capability`, or `list-jobs` with
+/// `read-job`.
+fn allows_scaling_policy_read(acl: &Acl, namespace: &str, capability: &str) -> bool {
+    acl.allow_namespace_operation(namespace, capability)
+        || (acl.allow_namespace_operation(namespace, capability::LIST_JOBS)
+            && acl.allow_namespace_operation(namespace, capability::READ_JOB))
 }
 
 /// What the enforcement layer needs.
@@ -521,6 +547,10 @@ pub async fn enforce(
         Permission::Namespace {
             namespace,
             capability,
+        }
+        | Permission::ScalingPolicyRead {
+            namespace,
+            capability,
         } => Some((namespace.as_str(), *capability)),
         Permission::ServiceRead { namespace } => Some((namespace.as_str(), capability::READ_JOB)),
         _ => None,
@@ -533,7 +563,15 @@ pub async fn enforce(
         if acl.is_management() {
             return response;
         }
-        return keep_allowed_items(response, &acl, capability).await;
+        let scaling = matches!(permission, Permission::ScalingPolicyRead { .. });
+        let allowed = |namespace: &str| {
+            if scaling {
+                allows_scaling_policy_read(&acl, namespace, capability)
+            } else {
+                acl.allow_namespace_operation(namespace, capability)
+            }
+        };
+        return keep_allowed_items(response, &allowed).await;
     }
     if !permits(&identity, &acl, &permission) {
         tracing::debug!(path, ?permission, "ACL refused a request");
@@ -555,13 +593,16 @@ pub async fn enforce(
         }
         if path.starts_with("/v1/node/pool/") && path.ends_with("/jobs") {
             let response = next.run(Request::from_parts(parts, body)).await;
-            return keep_allowed_items(response, &acl, capability::LIST_JOBS).await;
+            let allowed =
+                |namespace: &str| acl.allow_namespace_operation(namespace, capability::LIST_JOBS);
+            return keep_allowed_items(response, &allowed).await;
         }
     }
     next.run(Request::from_parts(parts, body)).await
 }
 
-/// The list endpoints that take `namespace=*` and answer objects with a `Namespace` field.
+/// The list endpoints that take `namespace=*` and answer objects with a `Namespace` field (a
+/// scaling policy's is its `Target`'s).
 fn lists_across_namespaces(method: &Method, path: &str) -> bool {
     matches!(
         route(method, path),
@@ -569,19 +610,29 @@ fn lists_across_namespaces(method: &Method, path: &str) -> bool {
             | Route::AllocationList
             | Route::EvaluationList
             | Route::DeploymentList
-            | Route::ServiceList)
+            | Route::ServiceList
+            | Route::ScalingPolicies)
     )
 }
 
-/// Drops from a successful JSON list answer the items in namespaces where `acl` does not
-/// allow `capability` (Nomad filters `*` lists by the caller's namespaces).
-async fn keep_allowed_items(response: Response, acl: &Acl, capability: &str) -> Response {
-    keep_items(response, |item| {
-        item.get("Namespace")
-            .and_then(serde_json::Value::as_str)
-            .is_some_and(|namespace| acl.allow_namespace_operation(namespace, capability))
-    })
-    .await
+/// The namespace of an item of a list answer: its `Namespace`, or its `Target`'s (scaling
+/// policy stubs).
+fn item_namespace(item: &serde_json::Value) -> Option<&str> {
+    item.get("Namespace")
+        .or_else(|| {
+            item.get("Target")
+                .and_then(|target| target.get("Namespace"))
+        })
+        .and_then(serde_json::Value::as_str)
+}
+
+/// Drops from a successful JSON list answer the items in namespaces that `allowed` refuses
+/// (Nomad filters `*` lists by the caller's namespaces).
+async fn keep_allowed_items(
+    response: Response,
+    allowed: &(dyn Fn(&str) -> bool + Sync),
+) -> Response {
+    keep_items(response, |item| item_namespace(item).is_some_and(allowed)).await
 }
 
 /// Keeps in a successful JSON list answer the items `keep` says yes to.

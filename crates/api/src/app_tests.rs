@@ -317,6 +317,40 @@ async fn request_bodies_match_keys_case_insensitively_and_accept_null() {
 }
 
 #[tokio::test]
+async fn a_group_update_takes_what_it_leaves_out_from_the_jobs_as_nomad_merges_them() {
+    let (_backend, router) = setup();
+    let body = json!({"Job": {"ID": "merged", "Datacenters": ["dc1"],
+        "Update": {"MaxParallel": 2, "MinHealthyTime": 5_000_000_000_i64, "AutoRevert": true},
+        "TaskGroups": [{"Name": "g", "Update": {"Canary": 1, "MaxParallel": null},
+        "Tasks": [{"Name": "t", "Driver": "raw_exec", "Config": {"command": "/bin/true"}}]}]}});
+    let response = send(&router, "PUT", "/v1/jobs", Some(body)).await;
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "{}",
+        body_text(response).await
+    );
+    let job = body_json(send(&router, "GET", "/v1/job/merged", None).await).await;
+    let update = &job["TaskGroups"][0]["Update"];
+    assert_eq!(
+        (
+            update["MaxParallel"].as_i64(),
+            update["MinHealthyTime"].as_i64(),
+            update["AutoRevert"].as_bool(),
+            update["Canary"].as_i64(),
+            update["HealthyDeadline"].as_i64(),
+        ),
+        (
+            Some(2),
+            Some(5_000_000_000),
+            Some(true),
+            Some(1),
+            Some(300_000_000_000)
+        )
+    );
+}
+
+#[tokio::test]
 async fn pretty_output_is_indented_with_a_trailing_newline() {
     let (_backend, router) = setup();
     let text = body_text(send(&router, "GET", "/v1/regions?pretty", None).await).await;

@@ -104,6 +104,9 @@ enum Command {
     /// Interact with deployments
     #[command(subcommand)]
     Deployment(commands::deployment::DeploymentCommand),
+    /// Interact with scaling policies
+    #[command(subcommand)]
+    Scaling(commands::scaling::ScalingCommand),
     /// Interact with servers
     #[command(subcommand)]
     Server(commands::server::ServerCommand),
@@ -163,6 +166,7 @@ pub async fn run(arguments: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Wr
         Command::Node(command) => commands::node::run(command, &mut io).await,
         Command::Eval(command) => commands::eval::run(command, &mut io).await,
         Command::Deployment(command) => commands::deployment::run(command, &mut io).await,
+        Command::Scaling(command) => commands::scaling::run(command, &mut io).await,
         Command::Server(command) => commands::server::run(command, &mut io).await,
         Command::Service(command) => commands::service::run(command, &mut io).await,
         Command::Status(arguments) => commands::status::run(arguments, &mut io).await,

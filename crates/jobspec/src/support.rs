@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 
 use drover_structs::{
     Consul, DEFAULT_INTEGRATION_CLUSTER, DurationNs, Job, MigrateStrategy, Service, Task,
-    TaskGroup, UpdateStrategy, VOLUME_TYPE_CSI,
+    TaskGroup, VOLUME_TYPE_CSI,
 };
 use serde_json::Value as JsonValue;
 
@@ -264,16 +264,63 @@ fn service_connect(services: &[Service]) -> Vec<String> {
         .collect()
 }
 
-/// A system job's rolling `update` (job or group level, `max_parallel > 0`).
-fn system_rolling_update(job: &Job) -> Vec<String> {
+/// Update settings of a system job's groups that its rollout would not apply: a system job
+/// rolls by the job-level `max_parallel` and `stagger` alone (Nomad up to 1.10), so a group's
+/// own rolling settings, canaries, automatic promotion and revert, and the health settings
+/// (non-default values) would have no effect.
+fn system_update_unapplied(job: &Job) -> Vec<String> {
     if job.r#type != drover_structs::JOB_TYPE_SYSTEM {
         return Vec::new();
     }
-    let rolling = |update: Option<&UpdateStrategy>| update.is_some_and(|u| u.max_parallel > 0);
-    let mut found = when(rolling(job.update.as_ref()), "Update");
+    let job_rolling = job
+        .update
+        .as_ref()
+        .filter(|update| update.max_parallel > 0 && update.stagger.as_nanos() > 0)
+        .map(|update| (update.max_parallel, update.stagger));
+    let defaults = drover_structs::canonicalize::default_update_strategy();
+    let mut found = Vec::new();
     for (index, group) in job.task_groups.iter().enumerate() {
-        if rolling(group.update.as_ref()) {
-            found.push(format!("TaskGroups[{index}].Update"));
+        let Some(update) = group.update.as_ref() else {
+            continue;
+        };
+        let path = format!("TaskGroups[{index}].Update");
+        let own_rolling = match job_rolling {
+            Some(rolling) => (update.max_parallel, update.stagger) != rolling,
+            None => update.max_parallel > 0,
+        };
+        if own_rolling {
+            found.push(path.clone());
+        }
+        let health_check = update.health_check.as_str();
+        let unapplied = [
+            ("Canary", update.canary > 0),
+            ("AutoRevert", update.auto_revert),
+            ("AutoPromote", update.auto_promote),
+            (
+                "HealthCheck",
+                !health_check.is_empty() && health_check != defaults.health_check,
+            ),
+            (
+                "MinHealthyTime",
+                !update.min_healthy_time.is_zero()
+                    && update.min_healthy_time != defaults.min_healthy_time,
+            ),
+            (
+                "HealthyDeadline",
+                !update.healthy_deadline.is_zero()
+                    && update.healthy_deadline != defaults.healthy_deadline,
+            ),
+            (
+                "ProgressDeadline",
+                update
+                    .progress_deadline
+                    .is_some_and(|deadline| Some(deadline) != defaults.progress_deadline),
+            ),
+        ];
+        for (field, set) in unapplied {
+            if set {
+                found.push(format!("{path}.{field}"));
+            }
         }
     }
     found
@@ -360,12 +407,16 @@ pub static FEATURES: &[Feature] = &[
         "update",
         "service groups roll out through deployments: max_parallel at a time, health_check (checks, task_states, manual through /v1/deployment/allocation-health), min_healthy_time, healthy_deadline, progress_deadline (the deployment fails without progress), canary with canary_tags until promoted (auto_promote, or `deployment promote`), auto_revert to the latest stable version; stagger only paces system jobs in Nomad and is kept, as there",
     ),
-    row(
+    runs(
         "update (system jobs)",
+        "a changed system job is replaced max_parallel nodes at a time, as the job-level update block says, each further wave a stagger after the last (a rolling-update evaluation whose Wait is the stagger), as Nomad up to 1.10 rolls system jobs; in-place updates are not limited and no deployment is made",
+    ),
+    row(
+        "update (system jobs) > group settings",
         Status::NotYet,
-        "drover replaces a changed system job on every node at once; rolling it max_parallel nodes at a time with stagger is not implemented",
-        "runs once the system scheduler rolls updates; until then use max_parallel = 0",
-        Detect::job(system_rolling_update),
+        "a system job rolls by its job-level max_parallel and stagger alone, as Nomad up to 1.10 does; a group's own max_parallel or stagger, canary, auto_revert, auto_promote, health_check, min_healthy_time, healthy_deadline and progress_deadline would not be applied",
+        "runs once system jobs roll out through deployments (as Nomad 1.11 does); until then set max_parallel and stagger in the job's update block and leave the rest at their defaults",
+        Detect::job(system_update_unapplied),
     ),
     runs(
         "periodic",

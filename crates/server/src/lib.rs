@@ -910,15 +910,21 @@ impl ServerInner {
         Ok(index)
     }
 
-    /// Enqueues an evaluation now, or at its `WaitUntil` when that lies in the future.
+    /// Enqueues an evaluation now, after its `Wait` (counted from now, as Nomad's broker counts
+    /// it from the enqueue, also when a new leader restores it), or at its `WaitUntil` when that
+    /// lies in the future. `Wait` takes precedence, as in Nomad.
     pub(crate) fn enqueue_when_due(&self, eval: Evaluation) {
-        let wait_until = eval.wait_until.unix_nanos().unwrap_or(0);
-        let now = self.clock.now_unix_ns();
-        if wait_until <= now {
+        let delay = if eval.wait.as_nanos() > 0 {
+            eval.wait.to_std()
+        } else {
+            let wait_until = eval.wait_until.unix_nanos().unwrap_or(0);
+            let now = self.clock.now_unix_ns();
+            Duration::from_nanos(u64::try_from(wait_until.saturating_sub(now)).unwrap_or(0))
+        };
+        if delay.is_zero() {
             self.broker.enqueue(eval);
             return;
         }
-        let delay = Duration::from_nanos(u64::try_from(wait_until - now).unwrap_or(0));
         let shutdown = self.term_token();
         let broker = self.broker.clone();
         tokio::spawn(async move {
