@@ -15,6 +15,7 @@
 //!   From every server's log (`plan applied` lines, and when each led) the test checks that no
 //!   two servers ever led at once and that no plan was applied outside its server's leadership,
 //!   nor at an index another server used.
+//! - The leader cut off from one etcd member only: it keeps leading, writes go on.
 //! - One etcd member killed: the cluster works on; two: writes answer 503 "state store
 //!   unavailable", reads answer with `X-Nomad-KnownLeader: false`; both back: nothing is lost.
 //!
@@ -506,8 +507,13 @@ impl Lab {
     /// Drops every packet between server `index` and the etcd members (both ways), inside the
     /// server's namespace: its connections stay open and go silent.
     fn cut_off_from_etcd(&mut self, index: usize) {
+        self.cut_off_from_members(index, &[0, 1, 2]);
+    }
+
+    /// [`Self::cut_off_from_etcd`], for the given members only.
+    fn cut_off_from_members(&mut self, index: usize, members: &[usize]) {
         let netns = self.netns(&format!("s{index}"));
-        for &host in &ETCD {
+        for host in members.iter().map(|&member| ETCD[member]) {
             for rule in [
                 vec!["INPUT", "-s", &address(host), "-j", "DROP"],
                 vec!["OUTPUT", "-d", &address(host), "-j", "DROP"],
@@ -740,6 +746,23 @@ fn node_statuses(index: usize) -> Option<BTreeMap<String, String>> {
             })
             .collect(),
     )
+}
+
+/// Waits until each of `servers` lists every job of `job_ids` (from its own copy of the state).
+fn every_server_lists(servers: &[usize], job_ids: &[&str]) {
+    for &index in servers {
+        wait_for(
+            &format!("server {index} to list {job_ids:?}"),
+            LIMIT,
+            || {
+                let answer = get(&server_addr(index), "/v1/jobs")?;
+                job_ids
+                    .iter()
+                    .all(|job_id| answer.body.contains(&format!("\"ID\":\"{job_id}\"")))
+                    .then_some(())
+            },
+        );
+    }
 }
 
 /// One server's leadership terms and plan applications, from its log.
@@ -1180,6 +1203,32 @@ fn a_cluster_on_separate_hosts_survives_dead_servers_a_cut_off_leader_and_lost_e
     );
     let leader = third;
 
+    // ── The leader loses its way to one etcd member (the etcd leader), its connections to it
+    // going silent: it keeps leading (its session is renewed through the others, its requests
+    // move on to them), and writes go on.
+    let unreachable = Lab::etcd_leader();
+    let since = now_micros();
+    lab.cut_off_from_members(leader, &[unreachable]);
+    let one_cut_marker = format!("netns-one-cut-{}", std::process::id());
+    let started = Instant::now();
+    register_until_accepted(&all, &job("one-cut", &one_cut_marker, 1));
+    println!(
+        "one etcd member cut off from the leader: a write accepted after {:?}",
+        started.elapsed()
+    );
+    running_allocs(leader, "one-cut", 1);
+    // Longer than a session's TTL with that member silent.
+    while Instant::now() < started + Duration::from_secs(6) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(says_it_leads(leader), Some(true));
+    assert_eq!(agreed_leader(&all, LIMIT), leader);
+    assert!(
+        led_since(&lab.servers[leader], since).is_none(),
+        "the leader lost its leadership to one silent member"
+    );
+    lab.heal();
+
     // ── etcd loses one member, then two.
     let first_down = Lab::etcd_leader();
     lab.etcd[first_down].kill9();
@@ -1187,6 +1236,9 @@ fn a_cluster_on_separate_hosts_survives_dead_servers_a_cut_off_leader_and_lost_e
     register_until_accepted(&all, &job("one-down", &one_down_marker, 1));
     let leader_now = agreed_leader(&all, LIMIT);
     running_allocs(leader_now, "one-down", 1);
+    // Every server has caught up with it (a follower whose watch went through the killed
+    // member reconnects and reloads) before the quorum goes.
+    every_server_lists(&all, &["one-down"]);
     let second_down = (first_down + 1) % ETCD.len();
     lab.etcd[second_down].kill9();
     let refused = wait_for("a write refused without quorum", LIMIT, || {
@@ -1211,7 +1263,7 @@ fn a_cluster_on_separate_hosts_survives_dead_servers_a_cut_off_leader_and_lost_e
                 .filter(|answer| answer.header("x-nomad-knownleader") == Some("false"))
         });
         assert_eq!(answer.status, 200, "{}", answer.body);
-        for job_id in ["web", "later", "partitioned", "one-down"] {
+        for job_id in ["web", "later", "partitioned", "one-cut", "one-down"] {
             assert!(
                 answer.body.contains(&format!("\"{job_id}\"")),
                 "{job_id}: {}",
@@ -1233,10 +1285,15 @@ fn a_cluster_on_separate_hosts_survives_dead_servers_a_cut_off_leader_and_lost_e
         ("web", 6),
         ("later", 2),
         ("partitioned", 2),
+        ("one-cut", 1),
         ("one-down", 1),
     ] {
         running_allocs(leader, job_id, count);
     }
+    every_server_lists(
+        &all,
+        &["web", "later", "partitioned", "one-cut", "one-down", "back"],
+    );
     assert_eq!(
         task_pids(&marker, 6),
         pids,
