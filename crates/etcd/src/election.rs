@@ -255,6 +255,9 @@ impl EtcdKv {
         let endpoints = Arc::clone(self.endpoints());
         let attempt = attempt_timeout(candidate.ttl);
         let ttl_seconds = i64::try_from(candidate.ttl.as_secs().max(2)).unwrap_or(4);
+        // The session is counted from when the grant was asked for: etcd counts it from when it
+        // granted it, no sooner.
+        let asked = Instant::now();
         let lease = endpoints
             .call_on("lease", attempt, attempt, |mut client| async move {
                 client.lease_grant(ttl_seconds, None).await
@@ -273,7 +276,7 @@ impl EtcdKv {
                 .await;
         }
         let seat = Arc::new(Seat {
-            clock: std::sync::Mutex::new(SessionClock::new(candidate.ttl, granted)),
+            clock: std::sync::Mutex::new(SessionClock::new(candidate.ttl, asked)),
             lease,
             kv: self.sibling(),
             view: view.clone(),
