@@ -5,7 +5,8 @@
 //! decode too.
 //!
 //! Servers are tried in turn: the one that answered last is asked first, and a server that
-//! cannot be reached (refused, reset, timed out) or answers 5xx passes the call to the next.
+//! cannot be reached (refused, reset, timed out) or answers 5xx passes the call to the next
+//! (the move is logged: `calls go to another server now`).
 //! Errors map onto [`ServerConnError`]: nothing reachable → `Unavailable`; 404 on a heartbeat
 //! → `UnknownNode`; 400 and other 4xx → `Rejected`; 5xx or an answer that does not decode →
 //! `Internal`.
@@ -335,6 +336,9 @@ impl HttpServerConn {
             let base = &self.servers[position];
             match self.send_to(base, &call).await {
                 Ok(reply) => {
+                    if position != start {
+                        tracing::info!(server = %base, previous = %self.servers[start], "calls go to another server now");
+                    }
                     self.preferred.store(position, Ordering::Relaxed);
                     return Ok(reply);
                 }
