@@ -33,9 +33,21 @@ job "{job_id}" {{
   group "app" {{
     count = {count}
 
+    # Nomad's default asks 300 MB of the node's disk per allocation; a hundred of them would
+    # need 30 GB free under the data dir, which says nothing about what is tested here.
+    ephemeral_disk {{
+      size = 10
+    }}
+
     task "server" {{
       driver       = "raw_exec"
       kill_timeout = "2s"
+
+      # Its logs must fit in the small ephemeral disk (Nomad's rule).
+      logs {{
+        max_files     = 2
+        max_file_size = 2
+      }}
 
       config {{
         command = "/bin/sh"
