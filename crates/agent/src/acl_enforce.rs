@@ -214,7 +214,8 @@ pub fn required(
         | Route::JobSummary { .. }
         | Route::JobDeployment { .. }
         | Route::JobDeployments { .. }
-        | Route::JobServices { .. } => namespace(capability::READ_JOB),
+        | Route::JobServices { .. }
+        | Route::JobSubmission { .. } => namespace(capability::READ_JOB),
         Route::JobDeregister { .. }
         | Route::JobRevert { .. }
         | Route::JobStable { .. }

@@ -468,6 +468,7 @@ fn server_config(config: &AgentConfig) -> ServerConfig {
             ..HeartbeatConfig::default()
         },
         gc: config.gc.clone(),
+        job_max_source_size: config.job_max_source_size,
         ..ServerConfig::default()
     }
 }

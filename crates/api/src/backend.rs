@@ -22,7 +22,8 @@ use drover_state::{EventFilter, EventSubscription};
 use drover_structs::{
     AllocResourceUsage, AllocStopResponse, Allocation, Deployment, Evaluation, HostStats, Job,
     JobDeregisterResponse, JobPlanRequest, JobPlanResponse, JobRegisterRequest,
-    JobRegisterResponse, JobScalingEvents, JobSummary, Node, ScalingPolicy, ServiceRegistration,
+    JobRegisterResponse, JobScalingEvents, JobSubmission, JobSummary, Node, ScalingPolicy,
+    ServiceRegistration,
 };
 
 use crate::error::ApiError;
@@ -40,6 +41,7 @@ pub enum Table {
     ServiceRegistrations,
     ScalingEvents,
     ScalingPolicies,
+    JobSubmissions,
 }
 
 /// Who this agent is, for `/v1/agent/self`, `/v1/agent/members`, `/v1/status/*`, `/v1/regions`.
@@ -206,6 +208,18 @@ pub trait StateReads: Send + Sync + 'static {
     /// One scaling policy by ID.
     fn scaling_policy(&self, policy_id: &str) -> Result<Option<ScalingPolicy>, ApiError> {
         let _ = policy_id;
+        Err(ApiError::NoRoute)
+    }
+
+    /// The jobspec source version `version` of a job was registered from, as stored (flag
+    /// values escaped). A backend that keeps none has no submission endpoint (404).
+    fn job_submission(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        version: u64,
+    ) -> Result<Option<JobSubmission>, ApiError> {
+        let _ = (namespace, job_id, version);
         Err(ApiError::NoRoute)
     }
 }
@@ -642,6 +656,15 @@ impl<R: StateReads, O: Send + Sync + 'static> StateReads for Composed<R, O> {
 
     fn scaling_policy(&self, policy_id: &str) -> Result<Option<ScalingPolicy>, ApiError> {
         self.reads.scaling_policy(policy_id)
+    }
+
+    fn job_submission(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        version: u64,
+    ) -> Result<Option<JobSubmission>, ApiError> {
+        self.reads.job_submission(namespace, job_id, version)
     }
 }
 

@@ -101,7 +101,14 @@ pub struct ServerConfig {
     pub scoring: ScoringAlgorithm,
     /// The leader's periodic garbage collection.
     pub gc: gc::GcConfig,
+    /// The largest job submission (source, variables and flags, in bytes) kept with a job
+    /// version (Nomad's `job_max_source_size`, 1 MB by default); a larger one is dropped with
+    /// a warning and the job is registered without it.
+    pub job_max_source_size: usize,
 }
+
+/// Nomad's default `job_max_source_size`, "1M" as go-humanize reads it.
+pub const DEFAULT_JOB_MAX_SOURCE_SIZE: usize = 1_000_000;
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -112,6 +119,7 @@ impl Default for ServerConfig {
             heartbeat: HeartbeatConfig::default(),
             scoring: ScoringAlgorithm::Binpack,
             gc: gc::GcConfig::default(),
+            job_max_source_size: DEFAULT_JOB_MAX_SOURCE_SIZE,
         }
     }
 }
@@ -406,8 +414,26 @@ impl Server {
         }
         // A register clears a previous stop.
         job.stop = false;
+        // The warnings Nomad's register answers: what runs differently from Nomad, and a
+        // submission too large to keep.
+        let mut warnings = drover_jobspec::support::check(&job).warnings;
+        let submission = match request.submission {
+            Some(submission) if submission.size() > self.inner.config.job_max_source_size => {
+                warnings.push(oversized_submission_warning(
+                    submission.size(),
+                    self.inner.config.job_max_source_size,
+                ));
+                None
+            }
+            other => other,
+        };
+        let warnings = drover_jobspec::support::warnings_text(&warnings);
         let now = self.inner.clock.now_unix_ns();
-        let registration = self.inner.state.upsert_job(job, now).await?;
+        let registration = self
+            .inner
+            .state
+            .upsert_job_with_submission(job, submission, now)
+            .await?;
         let job = registration.job;
 
         // Periodic and parameterized jobs are templates: they are launched by the periodic
@@ -418,6 +444,7 @@ impl Server {
             return Ok(JobRegisterResponse {
                 job_modify_index: registration.job_modify_index,
                 index,
+                warnings,
                 ..JobRegisterResponse::default()
             });
         }
@@ -440,6 +467,7 @@ impl Server {
             eval_create_index: index,
             job_modify_index: registration.job_modify_index,
             index,
+            warnings,
             ..JobRegisterResponse::default()
         })
     }
@@ -1016,6 +1044,33 @@ pub(crate) fn check_job_namespace(state: &StateStore, job: &Job) -> Result<(), S
 
 /// Whether a re-registering node offers the scheduler something else than its stored record:
 /// drivers (detected, healthy, attributes), attributes, resources, class, meta or host volumes.
+/// Nomad's submission controller warning, sizes as go-humanize's `Bytes` writes them.
+fn oversized_submission_warning(size: usize, limit: usize) -> String {
+    format!(
+        "job source size of {} exceeds maximum of {} and will be discarded",
+        humanize_bytes(size as u64),
+        humanize_bytes(limit as u64)
+    )
+}
+
+/// go-humanize's `Bytes`: SI units (powers of 1000), one decimal below 10, none from 10 on
+/// (`1.0 MB`, `12 kB`, `7 B`).
+pub fn humanize_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 7] = ["B", "kB", "MB", "GB", "TB", "PB", "EB"];
+    if bytes < 10 {
+        return format!("{bytes} B");
+    }
+    let value = bytes as f64;
+    let exponent = (value.ln() / 1000_f64.ln()).floor().clamp(0.0, 6.0);
+    let scaled = (value / 1000_f64.powf(exponent) * 10.0 + 0.5).floor() / 10.0;
+    let unit = UNITS[exponent as usize];
+    if scaled < 10.0 {
+        format!("{scaled:.1} {unit}")
+    } else {
+        format!("{scaled:.0} {unit}")
+    }
+}
+
 fn offers_differ(stored: &Node, registering: &Node) -> bool {
     let drivers = |node: &Node| {
         node.drivers

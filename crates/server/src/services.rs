@@ -104,7 +104,9 @@ impl Server {
         {
             // Nomad's state store refuses it inside the raft apply, so its HTTP answer is
             // the RPC error's: a 500 with these words.
-            return Err(ServerError::Rpc("service registration not found".to_owned()));
+            return Err(ServerError::Rpc(
+                "service registration not found".to_owned(),
+            ));
         }
         match self
             .inner

@@ -493,3 +493,75 @@ async fn leader_work_runs_only_while_leading_and_is_rebuilt_from_the_store() {
     .await;
     server.shutdown().await;
 }
+
+#[test]
+fn sizes_are_written_as_go_humanize_writes_them() {
+    use drover_server::humanize_bytes;
+    assert_eq!(humanize_bytes(0), "0 B");
+    assert_eq!(humanize_bytes(9), "9 B");
+    assert_eq!(humanize_bytes(10), "10 B");
+    assert_eq!(humanize_bytes(999), "999 B");
+    assert_eq!(humanize_bytes(1_000), "1.0 kB");
+    assert_eq!(humanize_bytes(2_883), "2.9 kB");
+    assert_eq!(humanize_bytes(12_345), "12 kB");
+    assert_eq!(humanize_bytes(1_000_000), "1.0 MB");
+    assert_eq!(humanize_bytes(1_048_576), "1.0 MB");
+    assert_eq!(humanize_bytes(82_854_982), "83 MB");
+}
+
+#[tokio::test]
+async fn a_submission_over_the_limit_is_dropped_with_nomads_warning() {
+    let state = StateStore::in_memory().await.unwrap();
+    let server = Server::start(
+        ServerConfig {
+            job_max_source_size: 100,
+            ..ServerConfig::default()
+        },
+        state.clone(),
+        Arc::new(SystemClock),
+    );
+    let submission = |source: String| drover_structs::JobSubmission {
+        source,
+        format: "hcl2".to_owned(),
+        variable_flags: Some([("k".to_owned(), "vv".to_owned())].into()),
+        ..drover_structs::JobSubmission::default()
+    };
+    let job = |count: i64| {
+        let mut job = JobBuilder::service("web")
+            .group("g", count)
+            .task("t", "raw_exec")
+            .build();
+        // A version above the stored one: nothing to carry over from an earlier version.
+        job.version = 7;
+        job
+    };
+    let small = server
+        .register_job(JobRegisterRequest {
+            submission: Some(submission("s".repeat(97))),
+            ..register(job(1))
+        })
+        .await
+        .unwrap();
+    assert_eq!(small.warnings, "");
+    assert_eq!(
+        state
+            .job_submission("default", "web", 0)
+            .unwrap()
+            .source
+            .len(),
+        97
+    );
+    let large = server
+        .register_job(JobRegisterRequest {
+            submission: Some(submission("s".repeat(98))),
+            ..register(job(2))
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        large.warnings,
+        "1 warning(s):\n\n* job source size of 101 B exceeds maximum of 100 B and will be discarded"
+    );
+    assert!(state.job_submission("default", "web", 1).is_none());
+    server.shutdown().await;
+}

@@ -73,6 +73,9 @@ pub struct StateTables {
     pub(crate) scaling_events: Arc<BTreeMap<JobKey, Arc<drover_structs::JobScalingEvents>>>,
     /// Scaling policies by ID.
     pub(crate) scaling_policies: Arc<BTreeMap<String, Arc<drover_structs::ScalingPolicy>>>,
+    /// The jobspec each job version was registered from, by (namespace, job ID, version).
+    pub(crate) job_submissions:
+        Arc<BTreeMap<(String, String, u64), Arc<drover_structs::JobSubmission>>>,
 }
 
 /// A service registration's identity: namespace and ID.

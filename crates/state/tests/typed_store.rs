@@ -868,3 +868,122 @@ async fn allocations_share_one_stored_copy_per_job_version_until_collected() {
         .unwrap();
     assert_eq!(stored_job_copies().await, 0);
 }
+
+fn submission(source: &str) -> drover_structs::JobSubmission {
+    drover_structs::JobSubmission {
+        source: source.to_owned(),
+        format: "hcl2".to_owned(),
+        variable_flags: Some(BTreeMap::from([("dc".to_owned(), "dc1".to_owned())])),
+        variables: "count = 3\n".to_owned(),
+        ..drover_structs::JobSubmission::default()
+    }
+}
+
+#[tokio::test]
+async fn job_submissions_are_kept_per_version_follow_reverts_and_go_with_the_job() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = StateStore::open(directory.path()).await.unwrap();
+    let first = store
+        .upsert_job_with_submission(job("web", 1), Some(submission("v0")), NOW)
+        .await
+        .unwrap();
+    let stored = store.job_submission("default", "web", 0).unwrap();
+    assert_eq!(stored.source, "v0");
+    assert_eq!(stored.namespace, "default");
+    assert_eq!(stored.job_id, "web");
+    assert_eq!(stored.version, 0);
+    assert_eq!(stored.job_modify_index, first.job_modify_index);
+    assert_eq!(stored.variables, "count = 3\n");
+
+    // The same spec again writes nothing, so its submission is not kept either.
+    store
+        .upsert_job_with_submission(job("web", 1), Some(submission("ignored")), NOW)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.job_submission("default", "web", 0).unwrap().source,
+        "v0"
+    );
+    assert!(store.job_submission("default", "web", 1).is_none());
+
+    // A new version without a submission has none, unless the job it sends names a version
+    // the job has reached (a revert, a stop, the stored job sent again): that version's
+    // submission comes along, as in Nomad.
+    let second = store
+        .upsert_job(
+            Job {
+                version: 7,
+                ..job("web", 2)
+            },
+            NOW,
+        )
+        .await
+        .unwrap();
+    assert_eq!(second.job.version, 1);
+    assert!(store.job_submission("default", "web", 1).is_none());
+    let reverted = store
+        .upsert_job(
+            Job {
+                version: 0,
+                ..job("web", 1)
+            },
+            NOW,
+        )
+        .await
+        .unwrap();
+    assert_eq!(reverted.job.version, 2);
+    let copied = store.job_submission("default", "web", 2).unwrap();
+    assert_eq!(copied.source, "v0");
+    assert_eq!(copied.version, 2);
+    assert_eq!(copied.job_modify_index, reverted.job_modify_index);
+
+    // Only the newest six are kept, by JobModifyIndex.
+    for count in 10..16 {
+        store
+            .upsert_job_with_submission(
+                job("web", count),
+                Some(submission(&format!("count {count}"))),
+                NOW,
+            )
+            .await
+            .unwrap();
+    }
+    let snapshot = store.snapshot();
+    assert_eq!(
+        snapshot.job_submission_versions("default", "web"),
+        vec![3, 4, 5, 6, 7, 8]
+    );
+    assert_eq!(
+        store.job_submission("default", "web", 8).unwrap().source,
+        "count 15"
+    );
+    let index = store.indexes().table(Table::JobSubmissions);
+    assert!(index >= store.job("default", "web").unwrap().job_modify_index);
+
+    // They survive a restart, and a purge removes them.
+    store.close().await;
+    let store = StateStore::open(directory.path()).await.unwrap();
+    assert_eq!(
+        store.snapshot().job_submission_versions("default", "web"),
+        vec![3, 4, 5, 6, 7, 8]
+    );
+    assert_eq!(
+        store
+            .job_submission("default", "web", 3)
+            .unwrap()
+            .variable_flags
+            .as_ref()
+            .unwrap()["dc"],
+        "dc1"
+    );
+    store.delete_job("default", "web").await.unwrap();
+    assert!(
+        store
+            .snapshot()
+            .job_submission_versions("default", "web")
+            .is_empty()
+    );
+    store.close().await;
+    let store = StateStore::open(directory.path()).await.unwrap();
+    assert!(store.job_submission("default", "web", 8).is_none());
+}

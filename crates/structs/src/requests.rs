@@ -22,7 +22,8 @@ wire_struct! {
         pub policy_override: bool,
         pub preserve_counts: bool,
         pub eval_priority: i64,
-        pub submission: Option<Value>,
+        /// The jobspec source the job was read from (Nomad 1.6+), kept per job version.
+        pub submission: Option<crate::job_submission::JobSubmission>,
     }
 }
 

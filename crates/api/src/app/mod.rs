@@ -409,6 +409,9 @@ async fn handle<B: ApiBackend>(
                 .await?;
             json_response(&response, params, Meta::Write(response.index))
         }
+        Route::JobSubmission { job_id, read } => {
+            submit::job_submission(backend, params, &namespace, &job_id, read).await
+        }
         Route::AllocationList => {
             let task_states = params.bool("task_states", true)?;
             let resources = params.bool("resources", false)?;
