@@ -121,6 +121,9 @@ pub fn required(
         // only.
         return match path {
             "/v1/acl/tokens" | "/v1/acl/token" | "/v1/acl/role" => Management,
+            // A one-time token is asked for with the caller's own token and exchanged with
+            // its secret alone: the handlers check.
+            "/v1/acl/token/onetime" | "/v1/acl/token/onetime/exchange" => Anyone,
             _ if path.starts_with("/v1/acl/role/") && method != Method::GET => Management,
             _ if path.starts_with("/v1/acl/policy/") && method != Method::GET => Management,
             _ if path.starts_with("/v1/acl/token/")

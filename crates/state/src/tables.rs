@@ -290,6 +290,11 @@ impl StateSnapshot {
         self.committed.indexes.table(table)
     }
 
+    /// The ACL tables (policies, roles, tokens, one-time tokens) as of this snapshot.
+    pub fn acl(&self) -> Arc<crate::acl_tables::AclTables> {
+        Arc::clone(&self.tables().acl)
+    }
+
     /// The job `job_id` in `namespace`.
     pub fn job(&self, namespace: &str, job_id: &str) -> Option<Arc<Job>> {
         self.tables().job(namespace, job_id).cloned()

@@ -987,3 +987,75 @@ async fn job_submissions_are_kept_per_version_follow_reverts_and_go_with_the_job
     let store = StateStore::open(directory.path()).await.unwrap();
     assert!(store.job_submission("default", "web", 8).is_none());
 }
+
+#[tokio::test]
+async fn one_time_tokens_are_one_per_accessor_found_by_secret_and_survive_a_restart() {
+    use drover_structs::acl::OneTimeToken;
+    let token = |accessor: &str, secret: &str| OneTimeToken {
+        one_time_secret_id: secret.to_owned(),
+        accessor_id: accessor.to_owned(),
+        expires_at: drover_structs::Timestamp::from_unix_nanos(NOW),
+        ..OneTimeToken::default()
+    };
+    let directory = tempfile::tempdir().unwrap();
+    let store = StateStore::open(directory.path()).await.unwrap();
+    let first = store
+        .upsert_one_time_token(token("a1", "s1"))
+        .await
+        .unwrap();
+    assert_eq!(first.create_index, first.modify_index);
+    assert_eq!(first.create_index, store.indexes().table(Table::Acl));
+    store
+        .upsert_one_time_token(token("a2", "s2"))
+        .await
+        .unwrap();
+    // A second one for a1 replaces its first: s1 no longer finds anything.
+    store
+        .upsert_one_time_token(token("a1", "s3"))
+        .await
+        .unwrap();
+    let acl = store.acl();
+    assert!(acl.one_time_token_by_secret("s1").is_none());
+    assert_eq!(
+        acl.one_time_token_by_secret("s3").unwrap().accessor_id,
+        "a1"
+    );
+    assert_eq!(acl.one_time_tokens.len(), 2);
+    store.close().await;
+
+    let store = StateStore::open(directory.path()).await.unwrap();
+    assert_eq!(
+        store
+            .acl()
+            .one_time_token_by_secret("s2")
+            .unwrap()
+            .accessor_id,
+        "a2"
+    );
+    let before = store.latest_index();
+    // An exchange deletes by accessor; deleting what is not there writes nothing.
+    let index = store
+        .delete_one_time_tokens(vec!["a2".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(index, before + 1);
+    assert_eq!(
+        store
+            .delete_one_time_tokens(vec!["a2".to_owned()])
+            .await
+            .unwrap(),
+        before + 1
+    );
+    assert_eq!(store.latest_index(), before + 1);
+    assert_eq!(
+        store
+            .delete_one_time_tokens_by_secret(vec!["s3".to_owned(), "nope".to_owned()])
+            .await
+            .unwrap(),
+        1
+    );
+    store.close().await;
+    let store = StateStore::open(directory.path()).await.unwrap();
+    assert!(store.acl().one_time_tokens.is_empty());
+    assert!(store.acl().one_time_tokens_by_secret.is_empty());
+}
