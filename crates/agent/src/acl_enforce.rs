@@ -182,6 +182,13 @@ pub fn required(
     if path == "/v1/client/gc" {
         return NodeWrite;
     }
+    if path == crate::node_meta_http::NODE_META_PATH {
+        return if method == Method::GET {
+            NodeRead
+        } else {
+            NodeWrite
+        };
+    }
     if path == "/v1/metrics" || path == "/v1/agent/health" {
         return Anyone;
     }

@@ -419,6 +419,31 @@ impl ApiClient {
         self.put("/v1/jobs", &[], Some(body)).await
     }
 
+    /// A node's metadata (`GET /v1/client/metadata`): the node `node_id` names, else the
+    /// agent's own.
+    pub async fn node_meta(
+        &self,
+        node_id: Option<&str>,
+    ) -> Result<drover_structs::node_meta::NodeMetaResponse, ClientError> {
+        let query: Vec<(&str, String)> = node_id
+            .filter(|node_id| !node_id.is_empty())
+            .map(|node_id| vec![("node_id", node_id.to_owned())])
+            .unwrap_or_default();
+        self.get("/v1/client/metadata", &query).await
+    }
+
+    /// Applies dynamic node metadata (`POST /v1/client/metadata`; a `None` unsets a key).
+    pub async fn apply_node_meta(
+        &self,
+        request: &drover_structs::node_meta::NodeMetaApplyRequest,
+    ) -> Result<drover_structs::node_meta::NodeMetaResponse, ClientError> {
+        let builder = self
+            .request(reqwest::Method::POST, "/v1/client/metadata", &[])
+            .json(request);
+        let response = self.send(builder).await?;
+        Self::decode(response).await
+    }
+
     /// The jobspec source version `version` of a job was registered from.
     pub async fn job_submission(
         &self,

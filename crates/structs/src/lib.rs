@@ -20,6 +20,7 @@
 //!   `derive_client_status`.
 //! - [`deployment`]: `Deployment` and its per-group `DeploymentState`.
 //! - [`job_submission`]: the jobspec source a job version was registered from.
+//! - [`node_meta`]: dynamic node metadata (`/v1/client/metadata`).
 //! - [`eval`], [`node`], [`job_summary`] (also `JobListStub` and `derive_job_status`).
 //! - [`requests`]: request and response bodies; [`resource_usage`]: alloc stats; [`fs`]: file
 //!   info and stream frames; [`exec`]: the messages of an `alloc exec` session.
@@ -51,6 +52,7 @@ pub mod keyring;
 pub mod lenient;
 pub mod namespace;
 pub mod node;
+pub mod node_meta;
 pub mod node_pool;
 pub mod placement;
 pub mod requests;

@@ -32,6 +32,8 @@ mod error;
 mod gc;
 mod heartbeat;
 mod identity;
+mod meta;
+mod meta_store;
 mod operations;
 mod runner;
 mod watcher;
@@ -47,5 +49,6 @@ pub use config::{
 };
 pub use error::{ClientError, ClientErrorKind};
 pub use identity::{NodeIdentity, build_node};
+pub use meta_store::NODE_META_FILE;
 pub use operations::alloc_resource_usage;
 pub use runner::{AllocRunnerFactory, AllocRunnerHandle, RunnerContext};
