@@ -678,7 +678,8 @@ impl AgentOperations for MemoryBackend {
             ],
             |contents, index| {
                 let Some(versions) = contents.jobs.get_mut(&key) else {
-                    return Err(ApiError::not_found("job not found"));
+                    // Nothing to deregister: Nomad's empty answer.
+                    return Ok(JobDeregisterResponse::default());
                 };
                 let mut job = versions.last().cloned().unwrap_or_default();
                 if purge {

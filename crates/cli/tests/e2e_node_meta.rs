@@ -113,7 +113,10 @@ fn applied_metadata_is_scheduled_on_and_survives_a_restart() {
             json!({"Meta": {"9lives": "x"}}),
             "\"9lives\" is invalid; metadata keys must be valid dotted hcl identifiers",
         ),
-        (json!({"Meta": {"": "x"}}), "metadata keys must not be empty"),
+        (
+            json!({"Meta": {"": "x"}}),
+            "metadata keys must not be empty",
+        ),
     ] {
         assert_eq!(
             post(&agent, "/v1/client/metadata", &body),
@@ -194,7 +197,11 @@ fn a_request_naming_a_node_reaches_it_through_any_agent() {
         server.get_json(&format!("/v1/client/metadata?node_id={node_a}"))["Meta"],
         json!({})
     );
-    let (status, body) = post(client_a, "/v1/client/metadata", &json!({"Meta": {"own": "1"}}));
+    let (status, body) = post(
+        client_a,
+        "/v1/client/metadata",
+        &json!({"Meta": {"own": "1"}}),
+    );
     assert_eq!(status, 200, "{body}");
     wait_for("node a's Meta on the server", LIMIT, || {
         (server.get_json(&format!("/v1/node/{node_a}"))["Meta"] == json!({"own": "1"}))

@@ -481,7 +481,9 @@ impl Server {
             .map_err(|error| ServerError::Internal(format!("the plan was not made: {error}")))?
     }
 
-    /// Stops a job (its allocations are stopped by the evaluation), or purges it.
+    /// Stops a job (its allocations are stopped by the evaluation), or purges it. A job that
+    /// does not exist is nothing to do: an empty answer (no evaluation, index 0), as Nomad's
+    /// `Job.Deregister` gives.
     pub async fn deregister_job(
         &self,
         namespace: &str,
@@ -489,7 +491,7 @@ impl Server {
         purge: bool,
     ) -> Result<JobDeregisterResponse, ServerError> {
         let Some(existing) = self.inner.state.job(namespace, job_id) else {
-            return Err(ServerError::NotFound("job not found".into()));
+            return Ok(JobDeregisterResponse::default());
         };
         let now = self.inner.clock.now_unix_ns();
         let job_modify_index = if purge {
