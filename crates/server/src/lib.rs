@@ -405,6 +405,14 @@ impl Server {
         check_job_namespace(&self.inner.state, &job)?;
         node_pools::check_job_node_pool(&self.inner.state.snapshot(), &job)?;
         let existing = self.inner.state.job(&job.namespace, &job.id);
+        if let Some(existing) = existing.as_deref() {
+            preserve_values(
+                &mut job,
+                existing,
+                request.preserve_counts,
+                request.preserve_resources,
+            );
+        }
         scaling::assign_policy_ids(existing.as_deref(), &mut job);
         if request.enforce_index {
             check_enforced_index(
@@ -1046,6 +1054,26 @@ pub(crate) fn check_job_namespace(state: &StateStore, job: &Job) -> Result<(), S
 
 /// Whether a re-registering node offers the scheduler something else than its stored record:
 /// drivers (detected, healthy, attributes), attributes, resources, class, meta or host volumes.
+/// Nomad's `updatePreservedValues`: with `counts`, each group the stored job has keeps its
+/// count; with `resources`, each task it has keeps its resources.
+fn preserve_values(job: &mut Job, stored: &Job, counts: bool, resources: bool) {
+    for group in &mut job.task_groups {
+        let Some(previous) = stored.lookup_task_group(&group.name) else {
+            continue;
+        };
+        if counts {
+            group.count = previous.count;
+        }
+        if resources {
+            for task in &mut group.tasks {
+                if let Some(previous) = previous.tasks.iter().find(|old| old.name == task.name) {
+                    task.resources.clone_from(&previous.resources);
+                }
+            }
+        }
+    }
+}
+
 /// Nomad's submission controller warning, sizes as go-humanize's `Bytes` writes them.
 fn oversized_submission_warning(size: usize, limit: usize) -> String {
     format!(

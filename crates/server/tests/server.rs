@@ -567,3 +567,45 @@ async fn a_submission_over_the_limit_is_dropped_with_nomads_warning() {
     assert!(state.job_submission("default", "web", 1).is_none());
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn preserve_counts_and_resources_keep_the_stored_values() {
+    let state = StateStore::in_memory().await.unwrap();
+    let server = start(state.clone());
+    let job = |count: i64, memory: i64| {
+        JobBuilder::service("web")
+            .group("g", count)
+            .task("t", "raw_exec")
+            .resources(100, memory)
+            .build()
+    };
+    server.register_job(register(job(3, 256))).await.unwrap();
+    // Without the flags, the request's values win.
+    let plain = server.register_job(register(job(1, 128))).await.unwrap();
+    assert!(plain.job_modify_index > 0);
+    let stored = state.job("default", "web").unwrap();
+    assert_eq!(stored.task_groups[0].count, 1);
+    // With them, the stored ones stay while the rest changes.
+    let mut changed = job(5, 512);
+    changed.meta.insert("release".into(), "2".into());
+    server
+        .register_job(JobRegisterRequest {
+            preserve_counts: true,
+            preserve_resources: true,
+            ..register(changed)
+        })
+        .await
+        .unwrap();
+    let stored = state.job("default", "web").unwrap();
+    assert_eq!(stored.meta["release"], "2");
+    assert_eq!(stored.task_groups[0].count, 1);
+    assert_eq!(
+        stored.task_groups[0].tasks[0]
+            .resources
+            .as_ref()
+            .unwrap()
+            .memory_mb,
+        128
+    );
+    server.shutdown().await;
+}

@@ -155,6 +155,12 @@ pub struct RunArgs {
     /// does not exist yet), as `job plan` suggests.
     #[arg(long = "check-index", value_name = "INDEX")]
     pub check_index: Option<u64>,
+    /// Keep the current group counts when updating a job.
+    #[arg(long = "preserve-counts")]
+    pub preserve_counts: bool,
+    /// Keep the current task resources when updating a job.
+    #[arg(long = "preserve-resources")]
+    pub preserve_resources: bool,
     /// The jobspec (HCL2, or JSON); `-` reads standard input.
     pub file: PathBuf,
 }
@@ -301,6 +307,8 @@ async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
             enforce_index: arguments.check_index.is_some(),
             job_modify_index: arguments.check_index.unwrap_or_default(),
             submission: Some(submission),
+            preserve_counts: arguments.preserve_counts,
+            preserve_resources: arguments.preserve_resources,
             ..drover_structs::JobRegisterRequest::default()
         })
         .await;
