@@ -234,6 +234,16 @@ fn job_submissions_are_kept_read_back_and_dropped_past_the_limit() {
     assert_eq!(kept["Source"], JOBSPEC);
     assert_eq!(kept["Version"], 3);
 
+    // An evaluation priority outside Nomad's bounds is refused before anything is stored.
+    let refused = json!({"Job": job, "EvalPriority": 101});
+    assert_eq!(
+        http("PUT", &agent.url("/v1/jobs"), Some(&refused.to_string())),
+        (
+            400,
+            "Eval priority must be between 1 and 100 inclusively".to_owned()
+        )
+    );
+
     // Kept across a restart of the agent; gone with a purge.
     agent.terminate();
     let agent = Agent::start_with(&data_dir, &[&config_flag]);

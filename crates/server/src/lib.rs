@@ -457,11 +457,15 @@ impl Server {
             });
         }
 
-        let eval = self.inner.new_eval(
+        let mut eval = self.inner.new_eval(
             &job,
             EVAL_TRIGGER_JOB_REGISTER,
             registration.job_modify_index,
         );
+        // Nomad's `EvalPriority`: the evaluation's priority instead of the job's.
+        if request.eval_priority > 0 {
+            eval.priority = request.eval_priority;
+        }
         let eval_id = eval.id.clone();
         let index = self.inner.store_and_enqueue(vec![eval]).await?;
         tracing::debug!(

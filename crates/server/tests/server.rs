@@ -609,3 +609,26 @@ async fn preserve_counts_and_resources_keep_the_stored_values() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn eval_priority_sets_the_registers_evaluation_priority() {
+    let state = StateStore::in_memory().await.unwrap();
+    let server = start(state.clone());
+    let job = JobBuilder::service("web")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .build();
+    let registered = server
+        .register_job(JobRegisterRequest {
+            eval_priority: 90,
+            ..register(job.clone())
+        })
+        .await
+        .unwrap();
+    assert_eq!(state.eval(&registered.eval_id).unwrap().priority, 90);
+    let mut changed = job;
+    changed.meta.insert("v".into(), "2".into());
+    let again = server.register_job(register(changed)).await.unwrap();
+    assert_eq!(state.eval(&again.eval_id).unwrap().priority, 50);
+    server.shutdown().await;
+}

@@ -53,6 +53,11 @@ pub(super) async fn register<B: ApiBackend>(
     {
         return Err(ApiError::bad_request("Job ID does not match name"));
     }
+    if request.eval_priority != 0 && !(1..=100).contains(&request.eval_priority) {
+        return Err(ApiError::bad_request(
+            "Eval priority must be between 1 and 100 inclusively",
+        ));
+    }
     if job.namespace.is_empty()
         && let Some(namespace) = params.non_empty("namespace")
     {
