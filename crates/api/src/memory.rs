@@ -609,6 +609,8 @@ impl AgentOperations for MemoryBackend {
         let job = request
             .job
             .ok_or_else(|| ApiError::bad_request("Job must be specified"))?;
+        // The register's warnings are the server's: what runs differently from Nomad.
+        let warnings = drover_jobspec::support::check(&job).warnings_text();
         let job = self.put_job(job);
         let (eval, index) = self.write(&[Table::Evals], |contents, index| {
             (self.new_eval(contents, &job, "job-register", index), index)
@@ -618,6 +620,7 @@ impl AgentOperations for MemoryBackend {
             eval_create_index: index,
             job_modify_index: job.job_modify_index,
             index,
+            warnings,
             ..JobRegisterResponse::default()
         })
     }

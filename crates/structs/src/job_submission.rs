@@ -179,7 +179,10 @@ mod tests {
             variables: "a = 1\n".into(),
             ..JobSubmission::default()
         };
-        assert_eq!(submission.size(), 11 + 6 + 4 + 8);
+        assert_eq!(
+            submission.size(),
+            "job \"x\" {}".len() + "a = 1\n".len() + 4 + 8
+        );
         submission.canonicalize();
         assert_eq!(
             submission.variable_flags.as_ref().unwrap()["motd"],
