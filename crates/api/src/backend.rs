@@ -240,11 +240,13 @@ pub trait AgentOperations: Send + Sync + 'static {
         &self,
         request: JobRegisterRequest,
     ) -> impl Future<Output = Result<JobRegisterResponse, ApiError>> + Send;
+    /// Stops or purges a job; a positive `eval_priority` is its evaluation's priority.
     fn deregister_job(
         &self,
         namespace: &str,
         job_id: &str,
         purge: bool,
+        eval_priority: i64,
     ) -> impl Future<Output = Result<JobDeregisterResponse, ApiError>> + Send;
     /// Plans a canonicalized, validated job without committing anything. An agent without a
     /// server has no plan to offer: 404, as for any route it does not serve.
@@ -696,8 +698,10 @@ impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<
         namespace: &str,
         job_id: &str,
         purge: bool,
+        eval_priority: i64,
     ) -> impl Future<Output = Result<JobDeregisterResponse, ApiError>> + Send {
-        self.operations.deregister_job(namespace, job_id, purge)
+        self.operations
+            .deregister_job(namespace, job_id, purge, eval_priority)
     }
 
     fn evaluate_job(

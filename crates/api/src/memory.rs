@@ -670,6 +670,7 @@ impl AgentOperations for MemoryBackend {
         namespace: &str,
         job_id: &str,
         purge: bool,
+        _eval_priority: i64,
     ) -> Result<JobDeregisterResponse, ApiError> {
         let key = (namespace.to_string(), job_id.to_string());
         self.write(

@@ -195,8 +195,28 @@ fn job_submissions_are_kept_read_back_and_dropped_past_the_limit() {
     assert_eq!(second["VariableFlags"], json!({"spaced": "a b+c%d"}));
 
     // A stop sends the job as stored: its version's submission comes along to the next.
-    let (ok, _, stderr) = run(&agent, &["job", "stop", "-detach", "greeter"], &[]);
-    assert!(ok, "{stderr}");
+    // Its evaluation takes `eval_priority`, refused above 100 or when not a number.
+    let stop_url = agent.url("/v1/job/greeter");
+    assert_eq!(
+        http("DELETE", &format!("{stop_url}?eval_priority=101"), None),
+        (
+            400,
+            "Eval priority must be between 1 and 100 inclusively".to_owned()
+        )
+    );
+    assert_eq!(
+        http("DELETE", &format!("{stop_url}?eval_priority=high"), None).0,
+        500
+    );
+    let (status, body) = http("DELETE", &format!("{stop_url}?eval_priority=80"), None);
+    assert_eq!(status, 200, "{body}");
+    let stop: Value = serde_json::from_str(&body).unwrap();
+    let eval = agent.get_json(&format!(
+        "/v1/evaluation/{}",
+        stop["EvalID"].as_str().unwrap()
+    ));
+    assert_eq!(eval["Priority"], 80);
+    assert_eq!(eval["TriggeredBy"], "job-deregister");
     let (status, body) = submission(&agent, "greeter", 2);
     assert_eq!(status, 200, "{body}");
     let stopped: Value = serde_json::from_str(&body).unwrap();

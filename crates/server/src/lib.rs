@@ -502,6 +502,19 @@ impl Server {
         job_id: &str,
         purge: bool,
     ) -> Result<JobDeregisterResponse, ServerError> {
+        self.deregister_job_with_priority(namespace, job_id, purge, 0)
+            .await
+    }
+
+    /// [`Server::deregister_job`] whose evaluation takes `eval_priority` (when positive)
+    /// instead of the job's priority (Nomad's `?eval_priority=`).
+    pub async fn deregister_job_with_priority(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        purge: bool,
+        eval_priority: i64,
+    ) -> Result<JobDeregisterResponse, ServerError> {
         let Some(existing) = self.inner.state.job(namespace, job_id) else {
             return Ok(JobDeregisterResponse::default());
         };
@@ -521,9 +534,12 @@ impl Server {
         if let Some(blocked) = self.inner.blocked.untrack(namespace, job_id) {
             self.inner.cancel_superseded(vec![blocked]).await;
         }
-        let eval = self
-            .inner
-            .new_eval(&existing, EVAL_TRIGGER_JOB_DEREGISTER, job_modify_index);
+        let mut eval =
+            self.inner
+                .new_eval(&existing, EVAL_TRIGGER_JOB_DEREGISTER, job_modify_index);
+        if eval_priority > 0 {
+            eval.priority = eval_priority;
+        }
         let eval_id = eval.id.clone();
         let index = self.inner.store_and_enqueue(vec![eval]).await?;
         Ok(JobDeregisterResponse {

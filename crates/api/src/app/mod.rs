@@ -260,7 +260,23 @@ async fn handle<B: ApiBackend>(
         }
         Route::JobDeregister { job_id } => {
             let purge = params.bool("purge", false)?;
-            let response = backend.deregister_job(&namespace, &job_id, purge).await?;
+            // Nomad's `eval_priority`: an integer, checked only when positive.
+            let eval_priority = match params.non_empty("eval_priority") {
+                None => 0,
+                Some(text) => text.parse::<i64>().map_err(|_| {
+                    ApiError::internal(format!(
+                        "Failed to parse value of \"eval_priority\" ({text}) as a int: strconv.Atoi: parsing {text:?}: invalid syntax"
+                    ))
+                })?,
+            };
+            if eval_priority > 100 {
+                return Err(ApiError::bad_request(
+                    "Eval priority must be between 1 and 100 inclusively",
+                ));
+            }
+            let response = backend
+                .deregister_job(&namespace, &job_id, purge, eval_priority)
+                .await?;
             json_response(&response, params, Meta::Write(response.index))
         }
         Route::JobAllocations { job_id } => {
