@@ -534,6 +534,15 @@ impl Server {
         if let Some(blocked) = self.inner.blocked.untrack(namespace, job_id) {
             self.inner.cancel_superseded(vec![blocked]).await;
         }
+        // A periodic or parameterized job places nothing itself: no evaluation, as Nomad.
+        if existing.is_periodic() || existing.is_parameterized() {
+            return Ok(JobDeregisterResponse {
+                eval_create_index: job_modify_index,
+                job_modify_index,
+                index: job_modify_index,
+                ..JobDeregisterResponse::default()
+            });
+        }
         let mut eval =
             self.inner
                 .new_eval(&existing, EVAL_TRIGGER_JOB_DEREGISTER, job_modify_index);

@@ -632,3 +632,29 @@ async fn eval_priority_sets_the_registers_evaluation_priority() {
     assert_eq!(state.eval(&again.eval_id).unwrap().priority, 50);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn stopping_a_parameterized_job_makes_no_evaluation() {
+    let state = StateStore::in_memory().await.unwrap();
+    let server = start(state.clone());
+    let mut job = JobBuilder::batch("template")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .build();
+    job.parameterized_job = Some(drover_structs::ParameterizedJobConfig::default());
+    server.register_job(register(job)).await.unwrap();
+    let evaluations_before = state.evals_by_job("default", "template").len();
+    let stopped = server
+        .deregister_job("default", "template", false)
+        .await
+        .unwrap();
+    assert_eq!(stopped.eval_id, "");
+    assert!(stopped.job_modify_index > 0);
+    assert_eq!(stopped.index, stopped.job_modify_index);
+    assert!(state.job("default", "template").unwrap().stop);
+    assert_eq!(
+        state.evals_by_job("default", "template").len(),
+        evaluations_before
+    );
+    server.shutdown().await;
+}
