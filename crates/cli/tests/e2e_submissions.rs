@@ -208,6 +208,17 @@ fn job_submissions_are_kept_read_back_and_dropped_past_the_limit() {
         http("DELETE", &format!("{stop_url}?eval_priority=high"), None).0,
         500
     );
+    // Skipping shutdown delays is something drover's client does not do: refused by name.
+    let (status, body) = http(
+        "DELETE",
+        &format!("{stop_url}?no_shutdown_delay=true"),
+        None,
+    );
+    assert_eq!(status, 400);
+    assert!(
+        body.starts_with("no_shutdown_delay is not supported"),
+        "{body}"
+    );
     let (status, body) = http("DELETE", &format!("{stop_url}?eval_priority=80"), None);
     assert_eq!(status, 200, "{body}");
     let stop: Value = serde_json::from_str(&body).unwrap();

@@ -128,6 +128,18 @@ fn node_write_response(
     json_response(response, params, Meta::Write(index))
 }
 
+/// `no_shutdown_delay=true` on a job or allocation stop asks the client to skip the tasks'
+/// `shutdown_delay`, which drover's client does not do: refused, naming it, rather than
+/// ignored (`false` asks for nothing and is accepted).
+fn refuse_no_shutdown_delay(params: &QueryParams) -> Result<(), ApiError> {
+    if params.bool("no_shutdown_delay", false)? {
+        return Err(ApiError::bad_request(
+            "no_shutdown_delay is not supported: drover's client always waits out a task's shutdown_delay; stop without it",
+        ));
+    }
+    Ok(())
+}
+
 /// Nomad's checks of the `JobID` in a revert or stability body against the job in the path.
 fn check_job_id_of_body(in_body: &str, in_path: &str) -> Result<(), ApiError> {
     if in_body.is_empty() {
@@ -260,6 +272,7 @@ async fn handle<B: ApiBackend>(
         }
         Route::JobDeregister { job_id } => {
             let purge = params.bool("purge", false)?;
+            refuse_no_shutdown_delay(params)?;
             // Nomad's `eval_priority`: an integer, checked only when positive.
             let eval_priority = match params.non_empty("eval_priority") {
                 None => 0,
@@ -465,6 +478,7 @@ async fn handle<B: ApiBackend>(
             json_response(&allocation, params, Meta::Read(index))
         }
         Route::AllocationStop { alloc_id } => {
+            refuse_no_shutdown_delay(params)?;
             let response = backend.stop_alloc(&alloc_id).await?;
             json_response(&response, params, Meta::Write(response.index))
         }
