@@ -572,6 +572,23 @@ async fn with_acls_one_time_tokens_exchange_once_for_their_token() {
         rejected(anonymous.create_one_time_token().await),
         (403, "Permission denied".to_owned())
     );
+    // Node metadata takes node read (and write to apply): management has it, the reader not.
+    assert!(
+        admin
+            .read_node_metadata(&ReadNodeMetadataOptions::default())
+            .await
+            .unwrap()
+            .meta
+            .is_some()
+    );
+    assert_eq!(
+        rejected(
+            reader_client
+                .read_node_metadata(&ReadNodeMetadataOptions::default())
+                .await
+        ),
+        (403, "Permission denied".to_owned())
+    );
     // The exchanged token works: it reads jobs and cannot write a policy.
     let exchanged_client = agent.client(token.secret_id.as_deref());
     assert!(
