@@ -247,6 +247,13 @@ pub fn required(
     if path == "/v1/client/gc" {
         return NodeWrite;
     }
+    if path == crate::node_meta_http::NODE_META_PATH {
+        return if method == Method::GET {
+            NodeRead
+        } else {
+            NodeWrite
+        };
+    }
     if path == "/v1/metrics" || path == "/v1/agent/health" {
         return Anyone;
     }
@@ -282,7 +289,8 @@ pub fn required(
         | Route::JobSummary { .. }
         | Route::JobDeployment { .. }
         | Route::JobDeployments { .. }
-        | Route::JobServices { .. } => namespace(capability::READ_JOB),
+        | Route::JobServices { .. }
+        | Route::JobSubmission { .. } => namespace(capability::READ_JOB),
         Route::JobDeregister { .. }
         | Route::JobRevert { .. }
         | Route::JobStable { .. }
@@ -368,6 +376,9 @@ fn acl_route_needs_management(method: &Method, path: &str) -> bool {
         "/v1/acl/tokens" => *method == Method::GET,
         "/v1/acl/token" | "/v1/acl/role" => write,
         "/v1/acl/token/self" | "/v1/acl/policy/self" => false,
+        // A one-time token is asked for with the caller's own token and exchanged with its
+        // secret alone: the handlers check.
+        "/v1/acl/token/onetime" | "/v1/acl/token/onetime/exchange" => false,
         _ => {
             if let Some(role) = path.strip_prefix("/v1/acl/role/") {
                 // `/v1/acl/role/name/<name>` is a read.

@@ -1,7 +1,9 @@
 //! Nomad's ACL endpoints on a server agent: `/v1/acl/bootstrap`, `/v1/acl/policies`,
 //! `/v1/acl/policy/<name>`, `/v1/acl/tokens`, `/v1/acl/token` (create),
-//! `/v1/acl/token/<accessor>` and `/v1/acl/token/self`, in Nomad's shapes, status codes and
-//! messages (the role routes are `acl_roles_http`'s). With ACLs off every one
+//! `/v1/acl/token/<accessor>`, `/v1/acl/token/self` and the one-time tokens
+//! (`/v1/acl/token/onetime`, `…/onetime/exchange`: a secret good for one exchange within 10
+//! minutes, Nomad's `nomad ui -authenticate`), in Nomad's shapes, status codes and messages
+//! (the role routes are `acl_roles_http`'s). With ACLs off every one
 //! answers 400 `ACL support disabled`, as Nomad.
 //!
 //! Who may call what is decided before a handler runs (`acl_enforce`); a handler only filters
@@ -29,7 +31,8 @@ use drover_server::keyring::Keyring;
 use drover_state::{StateStore, Table};
 use drover_structs::acl::{
     ACL_TOKEN_TYPE_CLIENT, ACL_TOKEN_TYPE_MANAGEMENT, ANONYMOUS_POLICY, AclBootstrapRequest,
-    AclPolicy, AclToken, AclTokenRoleLink,
+    AclPolicy, AclToken, AclTokenRoleLink, ONE_TIME_TOKEN_TTL_NS, OneTimeToken,
+    OneTimeTokenExchangeRequest,
 };
 use drover_structs::{DurationNs, Timestamp};
 
@@ -65,6 +68,14 @@ pub fn router(endpoints: AclEndpoints) -> axum::Router {
         .route(
             "/v1/acl/token/",
             axum::routing::any(|| async { ApiError::bad_request("Missing Token Accessor") }),
+        )
+        .route(
+            "/v1/acl/token/onetime",
+            axum::routing::any(upsert_one_time_token),
+        )
+        .route(
+            "/v1/acl/token/onetime/exchange",
+            axum::routing::any(exchange_one_time_token),
         )
         .route(
             "/v1/acl/token/{accessor}",
@@ -668,4 +679,98 @@ async fn specific_token(
         }
         _ => Err(ApiError::MethodNotAllowed),
     }
+}
+
+/// `PUT|POST /v1/acl/token/onetime` (Nomad's `ACL.UpsertOneTimeToken`): a one-time token for
+/// the caller's own ACL token, found by its secret ID (no capability needed; a caller without
+/// an ACL token — anonymous, a workload identity — is refused), valid for 10 minutes. A new
+/// one replaces the caller's previous one.
+async fn upsert_one_time_token(
+    method: Method,
+    headers: HeaderMap,
+    State(endpoints): State<AclEndpoints>,
+) -> Result<Response, ApiError> {
+    if !is_write(&method) {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    if !endpoints.enabled {
+        return disabled();
+    }
+    let header_str = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    let secret = request_token(header_str("X-Nomad-Token"), header_str("Authorization"));
+    let Some(token) = secret.and_then(|secret| endpoints.state.acl_token_by_secret(secret)) else {
+        return Ok(forbidden("Permission denied"));
+    };
+    let now = endpoints.clock.now_unix_ns();
+    let stored = endpoints
+        .state
+        .upsert_one_time_token(OneTimeToken {
+            one_time_secret_id: uuid::Uuid::new_v4().to_string(),
+            accessor_id: token.accessor_id.clone(),
+            expires_at: Timestamp::from_unix_nanos(now.saturating_add(ONE_TIME_TOKEN_TTL_NS)),
+            ..OneTimeToken::default()
+        })
+        .await
+        .map_err(|error| ApiError::internal(error.to_string()))?;
+    let index = stored.modify_index;
+    Ok(json(
+        &serde_json::json!({ "OneTimeToken": stored.as_ref(), "Index": index }),
+        index,
+        false,
+    ))
+}
+
+/// `PUT|POST /v1/acl/token/onetime/exchange` (Nomad's `ACL.ExchangeOneTimeToken`): the ACL
+/// token behind an unexpired one-time secret, which is used up. An unknown or expired secret,
+/// or one whose token was deleted, is 403 (an expired one is left for garbage collection).
+async fn exchange_one_time_token(
+    method: Method,
+    State(endpoints): State<AclEndpoints>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    if !is_write(&method) {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    if !endpoints.enabled {
+        return disabled();
+    }
+    let request: OneTimeTokenExchangeRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        OneTimeTokenExchangeRequest::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|error| ApiError::bad_request(format!("failed to decode request: {error}")))?
+    };
+    if request.one_time_secret_id.is_empty() {
+        return Err(ApiError::internal(
+            "one-time token lookup failed: missing secret",
+        ));
+    }
+    let tables = endpoints.state.acl();
+    let Some(one_time) = tables.one_time_token_by_secret(&request.one_time_secret_id) else {
+        return Ok(forbidden("Permission denied"));
+    };
+    let now = endpoints.clock.now_unix_ns();
+    if one_time
+        .expires_at
+        .unix_nanos()
+        .is_none_or(|expires| expires < now)
+    {
+        return Ok(forbidden("Permission denied"));
+    }
+    let Some(token) = tables.tokens.get(&one_time.accessor_id).cloned() else {
+        return Ok(forbidden("Permission denied"));
+    };
+    let index = endpoints
+        .state
+        .delete_one_time_tokens(vec![one_time.accessor_id.clone()])
+        .await
+        .map_err(|error| ApiError::internal(error.to_string()))?;
+    Ok(json(
+        &serde_json::json!({
+            "Token": token_with_current_roles(&endpoints.state.acl(), &token),
+            "Index": index,
+        }),
+        index,
+        false,
+    ))
 }

@@ -134,9 +134,10 @@ impl AgentOperations for AgentBackend {
         namespace: &str,
         job_id: &str,
         purge: bool,
+        eval_priority: i64,
     ) -> Result<JobDeregisterResponse, ApiError> {
         self.server()?
-            .deregister_job(namespace, job_id, purge)
+            .deregister_job_with_priority(namespace, job_id, purge, eval_priority)
             .await
             .map_err(server_error)
     }

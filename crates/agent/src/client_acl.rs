@@ -356,7 +356,7 @@ pub async fn enforce_on_client(
     let path = percent_encoding::percent_decode_str(request.uri().path())
         .decode_utf8_lossy()
         .into_owned();
-    let for_another_node = crate::proxy::client_gc_node(&path, request.uri().query())
+    let for_another_node = crate::proxy::node_named_in_query(&path, request.uri().query())
         .is_some_and(|node_id| node_id != enforcer.resolver.client.node_id());
     if !crate::proxy::served_by_client_agent(&path) || for_another_node {
         return next.run(request).await;

@@ -437,6 +437,9 @@ pub struct RawServer {
     /// The `iss` of workload identities and the issuer `/.well-known/openid-configuration`
     /// announces (unset: the discovery document is 404, as Nomad).
     pub oidc_issuer: Option<String>,
+    /// The largest job submission kept with a job version ("1M" by default), a byte size as
+    /// go-humanize reads it.
+    pub job_max_source_size: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -536,7 +539,8 @@ impl RawConfig {
                 batch_eval_gc_threshold,
                 deployment_gc_threshold,
                 node_gc_threshold,
-                oidc_issuer
+                oidc_issuer,
+                job_max_source_size
             ),
             (base, over) => {
                 if over.is_some() {
@@ -630,6 +634,8 @@ pub struct AgentConfig {
     pub min_heartbeat_ttl: Duration,
     /// `server { job_gc_interval, *_gc_threshold }` over Nomad's defaults.
     pub gc: drover_server::gc::GcConfig,
+    /// `server { job_max_source_size }` in bytes (1 000 000 unless set).
+    pub job_max_source_size: usize,
     pub raw_exec_enabled: bool,
     /// `plugin "exec" { config { allow_caps = [...] } }`; `None` keeps the default set.
     pub exec_allow_caps: Option<Vec<String>>,
@@ -1199,6 +1205,18 @@ impl AgentConfig {
                 None => Duration::from_secs(10),
             },
             gc: server_gc(&server)?,
+            job_max_source_size: match &server.job_max_source_size {
+                Some(text) => drover_client::artifact::config::parse_byte_size(text)
+                    .ok()
+                    .and_then(|bytes| usize::try_from(bytes).ok())
+                    .ok_or_else(|| ConfigError::Invalid {
+                        key: "server.job_max_source_size",
+                        message: format!(
+                            "failed to parse max job source bytes: {text:?} is not a size such as \"1M\" or \"512KiB\""
+                        ),
+                    })?,
+                None => drover_server::DEFAULT_JOB_MAX_SOURCE_SIZE,
+            },
             raw_exec_enabled,
             exec_allow_caps,
             docker,
@@ -1384,6 +1402,24 @@ mod tests {
         let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("zero interval");
         assert!(
             err.to_string().starts_with("telemetry.collection_interval"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn job_max_source_size_is_a_byte_size_with_nomads_default() {
+        let config = AgentConfig::from_raw(RawConfig::default(), &dev_args()).expect("valid");
+        assert_eq!(config.job_max_source_size, 1_000_000);
+        let raw: RawConfig =
+            hcl::from_str("server {\n  job_max_source_size = \"512KiB\"\n}\n").expect("parses");
+        let config = AgentConfig::from_raw(raw, &dev_args()).expect("valid");
+        assert_eq!(config.job_max_source_size, 512 * 1024);
+        let raw: RawConfig =
+            hcl::from_str("server {\n  job_max_source_size = \"lots\"\n}\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("not a size");
+        assert!(
+            err.to_string()
+                .starts_with("server.job_max_source_size: failed to parse max job source bytes"),
             "{err}"
         );
     }

@@ -23,6 +23,7 @@ pub mod logging;
 pub mod metrics;
 pub mod monitor;
 pub mod namespaces_http;
+pub mod node_meta_http;
 pub mod node_pools_http;
 pub mod proxy;
 pub mod server_link;
@@ -239,9 +240,12 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 .context("preparing the forwarding of requests to the servers")?,
         )
     };
-    // Under the forwarding layer: `/v1/client/gc?node_id=` may name another node.
+    // Under the forwarding layer: `/v1/client/gc?node_id=` and `/v1/client/metadata` may name
+    // another node.
     let app = match &client {
-        Some(client) => app.merge(gc_http::client_router(client.clone())),
+        Some(client) => app
+            .merge(gc_http::client_router(client.clone()))
+            .merge(node_meta_http::router(client.clone())),
         None => app,
     };
     let app = served_router(app, forwarding);
@@ -514,6 +518,7 @@ fn server_config(config: &AgentConfig) -> ServerConfig {
             ..HeartbeatConfig::default()
         },
         gc: config.gc.clone(),
+        job_max_source_size: config.job_max_source_size,
         ..ServerConfig::default()
     }
 }

@@ -22,7 +22,8 @@ use drover_state::{EventFilter, EventSubscription};
 use drover_structs::{
     AllocResourceUsage, AllocStopResponse, Allocation, Deployment, Evaluation, HostStats, Job,
     JobDeregisterResponse, JobPlanRequest, JobPlanResponse, JobRegisterRequest,
-    JobRegisterResponse, JobScalingEvents, JobSummary, Node, ScalingPolicy, ServiceRegistration,
+    JobRegisterResponse, JobScalingEvents, JobSubmission, JobSummary, Node, ScalingPolicy,
+    ServiceRegistration,
 };
 
 use crate::error::ApiError;
@@ -40,6 +41,7 @@ pub enum Table {
     ServiceRegistrations,
     ScalingEvents,
     ScalingPolicies,
+    JobSubmissions,
 }
 
 /// Who this agent is, for `/v1/agent/self`, `/v1/agent/members`, `/v1/status/*`, `/v1/regions`.
@@ -208,6 +210,18 @@ pub trait StateReads: Send + Sync + 'static {
         let _ = policy_id;
         Err(ApiError::NoRoute)
     }
+
+    /// The jobspec source version `version` of a job was registered from, as stored (flag
+    /// values escaped). A backend that keeps none has no submission endpoint (404).
+    fn job_submission(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        version: u64,
+    ) -> Result<Option<JobSubmission>, ApiError> {
+        let _ = (namespace, job_id, version);
+        Err(ApiError::NoRoute)
+    }
 }
 
 /// What the agent does: the server's writes (`drover_server::Server`) and the local client
@@ -226,11 +240,13 @@ pub trait AgentOperations: Send + Sync + 'static {
         &self,
         request: JobRegisterRequest,
     ) -> impl Future<Output = Result<JobRegisterResponse, ApiError>> + Send;
+    /// Stops or purges a job; a positive `eval_priority` is its evaluation's priority.
     fn deregister_job(
         &self,
         namespace: &str,
         job_id: &str,
         purge: bool,
+        eval_priority: i64,
     ) -> impl Future<Output = Result<JobDeregisterResponse, ApiError>> + Send;
     /// Plans a canonicalized, validated job without committing anything. An agent without a
     /// server has no plan to offer: 404, as for any route it does not serve.
@@ -643,6 +659,15 @@ impl<R: StateReads, O: Send + Sync + 'static> StateReads for Composed<R, O> {
     fn scaling_policy(&self, policy_id: &str) -> Result<Option<ScalingPolicy>, ApiError> {
         self.reads.scaling_policy(policy_id)
     }
+
+    fn job_submission(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        version: u64,
+    ) -> Result<Option<JobSubmission>, ApiError> {
+        self.reads.job_submission(namespace, job_id, version)
+    }
 }
 
 impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<R, O> {
@@ -673,8 +698,10 @@ impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<
         namespace: &str,
         job_id: &str,
         purge: bool,
+        eval_priority: i64,
     ) -> impl Future<Output = Result<JobDeregisterResponse, ApiError>> + Send {
-        self.operations.deregister_job(namespace, job_id, purge)
+        self.operations
+            .deregister_job(namespace, job_id, purge, eval_priority)
     }
 
     fn evaluate_job(

@@ -402,13 +402,59 @@ impl ApiClient {
     }
 
     pub async fn register_job(&self, job: &Job) -> Result<JobRegisterResponse, ClientError> {
-        let request = JobRegisterRequest {
+        self.register(&JobRegisterRequest {
             job: Some(job.clone()),
             ..JobRegisterRequest::default()
-        };
-        let body = serde_json::to_value(&request)
+        })
+        .await
+    }
+
+    /// `PUT /v1/jobs` with a whole register request (a submission, an enforced index, …).
+    pub async fn register(
+        &self,
+        request: &JobRegisterRequest,
+    ) -> Result<JobRegisterResponse, ClientError> {
+        let body = serde_json::to_value(request)
             .map_err(|error| ClientError::Decode(error.to_string()))?;
         self.put("/v1/jobs", &[], Some(body)).await
+    }
+
+    /// A node's metadata (`GET /v1/client/metadata`): the node `node_id` names, else the
+    /// agent's own.
+    pub async fn node_meta(
+        &self,
+        node_id: Option<&str>,
+    ) -> Result<drover_structs::node_meta::NodeMetaResponse, ClientError> {
+        let query: Vec<(&str, String)> = node_id
+            .filter(|node_id| !node_id.is_empty())
+            .map(|node_id| vec![("node_id", node_id.to_owned())])
+            .unwrap_or_default();
+        self.get("/v1/client/metadata", &query).await
+    }
+
+    /// Applies dynamic node metadata (`POST /v1/client/metadata`; a `None` unsets a key).
+    pub async fn apply_node_meta(
+        &self,
+        request: &drover_structs::node_meta::NodeMetaApplyRequest,
+    ) -> Result<drover_structs::node_meta::NodeMetaResponse, ClientError> {
+        let builder = self
+            .request(reqwest::Method::POST, "/v1/client/metadata", &[])
+            .json(request);
+        let response = self.send(builder).await?;
+        Self::decode(response).await
+    }
+
+    /// The jobspec source version `version` of a job was registered from.
+    pub async fn job_submission(
+        &self,
+        job_id: &str,
+        version: u64,
+    ) -> Result<drover_structs::JobSubmission, ClientError> {
+        self.get(
+            &Self::job_path(job_id, "/submission"),
+            &[("version", version.to_string())],
+        )
+        .await
     }
 
     /// Registers a job only if its stored `JobModifyIndex` is `job_modify_index` (0: only if
@@ -418,15 +464,13 @@ impl ApiClient {
         job: &Job,
         job_modify_index: u64,
     ) -> Result<JobRegisterResponse, ClientError> {
-        let request = JobRegisterRequest {
+        self.register(&JobRegisterRequest {
             job: Some(job.clone()),
             enforce_index: true,
             job_modify_index,
             ..JobRegisterRequest::default()
-        };
-        let body = serde_json::to_value(&request)
-            .map_err(|error| ClientError::Decode(error.to_string()))?;
-        self.put("/v1/jobs", &[], Some(body)).await
+        })
+        .await
     }
 
     /// What registering `job` would do (`POST /v1/job/<id>/plan`), with its diff if asked.

@@ -609,6 +609,8 @@ impl AgentOperations for MemoryBackend {
         let job = request
             .job
             .ok_or_else(|| ApiError::bad_request("Job must be specified"))?;
+        // The register's warnings are the server's: what runs differently from Nomad.
+        let warnings = drover_jobspec::support::check(&job).warnings_text();
         let job = self.put_job(job);
         let (eval, index) = self.write(&[Table::Evals], |contents, index| {
             (self.new_eval(contents, &job, "job-register", index), index)
@@ -618,6 +620,7 @@ impl AgentOperations for MemoryBackend {
             eval_create_index: index,
             job_modify_index: job.job_modify_index,
             index,
+            warnings,
             ..JobRegisterResponse::default()
         })
     }
@@ -667,6 +670,7 @@ impl AgentOperations for MemoryBackend {
         namespace: &str,
         job_id: &str,
         purge: bool,
+        _eval_priority: i64,
     ) -> Result<JobDeregisterResponse, ApiError> {
         let key = (namespace.to_string(), job_id.to_string());
         self.write(
@@ -678,7 +682,8 @@ impl AgentOperations for MemoryBackend {
             ],
             |contents, index| {
                 let Some(versions) = contents.jobs.get_mut(&key) else {
-                    return Err(ApiError::not_found("job not found"));
+                    // Nothing to deregister: Nomad's empty answer.
+                    return Ok(JobDeregisterResponse::default());
                 };
                 let mut job = versions.last().cloned().unwrap_or_default();
                 if purge {

@@ -64,6 +64,12 @@ pub enum Route {
     JobDispatch {
         job_id: String,
     },
+    /// `/v1/job/<id>/submission?version=N`: the jobspec source of a version. Any method is
+    /// routed (Nomad checks `version` before the method); `read` is whether it is a GET.
+    JobSubmission {
+        job_id: String,
+        read: bool,
+    },
     AllocationList,
     AllocationRead {
         alloc_id: String,
@@ -490,6 +496,12 @@ fn job_route(method: &Method, rest: &str) -> Result<Route, ApiError> {
                 "/revert" => (Route::JobRevert { job_id }, Allowed::Write),
                 "/stable" => (Route::JobStable { job_id }, Allowed::Write),
                 "/services" => (Route::JobServices { job_id }, Allowed::Read),
+                "/submission" => {
+                    return Ok(Route::JobSubmission {
+                        job_id,
+                        read: method == Method::GET,
+                    });
+                }
                 "/scale" if method == Method::GET => {
                     (Route::JobScaleStatus { job_id }, Allowed::Read)
                 }
@@ -585,6 +597,24 @@ mod tests {
             route(&Method::GET, "/v1/client/allocation/abc/gc"),
             Ok(Route::ClientAllocGc {
                 alloc_id: "abc".into()
+            })
+        );
+    }
+
+    #[test]
+    fn job_submissions_take_any_method_and_say_which() {
+        assert_eq!(
+            route(&Method::GET, "/v1/job/a%2Fb/submission"),
+            Ok(Route::JobSubmission {
+                job_id: job("a/b"),
+                read: true
+            })
+        );
+        assert_eq!(
+            route(&Method::DELETE, "/v1/job/web/submission"),
+            Ok(Route::JobSubmission {
+                job_id: job("web"),
+                read: false
             })
         );
     }

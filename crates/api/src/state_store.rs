@@ -7,8 +7,8 @@ use std::future::Future;
 
 use drover_state::{EventFilter, EventSubscription, StateStore};
 use drover_structs::{
-    Allocation, Deployment, Evaluation, Job, JobScalingEvents, JobSummary, Node, ScalingPolicy,
-    ServiceRegistration,
+    Allocation, Deployment, Evaluation, Job, JobScalingEvents, JobSubmission, JobSummary, Node,
+    ScalingPolicy, ServiceRegistration,
 };
 
 use crate::backend::{StateReads, Table};
@@ -29,6 +29,7 @@ fn store_tables(tables: &[Table]) -> Vec<drover_state::Table> {
             Table::Deployments => drover_state::Table::Deployments,
             Table::ScalingEvents => drover_state::Table::ScalingEvents,
             Table::ScalingPolicies => drover_state::Table::ScalingPolicies,
+            Table::JobSubmissions => drover_state::Table::JobSubmissions,
         })
         .collect()
 }
@@ -223,6 +224,16 @@ impl StateReads for StateStore {
             .snapshot()
             .scaling_policy(policy_id)
             .map(|policy| (*policy).clone()))
+    }
+
+    fn job_submission(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        version: u64,
+    ) -> Result<Option<JobSubmission>, ApiError> {
+        Ok(StateStore::job_submission(self, namespace, job_id, version)
+            .map(|submission| (*submission).clone()))
     }
 }
 

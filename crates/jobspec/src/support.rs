@@ -1067,16 +1067,22 @@ pub struct SupportReport {
 impl SupportReport {
     /// Nomad's `Warnings` text for a response (`1 warning(s):\n\n* …`), empty without warnings.
     pub fn warnings_text(&self) -> String {
-        if self.warnings.is_empty() {
-            return String::new();
-        }
-        let mut text = format!("{} warning(s):\n", self.warnings.len());
-        for warning in &self.warnings {
-            text.push_str("\n* ");
-            text.push_str(warning);
-        }
-        text
+        warnings_text(&self.warnings)
     }
+}
+
+/// Warnings as Nomad's API answers them in one `Warnings` text (`N warning(s):` and a `* `
+/// line each); empty without any.
+pub fn warnings_text(warnings: &[String]) -> String {
+    if warnings.is_empty() {
+        return String::new();
+    }
+    let mut text = format!("{} warning(s):\n", warnings.len());
+    for warning in warnings {
+        text.push_str("\n* ");
+        text.push_str(warning);
+    }
+    text
 }
 
 /// Finds every use of a feature in `job` (defaults applied or not) that drover refuses or runs

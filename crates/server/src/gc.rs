@@ -15,8 +15,12 @@
 //!
 //! The passes are pure over a snapshot; [`ServerInner::apply_gc`] applies one.
 //!
-//! Not here: the client's collection of allocation directories (`drover_client`), and CSI,
-//! token and key GC (drover has no CSI volumes, one-time tokens or expiring ACL tokens).
+//! Expired one-time tokens go too, in a forced GC and every 10 minutes, as Nomad's
+//! `OneTimeTokenGC` core job.
+//!
+//! Not here: the client's collection of allocation directories (`drover_client`), CSI and key
+//! GC (drover has no CSI volumes), and the removal of expired ACL tokens (Nomad's
+//! `expiredACLTokenGC`; an expired token is refused, but kept).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -45,6 +49,8 @@ pub struct GcConfig {
     pub deployment_gc_threshold: Duration,
     pub node_gc_interval: Duration,
     pub node_gc_threshold: Duration,
+    /// How often expired one-time tokens are removed (Nomad's fixed 10 minutes).
+    pub one_time_token_gc_interval: Duration,
 }
 
 impl Default for GcConfig {
@@ -61,6 +67,7 @@ impl Default for GcConfig {
             deployment_gc_threshold: Duration::from_secs(HOUR),
             node_gc_interval: Duration::from_secs(5 * MINUTE),
             node_gc_threshold: Duration::from_secs(24 * HOUR),
+            one_time_token_gc_interval: Duration::from_secs(10 * MINUTE),
         }
     }
 }
@@ -79,6 +86,8 @@ pub struct GcPlan {
     pub allocs: Vec<String>,
     pub deployments: Vec<String>,
     pub nodes: Vec<String>,
+    /// Secret IDs of expired one-time tokens.
+    pub one_time_tokens: Vec<String>,
 }
 
 impl GcPlan {
@@ -88,6 +97,7 @@ impl GcPlan {
             && self.allocs.is_empty()
             && self.deployments.is_empty()
             && self.nodes.is_empty()
+            && self.one_time_tokens.is_empty()
     }
 }
 
@@ -301,6 +311,23 @@ fn plan_nodes(snapshot: &StateSnapshot, cutoff: i64, into: &mut GcPlan) {
     );
 }
 
+/// One-time tokens whose `ExpiresAt` is before `now` (Nomad's `ExpireOneTimeTokens`).
+fn plan_one_time_tokens(snapshot: &StateSnapshot, now_unix_nanos: i64, into: &mut GcPlan) {
+    into.one_time_tokens.extend(
+        snapshot
+            .acl()
+            .one_time_tokens
+            .values()
+            .filter(|token| {
+                token
+                    .expires_at
+                    .unix_nanos()
+                    .is_none_or(|expires| expires < now_unix_nanos)
+            })
+            .map(|token| token.one_time_secret_id.clone()),
+    );
+}
+
 /// Sorts and de-duplicates the IDs a plan collected from several passes.
 fn settle(mut gc: GcPlan) -> GcPlan {
     for ids in [
@@ -329,6 +356,7 @@ pub fn plan(snapshot: &StateSnapshot, now_unix_nanos: i64) -> GcPlan {
     );
     plan_deployments(snapshot, now_unix_nanos, &mut gc);
     plan_nodes(snapshot, now_unix_nanos, &mut gc);
+    plan_one_time_tokens(snapshot, now_unix_nanos, &mut gc);
     settle(gc)
 }
 
@@ -339,6 +367,8 @@ pub enum Pass {
     Evals,
     Deployments,
     Nodes,
+    /// Expired one-time tokens (every 10 minutes, Nomad's `OneTimeTokenGCInterval`).
+    OneTimeTokens,
 }
 
 /// One periodic pass over `snapshot` with `config`'s thresholds at `now`.
@@ -373,6 +403,7 @@ pub fn plan_pass(
             cutoff(now_unix_nanos, config.node_gc_threshold),
             &mut gc,
         ),
+        Pass::OneTimeTokens => plan_one_time_tokens(snapshot, now_unix_nanos, &mut gc),
     }
     settle(gc)
 }
@@ -405,6 +436,11 @@ impl ServerInner {
                 self.heartbeats.clear(node_id);
             }
         }
+        if !gc.one_time_tokens.is_empty() {
+            self.state
+                .delete_one_time_tokens_by_secret(gc.one_time_tokens.clone())
+                .await?;
+        }
         Ok(())
     }
 }
@@ -423,6 +459,7 @@ pub(crate) async fn run(inner: Arc<ServerInner>, term: CancellationToken) {
     let mut evals = ticker(config.eval_gc_interval);
     let mut deployments = ticker(config.deployment_gc_interval);
     let mut nodes = ticker(config.node_gc_interval);
+    let mut one_time_tokens = ticker(config.one_time_token_gc_interval);
     loop {
         let pass = tokio::select! {
             () = term.cancelled() => return,
@@ -430,6 +467,7 @@ pub(crate) async fn run(inner: Arc<ServerInner>, term: CancellationToken) {
             _ = evals.tick() => Pass::Evals,
             _ = deployments.tick() => Pass::Deployments,
             _ = nodes.tick() => Pass::Nodes,
+            _ = one_time_tokens.tick() => Pass::OneTimeTokens,
         };
         let now = inner.clock.now_unix_ns();
         let gc = plan_pass(&inner.state.snapshot(), pass, &config, now);

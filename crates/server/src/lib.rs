@@ -101,7 +101,14 @@ pub struct ServerConfig {
     pub scoring: ScoringAlgorithm,
     /// The leader's periodic garbage collection.
     pub gc: gc::GcConfig,
+    /// The largest job submission (source, variables and flags, in bytes) kept with a job
+    /// version (Nomad's `job_max_source_size`, 1 MB by default); a larger one is dropped with
+    /// a warning and the job is registered without it.
+    pub job_max_source_size: usize,
 }
+
+/// Nomad's default `job_max_source_size`, "1M" as go-humanize reads it.
+pub const DEFAULT_JOB_MAX_SOURCE_SIZE: usize = 1_000_000;
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -112,6 +119,7 @@ impl Default for ServerConfig {
             heartbeat: HeartbeatConfig::default(),
             scoring: ScoringAlgorithm::Binpack,
             gc: gc::GcConfig::default(),
+            job_max_source_size: DEFAULT_JOB_MAX_SOURCE_SIZE,
         }
     }
 }
@@ -398,6 +406,14 @@ impl Server {
         check_job_namespace(&self.inner.state, &job)?;
         node_pools::check_job_node_pool(&self.inner.state.snapshot(), &job)?;
         let existing = self.inner.state.job(&job.namespace, &job.id);
+        if let Some(existing) = existing.as_deref() {
+            preserve_values(
+                &mut job,
+                existing,
+                request.preserve_counts,
+                request.preserve_resources,
+            );
+        }
         scaling::assign_policy_ids(existing.as_deref(), &mut job);
         if request.enforce_index {
             check_enforced_index(
@@ -407,8 +423,26 @@ impl Server {
         }
         // A register clears a previous stop.
         job.stop = false;
+        // The warnings Nomad's register answers: what runs differently from Nomad, and a
+        // submission too large to keep.
+        let mut warnings = drover_jobspec::support::check(&job).warnings;
+        let submission = match request.submission {
+            Some(submission) if submission.size() > self.inner.config.job_max_source_size => {
+                warnings.push(oversized_submission_warning(
+                    submission.size(),
+                    self.inner.config.job_max_source_size,
+                ));
+                None
+            }
+            other => other,
+        };
+        let warnings = drover_jobspec::support::warnings_text(&warnings);
         let now = self.inner.clock.now_unix_ns();
-        let registration = self.inner.state.upsert_job(job, now).await?;
+        let registration = self
+            .inner
+            .state
+            .upsert_job_with_submission(job, submission, now)
+            .await?;
         let job = registration.job;
 
         // Periodic and parameterized jobs are templates: they are launched by the periodic
@@ -419,15 +453,20 @@ impl Server {
             return Ok(JobRegisterResponse {
                 job_modify_index: registration.job_modify_index,
                 index,
+                warnings,
                 ..JobRegisterResponse::default()
             });
         }
 
-        let eval = self.inner.new_eval(
+        let mut eval = self.inner.new_eval(
             &job,
             EVAL_TRIGGER_JOB_REGISTER,
             registration.job_modify_index,
         );
+        // Nomad's `EvalPriority`: the evaluation's priority instead of the job's.
+        if request.eval_priority > 0 {
+            eval.priority = request.eval_priority;
+        }
         let eval_id = eval.id.clone();
         let index = self.inner.store_and_enqueue(vec![eval]).await?;
         tracing::debug!(
@@ -441,6 +480,7 @@ impl Server {
             eval_create_index: index,
             job_modify_index: registration.job_modify_index,
             index,
+            warnings,
             ..JobRegisterResponse::default()
         })
     }
@@ -454,15 +494,30 @@ impl Server {
             .map_err(|error| ServerError::Internal(format!("the plan was not made: {error}")))?
     }
 
-    /// Stops a job (its allocations are stopped by the evaluation), or purges it.
+    /// Stops a job (its allocations are stopped by the evaluation), or purges it. A job that
+    /// does not exist is nothing to do: an empty answer (no evaluation, index 0), as Nomad's
+    /// `Job.Deregister` gives.
     pub async fn deregister_job(
         &self,
         namespace: &str,
         job_id: &str,
         purge: bool,
     ) -> Result<JobDeregisterResponse, ServerError> {
+        self.deregister_job_with_priority(namespace, job_id, purge, 0)
+            .await
+    }
+
+    /// [`Server::deregister_job`] whose evaluation takes `eval_priority` (when positive)
+    /// instead of the job's priority (Nomad's `?eval_priority=`).
+    pub async fn deregister_job_with_priority(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        purge: bool,
+        eval_priority: i64,
+    ) -> Result<JobDeregisterResponse, ServerError> {
         let Some(existing) = self.inner.state.job(namespace, job_id) else {
-            return Err(ServerError::NotFound("job not found".into()));
+            return Ok(JobDeregisterResponse::default());
         };
         let now = self.inner.clock.now_unix_ns();
         let job_modify_index = if purge {
@@ -480,9 +535,21 @@ impl Server {
         if let Some(blocked) = self.inner.blocked.untrack(namespace, job_id) {
             self.inner.cancel_superseded(vec![blocked]).await;
         }
-        let eval = self
-            .inner
-            .new_eval(&existing, EVAL_TRIGGER_JOB_DEREGISTER, job_modify_index);
+        // A periodic or parameterized job places nothing itself: no evaluation, as Nomad.
+        if existing.is_periodic() || existing.is_parameterized() {
+            return Ok(JobDeregisterResponse {
+                eval_create_index: job_modify_index,
+                job_modify_index,
+                index: job_modify_index,
+                ..JobDeregisterResponse::default()
+            });
+        }
+        let mut eval =
+            self.inner
+                .new_eval(&existing, EVAL_TRIGGER_JOB_DEREGISTER, job_modify_index);
+        if eval_priority > 0 {
+            eval.priority = eval_priority;
+        }
         let eval_id = eval.id.clone();
         let index = self.inner.store_and_enqueue(vec![eval]).await?;
         Ok(JobDeregisterResponse {
@@ -1050,6 +1117,53 @@ pub(crate) fn check_job_namespace(state: &StateStore, job: &Job) -> Result<(), S
 
 /// Whether a re-registering node offers the scheduler something else than its stored record:
 /// drivers (detected, healthy, attributes), attributes, resources, class, meta or host volumes.
+/// Nomad's `updatePreservedValues`: with `counts`, each group the stored job has keeps its
+/// count; with `resources`, each task it has keeps its resources.
+fn preserve_values(job: &mut Job, stored: &Job, counts: bool, resources: bool) {
+    for group in &mut job.task_groups {
+        let Some(previous) = stored.lookup_task_group(&group.name) else {
+            continue;
+        };
+        if counts {
+            group.count = previous.count;
+        }
+        if resources {
+            for task in &mut group.tasks {
+                if let Some(previous) = previous.tasks.iter().find(|old| old.name == task.name) {
+                    task.resources.clone_from(&previous.resources);
+                }
+            }
+        }
+    }
+}
+
+/// Nomad's submission controller warning, sizes as go-humanize's `Bytes` writes them.
+fn oversized_submission_warning(size: usize, limit: usize) -> String {
+    format!(
+        "job source size of {} exceeds maximum of {} and will be discarded",
+        humanize_bytes(size as u64),
+        humanize_bytes(limit as u64)
+    )
+}
+
+/// go-humanize's `Bytes`: SI units (powers of 1000), one decimal below 10, none from 10 on
+/// (`1.0 MB`, `12 kB`, `7 B`).
+pub fn humanize_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 7] = ["B", "kB", "MB", "GB", "TB", "PB", "EB"];
+    if bytes < 10 {
+        return format!("{bytes} B");
+    }
+    let value = bytes as f64;
+    let exponent = (value.ln() / 1000_f64.ln()).floor().clamp(0.0, 6.0);
+    let scaled = (value / 1000_f64.powf(exponent) * 10.0 + 0.5).floor() / 10.0;
+    let unit = UNITS[exponent as usize];
+    if scaled < 10.0 {
+        format!("{scaled:.1} {unit}")
+    } else {
+        format!("{scaled:.0} {unit}")
+    }
+}
+
 fn offers_differ(stored: &Node, registering: &Node) -> bool {
     let drivers = |node: &Node| {
         node.drivers

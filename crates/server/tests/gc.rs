@@ -353,3 +353,81 @@ async fn a_stopped_job_ages_from_its_stop_not_from_its_first_registration() {
     );
     server.shutdown().await;
 }
+
+fn one_time_token(
+    accessor: &str,
+    secret: &str,
+    expires_unix: i64,
+) -> drover_structs::acl::OneTimeToken {
+    drover_structs::acl::OneTimeToken {
+        one_time_secret_id: secret.into(),
+        accessor_id: accessor.into(),
+        expires_at: drover_structs::Timestamp::from_unix_nanos(expires_unix * NS),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn expired_one_time_tokens_go_every_ten_minutes_and_in_a_forced_gc() {
+    let state = StateStore::in_memory().await.expect("store");
+    // One expires 5 minutes in, one 25 minutes in.
+    state
+        .upsert_one_time_token(one_time_token("a1", "s1", T0 + 5 * 60))
+        .await
+        .unwrap();
+    state
+        .upsert_one_time_token(one_time_token("a2", "s2", T0 + 25 * 60))
+        .await
+        .unwrap();
+    let server = start(state.clone(), clock());
+    let stored = |secret: &str| state.acl().one_time_token_by_secret(secret).is_some();
+
+    // The first pass, 10 minutes in, takes the one that expired.
+    advance((0, 9)).await;
+    assert!(stored("s1") && stored("s2"));
+    advance((0, 2)).await;
+    assert!(!stored("s1"));
+    assert!(stored("s2"));
+    // Forced, at 20 minutes: the other is not expired yet; at 26 minutes it is.
+    advance((0, 9)).await;
+    assert!(
+        server
+            .garbage_collect()
+            .await
+            .unwrap()
+            .one_time_tokens
+            .is_empty()
+    );
+    assert!(stored("s2"));
+    tokio::time::sleep(Duration::from_secs(6 * 60)).await;
+    let forced = server.garbage_collect().await.unwrap();
+    assert_eq!(forced.one_time_tokens, vec!["s2".to_owned()]);
+    assert!(!stored("s2"));
+
+    // A new token for the same accessor replaces the old, and its secret is what a plan made
+    // before names; the newer one is kept.
+    state
+        .upsert_one_time_token(one_time_token("a1", "s3", T0))
+        .await
+        .unwrap();
+    let plan = plan_pass(
+        &state.snapshot(),
+        Pass::OneTimeTokens,
+        &GcConfig::default(),
+        (T0 + 3600) * NS,
+    );
+    assert_eq!(plan.one_time_tokens, vec!["s3".to_owned()]);
+    state
+        .upsert_one_time_token(one_time_token("a1", "s4", T0 + 7200))
+        .await
+        .unwrap();
+    assert_eq!(
+        state
+            .delete_one_time_tokens_by_secret(plan.one_time_tokens)
+            .await
+            .unwrap(),
+        0
+    );
+    assert!(stored("s4"));
+    server.shutdown().await;
+}

@@ -205,11 +205,13 @@ async fn deregister_stops_and_purge_removes() {
         .await
         .expect("purged");
     assert!(server.state().job("default", "web").is_none());
-    let missing = server.deregister_job("default", "web", true).await;
-    assert!(matches!(
-        missing,
-        Err(drover_server::ServerError::NotFound(_))
-    ));
+    // A job that is not there is nothing to do: an empty answer, as Nomad's.
+    let missing = server
+        .deregister_job("default", "web", true)
+        .await
+        .expect("nothing to do");
+    assert_eq!(missing.eval_id, "");
+    assert_eq!(missing.index, 0);
     server.shutdown().await;
 }
 
@@ -588,5 +590,168 @@ async fn a_system_job_rolls_one_node_per_stagger() {
         );
     }
     assert_eq!(running_allocs(&server, "logs"), 3);
+    server.shutdown().await;
+}
+
+#[test]
+fn sizes_are_written_as_go_humanize_writes_them() {
+    use drover_server::humanize_bytes;
+    assert_eq!(humanize_bytes(0), "0 B");
+    assert_eq!(humanize_bytes(9), "9 B");
+    assert_eq!(humanize_bytes(10), "10 B");
+    assert_eq!(humanize_bytes(999), "999 B");
+    assert_eq!(humanize_bytes(1_000), "1.0 kB");
+    assert_eq!(humanize_bytes(2_883), "2.9 kB");
+    assert_eq!(humanize_bytes(12_345), "12 kB");
+    assert_eq!(humanize_bytes(1_000_000), "1.0 MB");
+    assert_eq!(humanize_bytes(1_048_576), "1.0 MB");
+    assert_eq!(humanize_bytes(82_854_982), "83 MB");
+}
+
+#[tokio::test]
+async fn a_submission_over_the_limit_is_dropped_with_nomads_warning() {
+    let state = StateStore::in_memory().await.unwrap();
+    let server = Server::start(
+        ServerConfig {
+            job_max_source_size: 100,
+            ..ServerConfig::default()
+        },
+        state.clone(),
+        Arc::new(SystemClock),
+    );
+    let submission = |source: String| drover_structs::JobSubmission {
+        source,
+        format: "hcl2".to_owned(),
+        variable_flags: Some([("k".to_owned(), "vv".to_owned())].into()),
+        ..drover_structs::JobSubmission::default()
+    };
+    let job = |count: i64| {
+        let mut job = JobBuilder::service("web")
+            .group("g", count)
+            .task("t", "raw_exec")
+            .build();
+        // A version above the stored one: nothing to carry over from an earlier version.
+        job.version = 7;
+        job
+    };
+    let small = server
+        .register_job(JobRegisterRequest {
+            submission: Some(submission("s".repeat(97))),
+            ..register(job(1))
+        })
+        .await
+        .unwrap();
+    assert_eq!(small.warnings, "");
+    assert_eq!(
+        state
+            .job_submission("default", "web", 0)
+            .unwrap()
+            .source
+            .len(),
+        97
+    );
+    let large = server
+        .register_job(JobRegisterRequest {
+            submission: Some(submission("s".repeat(98))),
+            ..register(job(2))
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        large.warnings,
+        "1 warning(s):\n\n* job source size of 101 B exceeds maximum of 100 B and will be discarded"
+    );
+    assert!(state.job_submission("default", "web", 1).is_none());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn preserve_counts_and_resources_keep_the_stored_values() {
+    let state = StateStore::in_memory().await.unwrap();
+    let server = start(state.clone());
+    let job = |count: i64, memory: i64| {
+        JobBuilder::service("web")
+            .group("g", count)
+            .task("t", "raw_exec")
+            .resources(100, memory)
+            .build()
+    };
+    server.register_job(register(job(3, 256))).await.unwrap();
+    // Without the flags, the request's values win.
+    let plain = server.register_job(register(job(1, 128))).await.unwrap();
+    assert!(plain.job_modify_index > 0);
+    let stored = state.job("default", "web").unwrap();
+    assert_eq!(stored.task_groups[0].count, 1);
+    // With them, the stored ones stay while the rest changes.
+    let mut changed = job(5, 512);
+    changed.meta.insert("release".into(), "2".into());
+    server
+        .register_job(JobRegisterRequest {
+            preserve_counts: true,
+            preserve_resources: true,
+            ..register(changed)
+        })
+        .await
+        .unwrap();
+    let stored = state.job("default", "web").unwrap();
+    assert_eq!(stored.meta["release"], "2");
+    assert_eq!(stored.task_groups[0].count, 1);
+    assert_eq!(
+        stored.task_groups[0].tasks[0]
+            .resources
+            .as_ref()
+            .unwrap()
+            .memory_mb,
+        128
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn eval_priority_sets_the_registers_evaluation_priority() {
+    let state = StateStore::in_memory().await.unwrap();
+    let server = start(state.clone());
+    let job = JobBuilder::service("web")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .build();
+    let registered = server
+        .register_job(JobRegisterRequest {
+            eval_priority: 90,
+            ..register(job.clone())
+        })
+        .await
+        .unwrap();
+    assert_eq!(state.eval(&registered.eval_id).unwrap().priority, 90);
+    let mut changed = job;
+    changed.meta.insert("v".into(), "2".into());
+    let again = server.register_job(register(changed)).await.unwrap();
+    assert_eq!(state.eval(&again.eval_id).unwrap().priority, 50);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn stopping_a_parameterized_job_makes_no_evaluation() {
+    let state = StateStore::in_memory().await.unwrap();
+    let server = start(state.clone());
+    let mut job = JobBuilder::batch("template")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .build();
+    job.parameterized_job = Some(drover_structs::ParameterizedJobConfig::default());
+    server.register_job(register(job)).await.unwrap();
+    let evaluations_before = state.evals_by_job("default", "template").len();
+    let stopped = server
+        .deregister_job("default", "template", false)
+        .await
+        .unwrap();
+    assert_eq!(stopped.eval_id, "");
+    assert!(stopped.job_modify_index > 0);
+    assert_eq!(stopped.index, stopped.job_modify_index);
+    assert!(state.job("default", "template").unwrap().stop);
+    assert_eq!(
+        state.evals_by_job("default", "template").len(),
+        evaluations_before
+    );
     server.shutdown().await;
 }

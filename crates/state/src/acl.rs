@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use drover_structs::acl::{AclPolicy, AclRole, AclToken};
+use drover_structs::acl::{AclPolicy, AclRole, AclToken, OneTimeToken};
 
 use crate::acl_tables::{AclRecord, AclTables};
 use crate::engine::{Table, WriteContext};
@@ -27,6 +27,10 @@ fn role_key(id: &str) -> Vec<u8> {
 
 fn token_key(accessor_id: &str) -> Vec<u8> {
     format!("token/{accessor_id}").into_bytes()
+}
+
+fn one_time_token_key(accessor_id: &str) -> Vec<u8> {
+    format!("onetime/{accessor_id}").into_bytes()
 }
 
 /// Why a bootstrap was refused.
@@ -230,6 +234,81 @@ impl StateStore {
                 context.put(Table::Acl, BOOTSTRAP_KEY, &AclRecord::Bootstrap { index })?;
                 acl.bootstrap_index = index;
                 Ok(Ok(stored))
+            })
+            .await
+    }
+
+    /// Stores a one-time token (Nomad's `UpsertOneTimeToken`): it replaces any other of the
+    /// same accessor, and takes this write's index as its create and modify index.
+    pub async fn upsert_one_time_token(
+        &self,
+        mut token: OneTimeToken,
+    ) -> Result<Arc<OneTimeToken>, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                let index = context.index();
+                token.create_index = index;
+                token.modify_index = index;
+                context.put(
+                    Table::Acl,
+                    &one_time_token_key(&token.accessor_id),
+                    &AclRecord::OneTimeToken(token.clone()),
+                )?;
+                let stored = Arc::new(token);
+                Arc::make_mut(&mut tables.acl).insert_one_time_token(Arc::clone(&stored));
+                Ok(stored)
+            })
+            .await
+    }
+
+    /// Removes the one-time tokens of these accessors (Nomad's `DeleteOneTimeTokens`, what
+    /// an exchange does). Answers the write's index, or the latest when none was there.
+    pub async fn delete_one_time_tokens(
+        &self,
+        accessor_ids: Vec<String>,
+    ) -> Result<u64, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                let present: Vec<String> = accessor_ids
+                    .into_iter()
+                    .filter(|id| tables.acl.one_time_tokens.contains_key(id))
+                    .collect();
+                if present.is_empty() {
+                    return Ok(context.latest_committed_index());
+                }
+                let acl = Arc::make_mut(&mut tables.acl);
+                for accessor_id in present {
+                    context.delete(Table::Acl, &one_time_token_key(&accessor_id));
+                    acl.remove_one_time_token(&accessor_id);
+                }
+                Ok(context.index())
+            })
+            .await
+    }
+
+    /// Removes the one-time tokens with these secrets, those still stored (Nomad's
+    /// `ExpireOneTimeTokens` deletes by secret, so a token asked for since is kept). Answers
+    /// how many went.
+    pub async fn delete_one_time_tokens_by_secret(
+        &self,
+        secrets: Vec<String>,
+    ) -> Result<usize, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                let accessors: Vec<String> = secrets
+                    .iter()
+                    .filter_map(|secret| tables.acl.one_time_tokens_by_secret.get(secret))
+                    .cloned()
+                    .collect();
+                if accessors.is_empty() {
+                    return Ok(0);
+                }
+                let acl = Arc::make_mut(&mut tables.acl);
+                for accessor_id in &accessors {
+                    context.delete(Table::Acl, &one_time_token_key(accessor_id));
+                    acl.remove_one_time_token(accessor_id);
+                }
+                Ok(accessors.len())
             })
             .await
     }

@@ -1,5 +1,5 @@
 //! The in-memory ACL tables ([`AclTables`]: policies, roles with their name index, tokens with
-//! their secret ID index, the bootstrap index) and the records [`Table::Acl`](crate::engine::Table::Acl) persists them as
+//! their secret ID index, the bootstrap index, one-time tokens with their secret index) and the records [`Table::Acl`](crate::engine::Table::Acl) persists them as
 //! ([`AclRecord`]), below the store: the tables and the store's load read them.
 //!
 //! Not here: the writes (the store's ACL API in [`acl`](crate::acl)), what rules mean.
@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use drover_structs::acl::{AclPolicy, AclRole, AclToken};
+use drover_structs::acl::{AclPolicy, AclRole, AclToken, OneTimeToken};
 use serde::{Deserialize, Serialize};
 
 /// The in-memory ACL tables.
@@ -23,6 +23,11 @@ pub struct AclTables {
     pub tokens_by_secret: BTreeMap<String, String>,
     /// The index of the bootstrap write; 0 before it.
     pub bootstrap_index: u64,
+    /// One-time tokens by the accessor ID of the token that asked for them (one each, as
+    /// Nomad's table is keyed).
+    pub one_time_tokens: BTreeMap<String, Arc<OneTimeToken>>,
+    /// One-time secret ID → accessor ID.
+    pub one_time_tokens_by_secret: BTreeMap<String, String>,
 }
 
 /// One persisted record of [`Table::Acl`](crate::engine::Table::Acl), with its key prefix.
@@ -32,6 +37,7 @@ pub enum AclRecord {
     Token(AclToken),
     Role(AclRole),
     Bootstrap { index: u64 },
+    OneTimeToken(OneTimeToken),
 }
 
 impl AclTables {
@@ -43,7 +49,36 @@ impl AclTables {
             AclRecord::Token(token) => self.insert_token(Arc::new(token)),
             AclRecord::Role(role) => self.insert_role(Arc::new(role)),
             AclRecord::Bootstrap { index } => self.bootstrap_index = index,
+            AclRecord::OneTimeToken(token) => self.insert_one_time_token(Arc::new(token)),
         }
+    }
+
+    pub(crate) fn insert_one_time_token(&mut self, token: Arc<OneTimeToken>) {
+        if let Some(previous) = self.one_time_tokens.get(&token.accessor_id) {
+            self.one_time_tokens_by_secret
+                .remove(&previous.one_time_secret_id);
+        }
+        self.one_time_tokens_by_secret
+            .insert(token.one_time_secret_id.clone(), token.accessor_id.clone());
+        self.one_time_tokens
+            .insert(token.accessor_id.clone(), token);
+    }
+
+    pub(crate) fn remove_one_time_token(&mut self, accessor_id: &str) -> bool {
+        match self.one_time_tokens.remove(accessor_id) {
+            Some(token) => {
+                self.one_time_tokens_by_secret
+                    .remove(&token.one_time_secret_id);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The one-time token whose secret is `secret_id`.
+    pub fn one_time_token_by_secret(&self, secret_id: &str) -> Option<&Arc<OneTimeToken>> {
+        self.one_time_tokens
+            .get(self.one_time_tokens_by_secret.get(secret_id)?)
     }
 
     pub(crate) fn insert_token(&mut self, token: Arc<AclToken>) {

@@ -410,7 +410,8 @@ impl StateStore {
                 }
                 let mut evals = change.evals;
                 if let Some(job) = change.job {
-                    let registration = crate::store::write_job(tables, context, job, now_unix_ns)?;
+                    let registration =
+                        crate::store::write_job(tables, context, job, None, now_unix_ns)?;
                     for eval in &mut evals {
                         if eval.job_id == registration.job.id {
                             eval.job_modify_index = registration.job_modify_index;

@@ -80,9 +80,12 @@ pub enum Table {
     ScalingEvents,
     /// The scaling policies of the jobs' groups, by ID (`crate::scaling`).
     ScalingPolicies,
+    /// The jobspec each job version was registered from, by namespace, job ID and version
+    /// (`crate::job_submissions`).
+    JobSubmissions,
 }
 
-const TABLE_COUNT: usize = 17;
+const TABLE_COUNT: usize = 18;
 
 impl Table {
     /// Every table.
@@ -104,6 +107,7 @@ impl Table {
         Table::NodePools,
         Table::ScalingEvents,
         Table::ScalingPolicies,
+        Table::JobSubmissions,
     ];
 
     /// The table's name, as used in keys and errors.
@@ -126,6 +130,7 @@ impl Table {
             Table::NodePools => "node_pools",
             Table::ScalingEvents => "scaling_event",
             Table::ScalingPolicies => "scaling_policy",
+            Table::JobSubmissions => "job_submission",
         }
     }
 
@@ -148,6 +153,7 @@ impl Table {
             Table::NodePools => 14,
             Table::ScalingEvents => 15,
             Table::ScalingPolicies => 16,
+            Table::JobSubmissions => 17,
         }
     }
 

@@ -32,6 +32,7 @@ pub mod engine;
 pub mod error;
 pub mod events;
 pub mod gc;
+pub mod job_submissions;
 pub mod keyring;
 pub mod kv;
 pub mod namespaces;

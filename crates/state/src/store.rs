@@ -367,6 +367,7 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
     }
     crate::node_pools_table::load_node_pools(kv, &mut tables).await?;
     crate::scaling_table::load_scaling(kv, &mut tables).await?;
+    crate::job_submissions::load_job_submissions(kv, &mut tables).await?;
     for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {
         tables.index_service(&service);
         Arc::make_mut(&mut tables.services).insert(
@@ -672,10 +673,14 @@ fn remove_unused_alloc_jobs(tables: &mut StateTables, context: &mut WriteContext
 }
 
 /// Stores a job registration (see [`StateStore::upsert_job`]).
+///
+/// `submission` is the jobspec source the registration carried, if any (see
+/// [`crate::job_submissions`] for which one a new version keeps).
 pub(crate) fn write_job(
     tables: &mut StateTables,
     context: &mut WriteContext,
     mut job: Job,
+    submission: Option<drover_structs::JobSubmission>,
     now_unix_ns: i64,
 ) -> Result<JobRegistration, StateError> {
     let key: JobKey = (job.namespace.clone(), job.id.clone());
@@ -690,6 +695,13 @@ pub(crate) fn write_job(
             job_modify_index: existing.job_modify_index,
         });
     }
+    let submission = crate::job_submissions::submission_for_new_version(
+        tables,
+        &key,
+        submission,
+        job.version,
+        existing.as_ref().map(|existing| existing.version),
+    );
     let index = context.index();
     match &existing {
         Some(existing) => {
@@ -713,6 +725,15 @@ pub(crate) fn write_job(
     .to_owned();
     job.status_description.clear();
     crate::scaling_table::write_job_scaling_policies(tables, context, &mut job)?;
+    if let Some(submission) = submission {
+        crate::job_submissions::write_job_submission(
+            tables,
+            context,
+            &key,
+            job.version,
+            submission,
+        )?;
+    }
 
     let record_key = job_record_key(&key.0, &key.1);
     context.put(Table::Jobs, &record_key, &job)?;
@@ -854,6 +875,7 @@ fn remove_job(
         .collect();
     remove_services(tables, context, services)?;
     crate::scaling_table::remove_job_scaling(tables, context, key);
+    crate::job_submissions::remove_job_submissions(tables, context, key);
     count_in_parent(tables, context, &job, Some(job.status.as_str()), None)?;
     context.emit(job_event(EventType::JobDeregistered, &job)?);
     Arc::make_mut(&mut tables.jobs).remove(key);
@@ -1002,8 +1024,21 @@ impl StateStore {
         job: Job,
         now_unix_ns: i64,
     ) -> Result<JobRegistration, StateError> {
+        self.upsert_job_with_submission(job, None, now_unix_ns)
+            .await
+    }
+
+    /// Registers or updates a job as [`StateStore::upsert_job`] does, keeping `submission`
+    /// (the jobspec source the registration carried) for the new version when the spec
+    /// changed (see [`crate::job_submissions`]).
+    pub async fn upsert_job_with_submission(
+        &self,
+        job: Job,
+        submission: Option<drover_structs::JobSubmission>,
+        now_unix_ns: i64,
+    ) -> Result<JobRegistration, StateError> {
         let (registration, _) = self
-            .upsert_job_with_evals(job, Vec::new(), now_unix_ns)
+            .write_job_and_evals(job, submission, Vec::new(), now_unix_ns)
             .await?;
         Ok(registration)
     }
@@ -1013,7 +1048,18 @@ impl StateStore {
     /// registration and the index of the evaluations (0 when there were none).
     pub async fn upsert_job_with_evals(
         &self,
+        job: Job,
+        evals: Vec<Evaluation>,
+        now_unix_ns: i64,
+    ) -> Result<(JobRegistration, u64), StateError> {
+        self.write_job_and_evals(job, None, evals, now_unix_ns)
+            .await
+    }
+
+    async fn write_job_and_evals(
+        &self,
         mut job: Job,
+        submission: Option<drover_structs::JobSubmission>,
         mut evals: Vec<Evaluation>,
         now_unix_ns: i64,
     ) -> Result<(JobRegistration, u64), StateError> {
@@ -1023,7 +1069,7 @@ impl StateStore {
         self.engine
             .write(move |tables, context| {
                 let key: JobKey = (job.namespace.clone(), job.id.clone());
-                let mut registration = write_job(tables, context, job, now_unix_ns)?;
+                let mut registration = write_job(tables, context, job, submission, now_unix_ns)?;
                 if evals.is_empty() {
                     return Ok((registration, 0));
                 }
@@ -1599,6 +1645,16 @@ impl StateStore {
     /// The kept versions of a job, newest first.
     pub fn job_versions(&self, namespace: &str, job_id: &str) -> Vec<Arc<Job>> {
         self.snapshot().job_versions(namespace, job_id)
+    }
+
+    /// The jobspec source version `version` of a job was registered from, as stored.
+    pub fn job_submission(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        version: u64,
+    ) -> Option<Arc<drover_structs::JobSubmission>> {
+        self.snapshot().job_submission(namespace, job_id, version)
     }
 
     /// The last launch of a periodic job (see [`StateSnapshot::periodic_launch`]).

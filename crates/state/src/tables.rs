@@ -73,6 +73,9 @@ pub struct StateTables {
     pub(crate) scaling_events: Arc<BTreeMap<JobKey, Arc<drover_structs::JobScalingEvents>>>,
     /// Scaling policies by ID.
     pub(crate) scaling_policies: Arc<BTreeMap<String, Arc<drover_structs::ScalingPolicy>>>,
+    /// The jobspec each job version was registered from, by (namespace, job ID, version).
+    pub(crate) job_submissions:
+        Arc<BTreeMap<(String, String, u64), Arc<drover_structs::JobSubmission>>>,
 }
 
 /// A service registration's identity: namespace and ID.
@@ -285,6 +288,11 @@ impl StateSnapshot {
     /// The index of the last write that touched `table`.
     pub fn table_index(&self, table: Table) -> u64 {
         self.committed.indexes.table(table)
+    }
+
+    /// The ACL tables (policies, roles, tokens, one-time tokens) as of this snapshot.
+    pub fn acl(&self) -> Arc<crate::acl_tables::AclTables> {
+        Arc::clone(&self.tables().acl)
     }
 
     /// The job `job_id` in `namespace`.

@@ -930,3 +930,194 @@ async fn reconciling_summaries_counts_each_jobs_allocations_afresh() {
     store.reconcile_job_summaries().await.unwrap();
     assert_eq!(counters(&store, "web"), (0, 0, 1, 0, 0, 0));
 }
+
+fn submission(source: &str) -> drover_structs::JobSubmission {
+    drover_structs::JobSubmission {
+        source: source.to_owned(),
+        format: "hcl2".to_owned(),
+        variable_flags: Some(BTreeMap::from([("dc".to_owned(), "dc1".to_owned())])),
+        variables: "count = 3\n".to_owned(),
+        ..drover_structs::JobSubmission::default()
+    }
+}
+
+#[tokio::test]
+async fn job_submissions_are_kept_per_version_follow_reverts_and_go_with_the_job() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = StateStore::open(directory.path()).await.unwrap();
+    let first = store
+        .upsert_job_with_submission(job("web", 1), Some(submission("v0")), NOW)
+        .await
+        .unwrap();
+    let stored = store.job_submission("default", "web", 0).unwrap();
+    assert_eq!(stored.source, "v0");
+    assert_eq!(stored.namespace, "default");
+    assert_eq!(stored.job_id, "web");
+    assert_eq!(stored.version, 0);
+    assert_eq!(stored.job_modify_index, first.job_modify_index);
+    assert_eq!(stored.variables, "count = 3\n");
+
+    // The same spec again writes nothing, so its submission is not kept either.
+    store
+        .upsert_job_with_submission(job("web", 1), Some(submission("ignored")), NOW)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.job_submission("default", "web", 0).unwrap().source,
+        "v0"
+    );
+    assert!(store.job_submission("default", "web", 1).is_none());
+
+    // A new version without a submission has none, unless the job it sends names a version
+    // the job has reached (a revert, a stop, the stored job sent again): that version's
+    // submission comes along, as in Nomad.
+    let second = store
+        .upsert_job(
+            Job {
+                version: 7,
+                ..job("web", 2)
+            },
+            NOW,
+        )
+        .await
+        .unwrap();
+    assert_eq!(second.job.version, 1);
+    assert!(store.job_submission("default", "web", 1).is_none());
+    let reverted = store
+        .upsert_job(
+            Job {
+                version: 0,
+                ..job("web", 1)
+            },
+            NOW,
+        )
+        .await
+        .unwrap();
+    assert_eq!(reverted.job.version, 2);
+    let copied = store.job_submission("default", "web", 2).unwrap();
+    assert_eq!(copied.source, "v0");
+    assert_eq!(copied.version, 2);
+    assert_eq!(copied.job_modify_index, reverted.job_modify_index);
+
+    // Only the newest six are kept, by JobModifyIndex.
+    for count in 10..16 {
+        store
+            .upsert_job_with_submission(
+                job("web", count),
+                Some(submission(&format!("count {count}"))),
+                NOW,
+            )
+            .await
+            .unwrap();
+    }
+    let snapshot = store.snapshot();
+    assert_eq!(
+        snapshot.job_submission_versions("default", "web"),
+        vec![3, 4, 5, 6, 7, 8]
+    );
+    assert_eq!(
+        store.job_submission("default", "web", 8).unwrap().source,
+        "count 15"
+    );
+    let index = store.indexes().table(Table::JobSubmissions);
+    assert!(index >= store.job("default", "web").unwrap().job_modify_index);
+
+    // They survive a restart, and a purge removes them.
+    store.close().await;
+    let store = StateStore::open(directory.path()).await.unwrap();
+    assert_eq!(
+        store.snapshot().job_submission_versions("default", "web"),
+        vec![3, 4, 5, 6, 7, 8]
+    );
+    assert_eq!(
+        store
+            .job_submission("default", "web", 3)
+            .unwrap()
+            .variable_flags
+            .as_ref()
+            .unwrap()["dc"],
+        "dc1"
+    );
+    store.delete_job("default", "web").await.unwrap();
+    assert!(
+        store
+            .snapshot()
+            .job_submission_versions("default", "web")
+            .is_empty()
+    );
+    store.close().await;
+    let store = StateStore::open(directory.path()).await.unwrap();
+    assert!(store.job_submission("default", "web", 8).is_none());
+}
+
+#[tokio::test]
+async fn one_time_tokens_are_one_per_accessor_found_by_secret_and_survive_a_restart() {
+    use drover_structs::acl::OneTimeToken;
+    let token = |accessor: &str, secret: &str| OneTimeToken {
+        one_time_secret_id: secret.to_owned(),
+        accessor_id: accessor.to_owned(),
+        expires_at: drover_structs::Timestamp::from_unix_nanos(NOW),
+        ..OneTimeToken::default()
+    };
+    let directory = tempfile::tempdir().unwrap();
+    let store = StateStore::open(directory.path()).await.unwrap();
+    let first = store
+        .upsert_one_time_token(token("a1", "s1"))
+        .await
+        .unwrap();
+    assert_eq!(first.create_index, first.modify_index);
+    assert_eq!(first.create_index, store.indexes().table(Table::Acl));
+    store
+        .upsert_one_time_token(token("a2", "s2"))
+        .await
+        .unwrap();
+    // A second one for a1 replaces its first: s1 no longer finds anything.
+    store
+        .upsert_one_time_token(token("a1", "s3"))
+        .await
+        .unwrap();
+    let acl = store.acl();
+    assert!(acl.one_time_token_by_secret("s1").is_none());
+    assert_eq!(
+        acl.one_time_token_by_secret("s3").unwrap().accessor_id,
+        "a1"
+    );
+    assert_eq!(acl.one_time_tokens.len(), 2);
+    store.close().await;
+
+    let store = StateStore::open(directory.path()).await.unwrap();
+    assert_eq!(
+        store
+            .acl()
+            .one_time_token_by_secret("s2")
+            .unwrap()
+            .accessor_id,
+        "a2"
+    );
+    let before = store.latest_index();
+    // An exchange deletes by accessor; deleting what is not there writes nothing.
+    let index = store
+        .delete_one_time_tokens(vec!["a2".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(index, before + 1);
+    assert_eq!(
+        store
+            .delete_one_time_tokens(vec!["a2".to_owned()])
+            .await
+            .unwrap(),
+        before + 1
+    );
+    assert_eq!(store.latest_index(), before + 1);
+    assert_eq!(
+        store
+            .delete_one_time_tokens_by_secret(vec!["s3".to_owned(), "nope".to_owned()])
+            .await
+            .unwrap(),
+        1
+    );
+    store.close().await;
+    let store = StateStore::open(directory.path()).await.unwrap();
+    assert!(store.acl().one_time_tokens.is_empty());
+    assert!(store.acl().one_time_tokens_by_secret.is_empty());
+}

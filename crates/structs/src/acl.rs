@@ -1,5 +1,6 @@
 //! ACL policies, roles and tokens on the wire and at rest, in Nomad's shapes: [`AclPolicy`],
-//! [`AclRole`] and [`AclToken`] with their list stubs, and the bootstrap request.
+//! [`AclRole`] and [`AclToken`] with their list stubs, the bootstrap request, and one-time
+//! tokens ([`OneTimeToken`]).
 //!
 //! Not here: what a policy's rules mean (the server's `acl` module), storage (the state store).
 
@@ -154,6 +155,31 @@ wire_struct! {
     /// The body of `POST /v1/acl/bootstrap` (optional).
     pub struct AclBootstrapRequest {
         pub bootstrap_secret: String,
+    }
+}
+
+/// How long a one-time token may be exchanged (Nomad's fixed 10 minutes).
+pub const ONE_TIME_TOKEN_TTL_NS: i64 = 10 * 60 * 1_000_000_000;
+
+wire_struct! {
+    /// Nomad's `OneTimeToken`: a secret that may be exchanged once, before `ExpiresAt`, for
+    /// the ACL token (by `AccessorID`) that asked for it (`nomad ui -authenticate`).
+    pub struct OneTimeToken {
+        #[serde(rename = "OneTimeSecretID")]
+        pub one_time_secret_id: String,
+        #[serde(rename = "AccessorID")]
+        pub accessor_id: String,
+        pub expires_at: Timestamp,
+        pub create_index: u64,
+        pub modify_index: u64,
+    }
+}
+
+wire_struct! {
+    /// The body of `POST /v1/acl/token/onetime/exchange`.
+    pub struct OneTimeTokenExchangeRequest {
+        #[serde(rename = "OneTimeSecretID")]
+        pub one_time_secret_id: String,
     }
 }
 

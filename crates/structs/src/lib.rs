@@ -19,6 +19,8 @@
 //! - [`task_state`]: `TaskState`, `TaskEvent`, event type strings, display messages,
 //!   `derive_client_status`.
 //! - [`deployment`]: `Deployment` and its per-group `DeploymentState`.
+//! - [`job_submission`]: the jobspec source a job version was registered from.
+//! - [`node_meta`]: dynamic node metadata (`/v1/client/metadata`).
 //! - [`eval`], [`node`], [`job_summary`] (also `JobListStub` and `derive_job_status`).
 //! - [`requests`]: request and response bodies; [`resource_usage`]: alloc stats; [`fs`]: file
 //!   info and stream frames; [`exec`]: the messages of an `alloc exec` session.
@@ -44,11 +46,13 @@ pub mod ids;
 pub mod job;
 pub mod job_blocks;
 pub mod job_diff;
+pub mod job_submission;
 pub mod job_summary;
 pub mod keyring;
 pub mod lenient;
 pub mod namespace;
 pub mod node;
+pub mod node_meta;
 pub mod node_pool;
 pub mod placement;
 pub mod requests;
@@ -71,6 +75,7 @@ pub use go_duration::{DurationError, parse_go_duration};
 pub use ids::{AllocId, IdError, MAX_TASK_NAME_BYTES, TaskName};
 pub use job::*;
 pub use job_blocks::*;
+pub use job_submission::JobSubmission;
 pub use job_summary::*;
 pub use keyring::{RootKeyMeta, WrappedRootKey};
 pub use node::*;

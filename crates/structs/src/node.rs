@@ -186,8 +186,8 @@ impl Node {
         (Some(resources), Some(reserved))
     }
 
-    /// The list form. `include_attributes` is the API's `os=true`, `include_resources` its
-    /// `resources=true`.
+    /// The list form. `include_attributes` is the API's `os=true` (Nomad then lists one
+    /// attribute, `os.name`), `include_resources` its `resources=true`.
     pub fn stub_with(&self, include_attributes: bool, include_resources: bool) -> NodeListStub {
         NodeListStub {
             address: self
@@ -196,7 +196,12 @@ impl Node {
                 .cloned()
                 .unwrap_or_default(),
             id: self.id.clone(),
-            attributes: include_attributes.then(|| self.attributes.clone()),
+            attributes: include_attributes.then(|| {
+                BTreeMap::from([(
+                    "os.name".to_owned(),
+                    self.attributes.get("os.name").cloned().unwrap_or_default(),
+                )])
+            }),
             datacenter: self.datacenter.clone(),
             name: self.name.clone(),
             node_pool: self.node_pool.clone(),

@@ -20,9 +20,13 @@ wire_struct! {
         pub enforce_index: bool,
         pub job_modify_index: u64,
         pub policy_override: bool,
+        /// Keep the stored job's group counts (Nomad's `PreserveCounts`).
         pub preserve_counts: bool,
+        /// Keep the stored job's task resources (Nomad's `PreserveResources`).
+        pub preserve_resources: bool,
         pub eval_priority: i64,
-        pub submission: Option<Value>,
+        /// The jobspec source the job was read from (Nomad 1.6+), kept per job version.
+        pub submission: Option<crate::job_submission::JobSubmission>,
     }
 }
 

@@ -1,8 +1,8 @@
 //! Which requests are forwarded, and where: a client request for another node's allocation goes
 //! to that node, and a client-only agent sends what it does not serve to its servers.
-//! `/v1/client/gc?node_id=<other>` goes to the node it names, as Nomad's
-//! `ClientAllocations.GarbageCollectAll` does: from a client-only agent through its servers,
-//! from a server to that node's agent.
+//! `/v1/client/gc?node_id=<other>` and `/v1/client/metadata` naming another node (`?node_id=`,
+//! or an apply's `NodeID`) go to the node they name, as Nomad's client RPCs do: from a
+//! client-only agent through its servers, from a server to that node's agent.
 
 use std::sync::Arc;
 
@@ -15,6 +15,7 @@ use drover_state::StateStore;
 
 use super::http::{CONNECT_TIMEOUT, FORWARDED_HEADER, forward, read_body, relay, send};
 use super::websocket::forward_exec;
+use crate::node_meta_http::NODE_META_PATH;
 
 /// What the forwarding layer needs: the agent's state (to find the allocation's node) and its
 /// own node ID (requests for its own allocations are served locally).
@@ -84,17 +85,22 @@ pub fn served_by_client_agent(path: &str) -> bool {
         || !path.starts_with("/v1/")
 }
 
-/// The middleware of a client-only agent: cluster reads and writes go to the servers.
+/// The middleware of a client-only agent: cluster reads and writes go to the servers, and so
+/// does a node endpoint naming another node.
 pub async fn forward_to_servers(
     State(context): State<Arc<ServersContext>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let for_another_node = client_gc_node(request.uri().path(), request.uri().query())
-        .is_some_and(|node_id| node_id != context.local_node_id);
-    if request.headers().contains_key(FORWARDED_HEADER)
-        || (served_by_client_agent(request.uri().path()) && !for_another_node)
-    {
+    if request.headers().contains_key(FORWARDED_HEADER) {
+        return next.run(request).await;
+    }
+    let (request, named) = match node_named_by(request).await {
+        Ok(found) => found,
+        Err(refused) => return refused,
+    };
+    let for_another_node = named.is_some_and(|node_id| node_id != context.local_node_id);
+    if served_by_client_agent(request.uri().path()) && !for_another_node {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
@@ -135,9 +141,15 @@ pub fn client_request_alloc(path: &str) -> Option<&str> {
 /// Nomad's client GC endpoint, whose `node_id` may name another node.
 const CLIENT_GC_PATH: &str = "/v1/client/gc";
 
-/// The node `/v1/client/gc?node_id=` names, when it names one.
-pub fn client_gc_node(path: &str, query: Option<&str>) -> Option<String> {
-    if path != CLIENT_GC_PATH {
+/// The client endpoints that name their node rather than an allocation: `/v1/client/gc` and
+/// `/v1/client/metadata` (`?node_id=`; an apply may name it in its body's `NodeID`).
+pub fn names_its_node(path: &str) -> bool {
+    path == CLIENT_GC_PATH || path == NODE_META_PATH
+}
+
+/// The node `?node_id=` names on one of the endpoints of [`names_its_node`].
+pub fn node_named_in_query(path: &str, query: Option<&str>) -> Option<String> {
+    if !names_its_node(path) {
         return None;
     }
     drover_api::params::QueryParams::parse(query)
@@ -145,8 +157,39 @@ pub fn client_gc_node(path: &str, query: Option<&str>) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Where a server agent sends `/v1/client/gc`.
-enum ClientGcRoute {
+/// The node a request names, with the request to pass on: the query's `node_id`, else — for a
+/// metadata apply — its body's `NodeID` (Nomad's `parseNode` order). Only such an apply has
+/// its body read (and put back).
+async fn node_named_by(request: Request) -> Result<(Request, Option<String>), Response> {
+    let path = request.uri().path();
+    if let Some(named) = node_named_in_query(path, request.uri().query()) {
+        return Ok((request, Some(named)));
+    }
+    if path != NODE_META_PATH || request.method() != axum::http::Method::POST {
+        return Ok((request, None));
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = read_body(body).await?;
+    let named = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|value| {
+            value.as_object().and_then(|object| {
+                object
+                    .iter()
+                    .find(|(key, _)| key.eq_ignore_ascii_case("NodeID"))
+                    .and_then(|(_, value)| value.as_str())
+                    .filter(|node_id| !node_id.is_empty())
+                    .map(str::to_owned)
+            })
+        });
+    Ok((
+        Request::from_parts(parts, axum::body::Body::from(bytes)),
+        named,
+    ))
+}
+
+/// Where a server agent sends a request of [`names_its_node`].
+enum NodeRoute {
     /// Its own client answers.
     Local,
     /// The named node's agent, at this HTTP address.
@@ -155,33 +198,33 @@ enum ClientGcRoute {
     Refused(StatusCode, String),
 }
 
-/// Where `/v1/client/gc` goes from a server agent: no node named and no local client is a 400,
-/// an unknown node a 500 `Unknown node` (Nomad's `getNodeForRpc`), a node without a connection
-/// a 404.
-fn client_gc_route(context: &ForwardContext, query: Option<&str>) -> ClientGcRoute {
-    let Some(node_id) = client_gc_node(CLIENT_GC_PATH, query) else {
+/// Where a node-naming request goes from a server agent: no node named and no local client is
+/// a 400, an unknown node a 500 `Unknown node` (Nomad's `getNodeForRpc`), a node without a
+/// connection a 404.
+fn node_route(context: &ForwardContext, named: Option<String>) -> NodeRoute {
+    let Some(node_id) = named else {
         return if context.local_node_id.is_empty() {
-            ClientGcRoute::Refused(
+            NodeRoute::Refused(
                 StatusCode::BAD_REQUEST,
                 "No local Node and node_id not provided".to_owned(),
             )
         } else {
-            ClientGcRoute::Local
+            NodeRoute::Local
         };
     };
     if node_id == context.local_node_id {
-        return ClientGcRoute::Local;
+        return NodeRoute::Local;
     }
     let Some(node) = context.state.node(&node_id) else {
-        return ClientGcRoute::Refused(
+        return NodeRoute::Refused(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("Unknown node {node_id}"),
         );
     };
     if node.http_addr.is_empty() || node.status == drover_structs::NODE_STATUS_DOWN {
-        return ClientGcRoute::Refused(StatusCode::NOT_FOUND, "No path to node".to_owned());
+        return NodeRoute::Refused(StatusCode::NOT_FOUND, "No path to node".to_owned());
     }
-    ClientGcRoute::Node(node.http_addr.clone())
+    NodeRoute::Node(node.http_addr.clone())
 }
 
 /// The middleware: forwards a client request for another node's allocation, serves the rest.
@@ -190,17 +233,24 @@ pub async fn forward_client_requests(
     request: Request,
     next: Next,
 ) -> Response {
-    // A client GC may come once forwarded (from a client-only agent, which cannot reach the
-    // node itself); what this server forwards on is marked twice and served where it lands.
-    if request.uri().path() == CLIENT_GC_PATH
+    // A node-naming request may come once forwarded (from a client-only agent, which cannot
+    // reach the node itself); what this server forwards on is marked twice and served where it
+    // lands.
+    let request = if names_its_node(request.uri().path())
         && request.headers().get_all(FORWARDED_HEADER).iter().count() <= 1
     {
-        match client_gc_route(&context, request.uri().query()) {
-            ClientGcRoute::Local => {}
-            ClientGcRoute::Node(address) => return forward(&context.http, &address, request).await,
-            ClientGcRoute::Refused(status, message) => return (status, message).into_response(),
+        let (request, named) = match node_named_by(request).await {
+            Ok(found) => found,
+            Err(refused) => return refused,
+        };
+        match node_route(&context, named) {
+            NodeRoute::Local => request,
+            NodeRoute::Node(address) => return forward(&context.http, &address, request).await,
+            NodeRoute::Refused(status, message) => return (status, message).into_response(),
         }
-    }
+    } else {
+        request
+    };
     if request.headers().contains_key(FORWARDED_HEADER) {
         return next.run(request).await;
     }

@@ -128,6 +128,18 @@ fn node_write_response(
     json_response(response, params, Meta::Write(index))
 }
 
+/// `no_shutdown_delay=true` on a job or allocation stop asks the client to skip the tasks'
+/// `shutdown_delay`, which drover's client does not do: refused, naming it, rather than
+/// ignored (`false` asks for nothing and is accepted).
+fn refuse_no_shutdown_delay(params: &QueryParams) -> Result<(), ApiError> {
+    if params.bool("no_shutdown_delay", false)? {
+        return Err(ApiError::bad_request(
+            "no_shutdown_delay is not supported: drover's client always waits out a task's shutdown_delay; stop without it",
+        ));
+    }
+    Ok(())
+}
+
 /// Nomad's checks of the `JobID` in a revert or stability body against the job in the path.
 fn check_job_id_of_body(in_body: &str, in_path: &str) -> Result<(), ApiError> {
     if in_body.is_empty() {
@@ -260,7 +272,24 @@ async fn handle<B: ApiBackend>(
         }
         Route::JobDeregister { job_id } => {
             let purge = params.bool("purge", false)?;
-            let response = backend.deregister_job(&namespace, &job_id, purge).await?;
+            refuse_no_shutdown_delay(params)?;
+            // Nomad's `eval_priority`: an integer, checked only when positive.
+            let eval_priority = match params.non_empty("eval_priority") {
+                None => 0,
+                Some(text) => text.parse::<i64>().map_err(|_| {
+                    ApiError::internal(format!(
+                        "Failed to parse value of \"eval_priority\" ({text}) as a int: strconv.Atoi: parsing {text:?}: invalid syntax"
+                    ))
+                })?,
+            };
+            if eval_priority > 100 {
+                return Err(ApiError::bad_request(
+                    "Eval priority must be between 1 and 100 inclusively",
+                ));
+            }
+            let response = backend
+                .deregister_job(&namespace, &job_id, purge, eval_priority)
+                .await?;
             json_response(&response, params, Meta::Write(response.index))
         }
         Route::JobAllocations { job_id } => {
@@ -409,6 +438,9 @@ async fn handle<B: ApiBackend>(
                 .await?;
             json_response(&response, params, Meta::Write(response.index))
         }
+        Route::JobSubmission { job_id, read } => {
+            submit::job_submission(backend, params, &namespace, &job_id, read).await
+        }
         Route::AllocationList => {
             let task_states = params.bool("task_states", true)?;
             let resources = params.bool("resources", false)?;
@@ -446,6 +478,7 @@ async fn handle<B: ApiBackend>(
             json_response(&allocation, params, Meta::Read(index))
         }
         Route::AllocationStop { alloc_id } => {
+            refuse_no_shutdown_delay(params)?;
             let response = backend.stop_alloc(&alloc_id).await?;
             json_response(&response, params, Meta::Write(response.index))
         }

@@ -2,18 +2,19 @@
 //! support table: a job using what this agent cannot run is refused with a 400 naming each
 //! use), `/v1/jobs/parse` (parses as Nomad does, refusing nothing it decodes) and
 //! `/v1/validate/job` (validation errors and the support table's refusals, as a register would
-//! answer), and Nomad's multi-error text for their failures. Features that run differently
-//! from Nomad go to the response's `Warnings`.
+//! answer), `/v1/job/<id>/submission` (the jobspec source a version was registered from), and
+//! Nomad's multi-error text for their failures. Features that run differently from Nomad go to
+//! the response's `Warnings` (the server writes them on a register).
 //!
 //! Not here: storing or scheduling the job (the backend does that).
 
 use axum::body::Bytes;
 use axum::response::Response;
-use drover_structs::{Job, JobPlanRequest, JobRegisterRequest, JobsParseRequest};
+use drover_structs::{Job, JobPlanRequest, JobRegisterRequest, JobSubmission, JobsParseRequest};
 use serde_json::json;
 
 use super::respond::{Meta, decode_body, decode_value, json_response};
-use crate::backend::ApiBackend;
+use crate::backend::{ApiBackend, Table};
 use crate::error::ApiError;
 use crate::params::QueryParams;
 
@@ -74,20 +75,80 @@ pub(super) async fn register<B: ApiBackend>(
     {
         return Err(ApiError::bad_request("Job ID does not match name"));
     }
+    if request.eval_priority != 0 && !(1..=100).contains(&request.eval_priority) {
+        return Err(ApiError::bad_request(
+            "Eval priority must be between 1 and 100 inclusively",
+        ));
+    }
     if job.namespace.is_empty()
         && let Some(namespace) = params.non_empty("namespace")
     {
         job.namespace = namespace.to_string();
     }
     job.canonicalize();
-    let (problems, support) = problems_and_support(&job);
+    let (problems, _) = problems_and_support(&job);
     if !problems.is_empty() {
         return Err(ApiError::bad_request(multi_error(&problems)));
     }
     request.job = Some(job);
-    let mut response = backend.register_job(request).await?;
-    response.warnings = support.warnings_text();
+    // Nomad's agent canonicalizes the submission before the server keeps it.
+    if let Some(submission) = &mut request.submission {
+        submission.canonicalize();
+    }
+    // The warnings (what runs differently, a submission too large to keep) are the server's.
+    let response = backend.register_job(request).await?;
     json_response(&response, params, Meta::Write(response.index))
+}
+
+/// `GET /v1/job/<id>/submission?version=N`: the jobspec source version N was registered from,
+/// as Nomad answers it — `version` is required (400), another method is 405, a version
+/// without a stored submission is 404 `job source not found`; a blocking query on the
+/// submission's `JobModifyIndex`; `VariableFlags` unescaped.
+pub(super) async fn job_submission<B: ApiBackend>(
+    backend: &B,
+    params: &QueryParams,
+    namespace: &str,
+    job_id: &str,
+    read: bool,
+) -> Result<Response, ApiError> {
+    let version: u64 = params
+        .get("version")
+        .unwrap_or_default()
+        .parse()
+        .map_err(|_| ApiError::bad_request("Unable to parse job submission version parameter"))?;
+    if !read {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    let index_of = |submission: &Option<JobSubmission>| {
+        submission
+            .as_ref()
+            .map_or(0, |submission| submission.job_modify_index)
+    };
+    let options = params.blocking()?;
+    let deadline = tokio::time::Instant::now() + options.wait_with_jitter(rand::random::<f64>());
+    // Nomad's index for this read is the submission's own, 0 without one: with `?index=`, wait
+    // while it has not passed the caller's, looking again after each write to the table.
+    let submission = loop {
+        let seen = backend.table_index(&[Table::JobSubmissions]);
+        let submission = backend.job_submission(namespace, job_id, version)?;
+        if options.min_index == 0
+            || index_of(&submission) > options.min_index
+            || tokio::time::Instant::now() >= deadline
+        {
+            break submission;
+        }
+        backend
+            .wait_for_change(&[Table::JobSubmissions], seen, deadline)
+            .await;
+    };
+    let Some(submission) = submission else {
+        return Err(ApiError::not_found("job source not found"));
+    };
+    let index = submission.job_modify_index;
+    let submission = submission
+        .with_flags_unescaped()
+        .map_err(ApiError::internal)?;
+    json_response(&submission, params, Meta::Read(index))
 }
 
 /// `PUT|POST /v1/job/<id>/plan`: the job is checked as a register checks it (a job this agent

@@ -18,7 +18,7 @@ use drover_structs::{Job, JobListStub};
 
 use crate::commands::describe;
 pub use crate::commands::job_input::VariableFlags;
-use crate::commands::job_input::{parse_jobspec, parse_jobspec_for_submit, refusal_lines};
+use crate::commands::job_input::{parse_jobspec, read_jobspec_for_submit, refusal_lines};
 use crate::commands::lookup::job_list_table;
 pub use crate::commands::lookup::resolve_job;
 use crate::commands::monitor::{MonitorOptions, monitor_evaluation};
@@ -155,6 +155,12 @@ pub struct RunArgs {
     /// does not exist yet), as `job plan` suggests.
     #[arg(long = "check-index", value_name = "INDEX")]
     pub check_index: Option<u64>,
+    /// Keep the current group counts when updating a job.
+    #[arg(long = "preserve-counts")]
+    pub preserve_counts: bool,
+    /// Keep the current task resources when updating a job.
+    #[arg(long = "preserve-resources")]
+    pub preserve_resources: bool,
     /// The jobspec (HCL2, or JSON); `-` reads standard input.
     pub file: PathBuf,
 }
@@ -202,11 +208,23 @@ pub struct StopArgs {
 pub struct InspectArgs {
     #[command(flatten)]
     pub api: ApiFlags,
-    /// Accepted for compatibility: the output is always JSON.
+    /// Display the job at the given job version. Defaults to current version.
+    #[arg(long = "version", value_name = "VERSION")]
+    pub version: Option<String>,
+    /// Output the job in its JSON format. Cannot be used with -hcl.
     #[arg(long)]
     pub json: bool,
-    /// The job ID or ID prefix.
-    pub job: String,
+    /// Output the original HCL submitted with the job. Cannot be used with -json.
+    #[arg(long)]
+    pub hcl: bool,
+    /// Include the original HCL2 variables submitted with the job. Can only be used with -hcl.
+    #[arg(long = "with-vars")]
+    pub with_vars: bool,
+    /// Format and display job using a Go template.
+    #[arg(short = 't', value_name = "TEMPLATE")]
+    pub template: Option<String>,
+    /// The job ID or ID prefix (without one, -json or -t list every job).
+    pub job: Option<String>,
 }
 
 pub async fn run(command: JobCommand, io: &mut Io<'_>) -> i32 {
@@ -264,9 +282,12 @@ fn job_validate(arguments: ValidateArgs, io: &mut Io<'_>) -> i32 {
 }
 
 async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
-    let job =
-        match parse_jobspec_for_submit(&arguments.file, &arguments.variables, "submitting job") {
-            Ok(job) => crate::commands::job_input::with_namespace_flag(job, &arguments.api),
+    let (job, submission) =
+        match read_jobspec_for_submit(&arguments.file, &arguments.variables, "submitting job") {
+            Ok((job, submission)) => (
+                crate::commands::job_input::with_namespace_flag(job, &arguments.api),
+                submission,
+            ),
             Err(message) => {
                 io.error(message);
                 return 1;
@@ -279,10 +300,18 @@ async fn job_run(arguments: RunArgs, io: &mut Io<'_>) -> i32 {
             return 1;
         }
     };
-    let registered = match arguments.check_index {
-        Some(index) => client.register_job_enforcing_index(&job, index).await,
-        None => client.register_job(&job).await,
-    };
+    // As Nomad's CLI (1.6+), the jobspec's source goes along, for `job inspect -hcl`.
+    let registered = client
+        .register(&drover_structs::JobRegisterRequest {
+            job: Some(job.clone()),
+            enforce_index: arguments.check_index.is_some(),
+            job_modify_index: arguments.check_index.unwrap_or_default(),
+            submission: Some(submission),
+            preserve_counts: arguments.preserve_counts,
+            preserve_resources: arguments.preserve_resources,
+            ..drover_structs::JobRegisterRequest::default()
+        })
+        .await;
     let response = match registered {
         Ok(response) => response,
         Err(drover_api::client::ClientError::Status { message, .. })
@@ -896,6 +925,15 @@ async fn job_revert(arguments: RevertArgs, io: &mut Io<'_>) -> i32 {
 }
 
 async fn job_inspect(arguments: InspectArgs, io: &mut Io<'_>) -> i32 {
+    if arguments.hcl && arguments.json {
+        io.error("can only use one of -hcl or -json");
+        return 1;
+    }
+    if arguments.with_vars && !arguments.hcl {
+        io.error("can only use -with-vars with -hcl");
+        return 1;
+    }
+    let template = arguments.template.clone().unwrap_or_default();
     let client = match arguments.api.client() {
         Ok(client) => client,
         Err(error) => {
@@ -903,10 +941,83 @@ async fn job_inspect(arguments: InspectArgs, io: &mut Io<'_>) -> i32 {
             return 1;
         }
     };
-    let Some(job_id) = resolve_job(&client, io, &arguments.job).await else {
+    let Some(prefix) = arguments.job.as_deref() else {
+        if !arguments.json && template.is_empty() {
+            io.error("This command takes one argument: <job>");
+            return 1;
+        }
+        return match client.jobs("").await {
+            Ok(jobs) => formatted(io, arguments.json, &template, &jobs),
+            Err(error) => {
+                io.error(describe("querying jobs", &error));
+                1
+            }
+        };
+    };
+    let Some(job_id) = resolve_job(&client, io, prefix.trim()).await else {
         return 1;
     };
-    match client.job(&job_id).await {
+    let version = match arguments.version.as_deref().filter(|text| !text.is_empty()) {
+        None => None,
+        Some(text) => match text.parse::<u64>() {
+            Ok(version) => Some(version),
+            Err(_) => {
+                io.error(format!(
+                    "Error parsing version value {text:?}: strconv.ParseUint: parsing {text:?}: invalid syntax"
+                ));
+                return 1;
+            }
+        },
+    };
+    if arguments.hcl {
+        let version = match version {
+            Some(version) => version,
+            None => match client.job(&job_id).await {
+                Ok(job) => job.version,
+                Err(error) => {
+                    io.error(describe("inspecting job", &error));
+                    return 1;
+                }
+            },
+        };
+        let submission = match client.job_submission(&job_id, version).await {
+            Ok(submission) => submission,
+            Err(_) => {
+                io.error(format!(
+                    "Error inspecting job: job {job_id:?} with version {version} couldn't be found"
+                ));
+                return 1;
+            }
+        };
+        io.say(&submission.source);
+        if arguments.with_vars {
+            io.error(with_vars_text(&submission.namespace, &job_id, &submission));
+        }
+        return 0;
+    }
+    let job = match version {
+        None => client.job(&job_id).await,
+        Some(version) => match client.job_versions(&job_id, false).await {
+            Ok(versions) => match versions
+                .versions
+                .into_iter()
+                .find(|job| job.version == version)
+            {
+                Some(job) => Ok(job),
+                None => {
+                    io.error(format!(
+                        "Error inspecting job: job {job_id:?} with version {version} couldn't be found"
+                    ));
+                    return 1;
+                }
+            },
+            Err(error) => Err(error),
+        },
+    };
+    match job {
+        Ok(job) if arguments.json || !template.is_empty() => {
+            formatted(io, arguments.json, &template, &job)
+        }
         Ok(job) => {
             io.say(json_text(&serde_json::json!({ "Job": job })));
             0
@@ -916,6 +1027,73 @@ async fn job_inspect(arguments: InspectArgs, io: &mut Io<'_>) -> i32 {
             1
         }
     }
+}
+
+/// Nomad's `Format(json, template, data)`: the data as JSON, or rendered with a Go template.
+fn formatted(io: &mut Io<'_>, json: bool, template: &str, data: &impl serde::Serialize) -> i32 {
+    if json && !template.is_empty() {
+        io.error("Both json and template formatting are not allowed");
+        return 1;
+    }
+    if json {
+        io.say(json_text(data));
+        return 0;
+    }
+    let rendered = serde_json::to_value(data)
+        .map_err(|error| error.to_string())
+        .and_then(|value| {
+            gotmpl::template(template, gotmpl::value_from_json(&value))
+                .map_err(|error| error.to_string())
+        });
+    match rendered {
+        Ok(text) => {
+            io.say(text);
+            0
+        }
+        Err(error) => {
+            io.error(format!("Error executing template: {error}"));
+            1
+        }
+    }
+}
+
+/// What `job inspect -hcl -with-vars` adds: the command that runs the job again as submitted,
+/// its `-var` flags sorted, then each line of the variable files as one more `-var`. Nomad
+/// ends the `job run` line with the job's ID, which `job run` would read as a file; the source
+/// comes from standard input here, so it ends with `-`.
+fn with_vars_text(
+    namespace: &str,
+    job_id: &str,
+    submission: &drover_structs::JobSubmission,
+) -> String {
+    let mut run_arguments: Vec<String> = Vec::new();
+    if !namespace.is_empty() {
+        run_arguments.push("-namespace".to_owned());
+        run_arguments.push(namespace.to_owned());
+    }
+    let mut flags: Vec<String> = submission
+        .variable_flags
+        .iter()
+        .flatten()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    flags.sort();
+    for flag in flags {
+        run_arguments.push("-var".to_owned());
+        run_arguments.push(flag);
+    }
+    for line in submission.variables.split('\n') {
+        let line = line.trim();
+        if !line.is_empty() {
+            run_arguments.push("-var".to_owned());
+            run_arguments.push(line.to_owned());
+        }
+    }
+    run_arguments.push("-".to_owned());
+    format!(
+        "\nTo run this job as originally submitted:\n\n$ drover job inspect -namespace {namespace} -hcl {job_id} |\n    drover job run {}\n",
+        run_arguments.join(" ")
+    )
 }
 
 async fn job_allocs(arguments: AllocsArgs, io: &mut Io<'_>) -> i32 {

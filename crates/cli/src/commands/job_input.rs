@@ -1,13 +1,17 @@
 //! Reading a jobspec to submit, shared by `job run`, `job validate` and `job plan`: the `-var`
-//! and `-var-file` flags, parsing with `file:line:col` errors (a file, or standard input with
-//! `-`), and the support table's refusals located in the file.
+//! and `-var-file` flags (and `NOMAD_VAR_*` values), parsing with `file:line:col` errors (a
+//! file, or standard input with `-`), the support table's refusals located in the file, and
+//! the job submission `job run` sends (Nomad 1.6+: the source as read).
 //!
 //! Not here: sending the job (the commands).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use drover_structs::Job;
+use drover_structs::JobSubmission;
+use drover_structs::job_submission::{JOB_SUBMISSION_FORMAT_HCL2, JOB_SUBMISSION_FORMAT_JSON};
 
 /// `-var` and `-var-file`, shared by `run` and `validate`.
 #[derive(Debug, Clone, Default, Args)]
@@ -20,13 +24,37 @@ pub struct VariableFlags {
     pub variable_files: Vec<PathBuf>,
 }
 
+/// A jobspec as read for submission: the job, where each field is in the file, and the
+/// submission Nomad's CLI sends with it (the source text as read, its format, the `-var`
+/// flags and `NOMAD_VAR_*` values, the variable files' contents).
+pub(crate) struct ReadJobspec {
+    pub job: Job,
+    pub locations: drover_jobspec::JobLocations,
+    pub submission: JobSubmission,
+}
+
+/// The `NOMAD_VAR_<name>` values of the environment, name → value.
+fn environment_variables() -> BTreeMap<String, String> {
+    std::env::vars()
+        .filter_map(|(key, value)| {
+            key.strip_prefix("NOMAD_VAR_")
+                .filter(|name| !name.is_empty())
+                .map(|name| (name.to_owned(), value))
+        })
+        .collect()
+}
+
 /// Parses a jobspec file with its variables; the error text lists every problem. Also answers
-/// where each field is in the file, to locate the support table's refusals.
-pub(crate) fn parse_jobspec(
-    file: &Path,
-    variables: &VariableFlags,
-) -> Result<(Job, drover_jobspec::JobLocations), String> {
+/// where each field is in the file, to locate the support table's refusals, and the
+/// submission. Input variables come from `-var-file`s, then `-var`s, over `NOMAD_VAR_*`
+/// values, as in Nomad's CLI.
+pub(crate) fn read_jobspec(file: &Path, variables: &VariableFlags) -> Result<ReadJobspec, String> {
     let mut values = drover_jobspec::VarValues::new();
+    let environment = environment_variables();
+    for (name, text) in &environment {
+        values.set_environment_text(name.clone(), text.clone());
+    }
+    let mut variable_files = String::new();
     for path in &variables.variable_files {
         let source = std::fs::read_to_string(path)
             .map_err(|error| format!("Error reading variable file {}: {error}", path.display()))?;
@@ -38,48 +66,90 @@ pub(crate) fn parse_jobspec(
                     path.display()
                 )
             })?;
+        variable_files.push_str(&source);
+        variable_files.push('\n');
     }
+    let mut flags = environment;
     for assignment in &variables.variables {
         values
             .set_assignment(assignment)
             .map_err(|message| format!("Error parsing -var: {message}"))?;
+        let (name, value) = assignment.split_once('=').unwrap_or((assignment, ""));
+        flags.insert(name.to_owned(), value.to_owned());
     }
-    if file == Path::new("-") {
+    let reading_stdin = file == Path::new("-");
+    let (source, filename) = if reading_stdin {
         // Nomad reads the jobspec from standard input when the file is `-`.
         let mut source = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut source)
             .map_err(|error| format!("Error reading job from standard input: {error}"))?;
-        let parsed = if source.trim_start().starts_with('{') {
-            drover_jobspec::parse_json(&source, "<stdin>")
-                .map(|job| (job, drover_jobspec::JobLocations::without_source("<stdin>")))
+        (source, "<stdin>".to_owned())
+    } else {
+        let source = std::fs::read_to_string(file)
+            .map_err(|error| format!("Error reading job file {}: {error}", file.display()))?;
+        (source, file.display().to_string())
+    };
+    let is_json = source.trim_start().starts_with('{')
+        || (!reading_stdin
+            && file
+                .extension()
+                .is_some_and(|extension| extension.eq_ignore_ascii_case("json")));
+    let parsed = if is_json {
+        drover_jobspec::parse_json(&source, &filename)
+            .map(|job| (job, drover_jobspec::JobLocations::without_source(&filename)))
+    } else {
+        // File functions of a jobspec read from its directory (standard input: the working
+        // directory), as the Nomad CLI.
+        let base = if reading_stdin {
+            Path::new(".")
         } else {
-            // As the Nomad CLI: file functions of a jobspec on stdin read from the working
-            // directory.
-            drover_jobspec::parse_hcl_located_reading_files(
-                &source,
-                "<stdin>",
-                &values,
-                Some(std::path::Path::new(".")),
-            )
+            file.parent()
+                .filter(|parent| !parent.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
         };
-        return parsed.map_err(|diagnostics| {
-            let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
-            format!("Error parsing job file from <stdin>:\n{}", lines.join("\n"))
-        });
-    }
-    drover_jobspec::parse_any_located(file, &values).map_err(|error| match error {
-        drover_jobspec::JobspecError::Read { path, source } => {
-            format!("Error reading job file {}: {source}", path.display())
+        drover_jobspec::parse_hcl_located_reading_files(&source, &filename, &values, Some(base))
+    };
+    let (job, locations) = parsed.map_err(|diagnostics| {
+        let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+        format!(
+            "Error parsing job file from {}:\n{}",
+            if reading_stdin {
+                "<stdin>".to_owned()
+            } else {
+                file.display().to_string()
+            },
+            lines.join("\n")
+        )
+    })?;
+    // A JSON jobspec takes no variables; its submission is the source alone, as Nomad's.
+    let submission = if is_json {
+        JobSubmission {
+            source,
+            format: JOB_SUBMISSION_FORMAT_JSON.to_owned(),
+            ..JobSubmission::default()
         }
-        drover_jobspec::JobspecError::Invalid(diagnostics) => {
-            let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
-            format!(
-                "Error parsing job file from {}:\n{}",
-                file.display(),
-                lines.join("\n")
-            )
+    } else {
+        JobSubmission {
+            source,
+            format: JOB_SUBMISSION_FORMAT_HCL2.to_owned(),
+            variable_flags: Some(flags),
+            variables: variable_files,
+            ..JobSubmission::default()
         }
+    };
+    Ok(ReadJobspec {
+        job,
+        locations,
+        submission,
     })
+}
+
+/// [`read_jobspec`] without the submission.
+pub(crate) fn parse_jobspec(
+    file: &Path,
+    variables: &VariableFlags,
+) -> Result<(Job, drover_jobspec::JobLocations), String> {
+    read_jobspec(file, variables).map(|read| (read.job, read.locations))
 }
 
 /// What a register of `job` would refuse, one located line each (`None` when nothing is).
@@ -105,14 +175,25 @@ pub(crate) fn parse_jobspec_for_submit(
     variables: &VariableFlags,
     doing: &str,
 ) -> Result<Job, String> {
-    let (job, locations) = parse_jobspec(file, variables)?;
-    if let Some(refusals) = refusal_lines(&drover_jobspec::support::check(&job), &locations) {
+    read_jobspec_for_submit(file, variables, doing).map(|(job, _)| job)
+}
+
+/// [`parse_jobspec_for_submit`], with the submission `job run` sends along.
+pub(crate) fn read_jobspec_for_submit(
+    file: &Path,
+    variables: &VariableFlags,
+    doing: &str,
+) -> Result<(Job, JobSubmission), String> {
+    let read = read_jobspec(file, variables)?;
+    if let Some(refusals) =
+        refusal_lines(&drover_jobspec::support::check(&read.job), &read.locations)
+    {
         return Err(format!(
             "Error {doing}: drover cannot run what {} asks for:\n{refusals}",
             file.display()
         ));
     }
-    Ok(job)
+    Ok((read.job, read.submission))
 }
 
 /// The job in the namespace `-namespace` (else `NOMAD_NAMESPACE`) names, when its jobspec left

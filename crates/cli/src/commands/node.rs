@@ -1,5 +1,5 @@
-//! `drover node status [ID]`, `node drain` (with Nomad's drain monitor) and
-//! `node eligibility`.
+//! `drover node status [ID]`, `node drain` (with Nomad's drain monitor), `node eligibility`
+//! and `node meta read|apply` (a client node's dynamic metadata).
 
 use clap::{Args, Subcommand};
 use drover_api::client::ApiClient;
@@ -26,6 +26,50 @@ pub enum NodeCommand {
         #[command(subcommand)]
         command: crate::commands::node_pool::NodePoolCommand,
     },
+    /// Read and modify a client node's dynamic metadata
+    Meta {
+        #[command(subcommand)]
+        command: NodeMetaCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NodeMetaCommand {
+    /// Read node metadata
+    Read(NodeMetaReadArgs),
+    /// Modify node metadata
+    Apply(NodeMetaApplyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NodeMetaReadArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Reads metadata from the specified node. If not specified the node receiving the
+    /// request will be used by default.
+    #[arg(long = "node-id", value_name = "ID")]
+    pub node_id: Option<String>,
+    /// Output the node metadata in its JSON format.
+    #[arg(long)]
+    pub json: bool,
+    /// Format and display node metadata using a Go template.
+    #[arg(short = 't', value_name = "TEMPLATE")]
+    pub template: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct NodeMetaApplyArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Updates metadata on the specified node. If not specified the node receiving the
+    /// request will be used by default.
+    #[arg(long = "node-id", value_name = "ID")]
+    pub node_id: Option<String>,
+    /// Unset the comma separated list of keys.
+    #[arg(long, value_name = "KEY1,...,KEYN")]
+    pub unset: Option<String>,
+    /// `key=value` pairs to set.
+    pub pairs: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -112,6 +156,160 @@ pub async fn run(command: NodeCommand, io: &mut Io<'_>) -> i32 {
         NodeCommand::Drain(arguments) => node_drain(arguments, io).await,
         NodeCommand::Eligibility(arguments) => node_eligibility(arguments, io).await,
         NodeCommand::Pool { command } => crate::commands::node_pool::run(command, io).await,
+        NodeCommand::Meta {
+            command: NodeMetaCommand::Read(arguments),
+        } => node_meta_read(arguments, io).await,
+        NodeCommand::Meta {
+            command: NodeMetaCommand::Apply(arguments),
+        } => node_meta_apply(arguments, io).await,
+    }
+}
+
+/// Nomad's `lookupNodeID`: a node ID prefix (at least two characters) that matches one node.
+async fn lookup_node_id(client: &ApiClient, given: &str) -> Result<String, String> {
+    if given.len() == 1 {
+        return Err("Node ID must contain at least two characters.".to_owned());
+    }
+    // Nomad's sanitizeUUIDPrefix: an odd-length UUID prefix loses its last character.
+    let mut prefix = given.to_owned();
+    if prefix.contains('-') && prefix.len() % 2 == 1 && prefix.len() < 36 {
+        prefix.pop();
+    }
+    let nodes = client
+        .nodes(&prefix)
+        .await
+        .map_err(|error| format!("Error querying node: {error}"))?;
+    match nodes.as_slice() {
+        [] => Err(format!("No node(s) with prefix or id {prefix:?} found")),
+        [only] => Ok(only.id.clone()),
+        many => Err(format!(
+            "Prefix matched multiple nodes\n\n{}",
+            crate::format::node_table(many, true)
+        )),
+    }
+}
+
+/// Nomad's `formatNodeMeta`: `key = value` lines in key order.
+fn node_meta_lines(meta: &BTreeMap<String, String>) -> String {
+    let pairs: Vec<(&str, String)> = meta
+        .iter()
+        .filter(|(key, _)| !key.is_empty())
+        .map(|(key, value)| (key.as_str(), value.clone()))
+        .collect();
+    columnize::key_values(&pairs)
+}
+
+async fn node_meta_read(arguments: NodeMetaReadArgs, io: &mut Io<'_>) -> i32 {
+    let client = match arguments.api.client() {
+        Ok(client) => client,
+        Err(error) => {
+            io.error(format!("Error initializing client: {error}"));
+            return 1;
+        }
+    };
+    let node_id = match arguments.node_id.as_deref().filter(|id| !id.is_empty()) {
+        Some(given) => match lookup_node_id(&client, given).await {
+            Ok(node_id) => Some(node_id),
+            Err(message) => {
+                io.error(message);
+                return 1;
+            }
+        },
+        None => None,
+    };
+    let meta = match client.node_meta(node_id.as_deref()).await {
+        Ok(meta) => meta,
+        Err(error) => {
+            io.error(format!("Error reading dynamic node metadata: {error}"));
+            return 1;
+        }
+    };
+    let template = arguments.template.unwrap_or_default();
+    if arguments.json || !template.is_empty() {
+        if arguments.json && !template.is_empty() {
+            io.error("Both json and template formatting are not allowed");
+            return 1;
+        }
+        if arguments.json {
+            io.say(serde_json::to_string_pretty(&meta).unwrap_or_default());
+            return 0;
+        }
+        let rendered = serde_json::to_value(&meta)
+            .map_err(|error| error.to_string())
+            .and_then(|value| {
+                gotmpl::template(&template, gotmpl::value_from_json(&value))
+                    .map_err(|error| error.to_string())
+            });
+        return match rendered {
+            Ok(text) => {
+                io.say(text);
+                0
+            }
+            Err(error) => {
+                io.error(format!("Error executing template: {error}"));
+                1
+            }
+        };
+    }
+    io.say("All Meta");
+    io.say(node_meta_lines(&meta.meta));
+    io.say("\nDynamic Meta");
+    let dynamic: Vec<(&str, String)> = meta
+        .dynamic
+        .iter()
+        .map(|(key, value)| {
+            (
+                key.as_str(),
+                value.clone().unwrap_or_else(|| "<unset>".to_owned()),
+            )
+        })
+        .collect();
+    io.say(columnize::key_values(&dynamic));
+    io.say("\nStatic Meta");
+    io.say(node_meta_lines(&meta.r#static));
+    0
+}
+
+async fn node_meta_apply(arguments: NodeMetaApplyArgs, io: &mut Io<'_>) -> i32 {
+    let unset = arguments.unset.clone().unwrap_or_default();
+    if unset.is_empty() && arguments.pairs.is_empty() {
+        io.error("Must specify -unset or at least 1 key=value pair");
+        return 1;
+    }
+    let client = match arguments.api.client() {
+        Ok(client) => client,
+        Err(error) => {
+            io.error(format!("Error initializing client: {error}"));
+            return 1;
+        }
+    };
+    let node_id = match arguments.node_id.as_deref().filter(|id| !id.is_empty()) {
+        Some(given) => match lookup_node_id(&client, given).await {
+            Ok(node_id) => node_id,
+            Err(message) => {
+                io.error(message);
+                return 1;
+            }
+        },
+        None => String::new(),
+    };
+    // Nomad's parseMapFromArgs and applyNodeMetaUnset: `key` alone sets an empty value, and
+    // `-unset` names keys to unset (the empty key is skipped).
+    let mut meta: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for pair in &arguments.pairs {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        meta.insert(key.to_owned(), Some(value.to_owned()));
+    }
+    for key in unset.split(',').filter(|key| !key.is_empty()) {
+        meta.insert(key.to_owned(), None);
+    }
+    let request = drover_structs::node_meta::NodeMetaApplyRequest { node_id, meta };
+    match client.apply_node_meta(&request).await {
+        Ok(_) => 0,
+        Err(error) => {
+            io.error(format!("Error applying dynamic node metadata: {error}"));
+            1
+        }
     }
 }
 

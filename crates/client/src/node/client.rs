@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
+use drover_structs::node_meta::merged_meta;
 use drover_structs::{DurationNs, Node};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
@@ -13,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::config::NodeConfig;
 use super::error::ClientError;
 use super::identity::build_node;
+use super::meta_store::NodeMetaStore;
 use super::runner::{AllocRunnerFactory, AllocRunnerHandle, RunnerContext};
 use crate::server_conn::ServerConn;
 use crate::status_buffer::StatusBuffer;
@@ -89,6 +91,8 @@ pub struct Client<S: ServerConn, F: AllocRunnerFactory> {
     pub(super) destroying: Mutex<Vec<JoinHandle<()>>>,
     /// One permit per destroy that may run at once (`gc_parallel_destroys`).
     pub(super) destroy_slots: Arc<tokio::sync::Semaphore>,
+    /// The node's static and dynamic metadata (`/v1/client/metadata`).
+    pub(super) meta: NodeMetaStore,
 }
 
 pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -114,10 +118,18 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
     /// thousands of made-up nodes this way, without fingerprinting the machine each time).
     pub async fn start_with_node(
         config: NodeConfig,
-        node: Node,
+        mut node: Node,
         conn: Arc<S>,
         factory: F,
     ) -> Result<Arc<Self>, ClientError> {
+        // The node registers its configuration's metadata with what the API applied over it.
+        let meta = NodeMetaStore::load(
+            node.meta.clone(),
+            (!config.ephemeral)
+                .then(|| config.client_state_dir())
+                .as_deref(),
+        )?;
+        node.meta = merged_meta(&meta.static_meta, &*meta.dynamic.lock().await);
         let (registered, _) = watch::channel(false);
         let status = Arc::new(StatusBuffer::new());
         let node_id = node.id.clone();
@@ -155,6 +167,7 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             config,
             conn,
             factory,
+            meta,
         });
         if !client.config.ephemeral {
             let context = client.runner_context();

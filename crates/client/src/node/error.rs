@@ -24,6 +24,11 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
+    /// Nomad's validation message, word for word.
+    #[error("{0}")]
+    InvalidNodeMeta(String),
+    #[error("dynamic node metadata file {path}: {message}")]
+    NodeMeta { path: PathBuf, message: String },
     #[error("the client is shutting down")]
     ShuttingDown,
 }
@@ -41,13 +46,15 @@ impl ClientError {
     pub fn kind(&self) -> ClientErrorKind {
         match self {
             Self::UnknownAlloc { .. } => ClientErrorKind::NotFound,
-            Self::UnknownTask { .. } | Self::InvalidRequest { .. } | Self::NotTerminal { .. } => {
-                ClientErrorKind::BadRequest
-            }
+            Self::UnknownTask { .. }
+            | Self::InvalidRequest { .. }
+            | Self::NotTerminal { .. }
+            | Self::InvalidNodeMeta(_) => ClientErrorKind::BadRequest,
             Self::ShuttingDown => ClientErrorKind::Unavailable,
-            Self::Runner { .. } | Self::Restore { .. } | Self::NodeIdentity { .. } => {
-                ClientErrorKind::Internal
-            }
+            Self::Runner { .. }
+            | Self::Restore { .. }
+            | Self::NodeIdentity { .. }
+            | Self::NodeMeta { .. } => ClientErrorKind::Internal,
         }
     }
 }

@@ -34,6 +34,8 @@ mod gc;
 mod heartbeat;
 mod heartbeat_stop;
 mod identity;
+mod meta;
+mod meta_store;
 mod operations;
 mod runner;
 mod watcher;
@@ -49,5 +51,6 @@ pub use config::{
 };
 pub use error::{ClientError, ClientErrorKind};
 pub use identity::{NodeIdentity, build_node};
+pub use meta_store::NODE_META_FILE;
 pub use operations::alloc_resource_usage;
 pub use runner::{AllocRunnerFactory, AllocRunnerHandle, RunnerContext};
