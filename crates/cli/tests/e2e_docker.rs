@@ -518,7 +518,7 @@ fn a_killed_agent_reattaches_to_its_containers_without_starting_new_ones() {
     let config = engine.agent_config();
     let config_flag = format!("-config={}", config.display());
     let mut agent = Agent::start_with(&data_dir, &[&config_flag]);
-    let count = 4;
+    let count = 10;
     let job = ticker_job("sleepers", "sleeper", count, &engine.image);
     run_job(&agent, "sleepers.hcl", &job);
     let alloc_ids: Vec<String> = running_allocs(&agent, "sleepers", count)
@@ -1129,6 +1129,16 @@ job "late" {{
     assert_eq!(docker["Detected"], true, "{docker}");
     assert_eq!(docker["Healthy"], true, "{docker}");
     assert_eq!(docker["HealthDescription"], "Healthy", "{docker}");
+    // The health change is a "Driver" node event, as Nomad's client emits one.
+    let driver_events: Vec<&Value> = node["Events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["Subsystem"] == "Driver")
+        .collect();
+    assert_eq!(driver_events.len(), 1, "{node}");
+    assert_eq!(driver_events[0]["Message"], "Healthy", "{node}");
+    assert_eq!(driver_events[0]["Details"]["driver"], "docker", "{node}");
     assert_eq!(node["Attributes"]["driver.docker"], "1", "{node}");
     assert!(
         node["Attributes"]["driver.docker.version"]
