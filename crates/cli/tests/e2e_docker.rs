@@ -767,6 +767,251 @@ job "dvol" {{
     }
 }
 
+/// The lines `key=value` a probe task printed before `probe-done`.
+fn probe_report(
+    agent: &Agent,
+    alloc_id: &str,
+    task: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let deadline = std::time::Instant::now() + LIMIT;
+    let logs = loop {
+        let logs = agent.cli_ok(&["alloc", "logs", alloc_id, task]);
+        if logs.contains("probe-done") {
+            break logs;
+        }
+        if std::time::Instant::now() > deadline {
+            let alloc = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+            let stderr = agent.cli(&["alloc", "logs", "-stderr", alloc_id, task]);
+            panic!(
+                "no probe report from {task}: {logs}\nstderr: {}\n{}",
+                String::from_utf8_lossy(&stderr.stdout),
+                alloc["TaskStates"][task]
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    logs.lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(key, value)| (key.trim().to_string(), value.trim().to_string()))
+        .collect()
+}
+
+/// `/proc/self/status`'s `CapEff` as a bit set.
+fn effective_caps(report: &std::collections::BTreeMap<String, String>) -> u64 {
+    u64::from_str_radix(&report["caps"], 16).unwrap()
+}
+
+/// The task config keys Nomad users write, seen from inside the container (and, for the
+/// cgroup, from the host): each one set in the jobspec takes effect in the engine. Not here:
+/// `privileged`, which runc cannot grant on a host whose bounding set lacks a capability
+/// (this machine's lacks `CAP_SYS_RESOURCE`); its client gate is a unit test of the driver.
+#[test]
+fn docker_config_keys_take_effect_in_the_container() {
+    let Some(engine) = engine() else { return };
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("agent.hcl");
+    std::fs::write(
+        &config,
+        format!(
+            "plugin \"docker\" {{\n  config {{\n    endpoint = \"unix://{}\"\n    allow_caps = [\"all\"]\n  }}\n}}\n",
+            engine.socket().display()
+        ),
+    )
+    .unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", config.display())],
+    );
+    let probe = [
+        "echo pwd=$(pwd)",
+        "echo hostname=$(hostname)",
+        "echo pid1=$(busybox tr '\\0' ' ' < /proc/1/cmdline)",
+        "echo caps=$(busybox awk '/^CapEff/ {print $2}' /proc/self/status)",
+        "echo no_new_privs=$(busybox awk '/^NoNewPrivs/ {print $2}' /proc/self/status)",
+        "echo nofile=$(ulimit -n):$(ulimit -Hn)",
+        "echo somaxconn=$(cat /proc/sys/net/core/somaxconn)",
+        "echo extra_host=$(busybox awk '/probe.example/ {print $1}' /etc/hosts)",
+        "echo nameserver=$(busybox awk '/^nameserver/ {print $2}' /etc/resolv.conf)",
+        "if busybox touch /written 2>/dev/null; then echo rootfs=writable; else echo rootfs=read-only; fi",
+        "echo shm_kb=$(busybox df -k /dev/shm | busybox awk 'NR == 2 {print $2}')",
+        "echo scratch_kb=$(busybox df -k /scratch | busybox awk 'NR == 2 {print $2}')",
+        "echo in-tmpfs > /scratch/file && echo scratch=$(cat /scratch/file)",
+        "if [ -c /dev/probe-null ]; then echo device=char; else echo device=missing; fi",
+        "echo probe-done",
+        "while true; do sleep 1; done",
+    ]
+    .join("; ");
+    let host_probe = [
+        "echo netdevs=$(ls /sys/class/net | busybox tr '\\n' ' ')",
+        "echo ipc=$(busybox readlink /proc/self/ns/ipc)",
+        "echo pid=$(busybox readlink /proc/self/ns/pid)",
+        "echo caps=$(busybox awk '/^CapEff/ {print $2}' /proc/self/status)",
+        "echo probe-done",
+        "while true; do sleep 1; done",
+    ]
+    .join("; ");
+    // As an HCL string: backslashes and quotes escaped.
+    let hcl = |text: &str| text.replace('\\', "\\\\").replace('"', "\\\"");
+    let (probe, host_probe) = (hcl(&probe), hcl(&host_probe));
+    let job = format!(
+        r#"
+job "keys" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    task "inside" {{
+      driver = "docker"
+      kill_timeout = "1s"
+      config {{
+        image           = "{image}"
+        entrypoint      = ["/bin/sh", "-c"]
+        args            = ["{probe}"]
+        work_dir        = "/tmp"
+        hostname        = "probe-host"
+        dns_servers     = ["192.0.2.53"]
+        extra_hosts     = ["probe.example:192.0.2.7"]
+        init            = true
+        readonly_rootfs = true
+        shm_size        = 8388608
+        pids_limit      = 64
+        cap_add         = ["net_admin"]
+        cap_drop        = ["chown"]
+        security_opt    = ["no-new-privileges"]
+        sysctl = {{
+          "net.core.somaxconn" = "512"
+        }}
+        ulimit {{
+          nofile = "1024:2048"
+        }}
+        devices = [
+          {{
+            host_path      = "/dev/null"
+            container_path = "/dev/probe-null"
+          }}
+        ]
+        mount {{
+          type   = "tmpfs"
+          target = "/scratch"
+          tmpfs_options {{
+            size = 1048576
+          }}
+        }}
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+    task "host" {{
+      driver = "docker"
+      kill_timeout = "1s"
+      config {{
+        image        = "{image}"
+        command      = "/bin/sh"
+        args         = ["-c", "{host_probe}"]
+        network_mode = "none"
+        ipc_mode     = "host"
+        pid_mode     = "host"
+        cap_add      = ["sys_admin"]
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#,
+        image = engine.image,
+    );
+    run_job(&agent, "keys.hcl", &job);
+    let alloc_id = running_allocs(&agent, "keys", 1)[0]["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let inside = probe_report(&agent, &alloc_id, "inside");
+    assert_eq!(inside["pwd"], "/tmp", "{inside:?}");
+    assert_eq!(inside["hostname"], "probe-host", "{inside:?}");
+    assert!(inside["pid1"].contains("docker-init"), "{inside:?}");
+    let caps = effective_caps(&inside);
+    const CAP_CHOWN: u32 = 0;
+    const CAP_KILL: u32 = 5;
+    const CAP_NET_ADMIN: u32 = 12;
+    const CAP_SYS_ADMIN: u32 = 21;
+    assert_eq!(caps >> CAP_CHOWN & 1, 0, "chown dropped: {inside:?}");
+    assert_eq!(caps >> CAP_KILL & 1, 1, "kill kept: {inside:?}");
+    assert_eq!(caps >> CAP_NET_ADMIN & 1, 1, "net_admin added: {inside:?}");
+    assert_eq!(inside["no_new_privs"], "1", "{inside:?}");
+    assert_eq!(inside["nofile"], "1024:2048", "{inside:?}");
+    assert_eq!(inside["somaxconn"], "512", "{inside:?}");
+    assert_eq!(inside["extra_host"], "192.0.2.7", "{inside:?}");
+    assert_eq!(inside["nameserver"], "192.0.2.53", "{inside:?}");
+    assert_eq!(inside["rootfs"], "read-only", "{inside:?}");
+    assert_eq!(inside["shm_kb"], "8192", "{inside:?}");
+    assert_eq!(inside["scratch_kb"], "1024", "{inside:?}");
+    assert_eq!(inside["scratch"], "in-tmpfs", "{inside:?}");
+    assert_eq!(inside["device"], "char", "{inside:?}");
+    // pids_limit, from the host: the pids cgroup the engine put the container in.
+    let container = engine
+        .docker(&[
+            "ps",
+            "-q",
+            "--no-trunc",
+            "--filter",
+            &format!("label=com.hashicorp.nomad.alloc_id={alloc_id}"),
+            "--filter",
+            "label=com.hashicorp.nomad.task_name=inside",
+        ])
+        .trim()
+        .to_string();
+    let pid = engine
+        .docker(&["inspect", "--format", "{{.State.Pid}}", &container])
+        .trim()
+        .to_string();
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let pids_max = cgroups
+        .lines()
+        .find_map(|line| {
+            let mut fields = line.splitn(3, ':');
+            let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+            if controllers.split(',').any(|name| name == "pids") {
+                std::fs::read_to_string(format!("/sys/fs/cgroup/pids{path}/pids.max")).ok()
+            } else if controllers.is_empty() {
+                std::fs::read_to_string(format!("/sys/fs/cgroup/unified{path}/pids.max"))
+                    .or_else(|_| std::fs::read_to_string(format!("/sys/fs/cgroup{path}/pids.max")))
+                    .ok()
+            } else {
+                None
+            }
+        })
+        .unwrap_or_else(|| panic!("no pids cgroup for {pid}: {cgroups}"));
+    assert_eq!(pids_max.trim(), "64");
+
+    let host = probe_report(&agent, &alloc_id, "host");
+    assert_eq!(host["netdevs"], "lo", "network_mode none: {host:?}");
+    let own_namespace = |kind: &str| {
+        std::fs::read_link(format!("/proc/self/ns/{kind}"))
+            .unwrap()
+            .display()
+            .to_string()
+    };
+    assert_eq!(host["ipc"], own_namespace("ipc"), "{host:?}");
+    assert_eq!(host["pid"], own_namespace("pid"), "{host:?}");
+    assert_eq!(
+        effective_caps(&host) >> CAP_SYS_ADMIN & 1,
+        1,
+        "sys_admin added: {host:?}"
+    );
+
+    agent.cli_ok(&["job", "stop", "keys"]);
+    wait_for("the containers removed", LIMIT, || {
+        engine
+            .containers_of(std::slice::from_ref(&alloc_id))
+            .is_empty()
+            .then_some(())
+    });
+}
+
 #[test]
 fn docker_config_keys_drover_does_not_run_are_refused_by_name() {
     // No engine needed: the register refuses before anything is placed.
