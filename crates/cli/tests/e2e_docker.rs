@@ -1763,6 +1763,45 @@ fn pulls_use_the_task_auth_or_the_client_auth_config_and_auth_soft_fail() {
     complete(&helped, "soft", "t");
 }
 
+/// `image_pull_timeout`: a pull from a registry that accepts connections and never answers is
+/// given up after the task's timeout, with Nomad's message.
+#[test]
+fn a_pull_longer_than_image_pull_timeout_fails_the_task() {
+    let Some(engine) = engine() else { return };
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = silent.local_addr().unwrap();
+    std::thread::spawn(move || {
+        // Connections are held open, unanswered, until the test process ends.
+        let mut held = Vec::new();
+        for stream in silent.incoming() {
+            held.extend(stream.ok());
+        }
+    });
+    let temp = tempfile::tempdir().unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", engine.agent_config().display())],
+    );
+    let image = format!("{address}/drover/silent:1");
+    let started = std::time::Instant::now();
+    run_job(
+        &agent,
+        "slow.hcl",
+        &pull_job("slow", &image, "        image_pull_timeout = \"2s\""),
+    );
+    let failure = driver_failure(&agent, "slow", "t");
+    assert_eq!(
+        failure,
+        format!("Failed to pull `{image}`: context deadline exceeded")
+    );
+    // Well before the engine's own timeouts would have ended the pull.
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 /// Serves one file over HTTP on 127.0.0.1 (for an artifact) until the test ends.
 fn serve_file(body: Vec<u8>) -> String {
     use std::io::{BufRead, BufReader, Write};
