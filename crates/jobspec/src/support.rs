@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 
 use drover_structs::{
     Consul, DEFAULT_INTEGRATION_CLUSTER, DurationNs, Job, MigrateStrategy, Service, Task,
-    TaskGroup, UpdateStrategy, VOLUME_TYPE_CSI,
+    TaskGroup, UpdateStrategy, VOLUME_TYPE_CSI, VOLUME_TYPE_HOST,
 };
 use serde_json::Value as JsonValue;
 
@@ -687,6 +687,29 @@ pub static FEATURES: &[Feature] = &[
     runs(
         "group > volume (host)",
         "type = \"host\" with source, read_only and per_alloc (each allocation mounts <source>[<index>]); placed only on nodes whose client declares the volume (host_volume), writable unless the request is read-only",
+    ),
+    row(
+        "group > volume (host) > sticky, access_mode, attachment_mode",
+        Status::NotYet,
+        "sticky, access_mode and attachment_mode act on Nomad 1.10's dynamic host volumes (made by /v1/volume/host/create and claimed per node); drover has only the client's static host_volume ones, which take none of them",
+        "runs once drover has dynamic host volumes",
+        Detect::group(|group| {
+            group
+                .volumes
+                .iter()
+                .filter(|(_, volume)| volume.r#type == VOLUME_TYPE_HOST)
+                .flat_map(|(name, volume)| {
+                    [
+                        (volume.sticky, "Sticky"),
+                        (!volume.access_mode.is_empty(), "AccessMode"),
+                        (!volume.attachment_mode.is_empty(), "AttachmentMode"),
+                    ]
+                    .into_iter()
+                    .filter(|(asked, _)| *asked)
+                    .map(move |(_, field)| format!("Volumes.{name}.{field}"))
+                })
+                .collect()
+        }),
     ),
     row(
         "group > volume (csi)",
