@@ -3,7 +3,9 @@
 //! (`docker-registry`), an image built locally from busybox-static and pushed there, and the
 //! real agent running docker tasks from it: HTTP on the published port, logs, exec, signal,
 //! stats, stop, re-attach after `kill -9` of the agent (and removal of a container whose
-//! allocation the client does not have), and an OOM kill.
+//! allocation the client does not have), an OOM kill, the task config keys and resources seen
+//! from inside the container, pulls (auth, timeouts), `load`, the plugin's GC settings and the
+//! driver conformance suite.
 //!
 //! One engine per test binary, shared by its tests and stopped (with the `docker0` bridge, nft
 //! tables and forwarding it turned on) when the last test is done. The tests are skipped with
@@ -1010,6 +1012,167 @@ job "keys" {{
             .is_empty()
             .then_some(())
     });
+}
+
+/// The line of `/proc/<pid>/cgroup` for a v1 controller, read in that controller's hierarchy.
+fn cgroup_file(pid: &str, controller: &str, file: &str) -> String {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let path = cgroups
+        .lines()
+        .find_map(|line| {
+            let mut fields = line.splitn(3, ':');
+            let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+            controllers
+                .split(',')
+                .any(|name| name == controller)
+                .then(|| path.to_string())
+        })
+        .unwrap_or_else(|| panic!("no {controller} cgroup for {pid}: {cgroups}"));
+    let mount = std::fs::read_dir("/sys/fs/cgroup")
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|dir| {
+            dir.file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| name.split(',').any(|name| name == controller))
+        })
+        .unwrap_or_else(|| panic!("no {controller} hierarchy under /sys/fs/cgroup"));
+    std::fs::read_to_string(format!("{}{path}/{file}", mount.display()))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// `kill_signal` stops the container with the task's signal; `cpu` becomes the container's
+/// CPU shares and `cores` its cpuset, as Nomad sets them; the client's `gc { container =
+/// false }` keeps a stopped task's container.
+#[test]
+fn kill_signal_cpu_and_cores_reach_the_container_and_gc_container_false_keeps_it() {
+    let Some(engine) = engine() else { return };
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("agent.hcl");
+    std::fs::write(
+        &config,
+        format!(
+            "plugin \"docker\" {{\n  config {{\n    endpoint = \"unix://{}\"\n    gc {{\n      container = false\n    }}\n  }}\n}}\n",
+            engine.socket().display()
+        ),
+    )
+    .unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", config.display())],
+    );
+    let job = format!(
+        r#"
+job "limits" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    task "cores" {{
+      driver       = "docker"
+      kill_signal  = "SIGUSR1"
+      kill_timeout = "30s"
+      config {{
+        image   = "{image}"
+        command = "/bin/sh"
+        args    = ["-c", "trap 'echo stopping-on-usr1; exit 0' USR1; echo up; while true; do sleep 1; done"]
+      }}
+      resources {{
+        cores  = 1
+        memory = 32
+      }}
+    }}
+    task "shares" {{
+      driver       = "docker"
+      kill_timeout = "1s"
+      config {{
+        image   = "{image}"
+        command = "/bin/sh"
+        args    = ["-c", "while true; do sleep 1; done"]
+      }}
+      resources {{
+        cpu    = 250
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#,
+        image = engine.image
+    );
+    run_job(&agent, "limits.hcl", &job);
+    let alloc_id = running_allocs(&agent, "limits", 1)[0]["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let alloc = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+    let tasks = &alloc["AllocatedResources"]["Tasks"];
+    let cores: Vec<String> = tasks["cores"]["Cpu"]["ReservedCores"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no reserved cores: {tasks}"))
+        .iter()
+        .map(|core| core.to_string())
+        .collect();
+    assert_eq!(cores.len(), 1, "{tasks}");
+    let container_of_task = |task: &str| {
+        engine
+            .docker(&[
+                "ps",
+                "-aq",
+                "--no-trunc",
+                "--filter",
+                &format!("label=com.hashicorp.nomad.alloc_id={alloc_id}"),
+                "--filter",
+                &format!("label=com.hashicorp.nomad.task_name={task}"),
+            ])
+            .trim()
+            .to_string()
+    };
+    let pid_of = |container: &str| {
+        engine
+            .docker(&["inspect", "--format", "{{.State.Pid}}", container])
+            .trim()
+            .to_string()
+    };
+    let cores_container = container_of_task("cores");
+    assert_eq!(
+        cgroup_file(&pid_of(&cores_container), "cpuset", "cpuset.cpus"),
+        cores[0],
+        "{tasks}"
+    );
+    let shares_container = container_of_task("shares");
+    assert_eq!(
+        cgroup_file(&pid_of(&shares_container), "cpu", "cpu.shares"),
+        "250"
+    );
+    wait_for("the task up", LIMIT, || {
+        agent
+            .cli_ok(&["alloc", "logs", &alloc_id, "cores"])
+            .contains("up")
+            .then_some(())
+    });
+
+    let stopping = std::time::Instant::now();
+    agent.cli_ok(&["job", "stop", "limits"]);
+    wait_for("the allocation stopped", LIMIT, || {
+        let alloc = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+        (alloc["ClientStatus"] == "complete").then_some(())
+    });
+    // The task's own signal ended it, long before its 30 s kill_timeout.
+    assert!(
+        stopping.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        stopping.elapsed()
+    );
+    let logs = agent.cli_ok(&["alloc", "logs", &alloc_id, "cores"]);
+    assert!(logs.contains("stopping-on-usr1"), "{logs}");
+    // gc { container = false }: both containers are kept, stopped.
+    for container in [&cores_container, &shares_container] {
+        let running = engine.docker(&["inspect", "--format", "{{.State.Running}}", container]);
+        assert_eq!(running.trim(), "false", "{container}");
+    }
+    engine.docker(&["rm", "-f", &cores_container, &shares_container]);
 }
 
 #[test]
