@@ -804,7 +804,8 @@ fn effective_caps(report: &std::collections::BTreeMap<String, String>) -> u64 {
 }
 
 /// The task config keys Nomad users write, seen from inside the container (and, for the
-/// cgroup, from the host): each one set in the jobspec takes effect in the engine. Not here:
+/// cgroup, from the host): each one set in the jobspec takes effect in the engine, and each
+/// `network_mode` (bridge, none, host, container:) gives the network namespace it names. Not here:
 /// `privileged`, which runc cannot grant on a host whose bounding set lacks a capability
 /// (this machine's lacks `CAP_SYS_RESOURCE`); its client gate is a unit test of the driver.
 #[test]
@@ -839,6 +840,13 @@ fn docker_config_keys_take_effect_in_the_container() {
         "echo scratch_kb=$(busybox df -k /scratch | busybox awk 'NR == 2 {print $2}')",
         "echo in-tmpfs > /scratch/file && echo scratch=$(cat /scratch/file)",
         "if [ -c /dev/probe-null ]; then echo device=char; else echo device=missing; fi",
+        "echo net=$(busybox readlink /proc/self/ns/net)",
+        "echo probe-done",
+        "while true; do sleep 1; done",
+    ]
+    .join("; ");
+    let net_probe = [
+        "echo net=$(busybox readlink /proc/self/ns/net)",
         "echo probe-done",
         "while true; do sleep 1; done",
     ]
@@ -854,7 +862,7 @@ fn docker_config_keys_take_effect_in_the_container() {
     .join("; ");
     // As an HCL string: backslashes and quotes escaped.
     let hcl = |text: &str| text.replace('\\', "\\\\").replace('"', "\\\"");
-    let (probe, host_probe) = (hcl(&probe), hcl(&host_probe));
+    let (probe, host_probe, net_probe) = (hcl(&probe), hcl(&host_probe), hcl(&net_probe));
     let job = format!(
         r#"
 job "keys" {{
@@ -863,6 +871,11 @@ job "keys" {{
     task "inside" {{
       driver = "docker"
       kill_timeout = "1s"
+      # Running before the main tasks, so that "joined" can share its network.
+      lifecycle {{
+        hook    = "prestart"
+        sidecar = true
+      }}
       config {{
         image           = "{image}"
         entrypoint      = ["/bin/sh", "-c"]
@@ -897,6 +910,34 @@ job "keys" {{
             size = 1048576
           }}
         }}
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+    task "joined" {{
+      driver = "docker"
+      kill_timeout = "1s"
+      config {{
+        image        = "{image}"
+        command      = "/bin/sh"
+        args         = ["-c", "{net_probe}"]
+        network_mode = "container:inside-${{NOMAD_ALLOC_ID}}"
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+    task "hostnet" {{
+      driver = "docker"
+      kill_timeout = "1s"
+      config {{
+        image        = "{image}"
+        command      = "/bin/sh"
+        args         = ["-c", "{net_probe}"]
+        network_mode = "host"
       }}
       resources {{
         cpu    = 20
@@ -1004,6 +1045,13 @@ job "keys" {{
         1,
         "sys_admin added: {host:?}"
     );
+    // network_mode: bridge (the default) is a network of the container's own, container:
+    // shares another's, host is the host's.
+    let joined = probe_report(&agent, &alloc_id, "joined");
+    let hostnet = probe_report(&agent, &alloc_id, "hostnet");
+    assert_ne!(inside["net"], own_namespace("net"), "{inside:?}");
+    assert_eq!(joined["net"], inside["net"], "{joined:?}");
+    assert_eq!(hostnet["net"], own_namespace("net"), "{hostnet:?}");
 
     agent.cli_ok(&["job", "stop", "keys"]);
     wait_for("the containers removed", LIMIT, || {
