@@ -805,7 +805,8 @@ fn effective_caps(report: &std::collections::BTreeMap<String, String>) -> u64 {
 
 /// The task config keys Nomad users write, seen from inside the container (and, for the
 /// cgroup, from the host): each one set in the jobspec takes effect in the engine, and each
-/// `network_mode` (bridge, none, host, container:) gives the network namespace it names. Not here:
+/// `network_mode` (bridge, none, host, container:) gives the network namespace it names; a
+/// `volumes` bind and a named-volume `mount` need the client's `volumes { enabled }`. Not here:
 /// `privileged`, which runc cannot grant on a host whose bounding set lacks a capability
 /// (this machine's lacks `CAP_SYS_RESOURCE`); its client gate is a unit test of the driver.
 #[test]
@@ -816,7 +817,7 @@ fn docker_config_keys_take_effect_in_the_container() {
     std::fs::write(
         &config,
         format!(
-            "plugin \"docker\" {{\n  config {{\n    endpoint = \"unix://{}\"\n    allow_caps = [\"all\"]\n  }}\n}}\n",
+            "plugin \"docker\" {{\n  config {{\n    endpoint = \"unix://{}\"\n    allow_caps = [\"all\"]\n    volumes {{\n      enabled = true\n    }}\n  }}\n}}\n",
             engine.socket().display()
         ),
     )
@@ -839,6 +840,8 @@ fn docker_config_keys_take_effect_in_the_container() {
         "echo shm_kb=$(busybox df -k /dev/shm | busybox awk 'NR == 2 {print $2}')",
         "echo scratch_kb=$(busybox df -k /scratch | busybox awk 'NR == 2 {print $2}')",
         "echo in-tmpfs > /scratch/file && echo scratch=$(cat /scratch/file)",
+        "echo bound > /data/from-container && echo bind=ok",
+        "echo in-volume > /named/file && echo named=$(cat /named/file)",
         "if [ -c /dev/probe-null ]; then echo device=char; else echo device=missing; fi",
         "echo net=$(busybox readlink /proc/self/ns/net)",
         "echo probe-done",
@@ -863,6 +866,7 @@ fn docker_config_keys_take_effect_in_the_container() {
     // As an HCL string: backslashes and quotes escaped.
     let hcl = |text: &str| text.replace('\\', "\\\\").replace('"', "\\\"");
     let (probe, host_probe, net_probe) = (hcl(&probe), hcl(&host_probe), hcl(&net_probe));
+    let volume = format!("drover-probe-{}", std::process::id());
     let job = format!(
         r#"
 job "keys" {{
@@ -903,12 +907,18 @@ job "keys" {{
             container_path = "/dev/probe-null"
           }}
         ]
+        volumes         = ["local/data:/data"]
         mount {{
           type   = "tmpfs"
           target = "/scratch"
           tmpfs_options {{
             size = 1048576
           }}
+        }}
+        mount {{
+          type   = "volume"
+          target = "/named"
+          source = "{volume}"
         }}
       }}
       resources {{
@@ -965,6 +975,7 @@ job "keys" {{
 }}
 "#,
         image = engine.image,
+        volume = volume,
     );
     run_job(&agent, "keys.hcl", &job);
     let alloc_id = running_allocs(&agent, "keys", 1)[0]["ID"]
@@ -994,6 +1005,16 @@ job "keys" {{
     assert_eq!(inside["scratch_kb"], "1024", "{inside:?}");
     assert_eq!(inside["scratch"], "in-tmpfs", "{inside:?}");
     assert_eq!(inside["device"], "char", "{inside:?}");
+    // volumes: a path of the task's directory, bound; mount type volume: a named volume.
+    assert_eq!(inside["bind"], "ok", "{inside:?}");
+    let bound = temp.path().join(format!(
+        "data/alloc/{alloc_id}/inside/local/data/from-container"
+    ));
+    assert_eq!(std::fs::read_to_string(&bound).unwrap(), "bound\n");
+    assert_eq!(inside["named"], "in-volume", "{inside:?}");
+    let named: Value =
+        serde_json::from_str(&engine.docker(&["volume", "inspect", &volume])).unwrap();
+    assert_eq!(named[0]["Name"], volume.as_str(), "{named}");
     // pids_limit, from the host: the pids cgroup the engine put the container in.
     let container = engine
         .docker(&[
@@ -1060,6 +1081,8 @@ job "keys" {{
             .is_empty()
             .then_some(())
     });
+    // A named volume outlives its containers, as in Nomad.
+    engine.docker(&["volume", "rm", &volume]);
 }
 
 /// The line of `/proc/<pid>/cgroup` for a v1 controller, read in that controller's hierarchy.

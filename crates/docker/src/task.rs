@@ -276,6 +276,14 @@ fn mounts(
                 }
             }
             "volume" => {
+                // A named volume is storage outside the allocation, as a host path is: only
+                // where the client enables volumes (Nomad's rule).
+                if !client.volumes_enabled {
+                    return Err(bad(format!(
+                        "mount: volumes are not enabled; cannot mount volume: {:?} (plugin \"docker\" {{ config {{ volumes {{ enabled = true }} }} }})",
+                        source.unwrap_or_default()
+                    )));
+                }
                 mount.typ = Some(MountType::VOLUME);
                 mount.source = source;
             }
@@ -874,6 +882,10 @@ mod tests {
             (json!({"image": "x", "ports": ["admin"]}), "ports"),
             (json!({"image": "x", "logging": {"driver": "x"}}), "logging"),
             (json!({"image": "x", "load": "../../../x.tar"}), "load"),
+            (
+                json!({"image": "x", "mount": [{"type": "volume", "source": "v", "target": "/v"}]}),
+                "cannot mount volume: \"v\"",
+            ),
             (json!({"command": "x"}), "image"),
         ] {
             let error = plan(&launch(config.clone()), &client)
@@ -888,7 +900,12 @@ mod tests {
         };
         assert!(
             plan(
-                &launch(json!({"image": "x", "volumes": ["/etc:/e"], "privileged": true})),
+                &launch(json!({
+                    "image": "x",
+                    "volumes": ["/etc:/e"],
+                    "privileged": true,
+                    "mount": [{"type": "volume", "source": "v", "target": "/v"}],
+                })),
                 &open
             )
             .is_ok()
