@@ -806,7 +806,7 @@ fn effective_caps(report: &std::collections::BTreeMap<String, String>) -> u64 {
 /// The task config keys Nomad users write, seen from inside the container (and, for the
 /// cgroup, from the host): each one set in the jobspec takes effect in the engine, and each
 /// `network_mode` (bridge, none, host, container:) gives the network namespace it names; a
-/// `volumes` bind and a named-volume `mount` need the client's `volumes { enabled }`. Not here:
+/// named-volume `mount` needs the client's `volumes { enabled }`. Not here:
 /// `privileged`, which runc cannot grant on a host whose bounding set lacks a capability
 /// (this machine's lacks `CAP_SYS_RESOURCE`); its client gate is a unit test of the driver.
 #[test]
@@ -836,6 +836,11 @@ fn docker_config_keys_take_effect_in_the_container() {
         "echo somaxconn=$(cat /proc/sys/net/core/somaxconn)",
         "echo extra_host=$(busybox awk '/probe.example/ {print $1}' /etc/hosts)",
         "echo nameserver=$(busybox awk '/^nameserver/ {print $2}' /etc/resolv.conf)",
+        "echo search=$(busybox awk '/^search/ {print $2}' /etc/resolv.conf)",
+        "echo dns_options=$(busybox awk '/^options/ {print $2}' /etc/resolv.conf)",
+        "echo groups=$(id -G)",
+        "if busybox touch /opt/tools/x 2>/dev/null; then echo tools=writable; else echo tools=read-only; fi",
+        "echo tools_file=$(cat /opt/tools/tool.txt)",
         "if busybox touch /written 2>/dev/null; then echo rootfs=writable; else echo rootfs=read-only; fi",
         "echo shm_kb=$(busybox df -k /dev/shm | busybox awk 'NR == 2 {print $2}')",
         "echo scratch_kb=$(busybox df -k /scratch | busybox awk 'NR == 2 {print $2}')",
@@ -858,6 +863,7 @@ fn docker_config_keys_take_effect_in_the_container() {
         "echo netdevs=$(ls /sys/class/net | busybox tr '\\n' ' ')",
         "echo ipc=$(busybox readlink /proc/self/ns/ipc)",
         "echo pid=$(busybox readlink /proc/self/ns/pid)",
+        "echo uts=$(busybox readlink /proc/self/ns/uts)",
         "echo caps=$(busybox awk '/^CapEff/ {print $2}' /proc/self/status)",
         "echo probe-done",
         "while true; do sleep 1; done",
@@ -880,6 +886,10 @@ job "keys" {{
         hook    = "prestart"
         sidecar = true
       }}
+      template {{
+        data        = "from-the-task-dir"
+        destination = "local/tools/tool.txt"
+      }}
       config {{
         image           = "{image}"
         entrypoint      = ["/bin/sh", "-c"]
@@ -887,6 +897,9 @@ job "keys" {{
         work_dir        = "/tmp"
         hostname        = "probe-host"
         dns_servers     = ["192.0.2.53"]
+        dns_search_domains = ["probe.example"]
+        dns_options     = ["ndots:3"]
+        group_add       = ["4242"]
         extra_hosts     = ["probe.example:192.0.2.7"]
         init            = true
         readonly_rootfs = true
@@ -920,6 +933,15 @@ job "keys" {{
           target = "/named"
           source = "{volume}"
         }}
+        # Nomad's pre-1.0 list form.
+        mounts = [
+          {{
+            type     = "bind"
+            source   = "local/tools"
+            target   = "/opt/tools"
+            readonly = true
+          }}
+        ]
       }}
       resources {{
         cpu    = 20
@@ -964,6 +986,7 @@ job "keys" {{
         network_mode = "none"
         ipc_mode     = "host"
         pid_mode     = "host"
+        uts_mode     = "host"
         cap_add      = ["sys_admin"]
       }}
       resources {{
@@ -1000,6 +1023,16 @@ job "keys" {{
     assert_eq!(inside["somaxconn"], "512", "{inside:?}");
     assert_eq!(inside["extra_host"], "192.0.2.7", "{inside:?}");
     assert_eq!(inside["nameserver"], "192.0.2.53", "{inside:?}");
+    assert_eq!(inside["search"], "probe.example", "{inside:?}");
+    assert_eq!(inside["dns_options"], "ndots:3", "{inside:?}");
+    assert!(
+        inside["groups"]
+            .split_whitespace()
+            .any(|group| group == "4242"),
+        "{inside:?}"
+    );
+    assert_eq!(inside["tools"], "read-only", "{inside:?}");
+    assert_eq!(inside["tools_file"], "from-the-task-dir", "{inside:?}");
     assert_eq!(inside["rootfs"], "read-only", "{inside:?}");
     assert_eq!(inside["shm_kb"], "8192", "{inside:?}");
     assert_eq!(inside["scratch_kb"], "1024", "{inside:?}");
@@ -1061,6 +1094,7 @@ job "keys" {{
     };
     assert_eq!(host["ipc"], own_namespace("ipc"), "{host:?}");
     assert_eq!(host["pid"], own_namespace("pid"), "{host:?}");
+    assert_eq!(host["uts"], own_namespace("uts"), "{host:?}");
     assert_eq!(
         effective_caps(&host) >> CAP_SYS_ADMIN & 1,
         1,

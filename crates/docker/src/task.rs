@@ -211,13 +211,15 @@ fn mounts(
     launch: &TaskLaunch,
     client: &DockerConfig,
 ) -> Result<Vec<Mount>, DockerError> {
-    let Some(value) = config.get("mount") else {
-        return Ok(Vec::new());
-    };
-    let blocks: Vec<&Value> = match value {
-        Value::Array(items) => items.iter().collect(),
-        other => vec![other],
-    };
+    // `mount` blocks, then the pre-1.0 `mounts = [{ … }]` list, as Nomad appends them.
+    let blocks: Vec<&Value> = ["mount", "mounts"]
+        .iter()
+        .filter_map(|key| config.get(*key))
+        .flat_map(|value| match value {
+            Value::Array(items) => items.iter().collect(),
+            other => vec![other],
+        })
+        .collect();
     let mut mounts = Vec::new();
     for block in blocks {
         let block = block
@@ -644,6 +646,9 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
     let ulimits = ulimits(config)?;
     let devices = devices(config)?;
     let dns = strings(config, "dns_servers")?;
+    let dns_search = strings(config, "dns_search_domains")?;
+    let dns_options = strings(config, "dns_options")?;
+    let group_add = strings(config, "group_add")?;
     let extra_hosts = strings(config, "extra_hosts")?;
     let security_opt = strings(config, "security_opt")?;
     let mut mounts = mounts(config, launch, client)?;
@@ -670,6 +675,9 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
         network_mode: network_mode.clone(),
         port_bindings: (!port_bindings.is_empty()).then_some(port_bindings),
         dns: (!dns.is_empty()).then_some(dns),
+        dns_search: (!dns_search.is_empty()).then_some(dns_search),
+        dns_options: (!dns_options.is_empty()).then_some(dns_options),
+        group_add: (!group_add.is_empty()).then_some(group_add),
         extra_hosts: (!extra_hosts.is_empty()).then_some(extra_hosts),
         privileged: Some(privileged),
         cap_add: (!cap_add.is_empty()).then_some(cap_add),
@@ -684,6 +692,7 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
             .transpose()?,
         ipc_mode: string(config, "ipc_mode")?,
         pid_mode: string(config, "pid_mode")?,
+        uts_mode: string(config, "uts_mode")?,
         security_opt: (!security_opt.is_empty()).then_some(security_opt),
         devices: (!devices.is_empty()).then_some(devices),
         log_config: Some(logging(config)?),
