@@ -805,8 +805,9 @@ fn effective_caps(report: &std::collections::BTreeMap<String, String>) -> u64 {
 
 /// The task config keys Nomad users write, seen from inside the container (and, for the
 /// cgroup, from the host): each one set in the jobspec takes effect in the engine, and each
-/// `network_mode` (bridge, none, host, container:) gives the network namespace it names; a
-/// named-volume `mount` needs the client's `volumes { enabled }`. Not here:
+/// `network_mode` (bridge, none, host, container:) gives the network namespace it names, `tty`
+/// and `interactive` a terminal; a named-volume `mount` needs the client's `volumes { enabled }`.
+/// Not here:
 /// `privileged`, which runc cannot grant on a host whose bounding set lacks a capability
 /// (this machine's lacks `CAP_SYS_RESOURCE`); its client gate is a unit test of the driver.
 #[test]
@@ -859,6 +860,13 @@ fn docker_config_keys_take_effect_in_the_container() {
         "while true; do sleep 1; done",
     ]
     .join("; ");
+    let terminal_probe = [
+        "if [ -t 1 ]; then echo stdout=terminal; else echo stdout=pipe; fi",
+        "if [ -t 0 ]; then echo stdin=terminal; else echo stdin=other; fi",
+        "echo probe-done",
+        "while true; do sleep 1; done",
+    ]
+    .join("; ");
     let host_probe = [
         "echo netdevs=$(ls /sys/class/net | busybox tr '\\n' ' ')",
         "echo ipc=$(busybox readlink /proc/self/ns/ipc)",
@@ -871,7 +879,12 @@ fn docker_config_keys_take_effect_in_the_container() {
     .join("; ");
     // As an HCL string: backslashes and quotes escaped.
     let hcl = |text: &str| text.replace('\\', "\\\\").replace('"', "\\\"");
-    let (probe, host_probe, net_probe) = (hcl(&probe), hcl(&host_probe), hcl(&net_probe));
+    let (probe, host_probe, net_probe, terminal_probe) = (
+        hcl(&probe),
+        hcl(&host_probe),
+        hcl(&net_probe),
+        hcl(&terminal_probe),
+    );
     let volume = format!("drover-probe-{}", std::process::id());
     let job = format!(
         r#"
@@ -956,6 +969,23 @@ job "keys" {{
         command      = "/bin/sh"
         args         = ["-c", "{net_probe}"]
         network_mode = "container:inside-${{NOMAD_ALLOC_ID}}"
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+    task "terminal" {{
+      driver = "docker"
+      kill_timeout = "1s"
+      config {{
+        image             = "{image}"
+        command           = "/bin/sh"
+        args              = ["-c", "{terminal_probe}"]
+        tty               = true
+        interactive       = true
+        cpuset_cpus       = "0"
+        memory_hard_limit = 64
       }}
       resources {{
         cpu    = 20
@@ -1099,6 +1129,29 @@ job "keys" {{
         effective_caps(&host) >> CAP_SYS_ADMIN & 1,
         1,
         "sys_admin added: {host:?}"
+    );
+    // tty and interactive: a terminal on both ends, its output still in alloc logs;
+    // cpuset_cpus and memory_hard_limit in the host's cgroups.
+    let terminal = probe_report(&agent, &alloc_id, "terminal");
+    assert_eq!(terminal["stdout"], "terminal", "{terminal:?}");
+    assert_eq!(terminal["stdin"], "terminal", "{terminal:?}");
+    let terminal_pid = engine
+        .docker(&[
+            "inspect",
+            "--format",
+            "{{.State.Pid}}",
+            &format!("terminal-{alloc_id}"),
+        ])
+        .trim()
+        .to_string();
+    assert_eq!(cgroup_file(&terminal_pid, "cpuset", "cpuset.cpus"), "0");
+    assert_eq!(
+        cgroup_file(&terminal_pid, "memory", "memory.limit_in_bytes"),
+        (64 * 1024 * 1024).to_string()
+    );
+    assert_eq!(
+        cgroup_file(&terminal_pid, "memory", "memory.soft_limit_in_bytes"),
+        (32 * 1024 * 1024).to_string()
     );
     // network_mode: bridge (the default) is a network of the container's own, container:
     // shares another's, host is the host's.

@@ -634,7 +634,24 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
     }
     binds.extend(volume_binds(config, launch, client)?);
 
-    let (soft, hard) = launch.resources.memory_limits();
+    // memory_hard_limit (MiB), as Nomad: the larger of it and memory_max is the hard limit,
+    // and memory then the reservation.
+    let (soft, hard) = match integer(config, "memory_hard_limit")? {
+        Some(limit) if limit < 0 => {
+            return Err(bad("memory_hard_limit must not be negative"));
+        }
+        Some(limit) if limit > 0 => {
+            let limit_bytes = u64::try_from(limit)
+                .unwrap_or(0)
+                .saturating_mul(1024 * 1024);
+            let hard = launch
+                .resources
+                .memory_max_bytes
+                .map_or(limit_bytes, |max| max.max(limit_bytes));
+            (launch.resources.memory_bytes, Some(hard))
+        }
+        _ => launch.resources.memory_limits(),
+    };
     let as_i64 = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
     let pids_limit = match integer(config, "pids_limit")? {
         Some(0) => return Err(bad("pids_limit must be a positive integer")),
@@ -670,7 +687,10 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
         memory_swap: hard.map(as_i64),
         memory_reservation: soft.map(as_i64),
         cpu_shares: launch.resources.cpu_shares.map(as_i64),
-        cpuset_cpus: launch.resources.cpuset_cpus.clone(),
+        // cpuset_cpus replaces the cpuset of the task's reserved cores, as in Nomad.
+        cpuset_cpus: string(config, "cpuset_cpus")?
+            .filter(|cpus| !cpus.is_empty())
+            .or_else(|| launch.resources.cpuset_cpus.clone()),
         pids_limit,
         network_mode: network_mode.clone(),
         port_bindings: (!port_bindings.is_empty()).then_some(port_bindings),
@@ -720,6 +740,8 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
         ),
         user: launch.user.clone(),
         hostname,
+        tty: Some(flag(config, "tty")?),
+        open_stdin: Some(flag(config, "interactive")?),
         labels: Some(labels),
         exposed_ports: (!exposed_ports.is_empty()).then_some(exposed_ports),
         host_config: Some(host_config),
@@ -872,6 +894,34 @@ mod tests {
         );
         assert_eq!(host.ulimits.unwrap()[0].hard, Some(2048));
         assert_eq!(body.labels.unwrap()["team"], "web");
+    }
+
+    #[test]
+    fn memory_hard_limit_raises_the_hard_limit_as_nomad() {
+        const MIB: i64 = 1024 * 1024;
+        let limits = |config: Value, memory_max_mb: Option<u64>| {
+            let mut launch = launch(config);
+            launch.resources.memory_bytes = Some(32 * 1024 * 1024);
+            launch.resources.memory_max_bytes = memory_max_mb.map(|mb| mb * 1024 * 1024);
+            let host = plan(&launch, &DockerConfig::default())
+                .unwrap()
+                .body
+                .host_config
+                .unwrap();
+            (host.memory, host.memory_reservation)
+        };
+        // Without it: memory is the hard limit, no reservation.
+        assert_eq!(limits(json!({"image": "x"}), None), (Some(32 * MIB), None));
+        // With it: the hard limit, memory the reservation; memory_max wins when larger.
+        let hard = json!({"image": "x", "memory_hard_limit": 64});
+        assert_eq!(limits(hard.clone(), None), (Some(64 * MIB), Some(32 * MIB)));
+        assert_eq!(limits(hard, Some(128)), (Some(128 * MIB), Some(32 * MIB)));
+        let error = plan(
+            &launch(json!({"image": "x", "memory_hard_limit": -1})),
+            &DockerConfig::default(),
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("memory_hard_limit"), "{error}");
     }
 
     #[test]

@@ -318,14 +318,10 @@ const NO_AUTOSCALER: &str = "runs once drover has dynamic application sizing";
 /// Nomad docker task config keys the docker driver does not implement (refused by name).
 const DOCKER_UNIMPLEMENTED_KEYS: &[&str] = &[
     "mac_address",
-    "memory_hard_limit",
     "cpu_hard_limit",
     "cpu_cfs_period",
-    "cpuset_cpus",
     "storage_opt",
     "userns_mode",
-    "tty",
-    "interactive",
     "isolation",
     "healthchecks",
     "network_aliases",
@@ -738,12 +734,12 @@ pub static FEATURES: &[Feature] = &[
     ),
     runs(
         "task > config (docker)",
-        "image (pulled with auth (the task's, else the client's auth config file or credential helper) and auth_soft_fail, force_pull, image_pull_timeout), command, args, entrypoint, work_dir, ports (group network labels, published on the allocated host ports), network_mode (bridge, host, none, container:), hostname, dns_servers, dns_search_domains, dns_options, extra_hosts, labels, volumes and mount (and its pre-1.0 list form mounts; bind, volume, tmpfs; host paths confined to the allocation and named volumes refused unless the client enables volumes), privileged (client-gated), cap_add (client allow_caps), cap_drop, devices, shm_size, ulimit, sysctl, pids_limit, readonly_rootfs, init, ipc_mode, pid_mode, uts_mode, group_add, security_opt, runtime (one of the client's allow_runtimes, Nomad's runc and nvidia by default), load (an image archive in local/, from an artifact, loaded instead of pulled), logging (type and config of the engine's log driver, json-file with two files of 2m by default); /alloc, /local and /secrets mounted; logs in the allocation's log files whatever the log driver",
+        "image (pulled with auth (the task's, else the client's auth config file or credential helper) and auth_soft_fail, force_pull, image_pull_timeout), command, args, entrypoint, work_dir, ports (group network labels, published on the allocated host ports), network_mode (bridge, host, none, container:), hostname, dns_servers, dns_search_domains, dns_options, extra_hosts, labels, volumes and mount (and its pre-1.0 list form mounts; bind, volume, tmpfs; host paths confined to the allocation and named volumes refused unless the client enables volumes), privileged (client-gated), cap_add (client allow_caps), cap_drop, devices, shm_size, ulimit, sysctl, pids_limit, memory_hard_limit (the container's hard limit, memory then its reservation, as Nomad), cpuset_cpus (in place of the cores' cpuset), tty, interactive, readonly_rootfs, init, ipc_mode, pid_mode, uts_mode, group_add, security_opt, runtime (one of the client's allow_runtimes, Nomad's runc and nvidia by default), load (an image archive in local/, from an artifact, loaded instead of pulled), logging (type and config of the engine's log driver, json-file with two files of 2m by default); /alloc, /local and /secrets mounted; logs in the allocation's log files whatever the log driver",
     ),
     row(
         "task > config (docker) > other keys",
         Status::NotYet,
-        "Nomad docker config keys the docker driver does not implement (mac_address, memory_hard_limit, cpu_hard_limit, cpu_cfs_period, cpuset_cpus, storage_opt, userns_mode, tty, interactive, isolation, healthchecks, network_aliases, ipv4_address, ipv6_address, advertise_ipv6_address, volume_driver)",
+        "Nomad docker config keys the docker driver does not implement (mac_address, cpu_hard_limit, cpu_cfs_period, storage_opt, userns_mode, isolation, healthchecks, network_aliases, ipv4_address, ipv6_address, advertise_ipv6_address, volume_driver)",
         "runs once the docker driver implements the key",
         Detect::task(|task| {
             if task.driver != "docker" {
