@@ -1,8 +1,7 @@
-# A system job rolled across the nodes two at a time.
-# Validated but refused at register: `drover job validate` parses it as Nomad does and reports
-# that drover's system scheduler replaces a changed system job on every node at once (rolling
-# it max_parallel nodes at a time with stagger is not implemented); with `max_parallel = 0` it
-# runs, replaced everywhere at once.
+# A system job rolled across the nodes two at a time: after a change, two nodes get the new
+# version, and every 30 seconds a rolling-update evaluation replaces the next two, as Nomad's
+# system scheduler does with a job-level update block (in-place changes apply everywhere at
+# once).
 
 job "node-agent" {
   datacenters = ["*"]

@@ -90,3 +90,20 @@ def test_system_gc_collects_a_finished_batch_job(client):
     for alloc in allocs:
         with pytest.raises(nomad.api.exceptions.URLNotFoundNomadException):
             client.allocation.get_allocation(alloc["ID"])
+
+
+def test_reconcile_summaries_recounts_a_jobs_allocations(client):
+    job_id = "reconcile-interop"
+    register_batch(client, job_id, "/bin/true")
+    wait_for(
+        "the batch job to finish",
+        lambda: client.job.get_job(job_id)["Status"] == "dead",
+    )
+    before = client.job.get_summary(job_id)
+    assert client.system.reconcile_summaries() is True
+    after = client.job.get_summary(job_id)
+    # Counted again from the allocations: the same counts, written anew.
+    assert after["Summary"] == before["Summary"]
+    assert after["Summary"]["crunch"]["Complete"] == 1
+    assert after["ModifyIndex"] > before["ModifyIndex"]
+    assert after["CreateIndex"] == client.job.get_job(job_id)["CreateIndex"]

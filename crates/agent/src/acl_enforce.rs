@@ -24,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use drover_api::params::QueryParams;
 use drover_api::routes::{Route, route};
 use drover_server::Clock;
-use drover_server::acl::policy::capability;
+use drover_server::acl::policy::{capability, node_pool_capability};
 use drover_server::acl::{Acl, anonymous_acl, token_acl, workload_acl};
 use drover_server::identity::{RequestIdentity, request_token, resolve_token_at};
 use drover_server::keyring::Keyring;
@@ -52,6 +52,24 @@ pub enum Permission {
     ServiceRead {
         namespace: String,
     },
+    /// A node pool capability on a pool (Nomad's `AllowNodePoolOperation`).
+    NodePool {
+        pool: String,
+        capability: &'static str,
+    },
+    /// A pool's nodes: node read and the pool's `read`.
+    NodePoolNodes {
+        pool: String,
+    },
+    /// The pool list: anyone may ask; the answer keeps the pools the caller may read.
+    NodePoolList,
+    /// Reading scaling policies in a namespace: the scaling capability (`list-scaling-policies`
+    /// or `read-scaling-policy`), or both `list-jobs` and `read-job` (Nomad's scaling
+    /// endpoint).
+    ScalingPolicyRead {
+        namespace: String,
+        capability: &'static str,
+    },
     NodeRead,
     NodeWrite,
     AgentRead,
@@ -67,19 +85,48 @@ fn query_namespace(params: &QueryParams) -> String {
     params.namespace().to_owned()
 }
 
+/// Where [`required`] finds the namespace of an allocation or an evaluation a request names:
+/// a server's state store, or a client-only agent's own allocations.
+pub trait NamespaceLookup {
+    fn alloc_namespace(&self, alloc_id: &str) -> Option<String>;
+    fn eval_namespace(&self, eval_id: &str) -> Option<String>;
+}
+
+impl NamespaceLookup for StateStore {
+    fn alloc_namespace(&self, alloc_id: &str) -> Option<String> {
+        self.alloc(alloc_id).map(|alloc| alloc.namespace.clone())
+    }
+
+    fn eval_namespace(&self, eval_id: &str) -> Option<String> {
+        self.eval(eval_id).map(|eval| eval.namespace.clone())
+    }
+}
+
 /// The namespace of the allocation `alloc_id`, else the query's (the handler answers 404).
-fn alloc_namespace(state: &StateStore, alloc_id: &str, params: &QueryParams) -> String {
-    state
-        .alloc(alloc_id)
-        .map(|alloc| alloc.namespace.clone())
+fn alloc_namespace(lookup: &dyn NamespaceLookup, alloc_id: &str, params: &QueryParams) -> String {
+    lookup
+        .alloc_namespace(alloc_id)
         .unwrap_or_else(|| query_namespace(params))
 }
 
-fn eval_namespace(state: &StateStore, eval_id: &str, params: &QueryParams) -> String {
-    state
-        .eval(eval_id)
-        .map(|eval| eval.namespace.clone())
+fn eval_namespace(lookup: &dyn NamespaceLookup, eval_id: &str, params: &QueryParams) -> String {
+    lookup
+        .eval_namespace(eval_id)
         .unwrap_or_else(|| query_namespace(params))
+}
+
+/// The pool a node pool upsert names in its body (`Name`); "" when it names none (the
+/// handler answers the bad body).
+fn upserted_pool(body: &[u8]) -> String {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|value| {
+            value
+                .get("Name")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
 }
 
 /// The namespace a job registration names in its body (`Job.Namespace`), else the query's.
@@ -99,7 +146,7 @@ fn registered_namespace(body: &[u8], params: &QueryParams) -> String {
 
 /// The permission table: what each request needs, as Nomad's endpoints check it.
 pub fn required(
-    state: &StateStore,
+    state: &dyn NamespaceLookup,
     method: &Method,
     path: &str,
     params: &QueryParams,
@@ -117,20 +164,18 @@ pub fn required(
     // Endpoints outside the `/v1` route table.
     if !path.starts_with("/v1/") || path.starts_with("/v1/acl/") {
         // `/.well-known/*` is public; `/v1/acl/*` handlers check and filter themselves, but
-        // writing policies and roles and reading or writing other tokens is for management
-        // only.
-        return match path {
-            "/v1/acl/tokens" | "/v1/acl/token" | "/v1/acl/role" => Management,
-            _ if path.starts_with("/v1/acl/role/") && method != Method::GET => Management,
-            _ if path.starts_with("/v1/acl/policy/") && method != Method::GET => Management,
-            _ if path.starts_with("/v1/acl/token/")
-                && path != "/v1/acl/token/self"
-                && method != Method::GET =>
-            {
-                Management
-            }
-            _ => Anyone,
+        // writing policies and roles and listing, writing or deleting other tokens is for
+        // management only. A method the endpoint does not take is its handler's 405, as
+        // Nomad's HTTP handlers answer it before any ACL check.
+        return if acl_route_needs_management(method, path) {
+            Management
+        } else {
+            Anyone
         };
+    }
+    if path.starts_with("/v1/internal/acl/") {
+        // A bearer asks who it is and what it holds; the handlers resolve it themselves.
+        return Anyone;
     }
     if path == "/v1/namespaces" || path == "/v1/namespace" || path.starts_with("/v1/namespace/") {
         // Reading checks and filters in the handler (any capability in the namespace);
@@ -164,16 +209,39 @@ pub fn required(
         // The keyring: management only, as Nomad.
         return Management;
     }
-    // Node pools: drover's policy language has no `node_pool` block, so reading pools takes
-    // node read and writing them a management token.
-    if path == "/v1/node/pools" || path.starts_with("/v1/node/pool/") {
-        return if method == Method::GET {
-            NodeRead
-        } else {
-            Management
+    // Node pools, as Nomad's node pool endpoints check them; a method an endpoint does not
+    // take is its handler's 405.
+    if path == "/v1/node/pools" {
+        return match *method {
+            Method::GET => NodePoolList,
+            Method::PUT | Method::POST => NodePool {
+                pool: upserted_pool(body),
+                capability: node_pool_capability::WRITE,
+            },
+            _ => Anyone,
         };
     }
-    if path == "/v1/system/gc" {
+    if let Some(rest) = path.strip_prefix("/v1/node/pool/") {
+        let (pool, tail) = rest.split_once('/').unwrap_or((rest, ""));
+        let pool = pool.to_owned();
+        return match (tail, method.clone()) {
+            ("", Method::GET) | ("jobs", Method::GET) => NodePool {
+                pool,
+                capability: node_pool_capability::READ,
+            },
+            ("", Method::PUT | Method::POST) => NodePool {
+                pool,
+                capability: node_pool_capability::WRITE,
+            },
+            ("", Method::DELETE) => NodePool {
+                pool,
+                capability: node_pool_capability::DELETE,
+            },
+            ("nodes", Method::GET) => NodePoolNodes { pool },
+            _ => Anyone,
+        };
+    }
+    if path == "/v1/system/gc" || path == "/v1/system/reconcile/summaries" {
         return Management;
     }
     if path == "/v1/client/gc" {
@@ -225,8 +293,15 @@ pub fn required(
         // grants both capabilities to `write` and `read` alike.
         Route::JobScale { .. } => namespace(capability::SCALE_JOB),
         Route::JobScaleStatus { .. } => namespace(capability::READ_JOB_SCALING),
-        Route::ScalingPolicies => namespace(capability::LIST_SCALING_POLICIES),
-        Route::ScalingPolicy { .. } => namespace(capability::READ_SCALING_POLICY),
+        Route::ScalingPolicies => ScalingPolicyRead {
+            namespace: query_namespace(params),
+            capability: capability::LIST_SCALING_POLICIES,
+        },
+        // The query's namespace, not the policy's, as Nomad's `Scaling.GetPolicy` checks it.
+        Route::ScalingPolicy { .. } => ScalingPolicyRead {
+            namespace: query_namespace(params),
+            capability: capability::READ_SCALING_POLICY,
+        },
         Route::AllocationList | Route::EvaluationList | Route::DeploymentList => {
             namespace(capability::READ_JOB)
         }
@@ -283,6 +358,31 @@ pub fn required(
     }
 }
 
+/// Whether an `/v1/acl/…` request is one only a management token may make: writing a
+/// policy or a role, deleting one, listing tokens, creating, updating or deleting one by
+/// accessor (not `self`).
+fn acl_route_needs_management(method: &Method, path: &str) -> bool {
+    let write = *method == Method::PUT || *method == Method::POST;
+    let write_or_delete = write || *method == Method::DELETE;
+    match path {
+        "/v1/acl/tokens" => *method == Method::GET,
+        "/v1/acl/token" | "/v1/acl/role" => write,
+        "/v1/acl/token/self" | "/v1/acl/policy/self" => false,
+        _ => {
+            if let Some(role) = path.strip_prefix("/v1/acl/role/") {
+                // `/v1/acl/role/name/<name>` is a read.
+                write_or_delete && !role.is_empty() && !role.contains('/')
+            } else if let Some(name) = path.strip_prefix("/v1/acl/policy/") {
+                write_or_delete && !name.is_empty()
+            } else if let Some(accessor) = path.strip_prefix("/v1/acl/token/") {
+                write_or_delete && !accessor.is_empty()
+            } else {
+                false
+            }
+        }
+    }
+}
+
 /// Whether `acl` grants `permission`. `*` as a namespace asks whether any namespace the
 /// request could reach is allowed: the handlers then answer across namespaces.
 pub fn allows(acl: &Acl, permission: &Permission) -> bool {
@@ -310,6 +410,17 @@ pub fn allows(acl: &Acl, permission: &Permission) -> bool {
         Permission::ServiceRead { namespace } => {
             acl.allow_namespace_operation(namespace, capability::READ_JOB)
         }
+        Permission::NodePool { pool, capability } => {
+            acl.allow_node_pool_operation(pool, capability)
+        }
+        Permission::NodePoolNodes { pool } => {
+            acl.allow_node_read() && acl.allow_node_pool_operation(pool, node_pool_capability::READ)
+        }
+        Permission::NodePoolList => true,
+        Permission::ScalingPolicyRead {
+            namespace,
+            capability,
+        } => allows_scaling_policy_read(acl, namespace, capability),
         Permission::NodeRead => acl.allow_node_read(),
         Permission::NodeWrite => acl.allow_node_write(),
         Permission::AgentRead => acl.allow_agent_read(),
@@ -318,6 +429,29 @@ pub fn allows(acl: &Acl, permission: &Permission) -> bool {
         Permission::OperatorWrite => acl.allow_operator_write(),
         Permission::Management => acl.is_management(),
     }
+}
+
+/// Whether a caller whose policies compile to `acl` may make a request that needs
+/// `permission`. A workload identity also has its implicit rights: the variables endpoints
+/// (whose handler applies its job's paths) and the service catalog of its own namespace.
+pub fn permits(identity: &RequestIdentity, acl: &Acl, permission: &Permission) -> bool {
+    match (identity, permission) {
+        (RequestIdentity::Workload(_), Permission::Variable { .. } | Permission::Anyone) => true,
+        (RequestIdentity::Workload(workload), Permission::ServiceRead { namespace })
+            if *namespace == workload.namespace =>
+        {
+            true
+        }
+        _ => allows(acl, permission),
+    }
+}
+
+/// Whether `acl` may read scaling policies in `namespace`: `capability`, or `list-jobs` with
+/// `read-job`.
+fn allows_scaling_policy_read(acl: &Acl, namespace: &str, capability: &str) -> bool {
+    acl.allow_namespace_operation(namespace, capability)
+        || (acl.allow_namespace_operation(namespace, capability::LIST_JOBS)
+            && acl.allow_namespace_operation(namespace, capability::READ_JOB))
 }
 
 /// What the enforcement layer needs.
@@ -351,6 +485,7 @@ pub async fn enforce(
     // Only a job registration's namespace lives in its body; other bodies pass untouched.
     let reads_body = (parts.method == Method::PUT || parts.method == Method::POST)
         && (path == "/v1/jobs"
+            || path == "/v1/node/pools"
             || (path.starts_with("/v1/job/")
                 && !path.contains("/dispatch")
                 && !path.contains("/evaluate")
@@ -400,20 +535,20 @@ pub async fn enforce(
             return forbidden(message);
         }
     };
+    // The caller's policies: an ACL token's, the anonymous policy, or those attached to a
+    // workload's job (Nomad's `JobACL`; its implicit rights are [`permits`]'s).
     let acl = match &identity {
-        RequestIdentity::AclToken(token) => Some(token_acl(&enforcer.state, token)),
-        RequestIdentity::Anonymous => Some(anonymous_acl(&enforcer.state)),
-        // The variables handler applies a workload's implicit paths.
-        RequestIdentity::Workload(_) => None,
-    };
-    // What the policies attached to a workload's job grant it (Nomad's `JobACL`).
-    let attached = match &identity {
-        RequestIdentity::Workload(workload) => Some(workload_acl(&enforcer.state, workload)),
-        _ => None,
+        RequestIdentity::AclToken(token) => token_acl(&enforcer.state, token),
+        RequestIdentity::Anonymous => anonymous_acl(&enforcer.state),
+        RequestIdentity::Workload(workload) => workload_acl(&enforcer.state, workload),
     };
     // A list across namespaces answers what the caller may see in each namespace.
     let across = match &permission {
         Permission::Namespace {
+            namespace,
+            capability,
+        }
+        | Permission::ScalingPolicyRead {
             namespace,
             capability,
         } => Some((namespace.as_str(), *capability)),
@@ -424,32 +559,50 @@ pub async fn enforce(
         && namespace == ALL_NAMESPACES
         && lists_across_namespaces(&parts.method, &path)
     {
-        let acl = acl.or(attached).unwrap_or_else(|| Acl::new(&[]));
         let response = next.run(Request::from_parts(parts, body)).await;
         if acl.is_management() {
             return response;
         }
-        return keep_allowed_items(response, &acl, capability).await;
+        let scaling = matches!(permission, Permission::ScalingPolicyRead { .. });
+        let allowed = |namespace: &str| {
+            if scaling {
+                allows_scaling_policy_read(&acl, namespace, capability)
+            } else {
+                acl.allow_namespace_operation(namespace, capability)
+            }
+        };
+        return keep_allowed_items(response, &allowed).await;
     }
-    let allowed = match (&acl, &identity) {
-        (Some(acl), _) => allows(acl, &permission),
-        (None, RequestIdentity::Workload(workload)) => match &permission {
-            Permission::Variable { .. } | Permission::Anyone => true,
-            Permission::ServiceRead { namespace } if *namespace == workload.namespace => true,
-            _ => attached
-                .as_ref()
-                .is_some_and(|attached| allows(attached, &permission)),
-        },
-        (None, _) => false,
-    };
-    if !allowed {
+    if !permits(&identity, &acl, &permission) {
         tracing::debug!(path, ?permission, "ACL refused a request");
         return forbidden("Permission denied");
+    }
+    if !acl.is_management() {
+        // The pool list keeps the pools the caller may read; a pool's jobs those in
+        // namespaces where it may list jobs (Nomad's node pool endpoints).
+        if permission == Permission::NodePoolList {
+            let response = next.run(Request::from_parts(parts, body)).await;
+            return keep_items(response, |item| {
+                item.get("Name")
+                    .and_then(serde_json::Value::as_str)
+                    .is_some_and(|pool| {
+                        acl.allow_node_pool_operation(pool, node_pool_capability::READ)
+                    })
+            })
+            .await;
+        }
+        if path.starts_with("/v1/node/pool/") && path.ends_with("/jobs") {
+            let response = next.run(Request::from_parts(parts, body)).await;
+            let allowed =
+                |namespace: &str| acl.allow_namespace_operation(namespace, capability::LIST_JOBS);
+            return keep_allowed_items(response, &allowed).await;
+        }
     }
     next.run(Request::from_parts(parts, body)).await
 }
 
-/// The list endpoints that take `namespace=*` and answer objects with a `Namespace` field.
+/// The list endpoints that take `namespace=*` and answer objects with a `Namespace` field (a
+/// scaling policy's is its `Target`'s).
 fn lists_across_namespaces(method: &Method, path: &str) -> bool {
     matches!(
         route(method, path),
@@ -457,13 +610,33 @@ fn lists_across_namespaces(method: &Method, path: &str) -> bool {
             | Route::AllocationList
             | Route::EvaluationList
             | Route::DeploymentList
-            | Route::ServiceList)
+            | Route::ServiceList
+            | Route::ScalingPolicies)
     )
 }
 
-/// Drops from a successful JSON list answer the items in namespaces where `acl` does not
-/// allow `capability` (Nomad filters `*` lists by the caller's namespaces).
-async fn keep_allowed_items(response: Response, acl: &Acl, capability: &str) -> Response {
+/// The namespace of an item of a list answer: its `Namespace`, or its `Target`'s (scaling
+/// policy stubs).
+fn item_namespace(item: &serde_json::Value) -> Option<&str> {
+    item.get("Namespace")
+        .or_else(|| {
+            item.get("Target")
+                .and_then(|target| target.get("Namespace"))
+        })
+        .and_then(serde_json::Value::as_str)
+}
+
+/// Drops from a successful JSON list answer the items in namespaces that `allowed` refuses
+/// (Nomad filters `*` lists by the caller's namespaces).
+async fn keep_allowed_items(
+    response: Response,
+    allowed: &(dyn Fn(&str) -> bool + Sync),
+) -> Response {
+    keep_items(response, |item| item_namespace(item).is_some_and(allowed)).await
+}
+
+/// Keeps in a successful JSON list answer the items `keep` says yes to.
+async fn keep_items(response: Response, keep: impl Fn(&serde_json::Value) -> bool) -> Response {
     if response.status() != StatusCode::OK {
         return response;
     }
@@ -481,14 +654,7 @@ async fn keep_allowed_items(response: Response, acl: &Acl, capability: &str) -> 
     let Ok(serde_json::Value::Array(items)) = serde_json::from_slice(&bytes) else {
         return Response::from_parts(parts, Body::from(bytes));
     };
-    let kept: Vec<serde_json::Value> = items
-        .into_iter()
-        .filter(|item| {
-            item.get("Namespace")
-                .and_then(serde_json::Value::as_str)
-                .is_some_and(|namespace| acl.allow_namespace_operation(namespace, capability))
-        })
-        .collect();
+    let kept: Vec<serde_json::Value> = items.into_iter().filter(|item| keep(item)).collect();
     match serde_json::to_vec(&kept) {
         Ok(filtered) => {
             parts.headers.remove(header::CONTENT_LENGTH);

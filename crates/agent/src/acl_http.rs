@@ -21,15 +21,15 @@ use drover_api::ApiError;
 use drover_api::params::QueryParams;
 use drover_server::Clock;
 use drover_server::acl::{
-    is_valid_policy_name, job_acl_errors, policy, policy_hash, token_hash, token_policy_names,
+    identity_policy_names, is_valid_policy_name, job_acl_errors, policy, policy_hash, token_hash,
     token_with_current_roles,
 };
 use drover_server::identity::{RequestIdentity, request_token, resolve_token_at};
 use drover_server::keyring::Keyring;
 use drover_state::{StateStore, Table};
 use drover_structs::acl::{
-    ACL_TOKEN_TYPE_CLIENT, ACL_TOKEN_TYPE_MANAGEMENT, AclBootstrapRequest, AclPolicy, AclToken,
-    AclTokenRoleLink,
+    ACL_TOKEN_TYPE_CLIENT, ACL_TOKEN_TYPE_MANAGEMENT, ANONYMOUS_POLICY, AclBootstrapRequest,
+    AclPolicy, AclToken, AclTokenRoleLink,
 };
 use drover_structs::{DurationNs, Timestamp};
 
@@ -55,9 +55,17 @@ pub fn router(endpoints: AclEndpoints) -> axum::Router {
     axum::Router::new()
         .route("/v1/acl/bootstrap", axum::routing::any(bootstrap))
         .route("/v1/acl/policies", axum::routing::any(list_policies))
+        .route(
+            "/v1/acl/policy/",
+            axum::routing::any(|| async { ApiError::bad_request("Missing Policy Name") }),
+        )
         .route("/v1/acl/policy/{name}", axum::routing::any(specific_policy))
         .route("/v1/acl/tokens", axum::routing::any(list_tokens))
         .route("/v1/acl/token", axum::routing::any(create_token))
+        .route(
+            "/v1/acl/token/",
+            axum::routing::any(|| async { ApiError::bad_request("Missing Token Accessor") }),
+        )
         .route(
             "/v1/acl/token/{accessor}",
             axum::routing::any(specific_token),
@@ -201,12 +209,9 @@ async fn list_policies(
     };
     let params = QueryParams::parse(query.as_deref());
     let prefix = params.prefix();
-    // A management token sees every policy; another token only its own, as Nomad.
-    let visible: Option<Vec<String>> = match &identity {
-        RequestIdentity::AclToken(token) if token.is_management() => None,
-        RequestIdentity::AclToken(token) => Some(token_policy_names(&endpoints.state.acl(), token)),
-        _ => Some(Vec::new()),
-    };
+    // A management token sees every policy; any other caller those it holds (a token's own
+    // and its roles', the anonymous policy, a workload identity's attached ones), as Nomad.
+    let visible = identity_policy_names(&endpoints.state, &identity);
     let tables = endpoints.state.acl();
     let stubs: Vec<_> = tables
         .policies
@@ -233,6 +238,15 @@ async fn specific_policy(
     Path(name): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    if name == "self" {
+        return self_policies(&method, &headers, &endpoints);
+    }
+    if !matches!(
+        method,
+        Method::GET | Method::PUT | Method::POST | Method::DELETE
+    ) {
+        return Err(ApiError::MethodNotAllowed);
+    }
     if !endpoints.enabled {
         return disabled();
     }
@@ -242,13 +256,11 @@ async fn specific_policy(
                 Ok(identity) => identity,
                 Err(message) => return Ok(forbidden(&message)),
             };
-            let allowed = match &identity {
-                RequestIdentity::AclToken(token) => {
-                    token.is_management()
-                        || token_policy_names(&endpoints.state.acl(), token).contains(&name)
-                }
-                _ => false,
-            };
+            // The anonymous policy is anyone's to read; another one its holders' (and
+            // management's), as Nomad.
+            let allowed = name == ANONYMOUS_POLICY
+                || identity_policy_names(&endpoints.state, &identity)
+                    .is_none_or(|names| names.contains(&name));
             if !allowed {
                 return Ok(forbidden("Permission denied"));
             }
@@ -319,6 +331,47 @@ async fn specific_policy(
         }
         _ => Err(ApiError::MethodNotAllowed),
     }
+}
+
+/// `GET /v1/acl/policy/self`: the policies the caller holds, as list stubs (Nomad's
+/// `aclSelfPolicy`). A workload identity gets those attached to its job, ACLs on or off; an
+/// ACL token what `/v1/acl/policies` lists for it (ACLs on only).
+fn self_policies(
+    method: &Method,
+    headers: &HeaderMap,
+    endpoints: &AclEndpoints,
+) -> Result<Response, ApiError> {
+    if *method != Method::GET {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    let identity = match caller(endpoints, headers) {
+        Ok(identity) => identity,
+        Err(message) => return Ok(forbidden(&message)),
+    };
+    match &identity {
+        RequestIdentity::Workload(_) => {}
+        // Nomad takes a missing token for a workload identity that is not there.
+        RequestIdentity::Anonymous => return Ok(forbidden("Permission denied")),
+        RequestIdentity::AclToken(_) if !endpoints.enabled => return disabled(),
+        RequestIdentity::AclToken(_) => {}
+    }
+    let visible = identity_policy_names(&endpoints.state, &identity);
+    let tables = endpoints.state.acl();
+    let stubs: Vec<_> = tables
+        .policies
+        .values()
+        .filter(|policy| {
+            visible
+                .as_ref()
+                .is_none_or(|names| names.contains(&policy.name))
+        })
+        .map(|policy| policy.stub())
+        .collect();
+    Ok(json(
+        &stubs,
+        endpoints.state.indexes().table(Table::Acl),
+        true,
+    ))
 }
 
 async fn list_tokens(
@@ -521,6 +574,15 @@ async fn specific_token(
     Path(accessor): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    // The method is Nomad's HTTP handler's to check, before ACLs are.
+    let methods_taken: &[Method] = if accessor == "self" {
+        &[Method::GET]
+    } else {
+        &[Method::GET, Method::PUT, Method::POST, Method::DELETE]
+    };
+    if !methods_taken.contains(&method) {
+        return Err(ApiError::MethodNotAllowed);
+    }
     if !endpoints.enabled {
         return disabled();
     }
@@ -530,16 +592,14 @@ async fn specific_token(
     };
     let index = endpoints.state.indexes().table(Table::Acl);
     if accessor == "self" {
-        if method != Method::GET {
-            return Err(ApiError::MethodNotAllowed);
-        }
         return match identity {
             RequestIdentity::AclToken(token) => Ok(json(
                 &token_with_current_roles(&endpoints.state.acl(), &token),
                 index,
                 true,
             )),
-            _ => Ok(forbidden("ACL token not found")),
+            // Nomad's `aclTokenSelf`: an identity that is no ACL token has none to show.
+            _ => Err(ApiError::not_found("ACL token not found")),
         };
     }
     let management = matches!(&identity, RequestIdentity::AclToken(token) if token.is_management());

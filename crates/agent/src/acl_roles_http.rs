@@ -25,6 +25,10 @@ pub fn router(endpoints: AclEndpoints) -> axum::Router {
     axum::Router::new()
         .route("/v1/acl/roles", axum::routing::any(list_roles))
         .route("/v1/acl/role", axum::routing::any(create_role))
+        .route(
+            "/v1/acl/role/",
+            axum::routing::any(|| async { ApiError::bad_request("missing ACL role ID") }),
+        )
         .route("/v1/acl/role/{*suffix}", axum::routing::any(specific_role))
         .with_state(endpoints)
 }
@@ -126,12 +130,35 @@ pub(crate) async fn specific_role(
     Path(suffix): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    let parts: Vec<&str> = suffix.split('/').collect();
+    // What Nomad's HTTP handler checks of the path and method, before ACLs are.
+    match parts.as_slice() {
+        [""] => return Err(ApiError::bad_request("missing ACL role ID")),
+        [_] => {
+            if !matches!(
+                method,
+                Method::GET | Method::PUT | Method::POST | Method::DELETE
+            ) {
+                return Err(ApiError::MethodNotAllowed);
+            }
+        }
+        [kind, name] => {
+            if method != Method::GET {
+                return Err(ApiError::MethodNotAllowed);
+            }
+            if *kind != "name" {
+                return Err(ApiError::bad_request("invalid URI"));
+            }
+            if name.is_empty() {
+                return Err(ApiError::bad_request("missing ACL role name"));
+            }
+        }
+        _ => return Err(ApiError::bad_request("invalid URI")),
+    }
     if !endpoints.enabled {
         return disabled();
     }
-    let parts: Vec<&str> = suffix.split('/').collect();
     match parts.as_slice() {
-        [""] => Err(ApiError::bad_request("missing ACL role ID")),
         [id] => match method {
             Method::GET => {
                 let reader = match reader(&endpoints, &headers) {
@@ -169,16 +196,7 @@ pub(crate) async fn specific_role(
             Method::PUT | Method::POST => upsert(&endpoints, Some(id), &body).await,
             _ => Err(ApiError::MethodNotAllowed),
         },
-        [kind, name] => {
-            if method != Method::GET {
-                return Err(ApiError::MethodNotAllowed);
-            }
-            if *kind != "name" {
-                return Err(ApiError::bad_request("invalid URI"));
-            }
-            if name.is_empty() {
-                return Err(ApiError::bad_request("missing ACL role name"));
-            }
+        [_, name] => {
             let reader = match reader(&endpoints, &headers) {
                 Ok(reader) => reader,
                 Err(message) => return Ok(forbidden(&message)),

@@ -786,9 +786,10 @@ impl EtcdSettings {
     }
 }
 
-/// The validated `acl` block. Tokens and policies are read from the state store on every
-/// request (nothing is cached), so `token_ttl` and `policy_ttl` (Nomad's cache lifetimes,
-/// 30 s by default) are validated and kept but bound nothing: a change applies at once.
+/// The validated `acl` block. A server reads tokens and policies from its state on every
+/// request; a client-only agent asks its servers and keeps their answers: a token's identity
+/// for `token_ttl`, its policies for `policy_ttl` (Nomad's client cache lifetimes, 30 s by
+/// default). On an agent with a server the two bound nothing, so they are refused there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AclConfig {
     pub enabled: bool,
@@ -797,18 +798,23 @@ pub struct AclConfig {
 }
 
 impl AclConfig {
-    fn from_raw(raw: Option<&RawAcl>) -> Result<Self, ConfigError> {
+    fn from_raw(raw: Option<&RawAcl>, server_enabled: bool) -> Result<Self, ConfigError> {
         let raw = raw.cloned().unwrap_or_default();
+        let cache_lifetime = |key: &'static str, value: &Option<String>| match value {
+            Some(_) if server_enabled => Err(ConfigError::Invalid {
+                key,
+                message: "it bounds how long a client-only agent keeps its servers' answers \
+                          about a token; this agent runs a server, which reads tokens and \
+                          policies from its own state on every request: remove it here"
+                    .into(),
+            }),
+            Some(text) => parse_duration(key, text),
+            None => Ok(Duration::from_secs(30)),
+        };
         Ok(AclConfig {
             enabled: raw.enabled.unwrap_or(false),
-            token_ttl: match &raw.token_ttl {
-                Some(text) => parse_duration("acl.token_ttl", text)?,
-                None => Duration::from_secs(30),
-            },
-            policy_ttl: match &raw.policy_ttl {
-                Some(text) => parse_duration("acl.policy_ttl", text)?,
-                None => Duration::from_secs(30),
-            },
+            token_ttl: cache_lifetime("acl.token_ttl", &raw.token_ttl)?,
+            policy_ttl: cache_lifetime("acl.policy_ttl", &raw.policy_ttl)?,
         })
     }
 }
@@ -1198,7 +1204,7 @@ impl AgentConfig {
             docker,
             telemetry,
             etcd,
-            acl: AclConfig::from_raw(raw.acl.as_ref())?,
+            acl: AclConfig::from_raw(raw.acl.as_ref(), server_enabled)?,
             log_level,
             log_json,
         })
@@ -1614,9 +1620,15 @@ mod tests {
     fn the_acl_block_is_validated_and_unknown_keys_refused() {
         let config = AgentConfig::from_raw(RawConfig::default(), &dev_args()).expect("valid");
         assert!(!config.acl.enabled);
+        let client_args = AgentArgs {
+            client: true,
+            servers: vec!["10.0.0.1:4646".to_owned()],
+            data_dir: Some("/tmp/drover-config-test".into()),
+            ..AgentArgs::default()
+        };
         let raw: RawConfig =
             hcl::from_str("acl {\n  enabled = true\n  token_ttl = \"5s\"\n}\n").expect("parses");
-        let config = AgentConfig::from_raw(raw, &dev_args()).expect("valid");
+        let config = AgentConfig::from_raw(raw, &client_args).expect("valid");
         assert!(config.acl.enabled);
         assert_eq!(config.acl.token_ttl, Duration::from_secs(5));
         assert_eq!(config.acl.policy_ttl, Duration::from_secs(30));
@@ -1624,8 +1636,14 @@ mod tests {
             .expect_err("unknown key refused");
         assert!(err.to_string().contains("enable"), "{err}");
         let raw: RawConfig = hcl::from_str("acl {\n  policy_ttl = \"later\"\n}\n").expect("parses");
-        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad duration");
+        let err = AgentConfig::from_raw(raw, &client_args).expect_err("bad duration");
         assert!(err.to_string().starts_with("acl.policy_ttl"), "{err}");
+        // An agent with a server keeps no cache for them to bound.
+        let raw: RawConfig =
+            hcl::from_str("acl {\n  enabled = true\n  policy_ttl = \"5s\"\n}\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("refused on a server");
+        assert!(err.to_string().starts_with("acl.policy_ttl"), "{err}");
+        assert!(err.to_string().contains("client-only"), "{err}");
     }
 
     #[test]

@@ -1,8 +1,10 @@
-//! Nomad's garbage collection endpoints: `PUT /v1/system/gc` on a server agent (a forced GC of
-//! terminal jobs, evaluations, allocations, deployments and down nodes, `drover_server::gc`)
-//! and `/v1/client/gc` on an agent that runs a client (every terminal allocation's directory
-//! and state collected). Both answer 200 with an empty body, as Nomad does. A client-only
-//! agent passes `/v1/system/gc` on to its servers with every other server endpoint.
+//! Nomad's garbage collection and system endpoints: `PUT /v1/system/gc` on a server agent (a
+//! forced GC of terminal jobs, evaluations, allocations, deployments and down nodes,
+//! `drover_server::gc`), `PUT /v1/system/reconcile/summaries` (every job summary counted again
+//! from its allocations), and `/v1/client/gc` on an agent that runs a client (every terminal
+//! allocation's directory and state collected). All answer 200 with an empty body, as Nomad
+//! does. A client-only agent passes the `/v1/system/` ones on to its servers with every other
+//! server endpoint.
 //!
 //! Not here: one allocation's collection (`/v1/client/allocation/<id>/gc`, in `drover_api`),
 //! and passing `/v1/client/gc?node_id=` naming another node on to that node's agent
@@ -19,10 +21,14 @@ use drover_server::Server;
 
 use crate::backend::LocalClient;
 
-/// The routes of a server agent: `/v1/system/gc`.
+/// The routes of a server agent: `/v1/system/gc` and `/v1/system/reconcile/summaries`.
 pub fn server_router(server: Server) -> axum::Router {
     axum::Router::new()
         .route("/v1/system/gc", axum::routing::any(system_gc))
+        .route(
+            "/v1/system/reconcile/summaries",
+            axum::routing::any(reconcile_summaries),
+        )
         .with_state(server)
 }
 
@@ -39,6 +45,21 @@ async fn system_gc(method: Method, State(server): State<Server>) -> Result<Respo
     }
     server
         .garbage_collect()
+        .await
+        .map_err(|error| ApiError::internal(error.to_string()))?;
+    Ok(StatusCode::OK.into_response())
+}
+
+/// Nomad answers it without an index header (its handler sets none).
+async fn reconcile_summaries(
+    method: Method,
+    State(server): State<Server>,
+) -> Result<Response, ApiError> {
+    if method != Method::PUT {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    server
+        .reconcile_job_summaries()
         .await
         .map_err(|error| ApiError::internal(error.to_string()))?;
     Ok(StatusCode::OK.into_response())

@@ -12,7 +12,8 @@
 //!   serves it itself; with no leader known it answers Nomad's 500 "No cluster leader".
 //! - [`cluster_status`]: `/v1/status/leader`, `/v1/status/peers` and `/v1/agent/members` from
 //!   the election and the servers' member records in etcd, and real `X-Nomad-KnownLeader` /
-//!   `X-Nomad-LastContact` headers on reads.
+//!   `X-Nomad-LastContact` headers on reads; a blocking query on a server etcd does not answer
+//!   gets a 503 (at once, or as soon as etcd stops answering), so its caller asks another.
 //!
 //! Not here: the election itself (`drover_etcd`), what leader work is (`drover_server`).
 
@@ -304,12 +305,63 @@ pub async fn cluster_status(
             _ => {}
         }
     }
-    let mut response = next.run(request).await;
+    let mut response = if is_blocking_query(request.uri().query()) {
+        answer_while_etcd_answers(&cluster, next.run(request)).await
+    } else {
+        next.run(request).await
+    };
     let headers = response.headers_mut();
     if headers.contains_key("X-Nomad-KnownLeader") {
         set_leader_headers(&cluster, headers);
     }
     response
+}
+
+/// How often a blocking query's server looks whether etcd still answers it.
+const CONTACT_CHECK: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A blocking query waits for a change this server can only see while etcd answers it: cut
+/// off, it would wait out its whole wait on a store that no longer moves (a client's
+/// allocation query would never bring it new allocations). So it is refused, or ended, with a
+/// 503, and the caller asks another server.
+async fn answer_while_etcd_answers(
+    cluster: &ClusterNode,
+    answer: impl std::future::Future<Output = Response>,
+) -> Response {
+    let lost_contact = || {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "state store unavailable: etcd does not answer this server, so a blocking query \
+             here would never see a change; ask another server",
+        )
+            .into_response()
+    };
+    if !cluster.etcd_answers() {
+        return lost_contact();
+    }
+    let watch_contact = async {
+        loop {
+            tokio::time::sleep(CONTACT_CHECK).await;
+            if !cluster.etcd_answers() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        response = answer => response,
+        () = watch_contact => lost_contact(),
+    }
+}
+
+/// Whether a request's query asks to block (`index` above 0, as Nomad reads it).
+fn is_blocking_query(query: Option<&str>) -> bool {
+    query.is_some_and(|query| {
+        query.split('&').any(|pair| {
+            pair.strip_prefix("index=")
+                .and_then(|index| index.parse::<u64>().ok())
+                .is_some_and(|index| index > 0)
+        })
+    })
 }
 
 /// `/v1/agent/self` with this server's truth in `stats.nomad.leader` and `leader_addr`.
@@ -460,6 +512,16 @@ mod tests {
         ] {
             assert!(!is_cluster_write(&method, path), "{method} {path}");
         }
+    }
+
+    #[test]
+    fn a_query_blocks_with_an_index_above_zero() {
+        assert!(is_blocking_query(Some("index=12&wait=5m")));
+        assert!(is_blocking_query(Some("wait=1s&index=3")));
+        assert!(!is_blocking_query(Some("index=0")));
+        assert!(!is_blocking_query(Some("prefix=index=3")));
+        assert!(!is_blocking_query(Some("wait=5m")));
+        assert!(!is_blocking_query(None));
     }
 
     #[test]

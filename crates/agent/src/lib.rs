@@ -7,8 +7,10 @@
 
 pub mod acl_enforce;
 pub mod acl_http;
+pub mod acl_resolve_http;
 mod acl_roles_http;
 pub mod backend;
+pub mod client_acl;
 pub mod cluster;
 pub mod config;
 mod docker_fingerprint;
@@ -144,6 +146,9 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         (state, None, None, None, None)
     };
 
+    // A client-only agent's connection to its servers, shared by its client and its token
+    // resolver.
+    let mut remote_servers: Option<Arc<HttpServerConn>> = None;
     let client = match client_preparation {
         Some(preparation) => {
             let prepared = preparation
@@ -152,25 +157,31 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
             let conn = match &server {
                 // A server of a cluster may not lead: its own client reaches it over HTTP like
                 // any other, and it passes the node's writes to the leader.
-                Some(_) if cluster.is_some() => AgentServerConn::Remote(
+                Some(_) if cluster.is_some() => AgentServerConn::Remote(Arc::new(
                     HttpServerConn::new(HttpServerConnConfig {
                         cluster_id_file: Some(data_dir.path().join("client").join("cluster_id")),
                         ..HttpServerConnConfig::new(vec![advertised.to_string()])
                     })
                     .context("configuring the connection to this agent's server")?,
-                ),
+                )),
                 Some(server) => AgentServerConn::InProcess(InProcessServer {
                     server: server.clone(),
                     keyring: keyring.clone(),
                     clock: Arc::new(drover_server::SystemClock),
                 }),
-                None => AgentServerConn::Remote(
-                    HttpServerConn::new(HttpServerConnConfig {
-                        cluster_id_file: Some(data_dir.path().join("client").join("cluster_id")),
-                        ..HttpServerConnConfig::new(config.servers.clone())
-                    })
-                    .context("configuring the connection to the servers")?,
-                ),
+                None => {
+                    let servers = Arc::new(
+                        HttpServerConn::new(HttpServerConnConfig {
+                            cluster_id_file: Some(
+                                data_dir.path().join("client").join("cluster_id"),
+                            ),
+                            ..HttpServerConnConfig::new(config.servers.clone())
+                        })
+                        .context("configuring the connection to the servers")?,
+                    );
+                    remote_servers = Some(servers.clone());
+                    AgentServerConn::Remote(servers)
+                }
             };
             Some(start_client(prepared, conn).await?)
         }
@@ -278,8 +289,15 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
             .merge(identity_http::router(identity_http::IdentityEndpoints {
                 keyring: keyring.clone(),
                 state: state.clone(),
-                clock,
+                clock: clock.clone(),
             }))
+            .merge(acl_resolve_http::router(
+                acl_resolve_http::ResolveEndpoints {
+                    keyring: keyring.clone(),
+                    state: state.clone(),
+                    clock,
+                },
+            ))
         }
         None => app,
     };
@@ -376,12 +394,40 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         None => app,
     };
 
-    task_api.set_app(
-        app.clone(),
-        task_api::TaskApiAuth {
-            verifier: keyring.clone().map(|keyring| (keyring, state.clone())),
-        },
-    );
+    // A client-only agent resolves tokens by asking its servers (keeping their answers for
+    // `acl { token_ttl, policy_ttl }`); with ACLs on, its own endpoints are checked with them.
+    let client_resolver = match (&remote_servers, &client) {
+        (Some(servers), Some(client)) => Some(client_acl::ClientAclResolver::new(
+            servers.clone(),
+            client.clone(),
+            Arc::new(drover_server::SystemClock),
+            config.acl.token_ttl,
+            config.acl.policy_ttl,
+        )),
+        _ => None,
+    };
+    let app = match &client_resolver {
+        Some(resolver) if config.acl.enabled => app.layer(axum::middleware::from_fn_with_state(
+            client_acl::ClientEnforcer {
+                resolver: resolver.clone(),
+            },
+            client_acl::enforce_on_client,
+        )),
+        _ => app,
+    };
+
+    let task_api_auth = match (&keyring, &client_resolver) {
+        (Some(keyring), _) => Some(task_api::TaskApiAuth::Server {
+            keyring: keyring.clone(),
+            state: state.clone(),
+        }),
+        (None, Some(resolver)) => Some(task_api::TaskApiAuth::Client(resolver.clone())),
+        // An agent without a server or a client has no config to get here.
+        (None, None) => None,
+    };
+    if let Some(auth) = task_api_auth {
+        task_api.set_app(app.clone(), auth);
+    }
 
     let shutdown = CancellationToken::new();
     let collecting = tokio::spawn(metrics::collect(
@@ -497,7 +543,8 @@ async fn start_server(
     let server = Server::start(server_config(config), state.clone(), clock.clone());
     let keyring = Keyring::open(&server_dir, state.clone(), clock)
         .await
-        .with_context(|| format!("opening the keyring in {}", server_dir.display()))?;
+        .with_context(|| format!("opening the keyring in {}", server_dir.display()))?
+        .with_issuer(config.oidc_issuer.clone());
     Ok(StartedServer {
         state,
         server,
@@ -570,7 +617,8 @@ async fn start_cluster_server(
     let server = Server::start_follower(server_config(config), state.clone(), clock.clone());
     let keyring = Arc::new(
         Keyring::open_shared(&String::from_utf8_lossy(&kek), state.clone(), clock)
-            .context("opening the cluster's keyring")?,
+            .context("opening the cluster's keyring")?
+            .with_issuer(config.oidc_issuer.clone()),
     );
     // The task follows the election for the agent's life.
     drop(leadership::run_leader_duties(

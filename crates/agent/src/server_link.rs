@@ -6,6 +6,7 @@
 //! to the chosen implementation, so the client stays generic without boxing its futures.
 //! Not here: the behaviour of either connection.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use drover_client::http_conn::HttpServerConn;
@@ -22,8 +23,9 @@ use super::in_process::InProcessServer;
 pub enum AgentServerConn {
     /// The server runs in this agent.
     InProcess(InProcessServer),
-    /// The servers are other agents, reached over their HTTP API.
-    Remote(HttpServerConn),
+    /// The servers are other agents, reached over their HTTP API (shared with the agent's
+    /// token resolver, `client_acl`).
+    Remote(Arc<HttpServerConn>),
 }
 
 impl ServerConn for AgentServerConn {

@@ -1,29 +1,34 @@
 //! The task API as the agent serves it: the agent's own HTTP API on each task's
 //! `secrets/api.sock` (the client's api hook binds the socket and hands it here), behind one
-//! rule of its own — every request must carry a token that resolves to an identity
-//! (`X-Nomad-Token` or `Authorization: Bearer`), even with ACLs off, as Nomad. A workload
-//! identity whose allocation has stopped no longer resolves, so it is refused too.
+//! rule of its own — every request must carry a token (`X-Nomad-Token` or `Authorization:
+//! Bearer`) that resolves to an ACL token or a workload identity, even with ACLs off. As
+//! Nomad's task API answers: no token is 401 `Unauthorized`, a token that does not resolve
+//! (unknown, expired, a workload identity whose allocation has stopped) 403 `Forbidden`, and a
+//! failure to ask the servers 500.
+//!
+//! A server agent resolves a token from its own keyring and state; a client-only agent asks
+//! its servers (`client_acl`, which keeps answers for `acl { token_ttl }` and refuses at once
+//! the token of an allocation this node has stopped).
 //!
 //! The router is bound late ([`TaskApi::set_app`]): the client starts (and restores tasks)
 //! before the agent has built its API, so a socket served early waits for it.
-//!
-//! A client-only agent holds no keyring to check a token with, so its task API refuses every
-//! request, saying so.
 //!
 //! Not here: what each endpoint does once the caller is let in.
 
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use drover_client::taskrunner::hooks::api::TaskApiServer;
-use drover_server::identity::{RequestIdentity, request_token, resolve_token};
+use drover_server::identity::{RequestIdentity, resolve_token};
 use drover_server::keyring::Keyring;
 use drover_state::StateStore;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+
+use crate::client_acl::{ClientAclError, ClientAclResolver, bearer_of};
 
 /// The agent's task API server; cheap to share.
 #[derive(Debug, Clone)]
@@ -39,11 +44,16 @@ impl Default for TaskApi {
     }
 }
 
-/// What the token check needs: the keyring and state of a server agent (`None` on a
-/// client-only agent).
+/// How the token check resolves a token.
 #[derive(Clone)]
-pub struct TaskApiAuth {
-    pub verifier: Option<(Arc<Keyring>, StateStore)>,
+pub enum TaskApiAuth {
+    /// A server agent: its keyring and state.
+    Server {
+        keyring: Arc<Keyring>,
+        state: StateStore,
+    },
+    /// A client-only agent: its servers, through the resolver's cache.
+    Client(Arc<ClientAclResolver>),
 }
 
 impl TaskApi {
@@ -77,32 +87,52 @@ impl TaskApiServer for TaskApi {
     }
 }
 
-fn refused(message: &'static str) -> Response {
+/// Nomad's plain-text refusal: the status's reason phrase.
+fn refused(status: StatusCode) -> Response {
+    let text = match status {
+        StatusCode::INTERNAL_SERVER_ERROR => "Server error authenticating request\n",
+        other => other.canonical_reason().unwrap_or_default(),
+    };
     (
-        StatusCode::FORBIDDEN,
+        status,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        message,
+        text,
     )
         .into_response()
 }
 
-/// Lets a request through only with a token that resolves to an identity.
+/// Lets a request through only with a token that resolves to an ACL token or a workload
+/// identity.
 async fn require_token(State(auth): State<TaskApiAuth>, request: Request, next: Next) -> Response {
-    let Some((keyring, state)) = &auth.verifier else {
-        return refused(
-            "Permission denied: the task API of a client-only agent cannot verify tokens; \
-             use the API of a server agent",
-        );
-    };
-    let headers: &HeaderMap = request.headers();
-    let header_str = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
-    let token = request_token(header_str("X-Nomad-Token"), header_str("Authorization"));
-    match resolve_token(keyring, state, token) {
-        Ok(RequestIdentity::Anonymous) => refused("Permission denied"),
-        Ok(_) => next.run(request).await,
-        Err(error) => {
-            tracing::debug!(%error, "refused a task API request's token");
-            refused("Permission denied")
+    let token = bearer_of(request.headers());
+    if token.is_empty() {
+        return refused(StatusCode::UNAUTHORIZED);
+    }
+    let resolved = match &auth {
+        TaskApiAuth::Server { keyring, state } => resolve_token(keyring, state, Some(&token))
+            .map_err(|error| {
+                tracing::debug!(%error, "refused a task API request's token");
+                StatusCode::FORBIDDEN
+            }),
+        TaskApiAuth::Client(resolver) => {
+            resolver
+                .resolve_identity(&token)
+                .await
+                .map_err(|error| match error {
+                    ClientAclError::Refused(message) => {
+                        tracing::debug!(message, "refused a task API request's token");
+                        StatusCode::FORBIDDEN
+                    }
+                    ClientAclError::Unavailable(message) => {
+                        tracing::error!(message, "cannot authenticate a task API request");
+                        StatusCode::INTERNAL_SERVER_ERROR
+                    }
+                })
         }
+    };
+    match resolved {
+        Ok(RequestIdentity::Anonymous) => refused(StatusCode::FORBIDDEN),
+        Ok(_) => next.run(request).await,
+        Err(status) => refused(status),
     }
 }

@@ -317,6 +317,40 @@ async fn request_bodies_match_keys_case_insensitively_and_accept_null() {
 }
 
 #[tokio::test]
+async fn a_group_update_takes_what_it_leaves_out_from_the_jobs_as_nomad_merges_them() {
+    let (_backend, router) = setup();
+    let body = json!({"Job": {"ID": "merged", "Datacenters": ["dc1"],
+        "Update": {"MaxParallel": 2, "MinHealthyTime": 5_000_000_000_i64, "AutoRevert": true},
+        "TaskGroups": [{"Name": "g", "Update": {"Canary": 1, "MaxParallel": null},
+        "Tasks": [{"Name": "t", "Driver": "raw_exec", "Config": {"command": "/bin/true"}}]}]}});
+    let response = send(&router, "PUT", "/v1/jobs", Some(body)).await;
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "{}",
+        body_text(response).await
+    );
+    let job = body_json(send(&router, "GET", "/v1/job/merged", None).await).await;
+    let update = &job["TaskGroups"][0]["Update"];
+    assert_eq!(
+        (
+            update["MaxParallel"].as_i64(),
+            update["MinHealthyTime"].as_i64(),
+            update["AutoRevert"].as_bool(),
+            update["Canary"].as_i64(),
+            update["HealthyDeadline"].as_i64(),
+        ),
+        (
+            Some(2),
+            Some(5_000_000_000),
+            Some(true),
+            Some(1),
+            Some(300_000_000_000)
+        )
+    );
+}
+
+#[tokio::test]
 async fn pretty_output_is_indented_with_a_trailing_newline() {
     let (_backend, router) = setup();
     let text = body_text(send(&router, "GET", "/v1/regions?pretty", None).await).await;
@@ -1147,7 +1181,7 @@ async fn a_register_using_what_cannot_run_here_is_refused_naming_each_use() {
         "Type": "batch",
         "TaskGroups": [{
             "Name": "web",
-            "StopAfterClientDisconnect": 60000000000u64,
+            "MaxRunDuration": 60000000000u64,
             "Tasks": [{
                 "Name": "server",
                 "Driver": "raw_exec",
@@ -1167,7 +1201,7 @@ async fn a_register_using_what_cannot_run_here_is_refused_naming_each_use() {
         let text = body_text(response).await;
         assert!(text.starts_with("3 errors occurred:\n"), "{text}");
         for expected in [
-            "group \"web\": stop_after_client_disconnect cannot run here:",
+            "group \"web\": max_run_duration cannot run here:",
             "TaskGroups[0].Tasks[0].Identity.ExtraClaims: group \"web\" task \"server\": ",
             "cannot run here: drover does not add extra claims to workload identities; runs once identities carry extra claims",
             "TaskGroups[0].Tasks[0].Vault: group \"web\" task \"server\": vault cannot run here: needs a Vault server; keep secrets in Nomad Variables (/v1/var) instead; runs once drover integrates with Vault",
@@ -1257,6 +1291,9 @@ async fn validate_job_lists_problems_with_200() {
     let bad = body_json(bad).await;
     assert!(!bad["ValidationErrors"].as_array().unwrap().is_empty());
     assert!(bad["Error"].as_str().unwrap().contains("error"));
+    // The agent answered, so the driver configuration counts as validated, as in Nomad; a
+    // false here makes Nomad's CLI print that the agent could not be reached.
+    assert_eq!(bad["DriverConfigValidated"], true);
 }
 
 #[tokio::test]

@@ -202,6 +202,34 @@ pub(crate) fn node_table(nodes: &[NodeListStub], verbose: bool) -> String {
     columnize::columns(&rows)
 }
 
+/// Nomad's `Format` for `-json` and `-t`: the data as JSON indented by four spaces (Nomad's
+/// codec settings), or rendered with a Go template over its JSON fields; both at once, or
+/// neither, is an error with Nomad's words.
+pub fn format_data(
+    json: bool,
+    template: &str,
+    data: &impl serde::Serialize,
+) -> Result<String, String> {
+    match (json, template.is_empty()) {
+        (true, false) => Err("Both json and template formatting are not allowed".to_owned()),
+        (true, true) => {
+            let mut out = Vec::new();
+            let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+            let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
+            data.serialize(&mut serializer)
+                .map_err(|error| format!("Error formatting the data: {error}"))?;
+            String::from_utf8(out).map_err(|error| format!("Error formatting the data: {error}"))
+        }
+        (false, false) => {
+            let value = serde_json::to_value(data)
+                .map_err(|error| format!("Error formatting the data: {error}"))?;
+            gotmpl::template(template, gotmpl::value_from_json(&value))
+                .map_err(|error| format!("Error formatting the data: {error}"))
+        }
+        (false, true) => Err("no formatting option given".to_owned()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

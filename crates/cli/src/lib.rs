@@ -104,6 +104,9 @@ enum Command {
     /// Interact with deployments
     #[command(subcommand)]
     Deployment(commands::deployment::DeploymentCommand),
+    /// Interact with scaling policies
+    #[command(subcommand)]
+    Scaling(commands::scaling::ScalingCommand),
     /// Interact with servers
     #[command(subcommand)]
     Server(commands::server::ServerCommand),
@@ -114,6 +117,9 @@ enum Command {
     Monitor(commands::agent_monitor::MonitorArgs),
     /// Show the status of jobs, or of any object by ID prefix
     Status(commands::status::StatusArgs),
+    /// Interact with the system API
+    #[command(subcommand)]
+    System(commands::system::SystemCommand),
     /// Interact with variables
     #[command(subcommand)]
     Var(commands::var::VarCommand),
@@ -160,9 +166,11 @@ pub async fn run(arguments: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Wr
         Command::Node(command) => commands::node::run(command, &mut io).await,
         Command::Eval(command) => commands::eval::run(command, &mut io).await,
         Command::Deployment(command) => commands::deployment::run(command, &mut io).await,
+        Command::Scaling(command) => commands::scaling::run(command, &mut io).await,
         Command::Server(command) => commands::server::run(command, &mut io).await,
         Command::Service(command) => commands::service::run(command, &mut io).await,
         Command::Status(arguments) => commands::status::run(arguments, &mut io).await,
+        Command::System(command) => commands::system::run(command, &mut io).await,
         Command::Var(command) => commands::var::run(command, &mut io).await,
         Command::Monitor(arguments) => commands::agent_monitor::run(arguments, &mut io).await,
     }

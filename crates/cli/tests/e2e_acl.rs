@@ -100,6 +100,8 @@ fn with_acls_on_bootstrap_happens_once_and_policies_decide_who_reads_and_registe
     assert_eq!(root["Type"], "management");
     assert_eq!(root["Name"], "Bootstrap Token");
     assert_eq!(root["Global"], true);
+    // Nomad's hash of a bootstrap token: BLAKE2b-256 of its name, type and "global".
+    assert_eq!(root["Hash"], "BUJ3BerTfrqFVm1P+vZr1gz9ubOkd+JAvYjNAJyaU9Y=");
     let root_secret = root["SecretID"].as_str().unwrap().to_owned();
     let bootstrap_index = root["CreateIndex"].as_u64().unwrap();
     let (status, body) = call("POST", &url("/v1/acl/bootstrap"), None, None);
@@ -676,4 +678,193 @@ fn acl_roles_group_policies_that_tokens_link_to_by_name_or_id() {
         ),
         (400, "ACL role not found".to_owned())
     );
+}
+
+#[test]
+fn acl_endpoints_answer_their_method_and_path_errors_before_the_token_as_nomad() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("acl.hcl");
+    std::fs::write(&config, "acl {\n  enabled = true\n}\n").unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", config.display())],
+    );
+    let url = |path: &str| agent.url(path);
+    let (status, body) = call("POST", &url("/v1/acl/bootstrap"), None, None);
+    assert_eq!(status, 200, "{body}");
+    let root = json_of(&body)["SecretID"].as_str().unwrap().to_owned();
+    let root = Some(root.as_str());
+    for (name, rules) in [
+        ("readonly", r#"namespace "default" { policy = "read" }"#),
+        (
+            "anonymous",
+            r#"namespace "default" { capabilities = ["list-jobs"] }"#,
+        ),
+    ] {
+        let policy = json!({"Name": name, "Rules": rules}).to_string();
+        let (status, body) = call(
+            "PUT",
+            &url(&format!("/v1/acl/policy/{name}")),
+            root,
+            Some(&policy),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = call(
+        "PUT",
+        &url("/v1/acl/token"),
+        root,
+        Some(r#"{"Name": "reader", "Type": "client", "Policies": ["readonly"]}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+    let reader = json_of(&body)["SecretID"].as_str().unwrap().to_owned();
+    let reader = Some(reader.as_str());
+
+    // A client token gets the handler's answer to a method or path it does not take, not
+    // the 403 of an endpoint it may not use.
+    for (method, path, status, message) in [
+        ("GET", "/v1/acl/role", 405, "Invalid method"),
+        ("GET", "/v1/acl/token", 405, "Invalid method"),
+        ("POST", "/v1/acl/tokens", 405, "Invalid method"),
+        ("PATCH", "/v1/acl/policy/readonly", 405, "Invalid method"),
+        ("POST", "/v1/acl/role/name/ops", 405, "Invalid method"),
+        ("PUT", "/v1/acl/token/self", 405, "Invalid method"),
+        ("GET", "/v1/acl/policy/", 400, "Missing Policy Name"),
+        ("DELETE", "/v1/acl/token/", 400, "Missing Token Accessor"),
+        ("GET", "/v1/acl/role/", 400, "missing ACL role ID"),
+        ("GET", "/v1/acl/role/ops/more", 400, "invalid URI"),
+        ("GET", "/v1/acl/role/name/", 400, "missing ACL role name"),
+        // What only management may do stays 403.
+        ("PUT", "/v1/acl/role", 403, "Permission denied"),
+        ("GET", "/v1/acl/tokens", 403, "Permission denied"),
+        (
+            "DELETE",
+            "/v1/acl/policy/readonly",
+            403,
+            "Permission denied",
+        ),
+    ] {
+        let body = (method == "PUT").then_some("{}");
+        assert_eq!(
+            call(method, &url(path), reader, body),
+            (status, message.to_owned()),
+            "{method} {path}"
+        );
+    }
+
+    // The anonymous policy is anyone's to read; a request without a token holds it.
+    let (status, body) = call("GET", &url("/v1/acl/policy/anonymous"), reader, None);
+    assert_eq!(status, 200, "{body}");
+    let names = |body: &str| -> Vec<String> {
+        json_of(body)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|stub| stub["Name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (status, body) = call("GET", &url("/v1/acl/policies"), None, None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(names(&body), ["anonymous"]);
+    let (status, body) = call("GET", &url("/v1/acl/policy/self"), reader, None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(names(&body), ["readonly"]);
+    assert_eq!(
+        call("GET", &url("/v1/acl/policy/self"), None, None),
+        (403, "Permission denied".to_owned())
+    );
+    // And `acl policy self`, as Nomad's prints them.
+    let output = cli(&agent, reader, &["acl", "policy", "self"]);
+    assert!(output.status.success(), "{output:?}");
+    let lines: Vec<Vec<String>> = stdout(&output)
+        .lines()
+        .map(|line| line.split_whitespace().map(str::to_owned).collect())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            vec!["Name", "Job", "ID", "Group", "Name", "Task", "Name"],
+            vec![
+                "readonly",
+                "<unavailable>",
+                "<unavailable>",
+                "<unavailable>"
+            ],
+        ]
+    );
+    let output = cli(&agent, root, &["acl", "policy", "self"]);
+    assert_eq!(
+        stdout(&output).trim(),
+        "This is a management token. No individual policies are assigned."
+    );
+}
+
+#[test]
+fn node_pool_policies_decide_which_pools_a_token_reads_writes_and_deletes() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("acl.hcl");
+    std::fs::write(&config, "acl {\n  enabled = true\n}\n").unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", config.display())],
+    );
+    let url = |path: &str| agent.url(path);
+    let (status, body) = call("POST", &url("/v1/acl/bootstrap"), None, None);
+    assert_eq!(status, 200, "{body}");
+    let root = json_of(&body)["SecretID"].as_str().unwrap().to_owned();
+    let root = Some(root.as_str());
+    for pool in ["prod-api", "prod-db", "dev"] {
+        let body = json!({"Name": pool}).to_string();
+        let (status, answer) = call("PUT", &url("/v1/node/pools"), root, Some(&body));
+        assert_eq!(status, 200, "{pool}: {answer}");
+    }
+    let rules = "node_pool \"prod-*\" {\n  policy = \"read\"\n}\nnode_pool \"dev\" {\n  policy = \"write\"\n}\nnode_pool \"prod-db\" {\n  policy = \"deny\"\n}\n";
+    let policy = json!({"Name": "pools", "Rules": rules}).to_string();
+    let (status, body) = call("PUT", &url("/v1/acl/policy/pools"), root, Some(&policy));
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(
+        "PUT",
+        &url("/v1/acl/token"),
+        root,
+        Some(r#"{"Name": "pools", "Type": "client", "Policies": ["pools"]}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+    let token = json_of(&body)["SecretID"].as_str().unwrap().to_owned();
+    let token = Some(token.as_str());
+
+    // The list keeps the pools the token may read (not the built-in ones, nor a denied one).
+    let (status, body) = call("GET", &url("/v1/node/pools"), token, None);
+    assert_eq!(status, 200, "{body}");
+    let names: Vec<String> = json_of(&body)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|pool| pool["Name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["dev", "prod-api"]);
+    for (method, path, body, status) in [
+        ("GET", "/v1/node/pool/prod-api", None, 200),
+        ("GET", "/v1/node/pool/prod-db", None, 403),
+        ("GET", "/v1/node/pool/default", None, 403),
+        ("GET", "/v1/node/pool/prod-api/jobs", None, 200),
+        // A pool's nodes also need node read, which the policy does not grant.
+        ("GET", "/v1/node/pool/prod-api/nodes", None, 403),
+        (
+            "PUT",
+            "/v1/node/pool/prod-api",
+            Some(r#"{"Name": "prod-api", "Description": "mine"}"#),
+            403,
+        ),
+        (
+            "PUT",
+            "/v1/node/pools",
+            Some(r#"{"Name": "dev", "Description": "ours"}"#),
+            200,
+        ),
+        ("DELETE", "/v1/node/pool/prod-api", None, 403),
+        ("DELETE", "/v1/node/pool/dev", None, 200),
+    ] {
+        let (answer_status, answer) = call(method, &url(path), token, body);
+        assert_eq!(answer_status, status, "{method} {path}: {answer}");
+    }
 }

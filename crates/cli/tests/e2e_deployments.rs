@@ -276,10 +276,10 @@ fn a_changed_job_rolls_out_one_allocation_at_a_time_and_becomes_stable() {
     let job = format!("rolling-{}", std::process::id());
     let update = r#"    max_parallel     = 1
     min_healthy_time = "1s""#;
-    let (_dir, blue) = write_jobspec("blue.hcl", &rolling_jobspec(&job, 3, "blue", update, false));
+    let (_dir, blue) = write_jobspec("blue.hcl", &rolling_jobspec(&job, 4, "blue", update, false));
     let (_dir2, green) = write_jobspec(
         "green.hcl",
-        &rolling_jobspec(&job, 3, "green", update, false),
+        &rolling_jobspec(&job, 4, "green", update, false),
     );
 
     // The first version: `job run` watches its evaluation, then its deployment to the end.
@@ -292,7 +292,7 @@ fn a_changed_job_rolls_out_one_allocation_at_a_time_and_becomes_stable() {
     deployment_with_status(&agent, &job, 0, "successful");
     assert_eq!(stable_versions(&agent, &job), [0]);
 
-    // The second version replaces one allocation at a time: never fewer than two healthy.
+    // The second version replaces one allocation at a time: never fewer than three healthy.
     agent.cli_ok(&["job", "run", "-detach", green.to_str().unwrap()]);
     let mut fewest = usize::MAX;
     let mut seen_mixed = false;
@@ -307,7 +307,7 @@ fn a_changed_job_rolls_out_one_allocation_at_a_time_and_becomes_stable() {
             .then_some(deployments)
     });
     assert!(
-        fewest >= 2,
+        fewest >= 3,
         "only {fewest} healthy allocations at one point"
     );
     assert!(seen_mixed, "both versions never ran side by side");
@@ -315,11 +315,11 @@ fn a_changed_job_rolls_out_one_allocation_at_a_time_and_becomes_stable() {
         deployment["StatusDescription"],
         "Deployment completed successfully"
     );
-    assert_eq!(deployment["TaskGroups"]["web"]["DesiredTotal"], 3);
-    assert_eq!(deployment["TaskGroups"]["web"]["HealthyAllocs"], 3);
+    assert_eq!(deployment["TaskGroups"]["web"]["DesiredTotal"], 4);
+    assert_eq!(deployment["TaskGroups"]["web"]["HealthyAllocs"], 4);
     let mut now = running(&agent, &job);
     now.sort_unstable();
-    assert_eq!(now, [(1, true), (1, true), (1, true)]);
+    assert_eq!(now, [(1, true), (1, true), (1, true), (1, true)]);
     assert_eq!(stable_versions(&agent, &job), [1, 0]);
 
     // `deployment list` and `deployment status` show it as Nomad does.
@@ -336,6 +336,19 @@ fn a_changed_job_rolls_out_one_allocation_at_a_time_and_becomes_stable() {
     );
     let job_status = agent.cli_ok(&["job", "status", &job]);
     assert!(job_status.contains("Latest Deployment"), "{job_status}");
+    // -json and -t as Nomad's Format: four-space JSON, or a Go template.
+    let listed = agent.cli_ok(&["deployment", "list", "-json"]);
+    assert!(listed.starts_with("[\n    {\n        \"ID\": "), "{listed}");
+    let templated = agent.cli_ok(&["deployment", "status", "-t", "{{.Status}}", &id[..8]]);
+    assert_eq!(templated.trim(), "successful");
+    let history = agent.cli_ok(&[
+        "job",
+        "history",
+        "-t",
+        "{{range .}}{{.Version}} {{end}}",
+        &job,
+    ]);
+    assert_eq!(history.trim(), "1 0");
     agent.cli_ok(&["job", "stop", "-purge", &job]);
 }
 
@@ -346,10 +359,10 @@ fn a_canary_waits_for_promotion_then_the_rest_roll() {
     let update = r#"    max_parallel     = 1
     canary           = 1
     min_healthy_time = "1s""#;
-    let (_dir, blue) = write_jobspec("blue.hcl", &rolling_jobspec(&job, 3, "blue", update, false));
+    let (_dir, blue) = write_jobspec("blue.hcl", &rolling_jobspec(&job, 4, "blue", update, false));
     let (_dir2, green) = write_jobspec(
         "green.hcl",
-        &rolling_jobspec(&job, 3, "green", update, false),
+        &rolling_jobspec(&job, 4, "green", update, false),
     );
     agent.cli_ok(&["job", "run", "-detach", blue.to_str().unwrap()]);
     deployment_with_status(&agent, &job, 0, "successful");
@@ -364,11 +377,11 @@ fn a_canary_waits_for_promotion_then_the_rest_roll() {
         waiting["StatusDescription"],
         "Deployment is running but requires manual promotion"
     );
-    // Nothing more happens until the promotion: one canary beside the three old ones.
+    // Nothing more happens until the promotion: one canary beside the four old ones.
     std::thread::sleep(Duration::from_secs(3));
     let mut now = running(&agent, &job);
     now.sort_unstable();
-    assert_eq!(now, [(0, true), (0, true), (0, true), (1, true)]);
+    assert_eq!(now, [(0, true), (0, true), (0, true), (0, true), (1, true)]);
     assert_eq!(
         agent.get_json(&format!("/v1/job/{job}/deployment"))["Status"],
         "running"
@@ -383,10 +396,10 @@ fn a_canary_waits_for_promotion_then_the_rest_roll() {
     );
     let done = deployment_with_status(&agent, &job, 1, "successful");
     assert_eq!(done["TaskGroups"]["web"]["Promoted"], true);
-    wait_for("three allocations of version 1 only", LIMIT, || {
+    wait_for("four allocations of version 1 only", LIMIT, || {
         let mut now = running(&agent, &job);
         now.sort_unstable();
-        (now == [(1, true), (1, true), (1, true)]).then_some(())
+        (now == [(1, true), (1, true), (1, true), (1, true)]).then_some(())
     });
     agent.cli_ok(&["job", "stop", "-purge", &job]);
 }
@@ -430,4 +443,173 @@ fn a_failing_version_is_rolled_back_by_auto_revert() {
         .then_some(())
     });
     agent.cli_ok(&["job", "stop", "-purge", &job]);
+}
+
+/// A system job rolled with a job-level `update { max_parallel = 1, stagger }`.
+fn system_rolling_jobspec(job: &str, color: &str) -> String {
+    format!(
+        r#"
+job "{job}" {{
+  type = "system"
+  update {{
+    max_parallel = 1
+    stagger      = "{SYSTEM_STAGGER_SECS}s"
+  }}
+  group "agent" {{
+    task "collector" {{
+      driver       = "raw_exec"
+      kill_timeout = "1s"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "sleep 300"]
+      }}
+      env {{
+        COLOR = "{color}"
+      }}
+      resources {{
+        cpu    = 20
+        memory = 16
+      }}
+    }}
+  }}
+}}
+"#
+    )
+}
+
+const SYSTEM_STAGGER_SECS: u64 = 5;
+
+/// The job's allocations as (node, job version, desired status, client status, create time,
+/// modify time, ID), oldest first.
+type SystemAlloc = (String, u64, String, String, i64, i64, String);
+
+fn system_allocs(server: &Agent, job: &str) -> Vec<SystemAlloc> {
+    let mut allocs: Vec<_> = server
+        .get_json(&format!("/v1/job/{job}/allocations"))
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|alloc| {
+            (
+                alloc["NodeID"].as_str().unwrap().to_owned(),
+                alloc["JobVersion"].as_u64().unwrap(),
+                alloc["DesiredStatus"].as_str().unwrap().to_owned(),
+                alloc["ClientStatus"].as_str().unwrap().to_owned(),
+                alloc["CreateTime"].as_i64().unwrap(),
+                alloc["ModifyTime"].as_i64().unwrap(),
+                alloc["ID"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    allocs.sort_by_key(|alloc| alloc.4);
+    allocs
+}
+
+#[test]
+fn a_system_job_rolls_max_parallel_nodes_at_a_time_with_stagger_between_waves() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let (server, _clients, node_a, node_b) =
+        support::server_and_two_clients(temp.path(), Duration::from_secs(90));
+    let job = format!("sysroll-{}", std::process::id());
+    let (_dir, blue) = write_jobspec("blue.hcl", &system_rolling_jobspec(&job, "blue"));
+    let (_dir2, green) = write_jobspec("green.hcl", &system_rolling_jobspec(&job, "green"));
+
+    server.cli_ok(&["job", "run", blue.to_str().unwrap()]);
+    wait_for("the first version running on both nodes", LIMIT, || {
+        let allocs = system_allocs(&server, &job);
+        let nodes: std::collections::BTreeSet<&str> = allocs
+            .iter()
+            .filter(|alloc| alloc.2 == "run" && alloc.3 == "running")
+            .map(|alloc| alloc.0.as_str())
+            .collect();
+        (nodes.len() == 2).then_some(())
+    });
+
+    // `job plan` counts both replacements, as Nomad's annotations do.
+    let plan = server.cli(&["job", "plan", "-no-color", green.to_str().unwrap()]);
+    let plan_text = String::from_utf8_lossy(&plan.stdout);
+    assert_eq!(plan.status.code(), Some(1), "{plan_text}");
+    assert!(
+        plan_text.contains(r#"Task Group: "agent" (2 create/destroy update)"#),
+        "{plan_text}"
+    );
+
+    // `job run` follows the evaluation chain: the register evaluation replaces one node, the
+    // rolling-update evaluation a stagger later the other.
+    let output = server.cli_ok(&["job", "run", green.to_str().unwrap()]);
+    assert_eq!(
+        output.matches("Monitoring evaluation").count(),
+        2,
+        "{output}"
+    );
+    assert_eq!(
+        output.matches("finished with status \"complete\"").count(),
+        2,
+        "{output}"
+    );
+    let evals = server.get_json(&format!("/v1/job/{job}/evaluations"));
+    let evals = evals.as_array().unwrap();
+    let rolling: Vec<&Value> = evals
+        .iter()
+        .filter(|eval| eval["TriggeredBy"] == "rolling-update")
+        .collect();
+    assert_eq!(rolling.len(), 1, "{evals:?}");
+    let rolling = rolling[0];
+    assert_eq!(rolling["Status"], "complete");
+    assert_eq!(rolling["Wait"], SYSTEM_STAGGER_SECS * 1_000_000_000);
+    assert_eq!(rolling["NextEval"], "");
+    let register = evals
+        .iter()
+        .find(|eval| eval["ID"] == rolling["PreviousEval"])
+        .expect("the rolling evaluation follows the register evaluation");
+    assert_eq!(register["TriggeredBy"], "job-register");
+    assert_eq!(register["NextEval"], rolling["ID"]);
+
+    // The new version reached the nodes a stagger apart; the second node ran the old version
+    // until its wave.
+    let allocs = system_allocs(&server, &job);
+    let new: Vec<_> = allocs.iter().filter(|alloc| alloc.1 == 1).collect();
+    let old: Vec<_> = allocs.iter().filter(|alloc| alloc.1 == 0).collect();
+    assert_eq!(new.len(), 2, "{allocs:?}");
+    assert!(new.iter().all(|alloc| alloc.2 == "run"), "{allocs:?}");
+    assert!(old.iter().all(|alloc| alloc.2 == "stop"), "{allocs:?}");
+    let nodes: std::collections::BTreeSet<&str> =
+        new.iter().map(|alloc| alloc.0.as_str()).collect();
+    assert_eq!(
+        nodes,
+        std::collections::BTreeSet::from([node_a.as_str(), node_b.as_str()])
+    );
+    let stagger_nanos = i64::try_from(SYSTEM_STAGGER_SECS * 1_000_000_000).unwrap();
+    assert!(
+        new[1].4 - new[0].4 >= stagger_nanos,
+        "the second wave came {} ns after the first",
+        new[1].4 - new[0].4
+    );
+    let second_old = old
+        .iter()
+        .find(|alloc| alloc.0 == new[1].0)
+        .expect("the second node's old allocation");
+    let killed_at = wait_for("the second node's old task to be killed", LIMIT, || {
+        let alloc = server.get_json(&format!("/v1/allocation/{}", second_old.6));
+        alloc["TaskStates"]["collector"]["Events"]
+            .as_array()?
+            .iter()
+            .find(|event| event["Type"] == "Killing")
+            .and_then(|event| event["Time"].as_i64())
+    });
+    assert!(
+        killed_at >= new[0].4 + stagger_nanos,
+        "the second node's old allocation was killed {} ns after the first wave",
+        killed_at - new[0].4
+    );
+    wait_for("the new version running on both nodes", LIMIT, || {
+        let allocs = system_allocs(&server, &job);
+        (allocs
+            .iter()
+            .filter(|alloc| alloc.1 == 1 && alloc.3 == "running")
+            .count()
+            == 2)
+            .then_some(())
+    });
+    server.cli_ok(&["job", "stop", "-purge", &job]);
 }

@@ -118,7 +118,7 @@ fn a_server_on_etcd_runs_jobs_survives_a_member_loss_and_refuses_writes_without_
     wait_running(&agent, "first");
 
     // Any one member down, in turn: a quorum remains, and for longer than the server's etcd
-    // session TTL (5 s) every write succeeds at the first try: the server keeps its
+    // session TTL (4 s) every write succeeds at the first try: the server keeps its
     // leadership whichever member its session's keep-alives and its requests used.
     let leader = agent.get_json("/v1/status/leader");
     for member in 0..3 {

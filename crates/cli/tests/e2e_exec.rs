@@ -1289,5 +1289,5 @@ job "execapi" {{
     assert_eq!(seen["socket"], "yes", "{text}");
     let own: Value = serde_json::from_str(&seen["own"]).unwrap_or_else(|_| panic!("{text}"));
     assert_eq!(own["Items"]["value"], "from-inside-9c2", "{text}");
-    assert_eq!(seen["anonymous"], "403", "{text}");
+    assert_eq!(seen["anonymous"], "401", "{text}");
 }

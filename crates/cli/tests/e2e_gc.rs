@@ -246,3 +246,48 @@ fn node_pool_reads_block_until_the_pools_change() {
     assert_eq!(pool_index, new_index);
     assert!(body.contains("\"GPUs\""), "{body}");
 }
+
+#[test]
+fn the_system_commands_collect_and_reconcile_through_the_server() {
+    let temp = tempfile::tempdir().unwrap();
+    let agent = Agent::start_with(&temp.path().join("data"), &[]);
+    let (_dir, spec) = write_jobspec("tally.hcl", &batch_job("tally", None));
+    agent.cli_ok(&["job", "run", "-detach", spec.to_str().unwrap()]);
+    wait_for("the batch job to finish", LIMIT, || {
+        (agent.get_json("/v1/job/tally")["Status"] == "dead").then_some(())
+    });
+    let before = agent.get_json("/v1/job/tally/summary");
+
+    // Silent on success, as Nomad's CLI.
+    let output = agent.cli_ok(&["system", "reconcile", "summaries"]);
+    assert_eq!(output, "");
+    let after = agent.get_json("/v1/job/tally/summary");
+    assert_eq!(after["Summary"], before["Summary"]);
+    assert!(
+        after["ModifyIndex"].as_u64() > before["ModifyIndex"].as_u64(),
+        "{after}"
+    );
+    // Only PUT, as Nomad's handler.
+    let (status, _) = http("GET", &agent.url("/v1/system/reconcile/summaries"), None);
+    assert_eq!(status, 405);
+
+    assert_eq!(agent.cli_ok(&["system", "gc"]), "");
+    let (status, _) = http("GET", &agent.url("/v1/job/tally"), None);
+    assert_eq!(status, 404, "the dead batch job was collected");
+
+    // A failure names what was being done.
+    let stopped = Agent::start_with(&temp.path().join("second"), &[]);
+    let address = stopped.address.clone();
+    drop(stopped);
+    let output = std::process::Command::new(support::drover_bin())
+        .args(["system", "gc", &format!("-address={address}")])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .starts_with("Error running system garbage-collection: "),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -283,7 +283,7 @@ fn a_task_reads_its_variables_through_the_task_api_with_its_identity() {
     assert_eq!(own["Path"], "nomad/jobs/idreader");
     assert_eq!(own["Items"]["value"], "own-secret-5e1");
     assert_eq!(read("other"), "403");
-    assert_eq!(read("none"), "403");
+    assert_eq!(read("none"), "401");
     let socket = task_dir.join("secrets").join("api.sock");
     assert_eq!(
         read("unix_addr").trim(),
@@ -314,9 +314,16 @@ fn a_task_reads_its_variables_through_the_task_api_with_its_identity() {
         first_key.as_str()
     );
 
-    // From outside too: the socket refuses a missing or a bad token and serves a good one.
-    assert_eq!(over_socket(&socket, "/v1/jobs", None).0, 403);
-    assert_eq!(over_socket(&socket, "/v1/jobs", Some("not.a.jwt")).0, 403);
+    // From outside too: the socket refuses a missing (401) or a bad (403) token, as Nomad's
+    // task API, and serves a good one.
+    assert_eq!(
+        over_socket(&socket, "/v1/jobs", None),
+        (401, "Unauthorized".to_owned())
+    );
+    assert_eq!(
+        over_socket(&socket, "/v1/jobs", Some("not.a.jwt")),
+        (403, "Forbidden".to_owned())
+    );
     let (status, jobs) = over_socket(&socket, "/v1/jobs", Some(&token));
     assert_eq!(status, 200, "{jobs}");
     assert_eq!(json(&jobs)[0]["ID"], "idreader");
@@ -422,4 +429,48 @@ EOT
                 .filter(|text| text.contains("greeting=hello-2"))
         },
     );
+}
+
+#[test]
+fn an_oidc_issuer_is_named_by_the_discovery_document_and_by_every_identity() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = support::agent_config(
+        temp.path(),
+        "issuer.hcl",
+        "server {\n  oidc_issuer = \"https://nomad.example.com\"\n}\n",
+    );
+    let agent = Agent::start_with(&temp.path().join("data"), &[&format!("-config={config}")]);
+    let discovery = agent.get_json("/.well-known/openid-configuration");
+    assert_eq!(discovery["issuer"], "https://nomad.example.com");
+    let jobspec = r#"
+job "issued" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      identity {
+        file = true
+      }
+      config {
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }
+    }
+  }
+}
+"#;
+    let (_dir, path) = support::write_jobspec("issued.hcl", jobspec);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let alloc_id = running_alloc_id(&agent, "issued");
+    let token = support::wait_for("the token file", std::time::Duration::from_secs(60), || {
+        std::fs::read_to_string(
+            agent
+                .data_dir
+                .join("alloc")
+                .join(&alloc_id)
+                .join("t/secrets/nomad_token"),
+        )
+        .ok()
+    });
+    assert_eq!(claims_of(&token)["iss"], "https://nomad.example.com");
+    agent.cli_ok(&["job", "stop", "-purge", "issued"]);
 }

@@ -89,6 +89,18 @@ job "remote" {{
         cpu    = 50
         memory = 32
       }}
+
+      service {{
+        name = "remote-svc"
+
+        check {{
+          type     = "script"
+          command  = "/bin/sh"
+          args     = ["-c", "echo remote check answers"]
+          interval = "1s"
+          timeout  = "2s"
+        }}
+      }}
     }}
   }}
 }}
@@ -143,6 +155,34 @@ job "remote" {{
             agent.address
         );
     }
+    // The remote node registered the task's service with the server over HTTP, and its check
+    // results are served by the node that runs them: through the server too, which passes
+    // the request on.
+    let services = wait_for("the remote task's service registration", LIMIT, || {
+        let services = server.get_json(&format!("/v1/allocation/{alloc_id}/services"));
+        (services.as_array().map(Vec::len) == Some(1)).then_some(services)
+    });
+    assert_eq!(services[0]["ServiceName"], "remote-svc", "{services}");
+    assert_eq!(services[0]["NodeID"], remote_node_id.as_str(), "{services}");
+    for agent in [&client, &server] {
+        let check = wait_for("the script check's result", LIMIT, || {
+            let checks = agent.get_json(&format!("/v1/client/allocation/{alloc_id}/checks"));
+            let check = checks.as_object()?.values().next()?.clone();
+            (check["Status"] == "success").then_some(check)
+        });
+        assert_eq!(check["Service"], "remote-svc", "{check}");
+        assert_eq!(check["Task"], "server", "{check}");
+        assert!(
+            check["Output"]
+                .as_str()
+                .is_some_and(|output| output.contains("remote check answers")),
+            "the output is the script's, through {}: {check}",
+            agent.address
+        );
+    }
+    let checks = server.cli_ok(&["alloc", "checks", &alloc_id]);
+    assert!(checks.contains("success"), "{checks}");
+
     // The CLI pointed at the server reads the remote task's logs too.
     let logs = server.cli_ok(&["alloc", "logs", &alloc_id, "server"]);
     assert!(logs.contains(&format!("started {marker}")), "{logs}");

@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Agent, http, wait_for, write_jobspec};
+use support::{Agent, http, http_as, wait_for, write_jobspec};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -314,5 +314,182 @@ job "bad-scaling" {
         stderr.contains("maximum count must not be less than minimum count")
             && stderr.contains("task group count must not be greater than maximum count"),
         "{stderr}"
+    );
+}
+
+/// A job (in `namespace`) whose group declares a scaling policy and is never placed.
+fn scaled_job_in(namespace: &str, job: &str) -> String {
+    json!({"Job": {
+        "ID": job, "Name": job, "Namespace": namespace, "Type": "service",
+        "Datacenters": ["dc1"],
+        "TaskGroups": [{
+            "Name": "web", "Count": 1,
+            "Scaling": {"Min": 1, "Max": 3, "Enabled": true, "Policy": {"cooldown": "1m"}},
+            "Constraints": [{
+                "LTarget": "${node.unique.name}", "RTarget": "nowhere", "Operand": "="
+            }],
+            "Tasks": [{
+                "Name": "server", "Driver": "raw_exec",
+                "Config": {"command": "/bin/sleep", "args": ["3600"]},
+                "Resources": {"CPU": 20, "MemoryMB": 16}
+            }]
+        }]
+    }})
+    .to_string()
+}
+
+/// The namespaces of the policies a `namespace=*` list shows `token`.
+fn policy_namespaces(agent: &Agent, token: &str) -> Vec<String> {
+    let (status, body) = http_as(
+        "GET",
+        &agent.url("/v1/scaling/policies?namespace=*"),
+        Some(token),
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    let policies: Vec<Value> = serde_json::from_str(&body).unwrap();
+    let mut namespaces: Vec<String> = policies
+        .iter()
+        .map(|policy| policy["Target"]["Namespace"].as_str().unwrap().to_owned())
+        .collect();
+    namespaces.sort();
+    namespaces
+}
+
+#[test]
+fn scaling_policies_are_listed_by_the_cli_and_filtered_by_acls_across_namespaces() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("acl.hcl");
+    std::fs::write(&config, "acl {\n  enabled = true\n}\n").unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", config.display())],
+    );
+    let (status, body) = http("POST", &agent.url("/v1/acl/bootstrap"), None);
+    assert_eq!(status, 200, "{body}");
+    let root: Value = serde_json::from_str(&body).unwrap();
+    let root = root["SecretID"].as_str().unwrap().to_owned();
+    let as_root = |method: &str, path: &str, body: &str| {
+        let (status, answer) = http_as(method, &agent.url(path), Some(&root), Some(body));
+        assert_eq!(status, 200, "{method} {path}: {answer}");
+        answer
+    };
+    as_root("PUT", "/v1/namespace/other", r#"{"Name": "other"}"#);
+    as_root("PUT", "/v1/jobs", &scaled_job_in("default", "api"));
+    as_root("PUT", "/v1/jobs", &scaled_job_in("other", "web"));
+
+    // The CLI, as Nomad prints it: sorted by target, full IDs with -verbose.
+    let cli = |args: &[&str]| {
+        let mut all = vec!["scaling", "policy"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["-token", &root]);
+        agent.cli(&all)
+    };
+    let stdout =
+        |output: &std::process::Output| String::from_utf8_lossy(&output.stdout).into_owned();
+    let listed = cli(&["list", "-namespace", "*"]);
+    assert!(listed.status.success(), "{listed:?}");
+    let text = stdout(&listed);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[0].starts_with("ID ") && lines[0].ends_with("Enabled  Type        Target"),
+        "{text}"
+    );
+    assert!(
+        lines[1].ends_with("true     horizontal  Namespace:default,Job:api,Group:web"),
+        "{text}"
+    );
+    assert!(
+        lines[2].ends_with("true     horizontal  Namespace:other,Job:web,Group:web"),
+        "{text}"
+    );
+    let short = lines[1].split_whitespace().next().unwrap().to_owned();
+    assert_eq!(short.len(), 8);
+    let only_api = stdout(&cli(&["list", "-job", "api"]));
+    assert_eq!(only_api.lines().count(), 2, "{only_api}");
+    let none = stdout(&cli(&["list", "-type", "vertical_cpu"]));
+    assert_eq!(none.trim(), "No policies found");
+    let json_list = stdout(&cli(&["list", "-json"]));
+    assert!(
+        json_list.starts_with("[\n    {\n        \"ID\": "),
+        "{json_list}"
+    );
+    let templated = stdout(&cli(&["list", "-t", "{{range .}}{{.Type}}{{end}}"]));
+    assert_eq!(templated.trim(), "horizontal");
+
+    let info = cli(&["info", &short]);
+    assert!(info.status.success(), "{info:?}");
+    let info = stdout(&info);
+    assert_eq!(
+        info,
+        format!(
+            "ID      = {short}\nEnabled = true\nTarget  = Namespace:default,Job:api,Group:web\n\
+             Min     = 1\nMax     = 3\n\nPolicy:\n{{\n    \"cooldown\": \"1m\"\n}}\n"
+        )
+    );
+    let missing = cli(&["info", "ffff"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&missing.stderr).trim(),
+        r#"No scaling policies with prefix or id "ffff" found"#
+    );
+    let both = cli(&["info", "-json", "-t", "{{.ID}}", &short]);
+    assert_eq!(both.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&both.stderr).contains("Both json and template"));
+
+    // Across namespaces each token sees the namespaces where it may read policies: the scaling
+    // capability, or list-jobs with read-job; a token with neither sees an empty list.
+    let token_with = |name: &str, rules: &str| {
+        as_root(
+            "PUT",
+            &format!("/v1/acl/policy/{name}"),
+            &json!({"Name": name, "Rules": rules}).to_string(),
+        );
+        let answer = as_root(
+            "POST",
+            "/v1/acl/token",
+            &json!({"Name": name, "Type": "client", "Policies": [name]}).to_string(),
+        );
+        let token: Value = serde_json::from_str(&answer).unwrap();
+        token["SecretID"].as_str().unwrap().to_owned()
+    };
+    let jobs_reader = token_with(
+        "jobs-reader",
+        r#"namespace "default" { capabilities = ["list-jobs", "read-job"] }"#,
+    );
+    let policy_lister = token_with(
+        "policy-lister",
+        r#"namespace "other" { capabilities = ["list-scaling-policies"] }"#,
+    );
+    let job_lister = token_with(
+        "job-lister",
+        r#"namespace "default" { capabilities = ["list-jobs"] }"#,
+    );
+    assert_eq!(policy_namespaces(&agent, &root), ["default", "other"]);
+    assert_eq!(policy_namespaces(&agent, &jobs_reader), ["default"]);
+    assert_eq!(policy_namespaces(&agent, &policy_lister), ["other"]);
+    assert!(policy_namespaces(&agent, &job_lister).is_empty());
+    // In one namespace the same rule decides, and reading one policy too.
+    let status_of = |path: &str, token: &str| http_as("GET", &agent.url(path), Some(token), None).0;
+    assert_eq!(status_of("/v1/scaling/policies", &jobs_reader), 200);
+    assert_eq!(status_of("/v1/scaling/policies", &job_lister), 403);
+    assert_eq!(
+        status_of("/v1/scaling/policies?namespace=other", &jobs_reader),
+        403
+    );
+    let full_id = json_list
+        .split("\"ID\": \"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        status_of(&format!("/v1/scaling/policy/{full_id}"), &jobs_reader),
+        200
+    );
+    assert_eq!(
+        status_of(&format!("/v1/scaling/policy/{full_id}"), &job_lister),
+        403
     );
 }

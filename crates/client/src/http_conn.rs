@@ -1,11 +1,12 @@
 //! [`HttpServerConn`]: the remote [`ServerConn`], for a client agent whose servers run in other
 //! processes (`drover agent -client -servers=ADDR`) and for the node simulator over the
-//! network. Each of the five calls is one HTTP request to a server agent's API under
+//! network. Each call is one HTTP request to a server agent's API under
 //! `/v1/internal/…`, with the bodies of `drover_structs::client_rpc`, which the server's handlers
 //! decode too.
 //!
 //! Servers are tried in turn: the one that answered last is asked first, and a server that
-//! cannot be reached (refused, reset, timed out) or answers 5xx passes the call to the next.
+//! cannot be reached (refused, reset, timed out) or answers 5xx passes the call to the next
+//! (the move is logged: `calls go to another server now`).
 //! Errors map onto [`ServerConnError`]: nothing reachable → `Unavailable`; 404 on a heartbeat
 //! → `UnknownNode`; 400 and other 4xx → `Rejected`; 5xx or an answer that does not decode →
 //! `Internal`.
@@ -25,10 +26,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use drover_structs::client_rpc::{
-    AllocUpdateRequest, AllocsGetRequest, AllocsGetResponse, CLUSTER_ID_HEADER,
-    NodeClientAllocsResponse, NodeRegisterRequest, NodeUpdateResponse, NodeUpdateStatusRequest,
-    ServiceDeleteRequest, ServiceUpsertRequest, SignIdentitiesRequest, SignIdentitiesResponse,
-    WorkloadIdentityRequest,
+    AclPolicySetResponse, AclWhoAmIResponse, AllocUpdateRequest, AllocsGetRequest,
+    AllocsGetResponse, CLUSTER_ID_HEADER, NodeClientAllocsResponse, NodeRegisterRequest,
+    NodeUpdateResponse, NodeUpdateStatusRequest, ServiceDeleteRequest, ServiceUpsertRequest,
+    SignIdentitiesRequest, SignIdentitiesResponse, WorkloadIdentityRequest,
 };
 use drover_structs::service_catalog::ServiceRegistrationListStub;
 use drover_structs::{Allocation, Node, ServiceRegistration, Variable, VariableMetadata};
@@ -190,7 +191,9 @@ struct Call<'a> {
     /// An allocation the call reports on, when it names no node (picks the node's secret).
     reports_alloc: Option<&'a str>,
     not_found: NotFoundMeans,
-    /// Sent as `X-Nomad-Token` (a task's identity, for its variables).
+    /// Sent as `X-Nomad-Token` (a task's identity, for its variables; a bearer token the
+    /// agent resolves); an empty one sends none (an anonymous request). `None`: the node's
+    /// secret ID.
     token: Option<&'a str>,
 }
 
@@ -333,6 +336,9 @@ impl HttpServerConn {
             let base = &self.servers[position];
             match self.send_to(base, &call).await {
                 Ok(reply) => {
+                    if position != start {
+                        tracing::info!(server = %base, previous = %self.servers[start], "calls go to another server now");
+                    }
                     self.preferred.store(position, Ordering::Relaxed);
                     return Ok(reply);
                 }
@@ -374,7 +380,7 @@ impl HttpServerConn {
         // A task's own token (its variables) goes as it is; every other call carries the
         // node's secret ID, which the server checks on node calls.
         let secret = match call.token {
-            Some(token) => Some(token.to_owned()),
+            Some(token) => (!token.is_empty()).then(|| token.to_owned()),
             None => self
                 .node_secrets
                 .lock()
@@ -808,6 +814,52 @@ impl ServerConn for HttpServerConn {
             token: Some(token),
         })
         .await
+    }
+}
+
+/// The bearer token resolutions a client-only agent asks of its servers (its task API and,
+/// with ACLs on, its own endpoints need them); not [`ServerConn`] calls, as a client in the
+/// server's own process resolves tokens from the server's state.
+impl HttpServerConn {
+    /// `ACL.WhoAmI`: who `token` stands for. A token the servers do not take is `Rejected`
+    /// with their message (`Permission denied`, `ACL token not found`, `ACL token expired`).
+    pub async fn acl_whoami(&self, token: &str) -> Result<AclWhoAmIResponse, ServerConnError> {
+        let answer = self
+            .send(Call {
+                method: reqwest::Method::GET,
+                path: "/v1/internal/acl/whoami".to_owned(),
+                query: Vec::new(),
+                body: None,
+                timeout: self.request_timeout,
+                node_id: "",
+                reports_alloc: None,
+                not_found: NotFoundMeans::Rejected,
+                token: Some(token),
+            })
+            .await?;
+        decode(&answer)
+    }
+
+    /// The policies `token` holds (none for a management token; `anonymous` for an empty
+    /// token; a workload identity's `JobACL` policies), refused as [`Self::acl_whoami`].
+    pub async fn acl_bearer_policies(
+        &self,
+        token: &str,
+    ) -> Result<AclPolicySetResponse, ServerConnError> {
+        let answer = self
+            .send(Call {
+                method: reqwest::Method::GET,
+                path: "/v1/internal/acl/bearer-policies".to_owned(),
+                query: Vec::new(),
+                body: None,
+                timeout: self.request_timeout,
+                node_id: "",
+                reports_alloc: None,
+                not_found: NotFoundMeans::Rejected,
+                token: Some(token),
+            })
+            .await?;
+        decode(&answer)
     }
 }
 

@@ -449,6 +449,8 @@ struct ServerState {
     updates_to_fail: u32,
     registrations_to_fail: u32,
     register_calls: u64,
+    /// Every call fails as if no server could be reached.
+    unreachable: bool,
 }
 
 impl InMemoryServer {
@@ -554,6 +556,21 @@ impl InMemoryServer {
         lock(&self.state).register_calls
     }
 
+    /// Makes every registration, heartbeat, allocation query and status update fail (a
+    /// network partition) until called again with `false`.
+    pub fn set_unreachable(&self, unreachable: bool) {
+        lock(&self.state).unreachable = unreachable;
+    }
+
+    fn check_reachable(&self) -> Result<(), ServerConnError> {
+        if lock(&self.state).unreachable {
+            return Err(ServerConnError::Unavailable {
+                message: "simulated partition".to_string(),
+            });
+        }
+        Ok(())
+    }
+
     /// Makes the next `count` `update_allocs` calls fail as if the server were unreachable.
     pub fn fail_next_updates(&self, count: u32) {
         lock(&self.state).updates_to_fail = count;
@@ -575,6 +592,7 @@ impl InMemoryServer {
 
 impl ServerConn for InMemoryServer {
     async fn register_node(&self, node: Node) -> Result<Duration, ServerConnError> {
+        self.check_reachable()?;
         if node.id.is_empty() {
             return Err(ServerConnError::Rejected {
                 message: "missing node ID for client registration".to_string(),
@@ -603,6 +621,7 @@ impl ServerConn for InMemoryServer {
     }
 
     async fn heartbeat(&self, node_id: &str, status: &str) -> Result<Duration, ServerConnError> {
+        self.check_reachable()?;
         let mut state = lock(&self.state);
         let Some(node) = state.nodes.get_mut(node_id) else {
             return Err(ServerConnError::UnknownNode {
@@ -620,6 +639,7 @@ impl ServerConn for InMemoryServer {
         min_index: u64,
         max_wait: Duration,
     ) -> Result<NodeAllocations, ServerConnError> {
+        self.check_reachable()?;
         if !lock(&self.state).nodes.contains_key(node_id) {
             return Err(ServerConnError::UnknownNode {
                 node_id: node_id.to_string(),
@@ -655,6 +675,7 @@ impl ServerConn for InMemoryServer {
     }
 
     async fn update_allocs(&self, updates: Vec<AllocClientUpdate>) -> Result<(), ServerConnError> {
+        self.check_reachable()?;
         {
             let mut state = lock(&self.state);
             state.update_calls += 1;

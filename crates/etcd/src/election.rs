@@ -1,8 +1,8 @@
 //! Several server agents on one prefix: the leader elected through an etcd lease, and the
 //! servers' member records.
 //!
-//! Each server keeps a *session*: an etcd lease it renews every third of its TTL. Keys under the
-//! prefix `P`:
+//! Each server keeps a *session*: an etcd lease it renews through every member, each a quarter
+//! of its TTL apart. Keys under the prefix `P`:
 //! - `P leader`: the leader's record, put under the leader's session lease by a
 //!   compare-and-create (`version == 0`); while it leads, every batch its store applies is
 //!   fenced by that lease ([`crate::Fence::Leader`]), so a server whose session lapsed cannot
@@ -11,9 +11,13 @@
 //! - `P alive/<name>`: the same record under the server's session lease, present while it lives.
 //!
 //! A server that cannot renew its session steps down (stops leading, its store refuses writes)
-//! once three quarters of the TTL have passed since its last renewal, before etcd lets the lease
-//! lapse and another server takes `P leader`. The decisions are [`SessionClock`]'s, on instants
-//! handed in, so they are tested without waiting.
+//! half a second before the TTL has passed since its last renewal was sent
+//! ([`step_down_after`]), before etcd can let the lease lapse and another server take
+//! `P leader`; it leads again, in a new term, if a later renewal shows the lease still alive and
+//! `P leader` still its own. Followers watch `P leader` and campaign the moment it is gone, so a
+//! dead leader is replaced about a TTL after its last renewal. The decisions are
+//! [`SessionClock`]'s, on instants handed in, and the watchdog's, on tokio's clock, so they are
+//! tested without waiting.
 //!
 //! Not here: what a leader does (the server crate), what a record holds (the agent encodes it).
 
@@ -30,9 +34,18 @@ use crate::endpoints::Endpoints;
 use crate::{EtcdKv, Fence, KvError};
 
 /// How long a session outlives its last renewal: a killed leader is replaced this long after
-/// its last keep-alive (plus one poll).
-pub const SESSION_TTL: Duration = Duration::from_secs(5);
-/// How often a server looks at `P leader` (and campaigns when it is free).
+/// its last keep-alive, plus up to half a second for etcd to notice (its lessor looks for
+/// expired leases twice a second); the followers watch `P leader` and campaign at once.
+/// Long enough that etcd electing a leader of its own (up to about 3 s after its leader dies,
+/// with its default timing) costs no leadership: the leader's keep-alives are answered again
+/// before it would step down.
+pub const SESSION_TTL: Duration = Duration::from_secs(4);
+/// How long before its session may lapse a leader stops leading (at most a quarter of the TTL):
+/// etcd lets a lease lapse no sooner than a TTL after the renewal that was sent last, so the
+/// server has stopped before another can be elected.
+const STEP_DOWN_MARGIN: Duration = Duration::from_millis(500);
+/// How often a server reads `P leader` (and campaigns when it is free), besides whenever its
+/// watch on the key reports a change.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Who a server is, as it campaigns.
@@ -107,11 +120,16 @@ impl SessionClock {
         self.last_renewal
     }
 
-    /// Whether the server must stop relying on the session at `now`: three quarters of the TTL
-    /// passed since the last renewal was sent, so etcd may let it lapse before the next one
-    /// lands.
+    /// When the server stops relying on the session unless it is renewed before:
+    /// [`step_down_after`] the last renewal was sent.
+    pub fn step_down_at(&self) -> Instant {
+        self.last_renewal + step_down_after(self.ttl)
+    }
+
+    /// Whether the server must stop relying on the session at `now`: etcd may let it lapse
+    /// soon, and another server take `P leader` after it.
     pub fn must_step_down(&self, now: Instant) -> bool {
-        now.saturating_duration_since(self.last_renewal) >= self.ttl * 3 / 4
+        now >= self.step_down_at()
     }
 }
 
@@ -209,15 +227,25 @@ impl EtcdKv {
         self.set_fence(Fence::Follower);
         view.send_if_modified(|known| {
             let changed = known.is_leader;
+            if changed {
+                tracing::warn!(term = known.term, "this server no longer leads the cluster");
+            }
             known.is_leader = false;
             changed
         });
     }
 
     /// One session: grant a lease, publish the member records, then renew and campaign until
-    /// the session cannot be relied on any more.
+    /// the session lapses.
     /// `previous` is the last session's lease: revoked once a new one is granted, so a leader
     /// key it still holds (etcd extends leases across its own elections) goes at once.
+    ///
+    /// Three things run at once for the session's life: the keep-alives through every member
+    /// ([`renew_through`]), a watchdog that steps the server down the moment its session can no
+    /// longer be relied on ([`Seat::step_down_if_due`], on a timer of its own, so a request
+    /// hanging on an unreachable member never delays it), and this loop, which reads `P leader`
+    /// every poll and whenever a watch on it reports a change, and campaigns the moment it is
+    /// free.
     async fn session(
         &self,
         candidate: &Candidate,
@@ -226,7 +254,10 @@ impl EtcdKv {
     ) -> Result<(), KvError> {
         let endpoints = Arc::clone(self.endpoints());
         let attempt = attempt_timeout(candidate.ttl);
-        let ttl_seconds = i64::try_from(candidate.ttl.as_secs().max(2)).unwrap_or(5);
+        let ttl_seconds = i64::try_from(candidate.ttl.as_secs().max(2)).unwrap_or(4);
+        // The session is counted from when the grant was asked for: etcd counts it from when it
+        // granted it, no sooner.
+        let asked = Instant::now();
         let lease = endpoints
             .call_on("lease", attempt, attempt, |mut client| async move {
                 client.lease_grant(ttl_seconds, None).await
@@ -244,10 +275,12 @@ impl EtcdKv {
                 })
                 .await;
         }
-        let clock = Arc::new(std::sync::Mutex::new(SessionClock::new(
-            candidate.ttl,
-            granted,
-        )));
+        let seat = Arc::new(Seat {
+            clock: std::sync::Mutex::new(SessionClock::new(candidate.ttl, asked)),
+            lease,
+            kv: self.sibling(),
+            view: view.clone(),
+        });
         let member_key = self.prefixed(format!("members/{}", candidate.name).as_bytes());
         let alive_key = self.prefixed(format!("alive/{}", candidate.name).as_bytes());
         let publish = Txn::new().and_then(vec![
@@ -264,113 +297,215 @@ impl EtcdKv {
                 async move { client.txn(publish).await }
             })
             .await?;
-        // Keep-alives through every member at once: one lost member costs nothing, and the
-        // renewers end with this session (the set aborts them when dropped).
+        // Keep-alives through every member at once: one lost member costs nothing. They and
+        // the watchdog end with this session (the set aborts them when dropped).
         let (lapsed_sender, mut lapsed) = watch::channel(false);
-        let mut renewers = tokio::task::JoinSet::new();
+        let mut helpers = tokio::task::JoinSet::new();
         for member in 0..endpoints.count() {
-            renewers.spawn(renew_through(
+            helpers.spawn(renew_through(
                 Arc::clone(&endpoints),
                 member,
                 lease,
                 candidate.ttl,
-                Arc::clone(&clock),
+                Arc::clone(&seat),
                 lapsed_sender.clone(),
             ));
         }
-        let session_clock = |clock: &std::sync::Mutex<SessionClock>| {
-            *clock
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        };
+        helpers.spawn(watchdog(Arc::clone(&seat), candidate.poll));
         let leader_key = self.leader_key();
+        let mut leader_watch: Option<etcd_client::WatchStream> = None;
         loop {
-            let now = Instant::now();
-            let current = session_clock(&clock);
             if *lapsed.borrow_and_update() {
                 tracing::error!("this server's etcd session lapsed; it stops leading");
                 return Ok(());
             }
-            if current.must_step_down(now) {
-                tracing::error!(
-                    "could not renew this server's etcd session in time; it stops leading"
-                );
-                return Ok(());
+            if leader_watch.is_none() {
+                leader_watch = endpoints
+                    .call_on("watch", attempt, attempt, |mut client| {
+                        let key = leader_key.clone();
+                        async move { client.watch(key, None).await }
+                    })
+                    .await
+                    .ok()
+                    .map(|(_, stream)| stream);
             }
-            let renewed = current.last_renewal();
-            view.send_if_modified(|known| {
-                if known.last_contact.is_none_or(|contact| contact < renewed) {
-                    known.last_contact = Some(renewed);
-                }
-                // Contact alone is no news worth waking watchers for.
-                false
-            });
-            let attempt_txn = Txn::new()
-                .when(vec![Compare::version(
-                    leader_key.clone(),
-                    CompareOp::Equal,
-                    0,
-                )])
-                .and_then(vec![TxnOp::put(
-                    leader_key.clone(),
-                    candidate.record.clone(),
-                    Some(PutOptions::new().with_lease(lease)),
-                )])
-                .or_else(vec![TxnOp::get(leader_key.clone(), None)]);
-            let answered = endpoints
-                .call_on("campaign", attempt, attempt, |mut client| {
-                    let attempt_txn = attempt_txn.clone();
-                    async move { client.txn(attempt_txn).await }
-                })
-                .await;
-            if let Ok((_, response)) = answered {
-                let (leader, ours) = if response.succeeded() {
-                    (Some(candidate.record.clone()), true)
-                } else {
-                    let current =
-                        response
-                            .op_responses()
-                            .into_iter()
-                            .find_map(|answer| match answer {
-                                etcd_client::TxnOpResponse::Get(get) => get.kvs().first().cloned(),
-                                _ => None,
-                            });
-                    match current {
-                        Some(pair) => (Some(pair.value().to_vec()), pair.lease() == lease),
-                        None => (None, false),
-                    }
+            if let Ok(found) = self.read_or_take_leader(candidate, lease, attempt).await {
+                let (leader, ours) = match found {
+                    Some((record, holder)) => (Some(record), holder == lease),
+                    None => (None, false),
                 };
-                // The fence moves before anyone is told: a new leader's first write is fenced.
-                if ours && !session_clock(&clock).must_step_down(Instant::now()) {
-                    self.set_fence(Fence::Leader(lease));
-                } else {
-                    self.set_fence(Fence::Follower);
-                }
-                let contact = Instant::now();
-                view.send_if_modified(|known| {
-                    let was_leader = known.is_leader;
-                    let changed = known.leader != leader || was_leader != ours;
-                    known.leader = leader;
-                    known.is_leader = ours;
-                    if ours && !was_leader {
-                        known.term += 1;
-                        tracing::info!(term = known.term, "this server leads the cluster");
-                    }
-                    if was_leader && !ours {
-                        tracing::warn!("this server no longer leads the cluster");
-                    }
-                    known.last_contact = Some(contact);
-                    changed
-                });
+                seat.settle(leader, ours, Instant::now());
             }
             tokio::select! {
                 () = tokio::time::sleep(candidate.poll) => {}
                 _ = lapsed.changed() => {}
+                changed = next_change(&mut leader_watch) => {
+                    if !changed {
+                        leader_watch = None;
+                    }
+                }
             }
-            // A renewer only ends by panicking; the others carry on.
-            while renewers.try_join_next().is_some() {}
+            // A helper only ends by panicking; the others carry on.
+            while helpers.try_join_next().is_some() {}
         }
     }
+
+    /// `P leader`'s record and the lease holding it, taking it first under `lease` when it is
+    /// free (a compare-and-create: of two servers campaigning at once, one wins).
+    async fn read_or_take_leader(
+        &self,
+        candidate: &Candidate,
+        lease: i64,
+        attempt: Duration,
+    ) -> Result<Option<(Vec<u8>, i64)>, KvError> {
+        let leader_key = self.leader_key();
+        let endpoints = self.endpoints();
+        let (_, current) = endpoints
+            .call_on("campaign", attempt, attempt, |mut client| {
+                let key = leader_key.clone();
+                async move { client.get(key, None).await }
+            })
+            .await?;
+        if let Some(pair) = current.kvs().first() {
+            return Ok(Some((pair.value().to_vec(), pair.lease())));
+        }
+        let take = Txn::new()
+            .when(vec![Compare::version(
+                leader_key.clone(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then(vec![TxnOp::put(
+                leader_key.clone(),
+                candidate.record.clone(),
+                Some(PutOptions::new().with_lease(lease)),
+            )])
+            .or_else(vec![TxnOp::get(leader_key.clone(), None)]);
+        let (_, response) = endpoints
+            .call_on("campaign", attempt, attempt, |mut client| {
+                let take = take.clone();
+                async move { client.txn(take).await }
+            })
+            .await?;
+        if response.succeeded() {
+            return Ok(Some((candidate.record.clone(), lease)));
+        }
+        Ok(response
+            .op_responses()
+            .into_iter()
+            .find_map(|answer| match answer {
+                etcd_client::TxnOpResponse::Get(get) => get.kvs().first().cloned(),
+                _ => None,
+            })
+            .map(|pair| (pair.value().to_vec(), pair.lease())))
+    }
+}
+
+/// Whether the watch on `P leader` reported something (false: it ended, open another). Never
+/// answers without a watch.
+async fn next_change(watch: &mut Option<etcd_client::WatchStream>) -> bool {
+    match watch {
+        Some(stream) => matches!(stream.message().await, Ok(Some(answer)) if !answer.canceled()),
+        None => std::future::pending().await,
+    }
+}
+
+/// One session's standing: its clock, and what the server is told and its store fenced by.
+/// Every change of the leadership is decided under the clock's lock, on the clock, so the
+/// watchdog and the campaign loop never undo each other's decision.
+struct Seat {
+    clock: std::sync::Mutex<SessionClock>,
+    lease: i64,
+    kv: EtcdKv,
+    view: watch::Sender<Leadership>,
+}
+
+impl Seat {
+    fn clock(&self) -> std::sync::MutexGuard<'_, SessionClock> {
+        // A poisoned lock only means a helper panicked; the clock is still a clock.
+        self.clock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A keep-alive sent at `sent` was answered.
+    fn renewed(&self, sent: Instant) {
+        let renewal = {
+            let mut clock = self.clock();
+            clock.renewed(sent);
+            clock.last_renewal()
+        };
+        self.view.send_if_modified(|known| {
+            if known.last_contact.is_none_or(|contact| contact < renewal) {
+                known.last_contact = Some(renewal);
+            }
+            // Contact alone is no news worth waking watchers for.
+            false
+        });
+    }
+
+    /// When the watchdog must look next (the session's step-down instant).
+    fn step_down_at(&self) -> Instant {
+        self.clock().step_down_at()
+    }
+
+    /// What `P leader` holds now, read at `now`: this server leads while the record is under
+    /// its lease and its session can still be relied on (so after a step-down it leads again,
+    /// in a new term, once a renewal shows the lease alive and the key still its own: nobody
+    /// else can have led meanwhile). The fence moves before anyone is told: a new leader's
+    /// first write is fenced.
+    fn settle(&self, leader: Option<Vec<u8>>, ours: bool, now: Instant) {
+        let clock = self.clock();
+        let leads = ours && !clock.must_step_down(now);
+        self.kv.set_fence(if leads {
+            Fence::Leader(self.lease)
+        } else {
+            Fence::Follower
+        });
+        self.view.send_if_modified(|known| {
+            let was_leader = known.is_leader;
+            let changed = known.leader != leader || was_leader != leads;
+            known.leader = leader;
+            known.is_leader = leads;
+            if leads && !was_leader {
+                known.term += 1;
+                tracing::info!(term = known.term, "this server leads the cluster");
+            }
+            if was_leader && !leads {
+                tracing::warn!(term = known.term, "this server no longer leads the cluster");
+            }
+            known.last_contact = Some(now.max(known.last_contact.unwrap_or(now)));
+            changed
+        });
+        drop(clock);
+    }
+
+    /// Steps down if the session can no longer be relied on at `now`.
+    fn step_down_if_due(&self, now: Instant) {
+        let clock = self.clock();
+        if !clock.must_step_down(now) {
+            return;
+        }
+        self.kv.set_fence(Fence::Follower);
+        self.view.send_if_modified(|known| {
+            if !known.is_leader {
+                return false;
+            }
+            known.is_leader = false;
+            tracing::error!(
+                term = known.term,
+                "could not renew this server's etcd session in time; it stops leading"
+            );
+            true
+        });
+        drop(clock);
+    }
+}
+
+/// How long after its last renewal was sent a session is relied on: the TTL less
+/// [`STEP_DOWN_MARGIN`] (a quarter of the TTL when that is less).
+pub fn step_down_after(ttl: Duration) -> Duration {
+    ttl - STEP_DOWN_MARGIN.min(ttl / 4)
 }
 
 /// How long one keep-alive or campaign request to one member may take before it counts as
@@ -380,16 +515,32 @@ fn attempt_timeout(ttl: Duration) -> Duration {
     (ttl / 5).max(Duration::from_millis(200))
 }
 
+/// Steps the server down the moment its session can no longer be relied on, on a timer of its
+/// own; once down, looks again every `poll` (a renewal moves the instant on).
+async fn watchdog(seat: Arc<Seat>, poll: Duration) {
+    loop {
+        let due = seat.step_down_at();
+        if Instant::now() < due {
+            tokio::time::sleep_until(due).await;
+        }
+        let now = Instant::now();
+        seat.step_down_if_due(now);
+        if seat.step_down_at() <= now {
+            tokio::time::sleep(poll).await;
+        }
+    }
+}
+
 /// Renews `lease` through member `member` for as long as the session lasts, on its own
-/// keep-alive stream (reopened after any failure), recording every renewal in `clock`.
-/// Member `member` starts a fraction of the interval after the others, so renewals through
-/// the members are spread over it. Ends when etcd answers that the lease is gone.
+/// keep-alive stream (reopened after any failure), recording every renewal in the seat's
+/// clock. Member `member` starts a fraction of the interval after the others, so renewals
+/// through the members are spread over it. Ends when etcd answers that the lease is gone.
 async fn renew_through(
     endpoints: Arc<Endpoints>,
     member: usize,
     lease: i64,
     ttl: Duration,
-    clock: Arc<std::sync::Mutex<SessionClock>>,
+    seat: Arc<Seat>,
     lapsed: watch::Sender<bool>,
 ) {
     let attempt = attempt_timeout(ttl);
@@ -414,10 +565,7 @@ async fn renew_through(
         match answer {
             Ok(Ok(Some(answer))) if answer.ttl() > 0 => {
                 schedule.renewed(sent);
-                clock
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .renewed(sent);
+                seat.renewed(sent);
             }
             Ok(Ok(Some(_))) => {
                 let _ = lapsed.send(true);
@@ -504,18 +652,84 @@ mod tests {
      {
         let start = Instant::now();
         let ttl = Duration::from_secs(4);
+        assert_eq!(step_down_after(ttl), Duration::from_millis(3500));
+        // A short TTL keeps three quarters of itself.
+        assert_eq!(
+            step_down_after(Duration::from_secs(1)),
+            Duration::from_millis(750)
+        );
         let mut clock = SessionClock::new(ttl, start);
-        assert!(!clock.must_step_down(start + Duration::from_millis(2999)));
-        assert!(clock.must_step_down(start + Duration::from_secs(3)));
+        assert!(!clock.must_step_down(start + Duration::from_millis(3499)));
+        assert!(clock.must_step_down(start + Duration::from_millis(3500)));
 
         // One member answers a keep-alive sent at 2 s; another's answer to one sent at 1 s
         // arrives later and does not move the session back.
         clock.renewed(start + Duration::from_secs(2));
         clock.renewed(start + Duration::from_secs(1));
         assert_eq!(clock.last_renewal(), start + Duration::from_secs(2));
-        assert!(!clock.must_step_down(start + Duration::from_millis(4999)));
-        // No member answers any more: the server steps down 3/4 of the TTL after the last
-        // renewal was sent, before etcd may let the lease lapse.
-        assert!(clock.must_step_down(start + Duration::from_secs(5)));
+        assert_eq!(clock.step_down_at(), start + Duration::from_millis(5500));
+        assert!(!clock.must_step_down(start + Duration::from_millis(5499)));
+        // No member answers any more: the server steps down half a second before etcd may let
+        // the lease lapse (a TTL after the last renewal was sent).
+        assert!(clock.must_step_down(start + Duration::from_millis(5500)));
+    }
+
+    /// A seat on a handle that makes no request (the fence and the view are all that is used).
+    async fn seat(ttl: Duration) -> (Arc<Seat>, watch::Receiver<Leadership>) {
+        let kv = EtcdKv::connect(&crate::EtcdConfig::new(
+            vec!["http://127.0.0.1:9".to_owned()],
+            "seat/",
+        ))
+        .await
+        .unwrap();
+        let (view, receiver) = watch::channel(Leadership::default());
+        let seat = Seat {
+            clock: std::sync::Mutex::new(SessionClock::new(ttl, Instant::now())),
+            lease: 7,
+            kv,
+            view,
+        };
+        (Arc::new(seat), receiver)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_watchdog_steps_a_leader_down_on_time_and_a_renewal_with_the_key_still_its_own_leads_again()
+     {
+        let ttl = Duration::from_secs(4);
+        let (seat, view) = seat(ttl).await;
+        let start = Instant::now();
+        seat.settle(Some(b"me".to_vec()), true, start);
+        assert!(view.borrow().is_leader);
+        assert_eq!(view.borrow().term, 1);
+        assert_eq!(seat.kv.fence(), Fence::Leader(7));
+        let _watchdog = tokio::spawn(watchdog(Arc::clone(&seat), POLL_INTERVAL));
+
+        // Renewed at 1 s: the leadership holds past the first deadline.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        seat.renewed(Instant::now());
+        tokio::time::sleep(Duration::from_millis(3400)).await;
+        assert!(view.borrow().is_leader, "stepped down 4.4 s after start");
+        // No renewal since 1 s: down at 4.5 s, with the store fenced at once.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert!(!view.borrow().is_leader, "still leading 4.55 s after start");
+        assert_eq!(seat.kv.fence(), Fence::Follower);
+        // While the session cannot be relied on, reading the key as its own changes nothing.
+        seat.settle(Some(b"me".to_vec()), true, Instant::now());
+        assert!(!view.borrow().is_leader);
+
+        // A keep-alive is answered again (the lease lives) and the key is still its own: a new
+        // term.
+        seat.renewed(Instant::now());
+        seat.settle(Some(b"me".to_vec()), true, Instant::now());
+        assert!(view.borrow().is_leader);
+        assert_eq!(view.borrow().term, 2);
+        assert_eq!(seat.kv.fence(), Fence::Leader(7));
+
+        // Another server's record: a follower, whatever the clock says.
+        seat.settle(Some(b"other".to_vec()), false, Instant::now());
+        assert!(!view.borrow().is_leader);
+        assert_eq!(view.borrow().leader.as_deref(), Some(&b"other"[..]));
+        assert_eq!(seat.kv.fence(), Fence::Follower);
+        assert!(start.elapsed() < ttl * 2);
     }
 }

@@ -278,7 +278,7 @@ async fn a_leader_keeps_its_leadership_and_its_writes_while_any_one_member_is_ki
         return;
     }
     let mut cluster = common::EtcdCluster::start(3).await;
-    // The agent's settings: a 5 s session, 5 s per request.
+    // The agent's settings: a 4 s session, 5 s per request.
     let open_default = |prefix: &'static str| {
         let config = EtcdConfig::new(cluster.endpoints(), prefix);
         async move {

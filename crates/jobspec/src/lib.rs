@@ -347,6 +347,8 @@ fn build_and_validate(
         field_path: Some(field_path),
         message,
     };
+    let mut user_json = user_json;
+    drover_structs::canonicalize::merge_job_update_into_groups(&mut user_json);
     let mut job: Job = drover_structs::lenient::from_value_ignoring_key_case(user_json.clone())
         .map_err(|error| {
             Diagnostics(vec![diagnostic(

@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 
 use drover_structs::{
     Consul, DEFAULT_INTEGRATION_CLUSTER, DurationNs, Job, MigrateStrategy, Service, Task,
-    TaskGroup, UpdateStrategy, VOLUME_TYPE_CSI, VOLUME_TYPE_HOST,
+    TaskGroup, VOLUME_TYPE_CSI, VOLUME_TYPE_HOST,
 };
 use serde_json::Value as JsonValue;
 
@@ -164,29 +164,6 @@ fn when(condition: bool, field: &str) -> Vec<String> {
     }
 }
 
-/// The disconnect settings of a system or sysbatch job's groups.
-fn system_disconnect(job: &Job) -> Vec<String> {
-    if job.r#type != drover_structs::JOB_TYPE_SYSTEM
-        && job.r#type != drover_structs::JOB_TYPE_SYSBATCH
-    {
-        return Vec::new();
-    }
-    let mut found = Vec::new();
-    for (index, group) in job.task_groups.iter().enumerate() {
-        found.extend(when(
-            group
-                .max_client_disconnect
-                .is_some_and(|delay| !delay.is_zero()),
-            &format!("TaskGroups[{index}].MaxClientDisconnect"),
-        ));
-        found.extend(when_asked(
-            group.disconnect.as_ref(),
-            &format!("TaskGroups[{index}].Disconnect"),
-        ));
-    }
-    found
-}
-
 /// Whether a free-form JSON value asks for anything: some leaf that is not null, empty, false
 /// or zero. Nomad's canonical JSON writes empty objects for absent features (a group's
 /// `Consul: {"Namespace": ""}`); those pass.
@@ -287,16 +264,63 @@ fn service_connect(services: &[Service]) -> Vec<String> {
         .collect()
 }
 
-/// A system job's rolling `update` (job or group level, `max_parallel > 0`).
-fn system_rolling_update(job: &Job) -> Vec<String> {
+/// Update settings of a system job's groups that its rollout would not apply: a system job
+/// rolls by the job-level `max_parallel` and `stagger` alone (Nomad up to 1.10), so a group's
+/// own rolling settings, canaries, automatic promotion and revert, and the health settings
+/// (non-default values) would have no effect.
+fn system_update_unapplied(job: &Job) -> Vec<String> {
     if job.r#type != drover_structs::JOB_TYPE_SYSTEM {
         return Vec::new();
     }
-    let rolling = |update: Option<&UpdateStrategy>| update.is_some_and(|u| u.max_parallel > 0);
-    let mut found = when(rolling(job.update.as_ref()), "Update");
+    let job_rolling = job
+        .update
+        .as_ref()
+        .filter(|update| update.max_parallel > 0 && update.stagger.as_nanos() > 0)
+        .map(|update| (update.max_parallel, update.stagger));
+    let defaults = drover_structs::canonicalize::default_update_strategy();
+    let mut found = Vec::new();
     for (index, group) in job.task_groups.iter().enumerate() {
-        if rolling(group.update.as_ref()) {
-            found.push(format!("TaskGroups[{index}].Update"));
+        let Some(update) = group.update.as_ref() else {
+            continue;
+        };
+        let path = format!("TaskGroups[{index}].Update");
+        let own_rolling = match job_rolling {
+            Some(rolling) => (update.max_parallel, update.stagger) != rolling,
+            None => update.max_parallel > 0,
+        };
+        if own_rolling {
+            found.push(path.clone());
+        }
+        let health_check = update.health_check.as_str();
+        let unapplied = [
+            ("Canary", update.canary > 0),
+            ("AutoRevert", update.auto_revert),
+            ("AutoPromote", update.auto_promote),
+            (
+                "HealthCheck",
+                !health_check.is_empty() && health_check != defaults.health_check,
+            ),
+            (
+                "MinHealthyTime",
+                !update.min_healthy_time.is_zero()
+                    && update.min_healthy_time != defaults.min_healthy_time,
+            ),
+            (
+                "HealthyDeadline",
+                !update.healthy_deadline.is_zero()
+                    && update.healthy_deadline != defaults.healthy_deadline,
+            ),
+            (
+                "ProgressDeadline",
+                update
+                    .progress_deadline
+                    .is_some_and(|deadline| Some(deadline) != defaults.progress_deadline),
+            ),
+        ];
+        for (field, set) in unapplied {
+            if set {
+                found.push(format!("{path}.{field}"));
+            }
         }
     }
     found
@@ -374,12 +398,16 @@ pub static FEATURES: &[Feature] = &[
         "update",
         "service groups roll out through deployments: max_parallel at a time, health_check (checks, task_states, manual through /v1/deployment/allocation-health), min_healthy_time, healthy_deadline, progress_deadline (the deployment fails without progress), canary with canary_tags until promoted (auto_promote, or `deployment promote`), auto_revert to the latest stable version; stagger only paces system jobs in Nomad and is kept, as there",
     ),
-    row(
+    runs(
         "update (system jobs)",
+        "a changed system job is replaced max_parallel nodes at a time, as the job-level update block says, each further wave a stagger after the last (a rolling-update evaluation whose Wait is the stagger), as Nomad up to 1.10 rolls system jobs; in-place updates are not limited and no deployment is made",
+    ),
+    row(
+        "update (system jobs) > group settings",
         Status::NotYet,
-        "drover replaces a changed system job on every node at once; rolling it max_parallel nodes at a time with stagger is not implemented",
-        "runs once the system scheduler rolls updates; until then use max_parallel = 0",
-        Detect::job(system_rolling_update),
+        "a system job rolls by its job-level max_parallel and stagger alone, as Nomad up to 1.10 does; a group's own max_parallel or stagger, canary, auto_revert, auto_promote, health_check, min_healthy_time, healthy_deadline and progress_deadline would not be applied",
+        "runs once system jobs roll out through deployments (as Nomad 1.11 does); until then set max_parallel and stagger in the job's update block and leave the rest at their defaults",
+        Detect::job(system_update_unapplied),
     ),
     runs(
         "periodic",
@@ -477,38 +505,13 @@ pub static FEATURES: &[Feature] = &[
     row(
         "group > max_client_disconnect, disconnect { lost_after, replace, reconcile }",
         Status::Runs,
-        "a service or batch allocation on a node that misses its heartbeats turns unknown (the node disconnected, not down) and is replaced by its reschedule policy unless replace = false; unknown past lost_after it is lost and the node down; a client back before then keeps it or its replacement as reconcile says (best_score, keep_original, keep_replacement, longest_running), with a Reconnected task event",
+        "an allocation on a node that misses its heartbeats turns unknown (the node disconnected, not down); a service or batch one is replaced by its reschedule policy unless replace = false, a system or sysbatch one waits on its node; unknown past lost_after it is lost and the node down; a client back before then keeps it (system jobs) or it or its replacement as reconcile says (best_score, keep_original, keep_replacement, longest_running), with a Reconnected task event",
         "",
         Detect::NONE,
     ),
-    row(
-        "group > max_client_disconnect, disconnect (system and sysbatch jobs)",
-        Status::NotYet,
-        "drover's system scheduler marks the allocations of a disconnected node lost at once",
-        "runs once drover's system scheduler handles disconnected clients",
-        Detect::job(system_disconnect),
-    ),
-    row(
+    runs(
         "group > stop_after_client_disconnect, disconnect > stop_on_client_after",
-        Status::NotYet,
-        "a drover client that cannot reach its servers keeps its allocations running",
-        "runs once drover clients stop allocations while they cannot reach a server",
-        Detect::group(|group| {
-            let mut found = when(
-                group
-                    .stop_after_client_disconnect
-                    .is_some_and(|delay| !delay.is_zero()),
-                "StopAfterClientDisconnect",
-            );
-            found.extend(when(
-                group
-                    .disconnect
-                    .as_ref()
-                    .is_some_and(|disconnect| disconnect.stop_on_client_after.is_some()),
-                "Disconnect.StopOnClientAfter",
-            ));
-            found
-        }),
+        "a client that has had no answer from a server for that long stops the group's allocations itself (service and batch jobs); the servers mark them lost when the node goes down and place their replacements only once the delay and the tasks' kill_timeout have passed",
     ),
     row(
         "group > max_run_duration",

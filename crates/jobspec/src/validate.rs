@@ -166,6 +166,88 @@ fn has_connect_gateway(group: &TaskGroup) -> bool {
 }
 
 impl Checker {
+    /// Nomad 1.8's rules for a group's disconnect settings, old names and new.
+    fn disconnect(&mut self, group: &TaskGroup, place: &Place, job_type: &str) {
+        let service_or_batch = job_type == "service" || job_type == "batch";
+        if group
+            .stop_after_client_disconnect
+            .is_some_and(|delay| delay.as_nanos() > 0)
+            && !service_or_batch
+        {
+            self.report(
+                place,
+                place.field("StopAfterClientDisconnect"),
+                "stop_after_client_disconnect can only be set in batch and service jobs",
+            );
+        }
+        if group.max_client_disconnect.is_some() && group.stop_after_client_disconnect.is_some() {
+            self.report(
+                place,
+                place.field("StopAfterClientDisconnect"),
+                "Task group cannot be configured with both max_client_disconnect and stop_after_client_disconnect",
+            );
+        }
+        let Some(disconnect) = &group.disconnect else {
+            return;
+        };
+        let disconnect_place = place.child("Disconnect");
+        if group.max_client_disconnect.is_some() && disconnect.lost_after.as_nanos() > 0 {
+            self.report(
+                &disconnect_place,
+                disconnect_place.field("LostAfter"),
+                "using both lost_after and max_client_disconnect is not allowed",
+            );
+        }
+        if group.stop_after_client_disconnect.is_some() && disconnect.stop_on_client_after.is_some()
+        {
+            self.report(
+                &disconnect_place,
+                disconnect_place.field("StopOnClientAfter"),
+                "using both stop_after_client_disconnect and stop_on_client_after is not allowed",
+            );
+        }
+        if let Some(stop_after) = disconnect.stop_on_client_after {
+            if stop_after.as_nanos() < 0 {
+                self.report(
+                    &disconnect_place,
+                    disconnect_place.field("StopOnClientAfter"),
+                    "stop_after cannot be a negative duration",
+                );
+            }
+            if !service_or_batch {
+                self.report(
+                    &disconnect_place,
+                    disconnect_place.field("StopOnClientAfter"),
+                    "stop_after can only be used with service or batch job types",
+                );
+            }
+            if disconnect.lost_after.as_nanos() != 0 {
+                self.report(
+                    &disconnect_place,
+                    disconnect_place.field("StopOnClientAfter"),
+                    "Disconnect cannot be configured with both lost_after and stop_after",
+                );
+            }
+        }
+        if disconnect.lost_after.as_nanos() < 0 {
+            self.report(
+                &disconnect_place,
+                disconnect_place.field("LostAfter"),
+                "lost_after cannot be a negative duration",
+            );
+        }
+        if !matches!(
+            disconnect.reconcile.as_str(),
+            "" | "best_score" | "longest_running" | "keep_original" | "keep_replacement"
+        ) {
+            self.report(
+                &disconnect_place,
+                disconnect_place.field("Reconcile"),
+                format!("reconcile option is invalid: {}", disconnect.reconcile),
+            );
+        }
+    }
+
     fn report(&mut self, place: &Place, field_path: String, detail: impl AsRef<str>) {
         let message = if place.context.is_empty() {
             detail.as_ref().to_string()
@@ -456,6 +538,8 @@ impl Checker {
                 );
             }
         }
+
+        self.disconnect(group, place, job_type);
 
         self.networks(&group.networks, place);
         self.volumes(group, place, job_type);

@@ -8,7 +8,9 @@
 //! - **lost**: on a node that is down or gone, or disconnected when the group does not wait
 //!   for it (no `disconnect { lost_after }` / `max_client_disconnect`), or `unknown` for longer
 //!   than `lost_after` (**expiring**); stopped (client status `lost`) and replaced up to the
-//!   count.
+//!   count — unless the group has the client stop it (`stop_on_client_after`): then a
+//!   `failed-follow-up` evaluation comes when the client surely has, and the group places
+//!   nothing before it.
 //! - **disconnecting**: on a disconnected node whose group waits for it: marked `unknown`
 //!   ("alloc is unknown since its node is disconnected") with a `max-disconnect-timeout`
 //!   follow-up evaluation at `lost_after`, and replaced by the reschedule policy unless the
@@ -515,6 +517,11 @@ impl Reconciler<'_> {
             );
         }
 
+        // Lost allocations whose client stops them on its own (`stop_on_client_after`) are
+        // replaced only once it surely has: a follow-up evaluation then, and no placement for
+        // the group until it runs (Nomad's `delayByStopAfter`).
+        let lost_followups = self.create_lost_later_evals(job, &lost, ids);
+
         let mut migrate_followups: BTreeMap<String, String> = BTreeMap::new();
         if !reschedule_later.is_empty() {
             migrate_followups = self.create_reschedule_later_evals(
@@ -587,6 +594,7 @@ impl Reconciler<'_> {
             &mut migrate,
             &mut reschedule_now,
             &lost,
+            &lost_followups,
         );
 
         // In-place or destructive updates of untainted allocations (canaries included: they
@@ -639,7 +647,14 @@ impl Reconciler<'_> {
             is_canarying || paused || failed,
         );
 
-        // Placements: replacements of failed and lost allocations, then missing indexes.
+        // Placements: replacements of failed and lost allocations, then missing indexes; none
+        // while a lost allocation's client may still be stopping it. Failed allocations then
+        // wait too (unlike Nomad, which stops them without a replacement), so their
+        // replacement keeps the reschedule history.
+        let wait_for_client_stop = !lost_followups.is_empty();
+        if wait_for_client_stop {
+            reschedule_now.clear();
+        }
         let mut place: Vec<PlaceResult> = Vec::new();
         for alloc in by_name(&reschedule_now) {
             place.push(PlaceResult {
@@ -652,6 +667,9 @@ impl Reconciler<'_> {
             });
         }
         let mut existing = (untainted.len() + migrate.len() + reschedule_now.len()) as u64;
+        if wait_for_client_stop {
+            existing = count;
+        }
         for alloc in by_name(&lost) {
             if existing >= count {
                 break;
@@ -1105,6 +1123,54 @@ impl Reconciler<'_> {
         migrate_followups
     }
 
+    /// One `failed-follow-up` evaluation per five-second window of the times at which lost
+    /// allocations with `stop_on_client_after` are surely stopped by their clients (Nomad's
+    /// `createLaterEvals` over `delayByStopAfter`); answers each allocation's. Empty when no
+    /// lost allocation still waits.
+    fn create_lost_later_evals(
+        &mut self,
+        job: &Job,
+        lost: &AllocSet,
+        ids: &mut dyn IdSource,
+    ) -> BTreeMap<String, String> {
+        let now = self.input.now_unix_nanos;
+        let mut later: Vec<(i64, &Arc<Allocation>)> = lost
+            .values()
+            .filter_map(|alloc| Some((alloc.wait_client_stop(now)?, alloc)))
+            .filter(|(due, _)| *due > now)
+            .collect();
+        later.sort_by(|(a_due, a), (b_due, b)| a_due.cmp(b_due).then_with(|| a.id.cmp(&b.id)));
+        let mut followups = BTreeMap::new();
+        let mut batch_start: Option<i64> = None;
+        let mut eval_id = String::new();
+        for (due, alloc) in later {
+            if batch_start
+                .is_none_or(|start| due.saturating_sub(start) >= BATCHED_FAILED_ALLOC_WINDOW_NANOS)
+            {
+                batch_start = Some(due);
+                eval_id = ids.next_id();
+                self.result.follow_up_evals.push(Evaluation {
+                    id: eval_id.clone(),
+                    namespace: job.namespace.clone(),
+                    priority: self.input.eval.priority,
+                    r#type: job.r#type.clone(),
+                    triggered_by: drover_structs::EVAL_TRIGGER_FAILED_FOLLOW_UP.to_string(),
+                    job_id: job.id.clone(),
+                    job_modify_index: job.modify_index,
+                    status: drover_structs::EVAL_STATUS_PENDING.to_string(),
+                    status_description: DESC_RESCHEDULING_FOLLOWUP_EVAL.to_string(),
+                    wait_until: drover_structs::Timestamp::from_unix_nanos(due),
+                    previous_eval: self.input.eval.id.clone(),
+                    create_time: now,
+                    modify_time: now,
+                    ..Evaluation::default()
+                });
+            }
+            followups.insert(alloc.id.clone(), eval_id.clone());
+        }
+        followups
+    }
+
     /// Settles allocations back from a disconnected node (Nomad's `computeReconnecting`):
     /// those that failed meanwhile, are no longer wanted or lose to a replacement are stopped,
     /// as are the replacements that lose to them; the rest run on (a reconnect update records
@@ -1314,14 +1380,16 @@ impl Reconciler<'_> {
         migrate: &mut AllocSet,
         reschedule_now: &mut AllocSet,
         lost: &AllocSet,
+        lost_followups: &BTreeMap<String, String>,
     ) {
         let mut stopped: BTreeSet<String> = BTreeSet::new();
         for alloc in by_name(lost) {
-            self.mark_stop(
-                alloc,
-                Some(drover_structs::ALLOC_CLIENT_STATUS_LOST),
-                STATUS_ALLOC_LOST,
-            );
+            self.result.stop.push(StopResult {
+                alloc: alloc.clone(),
+                client_status: Some(drover_structs::ALLOC_CLIENT_STATUS_LOST),
+                description: STATUS_ALLOC_LOST,
+                followup_eval_id: lost_followups.get(&alloc.id).cloned().unwrap_or_default(),
+            });
             stopped.insert(alloc.id.clone());
         }
         let known_untainted = untainted

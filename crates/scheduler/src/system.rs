@@ -7,25 +7,48 @@
 //! gone), left alone (a draining node, or a not-ready node at the same job version), or updated
 //! (in place or destructively, on the same node) when the job changed. A group missing on a
 //! ready node is placed there. A node that does not satisfy the job's constraints or drivers is
-//! simply skipped — that is not a failure, unless no node at all runs the group, in which case
-//! the filtering is reported in `FailedTGAllocs` so users can see why. A node that fits the
-//! constraints but lacks CPU, memory or ports is a failure and yields a blocked evaluation.
+//! simply skipped (an allocation a changed job replaces there is stopped, as in Nomad) — that
+//! is not a failure, unless no node at all runs the group, in which case the filtering is
+//! reported in `FailedTGAllocs` so users can see why. A node that fits the constraints but
+//! lacks CPU, memory or ports is a failure and yields a blocked evaluation (an allocation being
+//! replaced there keeps running, where Nomad would have stopped it).
 //! Sysbatch allocations that finished are not run again on their node unless the job changes;
 //! system allocations that finished or failed are replaced on the next evaluation.
 //!
-//! Not here: deployments and canaries for system jobs.
+//! Disconnected clients, as Nomad 1.8+'s node reconciler: a running allocation on a
+//! `disconnected` node turns `unknown` ("alloc is unknown since its node is disconnected") and
+//! is left alone while it stays so; once `unknown` for its group's `lost_after` (or
+//! `max_client_disconnect`) it is lost. When its client is back and reports it, the allocation
+//! is recorded as reconnected (its `AllocStates` gain the reported status). A system job has one
+//! allocation per node and so no replacement elsewhere: `disconnect { replace, reconcile }` have
+//! nothing to choose between, and the original always stays. The server times the
+//! disconnected node and marks it down once every such allocation expired.
+//!
+//! A destructive update of a job whose job-level `update` block sets `max_parallel` and
+//! `stagger` rolls: one evaluation replaces at most `max_parallel` allocations (in-place updates
+//! are not limited), and when some are left it asks for a `rolling-update` evaluation whose
+//! `Wait` is the stagger, which does the next wave — Nomad's system scheduler up to 1.10
+//! (`evictAndPlace` with a limit, `NextRollingEval`). `job plan` counts every destructive update,
+//! as Nomad's annotations are made before the limit applies.
+//!
+//! Not here: deployments and canaries for system jobs (Nomad 1.11 rolls system jobs through
+//! deployments gated on health; drover follows the earlier, stagger-paced behaviour).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use drover_structs::{AllocMetric, Allocation, Node, TaskGroup};
+use drover_structs::{
+    ALLOC_CLIENT_STATUS_LOST, ALLOC_CLIENT_STATUS_RUNNING, ALLOC_CLIENT_STATUS_UNKNOWN,
+    AllocMetric, Allocation, DurationNs, Evaluation, Node, TaskGroup,
+};
 
 use crate::generic::Pass;
 use crate::ids::IdSource;
 use crate::names::alloc_name;
 use crate::plan::{DesiredUpdates, PlanAnnotations};
 use crate::reconcile::{
-    STATUS_ALLOC_LOST, STATUS_ALLOC_NOT_NEEDED, STATUS_ALLOC_UPDATING, UpdateDecision,
+    STATUS_ALLOC_LOST, STATUS_ALLOC_NOT_NEEDED, STATUS_ALLOC_UNKNOWN, STATUS_ALLOC_UPDATING,
+    UpdateDecision,
 };
 use crate::reschedule::ran_successfully;
 use crate::select::{SelectOptions, exhaust_resources};
@@ -51,6 +74,7 @@ impl Pass<'_> {
             .allocs_by_job(&self.eval.namespace, &self.eval.job_id);
         let tainted = self.tainted_nodes(&existing);
         self.mark_lost_stops(&existing, &tainted);
+        let now = self.options.now_unix_nanos;
 
         let job = self.job.clone();
         let mut desired: BTreeMap<String, DesiredUpdates> = BTreeMap::new();
@@ -146,29 +170,79 @@ impl Pass<'_> {
                     self.plan.append_stop(stopped);
                     continue;
                 };
+                // Only `unknown` and `running` allocations go through the reconnect process.
+                let reconnect = (alloc.client_status == ALLOC_CLIENT_STATUS_UNKNOWN
+                    || alloc.client_status == ALLOC_CLIENT_STATUS_RUNNING)
+                    && alloc.needs_to_reconnect();
+                let expired = reconnect && alloc.disconnect_expired(now);
                 if alloc.desired_transition.should_migrate() {
                     group_entry.migrate += 1;
                     let stopped = self.stopped_copy(alloc, STATUS_ALLOC_NODE_TAINTED, None, "");
                     self.plan.append_stop(stopped);
                     continue;
                 }
+                if expired {
+                    // `unknown` for the group's whole `lost_after`: lost, and not counted in
+                    // the desired updates (Nomad leaves lost allocations out of them).
+                    let stopped = self.stopped_copy(
+                        alloc,
+                        STATUS_ALLOC_LOST,
+                        Some(ALLOC_CLIENT_STATUS_LOST),
+                        "",
+                    );
+                    self.plan.append_stop(stopped);
+                    continue;
+                }
+                if alloc.client_status == ALLOC_CLIENT_STATUS_UNKNOWN
+                    && alloc.desired_status == drover_structs::ALLOC_DESIRED_STATUS_RUN
+                {
+                    // Waits for its client to come back (or for `lost_after` to pass).
+                    group_entry.ignore += 1;
+                    groups_with_allocs.insert(group.name.clone());
+                    continue;
+                }
+                if node_tainted.is_none() && reconnect {
+                    // Its client is back and reports it: record it known again, so later
+                    // evaluations no longer treat it as reconnecting.
+                    group_entry.reconnect += 1;
+                    groups_with_allocs.insert(group.name.clone());
+                    let mut reconnected = Allocation::clone(alloc);
+                    reconnected.append_client_status_state(&alloc.client_status, now);
+                    reconnected.modify_time = now;
+                    self.plan.append_alloc(reconnected);
+                    continue;
+                }
                 if let Some(tainted_node) = node_tainted {
-                    let gone_or_down = tainted_node.as_ref().is_none_or(|node| {
-                        node.status == drover_structs::NODE_STATUS_DOWN
-                            || node.status == drover_structs::NODE_STATUS_DISCONNECTED
-                    });
-                    if sysbatch && ran_successfully(alloc) || !gone_or_down {
+                    let status = tainted_node.as_ref().map(|node| node.status.as_str());
+                    if sysbatch && ran_successfully(alloc) {
                         group_entry.ignore += 1;
                         groups_with_allocs.insert(group.name.clone());
-                    } else {
-                        group_entry.stop += 1;
+                    } else if status == Some(drover_structs::NODE_STATUS_DISCONNECTED)
+                        && alloc.client_status == ALLOC_CLIENT_STATUS_RUNNING
+                    {
+                        // Its node stopped heartbeating but may come back: `unknown` until
+                        // it does or the node goes down. One allocation per node, so there is
+                        // no replacement to place elsewhere.
+                        group_entry.disconnect += 1;
+                        groups_with_allocs.insert(group.name.clone());
+                        let mut unknown = Allocation::clone(alloc);
+                        unknown.client_status = ALLOC_CLIENT_STATUS_UNKNOWN.to_string();
+                        unknown.append_client_status_state(ALLOC_CLIENT_STATUS_UNKNOWN, now);
+                        unknown.client_description = STATUS_ALLOC_UNKNOWN.to_string();
+                        unknown.modify_time = now;
+                        self.plan.append_alloc(unknown);
+                    } else if status.is_none() || status == Some(drover_structs::NODE_STATUS_DOWN) {
                         let stopped = self.stopped_copy(
                             alloc,
                             STATUS_ALLOC_LOST,
-                            Some(drover_structs::ALLOC_CLIENT_STATUS_LOST),
+                            Some(ALLOC_CLIENT_STATUS_LOST),
                             "",
                         );
                         self.plan.append_stop(stopped);
+                    } else {
+                        // Draining, or disconnected before it ran.
+                        group_entry.ignore += 1;
+                        groups_with_allocs.insert(group.name.clone());
                     }
                     continue;
                 }
@@ -237,7 +311,11 @@ impl Pass<'_> {
             }
         }
 
-        // Updates: in place when possible, else replaced on the same node.
+        // Updates: in place when possible, else replaced on the same node. A rolling job
+        // replaces at most `max_parallel` allocations per evaluation; the rest wait for the
+        // rolling-update evaluation made below.
+        let mut rolling_budget = rolling_limit(job);
+        let mut deferred = false;
         for (alloc, node) in updates {
             let Some(group) = job.lookup_task_group(&alloc.task_group) else {
                 continue;
@@ -260,6 +338,15 @@ impl Pass<'_> {
                         .entry(group.name.clone())
                         .or_default()
                         .destructive_update += 1;
+                    if let Some(budget) = rolling_budget.as_mut() {
+                        if *budget == 0 {
+                            // Keeps running its old version until a later wave.
+                            deferred = true;
+                            groups_with_allocs.insert(group.name.clone());
+                            continue;
+                        }
+                        *budget -= 1;
+                    }
                     let stop_previous = !alloc.terminal_status();
                     placements.push(NodePlacement {
                         node,
@@ -300,15 +387,23 @@ impl Pass<'_> {
             );
             self.plan = plan;
             let Some(choice) = choice else {
-                if let (true, Some(previous)) = (placement.stop_previous, previous.as_ref()) {
-                    self.plan.pop_stop(&previous.node_id, &previous.id);
-                }
                 if metric.nodes_filtered > 0 {
-                    // The node does not suit the group: skipped, not a failure.
+                    // The node does not suit the group: skipped, not a failure. An allocation
+                    // being replaced there stays stopped, as in Nomad: the new version may not
+                    // run on the node, so the old one may not either.
                     merge_filtered(filtered.entry(group.name.clone()).or_default(), &metric);
                     continue;
                 }
+                // No room: the allocation being replaced keeps running.
+                if let (true, Some(previous)) = (placement.stop_previous, previous.as_ref()) {
+                    self.plan.pop_stop(&previous.node_id, &previous.id);
+                }
                 exhausted = true;
+                if !placement.stop_previous {
+                    // Nomad counts a placement that found no room among the desired ones
+                    // (only a node that does not suit the group is taken back out).
+                    desired.entry(group.name.clone()).or_default().place += 1;
+                }
                 *self
                     .plan
                     .queued_allocations
@@ -351,6 +446,45 @@ impl Pass<'_> {
         if exhausted && self.eval.status != drover_structs::EVAL_STATUS_BLOCKED {
             self.plan.blocked_eval = Some(self.blocked_eval(ids));
         }
+        if deferred && let Some(update) = job.update.as_ref() {
+            let next = self.next_rolling_eval(update.stagger, ids);
+            self.plan.follow_up_evals.push(next);
+        }
+    }
+
+    /// The evaluation that carries a rolling update on after `stagger` (Nomad's
+    /// `NextRollingEval`): pending, with `Wait` set, so the server enqueues it once the wait
+    /// has passed.
+    fn next_rolling_eval(&self, stagger: DurationNs, ids: &mut dyn IdSource) -> Evaluation {
+        let now = self.options.now_unix_nanos;
+        Evaluation {
+            id: ids.next_id(),
+            namespace: self.eval.namespace.clone(),
+            priority: self.eval.priority,
+            r#type: self.eval.r#type.clone(),
+            triggered_by: drover_structs::EVAL_TRIGGER_ROLLING_UPDATE.to_string(),
+            job_id: self.eval.job_id.clone(),
+            job_modify_index: self.eval.job_modify_index,
+            status: drover_structs::EVAL_STATUS_PENDING.to_string(),
+            wait: stagger,
+            previous_eval: self.eval.id.clone(),
+            create_time: now,
+            modify_time: now,
+            ..Evaluation::default()
+        }
+    }
+}
+
+/// How many allocations one evaluation may replace destructively: the job-level
+/// `update.max_parallel` when the job rolls (a positive `max_parallel` and `stagger`, Nomad's
+/// `UpdateStrategy.Rolling`), otherwise no limit. Only the job-level block counts, as in Nomad's
+/// system scheduler before system deployments (1.11).
+fn rolling_limit(job: &drover_structs::Job) -> Option<u64> {
+    let update = job.update.as_ref()?;
+    if update.max_parallel > 0 && update.stagger.as_nanos() > 0 {
+        u64::try_from(update.max_parallel).ok()
+    } else {
+        None
     }
 }
 

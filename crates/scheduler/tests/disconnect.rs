@@ -303,3 +303,255 @@ fn a_replacement_of_a_newer_job_version_wins_whatever_the_strategy() {
     assert_eq!(stops.len(), 1, "{plan:?}");
     assert_eq!(stops[0].id, "original");
 }
+
+// System and sysbatch jobs: one allocation per node, so a disconnected node's allocation turns
+// `unknown` and waits on its node, with nothing placed elsewhere.
+
+fn system_job(job_type: &str, lost_after_secs: Option<i64>) -> Job {
+    let mut job = JobBuilder::service("agent")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .build();
+    job.r#type = job_type.to_string();
+    job.task_groups[0].disconnect = lost_after_secs.map(|secs| DisconnectStrategy {
+        lost_after: DurationNs::from_secs(secs),
+        replace: true,
+        ..DisconnectStrategy::default()
+    });
+    job
+}
+
+/// A system job running on `node-a` (now `node_a_status`) and `node-b` (ready).
+fn system_cluster(job: &Job, node_a_status: &str) -> InMemoryState {
+    let mut state = InMemoryState::new();
+    let node_b = node("node-b", drover_structs::NODE_STATUS_READY);
+    let node_a = node("node-a", node_a_status);
+    state.upsert_node(node_b.clone());
+    state.upsert_node(node_a.clone());
+    state.upsert_job(job.clone());
+    state.upsert_alloc(running_alloc("original", job, "g", 0, &node_a));
+    state.upsert_alloc(running_alloc("on-b", job, "g", 0, &node_b));
+    state
+}
+
+fn set_node_status(state: &mut InMemoryState, node_id: &str, status: &str) {
+    state.upsert_node(node(node_id, status));
+}
+
+fn stored(state: &InMemoryState, alloc_id: &str) -> Allocation {
+    Allocation::clone(
+        &state
+            .allocs()
+            .into_iter()
+            .find(|alloc| alloc.id == alloc_id)
+            .unwrap(),
+    )
+}
+
+#[test]
+fn a_system_allocation_on_a_disconnected_node_turns_unknown_and_waits_there() {
+    for job_type in [
+        drover_structs::JOB_TYPE_SYSTEM,
+        drover_structs::JOB_TYPE_SYSBATCH,
+    ] {
+        let job = system_job(job_type, Some(LOST_AFTER_SECS));
+        let mut state = system_cluster(&job, drover_structs::NODE_STATUS_DISCONNECTED);
+        let plan = run(&state, &job, "disconnect", NOW);
+
+        assert_eq!(
+            plan.stops().count(),
+            0,
+            "{job_type}: nothing stops: {plan:?}"
+        );
+        assert_eq!(
+            plan.allocations().count(),
+            1,
+            "{job_type}: no placement: {plan:?}"
+        );
+        let unknown = update_of(&plan, "original");
+        assert_eq!(unknown.client_status, "unknown");
+        assert_eq!(unknown.client_description, STATUS_ALLOC_UNKNOWN);
+        assert_eq!(unknown.desired_status, "run");
+        assert_eq!(unknown.last_unknown_unix_nanos(), Some(NOW));
+        assert!(unknown.needs_to_reconnect());
+        assert!(
+            plan.follow_up_evals.is_empty(),
+            "the server's heartbeat timer, not an evaluation, bounds it"
+        );
+        assert_eq!(plan.annotations.desired_tg_updates["g"].disconnect, 1);
+
+        // Within lost_after, later evaluations leave it alone.
+        state.apply_plan(&plan);
+        let plan = run(&state, &job, "still-away", NOW + 30 * SECOND);
+        assert!(plan.is_no_op(), "{job_type}: {plan:?}");
+    }
+}
+
+#[test]
+fn an_unknown_system_allocation_past_lost_after_is_lost_without_replacement() {
+    let job = system_job(drover_structs::JOB_TYPE_SYSTEM, Some(LOST_AFTER_SECS));
+    let mut state = system_cluster(&job, drover_structs::NODE_STATUS_DISCONNECTED);
+    let plan = run(&state, &job, "disconnect", NOW);
+    state.apply_plan(&plan);
+    // Every allocation expired: the server marks the node down.
+    set_node_status(&mut state, "node-a", drover_structs::NODE_STATUS_DOWN);
+    let plan = run(&state, &job, "down", NOW + (LOST_AFTER_SECS + 5) * SECOND);
+    let stops: Vec<&Allocation> = plan.stops().collect();
+    assert_eq!(stops.len(), 1, "{plan:?}");
+    assert_eq!(stops[0].id, "original");
+    assert_eq!(stops[0].client_status, "lost");
+    assert_eq!(stops[0].desired_description, STATUS_ALLOC_LOST);
+    assert_eq!(plan.allocations().count(), 0, "nothing replaces it");
+}
+
+#[test]
+fn without_lost_after_a_system_allocation_turns_unknown_then_lost_on_the_next_evaluation() {
+    // Nomad's node reconciler marks every running allocation of a disconnected node unknown;
+    // one whose group does not wait has expired by the next evaluation.
+    let job = system_job(drover_structs::JOB_TYPE_SYSTEM, None);
+    let mut state = system_cluster(&job, drover_structs::NODE_STATUS_DISCONNECTED);
+    let plan = run(&state, &job, "disconnect", NOW);
+    assert_eq!(update_of(&plan, "original").client_status, "unknown");
+    state.apply_plan(&plan);
+    let plan = run(&state, &job, "next", NOW + SECOND);
+    let stops: Vec<&Allocation> = plan.stops().collect();
+    assert_eq!(stops.len(), 1, "{plan:?}");
+    assert_eq!(stops[0].client_status, "lost");
+}
+
+#[test]
+fn a_reconnected_system_allocation_is_recorded_running_and_kept() {
+    let job = system_job(drover_structs::JOB_TYPE_SYSTEM, Some(LOST_AFTER_SECS));
+    let mut state = system_cluster(&job, drover_structs::NODE_STATUS_DISCONNECTED);
+    let plan = run(&state, &job, "disconnect", NOW);
+    state.apply_plan(&plan);
+
+    // The client heartbeats again: the node is initializing until it has reported its
+    // allocations. Until it reports this one, it stays unknown and untouched.
+    set_node_status(
+        &mut state,
+        "node-a",
+        drover_structs::NODE_STATUS_INITIALIZING,
+    );
+    let plan = run(&state, &job, "back", NOW + 10 * SECOND);
+    assert!(plan.is_no_op(), "{plan:?}");
+
+    // It reports the allocation running: the reconnect evaluation records it so.
+    let mut reported = stored(&state, "original");
+    reported.client_status = "running".to_string();
+    state.upsert_alloc(reported);
+    let plan = run(&state, &job, "reconnect", NOW + 11 * SECOND);
+    assert_eq!(plan.stops().count(), 0, "{plan:?}");
+    assert_eq!(plan.allocations().count(), 1, "{plan:?}");
+    let reconnected = update_of(&plan, "original");
+    assert_eq!(reconnected.client_status, "running");
+    assert_eq!(
+        last_client_status_state(reconnected),
+        ("ClientStatus".to_string(), "running".to_string())
+    );
+    assert!(!reconnected.needs_to_reconnect());
+    assert_eq!(plan.annotations.desired_tg_updates["g"].reconnect, 1);
+
+    // Ready again: nothing more to do.
+    state.apply_plan(&plan);
+    set_node_status(&mut state, "node-a", drover_structs::NODE_STATUS_READY);
+    let plan = run(&state, &job, "ready", NOW + 12 * SECOND);
+    assert!(plan.is_no_op(), "{plan:?}");
+}
+
+#[test]
+fn a_system_allocation_that_failed_while_disconnected_is_replaced_on_its_node() {
+    let job = system_job(drover_structs::JOB_TYPE_SYSTEM, Some(LOST_AFTER_SECS));
+    let mut state = system_cluster(&job, drover_structs::NODE_STATUS_DISCONNECTED);
+    let plan = run(&state, &job, "disconnect", NOW);
+    state.apply_plan(&plan);
+    set_node_status(&mut state, "node-a", drover_structs::NODE_STATUS_READY);
+    let mut reported = stored(&state, "original");
+    reported.client_status = "failed".to_string();
+    state.upsert_alloc(reported);
+    let plan = run(&state, &job, "reconnect", NOW + 10 * SECOND);
+    let placed: Vec<&Allocation> = plan.allocations().collect();
+    assert_eq!(placed.len(), 1, "{plan:?}");
+    assert_eq!(placed[0].node_id, "node-a");
+    assert_eq!(placed[0].previous_allocation, "original");
+    assert_eq!(plan.stops().count(), 0);
+}
+
+// `disconnect { stop_on_client_after }` / `stop_after_client_disconnect`: the client stops the
+// allocation itself, so the server replaces a lost one only once that has surely happened.
+
+const STOP_AFTER_SECS: i64 = 30;
+
+fn stopping_job(older_name: bool) -> Job {
+    let mut job = JobBuilder::service("web")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .build();
+    let group = &mut job.task_groups[0];
+    if older_name {
+        group.stop_after_client_disconnect = Some(DurationNs::from_secs(STOP_AFTER_SECS));
+    } else {
+        group.disconnect = Some(DisconnectStrategy {
+            stop_on_client_after: Some(DurationNs::from_secs(STOP_AFTER_SECS)),
+            replace: true,
+            ..DisconnectStrategy::default()
+        });
+    }
+    group.tasks[0].kill_timeout = DurationNs::from_secs(10);
+    job
+}
+
+#[test]
+fn a_lost_allocation_stopped_by_its_client_is_replaced_only_after_the_stop_delay() {
+    for older_name in [false, true] {
+        let job = stopping_job(older_name);
+        let mut state = disconnected_cluster(&job);
+        state.upsert_node(node("node-a", drover_structs::NODE_STATUS_DOWN));
+        let plan = run(&state, &job, "down", NOW);
+
+        let stops: Vec<&Allocation> = plan.stops().collect();
+        assert_eq!(stops.len(), 1, "{plan:?}");
+        assert_eq!(stops[0].id, "original");
+        assert_eq!(stops[0].client_status, "lost");
+        assert_eq!(stops[0].desired_description, STATUS_ALLOC_LOST);
+        assert_eq!(
+            plan.allocations().count(),
+            0,
+            "no replacement yet: {plan:?}"
+        );
+        let followup = &plan.follow_up_evals[0];
+        assert_eq!(followup.triggered_by, "failed-follow-up");
+        // stop_on_client_after, then the longest kill timeout.
+        assert_eq!(
+            followup.wait_until.unix_nanos(),
+            Some(NOW + (STOP_AFTER_SECS + 10) * SECOND)
+        );
+        assert_eq!(stops[0].followup_eval_id, followup.id);
+
+        // The follow-up evaluation places the replacement.
+        state.apply_plan(&plan);
+        let plan = run(
+            &state,
+            &job,
+            &followup.id,
+            NOW + (STOP_AFTER_SECS + 10) * SECOND,
+        );
+        let placed: Vec<&Allocation> = plan.allocations().collect();
+        assert_eq!(placed.len(), 1, "{plan:?}");
+        assert_eq!(placed[0].node_id, "node-b");
+        assert_eq!(placed[0].name, "web.g[0]");
+        assert!(plan.follow_up_evals.is_empty());
+    }
+}
+
+#[test]
+fn without_a_stop_delay_a_lost_allocation_is_replaced_at_once() {
+    let mut job = stopping_job(false);
+    job.task_groups[0].disconnect = None;
+    let mut state = disconnected_cluster(&job);
+    state.upsert_node(node("node-a", drover_structs::NODE_STATUS_DOWN));
+    let plan = run(&state, &job, "down", NOW);
+    assert_eq!(plan.stops().count(), 1);
+    assert_eq!(plan.allocations().count(), 1, "{plan:?}");
+    assert!(plan.follow_up_evals.is_empty());
+}

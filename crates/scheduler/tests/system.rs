@@ -363,3 +363,235 @@ fn failed_system_allocations_are_replaced_on_their_node() {
             .all(|alloc| before.contains(&alloc.previous_allocation))
     );
 }
+
+fn rolling(mut job: Job, max_parallel: i64, stagger_secs: i64) -> Job {
+    job.update = Some(drover_structs::UpdateStrategy {
+        max_parallel,
+        stagger: drover_structs::DurationNs::from_secs(stagger_secs),
+        ..drover_structs::UpdateStrategy::default()
+    });
+    job
+}
+
+fn new_version(job: &Job, version: u64, level: &str) -> Job {
+    let mut changed = job.clone();
+    changed.version = version;
+    changed.job_modify_index = 10 * (version + 1);
+    changed.task_groups[0].tasks[0]
+        .env
+        .insert("LEVEL".into(), level.into());
+    changed
+}
+
+/// Allocations running the job at `job_modify_index`, by node.
+fn live_nodes_at(state: &InMemoryState, job_modify_index: u64) -> BTreeSet<String> {
+    live(state)
+        .into_iter()
+        .filter(|alloc| {
+            alloc
+                .job
+                .as_ref()
+                .is_some_and(|job| job.job_modify_index == job_modify_index)
+        })
+        .map(|alloc| alloc.node_id)
+        .collect()
+}
+
+#[test]
+fn a_rolling_system_job_replaces_max_parallel_allocations_per_evaluation() {
+    let mut state = mixed_cluster();
+    let job = rolling(system_job("logs", drover_structs::JOB_TYPE_SYSTEM), 2, 30);
+    state.upsert_job(job.clone());
+    let first = run(&state, &job, "e1");
+    commit(&mut state, &first);
+
+    let changed = new_version(&job, 1, "debug");
+    state.upsert_job(changed.clone());
+    // A node that joined meanwhile is placed at once: the limit is for replacements only.
+    state.upsert_node(NodeBuilder::new("d").build());
+    let plan = run(&state, &changed, "e2");
+    let desired = &plan.annotations.desired_tg_updates["agent"];
+    assert_eq!(
+        (desired.destructive_update, desired.place),
+        (3, 1),
+        "the annotations count every destructive update, as Nomad's are made before the limit"
+    );
+    assert_eq!(plan.stops().count(), 2, "max_parallel replacements");
+    assert!(
+        plan.stops()
+            .all(|alloc| alloc.desired_description == STATUS_ALLOC_UPDATING)
+    );
+    assert_eq!(plan.allocations().count(), 3);
+    assert_eq!(plan.follow_up_evals.len(), 1);
+    let next = &plan.follow_up_evals[0];
+    assert_eq!(
+        (
+            next.triggered_by.as_str(),
+            next.status.as_str(),
+            next.wait,
+            next.previous_eval.as_str(),
+            next.job_id.as_str(),
+            next.r#type.as_str(),
+            next.create_time,
+        ),
+        (
+            drover_structs::EVAL_TRIGGER_ROLLING_UPDATE,
+            drover_structs::EVAL_STATUS_PENDING,
+            drover_structs::DurationNs::from_secs(30),
+            "e2",
+            "logs",
+            drover_structs::JOB_TYPE_SYSTEM,
+            NOW,
+        )
+    );
+    assert!(next.wait_until.unix_nanos().is_none_or(|at| at == 0));
+    let finished = plan.finished_eval(&Evaluation::default(), NOW);
+    assert_eq!(finished.next_eval, next.id);
+    commit(&mut state, &plan);
+    assert_eq!(live_nodes_at(&state, changed.job_modify_index).len(), 3);
+    assert_eq!(live_nodes_at(&state, job.job_modify_index).len(), 1);
+
+    // The rolling-update evaluation does the last wave and asks for no further one.
+    let plan = run(&state, &changed, &next.id);
+    assert_eq!(plan.stops().count(), 1);
+    assert_eq!(plan.allocations().count(), 1);
+    assert!(plan.follow_up_evals.is_empty());
+    commit(&mut state, &plan);
+    assert_eq!(
+        live_nodes_at(&state, changed.job_modify_index),
+        BTreeSet::from(["a", "b", "c", "d"].map(String::from))
+    );
+    assert!(run(&state, &changed, "e4").is_no_op());
+}
+
+#[test]
+fn a_rolling_system_job_updates_in_place_without_limit() {
+    let mut state = mixed_cluster();
+    let job = rolling(system_job("logs", drover_structs::JOB_TYPE_SYSTEM), 1, 30);
+    state.upsert_job(job.clone());
+    let first = run(&state, &job, "e1");
+    commit(&mut state, &first);
+    let mut reprioritized = job.clone();
+    reprioritized.priority = 80;
+    reprioritized.job_modify_index = 20;
+    state.upsert_job(reprioritized.clone());
+    let plan = run(&state, &reprioritized, "e2");
+    assert_eq!(
+        plan.annotations.desired_tg_updates["agent"].in_place_update,
+        3
+    );
+    assert!(plan.stops().next().is_none());
+    assert!(plan.follow_up_evals.is_empty());
+}
+
+#[test]
+fn a_system_job_rolls_only_with_both_max_parallel_and_stagger() {
+    for (max_parallel, stagger_secs) in [(0, 30), (1, 0)] {
+        let mut state = mixed_cluster();
+        let job = rolling(
+            system_job("logs", drover_structs::JOB_TYPE_SYSTEM),
+            max_parallel,
+            stagger_secs,
+        );
+        state.upsert_job(job.clone());
+        let first = run(&state, &job, "e1");
+        commit(&mut state, &first);
+        let changed = new_version(&job, 1, "debug");
+        state.upsert_job(changed.clone());
+        let plan = run(&state, &changed, "e2");
+        assert_eq!(
+            plan.stops().count(),
+            3,
+            "max_parallel {max_parallel}, stagger {stagger_secs}s: all at once"
+        );
+        assert!(plan.follow_up_evals.is_empty());
+    }
+}
+
+#[test]
+fn a_group_update_block_does_not_roll_a_system_job() {
+    // Nomad up to 1.10 reads the job-level block only; the support table refuses a group's
+    // own settings, and the scheduler does not read them either.
+    let mut state = mixed_cluster();
+    let mut job = system_job("logs", drover_structs::JOB_TYPE_SYSTEM);
+    job.task_groups[0].update = Some(drover_structs::UpdateStrategy {
+        max_parallel: 1,
+        stagger: drover_structs::DurationNs::from_secs(30),
+        ..drover_structs::UpdateStrategy::default()
+    });
+    state.upsert_job(job.clone());
+    let first = run(&state, &job, "e1");
+    commit(&mut state, &first);
+    let changed = new_version(&job, 1, "debug");
+    state.upsert_job(changed.clone());
+    let plan = run(&state, &changed, "e2");
+    assert_eq!(plan.stops().count(), 3);
+    assert!(plan.follow_up_evals.is_empty());
+}
+
+#[test]
+fn stopping_a_rolling_system_job_stops_every_allocation_at_once() {
+    let mut state = mixed_cluster();
+    let job = rolling(system_job("logs", drover_structs::JOB_TYPE_SYSTEM), 1, 30);
+    state.upsert_job(job.clone());
+    let first = run(&state, &job, "e1");
+    commit(&mut state, &first);
+    let mut stopped = job.clone();
+    stopped.stop = true;
+    stopped.job_modify_index = 20;
+    state.upsert_job(stopped.clone());
+    let plan = run(&state, &stopped, "e2");
+    assert_eq!(plan.stops().count(), 3);
+    assert!(plan.follow_up_evals.is_empty());
+}
+
+#[test]
+fn a_full_node_counts_among_the_desired_placements() {
+    // Nomad's annotations take back only the nodes that do not suit the group.
+    let mut state = InMemoryState::new();
+    state.upsert_node(NodeBuilder::new("big").build());
+    state.upsert_node(NodeBuilder::new("tiny").resources(50, 64).build());
+    state.upsert_node(
+        NodeBuilder::new("no-driver")
+            .without_driver("raw_exec")
+            .build(),
+    );
+    let job = system_job("logs", drover_structs::JOB_TYPE_SYSTEM);
+    state.upsert_job(job.clone());
+    let plan = run(&state, &job, "e1");
+    assert_eq!(plan.annotations.desired_tg_updates["agent"].place, 2);
+    assert_eq!(plan.allocations().count(), 1);
+}
+
+#[test]
+fn a_changed_job_stops_its_allocation_on_a_node_it_no_longer_suits() {
+    // As Nomad's system scheduler: the update is evicted, and its placement is filtered out,
+    // so the old version does not keep running where the new one may not.
+    let mut state = mixed_cluster();
+    let job = system_job("logs", drover_structs::JOB_TYPE_SYSTEM);
+    state.upsert_job(job.clone());
+    let first = run(&state, &job, "e1");
+    commit(&mut state, &first);
+    let mut constrained = job.clone();
+    constrained.version = 1;
+    constrained.job_modify_index = 20;
+    constrained
+        .constraints
+        .push(drover_scheduler::testing::constraint(
+            "${node.unique.id}",
+            "!=",
+            "a",
+        ));
+    state.upsert_job(constrained.clone());
+    let plan = run(&state, &constrained, "e2");
+    assert_eq!(
+        plan.stops()
+            .map(|alloc| (alloc.node_id.as_str(), alloc.desired_description.as_str()))
+            .collect::<Vec<_>>(),
+        vec![("a", STATUS_ALLOC_UPDATING)]
+    );
+    assert!(plan.allocations().all(|alloc| alloc.node_id != "a"));
+    assert!(plan.failed_tg_allocs.is_empty());
+    commit(&mut state, &plan);
+    assert!(run(&state, &constrained, "e3").is_no_op());
+}

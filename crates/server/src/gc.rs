@@ -469,6 +469,13 @@ impl Server {
         );
         Ok(gc)
     }
+
+    /// `PUT /v1/system/reconcile/summaries`: every job's summary counted again from its
+    /// allocations, as Nomad's `System.ReconcileJobSummaries` (see
+    /// `StateStore::reconcile_job_summaries`). Answers the index of the write.
+    pub async fn reconcile_job_summaries(&self) -> Result<u64, ServerError> {
+        Ok(self.inner.state.reconcile_job_summaries().await?)
+    }
 }
 
 #[cfg(test)]

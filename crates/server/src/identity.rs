@@ -114,6 +114,33 @@ pub struct WorkloadIdentity {
     pub claims: serde_json::Value,
 }
 
+impl WorkloadIdentity {
+    /// The workload a server has verified these claims for (`ACL.WhoAmI`'s answer, read by
+    /// a client agent): the group comes from `sub` (`<region>:<ns>:<job>:<group>:<task>:<name>`).
+    pub fn from_verified_claims(claims: serde_json::Value) -> Result<Self, IdentityError> {
+        let claim = |name: &'static str| -> Result<String, IdentityError> {
+            claims
+                .get(name)
+                .and_then(|value| value.as_str())
+                .map(str::to_owned)
+                .ok_or(IdentityError::NotWorkloadIdentity(name))
+        };
+        let group = claim("sub")
+            .ok()
+            .and_then(|sub| sub.split(':').nth(3).map(str::to_owned))
+            .unwrap_or_default();
+        Ok(WorkloadIdentity {
+            namespace: claim("nomad_namespace")?,
+            job_id: claim("nomad_job_id")?,
+            alloc_id: claim("nomad_allocation_id")?,
+            task: claim("nomad_task").unwrap_or_default(),
+            group,
+            key_id: String::new(),
+            claims,
+        })
+    }
+}
+
 /// Who made a request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RequestIdentity {

@@ -254,6 +254,8 @@ pub struct Keyring {
     clock: Arc<dyn Clock>,
     /// Opened root keys by ID (filled from the store on first use).
     opened: Mutex<BTreeMap<String, Arc<RootKey>>>,
+    /// `server { oidc_issuer }`: the `iss` of every token signed, as Nomad's `SignClaims`.
+    issuer: Option<String>,
 }
 
 impl std::fmt::Debug for Keyring {
@@ -266,6 +268,13 @@ impl std::fmt::Debug for Keyring {
 }
 
 impl Keyring {
+    /// The keyring that names `issuer` (`server { oidc_issuer }`) as the `iss` of every token
+    /// it signs; none is named without one.
+    pub fn with_issuer(mut self, issuer: Option<String>) -> Self {
+        self.issuer = issuer;
+        self
+    }
+
     /// Opens the keyring of the server whose data dir is `server_dir`: loads (or makes, 0600)
     /// its KEK, and makes the first root key when the store has none.
     pub async fn open(
@@ -279,6 +288,7 @@ impl Keyring {
             kek,
             clock,
             opened: Mutex::new(BTreeMap::new()),
+            issuer: None,
         };
         keyring.ensure_root_key().await?;
         keyring.check_stored_keys()?;
@@ -301,6 +311,7 @@ impl Keyring {
             kek,
             clock,
             opened: Mutex::new(BTreeMap::new()),
+            issuer: None,
         };
         keyring.check_stored_keys()?;
         Ok(keyring)
@@ -483,9 +494,14 @@ impl Keyring {
             .collect()
     }
 
-    /// A compact JWS (`EdDSA`, `kid` = the active key's ID) over `claims`.
+    /// A compact JWS (`EdDSA`, `kid` = the active key's ID) over `claims`, with the
+    /// keyring's issuer as `iss` when it names one.
     pub fn sign(&self, claims: &serde_json::Value) -> Result<String, KeyringError> {
         let key = self.active_key()?;
+        let mut claims = claims.clone();
+        if let (Some(issuer), Some(object)) = (&self.issuer, claims.as_object_mut()) {
+            object.insert("iss".to_owned(), serde_json::json!(issuer));
+        }
         let header = serde_json::json!({
             "alg": "EdDSA",
             "kid": key.meta.key_id,
@@ -636,6 +652,20 @@ mod tests {
                 .to_string()
                 .contains("0600")
         );
+    }
+
+    #[tokio::test]
+    async fn a_keyring_with_an_issuer_names_it_in_every_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock(AtomicI64::new(1_000 * 1_000_000_000)));
+        let (_state, keyring) = open_keyring(dir.path(), clock.clone()).await;
+        let claims = serde_json::json!({"sub": "x", "iat": 1000, "nbf": 1000});
+        let plain = keyring.verify(&keyring.sign(&claims).unwrap()).unwrap();
+        assert!(plain.claims.get("iss").is_none(), "{:?}", plain.claims);
+        let keyring = keyring.with_issuer(Some("https://nomad.example.com".to_owned()));
+        let named = keyring.verify(&keyring.sign(&claims).unwrap()).unwrap();
+        assert_eq!(named.claims["iss"], "https://nomad.example.com");
+        assert_eq!(named.claims["sub"], "x");
     }
 
     #[tokio::test]

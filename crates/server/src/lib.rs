@@ -60,7 +60,7 @@ use drover_structs::{
     EVAL_TRIGGER_ALLOC_STOP, EVAL_TRIGGER_JOB_DEREGISTER, EVAL_TRIGGER_JOB_REGISTER,
     EVAL_TRIGGER_NODE_UPDATE, Evaluation, Job, JobDeregisterResponse, JobPlanRequest,
     JobPlanResponse, JobRegisterRequest, JobRegisterResponse, NODE_STATUS_DISCONNECTED,
-    NODE_STATUS_DOWN, NODE_STATUS_READY, Node,
+    NODE_STATUS_DOWN, NODE_STATUS_INITIALIZING, NODE_STATUS_READY, Node,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -299,8 +299,9 @@ impl Server {
             }
         }
         for node in snapshot.nodes("") {
-            // A disconnected node is timed too: once its allocations expire it goes down.
-            if node.status == NODE_STATUS_READY || node.status == NODE_STATUS_DISCONNECTED {
+            // Every node that is not down is timed: a disconnected one goes down once its
+            // allocations expire, an initializing one when it misses a heartbeat.
+            if node.status != NODE_STATUS_DOWN {
                 match takeover {
                     Takeover::Restart => {
                         inner.heartbeats.reset(&node.id);
@@ -665,20 +666,43 @@ impl Server {
     }
 
     /// Records a heartbeat. An unknown node must register first (404).
+    ///
+    /// A node back from `disconnected` is `initializing` (Nomad's `Node.UpdateStatus`): its
+    /// client may report its allocations again, but nothing is placed on it until a heartbeat
+    /// finds that it has reported since it went missing (or that it holds nothing live); then
+    /// it is `ready`. A `down` node that heartbeats is `ready` at once.
     pub async fn heartbeat_node(&self, node_id: &str) -> Result<Duration, ServerError> {
         let Some(node) = self.inner.state.node(node_id) else {
             return Err(ServerError::NotFound("node not found".into()));
         };
         let ttl = self.inner.heartbeats.reset(node_id);
-        if node.status != NODE_STATUS_READY {
-            let now = self.inner.clock.now_unix_ns();
-            self.inner
-                .state
-                .update_node_status(node_id, NODE_STATUS_READY, now)
-                .await?;
+        let next = match node.status.as_str() {
+            NODE_STATUS_READY => return Ok(ttl),
+            NODE_STATUS_DISCONNECTED => NODE_STATUS_INITIALIZING,
+            NODE_STATUS_INITIALIZING => {
+                let reported = node.last_alloc_update_index > node.last_missed_heartbeat_index;
+                let holds_live = self
+                    .inner
+                    .state
+                    .allocs_by_node(node_id)
+                    .iter()
+                    .any(|alloc| !alloc.terminal_status());
+                if holds_live && !reported {
+                    return Ok(ttl);
+                }
+                NODE_STATUS_READY
+            }
+            _ => NODE_STATUS_READY,
+        };
+        let now = self.inner.clock.now_unix_ns();
+        self.inner
+            .state
+            .update_node_status(node_id, next, now)
+            .await?;
+        if next == NODE_STATUS_READY {
             self.inner.capacity_changed().await;
-            self.inner.create_node_evals(node_id).await?;
         }
+        self.inner.create_node_evals(node_id).await?;
         Ok(ttl)
     }
 
@@ -886,15 +910,21 @@ impl ServerInner {
         Ok(index)
     }
 
-    /// Enqueues an evaluation now, or at its `WaitUntil` when that lies in the future.
+    /// Enqueues an evaluation now, after its `Wait` (counted from now, as Nomad's broker counts
+    /// it from the enqueue, also when a new leader restores it), or at its `WaitUntil` when that
+    /// lies in the future. `Wait` takes precedence, as in Nomad.
     pub(crate) fn enqueue_when_due(&self, eval: Evaluation) {
-        let wait_until = eval.wait_until.unix_nanos().unwrap_or(0);
-        let now = self.clock.now_unix_ns();
-        if wait_until <= now {
+        let delay = if eval.wait.as_nanos() > 0 {
+            eval.wait.to_std()
+        } else {
+            let wait_until = eval.wait_until.unix_nanos().unwrap_or(0);
+            let now = self.clock.now_unix_ns();
+            Duration::from_nanos(u64::try_from(wait_until.saturating_sub(now)).unwrap_or(0))
+        };
+        if delay.is_zero() {
             self.broker.enqueue(eval);
             return;
         }
-        let delay = Duration::from_nanos(u64::try_from(wait_until - now).unwrap_or(0));
         let shutdown = self.term_token();
         let broker = self.broker.clone();
         tokio::spawn(async move {
@@ -968,11 +998,15 @@ impl ServerInner {
             return Ok(());
         }
         let now = self.clock.now_unix_ns();
-        let waits_for_reconnect = self.state.allocs_by_node(node_id).iter().any(|alloc| {
-            alloc.disconnect_lost_after_nanos() > 0
-                && alloc.desired_status == drover_structs::ALLOC_DESIRED_STATUS_RUN
-                && !alloc.disconnect_expired(now)
-        });
+        // A node still initializing after a disconnection goes down (Nomad's
+        // `disconnectState`).
+        let initializing = node.status == NODE_STATUS_INITIALIZING;
+        let waits_for_reconnect = !initializing
+            && self.state.allocs_by_node(node_id).iter().any(|alloc| {
+                alloc.disconnect_lost_after_nanos() > 0
+                    && alloc.desired_status == drover_structs::ALLOC_DESIRED_STATUS_RUN
+                    && !alloc.disconnect_expired(now)
+            });
         if waits_for_reconnect {
             self.heartbeats.reset(node_id);
             if node.status == NODE_STATUS_DISCONNECTED {

@@ -72,7 +72,14 @@ pub(crate) async fn run(
 ) {
     while let Some(request) = requests.recv().await {
         let result = match request.commit {
-            Commit::Plan(plan) => apply(&state, clock.as_ref(), *plan).await,
+            Commit::Plan(plan) => {
+                let eval_id = plan.eval_id.clone();
+                let applied = apply(&state, clock.as_ref(), *plan).await;
+                if let Err(error) = &applied {
+                    tracing::warn!(eval_id, %error, "plan not applied");
+                }
+                applied
+            }
             Commit::MigrateAllocs { alloc_ids, evals } => {
                 migrate_allocs(&state, clock.as_ref(), &alloc_ids, evals).await
             }
@@ -118,9 +125,11 @@ pub(crate) async fn apply(
         if writes.is_empty() && plan.deployment.is_none() && plan.deployment_updates.is_empty() {
             state.latest_index()
         } else {
+            let stopped = stopping.len();
+            let placed = writes.len().saturating_sub(stopped);
             // The deployment, its status changes and the allocations commit in one write, so an
             // allocation is counted in its deployment as it is placed.
-            state
+            let index = state
                 .upsert_plan_results(
                     plan.deployment,
                     plan.deployment_updates,
@@ -128,7 +137,18 @@ pub(crate) async fn apply(
                     Vec::new(),
                     clock.now_unix_ns(),
                 )
-                .await?
+                .await?;
+            // Which server applied which plan, at which index: a cluster's tests check from
+            // these lines that no two leaders ever applied plans at once.
+            tracing::info!(
+                index,
+                eval_id = %plan.eval_id,
+                job_id = plan.job.as_ref().map_or("", |job| job.id.as_str()),
+                placed,
+                stopped,
+                "plan applied"
+            );
+            index
         };
     Ok(PlanResult {
         index,

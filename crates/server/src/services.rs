@@ -102,7 +102,9 @@ impl Server {
             .service_registration(namespace, id)
             .is_none()
         {
-            return Err(ServerError::NotFound(
+            // Nomad's state store refuses it inside the raft apply, so its HTTP answer is
+            // the RPC error's: a 500 with these words.
+            return Err(ServerError::Rpc(
                 "service registration not found".to_owned(),
             ));
         }
@@ -114,7 +116,7 @@ impl Server {
         {
             Ok(index) => Ok(index),
             // Removed between the check and the write.
-            Err(drover_state::StateError::NotFound { .. }) => Err(ServerError::NotFound(
+            Err(drover_state::StateError::NotFound { .. }) => Err(ServerError::Rpc(
                 "service registration not found".to_owned(),
             )),
             Err(error) => Err(error.into()),

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use drover_scheduler::{Plan, SchedulerOptions};
-use drover_structs::{EVAL_STATUS_BLOCKED, EVAL_STATUS_FAILED, Evaluation};
+use drover_structs::{EVAL_STATUS_BLOCKED, EVAL_STATUS_CANCELLED, EVAL_STATUS_FAILED, Evaluation};
 use rand::Rng;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -32,6 +32,18 @@ pub(crate) async fn run(server: Arc<ServerInner>, shutdown: CancellationToken) {
             next = server.broker.dequeue() => next,
         };
         let eval_id = eval.id.clone();
+        // An evaluation cancelled while it waited (a `lost_after` follow-up whose allocations
+        // reconnected) has nothing left to do.
+        let cancelled = server
+            .state
+            .eval(&eval_id)
+            .is_some_and(|stored| stored.status == EVAL_STATUS_CANCELLED);
+        if cancelled {
+            if let Ok(outcome) = server.broker.ack(&eval_id, token) {
+                server.cancel_superseded(outcome.superseded).await;
+            }
+            continue;
+        }
         match process(&server, eval).await {
             Ok(()) => {
                 if let Ok(outcome) = server.broker.ack(&eval_id, token) {

@@ -299,3 +299,57 @@ async fn a_batch_evaluation_waits_for_the_batch_threshold() {
         vec![("default".to_owned(), "report".to_owned())]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_job_ages_from_its_stop_not_from_its_first_registration() {
+    // Nomad's job deregister writes the stop with a new SubmitTime, and job GC ages a job from
+    // its SubmitTime: a job registered long ago but stopped an hour ago stays 3 more hours.
+    let state = StateStore::in_memory().await.expect("store");
+    let registered_at = (T0 - 10 * HOUR as i64) * NS;
+    let job = Job::clone(
+        &state
+            .upsert_job(
+                JobBuilder::service("web")
+                    .group("g", 1)
+                    .task("t", "raw_exec")
+                    .build(),
+                registered_at,
+            )
+            .await
+            .expect("job")
+            .job,
+    );
+    state
+        .upsert_allocs_and_evals(
+            vec![alloc(
+                "web-alloc",
+                &job,
+                "web-eval",
+                ALLOC_CLIENT_STATUS_COMPLETE,
+            )],
+            vec![eval("web-eval", &job)],
+            registered_at,
+        )
+        .await
+        .expect("eval and alloc");
+    let mut stopped = job.clone();
+    stopped.stop = true;
+    let stopped_at = (T0 - HOUR as i64) * NS;
+    state.upsert_job(stopped, stopped_at).await.expect("stop");
+    let stored = state.job("default", "web").expect("job");
+    assert_eq!(stored.submit_time, stopped_at);
+    assert_eq!(stored.status, "dead");
+
+    let server = start(state.clone(), clock());
+    advance((2, 50)).await;
+    assert!(
+        state.job("default", "web").is_some(),
+        "3h50m after the stop: kept"
+    );
+    advance((0, 20)).await;
+    assert!(
+        state.job("default", "web").is_none(),
+        "4h10m after the stop: collected"
+    );
+    server.shutdown().await;
+}

@@ -493,3 +493,100 @@ async fn leader_work_runs_only_while_leading_and_is_rebuilt_from_the_store() {
     .await;
     server.shutdown().await;
 }
+
+/// A system job with a job-level `update { max_parallel = 1, stagger = "30s" }`: a new version
+/// replaces one node's allocation per evaluation, each next wave a `rolling-update` evaluation
+/// enqueued once its `Wait` (the stagger) has passed. Paused time: the waits are exact.
+#[tokio::test(start_paused = true)]
+async fn a_system_job_rolls_one_node_per_stagger() {
+    let server = start(StateStore::in_memory().await.expect("store"));
+    let nodes = ["node-a", "node-b", "node-c"];
+    for node in nodes {
+        server
+            .register_node(NodeBuilder::new(node).build())
+            .await
+            .expect("node");
+    }
+    let mut job = JobBuilder::service("logs")
+        .group("agent", 1)
+        .task("collector", "raw_exec")
+        .resources(100, 64)
+        .build();
+    job.r#type = drover_structs::JOB_TYPE_SYSTEM.to_owned();
+    job.update = Some(drover_structs::UpdateStrategy {
+        max_parallel: 1,
+        stagger: drover_structs::DurationNs::from_secs(30),
+        ..drover_structs::UpdateStrategy::default()
+    });
+    let registered = server
+        .register_job(register(job.clone()))
+        .await
+        .expect("registered");
+    let first = terminal_eval(&server, &registered.eval_id).await;
+    assert!(first.next_eval.is_empty(), "placing is not rolling");
+    assert_eq!(running_allocs(&server, "logs"), 3);
+
+    job.task_groups[0].tasks[0]
+        .env
+        .insert("LEVEL".into(), "debug".into());
+    let updated = server.register_job(register(job)).await.expect("updated");
+    let started = tokio::time::Instant::now();
+    let version_of = |alloc: &Allocation| alloc.job.as_ref().map_or(0, |job| job.version);
+    let new_version_nodes = || {
+        server
+            .state()
+            .allocs_by_job("default", "logs")
+            .iter()
+            .filter(|alloc| alloc.desired_status == ALLOC_DESIRED_STATUS_RUN)
+            .filter(|alloc| version_of(alloc) == 1)
+            .count()
+    };
+    let mut chain = vec![terminal_eval(&server, &updated.eval_id).await];
+    assert_eq!(new_version_nodes(), 1, "one node per wave");
+    assert_eq!(running_allocs(&server, "logs"), 3);
+    // Each wave waits out its stagger; the nodes keep heartbeating meanwhile.
+    let mut waves = vec![(started.elapsed(), new_version_nodes())];
+    while let Some(next_id) = chain.last().map(|eval| eval.next_eval.clone())
+        && !next_id.is_empty()
+    {
+        let next = server.state().eval(&next_id).expect("next eval stored");
+        assert_eq!(
+            (
+                next.triggered_by.as_str(),
+                next.wait,
+                next.previous_eval.as_str()
+            ),
+            (
+                drover_structs::EVAL_TRIGGER_ROLLING_UPDATE,
+                drover_structs::DurationNs::from_secs(30),
+                chain.last().map_or("", |eval| eval.id.as_str())
+            )
+        );
+        let finished = loop {
+            if let Some(done) = server
+                .state()
+                .eval(&next_id)
+                .filter(|eval| eval.status != drover_structs::EVAL_STATUS_PENDING)
+            {
+                break done;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            for node in nodes {
+                server.heartbeat_node(node).await.expect("heartbeat");
+            }
+        };
+        waves.push((started.elapsed(), new_version_nodes()));
+        chain.push(finished);
+    }
+    let counts: Vec<usize> = waves.iter().map(|(_, count)| *count).collect();
+    assert_eq!(counts, [1, 2, 3], "one more node per wave");
+    for pair in waves.windows(2) {
+        let gap = pair[1].0 - pair[0].0;
+        assert!(
+            gap >= Duration::from_secs(30) && gap < Duration::from_secs(32),
+            "a wave {gap:?} after the last; the stagger is 30s"
+        );
+    }
+    assert_eq!(running_allocs(&server, "logs"), 3);
+    server.shutdown().await;
+}

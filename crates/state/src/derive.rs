@@ -86,6 +86,37 @@ fn counter_for<'a>(summary: &'a mut TaskGroupSummary, client_status: &str) -> Op
     }
 }
 
+/// `job`'s summary counted afresh from its allocations, as Nomad's `ReconcileJobSummaries`
+/// counts it: one entry per group (and per group an allocation names that the job no longer
+/// has), each allocation counted by its client status, queued counts at zero, no children.
+/// An allocation of an earlier job of the same ID (another `CreateIndex`: purged and
+/// registered again) is not counted.
+pub fn recount_job_summary<'a>(
+    job: &Job,
+    allocs: impl IntoIterator<Item = &'a Arc<Allocation>>,
+) -> JobSummary {
+    let mut summary = JobSummary {
+        job_id: job.id.clone(),
+        namespace: job.namespace.clone(),
+        ..JobSummary::default()
+    };
+    add_missing_groups(&mut summary, job);
+    for alloc in allocs {
+        let same_job = alloc
+            .job
+            .as_ref()
+            .is_some_and(|alloc_job| alloc_job.create_index == job.create_index);
+        if !same_job {
+            continue;
+        }
+        let group = summary.summary.entry(alloc.task_group.clone()).or_default();
+        if let Some(count) = counter_for(group, &alloc.client_status) {
+            *count += 1;
+        }
+    }
+    summary
+}
+
 /// A new summary for `job`: one zeroed entry per task group, and zeroed children counters for
 /// a periodic or parameterized job.
 pub fn new_job_summary(job: &Job) -> JobSummary {

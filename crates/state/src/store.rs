@@ -20,13 +20,14 @@ use std::sync::Arc;
 
 use drover_structs::{
     ALLOC_CLIENT_STATUS_LOST, ALLOC_CLIENT_STATUS_PENDING, ALLOC_CLIENT_STATUS_UNKNOWN, Allocation,
-    DEFAULT_NAMESPACE, EVAL_STATUS_PENDING, Evaluation, Job, JobSummary, NODE_STATUS_DOWN, Node,
-    PeriodicLaunch, ServiceRegistration, Timestamp, VariableEncrypted, WrappedRootKey,
+    DEFAULT_NAMESPACE, EVAL_STATUS_PENDING, Evaluation, Job, JobSummary, NODE_STATUS_DOWN,
+    NODE_STATUS_READY, Node, PeriodicLaunch, ServiceRegistration, Timestamp, VariableEncrypted,
+    WrappedRootKey,
 };
 
 use crate::derive::{
     add_missing_groups, apply_alloc_to_summary, apply_queued_to_summary, count_child,
-    derive_job_status, new_job_summary, same_job_spec,
+    derive_job_status, new_job_summary, recount_job_summary, same_job_spec,
 };
 use crate::embedded::EmbeddedKv;
 use crate::engine::{
@@ -460,6 +461,63 @@ fn update_summary(
 }
 
 /// Stores evaluations (server side); returns the jobs they belong to.
+/// Cancels the `lost_after` follow-up evaluations of allocations whose client reported them
+/// back ("allocs reconnected", Nomad's `cancelFollowupEvalsForReconnect`), unless a live
+/// allocation of the job still waits on the same evaluation.
+fn cancel_reconnected_followups(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    followups: Vec<(String, String, String)>,
+    now_unix_ns: i64,
+    affected_jobs: &mut BTreeSet<JobKey>,
+) -> Result<(), StateError> {
+    let mut cancelled = Vec::new();
+    for (namespace, job_id, eval_id) in followups {
+        let still_awaited = tables
+            .allocs_of_job(&namespace, &job_id)
+            .any(|alloc| alloc.followup_eval_id == eval_id && !alloc.terminal_status());
+        if still_awaited || cancelled.iter().any(|eval: &Evaluation| eval.id == eval_id) {
+            continue;
+        }
+        let Some(eval) = tables.evals.get(&eval_id) else {
+            continue;
+        };
+        if eval.status != EVAL_STATUS_PENDING {
+            continue;
+        }
+        let mut eval = Evaluation::clone(eval);
+        eval.status = drover_structs::EVAL_STATUS_CANCELLED.to_owned();
+        eval.status_description = EVAL_DESC_ALLOCS_RECONNECTED.to_owned();
+        cancelled.push(eval);
+    }
+    write_evals(tables, context, cancelled, now_unix_ns, affected_jobs)
+}
+
+/// `StatusDescription` of a `lost_after` follow-up evaluation made needless by a reconnect.
+pub const EVAL_DESC_ALLOCS_RECONNECTED: &str = "allocs reconnected";
+
+/// Records the index of an allocation report on each reporting node that is not `ready`
+/// (`LastAllocUpdateIndex`), which lets an `initializing` node become ready.
+fn record_alloc_reports(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    node_ids: &BTreeSet<String>,
+) -> Result<(), StateError> {
+    for node_id in node_ids {
+        let Some(existing) = tables.nodes.get(node_id) else {
+            continue;
+        };
+        if existing.status == NODE_STATUS_READY {
+            continue;
+        }
+        let mut node = Node::clone(existing);
+        node.last_alloc_update_index = context.index();
+        context.put(Table::Nodes, node.id.as_bytes(), &node)?;
+        Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
+    }
+    Ok(())
+}
+
 pub(crate) fn write_evals(
     tables: &mut StateTables,
     context: &mut WriteContext,
@@ -1099,6 +1157,8 @@ impl StateStore {
             .write(move |tables, context| {
                 let mut unknown_alloc_ids = Vec::new();
                 let mut affected_jobs = BTreeSet::new();
+                let mut reporting_nodes = BTreeSet::new();
+                let mut reconnected_followups = Vec::new();
                 for update in updates {
                     let Some(existing) = tables.allocs.get(&update.id).cloned() else {
                         unknown_alloc_ids.push(update.id);
@@ -1106,7 +1166,17 @@ impl StateStore {
                     };
                     let index = context.index();
                     let mut alloc = Allocation::clone(&existing);
+                    let followup = existing.followup_eval_for_reconnect(&update.client_status);
                     alloc.merge_client_update(update, index);
+                    reporting_nodes.insert(alloc.node_id.clone());
+                    if let Some(eval_id) = followup {
+                        alloc.followup_eval_id.clear();
+                        reconnected_followups.push((
+                            alloc.namespace.clone(),
+                            alloc.job_id.clone(),
+                            eval_id,
+                        ));
+                    }
                     if alloc.client_terminal_status() {
                         for task_state in alloc.task_states.values_mut() {
                             if task_state.finished_at.is_zero() {
@@ -1134,12 +1204,20 @@ impl StateStore {
                     Arc::make_mut(&mut tables.allocs).insert(alloc.id.clone(), Arc::new(alloc));
                     affected_jobs.insert(job_key);
                 }
+                cancel_reconnected_followups(
+                    tables,
+                    context,
+                    reconnected_followups,
+                    now_unix_ns,
+                    &mut affected_jobs,
+                )?;
                 for key in &affected_jobs {
                     refresh_job_status(tables, context, key)?;
                 }
                 let index = if affected_jobs.is_empty() {
                     context.latest_committed_index()
                 } else {
+                    record_alloc_reports(tables, context, &reporting_nodes)?;
                     context.index()
                 };
                 Ok(ClientAllocUpdate {
@@ -1180,6 +1258,12 @@ impl StateStore {
                         node.drain_strategy.clone_from(&existing.drain_strategy);
                         node.drain = node.drain_strategy.is_some();
                         node.last_drain.clone_from(&existing.last_drain);
+                        node.last_missed_heartbeat_index = node
+                            .last_missed_heartbeat_index
+                            .max(existing.last_missed_heartbeat_index);
+                        node.last_alloc_update_index = node
+                            .last_alloc_update_index
+                            .max(existing.last_alloc_update_index);
                         if existing.status == node.status {
                             node.status_updated_at = existing.status_updated_at;
                         } else {
@@ -1227,6 +1311,11 @@ impl StateStore {
                 node.status = status;
                 node.status_updated_at = now_unix_ns / 1_000_000_000;
                 node.modify_index = index;
+                if !existing.unresponsive() && node.unresponsive() {
+                    node.last_missed_heartbeat_index = index;
+                } else if node.status == NODE_STATUS_READY {
+                    node.last_missed_heartbeat_index = 0;
+                }
                 if node.status == NODE_STATUS_DOWN {
                     // A down node's services answer no more; its allocations turn lost next.
                     let keys = StateTables::service_keys_under(&tables.services_by_node, &node.id);
@@ -1344,6 +1433,40 @@ impl StateStore {
                 for key in &affected_jobs {
                     remove_unused_alloc_jobs(tables, context, key);
                     refresh_job_status(tables, context, key)?;
+                }
+                Ok(context.index())
+            })
+            .await
+    }
+
+    /// Nomad's `ReconcileJobSummaries` (`PUT /v1/system/reconcile/summaries`): the summary of
+    /// every job that is neither periodic nor parameterized is counted again from its
+    /// allocations ([`recount_job_summary`]) and written, keeping its `CreateIndex`, in one
+    /// write. Returns the index of the write, or the latest index when there is no such job.
+    pub async fn reconcile_job_summaries(&self) -> Result<u64, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                let jobs: Vec<Arc<Job>> = tables
+                    .jobs
+                    .values()
+                    .filter(|job| !job.is_periodic() && !job.is_parameterized())
+                    .cloned()
+                    .collect();
+                if jobs.is_empty() {
+                    return Ok(context.latest_committed_index());
+                }
+                for job in jobs {
+                    let mut summary =
+                        recount_job_summary(&job, tables.allocs_of_job(&job.namespace, &job.id));
+                    summary.create_index = job.create_index;
+                    summary.modify_index = context.index();
+                    context.put(
+                        Table::JobSummaries,
+                        &job_record_key(&job.namespace, &job.id),
+                        &summary,
+                    )?;
+                    Arc::make_mut(&mut tables.job_summaries)
+                        .insert((job.namespace.clone(), job.id.clone()), Arc::new(summary));
                 }
                 Ok(context.index())
             })

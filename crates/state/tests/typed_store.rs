@@ -929,3 +929,65 @@ async fn a_driver_whose_health_changed_on_registration_leaves_a_driver_event() {
     assert_eq!(node.events.len(), 10);
     assert_eq!(node.events.last().unwrap().message, "Docker is unavailable");
 }
+
+#[tokio::test]
+async fn reconciling_summaries_counts_each_jobs_allocations_afresh() {
+    let store = StateStore::in_memory().await.unwrap();
+    store.upsert_job(job("web", 3), NOW).await.unwrap();
+    let mut finished = eval("e1", "web", "complete");
+    finished.queued_allocations.insert("g".to_owned(), 3);
+    store.upsert_evals(vec![finished], NOW).await.unwrap();
+    store
+        .upsert_allocs(
+            vec![
+                alloc("a1", "web", "n1", "e1"),
+                alloc("a2", "web", "n1", "e1"),
+            ],
+            NOW + 1,
+        )
+        .await
+        .unwrap();
+    store
+        .update_allocs_from_client(
+            vec![
+                client_update("a1", "running"),
+                client_update("a2", "failed"),
+            ],
+            NOW + 2,
+        )
+        .await
+        .unwrap();
+    // One queued left from the scheduler's count beside the two allocations.
+    assert_eq!(counters(&store, "web"), (1, 0, 1, 0, 1, 0));
+
+    let index = store.reconcile_job_summaries().await.unwrap();
+    // Counted from the allocations alone: the queued count starts again at zero, as Nomad's.
+    assert_eq!(counters(&store, "web"), (0, 0, 1, 0, 1, 0));
+    let summary = store.job_summary("default", "web").unwrap();
+    assert_eq!(summary.modify_index, index);
+    assert_eq!(
+        summary.create_index,
+        store.job("default", "web").unwrap().create_index
+    );
+
+    // Purged and registered again: the first job's allocations (kept until collected) are not
+    // the new job's, so only the new one's allocation counts.
+    store.delete_job("default", "web").await.unwrap();
+    store.upsert_job(job("web", 1), NOW + 3).await.unwrap();
+    store
+        .upsert_allocs(vec![alloc("a3", "web", "n2", "e2")], NOW + 4)
+        .await
+        .unwrap();
+    store
+        .update_allocs_from_client(
+            vec![
+                client_update("a3", "running"),
+                client_update("a1", "complete"),
+            ],
+            NOW + 5,
+        )
+        .await
+        .unwrap();
+    store.reconcile_job_summaries().await.unwrap();
+    assert_eq!(counters(&store, "web"), (0, 0, 1, 0, 0, 0));
+}

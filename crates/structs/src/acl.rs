@@ -21,9 +21,9 @@ wire_struct! {
         pub rules: String,
         /// Which workloads this policy is attached to, if any (Nomad's `JobACL`): their
         /// workload identities hold it.
-        #[serde(rename = "JobACL", skip_serializing_if = "Option::is_none")]
+        #[serde(rename = "JobACL")]
         pub job_acl: Option<JobAcl>,
-        /// Base64 of the SHA-256 of name, description and rules.
+        /// Base64 of the BLAKE2b-256 of name, description, rules and the `JobACL`.
         pub hash: String,
         pub create_index: u64,
         pub modify_index: u64,
@@ -46,6 +46,8 @@ wire_struct! {
     pub struct AclPolicyListStub {
         pub name: String,
         pub description: String,
+        #[serde(rename = "JobACL")]
+        pub job_acl: Option<JobAcl>,
         pub hash: String,
         pub create_index: u64,
         pub modify_index: u64,
@@ -57,6 +59,7 @@ impl AclPolicy {
         AclPolicyListStub {
             name: self.name.clone(),
             description: self.description.clone(),
+            job_acl: self.job_acl.clone(),
             hash: self.hash.clone(),
             create_index: self.create_index,
             modify_index: self.modify_index,
@@ -173,7 +176,7 @@ wire_struct! {
         pub name: String,
         pub description: String,
         pub policies: Vec<AclRolePolicyLink>,
-        /// Base64 of the hash of name, description and policy names.
+        /// Base64 of the BLAKE2b-256 of name, description and policy names.
         pub hash: String,
         pub create_index: u64,
         pub modify_index: u64,

@@ -492,6 +492,63 @@ impl Task {
     }
 }
 
+/// Lays a job's `Update` under each group's own `Update`, field by field, as Nomad's API merges
+/// them (`UpdateStrategy.Merge` over a copy of the job's): what the group sets wins, a field it
+/// leaves out (or sends as `null`) comes from the job. A group without an `Update` inherits the
+/// job's whole block in [`TaskGroup::canonicalize`].
+///
+/// It works on the job's JSON, before decoding, because the decoded [`UpdateStrategy`] cannot
+/// tell a field left out from one set to its default (a missing `MaxParallel` reads as 1).
+/// Keys match without regard to case, as the decoder matches them.
+pub fn merge_job_update_into_groups(job: &mut serde_json::Value) {
+    fn key_of(object: &serde_json::Map<String, serde_json::Value>, name: &str) -> Option<String> {
+        object
+            .keys()
+            .find(|key| key.eq_ignore_ascii_case(name))
+            .cloned()
+    }
+    let Some(job_object) = job.as_object_mut() else {
+        return;
+    };
+    let job_update: Vec<(String, serde_json::Value)> =
+        match key_of(job_object, "Update").and_then(|key| job_object.get(&key)) {
+            Some(serde_json::Value::Object(update)) => update
+                .iter()
+                .filter(|(_, value)| !value.is_null())
+                .map(|(field, value)| (field.clone(), value.clone()))
+                .collect(),
+            _ => return,
+        };
+    let Some(groups_key) = key_of(job_object, "TaskGroups") else {
+        return;
+    };
+    let Some(serde_json::Value::Array(groups)) = job_object.get_mut(&groups_key) else {
+        return;
+    };
+    for group in groups
+        .iter_mut()
+        .filter_map(serde_json::Value::as_object_mut)
+    {
+        let Some(update_key) = key_of(group, "Update") else {
+            continue;
+        };
+        let Some(serde_json::Value::Object(group_update)) = group.get_mut(&update_key) else {
+            continue;
+        };
+        for (field, value) in &job_update {
+            match key_of(group_update, field) {
+                Some(existing) if !group_update[&existing].is_null() => {}
+                Some(existing) => {
+                    group_update.insert(existing, value.clone());
+                }
+                None => {
+                    group_update.insert(field.clone(), value.clone());
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -615,5 +672,39 @@ mod tests {
         let resources = task.resources.clone().unwrap_or_default();
         assert_eq!(resources.devices[0].count, 1);
         assert_eq!(resources.numa.unwrap_or_default().affinity, "none");
+    }
+
+    #[test]
+    fn a_group_update_takes_the_fields_it_leaves_out_from_the_job() {
+        let mut job = serde_json::json!({
+            "Update": {"MaxParallel": 2, "MinHealthyTime": 5_000_000_000_i64, "AutoRevert": true,
+                       "Canary": null},
+            "TaskGroups": [
+                {"Name": "own", "update": {"canary": 1, "minHealthyTime": null}},
+                {"Name": "inherits"}
+            ]
+        });
+        merge_job_update_into_groups(&mut job);
+        assert_eq!(
+            job["TaskGroups"][0]["update"],
+            serde_json::json!({
+                "canary": 1, "minHealthyTime": 5_000_000_000_i64, "MaxParallel": 2,
+                "AutoRevert": true
+            })
+        );
+        assert!(job["TaskGroups"][1].get("Update").is_none());
+        let mut job_json = serde_json::json!({
+            "ID": "web", "Type": "service",
+            "Update": {"MaxParallel": 2, "AutoRevert": true},
+            "TaskGroups": [{"Name": "own", "Update": {"Canary": 1}}]
+        });
+        merge_job_update_into_groups(&mut job_json);
+        let mut decoded = job_from(job_json);
+        decoded.canonicalize();
+        let update = decoded.task_groups[0].update.clone().unwrap_or_default();
+        assert_eq!(
+            (update.max_parallel, update.auto_revert, update.canary),
+            (2, true, 1)
+        );
     }
 }

@@ -12,6 +12,8 @@
 //! | `Alloc.GetAllocs` | `PUT /v1/internal/allocs/get` | [`AllocsGetRequest`] | [`AllocsGetResponse`] |
 //! | `Node.UpdateAlloc` | `PUT /v1/internal/node/update-alloc` | [`AllocUpdateRequest`] | `{"Index": n}` |
 //! | `Alloc.SignIdentities` | `PUT /v1/internal/node/<id>/sign-identities` | [`SignIdentitiesRequest`] | [`SignIdentitiesResponse`]; 403 for a wrong node secret |
+//! | `ACL.WhoAmI` | `GET /v1/internal/acl/whoami` | the bearer in `X-Nomad-Token` | [`AclWhoAmIResponse`]; 403 for a bearer that does not resolve |
+//! | `ACL.GetPolicies` + `ACL.GetRolesByID`, `ACL.GetClaimPolicies` | `GET /v1/internal/acl/bearer-policies` | the bearer in `X-Nomad-Token` | [`AclPolicySetResponse`]; 403 as above |
 //!
 //! A client status update travels as a partial `Allocation` holding only the fields the client
 //! owns (`ID`, `ClientStatus`, `ClientDescription`, `TaskStates`, `DeploymentStatus`,
@@ -159,4 +161,30 @@ pub struct WorkloadIdentityRejection {
 pub struct SignIdentitiesResponse {
     pub signed_identities: Vec<SignedWorkloadIdentity>,
     pub rejections: Vec<WorkloadIdentityRejection>,
+}
+
+/// Who a bearer token is (`ACL.WhoAmI`): an ACL token (its secret included, as the bearer
+/// presented it) or a workload identity's verified claims; neither for no token.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct AuthenticatedIdentity {
+    #[serde(rename = "ACLToken")]
+    pub acl_token: Option<crate::acl::AclToken>,
+    pub claims: Option<serde_json::Value>,
+}
+
+/// The answer to `ACL.WhoAmI`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct AclWhoAmIResponse {
+    pub identity: AuthenticatedIdentity,
+}
+
+/// The policies a bearer holds, by name: an ACL token's own and its roles' (nothing for a
+/// management token, which needs none), the `anonymous` policy for no token, or the policies
+/// bound to a workload identity's job, group or task (`JobACL`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct AclPolicySetResponse {
+    pub policies: BTreeMap<String, crate::acl::AclPolicy>,
 }

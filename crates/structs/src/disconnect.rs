@@ -9,8 +9,9 @@
 use serde_json::Value;
 
 use crate::alloc::{ALLOC_CLIENT_STATUS_UNKNOWN, Allocation};
+use crate::canonicalize::DEFAULT_KILL_TIMEOUT;
 use crate::job::TaskGroup;
-use crate::time::Timestamp;
+use crate::time::{DurationNs, Timestamp};
 
 /// `AllocState.Field` of a client status transition.
 pub const ALLOC_STATE_FIELD_CLIENT_STATUS: &str = "ClientStatus";
@@ -40,6 +41,20 @@ impl TaskGroup {
         self.disconnect
             .as_ref()
             .is_none_or(|disconnect| disconnect.replace)
+    }
+
+    /// How long a client that cannot reach its servers keeps this group's allocations
+    /// running before it stops them itself: the older `stop_after_client_disconnect`, else
+    /// `disconnect { stop_on_client_after }` (Nomad 1.8's `GetDisconnectStopTimeout`); `None`
+    /// when neither is set or it is zero (never stopped).
+    pub fn disconnect_stop_after(&self) -> Option<DurationNs> {
+        self.stop_after_client_disconnect
+            .or_else(|| {
+                self.disconnect
+                    .as_ref()
+                    .and_then(|disconnect| disconnect.stop_on_client_after)
+            })
+            .filter(|duration| duration.as_nanos() > 0)
     }
 
     /// The reconcile strategy for a reconnecting allocation (`best_score` by default).
@@ -140,6 +155,49 @@ impl Allocation {
             .is_none_or(TaskGroup::replace_on_disconnect)
     }
 
+    /// The `lost_after` follow-up evaluation a client report of `client_status` makes
+    /// needless: the allocation waited to reconnect and is now known to run or to have
+    /// finished (Nomad's `FollowupEvalForReconnect`).
+    pub fn followup_eval_for_reconnect(&self, client_status: &str) -> Option<String> {
+        if !self.needs_to_reconnect() || self.followup_eval_id.is_empty() {
+            return None;
+        }
+        matches!(
+            client_status,
+            crate::ALLOC_CLIENT_STATUS_RUNNING
+                | crate::ALLOC_CLIENT_STATUS_COMPLETE
+                | crate::ALLOC_CLIENT_STATUS_FAILED
+        )
+        .then(|| self.followup_eval_id.clone())
+    }
+
+    /// The group's client-side stop delay (`stop_on_client_after`), if it has one.
+    pub fn disconnect_stop_after(&self) -> Option<DurationNs> {
+        self.task_group().and_then(TaskGroup::disconnect_stop_after)
+    }
+
+    /// When a lost allocation whose client stops it on its own (`stop_on_client_after`) is
+    /// surely stopped, so it may be replaced (Nomad's `WaitClientStop`): from when it was
+    /// first marked lost (`now` before that), the group's delay plus the longest kill
+    /// timeout of its tasks (at least Nomad's default 5 s). `None` without such a delay.
+    pub fn wait_client_stop(&self, now_unix_nanos: i64) -> Option<i64> {
+        let stop_after = self.disconnect_stop_after()?;
+        let group = self.task_group()?;
+        let lost_at = client_status_states(self)
+            .find(|(value, _)| *value == crate::ALLOC_CLIENT_STATUS_LOST)
+            .map_or(now_unix_nanos, |(_, time)| time);
+        let kill = group
+            .tasks
+            .iter()
+            .map(|task| task.kill_timeout.as_nanos())
+            .fold(DEFAULT_KILL_TIMEOUT.as_nanos(), i64::max);
+        Some(
+            lost_at
+                .saturating_add(stop_after.as_nanos())
+                .saturating_add(kill),
+        )
+    }
+
     /// When a task of the allocation last started (its last restart, else its start), if
     /// it did.
     pub fn last_start_of_task(&self, task: &str) -> Option<i64> {
@@ -157,7 +215,6 @@ mod tests {
 
     use super::*;
     use crate::DisconnectStrategy;
-    use crate::time::DurationNs;
     use crate::{ALLOC_CLIENT_STATUS_RUNNING, Job};
     use std::sync::Arc;
 

@@ -70,6 +70,14 @@ wire_struct! {
         pub host_volumes: BTreeMap<String, ClientHostVolumeConfig>,
         pub host_networks: BTreeMap<String, Value>,
         pub last_drain: Option<DrainMetadata>,
+        /// The index at which the node last stopped heartbeating (went `disconnected` or
+        /// `down`); zero once it is `ready` again.
+        pub last_missed_heartbeat_index: u64,
+        /// The index of the node's last allocation report while it was not `ready`: a node
+        /// back from a missed heartbeat stays `initializing` until this passes
+        /// `LastMissedHeartbeatIndex`. Reports of a ready node leave it alone, so they cost
+        /// no write of the node.
+        pub last_alloc_update_index: u64,
         pub create_index: u64,
         pub modify_index: u64,
     }
@@ -169,6 +177,12 @@ impl Node {
                 create_index: 0,
             })
             .collect()
+    }
+
+    /// Whether the node stopped heartbeating (`down` or `disconnected`; Nomad's
+    /// `UnresponsiveStatus`): its allocation reports are refused until it heartbeats.
+    pub fn unresponsive(&self) -> bool {
+        self.status == NODE_STATUS_DOWN || self.status == NODE_STATUS_DISCONNECTED
     }
 
     /// Whether the scheduler may place allocations here.

@@ -27,7 +27,7 @@ mod websocket;
 
 pub use http::{CONNECT_TIMEOUT, FORWARDED_HEADER, forward, forward_to_server};
 pub use routing::{
-    ForwardContext, ServersContext, client_request_alloc, exec_request_alloc,
+    ForwardContext, ServersContext, client_gc_node, client_request_alloc, exec_request_alloc,
     forward_client_requests, forward_to_servers, served_by_client_agent,
 };
 pub use websocket::{ExecForwardError, forward_exec};

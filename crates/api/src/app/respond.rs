@@ -113,6 +113,13 @@ pub(super) fn decode_body<T: serde::de::DeserializeOwned + Default>(
     }
     let value: serde_json::Value = serde_json::from_slice(body)
         .map_err(|error| ApiError::bad_request(format!("Request decode failed: {error}")))?;
+    decode_value(value)
+}
+
+/// Decodes a request body already read as JSON (keys matched without regard to case).
+pub(super) fn decode_value<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+) -> Result<T, ApiError> {
     drover_structs::lenient::from_value_ignoring_key_case(value)
         .map_err(|error| ApiError::bad_request(format!("Request decode failed: {error}")))
 }

@@ -1,8 +1,8 @@
 //! Job scaling handlers: `GET /v1/job/<id>/scale` (Nomad's `JobScaleStatus`: each group's
 //! count, its live non-canary allocations by state and health, its scaling events),
 //! `PUT|POST /v1/job/<id>/scale` (a scaling action, answered as a job register is), and the
-//! scaling policy reads `GET /v1/scaling/policies` (`job`, `type`, `prefix`) and
-//! `GET /v1/scaling/policy/<id>`.
+//! scaling policy reads `GET /v1/scaling/policies` (`job`, `type`, `prefix`; `namespace=*`
+//! across namespaces, which the ACL layer filters) and `GET /v1/scaling/policy/<id>`.
 //!
 //! Not here: whether a scale is allowed (the backend's server).
 
@@ -124,8 +124,16 @@ pub(super) async fn scaling_policies<B: ApiBackend>(
 ) -> Result<Response, ApiError> {
     let namespace = params.namespace().to_string();
     let prefix = params.prefix().to_string();
-    let job = params.get("job").unwrap_or("").to_owned();
-    let policy_type = params.get("type").unwrap_or("").to_owned();
+    // As Nomad's `Scaling.ListPolicies` picks its index: an ID prefix alone, else the job with
+    // the type, else the type; across namespaces (`*`) the ID prefix and the type.
+    let mut job = params.get("job").unwrap_or("").to_owned();
+    let mut policy_type = params.get("type").unwrap_or("").to_owned();
+    if namespace == drover_structs::namespace::ALL_NAMESPACES {
+        job.clear();
+    } else if !prefix.is_empty() {
+        job.clear();
+        policy_type.clear();
+    }
     let (index, list) = blocking_read(backend, params, &[Table::ScalingPolicies], |backend| {
         let policies = backend.scaling_policies(&namespace, &prefix, &job, &policy_type)?;
         Ok(policies

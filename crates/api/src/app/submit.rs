@@ -12,7 +12,7 @@ use axum::response::Response;
 use drover_structs::{Job, JobPlanRequest, JobRegisterRequest, JobsParseRequest};
 use serde_json::json;
 
-use super::respond::{Meta, decode_body, json_response};
+use super::respond::{Meta, decode_body, decode_value, json_response};
 use crate::backend::ApiBackend;
 use crate::error::ApiError;
 use crate::params::QueryParams;
@@ -34,13 +34,35 @@ fn multi_error(messages: &[String]) -> String {
     text
 }
 
+/// A request carrying a `Job`, decoded after the job's `Update` is laid under its groups' own,
+/// as Nomad's API merges them (see [`drover_structs::canonicalize::merge_job_update_into_groups`]).
+fn decode_job_request<T: serde::de::DeserializeOwned + Default>(
+    body: &Bytes,
+) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    let mut value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|error| ApiError::bad_request(format!("Request decode failed: {error}")))?;
+    if let Some(object) = value.as_object_mut()
+        && let Some(key) = object
+            .keys()
+            .find(|key| key.eq_ignore_ascii_case("Job"))
+            .cloned()
+        && let Some(job) = object.get_mut(&key)
+    {
+        drover_structs::canonicalize::merge_job_update_into_groups(job);
+    }
+    decode_value(value)
+}
+
 pub(super) async fn register<B: ApiBackend>(
     backend: &B,
     params: &QueryParams,
     body: Bytes,
     path_job_id: Option<String>,
 ) -> Result<Response, ApiError> {
-    let mut request: JobRegisterRequest = decode_body(&body)?;
+    let mut request: JobRegisterRequest = decode_job_request(&body)?;
     let Some(mut job) = request.job.take() else {
         return Err(ApiError::bad_request("Job must be specified"));
     };
@@ -76,7 +98,7 @@ pub(super) async fn plan<B: ApiBackend>(
     body: Bytes,
     path_job_id: &str,
 ) -> Result<Response, ApiError> {
-    let mut request: JobPlanRequest = decode_body(&body)?;
+    let mut request: JobPlanRequest = decode_job_request(&body)?;
     let Some(mut job) = request.job.take() else {
         return Err(ApiError::bad_request("Job must be specified"));
     };
@@ -116,9 +138,11 @@ fn problems_and_support(job: &Job) -> (Vec<String>, drover_jobspec::SupportRepor
 }
 
 /// `/v1/validate/job`: the problems of a job, answered with 200 as Nomad does
-/// (`ValidationErrors` lists them, `Error` joins them).
+/// (`ValidationErrors` lists them, `Error` joins them). `DriverConfigValidated` is true
+/// whenever a server answered, problems or not, as in Nomad: a CLI reads false as "the agent
+/// could not be reached" and says so.
 pub(super) fn validate_job(params: &QueryParams, body: Bytes) -> Result<Response, ApiError> {
-    let mut request: JobRegisterRequest = decode_body(&body)?;
+    let mut request: JobRegisterRequest = decode_job_request(&body)?;
     let Some(mut job) = request.job.take() else {
         return Err(ApiError::bad_request("Job must be specified"));
     };
@@ -130,7 +154,7 @@ pub(super) fn validate_job(params: &QueryParams, body: Bytes) -> Result<Response
         multi_error(&problems)
     };
     let response = json!({
-        "DriverConfigValidated": problems.is_empty(),
+        "DriverConfigValidated": true,
         "ValidationErrors": problems,
         "Error": error,
         "Warnings": support.warnings_text(),

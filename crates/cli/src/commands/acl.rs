@@ -115,6 +115,9 @@ pub enum PolicyCommand {
     Info(NameArgs),
     /// Delete an existing ACL policy
     Delete(NameArgs),
+    /// Lookup self ACL policy assigned to the workload identity or ACL token
+    #[command(name = "self")]
+    Self_(JsonArgs),
 }
 
 #[derive(Debug, Args)]
@@ -421,6 +424,7 @@ async fn policy(command: PolicyCommand, io: &mut Io<'_>) -> Result<(), String> {
                 io.say(format!("\nRules\n\n{}", policy.rules));
             }
         }
+        PolicyCommand::Self_(arguments) => policy_self(arguments, io).await?,
         PolicyCommand::Delete(arguments) => {
             call(
                 &arguments.api,
@@ -435,6 +439,67 @@ async fn policy(command: PolicyCommand, io: &mut Io<'_>) -> Result<(), String> {
                 arguments.name
             ));
         }
+    }
+    Ok(())
+}
+
+/// `acl policy self`, as Nomad's: the token is read first (a management token holds no
+/// policies), then the caller's policies with the job, group and task they are bound to.
+async fn policy_self(arguments: JsonArgs, io: &mut Io<'_>) -> Result<(), String> {
+    let answer = call(
+        &arguments.api,
+        "fetching token",
+        "GET",
+        "/v1/acl/token/self",
+        None,
+    )
+    .await?;
+    let token: AclToken = decode(answer)?;
+    if token.is_management() {
+        io.say("This is a management token. No individual policies are assigned.");
+        return Ok(());
+    }
+    let answer = call(
+        &arguments.api,
+        "fetching WI policies",
+        "GET",
+        "/v1/acl/policy/self",
+        None,
+    )
+    .await?;
+    let policies: Vec<AclPolicyListStub> = decode(answer)?;
+    if policies.is_empty() {
+        io.say("No policies found.");
+    } else if arguments.json {
+        print_json(io, &policies);
+    } else {
+        let specified = |value: &str| {
+            if value.is_empty() {
+                "<not specified>".to_owned()
+            } else {
+                value.to_owned()
+            }
+        };
+        let mut rows = vec![
+            ["Name", "Job ID", "Group Name", "Task Name"]
+                .map(str::to_owned)
+                .to_vec(),
+        ];
+        rows.extend(policies.iter().map(|policy| {
+            let bound = |field: fn(&drover_structs::acl::JobAcl) -> &str| {
+                policy.job_acl.as_ref().map_or_else(
+                    || "<unavailable>".to_owned(),
+                    |binding| specified(field(binding)),
+                )
+            };
+            vec![
+                policy.name.clone(),
+                bound(|binding| &binding.job_id),
+                bound(|binding| &binding.group),
+                bound(|binding| &binding.task),
+            ]
+        }));
+        io.say(columnize::columns(&rows));
     }
     Ok(())
 }

@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::commands::deployment_view::{deployment_text, monitor_deployment};
 use crate::commands::describe;
 use crate::commands::monitor::{MonitorOptions, monitor_evaluation};
-use crate::format::{now_date, short_id};
+use crate::format::{format_data, now_date, short_id};
 use crate::{ApiFlags, Io, columnize};
 
 #[derive(Debug, Subcommand)]
@@ -40,6 +40,9 @@ pub struct ListArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Format with a Go template.
+    #[arg(short = 't', value_name = "TEMPLATE")]
+    pub template: Option<String>,
     /// Show full IDs.
     #[arg(long)]
     pub verbose: bool,
@@ -52,6 +55,9 @@ pub struct StatusArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Format with a Go template.
+    #[arg(short = 't', value_name = "TEMPLATE")]
+    pub template: Option<String>,
     /// Show full IDs.
     #[arg(long)]
     pub verbose: bool,
@@ -190,10 +196,10 @@ async fn list(arguments: ListArgs, io: &mut Io<'_>) -> i32 {
     let Some(client) = client_of(&arguments.api, io) else {
         return 1;
     };
+    let template = arguments.template.unwrap_or_default();
     match client.deployments("").await {
-        Ok(deployments) if arguments.json => {
-            io.say(serde_json::to_string_pretty(&deployments).unwrap_or_default());
-            0
+        Ok(deployments) if arguments.json || !template.is_empty() => {
+            say_formatted(io, arguments.json, &template, &deployments)
         }
         Ok(deployments) => {
             io.say(deployments_table(&deployments, arguments.verbose));
@@ -206,8 +212,24 @@ async fn list(arguments: ListArgs, io: &mut Io<'_>) -> i32 {
     }
 }
 
+/// Prints `data` as Nomad's `Format` does for `-json` and `-t`.
+fn say_formatted(io: &mut Io<'_>, json: bool, template: &str, data: &impl serde::Serialize) -> i32 {
+    match format_data(json, template, data) {
+        Ok(text) => {
+            io.say(text);
+            0
+        }
+        Err(error) => {
+            io.error(error);
+            1
+        }
+    }
+}
+
 async fn status(arguments: StatusArgs, io: &mut Io<'_>) -> i32 {
-    if arguments.monitor && arguments.json {
+    let template = arguments.template.clone().unwrap_or_default();
+    let formatted = arguments.json || !template.is_empty();
+    if arguments.monitor && formatted {
         io.error("The monitor flag cannot be used with the '-json' or '-t' flags");
         return 1;
     }
@@ -229,9 +251,8 @@ async fn status(arguments: StatusArgs, io: &mut Io<'_>) -> i32 {
     let Some(deployment) = resolve(&client, io, &id, arguments.verbose).await else {
         return 1;
     };
-    if arguments.json {
-        io.say(serde_json::to_string_pretty(&deployment).unwrap_or_default());
-        return 0;
+    if formatted {
+        return say_formatted(io, arguments.json, &template, &deployment);
     }
     if arguments.monitor {
         io.say(format!(

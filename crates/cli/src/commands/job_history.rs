@@ -1,6 +1,7 @@
-//! `drover job history [-p] [-full] [-json] [-version N] <job>`: a job's kept versions as Nomad's
-//! CLI prints them — `Version`, `Stable`, `Submit Date`, with `-p` each version's diff from the
-//! one before it (from `/v1/job/<id>/versions?diffs=true`), with `-full` the job as JSON.
+//! `drover job history [-p] [-full] [-json] [-t] [-version N] <job>`: a job's kept versions as
+//! Nomad's CLI prints them — `Version`, `Stable`, `Submit Date`, with `-p` each version's diff
+//! from the one before it (from `/v1/job/<id>/versions?diffs=true`), with `-full` the job as
+//! JSON; `-json` and `-t` as Nomad's `Format`.
 //!
 //! Not here: the diff's layout (shared with `job plan`, in `job_plan`).
 
@@ -13,7 +14,7 @@ use drover_structs::job_diff::JobDiff;
 use crate::commands::describe;
 use crate::commands::job_plan::{Colorize, format_job_diff};
 use crate::commands::lookup::resolve_job;
-use crate::format::date_from_unix_nanos;
+use crate::format::{date_from_unix_nanos, format_data};
 use crate::{ApiFlags, Io};
 
 #[derive(Debug, Args)]
@@ -29,6 +30,9 @@ pub struct HistoryArgs {
     /// Print the versions as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Format the versions with a Go template.
+    #[arg(short = 't', value_name = "TEMPLATE")]
+    pub template: Option<String>,
     /// Show only this version.
     #[arg(long)]
     pub version: Option<u64>,
@@ -40,7 +44,9 @@ pub struct HistoryArgs {
 }
 
 pub async fn job_history(arguments: HistoryArgs, io: &mut Io<'_>) -> i32 {
-    if arguments.json && (arguments.diff || arguments.full) {
+    let template = arguments.template.clone().unwrap_or_default();
+    let formatted = arguments.json || !template.is_empty();
+    if formatted && (arguments.diff || arguments.full) {
         io.error("-json and -t are exclusive with -p and -full");
         return 1;
     }
@@ -71,7 +77,7 @@ pub async fn job_history(arguments: HistoryArgs, io: &mut Io<'_>) -> i32 {
             let found: Vec<usize> = (0..versions.len())
                 .filter(|&index| versions[index].version == wanted)
                 .collect();
-            if found.is_empty() && !arguments.json {
+            if found.is_empty() && !formatted {
                 io.error("Error printing job history for non-existing job or job version");
                 return 1;
             }
@@ -79,16 +85,16 @@ pub async fn job_history(arguments: HistoryArgs, io: &mut Io<'_>) -> i32 {
         }
         None => (0..versions.len()).collect(),
     };
-    if arguments.json {
+    if formatted {
         let chosen: Vec<&Job> = selected.iter().map(|&index| &versions[index]).collect();
         let text = match arguments.version {
-            Some(_) => serde_json::to_string_pretty(&chosen.first()),
-            None => serde_json::to_string_pretty(&chosen),
+            Some(_) => format_data(arguments.json, &template, &chosen.first()),
+            None => format_data(arguments.json, &template, &chosen),
         };
         match text {
             Ok(text) => io.say(text),
             Err(error) => {
-                io.error(format!("Error formatting the data: {error}"));
+                io.error(error);
                 return 1;
             }
         }
@@ -115,7 +121,7 @@ fn format_version(job: &Job, diff: Option<&JobDiff>, full: bool) -> String {
         rows.push(("Diff", format!("\n{}", format_job_diff(diff, false).trim())));
     }
     if full {
-        let json = serde_json::to_string_pretty(job).unwrap_or_default();
+        let json = format_data(true, "", job).unwrap_or_default();
         rows.push(("Full", format!("JSON Job:\n{json}")));
     }
     let width = rows.iter().map(|(key, _)| key.len()).max().unwrap_or(0);

@@ -18,9 +18,11 @@ pub mod monitor;
 pub mod namespace;
 pub mod node;
 pub mod node_pool;
+pub mod scaling;
 pub mod server;
 pub mod service;
 pub mod status;
+pub mod system;
 pub mod var;
 
 use drover_api::client::ClientError;

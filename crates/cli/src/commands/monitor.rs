@@ -1,6 +1,7 @@
 //! Watching an evaluation after a job is registered or stopped, as Nomad's `monitor.go` does:
 //! poll the evaluation once a second until it is terminal, report the allocations it created
-//! and any failed placements with their reasons, then watch the deployment the evaluation
+//! and any failed placements with their reasons, follow its `NextEval` chain (each evaluation
+//! watched in turn, as a rolling system job's waves are), then watch the deployment the evaluation
 //! belongs to until it is done, or (for `job run` of a service job without one) wait until the
 //! new allocations have left `pending`.
 //!
@@ -38,12 +39,55 @@ impl MonitorOptions {
     }
 }
 
+/// Watches `eval_id`, then each evaluation it chains to through `NextEval` (a system job's
+/// rolling-update waves, a delayed reschedule), as Nomad's monitor does; the exit code is the
+/// last one's.
 pub async fn monitor_evaluation(
     client: &ApiClient,
     io: &mut Io<'_>,
     eval_id: &str,
     options: MonitorOptions,
 ) -> i32 {
+    let mut eval_id = eval_id.to_owned();
+    loop {
+        match monitor_one_evaluation(client, io, &eval_id, options).await {
+            Step::Done(code) => return code,
+            Step::Next {
+                eval_id: next,
+                wait,
+            } => {
+                if !wait.is_zero() {
+                    io.say(format!(
+                        "==> {}: Monitoring next evaluation \"{}\" in {}",
+                        now_date(),
+                        short_id(&next, options.verbose),
+                        wait.to_go_string()
+                    ));
+                    tokio::time::sleep(wait.to_std()).await;
+                }
+                eval_id = next;
+            }
+        }
+    }
+}
+
+/// What comes after one evaluation finished.
+enum Step {
+    /// Nothing more to watch: exit with this code.
+    Done(i32),
+    /// Watch the evaluation it chains to, after its own `Wait`.
+    Next {
+        eval_id: String,
+        wait: drover_structs::DurationNs,
+    },
+}
+
+async fn monitor_one_evaluation(
+    client: &ApiClient,
+    io: &mut Io<'_>,
+    eval_id: &str,
+    options: MonitorOptions,
+) -> Step {
     let verbose = options.verbose;
     io.say(format!(
         "==> {}: Monitoring evaluation \"{}\"",
@@ -59,7 +103,7 @@ pub async fn monitor_evaluation(
             Ok(evaluation) => evaluation,
             Err(error) => {
                 io.error(describe("reading evaluation", &error));
-                return 1;
+                return Step::Done(1);
             }
         };
         if first {
@@ -104,7 +148,7 @@ pub async fn monitor_evaluation(
             }
             Err(error) => {
                 io.error(describe("reading allocations", &error));
-                return 1;
+                return Step::Done(1);
             }
         }
         // Placements first, then the status they led to, as Nomad's monitor reports them.
@@ -149,7 +193,7 @@ pub async fn monitor_evaluation(
                 short_id(&evaluation.blocked_eval, verbose)
             ));
         }
-        return 2;
+        return next_step(&evaluation).unwrap_or(Step::Done(2));
     }
     io.say(format!(
         "==> {}: Evaluation \"{}\" finished with status \"{}\"",
@@ -157,8 +201,11 @@ pub async fn monitor_evaluation(
         short_id(eval_id, verbose),
         evaluation.status
     ));
+    if let Some(next) = next_step(&evaluation) {
+        return next;
+    }
     if evaluation.status == "failed" {
-        return 1;
+        return Step::Done(1);
     }
     // A rollout: watch the deployment, as Nomad's monitor does, instead of the allocations.
     if !evaluation.deployment_id.is_empty() {
@@ -175,15 +222,24 @@ pub async fn monitor_evaluation(
             "    ",
         )
         .await;
-        return 0;
+        return Step::Done(0);
     }
     if let Some(limit) = options.wait_for_allocations
         && !reported_allocations.is_empty()
     {
-        return wait_for_allocations(client, io, eval_id, reported_allocations, limit, options)
-            .await;
+        return Step::Done(
+            wait_for_allocations(client, io, eval_id, reported_allocations, limit, options).await,
+        );
     }
-    0
+    Step::Done(0)
+}
+
+/// The evaluation a finished one chains to, if any.
+fn next_step(evaluation: &drover_structs::Evaluation) -> Option<Step> {
+    (!evaluation.next_eval.is_empty()).then(|| Step::Next {
+        eval_id: evaluation.next_eval.clone(),
+        wait: evaluation.wait,
+    })
 }
 
 async fn wait_for_allocations(

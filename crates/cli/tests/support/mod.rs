@@ -357,6 +357,11 @@ pub fn wait_for<T>(what: &str, limit: Duration, mut probe: impl FnMut() -> Optio
 
 /// A minimal blocking HTTP/1.1 client for tests: returns (status, body).
 pub fn http(method: &str, url: &str, body: Option<&str>) -> (u16, String) {
+    http_as(method, url, None, body)
+}
+
+/// [`http`] with an ACL token (`X-Nomad-Token`) when one is given.
+pub fn http_as(method: &str, url: &str, token: Option<&str>, body: Option<&str>) -> (u16, String) {
     use std::io::{Read, Write};
     let rest = url.strip_prefix("http://").expect("http url");
     let (host, path) = match rest.find('/') {
@@ -368,9 +373,12 @@ pub fn http(method: &str, url: &str, body: Option<&str>) -> (u16, String) {
         .set_read_timeout(Some(Duration::from_secs(60)))
         .expect("timeout");
     let body = body.unwrap_or("");
+    let token_header = token
+        .map(|token| format!("X-Nomad-Token: {token}\r\n"))
+        .unwrap_or_default();
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{token_header}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .expect("write request");

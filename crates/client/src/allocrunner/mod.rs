@@ -955,6 +955,11 @@ impl AllocRunner {
     /// Applies a new version of the allocation from the server (persisted first). A desired
     /// `stop`/`evict` stops the allocation (in the background); otherwise update hooks run.
     pub async fn update(&self, alloc: Allocation) -> Result<(), AllocRunnerError> {
+        // A destroyed allocation (stopped by its client while no server answered) keeps its
+        // runner only to report its final status: nothing is persisted or run again.
+        if self.inner.destroyed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         // The server marked the allocation `unknown` while this node could not reach it, and
         // it runs on: every task records "Reconnected" and the status goes out again, so the
         // server settles it against its replacements (Nomad's `allocRunner.Reconnect`).

@@ -63,6 +63,9 @@ pub struct Client<S: ServerConn, F: AllocRunnerFactory> {
     pub(super) runner_context: RwLock<RunnerContext>,
     /// Wakes the heartbeat loop to register the changed node record again.
     pub(super) node_changed: tokio::sync::Notify,
+    /// Wakes the watch of `stop_on_client_after` deadlines: a server answered, or a runner
+    /// was added.
+    pub(super) contact_changed: tokio::sync::Notify,
     pub(super) runners: RwLock<HashMap<String, Arc<F::Runner>>>,
     /// Allocations the server lists for this node that have no runner: terminal when first
     /// seen, or garbage collected here. Keyed to the AllocModifyIndex seen, so they are not
@@ -133,6 +136,7 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             status,
             runner_context: RwLock::new(runner_context),
             node_changed: tokio::sync::Notify::new(),
+            contact_changed: tokio::sync::Notify::new(),
             node_id,
             runners: RwLock::new(HashMap::new()),
             runnerless_allocs: Mutex::new(HashMap::new()),
@@ -170,7 +174,8 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
         let heartbeat = tokio::spawn(Arc::clone(&client).register_and_heartbeat());
         let watcher = tokio::spawn(Arc::clone(&client).watch_allocations());
         let collector = tokio::spawn(Arc::clone(&client).collect_by_usage());
-        lock(&client.loops).extend([heartbeat, watcher, collector]);
+        let heartbeat_stop = tokio::spawn(Arc::clone(&client).stop_allocs_without_servers());
+        lock(&client.loops).extend([heartbeat, watcher, collector, heartbeat_stop]);
         Ok(client)
     }
 

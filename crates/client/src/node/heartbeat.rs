@@ -48,6 +48,7 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
                         heartbeat.last_heartbeat = Some(tokio::time::Instant::now());
                     }
                     self.registered.send_replace(true);
+                    self.contact_changed.notify_one();
                     next_beat = (ttl / 2).max(Duration::from_millis(10));
                 }
                 Err(ServerConnError::UnknownNode { .. }) => {

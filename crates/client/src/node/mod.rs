@@ -4,7 +4,8 @@
 //! ```text
 //!  start ─▶ node id (data dir) ─▶ fingerprint ─▶ restore runners ─▶ register ─┬─▶ heartbeat loop
 //!                                                                           ├─▶ alloc watcher
-//!                                                                           └─▶ status sender
+//!                                                                           ├─▶ status sender
+//!                                                                           └─▶ stop on lost servers
 //!  alloc watcher, one round:
 //!    node_allocs(min_index) ── blocking query ──▶ { alloc id → AllocModifyIndex }
 //!      index newer than the runner's (or no runner)  → pull
@@ -31,6 +32,7 @@ mod config;
 mod error;
 mod gc;
 mod heartbeat;
+mod heartbeat_stop;
 mod identity;
 mod operations;
 mod runner;

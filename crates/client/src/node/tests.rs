@@ -771,3 +771,74 @@ fn alloc_usage_sums_its_tasks_and_scales_ticks_by_the_node() {
     );
     assert_eq!(alloc.timestamp, 9);
 }
+
+/// An allocation of a group that stops on the client after `stop_after` without a server.
+fn alloc_stopping_after(node_id: &str, stop_after: Option<Duration>) -> Allocation {
+    let mut alloc = alloc_for(node_id, &["server"]);
+    let mut job = Job::clone(alloc.job.as_deref().unwrap_or(&Job::default()));
+    job.task_groups[0].disconnect = stop_after.map(|delay| drover_structs::DisconnectStrategy {
+        stop_on_client_after: Some(drover_structs::DurationNs::from_std(delay)),
+        replace: true,
+        ..drover_structs::DisconnectStrategy::default()
+    });
+    alloc.job = Some(Arc::new(job));
+    alloc
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_without_servers_stops_allocations_after_stop_on_client_after() {
+    let harness = start(SimRunnerTiming::default()).await;
+    let stopping = alloc_stopping_after(&harness.node_id, Some(Duration::from_secs(60)));
+    let stopping_id = stopping.id.clone();
+    let staying = alloc_stopping_after(&harness.node_id, None);
+    let staying_id = staying.id.clone();
+    harness.server.place_alloc(stopping);
+    harness.server.place_alloc(staying);
+    eventually("both run", || {
+        server_status(&harness.server, &stopping_id) == ALLOC_CLIENT_STATUS_RUNNING
+            && server_status(&harness.server, &staying_id) == ALLOC_CLIENT_STATUS_RUNNING
+    })
+    .await;
+    let stopping_runner = harness.client.runner(&stopping_id).expect("runner");
+    let staying_runner = harness.client.runner(&staying_id).expect("runner");
+
+    // Answered heartbeats keep it running well past the delay.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert!(!stopping_runner.is_destroyed());
+
+    // The servers are out of reach: it is stopped once the last answer is 60 s old.
+    harness.server.set_unreachable(true);
+    let lost_at = harness
+        .client
+        .heartbeat_status()
+        .last_heartbeat
+        .expect("answered heartbeats");
+    let deadline = lost_at + Duration::from_secs(60);
+    tokio::time::sleep_until(deadline - Duration::from_secs(1)).await;
+    assert!(!stopping_runner.is_destroyed(), "not before the delay");
+    eventually("the allocation to be stopped", || {
+        stopping_runner.is_destroyed()
+    })
+    .await;
+    assert!(tokio::time::Instant::now() >= deadline);
+    assert!(
+        !staying_runner.is_destroyed(),
+        "a group without the delay keeps running"
+    );
+    assert!(
+        harness.client.runner(&stopping_id).is_ok(),
+        "kept to report"
+    );
+
+    // The servers answer again and hear that it finished.
+    harness.server.set_unreachable(false);
+    eventually("the final status to reach the server", || {
+        server_status(&harness.server, &stopping_id) == ALLOC_CLIENT_STATUS_COMPLETE
+    })
+    .await;
+    assert_eq!(
+        server_status(&harness.server, &staying_id),
+        ALLOC_CLIENT_STATUS_RUNNING
+    );
+    harness.client.shutdown().await;
+}

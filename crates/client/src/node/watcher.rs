@@ -206,6 +206,7 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             Ok(runner) => {
                 tracing::debug!(alloc_id, "started alloc runner");
                 self.write_runners().insert(alloc_id, Arc::new(runner));
+                self.contact_changed.notify_one();
             }
             Err(error) => {
                 // Remembered at this index so it is not retried in a loop; a newer version

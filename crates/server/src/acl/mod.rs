@@ -26,6 +26,8 @@ pub struct Acl {
     wildcard_namespaces: BTreeMap<String, CapabilitySet>,
     /// Variables rules per namespace name (concrete or glob): path glob → capabilities.
     variables: BTreeMap<String, BTreeMap<String, CapabilitySet>>,
+    node_pools: BTreeMap<String, CapabilitySet>,
+    wildcard_node_pools: BTreeMap<String, CapabilitySet>,
     host_volumes: BTreeMap<String, CapabilitySet>,
     wildcard_host_volumes: BTreeMap<String, CapabilitySet>,
     agent: String,
@@ -143,6 +145,17 @@ impl Acl {
                     }
                 }
             }
+            for pool in &policy.node_pools {
+                let table = if pool.name.contains('*') {
+                    &mut acl.wildcard_node_pools
+                } else {
+                    &mut acl.node_pools
+                };
+                merge_capabilities(
+                    table.entry(pool.name.clone()).or_default(),
+                    &pool.capabilities,
+                );
+            }
             for volume in &policy.host_volumes {
                 let table = if volume.name.contains('*') {
                     &mut acl.wildcard_host_volumes
@@ -231,6 +244,14 @@ impl Acl {
             variables_capability::READ | variables_capability::LIST => coarse_read || coarse_write,
             _ => coarse_write,
         }
+    }
+
+    /// Whether `operation` (a node pool capability) is allowed on pool `name` (Nomad's
+    /// `AllowNodePoolOperation`: its own block, else the closest glob).
+    pub fn allow_node_pool_operation(&self, name: &str, operation: &str) -> bool {
+        self.management
+            || matching(&self.node_pools, &self.wildcard_node_pools, name)
+                .is_some_and(|(_, set)| !set.contains(POLICY_DENY) && set.contains(operation))
     }
 
     /// Whether `operation` (a host volume capability) is allowed on volume `name`.
@@ -355,15 +376,24 @@ pub fn policies_acl(state: &drover_state::StateStore, names: &[String]) -> Acl {
 }
 
 /// The ACL of a workload identity beyond its implicit rights: the policies attached to its
-/// job (Nomad's `JobACL`, `ResolvePoliciesForClaims`): a policy bound to the workload's
-/// namespace alone, to its job (for a dispatched or periodic child, the parent job), to its
-/// job and group, or to its job, group and task. An allocation that is gone grants nothing.
+/// job ([`workload_policy_names`]).
 pub fn workload_acl(
     state: &drover_state::StateStore,
     workload: &crate::identity::WorkloadIdentity,
 ) -> Acl {
+    policies_acl(state, &workload_policy_names(state, workload))
+}
+
+/// The policies attached to a workload identity's job (Nomad's `JobACL`,
+/// `ResolvePoliciesForClaims`): a policy bound to the workload's namespace alone, to its job
+/// (for a dispatched or periodic child, the parent job), to its job and group, or to its job,
+/// group and task. An allocation that is gone holds none.
+pub fn workload_policy_names(
+    state: &drover_state::StateStore,
+    workload: &crate::identity::WorkloadIdentity,
+) -> Vec<String> {
     let Some(alloc) = state.alloc(&workload.alloc_id) else {
-        return Acl::default();
+        return Vec::new();
     };
     let job_id = alloc
         .job
@@ -377,7 +407,7 @@ pub fn workload_acl(
         })
         .to_owned();
     let tables = state.acl();
-    let names: Vec<String> = tables
+    tables
         .policies
         .values()
         .filter(|policy| {
@@ -392,8 +422,24 @@ pub fn workload_acl(
             })
         })
         .map(|policy| policy.name.clone())
-        .collect();
-    policies_acl(state, &names)
+        .collect()
+}
+
+/// The names of the policies a caller holds (Nomad's `getPoliciesForIdentity`): an ACL
+/// token's own and its roles', the `anonymous` policy for a request without a token, a
+/// workload identity's attached policies; `None` for a management token, which holds them
+/// all.
+pub fn identity_policy_names(
+    state: &drover_state::StateStore,
+    identity: &crate::identity::RequestIdentity,
+) -> Option<Vec<String>> {
+    use crate::identity::RequestIdentity;
+    match identity {
+        RequestIdentity::AclToken(token) if token.is_management() => None,
+        RequestIdentity::AclToken(token) => Some(token_policy_names(&state.acl(), token)),
+        RequestIdentity::Anonymous => Some(vec![drover_structs::acl::ANONYMOUS_POLICY.to_owned()]),
+        RequestIdentity::Workload(workload) => Some(workload_policy_names(state, workload)),
+    }
 }
 
 /// What Nomad's `ACLPolicy.Validate` says of a policy's `JobACL`.
@@ -416,56 +462,66 @@ pub fn anonymous_acl(state: &drover_state::StateStore) -> Acl {
     policies_acl(state, &[drover_structs::acl::ANONYMOUS_POLICY.to_owned()])
 }
 
-/// Nomad's policy `Hash`: SHA-256 over name, description, rules and the `JobACL`, base64.
+/// BLAKE2b-256 over `fields` in order, each written as it is (no separators, as Nomad's
+/// `SetHash` writes them), base64 as Go encodes a `[]byte` in JSON.
+fn blake2b_256_base64<'a>(fields: impl IntoIterator<Item = &'a str>) -> String {
+    use base64::Engine as _;
+    use blake2::Digest as _;
+    let mut hasher = blake2::Blake2b::<blake2::digest::consts::U32>::new();
+    for field in fields {
+        hasher.update(field.as_bytes());
+    }
+    base64::engine::general_purpose::STANDARD.encode(hasher.finalize())
+}
+
+/// Nomad's `ACLPolicy.SetHash`: name, description, rules, then the `JobACL`'s namespace, job
+/// ID, group and task when it has one.
 pub fn policy_hash(policy: &drover_structs::acl::AclPolicy) -> String {
-    use base64::Engine as _;
-    use sha2::Digest as _;
-    let mut hasher = sha2::Sha256::new();
-    hasher.update(policy.name.as_bytes());
-    hasher.update(policy.description.as_bytes());
-    hasher.update(policy.rules.as_bytes());
+    let mut fields = vec![
+        policy.name.as_str(),
+        policy.description.as_str(),
+        policy.rules.as_str(),
+    ];
     if let Some(binding) = &policy.job_acl {
-        for field in [
-            &binding.namespace,
-            &binding.job_id,
-            &binding.group,
-            &binding.task,
-        ] {
-            hasher.update(field.as_bytes());
-        }
+        fields.extend([
+            binding.namespace.as_str(),
+            binding.job_id.as_str(),
+            binding.group.as_str(),
+            binding.task.as_str(),
+        ]);
     }
-    base64::engine::general_purpose::STANDARD.encode(hasher.finalize())
+    blake2b_256_base64(fields)
 }
 
-/// Nomad's token `Hash`: SHA-256 over name, type, policies, global and role IDs, base64.
+/// Nomad's `ACLToken.SetHash`: name, type, each policy, `global` or `local`, then each
+/// linked role's ID (the fields a token update may change; not its expiry).
 pub fn token_hash(token: &drover_structs::acl::AclToken) -> String {
-    use base64::Engine as _;
-    use sha2::Digest as _;
-    let mut hasher = sha2::Sha256::new();
-    hasher.update(token.name.as_bytes());
-    hasher.update(token.token_type.as_bytes());
-    for policy in token.policies.as_deref().unwrap_or_default() {
-        hasher.update(policy.as_bytes());
-    }
-    hasher.update(if token.global { "global" } else { "local" }.as_bytes());
-    for role in token.roles.as_deref().unwrap_or_default() {
-        hasher.update(role.id.as_bytes());
-    }
-    base64::engine::general_purpose::STANDARD.encode(hasher.finalize())
+    let mut fields = vec![token.name.as_str(), token.token_type.as_str()];
+    fields.extend(
+        token
+            .policies
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .map(String::as_str),
+    );
+    fields.push(if token.global { "global" } else { "local" });
+    fields.extend(
+        token
+            .roles
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .map(|role| role.id.as_str()),
+    );
+    blake2b_256_base64(fields)
 }
 
-/// A role's `Hash`: SHA-256 over name, description and linked policy names, base64 (the
-/// fields Nomad hashes; the hash is compared, never recomputed by a client).
+/// Nomad's `ACLRole.SetHash`: name, description, then each linked policy's name.
 pub fn role_hash(role: &drover_structs::acl::AclRole) -> String {
-    use base64::Engine as _;
-    use sha2::Digest as _;
-    let mut hasher = sha2::Sha256::new();
-    hasher.update(role.name.as_bytes());
-    hasher.update(role.description.as_bytes());
-    for policy in &role.policies {
-        hasher.update(policy.name.as_bytes());
-    }
-    base64::engine::general_purpose::STANDARD.encode(hasher.finalize())
+    let mut fields = vec![role.name.as_str(), role.description.as_str()];
+    fields.extend(role.policies.iter().map(|policy| policy.name.as_str()));
+    blake2b_256_base64(fields)
 }
 
 /// Whether `name` is a valid policy name (Nomad: letters, digits and `-`, 1 to 128).

@@ -1,10 +1,11 @@
 //! Nomad's ACL policy language, parsed: `namespace "<glob>" { policy, capabilities,
-//! variables { path "<glob>" { capabilities } } }`, `host_volume "<glob>" { … }`, and the
-//! coarse `agent`, `node`, `operator`, `quota` and `plugin` blocks, written in HCL or JSON.
+//! variables { path "<glob>" { capabilities } } }`, `node_pool "<glob>" { … }`,
+//! `host_volume "<glob>" { … }`, and the coarse `agent`, `node`, `operator`, `quota` and
+//! `plugin` blocks, written in HCL or JSON.
 //!
-//! A coarse `policy` expands to capabilities as Nomad's `expandNamespacePolicy` does, so the
-//! compiled [`crate::acl::Acl`] only ever checks capabilities. Unknown blocks and keys are
-//! refused by name (Nomad's newer blocks, such as `node_pool`, are not enforced here).
+//! A coarse `policy` expands to capabilities as Nomad's `expandNamespacePolicy` (and its node
+//! pool and host volume counterparts) does, so the compiled [`crate::acl::Acl`] only ever
+//! checks capabilities. Unknown blocks and keys are refused by name.
 //!
 //! Not here: combining policies into an ACL (`compiled`), storing them (the state store).
 
@@ -77,6 +78,15 @@ pub mod variables_capability {
     pub const ALL: &[&str] = &[DENY, READ, LIST, WRITE, DESTROY];
 }
 
+/// Node pool capabilities.
+pub mod node_pool_capability {
+    pub const DENY: &str = "deny";
+    pub const READ: &str = "read";
+    pub const WRITE: &str = "write";
+    pub const DELETE: &str = "delete";
+    pub const ALL: &[&str] = &[DENY, READ, WRITE, DELETE];
+}
+
 /// Host volume capabilities.
 pub mod host_volume_capability {
     pub const DENY: &str = "deny";
@@ -121,10 +131,19 @@ pub struct HostVolumePolicy {
     pub capabilities: Vec<String>,
 }
 
+/// One `node_pool "<glob>"` block.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodePoolPolicy {
+    pub name: String,
+    pub policy: String,
+    pub capabilities: Vec<String>,
+}
+
 /// A parsed policy.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Policy {
     pub namespaces: Vec<NamespacePolicy>,
+    pub node_pools: Vec<NodePoolPolicy>,
     pub host_volumes: Vec<HostVolumePolicy>,
     pub agent: Option<String>,
     pub node: Option<String>,
@@ -136,6 +155,7 @@ pub struct Policy {
 impl Policy {
     pub fn is_empty(&self) -> bool {
         self.namespaces.is_empty()
+            && self.node_pools.is_empty()
             && self.host_volumes.is_empty()
             && self.agent.is_none()
             && self.node.is_none()
@@ -183,6 +203,17 @@ pub fn expand_namespace_policy(policy: &str) -> Vec<&'static str> {
             READ_JOB_SCALING,
             SCALE_JOB,
         ],
+        _ => Vec::new(),
+    }
+}
+
+/// Nomad's `expandNodePoolPolicy`.
+fn expand_node_pool_policy(policy: &str) -> Vec<&'static str> {
+    use node_pool_capability::*;
+    match policy {
+        POLICY_DENY => vec![DENY],
+        POLICY_READ => vec![READ],
+        POLICY_WRITE => vec![DELETE, READ, WRITE],
         _ => Vec::new(),
     }
 }
@@ -420,6 +451,47 @@ pub fn parse(rules: &str) -> Result<Policy, PolicyError> {
                     });
                 }
             }
+            "node_pool" => {
+                for (name, body) in labeled_blocks(value, "node_pool")? {
+                    refuse_unknown_keys(&body, &["policy", "capabilities"], "node_pool")?;
+                    let coarse = string_field(&body, "policy", "node_pool")?;
+                    let mut capabilities = string_list(&body, "capabilities", "node_pool")?;
+                    // Nomad's `^[a-zA-Z0-9-_*]{1,128}$`.
+                    let valid_name = (1..=128).contains(&name.len())
+                        && name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '*'));
+                    if !valid_name {
+                        return Err(PolicyError::Invalid(format!(
+                            "Invalid node pool name '{name}'"
+                        )));
+                    }
+                    // `scale` is no node pool policy (Nomad's `isPolicyValid` takes it, and
+                    // it then grants nothing).
+                    if !coarse.is_empty() && !is_coarse_policy(&coarse) {
+                        return Err(PolicyError::Invalid(format!(
+                            "Invalid node pool policy '{coarse}' for '{name}'"
+                        )));
+                    }
+                    if let Some(bad) = capabilities.iter().find(|capability| {
+                        !node_pool_capability::ALL.contains(&capability.as_str())
+                    }) {
+                        return Err(PolicyError::Invalid(format!(
+                            "Invalid node pool capability '{bad}' for '{name}'"
+                        )));
+                    }
+                    capabilities.extend(
+                        expand_node_pool_policy(&coarse)
+                            .into_iter()
+                            .map(str::to_owned),
+                    );
+                    policy.node_pools.push(NodePoolPolicy {
+                        name,
+                        policy: coarse,
+                        capabilities,
+                    });
+                }
+            }
             "host_volume" => {
                 for (name, body) in labeled_blocks(value, "host_volume")? {
                     refuse_unknown_keys(&body, &["policy", "capabilities"], "host_volume")?;
@@ -461,7 +533,7 @@ pub fn parse(rules: &str) -> Result<Policy, PolicyError> {
             "plugin" => policy.plugin = Some(coarse_block(value, "plugin")?),
             other => {
                 return Err(PolicyError::Syntax(format!(
-                    "unsupported block {other:?} (drover enforces namespace, host_volume, agent, node, operator, quota and plugin)"
+                    "unsupported block {other:?} (drover enforces namespace, node_pool, host_volume, agent, node, operator, quota and plugin)"
                 )));
             }
         }

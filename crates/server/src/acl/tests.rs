@@ -273,3 +273,157 @@ fn variables_rules_take_the_closest_path_and_coarse_policies_imply_access() {
     assert!(acl.allow_variable_operation("dev", "any/path", "destroy"));
     assert!(!acl.allow_variable_operation("prod", "any/path", "read"));
 }
+
+/// The hashes Nomad's `SetHash` methods compute for these records: BLAKE2b-256 over the
+/// same bytes in the same order (the values were computed with Go's
+/// `golang.org/x/crypto/blake2b.New256` writing the fields as Nomad does), base64 as Go's JSON
+/// encodes a `[]byte`.
+#[test]
+fn hashes_are_nomads_blake2b_256_over_its_fields() {
+    use drover_structs::acl::{
+        AclPolicy, AclRole, AclRolePolicyLink, AclToken, AclTokenRoleLink, JobAcl,
+    };
+    let rules = r#"namespace "default" { policy = "read" }"#;
+    let policy = AclPolicy {
+        name: "readonly".to_owned(),
+        description: "Read only".to_owned(),
+        rules: rules.to_owned(),
+        ..AclPolicy::default()
+    };
+    assert_eq!(
+        policy_hash(&policy),
+        "rG+YeDYukGlHikwxDkUeAeTmbvLIaUYVDrQsJyxB77M="
+    );
+    let bound = AclPolicy {
+        name: "web-reader".to_owned(),
+        rules: rules.to_owned(),
+        job_acl: Some(JobAcl {
+            namespace: "default".to_owned(),
+            job_id: "web".to_owned(),
+            group: "frontend".to_owned(),
+            task: "server".to_owned(),
+        }),
+        ..AclPolicy::default()
+    };
+    assert_eq!(
+        policy_hash(&bound),
+        "dqPqM0PMRMbvCUydSMh6RcN98XXz+MO2dH9m9CL6hSc="
+    );
+
+    let bootstrap = AclToken {
+        name: "Bootstrap Token".to_owned(),
+        token_type: "management".to_owned(),
+        global: true,
+        // Not hashed: the secret, the accessor, the expiry.
+        secret_id: "9d5c1f3e-0000-4000-8000-000000000000".to_owned(),
+        ..AclToken::default()
+    };
+    assert_eq!(
+        token_hash(&bootstrap),
+        "BUJ3BerTfrqFVm1P+vZr1gz9ubOkd+JAvYjNAJyaU9Y="
+    );
+    let client = AclToken {
+        name: "ci".to_owned(),
+        token_type: "client".to_owned(),
+        policies: Some(vec!["readonly".to_owned(), "submit".to_owned()]),
+        roles: Some(vec![AclTokenRoleLink {
+            id: "8b1c6d2e-0000-4000-8000-000000000001".to_owned(),
+            name: "renamed roles do not change the hash".to_owned(),
+        }]),
+        ..AclToken::default()
+    };
+    assert_eq!(
+        token_hash(&client),
+        "D1RLGKvG32z2FMNWNPH7/sS0CJOMHArKtDvjKmHBPCE="
+    );
+
+    let role = AclRole {
+        name: "operators".to_owned(),
+        description: "Operations team".to_owned(),
+        policies: vec![
+            AclRolePolicyLink {
+                name: "readonly".to_owned(),
+            },
+            AclRolePolicyLink {
+                name: "submit".to_owned(),
+            },
+        ],
+        ..AclRole::default()
+    };
+    assert_eq!(
+        role_hash(&role),
+        "7ThcKbM+MH7cgKQIrX3M7sXwOx52SpEpniXNZPcZd7c="
+    );
+}
+
+/// Nomad's node pool cases (`acl/policy_test.go`, `acl/acl_test.go`): coarse policies
+/// expand, names and capabilities are checked, a pool's own block beats the closest glob and
+/// deny wins.
+#[test]
+fn node_pool_blocks_parse_expand_and_decide_by_closest_glob() {
+    let policy = parse(
+        r#"
+node_pool "default" { policy = "read" }
+node_pool "prod-*" { policy = "write" }
+node_pool "dev" { capabilities = ["read", "write"] }
+"#,
+    )
+    .unwrap();
+    let capabilities: Vec<_> = policy
+        .node_pools
+        .iter()
+        .map(|pool| (pool.name.as_str(), pool.capabilities.clone()))
+        .collect();
+    assert_eq!(
+        capabilities,
+        [
+            ("default", vec!["read".to_owned()]),
+            (
+                "prod-*",
+                vec!["delete".to_owned(), "read".to_owned(), "write".to_owned()]
+            ),
+            ("dev", vec!["read".to_owned(), "write".to_owned()]),
+        ]
+    );
+    for (rules, message) in [
+        (
+            "node_pool \"has space\" { policy = \"read\" }",
+            "Invalid node pool name 'has space'",
+        ),
+        (
+            "node_pool \"default\" { policy = \"foo\" }",
+            "Invalid node pool policy 'foo' for 'default'",
+        ),
+        (
+            "node_pool \"default\" { capabilities = [\"foo\"] }",
+            "Invalid node pool capability 'foo' for 'default'",
+        ),
+        (
+            "node_pool \"default\" {\n  policy = \"read\"\n  other = 1\n}\n",
+            "other",
+        ),
+    ] {
+        let error = parse(rules).expect_err(rules).to_string();
+        assert!(error.contains(message), "{rules}: {error}");
+    }
+
+    let acl = Acl::new(&[
+        policy,
+        parse("node_pool \"prod-secret\" { policy = \"deny\" }\nnode_pool \"*\" { policy = \"read\" }")
+            .unwrap(),
+    ]);
+    assert!(acl.allow_node_pool_operation("default", "read"));
+    assert!(!acl.allow_node_pool_operation("default", "write"));
+    assert!(acl.allow_node_pool_operation("prod-api", "delete"));
+    assert!(
+        !acl.allow_node_pool_operation("prod-secret", "read"),
+        "deny wins"
+    );
+    assert!(
+        acl.allow_node_pool_operation("elsewhere", "read"),
+        "the * glob"
+    );
+    assert!(!acl.allow_node_pool_operation("elsewhere", "write"));
+    assert!(!Acl::new(&[]).allow_node_pool_operation("default", "read"));
+    assert!(Acl::management().allow_node_pool_operation("any", "delete"));
+}

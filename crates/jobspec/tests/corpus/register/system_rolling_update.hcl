@@ -1,5 +1,6 @@
-# A system job rolled two nodes at a time: refused at register, as drover replaces a changed
-# system job on every node at once. The refusal is located.
+# A system job rolls by its job-level update block alone (max_parallel and stagger), as Nomad
+# up to 1.10 does: that block runs. A group's own rolling settings, canaries and health settings
+# would not be applied, so they are refused at register. The refusals are located.
 
 job "node-agent" {
   datacenters = ["*"]
@@ -11,6 +12,12 @@ job "node-agent" {
   }
 
   group "agent" {
+    update {
+      max_parallel     = 1
+      canary           = 1
+      min_healthy_time = "20s"
+    }
+
     task "agent" {
       driver = "raw_exec"
 

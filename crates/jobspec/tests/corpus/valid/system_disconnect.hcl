@@ -1,6 +1,6 @@
-# A system job whose group waits for disconnected clients: refused at register, as drover's
-# system scheduler marks a disconnected node's allocations lost at once (service and batch
-# groups run it). The refusal is located.
+# A system job whose group waits for disconnected clients: its allocation on a node that stops
+# heartbeating turns unknown and stays on the node for up to an hour, then is lost; a client
+# back before then keeps it.
 
 job "node-agent" {
   datacenters = ["*"]
