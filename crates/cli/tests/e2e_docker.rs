@@ -3,7 +3,9 @@
 //! (`docker-registry`), an image built locally from busybox-static and pushed there, and the
 //! real agent running docker tasks from it: HTTP on the published port, logs, exec, signal,
 //! stats, stop, re-attach after `kill -9` of the agent (and removal of a container whose
-//! allocation the client does not have), and an OOM kill.
+//! allocation the client does not have), an OOM kill, the task config keys and resources seen
+//! from inside the container, pulls (auth, timeouts), `load`, the plugin's GC settings and the
+//! driver conformance suite.
 //!
 //! One engine per test binary, shared by its tests and stopped (with the `docker0` bridge, nft
 //! tables and forwarding it turned on) when the last test is done. The tests are skipped with
@@ -518,7 +520,7 @@ fn a_killed_agent_reattaches_to_its_containers_without_starting_new_ones() {
     let config = engine.agent_config();
     let config_flag = format!("-config={}", config.display());
     let mut agent = Agent::start_with(&data_dir, &[&config_flag]);
-    let count = 4;
+    let count = 10;
     let job = ticker_job("sleepers", "sleeper", count, &engine.image);
     run_job(&agent, "sleepers.hcl", &job);
     let alloc_ids: Vec<String> = running_allocs(&agent, "sleepers", count)
@@ -765,6 +767,570 @@ job "dvol" {{
         );
         assert!(!dir.join("x").exists());
     }
+}
+
+/// The lines `key=value` a probe task printed before `probe-done`.
+fn probe_report(
+    agent: &Agent,
+    alloc_id: &str,
+    task: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let deadline = std::time::Instant::now() + LIMIT;
+    let logs = loop {
+        let logs = agent.cli_ok(&["alloc", "logs", alloc_id, task]);
+        if logs.contains("probe-done") {
+            break logs;
+        }
+        if std::time::Instant::now() > deadline {
+            let alloc = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+            let stderr = agent.cli(&["alloc", "logs", "-stderr", alloc_id, task]);
+            panic!(
+                "no probe report from {task}: {logs}\nstderr: {}\n{}",
+                String::from_utf8_lossy(&stderr.stdout),
+                alloc["TaskStates"][task]
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    logs.lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(key, value)| (key.trim().to_string(), value.trim().to_string()))
+        .collect()
+}
+
+/// `/proc/self/status`'s `CapEff` as a bit set.
+fn effective_caps(report: &std::collections::BTreeMap<String, String>) -> u64 {
+    u64::from_str_radix(&report["caps"], 16).unwrap()
+}
+
+/// The task config keys Nomad users write, seen from inside the container (and, for the
+/// cgroup, from the host): each one set in the jobspec takes effect in the engine, and each
+/// `network_mode` (bridge, none, host, container:) gives the network namespace it names, `tty`
+/// and `interactive` a terminal; a named-volume `mount` needs the client's `volumes { enabled }`.
+/// Not here:
+/// `privileged`, which runc cannot grant on a host whose bounding set lacks a capability
+/// (this machine's lacks `CAP_SYS_RESOURCE`); its client gate is a unit test of the driver.
+#[test]
+fn docker_config_keys_take_effect_in_the_container() {
+    let Some(engine) = engine() else { return };
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("agent.hcl");
+    std::fs::write(
+        &config,
+        format!(
+            "plugin \"docker\" {{\n  config {{\n    endpoint = \"unix://{}\"\n    allow_caps = [\"all\"]\n    volumes {{\n      enabled = true\n    }}\n  }}\n}}\n",
+            engine.socket().display()
+        ),
+    )
+    .unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", config.display())],
+    );
+    let probe = [
+        "echo pwd=$(pwd)",
+        "echo hostname=$(hostname)",
+        "echo pid1=$(busybox tr '\\0' ' ' < /proc/1/cmdline)",
+        "echo caps=$(busybox awk '/^CapEff/ {print $2}' /proc/self/status)",
+        "echo no_new_privs=$(busybox awk '/^NoNewPrivs/ {print $2}' /proc/self/status)",
+        "echo nofile=$(ulimit -n):$(ulimit -Hn)",
+        "echo somaxconn=$(cat /proc/sys/net/core/somaxconn)",
+        "echo extra_host=$(busybox awk '/probe.example/ {print $1}' /etc/hosts)",
+        "echo nameserver=$(busybox awk '/^nameserver/ {print $2}' /etc/resolv.conf)",
+        "echo search=$(busybox awk '/^search/ {print $2}' /etc/resolv.conf)",
+        "echo dns_options=$(busybox awk '/^options/ {print $2}' /etc/resolv.conf)",
+        "echo groups=$(id -G)",
+        "if busybox touch /opt/tools/x 2>/dev/null; then echo tools=writable; else echo tools=read-only; fi",
+        "echo tools_file=$(cat /opt/tools/tool.txt)",
+        "if busybox touch /written 2>/dev/null; then echo rootfs=writable; else echo rootfs=read-only; fi",
+        "echo shm_kb=$(busybox df -k /dev/shm | busybox awk 'NR == 2 {print $2}')",
+        "echo scratch_kb=$(busybox df -k /scratch | busybox awk 'NR == 2 {print $2}')",
+        "echo in-tmpfs > /scratch/file && echo scratch=$(cat /scratch/file)",
+        "echo bound > /data/from-container && echo bind=ok",
+        "echo in-volume > /named/file && echo named=$(cat /named/file)",
+        "if [ -c /dev/probe-null ]; then echo device=char; else echo device=missing; fi",
+        "echo net=$(busybox readlink /proc/self/ns/net)",
+        "echo probe-done",
+        "while true; do sleep 1; done",
+    ]
+    .join("; ");
+    let net_probe = [
+        "echo net=$(busybox readlink /proc/self/ns/net)",
+        "echo probe-done",
+        "while true; do sleep 1; done",
+    ]
+    .join("; ");
+    let terminal_probe = [
+        "if [ -t 1 ]; then echo stdout=terminal; else echo stdout=pipe; fi",
+        "if [ -t 0 ]; then echo stdin=terminal; else echo stdin=other; fi",
+        "echo probe-done",
+        "while true; do sleep 1; done",
+    ]
+    .join("; ");
+    let host_probe = [
+        "echo netdevs=$(ls /sys/class/net | busybox tr '\\n' ' ')",
+        "echo ipc=$(busybox readlink /proc/self/ns/ipc)",
+        "echo pid=$(busybox readlink /proc/self/ns/pid)",
+        "echo uts=$(busybox readlink /proc/self/ns/uts)",
+        "echo caps=$(busybox awk '/^CapEff/ {print $2}' /proc/self/status)",
+        "echo probe-done",
+        "while true; do sleep 1; done",
+    ]
+    .join("; ");
+    // As an HCL string: backslashes and quotes escaped.
+    let hcl = |text: &str| text.replace('\\', "\\\\").replace('"', "\\\"");
+    let (probe, host_probe, net_probe, terminal_probe) = (
+        hcl(&probe),
+        hcl(&host_probe),
+        hcl(&net_probe),
+        hcl(&terminal_probe),
+    );
+    let volume = format!("drover-probe-{}", std::process::id());
+    let job = format!(
+        r#"
+job "keys" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    task "inside" {{
+      driver = "docker"
+      kill_timeout = "1s"
+      # Running before the main tasks, so that "joined" can share its network.
+      lifecycle {{
+        hook    = "prestart"
+        sidecar = true
+      }}
+      template {{
+        data        = "from-the-task-dir"
+        destination = "local/tools/tool.txt"
+      }}
+      config {{
+        image           = "{image}"
+        entrypoint      = ["/bin/sh", "-c"]
+        args            = ["{probe}"]
+        work_dir        = "/tmp"
+        hostname        = "probe-host"
+        dns_servers     = ["192.0.2.53"]
+        dns_search_domains = ["probe.example"]
+        dns_options     = ["ndots:3"]
+        group_add       = ["4242"]
+        extra_hosts     = ["probe.example:192.0.2.7"]
+        init            = true
+        readonly_rootfs = true
+        shm_size        = 8388608
+        pids_limit      = 64
+        cap_add         = ["net_admin"]
+        cap_drop        = ["chown"]
+        security_opt    = ["no-new-privileges"]
+        sysctl = {{
+          "net.core.somaxconn" = "512"
+        }}
+        ulimit {{
+          nofile = "1024:2048"
+        }}
+        devices = [
+          {{
+            host_path      = "/dev/null"
+            container_path = "/dev/probe-null"
+          }}
+        ]
+        volumes         = ["local/data:/data"]
+        mount {{
+          type   = "tmpfs"
+          target = "/scratch"
+          tmpfs_options {{
+            size = 1048576
+          }}
+        }}
+        mount {{
+          type   = "volume"
+          target = "/named"
+          source = "{volume}"
+        }}
+        # Nomad's pre-1.0 list form.
+        mounts = [
+          {{
+            type     = "bind"
+            source   = "local/tools"
+            target   = "/opt/tools"
+            readonly = true
+          }}
+        ]
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+    task "joined" {{
+      driver = "docker"
+      kill_timeout = "1s"
+      config {{
+        image        = "{image}"
+        command      = "/bin/sh"
+        args         = ["-c", "{net_probe}"]
+        network_mode = "container:inside-${{NOMAD_ALLOC_ID}}"
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+    task "terminal" {{
+      driver = "docker"
+      kill_timeout = "1s"
+      config {{
+        image             = "{image}"
+        command           = "/bin/sh"
+        args              = ["-c", "{terminal_probe}"]
+        tty               = true
+        interactive       = true
+        cpuset_cpus       = "0"
+        memory_hard_limit = 64
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+    task "hostnet" {{
+      driver = "docker"
+      kill_timeout = "1s"
+      config {{
+        image        = "{image}"
+        command      = "/bin/sh"
+        args         = ["-c", "{net_probe}"]
+        network_mode = "host"
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+    task "host" {{
+      driver = "docker"
+      kill_timeout = "1s"
+      config {{
+        image        = "{image}"
+        command      = "/bin/sh"
+        args         = ["-c", "{host_probe}"]
+        network_mode = "none"
+        ipc_mode     = "host"
+        pid_mode     = "host"
+        uts_mode     = "host"
+        cap_add      = ["sys_admin"]
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#,
+        image = engine.image,
+        volume = volume,
+    );
+    run_job(&agent, "keys.hcl", &job);
+    let alloc_id = running_allocs(&agent, "keys", 1)[0]["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let inside = probe_report(&agent, &alloc_id, "inside");
+    assert_eq!(inside["pwd"], "/tmp", "{inside:?}");
+    assert_eq!(inside["hostname"], "probe-host", "{inside:?}");
+    assert!(inside["pid1"].contains("docker-init"), "{inside:?}");
+    let caps = effective_caps(&inside);
+    const CAP_CHOWN: u32 = 0;
+    const CAP_KILL: u32 = 5;
+    const CAP_NET_ADMIN: u32 = 12;
+    const CAP_SYS_ADMIN: u32 = 21;
+    assert_eq!(caps >> CAP_CHOWN & 1, 0, "chown dropped: {inside:?}");
+    assert_eq!(caps >> CAP_KILL & 1, 1, "kill kept: {inside:?}");
+    assert_eq!(caps >> CAP_NET_ADMIN & 1, 1, "net_admin added: {inside:?}");
+    assert_eq!(inside["no_new_privs"], "1", "{inside:?}");
+    assert_eq!(inside["nofile"], "1024:2048", "{inside:?}");
+    assert_eq!(inside["somaxconn"], "512", "{inside:?}");
+    assert_eq!(inside["extra_host"], "192.0.2.7", "{inside:?}");
+    assert_eq!(inside["nameserver"], "192.0.2.53", "{inside:?}");
+    assert_eq!(inside["search"], "probe.example", "{inside:?}");
+    assert_eq!(inside["dns_options"], "ndots:3", "{inside:?}");
+    assert!(
+        inside["groups"]
+            .split_whitespace()
+            .any(|group| group == "4242"),
+        "{inside:?}"
+    );
+    assert_eq!(inside["tools"], "read-only", "{inside:?}");
+    assert_eq!(inside["tools_file"], "from-the-task-dir", "{inside:?}");
+    assert_eq!(inside["rootfs"], "read-only", "{inside:?}");
+    assert_eq!(inside["shm_kb"], "8192", "{inside:?}");
+    assert_eq!(inside["scratch_kb"], "1024", "{inside:?}");
+    assert_eq!(inside["scratch"], "in-tmpfs", "{inside:?}");
+    assert_eq!(inside["device"], "char", "{inside:?}");
+    // volumes: a path of the task's directory, bound; mount type volume: a named volume.
+    assert_eq!(inside["bind"], "ok", "{inside:?}");
+    let bound = temp.path().join(format!(
+        "data/alloc/{alloc_id}/inside/local/data/from-container"
+    ));
+    assert_eq!(std::fs::read_to_string(&bound).unwrap(), "bound\n");
+    assert_eq!(inside["named"], "in-volume", "{inside:?}");
+    let named: Value =
+        serde_json::from_str(&engine.docker(&["volume", "inspect", &volume])).unwrap();
+    assert_eq!(named[0]["Name"], volume.as_str(), "{named}");
+    // pids_limit, from the host: the pids cgroup the engine put the container in.
+    let container = engine
+        .docker(&[
+            "ps",
+            "-q",
+            "--no-trunc",
+            "--filter",
+            &format!("label=com.hashicorp.nomad.alloc_id={alloc_id}"),
+            "--filter",
+            "label=com.hashicorp.nomad.task_name=inside",
+        ])
+        .trim()
+        .to_string();
+    let pid = engine
+        .docker(&["inspect", "--format", "{{.State.Pid}}", &container])
+        .trim()
+        .to_string();
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let pids_max = cgroups
+        .lines()
+        .find_map(|line| {
+            let mut fields = line.splitn(3, ':');
+            let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+            if controllers.split(',').any(|name| name == "pids") {
+                std::fs::read_to_string(format!("/sys/fs/cgroup/pids{path}/pids.max")).ok()
+            } else if controllers.is_empty() {
+                std::fs::read_to_string(format!("/sys/fs/cgroup/unified{path}/pids.max"))
+                    .or_else(|_| std::fs::read_to_string(format!("/sys/fs/cgroup{path}/pids.max")))
+                    .ok()
+            } else {
+                None
+            }
+        })
+        .unwrap_or_else(|| panic!("no pids cgroup for {pid}: {cgroups}"));
+    assert_eq!(pids_max.trim(), "64");
+
+    let host = probe_report(&agent, &alloc_id, "host");
+    assert_eq!(host["netdevs"], "lo", "network_mode none: {host:?}");
+    let own_namespace = |kind: &str| {
+        std::fs::read_link(format!("/proc/self/ns/{kind}"))
+            .unwrap()
+            .display()
+            .to_string()
+    };
+    assert_eq!(host["ipc"], own_namespace("ipc"), "{host:?}");
+    assert_eq!(host["pid"], own_namespace("pid"), "{host:?}");
+    assert_eq!(host["uts"], own_namespace("uts"), "{host:?}");
+    assert_eq!(
+        effective_caps(&host) >> CAP_SYS_ADMIN & 1,
+        1,
+        "sys_admin added: {host:?}"
+    );
+    // tty and interactive: a terminal on both ends, its output still in alloc logs;
+    // cpuset_cpus and memory_hard_limit in the host's cgroups.
+    let terminal = probe_report(&agent, &alloc_id, "terminal");
+    assert_eq!(terminal["stdout"], "terminal", "{terminal:?}");
+    assert_eq!(terminal["stdin"], "terminal", "{terminal:?}");
+    let terminal_pid = engine
+        .docker(&[
+            "inspect",
+            "--format",
+            "{{.State.Pid}}",
+            &format!("terminal-{alloc_id}"),
+        ])
+        .trim()
+        .to_string();
+    assert_eq!(cgroup_file(&terminal_pid, "cpuset", "cpuset.cpus"), "0");
+    assert_eq!(
+        cgroup_file(&terminal_pid, "memory", "memory.limit_in_bytes"),
+        (64 * 1024 * 1024).to_string()
+    );
+    assert_eq!(
+        cgroup_file(&terminal_pid, "memory", "memory.soft_limit_in_bytes"),
+        (32 * 1024 * 1024).to_string()
+    );
+    // network_mode: bridge (the default) is a network of the container's own, container:
+    // shares another's, host is the host's.
+    let joined = probe_report(&agent, &alloc_id, "joined");
+    let hostnet = probe_report(&agent, &alloc_id, "hostnet");
+    assert_ne!(inside["net"], own_namespace("net"), "{inside:?}");
+    assert_eq!(joined["net"], inside["net"], "{joined:?}");
+    assert_eq!(hostnet["net"], own_namespace("net"), "{hostnet:?}");
+
+    agent.cli_ok(&["job", "stop", "keys"]);
+    wait_for("the containers removed", LIMIT, || {
+        engine
+            .containers_of(std::slice::from_ref(&alloc_id))
+            .is_empty()
+            .then_some(())
+    });
+    // A named volume outlives its containers, as in Nomad.
+    engine.docker(&["volume", "rm", &volume]);
+}
+
+/// The line of `/proc/<pid>/cgroup` for a v1 controller, read in that controller's hierarchy.
+fn cgroup_file(pid: &str, controller: &str, file: &str) -> String {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let path = cgroups
+        .lines()
+        .find_map(|line| {
+            let mut fields = line.splitn(3, ':');
+            let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+            controllers
+                .split(',')
+                .any(|name| name == controller)
+                .then(|| path.to_string())
+        })
+        .unwrap_or_else(|| panic!("no {controller} cgroup for {pid}: {cgroups}"));
+    let mount = std::fs::read_dir("/sys/fs/cgroup")
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|dir| {
+            dir.file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| name.split(',').any(|name| name == controller))
+        })
+        .unwrap_or_else(|| panic!("no {controller} hierarchy under /sys/fs/cgroup"));
+    std::fs::read_to_string(format!("{}{path}/{file}", mount.display()))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// `kill_signal` stops the container with the task's signal; `cpu` becomes the container's
+/// CPU shares and `cores` its cpuset, as Nomad sets them; the client's `gc { container =
+/// false }` keeps a stopped task's container.
+#[test]
+fn kill_signal_cpu_and_cores_reach_the_container_and_gc_container_false_keeps_it() {
+    let Some(engine) = engine() else { return };
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("agent.hcl");
+    std::fs::write(
+        &config,
+        format!(
+            "plugin \"docker\" {{\n  config {{\n    endpoint = \"unix://{}\"\n    gc {{\n      container = false\n    }}\n  }}\n}}\n",
+            engine.socket().display()
+        ),
+    )
+    .unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", config.display())],
+    );
+    let job = format!(
+        r#"
+job "limits" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    task "cores" {{
+      driver       = "docker"
+      kill_signal  = "SIGUSR1"
+      kill_timeout = "30s"
+      config {{
+        image   = "{image}"
+        command = "/bin/sh"
+        args    = ["-c", "trap 'echo stopping-on-usr1; exit 0' USR1; echo up; while true; do sleep 1; done"]
+      }}
+      resources {{
+        cores  = 1
+        memory = 32
+      }}
+    }}
+    task "shares" {{
+      driver       = "docker"
+      kill_timeout = "1s"
+      config {{
+        image   = "{image}"
+        command = "/bin/sh"
+        args    = ["-c", "while true; do sleep 1; done"]
+      }}
+      resources {{
+        cpu    = 250
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#,
+        image = engine.image
+    );
+    run_job(&agent, "limits.hcl", &job);
+    let alloc_id = running_allocs(&agent, "limits", 1)[0]["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let alloc = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+    let tasks = &alloc["AllocatedResources"]["Tasks"];
+    let cores: Vec<String> = tasks["cores"]["Cpu"]["ReservedCores"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no reserved cores: {tasks}"))
+        .iter()
+        .map(|core| core.to_string())
+        .collect();
+    assert_eq!(cores.len(), 1, "{tasks}");
+    let container_of_task = |task: &str| {
+        engine
+            .docker(&[
+                "ps",
+                "-aq",
+                "--no-trunc",
+                "--filter",
+                &format!("label=com.hashicorp.nomad.alloc_id={alloc_id}"),
+                "--filter",
+                &format!("label=com.hashicorp.nomad.task_name={task}"),
+            ])
+            .trim()
+            .to_string()
+    };
+    let pid_of = |container: &str| {
+        engine
+            .docker(&["inspect", "--format", "{{.State.Pid}}", container])
+            .trim()
+            .to_string()
+    };
+    let cores_container = container_of_task("cores");
+    assert_eq!(
+        cgroup_file(&pid_of(&cores_container), "cpuset", "cpuset.cpus"),
+        cores[0],
+        "{tasks}"
+    );
+    let shares_container = container_of_task("shares");
+    assert_eq!(
+        cgroup_file(&pid_of(&shares_container), "cpu", "cpu.shares"),
+        "250"
+    );
+    wait_for("the task up", LIMIT, || {
+        agent
+            .cli_ok(&["alloc", "logs", &alloc_id, "cores"])
+            .contains("up")
+            .then_some(())
+    });
+
+    let stopping = std::time::Instant::now();
+    agent.cli_ok(&["job", "stop", "limits"]);
+    wait_for("the allocation stopped", LIMIT, || {
+        let alloc = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+        (alloc["ClientStatus"] == "complete").then_some(())
+    });
+    // The task's own signal ended it, long before its 30 s kill_timeout.
+    assert!(
+        stopping.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        stopping.elapsed()
+    );
+    let logs = agent.cli_ok(&["alloc", "logs", &alloc_id, "cores"]);
+    assert!(logs.contains("stopping-on-usr1"), "{logs}");
+    // gc { container = false }: both containers are kept, stopped.
+    for container in [&cores_container, &shares_container] {
+        let running = engine.docker(&["inspect", "--format", "{{.State.Running}}", container]);
+        assert_eq!(running.trim(), "false", "{container}");
+    }
+    engine.docker(&["rm", "-f", &cores_container, &shares_container]);
 }
 
 #[test]
@@ -1129,6 +1695,16 @@ job "late" {{
     assert_eq!(docker["Detected"], true, "{docker}");
     assert_eq!(docker["Healthy"], true, "{docker}");
     assert_eq!(docker["HealthDescription"], "Healthy", "{docker}");
+    // The health change is a "Driver" node event, as Nomad's client emits one.
+    let driver_events: Vec<&Value> = node["Events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["Subsystem"] == "Driver")
+        .collect();
+    assert_eq!(driver_events.len(), 1, "{node}");
+    assert_eq!(driver_events[0]["Message"], "Healthy", "{node}");
+    assert_eq!(driver_events[0]["Details"]["driver"], "docker", "{node}");
     assert_eq!(node["Attributes"]["driver.docker"], "1", "{node}");
     assert!(
         node["Attributes"]["driver.docker.version"]
@@ -1506,6 +2082,45 @@ fn pulls_use_the_task_auth_or_the_client_auth_config_and_auth_soft_fail() {
         &pull_job("soft", &engine.image, "        auth_soft_fail = true"),
     );
     complete(&helped, "soft", "t");
+}
+
+/// `image_pull_timeout`: a pull from a registry that accepts connections and never answers is
+/// given up after the task's timeout, with Nomad's message.
+#[test]
+fn a_pull_longer_than_image_pull_timeout_fails_the_task() {
+    let Some(engine) = engine() else { return };
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = silent.local_addr().unwrap();
+    std::thread::spawn(move || {
+        // Connections are held open, unanswered, until the test process ends.
+        let mut held = Vec::new();
+        for stream in silent.incoming() {
+            held.extend(stream.ok());
+        }
+    });
+    let temp = tempfile::tempdir().unwrap();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", engine.agent_config().display())],
+    );
+    let image = format!("{address}/drover/silent:1");
+    let started = std::time::Instant::now();
+    run_job(
+        &agent,
+        "slow.hcl",
+        &pull_job("slow", &image, "        image_pull_timeout = \"2s\""),
+    );
+    let failure = driver_failure(&agent, "slow", "t");
+    assert_eq!(
+        failure,
+        format!("Failed to pull `{image}`: context deadline exceeded")
+    );
+    // Well before the engine's own timeouts would have ended the pull.
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 /// Serves one file over HTTP on 127.0.0.1 (for an artifact) until the test ends.

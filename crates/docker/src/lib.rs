@@ -531,8 +531,8 @@ impl DockerDriver {
             })
     }
 
-    /// One pull, watched: `Err((reason, recoverable))` as Nomad words and classes it (an
-    /// image the registry does not have is not worth retrying).
+    /// One pull, watched ([`progress::watch`]): `Err((reason, recoverable))` as Nomad words and
+    /// classes it (an image the registry does not have is not worth retrying).
     async fn pull(
         &self,
         engine: &Docker,
@@ -542,65 +542,34 @@ impl DockerDriver {
         pull_timeout: Duration,
         events: &DriverEvents,
     ) -> Result<(), (String, bool)> {
-        let started = tokio::time::Instant::now();
-        let deadline = started + pull_timeout;
-        let mut progress = progress::PullProgress::new(started);
-        let mut last_slow_report = started;
-        let mut checks =
-            tokio::time::interval_at(started + progress::CHECK_INTERVAL, progress::CHECK_INTERVAL);
-        let mut stream = engine.create_image(Some(options), None, credentials);
-        let failed = |error: EngineError| {
-            let text = pull_error_text(&error);
-            let recoverable = !image_not_found(&text);
-            (text, recoverable)
+        let stream = engine.create_image(Some(options), None, credentials);
+        let limits = progress::PullLimits {
+            pull_timeout,
+            activity_timeout: self.config.pull_activity_timeout,
         };
-        loop {
-            tokio::select! {
-                item = stream.next() => match item {
-                    None => return Ok(()),
-                    Some(Err(error)) => return Err(failed(error)),
-                    Some(Ok(info)) => {
-                        if let Some(message) = info.error_detail.and_then(|detail| detail.message) {
-                            return Err(failed(EngineError::DockerStreamError { error: message }));
-                        }
-                        let detail = info.progress_detail.unwrap_or_default();
-                        progress.observe(
-                            tokio::time::Instant::now(),
-                            info.id.as_deref(),
-                            info.status.as_deref(),
-                            detail.current,
-                            detail.total,
-                        );
-                    }
-                },
-                _ = checks.tick() => {
-                    let now = tokio::time::Instant::now();
-                    if now.saturating_duration_since(progress.last_activity())
-                        > self.config.pull_activity_timeout
-                    {
-                        tracing::error!(image, last_event = %progress.summary(now), "image pull aborted due to inactivity");
-                        return Err((
-                            format!(
-                                "context canceled: no pull activity for {} (pull_activity_timeout)",
-                                go_duration(self.config.pull_activity_timeout)
-                            ),
-                            true,
-                        ));
-                    }
-                    if now.saturating_duration_since(last_slow_report) > progress::SLOW_REPORT_INTERVAL {
-                        events.emit(DriverEvent {
-                            message: format!("Docker image pull progress: {}", progress.summary(now)),
-                            annotations: BTreeMap::from([("image".to_string(), image.to_string())]),
-                        });
-                        last_slow_report = now;
-                    }
-                    tracing::debug!(image, message = %progress.summary(now), "image pull progress");
+        progress::watch(stream, image, limits, events)
+            .await
+            .map_err(|failure| match failure {
+                progress::PullFailure::Engine(error) => {
+                    let text = pull_error_text(&error);
+                    let recoverable = !image_not_found(&text);
+                    (text, recoverable)
                 }
-                () = tokio::time::sleep_until(deadline) => {
-                    return Err(("context deadline exceeded".to_string(), true));
+                progress::PullFailure::Stream(message) => {
+                    let recoverable = !image_not_found(&message);
+                    (message, recoverable)
                 }
-            }
-        }
+                progress::PullFailure::Inactive(activity_timeout) => (
+                    format!(
+                        "context canceled: no pull activity for {} (pull_activity_timeout)",
+                        go_duration(activity_timeout)
+                    ),
+                    true,
+                ),
+                progress::PullFailure::DeadlineExceeded => {
+                    ("context deadline exceeded".to_string(), true)
+                }
+            })
     }
 
     /// Starts following the container's logs into the task's log files, unless a follower

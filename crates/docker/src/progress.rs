@@ -1,15 +1,21 @@
 //! Progress of one image pull as Nomad's docker driver tracks it: each layer's state and bytes
 //! from the engine's pull stream, summarised as Nomad words it ("Pulled 1/3 (1.2MiB/5MiB)
-//! layers: 0 waiting/2 pulling - est 3.2s remaining"), which the driver reports as a
-//! "Docker image pull progress: …" event every two minutes of a slow pull, and the time of the
-//! last message, by which a pull without activity for `pull_activity_timeout` is given up.
+//! layers: 0 waiting/2 pulling - est 3.2s remaining"), and the time of the last message. The
+//! [`watch`] of a pull's stream reports that summary as a "Docker image pull progress: …"
+//! event every two minutes of a slow pull, gives up a pull without activity for
+//! `pull_activity_timeout`, and one not done within `image_pull_timeout`.
 //!
-//! Not for: talking to the engine or emitting events (the driver does both); time is passed
-//! in, so the summary is tested without waiting.
+//! Not for: talking to the engine (the driver opens the stream) or wording an engine's error
+//! (the driver does, as Nomad). The summary takes the time as an argument and the watch runs on
+//! tokio's clock, so both are tested without waiting.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use bollard::errors::Error as EngineError;
+use bollard::models::CreateImageInfo;
+use drover_driver::{DriverEvent, DriverEvents};
+use futures_util::{Stream, StreamExt};
 use tokio::time::Instant;
 
 /// How often a slow pull's progress is reported as a task event (Nomad's).
@@ -147,6 +153,86 @@ impl PullProgress {
     }
 }
 
+/// The time limits of one pull.
+#[derive(Debug, Clone, Copy)]
+pub struct PullLimits {
+    /// `image_pull_timeout`: the whole pull.
+    pub pull_timeout: Duration,
+    /// The client's `pull_activity_timeout`: the longest silence of the stream.
+    pub activity_timeout: Duration,
+}
+
+/// Why a watched pull did not finish.
+#[derive(Debug)]
+pub enum PullFailure {
+    /// The engine answered the request with an error.
+    Engine(EngineError),
+    /// The pull stream carried an error message.
+    Stream(String),
+    /// Nothing came for the activity timeout (given here).
+    Inactive(Duration),
+    /// The pull timeout passed.
+    DeadlineExceeded,
+}
+
+/// Follows a pull's stream until it ends, as Nomad's docker coordinator does: every
+/// [`CHECK_INTERVAL`] it gives up a pull silent for longer than the activity timeout, and
+/// reports the progress as a driver event when [`SLOW_REPORT_INTERVAL`] passed since the last
+/// report; the pull timeout ends it whatever it is doing.
+pub async fn watch<S>(
+    stream: S,
+    image: &str,
+    limits: PullLimits,
+    events: &DriverEvents,
+) -> Result<(), PullFailure>
+where
+    S: Stream<Item = Result<CreateImageInfo, EngineError>>,
+{
+    let mut stream = std::pin::pin!(stream);
+    let started = Instant::now();
+    let deadline = started + limits.pull_timeout;
+    let mut progress = PullProgress::new(started);
+    let mut last_slow_report = started;
+    let mut checks = tokio::time::interval_at(started + CHECK_INTERVAL, CHECK_INTERVAL);
+    loop {
+        tokio::select! {
+            item = stream.next() => match item {
+                None => return Ok(()),
+                Some(Err(error)) => return Err(PullFailure::Engine(error)),
+                Some(Ok(info)) => {
+                    if let Some(message) = info.error_detail.and_then(|detail| detail.message) {
+                        return Err(PullFailure::Stream(message));
+                    }
+                    let detail = info.progress_detail.unwrap_or_default();
+                    progress.observe(
+                        Instant::now(),
+                        info.id.as_deref(),
+                        info.status.as_deref(),
+                        detail.current,
+                        detail.total,
+                    );
+                }
+            },
+            _ = checks.tick() => {
+                let now = Instant::now();
+                if now.saturating_duration_since(progress.last_activity()) > limits.activity_timeout {
+                    tracing::error!(image, last_event = %progress.summary(now), "image pull aborted due to inactivity");
+                    return Err(PullFailure::Inactive(limits.activity_timeout));
+                }
+                if now.saturating_duration_since(last_slow_report) > SLOW_REPORT_INTERVAL {
+                    events.emit(DriverEvent {
+                        message: format!("Docker image pull progress: {}", progress.summary(now)),
+                        annotations: BTreeMap::from([("image".to_string(), image.to_string())]),
+                    });
+                    last_slow_report = now;
+                }
+                tracing::debug!(image, message = %progress.summary(now), "image pull progress");
+            }
+            () = tokio::time::sleep_until(deadline) => return Err(PullFailure::DeadlineExceeded),
+        }
+    }
+}
+
 /// A byte count as Docker's `units.BytesSize` writes it: binary units, four significant
 /// digits, no trailing zeros (`0B`, `512B`, `1.5KiB`, `2.346MiB`).
 pub fn bytes_size(bytes: i64) -> String {
@@ -177,7 +263,106 @@ fn significant(value: f64, digits: i32) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::sync::{Arc, Mutex};
+
     use super::*;
+
+    const LIMITS: PullLimits = PullLimits {
+        pull_timeout: Duration::from_secs(30 * 60),
+        activity_timeout: Duration::from_secs(2 * 60),
+    };
+
+    /// A pull stream saying `(after, status, current, total)` of one layer in turn, each
+    /// `after` the one before, then ending.
+    fn pull_stream(
+        steps: Vec<(Duration, &'static str, i64, i64)>,
+    ) -> impl Stream<Item = Result<CreateImageInfo, EngineError>> {
+        futures_util::stream::iter(steps).then(|(after, status, current, total)| async move {
+            tokio::time::sleep(after).await;
+            Ok(CreateImageInfo {
+                id: Some("layer".to_string()),
+                status: Some(status.to_string()),
+                progress_detail: Some(bollard::models::ProgressDetail {
+                    current: Some(current),
+                    total: Some(total),
+                }),
+                ..CreateImageInfo::default()
+            })
+        })
+    }
+
+    fn recorded() -> (DriverEvents, Arc<Mutex<Vec<DriverEvent>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&seen);
+        (
+            DriverEvents::new(move |event| sink.lock().unwrap().push(event)),
+            seen,
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_pull_is_reported_every_two_minutes_until_it_ends() {
+        // Five minutes of a byte every 30 s: reports after 2m10s and 4m20s (the first checks
+        // past two minutes since the last report), none for a pull already done.
+        let mut steps = vec![(Duration::ZERO, "Pulling fs layer", 0, 0)];
+        steps.extend((1..=10).map(|step| (Duration::from_secs(30), "Downloading", step, 1024)));
+        steps.push((Duration::from_secs(1), "Pull complete", 1024, 1024));
+        let (events, seen) = recorded();
+        let started = Instant::now();
+        watch(pull_stream(steps), "x:1", LIMITS, &events)
+            .await
+            .unwrap();
+        assert_eq!(started.elapsed(), Duration::from_secs(301));
+        let seen = seen.lock().unwrap();
+        let messages: Vec<&str> = seen.iter().map(|event| event.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "Docker image pull progress: Pulled 0/1 (4B/1KiB) layers: 0 waiting/1 pulling - est 33150.0s remaining",
+                "Docker image pull progress: Pulled 0/1 (8B/1KiB) layers: 0 waiting/1 pulling - est 33020.0s remaining",
+            ]
+        );
+        assert_eq!(seen[0].annotations["image"], "x:1");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_pull_is_given_up_after_the_activity_timeout() {
+        let steps = vec![
+            (Duration::ZERO, "Pulling fs layer", 0, 0),
+            (Duration::from_secs(3600), "Pull complete", 0, 0),
+        ];
+        let started = Instant::now();
+        let failure = watch(pull_stream(steps), "x:1", LIMITS, &DriverEvents::default())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(failure, PullFailure::Inactive(timeout) if timeout == LIMITS.activity_timeout),
+            "{failure:?}"
+        );
+        // Noticed at the first check past the timeout.
+        assert_eq!(started.elapsed(), Duration::from_secs(130));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pull_still_going_at_its_timeout_is_ended_there() {
+        let steps = (0..100)
+            .map(|step| (Duration::from_secs(10), "Downloading", step, 1_000))
+            .collect();
+        let limits = PullLimits {
+            pull_timeout: Duration::from_secs(95),
+            ..LIMITS
+        };
+        let started = Instant::now();
+        let failure = watch(pull_stream(steps), "x:1", limits, &DriverEvents::default())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(failure, PullFailure::DeadlineExceeded),
+            "{failure:?}"
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(95));
+    }
 
     #[test]
     fn sizes_read_as_docker_writes_them() {

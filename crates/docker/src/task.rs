@@ -211,13 +211,15 @@ fn mounts(
     launch: &TaskLaunch,
     client: &DockerConfig,
 ) -> Result<Vec<Mount>, DockerError> {
-    let Some(value) = config.get("mount") else {
-        return Ok(Vec::new());
-    };
-    let blocks: Vec<&Value> = match value {
-        Value::Array(items) => items.iter().collect(),
-        other => vec![other],
-    };
+    // `mount` blocks, then the pre-1.0 `mounts = [{ … }]` list, as Nomad appends them.
+    let blocks: Vec<&Value> = ["mount", "mounts"]
+        .iter()
+        .filter_map(|key| config.get(*key))
+        .flat_map(|value| match value {
+            Value::Array(items) => items.iter().collect(),
+            other => vec![other],
+        })
+        .collect();
     let mut mounts = Vec::new();
     for block in blocks {
         let block = block
@@ -276,6 +278,14 @@ fn mounts(
                 }
             }
             "volume" => {
+                // A named volume is storage outside the allocation, as a host path is: only
+                // where the client enables volumes (Nomad's rule).
+                if !client.volumes_enabled {
+                    return Err(bad(format!(
+                        "mount: volumes are not enabled; cannot mount volume: {:?} (plugin \"docker\" {{ config {{ volumes {{ enabled = true }} }} }})",
+                        source.unwrap_or_default()
+                    )));
+                }
                 mount.typ = Some(MountType::VOLUME);
                 mount.source = source;
             }
@@ -624,7 +634,24 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
     }
     binds.extend(volume_binds(config, launch, client)?);
 
-    let (soft, hard) = launch.resources.memory_limits();
+    // memory_hard_limit (MiB), as Nomad: the larger of it and memory_max is the hard limit,
+    // and memory then the reservation.
+    let (soft, hard) = match integer(config, "memory_hard_limit")? {
+        Some(limit) if limit < 0 => {
+            return Err(bad("memory_hard_limit must not be negative"));
+        }
+        Some(limit) if limit > 0 => {
+            let limit_bytes = u64::try_from(limit)
+                .unwrap_or(0)
+                .saturating_mul(1024 * 1024);
+            let hard = launch
+                .resources
+                .memory_max_bytes
+                .map_or(limit_bytes, |max| max.max(limit_bytes));
+            (launch.resources.memory_bytes, Some(hard))
+        }
+        _ => launch.resources.memory_limits(),
+    };
     let as_i64 = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
     let pids_limit = match integer(config, "pids_limit")? {
         Some(0) => return Err(bad("pids_limit must be a positive integer")),
@@ -636,6 +663,9 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
     let ulimits = ulimits(config)?;
     let devices = devices(config)?;
     let dns = strings(config, "dns_servers")?;
+    let dns_search = strings(config, "dns_search_domains")?;
+    let dns_options = strings(config, "dns_options")?;
+    let group_add = strings(config, "group_add")?;
     let extra_hosts = strings(config, "extra_hosts")?;
     let security_opt = strings(config, "security_opt")?;
     let mut mounts = mounts(config, launch, client)?;
@@ -657,11 +687,17 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
         memory_swap: hard.map(as_i64),
         memory_reservation: soft.map(as_i64),
         cpu_shares: launch.resources.cpu_shares.map(as_i64),
-        cpuset_cpus: launch.resources.cpuset_cpus.clone(),
+        // cpuset_cpus replaces the cpuset of the task's reserved cores, as in Nomad.
+        cpuset_cpus: string(config, "cpuset_cpus")?
+            .filter(|cpus| !cpus.is_empty())
+            .or_else(|| launch.resources.cpuset_cpus.clone()),
         pids_limit,
         network_mode: network_mode.clone(),
         port_bindings: (!port_bindings.is_empty()).then_some(port_bindings),
         dns: (!dns.is_empty()).then_some(dns),
+        dns_search: (!dns_search.is_empty()).then_some(dns_search),
+        dns_options: (!dns_options.is_empty()).then_some(dns_options),
+        group_add: (!group_add.is_empty()).then_some(group_add),
         extra_hosts: (!extra_hosts.is_empty()).then_some(extra_hosts),
         privileged: Some(privileged),
         cap_add: (!cap_add.is_empty()).then_some(cap_add),
@@ -676,6 +712,7 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
             .transpose()?,
         ipc_mode: string(config, "ipc_mode")?,
         pid_mode: string(config, "pid_mode")?,
+        uts_mode: string(config, "uts_mode")?,
         security_opt: (!security_opt.is_empty()).then_some(security_opt),
         devices: (!devices.is_empty()).then_some(devices),
         log_config: Some(logging(config)?),
@@ -703,6 +740,8 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
         ),
         user: launch.user.clone(),
         hostname,
+        tty: Some(flag(config, "tty")?),
+        open_stdin: Some(flag(config, "interactive")?),
         labels: Some(labels),
         exposed_ports: (!exposed_ports.is_empty()).then_some(exposed_ports),
         host_config: Some(host_config),
@@ -858,6 +897,34 @@ mod tests {
     }
 
     #[test]
+    fn memory_hard_limit_raises_the_hard_limit_as_nomad() {
+        const MIB: i64 = 1024 * 1024;
+        let limits = |config: Value, memory_max_mb: Option<u64>| {
+            let mut launch = launch(config);
+            launch.resources.memory_bytes = Some(32 * 1024 * 1024);
+            launch.resources.memory_max_bytes = memory_max_mb.map(|mb| mb * 1024 * 1024);
+            let host = plan(&launch, &DockerConfig::default())
+                .unwrap()
+                .body
+                .host_config
+                .unwrap();
+            (host.memory, host.memory_reservation)
+        };
+        // Without it: memory is the hard limit, no reservation.
+        assert_eq!(limits(json!({"image": "x"}), None), (Some(32 * MIB), None));
+        // With it: the hard limit, memory the reservation; memory_max wins when larger.
+        let hard = json!({"image": "x", "memory_hard_limit": 64});
+        assert_eq!(limits(hard.clone(), None), (Some(64 * MIB), Some(32 * MIB)));
+        assert_eq!(limits(hard, Some(128)), (Some(128 * MIB), Some(32 * MIB)));
+        let error = plan(
+            &launch(json!({"image": "x", "memory_hard_limit": -1})),
+            &DockerConfig::default(),
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("memory_hard_limit"), "{error}");
+    }
+
+    #[test]
     fn what_the_client_does_not_allow_is_refused_by_name() {
         let client = DockerConfig::default();
         for (config, named) in [
@@ -874,6 +941,10 @@ mod tests {
             (json!({"image": "x", "ports": ["admin"]}), "ports"),
             (json!({"image": "x", "logging": {"driver": "x"}}), "logging"),
             (json!({"image": "x", "load": "../../../x.tar"}), "load"),
+            (
+                json!({"image": "x", "mount": [{"type": "volume", "source": "v", "target": "/v"}]}),
+                "cannot mount volume: \"v\"",
+            ),
             (json!({"command": "x"}), "image"),
         ] {
             let error = plan(&launch(config.clone()), &client)
@@ -888,7 +959,12 @@ mod tests {
         };
         assert!(
             plan(
-                &launch(json!({"image": "x", "volumes": ["/etc:/e"], "privileged": true})),
+                &launch(json!({
+                    "image": "x",
+                    "volumes": ["/etc:/e"],
+                    "privileged": true,
+                    "mount": [{"type": "volume", "source": "v", "target": "/v"}],
+                })),
                 &open
             )
             .is_ok()

@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 
 use drover_structs::{
     Consul, DEFAULT_INTEGRATION_CLUSTER, DurationNs, Job, MigrateStrategy, Service, Task,
-    TaskGroup, VOLUME_TYPE_CSI,
+    TaskGroup, VOLUME_TYPE_CSI, VOLUME_TYPE_HOST,
 };
 use serde_json::Value as JsonValue;
 
@@ -341,26 +341,17 @@ const NO_AUTOSCALER: &str = "runs once drover has dynamic application sizing";
 
 /// Nomad docker task config keys the docker driver does not implement (refused by name).
 const DOCKER_UNIMPLEMENTED_KEYS: &[&str] = &[
-    "dns_search_domains",
-    "dns_options",
     "mac_address",
-    "memory_hard_limit",
     "cpu_hard_limit",
     "cpu_cfs_period",
-    "cpuset_cpus",
     "storage_opt",
     "userns_mode",
-    "uts_mode",
-    "tty",
-    "interactive",
     "isolation",
-    "group_add",
     "healthchecks",
     "network_aliases",
     "ipv4_address",
     "ipv6_address",
     "advertise_ipv6_address",
-    "mounts",
     "volume_driver",
 ];
 
@@ -692,6 +683,29 @@ pub static FEATURES: &[Feature] = &[
         "type = \"host\" with source, read_only and per_alloc (each allocation mounts <source>[<index>]); placed only on nodes whose client declares the volume (host_volume), writable unless the request is read-only",
     ),
     row(
+        "group > volume (host) > sticky, access_mode, attachment_mode",
+        Status::NotYet,
+        "sticky, access_mode and attachment_mode act on Nomad 1.10's dynamic host volumes (made by /v1/volume/host/create and claimed per node); drover has only the client's static host_volume ones, which take none of them",
+        "runs once drover has dynamic host volumes",
+        Detect::group(|group| {
+            group
+                .volumes
+                .iter()
+                .filter(|(_, volume)| volume.r#type == VOLUME_TYPE_HOST)
+                .flat_map(|(name, volume)| {
+                    [
+                        (volume.sticky, "Sticky"),
+                        (!volume.access_mode.is_empty(), "AccessMode"),
+                        (!volume.attachment_mode.is_empty(), "AttachmentMode"),
+                    ]
+                    .into_iter()
+                    .filter(|(asked, _)| *asked)
+                    .map(move |(_, field)| format!("Volumes.{name}.{field}"))
+                })
+                .collect()
+        }),
+    ),
+    row(
         "group > volume (csi)",
         Status::NeedsMissing,
         "needs a CSI plugin",
@@ -723,12 +737,12 @@ pub static FEATURES: &[Feature] = &[
     ),
     runs(
         "task > config (docker)",
-        "image (pulled with auth (the task's, else the client's auth config file or credential helper) and auth_soft_fail, force_pull, image_pull_timeout), command, args, entrypoint, work_dir, ports (group network labels, published on the allocated host ports), network_mode (bridge, host, none, container:), hostname, dns_servers, extra_hosts, labels, volumes and mount (bind, volume, tmpfs; host paths confined to the allocation unless the client enables volumes), privileged (client-gated), cap_add (client allow_caps), cap_drop, devices, shm_size, ulimit, sysctl, pids_limit, readonly_rootfs, init, ipc_mode, pid_mode, security_opt, runtime (one of the client's allow_runtimes, Nomad's runc and nvidia by default), load (an image archive in local/, from an artifact, loaded instead of pulled), logging (type and config of the engine's log driver, json-file with two files of 2m by default); /alloc, /local and /secrets mounted; logs in the allocation's log files whatever the log driver",
+        "image (pulled with auth (the task's, else the client's auth config file or credential helper) and auth_soft_fail, force_pull, image_pull_timeout), command, args, entrypoint, work_dir, ports (group network labels, published on the allocated host ports), network_mode (bridge, host, none, container:), hostname, dns_servers, dns_search_domains, dns_options, extra_hosts, labels, volumes and mount (and its pre-1.0 list form mounts; bind, volume, tmpfs; host paths confined to the allocation and named volumes refused unless the client enables volumes), privileged (client-gated), cap_add (client allow_caps), cap_drop, devices, shm_size, ulimit, sysctl, pids_limit, memory_hard_limit (the container's hard limit, memory then its reservation, as Nomad), cpuset_cpus (in place of the cores' cpuset), tty, interactive, readonly_rootfs, init, ipc_mode, pid_mode, uts_mode, group_add, security_opt, runtime (one of the client's allow_runtimes, Nomad's runc and nvidia by default), load (an image archive in local/, from an artifact, loaded instead of pulled), logging (type and config of the engine's log driver, json-file with two files of 2m by default); /alloc, /local and /secrets mounted; logs in the allocation's log files whatever the log driver",
     ),
     row(
         "task > config (docker) > other keys",
         Status::NotYet,
-        "Nomad docker config keys the docker driver does not implement (dns_search_domains, dns_options, mac_address, memory_hard_limit, cpu_hard_limit, cpu_cfs_period, cpuset_cpus, storage_opt, userns_mode, uts_mode, tty, interactive, isolation, group_add, healthchecks, network_aliases, ipv4_address, ipv6_address, advertise_ipv6_address, mounts, volume_driver)",
+        "Nomad docker config keys the docker driver does not implement (mac_address, cpu_hard_limit, cpu_cfs_period, storage_opt, userns_mode, isolation, healthchecks, network_aliases, ipv4_address, ipv6_address, advertise_ipv6_address, volume_driver)",
         "runs once the docker driver implements the key",
         Detect::task(|task| {
             if task.driver != "docker" {

@@ -542,7 +542,7 @@ impl Checker {
         self.disconnect(group, place, job_type);
 
         self.networks(&group.networks, place);
-        self.volumes(group, place);
+        self.volumes(group, place, job_type);
 
         let mut task_names: BTreeMap<&str, usize> = BTreeMap::new();
         let mut leaders = 0;
@@ -675,8 +675,10 @@ impl Checker {
         }
     }
 
-    /// Nomad's `VolumeRequest.Validate` for each group `volume` block.
-    fn volumes(&mut self, group: &TaskGroup, place: &Place) {
+    /// Nomad's `VolumeRequest.Validate` for each group `volume` block: current Nomad's rules
+    /// for host volumes (an access mode of its dynamic host volumes, none of CSI's), Nomad
+    /// 1.1.2's for CSI volumes.
+    fn volumes(&mut self, group: &TaskGroup, place: &Place, job_type: &str) {
         let canaries = group.update.as_ref().map_or(0, |update| update.canary);
         for (name, volume) in &group.volumes {
             let volume_place = place.child(&format!("Volumes.{name}"));
@@ -695,26 +697,29 @@ impl Checker {
             let attachment_mode = volume.attachment_mode.as_str();
             let has_mount_options = volume.mount_options.is_some();
             if kind == "host" {
-                if !attachment_mode.is_empty() {
-                    self.report(
-                        place,
-                        field("AttachmentMode"),
-                        format!("{label}: host volumes cannot have an attachment mode"),
-                    );
-                }
-                if !access_mode.is_empty() {
-                    self.report(
-                        place,
-                        field("AccessMode"),
-                        format!("{label}: host volumes cannot have an access mode"),
-                    );
-                }
                 if has_mount_options {
                     self.report(
                         place,
                         field("MountOptions"),
                         format!("{label}: host volumes cannot have mount options"),
                     );
+                }
+                match access_mode {
+                    "single-node-reader-only" if !volume.read_only => self.report(
+                        place,
+                        field("ReadOnly"),
+                        format!("{label}: {access_mode} volumes must be read-only"),
+                    ),
+                    ""
+                    | "single-node-reader-only"
+                    | "single-node-writer"
+                    | "single-node-single-writer"
+                    | "single-node-multi-writer" => {}
+                    other => self.report(
+                        place,
+                        field("AccessMode"),
+                        format!("{label}: host volumes cannot be mounted with {other} access mode"),
+                    ),
                 }
             } else {
                 if attachment_mode.is_empty() {
@@ -731,19 +736,35 @@ impl Checker {
                         format!("{label}: CSI volumes must have an access mode"),
                     );
                 }
+                if matches!(
+                    access_mode,
+                    "single-node-reader-only" | "multi-node-reader-only"
+                ) && !volume.read_only
+                {
+                    self.report(
+                        place,
+                        field("ReadOnly"),
+                        format!("{label}: {access_mode} volumes must be read-only"),
+                    );
+                }
             }
-            if matches!(
-                access_mode,
-                "single-node-reader-only" | "multi-node-reader-only"
-            ) && !volume.read_only
-            {
-                self.report(
-                    place,
-                    field("ReadOnly"),
-                    format!("{label}: {access_mode} volumes must be read-only"),
-                );
+            if volume.per_alloc {
+                if job_type == "system" || job_type == "sysbatch" {
+                    self.report(
+                        place,
+                        field("PerAlloc"),
+                        format!("{label} cannot be per_alloc for system or sysbatch jobs"),
+                    );
+                }
+                if volume.sticky {
+                    self.report(
+                        place,
+                        field("PerAlloc"),
+                        format!("{label} cannot be per_alloc and sticky at the same time"),
+                    );
+                }
             }
-            if attachment_mode == "block-device" && has_mount_options {
+            if kind == "csi" && attachment_mode == "block-device" && has_mount_options {
                 self.report(
                     place,
                     field("MountOptions"),

@@ -31,21 +31,9 @@ pub const NODE_ELIGIBILITY_EVENT_INELIGIBLE: &str = "Node marked as ineligible f
 
 const SUBSYSTEM_DRAIN: &str = "Drain";
 const SUBSYSTEM_CLUSTER: &str = "Cluster";
-/// Nomad keeps a node's ten most recent events.
-const MAX_NODE_EVENTS: usize = 10;
 
 fn node_not_found() -> ServerError {
     ServerError::Internal("node not found".into())
-}
-
-/// Appends an event, stamped with the write's index, keeping the newest ten.
-fn append_event(node: &mut Node, mut event: NodeEvent, index: u64) {
-    event.create_index = index;
-    node.events.push(event);
-    if node.events.len() > MAX_NODE_EVENTS {
-        let excess = node.events.len() - MAX_NODE_EVENTS;
-        node.events.drain(..excess);
-    }
 }
 
 fn event(subsystem: &str, message: &str, now_unix_ns: i64) -> NodeEvent {
@@ -75,7 +63,7 @@ impl DrainChange {
         let was_draining = node.drain_strategy.is_some();
         node.status_updated_at = self.now_unix_ns / 1_000_000_000;
         if let Some(event) = self.event {
-            append_event(node, event, index);
+            node.append_event(event, index);
         }
         node.drain_strategy = self.strategy;
         node.drain = node.drain_strategy.is_some();
@@ -232,7 +220,7 @@ impl Server {
             .update_node_with(node_id, EventType::NodeEligibility, move |node, index| {
                 node.scheduling_eligibility = value;
                 node.status_updated_at = now / 1_000_000_000;
-                append_event(node, new_event, index);
+                node.append_event(new_event, index);
                 true
             })
             .await?;
@@ -446,7 +434,7 @@ mod tests {
     fn only_ten_events_are_kept() {
         let mut node = Node::default();
         for index in 0..15 {
-            append_event(&mut node, event(SUBSYSTEM_CLUSTER, "x", 0), index);
+            node.append_event(event(SUBSYSTEM_CLUSTER, "x", 0), index);
         }
         assert_eq!(node.events.len(), 10);
         assert_eq!(node.events[0].create_index, 5);

@@ -1276,7 +1276,9 @@ impl StateStore {
 
     /// Registers or updates a node. `StatusUpdatedAt` (Unix seconds) moves when the status
     /// changes or the node is new. A re-registration without events, eligibility or drain keeps
-    /// the stored ones (the server owns those). Returns the index of the write.
+    /// the stored ones (the server owns those), and a driver whose health changed since the
+    /// stored record adds a "Driver" event ([`Node::driver_health_events`]). Returns the index
+    /// of the write.
     pub async fn upsert_node(&self, mut node: Node, now_unix_ns: i64) -> Result<u64, StateError> {
         require_id("Node.ID", &node.id)?;
         self.engine
@@ -1289,6 +1291,9 @@ impl StateStore {
                         // What the server decided about the node survives a re-registration.
                         if node.events.is_empty() {
                             node.events.clone_from(&existing.events);
+                        }
+                        for event in node.driver_health_events(existing, now_unix_ns) {
+                            node.append_event(event, index);
                         }
                         // Eligibility and drain are the server's (a client registers
                         // itself eligible); a re-registration never undoes a drain.

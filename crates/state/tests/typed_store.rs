@@ -870,6 +870,67 @@ async fn allocations_share_one_stored_copy_per_job_version_until_collected() {
 }
 
 #[tokio::test]
+async fn a_driver_whose_health_changed_on_registration_leaves_a_driver_event() {
+    let store = StateStore::in_memory().await.unwrap();
+    let with_docker = |healthy: bool, description: &str| {
+        let mut node = node("node-a");
+        node.drivers.insert(
+            "docker".to_owned(),
+            drover_structs::DriverInfo {
+                detected: true,
+                healthy,
+                health_description: description.to_owned(),
+                ..Default::default()
+            },
+        );
+        node
+    };
+    // First registration: no event for a driver the node did not have before (Nomad's rule).
+    store
+        .upsert_node(with_docker(true, "Healthy"), NOW)
+        .await
+        .unwrap();
+    assert!(store.node("node-a").unwrap().events.is_empty());
+    // The same health again: nothing.
+    store
+        .upsert_node(with_docker(true, "Healthy"), NOW)
+        .await
+        .unwrap();
+    assert!(store.node("node-a").unwrap().events.is_empty());
+    // Unhealthy: one event with the new description and the driver's name.
+    let index = store
+        .upsert_node(with_docker(false, "Docker is unavailable"), NOW + 1)
+        .await
+        .unwrap();
+    let node = store.node("node-a").unwrap();
+    assert_eq!(node.events.len(), 1, "{:?}", node.events);
+    let event = &node.events[0];
+    assert_eq!(event.subsystem, "Driver");
+    assert_eq!(event.message, "Docker is unavailable");
+    assert_eq!(
+        event.details,
+        BTreeMap::from([("driver".to_owned(), "docker".to_owned())])
+    );
+    assert_eq!(event.create_index, index);
+    // Healthy again: a second one; at most ten are kept.
+    for round in 0..12 {
+        let healthy = round % 2 == 0;
+        let description = if healthy {
+            "Healthy"
+        } else {
+            "Docker is unavailable"
+        };
+        store
+            .upsert_node(with_docker(healthy, description), NOW + 2 + round)
+            .await
+            .unwrap();
+    }
+    let node = store.node("node-a").unwrap();
+    assert_eq!(node.events.len(), 10);
+    assert_eq!(node.events.last().unwrap().message, "Docker is unavailable");
+}
+
+#[tokio::test]
 async fn reconciling_summaries_counts_each_jobs_allocations_afresh() {
     let store = StateStore::in_memory().await.unwrap();
     store.upsert_job(job("web", 3), NOW).await.unwrap();

@@ -135,7 +135,50 @@ wire_struct! {
     }
 }
 
+/// Nomad keeps a node's ten most recent events.
+pub const MAX_NODE_EVENTS: usize = 10;
+
 impl Node {
+    /// Appends `event`, stamped with the write's `index`, keeping the newest
+    /// [`MAX_NODE_EVENTS`].
+    pub fn append_event(&mut self, mut event: NodeEvent, index: u64) {
+        event.create_index = index;
+        self.events.push(event);
+        if self.events.len() > MAX_NODE_EVENTS {
+            let excess = self.events.len() - MAX_NODE_EVENTS;
+            self.events.drain(..excess);
+        }
+    }
+
+    /// A "Driver" event for each driver whose health or health description differs from
+    /// `previous`'s, with the new description as its message and the driver's name in its
+    /// details, as Nomad's client emits one when a fingerprint finds the change. A driver
+    /// `previous` did not have, or a change to an empty description, makes none (Nomad's rule).
+    ///
+    /// The server compares a re-registration with the record it holds (drover's client has no
+    /// separate event call), so a health that changed while the agent was down also leaves an
+    /// event when it comes back; Nomad's restarted client starts from an empty record and
+    /// reports none for its first fingerprint.
+    pub fn driver_health_events(&self, previous: &Node, now_unix_ns: i64) -> Vec<NodeEvent> {
+        self.drivers
+            .iter()
+            .filter(|(_, info)| !info.health_description.is_empty())
+            .filter(|(name, info)| {
+                previous.drivers.get(*name).is_some_and(|before| {
+                    before.healthy != info.healthy
+                        || before.health_description != info.health_description
+                })
+            })
+            .map(|(name, info)| NodeEvent {
+                message: info.health_description.clone(),
+                subsystem: "Driver".to_owned(),
+                details: BTreeMap::from([("driver".to_owned(), name.clone())]),
+                timestamp: Timestamp::from_unix_nanos(now_unix_ns),
+                create_index: 0,
+            })
+            .collect()
+    }
+
     /// Whether the node stopped heartbeating (`down` or `disconnected`; Nomad's
     /// `UnresponsiveStatus`): its allocation reports are refused until it heartbeats.
     pub fn unresponsive(&self) -> bool {

@@ -9,6 +9,13 @@ job "stateful" {
       type   = "host"
       source = "pgdata"
     }
+    volume "claimed" {
+      type            = "host"
+      source          = "shared"
+      sticky          = true
+      access_mode     = "single-node-single-writer"
+      attachment_mode = "file-system"
+    }
     scaling {
       min = 1
       max = 3
