@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod monitor;
 pub mod namespaces_http;
 pub mod node_pools_http;
+pub mod operator_http;
 pub mod proxy;
 pub mod server_link;
 pub mod task_api;
@@ -294,6 +295,27 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 ))
         }
         None => app,
+    };
+
+    // Snapshots and the cluster's peers, on a server agent.
+    let app = match (&server, &keyring) {
+        (Some(server), Some(keyring)) => {
+            app.merge(operator_http::router(operator_http::OperatorEndpoints {
+                state: state.clone(),
+                keyring: keyring.clone(),
+                server: server.clone(),
+                cluster: cluster.clone(),
+                own: leadership::ServerRecord {
+                    name: config.name.clone(),
+                    region: config.region.clone(),
+                    datacenter: config.datacenter.clone(),
+                    http_addr: advertised.to_string(),
+                    version: env!("CARGO_PKG_VERSION").to_owned(),
+                },
+                clock: Arc::new(drover_server::SystemClock),
+            }))
+        }
+        _ => app,
     };
 
     // The agent's own endpoints answer here on every agent, never forwarded.

@@ -927,6 +927,18 @@ impl StateStore {
         self.engine.subscribe_events(from_index, filter)
     }
 
+    /// The whole keyspace at one backend revision, as a snapshot archive holds it
+    /// ([`crate::archive`]). `stale`: a replica that may lag may answer (etcd).
+    pub async fn read_all(&self, stale: bool) -> Result<crate::kv::KvContents, StateError> {
+        self.engine.read_all(stale).await
+    }
+
+    /// Replaces everything with a snapshot's records (see [`Engine::restore`]): refused before
+    /// anything changes when a record does not decode; answers the new latest index.
+    pub async fn restore(&self, pairs: Vec<crate::kv::KvPair>) -> Result<u64, StateError> {
+        self.engine.restore(pairs).await
+    }
+
     /// Counters of the group-commit writer.
     pub fn commit_stats(&self) -> CommitStats {
         self.engine.stats()
