@@ -235,10 +235,17 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         None => app,
     };
     let app = served_router(app, forwarding);
+    // Variable locks' timers, on a server agent: started for the locks the store holds, and
+    // again after a snapshot's restore.
+    let variable_locks = keyring.as_ref().map(|_| {
+        let locks = drover_server::variable_locks::VariableLocks::new(state.clone());
+        locks.restore();
+        locks
+    });
     // The keyring's and variables' endpoints answer on a server agent (a client-only agent
     // forwards them).
-    let app = match &keyring {
-        Some(keyring) => {
+    let app = match (&keyring, &variable_locks) {
+        (Some(keyring), Some(locks)) => {
             let clock: Arc<dyn drover_server::Clock> = Arc::new(drover_server::SystemClock);
             app.merge(keyring_http::router(keyring_http::KeyringEndpoints {
                 keyring: keyring.clone(),
@@ -250,11 +257,7 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 keyring: keyring.clone(),
                 state: state.clone(),
                 clock: clock.clone(),
-                locks: {
-                    let locks = drover_server::variable_locks::VariableLocks::new(state.clone());
-                    locks.restore();
-                    locks
-                },
+                locks: locks.clone(),
                 acl_enabled: config.acl.enabled,
             }))
             .merge({
@@ -282,7 +285,7 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 clock,
             }))
         }
-        None => app,
+        _ => app,
     };
     let app = match &server {
         Some(server) => {
@@ -298,11 +301,12 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     };
 
     // Snapshots and the cluster's peers, on a server agent.
-    let app = match (&server, &keyring) {
-        (Some(server), Some(keyring)) => {
+    let app = match (&server, &keyring, &variable_locks) {
+        (Some(server), Some(keyring), Some(locks)) => {
             app.merge(operator_http::router(operator_http::OperatorEndpoints {
                 state: state.clone(),
                 keyring: keyring.clone(),
+                variable_locks: locks.clone(),
                 server: server.clone(),
                 cluster: cluster.clone(),
                 own: leadership::ServerRecord {

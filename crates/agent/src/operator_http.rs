@@ -42,6 +42,8 @@ use crate::leadership::{ClusterNode, ServerRecord};
 pub struct OperatorEndpoints {
     pub state: StateStore,
     pub keyring: Arc<Keyring>,
+    /// The variable locks' timers: started again for the locks a restored state holds.
+    pub variable_locks: Arc<drover_server::variable_locks::VariableLocks>,
     pub server: Server,
     /// This server's place in a cluster on etcd; `None` for the single embedded server.
     pub cluster: Option<Arc<ClusterNode>>,
@@ -157,6 +159,7 @@ async fn restore(endpoints: &OperatorEndpoints, body: &[u8]) -> Result<Response,
             }
         })?;
     endpoints.keyring.forget_opened();
+    endpoints.variable_locks.restore();
     // The leader's work was built from the old state: build it again from the restored one.
     if endpoints.server.is_leader() {
         endpoints.server.revoke_leadership();
