@@ -354,8 +354,9 @@ pub struct WatchOutcome {
 /// The engine handle: enqueue writes, read the published state, wait for changes.
 pub struct Engine<S> {
     queue: mpsc::Sender<WriteRequest<S>>,
-    /// The backend, for reads that need no writer (a snapshot's [`Kv::read_all`]).
-    kv_for_reads: Arc<dyn Kv>,
+    /// The backend, for reads that need no writer (a snapshot's [`Kv::read_all`]); taken at
+    /// shutdown, so the backend is released once the writer lets go of it.
+    kv_for_reads: std::sync::RwLock<Option<Arc<dyn Kv>>>,
     /// Builds the state from a backend: the writer's, and [`Engine::restore`]'s check.
     loader: Loader<S>,
     published: watch::Receiver<Arc<Committed<S>>>,
@@ -490,7 +491,7 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
         tokio::spawn(writer.run());
         Ok(Self {
             queue,
-            kv_for_reads: kv,
+            kv_for_reads: std::sync::RwLock::new(Some(kv)),
             loader,
             published,
             table_watchers,
@@ -608,7 +609,13 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
     /// The whole keyspace as the backend holds it, at one revision (see [`Kv::read_all`]).
     /// Not queued behind writes: the backend's own consistency makes it one point in time.
     pub async fn read_all(&self, stale: bool) -> Result<KvContents, StateError> {
-        Ok(self.kv_for_reads.read_all(stale).await?)
+        let kv = self
+            .kv_for_reads
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .ok_or(StateError::Closed)?;
+        Ok(kv.read_all(stale).await?)
     }
 
     /// Replaces the whole keyspace with `pairs` (a snapshot's records, as
@@ -682,6 +689,10 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
     /// Commits what is queued, stops the writer and releases the backend (for the embedded
     /// backend: closes the file). Later writes fail with [`StateError::Closed`].
     pub async fn shutdown(&self) {
+        self.kv_for_reads
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         let (done, finished) = oneshot::channel();
         if self.queue.send(WriteRequest::Shutdown(done)).await.is_ok() {
             // An error means the writer already stopped, which is what was asked.
