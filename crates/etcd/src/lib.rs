@@ -74,6 +74,8 @@ const MAX_OPS_PER_BATCH: usize = ETCD_MAX_TXN_OPS - 1 - 31;
 const COMPRESS_FROM: usize = 1024;
 /// Keys read per range request during a scan.
 const SCAN_PAGE: i64 = 1000;
+/// How long reading back whether a batch whose answer was lost committed may take.
+const READ_BACK_BUDGET: Duration = Duration::from_secs(1);
 /// How long the records of the generation before a restore stay in etcd after it.
 const OLD_GENERATION_KEPT: Duration = Duration::from_secs(30);
 const TAG_RAW: u8 = 0;
@@ -574,13 +576,16 @@ impl EtcdKv {
             TxnOp::get(self.revision_key(), None),
             TxnOp::get(self.batch_key(), None),
         ]);
+        // Briefly: without a quorum this read fails as the write did, and the caller's error
+        // should not wait twice as long.
         let response = self
             .endpoints
-            .call("read", |mut client| {
+            .call_on("read", READ_BACK_BUDGET, READ_BACK_BUDGET, |mut client| {
                 let transaction = transaction.clone();
                 async move { client.txn(transaction).await }
             })
-            .await?;
+            .await?
+            .1;
         let (found, found_nonce) = revision_and_nonce(&response)?;
         Ok(found == revision && found_nonce.as_deref() == Some(nonce))
     }
