@@ -307,3 +307,72 @@ async fn a_write_whose_answer_was_lost_is_answered_as_done_when_its_retry_finds_
     assert!(error.to_string().contains("revision mismatch"), "{error}");
     assert_eq!(kv.get(b"c").await.unwrap(), None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_and_client_updates_of_a_thousand_allocations_fit_etcds_limits() {
+    if !common::etcd_available() {
+        return;
+    }
+    let cluster = common::EtcdCluster::start(3).await;
+    let (_, store) = open(cluster.endpoints(), "drover-big-plan/").await;
+    let (follower_kv, follower) = open(cluster.endpoints(), "drover-big-plan/").await;
+    let _following = follow(&follower_kv, follower.clone());
+    store.upsert_node(node("n1"), NOW).await.unwrap();
+    let job = drover_structs::Job {
+        id: "big".to_owned(),
+        name: "big".to_owned(),
+        namespace: "default".to_owned(),
+        r#type: "service".to_owned(),
+        priority: 50,
+        datacenters: vec!["dc1".to_owned()],
+        task_groups: vec![drover_structs::TaskGroup {
+            name: "g".to_owned(),
+            count: 1000,
+            ..drover_structs::TaskGroup::default()
+        }],
+        ..drover_structs::Job::default()
+    };
+    store.upsert_job(job, NOW).await.unwrap();
+    let allocs: Vec<drover_structs::Allocation> = (0..1000)
+        .map(|number| drover_structs::Allocation {
+            id: format!("alloc-{number:04}"),
+            namespace: "default".to_owned(),
+            job_id: "big".to_owned(),
+            node_id: "n1".to_owned(),
+            task_group: "g".to_owned(),
+            name: format!("big.g[{number}]"),
+            desired_status: "run".to_owned(),
+            ..drover_structs::Allocation::default()
+        })
+        .collect();
+    // One plan of 1 000 placements: over etcd's 128 operations per transaction as one write.
+    let placed = store
+        .upsert_plan_results(None, Vec::new(), allocs, Vec::new(), NOW)
+        .await
+        .unwrap();
+    assert_eq!(store.allocs_by_job("default", "big").len(), 1000);
+    assert_eq!(store.latest_index(), placed);
+    // The client reports them all running in one update.
+    let updates: Vec<drover_structs::Allocation> = (0..1000)
+        .map(|number| drover_structs::Allocation {
+            id: format!("alloc-{number:04}"),
+            client_status: "running".to_owned(),
+            ..drover_structs::Allocation::default()
+        })
+        .collect();
+    let answer = store.update_allocs_from_client(updates, NOW).await.unwrap();
+    assert!(answer.unknown_alloc_ids.is_empty());
+    let summary = store.job_summary("default", "big").unwrap();
+    assert_eq!(summary.summary["g"].running, 1000);
+    eventually("the follower has every allocation running", || {
+        follower
+            .job_summary("default", "big")
+            .is_some_and(|summary| {
+                summary
+                    .summary
+                    .get("g")
+                    .is_some_and(|group| group.running == 1000)
+            })
+    })
+    .await;
+}

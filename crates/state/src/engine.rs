@@ -359,6 +359,8 @@ pub struct Engine<S> {
     kv_for_reads: std::sync::RwLock<Option<Arc<dyn Kv>>>,
     /// Builds the state from a backend: the writer's, and [`Engine::restore`]'s check.
     loader: Loader<S>,
+    /// The backend's cap on operations per transaction ([`Kv::max_ops_per_batch`]).
+    max_ops_per_batch: Option<usize>,
     published: watch::Receiver<Arc<Committed<S>>>,
     table_watchers: Arc<[watch::Sender<u64>; TABLE_COUNT]>,
     events: Arc<EventBuffer>,
@@ -491,6 +493,7 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
         tokio::spawn(writer.run());
         Ok(Self {
             queue,
+            max_ops_per_batch: kv.max_ops_per_batch(),
             kv_for_reads: std::sync::RwLock::new(Some(kv)),
             loader,
             published,
@@ -532,6 +535,12 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
             .await
             .map_err(|_| StateError::Closed)?;
         answer.await.map_err(|_| StateError::Closed)?
+    }
+
+    /// The backend's cap on operations per transaction, if it has one: a single write must
+    /// stay within it (writes of many records split themselves, see the store).
+    pub fn max_ops_per_batch(&self) -> Option<usize> {
+        self.max_ops_per_batch
     }
 
     /// The current committed state (cheap: an `Arc` clone).
