@@ -25,6 +25,7 @@ pub mod monitor;
 pub mod namespaces_http;
 pub mod node_meta_http;
 pub mod node_pools_http;
+pub mod operator_http;
 pub mod proxy;
 pub mod server_link;
 pub mod task_api;
@@ -249,10 +250,17 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         None => app,
     };
     let app = served_router(app, forwarding);
+    // Variable locks' timers, on a server agent: started for the locks the store holds, and
+    // again after a snapshot's restore.
+    let variable_locks = keyring.as_ref().map(|_| {
+        let locks = drover_server::variable_locks::VariableLocks::new(state.clone());
+        locks.restore();
+        locks
+    });
     // The keyring's and variables' endpoints answer on a server agent (a client-only agent
     // forwards them).
-    let app = match &keyring {
-        Some(keyring) => {
+    let app = match (&keyring, &variable_locks) {
+        (Some(keyring), Some(locks)) => {
             let clock: Arc<dyn drover_server::Clock> = Arc::new(drover_server::SystemClock);
             app.merge(keyring_http::router(keyring_http::KeyringEndpoints {
                 keyring: keyring.clone(),
@@ -264,11 +272,7 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 keyring: keyring.clone(),
                 state: state.clone(),
                 clock: clock.clone(),
-                locks: {
-                    let locks = drover_server::variable_locks::VariableLocks::new(state.clone());
-                    locks.restore();
-                    locks
-                },
+                locks: locks.clone(),
                 acl_enabled: config.acl.enabled,
             }))
             .merge({
@@ -303,7 +307,7 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 },
             ))
         }
-        None => app,
+        _ => app,
     };
     let app = match &server {
         Some(server) => {
@@ -316,6 +320,28 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                 ))
         }
         None => app,
+    };
+
+    // Snapshots and the cluster's peers, on a server agent.
+    let app = match (&server, &keyring, &variable_locks) {
+        (Some(server), Some(keyring), Some(locks)) => {
+            app.merge(operator_http::router(operator_http::OperatorEndpoints {
+                state: state.clone(),
+                keyring: keyring.clone(),
+                variable_locks: locks.clone(),
+                server: server.clone(),
+                cluster: cluster.clone(),
+                own: leadership::ServerRecord {
+                    name: config.name.clone(),
+                    region: config.region.clone(),
+                    datacenter: config.datacenter.clone(),
+                    http_addr: advertised.to_string(),
+                    version: env!("CARGO_PKG_VERSION").to_owned(),
+                },
+                clock: Arc::new(drover_server::SystemClock),
+            }))
+        }
+        _ => app,
     };
 
     // The agent's own endpoints answer here on every agent, never forwarded.

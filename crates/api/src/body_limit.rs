@@ -14,33 +14,49 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
-/// The largest request body any route takes, in bytes.
+/// The largest request body a route takes, in bytes, but for a snapshot's restore.
 pub const MAX_REQUEST_BODY: usize = 2 * 1024 * 1024;
+/// The largest snapshot archive `PUT /v1/operator/snapshot` takes, in bytes: the largest
+/// body any route takes.
+pub const MAX_SNAPSHOT_BODY: usize = 512 * 1024 * 1024;
 
-fn too_large() -> Response {
+/// The body limit of a request to `path`.
+pub fn body_limit_for(method: &axum::http::Method, path: &str) -> usize {
+    let restore = *method == axum::http::Method::PUT || *method == axum::http::Method::POST;
+    if restore && path == "/v1/operator/snapshot" {
+        MAX_SNAPSHOT_BODY
+    } else {
+        MAX_REQUEST_BODY
+    }
+}
+
+fn too_large(limit: usize) -> Response {
     (
         StatusCode::PAYLOAD_TOO_LARGE,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        format!("request body too large: the limit is {MAX_REQUEST_BODY} bytes"),
+        format!("request body too large: the limit is {limit} bytes"),
     )
         .into_response()
 }
 
-/// Middleware: refuses a body longer than [`MAX_REQUEST_BODY`] (by its `Content-Length`, or
-/// while reading it when it has none), and hands the rest on whole.
+/// Middleware: refuses a body longer than the route's limit ([`body_limit_for`]: by its
+/// `Content-Length`, or while reading it when it has none), and hands the rest on whole.
 pub async fn limit_request_body(request: Request, next: Next) -> Response {
+    let limit = body_limit_for(request.method(), request.uri().path());
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > MAX_REQUEST_BODY as u64) {
-        return too_large();
+    if declared.is_some_and(|length| length > limit as u64) {
+        return too_large(limit);
     }
     let (parts, body) = request.into_parts();
-    let collected = match Limited::new(body, MAX_REQUEST_BODY).collect().await {
+    let collected = match Limited::new(body, limit).collect().await {
         Ok(collected) => collected.to_bytes(),
-        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
+        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
+            return too_large(limit);
+        }
         Err(error) => {
             return (
                 StatusCode::BAD_REQUEST,

@@ -961,6 +961,57 @@ impl ApiClient {
             .await
     }
 
+    /// `GET /v1/operator/snapshot`: a snapshot archive, checked against the answer's
+    /// `Digest` header (`sha-256=<base64>`) as Nomad's client does.
+    pub async fn snapshot_save(&self, stale: bool) -> Result<Vec<u8>, ClientError> {
+        let query = if stale {
+            vec![("stale", "true".to_string())]
+        } else {
+            Vec::new()
+        };
+        let response = self
+            .send(self.request(reqwest::Method::GET, "/v1/operator/snapshot", &query))
+            .await?;
+        let digest = response
+            .headers()
+            .get("Digest")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let bytes = response.bytes().await.map_err(ClientError::Transport)?;
+        let Some(expected) = digest.strip_prefix("sha-256=") else {
+            return Err(ClientError::Decode(format!(
+                "the snapshot's Digest header {digest:?} names no sha-256 sum"
+            )));
+        };
+        use base64::Engine as _;
+        let found =
+            base64::engine::general_purpose::STANDARD.encode(drover_state::archive::sha256(&bytes));
+        if found != expected {
+            return Err(ClientError::Decode(format!(
+                "the snapshot does not match its digest (sha-256={expected}, got sha-256={found}): \
+                 it was damaged on the way"
+            )));
+        }
+        Ok(bytes.to_vec())
+    }
+
+    /// `PUT /v1/operator/snapshot`: restores a snapshot archive; answers the new index.
+    pub async fn snapshot_restore(&self, archive: Vec<u8>) -> Result<u64, ClientError> {
+        let response = self
+            .send(
+                self.request(reqwest::Method::PUT, "/v1/operator/snapshot", &[])
+                    .body(archive),
+            )
+            .await?;
+        Ok(response
+            .headers()
+            .get("X-Nomad-Index")
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(0))
+    }
+
     pub async fn agent_members(&self) -> Result<serde_json::Value, ClientError> {
         self.get("/v1/agent/members", &[]).await
     }

@@ -30,5 +30,5 @@ pub use backend::{
     AgentInfo, AgentOperations, ApiBackend, Composed, ExecInput, ExecOutput, ExecRequest,
     ExecSession, StateReads, Table,
 };
-pub use body_limit::{MAX_REQUEST_BODY, limit_request_body};
+pub use body_limit::{MAX_REQUEST_BODY, MAX_SNAPSHOT_BODY, body_limit_for, limit_request_body};
 pub use error::ApiError;

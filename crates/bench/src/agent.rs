@@ -42,6 +42,15 @@ const SERVER_ONLY_CONFIG: &str = r#"client {
 /// under a prefix of its own, so runs do not see each other's jobs); unset: the embedded store.
 pub static ETCD_ENDPOINTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
 
+/// Where the spawned servers keep their state, for the reports' notes.
+pub fn backend_note() -> &'static str {
+    if ETCD_ENDPOINTS.get().is_some() {
+        "server state in etcd (--etcd)"
+    } else {
+        "server state in the embedded store"
+    }
+}
+
 /// `etcd { … }` for the next spawned agent, if `--etcd` was given.
 fn etcd_block() -> String {
     static SPAWNED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -61,12 +70,33 @@ impl AgentProcess {
     /// Spawns `drover agent -dev -data-dir DIR -http-port=0` and waits for the line naming its
     /// HTTP address.
     pub fn spawn(drover: &Path, data_dir: &Path) -> anyhow::Result<AgentProcess> {
-        Self::spawn_with(drover, data_dir, &[], CONFIG)
+        Self::spawn_with(drover, data_dir, &[], &format!("{CONFIG}{}", etcd_block()))
     }
 
     /// Spawns a server-only agent (`-dev -server`, `client { enabled = false }`).
     pub fn spawn_server(drover: &Path, data_dir: &Path) -> anyhow::Result<AgentProcess> {
-        Self::spawn_with(drover, data_dir, &["-server"], SERVER_ONLY_CONFIG)
+        Self::spawn_with(
+            drover,
+            data_dir,
+            &["-server"],
+            &format!("{SERVER_ONLY_CONFIG}{}", etcd_block()),
+        )
+    }
+
+    /// Spawns a client-only agent named `name` (`-dev -client`) of the server at `server`
+    /// (`host:port`), with [`CONFIG`]'s resources.
+    pub fn spawn_client(
+        drover: &Path,
+        data_dir: &Path,
+        server: &str,
+        name: &str,
+    ) -> anyhow::Result<AgentProcess> {
+        Self::spawn_with(
+            drover,
+            data_dir,
+            &["-client", &format!("-servers={server}")],
+            &format!("name = \"{name}\"\nserver {{\n  enabled = false\n}}\n{CONFIG}"),
+        )
     }
 
     fn spawn_with(
@@ -80,7 +110,7 @@ impl AgentProcess {
             .parent()
             .unwrap_or(data_dir)
             .join("bench-agent.hcl");
-        std::fs::write(&config_path, format!("{config}{}", etcd_block()))?;
+        std::fs::write(&config_path, config)?;
         let spawned_at = Instant::now();
         let mut child = Command::new(drover)
             .arg("agent")

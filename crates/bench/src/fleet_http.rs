@@ -135,6 +135,11 @@ pub async fn fleet_over_http(bench: &Bench, nodes: usize, allocs: usize) -> anyh
             placed.as_secs_f64() * 1000.0,
         );
         report.add(
+            "placements/s (register -> all placed)",
+            "/s",
+            allocs as f64 / placed.as_secs_f64(),
+        );
+        report.add(
             &format!("register -> {allocs} allocs reported running"),
             "ms",
             running_total.as_secs_f64() * 1000.0,
@@ -182,7 +187,8 @@ pub async fn fleet_over_http(bench: &Bench, nodes: usize, allocs: usize) -> anyh
         report.record_load();
     }
     report.note(format!(
-        "{nodes} simulated nodes in the bench process over HTTP (one shared HttpServerConn, status batching every 200 ms) against a release server agent process; progress read from the job summary every 50 ms"
+        "{nodes} simulated nodes in the bench process over HTTP (one shared HttpServerConn, status batching every 200 ms) against a release server agent process ({}); progress read from the job summary every 50 ms",
+        crate::agent::backend_note()
     ));
     Ok(report)
 }

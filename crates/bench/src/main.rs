@@ -11,6 +11,7 @@
 mod agent;
 mod artifact;
 mod catalog;
+mod clients;
 mod exec_attach;
 mod fleet_http;
 mod in_process;
@@ -51,6 +52,14 @@ enum Scenario {
     RunSleep {
         #[arg(long, default_value_t = 100)]
         count: usize,
+    },
+    /// Register N `sleep` tasks → all running across client agents of their own (separate
+    /// processes) of a server-only agent (its state on etcd with `--etcd`).
+    RunClients {
+        #[arg(long, default_value_t = 1000)]
+        count: usize,
+        #[arg(long, default_value_t = 2)]
+        clients: usize,
     },
     /// Register N `sleep` tasks that each fetch a tar.gz artifact → all running: cache cold,
     /// cache warm, and without an artifact.
@@ -184,6 +193,10 @@ fn main() -> anyhow::Result<()> {
         Scenario::RunSleep { count } => (
             format!("run-sleep --count {count}"),
             process::run_sleep(&bench()?, count)?,
+        ),
+        Scenario::RunClients { count, clients } => (
+            format!("run-clients --count {count} --clients {clients}"),
+            clients::run_clients(&bench()?, count, clients)?,
         ),
         Scenario::RunArtifact { count } => (
             format!("run-artifact --count {count}"),

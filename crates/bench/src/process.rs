@@ -229,7 +229,7 @@ pub(crate) fn run_sleeps(
 
 /// Stops a job and waits until every listed pid is gone; returns the elapsed time and when the
 /// stop was sent.
-fn stop_and_wait_gone(
+pub(crate) fn stop_and_wait_gone(
     agent: &AgentProcess,
     job_id: &str,
     pids: &[i32],

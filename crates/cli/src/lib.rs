@@ -110,6 +110,9 @@ enum Command {
     /// Interact with servers
     #[command(subcommand)]
     Server(commands::server::ServerCommand),
+    /// Operate the servers: snapshots, peers
+    #[command(subcommand)]
+    Operator(commands::operator::OperatorCommand),
     /// Interact with registered services
     #[command(subcommand)]
     Service(commands::service::ServiceCommand),
@@ -168,6 +171,7 @@ pub async fn run(arguments: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Wr
         Command::Deployment(command) => commands::deployment::run(command, &mut io).await,
         Command::Scaling(command) => commands::scaling::run(command, &mut io).await,
         Command::Server(command) => commands::server::run(command, &mut io).await,
+        Command::Operator(command) => commands::operator::run(command, &mut io).await,
         Command::Service(command) => commands::service::run(command, &mut io).await,
         Command::Status(arguments) => commands::status::run(arguments, &mut io).await,
         Command::System(command) => commands::system::run(command, &mut io).await,

@@ -85,6 +85,8 @@ pub enum KeyringError {
 struct Kek {
     id: String,
     cipher: Aes256Gcm,
+    /// The KEK file's text form (`<kek id>\n<base64 key>\n`), for a snapshot to carry.
+    text: String,
 }
 
 impl std::fmt::Debug for Kek {
@@ -129,13 +131,14 @@ fn load_or_create_kek(dir: &Path) -> Result<Kek, KeyringError> {
                 .mode(0o600)
                 .open(&temporary)
                 .map_err(io)?;
-            file.write_all(format!("{id}\n{}\n", STANDARD.encode(key)).as_bytes())
+            let text = format!("{id}\n{}\n", STANDARD.encode(key));
+            file.write_all(text.as_bytes())
                 .and_then(|()| file.sync_all())
                 .map_err(io)?;
             std::fs::rename(&temporary, &path).map_err(io)?;
             let cipher = Aes256Gcm::new_from_slice(&key)
                 .map_err(|_| malformed("the key is not 32 bytes"))?;
-            Ok(Kek { id, cipher })
+            Ok(Kek { id, cipher, text })
         }
         Err(error) => Err(io(error)),
     }
@@ -152,7 +155,11 @@ fn parse_kek(text: &str) -> Result<Kek, &'static str> {
         return Err("expected a key ID line and a 32-byte key line");
     }
     let cipher = Aes256Gcm::new_from_slice(&key).map_err(|_| "the key is not 32 bytes")?;
-    Ok(Kek { id, cipher })
+    Ok(Kek {
+        text: format!("{id}\n{}\n", STANDARD.encode(&key)),
+        id,
+        cipher,
+    })
 }
 
 /// A new random KEK in the KEK file's text form: servers that share their state (on etcd)
@@ -332,6 +339,58 @@ impl Keyring {
             self.opened_key(&stored.meta.key_id)?;
         }
         Ok(())
+    }
+
+    /// The ID of the key-encryption key that seals this keyring's root keys.
+    pub fn kek_id(&self) -> &str {
+        &self.kek.id
+    }
+
+    /// The key-encryption key in its file's text form, for a snapshot to carry: whoever holds
+    /// it and the store opens every root key, so it is as secret as the data dir.
+    pub fn kek_text(&self) -> &str {
+        &self.kek.text
+    }
+
+    /// `stored` (a root key from a snapshot, sealed by the key-encryption key `kek_text`)
+    /// sealed by this keyring's key-encryption key instead, so it opens here.
+    pub fn reseal_from(
+        &self,
+        kek_text: &str,
+        stored: &WrappedRootKey,
+    ) -> Result<WrappedRootKey, KeyringError> {
+        let unwrap_error = |reason: String| KeyringError::Unwrap {
+            key_id: stored.meta.key_id.clone(),
+            reason,
+        };
+        let other = parse_kek(kek_text).map_err(|reason| {
+            unwrap_error(format!("the snapshot's key-encryption key: {reason}"))
+        })?;
+        if stored.kek_id != other.id {
+            return Err(unwrap_error(format!(
+                "it was sealed with key-encryption key {}, and the snapshot carries {}",
+                stored.kek_id, other.id
+            )));
+        }
+        let sealed = STANDARD
+            .decode(&stored.wrapped_key)
+            .map_err(|_| unwrap_error("the stored key is not base64".to_owned()))?;
+        let key_id = stored.meta.key_id.as_bytes();
+        let key = open(&other.cipher, key_id, &sealed).ok_or_else(|| {
+            unwrap_error("the snapshot's key-encryption key does not open it".to_owned())
+        })?;
+        let resealed = seal(&self.kek.cipher, key_id, &key)?;
+        Ok(WrappedRootKey {
+            kek_id: self.kek.id.clone(),
+            wrapped_key: STANDARD.encode(resealed),
+            ..stored.clone()
+        })
+    }
+
+    /// Drops every opened root key, so each is opened again from the store (after the store's
+    /// contents were replaced by a snapshot's).
+    pub fn forget_opened(&self) {
+        self.lock_opened().clear();
     }
 
     /// Every root key's metadata.

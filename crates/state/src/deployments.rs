@@ -313,7 +313,8 @@ impl StateStore {
             .await
     }
 
-    /// Commits a plan's results in one write: the deployment it creates or updates, the
+    /// Commits a plan's results in one write (in consecutive ones of a share of the allocations
+    /// each on a backend with a cap on operations per transaction): the deployment it creates or updates, the
     /// status changes of deployments, its allocations (each counted in its deployment) and
     /// evaluations. A status update of an unknown deployment is `NotFound`.
     pub async fn upsert_plan_results(
@@ -330,6 +331,41 @@ impl StateStore {
         }
         crate::store::validate_allocs(&mut allocs)?;
         crate::store::validate_evals(&mut evals)?;
+        // On a backend with a cap on operations per transaction, a large plan commits in
+        // consecutive writes (each a plan committed in part, as the applier may do anyway):
+        // the deployment with the first allocations, the evaluations with the last.
+        let parts = crate::store::split_allocs(allocs, self.allocs_per_write());
+        let count = parts.len();
+        let (mut deployment, mut deployment_updates, mut evals) =
+            (deployment, Some(deployment_updates), Some(evals));
+        let mut index = 0;
+        for (number, allocs) in parts.into_iter().enumerate() {
+            let evals = if number + 1 == count {
+                evals.take().unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            index = self
+                .write_plan_results(
+                    deployment.take(),
+                    deployment_updates.take().unwrap_or_default(),
+                    allocs,
+                    evals,
+                    now_unix_ns,
+                )
+                .await?;
+        }
+        Ok(index)
+    }
+
+    async fn write_plan_results(
+        &self,
+        deployment: Option<Deployment>,
+        deployment_updates: Vec<DeploymentStatusUpdate>,
+        allocs: Vec<Allocation>,
+        evals: Vec<Evaluation>,
+        now_unix_ns: i64,
+    ) -> Result<u64, StateError> {
         self.engine
             .write(move |tables, context| {
                 if deployment.is_none()

@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable, TableDefinition, TableError};
 
-use crate::kv::{KeyRange, Kv, KvError, KvFuture, KvPair, Revision, WriteBatch, WriteOp};
+use crate::kv::{
+    KeyRange, Kv, KvContents, KvError, KvFuture, KvPair, Revision, WriteBatch, WriteOp,
+};
 
 /// The file name of the state database inside the data dir.
 pub const STATE_FILE_NAME: &str = "state.redb";
@@ -186,6 +188,86 @@ impl EmbeddedKv {
         Ok(revision.map_or(0, |guard| guard.value()))
     }
 
+    /// Every pair and the revision, in one read transaction: one consistent view.
+    fn read_all_blocking(database: &Database) -> Result<KvContents, KvError> {
+        let transaction = database
+            .begin_read()
+            .map_err(|error| backend_error("snapshot", error))?;
+        let revision = match transaction.open_table(META_TABLE) {
+            Ok(table) => table
+                .get(REVISION_KEY)
+                .map_err(|error| backend_error("snapshot", error))?
+                .map_or(0, |guard| guard.value()),
+            Err(TableError::TableDoesNotExist(_)) => 0,
+            Err(error) => return Err(backend_error("snapshot", error)),
+        };
+        let mut pairs = Vec::new();
+        match transaction.open_table(DATA_TABLE) {
+            Ok(table) => {
+                for entry in table
+                    .iter()
+                    .map_err(|error| backend_error("snapshot", error))?
+                {
+                    let (key, value) = entry.map_err(|error| backend_error("snapshot", error))?;
+                    pairs.push(KvPair {
+                        key: key.value().to_vec(),
+                        value: value.value().to_vec(),
+                    });
+                }
+            }
+            Err(TableError::TableDoesNotExist(_)) => {}
+            Err(error) => return Err(backend_error("snapshot", error)),
+        }
+        Ok(KvContents {
+            revision,
+            pairs,
+            term: 0,
+            backend: "embedded",
+        })
+    }
+
+    /// Empties the data table and fills it with `pairs` in one write transaction (one fsync):
+    /// a crash leaves the old keyspace or the new one.
+    fn replace_all_blocking(
+        database: &Database,
+        pairs: Vec<KvPair>,
+        expected_revision: Option<Revision>,
+    ) -> Result<Revision, KvError> {
+        let failed = |error: &dyn std::fmt::Display| backend_error("restore", error);
+        let transaction = database.begin_write().map_err(|error| failed(&error))?;
+        let new_revision = {
+            let mut meta = transaction
+                .open_table(META_TABLE)
+                .map_err(|error| failed(&error))?;
+            let current = meta
+                .get(REVISION_KEY)
+                .map_err(|error| failed(&error))?
+                .map_or(0, |guard| guard.value());
+            if let Some(expected) = expected_revision
+                && expected != current
+            {
+                return Err(KvError::RevisionMismatch {
+                    expected,
+                    found: current,
+                });
+            }
+            let mut data = transaction
+                .open_table(DATA_TABLE)
+                .map_err(|error| failed(&error))?;
+            data.retain(|_, _| false).map_err(|error| failed(&error))?;
+            for pair in &pairs {
+                data.insert(pair.key.as_slice(), pair.value.as_slice())
+                    .map_err(|error| failed(&error))?;
+            }
+            let new_revision = current + 1;
+            meta.insert(REVISION_KEY, new_revision)
+                .map_err(|error| failed(&error))?;
+            new_revision
+        };
+        transaction.commit().map_err(|error| failed(&error))?;
+        Ok(new_revision)
+    }
+
     fn apply_blocking(database: &Database, batch: WriteBatch) -> Result<Revision, KvError> {
         let transaction = database
             .begin_write()
@@ -254,6 +336,20 @@ impl Kv for EmbeddedKv {
 
     fn revision(&self) -> KvFuture<'_, Revision> {
         Box::pin(self.run_blocking("read revision", Self::revision_blocking))
+    }
+
+    fn read_all(&self, _stale: bool) -> KvFuture<'_, KvContents> {
+        Box::pin(self.run_blocking("snapshot", Self::read_all_blocking))
+    }
+
+    fn replace_all(
+        &self,
+        pairs: Vec<KvPair>,
+        expected_revision: Option<Revision>,
+    ) -> KvFuture<'_, Revision> {
+        Box::pin(self.run_blocking("restore", move |database| {
+            Self::replace_all_blocking(database, pairs, expected_revision)
+        }))
     }
 }
 

@@ -29,7 +29,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::error::StateError;
 use crate::events::{Event, EventBuffer, EventFilter, EventSubscription};
-use crate::kv::{KeyRange, Kv, KvError, WriteBatch, WriteOp};
+use crate::kv::{KeyRange, Kv, KvContents, KvError, KvPair, MemoryKv, WriteBatch, WriteOp};
 
 /// The schema version of the records this build writes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -304,6 +304,8 @@ enum WriteRequest<S> {
     Mutate(Mutation<S>),
     /// Reload state and indexes from the backend (another store sharing it wrote).
     Reload(oneshot::Sender<Result<(), StateError>>),
+    /// Replace the whole keyspace (a snapshot's restore); answers the new latest index.
+    Restore(Vec<KvPair>, oneshot::Sender<Result<u64, StateError>>),
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -358,6 +360,13 @@ pub struct WatchOutcome {
 /// The engine handle: enqueue writes, read the published state, wait for changes.
 pub struct Engine<S> {
     queue: mpsc::Sender<WriteRequest<S>>,
+    /// The backend, for reads that need no writer (a snapshot's [`Kv::read_all`]); taken at
+    /// shutdown, so the backend is released once the writer lets go of it.
+    kv_for_reads: std::sync::RwLock<Option<Arc<dyn Kv>>>,
+    /// Builds the state from a backend: the writer's, and [`Engine::restore`]'s check.
+    loader: Loader<S>,
+    /// The backend's cap on operations per transaction ([`Kv::max_ops_per_batch`]).
+    max_ops_per_batch: Option<usize>,
     published: watch::Receiver<Arc<Committed<S>>>,
     table_watchers: Arc<[watch::Sender<u64>; TABLE_COUNT]>,
     events: Arc<EventBuffer>,
@@ -483,13 +492,16 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
             counters: Arc::clone(&counters),
             max_writes_per_commit: options.max_writes_per_commit.max(1),
             max_ops_per_batch: kv.max_ops_per_batch(),
-            kv,
-            loader,
+            kv: Arc::clone(&kv),
+            loader: Arc::clone(&loader),
             revision,
         };
         tokio::spawn(writer.run());
         Ok(Self {
             queue,
+            max_ops_per_batch: kv.max_ops_per_batch(),
+            kv_for_reads: std::sync::RwLock::new(Some(kv)),
+            loader,
             published,
             table_watchers,
             events,
@@ -529,6 +541,12 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
             .await
             .map_err(|_| StateError::Closed)?;
         answer.await.map_err(|_| StateError::Closed)?
+    }
+
+    /// The backend's cap on operations per transaction, if it has one: a single write must
+    /// stay within it (writes of many records split themselves, see the store).
+    pub fn max_ops_per_batch(&self) -> Option<usize> {
+        self.max_ops_per_batch
     }
 
     /// The current committed state (cheap: an `Arc` clone).
@@ -603,6 +621,59 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
         answer.await.map_err(|_| StateError::Closed)?
     }
 
+    /// The whole keyspace as the backend holds it, at one revision (see [`Kv::read_all`]).
+    /// Not queued behind writes: the backend's own consistency makes it one point in time.
+    pub async fn read_all(&self, stale: bool) -> Result<KvContents, StateError> {
+        let kv = self
+            .kv_for_reads
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .ok_or(StateError::Closed)?;
+        Ok(kv.read_all(stale).await?)
+    }
+
+    /// Replaces the whole keyspace with `pairs` (a snapshot's records, as
+    /// [`Engine::read_all`] gave them) and reloads from it; answers the new latest index.
+    ///
+    /// Every record is decoded first, on a copy in memory: a snapshot whose schema differs or
+    /// whose records do not decode is refused before anything changes. The modify indexes move
+    /// only forward: each table's index becomes the snapshot's when that is higher than the
+    /// store's, else the new latest index, so no blocking query waits on an index that went
+    /// back. Runs on the writer between group commits; every table's watchers are woken.
+    pub async fn restore(&self, pairs: Vec<KvPair>) -> Result<u64, StateError> {
+        let copy = MemoryKv::new();
+        let mut batch = WriteBatch::new();
+        for pair in &pairs {
+            batch.put(pair.key.clone(), pair.value.clone());
+        }
+        copy.apply(batch).await?;
+        let copy: Arc<dyn Kv> = Arc::new(copy);
+        match copy.get(META_SCHEMA_KEY).await? {
+            Some(found) if found == SCHEMA_VERSION.to_string().as_bytes() => {}
+            Some(found) => {
+                return Err(StateError::Schema {
+                    found: String::from_utf8_lossy(&found).into_owned(),
+                    supported: SCHEMA_VERSION,
+                });
+            }
+            None => {
+                return Err(StateError::Invalid {
+                    field: "snapshot",
+                    reason: "it holds no schema marker (m/schema): not a drover state".to_owned(),
+                });
+            }
+        }
+        load_indexes(copy.as_ref()).await?;
+        (self.loader)(copy).await?;
+        let (reply, answer) = oneshot::channel();
+        self.queue
+            .send(WriteRequest::Restore(pairs, reply))
+            .await
+            .map_err(|_| StateError::Closed)?;
+        answer.await.map_err(|_| StateError::Closed)?
+    }
+
     /// Publishes events another store wrote with its batches to the shared backend (their
     /// JSON, as [`WriteBatch::events`] holds it), once this store has reloaded their state.
     pub fn publish_shared_events(&self, encoded: &[u8]) -> Result<(), serde_json::Error> {
@@ -633,6 +704,10 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
     /// Commits what is queued, stops the writer and releases the backend (for the embedded
     /// backend: closes the file). Later writes fail with [`StateError::Closed`].
     pub async fn shutdown(&self) {
+        self.kv_for_reads
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         let (done, finished) = oneshot::channel();
         if self.queue.send(WriteRequest::Shutdown(done)).await.is_ok() {
             // An error means the writer already stopped, which is what was asked.
@@ -665,10 +740,17 @@ impl<S: Clone + Send + Sync + 'static> Writer<S> {
             let mut group = VecDeque::new();
             let mut next = Some(first);
             let mut reloads = Vec::new();
+            let mut restore = None;
             while let Some(request) = next.take() {
                 match request {
                     WriteRequest::Mutate(mutation) => group.push_back(mutation),
                     WriteRequest::Reload(reply) => reloads.push(reply),
+                    WriteRequest::Restore(pairs, reply) => {
+                        // The writes queued before it commit first; those after, on the
+                        // restored state.
+                        restore = Some((pairs, reply));
+                        break;
+                    }
                     WriteRequest::Shutdown(reply) => {
                         shutdown_reply = Some(reply);
                         break;
@@ -691,6 +773,9 @@ impl<S: Clone + Send + Sync + 'static> Writer<S> {
             // A backend with a cap on operations per batch may need several transactions.
             while !group.is_empty() {
                 self.commit_group(&mut group).await;
+            }
+            if let Some((pairs, reply)) = restore {
+                let _ = reply.send(self.restore(pairs).await);
             }
         }
         self.receiver.close();
@@ -722,6 +807,53 @@ impl<S: Clone + Send + Sync + 'static> Writer<S> {
             }
         }
         Ok(())
+    }
+
+    /// Replaces the backend's keyspace with `pairs` under indexes that only move forward (see
+    /// [`Engine::restore`]), then publishes the state loaded from it.
+    async fn restore(&mut self, mut pairs: Vec<KvPair>) -> Result<u64, StateError> {
+        let current = self.published.borrow().indexes;
+        let mut restored = Indexes::default();
+        let index_of = |pairs: &[KvPair], key: &[u8]| -> Result<u64, StateError> {
+            pairs
+                .iter()
+                .find(|pair| pair.key == key)
+                .map_or(Ok(0), |pair| decode_index(&pair.value))
+        };
+        let snapshot_latest = index_of(&pairs, META_LATEST_INDEX_KEY)?;
+        restored.latest = snapshot_latest.max(current.latest + 1);
+        for table in Table::ALL {
+            let snapshot_index = index_of(&pairs, &table.index_key())?;
+            restored.tables[table.position()] = if snapshot_index > current.table(table) {
+                snapshot_index
+            } else {
+                restored.latest
+            };
+        }
+        pairs.retain(|pair| {
+            pair.key != META_LATEST_INDEX_KEY && !pair.key.starts_with(META_TABLE_INDEX_PREFIX)
+        });
+        pairs.push(KvPair {
+            key: META_LATEST_INDEX_KEY.to_vec(),
+            value: restored.latest.to_be_bytes().to_vec(),
+        });
+        for table in Table::ALL {
+            pairs.push(KvPair {
+                key: table.index_key(),
+                value: restored.table(table).to_be_bytes().to_vec(),
+            });
+        }
+        pairs.sort_by(|a, b| a.key.cmp(&b.key));
+        let revision = self.kv.replace_all(pairs, Some(self.revision)).await?;
+        let data = (self.loader)(Arc::clone(&self.kv)).await?;
+        let indexes = load_indexes(self.kv.as_ref()).await?;
+        self.revision = revision;
+        self.published
+            .send_replace(Arc::new(Committed { indexes, data }));
+        for table in Table::ALL {
+            self.table_watchers[table.position()].send_replace(indexes.table(table));
+        }
+        Ok(indexes.latest())
     }
 
     /// Applies writes from the front of `group` in one backend transaction: all of them, or as
@@ -1105,6 +1237,79 @@ mod tests {
         // A reload with nothing new changes nothing.
         second.reload().await.unwrap();
         assert_eq!(second.indexes().latest(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_restore_replaces_everything_and_indexes_only_move_forward() {
+        let directory = tempfile::tempdir().unwrap();
+        let source = memory_engine().await;
+        for (name, value) in [("a", 1), ("b", 2), ("c", 3)] {
+            set(&source, name, value).await.unwrap();
+        }
+        let contents = source.read_all(false).await.unwrap();
+        assert_eq!(contents.backend, "memory");
+
+        // A target on the embedded backend with a history of its own, further along.
+        let kv = Arc::new(EmbeddedKv::open_in_dir(directory.path()).await.unwrap());
+        let target = Arc::new(
+            Engine::start(kv.clone(), EngineOptions::default(), load_counters)
+                .await
+                .unwrap(),
+        );
+        for number in 0..5 {
+            set(&target, &format!("old-{number}"), number)
+                .await
+                .unwrap();
+        }
+        let waiter = {
+            let target = Arc::clone(&target);
+            tokio::spawn(async move {
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+                target.wait_for_change(&[Table::Nodes], 5, deadline).await
+            })
+        };
+
+        // A record that does not decode: refused, and nothing changed.
+        let mut broken = contents.pairs.clone();
+        broken.push(crate::kv::KvPair {
+            key: b"t/nodes/d".to_vec(),
+            value: b"not json".to_vec(),
+        });
+        broken.sort_by(|a, b| a.key.cmp(&b.key));
+        let error = target.restore(broken).await.unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("cannot decode stored nodes record d"),
+            "{error}"
+        );
+        assert_eq!(target.snapshot().data.values.len(), 5);
+        assert_eq!(target.indexes().latest(), 5);
+
+        let index = target.restore(contents.pairs.clone()).await.unwrap();
+        let values = &target.snapshot().data.values;
+        assert_eq!(values.len(), 3);
+        assert_eq!(values.get("c"), Some(&3));
+        // The snapshot's index (3) is behind the target's (5): the tables move past it.
+        assert_eq!(index, 6);
+        assert_eq!(target.indexes().table(Table::Nodes), 6);
+        assert_eq!(waiter.await.unwrap().index, 6);
+        // Durable: a new engine on the same file reads the restored state.
+        assert_eq!(set(&target, "d", 4).await.unwrap(), 7);
+        target.shutdown().await;
+        drop(target);
+        drop(kv);
+        let kv = Arc::new(EmbeddedKv::open_in_dir(directory.path()).await.unwrap());
+        let reopened = Engine::start(kv, EngineOptions::default(), load_counters)
+            .await
+            .unwrap();
+        assert_eq!(reopened.snapshot().data.values.len(), 4);
+        assert_eq!(reopened.indexes().latest(), 7);
+
+        // Into a fresh store the snapshot's indexes come along as they were.
+        let fresh = memory_engine().await;
+        assert_eq!(fresh.restore(contents.pairs).await.unwrap(), 3);
+        assert_eq!(fresh.indexes().table(Table::Nodes), 3);
     }
 
     /// A backend whose commits always fail.

@@ -185,6 +185,19 @@ pub enum KvError {
     },
 }
 
+/// The whole keyspace as read at one revision (what a snapshot archive holds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvContents {
+    /// The backend revision the pairs were read at.
+    pub revision: Revision,
+    /// Every pair, in key order.
+    pub pairs: Vec<KvPair>,
+    /// The backend's consensus term when it has one (etcd's raft term), else 0.
+    pub term: u64,
+    /// Which backend was read (`embedded`, `etcd`, `memory`).
+    pub backend: &'static str,
+}
+
 /// The key-value contract of the state store.
 ///
 /// Implementations must make [`Kv::apply`] atomic and durable: once it returns `Ok`, the batch
@@ -213,6 +226,47 @@ pub trait Kv: Send + Sync + 'static {
     /// batch its events ([`WriteBatch::events`]).
     fn shares_events(&self) -> bool {
         false
+    }
+
+    /// Every pair and the revision they were read at, all at that one revision (a snapshot).
+    /// `stale` lets a backend answer from a replica that may lag (etcd's serializable read);
+    /// a backend with one copy ignores it. The default scans after reading the revision, which
+    /// is one revision only while nothing writes: the real backends override it.
+    fn read_all(&self, stale: bool) -> KvFuture<'_, KvContents> {
+        let _ = stale;
+        Box::pin(async move {
+            let revision = self.revision().await?;
+            let pairs = self
+                .scan(KeyRange {
+                    start: Vec::new(),
+                    end: None,
+                })
+                .await?;
+            Ok(KvContents {
+                revision,
+                pairs,
+                term: 0,
+                backend: "memory",
+            })
+        })
+    }
+
+    /// Replaces the whole keyspace with `pairs` (a snapshot's restore), atomically: a reader
+    /// sees the old keyspace or the new one, never a mix, and a failure leaves the old one.
+    /// Refused with [`KvError::RevisionMismatch`] unless the revision is `expected_revision`
+    /// (when given); returns the new revision, greater than every earlier one.
+    fn replace_all(
+        &self,
+        pairs: Vec<KvPair>,
+        expected_revision: Option<Revision>,
+    ) -> KvFuture<'_, Revision> {
+        let _ = (pairs, expected_revision);
+        Box::pin(async {
+            Err(KvError::Backend {
+                operation: "restore",
+                reason: "this backend cannot replace its keyspace".to_owned(),
+            })
+        })
     }
 }
 
@@ -290,6 +344,49 @@ impl Kv for MemoryKv {
 
     fn revision(&self) -> KvFuture<'_, Revision> {
         Box::pin(async move { Ok(self.lock()?.revision) })
+    }
+
+    fn read_all(&self, _stale: bool) -> KvFuture<'_, KvContents> {
+        Box::pin(async move {
+            let inner = self.lock()?;
+            Ok(KvContents {
+                revision: inner.revision,
+                pairs: inner
+                    .pairs
+                    .iter()
+                    .map(|(key, value)| KvPair {
+                        key: key.clone(),
+                        value: value.clone(),
+                    })
+                    .collect(),
+                term: 0,
+                backend: "memory",
+            })
+        })
+    }
+
+    fn replace_all(
+        &self,
+        pairs: Vec<KvPair>,
+        expected_revision: Option<Revision>,
+    ) -> KvFuture<'_, Revision> {
+        Box::pin(async move {
+            let mut inner = self.lock()?;
+            if let Some(expected) = expected_revision
+                && expected != inner.revision
+            {
+                return Err(KvError::RevisionMismatch {
+                    expected,
+                    found: inner.revision,
+                });
+            }
+            inner.pairs = pairs
+                .into_iter()
+                .map(|pair| (pair.key, pair.value))
+                .collect();
+            inner.revision += 1;
+            Ok(inner.revision)
+        })
     }
 }
 

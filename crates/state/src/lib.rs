@@ -24,6 +24,7 @@
 
 pub mod acl;
 pub mod acl_tables;
+pub mod archive;
 pub mod deployments;
 pub mod deployments_table;
 pub mod derive;
@@ -53,7 +54,9 @@ pub use error::StateError;
 pub use events::{
     Event, EventBatch, EventBuffer, EventFilter, EventPayload, EventSubscription, EventType, Topic,
 };
-pub use kv::{KeyRange, Kv, KvError, KvFuture, KvPair, MemoryKv, Revision, WriteBatch, WriteOp};
+pub use kv::{
+    KeyRange, Kv, KvContents, KvError, KvFuture, KvPair, MemoryKv, Revision, WriteBatch, WriteOp,
+};
 pub use store::{ClientAllocUpdate, JobRegistration, StateStore};
 pub use tables::{JOB_TRACKED_VERSIONS, JobKey, StateSnapshot, StateTables};
 pub use variables::{VariableLockOp, VariableLockWrite, VariableOp, VariableWrite};

@@ -559,6 +559,19 @@ pub(crate) fn write_evals(
     Ok(())
 }
 
+/// `allocs` in consecutive parts of at most `per_write` (one empty part when there are none).
+pub(crate) fn split_allocs(allocs: Vec<Allocation>, per_write: usize) -> Vec<Vec<Allocation>> {
+    if allocs.len() <= per_write {
+        return vec![allocs];
+    }
+    let mut parts = Vec::with_capacity(allocs.len().div_ceil(per_write));
+    let mut rest = allocs.into_iter().peekable();
+    while rest.peek().is_some() {
+        parts.push(rest.by_ref().take(per_write).collect());
+    }
+    parts
+}
+
 /// Stores allocations from the plan applier (server side); returns the jobs they belong to.
 pub(crate) fn write_server_allocs(
     tables: &mut StateTables,
@@ -1007,6 +1020,18 @@ impl StateStore {
         self.engine.subscribe_events(from_index, filter)
     }
 
+    /// The whole keyspace at one backend revision, as a snapshot archive holds it
+    /// ([`crate::archive`]). `stale`: a replica that may lag may answer (etcd).
+    pub async fn read_all(&self, stale: bool) -> Result<crate::kv::KvContents, StateError> {
+        self.engine.read_all(stale).await
+    }
+
+    /// Replaces everything with a snapshot's records (see [`Engine::restore`]): refused before
+    /// anything changes when a record does not decode; answers the new latest index.
+    pub async fn restore(&self, pairs: Vec<crate::kv::KvPair>) -> Result<u64, StateError> {
+        self.engine.restore(pairs).await
+    }
+
     /// Counters of the group-commit writer.
     pub fn commit_stats(&self) -> CommitStats {
         self.engine.stats()
@@ -1165,7 +1190,22 @@ impl StateStore {
             .await
     }
 
-    /// Stores a plan's allocations and evaluation updates atomically, at one index.
+    /// How many allocations one write may carry: all of them on a backend without a cap on
+    /// operations per transaction; on etcd (128 by default) a share that stays within it even
+    /// when each allocation also removes its service registrations. A write of more splits
+    /// into consecutive writes of that many, each a consistent state (as a plan the applier
+    /// committed in part); the last one carries the evaluations.
+    pub(crate) fn allocs_per_write(&self) -> usize {
+        const OPS_PER_ALLOC: usize = 4;
+        const OPS_BESIDES: usize = 16;
+        self.engine.max_ops_per_batch().map_or(usize::MAX, |cap| {
+            (cap.saturating_sub(OPS_BESIDES) / OPS_PER_ALLOC).max(1)
+        })
+    }
+
+    /// Stores a plan's allocations and evaluation updates, at one index (in consecutive
+    /// writes of [`StateStore::allocs_per_write`] allocations on a backend with a cap, the
+    /// evaluations with the last).
     pub async fn upsert_allocs_and_evals(
         &self,
         mut allocs: Vec<Allocation>,
@@ -1174,6 +1214,21 @@ impl StateStore {
     ) -> Result<u64, StateError> {
         validate_allocs(&mut allocs)?;
         validate_evals(&mut evals)?;
+        let mut chunks = split_allocs(allocs, self.allocs_per_write());
+        let last = chunks.pop().unwrap_or_default();
+        for allocs in chunks {
+            self.write_allocs_and_evals(allocs, Vec::new(), now_unix_ns)
+                .await?;
+        }
+        self.write_allocs_and_evals(last, evals, now_unix_ns).await
+    }
+
+    async fn write_allocs_and_evals(
+        &self,
+        allocs: Vec<Allocation>,
+        evals: Vec<Evaluation>,
+        now_unix_ns: i64,
+    ) -> Result<u64, StateError> {
         self.engine
             .write(move |tables, context| {
                 if allocs.is_empty() && evals.is_empty() {
@@ -1195,6 +1250,25 @@ impl StateStore {
     /// that is news (`Allocation::merge_client_update`); every server-owned field is kept. When an allocation turns terminal, tasks without a
     /// `FinishedAt` get `now_unix_ns`.
     pub async fn update_allocs_from_client(
+        &self,
+        updates: Vec<Allocation>,
+        now_unix_ns: i64,
+    ) -> Result<ClientAllocUpdate, StateError> {
+        // Each allocation's update stands alone: a batch larger than one write allows is
+        // applied in consecutive writes.
+        let mut answer = ClientAllocUpdate {
+            index: 0,
+            unknown_alloc_ids: Vec::new(),
+        };
+        for updates in split_allocs(updates, self.allocs_per_write()) {
+            let part = self.write_client_updates(updates, now_unix_ns).await?;
+            answer.index = part.index;
+            answer.unknown_alloc_ids.extend(part.unknown_alloc_ids);
+        }
+        Ok(answer)
+    }
+
+    async fn write_client_updates(
         &self,
         updates: Vec<Allocation>,
         now_unix_ns: i64,

@@ -17,8 +17,9 @@ pub const FORWARDED_HEADER: &str = "x-drover-forwarded";
 /// caller follows it (`follow=true` logs), so no overall timeout applies.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Largest request body forwarded: the agent's one limit, already enforced around this layer.
-const MAX_FORWARDED_BODY: usize = drover_api::MAX_REQUEST_BODY;
+/// Largest request body forwarded: the largest any route takes (a snapshot's restore); each
+/// route's own limit is already enforced around this layer.
+const MAX_FORWARDED_BODY: usize = drover_api::MAX_SNAPSHOT_BODY;
 
 /// Relays a request to the agent at `address` (its HTTP address), answering 502 when that
 /// agent cannot be reached.

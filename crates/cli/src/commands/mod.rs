@@ -18,6 +18,7 @@ pub mod monitor;
 pub mod namespace;
 pub mod node;
 pub mod node_pool;
+pub mod operator;
 pub mod scaling;
 pub mod server;
 pub mod service;

@@ -323,3 +323,112 @@ impl Drop for EtcdCluster {
         }
     }
 }
+
+/// What a [`LinkProxy`] does with the traffic between a client and its etcd member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkMode {
+    /// Both ways, as a direct connection.
+    Pass,
+    /// Requests reach the member; its answers are dropped (a member that commits and then
+    /// hangs, or a reply lost on the way back).
+    SwallowReplies,
+    /// Every connection is closed and new ones are refused (the client's link to the member
+    /// is cut).
+    Cut,
+}
+
+/// A TCP relay between a client and one etcd member, which a test can cut or make lose
+/// replies: a real etcd behind it, a real broken link in front.
+pub struct LinkProxy {
+    address: std::net::SocketAddr,
+    mode: tokio::sync::watch::Sender<LinkMode>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl LinkProxy {
+    /// Relays to `upstream` (`http://127.0.0.1:<port>`).
+    pub async fn start(upstream: &str) -> Self {
+        let upstream = upstream.trim_start_matches("http://").to_owned();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (mode, _) = tokio::sync::watch::channel(LinkMode::Pass);
+        let modes = mode.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut mode = modes.subscribe();
+                if *mode.borrow_and_update() == LinkMode::Cut {
+                    continue;
+                }
+                let upstream = upstream.clone();
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    let (mut client_read, mut client_write) = client.into_split();
+                    let (mut server_read, mut server_write) = server.into_split();
+                    let up = tokio::io::copy(&mut client_read, &mut server_write);
+                    let replies = mode.clone();
+                    let down = async move {
+                        let mut buffer = vec![0_u8; 64 * 1024];
+                        loop {
+                            let read = tokio::io::AsyncReadExt::read(&mut server_read, &mut buffer)
+                                .await
+                                .unwrap_or(0);
+                            if read == 0 {
+                                return;
+                            }
+                            if *replies.borrow() == LinkMode::SwallowReplies {
+                                continue;
+                            }
+                            if tokio::io::AsyncWriteExt::write_all(
+                                &mut client_write,
+                                &buffer[..read],
+                            )
+                            .await
+                            .is_err()
+                            {
+                                return;
+                            }
+                        }
+                    };
+                    let cut = async move {
+                        while *mode.borrow_and_update() != LinkMode::Cut {
+                            if mode.changed().await.is_err() {
+                                return;
+                            }
+                        }
+                    };
+                    tokio::select! {
+                        _ = up => {}
+                        () = down => {}
+                        () = cut => {}
+                    }
+                });
+            }
+        });
+        Self {
+            address,
+            mode,
+            task,
+        }
+    }
+
+    /// The client URL to give instead of the member's.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    pub fn set(&self, mode: LinkMode) {
+        self.mode.send_replace(mode);
+    }
+}
+
+impl Drop for LinkProxy {
+    fn drop(&mut self) {
+        self.set(LinkMode::Cut);
+        self.task.abort();
+    }
+}
