@@ -74,6 +74,17 @@ def test_agent_status_and_regions(agent):
     assert members["Members"][0]["Status"] == "alive"
 
 
+def test_agent_servers_of_a_dev_agent(agent):
+    servers = agent.agent.get_servers()
+    assert len(servers) == 1 and servers[0].startswith("127.0.0.1:")
+    # The dev agent's client reaches the server in its own process: there is no list to set,
+    # and the agent says so rather than keeping a list nothing uses.
+    with pytest.raises(nomad.api.exceptions.BaseNomadException) as refused:
+        agent.agent.update_servers(["10.0.0.1:4646"])
+    assert "in its own process" in refused.value.nomad_resp.text
+    assert agent.agent.get_servers() == servers
+
+
 def test_nodes_list_and_read(agent):
     nodes = agent.nodes.get_nodes()
     assert len(nodes) == 1

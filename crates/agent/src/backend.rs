@@ -22,6 +22,8 @@ use drover_structs::{
     JobPlanResponse, JobRegisterRequest, JobRegisterResponse, Node, ServiceRegistration,
 };
 
+use drover_client::http_conn::HttpServerConn;
+
 use super::server_link::AgentServerConn;
 
 /// The local client node, when this agent runs one.
@@ -33,6 +35,9 @@ pub struct AgentBackend {
     /// The server, when this agent runs one.
     pub server: Option<Server>,
     pub client: Option<Arc<LocalClient>>,
+    /// The client's connection to its servers when it reaches them over HTTP (`None` with the
+    /// server in process, or without a client).
+    pub client_conn: Option<Arc<HttpServerConn>>,
     /// `<data_dir>/alloc`: where the client keeps alloc dirs.
     pub alloc_root: PathBuf,
     /// Node-wide usage for `/v1/client/stats`.
@@ -84,7 +89,22 @@ impl AgentBackend {
 
 impl AgentOperations for AgentBackend {
     fn agent_info(&self) -> AgentInfo {
-        self.info.clone()
+        let mut info = self.info.clone();
+        if let Some(conn) = &self.client_conn {
+            info.client_servers = conn.servers().addresses.clone();
+        }
+        info
+    }
+
+    fn set_client_servers(&self, addresses: Vec<String>) -> Result<(), ApiError> {
+        self.client()?;
+        let Some(conn) = &self.client_conn else {
+            return Err(ApiError::BadRequest(
+                "this agent's client reaches the server in its own process; its servers cannot be set".into(),
+            ));
+        };
+        conn.set_servers(&addresses)
+            .map_err(|error| ApiError::BadRequest(error.to_string()))
     }
 
     /// The server part is healthy while its state store takes writes; the client part while it

@@ -151,6 +151,9 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     // A client-only agent's connection to its servers, shared by its client and its token
     // resolver.
     let mut remote_servers: Option<Arc<HttpServerConn>> = None;
+    // The client's connection when it reaches servers over HTTP (a client-only agent, or a
+    // server of a cluster): its server list is what `/v1/agent/servers` reads and sets.
+    let mut client_conn: Option<Arc<HttpServerConn>> = None;
     let client = match client_preparation {
         Some(preparation) => {
             let prepared = preparation
@@ -159,13 +162,19 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
             let conn = match &server {
                 // A server of a cluster may not lead: its own client reaches it over HTTP like
                 // any other, and it passes the node's writes to the leader.
-                Some(_) if cluster.is_some() => AgentServerConn::Remote(Arc::new(
-                    HttpServerConn::new(HttpServerConnConfig {
-                        cluster_id_file: Some(data_dir.path().join("client").join("cluster_id")),
-                        ..HttpServerConnConfig::new(vec![advertised.to_string()])
-                    })
-                    .context("configuring the connection to this agent's server")?,
-                )),
+                Some(_) if cluster.is_some() => {
+                    let servers = Arc::new(
+                        HttpServerConn::new(HttpServerConnConfig {
+                            cluster_id_file: Some(
+                                data_dir.path().join("client").join("cluster_id"),
+                            ),
+                            ..HttpServerConnConfig::new(vec![advertised.to_string()])
+                        })
+                        .context("configuring the connection to this agent's server")?,
+                    );
+                    client_conn = Some(servers.clone());
+                    AgentServerConn::Remote(servers)
+                }
                 Some(server) => AgentServerConn::InProcess(InProcessServer {
                     server: server.clone(),
                     keyring: keyring.clone(),
@@ -182,6 +191,7 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                         .context("configuring the connection to the servers")?,
                     );
                     remote_servers = Some(servers.clone());
+                    client_conn = Some(servers.clone());
                     AgentServerConn::Remote(servers)
                 }
             };
@@ -216,6 +226,7 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         },
         server: server.clone(),
         client: client.clone(),
+        client_conn,
         alloc_root: data_dir.path().join("alloc"),
         host_stats: host_stats_collector(data_dir.path(), client.as_deref()),
     };

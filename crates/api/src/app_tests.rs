@@ -421,6 +421,8 @@ async fn a_server_only_agent_has_no_client_servers_and_a_client_only_agent_no_pe
     let servers = send(&router, "GET", "/v1/agent/servers", None).await;
     assert_eq!(servers.status(), StatusCode::NOT_IMPLEMENTED);
     assert_eq!(body_text(servers).await, "Invalid method");
+    let set = send(&router, "PUT", "/v1/agent/servers?address=10.0.0.1", None).await;
+    assert_eq!(set.status(), StatusCode::NOT_IMPLEMENTED);
     let health = body_json(send(&router, "GET", "/v1/agent/health", None).await).await;
     assert_eq!(health, json!({"server": {"ok": true, "message": "ok"}}));
     let asked = send(&router, "GET", "/v1/agent/health?type=client", None).await;
@@ -435,6 +437,21 @@ async fn a_server_only_agent_has_no_client_servers_and_a_client_only_agent_no_pe
     let router = app(Arc::clone(&client_only));
     let servers = body_json(send(&router, "GET", "/v1/agent/servers", None).await).await;
     assert_eq!(servers, json!(["10.0.0.1:4646", "10.0.0.2:4646"]));
+    // Setting the servers (Nomad's `SetServers`): every `address` given, read back sorted.
+    let missing = send(&router, "PUT", "/v1/agent/servers", None).await;
+    assert_eq!(missing.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(body_text(missing).await, "missing server address");
+    let set = send(
+        &router,
+        "POST",
+        "/v1/agent/servers?address=10.0.0.9:4646&address=10.0.0.3:4646",
+        None,
+    )
+    .await;
+    assert_eq!(set.status(), StatusCode::OK);
+    assert_eq!(body_text(set).await, "");
+    let servers = body_json(send(&router, "GET", "/v1/agent/servers", None).await).await;
+    assert_eq!(servers, json!(["10.0.0.3:4646", "10.0.0.9:4646"]));
     let peers = body_json(send(&router, "GET", "/v1/status/peers", None).await).await;
     assert_eq!(peers, json!([]));
 }
@@ -548,6 +565,34 @@ async fn allocations_list_read_and_stop() {
     assert_eq!(stop.status(), StatusCode::OK);
     let stopped = body_json(stop).await;
     assert!(stopped["EvalID"].is_string() && stopped["Index"].as_u64() > Some(0));
+    // Nomad's `reschedule` flag has no path in drover's scheduler: refused by name, not ignored.
+    let alloc_stop = "/v1/allocation/8e3a0000-1111-2222-3333-444455556666/stop";
+    let refused = send(
+        &router,
+        "PUT",
+        &format!("{alloc_stop}?reschedule=true"),
+        None,
+    )
+    .await;
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let text = body_text(refused).await;
+    assert!(text.starts_with("reschedule is not supported"), "{text}");
+    let malformed = send(
+        &router,
+        "PUT",
+        &format!("{alloc_stop}?reschedule=maybe"),
+        None,
+    )
+    .await;
+    assert_eq!(malformed.status(), StatusCode::BAD_REQUEST);
+    let default = send(
+        &router,
+        "PUT",
+        &format!("{alloc_stop}?reschedule=false"),
+        None,
+    )
+    .await;
+    assert_eq!(default.status(), StatusCode::OK);
 }
 
 #[tokio::test]

@@ -229,6 +229,10 @@ pub trait StateReads: Send + Sync + 'static {
 pub trait AgentOperations: Send + Sync + 'static {
     fn agent_info(&self) -> AgentInfo;
 
+    /// `PUT /v1/agent/servers`: replaces the servers the local client talks to (Nomad's
+    /// `SetServers`); an address that is not one is a `BadRequest` and changes nothing.
+    fn set_client_servers(&self, addresses: Vec<String>) -> Result<(), ApiError>;
+
     /// `/v1/agent/health`: whether the server part and the client part work, `None` for a
     /// part this agent does not run.
     fn agent_health(&self) -> impl Future<Output = AgentHealth> + Send;
@@ -673,6 +677,10 @@ impl<R: StateReads, O: Send + Sync + 'static> StateReads for Composed<R, O> {
 impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<R, O> {
     fn agent_info(&self) -> AgentInfo {
         self.operations.agent_info()
+    }
+
+    fn set_client_servers(&self, addresses: Vec<String>) -> Result<(), ApiError> {
+        self.operations.set_client_servers(addresses)
     }
 
     fn agent_health(&self) -> impl Future<Output = AgentHealth> + Send {

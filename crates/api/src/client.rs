@@ -1021,6 +1021,22 @@ impl ApiClient {
         self.get("/v1/status/leader", &[]).await
     }
 
+    /// The servers the agent's client talks to (`GET /v1/agent/servers`).
+    pub async fn agent_servers(&self) -> Result<Vec<String>, ClientError> {
+        self.get("/v1/agent/servers", &[]).await
+    }
+
+    /// Replaces the servers the agent's client talks to (`PUT /v1/agent/servers`, one
+    /// `address` per server).
+    pub async fn set_agent_servers(&self, addresses: &[String]) -> Result<(), ClientError> {
+        let query: Vec<(&str, String)> = addresses
+            .iter()
+            .map(|address| ("address", address.clone()))
+            .collect();
+        let builder = self.request(reqwest::Method::PUT, "/v1/agent/servers", &query);
+        self.send(builder).await.map(drop)
+    }
+
     pub async fn agent_self(&self) -> Result<serde_json::Value, ClientError> {
         self.get("/v1/agent/self", &[]).await
     }

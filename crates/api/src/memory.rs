@@ -46,6 +46,8 @@ pub enum ClientCall {
 #[derive(Default)]
 struct Contents {
     index: u64,
+    /// The client's servers once set through `PUT /v1/agent/servers`.
+    client_servers: Option<Vec<String>>,
     table_indexes: HashMap<Table, u64>,
     /// (namespace, id) → versions, oldest first.
     jobs: BTreeMap<(String, String), Vec<Job>>,
@@ -587,7 +589,17 @@ impl MemoryBackend {
 
 impl AgentOperations for MemoryBackend {
     fn agent_info(&self) -> AgentInfo {
-        self.info.clone()
+        let mut info = self.info.clone();
+        if let Some(servers) = &self.lock().client_servers {
+            info.client_servers = servers.clone();
+        }
+        info
+    }
+
+    /// Keeps the list, which [`AgentOperations::agent_info`] answers from then on.
+    fn set_client_servers(&self, addresses: Vec<String>) -> Result<(), ApiError> {
+        self.lock().client_servers = Some(addresses);
+        Ok(())
     }
 
     /// Each part the info says runs is healthy unless [`MemoryBackend::set_health`] says

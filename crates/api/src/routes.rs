@@ -108,6 +108,8 @@ pub enum Route {
     AgentMembers,
     AgentHealth,
     AgentServers,
+    /// `PUT /v1/agent/servers?address=…`: sets the local client's servers.
+    AgentServersUpdate,
     EventStream,
     DeploymentList,
     DeploymentRead {
@@ -330,7 +332,13 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
         "agent/self" => (Route::AgentSelf, Read),
         "agent/members" => (Route::AgentMembers, Read),
         "agent/health" => (Route::AgentHealth, Read),
-        "agent/servers" => (Route::AgentServers, Read),
+        "agent/servers" => {
+            if method == Method::GET {
+                (Route::AgentServers, Read)
+            } else {
+                (Route::AgentServersUpdate, Write)
+            }
+        }
         "deployments" => (Route::DeploymentList, Read),
         "event/stream" => (Route::EventStream, Read),
         "status/leader" => (Route::StatusLeader, Read),

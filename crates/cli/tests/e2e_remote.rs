@@ -996,3 +996,92 @@ job "provider" {
             .collect::<Vec<_>>(),
     );
 }
+
+#[test]
+fn a_client_given_no_live_server_joins_the_one_set_through_agent_servers() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let server_data = temp.path().join("server").join("data");
+    let server_config = agent_config(
+        &server_data,
+        "server.hcl",
+        "client {\n  enabled = false\n}\n",
+    );
+    let server = Agent::start_with(&server_data, &[&format!("-config={server_config}")]);
+    let server_addr = server.address.trim_start_matches("http://").to_owned();
+    let dead_addr = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("address").to_string()
+    };
+    let client_data = temp.path().join("client").join("data");
+    let client_config = agent_config(
+        &client_data,
+        "client.hcl",
+        "name = \"lost-node\"\nserver {\n  enabled = false\n}\n",
+    );
+    let client = Agent::start_with(
+        &client_data,
+        &[
+            "-client",
+            &format!("-servers={dead_addr}"),
+            &format!("-config={client_config}"),
+        ],
+    );
+    assert_eq!(client.get_json("/v1/agent/servers"), json!([dead_addr]));
+    assert_eq!(
+        client.cli_ok(&["node", "config", "-servers"]),
+        format!("{dead_addr}\n")
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        server.get_json("/v1/nodes"),
+        json!([]),
+        "nothing reached the server"
+    );
+
+    // A list with an address the client cannot use is refused whole, naming the address.
+    let (status, body) = http(
+        "PUT",
+        &client.url(&format!(
+            "/v1/agent/servers?address={server_addr}&address=https://{server_addr}"
+        )),
+        None,
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains(&format!("https://{server_addr}")), "{body}");
+    assert_eq!(client.get_json("/v1/agent/servers"), json!([dead_addr]));
+    let (status, body) = http("PUT", &client.url("/v1/agent/servers"), None);
+    assert_eq!((status, body.as_str()), (400, "missing server address"));
+
+    let refused = client.cli(&["node", "config", "-update-servers"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("at least one server argument"),
+        "{refused:?}"
+    );
+
+    // Nomad's `node config -update-servers`: the client registers with the server it is given.
+    assert_eq!(
+        client.cli_ok(&["node", "config", "-update-servers", &server_addr]),
+        "Updated server list\n"
+    );
+    assert_eq!(client.get_json("/v1/agent/servers"), json!([server_addr]));
+    wait_for(
+        "the node to register with the server it was given",
+        LIMIT,
+        || {
+            server
+                .get_json("/v1/nodes")
+                .as_array()?
+                .iter()
+                .any(|node| node["Name"] == "lost-node" && node["Status"] == "ready")
+                .then_some(())
+        },
+    );
+    // The server agent runs no client: there is no list of its own to set.
+    let (status, _) = http(
+        "PUT",
+        &server.url(&format!("/v1/agent/servers?address={server_addr}")),
+        None,
+    );
+    assert_eq!(status, 501);
+}

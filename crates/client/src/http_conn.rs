@@ -21,8 +21,8 @@
 //! with backoff (the callers own those) and TLS (the addresses are `http://`).
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use drover_structs::client_rpc::{
@@ -91,8 +91,9 @@ pub enum HttpConnError {
 /// The remote connection to a list of server agents.
 pub struct HttpServerConn {
     http: reqwest::Client,
-    /// Base URLs (`http://host:port`), in the order given.
-    servers: Vec<String>,
+    /// The servers, replaced as a whole by [`Self::set_servers`] (`PUT /v1/agent/servers`);
+    /// a call works on the list it started with.
+    servers: RwLock<Arc<ServerList>>,
     /// The index in `servers` of the server that answered last; calls start there.
     preferred: AtomicUsize,
     request_timeout: Duration,
@@ -104,6 +105,32 @@ pub struct HttpServerConn {
     /// nodes, so the secret is chosen per call: by the node the call names, else by the node
     /// whose allocations a status update reports (learned from its allocation lists).
     node_secrets: Mutex<NodeSecrets>,
+}
+
+/// The servers of a connection: the addresses as given, and the base URL of each, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerList {
+    /// As configured or set (`10.0.0.1:4646`), what `/v1/agent/servers` lists.
+    pub addresses: Vec<String>,
+    /// `http://host:port`, one per address.
+    pub bases: Vec<String>,
+}
+
+impl ServerList {
+    /// Checks every address; an empty list is refused.
+    pub fn parse(addresses: &[String]) -> Result<Self, HttpConnError> {
+        if addresses.is_empty() {
+            return Err(HttpConnError::NoServers);
+        }
+        let bases = addresses
+            .iter()
+            .map(|address| base_url(address))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ServerList {
+            addresses: addresses.to_vec(),
+            bases,
+        })
+    }
 }
 
 /// Secrets by node ID, and the allocation IDs each node was last told it has.
@@ -240,14 +267,7 @@ fn path_segment(node_id: &str) -> Result<&str, ServerConnError> {
 impl HttpServerConn {
     /// A connection to `config.servers`.
     pub fn new(config: HttpServerConnConfig) -> Result<Self, HttpConnError> {
-        if config.servers.is_empty() {
-            return Err(HttpConnError::NoServers);
-        }
-        let servers = config
-            .servers
-            .iter()
-            .map(|address| base_url(address))
-            .collect::<Result<Vec<_>, _>>()?;
+        let servers = ServerList::parse(&config.servers)?;
         let http = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .build()
@@ -258,7 +278,7 @@ impl HttpServerConn {
         };
         Ok(HttpServerConn {
             http,
-            servers,
+            servers: RwLock::new(Arc::new(servers)),
             preferred: AtomicUsize::new(0),
             request_timeout: config.request_timeout,
             cluster: Mutex::new(joined),
@@ -312,9 +332,27 @@ impl HttpServerConn {
         }
     }
 
-    /// The servers' base URLs, in the order given.
-    pub fn servers(&self) -> &[String] {
-        &self.servers
+    /// The servers, in the order given.
+    pub fn servers(&self) -> Arc<ServerList> {
+        // The lock only guards the swap of one pointer: a poisoned one still holds a whole list.
+        self.servers
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the servers (Nomad's `SetServers`, behind `PUT /v1/agent/servers`): every
+    /// address is checked first, so a bad one changes nothing. Calls under way finish on the
+    /// list they started with; the next call starts at the first new server.
+    pub fn set_servers(&self, addresses: &[String]) -> Result<(), HttpConnError> {
+        let list = Arc::new(ServerList::parse(addresses)?);
+        tracing::info!(servers = ?list.addresses, "the client's servers are set");
+        *self
+            .servers
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = list;
+        self.preferred.store(0, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Sends `call` to each server in turn from the preferred one, and answers the first
@@ -325,7 +363,8 @@ impl HttpServerConn {
 
     /// [`Self::send`], answering the server's index with the body.
     async fn send_indexed(&self, call: Call<'_>) -> Result<Reply, ServerConnError> {
-        let count = self.servers.len();
+        let servers = self.servers();
+        let count = servers.bases.len();
         let start = self.preferred.load(Ordering::Relaxed) % count;
         let mut last_error = ServerConnError::Unavailable {
             message: "no server tried".to_owned(),
@@ -333,11 +372,11 @@ impl HttpServerConn {
         let mut refused_foreign = None;
         for offset in 0..count {
             let position = (start + offset) % count;
-            let base = &self.servers[position];
+            let base = &servers.bases[position];
             match self.send_to(base, &call).await {
                 Ok(reply) => {
                     if position != start {
-                        tracing::info!(server = %base, previous = %self.servers[start], "calls go to another server now");
+                        tracing::info!(server = %base, previous = %servers.bases[start], "calls go to another server now");
                     }
                     self.preferred.store(position, Ordering::Relaxed);
                     return Ok(reply);
@@ -1060,6 +1099,39 @@ mod tests {
         let ttl = conn.heartbeat("node-1", "ready").await.unwrap();
         assert_eq!(ttl, Duration::from_secs(3));
         assert_eq!(conn.preferred.load(Ordering::Relaxed), 2);
+    }
+
+    #[tokio::test]
+    async fn setting_the_servers_sends_the_next_call_to_the_new_ones_and_a_bad_list_changes_nothing()
+     {
+        let conn = conn(vec![closed_port().await]);
+        let before = conn.servers();
+        let error = conn
+            .set_servers(&["10.0.0.1:4646".to_owned(), "https://10.0.0.2".to_owned()])
+            .unwrap_err();
+        assert!(error.to_string().contains("https://10.0.0.2"), "{error}");
+        assert!(matches!(
+            conn.set_servers(&[]),
+            Err(HttpConnError::NoServers)
+        ));
+        assert_eq!(
+            conn.servers(),
+            before,
+            "a refused list leaves the servers as they were"
+        );
+
+        let (address, served) = answer_once("200 OK", TTL_ANSWER).await;
+        conn.set_servers(std::slice::from_ref(&address)).unwrap();
+        assert_eq!(conn.servers().addresses, vec![address.clone()]);
+        assert_eq!(conn.servers().bases, vec![format!("http://{address}")]);
+        let ttl = conn.heartbeat("node-1", "ready").await.unwrap();
+        assert_eq!(ttl, Duration::from_secs(12));
+        assert!(
+            served
+                .await
+                .unwrap()
+                .starts_with("PUT /v1/internal/node/node-1/update-status")
+        );
     }
 
     #[tokio::test]

@@ -140,6 +140,18 @@ fn refuse_no_shutdown_delay(params: &QueryParams) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// `reschedule=true` on an allocation stop marks a stopped batch allocation for Nomad's
+/// reschedule tracker instead of an ordinary replacement; drover's scheduler has no such path,
+/// so it is refused by name rather than ignored (`false`, the default, is accepted).
+fn refuse_reschedule_on_stop(params: &QueryParams) -> Result<(), ApiError> {
+    if params.bool("reschedule", false)? {
+        return Err(ApiError::bad_request(
+            "reschedule is not supported on an allocation stop: drover replaces a stopped allocation as a migration; stop without it",
+        ));
+    }
+    Ok(())
+}
+
 /// Nomad's checks of the `JobID` in a revert or stability body against the job in the path.
 fn check_job_id_of_body(in_body: &str, in_path: &str) -> Result<(), ApiError> {
     if in_body.is_empty() {
@@ -479,6 +491,7 @@ async fn handle<B: ApiBackend>(
         }
         Route::AllocationStop { alloc_id } => {
             refuse_no_shutdown_delay(params)?;
+            refuse_reschedule_on_stop(params)?;
             let response = backend.stop_alloc(&alloc_id).await?;
             json_response(&response, params, Meta::Write(response.index))
         }
@@ -646,6 +659,17 @@ async fn handle<B: ApiBackend>(
             let mut servers = info.client_servers;
             servers.sort();
             json_response(&servers, params, Meta::Read(1))
+        }
+        Route::AgentServersUpdate => {
+            if !backend.agent_info().client_enabled {
+                return Err(ApiError::not_implemented("Invalid method"));
+            }
+            let addresses: Vec<String> = params.get_all("address").map(str::to_owned).collect();
+            if addresses.is_empty() {
+                return Err(ApiError::bad_request("missing server address"));
+            }
+            backend.set_client_servers(addresses)?;
+            Ok(StatusCode::OK.into_response())
         }
         Route::DeploymentList => {
             let prefix = params.prefix().to_string();

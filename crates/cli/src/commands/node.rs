@@ -26,6 +26,8 @@ pub enum NodeCommand {
         #[command(subcommand)]
         command: crate::commands::node_pool::NodePoolCommand,
     },
+    /// View or modify a client node's configuration details
+    Config(ConfigArgs),
     /// Read and modify a client node's dynamic metadata
     Meta {
         #[command(subcommand)]
@@ -70,6 +72,20 @@ pub struct NodeMetaApplyArgs {
     pub unset: Option<String>,
     /// `key=value` pairs to set.
     pub pairs: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// List the known server addresses of the client node.
+    #[arg(long)]
+    pub servers: bool,
+    /// Replace the client's server list with the addresses given (all of them, at once).
+    #[arg(long = "update-servers")]
+    pub update_servers: bool,
+    /// The server addresses, with -update-servers.
+    pub addresses: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -156,6 +172,7 @@ pub async fn run(command: NodeCommand, io: &mut Io<'_>) -> i32 {
         NodeCommand::Drain(arguments) => node_drain(arguments, io).await,
         NodeCommand::Eligibility(arguments) => node_eligibility(arguments, io).await,
         NodeCommand::Pool { command } => crate::commands::node_pool::run(command, io).await,
+        NodeCommand::Config(arguments) => node_config(arguments, io).await,
         NodeCommand::Meta {
             command: NodeMetaCommand::Read(arguments),
         } => node_meta_read(arguments, io).await,
@@ -197,6 +214,54 @@ fn node_meta_lines(meta: &BTreeMap<String, String>) -> String {
         .map(|(key, value)| (key.as_str(), value.clone()))
         .collect();
     columnize::key_values(&pairs)
+}
+
+/// Nomad's `node config`: lists (`-servers`) or replaces (`-update-servers ADDR...`) the
+/// servers of the agent's client.
+async fn node_config(arguments: ConfigArgs, io: &mut Io<'_>) -> i32 {
+    if !arguments.servers && !arguments.update_servers {
+        io.error("The '-servers' or '-update-servers' flag(s) must be set");
+        io.error("For additional help try 'drover node config -help'");
+        return 1;
+    }
+    if arguments.update_servers && arguments.addresses.is_empty() {
+        io.error(
+            "If the '-update-servers' flag is set, at least one server argument must be provided",
+        );
+        io.error("For additional help try 'drover node config -help'");
+        return 1;
+    }
+    let client = match arguments.api.client() {
+        Ok(client) => client,
+        Err(error) => {
+            io.error(format!("Error initializing client: {error}"));
+            return 1;
+        }
+    };
+    if arguments.update_servers {
+        return match client.set_agent_servers(&arguments.addresses).await {
+            Ok(()) => {
+                io.say("Updated server list");
+                0
+            }
+            Err(error) => {
+                io.error(format!("Error updating server list: {error}"));
+                1
+            }
+        };
+    }
+    match client.agent_servers().await {
+        Ok(servers) => {
+            for server in servers {
+                io.say(server);
+            }
+            0
+        }
+        Err(error) => {
+            io.error(format!("Error querying server list: {error}"));
+            1
+        }
+    }
 }
 
 async fn node_meta_read(arguments: NodeMetaReadArgs, io: &mut Io<'_>) -> i32 {
