@@ -620,6 +620,32 @@ async fn node_status_lists_and_shows_nodes() {
         scheduling_eligibility: "eligible".into(),
         status: "ready".into(),
         http_addr: "127.0.0.1:4646".into(),
+        drivers: [(
+            "docker".to_owned(),
+            drover_structs::DriverInfo {
+                detected: true,
+                healthy: false,
+                health_description: "Failed to connect to docker daemon".into(),
+                update_time: drover_structs::Timestamp::from_unix_nanos(1_795_000_000_000_000_000),
+                ..Default::default()
+            },
+        )]
+        .into(),
+        events: vec![
+            drover_structs::NodeEvent {
+                message: "Node registered".into(),
+                subsystem: "Cluster".into(),
+                timestamp: drover_structs::Timestamp::from_unix_nanos(1_795_000_000_000_000_000),
+                ..Default::default()
+            },
+            drover_structs::NodeEvent {
+                message: "Driver docker is not healthy".into(),
+                subsystem: "Driver".into(),
+                details: [("driver".to_owned(), "docker".to_owned())].into(),
+                timestamp: drover_structs::Timestamp::from_unix_nanos(1_795_000_060_000_000_000),
+                ..Default::default()
+            },
+        ],
         ..Node::default()
     });
     let list = drover(&["node", "status", "-address", &agent.address]).await;
@@ -636,6 +662,42 @@ async fn node_status_lists_and_shows_nodes() {
         one.stdout
     );
     assert!(one.stdout.contains("No allocations placed"));
+    // Nomad's `Node Events`, newest first, a driver's named as its subsystem.
+    assert!(
+        one.stdout.contains(
+            "\nNode Events\nTime                  Subsystem       Message\n\
+             2026-11-18T11:07:40Z  Driver: docker  Driver docker is not healthy\n\
+             2026-11-18T11:06:40Z  Cluster         Node registered\n"
+        ),
+        "{}",
+        one.stdout
+    );
+    assert!(!one.stdout.contains("\nDrivers\n"), "{}", one.stdout);
+    let verbose = drover(&[
+        "node",
+        "status",
+        "-verbose",
+        "-address",
+        &agent.address,
+        "f1d9",
+    ])
+    .await;
+    assert_eq!(verbose.code, 0, "{}", verbose.stderr);
+    assert!(
+        verbose.stdout.contains(
+            "\nDrivers\nDriver  Detected  Healthy  Message                             Time\n\
+             docker  true      false    Failed to connect to docker daemon  2026-11-18T11:06:40Z\n"
+        ),
+        "{}",
+        verbose.stdout
+    );
+    assert!(
+        verbose
+            .stdout
+            .contains("Driver: docker  Driver docker is not healthy  driver: docker\n"),
+        "{}",
+        verbose.stdout
+    );
 }
 
 #[tokio::test]

@@ -461,6 +461,14 @@ pub async fn show_node(
         ("HTTP Address", node.http_addr.clone()),
         ("Drivers", or_none(&drivers.join(","))),
     ]));
+    if verbose {
+        io.say("");
+        io.say("Drivers");
+        io.say(driver_table(&node));
+    }
+    io.say("");
+    io.say("Node Events");
+    io.say(node_event_table(&node, verbose));
     let allocations = match client.node_allocations(node_id).await {
         Ok(allocations) => allocations,
         Err(error) => {
@@ -480,6 +488,58 @@ pub async fn show_node(
         io.say(allocation_table(&stubs, verbose, now_unix_nanos()));
     }
     0
+}
+
+/// Nomad's `Drivers` section of `node status -verbose`: every driver, by name.
+fn driver_table(node: &Node) -> String {
+    let mut rows = vec![
+        ["Driver", "Detected", "Healthy", "Message", "Time"]
+            .map(str::to_owned)
+            .to_vec(),
+    ];
+    for (name, info) in &node.drivers {
+        rows.push(vec![
+            name.clone(),
+            info.detected.to_string(),
+            info.healthy.to_string(),
+            info.health_description.clone(),
+            date_from_timestamp(info.update_time),
+        ]);
+    }
+    columnize::columns(&rows)
+}
+
+/// Nomad's `Node Events` section, newest first; a driver's event names the driver as its
+/// subsystem (`Driver: docker`), and `-verbose` adds the details (`key: value, …`).
+fn node_event_table(node: &Node, verbose: bool) -> String {
+    let mut header = vec!["Time", "Subsystem", "Message"];
+    if verbose {
+        header.push("Details");
+    }
+    let mut rows = vec![header.into_iter().map(str::to_owned).collect::<Vec<_>>()];
+    for event in node.events.iter().rev() {
+        let subsystem = match event.details.get("driver") {
+            Some(driver) if !driver.is_empty() => format!("Driver: {driver}"),
+            _ => event.subsystem.clone(),
+        };
+        let mut row = vec![
+            date_from_timestamp(event.timestamp),
+            subsystem,
+            event.message.clone(),
+        ];
+        if verbose {
+            row.push(
+                event
+                    .details
+                    .iter()
+                    .map(|(key, value)| format!("{key}: {value}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            );
+        }
+        rows.push(row);
+    }
+    columnize::columns(&rows)
 }
 
 /// The drain as Nomad's `node status` shows it: `true; 2026-…Z deadline; ignoring system jobs`.
