@@ -719,12 +719,7 @@ pub async fn guard_node_calls(
         .unwrap_or_default()
         .to_owned();
     let caller = (!token.is_empty())
-        .then(|| {
-            state
-                .nodes("")
-                .into_iter()
-                .find(|node| !node.secret_id.is_empty() && node.secret_id == token)
-        })
+        .then(|| state.node_by_secret(&token))
         .flatten();
     let bytes = match to_bytes(body, drover_api::MAX_REQUEST_BODY).await {
         Ok(bytes) => bytes,

@@ -339,7 +339,7 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
     }
     Arc::make_mut(&mut tables.alloc_jobs).extend(alloc_jobs.into_keys());
     for (_, node) in load_table::<Node>(kv, Table::Nodes).await? {
-        Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
+        tables.put_node(node);
     }
     for (_, launch) in load_table::<PeriodicLaunch>(kv, Table::PeriodicLaunches).await? {
         Arc::make_mut(&mut tables.periodic_launches).insert(
@@ -514,7 +514,7 @@ fn record_alloc_reports(
         let mut node = Node::clone(existing);
         node.last_alloc_update_index = context.index();
         context.put(Table::Nodes, node.id.as_bytes(), &node)?;
-        Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
+        tables.put_node(node);
     }
     Ok(())
 }
@@ -1399,7 +1399,7 @@ impl StateStore {
                 crate::node_pools_table::ensure_node_pool(tables, context, &node.node_pool)?;
                 context.put(Table::Nodes, node.id.as_bytes(), &node)?;
                 context.emit(node_event(EventType::NodeRegistration, &node)?);
-                Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
+                tables.put_node(node);
                 Ok(index)
             })
             .await
@@ -1443,7 +1443,7 @@ impl StateStore {
                 }
                 context.put(Table::Nodes, node.id.as_bytes(), &node)?;
                 context.emit(node_event(EventType::NodeStreamEvent, &node)?);
-                Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
+                tables.put_node(node);
                 Ok(index)
             })
             .await
@@ -1475,7 +1475,7 @@ impl StateStore {
                 node.modify_index = index;
                 context.put(Table::Nodes, node.id.as_bytes(), &node)?;
                 context.emit(node_event(EventType::NodeEligibility, &node)?);
-                Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
+                tables.put_node(node);
                 Ok(index)
             })
             .await
@@ -1510,7 +1510,7 @@ impl StateStore {
                 node.modify_index = index;
                 context.put(Table::Nodes, node.id.as_bytes(), &node)?;
                 context.emit(node_event(event_type, &node)?);
-                Arc::make_mut(&mut tables.nodes).insert(node.id.clone(), Arc::new(node));
+                tables.put_node(node);
                 Ok(index)
             })
             .await
@@ -1607,7 +1607,7 @@ impl StateStore {
                 let index = context.index();
                 context.delete(Table::Nodes, node_id.as_bytes());
                 context.emit(node_event(EventType::NodeDeregistration, &existing)?);
-                Arc::make_mut(&mut tables.nodes).remove(&node_id);
+                tables.remove_node(&node_id);
                 Ok(index)
             })
             .await
@@ -1794,6 +1794,11 @@ impl StateStore {
     /// Nodes whose ID starts with `id_prefix`.
     pub fn nodes(&self, id_prefix: &str) -> Vec<Arc<Node>> {
         self.snapshot().nodes(id_prefix)
+    }
+
+    /// The node whose secret ID is `secret`, from the secret index.
+    pub fn node_by_secret(&self, secret: &str) -> Option<Arc<Node>> {
+        self.snapshot().node_by_secret(secret)
     }
 
     /// The service registration `id` in `namespace`.

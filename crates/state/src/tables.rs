@@ -39,6 +39,10 @@ pub struct StateTables {
     pub(crate) allocs_by_node: Arc<BTreeSet<(String, String)>>,
     pub(crate) allocs_by_eval: Arc<BTreeSet<(String, String)>>,
     pub(crate) nodes: Arc<BTreeMap<String, Arc<Node>>>,
+    /// Node ID by secret ID: a client's calls name their node by its secret, so each is found
+    /// without a walk over every node. Kept by [`StateTables::put_node`] and
+    /// [`StateTables::remove_node`], the only writers of `nodes`.
+    pub(crate) nodes_by_secret: Arc<BTreeMap<String, String>>,
     /// Which job copies of allocations are persisted (see [`AllocJobRef`]).
     pub(crate) alloc_jobs: Arc<BTreeSet<AllocJobRef>>,
     /// Service registrations by (namespace, ID).
@@ -146,6 +150,28 @@ impl StateTables {
             .take_while(|((one, two, _), _)| one == namespace && two == job_id)
             .map(|((_, _, version), _)| *version)
             .collect()
+    }
+
+    /// Inserts or replaces `node`, keeping the secret index.
+    pub(crate) fn put_node(&mut self, node: Node) {
+        if let Some(previous) = self.nodes.get(&node.id)
+            && previous.secret_id != node.secret_id
+        {
+            let previous_secret = previous.secret_id.clone();
+            Arc::make_mut(&mut self.nodes_by_secret).remove(&previous_secret);
+        }
+        if !node.secret_id.is_empty() {
+            Arc::make_mut(&mut self.nodes_by_secret)
+                .insert(node.secret_id.clone(), node.id.clone());
+        }
+        Arc::make_mut(&mut self.nodes).insert(node.id.clone(), Arc::new(node));
+    }
+
+    /// Removes the node `node_id`, keeping the secret index.
+    pub(crate) fn remove_node(&mut self, node_id: &str) {
+        if let Some(removed) = Arc::make_mut(&mut self.nodes).remove(node_id) {
+            Arc::make_mut(&mut self.nodes_by_secret).remove(&removed.secret_id);
+        }
     }
 
     /// Adds `alloc` to the secondary indexes.
@@ -424,6 +450,13 @@ impl StateSnapshot {
     /// Nodes whose ID starts with `id_prefix` (all of them for `""`), by ID.
     pub fn nodes(&self, id_prefix: &str) -> Vec<Arc<Node>> {
         by_string_prefix(&self.tables().nodes, id_prefix)
+    }
+
+    /// The node whose secret ID is `secret` (none for an empty one).
+    pub fn node_by_secret(&self, secret: &str) -> Option<Arc<Node>> {
+        let tables = self.tables();
+        let node_id = tables.nodes_by_secret.get(secret)?;
+        tables.nodes.get(node_id).cloned()
     }
 
     /// The service registration `id` in `namespace`.

@@ -1182,3 +1182,45 @@ async fn one_time_tokens_are_one_per_accessor_found_by_secret_and_survive_a_rest
     assert!(store.acl().one_time_tokens.is_empty());
     assert!(store.acl().one_time_tokens_by_secret.is_empty());
 }
+
+#[tokio::test]
+async fn a_node_is_found_by_its_secret_through_writes_removal_and_a_reload() {
+    let directory = tempfile::tempdir().unwrap();
+    let with_secret = |id: &str, secret: &str| Node {
+        secret_id: secret.to_owned(),
+        ..node(id)
+    };
+    {
+        let store = StateStore::open(directory.path()).await.unwrap();
+        store
+            .upsert_node(with_secret("n1", "s1"), NOW)
+            .await
+            .unwrap();
+        store
+            .upsert_node(with_secret("n2", "s2"), NOW)
+            .await
+            .unwrap();
+        store
+            .upsert_node(with_secret("n3", "s3"), NOW)
+            .await
+            .unwrap();
+        assert_eq!(store.node_by_secret("s1").unwrap().id, "n1");
+        assert_eq!(store.node_by_secret("s2").unwrap().id, "n2");
+        assert!(store.node_by_secret("").is_none());
+        assert!(store.node_by_secret("nobody").is_none());
+        // A status write keeps the node where its secret finds it.
+        store
+            .update_node_status("n2", "down", NOW + 1)
+            .await
+            .unwrap();
+        assert_eq!(store.node_by_secret("s2").unwrap().status, "down");
+        store.delete_node("n3").await.unwrap();
+        assert!(store.node_by_secret("s3").is_none());
+        store.close().await;
+    }
+    // Loaded from the data dir, the index is built again.
+    let store = StateStore::open(directory.path()).await.unwrap();
+    assert_eq!(store.node_by_secret("s1").unwrap().id, "n1");
+    assert_eq!(store.node_by_secret("s2").unwrap().id, "n2");
+    assert!(store.node_by_secret("s3").is_none());
+}
