@@ -1909,7 +1909,8 @@ async fn client_allocs_block_until_the_server_changes_them_and_updates_merge_cli
     let (backend, router) = setup();
     let job = backend.put_job(sample_job("web"));
     let mut allocation = sample_allocation(&backend, "alloc-1", &job);
-    allocation.alloc_modify_index = 4;
+    // Below the table's index, as the server's own writes leave it.
+    allocation.alloc_modify_index = 1;
     allocation.client_status = "pending".into();
     backend.put_allocation(allocation.clone());
 
@@ -1922,7 +1923,7 @@ async fn client_allocs_block_until_the_server_changes_them_and_updates_merge_cli
     .await;
     assert_eq!(first.status(), StatusCode::OK);
     let first = body_json(first).await;
-    assert_eq!(first["Allocs"], json!({"alloc-1": 4}));
+    assert_eq!(first["Allocs"], json!({"alloc-1": 1}));
     let index = first["Index"].as_u64().unwrap();
 
     // A blocking query past the current index waits out its time when nothing changes.
@@ -1946,6 +1947,23 @@ async fn client_allocs_block_until_the_server_changes_them_and_updates_merge_cli
         tokio::task::yield_now().await;
     }
     assert!(!waiter.is_finished(), "answered before anything changed");
+    // Writes to other nodes' allocations, and this node's own status reports (which move no
+    // AllocModifyIndex), leave the query waiting.
+    let mut elsewhere = allocation.clone();
+    elsewhere.id = "alloc-other".into();
+    elsewhere.node_id = "node-2".into();
+    elsewhere.alloc_modify_index = 12;
+    backend.put_allocation(elsewhere);
+    let mut reported = allocation.clone();
+    reported.client_status = "running".into();
+    backend.put_allocation(reported);
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        !waiter.is_finished(),
+        "answered for a write that changed nothing of this node's"
+    );
     allocation.alloc_modify_index = 9;
     backend.put_allocation(allocation.clone());
     let woken = body_json(waiter.await.unwrap()).await;

@@ -6,7 +6,7 @@
 use axum::body::Bytes;
 use axum::response::Response;
 
-use super::{Meta, blocking_read, decode_body, json_response};
+use super::{Meta, decode_body, json_response};
 use crate::backend::{ApiBackend, Table};
 use crate::client_rpc::{
     AllocUpdateRequest, AllocsGetRequest, AllocsGetResponse, NodeClientAllocsResponse,
@@ -59,15 +59,44 @@ pub(super) async fn update_status<B: ApiBackend>(
 
 /// `Node.GetClientAllocs`: a blocking read of the node's allocations and their
 /// `AllocModifyIndex`, which only server-side changes bump.
+///
+/// A blocking query answers when one of *this node's* allocations changed on the server's
+/// side (Nomad's watch on the node's allocations), not on every write to the allocations
+/// table: every status report of every node is such a write, and answering each waiting node
+/// for each of them costs a fleet of N nodes N round trips per write. At once when an
+/// allocation's `AllocModifyIndex` is past the query's index; else when the node's list or one
+/// of its indexes moves; else at the end of the wait, with the table's index.
 pub(super) async fn client_allocs<B: ApiBackend>(
     backend: &B,
     params: &QueryParams,
     node_id: &str,
 ) -> Result<Response, ApiError> {
-    let (index, allocs) = blocking_read(backend, params, &[Table::Allocs], |backend| {
-        backend.node_alloc_modify_indexes(node_id)
-    })
-    .await?;
+    let options = params.blocking()?;
+    let tables = [Table::Allocs];
+    let mut index = backend.table_index(&tables).max(1);
+    let mut allocs = backend.node_alloc_modify_indexes(node_id)?;
+    let changed_since_query = allocs
+        .values()
+        .any(|modified| *modified > options.min_index);
+    if options.min_index > 0 && !changed_since_query {
+        let deadline =
+            tokio::time::Instant::now() + options.wait_with_jitter(rand::random::<f64>());
+        let mut seen = index.max(options.min_index);
+        while tokio::time::Instant::now() < deadline {
+            backend.wait_for_change(&tables, seen, deadline).await;
+            let now = backend.table_index(&tables);
+            if now <= seen {
+                continue;
+            }
+            seen = now;
+            index = now.max(1);
+            let current = backend.node_alloc_modify_indexes(node_id)?;
+            if current != allocs {
+                allocs = current;
+                break;
+            }
+        }
+    }
     let response = NodeClientAllocsResponse { allocs, index };
     json_response(&response, params, Meta::Read(index))
 }
