@@ -292,7 +292,13 @@ impl AgentOperations for AgentBackend {
         self.client()?
             .restart(alloc_id, task.as_deref(), all_tasks)
             .await
-            .map_err(client_error)
+            .map_err(|error| match error {
+                // Nomad's alloc runner's words, an RPC error (HTTP 500).
+                ClientError::UnknownTask { task, .. } => {
+                    ApiError::Internal(format!("Could not find task runner for task: {task}"))
+                }
+                other => client_error(other),
+            })
     }
 
     async fn signal_alloc(
@@ -304,7 +310,11 @@ impl AgentOperations for AgentBackend {
         self.client()?
             .signal(alloc_id, task.as_deref(), &signal)
             .await
-            .map_err(client_error)
+            .map_err(|error| match error {
+                // Nomad's alloc runner's words, an RPC error (HTTP 500).
+                ClientError::UnknownTask { .. } => ApiError::Internal("Task not found".into()),
+                other => client_error(other),
+            })
     }
 
     async fn gc_alloc(&self, alloc_id: &str) -> Result<(), ApiError> {

@@ -217,8 +217,18 @@ job "sig" {{
     let url = agent.url(&format!("/v1/client/allocation/{alloc_id}/signal"));
     let (status, body) = http("POST", &url, Some(r#"{"Signal":"SIGNOPE","Task":"t"}"#));
     assert_eq!(status, 400, "unknown signal: {body}");
+    // An unknown task is the alloc runner's error, which Nomad answers as an RPC error (500).
     let (status, body) = http("POST", &url, Some(r#"{"Signal":"SIGUSR1","Task":"nope"}"#));
-    assert_eq!(status, 400, "unknown task: {body}");
+    assert_eq!((status, body.as_str()), (500, "Task not found"));
+    let (status, body) = http(
+        "POST",
+        &agent.url(&format!("/v1/client/allocation/{alloc_id}/restart")),
+        Some(r#"{"TaskName":"nope"}"#),
+    );
+    assert_eq!(
+        (status, body.as_str()),
+        (500, "Could not find task runner for task: nope")
+    );
     let (status, _) = http(
         "POST",
         &agent.url("/v1/client/allocation/00000000-0000-0000-0000-000000000000/signal"),
