@@ -339,7 +339,8 @@ pub trait AgentOperations: Send + Sync + 'static {
     }
 
     // Client-node operations. Unknown allocations are
-    // `NotFound("Unknown allocation \"<id>\"")`; unknown tasks or signals are `BadRequest`.
+    // `NotFound("Unknown allocation \"<id>\"")`; unknown signals are `BadRequest`; an unknown
+    // task to restart or signal is Nomad's RPC error (`Internal`), in its alloc runner's words.
 
     /// Restarts one task (`task`), the running tasks (`None`), or with `all_tasks` every task
     /// in lifecycle order.

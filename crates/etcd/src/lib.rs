@@ -384,6 +384,40 @@ impl EtcdKv {
         Ok(revision)
     }
 
+    /// Reads one page of records from `start` (`options` carry the range's end and the page
+    /// size), appends them to `pairs` with keys relative to `record_prefix`, and answers the
+    /// revision the page was read at and where the next page starts (`None`: the range is read).
+    async fn read_page(
+        &self,
+        start: &[u8],
+        options: GetOptions,
+        record_prefix: &[u8],
+        pairs: &mut Vec<KvPair>,
+    ) -> Result<(i64, Option<Vec<u8>>), KvError> {
+        let response = self
+            .endpoints
+            .call("read", |mut client| {
+                let (start, options) = (start.to_vec(), options.clone());
+                async move { client.get(start, Some(options)).await }
+            })
+            .await?;
+        for pair in response.kvs() {
+            let key = pair.key()[record_prefix.len()..].to_vec();
+            let value = decode_value(&key, pair.value())?;
+            pairs.push(KvPair { key, value });
+        }
+        let revision = response.header().map_or(0, |header| header.revision());
+        let next = match response.kvs().last() {
+            Some(last) if response.more() => {
+                let mut next = last.key().to_vec();
+                next.push(0);
+                Some(next)
+            }
+            _ => None,
+        };
+        Ok((revision, next))
+    }
+
     async fn scan_pairs(&self, range: KeyRange) -> Result<Vec<KvPair>, KvError> {
         let record_prefix = self.record_prefix();
         let end = match &range.end {
@@ -401,27 +435,15 @@ impl EtcdKv {
                 // Later pages read the same revision as the first: one consistent scan.
                 options = options.with_revision(at_revision);
             }
-            let response = self
-                .endpoints
-                .call("read", |mut client| {
-                    let (start, options) = (start.clone(), options.clone());
-                    async move { client.get(start, Some(options)).await }
-                })
+            let (revision, next) = self
+                .read_page(&start, options, &record_prefix, &mut pairs)
                 .await?;
             if at_revision == 0 {
-                at_revision = response.header().map_or(0, |header| header.revision());
+                at_revision = revision;
             }
-            for pair in response.kvs() {
-                let key = pair.key()[record_prefix.len()..].to_vec();
-                let value = decode_value(&key, pair.value())?;
-                pairs.push(KvPair { key, value });
-            }
-            match response.kvs().last() {
-                Some(last) if response.more() => {
-                    start = last.key().to_vec();
-                    start.push(0);
-                }
-                _ => return Ok(pairs),
+            match next {
+                Some(next) => start = next,
+                None => return Ok(pairs),
             }
         }
     }
@@ -638,24 +660,12 @@ impl EtcdKv {
         let mut pairs = Vec::new();
         loop {
             let page = options(at).with_range(end.clone()).with_limit(SCAN_PAGE);
-            let response = self
-                .endpoints
-                .call("read", |mut client| {
-                    let (start, page) = (start.clone(), page.clone());
-                    async move { client.get(start, Some(page)).await }
-                })
+            let (_, next) = self
+                .read_page(&start, page, &record_prefix, &mut pairs)
                 .await?;
-            for pair in response.kvs() {
-                let key = pair.key()[record_prefix.len()..].to_vec();
-                let value = decode_value(&key, pair.value())?;
-                pairs.push(KvPair { key, value });
-            }
-            match response.kvs().last() {
-                Some(last) if response.more() => {
-                    start = last.key().to_vec();
-                    start.push(0);
-                }
-                _ => break,
+            match next {
+                Some(next) => start = next,
+                None => break,
             }
         }
         Ok(KvContents {
