@@ -168,12 +168,7 @@ async fn bootstrap(
     if !endpoints.enabled {
         return disabled();
     }
-    let request: AclBootstrapRequest = if body.iter().all(u8::is_ascii_whitespace) {
-        AclBootstrapRequest::default()
-    } else {
-        serde_json::from_slice(&body)
-            .map_err(|error| ApiError::bad_request(format!("failed to decode request: {error}")))?
-    };
+    let request: AclBootstrapRequest = crate::request_body::decode_or_default(&body)?;
     let secret_id = if request.bootstrap_secret.is_empty() {
         uuid::Uuid::new_v4().to_string()
     } else if is_uuid(&request.bootstrap_secret) {
@@ -734,12 +729,7 @@ async fn exchange_one_time_token(
     if !endpoints.enabled {
         return disabled();
     }
-    let request: OneTimeTokenExchangeRequest = if body.iter().all(u8::is_ascii_whitespace) {
-        OneTimeTokenExchangeRequest::default()
-    } else {
-        serde_json::from_slice(&body)
-            .map_err(|error| ApiError::bad_request(format!("failed to decode request: {error}")))?
-    };
+    let request: OneTimeTokenExchangeRequest = crate::request_body::decode_or_default(&body)?;
     if request.one_time_secret_id.is_empty() {
         return Err(ApiError::internal(
             "one-time token lookup failed: missing secret",

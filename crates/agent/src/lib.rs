@@ -27,6 +27,7 @@ pub mod node_meta_http;
 pub mod node_pools_http;
 pub mod operator_http;
 pub mod proxy;
+mod request_body;
 pub mod server_link;
 pub mod task_api;
 pub mod variables_http;

@@ -69,14 +69,8 @@ async fn node_meta(
             json(&client.node_meta().await, params.pretty())
         }
         Method::POST => {
-            let request: NodeMetaApplyRequest = if body.iter().all(u8::is_ascii_whitespace) {
-                NodeMetaApplyRequest::default()
-            } else {
-                let value: serde_json::Value = serde_json::from_slice(&body)
-                    .map_err(|error| ApiError::bad_request(error.to_string()))?;
-                drover_structs::lenient::from_value_ignoring_key_case(value)
-                    .map_err(|error| ApiError::bad_request(error.to_string()))?
-            };
+            let request: NodeMetaApplyRequest =
+                crate::request_body::decode_lenient_or_default(&body)?;
             // Nomad's `parseNode`: the query's `node_id` wins over the body's.
             let named = params
                 .non_empty("node_id")

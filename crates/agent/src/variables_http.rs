@@ -337,14 +337,7 @@ async fn specific(
             if lock_ops > 1 {
                 return Err(ApiError::bad_request("multiple lock operations"));
             }
-            let mut variable: Variable = if body.iter().all(u8::is_ascii_whitespace) {
-                Variable::default()
-            } else {
-                let value: serde_json::Value = serde_json::from_slice(&body)
-                    .map_err(|error| ApiError::bad_request(error.to_string()))?;
-                drover_structs::lenient::from_value_ignoring_key_case(value)
-                    .map_err(|error| ApiError::bad_request(error.to_string()))?
-            };
+            let mut variable: Variable = crate::request_body::decode_lenient_or_default(&body)?;
             if lock_ops == 1 {
                 if params.non_empty("cas").is_some() {
                     return Err(ApiError::bad_request(

@@ -1075,35 +1075,17 @@ impl Reconciler<'_> {
         disconnect_updates: &mut AllocSet,
         ids: &mut dyn IdSource,
     ) -> BTreeMap<String, String> {
+        // In time order, as the updates below are recorded.
         later.sort_by(|(a, a_due), (b, b_due)| a_due.cmp(b_due).then_with(|| a.id.cmp(&b.id)));
-        let mut followup_by_alloc: BTreeMap<String, String> = BTreeMap::new();
-        let mut batch_start: Option<i64> = None;
-        let mut eval_id = String::new();
-        for (alloc, due) in later.iter() {
-            if batch_start
-                .is_none_or(|start| due.saturating_sub(start) >= BATCHED_FAILED_ALLOC_WINDOW_NANOS)
-            {
-                batch_start = Some(*due);
-                eval_id = ids.next_id();
-                self.result.follow_up_evals.push(Evaluation {
-                    id: eval_id.clone(),
-                    namespace: job.namespace.clone(),
-                    priority: self.input.eval.priority,
-                    r#type: job.r#type.clone(),
-                    triggered_by: drover_structs::EVAL_TRIGGER_ALLOC_RESCHEDULE.to_string(),
-                    job_id: job.id.clone(),
-                    job_modify_index: job.modify_index,
-                    status: drover_structs::EVAL_STATUS_PENDING.to_string(),
-                    status_description: DESC_RESCHEDULING_FOLLOWUP_EVAL.to_string(),
-                    wait_until: drover_structs::Timestamp::from_unix_nanos(*due),
-                    previous_eval: self.input.eval.id.clone(),
-                    create_time: self.input.now_unix_nanos,
-                    modify_time: self.input.now_unix_nanos,
-                    ..Evaluation::default()
-                });
-            }
-            followup_by_alloc.insert(alloc.id.clone(), eval_id.clone());
-        }
+        let due: Vec<(i64, &Arc<Allocation>)> =
+            later.iter().map(|(alloc, due)| (*due, alloc)).collect();
+        let followup_by_alloc = self.batch_followup_evals(
+            job,
+            due,
+            drover_structs::EVAL_TRIGGER_ALLOC_RESCHEDULE,
+            DESC_RESCHEDULING_FOLLOWUP_EVAL,
+            ids,
+        );
         let mut migrate_followups = BTreeMap::new();
         for (alloc, _) in later.iter() {
             let Some(followup) = followup_by_alloc.get(&alloc.id) else {
@@ -1134,41 +1116,18 @@ impl Reconciler<'_> {
         ids: &mut dyn IdSource,
     ) -> BTreeMap<String, String> {
         let now = self.input.now_unix_nanos;
-        let mut later: Vec<(i64, &Arc<Allocation>)> = lost
+        let later: Vec<(i64, &Arc<Allocation>)> = lost
             .values()
             .filter_map(|alloc| Some((alloc.wait_client_stop(now)?, alloc)))
             .filter(|(due, _)| *due > now)
             .collect();
-        later.sort_by(|(a_due, a), (b_due, b)| a_due.cmp(b_due).then_with(|| a.id.cmp(&b.id)));
-        let mut followups = BTreeMap::new();
-        let mut batch_start: Option<i64> = None;
-        let mut eval_id = String::new();
-        for (due, alloc) in later {
-            if batch_start
-                .is_none_or(|start| due.saturating_sub(start) >= BATCHED_FAILED_ALLOC_WINDOW_NANOS)
-            {
-                batch_start = Some(due);
-                eval_id = ids.next_id();
-                self.result.follow_up_evals.push(Evaluation {
-                    id: eval_id.clone(),
-                    namespace: job.namespace.clone(),
-                    priority: self.input.eval.priority,
-                    r#type: job.r#type.clone(),
-                    triggered_by: drover_structs::EVAL_TRIGGER_FAILED_FOLLOW_UP.to_string(),
-                    job_id: job.id.clone(),
-                    job_modify_index: job.modify_index,
-                    status: drover_structs::EVAL_STATUS_PENDING.to_string(),
-                    status_description: DESC_RESCHEDULING_FOLLOWUP_EVAL.to_string(),
-                    wait_until: drover_structs::Timestamp::from_unix_nanos(due),
-                    previous_eval: self.input.eval.id.clone(),
-                    create_time: now,
-                    modify_time: now,
-                    ..Evaluation::default()
-                });
-            }
-            followups.insert(alloc.id.clone(), eval_id.clone());
-        }
-        followups
+        self.batch_followup_evals(
+            job,
+            later,
+            drover_structs::EVAL_TRIGGER_FAILED_FOLLOW_UP,
+            DESC_RESCHEDULING_FOLLOWUP_EVAL,
+            ids,
+        )
     }
 
     /// Settles allocations back from a disconnected node (Nomad's `computeReconnecting`):
@@ -1330,15 +1289,36 @@ impl Reconciler<'_> {
         ids: &mut dyn IdSource,
     ) -> BTreeMap<String, String> {
         let now = self.input.now_unix_nanos;
-        let mut deadlines: Vec<(i64, &Arc<Allocation>)> = disconnecting
+        let deadlines: Vec<(i64, &Arc<Allocation>)> = disconnecting
             .values()
             .map(|alloc| (alloc.disconnect_timeout(now), alloc))
             .collect();
-        deadlines.sort_by(|(a_due, a), (b_due, b)| a_due.cmp(b_due).then_with(|| a.id.cmp(&b.id)));
+        self.batch_followup_evals(
+            job,
+            deadlines,
+            drover_structs::EVAL_TRIGGER_MAX_DISCONNECT_TIMEOUT,
+            DESC_DISCONNECT_TIMEOUT_FOLLOWUP_EVAL,
+            ids,
+        )
+    }
+
+    /// One pending evaluation, `triggered_by`, waiting until its time, per five-second window
+    /// of the times in `due` (Nomad's `createLaterEvals` batching), in order of time then
+    /// allocation ID; answers each allocation's evaluation ID.
+    fn batch_followup_evals(
+        &mut self,
+        job: &Job,
+        mut due: Vec<(i64, &Arc<Allocation>)>,
+        triggered_by: &str,
+        description: &str,
+        ids: &mut dyn IdSource,
+    ) -> BTreeMap<String, String> {
+        let now = self.input.now_unix_nanos;
+        due.sort_by(|(a_due, a), (b_due, b)| a_due.cmp(b_due).then_with(|| a.id.cmp(&b.id)));
         let mut followups = BTreeMap::new();
         let mut batch_start: Option<i64> = None;
         let mut eval_id = String::new();
-        for (due, alloc) in deadlines {
+        for (due, alloc) in due {
             if batch_start
                 .is_none_or(|start| due.saturating_sub(start) >= BATCHED_FAILED_ALLOC_WINDOW_NANOS)
             {
@@ -1349,11 +1329,11 @@ impl Reconciler<'_> {
                     namespace: job.namespace.clone(),
                     priority: self.input.eval.priority,
                     r#type: job.r#type.clone(),
-                    triggered_by: drover_structs::EVAL_TRIGGER_MAX_DISCONNECT_TIMEOUT.to_string(),
+                    triggered_by: triggered_by.to_string(),
                     job_id: job.id.clone(),
                     job_modify_index: job.modify_index,
                     status: drover_structs::EVAL_STATUS_PENDING.to_string(),
-                    status_description: DESC_DISCONNECT_TIMEOUT_FOLLOWUP_EVAL.to_string(),
+                    status_description: description.to_string(),
                     wait_until: drover_structs::Timestamp::from_unix_nanos(due),
                     previous_eval: self.input.eval.id.clone(),
                     create_time: now,

@@ -8,6 +8,16 @@ use crate::commands::describe;
 use crate::format::{date_from_unix_nanos, short_id};
 use crate::{Io, columnize};
 
+/// Nomad's `sanitizeUUIDPrefix`: an odd number of hex digits loses its last character.
+pub(crate) fn sanitize_uuid_prefix(prefix: &str) -> &str {
+    let digits = prefix.chars().filter(|character| *character != '-').count();
+    if digits == 1 || digits % 2 == 0 {
+        prefix
+    } else {
+        &prefix[..prefix.len() - prefix.chars().last().map_or(0, char::len_utf8)]
+    }
+}
+
 fn stub_table(allocations: &[AllocListStub]) -> String {
     let mut rows = vec![
         [
@@ -163,4 +173,17 @@ pub fn job_list_table(jobs: &[JobListStub]) -> String {
         ]);
     }
     columnize::columns(&rows)
+}
+
+#[cfg(test)]
+mod prefix_tests {
+    use super::sanitize_uuid_prefix;
+
+    #[test]
+    fn an_odd_prefix_loses_its_last_digit() {
+        assert_eq!(sanitize_uuid_prefix("abc"), "ab");
+        assert_eq!(sanitize_uuid_prefix("ab"), "ab");
+        assert_eq!(sanitize_uuid_prefix("a"), "a");
+        assert_eq!(sanitize_uuid_prefix("abcd-e"), "abcd-");
+    }
 }

@@ -187,13 +187,9 @@ async fn lookup_node_id(client: &ApiClient, given: &str) -> Result<String, Strin
     if given.len() == 1 {
         return Err("Node ID must contain at least two characters.".to_owned());
     }
-    // Nomad's sanitizeUUIDPrefix: an odd-length UUID prefix loses its last character.
-    let mut prefix = given.to_owned();
-    if prefix.contains('-') && prefix.len() % 2 == 1 && prefix.len() < 36 {
-        prefix.pop();
-    }
+    let prefix = crate::commands::lookup::sanitize_uuid_prefix(given);
     let nodes = client
-        .nodes(&prefix)
+        .nodes(prefix)
         .await
         .map_err(|error| format!("Error querying node: {error}"))?;
     match nodes.as_slice() {
@@ -595,11 +591,7 @@ async fn resolve_node(
     if node_id.len() == 1 {
         return Err("Identifier must contain at least two characters.".to_string());
     }
-    // Nomad's sanitizeUUIDPrefix: an odd-length UUID prefix loses its last character.
-    let mut prefix = node_id.clone();
-    if prefix.contains('-') && prefix.len() % 2 == 1 && prefix.len() < 36 {
-        prefix.pop();
-    }
+    let prefix = crate::commands::lookup::sanitize_uuid_prefix(&node_id).to_owned();
     let nodes = client
         .nodes(&prefix)
         .await

@@ -163,16 +163,6 @@ async fn list(arguments: ListArgs, io: &mut Io<'_>) -> i32 {
     0
 }
 
-/// Nomad's `sanitizeUUIDPrefix`: an odd number of hex digits loses its last character.
-fn sanitize_uuid_prefix(prefix: &str) -> &str {
-    let digits = prefix.chars().filter(|character| *character != '-').count();
-    if digits == 1 || digits % 2 == 0 {
-        prefix
-    } else {
-        &prefix[..prefix.len() - prefix.chars().last().map_or(0, char::len_utf8)]
-    }
-}
-
 async fn info(arguments: InfoArgs, io: &mut Io<'_>) -> i32 {
     let client = match arguments.api.client() {
         Ok(client) => client,
@@ -213,7 +203,7 @@ async fn info(arguments: InfoArgs, io: &mut Io<'_>) -> i32 {
         io.error("Identifier must contain at least two characters.");
         return 1;
     }
-    let prefix = sanitize_uuid_prefix(policy_id);
+    let prefix = crate::commands::lookup::sanitize_uuid_prefix(policy_id);
     let candidates = match client
         .scaling_policies(&[("prefix", prefix.to_owned())])
         .await
@@ -327,13 +317,5 @@ mod tests {
             target_text(&target),
             "Namespace:default,Job:web,Group:app,Task:server"
         );
-    }
-
-    #[test]
-    fn an_odd_prefix_loses_its_last_digit() {
-        assert_eq!(sanitize_uuid_prefix("abc"), "ab");
-        assert_eq!(sanitize_uuid_prefix("ab"), "ab");
-        assert_eq!(sanitize_uuid_prefix("a"), "a");
-        assert_eq!(sanitize_uuid_prefix("abcd-e"), "abcd-");
     }
 }
