@@ -863,20 +863,7 @@ impl HttpServerConn {
     /// `ACL.WhoAmI`: who `token` stands for. A token the servers do not take is `Rejected`
     /// with their message (`Permission denied`, `ACL token not found`, `ACL token expired`).
     pub async fn acl_whoami(&self, token: &str) -> Result<AclWhoAmIResponse, ServerConnError> {
-        let answer = self
-            .send(Call {
-                method: reqwest::Method::GET,
-                path: "/v1/internal/acl/whoami".to_owned(),
-                query: Vec::new(),
-                body: None,
-                timeout: self.request_timeout,
-                node_id: "",
-                reports_alloc: None,
-                not_found: NotFoundMeans::Rejected,
-                token: Some(token),
-            })
-            .await?;
-        decode(&answer)
+        self.acl_read("/v1/internal/acl/whoami", token).await
     }
 
     /// The policies `token` holds (none for a management token; `anonymous` for an empty
@@ -885,10 +872,20 @@ impl HttpServerConn {
         &self,
         token: &str,
     ) -> Result<AclPolicySetResponse, ServerConnError> {
+        self.acl_read("/v1/internal/acl/bearer-policies", token)
+            .await
+    }
+
+    /// A `GET` of `path` made with `token`, whose 404 is a refusal.
+    async fn acl_read<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        token: &str,
+    ) -> Result<T, ServerConnError> {
         let answer = self
             .send(Call {
                 method: reqwest::Method::GET,
-                path: "/v1/internal/acl/bearer-policies".to_owned(),
+                path: path.to_owned(),
                 query: Vec::new(),
                 body: None,
                 timeout: self.request_timeout,
