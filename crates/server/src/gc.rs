@@ -409,16 +409,17 @@ pub fn plan_pass(
 }
 
 impl ServerInner {
-    /// Removes what `gc` names: jobs (purged), evaluations and allocations, deployments, then
-    /// nodes that are still down.
+    /// Removes what `gc` names: evaluations and allocations, then jobs (purged), deployments,
+    /// then nodes that are still down. A job goes after its evaluations and allocations (as
+    /// Nomad's job GC reaps them first), so no reader sees them left behind by a purged job.
     pub(crate) async fn apply_gc(&self, gc: &GcPlan) -> Result<(), ServerError> {
-        for (namespace, job_id) in &gc.jobs {
-            self.state.delete_job(namespace, job_id).await?;
-        }
         if !gc.evals.is_empty() || !gc.allocs.is_empty() {
             self.state
                 .delete_evals_and_allocs(gc.evals.clone(), gc.allocs.clone())
                 .await?;
+        }
+        for (namespace, job_id) in &gc.jobs {
+            self.state.delete_job(namespace, job_id).await?;
         }
         if !gc.deployments.is_empty() {
             self.state
