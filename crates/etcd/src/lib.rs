@@ -996,8 +996,28 @@ pub fn follow(kv: &EtcdKv, store: StateStore) -> Follower {
                     if let Some(from) = resume_from {
                         count(|stats| stats.resumed += 1);
                         tracing::debug!(from, "etcd watch resumed");
-                    } else if !reload(&store).await {
-                        return;
+                    } else {
+                        // A fresh watch: its creation's revision is taken before the store
+                        // reloads, so a link cut right after the reload resumes from there
+                        // (with the writes' events) instead of starting over.
+                        match stream.message().await {
+                            Ok(Some(response)) if response.created() => {
+                                seen = response
+                                    .header()
+                                    .map_or(0, etcd_client::ResponseHeader::revision);
+                            }
+                            answer => {
+                                if let Err(error) = answer {
+                                    tracing::warn!(%error, "etcd watch ended; reconnecting");
+                                }
+                                endpoints.failed(member);
+                                tokio::time::sleep(Duration::from_secs(1)).await;
+                                continue;
+                            }
+                        }
+                        if !reload(&store).await {
+                            return;
+                        }
                     }
                     loop {
                         match stream.message().await {
@@ -1017,13 +1037,6 @@ pub fn follow(kv: &EtcdKv, store: StateStore) -> Follower {
                                 if response.canceled() {
                                     endpoints.failed(member);
                                     break;
-                                }
-                                if response.created() && resume_from.is_none() {
-                                    // A fresh watch sees what comes after this revision.
-                                    let created_at = response
-                                        .header()
-                                        .map_or(0, etcd_client::ResponseHeader::revision);
-                                    seen = seen.max(created_at);
                                 }
                                 if let Some(last) = response
                                     .events()

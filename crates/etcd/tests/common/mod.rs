@@ -380,8 +380,12 @@ impl LinkProxy {
                             if read == 0 {
                                 return;
                             }
-                            if *replies.borrow() == LinkMode::SwallowReplies {
-                                continue;
+                            // Checked after every read: bytes the member sends once the link
+                            // is cut never reach the client, even before the cut task has run.
+                            match *replies.borrow() {
+                                LinkMode::SwallowReplies => continue,
+                                LinkMode::Cut => return,
+                                LinkMode::Pass => {}
                             }
                             if tokio::io::AsyncWriteExt::write_all(
                                 &mut client_write,
