@@ -317,6 +317,51 @@ fn a_client_only_agents_task_api_checks_tokens_with_its_servers_and_applies_job_
         call(&client, "GET", "/v1/client/stats", Some(&secret), None).0,
         200
     );
+    // The node's metadata on the client-only agent: node read to read it, node write to
+    // apply, checked there with the policies its servers hold.
+    let (status, body) = call(
+        &server,
+        "PUT",
+        "/v1/acl/policy/node-reader",
+        root,
+        Some(r#"{"Name": "node-reader", "Rules": "node { policy = \"read\" }"}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(
+        &server,
+        "PUT",
+        "/v1/acl/token",
+        root,
+        Some(r#"{"Name": "reader", "Type": "client", "Policies": ["node-reader"]}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+    let reader = json_of(&body)["SecretID"].as_str().unwrap().to_owned();
+    let apply = r#"{"Meta": {"rack": "r7"}}"#;
+    assert_eq!(
+        call(&client, "GET", "/v1/client/metadata", None, None),
+        (403, "Permission denied".to_owned())
+    );
+    let (status, body) = call(&client, "GET", "/v1/client/metadata", Some(&reader), None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        call(
+            &client,
+            "POST",
+            "/v1/client/metadata",
+            Some(&reader),
+            Some(apply)
+        ),
+        (403, "Permission denied".to_owned())
+    );
+    let (status, body) = call(
+        &client,
+        "POST",
+        "/v1/client/metadata",
+        Some(&secret),
+        Some(apply),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json_of(&body)["Dynamic"]["rack"], "r7", "{body}");
     let (status, _) = call(
         &server,
         "DELETE",
