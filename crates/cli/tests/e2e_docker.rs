@@ -770,11 +770,7 @@ job "dvol" {{
 }
 
 /// The lines `key=value` a probe task printed before `probe-done`.
-fn probe_report(
-    agent: &Agent,
-    alloc_id: &str,
-    task: &str,
-) -> std::collections::BTreeMap<String, String> {
+fn probe_report(agent: &Agent, alloc_id: &str, task: &str) -> ProbeReport {
     let deadline = std::time::Instant::now() + LIMIT;
     let logs = loop {
         let logs = agent.cli_ok(&["alloc", "logs", alloc_id, task]);
@@ -792,14 +788,47 @@ fn probe_report(
         }
         std::thread::sleep(Duration::from_millis(200));
     };
-    logs.lines()
-        .filter_map(|line| line.split_once('='))
-        .map(|(key, value)| (key.trim().to_string(), value.trim().to_string()))
-        .collect()
+    let stderr = agent.cli(&["alloc", "logs", "-stderr", alloc_id, task]);
+    ProbeReport {
+        fields: logs
+            .lines()
+            .filter_map(|line| line.split_once('='))
+            .map(|(key, value)| (key.trim().to_string(), value.trim().to_string()))
+            .collect(),
+        logs,
+        stderr: String::from_utf8_lossy(&stderr.stdout).into_owned(),
+    }
+}
+
+/// What a probe printed (`key=value` lines), with its whole output to show when a key is
+/// missing.
+struct ProbeReport {
+    fields: std::collections::BTreeMap<String, String>,
+    logs: String,
+    stderr: String,
+}
+
+impl std::ops::Index<&str> for ProbeReport {
+    type Output = String;
+
+    fn index(&self, key: &str) -> &String {
+        self.fields.get(key).unwrap_or_else(|| {
+            panic!(
+                "the probe reported no {key}; its stdout:\n{}\nits stderr:\n{}",
+                self.logs, self.stderr
+            )
+        })
+    }
+}
+
+impl std::fmt::Debug for ProbeReport {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.fields.fmt(formatter)
+    }
 }
 
 /// `/proc/self/status`'s `CapEff` as a bit set.
-fn effective_caps(report: &std::collections::BTreeMap<String, String>) -> u64 {
+fn effective_caps(report: &ProbeReport) -> u64 {
     u64::from_str_radix(&report["caps"], 16).unwrap()
 }
 
