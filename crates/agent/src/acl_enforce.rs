@@ -349,7 +349,7 @@ pub fn required(
         | Route::ClientStats
         | Route::AgentMembers => NodeRead,
         Route::AgentSelf | Route::AgentServers => AgentRead,
-        Route::AgentServersUpdate => AgentWrite,
+        Route::AgentServersUpdate | Route::AgentForceLeave => AgentWrite,
         Route::AgentHealth | Route::StatusLeader | Route::StatusPeers | Route::Regions => Anyone,
         Route::EventStream | Route::Search | Route::SearchFuzzy => namespace(capability::READ_JOB),
         Route::ServiceList | Route::ServiceRead { .. } => ServiceRead {

@@ -43,7 +43,15 @@ pub struct ServerRecord {
     /// Where its HTTP API answers (`127.0.0.1:4646`): servers talk HTTP.
     pub http_addr: String,
     pub version: String,
+    /// When it was forced out (`/v1/agent/force-leave`), in Unix seconds: a failed server
+    /// is then listed `left`, and no longer once [`LEFT_LISTED_FOR`] has passed (Serf's
+    /// tombstone timeout). Its own session publishes its record again without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_at: Option<i64>,
 }
+
+/// How long a server forced out stays listed as `left` (Serf's default tombstone timeout).
+pub const LEFT_LISTED_FOR: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 impl ServerRecord {
     fn decode(bytes: &[u8]) -> Option<Self> {
@@ -261,6 +269,15 @@ pub async fn cluster_status(
     request: Request,
     next: Next,
 ) -> Response {
+    if matches!(*request.method(), Method::PUT | Method::POST)
+        && request.uri().path() == "/v1/agent/force-leave"
+    {
+        let params = drover_api::params::QueryParams::parse(request.uri().query());
+        return match drover_api::app::agent::force_leave_request(&params) {
+            Ok((node, prune)) => force_leave(&cluster, &node, prune, unix_now()).await,
+            Err(error) => error.into_response(),
+        };
+    }
     if request.method() == Method::GET {
         let pretty = request
             .uri()
@@ -293,7 +310,8 @@ pub async fn cluster_status(
             "/v1/agent/members" => {
                 return match cluster.kv.members().await {
                     Ok(members) => {
-                        read_answer(&cluster, &members_answer(&cluster.own, &members), pretty)
+                        let answer = members_answer(&cluster.own, &members, unix_now());
+                        read_answer(&cluster, &answer, pretty)
                     }
                     Err(error) => unavailable(&error),
                 };
@@ -315,6 +333,62 @@ pub async fn cluster_status(
         set_leader_headers(&cluster, headers);
     }
     response
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+        })
+}
+
+/// `PUT /v1/agent/force-leave?node=<name>.<region>`, as Serf's `RemoveFailedNode`: a failed
+/// server is listed `left` from now on (`prune`: dropped from the list at once); a server that
+/// is alive, or one no member is named for, is left as it is, and the answer is a 200 all the
+/// same, as Nomad's.
+async fn force_leave(cluster: &ClusterNode, node: &str, prune: bool, now_unix: i64) -> Response {
+    let members = match cluster.kv.members().await {
+        Ok(members) => members,
+        Err(error) => return unavailable(&error),
+    };
+    let named = members
+        .iter()
+        .filter(|member| !member.alive)
+        .find_map(|member| {
+            let record = ServerRecord::decode(&member.record)?;
+            (format!("{}.{}", record.name, record.region) == node).then_some((member, record))
+        });
+    let Some((member, mut record)) = named else {
+        return StatusCode::OK.into_response();
+    };
+    let replacement = if prune {
+        None
+    } else if record.left_at.is_some() {
+        // Already left: it stays listed until its first leave's time is up.
+        return StatusCode::OK.into_response();
+    } else {
+        record.left_at = Some(now_unix);
+        match serde_json::to_vec(&record) {
+            Ok(bytes) => Some(bytes),
+            Err(error) => {
+                return (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response();
+            }
+        }
+    };
+    match cluster
+        .kv
+        .change_failed_member(&member.name, replacement)
+        .await
+    {
+        Ok(changed) => {
+            if changed {
+                tracing::info!(node, prune, "a failed server was forced to leave");
+            }
+            StatusCode::OK.into_response()
+        }
+        Err(error) => unavailable(&error),
+    }
 }
 
 /// How often a blocking query's server looks whether etcd still answers it.
@@ -435,17 +509,26 @@ fn read_answer(cluster: &ClusterNode, value: &serde_json::Value, pretty: bool) -
     response
 }
 
-/// `/v1/agent/members` in Nomad's shape: every server that joined, alive while its session
-/// lives, failed after.
+/// `/v1/agent/members` in Nomad's shape, at `now_unix`: every server that joined, alive while
+/// its session lives, failed after; one forced to leave is `left`, and no longer listed once
+/// [`LEFT_LISTED_FOR`] has passed.
 pub fn members_answer(
     own: &ServerRecord,
     members: &[drover_etcd::election::Member],
+    now_unix: i64,
 ) -> serde_json::Value {
+    let listed_for = i64::try_from(LEFT_LISTED_FOR.as_secs()).unwrap_or(i64::MAX);
     let mut listed: Vec<serde_json::Value> = members
         .iter()
         .filter_map(|member| {
             let record = ServerRecord::decode(&member.record)?;
-            Some(member_json(&record, member.alive))
+            let status = match (member.alive, record.left_at) {
+                (true, _) => "alive",
+                (false, None) => "failed",
+                (false, Some(left_at)) if now_unix.saturating_sub(left_at) < listed_for => "left",
+                (false, Some(_)) => return None,
+            };
+            Some(member_json(&record, status))
         })
         .collect();
     listed.sort_by(|a, b| a["Name"].as_str().cmp(&b["Name"].as_str()));
@@ -457,7 +540,7 @@ pub fn members_answer(
     })
 }
 
-fn member_json(record: &ServerRecord, alive: bool) -> serde_json::Value {
+fn member_json(record: &ServerRecord, status: &str) -> serde_json::Value {
     let (address, port) = record
         .http_addr
         .rsplit_once(':')
@@ -477,7 +560,7 @@ fn member_json(record: &ServerRecord, alive: bool) -> serde_json::Value {
             "port": port.to_string(),
             "rpc_addr": address,
         },
-        "Status": if alive { "alive" } else { "failed" },
+        "Status": status,
         "ProtocolMin": 1, "ProtocolMax": 5, "ProtocolCur": 2,
         "DelegateMin": 2, "DelegateMax": 5, "DelegateCur": 4,
     })
@@ -525,26 +608,41 @@ mod tests {
     }
 
     #[test]
-    fn members_are_listed_by_name_alive_or_failed() {
+    fn members_are_listed_by_name_alive_failed_or_left_for_a_day() {
         let record = |name: &str, port: u16| ServerRecord {
             name: name.to_owned(),
             region: "global".to_owned(),
             datacenter: "dc1".to_owned(),
             http_addr: format!("127.0.0.1:{port}"),
             version: "0.1.0".to_owned(),
+            left_at: None,
         };
         let member = |name: &str, port: u16, alive: bool| drover_etcd::election::Member {
             name: name.to_owned(),
             record: serde_json::to_vec(&record(name, port)).unwrap(),
             alive,
         };
+        let now = 1_800_000_000;
+        let left = |name: &str, port: u16, left_at: i64| drover_etcd::election::Member {
+            name: name.to_owned(),
+            record: serde_json::to_vec(&ServerRecord {
+                left_at: Some(left_at),
+                ..record(name, port)
+            })
+            .unwrap(),
+            alive: false,
+        };
+        let day = i64::try_from(LEFT_LISTED_FOR.as_secs()).unwrap();
         let answer = members_answer(
             &record("b", 2),
             &[
                 member("c", 3, true),
                 member("a", 1, false),
                 member("b", 2, true),
+                left("d", 4, now - day + 1),
+                left("e", 5, now - day),
             ],
+            now,
         );
         assert_eq!(answer["ServerName"], "b.global");
         let members = answer["Members"].as_array().unwrap();
@@ -552,9 +650,11 @@ mod tests {
             .iter()
             .map(|m| m["Name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["a.global", "b.global", "c.global"]);
+        // Forced out: listed `left` for a day, then no longer.
+        assert_eq!(names, ["a.global", "b.global", "c.global", "d.global"]);
         assert_eq!(members[0]["Status"], "failed");
         assert_eq!(members[1]["Status"], "alive");
+        assert_eq!(members[3]["Status"], "left");
         assert_eq!(members[0]["Port"], 1);
         assert_eq!(members[0]["Tags"]["port"], "1");
     }

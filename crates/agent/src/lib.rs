@@ -349,6 +349,7 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                     datacenter: config.datacenter.clone(),
                     http_addr: advertised.to_string(),
                     version: env!("CARGO_PKG_VERSION").to_owned(),
+                    left_at: None,
                 },
                 clock: Arc::new(drover_server::SystemClock),
             }))
@@ -652,6 +653,7 @@ async fn start_cluster_server(
             datacenter: config.datacenter.clone(),
             http_addr: advertised.to_string(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
+            left_at: None,
         },
     )?;
     // The task ends by itself when the store is closed.

@@ -372,6 +372,24 @@ async fn agent_and_status_endpoints_answer_like_nomad() {
     assert_eq!(me["member"]["Name"], "node1.global");
     let members = body_json(send(&router, "GET", "/v1/agent/members", None).await).await;
     assert_eq!(members["Members"][0]["Status"], "alive");
+    // A lone server has no failed member to force out: Nomad's checks, then a 200.
+    let refused = send(&router, "PUT", "/v1/agent/force-leave", None).await;
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(body_text(refused).await, "missing node to force leave");
+    let refused = send(
+        &router,
+        "PUT",
+        "/v1/agent/force-leave?node=a&prune=maybe",
+        None,
+    )
+    .await;
+    assert_eq!(body_text(refused).await, "invalid prune value");
+    let forced = send(&router, "PUT", "/v1/agent/force-leave?node=a.global", None).await;
+    assert_eq!(forced.status(), StatusCode::OK);
+    let wrong = send(&router, "GET", "/v1/agent/force-leave?node=a.global", None).await;
+    assert_eq!(wrong.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let members_after = body_json(send(&router, "GET", "/v1/agent/members", None).await).await;
+    assert_eq!(members_after, members);
     let servers = body_json(send(&router, "GET", "/v1/agent/servers", None).await).await;
     assert_eq!(servers, json!(["127.0.0.1:4646"]));
     let deployments = body_text(send(&router, "GET", "/v1/deployments", None).await).await;

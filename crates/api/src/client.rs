@@ -1037,6 +1037,17 @@ impl ApiClient {
         self.send(builder).await.map(drop)
     }
 
+    /// Forces the failed server `node` (`<name>.<region>`) out of the member list
+    /// (`PUT /v1/agent/force-leave`): listed `left`, or with `prune` not listed at all.
+    pub async fn force_leave(&self, node: &str, prune: bool) -> Result<(), ClientError> {
+        let mut query = vec![("node", node.to_owned())];
+        if prune {
+            query.push(("prune", "true".to_owned()));
+        }
+        let builder = self.request(reqwest::Method::PUT, "/v1/agent/force-leave", &query);
+        self.send(builder).await.map(drop)
+    }
+
     pub async fn agent_self(&self) -> Result<serde_json::Value, ClientError> {
         self.get("/v1/agent/self", &[]).await
     }

@@ -106,6 +106,8 @@ pub enum Route {
     },
     AgentSelf,
     AgentMembers,
+    /// `PUT|POST /v1/agent/force-leave`.
+    AgentForceLeave,
     AgentHealth,
     AgentServers,
     /// `PUT /v1/agent/servers?address=…`: sets the local client's servers.
@@ -331,6 +333,7 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
         "nodes" => (Route::NodeList, Read),
         "agent/self" => (Route::AgentSelf, Read),
         "agent/members" => (Route::AgentMembers, Read),
+        "agent/force-leave" => (Route::AgentForceLeave, Write),
         "agent/health" => (Route::AgentHealth, Read),
         "agent/servers" => {
             if method == Method::GET {

@@ -292,6 +292,68 @@ fn three_servers_on_etcd_elect_a_leader_forward_writes_and_survive_its_death() {
         assert_eq!(format!("{}:{}", leaders[0][1], leaders[0][2]), new_leader);
     }
 
+    // The dead server forced out, as `nomad server force-leave`: listed `left`, then with
+    // -prune not at all. An alive server named is left alone; a request without a name is
+    // Nomad's 400.
+    let member_rows = |agent: &Agent| -> Vec<(String, String)> {
+        agent.get_json("/v1/agent/members")["Members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|member| {
+                let address = format!("{}:{}", member["Addr"].as_str().unwrap(), member["Port"]);
+                (address, member["Status"].as_str().unwrap().to_owned())
+            })
+            .collect()
+    };
+    let dead_member = survivors[0].get_json("/v1/agent/members")["Members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|member| member["Status"] == "failed")
+        .unwrap()["Name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let alive_member = survivors[0].get_json("/v1/agent/members")["Members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|member| member["Status"] == "alive")
+        .unwrap()["Name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        support::http("PUT", &survivors[0].url("/v1/agent/force-leave"), None),
+        (400, "missing node to force leave".to_owned())
+    );
+    survivors[0].cli_ok(&["server", "force-leave", &alive_member]);
+    survivors[0].cli_ok(&["server", "force-leave", &dead_member]);
+    let statuses = member_rows(survivors[1]);
+    assert_eq!(statuses.len(), 3, "{statuses:?}");
+    assert!(
+        statuses
+            .iter()
+            .any(|(address, status)| *address == leader && status == "left"),
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses
+            .iter()
+            .filter(|(_, status)| status == "alive")
+            .count(),
+        2,
+        "{statuses:?}"
+    );
+    survivors[1].cli_ok(&["server", "force-leave", "-prune", &dead_member]);
+    let statuses = member_rows(survivors[0]);
+    assert_eq!(statuses.len(), 2, "{statuses:?}");
+    assert!(
+        statuses.iter().all(|(_, status)| status == "alive"),
+        "{statuses:?}"
+    );
+
     drop(client);
     drop(dead);
     kill_tasks_of_allocs(&first_allocs);

@@ -210,6 +210,36 @@ impl EtcdKv {
             .collect())
     }
 
+    /// Replaces the record of the member `name` with `record` (`Some`) or deletes it (`None`),
+    /// only while that member has no live session: a server that came back meanwhile keeps the
+    /// record its session published. Answers whether it was changed.
+    pub async fn change_failed_member(
+        &self,
+        name: &str,
+        record: Option<Vec<u8>>,
+    ) -> Result<bool, KvError> {
+        let member_key = self.prefixed(format!("members/{name}").as_bytes());
+        let alive_key = self.prefixed(format!("alive/{name}").as_bytes());
+        let change = match record {
+            Some(record) => TxnOp::put(member_key.clone(), record, None),
+            None => TxnOp::delete(member_key.clone(), None),
+        };
+        let txn = Txn::new()
+            .when(vec![
+                Compare::version(alive_key, CompareOp::Equal, 0),
+                Compare::version(member_key, CompareOp::Greater, 0),
+            ])
+            .and_then(vec![change]);
+        let answer = self
+            .endpoints()
+            .call("member", |mut client| {
+                let txn = txn.clone();
+                async move { client.txn(txn).await }
+            })
+            .await?;
+        Ok(answer.succeeded())
+    }
+
     /// Sessions, one after the other, for the life of the task.
     async fn run_sessions(&self, candidate: Candidate, view: watch::Sender<Leadership>) {
         let mut previous = None;

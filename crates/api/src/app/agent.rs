@@ -1,6 +1,6 @@
 //! Answers about the agent itself: `/v1/agent/self` (lowercase top-level keys, as Nomad),
-//! `/v1/agent/members`, built from [`AgentInfo`], and `/v1/agent/health`, from the backend's
-//! checks of its server and client parts.
+//! `/v1/agent/members`, built from [`AgentInfo`], `/v1/agent/health`, from the backend's
+//! checks of its server and client parts, and the request of `/v1/agent/force-leave`.
 //!
 //! Not here: the checks themselves (the backend knows its parts).
 
@@ -74,6 +74,22 @@ pub(super) fn agent_members<B: ApiBackend>(backend: &B) -> serde_json::Value {
         "ServerDC": info.datacenter,
         "Members": [member(&info)],
     })
+}
+
+/// What `PUT /v1/agent/force-leave?node=<name>[&prune=true]` asks, checked as Nomad checks
+/// it: the member's name (`<server>.<region>`) and whether to drop it from the member list at
+/// once rather than list it `left`.
+pub fn force_leave_request(params: &QueryParams) -> Result<(String, bool), ApiError> {
+    let node = params.get("node").unwrap_or_default();
+    if node.is_empty() {
+        return Err(ApiError::bad_request("missing node to force leave"));
+    }
+    let prune = match params.non_empty("prune") {
+        None => false,
+        Some(value) => crate::params::parse_go_bool(value)
+            .ok_or_else(|| ApiError::bad_request("invalid prune value"))?,
+    };
+    Ok((node.to_owned(), prune))
 }
 
 /// `/v1/agent/health[?type=client|server]`: 200 with each part's health when every part asked

@@ -18,7 +18,7 @@ use drover_structs::{
 };
 use serde_json::json;
 
-mod agent;
+pub mod agent;
 mod events;
 mod exec;
 mod fuzzy;
@@ -636,6 +636,16 @@ async fn handle<B: ApiBackend>(
         }
         Route::AgentSelf => json_response(&agent_self(backend), params, Meta::Read(1)),
         Route::AgentMembers => json_response(&agent_members(backend), params, Meta::Read(1)),
+        Route::AgentForceLeave => {
+            if !backend.agent_info().server_enabled {
+                return Err(ApiError::not_implemented("Invalid method"));
+            }
+            agent::force_leave_request(params)?;
+            // A server outside a cluster is its region's only member, alive: there is no
+            // failed member to force out, and Nomad answers such a request with a 200. A
+            // server of a cluster answers it before this (the agent's cluster layer).
+            Ok(StatusCode::OK.into_response())
+        }
         Route::AgentHealth => agent_health(backend, params).await,
         Route::EventStream => {
             let filter = events::event_filter(params)?;

@@ -1,5 +1,6 @@
 //! `drover server members`: the servers of the region, as Nomad 1.1.2 lists them (sorted by
-//! name, the leader found by comparing each member's `Addr:port` with `/v1/status/leader`).
+//! name, the leader found by comparing each member's `Addr:port` with `/v1/status/leader`);
+//! `drover server force-leave [-prune] <node>`: a failed server out of that list.
 
 use clap::{Args, Subcommand};
 
@@ -10,6 +11,19 @@ use crate::{ApiFlags, Io, columnize};
 pub enum ServerCommand {
     /// List the servers this agent knows
     Members(MembersArgs),
+    /// Force a server into the 'left' state
+    ForceLeave(ForceLeaveArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ForceLeaveArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Remove server completely from list of members
+    #[arg(long)]
+    pub prune: bool,
+    /// The member's name, as `server members` lists it (`<name>.<region>`)
+    pub node: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -21,6 +35,29 @@ pub struct MembersArgs {
 pub async fn run(command: ServerCommand, io: &mut Io<'_>) -> i32 {
     match command {
         ServerCommand::Members(arguments) => members(arguments, io).await,
+        ServerCommand::ForceLeave(arguments) => force_leave(arguments, io).await,
+    }
+}
+
+async fn force_leave(arguments: ForceLeaveArgs, io: &mut Io<'_>) -> i32 {
+    let [node] = arguments.node.as_slice() else {
+        io.error("This command takes one argument: <node>");
+        io.error("For additional help try 'drover server force-leave -help'");
+        return 1;
+    };
+    let client = match arguments.api.client() {
+        Ok(client) => client,
+        Err(error) => {
+            io.error(format!("Error initializing client: {error}"));
+            return 1;
+        }
+    };
+    match client.force_leave(node, arguments.prune).await {
+        Ok(()) => 0,
+        Err(error) => {
+            io.error(describe(&format!("force-leaving server {node}"), &error));
+            1
+        }
     }
 }
 
