@@ -38,14 +38,14 @@ use drover_structs::{DurationNs, Timestamp};
 
 /// The file in the server's data dir whose number allows one more bootstrap (Nomad's).
 pub const BOOTSTRAP_RESET_FILE: &str = "acl-bootstrap-reset";
-/// Nomad's bounds on a token's `ExpirationTTL`.
-const MIN_EXPIRATION_TTL_NS: i64 = 60 * 1_000_000_000;
-const MAX_EXPIRATION_TTL_NS: i64 = 24 * 3600 * 1_000_000_000;
-
 /// What the ACL endpoints need.
 #[derive(Clone)]
 pub struct AclEndpoints {
     pub enabled: bool,
+    /// How soon and how late after its creation a new token may expire (`acl {
+    /// token_min_expiration_ttl, token_max_expiration_ttl }`).
+    pub token_min_expiration_ttl: DurationNs,
+    pub token_max_expiration_ttl: DurationNs,
     pub keyring: Arc<Keyring>,
     pub state: StateStore,
     pub clock: Arc<dyn Clock>,
@@ -522,17 +522,19 @@ fn prepare_token(
                 token.expiration_time = Some(Timestamp::from_unix_nanos(now.saturating_add(ttl)));
             }
             if let Some(expiry) = token.expiration_time.and_then(Timestamp::unix_nanos) {
-                let in_future = expiry.saturating_sub(now);
-                if in_future < MIN_EXPIRATION_TTL_NS {
+                let in_future = DurationNs::from_nanos(expiry.saturating_sub(now));
+                let (min, max) = (
+                    endpoints.token_min_expiration_ttl,
+                    endpoints.token_max_expiration_ttl,
+                );
+                if in_future > max {
                     return Err(ApiError::bad_request(format!(
-                        "expiration time cannot be less than {} in the future",
-                        DurationNs::from_nanos(MIN_EXPIRATION_TTL_NS)
+                        "expiration time cannot be more than {max} in the future (was {in_future})"
                     )));
                 }
-                if in_future > MAX_EXPIRATION_TTL_NS {
+                if in_future < min {
                     return Err(ApiError::bad_request(format!(
-                        "expiration time cannot be more than {} in the future",
-                        DurationNs::from_nanos(MAX_EXPIRATION_TTL_NS)
+                        "expiration time cannot be less than {min} in the future (was {in_future})"
                     )));
                 }
             }

@@ -111,13 +111,17 @@ pub struct RawEtcd {
     pub tls: Option<serde_json::Value>,
 }
 
-/// `acl { enabled = true, token_ttl = "30s", policy_ttl = "30s" }`.
+/// `acl { enabled = true, token_ttl = "30s", policy_ttl = "30s", token_min_expiration_ttl =
+/// "1m", token_max_expiration_ttl = "24h" }`.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawAcl {
     pub enabled: Option<bool>,
     pub token_ttl: Option<String>,
     pub policy_ttl: Option<String>,
+    /// The bounds of a new token's expiry, counted from its creation (Go durations).
+    pub token_min_expiration_ttl: Option<String>,
+    pub token_max_expiration_ttl: Option<String>,
 }
 
 /// `telemetry { ... }`: what the agent publishes on `/v1/metrics`.
@@ -434,6 +438,8 @@ pub struct RawServer {
     pub batch_eval_gc_threshold: Option<String>,
     pub deployment_gc_threshold: Option<String>,
     pub node_gc_threshold: Option<String>,
+    /// How long ago an expired ACL token must have been created before the leader removes it.
+    pub acl_token_gc_threshold: Option<String>,
     /// The `iss` of workload identities and the issuer `/.well-known/openid-configuration`
     /// announces (unset: the discovery document is 404, as Nomad).
     pub oidc_issuer: Option<String>,
@@ -539,6 +545,7 @@ impl RawConfig {
                 batch_eval_gc_threshold,
                 deployment_gc_threshold,
                 node_gc_threshold,
+                acl_token_gc_threshold,
                 oidc_issuer,
                 job_max_source_size
             ),
@@ -572,7 +579,15 @@ impl RawConfig {
             }
         }
         match (&mut self.acl, other.acl) {
-            (Some(base), Some(over)) => merge_options!(base, over, enabled, token_ttl, policy_ttl),
+            (Some(base), Some(over)) => merge_options!(
+                base,
+                over,
+                enabled,
+                token_ttl,
+                policy_ttl,
+                token_min_expiration_ttl,
+                token_max_expiration_ttl
+            ),
             (base, over) => {
                 if over.is_some() {
                     *base = over;
@@ -632,7 +647,8 @@ pub struct AgentConfig {
     pub oidc_issuer: Option<String>,
     pub heartbeat_grace: Duration,
     pub min_heartbeat_ttl: Duration,
-    /// `server { job_gc_interval, *_gc_threshold }` over Nomad's defaults.
+    /// `server { job_gc_interval, *_gc_threshold }` over Nomad's defaults, and whether ACLs
+    /// are on (for the collection of expired ACL tokens).
     pub gc: drover_server::gc::GcConfig,
     /// `server { job_max_source_size }` in bytes (1 000 000 unless set).
     pub job_max_source_size: usize,
@@ -796,12 +812,21 @@ impl EtcdSettings {
 /// request; a client-only agent asks its servers and keeps their answers: a token's identity
 /// for `token_ttl`, its policies for `policy_ttl` (Nomad's client cache lifetimes, 30 s by
 /// default). On an agent with a server the two bound nothing, so they are refused there.
+/// `token_min_expiration_ttl` and `token_max_expiration_ttl` bound how far from its creation
+/// a new token may expire (Nomad's 1 minute and 24 hours); tokens are made by servers, so a
+/// client-only agent refuses them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AclConfig {
     pub enabled: bool,
     pub token_ttl: Duration,
     pub policy_ttl: Duration,
+    pub token_min_expiration_ttl: Duration,
+    pub token_max_expiration_ttl: Duration,
 }
+
+/// Nomad's `ACLTokenMinExpirationTTL` and `ACLTokenMaxExpirationTTL`.
+pub const DEFAULT_TOKEN_MIN_EXPIRATION_TTL: Duration = Duration::from_secs(60);
+pub const DEFAULT_TOKEN_MAX_EXPIRATION_TTL: Duration = Duration::from_secs(24 * 3600);
 
 impl AclConfig {
     fn from_raw(raw: Option<&RawAcl>, server_enabled: bool) -> Result<Self, ConfigError> {
@@ -817,10 +842,53 @@ impl AclConfig {
             Some(text) => parse_duration(key, text),
             None => Ok(Duration::from_secs(30)),
         };
+        let expiration_bound =
+            |key: &'static str, value: &Option<String>, default: Duration| match value {
+                Some(_) if !server_enabled => Err(ConfigError::Invalid {
+                    key,
+                    message: "it bounds the expiry of the tokens a server creates; this agent \
+                              runs no server: set it on the servers"
+                        .into(),
+                }),
+                Some(text) => {
+                    let bound = parse_duration(key, text)?;
+                    if bound.is_zero() {
+                        return Err(ConfigError::Invalid {
+                            key,
+                            message: "should be greater than 0s (leave it out for the default)"
+                                .into(),
+                        });
+                    }
+                    Ok(bound)
+                }
+                None => Ok(default),
+            };
+        let token_min_expiration_ttl = expiration_bound(
+            "acl.token_min_expiration_ttl",
+            &raw.token_min_expiration_ttl,
+            DEFAULT_TOKEN_MIN_EXPIRATION_TTL,
+        )?;
+        let token_max_expiration_ttl = expiration_bound(
+            "acl.token_max_expiration_ttl",
+            &raw.token_max_expiration_ttl,
+            DEFAULT_TOKEN_MAX_EXPIRATION_TTL,
+        )?;
+        if token_min_expiration_ttl > token_max_expiration_ttl {
+            return Err(ConfigError::Invalid {
+                key: "acl.token_min_expiration_ttl",
+                message: format!(
+                    "{} is more than token_max_expiration_ttl ({}): no token could expire",
+                    drover_structs::DurationNs::from(token_min_expiration_ttl),
+                    drover_structs::DurationNs::from(token_max_expiration_ttl),
+                ),
+            });
+        }
         Ok(AclConfig {
             enabled: raw.enabled.unwrap_or(false),
             token_ttl: cache_lifetime("acl.token_ttl", &raw.token_ttl)?,
             policy_ttl: cache_lifetime("acl.policy_ttl", &raw.policy_ttl)?,
+            token_min_expiration_ttl,
+            token_max_expiration_ttl,
         })
     }
 }
@@ -898,10 +966,16 @@ impl ClientGc {
 }
 
 /// The server block's GC keys over Nomad's defaults; `job_gc_interval` must be positive, as
-/// Nomad's agent requires.
-fn server_gc(server: &RawServer) -> Result<drover_server::gc::GcConfig, ConfigError> {
-    let mut gc = drover_server::gc::GcConfig::default();
-    let keys: [(&'static str, &Option<String>, &mut Duration); 6] = [
+/// Nomad's agent requires. Expired ACL tokens are collected only with ACLs on.
+fn server_gc(
+    server: &RawServer,
+    acl: &AclConfig,
+) -> Result<drover_server::gc::GcConfig, ConfigError> {
+    let mut gc = drover_server::gc::GcConfig {
+        acl_enabled: acl.enabled,
+        ..drover_server::gc::GcConfig::default()
+    };
+    let keys: [(&'static str, &Option<String>, &mut Duration); 7] = [
         (
             "server.job_gc_interval",
             &server.job_gc_interval,
@@ -931,6 +1005,11 @@ fn server_gc(server: &RawServer) -> Result<drover_server::gc::GcConfig, ConfigEr
             "server.node_gc_threshold",
             &server.node_gc_threshold,
             &mut gc.node_gc_threshold,
+        ),
+        (
+            "server.acl_token_gc_threshold",
+            &server.acl_token_gc_threshold,
+            &mut gc.acl_token_gc_threshold,
         ),
     ];
     for (key, text, value) in keys {
@@ -1142,6 +1221,7 @@ impl AgentConfig {
             None => LogLevel::Info,
         };
         let log_json = args.log_json || raw.log_json.unwrap_or(false);
+        let acl = AclConfig::from_raw(raw.acl.as_ref(), server_enabled)?;
         Ok(Self {
             dev,
             region: raw.region.unwrap_or_else(|| "global".into()),
@@ -1204,7 +1284,7 @@ impl AgentConfig {
                 Some(text) => parse_duration("server.min_heartbeat_ttl", text)?,
                 None => Duration::from_secs(10),
             },
-            gc: server_gc(&server)?,
+            gc: server_gc(&server, &acl)?,
             job_max_source_size: match &server.job_max_source_size {
                 Some(text) => drover_client::artifact::config::parse_byte_size(text)
                     .ok()
@@ -1222,7 +1302,7 @@ impl AgentConfig {
             docker,
             telemetry,
             etcd,
-            acl: AclConfig::from_raw(raw.acl.as_ref(), server_enabled)?,
+            acl,
             log_level,
             log_json,
         })
@@ -1429,6 +1509,8 @@ mod tests {
         let config = AgentConfig::from_raw(RawConfig::default(), &dev_args()).expect("valid");
         assert_eq!(config.gc, drover_server::gc::GcConfig::default());
         assert_eq!(config.gc.job_gc_threshold, Duration::from_secs(4 * 3600));
+        assert_eq!(config.gc.acl_token_gc_threshold, Duration::from_secs(3600));
+        assert!(!config.gc.acl_enabled);
         assert_eq!(
             config.gc.batch_eval_gc_threshold,
             Duration::from_secs(24 * 3600)
@@ -1448,6 +1530,10 @@ mod tests {
               batch_eval_gc_threshold = "2h"
               deployment_gc_threshold = "20m"
               node_gc_threshold       = "48h"
+              acl_token_gc_threshold  = "90s"
+            }
+            acl {
+              enabled = true
             }
             client {
               gc_interval              = "5s"
@@ -1466,6 +1552,11 @@ mod tests {
         assert_eq!(config.gc.batch_eval_gc_threshold, Duration::from_secs(7200));
         assert_eq!(config.gc.deployment_gc_threshold, Duration::from_secs(1200));
         assert_eq!(config.gc.node_gc_threshold, Duration::from_secs(48 * 3600));
+        assert_eq!(config.gc.acl_token_gc_threshold, Duration::from_secs(90));
+        assert!(
+            config.gc.acl_enabled,
+            "expired ACL tokens go only with ACLs on"
+        );
         assert_eq!(config.client_gc.interval, Duration::from_secs(5));
         assert!((config.client_gc.disk_usage_threshold - 90.0).abs() < f64::EPSILON);
         assert!((config.client_gc.inode_usage_threshold - 75.5).abs() < f64::EPSILON);
@@ -1485,6 +1576,70 @@ mod tests {
         let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("bad duration");
         assert!(
             err.to_string().starts_with("server.node_gc_threshold"),
+            "{err}"
+        );
+        let raw: RawConfig =
+            hcl::from_str("server {\n  acl_token_gc_threshold = \"-1h\"\n}\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("negative duration");
+        assert!(
+            err.to_string().starts_with("server.acl_token_gc_threshold"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn token_expiration_bounds_take_nomads_defaults_and_refuse_what_no_token_could_meet() {
+        let config = AgentConfig::from_raw(RawConfig::default(), &dev_args()).expect("valid");
+        assert_eq!(config.acl.token_min_expiration_ttl, Duration::from_secs(60));
+        assert_eq!(
+            config.acl.token_max_expiration_ttl,
+            Duration::from_secs(24 * 3600)
+        );
+        let raw: RawConfig = hcl::from_str(
+            "acl {\n  token_min_expiration_ttl = \"1s\"\n  token_max_expiration_ttl = \"2h\"\n}\n",
+        )
+        .expect("parses");
+        let config = AgentConfig::from_raw(raw, &dev_args()).expect("valid");
+        assert_eq!(config.acl.token_min_expiration_ttl, Duration::from_secs(1));
+        assert_eq!(
+            config.acl.token_max_expiration_ttl,
+            Duration::from_secs(7200)
+        );
+
+        for (body, key, says) in [
+            (
+                "acl {\n  token_min_expiration_ttl = \"0s\"\n}\n",
+                "acl.token_min_expiration_ttl",
+                "greater than 0s",
+            ),
+            (
+                "acl {\n  token_max_expiration_ttl = \"a day\"\n}\n",
+                "acl.token_max_expiration_ttl",
+                "Go duration",
+            ),
+            (
+                "acl {\n  token_min_expiration_ttl = \"2h\"\n  token_max_expiration_ttl = \"1h\"\n}\n",
+                "acl.token_min_expiration_ttl",
+                "more than token_max_expiration_ttl",
+            ),
+        ] {
+            let raw: RawConfig = hcl::from_str(body).expect("parses");
+            let err = AgentConfig::from_raw(raw, &dev_args()).expect_err(body);
+            assert!(err.to_string().starts_with(key), "{body}: {err}");
+            assert!(err.to_string().contains(says), "{body}: {err}");
+        }
+        // A client-only agent creates no tokens.
+        let client_args = AgentArgs {
+            client: true,
+            servers: vec!["10.0.0.1:4646".to_owned()],
+            data_dir: Some("/tmp/drover-config-test".into()),
+            ..AgentArgs::default()
+        };
+        let raw: RawConfig =
+            hcl::from_str("acl {\n  token_max_expiration_ttl = \"1h\"\n}\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &client_args).expect_err("no server");
+        assert!(
+            err.to_string().starts_with("acl.token_max_expiration_ttl"),
             "{err}"
         );
     }

@@ -1,10 +1,10 @@
 //! Nomad's garbage collection and system endpoints: `PUT /v1/system/gc` on a server agent (a
-//! forced GC of terminal jobs, evaluations, allocations, deployments and down nodes,
-//! `drover_server::gc`), `PUT /v1/system/reconcile/summaries` (every job summary counted again
-//! from its allocations), and `/v1/client/gc` on an agent that runs a client (every terminal
-//! allocation's directory and state collected). All answer 200 with an empty body, as Nomad
-//! does. A client-only agent passes the `/v1/system/` ones on to its servers with every other
-//! server endpoint.
+//! forced GC of terminal jobs, evaluations, allocations, deployments and down nodes, and of
+//! expired one-time and ACL tokens, `drover_server::gc`), `PUT /v1/system/reconcile/summaries`
+//! (every job summary counted again from its allocations), and `/v1/client/gc` on an agent
+//! that runs a client (every terminal allocation's directory and state collected). All answer
+//! 200 with an empty body, as Nomad does. A client-only agent passes the `/v1/system/` ones on
+//! to its servers with every other server endpoint.
 //!
 //! Not here: one allocation's collection (`/v1/client/allocation/<id>/gc`, in `drover_api`),
 //! and passing `/v1/client/gc?node_id=` naming another node on to that node's agent

@@ -290,6 +290,8 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
             .merge({
                 let endpoints = acl_http::AclEndpoints {
                     enabled: config.acl.enabled,
+                    token_min_expiration_ttl: config.acl.token_min_expiration_ttl.into(),
+                    token_max_expiration_ttl: config.acl.token_max_expiration_ttl.into(),
                     keyring: keyring.clone(),
                     state: state.clone(),
                     clock: clock.clone(),

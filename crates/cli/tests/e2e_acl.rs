@@ -2,14 +2,17 @@
 //! second is 400 with the reset index; the data dir's `acl-bootstrap-reset` allows one more),
 //! no token is 403 on `GET /v1/jobs`, a read-only policy on namespace default lists jobs and
 //! cannot register, management can, policies and tokens over HTTP and the CLI, token self,
-//! an unknown token refused.
+//! an unknown token refused; an expired token listed until a GC removes it, token TTLs within
+//! the configured bounds; `-json` and `-t` on the ACL commands.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod support;
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
-use support::{Agent, drover_bin};
+use support::{Agent, drover_bin, wait_for};
 
 fn json_of(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|error| panic!("{error}: {body}"))
@@ -867,4 +870,280 @@ fn node_pool_policies_decide_which_pools_a_token_reads_writes_and_deletes() {
         let (answer_status, answer) = call(method, &url(path), token, body);
         assert_eq!(answer_status, status, "{method} {path}: {answer}");
     }
+}
+
+/// An agent with ACLs on, the extra `acl` and `server` keys given, and its management secret.
+fn acl_agent(temp: &std::path::Path, acl_keys: &str, server_keys: &str) -> (Agent, String) {
+    let config = temp.join("acl.hcl");
+    std::fs::write(
+        &config,
+        format!("acl {{\n  enabled = true\n{acl_keys}}}\nserver {{\n{server_keys}}}\n"),
+    )
+    .unwrap();
+    let agent = Agent::start_with(
+        &temp.join("data"),
+        &[&format!("-config={}", config.display())],
+    );
+    // `-t` on the bootstrap prints just what the template asks for.
+    let root = stdout(&cli(
+        &agent,
+        None,
+        &["acl", "bootstrap", "-t", "{{.SecretID}}"],
+    ));
+    let root = root.trim().to_owned();
+    assert_eq!(root.len(), 36, "{root}");
+    (agent, root)
+}
+
+fn apply_policy(agent: &Agent, root: &str, dir: &std::path::Path, name: &str, rules: &str) {
+    let file = dir.join(format!("{name}.hcl"));
+    std::fs::write(&file, rules).unwrap();
+    stdout(&cli(
+        agent,
+        Some(root),
+        &["acl", "policy", "apply", name, file.to_str().unwrap()],
+    ));
+}
+
+fn listed_accessors(agent: &Agent, root: &str) -> Vec<String> {
+    let (status, body) = call("GET", &agent.url("/v1/acl/tokens"), Some(root), None);
+    assert_eq!(status, 200, "{body}");
+    json_of(&body)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|token| token["AccessorID"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn an_expired_token_is_listed_until_a_gc_removes_it_and_ttls_keep_the_configured_bounds() {
+    let temp = tempfile::tempdir().unwrap();
+    let (agent, root) = acl_agent(
+        temp.path(),
+        "  token_min_expiration_ttl = \"1s\"\n  token_max_expiration_ttl = \"2h\"\n",
+        "  acl_token_gc_threshold = \"1s\"\n",
+    );
+    apply_policy(
+        &agent,
+        &root,
+        temp.path(),
+        "readonly",
+        "namespace \"default\" {\n  policy = \"read\"\n}\n",
+    );
+    let create = |name: &str, ttl: Option<&str>| {
+        let mut args = vec![
+            "acl",
+            "token",
+            "create",
+            "-policy=readonly",
+            "-t",
+            "{{.AccessorID}} {{.SecretID}}",
+        ];
+        let name_flag = format!("-name={name}");
+        args.push(&name_flag);
+        let ttl_flag = ttl.map(|ttl| format!("-ttl={ttl}"));
+        args.extend(ttl_flag.as_deref());
+        let out = stdout(&cli(&agent, Some(&root), &args));
+        let (accessor, secret) = out.trim().split_once(' ').unwrap();
+        (accessor.to_owned(), secret.to_owned())
+    };
+
+    // The configured bounds, not Nomad's default 1m and 24h, decide.
+    for (ttl, says) in [
+        (
+            "500ms",
+            "expiration time cannot be less than 1s in the future (was 500ms)",
+        ),
+        (
+            "3h",
+            "expiration time cannot be more than 2h0m0s in the future (was 3h0m0s)",
+        ),
+    ] {
+        let refused = cli(
+            &agent,
+            Some(&root),
+            &["acl", "token", "create", "-policy=readonly", "-ttl", ttl],
+        );
+        assert!(!refused.status.success());
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains(says), "{ttl}: {stderr}");
+    }
+
+    let (short, short_secret) = create("short", Some("2s"));
+    let (day, _) = create("hour", Some("1h"));
+    let (forever, _) = create("forever", None);
+
+    // Once expired the token is refused, and still listed: nothing but the GC removes it.
+    wait_for("the 2s token to expire", Duration::from_secs(30), || {
+        let answer = call(
+            "GET",
+            &agent.url("/v1/acl/token/self"),
+            Some(&short_secret),
+            None,
+        );
+        (answer == (403, "ACL token expired".to_owned())).then_some(())
+    });
+    assert!(listed_accessors(&agent, &root).contains(&short));
+
+    // A forced GC (`nomad system gc`) takes every expired token; the others stay.
+    let (status, body) = call("PUT", &agent.url("/v1/system/gc"), Some(&root), None);
+    assert_eq!(status, 200, "{body}");
+    let listed = listed_accessors(&agent, &root);
+    assert!(!listed.contains(&short), "{listed:?}");
+    assert!(
+        listed.contains(&day) && listed.contains(&forever),
+        "{listed:?}"
+    );
+    assert_eq!(
+        call(
+            "GET",
+            &agent.url(&format!("/v1/acl/token/{short}")),
+            Some(&root),
+            None
+        ),
+        (404, "ACL token not found".to_owned())
+    );
+    assert_eq!(
+        call(
+            "GET",
+            &agent.url("/v1/acl/token/self"),
+            Some(&short_secret),
+            None
+        ),
+        (403, "ACL token not found".to_owned())
+    );
+}
+
+#[test]
+fn acl_commands_format_with_json_and_go_templates_as_nomad() {
+    let temp = tempfile::tempdir().unwrap();
+    let (agent, root_secret) = acl_agent(temp.path(), "", "");
+    apply_policy(
+        &agent,
+        &root_secret,
+        temp.path(),
+        "readonly",
+        "namespace \"default\" {\n  policy = \"read\"\n}\n",
+    );
+    apply_policy(
+        &agent,
+        &root_secret,
+        temp.path(),
+        "ops",
+        "node {\n  policy = \"read\"\n}\n",
+    );
+    let root = Some(root_secret.as_str());
+    let ok = |token: Option<&str>, args: &[&str]| stdout(&cli(&agent, token, args));
+
+    assert_eq!(
+        ok(
+            root,
+            &[
+                "acl",
+                "policy",
+                "list",
+                "-t",
+                "{{range .}}{{.Name}} {{end}}"
+            ]
+        ),
+        "ops readonly \n"
+    );
+    assert_eq!(
+        ok(
+            root,
+            &[
+                "acl",
+                "role",
+                "create",
+                "-name=operators",
+                "-policy=ops",
+                "-t",
+                "{{.Name}}"
+            ]
+        ),
+        "operators\n"
+    );
+    assert_eq!(
+        ok(
+            root,
+            &["acl", "role", "list", "-t", "{{range .}}{{.Name}}{{end}}"]
+        ),
+        "operators\n"
+    );
+    assert_eq!(
+        ok(
+            root,
+            &[
+                "acl",
+                "role",
+                "info",
+                "-by-name",
+                "-t",
+                "{{range .Policies}}{{.Name}}{{end}}",
+                "operators"
+            ]
+        ),
+        "ops\n"
+    );
+    let reader = ok(
+        root,
+        &[
+            "acl",
+            "token",
+            "create",
+            "-name=reader",
+            "-policy=readonly",
+            "-role-name=operators",
+            "-t",
+            "{{.Name}} {{.Type}} {{.SecretID}}",
+        ],
+    );
+    let fields: Vec<&str> = reader.split_whitespace().collect();
+    assert_eq!(fields[..2], ["reader", "client"], "{reader}");
+    let reader_secret = fields[2];
+    assert_eq!(
+        ok(
+            root,
+            &["acl", "token", "list", "-t", "{{range .}}{{.Name}},{{end}}"]
+        ),
+        "Bootstrap Token,reader,\n"
+    );
+    assert_eq!(
+        ok(
+            Some(reader_secret),
+            &[
+                "acl",
+                "policy",
+                "self",
+                "-t",
+                "{{range .}}{{.Name}} {{end}}"
+            ]
+        ),
+        "ops readonly \n"
+    );
+
+    // `-json` is Nomad's: indented by four spaces.
+    let listed = ok(root, &["acl", "token", "list", "-json"]);
+    assert!(listed.starts_with("[\n    {\n        \""), "{listed}");
+    assert_eq!(json_of(&listed).as_array().unwrap().len(), 2);
+
+    // A template that does not parse, and both flags at once, are Nomad's errors.
+    let bad = cli(&agent, root, &["acl", "token", "list", "-t", "{{.Name"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(bad.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8_lossy(&bad.stderr),
+        "Error formatting the data: template: :1: unclosed action\n"
+    );
+    let both = cli(
+        &agent,
+        root,
+        &["acl", "policy", "list", "-json", "-t", "{{.}}"],
+    );
+    assert_eq!(both.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&both.stderr),
+        "Both json and template formatting are not allowed\n"
+    );
 }

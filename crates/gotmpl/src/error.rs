@@ -3,6 +3,9 @@ use gtmpl_value::{FuncError, Value};
 use std::{fmt, num::ParseIntError, string::FromUtf8Error};
 use thiserror::Error;
 
+/// Where a parse error is: the template's name, the line and the column. Displayed as Go's
+/// parser names it, `name:line` (Go's parse errors carry no column; callers that show one
+/// read `column`).
 #[derive(Debug)]
 pub struct ErrorContext {
     pub name: String,
@@ -12,7 +15,7 @@ pub struct ErrorContext {
 
 impl fmt::Display for ErrorContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.name, self.line, self.column)
+        write!(f, "{}:{}", self.name, self.line)
     }
 }
 

@@ -205,6 +205,11 @@ impl Iterator for LexerStateMachine {
     }
 }
 
+/// Go's `bad character %#U`: `bad character U+007D '}'`.
+fn go_bad_character(c: char) -> String {
+    format!("bad character U+{:04X} '{c}'", u32::from(c))
+}
+
 impl LexerStateMachine {
     fn run(&mut self) {
         loop {
@@ -472,7 +477,7 @@ impl LexerStateMachine {
         let c = self.find(|c| !(c.is_alphanumeric() || *c == '_'));
         self.backup();
         if !self.at_terminator() {
-            return self.errorf(&format!("bad character {}", c.unwrap_or_default()));
+            return self.errorf(&go_bad_character(c.unwrap_or_default()));
         }
         let item_type = match &self.input[self.start..self.pos] {
             "true" | "false" => ItemType::ItemBool,
@@ -506,7 +511,7 @@ impl LexerStateMachine {
         self.backup();
 
         if !self.at_terminator() {
-            return self.errorf(&format!("bad character {}", c.unwrap_or_default()));
+            return self.errorf(&go_bad_character(c.unwrap_or_default()));
         }
         self.emit(typ);
         State::LexInsideAction
@@ -521,7 +526,9 @@ impl LexerStateMachine {
                     _ => self.right_delim.starts_with(c),
                 }
             }
-            None => false,
+            // The end of the input ends a word too (Go's `atTerminator`): `{{.Name` is then an
+            // unclosed action, not a bad character.
+            None => true,
         }
     }
 

@@ -196,7 +196,7 @@ impl Parser {
     fn expect(&mut self, expected: &ItemType, context: &str) -> Result<Item, ParseError> {
         let token = self.next_non_space_must(context)?;
         if token.typ != *expected {
-            return Err(self.unexpected(&token, context));
+            return Err(self.unexpected_item(&token, context));
         }
         Ok(token)
     }
@@ -207,6 +207,14 @@ impl Parser {
         context: impl std::fmt::Display,
     ) -> ParseError {
         self.error_msg(&format!("unexpected {} in {}", token, context))
+    }
+
+    /// Go's `unexpected` for a token: a lexer error is reported as itself.
+    fn unexpected_item(&self, token: &Item, context: &str) -> ParseError {
+        if token.typ == ItemType::ItemError {
+            return self.error_msg(&token.val);
+        }
+        self.unexpected(token, context)
     }
 
     fn add_var(&mut self, name: String) -> Result<(), ParseError> {
@@ -339,7 +347,7 @@ impl Parser {
                 item.val.clone(),
             ))),
             Some(ref item) if item.typ == ItemType::ItemLeftDelim => self.action(),
-            Some(ref item) => Err(self.unexpected(item, "input")),
+            Some(ref item) => Err(self.unexpected_item(item, "input")),
             _ => self.error("unexpected end of input"),
         }
     }
@@ -592,7 +600,7 @@ impl Parser {
                     self.backup(token);
                     pipe.append(self.command()?);
                 }
-                _ => return Err(self.unexpected(&token, context)),
+                _ => return Err(self.unexpected_item(&token, context)),
             }
             token = self.next_non_space_must("pipeline")?;
         }
@@ -708,7 +716,7 @@ impl Parser {
             ItemType::ItemError => return self.error(&token.val),
             ItemType::ItemIdentifier => {
                 if !self.has_func(&token.val) {
-                    return self.error(&format!("function {} not defined", token.val));
+                    return self.error(&format!("function {:?} not defined", token.val));
                 }
                 let mut node = IdentifierNode::new(token.val);
                 node.set_pos(token.pos);
@@ -778,7 +786,7 @@ impl Parser {
         match token.typ {
             ItemType::ItemString | ItemType::ItemRawString => unquote_str(&token.val)
                 .ok_or_else(|| ParseError::UnableToParseString(token.val.clone())),
-            _ => Err(self.unexpected(token, context)),
+            _ => Err(self.unexpected_item(token, context)),
         }
     }
 }
@@ -942,7 +950,7 @@ mod tests_mocked {
         let r = p.parse_tree();
         assert_eq!(
             r.err().unwrap().to_string(),
-            "template: foo:1:7: function eq not defined"
+            "template: foo:1: function \"eq\" not defined"
         );
         let funcs = &["eq"];
         let mut p = make_parser_with_funcs(r#"{{ if eq .foo "bar" }} 2000 {{ end }}"#, funcs);

@@ -165,4 +165,18 @@ mod tests_mocked {
         assert!(t.parse(r#"{{ if eq "bar" "bar" }} 2000 {{ end }}"#).is_ok());
         assert!(t.tree_set.contains_key("foo"));
     }
+
+    #[test]
+    fn parse_errors_read_as_gos() {
+        // Each as Go 1.19's text/template answers `template.New("").Parse(text)`.
+        for (text, go) in [
+            ("{{.Name", "template: :1: unclosed action"),
+            ("{{.Name#}}", "template: :1: bad character U+0023 '#'"),
+            ("{{range .}}{{.Name}}", "template: :1: unexpected EOF"),
+            ("{{nope}}", "template: :1: function \"nope\" not defined"),
+        ] {
+            let error = Template::default().parse(text).expect_err(text);
+            assert_eq!(error.to_string(), go, "{text}");
+        }
+    }
 }

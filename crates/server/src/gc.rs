@@ -16,20 +16,25 @@
 //! The passes are pure over a snapshot; [`ServerInner::apply_gc`] applies one.
 //!
 //! Expired one-time tokens go too, in a forced GC and every 10 minutes, as Nomad's
-//! `OneTimeTokenGC` core job.
+//! `OneTimeTokenGC` core job. With ACLs on, so do expired ACL tokens (Nomad's
+//! `expiredACLTokenGC`), every 5 minutes and in a forced GC: a token goes once it has expired
+//! *and* was created longer ago than `acl_token_gc_threshold` (1 hour unless set; a forced GC
+//! takes every expired token), at most 4096 per pass, the earliest to expire first. Nomad
+//! ages the token by its `CreateTime`, not by how long ago it expired, and so does drover.
+//! drover has one region, the authoritative one, so its local and global tokens both go.
 //!
-//! Not here: the client's collection of allocation directories (`drover_client`), CSI and key
-//! GC (drover has no CSI volumes), and the removal of expired ACL tokens (Nomad's
-//! `expiredACLTokenGC`; an expired token is refused, but kept).
+//! Not here: the client's collection of allocation directories (`drover_client`), and CSI and
+//! key GC (drover has no CSI volumes).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use drover_state::StateSnapshot;
+use drover_structs::acl::AclToken;
 use drover_structs::{
     ALLOC_CLIENT_STATUS_FAILED, ALLOC_CLIENT_STATUS_RUNNING, ALLOC_DESIRED_STATUS_STOP, Allocation,
-    Evaluation, JOB_STATUS_DEAD, JOB_TYPE_BATCH, Job, NODE_STATUS_DOWN,
+    Evaluation, JOB_STATUS_DEAD, JOB_TYPE_BATCH, Job, NODE_STATUS_DOWN, Timestamp,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -51,6 +56,15 @@ pub struct GcConfig {
     pub node_gc_threshold: Duration,
     /// How often expired one-time tokens are removed (Nomad's fixed 10 minutes).
     pub one_time_token_gc_interval: Duration,
+    /// Whether ACLs are on (`acl { enabled = true }`): only then are expired ACL tokens
+    /// collected, as Nomad's core scheduler.
+    pub acl_enabled: bool,
+    /// How often expired ACL tokens are looked for (Nomad's fixed
+    /// `ACLTokenExpirationGCInterval`, 5 minutes).
+    pub acl_token_gc_interval: Duration,
+    /// How long ago an expired ACL token must have been created to be collected (Nomad's
+    /// `acl_token_gc_threshold`, 1 hour).
+    pub acl_token_gc_threshold: Duration,
 }
 
 impl Default for GcConfig {
@@ -68,6 +82,9 @@ impl Default for GcConfig {
             node_gc_interval: Duration::from_secs(5 * MINUTE),
             node_gc_threshold: Duration::from_secs(24 * HOUR),
             one_time_token_gc_interval: Duration::from_secs(10 * MINUTE),
+            acl_enabled: false,
+            acl_token_gc_interval: Duration::from_secs(5 * MINUTE),
+            acl_token_gc_threshold: Duration::from_secs(HOUR),
         }
     }
 }
@@ -88,6 +105,8 @@ pub struct GcPlan {
     pub nodes: Vec<String>,
     /// Secret IDs of expired one-time tokens.
     pub one_time_tokens: Vec<String>,
+    /// Accessor IDs of expired ACL tokens.
+    pub acl_tokens: Vec<String>,
 }
 
 impl GcPlan {
@@ -98,6 +117,7 @@ impl GcPlan {
             && self.deployments.is_empty()
             && self.nodes.is_empty()
             && self.one_time_tokens.is_empty()
+            && self.acl_tokens.is_empty()
     }
 }
 
@@ -328,6 +348,49 @@ fn plan_one_time_tokens(snapshot: &StateSnapshot, now_unix_nanos: i64, into: &mu
     );
 }
 
+/// The most expired ACL tokens one pass removes (Nomad's `ACLMaxExpiredBatchSize`): the rest
+/// wait for the next pass.
+pub const ACL_MAX_EXPIRED_BATCH_SIZE: usize = 4096;
+
+/// Nomad's `expiredACLTokenGC` over `tokens`: those with an expiration time, the earliest to
+/// expire first, up to the first one not expired at `now`; of these, those created at or
+/// before `cutoff`, at most [`ACL_MAX_EXPIRED_BATCH_SIZE`]. Nothing with ACLs off.
+fn plan_expired_acl_tokens<'a>(
+    tokens: impl IntoIterator<Item = &'a AclToken>,
+    acl_enabled: bool,
+    now_unix_nanos: i64,
+    cutoff: i64,
+    into: &mut GcPlan,
+) {
+    if !acl_enabled {
+        return;
+    }
+    let mut expiring: Vec<(i64, &AclToken)> = tokens
+        .into_iter()
+        .filter_map(|token| {
+            let expiry = token.expiration_time.and_then(Timestamp::unix_nanos)?;
+            Some((expiry, token))
+        })
+        .collect();
+    expiring.sort_by(|(left, left_token), (right, right_token)| {
+        left.cmp(right)
+            .then_with(|| left_token.accessor_id.cmp(&right_token.accessor_id))
+    });
+    into.acl_tokens.extend(
+        expiring
+            .into_iter()
+            .take_while(|(_, token)| token.is_expired(now_unix_nanos))
+            .filter(|(_, token)| {
+                token
+                    .create_time
+                    .unix_nanos()
+                    .is_none_or(|created| created <= cutoff)
+            })
+            .take(ACL_MAX_EXPIRED_BATCH_SIZE)
+            .map(|(_, token)| token.accessor_id.clone()),
+    );
+}
+
 /// Sorts and de-duplicates the IDs a plan collected from several passes.
 fn settle(mut gc: GcPlan) -> GcPlan {
     for ids in [
@@ -342,9 +405,11 @@ fn settle(mut gc: GcPlan) -> GcPlan {
     gc
 }
 
-/// A forced GC pass over `snapshot`, in Nomad's order: jobs, evaluations, deployments, nodes
-/// (nodes last, so allocations collected in this pass no longer hold them).
-pub fn plan(snapshot: &StateSnapshot, now_unix_nanos: i64) -> GcPlan {
+/// A forced GC pass over `snapshot`, in Nomad's order: jobs, evaluations, deployments,
+/// one-time and expired ACL tokens, nodes (nodes last, so allocations collected in this pass
+/// no longer hold them). Every age threshold of `config` is zero here; only whether ACLs are
+/// on is read from it.
+pub fn plan(snapshot: &StateSnapshot, config: &GcConfig, now_unix_nanos: i64) -> GcPlan {
     let mut gc = GcPlan::default();
     plan_jobs(snapshot, now_unix_nanos, now_unix_nanos, &mut gc);
     plan_evals(
@@ -355,8 +420,15 @@ pub fn plan(snapshot: &StateSnapshot, now_unix_nanos: i64) -> GcPlan {
         &mut gc,
     );
     plan_deployments(snapshot, now_unix_nanos, &mut gc);
-    plan_nodes(snapshot, now_unix_nanos, &mut gc);
     plan_one_time_tokens(snapshot, now_unix_nanos, &mut gc);
+    plan_expired_acl_tokens(
+        snapshot.acl().tokens.values().map(AsRef::as_ref),
+        config.acl_enabled,
+        now_unix_nanos,
+        now_unix_nanos,
+        &mut gc,
+    );
+    plan_nodes(snapshot, now_unix_nanos, &mut gc);
     settle(gc)
 }
 
@@ -369,6 +441,8 @@ pub enum Pass {
     Nodes,
     /// Expired one-time tokens (every 10 minutes, Nomad's `OneTimeTokenGCInterval`).
     OneTimeTokens,
+    /// Expired ACL tokens (every 5 minutes, Nomad's `ACLTokenExpirationGCInterval`).
+    ExpiredAclTokens,
 }
 
 /// One periodic pass over `snapshot` with `config`'s thresholds at `now`.
@@ -404,6 +478,13 @@ pub fn plan_pass(
             &mut gc,
         ),
         Pass::OneTimeTokens => plan_one_time_tokens(snapshot, now_unix_nanos, &mut gc),
+        Pass::ExpiredAclTokens => plan_expired_acl_tokens(
+            snapshot.acl().tokens.values().map(AsRef::as_ref),
+            config.acl_enabled,
+            now_unix_nanos,
+            cutoff(now_unix_nanos, config.acl_token_gc_threshold),
+            &mut gc,
+        ),
     }
     settle(gc)
 }
@@ -442,6 +523,11 @@ impl ServerInner {
                 .delete_one_time_tokens_by_secret(gc.one_time_tokens.clone())
                 .await?;
         }
+        if !gc.acl_tokens.is_empty() {
+            self.state
+                .delete_acl_tokens_still_stored(gc.acl_tokens.clone())
+                .await?;
+        }
         Ok(())
     }
 }
@@ -461,6 +547,7 @@ pub(crate) async fn run(inner: Arc<ServerInner>, term: CancellationToken) {
     let mut deployments = ticker(config.deployment_gc_interval);
     let mut nodes = ticker(config.node_gc_interval);
     let mut one_time_tokens = ticker(config.one_time_token_gc_interval);
+    let mut acl_tokens = ticker(config.acl_token_gc_interval);
     loop {
         let pass = tokio::select! {
             () = term.cancelled() => return,
@@ -469,6 +556,7 @@ pub(crate) async fn run(inner: Arc<ServerInner>, term: CancellationToken) {
             _ = deployments.tick() => Pass::Deployments,
             _ = nodes.tick() => Pass::Nodes,
             _ = one_time_tokens.tick() => Pass::OneTimeTokens,
+            _ = acl_tokens.tick() => Pass::ExpiredAclTokens,
         };
         let now = inner.clock.now_unix_ns();
         let gc = plan_pass(&inner.state.snapshot(), pass, &config, now);
@@ -483,6 +571,7 @@ pub(crate) async fn run(inner: Arc<ServerInner>, term: CancellationToken) {
                 allocs = gc.allocs.len(),
                 deployments = gc.deployments.len(),
                 nodes = gc.nodes.len(),
+                acl_tokens = gc.acl_tokens.len(),
                 "garbage collection"
             ),
             Err(error) => tracing::warn!(?pass, %error, "garbage collection failed"),
@@ -496,7 +585,7 @@ impl Server {
     pub async fn garbage_collect(&self) -> Result<GcPlan, ServerError> {
         let inner = &self.inner;
         let now = inner.clock.now_unix_ns();
-        let gc = plan(&inner.state.snapshot(), now);
+        let gc = plan(&inner.state.snapshot(), &inner.config.gc, now);
         inner.apply_gc(&gc).await?;
         tracing::debug!(
             jobs = gc.jobs.len(),
@@ -504,6 +593,7 @@ impl Server {
             allocs = gc.allocs.len(),
             deployments = gc.deployments.len(),
             nodes = gc.nodes.len(),
+            acl_tokens = gc.acl_tokens.len(),
             "forced garbage collection"
         );
         Ok(gc)
@@ -615,9 +705,53 @@ mod tests {
         assert!(!job_collectable(&job));
     }
 
+    fn expiring_token(accessor: &str, created: i64, expires: Option<i64>) -> AclToken {
+        AclToken {
+            accessor_id: accessor.into(),
+            create_time: Timestamp::from_unix_nanos(created * SECOND),
+            expiration_time: expires.map(|at| Timestamp::from_unix_nanos(at * SECOND)),
+            ..AclToken::default()
+        }
+    }
+
+    #[test]
+    fn expired_acl_tokens_go_by_creation_age_earliest_expiry_first_at_most_a_batch() {
+        let mut tokens: Vec<AclToken> = (0..ACL_MAX_EXPIRED_BATCH_SIZE + 2)
+            .map(|n| {
+                let n = i64::try_from(n).unwrap();
+                expiring_token(&format!("old-{n:05}"), 0, Some(100 + n))
+            })
+            .collect();
+        tokens.push(expiring_token("young", 9_000, Some(9_100)));
+        tokens.push(expiring_token("not-yet", 0, Some(20_000)));
+        tokens.push(expiring_token("forever", 0, None));
+        let mut gc = GcPlan::default();
+        // At 10 000 s with a cutoff at 5 000 s: every "old" token and "young" expired, "young"
+        // was created after the cutoff.
+        plan_expired_acl_tokens(&tokens, true, 10_000 * SECOND, 5_000 * SECOND, &mut gc);
+        assert_eq!(gc.acl_tokens.len(), ACL_MAX_EXPIRED_BATCH_SIZE);
+        assert_eq!(gc.acl_tokens.first().unwrap(), "old-00000");
+        assert_eq!(
+            gc.acl_tokens.last().unwrap(),
+            &format!("old-{:05}", ACL_MAX_EXPIRED_BATCH_SIZE - 1)
+        );
+        assert!(
+            !gc.acl_tokens
+                .iter()
+                .any(|id| ["young", "not-yet", "forever"].contains(&id.as_str()))
+        );
+
+        let mut off = GcPlan::default();
+        plan_expired_acl_tokens(&tokens, false, 10_000 * SECOND, 10_000 * SECOND, &mut off);
+        assert!(off.acl_tokens.is_empty(), "ACLs off: nothing");
+    }
+
     #[tokio::test]
     async fn an_empty_store_plans_nothing() {
         let store = StateStore::in_memory().await.expect("store");
-        assert_eq!(plan(&store.snapshot(), 0), GcPlan::default());
+        assert_eq!(
+            plan(&store.snapshot(), &GcConfig::default(), 0),
+            GcPlan::default()
+        );
     }
 }

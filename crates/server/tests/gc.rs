@@ -1,7 +1,8 @@
 //! Garbage collection by age on paused time: the leader's periodic passes collect a terminal
 //! object only once it has been unchanged longer than its threshold (Nomad's defaults: jobs
 //! 4h, evaluations 1h, batch evaluations 24h, deployments 1h, down nodes 24h), an evaluation
-//! with a live allocation stays until the allocation is terminal and old, and a follower
+//! with a live allocation stays until the allocation is terminal and old, expired ACL tokens
+//! go (with ACLs on) once created longer ago than `acl_token_gc_threshold`, and a follower
 //! collects nothing.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
@@ -13,13 +14,15 @@ use drover_scheduler::testing::{JobBuilder, NodeBuilder};
 use drover_server::gc::{GcConfig, Pass, plan_pass};
 use drover_server::{Clock, Server, ServerConfig};
 use drover_state::StateStore;
+use drover_structs::acl::AclToken;
 use drover_structs::{
     ALLOC_CLIENT_STATUS_COMPLETE, ALLOC_CLIENT_STATUS_RUNNING, Allocation,
     DEPLOYMENT_STATUS_SUCCESSFUL, Deployment, EVAL_STATUS_COMPLETE, Evaluation, Job,
-    NODE_STATUS_DOWN,
+    NODE_STATUS_DOWN, Timestamp,
 };
 
 const HOUR: u64 = 3600;
+const MINUTE: i64 = 60;
 /// The wall-clock time the tests start at (Unix seconds).
 const T0: i64 = 1_700_000_000;
 const NS: i64 = 1_000_000_000;
@@ -225,9 +228,18 @@ async fn deployments_go_an_hour_after_they_end_and_down_nodes_a_day_after() {
 async fn a_follower_collects_nothing() {
     let state = StateStore::in_memory().await.expect("store");
     finished_batch_job(&state, "report").await;
-    let server = Server::start_follower(ServerConfig::default(), state.clone(), clock());
+    state
+        .upsert_acl_token(acl_token(
+            "expired",
+            T0 - 3 * HOUR as i64,
+            Some(T0 - 2 * HOUR as i64),
+        ))
+        .await
+        .expect("token");
+    let server = Server::start_follower(with_acls(), state.clone(), clock());
     advance((30, 0)).await;
     assert!(state.job("default", "report").is_some());
+    assert!(state.acl().tokens.contains_key("expired"));
     server.shutdown().await;
 }
 
@@ -429,5 +441,202 @@ async fn expired_one_time_tokens_go_every_ten_minutes_and_in_a_forced_gc() {
         0
     );
     assert!(stored("s4"));
+    server.shutdown().await;
+}
+
+/// A client token created at `created_unix` that expires at `expires_unix` (never without).
+fn acl_token(accessor: &str, created_unix: i64, expires_unix: Option<i64>) -> AclToken {
+    AclToken {
+        accessor_id: accessor.into(),
+        secret_id: format!("{accessor}-secret"),
+        name: accessor.into(),
+        token_type: "client".into(),
+        policies: Some(vec!["readonly".into()]),
+        create_time: Timestamp::from_unix_nanos(created_unix * NS),
+        expiration_time: expires_unix.map(|at| Timestamp::from_unix_nanos(at * NS)),
+        ..AclToken::default()
+    }
+}
+
+/// A server with ACLs on and Nomad's defaults otherwise.
+fn with_acls() -> ServerConfig {
+    ServerConfig {
+        gc: GcConfig {
+            acl_enabled: true,
+            ..GcConfig::default()
+        },
+        ..ServerConfig::default()
+    }
+}
+
+async fn store_tokens(state: &StateStore, tokens: Vec<AclToken>) {
+    for token in tokens {
+        state.upsert_acl_token(token).await.expect("token");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn expired_acl_tokens_go_every_five_minutes_once_created_over_an_hour_ago() {
+    let state = StateStore::in_memory().await.expect("store");
+    store_tokens(
+        &state,
+        vec![
+            // Expires 10 minutes in; created at T0.
+            acl_token("short", T0, Some(T0 + 10 * MINUTE)),
+            // Created 3 hours before T0; expires 7 minutes in.
+            acl_token("old", T0 - 3 * HOUR as i64, Some(T0 + 7 * MINUTE)),
+            // Expires 2 hours in.
+            acl_token("later", T0, Some(T0 + 2 * HOUR as i64)),
+            // Never expires.
+            acl_token("forever", T0 - 3 * HOUR as i64, None),
+        ],
+    )
+    .await;
+    let server = Server::start(with_acls(), state.clone(), clock());
+    let stored = |accessor: &str| state.acl().tokens.contains_key(accessor);
+
+    advance((0, 6)).await;
+    assert!(stored("old"), "the 5m pass: not expired yet");
+    advance((0, 5)).await;
+    assert!(!stored("old"), "the 10m pass: expired, created 3h10m ago");
+    assert!(
+        stored("short"),
+        "the 10m pass: expired, but created 10m ago"
+    );
+    advance((0, 45)).await;
+    assert!(stored("short"), "the 55m pass: created 55m ago");
+    advance((0, 10)).await;
+    assert!(!stored("short"), "the 60m pass: created an hour ago");
+    assert!(stored("later"), "not expired");
+    advance((1, 0)).await;
+    assert!(
+        !stored("later"),
+        "the 2h05m pass: expired, created 2h05m ago"
+    );
+    assert!(stored("forever"));
+    advance((30, 0)).await;
+    assert!(
+        stored("forever"),
+        "a token without expiry is never collected"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_forced_gc_takes_every_expired_acl_token_whatever_its_age() {
+    let state = StateStore::in_memory().await.expect("store");
+    store_tokens(
+        &state,
+        vec![
+            acl_token("fresh", T0, Some(T0 + MINUTE)),
+            acl_token("later", T0, Some(T0 + HOUR as i64)),
+            acl_token("forever", T0, None),
+        ],
+    )
+    .await;
+    let server = Server::start(with_acls(), state.clone(), clock());
+    let stored = |accessor: &str| state.acl().tokens.contains_key(accessor);
+
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(
+        server
+            .garbage_collect()
+            .await
+            .unwrap()
+            .acl_tokens
+            .is_empty()
+    );
+    assert!(stored("fresh"), "not expired yet");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let forced = server.garbage_collect().await.unwrap();
+    assert_eq!(forced.acl_tokens, vec!["fresh".to_owned()]);
+    assert!(
+        !stored("fresh"),
+        "expired 30s ago, created 90s ago: forced, it goes"
+    );
+    assert!(stored("later") && stored("forever"));
+    server.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_acls_off_expired_acl_tokens_are_kept() {
+    let state = StateStore::in_memory().await.expect("store");
+    store_tokens(
+        &state,
+        vec![acl_token(
+            "expired",
+            T0 - 3 * HOUR as i64,
+            Some(T0 - 2 * HOUR as i64),
+        )],
+    )
+    .await;
+    let server = start(state.clone(), clock());
+    advance((0, 11)).await;
+    assert!(
+        server
+            .garbage_collect()
+            .await
+            .unwrap()
+            .acl_tokens
+            .is_empty()
+    );
+    assert!(state.acl().tokens.contains_key("expired"));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_acl_token_pass_follows_the_configured_threshold() {
+    let state = StateStore::in_memory().await.expect("store");
+    store_tokens(&state, vec![acl_token("t", T0, Some(T0 + MINUTE))]).await;
+    let config = GcConfig {
+        acl_enabled: true,
+        acl_token_gc_threshold: Duration::from_secs(10 * 60),
+        ..GcConfig::default()
+    };
+    let at = |minutes: i64| (T0 + minutes * MINUTE) * NS;
+    let snapshot = state.snapshot();
+    assert!(
+        plan_pass(&snapshot, Pass::ExpiredAclTokens, &config, at(5))
+            .acl_tokens
+            .is_empty(),
+        "expired, created 5m ago"
+    );
+    assert_eq!(
+        plan_pass(&snapshot, Pass::ExpiredAclTokens, &config, at(11)).acl_tokens,
+        vec!["t".to_owned()]
+    );
+    // The other passes leave tokens alone.
+    assert!(
+        plan_pass(&snapshot, Pass::OneTimeTokens, &config, at(11))
+            .acl_tokens
+            .is_empty()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_acl_token_pass_runs_only_while_leading() {
+    // A server on etcd follows until elected and stops its leader work when it loses the
+    // election: the expired tokens go only during its terms.
+    let state = StateStore::in_memory().await.expect("store");
+    store_tokens(
+        &state,
+        vec![
+            acl_token("a", T0 - 3 * HOUR as i64, Some(T0 - 2 * HOUR as i64)),
+            acl_token("b", T0 - 3 * HOUR as i64, Some(T0 + 20 * MINUTE)),
+        ],
+    )
+    .await;
+    let server = Server::start_follower(with_acls(), state.clone(), clock());
+    let stored = |accessor: &str| state.acl().tokens.contains_key(accessor);
+    advance((0, 11)).await;
+    assert!(stored("a"), "following: kept");
+
+    server.establish_leadership(drover_server::Takeover::Failover);
+    advance((0, 6)).await;
+    assert!(!stored("a"), "the first pass of the term took it");
+
+    server.revoke_leadership();
+    advance((0, 30)).await;
+    assert!(stored("b"), "expired at 20m, but no longer leading");
     server.shutdown().await;
 }

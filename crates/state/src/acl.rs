@@ -215,6 +215,32 @@ impl StateStore {
             .await
     }
 
+    /// Removes the tokens of these accessors that are still stored (garbage collection of
+    /// expired tokens: one deleted since the collector looked is no error). Answers how many
+    /// went.
+    pub async fn delete_acl_tokens_still_stored(
+        &self,
+        accessor_ids: Vec<String>,
+    ) -> Result<usize, StateError> {
+        self.engine
+            .write(move |tables, context| {
+                let present: Vec<String> = accessor_ids
+                    .into_iter()
+                    .filter(|id| tables.acl.tokens.contains_key(id))
+                    .collect();
+                if present.is_empty() {
+                    return Ok(0);
+                }
+                let acl = Arc::make_mut(&mut tables.acl);
+                for accessor_id in &present {
+                    context.delete(Table::Acl, &token_key(accessor_id));
+                    acl.remove_token(accessor_id);
+                }
+                Ok(present.len())
+            })
+            .await
+    }
+
     /// The bootstrap: stores the management `token` unless a bootstrap was done, in which
     /// case only `reset_index` equal to the bootstrap's index lets it happen again.
     pub async fn bootstrap_acl_token(
@@ -393,6 +419,36 @@ mod tests {
             .unwrap();
         assert!(store.acl_token_by_secret("s1").is_none());
         assert_eq!(store.acl().policies.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn collected_tokens_go_for_good_and_one_already_gone_is_no_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(dir.path()).await.unwrap();
+        for (accessor, secret) in [("a1", "s1"), ("a2", "s2")] {
+            store
+                .upsert_acl_token(token(accessor, secret))
+                .await
+                .unwrap();
+        }
+        let went = store
+            .delete_acl_tokens_still_stored(vec!["a1".to_owned(), "gone".to_owned()])
+            .await
+            .unwrap();
+        assert_eq!(went, 1);
+        assert_eq!(
+            store
+                .delete_acl_tokens_still_stored(vec!["gone".to_owned()])
+                .await
+                .unwrap(),
+            0
+        );
+        store.close().await;
+
+        let store = StateStore::open(dir.path()).await.unwrap();
+        assert!(store.acl_token_by_secret("s1").is_none());
+        assert!(!store.acl().tokens.contains_key("a1"));
+        assert_eq!(store.acl_token_by_secret("s2").unwrap().accessor_id, "a2");
     }
 
     #[tokio::test]

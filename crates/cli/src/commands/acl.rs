@@ -1,6 +1,9 @@
 //! `drover acl bootstrap | policy apply|list|info|delete | role create|list|info|update|delete |
 //! token create|list|info|self|update|delete`: Nomad's ACL commands, their flags and their
-//! output.
+//! output. Where Nomad's command takes `-json` and `-t` (bootstrap, policy list and self, role
+//! create, list, info and update, token create and list) the data goes through
+//! `format::format_data`, Nomad's `Format`; drover's `policy info`, `token info`, `token self`
+//! and `token update` take `-json` too.
 //!
 //! Not here: what a policy means or who may call what (the agent).
 
@@ -14,6 +17,7 @@ use drover_structs::acl::{
 use serde_json::{Value, json};
 
 use crate::commands::describe;
+use crate::format::format_data;
 use crate::{ApiFlags, Io, columnize};
 
 #[derive(Debug, Subcommand)]
@@ -36,7 +40,7 @@ pub enum RoleCommand {
     /// Create a new ACL role
     Create(RoleWriteArgs),
     /// List ACL roles
-    List(JsonArgs),
+    List(FormatArgs),
     /// Fetch information on an existing ACL role
     Info(RoleInfoArgs),
     /// Update an existing ACL role
@@ -52,6 +56,9 @@ pub struct RoleWriteArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Format the role with a Go template.
+    #[arg(short = 't', value_name = "TEMPLATE")]
+    pub template: Option<String>,
     /// The role's name.
     #[arg(long)]
     pub name: Option<String>,
@@ -81,6 +88,9 @@ pub struct RoleInfoArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Format the role with a Go template.
+    #[arg(short = 't', value_name = "TEMPLATE")]
+    pub template: Option<String>,
     /// Look the role up by name instead of ID.
     #[arg(long)]
     pub by_name: bool,
@@ -101,6 +111,9 @@ pub struct BootstrapArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Format the token with a Go template.
+    #[arg(short = 't', value_name = "TEMPLATE")]
+    pub template: Option<String>,
     /// A file holding the bootstrap secret to use (a UUID).
     pub secret_file: Option<String>,
 }
@@ -110,14 +123,14 @@ pub enum PolicyCommand {
     /// Create or update an ACL policy
     Apply(PolicyApplyArgs),
     /// List ACL policies
-    List(JsonArgs),
+    List(FormatArgs),
     /// Fetch info on an existing ACL policy
-    Info(NameArgs),
+    Info(InfoArgs),
     /// Delete an existing ACL policy
     Delete(NameArgs),
     /// Lookup self ACL policy assigned to the workload identity or ACL token
     #[command(name = "self")]
-    Self_(JsonArgs),
+    Self_(FormatArgs),
 }
 
 #[derive(Debug, Args)]
@@ -142,8 +155,22 @@ pub struct JsonArgs {
     pub json: bool,
 }
 
+/// `-json` and `-t`, as Nomad's list and self commands take them.
 #[derive(Debug, Args)]
-pub struct NameArgs {
+pub struct FormatArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Format the answer with a Go template.
+    #[arg(short = 't', value_name = "TEMPLATE")]
+    pub template: Option<String>,
+}
+
+/// One name or accessor ID, and `-json`.
+#[derive(Debug, Args)]
+pub struct InfoArgs {
     #[command(flatten)]
     pub api: ApiFlags,
     /// Print JSON.
@@ -152,14 +179,22 @@ pub struct NameArgs {
     pub name: String,
 }
 
+/// One name or accessor ID.
+#[derive(Debug, Args)]
+pub struct NameArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    pub name: String,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
     /// Create a new ACL token
     Create(TokenWriteArgs),
     /// List ACL tokens
-    List(JsonArgs),
+    List(FormatArgs),
     /// Fetch information on an existing ACL token
-    Info(NameArgs),
+    Info(InfoArgs),
     /// Lookup self ACL token
     #[command(name = "self")]
     Self_(JsonArgs),
@@ -176,6 +211,9 @@ pub struct TokenWriteArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Format the token with a Go template.
+    #[arg(short = 't', value_name = "TEMPLATE")]
+    pub template: Option<String>,
     /// The token's name.
     #[arg(long)]
     pub name: Option<String>,
@@ -255,8 +293,21 @@ fn decode<T: serde::de::DeserializeOwned>(value: Option<Value>) -> Result<T, Str
         .map_err(|error| format!("Error decoding the answer: {error}"))
 }
 
-fn print_json(io: &mut Io<'_>, value: &impl serde::Serialize) {
-    io.say(serde_json::to_string_pretty(value).unwrap_or_default());
+/// Nomad's `Format` behind `-json` and `-t`: prints `data` so and answers true, or answers
+/// false when neither was asked for (the caller prints its own table). A bad template is the
+/// error Nomad prints.
+fn say_formatted(
+    io: &mut Io<'_>,
+    json: bool,
+    template: Option<&str>,
+    data: &impl serde::Serialize,
+) -> Result<bool, String> {
+    let template = template.unwrap_or_default();
+    if !json && template.is_empty() {
+        return Ok(false);
+    }
+    io.say(format_data(json, template, data)?);
+    Ok(true)
 }
 
 /// Go's `time.Time.String()` in UTC: `2006-01-02 15:04:05.999999999 +0000 UTC`.
@@ -313,12 +364,16 @@ fn format_token(token: &AclToken) -> String {
     format!("{}\n\nRoles\n{roles}", columnize::key_values(&fields))
 }
 
-fn say_token(io: &mut Io<'_>, json: bool, token: &AclToken) {
-    if json {
-        print_json(io, token);
-    } else {
+fn say_token(
+    io: &mut Io<'_>,
+    json: bool,
+    template: Option<&str>,
+    token: &AclToken,
+) -> Result<(), String> {
+    if !say_formatted(io, json, template, token)? {
         io.say(format_token(token));
     }
+    Ok(())
 }
 
 async fn bootstrap(arguments: BootstrapArgs, io: &mut Io<'_>) -> Result<(), String> {
@@ -339,8 +394,7 @@ async fn bootstrap(arguments: BootstrapArgs, io: &mut Io<'_>) -> Result<(), Stri
     )
     .await?;
     let token: AclToken = decode(answer)?;
-    say_token(io, arguments.json, &token);
-    Ok(())
+    say_token(io, arguments.json, arguments.template.as_deref(), &token)
 }
 
 fn policy_path(name: &str) -> String {
@@ -388,9 +442,10 @@ async fn policy(command: PolicyCommand, io: &mut Io<'_>) -> Result<(), String> {
             )
             .await?;
             let policies: Vec<AclPolicyListStub> = decode(answer)?;
-            if arguments.json {
-                print_json(io, &policies);
-            } else if policies.is_empty() {
+            if say_formatted(io, arguments.json, arguments.template.as_deref(), &policies)? {
+                return Ok(());
+            }
+            if policies.is_empty() {
                 io.say("No policies found");
             } else {
                 let mut rows = vec![vec!["Name".to_owned(), "Description".to_owned()]];
@@ -412,9 +467,7 @@ async fn policy(command: PolicyCommand, io: &mut Io<'_>) -> Result<(), String> {
             )
             .await?;
             let policy: AclPolicy = decode(answer)?;
-            if arguments.json {
-                print_json(io, &policy);
-            } else {
+            if !say_formatted(io, arguments.json, None, &policy)? {
                 io.say(columnize::key_values(&[
                     ("Name", policy.name.clone()),
                     ("Description", policy.description.clone()),
@@ -445,7 +498,7 @@ async fn policy(command: PolicyCommand, io: &mut Io<'_>) -> Result<(), String> {
 
 /// `acl policy self`, as Nomad's: the token is read first (a management token holds no
 /// policies), then the caller's policies with the job, group and task they are bound to.
-async fn policy_self(arguments: JsonArgs, io: &mut Io<'_>) -> Result<(), String> {
+async fn policy_self(arguments: FormatArgs, io: &mut Io<'_>) -> Result<(), String> {
     let answer = call(
         &arguments.api,
         "fetching token",
@@ -470,9 +523,7 @@ async fn policy_self(arguments: JsonArgs, io: &mut Io<'_>) -> Result<(), String>
     let policies: Vec<AclPolicyListStub> = decode(answer)?;
     if policies.is_empty() {
         io.say("No policies found.");
-    } else if arguments.json {
-        print_json(io, &policies);
-    } else {
+    } else if !say_formatted(io, arguments.json, arguments.template.as_deref(), &policies)? {
         let specified = |value: &str| {
             if value.is_empty() {
                 "<not specified>".to_owned()
@@ -557,12 +608,16 @@ fn role_path(id: &str) -> String {
     )
 }
 
-fn say_role(io: &mut Io<'_>, json: bool, role: &AclRole) {
-    if json {
-        print_json(io, role);
-    } else {
+fn say_role(
+    io: &mut Io<'_>,
+    json: bool,
+    template: Option<&str>,
+    role: &AclRole,
+) -> Result<(), String> {
+    if !say_formatted(io, json, template, role)? {
         io.say(format_role(role));
     }
+    Ok(())
 }
 
 /// The name and policies a create (or a no-merge update) needs, checked before any call.
@@ -599,7 +654,7 @@ async fn role(command: RoleCommand, io: &mut Io<'_>) -> Result<(), String> {
             )
             .await?;
             let role: AclRole = decode(answer)?;
-            say_role(io, arguments.json, &role);
+            say_role(io, arguments.json, arguments.template.as_deref(), &role)?;
         }
         RoleCommand::List(arguments) => {
             let answer = call(
@@ -611,9 +666,10 @@ async fn role(command: RoleCommand, io: &mut Io<'_>) -> Result<(), String> {
             )
             .await?;
             let roles: Vec<AclRoleListStub> = decode(answer)?;
-            if arguments.json {
-                print_json(io, &roles);
-            } else if roles.is_empty() {
+            if say_formatted(io, arguments.json, arguments.template.as_deref(), &roles)? {
+                return Ok(());
+            }
+            if roles.is_empty() {
                 io.say("No ACL roles found");
             } else {
                 let mut rows = vec![
@@ -643,7 +699,7 @@ async fn role(command: RoleCommand, io: &mut Io<'_>) -> Result<(), String> {
             };
             let answer = call(&arguments.api, "reading ACL role", "GET", &path, None).await?;
             let role: AclRole = decode(answer)?;
-            say_role(io, arguments.json, &role);
+            say_role(io, arguments.json, arguments.template.as_deref(), &role)?;
         }
         RoleCommand::Update(arguments) => {
             let write = &arguments.write;
@@ -703,7 +759,7 @@ async fn role(command: RoleCommand, io: &mut Io<'_>) -> Result<(), String> {
             )
             .await?;
             let role: AclRole = decode(answer)?;
-            say_role(io, write.json, &role);
+            say_role(io, write.json, write.template.as_deref(), &role)?;
         }
         RoleCommand::Delete(arguments) => {
             call(
@@ -751,7 +807,7 @@ async fn token(command: TokenCommand, io: &mut Io<'_>) -> Result<(), String> {
             )
             .await?;
             let token: AclToken = decode(answer)?;
-            say_token(io, arguments.json, &token);
+            say_token(io, arguments.json, arguments.template.as_deref(), &token)?;
         }
         TokenCommand::List(arguments) => {
             let answer = call(
@@ -763,9 +819,10 @@ async fn token(command: TokenCommand, io: &mut Io<'_>) -> Result<(), String> {
             )
             .await?;
             let tokens: Vec<AclTokenListStub> = decode(answer)?;
-            if arguments.json {
-                print_json(io, &tokens);
-            } else if tokens.is_empty() {
+            if say_formatted(io, arguments.json, arguments.template.as_deref(), &tokens)? {
+                return Ok(());
+            }
+            if tokens.is_empty() {
                 io.say("No tokens found");
             } else {
                 let now = crate::format::now_unix_nanos();
@@ -800,7 +857,7 @@ async fn token(command: TokenCommand, io: &mut Io<'_>) -> Result<(), String> {
             )
             .await?;
             let token: AclToken = decode(answer)?;
-            say_token(io, arguments.json, &token);
+            say_token(io, arguments.json, None, &token)?;
         }
         TokenCommand::Self_(arguments) => {
             let answer = call(
@@ -812,7 +869,7 @@ async fn token(command: TokenCommand, io: &mut Io<'_>) -> Result<(), String> {
             )
             .await?;
             let token: AclToken = decode(answer)?;
-            say_token(io, arguments.json, &token);
+            say_token(io, arguments.json, None, &token)?;
         }
         TokenCommand::Update(arguments) => {
             let answer = call(
@@ -844,7 +901,7 @@ async fn token(command: TokenCommand, io: &mut Io<'_>) -> Result<(), String> {
             )
             .await?;
             let token: AclToken = decode(answer)?;
-            say_token(io, arguments.json, &token);
+            say_token(io, arguments.json, None, &token)?;
         }
         TokenCommand::Delete(arguments) => {
             call(
