@@ -1,8 +1,10 @@
 //! Bearer tokens on a client-only agent, which holds no keyring and no ACL state: it asks its
 //! servers who a token is (`ACL.WhoAmI`) and which policies it holds, and keeps each answer
 //! for a while, as Nomad's client does (`client/acl.go`). The client's `acl { token_ttl,
-//! policy_ttl }` bound how long: a token's identity is asked again once it is older than
-//! `token_ttl`, its policies once they are older than `policy_ttl`. A server that cannot be
+//! policy_ttl, role_ttl }` bound how long: a token's identity is asked again once it is older
+//! than `token_ttl`, its policies once they are older than `policy_ttl` — or than `role_ttl`,
+//! when the token has roles (the servers expand its roles into the policies they answer, so
+//! this is how long a role's change may take to be seen here). A server that cannot be
 //! reached lets an older answer stand (with a warning), so a server outage does not lock the
 //! tasks out; a refusal (unknown, expired, a workload whose allocation stopped) is never kept.
 //!
@@ -119,10 +121,32 @@ pub struct ClientAclResolver {
     servers: Arc<HttpServerConn>,
     client: Arc<LocalClient>,
     clock: Arc<dyn Clock>,
-    token_ttl: Duration,
-    policy_ttl: Duration,
+    lifetimes: CacheLifetimes,
     tokens: Mutex<TtlCache<Resolved>>,
     policies: Mutex<TtlCache<Arc<Acl>>>,
+}
+
+/// How long kept answers are fresh (the client's `acl { token_ttl, policy_ttl, role_ttl }`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheLifetimes {
+    pub token: Duration,
+    pub policy: Duration,
+    pub role: Duration,
+}
+
+impl CacheLifetimes {
+    /// How long the policies of `identity` are fresh: `policy`, and no longer than `role` for
+    /// a token with roles.
+    fn of_policies(&self, identity: &RequestIdentity) -> Duration {
+        match identity {
+            RequestIdentity::AclToken(token)
+                if token.roles.as_ref().is_some_and(|roles| !roles.is_empty()) =>
+            {
+                self.policy.min(self.role)
+            }
+            _ => self.policy,
+        }
+    }
 }
 
 /// What the enforcement needs: the resolver.
@@ -136,15 +160,13 @@ impl ClientAclResolver {
         servers: Arc<HttpServerConn>,
         client: Arc<LocalClient>,
         clock: Arc<dyn Clock>,
-        token_ttl: Duration,
-        policy_ttl: Duration,
+        lifetimes: CacheLifetimes,
     ) -> Arc<Self> {
         Arc::new(ClientAclResolver {
             servers,
             client,
             clock,
-            token_ttl,
-            policy_ttl,
+            lifetimes,
             tokens: Mutex::new(TtlCache::new()),
             policies: Mutex::new(TtlCache::new()),
         })
@@ -169,7 +191,7 @@ impl ClientAclResolver {
             return Ok(RequestIdentity::Anonymous);
         }
         let now = Instant::now();
-        let kept = self.tokens().get(token, self.token_ttl, now);
+        let kept = self.tokens().get(token, self.lifetimes.token, now);
         let resolved = match kept {
             Some((resolved, true)) => resolved,
             stale => match self.servers.acl_whoami(token).await {
@@ -265,7 +287,7 @@ impl ClientAclResolver {
 
     /// The ACL `identity` (presented as `token`) holds: management for a management token,
     /// else its policies (for a workload identity, those attached to its job) as the servers
-    /// last told them, at most `policy_ttl` ago.
+    /// last told them, at most `policy_ttl` ago (and `role_ttl`, for a token with roles).
     pub async fn acl(
         &self,
         token: &str,
@@ -277,7 +299,9 @@ impl ClientAclResolver {
             return Ok(Arc::new(Acl::management()));
         }
         let now = Instant::now();
-        let kept = self.policies().get(token, self.policy_ttl, now);
+        let kept = self
+            .policies()
+            .get(token, self.lifetimes.of_policies(identity), now);
         match kept {
             Some((acl, true)) => Ok(acl),
             stale => match self.servers.acl_bearer_policies(token).await {
@@ -395,6 +419,41 @@ pub async fn enforce_on_client(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_with_roles_keeps_its_policies_no_longer_than_role_ttl() {
+        let lifetimes = CacheLifetimes {
+            token: Duration::from_secs(60),
+            policy: Duration::from_secs(30),
+            role: Duration::from_secs(5),
+        };
+        let token = |roles: Option<Vec<drover_structs::acl::AclTokenRoleLink>>| {
+            RequestIdentity::AclToken(Arc::new(drover_structs::acl::AclToken {
+                roles,
+                ..drover_structs::acl::AclToken::default()
+            }))
+        };
+        let role = drover_structs::acl::AclTokenRoleLink::default();
+        assert_eq!(
+            lifetimes.of_policies(&token(Some(vec![role]))),
+            Duration::from_secs(5)
+        );
+        assert_eq!(lifetimes.of_policies(&token(None)), Duration::from_secs(30));
+        assert_eq!(
+            lifetimes.of_policies(&token(Some(Vec::new()))),
+            Duration::from_secs(30)
+        );
+        // A role_ttl longer than policy_ttl bounds nothing more.
+        let longer = CacheLifetimes {
+            role: Duration::from_secs(90),
+            ..lifetimes
+        };
+        let role = drover_structs::acl::AclTokenRoleLink::default();
+        assert_eq!(
+            longer.of_policies(&token(Some(vec![role]))),
+            Duration::from_secs(30)
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_kept_answer_is_fresh_for_its_ttl_then_stale_and_the_oldest_goes_first() {

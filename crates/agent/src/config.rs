@@ -111,7 +111,7 @@ pub struct RawEtcd {
     pub tls: Option<serde_json::Value>,
 }
 
-/// `acl { enabled = true, token_ttl = "30s", policy_ttl = "30s", token_min_expiration_ttl =
+/// `acl { enabled = true, token_ttl = "30s", policy_ttl = "30s", role_ttl = "30s", token_min_expiration_ttl =
 /// "1m", token_max_expiration_ttl = "24h" }`.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -119,6 +119,7 @@ pub struct RawAcl {
     pub enabled: Option<bool>,
     pub token_ttl: Option<String>,
     pub policy_ttl: Option<String>,
+    pub role_ttl: Option<String>,
     /// The bounds of a new token's expiry, counted from its creation (Go durations).
     pub token_min_expiration_ttl: Option<String>,
     pub token_max_expiration_ttl: Option<String>,
@@ -585,6 +586,7 @@ impl RawConfig {
                 enabled,
                 token_ttl,
                 policy_ttl,
+                role_ttl,
                 token_min_expiration_ttl,
                 token_max_expiration_ttl
             ),
@@ -810,8 +812,10 @@ impl EtcdSettings {
 
 /// The validated `acl` block. A server reads tokens and policies from its state on every
 /// request; a client-only agent asks its servers and keeps their answers: a token's identity
-/// for `token_ttl`, its policies for `policy_ttl` (Nomad's client cache lifetimes, 30 s by
-/// default). On an agent with a server the two bound nothing, so they are refused there.
+/// for `token_ttl`, its policies for `policy_ttl`, and those of a token with roles for no
+/// longer than `role_ttl` either (the servers resolve roles into policies, so a role's change
+/// is seen once that answer is older than `role_ttl`; Nomad's client cache lifetimes, 30 s by
+/// default). On an agent with a server the three bound nothing, so they are refused there.
 /// `token_min_expiration_ttl` and `token_max_expiration_ttl` bound how far from its creation
 /// a new token may expire (Nomad's 1 minute and 24 hours); tokens are made by servers, so a
 /// client-only agent refuses them.
@@ -820,6 +824,7 @@ pub struct AclConfig {
     pub enabled: bool,
     pub token_ttl: Duration,
     pub policy_ttl: Duration,
+    pub role_ttl: Duration,
     pub token_min_expiration_ttl: Duration,
     pub token_max_expiration_ttl: Duration,
 }
@@ -887,6 +892,7 @@ impl AclConfig {
             enabled: raw.enabled.unwrap_or(false),
             token_ttl: cache_lifetime("acl.token_ttl", &raw.token_ttl)?,
             policy_ttl: cache_lifetime("acl.policy_ttl", &raw.policy_ttl)?,
+            role_ttl: cache_lifetime("acl.role_ttl", &raw.role_ttl)?,
             token_min_expiration_ttl,
             token_max_expiration_ttl,
         })
@@ -1823,6 +1829,13 @@ mod tests {
         assert!(config.acl.enabled);
         assert_eq!(config.acl.token_ttl, Duration::from_secs(5));
         assert_eq!(config.acl.policy_ttl, Duration::from_secs(30));
+        assert_eq!(config.acl.role_ttl, Duration::from_secs(30));
+        let raw: RawConfig = hcl::from_str("acl {\n  role_ttl = \"10s\"\n}\n").expect("parses");
+        let config = AgentConfig::from_raw(raw, &client_args).expect("valid");
+        assert_eq!(config.acl.role_ttl, Duration::from_secs(10));
+        let raw: RawConfig = hcl::from_str("acl {\n  role_ttl = \"10s\"\n}\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("refused on a server");
+        assert!(err.to_string().starts_with("acl.role_ttl"), "{err}");
         let err = hcl::from_str::<RawConfig>("acl {\n  enable = true\n}\n")
             .expect_err("unknown key refused");
         assert!(err.to_string().contains("enable"), "{err}");

@@ -440,14 +440,18 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     };
 
     // A client-only agent resolves tokens by asking its servers (keeping their answers for
-    // `acl { token_ttl, policy_ttl }`); with ACLs on, its own endpoints are checked with them.
+    // `acl { token_ttl, policy_ttl, role_ttl }`); with ACLs on, its own endpoints are checked
+    // with them.
     let client_resolver = match (&remote_servers, &client) {
         (Some(servers), Some(client)) => Some(client_acl::ClientAclResolver::new(
             servers.clone(),
             client.clone(),
             Arc::new(drover_server::SystemClock),
-            config.acl.token_ttl,
-            config.acl.policy_ttl,
+            client_acl::CacheLifetimes {
+                token: config.acl.token_ttl,
+                policy: config.acl.policy_ttl,
+                role: config.acl.role_ttl,
+            },
         )),
         _ => None,
     };
