@@ -36,6 +36,7 @@ pub mod group_services;
 pub mod health;
 #[cfg(test)]
 mod tests;
+pub mod upstream;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,7 +45,7 @@ use std::sync::{Arc, Mutex};
 use drover_structs::{
     AllocDeploymentStatus, Allocation, TASK_KILLING, TASK_LEADER_DEAD, TASK_MAIN_DEAD,
     TASK_RESTART_SIGNAL, TASK_SIBLING_FAILED, TASK_SIGNALING, TASK_SKIPPING_SHUTDOWN_DELAY,
-    TASK_WAITING_SHUTDOWN_DELAY, TaskEvent, TaskState, derive_client_status,
+    TASK_STATE_PENDING, TASK_WAITING_SHUTDOWN_DELAY, TaskEvent, TaskState, derive_client_status,
     is_terminal_client_status,
 };
 use tokio::sync::{mpsc, watch};
@@ -127,6 +128,8 @@ pub fn normalize_signal(signal: &str) -> Result<String, AllocRunnerError> {
 pub struct AllocRunnerDeps {
     pub task: TaskRunnerDeps,
     pub sink: Arc<dyn AllocStatusSink>,
+    /// Where a replacement finds the allocation it replaces ([`upstream`]).
+    pub upstream: upstream::UpstreamAllocs,
 }
 
 struct TaskEntry {
@@ -148,6 +151,8 @@ struct AllocRunnerInner {
     watcher_stop: CancellationToken,
     killing_all: AtomicBool,
     destroyed: AtomicBool,
+    /// Ends the wait for the previous allocation (the allocation is stopped or destroyed).
+    upstream_cancel: CancellationToken,
     last_client_status: Mutex<String>,
     state_changed: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
     run_loops: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -241,13 +246,18 @@ impl AllocRunner {
         let agent_shutdown = CancellationToken::new();
         let (state_tx, state_rx) = mpsc::unbounded_channel();
 
+        // A replacement waits for the allocation it replaces before any task starts; a restored
+        // one waits again only if none of its tasks had started.
+        let hold_for_previous =
+            !alloc.previous_allocation.is_empty() && !alloc.server_terminal_status();
         let mut ordered: Vec<_> = group.tasks.iter().collect();
         ordered.sort_by_key(|task| TaskRole::of(task).order());
         let mut tasks = Vec::new();
         let mut run_loops = Vec::new();
         for task in ordered {
             let role = TaskRole::of(task);
-            let (gate, gate_rx) = watch::channel(matches!(role, TaskRole::Prestart { .. }));
+            let (gate, gate_rx) =
+                watch::channel(!hold_for_previous && matches!(role, TaskRole::Prestart { .. }));
             let args = || TaskRunnerArgs {
                 deps: deps.task.clone(),
                 alloc: alloc.clone(),
@@ -284,6 +294,21 @@ impl AllocRunner {
             deployment_status: None,
         };
         let (status, _) = watch::channel(initial);
+        let mut coordinator = Coordinator::default();
+        if hold_for_previous
+            && tasks
+                .iter()
+                .all(|entry| entry.runner.task_state().state == TASK_STATE_PENDING)
+        {
+            coordinator.hold();
+        } else if hold_for_previous {
+            // Already past the wait: open the prestart gates the hold had kept shut.
+            for entry in &tasks {
+                if matches!(entry.role, TaskRole::Prestart { .. }) {
+                    entry.gate.send_replace(true);
+                }
+            }
+        }
         let health = if restoring {
             deps.task
                 .state_db
@@ -312,11 +337,12 @@ impl AllocRunner {
                 alloc: Mutex::new(alloc),
                 alloc_dir,
                 tasks,
-                coordinator: Mutex::new(Coordinator::default()),
+                coordinator: Mutex::new(coordinator),
                 agent_shutdown,
                 watcher_stop: CancellationToken::new(),
                 killing_all: AtomicBool::new(false),
                 destroyed: AtomicBool::new(false),
+                upstream_cancel: CancellationToken::new(),
                 last_client_status: Mutex::new(String::new()),
                 state_changed: Mutex::new(Some(state_rx)),
                 run_loops: Mutex::new(Vec::new()),
@@ -328,6 +354,12 @@ impl AllocRunner {
                 health_watch: Mutex::new((0, CancellationToken::new())),
             }),
         };
+        runner
+            .inner
+            .deps
+            .upstream
+            .local
+            .insert(&runner.inner.alloc_id, &runner.inner);
         Ok(runner)
     }
 
@@ -353,6 +385,10 @@ impl AllocRunner {
             *lock(&self.inner.checks) = hook;
             self.start_health_watch();
         }
+        if lock(&self.inner.coordinator).is_held() {
+            let waiter = self.clone();
+            tokio::spawn(async move { waiter.wait_previous_alloc().await });
+        }
         let watcher = self.clone();
         tokio::spawn(async move {
             watcher.on_task_state_changed();
@@ -375,6 +411,30 @@ impl AllocRunner {
             let stopping = self.clone();
             tokio::spawn(async move { stopping.stop().await });
         }
+    }
+
+    /// Waits for the previous allocation ([`upstream`]), then lets the tasks start. A stop,
+    /// a destroy or the agent's shutdown ends the wait and starts nothing.
+    async fn wait_previous_alloc(&self) {
+        let cancel = self.inner.upstream_cancel.clone();
+        let previous = self.alloc().previous_allocation.clone();
+        let waited = tokio::select! {
+            waited = upstream::wait_previous(&self.inner.deps.upstream, &previous, &cancel) => waited,
+            () = self.inner.agent_shutdown.cancelled() => upstream::Upstream::Cancelled,
+        };
+        if waited == upstream::Upstream::Cancelled {
+            return;
+        }
+        {
+            let mut coordinator = lock(&self.inner.coordinator);
+            // Checked under the lock a stop reads the hold with (see `stop`).
+            if cancel.is_cancelled() || self.inner.agent_shutdown.is_cancelled() {
+                return;
+            }
+            coordinator.release();
+        }
+        tracing::debug!(alloc_id = %self.inner.alloc_id, previous_alloc = %previous, "previous allocation terminal; starting tasks");
+        self.on_task_state_changed();
     }
 
     fn checks_deps(&self) -> crate::checks::ChecksDeps {
@@ -900,11 +960,17 @@ impl AllocRunner {
         self.run();
         self.stop_checks();
         self.inner.killing_all.store(true, Ordering::SeqCst);
+        // Still waiting for the previous allocation: nothing ran, so nothing runs, poststop
+        // tasks included (the waiter reads the cancellation under the same lock).
+        self.inner.upstream_cancel.cancel();
+        let never_started = lock(&self.inner.coordinator).is_held();
         // Out of the catalog first — the group's services and its tasks' — so that traffic
         // drains during the delay.
         self.deregister_all_services().await;
-        self.group_shutdown_delay().await;
-        self.kill_tasks(false).await;
+        if !never_started {
+            self.group_shutdown_delay().await;
+        }
+        self.kill_tasks(never_started).await;
         self.on_task_state_changed();
         self.wait_all_tasks_dead().await;
     }
@@ -1031,6 +1097,7 @@ impl AllocRunner {
         self.stop_checks();
         self.inner.destroyed.store(true, Ordering::SeqCst);
         self.inner.killing_all.store(true, Ordering::SeqCst);
+        self.inner.upstream_cancel.cancel();
         self.deregister_all_services().await;
         self.kill_tasks(true).await;
         for entry in &self.inner.tasks {
@@ -1057,6 +1124,7 @@ impl AllocRunner {
             .task
             .state_db
             .delete_alloc(&self.inner.alloc_id)?;
+        self.inner.deps.upstream.local.remove(&self.inner.alloc_id);
         Ok(())
     }
 
