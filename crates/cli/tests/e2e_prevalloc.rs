@@ -191,3 +191,98 @@ fn a_destructive_update_starts_the_new_task_once_the_old_one_let_go_of_its_port(
     );
     agent.cli_ok(&["job", "stop", "-purge", "holder"]);
 }
+
+/// A service with a sticky ephemeral disk whose task writes what version wrote first into
+/// `alloc/data` and its `local/` (keeping what is there), then sleeps.
+fn sticky_job(version: u32) -> String {
+    format!(
+        r#"
+job "sticky" {{
+  datacenters = ["dc1"]
+  type        = "service"
+
+  group "g" {{
+    ephemeral_disk {{
+      size   = 10
+      sticky = true
+    }}
+
+    task "keeper" {{
+      driver = "raw_exec"
+
+      logs {{
+        max_files     = 2
+        max_file_size = 2
+      }}
+
+      env {{
+        VERSION = "{version}"
+      }}
+
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "[ -e $NOMAD_ALLOC_DIR/data/first ] || echo v$VERSION > $NOMAD_ALLOC_DIR/data/first; [ -e $NOMAD_TASK_DIR/first ] || echo v$VERSION > $NOMAD_TASK_DIR/first; echo v$VERSION > $NOMAD_ALLOC_DIR/data/last; exec sleep 3600"]
+      }}
+
+      resources {{
+        cpu    = 10
+        memory = 16
+      }}
+    }}
+  }}
+}}
+"#
+    )
+}
+
+fn cat(agent: &Agent, alloc_id: &str, path: &str) -> String {
+    let (status, body) = support::http(
+        "GET",
+        &agent.url(&format!("/v1/client/fs/cat/{alloc_id}?path={path}")),
+        None,
+    );
+    assert_eq!(status, 200, "{path}: {body}");
+    body
+}
+
+#[test]
+fn a_sticky_disk_hands_its_data_to_the_replacement_on_the_same_node() {
+    let agent = Agent::start_dev();
+    let (_dir, v1) = write_jobspec("v1.hcl", &sticky_job(1));
+    agent.cli_ok(&["job", "run", "-detach", &v1.to_string_lossy()]);
+    let old_id = wait_for("the first version running", LIMIT, || {
+        allocs(&agent, "sticky")
+            .iter()
+            .find(|alloc| alloc["ClientStatus"] == "running")
+            .and_then(|alloc| alloc["ID"].as_str().map(str::to_owned))
+    });
+    wait_for("the first version's files", LIMIT, || {
+        (cat(&agent, &old_id, "alloc/data/last") == "v1\n").then_some(())
+    });
+
+    let (_dir2, v2) = write_jobspec("v2.hcl", &sticky_job(2));
+    agent.cli_ok(&["job", "run", "-detach", &v2.to_string_lossy()]);
+    let new_id = wait_for("the replacement running", LIMIT, || {
+        allocs(&agent, "sticky")
+            .iter()
+            .find(|alloc| {
+                alloc["ID"] != old_id.as_str()
+                    && alloc["DesiredStatus"] == "run"
+                    && alloc["ClientStatus"] == "running"
+            })
+            .and_then(|alloc| alloc["ID"].as_str().map(str::to_owned))
+    });
+    wait_for("the second version's write", LIMIT, || {
+        (cat(&agent, &new_id, "alloc/data/last") == "v2\n").then_some(())
+    });
+    // What the first version wrote came over, moved: the old alloc dir has it no more.
+    assert_eq!(cat(&agent, &new_id, "alloc/data/first"), "v1\n");
+    assert_eq!(cat(&agent, &new_id, "keeper/local/first"), "v1\n");
+    let (status, _) = support::http(
+        "GET",
+        &agent.url(&format!("/v1/client/fs/cat/{old_id}?path=alloc/data/first")),
+        None,
+    );
+    assert_ne!(status, 200);
+    agent.cli_ok(&["job", "stop", "-purge", "sticky"]);
+}

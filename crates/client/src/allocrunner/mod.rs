@@ -17,6 +17,10 @@
 //!
 //! The alloc record is persisted before any task runs (and each update before it is applied).
 //!
+//! A replacement (`PreviousAllocation` set) starts no task until the allocation it replaces is
+//! terminal ([`upstream`]); a sticky `ephemeral_disk` then takes over that allocation's data
+//! when it ran on this node.
+//!
 //! The group's services ([`group_services`]) are registered while its tasks run, registered
 //! again after a task restarts, and deregistered when the allocation stops — with every task's
 //! services, before the group's `shutdown_delay` is waited — when it is destroyed, and when all
@@ -121,6 +125,18 @@ pub fn normalize_signal(signal: &str) -> Result<String, AllocRunnerError> {
             signal: signal.to_string(),
         })
     }
+}
+
+/// An error with its sources, `: `-separated.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// What every alloc runner of a client shares.
@@ -425,6 +441,9 @@ impl AllocRunner {
         if waited == upstream::Upstream::Cancelled {
             return;
         }
+        if let upstream::Upstream::Local(previous) = &waited {
+            self.move_previous_data(previous).await;
+        }
         {
             let mut coordinator = lock(&self.inner.coordinator);
             // Checked under the lock a stop reads the hold with (see `stop`).
@@ -435,6 +454,50 @@ impl AllocRunner {
         }
         tracing::debug!(alloc_id = %self.inner.alloc_id, previous_alloc = %previous, "previous allocation terminal; starting tasks");
         self.on_task_state_changed();
+    }
+
+    /// A sticky `ephemeral_disk` whose previous allocation ran on this node: its `alloc/data`
+    /// and each same-named task's `local/` are moved here ([`AllocDir::move_from`]) before any
+    /// task starts. A move that fails leaves the data where it was, says so in a task event,
+    /// and the tasks start without it.
+    async fn move_previous_data(&self, previous: &AllocRunner) {
+        let alloc = self.alloc();
+        let sticky = alloc
+            .job
+            .as_deref()
+            .and_then(|job| job.lookup_task_group(&alloc.task_group))
+            .and_then(|group| group.ephemeral_disk.as_ref())
+            .is_some_and(|disk| disk.sticky || disk.migrate);
+        if !sticky {
+            return;
+        }
+        let from = previous.alloc_dir().clone();
+        let to = self.inner.alloc_dir.clone();
+        let tasks = self.task_names();
+        let moved = tokio::task::spawn_blocking(move || to.move_from(&from, &tasks)).await;
+        let failure = match moved {
+            Ok(Ok(moved)) => {
+                tracing::debug!(alloc_id = %self.inner.alloc_id, previous_alloc = %previous.alloc_id(), ?moved, "moved the previous allocation's data");
+                return;
+            }
+            Ok(Err(error)) => error_chain(&error),
+            Err(join_error) => join_error.to_string(),
+        };
+        tracing::warn!(alloc_id = %self.inner.alloc_id, previous_alloc = %previous.alloc_id(), error = %failure, "failed to move the previous allocation's data");
+        self.emit_to_all(&format!(
+            "Failed to move the data of previous allocation {}: {failure}",
+            previous.alloc_id()
+        ));
+    }
+
+    /// A "Task Setup" event with `message` on every task.
+    fn emit_to_all(&self, message: &str) {
+        let now = self.inner.deps.task.clock.now_unix_nanos();
+        for entry in &self.inner.tasks {
+            entry
+                .runner
+                .emit_event(TaskEvent::new(drover_structs::TASK_SETUP, now).with_message(message));
+        }
     }
 
     fn checks_deps(&self) -> crate::checks::ChecksDeps {

@@ -2043,3 +2043,59 @@ async fn a_restored_replacement_waits_again_only_if_nothing_had_started() {
     assert_eq!(harness.driver.log().starts.len(), 2);
     again.stop().await;
 }
+
+fn with_ephemeral_disk(mut alloc: Allocation, sticky: bool) -> Allocation {
+    let mut job = drover_structs::Job::clone(alloc.job.as_deref().unwrap());
+    job.task_groups[0].ephemeral_disk = Some(drover_structs::EphemeralDisk {
+        sticky,
+        size_mb: 10,
+        migrate: false,
+    });
+    alloc.job = Some(Arc::new(job));
+    alloc
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sticky_replacement_on_the_same_node_takes_the_previous_data_before_starting() {
+    for sticky in [true, false] {
+        let harness = harness();
+        let policy = restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail");
+        let old_alloc = with_ephemeral_disk(
+            alloc_with_tasks("service", vec![fake_task("web", json!({}))], policy),
+            sticky,
+        );
+        let new_alloc = replacement_of(&old_alloc);
+        let old = start(&harness, old_alloc);
+        wait_until(&old, |runner| {
+            state_of(runner, "web").state == TASK_STATE_RUNNING
+        })
+        .await;
+        let old_dirs = old.alloc_dir().clone();
+        std::fs::write(old_dirs.shared_data_dir.join("db"), "rows").unwrap();
+        let old_local = old_dirs.task_dir("web").unwrap().local_dir;
+        std::fs::write(old_local.join("cache"), "warm").unwrap();
+
+        let new = start(&harness, new_alloc);
+        old.stop().await;
+        wait_until(&new, |runner| {
+            state_of(runner, "web").state == TASK_STATE_RUNNING
+        })
+        .await;
+        let new_dirs = new.alloc_dir().clone();
+        let new_local = new_dirs.task_dir("web").unwrap().local_dir;
+        let data = std::fs::read_to_string(new_dirs.shared_data_dir.join("db")).ok();
+        let cache = std::fs::read_to_string(new_local.join("cache")).ok();
+        if sticky {
+            assert_eq!(data.as_deref(), Some("rows"));
+            assert_eq!(cache.as_deref(), Some("warm"));
+            assert!(
+                !old_dirs.shared_data_dir.join("db").exists(),
+                "moved, not copied"
+            );
+        } else {
+            assert_eq!((data, cache), (None, None));
+            assert!(old_dirs.shared_data_dir.join("db").exists());
+        }
+        new.stop().await;
+    }
+}

@@ -13,7 +13,8 @@
 //! cancellation token); a cancelled wait starts nothing.
 //!
 //! **Not here**: holding the tasks back (the coordinator's hold, released by the alloc runner)
-//! or moving the previous allocation's data.
+//! or moving the previous allocation's data (the alloc runner, through
+//! `AllocDir::move_from`, once the wait ends with [`Upstream::Local`]).
 
 use std::collections::HashMap;
 use std::future::Future;
