@@ -38,6 +38,7 @@ mod client_update;
 pub mod coordinator;
 pub mod group_services;
 pub mod health;
+pub mod snapshot;
 #[cfg(test)]
 mod tests;
 pub mod upstream;
