@@ -40,6 +40,13 @@ pub enum AllocDirError {
         #[source]
         source: io::Error,
     },
+    #[error("failed to move {from:?} to {to:?}")]
+    Move {
+        from: PathBuf,
+        to: PathBuf,
+        #[source]
+        source: io::Error,
+    },
 }
 
 /// Rejects anything that is not one plain path component (no `/`, `.`, `..`, NUL, or empty).
@@ -145,6 +152,44 @@ impl AllocDir {
             logs_dir: self.logs_dir.clone(),
             dir,
         })
+    }
+
+    /// Moves the data a sticky `ephemeral_disk` keeps from `previous` (the allocation this
+    /// one replaces) into this one, as Nomad's `AllocDir.Move`: `alloc/data`, and the `local/`
+    /// of each task named in `tasks` that `previous` has. A move (rename), not a copy, so both
+    /// must be on one filesystem, as they are under one data dir. Only real directories are
+    /// moved: a path of `previous` that is a symlink (a task may have made one) is left where
+    /// it is, so nothing outside the alloc dirs is ever reached through it. Builds this
+    /// allocation's shared dirs first; answers what was moved.
+    pub fn move_from(
+        &self,
+        previous: &AllocDir,
+        tasks: &[String],
+    ) -> Result<Vec<PathBuf>, AllocDirError> {
+        self.build()?;
+        let mut moved = Vec::new();
+        if is_real_dir(&previous.root)
+            && is_real_dir(&previous.shared_dir)
+            && is_real_dir(&previous.shared_data_dir)
+        {
+            replace_empty_dir_with(&previous.shared_data_dir, &self.shared_data_dir)?;
+            moved.push(self.shared_data_dir.clone());
+        }
+        for task in tasks {
+            let (Ok(from), Ok(to)) = (previous.task_dir(task), self.task_dir(task)) else {
+                continue;
+            };
+            if !(is_real_dir(&previous.root)
+                && is_real_dir(&from.dir)
+                && is_real_dir(&from.local_dir))
+            {
+                continue;
+            }
+            create_dir_with_mode(&to.dir, 0o777)?;
+            replace_empty_dir_with(&from.local_dir, &to.local_dir)?;
+            moved.push(to.local_dir);
+        }
+        Ok(moved)
     }
 
     /// Unmounts the secrets tmpfs of every task (lazily: a process still inside keeps its view
@@ -256,6 +301,25 @@ impl TaskDir {
     }
 }
 
+/// Whether `path` is a directory itself, not a symlink to one.
+fn is_real_dir(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_dir())
+}
+
+/// Renames `from` onto `to`, which may be missing or an empty directory (anything else is
+/// refused by the rename, and left alone).
+fn replace_empty_dir_with(from: &Path, to: &Path) -> Result<(), AllocDirError> {
+    if is_real_dir(to) {
+        // Only an empty one goes; a full one makes the rename fail below.
+        let _ = fs::remove_dir(to);
+    }
+    fs::rename(from, to).map_err(|source| AllocDirError::Move {
+        from: from.to_path_buf(),
+        to: to.to_path_buf(),
+        source,
+    })
+}
+
 fn create_dir_with_mode(path: &Path, mode: u32) -> Result<(), AllocDirError> {
     let create_error = |source| AllocDirError::Create {
         path: path.to_path_buf(),
@@ -309,6 +373,59 @@ fn unmount_quietly(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sticky_move_takes_data_and_task_local_dirs_and_follows_no_symlink()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let data = tempfile::tempdir()?;
+        let root = data.path().join("alloc");
+        let previous = AllocDir::new(&root, "old")?;
+        previous.build()?;
+        fs::write(previous.shared_data_dir.join("kept"), "data")?;
+        let web = previous.task_dir("web")?;
+        web.build(false, 0)?;
+        fs::write(web.local_dir.join("cache"), "local")?;
+        // A task replaced its local dir with a link out of the alloc dir.
+        let outside = data.path().join("outside");
+        fs::create_dir(&outside)?;
+        fs::write(outside.join("secret"), "not ours")?;
+        let db = previous.task_dir("db")?;
+        fs::create_dir_all(&db.dir)?;
+        std::os::unix::fs::symlink(&outside, &db.local_dir)?;
+
+        let next = AllocDir::new(&root, "new")?;
+        let tasks = ["web", "db", "gone"].map(str::to_owned);
+        let moved = next.move_from(&previous, &tasks)?;
+        assert_eq!(
+            moved,
+            vec![
+                next.shared_data_dir.clone(),
+                next.task_dir("web")?.local_dir
+            ]
+        );
+        assert_eq!(
+            fs::read_to_string(next.shared_data_dir.join("kept"))?,
+            "data"
+        );
+        assert_eq!(
+            fs::read_to_string(next.task_dir("web")?.local_dir.join("cache"))?,
+            "local"
+        );
+        assert!(!previous.shared_data_dir.exists(), "moved, not copied");
+        assert!(!next.task_dir("db")?.local_dir.exists());
+        assert_eq!(fs::read_to_string(outside.join("secret"))?, "not ours");
+
+        // A previous data dir that is a symlink is not followed either.
+        let linked = AllocDir::new(&root, "linked")?;
+        linked.build()?;
+        fs::remove_dir(&linked.shared_data_dir)?;
+        std::os::unix::fs::symlink(&outside, &linked.shared_data_dir)?;
+        let after = AllocDir::new(&root, "after")?;
+        assert!(after.move_from(&linked, &[])?.is_empty());
+        assert!(outside.join("secret").exists());
+        assert!(fs::symlink_metadata(&after.shared_data_dir)?.is_dir());
+        Ok(())
+    }
 
     #[test]
     fn layout_matches_nomad_and_secrets_is_private() -> Result<(), Box<dyn std::error::Error>> {

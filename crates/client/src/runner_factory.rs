@@ -55,6 +55,7 @@ impl TaskAllocRunnerFactory {
                 task_counters: self.task_counters.clone(),
             },
             sink,
+            upstream: context.upstream.clone(),
         }
     }
 }

@@ -96,6 +96,7 @@ fn deps(data_dir: &Path) -> AllocRunnerDeps {
             task_counters: None,
         },
         sink: Arc::new(NullSink::default()),
+        upstream: drover_client::allocrunner::upstream::UpstreamAllocs::default(),
     }
 }
 

@@ -94,6 +94,7 @@ fn agent() -> Agent {
             task_counters: None,
         },
         sink: Arc::new(CollectingSink::default()),
+        upstream: drover_client::allocrunner::upstream::UpstreamAllocs::default(),
     };
     Agent {
         deps,

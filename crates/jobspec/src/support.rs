@@ -457,19 +457,23 @@ pub static FEATURES: &[Feature] = &[
         "ephemeral_disk > size",
         "the disk an allocation reserves on its node",
     ),
+    runs(
+        "ephemeral_disk > sticky",
+        "a replacement allocation is placed on its previous allocation's node when possible, waits for it to stop, and there takes over its alloc/data and each task's local/ (moved, not copied)",
+    ),
     row(
-        "ephemeral_disk > sticky, migrate",
+        "ephemeral_disk > migrate",
         Status::NotYet,
-        "a replacement allocation is placed on the same node when possible, but the client does not carry the previous allocation's data over",
-        "runs once the client moves the previous allocation's data",
+        "a replacement on the same node takes the previous allocation's data as with sticky, but the client does not fetch it from another node",
+        "runs once the client fetches the previous allocation's data from its node",
         Detect::group(|group| {
-            let disk = group.ephemeral_disk.as_ref();
-            let mut found = when(disk.is_some_and(|disk| disk.sticky), "EphemeralDisk.Sticky");
-            found.extend(when(
-                disk.is_some_and(|disk| disk.migrate),
+            when(
+                group
+                    .ephemeral_disk
+                    .as_ref()
+                    .is_some_and(|disk| disk.migrate),
                 "EphemeralDisk.Migrate",
-            ));
-            found
+            )
         }),
     ),
     row(

@@ -11,6 +11,10 @@
 //! until the restart requests have been delivered; then the rules apply again, to the tasks'
 //! new lives.
 //!
+//! A replacement allocation is held until the allocation it replaces is terminal (see
+//! `upstream`): while held, every gate is shut, the prestart one too; the release lets the
+//! rules above apply.
+//!
 //! **Not** here: killing tasks (the alloc runner decides that) or starting them (the task
 //! runners wait on their gate).
 
@@ -61,9 +65,25 @@ pub struct Coordinator {
     poststart_open: bool,
     poststop_open: bool,
     frozen: bool,
+    held: bool,
 }
 
 impl Coordinator {
+    /// Shuts every gate until [`Coordinator::release`] (waiting for the previous allocation).
+    pub fn hold(&mut self) {
+        self.held = true;
+    }
+
+    /// Ends a [`Coordinator::hold`].
+    pub fn release(&mut self) {
+        self.held = false;
+    }
+
+    /// Whether the allocation is still held.
+    pub fn is_held(&self) -> bool {
+        self.held
+    }
+
     /// Closes every gate but the prestart one (AllTasks restart in progress).
     pub fn freeze(&mut self) {
         self.frozen = true;
@@ -85,6 +105,9 @@ impl Coordinator {
     /// Updates the gates from the tasks' roles and states and returns, per task, whether it may
     /// start.
     pub fn gates(&mut self, tasks: &[(TaskRole, TaskState)]) -> Vec<bool> {
+        if self.held {
+            return vec![false; tasks.len()];
+        }
         if !self.frozen {
             let prestart_ready = tasks.iter().all(|(role, state)| match role {
                 TaskRole::Prestart { sidecar: false } => state.successful(),
@@ -131,6 +154,33 @@ mod tests {
             },
             ..TaskState::default()
         }
+    }
+
+    #[test]
+    fn a_held_allocation_starts_nothing_until_released() {
+        let mut coordinator = Coordinator::default();
+        coordinator.hold();
+        let tasks = [
+            (
+                TaskRole::Prestart { sidecar: false },
+                state(TASK_STATE_PENDING, false, false),
+            ),
+            (TaskRole::Main, state(TASK_STATE_PENDING, false, false)),
+            (TaskRole::Poststop, state(TASK_STATE_PENDING, false, false)),
+        ];
+        assert_eq!(coordinator.gates(&tasks), vec![false, false, false]);
+        // Killed while held: every other task is dead, and still the poststop task waits.
+        let killed = [
+            (
+                TaskRole::Prestart { sidecar: false },
+                state(TASK_STATE_DEAD, true, false),
+            ),
+            (TaskRole::Main, state(TASK_STATE_DEAD, true, false)),
+            (TaskRole::Poststop, state(TASK_STATE_PENDING, false, false)),
+        ];
+        assert_eq!(coordinator.gates(&killed), vec![false, false, false]);
+        coordinator.release();
+        assert_eq!(coordinator.gates(&tasks), vec![true, false, false]);
     }
 
     #[test]

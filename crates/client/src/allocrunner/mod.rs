@@ -17,6 +17,10 @@
 //!
 //! The alloc record is persisted before any task runs (and each update before it is applied).
 //!
+//! A replacement (`PreviousAllocation` set) starts no task until the allocation it replaces is
+//! terminal ([`upstream`]); a sticky `ephemeral_disk` then takes over that allocation's data
+//! when it ran on this node.
+//!
 //! The group's services ([`group_services`]) are registered while its tasks run, registered
 //! again after a task restarts, and deregistered when the allocation stops — with every task's
 //! services, before the group's `shutdown_delay` is waited — when it is destroyed, and when all
@@ -34,8 +38,10 @@ mod client_update;
 pub mod coordinator;
 pub mod group_services;
 pub mod health;
+pub mod snapshot;
 #[cfg(test)]
 mod tests;
+pub mod upstream;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,7 +50,7 @@ use std::sync::{Arc, Mutex};
 use drover_structs::{
     AllocDeploymentStatus, Allocation, TASK_KILLING, TASK_LEADER_DEAD, TASK_MAIN_DEAD,
     TASK_RESTART_SIGNAL, TASK_SIBLING_FAILED, TASK_SIGNALING, TASK_SKIPPING_SHUTDOWN_DELAY,
-    TASK_WAITING_SHUTDOWN_DELAY, TaskEvent, TaskState, derive_client_status,
+    TASK_STATE_PENDING, TASK_WAITING_SHUTDOWN_DELAY, TaskEvent, TaskState, derive_client_status,
     is_terminal_client_status,
 };
 use tokio::sync::{mpsc, watch};
@@ -122,11 +128,25 @@ pub fn normalize_signal(signal: &str) -> Result<String, AllocRunnerError> {
     }
 }
 
+/// An error with its sources, `: `-separated.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// What every alloc runner of a client shares.
 #[derive(Debug, Clone)]
 pub struct AllocRunnerDeps {
     pub task: TaskRunnerDeps,
     pub sink: Arc<dyn AllocStatusSink>,
+    /// Where a replacement finds the allocation it replaces ([`upstream`]).
+    pub upstream: upstream::UpstreamAllocs,
 }
 
 struct TaskEntry {
@@ -148,6 +168,8 @@ struct AllocRunnerInner {
     watcher_stop: CancellationToken,
     killing_all: AtomicBool,
     destroyed: AtomicBool,
+    /// Ends the wait for the previous allocation (the allocation is stopped or destroyed).
+    upstream_cancel: CancellationToken,
     last_client_status: Mutex<String>,
     state_changed: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
     run_loops: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -241,13 +263,18 @@ impl AllocRunner {
         let agent_shutdown = CancellationToken::new();
         let (state_tx, state_rx) = mpsc::unbounded_channel();
 
+        // A replacement waits for the allocation it replaces before any task starts; a restored
+        // one waits again only if none of its tasks had started.
+        let hold_for_previous =
+            !alloc.previous_allocation.is_empty() && !alloc.server_terminal_status();
         let mut ordered: Vec<_> = group.tasks.iter().collect();
         ordered.sort_by_key(|task| TaskRole::of(task).order());
         let mut tasks = Vec::new();
         let mut run_loops = Vec::new();
         for task in ordered {
             let role = TaskRole::of(task);
-            let (gate, gate_rx) = watch::channel(matches!(role, TaskRole::Prestart { .. }));
+            let (gate, gate_rx) =
+                watch::channel(!hold_for_previous && matches!(role, TaskRole::Prestart { .. }));
             let args = || TaskRunnerArgs {
                 deps: deps.task.clone(),
                 alloc: alloc.clone(),
@@ -284,6 +311,21 @@ impl AllocRunner {
             deployment_status: None,
         };
         let (status, _) = watch::channel(initial);
+        let mut coordinator = Coordinator::default();
+        if hold_for_previous
+            && tasks
+                .iter()
+                .all(|entry| entry.runner.task_state().state == TASK_STATE_PENDING)
+        {
+            coordinator.hold();
+        } else if hold_for_previous {
+            // Already past the wait: open the prestart gates the hold had kept shut.
+            for entry in &tasks {
+                if matches!(entry.role, TaskRole::Prestart { .. }) {
+                    entry.gate.send_replace(true);
+                }
+            }
+        }
         let health = if restoring {
             deps.task
                 .state_db
@@ -312,11 +354,12 @@ impl AllocRunner {
                 alloc: Mutex::new(alloc),
                 alloc_dir,
                 tasks,
-                coordinator: Mutex::new(Coordinator::default()),
+                coordinator: Mutex::new(coordinator),
                 agent_shutdown,
                 watcher_stop: CancellationToken::new(),
                 killing_all: AtomicBool::new(false),
                 destroyed: AtomicBool::new(false),
+                upstream_cancel: CancellationToken::new(),
                 last_client_status: Mutex::new(String::new()),
                 state_changed: Mutex::new(Some(state_rx)),
                 run_loops: Mutex::new(Vec::new()),
@@ -328,6 +371,12 @@ impl AllocRunner {
                 health_watch: Mutex::new((0, CancellationToken::new())),
             }),
         };
+        runner
+            .inner
+            .deps
+            .upstream
+            .local
+            .insert(&runner.inner.alloc_id, &runner.inner);
         Ok(runner)
     }
 
@@ -353,6 +402,10 @@ impl AllocRunner {
             *lock(&self.inner.checks) = hook;
             self.start_health_watch();
         }
+        if lock(&self.inner.coordinator).is_held() {
+            let waiter = self.clone();
+            tokio::spawn(async move { waiter.wait_previous_alloc().await });
+        }
         let watcher = self.clone();
         tokio::spawn(async move {
             watcher.on_task_state_changed();
@@ -374,6 +427,77 @@ impl AllocRunner {
         if self.alloc().server_terminal_status() {
             let stopping = self.clone();
             tokio::spawn(async move { stopping.stop().await });
+        }
+    }
+
+    /// Waits for the previous allocation ([`upstream`]), then lets the tasks start. A stop,
+    /// a destroy or the agent's shutdown ends the wait and starts nothing.
+    async fn wait_previous_alloc(&self) {
+        let cancel = self.inner.upstream_cancel.clone();
+        let previous = self.alloc().previous_allocation.clone();
+        let waited = tokio::select! {
+            waited = upstream::wait_previous(&self.inner.deps.upstream, &previous, &cancel) => waited,
+            () = self.inner.agent_shutdown.cancelled() => upstream::Upstream::Cancelled,
+        };
+        if waited == upstream::Upstream::Cancelled {
+            return;
+        }
+        if let upstream::Upstream::Local(previous) = &waited {
+            self.move_previous_data(previous).await;
+        }
+        {
+            let mut coordinator = lock(&self.inner.coordinator);
+            // Checked under the lock a stop reads the hold with (see `stop`).
+            if cancel.is_cancelled() || self.inner.agent_shutdown.is_cancelled() {
+                return;
+            }
+            coordinator.release();
+        }
+        tracing::debug!(alloc_id = %self.inner.alloc_id, previous_alloc = %previous, "previous allocation terminal; starting tasks");
+        self.on_task_state_changed();
+    }
+
+    /// A sticky `ephemeral_disk` whose previous allocation ran on this node: its `alloc/data`
+    /// and each same-named task's `local/` are moved here ([`AllocDir::move_from`]) before any
+    /// task starts. A move that fails leaves the data where it was, says so in a task event,
+    /// and the tasks start without it.
+    async fn move_previous_data(&self, previous: &AllocRunner) {
+        let alloc = self.alloc();
+        let sticky = alloc
+            .job
+            .as_deref()
+            .and_then(|job| job.lookup_task_group(&alloc.task_group))
+            .and_then(|group| group.ephemeral_disk.as_ref())
+            .is_some_and(|disk| disk.sticky || disk.migrate);
+        if !sticky {
+            return;
+        }
+        let from = previous.alloc_dir().clone();
+        let to = self.inner.alloc_dir.clone();
+        let tasks = self.task_names();
+        let moved = tokio::task::spawn_blocking(move || to.move_from(&from, &tasks)).await;
+        let failure = match moved {
+            Ok(Ok(moved)) => {
+                tracing::debug!(alloc_id = %self.inner.alloc_id, previous_alloc = %previous.alloc_id(), ?moved, "moved the previous allocation's data");
+                return;
+            }
+            Ok(Err(error)) => error_chain(&error),
+            Err(join_error) => join_error.to_string(),
+        };
+        tracing::warn!(alloc_id = %self.inner.alloc_id, previous_alloc = %previous.alloc_id(), error = %failure, "failed to move the previous allocation's data");
+        self.emit_to_all(&format!(
+            "Failed to move the data of previous allocation {}: {failure}",
+            previous.alloc_id()
+        ));
+    }
+
+    /// A "Task Setup" event with `message` on every task.
+    fn emit_to_all(&self, message: &str) {
+        let now = self.inner.deps.task.clock.now_unix_nanos();
+        for entry in &self.inner.tasks {
+            entry
+                .runner
+                .emit_event(TaskEvent::new(drover_structs::TASK_SETUP, now).with_message(message));
         }
     }
 
@@ -900,11 +1024,17 @@ impl AllocRunner {
         self.run();
         self.stop_checks();
         self.inner.killing_all.store(true, Ordering::SeqCst);
+        // Still waiting for the previous allocation: nothing ran, so nothing runs, poststop
+        // tasks included (the waiter reads the cancellation under the same lock).
+        self.inner.upstream_cancel.cancel();
+        let never_started = lock(&self.inner.coordinator).is_held();
         // Out of the catalog first — the group's services and its tasks' — so that traffic
         // drains during the delay.
         self.deregister_all_services().await;
-        self.group_shutdown_delay().await;
-        self.kill_tasks(false).await;
+        if !never_started {
+            self.group_shutdown_delay().await;
+        }
+        self.kill_tasks(never_started).await;
         self.on_task_state_changed();
         self.wait_all_tasks_dead().await;
     }
@@ -1031,6 +1161,7 @@ impl AllocRunner {
         self.stop_checks();
         self.inner.destroyed.store(true, Ordering::SeqCst);
         self.inner.killing_all.store(true, Ordering::SeqCst);
+        self.inner.upstream_cancel.cancel();
         self.deregister_all_services().await;
         self.kill_tasks(true).await;
         for entry in &self.inner.tasks {
@@ -1057,6 +1188,7 @@ impl AllocRunner {
             .task
             .state_db
             .delete_alloc(&self.inner.alloc_id)?;
+        self.inner.deps.upstream.local.remove(&self.inner.alloc_id);
         Ok(())
     }
 

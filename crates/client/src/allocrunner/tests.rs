@@ -67,6 +67,7 @@ fn harness() -> Harness {
             task_counters: None,
         },
         sink: sink.clone(),
+        upstream: crate::allocrunner::upstream::UpstreamAllocs::default(),
     };
     Harness {
         deps,
@@ -1855,4 +1856,246 @@ async fn an_alloc_outside_a_deployment_gets_migration_health_and_batch_none() {
     tokio::time::sleep(Duration::from_secs(600)).await;
     assert_eq!(runner.deployment_health(), None);
     runner.destroy().await.unwrap();
+}
+
+/// A replacement for `previous` (same job, a new ID, `PreviousAllocation` set).
+fn replacement_of(previous: &Allocation) -> Allocation {
+    Allocation {
+        id: uuid::Uuid::new_v4().to_string(),
+        previous_allocation: previous.id.clone(),
+        ..previous.clone()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replacement_starts_only_once_the_local_previous_alloc_is_terminal() {
+    let harness = harness();
+    let task = fake_task("web", json!({}));
+    let policy = restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail");
+    let old_alloc = alloc_with_tasks("service", vec![task.clone()], policy.clone());
+    let new_alloc = replacement_of(&old_alloc);
+    let old = start(&harness, old_alloc);
+    wait_until(&old, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+
+    let new = start(&harness, new_alloc);
+    // Long past any start delay, the replacement is pending and its task never started.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(new.status().client_status, "pending");
+    assert_eq!(harness.driver.log().starts.len(), 1);
+    assert_eq!(count(&state_of(&new, "web"), "Started"), 0);
+
+    old.stop().await;
+    wait_until(&new, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let old_finished = state_of(&old, "web").finished_at;
+    let new_started = state_of(&new, "web").started_at;
+    assert!(
+        new_started >= old_finished,
+        "started {new_started:?} before the old task finished {old_finished:?}"
+    );
+    assert_eq!(harness.driver.log().starts.len(), 2);
+    new.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopping_a_waiting_replacement_ends_the_wait_and_runs_nothing() {
+    let harness = harness();
+    let policy = restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail");
+    let tasks = vec![
+        fake_task("web", json!({})),
+        with_lifecycle(
+            fake_task("post", json!({"run_for": "1s"})),
+            "poststop",
+            false,
+        ),
+    ];
+    let old_alloc = alloc_with_tasks("service", tasks, policy);
+    let new_alloc = replacement_of(&old_alloc);
+    let old = start(&harness, old_alloc);
+    wait_until(&old, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let new = start(&harness, new_alloc);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The stop returns although the previous allocation still runs.
+    tokio::time::timeout(Duration::from_secs(60), new.stop())
+        .await
+        .expect("the stop of a waiting replacement returned");
+    assert!(new.all_tasks_dead());
+    for task in ["web", "post"] {
+        assert_eq!(count(&state_of(&new, task), "Started"), 0, "{task}");
+    }
+    // Only the old allocation's main task ever started.
+    assert_eq!(harness.driver.log().starts.len(), 1);
+    old.stop().await;
+}
+
+#[derive(Debug, Default)]
+struct ScriptedServers {
+    allocs: Mutex<std::collections::HashMap<String, Allocation>>,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl upstream::AllocReader for ScriptedServers {
+    fn read_alloc<'a>(&'a self, alloc_id: &'a str) -> upstream::ReadAllocFuture<'a> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        let alloc = lock(&self.allocs).get(alloc_id).cloned();
+        Box::pin(async move { Ok(alloc) })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replacement_of_a_remote_alloc_asks_the_servers_until_it_is_terminal() {
+    let mut harness = harness();
+    let servers = Arc::new(ScriptedServers::default());
+    harness.deps.upstream.remote = servers.clone();
+    let policy = restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail");
+    let mut old_alloc = alloc_with_tasks("service", vec![fake_task("web", json!({}))], policy);
+    old_alloc.node_id = "node-2".into();
+    old_alloc.client_status = ALLOC_CLIENT_STATUS_RUNNING.into();
+    lock(&servers.allocs).insert(old_alloc.id.clone(), old_alloc.clone());
+    let new = start(&harness, replacement_of(&old_alloc));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(harness.driver.log().starts.len(), 0);
+    assert!(servers.reads.load(Ordering::SeqCst) >= 5);
+
+    lock(&servers.allocs)
+        .get_mut(&old_alloc.id)
+        .unwrap()
+        .client_status = ALLOC_CLIENT_STATUS_COMPLETE.into();
+    wait_until(&new, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    new.stop().await;
+
+    // An allocation the servers do not know (collected) is not waited for.
+    let gone = start(&harness, replacement_of(&new.alloc()));
+    let mut unknown = (*gone.alloc()).clone();
+    unknown.id = uuid::Uuid::new_v4().to_string();
+    unknown.previous_allocation = "never-heard-of".into();
+    let fresh = start(&harness, unknown);
+    wait_until(&fresh, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    wait_until(&gone, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    gone.stop().await;
+    fresh.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restored_replacement_waits_again_only_if_nothing_had_started() {
+    let harness = harness();
+    // The servers would say the previous allocation still runs: only a runner that had not
+    // started would wait on it.
+    let policy = restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail");
+    let old_alloc = alloc_with_tasks("service", vec![fake_task("web", json!({}))], policy);
+    let new_alloc = replacement_of(&old_alloc);
+    let new_id = new_alloc.id.clone();
+    let old = start(&harness, old_alloc);
+    wait_until(&old, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+    let new = start(&harness, new_alloc);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Agent restart while waiting: the restored runner waits again.
+    new.shutdown().await;
+    let restored = AllocRunner::restore(harness.deps.clone(), &new_id)
+        .unwrap()
+        .unwrap();
+    restored.run();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(harness.driver.log().starts.len(), 1);
+    old.stop().await;
+    wait_until(&restored, |runner| {
+        state_of(runner, "web").state == TASK_STATE_RUNNING
+    })
+    .await;
+
+    // Agent restart once its task runs: the restored runner re-attaches without waiting,
+    // though its previous allocation's runner is gone from this node.
+    restored.shutdown().await;
+    let mut still_running = (*old.alloc()).clone();
+    still_running.client_status = ALLOC_CLIENT_STATUS_RUNNING.into();
+    old.destroy().await.unwrap();
+    let servers = Arc::new(ScriptedServers::default());
+    lock(&servers.allocs).insert(still_running.id.clone(), still_running);
+    let mut deps = harness.deps.clone();
+    deps.upstream.remote = servers;
+    let again = AllocRunner::restore(deps, &new_id).unwrap().unwrap();
+    again.run();
+    wait_until(&again, |runner| {
+        runner.status().client_status == ALLOC_CLIENT_STATUS_RUNNING
+    })
+    .await;
+    assert_eq!(count(&state_of(&again, "web"), "Started"), 1);
+    assert_eq!(harness.driver.log().starts.len(), 2);
+    again.stop().await;
+}
+
+fn with_ephemeral_disk(mut alloc: Allocation, sticky: bool) -> Allocation {
+    let mut job = drover_structs::Job::clone(alloc.job.as_deref().unwrap());
+    job.task_groups[0].ephemeral_disk = Some(drover_structs::EphemeralDisk {
+        sticky,
+        size_mb: 10,
+        migrate: false,
+    });
+    alloc.job = Some(Arc::new(job));
+    alloc
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sticky_replacement_on_the_same_node_takes_the_previous_data_before_starting() {
+    for sticky in [true, false] {
+        let harness = harness();
+        let policy = restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail");
+        let old_alloc = with_ephemeral_disk(
+            alloc_with_tasks("service", vec![fake_task("web", json!({}))], policy),
+            sticky,
+        );
+        let new_alloc = replacement_of(&old_alloc);
+        let old = start(&harness, old_alloc);
+        wait_until(&old, |runner| {
+            state_of(runner, "web").state == TASK_STATE_RUNNING
+        })
+        .await;
+        let old_dirs = old.alloc_dir().clone();
+        std::fs::write(old_dirs.shared_data_dir.join("db"), "rows").unwrap();
+        let old_local = old_dirs.task_dir("web").unwrap().local_dir;
+        std::fs::write(old_local.join("cache"), "warm").unwrap();
+
+        let new = start(&harness, new_alloc);
+        old.stop().await;
+        wait_until(&new, |runner| {
+            state_of(runner, "web").state == TASK_STATE_RUNNING
+        })
+        .await;
+        let new_dirs = new.alloc_dir().clone();
+        let new_local = new_dirs.task_dir("web").unwrap().local_dir;
+        let data = std::fs::read_to_string(new_dirs.shared_data_dir.join("db")).ok();
+        let cache = std::fs::read_to_string(new_local.join("cache")).ok();
+        if sticky {
+            assert_eq!(data.as_deref(), Some("rows"));
+            assert_eq!(cache.as_deref(), Some("warm"));
+            assert!(
+                !old_dirs.shared_data_dir.join("db").exists(),
+                "moved, not copied"
+            );
+        } else {
+            assert_eq!((data, cache), (None, None));
+            assert!(old_dirs.shared_data_dir.join("db").exists());
+        }
+        new.stop().await;
+    }
 }

@@ -143,6 +143,12 @@ impl<S: ServerConn, F: AllocRunnerFactory> Client<S, F> {
             status: Arc::clone(&status),
             services: Arc::new(crate::services::ConnRegistrar::new(Arc::clone(&conn))),
             identities,
+            upstream: crate::allocrunner::upstream::UpstreamAllocs {
+                local: Arc::default(),
+                remote: Arc::new(crate::allocrunner::upstream::ConnAllocReader::new(
+                    Arc::clone(&conn),
+                )),
+            },
         };
         let client = Arc::new(Self {
             status,

@@ -74,6 +74,9 @@ pub struct RunnerContext {
     pub services: Arc<dyn crate::services::ServiceRegistrar>,
     /// Where task runners have their workload identities signed (the node's servers).
     pub identities: Arc<dyn crate::identity::IdentitySigner>,
+    /// The node's runners and its servers, where a replacement finds the allocation it
+    /// replaces.
+    pub upstream: crate::allocrunner::upstream::UpstreamAllocs,
 }
 
 /// Makes alloc runners: new ones for allocations the server placed here, and the ones found in

@@ -8,7 +8,7 @@ job "later" {
     max_client_disconnect  = "1h"
 
     ephemeral_disk {
-      sticky = true
+      migrate = true
     }
 
     network {
