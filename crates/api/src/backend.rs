@@ -159,7 +159,7 @@ pub trait StateReads: Send + Sync + 'static {
             .collect())
     }
 
-    /// The event stream from `from_index` (0: only new events), filtered.
+    /// The event stream from `from_index` (0: the newest batches still buffered, then new ones), filtered.
     fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription;
 
     /// Every service registration in `namespace` (`*`: every namespace).

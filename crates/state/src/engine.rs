@@ -682,7 +682,7 @@ impl<S: Clone + Send + Sync + 'static> Engine<S> {
         Ok(())
     }
 
-    /// Subscribes to the event stream from `from_index` (0: only new events).
+    /// Subscribes to the event stream from `from_index` (0: the newest batches still buffered, then new ones).
     pub fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
         self.events.subscribe(from_index, filter)
     }

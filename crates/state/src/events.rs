@@ -247,6 +247,11 @@ fn serialize_shared_events<S: serde::Serializer>(
     serializer.collect_seq(events.iter().map(|event| event.as_ref()))
 }
 
+/// How many of the newest batches (one per index) a subscription without an index replays:
+/// Nomad's broker keeps 100 batches (`event_buffer_size`) and such a subscription gets every
+/// one after the buffer's head.
+pub const REPLAYED_BATCHES: usize = 99;
+
 /// The bounded ring buffer of recent events.
 #[derive(Debug)]
 pub struct EventBuffer {
@@ -287,12 +292,15 @@ impl EventBuffer {
         *self.newest_index.borrow()
     }
 
-    /// A subscription delivering events with `Index >= from_index`; `from_index == 0` means only
-    /// events published from now on. An index older than the buffer starts at the oldest event.
+    /// A subscription delivering events with `Index >= from_index`. An index older than the
+    /// buffer starts at the oldest event. `from_index == 0` starts with the newest
+    /// [`REPLAYED_BATCHES`] batches the buffer holds, then follows, as Nomad's broker does for a
+    /// subscription without an index (it reads on from the head of its buffer of 100 batches).
     pub fn subscribe(self: &Arc<Self>, from_index: u64, filter: EventFilter) -> EventSubscription {
         let mut newest = self.newest_index.subscribe();
+        let newest_published = *newest.borrow_and_update();
         let next_index = if from_index == 0 {
-            *newest.borrow_and_update() + 1
+            self.replay_start().unwrap_or(newest_published + 1)
         } else {
             from_index
         };
@@ -303,6 +311,23 @@ impl EventBuffer {
             filter,
             missed_indexes: 0,
         }
+    }
+
+    /// The index of the oldest of the newest [`REPLAYED_BATCHES`] batches held, if any.
+    fn replay_start(&self) -> Option<u64> {
+        let buffer = self.lock();
+        let mut batches = 0;
+        let mut start = None;
+        for event in buffer.iter().rev() {
+            if start != Some(event.index) {
+                batches += 1;
+                if batches > REPLAYED_BATCHES {
+                    break;
+                }
+                start = Some(event.index);
+            }
+        }
+        start
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Arc<Event>>> {
@@ -415,6 +440,29 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_subscription_without_an_index_replays_only_the_newest_batches() {
+        let buffer = Arc::new(EventBuffer::new(10_000));
+        for index in 1..=150 {
+            buffer.publish(vec![job_event(index, "a"), alloc_event(index, "x", "a")]);
+        }
+        let mut without_index = buffer.subscribe(0, EventFilter::default());
+        let mut replayed = Vec::new();
+        while let Some(batch) = without_index.try_next_batch() {
+            replayed.push(batch.index);
+        }
+        let expected: Vec<u64> = (52..=150).collect();
+        assert_eq!(replayed.len(), REPLAYED_BATCHES);
+        assert_eq!(replayed, expected);
+        let empty = Arc::new(EventBuffer::new(10));
+        assert!(
+            empty
+                .subscribe(0, EventFilter::default())
+                .try_next_batch()
+                .is_none()
+        );
+    }
+
     #[tokio::test]
     async fn subscribers_replay_from_an_index_then_follow_new_events() {
         let buffer = Arc::new(EventBuffer::new(100));
@@ -431,9 +479,12 @@ mod tests {
         let first = from_start.try_next_batch().unwrap();
         assert_eq!((first.index, first.events.len()), (3, 2));
 
-        let mut only_new = buffer.subscribe(0, EventFilter::default());
-        assert!(only_new.try_next_batch().is_none());
-        let waiter = tokio::spawn(async move { only_new.next_batch().await });
+        // Without an index: what the buffer holds, then what comes.
+        let mut without_index = buffer.subscribe(0, EventFilter::default());
+        assert_eq!(without_index.try_next_batch().unwrap().index, 3);
+        assert_eq!(without_index.try_next_batch().unwrap().index, 5);
+        assert!(without_index.try_next_batch().is_none());
+        let waiter = tokio::spawn(async move { without_index.next_batch().await });
         tokio::task::yield_now().await;
         buffer.publish(vec![job_event(9, "c")]);
         let batch = waiter.await.unwrap().unwrap();

@@ -1015,7 +1015,7 @@ impl StateStore {
             .map_err(|error| StateError::Reload(format!("decoding shared events: {error}")))
     }
 
-    /// The event stream from `from_index` (0: only new events).
+    /// The event stream from `from_index` (0: the newest batches still buffered, then new ones).
     pub fn subscribe_events(&self, from_index: u64, filter: EventFilter) -> EventSubscription {
         self.engine.subscribe_events(from_index, filter)
     }
