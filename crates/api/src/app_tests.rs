@@ -1038,6 +1038,16 @@ async fn fs_endpoints_serve_inside_the_alloc_dir_and_refuse_escapes() {
     )
     .await;
     assert_eq!(body_text(readat).await, "ell");
+    // A negative limit reads to the end, as Nomad's: `nomad alloc fs -tail` asks for -1.
+    let to_end = send(
+        &router,
+        "GET",
+        "/v1/client/fs/readat/a1?path=alloc/logs/server.stdout.0&offset=2&limit=-1",
+        None,
+    )
+    .await;
+    assert_eq!(to_end.status(), 200);
+    assert_eq!(body_text(to_end).await, "llo\n");
     let no_name = send(&router, "GET", "/v1/client/fs/stat/a1", None).await;
     assert_eq!(body_text(no_name).await, "must provide a file name");
 

@@ -15,7 +15,7 @@ use drover_state::derive::same_job_spec;
 use drover_structs::job_diff::{DiffType, JobDiff, TaskDiff, TaskGroupDiff, diff_jobs};
 use drover_structs::{
     Allocation, DesiredTgUpdates, EVAL_STATUS_BLOCKED, EVAL_TRIGGER_JOB_REGISTER, Job,
-    JobPlanRequest, JobPlanResponse, Node, PlanAnnotations,
+    JobPlanRequest, JobPlanResponse, Node, PlanAnnotations, Timestamp,
 };
 use rand::Rng;
 
@@ -163,8 +163,22 @@ pub(crate) fn plan_job(
     }
     created_evals.extend(plan.follow_up_evals.iter().cloned());
 
+    // Nomad's: the next launch of an enabled periodic block, counted from now.
+    let next_periodic_launch = match submitted.periodic.as_ref() {
+        Some(periodic) if periodic.enabled => {
+            let schedule = drover_jobspec::cron::CronSchedule::of(periodic).map_err(|error| {
+                ServerError::BadRequest(format!("Failed to parse cron expression: {error}"))
+            })?;
+            schedule
+                .next_after(server.clock.now_unix_ns())
+                .map(|next| Timestamp::from_unix_nanos(next.saturating_mul(1_000_000_000)))
+        }
+        _ => None,
+    };
+
     Ok(JobPlanResponse {
         annotations: Some(annotations),
+        next_periodic_launch,
         failed_tg_allocs: (!plan.failed_tg_allocs.is_empty())
             .then(|| plan.failed_tg_allocs.clone()),
         job_modify_index,

@@ -21,8 +21,8 @@ use std::sync::Arc;
 use drover_structs::{
     ALLOC_CLIENT_STATUS_LOST, ALLOC_CLIENT_STATUS_PENDING, ALLOC_CLIENT_STATUS_UNKNOWN, Allocation,
     DEFAULT_NAMESPACE, EVAL_STATUS_PENDING, Evaluation, Job, JobSummary, NODE_STATUS_DOWN,
-    NODE_STATUS_READY, Node, PeriodicLaunch, ServiceRegistration, Timestamp, VariableEncrypted,
-    WrappedRootKey,
+    NODE_STATUS_READY, Node, NodeEvent, PeriodicLaunch, ServiceRegistration, Timestamp,
+    VariableEncrypted, WrappedRootKey,
 };
 
 use crate::derive::{
@@ -40,6 +40,22 @@ use crate::tables::{
     AllocJobRef, JOB_TRACKED_VERSIONS, JobKey, ServiceKey, StateSnapshot, StateTables, pairs_under,
     triples_under,
 };
+
+/// The event a node's first registration leaves (Nomad's `NodeRegisterEventRegistered`).
+pub const NODE_EVENT_REGISTERED: &str = "Node registered";
+/// The event a node registering again after it was `down` leaves.
+pub const NODE_EVENT_REREGISTERED: &str = "Node re-registered";
+
+/// A "Cluster" node event stamped with the node's status time (whole seconds), as Nomad's
+/// state store writes the registration ones.
+fn registration_event(message: &str, status_updated_at_secs: i64) -> NodeEvent {
+    NodeEvent {
+        message: message.to_owned(),
+        subsystem: "Cluster".to_owned(),
+        timestamp: Timestamp::from_unix_nanos(status_updated_at_secs.saturating_mul(1_000_000_000)),
+        ..NodeEvent::default()
+    }
+}
 
 /// The outcome of [`StateStore::upsert_job`].
 #[derive(Debug, Clone)]
@@ -1389,10 +1405,21 @@ impl StateStore {
                         } else {
                             node.status_updated_at = now_unix_ns / 1_000_000_000;
                         }
+                        // Back from `down`: Nomad's state store records the return.
+                        if existing.status == NODE_STATUS_DOWN && node.status != NODE_STATUS_DOWN {
+                            let event =
+                                registration_event(NODE_EVENT_REREGISTERED, node.status_updated_at);
+                            node.append_event(event, index);
+                        }
                     }
                     None => {
                         node.create_index = index;
                         node.status_updated_at = now_unix_ns / 1_000_000_000;
+                        // The first registration is the node's first event, as Nomad's.
+                        node.events = Vec::new();
+                        let event =
+                            registration_event(NODE_EVENT_REGISTERED, node.status_updated_at);
+                        node.append_event(event, index);
                     }
                 }
                 node.modify_index = index;

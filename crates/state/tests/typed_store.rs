@@ -648,6 +648,54 @@ async fn a_re_registered_node_keeps_what_the_server_decided() {
 }
 
 #[tokio::test]
+async fn a_node_registration_is_its_first_event_and_a_return_from_down_another() {
+    let store = StateStore::in_memory().await.unwrap();
+    let index = store.upsert_node(node("n1"), NOW).await.unwrap();
+    let stored = store.node("n1").unwrap();
+    let events: Vec<(&str, &str, u64)> = stored
+        .events
+        .iter()
+        .map(|event| {
+            (
+                event.subsystem.as_str(),
+                event.message.as_str(),
+                event.create_index,
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [("Cluster", drover_state::NODE_EVENT_REGISTERED, index)]
+    );
+    assert_eq!(
+        stored.events[0].timestamp.unix_nanos(),
+        Some(NOW / 1_000_000_000 * 1_000_000_000)
+    );
+    // Registering again while ready adds nothing; after `down` it is a re-registration.
+    store.upsert_node(node("n1"), NOW + 1).await.unwrap();
+    assert_eq!(store.node("n1").unwrap().events.len(), 1);
+    store
+        .update_node_status("n1", "down", NOW + 2)
+        .await
+        .unwrap();
+    store.upsert_node(node("n1"), NOW + 3).await.unwrap();
+    let messages: Vec<String> = store
+        .node("n1")
+        .unwrap()
+        .events
+        .iter()
+        .map(|event| event.message.clone())
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            drover_state::NODE_EVENT_REGISTERED,
+            drover_state::NODE_EVENT_REREGISTERED
+        ]
+    );
+}
+
+#[tokio::test]
 async fn a_job_and_its_eval_are_registered_in_one_write() {
     let store = StateStore::in_memory().await.unwrap();
     let (registration, eval_index) = store
@@ -885,26 +933,37 @@ async fn a_driver_whose_health_changed_on_registration_leaves_a_driver_event() {
         );
         node
     };
+    // The node's "Driver" events (its first event is its registration).
+    let driver_events = |store: &StateStore| -> Vec<drover_structs::NodeEvent> {
+        store
+            .node("node-a")
+            .unwrap()
+            .events
+            .iter()
+            .filter(|event| event.subsystem == "Driver")
+            .cloned()
+            .collect()
+    };
     // First registration: no event for a driver the node did not have before (Nomad's rule).
     store
         .upsert_node(with_docker(true, "Healthy"), NOW)
         .await
         .unwrap();
-    assert!(store.node("node-a").unwrap().events.is_empty());
+    assert!(driver_events(&store).is_empty());
     // The same health again: nothing.
     store
         .upsert_node(with_docker(true, "Healthy"), NOW)
         .await
         .unwrap();
-    assert!(store.node("node-a").unwrap().events.is_empty());
+    assert!(driver_events(&store).is_empty());
     // Unhealthy: one event with the new description and the driver's name.
     let index = store
         .upsert_node(with_docker(false, "Docker is unavailable"), NOW + 1)
         .await
         .unwrap();
-    let node = store.node("node-a").unwrap();
-    assert_eq!(node.events.len(), 1, "{:?}", node.events);
-    let event = &node.events[0];
+    let events = driver_events(&store);
+    assert_eq!(events.len(), 1, "{events:?}");
+    let event = &events[0];
     assert_eq!(event.subsystem, "Driver");
     assert_eq!(event.message, "Docker is unavailable");
     assert_eq!(
@@ -927,6 +986,7 @@ async fn a_driver_whose_health_changed_on_registration_leaves_a_driver_event() {
     }
     let node = store.node("node-a").unwrap();
     assert_eq!(node.events.len(), 10);
+    assert_eq!(driver_events(&store).len(), 10, "the registration aged out");
     assert_eq!(node.events.last().unwrap().message, "Docker is unavailable");
 }
 

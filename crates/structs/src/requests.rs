@@ -179,8 +179,7 @@ wire_struct! {
 wire_struct! {
     /// The answer to `POST /v1/job/:id/plan`: what registering the job would do, nothing
     /// committed. `JobModifyIndex` is the stored job's (0 for a new job), the index `job run
-    /// -check-index` expects. drover launches no periodic jobs, so the answer has no
-    /// `NextPeriodicLaunch`.
+    /// -check-index` expects.
     pub struct JobPlanResponse {
         pub annotations: Option<PlanAnnotations>,
         #[serde(rename = "FailedTGAllocs")]
@@ -188,6 +187,9 @@ wire_struct! {
         pub job_modify_index: u64,
         pub created_evals: Option<Vec<crate::eval::Evaluation>>,
         pub diff: Option<crate::job_diff::JobDiff>,
+        /// When an enabled periodic job submitted now would launch next (`null` for any
+        /// other job, as Nomad's recorded answers): `nomad job plan` prints it.
+        pub next_periodic_launch: Option<crate::time::Timestamp>,
         pub warnings: String,
         pub index: u64,
     }

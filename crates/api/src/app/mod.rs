@@ -915,7 +915,9 @@ async fn handle<B: ApiBackend>(
             let alloc_dir = backend.alloc_dir(&alloc_id)?;
             let path = params.get("path").unwrap_or("").to_string();
             let offset = params.u64("offset", 0)?;
-            let limit = params.u64("limit", 0)?;
+            // Signed, as Nomad parses it: zero or below reads to the end (the CLI's
+            // `alloc fs -tail` asks for `limit=-1`).
+            let limit = u64::try_from(params.i64("limit", 0)?).unwrap_or(0);
             let range =
                 run_blocking(move || crate::fs::read_at(&alloc_dir, &path, offset, Some(limit)))
                     .await?;

@@ -127,8 +127,14 @@ impl TaskLifecycle {
                 to,
             });
         }
-        self.phase = to;
-        let new_state = to.nomad_state();
+        let from = std::mem::replace(&mut self.phase, to);
+        // A start that failed never ran: Nomad's task stays pending, with no `StartedAt`,
+        // until the restart decision (`nomad alloc status` shows "Started At = N/A").
+        let new_state = if (from, to) == (TaskPhase::Starting, TaskPhase::Exited) {
+            TASK_STATE_PENDING
+        } else {
+            to.nomad_state()
+        };
         if new_state != self.task_state.state {
             if new_state == TASK_STATE_RUNNING {
                 self.task_state.started_at = Timestamp::from_unix_nanos(now_unix_nanos);
@@ -200,6 +206,22 @@ mod tests {
         assert_eq!(
             lifecycle.task_state.finished_at,
             Timestamp::from_unix_nanos(4)
+        );
+    }
+
+    #[test]
+    fn a_failed_start_never_ran() {
+        let mut lifecycle = TaskLifecycle::new(10);
+        assert!(lifecycle.move_to(TaskPhase::Starting, 1).is_ok());
+        assert!(lifecycle.move_to(TaskPhase::Exited, 2).is_ok());
+        assert_eq!(lifecycle.task_state.state, "pending");
+        assert_eq!(lifecycle.task_state.started_at, Timestamp::ZERO);
+        assert!(lifecycle.move_to(TaskPhase::Dead, 3).is_ok());
+        assert_eq!(lifecycle.task_state.state, "dead");
+        assert_eq!(lifecycle.task_state.started_at, Timestamp::ZERO);
+        assert_eq!(
+            lifecycle.task_state.finished_at,
+            Timestamp::from_unix_nanos(3)
         );
     }
 
