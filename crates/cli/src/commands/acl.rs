@@ -53,12 +53,8 @@ pub enum RoleCommand {
 pub struct RoleWriteArgs {
     #[command(flatten)]
     pub api: ApiFlags,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Format the role with a Go template.
-    #[arg(short = 't', value_name = "TEMPLATE")]
-    pub template: Option<String>,
+    #[command(flatten)]
+    pub output: OutputFlags,
     /// The role's name.
     #[arg(long)]
     pub name: Option<String>,
@@ -85,12 +81,8 @@ pub struct RoleUpdateArgs {
 pub struct RoleInfoArgs {
     #[command(flatten)]
     pub api: ApiFlags,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Format the role with a Go template.
-    #[arg(short = 't', value_name = "TEMPLATE")]
-    pub template: Option<String>,
+    #[command(flatten)]
+    pub output: OutputFlags,
     /// Look the role up by name instead of ID.
     #[arg(long)]
     pub by_name: bool,
@@ -108,12 +100,8 @@ pub struct RoleIdArgs {
 pub struct BootstrapArgs {
     #[command(flatten)]
     pub api: ApiFlags,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Format the token with a Go template.
-    #[arg(short = 't', value_name = "TEMPLATE")]
-    pub template: Option<String>,
+    #[command(flatten)]
+    pub output: OutputFlags,
     /// A file holding the bootstrap secret to use (a UUID).
     pub secret_file: Option<String>,
 }
@@ -155,17 +143,24 @@ pub struct JsonArgs {
     pub json: bool,
 }
 
-/// `-json` and `-t`, as Nomad's list and self commands take them.
+/// `-json` and `-t`, as Nomad's commands that print an answer take them.
 #[derive(Debug, Args)]
-pub struct FormatArgs {
-    #[command(flatten)]
-    pub api: ApiFlags,
+pub struct OutputFlags {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
     /// Format the answer with a Go template.
     #[arg(short = 't', value_name = "TEMPLATE")]
     pub template: Option<String>,
+}
+
+/// `-json` and `-t` alone, as Nomad's list and self commands take them.
+#[derive(Debug, Args)]
+pub struct FormatArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    #[command(flatten)]
+    pub output: OutputFlags,
 }
 
 /// One name or accessor ID, and `-json`.
@@ -208,12 +203,8 @@ pub enum TokenCommand {
 pub struct TokenWriteArgs {
     #[command(flatten)]
     pub api: ApiFlags,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Format the token with a Go template.
-    #[arg(short = 't', value_name = "TEMPLATE")]
-    pub template: Option<String>,
+    #[command(flatten)]
+    pub output: OutputFlags,
     /// The token's name.
     #[arg(long)]
     pub name: Option<String>,
@@ -394,7 +385,12 @@ async fn bootstrap(arguments: BootstrapArgs, io: &mut Io<'_>) -> Result<(), Stri
     )
     .await?;
     let token: AclToken = decode(answer)?;
-    say_token(io, arguments.json, arguments.template.as_deref(), &token)
+    say_token(
+        io,
+        arguments.output.json,
+        arguments.output.template.as_deref(),
+        &token,
+    )
 }
 
 fn policy_path(name: &str) -> String {
@@ -442,7 +438,12 @@ async fn policy(command: PolicyCommand, io: &mut Io<'_>) -> Result<(), String> {
             )
             .await?;
             let policies: Vec<AclPolicyListStub> = decode(answer)?;
-            if say_formatted(io, arguments.json, arguments.template.as_deref(), &policies)? {
+            if say_formatted(
+                io,
+                arguments.output.json,
+                arguments.output.template.as_deref(),
+                &policies,
+            )? {
                 return Ok(());
             }
             if policies.is_empty() {
@@ -523,7 +524,12 @@ async fn policy_self(arguments: FormatArgs, io: &mut Io<'_>) -> Result<(), Strin
     let policies: Vec<AclPolicyListStub> = decode(answer)?;
     if policies.is_empty() {
         io.say("No policies found.");
-    } else if !say_formatted(io, arguments.json, arguments.template.as_deref(), &policies)? {
+    } else if !say_formatted(
+        io,
+        arguments.output.json,
+        arguments.output.template.as_deref(),
+        &policies,
+    )? {
         let specified = |value: &str| {
             if value.is_empty() {
                 "<not specified>".to_owned()
@@ -654,7 +660,12 @@ async fn role(command: RoleCommand, io: &mut Io<'_>) -> Result<(), String> {
             )
             .await?;
             let role: AclRole = decode(answer)?;
-            say_role(io, arguments.json, arguments.template.as_deref(), &role)?;
+            say_role(
+                io,
+                arguments.output.json,
+                arguments.output.template.as_deref(),
+                &role,
+            )?;
         }
         RoleCommand::List(arguments) => {
             let answer = call(
@@ -666,7 +677,12 @@ async fn role(command: RoleCommand, io: &mut Io<'_>) -> Result<(), String> {
             )
             .await?;
             let roles: Vec<AclRoleListStub> = decode(answer)?;
-            if say_formatted(io, arguments.json, arguments.template.as_deref(), &roles)? {
+            if say_formatted(
+                io,
+                arguments.output.json,
+                arguments.output.template.as_deref(),
+                &roles,
+            )? {
                 return Ok(());
             }
             if roles.is_empty() {
@@ -699,7 +715,12 @@ async fn role(command: RoleCommand, io: &mut Io<'_>) -> Result<(), String> {
             };
             let answer = call(&arguments.api, "reading ACL role", "GET", &path, None).await?;
             let role: AclRole = decode(answer)?;
-            say_role(io, arguments.json, arguments.template.as_deref(), &role)?;
+            say_role(
+                io,
+                arguments.output.json,
+                arguments.output.template.as_deref(),
+                &role,
+            )?;
         }
         RoleCommand::Update(arguments) => {
             let write = &arguments.write;
@@ -759,7 +780,12 @@ async fn role(command: RoleCommand, io: &mut Io<'_>) -> Result<(), String> {
             )
             .await?;
             let role: AclRole = decode(answer)?;
-            say_role(io, write.json, write.template.as_deref(), &role)?;
+            say_role(
+                io,
+                write.output.json,
+                write.output.template.as_deref(),
+                &role,
+            )?;
         }
         RoleCommand::Delete(arguments) => {
             call(
@@ -807,7 +833,12 @@ async fn token(command: TokenCommand, io: &mut Io<'_>) -> Result<(), String> {
             )
             .await?;
             let token: AclToken = decode(answer)?;
-            say_token(io, arguments.json, arguments.template.as_deref(), &token)?;
+            say_token(
+                io,
+                arguments.output.json,
+                arguments.output.template.as_deref(),
+                &token,
+            )?;
         }
         TokenCommand::List(arguments) => {
             let answer = call(
@@ -819,7 +850,12 @@ async fn token(command: TokenCommand, io: &mut Io<'_>) -> Result<(), String> {
             )
             .await?;
             let tokens: Vec<AclTokenListStub> = decode(answer)?;
-            if say_formatted(io, arguments.json, arguments.template.as_deref(), &tokens)? {
+            if say_formatted(
+                io,
+                arguments.output.json,
+                arguments.output.template.as_deref(),
+                &tokens,
+            )? {
                 return Ok(());
             }
             if tokens.is_empty() {

@@ -128,18 +128,6 @@ pub fn normalize_signal(signal: &str) -> Result<String, AllocRunnerError> {
     }
 }
 
-/// An error with its sources, `: `-separated.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 /// What every alloc runner of a client shares.
 #[derive(Debug, Clone)]
 pub struct AllocRunnerDeps {
@@ -481,7 +469,7 @@ impl AllocRunner {
                 tracing::debug!(alloc_id = %self.inner.alloc_id, previous_alloc = %previous.alloc_id(), ?moved, "moved the previous allocation's data");
                 return;
             }
-            Ok(Err(error)) => error_chain(&error),
+            Ok(Err(error)) => crate::error_text::error_chain(&error),
             Err(join_error) => join_error.to_string(),
         };
         tracing::warn!(alloc_id = %self.inner.alloc_id, previous_alloc = %previous.alloc_id(), error = %failure, "failed to move the previous allocation's data");

@@ -75,9 +75,11 @@ impl<S: ServerConn> AllocReader for ConnAllocReader<S> {
 
 /// A reader for runners that have no servers (the crate's own tests): it knows no allocation,
 /// so nothing waits on a previous allocation that is not on this node.
+#[cfg(any(test, feature = "testing"))]
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoServersReader;
 
+#[cfg(any(test, feature = "testing"))]
 impl AllocReader for NoServersReader {
     fn read_alloc<'a>(&'a self, _alloc_id: &'a str) -> ReadAllocFuture<'a> {
         Box::pin(async { Ok(None) })
@@ -122,6 +124,8 @@ pub struct UpstreamAllocs {
     pub remote: Arc<dyn AllocReader>,
 }
 
+/// A node of its own with no servers (tests).
+#[cfg(any(test, feature = "testing"))]
 impl Default for UpstreamAllocs {
     fn default() -> Self {
         UpstreamAllocs {
