@@ -14,7 +14,12 @@
 //! half a second before the TTL has passed since its last renewal was sent
 //! ([`step_down_after`]), before etcd can let the lease lapse and another server take
 //! `P leader`; it leads again, in a new term, if a later renewal shows the lease still alive and
-//! `P leader` still its own. Followers watch `P leader` and campaign the moment it is gone, so a
+//! `P leader` still its own. A session ends when etcd says it no longer knows the lease (a
+//! keep-alive answered with a TTL of 0, a keep-alive stream or a campaign refused with "lease
+//! not found": it lapsed while the server was cut off, or was revoked); the server, stepped
+//! down by then, opens a new session with a new lease and campaigns again. A broken keep-alive
+//! stream is opened again, through the same member, and a member that fails is left for the
+//! others: neither ends the session. Followers watch `P leader` and campaign the moment it is gone, so a
 //! dead leader is replaced about a TTL after its last renewal. The decisions are
 //! [`SessionClock`]'s, on instants handed in, and the watchdog's, on tokio's clock, so they are
 //! tested without waiting.
@@ -359,12 +364,25 @@ impl EtcdKv {
                     .ok()
                     .map(|(_, stream)| stream);
             }
-            if let Ok(found) = self.read_or_take_leader(candidate, lease, attempt).await {
-                let (leader, ours) = match found {
-                    Some((record, holder)) => (Some(record), holder == lease),
-                    None => (None, false),
-                };
-                seat.settle(leader, ours, Instant::now());
+            match self.read_or_take_leader(candidate, lease, attempt).await {
+                Ok(found) => {
+                    let (leader, ours) = match found {
+                        Some((record, holder)) => (Some(record), holder == lease),
+                        None => (None, false),
+                    };
+                    seat.settle(leader, ours, Instant::now());
+                }
+                Err(Campaign::LeaseGone) => {
+                    tracing::error!(
+                        "etcd no longer knows this server's session lease; it stops leading \
+                         and opens a new session"
+                    );
+                    return Ok(());
+                }
+                // etcd did not answer: the keep-alives and the watchdog decide.
+                Err(Campaign::Failed(error)) => {
+                    tracing::debug!(%error, "reading or taking the leadership failed");
+                }
             }
             tokio::select! {
                 () = tokio::time::sleep(candidate.poll) => {}
@@ -387,7 +405,7 @@ impl EtcdKv {
         candidate: &Candidate,
         lease: i64,
         attempt: Duration,
-    ) -> Result<Option<(Vec<u8>, i64)>, KvError> {
+    ) -> Result<Option<(Vec<u8>, i64)>, Campaign> {
         let leader_key = self.leader_key();
         let endpoints = self.endpoints();
         let (_, current) = endpoints
@@ -395,7 +413,8 @@ impl EtcdKv {
                 let key = leader_key.clone();
                 async move { client.get(key, None).await }
             })
-            .await?;
+            .await
+            .map_err(Campaign::Failed)?;
         if let Some(pair) = current.kvs().first() {
             return Ok(Some((pair.value().to_vec(), pair.lease())));
         }
@@ -411,12 +430,29 @@ impl EtcdKv {
                 Some(PutOptions::new().with_lease(lease)),
             )])
             .or_else(vec![TxnOp::get(leader_key.clone(), None)]);
-        let (_, response) = endpoints
+        // etcd refuses a put under a lease it no longer knows: the session is over, however
+        // the keep-alives fare.
+        let gone = std::sync::atomic::AtomicBool::new(false);
+        let taken = endpoints
             .call_on("campaign", attempt, attempt, |mut client| {
                 let take = take.clone();
-                async move { client.txn(take).await }
+                let gone = &gone;
+                async move {
+                    let answer = client.txn(take).await;
+                    if matches!(&answer, Err(error) if lease_is_gone(error)) {
+                        gone.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    answer
+                }
             })
-            .await?;
+            .await;
+        let response = match taken {
+            Ok((_, response)) => response,
+            Err(_) if gone.load(std::sync::atomic::Ordering::Relaxed) => {
+                return Err(Campaign::LeaseGone);
+            }
+            Err(error) => return Err(Campaign::Failed(error)),
+        };
         if response.succeeded() {
             return Ok(Some((candidate.record.clone(), lease)));
         }
@@ -428,6 +464,29 @@ impl EtcdKv {
                 _ => None,
             })
             .map(|pair| (pair.value().to_vec(), pair.lease())))
+    }
+}
+
+/// Why a campaign step found nothing.
+enum Campaign {
+    /// etcd no longer knows the session's lease (it lapsed or was revoked): only a new session
+    /// can campaign.
+    LeaseGone,
+    /// etcd did not answer, or refused for another reason: try again on the next poll.
+    Failed(KvError),
+}
+
+/// Whether `error` says etcd no longer knows the lease named in the request: it lapsed or was
+/// revoked. etcd refuses a request under such a lease with `NotFound` ("requested lease not
+/// found"); etcd-client opening a keep-alive stream for one answers its own "lease not found"
+/// (where an open stream answers a TTL of 0).
+fn lease_is_gone(error: &etcd_client::Error) -> bool {
+    match error {
+        etcd_client::Error::LeaseKeepAliveError(message) => message == "lease not found",
+        etcd_client::Error::GRpcStatus(status) => {
+            status.code() == tonic::Code::NotFound && status.message().contains("lease not found")
+        }
+        _ => false,
     }
 }
 
@@ -597,7 +656,16 @@ async fn renew_through(
                 schedule.renewed(sent);
                 seat.renewed(sent);
             }
+            // An open stream answers a TTL of 0 for a lease etcd no longer knows; opening one
+            // for it fails with "lease not found" (a server cut off for longer than its TTL
+            // learns it that way once the link is back). Either way the session is over: the
+            // campaign opens a new one.
             Ok(Ok(Some(_))) => {
+                let _ = lapsed.send(true);
+                return;
+            }
+            Ok(Err(error)) if lease_is_gone(&error) => {
+                tracing::warn!(member = %endpoints.url(member), %error, "etcd no longer knows this server's session lease");
                 let _ = lapsed.send(true);
                 return;
             }
