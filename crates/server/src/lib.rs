@@ -438,17 +438,15 @@ impl Server {
         };
         let warnings = drover_jobspec::support::warnings_text(&warnings);
         let now = self.inner.clock.now_unix_ns();
-        let registration = self
-            .inner
-            .state
-            .upsert_job_with_submission(job, submission, now)
-            .await?;
-        let job = registration.job;
-
         // Periodic and parameterized jobs are templates: they are launched by the periodic
         // dispatcher and by dispatch, never scheduled themselves.
-        self.inner.periodic.add(job.clone(), now);
         if job.is_periodic() || job.is_parameterized() {
+            let registration = self
+                .inner
+                .state
+                .upsert_job_with_submission(job, submission, now)
+                .await?;
+            self.inner.periodic.add(registration.job.clone(), now);
             let index = self.inner.state.latest_index();
             return Ok(JobRegisterResponse {
                 job_modify_index: registration.job_modify_index,
@@ -458,17 +456,24 @@ impl Server {
             });
         }
 
-        let mut eval = self.inner.new_eval(
-            &job,
-            EVAL_TRIGGER_JOB_REGISTER,
-            registration.job_modify_index,
-        );
+        // The job version and its evaluation commit in one write (Nomad's job register is one
+        // Raft entry): a leader that dies after it leaves an evaluation a new leader
+        // schedules, never a job that no evaluation will place. The store names the version
+        // in the evaluation.
+        let mut eval = self.inner.new_eval(&job, EVAL_TRIGGER_JOB_REGISTER, 0);
         // Nomad's `EvalPriority`: the evaluation's priority instead of the job's.
         if request.eval_priority > 0 {
             eval.priority = request.eval_priority;
         }
         let eval_id = eval.id.clone();
-        let index = self.inner.store_and_enqueue(vec![eval]).await?;
+        let (registration, index) = self
+            .inner
+            .state
+            .upsert_job_with_submission_and_evals(job, submission, vec![eval], now)
+            .await?;
+        let job = registration.job;
+        self.inner.periodic.add(job.clone(), now);
+        self.inner.enqueue_stored(std::slice::from_ref(&eval_id));
         tracing::debug!(
             namespace = job.namespace,
             job_id = job.id,
@@ -520,23 +525,44 @@ impl Server {
             return Ok(JobDeregisterResponse::default());
         };
         let now = self.inner.clock.now_unix_ns();
+        // The stop (or purge), its evaluation and the cancellation of the job's blocked
+        // evaluation commit in one write: a leader that dies after it leaves an evaluation
+        // that stops the allocations, never a stopped job whose allocations run on. A
+        // periodic or parameterized job places nothing itself: no evaluation, as Nomad.
+        let launchable = !(existing.is_periodic() || existing.is_parameterized());
+        let mut evals = Vec::new();
+        let mut eval_id = String::new();
+        if launchable {
+            // The store names the stop's (or purge's) index in it.
+            let mut eval = self
+                .inner
+                .new_eval(&existing, EVAL_TRIGGER_JOB_DEREGISTER, 0);
+            if eval_priority > 0 {
+                eval.priority = eval_priority;
+            }
+            eval_id.clone_from(&eval.id);
+            evals.push(eval);
+        }
+        if let Some(blocked) = self.inner.blocked.untrack(namespace, job_id) {
+            evals.push(superseded(blocked));
+        }
         let job_modify_index = if purge {
-            self.inner.state.delete_job(namespace, job_id).await?
+            self.inner
+                .state
+                .delete_job_with_evals(namespace, job_id, evals, now)
+                .await?
         } else {
             let mut stopped = Job::clone(&existing);
             stopped.stop = true;
             self.inner
                 .state
-                .upsert_job(stopped, now)
+                .upsert_job_with_evals(stopped, evals, now)
                 .await?
+                .0
                 .job_modify_index
         };
         self.inner.periodic.remove(namespace, job_id);
-        if let Some(blocked) = self.inner.blocked.untrack(namespace, job_id) {
-            self.inner.cancel_superseded(vec![blocked]).await;
-        }
-        // A periodic or parameterized job places nothing itself: no evaluation, as Nomad.
-        if existing.is_periodic() || existing.is_parameterized() {
+        if !launchable {
             return Ok(JobDeregisterResponse {
                 eval_create_index: job_modify_index,
                 job_modify_index,
@@ -544,14 +570,12 @@ impl Server {
                 ..JobDeregisterResponse::default()
             });
         }
-        let mut eval =
-            self.inner
-                .new_eval(&existing, EVAL_TRIGGER_JOB_DEREGISTER, job_modify_index);
-        if eval_priority > 0 {
-            eval.priority = eval_priority;
-        }
-        let eval_id = eval.id.clone();
-        let index = self.inner.store_and_enqueue(vec![eval]).await?;
+        self.inner.enqueue_stored(std::slice::from_ref(&eval_id));
+        let index = self
+            .inner
+            .state
+            .eval(&eval_id)
+            .map_or(job_modify_index, |eval| eval.create_index);
         Ok(JobDeregisterResponse {
             eval_id,
             eval_create_index: index,
@@ -721,14 +745,23 @@ impl Server {
             .is_some_and(|previous| offers_differ(previous, &node));
         node.status = NODE_STATUS_READY.to_owned();
         let now = self.inner.clock.now_unix_ns();
-        self.inner.state.upsert_node(node.clone(), now).await?;
+        // A node turning ready and its evaluations commit in one write.
+        let turns_ready = previous_status.as_deref() != Some(NODE_STATUS_READY);
+        let evals = if turns_ready {
+            self.inner.node_evals(&node.id)
+        } else {
+            Vec::new()
+        };
+        let eval_ids = eval_ids(&evals);
+        self.inner
+            .state
+            .upsert_node_with_evals(node.clone(), evals, now)
+            .await?;
         let ttl = self.inner.heartbeats.reset(&node.id);
-        if previous_status.as_deref() != Some(NODE_STATUS_READY) {
-            self.inner.capacity_changed().await;
-            self.inner.create_node_evals(&node.id).await?;
-        } else if offers_changed {
+        if turns_ready || offers_changed {
             self.inner.capacity_changed().await;
         }
+        self.inner.enqueue_stored(&eval_ids);
         Ok(ttl)
     }
 
@@ -762,14 +795,17 @@ impl Server {
             _ => NODE_STATUS_READY,
         };
         let now = self.inner.clock.now_unix_ns();
+        // The status and the node's evaluations commit in one write.
+        let evals = self.inner.node_evals(node_id);
+        let eval_ids = eval_ids(&evals);
         self.inner
             .state
-            .update_node_status(node_id, next, now)
+            .update_node_status_with_evals(node_id, next, evals, now)
             .await?;
         if next == NODE_STATUS_READY {
             self.inner.capacity_changed().await;
         }
-        self.inner.create_node_evals(node_id).await?;
+        self.inner.enqueue_stored(&eval_ids);
         Ok(ttl)
     }
 
@@ -848,75 +884,100 @@ impl Server {
                 node.status
             )));
         }
-        let before: BTreeMap<String, (bool, String)> = updates
-            .iter()
-            .filter_map(|update| self.inner.state.alloc(&update.id))
-            .map(|alloc| {
-                (
-                    alloc.id.clone(),
-                    (alloc.terminal_status(), alloc.client_status.clone()),
-                )
-            })
-            .collect();
         let now = self.inner.clock.now_unix_ns();
+        // The updates and the evaluations they call for commit in one write (Nomad's
+        // `Node.UpdateAlloc`): a leader that dies after it leaves a failed allocation with the
+        // evaluation that replaces it, never without. The evaluations are decided inside the
+        // write, on the allocations as the write changed them.
+        let made = Arc::new(std::sync::Mutex::new((false, Vec::<String>::new())));
+        let inner = Arc::clone(&self.inner);
+        let record = Arc::clone(&made);
         let outcome = self
             .inner
             .state
-            .update_allocs_from_client(updates, now)
+            .update_allocs_from_client_with_evals(updates, now, move |changes| {
+                let (freed_capacity, evals) = client_update_evals(&inner, changes);
+                let mut made = record
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                made.0 |= freed_capacity;
+                made.1.extend(eval_ids(&evals));
+                evals
+            })
             .await?;
-
-        let mut freed_capacity = false;
-        let mut failed_jobs = BTreeSet::new();
-        let mut reconnected_jobs = BTreeSet::new();
-        for (alloc_id, (was_terminal, previous_status)) in before {
-            let Some(alloc) = self.inner.state.alloc(&alloc_id) else {
-                continue;
-            };
-            if previous_status == ALLOC_CLIENT_STATUS_UNKNOWN {
-                reconnected_jobs.insert((alloc.namespace.clone(), alloc.job_id.clone()));
-            }
-            if alloc.terminal_status() && !was_terminal {
-                freed_capacity = true;
-            }
-            if alloc.client_status == ALLOC_CLIENT_STATUS_FAILED
-                && previous_status != ALLOC_CLIENT_STATUS_FAILED
-                && alloc.desired_status == drover_structs::ALLOC_DESIRED_STATUS_RUN
-            {
-                failed_jobs.insert((alloc.namespace.clone(), alloc.job_id.clone()));
-            }
-        }
-        let mut evals = Vec::new();
-        // An allocation its client reports again after it was `unknown` is settled against
-        // its replacements by a `reconnect` evaluation.
-        for (namespace, job_id) in &reconnected_jobs {
-            if let Some(job) = self.inner.state.job(namespace, job_id) {
-                evals.push(self.inner.new_eval(
-                    &job,
-                    drover_structs::EVAL_TRIGGER_RECONNECT,
-                    job.job_modify_index,
-                ));
-            }
-        }
-        failed_jobs.retain(|key| !reconnected_jobs.contains(key));
-        for (namespace, job_id) in failed_jobs {
-            if let Some(job) = self.inner.state.job(&namespace, &job_id)
-                && !job.stop
-            {
-                evals.push(self.inner.new_eval(
-                    &job,
-                    EVAL_TRIGGER_ALLOC_FAILURE,
-                    job.job_modify_index,
-                ));
-            }
-        }
-        if !evals.is_empty() {
-            self.inner.store_and_enqueue(evals).await?;
-        }
+        let (freed_capacity, eval_ids) = std::mem::take(
+            &mut *made
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        self.inner.enqueue_stored(&eval_ids);
         if freed_capacity {
             self.inner.capacity_changed().await;
         }
         Ok(outcome.index)
     }
+}
+
+/// What client updates call for, decided on the allocations as the update's write changed
+/// them: whether capacity was freed (an allocation turned terminal), and a `reconnect`
+/// evaluation for each job with an allocation reported again after it was `unknown`, or
+/// else an `alloc-failure` one for each live job with an allocation that should run and
+/// failed.
+fn client_update_evals(
+    inner: &ServerInner,
+    changes: &[drover_state::ClientAllocChange],
+) -> (bool, Vec<Evaluation>) {
+    let mut freed_capacity = false;
+    let mut failed_jobs = BTreeMap::new();
+    let mut reconnected_jobs = BTreeMap::new();
+    for change in changes {
+        let (before, alloc) = (&change.before, &change.after);
+        let Some(job) = &change.job else {
+            freed_capacity |= alloc.terminal_status() && !before.terminal_status();
+            continue;
+        };
+        let key = (alloc.namespace.clone(), alloc.job_id.clone());
+        if before.client_status == ALLOC_CLIENT_STATUS_UNKNOWN {
+            reconnected_jobs.insert(key.clone(), Arc::clone(job));
+        }
+        if alloc.terminal_status() && !before.terminal_status() {
+            freed_capacity = true;
+        }
+        if alloc.client_status == ALLOC_CLIENT_STATUS_FAILED
+            && before.client_status != ALLOC_CLIENT_STATUS_FAILED
+            && alloc.desired_status == drover_structs::ALLOC_DESIRED_STATUS_RUN
+        {
+            failed_jobs.insert(key, Arc::clone(job));
+        }
+    }
+    let mut evals = Vec::new();
+    // An allocation its client reports again after it was `unknown` is settled against its
+    // replacements by a `reconnect` evaluation.
+    for job in reconnected_jobs.values() {
+        evals.push(inner.new_eval(
+            job,
+            drover_structs::EVAL_TRIGGER_RECONNECT,
+            job.job_modify_index,
+        ));
+    }
+    for (key, job) in failed_jobs {
+        if !reconnected_jobs.contains_key(&key) && !job.stop {
+            evals.push(inner.new_eval(&job, EVAL_TRIGGER_ALLOC_FAILURE, job.job_modify_index));
+        }
+    }
+    (freed_capacity, evals)
+}
+
+/// The IDs of `evals`.
+pub(crate) fn eval_ids(evals: &[Evaluation]) -> Vec<String> {
+    evals.iter().map(|eval| eval.id.clone()).collect()
+}
+
+/// `eval` canceled because a newer evaluation of its job superseded it.
+pub(crate) fn superseded(mut eval: Evaluation) -> Evaluation {
+    eval.status = EVAL_STATUS_CANCELLED.to_owned();
+    eval.status_description = "canceled after more recent eval was processed".into();
+    eval
 }
 
 /// The node's allocations with their `AllocModifyIndex` (moved only by server-side changes):
@@ -966,15 +1027,23 @@ impl ServerInner {
     }
 
     /// Stores evaluations, then hands the stored copies (with their indexes) to the broker.
+    /// Only for evaluations that are the whole of an operation's write: those made with
+    /// another record commit with it, then go to [`ServerInner::enqueue_stored`].
     async fn store_and_enqueue(&self, evals: Vec<Evaluation>) -> Result<u64, ServerError> {
-        let ids: Vec<String> = evals.iter().map(|eval| eval.id.clone()).collect();
+        let ids = eval_ids(&evals);
         let index = self.store_evals(evals).await?;
+        self.enqueue_stored(&ids);
+        Ok(index)
+    }
+
+    /// Hands the stored copies (with their indexes) of evaluations just committed to the
+    /// broker.
+    pub(crate) fn enqueue_stored(&self, ids: &[String]) {
         for id in ids {
-            if let Some(stored) = self.state.eval(&id) {
+            if let Some(stored) = self.state.eval(id) {
                 self.enqueue_when_due((*stored).clone());
             }
         }
-        Ok(index)
     }
 
     /// Enqueues an evaluation now, after its `Wait` (counted from now, as Nomad's broker counts
@@ -1007,14 +1076,7 @@ impl ServerInner {
         if superseded.is_empty() {
             return;
         }
-        let canceled = superseded
-            .into_iter()
-            .map(|mut eval| {
-                eval.status = EVAL_STATUS_CANCELLED.to_owned();
-                eval.status_description = "canceled after more recent eval was processed".into();
-                eval
-            })
-            .collect();
+        let canceled = superseded.into_iter().map(self::superseded).collect();
         if let Err(error) = self.store_evals(canceled).await {
             tracing::error!(%error, "could not cancel superseded evaluations");
         }
@@ -1029,8 +1091,9 @@ impl ServerInner {
         }
     }
 
-    /// Creates a node-update evaluation for every job with allocations on the node.
-    async fn create_node_evals(&self, node_id: &str) -> Result<(), ServerError> {
+    /// A node-update evaluation for every job with a live allocation on the node, to commit
+    /// with the node's change.
+    fn node_evals(&self, node_id: &str) -> Vec<Evaluation> {
         let mut jobs = BTreeSet::new();
         for alloc in self.state.allocs_by_node(node_id) {
             if !alloc.terminal_status() {
@@ -1045,10 +1108,7 @@ impl ServerInner {
                 evals.push(eval);
             }
         }
-        if !evals.is_empty() {
-            self.store_and_enqueue(evals).await?;
-        }
-        Ok(())
+        evals
     }
 
     /// A node missed its heartbeat deadline. While it holds an allocation whose group waits
@@ -1083,16 +1143,31 @@ impl ServerInner {
                 node_id,
                 "node missed its heartbeat; marking it disconnected"
             );
-            self.state
-                .update_node_status(node_id, NODE_STATUS_DISCONNECTED, now)
-                .await?;
-            return self.create_node_evals(node_id).await;
+            return self
+                .mark_node_with_evals(node_id, NODE_STATUS_DISCONNECTED, now)
+                .await;
         }
         tracing::warn!(node_id, "node missed its heartbeat; marking it down");
+        self.mark_node_with_evals(node_id, NODE_STATUS_DOWN, now)
+            .await
+    }
+
+    /// Sets a node's status and creates its evaluations in one write: a leader that dies
+    /// after it leaves a down node with the evaluations that replace its allocations (a new
+    /// leader times no down node, so nothing else would).
+    async fn mark_node_with_evals(
+        &self,
+        node_id: &str,
+        status: &str,
+        now: i64,
+    ) -> Result<(), ServerError> {
+        let evals = self.node_evals(node_id);
+        let eval_ids = eval_ids(&evals);
         self.state
-            .update_node_status(node_id, NODE_STATUS_DOWN, now)
+            .update_node_status_with_evals(node_id, status, evals, now)
             .await?;
-        self.create_node_evals(node_id).await
+        self.enqueue_stored(&eval_ids);
+        Ok(())
     }
 }
 

@@ -155,12 +155,25 @@ impl Server {
             completed: false,
             now_unix_ns: now,
         };
-        let index = inner
+        // A node turning eligible and its evaluations commit in one write.
+        let evals = if turns_eligible {
+            inner.all_node_evals(node_id)
+        } else {
+            Vec::new()
+        };
+        let eval_ids = crate::eval_ids(&evals);
+        let (index, eval_index) = inner
             .state
-            .update_node_with(node_id, EventType::NodeDrain, move |node, index| {
-                change.apply(node, index);
-                true
-            })
+            .update_node_with_evals(
+                node_id,
+                EventType::NodeDrain,
+                move |node, index| {
+                    change.apply(node, index);
+                    true
+                },
+                evals,
+                now,
+            )
             .await?;
         inner.drainer_wake();
         let mut response = NodeDrainUpdateResponse {
@@ -169,7 +182,7 @@ impl Server {
             ..NodeDrainUpdateResponse::default()
         };
         if turns_eligible {
-            let (eval_ids, eval_index) = inner.create_all_node_evals(node_id, index).await?;
+            inner.enqueue_stored(&eval_ids);
             response.eval_ids = Some(eval_ids);
             response.eval_create_index = eval_index;
             inner.capacity_changed().await;
@@ -215,24 +228,37 @@ impl Server {
         };
         let new_event = event(SUBSYSTEM_CLUSTER, message, now);
         let value = eligibility.to_owned();
-        let index = inner
+        // A node turning eligible and its evaluations commit in one write.
+        let turns_eligible = node.scheduling_eligibility == NODE_SCHEDULING_INELIGIBLE
+            && eligibility == NODE_SCHEDULING_ELIGIBLE;
+        let evals = if turns_eligible {
+            inner.all_node_evals(node_id)
+        } else {
+            Vec::new()
+        };
+        let eval_ids = crate::eval_ids(&evals);
+        let (index, eval_index) = inner
             .state
-            .update_node_with(node_id, EventType::NodeEligibility, move |node, index| {
-                node.scheduling_eligibility = value;
-                node.status_updated_at = now / 1_000_000_000;
-                node.append_event(new_event, index);
-                true
-            })
+            .update_node_with_evals(
+                node_id,
+                EventType::NodeEligibility,
+                move |node, index| {
+                    node.scheduling_eligibility = value;
+                    node.status_updated_at = now / 1_000_000_000;
+                    node.append_event(new_event, index);
+                    true
+                },
+                evals,
+                now,
+            )
             .await?;
         let mut response = NodeDrainUpdateResponse {
             node_modify_index: index,
             index,
             ..NodeDrainUpdateResponse::default()
         };
-        if node.scheduling_eligibility == NODE_SCHEDULING_INELIGIBLE
-            && eligibility == NODE_SCHEDULING_ELIGIBLE
-        {
-            let (eval_ids, eval_index) = inner.create_all_node_evals(node_id, index).await?;
+        if turns_eligible {
+            inner.enqueue_stored(&eval_ids);
             response.eval_ids = Some(eval_ids);
             response.eval_create_index = eval_index;
             inner.capacity_changed().await;
@@ -252,10 +278,17 @@ impl Server {
         if inner.state.node(node_id).is_none() {
             return Err(node_not_found());
         }
-        let index = inner.state.delete_node(node_id).await?;
+        // The node goes with the evaluations that replace its allocations, in one write.
+        let evals = inner.all_node_evals(node_id);
+        let eval_ids = crate::eval_ids(&evals);
+        let now = inner.clock.now_unix_ns();
+        let (index, eval_index) = inner
+            .state
+            .delete_node_with_evals(node_id, evals, now)
+            .await?;
         inner.heartbeats.clear(node_id);
         inner.drainer_wake();
-        let (eval_ids, eval_index) = inner.create_all_node_evals(node_id, index).await?;
+        inner.enqueue_stored(&eval_ids);
         Ok(NodeUpdateResponse {
             eval_ids: Some(eval_ids),
             eval_create_index: eval_index,
@@ -299,6 +332,21 @@ impl ServerInner {
         node_id: &str,
         node_modify_index: u64,
     ) -> Result<(Vec<String>, u64), ServerError> {
+        let mut evals = self.all_node_evals(node_id);
+        for eval in &mut evals {
+            eval.node_modify_index = node_modify_index;
+        }
+        if evals.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let ids = crate::eval_ids(&evals);
+        let index = self.store_and_enqueue(evals).await?;
+        Ok((ids, index))
+    }
+
+    /// The evaluations of [`ServerInner::create_all_node_evals`], to commit with a change of
+    /// the node (the store names the node's index in them).
+    pub(crate) fn all_node_evals(&self, node_id: &str) -> Vec<Evaluation> {
         let snapshot = self.state.snapshot();
         let mut jobs = BTreeSet::new();
         for alloc in snapshot.allocs_by_node(node_id) {
@@ -314,16 +362,10 @@ impl ServerInner {
             if let Some(job) = snapshot.job(&namespace, &job_id) {
                 let mut eval = self.new_eval(&job, EVAL_TRIGGER_NODE_UPDATE, job.job_modify_index);
                 node_id.clone_into(&mut eval.node_id);
-                eval.node_modify_index = node_modify_index;
                 evals.push(eval);
             }
         }
-        if evals.is_empty() {
-            return Ok((Vec::new(), 0));
-        }
-        let ids = evals.iter().map(|eval| eval.id.clone()).collect();
-        let index = self.store_and_enqueue(evals).await?;
-        Ok((ids, index))
+        evals
     }
 
     /// Marks a node's drain complete (the drainer's last step): the strategy cleared, the node

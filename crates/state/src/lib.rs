@@ -58,7 +58,8 @@ pub use kv::{
     KeyRange, Kv, KvContents, KvError, KvFuture, KvPair, MemoryKv, Revision, WriteBatch, WriteOp,
 };
 pub use store::{
-    ClientAllocUpdate, JobRegistration, NODE_EVENT_REGISTERED, NODE_EVENT_REREGISTERED, StateStore,
+    ClientAllocChange, ClientAllocUpdate, JobRegistration, NODE_EVENT_REGISTERED,
+    NODE_EVENT_REREGISTERED, StateStore,
 };
 pub use tables::{JOB_TRACKED_VERSIONS, JobKey, StateSnapshot, StateTables};
 pub use variables::{VariableLockOp, VariableLockWrite, VariableOp, VariableWrite};

@@ -77,6 +77,46 @@ pub struct ClientAllocUpdate {
     pub unknown_alloc_ids: Vec<String>,
 }
 
+/// An allocation a client update changed, handed to the caller of
+/// [`StateStore::update_allocs_from_client_with_evals`] inside the write.
+#[derive(Debug, Clone)]
+pub struct ClientAllocChange {
+    /// As it was before the update.
+    pub before: Arc<Allocation>,
+    /// As the update left it.
+    pub after: Arc<Allocation>,
+    /// Its job as stored now (`None`: purged).
+    pub job: Option<Arc<Job>>,
+}
+
+/// What makes the evaluations a client update calls for: nothing (`()`), or the caller's
+/// closure.
+trait FollowUpEvals: Send + 'static {
+    /// Whether the changes are wanted (collected only then).
+    const WANTED: bool;
+    fn evals(&mut self, changes: &[ClientAllocChange]) -> Vec<Evaluation>;
+}
+
+impl FollowUpEvals for () {
+    const WANTED: bool = false;
+    fn evals(&mut self, _changes: &[ClientAllocChange]) -> Vec<Evaluation> {
+        Vec::new()
+    }
+}
+
+impl<F> FollowUpEvals for F
+where
+    F: FnMut(&[ClientAllocChange]) -> Vec<Evaluation> + Send + 'static,
+{
+    const WANTED: bool = true;
+    fn evals(&mut self, changes: &[ClientAllocChange]) -> Vec<Evaluation> {
+        if changes.is_empty() {
+            return Vec::new();
+        }
+        self(changes)
+    }
+}
+
 /// The state store handle; cheap to clone, shared by the server, the API and the client.
 #[derive(Debug, Clone)]
 pub struct StateStore {
@@ -533,6 +573,46 @@ fn record_alloc_reports(
         tables.put_node(node);
     }
     Ok(())
+}
+
+/// The evaluations a change of a node calls for (`node-update` ones for the jobs on it),
+/// written in the change's own write: a server that dies after the write leaves the node
+/// changed with its evaluations, or neither (a node marked down without them would keep its
+/// allocations forever: a new leader times no down node). An evaluation of this node that
+/// names no `NodeModifyIndex` gets the node's after the write.
+struct NodeEvals(Vec<Evaluation>);
+
+impl NodeEvals {
+    fn new(mut evals: Vec<Evaluation>) -> Result<Self, StateError> {
+        validate_evals(&mut evals)?;
+        Ok(Self(evals))
+    }
+
+    /// Writes them; the index of the write, or 0 when there were none.
+    fn write(
+        &mut self,
+        tables: &mut StateTables,
+        context: &mut WriteContext,
+        node_id: &str,
+        node_modify_index: u64,
+        now_unix_ns: i64,
+    ) -> Result<u64, StateError> {
+        let mut evals = std::mem::take(&mut self.0);
+        if evals.is_empty() {
+            return Ok(0);
+        }
+        for eval in &mut evals {
+            if eval.node_id == node_id && eval.node_modify_index == 0 {
+                eval.node_modify_index = node_modify_index;
+            }
+        }
+        let mut affected_jobs = BTreeSet::new();
+        write_evals(tables, context, evals, now_unix_ns, &mut affected_jobs)?;
+        for key in &affected_jobs {
+            refresh_job_status(tables, context, key)?;
+        }
+        Ok(context.index())
+    }
 }
 
 pub(crate) fn write_evals(
@@ -1097,6 +1177,19 @@ impl StateStore {
             .await
     }
 
+    /// Registers a job as [`StateStore::upsert_job_with_submission`] does and creates its
+    /// evaluations in the same write (see [`StateStore::upsert_job_with_evals`]).
+    pub async fn upsert_job_with_submission_and_evals(
+        &self,
+        job: Job,
+        submission: Option<drover_structs::JobSubmission>,
+        evals: Vec<Evaluation>,
+        now_unix_ns: i64,
+    ) -> Result<(JobRegistration, u64), StateError> {
+        self.write_job_and_evals(job, submission, evals, now_unix_ns)
+            .await
+    }
+
     async fn write_job_and_evals(
         &self,
         mut job: Job,
@@ -1154,6 +1247,12 @@ impl StateStore {
         self.engine
             .write(move |tables, context| {
                 let index = remove_job(tables, context, &key)?;
+                // An evaluation made with the purge names the purge's index as its job's.
+                for eval in &mut evals {
+                    if eval.job_modify_index == 0 && eval.job_id == key.1 {
+                        eval.job_modify_index = index;
+                    }
+                }
                 let mut affected_jobs = BTreeSet::new();
                 write_evals(tables, context, evals, now_unix_ns, &mut affected_jobs)?;
                 Ok(index)
@@ -1277,20 +1376,52 @@ impl StateStore {
             unknown_alloc_ids: Vec::new(),
         };
         for updates in split_allocs(updates, self.allocs_per_write()) {
-            let part = self.write_client_updates(updates, now_unix_ns).await?;
+            let (part, ()) = self.write_client_updates(updates, now_unix_ns, ()).await?;
             answer.index = part.index;
             answer.unknown_alloc_ids.extend(part.unknown_alloc_ids);
         }
         Ok(answer)
     }
 
-    async fn write_client_updates(
+    /// Applies client updates as [`StateStore::update_allocs_from_client`] does, and the
+    /// evaluations they call for in the same write: `follow_up` is handed the allocations each
+    /// write changed (as they were and as they are, with their job) and answers the
+    /// evaluations to create with them (Nomad's `Node.UpdateAlloc` commits the updates and
+    /// their evaluations in one Raft entry). A server that dies after the write leaves a
+    /// failed allocation with the evaluation that replaces it, never without.
+    pub async fn update_allocs_from_client_with_evals<F>(
         &self,
         updates: Vec<Allocation>,
         now_unix_ns: i64,
-    ) -> Result<ClientAllocUpdate, StateError> {
+        mut follow_up: F,
+    ) -> Result<ClientAllocUpdate, StateError>
+    where
+        F: FnMut(&[ClientAllocChange]) -> Vec<Evaluation> + Send + 'static,
+    {
+        let mut answer = ClientAllocUpdate {
+            index: 0,
+            unknown_alloc_ids: Vec::new(),
+        };
+        for updates in split_allocs(updates, self.allocs_per_write()) {
+            let (part, returned) = self
+                .write_client_updates(updates, now_unix_ns, follow_up)
+                .await?;
+            follow_up = returned;
+            answer.index = part.index;
+            answer.unknown_alloc_ids.extend(part.unknown_alloc_ids);
+        }
+        Ok(answer)
+    }
+
+    async fn write_client_updates<F: FollowUpEvals>(
+        &self,
+        updates: Vec<Allocation>,
+        now_unix_ns: i64,
+        mut follow_up: F,
+    ) -> Result<(ClientAllocUpdate, F), StateError> {
         self.engine
             .write(move |tables, context| {
+                let mut changes = Vec::new();
                 let mut unknown_alloc_ids = Vec::new();
                 let mut affected_jobs = BTreeSet::new();
                 let mut reporting_nodes = BTreeSet::new();
@@ -1337,9 +1468,26 @@ impl StateStore {
                     update_summary(tables, context, &job_key, |summary| {
                         apply_alloc_to_summary(summary, Some(&existing), &alloc)
                     })?;
-                    Arc::make_mut(&mut tables.allocs).insert(alloc.id.clone(), Arc::new(alloc));
+                    let alloc = Arc::new(alloc);
+                    if F::WANTED {
+                        changes.push(ClientAllocChange {
+                            before: existing,
+                            after: Arc::clone(&alloc),
+                            job: tables.jobs.get(&job_key).cloned(),
+                        });
+                    }
+                    Arc::make_mut(&mut tables.allocs).insert(alloc.id.clone(), alloc);
                     affected_jobs.insert(job_key);
                 }
+                let mut evals = follow_up.evals(&changes);
+                // The allocations are changed already, so nothing may fail from here on: an
+                // evaluation without an ID (the caller always makes one) is left out rather
+                // than refused.
+                evals.retain(|eval| !eval.id.is_empty());
+                for eval in &mut evals {
+                    namespace_or_default(&mut eval.namespace);
+                }
+                write_evals(tables, context, evals, now_unix_ns, &mut affected_jobs)?;
                 cancel_reconnected_followups(
                     tables,
                     context,
@@ -1356,10 +1504,13 @@ impl StateStore {
                     record_alloc_reports(tables, context, &reporting_nodes)?;
                     context.index()
                 };
-                Ok(ClientAllocUpdate {
-                    index,
-                    unknown_alloc_ids,
-                })
+                Ok((
+                    ClientAllocUpdate {
+                        index,
+                        unknown_alloc_ids,
+                    },
+                    follow_up,
+                ))
             })
             .await
     }
@@ -1369,8 +1520,24 @@ impl StateStore {
     /// the stored ones (the server owns those), and a driver whose health changed since the
     /// stored record adds a "Driver" event ([`Node::driver_health_events`]). Returns the index
     /// of the write.
-    pub async fn upsert_node(&self, mut node: Node, now_unix_ns: i64) -> Result<u64, StateError> {
+    pub async fn upsert_node(&self, node: Node, now_unix_ns: i64) -> Result<u64, StateError> {
+        Ok(self
+            .upsert_node_with_evals(node, Vec::new(), now_unix_ns)
+            .await?
+            .0)
+    }
+
+    /// Registers or updates a node as [`StateStore::upsert_node`] does, and creates the
+    /// evaluations the change calls for in the same write ([`NodeEvals`]). Returns the index
+    /// of the write and the evaluations' (0 when there were none).
+    pub async fn upsert_node_with_evals(
+        &self,
+        mut node: Node,
+        evals: Vec<Evaluation>,
+        now_unix_ns: i64,
+    ) -> Result<(u64, u64), StateError> {
         require_id("Node.ID", &node.id)?;
+        let mut evals = NodeEvals::new(evals)?;
         self.engine
             .write(move |tables, context| {
                 let index = context.index();
@@ -1426,8 +1593,10 @@ impl StateStore {
                 crate::node_pools_table::ensure_node_pool(tables, context, &node.node_pool)?;
                 context.put(Table::Nodes, node.id.as_bytes(), &node)?;
                 context.emit(node_event(EventType::NodeRegistration, &node)?);
+                let node_id = node.id.clone();
                 tables.put_node(node);
-                Ok(index)
+                let eval_index = evals.write(tables, context, &node_id, index, now_unix_ns)?;
+                Ok((index, eval_index))
             })
             .await
     }
@@ -1440,8 +1609,26 @@ impl StateStore {
         status: &str,
         now_unix_ns: i64,
     ) -> Result<u64, StateError> {
+        Ok(self
+            .update_node_status_with_evals(node_id, status, Vec::new(), now_unix_ns)
+            .await?
+            .0)
+    }
+
+    /// Sets a node's status as [`StateStore::update_node_status`] does, and creates the
+    /// evaluations the change calls for in the same write ([`NodeEvals`]; also when the status
+    /// was already `status`). Returns the node's `ModifyIndex` and the evaluations' index (0
+    /// when there were none).
+    pub async fn update_node_status_with_evals(
+        &self,
+        node_id: &str,
+        status: &str,
+        evals: Vec<Evaluation>,
+        now_unix_ns: i64,
+    ) -> Result<(u64, u64), StateError> {
         let node_id = node_id.to_owned();
         let status = status.to_owned();
+        let mut evals = NodeEvals::new(evals)?;
         self.engine
             .write(move |tables, context| {
                 let Some(existing) = tables.nodes.get(&node_id).cloned() else {
@@ -1451,7 +1638,9 @@ impl StateStore {
                     });
                 };
                 if existing.status == status {
-                    return Ok(existing.modify_index);
+                    let index = existing.modify_index;
+                    let eval_index = evals.write(tables, context, &node_id, index, now_unix_ns)?;
+                    return Ok((index, eval_index));
                 }
                 let index = context.index();
                 let mut node = Node::clone(&existing);
@@ -1471,7 +1660,8 @@ impl StateStore {
                 context.put(Table::Nodes, node.id.as_bytes(), &node)?;
                 context.emit(node_event(EventType::NodeStreamEvent, &node)?);
                 tables.put_node(node);
-                Ok(index)
+                let eval_index = evals.write(tables, context, &node_id, index, now_unix_ns)?;
+                Ok((index, eval_index))
             })
             .await
     }
@@ -1520,7 +1710,29 @@ impl StateStore {
     where
         F: FnOnce(&mut Node, u64) -> bool + Send + 'static,
     {
+        Ok(self
+            .update_node_with_evals(node_id, event_type, change, Vec::new(), 0)
+            .await?
+            .0)
+    }
+
+    /// A server-side change of a node as [`StateStore::update_node_with`] makes it, and the
+    /// evaluations it calls for, in one write ([`NodeEvals`]; written also when `change`
+    /// changed nothing). Returns the node's `ModifyIndex` and the evaluations' index (0 when
+    /// there were none).
+    pub async fn update_node_with_evals<F>(
+        &self,
+        node_id: &str,
+        event_type: EventType,
+        change: F,
+        evals: Vec<Evaluation>,
+        now_unix_ns: i64,
+    ) -> Result<(u64, u64), StateError>
+    where
+        F: FnOnce(&mut Node, u64) -> bool + Send + 'static,
+    {
         let node_id = node_id.to_owned();
+        let mut evals = NodeEvals::new(evals)?;
         self.engine
             .write(move |tables, context| {
                 let Some(existing) = tables.nodes.get(&node_id).cloned() else {
@@ -1532,13 +1744,16 @@ impl StateStore {
                 let index = context.index();
                 let mut node = Node::clone(&existing);
                 if !change(&mut node, index) {
-                    return Ok(existing.modify_index);
+                    let index = existing.modify_index;
+                    let eval_index = evals.write(tables, context, &node_id, index, now_unix_ns)?;
+                    return Ok((index, eval_index));
                 }
                 node.modify_index = index;
                 context.put(Table::Nodes, node.id.as_bytes(), &node)?;
                 context.emit(node_event(event_type, &node)?);
                 tables.put_node(node);
-                Ok(index)
+                let eval_index = evals.write(tables, context, &node_id, index, now_unix_ns)?;
+                Ok((index, eval_index))
             })
             .await
     }
@@ -1622,7 +1837,20 @@ impl StateStore {
 
     /// Removes a node. Its allocations stay (the server marks them lost first).
     pub async fn delete_node(&self, node_id: &str) -> Result<u64, StateError> {
+        Ok(self.delete_node_with_evals(node_id, Vec::new(), 0).await?.0)
+    }
+
+    /// Removes a node and creates the evaluations that replace its allocations in one write
+    /// ([`NodeEvals`]). Returns the index of the write and the evaluations' (0 when there were
+    /// none).
+    pub async fn delete_node_with_evals(
+        &self,
+        node_id: &str,
+        evals: Vec<Evaluation>,
+        now_unix_ns: i64,
+    ) -> Result<(u64, u64), StateError> {
         let node_id = node_id.to_owned();
+        let mut evals = NodeEvals::new(evals)?;
         self.engine
             .write(move |tables, context| {
                 let Some(existing) = tables.nodes.get(&node_id).cloned() else {
@@ -1635,7 +1863,8 @@ impl StateStore {
                 context.delete(Table::Nodes, node_id.as_bytes());
                 context.emit(node_event(EventType::NodeDeregistration, &existing)?);
                 tables.remove_node(&node_id);
-                Ok(index)
+                let eval_index = evals.write(tables, context, &node_id, index, now_unix_ns)?;
+                Ok((index, eval_index))
             })
             .await
     }
