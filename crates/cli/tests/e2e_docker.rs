@@ -847,7 +847,7 @@ fn docker_config_keys_take_effect_in_the_container() {
     std::fs::write(
         &config,
         format!(
-            "plugin \"docker\" {{\n  config {{\n    endpoint = \"unix://{}\"\n    allow_caps = [\"all\"]\n    volumes {{\n      enabled = true\n    }}\n  }}\n}}\n",
+            "plugin \"docker\" {{\n  config {{\n    endpoint = \"unix://{}\"\n    allow_caps = [\"all\"]\n    volumes {{\n      enabled = true\n    }}\n    allowed_modes {{\n      pid = [\"host\"]\n      ipc = [\"host\"]\n      uts = [\"host\"]\n    }}\n  }}\n}}\n",
             engine.socket().display()
         ),
     )
