@@ -847,7 +847,7 @@ fn docker_config_keys_take_effect_in_the_container() {
     std::fs::write(
         &config,
         format!(
-            "plugin \"docker\" {{\n  config {{\n    endpoint = \"unix://{}\"\n    allow_caps = [\"all\"]\n    volumes {{\n      enabled = true\n    }}\n  }}\n}}\n",
+            "plugin \"docker\" {{\n  config {{\n    endpoint = \"unix://{}\"\n    allow_caps = [\"all\"]\n    volumes {{\n      enabled = true\n    }}\n    allowed_modes {{\n      pid = [\"host\"]\n      ipc = [\"host\"]\n      uts = [\"host\"]\n    }}\n  }}\n}}\n",
             engine.socket().display()
         ),
     )
@@ -2504,4 +2504,289 @@ job "{job_id}" {{
 }}
 "#
     )
+}
+
+/// The first "Setup Failure" or "Driver Failure" of a task of a job, as (type, message).
+fn task_failure(agent: &Agent, job_id: &str, task: &str) -> (String, String) {
+    wait_for(&format!("{job_id} to fail"), LIMIT, || {
+        allocs(agent, job_id).into_iter().find_map(|alloc| {
+            events_of(&alloc, task).into_iter().find_map(|event| {
+                let kind = event["Type"].as_str()?.to_string();
+                let message = match kind.as_str() {
+                    "Driver Failure" => event["DriverError"].as_str()?,
+                    "Setup Failure" => event["SetupError"]
+                        .as_str()
+                        .filter(|text| !text.is_empty())
+                        .or(event["DisplayMessage"].as_str())?,
+                    _ => return None,
+                };
+                Some((kind, message.to_string()))
+            })
+        })
+    })
+}
+
+/// An agent on the shared engine with `extra` in its docker plugin config.
+fn agent_with_plugin_config(engine: &Engine, temp: &Path, extra: &str) -> Agent {
+    let config = temp.join("agent.hcl");
+    std::fs::write(
+        &config,
+        format!(
+            "plugin \"docker\" {{\n  config {{\n    endpoint = \"unix://{}\"\n{extra}\n  }}\n}}\n",
+            engine.socket().display()
+        ),
+    )
+    .unwrap();
+    let config_flag = format!("-config={}", config.display());
+    Agent::start_with(&temp.join("data"), &[&config_flag])
+}
+
+/// A batch job whose raw_exec prestart task runs `plant` (with the host dir in `$HOST_DIR`)
+/// before its docker task `main` runs with `main_config` and prints what `/x` shows.
+fn planted_job(
+    job_id: &str,
+    host_dir: &Path,
+    plant: &str,
+    image: &str,
+    main_config: &str,
+) -> String {
+    format!(
+        r#"
+job "{job_id}" {{
+  datacenters = ["dc1"]
+  type        = "batch"
+  group "g" {{
+    restart {{
+      attempts = 0
+      mode     = "fail"
+    }}
+    task "plant" {{
+      driver = "raw_exec"
+      lifecycle {{
+        hook = "prestart"
+      }}
+      env {{
+        HOST_DIR = "{host}"
+      }}
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", <<EOT
+{plant}
+EOT
+        ]
+      }}
+    }}
+    task "main" {{
+      driver = "docker"
+      config {{
+        image   = "{image}"
+        command = "/bin/sh"
+        args    = ["-c", "cat /x/marker /local/marker; ls /x /local"]
+{main_config}
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#,
+        host = host_dir.display()
+    )
+}
+
+/// GH-28177 from outside, three ways: a prestart task plants a symlink to a host directory
+/// where the docker task's bind source is (its `local/` named by `volumes`, `alloc/data` named
+/// by a bind `mount`, or its whole `local/`, which the automatic `/local` bind follows). Each
+/// is refused when the container is created, naming the setting and the path, and the host
+/// directory is never seen; a symlink that stays inside the allocation still works.
+#[test]
+fn planted_symlinks_cannot_bind_a_host_directory_into_a_container() {
+    let Some(engine) = engine() else { return };
+    let temp = tempfile::tempdir().unwrap();
+    let host_dir = temp.path().join("host-secret");
+    std::fs::create_dir(&host_dir).unwrap();
+    std::fs::write(host_dir.join("marker"), "HOST-SECRET-MARKER\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&host_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let agent = agent_with_plugin_config(&engine, temp.path(), "");
+    let main_local = r#"$NOMAD_ALLOC_DIR/../main/local"#;
+    let cases = [
+        (
+            "escape-volumes",
+            format!("mkdir -p {main_local} && ln -s \"$HOST_DIR\" {main_local}/x"),
+            r#"        volumes = ["local/x:/x"]"#.to_string(),
+            "volumes: host path \"local/x\" resolves outside the allocation directory",
+        ),
+        (
+            "escape-mount",
+            "ln -s \"$HOST_DIR\" \"$NOMAD_ALLOC_DIR/data/y\"".to_string(),
+            r#"        mount {
+          type   = "bind"
+          source = "../alloc/data/y"
+          target = "/x"
+        }"#
+            .to_string(),
+            "mount: host path \"../alloc/data/y\" resolves outside the allocation directory",
+        ),
+        (
+            "escape-local",
+            format!(
+                "mkdir -p \"$NOMAD_ALLOC_DIR/../main\" && rm -rf {main_local} && ln -s \"$HOST_DIR\" {main_local}"
+            ),
+            String::new(),
+            "main/local\" is a symlink or not a directory",
+        ),
+    ];
+    for (job_id, plant, main_config, refusal) in &cases {
+        run_job(
+            &agent,
+            job_id,
+            &planted_job(job_id, &host_dir, plant, &engine.image, main_config),
+        );
+        // The first refusal: the task dir hook's (a task dir that is a symlink, before the
+        // driver runs) or the driver's (a bind source that resolves outside).
+        let (kind, message) = task_failure(&agent, job_id, "main");
+        assert!(message.contains(refusal), "{job_id}: {kind}: {message}");
+        if kind == "Driver Failure" {
+            assert!(
+                message.contains("volumes { enabled = true }"),
+                "{job_id}: the refusal names the setting: {message}"
+            );
+        }
+        let alloc = allocs(&agent, job_id).remove(0);
+        assert_eq!(alloc["ClientStatus"], "failed", "{job_id}");
+        let alloc_id = alloc["ID"].as_str().unwrap();
+        let logs = agent.cli(&["alloc", "logs", alloc_id, "main"]).stdout;
+        assert!(
+            !String::from_utf8_lossy(&logs).contains("HOST-SECRET-MARKER"),
+            "{job_id}: the host directory was seen"
+        );
+        // Nothing was done to the host directory through the link either.
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(
+            std::fs::metadata(&host_dir).unwrap().permissions().mode() & 0o777,
+            0o700,
+            "{job_id}: the host directory's mode changed"
+        );
+    }
+    // A symlink that stays inside the allocation is followed, as in Nomad.
+    run_job(
+        &agent,
+        "inside-link",
+        &planted_job(
+            "inside-link",
+            &host_dir,
+            &format!(
+                "mkdir -p \"$NOMAD_ALLOC_DIR/data/real\" {main_local} && echo ALLOC-MARKER > \"$NOMAD_ALLOC_DIR/data/real/marker\" && ln -s ../../alloc/data/real {main_local}/x"
+            ),
+            &engine.image,
+            r#"        volumes = ["local/x:/x"]"#,
+        ),
+    );
+    complete(&agent, "inside-link", "main");
+    let alloc_id = allocs(&agent, "inside-link")[0]["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let logs = agent.cli_ok(&["alloc", "logs", &alloc_id, "main"]);
+    assert!(logs.contains("ALLOC-MARKER"), "{logs}");
+    // The private mounts were detached once the container started.
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let data = temp.path().join("data").display().to_string();
+    assert!(
+        !mounts
+            .lines()
+            .any(|line| line.contains(&data) && line.contains("/binds/")),
+        "staged binds left mounted: {mounts}"
+    );
+}
+
+/// GH-28190: `pid_mode`, `ipc_mode` and `uts_mode` run only where the client's
+/// `allowed_modes` (or `allow_privileged`) allows them; refused otherwise, naming the setting.
+#[test]
+fn docker_namespace_modes_run_only_where_the_client_allows_them() {
+    let Some(engine) = engine() else { return };
+    let job = |job_id: &str, modes: &str| {
+        format!(
+            r#"
+job "{job_id}" {{
+  datacenters = ["dc1"]
+  type        = "batch"
+  group "g" {{
+    restart {{
+      attempts = 0
+      mode     = "fail"
+    }}
+    task "t" {{
+      driver = "docker"
+      config {{
+        image   = "{image}"
+        command = "/bin/sh"
+        args    = ["-c", "ls -l /proc/self/ns/pid /proc/self/ns/uts"]
+{modes}
+      }}
+      resources {{
+        cpu    = 20
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"#,
+            image = engine.image
+        )
+    };
+    let closed_temp = tempfile::tempdir().unwrap();
+    let closed = agent_with_plugin_config(&engine, closed_temp.path(), "");
+    for (key, job_id) in [
+        ("pid_mode", "pid-host"),
+        ("ipc_mode", "ipc-host"),
+        ("uts_mode", "uts-host"),
+    ] {
+        run_job(
+            &closed,
+            job_id,
+            &job(job_id, &format!("        {key} = \"host\"")),
+        );
+        let error = driver_failure(&closed, job_id, "t");
+        assert!(
+            error.contains(&format!("cannot apply \"{key}\" configuration")),
+            "{error}"
+        );
+        assert!(error.contains("allowed_modes"), "{error}");
+    }
+    drop(closed);
+
+    let open_temp = tempfile::tempdir().unwrap();
+    let open = agent_with_plugin_config(
+        &engine,
+        open_temp.path(),
+        "    allowed_modes {\n      pid = [\"host\"]\n      ipc = [\"host\"]\n      uts = [\"host\"]\n    }",
+    );
+    run_job(
+        &open,
+        "host-modes",
+        &job(
+            "host-modes",
+            "        pid_mode = \"host\"\n        ipc_mode = \"host\"\n        uts_mode = \"host\"",
+        ),
+    );
+    complete(&open, "host-modes", "t");
+    let alloc_id = allocs(&open, "host-modes")[0]["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let logs = open.cli_ok(&["alloc", "logs", &alloc_id, "t"]);
+    for ns in ["pid", "uts"] {
+        let host = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
+        assert!(
+            logs.contains(&host.display().to_string()),
+            "the container is in the host's {ns} namespace ({}): {logs}",
+            host.display()
+        );
+    }
 }

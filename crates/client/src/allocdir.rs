@@ -9,7 +9,9 @@
 //! ```
 //!
 //! Names become paths only after [`validate_path_component`]. Building is idempotent (a restored
-//! runner builds again to re-check the layout). The secrets tmpfs is unmounted once the
+//! runner builds again to re-check the layout), and a directory of the layout found to be a
+//! symlink (a task can write its own task dir, and so plant one between two of its starts) is
+//! refused, never chmodded or mounted on through. The secrets tmpfs is unmounted once the
 //! allocation's tasks are done for good, before the dir is destroyed, and at start for
 //! allocations that are gone ([`unmount_leftovers`]).
 //!
@@ -18,7 +20,7 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 /// Errors building or removing alloc and task dirs.
@@ -34,6 +36,10 @@ pub enum AllocDirError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "{path:?} is a symlink or not a directory where the allocation's layout has a directory (a task may have planted it); refused"
+    )]
+    NotADirectory { path: PathBuf },
     #[error("failed to remove {path:?}")]
     Remove {
         path: PathBuf,
@@ -330,8 +336,23 @@ fn create_dir_with_mode(path: &Path, mode: u32) -> Result<(), AllocDirError> {
         Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
         Err(error) => return Err(create_error(error)),
     }
-    // Set explicitly: the process umask must not weaken or widen what the layout promises.
-    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(create_error)
+    // Opened without following a symlink: a task can write its own task dir (and a raw_exec
+    // task any), and a symlink planted where a directory belongs is refused, never chmodded
+    // (or mounted on) through. Set explicitly: the process umask must not weaken or widen
+    // what the layout promises.
+    use rustix::fs::{Mode, OFlags};
+    let dir = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|errno| match errno {
+        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => AllocDirError::NotADirectory {
+            path: path.to_path_buf(),
+        },
+        other => create_error(other.into()),
+    })?;
+    rustix::fs::fchmod(&dir, Mode::from_raw_mode(mode)).map_err(|errno| create_error(errno.into()))
 }
 
 /// A dir is a mount point when it sits on a different device than its parent.
@@ -373,6 +394,7 @@ fn unmount_quietly(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn a_sticky_move_takes_data_and_task_local_dirs_and_follows_no_symlink()
@@ -499,6 +521,36 @@ mod tests {
         AllocDir::new(data.path(), "live")?.unmount_secrets();
         assert!(!is_mount_point(&live.secrets_dir));
         assert!(live.secrets_dir.is_dir(), "the dirs stay");
+        Ok(())
+    }
+
+    #[test]
+    fn a_task_dir_replaced_by_a_symlink_is_refused_and_never_chmodded_through()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let data = tempfile::tempdir()?;
+        let host = tempfile::tempdir()?;
+        fs::set_permissions(host.path(), fs::Permissions::from_mode(0o700))?;
+        let alloc_dir = AllocDir::new(data.path(), "a1")?;
+        alloc_dir.build()?;
+        let task_dir = alloc_dir.task_dir("web")?;
+        task_dir.build(false, 0)?;
+        // What a task (or a prestart task) can do between two starts of the task.
+        for planted in [&task_dir.local_dir, &task_dir.secrets_dir] {
+            fs::remove_dir_all(planted)?;
+            std::os::unix::fs::symlink(host.path(), planted)?;
+            let error = task_dir.build(false, 0).unwrap_err();
+            assert!(
+                matches!(&error, AllocDirError::NotADirectory { path } if path == planted),
+                "{error}"
+            );
+            assert!(error.to_string().contains("symlink"), "{error}");
+            assert_eq!(
+                fs::metadata(host.path())?.permissions().mode() & 0o777,
+                0o700
+            );
+            fs::remove_file(planted)?;
+            fs::create_dir(planted)?;
+        }
         Ok(())
     }
 

@@ -1,6 +1,7 @@
 //! The client's docker plugin config (`plugin "docker" { config { … } }`, as Nomad writes it):
 //! where the engine listens, where pulls find registry credentials (`auth { config helper }`),
-//! what tasks may ask for (host volumes, privileged containers, capabilities, runtimes), the
+//! what tasks may ask for (host volumes, privileged containers, capabilities, runtimes, the
+//! namespace modes of `allowed_modes`), the
 //! extra labels containers get and the garbage collection. Keys drover does not implement are refused by name.
 //!
 //! Not for: the task config (see `task`).
@@ -42,6 +43,7 @@ const PLUGIN_KEYS: &[&str] = &[
     "gc",
     "extra_labels",
     "allow_runtimes",
+    "allowed_modes",
 ];
 
 /// Nomad's default `allow_runtimes`.
@@ -73,6 +75,10 @@ pub struct DockerConfig {
     pub extra_labels: Vec<String>,
     /// `allow_runtimes`: the OCI runtimes a task's `runtime` may name.
     pub allow_runtimes: Vec<String>,
+    /// `allowed_modes { pid ipc uts }`: the values a task's `pid_mode`, `ipc_mode` and
+    /// `uts_mode` may take (globs, `*` any run of characters) when `allow_privileged` is not
+    /// set; empty by default, so a task may set none of them (Nomad 2.0.4).
+    pub allowed_modes: AllowedModes,
     /// How long re-attaching to a container waits for an engine that does not answer (not a
     /// Nomad key: the agent's own bound, five minutes).
     pub restore_engine_wait: std::time::Duration,
@@ -103,8 +109,90 @@ impl Default for DockerConfig {
                 .map(|runtime| runtime.to_string())
                 .collect(),
             restore_engine_wait: DEFAULT_RESTORE_ENGINE_WAIT,
+            allowed_modes: AllowedModes::default(),
         }
     }
+}
+
+/// The plugin's `allowed_modes` block: per namespace, the modes a task may ask for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowedModes {
+    pub pid: Vec<String>,
+    pub ipc: Vec<String>,
+    pub uts: Vec<String>,
+}
+
+/// The task config key each `allowed_modes` list governs, with the list's own key.
+pub const MODE_KEYS: [(&str, &str); 3] = [
+    ("pid_mode", "pid"),
+    ("ipc_mode", "ipc"),
+    ("uts_mode", "uts"),
+];
+
+impl AllowedModes {
+    /// The list that governs the task config key `mode_key` (`pid_mode`, …).
+    pub fn for_key(&self, mode_key: &str) -> &[String] {
+        match mode_key {
+            "pid_mode" => &self.pid,
+            "ipc_mode" => &self.ipc,
+            _ => &self.uts,
+        }
+    }
+}
+
+/// Whether `mode` is one the engine takes for `mode_key` (moby's `Valid` of each mode type):
+/// pid: `host` or `container:<id>`; ipc: `none`, `private`, `shareable`, `host`,
+/// `container:<id>`; uts: `host`.
+fn valid_mode(mode_key: &str, mode: &str) -> bool {
+    match mode_key {
+        "pid_mode" => {
+            mode == "host"
+                || mode
+                    .strip_prefix("container:")
+                    .is_some_and(|id| !id.is_empty())
+        }
+        "ipc_mode" => {
+            matches!(mode, "none" | "private" | "shareable" | "host")
+                || mode.starts_with("container:")
+        }
+        _ => mode.split(':').next() == Some("host"),
+    }
+}
+
+fn allowed_modes(value: &Value) -> Result<AllowedModes, DockerError> {
+    let block = single_block(value, "allowed_modes")?;
+    if block
+        .get("userns")
+        .and_then(Value::as_array)
+        .is_some_and(|modes| !modes.is_empty())
+    {
+        return Err(DockerError::Config(
+            "plugin \"docker\" config allowed_modes.userns: drover's docker driver does not run a task's userns_mode (it is refused), so there is no userns mode to allow".into(),
+        ));
+    }
+    refuse_unknown(
+        block,
+        &["pid", "ipc", "uts", "userns"],
+        "plugin \"docker\" config allowed_modes",
+    )?;
+    let mut parsed = AllowedModes::default();
+    for (mode_key, list_key) in MODE_KEYS {
+        let Some(list) = block.get(list_key) else {
+            continue;
+        };
+        let modes = string_list(list, &format!("allowed_modes.{list_key}"))?;
+        if let Some(invalid) = modes.iter().find(|mode| !valid_mode(mode_key, mode)) {
+            return Err(DockerError::Config(format!(
+                "cannot apply allowed_modes configuration, {invalid:?} is not a valid {mode_key}"
+            )));
+        }
+        match list_key {
+            "pid" => parsed.pid = modes,
+            "ipc" => parsed.ipc = modes,
+            _ => parsed.uts = modes,
+        }
+    }
+    Ok(parsed)
 }
 
 fn refuse_unknown(
@@ -208,6 +296,9 @@ impl DockerConfig {
         if let Some(runtimes) = config.get("allow_runtimes") {
             parsed.allow_runtimes = string_list(runtimes, "allow_runtimes")?;
         }
+        if let Some(modes) = config.get("allowed_modes") {
+            parsed.allowed_modes = allowed_modes(modes)?;
+        }
         if let Some(caps) = config.get("allow_caps") {
             let caps = caps.as_array().ok_or_else(|| {
                 DockerError::Config("allow_caps must be a list of strings".into())
@@ -299,5 +390,52 @@ mod tests {
             DockerConfig::from_plugin_config(json!({"endpoint": "tcp://1.2.3.4:2375"}).as_object())
                 .is_err()
         );
+    }
+
+    #[test]
+    fn allowed_modes_are_read_and_checked_as_nomad() {
+        let parsed = DockerConfig::from_plugin_config(
+            json!({"allowed_modes": [{"pid": ["host"], "ipc": ["private", "container:*"], "uts": ["host"], "userns": []}]})
+                .as_object(),
+        )
+        .unwrap();
+        assert_eq!(parsed.allowed_modes.pid, vec!["host"]);
+        assert_eq!(parsed.allowed_modes.ipc, vec!["private", "container:*"]);
+        assert_eq!(parsed.allowed_modes.uts, vec!["host"]);
+        assert_eq!(
+            DockerConfig::default().allowed_modes,
+            AllowedModes::default()
+        );
+        for (config, named) in [
+            (
+                json!({"pid": ["private"]}),
+                "\"private\" is not a valid pid_mode",
+            ),
+            (
+                json!({"pid": ["container:"]}),
+                "\"container:\" is not a valid pid_mode",
+            ),
+            (
+                json!({"ipc": ["hostly"]}),
+                "\"hostly\" is not a valid ipc_mode",
+            ),
+            (
+                json!({"uts": ["private"]}),
+                "\"private\" is not a valid uts_mode",
+            ),
+            (json!({"userns": ["host"]}), "allowed_modes.userns"),
+            (json!({"cgroup": ["host"]}), "\"cgroup\""),
+            (
+                json!({"pid": "host"}),
+                "allowed_modes.pid must be a list of strings",
+            ),
+        ] {
+            let error = DockerConfig::from_plugin_config(
+                json!({"allowed_modes": config.clone()}).as_object(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(error.contains(named), "{config}: {error}");
+        }
     }
 }

@@ -14,10 +14,15 @@
 //! of other drivers. Kept in its own crate so that bollard stays out of the shim and the
 //! driver crate.
 //!
+//! Every bind source beneath the allocation reaches the engine pinned ([`binds`]): resolved
+//! beneath the alloc dir by the kernel and handed over as a private mount of what was found,
+//! never as a path a planted symlink could redirect.
+//!
 //! Not for: the task config schema (see [`task`]) or the client's plugin config (see
 //! [`config`]); restart policy and events belong to the client.
 
 pub mod auth;
+pub mod binds;
 pub mod config;
 mod error;
 pub mod gc;
@@ -490,7 +495,7 @@ impl DockerDriver {
             message,
             recoverable,
         };
-        let file = tokio::fs::File::open(archive).await.map_err(|error| {
+        let open_error = |error: &dyn std::fmt::Display| {
             failure(
                 format!(
                     "unable to open image archive: open {}: {error}",
@@ -498,7 +503,25 @@ impl DockerDriver {
                 ),
                 false,
             )
-        })?;
+        };
+        // Resolved beneath the allocation dir, as the binds: a symlink planted at the archive's
+        // path does not make the agent stream a host file into the engine.
+        let alloc_dir = plan
+            .alloc_dir
+            .as_deref()
+            .ok_or_else(|| open_error(&"the task has no allocation directory"))?;
+        let relative = archive
+            .strip_prefix(alloc_dir)
+            .map_err(|_| open_error(&"outside the allocation directory"))?;
+        let pinned = drover_isolate::beneath::open(
+            alloc_dir,
+            relative,
+            drover_isolate::beneath::Missing::Fail,
+        )
+        .map_err(|error| open_error(&error))?;
+        let file = tokio::fs::File::open(drover_isolate::beneath::fd_path(&pinned))
+            .await
+            .map_err(|error| open_error(&error))?;
         let options = bollard::query_parameters::ImportImageOptions {
             quiet: true,
             ..bollard::query_parameters::ImportImageOptions::default()
@@ -762,6 +785,9 @@ impl DockerDriver {
         })?;
         self.ensure_image(engine, launch, &plan, events).await?;
 
+        // Resolved at the last moment, held until the container's own mounts are made.
+        let staged = binds::pin(&mut plan, &launch.state_dir)
+            .map_err(|error| DriverError::InvalidConfig(error.to_string()))?;
         let options = || CreateContainerOptions {
             name: Some(name.clone()),
             ..CreateContainerOptions::default()
@@ -790,7 +816,10 @@ impl DockerDriver {
             }
         };
         lock(&self.tracked).insert(created.id.clone());
-        if let Err(error) = engine.start_container(&created.id, None).await {
+        let started = engine.start_container(&created.id, None).await;
+        // The container's mount namespace holds its copies now (or it never started).
+        drop(staged);
+        if let Err(error) = started {
             lock(&self.tracked).remove(&created.id);
             let _ = self
                 .remove_container(engine, &launch.task_id, &created.id)

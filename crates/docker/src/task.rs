@@ -41,6 +41,10 @@ pub struct TaskPlan {
     /// `load`: an image archive (in the task's `local/`) loaded instead of pulled.
     pub load: Option<PathBuf>,
     pub body: ContainerCreateBody,
+    /// The allocation dir the [`BeneathBind`]s resolve in.
+    pub alloc_dir: Option<PathBuf>,
+    /// The bind sources to resolve and pin beneath it before the engine sees the body.
+    pub beneath: Vec<BeneathBind>,
 }
 
 fn bad(message: impl Into<String>) -> DockerError {
@@ -145,29 +149,39 @@ fn normalize(base: &Path, path: &str) -> Option<PathBuf> {
     Some(normal)
 }
 
+/// Where a host path a task mounts comes from.
+enum HostSource {
+    /// Any host path (the client enables volumes): handed to the engine as written.
+    Host(String),
+    /// A path beneath the allocation dir (relative to it), resolved and pinned at create.
+    Beneath(PathBuf),
+}
+
 /// A host path a task mounts: relative paths are the task dir's; anything outside the task's
-/// alloc dir needs the client's `volumes { enabled = true }`.
+/// alloc dir needs the client's `volumes { enabled = true }`. Without it the path is only
+/// checked as text here; the bind is then resolved beneath the alloc dir by the kernel (see
+/// [`BeneathBind`]), so a symlink cannot lead it out.
 fn host_source(
     source: &str,
     key: &str,
     launch: &TaskLaunch,
     client: &DockerConfig,
-) -> Result<String, DockerError> {
+) -> Result<HostSource, DockerError> {
     let task_dir = launch
         .task_dir
         .as_deref()
         .ok_or_else(|| bad("the task has no task dir"))?;
     let alloc_dir = task_dir.parent().unwrap_or(task_dir);
     if client.volumes_enabled {
-        return Ok(if Path::new(source).is_absolute() {
+        return Ok(HostSource::Host(if Path::new(source).is_absolute() {
             source.to_string()
         } else {
             task_dir.join(source).display().to_string()
-        });
+        }));
     }
-    let resolved = normalize(task_dir, source).filter(|path| path.starts_with(alloc_dir));
-    resolved
-        .map(|path| path.display().to_string())
+    normalize(task_dir, source)
+        .and_then(|path| path.strip_prefix(alloc_dir).ok().map(Path::to_path_buf))
+        .map(HostSource::Beneath)
         .ok_or_else(|| {
             bad(format!(
                 "{key}: host path {source:?} is outside the allocation directory and volumes are not enabled on this client (plugin \"docker\" {{ config {{ volumes {{ enabled = true }} }} }})"
@@ -175,12 +189,41 @@ fn host_source(
         })
 }
 
+/// A bind source that must stay beneath the allocation dir: the task's `/alloc`, `/local` and
+/// `/secrets`, and its own `volumes` / `mount` sources where the client does not enable
+/// volumes. The driver resolves each beneath the alloc dir in one step and hands the engine a
+/// pinned mount of what it found (`binds::pin`), never the path as text (GH-28177: a prestart
+/// task could plant a symlink there to expose a host directory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BeneathBind {
+    /// The setting that asked for it, for the refusal (`volumes`, `mount`, `/local`, …).
+    pub setting: String,
+    /// The source as the task config wrote it (or the task dir it is).
+    pub written: String,
+    /// The source relative to the allocation dir.
+    pub relative: PathBuf,
+    /// A missing source is created (a `volumes` entry, as the engine would) or refused.
+    pub create_missing: bool,
+    /// Where its source sits in the create body.
+    pub slot: BindSlot,
+}
+
+/// A source's place in the create body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BindSlot {
+    /// `HostConfig.binds[index]`, which reads `<source><suffix>`.
+    Bind { index: usize, suffix: String },
+    /// `HostConfig.mounts[index].source`.
+    Mount(usize),
+}
+
 fn volume_binds(
     config: &Map<String, Value>,
     launch: &TaskLaunch,
     client: &DockerConfig,
-) -> Result<Vec<String>, DockerError> {
-    let mut binds = Vec::new();
+    binds: &mut Vec<String>,
+    beneath: &mut Vec<BeneathBind>,
+) -> Result<(), DockerError> {
     for entry in strings(config, "volumes")? {
         let parts: Vec<&str> = entry.split(':').collect();
         let (source, target, mode) = match parts.as_slice() {
@@ -192,24 +235,42 @@ fn volume_binds(
                 )));
             }
         };
-        // A bare name (no slash) is a named docker volume, not a host path.
-        let source = if source.contains('/') || source.starts_with('.') {
-            host_source(source, "volumes", launch, client)?
-        } else {
-            source.to_string()
+        // Without a volume driver (which drover does not take), a source is a host path, a
+        // bare name too (the task dir's), as in Nomad: never a named volume of the engine.
+        let suffix = match mode {
+            Some(mode) => format!(":{target}:{mode}"),
+            None => format!(":{target}"),
         };
-        binds.push(match mode {
-            Some(mode) => format!("{source}:{target}:{mode}"),
-            None => format!("{source}:{target}"),
-        });
+        match host_source(source, "volumes", launch, client)? {
+            HostSource::Host(path) => binds.push(format!("{path}{suffix}")),
+            HostSource::Beneath(relative) => {
+                let shown = launch
+                    .task_dir
+                    .as_deref()
+                    .and_then(Path::parent)
+                    .map_or_else(|| relative.clone(), |alloc| alloc.join(&relative));
+                beneath.push(BeneathBind {
+                    setting: "volumes".to_string(),
+                    written: source.to_string(),
+                    relative,
+                    create_missing: true,
+                    slot: BindSlot::Bind {
+                        index: binds.len(),
+                        suffix: suffix.clone(),
+                    },
+                });
+                binds.push(format!("{}{suffix}", shown.display()));
+            }
+        }
     }
-    Ok(binds)
+    Ok(())
 }
 
 fn mounts(
     config: &Map<String, Value>,
     launch: &TaskLaunch,
     client: &DockerConfig,
+    beneath: &mut Vec<BeneathBind>,
 ) -> Result<Vec<Mount>, DockerError> {
     // `mount` blocks, then the pre-1.0 `mounts = [{ … }]` list, as Nomad appends them.
     let blocks: Vec<&Value> = ["mount", "mounts"]
@@ -253,7 +314,25 @@ fn mounts(
             "bind" => {
                 let source = source.ok_or_else(|| bad("mount: a bind mount needs a source"))?;
                 mount.typ = Some(MountType::BIND);
-                mount.source = Some(host_source(&source, "mount", launch, client)?);
+                mount.source = Some(match host_source(&source, "mount", launch, client)? {
+                    HostSource::Host(path) => path,
+                    HostSource::Beneath(relative) => {
+                        let shown = launch
+                            .task_dir
+                            .as_deref()
+                            .and_then(Path::parent)
+                            .map_or_else(|| relative.clone(), |alloc| alloc.join(&relative));
+                        beneath.push(BeneathBind {
+                            setting: "mount".to_string(),
+                            written: source.clone(),
+                            relative,
+                            // The engine refuses a missing bind source of a mount.
+                            create_missing: false,
+                            slot: BindSlot::Mount(mounts.len()),
+                        });
+                        shown.display().to_string()
+                    }
+                });
                 if let Some(options) = block.get("bind_options") {
                     let options = single_block(options, "mount.bind_options")?;
                     if let Some(propagation) = string(options, "propagation")? {
@@ -596,6 +675,26 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
             "privileged: this client does not allow privileged containers (plugin \"docker\" { config { allow_privileged = true } })",
         ));
     }
+    // The host's (or another container's) pid, ipc and uts namespaces: only what the client
+    // allows (Nomad 2.0.4, GH-28190), every mode when it allows privileged containers.
+    let mut modes = HashMap::new();
+    for (mode_key, list_key) in crate::config::MODE_KEYS {
+        let Some(mode) = string(config, mode_key)?.filter(|mode| !mode.is_empty()) else {
+            continue;
+        };
+        let allowed = client.allow_privileged
+            || client
+                .allowed_modes
+                .for_key(mode_key)
+                .iter()
+                .any(|pattern| glob_matches(pattern, &mode));
+        if !allowed {
+            return Err(bad(format!(
+                "cannot apply {mode_key:?} configuration: {mode_key} = {mode:?} is not allowed by this client (plugin \"docker\" {{ config {{ allowed_modes {{ {list_key} = [{mode:?}] }} }} }}, or allow_privileged = true)"
+            )));
+        }
+        modes.insert(mode_key, mode);
+    }
     let cap_add: Vec<String> = strings(config, "cap_add")?;
     let allowed_all = client.allow_caps.iter().any(|cap| cap == "all");
     let refused: Vec<&String> = cap_add
@@ -625,14 +724,43 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
     labels.insert(ALLOC_ID_LABEL.to_string(), launch.alloc_id.clone());
     labels.insert(TASK_NAME_LABEL.to_string(), launch.task_name.clone());
 
-    // The task's directories at Nomad's paths.
+    // The task's directories at Nomad's paths, each resolved beneath the alloc dir at create.
     let mut binds = Vec::new();
-    if let (Some(alloc), Some(task_dir)) = (&launch.shared_alloc_dir, &launch.task_dir) {
-        binds.push(format!("{}:/alloc", alloc.display()));
-        binds.push(format!("{}:/local", task_dir.join("local").display()));
-        binds.push(format!("{}:/secrets", task_dir.join("secrets").display()));
+    let mut beneath = Vec::new();
+    let alloc_dir = launch
+        .task_dir
+        .as_deref()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf);
+    if let (Some(alloc), Some(task_dir), Some(alloc_dir)) =
+        (&launch.shared_alloc_dir, &launch.task_dir, &alloc_dir)
+    {
+        for (source, target) in [
+            (alloc.clone(), "/alloc"),
+            (task_dir.join("local"), "/local"),
+            (task_dir.join("secrets"), "/secrets"),
+        ] {
+            let relative = source.strip_prefix(alloc_dir).map_err(|_| {
+                bad(format!(
+                    "{target}: {} is not in the allocation directory {}",
+                    source.display(),
+                    alloc_dir.display()
+                ))
+            })?;
+            beneath.push(BeneathBind {
+                setting: target.to_string(),
+                written: source.display().to_string(),
+                relative: relative.to_path_buf(),
+                create_missing: false,
+                slot: BindSlot::Bind {
+                    index: binds.len(),
+                    suffix: format!(":{target}"),
+                },
+            });
+            binds.push(format!("{}:{target}", source.display()));
+        }
     }
-    binds.extend(volume_binds(config, launch, client)?);
+    volume_binds(config, launch, client, &mut binds, &mut beneath)?;
 
     // memory_hard_limit (MiB), as Nomad: the larger of it and memory_max is the hard limit,
     // and memory then the reservation.
@@ -668,7 +796,7 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
     let group_add = strings(config, "group_add")?;
     let extra_hosts = strings(config, "extra_hosts")?;
     let security_opt = strings(config, "security_opt")?;
-    let mut mounts = mounts(config, launch, client)?;
+    let mut mounts = mounts(config, launch, client, &mut beneath)?;
     // The group's host volumes, as Nomad mounts a task's `volume_mount`s: bind mounts the
     // client resolved from its own `host_volume` config, so not confined by `volumes`.
     mounts.extend(launch.mounts.iter().map(|mount| Mount {
@@ -710,9 +838,9 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
             .contains_key("init")
             .then(|| flag(config, "init"))
             .transpose()?,
-        ipc_mode: string(config, "ipc_mode")?,
-        pid_mode: string(config, "pid_mode")?,
-        uts_mode: string(config, "uts_mode")?,
+        ipc_mode: modes.remove("ipc_mode"),
+        pid_mode: modes.remove("pid_mode"),
+        uts_mode: modes.remove("uts_mode"),
         security_opt: (!security_opt.is_empty()).then_some(security_opt),
         devices: (!devices.is_empty()).then_some(devices),
         log_config: Some(logging(config)?),
@@ -758,6 +886,8 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
         auth: auth(config)?,
         auth_soft_fail: flag(config, "auth_soft_fail")?,
         load: load_archive(config, launch)?,
+        alloc_dir,
+        beneath,
         body,
     })
 }
@@ -922,6 +1052,63 @@ mod tests {
         )
         .unwrap_err();
         assert!(error.to_string().contains("memory_hard_limit"), "{error}");
+    }
+
+    #[test]
+    fn namespace_modes_need_the_clients_allowed_modes_or_allow_privileged() {
+        let host_modes =
+            json!({"image": "x", "pid_mode": "host", "ipc_mode": "host", "uts_mode": "host"});
+        for (key, value) in [
+            ("pid_mode", "host"),
+            ("ipc_mode", "host"),
+            ("uts_mode", "host"),
+            ("ipc_mode", "private"),
+        ] {
+            let error = plan(
+                &launch(json!({"image": "x", key: value})),
+                &DockerConfig::default(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                error.contains(&format!("cannot apply \"{key}\" configuration")),
+                "{error}"
+            );
+            assert!(error.contains("allowed_modes"), "{error}");
+        }
+        let allowing = DockerConfig {
+            allowed_modes: crate::config::AllowedModes {
+                pid: vec!["host".into()],
+                ipc: vec!["ho*".into()],
+                uts: vec!["host".into()],
+            },
+            ..DockerConfig::default()
+        };
+        let host = plan(&launch(host_modes.clone()), &allowing)
+            .unwrap()
+            .body
+            .host_config
+            .unwrap();
+        assert_eq!(
+            (
+                host.pid_mode.as_deref(),
+                host.ipc_mode.as_deref(),
+                host.uts_mode.as_deref()
+            ),
+            (Some("host"), Some("host"), Some("host"))
+        );
+        // An allowed list names only what it names.
+        let error = plan(
+            &launch(json!({"image": "x", "pid_mode": "container:other"})),
+            &allowing,
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("\"pid_mode\""), "{error}");
+        let privileged = DockerConfig {
+            allow_privileged: true,
+            ..DockerConfig::default()
+        };
+        assert!(plan(&launch(host_modes), &privileged).is_ok());
     }
 
     #[test]

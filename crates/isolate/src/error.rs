@@ -28,6 +28,12 @@ pub enum IsolationError {
     InvalidHostname(String),
     #[error("invalid path {path}: {reason}")]
     InvalidPath { path: PathBuf, reason: &'static str },
+    #[error("mount point {target}: {source}")]
+    Beneath {
+        target: PathBuf,
+        #[source]
+        source: crate::beneath::BeneathError,
+    },
 }
 
 pub(crate) fn syscall(step: impl Into<String>) -> impl FnOnce(Errno) -> IsolationError {

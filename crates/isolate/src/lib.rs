@@ -4,8 +4,11 @@
 //!
 //! **Boundary**: mechanisms only, no policy about tasks or allocations. The order in which the
 //! shim applies them, and why, is in ARCHITECTURE.md ("exec isolation"). `malloc` holds the
-//! one knob of drover's own process: the C allocator's arena limit.
+//! one knob of drover's own process: the C allocator's arena limit. `beneath` resolves a path
+//! beneath a root in one step and pins it (the mount sources and targets the client and the
+//! drivers hand on).
 
+pub mod beneath;
 pub mod caps;
 pub mod cgroup;
 mod error;

@@ -160,17 +160,29 @@ fn make_dir(path: &Path, mode: u32) -> Result<(), IsolationError> {
         .map_err(io("creating mount point", path))
 }
 
-/// Creates an empty mount point of the same kind (file or directory) as `source`.
-fn make_mount_point(source: &Path, target: &Path) -> Result<(), IsolationError> {
-    let meta = fs::metadata(source).map_err(io("inspecting", source))?;
-    if meta.is_dir() {
-        return make_dir(target, 0o755);
+/// Binds `bind_mount.source` at its target beneath `root`: the mount point (a directory, or an
+/// empty file for a file source) is created and opened beneath the root by the kernel
+/// ([`crate::beneath`]), and the mount made on that descriptor, never on a path a symlink
+/// planted in the task root (or swapped in meanwhile) could lead outside it.
+fn bind_beneath(root: &Path, bind_mount: &BindMount, dir: bool) -> Result<(), IsolationError> {
+    use crate::beneath::{self, Missing};
+    let refused = |error: beneath::BeneathError| IsolationError::Beneath {
+        target: bind_mount.target.clone(),
+        source: error,
+    };
+    let root_fd = beneath::open_root(root).map_err(refused)?;
+    let target = if dir {
+        beneath::open_at(&root_fd, root, &bind_mount.target, Missing::CreateDirs)
+    } else {
+        beneath::create_file_at(&root_fd, root, &bind_mount.target)
     }
-    if let Some(parent) = target.parent() {
-        make_dir(parent, 0o755)?;
-    }
-    if !target.exists() {
-        fs::File::create(target).map_err(io("creating mount point", target))?;
+    .map_err(refused)?;
+    bind(&bind_mount.source, &beneath::fd_path(&target), false)?;
+    if bind_mount.read_only {
+        // The descriptor still names what was under the new mount: open the mount itself.
+        let mounted =
+            beneath::open_at(&root_fd, root, &bind_mount.target, Missing::Fail).map_err(refused)?;
+        remount_read_only(&beneath::fd_path(&mounted))?;
     }
     Ok(())
 }
@@ -192,12 +204,10 @@ pub fn enter_task_root(plan: &TaskRoot) -> Result<(), IsolationError> {
     bind(root, root, false)?;
 
     for bind_mount in &plan.binds {
-        if fs::metadata(&bind_mount.source).is_err() {
+        let Ok(source) = fs::metadata(&bind_mount.source) else {
             continue;
-        }
-        let target = path_in_root(root, &bind_mount.target)?;
-        make_mount_point(&bind_mount.source, &target)?;
-        bind(&bind_mount.source, &target, bind_mount.read_only)?;
+        };
+        bind_beneath(root, bind_mount, source.is_dir())?;
     }
 
     mount_dev(root)?;
@@ -348,6 +358,41 @@ fn pivot_into(root: &Path) -> Result<(), IsolationError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_bind_lands_beneath_the_task_root_whatever_symlink_is_planted() {
+        if !crate::root_tests::root_test_may_run("mount(2)", true) {
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let source = tempfile::tempdir().unwrap();
+        std::fs::write(source.path().join("v"), "volume").unwrap();
+        // A task planted an absolute symlink out where a volume's mount point goes.
+        std::os::unix::fs::symlink(outside.path(), root.path().join("data")).unwrap();
+        let out = BindMount {
+            source: source.path().to_path_buf(),
+            target: "/data/vol".into(),
+            read_only: true,
+        };
+        let error = bind_beneath(root.path(), &out, true).unwrap_err();
+        assert!(error.to_string().contains("/data/vol"), "{error}");
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        // One that stays inside is followed; the mount lands beneath the root, read-only.
+        std::fs::create_dir(root.path().join("real")).unwrap();
+        std::os::unix::fs::symlink("real", root.path().join("alias")).unwrap();
+        let inside = BindMount {
+            target: "/alias/vol".into(),
+            ..out
+        };
+        bind_beneath(root.path(), &inside, true).unwrap();
+        let mounted = root.path().join("real/vol");
+        let seen = std::fs::read_to_string(mounted.join("v"));
+        let written = std::fs::write(mounted.join("w"), "x");
+        umount2(&mounted, MntFlags::MNT_DETACH).unwrap();
+        assert_eq!(seen.unwrap(), "volume");
+        assert!(written.is_err(), "the bind is read-only");
+    }
 
     #[test]
     fn paths_in_the_root_refuse_parents_and_planted_symlinks() {
