@@ -260,6 +260,9 @@ pub fn required(
     if path == "/v1/agent/monitor" {
         return AgentRead;
     }
+    if path == "/v1/agent/join" {
+        return AgentWrite;
+    }
     if path.starts_with("/v1/client/allocation/") && path.ends_with("/exec") {
         let alloc_id = path
             .trim_start_matches("/v1/client/allocation/")

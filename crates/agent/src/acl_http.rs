@@ -450,18 +450,9 @@ fn prepare_token(
             ));
         }
     }
+    // A policy the token names need not exist yet, as Nomad's `ACL.UpsertTokens` does not
+    // look: the token holds it once it is written (resolution skips names not stored).
     let tables = endpoints.state.acl();
-    if let Some(missing) = token
-        .policies
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .find(|name| !tables.policies.contains_key(*name))
-    {
-        return Err(ApiError::bad_request(format!(
-            "cannot find policy {missing}"
-        )));
-    }
     // Role links by ID or name become links by the role's immutable ID, without repeats
     // (Nomad stores no name: a role may be renamed).
     if let Some(links) = token.roles.take() {

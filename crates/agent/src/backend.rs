@@ -38,10 +38,36 @@ pub struct AgentBackend {
     /// The client's connection to its servers when it reaches them over HTTP (`None` with the
     /// server in process, or without a client).
     pub client_conn: Option<Arc<HttpServerConn>>,
+    /// The addresses that name this agent's own server (its HTTP address, and with a Nomad
+    /// config's `ports { rpc }` that port on the same host): an in-process client accepts
+    /// them as its servers, being connected to that server already.
+    pub own_server_addresses: Vec<std::net::SocketAddr>,
     /// `<data_dir>/alloc`: where the client keeps alloc dirs.
     pub alloc_root: PathBuf,
     /// Node-wide usage for `/v1/client/stats`.
     pub host_stats: drover_client::host_stats::HostStatsCollector,
+}
+
+/// Whether `address` (`host:port`, 4646 when no port is given, as `-servers` reads it)
+/// names one of `own`: the same port, on the same IP or a loopback one.
+fn names_own_server(address: &str, own: &[std::net::SocketAddr]) -> bool {
+    let address = address.trim();
+    let parsed = address.parse::<std::net::SocketAddr>().ok().or_else(|| {
+        let (host, port) = address.rsplit_once(':').unwrap_or((address, "4646"));
+        let port: u16 = port.parse().ok()?;
+        let ip = if host == "localhost" {
+            std::net::IpAddr::from(std::net::Ipv4Addr::LOCALHOST)
+        } else {
+            host.trim_matches(['[', ']']).parse().ok()?
+        };
+        Some(std::net::SocketAddr::new(ip, port))
+    });
+    let Some(parsed) = parsed else {
+        return false;
+    };
+    own.iter().any(|own| {
+        own.port() == parsed.port() && (own.ip() == parsed.ip() || parsed.ip().is_loopback())
+    })
 }
 
 fn server_error(error: ServerError) -> ApiError {
@@ -99,9 +125,18 @@ impl AgentOperations for AgentBackend {
     fn set_client_servers(&self, addresses: Vec<String>) -> Result<(), ApiError> {
         self.client()?;
         let Some(conn) = &self.client_conn else {
-            return Err(ApiError::BadRequest(
-                "this agent's client reaches the server in its own process; its servers cannot be set".into(),
-            ));
+            // The client reaches the server in this process: a list naming only that server
+            // is what it uses already (Nomad's tests point a dev agent's client at its own
+            // server); any other server it could not use.
+            if let Some(other) = addresses
+                .iter()
+                .find(|address| !names_own_server(address, &self.own_server_addresses))
+            {
+                return Err(ApiError::BadRequest(format!(
+                    "server {other:?} is not this agent's own: its client reaches the server in                      its own process and uses no other; run a client-only agent                      (-client -servers=...) to use other servers"
+                )));
+            }
+            return Ok(());
         };
         conn.set_servers(&addresses)
             .map_err(|error| ApiError::BadRequest(error.to_string()))
@@ -437,6 +472,36 @@ impl AgentOperations for AgentBackend {
             Ok(checks) => Ok(Some(checks)),
             Err(error) if error.kind() == ClientErrorKind::NotFound => Ok(None),
             Err(error) => Err(client_error(error)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_own_server;
+
+    #[test]
+    fn an_address_names_the_own_server_by_its_port_on_this_host() {
+        let own: Vec<std::net::SocketAddr> = vec![
+            "10.1.2.3:4646".parse().expect("address"),
+            "10.1.2.3:4647".parse().expect("address"),
+        ];
+        for address in [
+            "10.1.2.3:4646",
+            "127.0.0.1:4647",
+            "localhost:4646",
+            "127.0.0.1",
+            " [::1]:4647 ",
+        ] {
+            assert!(names_own_server(address, &own), "{address}");
+        }
+        for address in [
+            "10.9.9.9:4646",
+            "127.0.0.1:9999",
+            "nope",
+            "db.internal:4646",
+        ] {
+            assert!(!names_own_server(address, &own), "{address}");
         }
     }
 }

@@ -90,6 +90,12 @@ pub struct RawConfig {
     pub telemetry: Option<RawTelemetry>,
     pub etcd: Option<RawEtcd>,
     pub acl: Option<RawAcl>,
+    /// Nomad's opt-out of its check for newer versions. drover never checks for updates, so
+    /// `true` and `false` both mean what drover always does; accepted so Nomad's configs load.
+    pub disable_update_check: Option<bool>,
+    /// `vault { enabled = false }`: accepted as what it says, Vault not used. Anything more in
+    /// the block is refused by name (drover has no Vault integration).
+    pub vault: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// `etcd { endpoints = [...], prefix = "..." }`: keep the server's state in an etcd cluster
@@ -462,13 +468,14 @@ macro_rules! merge_options {
 }
 
 impl RawConfig {
-    /// Reads one config file, HCL or JSON by extension (`.json` is JSON, anything else HCL).
+    /// Reads one config file, HCL or JSON by its content, as Nomad's HCL loader tells them
+    /// apart: a file whose first non-blank character is `{` is JSON, whatever its name.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
         })?;
-        let parsed = if path.extension().is_some_and(|ext| ext == "json") {
+        let parsed = if text.trim_start().starts_with('{') {
             serde_json::from_str(&text).map_err(|err| err.to_string())
         } else {
             hcl::from_str(&text).map_err(|err| err.to_string())
@@ -482,8 +489,20 @@ impl RawConfig {
     /// Layers `other` over `self`: fields set in `other` win, nested blocks merge field by field.
     pub fn merge(&mut self, other: RawConfig) {
         merge_options!(
-            self, other, region, datacenter, name, data_dir, bind_addr, log_level, log_json
+            self,
+            other,
+            region,
+            datacenter,
+            name,
+            data_dir,
+            bind_addr,
+            log_level,
+            log_json,
+            disable_update_check
         );
+        if let Some(over) = other.vault {
+            self.vault.get_or_insert_with(Default::default).extend(over);
+        }
         match (&mut self.ports, other.ports) {
             (Some(base), Some(over)) => merge_options!(base, over, http, rpc, serf),
             (base, over) => {
@@ -616,6 +635,10 @@ pub struct AgentConfig {
     pub data_dir: Option<PathBuf>,
     pub http_addr: IpAddr,
     pub http_port: u16,
+    /// A Nomad config's `ports { rpc }`: drover has no RPC listener (its servers answer on the
+    /// HTTP port), but an address with this port on this host still names this agent's own
+    /// server, for `PUT /v1/agent/servers`.
+    pub rpc_port: Option<u16>,
     pub client_enabled: bool,
     pub server_enabled: bool,
     /// `client { servers = [...] }` / `-servers`: the server agents a client without a local
@@ -1083,6 +1106,33 @@ fn default_node_name() -> String {
         .unwrap_or_else(|| "drover".to_owned())
 }
 
+/// `vault { enabled = false }` (or an empty block) asks for nothing drover lacks; Vault
+/// enabled, or any other key, is refused by name.
+fn check_vault(
+    vault: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Result<(), ConfigError> {
+    let Some(vault) = vault else {
+        return Ok(());
+    };
+    if let Some(key) = vault.keys().find(|key| key.as_str() != "enabled") {
+        return Err(ConfigError::Invalid {
+            key: "vault",
+            message: format!(
+                "vault.{key} is not supported: drover has no Vault integration; only `enabled = false` may be set"
+            ),
+        });
+    }
+    match vault.get("enabled") {
+        None | Some(serde_json::Value::Bool(false)) => Ok(()),
+        Some(other) => Err(ConfigError::Invalid {
+            key: "vault.enabled",
+            message: format!(
+                "{other} is not supported: drover has no Vault integration; set enabled = false or leave the vault block out"
+            ),
+        }),
+    }
+}
+
 impl AgentConfig {
     /// Reads the `-config` files in order, applies the flags over them, then defaults.
     pub fn load(args: &AgentArgs) -> Result<Self, ConfigError> {
@@ -1103,6 +1153,7 @@ impl AgentConfig {
         if let Some(port) = args.http_port {
             raw.ports.get_or_insert_with(RawPorts::default).http = Some(port);
         }
+        check_vault(raw.vault.as_ref())?;
         let dev = args.dev;
         let mut client = raw.client.unwrap_or_default();
         let mut server = raw.server.unwrap_or_default();
@@ -1240,6 +1291,7 @@ impl AgentConfig {
                 .as_ref()
                 .and_then(|ports| ports.http)
                 .unwrap_or(DEFAULT_HTTP_PORT),
+            rpc_port: raw.ports.as_ref().and_then(|ports| ports.rpc),
             client_enabled,
             server_enabled,
             servers,
@@ -1323,6 +1375,47 @@ mod tests {
         AgentArgs {
             dev: true,
             ..AgentArgs::default()
+        }
+    }
+
+    /// Nomad's api suite writes its agent config as JSON to a file named without `.json`;
+    /// Nomad's loader reads it by content, and so does drover's.
+    #[test]
+    fn a_json_config_file_without_the_json_extension_is_read_as_json() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("nomad123");
+        std::fs::write(
+            &path,
+            r#"  {"region": "eu", "disable_update_check": true, "vault": {"enabled": false}}"#,
+        )
+        .expect("write");
+        let raw = RawConfig::from_file(&path).expect("JSON by content");
+        assert_eq!(raw.region.as_deref(), Some("eu"));
+        let hcl_path = dir.path().join("agent.json");
+        std::fs::write(&hcl_path, "region = \"us\"\n").expect("write");
+        let raw = RawConfig::from_file(&hcl_path).expect("HCL by content, whatever the name");
+        assert_eq!(raw.region.as_deref(), Some("us"));
+    }
+
+    #[test]
+    fn disable_update_check_and_a_disabled_vault_are_accepted_and_vault_otherwise_refused() {
+        let accepted: RawConfig =
+            hcl::from_str("disable_update_check = true\nvault {\n  enabled = false\n}\n")
+                .expect("parses");
+        AgentConfig::from_raw(accepted, &dev_args()).expect("nothing asked that drover lacks");
+        for (text, named) in [
+            ("vault {\n  enabled = true\n}\n", "vault.enabled"),
+            (
+                "vault {\n  enabled = false\n  address = \"https://vault:8200\"\n}\n",
+                "vault.address",
+            ),
+        ] {
+            let raw: RawConfig = hcl::from_str(text).expect("parses");
+            let error = AgentConfig::from_raw(raw, &dev_args())
+                .expect_err("refused")
+                .to_string();
+            assert!(error.contains(named), "{error}");
+            assert!(error.contains("no Vault integration"), "{error}");
         }
     }
 

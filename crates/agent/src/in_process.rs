@@ -24,6 +24,8 @@ pub struct InProcessServer {
     pub server: Server,
     pub keyring: Option<Arc<Keyring>>,
     pub clock: Arc<dyn Clock>,
+    /// Where the client's blocking allocation watch is counted (`nomad.nomad.rpc.query`).
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl InProcessServer {
@@ -33,6 +35,7 @@ impl InProcessServer {
             server,
             keyring: None,
             clock: Arc::new(drover_server::SystemClock),
+            metrics: None,
         }
     }
 }
@@ -69,6 +72,9 @@ impl ServerConn for InProcessServer {
         min_index: u64,
         max_wait: Duration,
     ) -> Result<NodeAllocations, ServerConnError> {
+        if let Some(metrics) = &self.metrics {
+            crate::metrics::count_query(metrics);
+        }
         let (alloc_modify_indexes, index) = self
             .server
             .node_allocs(node_id, min_index, max_wait)

@@ -17,6 +17,7 @@ mod docker_fingerprint;
 pub mod gc_http;
 pub mod identity_http;
 pub mod in_process;
+pub mod join_http;
 pub mod keyring_http;
 pub mod leadership;
 pub mod logging;
@@ -66,8 +67,44 @@ use drover_client::http_conn::{HttpServerConn, HttpServerConnConfig};
 
 /// Runs the agent until SIGINT or SIGTERM.
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
+    // Before anything else: a signal that arrives while the agent starts is kept, and the
+    // agent stops as soon as it has started, rather than dying half-started or missing it.
+    let signals = ShutdownSignals::install().context("installing the SIGINT/SIGTERM handlers")?;
     let config = AgentConfig::load(&args)?;
-    run_with_config(config).await
+    run_with_config(config, signals).await
+}
+
+/// SIGINT and SIGTERM, listened to from the agent's first moment: a signal delivered before
+/// [`ShutdownSignals::received`] is awaited is remembered by the streams, not lost.
+struct ShutdownSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignals {
+    fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(ShutdownSignals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// Whether a signal has arrived already (during start-up), without waiting.
+    fn arrived(&mut self) -> bool {
+        use std::task::{Context, Poll, Waker};
+        let mut context = Context::from_waker(Waker::noop());
+        matches!(self.interrupt.poll_recv(&mut context), Poll::Ready(_))
+            || matches!(self.terminate.poll_recv(&mut context), Poll::Ready(_))
+    }
+
+    /// Waits for the next SIGINT or SIGTERM.
+    async fn received(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+    }
 }
 
 /// Where the agent keeps its state: the configured data dir, or a temporary one (dev mode).
@@ -85,7 +122,7 @@ impl DataDir {
     }
 }
 
-async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
+async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> anyhow::Result<()> {
     let log_hub = logging::LogHub::new();
     logging::init(config.log_level, config.log_json, &log_hub);
     let data_dir = match &config.data_dir {
@@ -180,6 +217,7 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
                     server: server.clone(),
                     keyring: keyring.clone(),
                     clock: Arc::new(drover_server::SystemClock),
+                    metrics: Some(metrics.clone()),
                 }),
                 None => {
                     let servers = Arc::new(
@@ -228,6 +266,14 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         server: server.clone(),
         client: client.clone(),
         client_conn,
+        own_server_addresses: if config.server_enabled {
+            std::iter::once(http_addr.port())
+                .chain(config.rpc_port)
+                .map(|port| std::net::SocketAddr::new(http_addr.ip(), port))
+                .collect()
+        } else {
+            Vec::new()
+        },
         alloc_root: data_dir.path().join("alloc"),
         host_stats: host_stats_collector(data_dir.path(), client.as_deref()),
     };
@@ -360,6 +406,16 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     };
 
     // The agent's own endpoints answer here on every agent, never forwarded.
+    let app = app.merge(join_http::router(join_http::JoinEndpoint {
+        server: cluster_id.as_ref().map(|cluster_id| join_http::OwnServer {
+            region: config.region.clone(),
+            cluster_id: cluster_id.clone(),
+        }),
+        http: reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .build()
+            .context("building the HTTP client that asks servers to join")?,
+    }));
     let app = app.merge(
         axum::Router::new()
             .route("/v1/metrics", axum::routing::get(metrics::metrics_handler))
@@ -465,6 +521,12 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         _ => app,
     };
 
+    // Outermost, as Go's router: a path that is not canonical is redirected before anything
+    // else reads it.
+    let app = app.layer(axum::middleware::from_fn(
+        drover_api::clean_path::redirect_unclean_paths,
+    ));
+
     let task_api_auth = match (&keyring, &client_resolver) {
         (Some(keyring), _) => Some(task_api::TaskApiAuth::Server {
             keyring: keyring.clone(),
@@ -479,16 +541,16 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
     }
 
     let shutdown = CancellationToken::new();
-    let collecting = tokio::spawn(metrics::collect(
-        metrics::Collector {
-            metrics,
-            telemetry: config.telemetry,
-            client: client.clone(),
-            server: server.clone(),
-            host_stats: drover_client::host_stats::HostStatsCollector::new(data_dir.path()),
-        },
-        shutdown.clone(),
-    ));
+    let collector = metrics::Collector {
+        metrics,
+        telemetry: config.telemetry,
+        client: client.clone(),
+        server: server.clone(),
+        host_stats: drover_client::host_stats::HostStatsCollector::new(data_dir.path()),
+    };
+    // One round before the API serves: `/v1/metrics` never answers empty.
+    collector.collect_once().await;
+    let collecting = tokio::spawn(metrics::collect(collector, shutdown.clone()));
     let serving = {
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
@@ -515,7 +577,11 @@ async fn run_with_config(config: AgentConfig) -> anyhow::Result<()> {
         println!("    servers: {}", config.servers.join(", "));
     }
 
-    wait_for_signal().await;
+    if signals.arrived() {
+        println!("==> a signal arrived while the agent was starting; shutting down");
+    } else {
+        signals.received().await;
+    }
     println!("==> shutting down");
     shutdown.cancel();
     let _ = collecting.await;
@@ -826,24 +892,6 @@ fn rand_seed() -> u64 {
         .map(|elapsed| elapsed.as_nanos() as u64)
         .unwrap_or(0)
         ^ u64::from(std::process::id())
-}
-
-async fn wait_for_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut stream) => {
-                stream.recv().await;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
-    }
 }
 
 /// The drivers this client offers: `raw_exec` (when enabled) and `exec` (configured by the

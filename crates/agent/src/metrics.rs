@@ -18,8 +18,16 @@
 //! `nomad.client.allocs.{running,complete,failed,restart,oom_killed}` (through the client's
 //! `TaskCounters`) and, on a server agent, each API request's time under the name of the Nomad
 //! RPC endpoint that serves it (`nomad.nomad.job.register`, `nomad.nomad.client.update_status`,
-//! … — [`endpoint_metric`]). Nomad's `nomad.nomad.rpc.*` counters are not kept: they count RPC
-//! connections between agents, which drover does not have.
+//! … — [`endpoint_metric`]). A server also counts, as Nomad's RPC layer does,
+//! `nomad.nomad.rpc.query` for each read its blocking-query path serves (the API's reads
+//! and every client's allocation watch, in process or over HTTP: [`count_query`]) and
+//! `nomad.nomad.rpc.request` for each call a remote client node makes (its `/v1/internal/…`
+//! requests, drover's RPCs), so a dev agent has counters from its first moment, as Nomad
+//! has. The connection counters (`accept_conn`, `streaming_rpc`) are not kept: drover has no
+//! RPC connections of its own, HTTP carries its calls.
+//!
+//! A round of gauges is published before the API serves its first request ([`Collector`]'s
+//! `collect_once`), so neither form ever answers empty.
 //!
 //! Not here: sampling task usage (the client does, on request) or deciding what is published
 //! (the `telemetry` config block, [`crate::config::Telemetry`]).
@@ -467,10 +475,28 @@ pub async fn measure_endpoints(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let name = drover_api::routes::route(request.method(), request.uri().path())
-        .ok()
-        .as_ref()
-        .and_then(endpoint_metric);
+    let route = drover_api::routes::route(request.method(), request.uri().path()).ok();
+    let name = route.as_ref().and_then(endpoint_metric);
+    let counted = match &route {
+        Some(Route::NodeGetClientAllocs { .. }) => Some(RPC_QUERY),
+        Some(
+            Route::NodeRegister
+            | Route::NodeUpdateStatus { .. }
+            | Route::AllocGetAllocs
+            | Route::NodeUpdateAlloc
+            | Route::ServiceRegistrationUpsert
+            | Route::ServiceRegistrationDeleteIds,
+        ) => Some(RPC_REQUEST),
+        Some(_) if name.is_some() && request.method() == axum::http::Method::GET => Some(RPC_QUERY),
+        _ => None,
+    };
+    if let Some(counter) = counted {
+        // A client's blocking watch is a remote RPC too.
+        if matches!(route, Some(Route::NodeGetClientAllocs { .. })) {
+            metrics.incr_counter(RPC_REQUEST, &[], 1.0, unix_now_ns());
+        }
+        metrics.incr_counter(counter, &[], 1.0, unix_now_ns());
+    }
     let started = tokio::time::Instant::now();
     let response = next.run(request).await;
     if let Some(name) = name {
@@ -478,6 +504,17 @@ pub async fn measure_endpoints(
         metrics.add_sample(name, &[], elapsed_ms, unix_now_ns());
     }
     response
+}
+
+/// Nomad's counter of the reads its blocking-query path runs.
+const RPC_QUERY: &str = "nomad.nomad.rpc.query";
+/// Nomad's counter of the RPC requests its servers handle from other agents.
+const RPC_REQUEST: &str = "nomad.nomad.rpc.request";
+
+/// Counts one read of the blocking-query path (`nomad.nomad.rpc.query`), as a local client's
+/// allocation watch makes it without HTTP.
+pub fn count_query(metrics: &Metrics) {
+    metrics.incr_counter(RPC_QUERY, &[], 1.0, unix_now_ns());
 }
 
 fn unix_now_ns() -> i64 {

@@ -264,7 +264,9 @@ async fn raft_configuration(
                 "Node": format!("{}.{}", record.name, record.region),
                 "Address": record.http_addr,
                 "Leader": leads,
-                "Voter": false,
+                // Every drover server takes part in leader election on etcd (a single
+                // server is its own electorate): each counts as a voter.
+                "Voter": true,
                 "RaftProtocol": protocol,
             })
         })
@@ -272,9 +274,43 @@ async fn raft_configuration(
     Ok(axum::Json(serde_json::json!({ "Servers": servers, "Index": 0 })).into_response())
 }
 
-async fn raft_peer(method: Method) -> Result<Response, ApiError> {
+/// `DELETE /v1/operator/raft/peer?id=|address=`: Nomad's parameter checks and, for a peer
+/// that is not among the servers, Nomad's error; a server that is one is refused, saying why.
+async fn raft_peer(
+    method: Method,
+    RawQuery(query): RawQuery,
+    State(endpoints): State<OperatorEndpoints>,
+) -> Result<Response, ApiError> {
     if method != Method::DELETE {
         return Err(ApiError::MethodNotAllowed);
+    }
+    let params = QueryParams::parse(query.as_deref());
+    let (id, address) = (params.get("id"), params.get("address"));
+    let (kind, named) = match (id, address) {
+        (None, None) => {
+            return Err(ApiError::bad_request(
+                "Must specify either ?id with the server's ID or ?address with IP:port of peer to remove",
+            ));
+        }
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_request(
+                "Must specify only one of ?id or ?address",
+            ));
+        }
+        (Some(id), None) => ("id", id.to_owned()),
+        (None, Some(address)) => ("address", address.to_owned()),
+    };
+    let known = servers(&endpoints).await?.iter().any(|(record, _)| {
+        if kind == "id" {
+            record.name == named
+        } else {
+            record.http_addr == named
+        }
+    });
+    if !known {
+        return Err(ApiError::internal(format!(
+            "{kind} {named:?} was not found in the Raft configuration"
+        )));
     }
     Err(ApiError::not_found(
         "drover servers are not raft peers: a cluster's state is replicated by etcd, whose \

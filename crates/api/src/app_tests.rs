@@ -1559,6 +1559,19 @@ async fn the_event_stream_replays_from_an_index_and_refuses_bad_topics() {
     let bad = send(&router, "GET", "/v1/event/stream?topic=Nonsense:x", None).await;
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
     assert!(body_text(bad).await.starts_with("Invalid topic query"));
+    // Nomad's api suite: a topic with more than one `:` is refused before the stream opens.
+    let unparsable = send(
+        &router,
+        "GET",
+        "/v1/event/stream?topic=Evaluation:::*",
+        None,
+    )
+    .await;
+    assert_eq!(unparsable.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body_text(unparsable).await,
+        "Invalid topic query: error parsing topics: Invalid key value pair for topic, topic: Evaluation:::*"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -1777,9 +1790,42 @@ mod exec_over_websocket {
             None,
         )
         .await;
-        assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+        // Not a websocket request: refused as such, whatever the allocation.
+        assert_eq!(unknown.status(), StatusCode::BAD_REQUEST);
         let wrong_method = send(&router, "POST", "/v1/client/allocation/zz/exec", None).await;
         assert_eq!(wrong_method.status(), StatusCode::METHOD_NOT_ALLOWED);
+    }
+
+    /// Nomad's api suite execs in an allocation that does not exist and expects the error Go's
+    /// client reads from the stream's close frame, not a failed handshake.
+    #[tokio::test]
+    async fn exec_of_an_unknown_allocation_completes_the_handshake_and_closes_with_unknown_allocation()
+     {
+        let (_backend, address) = serve().await;
+        let command = "%5B%22ls%22%5D";
+        let url = format!(
+            "ws://{address}/v1/client/allocation/zz/exec?task=t&command={command}&ws_handshake=true"
+        );
+        let stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let (mut socket, _) = tokio_tungstenite::client_async(url, stream)
+            .await
+            .expect("the websocket handshake completes");
+        socket
+            .send(WsMessage::Text(r#"{"version":1,"auth_token":""}"#.into()))
+            .await
+            .unwrap();
+        let message = tokio::time::timeout(Duration::from_secs(20), socket.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        match message {
+            WsMessage::Close(Some(frame)) => {
+                assert_eq!(u16::from(frame.code), 1008);
+                assert_eq!(frame.reason.as_str(), "Unknown allocation \"zz\"");
+            }
+            other => panic!("expected a close frame, got {other:?}"),
+        }
     }
 
     #[tokio::test]
@@ -2395,4 +2441,33 @@ async fn deployments_are_listed_read_and_found_by_job_in_nomads_shape() {
         search["Matches"]["deployment"],
         json!(["aaaa0000-1111-2222-3333-444455556666"])
     );
+}
+
+/// Nomad's api suite scales a job with an empty ID (`POST /v1/job//scale`) and expects the 404
+/// Go's router leads to: a 301 to the cleaned `/v1/job/scale`, which Go's client follows as a
+/// `GET` of the job named `scale`.
+#[tokio::test]
+async fn a_path_with_an_empty_segment_is_redirected_to_the_clean_path_as_gos_router_does() {
+    let (_backend, router) = setup();
+    let router = router.layer(axum::middleware::from_fn(
+        crate::clean_path::redirect_unclean_paths,
+    ));
+    let scale = send(
+        &router,
+        "POST",
+        "/v1/job//scale?namespace=default",
+        Some(json!({"Count": 1})),
+    )
+    .await;
+    assert_eq!(scale.status(), StatusCode::MOVED_PERMANENTLY);
+    assert_eq!(
+        header(&scale, "location"),
+        "/v1/job/scale?namespace=default"
+    );
+    let followed = send(&router, "GET", "/v1/job/scale?namespace=default", None).await;
+    assert_eq!(followed.status(), StatusCode::NOT_FOUND);
+    assert_eq!(body_text(followed).await, "job not found");
+    // A canonical path is not touched.
+    let jobs = send(&router, "GET", "/v1/jobs", None).await;
+    assert_eq!(jobs.status(), StatusCode::OK);
 }

@@ -11,6 +11,7 @@ mod app_tests;
 pub mod backend;
 pub mod bexpr;
 pub mod body_limit;
+pub mod clean_path;
 pub mod client;
 #[cfg(test)]
 mod services_tests;

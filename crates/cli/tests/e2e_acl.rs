@@ -872,6 +872,42 @@ fn node_pool_policies_decide_which_pools_a_token_reads_writes_and_deletes() {
     }
 }
 
+/// Nomad's api suite creates a token naming a policy before writing the policy: accepted, and
+/// the token holds the policy once it exists.
+#[test]
+fn a_token_naming_a_policy_not_yet_written_is_accepted_and_holds_it_once_written() {
+    let temp = tempfile::tempdir().unwrap();
+    let (agent, root) = acl_agent(temp.path(), "", "");
+    let root = Some(root.as_str());
+    let (status, body) = call(
+        "PUT",
+        &agent.url("/v1/acl/token"),
+        root,
+        Some(r#"{"Name": "early", "Type": "client", "Policies": ["later"]}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+    let created = json_of(&body);
+    assert_eq!(created["Policies"], json!(["later"]));
+    let secret = created["SecretID"].as_str().unwrap().to_owned();
+    let token = Some(secret.as_str());
+    let (status, _) = call("GET", &agent.url("/v1/jobs"), token, None);
+    assert_eq!(status, 403, "the policy does not exist yet");
+    let rules = "namespace \"default\" {\n  policy = \"read\"\n}\n";
+    let policy = json!({"Name": "later", "Rules": rules}).to_string();
+    let (status, body) = call(
+        "PUT",
+        &agent.url("/v1/acl/policy/later"),
+        root,
+        Some(&policy),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call("GET", &agent.url("/v1/jobs"), token, None);
+    assert_eq!(
+        status, 200,
+        "the token holds the policy once written: {body}"
+    );
+}
+
 /// An agent with ACLs on, the extra `acl` and `server` keys given, and its management secret.
 fn acl_agent(temp: &std::path::Path, acl_keys: &str, server_keys: &str) -> (Agent, String) {
     let config = temp.join("acl.hcl");

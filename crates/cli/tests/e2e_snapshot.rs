@@ -4,8 +4,8 @@
 //! passes it to the leader; both servers then answer from it) and into an embedded server:
 //! jobs, allocations, indexes and sealed variables (readable: the keyring comes along) survive.
 //! Damaged and truncated files are refused and change nothing; the endpoints want a
-//! management token when ACLs are on. The cluster's peers: `operator raft list-peers` (no
-//! voters), `operator etcd members`, and the refused peer removal.
+//! management token when ACLs are on. The cluster's peers: `operator raft list-peers` (every
+//! server a voter), `operator etcd members`, and the refused peer removal.
 //!
 //! The etcd tests need `etcd` (Debian's etcd-server); skipped without it, failed under
 //! `CI=true`.
@@ -252,7 +252,7 @@ fn a_snapshot_of_an_etcd_cluster_restores_into_a_fresh_cluster_and_into_an_embed
         (&two, &one)
     };
 
-    // The peers: no voter among the servers; etcd's members are the raft peers.
+    // The peers: every server a voter (each takes part in the election on etcd).
     let peers = following.cli_ok(&["operator", "raft", "list-peers"]);
     let lines: Vec<&str> = peers.lines().collect();
     assert_eq!(lines.len(), 3, "{peers}");
@@ -263,7 +263,7 @@ fn a_snapshot_of_an_etcd_cluster_restores_into_a_fresh_cluster_and_into_an_embed
         .unwrap_or_else(|| panic!("{peers}"));
     assert!(leader_row.contains(&leader), "{peers}");
     assert!(
-        lines[1..].iter().all(|line| line.contains("false  etcd")),
+        lines[1..].iter().all(|line| line.contains("true   etcd")),
         "{peers}"
     );
     let members = following.cli_ok(&["operator", "etcd", "members"]);
@@ -282,6 +282,19 @@ fn a_snapshot_of_an_etcd_cluster_restores_into_a_fresh_cluster_and_into_an_embed
     );
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("not raft peers"), "{body}");
+    // A peer that is not a server: Nomad's error.
+    let (status, body) = http(
+        "DELETE",
+        &following.url("/v1/operator/raft/peer?address=nope"),
+        None,
+    );
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            500,
+            "address \"nope\" was not found in the Raft configuration"
+        )
+    );
 
     // Restored through the follower: it passes the request to the leader, and answers once
     // its own store holds the result.

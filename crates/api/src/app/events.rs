@@ -18,7 +18,17 @@ use crate::params::QueryParams;
 pub(super) fn event_filter(params: &QueryParams) -> Result<EventFilter, ApiError> {
     let mut topics = Vec::new();
     for query in params.get_all("topic") {
-        let (name, key) = query.split_once(':').unwrap_or((query, "*"));
+        // As Nomad's `parseTopic`: a bare topic means every key; more than one `:` is no
+        // `Topic:Key` pair at all.
+        let (name, key) = match query.split(':').collect::<Vec<_>>()[..] {
+            [name] => (name, "*"),
+            [name, key] => (name, key),
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid topic query: error parsing topics: Invalid key value pair for topic, topic: {query}"
+                )));
+            }
+        };
         if name.is_empty() || key.is_empty() {
             return Err(ApiError::bad_request(format!(
                 "Invalid topic query: {query:?} is not Topic:Key"

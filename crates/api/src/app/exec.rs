@@ -1,5 +1,8 @@
 //! `/v1/client/allocation/<id>/exec`: a websocket speaking Nomad's exec protocol. Parameters
-//! are checked before the upgrade (plain 4xx answers); afterwards the client sends JSON
+//! are checked before the upgrade (plain 4xx answers); an allocation nobody knows is reported
+//! after it, as Nomad's agent does: the handshake completes and a 1008 close frame says
+//! `Unknown allocation "<id>"`, the text Go's client returns as its error. Afterwards the
+//! client sends JSON
 //! `{"stdin":{"data":<b64>}}`, `{"stdin":{"close":true}}`, `{"tty_size":{"height":h,"width":w}}`
 //! or `{}` (heartbeat), and receives `{"stdout":{"data":<b64>}}`, `{"stderr":{"data":<b64>}}`
 //! and finally `{"exited":true,"result":{"exit_code":N}}`, followed by a normal close. Errors
@@ -40,26 +43,32 @@ pub(super) async fn exec_endpoint<B: ApiBackend>(
 ) -> Response {
     match prepare(&state, &method, alloc_id, &uri) {
         Err(error) => error.into_response(),
-        Ok((request, handshake)) => match upgrade {
+        Ok((request, handshake, known)) => match upgrade {
             Err(_) => ApiError::bad_request("exec needs a websocket connection").into_response(),
             Ok(upgrade) => {
                 let backend = Arc::clone(&state.backend);
                 upgrade
                     .max_message_size(MAX_MESSAGE)
                     .max_frame_size(MAX_MESSAGE)
-                    .on_upgrade(move |socket| run_session(backend, request, handshake, socket))
+                    .on_upgrade(move |socket| async move {
+                        if known {
+                            run_session(backend, request, handshake, socket).await;
+                        } else {
+                            refuse_unknown_allocation(request, handshake, socket).await;
+                        }
+                    })
             }
         },
     }
 }
 
-/// Checks the method and parameters and that the allocation exists.
+/// Checks the method and parameters, and whether the allocation exists (the third value).
 fn prepare<B: ApiBackend>(
     state: &AppState<B>,
     method: &Method,
     alloc_id: String,
     uri: &Uri,
-) -> Result<(ExecRequest, bool), ApiError> {
+) -> Result<(ExecRequest, bool, bool), ApiError> {
     if method != Method::GET {
         return Err(ApiError::MethodNotAllowed);
     }
@@ -75,11 +84,7 @@ fn prepare<B: ApiBackend>(
     }
     let tty = params.bool("tty", false)?;
     let handshake = params.bool("ws_handshake", false)?;
-    if super::client_view(&*state.backend, &alloc_id)?.is_none() {
-        return Err(ApiError::not_found(format!(
-            "Unknown allocation {alloc_id:?}"
-        )));
-    }
+    let known = super::client_view(&*state.backend, &alloc_id)?.is_some();
     Ok((
         ExecRequest {
             alloc_id,
@@ -88,7 +93,18 @@ fn prepare<B: ApiBackend>(
             tty,
         },
         handshake,
+        known,
     ))
+}
+
+/// The session of an allocation nobody knows: the handshake message is read, then the
+/// stream closes with Nomad's 404 as a policy close.
+async fn refuse_unknown_allocation(request: ExecRequest, handshake: bool, mut socket: WebSocket) {
+    if handshake {
+        let _ = socket.recv().await;
+    }
+    let error = ApiError::not_found(format!("Unknown allocation {:?}", request.alloc_id));
+    close(socket, close_code(&error), error.to_string()).await;
 }
 
 /// The largest websocket message a caller may send (a stdin frame carries its data base64

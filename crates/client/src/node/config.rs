@@ -111,7 +111,9 @@ pub struct NodeResourceSettings {
 
 impl NodeResourceSettings {
     /// Applies the overrides to the fingerprinted `resources` (and the attributes that describe
-    /// them), and returns the node's reserved resources.
+    /// them), and returns the node's reserved resources: always some, zero when nothing is
+    /// reserved, as Nomad's client registers them (API readers find `ReservedResources` on
+    /// every node).
     pub fn apply(
         &self,
         resources: &mut NodeResources,
@@ -134,7 +136,7 @@ impl NodeResourceSettings {
             resources.cpu.reservable_cpu_cores = cores.clone();
             attributes.insert("cpu.reservablecores".to_string(), cores.len().to_string());
         }
-        (self.reserved != NodeReservedResources::default()).then(|| self.reserved.clone())
+        Some(self.reserved.clone())
     }
 }
 

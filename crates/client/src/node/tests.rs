@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use drover_structs::{
-    ALLOC_CLIENT_STATUS_COMPLETE, Allocation, NODE_STATUS_READY, NodeResources, TASK_STATE_DEAD,
+    ALLOC_CLIENT_STATUS_COMPLETE, Allocation, NODE_STATUS_READY, NodeReservedResources,
+    NodeResources, TASK_STATE_DEAD,
 };
 
 use super::*;
@@ -53,8 +54,8 @@ fn resource_settings_override_the_fingerprint_and_give_the_reserved_resources() 
     let mut attributes = BTreeMap::new();
     assert_eq!(
         NodeResourceSettings::default().apply(&mut resources.clone(), &mut attributes),
-        None,
-        "nothing reserved, no reserved resources"
+        Some(NodeReservedResources::default()),
+        "nothing reserved: zero reserved resources, as Nomad's client registers them"
     );
 
     let mut settings = NodeResourceSettings {
