@@ -140,7 +140,7 @@ async fn validate_accepts_every_example_and_reports_located_errors() {
     assert_eq!(outcome.code, 0, "{}", outcome.stderr);
     assert_eq!(
         outcome.stdout,
-        "Job Warnings:\n1 warning(s):\n\n* job > all_at_once in job (AllAtOnce): drover's plan applier commits the placements that fit; all_at_once does not make a partial plan fail\n\nJob validation successful\n"
+        "Job Warnings:\n1 warning:\n\n* job > all_at_once in job (AllAtOnce): drover's plan applier commits the placements that fit; all_at_once does not make a partial plan fail\n\nJob validation successful\n"
     );
     let dir = tempfile::tempdir().unwrap();
     let broken = dir.path().join("broken.hcl");

@@ -512,6 +512,122 @@ job "web" {{
     });
 }
 
+/// Nomad's deprecated task network with docker's `port_map`: the container listens on 8080,
+/// the scheduler gives the task a host port, and the engine publishes that port to 8080; the
+/// container's `NOMAD_PORT_http` is 8080. Without a task network, `port_map` fails the task
+/// with Nomad's error.
+#[test]
+fn port_map_publishes_a_task_network_port_to_the_container_port() {
+    let Some(engine) = engine() else { return };
+    let temp = tempfile::tempdir().unwrap();
+    let config = engine.agent_config();
+    let agent = Agent::start_with(
+        &temp.path().join("data"),
+        &[&format!("-config={}", config.display())],
+    );
+    let job = format!(
+        r#"
+job "mapped" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    task "server" {{
+      driver = "docker"
+      kill_timeout = "3s"
+      config {{
+        image   = "{image}"
+        command = "/bin/sh"
+        args    = ["-c", "httpd -p 8080 -h /www; while true; do sleep 1; done"]
+        port_map {{
+          http = 8080
+        }}
+      }}
+      resources {{
+        cpu    = 100
+        memory = 64
+        network {{
+          mbits = 10
+          port "http" {{}}
+        }}
+      }}
+    }}
+  }}
+}}
+"#,
+        image = engine.image
+    );
+    run_job(&agent, "mapped.hcl", &job);
+    let alloc = running_allocs(&agent, "mapped", 1).remove(0);
+    let alloc_id = alloc["ID"].as_str().unwrap().to_string();
+    let full = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+    let network = &full["AllocatedResources"]["Tasks"]["server"]["Networks"][0];
+    let host_port = network["DynamicPorts"][0]["Value"].as_u64().unwrap();
+    let address = format!("{}:{host_port}", network["IP"].as_str().unwrap());
+    assert_ne!(host_port, 8080);
+
+    let answer = wait_for("httpd on the task network's host port", LIMIT, || {
+        http_get(&address).filter(|answer| answer.contains("hello from drover"))
+    });
+    assert!(answer.starts_with("HTTP/1."), "{answer}");
+
+    let containers = engine.containers_of(std::slice::from_ref(&alloc_id));
+    let inspect: Value =
+        serde_json::from_str(&engine.docker(&["inspect", containers.iter().next().unwrap()]))
+            .unwrap();
+    let bindings = &inspect[0]["HostConfig"]["PortBindings"]["8080/tcp"];
+    assert_eq!(bindings[0]["HostPort"], host_port.to_string(), "{bindings}");
+    let env: Vec<&str> = inspect[0]["Config"]["Env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(env.contains(&"NOMAD_PORT_http=8080"), "{env:?}");
+    assert!(
+        env.contains(&format!("NOMAD_HOST_PORT_http={host_port}").as_str()),
+        "{env:?}"
+    );
+    agent.cli_ok(&["job", "stop", "-purge", "mapped"]);
+
+    // port_map without a task network: the task fails as under Nomad.
+    let group_ports = format!(
+        r#"
+job "unmapped" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    restart {{
+      attempts = 0
+      mode     = "fail"
+    }}
+    reschedule {{
+      attempts  = 0
+      unlimited = false
+    }}
+    network {{
+      port "http" {{}}
+    }}
+    task "server" {{
+      driver = "docker"
+      config {{
+        image   = "{image}"
+        command = "/bin/true"
+        port_map {{
+          http = 8080
+        }}
+      }}
+    }}
+  }}
+}}
+"#,
+        image = engine.image
+    );
+    run_job(&agent, "unmapped.hcl", &group_ports);
+    let failure = driver_failure(&agent, "unmapped", "server");
+    assert!(
+        failure.contains("'port_map' cannot map group network ports, use 'ports' instead"),
+        "{failure}"
+    );
+}
+
 #[test]
 fn a_killed_agent_reattaches_to_its_containers_without_starting_new_ones() {
     let Some(engine) = engine() else { return };

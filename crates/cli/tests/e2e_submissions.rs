@@ -247,7 +247,7 @@ fn job_submissions_are_kept_read_back_and_dropped_past_the_limit() {
     let size = big.len();
     assert!(
         stdout.contains(&format!(
-            "Job Warnings:\n1 warning(s):\n\n* job source size of {}.{} kB exceeds maximum of 2.0 kB and will be discarded",
+            "Job Warnings:\n1 warning:\n\n* job source size of {}.{} kB exceeds maximum of 2.0 kB and will be discarded",
             size / 1000,
             (size % 1000 + 50) / 100
         )),

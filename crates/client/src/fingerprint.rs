@@ -424,6 +424,71 @@ fn disk_space(path: &Path) -> Option<DiskSpace> {
     }
 }
 
+/// Link speed assumed when the interface does not report one (Nomad's default `network_speed`).
+pub const DEFAULT_NETWORK_SPEED_MBITS: i64 = 1000;
+
+/// The node's network for task-level network asks (Nomad's `NodeResources.Networks`): the
+/// interface holding `address` (the node's advertised address), as one host address
+/// (`<ip>/32` or `/128`) with the interface's bandwidth. `None` when no interface holds it.
+pub fn host_network(address: &str) -> Option<drover_structs::NetworkResource> {
+    let ip: std::net::IpAddr = address.parse().ok()?;
+    let device = interface_holding(ip)?;
+    let speed = std::fs::read_to_string(Path::new("/sys/class/net").join(&device).join("speed"))
+        .ok()
+        .and_then(|text| parse_link_speed(&text));
+    Some(network_resource(&device, ip, speed))
+}
+
+/// The network resource of `device` at `ip` with link speed `speed` (Mb/s), the default speed
+/// when the link does not tell.
+pub fn network_resource(
+    device: &str,
+    ip: std::net::IpAddr,
+    speed: Option<i64>,
+) -> drover_structs::NetworkResource {
+    let prefix = if ip.is_ipv4() { 32 } else { 128 };
+    drover_structs::NetworkResource {
+        mode: "host".to_string(),
+        device: device.to_string(),
+        cidr: format!("{ip}/{prefix}"),
+        ip: ip.to_string(),
+        mbits: speed.unwrap_or(DEFAULT_NETWORK_SPEED_MBITS),
+        ..drover_structs::NetworkResource::default()
+    }
+}
+
+/// The link speed in `/sys/class/net/<dev>/speed` (Mb/s); none for a link that reports
+/// nothing usable (loopback, a down link's `-1`).
+pub fn parse_link_speed(text: &str) -> Option<i64> {
+    text.lines()
+        .next()?
+        .trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|speed| *speed > 0)
+}
+
+/// The name of the interface that has `ip` among its addresses.
+fn interface_holding(ip: std::net::IpAddr) -> Option<String> {
+    let interfaces = nix::ifaddrs::getifaddrs().ok()?;
+    for interface in interfaces {
+        let Some(address) = interface.address else {
+            continue;
+        };
+        let held = if let Some(v4) = address.as_sockaddr_in() {
+            std::net::IpAddr::V4(v4.ip())
+        } else if let Some(v6) = address.as_sockaddr_in6() {
+            std::net::IpAddr::V6(v6.ip())
+        } else {
+            continue;
+        };
+        if held == ip {
+            return Some(interface.interface_name);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -591,5 +656,28 @@ mod tests {
         let is_root = nix::unistd::geteuid().is_root();
         assert_eq!(fingerprint.drivers["exec"].healthy, has_cgroups && is_root);
         assert_eq!(attribute("driver.exec") == "1", has_cgroups && is_root);
+    }
+
+    #[test]
+    fn the_loopback_address_is_the_network_of_a_dev_node() {
+        let network = host_network("127.0.0.1").expect("loopback holds 127.0.0.1");
+        assert_eq!(network.device, "lo");
+        assert_eq!(network.cidr, "127.0.0.1/32");
+        assert_eq!(network.ip, "127.0.0.1");
+        // Loopback reports no link speed: Nomad's default.
+        assert_eq!(network.mbits, DEFAULT_NETWORK_SPEED_MBITS);
+        assert!(host_network("192.0.2.99").is_none());
+    }
+
+    #[test]
+    fn link_speed_is_read_when_the_link_tells() {
+        assert_eq!(parse_link_speed("10000\n"), Some(10_000));
+        assert_eq!(parse_link_speed("-1\n"), None);
+        assert_eq!(parse_link_speed(""), None);
+        let network = network_resource("eth0", "fe80::1".parse().unwrap(), Some(25_000));
+        assert_eq!(
+            (network.cidr.as_str(), network.mbits),
+            ("fe80::1/128", 25_000)
+        );
     }
 }

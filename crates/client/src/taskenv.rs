@@ -10,7 +10,9 @@
 //! `NOMAD_MEMORY_MAX_LIMIT` (when set), `NOMAD_META_<key>` (job < group < task meta, under the
 //! key as written and upper-cased), and per allocated port `NOMAD_IP_<l>`, `NOMAD_PORT_<l>`,
 //! `NOMAD_ADDR_<l>`, `NOMAD_HOST_PORT_<l>`, `NOMAD_HOST_IP_<l>`, `NOMAD_HOST_ADDR_<l>`,
-//! `NOMAD_ALLOC_PORT_<l>`.
+//! `NOMAD_ALLOC_PORT_<l>`; for the ports of the task's own (deprecated) network `NOMAD_IP_<l>`,
+//! `NOMAD_IPv4_<l>`, `NOMAD_PORT_<l>`, `NOMAD_ADDR_<l>`, `NOMAD_HOST_PORT_<l>`, and for a sibling
+//! task's `NOMAD_ADDR_<task>_<l>`, `NOMAD_IP_<task>_<l>`, `NOMAD_PORT_<task>_<l>`.
 //!
 //! Interpolation: `${NAME}` resolves, in order, a task environment variable, then `node.unique.id`,
 //! `node.unique.name`, `node.datacenter`, `node.region`, `node.class`, `node.pool`,
@@ -263,7 +265,70 @@ fn nomad_variables(inputs: &TaskEnvInputs<'_>) -> BTreeMap<String, String> {
             );
         }
     }
+    task_network_variables(alloc, task, &mut env);
     env
+}
+
+/// Nomad's variables for the tasks' own (deprecated) networks: for each port of this task's
+/// network `NOMAD_IP_<label>`, `NOMAD_IPv4_<label>` (or `NOMAD_IPv6_`), `NOMAD_HOST_PORT_<label>`,
+/// `NOMAD_PORT_<label>` (the host port: the task runs in the host's network; a docker task's
+/// `port_map` sets its own in the container) and `NOMAD_ADDR_<label>`; for each port of a
+/// sibling task's network `NOMAD_ADDR_<task>_<label>`, `NOMAD_IP_<task>_<label>` and
+/// `NOMAD_PORT_<task>_<label>`. Keys are cleaned as Nomad cleans them.
+fn task_network_variables(alloc: &Allocation, task: &Task, env: &mut BTreeMap<String, String>) {
+    let Some(resources) = alloc.allocated_resources.as_ref() else {
+        return;
+    };
+    let mut set = |key: String, value: String| {
+        env.insert(clean_env_key(&key), value);
+    };
+    let mut unclean = Vec::new();
+    for (task_name, task_resources) in &resources.tasks {
+        for network in &task_resources.networks {
+            let ip = network.ip.as_str();
+            for port in network.reserved_ports.iter().chain(&network.dynamic_ports) {
+                let label = port.label.as_str();
+                let value = port.value.to_string();
+                let address = join_host_port(ip, &value);
+                if task_name == &task.name {
+                    let family = if ip.contains(':') { "IPv6" } else { "IPv4" };
+                    set(format!("NOMAD_IP_{label}"), ip.to_string());
+                    set(format!("NOMAD_HOST_PORT_{label}"), value.clone());
+                    set(format!("NOMAD_ADDR_{label}"), address);
+                    set(format!("NOMAD_PORT_{label}"), value);
+                    // Not among the prefixes Nomad cleans: set as written.
+                    unclean.push((format!("NOMAD_{family}_{label}"), ip.to_string()));
+                } else {
+                    set(format!("NOMAD_ADDR_{task_name}_{label}"), address);
+                    set(format!("NOMAD_IP_{task_name}_{label}"), ip.to_string());
+                    set(format!("NOMAD_PORT_{task_name}_{label}"), value);
+                }
+            }
+        }
+    }
+    env.extend(unclean);
+}
+
+/// Nomad's `CleanEnvVar(key, '_')`: every byte but ASCII letters, `_`, `.` and (after the
+/// first) digits becomes `_`.
+pub(crate) fn clean_env_key(key: &str) -> String {
+    key.bytes()
+        .enumerate()
+        .map(|(index, byte)| match byte {
+            b'_' | b'.' | b'a'..=b'z' | b'A'..=b'Z' => byte as char,
+            b'0'..=b'9' if index > 0 => byte as char,
+            _ => '_',
+        })
+        .collect()
+}
+
+/// `host:port`, with an IPv6 host in brackets (Go's `net.JoinHostPort`).
+fn join_host_port(host: &str, port: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
 }
 
 pub(crate) fn node_values(node: &Node, region: &str) -> BTreeMap<String, String> {
@@ -287,7 +352,7 @@ pub(crate) fn node_values(node: &Node, region: &str) -> BTreeMap<String, String>
 mod tests {
     use super::*;
     use crate::allocdir::AllocDir;
-    use drover_structs::{Job, Resources, TaskGroup};
+    use drover_structs::{Job, NetworkResource, Port, Resources, TaskGroup};
 
     fn fixture() -> (Allocation, Node) {
         let task = Task {
@@ -341,6 +406,77 @@ mod tests {
             ..Node::default()
         };
         (alloc, node)
+    }
+
+    #[test]
+    fn task_network_ports_are_in_the_task_and_sibling_env() -> Result<(), Box<dyn std::error::Error>>
+    {
+        let (mut alloc, node) = fixture();
+        let network = |ip: &str, reserved: (&str, i64), dynamic: (&str, i64)| NetworkResource {
+            device: "eth0".into(),
+            ip: ip.into(),
+            mbits: 10,
+            reserved_ports: vec![Port {
+                label: reserved.0.into(),
+                value: reserved.1,
+                ..Port::default()
+            }],
+            dynamic_ports: vec![Port {
+                label: dynamic.0.into(),
+                value: dynamic.1,
+                ..Port::default()
+            }],
+            ..NetworkResource::default()
+        };
+        let mut allocated = drover_structs::AllocatedResources::default();
+        allocated.tasks.insert(
+            "web".into(),
+            drover_structs::AllocatedTaskResources {
+                networks: vec![network("10.0.0.5", ("admin", 9090), ("http", 23456))],
+                ..Default::default()
+            },
+        );
+        allocated.tasks.insert(
+            "side-car".into(),
+            drover_structs::AllocatedTaskResources {
+                networks: vec![network("10.0.0.5", ("db-main", 5432), ("stats", 24000))],
+                ..Default::default()
+            },
+        );
+        alloc.allocated_resources = Some(allocated);
+        let task = alloc
+            .job
+            .as_deref()
+            .and_then(|job| job.task_groups.first())
+            .and_then(|group| group.tasks.first())
+            .ok_or("fixture task")?;
+        let alloc_dir = AllocDir::new(Path::new("/data/alloc"), &alloc.id)?;
+        let task_dir = alloc_dir.task_dir("web")?;
+        let inputs = TaskEnvInputs {
+            alloc: &alloc,
+            task,
+            node: &node,
+            region: "global",
+            task_dir: &task_dir,
+            path_view: TaskPathView::Host,
+        };
+        let env = TaskEnv::build(&inputs, &BTreeMap::new());
+        let get = |key: &str| env.env.get(key).cloned().unwrap_or_default();
+        assert_eq!(get("NOMAD_PORT_http"), "23456");
+        assert_eq!(get("NOMAD_HOST_PORT_http"), "23456");
+        assert_eq!(get("NOMAD_IP_http"), "10.0.0.5");
+        assert_eq!(get("NOMAD_IPv4_http"), "10.0.0.5");
+        assert_eq!(get("NOMAD_ADDR_http"), "10.0.0.5:23456");
+        assert_eq!(get("NOMAD_PORT_admin"), "9090");
+        assert_eq!(get("NOMAD_ADDR_admin"), "10.0.0.5:9090");
+        // A sibling's ports, keys cleaned as Nomad cleans them.
+        assert_eq!(get("NOMAD_ADDR_side_car_db_main"), "10.0.0.5:5432");
+        assert_eq!(get("NOMAD_IP_side_car_stats"), "10.0.0.5");
+        assert_eq!(get("NOMAD_PORT_side_car_stats"), "24000");
+        assert!(!env.env.contains_key("NOMAD_PORT_stats"));
+        assert_eq!(clean_env_key("NOMAD_PORT_a-b.c9"), "NOMAD_PORT_a_b.c9");
+        assert_eq!(join_host_port("::1", "80"), "[::1]:80");
+        Ok(())
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! Not for: talking to the engine (see the driver) or which keys exist (the driver crate's
 //! `task_config::DOCKER_CONFIG_KEYS`, read by the client's validate hook too).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -398,15 +398,88 @@ fn env_of<'a>(launch: &'a TaskLaunch, key: &str) -> Option<&'a str> {
         .map(|(_, value)| value.as_str())
 }
 
-/// `ports = ["http"]`: each label of the group network, its container port (`to`, or the host
-/// port) published on the allocated host address and port, tcp and udp as Nomad does.
+/// `port_map { http = 8080 }` (decoded as a list of maps, or a map): port label → container
+/// port.
+fn port_map(config: &Map<String, Value>) -> Result<BTreeMap<String, i64>, DockerError> {
+    let mut out = BTreeMap::new();
+    for (label, text) in string_map(config, "port_map")? {
+        let port = text
+            .parse::<i64>()
+            .ok()
+            .filter(|port| (1..=65535).contains(port))
+            .ok_or_else(|| {
+                bad(format!(
+                    "port_map.{label} must be a port number (1 to 65535), got {text:?}"
+                ))
+            })?;
+        out.insert(label, port);
+    }
+    Ok(out)
+}
+
+/// The container's environment: the task's, with `NOMAD_PORT_<label>` set to the container
+/// port of each `port_map` entry, as Nomad's docker driver sets it.
+fn container_env(
+    config: &Map<String, Value>,
+    launch: &TaskLaunch,
+) -> Result<Vec<String>, DockerError> {
+    let mapped = port_map(config)?;
+    let mapped_keys: BTreeMap<String, i64> = mapped
+        .iter()
+        .map(|(label, port)| (clean_env_key(&format!("NOMAD_PORT_{label}")), *port))
+        .collect();
+    let mut env: Vec<String> = launch
+        .env
+        .iter()
+        .filter(|(key, _)| !mapped_keys.contains_key(key))
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
+    env.extend(
+        mapped_keys
+            .iter()
+            .map(|(key, port)| format!("{key}={port}")),
+    );
+    Ok(env)
+}
+
+/// Nomad's `CleanEnvVar(key, '_')`: every byte but ASCII letters, `_`, `.` and (after the
+/// first) digits becomes `_`.
+fn clean_env_key(key: &str) -> String {
+    key.bytes()
+        .enumerate()
+        .map(|(index, byte)| match byte {
+            b'_' | b'.' | b'a'..=b'z' | b'A'..=b'Z' => byte as char,
+            b'0'..=b'9' if index > 0 => byte as char,
+            _ => '_',
+        })
+        .collect()
+}
+
+/// The ports to publish, as Nomad's docker driver picks them: with `ports = ["http"]`, each
+/// label of the group network, its container port (`to`, or the host port) published on the
+/// allocated host address and port; else, with a task-level network, each of its ports
+/// published on its host address and port to the container port `port_map` names for it (or
+/// the same port); else a `port_map` has nothing to map and fails the task with Nomad's error.
+/// Tcp and udp, as Nomad does.
 fn port_bindings(
     config: &Map<String, Value>,
     launch: &TaskLaunch,
 ) -> Result<(Vec<String>, bollard::models::PortMap), DockerError> {
+    let group_labels = strings(config, "ports")?;
+    let mapped = port_map(config)?;
+    if group_labels.is_empty() {
+        if let Some(network) = &launch.task_network {
+            return Ok(task_network_bindings(network, &mapped));
+        }
+        if !mapped.is_empty() {
+            return Err(bad(
+                "'port_map' cannot map group network ports, use 'ports' instead",
+            ));
+        }
+    }
     let mut exposed = Vec::new();
     let mut bindings = HashMap::new();
-    for label in strings(config, "ports")? {
+    for label in group_labels {
         let host_port = env_of(launch, &format!("NOMAD_HOST_PORT_{label}")).ok_or_else(|| {
             bad(format!(
                 "ports: port label {label:?} is not a port of the group's network"
@@ -429,6 +502,35 @@ fn port_bindings(
         }
     }
     Ok((exposed, bindings))
+}
+
+/// A task network's ports: each on its host address and port, to the container port
+/// `port_map` gives its label (else the host port), tcp and udp; ports mapped to one container
+/// port are all bound to it.
+fn task_network_bindings(
+    network: &drover_driver::TaskNetwork,
+    mapped: &BTreeMap<String, i64>,
+) -> (Vec<String>, bollard::models::PortMap) {
+    let mut exposed: Vec<String> = Vec::new();
+    let mut bindings: bollard::models::PortMap = HashMap::new();
+    for (label, host_port) in &network.ports {
+        let container_port = mapped.get(label).copied().unwrap_or(*host_port);
+        for protocol in ["tcp", "udp"] {
+            let key = format!("{container_port}/{protocol}");
+            if !exposed.contains(&key) {
+                exposed.push(key.clone());
+            }
+            bindings
+                .entry(key)
+                .or_insert_with(|| Some(Vec::new()))
+                .get_or_insert_with(Vec::new)
+                .push(PortBinding {
+                    host_ip: Some(network.ip.clone()),
+                    host_port: Some(host_port.to_string()),
+                });
+        }
+    }
+    (exposed, bindings)
 }
 
 fn ulimits(config: &Map<String, Value>) -> Result<Vec<ResourcesUlimits>, DockerError> {
@@ -662,11 +764,17 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
             "network_mode {mode:?} is not one of bridge, host, none, container:<name>"
         )));
     }
-    let (exposed_ports, port_bindings) = port_bindings(config, launch)?;
+    let (mut exposed_ports, mut port_bindings) = port_bindings(config, launch)?;
     if !port_bindings.is_empty() && matches!(network_mode.as_deref(), Some("host" | "none")) {
-        return Err(bad(
-            "ports cannot be published with network_mode host or none",
-        ));
+        if !strings(config, "ports")?.is_empty() {
+            return Err(bad(
+                "ports cannot be published with network_mode host or none",
+            ));
+        }
+        // A task network's ports in the host's network: the container binds them itself
+        // (the engine discards published ports there, as it does under Nomad).
+        exposed_ports.clear();
+        port_bindings.clear();
     }
 
     let privileged = flag(config, "privileged")?;
@@ -859,13 +967,7 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
         cmd,
         entrypoint,
         working_dir: string(config, "work_dir")?,
-        env: Some(
-            launch
-                .env
-                .iter()
-                .map(|(key, value)| format!("{key}={value}"))
-                .collect(),
-        ),
+        env: Some(container_env(config, launch)?),
         user: launch.user.clone(),
         hostname,
         tty: Some(flag(config, "tty")?),
@@ -1024,6 +1126,76 @@ mod tests {
         );
         assert_eq!(host.ulimits.unwrap()[0].hard, Some(2048));
         assert_eq!(body.labels.unwrap()["team"], "web");
+    }
+
+    #[test]
+    fn port_map_maps_the_task_networks_ports_as_nomad() {
+        let mut task_launch = launch(json!({
+            "image": "x",
+            "port_map": [{"http": 8080}],
+        }));
+        task_launch.env = vec![
+            ("NOMAD_PORT_http".into(), "23456".into()),
+            ("NOMAD_PORT_db".into(), "25000".into()),
+        ];
+        task_launch.task_network = Some(drover_driver::TaskNetwork {
+            ip: "10.0.0.5".into(),
+            ports: vec![("http".into(), 23456), ("db".into(), 25000)],
+        });
+        let body = plan(&task_launch, &DockerConfig::default()).unwrap().body;
+        let bindings = body.host_config.unwrap().port_bindings.unwrap();
+        let bound = |key: &str| {
+            let binding = &bindings[key].as_ref().unwrap()[0];
+            (
+                binding.host_ip.clone().unwrap(),
+                binding.host_port.clone().unwrap(),
+            )
+        };
+        // http goes to the container port port_map names, db (unmapped) to its host port.
+        assert_eq!(bound("8080/tcp"), ("10.0.0.5".into(), "23456".into()));
+        assert_eq!(bound("8080/udp"), ("10.0.0.5".into(), "23456".into()));
+        assert_eq!(bound("25000/tcp"), ("10.0.0.5".into(), "25000".into()));
+        assert_eq!(bindings.len(), 4);
+        // The container sees the container port as its NOMAD_PORT_http.
+        let env = body.env.unwrap();
+        assert!(env.contains(&"NOMAD_PORT_http=8080".to_string()), "{env:?}");
+        assert!(env.contains(&"NOMAD_PORT_db=25000".to_string()), "{env:?}");
+        assert!(
+            !env.contains(&"NOMAD_PORT_http=23456".to_string()),
+            "{env:?}"
+        );
+
+        // In the host's network the container binds the host ports itself: nothing published.
+        let mut host_mode = task_launch.clone();
+        host_mode.driver_config =
+            json!({"image": "x", "network_mode": "host", "port_map": {"http": 8080}});
+        let host = plan(&host_mode, &DockerConfig::default()).unwrap().body;
+        assert!(
+            host.host_config
+                .unwrap()
+                .port_bindings
+                .unwrap_or_default()
+                .is_empty()
+        );
+
+        // Without a task network, port_map fails the task with Nomad's error.
+        let error = plan(
+            &launch(json!({"image": "x", "port_map": [{"http": 8080}]})),
+            &DockerConfig::default(),
+        )
+        .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("'port_map' cannot map group network ports, use 'ports' instead"),
+            "{error}"
+        );
+        let error = plan(
+            &launch(json!({"image": "x", "port_map": [{"http": "web"}]})),
+            &DockerConfig::default(),
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("port_map.http"), "{error}");
     }
 
     #[test]

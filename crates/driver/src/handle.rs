@@ -52,6 +52,21 @@ pub struct TaskLaunch {
     /// Only drivers that isolate the filesystem take them; the client refuses them for others.
     #[serde(default)]
     pub mounts: Vec<MountConfig>,
+    /// The task's own network (Nomad's deprecated task-level `resources { network }`), as the
+    /// scheduler assigned it; `None` when the task asks for none.
+    #[serde(default)]
+    pub task_network: Option<TaskNetwork>,
+}
+
+/// A task's own network: the host address and ports assigned to it. The docker driver
+/// publishes each port (to the container port `port_map` names); the others need nothing, the
+/// task runs in the host's network.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskNetwork {
+    /// The host address the ports are on.
+    pub ip: String,
+    /// Static then dynamic ports: label and host port.
+    pub ports: Vec<(String, i64)>,
 }
 
 /// One host path bound into a task (Nomad's `drivers.MountConfig`).

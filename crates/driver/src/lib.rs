@@ -37,7 +37,7 @@ pub use error::DriverError;
 pub use events::{DriverEvent, DriverEvents};
 pub use handle::{
     CgroupRef, LogSettings, MountConfig, ResourceLimits, SHIM_PATH_ENV, ShimHandle, TaskHandle,
-    TaskLaunch, locate_shim_binary,
+    TaskLaunch, TaskNetwork, locate_shim_binary,
 };
 pub use signal::{DEFAULT_KILL_SIGNAL, SIGNAL_NAMES, parse_signal};
 pub use stats::{CpuUsage, MemoryUsage, TaskResourceUsage};

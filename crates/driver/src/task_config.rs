@@ -27,6 +27,7 @@ pub const DOCKER_CONFIG_KEYS: &[&str] = &[
     "entrypoint",
     "work_dir",
     "ports",
+    "port_map",
     "network_mode",
     "hostname",
     "dns_servers",

@@ -34,6 +34,7 @@ mod diagnostic;
 mod eval;
 mod functions;
 mod hcl_parse;
+pub mod nomad_warnings;
 mod schema;
 mod suggest;
 pub mod support;

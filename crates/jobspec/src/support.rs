@@ -327,6 +327,56 @@ fn system_update_unapplied(job: &Job) -> Vec<String> {
 }
 
 /// Nomad's default `migrate` block (the API gives one to every service group).
+/// The fields of a task's networks Nomad does not use (everything but the first network's
+/// ports and mbits), as field paths under the task.
+fn task_network_ignored_fields(networks: &[drover_structs::NetworkResource]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (index, network) in networks.iter().enumerate() {
+        let path = format!("Resources.Networks[{index}]");
+        if index > 0 {
+            found.push(path);
+            continue;
+        }
+        found.extend(when(
+            !matches!(network.mode.as_str(), "" | "host"),
+            &format!("{path}.Mode"),
+        ));
+        for (field, value) in [
+            ("Device", &network.device),
+            ("CIDR", &network.cidr),
+            ("IP", &network.ip),
+            ("Hostname", &network.hostname),
+        ] {
+            found.extend(when(!value.is_empty(), &format!("{path}.{field}")));
+        }
+        found.extend(when_asked(network.dns.as_ref(), &format!("{path}.DNS")));
+        found.extend(when_asked(network.cni.as_ref(), &format!("{path}.CNI")));
+        for (field, ports) in [
+            ("ReservedPorts", &network.reserved_ports),
+            ("DynamicPorts", &network.dynamic_ports),
+        ] {
+            for (port_index, port) in ports.iter().enumerate() {
+                let port_path = format!("{path}.{field}[{port_index}]");
+                // A dynamic port's `to = -1` asks for the host port, which is what a task
+                // network's port is anyway.
+                found.extend(when(
+                    port.to != 0 && !(port.to == -1 && field == "DynamicPorts"),
+                    &format!("{port_path}.To"),
+                ));
+                found.extend(when(
+                    !matches!(port.host_network.as_str(), "" | "default"),
+                    &format!("{port_path}.HostNetwork"),
+                ));
+                found.extend(when(
+                    port.ignore_collision,
+                    &format!("{port_path}.IgnoreCollision"),
+                ));
+            }
+        }
+    }
+    found
+}
+
 fn is_default_migrate(migrate: &MigrateStrategy) -> bool {
     migrate.max_parallel == 1
         && migrate.health_check == "checks"
@@ -759,17 +809,9 @@ pub static FEATURES: &[Feature] = &[
                 .collect()
         }),
     ),
-    row(
+    runs(
         "task > config (docker) > port_map",
-        Status::NotYet,
-        "Nomad maps port_map only onto a task-level network (deprecated, and refused by drover) and fails a task whose port_map would map group network ports",
-        "name the group network's port labels in ports, with to for the container port",
-        Detect::task(|task| {
-            when(
-                task.driver == "docker" && task.config.contains_key("port_map"),
-                "Config.port_map",
-            )
-        }),
+        "with a task-level network: each of its ports is published on its allocated host address and port, to the container port port_map names for its label (else the same port), and the container's NOMAD_PORT_<label> is that container port; without a task-level network the task fails as in Nomad ('port_map' cannot map group network ports, use 'ports' instead)",
     ),
     runs(
         "resources",
@@ -976,19 +1018,9 @@ pub static FEATURES: &[Feature] = &[
                 .unwrap_or_default()
         }),
     ),
-    row(
+    runs(
         "resources > iops",
-        Status::RunsDifferently,
-        "iops is deprecated: Nomad ignores it, and so does drover",
-        "",
-        Detect::task(|task| {
-            when(
-                task.resources
-                    .as_ref()
-                    .is_some_and(|resources| resources.iops != 0),
-                "Resources.IOPS",
-            )
-        }),
+        "ignored, as Nomad ignores it, with Nomad's deprecation warning in the register response",
     ),
     row(
         "resources > secrets",
@@ -1018,15 +1050,19 @@ pub static FEATURES: &[Feature] = &[
             )
         }),
     ),
-    row(
+    runs(
         "resources > network",
+        "the task's own (deprecated) network, with Nomad's deprecation warning: its static and dynamic ports are reserved on the node's network address (clear of the group's and every other allocation's ports) and its mbits against the node's network bandwidth (the interface's link speed, else 1000), as Nomad's scheduler does; the task gets NOMAD_IP_<label>, NOMAD_PORT_<label>, NOMAD_ADDR_<label>, NOMAD_HOST_PORT_<label> (and its group's other tasks NOMAD_ADDR_<task>_<label>, NOMAD_IP_<task>_<label>, NOMAD_PORT_<task>_<label>), and its services may name its port labels",
+    ),
+    row(
+        "resources > network > mode, device, cidr, ip, hostname, dns, cni, port to, host_network, ignore_collision, a second network",
         Status::NotYet,
-        "a task-level network is deprecated in Nomad and drover does not reserve it; use a group network block",
-        "move it into the group's network block",
+        "Nomad takes only a task network's ports and mbits, and only from the first one: it ignores the rest, so drover refuses them rather than ignore them",
+        "move them into the group's network block",
         Detect::task(|task| {
             task.resources
                 .as_ref()
-                .map(|resources| each(&resources.networks, "Resources.Networks"))
+                .map(|resources| task_network_ignored_fields(&resources.networks))
                 .unwrap_or_default()
         }),
     ),
@@ -1078,35 +1114,40 @@ impl Refusal {
 pub struct SupportReport {
     /// Uses of features drover cannot run; a register with any is refused.
     pub refusals: Vec<Refusal>,
-    /// One line per feature that runs differently from Nomad.
+    /// Nomad's own warnings for the job (deprecated things it uses, see `nomad_warnings`),
+    /// then one line per feature that runs differently from Nomad.
     pub warnings: Vec<String>,
 }
 
 impl SupportReport {
-    /// Nomad's `Warnings` text for a response (`1 warning(s):\n\n* …`), empty without warnings.
+    /// Nomad's `Warnings` text for a response (`1 warning:\n\n* …`), empty without warnings.
     pub fn warnings_text(&self) -> String {
         warnings_text(&self.warnings)
     }
 }
 
-/// Warnings as Nomad's API answers them in one `Warnings` text (`N warning(s):` and a `* `
-/// line each); empty without any.
+/// Warnings as Nomad's API answers them in one `Warnings` text (`1 warning:` or `N warnings:`,
+/// then a `* ` line each, trimmed); empty without any.
 pub fn warnings_text(warnings: &[String]) -> String {
-    if warnings.is_empty() {
-        return String::new();
-    }
-    let mut text = format!("{} warning(s):\n", warnings.len());
+    let mut text = match warnings.len() {
+        0 => return String::new(),
+        1 => "1 warning:\n".to_string(),
+        count => format!("{count} warnings:\n"),
+    };
     for warning in warnings {
         text.push_str("\n* ");
-        text.push_str(warning);
+        text.push_str(warning.trim());
     }
     text
 }
 
 /// Finds every use of a feature in `job` (defaults applied or not) that drover refuses or runs
-/// differently from Nomad.
+/// differently from Nomad, after Nomad's own warnings for the job.
 pub fn check(job: &Job) -> SupportReport {
-    let mut report = SupportReport::default();
+    let mut report = SupportReport {
+        warnings: crate::nomad_warnings::job_warnings(job),
+        ..SupportReport::default()
+    };
     for feature in FEATURES {
         if feature.status == Status::Runs {
             continue;

@@ -542,6 +542,7 @@ impl Checker {
         self.disconnect(group, place, job_type);
 
         self.networks(&group.networks, place);
+        self.task_networks(group, place);
         self.volumes(group, place, job_type);
 
         let mut task_names: BTreeMap<&str, usize> = BTreeMap::new();
@@ -669,6 +670,100 @@ impl Checker {
                             port_place.field("To"),
                             format!("port {label:?}: to must be between -1 and 65535, got {to}"),
                         );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The tasks' own (deprecated) networks, as Nomad's group validation checks them: a port
+    /// needs a label the group's network does not already use (a task's labels are its own, so
+    /// two tasks may share one), a static port is in range and reserved by no other port of
+    /// the group, its network or its tasks'.
+    fn task_networks(&mut self, group: &TaskGroup, place: &Place) {
+        let group_ports = group
+            .networks
+            .iter()
+            .flat_map(|network| network.reserved_ports.iter().chain(&network.dynamic_ports));
+        let group_labels: BTreeSet<&str> = group_ports
+            .clone()
+            .map(|port| port.label.as_str())
+            .collect();
+        let mut static_ports: BTreeMap<i64, String> = group
+            .networks
+            .iter()
+            .flat_map(|network| &network.reserved_ports)
+            .map(|port| {
+                (
+                    port.value,
+                    format!("the group network's port {:?}", port.label),
+                )
+            })
+            .collect();
+        for (task_index, task) in group.tasks.iter().enumerate() {
+            let Some(resources) = task.resources.as_ref() else {
+                continue;
+            };
+            let task_place = Place {
+                path: place.item("Tasks", task_index).path,
+                context: format!("{} task {:?}", place.context, task.name),
+            };
+            let mut labels: BTreeSet<&str> = BTreeSet::new();
+            for (network_index, network) in resources.networks.iter().enumerate() {
+                let network_place = task_place
+                    .child("Resources")
+                    .item("Networks", network_index);
+                for (field, ports) in [
+                    ("ReservedPorts", &network.reserved_ports),
+                    ("DynamicPorts", &network.dynamic_ports),
+                ] {
+                    for (port_index, port) in ports.iter().enumerate() {
+                        let port_place = network_place.item(field, port_index);
+                        let label = port.label.as_str();
+                        if label.is_empty() {
+                            self.report(
+                                &port_place,
+                                port_place.path.clone(),
+                                "a port needs a label",
+                            );
+                        } else if group_labels.contains(label) {
+                            self.report(
+                                &port_place,
+                                port_place.path.clone(),
+                                format!(
+                                    "port label {label:?} is already used by the group's network"
+                                ),
+                            );
+                        } else if !labels.insert(label) {
+                            self.report(
+                                &port_place,
+                                port_place.path.clone(),
+                                format!("port label {label:?} is used twice"),
+                            );
+                        }
+                        if field != "ReservedPorts" {
+                            continue;
+                        }
+                        let value = port.value;
+                        if !(1..=65535).contains(&value) {
+                            self.report(
+                                &port_place,
+                                port_place.field("Value"),
+                                format!("port {label:?}: static must be between 1 and 65535, got {value}"),
+                            );
+                        } else if let Some(other) = static_ports.get(&value) {
+                            let other = other.clone();
+                            self.report(
+                                &port_place,
+                                port_place.field("Value"),
+                                format!(
+                                    "port {label:?}: static port {value} is already used by {other}"
+                                ),
+                            );
+                        } else {
+                            static_ports
+                                .insert(value, format!("task {:?}'s port {label:?}", task.name));
+                        }
                     }
                 }
             }
@@ -1606,8 +1701,7 @@ impl Checker {
         group: &TaskGroup,
         task: Option<&Task>,
     ) {
-        // A task service may also name a port of its task's own (deprecated) network, which
-        // the support table refuses at register with its own message.
+        // A task service may also name a port of its task's own (deprecated) network.
         let task_networks: &[NetworkResource] = task
             .and_then(|task| task.resources.as_ref())
             .map_or(&[], |resources| resources.networks.as_slice());

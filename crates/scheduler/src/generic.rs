@@ -521,6 +521,11 @@ impl Pass<'_> {
             allocated.shared.ports = offer.ports;
             allocated.shared.networks = offer.networks;
         }
+        for (task_name, network) in &choice.task_networks {
+            if let Some(task) = allocated.tasks.get_mut(task_name) {
+                task.networks = vec![network.clone()];
+            }
+        }
         let now = self.options.now_unix_nanos;
         let mut allocation = Allocation {
             id: ids.next_id(),

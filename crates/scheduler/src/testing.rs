@@ -173,6 +173,42 @@ impl JobBuilder {
         self
     }
 
+    /// Gives the last task a network of its own (Nomad's deprecated task network) with static
+    /// (`reserved`) and dynamic ports and `mbits` of bandwidth.
+    pub fn task_network(mut self, reserved: &[(&str, i64)], dynamic: &[&str], mbits: i64) -> Self {
+        let network = drover_structs::NetworkResource {
+            mbits,
+            reserved_ports: reserved
+                .iter()
+                .map(|(label, value)| drover_structs::Port {
+                    label: label.to_string(),
+                    value: *value,
+                    ..drover_structs::Port::default()
+                })
+                .collect(),
+            dynamic_ports: dynamic
+                .iter()
+                .map(|label| drover_structs::Port {
+                    label: label.to_string(),
+                    ..drover_structs::Port::default()
+                })
+                .collect(),
+            ..drover_structs::NetworkResource::default()
+        };
+        if let Some(task) = self
+            .job
+            .task_groups
+            .last_mut()
+            .and_then(|group| group.tasks.last_mut())
+        {
+            task.resources
+                .get_or_insert_with(Resources::default)
+                .networks
+                .push(network);
+        }
+        self
+    }
+
     pub fn datacenters(mut self, datacenters: &[&str]) -> Self {
         self.job.datacenters = datacenters.iter().map(|dc| dc.to_string()).collect();
         self
@@ -279,6 +315,22 @@ impl NodeBuilder {
             ..Default::default()
         });
         self.node.drain = true;
+        self
+    }
+
+    /// A fingerprinted host network, as a client reports it: `device` with the single
+    /// address `ip` and `mbits` of bandwidth.
+    pub fn network(mut self, device: &str, ip: &str, mbits: i64) -> Self {
+        if let Some(resources) = self.node.node_resources.as_mut() {
+            resources.networks.push(drover_structs::NetworkResource {
+                mode: "host".to_string(),
+                device: device.to_string(),
+                cidr: format!("{ip}/32"),
+                ip: ip.to_string(),
+                mbits,
+                ..drover_structs::NetworkResource::default()
+            });
+        }
         self
     }
 

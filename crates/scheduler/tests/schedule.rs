@@ -1165,6 +1165,128 @@ fn group_ports_are_assigned_without_collisions() {
 }
 
 #[test]
+fn task_networks_get_ports_and_bandwidth_of_the_nodes_network() {
+    let mut state = InMemoryState::new();
+    state.upsert_node(
+        NodeBuilder::new("only")
+            .attribute("unique.network.ip-address", "10.1.2.3")
+            .network("eth0", "10.1.2.3", 100)
+            .build(),
+    );
+    // A group port and two tasks with networks of their own: every port distinct.
+    let job = JobBuilder::service("web")
+        .group("g", 1)
+        .network(&[], &["group"])
+        .task("front", "raw_exec")
+        .task_network(&[("admin", 9090)], &["http"], 30)
+        .task("back", "raw_exec")
+        .task_network(&[], &["http"], 20)
+        .build();
+    state.upsert_job(job.clone());
+    let plan = run(&state, &job, "e1");
+    let alloc = plan.allocations().next().expect("placed");
+    let allocated = alloc.allocated_resources.as_ref().unwrap();
+    let front = &allocated.tasks["front"].networks;
+    assert_eq!(front.len(), 1);
+    assert_eq!(
+        (
+            front[0].device.as_str(),
+            front[0].ip.as_str(),
+            front[0].mbits
+        ),
+        ("eth0", "10.1.2.3", 30)
+    );
+    assert_eq!(front[0].reserved_ports[0].value, 9090);
+    let back = &allocated.tasks["back"].networks[0];
+    let mut ports = vec![
+        allocated.shared.ports[0].value,
+        front[0].dynamic_ports[0].value,
+        back.dynamic_ports[0].value,
+    ];
+    assert!(
+        ports[1..]
+            .iter()
+            .all(|port| (20_000..=32_000).contains(port))
+    );
+    ports.sort_unstable();
+    ports.dedup();
+    assert_eq!(ports.len(), 3, "a port was given twice: {ports:?}");
+    // The legacy per-task resources carry the same networks, as Nomad's allocations do.
+    assert_eq!(alloc.task_resources["back"].networks[0], *back);
+    commit(&mut state, &plan);
+
+    // The static port is held: a second job asking for it does not fit on the node...
+    let clash = JobBuilder::service("clash")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .task_network(&[("admin", 9090)], &[], 10)
+        .build();
+    state.upsert_job(clash.clone());
+    let plan = run(&state, &clash, "e2");
+    assert!(plan.allocations().next().is_none());
+    assert_eq!(
+        plan.failed_tg_allocs["g"]
+            .dimension_exhausted
+            .get("network: reserved port collision admin=9090"),
+        Some(&1)
+    );
+    // ...nor a group port on it.
+    let group_clash = JobBuilder::service("group-clash")
+        .group("g", 1)
+        .network(&[("admin", 9090)], &[])
+        .task("t", "raw_exec")
+        .build();
+    state.upsert_job(group_clash.clone());
+    let plan = run(&state, &group_clash, "e3");
+    assert!(plan.allocations().next().is_none());
+
+    // 50 of the device's 100 MBits are held: 50 more fit, 51 do not.
+    let fits = JobBuilder::service("fits")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .task_network(&[], &["x"], 50)
+        .build();
+    state.upsert_job(fits.clone());
+    let plan = run(&state, &fits, "e4");
+    assert_eq!(plan.allocations().count(), 1);
+    commit(&mut state, &plan);
+    let over = JobBuilder::service("over")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .task_network(&[], &["x"], 1)
+        .build();
+    state.upsert_job(over.clone());
+    let plan = run(&state, &over, "e5");
+    assert!(plan.allocations().next().is_none());
+    assert_eq!(
+        plan.failed_tg_allocs["g"]
+            .dimension_exhausted
+            .get("network: bandwidth exceeded"),
+        Some(&1)
+    );
+}
+
+#[test]
+fn a_task_network_needs_a_fingerprinted_node_network() {
+    let mut state = InMemoryState::new();
+    state.upsert_node(NodeBuilder::new("bare").build());
+    let job = JobBuilder::service("web")
+        .group("g", 1)
+        .task("t", "raw_exec")
+        .task_network(&[], &["http"], 0)
+        .build();
+    state.upsert_job(job.clone());
+    let plan = run(&state, &job, "e1");
+    assert!(plan.allocations().next().is_none());
+    assert_eq!(
+        plan.failed_tg_allocs["g"]
+            .dimension_exhausted
+            .get("network: no networks available"),
+        Some(&1)
+    );
+}
+
+#[test]
 fn affinities_steer_placements() {
     let mut state = InMemoryState::new();
     for index in 0..20 {

@@ -659,7 +659,7 @@ async fn a_submission_over_the_limit_is_dropped_with_nomads_warning() {
         .unwrap();
     assert_eq!(
         large.warnings,
-        "1 warning(s):\n\n* job source size of 101 B exceeds maximum of 100 B and will be discarded"
+        "1 warning:\n\n* job source size of 101 B exceeds maximum of 100 B and will be discarded"
     );
     assert!(state.job_submission("default", "web", 1).is_none());
     server.shutdown().await;

@@ -232,15 +232,42 @@ fn task_resources(
             bytes_text(u64::try_from(memory_total).unwrap_or(0) * 1024 * 1024),
         ),
     };
-    columnize::columns(&[
+    // The task's own (deprecated) network, as Nomad lists it: dynamic ports, then static.
+    let addresses: Vec<String> = allocated
+        .map(|resources| resources.networks.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|network| {
+            network
+                .dynamic_ports
+                .iter()
+                .chain(&network.reserved_ports)
+                .map(|port| format!("{}: {}:{}", port.label, network.ip, port.value))
+        })
+        .collect();
+    let mut rows = vec![
         vec![
             "CPU".into(),
             "Memory".into(),
             "Disk".into(),
             "Addresses".into(),
         ],
-        vec![cpu, memory, format!("{disk} MiB"), String::new()],
-    ])
+        vec![
+            cpu,
+            memory,
+            format!("{disk} MiB"),
+            addresses.first().cloned().unwrap_or_default(),
+        ],
+    ];
+    for address in addresses.iter().skip(1) {
+        rows.push(vec![
+            String::new(),
+            String::new(),
+            String::new(),
+            address.clone(),
+        ]);
+    }
+    columnize::columns(&rows)
 }
 
 fn task_events(state: &TaskState) -> String {

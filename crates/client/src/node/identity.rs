@@ -29,6 +29,11 @@ pub fn build_node(config: &NodeConfig) -> Result<Node, ClientError> {
     let mut resources = fingerprint.resources;
     let reserved_resources = config.resources.apply(&mut resources, &mut attributes);
     if let Some(address) = advertised_ip(&config.http_addr) {
+        // The interface of the advertised address is the node's network for task-level
+        // network asks, as Nomad's network fingerprint gives it.
+        resources
+            .networks
+            .extend(crate::fingerprint::host_network(&address));
         attributes.insert("unique.network.ip-address".to_string(), address);
     }
     Ok(Node {

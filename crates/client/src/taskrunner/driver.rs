@@ -67,6 +67,8 @@ pub struct TaskLaunchSpec {
     pub hostname: Option<String>,
     /// Host volumes bound into the task (resolved by the volumes hook).
     pub mounts: Vec<drover_driver::MountConfig>,
+    /// The task's own (deprecated) network, as assigned to the allocation.
+    pub task_network: Option<drover_driver::TaskNetwork>,
     /// Where the driver's events during the start go (recorded as "Driver" task events).
     pub events: drover_driver::DriverEvents,
 }

@@ -137,6 +137,7 @@ impl DriverAdapter {
             },
             hostname: spec.hostname.clone(),
             mounts: spec.mounts.clone(),
+            task_network: spec.task_network.clone(),
             kill_signal: None,
             driver_config: Value::Object(spec.config.clone()),
             task_dir: Some(spec.task_dir.dir.clone()),

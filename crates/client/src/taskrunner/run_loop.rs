@@ -685,6 +685,17 @@ impl TaskRunLoop {
                 &env,
             )
             .unwrap_or_default(),
+            task_network: allocated
+                .and_then(|resources| resources.networks.first())
+                .map(|network| drover_driver::TaskNetwork {
+                    ip: network.ip.clone(),
+                    ports: network
+                        .reserved_ports
+                        .iter()
+                        .chain(&network.dynamic_ports)
+                        .map(|port| (port.label.clone(), port.value))
+                        .collect(),
+                }),
             events: driver_events(&self.shared),
             env: env.env,
         }

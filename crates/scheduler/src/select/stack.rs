@@ -4,7 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use drover_structs::{Affinity, AllocMetric, Allocation, Job, Node, NodeScoreMeta, TaskGroup};
+use drover_structs::{
+    Affinity, AllocMetric, Allocation, Job, NetworkResource, Node, NodeScoreMeta, TaskGroup,
+};
 
 use super::cores::{
     CoreAssignment, alloc_reserved_cores, apply_core_assignment, assign_cores, node_shares_per_core,
@@ -45,6 +47,8 @@ struct ProposedAlloc {
     disk_mb: i64,
     /// Host ports it holds.
     ports: Vec<i64>,
+    /// Bandwidth its task networks hold, per node network device (MBits).
+    bandwidth: BTreeMap<String, i64>,
     /// Cores it holds exclusively (every task's, whatever its lifecycle).
     reserved_cores: Vec<u16>,
 }
@@ -59,6 +63,7 @@ impl ProposedAlloc {
             usage: allocated_usage(alloc),
             disk_mb: allocated_disk_mb(alloc),
             ports: crate::network::alloc_ports(alloc),
+            bandwidth: crate::network::alloc_bandwidth(alloc),
             reserved_cores: alloc_reserved_cores(alloc),
         }
     }
@@ -85,6 +90,8 @@ pub struct RankedNode {
     pub final_score: f64,
     /// Host ports assigned for the group's networks, when it has any.
     pub ports: Option<crate::network::PortOffer>,
+    /// Task name → the network assigned for the task's own (deprecated) network ask.
+    pub task_networks: BTreeMap<String, NetworkResource>,
     /// Cores reserved for the tasks that ask for `cores` (empty when none do).
     pub reserved_cores: CoreAssignment,
     /// The MHz each reserved core is charged on this node.
@@ -395,6 +402,13 @@ impl Stack {
                     }
                 }
             }
+            let task_networks = match self.assign_task_networks(group, &node, &proposed, &ports) {
+                Ok(task_networks) => task_networks,
+                Err(dimension) => {
+                    exhaust_node(&mut metric, &node, &dimension);
+                    continue;
+                }
+            };
 
             let fit = fit_score(self.scoring, capacity, used) / MAX_FIT_SCORE;
             let mut scores = vec![fit];
@@ -466,6 +480,7 @@ impl Stack {
                 node,
                 final_score,
                 ports,
+                task_networks,
                 reserved_cores,
                 shares_per_core,
             };
@@ -492,6 +507,56 @@ impl Stack {
         scored.truncate(SCORE_META_TOP_K);
         metric.score_meta_data = scored.iter().map(ScoreParts::meta).collect();
         (best, metric)
+    }
+
+    /// The networks of the group's tasks that ask for one of their own (Nomad's deprecated
+    /// task network), each clear of the ports and bandwidth the node's allocations, the
+    /// group's `ports` offer and the earlier tasks hold; `Err` is the metric dimension.
+    fn assign_task_networks(
+        &mut self,
+        group: &TaskGroup,
+        node: &Node,
+        proposed: &[Arc<ProposedAlloc>],
+        group_offer: &Option<crate::network::PortOffer>,
+    ) -> Result<BTreeMap<String, NetworkResource>, String> {
+        let mut assigned = BTreeMap::new();
+        let asks: Vec<(&str, &NetworkResource)> = group
+            .tasks
+            .iter()
+            .filter_map(|task| {
+                let ask = task.resources.as_ref()?.networks.first()?;
+                Some((task.name.as_str(), ask))
+            })
+            .collect();
+        if asks.is_empty() {
+            return Ok(assigned);
+        }
+        let mut used_ports: BTreeSet<i64> = proposed
+            .iter()
+            .flat_map(|alloc| alloc.ports.iter().copied())
+            .collect();
+        if let Some(offer) = group_offer {
+            used_ports.extend(offer.ports.iter().map(|port| port.value));
+        }
+        let mut used_bandwidth: BTreeMap<String, i64> = BTreeMap::new();
+        for alloc in proposed {
+            for (device, mbits) in &alloc.bandwidth {
+                *used_bandwidth.entry(device.clone()).or_insert(0) += mbits;
+            }
+        }
+        for (task, ask) in asks {
+            let offer = crate::network::assign_task_network(
+                node,
+                ask,
+                &used_ports,
+                &used_bandwidth,
+                &mut self.port_rng,
+            )?;
+            used_ports.extend(crate::network::network_ports(&offer));
+            *used_bandwidth.entry(offer.device.clone()).or_insert(0) += offer.mbits;
+            assigned.insert(task.to_string(), offer);
+        }
+        Ok(assigned)
     }
 
     fn static_check(
