@@ -670,6 +670,7 @@ async fn a_start_whose_handle_was_never_recorded_is_reclaimed_before_the_next_st
             reserved_cores: Vec::new(),
             hostname: None,
             mounts: Vec::new(),
+            network: None,
             events: Default::default(),
         })
         .await
@@ -747,6 +748,7 @@ async fn an_unrecorded_run_of_a_stopped_alloc_is_reclaimed() {
             reserved_cores: Vec::new(),
             hostname: None,
             mounts: Vec::new(),
+            network: None,
             events: Default::default(),
         })
         .await

@@ -67,6 +67,8 @@ pub struct TaskLaunchSpec {
     pub hostname: Option<String>,
     /// Host volumes bound into the task (resolved by the volumes hook).
     pub mounts: Vec<drover_driver::MountConfig>,
+    /// The group's network (bridge, none, CNI) the task joins; `None`: the host's.
+    pub network: Option<crate::network::TaskNetwork>,
     /// Where the driver's events during the start go (recorded as "Driver" task events).
     pub events: drover_driver::DriverEvents,
 }

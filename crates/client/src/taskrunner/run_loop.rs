@@ -685,6 +685,12 @@ impl TaskRunLoop {
                 &env,
             )
             .unwrap_or_default(),
+            // The network hook set it up before this start.
+            network: self
+                .shared
+                .network
+                .as_ref()
+                .and_then(|network| network.task_network()),
             events: driver_events(&self.shared),
             env: env.env,
         }
