@@ -491,7 +491,7 @@ fn a_restarted_agent_keeps_the_namespace_and_a_deleted_one_is_made_again() {
     let agent3 = Agent::start_with(&data_dir, &[]);
     wait_for("the namespace made again", LIMIT, || {
         nix::sys::statfs::statfs(&netns)
-            .is_ok_and(|stat| stat.filesystem_type().0 as i64 == 0x6e73_6673)
+            .is_ok_and(|stat| stat.filesystem_type().0 == 0x6e73_6673)
             .then_some(())
     });
     let repaired = wait_for("the task restarted into the new namespace", LIMIT, || {
@@ -639,4 +639,72 @@ job "dnsjob" {
         (!Path::new(NETNS_DIR).join(id).exists() && ipam_reservations(id).is_empty()).then_some(())
     });
     agent.cli_ok(&["job", "stop", "-purge", "dnsjob"]);
+}
+
+/// A bridge group's services: `address_mode = "alloc"` registers the allocation's bridge address
+/// and the port inside, the default the node's address and the host port; a check reaches the
+/// task behind the bridge through its mapped port.
+#[test]
+fn services_take_the_address_their_address_mode_says_and_checks_reach_the_task() {
+    if !prerequisites() {
+        return;
+    }
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let leftovers = Leftovers::default();
+    let agent = Agent::start_dev();
+    let job = web_job("svc", 1).replace(
+        "    task \"server\" {",
+        r#"    service {
+      name         = "bweb-alloc"
+      port         = "http"
+      provider     = "nomad"
+      address_mode = "alloc"
+    }
+
+    service {
+      name     = "bweb-host"
+      port     = "http"
+      provider = "nomad"
+      check {
+        type     = "http"
+        path     = "/"
+        interval = "1s"
+        timeout  = "2s"
+      }
+    }
+
+    task "server" {"#,
+    );
+    run_job(&agent, "svc", &job);
+    let alloc = running_allocs(&agent, "svc", 1).remove(0);
+    leftovers.track(std::slice::from_ref(&alloc));
+    let id = alloc["ID"].as_str().unwrap();
+    let address = alloc["NetworkStatus"]["Address"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (host_ip, host_port) = host_port(&alloc);
+    let registered = |name: &str| {
+        wait_for(&format!("service {name} registered"), LIMIT, || {
+            let instances = agent.get_json(&format!("/v1/service/{name}"));
+            instances.as_array()?.first().cloned()
+        })
+    };
+    let in_alloc = registered("bweb-alloc");
+    assert_eq!(in_alloc["Address"], address.as_str(), "{in_alloc}");
+    assert_eq!(in_alloc["Port"], 8080, "{in_alloc}");
+    let on_host = registered("bweb-host");
+    assert_eq!(on_host["Address"], host_ip.as_str(), "{on_host}");
+    assert_eq!(on_host["Port"], host_port, "{on_host}");
+    wait_for("the check passes", LIMIT, || {
+        let checks = agent.get_json(&format!("/v1/client/allocation/{id}/checks"));
+        checks
+            .as_object()?
+            .values()
+            .any(|check| check["Status"] == "success")
+            .then_some(())
+    });
+    stop_and_check_nothing_left(&agent, "svc", &[alloc]);
 }

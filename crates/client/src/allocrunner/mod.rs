@@ -407,6 +407,10 @@ impl AllocRunner {
             let waiter = self.clone();
             tokio::spawn(async move { waiter.wait_previous_alloc().await });
         }
+        if let Some(network) = self.inner.network.clone() {
+            let follower = self.clone();
+            tokio::spawn(async move { follower.follow_network_status(network).await });
+        }
         if let Some(network) = &self.inner.network
             && network.is_lost()
             && !self.alloc().server_terminal_status()
@@ -524,6 +528,45 @@ impl AllocRunner {
                 self.emit_to_all(&message);
             }
         }
+    }
+
+    /// Gives the group network's status to the allocation the group's services and checks
+    /// read (`address_mode = "alloc"` takes its address), whenever it is set up.
+    async fn follow_network_status(&self, network: Arc<crate::network::AllocNetwork>) {
+        let mut statuses = network.subscribe_status();
+        loop {
+            let status = statuses.borrow_and_update().clone();
+            if let Some(status) = status {
+                self.apply_network_status(status).await;
+            }
+            tokio::select! {
+                changed = statuses.changed() => if changed.is_err() { return },
+                () = self.inner.agent_shutdown.cancelled() => return,
+                () = self.inner.watcher_stop.cancelled() => return,
+            }
+        }
+    }
+
+    async fn apply_network_status(&self, status: serde_json::Value) {
+        let alloc = {
+            let mut current = lock(&self.inner.alloc);
+            if current.network_status.as_ref() == Some(&status) {
+                return;
+            }
+            let mut updated = (**current).clone();
+            updated.network_status = Some(status);
+            let updated = Arc::new(updated);
+            *current = updated.clone();
+            updated
+        };
+        if alloc.server_terminal_status() {
+            return;
+        }
+        let tasks = self.checked_tasks();
+        if let Some(hook) = lock(&self.inner.checks).as_ref() {
+            hook.update(&alloc, &tasks);
+        }
+        self.inner.group_services.update(alloc).await;
     }
 
     /// A "Task Setup" event with `message` on every task.
@@ -1154,6 +1197,15 @@ impl AllocRunner {
             return Ok(());
         }
         let new_deployment = self.alloc().deployment_id != alloc.deployment_id;
+        let mut alloc = alloc;
+        // The server's copy has the group network's status only once the client reported it.
+        if alloc.network_status.is_none() {
+            alloc.network_status = self
+                .inner
+                .network
+                .as_ref()
+                .and_then(|network| network.status());
+        }
         let alloc = Arc::new(alloc);
         *lock(&self.inner.alloc) = alloc.clone();
         if new_deployment {

@@ -212,6 +212,8 @@ pub struct AllocNetwork {
     /// Serializes setup and teardown.
     busy: tokio::sync::Mutex<()>,
     record: Mutex<Option<NetworkRecord>>,
+    /// The `NetworkStatus`, for whoever follows it (the alloc runner's services and checks).
+    status: tokio::sync::watch::Sender<Option<Value>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -236,6 +238,10 @@ impl AllocNetwork {
         let record = state_db
             .get_network::<Option<NetworkRecord>>(&alloc.id)?
             .flatten();
+        let status = record
+            .as_ref()
+            .filter(|record| record.ready)
+            .and_then(|record| record.status.clone());
         Ok(Some(Arc::new(AllocNetwork {
             alloc_id: alloc.id.clone(),
             mode,
@@ -244,6 +250,7 @@ impl AllocNetwork {
             alloc_root: alloc_root.to_path_buf(),
             busy: tokio::sync::Mutex::new(()),
             record: Mutex::new(record),
+            status: tokio::sync::watch::Sender::new(status),
         })))
     }
 
@@ -269,6 +276,11 @@ impl AllocNetwork {
                 namespace: record.netns.clone(),
                 resolv_conf: record.resolv_conf.clone(),
             })
+    }
+
+    /// Follows the `NetworkStatus` (set up, made again, torn down).
+    pub fn subscribe_status(&self) -> tokio::sync::watch::Receiver<Option<Value>> {
+        self.status.subscribe()
     }
 
     /// Whether a ready record's namespace is gone (deleted by hand, or a reboot).
@@ -309,6 +321,7 @@ impl AllocNetwork {
                     namespace: record.netns.clone(),
                     resolv_conf: record.resolv_conf.clone(),
                 };
+                self.status.send_replace(record.status.clone());
                 *lock(&self.record) = Some(record);
                 Ok(network)
             }
@@ -336,6 +349,7 @@ impl AllocNetwork {
         .await
         .map_err(|error| NetworkError::Interrupted(error.to_string()))??;
         *lock(&self.record) = None;
+        self.status.send_replace(None);
         tracing::info!(alloc_id = %self.alloc_id, "group network torn down");
         Ok(())
     }
@@ -505,7 +519,7 @@ fn remove_masquerade_rules(container_id: &str) -> Result<(), NetworkError> {
             (index + 1, target)
         })
         .collect();
-    numbers_and_chains.sort_by(|a, b| b.0.cmp(&a.0));
+    numbers_and_chains.sort_by_key(|(number, _)| std::cmp::Reverse(*number));
     for (number, chain) in numbers_and_chains {
         let deleted = iptables(&["-D", "POSTROUTING", &number.to_string()])?;
         if !deleted.status.success() {

@@ -10,7 +10,7 @@
 
 use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, unshare};
@@ -18,7 +18,7 @@ use nix::sched::{CloneFlags, unshare};
 use super::NetworkError;
 
 /// `NSFS_MAGIC`: the file system type of a namespace file.
-const NSFS_MAGIC: i64 = 0x6e73_6673;
+const NSFS_MAGIC: nix::libc::__fsword_t = 0x6e73_6673;
 
 fn io_error(step: &str, path: &Path) -> impl FnOnce(io::Error) -> NetworkError {
     let step = format!("{step} {}", path.display());
@@ -33,7 +33,7 @@ fn errno_error(step: &str, path: &Path) -> impl FnOnce(nix::errno::Errno) -> Net
 /// Whether `path` is a live, bound network namespace (not just the empty file left behind).
 pub fn is_bound(path: &Path) -> bool {
     nix::sys::statfs::statfs(path)
-        .map(|stat| stat.filesystem_type().0 as i64 == NSFS_MAGIC)
+        .map(|stat| stat.filesystem_type().0 == NSFS_MAGIC)
         .unwrap_or(false)
 }
 
@@ -101,12 +101,12 @@ pub fn create(path: &Path) -> Result<(), NetworkError> {
 }
 
 /// On a thread of its own: a new network namespace for this thread, bound on `target`.
-fn bind_new_namespace(target: &PathBuf) -> Result<(), NetworkError> {
+fn bind_new_namespace(target: &Path) -> Result<(), NetworkError> {
     unshare(CloneFlags::CLONE_NEWNET)
         .map_err(errno_error("unsharing a network namespace for", target))?;
     mount(
         Some("/proc/thread-self/ns/net"),
-        target.as_path(),
+        target,
         None::<&str>,
         MsFlags::MS_BIND,
         None::<&str>,
