@@ -1476,6 +1476,56 @@ mod tests {
     }
 
     #[test]
+    fn group_network_keys_take_nomads_defaults_and_are_validated() {
+        let raw: RawConfig = hcl::from_str("client {\n  enabled = true\n}\n").expect("parses");
+        let config = AgentConfig::from_raw(raw, &dev_args()).expect("valid");
+        assert_eq!(
+            config.network,
+            drover_client::network::NetworkConfig::default()
+        );
+        assert_eq!(
+            config.network.cni_path,
+            [
+                std::path::PathBuf::from("/opt/cni/bin"),
+                std::path::PathBuf::from("/usr/lib/cni")
+            ]
+        );
+        let raw: RawConfig = hcl::from_str(
+            "client {\n  cni_path = \"/a:/b\"\n  cni_config_dir = \"/etc/cni\"\n  bridge_network_name = \"br1\"\n  bridge_network_subnet = \"10.1.0.0/16\"\n  bridge_network_hairpin_mode = true\n}\n",
+        )
+        .expect("parses");
+        let config = AgentConfig::from_raw(raw, &dev_args()).expect("valid");
+        let network = &config.network;
+        assert_eq!(
+            network.cni_path,
+            [
+                std::path::PathBuf::from("/a"),
+                std::path::PathBuf::from("/b")
+            ]
+        );
+        assert_eq!(network.cni_config_dir, std::path::PathBuf::from("/etc/cni"));
+        assert_eq!(network.bridge_network_name, "br1");
+        assert_eq!(network.bridge_network_subnet, "10.1.0.0/16");
+        assert!(network.bridge_network_hairpin_mode);
+        for (text, key) in [
+            (
+                "bridge_network_subnet = \"10.1.0.0\"",
+                "client.bridge_network_subnet",
+            ),
+            (
+                "bridge_network_name = \"a-name-far-too-long\"",
+                "client.bridge_network_name",
+            ),
+            ("cni_path = \"relative/bin\"", "client.cni_path"),
+        ] {
+            let raw: RawConfig =
+                hcl::from_str(&format!("client {{\n  {text}\n}}\n")).expect("parses");
+            let err = AgentConfig::from_raw(raw, &dev_args()).expect_err(text);
+            assert!(err.to_string().starts_with(key), "{err}");
+        }
+    }
+
+    #[test]
     fn host_volumes_are_validated_and_unknown_keys_named() {
         let dir = tempfile::tempdir().expect("tempdir");
         let a = dir.path().join("a");
