@@ -185,6 +185,82 @@ pub struct RawClient {
     pub gc_inode_usage_threshold: Option<f64>,
     pub gc_max_allocs: Option<usize>,
     pub gc_parallel_destroys: Option<usize>,
+    /// Group networks (Nomad's client keys): plugin dirs (`:`-separated), the dir of
+    /// `cni/<name>` conflists, and the bridge of `mode = "bridge"`.
+    pub cni_path: Option<String>,
+    pub cni_config_dir: Option<String>,
+    pub bridge_network_name: Option<String>,
+    pub bridge_network_subnet: Option<String>,
+    pub bridge_network_hairpin_mode: Option<bool>,
+}
+
+/// The client's group network settings over Nomad's defaults.
+fn network_config(
+    client: &RawClient,
+) -> Result<drover_client::network::NetworkConfig, ConfigError> {
+    let mut config = drover_client::network::NetworkConfig::default();
+    if let Some(paths) = client.cni_path.as_deref().filter(|paths| !paths.is_empty()) {
+        config.cni_path = paths
+            .split(':')
+            .filter(|path| !path.is_empty())
+            .map(std::path::PathBuf::from)
+            .collect();
+        if let Some(relative) = config.cni_path.iter().find(|path| !path.is_absolute()) {
+            return Err(ConfigError::Invalid {
+                key: "client.cni_path",
+                message: format!("{} is not an absolute path", relative.display()),
+            });
+        }
+    }
+    if let Some(dir) = client
+        .cni_config_dir
+        .as_deref()
+        .filter(|dir| !dir.is_empty())
+    {
+        config.cni_config_dir = std::path::PathBuf::from(dir);
+    }
+    if let Some(name) = client
+        .bridge_network_name
+        .as_deref()
+        .filter(|name| !name.is_empty())
+    {
+        if name.len() > 15
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(ConfigError::Invalid {
+                key: "client.bridge_network_name",
+                message: format!(
+                    "{name:?} is not a valid interface name (at most 15 letters, digits, '-', '_' or '.')"
+                ),
+            });
+        }
+        config.bridge_network_name = name.to_string();
+    }
+    if let Some(subnet) = client
+        .bridge_network_subnet
+        .as_deref()
+        .filter(|subnet| !subnet.is_empty())
+    {
+        let valid = subnet.split_once('/').is_some_and(|(address, prefix)| {
+            address.parse::<std::net::Ipv4Addr>().is_ok()
+                && prefix
+                    .parse::<u8>()
+                    .is_ok_and(|prefix| (8..=30).contains(&prefix))
+        });
+        if !valid {
+            return Err(ConfigError::Invalid {
+                key: "client.bridge_network_subnet",
+                message: format!("{subnet:?} is not an IPv4 CIDR such as 172.26.64.0/20"),
+            });
+        }
+        config.bridge_network_subnet = subnet.to_string();
+    }
+    if let Some(hairpin) = client.bridge_network_hairpin_mode {
+        config.bridge_network_hairpin_mode = hairpin;
+    }
+    Ok(config)
 }
 
 /// `client { host_volume "name" { … } }`: a directory of the host that groups may mount.
@@ -667,6 +743,8 @@ pub struct AgentConfig {
     pub template: drover_client::config::TemplateConfig,
     /// `client { host_volume "name" { … } }`, validated (each path an existing directory).
     pub host_volumes: BTreeMap<String, drover_structs::ClientHostVolumeConfig>,
+    /// `client { cni_path, cni_config_dir, bridge_network_* }`, validated.
+    pub network: drover_client::network::NetworkConfig,
     pub num_schedulers: u32,
     /// `server { oidc_issuer = … }`.
     pub oidc_issuer: Option<String>,
@@ -1238,6 +1316,7 @@ impl AgentConfig {
                 message: error.to_string(),
             })?;
 
+        let network = network_config(&client)?;
         // `-client` alone is a client of remote servers; `-dev` alone runs both.
         let client_enabled = client.enabled.unwrap_or(dev);
         let server_enabled = server.enabled.unwrap_or(dev && !args.client);
@@ -1329,6 +1408,7 @@ impl AgentConfig {
             artifact: client.artifact.clone().unwrap_or_default().validate()?,
             template: client.template.clone().unwrap_or_default().validate()?,
             host_volumes: host_volumes(client.host_volume.as_ref())?,
+            network,
             num_schedulers: server.num_schedulers.unwrap_or(2).max(1),
             oidc_issuer: server
                 .oidc_issuer
@@ -1486,6 +1566,56 @@ mod tests {
         assert_eq!(config.artifact.git_timeout, Duration::from_secs(120));
         assert_eq!(config.artifact.decompression_size_limit, 10_000_000_000);
         assert_eq!(config.artifact.decompression_file_count_limit, 100);
+    }
+
+    #[test]
+    fn group_network_keys_take_nomads_defaults_and_are_validated() {
+        let raw: RawConfig = hcl::from_str("client {\n  enabled = true\n}\n").expect("parses");
+        let config = AgentConfig::from_raw(raw, &dev_args()).expect("valid");
+        assert_eq!(
+            config.network,
+            drover_client::network::NetworkConfig::default()
+        );
+        assert_eq!(
+            config.network.cni_path,
+            [
+                std::path::PathBuf::from("/opt/cni/bin"),
+                std::path::PathBuf::from("/usr/lib/cni")
+            ]
+        );
+        let raw: RawConfig = hcl::from_str(
+            "client {\n  cni_path = \"/a:/b\"\n  cni_config_dir = \"/etc/cni\"\n  bridge_network_name = \"br1\"\n  bridge_network_subnet = \"10.1.0.0/16\"\n  bridge_network_hairpin_mode = true\n}\n",
+        )
+        .expect("parses");
+        let config = AgentConfig::from_raw(raw, &dev_args()).expect("valid");
+        let network = &config.network;
+        assert_eq!(
+            network.cni_path,
+            [
+                std::path::PathBuf::from("/a"),
+                std::path::PathBuf::from("/b")
+            ]
+        );
+        assert_eq!(network.cni_config_dir, std::path::PathBuf::from("/etc/cni"));
+        assert_eq!(network.bridge_network_name, "br1");
+        assert_eq!(network.bridge_network_subnet, "10.1.0.0/16");
+        assert!(network.bridge_network_hairpin_mode);
+        for (text, key) in [
+            (
+                "bridge_network_subnet = \"10.1.0.0\"",
+                "client.bridge_network_subnet",
+            ),
+            (
+                "bridge_network_name = \"a-name-far-too-long\"",
+                "client.bridge_network_name",
+            ),
+            ("cni_path = \"relative/bin\"", "client.cni_path"),
+        ] {
+            let raw: RawConfig =
+                hcl::from_str(&format!("client {{\n  {text}\n}}\n")).expect("parses");
+            let err = AgentConfig::from_raw(raw, &dev_args()).expect_err(text);
+            assert!(err.to_string().starts_with(key), "{err}");
+        }
     }
 
     #[test]

@@ -775,6 +775,7 @@ fn prepare_client(
     client_config.artifact = config.artifact.clone();
     client_config.template = config.template;
     client_config.host_volumes = config.host_volumes.clone();
+    client_config.network = Arc::new(config.network.clone());
     client_config.apply_options(&config.options);
     let client_config = Arc::new(client_config);
     let state_db = Arc::new(

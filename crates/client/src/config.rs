@@ -104,6 +104,8 @@ pub struct ClientConfig {
     /// The `host_volume` blocks, by name: what a group's host volumes resolve to (the node
     /// advertises the same map).
     pub host_volumes: BTreeMap<String, drover_structs::ClientHostVolumeConfig>,
+    /// Group networks: `cni_path`, `cni_config_dir`, `bridge_network_*`.
+    pub network: std::sync::Arc<crate::network::NetworkConfig>,
 }
 
 impl ClientConfig {
@@ -127,6 +129,7 @@ impl ClientConfig {
             artifact: crate::artifact::ArtifactConfig::default(),
             template: TemplateConfig::default(),
             host_volumes: BTreeMap::new(),
+            network: std::sync::Arc::default(),
         }
     }
 

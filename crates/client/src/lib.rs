@@ -4,7 +4,8 @@
 //! in lifecycle order and reports through [`allocrunner::AllocStatusSink`];
 //! [`taskrunner::TaskRunner`] drives one task (state machine, hook pipeline, restart tracker,
 //! kill) against a [`taskrunner::driver::TaskDriver`]; [`allocdir`] lays out alloc dirs;
-//! [`taskenv`] builds task environments; [`state_db`] persists what restore needs; [`clock`]
+//! [`taskenv`] builds task environments; [`network`] sets up group networks (a namespace per
+//! allocation, through the CNI plugins); [`state_db`] persists what restore needs; [`clock`]
 //! gives wall-clock time (durations use tokio time).
 //!
 //! Per node (the other part): [`node::Client`] registers and heartbeats, runs the alloc watcher
@@ -30,6 +31,7 @@ pub mod host_stats;
 pub mod http_conn;
 pub mod identity;
 pub(crate) mod mountinfo;
+pub mod network;
 pub mod node;
 #[cfg(any(test, feature = "testing"))]
 pub mod node_sim;

@@ -658,6 +658,35 @@ impl StateDb {
         }
     }
 
+    fn network_key(alloc_id: &str) -> String {
+        // One slash, like the checks' key: inside the alloc's key range, never a task's record.
+        format!("{alloc_id}/network")
+    }
+
+    /// Persists an allocation's group network record (`None` clears it), durably: it is
+    /// written before the namespace it names is made, and cleared after it is removed.
+    pub fn put_network<T: Serialize>(
+        &self,
+        alloc_id: &str,
+        record: &T,
+    ) -> Result<(), StateDbError> {
+        let key = Self::network_key(alloc_id);
+        let bytes = self.encode(&key, record)?;
+        self.put(RecordTable::Tasks, &key, &bytes)
+    }
+
+    /// The group network record persisted for an allocation, if any.
+    pub fn get_network<T: DeserializeOwned>(
+        &self,
+        alloc_id: &str,
+    ) -> Result<Option<T>, StateDbError> {
+        let key = Self::network_key(alloc_id);
+        match self.get(TASKS, &key)? {
+            Some(bytes) => self.decode(&key, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// Removes an alloc and all its task records in one transaction (alloc GC).
     pub fn delete_alloc(&self, alloc_id: &str) -> Result<(), StateDbError> {
         self.write(

@@ -342,7 +342,7 @@ impl AllocStatusSink for StatusBuffer {
             client_description: update.client_description,
             task_states: update.task_states,
             deployment_status: update.deployment_status,
-            ..AllocClientUpdate::default()
+            network_status: update.network_status,
         });
     }
 }

@@ -10,9 +10,11 @@
 //! `NOMAD_MEMORY_MAX_LIMIT` (when set), `NOMAD_META_<key>` (job < group < task meta, under the
 //! key as written and upper-cased), and per allocated port `NOMAD_IP_<l>`, `NOMAD_PORT_<l>`,
 //! `NOMAD_ADDR_<l>`, `NOMAD_HOST_PORT_<l>`, `NOMAD_HOST_IP_<l>`, `NOMAD_HOST_ADDR_<l>`,
-//! `NOMAD_ALLOC_PORT_<l>`; for the ports of the task's own (deprecated) network `NOMAD_IP_<l>`,
-//! `NOMAD_IPv4_<l>`, `NOMAD_PORT_<l>`, `NOMAD_ADDR_<l>`, `NOMAD_HOST_PORT_<l>`, and for a sibling
-//! task's `NOMAD_ADDR_<task>_<l>`, `NOMAD_IP_<task>_<l>`, `NOMAD_PORT_<task>_<l>`.
+//! `NOMAD_ALLOC_PORT_<l>`, and, once the group's own network (bridge, CNI) has an address,
+//! `NOMAD_ALLOC_INTERFACE_<l>`, `NOMAD_ALLOC_IP_<l>`, `NOMAD_ALLOC_ADDR_<l>`; for the ports of the
+//! task's own (deprecated) network `NOMAD_IP_<l>`, `NOMAD_IPv4_<l>`, `NOMAD_PORT_<l>`,
+//! `NOMAD_ADDR_<l>`, `NOMAD_HOST_PORT_<l>`, and for a sibling task's `NOMAD_ADDR_<task>_<l>`,
+//! `NOMAD_IP_<task>_<l>`, `NOMAD_PORT_<task>_<l>`.
 //!
 //! Interpolation: `${NAME}` resolves, in order, a task environment variable, then `node.unique.id`,
 //! `node.unique.name`, `node.datacenter`, `node.region`, `node.class`, `node.pool`,
@@ -263,6 +265,31 @@ fn nomad_variables(inputs: &TaskEnvInputs<'_>) -> BTreeMap<String, String> {
                 &format!("NOMAD_HOST_ADDR_{label}"),
                 format!("{host_ip}:{}", port.value),
             );
+        }
+        // The group network's own address (bridge, CNI), as Nomad adds it per port.
+        let status = alloc.network_status.as_ref();
+        let address = status
+            .and_then(|status| status.get("Address"))
+            .and_then(Value::as_str)
+            .filter(|address| !address.is_empty());
+        if let Some(address) = address {
+            let interface = status
+                .and_then(|status| status.get("InterfaceName"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            for port in &resources.shared.ports {
+                let label = port.label.replace(['.', '-'], "_");
+                let task_port = if port.to > 0 { port.to } else { port.value };
+                set(
+                    &format!("NOMAD_ALLOC_INTERFACE_{label}"),
+                    interface.to_string(),
+                );
+                set(&format!("NOMAD_ALLOC_IP_{label}"), address.to_string());
+                set(
+                    &format!("NOMAD_ALLOC_ADDR_{label}"),
+                    format!("{address}:{task_port}"),
+                );
+            }
         }
     }
     task_network_variables(alloc, task, &mut env);

@@ -671,6 +671,7 @@ async fn a_start_whose_handle_was_never_recorded_is_reclaimed_before_the_next_st
             hostname: None,
             mounts: Vec::new(),
             task_network: None,
+            network: None,
             events: Default::default(),
         })
         .await
@@ -749,6 +750,7 @@ async fn an_unrecorded_run_of_a_stopped_alloc_is_reclaimed() {
             hostname: None,
             mounts: Vec::new(),
             task_network: None,
+            network: None,
             events: Default::default(),
         })
         .await

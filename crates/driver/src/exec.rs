@@ -4,6 +4,10 @@
 //! bound in, the default capability set adjusted by `cap_add`/`cap_drop` within the client's
 //! `allow_caps`, `no_new_privs`, and the task's user (`nobody` by default).
 //!
+//! In a group network (bridge, none, CNI) the shim joins the group's namespace instead of
+//! keeping the host's, and the group's `resolv.conf` (its `dns` block) is bound at
+//! `/etc/resolv.conf`.
+//!
 //! The task's host name: the group network's `hostname` when given (set in the task's own uts
 //! namespace), the host's name otherwise (the namespace starts as a copy of the host's).
 //!
@@ -149,6 +153,14 @@ pub fn isolation_for(exec: &ExecConfig, launch: &TaskLaunch) -> Result<Isolation
             read_only: false,
         });
         owned_by_task_user.extend(["data", "tmp"].iter().map(|name| shared.join(name)));
+    }
+    // The group's DNS settings over the host's (bound inside the chroot env's /etc).
+    if let Some(resolv_conf) = &launch.resolv_conf {
+        binds.push(BindSpec {
+            source: resolv_conf.clone(),
+            target: PathBuf::from("/etc/resolv.conf"),
+            read_only: true,
+        });
     }
     // Host volumes last, so a volume mounted under /alloc lands on the alloc dir's bind.
     for mount in &launch.mounts {

@@ -52,6 +52,14 @@ pub struct TaskLaunch {
     /// Only drivers that isolate the filesystem take them; the client refuses them for others.
     #[serde(default)]
     pub mounts: Vec<MountConfig>,
+    /// The group's network namespace (bridge, none or CNI mode), joined before exec; `None`
+    /// runs the task in the host's network (or a new empty one with `network_mode = "none"`).
+    #[serde(default)]
+    pub network_namespace: Option<PathBuf>,
+    /// The group's `resolv.conf` (its `dns` block), seen at `/etc/resolv.conf` by drivers that
+    /// isolate the filesystem.
+    #[serde(default)]
+    pub resolv_conf: Option<PathBuf>,
     /// The task's own network (Nomad's deprecated task-level `resources { network }`), as the
     /// scheduler assigned it; `None` when the task asks for none.
     #[serde(default)]

@@ -261,6 +261,7 @@ impl ShimEngine {
             },
             cgroup: cgroup.clone(),
             isolation,
+            network_namespace: launch.network_namespace.clone(),
         };
         let spec_path = state_dir.join(SPEC_FILE);
         write_launch_spec(&spec_path, &spec).await?;

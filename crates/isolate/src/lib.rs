@@ -24,6 +24,7 @@ pub use cgroup::{
 };
 pub use error::IsolationError;
 pub use namespaces::{
-    NamespaceSet, PidNamespaceForNextChild, is_valid_hostname, set_hostname, unshare_namespaces,
+    NamespaceSet, PidNamespaceForNextChild, is_valid_hostname, join_network_namespace,
+    set_hostname, unshare_namespaces,
 };
 pub use rootfs::{BindMount, TaskRoot, enter_task_root};

@@ -1,7 +1,8 @@
 //! Linux namespaces for a task: which ones it gets ([`NamespaceSet`]), unsharing them in the
 //! calling process, the pid namespace, which only applies to the children of the process
 //! that unshares it ([`PidNamespaceForNextChild`]), and the host name inside a new uts
-//! namespace ([`set_hostname`]).
+//! namespace ([`set_hostname`]), and joining a group's network namespace
+//! ([`join_network_namespace`]).
 //!
 //! Not for: deciding which namespaces a task gets (the launch spec does), or anything done
 //! inside them (see [`crate::rootfs`]).
@@ -47,6 +48,13 @@ pub fn unshare_namespaces(set: NamespaceSet) -> Result<(), IsolationError> {
         return Ok(());
     }
     unshare(flags).map_err(syscall(format!("unsharing namespaces {flags:?}")))
+}
+
+/// Moves the calling process into the network namespace `namespace` (an open namespace file,
+/// such as a bind-mounted `/var/run/netns/<name>`): the group network of a task.
+pub fn join_network_namespace(namespace: &File) -> Result<(), IsolationError> {
+    setns(namespace.as_fd(), CloneFlags::CLONE_NEWNET)
+        .map_err(syscall("joining the group's network namespace"))
 }
 
 /// The longest host name the kernel takes (`HOST_NAME_MAX`).

@@ -579,39 +579,34 @@ pub static FEATURES: &[Feature] = &[
             )
         }),
     ),
-    row(
+    runs(
         "network > mode (bridge, none, cni/*)",
-        Status::NotYet,
-        "drover runs every group on the host's network: it creates no network namespace for a group, so bridge, none and CNI modes would silently share the host's",
-        "runs once drover sets up group network namespaces; mode = \"host\" (the default) runs",
-        Detect::group(|group| {
-            group
-                .networks
-                .iter()
-                .enumerate()
-                .filter(|(_, network)| !matches!(network.mode.as_str(), "" | "host"))
-                .map(|(index, _)| format!("Networks[{index}].Mode"))
-                .collect()
-        }),
+        "each allocation gets a network namespace of its own, made before any task starts (prestart tasks too), kept across agent restarts (made again if it was lost) and removed after its last task stopped and on GC; bridge: Nomad's CNI conflist (loopback, bridge on the client's bridge_network_name and bridge_network_subnet with host-local IPAM, firewall, portmap with snat), the group's ports mapped from the host port to `to`, TCP and UDP, the address in the allocation's NetworkStatus and NOMAD_ALLOC_IP_<label>; none: loopback only; cni/<name>: the conflist <name> from the client's cni_config_dir; raw_exec and exec tasks run inside it",
+    ),
+    runs(
+        "network > dns, cni",
+        "dns { servers searches options } is written into the allocation's resolv.conf, which exec tasks see at /etc/resolv.conf (raw_exec tasks share the host's files, as in Nomad); cni { args } is added to the plugins' CNI_ARGS",
     ),
     row(
-        "network > dns, cni",
+        "docker task in a group network (bridge, none, cni/*)",
         Status::NotYet,
-        "drover creates no network namespace for a group, so there is nowhere to apply custom DNS or CNI arguments",
-        "runs once drover sets up bridge and CNI networking",
+        "drover's docker tasks do not join the group's network namespace (Nomad starts a pause container from the client's infra_image), so a docker task of such a group would run on a network of its own",
+        "runs once docker tasks join the group's namespace; raw_exec and exec tasks of such a group run, and docker tasks of a host-mode group run",
         Detect::group(|group| {
-            let mut found = Vec::new();
-            for (index, network) in group.networks.iter().enumerate() {
-                found.extend(when_asked(
-                    network.dns.as_ref(),
-                    &format!("Networks[{index}].DNS"),
-                ));
-                found.extend(when_asked(
-                    network.cni.as_ref(),
-                    &format!("Networks[{index}].CNI"),
-                ));
+            let own_network = group
+                .networks
+                .first()
+                .is_some_and(|network| !matches!(network.mode.as_str(), "" | "host"));
+            if !own_network {
+                return Vec::new();
             }
-            found
+            group
+                .tasks
+                .iter()
+                .enumerate()
+                .filter(|(_, task)| task.driver == "docker")
+                .map(|(index, _)| format!("Tasks[{index}].Driver"))
+                .collect()
         }),
     ),
     row(

@@ -632,11 +632,18 @@ impl Checker {
         for (network_index, network) in networks.iter().enumerate() {
             let network_place = place.item("Networks", network_index);
             let mode = network.mode.as_str();
-            if !["", "host", "bridge", "none"].contains(&mode) {
+            let cni_name = mode.strip_prefix("cni/");
+            if cni_name == Some("") {
                 self.report(
                     &network_place,
                     network_place.field("Mode"),
-                    format!("network mode must be host, bridge or none, got {mode:?}"),
+                    "network mode cni/ needs the name of a CNI network config, as in cni/mynet",
+                );
+            } else if !["", "host", "bridge", "none"].contains(&mode) && cni_name.is_none() {
+                self.report(
+                    &network_place,
+                    network_place.field("Mode"),
+                    format!("network mode must be host, bridge, none or cni/<name>, got {mode:?}"),
                 );
             }
             for (field, ports) in [

@@ -65,6 +65,11 @@ pub struct LaunchSpec {
     /// the task root.
     #[serde(default)]
     pub isolation: Option<IsolationSpec>,
+    /// A network namespace to join (`setns`) before exec: the bind-mounted namespace of the
+    /// task's group network (bridge, none or CNI mode), such as `/var/run/netns/<alloc_id>`.
+    /// `None` keeps the shim's own (the host's, or a new empty one with `network_none`).
+    #[serde(default)]
+    pub network_namespace: Option<PathBuf>,
 }
 
 /// How the shim's child isolates the task before exec (order and reasons: ARCHITECTURE.md,

@@ -171,6 +171,8 @@ struct PreparedExec {
     credentials: Option<(Uid, Gid, Vec<Gid>)>,
     /// For isolated tasks: the program is looked up in `path_variable` inside the task root.
     isolation: Option<PreparedIsolation>,
+    /// The group's network namespace, opened before the fork; the child joins it first.
+    network_namespace: Option<File>,
 }
 
 /// The isolation of a task, in the isolate crate's terms.
@@ -672,7 +674,8 @@ fn prepare_exec(spec: &LaunchSpec) -> Result<PreparedExec, String> {
                     mount: true,
                     ipc: true,
                     uts: true,
-                    network: isolation.network_none,
+                    // A group network namespace is joined instead of a new empty one.
+                    network: isolation.network_none && spec.network_namespace.is_none(),
                 },
                 root: TaskRoot {
                     root: isolation.root.clone(),
@@ -696,6 +699,12 @@ fn prepare_exec(spec: &LaunchSpec) -> Result<PreparedExec, String> {
         }
         None => None,
     };
+    let network_namespace = match &spec.network_namespace {
+        Some(path) => Some(File::open(path).map_err(|error| {
+            format!("opening the network namespace {}: {error}", path.display())
+        })?),
+        None => None,
+    };
     Ok(PreparedExec {
         program: cstring("command", &program.to_string_lossy())?,
         argv,
@@ -703,6 +712,7 @@ fn prepare_exec(spec: &LaunchSpec) -> Result<PreparedExec, String> {
         cwd,
         credentials,
         isolation,
+        network_namespace,
     })
 }
 
@@ -750,6 +760,13 @@ fn exec_task(
         && let Err(error) = cgroup.add_pid(0)
     {
         return format!("joining the task cgroup: {error}");
+    }
+    // The group's network namespace before any other: the namespaces unshared next (uts, ipc,
+    // mount, pid) are independent of it.
+    if let Some(namespace) = &prepared.network_namespace
+        && let Err(error) = drover_isolate::join_network_namespace(namespace)
+    {
+        return error.to_string();
     }
     if let Some(isolation) = &prepared.isolation {
         if let Err(error) = drover_isolate::unshare_namespaces(isolation.namespaces) {

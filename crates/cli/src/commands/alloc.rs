@@ -355,7 +355,14 @@ pub async fn show_allocation(
         ("Modified", pretty_age(allocation.modify_time, now)),
     ];
     pairs.extend(reschedule_lines(client, allocation, verbose, now).await);
+    if let Some(address) = network_address(allocation) {
+        pairs.push(("Network Address", address));
+    }
     io.say(columnize::key_values(&pairs));
+    if let Some(addresses) = allocation_addresses(allocation) {
+        io.say("");
+        io.say(addresses);
+    }
     let usage = if allocation.client_status == "running" {
         client.allocation_stats(&allocation.id).await.ok()
     } else {
@@ -380,6 +387,65 @@ pub async fn show_allocation(
         io.say("");
         io.say(task_events(state));
     }
+}
+
+/// The address of the allocation's own network (bridge, CNI) and its interface, from its
+/// `NetworkStatus`, when it has one.
+fn network_address(allocation: &Allocation) -> Option<String> {
+    let status = allocation.network_status.as_ref()?;
+    let address = status
+        .get("Address")?
+        .as_str()
+        .filter(|text| !text.is_empty())?;
+    match status.get("InterfaceName").and_then(|name| name.as_str()) {
+        Some(interface) if !interface.is_empty() => Some(format!("{address} ({interface})")),
+        _ => Some(address.to_string()),
+    }
+}
+
+/// Nomad's "Allocation Addresses" section: each port of the group network as
+/// `*label|yes|host:port -> to`, headed by the network's mode when it names one.
+fn allocation_addresses(allocation: &Allocation) -> Option<String> {
+    let resources = allocation.allocated_resources.as_ref()?;
+    let network = resources.shared.networks.first()?;
+    if network.reserved_ports.is_empty() && network.dynamic_ports.is_empty() {
+        return None;
+    }
+    let mut rows = vec!["Label|Dynamic|Address".to_string()];
+    let row = |label: &str, value: i64, to: i64, host_ip: &str| {
+        let mut text = format!("{label}|yes|{host_ip}:{value}");
+        if to > 0 {
+            text.push_str(&format!(" -> {to}"));
+        }
+        text
+    };
+    if resources.shared.ports.is_empty() {
+        for port in network.dynamic_ports.iter().chain(&network.reserved_ports) {
+            rows.push(row(&port.label, port.value, port.to, &network.ip));
+        }
+    } else {
+        for port in &resources.shared.ports {
+            rows.push(row(
+                &format!("*{}", port.label),
+                port.value,
+                port.to,
+                &port.host_ip,
+            ));
+        }
+    }
+    let mode = if network.mode.is_empty() {
+        String::new()
+    } else {
+        format!(" (mode = {:?})", network.mode)
+    };
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.split('|').map(str::to_string).collect())
+        .collect();
+    Some(format!(
+        "Allocation Addresses{mode}:\n{}",
+        columnize::columns(&cells)
+    ))
 }
 
 /// Nomad's reschedule lines of `alloc status`: the attempts used within the policy's interval

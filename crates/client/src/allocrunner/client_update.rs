@@ -20,4 +20,6 @@ pub struct AllocClientUpdate {
     /// The allocation's deployment health, once the client decided it (`Healthy`,
     /// `Timestamp`; `Canary` and `ModifyIndex` are the server's).
     pub deployment_status: Option<AllocDeploymentStatus>,
+    /// Nomad's `NetworkStatus` of the group's own network, once set up.
+    pub network_status: Option<serde_json::Value>,
 }

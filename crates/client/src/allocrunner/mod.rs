@@ -90,6 +90,8 @@ pub enum AllocRunnerError {
     AllocDir(#[from] AllocDirError),
     #[error(transparent)]
     State(#[from] StateDbError),
+    #[error(transparent)]
+    Network(#[from] crate::network::NetworkError),
 }
 
 impl AllocRunnerError {
@@ -168,6 +170,8 @@ struct AllocRunnerInner {
     checks: Mutex<Option<crate::checks::ChecksHook>>,
     /// The deployment health decided here (persisted), if any.
     health: Mutex<Option<AllocDeploymentStatus>>,
+    /// The group's network, when it has one of its own (bridge, none, CNI).
+    network: Option<Arc<crate::network::AllocNetwork>>,
     /// The running health watch: its generation and how to cancel it. A watch only sets the
     /// health while its generation is the current one.
     health_watch: Mutex<(u64, CancellationToken)>,
@@ -247,6 +251,12 @@ impl AllocRunner {
             })?
             .clone();
         let alloc_dir = AllocDir::new(&deps.task.config.alloc_root_dir(), &alloc_id)?;
+        let network = crate::network::AllocNetwork::for_alloc(
+            deps.task.config.network.clone(),
+            deps.task.state_db.clone(),
+            &alloc,
+            &alloc_dir.root,
+        )?;
         let alloc = Arc::new(alloc);
         let agent_shutdown = CancellationToken::new();
         let (state_tx, state_rx) = mpsc::unbounded_channel();
@@ -271,6 +281,7 @@ impl AllocRunner {
                 start_gate: gate_rx.clone(),
                 state_changed: state_tx.clone(),
                 agent_shutdown: agent_shutdown.clone(),
+                network: network.clone(),
             };
             let restored = if restoring {
                 TaskRunner::restore(args())?
@@ -297,6 +308,7 @@ impl AllocRunner {
             task_states: BTreeMap::new(),
             client_status_changed: false,
             deployment_status: None,
+            network_status: None,
         };
         let (status, _) = watch::channel(initial);
         let mut coordinator = Coordinator::default();
@@ -356,6 +368,7 @@ impl AllocRunner {
                 group_services,
                 checks: Mutex::new(None),
                 health: Mutex::new(health),
+                network,
                 health_watch: Mutex::new((0, CancellationToken::new())),
             }),
         };
@@ -393,6 +406,18 @@ impl AllocRunner {
         if lock(&self.inner.coordinator).is_held() {
             let waiter = self.clone();
             tokio::spawn(async move { waiter.wait_previous_alloc().await });
+        }
+        if let Some(network) = self.inner.network.clone() {
+            let follower = self.clone();
+            tokio::spawn(async move { follower.follow_network_status(network).await });
+        }
+        if let Some(network) = &self.inner.network
+            && network.is_lost()
+            && !self.alloc().server_terminal_status()
+        {
+            let repairing = self.clone();
+            let network = network.clone();
+            tokio::spawn(async move { repairing.repair_network(network).await });
         }
         let watcher = self.clone();
         tokio::spawn(async move {
@@ -477,6 +502,71 @@ impl AllocRunner {
             "Failed to move the data of previous allocation {}: {failure}",
             previous.alloc_id()
         ));
+    }
+
+    /// The group's namespace is gone while its tasks may run (deleted by hand, or a reboot):
+    /// it is made again, then the running tasks restart into it (the tasks that were not
+    /// running join it when they start).
+    async fn repair_network(&self, network: Arc<crate::network::AllocNetwork>) {
+        tracing::warn!(alloc_id = %self.inner.alloc_id, "the group's network namespace is gone; making it again");
+        match network.ensure(self.alloc()).await {
+            Ok(_) => {
+                self.on_task_state_changed();
+                if let Err(error) = self
+                    .restart_running_tasks("the group's network namespace was lost and made again")
+                    .await
+                {
+                    tracing::warn!(alloc_id = %self.inner.alloc_id, %error, "restarting tasks into the repaired network failed");
+                }
+            }
+            Err(error) => {
+                let message = format!(
+                    "failed to set up the group network again: {}",
+                    crate::error_text::error_chain(&error)
+                );
+                tracing::error!(alloc_id = %self.inner.alloc_id, %message);
+                self.emit_to_all(&message);
+            }
+        }
+    }
+
+    /// Gives the group network's status to the allocation the group's services and checks
+    /// read (`address_mode = "alloc"` takes its address), whenever it is set up.
+    async fn follow_network_status(&self, network: Arc<crate::network::AllocNetwork>) {
+        let mut statuses = network.subscribe_status();
+        loop {
+            let status = statuses.borrow_and_update().clone();
+            if let Some(status) = status {
+                self.apply_network_status(status).await;
+            }
+            tokio::select! {
+                changed = statuses.changed() => if changed.is_err() { return },
+                () = self.inner.agent_shutdown.cancelled() => return,
+                () = self.inner.watcher_stop.cancelled() => return,
+            }
+        }
+    }
+
+    async fn apply_network_status(&self, status: serde_json::Value) {
+        let alloc = {
+            let mut current = lock(&self.inner.alloc);
+            if current.network_status.as_ref() == Some(&status) {
+                return;
+            }
+            let mut updated = (**current).clone();
+            updated.network_status = Some(status);
+            let updated = Arc::new(updated);
+            *current = updated.clone();
+            updated
+        };
+        if alloc.server_terminal_status() {
+            return;
+        }
+        let tasks = self.checked_tasks();
+        if let Some(hook) = lock(&self.inner.checks).as_ref() {
+            hook.update(&alloc, &tasks);
+        }
+        self.inner.group_services.update(alloc).await;
     }
 
     /// A "Task Setup" event with `message` on every task.
@@ -739,6 +829,15 @@ impl AllocRunner {
             // dirs stay for logs and files until the allocation is collected.
             let alloc_dir = inner.alloc_dir.clone();
             tokio::task::spawn_blocking(move || alloc_dir.unmount_secrets());
+            // Nothing runs in the group's network any more.
+            if let Some(network) = inner.network.clone() {
+                let alloc_id = inner.alloc_id.clone();
+                tokio::spawn(async move {
+                    if let Err(error) = network.teardown().await {
+                        tracing::warn!(%alloc_id, error = %crate::error_text::error_chain(&error), "tearing the group network down failed; retried on GC");
+                    }
+                });
+            }
         }
         let mut deployment_status = lock(&inner.health).clone();
         if client_status == drover_structs::ALLOC_CLIENT_STATUS_FAILED
@@ -760,6 +859,7 @@ impl AllocRunner {
             task_states,
             client_status_changed,
             deployment_status,
+            network_status: inner.network.as_ref().and_then(|network| network.status()),
         };
         inner.status.send_replace(update.clone());
         inner.deps.sink.alloc_updated(update);
@@ -1097,6 +1197,15 @@ impl AllocRunner {
             return Ok(());
         }
         let new_deployment = self.alloc().deployment_id != alloc.deployment_id;
+        let mut alloc = alloc;
+        // The server's copy has the group network's status only once the client reported it.
+        if alloc.network_status.is_none() {
+            alloc.network_status = self
+                .inner
+                .network
+                .as_ref()
+                .and_then(|network| network.status());
+        }
         let alloc = Arc::new(alloc);
         *lock(&self.inner.alloc) = alloc.clone();
         if new_deployment {
@@ -1157,6 +1266,9 @@ impl AllocRunner {
         }
         self.inner.watcher_stop.cancel();
         self.join_run_loops().await;
+        if let Some(network) = &self.inner.network {
+            network.teardown().await?;
+        }
         self.inner.alloc_dir.destroy()?;
         let supervisor_dirs = self
             .inner

@@ -69,6 +69,8 @@ pub struct TaskLaunchSpec {
     pub mounts: Vec<drover_driver::MountConfig>,
     /// The task's own (deprecated) network, as assigned to the allocation.
     pub task_network: Option<drover_driver::TaskNetwork>,
+    /// The group's network (bridge, none, CNI) the task joins; `None`: the host's.
+    pub network: Option<crate::network::TaskNetwork>,
     /// Where the driver's events during the start go (recorded as "Driver" task events).
     pub events: drover_driver::DriverEvents,
 }

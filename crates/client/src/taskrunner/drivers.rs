@@ -138,6 +138,14 @@ impl DriverAdapter {
             hostname: spec.hostname.clone(),
             mounts: spec.mounts.clone(),
             task_network: spec.task_network.clone(),
+            network_namespace: spec
+                .network
+                .as_ref()
+                .map(|network| network.namespace.clone()),
+            resolv_conf: spec
+                .network
+                .as_ref()
+                .and_then(|network| network.resolv_conf.clone()),
             kill_signal: None,
             driver_config: Value::Object(spec.config.clone()),
             task_dir: Some(spec.task_dir.dir.clone()),

@@ -112,6 +112,8 @@ pub struct TaskRunnerArgs {
     pub state_changed: mpsc::UnboundedSender<String>,
     /// Cancelled when the agent shuts down (tasks are left running).
     pub agent_shutdown: CancellationToken,
+    /// The group's network, when the group has one of its own (bridge, none, CNI).
+    pub network: Option<Arc<crate::network::AllocNetwork>>,
 }
 
 /// Lifecycle requests from hooks, routed to the run loop without holding the runner alive.
@@ -267,6 +269,7 @@ fn hook_context(shared: &Arc<TaskRunnerShared>) -> hooks::TaskHookContext {
         path_view,
         task_dir: shared.task_dir.clone(),
         task_name: task.name.clone(),
+        network: shared.network.clone(),
     };
     let services_hook = Arc::new(hooks::services::TaskServiceHook::new(
         shared.deps.services.clone(),
@@ -448,6 +451,7 @@ impl TaskRunner {
             start_gate,
             state_changed,
             agent_shutdown,
+            network,
         } = args;
         let task_dir = alloc_dir.task_dir(&task.name)?;
         let tracker = restart_tracker_for(&deps, &alloc, &task, local.restart_tracker);
@@ -475,6 +479,7 @@ impl TaskRunner {
             env_cell: hooks::TaskEnvCell::default(),
             hooks: std::sync::OnceLock::new(),
             services_hook: std::sync::OnceLock::new(),
+            network,
         });
         let context = hook_context(&shared);
         // Freshly created: nobody else can have set it yet.

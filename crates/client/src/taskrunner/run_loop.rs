@@ -696,6 +696,12 @@ impl TaskRunLoop {
                         .map(|port| (port.label.clone(), port.value))
                         .collect(),
                 }),
+            // The network hook set it up before this start.
+            network: self
+                .shared
+                .network
+                .as_ref()
+                .and_then(|network| network.task_network()),
             events: driver_events(&self.shared),
             env: env.env,
         }

@@ -136,6 +136,8 @@ pub(crate) struct TaskRunnerShared {
     pub(crate) env_cell: hooks::TaskEnvCell,
     pub(crate) hooks: std::sync::OnceLock<Vec<Arc<dyn hooks::TaskHook>>>,
     pub(crate) services_hook: std::sync::OnceLock<Arc<hooks::services::TaskServiceHook>>,
+    /// The group's network, when it has one of its own.
+    pub(crate) network: Option<Arc<crate::network::AllocNetwork>>,
 }
 
 impl std::fmt::Debug for TaskRunnerShared {

@@ -25,6 +25,25 @@ pub struct EnvHookInputs {
     pub path_view: TaskPathView,
     pub task_dir: TaskDir,
     pub task_name: String,
+    /// The group's network (bridge, none, CNI), whose status gives `NOMAD_ALLOC_IP_<label>`.
+    pub network: Option<Arc<crate::network::AllocNetwork>>,
+}
+
+impl EnvHookInputs {
+    /// `alloc` with the group network's status filled in, once it is set up (the server's
+    /// copy carries it only after the client reported it).
+    pub fn with_network_status(
+        &self,
+        alloc: &drover_structs::Allocation,
+    ) -> Option<drover_structs::Allocation> {
+        let status = self.network.as_ref()?.status()?;
+        if alloc.network_status.as_ref() == Some(&status) {
+            return None;
+        }
+        let mut alloc = alloc.clone();
+        alloc.network_status = Some(status);
+        Some(alloc)
+    }
 }
 
 /// See the module docs.
@@ -40,6 +59,8 @@ impl EnvHook {
     }
 
     fn rebuild(&self, alloc: &drover_structs::Allocation, task: &drover_structs::Task) {
+        let with_status = self.inputs.with_network_status(alloc);
+        let alloc = with_status.as_ref().unwrap_or(alloc);
         let inputs = TaskEnvInputs {
             alloc,
             task,

@@ -21,6 +21,7 @@ pub mod dispatch_payload;
 pub mod env;
 pub mod identity;
 pub mod logs;
+pub mod network;
 pub mod services;
 pub mod task_dir;
 pub mod template;
@@ -370,10 +371,16 @@ pub struct TaskHookContext {
     pub task_api: Option<Arc<dyn api::TaskApiServer>>,
 }
 
-/// The hooks of `task`, in the order they run. The env hook comes first so later hooks can
-/// interpolate `${…}` (validation checks interpolated destinations).
+/// The hooks of `task`, in the order they run. The group network's hook comes first, then the
+/// env hook, so later hooks can interpolate `${…}` (validation checks interpolated
+/// destinations).
 pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn TaskHook>> {
-    let mut hooks: Vec<Arc<dyn TaskHook>> = vec![
+    let mut hooks: Vec<Arc<dyn TaskHook>> = Vec::new();
+    // The group network before the env (whose NOMAD_ALLOC_IP_* it gives).
+    if let Some(network) = &context.env_inputs.network {
+        hooks.push(Arc::new(network::NetworkHook::new(network.clone())));
+    }
+    hooks.extend::<[Arc<dyn TaskHook>; 5]>([
         Arc::new(env::EnvHook::new(
             context.env_cell.clone(),
             context.env_inputs.clone(),
@@ -389,7 +396,7 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
             context.events.clone(),
         )),
         Arc::new(logs::LogsHook),
-    ];
+    ]);
     if let Some(server) = &context.task_api {
         hooks.push(Arc::new(api::ApiHook::new(
             server.clone(),

@@ -92,6 +92,8 @@ impl TaskServiceHook {
     /// re-attached by a restarted agent): the `NOMAD_*` variables, the task's `env` block and
     /// the node's facts.
     fn built_env(&self, alloc: &Allocation, task: &Task) -> TaskEnv {
+        let with_status = self.env_inputs.with_network_status(alloc);
+        let alloc = with_status.as_ref().unwrap_or(alloc);
         let inputs = TaskEnvInputs {
             alloc,
             task,
@@ -119,8 +121,10 @@ impl TaskServiceHook {
                 env
             }
         };
+        // address_mode "alloc" reads the group network's address from the allocation.
+        let with_status = self.env_inputs.with_network_status(&view.alloc);
         let workload = ServiceWorkload {
-            alloc: &view.alloc,
+            alloc: with_status.as_ref().unwrap_or(&view.alloc),
             node: &self.env_inputs.node,
             task: Some(&view.task.name),
             services: &view.task.services,
