@@ -155,8 +155,12 @@ fn round(
         "catalog_read",
         take(&catalog, "GET /v1/service/<name> p50")?,
     );
-    let checks = crate::checks::check_cpu(bench, 1000)?;
-    add("check_cpu", take(&checks, crate::checks::CPU_FIGURE)?);
+    // Not every run gets all 1 000 checks passing (see BENCHMARKS.md): a round without them
+    // leaves this figure out, says why, and measures the rest.
+    match crate::checks::check_cpu(bench, 1000) {
+        Ok(checks) => add("check_cpu", take(&checks, crate::checks::CPU_FIGURE)?),
+        Err(error) => eprintln!("check CPU not measured this round: {error:#}"),
+    }
     Ok(())
 }
 
