@@ -99,7 +99,7 @@ pub struct TableOptions {
 fn take(report: &Report, figure: &str) -> anyhow::Result<f64> {
     report
         .samples(figure)
-        .and_then(|samples| Summary::of(samples))
+        .and_then(Summary::of)
         .map(|summary| summary.median)
         .with_context(|| format!("the scenario did not report {figure:?}"))
 }
