@@ -65,7 +65,7 @@ pub struct ClusterNode {
     pub own: ServerRecord,
     election: Election,
     leadership: watch::Receiver<Leadership>,
-    http: reqwest::Client,
+    http: proxy::ProxyClient,
     /// This server's store, once opened: a write forwarded to the leader is answered after it
     /// reached this store (read-your-writes on this server).
     store: std::sync::OnceLock<StateStore>,
@@ -89,15 +89,12 @@ impl ClusterNode {
             record,
         ));
         let leadership = election.watch();
-        let http = reqwest::Client::builder()
-            .connect_timeout(proxy::CONNECT_TIMEOUT)
-            .build()?;
         Ok(Arc::new(Self {
             kv,
             own,
             election,
             leadership,
-            http,
+            http: proxy::ProxyClient::default(),
             store: std::sync::OnceLock::new(),
         }))
     }

@@ -289,10 +289,10 @@ async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> a
     // A server answers client endpoints for allocations on other nodes by passing them on; a
     // client-only agent passes everything but its own endpoints to its servers.
     let forwarding = if server.is_some() {
-        Forwarding::ToNodes(
-            proxy::ForwardContext::new(state.clone(), local_node_id.clone())
-                .context("preparing the forwarding of client requests")?,
-        )
+        Forwarding::ToNodes(proxy::ForwardContext::new(
+            state.clone(),
+            local_node_id.clone(),
+        ))
     } else {
         Forwarding::ToServers(
             proxy::ServersContext::new(&config.servers, local_node_id.clone())

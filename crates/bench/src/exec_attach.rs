@@ -77,6 +77,15 @@ fn percent_encode(text: &str) -> String {
 /// `exec-attach --sessions N`: N sequential websocket sessions per run, then N whole
 /// `drover alloc exec` CLI processes.
 pub fn exec_attach(bench: &Bench, sessions: usize) -> anyhow::Result<Report> {
+    exec_attach_sessions(bench, sessions, true)
+}
+
+/// The websocket sessions, and with `with_cli` the whole CLI processes too.
+pub fn exec_attach_sessions(
+    bench: &Bench,
+    sessions: usize,
+    with_cli: bool,
+) -> anyhow::Result<Report> {
     let mut report = Report::default();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -101,7 +110,7 @@ pub fn exec_attach(bench: &Bench, sessions: usize) -> anyhow::Result<Report> {
             round_trip.push(ms(session.exited));
         }
         let mut cli = Vec::with_capacity(sessions);
-        for _ in 0..sessions {
+        for _ in 0..if with_cli { sessions } else { 0 } {
             let started = Instant::now();
             let output = std::process::Command::new(&bench.drover)
                 .args(["alloc", "exec"])

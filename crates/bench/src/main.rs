@@ -11,6 +11,7 @@
 mod agent;
 mod artifact;
 mod catalog;
+mod checks;
 mod clients;
 mod exec_attach;
 mod fleet_http;
@@ -18,6 +19,7 @@ mod in_process;
 mod process;
 mod procfs;
 mod stats;
+mod table;
 
 use std::path::PathBuf;
 
@@ -44,6 +46,26 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Scenario {
+    /// The regression guard: one table of the figures that matter (start, idle PSS, 100 and
+    /// 1 000 tasks, per-task PSS, stop, exec, catalog read, check CPU), medians over `--runs`
+    /// alternating rounds; with `--compare FILE` each against a baseline, failing when one is
+    /// more than 25 % worse.
+    Table {
+        /// Leave out the 1 000-task figures.
+        #[arg(long)]
+        quick: bool,
+        /// Compare each median with this baseline file.
+        #[arg(long)]
+        compare: Option<PathBuf>,
+        /// Write the medians to this baseline file.
+        #[arg(long)]
+        write_baseline: Option<PathBuf>,
+    },
+    /// The agent's CPU with N `http` checks at a 10 s interval, all passing.
+    CheckCpu {
+        #[arg(long, default_value_t = 1000)]
+        checks: usize,
+    },
     /// Spawn → `/v1/agent/self` answers.
     AgentStart,
     /// Idle agent RSS and PSS.
@@ -184,6 +206,25 @@ fn main() -> anyhow::Result<()> {
             .build()
     };
     let (name, report) = match cli.scenario {
+        Scenario::Table {
+            quick,
+            compare,
+            write_baseline,
+        } => {
+            return table::table(
+                &bench()?,
+                runs,
+                &table::TableOptions {
+                    quick,
+                    compare,
+                    write_baseline,
+                },
+            );
+        }
+        Scenario::CheckCpu { checks } => (
+            format!("check-cpu --checks {checks}"),
+            checks::check_cpu(&bench()?, checks)?,
+        ),
         Scenario::AgentStart => ("agent-start".to_string(), process::agent_start(&bench()?)?),
         Scenario::IdleRss => ("idle-rss".to_string(), process::idle_rss(&bench()?)?),
         Scenario::ExecAttach { sessions } => (

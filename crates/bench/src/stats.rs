@@ -79,6 +79,14 @@ impl Report {
         }
     }
 
+    /// The samples of `figure`, if it was reported.
+    pub fn samples(&self, figure: &str) -> Option<&[f64]> {
+        self.figures
+            .iter()
+            .find(|(name, _, _)| name == figure)
+            .map(|(_, _, samples)| samples.as_slice())
+    }
+
     /// Records the load average at the end of a run.
     pub fn record_load(&mut self) {
         self.loads.push(load_average());

@@ -17,13 +17,35 @@ pub const FORWARDED_HEADER: &str = "x-drover-forwarded";
 /// caller follows it (`follow=true` logs), so no overall timeout applies.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The forwarding layer's HTTP client, built at its first request rather than at the agent's
+/// start: building a `reqwest` client loads the system's TLS trust store (OpenSSL reads and
+/// parses every root certificate of `/etc/ssl/certs`, twice, about 45 ms and a megabyte of
+/// heap), which an agent that never forwards a request should not pay for before it answers.
+#[derive(Clone, Default)]
+pub struct ProxyClient(std::sync::Arc<std::sync::OnceLock<reqwest::Client>>);
+
+impl ProxyClient {
+    /// The client, built on the first call.
+    pub fn get(&self) -> Result<&reqwest::Client, String> {
+        if let Some(client) = self.0.get() {
+            return Ok(client);
+        }
+        let built = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|error| format!("building the HTTP client to forward with: {error}"))?;
+        // Two first requests at once both build one; the first stored is kept.
+        Ok(self.0.get_or_init(|| built))
+    }
+}
+
 /// Largest request body forwarded: the largest any route takes (a snapshot's restore); each
 /// route's own limit is already enforced around this layer.
 const MAX_FORWARDED_BODY: usize = drover_api::MAX_SNAPSHOT_BODY;
 
 /// Relays a request to the agent at `address` (its HTTP address), answering 502 when that
 /// agent cannot be reached.
-pub async fn forward(http: &reqwest::Client, address: &str, request: Request) -> Response {
+pub async fn forward(http: &ProxyClient, address: &str, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let body = match read_body(body).await {
         Ok(bytes) => bytes,
@@ -48,11 +70,7 @@ pub async fn forward(http: &reqwest::Client, address: &str, request: Request) ->
 
 /// Relays a request to the server agent at `address` (the cluster's leader), answering 502
 /// when it cannot be reached.
-pub async fn forward_to_server(
-    http: &reqwest::Client,
-    address: &str,
-    request: Request,
-) -> Response {
+pub async fn forward_to_server(http: &ProxyClient, address: &str, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let body = match read_body(body).await {
         Ok(bytes) => bytes,
@@ -91,7 +109,7 @@ pub(super) async fn read_body(body: Body) -> Result<axum::body::Bytes, Response>
 /// Sends the request made of `parts` and `body` to the agent at `base` (`http://host:port`),
 /// marked as forwarded.
 pub(super) async fn send(
-    http: &reqwest::Client,
+    http: &ProxyClient,
     base: &str,
     parts: &axum::http::request::Parts,
     body: axum::body::Bytes,
@@ -101,7 +119,7 @@ pub(super) async fn send(
         .path_and_query()
         .map_or("/", |path_and_query| path_and_query.as_str());
     let url = format!("{base}{path_and_query}");
-    let mut outgoing = http.request(parts.method.clone(), &url).body(body);
+    let mut outgoing = http.get()?.request(parts.method.clone(), &url).body(body);
     for (name, value) in &parts.headers {
         if name != axum::http::header::HOST && name != axum::http::header::CONTENT_LENGTH {
             outgoing = outgoing.header(name, value);

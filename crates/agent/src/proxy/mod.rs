@@ -25,7 +25,7 @@ mod http;
 mod routing;
 mod websocket;
 
-pub use http::{CONNECT_TIMEOUT, FORWARDED_HEADER, forward, forward_to_server};
+pub use http::{CONNECT_TIMEOUT, FORWARDED_HEADER, ProxyClient, forward, forward_to_server};
 pub use routing::{
     ForwardContext, ServersContext, client_request_alloc, exec_request_alloc,
     forward_client_requests, forward_to_servers, node_named_in_query, served_by_client_agent,

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use drover_client::http_conn::base_url;
 use drover_state::StateStore;
 
-use super::http::{CONNECT_TIMEOUT, FORWARDED_HEADER, forward, read_body, relay, send};
+use super::http::{FORWARDED_HEADER, ProxyClient, forward, read_body, relay, send};
 use super::websocket::forward_exec;
 use crate::node_meta_http::NODE_META_PATH;
 
@@ -23,19 +23,16 @@ use crate::node_meta_http::NODE_META_PATH;
 pub struct ForwardContext {
     pub state: StateStore,
     pub local_node_id: String,
-    pub http: reqwest::Client,
+    pub http: ProxyClient,
 }
 
 impl ForwardContext {
-    pub fn new(state: StateStore, local_node_id: String) -> anyhow::Result<Arc<Self>> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .build()?;
-        Ok(Arc::new(Self {
+    pub fn new(state: StateStore, local_node_id: String) -> Arc<Self> {
+        Arc::new(Self {
             state,
             local_node_id,
-            http,
-        }))
+            http: ProxyClient::default(),
+        })
     }
 
     /// The HTTP address of the node holding `alloc_id`, when that is another node.
@@ -56,7 +53,7 @@ pub struct ServersContext {
     pub servers: Vec<String>,
     /// The agent's own node: a client request naming another node goes to the servers.
     pub local_node_id: String,
-    pub http: reqwest::Client,
+    pub http: ProxyClient,
 }
 
 impl ServersContext {
@@ -65,13 +62,10 @@ impl ServersContext {
             .iter()
             .map(|server| base_url(server))
             .collect::<Result<Vec<_>, _>>()?;
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .build()?;
         Ok(Arc::new(Self {
             servers,
             local_node_id,
-            http,
+            http: ProxyClient::default(),
         }))
     }
 }

@@ -19,7 +19,7 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest as _, protocol::CloseFrame};
 
-use super::http::{CONNECT_TIMEOUT, FORWARDED_HEADER, forward};
+use super::http::{CONNECT_TIMEOUT, FORWARDED_HEADER, ProxyClient, forward};
 
 /// How long the node may take to answer the websocket handshake (it checks the request and
 /// looks the allocation up before it answers).
@@ -68,7 +68,7 @@ enum NodeAnswer {
 
 /// Passes an exec request on to the node at `address` (its HTTP address). A request that is
 /// not a websocket upgrade goes as a plain request, so the node gives its own answer to it.
-pub async fn forward_exec(http: &reqwest::Client, address: &str, request: Request) -> Response {
+pub async fn forward_exec(http: &ProxyClient, address: &str, request: Request) -> Response {
     let (mut parts, body) = request.into_parts();
     let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
         Ok(upgrade) => upgrade,
