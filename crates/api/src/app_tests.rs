@@ -480,7 +480,7 @@ async fn another_region_has_no_path() {
     let own = send(&router, "GET", "/v1/jobs?region=global", None).await;
     assert_eq!(own.status(), StatusCode::OK);
     let other = send(&router, "GET", "/v1/jobs?region=mars", None).await;
-    assert_eq!(other.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(other.status(), StatusCode::BAD_REQUEST);
     assert_eq!(body_text(other).await, "No path to region");
 }
 
@@ -2275,7 +2275,7 @@ async fn prefix_search_answers_nomads_matches_and_truncations() {
         Some(json!({"Prefix": "8e", "Context": "nope"})),
     )
     .await;
-    assert_eq!(bad.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
     assert!(
         body_text(bad)
             .await
