@@ -724,7 +724,7 @@ async fn exchange_one_time_token(
     }
     let request: OneTimeTokenExchangeRequest = crate::request_body::decode_or_default(&body)?;
     if request.one_time_secret_id.is_empty() {
-        return Err(ApiError::internal(
+        return Err(ApiError::bad_request(
             "one-time token lookup failed: missing secret",
         ));
     }

@@ -70,13 +70,25 @@ fn names_own_server(address: &str, own: &[std::net::SocketAddr]) -> bool {
     })
 }
 
+/// A server error as the HTTP answer. What the caller got wrong is a 4xx even where Nomad's
+/// RPC layer answers it with a 500 (a write refused by the state's rules, an `EnforceIndex`
+/// that did not hold: 409, its text still Nomad's, which its CLI recognises by the words); only
+/// a failure inside the agent is a 500.
 fn server_error(error: ServerError) -> ApiError {
     match error {
         ServerError::NotFound(message) => ApiError::NotFound(message),
         ServerError::BadRequest(message) => ApiError::BadRequest(message),
+        ServerError::IndexConflict(message) => ApiError::Conflict(message),
         ServerError::State(error) if error.is_unavailable() => {
             ApiError::Unavailable(error.to_string())
         }
+        ServerError::State(error @ drover_state::StateError::NotFound { .. }) => {
+            ApiError::NotFound(error.to_string())
+        }
+        ServerError::State(
+            error @ (drover_state::StateError::Refused(_)
+            | drover_state::StateError::Invalid { .. }),
+        ) => ApiError::BadRequest(error.to_string()),
         error => ApiError::Internal(error.to_string()),
     }
 }

@@ -47,12 +47,12 @@ pub fn router(endpoints: KeyringEndpoints) -> axum::Router {
 /// Nomad's status for each keyring error.
 fn keyring_error(error: KeyringError) -> ApiError {
     match error {
-        // Nomad answers these as plain errors (500) with these messages.
-        KeyringError::KeyNotFound { .. } | KeyringError::KeyInUse { .. } => {
-            ApiError::internal(error.to_string())
-        }
+        // Nomad answers these as plain errors (500) with these messages; the caller named a
+        // key that is not there (404) or may not go (400).
+        KeyringError::KeyNotFound { .. } => ApiError::not_found(error.to_string()),
+        KeyringError::KeyInUse { .. } => ApiError::bad_request(error.to_string()),
         KeyringError::State(drover_state::StateError::Invalid { reason, .. }) => {
-            ApiError::internal(reason)
+            ApiError::bad_request(reason)
         }
         other => ApiError::internal(other.to_string()),
     }
@@ -177,7 +177,7 @@ async fn delete_key(
         return Err(ApiError::MethodNotAllowed);
     }
     if key_id.is_empty() {
-        return Err(ApiError::internal("root key ID is required"));
+        return Err(ApiError::bad_request("root key ID is required"));
     }
     let in_use = endpoints.state.variables_sealed_with(&key_id) > 0;
     let index = endpoints

@@ -60,10 +60,11 @@ pub(crate) fn multi_error(messages: &[String]) -> String {
     text
 }
 
-/// What Nomad's HTTP layer answers for an RPC error: 500 with the error's text.
-fn rpc_error(message: impl Into<String>) -> Response {
+/// A write refused for what the caller sent, in Nomad's words. Nomad answers these as RPC
+/// errors (500); they are the caller's to fix: 400.
+fn refused(message: impl Into<String>) -> Response {
     (
-        StatusCode::INTERNAL_SERVER_ERROR,
+        StatusCode::BAD_REQUEST,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
         message.into(),
     )
@@ -231,15 +232,15 @@ async fn update(endpoints: &NamespaceEndpoints, path_name: Option<&str>, body: &
         .and_then(drover_structs::lenient::from_value_ignoring_key_case)
     {
         Ok(namespace) => namespace,
-        // Nomad answers a body it cannot decode with 500.
-        Err(error) => return rpc_error(error.to_string()),
+        // Nomad answers a body it cannot decode with 500: a 400 here.
+        Err(error) => return refused(error.to_string()),
     };
     if path_name.is_some_and(|name| name != namespace.name) {
         return ApiError::bad_request("Namespace name does not match request path").into_response();
     }
     let problems = namespace.validate();
     if !problems.is_empty() {
-        return rpc_error(format!(
+        return refused(format!(
             "Invalid namespace {:?}: {}",
             namespace.name,
             multi_error(&problems)
@@ -247,7 +248,7 @@ async fn update(endpoints: &NamespaceEndpoints, path_name: Option<&str>, body: &
     }
     if !namespace.quota.is_empty() {
         // No quota specifications exist in drover (an Enterprise feature), as Nomad OSS.
-        return rpc_error(format!(
+        return refused(format!(
             "namespace {:?} using non-existent quota {:?}",
             namespace.name, namespace.quota
         ));
@@ -264,7 +265,7 @@ async fn update(endpoints: &NamespaceEndpoints, path_name: Option<&str>, body: &
 async fn delete(endpoints: &NamespaceEndpoints, name: String) -> Response {
     match endpoints.state.delete_namespaces(vec![name]).await {
         Ok(NamespaceDelete::Deleted { index }) => written(index),
-        Ok(NamespaceDelete::Default) => rpc_error("can not delete default namespace"),
+        Ok(NamespaceDelete::Default) => refused("can not delete default namespace"),
         Ok(NamespaceDelete::InUse(held)) => {
             let messages: Vec<String> = held
                 .iter()
@@ -280,7 +281,7 @@ async fn delete(endpoints: &NamespaceEndpoints, name: String) -> Response {
                     )
                 })
                 .collect();
-            rpc_error(multi_error(&messages))
+            refused(multi_error(&messages))
         }
         Err(error) if error.is_unavailable() => {
             ApiError::Unavailable(error.to_string()).into_response()

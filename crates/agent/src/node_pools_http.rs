@@ -38,6 +38,9 @@ fn server_error(error: ServerError) -> ApiError {
     match error {
         ServerError::NotFound(message) => ApiError::NotFound(message),
         ServerError::BadRequest(message) => ApiError::BadRequest(message),
+        ServerError::State(drover_state::StateError::Refused(message)) => {
+            ApiError::BadRequest(message)
+        }
         ServerError::State(error) if error.is_unavailable() => {
             ApiError::Unavailable(error.to_string())
         }

@@ -139,9 +139,10 @@ async fn save(endpoints: &OperatorEndpoints, stale: bool) -> Result<Response, Ap
     Ok(response)
 }
 
-/// Nomad's words for a restore that failed.
+/// Nomad's words for a restore refused for what was sent (not a snapshot, a damaged one, a
+/// root key that does not decode): 400, where Nomad answers 500.
 fn restore_failed(reason: impl std::fmt::Display) -> ApiError {
-    ApiError::internal(format!("failed to restore from snapshot: {reason}"))
+    ApiError::bad_request(format!("failed to restore from snapshot: {reason}"))
 }
 
 async fn restore(endpoints: &OperatorEndpoints, body: &[u8]) -> Result<Response, ApiError> {
@@ -151,12 +152,13 @@ async fn restore(endpoints: &OperatorEndpoints, body: &[u8]) -> Result<Response,
         .state
         .restore(snapshot.pairs)
         .await
-        .map_err(|error| {
-            if error.is_unavailable() {
-                ApiError::Unavailable(error.to_string())
-            } else {
+        .map_err(|error| match error {
+            error if error.is_unavailable() => ApiError::Unavailable(error.to_string()),
+            // The snapshot's records: what was sent.
+            StateError::Decode { .. } | StateError::Invalid { .. } | StateError::Schema { .. } => {
                 restore_failed(error)
             }
+            error => ApiError::internal(format!("failed to restore from snapshot: {error}")),
         })?;
     endpoints.keyring.forget_opened();
     endpoints.variable_locks.restore();

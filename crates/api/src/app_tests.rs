@@ -480,7 +480,7 @@ async fn another_region_has_no_path() {
     let own = send(&router, "GET", "/v1/jobs?region=global", None).await;
     assert_eq!(own.status(), StatusCode::OK);
     let other = send(&router, "GET", "/v1/jobs?region=mars", None).await;
-    assert_eq!(other.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(other.status(), StatusCode::BAD_REQUEST);
     assert_eq!(body_text(other).await, "No path to region");
 }
 
@@ -1197,6 +1197,70 @@ job "secrets" {
     );
 }
 
+/// `/v1/jobs/parse` answers what Nomad's parse answers, without the defaults the server adds
+/// at register: a parameterized job's `Payload` stays unset (it was `"optional"`), and a
+/// service name keeps its `${TASKGROUP}` (it was replaced). A register then applies both.
+#[tokio::test]
+async fn parse_leaves_the_register_defaults_to_the_register() {
+    let (backend, router) = setup();
+    let hcl = r#"job "as-written" {
+  type = "batch"
+  parameterized {
+    meta_optional = ["run"]
+  }
+  group "work" {
+    service {
+      name     = "${TASKGROUP}-api"
+      provider = "nomad"
+    }
+    task "run" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+      service {
+        name     = "run-${NOMAD_ALLOC_INDEX}"
+        provider = "nomad"
+      }
+    }
+  }
+}
+"#;
+    let response = send(
+        &router,
+        "PUT",
+        "/v1/jobs/parse",
+        Some(json!({"JobHCL": hcl, "Canonicalize": true})),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let job = body_json(response).await;
+    assert_eq!(job["ParameterizedJob"]["Payload"], "");
+    assert_eq!(
+        job["TaskGroups"][0]["Services"][0]["Name"],
+        "${TASKGROUP}-api"
+    );
+    assert_eq!(
+        job["TaskGroups"][0]["Tasks"][0]["Services"][0]["Name"],
+        "run-${NOMAD_ALLOC_INDEX}"
+    );
+
+    let response = send(&router, "PUT", "/v1/jobs", Some(json!({"Job": job}))).await;
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "{}",
+        body_text(response).await
+    );
+    let stored = backend.job("default", "as-written").unwrap().unwrap();
+    let parameterized = stored.parameterized_job.as_ref().unwrap();
+    assert_eq!(parameterized.payload, "optional");
+    assert_eq!(stored.task_groups[0].services[0].name, "work-api");
+    // The task environment's names are the client's to fill in when it registers the service.
+    assert_eq!(
+        stored.task_groups[0].tasks[0].services[0].name,
+        "run-${NOMAD_ALLOC_INDEX}"
+    );
+}
+
 #[tokio::test]
 async fn parse_takes_variables_as_hcl_text_or_as_an_object() {
     let (_backend, router) = setup();
@@ -1277,7 +1341,7 @@ async fn a_register_using_what_cannot_run_here_is_refused_naming_each_use() {
             "group \"web\": max_run_duration cannot run here:",
             "TaskGroups[0].Tasks[0].Identity.ExtraClaims: group \"web\" task \"server\": ",
             "cannot run here: drover does not add extra claims to workload identities; runs once identities carry extra claims",
-            "TaskGroups[0].Tasks[0].Vault: group \"web\" task \"server\": vault cannot run here: needs a Vault server; keep secrets in Nomad Variables (/v1/var) instead; runs once drover integrates with Vault",
+            "TaskGroups[0].Tasks[0].Vault: group \"web\" task \"server\": vault cannot run here: needs a Vault server; keep secrets in Nomad Variables (/v1/var) instead (see docs/vault.md); runs once drover integrates with Vault",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
         }
@@ -2257,7 +2321,7 @@ async fn prefix_search_answers_nomads_matches_and_truncations() {
         Some(json!({"Prefix": "8e", "Context": "nope"})),
     )
     .await;
-    assert_eq!(bad.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
     assert!(
         body_text(bad)
             .await

@@ -20,6 +20,9 @@ pub enum ApiError {
     /// A path no route serves: 404 with an empty body, as Nomad's root fallthrough answers.
     #[error("no route")]
     NoRoute,
+    /// A write whose precondition (an index the caller named) did not hold: 409.
+    #[error("{0}")]
+    Conflict(String),
     /// A route served with a method it does not take: 405 `Invalid method`.
     #[error("Invalid method")]
     MethodNotAllowed,
@@ -61,6 +64,7 @@ impl ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) | ApiError::NoRoute => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) | ApiError::Unhealthy(_) => StatusCode::INTERNAL_SERVER_ERROR,

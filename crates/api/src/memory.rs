@@ -923,7 +923,7 @@ impl AgentOperations for MemoryBackend {
     ) -> Result<u64, ApiError> {
         let key = (namespace.to_owned(), id.to_owned());
         if !self.lock().services.contains_key(&key) {
-            return Err(ApiError::internal("service registration not found"));
+            return Err(ApiError::not_found("service registration not found"));
         }
         Ok(
             self.write(&[Table::ServiceRegistrations], |contents, index| {

@@ -458,9 +458,9 @@ async fn services_delete_removes_one_registration_or_404() {
     assert_eq!(response.status(), StatusCode::OK);
     assert!(index_of(&response) > written);
     assert_eq!(text(response).await, "");
-    // Nomad answers an unknown ID with its RPC error: a 500.
+    // An unknown ID: 404 in Nomad's words (Nomad answers its RPC error, a 500).
     let response = send(&router, "DELETE", "/v1/service/web/s1", None).await;
-    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
     assert_eq!(text(response).await, "service registration not found");
 
     let response = send(

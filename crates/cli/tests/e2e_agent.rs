@@ -316,7 +316,7 @@ fn a_job_using_what_cannot_run_here_is_refused_by_the_agent_and_nothing_starts()
     let (status, text) = http("PUT", &agent.url("/v1/jobs"), Some(&register));
     assert_eq!(status, 400, "{text}");
     assert!(
-        text.contains("TaskGroups[0].Tasks[0].Vault: group \"g\" task \"t\": vault cannot run here: needs a Vault server; keep secrets in Nomad Variables (/v1/var) instead; runs once drover integrates with Vault"),
+        text.contains("TaskGroups[0].Tasks[0].Vault: group \"g\" task \"t\": vault cannot run here: needs a Vault server; keep secrets in Nomad Variables (/v1/var) instead (see docs/vault.md); runs once drover integrates with Vault"),
         "{text}"
     );
     let (status, jobs) = http("GET", &agent.url("/v1/jobs"), None);

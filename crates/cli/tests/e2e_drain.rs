@@ -216,7 +216,7 @@ fn a_drain_moves_service_allocations_max_parallel_at_a_time_and_completes() {
         &server.url(&format!("/v1/node/{node_b}/eligibility")),
         Some(r#"{"Eligibility": "eligible"}"#),
     );
-    assert_eq!(code, 500);
+    assert_eq!(code, 400);
     assert_eq!(
         text.trim(),
         "can not set node's scheduling eligibility to eligible while it is draining"
@@ -249,5 +249,5 @@ fn a_drain_moves_service_allocations_max_parallel_at_a_time_and_completes() {
     let (code, _) = http("GET", &server.url(&format!("/v1/node/{node_b}")), None);
     assert_eq!(code, 404);
     let (code, text) = http("PUT", &server.url("/v1/node/nope/purge"), Some(""));
-    assert_eq!((code, text.trim()), (500, "node not found"));
+    assert_eq!((code, text.trim()), (404, "node not found"));
 }

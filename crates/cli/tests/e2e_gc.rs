@@ -144,7 +144,7 @@ fn client_gc_reaches_the_node_that_holds_the_allocations() {
     assert_eq!(status, 400, "{body}");
     assert_eq!(body, "No local Node and node_id not provided");
     let (status, body) = http("PUT", &server.url("/v1/client/gc?node_id=nope"), None);
-    assert_eq!(status, 500, "{body}");
+    assert_eq!(status, 404, "{body}");
     assert_eq!(body, "Unknown node nope");
 
     // From the server to node-b.

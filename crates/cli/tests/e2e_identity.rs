@@ -139,7 +139,7 @@ fn the_keyring_seals_variables_and_rotates_and_cas_conflicts_answer_the_current_
         &agent.url(&format!("/v1/operator/keyring/key/{second_key}")),
         None,
     );
-    assert_eq!(status, 500);
+    assert_eq!(status, 400);
     let (status, deleted) = http(
         "DELETE",
         &agent.url(&format!("/v1/operator/keyring/key/{first_key}")),

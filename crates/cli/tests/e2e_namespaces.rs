@@ -181,7 +181,7 @@ fn namespaces_isolate_jobs_and_tokens_see_only_their_namespaces() {
         Some(&root),
         Some(r#"{"Name": "bad name"}"#),
     );
-    assert_eq!(status, 500);
+    assert_eq!(status, 400);
     assert_eq!(
         body,
         "Invalid namespace \"bad name\": 1 error occurred:\n\t* invalid name \"bad name\". Must match regex ^[a-zA-Z0-9-]{1,128}$\n\n"
@@ -247,7 +247,7 @@ fn namespaces_isolate_jobs_and_tokens_see_only_their_namespaces() {
     assert_eq!(
         (status, body.as_str()),
         (
-            500,
+            400,
             "1 error occurred:\n\t* job \"lost\" is in nonexistent namespace \"nope\"\n\n"
         )
     );
@@ -277,7 +277,7 @@ fn namespaces_isolate_jobs_and_tokens_see_only_their_namespaces() {
     assert_eq!(
         (status, body.as_str()),
         (
-            500,
+            400,
             "3 errors occurred:\n\t* namespace \"web\" has non-terminal jobs in regions: [global]\n\t* namespace \"web\" has non-terminal allocations in regions: [global]\n\t* namespace \"web\" has variables associated with it in regions: [global]\n\n"
         )
     );
@@ -290,7 +290,7 @@ fn namespaces_isolate_jobs_and_tokens_see_only_their_namespaces() {
     let (status, body) = call("DELETE", &url("/v1/namespace/default"), Some(&root), None);
     assert_eq!(
         (status, body.as_str()),
-        (500, "can not delete default namespace")
+        (400, "can not delete default namespace")
     );
 
     // A token whose policy names only `web` sees only `web`.

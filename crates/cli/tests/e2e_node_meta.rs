@@ -225,7 +225,7 @@ fn a_request_naming_a_node_reaches_it_through_any_agent() {
             None
         ),
         (
-            500,
+            404,
             "Unknown node 00000000-0000-0000-0000-000000000000".to_owned()
         )
     );

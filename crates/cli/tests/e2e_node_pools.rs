@@ -97,7 +97,7 @@ fn jobs_place_only_within_their_pool_and_pools_are_managed_as_nomads() {
             r#"{"Job": {"ID": "lost", "Name": "lost", "NodePool": "nope", "Datacenters": ["dc1"], "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t", "Driver": "raw_exec", "Config": {"command": "/bin/true"}}]}]}}"#,
         ),
     );
-    assert_eq!(status, 500, "{body}");
+    assert_eq!(status, 400, "{body}");
     assert!(
         body.contains(r#"job "lost" is in nonexistent node pool "nope""#),
         "{body}"

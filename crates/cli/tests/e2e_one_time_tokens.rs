@@ -139,7 +139,7 @@ fn one_time_tokens_are_asked_for_by_a_token_and_exchanged_once_for_it() {
         exchange(&agent, &second_secret),
         (403, "Permission denied".to_owned())
     );
-    assert_eq!(exchange(&agent, "").0, 500);
+    assert_eq!(exchange(&agent, "").0, 400);
     assert_eq!(
         call(
             "POST",

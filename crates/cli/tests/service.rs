@@ -239,7 +239,7 @@ async fn service_delete_removes_a_registration_or_fails_with_the_reason() {
     assert_eq!(outcome.code, 1);
     assert_eq!(
         outcome.stderr,
-        "Error deleting service registration: Unexpected response code: 500 (service registration not found)\n"
+        "Error deleting service registration: Unexpected response code: 404 (service registration not found)\n"
     );
     let outcome = drover(&[
         "service",

@@ -1,11 +1,12 @@
 //! Cron schedules of `periodic` blocks, read as Nomad reads them (its `cronexpr`): 5 fields are
 //! minute, hour, day of month, month, day of week; 6 fields add a year at the end (minute …
 //! year); 7 fields put seconds first (second … year). The `@` aliases are Nomad's: `@yearly`,
-//! `@annually`, `@monthly`, `@weekly`, `@daily`, `@midnight`, `@hourly`. Years run from 1970
-//! to 2099. A day of month and a day of week that are both restricted match either (`OR`).
+//! `@annually`, `@monthly`, `@weekly`, `@daily`, `@hourly`. Years run from 1970 to 2099. A day
+//! of month and a day of week that are both restricted match either (`OR`). `cron_syntax`
+//! reads every form `cronexpr` takes (`?`, names, `L`, `W`, `#`, …).
 //!
-//! The fields are parsed by croner (which reads 6 fields as second … day of week, so a 6-field
-//! spec gets a `0` seconds field before it is parsed) and walked as civil (wall-clock) times;
+//! `cron_syntax` turns an expression into a 7-field pattern with every value spelled out, which
+//! croner parses; it is walked as civil (wall-clock) times;
 //! jiff maps each wall-clock time to instants in the job's IANA time zone (`time_zone`, UTC when
 //! empty) from its bundled tz database. [`CronSchedule::next_after`] answers the first instant
 //! after a given one whose wall-clock time in the zone matches, which is what `cronexpr` does
@@ -179,36 +180,12 @@ fn instants(zone: &TimeZone, wall: DateTime) -> Vec<Timestamp> {
     }
 }
 
-/// Parses one expression with Nomad's field rules.
+/// Parses one expression with Nomad's field rules (see `cron_syntax`).
 fn parse(expression: &str) -> Result<Cron, String> {
-    let trimmed = expression.trim();
-    let pattern = if let Some(alias) = trimmed.strip_prefix('@') {
-        // cronexpr's aliases, as 7-field expressions.
-        match alias {
-            "yearly" | "annually" => "0 0 0 1 1 * *".to_owned(),
-            "monthly" => "0 0 0 1 * * *".to_owned(),
-            "weekly" => "0 0 0 * * 0 *".to_owned(),
-            "daily" | "midnight" => "0 0 0 * * * *".to_owned(),
-            "hourly" => "0 0 * * * * *".to_owned(),
-            other => return Err(format!("unknown alias @{other}")),
-        }
-    } else {
-        let field_count = trimmed.split_whitespace().count();
-        match field_count {
-            5 => format!("0 {trimmed} *"),
-            6 => format!("0 {trimmed}"),
-            7 => trimmed.to_owned(),
-            other => return Err(format!("expected 5 to 7 fields, got {other}")),
-        }
-    };
-    if let Some(year) = pattern.split_whitespace().last() {
-        check_years(year)?;
-    }
+    let pattern = crate::cron_syntax::to_croner_pattern(expression)?;
     CronParser::builder()
         .seconds(croner::parser::Seconds::Required)
         .year(croner::parser::Year::Required)
-        // cronexpr takes `a/n` (from a, every n) as well as `*/n` and `a-b/n`.
-        .sloppy_ranges(true)
         .build()
         .parse(&pattern)
         .map_err(|error| error.to_string().trim_end_matches('.').to_lowercase())
@@ -227,26 +204,6 @@ pub(crate) fn check_time_zone(name: &str) -> Result<(), String> {
             CronError::TimeZone { detail, .. } => detail,
             other => other.to_string(),
         })
-}
-
-/// Nomad's cron years run from 1970 to 2099 (croner would take any year).
-fn check_years(field: &str) -> Result<(), String> {
-    const YEARS: std::ops::RangeInclusive<u32> = 1970..=2099;
-    for part in field.split(',') {
-        let range = part.split_once('/').map_or(part, |(range, _)| range);
-        if range == "*" || range == "?" {
-            continue;
-        }
-        for bound in range.split('-') {
-            match bound.parse::<u32>() {
-                Ok(year) if YEARS.contains(&year) => {}
-                _ => {
-                    return Err(format!("year {bound:?} is not a year from 1970 to 2099"));
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -278,8 +235,327 @@ mod tests {
         assert_eq!(check("0 9 * * MON-FRI"), Ok(()));
         assert_eq!(check("0 0 L * *"), Ok(()));
         assert_eq!(check("@daily"), Ok(()));
-        assert_eq!(check("@midnight"), Ok(()));
         assert_eq!(check("0/10 * * * *"), Ok(()));
+    }
+
+    /// Next launches of the forms in Nomad's cron library's own tests (`cronexpr_test.go`:
+    /// `crontests`, `TestZero`, `TestNextN`), each `(expression, after, next)` in UTC, plus
+    /// the forms it takes that those tests leave out (`?`, aliases, fields past the seventh).
+    #[test]
+    fn the_forms_of_nomads_cron_library_launch_as_it_launches_them() {
+        let table: &[(&str, &str, Option<&str>)] = &[
+            // Seconds.
+            (
+                "* * * * * * *",
+                "2013-01-01T00:00:00Z",
+                Some("2013-01-01T00:00:01Z"),
+            ),
+            (
+                "* * * * * * *",
+                "2013-01-01T23:59:59Z",
+                Some("2013-01-02T00:00:00Z"),
+            ),
+            (
+                "* * * * * * *",
+                "2016-02-28T23:59:59Z",
+                Some("2016-02-29T00:00:00Z"),
+            ),
+            (
+                "*/5 * * * * * *",
+                "2013-01-01T00:00:00Z",
+                Some("2013-01-01T00:00:05Z"),
+            ),
+            (
+                "*/5 * * * * * *",
+                "2013-01-01T00:00:59Z",
+                Some("2013-01-01T00:01:00Z"),
+            ),
+            (
+                "*/5 * * * * * *",
+                "2012-12-31T23:59:59Z",
+                Some("2013-01-01T00:00:00Z"),
+            ),
+            // Minutes.
+            (
+                "* * * * *",
+                "2013-01-01T00:00:59Z",
+                Some("2013-01-01T00:01:00Z"),
+            ),
+            (
+                "* * * * *",
+                "2013-02-28T23:59:00Z",
+                Some("2013-03-01T00:00:00Z"),
+            ),
+            // Minutes with an interval; an interval and a list.
+            (
+                "17-43/5 * * * *",
+                "2013-01-01T00:00:00Z",
+                Some("2013-01-01T00:17:00Z"),
+            ),
+            (
+                "17-43/5 * * * *",
+                "2013-01-01T00:30:00Z",
+                Some("2013-01-01T00:32:00Z"),
+            ),
+            (
+                "17-43/5 * * * *",
+                "2013-01-01T00:50:00Z",
+                Some("2013-01-01T01:17:00Z"),
+            ),
+            (
+                "15-30/4,55 * * * *",
+                "2013-01-01T00:16:00Z",
+                Some("2013-01-01T00:19:00Z"),
+            ),
+            (
+                "15-30/4,55 * * * *",
+                "2013-01-01T00:30:00Z",
+                Some("2013-01-01T00:55:00Z"),
+            ),
+            (
+                "15-30/4,55 * * * *",
+                "2012-12-31T23:55:00Z",
+                Some("2013-01-01T00:15:00Z"),
+            ),
+            // Days of week: by short name, by full name in any case, 7 as Sunday, and a range
+            // to 7 (which ends on Saturday).
+            (
+                "0 0 * * MON",
+                "2013-01-01T00:00:00Z",
+                Some("2013-01-07T00:00:00Z"),
+            ),
+            (
+                "0 0 * * MON",
+                "2013-12-30T00:30:00Z",
+                Some("2014-01-06T00:00:00Z"),
+            ),
+            (
+                "0 0 * * friday",
+                "2013-01-28T00:00:00Z",
+                Some("2013-02-01T00:00:00Z"),
+            ),
+            (
+                "0 0 * * 6,7",
+                "2013-01-01T00:00:00Z",
+                Some("2013-01-05T00:00:00Z"),
+            ),
+            (
+                "0 0 * * 6,7",
+                "2013-01-05T00:00:00Z",
+                Some("2013-01-06T00:00:00Z"),
+            ),
+            (
+                "0 0 * * 5-7",
+                "2013-12-30T00:30:00Z",
+                Some("2014-01-03T00:00:00Z"),
+            ),
+            (
+                "0 0 * * 5-7",
+                "2013-01-05T00:00:00Z",
+                Some("2013-01-11T00:00:00Z"),
+            ),
+            // The fifth Saturday of a month.
+            (
+                "0 0 * * 6#5",
+                "2013-09-02T00:00:00Z",
+                Some("2013-11-30T00:00:00Z"),
+            ),
+            (
+                "0 0 * * 6#5",
+                "2013-11-30T00:00:00Z",
+                Some("2014-03-29T00:00:00Z"),
+            ),
+            (
+                "0 0 * * 6#5",
+                "2014-03-29T00:00:00Z",
+                Some("2014-05-31T00:00:00Z"),
+            ),
+            // The weekday nearest a day of month; near the end of the month.
+            (
+                "0 0 14W * *",
+                "2013-03-31T00:00:00Z",
+                Some("2013-04-15T00:00:00Z"),
+            ),
+            (
+                "0 0 14W * *",
+                "2013-08-31T00:00:00Z",
+                Some("2013-09-13T00:00:00Z"),
+            ),
+            (
+                "0 0 30W * *",
+                "2013-03-02T00:00:00Z",
+                Some("2013-03-29T00:00:00Z"),
+            ),
+            (
+                "0 0 30W * *",
+                "2013-09-02T00:00:00Z",
+                Some("2013-09-30T00:00:00Z"),
+            ),
+            (
+                "0 0 30W * *",
+                "2013-11-02T00:00:00Z",
+                Some("2013-11-29T00:00:00Z"),
+            ),
+            // The last day, and the last weekday, of the month.
+            (
+                "0 0 L * *",
+                "2014-02-01T00:00:00Z",
+                Some("2014-02-28T00:00:00Z"),
+            ),
+            (
+                "0 0 L * *",
+                "2016-02-15T00:00:00Z",
+                Some("2016-02-29T00:00:00Z"),
+            ),
+            (
+                "0 0 LW * *",
+                "2013-11-02T00:00:00Z",
+                Some("2013-11-29T00:00:00Z"),
+            ),
+            (
+                "0 0 LW * *",
+                "2014-08-15T00:00:00Z",
+                Some("2014-08-29T00:00:00Z"),
+            ),
+            // A zero-padded month in six fields (the sixth is the year).
+            (
+                "0 0 * 04 * *",
+                "2013-09-02T00:00:00Z",
+                Some("2014-04-01T00:00:00Z"),
+            ),
+            (
+                "0 0 * 04 * *",
+                "2014-04-03T03:00:00Z",
+                Some("2014-04-04T00:00:00Z"),
+            ),
+            // Years: one in the past never launches again, one ahead does.
+            ("* * * * * 1980", "2013-08-31T00:00:00Z", None),
+            (
+                "* * * * * 2050",
+                "2013-08-31T00:00:00Z",
+                Some("2050-01-01T00:00:00Z"),
+            ),
+            (
+                "*/5 * * * *",
+                "2013-09-02T08:44:32Z",
+                Some("2013-09-02T08:45:00Z"),
+            ),
+            // `?` is every value, in any field (here the year of a 7-field spec).
+            (
+                "*/5 * * * * * ?",
+                "2026-03-01T10:00:02Z",
+                Some("2026-03-01T10:00:05Z"),
+            ),
+            (
+                "0 12 ? * MON-FRI",
+                "2026-03-07T00:00:00Z",
+                Some("2026-03-09T12:00:00Z"),
+            ),
+            (
+                "0 0 ? * ?",
+                "2026-03-07T10:00:00Z",
+                Some("2026-03-08T00:00:00Z"),
+            ),
+            // The aliases, and text around them.
+            (
+                "@yearly",
+                "2026-03-07T10:00:00Z",
+                Some("2027-01-01T00:00:00Z"),
+            ),
+            (
+                "@annually",
+                "2026-03-07T10:00:00Z",
+                Some("2027-01-01T00:00:00Z"),
+            ),
+            (
+                "@monthly",
+                "2026-03-07T10:00:00Z",
+                Some("2026-04-01T00:00:00Z"),
+            ),
+            (
+                "@weekly",
+                "2026-03-07T10:00:00Z",
+                Some("2026-03-08T00:00:00Z"),
+            ),
+            (
+                "@daily",
+                "2026-03-07T10:00:00Z",
+                Some("2026-03-08T00:00:00Z"),
+            ),
+            (
+                "@hourly",
+                "2026-03-07T10:00:00Z",
+                Some("2026-03-07T11:00:00Z"),
+            ),
+            (
+                "  @hourly  ",
+                "2026-03-07T10:00:00Z",
+                Some("2026-03-07T11:00:00Z"),
+            ),
+            // Fields past the seventh are ignored.
+            (
+                "0 0 0 1 1 * 2030 extra",
+                "2026-03-07T10:00:00Z",
+                Some("2030-01-01T00:00:00Z"),
+            ),
+            // Month names, short and full; a value with a step runs to the field's end.
+            (
+                "0 0 1 jan,JULY *",
+                "2026-03-07T10:00:00Z",
+                Some("2026-07-01T00:00:00Z"),
+            ),
+            (
+                "0 22/1 * * *",
+                "2026-03-07T10:00:00Z",
+                Some("2026-03-07T22:00:00Z"),
+            ),
+            // The last Friday of the month.
+            (
+                "0 0 * * 5L",
+                "2026-03-07T10:00:00Z",
+                Some("2026-03-27T00:00:00Z"),
+            ),
+        ];
+        let mut wrong = Vec::new();
+        for (spec, after, expected) in table {
+            let found =
+                CronSchedule::new([*spec], "").map(|schedule| schedule.next_after(utc(after) * NS));
+            let expected = expected.map(utc);
+            if found != Ok(expected) {
+                wrong.push(format!(
+                    "{spec:?} after {after}: {found:?}, not {expected:?}"
+                ));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// What Nomad's cron library refuses is refused.
+    #[test]
+    fn what_nomads_cron_library_refuses_is_refused() {
+        for bad in [
+            "* * * *",
+            "*/0 * * * *",
+            "*/60 * * * *",
+            "0 0 * * */7",
+            "0 0 0 * *",
+            "0 0 32 * *",
+            "0 0 * 0 *",
+            "0 0 * * 8",
+            "0 0 * * 5#6",
+            "0 0 * * L",
+            "005 * * * *",
+            "0 0 * * * 1969",
+            "0 0 * * * 2100",
+            "0 0 * * * 30",
+            "?/5 * * * *",
+            "0 0 W * *",
+            "0 0 * * mon#1#2",
+            "0 0 , * *",
+            "x * * * *",
+        ] {
+            assert!(check(bad).is_err(), "{bad} was accepted");
+        }
     }
 
     #[test]
@@ -293,6 +569,8 @@ mod tests {
             "* * *",
             "* * * * * ; rm",
             "@sometimes",
+            // Not one of cronexpr's aliases: Nomad refuses it.
+            "@midnight",
             "61 * * * * * *",
         ] {
             assert!(check(bad).is_err(), "{bad} was accepted");

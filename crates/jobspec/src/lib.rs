@@ -6,7 +6,8 @@
 //!
 //! The pipeline: `hcl_parse` (syntax, spans) → `decode` (schema walk, `eval` of variables and
 //! expressions; Nomad JSON plus a field path → source offset map) → `drover_structs::Job` →
-//! `Job::canonicalize` (API defaults) → `validate` (each problem located through the offset map).
+//! `Job::canonicalize_as_parsed` (the defaults of a parse, not the server's) → `validate`
+//! (each problem located through the offset map).
 //! A field the decoder produced that does not survive the `Job` round trip is reported as
 //! unsupported, so nothing in a jobspec is ever dropped silently.
 //!
@@ -29,6 +30,7 @@
 //! generated from it).
 
 pub mod cron;
+mod cron_syntax;
 mod decode;
 mod diagnostic;
 mod eval;
@@ -357,7 +359,7 @@ fn build_and_validate(
                 format!("the job does not have Nomad's shape: {error}"),
             )])
         })?;
-    job.canonicalize();
+    job.canonicalize_as_parsed();
     let canonical_json = serde_json::to_value(&job).map_err(|error| {
         Diagnostics(vec![diagnostic(
             String::new(),

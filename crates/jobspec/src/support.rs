@@ -972,7 +972,7 @@ pub static FEATURES: &[Feature] = &[
     row(
         "vault",
         Status::NeedsMissing,
-        "needs a Vault server; keep secrets in Nomad Variables (/v1/var) instead",
+        "needs a Vault server; keep secrets in Nomad Variables (/v1/var) instead (see docs/vault.md)",
         VAULT,
         Detect::task(|task| when_asked(task.vault.as_ref(), "Vault")),
     ),
@@ -1016,6 +1016,20 @@ pub static FEATURES: &[Feature] = &[
     runs(
         "resources > iops",
         "ignored, as Nomad ignores it, with Nomad's deprecation warning in the register response",
+    ),
+    row(
+        "resources > disk",
+        Status::RunsDifferently,
+        "a task's disk is ignored, as Nomad ignores it (it reserves nothing); reserve disk for the allocation with the group's ephemeral_disk { size }",
+        "",
+        Detect::task(|task| {
+            when(
+                task.resources
+                    .as_ref()
+                    .is_some_and(|resources| resources.disk_mb != 0),
+                "Resources.DiskMB",
+            )
+        }),
     ),
     row(
         "resources > secrets",

@@ -1277,13 +1277,6 @@ impl Checker {
         if memory_max != 0 && memory_max != -1 && memory_max < memory {
             self.report(place, place.field("MemoryMaxMB"), format!("resources.memory_max ({memory_max}) must not be less than resources.memory ({memory})"));
         }
-        if resources.disk_mb > 0 {
-            self.report(
-                place,
-                place.field("DiskMB"),
-                "resources.disk is not allowed in a task; use the group's ephemeral_disk.size",
-            );
-        }
     }
 
     fn restart_policy(&mut self, restart: &RestartPolicy, place: &Place) {

@@ -175,5 +175,29 @@ fn every_example_does_what_its_comment_says() {
         }
     }
     assert!(count >= 6, "expected at least six examples, found {count}");
-    assert!(refused >= 1, "no example shows a refusal");
+    // Refusals are shown in the docs (docs/vault.md), not by examples that cannot run.
+    assert_eq!(refused, 0, "an example only shows a refusal");
+}
+
+/// docs/vault.md shows a job asking for Vault and the refusal its register gets: the job is
+/// refused, in the words the page quotes.
+#[test]
+fn the_vault_page_quotes_the_refusal_its_job_gets() {
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/vault.md"))
+            .expect("docs/vault.md is readable");
+    let hcl = page
+        .split("```hcl\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the page has an hcl block");
+    let job = drover_jobspec::parse_hcl(hcl, "secret-web.hcl", &VarValues::new())
+        .unwrap_or_else(|diagnostics| panic!("the page's job does not parse:\n{diagnostics}"));
+    let report = support::check(&job);
+    assert_eq!(report.refusals.len(), 1, "{:?}", report.refusals);
+    let quoted = format!("\t* {}\n", report.refusals[0].message);
+    assert!(
+        page.contains(&quoted),
+        "docs/vault.md does not quote the refusal {quoted:?}"
+    );
 }

@@ -336,13 +336,13 @@ impl ServerInner {
         deployment_id: &str,
     ) -> Result<(Arc<Deployment>, Arc<Job>), ServerError> {
         if deployment_id.is_empty() {
-            return Err(ServerError::Rpc("missing deployment ID".into()));
+            return Err(ServerError::BadRequest("missing deployment ID".into()));
         }
         let Some(deployment) = self.state.deployment(deployment_id) else {
-            return Err(ServerError::Rpc("deployment not found".into()));
+            return Err(ServerError::NotFound("deployment not found".into()));
         };
         let Some(job) = self.state.job(&deployment.namespace, &deployment.job_id) else {
-            return Err(ServerError::Rpc(format!(
+            return Err(ServerError::NotFound(format!(
                 "job {:?} of deployment {:?} not found",
                 deployment.job_id, deployment.id
             )));
@@ -500,7 +500,7 @@ impl ServerInner {
     ) -> Result<(Arc<Deployment>, Arc<Job>), ServerError> {
         let (deployment, job) = self.deployment_and_job(deployment_id)?;
         if !deployment.active() {
-            return Err(ServerError::Rpc(terminal.to_owned()));
+            return Err(ServerError::BadRequest(terminal.to_owned()));
         }
         Ok((deployment, job))
     }
@@ -589,11 +589,11 @@ impl crate::Server {
     ) -> Result<DeploymentUpdateResponse, ServerError> {
         let inner = &self.inner;
         if request.deployment_id.is_empty() {
-            return Err(ServerError::Rpc("missing deployment ID".into()));
+            return Err(ServerError::BadRequest("missing deployment ID".into()));
         }
         if request.healthy_allocation_ids.is_empty() && request.unhealthy_allocation_ids.is_empty()
         {
-            return Err(ServerError::Rpc(
+            return Err(ServerError::BadRequest(
                 "must specify at least one healthy/unhealthy allocation ID".into(),
             ));
         }

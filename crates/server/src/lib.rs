@@ -1173,7 +1173,8 @@ impl ServerInner {
 
 /// Nomad's namespace admission check of a registered or planned job: the namespace must
 /// exist and allow the job's task drivers and group network modes. Nomad answers a failed
-/// check as an RPC error (HTTP 500) in its multi-error form.
+/// check as an RPC error (HTTP 500) in its multi-error form; the text is Nomad's, the status
+/// 400 (the job is what is wrong).
 pub(crate) fn check_job_namespace(state: &StateStore, job: &Job) -> Result<(), ServerError> {
     let problem = match state.namespace(&job.namespace) {
         None => Some(format!(
@@ -1184,7 +1185,7 @@ pub(crate) fn check_job_namespace(state: &StateStore, job: &Job) -> Result<(), S
     };
     match problem {
         None => Ok(()),
-        Some(problem) => Err(ServerError::Internal(format!(
+        Some(problem) => Err(ServerError::BadRequest(format!(
             "1 error occurred:\n\t* {problem}\n\n"
         ))),
     }

@@ -14,12 +14,12 @@ use drover_structs::{JOB_STATUS_DEAD, Job, NodePool, is_built_in_node_pool};
 use crate::{Server, ServerError};
 
 /// Nomad's `jobNodePoolValidatingHook`: a job names an existing pool. Answered as Nomad's
-/// admission validators answer (a one-error multierror, HTTP 500).
+/// admission validators answer (a one-error multierror; HTTP 400 where Nomad answers 500).
 pub(crate) fn check_job_node_pool(snapshot: &StateSnapshot, job: &Job) -> Result<(), ServerError> {
     if snapshot.node_pool(&job.node_pool).is_some() {
         return Ok(());
     }
-    Err(ServerError::Internal(format!(
+    Err(ServerError::BadRequest(format!(
         "1 error occurred:\n\t* job {:?} is in nonexistent node pool {:?}\n\n",
         job.id, job.node_pool
     )))
@@ -72,7 +72,7 @@ impl Server {
         if !problems.is_empty() {
             let count = problems.len();
             let noun = if count == 1 { "error" } else { "errors" };
-            return Err(ServerError::Internal(format!(
+            return Err(ServerError::BadRequest(format!(
                 "{count} {noun} occurred:\n{}\n\n",
                 problems
                     .iter()
@@ -89,9 +89,9 @@ impl Server {
         {
             Ok(index) => Ok(index),
             Err(StateError::NotFound { .. }) => {
-                Err(ServerError::Internal(format!("node pool {name} not found")))
+                Err(ServerError::NotFound(format!("node pool {name} not found")))
             }
-            Err(StateError::Invalid { reason, .. }) => Err(ServerError::Internal(reason)),
+            Err(StateError::Invalid { reason, .. }) => Err(ServerError::BadRequest(reason)),
             Err(error) => Err(error.into()),
         }
     }

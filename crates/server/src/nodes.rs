@@ -32,8 +32,10 @@ pub const NODE_ELIGIBILITY_EVENT_INELIGIBLE: &str = "Node marked as ineligible f
 const SUBSYSTEM_DRAIN: &str = "Drain";
 const SUBSYSTEM_CLUSTER: &str = "Cluster";
 
+/// An operator's write to a node the server does not have: 404 with Nomad's words (Nomad's
+/// RPC error makes it a 500, but the caller named something that is not there).
 fn node_not_found() -> ServerError {
-    ServerError::Internal("node not found".into())
+    ServerError::NotFound("node not found".into())
 }
 
 fn event(subsystem: &str, message: &str, now_unix_ns: i64) -> NodeEvent {
@@ -114,7 +116,7 @@ impl Server {
         meta: BTreeMap<String, String>,
     ) -> Result<NodeDrainUpdateResponse, ServerError> {
         if node_id.is_empty() {
-            return Err(ServerError::Internal(
+            return Err(ServerError::BadRequest(
                 "missing node ID for drain update".into(),
             ));
         }
@@ -199,12 +201,12 @@ impl Server {
     ) -> Result<NodeDrainUpdateResponse, ServerError> {
         let inner = &self.inner;
         if node_id.is_empty() {
-            return Err(ServerError::Internal(
+            return Err(ServerError::BadRequest(
                 "missing node ID for setting scheduling eligibility".into(),
             ));
         }
         let invalid =
-            || ServerError::Internal(format!("invalid scheduling eligibility {eligibility:?}"));
+            || ServerError::BadRequest(format!("invalid scheduling eligibility {eligibility:?}"));
         if eligibility != NODE_SCHEDULING_ELIGIBLE && eligibility != NODE_SCHEDULING_INELIGIBLE {
             return Err(invalid());
         }
@@ -212,7 +214,7 @@ impl Server {
             return Err(node_not_found());
         };
         if node.drain_strategy.is_some() && eligibility == NODE_SCHEDULING_ELIGIBLE {
-            return Err(ServerError::Internal(
+            return Err(ServerError::BadRequest(
                 "can not set node's scheduling eligibility to eligible while it is draining".into(),
             ));
         }
@@ -271,7 +273,7 @@ impl Server {
     pub async fn purge_node(&self, node_id: &str) -> Result<NodeUpdateResponse, ServerError> {
         let inner = &self.inner;
         if node_id.is_empty() {
-            return Err(ServerError::Internal(
+            return Err(ServerError::BadRequest(
                 "missing node ID for client deregistration".into(),
             ));
         }
@@ -303,7 +305,7 @@ impl Server {
     pub async fn evaluate_node(&self, node_id: &str) -> Result<NodeUpdateResponse, ServerError> {
         let inner = &self.inner;
         if node_id.is_empty() {
-            return Err(ServerError::Internal(
+            return Err(ServerError::BadRequest(
                 "missing node ID for evaluation".into(),
             ));
         }

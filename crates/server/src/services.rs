@@ -102,9 +102,10 @@ impl Server {
             .service_registration(namespace, id)
             .is_none()
         {
-            // Nomad's state store refuses it inside the raft apply, so its HTTP answer is
-            // the RPC error's: a 500 with these words.
-            return Err(ServerError::Rpc(
+            // Nomad's state store refuses it inside the raft apply (its HTTP answer is the RPC
+            // error's 500); the caller named a registration that is not there: 404, in
+            // Nomad's words.
+            return Err(ServerError::NotFound(
                 "service registration not found".to_owned(),
             ));
         }
@@ -116,7 +117,7 @@ impl Server {
         {
             Ok(index) => Ok(index),
             // Removed between the check and the write.
-            Err(drover_state::StateError::NotFound { .. }) => Err(ServerError::Rpc(
+            Err(drover_state::StateError::NotFound { .. }) => Err(ServerError::NotFound(
                 "service registration not found".to_owned(),
             )),
             Err(error) => Err(error.into()),

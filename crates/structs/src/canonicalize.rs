@@ -123,8 +123,23 @@ fn fill_if_empty(field: &mut String, default: &str) {
 }
 
 impl Job {
-    /// Applies the API's defaults in place. Idempotent.
+    /// Applies every default a registered job gets: the parse's
+    /// ([`Job::canonicalize_as_parsed`]) and then the server's (a parameterized job's `Payload`
+    /// `optional`; `${JOB}`, `${TASKGROUP}`, `${TASK}` and `${BASE}` replaced in service
+    /// names), as Nomad's server canonicalizes a job at register. Idempotent.
     pub fn canonicalize(&mut self) {
+        self.canonicalize_as_parsed();
+        if let Some(parameterized) = &mut self.parameterized_job {
+            fill_if_empty(&mut parameterized.payload, DISPATCH_PAYLOAD_OPTIONAL);
+        }
+        self.replace_service_name_variables();
+    }
+
+    /// Applies the defaults a parsed job gets (`/v1/jobs/parse` with `Canonicalize`, and the
+    /// CLI's parse before it submits the job), and not the server's: service names stay as
+    /// written (their `${…}` replaced at register and, for the task environment's, by the
+    /// client when it registers the service) and an unset `Payload` stays unset. Idempotent.
+    pub fn canonicalize_as_parsed(&mut self) {
         if self.name.is_empty() {
             self.name = self.id.clone();
         }
@@ -142,9 +157,6 @@ impl Job {
             fill_if_empty(&mut periodic.spec_type, PERIODIC_SPEC_CRON);
             fill_if_empty(&mut periodic.time_zone, "UTC");
         }
-        if let Some(parameterized) = &mut self.parameterized_job {
-            fill_if_empty(&mut parameterized.payload, DISPATCH_PAYLOAD_OPTIONAL);
-        }
         if self.update.is_none() && self.r#type == JOB_TYPE_SERVICE {
             self.update = Some(default_update_strategy());
         }
@@ -158,7 +170,7 @@ impl Job {
             group.canonicalize(&job_type, job_update.as_ref());
             group.canonicalize_migrate(&job_type, job_migrate.as_ref());
         }
-        self.canonicalize_service_names();
+        self.name_unnamed_services();
         // The groups hold the whole strategy; the job keeps only its stagger and parallelism,
         // as Nomad's server stores it.
         if let Some(update) = &mut self.update {
@@ -178,18 +190,35 @@ impl Job {
 }
 
 impl Job {
-    /// Names every unnamed service as Nomad's API does (`<job>-<group>` for a group service,
-    /// `<job>-<group>-<task>` for a task service), then replaces `${JOB}`, `${TASKGROUP}`,
-    /// `${TASK}` and `${BASE}` in service names, as Nomad's server does at register.
-    fn canonicalize_service_names(&mut self) {
+    /// Names every unnamed service as Nomad's API does: `<job>-<group>` for a group service,
+    /// `<job>-<group>-<task>` for a task service.
+    fn name_unnamed_services(&mut self) {
+        let job_name = self.name.clone();
+        for group in &mut self.task_groups {
+            let group_base = format!("{job_name}-{}", group.name);
+            for service in &mut group.services {
+                if service.name.is_empty() {
+                    service.name = group_base.clone();
+                }
+            }
+            for task in &mut group.tasks {
+                for service in &mut task.services {
+                    if service.name.is_empty() {
+                        service.name = format!("{group_base}-{}", task.name);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Replaces `${JOB}`, `${TASKGROUP}`, `${TASK}` and `${BASE}` in service names, as Nomad's
+    /// server does at register.
+    fn replace_service_name_variables(&mut self) {
         let job_name = self.name.clone();
         for group in &mut self.task_groups {
             let group_name = group.name.clone();
             let group_base = format!("{job_name}-{group_name}");
             for service in &mut group.services {
-                if service.name.is_empty() {
-                    service.name = group_base.clone();
-                }
                 // Nomad's server names the task of a group service "group".
                 service.name = replace_service_name_variables(
                     &service.name,
@@ -202,9 +231,6 @@ impl Job {
             for task in &mut group.tasks {
                 let base = format!("{group_base}-{}", task.name);
                 for service in &mut task.services {
-                    if service.name.is_empty() {
-                        service.name = base.clone();
-                    }
                     service.name = replace_service_name_variables(
                         &service.name,
                         &job_name,

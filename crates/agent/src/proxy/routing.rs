@@ -193,8 +193,8 @@ enum NodeRoute {
 }
 
 /// Where a node-naming request goes from a server agent: no node named and no local client is
-/// a 400, an unknown node a 500 `Unknown node` (Nomad's `getNodeForRpc`), a node without a
-/// connection a 404.
+/// a 400, an unknown node a 404 `Unknown node` (Nomad's `getNodeForRpc` words; Nomad answers
+/// it with a 500), a node without a connection a 404.
 fn node_route(context: &ForwardContext, named: Option<String>) -> NodeRoute {
     let Some(node_id) = named else {
         return if context.local_node_id.is_empty() {
@@ -210,10 +210,8 @@ fn node_route(context: &ForwardContext, named: Option<String>) -> NodeRoute {
         return NodeRoute::Local;
     }
     let Some(node) = context.state.node(&node_id) else {
-        return NodeRoute::Refused(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("Unknown node {node_id}"),
-        );
+        // Nomad answers this with a 500; the caller named a node that is not there.
+        return NodeRoute::Refused(StatusCode::NOT_FOUND, format!("Unknown node {node_id}"));
     };
     if node.http_addr.is_empty() || node.status == drover_structs::NODE_STATUS_DOWN {
         return NodeRoute::Refused(StatusCode::NOT_FOUND, "No path to node".to_owned());

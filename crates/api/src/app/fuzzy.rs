@@ -258,7 +258,7 @@ pub(super) async fn fuzzy_search<B: ApiBackend>(
     let namespace = super::search::search_namespace(params, &request.namespace);
     let contexts = super::search::chosen_contexts(&request.context, ALL_CONTEXTS)?;
     if request.text.len() < MIN_TERM_LENGTH {
-        return Err(ApiError::internal(format!(
+        return Err(ApiError::bad_request(format!(
             "fuzzy search query must be at least {MIN_TERM_LENGTH} characters, got {}",
             request.text.len()
         )));

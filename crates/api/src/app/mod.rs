@@ -105,7 +105,9 @@ async fn dispatch<B: ApiBackend>(
         Ok(route) => match params.non_empty("region") {
             // One agent serves one region; Nomad answers this for a region it cannot reach.
             Some(region) if region != state.backend.agent_info().region => {
-                Err(ApiError::internal("No path to region"))
+                // Nomad answers it with a 500; the caller named a region this agent does not
+                // serve: 400, in Nomad's words.
+                Err(ApiError::bad_request("No path to region"))
             }
             _ => handle(&state, route, &params, body).await,
         },
@@ -234,6 +236,20 @@ async fn handle<B: ApiBackend>(
 ) -> Result<Response, ApiError> {
     let backend = state.backend.as_ref();
     let namespace = params.namespace().to_string();
+    if matches!(
+        route,
+        Route::FsList { .. }
+            | Route::FsStat { .. }
+            | Route::FsCat { .. }
+            | Route::FsReadAt { .. }
+            | Route::FsStream { .. }
+    ) && params.get("path").is_some_and(|path| path.contains('\0'))
+    {
+        // No file name holds a NUL: the kernel would refuse it as an invalid argument.
+        return Err(ApiError::bad_request(
+            "file path must not contain a NUL byte",
+        ));
+    }
     match route {
         Route::JobList => {
             let include_meta = params.bool("meta", false)?;
@@ -289,7 +305,7 @@ async fn handle<B: ApiBackend>(
             let eval_priority = match params.non_empty("eval_priority") {
                 None => 0,
                 Some(text) => text.parse::<i64>().map_err(|_| {
-                    ApiError::internal(format!(
+                    ApiError::bad_request(format!(
                         "Failed to parse value of \"eval_priority\" ({text}) as a int: strconv.Atoi: parsing {text:?}: invalid syntax"
                     ))
                 })?,

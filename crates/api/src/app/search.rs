@@ -105,7 +105,7 @@ pub(super) fn chosen_contexts<'a>(
     } else if known.contains(&context) {
         Ok(vec![context])
     } else {
-        Err(ApiError::internal(format!(
+        Err(ApiError::bad_request(format!(
             "context must be one of [{}] or 'all' for all contexts; got {:?}",
             known.join(" "),
             context

@@ -29,6 +29,7 @@ pub(super) fn parse(source: &str) -> Result<Expr, ParseError> {
         invert: false,
         rules: Vec::new(),
         errors: Vec::new(),
+        depth: 0,
     };
     let result = parser.input();
     if let Some((offset, message)) = parser.errors.first().cloned() {
@@ -81,6 +82,11 @@ fn position(source: &str, offset: usize) -> String {
 
 type Parsed<T> = Option<(T, usize)>;
 
+/// How deeply expressions (parentheses, collection bodies) may nest: each level is a few frames
+/// of recursion, so a filter of thousands of `(` would otherwise exhaust the stack of the
+/// thread parsing it.
+const MAX_NESTING: usize = 64;
+
 struct Parser<'s> {
     src: &'s str,
     /// The farthest offset a terminal failed at, and what was expected there.
@@ -92,6 +98,8 @@ struct Parser<'s> {
     rules: Vec<&'static str>,
     /// Errors rules raised: (offset, message).
     errors: Vec<(usize, String)>,
+    /// How many `OrExpression`s are being parsed, outermost included.
+    depth: usize,
 }
 
 impl<'s> Parser<'s> {
@@ -205,35 +213,49 @@ impl<'s> Parser<'s> {
         self.eof(pos).then_some(expr)
     }
 
+    // Each rule below parses its first operand once and reuses it for its second alternative
+    // (the grammar's `A _ "or" _ B / A`): parsing it again gives the same answer, and doing so
+    // at every level made nested parentheses cost exponential time.
     fn or_expression(&mut self, at: usize) -> Parsed<Expr> {
-        if let Some((left, pos)) = self.and_expression(at) {
-            let right = self
-                .ws(pos)
-                .and_then(|pos| self.lit(pos, "or"))
-                .and_then(|pos| self.ws(pos))
-                .and_then(|pos| self.or_expression(pos));
-            if let Some((right, pos)) = right {
-                return Some((Expr::Or(Box::new(left), Box::new(right)), pos));
-            }
+        if self.depth >= MAX_NESTING {
+            self.raise(
+                at,
+                &format!("expressions nest deeper than {MAX_NESTING} levels"),
+            );
+            return None;
         }
-        if let Some(parsed) = self.and_expression(at) {
-            return Some(parsed);
+        self.depth += 1;
+        let parsed = self.or_expression_within(at);
+        self.depth -= 1;
+        parsed
+    }
+
+    fn or_expression_within(&mut self, at: usize) -> Parsed<Expr> {
+        let Some((left, pos)) = self.and_expression(at) else {
+            return self.collection_expression(at);
+        };
+        let right = self
+            .ws(pos)
+            .and_then(|pos| self.lit(pos, "or"))
+            .and_then(|pos| self.ws(pos))
+            .and_then(|pos| self.or_expression(pos));
+        match right {
+            Some((right, end)) => Some((Expr::Or(Box::new(left), Box::new(right)), end)),
+            None => Some((left, pos)),
         }
-        self.collection_expression(at)
     }
 
     fn and_expression(&mut self, at: usize) -> Parsed<Expr> {
-        if let Some((left, pos)) = self.not_expression(at) {
-            let right = self
-                .ws(pos)
-                .and_then(|pos| self.lit(pos, "and"))
-                .and_then(|pos| self.ws(pos))
-                .and_then(|pos| self.and_expression(pos));
-            if let Some((right, pos)) = right {
-                return Some((Expr::And(Box::new(left), Box::new(right)), pos));
-            }
+        let (left, pos) = self.not_expression(at)?;
+        let right = self
+            .ws(pos)
+            .and_then(|pos| self.lit(pos, "and"))
+            .and_then(|pos| self.ws(pos))
+            .and_then(|pos| self.and_expression(pos));
+        match right {
+            Some((right, end)) => Some((Expr::And(Box::new(left), Box::new(right)), end)),
+            None => Some((left, pos)),
         }
-        self.not_expression(at)
     }
 
     fn not_expression(&mut self, at: usize) -> Parsed<Expr> {
@@ -309,6 +331,8 @@ impl<'s> Parser<'s> {
 
     fn parenthesized_expression(&mut self, at: usize) -> Parsed<Expr> {
         self.rule("grouping", |parser| {
+            // Where a parsed `( expression` ends without its `)`.
+            let mut unclosed = None;
             if let Some(pos) = parser.lit(at, "(") {
                 let pos = parser.ws_opt(pos);
                 if let Some((expr, pos)) = parser.or_expression(pos) {
@@ -316,15 +340,13 @@ impl<'s> Parser<'s> {
                     if let Some(end) = parser.lit(pos, ")") {
                         return Some((expr, end));
                     }
+                    unclosed = Some(pos);
                 }
             }
             if let Some(parsed) = parser.match_expression(at) {
                 return Some(parsed);
             }
-            let pos = parser.lit(at, "(")?;
-            let pos = parser.ws_opt(pos);
-            let (_, pos) = parser.or_expression(pos)?;
-            let pos = parser.ws_opt(pos);
+            let pos = unclosed?;
             if parser.not(pos, |parser, pos| parser.lit(pos, ")")) {
                 parser.raise(pos, "Unmatched parentheses");
             }

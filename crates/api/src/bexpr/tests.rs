@@ -247,3 +247,26 @@ fn malformed_filters_name_the_position() {
     assert!(parse_error("Count ==\n").starts_with("2:1 (9): no match found"));
     assert!(parse_error(r#"Count == 3 an Count == 4"#).starts_with("1:12 (11): no match found"));
 }
+
+/// Regression: unbalanced parentheses made the parser try each level's first operand twice, so
+/// `((((((((((` (from a hostile `?filter=`) took exponential time on an API worker thread.
+/// Nested parentheses parse in time linear in their depth, and nesting past the limit is a
+/// parse error rather than a stack overflow.
+#[test]
+fn unbalanced_and_deeply_nested_parentheses_parse_at_once() {
+    let started = std::time::Instant::now();
+    let error = parse_error(&"(".repeat(40));
+    assert!(error.contains("no match found"), "{error}");
+    assert!(eval(&format!(
+        "{}Job.Name == \"web\"{}",
+        "(".repeat(40),
+        ")".repeat(40)
+    )));
+    let error = parse_error(&format!("{}a == 1{}", "(".repeat(5000), ")".repeat(5000)));
+    assert!(error.contains("nest deeper than 64"), "{error}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "parsing took {:?}",
+        started.elapsed()
+    );
+}
