@@ -39,7 +39,10 @@ fn node(id: &str) -> Node {
 /// When each server led: `(name, from, until)`, `until` `None` while it still leads. Recorded
 /// by a task per server as its view changes.
 #[derive(Clone, Default)]
-struct LeadershipLog(Arc<Mutex<Vec<(String, Instant, Option<Instant>)>>>);
+struct LeadershipLog(Arc<Mutex<Vec<Term>>>);
+
+/// One server's time as leader: its name, from, and until (`None` while it still leads).
+type Term = (String, Instant, Option<Instant>);
 
 impl LeadershipLog {
     fn watch(&self, name: &str, election: &Election) -> tokio::task::JoinHandle<()> {
@@ -50,7 +53,7 @@ impl LeadershipLog {
             let mut leading = false;
             loop {
                 // A campaign that ended (the server was killed) leads no more.
-                let now_leads = view.borrow_and_update().is_leader && !view.has_changed().is_err();
+                let now_leads = view.borrow_and_update().is_leader && view.has_changed().is_ok();
                 let now = Instant::now();
                 if now_leads && !leading {
                     log.0.lock().unwrap().push((name.clone(), now, None));
