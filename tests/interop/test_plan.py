@@ -96,7 +96,9 @@ def test_plan_of_an_edited_job_and_enforced_index(agent):
     stale["JobModifyIndex"] = index + 100
     with pytest.raises(nomad.api.exceptions.BaseNomadException) as refused:
         agent.job.register_job(JOB_ID, stale)
-    assert refused.value.nomad_resp.status_code == 500
+    # Nomad answers a failed EnforceIndex with a 500; it is the caller's conflict: 409, in
+    # Nomad's words, which its CLI recognises.
+    assert refused.value.nomad_resp.status_code == 409
     assert refused.value.nomad_resp.text == (
         f"Enforcing job modify index {index + 100}: "
         f"job exists with conflicting job modify index: {index}"

@@ -145,7 +145,9 @@ impl AgentOperations for AgentBackend {
                 .find(|address| !names_own_server(address, &self.own_server_addresses))
             {
                 return Err(ApiError::BadRequest(format!(
-                    "server {other:?} is not this agent's own: its client reaches the server in                      its own process and uses no other; run a client-only agent                      (-client -servers=...) to use other servers"
+                    "server {other:?} is not this agent's own: its client reaches the server in \
+                     its own process and uses no other; run a client-only agent \
+                     (-client -servers=...) to use other servers"
                 )));
             }
             return Ok(());

@@ -24,8 +24,9 @@ pub struct InProcessServer {
     pub server: Server,
     pub keyring: Option<Arc<Keyring>>,
     pub clock: Arc<dyn Clock>,
-    /// Where the client's blocking allocation watch is counted (`nomad.nomad.rpc.query`).
-    pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// Called for each of the client's blocking allocation watches (the agent counts them as
+    /// `nomad.nomad.rpc.query`).
+    pub on_query: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl InProcessServer {
@@ -35,7 +36,7 @@ impl InProcessServer {
             server,
             keyring: None,
             clock: Arc::new(drover_server::SystemClock),
-            metrics: None,
+            on_query: None,
         }
     }
 }
@@ -72,8 +73,8 @@ impl ServerConn for InProcessServer {
         min_index: u64,
         max_wait: Duration,
     ) -> Result<NodeAllocations, ServerConnError> {
-        if let Some(metrics) = &self.metrics {
-            crate::metrics::count_query(metrics);
+        if let Some(on_query) = &self.on_query {
+            on_query();
         }
         let (alloc_modify_indexes, index) = self
             .server

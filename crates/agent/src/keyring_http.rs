@@ -50,7 +50,9 @@ fn keyring_error(error: KeyringError) -> ApiError {
         // Nomad answers these as plain errors (500) with these messages; the caller named a
         // key that is not there (404) or may not go (400).
         KeyringError::KeyNotFound { .. } => ApiError::not_found(error.to_string()),
-        KeyringError::KeyInUse { .. } => ApiError::bad_request(error.to_string()),
+        KeyringError::KeyInUse { .. } | KeyringError::ActiveKey => {
+            ApiError::bad_request(error.to_string())
+        }
         KeyringError::State(drover_state::StateError::Invalid { reason, .. }) => {
             ApiError::bad_request(reason)
         }

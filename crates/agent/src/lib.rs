@@ -217,7 +217,10 @@ async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> a
                     server: server.clone(),
                     keyring: keyring.clone(),
                     clock: Arc::new(drover_server::SystemClock),
-                    metrics: Some(metrics.clone()),
+                    on_query: Some({
+                        let metrics = metrics.clone();
+                        Arc::new(move || metrics::count_query(&metrics))
+                    }),
                 }),
                 None => {
                     let servers = Arc::new(

@@ -708,3 +708,44 @@ fn services_take_the_address_their_address_mode_says_and_checks_reach_the_task()
     });
     stop_and_check_nothing_left(&agent, "svc", &[alloc]);
 }
+
+#[test]
+fn the_bridge_example_runs_as_its_comment_says() {
+    if !prerequisites() {
+        return;
+    }
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let leftovers = Leftovers::default();
+    let agent = Agent::start_dev();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/bridge.hcl");
+    agent.cli_ok(&["job", "run", "-detach", example.to_str().unwrap()]);
+    let allocs = running_allocs(&agent, "bridge", 2);
+    leftovers.track(&allocs);
+    for alloc in &allocs {
+        let id = alloc["ID"].as_str().unwrap();
+        let address = alloc["NetworkStatus"]["Address"].as_str().unwrap();
+        let status = agent.cli_ok(&["alloc", "status", id]);
+        assert!(status.contains(address), "{status}");
+        let (ip, port) = host_port(alloc);
+        assert!(status.contains(&port.to_string()), "{status}");
+        // The host reaches each allocation's server through its mapped port.
+        let body = wait_for(
+            &format!("alloc {id} answering on {ip}:{port}"),
+            LIMIT,
+            || http_get(&format!("{ip}:{port}")).filter(|body| body.starts_with("alloc ")),
+        );
+        assert!(body.ends_with(&format!("at {address}:8080")), "{body}");
+    }
+    // They reach each other on their bridge addresses.
+    let netns = Path::new(NETNS_DIR).join(allocs[0]["ID"].as_str().unwrap());
+    let other = allocs[1]["NetworkStatus"]["Address"].as_str().unwrap();
+    let body = http_get_in(&netns, format!("{other}:8080"));
+    assert!(
+        body.as_deref()
+            .is_some_and(|body| body.ends_with(&format!("at {other}:8080"))),
+        "{body:?}"
+    );
+    stop_and_check_nothing_left(&agent, "bridge", &allocs);
+}

@@ -32,6 +32,7 @@ const RUN_HERE: &[&str] = &[
 const RUN_ELSEWHERE: &[(&str, &str)] = &[
     ("web.hcl", "e2e_services"),
     ("parameterized.hcl", "e2e_periodic"),
+    ("bridge.hcl", "e2e_bridge"),
     (
         "resize-input.txt",
         "e2e_periodic (parameterized.hcl's payload)",

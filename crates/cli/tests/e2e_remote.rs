@@ -711,16 +711,17 @@ fn a_server_forwards_alloc_exec_to_the_node_holding_the_allocation() {
         "{stdout}"
     );
 
-    // Refusals come back as HTTP answers without an upgrade: an unknown allocation, and the
-    // remote node's own refusal of a request without a command.
+    // An unknown allocation is refused inside the websocket, as Nomad's; the remote node's own
+    // refusal of a request without a command comes back as an HTTP answer without an upgrade.
     let unknown = "00000000-0000-0000-0000-000000000000";
-    let (status, body) = runtime.block_on(exec_websocket_refusal(&exec_url(
+    let (code, reason) = runtime.block_on(exec_websocket_close(&exec_url(
         &server.address,
         unknown,
         &["/bin/true"],
         false,
     )));
-    assert_eq!(status, 404, "{body}");
+    assert_eq!(code, 1008, "{reason}");
+    assert!(reason.contains("Unknown allocation"), "{reason}");
     let (status, body) = runtime.block_on(exec_websocket_refusal(&exec_url(
         &server.address,
         &alloc_id,

@@ -122,10 +122,10 @@ async fn a_client_registers_and_deregisters_by_id() {
     assert_eq!(left, ["s2"]);
 
     match server.delete_service_registration("default", "s1").await {
-        Err(ServerError::Rpc(message)) => {
+        Err(ServerError::NotFound(message)) => {
             assert_eq!(message, "service registration not found");
         }
-        other => panic!("expected Nomad's RPC error, got {other:?}"),
+        other => panic!("expected a not-found error in Nomad's words, got {other:?}"),
     }
     server
         .delete_service_registration("default", "s2")
