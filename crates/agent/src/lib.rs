@@ -4,6 +4,122 @@
 //!
 //! This crate owns the agent's flags and configuration and wires the library crates together;
 //! the work itself lives in those crates.
+//!
+//! # Layers
+//!
+//! Each module directly under `src/` uses only modules on the lines below its own (`error`
+//! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
+//!
+//! - `operator_http`, `task_api`
+//! - `client_acl`, `leadership`
+//! - `acl_enforce`, `proxy`
+//! - `docker_fingerprint`, `gc_http`, `metrics`, `node_meta_http`
+//! - `backend`
+//! - `server_link`
+//! - `acl_resolve_http`, `acl_roles_http`, `in_process`
+//! - `acl_http`, `config`, `monitor`, `variables_http`
+//! - `cluster`, `identity_http`, `join_http`, `keyring_http`, `logging`, `namespaces_http`,
+//!   `node_pools_http`, `request_body`
+//!
+//! # Design notes
+//!
+//! `drover agent`: the agent config (Nomad's keys; `client { artifact { … } }` is
+//! validated into the client's `ArtifactConfig`, `host_volume "name" { path read_only }` into
+//! the node's `HostVolumes` and the client's config (each path an existing directory), and the timeouts of getters drover lacks —
+//! `gcs_timeout`, `hg_timeout`, `s3_timeout` — are refused naming the key), the in-process and remote
+//! client↔server links, the API backend over the server and the local client, forwarding
+//! (`proxy`: client endpoints to the node that runs an allocation, and on a client-only agent
+//! everything else to its servers), start and shutdown.
+//! The agent's own endpoints answer on every agent and are never forwarded: `/v1/metrics`
+//! (`metrics`: gauges with Nomad's names in a `prometheus`-crate registry, published by each
+//! source — client allocations, client node, server queues and job summaries, runtime — every
+//! `telemetry.collection_interval`, each source replacing its whole set; counters and timing
+//! samples as go-metrics keeps them in `metrics::sampled` — 10 s intervals, the JSON showing
+//! the last finished one, Prometheus cumulative counters and summaries — fed by the client's
+//! task runners through `task_metrics::TaskCounters` (`nomad.client.allocs.*`) and, on a
+//! server, by `measure_endpoints`, which times each request under its Nomad endpoint's name
+//! and counts `nomad.nomad.rpc.query`/`rpc.request` as Nomad's RPC layer, the in-process
+//! client's allocation watch counted through the `on_query` callback the agent hands
+//! `InProcessServer`, so `in_process` never names `metrics`; a first round is published before the
+//! API serves), `/v1/agent/join` (`join_http`: a server of this cluster, by its
+//! `X-Drover-Cluster-ID`, counts as joined; others are failed joins saying why) and
+//! `/v1/agent/monitor` (`monitor`, fed by `logging`: the process's `tracing` subscriber writes
+//! stderr at `log_level` and hands events to a broadcast hub only while a monitor listens at
+//! their level).
+//! A server agent also answers the keyring (`keyring_http`: `/v1/operator/keyring/…`,
+//! `/.well-known/jwks.json`, `/.well-known/openid-configuration` when `server { oidc_issuer }`
+//! is set) and Nomad Variables (`variables_http`: `/v1/vars`, `/v1/var/<path>`; a workload
+//! identity may read only its implicit `nomad/jobs/<job>[/<group>[/<task>]]` paths, any other
+//! credential that does not resolve is 403; locks as Nomad's, shown to management only),
+//! namespaces (`namespaces_http`: `/v1/namespaces`, `/v1/namespace[/<name>]`, Nomad's
+//! answers; with ACLs on a caller sees the namespaces it has a capability in) and the ACL endpoints
+//! (`acl_http`: bootstrap with the data dir's `server/acl-bootstrap-reset`, policies, tokens,
+//! token self, one-time tokens (`/v1/acl/token/onetime[/exchange]`: asked for with the
+//! caller's own ACL token, exchanged once within 10 minutes for it); a new token's expiry
+//! within `acl { token_min_expiration_ttl, token_max_expiration_ttl }`; roles in `acl_roles_http`: `/v1/acl/roles`, `/v1/acl/role[/<id>|/name/<name>]`
+//! with Nomad's validation, a client token reading only its own roles; 400 `ACL support
+//! disabled` with ACLs off). `acl_enforce` is the one place
+//! requests are authorised: a route → permission table (namespace capability in the query's,
+//! the registered job's or the allocation's namespace; node, agent, operator or management),
+//! installed as a layer only with `acl { enabled = true }`; the anonymous policy applies
+//! without a token; scaling policies are read with the scaling capability or `list-jobs` with
+//! `read-job`, as Nomad's scaling endpoint allows. A list across namespaces (`namespace=*` on
+//! jobs, allocations, evaluations, deployments, services, scaling policies — by their target's
+//! namespace) runs and then keeps only the items in namespaces the caller may read. Its `guard_node_calls` layer is on every server agent, ACLs on or off: a
+//! client node's `/v1/internal/…` calls carry the node's secret ID (the state indexes nodes by
+//! it, so a call finds its node without a walk), and a status update may only name allocations
+//! placed on that node.
+//! `node_meta_http`: `GET|POST /v1/client/metadata` on an agent with a client (Nomad's
+//! `NodeMeta.Read`/`Apply`); `proxy::routing` passes a request naming another node (`?node_id=`,
+//! or an apply's body `NodeID`) to that node's agent, as for `/v1/client/gc`.
+//! `request_body`: the optional JSON bodies of these agent endpoints (empty is the default;
+//! strict, or with keys matched without regard to case as Go's decoder).
+//! `gc_http`: `PUT /v1/system/gc` and `PUT /v1/system/reconcile/summaries` on a server
+//! (`drover_server::gc`; the store recounts each summary) and `/v1/client/gc` on an
+//! agent with a client (every terminal allocation collected); `proxy::routing` passes
+//! `/v1/client/gc?node_id=<other>` to that node's agent (a client-only agent through its
+//! servers). `node_pools_http`: Nomad's node
+//! pool endpoints on a server (`/v1/node/pools`, `/v1/node/pool/<name>[/nodes|/jobs]`), reads
+//! from the store as blocking queries and writes through the server; `node_pool` policies
+//! decide, as Nomad's: a pool's `read`, `write` or `delete`, node read too for its nodes, the
+//! list keeping the pools the caller may read and a pool's jobs those in namespaces where it
+//! may list jobs.
+//! `task_api`: the agent's whole API served on each task's `secrets/api.sock` (bound late: the
+//! client restores tasks before the API exists) behind one check of its own — a token that
+//! resolves to an ACL token or a workload identity, even with ACLs off (none: 401, one that
+//! does not resolve: 403, as Nomad's task API). A server agent resolves it from its keyring and
+//! state; a client-only agent through `client_acl`. `identity_http`: `PUT
+//! /v1/internal/node/<id>/sign-identities` for remote clients; `acl_resolve_http`: `GET
+//! /v1/internal/acl/whoami` and `/v1/internal/acl/bearer-policies` (who a bearer is, what it
+//! holds), ACLs on or off.
+//! A client-only agent has no server and serves its API over an empty in-memory store: the
+//! client endpoints of its own allocations (stats, logs, files, exec) answer; everything else is
+//! passed to its servers, which check the caller themselves. `client_acl` resolves a bearer
+//! token by asking the servers (Nomad's client `ResolveToken`), keeping a token's identity for
+//! the client's `acl { token_ttl }` and its policies for `policy_ttl` (no longer than
+//! `role_ttl` for a token with roles, which the servers expand into policies; an older answer stands
+//! while no server answers; a refusal is never kept); a workload identity of an allocation this
+//! node has stopped (or no longer has) is refused at once, whatever was kept. With ACLs on,
+//! its `enforce_on_client` layer checks the requests the agent serves itself against
+//! `acl_enforce`'s table (allocations' namespaces from the node's own runners).
+//! `leadership`: a server on etcd campaigns (`drover_etcd::election`) and starts as a
+//! follower; `run_leader_duties` reloads the store and takes up leader work when elected and
+//! drops it when not; `forward_writes` passes a follower's writes (every non-GET `/v1/` call but
+//! `/v1/agent/`, `/v1/client/`, `/v1/status/`) to the leader's HTTP address, marked
+//! `x-drover-leader-forwarded`; `cluster_status` answers `/v1/status/leader`, `/v1/status/peers`
+//! (alive servers) and `/v1/agent/members` (alive/failed, or `left` for a day after
+//! `PUT /v1/agent/force-leave` marked a failed server's record; `prune` deletes it, in an etcd
+//! transaction that holds only while the server has no live session) from etcd and sets
+//! `X-Nomad-KnownLeader`/`X-Nomad-LastContact` on reads; a blocking query (`index` > 0) on a
+//! server etcd no longer answers is refused, or ended, with a 503 (its store cannot move, so the
+//! query would wait out its whole wait), and the caller asks another server. Such an agent's own
+//! client reaches it over HTTP, like any remote client.
+//! `operator_http`: `GET|PUT /v1/operator/snapshot` (a snapshot with the keyring's KEK and
+//! Nomad's `Digest` header; a restore seals the snapshot's root keys again with this keyring's
+//! KEK, replaces the store and rebuilds the leader's work), `/v1/operator/raft/configuration`
+//! (the servers, each a voter), `DELETE /v1/operator/raft/peer` (refused; an unknown peer
+//! answers Nomad's error) and
+//! `/v1/operator/etcd/members`. **Boundary**: wiring, no scheduling or task logic of its own.
 
 pub mod acl_enforce;
 pub mod acl_http;

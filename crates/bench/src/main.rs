@@ -7,6 +7,26 @@
 //! BENCHMARKS.md; nothing asserts them.
 //!
 //! Not here: tests (CI runs tests, not benchmarks).
+//!
+//! # Layers
+//!
+//! Each module directly under `src/` uses only modules on the lines below its own (`error`
+//! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
+//!
+//! - `table`
+//! - `catalog`
+//! - `artifact`, `checks`, `clients`, `exec_attach`, `fleet_http`
+//! - `process`
+//! - `agent`, `in_process`
+//! - `procfs`, `stats`
+//!
+//! # Design notes
+//!
+//! `drover-bench`: named benchmark scenarios against the release binary (and the
+//! scheduler, server and node simulator in process); figures go to BENCHMARKS.md, never into
+//! tests. `table` is the regression guard `scripts/bench` runs: one table of medians, and with
+//! `--compare` each figure's ratio to `crates/bench/baseline`, failing on one > 25 % worse.
+//! **Boundary**: measures, changes nothing in the other crates.
 
 mod agent;
 mod artifact;

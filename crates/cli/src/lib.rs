@@ -4,6 +4,23 @@
 //!
 //! [`run`] takes the arguments and the output streams and returns the exit code, so tests can
 //! drive every command without spawning a process. Not here: any orchestration logic.
+//!
+//! # Layers
+//!
+//! Each module directly under `src/` uses only modules on the lines below its own (`error`
+//! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
+//!
+//! - `commands`
+//! - `format`
+//! - `argv`, `columnize`
+//!
+//! # Design notes
+//!
+//! The `drover` binary: Nomad's commands, each a thin client of the HTTP API
+//! (`commands::lookup` finds allocations by ID or prefix for all of them; `job_plan` prints
+//! Nomad's coloured diff, shared with `job_history`; `format::format_data` is Nomad's `Format`
+//! behind `-json` and `-t`; `monitor` follows an evaluation's `NextEval` chain), and `agent`, which
+//! calls `drover_agent::run`. **Boundary**: glue only.
 
 mod argv;
 mod columnize;

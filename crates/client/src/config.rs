@@ -75,6 +75,9 @@ impl Default for TemplateConfig {
     }
 }
 
+/// Events kept per task (see `taskrunner::state`).
+pub const DEFAULT_MAX_TASK_EVENTS: usize = 10;
+
 /// Settings the per-allocation machinery reads.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -124,7 +127,7 @@ impl ClientConfig {
                 .collect(),
             secrets_tmpfs: true,
             secrets_tmpfs_bytes: 1024 * 1024,
-            max_task_events: crate::taskrunner::state::DEFAULT_MAX_TASK_EVENTS,
+            max_task_events: DEFAULT_MAX_TASK_EVENTS,
             shim_binary: None,
             artifact: crate::artifact::ArtifactConfig::default(),
             template: TemplateConfig::default(),

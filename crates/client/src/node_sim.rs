@@ -725,6 +725,9 @@ impl ServerConn for InMemoryServer {
 }
 
 #[cfg(test)]
+mod node_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::clock::TokioFollowingClock;

@@ -19,11 +19,11 @@ use drover_structs::{
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
+use crate::mutex::lock;
 use crate::taskrunner::driver::{
     DriverFailure, DriverFuture, PersistedTaskHandle, Reattached, StartedTask, TaskDriver,
     TaskExit, TaskLaunchSpec,
 };
-use crate::taskrunner::lock;
 
 /// A task running in the fake driver.
 #[derive(Debug)]

@@ -20,6 +20,64 @@
 //!
 //! Not for: the task config schema (see [`task`]) or the client's plugin config (see
 //! [`config`]); restart policy and events belong to the client.
+//!
+//! # Layers
+//!
+//! Each module directly under `src/` uses only modules on the lines below its own (`error`
+//! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
+//!
+//! - `binds`
+//! - `task`
+//! - `config`
+//! - `gc`
+//! - `auth`, `labels`, `logs`, `progress`, `values`
+//!
+//! # Design notes
+//!
+//! `drover-docker`, the `docker` driver: the same `Driver` trait over a Docker
+//! Engine reached on its unix socket with bollard (only its unix transport; its own crate so
+//! bollard stays out of `driver` and the shim). `task` turns the Nomad docker task config into
+//! the container create body (ports from the group network's `NOMAD_HOST_PORT_<label>` /
+//! `NOMAD_PORT_<label>`, or the task's own deprecated network (`TaskLaunch::task_network`)
+//! published to the container ports `port_map` names, `/alloc` `/local` `/secrets` bound at Nomad's paths, memory/memory_max
+//! as limit/reservation, cpu shares) and refuses what the client's `plugin "docker"` config
+//! (`config`: endpoint, volumes, allow_privileged, allow_caps, allow_runtimes for a task's
+//! `runtime`, extra_labels (Nomad's `com.hashicorp.nomad.*` labels chosen by globs),
+//! allowed_modes (the `pid_mode`/`ipc_mode`/`uts_mode` values a task may set without
+//! `allow_privileged`, as Nomad 2.0.4; a `userns` list is refused, as `userns_mode` is); `tls` and
+//! `infra_image` refused by name, as other keys) does not allow. `binds` is the last step before
+//! the create: every bind source beneath the allocation (`/alloc`, `/local`, `/secrets`, and
+//! `volumes`/`mount` sources without `volumes.enabled`) is resolved beneath the alloc dir by
+//! `drover_isolate::beneath` and handed to the engine as a private mount of what was found
+//! (`<state_dir>/binds/<n>`, detached once the container started), so a symlink planted or
+//! swapped in cannot lead a bind out (GH-28177); a refusal names the setting and the path. `auth` finds registry credentials as Nomad (the task's `auth`, else the plugin's
+//! `auth { config helper }`: a docker config.json's `auths`/`credHelpers`/`credsStore`, a
+//! `docker-credential-<helper>`; `auth_soft_fail` pulls without them when they cannot be
+//! found); `progress` summarises a pull as Nomad and watches its stream ("Docker image pull
+//! progress: …" every 2 min, given up after `pull_activity_timeout` without activity or at
+//! `image_pull_timeout`); `load` streams an image archive
+//! from `local/` into the engine instead of a pull; `logging` sets the engine's log driver
+//! (json-file 2×2m by default); `gc` counts each image's tasks (rebuilt from the re-attached
+//! tasks after a restart, as Nomad's) and removes an image `image_delay` after its last one
+//! (`gc { container = false }` keeps containers); `gc { dangling_containers }` removes, every
+//! `period` after a first wait of max(period, creation_grace), running containers labelled by
+//! this node's allocations that no task of the driver tracks and older than `creation_grace`
+//! (`dry_run` logs them). The handle's
+//! `driver_state` names the container (`<task>-<alloc>`, Nomad's alloc and task labels), so
+//! `recover` re-attaches by ID; an engine that does not answer is waited for (a "Driver" task
+//! event says so, through `Driver::recover_reporting`; at most `restore_engine_wait`, 5 min),
+//! so a restored task never starts a second container while its engine restarts, and `wait`
+//! and the log follower likewise ride out an engine restart. A log follower per container copies the
+//! engine's log stream into the allocation's rotated files and records the last timestamp in
+//! the run's state dir, so a follower restarted with the agent resumes where it stopped. The
+//! engine is probed by the agent's fingerprint (`driver.docker`, `.version`, `.runtimes`,
+//! `.os_type`, `.bridge_ip`) at start and every 30 s after (the agent's `docker_fingerprint`:
+//! a change is applied to the node as Nomad's client applies a driver update, and the node
+//! registers again, which unblocks evaluations on the server; the state store, comparing the
+//! registration with the record it holds, adds Nomad's "Driver" node event for a health that
+//! changed), never on another driver's start path. `alloc exec` into a
+//! container goes the shared shim exec path (the container's pid's namespaces, network
+//! included, and its cgroup). **Boundary**: knows containers, not allocations.
 
 pub mod auth;
 pub mod binds;

@@ -15,6 +15,95 @@
 //! (`shim_engine`), the mechanisms (namespaces, mounts, capabilities live in `drover-isolate`,
 //! applied by `drover-shim`), or checking the user against the client's denylist (the client's
 //! validate hook does that).
+//!
+//! # The order of isolation
+//!
+//! The `exec` driver decides the policy (chroot env, capabilities within `allow_caps`, user,
+//! network) and writes it into the shim's launch spec; the shim applies it with the mechanisms of
+//! `isolate` in its forked child, which is a copy of a single-threaded process, so it may allocate
+//! and do real work between fork and exec. The agent never forks to isolate. The order:
+//!
+//! 1. **pid namespace, chosen at fork.** `unshare(CLONE_NEWPID)` only applies to the caller's
+//!    children, so the shim unshares it just before forking the task and re-enters its own right
+//!    after (while it is unshared the kernel refuses new threads). The task is therefore **pid 1**
+//!    of its namespace, as in Nomad's libcontainer-based exec (no extra init process, one process
+//!    fewer to account for, the shim reaps the task directly). Consequences, as in any container
+//!    without an init: pid 1 only receives the signals it installs handlers for, so a task that
+//!    ignores its kill signal is SIGKILLed after `kill_timeout`; when pid 1 exits the kernel kills
+//!    the rest of the namespace (and the shim kills what is left of the cgroup anyway).
+//! 2. **Join the task cgroup** — the child's first act, before it can allocate or fork, so every
+//!    byte and process of the setup and the task is charged and limited, and the whole tree can be
+//!    frozen and killed through it. The shim created it with the task's limits: memory, cpu shares,
+//!    `cpuset.cpus` set to exactly the task's reserved cores when it has any, else to the shared
+//!    cpus (see "Reserved cores" below; on v1 each new cpuset dir first gets
+//!    `cpuset.cpus`/`cpuset.mems` copied from its parent, or it could hold no process), and
+//!    `pids.max` from the task config's `pids_limit`.
+//! 3. **mount, ipc, uts namespaces** (and a new, empty **network** namespace with
+//!    `network_mode = "none"`; the host's network otherwise; in a group network the child has
+//!    already joined the group's namespace with `setns`, its first act after the cgroup, for
+//!    raw_exec tasks too) — before any mount, so nothing mounted
+//!    later exists outside the task. The new uts namespace starts as a copy of the host's, so the
+//!    task sees the host's name, as in Nomad, unless the group's `network { hostname = "…" }`
+//!    names it (interpolated with the task's environment, checked as an RFC 1123 name of at most
+//!    64 bytes): then that name is set in the task's namespace only. Nomad honours `hostname` in
+//!    bridge networking only (older versions refuse it for any driver but docker); drover has no
+//!    bridge mode and honours it in any, a drover extension.
+//! 4. **Stdio and signals** (dup2 onto the log pipes, default dispositions, empty mask).
+//! 5. **Hand the task's dirs to its user** (`local`, `secrets`, `tmp`, the alloc `data`/`tmp`),
+//!    while still root and still seeing host paths.
+//! 6. **Task root**: `/` made `rprivate` (nothing propagates back to the host); the task dir bound
+//!    onto itself (pivot_root needs a mount point); the chroot env (`/bin /etc /lib /lib64 /sbin
+//!    /usr` or the client's `chroot_env`) bound **read-only**, never copied; the alloc dir at
+//!    `/alloc` (`/local`, `/secrets`, `/tmp` are the task dir's own); the task's host volumes at
+//!    their `volume_mount` destinations (every bind's mount point created and opened beneath the
+//!    task root by `isolate::beneath` and the mount made on that descriptor, so a symlink the
+//!    task planted, absolute or climbing out, is refused and none swapped in is followed)
+//!    (read-only when the client's volume, the group's request or the mount says so); a tmpfs `/dev` with null, zero, full, random, urandom, tty, `ptmx ->
+//!    pts/ptmx`, `/dev/pts` (`newinstance`), `/dev/shm`, `/dev/mqueue`; a fresh `/proc` (it shows
+//!    the new pid namespace because the child is in it) with `/proc/kcore`, `/proc/keys`,
+//!    `/proc/timer_list` masked by `/dev/null` and `/proc/sys`, `/proc/sysrq-trigger`,
+//!    `/proc/irq`, `/proc/bus` read-only; `/sys` read-only with `/sys/firmware` masked;
+//!    `pivot_root` and a lazy unmount of the old root (chroot only where pivot_root is refused).
+//!    Mounts need `CAP_SYS_ADMIN`, so this comes before any privilege is dropped.
+//! 7. **Program lookup** in the task's `PATH`, inside the new root (the host's binaries are not
+//!    what the task runs).
+//! 8. **Capabilities**: the bounding set is cut to the task's set first (it needs `CAP_SETPCAP`,
+//!    which is about to go); the set is Docker's default 14 (`CapEff` 0xa80425fb) plus `cap_add`
+//!    minus `cap_drop`, and `cap_add` outside the client's `allow_caps` is refused at start.
+//! 9. **no_new_privs**, so no set-uid binary or file capability can raise privileges after exec.
+//! 10. **User** (default `nobody`; the client's user denylist is checked by the validate hook):
+//!     keep-caps, setgroups, setgid, setuid.
+//! 11. **Effective, permitted, inheritable and ambient sets** set to the task's set, so a task that
+//!     is not root still holds exactly the default set after exec (ambient capabilities survive
+//!     `execve` of a file without capabilities).
+//! 12. **exec.** Any failure before it is written to a close-on-exec pipe the shim reads, so the
+//!     start fails with the step that failed and nothing runs half-isolated.
+//!
+//! **Reserved cores** (`resources { cores = N }`, exec and raw_exec alike). The client fingerprints
+//! `NodeResources.Cpu.ReservableCpuCores` as the cpus the agent itself may run on
+//! (`Cpus_allowed_list`, which follows its cpuset and affinity, as Nomad reads its parent cgroup's
+//! cpuset); the scheduler (`select::assign_cores`) gives each task that asks for cores the lowest
+//! free IDs among them, minus `ReservedResources.Cpu.ReservedCpuCores`, minus every core a live
+//! allocation on the node holds, charges it cores × the node's MHz per core (`CpuShares` /
+//! `TotalCpuCores`, Nomad's `SharesPerCore`), records them in
+//! `AllocatedResources.Tasks[t].Cpu.ReservedCores`, and fails a node that has too few on the
+//! `cores` dimension. In-place updates keep an allocation's cores; a change of `cores` is
+//! destructive. The client hands them to the driver (`ResourceLimits.cpuset_cpus`) and the task
+//! sees them in `NOMAD_CPU_CORES`. As in Nomad's shared and reserved cpusets, a task with cores
+//! gets its cgroup under `<parent>/reserved/` (`drover/reserved/<alloc>.<task>`), and every other
+//! task runs on the *shared* cpus: the parent's cpus minus those of every reserved cgroup that
+//! still has a process (all of them if nothing is left). The driver writes them into each shared
+//! task cgroup after every start, recovery and end of a task (`isolate::rebalance_shared_cpus`, one
+//! at a time per agent, reading the reservations from cgroupfs, so an agent restart loses nothing);
+//! the kernel moves running processes at once. The client config has no `reserved { cores }` /
+//! `reservable_cores` yet, and the plan applier does not yet re-check cores
+//! (`select::reserved_core_conflict` is there for it), so two schedulers racing on one node could
+//! in principle pick the same core.
+//!
+//! **`pids_limit`** (task config of exec and raw_exec, a positive integer; a drover extension:
+//! Nomad has it for docker only) is written to `pids.max`; a fork beyond it fails with `EAGAIN`
+//! inside the task. Without it the kernel's default (no limit) applies. A `pids_limit` on a client
+//! without cgroups fails the start instead of being ignored.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -11,6 +11,33 @@
 //! [`Driver::recover`] with each stored handle (which verifies the shim's identity) and then
 //! carries on with the same calls. When a shim is gone, [`Driver::reclaim`] kills what is left
 //! through the task's cgroup and returns the exit status the shim left on disk, if any.
+//!
+//! # Layers
+//!
+//! Each module directly under `src/` uses only modules on the lines below its own (`error`
+//! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
+//!
+//! - `exec`, `mock`, `raw_exec`
+//! - `conformance`, `shim_engine`
+//! - `events`, `exec_session`, `handle`, `shim_client`, `signal`, `stats`, `task_config`
+//!
+//! # Design notes
+//!
+//! The `Driver` trait; `shim_engine` (each task under its own shim, in its own
+//! cgroup) driven by a `LaunchPolicy`, of which `raw_exec` and `exec` are the two thin ones;
+//! `task_config` (both drivers' task config schemas, `pids_limit`); `events` (what a driver
+//! reports while it starts a task, through `Driver::start_reporting`, which the client records
+//! as Nomad's "Driver" task events: the docker driver's "Downloading image" with the image;
+//! `recover_reporting` does the same for a re-attach); `signal` (the one signal
+//! table: what the node advertises as `os.signals` and the client accepts); the mock driver for
+//! tests (feature `mock`) and a conformance suite every driver passes; shim launch and re-attach (pid + start
+//! time + a `hello` naming the task, never a bare pid); `exec_session` (an `alloc exec`
+//! session: `drover-shim exec` under a pseudo-terminal or pipes, input bounded end to end).
+//! Stats: cpu percentages over a recent
+//! span of at least 200 ms (the task's last sample when it is between 200 ms and 10 s old, else
+//! a wait on tokio time and a second sample), so the first call of a busy task answers a real
+//! figure.
+//! **Boundary**: knows tasks and processes, not allocations.
 
 pub mod conformance;
 mod error;

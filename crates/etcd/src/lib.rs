@@ -41,6 +41,61 @@
 //!
 //! **Boundary**: bytes in, bytes out; nothing here knows tables or jobs. Not here: forwarding of
 //! writes to the leader (the agent).
+//!
+//! # Layers
+//!
+//! Each module directly under `src/` uses only modules on the lines below its own (`error`
+//! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
+//!
+//! - `election`
+//! - `endpoints`
+//! - `tls`
+//! - `config`, `members`
+//!
+//! # Design notes
+//!
+//! `EtcdKv`, the state store's `Kv` on an etcd v3 cluster (`etcd-client` with its
+//! OpenSSL transport), used when the agent config has `etcd { endpoints, prefix }` (with
+//! `ca_file`/`cert_file`/`key_file` for TLS, `username`/`password` for etcd auth): one transaction per
+//! batch, compared on the prefix's revision key; values of 1 KiB and more snappy-compressed;
+//! paged scans at one revision; etcd's `--max-txn-ops` and `--max-request-bytes` as clear errors
+//! (the writer's groups stay under the first); no quorum is `KvError::Unavailable`, answered as
+//! HTTP 503 "state store unavailable" while reads answer from the tables. `follow` watches the
+//! revision key and reloads the store for revisions it did not write, then publishes the events
+//! the writing store kept with that batch (`P rev/events`, `Kv::shares_events`) on the
+//! follower's event stream; a watch that ended is opened again from the etcd revision after the
+//! last one seen, so etcd replays what was missed, events included (a compacted gap: reload,
+//! logged, `FollowStats`). Every batch writes its nonce to `P rev/batch`: a transaction retried on
+//! another member after its answer was lost finds its own nonce and answers success. A restore
+//! (`replace_all`) stages the records as the next generation (`P g/<n>/`, generation 0 being
+//! `P k/`) in lease-fenced batches within etcd's limits, then one transaction guarded by
+//! `P rev`, `P gen` and the lease switches to it; the old generation is deleted 30 s later.
+//! `members`: etcd's member list and each member's status, for operators. The agent links it (so the `drover` binary does; `drover-shim` does
+//! not). Several servers share a prefix: `election` keeps a session lease per server
+//! (`P alive/<name>` under it, `P members/<name>` kept) and elects the leader by a
+//! compare-and-create of `P leader` under that lease (4 s TTL), which the others watch and take
+//! the moment it goes; the leader's batches are fenced by its lease, a follower's store refuses
+//! every write, and a watchdog on its own timer steps a server that cannot renew down half a
+//! second before its lease can lapse (`step_down_after`), so it has stopped before another can be
+//! elected; a later renewal with the lease alive and `P leader` still its own makes it lead again
+//! in a new term (`SessionClock` on instants, the watchdog on paused tokio time). A session ends
+//! when etcd says it no longer knows the lease (a keep-alive answered with TTL 0, a keep-alive
+//! stream or a campaign refused with "lease not found": it lapsed while the server was cut off,
+//! or was revoked); the server, stepped down by then, opens a new session and campaigns again.
+//! A broken keep-alive stream is opened again and a failing member left for the others, neither
+//! ending the session (`tests/sessions_on_etcd.rs` cuts servers' links with `LinkProxy`). `config` (a leaf): `EtcdConfig`, TLS and
+//! credentials, and how an etcd client error becomes the store's (a member killed mid-request,
+//! tonic's `Unknown` "transport error", counts as unavailable). A server opens its store before
+//! it joins the election: a fresh prefix's schema marker is written unfenced. `endpoints`: one client per etcd member
+//! (etcd-client's balanced channel keeps routing to a dead member; plain `http://` members are
+//! dialled by tonic's own connector, which sets `TCP_NODELAY`: etcd-client's OpenSSL transport
+//! does not, and each request then waited about 40 ms for a delayed ACK); every request goes to the
+//! member that answered last and moves to the next on a transport error, "no leader" or its
+//! per-attempt timeout; the session's keep-alives go through every member at once, each on its
+//! own stream with a timeout of TTL/5 (`RenewalSchedule`), so losing any one member costs no
+//! leadership. `tls` reads and checks the PEM files once. `shared_value` keeps what the cluster
+//! shares (its ID, the keyring's KEK). The tests start a 3-member cluster (`tests/common`, also
+//! over TLS with `--client-cert-auth`, certificates made with the `openssl` CLI).
 
 mod config;
 pub mod election;

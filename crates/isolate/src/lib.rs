@@ -3,10 +3,30 @@
 //! its forked, single-threaded child before exec.
 //!
 //! **Boundary**: mechanisms only, no policy about tasks or allocations. The order in which the
-//! shim applies them, and why, is in ARCHITECTURE.md ("exec isolation"). `malloc` holds the
+//! shim applies them, and why, is in `drover_driver::exec` ("The order of isolation"). `malloc` holds the
 //! one knob of drover's own process: the C allocator's arena limit. `beneath` resolves a path
 //! beneath a root in one step and pins it (the mount sources and targets the client and the
 //! drivers hand on).
+//!
+//! # Layers
+//!
+//! Each module directly under `src/` uses only modules on the lines below its own (`error`
+//! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
+//!
+//! - `rootfs`
+//! - `beneath`, `cgroup`
+//! - `caps`, `malloc`, `namespaces`, `root_tests`
+//!
+//! # Design notes
+//!
+//! Cgroups v1/v2 (kernel behind a root-path seam; cpusets and the shared-cpu
+//! re-balance for reserved cores), namespaces, mounts, capabilities; `malloc`, the one knob of
+//! drover's own process (two glibc arenas for the agent); `root_tests`, the rule every
+//! root-only test follows (skip with a reason, or fail under `CI=true`); `beneath`, the one
+//! kernel-side path resolution for what is handed on (`openat2` `RESOLVE_BENEATH |
+//! RESOLVE_NO_MAGICLINKS` from a descriptor of the root, the `O_PATH` result used through
+//! `/proc/self/fd/<n>` or staged as a private bind mount for the docker engine). **Boundary**:
+//! mechanisms only.
 
 pub mod beneath;
 pub mod caps;

@@ -712,6 +712,12 @@ fn fold_numbers(arguments: &FuncArgs, combine: fn(f64, f64) -> f64) -> Result<Va
     Ok(Value::Number(best))
 }
 
+/// The function library (`crate::functions`) as a jobspec evaluates it: here, because the
+/// evaluator sits above the functions it calls.
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // test code: a failure is the assertion
+mod function_tests;
+
 #[cfg(test)]
 mod tests {
     use super::*;

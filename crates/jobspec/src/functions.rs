@@ -1268,10 +1268,6 @@ mod convert;
 mod data;
 mod yaml;
 
-#[cfg(test)]
-#[allow(clippy::expect_used, clippy::unwrap_used)] // test code: a failure is the assertion
-mod tests;
-
 /// Go's `time.Parse(time.RFC3339, ...)`: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, as
 /// (Unix seconds, nanoseconds, offset in seconds east of UTC).
 fn parse_rfc3339(text: &str) -> Option<(i64, u32, i64)> {
@@ -1382,7 +1378,7 @@ fn format_rfc3339(seconds: i64, offset: i64) -> Option<String> {
 
 /// go-cty-funcs' `pathexpand` (`homedir.Expand`): a leading `~` becomes the home directory,
 /// joined and cleaned as Go's `filepath.Join` does; `~user` is refused; other paths are kept.
-fn path_expand(path: &str, home: Option<std::ffi::OsString>) -> Result<Value, String> {
+pub(crate) fn path_expand(path: &str, home: Option<std::ffi::OsString>) -> Result<Value, String> {
     let Some(rest) = path.strip_prefix('~') else {
         return Ok(Value::String(path.to_string()));
     };

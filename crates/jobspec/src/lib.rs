@@ -28,6 +28,45 @@
 //! Decoding is not running: which decoded features run here, which run differently from Nomad
 //! and which a register refuses is the support table in [`support`] (`docs/jobspec.md` is
 //! generated from it).
+//!
+//! # Layers
+//!
+//! Each module directly under `src/` uses only modules on the lines below its own (`error`
+//! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
+//!
+//! - `decode`
+//! - `eval`, `validate`
+//! - `cron`, `functions`, `hcl_parse`, `support`
+//! - `cron_syntax`, `diagnostic`, `nomad_warnings`, `schema`, `suggest`, `value_text`
+//!
+//! # Design notes
+//!
+//! Nomad's HCL2 jobspec language and JSON jobs → `Job`; variables (with
+//! `validation` blocks) and locals; `dynamic` blocks; Nomad's HCL2 functions (`functions`, with
+//! `can`/`try` resolved on the expression before it is evaluated); runtime `${…}` kept as text;
+//! validation that reports every error with `file:line:col`. The decoder walks one schema table
+//! (`schema`) covering Nomad's jobspec (Vault, Consul, Connect, volumes, CSI, scaling, devices,
+//! multiregion, ...) into Nomad's job JSON; `tests/nomad_parse.rs` compares it field by field
+//! with answers recorded from Nomad's own `/v1/jobs/parse`, for jobspecs written for the corpus
+//! and for real public ones (`tests/corpus/public`, each with its source in `SOURCES.md`);
+//! `tests/upstream_parser.rs` ports Nomad's current parser tests for what 1.1.2 lacks.
+//! Validation (`validate`) reads the typed `Job` (the user's explicit values laid over the
+//! defaulted job, decoded back into a `Job`).
+//! The hash functions (`md5`, `sha1`, `sha256`, `sha512`, and `uuidv5`'s SHA-1) use the small
+//! RustCrypto digest crates (`md-5`, `sha1`, `sha2`, sharing one `digest` core already in the
+//! tree) rather than a general crypto library; `uuidv4` uses the workspace's `uuid`.
+//! `support` is the one support table of jobspec features (runs / runs differently from Nomad,
+//! a warning / refused: not yet, or needs a system drover lacks), each row with how to find the
+//! feature in a `Job`: register (`api`), `drover job run` and `drover job validate` read it, and
+//! `docs/jobspec.md` is generated from it. Parsing refuses nothing the decoder decodes, as Nomad.
+//! `cron` reads periodic schedules as Nomad's `cronexpr` does (5/6/7 fields, `@` aliases,
+//! years 1970–2099, `?`, names, `L`/`W`/`#`: `cron_syntax` spells every value out for croner),
+//! walks wall-clock times with croner and maps them to instants in the job's
+//! IANA zone with jiff's bundled tz database (a skipped hour does not fire, a repeated one fires
+//! twice, as in Nomad); the server and the CLI's "Next Periodic Launch" share it.
+//! **Boundary**: text in, `Job` or diagnostics out; knows nothing of the server.
+//! **Invariant**: no decoded feature is accepted at register and then ignored; it has a row that
+//! runs it, warns about it or refuses it.
 
 pub mod cron;
 mod cron_syntax;

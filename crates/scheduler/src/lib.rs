@@ -42,6 +42,53 @@
 //! assert_eq!(plan.allocations().count(), 2);
 //! assert!(plan.failed_tg_allocs.is_empty());
 //! ```
+//!
+//! # Layers
+//!
+//! Each module directly under `src/` uses only modules on the lines below its own (`error`
+//! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
+//!
+//! - `system`
+//! - `generic`
+//! - `reconcile`, `select`
+//! - `feasible`, `network`, `reschedule`, `update`
+//! - `ids`, `state`, `testing`
+//! - `constraint`, `names`, `plan`, `rng`
+//!
+//! # Design notes
+//!
+//! Reconcile, feasibility (`feasible`: constraints, drivers, host volumes
+//! — each source, with `per_alloc` the source with the allocation's `[index]`, declared by the
+//! node and writable unless asked read-only, else `missing compatible host volumes`),
+//! bin-packing → `Plan`; placement is `select/`:
+//! `usage` (what allocations hold and nodes offer, the fit score), `cores` (reserved cores),
+//! `spread` (spread scoring), `stack` (the generic stack that walks, filters and scores
+//! candidates); `network`: host ports of group networks, and a task's own deprecated network
+//! (ports and `mbits` on the node's fingerprinted network, as Nomad's `AssignTaskNetwork`).
+//! `reconcile` rolls a group with `update { max_parallel > 0 }` out through a
+//! deployment as Nomad's reconciler does (max_parallel, canaries until promotion, cancel on a
+//! newer version or a stopped job, successful when all are healthy; a failed allocation of
+//! the active deployment is replaced only once the deployment watcher allows it) when
+//! `SchedulerOptions::deployments` is on, as the server has it; an evaluation records the
+//! job's latest deployment as its `DeploymentID`. `system` rolls a system job whose job-level
+//! `update` has `max_parallel` and `stagger` as Nomad up to 1.10: at most `max_parallel`
+//! destructive replacements per evaluation, the rest left to a `rolling-update` evaluation
+//! whose `Wait` is the stagger (the server enqueues it once the wait has passed); no
+//! deployment. Disconnected clients as Nomad 1.8's
+//! reconciler: an allocation of a `disconnected` node whose group has `disconnect {
+//! lost_after }` (or `max_client_disconnect`) turns `unknown` with a `max-disconnect-timeout`
+//! follow-up evaluation, is replaced by its reschedule policy unless `replace = false`, is lost
+//! once `unknown` past `lost_after` (its `AllocStates` history, stamped with the pass's `now`),
+//! and when its node is ready again is kept or stopped against its replacements as `reconcile`
+//! says (`structs::disconnect` holds the history and group helpers). `system` does the same
+//! per node as Nomad's node reconciler: a running allocation of a disconnected node turns
+//! `unknown` and waits there (one per node, so nothing is placed elsewhere), is lost once
+//! expired, and is recorded running again when its client reports it. A lost allocation whose
+//! group stops it on the client (`stop_on_client_after`) is replaced only once the client
+//! surely stopped it: a `failed-follow-up` evaluation at the lost time plus the delay plus the
+//! longest kill timeout, and no placement for the group before then.
+//! **Invariant**: pure and
+//! deterministic given (snapshot, eval, seed, ids, now); no I/O, no clock reads.
 
 pub mod constraint;
 pub mod error;

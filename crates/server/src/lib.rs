@@ -23,6 +23,132 @@
 //!
 //! **Boundary**: decides where work runs; never runs tasks. The HTTP API and the in-process
 //! client call the methods of [`Server`]; reads go straight to [`Server::state`].
+//!
+//! # Layers
+//!
+//! Each module directly under `src/` uses only modules on the lines below its own (`error`
+//! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
+//!
+//! - `acl`
+//! - `deployment_watcher`, `drainer`, `identity`, `variables`, `worker`
+//! - `job_plan`, `keyring`, `launch`, `plan_apply`
+//! - `blocked`, `broker`, `clock`, `gc`, `heartbeat`, `node_pools`, `nodes`, `periodic`, `scaling`,
+//!   `services`, `snapshot`, `variable_locks`
+//!
+//! # Design notes
+//!
+//! Job register/deregister, revert (an earlier version registered again, with
+//! `EnforcePriorVersion` as an enforced `JobModifyIndex`) and version stability; `scaling`:
+//! Nomad's `Job.Scale` (the count held within the group's policy, refused while the job's
+//! deployment is active, the next version with a `job-scaling` evaluation, a scaling event) and
+//! the policy IDs a register and a plan give; eval broker and workers, plan applier, node
+//! registration, heartbeats and lost nodes (a node that misses its heartbeat while it holds an
+//! allocation waiting out its group's `lost_after` is `disconnected` and timed again, `down`
+//! once none is left; its status updates are refused until it heartbeats, and an allocation
+//! reported after it was `unknown` gets a `reconnect` evaluation and has its `lost_after`
+//! follow-up cancelled, "allocs reconnected"; a node back from `disconnected` is
+//! `initializing` until a heartbeat finds it has reported its allocations since it went
+//! missing, then `ready`), blocked evals; `services`: validating and storing
+//! the registrations clients send (ID, ServiceName, an AllocID the server knows); `job_plan`:
+//! `job plan`, the submitted job laid over one snapshot as if registered and planned by the
+//! same scheduler with an evaluation that is never stored, answered with Nomad's annotated
+//! diff (`forces create/destroy update`, update counts) and committing nothing. A register with
+//! `EnforceIndex` answers Nomad's three errors (in Nomad's words, HTTP 409 where Nomad answers 500); a register's `Warnings`
+//! are the server's (the support table's, and Nomad's submission controller: a submission
+//! over `job_max_source_size` is dropped with a warning); `PreserveCounts` and
+//! `PreserveResources` keep the stored job's group counts and task resources, `EvalPriority`
+//! is the evaluation's priority (also `?eval_priority=` on a deregister); deregistering a job
+//! that does not exist is Nomad's empty answer, and a periodic or parameterized one makes no
+//! evaluation. **Invariant**: an operation's records commit in one store write (one embedded
+//! write transaction, one etcd transaction), so a leader that dies mid-operation leaves all of
+//! it or none: a job register, stop or purge with its evaluation (and the cancellation of its
+//! blocked one), a periodic launch or dispatch with its child's, a scale with its
+//! `job-scaling` one, a node registering ready, heartbeating back, marked down or
+//! disconnected, made eligible, drained or purged with its `node-update` evaluations
+//! (`*_with_evals`, the node's index named in them), clients' allocation updates with the
+//! `alloc-failure`/`reconnect` evaluations decided inside the write
+//! (`update_allocs_from_client_with_evals`), a deployment change with its evaluations, an
+//! allocation stop with its. What is left to the next leader, which redoes it from the store:
+//! a worker's evaluation status after its plan committed (the evaluation is still pending, so
+//! it is scheduled again against the plan's result), a scaling event (history only), garbage
+//! collection (recomputed). Not yet covered: on etcd, a migration (a drain's or a stop's) of
+//! more allocations than one transaction holds is written in parts, the evaluations with the
+//! last, and a leader dying between them leaves allocations marked to migrate that no
+//! evaluation moves; `periodic`:
+//! the periodic dispatcher (leader work, started with the broker and the heartbeat timers),
+//! which tracks every active periodic job's next launch on the server clock and tokio time,
+//! skips a launch under `prohibit_overlap` while a child has a non-terminal eval or alloc, and
+//! at start launches once a job whose launch fell due while no server ran; `launch`: children
+//! (`<job>/periodic-<unix>`, `<job>/dispatch-[<prefix>-]<unix>-<8 hex>` with the payload
+//! snappy-compressed), each registered with its evaluation in one write; a child whose ID
+//! exists is never launched again. `nodes`: an operator's node writes as Nomad's RPCs answer
+//! them (drain set/updated/cancelled with `LastDrain`, eligibility refused while draining,
+//! purge, evaluate; node events and `NodeDrain`/`NodeEligibility` stream events); `drainer`:
+//! leader work on the server clock, woken by allocation and node changes and the earliest
+//! force deadline, that marks allocations of draining nodes `DesiredTransition.Migrate`
+//! through the plan applier (one `node-drain` evaluation per job) — per group no more than
+//! `migrate { max_parallel }` beyond the healthy ones the clients report, batch only at the
+//! deadline, system jobs last unless ignored, everything once forced — and completes the
+//! drain (the node stays ineligible); the strategy is in the store, so a restart carries on.
+//! `deployment_watcher`: leader work like the drainer, woken by allocation and deployment
+//! changes and the earliest `RequireProgressBy`, that carries active deployments on as Nomad's
+//! watcher does (an evaluation when an allocation turned healthy after the job's latest
+//! evaluation, unhealthy allocations made replaceable or, without a progress deadline, the
+//! deployment failed, `auto_promote`, the progress deadline) and takes the operator's writes
+//! (promote, pause/resume, fail, allocation health); a failure with `auto_revert` registers the
+//! latest stable version again in the same write (`StateStore::update_deployment`). **Boundary**: decides where work
+//! runs, never runs it. **Invariant**: only the plan applier writes allocations (server-side);
+//! `alloc stop` is a command to the applier too, committed in one write with its evaluation.
+//! Leader work (broker, workers, periodic dispatcher, drainer, heartbeat timers) runs per
+//! leadership term: `Server::start` leads at once (one server); `start_follower` runs none of
+//! it until `establish_leadership` rebuilds it from the store (after a failover every ready
+//! node gets Nomad's `failover_ttl`, 300 s), and `revoke_leadership` stops it and forgets the
+//! broker, blocked evaluations, periodic jobs and timers at once. The plan applier lives as
+//! long as the server; it logs every plan it commits (`plan applied`, with the index) and every
+//! one it could not (`plan not applied`), so which server applied what is on record.
+//! `gc`: garbage collection as Nomad's core scheduler does it: done jobs whose every
+//! evaluation can go, terminal evaluations whose allocations are all terminal, terminal
+//! allocations (a failed one the reschedule policy may still replace is kept), terminal
+//! deployments no live allocation refers to, then down nodes without live allocations,
+//! expired one-time tokens (every 10 minutes), and with ACLs on expired ACL tokens (every 5
+//! minutes, Nomad's `expiredACLTokenGC`: expired and created longer ago than
+//! `acl_token_gc_threshold`, at most 4096 a pass, earliest expiry first). Forced
+//! (`PUT /v1/system/gc`) it takes everything; as leader work (`gc::run`, per term) each pass
+//! runs on its interval and takes only what is older than its threshold (`GcConfig`, Nomad's
+//! `job_gc_*`, `eval_gc_threshold`, `batch_eval_gc_threshold`, `deployment_gc_threshold`,
+//! `node_gc_threshold`, `acl_token_gc_threshold`), aged by modify times on the server's clock
+//! (a job by `SubmitTime`, a node by `StatusUpdatedAt`, an ACL token by `CreateTime`). `node_pools`: pool writes as Nomad's community edition answers them (built-in
+//! `all`/`default` never changed or deleted, a pool with nodes or non-terminal jobs not
+//! deleted, scheduler configuration refused), and the register/plan check that a job's
+//! `node_pool` exists.
+//! `keyring`: a key-encryption key in `<data>/server/keyring.kek` (0600, made at first start;
+//! for servers on etcd the cluster's one KEK, kept in etcd, `open_shared`)
+//! seals AES-256-GCM root keys before they reach the store; each root key's Ed25519 signing
+//! key is derived with HKDF-SHA-256; compact JWS (`EdDSA`, `kid` = key ID, `iss` =
+//! `server { oidc_issuer }` when set, as Nomad's `SignClaims`) are signed with the active key
+//! and verified with whichever key signed them while it is in the keyring.
+//! `identity`: a workload identity's claims as Nomad builds them, signing one for a task of a
+//! stored allocation, and `resolve_token` — the one place a request's credential
+//! (`X-Nomad-Token` / `Authorization: Bearer`) becomes an identity (anonymous, an ACL token by
+//! its secret ID that has not expired, or a workload whose allocation is still live), and
+//! `sign_for_node` (Nomad's `Alloc.SignIdentities`: a node that proves its secret ID has
+//! identities signed for tasks of allocations placed on it, each as the task's `identity` block
+//! asks, or rejected with a reason). `acl`:
+//! Nomad's policy language (HCL or JSON; `namespace` with `policy`, `capabilities` and
+//! `variables` path rules, `node_pool`, `host_volume`, `agent`, `node`, `operator`, `quota`, `plugin`;
+//! other blocks refused by name) compiled into an `Acl` with Nomad's precedence (deny wins, a
+//! concrete namespace before the closest glob, coarse policies expanded to capabilities); a
+//! token's ACL is the union of its policies and those of the roles it links (by ID; a deleted
+//! role grants nothing and its link is left out of answers); `identity_policy_names` is the
+//! set of policies a caller holds (Nomad's `getPoliciesForIdentity`: a token's own and its
+//! roles', `anonymous` without a token, a workload's `JobACL`-bound ones); policy, role and
+//! token hashes are Nomad's BLAKE2b-256 over its `SetHash` fields. `variables`: Nomad's path and size
+//! rules, items sealed with the active key (bound to namespace and path), opened on read,
+//! re-sealed by a full key rotation; lock acquire (Nomad's defaults and TTL bounds), renew
+//! and release. `variable_locks`: a timer per held lock on tokio time — not renewed for twice
+//! its TTL, the lock is lost and released after its `LockDelay`; restarted for every held lock
+//! at start. A job registered or planned in a namespace that does not exist, or using a driver
+//! or network mode its namespace's capabilities exclude, is refused with Nomad's error.
 
 pub mod acl;
 pub mod blocked;

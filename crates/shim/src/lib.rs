@@ -16,14 +16,32 @@
 //!
 //! With an isolation spec (the `exec` driver) the child also gets new namespaces (it is pid 1
 //! of its own pid namespace), a task root it pivots into, a cut capability set, `no_new_privs`
-//! and the task's user before exec; the order and the reasons are in ARCHITECTURE.md
-//! ("exec isolation").
+//! and the task's user before exec; the order and the reasons are in
+//! `drover_driver::exec` ("The order of isolation").
 //!
 //! The launcher exits as soon as the shim reports, so the shim is re-parented to init and the
 //! agent is neither its parent nor the task's. When the task exits the shim kills what is left
 //! of its cgroup, drains the pipes, writes `exit.json` atomically into its state directory and
 //! keeps serving until the agent says `cleanup`. If the shim itself dies, the task keeps running
 //! in its cgroup, from where the agent can kill it.
+//!
+//! # Layers
+//!
+//! Each module directly under `src/` uses only modules on the lines below its own (`error`
+//! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
+//!
+//! - `supervisor`
+//! - `atomic_file`, `exec_mode`, `logs`, `proto`, `socket_path`
+//!
+//! # Design notes
+//!
+//! `drover-shim`: owns one task process, its stdio (rotating log files), its
+//! cgroup and its exit status; answers the agent on a unix socket (`socket_path`: a socket whose
+//! path is longer than a unix address holds is bound and reached as `/proc/self/fd/<dir fd>/…`,
+//! so a deep data dir or a long task name cannot fail a start); `atomic_file`, the one
+//! atomic-replace helper (temp file, rename, fsync of file and dir when durable), which the
+//! driver and the client use too. **Boundary**: synchronous,
+//! no async runtime, nothing big linked.
 
 pub mod atomic_file;
 pub mod exec_mode;

@@ -72,8 +72,8 @@ pub struct LaunchSpec {
     pub network_namespace: Option<PathBuf>,
 }
 
-/// How the shim's child isolates the task before exec (order and reasons: ARCHITECTURE.md,
-/// "exec isolation"). The policy is decided by the driver; the shim applies it as given.
+/// How the shim's child isolates the task before exec (order and reasons: `drover_driver::exec`,
+/// "The order of isolation"). The policy is decided by the driver; the shim applies it as given.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IsolationSpec {
     /// Host directory that becomes the task's `/` (the task dir).

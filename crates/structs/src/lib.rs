@@ -29,6 +29,45 @@
 //!   a service advertises.
 //! - [`scaling`]: scale requests, scaling events, the scale status.
 //! - [`ids`]: `AllocId` and `TaskName`, validated before any path is built from them.
+//!
+//! # Layers
+//!
+//! Each module directly under `src/` uses only modules on the lines below its own (`error`
+//! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
+//!
+//! - `client_rpc`, `requests`, `service_catalog`
+//! - `disconnect`, `eval`, `service_registration`
+//! - `alloc`, `canonicalize`, `checks`, `deployment`, `job_diff`, `job_summary`, `namespace`,
+//!   `node`
+//! - `job`, `scaling`
+//! - `acl`, `fs`, `job_blocks`, `task_state`, `variables`
+//! - `job_submission`, `keyring`, `node_meta`, `node_pool`, `placement`, `resource_usage`, `time`
+//! - `bytes`, `exec`, `go_duration`, `ids`, `lenient`, `version`
+//!
+//! # Design notes
+//!
+//! The data model with Nomad's JSON wire shapes (PascalCase, durations in
+//! nanoseconds, event times in Unix nanoseconds, `time.Time` as RFC3339); the blocks that name
+//! integrations (volumes, Vault, Consul, CSI, scaling, devices, multiregion) in `job_blocks`;
+//! constraints and affinities, which both hold, in `placement`; Nomad's
+//! `ServiceRegistration` and address rules in `service_registration`, the catalog's list
+//! stubs and `choose` (rendezvous hashing over SHA-256, as Nomad ranks) in `service_catalog`.
+//! Request bodies are read as Go reads Nomad's pointer fields (`lenient`: keys
+//! case-insensitive, a `null` field is an absent one, so the Nomad CLI's `"Count": null` is a
+//! count of 1). Canonicalization (API defaults, per job type, as Nomad's agent applies them on
+//! every write path; a job's `Update` is laid under each group's own on the JSON before
+//! decoding, field by field, as Nomad merges them), the legacy `Resources`/`TaskResources`/`SharedResources` of an
+//! allocation and `Resources`/`Reserved` of a node that older CLIs read, task event
+//! construction and display messages, alloc status derivation and
+//! which fields of an allocation a client's report owns (`merge_client_update`); the
+//! bodies of the client↔server calls over HTTP (`client_rpc`); the version and semver
+//! constraint rules (`version`), shared by the scheduler and the jobspec's validation;
+//! `job_diff`, Nomad's `JobDiff` between two job versions (its rules for which fields and
+//! blocks are compared, over the job's wire JSON), for `job plan` and `versions?diffs=true`,
+//! checked against Nomad 1.1.2's answers (`tests/job_diff_nomad.rs`). An allocation's job is an
+//! `Arc<Job>`: the allocations of one job version share one copy (on the wire it is the job
+//! itself).
+//! **Boundary**: no I/O, no clocks, no randomness.
 
 pub mod acl;
 pub mod alloc;

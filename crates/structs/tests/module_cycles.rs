@@ -505,3 +505,210 @@ fn the_reader_finds_a_cycle_through_uses_paths_and_reexports() {
         vec![vec!["a::inner".to_string(), "b".to_string()]]
     );
 }
+
+/// The graph of the modules directly under `src/`: an edge wherever any module inside one
+/// names a module inside another. The crate root and `error` modules are left out (every
+/// module may use its subsystem's error, and the root only declares and re-exports).
+fn top_level(
+    graph: &BTreeMap<ModulePath, BTreeSet<ModulePath>>,
+) -> BTreeMap<ModulePath, BTreeSet<ModulePath>> {
+    let top = |module: &ModulePath| -> Option<ModulePath> {
+        let first = module.first()?;
+        (first != "error").then(|| vec![first.clone()])
+    };
+    let mut out: BTreeMap<ModulePath, BTreeSet<ModulePath>> = BTreeMap::new();
+    for (from, targets) in graph {
+        let Some(from) = top(from) else { continue };
+        for target in targets {
+            if let Some(target) = top(target)
+                && target != from
+            {
+                out.entry(from.clone()).or_default().insert(target);
+            }
+        }
+    }
+    out
+}
+
+/// The modules directly under `src/` (the crate root and `error` aside).
+fn top_modules(krate: &Crate) -> BTreeSet<String> {
+    krate
+        .imports
+        .keys()
+        .filter_map(|module| module.first())
+        .filter(|first| *first != "error")
+        .cloned()
+        .collect()
+}
+
+/// The layers `lib.rs` (or `main.rs`) states under its `# Layers` heading, top first: each
+/// `//! - `module`, `module`` line is one layer.
+fn stated_layers(src: &Path) -> Option<Vec<Vec<String>>> {
+    let root = ["lib.rs", "main.rs"]
+        .iter()
+        .map(|file| src.join(file))
+        .find(|file| file.exists())?;
+    let text = std::fs::read_to_string(&root).ok()?;
+    let mut lines = text.lines().take_while(|line| line.starts_with("//!"));
+    lines.find(|line| line.trim() == "//! # Layers")?;
+    let names = |line: &str| -> Vec<String> {
+        line.split(',')
+            .filter_map(|name| {
+                let name = name.trim();
+                name.strip_prefix('`')?
+                    .strip_suffix('`')
+                    .map(str::to_string)
+            })
+            .collect()
+    };
+    let mut layers: Vec<Vec<String>> = Vec::new();
+    for line in lines.map(|line| line.trim_start_matches("//!")) {
+        if line.trim_start().starts_with('#') {
+            break;
+        }
+        if let Some(first) = line.strip_prefix(" - ") {
+            layers.push(names(first));
+        } else if let Some(more) = line.strip_prefix("   `")
+            && let Some(layer) = layers.last_mut()
+        {
+            // A layer too long for one line goes on, indented, on the next.
+            layer.extend(names(&format!("`{more}")));
+        }
+    }
+    Some(layers)
+}
+
+/// A layering that fits `graph`: a module's layer is one above the highest it uses.
+fn suggested_layers(
+    modules: &BTreeSet<String>,
+    graph: &BTreeMap<ModulePath, BTreeSet<ModulePath>>,
+) -> Vec<Vec<String>> {
+    let mut level: BTreeMap<&String, usize> = modules.iter().map(|m| (m, 0)).collect();
+    // Longest path from the bottom; the graph has no cycle when this is asked, so it settles
+    // within as many rounds as there are modules.
+    for _ in 0..modules.len() {
+        for module in modules {
+            let above = graph
+                .get(&vec![module.clone()])
+                .into_iter()
+                .flatten()
+                .filter_map(|target| target.first())
+                .filter_map(|target| level.get(target).map(|l| l + 1))
+                .max()
+                .unwrap_or(0);
+            level.insert(module, above);
+        }
+    }
+    let top = level.values().copied().max().unwrap_or(0);
+    (0..=top)
+        .rev()
+        .map(|l| {
+            level
+                .iter()
+                .filter(|(_, at)| **at == l)
+                .map(|(m, _)| (*m).clone())
+                .collect()
+        })
+        .collect()
+}
+
+fn render_layers(layers: &[Vec<String>]) -> String {
+    layers
+        .iter()
+        .map(|layer| {
+            let names: Vec<String> = layer.iter().map(|m| format!("`{m}`")).collect();
+            let mut lines: Vec<String> = Vec::new();
+            let mut current = String::from("//! -");
+            for (index, name) in names.iter().enumerate() {
+                let piece = if index + 1 < names.len() {
+                    format!("{name},")
+                } else {
+                    name.clone()
+                };
+                if index > 0 && current.len() + 1 + piece.len() > 100 {
+                    lines.push(std::mem::replace(&mut current, String::from("//!  ")));
+                }
+                current.push(' ');
+                current.push_str(&piece);
+            }
+            lines.push(current);
+            lines.join("\n")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_modules_of_every_crate_form_the_layers_its_root_states() {
+    let crates_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut crate_dirs: Vec<PathBuf> = std::fs::read_dir(&crates_dir)
+        .unwrap_or_else(|error| panic!("listing {}: {error}", crates_dir.display()))
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|dir| dir.join("src").is_dir())
+        .filter(|dir| !dir.join("UPSTREAM.md").exists())
+        .collect();
+    crate_dirs.sort();
+    let mut problems = Vec::new();
+    for dir in crate_dirs {
+        let crate_name = dir
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let krate = Crate::read(&dir.join("src"));
+        let graph = top_level(&krate.graph());
+        let modules = top_modules(&krate);
+        if modules.len() < 2 {
+            continue;
+        }
+        let cycles = cycles(&graph);
+        if !cycles.is_empty() {
+            for cycle in cycles {
+                problems.push(format!("{crate_name}: a cycle: {}", cycle.join(" <-> ")));
+            }
+            continue;
+        }
+        let suggestion = render_layers(&suggested_layers(&modules, &graph));
+        let Some(layers) = stated_layers(&dir.join("src")) else {
+            problems.push(format!(
+                "{crate_name}: its root states no `# Layers`; one that fits:\n//! # Layers\n//!\n{suggestion}"
+            ));
+            continue;
+        };
+        let at: BTreeMap<&String, usize> = layers
+            .iter()
+            .enumerate()
+            .flat_map(|(index, layer)| layer.iter().map(move |m| (m, index)))
+            .collect();
+        let mut wrong = Vec::new();
+        for module in &modules {
+            if !at.contains_key(module) {
+                wrong.push(format!("`{module}` is in no layer"));
+            }
+        }
+        for stated in at.keys() {
+            if !modules.contains(*stated) {
+                wrong.push(format!("`{stated}` is not a module"));
+            }
+        }
+        for (from, targets) in &graph {
+            for target in targets {
+                let (Some(from), Some(target)) = (from.first(), target.first()) else {
+                    continue;
+                };
+                if let (Some(a), Some(b)) = (at.get(from), at.get(target))
+                    && a >= b
+                {
+                    wrong.push(format!("`{from}` uses `{target}`, which is not below it"));
+                }
+            }
+        }
+        if !wrong.is_empty() {
+            problems.push(format!(
+                "{crate_name}: {}; a layering that fits:\n{suggestion}",
+                wrong.join("; ")
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}

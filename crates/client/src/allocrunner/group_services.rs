@@ -22,11 +22,11 @@ use std::sync::{Arc, Mutex};
 use drover_structs::{Allocation, Node, TASK_STATE_RUNNING, TaskState, Timestamp};
 
 use crate::allocdir::{AllocDir, TaskDir};
+use crate::mutex::lock;
 use crate::services::ServiceRegistrar;
 use crate::services::sync::ServiceSync;
 use crate::services::workload::{ServiceWorkload, group_owner};
 use crate::taskenv::{TaskEnv, TaskEnvInputs, TaskPathView};
-use crate::taskrunner::lock;
 
 /// Per task: its restart count and last restart, as seen when the services were registered.
 type RestartMarks = BTreeMap<String, (u64, Timestamp)>;

@@ -95,12 +95,7 @@ pub fn health_params(alloc: &Allocation) -> Option<HealthParams> {
     })
 }
 
-/// One check that deployments look at: its ID and its `on_update`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WatchedCheck {
-    pub id: String,
-    pub on_update: String,
-}
+pub use crate::checks::hook::WatchedCheck;
 
 /// What the task states say.
 #[derive(Debug, Clone, PartialEq, Eq)]

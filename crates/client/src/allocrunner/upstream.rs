@@ -26,8 +26,8 @@ use drover_structs::{ALLOC_CLIENT_STATUS_UNKNOWN, Allocation, is_terminal_client
 use tokio_util::sync::CancellationToken;
 
 use super::{AllocRunner, AllocRunnerInner};
+use crate::mutex::lock;
 use crate::server_conn::{ServerConn, ServerConnError};
-use crate::taskrunner::lock;
 
 /// How often the servers are asked about a previous allocation on another node.
 pub const REMOTE_POLL_INTERVAL: Duration = Duration::from_secs(1);

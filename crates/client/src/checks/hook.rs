@@ -175,9 +175,16 @@ fn checks_of(alloc: &Allocation) -> Vec<CheckSpec> {
         .collect()
 }
 
+/// One check that deployments look at: its ID and its `on_update`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchedCheck {
+    pub id: String,
+    pub on_update: String,
+}
+
 /// The checks of `alloc` a deployment looks at (every check the hook runs), each with its
 /// `on_update` (the service's when the check names none; Nomad's default `require_healthy`).
-pub fn watched_checks(alloc: &Allocation) -> Vec<crate::allocrunner::health::WatchedCheck> {
+pub fn watched_checks(alloc: &Allocation) -> Vec<WatchedCheck> {
     checks_of(alloc)
         .into_iter()
         .map(|spec| {
@@ -186,7 +193,7 @@ pub fn watched_checks(alloc: &Allocation) -> Vec<crate::allocrunner::health::Wat
                 .find(|on_update| !on_update.is_empty())
                 .cloned()
                 .unwrap_or_else(|| "require_healthy".to_string());
-            crate::allocrunner::health::WatchedCheck {
+            WatchedCheck {
                 id: spec.id,
                 on_update,
             }

@@ -24,6 +24,22 @@
 //!
 //! **Not** here: joining the namespace (the shim does, given [`TaskNetwork`]), or when to set
 //! up and tear down (the alloc runner and the task runners' network hook decide).
+//!
+//! # Design notes
+//!
+//! A group with `network { mode = "bridge" | "none" | "cni/<name>" }` gets a network namespace per
+//! allocation (`client::network`). The first task's `network` prestart hook (before the env hook,
+//! whose `NOMAD_ALLOC_IP_*` it gives) sets it up for all; the others wait for it. The agent makes
+//! the namespace the way `ip netns add` does (a thread of its own unshares and bind-mounts it on
+//! `/var/run/netns/<alloc_id>`; that thread then ends) and runs the CNI plugins itself as the CNI
+//! protocol says (a conflist plugin by plugin with `prevResult`; DEL in reverse, safe to repeat);
+//! plugins are plain fork+exec children. The shim joins the namespace before exec. **Invariant**:
+//! the record (conflist, args, ports, namespace path) is persisted before the namespace is made
+//! and cleared only after CNI DEL and the namespace are gone, so a restarted agent keeps a live
+//! namespace (never makes a second), undoes a half-made one, and makes a lost one again (then
+//! restarts the tasks into it). Teardown runs when the last task is dead and on GC. A setup that
+//! fails is undone at once and fails the tasks with a "Setup Failure" naming the plugin, its error
+//! and the directories searched. Docker tasks do not join yet (refused at register).
 
 pub mod cni;
 pub mod netns;

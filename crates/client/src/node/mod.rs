@@ -40,9 +40,6 @@ mod operations;
 mod runner;
 mod watcher;
 
-#[cfg(test)]
-mod tests;
-
 pub use client::{Client, HeartbeatStatus, ServerContact};
 pub use config::{
     DEFAULT_ALLOC_QUERY_WAIT, DEFAULT_GC_DISK_USAGE_THRESHOLD, DEFAULT_GC_INODE_USAGE_THRESHOLD,

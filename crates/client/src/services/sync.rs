@@ -21,8 +21,8 @@ use std::time::Duration;
 use drover_structs::ServiceRegistration;
 
 use super::ServiceRegistrar;
+use crate::mutex::lock;
 use crate::server_conn::ServerConnError;
-use crate::taskrunner::lock;
 
 /// First delay before a failed sync is tried again.
 pub const SYNC_RETRY_BASELINE: Duration = Duration::from_secs(1);

@@ -36,12 +36,13 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::allocdir::AllocDir;
+pub(crate) use crate::mutex::lock;
 use crate::state_db::TaskRecordPart;
 pub use crate::taskrunner::exec_context::TaskExecContext;
 use crate::taskrunner::restarts::{
     RestartBackoff, RestartMode, RestartPolicySettings, RestartTracker, RestartTrackerState,
 };
-pub(crate) use crate::taskrunner::shared::{TaskCommand, TaskRunnerShared, lock};
+pub(crate) use crate::taskrunner::shared::{TaskCommand, TaskRunnerShared};
 pub use crate::taskrunner::shared::{TaskLocalState, TaskRunnerDeps, TaskRunnerError};
 pub use crate::taskrunner::state::{IllegalTransition, TaskLifecycle, TaskPhase};
 

@@ -23,8 +23,9 @@ use super::hooks::{
 };
 use super::kill::stop_task_processes;
 use super::restarts::{RestartDecision, TaskStopCause};
-use super::shared::{TaskCommand, TaskRunnerError, TaskRunnerShared, lock};
+use super::shared::{TaskCommand, TaskRunnerError, TaskRunnerShared};
 use super::state::TaskPhase;
+use crate::mutex::lock;
 
 /// How one pass of the task's life ended.
 enum Outcome {

@@ -6,7 +6,9 @@
 //! Not here: driving the task (the run loop) or the handle's operations (the task runner).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+
+use crate::mutex::lock;
 
 use drover_structs::{Allocation, Node, Task, TaskEvent};
 use serde::{Deserialize, Serialize};
@@ -102,14 +104,6 @@ pub(crate) enum TaskCommand {
         signal: String,
         reply: oneshot::Sender<Result<(), TaskRunnerError>>,
     },
-}
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        // A panic while holding one of these locks leaves plain data behind; keep going.
-        Err(poisoned) => poisoned.into_inner(),
-    }
 }
 
 /// State shared by the run loop, the handle and the hooks' handles.

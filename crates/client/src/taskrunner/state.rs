@@ -41,8 +41,7 @@ use drover_structs::{
 };
 use serde::{Deserialize, Serialize};
 
-/// Events kept per task.
-pub const DEFAULT_MAX_TASK_EVENTS: usize = 10;
+pub use crate::config::DEFAULT_MAX_TASK_EVENTS;
 
 /// Events at the start of the list that are never dropped.
 pub const PINNED_FIRST_EVENTS: usize = 3;

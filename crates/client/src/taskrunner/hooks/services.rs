@@ -31,11 +31,11 @@ use super::{
     PreKillResponse, StopHook, StopRequest, StopResponse, TaskHook, UpdateHook, UpdateRequest,
     UpdateResponse,
 };
+use crate::mutex::lock;
 use crate::services::ServiceRegistrar;
 use crate::services::sync::ServiceSync;
 use crate::services::workload::ServiceWorkload;
 use crate::taskenv::{TaskEnv, TaskEnvInputs};
-use crate::taskrunner::lock;
 
 /// The hook's name (the key of its persisted state; it keeps none).
 pub const SERVICES_HOOK_NAME: &str = "task_services";

@@ -281,7 +281,7 @@ async fn run_change_script(
     events: &TaskEventEmitter,
     lifecycle: &TaskLifecycleHandle,
 ) {
-    use crate::checks::probe::{ScriptError, ScriptRun, run_in_task};
+    use crate::taskrunner::exec_context::{ScriptError, ScriptRun, run_in_task};
     let failed_to_run = |error: &str, code: i32| {
         format!(
             "Template failed to run script {} with arguments {} on change: {error}. Exit code: {code}",
@@ -913,7 +913,7 @@ impl PrestartHook for TemplateHook {
                     .filter_map(ChangeScript::of)
                     .filter(|script| script.run_on_first_render)
                     .collect();
-                *lock_ignoring_poison(&self.first_render_scripts) = scripts;
+                *crate::mutex::lock(&self.first_render_scripts) = scripts;
             }
             if watched.is_empty() {
                 self.replace_watcher(None);
@@ -1114,13 +1114,6 @@ fn renders_on_restart(request: &PrestartRequest) -> bool {
         })
 }
 
-fn lock_ignoring_poison<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    }
-}
-
 impl PoststartHook for TemplateHook {
     /// Runs the `change_script`s with `run_on_first_render` of the last render, together, as
     /// Nomad's poststart does, with the same events as on a change.
@@ -1131,7 +1124,7 @@ impl PoststartHook for TemplateHook {
         _response: &'a mut PoststartResponse,
     ) -> HookFuture<'a, HookResult> {
         Box::pin(async move {
-            let scripts = std::mem::take(&mut *lock_ignoring_poison(&self.first_render_scripts));
+            let scripts = std::mem::take(&mut *crate::mutex::lock(&self.first_render_scripts));
             let mut runs = tokio::task::JoinSet::new();
             for script in scripts {
                 let (shim_binary, events, lifecycle) = (

@@ -1,4 +1,5 @@
-//! The node against the simulator's in-memory server and fake runners.
+//! The node (`crate::node`) against the simulator's in-memory server and fake runners: the
+//! simulator is built on the node, so the node's own tests that need it live here.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,9 +11,9 @@ use drover_structs::{
     NodeResources, TASK_STATE_DEAD,
 };
 
-use super::*;
 use crate::clock::SharedClock;
 use crate::clock::TokioFollowingClock;
+use crate::node::*;
 use crate::node_sim::{
     InMemoryServer, SimAllocRunner, SimAllocRunnerFactory, SimRunnerTiming, simulated_node,
 };

@@ -237,7 +237,7 @@ fn function_misuse_is_an_error_naming_it() {
 
 #[test]
 fn pathexpand_expands_a_leading_tilde_as_go_homedir_does() {
-    use super::path_expand;
+    use crate::functions::path_expand;
     let home = Some(std::ffi::OsString::from("/home/ann"));
     for (path, expected) in [
         ("~", "/home/ann"),
