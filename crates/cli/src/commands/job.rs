@@ -1042,12 +1042,8 @@ fn formatted(io: &mut Io<'_>, json: bool, template: &str, data: &impl serde::Ser
     let rendered = serde_json::to_value(data)
         .map_err(|error| error.to_string())
         .and_then(|value| {
-            drover_template::render(
-                "format",
-                template,
-                &drover_template::Value::from_json(&value),
-            )
-            .map_err(|error| error.to_string())
+            drover_template::render("", template, &drover_template::Value::from_json(&value))
+                .map_err(|error| error.to_string())
         });
     match rendered {
         Ok(text) => {
