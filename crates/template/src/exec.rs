@@ -59,6 +59,11 @@ pub(crate) fn execute(template: &Template, name: &str, data: &Value) -> Result<S
             ),
         ));
     };
+    // Go's `Execute(w, nil)` runs over no value at all, not over a nil inside an interface.
+    let data = match data {
+        Value::Nil => &Value::Missing,
+        data => data,
+    };
     let mut exec = Exec {
         template,
         name,
@@ -321,7 +326,7 @@ impl<'t> Exec<'t> {
         let first = &command.args[0];
         match first {
             Arg::Field { names, .. } => {
-                return self.field_chain(dot, first, names, &command.args, &fin, false);
+                return self.field_chain(dot, first, names, &command.args, &fin);
             }
             Arg::Chain { node, fields, .. } => {
                 if let Arg::Nil(_) = **node {
@@ -331,7 +336,7 @@ impl<'t> Exec<'t> {
                     ));
                 }
                 let receiver = self.eval_arg(dot, node)?;
-                return self.field_chain(&receiver, first, fields, &command.args, &fin, false);
+                return self.field_chain(&receiver, first, fields, &command.args, &fin);
             }
             Arg::Function { .. } => {
                 return self.eval_function(dot, first, At::Command(command), &command.args, fin);
@@ -347,7 +352,7 @@ impl<'t> Exec<'t> {
                     return Ok(value.clone());
                 }
                 let value = value.clone();
-                return self.field_chain(&value, first, fields, &command.args, &fin, false);
+                return self.field_chain(&value, first, fields, &command.args, &fin);
             }
             _ => {}
         }
@@ -390,7 +395,6 @@ impl<'t> Exec<'t> {
         names: &[String],
         args: &[Arg],
         fin: &Option<Value>,
-        _interface: bool,
     ) -> Run<Value> {
         let mut current = receiver;
         let last = names.len().saturating_sub(1);
@@ -459,14 +463,14 @@ impl<'t> Exec<'t> {
         let value = match arg {
             Arg::Dot(_) => dot.clone(),
             Arg::Nil(_) => Value::Nil,
-            Arg::Field { names, .. } => self.field_chain(dot, arg, names, &[], &None, false)?,
+            Arg::Field { names, .. } => self.field_chain(dot, arg, names, &[], &None)?,
             Arg::Variable { name, fields, .. } => {
                 let value = self.variable(arg, name)?;
                 if fields.is_empty() {
                     value.clone()
                 } else {
                     let value = value.clone();
-                    self.field_chain(&value, arg, fields, &[], &None, false)?
+                    self.field_chain(&value, arg, fields, &[], &None)?
                 }
             }
             Arg::Pipe(pipe) => self.eval_pipeline(dot, pipe)?,
@@ -481,7 +485,7 @@ impl<'t> Exec<'t> {
                     ));
                 }
                 let receiver = self.eval_arg(dot, node)?;
-                self.field_chain(&receiver, arg, fields, &[], &None, false)?
+                self.field_chain(&receiver, arg, fields, &[], &None)?
             }
             other => self.literal(other)?,
         };

@@ -317,12 +317,13 @@ fn format_int(out: &mut String, number: i64, verb: char, spec: &Spec, value: &Va
         while digits.len() < precision {
             digits.insert(0, '0');
         }
-    } else if spec.zero && !spec.minus {
-        if let Some(width) = spec.width {
-            let room = width.saturating_sub(sign(number < 0, spec).len() + prefix.len());
-            while digits.len() < room {
-                digits.insert(0, '0');
-            }
+    } else if spec.zero
+        && !spec.minus
+        && let Some(width) = spec.width
+    {
+        let room = width.saturating_sub(sign(number < 0, spec).len() + prefix.len());
+        while digits.len() < room {
+            digits.insert(0, '0');
         }
     }
     let prefix = if verb == 'o' && digits.starts_with('0') {

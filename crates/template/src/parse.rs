@@ -396,7 +396,6 @@ impl<'a> Parser<'a, '_> {
         while self.peek_non_space().kind == Kind::Variable {
             let start = self.index;
             let variable = self.next();
-            let after_variable = self.peek();
             let next = self.peek_non_space();
             match next.kind {
                 Kind::Assign | Kind::Declare => {
@@ -419,7 +418,6 @@ impl<'a> Parser<'a, '_> {
                     return self.fail(format!("too many declarations in {context}"));
                 }
                 _ => {
-                    let _ = after_variable;
                     self.index = start;
                     break;
                 }
