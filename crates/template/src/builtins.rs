@@ -365,7 +365,7 @@ pub(crate) fn js(text: &str) -> String {
             c if (c as u32) < 0x20 => {
                 let _ = write!(out, "\\u{:04X}", c as u32);
             }
-            c if c.is_ascii() || !c.is_control() => out.push(c),
+            c if c.is_ascii() || crate::fmt::is_print(c) => out.push(c),
             c => {
                 let _ = write!(out, "\\u{:04X}", c as u32);
             }

@@ -46,6 +46,8 @@ pub(crate) struct Exec<'t> {
     out: String,
     steps: u64,
     depth: usize,
+    /// Whether dot is an element of a `range`, which Go's errors type as `interface {}`.
+    dot_interface: bool,
 }
 
 /// Executes the template called `name` of `template` over `data`.
@@ -71,6 +73,7 @@ pub(crate) fn execute(template: &Template, name: &str, data: &Value) -> Result<S
         out: String::with_capacity(template.text.len()),
         steps: 0,
         depth: 0,
+        dot_interface: false,
     };
     exec.walk_list(data, list)?;
     Ok(exec.out)
@@ -172,7 +175,10 @@ impl<'t> Exec<'t> {
         let value = self.eval_pipeline(dot, &control.pipe)?;
         let flow = if value.is_true() {
             if with {
-                self.walk_list(&value, &control.list)?
+                let outer = std::mem::replace(&mut self.dot_interface, false);
+                let flow = self.walk_list(&value, &control.list);
+                self.dot_interface = outer;
+                flow?
             } else {
                 self.walk_list(dot, &control.list)?
             }
@@ -246,9 +252,11 @@ impl<'t> Exec<'t> {
         {
             slot.1 = index;
         }
-        let flow = self.walk_list(&item, &control.list)?;
+        let outer = std::mem::replace(&mut self.dot_interface, true);
+        let flow = self.walk_list(&item, &control.list);
+        self.dot_interface = outer;
         self.vars.truncate(top);
-        Ok(flow)
+        flow
     }
 
     fn walk_template(
@@ -278,7 +286,9 @@ impl<'t> Exec<'t> {
         let vars = std::mem::replace(&mut self.vars, vec![("$", data.clone())]);
         let caller = std::mem::replace(&mut self.name, name);
         self.depth += 1;
+        let outer = std::mem::replace(&mut self.dot_interface, false);
         let result = self.walk_list(&data, list);
+        self.dot_interface = outer;
         self.depth -= 1;
         self.name = caller;
         self.vars = vars;
@@ -290,7 +300,11 @@ impl<'t> Exec<'t> {
         for command in &pipe.cmds {
             value = Some(self.eval_command(dot, command, value)?);
         }
-        let value = value.unwrap_or_default();
+        // Go unwraps the interface a pipeline's value is in: a nil in it is no value at all.
+        let value = match value {
+            Some(Value::Nil) | None => Value::Missing,
+            Some(value) => value,
+        };
         for name in &pipe.decl {
             if pipe.is_assign {
                 match self.vars.iter_mut().rev().find(|(var, _)| var == name) {
@@ -398,9 +412,11 @@ impl<'t> Exec<'t> {
     ) -> Run<Value> {
         let mut current = receiver;
         let last = names.len().saturating_sub(1);
+        let receiver_is_dot = matches!(node, Arg::Field { .. });
         for (at, name) in names.iter().enumerate() {
             let has_args = at == last && (args.len() > 1 || fin.is_some());
-            current = self.field(current, node, name, has_args, at > 0)?;
+            let interface = at > 0 || (receiver_is_dot && self.dot_interface);
+            current = self.field(current, node, name, has_args, interface)?;
         }
         Ok(current.clone())
     }

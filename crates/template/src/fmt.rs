@@ -521,7 +521,7 @@ fn format_string(out: &mut String, text: &str, verb: char, spec: &Spec, value: &
 fn can_backquote(text: &str) -> bool {
     !text
         .chars()
-        .any(|c| c == '`' || c == '\u{FEFF}' || (c.is_control() && c != '\t'))
+        .any(|c| c == '`' || (c != '\t' && !is_print(c)))
 }
 
 fn escape_into(out: &mut String, c: char, quote: char, ascii_only: bool) {
@@ -541,7 +541,7 @@ fn escape_into(out: &mut String, c: char, quote: char, ascii_only: bool) {
         c if (c as u32) < 0x20 || c == '\u{7f}' => {
             let _ = write!(out, "\\x{:02x}", c as u32);
         }
-        c if c.is_control() || (ascii_only && !c.is_ascii()) || c == '\u{FEFF}' => {
+        c if !is_print(c) || (ascii_only && !c.is_ascii()) => {
             if (c as u32) < 0x10000 {
                 let _ = write!(out, "\\u{:04x}", c as u32);
             } else {
@@ -550,6 +550,12 @@ fn escape_into(out: &mut String, c: char, quote: char, ascii_only: bool) {
         }
         c => out.push(c),
     }
+}
+
+/// Go's `strconv.IsPrint`, as near as the standard library allows: no control characters,
+/// no spaces but U+0020, no byte order mark.
+pub(crate) fn is_print(c: char) -> bool {
+    !(c.is_control() || (c.is_whitespace() && c != ' ') || c == '\u{FEFF}')
 }
 
 /// Go's `strconv.Quote` (`QuoteToASCII` when `ascii_only`).
