@@ -133,3 +133,73 @@ fn a_defined_template_runs_by_name() {
         "template: nope: \"nope\" is an incomplete or empty template"
     );
 }
+
+/// Templates stitched from the language's pieces at random (a fixed seed) end in an output or
+/// an error, never a panic.
+#[test]
+fn random_templates_fail_cleanly() {
+    const PIECES: [&str; 44] = [
+        "{{",
+        "}}",
+        "{{- ",
+        " -}}",
+        "-",
+        " ",
+        "(",
+        ")",
+        "|",
+        "$x",
+        "$",
+        ":=",
+        "=",
+        ".",
+        ".a",
+        "a",
+        "\"",
+        "\"s\"",
+        "'",
+        "'c'",
+        "`",
+        "/*",
+        "*/",
+        "if ",
+        "end",
+        "else",
+        "range ",
+        "with ",
+        "define \"d\"",
+        "template \"d\"",
+        "block \"b\" .",
+        "break",
+        "continue",
+        "1",
+        "1.5",
+        "é",
+        "\n",
+        "printf ",
+        "\"%d\" ",
+        "index ",
+        "nil",
+        ",",
+        "eq ",
+        "len ",
+    ];
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let data = Value::List(vec![Value::Int(1), Value::from("x")]);
+    for _ in 0..100_000 {
+        let length = 1 + next() % 12;
+        let text: String = (0..length)
+            .map(|_| PIECES[(next() % PIECES.len() as u64) as usize])
+            .collect();
+        let mut template = Template::new("t");
+        if template.parse(&text).is_ok() {
+            let _ = template.execute(&data);
+        }
+    }
+}

@@ -75,3 +75,24 @@ fn every_case_renders_as_go_does() {
         failures.join("\n")
     );
 }
+
+/// Every prefix of every case (cut templates: unclosed actions, strings, comments, parens)
+/// ends in an output or an error, never a panic.
+#[test]
+fn truncated_templates_fail_cleanly() {
+    let fixture = include_str!("fixtures/conformance.jsonl");
+    let data = Value::List(vec![Value::Int(1), Value::from("x")]);
+    let mut runs = 0;
+    for line in fixture.lines().filter(|line| line.starts_with('{')) {
+        let case: Case = serde_json::from_str(line).unwrap();
+        for (cut, _) in case.template.char_indices() {
+            let prefix = Case {
+                template: case.template[..cut].to_string(),
+                ..serde_json::from_str(line).unwrap()
+            };
+            let _ = run(&prefix, &data);
+            runs += 1;
+        }
+    }
+    assert!(runs > 1000, "only {runs} prefixes run");
+}
