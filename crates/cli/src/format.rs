@@ -223,7 +223,7 @@ pub fn format_data(
         (false, false) => {
             let value = serde_json::to_value(data)
                 .map_err(|error| format!("Error formatting the data: {error}"))?;
-            gotmpl::template(template, gotmpl::value_from_json(&value))
+            drover_template::render("", template, &drover_template::Value::from_json(&value))
                 .map_err(|error| format!("Error formatting the data: {error}"))
         }
         (false, true) => Err("no formatting option given".to_owned()),

@@ -1042,7 +1042,7 @@ fn formatted(io: &mut Io<'_>, json: bool, template: &str, data: &impl serde::Ser
     let rendered = serde_json::to_value(data)
         .map_err(|error| error.to_string())
         .and_then(|value| {
-            gotmpl::template(template, gotmpl::value_from_json(&value))
+            drover_template::render("", template, &drover_template::Value::from_json(&value))
                 .map_err(|error| error.to_string())
         });
     match rendered {

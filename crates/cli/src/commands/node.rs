@@ -298,7 +298,7 @@ async fn node_meta_read(arguments: NodeMetaReadArgs, io: &mut Io<'_>) -> i32 {
         let rendered = serde_json::to_value(&meta)
             .map_err(|error| error.to_string())
             .and_then(|value| {
-                gotmpl::template(&template, gotmpl::value_from_json(&value))
+                drover_template::render("", &template, &drover_template::Value::from_json(&value))
                     .map_err(|error| error.to_string())
             });
         return match rendered {

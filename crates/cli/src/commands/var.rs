@@ -318,7 +318,8 @@ fn check_out(
 /// runs on the API structs, whose fields are the JSON's names).
 fn go_template(template: &str, data: &impl serde::Serialize) -> Result<String, String> {
     let json = serde_json::to_value(data).map_err(|error| error.to_string())?;
-    gotmpl::template(template, gotmpl::value_from_json(&json)).map_err(|error| error.to_string())
+    drover_template::render("", template, &drover_template::Value::from_json(&json))
+        .map_err(|error| error.to_string())
 }
 
 /// Nomad's `renderSVAsUiTable`.

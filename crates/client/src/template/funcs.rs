@@ -21,11 +21,11 @@
 //! **Not** here: data sources drover lacks: Consul's and Vault's functions are refused by name.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use base64::Engine as _;
-use gotmpl::{Func, FuncError, Value};
+use drover_template::{Func, FuncError, Value};
 use md5::Digest as _;
 
 /// What `env` and `file` see during one render.
@@ -193,7 +193,7 @@ pub const CONSUL_FUNCTIONS: [&str; 9] = [
 pub const VAULT_FUNCTIONS: [&str; 2] = ["secret", "secrets"];
 
 fn generic(message: impl Into<String>) -> FuncError {
-    FuncError::Generic(message.into())
+    FuncError::new(message)
 }
 
 fn variable_path_argument(name: &str, args: &[Value]) -> Result<String, FuncError> {
@@ -228,7 +228,7 @@ fn nomad_var(args: &[Value]) -> Result<Value, FuncError> {
             .unwrap_or_default()
             .into_iter()
             .map(|(key, value)| (key, Value::String(value)))
-            .collect::<HashMap<_, _>>(),
+            .collect::<BTreeMap<_, _>>(),
     ))
 }
 
@@ -252,7 +252,7 @@ fn nomad_var_list(args: &[Value]) -> Result<Value, FuncError> {
     with_variables(|cache| {
         cache.used = true;
         match cache.lists.get(&prefix) {
-            Some(listed) => Value::Array(
+            Some(listed) => Value::List(
                 listed
                     .iter()
                     .map(|meta| json_to_value(&serde_json::to_value(meta).unwrap_or_default()))
@@ -260,7 +260,7 @@ fn nomad_var_list(args: &[Value]) -> Result<Value, FuncError> {
             ),
             None => {
                 cache.wanted_lists.insert(prefix.clone());
-                Value::Array(Vec::new())
+                Value::List(Vec::new())
             }
         }
     })
@@ -317,14 +317,14 @@ fn nomad_service(args: &[Value]) -> Result<Value, FuncError> {
         cache.used = true;
         let Some(found) = cache.services.get(&query) else {
             cache.wanted_services.insert(query.clone());
-            return Value::Array(Vec::new());
+            return Value::List(Vec::new());
         };
         let mut services: Vec<&drover_structs::ServiceRegistration> = found
             .iter()
             .filter(|service| tag.as_ref().is_none_or(|tag| service.tags.contains(tag)))
             .collect();
         services.sort_by(|one, two| one.service_name.cmp(&two.service_name));
-        Value::Array(
+        Value::List(
             services
                 .into_iter()
                 .map(|service| {
@@ -385,7 +385,7 @@ fn nomad_services(args: &[Value]) -> Result<Value, FuncError> {
         cache.used = true;
         let Some(listed) = cache.service_lists.get(&namespace) else {
             cache.wanted_service_lists.insert(namespace.clone());
-            return Value::Array(Vec::new());
+            return Value::List(Vec::new());
         };
         let mut snippets: Vec<serde_json::Value> = listed
             .iter()
@@ -402,7 +402,7 @@ fn nomad_services(args: &[Value]) -> Result<Value, FuncError> {
             })
             .collect();
         snippets.sort_by(|one, two| one["Name"].as_str().cmp(&two["Name"].as_str()));
-        Value::Array(snippets.iter().map(json_to_value).collect())
+        Value::List(snippets.iter().map(json_to_value).collect())
     })
     .ok_or_else(|| generic("nomadServices: no services in this render"))
 }
@@ -420,14 +420,19 @@ fn needs_vault(_: &[Value]) -> Result<Value, FuncError> {
 }
 
 fn exactly<'a, const N: usize>(name: &str, args: &'a [Value]) -> Result<&'a [Value; N], FuncError> {
-    <&[Value; N]>::try_from(args).map_err(|_| FuncError::ExactlyXArgs(name.to_string(), N))
+    <&[Value; N]>::try_from(args).map_err(|_| {
+        generic(format!(
+            "wrong number of args for {name}: want {N} got {}",
+            args.len()
+        ))
+    })
 }
 
 /// A value as text, as Go's `fmt` prints it for strings and numbers.
 fn text(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
-        Value::NoValue | Value::Nil => String::new(),
+        Value::Missing | Value::Nil => String::new(),
         other => other.to_string(),
     }
 }
@@ -435,7 +440,8 @@ fn text(value: &Value) -> String {
 fn string_arg(name: &str, value: &Value) -> Result<String, FuncError> {
     match value {
         Value::String(text) => Ok(text.clone()),
-        Value::Number(number) => Ok(number.to_string()),
+        Value::Int(number) => Ok(number.to_string()),
+        Value::Float(number) => Ok(Value::Float(*number).to_string()),
         Value::Bool(flag) => Ok(flag.to_string()),
         other => Err(generic(format!("{name}: expected a string, got {other}"))),
     }
@@ -443,10 +449,8 @@ fn string_arg(name: &str, value: &Value) -> Result<String, FuncError> {
 
 fn int_arg(name: &str, value: &Value) -> Result<i64, FuncError> {
     match value {
-        Value::Number(number) => number
-            .as_i64()
-            .or_else(|| number.as_f64().map(|float| float as i64))
-            .ok_or_else(|| generic(format!("{name}: {number} is not an integer"))),
+        Value::Int(number) => Ok(*number),
+        Value::Float(number) => Ok(*number as i64),
         Value::String(text) => text
             .trim()
             .parse()
@@ -528,37 +532,24 @@ fn base64_url_decode(args: &[Value]) -> Result<Value, FuncError> {
 /// A template value as JSON (maps with sorted keys, as Go's encoder writes them).
 pub fn value_to_json(value: &Value) -> serde_json::Value {
     match value {
-        Value::NoValue | Value::Nil | Value::Function(_) => serde_json::Value::Null,
+        Value::Missing | Value::Nil => serde_json::Value::Null,
         Value::Bool(flag) => serde_json::Value::Bool(*flag),
         Value::String(text) => serde_json::Value::String(text.clone()),
-        Value::Number(number) => {
-            if let Some(integer) = number.as_i64() {
-                serde_json::Value::from(integer)
-            } else if let Some(unsigned) = number.as_u64() {
-                serde_json::Value::from(unsigned)
-            } else {
-                number
-                    .as_f64()
-                    .and_then(serde_json::Number::from_f64)
-                    .map_or(serde_json::Value::Null, serde_json::Value::Number)
-            }
-        }
-        Value::Array(items) => serde_json::Value::Array(items.iter().map(value_to_json).collect()),
-        Value::Object(map) | Value::Map(map) => {
-            let sorted: BTreeMap<&String, &Value> = map.iter().collect();
-            serde_json::Value::Object(
-                sorted
-                    .into_iter()
-                    .map(|(key, value)| (key.clone(), value_to_json(value)))
-                    .collect(),
-            )
-        }
+        Value::Int(number) => serde_json::Value::from(*number),
+        Value::Float(number) => serde_json::Number::from_f64(*number)
+            .map_or(serde_json::Value::Null, serde_json::Value::Number),
+        Value::List(items) => serde_json::Value::Array(items.iter().map(value_to_json).collect()),
+        Value::Map(map) => serde_json::Value::Object(
+            map.iter()
+                .map(|(key, value)| (key.clone(), value_to_json(value)))
+                .collect(),
+        ),
     }
 }
 
 /// JSON as a template value.
 pub fn json_to_value(json: &serde_json::Value) -> Value {
-    gotmpl::value_from_json(json)
+    Value::from_json(json)
 }
 
 fn to_json(args: &[Value]) -> Result<Value, FuncError> {
@@ -647,7 +638,7 @@ fn parse_json(args: &[Value]) -> Result<Value, FuncError> {
     let [input] = exactly::<1>("parseJSON", args)?;
     let input = text(input);
     if input.trim().is_empty() {
-        return Ok(Value::Map(HashMap::new()));
+        return Ok(Value::Map(BTreeMap::new()));
     }
     serde_json::from_str::<serde_json::Value>(&input)
         .map(|json| json_to_value(&json))
@@ -688,7 +679,7 @@ fn split(args: &[Value]) -> Result<Value, FuncError> {
     let [separator, input] = exactly::<2>("split", args)?;
     let input = text(input);
     if input.is_empty() {
-        return Ok(Value::Array(Vec::new()));
+        return Ok(Value::List(Vec::new()));
     }
     let separator = text(separator);
     let parts: Vec<Value> = if separator.is_empty() {
@@ -702,12 +693,12 @@ fn split(args: &[Value]) -> Result<Value, FuncError> {
             .map(|part| Value::String(part.to_string()))
             .collect()
     };
-    Ok(Value::Array(parts))
+    Ok(Value::List(parts))
 }
 
 fn join(args: &[Value]) -> Result<Value, FuncError> {
     let [separator, list] = exactly::<2>("join", args)?;
-    let Value::Array(items) = list else {
+    let Value::List(items) = list else {
         return Err(generic(format!("join: expected a list, got {list}")));
     };
     let items: Vec<String> = items.iter().map(text).collect();
@@ -781,9 +772,13 @@ fn to_title(args: &[Value]) -> Result<Value, FuncError> {
 /// consul-template's `in`: `list` (a list or a string) holds `needle`.
 fn holds(list: &Value, needle: &Value) -> bool {
     match list {
-        Value::Array(items) => items.iter().any(|item| match (item, needle) {
+        Value::List(items) => items.iter().any(|item| match (item, needle) {
             (Value::String(left), Value::String(right)) => left == right,
-            (Value::Number(left), Value::Number(right)) => left == right,
+            (Value::Int(left), Value::Int(right)) => left == right,
+            (Value::Float(left), Value::Float(right)) => left == right,
+            (Value::Int(left), Value::Float(right)) | (Value::Float(right), Value::Int(left)) => {
+                *left as f64 == *right
+            }
             _ => false,
         }),
         Value::String(haystack) => match needle {
@@ -801,7 +796,7 @@ fn contains(args: &[Value]) -> Result<Value, FuncError> {
 
 fn needles<'a>(name: &str, value: &'a Value) -> Result<&'a [Value], FuncError> {
     match value {
-        Value::Array(items) => Ok(items),
+        Value::List(items) => Ok(items),
         other => Err(generic(format!("{name}: expected a list, got {other}"))),
     }
 }
@@ -873,7 +868,7 @@ fn loop_range(args: &[Value]) -> Result<Value, FuncError> {
             "loop: {count} iterations exceed the limit of 1000000"
         )));
     }
-    Ok(Value::Array((start..stop).map(Value::from).collect()))
+    Ok(Value::List((start..stop).map(Value::from).collect()))
 }
 
 enum Operand {
@@ -883,15 +878,8 @@ enum Operand {
 
 fn operand(name: &str, value: &Value) -> Result<Operand, FuncError> {
     match value {
-        Value::Number(number) => {
-            if let Some(integer) = number.as_i64() {
-                Ok(Operand::Integer(integer))
-            } else if let Some(float) = number.as_f64() {
-                Ok(Operand::Float(float))
-            } else {
-                Err(generic(format!("{name}: {number} is out of range")))
-            }
-        }
+        Value::Int(number) => Ok(Operand::Integer(*number)),
+        Value::Float(number) => Ok(Operand::Float(*number)),
         other => Err(generic(format!("{name}: expected a number, got {other}"))),
     }
 }
@@ -1003,15 +991,13 @@ fn sprig_repeat(args: &[Value]) -> Result<Value, FuncError> {
 
 fn is_empty(value: &Value) -> bool {
     match value {
-        Value::NoValue | Value::Nil => true,
+        Value::Missing | Value::Nil => true,
         Value::String(text) => text.is_empty(),
-        Value::Array(items) => items.is_empty(),
-        Value::Map(map) | Value::Object(map) => map.is_empty(),
+        Value::List(items) => items.is_empty(),
+        Value::Map(map) => map.is_empty(),
         Value::Bool(flag) => !flag,
-        Value::Number(number) => number
-            .as_f64()
-            .map_or_else(|| number.as_i64() == Some(0), |f| f == 0.0),
-        Value::Function(_) => false,
+        Value::Int(number) => *number == 0,
+        Value::Float(number) => *number == 0.0,
     }
 }
 
@@ -1020,7 +1006,9 @@ fn sprig_default(args: &[Value]) -> Result<Value, FuncError> {
         [fallback] => Ok(fallback.clone()),
         [fallback, given] if is_empty(given) => Ok(fallback.clone()),
         [_, given] => Ok(given.clone()),
-        _ => Err(FuncError::AtLeastXArgs("sprig_default".to_string(), 1)),
+        _ => Err(generic(
+            "wrong number of args for sprig_default: want at least 1 got 0",
+        )),
     }
 }
 
@@ -1075,5 +1063,5 @@ fn sprig_has_suffix(args: &[Value]) -> Result<Value, FuncError> {
 }
 
 fn sprig_list(args: &[Value]) -> Result<Value, FuncError> {
-    Ok(Value::Array(args.to_vec()))
+    Ok(Value::List(args.to_vec()))
 }

@@ -1,4 +1,4 @@
-//! Task templates: rendering one template (Go `text/template` through the `gotmpl` engine with
+//! Task templates: rendering one template (Go `text/template` through the `drover-template` engine with
 //! consul-template's functions, [`funcs`]), the files it reads and writes beneath the task dir
 //! ([`beneath`]), and the `env = true` file format ([`parse_env_file`]).
 //!
@@ -9,7 +9,6 @@ pub mod beneath;
 pub mod funcs;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 
 pub use funcs::RenderScope;
 
@@ -47,75 +46,30 @@ fn position_suffix(line: Option<usize>, column: Option<usize>) -> String {
     }
 }
 
-/// A `Vec` that refuses to grow past [`MAX_OUTPUT_BYTES`].
-struct BoundedOutput(Vec<u8>);
-
-impl Write for BoundedOutput {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        if self.0.len().saturating_add(bytes.len()) > MAX_OUTPUT_BYTES {
-            return Err(std::io::Error::other(format!(
-                "output exceeds {MAX_OUTPUT_BYTES} bytes"
-            )));
-        }
-        self.0.extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Renders `template` with the functions of [`funcs`] and `scope` for `env` and `file`; returns
 /// the output and the scope (which records the files read).
 pub fn render(
     template: TemplateText<'_>,
     scope: RenderScope,
 ) -> (Result<String, RenderError>, RenderScope) {
-    let fail = |line: Option<usize>, column: Option<usize>, message: String| RenderError {
+    let fail = |error: drover_template::Error| RenderError {
         destination: template.destination.to_string(),
-        line,
-        column,
-        message,
+        line: error.line,
+        column: error.column,
+        message: error.message,
     };
-    let mut engine = gotmpl::Template::with_name(template.destination);
-    engine.add_funcs(&funcs::all());
-    engine.delims(template.left_delimiter, template.right_delimiter);
+    let mut engine = drover_template::Template::new(template.destination);
+    engine
+        .funcs(&funcs::all())
+        .delims(template.left_delimiter, template.right_delimiter);
     engine.missing_key_error = template.error_on_missing_key;
+    engine.max_output = MAX_OUTPUT_BYTES;
     if let Err(error) = engine.parse(template.text) {
-        let (line, column, message) = match &error {
-            gotmpl::error::ParseError::WithContext(context, message) => {
-                (Some(context.line), Some(context.column), message.clone())
-            }
-            other => (None, None, other.to_string()),
-        };
-        return (Err(fail(line, column, message)), scope);
+        return (Err(fail(error)), scope);
     }
-    with_scope_render(&engine, scope, fail, template.text)
-}
-
-fn with_scope_render(
-    engine: &gotmpl::Template,
-    scope: RenderScope,
-    fail: impl Fn(Option<usize>, Option<usize>, String) -> RenderError,
-    text: &str,
-) -> (Result<String, RenderError>, RenderScope) {
-    let (result, scope) = funcs::with_scope(scope, || {
-        let mut output = BoundedOutput(Vec::new());
-        engine
-            .execute(&mut output, &gotmpl::Context::empty())
-            .map(|()| output.0)
-            .map_err(|error| (error.position(), error.innermost().to_string()))
-    });
-    let rendered = match result {
-        Ok(bytes) => String::from_utf8(bytes)
-            .map_err(|_| fail(None, None, "output is not UTF-8".to_string())),
-        Err((position, message)) => Err(fail(
-            position.map(|pos| gotmpl::line_of(text, pos)),
-            position.map(|pos| gotmpl::column_of(text, pos)),
-            message,
-        )),
-    };
-    (rendered, scope)
+    let (result, scope) =
+        funcs::with_scope(scope, || engine.execute(&drover_template::Value::Missing));
+    (result.map_err(fail), scope)
 }
 
 /// Parses a rendered `env = true` file: `KEY=VALUE` lines, blank lines and `#` comments
