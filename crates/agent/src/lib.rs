@@ -542,6 +542,11 @@ async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> a
     if let Some(auth) = task_api_auth {
         task_api.set_app(app.clone(), auth);
     }
+    // The web UI's files (`/`, `/ui/…`) around everything: public, never forwarded.
+    let app = app.layer(axum::middleware::from_fn_with_state(
+        config.ui.clone(),
+        drover_ui::serve,
+    ));
 
     let shutdown = CancellationToken::new();
     let collector = metrics::Collector {
