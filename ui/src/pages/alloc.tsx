@@ -13,7 +13,7 @@ interface Allocation {
   ClientStatus: string; ClientDescription?: string; DesiredStatus: string; DesiredDescription?: string;
   CreateTime: number; ModifyTime: number; EvalID: string; JobVersion?: number;
   TaskStates?: Record<string, TaskState>;
-  Job?: { TaskGroups: { Name: string; Tasks: { Name: string; Driver: string; Lifecycle?: { Hook: string } | null }[] }[] };
+  Job?: { Version?: number; TaskGroups: { Name: string; Tasks: { Name: string; Driver: string; Lifecycle?: { Hook: string } | null }[] }[] };
   AllocatedResources?: { Tasks?: Record<string, { Cpu?: { CpuShares: number }; Memory?: { MemoryMB: number } }>; Shared?: { Ports?: { Label: string; Value: number; HostIP: string }[] } };
 }
 
@@ -38,7 +38,7 @@ export function AllocPage({ id, loc }: { id: string; loc: Location }) {
         <>
           <dl class="facts">
             <dt>Name</dt><dd>{a.Name}</dd>
-            <dt>Job</dt><dd><Link to={jobPath(a.JobID, a.Namespace)}>{a.JobID}</Link> (version {a.JobVersion ?? '?'})</dd>
+            <dt>Job</dt><dd><Link to={jobPath(a.JobID, a.Namespace)}>{a.JobID}</Link> (version {a.Job?.Version ?? a.JobVersion ?? '?'})</dd>
             <dt>Client</dt><dd><Link to={`clients/${a.NodeID}`}>{a.NodeName || shortId(a.NodeID)}</Link></dd>
             <dt>Desired</dt><dd>{a.DesiredStatus}{a.DesiredDescription ? ` (${a.DesiredDescription})` : ''}</dd>
             <dt>Created</dt><dd><Ago ns={a.CreateTime} /></dd>

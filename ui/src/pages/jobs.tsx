@@ -2,7 +2,7 @@
 // next_token, so 10 000 jobs cost one page), filtered by namespace and by a search on the
 // job's ID or name (a server-side filter expression).
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { qs, useLive } from '../api';
+import { ApiError, getToken, qs, request, useLive } from '../api';
 import { Link, jobPath, navigate, type Location } from '../router';
 import { ErrorBox, Loading, Status, SummaryBar, sumSummaries, type GroupSummary } from '../widgets';
 
@@ -80,7 +80,7 @@ export function JobsPage({ loc }: { loc: Location }) {
       <ErrorBox error={live.error} />
       {!live.data && !live.error ? <Loading what="jobs" /> : null}
       {live.data ? (
-        <JobsTable jobs={live.data} />
+        live.data.length === 0 && !search ? <NoJobs /> : <JobsTable jobs={live.data} />
       ) : null}
       <div class="pager">
         <button disabled={prev.length === 0 && !token} onClick={() => {
@@ -93,6 +93,20 @@ export function JobsPage({ loc }: { loc: Location }) {
       </div>
     </div>
   );
+}
+
+/** An empty list: with ACLs on and no token, the list is empty because nothing may be seen. */
+function NoJobs() {
+  const [aclsOn, setAclsOn] = useState(false);
+  useEffect(() => {
+    if (getToken()) return;
+    // Without a token this answers 403 or 404 when ACLs are on, 400 (ACL support disabled) when off.
+    request('v1/acl/token/self').catch((e) => setAclsOn(e instanceof ApiError && (e.status === 403 || e.status === 404)));
+  }, []);
+  if (aclsOn) {
+    return <ErrorBox error={new ApiError(403, 'ACLs are on and no token is set, so no job may be seen')} />;
+  }
+  return <p class="empty">No jobs yet. <Link to="jobs/run">Run one</Link>.</p>;
 }
 
 export function JobsTable({ jobs }: { jobs: JobStub[] }) {
