@@ -64,6 +64,9 @@ export interface Live<T> {
   nextToken?: string;
 }
 
+/** How often an endpoint that cannot block is read again. */
+const POLL_MS = 5000;
+
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
     const timer = setTimeout(resolve, ms);
@@ -93,11 +96,19 @@ export function useLive<T>(path: string | null): Live<T> {
         try {
           const sep = path.includes('?') ? '&' : '?';
           const target = index > 0 ? `${path}${sep}index=${index}&wait=300s` : path;
+          const asked = Date.now();
           const { data, index: next, nextToken } = await getJSON<T>(target, signal);
           if (signal.aborted) return;
           if (next !== index || index === 0) setState({ data, index: next, nextToken });
+          if (next === 0) {
+            // An endpoint without blocking queries (no X-Nomad-Index): polled instead.
+            await sleep(POLL_MS, signal);
+            continue;
+          }
+          // An answer at once with nothing new would be a busy loop: pause.
+          if (next === index && Date.now() - asked < 1000) await sleep(1000, signal);
           // An index that went backwards (a restored server) starts over.
-          index = next < index ? 0 : Math.max(next, 1);
+          index = next < index ? 0 : next;
         } catch (error) {
           if (signal.aborted) return;
           setState((s) => ({ ...s, error: error as Error }));

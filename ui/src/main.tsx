@@ -13,11 +13,12 @@ import { RunPage } from './pages/run';
 import { AllocPage } from './pages/alloc';
 import { TokensPage } from './pages/tokens';
 import { ClientsPage, ClientPage, ServersPage, TopologyPage } from './pages/cluster';
-import { EvaluationsPage, VariablesPage, VariablePage, ServicesPage } from './pages/more';
+import { EvaluationsPage, NamespacesPage, NodePoolsPage, VariablesPage, VariablePage, ServicesPage } from './pages/more';
 
 const NAV: [string, string][] = [
   ['jobs', 'Jobs'], ['clients', 'Clients'], ['servers', 'Servers'], ['topology', 'Topology'],
   ['evaluations', 'Evaluations'], ['variables', 'Variables'], ['services', 'Services'],
+  ['namespaces', 'Namespaces'], ['node-pools', 'Node pools'],
 ];
 
 function useSignedIn(): boolean {
@@ -45,6 +46,8 @@ function Page() {
     case 'evaluations': return <EvaluationsPage />;
     case 'variables': return id ? <VariablePage path={parts.slice(1).join('/')} loc={loc} /> : <VariablesPage loc={loc} />;
     case 'services': return <ServicesPage />;
+    case 'namespaces': return <NamespacesPage />;
+    case 'node-pools': return <NodePoolsPage />;
     case 'settings': return <TokensPage />;
     default: return <NotFound />;
   }

@@ -196,6 +196,17 @@ test('every page shows the live cluster: clients, servers, topology, evaluations
   await page.click('#make-eligible');
   await page.waitForSelector('#make-ineligible');
 
+  // An allocation's resource charts fill from the stats endpoint.
+  const [alloc] = await agent.api('GET', '/v1/job/seed/allocations');
+  await page.goto(`${agent.address}/ui/allocations/${alloc.ID}`);
+  await page.waitForFunction(() => document.querySelectorAll('#memory-chart polyline')[0]?.getAttribute('points')?.split(' ').length >= 2, { polling: 200 });
+  assert.match(await textOf(page, '#memory-chart figcaption'), /^Memory [\d.]+ (B|KiB|MiB) \/ 32 MiB$/);
+
+  await page.goto(agent.address + '/ui/namespaces');
+  await page.waitForFunction(() => document.querySelector('#namespaces-table')?.innerText.includes('default'), { polling: 100 });
+  await page.goto(agent.address + '/ui/node-pools');
+  await page.waitForFunction(() => document.querySelector('#node-pools-table')?.innerText.includes('default'), { polling: 100 });
+
   await page.goto(agent.address + '/ui/servers');
   await page.waitForFunction(() => document.querySelector('#servers-table')?.innerText.includes('alive'), { polling: 100 });
 

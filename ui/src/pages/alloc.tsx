@@ -5,6 +5,7 @@ import { apiRoot, getToken, qs, request, send, useLive } from '../api';
 import { Link, jobPath, navigate, type Location } from '../router';
 import { ActionButton } from '../confirm';
 import { Ago, ErrorBox, Loading, Section, Status, Tabs, bytes, shortId } from '../widgets';
+import { Checks, ResourceCharts } from './alloc-stats';
 
 interface TaskEvent { Type: string; Time: number; DisplayMessage?: string; Details?: Record<string, string> }
 interface TaskState { State: string; Failed: boolean; Restarts: number; StartedAt?: string; FinishedAt?: string; Events?: TaskEvent[] }
@@ -79,8 +80,13 @@ function AllocActions({ alloc, tasks }: { alloc: Allocation; tasks: string[] }) 
 }
 
 function Tasks({ alloc, tasks }: { alloc: Allocation; tasks: string[] }) {
+  const all = Object.values(alloc.AllocatedResources?.Tasks ?? {});
+  const cpu = all.reduce((n, t) => n + (t.Cpu?.CpuShares ?? 0), 0);
+  const memory = all.reduce((n, t) => n + (t.Memory?.MemoryMB ?? 0), 0);
   return (
     <>
+      <ResourceCharts allocId={alloc.ID} cpuMhz={cpu} memoryMb={memory} running={alloc.ClientStatus === 'running'} />
+      <Checks allocId={alloc.ID} />
       {tasks.map((name) => {
         const state = alloc.TaskStates?.[name];
         const events = [...(state?.Events ?? [])].reverse();

@@ -144,3 +144,39 @@ function Instances({ name, namespace }: { name: string; namespace: string }) {
     </table>
   );
 }
+
+export function NamespacesPage() {
+  const live = useLive<{ Name: string; Description?: string }[]>('v1/namespaces');
+  return (
+    <div>
+      <div class="page-head"><h1>Namespaces</h1></div>
+      <ErrorBox error={live.error} />
+      {live.data ? (
+        <table class="list" id="namespaces-table">
+          <thead><tr><th>Name</th><th>Description</th><th></th></tr></thead>
+          <tbody>{live.data.map((n) => (
+            <tr><td>{n.Name}</td><td>{n.Description ?? ''}</td><td><Link to={'jobs' + qs({ namespace: n.Name })}>Jobs</Link></td></tr>
+          ))}</tbody>
+        </table>
+      ) : !live.error ? <Loading /> : null}
+    </div>
+  );
+}
+
+export function NodePoolsPage() {
+  const live = useLive<{ Name: string; Description?: string; Meta?: Record<string, string> | null }[]>('v1/node/pools');
+  return (
+    <div>
+      <div class="page-head"><h1>Node pools</h1></div>
+      <ErrorBox error={live.error} />
+      {live.data ? (
+        <table class="list" id="node-pools-table">
+          <thead><tr><th>Name</th><th>Description</th><th>Meta</th></tr></thead>
+          <tbody>{live.data.map((p) => (
+            <tr><td>{p.Name}</td><td>{p.Description ?? ''}</td><td class="mono">{Object.entries(p.Meta ?? {}).map(([k, v]) => `${k}=${v}`).join(', ')}</td></tr>
+          ))}</tbody>
+        </table>
+      ) : !live.error ? <Loading /> : null}
+    </div>
+  );
+}
