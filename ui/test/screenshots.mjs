@@ -26,11 +26,17 @@ try {
   const alloc = allocs[0].ID;
   await shot('/ui/jobs', 'jobs.png', '#jobs-table');
   await shot('/ui/jobs/web', 'job.png', 'table.allocs');
-  await shot(`/ui/allocations/${alloc}?tab=logs`, 'logs.png', '#log-output');
+  // The example's server logs its requests (the health checks) on stderr.
+  await page.goto(`${agent.address}/ui/allocations/${alloc}?tab=logs`);
+  await page.waitForSelector('#stderr');
+  await page.click('#stderr');
+  await page.waitForFunction(() => (document.querySelector('#log-output')?.textContent ?? '').includes('GET /'), { timeout: 30000 });
+  await page.screenshot({ path: resolve(out, 'logs.png') });
   await page.goto(`${agent.address}/ui/allocations/${alloc}?tab=exec`);
   await page.waitForSelector('#exec-open:not([disabled])');
   await page.click('#exec-open');
   await page.waitForFunction(() => document.querySelector('#exec-status')?.textContent === 'connected');
+  await page.waitForFunction(() => (document.querySelector('.xterm-rows')?.textContent ?? '').includes('#'));
   await page.keyboard.type('ls -la $NOMAD_TASK_DIR; echo hi\n');
   await new Promise((r) => setTimeout(r, 1500));
   await page.screenshot({ path: resolve(out, 'exec.png') });
