@@ -309,3 +309,85 @@ test('behind a reverse proxy under /nomad/ the UI, its API calls and the exec te
   await page.waitForSelector('#exec-open');
   assert.deepEqual(direct, [], 'requests that bypassed the proxy');
 });
+
+test('job actions: scale a group, revert a version, force a periodic launch, dispatch a parameterized job', async (t) => {
+  if (missingBrowser(t)) return;
+  const agent = await startAgent();
+  t.after(() => agent.stop());
+  await agent.runHcl(SEED);
+  await agent.runHcl(SEED.replace('args    = ["3600"]', 'args    = ["3601"]'));
+  await agent.runHcl(`job "nightly" {
+  type = "batch"
+
+  periodic {
+    crons            = ["0 3 * * *"]
+    prohibit_overlap = true
+  }
+
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+
+      config {
+        command = "/bin/true"
+      }
+    }
+  }
+}
+`);
+  await agent.runHcl(`job "resize" {
+  type = "batch"
+
+  parameterized {
+    payload       = "optional"
+    meta_required = ["size"]
+  }
+
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+
+      config {
+        command = "/bin/true"
+      }
+    }
+  }
+}
+`);
+  const browser = await launchBrowser();
+  t.after(() => browser.close());
+  const page = await newPage(browser, t);
+
+  // Scale: + on the group's row raises its count, seen live in the table.
+  await page.goto(agent.address + '/ui/jobs/seed');
+  await page.waitForSelector('tr[data-group="web"] .scale button');
+  await clickText(page, 'tr[data-group="web"] .scale button', '+');
+  await waitFor('the count to be 2', async () => (await agent.api('GET', '/v1/job/seed')).TaskGroups[0].Count === 2);
+  await page.waitForFunction(() => document.querySelector('tr[data-group="web"]')?.children[1]?.textContent === '2', { polling: 100 });
+
+  // Revert to version 0 from the versions tab.
+  await clickText(page, '.tabs a', 'Versions');
+  await page.waitForSelector('li[data-version="0"] button');
+  await clickText(page, 'li[data-version="0"] button', 'Revert');
+  await clickText(page, 'li[data-version="0"] button', 'Revert to 0?');
+  await waitFor('the revert', async () => {
+    const job = await agent.api('GET', '/v1/job/seed');
+    return job.Version > 2 && job.TaskGroups[0].Tasks[0].Config.args[0] === '3600';
+  });
+
+  // A periodic job's forced launch makes a child job.
+  await page.goto(agent.address + '/ui/jobs/nightly');
+  await page.click('#force-launch');
+  await waitFor('a periodic child', async () => (await agent.api('GET', '/v1/jobs?prefix=nightly/periodic-')).length === 1);
+
+  // Dispatch with meta, landing on the dispatched job's page.
+  await page.goto(agent.address + '/ui/jobs/resize');
+  await clickText(page, '.actions button', 'Dispatch…');
+  await page.waitForSelector('.panel textarea');
+  await setValue(page, '.panel textarea', 'size=large');
+  await clickText(page, '.panel button', 'Dispatch');
+  await page.waitForFunction(() => decodeURIComponent(location.pathname).includes('/ui/jobs/resize/dispatch-'), { polling: 100 });
+  const children = await agent.api('GET', '/v1/jobs?prefix=resize/dispatch-');
+  assert.equal(children.length, 1);
+  assert.equal((await agent.api('GET', `/v1/job/${encodeURIComponent(children[0].ID)}`)).Meta.size, 'large');
+});
