@@ -358,12 +358,15 @@ test('job actions: scale a group, revert a version, force a periodic launch, dis
   t.after(() => browser.close());
   const page = await newPage(browser, t);
 
-  // Scale: + on the group's row raises its count, seen live in the table.
-  await page.goto(agent.address + '/ui/jobs/seed');
+  // Scale: + on the group's row raises its count, seen live in the table. (A batch job: a
+  // service job's first deployment blocks scaling until it is done, which the UI shows.)
+  await agent.runHcl(job('scaler').replace('type = "service"', 'type = "batch"'));
+  await page.goto(agent.address + '/ui/jobs/scaler');
   await page.waitForSelector('tr[data-group="web"] .scale button');
   await clickText(page, 'tr[data-group="web"] .scale button', '+');
-  await waitFor('the count to be 2', async () => (await agent.api('GET', '/v1/job/seed')).TaskGroups[0].Count === 2);
+  await waitFor('the count to be 2', async () => (await agent.api('GET', '/v1/job/scaler')).TaskGroups[0].Count === 2);
   await page.waitForFunction(() => document.querySelector('tr[data-group="web"]')?.children[1]?.textContent === '2', { polling: 100 });
+  await page.goto(agent.address + '/ui/jobs/seed');
 
   // Revert to version 0 from the versions tab.
   await clickText(page, '.tabs a', 'Versions');
@@ -372,7 +375,7 @@ test('job actions: scale a group, revert a version, force a periodic launch, dis
   await clickText(page, 'li[data-version="0"] button', 'Revert to 0?');
   await waitFor('the revert', async () => {
     const job = await agent.api('GET', '/v1/job/seed');
-    return job.Version > 2 && job.TaskGroups[0].Tasks[0].Config.args[0] === '3600';
+    return job.Version === 2 && job.TaskGroups[0].Tasks[0].Config.args[0] === '3600';
   });
 
   // A periodic job's forced launch makes a child job.
