@@ -42,7 +42,7 @@ export async function freePort() {
   });
 }
 
-export async function waitFor(what, check, timeoutMs = 30000) {
+export async function waitFor(what, check, timeoutMs = 60000) {
   const deadline = Date.now() + timeoutMs;
   let last;
   while (Date.now() < deadline) {
@@ -162,7 +162,7 @@ export async function textOf(page, selector) {
 }
 
 /** Waits until the page's body text contains `text`. */
-export async function waitForText(page, text, timeout = 30000) {
+export async function waitForText(page, text, timeout = 60000) {
   await page.waitForFunction((t) => document.body && document.body.innerText.includes(t), { timeout, polling: 100 }, text);
 }
 

@@ -63,7 +63,7 @@ async function newPage(browser, t) {
   const errors = [];
   page.on('pageerror', (error) => errors.push(error.message));
   t.after(() => assert.deepEqual(errors, [], 'script errors on the page'));
-  page.setDefaultTimeout(30000);
+  page.setDefaultTimeout(60000);
   return page;
 }
 
@@ -393,4 +393,42 @@ test('job actions: scale a group, revert a version, force a periodic launch, dis
   const children = await agent.api('GET', '/v1/jobs?prefix=resize/dispatch-');
   assert.equal(children.length, 1);
   assert.equal((await agent.api('GET', `/v1/job/${encodeURIComponent(children[0].ID)}`)).Meta.size, 'large');
+});
+
+test('deployments: promote a canary, fail a rollout', async (t) => {
+  if (missingBrowser(t)) return;
+  const agent = await startAgent();
+  t.after(() => agent.stop());
+  const canaried = (arg) => SEED
+    .replace('group "web" {', `group "web" {
+    update {
+      canary           = 1
+      min_healthy_time = "1s"
+      healthy_deadline = "1m"
+      progress_deadline = "2m"
+    }
+`)
+    .replace('args    = ["3600"]', `args    = ["${arg}"]`);
+  await agent.runHcl(canaried('3600'));
+  const deployments = () => agent.api('GET', '/v1/job/seed/deployments');
+  await waitFor('the first deployment to succeed', async () => (await deployments()).some((d) => d.Status === 'successful'));
+  await agent.runHcl(canaried('3601'));
+  await waitFor('a healthy canary', async () => (await deployments()).some((d) =>
+    d.Status === 'running' && Object.values(d.TaskGroups).some((g) => g.HealthyAllocs >= 1 && g.DesiredCanaries === 1)));
+  const browser = await launchBrowser();
+  t.after(() => browser.close());
+  const page = await newPage(browser, t);
+
+  await page.goto(agent.address + '/ui/jobs/seed?tab=deployments');
+  await page.waitForSelector('.deployment button');
+  await clickText(page, '.deployment button', 'Promote');
+  await waitFor('the promotion', async () => (await deployments()).some((d) => d.JobVersion === 1 && d.TaskGroups.web.Promoted));
+
+  await agent.runHcl(canaried('3602'));
+  await page.waitForFunction(() => [...document.querySelectorAll('.deployment')].some((d) => d.innerText.includes('version 2') && d.innerText.includes('Fail')), { polling: 100 });
+  const latest = (await deployments()).find((d) => d.JobVersion === 2);
+  await clickText(page, `.deployment[data-deployment="${latest.ID}"] button`, 'Fail');
+  await clickText(page, `.deployment[data-deployment="${latest.ID}"] button`, 'Yes, fail it');
+  await waitFor('the failed deployment', async () => (await deployments()).some((d) => d.ID === latest.ID && d.Status === 'failed'));
+  await page.waitForFunction((id) => document.querySelector(`.deployment[data-deployment="${id}"]`)?.innerText.includes('failed'), { polling: 100 }, latest.ID);
 });
