@@ -62,11 +62,21 @@ export function openTerminal(
       onStatus(`exited (${code})`);
     }
   };
+  let opened = false;
+  socket.addEventListener('open', () => { opened = true; });
   socket.onclose = (event) => {
+    if (!opened) {
+      // The upgrade itself was refused (the browser is not told why).
+      const why = token
+        ? 'the agent refused the terminal: with ACLs on, drover checks the token on the websocket request, which a browser cannot send; use `drover alloc exec` with NOMAD_TOKEN'
+        : 'the agent refused the terminal';
+      term.write(`\x1b[31m${why}\x1b[0m\r\n`);
+      onStatus('refused');
+      return;
+    }
     if (event.code !== 1000 && event.reason) term.write(`\r\n\x1b[31m${event.reason}\x1b[0m\r\n`);
     onStatus('closed');
   };
-  socket.onerror = () => onStatus('connection failed');
   term.onData((data) => {
     if (socket.readyState === WebSocket.OPEN) {
       socket.send(JSON.stringify({ stdin: { data: toBase64(encoder.encode(data)) } }));

@@ -272,6 +272,13 @@ test('with ACLs on, the UI asks for a token, and signed in it shows the jobs', a
   await page.waitForSelector('tr[data-job="seed"]');
   await page.goto(agent.address + '/ui/jobs/seed');
   await waitForRunningAlloc(page);
+  // The exec terminal under ACLs is refused, and says why and what works instead.
+  await page.click('table.allocs tbody tr a.mono');
+  await clickText(page, '.tabs a', 'Exec');
+  await page.waitForSelector('#exec-open:not([disabled])');
+  await page.click('#exec-open');
+  await page.waitForFunction(() => document.querySelector('#exec-status')?.textContent === 'refused', { polling: 100 });
+  await page.waitForFunction(() => (document.querySelector('.xterm-rows')?.innerText ?? '').includes('drover alloc exec'), { polling: 100 });
 
   await page.goto(agent.address + '/ui/settings/tokens');
   await page.click('#sign-out');
