@@ -67,10 +67,7 @@ export function openTerminal(
   socket.onclose = (event) => {
     if (!opened) {
       // The upgrade itself was refused (the browser is not told why).
-      const why = token
-        ? 'the agent refused the terminal: with ACLs on, drover checks the token on the websocket request, which a browser cannot send; use `drover alloc exec` with NOMAD_TOKEN'
-        : 'the agent refused the terminal';
-      term.write(`\x1b[31m${why}\x1b[0m\r\n`);
+      term.write('\x1b[31mthe agent refused the terminal\x1b[0m\r\n');
       onStatus('refused');
       return;
     }

@@ -272,13 +272,18 @@ test('with ACLs on, the UI asks for a token, and signed in it shows the jobs', a
   await page.waitForSelector('tr[data-job="seed"]');
   await page.goto(agent.address + '/ui/jobs/seed');
   await waitForRunningAlloc(page);
-  // The exec terminal under ACLs is refused, and says why and what works instead.
+  // The exec terminal under ACLs: the token rides in the websocket's first message.
   await page.click('table.allocs tbody tr a.mono');
-  await clickText(page, '.tabs a', 'Exec');
+  await execEchoHi(page);
+  // A token that may read the allocation but not exec into it: the session is refused.
+  const policy = 'namespace "default" {\n  policy = "read"\n}\n';
+  await agent.api('POST', '/v1/acl/policy/reader', { Name: 'reader', Rules: policy });
+  const reader = await agent.api('POST', '/v1/acl/token', { Name: 'reader', Type: 'client', Policies: ['reader'] });
+  await page.evaluate((secret) => localStorage.setItem('drover.token', secret), reader.SecretID);
+  await page.reload();
   await page.waitForSelector('#exec-open:not([disabled])');
   await page.click('#exec-open');
-  await page.waitForFunction(() => document.querySelector('#exec-status')?.textContent === 'refused', { polling: 100 });
-  await page.waitForFunction(() => (document.querySelector('.xterm-rows')?.innerText ?? '').includes('drover alloc exec'), { polling: 100 });
+  await page.waitForFunction(() => (document.querySelector('.xterm-rows')?.innerText ?? '').includes('Permission denied'), { polling: 100 });
 
   await page.goto(agent.address + '/ui/settings/tokens');
   await page.click('#sign-out');

@@ -26,7 +26,7 @@ pub mod params;
 pub mod routes;
 pub mod state_store;
 
-pub use app::{ApiOptions, app, app_with_options};
+pub use app::{ApiOptions, HandshakeTokenCheck, app, app_with_options};
 pub use backend::{
     AgentInfo, AgentOperations, ApiBackend, Composed, ExecInput, ExecOutput, ExecRequest,
     ExecSession, StateReads, Table,

@@ -30,6 +30,7 @@ mod services;
 mod submit;
 
 use agent::{agent_health, agent_members, agent_self};
+pub use exec::HandshakeTokenCheck;
 use respond::{Meta, blocking_read, decode_body, json_response, page_response};
 use submit::{parse_job, plan, register, validate_job};
 
