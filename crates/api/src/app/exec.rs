@@ -81,7 +81,10 @@ pub(super) async fn exec_endpoint<B: ApiBackend>(
 /// ACL layer puts it on a request that carried no token; the session starts only if it
 /// passes, else the socket closes with its message as a policy close.
 #[derive(Clone)]
-pub struct HandshakeTokenCheck(pub Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>);
+pub struct HandshakeTokenCheck(pub Arc<TokenCheck>);
+
+/// Answers whether a token may open the session, or the refusal's message.
+pub type TokenCheck = dyn Fn(&str) -> Result<(), String> + Send + Sync;
 
 /// The `auth_token` of the handshake message ("" when it has none).
 fn handshake_token(first: Option<Result<Message, axum::Error>>) -> String {
