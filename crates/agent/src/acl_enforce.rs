@@ -521,6 +521,59 @@ pub async fn enforce(
         (body, axum::body::Bytes::new())
     };
     let permission = required(&enforcer.state, &parts.method, &path, &params, &bytes);
+    let header_token = request_token(
+        parts
+            .headers
+            .get("X-Nomad-Token")
+            .and_then(|value| value.to_str().ok()),
+        parts
+            .headers
+            .get("Authorization")
+            .and_then(|value| value.to_str().ok()),
+    )
+    .is_some();
+    // A browser's exec websocket carries its token in the first message (`ws_handshake`), as
+    // Nomad's UI sends it: the exec handler checks it with this before the session starts.
+    if !header_token
+        && path.starts_with("/v1/client/allocation/")
+        && path.ends_with("/exec")
+        && params.bool("ws_handshake", false).unwrap_or(false)
+    {
+        let (keyring, state, clock) = (
+            enforcer.keyring.clone(),
+            enforcer.state.clone(),
+            enforcer.clock.clone(),
+        );
+        let check = move |token: &str| {
+            let token = Some(token).filter(|token| !token.is_empty());
+            let identity = resolve_token_at(&keyring, &state, token, clock.now_unix_ns()).map_err(
+                |error| match error {
+                    drover_server::identity::IdentityError::AclTokenExpired => {
+                        "ACL token expired".to_owned()
+                    }
+                    drover_server::identity::IdentityError::AclTokenNotFound => {
+                        "ACL token not found".to_owned()
+                    }
+                    _ => "Permission denied".to_owned(),
+                },
+            )?;
+            let acl = match &identity {
+                RequestIdentity::AclToken(token) => token_acl(&state, token),
+                RequestIdentity::Anonymous => anonymous_acl(&state),
+                RequestIdentity::Workload(workload) => workload_acl(&state, workload),
+            };
+            if permits(&identity, &acl, &permission) {
+                Ok(())
+            } else {
+                Err("Permission denied".to_owned())
+            }
+        };
+        let mut parts = parts;
+        parts
+            .extensions
+            .insert(drover_api::HandshakeTokenCheck(Arc::new(check)));
+        return next.run(Request::from_parts(parts, body)).await;
+    }
     // Nothing to check (a node's calls carry its secret, not an ACL token; the `/v1/acl`
     // handlers resolve the token themselves).
     if permission == Permission::Anyone {

@@ -96,6 +96,19 @@ pub struct RawConfig {
     /// `vault { enabled = false }`: accepted as what it says, Vault not used. Anything more in
     /// the block is refused by name (drover has no Vault integration).
     pub vault: Option<serde_json::Map<String, serde_json::Value>>,
+    /// `ui { enabled = true, base_path = "/nomad" }`: the web UI at `/ui/`.
+    pub ui: Option<RawUi>,
+}
+
+/// `ui { enabled, base_path }`. Nomad's other `ui` keys (`consul`, `vault`, `label`,
+/// `content_security_policy`, `show_cli_hints`) are refused as unknown fields.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUi {
+    pub enabled: Option<bool>,
+    /// The path prefix a reverse proxy serves this agent under (it strips it before passing
+    /// requests on); written into the UI's links.
+    pub base_path: Option<String>,
 }
 
 /// `etcd { endpoints = [...], prefix = "..." }`: keep the server's state in an etcd cluster
@@ -674,6 +687,14 @@ impl RawConfig {
                 }
             }
         }
+        match (&mut self.ui, other.ui) {
+            (Some(base), Some(over)) => merge_options!(base, over, enabled, base_path),
+            (base, over) => {
+                if over.is_some() {
+                    *base = over;
+                }
+            }
+        }
         match (&mut self.acl, other.acl) {
             (Some(base), Some(over)) => merge_options!(
                 base,
@@ -765,6 +786,8 @@ pub struct AgentConfig {
     pub etcd: Option<EtcdSettings>,
     /// `acl { … }`, validated.
     pub acl: AclConfig,
+    /// `ui { … }`, validated.
+    pub ui: drover_ui::UiConfig,
     /// `log_level` / `-log-level`: what the agent writes to stderr (INFO unless given).
     pub log_level: LogLevel,
     /// `log_json` / `-log-json`: stderr lines as JSON.
@@ -1358,6 +1381,18 @@ impl AgentConfig {
         };
         let log_json = args.log_json || raw.log_json.unwrap_or(false);
         let acl = AclConfig::from_raw(raw.acl.as_ref(), server_enabled)?;
+        let ui = drover_ui::UiConfig {
+            enabled: raw.ui.as_ref().and_then(|ui| ui.enabled).unwrap_or(true),
+            base_path: match raw.ui.as_ref().and_then(|ui| ui.base_path.as_deref()) {
+                Some(text) => {
+                    drover_ui::normalize_base_path(text).map_err(|error| ConfigError::Invalid {
+                        key: "ui.base_path",
+                        message: error.to_string(),
+                    })?
+                }
+                None => String::new(),
+            },
+        };
         Ok(Self {
             dev,
             region: raw.region.unwrap_or_else(|| "global".into()),
@@ -1441,6 +1476,7 @@ impl AgentConfig {
             telemetry,
             etcd,
             acl,
+            ui,
             log_level,
             log_json,
         })
@@ -1871,6 +1907,25 @@ mod tests {
             err.to_string().starts_with("acl.token_max_expiration_ttl"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_ui_block_is_on_by_default_and_its_base_path_normalised_or_refused() {
+        let config = AgentConfig::from_raw(RawConfig::default(), &dev_args()).expect("valid");
+        assert_eq!(config.ui, drover_ui::UiConfig::default());
+        let raw: RawConfig =
+            hcl::from_str("ui {\n  enabled = false\n  base_path = \"nomad/\"\n}\n")
+                .expect("parses");
+        let config = AgentConfig::from_raw(raw, &dev_args()).expect("valid");
+        assert!(!config.ui.enabled);
+        assert_eq!(config.ui.base_path, "/nomad");
+        let raw: RawConfig = hcl::from_str("ui {\n  base_path = \"/a b\"\n}\n").expect("parses");
+        let err = AgentConfig::from_raw(raw, &dev_args()).expect_err("refused");
+        assert!(err.to_string().starts_with("ui.base_path: "), "{err}");
+        // Nomad's keys for its Consul and Vault links are not accepted and then ignored.
+        let err = hcl::from_str::<RawConfig>("ui {\n  label {\n    text = \"x\"\n  }\n}\n")
+            .expect_err("unknown key refused");
+        assert!(err.to_string().contains("label"), "{err}");
     }
 
     #[test]

@@ -65,7 +65,10 @@
 //! without a token; scaling policies are read with the scaling capability or `list-jobs` with
 //! `read-job`, as Nomad's scaling endpoint allows. A list across namespaces (`namespace=*` on
 //! jobs, allocations, evaluations, deployments, services, scaling policies — by their target's
-//! namespace) runs and then keeps only the items in namespaces the caller may read. Its `guard_node_calls` layer is on every server agent, ACLs on or off: a
+//! namespace) runs and then keeps only the items in namespaces the caller may read. An exec
+//! websocket without a token header and with `ws_handshake=true` (a browser's) passes with a
+//! `drover_api::HandshakeTokenCheck` on it: the exec handler checks the first message's
+//! `auth_token` with it before any session starts. Its `guard_node_calls` layer is on every server agent, ACLs on or off: a
 //! client node's `/v1/internal/…` calls carry the node's secret ID (the state indexes nodes by
 //! it, so a call finds its node without a walk), and a status update may only name allocations
 //! placed on that node.
@@ -658,6 +661,11 @@ async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> a
     if let Some(auth) = task_api_auth {
         task_api.set_app(app.clone(), auth);
     }
+    // The web UI's files (`/`, `/ui/…`) around everything: public, never forwarded.
+    let app = app.layer(axum::middleware::from_fn_with_state(
+        config.ui.clone(),
+        drover_ui::serve,
+    ));
 
     let shutdown = CancellationToken::new();
     let collector = metrics::Collector {

@@ -74,6 +74,7 @@ pub mod params;
 pub mod routes;
 pub mod state_store;
 
+pub use app::exec::HandshakeTokenCheck;
 pub use app::{ApiOptions, app, app_with_options};
 pub use backend::{
     AgentInfo, AgentOperations, ApiBackend, Composed, ExecInput, ExecOutput, ExecRequest,

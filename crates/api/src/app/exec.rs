@@ -39,6 +39,7 @@ pub(super) async fn exec_endpoint<B: ApiBackend>(
     method: Method,
     Path(alloc_id): Path<String>,
     uri: Uri,
+    token_check: Option<axum::Extension<HandshakeTokenCheck>>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response {
     match prepare(&state, &method, alloc_id, &uri) {
@@ -47,18 +48,52 @@ pub(super) async fn exec_endpoint<B: ApiBackend>(
             Err(_) => ApiError::bad_request("exec needs a websocket connection").into_response(),
             Ok(upgrade) => {
                 let backend = Arc::clone(&state.backend);
+                let token_check = token_check.map(|axum::Extension(check)| check);
                 upgrade
                     .max_message_size(MAX_MESSAGE)
                     .max_frame_size(MAX_MESSAGE)
-                    .on_upgrade(move |socket| async move {
+                    .on_upgrade(move |mut socket| async move {
+                        if handshake {
+                            // `{"version":1,"auth_token":"…"}`: checked when the ACL layer
+                            // left the check to it; otherwise tokens came as headers (or
+                            // ACLs are off).
+                            let first = socket.recv().await;
+                            if let Some(check) = &token_check
+                                && let Err(message) = (check.0)(&handshake_token(first))
+                            {
+                                close(socket, CLOSE_POLICY, message).await;
+                                return;
+                            }
+                        }
                         if known {
-                            run_session(backend, request, handshake, socket).await;
+                            run_session(backend, request, socket).await;
                         } else {
-                            refuse_unknown_allocation(request, handshake, socket).await;
+                            refuse_unknown_allocation(request, socket).await;
                         }
                     })
             }
         },
+    }
+}
+
+/// A check of the ACL token a browser sends in the exec websocket's first message
+/// (`ws_handshake=true`: a browser cannot put a header on a websocket request). The agent's
+/// ACL layer puts it on a request that carried no token; the session starts only if it
+/// passes, else the socket closes with its message as a policy close.
+#[derive(Clone)]
+pub struct HandshakeTokenCheck(pub Arc<TokenCheck>);
+
+/// Answers whether a token may open the session, or the refusal's message.
+pub type TokenCheck = dyn Fn(&str) -> Result<(), String> + Send + Sync;
+
+/// The `auth_token` of the handshake message ("" when it has none).
+fn handshake_token(first: Option<Result<Message, axum::Error>>) -> String {
+    match first {
+        Some(Ok(Message::Text(text))) => serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|value| value.get("auth_token")?.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        _ => String::new(),
     }
 }
 
@@ -97,12 +132,9 @@ fn prepare<B: ApiBackend>(
     ))
 }
 
-/// The session of an allocation nobody knows: the handshake message is read, then the
+/// The session of an allocation nobody knows (its handshake message already read): the
 /// stream closes with Nomad's 404 as a policy close.
-async fn refuse_unknown_allocation(request: ExecRequest, handshake: bool, mut socket: WebSocket) {
-    if handshake {
-        let _ = socket.recv().await;
-    }
+async fn refuse_unknown_allocation(request: ExecRequest, socket: WebSocket) {
     let error = ApiError::not_found(format!("Unknown allocation {:?}", request.alloc_id));
     close(socket, close_code(&error), error.to_string()).await;
 }
@@ -185,16 +217,7 @@ fn output_message(output: &ExecOutput) -> Message {
     Message::Text(value.to_string().into())
 }
 
-async fn run_session<B: ApiBackend>(
-    backend: Arc<B>,
-    request: ExecRequest,
-    handshake: bool,
-    mut socket: WebSocket,
-) {
-    if handshake {
-        // `{"version":1,"auth_token":"…"}`: tokens are not checked without ACLs.
-        let _ = socket.recv().await;
-    }
+async fn run_session<B: ApiBackend>(backend: Arc<B>, request: ExecRequest, mut socket: WebSocket) {
     let ExecSession { input, mut output } = match backend.exec(request).await {
         Ok(session) => session,
         Err(error) => {

@@ -20,7 +20,7 @@ use serde_json::json;
 
 pub mod agent;
 mod events;
-mod exec;
+pub(crate) mod exec;
 mod fuzzy;
 mod node_rpc;
 mod respond;
@@ -30,6 +30,7 @@ mod services;
 mod submit;
 
 use agent::{agent_health, agent_members, agent_self};
+
 use respond::{Meta, blocking_read, decode_body, json_response, page_response};
 use submit::{parse_job, plan, register, validate_job};
 

@@ -1,0 +1,52 @@
+// A benchmark, not an assertion: the jobs list's first view with 10 000 registered jobs, from
+// navigation start to the first page's rows on screen, in the headless chromium against a real
+// agent. Prints the median of a few loads; BENCHMARKS.md records the figure and this command:
+//   cd ui && npm run bench      (node --test test/jobs-list.bench.mjs; DROVER_UI_BENCH_JOBS=N to change N)
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { launchBrowser, missingBrowser, startAgent } from './harness.mjs';
+import { PAGE_SIZE_FOR_TESTS } from './constants.mjs';
+
+const JOBS = Number(process.env.DROVER_UI_BENCH_JOBS ?? 10000);
+
+// Parameterized batch jobs: registered and listed like any job, never placed, so 10 000 of them
+// load the job tables without 10 000 allocations.
+const jobJson = (id) => ({
+  ID: id, Name: id, Type: 'batch', Datacenters: ['*'],
+  ParameterizedJob: { Payload: 'optional' },
+  TaskGroups: [{ Name: 'g', Count: 1, Tasks: [{ Name: 't', Driver: 'raw_exec', Config: { command: '/bin/true' }, Resources: { CPU: 10, MemoryMB: 16 } }] }],
+});
+
+test(`the jobs list's first view with ${JOBS} jobs`, async (t) => {
+  if (missingBrowser(t)) return;
+  const agent = await startAgent();
+  t.after(() => agent.stop());
+  const started = Date.now();
+  let next = 0;
+  const worker = async () => {
+    while (next < JOBS) {
+      const id = `bench-${String(next++).padStart(5, '0')}`;
+      await agent.api('POST', '/v1/jobs', { Job: jobJson(id) });
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, worker));
+  const registering = (Date.now() - started) / 1000;
+  const browser = await launchBrowser();
+  t.after(() => browser.close());
+  const page = await browser.newPage();
+  const times = [];
+  for (let i = 0; i < 6; i++) {
+    await page.goto(agent.address + '/ui/jobs', { waitUntil: 'domcontentloaded' });
+    const ms = await page.waitForFunction((n) => {
+      const rows = document.querySelectorAll('#jobs-table tbody tr').length;
+      return rows === n ? performance.now() : false;
+    }, { polling: 'raf', timeout: 60000 }, PAGE_SIZE_FOR_TESTS);
+    times.push(await ms.jsonValue());
+  }
+  // The first load fills the browser's cache (the assets are immutable); the rest are what a
+  // returning user sees. Both are reported.
+  const cold = times[0];
+  const warm = times.slice(1).sort((a, b) => a - b)[Math.floor((times.length - 1) / 2)];
+  console.log(`jobs list first view, ${JOBS} jobs: cold ${cold.toFixed(0)} ms, warm median ${warm.toFixed(0)} ms (registered in ${registering.toFixed(1)} s)`);
+  assert.equal(await page.$$eval('#jobs-table tbody tr', (rows) => rows.length), PAGE_SIZE_FOR_TESTS);
+});
