@@ -124,7 +124,8 @@ pub trait StateReads: Send + Sync + 'static {
     // Store reads.
 
     /// Jobs whose ID starts with `prefix`.
-    fn jobs(&self, namespace: &str, prefix: &str) -> Result<Vec<Job>, ApiError>;
+    /// The jobs (shared, as the store keeps them: a list of many jobs copies none).
+    fn jobs(&self, namespace: &str, prefix: &str) -> Result<Vec<std::sync::Arc<Job>>, ApiError>;
     fn job(&self, namespace: &str, job_id: &str) -> Result<Option<Job>, ApiError>;
     /// Every stored version of a job, newest first.
     fn job_versions(&self, namespace: &str, job_id: &str) -> Result<Vec<Job>, ApiError>;
@@ -539,7 +540,7 @@ impl<R: StateReads, O: Send + Sync + 'static> StateReads for Composed<R, O> {
         self.reads.wait_for_change(tables, min_index, deadline)
     }
 
-    fn jobs(&self, namespace: &str, prefix: &str) -> Result<Vec<Job>, ApiError> {
+    fn jobs(&self, namespace: &str, prefix: &str) -> Result<Vec<std::sync::Arc<Job>>, ApiError> {
         self.reads.jobs(namespace, prefix)
     }
 

@@ -385,7 +385,7 @@ impl StateReads for MemoryBackend {
         }
     }
 
-    fn jobs(&self, namespace: &str, prefix: &str) -> Result<Vec<Job>, ApiError> {
+    fn jobs(&self, namespace: &str, prefix: &str) -> Result<Vec<Arc<Job>>, ApiError> {
         Ok(self
             .lock()
             .jobs
@@ -393,7 +393,7 @@ impl StateReads for MemoryBackend {
             .filter(|((job_namespace, id), _)| {
                 namespace_matches(namespace, job_namespace) && id.starts_with(prefix)
             })
-            .filter_map(|(_, versions)| versions.last().cloned())
+            .filter_map(|(_, versions)| versions.last().cloned().map(Arc::new))
             .collect())
     }
 

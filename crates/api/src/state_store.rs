@@ -63,9 +63,9 @@ impl StateReads for StateStore {
         }
     }
 
-    fn jobs(&self, namespace: &str, prefix: &str) -> Result<Vec<Job>, ApiError> {
+    fn jobs(&self, namespace: &str, prefix: &str) -> Result<Vec<std::sync::Arc<Job>>, ApiError> {
         let namespace = (namespace != "*").then_some(namespace);
-        Ok(owned(StateStore::jobs(self, namespace, prefix)))
+        Ok(StateStore::jobs(self, namespace, prefix))
     }
 
     fn job(&self, namespace: &str, job_id: &str) -> Result<Option<Job>, ApiError> {

@@ -146,7 +146,7 @@ pub(super) async fn prefix_search<B: ApiBackend>(
                 backend
                     .jobs(&namespace, lookup)?
                     .into_iter()
-                    .map(|job| job.id)
+                    .map(|job| job.id.clone())
                     .collect()
             }
             "nodes" => {
