@@ -269,6 +269,10 @@ pub fn required(
             .trim_end_matches("/exec");
         return in_alloc(alloc_id, capability::ALLOC_EXEC);
     }
+    if drover_api::routes::job_action_path(path).is_some() {
+        // A task action is an exec in the allocation the query names.
+        return in_alloc(params.get("allocID").unwrap_or(""), capability::ALLOC_EXEC);
+    }
     let Ok(route) = route(method, path) else {
         // Unknown routes answer their 404 or 405 whoever asks.
         return Anyone;
@@ -293,7 +297,8 @@ pub fn required(
         | Route::JobDeployment { .. }
         | Route::JobDeployments { .. }
         | Route::JobServices { .. }
-        | Route::JobSubmission { .. } => namespace(capability::READ_JOB),
+        | Route::JobSubmission { .. }
+        | Route::JobActions { .. } => namespace(capability::READ_JOB),
         Route::JobDeregister { .. }
         | Route::JobRevert { .. }
         | Route::JobStable { .. }
