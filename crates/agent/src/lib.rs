@@ -9,6 +9,7 @@ pub mod acl_enforce;
 pub mod acl_http;
 pub mod acl_resolve_http;
 mod acl_roles_http;
+mod acl_sso_http;
 pub mod backend;
 pub mod client_acl;
 pub mod cluster;
@@ -30,6 +31,7 @@ pub mod operator_http;
 pub mod proxy;
 mod request_body;
 pub mod server_link;
+pub mod sso;
 pub mod task_api;
 pub mod variables_http;
 
@@ -346,7 +348,9 @@ async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> a
                     clock: clock.clone(),
                     server_dir: data_dir.path().join("server"),
                 };
-                acl_roles_http::router(endpoints.clone()).merge(acl_http::router(endpoints))
+                acl_roles_http::router(endpoints.clone())
+                    .merge(acl_sso_http::router(endpoints.clone()))
+                    .merge(acl_http::router(endpoints))
             })
             .merge(namespaces_http::router(
                 namespaces_http::NamespaceEndpoints {

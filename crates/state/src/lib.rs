@@ -23,6 +23,7 @@
 //! ```
 
 pub mod acl;
+pub mod acl_sso;
 pub mod acl_tables;
 pub mod archive;
 pub mod deployments;

@@ -31,6 +31,7 @@
 //! - [`ids`]: `AllocId` and `TaskName`, validated before any path is built from them.
 
 pub mod acl;
+pub mod acl_sso;
 pub mod alloc;
 pub mod bytes;
 pub mod canonicalize;
