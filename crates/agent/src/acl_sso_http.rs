@@ -182,13 +182,12 @@ fn validate_method(method: &AclAuthMethod, endpoints: &SsoEndpoints) -> Vec<Stri
                         config_problems.push("missing OIDCClientID".to_owned());
                     }
                 }
-                AUTH_METHOD_TYPE_JWT => {
+                AUTH_METHOD_TYPE_JWT
                     if config.oidc_discovery_url.is_empty()
                         && config.jwks_url.is_empty()
-                        && config.jwt_validation_pub_keys.is_empty()
-                    {
-                        config_problems.push("JWT auth method requires either OIDCDiscoveryURL, or JWKS URL, or JWTValidationPubKeys set".to_owned());
-                    }
+                        && config.jwt_validation_pub_keys.is_empty() =>
+                {
+                    config_problems.push("JWT auth method requires either OIDCDiscoveryURL, or JWKS URL, or JWTValidationPubKeys set".to_owned());
                 }
                 _ => {}
             }

@@ -41,7 +41,7 @@ impl StateStore {
                 context.put(
                     Table::Acl,
                     &auth_method_key(&method.name),
-                    &AclRecord::AuthMethod(method.clone()),
+                    &AclRecord::AuthMethod(Box::new(method.clone())),
                 )?;
                 let stored = Arc::new(method);
                 Arc::make_mut(&mut tables.acl)

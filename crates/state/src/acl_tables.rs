@@ -43,7 +43,7 @@ pub enum AclRecord {
     Role(AclRole),
     Bootstrap { index: u64 },
     OneTimeToken(OneTimeToken),
-    AuthMethod(AclAuthMethod),
+    AuthMethod(Box<AclAuthMethod>),
     BindingRule(AclBindingRule),
 }
 
@@ -59,7 +59,7 @@ impl AclTables {
             AclRecord::OneTimeToken(token) => self.insert_one_time_token(Arc::new(token)),
             AclRecord::AuthMethod(method) => {
                 self.auth_methods
-                    .insert(method.name.clone(), Arc::new(method));
+                    .insert(method.name.clone(), Arc::new(*method));
             }
             AclRecord::BindingRule(rule) => {
                 self.binding_rules.insert(rule.id.clone(), Arc::new(rule));
