@@ -405,6 +405,22 @@ fn jwt_login_binds_policies_roles_and_management_and_refuses_bad_tokens() {
         .0,
         401
     );
+    // A method that finds its keys by OIDC discovery reads the provider's JWKS: the provider's
+    // keys did not sign the test's token.
+    ok_json(call(
+        &agent,
+        "PUT",
+        "/v1/acl/auth-method",
+        Some(&root),
+        json!({"Name": "jwt-discovery", "Type": "JWT", "TokenLocality": "local", "MaxTokenTTL": "1h",
+               "Config": {"OIDCDiscoveryURL": provider.issuer}}),
+    ));
+    let (status, body) = refused(
+        "jwt-discovery",
+        sign(&provider, "RS256", claims("alice", &["engineering"])),
+    );
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("error verifying token signature"), "{body}");
     assert_eq!(
         refused("nope", "x".to_owned()),
         (400, "auth-method \"nope\" not found".to_owned())
