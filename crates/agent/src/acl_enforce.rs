@@ -269,6 +269,10 @@ pub fn required(
             .trim_end_matches("/exec");
         return in_alloc(alloc_id, capability::ALLOC_EXEC);
     }
+    if drover_api::routes::job_action_path(path).is_some() {
+        // A task action is an exec in the allocation the query names.
+        return in_alloc(params.get("allocID").unwrap_or(""), capability::ALLOC_EXEC);
+    }
     let Ok(route) = route(method, path) else {
         // Unknown routes answer their 404 or 405 whoever asks.
         return Anyone;
@@ -293,7 +297,8 @@ pub fn required(
         | Route::JobDeployment { .. }
         | Route::JobDeployments { .. }
         | Route::JobServices { .. }
-        | Route::JobSubmission { .. } => namespace(capability::READ_JOB),
+        | Route::JobSubmission { .. }
+        | Route::JobActions { .. } => namespace(capability::READ_JOB),
         Route::JobDeregister { .. }
         | Route::JobRevert { .. }
         | Route::JobStable { .. }
@@ -379,6 +384,11 @@ fn acl_route_needs_management(method: &Method, path: &str) -> bool {
     match path {
         "/v1/acl/tokens" => *method == Method::GET,
         "/v1/acl/token" | "/v1/acl/role" => write,
+        // Single sign-on: writing methods and rules, and reading one, is management's; the
+        // method list and the logins are anyone's, as in Nomad.
+        "/v1/acl/auth-method" | "/v1/acl/binding-rule" => write,
+        "/v1/acl/binding-rules" => true,
+        "/v1/acl/auth-methods" | "/v1/acl/login" => false,
         "/v1/acl/token/self" | "/v1/acl/policy/self" => false,
         // A one-time token is asked for with the caller's own token and exchanged with its
         // secret alone: the handlers check.
@@ -387,6 +397,11 @@ fn acl_route_needs_management(method: &Method, path: &str) -> bool {
             if let Some(role) = path.strip_prefix("/v1/acl/role/") {
                 // `/v1/acl/role/name/<name>` is a read.
                 write_or_delete && !role.is_empty() && !role.contains('/')
+            } else if let Some(name) = path
+                .strip_prefix("/v1/acl/auth-method/")
+                .or_else(|| path.strip_prefix("/v1/acl/binding-rule/"))
+            {
+                !name.is_empty()
             } else if let Some(name) = path.strip_prefix("/v1/acl/policy/") {
                 write_or_delete && !name.is_empty()
             } else if let Some(accessor) = path.strip_prefix("/v1/acl/token/") {

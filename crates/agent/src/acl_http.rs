@@ -416,7 +416,7 @@ async fn list_tokens(
 
 /// Checks a token to create or update and fills what the server sets (Nomad's
 /// `ACLToken.Validate` and expiry rules).
-fn prepare_token(
+pub(crate) fn prepare_token(
     endpoints: &AclEndpoints,
     token: &mut AclToken,
     existing: Option<&AclToken>,

@@ -16,10 +16,10 @@
 //! - `docker_fingerprint`, `gc_http`, `metrics`, `node_meta_http`
 //! - `backend`
 //! - `server_link`
-//! - `acl_resolve_http`, `acl_roles_http`, `in_process`
+//! - `acl_resolve_http`, `acl_roles_http`, `acl_sso_http`, `in_process`
 //! - `acl_http`, `config`, `monitor`, `variables_http`
 //! - `cluster`, `identity_http`, `join_http`, `keyring_http`, `logging`, `namespaces_http`,
-//!   `node_pools_http`, `request_body`
+//!   `node_pools_http`, `request_body`, `sso`
 //!
 //! # Design notes
 //!
@@ -57,7 +57,12 @@
 //! token self, one-time tokens (`/v1/acl/token/onetime[/exchange]`: asked for with the
 //! caller's own ACL token, exchanged once within 10 minutes for it); a new token's expiry
 //! within `acl { token_min_expiration_ttl, token_max_expiration_ttl }`; roles in `acl_roles_http`: `/v1/acl/roles`, `/v1/acl/role[/<id>|/name/<name>]`
-//! with Nomad's validation, a client token reading only its own roles; 400 `ACL support
+//! with Nomad's validation, a client token reading only its own roles; single sign-on in
+//! `acl_sso_http` (auth methods, binding rules, `/v1/acl/login`, `/v1/acl/oidc/auth-url` and
+//! `complete-auth`; the pending OIDC requests in memory by client nonce, 5 minutes) over
+//! `sso` (`jwt`: compact JWS verified with `rsa`/`p256` and cap's claim rules on the injected
+//! clock; `oidc`: discovery, JWKS, the code exchange with PKCE, user info; `claims`: claim
+//! mappings, go-bexpr selectors through `drover_api::bexpr`, `${…}` names); 400 `ACL support
 //! disabled` with ACLs off). `acl_enforce` is the one place
 //! requests are authorised: a route → permission table (namespace capability in the query's,
 //! the registered job's or the allocation's namespace; node, agent, operator or management),
@@ -128,6 +133,7 @@ pub mod acl_enforce;
 pub mod acl_http;
 pub mod acl_resolve_http;
 mod acl_roles_http;
+mod acl_sso_http;
 pub mod backend;
 pub mod client_acl;
 pub mod cluster;
@@ -149,6 +155,7 @@ pub mod operator_http;
 pub mod proxy;
 mod request_body;
 pub mod server_link;
+pub mod sso;
 pub mod task_api;
 pub mod variables_http;
 
@@ -465,7 +472,9 @@ async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> a
                     clock: clock.clone(),
                     server_dir: data_dir.path().join("server"),
                 };
-                acl_roles_http::router(endpoints.clone()).merge(acl_http::router(endpoints))
+                acl_roles_http::router(endpoints.clone())
+                    .merge(acl_sso_http::router(endpoints.clone()))
+                    .merge(acl_http::router(endpoints))
             })
             .merge(namespaces_http::router(
                 namespaces_http::NamespaceEndpoints {

@@ -439,6 +439,7 @@ pub fn endpoint_metric(route: &Route) -> Option<&'static str> {
         Route::JobPeriodicForce { .. } => "nomad.nomad.periodic.force",
         Route::JobDispatch { .. } => "nomad.nomad.job.dispatch",
         Route::JobSubmission { .. } => "nomad.nomad.job.get_job_submission",
+        Route::JobActions { .. } => "nomad.nomad.job.get_actions",
         Route::AllocationList => "nomad.nomad.alloc.list",
         Route::AllocationRead { .. } => "nomad.nomad.alloc.get_alloc",
         Route::AllocationStop { .. } => "nomad.nomad.alloc.stop",

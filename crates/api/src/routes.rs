@@ -60,6 +60,10 @@ pub enum Route {
     JobPeriodicForce {
         job_id: String,
     },
+    /// `GET /v1/job/<id>/actions`: the task actions of the job's groups, flattened.
+    JobActions {
+        job_id: String,
+    },
     /// `POST /v1/job/<id>/dispatch`.
     JobDispatch {
         job_id: String,
@@ -256,6 +260,7 @@ fn deployment_write(path: &str) -> Option<(DeploymentWrite, &str)> {
 const JOB_SUFFIXES: &[&str] = &[
     "/periodic/force",
     "/allocations",
+    "/actions",
     "/evaluations",
     "/deployments",
     "/deployment",
@@ -487,6 +492,13 @@ fn service_route(method: &Method, rest: &str) -> Result<Route, ApiError> {
     }
 }
 
+/// The job of a task action websocket, `/v1/job/<job>/action` (not a [`Route`]: the websocket
+/// is upgraded outside the dispatch).
+pub fn job_action_path(path: &str) -> Option<&str> {
+    let job_id = path.strip_prefix("/v1/job/")?.strip_suffix("/action")?;
+    (!job_id.is_empty()).then_some(job_id)
+}
+
 fn job_route(method: &Method, rest: &str) -> Result<Route, ApiError> {
     for suffix in JOB_SUFFIXES {
         if let Some(id) = rest.strip_suffix(suffix)
@@ -507,6 +519,7 @@ fn job_route(method: &Method, rest: &str) -> Result<Route, ApiError> {
                 "/revert" => (Route::JobRevert { job_id }, Allowed::Write),
                 "/stable" => (Route::JobStable { job_id }, Allowed::Write),
                 "/services" => (Route::JobServices { job_id }, Allowed::Read),
+                "/actions" => (Route::JobActions { job_id }, Allowed::Read),
                 "/submission" => {
                     return Ok(Route::JobSubmission {
                         job_id,

@@ -143,6 +143,8 @@ enum Command {
     /// Interact with variables
     #[command(subcommand)]
     Var(commands::var::VarCommand),
+    /// Log in through an auth method (single sign-on) and get an ACL token
+    Login(commands::login::LoginArgs),
     /// Print the version
     Version,
 }
@@ -191,6 +193,7 @@ pub async fn run(arguments: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Wr
         Command::Operator(command) => commands::operator::run(command, &mut io).await,
         Command::Service(command) => commands::service::run(command, &mut io).await,
         Command::Status(arguments) => commands::status::run(arguments, &mut io).await,
+        Command::Login(arguments) => commands::login::run(arguments, &mut io).await,
         Command::System(command) => commands::system::run(command, &mut io).await,
         Command::Var(command) => commands::var::run(command, &mut io).await,
         Command::Monitor(arguments) => commands::agent_monitor::run(arguments, &mut io).await,

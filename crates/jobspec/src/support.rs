@@ -1075,12 +1075,9 @@ pub static FEATURES: &[Feature] = &[
                 .unwrap_or_default()
         }),
     ),
-    row(
+    runs(
         "action",
-        Status::NotYet,
-        "drover does not run task actions",
-        "runs once drover has task actions",
-        Detect::task(|task| when_any_asked(&task.actions, "Actions")),
+        "runs its command and args inside the task as `alloc exec` does, through `drover job action` and the `/v1/job/<id>/action` websocket (the `alloc-exec` capability)",
     ),
     row(
         "task > schedule",

@@ -972,6 +972,7 @@ impl Checker {
                 ),
             );
         }
+        self.actions(task, place);
         if task.shutdown_delay.as_nanos() < 0 {
             self.report(
                 place,
@@ -1239,6 +1240,44 @@ impl Checker {
             group,
             Some(task),
         );
+    }
+
+    /// Nomad's `Action.Validate` and the task's check of repeated names.
+    fn actions(&mut self, task: &Task, place: &Place) {
+        let mut seen: Vec<&str> = Vec::new();
+        let mut reported: Vec<&str> = Vec::new();
+        for (index, action) in task.actions.iter().enumerate() {
+            let action_place = place.item("Actions", index);
+            let name = action.name.as_str();
+            let mut problems = Vec::new();
+            if action.command.is_empty() {
+                problems.push("command cannot be empty".to_string());
+            }
+            let name_ok = (1..=128).contains(&name.chars().count())
+                && !name.chars().any(|c| c == '\0' || c.is_whitespace());
+            if !name_ok {
+                problems.push(format!("invalid name '{name}'"));
+            }
+            if !problems.is_empty() {
+                self.report(
+                    &action_place,
+                    action_place.path.clone(),
+                    format!("Action {name} validation failed: {}", problems.join("; ")),
+                );
+            }
+            if seen.contains(&name) {
+                if !reported.contains(&name) {
+                    reported.push(name);
+                    self.report(
+                        &action_place,
+                        action_place.field("Name"),
+                        format!("Action {name} defined multiple times"),
+                    );
+                }
+            } else {
+                seen.push(name);
+            }
+        }
     }
 
     fn resources(&mut self, resources: &Resources, place: &Place) {

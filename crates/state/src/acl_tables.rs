@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use drover_structs::acl::{AclPolicy, AclRole, AclToken, OneTimeToken};
+use drover_structs::acl_sso::{AclAuthMethod, AclBindingRule};
 use serde::{Deserialize, Serialize};
 
 /// The in-memory ACL tables.
@@ -28,6 +29,10 @@ pub struct AclTables {
     pub one_time_tokens: BTreeMap<String, Arc<OneTimeToken>>,
     /// One-time secret ID → accessor ID.
     pub one_time_tokens_by_secret: BTreeMap<String, String>,
+    /// Single sign-on auth methods by name.
+    pub auth_methods: BTreeMap<String, Arc<AclAuthMethod>>,
+    /// Binding rules by ID.
+    pub binding_rules: BTreeMap<String, Arc<AclBindingRule>>,
 }
 
 /// One persisted record of [`Table::Acl`](crate::engine::Table::Acl), with its key prefix.
@@ -38,6 +43,8 @@ pub enum AclRecord {
     Role(AclRole),
     Bootstrap { index: u64 },
     OneTimeToken(OneTimeToken),
+    AuthMethod(Box<AclAuthMethod>),
+    BindingRule(AclBindingRule),
 }
 
 impl AclTables {
@@ -50,6 +57,13 @@ impl AclTables {
             AclRecord::Role(role) => self.insert_role(Arc::new(role)),
             AclRecord::Bootstrap { index } => self.bootstrap_index = index,
             AclRecord::OneTimeToken(token) => self.insert_one_time_token(Arc::new(token)),
+            AclRecord::AuthMethod(method) => {
+                self.auth_methods
+                    .insert(method.name.clone(), Arc::new(*method));
+            }
+            AclRecord::BindingRule(rule) => {
+                self.binding_rules.insert(rule.id.clone(), Arc::new(rule));
+            }
         }
     }
 

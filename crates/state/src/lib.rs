@@ -27,7 +27,8 @@
 //! Each module directly under `src/` uses only modules on the lines below its own (`error`
 //! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
 //!
-//! - `acl`, `deployments`, `gc`, `keyring`, `namespaces`, `node_pools`, `scaling`, `variables`
+//! - `acl`, `acl_sso`, `deployments`, `gc`, `keyring`, `namespaces`, `node_pools`, `scaling`,
+//!   `variables`
 //! - `store`
 //! - `deployments_table`, `job_submissions`, `node_pools_table`, `scaling_table`
 //! - `archive`, `tables`
@@ -99,6 +100,7 @@
 //! **Boundary**: holds data, never scheduling logic, never a key or a secret in the clear.
 
 pub mod acl;
+pub mod acl_sso;
 pub mod acl_tables;
 pub mod archive;
 pub mod deployments;

@@ -40,7 +40,7 @@
 //! - `alloc`, `canonicalize`, `checks`, `deployment`, `job_diff`, `job_summary`, `namespace`,
 //!   `node`
 //! - `job`, `scaling`
-//! - `acl`, `fs`, `job_blocks`, `task_state`, `variables`
+//! - `acl`, `acl_sso`, `fs`, `job_blocks`, `task_state`, `variables`
 //! - `job_submission`, `keyring`, `node_meta`, `node_pool`, `placement`, `resource_usage`, `time`
 //! - `bytes`, `exec`, `go_duration`, `ids`, `lenient`, `version`
 //!
@@ -70,6 +70,7 @@
 //! **Boundary**: no I/O, no clocks, no randomness.
 
 pub mod acl;
+pub mod acl_sso;
 pub mod alloc;
 pub mod bytes;
 pub mod canonicalize;

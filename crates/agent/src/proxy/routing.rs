@@ -247,6 +247,7 @@ pub async fn forward_client_requests(
         return next.run(request).await;
     }
     if let Some(address) = exec_request_alloc(request.uri().path())
+        .or_else(|| action_request_alloc(request.uri()))
         .and_then(|alloc_id| context.remote_node_address(alloc_id))
     {
         return forward_exec(&context.http, &address, request).await;
@@ -257,6 +258,15 @@ pub async fn forward_client_requests(
         Some(address) => forward(&context.http, &address, request).await,
         None => next.run(request).await,
     }
+}
+
+/// The allocation of a task action's websocket: `/v1/job/<job>/action?allocID=<alloc>`.
+fn action_request_alloc(uri: &axum::http::Uri) -> Option<&str> {
+    drover_api::routes::job_action_path(uri.path())?;
+    uri.query()?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("allocID="))
+        .filter(|alloc_id| !alloc_id.is_empty() && !alloc_id.contains(['/', '%']))
 }
 
 /// The allocation of an exec request: `/v1/client/allocation/<alloc>/exec`.

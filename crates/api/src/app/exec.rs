@@ -10,6 +10,11 @@
 //! end to end: messages are at most [`MAX_MESSAGE`] long and the socket is read only while the
 //! session has room for more.
 //!
+//! `/v1/job/<job>/action?action=<name>&allocID=<alloc>&task=<task>` speaks the same protocol
+//! for a task's `action` block: the command is the action's `command` and `args` as the
+//! allocation's job defines them (Nomad's `jobRunAction`), checked before the upgrade like an
+//! exec's parameters.
+//!
 //! Not here: running the command (the backend's [`AgentOperations::exec`]).
 //!
 //! [`AgentOperations::exec`]: crate::backend::AgentOperations::exec
@@ -95,6 +100,95 @@ fn handshake_token(first: Option<Result<Message, axum::Error>>) -> String {
             .unwrap_or_default(),
         _ => String::new(),
     }
+}
+
+/// The websocket of `/v1/job/<job>/action`: a task action run as an exec session. As in
+/// Nomad, the session's own checks (allocation, job, task, action) are answered after the
+/// upgrade, as close frames carrying Nomad's error text.
+pub(super) async fn action_endpoint<B: ApiBackend>(
+    state: AppState<B>,
+    method: Method,
+    job_id: String,
+    uri: Uri,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    if method != Method::GET {
+        return ApiError::MethodNotAllowed.into_response();
+    }
+    let params = QueryParams::parse(uri.query());
+    let handshake = match params.bool("ws_handshake", false) {
+        Ok(handshake) => handshake,
+        Err(error) => return error.into_response(),
+    };
+    let Ok(upgrade) = upgrade else {
+        return ApiError::bad_request("exec needs a websocket connection").into_response();
+    };
+    let prepared = prepare_action(&state, &job_id, &params);
+    let backend = Arc::clone(&state.backend);
+    upgrade
+        .max_message_size(MAX_MESSAGE)
+        .max_frame_size(MAX_MESSAGE)
+        .on_upgrade(move |mut socket| async move {
+            if handshake {
+                // `{"version":1,"auth_token":"…"}`: the token came as a header (or ACLs are off).
+                let _ = socket.recv().await;
+            }
+            match prepared {
+                Ok(request) => run_session(backend, request, socket).await,
+                Err(error) => close(socket, close_code(&error), error.to_string()).await,
+            }
+        })
+}
+
+/// An action's exec request: the allocation must belong to the job, and the task must define
+/// the action; the command is the action's. Nomad's texts and statuses.
+fn prepare_action<B: ApiBackend>(
+    state: &AppState<B>,
+    job_id: &str,
+    params: &QueryParams,
+) -> Result<ExecRequest, ApiError> {
+    let alloc_id = params
+        .non_empty("allocID")
+        .ok_or_else(|| ApiError::bad_request("must provide a valid alloc id"))?
+        .to_string();
+    let task = params
+        .non_empty("task")
+        .ok_or_else(|| ApiError::bad_request("must provide task name"))?
+        .to_string();
+    let action = params.get("action").unwrap_or("").to_string();
+    if action.is_empty() {
+        return Err(ApiError::bad_request("command is not present"));
+    }
+    let tty = params.bool("tty", false)?;
+    let allocation = super::client_view(&*state.backend, &alloc_id)?
+        .ok_or_else(|| ApiError::not_found(format!("Unknown allocation {alloc_id:?}")))?;
+    if allocation.job_id != job_id {
+        return Err(ApiError::bad_request(format!(
+            "job {job_id} does not have allocation {alloc_id}"
+        )));
+    }
+    let defined = allocation
+        .job
+        .as_deref()
+        .and_then(|job| job.lookup_task_group(&allocation.task_group))
+        .and_then(|group| group.tasks.iter().find(|candidate| candidate.name == task))
+        .ok_or_else(|| {
+            ApiError::bad_request(format!("task {task} not found in allocation {alloc_id}"))
+        })?
+        .actions
+        .iter()
+        .find(|candidate| candidate.name == action)
+        .ok_or_else(|| {
+            ApiError::bad_request(format!("action {action} not found in task {task}"))
+        })?;
+    let mut command = vec![defined.command.clone()];
+    command.extend(defined.args.iter().cloned());
+    Ok(ExecRequest {
+        alloc_id,
+        task,
+        command,
+        tty,
+    })
 }
 
 /// Checks the method and parameters, and whether the allocation exists (the third value).

@@ -87,12 +87,35 @@ pub fn app_with_options<B: ApiBackend>(backend: Arc<B>, options: ApiOptions) -> 
             axum::routing::any(exec::exec_endpoint::<B>),
         )
         .fallback(dispatch::<B>)
+        .layer(axum::middleware::from_fn_with_state(
+            AppState {
+                backend: Arc::clone(&backend),
+                options,
+            },
+            job_action::<B>,
+        ))
         // The one body limit is applied around the whole agent (see `body_limit`); the
         // extractor's own default must not be a second, different one.
         .layer(axum::extract::DefaultBodyLimit::max(
             crate::MAX_REQUEST_BODY,
         ))
         .with_state(AppState { backend, options })
+}
+
+/// `/v1/job/<job>/action` is a websocket (a job ID may hold `/`, so it is matched here rather
+/// than by a router pattern); every other request goes on.
+async fn job_action<B: ApiBackend>(
+    State(state): State<AppState<B>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let Some(job_id) = crate::routes::job_action_path(request.uri().path()) else {
+        return next.run(request).await;
+    };
+    let job_id = job_id.to_owned();
+    let (mut parts, _body) = request.into_parts();
+    let upgrade = <axum::extract::ws::WebSocketUpgrade as axum::extract::FromRequestParts<()>>::from_request_parts(&mut parts, &()).await;
+    exec::action_endpoint(state, parts.method, job_id, parts.uri, upgrade).await
 }
 
 async fn dispatch<B: ApiBackend>(
@@ -383,6 +406,31 @@ async fn handle<B: ApiBackend>(
                 next_token: String::new(),
             };
             json_response(&response, params, Meta::Read(index))
+        }
+        Route::JobActions { job_id } => {
+            let (index, job) = blocking_read(backend, params, &[Table::Jobs], |backend| {
+                backend.job(&namespace, &job_id)
+            })
+            .await?;
+            let job = job.ok_or_else(|| ApiError::not_found(format!("Unknown job {job_id:?}")))?;
+            let actions: Vec<serde_json::Value> = job
+                .task_groups
+                .iter()
+                .flat_map(|group| {
+                    group.tasks.iter().flat_map(move |task| {
+                        task.actions.iter().map(move |action| {
+                            json!({
+                                "Name": action.name,
+                                "Command": action.command,
+                                "Args": action.args,
+                                "TaskName": task.name,
+                                "TaskGroupName": group.name,
+                            })
+                        })
+                    })
+                })
+                .collect();
+            json_response(&actions, params, Meta::Read(index))
         }
         Route::JobSummary { job_id } => {
             let (index, summary) =

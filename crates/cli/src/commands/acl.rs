@@ -266,7 +266,7 @@ fn client(api: &ApiFlags) -> Result<ApiClient, String> {
         .map_err(|error| format!("Error initializing client: {error}"))
 }
 
-async fn call(
+pub(crate) async fn call(
     api: &ApiFlags,
     doing: &str,
     method: &str,
@@ -279,7 +279,7 @@ async fn call(
         .map_err(|error| describe(doing, &error))
 }
 
-fn decode<T: serde::de::DeserializeOwned>(value: Option<Value>) -> Result<T, String> {
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(value: Option<Value>) -> Result<T, String> {
     serde_json::from_value(value.unwrap_or(Value::Null))
         .map_err(|error| format!("Error decoding the answer: {error}"))
 }
@@ -287,7 +287,7 @@ fn decode<T: serde::de::DeserializeOwned>(value: Option<Value>) -> Result<T, Str
 /// Nomad's `Format` behind `-json` and `-t`: prints `data` so and answers true, or answers
 /// false when neither was asked for (the caller prints its own table). A bad template is the
 /// error Nomad prints.
-fn say_formatted(
+pub(crate) fn say_formatted(
     io: &mut Io<'_>,
     json: bool,
     template: Option<&str>,
@@ -310,7 +310,7 @@ fn go_time(timestamp: Timestamp) -> String {
 
 /// Nomad's `outputACLToken`: the token's fields, then for a client token its policies and a
 /// table of its roles.
-fn format_token(token: &AclToken) -> String {
+pub(crate) fn format_token(token: &AclToken) -> String {
     let mut fields = vec![
         ("Accessor ID", token.accessor_id.clone()),
         ("Secret ID", token.secret_id.clone()),

@@ -129,14 +129,36 @@ pub async fn alloc_exec(arguments: ExecArgs, io: &mut Io<'_>) -> i32 {
         .unwrap_or_else(|| std::io::stdin().is_terminal());
     let command = serde_json::to_string(&arguments.command).unwrap_or_default();
     let encode = percent_encoding_component;
-    let address = client.address().to_string();
-    let host = address.trim_start_matches("http://").to_string();
-    let url = format!(
-        "ws://{host}/v1/client/allocation/{}/exec?task={}&tty={tty}&command={}",
+    let path = format!(
+        "/v1/client/allocation/{}/exec?task={}&tty={tty}&command={}",
         encode(&allocation.id),
         encode(&task),
         encode(&command)
     );
+    run_session(
+        &arguments.api,
+        &client,
+        &path,
+        tty,
+        arguments.interactive,
+        io,
+    )
+    .await
+}
+
+/// Runs one exec-protocol session on the websocket at `path` (with its query): standard input
+/// in (when `interactive`), output out, the remote exit code as the result.
+async fn run_session(
+    api: &ApiFlags,
+    client: &drover_api::client::ApiClient,
+    path: &str,
+    tty: bool,
+    interactive: bool,
+    io: &mut Io<'_>,
+) -> i32 {
+    let address = client.address().to_string();
+    let host = address.trim_start_matches("http://").to_string();
+    let url = format!("ws://{host}{path}");
     let mut request = match url.as_str().into_client_request() {
         Ok(request) => request,
         Err(error) => {
@@ -144,8 +166,7 @@ pub async fn alloc_exec(arguments: ExecArgs, io: &mut Io<'_>) -> i32 {
             return 1;
         }
     };
-    if let Some(token) = arguments
-        .api
+    if let Some(token) = api
         .token
         .clone()
         .or_else(|| std::env::var("NOMAD_TOKEN").ok())
@@ -187,7 +208,7 @@ pub async fn alloc_exec(arguments: ExecArgs, io: &mut Io<'_>) -> i32 {
     if tty && let Some(size) = terminal_size() {
         let _ = outgoing.send(size_message(size)).await;
     }
-    let stdin_task = if arguments.interactive {
+    let stdin_task = if interactive {
         let sender = outgoing.clone();
         // Standard input is read on a blocking thread; it ends with the process or at EOF.
         Some(tokio::task::spawn_blocking(move || {
@@ -303,4 +324,195 @@ fn percent_encoding_component(text: &str) -> String {
         }
     }
     encoded
+}
+
+/// `drover job action -job J [-alloc A | -group G -task T] NAME`: runs a task's `action`
+/// block over the `/v1/job/<job>/action` websocket, as `nomad job action` does.
+#[derive(Debug, Args)]
+pub struct JobActionArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// The job that defines the action.
+    #[arg(long = "job", value_name = "JOB")]
+    pub job: Option<String>,
+    /// The allocation to run the action in; without it, one of the group's allocations
+    /// (a running one when there is one) is picked at random.
+    #[arg(long = "alloc", value_name = "ALLOC")]
+    pub alloc: Option<String>,
+    /// The task that defines the action (required without -alloc).
+    #[arg(long = "task", value_name = "TASK")]
+    pub task: Option<String>,
+    /// The group of the task (required without -alloc).
+    #[arg(long = "group", value_name = "GROUP")]
+    pub group: Option<String>,
+    /// Pass standard input to the action (-i=false to not).
+    #[arg(
+        short = 'i',
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "true",
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub interactive: bool,
+    /// Give the action a terminal (default: when standard input is one).
+    #[arg(
+        short = 't',
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub tty: Option<bool>,
+    /// The action's name.
+    pub action: Option<String>,
+}
+
+const JOB_ACTION_HELP: &str = "For additional help try 'drover job action -help'";
+
+pub async fn job_action(arguments: JobActionArgs, io: &mut Io<'_>) -> i32 {
+    let Some(action) = arguments.action.clone() else {
+        io.error("An action name is required");
+        io.error(JOB_ACTION_HELP);
+        return 1;
+    };
+    let Some(job) = arguments.job.clone().filter(|job| !job.is_empty()) else {
+        io.error("A job ID is required");
+        io.error(JOB_ACTION_HELP);
+        return 1;
+    };
+    let tty = arguments
+        .tty
+        .unwrap_or_else(|| std::io::stdin().is_terminal());
+    if tty && !arguments.interactive {
+        io.error("-i must be enabled if running with tty");
+        io.error(JOB_ACTION_HELP);
+        return 1;
+    }
+    let client = match arguments.api.client() {
+        Ok(client) => client,
+        Err(error) => {
+            io.error(format!("Error initializing client: {error}"));
+            return 1;
+        }
+    };
+    let alloc_id = match arguments.alloc.as_deref().filter(|alloc| !alloc.is_empty()) {
+        Some(prefix) => prefix.to_string(),
+        None => {
+            let Some(group) = arguments.group.as_deref().filter(|group| !group.is_empty()) else {
+                io.error("A group name is required if no allocation is provided");
+                io.error(JOB_ACTION_HELP);
+                return 1;
+            };
+            if arguments.task.as_deref().is_none_or(str::is_empty) {
+                io.error("A task name is required if no allocation is provided");
+                io.error(JOB_ACTION_HELP);
+                return 1;
+            }
+            let Some(job_id) = crate::commands::lookup::resolve_job(&client, io, &job).await else {
+                return 1;
+            };
+            match random_group_allocation(&client, &job_id, group).await {
+                Ok(alloc_id) => alloc_id,
+                Err(message) => {
+                    io.error(format!("Error fetching allocations: {message}"));
+                    return 1;
+                }
+            }
+        }
+    };
+    let Some(allocation) = resolve_allocation(&client, io, &alloc_id).await else {
+        return 1;
+    };
+    let names = task_names(&allocation);
+    let task = match arguments.task.clone().filter(|task| !task.is_empty()) {
+        Some(task) if names.contains(&task) => task,
+        Some(task) => {
+            io.error(format!(
+                "Could not find task named: {task}, found:\n{}",
+                names
+                    .iter()
+                    .map(|name| format!("  * {name}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ));
+            return 1;
+        }
+        None => match names.as_slice() {
+            [only] => only.clone(),
+            _ => {
+                io.error(format!(
+                    "Allocation \"{}\" is running the following tasks:\n{}\n\nPlease specify the task.",
+                    short_id(&allocation.id, false),
+                    names
+                        .iter()
+                        .map(|name| format!("  * {name}"))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                ));
+                return 1;
+            }
+        },
+    };
+    let encode = percent_encoding_component;
+    let path = format!(
+        "/v1/job/{}/action?action={}&allocID={}&group={}&task={}&tty={tty}&command=%5B%5D",
+        encode(&job),
+        encode(&action),
+        encode(&allocation.id),
+        encode(&allocation.task_group),
+        encode(&task),
+    );
+    run_session(
+        &arguments.api,
+        &client,
+        &path,
+        tty,
+        arguments.interactive,
+        io,
+    )
+    .await
+}
+
+/// One allocation of the job's `group`, a running one when any runs, as Nomad's CLI picks it.
+async fn random_group_allocation(
+    client: &drover_api::client::ApiClient,
+    job_id: &str,
+    group: &str,
+) -> Result<String, String> {
+    let allocations = client
+        .job_allocations(job_id, false)
+        .await
+        .map_err(|error| format!("error querying job {job_id:?}: {error}"))?;
+    if allocations.is_empty() {
+        return Err(format!(
+            "job {job_id:?} doesn't exist or it has no allocations"
+        ));
+    }
+    let in_group: Vec<_> = allocations
+        .iter()
+        .filter(|allocation| allocation.task_group == group)
+        .collect();
+    if in_group.is_empty() {
+        return Err(format!(
+            "task group {group:?} doesn't exist or it has no allocations"
+        ));
+    }
+    let running: Vec<_> = in_group
+        .iter()
+        .filter(|allocation| allocation.client_status == "running")
+        .collect();
+    let pool = if running.is_empty() {
+        in_group.iter().collect::<Vec<_>>()
+    } else {
+        running
+    };
+    // Any allocation of the pool will do; the clock's nanoseconds spread the choice.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.subsec_nanos());
+    let index = usize::try_from(nanos).unwrap_or(0) % pool.len().max(1);
+    pool.get(index)
+        .map(|allocation| allocation.id.clone())
+        .ok_or_else(|| format!("task group {group:?} has no allocations"))
 }

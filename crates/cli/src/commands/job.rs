@@ -59,6 +59,8 @@ pub enum JobCommand {
     Scale(crate::commands::job_scale::ScaleArgs),
     /// List a job's recent scaling events
     ScalingEvents(crate::commands::job_scale::ScalingEventsArgs),
+    /// Run a task's predefined action inside one of the job's allocations
+    Action(crate::commands::exec::JobActionArgs),
 }
 
 #[derive(Debug, Args)]
@@ -251,6 +253,7 @@ pub async fn run(command: JobCommand, io: &mut Io<'_>) -> i32 {
         JobCommand::ScalingEvents(arguments) => {
             crate::commands::job_scale::job_scaling_events(arguments, io).await
         }
+        JobCommand::Action(arguments) => crate::commands::exec::job_action(arguments, io).await,
     }
 }
 

@@ -13,6 +13,7 @@ pub mod job_history;
 pub mod job_input;
 pub mod job_plan;
 pub mod job_scale;
+pub mod login;
 pub mod lookup;
 pub mod monitor;
 pub mod namespace;

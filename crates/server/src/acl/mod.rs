@@ -464,7 +464,7 @@ pub fn anonymous_acl(state: &drover_state::StateStore) -> Acl {
 
 /// BLAKE2b-256 over `fields` in order, each written as it is (no separators, as Nomad's
 /// `SetHash` writes them), base64 as Go encodes a `[]byte` in JSON.
-fn blake2b_256_base64<'a>(fields: impl IntoIterator<Item = &'a str>) -> String {
+pub fn blake2b_256_base64<'a>(fields: impl IntoIterator<Item = &'a str>) -> String {
     use base64::Engine as _;
     use blake2::Digest as _;
     let mut hasher = blake2::Blake2b::<blake2::digest::consts::U32>::new();
