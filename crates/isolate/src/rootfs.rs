@@ -175,6 +175,12 @@ pub fn enter_task_root(plan: &TaskRoot) -> Result<(), IsolationError> {
     )?;
     // pivot_root needs the new root to be a mount point.
     bind(root, root, false)?;
+    // The root as mounted now, pinned: the task's working directory is entered through this
+    // descriptor, never through the root's path again.
+    let root_fd = crate::beneath::open_root(root).map_err(|error| IsolationError::Beneath {
+        target: PathBuf::from("/"),
+        source: error,
+    })?;
 
     for bind_mount in &plan.binds {
         let Ok(source) = fs::metadata(&bind_mount.source) else {
@@ -186,7 +192,7 @@ pub fn enter_task_root(plan: &TaskRoot) -> Result<(), IsolationError> {
     mount_dev(root)?;
     mount_proc(root)?;
     mount_sys(root)?;
-    pivot_into(root)
+    pivot_into(root, &root_fd)
 }
 
 /// `statfs(2)` types of the filesystems mounted here.
@@ -369,8 +375,8 @@ fn mask(mounted: &Path, prefix: &str, paths: &[&str]) -> Result<(), IsolationErr
     Ok(())
 }
 
-fn pivot_into(root: &Path) -> Result<(), IsolationError> {
-    nix::unistd::chdir(root).map_err(syscall(format!("entering {}", root.display())))?;
+fn pivot_into(root: &Path, root_fd: &std::os::fd::OwnedFd) -> Result<(), IsolationError> {
+    nix::unistd::fchdir(root_fd).map_err(syscall(format!("entering {}", root.display())))?;
     match nix::unistd::pivot_root(".", ".") {
         Ok(()) => {
             // The old root is now stacked on `/`; detach it so nothing of the host stays
