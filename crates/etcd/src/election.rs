@@ -173,9 +173,9 @@ impl EtcdKv {
     /// The first session is opened before this answers, and with it the server's name claimed
     /// (`P alive/<name>`, a compare-and-create under the session's lease): while another live
     /// server holds the name this fails with [`CampaignError::NameTaken`], so two servers never
-    /// share a name (as Serf refuses a duplicate name in Nomad). A record the same as
-    /// `candidate`'s is this server's own, restarted before its last session lapsed: the claim
-    /// waits up to a TTL for that session to end.
+    /// share a name (as Serf refuses a duplicate name in Nomad). A name held by a session that
+    /// is not renewed (a server that died, often this one before a restart) is waited for, up
+    /// to a TTL and a second, so only a live holder is refused.
     pub async fn campaign(&self, candidate: Candidate) -> Result<Election, CampaignError> {
         self.set_fence(Fence::Follower);
         let mut previous = None;
@@ -343,9 +343,10 @@ impl EtcdKv {
         })
     }
 
-    /// Waits, up to a TTL and a second, while `P alive/<name>` holds exactly this server's
-    /// record under a lease not its own (`previous`): this server from before a restart, whose
-    /// session lapses within a TTL. Before the new session's lease is granted, so nothing of
+    /// Waits, up to a TTL and a second, while `P alive/<name>` is held under a lease not this
+    /// server's own (`previous`): a server that died (this one, killed and restarted, most
+    /// often) holds it until its session lapses, within a TTL; one still held after that is
+    /// renewed, so its server lives. Before the new session's lease is granted, so nothing of
     /// the new session has to be kept alive meanwhile.
     async fn await_own_lapse(
         &self,
@@ -365,17 +366,18 @@ impl EtcdKv {
                     async move { client.get(key, None).await }
                 })
                 .await?;
-            let own_restart = current.kvs().first().is_some_and(|held| {
-                held.value() == candidate.record && Some(held.lease()) != previous
-            });
-            if !own_restart {
+            let held_by_another = current
+                .kvs()
+                .first()
+                .is_some_and(|held| Some(held.lease()) != previous);
+            if !held_by_another {
                 return Ok(());
             }
             if !logged {
                 tracing::info!(
                     name = %candidate.name,
-                    "this server's name is held by a session with this server's own record (a \
-                     restart); waiting for that session to lapse"
+                    "this server's name is held by another session (a server that died lets it \
+                     lapse within its TTL); waiting for it before claiming the name"
                 );
                 logged = true;
             }

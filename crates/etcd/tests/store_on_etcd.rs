@@ -383,8 +383,9 @@ async fn a_server_named_as_a_live_server_is_refused_and_the_name_is_free_once_th
     let election_a = kv_a.campaign(candidate("first at 10.0.0.1")).await.unwrap();
     leading(&election_a, "the first server leads").await;
 
-    // A second and a third server of the same name, another record each: refused at once,
-    // naming the name and handing back the live server's record.
+    // A second and a third server of the same name, another record each: refused once the
+    // name has stayed held past a TTL (its holder renews it: it lives), naming the name and
+    // handing back the live server's record.
     for record in ["second at 10.0.0.2", "third at 10.0.0.3"] {
         let (kv, _store) = open(&cluster, "drover-names/").await;
         let asked = tokio::time::Instant::now();
@@ -397,8 +398,8 @@ async fn a_server_named_as_a_live_server_is_refused_and_the_name_is_free_once_th
             Ok(_) => panic!("{record} campaigns under a live server's name"),
         }
         assert!(
-            asked.elapsed() < Duration::from_secs(2),
-            "not refused at once"
+            asked.elapsed() < Duration::from_secs(8),
+            "not refused within a TTL and a few seconds"
         );
     }
     // The first server still leads and is the name's one live member.
@@ -408,31 +409,21 @@ async fn a_server_named_as_a_live_server_is_refused_and_the_name_is_free_once_th
     assert_eq!(members[0].record, b"first at 10.0.0.1");
     assert!(members[0].alive);
 
-    // The first server dies (its session is no longer renewed): once etcd lets the session
-    // lapse, the name is free, and another server takes it.
+    // The first server dies (its session is no longer renewed): another server of the name,
+    // started at once, waits for etcd to let the session lapse and takes the name.
     election_a.abort();
     let (kv_b, _store_b) = open(&cluster, "drover-names/").await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    let election_b = loop {
-        match kv_b.campaign(candidate("second at 10.0.0.2")).await {
-            Ok(election) => break election,
-            Err(CampaignError::NameTaken { .. }) => {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "the name is still held 15 s after its server died"
-                );
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(other) => panic!("{other}"),
-        }
-    };
+    let election_b = kv_b
+        .campaign(candidate("second at 10.0.0.2"))
+        .await
+        .unwrap();
     leading(&election_b, "the second server leads").await;
     let members = kv_b.members().await.unwrap();
     assert_eq!(members[0].record, b"second at 10.0.0.2");
     assert!(members[0].alive);
 
-    // The same server restarted before its last session lapsed (the same record under a
-    // session that is no longer renewed) waits for that session rather than refusing.
+    // The same server killed and restarted before its last session lapsed waits for that
+    // session rather than refusing.
     election_b.abort();
     let (kv_again, _store_again) = open(&cluster, "drover-names/").await;
     let election_again = kv_again
