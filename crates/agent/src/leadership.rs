@@ -19,12 +19,13 @@
 
 use std::sync::Arc;
 
+use anyhow::Context as _;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use drover_etcd::EtcdKv;
-use drover_etcd::election::{Election, Leadership};
+use drover_etcd::election::{CampaignError, Election, Leadership};
 use drover_server::keyring::Keyring;
 use drover_server::{Server, Takeover};
 use drover_state::StateStore;
@@ -81,13 +82,33 @@ impl ClusterNode {
         let _ = self.store.set(store);
     }
 
-    /// Starts campaigning as `own`.
-    pub fn join(kv: Arc<EtcdKv>, own: ServerRecord) -> anyhow::Result<Arc<Self>> {
+    /// Starts campaigning as `own`; refused while another live server holds `own.name` (the
+    /// message names it and where that server answers).
+    pub async fn join(kv: Arc<EtcdKv>, own: ServerRecord) -> anyhow::Result<Arc<Self>> {
         let record = serde_json::to_vec(&own)?;
-        let election = kv.campaign(drover_etcd::election::Candidate::new(
-            own.name.clone(),
-            record,
-        ));
+        let election = match kv
+            .campaign(drover_etcd::election::Candidate::new(
+                own.name.clone(),
+                record,
+            ))
+            .await
+        {
+            Ok(election) => election,
+            Err(CampaignError::NameTaken { name, holder }) => {
+                let other = ServerRecord::decode(&holder).map_or_else(
+                    || "an unreadable record".to_owned(),
+                    |other| other.http_addr,
+                );
+                anyhow::bail!(
+                    "another server named {name:?} is alive in this cluster (its HTTP API at \
+                     {other}): each server needs a name of its own; set `name` in the agent's \
+                     configuration (the default is the host name)"
+                );
+            }
+            Err(CampaignError::Etcd(error)) => {
+                return Err(error).context("starting this server's etcd session");
+            }
+        };
         let leadership = election.watch();
         Ok(Arc::new(Self {
             kv,

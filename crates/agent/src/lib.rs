@@ -863,7 +863,8 @@ async fn start_cluster_server(
             version: env!("CARGO_PKG_VERSION").to_owned(),
             left_at: None,
         },
-    )?;
+    )
+    .await?;
     // The task ends by itself when the store is closed.
     drop(drover_etcd::follow(&kv, state.clone()));
     cluster.set_store(state.clone());

@@ -309,8 +309,10 @@ async fn raft_peer(
             record.http_addr == named
         }
     });
+    // Nomad answers this as a failed RPC (500); it is a request naming no peer, so a 404 with
+    // Nomad's words.
     if !known {
-        return Err(ApiError::internal(format!(
+        return Err(ApiError::not_found(format!(
             "{kind} {named:?} was not found in the Raft configuration"
         )));
     }

@@ -18,7 +18,7 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path};
@@ -411,9 +411,19 @@ pub fn open_regular_file(
     if requested.is_empty() {
         return Err(ApiError::bad_request("must provide a file name"));
     }
-    let looked = open_beneath(alloc_dir, requested, Access::Look, resolver)?
-        .metadata()
-        .map_err(io_error)?;
+    let parts = relative_components(requested)?;
+    if names_a_secrets_dir(alloc_dir, &parts) {
+        return Err(secret_refused(requested));
+    }
+    let looked = open_beneath(alloc_dir, requested, Access::Look, resolver)?;
+    // Where the path led once its symlinks were followed: a link beneath the alloc dir may
+    // still point into a task's `secrets/`.
+    if let Some(resolved) = resolved_beneath(alloc_dir, &looked)
+        && names_a_secrets_dir(alloc_dir, &resolved)
+    {
+        return Err(secret_refused(requested));
+    }
+    let looked = looked.metadata().map_err(io_error)?;
     if looked.is_dir() {
         return Err(ApiError::bad_request(format!(
             "{requested:?} is a directory"
@@ -432,6 +442,52 @@ pub fn open_regular_file(
         )));
     }
     Ok(file)
+}
+
+fn secret_refused(requested: &str) -> ApiError {
+    ApiError::bad_request(format!("Reading secret file prohibited: {requested}"))
+}
+
+/// Whether the path `parts` (relative to the alloc dir) lies in a task's `secrets/`, by
+/// Nomad's rule for reads: the path, compared without regard to case, starts with a task dir's
+/// `secrets` path (a task dir: any directory of the alloc dir but the shared `alloc/` that
+/// holds a `secrets` directory).
+fn names_a_secrets_dir(alloc_dir: &Path, parts: &[OsString]) -> bool {
+    let Some(first) = parts.first() else {
+        return false;
+    };
+    let joined = parts
+        .iter()
+        .map(|part| part.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+        .to_lowercase();
+    let first = first.to_string_lossy().to_lowercase();
+    let Ok(entries) = std::fs::read_dir(alloc_dir) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let name = entry.file_name().to_string_lossy().to_lowercase();
+        name == first
+            && name != "alloc"
+            && std::fs::symlink_metadata(entry.path().join("secrets"))
+                .is_ok_and(|metadata| metadata.is_dir())
+            && joined.starts_with(&format!("{name}/secrets"))
+    })
+}
+
+/// The components, relative to the alloc dir, of where `opened` is now (read from
+/// `/proc/self/fd`), when it is beneath the alloc dir.
+fn resolved_beneath(alloc_dir: &Path, opened: &std::fs::File) -> Option<Vec<OsString>> {
+    let root = std::fs::canonicalize(alloc_dir).ok()?;
+    let at = std::fs::read_link(format!("/proc/self/fd/{}", opened.as_fd().as_raw_fd())).ok()?;
+    let relative = at.strip_prefix(&root).ok()?;
+    Some(
+        relative
+            .components()
+            .map(|component| component.as_os_str().to_os_string())
+            .collect(),
+    )
 }
 
 /// `readat`: the range of a file from `offset`, `limit` bytes long (`limit` 0 or absent: to
@@ -497,6 +553,62 @@ mod tests {
             .unwrap();
         let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
         kib * 1024
+    }
+
+    #[test]
+    fn reading_a_task_secrets_file_is_prohibited_as_nomad_does_however_it_is_named() {
+        let dir = alloc_dir_with_files();
+        std::fs::create_dir_all(dir.path().join("web/secrets")).unwrap();
+        std::fs::write(dir.path().join("web/secrets/token"), "s3cret\n").unwrap();
+        // A relative symlink beneath the alloc dir into the secrets, in a file and in an
+        // intermediate directory, and an absolute one.
+        std::os::unix::fs::symlink("../secrets/token", dir.path().join("web/local/token")).unwrap();
+        std::os::unix::fs::symlink("../../web/secrets", dir.path().join("alloc/logs/s")).unwrap();
+        std::os::unix::fs::symlink(
+            dir.path().join("web/secrets/token"),
+            dir.path().join("web/local/absolute"),
+        )
+        .unwrap();
+        for resolver in RESOLVERS {
+            for requested in [
+                "web/secrets/token",
+                "/web/secrets/token",
+                "/WEB/Secrets/token",
+                "./web//secrets/token",
+                "web/secrets",
+                "web/local/token",
+                "alloc/logs/s/token",
+            ] {
+                let error = read_all(dir.path(), requested, resolver).unwrap_err();
+                assert_eq!(
+                    error.to_string(),
+                    format!("Reading secret file prohibited: {requested}"),
+                    "{resolver:?}"
+                );
+                assert_eq!(error.status(), axum::http::StatusCode::BAD_REQUEST);
+            }
+            assert_eq!(
+                read_all(dir.path(), "web/secrets/token", resolver)
+                    .unwrap_err()
+                    .to_string(),
+                "Reading secret file prohibited: web/secrets/token"
+            );
+            // The absolute link is refused as leading outside (it names the host's path).
+            assert!(read_all(dir.path(), "web/local/absolute", resolver).is_err());
+            // Looking at the secrets is allowed, as in Nomad: only reads are refused.
+            assert!(stat(dir.path(), "web/secrets/token").is_ok());
+            // Not a task's secrets: the shared alloc dir has none, and other files read.
+            std::fs::create_dir_all(dir.path().join("alloc/secrets")).unwrap();
+            std::fs::write(dir.path().join("alloc/secrets/x"), "x").unwrap();
+            assert_eq!(
+                read_all(dir.path(), "alloc/secrets/x", resolver).unwrap(),
+                b"x"
+            );
+            assert_eq!(
+                read_all(dir.path(), "web/local/conf", resolver).unwrap(),
+                b"a=1\n"
+            );
+        }
     }
 
     #[test]

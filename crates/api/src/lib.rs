@@ -47,7 +47,8 @@
 //! **Invariant**: a file of an alloc dir (fs endpoints, log streams) is resolved and opened in
 //! one step beneath the alloc dir (`openat2` `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`, or an
 //! `O_NOFOLLOW` walk where the kernel lacks it), only regular files are read, and file bodies
-//! are streamed, never read whole. **Invariant**: one limit on request bodies
+//! are streamed, never read whole; reading a task's `secrets/` (asked for, or reached through a
+//! symlink) is refused as Nomad does ("Reading secret file prohibited"). **Invariant**: one limit on request bodies
 //! (`body_limit::MAX_REQUEST_BODY`, 2 MiB; 413 past it), applied by the agent around the
 //! forwarding layer, so direct and forwarded requests meet the same limit.
 //! `clean_path`: the agent's outermost layer, Go's router's: a path that is not canonical

@@ -383,3 +383,74 @@ fn head_of(agent: &Agent, path: &str) -> (u16, String) {
         .unwrap();
     (status, head.to_lowercase())
 }
+
+/// Three server agents on one etcd prefix, none given a `name` (so each takes the host name,
+/// the default): the first runs; the second and third refuse to start, naming the name and
+/// the live server's address, rather than each listing only itself as the cluster's peers.
+#[test]
+fn three_servers_with_the_same_name_the_second_and_third_refuse_to_start_naming_it() {
+    if !etcd_cluster::etcd_available() {
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let etcd = runtime.block_on(etcd_cluster::EtcdCluster::start(1));
+    let endpoints: Vec<String> = etcd
+        .endpoints()
+        .iter()
+        .map(|e| format!("\"{e}\""))
+        .collect();
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("server.hcl");
+    std::fs::write(
+        &config,
+        format!(
+            "client {{\n  enabled = false\n}}\netcd {{\n  endpoints = [{}]\n  prefix    = \"same-name/\"\n}}\n",
+            endpoints.join(", ")
+        ),
+    )
+    .unwrap();
+    let config_flag = format!("-config={}", config.display());
+    let first = Agent::start_with(&temp.path().join("first"), &[&config_flag]);
+    let host_name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_owned();
+    let members = first.get_json("/v1/agent/members");
+    assert_eq!(
+        members["Members"][0]["Name"],
+        format!("{host_name}.global"),
+        "{members}"
+    );
+
+    for which in ["second", "third"] {
+        let data_dir = temp.path().join(which);
+        let mut agent = std::process::Command::new(support::drover_bin())
+            .args(["agent", "-dev", "-http-port=0"])
+            .arg(format!("-data-dir={}", data_dir.display()))
+            .arg(&config_flag)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let exited = wait_for(&format!("the {which} server to exit"), LIMIT, || {
+            agent.try_wait().unwrap()
+        });
+        let output = agent.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!exited.success(), "the {which} server started: {stderr}");
+        let expected = format!(
+            "another server named {host_name:?} is alive in this cluster (its HTTP API at {})",
+            host_port(&first)
+        );
+        assert!(
+            stderr.contains(&expected),
+            "the {which} server's error does not say {expected:?}:\n{stderr}"
+        );
+        assert!(stderr.contains("set `name`"), "{stderr}");
+    }
+    // The first server is untouched: the one peer, and leading.
+    let peers: Vec<String> = serde_json::from_value(first.get_json("/v1/status/peers")).unwrap();
+    assert_eq!(peers, [host_port(&first)]);
+    assert_eq!(leader_of(&first), Some(host_port(&first)));
+}

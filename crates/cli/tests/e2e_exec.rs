@@ -56,6 +56,8 @@ for d in /usr /bin /etc /sbin; do
   if touch $d/.drover-probe 2>/dev/null; then echo "writable_system_dir=$d"; fi
 done
 echo "kcore_bytes=$(cat /proc/kcore 2>/dev/null | head -c 16 | wc -c)"
+echo "cwd=$(pwd -P)"
+echo "cwd_holds=$(ls -d local secrets tmp alloc 2>/dev/null | tr '\n' ' ')"
 echo "host_root=$(ls -A /root 2>/dev/null | wc -l)"
 echo "host_alloc_root=$(test -e {alloc_root} && echo visible || echo invisible)"
 echo "alloc_dir=$(test -d /alloc/logs && echo yes || echo no)"
@@ -124,6 +126,9 @@ job "probe" {{
     assert_eq!(seen["has_pid_1"], "yes", "{text}");
     assert!(!seen.contains_key("writable_system_dir"), "{text}");
     assert_eq!(seen["kcore_bytes"], "0", "{text}");
+    // The task starts in its own root (the task dir), entered through the pinned root.
+    assert_eq!(seen["cwd"], "/", "{text}");
+    assert_eq!(seen["cwd_holds"], "alloc local secrets tmp", "{text}");
     assert_eq!(seen["host_root"], "0", "{text}");
     assert_eq!(seen["host_alloc_root"], "invisible", "{text}");
     assert_eq!(seen["alloc_dir"], "yes", "{text}");

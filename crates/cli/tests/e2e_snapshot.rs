@@ -282,7 +282,7 @@ fn a_snapshot_of_an_etcd_cluster_restores_into_a_fresh_cluster_and_into_an_embed
     );
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("not raft peers"), "{body}");
-    // A peer that is not a server: Nomad's error.
+    // A peer that is not a server: Nomad's error text, as a 404.
     let (status, body) = http(
         "DELETE",
         &following.url("/v1/operator/raft/peer?address=nope"),
@@ -291,7 +291,7 @@ fn a_snapshot_of_an_etcd_cluster_restores_into_a_fresh_cluster_and_into_an_embed
     assert_eq!(
         (status, body.as_str()),
         (
-            500,
+            404,
             "address \"nope\" was not found in the Raft configuration"
         )
     );

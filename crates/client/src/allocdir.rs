@@ -174,27 +174,23 @@ impl AllocDir {
     ) -> Result<Vec<PathBuf>, AllocDirError> {
         self.build()?;
         let mut moved = Vec::new();
-        if is_real_dir(&previous.root)
-            && is_real_dir(&previous.shared_dir)
-            && is_real_dir(&previous.shared_data_dir)
-        {
-            replace_empty_dir_with(&previous.shared_data_dir, &self.shared_data_dir)?;
+        if move_dir_beneath(&previous.root, &self.root, Path::new("alloc"), "data")? {
             moved.push(self.shared_data_dir.clone());
         }
         for task in tasks {
             let (Ok(from), Ok(to)) = (previous.task_dir(task), self.task_dir(task)) else {
                 continue;
             };
-            if !(is_real_dir(&previous.root)
-                && is_real_dir(&from.dir)
-                && is_real_dir(&from.local_dir))
-            {
+            if !is_real_dir(&from.dir) {
                 continue;
             }
             create_dir_with_mode(&to.dir, 0o777)?;
-            replace_empty_dir_with(&from.local_dir, &to.local_dir)?;
-            moved.push(to.local_dir);
+            if move_dir_beneath(&previous.root, &self.root, Path::new(task), "local")? {
+                moved.push(to.local_dir);
+            }
         }
+        // A symlink moved in and removed again left the shared data dir missing.
+        self.build()?;
         Ok(moved)
     }
 
@@ -312,18 +308,63 @@ fn is_real_dir(path: &Path) -> bool {
     fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_dir())
 }
 
-/// Renames `from` onto `to`, which may be missing or an empty directory (anything else is
-/// refused by the rename, and left alone).
-fn replace_empty_dir_with(from: &Path, to: &Path) -> Result<(), AllocDirError> {
-    if is_real_dir(to) {
-        // Only an empty one goes; a full one makes the rename fail below.
-        let _ = fs::remove_dir(to);
-    }
-    fs::rename(from, to).map_err(|source| AllocDirError::Move {
-        from: from.to_path_buf(),
-        to: to.to_path_buf(),
+/// Moves the directory `<from_root>/<parent>/<name>` to `<to_root>/<parent>/<name>` (which may
+/// be missing or an empty directory; anything else makes the rename fail, and is left alone),
+/// without a check a swap could undo: both parents are opened through no symlink
+/// (`openat2(RESOLVE_NO_SYMLINKS)` beneath their alloc dir, itself opened `O_NOFOLLOW`), the
+/// entry is renamed between those descriptors (a rename never follows its last component), and
+/// what arrived is then looked at where no task runs yet: anything but a directory (a symlink a
+/// task planted, even one swapped in after any look before) is removed again and not counted.
+/// Answers whether a directory was moved (`false` when `from` has none).
+fn move_dir_beneath(
+    from_root: &Path,
+    to_root: &Path,
+    parent: &Path,
+    name: &str,
+) -> Result<bool, AllocDirError> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+    let from = from_root.join(parent).join(name);
+    let to = to_root.join(parent).join(name);
+    let failed = |source: io::Error| AllocDirError::Move {
+        from: from.clone(),
+        to: to.clone(),
         source,
-    })
+    };
+    let open_parent = |root: &Path| {
+        let root = rustix::fs::open(
+            root,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        rustix::fs::openat2(
+            &root,
+            parent,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        )
+    };
+    let from_parent = match open_parent(from_root) {
+        Ok(fd) => fd,
+        // Nothing to move, or a symlink on the way: nothing is moved through it.
+        Err(_) => return Ok(false),
+    };
+    let to_parent = open_parent(to_root).map_err(|errno| failed(errno.into()))?;
+    // Only an empty one goes; a full one makes the rename fail below.
+    let _ = rustix::fs::unlinkat(&to_parent, name, AtFlags::REMOVEDIR);
+    match rustix::fs::renameat(&from_parent, name, &to_parent, name) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::NOENT) => return Ok(false),
+        Err(errno) => return Err(failed(errno.into())),
+    }
+    let arrived = rustix::fs::statat(&to_parent, name, AtFlags::SYMLINK_NOFOLLOW)
+        .map_err(|errno| failed(errno.into()))?;
+    if FileType::from_raw_mode(arrived.st_mode) != FileType::Directory {
+        rustix::fs::unlinkat(&to_parent, name, AtFlags::empty())
+            .map_err(|errno| failed(errno.into()))?;
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 fn create_dir_with_mode(path: &Path, mode: u32) -> Result<(), AllocDirError> {
@@ -446,6 +487,58 @@ mod tests {
         assert!(after.move_from(&linked, &[])?.is_empty());
         assert!(outside.join("secret").exists());
         assert!(fs::symlink_metadata(&after.shared_data_dir)?.is_dir());
+
+        // A task dir that is itself a symlink (an intermediate directory), absolute or
+        // relative, to a directory outside with a `local/` of its own: nothing is moved from it.
+        let hostile = AllocDir::new(&root, "hostile")?;
+        hostile.build()?;
+        fs::create_dir_all(outside.join("local"))?;
+        fs::write(outside.join("local/host-file"), "host")?;
+        std::os::unix::fs::symlink(&outside, hostile.root.join("abs"))?;
+        std::os::unix::fs::symlink("../../outside", hostile.root.join("rel"))?;
+        // And a data dir that is a relative symlink climbing out.
+        fs::remove_dir(&hostile.shared_data_dir)?;
+        std::os::unix::fs::symlink("../../../outside", &hostile.shared_data_dir)?;
+        let last = AllocDir::new(&root, "last")?;
+        let tasks = ["abs", "rel"].map(str::to_owned);
+        assert!(last.move_from(&hostile, &tasks)?.is_empty());
+        assert_eq!(fs::read_to_string(outside.join("local/host-file"))?, "host");
+        assert!(!last.task_dir("abs")?.local_dir.exists());
+        assert!(!last.task_dir("rel")?.local_dir.exists());
+        assert!(fs::symlink_metadata(&last.shared_data_dir)?.is_dir());
+        assert_eq!(fs::read_dir(&last.shared_data_dir)?.count(), 0);
+        Ok(())
+    }
+
+    /// The swap the move cannot see coming: the entry becomes a symlink after anything could
+    /// have looked at it. The move renames whatever is there and then looks at what arrived, so
+    /// the symlink is removed rather than kept as the new allocation's directory.
+    #[test]
+    fn a_sticky_dir_swapped_for_a_symlink_mid_move_never_becomes_the_new_dir()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let data = tempfile::tempdir()?;
+        let root = data.path().join("alloc");
+        let outside = data.path().join("outside");
+        fs::create_dir(&outside)?;
+        fs::write(outside.join("secret"), "not ours")?;
+        let previous = AllocDir::new(&root, "old")?;
+        previous.build()?;
+        let web = previous.task_dir("web")?;
+        web.build(false, 0)?;
+        let next = AllocDir::new(&root, "new")?;
+        next.build()?;
+        fs::create_dir_all(next.task_dir("web")?.dir)?;
+        // The swap lands between any look and the rename: here, before the move's own steps.
+        fs::remove_dir(&web.local_dir)?;
+        std::os::unix::fs::symlink(&outside, &web.local_dir)?;
+        assert!(!move_dir_beneath(
+            &previous.root,
+            &next.root,
+            Path::new("web"),
+            "local"
+        )?);
+        assert!(fs::symlink_metadata(next.task_dir("web")?.local_dir).is_err());
+        assert_eq!(fs::read_to_string(outside.join("secret"))?, "not ours");
         Ok(())
     }
 

@@ -68,8 +68,9 @@
 //! it is not here, from the servers (`AllocReader` over `ServerConn::get_allocs`, polled; an
 //! allocation the servers do not know is not waited for); a restored runner waits again only
 //! if none of its tasks had started; then a sticky disk's data is moved over from a previous
-//! allocation of this node (a move that fails is a "Task Setup" event and the tasks start
-//! without it); `snapshot`: the tar stream of an allocation's `alloc/data` and tasks' `local/`
+//! allocation of this node (renamed between parent descriptors opened through no symlink, what
+//! arrived checked to be a directory; a move that fails is a "Task Setup" event and the tasks
+//! start without it); `snapshot`: the tar stream of an allocation's `alloc/data` and tasks' `local/`
 //! and its hostile-archive-safe unpack (through the artifact unpacker's `BeneathDir`), the
 //! pieces of `ephemeral_disk { migrate }` across nodes, which is not served or fetched yet and
 //! stays refused; `group_services`: the group's services, registered

@@ -62,8 +62,11 @@
 //!    pts/ptmx`, `/dev/pts` (`newinstance`), `/dev/shm`, `/dev/mqueue`; a fresh `/proc` (it shows
 //!    the new pid namespace because the child is in it) with `/proc/kcore`, `/proc/keys`,
 //!    `/proc/timer_list` masked by `/dev/null` and `/proc/sys`, `/proc/sysrq-trigger`,
-//!    `/proc/irq`, `/proc/bus` read-only; `/sys` read-only with `/sys/firmware` masked;
-//!    `pivot_root` and a lazy unmount of the old root (chroot only where pivot_root is refused).
+//!    `/proc/irq`, `/proc/bus` read-only; `/sys` read-only with `/sys/firmware` masked (each of
+//!    `/dev`, `/proc`, `/sys` mounted on a descriptor of its mount point opened beneath the root,
+//!    reopened and checked to be the filesystem just mounted, and filled through that descriptor);
+//!    `pivot_root` from the root pinned after its bind (`fchdir`) and a lazy unmount of the old
+//!    root (chroot only where pivot_root is refused).
 //!    Mounts need `CAP_SYS_ADMIN`, so this comes before any privilege is dropped.
 //! 7. **Program lookup** in the task's `PATH`, inside the new root (the host's binaries are not
 //!    what the task runs).

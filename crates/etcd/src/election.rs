@@ -8,7 +8,10 @@
 //!   fenced by that lease ([`crate::Fence::Leader`]), so a server whose session lapsed cannot
 //!   write even before it notices;
 //! - `P members/<name>`: each server's record, kept after it dies (it is then listed failed);
-//! - `P alive/<name>`: the same record under the server's session lease, present while it lives.
+//! - `P alive/<name>`: the same record under the server's session lease, present while it lives,
+//!   taken by a compare-and-create: a second server of the same name is refused
+//!   ([`CampaignError::NameTaken`]) while the first lives, and takes the name once its session
+//!   ends.
 //!
 //! A server that cannot renew its session steps down (stops leading, its store refuses writes)
 //! half a second before the TTL has passed since its last renewal was sent
@@ -166,12 +169,30 @@ impl EtcdKv {
     /// Starts campaigning for the prefix's leadership as `candidate`. From now on this handle's
     /// writes are refused while the server does not lead, and fenced by its session lease while
     /// it does.
-    pub fn campaign(&self, candidate: Candidate) -> Election {
+    ///
+    /// The first session is opened before this answers, and with it the server's name claimed
+    /// (`P alive/<name>`, a compare-and-create under the session's lease): while another live
+    /// server holds the name this fails with [`CampaignError::NameTaken`], so two servers never
+    /// share a name (as Serf refuses a duplicate name in Nomad). A name held by a session that
+    /// is not renewed (a server that died, often this one before a restart) is waited for, up
+    /// to a TTL and a second, so only a live holder is refused.
+    pub async fn campaign(&self, candidate: Candidate) -> Result<Election, CampaignError> {
         self.set_fence(Fence::Follower);
-        let (sender, view) = watch::channel(Leadership::default());
+        let mut previous = None;
+        let budget = self.endpoints().request_timeout().max(candidate.ttl);
+        let opened = self
+            .open_session(&candidate, &mut previous, budget, budget)
+            .await?;
+        let (sender, view) = watch::channel(Leadership {
+            last_contact: Some(opened.granted),
+            ..Leadership::default()
+        });
         let kv = self.sibling();
-        let task = tokio::spawn(async move { kv.run_sessions(candidate, sender).await });
-        Election { view, task }
+        let task = tokio::spawn(async move {
+            kv.run_sessions(candidate, sender, previous, Some(opened))
+                .await;
+        });
+        Ok(Election { view, task })
     }
 
     /// Every server that ever joined, alive or not.
@@ -246,15 +267,176 @@ impl EtcdKv {
     }
 
     /// Sessions, one after the other, for the life of the task.
-    async fn run_sessions(&self, candidate: Candidate, view: watch::Sender<Leadership>) {
-        let mut previous = None;
+    async fn run_sessions(
+        &self,
+        candidate: Candidate,
+        view: watch::Sender<Leadership>,
+        mut previous: Option<i64>,
+        mut opened: Option<Opened>,
+    ) {
         loop {
-            match self.session(&candidate, &view, &mut previous).await {
-                Ok(()) => {}
-                Err(error) => tracing::warn!(%error, "etcd session ended; starting a new one"),
-            }
+            let pause = match self
+                .session(&candidate, &view, &mut previous, opened.take())
+                .await
+            {
+                Ok(()) => candidate.poll,
+                Err(CampaignError::NameTaken { name, .. }) => {
+                    // Another server took the name while this one's session had lapsed: it
+                    // does not campaign under a name that is not its own.
+                    tracing::error!(
+                        %name,
+                        "another live server now holds this server's name; this server does \
+                         not campaign until the name is free (give each server a name of its own)"
+                    );
+                    candidate.ttl
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "etcd session ended; starting a new one");
+                    candidate.poll
+                }
+            };
             self.step_down(&view);
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// Grants a session's lease, revokes the last session's (`previous`, then set to the new
+    /// one) and claims the server's name under the new lease ([`Self::claim_name`]). Each
+    /// request may take `attempt` through one member and `budget` in all.
+    async fn open_session(
+        &self,
+        candidate: &Candidate,
+        previous: &mut Option<i64>,
+        attempt: Duration,
+        budget: Duration,
+    ) -> Result<Opened, CampaignError> {
+        let endpoints = Arc::clone(self.endpoints());
+        let ttl_seconds = i64::try_from(candidate.ttl.as_secs().max(2)).unwrap_or(4);
+        self.await_own_lapse(candidate, *previous, attempt, budget)
+            .await?;
+        // The session is counted from when the grant was asked for: etcd counts it from when it
+        // granted it, no sooner.
+        let asked = Instant::now();
+        let lease = endpoints
+            .call_on("lease", attempt, budget, |mut client| async move {
+                client.lease_grant(ttl_seconds, None).await
+            })
+            .await?
+            .1
+            .id();
+        let granted = Instant::now();
+        let old = previous.replace(lease);
+        if let Some(old) = old {
+            // It may have lapsed already; either way it is gone after this.
+            let _ = endpoints
+                .call_on("lease", attempt, attempt, |mut client| async move {
+                    client.lease_revoke(old).await
+                })
+                .await;
+        }
+        self.claim_name(candidate, lease, old, attempt, budget)
+            .await?;
+        Ok(Opened {
+            lease,
+            asked,
+            granted,
+        })
+    }
+
+    /// Waits, up to a TTL and a second, while `P alive/<name>` is held under a lease not this
+    /// server's own (`previous`): a server that died (this one, killed and restarted, most
+    /// often) holds it until its session lapses, within a TTL; one still held after that is
+    /// renewed, so its server lives. Before the new session's lease is granted, so nothing of
+    /// the new session has to be kept alive meanwhile.
+    async fn await_own_lapse(
+        &self,
+        candidate: &Candidate,
+        previous: Option<i64>,
+        attempt: Duration,
+        budget: Duration,
+    ) -> Result<(), KvError> {
+        let alive_key = self.prefixed(format!("alive/{}", candidate.name).as_bytes());
+        let until = Instant::now() + candidate.ttl + Duration::from_secs(1);
+        let mut logged = false;
+        while Instant::now() < until {
+            let (_, current) = self
+                .endpoints()
+                .call_on("member", attempt, budget, |mut client| {
+                    let key = alive_key.clone();
+                    async move { client.get(key, None).await }
+                })
+                .await?;
+            let held_by_another = current
+                .kvs()
+                .first()
+                .is_some_and(|held| Some(held.lease()) != previous);
+            if !held_by_another {
+                return Ok(());
+            }
+            if !logged {
+                tracing::info!(
+                    name = %candidate.name,
+                    "this server's name is held by another session (a server that died lets it \
+                     lapse within its TTL); waiting for it before claiming the name"
+                );
+                logged = true;
+            }
             tokio::time::sleep(candidate.poll).await;
+        }
+        Ok(())
+    }
+
+    /// Publishes `P members/<name>` and takes `P alive/<name>` under `lease`, unless another
+    /// live server holds it: a compare-and-create, or a compare-and-swap of a key held by this
+    /// server's own last session (`old`, when its revoke failed).
+    async fn claim_name(
+        &self,
+        candidate: &Candidate,
+        lease: i64,
+        old: Option<i64>,
+        attempt: Duration,
+        budget: Duration,
+    ) -> Result<(), CampaignError> {
+        let endpoints = self.endpoints();
+        let member_key = self.prefixed(format!("members/{}", candidate.name).as_bytes());
+        let alive_key = self.prefixed(format!("alive/{}", candidate.name).as_bytes());
+        loop {
+            let (_, current) = endpoints
+                .call_on("member", attempt, budget, |mut client| {
+                    let key = alive_key.clone();
+                    async move { client.get(key, None).await }
+                })
+                .await?;
+            let condition = match current.kvs().first() {
+                None => Compare::version(alive_key.clone(), CompareOp::Equal, 0),
+                Some(held) if held.lease() == lease || Some(held.lease()) == old => {
+                    Compare::mod_revision(alive_key.clone(), CompareOp::Equal, held.mod_revision())
+                }
+                Some(held) => {
+                    return Err(CampaignError::NameTaken {
+                        name: candidate.name.clone(),
+                        holder: held.value().to_vec(),
+                    });
+                }
+            };
+            let publish = Txn::new().when(vec![condition]).and_then(vec![
+                TxnOp::put(member_key.clone(), candidate.record.clone(), None),
+                TxnOp::put(
+                    alive_key.clone(),
+                    candidate.record.clone(),
+                    Some(PutOptions::new().with_lease(lease)),
+                ),
+            ]);
+            let (_, answer) = endpoints
+                .call_on("member", attempt, budget, |mut client| {
+                    let publish = publish.clone();
+                    async move { client.txn(publish).await }
+                })
+                .await?;
+            if answer.succeeded() {
+                return Ok(());
+            }
+            // The key changed between the read and the claim: read it again.
         }
     }
 
@@ -286,52 +468,29 @@ impl EtcdKv {
         candidate: &Candidate,
         view: &watch::Sender<Leadership>,
         previous: &mut Option<i64>,
-    ) -> Result<(), KvError> {
+        opened: Option<Opened>,
+    ) -> Result<(), CampaignError> {
         let endpoints = Arc::clone(self.endpoints());
         let attempt = attempt_timeout(candidate.ttl);
-        let ttl_seconds = i64::try_from(candidate.ttl.as_secs().max(2)).unwrap_or(4);
-        // The session is counted from when the grant was asked for: etcd counts it from when it
-        // granted it, no sooner.
-        let asked = Instant::now();
-        let lease = endpoints
-            .call_on("lease", attempt, attempt, |mut client| async move {
-                client.lease_grant(ttl_seconds, None).await
-            })
-            .await?
-            .1
-            .id();
-        let granted = Instant::now();
+        let opened = match opened {
+            Some(opened) => opened,
+            None => {
+                self.open_session(candidate, previous, attempt, attempt)
+                    .await?
+            }
+        };
+        let Opened {
+            lease,
+            asked,
+            granted,
+        } = opened;
         view.send_modify(|known| known.last_contact = Some(granted));
-        if let Some(old) = previous.replace(lease) {
-            // It may have lapsed already; either way it is gone after this.
-            let _ = endpoints
-                .call_on("lease", attempt, attempt, |mut client| async move {
-                    client.lease_revoke(old).await
-                })
-                .await;
-        }
         let seat = Arc::new(Seat {
             clock: std::sync::Mutex::new(SessionClock::new(candidate.ttl, asked)),
             lease,
             kv: self.sibling(),
             view: view.clone(),
         });
-        let member_key = self.prefixed(format!("members/{}", candidate.name).as_bytes());
-        let alive_key = self.prefixed(format!("alive/{}", candidate.name).as_bytes());
-        let publish = Txn::new().and_then(vec![
-            TxnOp::put(member_key, candidate.record.clone(), None),
-            TxnOp::put(
-                alive_key,
-                candidate.record.clone(),
-                Some(PutOptions::new().with_lease(lease)),
-            ),
-        ]);
-        endpoints
-            .call_on("member", attempt, attempt, |mut client| {
-                let publish = publish.clone();
-                async move { client.txn(publish).await }
-            })
-            .await?;
         // Keep-alives through every member at once: one lost member costs nothing. They and
         // the watchdog end with this session (the set aborts them when dropped).
         let (lapsed_sender, mut lapsed) = watch::channel(false);
@@ -465,6 +624,30 @@ impl EtcdKv {
             })
             .map(|pair| (pair.value().to_vec(), pair.lease())))
     }
+}
+
+/// Why a server cannot campaign.
+#[derive(Debug, thiserror::Error)]
+pub enum CampaignError {
+    /// Another live server (its session alive) holds this server's name.
+    #[error("another server named {name:?} is alive on this etcd prefix")]
+    NameTaken {
+        name: String,
+        /// The other server's record (`P alive/<name>`).
+        holder: Vec<u8>,
+    },
+    /// etcd did not answer, or refused.
+    #[error(transparent)]
+    Etcd(#[from] KvError),
+}
+
+/// A session's lease, granted, with the server's name claimed under it.
+struct Opened {
+    lease: i64,
+    /// When the grant was asked for (the session is counted from then).
+    asked: Instant,
+    /// When etcd answered.
+    granted: Instant,
 }
 
 /// Why a campaign step found nothing.

@@ -209,6 +209,11 @@ impl Endpoints {
         }
     }
 
+    /// The configured timeout of one request.
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.config.request_timeout
+    }
+
     /// [`Self::call_on`], with the configured request timeout per attempt and in all.
     pub(crate) async fn call<T, F, Fut>(
         &self,

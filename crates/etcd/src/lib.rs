@@ -72,7 +72,9 @@
 //! `P rev`, `P gen` and the lease switches to it; the old generation is deleted 30 s later.
 //! `members`: etcd's member list and each member's status, for operators. The agent links it (so the `drover` binary does; `drover-shim` does
 //! not). Several servers share a prefix: `election` keeps a session lease per server
-//! (`P alive/<name>` under it, `P members/<name>` kept) and elects the leader by a
+//! (`P alive/<name>` under it, taken by a compare-and-create: a server whose name a live server
+//! holds refuses to start, naming the name and that server's address; `P members/<name>` kept)
+//! and elects the leader by a
 //! compare-and-create of `P leader` under that lease (4 s TTL), which the others watch and take
 //! the moment it goes; the leader's batches are fenced by its lease, a follower's store refuses
 //! every write, and a watchdog on its own timer steps a server that cannot renew down half a

@@ -137,10 +137,13 @@ impl Server {
             .await
             .unwrap();
         let follower = follow(&kv, store.clone());
-        let election = kv.campaign(Candidate {
-            ttl: TTL,
-            ..Candidate::new(name, name.as_bytes().to_vec())
-        });
+        let election = kv
+            .campaign(Candidate {
+                ttl: TTL,
+                ..Candidate::new(name, name.as_bytes().to_vec())
+            })
+            .await
+            .unwrap();
         let log_task = log.watch(name, &election);
         Self {
             name: name.to_owned(),

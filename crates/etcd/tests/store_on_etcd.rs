@@ -216,7 +216,7 @@ async fn one_server_leads_followers_cannot_write_and_a_lapsed_leader_is_fenced()
         ..drover_etcd::election::Candidate::new(name, name.as_bytes().to_vec())
     };
     let (kv_a, store_a) = open(&cluster, "drover-lead/").await;
-    let election_a = kv_a.campaign(candidate("server-a"));
+    let election_a = kv_a.campaign(candidate("server-a")).await.unwrap();
     let view = leading(&election_a, "server-a leads").await;
     assert_eq!(view.term, 1);
     assert_eq!(view.leader.as_deref(), Some(&b"server-a"[..]));
@@ -225,7 +225,7 @@ async fn one_server_leads_followers_cannot_write_and_a_lapsed_leader_is_fenced()
     // A second server follows: it knows the leader, and its store refuses every write.
     let (kv_b, store_b) = open(&cluster, "drover-lead/").await;
     let _follower = follow(&kv_b, store_b.clone());
-    let election_b = kv_b.campaign(candidate("server-b"));
+    let election_b = kv_b.campaign(candidate("server-b")).await.unwrap();
     let mut view_b = election_b.watch();
     tokio::time::timeout(Duration::from_secs(10), async {
         while view_b.borrow_and_update().leader.is_none() {
@@ -290,19 +290,25 @@ async fn a_leader_keeps_its_leadership_and_its_writes_while_any_one_member_is_ki
         }
     };
     let (kv_a, store_a) = open_default("drover-member-loss/").await;
-    let election_a = kv_a.campaign(drover_etcd::election::Candidate::new(
-        "server-a",
-        b"server-a".to_vec(),
-    ));
+    let election_a = kv_a
+        .campaign(drover_etcd::election::Candidate::new(
+            "server-a",
+            b"server-a".to_vec(),
+        ))
+        .await
+        .unwrap();
     leading(&election_a, "server-a leads").await;
     let mut view_a = election_a.watch();
     view_a.borrow_and_update();
     let (kv_b, store_b) = open_default("drover-member-loss/").await;
     let _follower = follow(&kv_b, store_b.clone());
-    let election_b = kv_b.campaign(drover_etcd::election::Candidate::new(
-        "server-b",
-        b"server-b".to_vec(),
-    ));
+    let election_b = kv_b
+        .campaign(drover_etcd::election::Candidate::new(
+            "server-b",
+            b"server-b".to_vec(),
+        ))
+        .await
+        .unwrap();
     let mut view_b = election_b.watch();
     tokio::time::timeout(Duration::from_secs(10), async {
         while view_b.borrow_and_update().leader.is_none() {
@@ -360,4 +366,69 @@ async fn a_shared_value_is_made_once_for_the_cluster() {
         (first.as_slice(), second.as_slice()),
         (&b"one"[..], &b"one"[..])
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_named_as_a_live_server_is_refused_and_the_name_is_free_once_that_session_ends() {
+    if !common::etcd_available() {
+        return;
+    }
+    use drover_etcd::election::{CampaignError, Candidate};
+    let cluster = common::EtcdCluster::start(1).await;
+    let candidate = |record: &str| Candidate {
+        ttl: Duration::from_secs(3),
+        ..Candidate::new("server", record.as_bytes().to_vec())
+    };
+    let (kv_a, _store_a) = open(&cluster, "drover-names/").await;
+    let election_a = kv_a.campaign(candidate("first at 10.0.0.1")).await.unwrap();
+    leading(&election_a, "the first server leads").await;
+
+    // A second and a third server of the same name, another record each: refused once the
+    // name has stayed held past a TTL (its holder renews it: it lives), naming the name and
+    // handing back the live server's record.
+    for record in ["second at 10.0.0.2", "third at 10.0.0.3"] {
+        let (kv, _store) = open(&cluster, "drover-names/").await;
+        let asked = tokio::time::Instant::now();
+        match kv.campaign(candidate(record)).await {
+            Err(CampaignError::NameTaken { name, holder }) => {
+                assert_eq!(name, "server");
+                assert_eq!(holder, b"first at 10.0.0.1");
+            }
+            Err(other) => panic!("{record}: {other}"),
+            Ok(_) => panic!("{record} campaigns under a live server's name"),
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(8),
+            "not refused within a TTL and a few seconds"
+        );
+    }
+    // The first server still leads and is the name's one live member.
+    assert!(election_a.watch().borrow().is_leader);
+    let members = kv_a.members().await.unwrap();
+    assert_eq!(members.len(), 1);
+    assert_eq!(members[0].record, b"first at 10.0.0.1");
+    assert!(members[0].alive);
+
+    // The first server dies (its session is no longer renewed): another server of the name,
+    // started at once, waits for etcd to let the session lapse and takes the name.
+    election_a.abort();
+    let (kv_b, _store_b) = open(&cluster, "drover-names/").await;
+    let election_b = kv_b
+        .campaign(candidate("second at 10.0.0.2"))
+        .await
+        .unwrap();
+    leading(&election_b, "the second server leads").await;
+    let members = kv_b.members().await.unwrap();
+    assert_eq!(members[0].record, b"second at 10.0.0.2");
+    assert!(members[0].alive);
+
+    // The same server killed and restarted before its last session lapsed waits for that
+    // session rather than refusing.
+    election_b.abort();
+    let (kv_again, _store_again) = open(&cluster, "drover-names/").await;
+    let election_again = kv_again
+        .campaign(candidate("second at 10.0.0.2"))
+        .await
+        .unwrap();
+    leading(&election_again, "the restarted server leads").await;
 }

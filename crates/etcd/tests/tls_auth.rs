@@ -105,10 +105,13 @@ async fn drover_reaches_etcd_over_tls_with_its_user_and_nobody_else_reads_its_ke
         .await
         .unwrap();
     assert_eq!(kek, b"the-kek");
-    let election = kv.campaign(drover_etcd::election::Candidate::new(
-        "server-a",
-        b"server-a".to_vec(),
-    ));
+    let election = kv
+        .campaign(drover_etcd::election::Candidate::new(
+            "server-a",
+            b"server-a".to_vec(),
+        ))
+        .await
+        .unwrap();
     let mut view = election.watch();
     tokio::time::timeout(Duration::from_secs(20), async {
         while !view.borrow_and_update().is_leader {

@@ -11,7 +11,7 @@
 
 use std::fs;
 use std::os::unix::fs::DirBuilderExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
@@ -64,33 +64,6 @@ const DEVICES: [(&str, u64, u64); 6] = [
 fn io(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> IsolationError {
     let path = path.to_path_buf();
     move |source| IsolationError::Io { step, path, source }
-}
-
-/// `root` joined with the absolute in-root path `inside`, refusing `..` and symlinks on the way
-/// (a task could have planted a symlink in its own dir to redirect a mount).
-pub fn path_in_root(root: &Path, inside: &Path) -> Result<PathBuf, IsolationError> {
-    let mut joined = root.to_path_buf();
-    for component in inside.components() {
-        match component {
-            Component::RootDir | Component::CurDir => {}
-            Component::Normal(name) => {
-                joined.push(name);
-                if fs::symlink_metadata(&joined).is_ok_and(|meta| meta.file_type().is_symlink()) {
-                    return Err(IsolationError::InvalidPath {
-                        path: joined,
-                        reason: "is a symlink inside the task root",
-                    });
-                }
-            }
-            Component::ParentDir | Component::Prefix(_) => {
-                return Err(IsolationError::InvalidPath {
-                    path: inside.to_path_buf(),
-                    reason: "must not contain `..`",
-                });
-            }
-        }
-    }
-    Ok(joined)
 }
 
 fn mount_with(
@@ -202,6 +175,12 @@ pub fn enter_task_root(plan: &TaskRoot) -> Result<(), IsolationError> {
     )?;
     // pivot_root needs the new root to be a mount point.
     bind(root, root, false)?;
+    // The root as mounted now, pinned: the task's working directory is entered through this
+    // descriptor, never through the root's path again.
+    let root_fd = crate::beneath::open_root(root).map_err(|error| IsolationError::Beneath {
+        target: PathBuf::from("/"),
+        source: error,
+    })?;
 
     for bind_mount in &plan.binds {
         let Ok(source) = fs::metadata(&bind_mount.source) else {
@@ -213,19 +192,67 @@ pub fn enter_task_root(plan: &TaskRoot) -> Result<(), IsolationError> {
     mount_dev(root)?;
     mount_proc(root)?;
     mount_sys(root)?;
-    pivot_into(root)
+    pivot_into(root, &root_fd)
+}
+
+/// `statfs(2)` types of the filesystems mounted here.
+const TMPFS_MAGIC: rustix::fs::FsWord = 0x0102_1994;
+const PROC_SUPER_MAGIC: rustix::fs::FsWord = 0x9fa0;
+const SYSFS_MAGIC: rustix::fs::FsWord = 0x6265_6572;
+
+/// Mounts a filesystem at `inside` without a check that a swap could undo: the mount point is
+/// opened (created when missing) beneath the root by the kernel ([`crate::beneath`]) and
+/// `mount_on` mounts on that descriptor's link; then what is mounted there now is opened
+/// beneath the root again and must be a filesystem of type `magic` (what `mount_on` mounts).
+/// The answer is a descriptor of the new mount: everything done inside it afterwards goes
+/// through it, never through a path of the task root.
+fn mount_beneath(
+    root: &Path,
+    inside: &str,
+    magic: rustix::fs::FsWord,
+    mount_on: impl FnOnce(&Path) -> Result<(), IsolationError>,
+) -> Result<std::os::fd::OwnedFd, IsolationError> {
+    use crate::beneath::{self, Missing};
+    let refused = |error: beneath::BeneathError| IsolationError::Beneath {
+        target: PathBuf::from(inside),
+        source: error,
+    };
+    let root_fd = beneath::open_root(root).map_err(refused)?;
+    let point = beneath::open_at(&root_fd, root, Path::new(inside), Missing::CreateDirs)
+        .map_err(refused)?;
+    if !rustix::fs::fstat(&point)
+        .is_ok_and(|stat| rustix::fs::FileType::from_raw_mode(stat.st_mode).is_dir())
+    {
+        return Err(IsolationError::InvalidPath {
+            path: root.join(inside.trim_start_matches('/')),
+            reason: "is not a directory",
+        });
+    }
+    mount_on(&beneath::fd_path(&point))?;
+    let mounted =
+        beneath::open_at(&root_fd, root, Path::new(inside), Missing::Fail).map_err(refused)?;
+    if !rustix::fs::fstatfs(&mounted).is_ok_and(|stat| stat.f_type == magic) {
+        return Err(IsolationError::InvalidPath {
+            path: root.join(inside.trim_start_matches('/')),
+            reason: "is no longer what was just mounted there (it changed meanwhile)",
+        });
+    }
+    Ok(mounted)
 }
 
 fn mount_dev(root: &Path) -> Result<(), IsolationError> {
-    let dev = path_in_root(root, Path::new("/dev"))?;
-    make_dir(&dev, 0o755)?;
-    mount_with(
-        Some("tmpfs"),
-        &dev,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_STRICTATIME,
-        Some("mode=755,size=65536k"),
-    )?;
+    let dev_fd = mount_beneath(root, "/dev", TMPFS_MAGIC, |target| {
+        mount_with(
+            Some("tmpfs"),
+            target,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_STRICTATIME,
+            Some("mode=755,size=65536k"),
+        )
+    })?;
+    // A tmpfs just mounted in this private namespace, reached through its descriptor: nothing
+    // else can write in it.
+    let dev = crate::beneath::fd_path(&dev_fd);
     for (name, major, minor) in DEVICES {
         let node = dev.join(name);
         match mknod(
@@ -286,39 +313,50 @@ fn mount_dev(root: &Path) -> Result<(), IsolationError> {
 }
 
 fn mount_proc(root: &Path) -> Result<(), IsolationError> {
-    let proc_dir = path_in_root(root, Path::new("/proc"))?;
-    make_dir(&proc_dir, 0o555)?;
-    mount_with(
-        Some("proc"),
-        &proc_dir,
-        Some("proc"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        None,
-    )?;
+    let proc_fd = mount_beneath(root, "/proc", PROC_SUPER_MAGIC, |target| {
+        mount_with(
+            Some("proc"),
+            target,
+            Some("proc"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            None,
+        )
+    })?;
+    // The fresh procfs, through its descriptor: its names are the kernel's, none a task made.
+    let proc_dir = crate::beneath::fd_path(&proc_fd);
     for read_only in READ_ONLY_PATHS {
-        let path = root.join(read_only.trim_start_matches('/'));
+        let path = proc_dir.join(read_only.trim_start_matches("/proc/"));
         if path.exists() {
             bind(&path, &path, true)?;
         }
     }
-    mask(root, &MASKED_PATHS[..3])
+    mask(&proc_dir, "/proc/", &MASKED_PATHS[..3])
 }
 
 fn mount_sys(root: &Path) -> Result<(), IsolationError> {
-    let sys = path_in_root(root, Path::new("/sys"))?;
-    make_dir(&sys, 0o555)?;
-    let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    if mount(Some("sysfs"), &sys, Some("sysfs"), flags, None::<&str>).is_err() {
-        // A sysfs of the host's network namespace cannot always be mounted afresh; bind it.
-        bind(Path::new("/sys"), &sys, true)?;
-    }
-    mask(root, &MASKED_PATHS[3..])
+    let sys_fd = mount_beneath(root, "/sys", SYSFS_MAGIC, |target| {
+        let flags =
+            MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+        if mount(Some("sysfs"), target, Some("sysfs"), flags, None::<&str>).is_err() {
+            // A sysfs of the host's network namespace cannot always be mounted afresh; bind it.
+            bind(Path::new("/sys"), target, true)?;
+        }
+        Ok(())
+    })?;
+    mask(
+        &crate::beneath::fd_path(&sys_fd),
+        "/sys/",
+        &MASKED_PATHS[3..],
+    )
 }
 
-fn mask(root: &Path, paths: &[&str]) -> Result<(), IsolationError> {
-    let null = root.join("dev/null");
+/// Masks `paths` (each under `prefix`) inside the filesystem mounted at `mounted` (a
+/// descriptor's link): a directory gets an empty read-only tmpfs, a file the host's
+/// `/dev/null`.
+fn mask(mounted: &Path, prefix: &str, paths: &[&str]) -> Result<(), IsolationError> {
+    let null = Path::new("/dev/null");
     for masked in paths {
-        let path = root.join(masked.trim_start_matches('/'));
+        let path = mounted.join(masked.trim_start_matches(prefix));
         let Ok(meta) = fs::metadata(&path) else {
             continue;
         };
@@ -331,14 +369,14 @@ fn mask(root: &Path, paths: &[&str]) -> Result<(), IsolationError> {
                 Some("size=0k"),
             )?;
         } else {
-            bind(&null, &path, false)?;
+            bind(null, &path, false)?;
         }
     }
     Ok(())
 }
 
-fn pivot_into(root: &Path) -> Result<(), IsolationError> {
-    nix::unistd::chdir(root).map_err(syscall(format!("entering {}", root.display())))?;
+fn pivot_into(root: &Path, root_fd: &std::os::fd::OwnedFd) -> Result<(), IsolationError> {
+    nix::unistd::fchdir(root_fd).map_err(syscall(format!("entering {}", root.display())))?;
     match nix::unistd::pivot_root(".", ".") {
         Ok(()) => {
             // The old root is now stacked on `/`; detach it so nothing of the host stays
@@ -394,15 +432,96 @@ mod tests {
         assert!(written.is_err(), "the bind is read-only");
     }
 
+    /// Whether anything is mounted at or under `path` in this mount namespace.
+    fn mounted_under(path: &Path) -> bool {
+        let shown = path.to_string_lossy().into_owned();
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .any(|line| {
+                line.split(' ')
+                    .nth(4)
+                    .is_some_and(|at| at.starts_with(&shown))
+            })
+    }
+
     #[test]
-    fn paths_in_the_root_refuse_parents_and_planted_symlinks() {
-        let dir = tempfile::tempdir().unwrap();
+    fn dev_proc_and_sys_refuse_a_planted_symlink_and_mount_nothing_outside() {
+        if !crate::root_tests::root_test_may_run("mount(2)", true) {
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let outside_name = outside.path().file_name().unwrap().to_str().unwrap();
+        // An absolute symlink, a relative one that climbs out, and one through a directory
+        // that climbs out.
+        std::os::unix::fs::symlink(outside.path(), root.path().join("proc")).unwrap();
+        std::os::unix::fs::symlink(format!("../{outside_name}"), root.path().join("sys")).unwrap();
+        std::fs::create_dir(root.path().join("etc")).unwrap();
+        std::os::unix::fs::symlink(format!("../../{outside_name}"), root.path().join("etc/up"))
+            .unwrap();
+        std::os::unix::fs::symlink("etc/up", root.path().join("dev")).unwrap();
+        for (what, result) in [
+            ("/proc", mount_proc(root.path())),
+            ("/sys", mount_sys(root.path())),
+            ("/dev", mount_dev(root.path())),
+        ] {
+            let error = result.unwrap_err();
+            assert!(
+                error.to_string().contains("resolves outside"),
+                "{what}: {error}"
+            );
+        }
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        assert!(!mounted_under(outside.path()));
+    }
+
+    #[test]
+    fn a_mount_point_swapped_for_a_symlink_after_it_was_opened_is_mounted_where_it_was() {
+        if !crate::root_tests::root_test_may_run("mount(2)", true) {
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("dev")).unwrap();
+        let moved = root.path().join("dev-before");
+        let result = mount_beneath(root.path(), "/dev", TMPFS_MAGIC, |target| {
+            // The task root changes between the open and the mount: the mount still lands on
+            // the directory that was opened.
+            std::fs::rename(root.path().join("dev"), &moved).unwrap();
+            std::os::unix::fs::symlink(outside.path(), root.path().join("dev")).unwrap();
+            mount_with(Some("tmpfs"), target, Some("tmpfs"), MsFlags::empty(), None)
+        });
+        let landed = mounted_under(&moved);
+        let escaped = mounted_under(outside.path());
+        if landed {
+            umount2(&moved, MntFlags::MNT_DETACH).unwrap();
+        }
+        if escaped {
+            umount2(outside.path(), MntFlags::MNT_DETACH).unwrap();
+        }
+        assert!(landed, "the tmpfs is not on the directory that was opened");
+        assert!(!escaped, "the tmpfs followed the swapped-in symlink");
+        // And the mount point, now a symlink out, is refused rather than used.
+        let error = result.unwrap_err();
+        assert!(error.to_string().contains("resolves outside"), "{error}");
+
+        // Nothing planted: the tmpfs is mounted and its descriptor handed back.
+        let clean = tempfile::tempdir().unwrap();
+        let mounted = mount_beneath(clean.path(), "/dev", TMPFS_MAGIC, |target| {
+            mount_with(Some("tmpfs"), target, Some("tmpfs"), MsFlags::empty(), None)
+        });
+        umount2(&clean.path().join("dev"), MntFlags::MNT_DETACH).unwrap();
         assert_eq!(
-            path_in_root(dir.path(), Path::new("/usr/lib")).unwrap(),
-            dir.path().join("usr/lib")
+            rustix::fs::fstatfs(mounted.unwrap()).unwrap().f_type,
+            TMPFS_MAGIC
         );
-        assert!(path_in_root(dir.path(), Path::new("/../etc")).is_err());
-        std::os::unix::fs::symlink("/", dir.path().join("bin")).unwrap();
-        assert!(path_in_root(dir.path(), Path::new("/bin")).is_err());
+        // A filesystem of another type where one was expected is refused.
+        let other = tempfile::tempdir().unwrap();
+        let wrong = mount_beneath(other.path(), "/proc", PROC_SUPER_MAGIC, |target| {
+            mount_with(Some("tmpfs"), target, Some("tmpfs"), MsFlags::empty(), None)
+        });
+        umount2(&other.path().join("proc"), MntFlags::MNT_DETACH).unwrap();
+        assert!(wrong.unwrap_err().to_string().contains("changed meanwhile"));
     }
 }
