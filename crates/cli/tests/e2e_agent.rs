@@ -8,7 +8,9 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{Agent, http, pids_with_cmdline, process_alive, wait_for, write_jobspec};
+use support::{
+    Agent, get_indexed, http, pids_with_cmdline, process_alive, wait_for, write_jobspec,
+};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -680,4 +682,65 @@ fn agent_join_counts_servers_of_the_cluster_and_says_why_others_fail() {
     );
     let (status, body) = http("PUT", &agent.url("/v1/agent/join"), None);
     assert_eq!((status, body.as_str()), (400, "missing address to join"));
+}
+
+/// `X-Nomad-Index` of a list is its own table's index, as Nomad's `Index(table)`: 0 for a
+/// table never written on a fresh agent (it was clamped to 1), and a blocking query from a
+/// job's register wakes on the first write of the allocations table.
+#[test]
+fn list_indexes_are_zero_until_their_table_is_written_and_block_on_their_own_table() {
+    let agent = Agent::start_dev();
+    for path in [
+        "/v1/allocations",
+        "/v1/evaluations",
+        "/v1/deployments",
+        "/v1/job/idx/allocations",
+        "/v1/job/idx/evaluations",
+        "/v1/job/idx/deployments",
+    ] {
+        let (status, index, body) = get_indexed(&agent.url(path), None);
+        assert_eq!((status, index), (200, 0), "{path}: {body}");
+    }
+    // The dev agent's own node has registered: that table was written.
+    wait_for("the dev node listed", LIMIT, || {
+        let (_, index, body) = get_indexed(&agent.url("/v1/nodes"), None);
+        (index > 0 && body.contains("\"ID\"")).then_some(())
+    });
+
+    let (status, parsed) = http(
+        "PUT",
+        &agent.url("/v1/jobs/parse"),
+        Some(&serde_json::json!({ "JobHCL": service_job("idx", 1, "index") }).to_string()),
+    );
+    assert_eq!(status, 200, "{parsed}");
+    let (status, registered) = http(
+        "PUT",
+        &agent.url("/v1/jobs"),
+        Some(&format!("{{\"Job\": {parsed}}}")),
+    );
+    assert_eq!(status, 200, "{registered}");
+    let registered: Value = serde_json::from_str(&registered).unwrap();
+    let register_index = registered["JobModifyIndex"].as_u64().unwrap();
+    assert!(register_index > 0, "{registered}");
+    let (_, jobs_index, _) = get_indexed(&agent.url("/v1/jobs"), None);
+    assert!(
+        jobs_index >= register_index,
+        "{jobs_index} < {register_index}"
+    );
+
+    let (status, allocs_index, body) = get_indexed(
+        &agent.url(&format!("/v1/allocations?index={register_index}&wait=60s")),
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(allocs_index > register_index, "{allocs_index}: {body}");
+    assert!(body.contains("\"JobID\":\"idx\""), "{body}");
+    let (_, job_allocs_index, _) = get_indexed(&agent.url("/v1/job/idx/allocations"), None);
+    let (_, all_allocs_index, _) = get_indexed(&agent.url("/v1/allocations"), None);
+    assert_eq!(job_allocs_index, all_allocs_index);
+    let (_, evals_index, _) = get_indexed(&agent.url("/v1/evaluations"), None);
+    let (_, job_evals_index, _) = get_indexed(&agent.url("/v1/job/idx/evaluations"), None);
+    assert!(evals_index >= register_index);
+    assert_eq!(evals_index, job_evals_index);
+    wait_running(&agent, "idx", 1);
 }

@@ -362,6 +362,35 @@ pub fn http(method: &str, url: &str, body: Option<&str>) -> (u16, String) {
 
 /// [`http`] with an ACL token (`X-Nomad-Token`) when one is given.
 pub fn http_as(method: &str, url: &str, token: Option<&str>, body: Option<&str>) -> (u16, String) {
+    let (status, _, body) = http_with_head(method, url, token, body);
+    (status, body)
+}
+
+/// A GET's status, its `X-Nomad-Index` (the header must be there) and its body.
+pub fn get_indexed(url: &str, token: Option<&str>) -> (u16, u64, String) {
+    let (status, head, body) = http_with_head("GET", url, token, None);
+    let index = head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("x-nomad-index").then(|| {
+                value
+                    .trim()
+                    .parse::<u64>()
+                    .expect("a numeric X-Nomad-Index")
+            })
+        })
+        .unwrap_or_else(|| panic!("GET {url} answered no X-Nomad-Index:\n{head}"));
+    (status, index, body)
+}
+
+/// [`http_as`] that also answers the response's status line and headers.
+pub fn http_with_head(
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, String, String) {
     use std::io::{Read, Write};
     let rest = url.strip_prefix("http://").expect("http url");
     let (host, path) = match rest.find('/') {
@@ -399,7 +428,7 @@ pub fn http_as(method: &str, url: &str, token: Option<&str>, body: Option<&str>)
     } else {
         rest.to_owned()
     };
-    (status, body)
+    (status, head.to_owned(), body)
 }
 
 fn dechunk(mut rest: &str) -> String {
