@@ -1395,7 +1395,8 @@ mod tests {
     async fn groups_are_split_to_fit_a_backend_cap_on_operations() {
         let kv = Arc::new(CappedKv {
             inner: MemoryKv::new(),
-            cap: 40,
+            // Room for the per-table index keys the writer reserves besides the writes.
+            cap: 50,
             batch_sizes: std::sync::Mutex::new(Vec::new()),
         });
         let engine = Arc::new(
@@ -1413,7 +1414,7 @@ mod tests {
             writer.await.unwrap().unwrap();
         }
         let sizes = kv.batch_sizes.lock().unwrap().clone();
-        assert!(sizes.iter().all(|size| *size <= 40), "{sizes:?}");
+        assert!(sizes.iter().all(|size| *size <= 50), "{sizes:?}");
         // Still grouped: far fewer transactions than writes.
         assert!(sizes.len() < 300, "{} transactions", sizes.len());
         assert!(sizes.iter().any(|size| *size > 20), "{sizes:?}");

@@ -79,7 +79,7 @@ pub(super) async fn read<B: ApiBackend>(
             Ok((services, next_token))
         })
         .await?;
-    page_response(&services, params, index, &next_token)
+    page_response(&services, params, index.max(1), &next_token)
 }
 
 /// `DELETE /v1/service/<name>/<id>`: removes one registration by its namespace and ID (the
