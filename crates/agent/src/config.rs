@@ -93,6 +93,8 @@ pub struct RawConfig {
     /// Nomad's opt-out of its check for newer versions. drover never checks for updates, so
     /// `true` and `false` both mean what drover always does; accepted so Nomad's configs load.
     pub disable_update_check: Option<bool>,
+    /// Nomad's `enable_debug`: an agent without ACLs answers `/v1/agent/pprof` only with it.
+    pub enable_debug: Option<bool>,
     /// `vault { enabled = false }`: accepted as what it says, Vault not used. Anything more in
     /// the block is refused by name (drover has no Vault integration).
     pub vault: Option<serde_json::Map<String, serde_json::Value>>,
@@ -574,7 +576,8 @@ impl RawConfig {
             bind_addr,
             log_level,
             log_json,
-            disable_update_check
+            disable_update_check,
+            enable_debug
         );
         if let Some(over) = other.vault {
             self.vault.get_or_insert_with(Default::default).extend(over);
@@ -769,6 +772,9 @@ pub struct AgentConfig {
     pub log_level: LogLevel,
     /// `log_json` / `-log-json`: stderr lines as JSON.
     pub log_json: bool,
+    /// `enable_debug`: `/v1/agent/pprof` answers without ACLs. On under `-dev`, which a
+    /// file's `false` does not undo (Nomad merges it as a flag that only turns on).
+    pub enable_debug: bool,
 }
 
 /// The validated `etcd` block.
@@ -1357,6 +1363,7 @@ impl AgentConfig {
             None => LogLevel::Info,
         };
         let log_json = args.log_json || raw.log_json.unwrap_or(false);
+        let enable_debug = dev || raw.enable_debug.unwrap_or(false);
         let acl = AclConfig::from_raw(raw.acl.as_ref(), server_enabled)?;
         Ok(Self {
             dev,
@@ -1443,6 +1450,7 @@ impl AgentConfig {
             acl,
             log_level,
             log_json,
+            enable_debug,
         })
     }
 }

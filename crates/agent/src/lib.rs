@@ -27,6 +27,7 @@ pub mod namespaces_http;
 pub mod node_meta_http;
 pub mod node_pools_http;
 pub mod operator_http;
+pub mod pprof_http;
 pub mod proxy;
 mod request_body;
 pub mod server_link;
@@ -418,6 +419,14 @@ async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> a
             .connect_timeout(std::time::Duration::from_secs(5))
             .build()
             .context("building the HTTP client that asks servers to join")?,
+    }));
+    let app = app.merge(pprof_http::router(pprof_http::PprofEndpoint {
+        acl_enabled: config.acl.enabled,
+        enable_debug: config.enable_debug,
+        server_name: server
+            .is_some()
+            .then(|| format!("{}.{}", config.name, config.region)),
+        node_id: Some(local_node_id.clone()).filter(|id| !id.is_empty()),
     }));
     let app = app.merge(
         axum::Router::new()

@@ -1222,3 +1222,31 @@ fn the_acl_policies_list_answers_the_policies_tables_own_index() {
     let (_, roles_index, _) = get_indexed(&agent.url("/v1/acl/roles"), Some(&root));
     assert_eq!(roles_index, 1, "no role was ever written");
 }
+
+/// `/v1/agent/pprof` with ACLs on wants agent:write, as Nomad's `Agent.Profile`: no token or
+/// a token without it is 403, management gets the profile.
+#[test]
+fn agent_pprof_with_acls_wants_agent_write() {
+    let temp = tempfile::tempdir().unwrap();
+    let (agent, root) = acl_agent(temp.path(), "", "");
+    // The text form: `call` reads its answer as text.
+    let url = agent.url("/v1/agent/pprof/heap?debug=1");
+    assert_eq!(call("GET", &url, None, None).0, 403);
+    apply_policy(
+        &agent,
+        &root,
+        temp.path(),
+        "agent-read",
+        "agent {\n  policy = \"read\"\n}\n",
+    );
+    let (status, created) = call(
+        "POST",
+        &agent.url("/v1/acl/token"),
+        Some(&root),
+        Some(r#"{"Type": "client", "Policies": ["agent-read"]}"#),
+    );
+    assert_eq!(status, 200, "{created}");
+    let reader = json_of(&created)["SecretID"].as_str().unwrap().to_owned();
+    assert_eq!(call("GET", &url, Some(&reader), None).0, 403);
+    assert_eq!(call("GET", &url, Some(&root), None).0, 200);
+}
