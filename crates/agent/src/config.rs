@@ -1323,8 +1323,11 @@ impl AgentConfig {
             })?;
 
         let network = network_config(&client)?;
-        // `-client` alone is a client of remote servers; `-dev` alone runs both.
-        let client_enabled = client.enabled.unwrap_or(dev);
+        // `-client` alone is a client of remote servers; `-dev` alone runs both. Under `-dev`
+        // a config file's `client { enabled = false }` does not take the client away: Nomad
+        // merges `enabled` as a flag that only turns on (`ClientConfig.Merge`), and its own
+        // test agents rely on it (a `-dev` agent with such a file waits for its node).
+        let client_enabled = dev || client.enabled.unwrap_or(false);
         let server_enabled = server.enabled.unwrap_or(dev && !args.client);
         if !client_enabled && !server_enabled {
             return Err(ConfigError::Invalid {
@@ -2137,6 +2140,21 @@ mod tests {
         let config = AgentConfig::from_raw(raw, &AgentArgs::default()).expect("valid");
         assert!(config.client_enabled && !config.server_enabled);
         assert_eq!(config.servers, ["s1:4646"]);
+    }
+
+    #[test]
+    fn a_dev_agents_client_stays_when_a_config_file_disables_it_as_in_nomad() {
+        let raw: RawConfig = hcl::from_str("client {\n  enabled = false\n}\n").expect("parses");
+        let config = AgentConfig::from_raw(raw.clone(), &dev_args()).expect("valid");
+        assert!(config.client_enabled && config.server_enabled);
+        // Without `-dev` the file decides: a server alone.
+        let args = AgentArgs {
+            server: true,
+            data_dir: Some(PathBuf::from("/tmp/drover-server")),
+            ..AgentArgs::default()
+        };
+        let config = AgentConfig::from_raw(raw, &args).expect("valid");
+        assert!(config.server_enabled && !config.client_enabled);
     }
 
     #[test]

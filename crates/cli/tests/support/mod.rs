@@ -53,14 +53,30 @@ impl Agent {
         agent
     }
 
+    /// Starts a server-only agent, as Nomad starts one: `drover agent -server -bind=127.0.0.1
+    /// -data-dir DIR` with extra flags (not `-dev`, which always runs a client as well, whatever
+    /// a config file's `client { enabled = false }` says).
+    pub fn start_server(data_dir: &Path, extra: &[&str]) -> Agent {
+        let mut args = vec!["-server", "-bind=127.0.0.1"];
+        args.extend_from_slice(extra);
+        Agent::spawn_as(false, Some(data_dir), &args, &[])
+    }
+
     fn spawn(data_dir: Option<&Path>, extra: &[&str]) -> Agent {
         Agent::spawn_with_env(data_dir, extra, &[])
     }
 
     fn spawn_with_env(data_dir: Option<&Path>, extra: &[&str], env: &[(&str, &str)]) -> Agent {
+        Agent::spawn_as(true, data_dir, extra, env)
+    }
+
+    fn spawn_as(dev: bool, data_dir: Option<&Path>, extra: &[&str], env: &[(&str, &str)]) -> Agent {
         let mut command = Command::new(drover_bin());
         command.envs(env.iter().copied());
-        command.arg("agent").arg("-dev");
+        command.arg("agent");
+        if dev {
+            command.arg("-dev");
+        }
         if let Some(data_dir) = data_dir {
             command.arg(format!("-data-dir={}", data_dir.display()));
         }
@@ -635,7 +651,7 @@ pub fn server_and_two_clients(temp: &Path, limit: Duration) -> (Agent, Vec<Agent
         "server.hcl",
         "client {\n  enabled = false\n}\n",
     );
-    let server = Agent::start_with(&server_data, &["-server", &format!("-config={config}")]);
+    let server = Agent::start_server(&server_data, &[&format!("-config={config}")]);
     let server_addr = server.address.trim_start_matches("http://").to_owned();
     let mut clients = Vec::new();
     for name in ["node-a", "node-b"] {
