@@ -263,6 +263,11 @@ pub fn required(
     if path == "/v1/agent/join" {
         return AgentWrite;
     }
+    // Nomad's `Agent.Profile` wants agent:write (its debug check then passes for any token
+    // with agent read or write).
+    if path.starts_with("/v1/agent/pprof/") {
+        return AgentWrite;
+    }
     if path.starts_with("/v1/client/allocation/") && path.ends_with("/exec") {
         let alloc_id = path
             .trim_start_matches("/v1/client/allocation/")

@@ -232,7 +232,7 @@ async fn list_policies(
         .collect();
     Ok(json(
         &stubs,
-        endpoints.state.indexes().table(Table::Acl),
+        endpoints.state.indexes().table(Table::AclPolicies),
         true,
     ))
 }
@@ -277,11 +277,8 @@ async fn specific_policy(
                 .get(&name)
                 .cloned()
                 .ok_or_else(|| ApiError::not_found("ACL policy not found"))?;
-            Ok(json(
-                policy.as_ref(),
-                endpoints.state.indexes().table(Table::Acl),
-                true,
-            ))
+            // A policy's own modify index, as Nomad's `GetPolicy` answers.
+            Ok(json(policy.as_ref(), policy.modify_index, true))
         }
         Method::PUT | Method::POST => {
             let mut policy: AclPolicy = serde_json::from_slice(&body).map_err(|error| {
@@ -375,7 +372,7 @@ fn self_policies(
         .collect();
     Ok(json(
         &stubs,
-        endpoints.state.indexes().table(Table::Acl),
+        endpoints.state.indexes().table(Table::AclPolicies),
         true,
     ))
 }
@@ -409,7 +406,7 @@ async fn list_tokens(
         .collect();
     Ok(json(
         &stubs,
-        endpoints.state.indexes().table(Table::Acl),
+        endpoints.state.indexes().table(Table::AclTokens),
         true,
     ))
 }
@@ -589,12 +586,12 @@ async fn specific_token(
         Ok(identity) => identity,
         Err(message) => return Ok(forbidden(&message)),
     };
-    let index = endpoints.state.indexes().table(Table::Acl);
+    // A token read answers the token's own modify index, as Nomad's `GetToken` does.
     if accessor == "self" {
         return match identity {
             RequestIdentity::AclToken(token) => Ok(json(
                 &token_with_current_roles(&endpoints.state.acl(), &token),
-                index,
+                token.modify_index,
                 true,
             )),
             // Nomad's `aclTokenSelf`: an identity that is no ACL token has none to show.
@@ -617,7 +614,7 @@ async fn specific_token(
                 .ok_or_else(|| ApiError::not_found("ACL token not found"))?;
             Ok(json(
                 &token_with_current_roles(&endpoints.state.acl(), &token),
-                index,
+                token.modify_index,
                 true,
             ))
         }

@@ -136,7 +136,7 @@ async fn bearer_policies(
         .collect();
     Ok(json(
         &AclPolicySetResponse { policies },
-        endpoints.state.indexes().table(Table::Acl),
+        endpoints.state.indexes().table(Table::AclPolicies),
         true,
     ))
 }

@@ -74,7 +74,7 @@ fn reader(endpoints: &AclEndpoints, headers: &HeaderMap) -> Result<RoleReader, S
 }
 
 fn role_index(endpoints: &AclEndpoints) -> u64 {
-    endpoints.state.indexes().table(Table::Acl)
+    endpoints.state.indexes().table(Table::AclRoles)
 }
 
 /// `GET /v1/acl/roles[?prefix=<ID prefix>]`.

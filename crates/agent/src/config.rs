@@ -93,6 +93,8 @@ pub struct RawConfig {
     /// Nomad's opt-out of its check for newer versions. drover never checks for updates, so
     /// `true` and `false` both mean what drover always does; accepted so Nomad's configs load.
     pub disable_update_check: Option<bool>,
+    /// Nomad's `enable_debug`: an agent without ACLs answers `/v1/agent/pprof` only with it.
+    pub enable_debug: Option<bool>,
     /// `vault { enabled = false }`: accepted as what it says, Vault not used. Anything more in
     /// the block is refused by name (drover has no Vault integration).
     pub vault: Option<serde_json::Map<String, serde_json::Value>>,
@@ -587,7 +589,8 @@ impl RawConfig {
             bind_addr,
             log_level,
             log_json,
-            disable_update_check
+            disable_update_check,
+            enable_debug
         );
         if let Some(over) = other.vault {
             self.vault.get_or_insert_with(Default::default).extend(over);
@@ -792,6 +795,9 @@ pub struct AgentConfig {
     pub log_level: LogLevel,
     /// `log_json` / `-log-json`: stderr lines as JSON.
     pub log_json: bool,
+    /// `enable_debug`: `/v1/agent/pprof` answers without ACLs. On under `-dev`, which a
+    /// file's `false` does not undo (Nomad merges it as a flag that only turns on).
+    pub enable_debug: bool,
 }
 
 /// The validated `etcd` block.
@@ -1340,8 +1346,11 @@ impl AgentConfig {
             })?;
 
         let network = network_config(&client)?;
-        // `-client` alone is a client of remote servers; `-dev` alone runs both.
-        let client_enabled = client.enabled.unwrap_or(dev);
+        // `-client` alone is a client of remote servers; `-dev` alone runs both. Under `-dev`
+        // a config file's `client { enabled = false }` does not take the client away: Nomad
+        // merges `enabled` as a flag that only turns on (`ClientConfig.Merge`), and its own
+        // test agents rely on it (a `-dev` agent with such a file waits for its node).
+        let client_enabled = dev || client.enabled.unwrap_or(false);
         let server_enabled = server.enabled.unwrap_or(dev && !args.client);
         if !client_enabled && !server_enabled {
             return Err(ConfigError::Invalid {
@@ -1380,6 +1389,7 @@ impl AgentConfig {
             None => LogLevel::Info,
         };
         let log_json = args.log_json || raw.log_json.unwrap_or(false);
+        let enable_debug = dev || raw.enable_debug.unwrap_or(false);
         let acl = AclConfig::from_raw(raw.acl.as_ref(), server_enabled)?;
         let ui = drover_ui::UiConfig {
             enabled: raw.ui.as_ref().and_then(|ui| ui.enabled).unwrap_or(true),
@@ -1479,6 +1489,7 @@ impl AgentConfig {
             ui,
             log_level,
             log_json,
+            enable_debug,
         })
     }
 }
@@ -2184,6 +2195,21 @@ mod tests {
         let config = AgentConfig::from_raw(raw, &AgentArgs::default()).expect("valid");
         assert!(config.client_enabled && !config.server_enabled);
         assert_eq!(config.servers, ["s1:4646"]);
+    }
+
+    #[test]
+    fn a_dev_agents_client_stays_when_a_config_file_disables_it_as_in_nomad() {
+        let raw: RawConfig = hcl::from_str("client {\n  enabled = false\n}\n").expect("parses");
+        let config = AgentConfig::from_raw(raw.clone(), &dev_args()).expect("valid");
+        assert!(config.client_enabled && config.server_enabled);
+        // Without `-dev` the file decides: a server alone.
+        let args = AgentArgs {
+            server: true,
+            data_dir: Some(PathBuf::from("/tmp/drover-server")),
+            ..AgentArgs::default()
+        };
+        let config = AgentConfig::from_raw(raw, &args).expect("valid");
+        assert!(config.server_enabled && !config.client_enabled);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 //! - `acl_resolve_http`, `acl_roles_http`, `acl_sso_http`, `in_process`
 //! - `acl_http`, `config`, `monitor`, `variables_http`
 //! - `cluster`, `identity_http`, `join_http`, `keyring_http`, `logging`, `namespaces_http`,
-//!   `node_pools_http`, `request_body`, `sso`
+//!   `node_pools_http`, `pprof_http`, `request_body`, `sso`
 //!
 //! # Design notes
 //!
@@ -45,7 +45,10 @@
 //! `X-Drover-Cluster-ID`, counts as joined; others are failed joins saying why) and
 //! `/v1/agent/monitor` (`monitor`, fed by `logging`: the process's `tracing` subscriber writes
 //! stderr at `log_level` and hands events to a broadcast hub only while a monitor listens at
-//! their level).
+//! their level) and `/v1/agent/pprof/<name>` (`pprof_http`: a CPU profile sampled by the
+//! `pprof` crate and the glibc allocator's own heap figures, each encoded here as pprof's
+//! gzip'd `Profile` protobuf with the prost already in the tree; Go-only profiles are Nomad's
+//! 404; agent:write with ACLs, `enable_debug` without).
 //! A server agent also answers the keyring (`keyring_http`: `/v1/operator/keyring/…`,
 //! `/.well-known/jwks.json`, `/.well-known/openid-configuration` when `server { oidc_issuer }`
 //! is set) and Nomad Variables (`variables_http`: `/v1/vars`, `/v1/var/<path>`; a workload
@@ -152,6 +155,7 @@ pub mod namespaces_http;
 pub mod node_meta_http;
 pub mod node_pools_http;
 pub mod operator_http;
+pub mod pprof_http;
 pub mod proxy;
 mod request_body;
 pub mod server_link;
@@ -546,6 +550,14 @@ async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> a
             .connect_timeout(std::time::Duration::from_secs(5))
             .build()
             .context("building the HTTP client that asks servers to join")?,
+    }));
+    let app = app.merge(pprof_http::router(pprof_http::PprofEndpoint {
+        acl_enabled: config.acl.enabled,
+        enable_debug: config.enable_debug,
+        server_name: server
+            .is_some()
+            .then(|| format!("{}.{}", config.name, config.region)),
+        node_id: Some(local_node_id.clone()).filter(|id| !id.is_empty()),
     }));
     let app = app.merge(
         axum::Router::new()

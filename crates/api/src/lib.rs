@@ -21,7 +21,9 @@
 //! Axum routes for Nomad's `/v1` API and the typed Rust client the CLI uses; also
 //! the `/v1/internal/…` routes remote client nodes call (`app::node_rpc`, and
 //! `app::services` for service registrations; their bodies are `structs::client_rpc`, shared
-//! with the client's `http_conn`). `app::services` also serves Nomad's catalog reads:
+//! with the client's `http_conn`). A read's `X-Nomad-Index` is its own tables' index, as
+//! Nomad's `Index(table)`: 0 for a table never written, sent as is (`app::respond`), floored
+//! at 1 only where Nomad's endpoint floors it. `app::services` also serves Nomad's catalog reads:
 //! `/v1/services`, `/v1/service/<name>` (blocking, `choose`, and a repeatable `tag` filter,
 //! which Nomad does not have), `DELETE /v1/service/<name>/<id>`, and the services of an
 //! allocation or a job. `status/leader` and

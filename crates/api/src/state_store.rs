@@ -320,6 +320,75 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn list_indexes_are_their_own_tables_zero_until_written_and_block_from_zero() {
+        let store = StateStore::in_memory().await.unwrap();
+        let router = crate::app(Arc::new(Composed {
+            reads: store.clone(),
+            operations: MemoryBackend::dev(),
+        }));
+        let fresh = [
+            "/v1/jobs",
+            "/v1/allocations",
+            "/v1/evaluations",
+            "/v1/deployments",
+            "/v1/nodes",
+            "/v1/job/web/allocations",
+            "/v1/job/web/evaluations",
+            "/v1/job/web/deployments",
+        ];
+        for uri in fresh {
+            let (status, index, _) = get(&router, uri).await;
+            assert_eq!((status, index), (StatusCode::OK, 0), "{uri}");
+        }
+        let job_index = store
+            .upsert_job(job("web"), 1_700_000_000_000_000_000)
+            .await
+            .unwrap()
+            .job_modify_index;
+        assert_eq!(get(&router, "/v1/jobs").await.1, job_index);
+        for uri in [
+            "/v1/allocations",
+            "/v1/evaluations",
+            "/v1/job/web/allocations",
+        ] {
+            assert_eq!(get(&router, uri).await.1, 0, "{uri} after a job write");
+        }
+
+        // A blocking query from index 0 answers at once (Nomad: no blocking query); one from
+        // the job's write waits for its own table, not for the jobs table's next write.
+        let (_, index, list) = get(&router, "/v1/job/web/evaluations?index=0&wait=60s").await;
+        assert_eq!((index, list), (0, serde_json::json!([])));
+        let waiting_router = router.clone();
+        let uri = format!("/v1/job/web/evaluations?index={job_index}&wait=60s");
+        let waiter = tokio::spawn(async move { get(&waiting_router, &uri).await });
+        store
+            .upsert_job(job("other"), 1_700_000_001_000_000_000)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!waiter.is_finished(), "woke on another table's write");
+        let eval = Evaluation {
+            id: "8e8b0f53-9d5c-4c1e-a7a3-2f0b6f1f9a01".to_owned(),
+            namespace: "default".to_owned(),
+            job_id: "web".to_owned(),
+            status: "pending".to_owned(),
+            ..Evaluation::default()
+        };
+        let eval_index = store
+            .upsert_evals(vec![eval], 1_700_000_002_000_000_000)
+            .await
+            .unwrap();
+        let (_, index, list) = tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("the evaluation's write should wake the query")
+            .unwrap();
+        assert_eq!(index, eval_index);
+        assert_eq!(list[0]["JobID"], "web");
+        assert_eq!(get(&router, "/v1/evaluations").await.1, eval_index);
+        assert_eq!(get(&router, "/v1/allocations").await.1, 0);
+    }
+
+    #[tokio::test]
     async fn the_event_stream_carries_the_store_events() {
         let store = StateStore::in_memory().await.unwrap();
         let router = crate::app(Arc::new(Composed {
@@ -370,7 +439,8 @@ mod tests {
         }));
         let started = tokio::time::Instant::now();
         let (status, index, body) = get(&router, "/v1/job/x/deployments?index=1&wait=32s").await;
-        assert_eq!((status, index), (StatusCode::OK, 1));
+        // The deployments table was never written: its index is 0, as Nomad's.
+        assert_eq!((status, index), (StatusCode::OK, 0));
         assert_eq!(body, serde_json::json!([]));
         let elapsed = started.elapsed();
         assert!(

@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Agent, drover_bin, wait_for};
+use support::{Agent, drover_bin, get_indexed, wait_for};
 
 fn json_of(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|error| panic!("{error}: {body}"))
@@ -1182,4 +1182,71 @@ fn acl_commands_format_with_json_and_go_templates_as_nomad() {
         String::from_utf8_lossy(&both.stderr),
         "Both json and template formatting are not allowed\n"
     );
+}
+
+/// Policies, tokens and roles each have their own index, as Nomad's tables: after the
+/// bootstrap (a token) the policies list answers index 1, Nomad's floor for a table never
+/// written, not the bootstrap's; a policy's write moves it, a token's does not.
+#[test]
+fn the_acl_policies_list_answers_the_policies_tables_own_index() {
+    let temp = tempfile::tempdir().unwrap();
+    let (agent, root) = acl_agent(temp.path(), "", "");
+    let (status, index, body) = get_indexed(&agent.url("/v1/acl/policies"), Some(&root));
+    assert_eq!((status, index, body.as_str()), (200, 1, "[]"));
+    let (_, tokens_index, _) = get_indexed(&agent.url("/v1/acl/tokens"), Some(&root));
+    assert!(tokens_index > 1, "the bootstrap wrote the tokens table");
+
+    apply_policy(
+        &agent,
+        &root,
+        temp.path(),
+        "readonly",
+        "namespace \"default\" {\n  policy = \"read\"\n}\n",
+    );
+    let (_, policies_index, body) = get_indexed(&agent.url("/v1/acl/policies"), Some(&root));
+    assert!(policies_index > tokens_index, "{policies_index}: {body}");
+    let (status, created) = call(
+        "POST",
+        &agent.url("/v1/acl/token"),
+        Some(&root),
+        Some(r#"{"Type": "client", "Policies": ["readonly"]}"#),
+    );
+    assert_eq!(status, 200, "{created}");
+    let (_, after_token, _) = get_indexed(&agent.url("/v1/acl/policies"), Some(&root));
+    assert_eq!(
+        after_token, policies_index,
+        "a token's write moved the policies index"
+    );
+    let (_, tokens_after, _) = get_indexed(&agent.url("/v1/acl/tokens"), Some(&root));
+    assert!(tokens_after > policies_index);
+    let (_, roles_index, _) = get_indexed(&agent.url("/v1/acl/roles"), Some(&root));
+    assert_eq!(roles_index, 1, "no role was ever written");
+}
+
+/// `/v1/agent/pprof` with ACLs on wants agent:write, as Nomad's `Agent.Profile`: no token or
+/// a token without it is 403, management gets the profile.
+#[test]
+fn agent_pprof_with_acls_wants_agent_write() {
+    let temp = tempfile::tempdir().unwrap();
+    let (agent, root) = acl_agent(temp.path(), "", "");
+    // The text form: `call` reads its answer as text.
+    let url = agent.url("/v1/agent/pprof/heap?debug=1");
+    assert_eq!(call("GET", &url, None, None).0, 403);
+    apply_policy(
+        &agent,
+        &root,
+        temp.path(),
+        "agent-read",
+        "agent {\n  policy = \"read\"\n}\n",
+    );
+    let (status, created) = call(
+        "POST",
+        &agent.url("/v1/acl/token"),
+        Some(&root),
+        Some(r#"{"Type": "client", "Policies": ["agent-read"]}"#),
+    );
+    assert_eq!(status, 200, "{created}");
+    let reader = json_of(&created)["SecretID"].as_str().unwrap().to_owned();
+    assert_eq!(call("GET", &url, Some(&reader), None).0, 403);
+    assert_eq!(call("GET", &url, Some(&root), None).0, 200);
 }

@@ -8,7 +8,9 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{Agent, http, pids_with_cmdline, process_alive, wait_for, write_jobspec};
+use support::{
+    Agent, get_indexed, http, pids_with_cmdline, process_alive, wait_for, write_jobspec,
+};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -681,4 +683,220 @@ fn agent_join_counts_servers_of_the_cluster_and_says_why_others_fail() {
     );
     let (status, body) = http("PUT", &agent.url("/v1/agent/join"), None);
     assert_eq!((status, body.as_str()), (400, "missing address to join"));
+}
+
+/// `X-Nomad-Index` of a list is its own table's index, as Nomad's `Index(table)`: 0 for a
+/// table never written on a fresh agent (it was clamped to 1), and a blocking query from a
+/// job's register wakes on the first write of the allocations table.
+#[test]
+fn list_indexes_are_zero_until_their_table_is_written_and_block_on_their_own_table() {
+    let agent = Agent::start_dev();
+    for path in [
+        "/v1/allocations",
+        "/v1/evaluations",
+        "/v1/deployments",
+        "/v1/job/idx/allocations",
+        "/v1/job/idx/evaluations",
+        "/v1/job/idx/deployments",
+    ] {
+        let (status, index, body) = get_indexed(&agent.url(path), None);
+        assert_eq!((status, index), (200, 0), "{path}: {body}");
+    }
+    // The dev agent's own node has registered: that table was written.
+    wait_for("the dev node listed", LIMIT, || {
+        let (_, index, body) = get_indexed(&agent.url("/v1/nodes"), None);
+        (index > 0 && body.contains("\"ID\"")).then_some(())
+    });
+
+    let (status, parsed) = http(
+        "PUT",
+        &agent.url("/v1/jobs/parse"),
+        Some(&serde_json::json!({ "JobHCL": service_job("idx", 1, "index") }).to_string()),
+    );
+    assert_eq!(status, 200, "{parsed}");
+    let (status, registered) = http(
+        "PUT",
+        &agent.url("/v1/jobs"),
+        Some(&format!("{{\"Job\": {parsed}}}")),
+    );
+    assert_eq!(status, 200, "{registered}");
+    let registered: Value = serde_json::from_str(&registered).unwrap();
+    let register_index = registered["JobModifyIndex"].as_u64().unwrap();
+    assert!(register_index > 0, "{registered}");
+    let (_, jobs_index, _) = get_indexed(&agent.url("/v1/jobs"), None);
+    assert!(
+        jobs_index >= register_index,
+        "{jobs_index} < {register_index}"
+    );
+
+    let (status, allocs_index, body) = get_indexed(
+        &agent.url(&format!("/v1/allocations?index={register_index}&wait=60s")),
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(allocs_index > register_index, "{allocs_index}: {body}");
+    assert!(body.contains("\"JobID\":\"idx\""), "{body}");
+    let (_, job_allocs_index, _) = get_indexed(&agent.url("/v1/job/idx/allocations"), None);
+    let (_, all_allocs_index, _) = get_indexed(&agent.url("/v1/allocations"), None);
+    assert_eq!(job_allocs_index, all_allocs_index);
+    let (_, evals_index, _) = get_indexed(&agent.url("/v1/evaluations"), None);
+    let (_, job_evals_index, _) = get_indexed(&agent.url("/v1/job/idx/evaluations"), None);
+    assert!(evals_index >= register_index);
+    assert_eq!(evals_index, job_evals_index);
+    wait_running(&agent, "idx", 1);
+}
+
+/// A GET answered whole as bytes (a profile is binary): status, headers, body.
+fn get_bytes(url: &str) -> (u16, String, Vec<u8>) {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_at(rest.find('/').unwrap());
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let split = raw
+        .windows(4)
+        .position(|window| window == b"\r\n\r\n")
+        .unwrap();
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(
+        !head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "{head}"
+    );
+    (status, head, raw[split + 4..].to_vec())
+}
+
+/// `go tool pprof` reads the file, where Go is installed (the decoding above is the check
+/// that always runs).
+fn go_pprof_reads(bytes: &[u8]) {
+    let Ok(go) = which_go() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("profile.pb.gz");
+    std::fs::write(&file, bytes).unwrap();
+    let output = std::process::Command::new(go)
+        .args(["tool", "pprof", "-raw"])
+        .arg(&file)
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && text.contains("Samples:"),
+        "go tool pprof -raw: {text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn which_go() -> Result<std::path::PathBuf, ()> {
+    ["/usr/bin/go", "/usr/local/go/bin/go", "/usr/lib/go/bin/go"]
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|path| path.exists())
+        .ok_or(())
+}
+
+/// `/v1/agent/pprof/<name>` as Nomad's agent answers it: a CPU profile and a heap profile of
+/// the agent in pprof's format (gzip'd Profile message) with real samples, a profile with no
+/// drover equivalent (`trace`, `goroutine`) and an unknown one 404 in Nomad's words, Nomad's
+/// 400 for a node and a server at once and its 500 for an unknown server.
+#[test]
+fn agent_pprof_serves_real_cpu_and_heap_profiles_and_nomads_errors() {
+    let agent = Agent::start_dev();
+    let url = agent.url("/v1/agent/pprof/profile?seconds=2");
+    let profiling = std::thread::spawn(move || get_bytes(&url));
+    // Work for the agent while it samples: parsing jobspecs costs it CPU.
+    let body = serde_json::json!({ "JobHCL": service_job("busy", 3, "cpu") }).to_string();
+    while !profiling.is_finished() {
+        let (status, text) = http("PUT", &agent.url("/v1/jobs/parse"), Some(&body));
+        assert_eq!(status, 200, "{text}");
+    }
+    let (status, head, bytes) = profiling.join().unwrap();
+    assert_eq!(status, 200, "{head}");
+    let lower = head.to_ascii_lowercase();
+    assert!(
+        lower.contains("content-type: application/octet-stream"),
+        "{head}"
+    );
+    assert!(lower.contains("attachment; filename=\"profile\""), "{head}");
+    let profile = drover_agent::pprof_http::decode(&bytes).expect("a gzip'd Profile");
+    let text = |index: i64| profile.string_table[usize::try_from(index).unwrap()].clone();
+    let kinds: Vec<String> = profile
+        .sample_type
+        .iter()
+        .map(|kind| text(kind.r#type))
+        .collect();
+    assert_eq!(kinds, ["samples", "cpu"]);
+    let samples: i64 = profile.sample.iter().map(|sample| sample.value[0]).sum();
+    assert!(samples > 0, "no CPU sample while the agent worked");
+    assert!(profile.duration_nanos >= 2_000_000_000);
+    let functions: Vec<String> = profile
+        .function
+        .iter()
+        .map(|function| text(function.name))
+        .collect();
+    assert!(
+        functions.iter().any(|name| name.contains("drover")),
+        "no drover function among {} sampled",
+        functions.len()
+    );
+    go_pprof_reads(&bytes);
+
+    let (status, head, bytes) = get_bytes(&agent.url("/v1/agent/pprof/heap"));
+    assert_eq!(status, 200, "{head}");
+    let heap = drover_agent::pprof_http::decode(&bytes).expect("a gzip'd Profile");
+    assert_eq!(
+        heap.string_table[usize::try_from(heap.sample_type[0].r#type).unwrap()],
+        "inuse_space"
+    );
+    let in_use: i64 = heap.sample.iter().map(|sample| sample.value[0]).sum();
+    assert!(
+        in_use > 1024 * 1024,
+        "the agent holds more than a MiB: {in_use}"
+    );
+    go_pprof_reads(&bytes);
+    let (status, text) = http("GET", &agent.url("/v1/agent/pprof/heap?debug=1"), None);
+    assert_eq!(status, 200);
+    assert!(text.contains("in use in arenas:"), "{text}");
+
+    let (status, text) = http("GET", &agent.url("/v1/agent/pprof/cmdline"), None);
+    assert_eq!(status, 200);
+    assert!(text.split('\0').any(|arg| arg == "agent"), "{text:?}");
+    for name in ["trace", "goroutine", "nonsense"] {
+        let (status, text) = http("GET", &agent.url(&format!("/v1/agent/pprof/{name}")), None);
+        assert_eq!(
+            (status, text.as_str()),
+            (
+                404,
+                format!("Pprof profile not found profile: {name}").as_str()
+            )
+        );
+    }
+    let (status, text) = http("GET", &agent.url("/v1/agent/pprof/"), None);
+    assert_eq!((status, text.as_str()), (404, "Invalid method"));
+    let (status, text) = http(
+        "GET",
+        &agent.url("/v1/agent/pprof/heap?node_id=a&server_id=b"),
+        None,
+    );
+    assert_eq!(
+        (status, text.as_str()),
+        (400, "Cannot target node and server simultaneously")
+    );
+    let (status, text) = http(
+        "GET",
+        &agent.url("/v1/agent/pprof/profile?seconds=1&server_id=unknown.global"),
+        None,
+    );
+    assert_eq!(
+        (status, text.as_str()),
+        (500, "unknown Nomad server unknown.global")
+    );
 }

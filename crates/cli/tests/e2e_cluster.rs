@@ -35,7 +35,7 @@ fn server_agent(dir: &std::path::Path, name: &str, endpoints: &[String]) -> Agen
         ),
     )
     .unwrap();
-    Agent::start_with(
+    Agent::start_server(
         &dir.join(name).join("data"),
         &[&format!("-config={}", config.display())],
     )

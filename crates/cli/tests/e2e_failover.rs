@@ -17,7 +17,7 @@ use support::{Agent, drover_bin, http, kill_tasks_of_allocs, pids_with_cmdline, 
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// A server-only agent (`-dev` with its client disabled) on its own data dir.
+/// A server-only agent (`-server`, its client disabled) on its own data dir.
 fn server_agent(dir: &std::path::Path, name: &str) -> Agent {
     let data = dir.join(name).join("data");
     std::fs::create_dir_all(dir.join(name)).unwrap();
@@ -27,7 +27,7 @@ fn server_agent(dir: &std::path::Path, name: &str) -> Agent {
         format!("name = \"{name}\"\nclient {{\n  enabled = false\n}}\n"),
     )
     .unwrap();
-    Agent::start_with(&data, &[&format!("-config={}", config.display())])
+    Agent::start_server(&data, &[&format!("-config={}", config.display())])
 }
 
 /// `drover monitor` on an agent; its stdout lines arrive on the channel.

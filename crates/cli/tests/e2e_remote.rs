@@ -299,7 +299,7 @@ fn simulated_nodes_over_http_run_every_alloc_and_stop_them() {
     let temp = tempfile::tempdir().expect("temp dir");
     let data = temp.path().join("server").join("data");
     let config = agent_config(&data, "server.hcl", "client {\n  enabled = false\n}\n");
-    let server = Agent::start_with(&data, &["-server", &format!("-config={config}")]);
+    let server = Agent::start_server(&data, &[&format!("-config={config}")]);
     let server_addr = server.address.trim_start_matches("http://").to_owned();
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -397,7 +397,7 @@ impl ServerProcess {
     fn start(data_dir: &std::path::Path, config: &str, port: u16) -> ServerProcess {
         use std::io::{BufRead, BufReader};
         let mut child = std::process::Command::new(support::drover_bin())
-            .args(["agent", "-dev", "-server"])
+            .args(["agent", "-server", "-bind=127.0.0.1"])
             .arg(format!("-data-dir={}", data_dir.display()))
             .arg(format!("-config={config}"))
             .arg(format!("-http-port={port}"))
@@ -1007,7 +1007,7 @@ fn a_client_given_no_live_server_joins_the_one_set_through_agent_servers() {
         "server.hcl",
         "client {\n  enabled = false\n}\n",
     );
-    let server = Agent::start_with(&server_data, &[&format!("-config={server_config}")]);
+    let server = Agent::start_server(&server_data, &[&format!("-config={server_config}")]);
     let server_addr = server.address.trim_start_matches("http://").to_owned();
     let dead_addr = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");

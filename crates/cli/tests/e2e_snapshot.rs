@@ -64,7 +64,7 @@ fn populate(agent: &Agent) -> Vec<String> {
 /// A server-only agent on its own data dir (embedded state).
 fn embedded_server(dir: &Path) -> Agent {
     let config = agent_config(dir, "server.hcl", "client {\n  enabled = false\n}\n");
-    Agent::start_with(&dir.join("data"), &[&format!("-config={config}")])
+    Agent::start_server(&dir.join("data"), &[&format!("-config={config}")])
 }
 
 /// A server-only agent on `prefix` of the etcd cluster at `endpoints`.
@@ -78,10 +78,12 @@ fn etcd_server(dir: &Path, name: &str, endpoints: &[String], prefix: &str, clien
             endpoints.join(", ")
         ),
     );
-    Agent::start_with(
-        &dir.join(name).join("data"),
-        &[&format!("-config={config}")],
-    )
+    let data = dir.join(name).join("data");
+    if client {
+        Agent::start_with(&data, &[&format!("-config={config}")])
+    } else {
+        Agent::start_server(&data, &[&format!("-config={config}")])
+    }
 }
 
 /// What must survive a restore: the job (versions and indexes), its allocations, and the

@@ -77,9 +77,9 @@ fn server_and_client(temp: &Path, acl: &str, client_acl: &str) -> (Agent, Agent)
         "server.hcl",
         &format!("client {{\n  enabled = false\n}}\n{acl}"),
     );
-    let server = Agent::start_with(
+    let server = Agent::start_server(
         &server_dir.join("data"),
-        &["-server", &format!("-config={server_config}")],
+        &[&format!("-config={server_config}")],
     );
     let server_addr = server.address.trim_start_matches("http://").to_owned();
     let client_dir = temp.join("client");

@@ -1,5 +1,8 @@
 //! The ACL table: policies by name, roles by ID (with a name index), tokens by accessor ID
 //! (with a secret ID index), and the index of the one bootstrap, all in one persisted table ([`Table::Acl`]) as [`AclRecord`]s.
+//! Policies, tokens and roles each keep their own index besides ([`Table::AclPolicies`],
+//! [`Table::AclTokens`], [`Table::AclRoles`]), as Nomad's tables do: a token's write does not
+//! move the policies list's index.
 //!
 //! **Invariant**: the bootstrap happens once; a second one is refused unless the caller
 //! names the current bootstrap index as its reset index (Nomad's `acl-bootstrap-reset`).
@@ -58,6 +61,7 @@ fn put_token(
         None => index,
     };
     token.modify_index = index;
+    context.touch(Table::AclTokens);
     context.put(
         Table::Acl,
         &token_key(&token.accessor_id),
@@ -81,6 +85,7 @@ impl StateStore {
                         .get(&policy.name)
                         .map_or(index, |existing| existing.create_index);
                     policy.modify_index = index;
+                    context.touch(Table::AclPolicies);
                     context.put(
                         Table::Acl,
                         &policy_key(&policy.name),
@@ -109,6 +114,7 @@ impl StateStore {
                 let index = context.index();
                 let acl = Arc::make_mut(&mut tables.acl);
                 for name in names {
+                    context.touch(Table::AclPolicies);
                     context.delete(Table::Acl, &policy_key(&name));
                     acl.policies.remove(&name);
                 }
@@ -148,6 +154,7 @@ impl StateStore {
                     None => role.create_index = context.index(),
                 }
                 role.modify_index = context.index();
+                context.touch(Table::AclRoles);
                 context.put(
                     Table::Acl,
                     &role_key(&role.id),
@@ -172,6 +179,7 @@ impl StateStore {
                 let index = context.index();
                 let acl = Arc::make_mut(&mut tables.acl);
                 for id in ids {
+                    context.touch(Table::AclRoles);
                     context.delete(Table::Acl, &role_key(&id));
                     acl.remove_role(&id);
                 }
@@ -207,6 +215,7 @@ impl StateStore {
                 let index = context.index();
                 let acl = Arc::make_mut(&mut tables.acl);
                 for accessor_id in accessor_ids {
+                    context.touch(Table::AclTokens);
                     context.delete(Table::Acl, &token_key(&accessor_id));
                     acl.remove_token(&accessor_id);
                 }
@@ -233,6 +242,7 @@ impl StateStore {
                 }
                 let acl = Arc::make_mut(&mut tables.acl);
                 for accessor_id in &present {
+                    context.touch(Table::AclTokens);
                     context.delete(Table::Acl, &token_key(accessor_id));
                     acl.remove_token(accessor_id);
                 }
@@ -363,6 +373,48 @@ mod tests {
             token_type: "management".to_owned(),
             ..AclToken::default()
         }
+    }
+
+    #[tokio::test]
+    async fn acl_policies_tokens_and_roles_each_keep_their_own_index_across_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(dir.path()).await.unwrap();
+        let indexes = store.indexes();
+        assert_eq!(indexes.table(Table::AclPolicies), 0);
+        assert_eq!(indexes.table(Table::AclTokens), 0);
+        let bootstrap = store
+            .bootstrap_acl_token(token("a1", "s1"), None)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            store.indexes().table(Table::AclTokens),
+            bootstrap.modify_index
+        );
+        assert_eq!(store.indexes().table(Table::AclPolicies), 0);
+        let policy_index = store
+            .upsert_acl_policies(vec![AclPolicy {
+                name: "readonly".to_owned(),
+                ..AclPolicy::default()
+            }])
+            .await
+            .unwrap();
+        store.upsert_acl_token(token("a2", "s2")).await.unwrap();
+        let indexes = store.indexes();
+        assert_eq!(indexes.table(Table::AclPolicies), policy_index);
+        assert!(indexes.table(Table::AclTokens) > policy_index);
+        assert_eq!(indexes.table(Table::AclRoles), 0);
+        assert_eq!(indexes.table(Table::Acl), indexes.table(Table::AclTokens));
+        store.close().await;
+
+        let store = StateStore::open(dir.path()).await.unwrap();
+        assert_eq!(store.indexes().table(Table::AclPolicies), policy_index);
+        let deleted = store
+            .delete_acl_policies(vec!["readonly".to_owned()])
+            .await
+            .unwrap();
+        assert_eq!(store.indexes().table(Table::AclPolicies), deleted);
+        store.close().await;
     }
 
     #[tokio::test]

@@ -204,6 +204,9 @@ impl<'de> Deserialize<'de> for EventPayload {
 pub struct EventFilter {
     /// The accepted `(topic, key)` pairs; `None` is the `*` wildcard.
     pub topics: Vec<(Option<Topic>, Option<String>)>,
+    /// Topics the caller named that drover publishes no events of (Nomad accepts any name):
+    /// they match nothing, so a filter of these alone passes no event.
+    pub unknown_topics: Vec<String>,
     /// Only events of this namespace (plus namespace-less ones); `None` for all.
     pub namespace: Option<String>,
 }
@@ -218,7 +221,7 @@ impl EventFilter {
             return false;
         }
         if self.topics.is_empty() {
-            return true;
+            return self.unknown_topics.is_empty();
         }
         self.topics.iter().any(|(topic, key)| {
             topic.is_none_or(|topic| topic == event.topic)
@@ -502,12 +505,20 @@ mod tests {
         let filter = EventFilter {
             topics: vec![(Some(Topic::Allocation), Some("web".to_owned()))],
             namespace: None,
+            unknown_topics: Vec::new(),
         };
         let mut subscription = buffer.subscribe(1, filter);
         let batch = subscription.try_next_batch().unwrap();
         assert_eq!(batch.events.len(), 1);
         assert_eq!(batch.events[0].key, "alloc-1");
         assert!(subscription.try_next_batch().is_none());
+
+        // Only topics drover publishes nothing of: no event passes (not every event).
+        let unknown = EventFilter {
+            unknown_topics: vec!["Nonsense".to_owned()],
+            ..EventFilter::default()
+        };
+        assert!(buffer.subscribe(1, unknown).try_next_batch().is_none());
     }
 
     #[test]

@@ -61,7 +61,9 @@
 //! `acl`: ACL policies, roles (by ID, indexed by name, their policies checked at write),
 //! tokens (by accessor, indexed by secret), one-time tokens (one per accessor, indexed by
 //! secret) and the bootstrap index in one
-//! table (`acl_tables`: the in-memory tables and persisted records the store loads); a second
+//! table (`acl_tables`: the in-memory tables and persisted records the store loads), with
+//! policies, tokens and roles each keeping their own index (`AclPolicies`, `AclTokens`,
+//! `AclRoles`, index-only tables: Nomad's `X-Nomad-Index` of each list); a second
 //! bootstrap is refused unless it names the first one's index (the reset).
 //! Every group commit is guarded by the backend revision its state was built from; a store
 //! sharing its backend with another (etcd) that loses the race fails that commit and reloads,

@@ -17,9 +17,11 @@ use crate::params::QueryParams;
 /// Reads the `topic` and `namespace` parameters into a filter.
 pub(super) fn event_filter(params: &QueryParams) -> Result<EventFilter, ApiError> {
     let mut topics = Vec::new();
+    let mut unknown_topics = Vec::new();
     for query in params.get_all("topic") {
         // As Nomad's `parseTopic`: a bare topic means every key; more than one `:` is no
-        // `Topic:Key` pair at all.
+        // `Topic:Key` pair at all. Any other name is accepted, as Nomad accepts it: a topic
+        // drover publishes nothing of (or an empty one) just never has an event.
         let (name, key) = match query.split(':').collect::<Vec<_>>()[..] {
             [name] => (name, "*"),
             [name, key] => (name, key),
@@ -29,17 +31,16 @@ pub(super) fn event_filter(params: &QueryParams) -> Result<EventFilter, ApiError
                 )));
             }
         };
-        if name.is_empty() || key.is_empty() {
-            return Err(ApiError::bad_request(format!(
-                "Invalid topic query: {query:?} is not Topic:Key"
-            )));
-        }
         let topic = if name == "*" {
             None
         } else {
-            Some(Topic::from_name(name).ok_or_else(|| {
-                ApiError::bad_request(format!("Invalid topic query: unknown topic {name:?}"))
-            })?)
+            match Topic::from_name(name) {
+                Some(topic) => Some(topic),
+                None => {
+                    unknown_topics.push(name.to_string());
+                    continue;
+                }
+            }
         };
         let key = (key != "*").then(|| key.to_string());
         topics.push((topic, key));
@@ -48,7 +49,11 @@ pub(super) fn event_filter(params: &QueryParams) -> Result<EventFilter, ApiError
         "*" => None,
         namespace => Some(namespace.to_string()),
     };
-    Ok(EventFilter { topics, namespace })
+    Ok(EventFilter {
+        topics,
+        unknown_topics,
+        namespace,
+    })
 }
 
 /// The streaming body: a `{}` line at once, then each batch as a line, with a `{}` line after

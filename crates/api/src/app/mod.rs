@@ -346,24 +346,25 @@ async fn handle<B: ApiBackend>(
         }
         Route::JobAllocations { job_id } => {
             let all = params.bool("all", false)?;
-            let (index, list) =
-                blocking_read(backend, params, &[Table::Allocs, Table::Jobs], |backend| {
-                    let job = backend.job(&namespace, &job_id)?;
-                    let allocations = backend
-                        .job_allocations(&namespace, &job_id)?
-                        .into_iter()
-                        .filter(|allocation| {
-                            all || match (&job, &allocation.job) {
-                                (Some(job), Some(alloc_job)) => {
-                                    alloc_job.create_index == job.create_index
-                                }
-                                _ => true,
+            // The allocations table's index alone, as Nomad's `Job.Allocations`: 0 until an
+            // allocation was ever written.
+            let (index, list) = blocking_read(backend, params, &[Table::Allocs], |backend| {
+                let job = backend.job(&namespace, &job_id)?;
+                let allocations = backend
+                    .job_allocations(&namespace, &job_id)?
+                    .into_iter()
+                    .filter(|allocation| {
+                        all || match (&job, &allocation.job) {
+                            (Some(job), Some(alloc_job)) => {
+                                alloc_job.create_index == job.create_index
                             }
-                        })
-                        .collect();
-                    Ok(stubs(allocations, true, false))
-                })
-                .await?;
+                            _ => true,
+                        }
+                    })
+                    .collect();
+                Ok(stubs(allocations, true, false))
+            })
+            .await?;
             json_response(&list, params, Meta::Read(index))
         }
         Route::JobEvaluations { job_id } => {
@@ -442,26 +443,19 @@ async fn handle<B: ApiBackend>(
             json_response(&summary, params, Meta::Read(index))
         }
         Route::JobDeployment { job_id } => {
-            let (index, latest) = blocking_read(
-                backend,
-                params,
-                &[Table::Deployments, Table::Jobs],
-                |backend| {
+            let (index, latest) =
+                blocking_read(backend, params, &[Table::Deployments], |backend| {
                     let deployments = job_deployments(backend, &namespace, &job_id, false)?;
                     Ok(deployments.into_iter().next())
-                },
-            )
-            .await?;
+                })
+                .await?;
             json_response(&latest, params, Meta::Read(index))
         }
         Route::JobDeployments { job_id } => {
             let all = params.bool("all", false)?;
-            let (index, list) = blocking_read(
-                backend,
-                params,
-                &[Table::Deployments, Table::Jobs],
-                |backend| job_deployments(backend, &namespace, &job_id, all),
-            )
+            let (index, list) = blocking_read(backend, params, &[Table::Deployments], |backend| {
+                job_deployments(backend, &namespace, &job_id, all)
+            })
             .await?;
             json_response(&list, params, Meta::Read(index))
         }
@@ -657,7 +651,8 @@ async fn handle<B: ApiBackend>(
                 Ok(allocations)
             })
             .await?;
-            json_response(&list, params, Meta::Read(index))
+            // Nomad's `Node.GetAllocs` floors the allocations' index at 1.
+            json_response(&list, params, Meta::Read(index.max(1)))
         }
         Route::NodeDrain { node_id } => {
             let request: drover_structs::NodeDrainRequest = decode_body(&body)?;

@@ -11,7 +11,9 @@ use crate::backend::{ApiBackend, Table};
 use crate::error::ApiError;
 use crate::params::QueryParams;
 
-/// Response metadata: reads carry all three headers, writes only the index.
+/// Response metadata: reads carry all three headers, writes only the index. A read's index is
+/// sent as it is, 0 included (a table never written), as Nomad's `setIndex` does; the routes
+/// whose Nomad endpoint floors its index at 1 floor it themselves.
 #[derive(Clone, Copy)]
 pub(super) enum Meta {
     Read(u64),
@@ -49,7 +51,7 @@ pub(super) fn json_response<T: Serialize>(
     let headers = response.headers_mut();
     match meta {
         Meta::Read(index) => {
-            headers.insert("X-Nomad-Index", HeaderValue::from(index.max(1)));
+            headers.insert("X-Nomad-Index", HeaderValue::from(index));
             headers.insert("X-Nomad-KnownLeader", HeaderValue::from_static("true"));
             headers.insert("X-Nomad-LastContact", HeaderValue::from_static("0"));
         }
@@ -79,7 +81,9 @@ pub(super) fn page_response<T: Serialize>(
 
 /// Runs a read as a blocking query: with `?index=N`, waits until one of `tables` passes N or
 /// the wait (plus jitter) runs out, then reads. The index is taken before the data, so the
-/// data is never older than the index the caller will block on next.
+/// data is never older than the index the caller will block on next. It is the tables' own
+/// index: 0 while none of them was ever written (Nomad's `Index(table)`), and `index=0` is
+/// no blocking query, as in Nomad's `blockingRPC`.
 pub(super) async fn blocking_read<B: ApiBackend, T>(
     backend: &B,
     params: &QueryParams,
@@ -98,7 +102,7 @@ pub(super) async fn blocking_read<B: ApiBackend, T>(
                 .await;
         }
     }
-    let index = backend.table_index(tables).max(1);
+    let index = backend.table_index(tables);
     let value = read(backend)?;
     Ok((index, value))
 }

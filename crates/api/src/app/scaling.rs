@@ -142,7 +142,8 @@ pub(super) async fn scaling_policies<B: ApiBackend>(
             .collect::<Vec<ScalingPolicyListStub>>())
     })
     .await?;
-    json_response(&list, params, Meta::Read(index))
+    // Nomad's `Scaling.ListPolicies` and `GetPolicy` floor their index at 1.
+    json_response(&list, params, Meta::Read(index.max(1)))
 }
 
 pub(super) async fn scaling_policy<B: ApiBackend>(
@@ -155,5 +156,5 @@ pub(super) async fn scaling_policy<B: ApiBackend>(
     })
     .await?;
     let policy = policy.ok_or_else(|| ApiError::not_found("policy not found"))?;
-    json_response(&policy, params, Meta::Read(index))
+    json_response(&policy, params, Meta::Read(index.max(1)))
 }

@@ -18,6 +18,8 @@ use crate::error::ApiError;
 use crate::paginate::{ListOptions, TokenKind, TokenParts, page, to_datum};
 use crate::params::QueryParams;
 
+// Nomad's service registration endpoints floor their index at 1 (`setReplyQueryMeta`).
+
 /// `GET /v1/services`: per namespace (`*`: all), each service name with the union of its tags.
 pub(super) async fn list<B: ApiBackend>(
     backend: &B,
@@ -29,7 +31,7 @@ pub(super) async fn list<B: ApiBackend>(
         Ok(service_list(&registrations))
     })
     .await?;
-    json_response(&list, params, Meta::Read(index))
+    json_response(&list, params, Meta::Read(index.max(1)))
 }
 
 /// Whether `service` carries every tag in `wanted`.
@@ -77,7 +79,7 @@ pub(super) async fn read<B: ApiBackend>(
             Ok((services, next_token))
         })
         .await?;
-    page_response(&services, params, index, &next_token)
+    page_response(&services, params, index.max(1), &next_token)
 }
 
 /// `DELETE /v1/service/<name>/<id>`: removes one registration by its namespace and ID (the
@@ -117,7 +119,7 @@ pub(super) async fn of_allocation<B: ApiBackend>(
         })
         .await?;
     let services = services.ok_or_else(|| ApiError::not_found("allocation not found"))?;
-    json_response(&services, params, Meta::Read(index))
+    json_response(&services, params, Meta::Read(index.max(1)))
 }
 
 /// `GET /v1/job/<id>/services`: 404 when the job is unknown, else its registrations.
@@ -138,7 +140,7 @@ pub(super) async fn of_job<B: ApiBackend>(
         })
         .await?;
     let services = services.ok_or_else(|| ApiError::not_found("job not found"))?;
-    json_response(&services, params, Meta::Read(index))
+    json_response(&services, params, Meta::Read(index.max(1)))
 }
 
 /// `ServiceRegistration.Upsert` from a remote client.

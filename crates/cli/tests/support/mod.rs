@@ -53,14 +53,30 @@ impl Agent {
         agent
     }
 
+    /// Starts a server-only agent, as Nomad starts one: `drover agent -server -bind=127.0.0.1
+    /// -data-dir DIR` with extra flags (not `-dev`, which always runs a client as well, whatever
+    /// a config file's `client { enabled = false }` says).
+    pub fn start_server(data_dir: &Path, extra: &[&str]) -> Agent {
+        let mut args = vec!["-server", "-bind=127.0.0.1"];
+        args.extend_from_slice(extra);
+        Agent::spawn_as(false, Some(data_dir), &args, &[])
+    }
+
     fn spawn(data_dir: Option<&Path>, extra: &[&str]) -> Agent {
         Agent::spawn_with_env(data_dir, extra, &[])
     }
 
     fn spawn_with_env(data_dir: Option<&Path>, extra: &[&str], env: &[(&str, &str)]) -> Agent {
+        Agent::spawn_as(true, data_dir, extra, env)
+    }
+
+    fn spawn_as(dev: bool, data_dir: Option<&Path>, extra: &[&str], env: &[(&str, &str)]) -> Agent {
         let mut command = Command::new(drover_bin());
         command.envs(env.iter().copied());
-        command.arg("agent").arg("-dev");
+        command.arg("agent");
+        if dev {
+            command.arg("-dev");
+        }
         if let Some(data_dir) = data_dir {
             command.arg(format!("-data-dir={}", data_dir.display()));
         }
@@ -362,6 +378,35 @@ pub fn http(method: &str, url: &str, body: Option<&str>) -> (u16, String) {
 
 /// [`http`] with an ACL token (`X-Nomad-Token`) when one is given.
 pub fn http_as(method: &str, url: &str, token: Option<&str>, body: Option<&str>) -> (u16, String) {
+    let (status, _, body) = http_with_head(method, url, token, body);
+    (status, body)
+}
+
+/// A GET's status, its `X-Nomad-Index` (the header must be there) and its body.
+pub fn get_indexed(url: &str, token: Option<&str>) -> (u16, u64, String) {
+    let (status, head, body) = http_with_head("GET", url, token, None);
+    let index = head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("x-nomad-index").then(|| {
+                value
+                    .trim()
+                    .parse::<u64>()
+                    .expect("a numeric X-Nomad-Index")
+            })
+        })
+        .unwrap_or_else(|| panic!("GET {url} answered no X-Nomad-Index:\n{head}"));
+    (status, index, body)
+}
+
+/// [`http_as`] that also answers the response's status line and headers.
+pub fn http_with_head(
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, String, String) {
     use std::io::{Read, Write};
     let rest = url.strip_prefix("http://").expect("http url");
     let (host, path) = match rest.find('/') {
@@ -399,7 +444,7 @@ pub fn http_as(method: &str, url: &str, token: Option<&str>, body: Option<&str>)
     } else {
         rest.to_owned()
     };
-    (status, body)
+    (status, head.to_owned(), body)
 }
 
 fn dechunk(mut rest: &str) -> String {
@@ -606,7 +651,7 @@ pub fn server_and_two_clients(temp: &Path, limit: Duration) -> (Agent, Vec<Agent
         "server.hcl",
         "client {\n  enabled = false\n}\n",
     );
-    let server = Agent::start_with(&server_data, &["-server", &format!("-config={config}")]);
+    let server = Agent::start_server(&server_data, &[&format!("-config={config}")]);
     let server_addr = server.address.trim_start_matches("http://").to_owned();
     let mut clients = Vec::new();
     for name in ["node-a", "node-b"] {
