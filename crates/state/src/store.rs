@@ -697,6 +697,10 @@ pub(crate) fn write_server_allocs(
                 if alloc.job.is_none() {
                     alloc.job.clone_from(&existing.job);
                 }
+                // A replacement, once named, stays named (Nomad carries it over).
+                if !existing.next_allocation.is_empty() {
+                    alloc.next_allocation.clone_from(&existing.next_allocation);
+                }
                 tables.unindex_alloc(existing);
                 if existing.desired_status != alloc.desired_status {
                     EventType::AllocationUpdateDesiredStatus
@@ -738,9 +742,43 @@ pub(crate) fn write_server_allocs(
             apply_alloc_to_summary(summary, existing.as_deref(), &alloc)
         })?;
         tables.index_alloc(&alloc);
+        let previous_id = (existing.is_none() && !alloc.previous_allocation.is_empty())
+            .then(|| alloc.previous_allocation.clone());
+        let next_id = alloc.id.clone();
         Arc::make_mut(&mut tables.allocs).insert(alloc.id.clone(), Arc::new(alloc));
         affected_jobs.insert(job_key);
+        // As Nomad's store: the allocation a new one replaces names it as its next.
+        if let Some(previous_id) = previous_id {
+            name_next_allocation(tables, context, &previous_id, next_id, now_unix_ns)?;
+        }
     }
+    Ok(())
+}
+
+/// Records `next_id` as the `NextAllocation` of the allocation `previous_id` (when it is still
+/// stored), in the same write.
+fn name_next_allocation(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    previous_id: &str,
+    next_id: String,
+    now_unix_ns: i64,
+) -> Result<(), StateError> {
+    let Some(previous) = tables.allocs.get(previous_id).cloned() else {
+        return Ok(());
+    };
+    if previous.next_allocation == next_id {
+        return Ok(());
+    }
+    let mut updated = Allocation::clone(&previous);
+    updated.next_allocation = next_id;
+    updated.modify_index = context.index();
+    updated.modify_time = now_unix_ns;
+    tables.unindex_alloc(&previous);
+    persist_alloc(tables, context, &mut updated)?;
+    context.emit(alloc_event(EventType::AllocationUpdated, &mut updated)?);
+    tables.index_alloc(&updated);
+    Arc::make_mut(&mut tables.allocs).insert(updated.id.clone(), Arc::new(updated));
     Ok(())
 }
 
