@@ -59,6 +59,10 @@ pub enum JobCommand {
     Scale(crate::commands::job_scale::ScaleArgs),
     /// List a job's recent scaling events
     ScalingEvents(crate::commands::job_scale::ScalingEventsArgs),
+    /// Restart or reschedule a job's allocations, in batches
+    Restart(crate::commands::job_restart::RestartArgs),
+    /// Start a stopped job at its latest version
+    Start(crate::commands::job_restart::StartArgs),
 }
 
 #[derive(Debug, Args)]
@@ -248,6 +252,12 @@ pub async fn run(command: JobCommand, io: &mut Io<'_>) -> i32 {
             crate::commands::deployment::job_promote(arguments, io).await
         }
         JobCommand::Scale(arguments) => crate::commands::job_scale::job_scale(arguments, io).await,
+        JobCommand::Restart(arguments) => {
+            crate::commands::job_restart::job_restart(arguments, io).await
+        }
+        JobCommand::Start(arguments) => {
+            crate::commands::job_restart::job_start(arguments, io).await
+        }
         JobCommand::ScalingEvents(arguments) => {
             crate::commands::job_scale::job_scaling_events(arguments, io).await
         }

@@ -12,6 +12,7 @@ pub mod job;
 pub mod job_history;
 pub mod job_input;
 pub mod job_plan;
+pub mod job_restart;
 pub mod job_scale;
 pub mod lookup;
 pub mod monitor;
