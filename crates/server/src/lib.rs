@@ -653,13 +653,71 @@ impl Server {
             }
             enforce_index = true;
         }
+        let mut job = drover_structs::Job::clone(&earlier);
+        // The new version is not the tagged one: its tag stays where it was (Nomad clears it).
+        job.version_tag = None;
         self.register_job(JobRegisterRequest {
-            job: Some(drover_structs::Job::clone(&earlier)),
+            job: Some(job),
             enforce_index,
             job_modify_index: current.job_modify_index,
             ..JobRegisterRequest::default()
         })
         .await
+    }
+
+    /// Applies a tag to a job version, or with `tag` absent removes the tag named `name`
+    /// (Nomad's `Job.TagVersion`); the tag as stored and the index of the write.
+    pub async fn tag_job_version(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobApplyTagRequest,
+    ) -> Result<drover_structs::JobTagResponse, ServerError> {
+        let now_unix_ns = self.inner.clock.now_unix_ns();
+        if request.latest && request.version > 0 {
+            return Err(ServerError::BadRequest(format!(
+                "version must be zero when tagging latest, got: {}",
+                request.version
+            )));
+        }
+        let tag = request.tag.map(|mut tag| {
+            tag.tagged_time = now_unix_ns;
+            tag
+        });
+        if let Some(tag) = &tag
+            && tag.description.chars().count() > 1000
+        {
+            return Err(ServerError::BadRequest(format!(
+                "Tagged version description must be under 1000 characters, currently {}",
+                tag.description.chars().count()
+            )));
+        }
+        // Without `Latest`, the version named (0 included), as Nomad's store reads it.
+        let version = (!request.latest).then_some(request.version);
+        let index = match self
+            .inner
+            .state
+            .update_job_version_tag(
+                namespace,
+                &request.job_id,
+                version,
+                &request.name,
+                tag.clone(),
+            )
+            .await
+        {
+            Err(drover_state::StateError::Refused(message)) => {
+                return Err(ServerError::BadRequest(message));
+            }
+            other => other?,
+        };
+        let tag = tag.unwrap_or_default();
+        Ok(drover_structs::JobTagResponse {
+            name: tag.name,
+            description: tag.description,
+            tagged_time: tag.tagged_time,
+            index,
+            ..Default::default()
+        })
     }
 
     /// Marks a version of a job stable or not (Nomad's `Job.Stable`); the index of the write.

@@ -20,9 +20,9 @@ use std::sync::Arc;
 
 use drover_structs::{
     ALLOC_CLIENT_STATUS_LOST, ALLOC_CLIENT_STATUS_PENDING, ALLOC_CLIENT_STATUS_UNKNOWN, Allocation,
-    DEFAULT_NAMESPACE, EVAL_STATUS_PENDING, Evaluation, Job, JobSummary, NODE_STATUS_DOWN,
-    NODE_STATUS_READY, Node, NodeEvent, PeriodicLaunch, ServiceRegistration, Timestamp,
-    VariableEncrypted, WrappedRootKey,
+    DEFAULT_NAMESPACE, EVAL_STATUS_PENDING, Evaluation, Job, JobSummary, JobVersionTag,
+    NODE_STATUS_DOWN, NODE_STATUS_READY, Node, NodeEvent, PeriodicLaunch, ServiceRegistration,
+    Timestamp, VariableEncrypted, WrappedRootKey,
 };
 
 use crate::derive::{
@@ -889,7 +889,17 @@ pub(crate) fn write_job(
         &job_version_record_key(&key.0, &key.1, job.version),
         &job,
     )?;
-    let versions = tables.version_keys_of_job(&key.0, &key.1);
+    // Tagged versions are always kept and not counted (Nomad's `upsertJobVersion`).
+    let versions: Vec<u64> = tables
+        .version_keys_of_job(&key.0, &key.1)
+        .into_iter()
+        .filter(|version| {
+            tables
+                .job_versions
+                .get(&(key.0.clone(), key.1.clone(), *version))
+                .is_none_or(|stored| stored.version_tag.is_none())
+        })
+        .collect();
     let kept = JOB_TRACKED_VERSIONS.saturating_sub(1);
     let drop_count = versions.len().saturating_sub(kept);
     for version in versions.into_iter().take(drop_count) {
@@ -1074,7 +1084,110 @@ pub(crate) fn write_job_stability(
     Ok(())
 }
 
+/// Applies (`Some`) or removes (`None`, found by `name`) a job version's tag, as Nomad's
+/// `UpdateJobVersionTag`: the version's record, and the job itself when that version is the
+/// current one (its `ModifyIndex` moves). A name on another version, an unknown version or an
+/// unknown tag is refused in Nomad's words.
+pub(crate) fn write_job_version_tag(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    key: JobKey,
+    version: Option<u64>,
+    name: &str,
+    tag: Option<JobVersionTag>,
+) -> Result<(), StateError> {
+    let index = context.index();
+    let Some(current) = tables.jobs.get(&key).cloned() else {
+        return Err(StateError::Refused(format!("job {:?} not found", key.1)));
+    };
+    let versions: Vec<Arc<Job>> = tables
+        .version_keys_of_job(&key.0, &key.1)
+        .into_iter()
+        .filter_map(|number| {
+            tables
+                .job_versions
+                .get(&(key.0.clone(), key.1.clone(), number))
+                .cloned()
+        })
+        .collect();
+    let target = match &tag {
+        Some(tag) => {
+            let wanted = version.unwrap_or(current.version);
+            let mut found = None;
+            for stored in &versions {
+                if stored
+                    .version_tag
+                    .as_ref()
+                    .is_some_and(|existing| existing.name == tag.name)
+                    && stored.version != wanted
+                {
+                    return Err(StateError::Refused(format!(
+                        "tag {:?} already exists on a different version of job {:?}",
+                        tag.name, key.1
+                    )));
+                }
+                if stored.version == wanted {
+                    found = Some(Arc::clone(stored));
+                }
+            }
+            found.ok_or_else(|| {
+                StateError::Refused(format!("job {:?} version {wanted} not found", key.1))
+            })?
+        }
+        None => versions
+            .iter()
+            .find(|stored| {
+                stored
+                    .version_tag
+                    .as_ref()
+                    .is_some_and(|existing| existing.name == name)
+            })
+            .cloned()
+            .ok_or_else(|| {
+                StateError::Refused(format!("tag {name:?} not found on job {:?}", key.1))
+            })?,
+    };
+    let mut job = Job::clone(&target);
+    job.version_tag = tag;
+    job.modify_index = index;
+    if job.version == current.version {
+        let mut latest = Job::clone(&current);
+        latest.version_tag.clone_from(&job.version_tag);
+        latest.modify_index = index;
+        context.put(Table::Jobs, &job_record_key(&key.0, &key.1), &latest)?;
+        context.emit(job_event(EventType::JobRegistered, &latest)?);
+        Arc::make_mut(&mut tables.jobs).insert(key.clone(), Arc::new(latest));
+    }
+    context.put(
+        Table::JobVersions,
+        &job_version_record_key(&key.0, &key.1, job.version),
+        &job,
+    )?;
+    let version_key = (key.0, key.1, job.version);
+    Arc::make_mut(&mut tables.job_versions).insert(version_key, Arc::new(job));
+    Ok(())
+}
+
 impl StateStore {
+    /// Applies or removes a job version's tag ([`write_job_version_tag`]); the write's index.
+    pub async fn update_job_version_tag(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        version: Option<u64>,
+        name: &str,
+        tag: Option<JobVersionTag>,
+    ) -> Result<u64, StateError> {
+        let key: JobKey = (namespace.to_owned(), job_id.to_owned());
+        let name = name.to_owned();
+        self.engine
+            .write(move |tables, context| {
+                write_job_version_tag(tables, context, key, version, &name, tag)?;
+                Ok(context.index())
+            })
+            .await
+    }
+
     /// Opens (or creates) the embedded store `<data_dir>/state.redb` and loads it into memory.
     pub async fn open(data_dir: &Path) -> Result<Self, StateError> {
         let kv = EmbeddedKv::open_in_dir(data_dir).await?;

@@ -1013,6 +1013,8 @@ pub async fn job_start(arguments: StartArgs, io: &mut Io<'_>) -> i32 {
         return 1;
     }
     job.stop = false;
+    // The new version is not the tagged one.
+    job.version_tag = None;
     let client = client.in_namespace(&job.namespace);
     let response = match client.register_job(&job).await {
         Ok(response) => response,

@@ -14,6 +14,7 @@ pub mod job_input;
 pub mod job_plan;
 pub mod job_restart;
 pub mod job_scale;
+pub mod job_tag;
 pub mod lookup;
 pub mod monitor;
 pub mod namespace;
