@@ -529,6 +529,8 @@ pub struct RawServer {
     /// The largest job submission kept with a job version ("1M" by default), a byte size as
     /// go-humanize reads it.
     pub job_max_source_size: Option<String>,
+    /// The largest total of a job's group counts (50 000 by default; 0: no limit).
+    pub job_max_count: Option<i64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -755,6 +757,8 @@ pub struct AgentConfig {
     pub gc: drover_server::gc::GcConfig,
     /// `server { job_max_source_size }` in bytes (1 000 000 unless set).
     pub job_max_source_size: usize,
+    /// `server { job_max_count }` (50 000 unless set, 0: no limit).
+    pub job_max_count: i64,
     pub raw_exec_enabled: bool,
     /// `plugin "exec" { config { allow_caps = [...] } }`; `None` keeps the default set.
     pub exec_allow_caps: Option<Vec<String>>,
@@ -1434,6 +1438,16 @@ impl AgentConfig {
                         ),
                     })?,
                 None => drover_server::DEFAULT_JOB_MAX_SOURCE_SIZE,
+            },
+            job_max_count: match server.job_max_count {
+                Some(count) if count < 0 => {
+                    return Err(ConfigError::Invalid {
+                        key: "server.job_max_count",
+                        message: format!("job_max_count ({count}) cannot be negative"),
+                    });
+                }
+                Some(count) => count,
+                None => drover_server::DEFAULT_JOB_MAX_COUNT,
             },
             raw_exec_enabled,
             exec_allow_caps,

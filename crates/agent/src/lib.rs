@@ -633,6 +633,7 @@ fn server_config(config: &AgentConfig) -> ServerConfig {
         },
         gc: config.gc.clone(),
         job_max_source_size: config.job_max_source_size,
+        job_max_count: config.job_max_count,
         ..ServerConfig::default()
     }
 }

@@ -356,3 +356,61 @@ fn job_restart_restarts_in_batches_reschedules_and_job_start_starts_a_stopped_jo
         (running(&agent, "web", 3) && running(&agent, "other", 1)).then_some(())
     });
 }
+
+/// `server { job_max_count }`: a register or a scale past the total is refused in Nomad's
+/// words; within it both run. A negative limit stops the agent at start.
+#[test]
+fn job_max_count_refuses_registers_and_scales_past_the_total() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = support::agent_config(
+        temp.path(),
+        "server.hcl",
+        "server {\n  job_max_count = 4\n}\n",
+    );
+    let agent = Agent::start_with(&temp.path().join("data"), &[&format!("-config={config}")]);
+    let (_dir, path) = write_jobspec("restartable.hcl", JOBSPEC);
+    // web 3 + other 1 = 4: at the limit, registered.
+    agent.cli_ok(&["job", "run", "-detach", path.to_str().unwrap()]);
+    let (_dir, bigger) = write_jobspec("bigger.hcl", &JOBSPEC.replace("count = 3", "count = 4"));
+    let output = agent.cli(&["job", "run", "-detach", bigger.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr_of(&output).contains("total count was greater than configured job_max_count: 5 > 4"),
+        "{}",
+        stderr_of(&output)
+    );
+    let (status, body) = support::http(
+        "POST",
+        &agent.url("/v1/job/restartable/scale"),
+        Some(r#"{"Count":4,"Target":{"Group":"web"}}"#),
+    );
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            400,
+            "total count was greater than configured job_max_count: 5 > 4"
+        )
+    );
+    let (status, body) = support::http(
+        "POST",
+        &agent.url("/v1/job/restartable/scale"),
+        Some(r#"{"Count":2,"Target":{"Group":"web"}}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+
+    let bad = support::agent_config(
+        temp.path(),
+        "bad.hcl",
+        "server {\n  job_max_count = -1\n}\n",
+    );
+    let output = Command::new(drover_bin())
+        .args(["agent", "-dev", "-http-port=0", &format!("-config={bad}")])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("job_max_count (-1) cannot be negative"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

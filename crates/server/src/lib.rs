@@ -105,7 +105,13 @@ pub struct ServerConfig {
     /// version (Nomad's `job_max_source_size`, 1 MB by default); a larger one is dropped with
     /// a warning and the job is registered without it.
     pub job_max_source_size: usize,
+    /// The largest total of a job's group counts a register or scale may ask for (Nomad's
+    /// `job_max_count`, 50 000 by default; 0: no limit).
+    pub job_max_count: i64,
 }
+
+/// Nomad's default `job_max_count` (`structs.JobDefaultMaxCount`).
+pub const DEFAULT_JOB_MAX_COUNT: i64 = 50_000;
 
 /// Nomad's default `job_max_source_size`, "1M" as go-humanize reads it.
 pub const DEFAULT_JOB_MAX_SOURCE_SIZE: usize = 1_000_000;
@@ -120,6 +126,7 @@ impl Default for ServerConfig {
             scoring: ScoringAlgorithm::Binpack,
             gc: gc::GcConfig::default(),
             job_max_source_size: DEFAULT_JOB_MAX_SOURCE_SIZE,
+            job_max_count: DEFAULT_JOB_MAX_COUNT,
         }
     }
 }
@@ -420,6 +427,13 @@ impl Server {
                 request.job_modify_index,
                 existing.map(|existing| existing.job_modify_index),
             )?;
+        }
+        let total_count: i64 = job.task_groups.iter().map(|group| group.count).sum();
+        let max_count = self.inner.config.job_max_count;
+        if max_count > 0 && total_count > max_count {
+            return Err(ServerError::BadRequest(format!(
+                "1 error occurred:\n\t* total count was greater than configured job_max_count: {total_count} > {max_count}\n\n"
+            )));
         }
         // A register clears a previous stop.
         job.stop = false;
