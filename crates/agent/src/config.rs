@@ -162,6 +162,8 @@ pub struct RawAddresses {
 pub struct RawClient {
     pub enabled: Option<bool>,
     pub node_class: Option<String>,
+    /// A new node registers ineligible for scheduling.
+    pub default_ineligible: Option<bool>,
     pub node_pool: Option<String>,
     pub max_kill_timeout: Option<String>,
     pub meta: Option<BTreeMap<String, String>>,
@@ -727,6 +729,8 @@ pub struct AgentConfig {
     /// `client { gc_* }` over Nomad's defaults.
     pub client_gc: ClientGc,
     pub node_class: String,
+    /// `client { default_ineligible }`.
+    pub default_ineligible: bool,
     pub node_pool: String,
     pub meta: BTreeMap<String, String>,
     pub options: BTreeMap<String, String>,
@@ -1384,6 +1388,7 @@ impl AgentConfig {
                 None => Duration::from_secs(30),
             },
             node_class: client.node_class.unwrap_or_default(),
+            default_ineligible: client.default_ineligible.unwrap_or(false),
             node_pool: client.node_pool.unwrap_or_else(|| "default".into()),
             meta: client.meta.unwrap_or_default(),
             options: client.options.unwrap_or_default(),

@@ -414,3 +414,38 @@ fn job_max_count_refuses_registers_and_scales_past_the_total() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// `client { default_ineligible = true }`: the node registers ineligible, so a job waits
+/// blocked until an operator makes it eligible; then it is placed.
+#[test]
+fn default_ineligible_nodes_take_no_work_until_made_eligible() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = support::agent_config(
+        temp.path(),
+        "client.hcl",
+        "client {\n  default_ineligible = true\n}\n",
+    );
+    let agent = Agent::start_with(&temp.path().join("data"), &[&format!("-config={config}")]);
+    let node = wait_for("the node registered", LIMIT, || {
+        let nodes = agent.get_json("/v1/nodes");
+        nodes.as_array().unwrap().first().cloned()
+    });
+    assert_eq!(node["SchedulingEligibility"], "ineligible");
+    let (_dir, path) = write_jobspec("restartable.hcl", JOBSPEC);
+    agent.cli_ok(&["job", "run", "-detach", path.to_str().unwrap()]);
+    wait_for("a blocked evaluation", LIMIT, || {
+        let evaluations = agent.get_json("/v1/job/restartable/evaluations");
+        evaluations
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|evaluation| evaluation["Status"] == "blocked")
+            .then_some(())
+    });
+    assert!(live_allocations(&agent, "web").is_empty());
+    let node_id = node["ID"].as_str().unwrap();
+    agent.cli_ok(&["node", "eligibility", "-enable", node_id]);
+    wait_for("the job placed once the node is eligible", LIMIT, || {
+        (running(&agent, "web", 3) && running(&agent, "other", 1)).then_some(())
+    });
+}
