@@ -221,7 +221,7 @@ wire_struct! {
         #[serde(rename = "JobID")]
         pub job_id: String,
         pub name: String,
-        pub tag: Option<crate::JobVersionTag>,
+        pub tag: Option<crate::job_blocks::JobVersionTag>,
         pub version: u64,
         pub latest: bool,
     }
