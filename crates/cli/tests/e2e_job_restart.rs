@@ -391,6 +391,10 @@ fn job_max_count_refuses_registers_and_scales_past_the_total() {
             "total count was greater than configured job_max_count: 5 > 4"
         )
     );
+    // Within the limit it scales, once the job's deployment is done (a scale waits for it).
+    wait_for("the deployment to succeed", LIMIT, || {
+        (agent.get_json("/v1/job/restartable/deployment")["Status"] == "successful").then_some(())
+    });
     let (status, body) = support::http(
         "POST",
         &agent.url("/v1/job/restartable/scale"),
