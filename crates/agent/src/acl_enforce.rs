@@ -144,6 +144,47 @@ fn registered_namespace(body: &[u8], params: &QueryParams) -> String {
         .unwrap_or_else(|| query_namespace(params))
 }
 
+/// The namespace `/v1/jobs/statuses` reads, as Nomad's endpoint picks it: with a body naming
+/// jobs, their one namespace, or every namespace when they name several and the query names
+/// none (or `default`); otherwise the query's.
+fn statuses_namespace(body: &[u8], params: &QueryParams) -> String {
+    let query = query_namespace(params);
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return query;
+    };
+    let Some(jobs) = value
+        .as_object()
+        .and_then(|object| {
+            object
+                .iter()
+                .find(|(key, _)| key.eq_ignore_ascii_case("jobs"))
+        })
+        .and_then(|(_, jobs)| jobs.as_array())
+    else {
+        return query;
+    };
+    let namespaces: std::collections::BTreeSet<String> = jobs
+        .iter()
+        .map(|job| {
+            job.as_object()
+                .and_then(|object| {
+                    object
+                        .iter()
+                        .find(|(key, _)| key.eq_ignore_ascii_case("namespace"))
+                })
+                .and_then(|(_, namespace)| namespace.as_str())
+                .filter(|namespace| !namespace.is_empty())
+                .unwrap_or(drover_structs::DEFAULT_NAMESPACE)
+                .to_owned()
+        })
+        .collect();
+    match namespaces.len() {
+        1 => namespaces.into_iter().next().unwrap_or(query),
+        _ if query == drover_structs::DEFAULT_NAMESPACE => ALL_NAMESPACES.to_owned(),
+        _ => query,
+    }
+}
+
 /// The permission table: what each request needs, as Nomad's endpoints check it.
 pub fn required(
     state: &dyn NamespaceLookup,
@@ -284,6 +325,10 @@ pub fn required(
     };
     match route {
         Route::JobList => namespace(capability::LIST_JOBS),
+        Route::JobStatuses => Namespace {
+            namespace: statuses_namespace(body, params),
+            capability: capability::READ_JOB,
+        },
         Route::JobRegister | Route::JobRegisterAt { .. } => Namespace {
             namespace: registered_namespace(body, params),
             capability: capability::SUBMIT_JOB,
@@ -304,6 +349,7 @@ pub fn required(
         | Route::JobServices { .. }
         | Route::JobSubmission { .. }
         | Route::JobActions { .. } => namespace(capability::READ_JOB),
+        Route::JobVersionTag { .. } => namespace(capability::SUBMIT_JOB),
         Route::JobDeregister { .. }
         | Route::JobRevert { .. }
         | Route::JobStable { .. }
@@ -695,6 +741,7 @@ fn lists_across_namespaces(method: &Method, path: &str) -> bool {
     matches!(
         route(method, path),
         Ok(Route::JobList
+            | Route::JobStatuses
             | Route::AllocationList
             | Route::EvaluationList
             | Route::DeploymentList

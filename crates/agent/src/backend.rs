@@ -325,6 +325,17 @@ impl AgentOperations for AgentBackend {
             .map_err(server_error)
     }
 
+    async fn tag_job_version(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobApplyTagRequest,
+    ) -> Result<drover_structs::JobTagResponse, ApiError> {
+        self.server()?
+            .tag_job_version(namespace, request)
+            .await
+            .map_err(server_error)
+    }
+
     async fn stop_alloc(&self, alloc_id: &str) -> Result<AllocStopResponse, ApiError> {
         self.server()?
             .stop_alloc(alloc_id)

@@ -177,6 +177,8 @@ pub struct RawAddresses {
 pub struct RawClient {
     pub enabled: Option<bool>,
     pub node_class: Option<String>,
+    /// A new node registers ineligible for scheduling.
+    pub default_ineligible: Option<bool>,
     pub node_pool: Option<String>,
     pub max_kill_timeout: Option<String>,
     pub meta: Option<BTreeMap<String, String>>,
@@ -544,6 +546,8 @@ pub struct RawServer {
     /// The largest job submission kept with a job version ("1M" by default), a byte size as
     /// go-humanize reads it.
     pub job_max_source_size: Option<String>,
+    /// The largest total of a job's group counts (50 000 by default; 0: no limit).
+    pub job_max_count: Option<i64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -749,6 +753,8 @@ pub struct AgentConfig {
     /// `client { gc_* }` over Nomad's defaults.
     pub client_gc: ClientGc,
     pub node_class: String,
+    /// `client { default_ineligible }`.
+    pub default_ineligible: bool,
     pub node_pool: String,
     pub meta: BTreeMap<String, String>,
     pub options: BTreeMap<String, String>,
@@ -779,6 +785,8 @@ pub struct AgentConfig {
     pub gc: drover_server::gc::GcConfig,
     /// `server { job_max_source_size }` in bytes (1 000 000 unless set).
     pub job_max_source_size: usize,
+    /// `server { job_max_count }` (50 000 unless set, 0: no limit).
+    pub job_max_count: i64,
     pub raw_exec_enabled: bool,
     /// `plugin "exec" { config { allow_caps = [...] } }`; `None` keeps the default set.
     pub exec_allow_caps: Option<Vec<String>>,
@@ -1425,6 +1433,7 @@ impl AgentConfig {
                 None => Duration::from_secs(30),
             },
             node_class: client.node_class.unwrap_or_default(),
+            default_ineligible: client.default_ineligible.unwrap_or(false),
             node_pool: client.node_pool.unwrap_or_else(|| "default".into()),
             meta: client.meta.unwrap_or_default(),
             options: client.options.unwrap_or_default(),
@@ -1479,6 +1488,16 @@ impl AgentConfig {
                         ),
                     })?,
                 None => drover_server::DEFAULT_JOB_MAX_SOURCE_SIZE,
+            },
+            job_max_count: match server.job_max_count {
+                Some(count) if count < 0 => {
+                    return Err(ConfigError::Invalid {
+                        key: "server.job_max_count",
+                        message: format!("job_max_count ({count}) cannot be negative"),
+                    });
+                }
+                Some(count) => count,
+                None => drover_server::DEFAULT_JOB_MAX_COUNT,
             },
             raw_exec_enabled,
             exec_allow_caps,

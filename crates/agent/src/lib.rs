@@ -778,6 +778,7 @@ fn server_config(config: &AgentConfig) -> ServerConfig {
         },
         gc: config.gc.clone(),
         job_max_source_size: config.job_max_source_size,
+        job_max_count: config.job_max_count,
         ..ServerConfig::default()
     }
 }
@@ -952,6 +953,7 @@ fn prepare_client(
     node_config.datacenter = config.datacenter.clone();
     node_config.node_pool = config.node_pool.clone();
     node_config.node_class = config.node_class.clone();
+    node_config.default_ineligible = config.default_ineligible;
     node_config.meta = config.meta.clone();
     node_config.http_addr = http_addr.to_string();
     node_config.agent_version = env!("CARGO_PKG_VERSION").to_owned();

@@ -283,6 +283,16 @@ pub trait AgentOperations: Send + Sync + 'static {
         &self,
         alloc_id: &str,
     ) -> impl Future<Output = Result<AllocStopResponse, ApiError>> + Send;
+    /// Applies or removes a job version's tag (`/v1/job/<id>/versions/<name>/tag`). A backend
+    /// without job versions of its own has no such endpoint (404).
+    fn tag_job_version(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobApplyTagRequest,
+    ) -> impl Future<Output = Result<drover_structs::JobTagResponse, ApiError>> + Send {
+        let _ = (namespace, request);
+        async { Err(ApiError::NoRoute) }
+    }
     /// Launches a periodic job's child now. A backend without a periodic dispatcher has no
     /// such endpoint (404).
     fn force_periodic(
@@ -736,6 +746,14 @@ impl<R: Send + Sync + 'static, O: AgentOperations> AgentOperations for Composed<
         request: drover_structs::JobStabilityRequest,
     ) -> impl Future<Output = Result<u64, ApiError>> + Send {
         self.operations.set_job_stability(namespace, request)
+    }
+
+    fn tag_job_version(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobApplyTagRequest,
+    ) -> impl Future<Output = Result<drover_structs::JobTagResponse, ApiError>> + Send {
+        self.operations.tag_job_version(namespace, request)
     }
 
     fn stop_alloc(

@@ -631,6 +631,30 @@ impl ApiClient {
         self.get(&Self::job_path(job_id, "/deployment"), &[]).await
     }
 
+    /// A job's deployments (`GET /v1/job/<id>/deployments?all=`).
+    pub async fn job_deployments(
+        &self,
+        job_id: &str,
+        all: bool,
+    ) -> Result<Vec<drover_structs::Deployment>, ClientError> {
+        self.get(
+            &Self::job_path(job_id, "/deployments"),
+            &[("all", all.to_string())],
+        )
+        .await
+    }
+
+    /// `PUT /v1/job/<id>/evaluate` with Nomad's `EvalOptions` (`ForceReschedule`).
+    pub async fn evaluate_job(
+        &self,
+        job_id: &str,
+        force_reschedule: bool,
+    ) -> Result<JobRegisterResponse, ClientError> {
+        let body = json!({"JobID": job_id, "EvalOptions": {"ForceReschedule": force_reschedule}});
+        self.put(&Self::job_path(job_id, "/evaluate"), &[], Some(body))
+            .await
+    }
+
     /// A deployment write (`promote`, `fail`, `pause`, `allocation-health`) with its body.
     pub async fn deployment_write(
         &self,

@@ -42,7 +42,9 @@
 //! `app::search` answers `PUT /v1/search` (prefix search), `app::fuzzy` `PUT /v1/search/fuzzy`
 //! (Nomad's fuzzy search: names of jobs and their groups, services, tasks and driver
 //! commands/images/classes, allocations, nodes, namespaces; evaluations and deployments by ID
-//! prefix; Nomad's default limits and ordering); `app::scaling` `/v1/job/<id>/scale` (the
+//! prefix; Nomad's default limits and ordering); `app::statuses` answers `/v1/jobs/statuses`
+//! (Nomad 1.8's jobs index: paged by modify index, blocking on the highest index among the
+//! page's jobs, allocations and deployments); `app::scaling` `/v1/job/<id>/scale` (the
 //! scale status, a scaling action) and `/v1/scaling/policies`, `/v1/scaling/policy/<id>`.
 //! **Boundary**: maps requests to
 //! server/client commands and back; no business logic; does not depend on `client`.

@@ -60,6 +60,9 @@ pub enum TokenKind {
     NamespaceId,
     /// `<create index>.<id>`, compared numerically on the index.
     CreateIndexId,
+    /// `<index>` alone, compared numerically (Nomad's `ModifyIndexTokenizer`); the handler
+    /// hands the object's modify index in [`TokenParts::create_index`].
+    ModifyIndex,
 }
 
 /// What a tokenizer needs of an object.
@@ -91,6 +94,13 @@ fn token(kind: TokenKind, parts: &TokenParts<'_>, target: &str) -> (String, Orde
                 None => token.as_str().cmp(target),
             };
             (token, ordering)
+        }
+        TokenKind::ModifyIndex => {
+            let target_index = target.parse::<u64>().unwrap_or(0);
+            (
+                parts.create_index.to_string(),
+                parts.create_index.cmp(&target_index),
+            )
         }
     }
 }

@@ -13,6 +13,8 @@ use crate::error::ApiError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
     JobList,
+    /// `GET|POST /v1/jobs/statuses`: Nomad 1.8's jobs index.
+    JobStatuses,
     JobRegister,
     JobParse,
     JobValidate,
@@ -39,6 +41,12 @@ pub enum Route {
     },
     JobStable {
         job_id: String,
+    },
+    /// `PUT|POST|DELETE /v1/job/<id>/versions/<name>/tag`: a version's tag applied or removed.
+    JobVersionTag {
+        job_id: String,
+        name: String,
+        apply: bool,
     },
     JobSummary {
         job_id: String,
@@ -273,6 +281,7 @@ const JOB_SUFFIXES: &[&str] = &[
     "/revert",
     "/stable",
     "/scale",
+    "/tag",
     "/plan",
 ];
 
@@ -332,6 +341,13 @@ pub fn route(method: &Method, raw_path: &str) -> Result<Route, ApiError> {
             }
         }
         "jobs/parse" => (Route::JobParse, Write),
+        "jobs/statuses" => {
+            if method == Method::GET || method == Method::POST {
+                (Route::JobStatuses, ReadOrWrite)
+            } else {
+                return Err(ApiError::MethodNotAllowed);
+            }
+        }
         "validate/job" => (Route::JobValidate, Write),
         "allocations" => (Route::AllocationList, Read),
         "evaluations" => (Route::EvaluationList, Read),
@@ -499,11 +515,33 @@ pub fn job_action_path(path: &str) -> Option<&str> {
     (!job_id.is_empty()).then_some(job_id)
 }
 
+/// `<job>/versions/<name>/tag`, split on `/` into exactly four parts as Nomad's agent does (a
+/// job ID with a `/` cannot be tagged there either).
+fn version_tag_route(method: &Method, rest: &str) -> Result<Route, ApiError> {
+    let parts: Vec<&str> = rest.split('/').collect();
+    let [job_id, _, name, _] = parts.as_slice() else {
+        return Err(ApiError::not_found("invalid job tag endpoint"));
+    };
+    let apply = match *method {
+        Method::PUT | Method::POST => true,
+        Method::DELETE => false,
+        _ => return Err(ApiError::MethodNotAllowed),
+    };
+    Ok(Route::JobVersionTag {
+        job_id: (*job_id).to_owned(),
+        name: (*name).to_owned(),
+        apply,
+    })
+}
+
 fn job_route(method: &Method, rest: &str) -> Result<Route, ApiError> {
     for suffix in JOB_SUFFIXES {
         if let Some(id) = rest.strip_suffix(suffix)
             && !id.is_empty()
         {
+            if *suffix == "/tag" {
+                return version_tag_route(method, rest);
+            }
             let job_id = id.to_string();
             let (route, allowed) = match *suffix {
                 "/allocations" => (Route::JobAllocations { job_id }, Allowed::Read),

@@ -19,7 +19,9 @@
 //! The `drover` binary: Nomad's commands, each a thin client of the HTTP API
 //! (`commands::lookup` finds allocations by ID or prefix for all of them; `job_plan` prints
 //! Nomad's coloured diff, shared with `job_history`; `format::format_data` is Nomad's `Format`
-//! behind `-json` and `-t`; `monitor` follows an evaluation's `NextEval` chain), and `agent`, which
+//! behind `-json` and `-t`; `monitor` follows an evaluation's `NextEval` chain; `job_restart`:
+//! `job restart` in batches through the alloc restart and stop routes, Ctrl-C noted and acted
+//! on between batches, and `job start`; `job_tag`: version tags), and `agent`, which
 //! calls `drover_agent::run`. **Boundary**: glue only.
 
 mod argv;

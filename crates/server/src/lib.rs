@@ -231,7 +231,13 @@ pub struct ServerConfig {
     /// version (Nomad's `job_max_source_size`, 1 MB by default); a larger one is dropped with
     /// a warning and the job is registered without it.
     pub job_max_source_size: usize,
+    /// The largest total of a job's group counts a register or scale may ask for (Nomad's
+    /// `job_max_count`, 50 000 by default; 0: no limit).
+    pub job_max_count: i64,
 }
+
+/// Nomad's default `job_max_count` (`structs.JobDefaultMaxCount`).
+pub const DEFAULT_JOB_MAX_COUNT: i64 = 50_000;
 
 /// Nomad's default `job_max_source_size`, "1M" as go-humanize reads it.
 pub const DEFAULT_JOB_MAX_SOURCE_SIZE: usize = 1_000_000;
@@ -246,6 +252,7 @@ impl Default for ServerConfig {
             scoring: ScoringAlgorithm::Binpack,
             gc: gc::GcConfig::default(),
             job_max_source_size: DEFAULT_JOB_MAX_SOURCE_SIZE,
+            job_max_count: DEFAULT_JOB_MAX_COUNT,
         }
     }
 }
@@ -547,6 +554,13 @@ impl Server {
                 existing.map(|existing| existing.job_modify_index),
             )?;
         }
+        let total_count: i64 = job.task_groups.iter().map(|group| group.count).sum();
+        let max_count = self.inner.config.job_max_count;
+        if max_count > 0 && total_count > max_count {
+            return Err(ServerError::BadRequest(format!(
+                "1 error occurred:\n\t* total count was greater than configured job_max_count: {total_count} > {max_count}\n\n"
+            )));
+        }
         // A register clears a previous stop.
         job.stop = false;
         // The warnings Nomad's register answers: what runs differently from Nomad, and a
@@ -779,13 +793,71 @@ impl Server {
             }
             enforce_index = true;
         }
+        let mut job = drover_structs::Job::clone(&earlier);
+        // The new version is not the tagged one: its tag stays where it was (Nomad clears it).
+        job.version_tag = None;
         self.register_job(JobRegisterRequest {
-            job: Some(drover_structs::Job::clone(&earlier)),
+            job: Some(job),
             enforce_index,
             job_modify_index: current.job_modify_index,
             ..JobRegisterRequest::default()
         })
         .await
+    }
+
+    /// Applies a tag to a job version, or with `tag` absent removes the tag named `name`
+    /// (Nomad's `Job.TagVersion`); the tag as stored and the index of the write.
+    pub async fn tag_job_version(
+        &self,
+        namespace: &str,
+        request: drover_structs::JobApplyTagRequest,
+    ) -> Result<drover_structs::JobTagResponse, ServerError> {
+        let now_unix_ns = self.inner.clock.now_unix_ns();
+        if request.latest && request.version > 0 {
+            return Err(ServerError::BadRequest(format!(
+                "version must be zero when tagging latest, got: {}",
+                request.version
+            )));
+        }
+        let tag = request.tag.map(|mut tag| {
+            tag.tagged_time = now_unix_ns;
+            tag
+        });
+        if let Some(tag) = &tag
+            && tag.description.chars().count() > 1000
+        {
+            return Err(ServerError::BadRequest(format!(
+                "Tagged version description must be under 1000 characters, currently {}",
+                tag.description.chars().count()
+            )));
+        }
+        // Without `Latest`, the version named (0 included), as Nomad's store reads it.
+        let version = (!request.latest).then_some(request.version);
+        let index = match self
+            .inner
+            .state
+            .update_job_version_tag(
+                namespace,
+                &request.job_id,
+                version,
+                &request.name,
+                tag.clone(),
+            )
+            .await
+        {
+            Err(drover_state::StateError::Refused(message)) => {
+                return Err(ServerError::BadRequest(message));
+            }
+            other => other?,
+        };
+        let tag = tag.unwrap_or_default();
+        Ok(drover_structs::JobTagResponse {
+            name: tag.name,
+            description: tag.description,
+            tagged_time: tag.tagged_time,
+            index,
+            ..Default::default()
+        })
     }
 
     /// Marks a version of a job stable or not (Nomad's `Job.Stable`); the index of the write.

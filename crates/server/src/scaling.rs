@@ -138,6 +138,20 @@ impl Server {
                     )));
                 }
             }
+            // Nomad's `job_max_count`: the job's total count after the scale.
+            let max_count = self.inner.config.job_max_count;
+            let total: i64 = current
+                .task_groups
+                .iter()
+                .map(|other| other.count)
+                .sum::<i64>()
+                - group.count
+                + count;
+            if max_count > 0 && total > max_count {
+                return Err(ServerError::BadRequest(format!(
+                    "total count was greater than configured job_max_count: {total} > {max_count}"
+                )));
+            }
             let deployment =
                 state
                     .snapshot()

@@ -95,6 +95,9 @@
 //! first one of a version wins; a register without one whose job names a version the job has
 //! reached takes that version's, as Nomad's store does for reverts and stops), the newest six
 //! kept, removed with the job.
+//! A job's versions keep the newest six, and every tagged one besides (`VersionTag`, written
+//! by `update_job_version_tag`); a new allocation that replaces another names itself as that
+//! one's `NextAllocation` in the same write, as Nomad's store does.
 //! `scaling`: each job's scaling events per group (newest first, 20 kept, as Nomad's
 //! `JobTrackedScalingEvents`) and the group `scaling` policies by ID; a job register writes its
 //! policies in the same write (an unchanged policy keeps its indexes) and removes those it

@@ -20,9 +20,9 @@ use std::sync::Arc;
 
 use drover_structs::{
     ALLOC_CLIENT_STATUS_LOST, ALLOC_CLIENT_STATUS_PENDING, ALLOC_CLIENT_STATUS_UNKNOWN, Allocation,
-    DEFAULT_NAMESPACE, EVAL_STATUS_PENDING, Evaluation, Job, JobSummary, NODE_STATUS_DOWN,
-    NODE_STATUS_READY, Node, NodeEvent, PeriodicLaunch, ServiceRegistration, Timestamp,
-    VariableEncrypted, WrappedRootKey,
+    DEFAULT_NAMESPACE, EVAL_STATUS_PENDING, Evaluation, Job, JobSummary, JobVersionTag,
+    NODE_STATUS_DOWN, NODE_STATUS_READY, Node, NodeEvent, PeriodicLaunch, ServiceRegistration,
+    Timestamp, VariableEncrypted, WrappedRootKey,
 };
 
 use crate::derive::{
@@ -697,6 +697,10 @@ pub(crate) fn write_server_allocs(
                 if alloc.job.is_none() {
                     alloc.job.clone_from(&existing.job);
                 }
+                // A replacement, once named, stays named (Nomad carries it over).
+                if !existing.next_allocation.is_empty() {
+                    alloc.next_allocation.clone_from(&existing.next_allocation);
+                }
                 tables.unindex_alloc(existing);
                 if existing.desired_status != alloc.desired_status {
                     EventType::AllocationUpdateDesiredStatus
@@ -738,9 +742,43 @@ pub(crate) fn write_server_allocs(
             apply_alloc_to_summary(summary, existing.as_deref(), &alloc)
         })?;
         tables.index_alloc(&alloc);
+        let previous_id = (existing.is_none() && !alloc.previous_allocation.is_empty())
+            .then(|| alloc.previous_allocation.clone());
+        let next_id = alloc.id.clone();
         Arc::make_mut(&mut tables.allocs).insert(alloc.id.clone(), Arc::new(alloc));
         affected_jobs.insert(job_key);
+        // As Nomad's store: the allocation a new one replaces names it as its next.
+        if let Some(previous_id) = previous_id {
+            name_next_allocation(tables, context, &previous_id, next_id, now_unix_ns)?;
+        }
     }
+    Ok(())
+}
+
+/// Records `next_id` as the `NextAllocation` of the allocation `previous_id` (when it is still
+/// stored), in the same write.
+fn name_next_allocation(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    previous_id: &str,
+    next_id: String,
+    now_unix_ns: i64,
+) -> Result<(), StateError> {
+    let Some(previous) = tables.allocs.get(previous_id).cloned() else {
+        return Ok(());
+    };
+    if previous.next_allocation == next_id {
+        return Ok(());
+    }
+    let mut updated = Allocation::clone(&previous);
+    updated.next_allocation = next_id;
+    updated.modify_index = context.index();
+    updated.modify_time = now_unix_ns;
+    tables.unindex_alloc(&previous);
+    persist_alloc(tables, context, &mut updated)?;
+    context.emit(alloc_event(EventType::AllocationUpdated, &mut updated)?);
+    tables.index_alloc(&updated);
+    Arc::make_mut(&mut tables.allocs).insert(updated.id.clone(), Arc::new(updated));
     Ok(())
 }
 
@@ -851,7 +889,17 @@ pub(crate) fn write_job(
         &job_version_record_key(&key.0, &key.1, job.version),
         &job,
     )?;
-    let versions = tables.version_keys_of_job(&key.0, &key.1);
+    // Tagged versions are always kept and not counted (Nomad's `upsertJobVersion`).
+    let versions: Vec<u64> = tables
+        .version_keys_of_job(&key.0, &key.1)
+        .into_iter()
+        .filter(|version| {
+            tables
+                .job_versions
+                .get(&(key.0.clone(), key.1.clone(), *version))
+                .is_none_or(|stored| stored.version_tag.is_none())
+        })
+        .collect();
     let kept = JOB_TRACKED_VERSIONS.saturating_sub(1);
     let drop_count = versions.len().saturating_sub(kept);
     for version in versions.into_iter().take(drop_count) {
@@ -1036,7 +1084,110 @@ pub(crate) fn write_job_stability(
     Ok(())
 }
 
+/// Applies (`Some`) or removes (`None`, found by `name`) a job version's tag, as Nomad's
+/// `UpdateJobVersionTag`: the version's record, and the job itself when that version is the
+/// current one (its `ModifyIndex` moves). A name on another version, an unknown version or an
+/// unknown tag is refused in Nomad's words.
+pub(crate) fn write_job_version_tag(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    key: JobKey,
+    version: Option<u64>,
+    name: &str,
+    tag: Option<JobVersionTag>,
+) -> Result<(), StateError> {
+    let index = context.index();
+    let Some(current) = tables.jobs.get(&key).cloned() else {
+        return Err(StateError::Refused(format!("job {:?} not found", key.1)));
+    };
+    let versions: Vec<Arc<Job>> = tables
+        .version_keys_of_job(&key.0, &key.1)
+        .into_iter()
+        .filter_map(|number| {
+            tables
+                .job_versions
+                .get(&(key.0.clone(), key.1.clone(), number))
+                .cloned()
+        })
+        .collect();
+    let target = match &tag {
+        Some(tag) => {
+            let wanted = version.unwrap_or(current.version);
+            let mut found = None;
+            for stored in &versions {
+                if stored
+                    .version_tag
+                    .as_ref()
+                    .is_some_and(|existing| existing.name == tag.name)
+                    && stored.version != wanted
+                {
+                    return Err(StateError::Refused(format!(
+                        "tag {:?} already exists on a different version of job {:?}",
+                        tag.name, key.1
+                    )));
+                }
+                if stored.version == wanted {
+                    found = Some(Arc::clone(stored));
+                }
+            }
+            found.ok_or_else(|| {
+                StateError::Refused(format!("job {:?} version {wanted} not found", key.1))
+            })?
+        }
+        None => versions
+            .iter()
+            .find(|stored| {
+                stored
+                    .version_tag
+                    .as_ref()
+                    .is_some_and(|existing| existing.name == name)
+            })
+            .cloned()
+            .ok_or_else(|| {
+                StateError::Refused(format!("tag {name:?} not found on job {:?}", key.1))
+            })?,
+    };
+    let mut job = Job::clone(&target);
+    job.version_tag = tag;
+    job.modify_index = index;
+    if job.version == current.version {
+        let mut latest = Job::clone(&current);
+        latest.version_tag.clone_from(&job.version_tag);
+        latest.modify_index = index;
+        context.put(Table::Jobs, &job_record_key(&key.0, &key.1), &latest)?;
+        context.emit(job_event(EventType::JobRegistered, &latest)?);
+        Arc::make_mut(&mut tables.jobs).insert(key.clone(), Arc::new(latest));
+    }
+    context.put(
+        Table::JobVersions,
+        &job_version_record_key(&key.0, &key.1, job.version),
+        &job,
+    )?;
+    let version_key = (key.0, key.1, job.version);
+    Arc::make_mut(&mut tables.job_versions).insert(version_key, Arc::new(job));
+    Ok(())
+}
+
 impl StateStore {
+    /// Applies or removes a job version's tag ([`write_job_version_tag`]); the write's index.
+    pub async fn update_job_version_tag(
+        &self,
+        namespace: &str,
+        job_id: &str,
+        version: Option<u64>,
+        name: &str,
+        tag: Option<JobVersionTag>,
+    ) -> Result<u64, StateError> {
+        let key: JobKey = (namespace.to_owned(), job_id.to_owned());
+        let name = name.to_owned();
+        self.engine
+            .write(move |tables, context| {
+                write_job_version_tag(tables, context, key, version, &name, tag)?;
+                Ok(context.index())
+            })
+            .await
+    }
+
     /// Opens (or creates) the embedded store `<data_dir>/state.redb` and loads it into memory.
     pub async fn open(data_dir: &Path) -> Result<Self, StateError> {
         let kv = EmbeddedKv::open_in_dir(data_dir).await?;

@@ -104,6 +104,9 @@ wire_struct! {
         pub create_index: u64,
         pub modify_index: u64,
         pub job_modify_index: u64,
+        /// The version's tag (`nomad job tag apply`); absent when untagged.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub version_tag: Option<JobVersionTag>,
     }
 }
 

@@ -221,6 +221,16 @@ wire_struct! {
 }
 
 wire_struct! {
+    /// A job version's tag (Nomad 1.9's `JobVersionTag`): a name unique among the job's
+    /// versions, a description, and when it was applied (Unix nanoseconds).
+    pub struct JobVersionTag {
+        pub name: String,
+        pub description: String,
+        pub tagged_time: i64,
+    }
+}
+
+wire_struct! {
     /// A job `ui` block: a description and links shown by a web UI.
     pub struct JobUiConfig {
         pub description: String,

@@ -161,6 +161,7 @@ const JOB_FILTER: &[&str] = &[
     "Update",
     "SubmitTime",
     "NomadTokenID",
+    "VersionTag",
     // A byte slice in Nomad, which its flattening skips.
     "Payload",
 ];

@@ -206,6 +206,41 @@ wire_struct! {
 }
 
 wire_struct! {
+    /// The body of `PUT /v1/job/<id>/versions/<name>/tag` (Nomad's `api.TagVersionRequest`).
+    pub struct TagVersionRequest {
+        pub version: u64,
+        pub latest: bool,
+        pub description: String,
+    }
+}
+
+wire_struct! {
+    /// A tag applied to (`Tag` set) or removed from (`Tag` absent, found by `Name`) a job
+    /// version (Nomad's `JobApplyTagRequest`).
+    pub struct JobApplyTagRequest {
+        #[serde(rename = "JobID")]
+        pub job_id: String,
+        pub name: String,
+        pub tag: Option<crate::job_blocks::JobVersionTag>,
+        pub version: u64,
+        pub latest: bool,
+    }
+}
+
+wire_struct! {
+    /// The answer to a tag write (Nomad's `JobTagResponse` with its query meta).
+    pub struct JobTagResponse {
+        pub name: String,
+        pub description: String,
+        pub tagged_time: i64,
+        pub index: u64,
+        pub last_contact: u64,
+        pub known_leader: bool,
+        pub next_token: String,
+    }
+}
+
+wire_struct! {
     /// `POST /v1/job/:id/stable`.
     pub struct JobStabilityRequest {
         #[serde(rename = "JobID")]

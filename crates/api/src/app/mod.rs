@@ -27,6 +27,7 @@ mod respond;
 mod scaling;
 mod search;
 mod services;
+mod statuses;
 mod submit;
 
 use agent::{agent_health, agent_members, agent_self};
@@ -309,6 +310,7 @@ async fn handle<B: ApiBackend>(
             .await?;
             page_response(&list, params, index, &next_token)
         }
+        Route::JobStatuses => statuses::job_statuses(backend, params, body).await,
         Route::JobRegister => register(backend, params, body, None).await,
         Route::JobRegisterAt { job_id } => register(backend, params, body, Some(job_id)).await,
         Route::JobPlan { job_id } => plan(backend, params, body, &job_id).await,
@@ -474,6 +476,34 @@ async fn handle<B: ApiBackend>(
                 params,
                 Meta::Write(index),
             )
+        }
+        Route::JobVersionTag {
+            job_id,
+            name,
+            apply,
+        } => {
+            let request = if apply {
+                let body: drover_structs::TagVersionRequest = decode_body(&body)?;
+                drover_structs::JobApplyTagRequest {
+                    job_id,
+                    tag: Some(drover_structs::JobVersionTag {
+                        name: name.clone(),
+                        description: body.description,
+                        tagged_time: 0,
+                    }),
+                    name,
+                    version: body.version,
+                    latest: body.latest,
+                }
+            } else {
+                drover_structs::JobApplyTagRequest {
+                    job_id,
+                    name,
+                    ..Default::default()
+                }
+            };
+            let response = backend.tag_job_version(&namespace, request).await?;
+            json_response(&response, params, Meta::Write(response.index))
         }
         Route::JobScaleStatus { job_id } => {
             scaling::job_scale_status(backend, params, &job_id).await

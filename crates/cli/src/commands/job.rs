@@ -61,6 +61,13 @@ pub enum JobCommand {
     ScalingEvents(crate::commands::job_scale::ScalingEventsArgs),
     /// Run a task's predefined action inside one of the job's allocations
     Action(crate::commands::exec::JobActionArgs),
+    /// Restart or reschedule a job's allocations, in batches
+    Restart(crate::commands::job_restart::RestartArgs),
+    /// Start a stopped job at its latest version
+    Start(crate::commands::job_restart::StartArgs),
+    /// Tag a job version, or remove a version's tag
+    #[command(subcommand)]
+    Tag(crate::commands::job_tag::TagCommand),
 }
 
 #[derive(Debug, Args)]
@@ -75,7 +82,7 @@ pub struct RevertArgs {
     pub verbose: bool,
     /// The job ID or ID prefix.
     pub job: String,
-    /// The version to revert to.
+    /// The version, or the name of a version's tag, to revert to.
     pub version: String,
 }
 
@@ -250,6 +257,13 @@ pub async fn run(command: JobCommand, io: &mut Io<'_>) -> i32 {
             crate::commands::deployment::job_promote(arguments, io).await
         }
         JobCommand::Scale(arguments) => crate::commands::job_scale::job_scale(arguments, io).await,
+        JobCommand::Restart(arguments) => {
+            crate::commands::job_restart::job_restart(arguments, io).await
+        }
+        JobCommand::Start(arguments) => {
+            crate::commands::job_restart::job_start(arguments, io).await
+        }
+        JobCommand::Tag(command) => crate::commands::job_tag::run(command, io).await,
         JobCommand::ScalingEvents(arguments) => {
             crate::commands::job_scale::job_scaling_events(arguments, io).await
         }
@@ -898,12 +912,33 @@ async fn job_revert(arguments: RevertArgs, io: &mut Io<'_>) -> i32 {
             return 1;
         }
     };
-    let Ok(version) = arguments.version.parse::<u64>() else {
-        io.error(format!(
-            "Failed to parse job-version flag: strconv.ParseUint: parsing {:?}: invalid syntax",
-            arguments.version
-        ));
-        return 1;
+    // A number is a version; anything else names a version's tag (Nomad 1.9).
+    let version = match arguments.version.parse::<u64>() {
+        Ok(version) => version,
+        Err(_) => {
+            let versions = match client.job_versions(&arguments.job, false).await {
+                Ok(response) => response.versions,
+                Err(error) => {
+                    io.error(describe("retrieving job versions", &error));
+                    return 1;
+                }
+            };
+            let tagged = versions.iter().find(|job| {
+                job.version_tag
+                    .as_ref()
+                    .is_some_and(|tag| tag.name == arguments.version)
+            });
+            match tagged {
+                Some(job) => job.version,
+                None => {
+                    io.error(format!(
+                        "Error retrieving job versions: version tag {} not found for job {}",
+                        arguments.version, arguments.job
+                    ));
+                    return 1;
+                }
+            }
+        }
     };
     let Some(job_id) = resolve_job(&client, io, &arguments.job).await else {
         return 1;

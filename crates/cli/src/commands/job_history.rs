@@ -117,6 +117,12 @@ fn format_version(job: &Job, diff: Option<&JobDiff>, full: bool) -> String {
         ("Stable", job.stable.to_string()),
         ("Submit Date", date_from_unix_nanos(job.submit_time)),
     ];
+    if let Some(tag) = &job.version_tag {
+        rows.push(("Tag Name", tag.name.clone()));
+        if !tag.description.is_empty() {
+            rows.push(("Tag Description", tag.description.clone()));
+        }
+    }
     if let Some(diff) = diff {
         rows.push(("Diff", format!("\n{}", format_job_diff(diff, false).trim())));
     }

@@ -68,6 +68,9 @@ pub struct NodeConfig {
     pub node_pool: String,
     pub node_class: String,
     pub meta: BTreeMap<String, String>,
+    /// The node registers ineligible for scheduling (Nomad's `client { default_ineligible }`);
+    /// the servers keep a known node's eligibility as it was.
+    pub default_ineligible: bool,
     /// The agent's own HTTP API address (`127.0.0.1:4646`); the CLI connects there directly.
     pub http_addr: String,
     /// The Nomad version the agent presents (`nomad.version`).
@@ -151,6 +154,7 @@ impl NodeConfig {
             node_pool: "default".to_string(),
             node_class: String::new(),
             meta: BTreeMap::new(),
+            default_ineligible: false,
             http_addr: String::new(),
             agent_version: String::new(),
             alloc_query_wait: DEFAULT_ALLOC_QUERY_WAIT,

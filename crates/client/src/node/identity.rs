@@ -49,7 +49,11 @@ pub fn build_node(config: &NodeConfig) -> Result<Node, ClientError> {
         node_resources: Some(resources),
         reserved_resources,
         drivers: fingerprint.drivers,
-        scheduling_eligibility: NODE_SCHEDULING_ELIGIBLE.to_string(),
+        scheduling_eligibility: if config.default_ineligible {
+            drover_structs::NODE_SCHEDULING_INELIGIBLE.to_string()
+        } else {
+            NODE_SCHEDULING_ELIGIBLE.to_string()
+        },
         status: NODE_STATUS_READY.to_string(),
         status_updated_at: config.clock.now_unix_nanos() / 1_000_000_000,
         ..Node::default()
