@@ -20,6 +20,7 @@ pub mod exec_session;
 mod handle;
 #[cfg(feature = "mock")]
 pub mod mock;
+pub mod network;
 pub mod raw_exec;
 pub mod shim_client;
 pub mod shim_engine;
@@ -39,6 +40,7 @@ pub use handle::{
     CgroupRef, LogSettings, MountConfig, ResourceLimits, SHIM_PATH_ENV, ShimHandle, TaskHandle,
     TaskLaunch, TaskNetwork, locate_shim_binary,
 };
+pub use network::{NetworkManager, NetworkSandbox};
 pub use signal::{DEFAULT_KILL_SIGNAL, SIGNAL_NAMES, parse_signal};
 pub use stats::{CpuUsage, MemoryUsage, TaskResourceUsage};
 
@@ -105,6 +107,16 @@ pub trait Driver: Send + Sync {
     /// The client has recorded the exit: kills anything left and releases every resource (the
     /// cgroup, the shim and its state). Idempotent.
     fn destroy<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, ()>;
+
+    /// The task's own network (its address and port map), for services with `address_mode =
+    /// "driver"`; `None` for drivers that run tasks in the host's network.
+    fn network(
+        &self,
+        handle: &TaskHandle,
+    ) -> Option<drover_structs::service_registration::DriverNetwork> {
+        let _ = handle;
+        None
+    }
 
     /// For a task whose shim is gone: kills what is left of it through its cgroup, removes the
     /// cgroup and the shim state, and returns the exit status the shim recorded, if it did.
