@@ -94,6 +94,10 @@ enum Scenario {
     RunSleep {
         #[arg(long, default_value_t = 100)]
         count: usize,
+        /// The group's network mode (`host`, or `bridge`: a namespace per allocation through
+        /// the CNI plugins, root only).
+        #[arg(long, default_value = "host")]
+        network: String,
     },
     /// Register N `sleep` tasks → all running across client agents of their own (separate
     /// processes) of a server-only agent (its state on etcd with `--etcd`).
@@ -251,9 +255,13 @@ fn main() -> anyhow::Result<()> {
             format!("exec-attach --sessions {sessions}"),
             exec_attach::exec_attach(&bench()?, sessions)?,
         ),
-        Scenario::RunSleep { count } => (
-            format!("run-sleep --count {count}"),
-            process::run_sleep(&bench()?, count)?,
+        Scenario::RunSleep { count, network } => (
+            if network == "host" {
+                format!("run-sleep --count {count}")
+            } else {
+                format!("run-sleep --count {count} --network {network}")
+            },
+            process::run_sleep(&bench()?, count, &network)?,
         ),
         Scenario::RunClients { count, clients } => (
             format!("run-clients --count {count} --clients {clients}"),

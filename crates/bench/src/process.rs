@@ -210,10 +210,25 @@ pub(crate) fn run_sleeps(
     job_id: &str,
     count: usize,
 ) -> anyhow::Result<(Duration, Vec<Value>)> {
-    let body = register_body(
-        agent,
-        &job_hcl(job_id, "service", count, "/bin/sleep", &["3600"]),
-    )?;
+    run_sleeps_in(agent, job_id, count, "host")
+}
+
+/// [`run_sleeps`] with the group in network mode `network` (`host` adds no network block).
+pub(crate) fn run_sleeps_in(
+    agent: &AgentProcess,
+    job_id: &str,
+    count: usize,
+    network: &str,
+) -> anyhow::Result<(Duration, Vec<Value>)> {
+    let mut hcl = job_hcl(job_id, "service", count, "/bin/sleep", &["3600"]);
+    if network != "host" {
+        hcl = hcl.replacen(
+            "    task \"t\" {",
+            &format!("    network {{\n      mode = \"{network}\"\n    }}\n    task \"t\" {{"),
+            1,
+        );
+    }
+    let body = register_body(agent, &hcl)?;
     let started = Instant::now();
     agent.send_json("PUT", "/v1/jobs", &body)?;
     let allocs = wait_allocs_status(
@@ -250,7 +265,7 @@ pub(crate) fn stop_and_wait_gone(
 
 /// `run-sleep --count N`: register → all N allocs running; per alloc create → Started; stop →
 /// all task processes gone.
-pub fn run_sleep(bench: &Bench, count: usize) -> anyhow::Result<Report> {
+pub fn run_sleep(bench: &Bench, count: usize, network: &str) -> anyhow::Result<Report> {
     let mut report = Report::default();
     for run in 0..bench.runs {
         let temp = fresh_dir()?;
@@ -258,7 +273,7 @@ pub fn run_sleep(bench: &Bench, count: usize) -> anyhow::Result<Report> {
         agent.wait_node_ready(START_LIMIT)?;
         let job_id = format!("sleep-{count}-{run}");
         let cpu_before = procfs::cpu_ms(agent.pid());
-        let (elapsed, allocs) = run_sleeps(&agent, &job_id, count)?;
+        let (elapsed, allocs) = run_sleeps_in(&agent, &job_id, count, network)?;
         report.add(
             "agent on-CPU time, register -> running",
             "ms",

@@ -123,7 +123,7 @@ fn round(
     );
     let idle = crate::process::idle_rss(bench)?;
     add("idle_pss", take(&idle, "idle agent PSS")?);
-    let hundred = crate::process::run_sleep(bench, 100)?;
+    let hundred = crate::process::run_sleep(bench, 100, "host")?;
     add("run_100", take(&hundred, "register -> 100 allocs running")?);
     add(
         "stop_100",
@@ -135,7 +135,7 @@ fn round(
         take(&overhead, "per-task overhead (agent + shims - idle)")? * 1024.0,
     );
     if !quick {
-        let thousand = crate::process::run_sleep(bench, 1000)?;
+        let thousand = crate::process::run_sleep(bench, 1000, "host")?;
         add(
             "run_1000",
             take(&thousand, "register -> 1000 allocs running")?,

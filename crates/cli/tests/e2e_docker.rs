@@ -34,6 +34,9 @@ struct Engine {
     registry: Mutex<Child>,
     /// `127.0.0.1:<port>/drover/busybox:1`, pushed to the registry (not in the engine's store).
     image: String,
+    /// `127.0.0.1:<port>/drover/pause:1`: the same rootfs, running `sleep` for ever (the
+    /// pause container's image of group networks), pushed to the registry.
+    pause_image: String,
     /// What existed before the engine started, so only what it created is removed.
     had_docker0: bool,
     nft_tables_before: BTreeSet<String>,
@@ -169,6 +172,7 @@ impl Engine {
             .map_err(|error| format!("docker-registry: {error}"))?;
         let engine = Engine {
             image: format!("127.0.0.1:{port}/drover/busybox:1"),
+            pause_image: format!("127.0.0.1:{port}/drover/pause:1"),
             temp,
             dockerd: Mutex::new(dockerd),
             registry: Mutex::new(registry),
@@ -240,20 +244,42 @@ impl Engine {
             ));
         }
         self.docker(&["tag", "local/busybox:1", &self.image]);
-        wait_for(
-            "the registry to take a push",
-            Duration::from_secs(30),
-            || {
-                Command::new("docker")
-                    .args(["push", &self.image])
-                    .env("DOCKER_HOST", format!("unix://{}", self.socket().display()))
-                    .output()
-                    .ok()
-                    .filter(|output| output.status.success())
-            },
-        );
-        self.docker(&["rmi", &self.image]);
+        // The pause image: the same layer with a command that stays.
+        self.docker(&[
+            "build",
+            "-q",
+            "-t",
+            &self.pause_image,
+            self.write_pause_dockerfile()?.to_str().ok_or("temp path")?,
+        ]);
+        for image in [&self.image, &self.pause_image] {
+            wait_for(
+                "the registry to take a push",
+                Duration::from_secs(30),
+                || {
+                    Command::new("docker")
+                        .args(["push", image])
+                        .env("DOCKER_HOST", format!("unix://{}", self.socket().display()))
+                        .output()
+                        .ok()
+                        .filter(|output| output.status.success())
+                },
+            );
+            self.docker(&["rmi", image]);
+        }
         Ok(())
+    }
+
+    /// A build context whose Dockerfile makes the pause image from `local/busybox:1`.
+    fn write_pause_dockerfile(&self) -> Result<PathBuf, String> {
+        let dir = self.temp.path().join("pause");
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        std::fs::write(
+            dir.join("Dockerfile"),
+            "FROM local/busybox:1\nCMD [\"/bin/sleep\", \"2147483647\"]\n",
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(dir)
     }
 }
 
@@ -2644,6 +2670,13 @@ fn task_failure(agent: &Agent, job_id: &str, task: &str) -> (String, String) {
 
 /// An agent on the shared engine with `extra` in its docker plugin config.
 fn agent_with_plugin_config(engine: &Engine, temp: &Path, extra: &str) -> Agent {
+    let config = agent_config_with(engine, temp, extra);
+    let config_flag = format!("-config={}", config.display());
+    Agent::start_with(&temp.join("data"), &[&config_flag])
+}
+
+/// An agent config naming the engine, with `extra` in the plugin's config block.
+fn agent_config_with(engine: &Engine, temp: &Path, extra: &str) -> PathBuf {
     let config = temp.join("agent.hcl");
     std::fs::write(
         &config,
@@ -2653,8 +2686,7 @@ fn agent_with_plugin_config(engine: &Engine, temp: &Path, extra: &str) -> Agent 
         ),
     )
     .unwrap();
-    let config_flag = format!("-config={}", config.display());
-    Agent::start_with(&temp.join("data"), &[&config_flag])
+    config
 }
 
 /// A batch job whose raw_exec prestart task runs `plant` (with the host dir in `$HOST_DIR`)
@@ -2905,4 +2937,240 @@ job "{job_id}" {{
             host.display()
         );
     }
+}
+
+/// Whether the group-network tests can run: the CNI reference plugins and iptables (under CI
+/// a missing one fails the test).
+fn cni_prerequisites() -> bool {
+    let mut missing = Vec::new();
+    for plugin in ["bridge", "host-local", "loopback", "firewall", "portmap"] {
+        if !Path::new("/usr/lib/cni").join(plugin).is_file() {
+            missing.push(format!(
+                "/usr/lib/cni/{plugin} (containernetworking-plugins)"
+            ));
+        }
+    }
+    if Command::new("iptables").arg("--version").output().is_err() {
+        missing.push("iptables".to_string());
+    }
+    if missing.is_empty() {
+        return true;
+    }
+    assert!(!in_ci(), "group network tests need {}", missing.join(", "));
+    eprintln!("skipping: group network tests need {}", missing.join(", "));
+    false
+}
+
+/// Host-local reservations naming the allocation (Nomad's bridge network `nomad`).
+fn ipam_reservations(alloc_id: &str) -> usize {
+    std::fs::read_dir("/var/run/cni/nomad")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|entry| {
+                    std::fs::read_to_string(entry.path()).is_ok_and(|text| text.contains(alloc_id))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Nomad's shared group network with docker: a pause container from the client's
+/// `infra_image` (pulled from the registry) owns the namespace; two docker tasks and an exec
+/// task of one bridge group reach each other on localhost; the mapped port reaches the
+/// container from the host; a `kill -9` of the agent keeps the same pause container (no second
+/// one); stop removes it with the namespace and the address.
+#[test]
+fn docker_and_exec_tasks_of_a_bridge_group_share_the_pause_containers_namespace() {
+    if !cni_prerequisites() {
+        return;
+    }
+    let Some(engine) = engine() else { return };
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let config = agent_config_with(
+        &engine,
+        temp.path(),
+        &format!("infra_image = \"{}\"", engine.pause_image),
+    );
+    let config_flag = format!("-config={}", config.display());
+    let mut agent = Agent::start_with(&data_dir, &[&config_flag]);
+    let image = &engine.image;
+    let probe = |name: &str| {
+        format!(
+            "while :; do printf 'GET /index.html HTTP/1.0\\r\\n\\r\\n' | nc 127.0.0.1 8080 > /alloc/data/{name}.tmp 2>&1; mv /alloc/data/{name}.tmp /alloc/data/{name}.out; sleep 1; done"
+        )
+    };
+    let job = format!(
+        r#"
+job "duo" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    network {{
+      mode     = "bridge"
+      hostname = "duo-${{NOMAD_ALLOC_INDEX}}"
+      port "http" {{
+        to = 8080
+      }}
+    }}
+    task "web" {{
+      driver = "docker"
+      config {{
+        image   = "{image}"
+        command = "/bin/httpd"
+        args    = ["-f", "-p", "8080", "-h", "/www"]
+        ports   = ["http"]
+      }}
+      service {{
+        name         = "duo-web"
+        provider     = "nomad"
+        port         = "http"
+        address_mode = "driver"
+      }}
+    }}
+    task "client" {{
+      driver = "docker"
+      config {{
+        image   = "{image}"
+        command = "/bin/sh"
+        args    = ["-c", "hostname > /alloc/data/hostname; {docker_probe}"]
+      }}
+    }}
+    task "side" {{
+      driver = "exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "PATH=/bin:/usr/bin; readlink /proc/self/ns/net > /alloc/data/side.netns; while :; do printf 'GET /index.html HTTP/1.0\r\n\r\n' | /bin/busybox nc 127.0.0.1 8080 > /alloc/data/side.tmp 2>&1; mv /alloc/data/side.tmp /alloc/data/side.out; sleep 1; done"]
+      }}
+    }}
+  }}
+}}
+"#,
+        docker_probe = probe("client")
+    );
+    run_job(&agent, "duo.hcl", &job);
+    let alloc_id = running_allocs(&agent, "duo", 1)[0]["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let alloc = agent.get_json(&format!("/v1/allocation/{alloc_id}"));
+    let data = data_dir.join("alloc").join(&alloc_id).join("alloc/data");
+    for name in ["client", "side"] {
+        let path = data.join(format!("{name}.out"));
+        wait_for(
+            &format!("the {name} task reaching the web container on localhost"),
+            LIMIT,
+            || {
+                std::fs::read_to_string(&path)
+                    .ok()
+                    .filter(|text| text.contains("hello from drover"))
+            },
+        );
+    }
+    // One namespace: the pause container's, bound at the allocation's path, entered by all.
+    let pause = engine
+        .docker(&[
+            "inspect",
+            "--format",
+            "{{.Id}} {{.State.Pid}} {{.Config.Image}} {{.HostConfig.NetworkMode}} {{.Config.Hostname}}",
+            &format!("nomad_init_{alloc_id}"),
+        ])
+        .trim()
+        .to_string();
+    let fields: Vec<&str> = pause.split(' ').collect();
+    assert_eq!(fields[2], engine.pause_image, "{pause}");
+    assert_eq!(fields[3], "none", "{pause}");
+    assert_eq!(fields[4], "duo-0", "{pause}");
+    let (pause_id, pause_pid) = (fields[0].to_string(), fields[1].to_string());
+    let pause_netns = std::fs::read_link(format!("/proc/{pause_pid}/ns/net")).unwrap();
+    let side_netns = std::fs::read_to_string(data.join("side.netns")).unwrap();
+    assert_eq!(
+        side_netns.trim(),
+        pause_netns.to_string_lossy(),
+        "exec task's namespace"
+    );
+    assert_ne!(
+        std::fs::read_link("/proc/self/ns/net").unwrap(),
+        pause_netns,
+        "the group's namespace is not the host's"
+    );
+    for task in ["web", "client"] {
+        let mode = engine.docker(&[
+            "inspect",
+            "--format",
+            "{{.HostConfig.NetworkMode}}",
+            &format!("{task}-{alloc_id}"),
+        ]);
+        assert_eq!(mode.trim(), format!("container:{pause_id}"), "{task}");
+    }
+    let hostname = std::fs::read_to_string(data.join("hostname")).unwrap();
+    assert_eq!(hostname.trim(), "duo-0");
+    // The mapped port reaches the web container from the host, through the bridge's portmap.
+    let port = &alloc["AllocatedResources"]["Shared"]["Ports"][0];
+    let address = format!(
+        "{}:{}",
+        port["HostIP"].as_str().unwrap(),
+        port["Value"].as_u64().unwrap()
+    );
+    wait_for(&format!("the web container on {address}"), LIMIT, || {
+        http_get(&address).filter(|answer| answer.contains("hello from drover"))
+    });
+    assert!(
+        alloc["NetworkStatus"]["Address"]
+            .as_str()
+            .is_some_and(|address| address.starts_with("172.26.")),
+        "{}",
+        alloc["NetworkStatus"]
+    );
+
+    // address_mode = "driver": the container's address (the group's) and the port inside.
+    let registered = wait_for("the driver-mode service registered", LIMIT, || {
+        agent
+            .get_json("/v1/service/duo-web")
+            .as_array()?
+            .first()
+            .cloned()
+    });
+    assert_eq!(
+        registered["Address"], alloc["NetworkStatus"]["Address"],
+        "{registered}"
+    );
+    assert_eq!(registered["Port"], 8080, "{registered}");
+
+    // A killed agent finds the same pause container and namespace again.
+    agent.kill9();
+    std::thread::sleep(Duration::from_secs(1));
+    let agent = Agent::start_with(&data_dir, &[&config_flag]);
+    running_allocs(&agent, "duo", 1);
+    wait_for(
+        &format!("the web container on {address} after a restart"),
+        LIMIT,
+        || http_get(&address).filter(|answer| answer.contains("hello from drover")),
+    );
+    let pauses = engine.docker(&[
+        "ps",
+        "-aq",
+        "--no-trunc",
+        "--filter",
+        &format!("name=nomad_init_{alloc_id}"),
+    ]);
+    assert_eq!(pauses.trim(), pause_id, "one pause container, the same");
+    assert_eq!(ipam_reservations(&alloc_id), 1, "one address");
+
+    agent.cli_ok(&["job", "stop", "-purge", "duo"]);
+    wait_for(
+        "the pause container, namespace and address removed",
+        LIMIT,
+        || {
+            (engine
+                .containers_of(std::slice::from_ref(&alloc_id))
+                .is_empty()
+                && !Path::new("/var/run/netns").join(&alloc_id).exists()
+                && ipam_reservations(&alloc_id) == 0)
+                .then_some(())
+        },
+    );
+    let rules = Command::new("iptables-save").output().unwrap();
+    let rules = String::from_utf8_lossy(&rules.stdout);
+    assert!(!rules.contains(&alloc_id), "iptables rules left: {rules}");
 }

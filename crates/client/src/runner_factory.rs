@@ -102,6 +102,7 @@ impl AllocRunnerFactory for TaskAllocRunnerFactory {
     async fn restore(&self, context: &RunnerContext) -> Result<Vec<AllocRunner>, ClientError> {
         let deps = self.deps(context);
         let alloc_root = deps.task.config.alloc_root_dir();
+        let network_config = deps.task.config.network.clone();
         let restored = tokio::task::spawn_blocking(move || {
             let restored = AllocRunner::restore_all(deps)?;
             // Mounts of allocations that are gone (collected while no agent ran, or left by an
@@ -110,6 +111,24 @@ impl AllocRunnerFactory for TaskAllocRunnerFactory {
                 .iter()
                 .map(|runner| runner.alloc_id().to_string())
                 .collect();
+            // Their group networks too (namespace, address, port rules), by their dirs.
+            for alloc_id in std::fs::read_dir(&alloc_root)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|entry| entry.file_name().into_string().ok())
+                .filter(|alloc_id| !live.contains(alloc_id))
+            {
+                match crate::network::sweep_leftover(&network_config, &alloc_id) {
+                    Ok(true) => {
+                        tracing::info!(%alloc_id, "removed the group network of a gone allocation");
+                    }
+                    Ok(false) => {}
+                    Err(error) => {
+                        tracing::warn!(%alloc_id, error = %crate::error_text::error_chain(&error), "removing the group network of a gone allocation");
+                    }
+                }
+            }
             let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
             let unmounted = crate::allocdir::unmount_leftovers(&alloc_root, &live, &mountinfo);
             if unmounted > 0 {

@@ -44,6 +44,8 @@ const PLUGIN_KEYS: &[&str] = &[
     "extra_labels",
     "allow_runtimes",
     "allowed_modes",
+    "infra_image",
+    "infra_image_pull_timeout",
 ];
 
 /// Nomad's default `allow_runtimes`.
@@ -82,6 +84,23 @@ pub struct DockerConfig {
     /// How long re-attaching to a container waits for an engine that does not answer (not a
     /// Nomad key: the agent's own bound, five minutes).
     pub restore_engine_wait: std::time::Duration,
+    /// `infra_image`: the pause container's image, which owns the network namespace of a
+    /// group in bridge, none or CNI mode with a docker task (Nomad's default
+    /// `registry.k8s.io/pause-<arch>:3.3`).
+    pub infra_image: String,
+    /// `infra_image_pull_timeout`: how long a pull of `infra_image` may take (Nomad: 5m).
+    pub infra_image_pull_timeout: std::time::Duration,
+}
+
+/// Nomad's default `infra_image` for this machine's architecture (Go's names).
+pub fn default_infra_image() -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        other => other,
+    };
+    format!("registry.k8s.io/pause-{arch}:3.3")
 }
 
 /// How long re-attaching waits for the engine by default.
@@ -110,6 +129,8 @@ impl Default for DockerConfig {
                 .collect(),
             restore_engine_wait: DEFAULT_RESTORE_ENGINE_WAIT,
             allowed_modes: AllowedModes::default(),
+            infra_image: default_infra_image(),
+            infra_image_pull_timeout: std::time::Duration::from_secs(300),
         }
     }
 }
@@ -233,14 +254,22 @@ impl DockerConfig {
                 "plugin \"docker\" config tls: drover reaches the engine over its unix socket only, so there is no TLS to configure (an engine on tcp:// is not supported)".into(),
             ));
         }
-        for key in ["infra_image", "infra_image_pull_timeout"] {
-            if config.contains_key(key) {
-                return Err(DockerError::Config(format!(
-                    "plugin \"docker\" config {key:?}: the pause container of a group's bridge network, which drover does not set up"
-                )));
-            }
-        }
         refuse_unknown(config, PLUGIN_KEYS, "plugin \"docker\" config")?;
+        if let Some(image) = config.get("infra_image") {
+            let image = image
+                .as_str()
+                .filter(|image| !image.is_empty())
+                .ok_or_else(|| DockerError::Config("infra_image must be an image name".into()))?;
+            // Nomad takes the image with or without a scheme.
+            parsed.infra_image = image.trim_start_matches("https://").to_string();
+        }
+        if let Some(timeout) = config.get("infra_image_pull_timeout") {
+            let text = timeout.as_str().ok_or_else(|| {
+                DockerError::Config("infra_image_pull_timeout must be a duration string".into())
+            })?;
+            parsed.infra_image_pull_timeout =
+                crate::values::parse_duration(text, "infra_image_pull_timeout")?;
+        }
         if let Some(endpoint) = config.get("endpoint") {
             let endpoint = endpoint
                 .as_str()
@@ -377,10 +406,22 @@ mod tests {
             .to_string();
         assert!(error.contains("tls"), "{error}");
 
-        let error = DockerConfig::from_plugin_config(json!({"infra_image": "pause"}).as_object())
+        let infra = DockerConfig::from_plugin_config(
+            json!({"infra_image": "https://127.0.0.1:5000/pause:1", "infra_image_pull_timeout": "30s"})
+                .as_object(),
+        )
+        .unwrap();
+        assert_eq!(infra.infra_image, "127.0.0.1:5000/pause:1");
+        assert_eq!(
+            infra.infra_image_pull_timeout,
+            std::time::Duration::from_secs(30)
+        );
+        assert_eq!(DockerConfig::default().infra_image, default_infra_image());
+        assert!(default_infra_image().starts_with("registry.k8s.io/pause-"));
+        let error = DockerConfig::from_plugin_config(json!({"infra_image": ""}).as_object())
             .unwrap_err()
             .to_string();
-        assert!(error.contains("\"infra_image\""), "{error}");
+        assert!(error.contains("infra_image"), "{error}");
         let error =
             DockerConfig::from_plugin_config(json!({"volumes": {"selinuxlabel": "z"}}).as_object())
                 .unwrap_err()

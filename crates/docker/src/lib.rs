@@ -26,7 +26,7 @@
 //! Each module directly under `src/` uses only modules on the lines below its own (`error`
 //! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
 //!
-//! - `binds`
+//! - `binds`, `network`
 //! - `task`
 //! - `config`
 //! - `gc`
@@ -44,8 +44,9 @@
 //! (`config`: endpoint, volumes, allow_privileged, allow_caps, allow_runtimes for a task's
 //! `runtime`, extra_labels (Nomad's `com.hashicorp.nomad.*` labels chosen by globs),
 //! allowed_modes (the `pid_mode`/`ipc_mode`/`uts_mode` values a task may set without
-//! `allow_privileged`, as Nomad 2.0.4; a `userns` list is refused, as `userns_mode` is); `tls` and
-//! `infra_image` refused by name, as other keys) does not allow. `binds` is the last step before
+//! `allow_privileged`, as Nomad 2.0.4; a `userns` list is refused, as `userns_mode` is);
+//! `infra_image`/`infra_image_pull_timeout` for `network`'s pause container; `tls` refused by
+//! name, as other keys) does not allow. `binds` is the last step before
 //! the create: every bind source beneath the allocation (`/alloc`, `/local`, `/secrets`, and
 //! `volumes`/`mount` sources without `volumes.enabled`) is resolved beneath the alloc dir by
 //! `drover_isolate::beneath` and handed to the engine as a private mount of what was found
@@ -86,6 +87,7 @@ mod error;
 pub mod gc;
 mod labels;
 mod logs;
+pub mod network;
 mod progress;
 pub mod task;
 mod values;
@@ -153,6 +155,10 @@ struct ContainerState {
     /// of older agents.
     #[serde(default)]
     image_id: Option<String>,
+    /// The container's own network as Nomad's driver detects it (`address_mode = "driver"`);
+    /// absent in handles of older agents.
+    #[serde(default)]
+    network: Option<drover_structs::service_registration::DriverNetwork>,
 }
 
 /// What the driver writes into the run's state dir before it creates the container, so a run
@@ -894,6 +900,7 @@ impl DockerDriver {
             .and_then(|inspect| inspect.state.as_ref()?.pid)
             .and_then(|pid| i32::try_from(pid).ok())
             .unwrap_or(0);
+        let network = Some(detect_network(inspect.as_ref(), &plan.port_map));
         let image_id = inspect.and_then(|inspect| inspect.image);
         if let Some(image_id) = &image_id {
             self.image_users.hold(image_id, &launch.task_id);
@@ -907,6 +914,7 @@ impl DockerDriver {
             task_name: launch.task_name.clone(),
             pid,
             image_id,
+            network,
         };
         self.follow_logs(engine, &state);
         let driver_state = serde_json::to_value(&state).map_err(|error| DriverError::Start {
@@ -1039,6 +1047,35 @@ fn usage_of(sample: &bollard::models::ContainerStatsResponse) -> TaskResourceUsa
 
 /// The container a handle names: its ID, or, for a run whose handle was never recorded, the
 /// name the driver wrote into the run's state dir before creating it.
+/// The container's address as Nomad's driver detects it: the first of its networks with an
+/// address, advertised by `auto` unless that is the default `bridge`; none in another
+/// container's namespace (the group's, whose address the client knows).
+fn detect_network(
+    inspect: Option<&bollard::models::ContainerInspectResponse>,
+    port_map: &BTreeMap<String, i64>,
+) -> drover_structs::service_registration::DriverNetwork {
+    let mut found = inspect
+        .and_then(|inspect| inspect.network_settings.as_ref()?.networks.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|(name, network)| {
+            let ip = network.ip_address.as_deref().filter(|ip| !ip.is_empty())?;
+            Some((name.clone(), ip.to_string()))
+        })
+        .collect::<Vec<_>>();
+    found.sort();
+    let (ip, auto_advertise) = found
+        .into_iter()
+        .next()
+        .map(|(name, ip)| (ip, name != "bridge" && name != "nat"))
+        .unwrap_or_default();
+    drover_structs::service_registration::DriverNetwork {
+        ip,
+        auto_advertise,
+        port_map: port_map.clone(),
+    }
+}
+
 fn container_of(handle: &TaskHandle) -> Option<String> {
     if let Ok(state) = DockerDriver::state(handle) {
         return Some(state.container_id);
@@ -1161,6 +1198,13 @@ impl Driver for DockerDriver {
 
     fn stats<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, TaskResourceUsage> {
         Box::pin(self.task_stats(handle))
+    }
+
+    fn network(
+        &self,
+        handle: &TaskHandle,
+    ) -> Option<drover_structs::service_registration::DriverNetwork> {
+        Self::state(handle).ok()?.network
     }
 
     fn destroy<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, ()> {
@@ -1305,6 +1349,14 @@ impl DockerDriver {
                 source,
             })?
             .into_iter()
+            // A pause container belongs to its allocation's network, not to a task.
+            .filter(|container| {
+                !container
+                    .names
+                    .iter()
+                    .flatten()
+                    .any(|name| network::is_pause_container_name(name))
+            })
             .filter_map(|container| {
                 Some(gc::Listed {
                     id: container.id?,

@@ -45,6 +45,8 @@ pub struct TaskPlan {
     pub alloc_dir: Option<PathBuf>,
     /// The bind sources to resolve and pin beneath it before the engine sees the body.
     pub beneath: Vec<BeneathBind>,
+    /// `port_map`: port label → container port (the driver network's port map).
+    pub port_map: BTreeMap<String, i64>,
 }
 
 fn bad(message: impl Into<String>) -> DockerError {
@@ -755,8 +757,8 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
         .then(|| strings(config, "entrypoint"))
         .transpose()?;
 
-    let network_mode = string(config, "network_mode")?.filter(|mode| !mode.is_empty());
-    if let Some(mode) = &network_mode
+    let own_network_mode = string(config, "network_mode")?.filter(|mode| !mode.is_empty());
+    if let Some(mode) = &own_network_mode
         && !matches!(mode.as_str(), "bridge" | "host" | "none" | "default")
         && !mode.starts_with("container:")
     {
@@ -764,7 +766,29 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
             "network_mode {mode:?} is not one of bridge, host, none, container:<name>"
         )));
     }
+    // In a group network the task joins the group's pause container, as Nomad's tasks do,
+    // unless its own network_mode says otherwise.
+    let joins_group = own_network_mode.is_none() && launch.network_namespace.is_some();
+    let network_mode = match (&own_network_mode, joins_group, &launch.network_sandbox) {
+        (Some(mode), _, _) => Some(mode.clone()),
+        (None, true, Some(sandbox)) => Some(format!("container:{sandbox}")),
+        (None, true, None) => {
+            return Err(bad(
+                "the group's network namespace has no pause container to join (it was not made by the docker driver)",
+            ));
+        }
+        (None, false, _) => None,
+    };
     let (mut exposed_ports, mut port_bindings) = port_bindings(config, launch)?;
+    if network_mode
+        .as_deref()
+        .is_some_and(|mode| mode.starts_with("container:"))
+    {
+        // The group's ports are mapped into the shared namespace by the network's portmap;
+        // nothing is published by the engine (Nomad's rule for a shared namespace).
+        exposed_ports.clear();
+        port_bindings.clear();
+    }
     if !port_bindings.is_empty() && matches!(network_mode.as_deref(), Some("host" | "none")) {
         if !strings(config, "ports")?.is_empty() {
             return Err(bad(
@@ -905,6 +929,23 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
     let extra_hosts = strings(config, "extra_hosts")?;
     let security_opt = strings(config, "security_opt")?;
     let mut mounts = mounts(config, launch, client, &mut beneath)?;
+    // The group's `dns` block: its resolv.conf, as Nomad mounts it (the task's own dns_*
+    // settings do not combine with it).
+    let group_dns = launch.resolv_conf.as_ref().filter(|_| joins_group);
+    if let Some(resolv_conf) = group_dns {
+        mounts.push(Mount {
+            target: Some("/etc/resolv.conf".to_string()),
+            source: Some(resolv_conf.display().to_string()),
+            typ: Some(MountType::BIND),
+            read_only: Some(true),
+            ..Mount::default()
+        });
+    }
+    let (dns, dns_search, dns_options) = if group_dns.is_some() {
+        (Vec::new(), Vec::new(), Vec::new())
+    } else {
+        (dns, dns_search, dns_options)
+    };
     // The group's host volumes, as Nomad mounts a task's `volume_mount`s: bind mounts the
     // client resolved from its own `host_volume` config, so not confined by `volumes`.
     mounts.extend(launch.mounts.iter().map(|mount| Mount {
@@ -956,9 +997,9 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
         ..HostConfig::default()
     };
 
-    let hostname = string(config, "hostname")?
-        .or_else(|| launch.hostname.clone())
-        .filter(|name| !name.is_empty());
+    // The group network's host name is the pause container's (a task joining it has it);
+    // a container gets only its own `hostname`, as in Nomad.
+    let hostname = string(config, "hostname")?.filter(|name| !name.is_empty());
     if hostname.is_some() && matches!(network_mode.as_deref(), Some("host")) {
         return Err(bad("hostname cannot be set with network_mode host"));
     }
@@ -991,6 +1032,7 @@ pub fn plan(launch: &TaskLaunch, client: &DockerConfig) -> Result<TaskPlan, Dock
         alloc_dir,
         beneath,
         body,
+        port_map: port_map(config)?,
     })
 }
 
@@ -1126,6 +1168,47 @@ mod tests {
         );
         assert_eq!(host.ulimits.unwrap()[0].hard, Some(2048));
         assert_eq!(body.labels.unwrap()["team"], "web");
+    }
+
+    #[test]
+    fn a_task_of_a_group_network_joins_the_pause_container_and_publishes_nothing() {
+        let mut joining = launch(json!({"image": "x", "ports": ["http"]}));
+        joining.network_namespace = Some("/var/run/netns/a1".into());
+        joining.network_sandbox = Some("c0ffee".into());
+        joining.hostname = Some("web-host".into());
+        joining.resolv_conf = Some("/data/alloc/a1/resolv.conf".into());
+        let body = plan(&joining, &DockerConfig::default()).unwrap().body;
+        let host = body.host_config.unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("container:c0ffee"));
+        assert!(host.port_bindings.is_none(), "{:?}", host.port_bindings);
+        // The host name is the pause container's; the group's resolv.conf is mounted.
+        assert_eq!(body.hostname, None);
+        let resolv = host
+            .mounts
+            .unwrap()
+            .into_iter()
+            .find(|mount| mount.target.as_deref() == Some("/etc/resolv.conf"))
+            .unwrap();
+        assert_eq!(resolv.source.as_deref(), Some("/data/alloc/a1/resolv.conf"));
+        assert_eq!(resolv.read_only, Some(true));
+
+        // The task's own network_mode wins, as in Nomad.
+        let mut own = joining.clone();
+        own.driver_config = json!({"image": "x", "network_mode": "host"});
+        let host = plan(&own, &DockerConfig::default())
+            .unwrap()
+            .body
+            .host_config
+            .unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("host"));
+
+        // A namespace without a pause container cannot be joined by a container.
+        let mut orphan = joining.clone();
+        orphan.network_sandbox = None;
+        let error = plan(&orphan, &DockerConfig::default())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("pause container"), "{error}");
     }
 
     #[test]

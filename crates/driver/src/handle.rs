@@ -56,6 +56,10 @@ pub struct TaskLaunch {
     /// runs the task in the host's network (or a new empty one with `network_mode = "none"`).
     #[serde(default)]
     pub network_namespace: Option<PathBuf>,
+    /// What owns the group's namespace when a driver made it ([`crate::NetworkSandbox`]):
+    /// the docker driver's tasks join the pause container by this ID.
+    #[serde(default)]
+    pub network_sandbox: Option<String>,
     /// The group's `resolv.conf` (its `dns` block), seen at `/etc/resolv.conf` by drivers that
     /// isolate the filesystem.
     #[serde(default)]

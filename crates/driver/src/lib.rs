@@ -18,8 +18,8 @@
 //! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
 //!
 //! - `exec`, `mock`, `raw_exec`
-//! - `conformance`, `shim_engine`
-//! - `events`, `exec_session`, `handle`, `shim_client`, `signal`, `stats`, `task_config`
+//! - `conformance`, `network`, `shim_engine`
+//! - `events`, `exec_session`, `future`, `handle`, `shim_client`, `signal`, `stats`, `task_config`
 //!
 //! # Design notes
 //!
@@ -44,9 +44,11 @@ mod error;
 mod events;
 pub mod exec;
 pub mod exec_session;
+mod future;
 mod handle;
 #[cfg(feature = "mock")]
 pub mod mock;
+pub mod network;
 pub mod raw_exec;
 pub mod shim_client;
 pub mod shim_engine;
@@ -54,23 +56,20 @@ mod signal;
 mod stats;
 pub mod task_config;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 pub use drover_isolate::{format_cpu_list, parse_cpu_list};
 pub use drover_shim::proto::ExitStatus;
 pub use error::DriverError;
 pub use events::{DriverEvent, DriverEvents};
+pub use future::DriverFuture;
 pub use handle::{
     CgroupRef, LogSettings, MountConfig, ResourceLimits, SHIM_PATH_ENV, ShimHandle, TaskHandle,
     TaskLaunch, TaskNetwork, locate_shim_binary,
 };
+pub use network::{NetworkManager, NetworkSandbox};
 pub use signal::{DEFAULT_KILL_SIGNAL, SIGNAL_NAMES, parse_signal};
 pub use stats::{CpuUsage, MemoryUsage, TaskResourceUsage};
-
-/// A boxed future, so that [`Driver`] can be used as `dyn Driver`.
-pub type DriverFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, DriverError>> + Send + 'a>>;
 
 /// What a task driver does. Every method may be called concurrently from several tasks.
 pub trait Driver: Send + Sync {
@@ -132,6 +131,16 @@ pub trait Driver: Send + Sync {
     /// The client has recorded the exit: kills anything left and releases every resource (the
     /// cgroup, the shim and its state). Idempotent.
     fn destroy<'a>(&'a self, handle: &'a TaskHandle) -> DriverFuture<'a, ()>;
+
+    /// The task's own network (its address and port map), for services with `address_mode =
+    /// "driver"`; `None` for drivers that run tasks in the host's network.
+    fn network(
+        &self,
+        handle: &TaskHandle,
+    ) -> Option<drover_structs::service_registration::DriverNetwork> {
+        let _ = handle;
+        None
+    }
 
     /// For a task whose shim is gone: kills what is left of it through its cgroup, removes the
     /// cgroup and the shim state, and returns the exit status the shim recorded, if it did.

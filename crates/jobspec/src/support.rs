@@ -587,27 +587,9 @@ pub static FEATURES: &[Feature] = &[
         "network > dns, cni",
         "dns { servers searches options } is written into the allocation's resolv.conf, which exec tasks see at /etc/resolv.conf (raw_exec tasks share the host's files, as in Nomad); cni { args } is added to the plugins' CNI_ARGS",
     ),
-    row(
+    runs(
         "docker task in a group network (bridge, none, cni/*)",
-        Status::NotYet,
-        "drover's docker tasks do not join the group's network namespace (Nomad starts a pause container from the client's infra_image), so a docker task of such a group would run on a network of its own",
-        "runs once docker tasks join the group's namespace; raw_exec and exec tasks of such a group run, and docker tasks of a host-mode group run",
-        Detect::group(|group| {
-            let own_network = group
-                .networks
-                .first()
-                .is_some_and(|network| !matches!(network.mode.as_str(), "" | "host"));
-            if !own_network {
-                return Vec::new();
-            }
-            group
-                .tasks
-                .iter()
-                .enumerate()
-                .filter(|(_, task)| task.driver == "docker")
-                .map(|(index, _)| format!("Tasks[{index}].Driver"))
-                .collect()
-        }),
+        "as Nomad: the docker driver starts a pause container (nomad_init_<alloc_id>, from the client's infra_image) that owns the group's namespace, which CNI sets up; docker tasks join it with network_mode container:<id> (their own network_mode wins), exec and raw_exec tasks of the group enter the same namespace, so they talk over localhost; the pause container is removed with the network",
     ),
     row(
         "network > device, cidr, ip",

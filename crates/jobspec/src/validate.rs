@@ -1774,6 +1774,14 @@ impl Checker {
                     format!("{label}: a service name must be letters, digits and dashes, starting with a letter"),
                 );
             }
+            // Nomad: only a task's services have a driver whose network they could take.
+            if task.is_none() && service.address_mode == "driver" {
+                self.report(
+                    &service_place,
+                    service_place.field("AddressMode"),
+                    format!("service {name:?} cannot use address_mode=\"driver\", only services defined in a \"task\" block can use this mode"),
+                );
+            }
             let port = service.port_label.as_str();
             if !seen_names.insert((name, port)) {
                 self.report(

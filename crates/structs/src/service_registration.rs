@@ -55,7 +55,7 @@ pub fn service_registration_id(
 
 /// The network a driver gives a task of its own (a container's address), for
 /// `address_mode = "driver"`. The drivers that run tasks in the host's network have none.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct DriverNetwork {
     /// The task's address inside the driver's network.
     pub ip: String,
@@ -93,7 +93,7 @@ impl fmt::Display for AddressError {
             ),
             Self::NoDriverNetwork => write!(
                 f,
-                "cannot use address_mode=\"driver\": the task's driver has no network of its own"
+                "cannot use address_mode=\"driver\": no driver network exists"
             ),
             Self::UnknownMode { mode } => write!(f, "invalid address mode {mode:?}"),
         }
@@ -156,9 +156,23 @@ fn resolve_mode(
                     port: 0,
                 });
             }
-            let port = match network.port_map.get(port_label) {
-                Some(port) => *port,
-                None => numeric_port(port_label)?,
+            // A label of the group's ports: the port inside (`to`); else the driver's own
+            // port map (docker's `port_map`); else a number (Nomad's order).
+            let group_port = alloc
+                .allocated_resources
+                .as_ref()
+                .and_then(|resources| {
+                    resources
+                        .shared
+                        .ports
+                        .iter()
+                        .find(|port| port.label == port_label)
+                })
+                .map(|port| port.to);
+            let port = match (group_port, network.port_map.get(port_label)) {
+                (Some(to), _) => to,
+                (None, Some(port)) => *port,
+                (None, None) => numeric_port(port_label)?,
             };
             Ok(ServiceAddress {
                 address: network.ip.clone(),
@@ -352,14 +366,23 @@ mod tests {
         let network = DriverNetwork {
             ip: "172.17.0.2".into(),
             auto_advertise: true,
-            port_map: [("http".to_owned(), 80)].into_iter().collect(),
+            port_map: [("http".to_owned(), 80), ("db".to_owned(), 5432)]
+                .into_iter()
+                .collect(),
         };
+        // Nomad's order: a group port's `to`, then the driver's port map, then a number.
         let resolved =
             resolve_service_address(&alloc, None, "http", "auto", "", Some(&network)).unwrap();
         assert_eq!(
             (resolved.address.as_str(), resolved.port),
-            ("172.17.0.2", 80)
+            ("172.17.0.2", 8080)
         );
+        let resolved =
+            resolve_service_address(&alloc, None, "db", "driver", "", Some(&network)).unwrap();
+        assert_eq!(resolved.port, 5432);
+        let resolved =
+            resolve_service_address(&alloc, None, "9090", "driver", "", Some(&network)).unwrap();
+        assert_eq!(resolved.port, 9090);
     }
 
     #[test]

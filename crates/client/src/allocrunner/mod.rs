@@ -251,11 +251,23 @@ impl AllocRunner {
             })?
             .clone();
         let alloc_dir = AllocDir::new(&deps.task.config.alloc_root_dir(), &alloc_id)?;
+        // A driver that must own the namespace (docker) makes it, as Nomad's network
+        // manager picks the first task whose driver must.
+        let sandbox = group.tasks.iter().find_map(|task| {
+            deps.task
+                .drivers
+                .network_manager(&task.driver)
+                .map(|manager| crate::network::SandboxDriver {
+                    driver: task.driver.clone(),
+                    manager,
+                })
+        });
         let network = crate::network::AllocNetwork::for_alloc(
             deps.task.config.network.clone(),
             deps.task.state_db.clone(),
             &alloc,
             &alloc_dir.root,
+            sandbox,
         )?;
         let alloc = Arc::new(alloc);
         let agent_shutdown = CancellationToken::new();
@@ -509,7 +521,7 @@ impl AllocRunner {
     /// running join it when they start).
     async fn repair_network(&self, network: Arc<crate::network::AllocNetwork>) {
         tracing::warn!(alloc_id = %self.inner.alloc_id, "the group's network namespace is gone; making it again");
-        match network.ensure(self.alloc()).await {
+        match network.ensure(self.alloc(), None).await {
             Ok(_) => {
                 self.on_task_state_changed();
                 if let Err(error) = self

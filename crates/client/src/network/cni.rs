@@ -174,6 +174,8 @@ fn run_plugin(
 ) -> Result<Value, NetworkError> {
     let failed = |message: String| NetworkError::Plugin {
         plugin: kind.to_string(),
+        path: path.to_path_buf(),
+        searched: search_list(attachment.plugin_dirs),
         command: command.to_string(),
         message,
     };

@@ -22,6 +22,12 @@
 //! one); a ready record whose namespace is gone (deleted, or a reboot) is torn down and made
 //! again. Teardown is safe to repeat.
 //!
+//! When a task of the group runs under a driver that must own the namespace (docker: its
+//! containers can only join another container's), that driver makes it instead (a pause
+//! container, [`drover_driver::NetworkManager`]); it is bound at the same path, set up by the
+//! same CNI calls and entered the same way by the group's other tasks, so a docker task and an
+//! exec task of one group share it. Its owner is removed with it.
+//!
 //! **Not** here: joining the namespace (the shim does, given [`TaskNetwork`]), or when to set
 //! up and tear down (the alloc runner and the task runners' network hook decide).
 //!
@@ -39,7 +45,13 @@
 //! namespace (never makes a second), undoes a half-made one, and makes a lost one again (then
 //! restarts the tasks into it). Teardown runs when the last task is dead and on GC. A setup that
 //! fails is undone at once and fails the tasks with a "Setup Failure" naming the plugin, its error
-//! and the directories searched. Docker tasks do not join yet (refused at register).
+//! and the directories searched. A group with a docker task has its namespace made by the docker
+//! driver (`drover_driver::NetworkManager`, Nomad's `CreateNetwork`): a pause container
+//! `nomad_init_<alloc_id>` from the client's `infra_image`, whose namespace is bound at the same
+//! path and set up by the same CNI calls; docker tasks join it with `container:<id>`, the others by
+//! path; it is removed with the network. At restore, the networks of allocations whose directory
+//! the client has but whose state it lost are swept (CNI DEL of the bridge conflist, then the
+//! namespace); pause containers of gone allocations go with the docker orphan sweep.
 
 pub mod cni;
 pub mod netns;
@@ -48,6 +60,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use drover_driver::NetworkManager;
 use drover_structs::{Allocation, DnsConfig, NetworkResource};
 use serde_json::{Value, json};
 
@@ -81,9 +94,11 @@ static CNI_CALLS: Mutex<()> = Mutex::new(());
 pub enum NetworkError {
     #[error("CNI plugin {plugin:?} not found (searched {searched})")]
     PluginNotFound { plugin: String, searched: String },
-    #[error("CNI plugin {plugin:?} failed on {command}: {message}")]
+    #[error("CNI plugin {plugin:?} ({path}, plugins searched in {searched}) failed on {command}: {message}", path = path.display())]
     Plugin {
         plugin: String,
+        path: PathBuf,
+        searched: String,
         command: String,
         message: String,
     },
@@ -101,6 +116,8 @@ pub enum NetworkError {
     },
     #[error(transparent)]
     State(#[from] StateDbError),
+    #[error("the {driver} driver's network namespace: {message}")]
+    Sandbox { driver: String, message: String },
     #[error("network setup was interrupted: {0}")]
     Interrupted(String),
 }
@@ -194,6 +211,25 @@ pub struct TaskNetwork {
     pub namespace: PathBuf,
     /// The group's `resolv.conf` (from its `dns` block), when it has one.
     pub resolv_conf: Option<PathBuf>,
+    /// The namespace's owner when a driver made it (the docker pause container's ID).
+    pub sandbox_id: Option<String>,
+}
+
+/// The driver that makes the group's namespace (see the module docs).
+#[derive(Clone)]
+pub struct SandboxDriver {
+    /// The driver's name, for messages.
+    pub driver: String,
+    pub manager: Arc<dyn NetworkManager>,
+}
+
+impl std::fmt::Debug for SandboxDriver {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SandboxDriver")
+            .field("driver", &self.driver)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What is persisted of an allocation's network (see the module docs).
@@ -213,6 +249,15 @@ pub struct NetworkRecord {
     /// Nomad's `AllocNetworkStatus` (`InterfaceName`, `Address`, `AddressIPv6`, `DNS`).
     pub status: Option<Value>,
     pub resolv_conf: Option<PathBuf>,
+    /// The driver that owns the namespace and the owner's ID (records of older agents have
+    /// none: the client made the namespace).
+    #[serde(default)]
+    pub sandbox_driver: Option<String>,
+    #[serde(default)]
+    pub sandbox_id: Option<String>,
+    /// The group's host name given to the namespace's owner (kept for a remake).
+    #[serde(default)]
+    pub hostname: Option<String>,
     /// The setup completed; `false` is an intent left by an agent that died half way.
     pub ready: bool,
 }
@@ -225,6 +270,8 @@ pub struct AllocNetwork {
     config: Arc<NetworkConfig>,
     state_db: Arc<StateDb>,
     alloc_root: PathBuf,
+    /// The driver that makes the namespace, when one of the group's drivers must.
+    sandbox: Option<SandboxDriver>,
     /// Serializes setup and teardown.
     busy: tokio::sync::Mutex<()>,
     record: Mutex<Option<NetworkRecord>>,
@@ -246,6 +293,7 @@ impl AllocNetwork {
         state_db: Arc<StateDb>,
         alloc: &Allocation,
         alloc_root: &Path,
+        sandbox: Option<SandboxDriver>,
     ) -> Result<Option<Arc<AllocNetwork>>, NetworkError> {
         let mode = GroupNetworkMode::of(group_network(alloc));
         if mode == GroupNetworkMode::Host {
@@ -264,6 +312,7 @@ impl AllocNetwork {
             config,
             state_db,
             alloc_root: alloc_root.to_path_buf(),
+            sandbox,
             busy: tokio::sync::Mutex::new(()),
             record: Mutex::new(record),
             status: tokio::sync::watch::Sender::new(status),
@@ -288,10 +337,7 @@ impl AllocNetwork {
         lock(&self.record)
             .as_ref()
             .filter(|record| record.ready)
-            .map(|record| TaskNetwork {
-                namespace: record.netns.clone(),
-                resolv_conf: record.resolv_conf.clone(),
-            })
+            .map(task_network_of)
     }
 
     /// Follows the `NetworkStatus` (set up, made again, torn down).
@@ -307,17 +353,20 @@ impl AllocNetwork {
     }
 
     /// Sets the network up, or keeps the one that is up (see the module docs). Idempotent.
-    pub async fn ensure(&self, alloc: Arc<Allocation>) -> Result<TaskNetwork, NetworkError> {
+    /// `hostname` is the group's (interpolated), given to a driver's namespace owner.
+    pub async fn ensure(
+        &self,
+        alloc: Arc<Allocation>,
+        hostname: Option<String>,
+    ) -> Result<TaskNetwork, NetworkError> {
         let _busy = self.busy.lock().await;
         let existing = lock(&self.record).clone();
         if let Some(record) = &existing
             && record.ready
             && netns::is_bound(&record.netns)
+            && self.owner_holds(record).await
         {
-            return Ok(TaskNetwork {
-                namespace: record.netns.clone(),
-                resolv_conf: record.resolv_conf.clone(),
-            });
+            return Ok(task_network_of(record));
         }
         let setup = Setup {
             config: self.config.clone(),
@@ -325,6 +374,10 @@ impl AllocNetwork {
             alloc_id: self.alloc_id.clone(),
             mode: self.mode.clone(),
             alloc_root: self.alloc_root.clone(),
+            sandbox: self.sandbox.clone(),
+            runtime: tokio::runtime::Handle::current(),
+            hostname: hostname
+                .or_else(|| existing.as_ref().and_then(|record| record.hostname.clone())),
         };
         let started = std::time::Instant::now();
         let outcome = tokio::task::spawn_blocking(move || setup.run(&alloc, existing))
@@ -332,11 +385,8 @@ impl AllocNetwork {
             .map_err(|error| NetworkError::Interrupted(error.to_string()))?;
         match outcome {
             Ok(record) => {
-                tracing::info!(alloc_id = %self.alloc_id, mode = %record.mode, netns = %record.netns.display(), elapsed = ?started.elapsed(), "group network set up");
-                let network = TaskNetwork {
-                    namespace: record.netns.clone(),
-                    resolv_conf: record.resolv_conf.clone(),
-                };
+                tracing::info!(alloc_id = %self.alloc_id, mode = %record.mode, netns = %record.netns.display(), sandbox = ?record.sandbox_id, elapsed = ?started.elapsed(), "group network set up");
+                let network = task_network_of(&record);
                 self.status.send_replace(record.status.clone());
                 *lock(&self.record) = Some(record);
                 Ok(network)
@@ -357,8 +407,9 @@ impl AllocNetwork {
         let config = self.config.clone();
         let state_db = self.state_db.clone();
         let alloc_id = self.alloc_id.clone();
+        let owner = self.owner();
         tokio::task::spawn_blocking(move || {
-            undo(&config, &record)?;
+            undo(&config, &record, owner.as_ref())?;
             state_db.put_network::<Option<NetworkRecord>>(&alloc_id, &None)?;
             Ok::<(), NetworkError>(())
         })
@@ -371,6 +422,85 @@ impl AllocNetwork {
     }
 }
 
+impl AllocNetwork {
+    /// The driver that made the namespace, with the runtime to call it from a blocking thread.
+    fn owner(&self) -> Option<Owner> {
+        self.sandbox.clone().map(|sandbox| Owner {
+            sandbox,
+            runtime: tokio::runtime::Handle::current(),
+        })
+    }
+
+    /// Whether the driver-made namespace's owner still holds the bound namespace (the pause
+    /// container runs, and is the one the namespace came from). A namespace the client made
+    /// has no owner to ask.
+    async fn owner_holds(&self, record: &NetworkRecord) -> bool {
+        let (Some(sandbox), Some(sandbox_id)) = (&self.sandbox, &record.sandbox_id) else {
+            return record.sandbox_id.is_none();
+        };
+        match sandbox.manager.create_network(&self.alloc_id, None).await {
+            Ok(found) => {
+                let holds = &found.sandbox_id == sandbox_id
+                    && netns::same_namespace(&found.namespace, &record.netns);
+                if !holds {
+                    tracing::warn!(alloc_id = %self.alloc_id, recorded = %sandbox_id, found = %found.sandbox_id, "the group network's pause container was replaced");
+                }
+                holds
+            }
+            Err(error) => {
+                tracing::warn!(alloc_id = %self.alloc_id, %error, "the group network's pause container is not running");
+                false
+            }
+        }
+    }
+}
+
+fn task_network_of(record: &NetworkRecord) -> TaskNetwork {
+    TaskNetwork {
+        namespace: record.netns.clone(),
+        resolv_conf: record.resolv_conf.clone(),
+        sandbox_id: record.sandbox_id.clone(),
+    }
+}
+
+/// The driver that owns a namespace, callable from a blocking thread.
+struct Owner {
+    sandbox: SandboxDriver,
+    runtime: tokio::runtime::Handle,
+}
+
+/// Tears down what is left of the network of an allocation this client no longer knows (its
+/// state was lost, or it was collected while a crashed agent was half way): the namespace
+/// bound for it, with a CNI DEL of the bridge conflist first (host-local releases the address
+/// by the allocation's ID, portmap and firewall drop its chains, the bridge its masquerade
+/// rules). Returns whether there was anything. Only the allocations whose directory this
+/// client has are swept, never another agent's namespaces.
+pub fn sweep_leftover(config: &NetworkConfig, alloc_id: &str) -> Result<bool, NetworkError> {
+    let namespace = config.netns_dir.join(alloc_id);
+    if !namespace.exists() {
+        return Ok(false);
+    }
+    let record = NetworkRecord {
+        version: RECORD_VERSION,
+        mode: GroupNetworkMode::Bridge.as_text(),
+        netns: namespace,
+        container_id: alloc_id.to_string(),
+        ifname: ALLOC_IFNAME.to_string(),
+        conflist: bridge_conflist(config),
+        cni_args: "IgnoreUnknown=true".to_string(),
+        port_mappings: Vec::new(),
+        result: None,
+        status: None,
+        resolv_conf: None,
+        sandbox_driver: None,
+        sandbox_id: None,
+        hostname: None,
+        ready: true,
+    };
+    undo(config, &record, None)?;
+    Ok(true)
+}
+
 /// The inputs of one setup, moved onto a blocking thread.
 struct Setup {
     config: Arc<NetworkConfig>,
@@ -378,9 +508,19 @@ struct Setup {
     alloc_id: String,
     mode: GroupNetworkMode,
     alloc_root: PathBuf,
+    sandbox: Option<SandboxDriver>,
+    runtime: tokio::runtime::Handle,
+    hostname: Option<String>,
 }
 
 impl Setup {
+    fn owner(&self) -> Option<Owner> {
+        self.sandbox.clone().map(|sandbox| Owner {
+            sandbox,
+            runtime: self.runtime.clone(),
+        })
+    }
+
     fn run(
         &self,
         alloc: &Allocation,
@@ -390,7 +530,7 @@ impl Setup {
             // Half made by a dead agent, or its namespace is gone: undo what is left first
             // (releases its address and port rules), then make it anew.
             tracing::warn!(alloc_id = %self.alloc_id, netns = %stale.netns.display(), ready = stale.ready, "repairing the group network");
-            undo(&self.config, &stale)?;
+            undo(&self.config, &stale, self.owner().as_ref())?;
             self.state_db
                 .put_network::<Option<NetworkRecord>>(&self.alloc_id, &None)?;
         }
@@ -430,13 +570,16 @@ impl Setup {
             result: None,
             status: None,
             resolv_conf: None,
+            sandbox_driver: self.sandbox.as_ref().map(|sandbox| sandbox.driver.clone()),
+            sandbox_id: None,
+            hostname: self.hostname.clone(),
             ready: false,
         };
         // The intent first: a crash from here on leaves a record to undo.
         self.state_db.put_network(&self.alloc_id, &Some(&record))?;
         let made = self.make(&mut record, network);
         if let Err(error) = made {
-            if let Err(undo_error) = undo(&self.config, &record) {
+            if let Err(undo_error) = undo(&self.config, &record, self.owner().as_ref()) {
                 tracing::warn!(alloc_id = %self.alloc_id, error = %undo_error, "undoing a failed network setup");
             }
             self.state_db
@@ -453,7 +596,26 @@ impl Setup {
         record: &mut NetworkRecord,
         network: Option<&NetworkResource>,
     ) -> Result<(), NetworkError> {
-        netns::create(&record.netns)?;
+        match &self.sandbox {
+            None => netns::create(&record.netns)?,
+            Some(sandbox) => {
+                let made = self
+                    .runtime
+                    .block_on(
+                        sandbox
+                            .manager
+                            .create_network(&self.alloc_id, self.hostname.as_deref()),
+                    )
+                    .map_err(|error| NetworkError::Sandbox {
+                        driver: sandbox.driver.clone(),
+                        message: error.to_string(),
+                    })?;
+                record.sandbox_id = Some(made.sandbox_id);
+                // Kept with the ID, so a crash from here on finds the owner to remove.
+                self.state_db.put_network(&self.alloc_id, &Some(&*record))?;
+                netns::bind_existing(&made.namespace, &record.netns)?;
+            }
+        }
         let plugin_dirs = self.config.plugin_dirs();
         let result = {
             let _one_at_a_time = lock(&CNI_CALLS);
@@ -485,7 +647,11 @@ fn attachment<'a>(record: &'a NetworkRecord, plugin_dirs: &'a [PathBuf]) -> cni:
 
 /// CNI DEL, then the namespace and the resolv.conf. A DEL failure is returned after the rest
 /// was still removed (the record stays for the next attempt).
-fn undo(config: &NetworkConfig, record: &NetworkRecord) -> Result<(), NetworkError> {
+fn undo(
+    config: &NetworkConfig,
+    record: &NetworkRecord,
+    owner: Option<&Owner>,
+) -> Result<(), NetworkError> {
     let plugin_dirs = config.plugin_dirs();
     let _one_at_a_time = lock(&CNI_CALLS);
     let deleted = cni::del(
@@ -500,7 +666,22 @@ fn undo(config: &NetworkConfig, record: &NetworkRecord) -> Result<(), NetworkErr
     if let Some(path) = &record.resolv_conf {
         let _ = std::fs::remove_file(path);
     }
-    deleted.and(masquerade).and(removed)
+    // The namespace's owner last: nothing is left in the namespace it holds.
+    let owner_removed = match (owner, &record.sandbox_driver) {
+        (Some(owner), Some(_)) => owner
+            .runtime
+            .block_on(owner.sandbox.manager.destroy_network(&record.container_id))
+            .map_err(|error| NetworkError::Sandbox {
+                driver: owner.sandbox.driver.clone(),
+                message: error.to_string(),
+            }),
+        (None, Some(driver)) => Err(NetworkError::Sandbox {
+            driver: driver.clone(),
+            message: "the driver that made the namespace is not available to remove it".to_string(),
+        }),
+        _ => Ok(()),
+    };
+    deleted.and(masquerade).and(removed).and(owner_removed)
 }
 
 /// Deletes the nat `POSTROUTING` rules that name `container_id` (the bridge plugin's

@@ -100,6 +100,51 @@ pub fn create(path: &Path) -> Result<(), NetworkError> {
     bound
 }
 
+/// Binds the existing namespace `source` (another process's, `/proc/<pid>/ns/net`) on
+/// `path`, so it is kept and entered by path as one made by [`create`].
+pub fn bind_existing(source: &Path, path: &Path) -> Result<(), NetworkError> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| NetworkError::Namespace(format!("{} has no parent", path.display())))?;
+    prepare_dir(dir)?;
+    if is_bound(path) {
+        return Err(NetworkError::Namespace(format!(
+            "{} already exists",
+            path.display()
+        )));
+    }
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(io_error("creating", path))?;
+    let bound = mount(
+        Some(source),
+        path,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(errno_error(
+        &format!("binding {} on", source.display()),
+        path,
+    ));
+    if bound.is_err() {
+        let _ = fs::remove_file(path);
+    }
+    bound
+}
+
+/// Whether two namespace files name the same namespace (device and inode).
+pub fn same_namespace(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (fs::metadata(a), fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
 /// On a thread of its own: a new network namespace for this thread, bound on `target`.
 fn bind_new_namespace(target: &Path) -> Result<(), NetworkError> {
     unshare(CloneFlags::CLONE_NEWNET)

@@ -215,6 +215,15 @@ pub trait TaskDriver: Send + Sync + std::fmt::Debug {
         })
     }
 
+    /// The task's own network, for `address_mode = "driver"` (docker); `None` by default.
+    fn driver_network(
+        &self,
+        handle: &PersistedTaskHandle,
+    ) -> Option<drover_structs::service_registration::DriverNetwork> {
+        let _ = handle;
+        None
+    }
+
     /// Releases what the driver holds for the task (shim, socket, cgroup). Idempotent.
     fn cleanup<'a>(
         &'a self,
@@ -230,12 +239,33 @@ pub trait DriverCatalog: Send + Sync + std::fmt::Debug {
     fn isolates_filesystem(&self, name: &str) -> bool {
         name == "exec" || name == "docker"
     }
+
+    /// The driver's network manager when it must make a group's network namespace itself
+    /// (docker), `None` for drivers whose tasks enter one by path.
+    fn network_manager(&self, name: &str) -> Option<Arc<dyn drover_driver::NetworkManager>> {
+        let _ = name;
+        None
+    }
 }
 
 /// A catalog over a fixed map of drivers.
-#[derive(Debug, Default, Clone)]
+#[derive(Default, Clone)]
 pub struct StaticDriverCatalog {
     drivers: BTreeMap<String, Arc<dyn TaskDriver>>,
+    network_managers: BTreeMap<String, Arc<dyn drover_driver::NetworkManager>>,
+}
+
+impl std::fmt::Debug for StaticDriverCatalog {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("StaticDriverCatalog")
+            .field("drivers", &self.drivers)
+            .field(
+                "network_managers",
+                &self.network_managers.keys().collect::<Vec<_>>(),
+            )
+            .finish()
+    }
 }
 
 impl StaticDriverCatalog {
@@ -247,10 +277,25 @@ impl StaticDriverCatalog {
         self.drivers.insert(name.to_string(), driver);
         self
     }
+
+    /// Registers the network manager of the driver `name` (see
+    /// [`DriverCatalog::network_manager`]).
+    pub fn with_network_manager(
+        mut self,
+        name: &str,
+        manager: Arc<dyn drover_driver::NetworkManager>,
+    ) -> Self {
+        self.network_managers.insert(name.to_string(), manager);
+        self
+    }
 }
 
 impl DriverCatalog for StaticDriverCatalog {
     fn driver(&self, name: &str) -> Option<Arc<dyn TaskDriver>> {
         self.drivers.get(name).cloned()
+    }
+
+    fn network_manager(&self, name: &str) -> Option<Arc<dyn drover_driver::NetworkManager>> {
+        self.network_managers.get(name).cloned()
     }
 }

@@ -146,6 +146,10 @@ impl DriverAdapter {
                 .network
                 .as_ref()
                 .and_then(|network| network.resolv_conf.clone()),
+            network_sandbox: spec
+                .network
+                .as_ref()
+                .and_then(|network| network.sandbox_id.clone()),
             kill_signal: None,
             driver_config: Value::Object(spec.config.clone()),
             task_dir: Some(spec.task_dir.dir.clone()),
@@ -161,6 +165,14 @@ impl DriverAdapter {
 }
 
 impl TaskDriver for DriverAdapter {
+    fn driver_network(
+        &self,
+        handle: &PersistedTaskHandle,
+    ) -> Option<drover_structs::service_registration::DriverNetwork> {
+        let decoded = Self::decode(handle).ok()?;
+        self.driver.network(&decoded)
+    }
+
     fn start(&self, spec: TaskLaunchSpec) -> DriverFuture<'_, Result<StartedTask, DriverFailure>> {
         Box::pin(async move {
             let launch = Self::launch(&spec);
@@ -389,8 +401,11 @@ pub fn with_docker(
     catalog: StaticDriverCatalog,
     docker: Arc<drover_docker::DockerDriver>,
 ) -> StaticDriverCatalog {
+    let manager: Arc<dyn drover_driver::NetworkManager> = docker.clone();
     let docker: Arc<dyn Driver> = docker;
-    catalog.with("docker", Arc::new(DriverAdapter::new(docker)))
+    catalog
+        .with("docker", Arc::new(DriverAdapter::new(docker)))
+        .with_network_manager("docker", manager)
 }
 
 /// Test builds add the fake `mock_driver`; the agent a user runs has none.

@@ -128,7 +128,8 @@ impl TaskRunLoop {
                     // As after a start: what poststart hooks set up for a running task (its
                     // service registrations) is set up again by this agent.
                     if self.shared.phase() == TaskPhase::Running {
-                        self.run_poststart_hooks(handle_pid(&persisted)).await;
+                        self.run_poststart_hooks(handle_pid(&persisted), &persisted)
+                            .await;
                     }
                 }
             }
@@ -594,7 +595,7 @@ impl TaskRunLoop {
             Some(TaskPhase::Running),
             Some(self.shared.event(TASK_STARTED)),
         );
-        self.run_poststart_hooks(started.pid).await;
+        self.run_poststart_hooks(started.pid, &started.handle).await;
         StartAttempt::Started(started.handle)
     }
 
@@ -822,14 +823,16 @@ impl TaskRunLoop {
         true
     }
 
-    async fn run_poststart_hooks(&self, pid: Option<u32>) {
+    async fn run_poststart_hooks(&self, pid: Option<u32>, handle: &PersistedTaskHandle) {
         let hooks = self.shared.hooks.get().cloned().unwrap_or_default();
         let cancel = self.shared.kill_token().child_token();
+        let driver_network = self.driver_network(handle);
         for hook in &hooks {
             if let Some(poststart) = hook.as_poststart() {
                 let request = PoststartRequest {
                     task_env: self.shared.env_cell.get(),
                     pid,
+                    driver_network: driver_network.clone(),
                 };
                 let mut response = PoststartResponse;
                 if let Err(error) = poststart.poststart(&cancel, &request, &mut response).await {
@@ -843,6 +846,24 @@ impl TaskRunLoop {
                 }
             }
         }
+    }
+
+    /// The task's network as its driver reports it (`address_mode = "driver"`); a container
+    /// in the group's namespace has the group network's address.
+    fn driver_network(
+        &self,
+        handle: &PersistedTaskHandle,
+    ) -> Option<drover_structs::service_registration::DriverNetwork> {
+        let driver = self.driver_named(&handle.driver_name)?;
+        let mut network = driver.driver_network(handle)?;
+        if network.ip.is_empty()
+            && let Some(group) = &self.shared.network
+            && let Some(status) = group.status()
+            && let Some(address) = status.get("Address").and_then(serde_json::Value::as_str)
+        {
+            network.ip = address.to_string();
+        }
+        Some(network)
     }
 
     async fn run_exited_hooks(&self, exit: Option<TaskExit>) {

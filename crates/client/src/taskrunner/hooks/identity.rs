@@ -687,6 +687,7 @@ mod tests {
             &PoststartRequest {
                 task_env: TaskEnv::default(),
                 pid: None,
+                driver_network: None,
             },
             &mut PoststartResponse,
         )

@@ -209,6 +209,9 @@ pub struct PrestartResponse {
 pub struct PoststartRequest {
     pub task_env: TaskEnv,
     pub pid: Option<u32>,
+    /// The task's own network as its driver reports it (docker), for `address_mode =
+    /// "driver"`; `None` for drivers that run tasks in the host's or the group's network.
+    pub driver_network: Option<drover_structs::service_registration::DriverNetwork>,
 }
 
 /// Output of a poststart hook.
@@ -378,7 +381,10 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
     let mut hooks: Vec<Arc<dyn TaskHook>> = Vec::new();
     // The group network before the env (whose NOMAD_ALLOC_IP_* it gives).
     if let Some(network) = &context.env_inputs.network {
-        hooks.push(Arc::new(network::NetworkHook::new(network.clone())));
+        hooks.push(Arc::new(network::NetworkHook::new(
+            network.clone(),
+            context.env_inputs.clone(),
+        )));
     }
     hooks.extend::<[Arc<dyn TaskHook>; 5]>([
         Arc::new(env::EnvHook::new(

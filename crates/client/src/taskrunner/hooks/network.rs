@@ -18,17 +18,41 @@ use crate::network::AllocNetwork;
 
 /// Drivers whose tasks join the namespace (the shim enters it before exec); the mock driver
 /// of tests runs nothing real.
-const JOINING_DRIVERS: &[&str] = &["raw_exec", "exec", "mock_driver"];
+/// Docker tasks join the pause container the docker driver made for the group.
+const JOINING_DRIVERS: &[&str] = &["raw_exec", "exec", "docker", "mock_driver"];
 
 /// See the module docs.
 #[derive(Debug)]
 pub struct NetworkHook {
     network: Arc<AllocNetwork>,
+    /// What the group's `hostname` is interpolated with (this hook runs before the env hook).
+    env_inputs: super::env::EnvHookInputs,
 }
 
 impl NetworkHook {
-    pub fn new(network: Arc<AllocNetwork>) -> Self {
-        NetworkHook { network }
+    pub fn new(network: Arc<AllocNetwork>, env_inputs: super::env::EnvHookInputs) -> Self {
+        NetworkHook {
+            network,
+            env_inputs,
+        }
+    }
+
+    /// The group's `hostname`, interpolated with the task's environment.
+    fn hostname(&self, request: &PrestartRequest) -> Option<String> {
+        let network = crate::network::group_network(&request.alloc)?;
+        if network.hostname.is_empty() {
+            return None;
+        }
+        let inputs = crate::taskenv::TaskEnvInputs {
+            alloc: &request.alloc,
+            task: &request.task,
+            node: &self.env_inputs.node,
+            region: &self.env_inputs.region,
+            task_dir: &self.env_inputs.task_dir,
+            path_view: self.env_inputs.path_view,
+        };
+        let env = crate::taskenv::TaskEnv::build(&inputs, &std::collections::BTreeMap::new());
+        Some(env.interpolate(&network.hostname)).filter(|hostname| !hostname.is_empty())
     }
 }
 
@@ -53,14 +77,15 @@ impl PrestartHook for NetworkHook {
                 return Err(HookError::new(
                     HookErrorKind::Validation,
                     format!(
-                        "the {} driver cannot join the group's network namespace (network mode {:?}); only raw_exec and exec tasks can",
+                        "the {} driver cannot join the group's network namespace (network mode {:?}); only raw_exec, exec and docker tasks can",
                         request.task.driver,
                         self.network.mode_text()
                     ),
                 ));
             }
+            let hostname = self.hostname(request);
             self.network
-                .ensure(request.alloc.clone())
+                .ensure(request.alloc.clone(), hostname)
                 .await
                 .map(|_| ())
                 .map_err(|error| {

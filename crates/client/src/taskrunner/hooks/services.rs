@@ -50,6 +50,8 @@ struct View {
     /// The catalog may hold registrations of this task that this hook has not sent (an earlier
     /// agent's); cleared once a deregistration has named them.
     unaccounted: bool,
+    /// The running task's own network, as its driver reported it (`address_mode = "driver"`).
+    driver_network: Option<drover_structs::service_registration::DriverNetwork>,
 }
 
 /// See the module docs.
@@ -84,6 +86,7 @@ impl TaskServiceHook {
                 env: None,
                 running: false,
                 unaccounted: true,
+                driver_network: None,
             }),
         }
     }
@@ -129,7 +132,7 @@ impl TaskServiceHook {
             task: Some(&view.task.name),
             services: &view.task.services,
             env: &env,
-            driver_network: None,
+            driver_network: view.driver_network.as_ref(),
         };
         if view.running {
             let registrations = workload
@@ -208,6 +211,7 @@ impl PoststartHook for TaskServiceHook {
                     return Ok(());
                 }
                 view.running = true;
+                view.driver_network = request.driver_network.clone();
                 // A re-attached task's runner has no environment to hand in.
                 view.env = (!request.task_env.env.is_empty()).then(|| request.task_env.clone());
             }

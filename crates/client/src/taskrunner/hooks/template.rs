@@ -1701,6 +1701,7 @@ mod tests {
         let request = PoststartRequest {
             task_env: TaskEnv::default(),
             pid: None,
+            driver_network: None,
         };
         fixture
             .hook
