@@ -414,10 +414,7 @@ async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> a
             region: config.region.clone(),
             cluster_id: cluster_id.clone(),
         }),
-        http: reqwest::Client::builder()
-            .connect_timeout(std::time::Duration::from_secs(5))
-            .build()
-            .context("building the HTTP client that asks servers to join")?,
+        http: proxy::ProxyClient::default(),
     }));
     let app = app.merge(
         axum::Router::new()
