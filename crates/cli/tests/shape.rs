@@ -4,6 +4,7 @@
 use std::process::Command;
 
 /// The features of `drover`'s normal dependencies as `cargo tree` resolves them for `packages`.
+#[allow(clippy::expect_used)] // a failed expectation is a failed test
 fn normal_features(packages: &[&str]) -> String {
     let output = Command::new(env!("CARGO"))
         .arg("tree")
