@@ -23,7 +23,8 @@ use drover_structs::client_rpc::CLUSTER_ID_HEADER;
 #[derive(Clone)]
 pub struct JoinEndpoint {
     pub server: Option<OwnServer>,
-    pub http: reqwest::Client,
+    /// Built at the first join, not at the agent's start (it loads the TLS trust store).
+    pub http: crate::proxy::ProxyClient,
 }
 
 #[derive(Clone)]
@@ -60,7 +61,11 @@ async fn join(
     let mut joined = 0usize;
     let mut errors = Vec::new();
     for address in &addresses {
-        match ask(&endpoint.http, own, address).await {
+        let asked = match endpoint.http.get() {
+            Ok(http) => ask(http, own, address).await,
+            Err(error) => Err(error),
+        };
+        match asked {
             Ok(()) => joined += 1,
             Err(error) => errors.push(format!("Failed to join {address}: {error}")),
         }

@@ -11,15 +11,15 @@
 //! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
 //!
 //! - `operator_http`, `task_api`
-//! - `client_acl`, `leadership`
+//! - `client_acl`, `join_http`, `leadership`
 //! - `acl_enforce`, `proxy`
 //! - `docker_fingerprint`, `gc_http`, `metrics`, `node_meta_http`
 //! - `backend`
 //! - `server_link`
 //! - `acl_resolve_http`, `acl_roles_http`, `acl_sso_http`, `in_process`
 //! - `acl_http`, `config`, `monitor`, `variables_http`
-//! - `cluster`, `identity_http`, `join_http`, `keyring_http`, `logging`, `namespaces_http`,
-//!   `node_pools_http`, `pprof_http`, `request_body`, `sso`
+//! - `cluster`, `identity_http`, `keyring_http`, `logging`, `namespaces_http`, `node_pools_http`,
+//!   `pprof_http`, `request_body`, `sso`
 //!
 //! # Design notes
 //!
@@ -546,10 +546,7 @@ async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> a
             region: config.region.clone(),
             cluster_id: cluster_id.clone(),
         }),
-        http: reqwest::Client::builder()
-            .connect_timeout(std::time::Duration::from_secs(5))
-            .build()
-            .context("building the HTTP client that asks servers to join")?,
+        http: proxy::ProxyClient::default(),
     }));
     let app = app.merge(pprof_http::router(pprof_http::PprofEndpoint {
         acl_enabled: config.acl.enabled,

@@ -67,6 +67,22 @@ struct Cli {
     command: Command,
 }
 
+/// `drover agent …` parsed alone. clap builds the whole command tree to parse (every command,
+/// every flag: code from all over the binary), which the agent's start has no use for: its
+/// pages would stay resident in the agent for its whole life.
+#[derive(Debug, Parser)]
+#[command(name = "drover", disable_help_subcommand = true)]
+struct AgentCli {
+    #[command(subcommand)]
+    command: AgentOnly,
+}
+
+#[derive(Debug, Subcommand)]
+enum AgentOnly {
+    /// Run the agent (server and client)
+    Agent(drover_agent::AgentArgs),
+}
+
 /// Flags every API command takes, as Nomad names them.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ApiFlags {
@@ -155,7 +171,16 @@ enum Command {
 pub async fn run(arguments: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let mut io = Io { out, err };
     let arguments = rewrite_single_dash_flags(arguments);
-    let cli = match Cli::try_parse_from(arguments) {
+    let parsed = if arguments.get(1).is_some_and(|command| command == "agent") {
+        AgentCli::try_parse_from(arguments).map(|cli| match cli.command {
+            AgentOnly::Agent(arguments) => Cli {
+                command: Command::Agent(arguments),
+            },
+        })
+    } else {
+        Cli::try_parse_from(arguments)
+    };
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(error) => {
             let rendered = error.render().to_string();
@@ -199,5 +224,41 @@ pub async fn run(arguments: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Wr
         Command::System(command) => commands::system::run(command, &mut io).await,
         Command::Var(command) => commands::var::run(command, &mut io).await,
         Command::Monitor(arguments) => commands::agent_monitor::run(arguments, &mut io).await,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is a failed test
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// The agent's own parser and the whole command tree must say and accept the same for
+    /// `drover agent`: same help, same flags.
+    #[test]
+    fn the_agent_parser_alone_matches_the_agent_of_the_whole_tree() {
+        let mut whole = Cli::command();
+        let mut alone = AgentCli::command();
+        let whole = whole.find_subcommand_mut("agent").expect("agent command");
+        let alone = alone.find_subcommand_mut("agent").expect("agent command");
+        assert_eq!(
+            alone.render_long_help().to_string(),
+            whole.render_long_help().to_string()
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unknown_agent_flag_is_refused_as_before() {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let arguments = ["drover", "agent", "-no-such-flag"]
+            .map(OsString::from)
+            .to_vec();
+        let code = run(arguments, &mut out, &mut err).await;
+        let err = String::from_utf8(err).unwrap();
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("--no-such-flag"), "{err}");
+        assert!(err.contains("Usage: drover agent"), "{err}");
     }
 }

@@ -17,10 +17,11 @@ pub const FORWARDED_HEADER: &str = "x-drover-forwarded";
 /// caller follows it (`follow=true` logs), so no overall timeout applies.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The forwarding layer's HTTP client, built at its first request rather than at the agent's
-/// start: building a `reqwest` client loads the system's TLS trust store (OpenSSL reads and
-/// parses every root certificate of `/etc/ssl/certs`, twice, about 45 ms and a megabyte of
-/// heap), which an agent that never forwards a request should not pay for before it answers.
+/// The HTTP client of the forwarding layer and of `/v1/agent/join`, built at its first request
+/// rather than at the agent's start: building a `reqwest` client loads the system's TLS trust
+/// store (OpenSSL reads and parses every root certificate of `/etc/ssl/certs`, twice, about
+/// 45 ms and a megabyte of heap), which an agent that never forwards a request should not pay
+/// for before it answers.
 #[derive(Clone, Default)]
 pub struct ProxyClient(std::sync::Arc<std::sync::OnceLock<reqwest::Client>>);
 
