@@ -166,7 +166,16 @@ export async function waitForText(page, text, timeout = 60000) {
   await page.waitForFunction((t) => document.body && document.body.innerText.includes(t), { timeout, polling: 100 }, text);
 }
 
-export async function clickText(page, selector, text) {
+/** Clicks the first `selector` whose text is `text`, waiting for it to render (a page that
+ * was just navigated to draws its parts as their data arrives). */
+export async function clickText(page, selector, text, timeout = 60000) {
+  try {
+    await page.waitForFunction(
+      (s, t) => [...document.querySelectorAll(s)].some((el) => el.textContent?.trim() === t),
+      { timeout, polling: 100 }, selector, text);
+  } catch {
+    throw new Error(`no ${selector} with text ${JSON.stringify(text)}`);
+  }
   const handles = await page.$$(selector);
   for (const handle of handles) {
     const content = await handle.evaluate((el) => el.textContent?.trim());
