@@ -38,9 +38,12 @@ job "racked" {
 }
 "#;
 
+/// The agent's node, once its client has registered (the agent prints its address first).
 fn node_id(agent: &Agent) -> String {
-    let nodes = agent.get_json("/v1/nodes");
-    nodes[0]["ID"].as_str().unwrap().to_owned()
+    wait_for("the node to register", Duration::from_secs(30), || {
+        let nodes = agent.get_json("/v1/nodes");
+        nodes[0]["ID"].as_str().map(str::to_owned)
+    })
 }
 
 fn running(agent: &Agent, job: &str) -> usize {
