@@ -1,5 +1,6 @@
 //! End to end: single sign-on against a real OpenID provider (the `oidc-provider` package run
-//! by node from `tests/fixtures/oidc`, installed by `.ci/run`) and JWTs the test signs.
+//! by node from `tests/fixtures/oidc`, installed by `scripts/test` and `.ci/run`) and JWTs the
+//! test signs.
 //! `drover login` gets an ACL token holding what the binding rules grant: through a JWT
 //! method with static keys (RS256), through one reading a JWKS (ES256), and through an OIDC
 //! method by the authorization code flow with PKCE, the test playing the browser (the
