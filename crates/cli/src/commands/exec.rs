@@ -17,10 +17,9 @@ use crate::commands::lookup::{resolve_allocation, task_names};
 use crate::format::short_id;
 use crate::{ApiFlags, Io};
 
+/// `-i` and `-t`, as `alloc exec` and `job action` take them.
 #[derive(Debug, Args)]
-pub struct ExecArgs {
-    #[command(flatten)]
-    pub api: ApiFlags,
+pub struct TerminalFlags {
     /// Pass standard input to the command (-i=false to not).
     #[arg(
         short = 'i',
@@ -40,6 +39,21 @@ pub struct ExecArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub tty: Option<bool>,
+}
+
+impl TerminalFlags {
+    /// Whether the session gets a terminal: `-t` as given, else whether standard input is one.
+    fn tty(&self) -> bool {
+        self.tty.unwrap_or_else(|| std::io::stdin().is_terminal())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    #[command(flatten)]
+    pub api: ApiFlags,
+    #[command(flatten)]
+    pub terminal: TerminalFlags,
     /// The task to run the command in; optional when the allocation runs one task.
     #[arg(long = "task", value_name = "TASK")]
     pub task: Option<String>,
@@ -124,9 +138,7 @@ pub async fn alloc_exec(arguments: ExecArgs, io: &mut Io<'_>) -> i32 {
             }
         },
     };
-    let tty = arguments
-        .tty
-        .unwrap_or_else(|| std::io::stdin().is_terminal());
+    let tty = arguments.terminal.tty();
     let command = serde_json::to_string(&arguments.command).unwrap_or_default();
     let encode = percent_encoding_component;
     let path = format!(
@@ -140,7 +152,7 @@ pub async fn alloc_exec(arguments: ExecArgs, io: &mut Io<'_>) -> i32 {
         &client,
         &path,
         tty,
-        arguments.interactive,
+        arguments.terminal.interactive,
         io,
     )
     .await
@@ -345,25 +357,8 @@ pub struct JobActionArgs {
     /// The group of the task (required without -alloc).
     #[arg(long = "group", value_name = "GROUP")]
     pub group: Option<String>,
-    /// Pass standard input to the action (-i=false to not).
-    #[arg(
-        short = 'i',
-        num_args = 0..=1,
-        require_equals = true,
-        default_value = "true",
-        default_missing_value = "true",
-        value_parser = clap::builder::BoolishValueParser::new()
-    )]
-    pub interactive: bool,
-    /// Give the action a terminal (default: when standard input is one).
-    #[arg(
-        short = 't',
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = clap::builder::BoolishValueParser::new()
-    )]
-    pub tty: Option<bool>,
+    #[command(flatten)]
+    pub terminal: TerminalFlags,
     /// The action's name.
     pub action: Option<String>,
 }
@@ -381,10 +376,8 @@ pub async fn job_action(arguments: JobActionArgs, io: &mut Io<'_>) -> i32 {
         io.error(JOB_ACTION_HELP);
         return 1;
     };
-    let tty = arguments
-        .tty
-        .unwrap_or_else(|| std::io::stdin().is_terminal());
-    if tty && !arguments.interactive {
+    let tty = arguments.terminal.tty();
+    if tty && !arguments.terminal.interactive {
         io.error("-i must be enabled if running with tty");
         io.error(JOB_ACTION_HELP);
         return 1;
@@ -468,7 +461,7 @@ pub async fn job_action(arguments: JobActionArgs, io: &mut Io<'_>) -> i32 {
         &client,
         &path,
         tty,
-        arguments.interactive,
+        arguments.terminal.interactive,
         io,
     )
     .await
