@@ -74,6 +74,9 @@ pub(crate) async fn run(server: Arc<ServerInner>, shutdown: CancellationToken) {
 /// Plans one evaluation to completion.
 async fn process(server: &Arc<ServerInner>, mut eval: Evaluation) -> Result<(), ServerError> {
     let mut last_plan = None;
+    // Follow-up evaluations already written; all of them are handed to the broker at the end,
+    // a replanned attempt's included, so none is left pending with nothing to run it.
+    let mut follow_ups = Vec::new();
     for _attempt in 0..MAX_PLAN_ATTEMPTS {
         let snapshot = server.state.snapshot();
         let snapshot_index = snapshot.latest_index();
@@ -98,6 +101,13 @@ async fn process(server: &Arc<ServerInner>, mut eval: Evaluation) -> Result<(), 
             }
         };
         eval.snapshot_index = snapshot_index;
+        // As Nomad does, the delayed follow-up evaluations exist before the plan that names
+        // them in its allocations' FollowupEvalID commits: a reader never finds an allocation
+        // pointing at an evaluation that is not there yet.
+        if !plan.follow_up_evals.is_empty() {
+            server.store_evals(plan.follow_up_evals.clone()).await?;
+            follow_ups.extend(plan.follow_up_evals.iter().map(|eval| eval.id.clone()));
+        }
         // A plan that only changes a deployment (marks it successful) still commits.
         let result =
             if plan.is_no_op() && plan.deployment.is_none() && plan.deployment_updates.is_empty() {
@@ -118,7 +128,7 @@ async fn process(server: &Arc<ServerInner>, mut eval: Evaluation) -> Result<(), 
     let Some(plan) = last_plan else {
         return Err(ServerError::Internal("no plan was made".into()));
     };
-    complete(server, eval, plan).await
+    complete(server, eval, plan, &follow_ups).await
 }
 
 async fn submit(server: &ServerInner, plan: Plan) -> Result<PlanResult, ServerError> {
@@ -136,13 +146,15 @@ async fn submit(server: &ServerInner, plan: Plan) -> Result<PlanResult, ServerEr
         .map_err(|_| ServerError::Internal("the plan applier dropped the plan".into()))?
 }
 
-/// Records the outcome of the final plan on the evaluation and creates the evaluations it asks
-/// for (a blocked one for failed placements, delayed ones for later reschedules). A blocked
-/// evaluation that still cannot place stays blocked and is parked again.
+/// Records the outcome of the final plan on the evaluation, creates the blocked evaluation it
+/// asks for (for failed placements) and hands the follow-up evaluations stored before the plan
+/// (`follow_ups`, delayed reschedules) to the broker. A blocked evaluation that still cannot
+/// place stays blocked and is parked again.
 async fn complete(
     server: &Arc<ServerInner>,
     eval: Evaluation,
     plan: Plan,
+    follow_ups: &[String],
 ) -> Result<(), ServerError> {
     let now = server.clock.now_unix_ns();
     let finished = plan.finished_eval(&eval, now);
@@ -158,7 +170,6 @@ async fn complete(
     });
     let mut writes = vec![finished.clone()];
     writes.extend(blocked.iter().cloned());
-    writes.extend(plan.follow_up_evals.iter().cloned());
     server.store_evals(writes).await?;
 
     let stored = |fallback: Evaluation| {
@@ -180,9 +191,6 @@ async fn complete(
             server.cancel_superseded(vec![superseded]).await;
         }
     }
-    for follow_up in plan.follow_up_evals {
-        let follow_up = stored(follow_up);
-        server.enqueue_when_due(follow_up);
-    }
+    server.enqueue_stored(follow_ups);
     Ok(())
 }
