@@ -277,8 +277,17 @@ async fn specific_policy(
                 .get(&name)
                 .cloned()
                 .ok_or_else(|| ApiError::not_found("ACL policy not found"))?;
+            // With `RulesJSON`, the rules parsed (Nomad fills it on read); rules that no
+            // longer parse (stored by an older version) leave it out rather than fail the read.
+            let mut value = serde_json::to_value(policy.as_ref())
+                .map_err(|error| ApiError::internal(error.to_string()))?;
+            if let (Ok(parsed), Some(object)) =
+                (policy::parse(&policy.rules), value.as_object_mut())
+            {
+                object.insert("RulesJSON".to_owned(), parsed.rules_json(&policy.rules));
+            }
             // A policy's own modify index, as Nomad's `GetPolicy` answers.
-            Ok(json(policy.as_ref(), policy.modify_index, true))
+            Ok(json(&value, policy.modify_index, true))
         }
         Method::PUT | Method::POST => {
             let mut policy: AclPolicy = serde_json::from_slice(&body).map_err(|error| {

@@ -165,6 +165,65 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// The parsed policy as Nomad's `ACLPolicy.RulesJSON` shows it (its `acl.Policy` encoded
+    /// with Go's field names; coarse policies already expanded into capabilities), with the
+    /// rules' text as `Raw`. Nomad's UI reads it to know what a token may do.
+    pub fn rules_json(&self, raw: &str) -> Value {
+        fn coarse(policy: &Option<String>) -> Value {
+            policy.as_ref().map_or(
+                Value::Null,
+                |policy| serde_json::json!({ "Policy": policy }),
+            )
+        }
+        fn named(name: &str, policy: &str, capabilities: &[String]) -> Value {
+            serde_json::json!({ "Name": name, "Policy": policy, "Capabilities": capabilities })
+        }
+        let namespaces: Vec<Value> = self
+            .namespaces
+            .iter()
+            .map(|namespace| {
+                let mut value = named(&namespace.name, &namespace.policy, &namespace.capabilities);
+                value["Variables"] = namespace.variables.as_ref().map_or(Value::Null, |paths| {
+                    let paths: Vec<Value> = paths
+                        .iter()
+                        .map(|path| {
+                            serde_json::json!({
+                                "PathSpec": path.path,
+                                "Capabilities": path.capabilities,
+                            })
+                        })
+                        .collect();
+                    serde_json::json!({ "Paths": paths })
+                });
+                value
+            })
+            .collect();
+        let listed = |blocks: Vec<Value>| {
+            if blocks.is_empty() {
+                Value::Null
+            } else {
+                Value::Array(blocks)
+            }
+        };
+        serde_json::json!({
+            "Namespaces": listed(namespaces),
+            "HostVolumes": listed(self.host_volumes.iter()
+                .map(|volume| named(&volume.name, &volume.policy, &volume.capabilities))
+                .collect()),
+            "NodePools": listed(self.node_pools.iter()
+                .map(|pool| named(&pool.name, &pool.policy, &pool.capabilities))
+                .collect()),
+            "Agent": coarse(&self.agent),
+            "Node": coarse(&self.node),
+            "Operator": coarse(&self.operator),
+            "Quota": coarse(&self.quota),
+            "Plugin": coarse(&self.plugin),
+            "Raw": raw,
+        })
+    }
+}
+
 /// The capabilities a coarse namespace policy stands for (Nomad's `expandNamespacePolicy`).
 pub fn expand_namespace_policy(policy: &str) -> Vec<&'static str> {
     use capability::*;

@@ -427,3 +427,41 @@ node_pool "dev" { capabilities = ["read", "write"] }
     assert!(!Acl::new(&[]).allow_node_pool_operation("default", "read"));
     assert!(Acl::management().allow_node_pool_operation("any", "delete"));
 }
+
+#[test]
+fn rules_json_shows_the_parsed_policy_with_nomads_field_names() {
+    let rules = r#"
+namespace "default" {
+  policy = "read"
+  variables {
+    path "app/*" {
+      capabilities = ["read"]
+    }
+  }
+}
+node { policy = "write" }
+"#;
+    let json = parse(rules).unwrap().rules_json(rules);
+    let namespace = &json["Namespaces"][0];
+    assert_eq!(namespace["Name"], "default");
+    assert_eq!(namespace["Policy"], "read");
+    let capabilities: Vec<&str> = namespace["Capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(
+        capabilities.contains(&capability::READ_JOB),
+        "{capabilities:?}"
+    );
+    assert!(
+        !capabilities.contains(&capability::SUBMIT_JOB),
+        "{capabilities:?}"
+    );
+    assert_eq!(namespace["Variables"]["Paths"][0]["PathSpec"], "app/*");
+    assert_eq!(json["Node"]["Policy"], "write");
+    assert_eq!(json["Agent"], serde_json::Value::Null);
+    assert_eq!(json["NodePools"], serde_json::Value::Null);
+    assert_eq!(json["Raw"], rules);
+}
