@@ -95,3 +95,8 @@ export function bytes(n?: number): string {
   while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
   return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
 }
+
+/** Where actions would be that the token may not take: says which capability they need. */
+export function NotAllowed({ what, needs }: { what: string; needs: string }) {
+  return <span class="muted not-allowed" title={`Sign in with a token that has ${needs}`}>Your token may not {what} (needs {needs})</span>;
+}

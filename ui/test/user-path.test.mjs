@@ -116,6 +116,7 @@ test('a new user sees the running job, runs one from the editor, reads its logs,
   await page.waitForSelector('tr[data-job="seed"]');
 
   // Run a job from the editor: plan shows the diff and the placement, run submits it.
+  await page.waitForSelector('a.button.primary');
   await page.click('a.button.primary'); // "Run job"
   await page.waitForSelector('#jobspec');
   await setValue(page, '#jobspec', DEMO);
@@ -275,15 +276,46 @@ test('with ACLs on, the UI asks for a token, and signed in it shows the jobs', a
   // The exec terminal under ACLs: the token rides in the websocket's first message.
   await page.click('table.allocs tbody tr a.mono');
   await execEchoHi(page);
-  // A token that may read the allocation but not exec into it: the session is refused.
-  const policy = 'namespace "default" {\n  policy = "read"\n}\n';
+  // A read-only token: the pages still show the cluster, and no action it may not take is
+  // offered (stop, exec, restart, signal, drain), each place saying which capability it needs.
+  const allocPath = new URL(page.url()).pathname;
+  const policy = 'namespace "default" {\n  policy = "read"\n}\nnode {\n  policy = "read"\n}\n';
   await agent.api('POST', '/v1/acl/policy/reader', { Name: 'reader', Rules: policy });
   const reader = await agent.api('POST', '/v1/acl/token', { Name: 'reader', Type: 'client', Policies: ['reader'] });
   await page.evaluate((secret) => localStorage.setItem('drover.token', secret), reader.SecretID);
   await page.reload();
-  await page.waitForSelector('#exec-open:not([disabled])');
-  await page.click('#exec-open');
-  await page.waitForFunction(() => (document.querySelector('.xterm-rows')?.innerText ?? '').includes('Permission denied'), { polling: 100 });
+  await waitForText(page, 'Your token may not exec into this allocation (needs alloc-exec)');
+  await waitForText(page, 'Your token may not restart, signal or stop this allocation');
+  for (const selector of ['#exec-open', '#restart-all', '#stop-alloc']) assert.equal(await page.$(selector), null, selector);
+  assert.ok(!(await page.$$eval('.tabs a', (as) => as.map((a) => a.textContent))).includes('Exec'));
+  await page.goto(agent.address + allocPath);
+  await waitForText(page, 'Task sleeper');
+  assert.ok(!(await page.$$eval('section button, section a.button', (bs) => bs.map((b) => b.textContent))).some((t) => t === 'Restart' || t === 'Exec'));
+  await page.goto(agent.address + '/ui/jobs/seed');
+  await waitForRunningAlloc(page);
+  await waitForText(page, 'Your token may not start, stop or change this job (needs submit-job)');
+  assert.equal(await page.$('#stop-job'), null);
+  const [node] = await agent.api('GET', '/v1/nodes');
+  await page.goto(`${agent.address}/ui/clients/${node.ID}`);
+  await page.waitForFunction(() => document.querySelector('#drivers')?.innerText.includes('raw_exec'), { polling: 100 });
+  await waitForText(page, 'Your token may not drain this client');
+  for (const selector of ['#drain', '#make-ineligible', '#meta-set']) assert.equal(await page.$(selector), null, selector);
+  await page.goto(agent.address + '/ui/jobs');
+  await page.waitForSelector('tr[data-job="seed"]');
+  await waitForText(page, 'Your token may not run jobs (needs submit-job)');
+  assert.equal(await page.$('a.button.primary'), null, 'the Run job button');
+
+  // A client token whose policies allow writes (not a management token): the actions come back.
+  const writes = 'namespace "default" {\n  policy = "write"\n}\nnode {\n  policy = "write"\n}\n';
+  await agent.api('POST', '/v1/acl/policy/operator', { Name: 'operator', Rules: writes });
+  const operator = await agent.api('POST', '/v1/acl/token', { Name: 'operator', Type: 'client', Policies: ['operator'] });
+  await page.evaluate((secret) => localStorage.setItem('drover.token', secret), operator.SecretID);
+  await page.goto(agent.address + '/ui/jobs/seed');
+  await page.waitForSelector('#stop-job');
+  await page.goto(`${agent.address}/ui/clients/${node.ID}`);
+  await page.waitForSelector('#drain');
+  await page.goto(agent.address + allocPath + '?tab=exec');
+  await page.waitForSelector('#exec-open');
 
   await page.goto(agent.address + '/ui/settings/tokens');
   await page.click('#sign-out');
@@ -392,6 +424,7 @@ test('job actions: scale a group, revert a version, force a periodic launch, dis
 
   // A periodic job's forced launch makes a child job.
   await page.goto(agent.address + '/ui/jobs/nightly');
+  await page.waitForSelector('#force-launch');
   await page.click('#force-launch');
   await waitFor('a periodic child', async () => (await agent.api('GET', '/v1/jobs?prefix=nightly/periodic-')).length === 1);
 

@@ -4,7 +4,8 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { apiRoot, getToken, qs, request, send, useLive } from '../api';
 import { Link, jobPath, navigate, type Location } from '../router';
 import { ActionButton } from '../confirm';
-import { Ago, ErrorBox, Loading, Section, Status, Tabs, bytes, shortId } from '../widgets';
+import { usePermissions, type Permissions } from '../acl';
+import { Ago, ErrorBox, Loading, NotAllowed, Section, Status, Tabs, bytes, shortId } from '../widgets';
 import { Checks, ResourceCharts } from './alloc-stats';
 
 interface TaskEvent { Type: string; Time: number; DisplayMessage?: string; Details?: Record<string, string> }
@@ -27,12 +28,13 @@ export function AllocPage({ id, loc }: { id: string; loc: Location }) {
     return group ? group.Tasks.map((t) => t.Name) : Object.keys(a?.TaskStates ?? {});
   }, [a?.Job, a?.TaskGroup]);
   const task = loc.query.get('task') ?? tasks[0] ?? '';
+  const perms = usePermissions();
   const base = (t: string) => `allocations/${id}${qs({ tab: t === 'overview' ? '' : t, task: loc.query.get('task') ?? '' })}`;
   return (
     <div>
       <div class="page-head">
         <h1>Allocation <span class="mono">{shortId(id)}</span> {a ? <Status value={a.ClientStatus} /> : null}</h1>
-        {a ? <AllocActions alloc={a} tasks={tasks} /> : null}
+        {a && perms ? <AllocActions alloc={a} perms={perms} /> : null}
       </div>
       <ErrorBox error={live.error} />
       {a ? (
@@ -45,11 +47,17 @@ export function AllocPage({ id, loc }: { id: string; loc: Location }) {
             <dt>Created</dt><dd><Ago ns={a.CreateTime} /></dd>
             {a.AllocatedResources?.Shared?.Ports?.length ? <><dt>Ports</dt><dd>{a.AllocatedResources.Shared.Ports.map((p) => `${p.Label} ${p.HostIP}:${p.Value}`).join(', ')}</dd></> : null}
           </dl>
-          <Tabs current={tab} base={base} tabs={[['overview', 'Tasks'], ['logs', 'Logs'], ['exec', 'Exec'], ['files', 'Files']]} />
-          {tab === 'overview' ? <Tasks alloc={a} tasks={tasks} /> : null}
-          {tab === 'logs' ? <Logs alloc={a} tasks={tasks} task={task} /> : null}
-          {tab === 'exec' ? <Exec alloc={a} tasks={tasks} task={task} /> : null}
-          {tab === 'files' ? <Files alloc={a} path={loc.query.get('path') ?? '/'} /> : null}
+          <Tabs current={tab} base={base} tabs={[['overview', 'Tasks'], ['logs', 'Logs'], ...(perms?.can('alloc-exec', a.Namespace) ? [['exec', 'Exec'] as [string, string]] : []), ['files', 'Files']]} />
+          {tab === 'overview' ? <Tasks alloc={a} tasks={tasks} perms={perms} /> : null}
+          {tab === 'logs' ? (perms?.can('read-logs', a.Namespace) === false
+            ? <NotAllowed what="read this allocation's logs" needs="read-logs" />
+            : <Logs alloc={a} tasks={tasks} task={task} />) : null}
+          {tab === 'exec' && perms ? (perms.can('alloc-exec', a.Namespace)
+            ? <Exec alloc={a} tasks={tasks} task={task} />
+            : <NotAllowed what="exec into this allocation" needs="alloc-exec" />) : null}
+          {tab === 'files' ? (perms?.can('read-fs', a.Namespace) === false
+            ? <NotAllowed what="browse this allocation's files" needs="read-fs" />
+            : <Files alloc={a} path={loc.query.get('path') ?? '/'} />) : null}
         </>
       ) : !live.error ? <Loading what="the allocation" /> : null}
     </div>
@@ -58,8 +66,11 @@ export function AllocPage({ id, loc }: { id: string; loc: Location }) {
 
 const SIGNALS = ['SIGHUP', 'SIGINT', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2', 'SIGTERM', 'SIGKILL'];
 
-function AllocActions({ alloc, tasks }: { alloc: Allocation; tasks: string[] }) {
+function AllocActions({ alloc, perms }: { alloc: Allocation; perms: Permissions }) {
   const [signal, setSignal] = useState('SIGHUP');
+  if (!perms.can('alloc-lifecycle', alloc.Namespace)) {
+    return <div class="actions"><NotAllowed what="restart, signal or stop this allocation" needs="alloc-lifecycle" /></div>;
+  }
   const running = alloc.ClientStatus === 'running' || alloc.ClientStatus === 'pending';
   return (
     <div class="actions">
@@ -74,12 +85,13 @@ function AllocActions({ alloc, tasks }: { alloc: Allocation; tasks: string[] }) 
       </span>
       <ActionButton id="stop-alloc" label="Stop" danger confirm="Yes, stop it" disabled={alloc.DesiredStatus !== 'run'}
         run={() => send('POST', `v1/allocation/${alloc.ID}/stop`)} />
-      {tasks.length ? null : null}
     </div>
   );
 }
 
-function Tasks({ alloc, tasks }: { alloc: Allocation; tasks: string[] }) {
+function Tasks({ alloc, tasks, perms }: { alloc: Allocation; tasks: string[]; perms?: Permissions }) {
+  const lifecycle = !!perms && perms.can('alloc-lifecycle', alloc.Namespace);
+  const exec = !!perms && perms.can('alloc-exec', alloc.Namespace);
   const all = Object.values(alloc.AllocatedResources?.Tasks ?? {});
   const cpu = all.reduce((n, t) => n + (t.Cpu?.CpuShares ?? 0), 0);
   const memory = all.reduce((n, t) => n + (t.Memory?.MemoryMB ?? 0), 0);
@@ -97,10 +109,10 @@ function Tasks({ alloc, tasks }: { alloc: Allocation; tasks: string[] }) {
               <Status value={state?.State ?? 'pending'} />
               {state?.Restarts ? <span class="muted">{state.Restarts} restarts</span> : null}
               {res ? <span class="muted">{res.Cpu?.CpuShares ?? 0} MHz, {res.Memory?.MemoryMB ?? 0} MiB</span> : null}
-              <ActionButton label="Restart" confirm={`Restart ${name}?`} disabled={state?.State !== 'running'}
-                run={() => send('PUT', `v1/client/allocation/${alloc.ID}/restart`, { TaskName: name })} />
+              {lifecycle ? <ActionButton label="Restart" confirm={`Restart ${name}?`} disabled={state?.State !== 'running'}
+                run={() => send('PUT', `v1/client/allocation/${alloc.ID}/restart`, { TaskName: name })} /> : null}
               <Link to={`allocations/${alloc.ID}?tab=logs&task=${encodeURIComponent(name)}`} class="button">Logs</Link>
-              <Link to={`allocations/${alloc.ID}?tab=exec&task=${encodeURIComponent(name)}`} class="button">Exec</Link>
+              {exec ? <Link to={`allocations/${alloc.ID}?tab=exec&task=${encodeURIComponent(name)}`} class="button">Exec</Link> : null}
             </span>
           }>
             <table class="list events" data-task={name}>

@@ -1,10 +1,11 @@
 // The cluster: clients (attributes, drivers, allocations, drain and eligibility, metadata),
 // servers, and the topology (each client's memory and CPU and what holds it).
-import { useState } from 'preact/hooks';
-import { qs, send, useLive } from '../api';
+import { useEffect, useState } from 'preact/hooks';
+import { getJSON, qs, send, useLive } from '../api';
 import { Link } from '../router';
 import { ActionButton } from '../confirm';
-import { ErrorBox, Loading, Section, Status, shortId } from '../widgets';
+import { usePermissions } from '../acl';
+import { ErrorBox, Loading, NotAllowed, Section, Status, shortId } from '../widgets';
 import { AllocationsTable, type AllocStub } from './allocs-table';
 
 interface NodeStub {
@@ -47,18 +48,20 @@ export function ClientPage({ id }: { id: string }) {
   const live = useLive<Node>(`v1/node/${id}`);
   const allocs = useLive<AllocStub[]>(`v1/node/${id}/allocations`);
   const [deadline, setDeadline] = useState('1h');
+  const perms = usePermissions();
   const n = live.data;
   return (
     <div>
       <div class="page-head">
         <h1>Client {n?.Name ?? shortId(id)} {n ? <Status value={n.Status} /> : null}</h1>
-        {n ? (
+        {n && perms && !perms.nodeWrite ? <div class="actions"><NotAllowed what="drain this client or change its eligibility or metadata" needs="node write" /></div> : null}
+        {n && perms?.nodeWrite ? (
           <div class="actions">
             {n.SchedulingEligibility === 'eligible'
-              ? <ActionButton id="make-ineligible" label="Make ineligible" run={() => send('POST', `v1/node/${n.ID}/eligibility`, { NodeID: n.ID, Eligibility: 'ineligible' })} />
-              : <ActionButton id="make-eligible" label="Make eligible" disabled={n.Drain} run={() => send('POST', `v1/node/${n.ID}/eligibility`, { NodeID: n.ID, Eligibility: 'eligible' })} />}
+              ? <ActionButton key="ineligible" id="make-ineligible" label="Make ineligible" run={() => send('POST', `v1/node/${n.ID}/eligibility`, { NodeID: n.ID, Eligibility: 'ineligible' })} />
+              : <ActionButton key="eligible" id="make-eligible" label="Make eligible" disabled={n.Drain} run={() => send('POST', `v1/node/${n.ID}/eligibility`, { NodeID: n.ID, Eligibility: 'eligible' })} />}
             {n.Drain
-              ? <ActionButton id="stop-drain" label="Stop drain" run={() => send('POST', `v1/node/${n.ID}/drain`, { NodeID: n.ID, DrainSpec: null, MarkEligible: true })} />
+              ? <ActionButton key="stop-drain" id="stop-drain" label="Stop drain" run={() => send('POST', `v1/node/${n.ID}/drain`, { NodeID: n.ID, DrainSpec: null, MarkEligible: true })} />
               : <span class="action">
                   <input aria-label="drain deadline" size={5} value={deadline} onInput={(e) => setDeadline((e.target as HTMLInputElement).value)} />
                   <ActionButton id="drain" label="Drain" confirm="Yes, drain it" danger run={() => send('POST', `v1/node/${n.ID}/drain`, { NodeID: n.ID, DrainSpec: { Deadline: parseDuration(deadline), IgnoreSystemJobs: false } })} />
@@ -89,7 +92,7 @@ export function ClientPage({ id }: { id: string }) {
               ))}</tbody>
             </table>
           </Section>
-          <Section title="Metadata"><KeyValues values={n.Meta ?? {}} /></Section>
+          <Section title="Metadata">{perms?.nodeWrite ? <NodeMeta node={n} /> : <KeyValues values={n.Meta ?? {}} />}</Section>
           <Section title="Attributes"><KeyValues values={n.Attributes ?? {}} /></Section>
           {n.Events?.length ? (
             <Section title="Events">
@@ -100,6 +103,43 @@ export function ClientPage({ id }: { id: string }) {
         </>
       ) : !live.error ? <Loading /> : null}
     </div>
+  );
+}
+
+/** The node's metadata, its dynamic part editable (`/v1/client/metadata`, as Nomad's UI):
+ * a key set here overrides the client's static `meta`, and a dynamic key can be removed. */
+function NodeMeta({ node }: { node: Node }) {
+  const meta = node.Meta ?? {};
+  // Which keys are dynamic: read again whenever the node's merged copy moves.
+  const [dynamic, setDynamic] = useState<Record<string, string | null>>({});
+  const [error, setError] = useState('');
+  useEffect(() => {
+    let gone = false;
+    getJSON<{ Dynamic?: Record<string, string | null> }>(`v1/client/metadata${qs({ node_id: node.ID })}`)
+      .then(({ data }) => { if (!gone) { setDynamic(data.Dynamic ?? {}); setError(''); } })
+      .catch((e) => { if (!gone) setError((e as Error).message); });
+    return () => { gone = true; };
+  }, [node.ID, JSON.stringify(meta)]);
+  const [key, setKey] = useState('');
+  const [value, setValue] = useState('');
+  const apply = async (change: Record<string, string | null>) => {
+    await send('POST', `v1/client/metadata${qs({ node_id: node.ID })}`, { NodeID: node.ID, Meta: change });
+  };
+  return (
+    <>
+      <div class="toolbar" id="meta-editor">
+        <input id="meta-key" aria-label="metadata key" placeholder="key" value={key} onInput={(e) => setKey((e.target as HTMLInputElement).value)} />
+        <input id="meta-value" aria-label="metadata value" placeholder="value" value={value} onInput={(e) => setValue((e.target as HTMLInputElement).value)} />
+        <ActionButton id="meta-set" label="Set" disabled={!key.trim()} run={async () => { await apply({ [key.trim()]: value }); setKey(''); setValue(''); }} />
+      </div>
+      {error ? <div class="error">{error}</div> : null}
+      <table class="list kv" id="node-meta"><tbody>{Object.entries(meta).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => (
+        <tr data-meta={k}><td class="mono">{k}</td><td class="mono">{v}</td>
+          <td>{typeof dynamic[k] === 'string'
+            ? <ActionButton label="Remove" confirm={`Remove ${k}?`} run={() => apply({ [k]: null })} />
+            : <span class="muted">static</span>}</td></tr>
+      ))}</tbody></table>
+    </>
   );
 }
 

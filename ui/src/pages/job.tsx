@@ -6,7 +6,8 @@ import { qs, send, useLive } from '../api';
 import { Link, jobPath, navigate, type Location } from '../router';
 import { ActionButton } from '../confirm';
 import { DiffView, type JobDiff } from '../diff';
-import { Ago, ErrorBox, Loading, Section, Status, SummaryBar, Tabs, shortId, type GroupSummary } from '../widgets';
+import { usePermissions } from '../acl';
+import { Ago, ErrorBox, Loading, NotAllowed, Section, Status, SummaryBar, Tabs, shortId, type GroupSummary } from '../widgets';
 import { AllocationsTable, type AllocStub } from './allocs-table';
 
 interface Job {
@@ -15,7 +16,7 @@ interface Job {
   SubmitTime?: number; Periodic?: { Enabled: boolean; Spec: string } | null;
   ParameterizedJob?: { Payload: string; MetaRequired?: string[]; MetaOptional?: string[] } | null;
   ParentID?: string; Meta?: Record<string, string>;
-  UI?: { Description?: string; Links?: { Label: string; Url: string }[] } | null;
+  UI?: { Description?: string; Links?: { Label: string; URL: string }[] } | null;
   TaskGroups: { Name: string; Count: number; Scaling?: { Min?: number; Max?: number; Enabled?: boolean } | null; Tasks: { Name: string; Driver: string }[] }[];
 }
 
@@ -48,7 +49,7 @@ export function JobPage({ id, loc }: { id: string; loc: Location }) {
           {j.UI && (j.UI.Description || j.UI.Links?.length) ? (
             <div class="job-ui">
               {j.UI.Description ? <p>{j.UI.Description}</p> : null}
-              {(j.UI.Links ?? []).map((l) => <a href={l.Url} target="_blank" rel="noopener noreferrer" class="button">{l.Label}</a>)}
+              {(j.UI.Links ?? []).map((l) => <a href={l.URL} target="_blank" rel="noopener noreferrer" class="button">{l.Label}</a>)}
             </div>
           ) : null}
           <Tabs current={tab} base={base} tabs={[['overview', 'Overview'], ['versions', 'Versions'], ['deployments', 'Deployments'], ['evaluations', 'Evaluations'], ['definition', 'Definition']]} />
@@ -67,13 +68,28 @@ function JobActions({ job }: { job: Job }) {
   const enc = encodeURIComponent(job.ID);
   const nsq = qs({ namespace: job.Namespace });
   const [dispatching, setDispatching] = useState(false);
+  const perms = usePermissions();
+  if (!perms) return null;
+  const submit = perms.can('submit-job', job.Namespace);
+  const dispatch = perms.can('dispatch-job', job.Namespace);
+  if (!submit && !(dispatch && job.ParameterizedJob)) {
+    return <div class="actions"><NotAllowed what="start, stop or change this job" needs="submit-job" /></div>;
+  }
+  if (!submit) {
+    return (
+      <div class="actions">
+        <button onClick={() => setDispatching(!dispatching)}>Dispatch…</button>
+        {dispatching ? <Dispatch job={job} /> : null}
+      </div>
+    );
+  }
   return (
     <div class="actions">
       {job.Periodic?.Enabled ? <ActionButton id="force-launch" label="Force launch" run={() => send('POST', `v1/job/${enc}/periodic/force${nsq}`)} /> : null}
-      {job.ParameterizedJob ? <button onClick={() => setDispatching(!dispatching)}>Dispatch…</button> : null}
+      {job.ParameterizedJob && dispatch ? <button onClick={() => setDispatching(!dispatching)}>Dispatch…</button> : null}
       {job.Stop
-        ? <ActionButton id="start-job" label="Start" run={() => send('POST', `v1/job/${enc}${nsq}`, { Job: { ...job, Stop: false } })} />
-        : <ActionButton id="stop-job" label="Stop" confirm="Yes, stop the job" danger run={() => send('DELETE', `v1/job/${enc}${nsq}`)} />}
+        ? <ActionButton key="start" id="start-job" label="Start" run={() => send('POST', `v1/job/${enc}${nsq}`, { Job: { ...job, Stop: false } })} />
+        : <ActionButton key="stop" id="stop-job" label="Stop" confirm="Yes, stop the job" danger run={() => send('DELETE', `v1/job/${enc}${nsq}`)} />}
       {job.Stop ? <ActionButton id="purge-job" label="Purge" confirm="Yes, purge it" danger run={async () => { await send('DELETE', `v1/job/${enc}${qs({ namespace: job.Namespace, purge: true })}`); navigate('jobs'); }} /> : null}
       {dispatching ? <Dispatch job={job} /> : null}
     </div>
@@ -139,12 +155,15 @@ function Overview({ job, nsq, enc }: { job: Job; nsq: string; enc: string }) {
 }
 
 function Scale({ job, group }: { job: Job; group: Job['TaskGroups'][number] }) {
+  const perms = usePermissions();
+  const allowed = !!perms && (perms.can('scale-job', job.Namespace) || perms.can('submit-job', job.Namespace));
   const scale = (count: number) =>
     send('POST', `v1/job/${encodeURIComponent(job.ID)}/scale${qs({ namespace: job.Namespace })}`, {
       Count: count, Target: { Namespace: job.Namespace, Job: job.ID, Group: group.Name }, Message: 'scaled from the web UI',
     });
   const min = group.Scaling?.Min ?? 0;
   const max = group.Scaling?.Max;
+  if (!allowed) return null;
   return (
     <span class="scale">
       <ActionButton label="−" disabled={group.Count <= min} run={() => scale(group.Count - 1)} />
@@ -156,6 +175,8 @@ function Scale({ job, group }: { job: Job; group: Job['TaskGroups'][number] }) {
 function Versions({ job, nsq, enc }: { job: Job; nsq: string; enc: string }) {
   const live = useLive<{ Versions: (Job & { Stable: boolean })[]; Diffs?: JobDiff[] }>(`v1/job/${enc}/versions${nsq}${nsq ? '&' : '?'}diffs=true`);
   const [open, setOpen] = useState<number | null>(null);
+  const perms = usePermissions();
+  const submit = !!perms && perms.can('submit-job', job.Namespace);
   if (live.error) return <ErrorBox error={live.error} />;
   if (!live.data) return <Loading />;
   return (
@@ -167,7 +188,7 @@ function Versions({ job, nsq, enc }: { job: Job; nsq: string; enc: string }) {
             {v.Stable ? <span class="tag">stable</span> : null}
             <Ago ns={v.SubmitTime} />
             {live.data!.Diffs?.[i] ? <button onClick={() => setOpen(open === v.Version ? null : v.Version)}>{open === v.Version ? 'Hide changes' : 'Changes'}</button> : null}
-            {v.Version !== job.Version ? (
+            {v.Version !== job.Version ? (!submit ? null :
               <ActionButton label="Revert" confirm={`Revert to ${v.Version}?`} run={() =>
                 send('POST', `v1/job/${enc}/revert${nsq}`, { JobID: job.ID, JobVersion: v.Version, Namespace: job.Namespace })} />
             ) : <span class="muted">current</span>}
@@ -180,7 +201,7 @@ function Versions({ job, nsq, enc }: { job: Job; nsq: string; enc: string }) {
 }
 
 interface Deployment {
-  ID: string; JobVersion: number; Status: string; StatusDescription: string; IsMultiregion?: boolean;
+  ID: string; Namespace?: string; JobVersion: number; Status: string; StatusDescription: string; IsMultiregion?: boolean;
   TaskGroups: Record<string, { DesiredTotal: number; PlacedAllocs: number; HealthyAllocs: number; UnhealthyAllocs: number; DesiredCanaries: number; PlacedCanaries?: string[]; Promoted: boolean; AutoPromote?: boolean }>;
 }
 
@@ -193,7 +214,9 @@ function Deployments({ nsq, enc }: { nsq: string; enc: string }) {
 }
 
 export function DeploymentCard({ d }: { d: Deployment }) {
-  const active = d.Status === 'running' || d.Status === 'paused' || d.Status === 'pending' || d.Status === 'blocked';
+  const perms = usePermissions();
+  const active = (d.Status === 'running' || d.Status === 'paused' || d.Status === 'pending' || d.Status === 'blocked')
+    && !!perms && perms.can('submit-job', d.Namespace ?? 'default');
   const canaries = Object.values(d.TaskGroups ?? {}).some((g) => g.DesiredCanaries > 0 && !g.Promoted);
   return (
     <div class="panel deployment" data-deployment={d.ID}>

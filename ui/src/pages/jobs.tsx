@@ -4,7 +4,8 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, getToken, qs, request, useLive } from '../api';
 import { Link, jobPath, navigate, type Location } from '../router';
-import { ErrorBox, Loading, Status, SummaryBar, sumSummaries, type GroupSummary } from '../widgets';
+import { usePermissions } from '../acl';
+import { ErrorBox, Loading, NotAllowed, Status, SummaryBar, sumSummaries, type GroupSummary } from '../widgets';
 
 interface JobStub {
   ID: string; Name: string; Namespace: string; Type: string; Status: string; Priority: number;
@@ -32,6 +33,7 @@ export function JobsPage({ loc }: { loc: Location }) {
   const [text, setText] = useState(search);
   const input = useRef<HTMLInputElement>(null);
   const namespaces = useNamespaces();
+  const perms = usePermissions();
 
   const go = (params: Record<string, string>) => {
     const merged = { namespace: namespace === '*' ? '' : namespace, search, ...params };
@@ -54,7 +56,9 @@ export function JobsPage({ loc }: { loc: Location }) {
     <div>
       <div class="page-head">
         <h1>Jobs</h1>
-        <Link to="jobs/run" class="button primary">Run job</Link>
+        {!perms ? null : perms.can('submit-job', namespace === '*' ? 'default' : namespace)
+          ? <Link to="jobs/run" class="button primary">Run job</Link>
+          : <NotAllowed what="run jobs" needs="submit-job" />}
       </div>
       <div class="toolbar">
         <input
