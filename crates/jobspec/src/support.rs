@@ -474,12 +474,9 @@ pub static FEATURES: &[Feature] = &[
         "runs once drover federates regions",
         Detect::job(|job| when_asked(job.multiregion.as_ref(), "Multiregion")),
     ),
-    row(
+    runs(
         "job > ui (description, link: label, url)",
-        Status::RunsDifferently,
-        "the description and links are stored with the job and returned by the API, but drover has no web UI to show them",
-        "",
-        Detect::job(|job| when_asked(job.ui.as_ref(), "UI")),
+        "stored with the job, returned by the API and shown on the job's page of the web UI (/ui/)",
     ),
     // ---- group ----
     runs("group > count", "the number of allocations"),
