@@ -610,8 +610,8 @@ pub async fn enforce(
             enforcer.state.clone(),
             enforcer.clock.clone(),
         );
-        let check = move |token: &str| {
-            let token = Some(token).filter(|token| !token.is_empty());
+        let check = move |token: String| {
+            let token = Some(token.as_str()).filter(|token| !token.is_empty());
             let identity = resolve_token_at(&keyring, &state, token, clock.now_unix_ns()).map_err(
                 |error| match error {
                     drover_server::identity::IdentityError::AclTokenExpired => {
@@ -633,6 +633,12 @@ pub async fn enforce(
             } else {
                 Err("Permission denied".to_owned())
             }
+        };
+        let check = move |token: String| -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<(), String>> + Send>,
+        > {
+            let answer = check(token);
+            Box::pin(async move { answer })
         };
         let mut parts = parts;
         parts

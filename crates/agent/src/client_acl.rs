@@ -397,6 +397,42 @@ pub async fn enforce_on_client(
         return next.run(request).await;
     }
     let token = bearer_of(request.headers());
+    // A browser's exec websocket carries its token in the first message (`ws_handshake`), as
+    // on a server agent: the exec handler resolves it (through the servers) with this check
+    // before the session starts.
+    if token.is_empty()
+        && path.starts_with("/v1/client/allocation/")
+        && path.ends_with("/exec")
+        && params.bool("ws_handshake", false).unwrap_or(false)
+    {
+        let resolver = Arc::clone(&enforcer.resolver);
+        let check = move |token: String| -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<(), String>> + Send>,
+        > {
+            let resolver = Arc::clone(&resolver);
+            let permission = permission.clone();
+            Box::pin(async move {
+                let identity = resolver
+                    .resolve_identity(&token)
+                    .await
+                    .map_err(|error| error.to_string())?;
+                let acl = resolver
+                    .acl(&token, &identity)
+                    .await
+                    .map_err(|error| error.to_string())?;
+                if permits(&identity, &acl, &permission) {
+                    Ok(())
+                } else {
+                    Err("Permission denied".to_owned())
+                }
+            })
+        };
+        let mut request = request;
+        request
+            .extensions_mut()
+            .insert(drover_api::HandshakeTokenCheck(Arc::new(check)));
+        return next.run(request).await;
+    }
     let resolver = &enforcer.resolver;
     let checked = async {
         let identity = resolver.resolve_identity(&token).await?;

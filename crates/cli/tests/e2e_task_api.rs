@@ -552,3 +552,85 @@ job "execapi" {{
     );
     assert!(!socket.exists(), "the stopped task's socket is removed");
 }
+
+/// A browser's exec session (Nomad's web UI): no token header, `ws_handshake=true`, the token
+/// in the first message. A client-only agent used to refuse it with 403 before the upgrade,
+/// on its own address and behind a server agent that forwards it, because only a server's
+/// ACL layer knew the handshake.
+#[test]
+fn a_browsers_exec_handshake_token_is_checked_by_a_client_only_agent_through_its_servers() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let temp = tempfile::tempdir().unwrap();
+    let (server, client) = server_and_client(
+        temp.path(),
+        "acl {\n  enabled = true\n}\n",
+        "acl {\n  enabled = true\n}\n",
+    );
+    let (status, body) = call(&server, "POST", "/v1/acl/bootstrap", None, None);
+    assert_eq!(status, 200, "{body}");
+    let root_secret = json_of(&body)["SecretID"].as_str().unwrap().to_owned();
+    let root = Some(root_secret.as_str());
+    wait_for("the client node to be ready", LIMIT, || {
+        let (_, body) = call(&server, "GET", "/v1/nodes", root, None);
+        json_of(&body)
+            .as_array()?
+            .iter()
+            .any(|node| node["Name"] == "api-node" && node["Status"] == "ready")
+            .then_some(())
+    });
+    let (_dir, path) = write_jobspec(
+        "handshake.hcl",
+        &RAW_EXEC_READER.replace("JOB", "handshake"),
+    );
+    let output = std::process::Command::new(support::drover_bin())
+        .args(["job", "run", "-detach", &path.to_string_lossy()])
+        .env("NOMAD_ADDR", &server.address)
+        .env("NOMAD_TOKEN", &root_secret)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let alloc_id = running_alloc(&server, "handshake", root);
+
+    let url = |agent: &Agent| {
+        format!(
+            "{}/v1/client/allocation/{alloc_id}/exec?task=reader&tty=false&ws_handshake=true&command={}",
+            agent.address.replacen("http", "ws", 1),
+            support::percent_encode(&json!(["echo", "through-the-handshake"]).to_string())
+        )
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for agent in [&client, &server] {
+        let handshake = json!({"version": 1, "auth_token": root_secret});
+        let outcome = runtime.block_on(support::exec_websocket_outcome(
+            &url(agent),
+            vec![handshake],
+        ));
+        assert_eq!(outcome.stdout, "through-the-handshake\n", "{outcome:?}");
+        assert_eq!(outcome.exit_code, 0);
+
+        // A token the servers do not know: the session closes with a policy violation.
+        let (code, reason) = runtime.block_on(async {
+            let (mut socket, _) = tokio_tungstenite::connect_async(url(agent)).await.unwrap();
+            let handshake =
+                json!({"version": 1, "auth_token": "00000000-0000-0000-0000-000000000000"});
+            socket
+                .send(Message::Text(handshake.to_string().into()))
+                .await
+                .unwrap();
+            while let Some(message) = socket.next().await {
+                match message {
+                    Ok(Message::Close(Some(frame))) => {
+                        return (u16::from(frame.code), frame.reason.as_str().to_owned());
+                    }
+                    Ok(Message::Close(None)) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+            panic!("the session ended without a close frame");
+        });
+        assert_eq!(code, 1008, "{reason}");
+        assert!(reason.contains("ACL token not found"), "{reason}");
+    }
+}

@@ -64,7 +64,7 @@ pub(super) async fn exec_endpoint<B: ApiBackend>(
                             // ACLs are off).
                             let first = socket.recv().await;
                             if let Some(check) = &token_check
-                                && let Err(message) = (check.0)(&handshake_token(first))
+                                && let Err(message) = (check.0)(handshake_token(first)).await
                             {
                                 close(socket, CLOSE_POLICY, message).await;
                                 return;
@@ -88,8 +88,11 @@ pub(super) async fn exec_endpoint<B: ApiBackend>(
 #[derive(Clone)]
 pub struct HandshakeTokenCheck(pub Arc<TokenCheck>);
 
-/// Answers whether a token may open the session, or the refusal's message.
-pub type TokenCheck = dyn Fn(&str) -> Result<(), String> + Send + Sync;
+/// Answers whether a token may open the session, or the refusal's message. A future: a
+/// client-only agent asks its servers to resolve the token.
+pub type TokenCheck = dyn Fn(String) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
+    + Send
+    + Sync;
 
 /// The `auth_token` of the handshake message ("" when it has none).
 fn handshake_token(first: Option<Result<Message, axum::Error>>) -> String {
