@@ -71,8 +71,12 @@ impl ServersContext {
 }
 
 /// Whether a client-only agent answers `path` itself: its client endpoints, its own agent
-/// endpoints, and the node calls (which a server would refuse anyway).
+/// endpoints, and the node calls (which a server would refuse anyway). The mesh CA's
+/// (`/v1/agent/connect/ca/…`) is the servers'.
 pub fn served_by_client_agent(path: &str) -> bool {
+    if path.starts_with("/v1/agent/connect/ca/") {
+        return false;
+    }
     ["/v1/client/", "/v1/agent/", "/v1/internal/"]
         .iter()
         .any(|prefix| path.starts_with(prefix))
