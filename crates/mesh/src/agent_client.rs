@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::ca::{CaRoots, LeafCert};
 use crate::error::MeshError;
@@ -16,6 +16,29 @@ pub const DEFAULT_INTENTION_HEADER: &str = "X-Drover-Mesh-Default-Intention";
 
 /// How long a blocking query of the proxy waits at most.
 const BLOCKING_WAIT: &str = "30s";
+
+/// What the proxy sends the agent: `PUT /v1/agent/connect/proxy/stats`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ProxyStats {
+    #[serde(rename = "AllocID")]
+    pub alloc_id: String,
+    pub namespace: String,
+    pub service: String,
+    pub upstreams: Vec<UpstreamStats>,
+}
+
+/// One upstream's counters, as sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct UpstreamStats {
+    pub destination_name: String,
+    pub destination_namespace: String,
+    pub connections: u64,
+    pub failed_connections: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
 
 /// One instance of a service in the catalog.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -182,7 +205,7 @@ impl AgentClient {
 
 impl AgentClient {
     /// `PUT /v1/agent/connect/proxy/stats`.
-    pub async fn put_stats(&self, stats: &crate::proxy::ProxyStats) -> Result<(), MeshError> {
+    pub async fn put_stats(&self, stats: &ProxyStats) -> Result<(), MeshError> {
         let path = "/v1/agent/connect/proxy/stats";
         let failed = |reason: String| MeshError::Agent {
             what: format!("PUT {path}"),

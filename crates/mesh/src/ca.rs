@@ -9,6 +9,10 @@
 //! signs new leaves, and the roots of the other keys stay trusted until their keys are
 //! removed, so leaves signed before a rotation keep verifying while they live.
 //!
+//! A new root signs leaves only once [`ROOT_PROPAGATION_NS`] has passed since its key was
+//! made: until then the previous root signs, so a sidecar whose copy of the roots is not yet
+//! the newest (they read them every few seconds) never meets a leaf it cannot verify.
+//!
 //! Leaves are ECDSA P-256, issued on request with a fresh key, for `ttl` (capped at the CA's
 //! own expiry), with the service's SPIFFE ID as their only URI SAN and both TLS usages (a
 //! sidecar is server to its downstreams and client to its upstreams).
@@ -34,6 +38,10 @@ const ROOT_VALIDITY_NS: i64 = 10 * 365 * 24 * 3600 * 1_000_000_000;
 
 /// A leaf's validity starts this much before its issue, for clocks a little apart.
 const LEAF_BACKDATE_NS: i64 = 60 * 1_000_000_000;
+
+/// How long after its key was made a root starts signing leaves (three of the proxies'
+/// reads of the roots).
+pub const ROOT_PROPAGATION_NS: i64 = 15 * 1_000_000_000;
 
 /// The default leaf TTL (`server { mesh_leaf_cert_ttl }`), as Consul's.
 pub const DEFAULT_LEAF_TTL_NS: i64 = 72 * 3600 * 1_000_000_000;
@@ -277,11 +285,22 @@ impl MeshCa {
         now_ns: i64,
         ttl_ns: i64,
     ) -> Result<LeafCert, MeshError> {
-        let root = self
+        let active = self
             .roots
             .iter()
             .find(|root| root.active)
             .ok_or(MeshError::NoActiveRoot)?;
+        // A root made a moment ago may not have reached every sidecar yet: the newest of the
+        // others signs meanwhile (the active one when there is none).
+        let root = if now_ns.saturating_sub(active.not_before_ns) < ROOT_PROPAGATION_NS {
+            self.roots
+                .iter()
+                .filter(|root| !root.active && root.not_before_ns <= now_ns)
+                .max_by_key(|root| root.not_before_ns)
+                .unwrap_or(active)
+        } else {
+            active
+        };
         let id = SpiffeId::service(&self.trust_domain, namespace, datacenter, service)?;
         let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
         let mut serial = [0u8; 16];
@@ -328,9 +347,19 @@ impl MeshCa {
 
 #[cfg(test)]
 mod tests {
+    use x509_cert::der::Decode as _;
+
     use super::*;
     use crate::spiffe::certificate_spiffe_id;
-    use crate::tls::pem_certificates;
+
+    fn pem_certificates(
+        pem: &str,
+    ) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, String> {
+        use rustls::pki_types::pem::PemObject as _;
+        rustls::pki_types::CertificateDer::pem_slice_iter(pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| error.to_string())
+    }
 
     pub(crate) fn key(id: &str, byte: u8, active: bool) -> RootKeyInput {
         RootKeyInput {
@@ -383,6 +412,44 @@ mod tests {
             .unwrap();
         assert_ne!(again.serial_number, leaf.serial_number);
         assert_ne!(again.private_key_pem, leaf.private_key_pem);
+    }
+
+    #[test]
+    fn a_new_root_signs_only_once_the_sidecars_can_have_read_it() {
+        let made = 1_800_000_000_000_000_000;
+        let old = RootKeyInput {
+            create_time_ns: made - 3_600_000_000_000,
+            ..key("old", 1, false)
+        };
+        let new = RootKeyInput {
+            create_time_ns: made,
+            ..key("new", 2, true)
+        };
+        let ca = MeshCa::new("c1.consul", &[old.clone(), new.clone()]).unwrap();
+        let roots = ca.roots();
+        let signer = |now: i64| {
+            let leaf = ca
+                .issue_leaf("default", "dc1", "api", now, 60_000_000_000)
+                .unwrap();
+            let chain = pem_certificates(&leaf.cert_pem).unwrap();
+            let issued = x509_cert::Certificate::from_der(&chain[0]).unwrap();
+            roots
+                .roots
+                .iter()
+                .find(|root| {
+                    let root_der = pem_certificates(&root.root_cert).unwrap();
+                    let root_cert = x509_cert::Certificate::from_der(&root_der[0]).unwrap();
+                    root_cert.tbs_certificate().subject() == issued.tbs_certificate().issuer()
+                })
+                .unwrap()
+                .id
+                .clone()
+        };
+        assert_eq!(signer(made + 1_000_000_000), "old");
+        assert_eq!(signer(made + ROOT_PROPAGATION_NS), "new");
+        // The first root of a cluster signs at once.
+        let first = MeshCa::new("c1.consul", &[new]).unwrap();
+        assert!(first.issue_leaf("default", "dc1", "api", made, 1).is_ok());
     }
 
     #[test]

@@ -35,12 +35,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use drover_structs::mesh::{ConnectProxyConfig, ConnectUpstream};
-use serde::{Deserialize, Serialize};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-use crate::agent_client::{AgentClient, Instance, IntentionSet};
+use crate::agent_client::{AgentClient, Instance, IntentionSet, ProxyStats, UpstreamStats};
 use crate::ca::{CaRoots, LeafCert};
 use crate::error::MeshError;
 use crate::intentions;
@@ -94,29 +93,6 @@ pub struct UpstreamCounters {
     pub failed: AtomicU64,
     pub bytes_sent: AtomicU64,
     pub bytes_received: AtomicU64,
-}
-
-/// What the proxy sends the agent: `PUT /v1/agent/connect/proxy/stats`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct ProxyStats {
-    #[serde(rename = "AllocID")]
-    pub alloc_id: String,
-    pub namespace: String,
-    pub service: String,
-    pub upstreams: Vec<UpstreamStats>,
-}
-
-/// One upstream's counters, as sent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct UpstreamStats {
-    pub destination_name: String,
-    pub destination_namespace: String,
-    pub connections: u64,
-    pub failed_connections: u64,
-    pub bytes_sent: u64,
-    pub bytes_received: u64,
 }
 
 /// The proxy, running.

@@ -142,7 +142,7 @@ mod tests {
         assert_eq!(second.create_index, first.create_index);
         assert!(second.modify_index > first.modify_index);
         assert!(store.indexes().table(Table::Intentions) >= second.modify_index);
-        drop(store);
+        store.close().await;
 
         let store = StateStore::open(dir.path()).await.unwrap();
         let stored = store

@@ -291,6 +291,7 @@ mod tests {
             "/v1/client/fs/logs/abc",
             "/v1/client/stats",
             "/v1/agent/self",
+            "/v1/agent/connect/proxy/stats",
             "/v1/internal/node/register",
             "/",
         ] {
@@ -301,6 +302,9 @@ mod tests {
             "/v1/job/web",
             "/v1/allocations",
             "/v1/event/stream",
+            "/v1/agent/connect/ca/roots",
+            "/v1/agent/connect/ca/leaf/api",
+            "/v1/connect/intentions/match",
         ] {
             assert!(!served_by_client_agent(cluster), "{cluster}");
         }
