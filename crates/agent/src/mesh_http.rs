@@ -443,13 +443,16 @@ async fn check(
     Ok(json(&serde_json::json!({ "Allowed": allowed }), index))
 }
 
+/// The last counters of each sidecar, by (allocation ID, service), with when they came.
+pub type SidecarCounters =
+    Arc<Mutex<BTreeMap<(String, String), (ProxyStats, tokio::time::Instant)>>>;
+
 /// What the stats route needs: who the caller is, and where the gauges go.
 #[derive(Clone)]
 pub struct StatsEndpoint {
     pub auth: TaskApiAuth,
     pub metrics: Arc<Metrics>,
-    /// The last counters of each sidecar, by (allocation ID, service).
-    pub sidecars: Arc<Mutex<BTreeMap<(String, String), (ProxyStats, tokio::time::Instant)>>>,
+    pub sidecars: SidecarCounters,
 }
 
 /// How long a sidecar's counters stay without a new report (its allocation stopped).
