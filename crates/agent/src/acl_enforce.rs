@@ -309,6 +309,33 @@ pub fn required(
     if path.starts_with("/v1/agent/pprof/") {
         return AgentWrite;
     }
+    // The mesh CA's roots are public; a leaf's handler checks the workload identity itself
+    // (its allocation must run the service's sidecar); proxy counters come from the local
+    // sidecars over their allocation's socket.
+    if path.starts_with("/v1/agent/connect/") {
+        return Anyone;
+    }
+    // Intentions: read as the catalog is (`read-job`, or a workload identity of the
+    // namespace: sidecars follow them); written with `submit-job` in the destination's
+    // namespace, Nomad's closest rule to Consul's `service:write` on the destination.
+    if path == "/v1/connect/intentions" || path.starts_with("/v1/connect/intentions/") {
+        let destination_namespace = params
+            .get("destination")
+            .or_else(|| params.get("name"))
+            .and_then(|destination| destination.split_once('/'))
+            .map(|(namespace, _)| namespace.to_owned())
+            .unwrap_or_else(|| query_namespace(params));
+        return if *method == Method::GET {
+            ServiceRead {
+                namespace: destination_namespace,
+            }
+        } else {
+            Namespace {
+                namespace: destination_namespace,
+                capability: capability::SUBMIT_JOB,
+            }
+        };
+    }
     if path.starts_with("/v1/client/allocation/") && path.ends_with("/exec") {
         let alloc_id = path
             .trim_start_matches("/v1/client/allocation/")

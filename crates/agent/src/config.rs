@@ -548,6 +548,10 @@ pub struct RawServer {
     pub job_max_source_size: Option<String>,
     /// The largest total of a job's group counts (50 000 by default; 0: no limit).
     pub job_max_count: Option<i64>,
+    /// How long a service mesh leaf certificate is valid (a Go duration, "72h" by default).
+    pub mesh_leaf_cert_ttl: Option<String>,
+    /// What a mesh connection no intention matches gets: "allow" (the default) or "deny".
+    pub mesh_default_intention: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -663,7 +667,9 @@ impl RawConfig {
                 node_gc_threshold,
                 acl_token_gc_threshold,
                 oidc_issuer,
-                job_max_source_size
+                job_max_source_size,
+                mesh_leaf_cert_ttl,
+                mesh_default_intention
             ),
             (base, over) => {
                 if over.is_some() {
@@ -778,6 +784,11 @@ pub struct AgentConfig {
     pub num_schedulers: u32,
     /// `server { oidc_issuer = … }`.
     pub oidc_issuer: Option<String>,
+    /// `server { mesh_leaf_cert_ttl }` (72 h unless set).
+    pub mesh_leaf_cert_ttl: Duration,
+    /// `server { mesh_default_intention }`: whether a mesh connection no intention matches is
+    /// allowed (true unless set to "deny").
+    pub mesh_default_allow: bool,
     pub heartbeat_grace: Duration,
     pub min_heartbeat_ttl: Duration,
     /// `server { job_gc_interval, *_gc_threshold }` over Nomad's defaults, and whether ACLs
@@ -1468,6 +1479,29 @@ impl AgentConfig {
                 .oidc_issuer
                 .clone()
                 .filter(|issuer| !issuer.is_empty()),
+            mesh_leaf_cert_ttl: match &server.mesh_leaf_cert_ttl {
+                Some(text) => {
+                    let ttl = parse_duration("server.mesh_leaf_cert_ttl", text)?;
+                    if ttl < Duration::from_secs(1) {
+                        return Err(ConfigError::Invalid {
+                            key: "server.mesh_leaf_cert_ttl",
+                            message: format!("{text:?} is shorter than the least, 1s"),
+                        });
+                    }
+                    ttl
+                }
+                None => Duration::from_secs(72 * 3600),
+            },
+            mesh_default_allow: match server.mesh_default_intention.as_deref() {
+                None | Some("allow") => true,
+                Some("deny") => false,
+                Some(other) => {
+                    return Err(ConfigError::Invalid {
+                        key: "server.mesh_default_intention",
+                        message: format!("{other:?} is neither \"allow\" nor \"deny\""),
+                    });
+                }
+            },
             heartbeat_grace: match &server.heartbeat_grace {
                 Some(text) => parse_duration("server.heartbeat_grace", text)?,
                 None => Duration::from_secs(10),

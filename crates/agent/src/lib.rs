@@ -10,6 +10,7 @@
 //! Each module directly under `src/` uses only modules on the lines below its own (`error`
 //! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
 //!
+//! - `mesh_http`
 //! - `operator_http`, `task_api`
 //! - `client_acl`, `join_http`, `leadership`
 //! - `acl_enforce`, `proxy`
@@ -149,6 +150,7 @@ pub mod join_http;
 pub mod keyring_http;
 pub mod leadership;
 pub mod logging;
+pub mod mesh_http;
 pub mod metrics;
 pub mod monitor;
 pub mod namespaces_http;
@@ -494,6 +496,16 @@ async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> a
                 state: state.clone(),
                 clock: clock.clone(),
             }))
+            .merge(mesh_http::router(mesh_http::MeshEndpoints {
+                keyring: keyring.clone(),
+                state: state.clone(),
+                clock: clock.clone(),
+                trust_domain: drover_mesh::spiffe::trust_domain(
+                    cluster_id.as_deref().unwrap_or_default(),
+                ),
+                leaf_ttl: config.mesh_leaf_cert_ttl,
+                default_allow: config.mesh_default_allow,
+            }))
             .merge(acl_resolve_http::router(
                 acl_resolve_http::ResolveEndpoints {
                     keyring: keyring.clone(),
@@ -675,6 +687,16 @@ async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> a
         (None, Some(resolver)) => Some(task_api::TaskApiAuth::Client(resolver.clone())),
         // An agent without a server or a client has no config to get here.
         (None, None) => None,
+    };
+    // The sidecars report their counters to the agent that runs them (over their
+    // allocation's socket); the route checks their identity itself.
+    let app = match (&task_api_auth, &client) {
+        (Some(auth), Some(_)) => app.merge(mesh_http::stats_router(mesh_http::StatsEndpoint {
+            auth: auth.clone(),
+            metrics: metrics.clone(),
+            sidecars: Arc::default(),
+        })),
+        _ => app,
     };
     if let Some(auth) = task_api_auth {
         task_api.set_app(app.clone(), auth);

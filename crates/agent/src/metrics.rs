@@ -75,6 +75,8 @@ pub enum Source {
     ClientNode,
     Server,
     Runtime,
+    /// The Connect sidecars' per-upstream counters (`mesh_http`).
+    MeshProxies,
 }
 
 /// One gauge value: a Nomad metric name (dotted), its labels (names in a fixed order per

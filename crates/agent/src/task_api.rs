@@ -56,6 +56,34 @@ pub enum TaskApiAuth {
     Client(Arc<ClientAclResolver>),
 }
 
+impl TaskApiAuth {
+    /// Who `token` is: 403 when it does not resolve, 500 when the servers cannot be asked.
+    pub async fn resolve(&self, token: &str) -> Result<RequestIdentity, StatusCode> {
+        match self {
+            TaskApiAuth::Server { keyring, state } => resolve_token(keyring, state, Some(token))
+                .map_err(|error| {
+                    tracing::debug!(%error, "refused a task API request's token");
+                    StatusCode::FORBIDDEN
+                }),
+            TaskApiAuth::Client(resolver) => {
+                resolver
+                    .resolve_identity(token)
+                    .await
+                    .map_err(|error| match error {
+                        ClientAclError::Refused(message) => {
+                            tracing::debug!(message, "refused a task API request's token");
+                            StatusCode::FORBIDDEN
+                        }
+                        ClientAclError::Unavailable(message) => {
+                            tracing::error!(message, "cannot authenticate a task API request");
+                            StatusCode::INTERNAL_SERVER_ERROR
+                        }
+                    })
+            }
+        }
+    }
+}
+
 impl TaskApi {
     /// Binds the router served on every task's socket: `app` behind the token check.
     pub fn set_app(&self, app: axum::Router, auth: TaskApiAuth) {
@@ -108,28 +136,7 @@ async fn require_token(State(auth): State<TaskApiAuth>, request: Request, next: 
     if token.is_empty() {
         return refused(StatusCode::UNAUTHORIZED);
     }
-    let resolved = match &auth {
-        TaskApiAuth::Server { keyring, state } => resolve_token(keyring, state, Some(&token))
-            .map_err(|error| {
-                tracing::debug!(%error, "refused a task API request's token");
-                StatusCode::FORBIDDEN
-            }),
-        TaskApiAuth::Client(resolver) => {
-            resolver
-                .resolve_identity(&token)
-                .await
-                .map_err(|error| match error {
-                    ClientAclError::Refused(message) => {
-                        tracing::debug!(message, "refused a task API request's token");
-                        StatusCode::FORBIDDEN
-                    }
-                    ClientAclError::Unavailable(message) => {
-                        tracing::error!(message, "cannot authenticate a task API request");
-                        StatusCode::INTERNAL_SERVER_ERROR
-                    }
-                })
-        }
-    };
+    let resolved = auth.resolve(&token).await;
     match resolved {
         Ok(RequestIdentity::Anonymous) => refused(StatusCode::FORBIDDEN),
         Ok(_) => next.run(request).await,

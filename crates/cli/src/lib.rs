@@ -163,6 +163,12 @@ enum Command {
     Var(commands::var::VarCommand),
     /// Log in through an auth method (single sign-on) and get an ACL token
     Login(commands::login::LoginArgs),
+    /// Manage the service mesh's intentions
+    #[command(subcommand)]
+    Intention(commands::intention::IntentionCommand),
+    /// Run a Connect sidecar proxy (started by the client for a `connect` service)
+    #[command(hide = true)]
+    ConnectProxy(commands::connect_proxy::ConnectProxyArgs),
     /// Print the version
     Version,
 }
@@ -224,6 +230,8 @@ pub async fn run(arguments: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Wr
         Command::System(command) => commands::system::run(command, &mut io).await,
         Command::Var(command) => commands::var::run(command, &mut io).await,
         Command::Monitor(arguments) => commands::agent_monitor::run(arguments, &mut io).await,
+        Command::Intention(command) => commands::intention::run(command, &mut io).await,
+        Command::ConnectProxy(arguments) => commands::connect_proxy::run(arguments, &mut io).await,
     }
 }
 

@@ -213,6 +213,9 @@ struct RootKey {
     meta: RootKeyMeta,
     cipher: Aes256Gcm,
     signing: SigningKey,
+    /// HKDF-SHA-256 over the root key: derives the other secrets bound to this key
+    /// ([`Keyring::derived_secrets`]).
+    derive: hkdf::Hkdf<sha2::Sha256>,
 }
 
 impl RootKey {
@@ -222,7 +225,8 @@ impl RootKey {
             reason: "not 32 bytes".to_owned(),
         })?;
         let mut seed = [0u8; KEY_LEN];
-        hkdf::Hkdf::<sha2::Sha256>::new(None, key)
+        let derive = hkdf::Hkdf::<sha2::Sha256>::new(None, key);
+        derive
             .expand(SIGNING_KEY_INFO, &mut seed)
             .map_err(|_| KeyringError::Unwrap {
                 key_id: meta.key_id.clone(),
@@ -232,6 +236,7 @@ impl RootKey {
             meta,
             cipher,
             signing: SigningKey::from_bytes(&seed),
+            derive,
         })
     }
 }
@@ -549,6 +554,30 @@ impl Keyring {
                     public_key: key.signing.verifying_key().to_bytes(),
                     create_time: key.meta.create_time,
                 })
+            })
+            .collect()
+    }
+
+    /// A 32-byte secret derived (HKDF-SHA-256, bound to `info`) from every root key, with the
+    /// key's metadata: what is derived is as sealed as the root key, and rotates with it.
+    /// The service mesh's CA keys are made so, one per root key.
+    pub fn derived_secrets(
+        &self,
+        info: &[u8],
+    ) -> Result<Vec<(RootKeyMeta, [u8; KEY_LEN])>, KeyringError> {
+        self.state
+            .root_keys()
+            .iter()
+            .map(|stored| {
+                let key = self.opened_key(&stored.meta.key_id)?;
+                let mut secret = [0u8; KEY_LEN];
+                key.derive
+                    .expand(info, &mut secret)
+                    .map_err(|_| KeyringError::Unwrap {
+                        key_id: key.meta.key_id.clone(),
+                        reason: "cannot derive a secret".to_owned(),
+                    })?;
+                Ok((key.meta.clone(), secret))
             })
             .collect()
     }

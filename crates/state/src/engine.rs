@@ -90,9 +90,11 @@ pub enum Table {
     AclTokens,
     /// The ACL roles' own index (Nomad's `acl_roles`), records in [`Table::Acl`].
     AclRoles,
+    /// Service mesh intentions, by source and destination (`crate::intentions`).
+    Intentions,
 }
 
-const TABLE_COUNT: usize = 21;
+const TABLE_COUNT: usize = 22;
 
 impl Table {
     /// Every table.
@@ -118,6 +120,7 @@ impl Table {
         Table::AclPolicies,
         Table::AclTokens,
         Table::AclRoles,
+        Table::Intentions,
     ];
 
     /// The table's name, as used in keys and errors.
@@ -144,6 +147,7 @@ impl Table {
             Table::AclPolicies => "acl_policy",
             Table::AclTokens => "acl_token",
             Table::AclRoles => "acl_roles",
+            Table::Intentions => "mesh_intentions",
         }
     }
 
@@ -170,6 +174,7 @@ impl Table {
             Table::AclPolicies => 18,
             Table::AclTokens => 19,
             Table::AclRoles => 20,
+            Table::Intentions => 21,
         }
     }
 

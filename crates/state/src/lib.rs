@@ -27,8 +27,8 @@
 //! Each module directly under `src/` uses only modules on the lines below its own (`error`
 //! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
 //!
-//! - `acl`, `acl_sso`, `deployments`, `gc`, `keyring`, `namespaces`, `node_pools`, `scaling`,
-//!   `variables`
+//! - `acl`, `acl_sso`, `deployments`, `gc`, `intentions`, `keyring`, `namespaces`, `node_pools`,
+//!   `scaling`, `variables`
 //! - `store`
 //! - `deployments_table`, `job_submissions`, `node_pools_table`, `scaling_table`
 //! - `archive`, `tables`
@@ -116,6 +116,7 @@ pub mod engine;
 pub mod error;
 pub mod events;
 pub mod gc;
+pub mod intentions;
 pub mod job_submissions;
 pub mod keyring;
 pub mod kv;

@@ -422,6 +422,14 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
         Arc::make_mut(&mut tables.namespaces).insert(namespace.name.clone(), Arc::new(namespace));
     }
     crate::node_pools_table::load_node_pools(kv, &mut tables).await?;
+    for (key, intention) in
+        load_table::<drover_structs::intention::Intention>(kv, Table::Intentions).await?
+    {
+        Arc::make_mut(&mut tables.intentions).insert(
+            String::from_utf8_lossy(&key).into_owned(),
+            Arc::new(intention),
+        );
+    }
     crate::scaling_table::load_scaling(kv, &mut tables).await?;
     crate::job_submissions::load_job_submissions(kv, &mut tables).await?;
     for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {

@@ -80,6 +80,17 @@ pub struct StateTables {
     /// The jobspec each job version was registered from, by (namespace, job ID, version).
     pub(crate) job_submissions:
         Arc<BTreeMap<(String, String, u64), Arc<drover_structs::JobSubmission>>>,
+    /// Service mesh intentions by [`intention_key`].
+    pub(crate) intentions: Arc<BTreeMap<String, Arc<drover_structs::intention::Intention>>>,
+}
+
+/// An intention's key: `<source ns>/<source name>/<destination ns>/<destination name>` (no
+/// part holds a `/`).
+pub fn intention_key(source: (&str, &str), destination: (&str, &str)) -> String {
+    format!(
+        "{}/{}/{}/{}",
+        source.0, source.1, destination.0, destination.1
+    )
 }
 
 /// A service registration's identity: namespace and ID.

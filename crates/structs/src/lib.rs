@@ -42,7 +42,7 @@
 //! - `job`, `scaling`
 //! - `acl`, `acl_sso`, `fs`, `job_blocks`, `task_state`, `variables`
 //! - `job_submission`, `keyring`, `node_meta`, `node_pool`, `placement`, `resource_usage`, `time`
-//! - `bytes`, `exec`, `go_duration`, `ids`, `lenient`, `version`
+//! - `bytes`, `exec`, `go_duration`, `ids`, `intention`, `lenient`, `mesh`, `version`
 //!
 //! # Design notes
 //!
@@ -83,6 +83,7 @@ pub mod exec;
 pub mod fs;
 pub mod go_duration;
 pub mod ids;
+pub mod intention;
 pub mod job;
 pub mod job_blocks;
 pub mod job_diff;
@@ -90,6 +91,7 @@ pub mod job_submission;
 pub mod job_summary;
 pub mod keyring;
 pub mod lenient;
+pub mod mesh;
 pub mod namespace;
 pub mod node;
 pub mod node_meta;

@@ -71,8 +71,12 @@ impl ServersContext {
 }
 
 /// Whether a client-only agent answers `path` itself: its client endpoints, its own agent
-/// endpoints, and the node calls (which a server would refuse anyway).
+/// endpoints, and the node calls (which a server would refuse anyway). The mesh CA's
+/// (`/v1/agent/connect/ca/…`) is the servers'.
 pub fn served_by_client_agent(path: &str) -> bool {
+    if path.starts_with("/v1/agent/connect/ca/") {
+        return false;
+    }
     ["/v1/client/", "/v1/agent/", "/v1/internal/"]
         .iter()
         .any(|prefix| path.starts_with(prefix))
@@ -287,6 +291,7 @@ mod tests {
             "/v1/client/fs/logs/abc",
             "/v1/client/stats",
             "/v1/agent/self",
+            "/v1/agent/connect/proxy/stats",
             "/v1/internal/node/register",
             "/",
         ] {
@@ -297,6 +302,9 @@ mod tests {
             "/v1/job/web",
             "/v1/allocations",
             "/v1/event/stream",
+            "/v1/agent/connect/ca/roots",
+            "/v1/agent/connect/ca/leaf/api",
+            "/v1/connect/intentions/match",
         ] {
             assert!(!served_by_client_agent(cluster), "{cluster}");
         }

@@ -4,10 +4,12 @@
 pub mod acl;
 pub mod agent_monitor;
 pub mod alloc;
+pub mod connect_proxy;
 pub mod deployment;
 pub mod deployment_view;
 pub mod eval;
 pub mod exec;
+pub mod intention;
 pub mod job;
 pub mod job_history;
 pub mod job_input;
