@@ -37,12 +37,12 @@
 //!
 //! - `client_rpc`, `requests`, `service_catalog`
 //! - `disconnect`, `eval`, `service_registration`
-//! - `alloc`, `canonicalize`, `checks`, `deployment`, `job_diff`, `job_summary`, `namespace`,
-//!   `node`
+//! - `alloc`, `canonicalize`, `checks`, `connect`, `deployment`, `job_diff`, `job_summary`,
+//!   `namespace`, `node`
 //! - `job`, `scaling`
 //! - `acl`, `acl_sso`, `fs`, `job_blocks`, `task_state`, `variables`
 //! - `job_submission`, `keyring`, `node_meta`, `node_pool`, `placement`, `resource_usage`, `time`
-//! - `bytes`, `exec`, `go_duration`, `ids`, `lenient`, `version`
+//! - `bytes`, `exec`, `go_duration`, `ids`, `lenient`, `mesh`, `version`
 //!
 //! # Design notes
 //!
@@ -76,6 +76,7 @@ pub mod bytes;
 pub mod canonicalize;
 pub mod checks;
 pub mod client_rpc;
+pub mod connect;
 pub mod deployment;
 pub mod disconnect;
 pub mod eval;
@@ -90,6 +91,7 @@ pub mod job_submission;
 pub mod job_summary;
 pub mod keyring;
 pub mod lenient;
+pub mod mesh;
 pub mod namespace;
 pub mod node;
 pub mod node_meta;
