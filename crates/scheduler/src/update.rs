@@ -288,7 +288,7 @@ mod tests {
             changed_by(|job| {
                 job.task_groups[0].tasks[0]
                     .config
-                    .insert("command".into(), Value::from("/bin/false"));
+                    .insert("command".into(), serde_json::Value::from("/bin/false"));
             }),
             Some("task config")
         );
