@@ -185,7 +185,8 @@ pub fn fingerprint_host(input: &FingerprintInput) -> NodeFingerprint {
 }
 
 /// The health of the built-in drivers: `raw_exec` needs nothing; `exec` needs root (to enter
-/// namespaces and chroot) and a cgroup hierarchy (to limit and account the task).
+/// namespaces and chroot) and a cgroup hierarchy (to limit and account the task);
+/// `connect_proxy` (Connect sidecars) needs root to enter the group's network namespace.
 pub fn fingerprint_drivers(
     running_as_root: bool,
     cgroup: Option<&CgroupMount>,
@@ -213,6 +214,28 @@ pub fn fingerprint_drivers(
     if exec_problem.is_none() {
         exec_attributes.insert("driver.exec".to_string(), "1".to_string());
     }
+    // The built-in Connect sidecar proxy (the agent's own binary, in the group's network
+    // namespace, which only root can enter).
+    let connect_proxy = drover_structs::connect::CONNECT_PROXY_DRIVER;
+    drivers.insert(
+        connect_proxy.to_string(),
+        DriverInfo {
+            attributes: if running_as_root {
+                BTreeMap::from([(format!("driver.{connect_proxy}"), "1".to_string())])
+            } else {
+                BTreeMap::new()
+            },
+            detected: true,
+            healthy: running_as_root,
+            health_description: if running_as_root {
+                "Healthy"
+            } else {
+                "the connect_proxy driver must run as root"
+            }
+            .to_string(),
+            update_time,
+        },
+    );
     drivers.insert(
         "exec".to_string(),
         DriverInfo {

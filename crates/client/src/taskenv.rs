@@ -14,7 +14,8 @@
 //! `NOMAD_ALLOC_INTERFACE_<l>`, `NOMAD_ALLOC_IP_<l>`, `NOMAD_ALLOC_ADDR_<l>`; for the ports of the
 //! task's own (deprecated) network `NOMAD_IP_<l>`, `NOMAD_IPv4_<l>`, `NOMAD_PORT_<l>`,
 //! `NOMAD_ADDR_<l>`, `NOMAD_HOST_PORT_<l>`, and for a sibling task's `NOMAD_ADDR_<task>_<l>`,
-//! `NOMAD_IP_<task>_<l>`, `NOMAD_PORT_<task>_<l>`.
+//! `NOMAD_IP_<task>_<l>`, `NOMAD_PORT_<task>_<l>`; for each upstream of the group's Connect
+//! sidecars `NOMAD_UPSTREAM_IP_<name>`, `NOMAD_UPSTREAM_PORT_<name>`, `NOMAD_UPSTREAM_ADDR_<name>`.
 //!
 //! Interpolation: `${NAME}` resolves, in order, a task environment variable, then `node.unique.id`,
 //! `node.unique.name`, `node.datacenter`, `node.region`, `node.class`, `node.pool`,
@@ -293,7 +294,54 @@ fn nomad_variables(inputs: &TaskEnvInputs<'_>) -> BTreeMap<String, String> {
         }
     }
     task_network_variables(alloc, task, &mut env);
+    if let Some(group) = job.and_then(|job| job.lookup_task_group(&alloc.task_group)) {
+        upstream_variables(group, &mut env);
+    }
     env
+}
+
+/// Nomad's `NOMAD_UPSTREAM_{IP,PORT,ADDR}_<name>` for every upstream of the group's Connect
+/// sidecars, in every task of the group: the sidecar listens on 127.0.0.1 inside the group's
+/// namespace (Nomad's rule, whatever `local_bind_address` says), under the destination's name
+/// as written and with characters an env name cannot hold replaced by `_`.
+fn upstream_variables(group: &drover_structs::TaskGroup, env: &mut BTreeMap<String, String>) {
+    const IP: &str = "127.0.0.1";
+    for service in &group.services {
+        let Some(connect) = service
+            .connect
+            .as_ref()
+            .filter(|connect| connect.has_sidecar())
+        else {
+            continue;
+        };
+        for upstream in connect.upstreams() {
+            let port = upstream.local_bind_port.to_string();
+            let clean = clean_env_name(&upstream.destination_name);
+            for name in [upstream.destination_name.as_str(), clean.as_str()] {
+                env.insert(format!("NOMAD_UPSTREAM_IP_{name}"), IP.to_string());
+                env.insert(format!("NOMAD_UPSTREAM_PORT_{name}"), port.clone());
+                env.insert(
+                    format!("NOMAD_UPSTREAM_ADDR_{name}"),
+                    format!("{IP}:{port}"),
+                );
+            }
+        }
+    }
+}
+
+/// Nomad's `CleanEnvVar(name, '_')`: letters, `_`, `.` and (not first) digits are kept.
+fn clean_env_name(name: &str) -> String {
+    name.chars()
+        .enumerate()
+        .map(|(index, c)| {
+            if c == '_' || c == '.' || c.is_ascii_alphabetic() || (index > 0 && c.is_ascii_digit())
+            {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// Nomad's variables for the tasks' own (deprecated) networks: for each port of this task's
@@ -503,6 +551,43 @@ mod tests {
         assert!(!env.env.contains_key("NOMAD_PORT_stats"));
         assert_eq!(clean_env_key("NOMAD_PORT_a-b.c9"), "NOMAD_PORT_a_b.c9");
         assert_eq!(join_host_port("::1", "80"), "[::1]:80");
+        Ok(())
+    }
+
+    #[test]
+    fn connect_upstreams_are_in_every_task_env_as_nomad_names_them()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let (mut alloc, node) = fixture();
+        let mut job = alloc.job.as_deref().cloned().ok_or("fixture job")?;
+        job.task_groups[0].services = vec![drover_structs::Service {
+            name: "count-dashboard".into(),
+            connect: Some(serde_json::from_value(serde_json::json!({
+                "SidecarService": {"Proxy": {"Upstreams": [
+                    {"DestinationName": "count-api", "LocalBindPort": 8080,
+                     "LocalBindAddress": "127.0.0.2"}
+                ]}}
+            }))?),
+            ..drover_structs::Service::default()
+        }];
+        alloc.job = Some(std::sync::Arc::new(job));
+        let task = &alloc.job.as_deref().ok_or("job")?.task_groups[0].tasks[0];
+        let alloc_dir = AllocDir::new(Path::new("/data/alloc"), &alloc.id)?;
+        let task_dir = alloc_dir.task_dir("web")?;
+        let inputs = TaskEnvInputs {
+            alloc: &alloc,
+            task,
+            node: &node,
+            region: "global",
+            task_dir: &task_dir,
+            path_view: TaskPathView::Host,
+        };
+        let env = TaskEnv::build(&inputs, &BTreeMap::new());
+        let get = |key: &str| env.env.get(key).cloned().unwrap_or_default();
+        assert_eq!(get("NOMAD_UPSTREAM_ADDR_count_api"), "127.0.0.1:8080");
+        assert_eq!(get("NOMAD_UPSTREAM_IP_count_api"), "127.0.0.1");
+        assert_eq!(get("NOMAD_UPSTREAM_PORT_count_api"), "8080");
+        assert_eq!(get("NOMAD_UPSTREAM_ADDR_count-api"), "127.0.0.1:8080");
+        assert_eq!(clean_env_name("9-a.b_c"), "__a.b_c");
         Ok(())
     }
 

@@ -1,5 +1,8 @@
 //! The `raw_exec` driver: the shim engine with no isolation — the command runs as given, as the
-//! agent's user unless the task names one, without namespaces or a chroot.
+//! agent's user unless the task names one, without namespaces or a chroot. The `connect_proxy`
+//! driver is the same engine for a Connect sidecar: the client gives it the agent's own binary
+//! as the command, run as the agent's user (it joins the group's network namespace, has its
+//! own cgroup and its logs, like any task under a shim).
 
 use drover_shim::proto::IsolationSpec;
 
@@ -34,5 +37,33 @@ impl LaunchPolicy for RawExec {
 
     fn user(&self, launch: &TaskLaunch) -> Option<String> {
         launch.user.clone()
+    }
+}
+
+/// The `connect_proxy` driver: the shim engine with the [`ConnectProxy`] policy.
+pub fn connect_proxy_driver(config: RawExecConfig) -> ShimEngine {
+    ShimEngine::new(config, ConnectProxy)
+}
+
+/// The `connect_proxy` driver's policy: no task config of its own (the client builds the
+/// command line), no isolation, the agent's user.
+pub struct ConnectProxy;
+
+impl LaunchPolicy for ConnectProxy {
+    fn driver_name(&self) -> &'static str {
+        "connect_proxy"
+    }
+
+    fn isolation(
+        &self,
+        launch: &TaskLaunch,
+        _engine: &ShimEngine,
+    ) -> Result<Option<IsolationSpec>, DriverError> {
+        validate_config(&launch.driver_config, &[])?;
+        Ok(None)
+    }
+
+    fn user(&self, _launch: &TaskLaunch) -> Option<String> {
+        None
     }
 }

@@ -249,18 +249,175 @@ fn service_identity(services: &[Service]) -> Vec<String> {
         .collect()
 }
 
-fn service_connect(services: &[Service]) -> Vec<String> {
-    services
+/// The group services whose `connect` asks for a sidecar proxy.
+fn connect_sidecars(group: &TaskGroup) -> Vec<String> {
+    group
+        .services
         .iter()
         .enumerate()
-        // Any connect block asks for the mesh, even an empty `sidecar_service {}`.
         .filter(|(_, service)| {
             service
                 .connect
                 .as_ref()
-                .is_some_and(|connect| !connect.is_null())
+                .is_some_and(|connect| connect.has_sidecar())
         })
+        .map(|(index, _)| format!("Services[{index}].Connect.SidecarService"))
+        .collect()
+}
+
+/// A task's services with a `connect` block (Nomad injects sidecars for group services only).
+fn task_service_connect(task: &Task) -> Vec<String> {
+    task.services
+        .iter()
+        .enumerate()
+        .filter(|(_, service)| service.connect.is_some())
         .map(|(index, _)| format!("Services[{index}].Connect"))
+        .collect()
+}
+
+/// `connect { native = true }`.
+fn connect_native(group: &TaskGroup) -> Vec<String> {
+    group
+        .services
+        .iter()
+        .enumerate()
+        .filter(|(_, service)| {
+            service
+                .connect
+                .as_ref()
+                .is_some_and(|connect| connect.native)
+        })
+        .map(|(index, _)| format!("Services[{index}].Connect.Native"))
+        .collect()
+}
+
+/// `connect { gateway { … } }`.
+fn connect_gateway(group: &TaskGroup) -> Vec<String> {
+    group
+        .services
+        .iter()
+        .enumerate()
+        .filter(|(_, service)| {
+            service
+                .connect
+                .as_ref()
+                .is_some_and(|connect| connect.gateway.is_some())
+        })
+        .map(|(index, _)| format!("Services[{index}].Connect.Gateway"))
+        .collect()
+}
+
+/// `sidecar_task` fields the built-in proxy cannot honour: another driver, a driver config,
+/// a user, volume mounts, extra identities.
+fn connect_sidecar_task_unsupported(group: &TaskGroup) -> Vec<String> {
+    let mut found = Vec::new();
+    for (index, service) in group.services.iter().enumerate() {
+        let Some(sidecar_task) = service
+            .connect
+            .as_ref()
+            .and_then(|connect| connect.sidecar_task.as_ref())
+        else {
+            continue;
+        };
+        let at = format!("Services[{index}].Connect.SidecarTask");
+        if !sidecar_task.driver.is_empty()
+            && sidecar_task.driver != drover_structs::connect::CONNECT_PROXY_DRIVER
+        {
+            found.push(format!("{at}.Driver"));
+        }
+        if !sidecar_task.config.is_empty() {
+            found.push(format!("{at}.Config"));
+        }
+        if !sidecar_task.user.is_empty() {
+            found.push(format!("{at}.User"));
+        }
+        if !sidecar_task.volume_mounts.is_empty() {
+            found.push(format!("{at}.VolumeMounts"));
+        }
+        if !sidecar_task.identities.is_empty() {
+            found.push(format!("{at}.Identities"));
+        }
+    }
+    found
+}
+
+/// Proxy settings the built-in proxy does not have: `transparent_proxy`, `expose`, an
+/// Envoy `config`, and upstreams through peers, partitions, mesh gateways, Unix sockets or
+/// with their own Envoy config.
+fn connect_proxy_unsupported(group: &TaskGroup) -> Vec<String> {
+    let mut found = Vec::new();
+    for (index, service) in group.services.iter().enumerate() {
+        let Some(proxy) = service
+            .connect
+            .as_ref()
+            .and_then(|connect| connect.sidecar_service.as_ref())
+            .and_then(|sidecar| sidecar.proxy.as_ref())
+        else {
+            continue;
+        };
+        let at = format!("Services[{index}].Connect.SidecarService.Proxy");
+        if proxy.transparent_proxy.is_some() {
+            found.push(format!("{at}.TransparentProxy"));
+        }
+        if proxy.expose.is_some() {
+            found.push(format!("{at}.Expose"));
+        }
+        if !proxy.config.is_empty() {
+            found.push(format!("{at}.Config"));
+        }
+        for (upstream_index, upstream) in proxy.upstreams.iter().enumerate() {
+            let at = format!("{at}.Upstreams[{upstream_index}]");
+            let unsupported = [
+                ("DestinationPeer", !upstream.destination_peer.is_empty()),
+                (
+                    "DestinationPartition",
+                    !upstream.destination_partition.is_empty(),
+                ),
+                ("DestinationType", !upstream.destination_type.is_empty()),
+                (
+                    "LocalBindSocketPath",
+                    !upstream.local_bind_socket_path.is_empty(),
+                ),
+                (
+                    "LocalBindSocketMode",
+                    !upstream.local_bind_socket_mode.is_empty(),
+                ),
+                ("MeshGateway", !upstream.mesh_gateway.mode.is_empty()),
+                ("Config", !upstream.config.is_empty()),
+            ];
+            for (field, used) in unsupported {
+                if used {
+                    found.push(format!("{at}.{field}"));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Task kinds other than the sidecar proxy of one of the group's sidecar services, run by the
+/// built-in proxy driver.
+fn unsupported_task_kinds(group: &TaskGroup) -> Vec<String> {
+    group
+        .tasks
+        .iter()
+        .enumerate()
+        .filter(|(_, task)| !task.kind.is_empty())
+        .filter(|(_, task)| {
+            let is_sidecar_of_group_service = drover_structs::connect::sidecar_service_of(task)
+                .is_some_and(|name| {
+                    group.services.iter().any(|service| {
+                        service.name == name
+                            && service
+                                .connect
+                                .as_ref()
+                                .is_some_and(|connect| connect.has_sidecar())
+                    })
+                });
+            !(is_sidecar_of_group_service
+                && task.driver == drover_structs::connect::CONNECT_PROXY_DRIVER)
+        })
+        .map(|(index, _)| format!("Tasks[{index}].Kind"))
         .collect()
 }
 
@@ -688,13 +845,45 @@ pub static FEATURES: &[Feature] = &[
     ),
     row(
         "service > connect",
-        Status::NeedsMissing,
-        "needs a Consul Connect service mesh",
-        CONSUL,
-        Detect::group_and_task(
-            |group| service_connect(&group.services),
-            |task| service_connect(&task.services),
-        ),
+        Status::RunsDifferently,
+        "no Consul and no Envoy: a group service's `connect { sidecar_service { proxy { local_service_address local_service_port upstreams { destination_name destination_namespace datacenter local_bind_address local_bind_port } } tags port } }` gets the task connect-proxy-<service> (kind connect-proxy:<service>, lifecycle prestart sidecar, 250 MHz and 128 MB unless sidecar_task says otherwise) run by the built-in driver \"connect_proxy\" (the agent's own binary, in the group's network namespace, under its shim and cgroup, logs through alloc logs), a dynamic port connect-proxy-<service>, NOMAD_UPSTREAM_{ADDR,IP,PORT}_<name> in every task of the group, and the registration <service>-sidecar-proxy in drover's built-in catalog (without Consul's default TCP check; sidecar_service meta stays with the job, as the catalog has no meta)",
+        "",
+        Detect::group(connect_sidecars),
+    ),
+    row(
+        "service > connect (task service)",
+        Status::NotYet,
+        "Nomad injects Connect sidecars for group services only",
+        "runs as a group service: move the service with its connect block to the group",
+        Detect::task(task_service_connect),
+    ),
+    row(
+        "service > connect > native",
+        Status::NotYet,
+        "a Connect-native task needs the mesh's certificates handed to the task itself",
+        "runs once drover gives Connect-native tasks their mesh certificates",
+        Detect::group(connect_native),
+    ),
+    row(
+        "service > connect > gateway",
+        Status::NotYet,
+        "ingress, terminating and mesh gateways are Envoy roles drover's proxy does not have",
+        "runs once drover's proxy can act as a gateway",
+        Detect::group(connect_gateway),
+    ),
+    row(
+        "service > connect > sidecar_task > driver, config, user, volume_mount, identity",
+        Status::NotYet,
+        "the sidecar is drover's built-in proxy (driver \"connect_proxy\", the agent's own binary): another driver or image, a driver config, a user, volume mounts and extra identities have nothing to act on",
+        "runs without them: remove them from sidecar_task (name, resources, env, meta, kill_timeout, kill_signal, shutdown_delay and logs apply)",
+        Detect::group(connect_sidecar_task_unsupported),
+    ),
+    row(
+        "service > connect > sidecar_service > proxy > transparent_proxy, expose, config, upstreams (peer, partition, type, socket, mesh_gateway, config)",
+        Status::NotYet,
+        "drover's proxy listens on its public port and one local port per upstream; it has no transparent mode, exposed check paths, Envoy configuration, peers, partitions, mesh gateways or Unix-socket upstreams",
+        "runs once drover's proxy has them; remove them to run the sidecar without",
+        Detect::group(connect_proxy_unsupported),
     ),
     row(
         "consul",
@@ -803,12 +992,16 @@ pub static FEATURES: &[Feature] = &[
         "dispatch_payload",
         "file: where the payload of a dispatched job is written in the task's local dir",
     ),
+    runs(
+        "task > kind (connect-proxy)",
+        "connect-proxy:<service> marks the sidecar proxy of a group service's connect block: injected at register when the group has none, or the group's own task of that kind with driver \"connect_proxy\"",
+    ),
     row(
         "task > kind",
-        Status::NeedsMissing,
-        "a task kind marks a Consul Connect proxy or gateway task",
-        CONSUL,
-        Detect::task(|task| when(!task.kind.is_empty(), "Kind")),
+        Status::NotYet,
+        "other task kinds mark Consul Connect native or gateway tasks, which drover does not run",
+        "runs as the connect-proxy:<service> task of a group service with connect { sidecar_service {} } and driver \"connect_proxy\" (or no task at all: it is injected)",
+        Detect::group(unsupported_task_kinds),
     ),
     row(
         "restart > render_templates",

@@ -117,13 +117,6 @@ struct ChangeScript {
     command: Option<String>,
 }
 
-/// Whether a service's `connect` block (opaque in the model) declares a gateway.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "PascalCase", default)]
-struct ConnectGateway {
-    gateway: Option<serde::de::IgnoredAny>,
-}
-
 /// Decodes a typed view of an opaque block; `None` when it does not have the view's shape.
 fn view<T: serde::de::DeserializeOwned>(value: &JsonValue) -> Option<T> {
     drover_structs::lenient::from_value_ignoring_key_case(value.clone()).ok()
@@ -154,15 +147,89 @@ pub(crate) fn path_escapes_allocation_dir(relative_path: &str) -> bool {
 }
 
 /// Whether a group needs no task of its own: Nomad adds the task of a Consul Connect gateway
-/// itself (the support table refuses Connect at register, naming it).
+/// itself (the support table refuses gateways at register, naming them).
 fn has_connect_gateway(group: &TaskGroup) -> bool {
     group.services.iter().any(|service| {
         service
             .connect
             .as_ref()
-            .and_then(view::<ConnectGateway>)
             .is_some_and(|connect| connect.gateway.is_some())
     })
+}
+
+/// Nomad's Connect validation of a group (`groupConnectValidate`), with its texts: a sidecar
+/// needs exactly one network, in bridge or CNI mode; a gateway's may also be host; service
+/// and group names must be lowercase; two upstreams of the group cannot share an address.
+fn connect_group_problems(group: &TaskGroup) -> Vec<String> {
+    let mut problems = Vec::new();
+    let network_problem = |prefix: &str, allow_host: bool| -> Option<String> {
+        if group.networks.len() != 1 {
+            return Some(format!(
+                "{prefix}: must have exactly one network for Consul Connect: group {:?} has {} networks",
+                group.name,
+                group.networks.len()
+            ));
+        }
+        let mode = group.networks[0].mode.as_str();
+        if mode == "bridge" || (allow_host && mode == "host") || mode.starts_with("cni/") {
+            return None;
+        }
+        let allowed = if allow_host {
+            r#""bridge", "host", or "cni/*""#
+        } else {
+            r#""bridge" or "cni/*""#
+        };
+        Some(format!(
+            "{prefix}: invalid network mode for Consul Connect: group {:?} uses network mode {mode:?}; must be {allowed}",
+            group.name
+        ))
+    };
+    let mut listeners: Vec<(String, &str)> = Vec::new();
+    for service in &group.services {
+        let Some(connect) = &service.connect else {
+            continue;
+        };
+        if connect.has_sidecar() {
+            if let Some(problem) = network_problem("connect sidecar", false) {
+                problems.push(problem);
+            } else if service.name != service.name.to_lowercase() {
+                problems.push(format!(
+                    "Consul Connect service name {:?} in group {:?} must not contain uppercase characters",
+                    service.name, group.name
+                ));
+            } else if group.name != group.name.to_lowercase() {
+                problems.push(format!(
+                    "Consul Connect group {:?} with service {:?} must not contain uppercase characters",
+                    group.name, service.name
+                ));
+            }
+            for upstream in connect.upstreams() {
+                let listener = if upstream.local_bind_socket_path.is_empty() {
+                    let host = &upstream.local_bind_address;
+                    if host.contains(':') {
+                        format!("[{host}]:{}", upstream.local_bind_port)
+                    } else {
+                        format!("{host}:{}", upstream.local_bind_port)
+                    }
+                } else {
+                    upstream.local_bind_socket_path.clone()
+                };
+                if let Some((_, other)) = listeners.iter().find(|(seen, _)| *seen == listener) {
+                    problems.push(format!(
+                        "Consul Connect services {:?} and {:?} in group {:?} using same address for upstreams ({listener})",
+                        service.name, other, group.name
+                    ));
+                } else {
+                    listeners.push((listener, service.name.as_str()));
+                }
+            }
+        } else if connect.gateway.is_some()
+            && let Some(problem) = network_problem("connect gateway", true)
+        {
+            problems.push(problem);
+        }
+    }
+    problems
 }
 
 impl Checker {
@@ -475,6 +542,9 @@ impl Checker {
         let tasks = &group.tasks;
         if tasks.is_empty() && !has_connect_gateway(group) {
             self.report(place, place.path.clone(), "a group needs at least one task");
+        }
+        for problem in connect_group_problems(group) {
+            self.report(place, place.field("Services"), problem);
         }
         self.constraints(&group.constraints, place, false);
         self.affinities(&group.affinities, place, job_type);

@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 use drover_structs::{
     Consul, Job, NetworkResource, Resources, RestartPolicy, Service, Task, TaskGroup,
 };
-use serde_json::Value;
 
 /// The first destructive difference found, for logs and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,7 +224,7 @@ fn consul_identity(consul: Option<&Consul>) -> (&str, &str) {
 }
 
 /// Services using Consul Connect, which cannot change in place.
-fn connect_services(services: &[Service]) -> Vec<(&str, &Value)> {
+fn connect_services(services: &[Service]) -> Vec<(&str, &drover_structs::ConsulConnect)> {
     services
         .iter()
         .filter_map(|service| {
@@ -289,7 +288,7 @@ mod tests {
             changed_by(|job| {
                 job.task_groups[0].tasks[0]
                     .config
-                    .insert("command".into(), Value::from("/bin/false"));
+                    .insert("command".into(), serde_json::Value::from("/bin/false"));
             }),
             Some("task config")
         );

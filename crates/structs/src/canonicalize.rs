@@ -126,13 +126,15 @@ impl Job {
     /// Applies every default a registered job gets: the parse's
     /// ([`Job::canonicalize_as_parsed`]) and then the server's (a parameterized job's `Payload`
     /// `optional`; `${JOB}`, `${TASKGROUP}`, `${TASK}` and `${BASE}` replaced in service
-    /// names), as Nomad's server canonicalizes a job at register. Idempotent.
+    /// names), as Nomad's server canonicalizes a job at register, then Connect's sidecar
+    /// tasks and ports ([`crate::connect`], Nomad's connect mutator). Idempotent.
     pub fn canonicalize(&mut self) {
         self.canonicalize_as_parsed();
         if let Some(parameterized) = &mut self.parameterized_job {
             fill_if_empty(&mut parameterized.payload, DISPATCH_PAYLOAD_OPTIONAL);
         }
         self.replace_service_name_variables();
+        self.inject_connect_sidecars();
     }
 
     /// Applies the defaults a parsed job gets (`/v1/jobs/parse` with `Canonicalize`, and the

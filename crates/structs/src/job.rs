@@ -492,7 +492,7 @@ wire_struct! {
         pub tags: Vec<String>,
         pub canary_tags: Vec<String>,
         pub checks: Vec<ServiceCheck>,
-        pub connect: Option<Value>,
+        pub connect: Option<ConsulConnect>,
         pub meta: BTreeMap<String, String>,
         pub canary_meta: BTreeMap<String, String>,
         pub tagged_addresses: BTreeMap<String, String>,
@@ -605,6 +605,163 @@ wire_struct! {
         pub extra_claims: BTreeMap<String, String>,
         #[serde(rename = "TTL")]
         pub ttl: DurationNs,
+    }
+}
+
+wire_struct! {
+    /// A service's `connect` block (Nomad's `structs.ConsulConnect`): a sidecar proxy, a native
+    /// integration or a gateway.
+    pub struct ConsulConnect {
+        pub native: bool,
+        pub sidecar_service: Option<ConsulSidecarService>,
+        pub sidecar_task: Option<SidecarTask>,
+        pub gateway: Option<ConsulGateway>,
+    }
+}
+
+impl ConsulConnect {
+    /// Whether the block asks for a sidecar proxy (Nomad's `HasSidecar`).
+    pub fn has_sidecar(&self) -> bool {
+        self.sidecar_service.is_some()
+    }
+
+    /// The sidecar's upstreams, none without a proxy block.
+    pub fn upstreams(&self) -> &[ConsulUpstream] {
+        self.sidecar_service
+            .as_ref()
+            .and_then(|sidecar| sidecar.proxy.as_ref())
+            .map_or(&[], |proxy| proxy.upstreams.as_slice())
+    }
+}
+
+wire_struct! {
+    /// `connect { sidecar_service { … } }`: the sidecar proxy's own service.
+    pub struct ConsulSidecarService {
+        pub tags: Vec<String>,
+        /// The port label (or number) of the sidecar's public listener; empty: the injected
+        /// `connect-proxy-<service>` port.
+        pub port: String,
+        pub proxy: Option<ConsulProxy>,
+        #[serde(rename = "DisableDefaultTCPCheck")]
+        pub disable_default_tcp_check: bool,
+        pub meta: BTreeMap<String, String>,
+    }
+}
+
+wire_struct! {
+    /// `sidecar_service { proxy { … } }`.
+    pub struct ConsulProxy {
+        pub local_service_address: String,
+        pub local_service_port: i64,
+        pub upstreams: Vec<ConsulUpstream>,
+        pub expose: Option<ConsulExposeConfig>,
+        pub transparent_proxy: Option<ConsulTransparentProxy>,
+        pub config: Map<String, Value>,
+    }
+}
+
+wire_struct! {
+    /// `proxy { upstreams { … } }`: a local listener for a mesh service.
+    pub struct ConsulUpstream {
+        pub destination_name: String,
+        pub destination_namespace: String,
+        pub destination_partition: String,
+        pub destination_peer: String,
+        pub destination_type: String,
+        pub local_bind_port: i64,
+        pub datacenter: String,
+        pub local_bind_address: String,
+        pub local_bind_socket_path: String,
+        pub local_bind_socket_mode: String,
+        pub mesh_gateway: ConsulMeshGateway,
+        pub config: Map<String, Value>,
+    }
+}
+
+wire_struct! {
+    /// `upstreams { mesh_gateway { mode } }`.
+    pub struct ConsulMeshGateway {
+        pub mode: String,
+    }
+}
+
+wire_struct! {
+    /// `proxy { expose { path { … } } }`.
+    pub struct ConsulExposeConfig {
+        pub paths: Vec<ConsulExposePath>,
+    }
+}
+
+wire_struct! {
+    /// One exposed HTTP or gRPC path.
+    pub struct ConsulExposePath {
+        pub path: String,
+        pub protocol: String,
+        pub local_path_port: i64,
+        pub listener_port: String,
+    }
+}
+
+wire_struct! {
+    /// `proxy { transparent_proxy { … } }`.
+    pub struct ConsulTransparentProxy {
+        #[serde(rename = "UID")]
+        pub uid: String,
+        pub outbound_port: i64,
+        pub exclude_inbound_ports: Vec<String>,
+        pub exclude_outbound_ports: Vec<i64>,
+        #[serde(rename = "ExcludeOutboundCIDRs")]
+        pub exclude_outbound_cidrs: Vec<String>,
+        #[serde(rename = "ExcludeUIDs")]
+        pub exclude_uids: Vec<String>,
+        #[serde(rename = "NoDNS")]
+        pub no_dns: bool,
+    }
+}
+
+wire_struct! {
+    /// `connect { sidecar_task { … } }`: what overrides the injected proxy task (Nomad's
+    /// `structs.SidecarTask`; unset pointers stay `null`).
+    pub struct SidecarTask {
+        pub name: String,
+        pub driver: String,
+        pub user: String,
+        pub config: Map<String, Value>,
+        pub env: BTreeMap<String, String>,
+        pub resources: Option<Resources>,
+        pub meta: BTreeMap<String, String>,
+        pub kill_timeout: Option<DurationNs>,
+        pub log_config: Option<LogConfig>,
+        pub shutdown_delay: Option<DurationNs>,
+        pub kill_signal: String,
+        pub volume_mounts: Vec<VolumeMount>,
+        pub identities: Vec<WorkloadIdentity>,
+    }
+}
+
+wire_struct! {
+    /// `connect { gateway { … } }`: which gateway (each kind's configuration entry kept as
+    /// Nomad's JSON; no gateway runs here, see the support table).
+    pub struct ConsulGateway {
+        pub proxy: Option<Value>,
+        pub ingress: Option<Value>,
+        pub terminating: Option<Value>,
+        pub mesh: Option<Value>,
+    }
+}
+
+impl ConsulGateway {
+    /// The gateway's kind as Nomad's task kind prefix names it.
+    pub fn kind(&self) -> &'static str {
+        if self.mesh.is_some() {
+            "mesh-gateway"
+        } else if self.ingress.is_some() {
+            "ingress-gateway"
+        } else if self.terminating.is_some() {
+            "terminating-gateway"
+        } else {
+            ""
+        }
     }
 }
 

@@ -37,8 +37,8 @@
 //!
 //! - `client_rpc`, `requests`, `service_catalog`
 //! - `disconnect`, `eval`, `service_registration`
-//! - `alloc`, `canonicalize`, `checks`, `deployment`, `job_diff`, `job_summary`, `namespace`,
-//!   `node`
+//! - `alloc`, `canonicalize`, `checks`, `connect`, `deployment`, `job_diff`, `job_summary`,
+//!   `namespace`, `node`
 //! - `job`, `scaling`
 //! - `acl`, `acl_sso`, `fs`, `job_blocks`, `task_state`, `variables`
 //! - `job_submission`, `keyring`, `node_meta`, `node_pool`, `placement`, `resource_usage`, `time`
@@ -76,6 +76,7 @@ pub mod bytes;
 pub mod canonicalize;
 pub mod checks;
 pub mod client_rpc;
+pub mod connect;
 pub mod deployment;
 pub mod disconnect;
 pub mod eval;

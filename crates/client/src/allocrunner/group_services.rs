@@ -14,6 +14,10 @@
 //!   destroyed, and when every task is dead (completed, failed, killed);
 //! - an allocation update (a canary promoted, tags changed) re-registers.
 //!
+//! Each group service with a Connect sidecar also registers its sidecar, as Nomad does in
+//! Consul: `<service>-sidecar-proxy` at the host's address and the host port mapped to the
+//! sidecar's public listener, for as long as the group's services are.
+//!
 //! **Not** here: the tasks' own services (the task service hook), checks.
 
 use std::collections::BTreeMap;
@@ -61,12 +65,40 @@ impl std::fmt::Debug for GroupServiceHook {
     }
 }
 
-fn group_services(alloc: &Allocation) -> &[drover_structs::Service] {
-    alloc
+/// The group's services, each Connect sidecar's own `<service>-sidecar-proxy` after them.
+fn group_services(alloc: &Allocation) -> Vec<drover_structs::Service> {
+    let services = alloc
         .job
         .as_deref()
         .and_then(|job| job.lookup_task_group(&alloc.task_group))
-        .map_or(&[], |group| group.services.as_slice())
+        .map_or(&[][..], |group| group.services.as_slice());
+    let sidecars: Vec<drover_structs::Service> =
+        services.iter().filter_map(sidecar_registration).collect();
+    services.iter().cloned().chain(sidecars).collect()
+}
+
+/// The catalog entry of a service's Connect sidecar, as Nomad registers it: named
+/// `<service>-sidecar-proxy`, at the host address and port mapped to the sidecar's public
+/// listener, with the sidecar's tags (the service's when it names none).
+fn sidecar_registration(service: &drover_structs::Service) -> Option<drover_structs::Service> {
+    let sidecar = service.connect.as_ref()?.sidecar_service.as_ref()?;
+    Some(drover_structs::Service {
+        name: format!("{}-sidecar-proxy", service.name),
+        port_label: if sidecar.port.is_empty() {
+            drover_structs::connect::sidecar_port_label(&service.name)
+        } else {
+            sidecar.port.clone()
+        },
+        address_mode: "host".to_string(),
+        tags: if sidecar.tags.is_empty() {
+            service.tags.clone()
+        } else {
+            sidecar.tags.clone()
+        },
+        provider: service.provider.clone(),
+        namespace: service.namespace.clone(),
+        ..drover_structs::Service::default()
+    })
 }
 
 impl GroupServiceHook {
@@ -128,11 +160,12 @@ impl GroupServiceHook {
     /// (a group service has no task to report it on) and the previous wish stays.
     fn want_current(&self, state: &mut GroupState) {
         let env = self.group_env(&state.alloc);
+        let services = group_services(&state.alloc);
         let workload = ServiceWorkload {
             alloc: &state.alloc,
             node: &self.node,
             task: None,
-            services: group_services(&state.alloc),
+            services: &services,
             env: &env,
             driver_network: None,
         };

@@ -332,6 +332,23 @@ impl AllocNetwork {
             .and_then(|record| record.status.clone())
     }
 
+    /// The host's address on the group's network (the first gateway of the CNI result), once
+    /// set up: what a task inside the namespace dials to reach the host's port mappings.
+    pub fn host_gateway(&self) -> Option<std::net::IpAddr> {
+        let record = lock(&self.record);
+        let result = record
+            .as_ref()
+            .filter(|record| record.ready)?
+            .result
+            .as_ref()?;
+        result
+            .get("ips")
+            .and_then(Value::as_array)?
+            .iter()
+            .filter_map(|ip| ip.get("gateway").and_then(Value::as_str))
+            .find_map(|gateway| gateway.parse().ok())
+    }
+
     /// What a task joins, once set up.
     pub fn task_network(&self) -> Option<TaskNetwork> {
         lock(&self.record)

@@ -29,6 +29,9 @@ use super::driver::{
 #[derive(Clone)]
 pub struct DriverAdapter {
     driver: Arc<dyn Driver>,
+    /// The `connect_proxy` driver: the command line is the agent's own binary running the
+    /// sidecar proxy, whatever the task config says.
+    runs_connect_proxy: bool,
 }
 
 impl std::fmt::Debug for DriverAdapter {
@@ -77,10 +80,43 @@ fn positive_megabytes(megabytes: i64) -> Option<u64> {
 
 impl DriverAdapter {
     pub fn new(driver: Arc<dyn Driver>) -> Self {
-        DriverAdapter { driver }
+        DriverAdapter {
+            driver,
+            runs_connect_proxy: false,
+        }
     }
 
-    fn launch(spec: &TaskLaunchSpec) -> drover_driver::TaskLaunch {
+    /// The `connect_proxy` driver over `driver` (the shim engine without isolation): each
+    /// task runs `<agent binary> connect-proxy -config <task dir>/secrets/connect-proxy.json`.
+    pub fn connect_proxy(driver: Arc<dyn Driver>) -> Self {
+        DriverAdapter {
+            driver,
+            runs_connect_proxy: true,
+        }
+    }
+
+    fn launch(&self, spec: &TaskLaunchSpec) -> drover_driver::TaskLaunch {
+        let mut launch = Self::launch_of(spec);
+        if self.runs_connect_proxy {
+            // The agent's binary (the proxy is its hidden `connect-proxy` command); an
+            // unreadable path leaves the command empty, which the start refuses by name.
+            launch.command = std::env::current_exe()
+                .map(|path| path.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            launch.args = vec![
+                "connect-proxy".to_string(),
+                "-config".to_string(),
+                spec.task_dir
+                    .dir
+                    .join(crate::taskrunner::hooks::connect::CONFIG_FILE)
+                    .to_string_lossy()
+                    .into_owned(),
+            ];
+        }
+        launch
+    }
+
+    fn launch_of(spec: &TaskLaunchSpec) -> drover_driver::TaskLaunch {
         let run = spec
             .supervisor_state_dir
             .file_name()
@@ -175,7 +211,7 @@ impl TaskDriver for DriverAdapter {
 
     fn start(&self, spec: TaskLaunchSpec) -> DriverFuture<'_, Result<StartedTask, DriverFailure>> {
         Box::pin(async move {
-            let launch = Self::launch(&spec);
+            let launch = self.launch(&spec);
             let handle = self
                 .driver
                 .start_reporting(&launch, &spec.events)
@@ -387,11 +423,18 @@ pub fn driver_catalog(
     raw_exec: drover_driver::shim_engine::RawExecConfig,
     exec: drover_driver::exec::ExecConfig,
 ) -> StaticDriverCatalog {
+    let connect_proxy: Arc<dyn Driver> = Arc::new(drover_driver::raw_exec::connect_proxy_driver(
+        raw_exec.clone(),
+    ));
     let exec: Arc<dyn Driver> = Arc::new(drover_driver::exec::exec_driver(raw_exec.clone(), exec));
     let raw_exec: Arc<dyn Driver> = Arc::new(drover_driver::raw_exec::raw_exec_driver(raw_exec));
     let catalog = StaticDriverCatalog::new()
         .with("raw_exec", Arc::new(DriverAdapter::new(raw_exec)))
-        .with("exec", Arc::new(DriverAdapter::new(exec)));
+        .with("exec", Arc::new(DriverAdapter::new(exec)))
+        .with(
+            drover_structs::connect::CONNECT_PROXY_DRIVER,
+            Arc::new(DriverAdapter::connect_proxy(connect_proxy)),
+        );
     with_test_drivers(catalog)
 }
 

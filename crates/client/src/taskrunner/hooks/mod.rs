@@ -17,6 +17,7 @@
 
 pub mod api;
 pub mod artifact;
+pub mod connect;
 pub mod dispatch_payload;
 pub mod env;
 pub mod identity;
@@ -409,8 +410,19 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
             context.task_dir.clone(),
         )));
     }
-    let wanted =
-        identity::wanted_identities(task, task.templates.iter().any(template::reads_variables));
+    let is_connect_proxy = drover_structs::connect::sidecar_service_of(task).is_some();
+    let mut wanted = identity::wanted_identities(
+        task,
+        is_connect_proxy || task.templates.iter().any(template::reads_variables),
+    );
+    // A sidecar proxy reads its identity from `secrets/nomad_token` to call the agent.
+    if is_connect_proxy
+        && let Some(default) = wanted
+            .iter_mut()
+            .find(|identity| identity.name == identity::DEFAULT_IDENTITY)
+    {
+        default.file = true;
+    }
     if !wanted.is_empty() {
         hooks.push(Arc::new(identity::IdentityHook::new(
             identity::IdentityHookInputs {
@@ -425,6 +437,13 @@ pub fn build_task_hooks(task: &Task, context: &TaskHookContext) -> Vec<Arc<dyn T
                 persisted: context.identity_state.clone(),
                 user: task.user.clone(),
             },
+        )));
+    }
+    if is_connect_proxy {
+        hooks.push(Arc::new(connect::ConnectProxyHook::new(
+            context.task_dir.clone(),
+            context.env_inputs.node.datacenter.clone(),
+            context.env_inputs.network.clone(),
         )));
     }
     if task.dispatch_payload.is_some() {

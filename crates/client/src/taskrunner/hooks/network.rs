@@ -19,11 +19,11 @@ use crate::network::AllocNetwork;
 /// Drivers whose tasks join the namespace (the shim enters it before exec; docker tasks join
 /// the pause container the docker driver made for the group).
 #[cfg(not(any(test, feature = "testing")))]
-const JOINING_DRIVERS: &[&str] = &["raw_exec", "exec", "docker"];
+const JOINING_DRIVERS: &[&str] = &["raw_exec", "exec", "docker", "connect_proxy"];
 /// Test builds add the mock driver, which runs nothing real (its name stays out of the agent a
 /// user runs: `scripts/check-test-doubles` looks for it in the binary).
 #[cfg(any(test, feature = "testing"))]
-const JOINING_DRIVERS: &[&str] = &["raw_exec", "exec", "docker", "mock_driver"];
+const JOINING_DRIVERS: &[&str] = &["raw_exec", "exec", "docker", "connect_proxy", "mock_driver"];
 
 /// See the module docs.
 #[derive(Debug)]
