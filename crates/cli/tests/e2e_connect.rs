@@ -8,9 +8,8 @@
 //! has `NOMAD_UPSTREAM_*`; the catalog holds `count-api-sidecar-proxy` at the node's address
 //! and the host port of the sidecar's listener until the job stops, and nothing of the
 //! allocation's network is left after it.
-//!
-//! The proxy itself (the `connect-proxy` command) is the mesh crate's: the test marked ignored
-//! below needs it and says so.
+//! The sidecar process (`drover connect-proxy`, crates/mesh) runs in the group's namespace
+//! with the task API socket as its agent socket.
 //!
 //! Root only. Under `CI=true` a missing plugin or iptables fails the tests instead of skipping
 //! them. The tests share the node's `nomad` bridge, so they run one at a time.
@@ -291,7 +290,6 @@ fn connect_job_gets_its_sidecar_config_identity_upstreams_and_registration() {
 }
 
 #[test]
-#[ignore = "needs the connect-proxy command (crates/mesh), which this branch does not have: the sidecar exits at once without it"]
 fn connect_sidecar_runs_in_the_groups_namespace_with_its_agent_socket() {
     if !prerequisites() {
         return;
