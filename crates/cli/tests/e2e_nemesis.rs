@@ -5,7 +5,8 @@
 //! acknowledged was lost, nothing ran twice, every job converged and nothing was left behind.
 //! See `nemesis/mod.rs`.
 //!
-//! The short form (the CI one) runs fixed seeds for a minute and a half each. The long form
+//! The short form (the CI one) runs a fixed seed for a minute and a half (seed 1993 is left out:
+//! see the note beside [`SEEDS`]). The long form
 //! runs random seeds for `DROVER_NEMESIS_SECONDS` in all and prints a table:
 //!
 //! ```text
@@ -23,7 +24,10 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// The short form's seeds, each run for [`SHORT_RUN`].
+/// The short form's seeds, each run for [`SHORT_RUN`]. Seed 1993 is not among them yet: the
+/// leader killed twice in a row (+69.5 s, +76.5 s) while five rolling deployments were under
+/// way, none of them progressed under the new leader and all five failed by their progress
+/// deadline 120 s later, leaving allocations on the previous job version (issue 36).
 const SEEDS: [u64; 1] = [36];
 const SHORT_RUN: Duration = Duration::from_secs(90);
 /// The long form's length of one run (a fresh cluster each).
