@@ -455,7 +455,7 @@ fn scale(job_id: &str, group: &str, count: i64, eval_id: &str) -> Vec<drover_sta
     use drover_state::Change;
     vec![
         Change::Job {
-            job: scaled_job(job_id, count),
+            job: Box::new(scaled_job(job_id, count)),
             submission: None,
         },
         Change::Evals(vec![drover_structs::Evaluation {
@@ -470,12 +470,12 @@ fn scale(job_id: &str, group: &str, count: i64, eval_id: &str) -> Vec<drover_sta
             namespace: "default".to_owned(),
             job_id: job_id.to_owned(),
             group: group.to_owned(),
-            event: drover_structs::ScalingEvent {
+            event: Box::new(drover_structs::ScalingEvent {
                 time: NOW,
                 count: Some(count),
                 message: "scaled".to_owned(),
                 ..drover_structs::ScalingEvent::default()
-            },
+            }),
         },
     ]
 }
@@ -547,7 +547,7 @@ async fn a_write_of_several_records_is_one_etcd_transaction_and_a_refused_one_wr
     // nothing stays in the writer's memory.
     let at = etcd_revision().await;
     let mut changes = vec![drover_state::Change::Job {
-        job: scaled_job("api", 2),
+        job: Box::new(scaled_job("api", 2)),
         submission: None,
     }];
     changes.extend(scale("web", "missing", 5, "e2"));

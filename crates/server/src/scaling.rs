@@ -210,7 +210,7 @@ impl Server {
                 .write_together(
                     vec![
                         Change::Job {
-                            job,
+                            job: Box::new(job),
                             submission: None,
                         },
                         Change::Evals(evals),
@@ -218,7 +218,7 @@ impl Server {
                             namespace: namespace.to_owned(),
                             job_id: job_id.to_owned(),
                             group: group_name.clone(),
-                            event,
+                            event: Box::new(event),
                         },
                     ],
                     now,

@@ -27,8 +27,8 @@ use crate::tables::{JobKey, StateTables};
 pub enum Change {
     /// A job registered or updated, as [`StateStore::upsert_job_with_submission`] does.
     Job {
-        job: Job,
-        submission: Option<JobSubmission>,
+        job: Box<Job>,
+        submission: Option<Box<JobSubmission>>,
     },
     /// Evaluations created or updated. One with no `JobModifyIndex` for a job an earlier
     /// [`Change::Job`] of the write registered names the version that change made.
@@ -39,7 +39,7 @@ pub enum Change {
         namespace: String,
         job_id: String,
         group: String,
-        event: ScalingEvent,
+        event: Box<ScalingEvent>,
     },
 }
 
@@ -104,7 +104,13 @@ fn apply_changes(
         match change {
             Change::Job { job, submission } => {
                 let key: JobKey = (job.namespace.clone(), job.id.clone());
-                let registration = write_job(tables, context, job, submission, now_unix_ns)?;
+                let registration = write_job(
+                    tables,
+                    context,
+                    *job,
+                    submission.map(|source| *source),
+                    now_unix_ns,
+                )?;
                 changed |= registration.spec_changed;
                 affected_jobs.insert(key);
                 written.jobs.push(registration);
@@ -150,7 +156,7 @@ fn apply_changes(
                     }
                     Some(true) => {}
                 }
-                record_scaling_event(tables, context, key, &group, event)?;
+                record_scaling_event(tables, context, key, &group, *event)?;
                 changed = true;
             }
         }

@@ -40,7 +40,7 @@ fn eval(id: &str, job_id: &str) -> Evaluation {
 fn scale(job_id: &str, group: &str, count: i64, eval_id: &str) -> Vec<Change> {
     vec![
         Change::Job {
-            job: job(job_id, count),
+            job: Box::new(job(job_id, count)),
             submission: None,
         },
         Change::Evals(vec![eval(eval_id, job_id)]),
@@ -48,13 +48,13 @@ fn scale(job_id: &str, group: &str, count: i64, eval_id: &str) -> Vec<Change> {
             namespace: "default".to_owned(),
             job_id: job_id.to_owned(),
             group: group.to_owned(),
-            event: ScalingEvent {
+            event: Box::new(ScalingEvent {
                 time: NOW,
                 count: Some(count),
                 eval_id: Some(eval_id.to_owned()),
                 message: "scaled".to_owned(),
                 ..ScalingEvent::default()
-            },
+            }),
         },
     ]
 }
@@ -104,7 +104,7 @@ async fn a_write_refused_part_way_leaves_nothing_in_memory_or_in_the_file() {
         // for a group the job does not have: the whole write is refused.
         let mut changes = vec![
             Change::Job {
-                job: job("api", 2),
+                job: Box::new(job("api", 2)),
                 submission: None,
             },
             Change::Evals(vec![eval("e-api", "api")]),
