@@ -44,8 +44,8 @@ fn nemesis_loses_no_acknowledged_write_and_runs_nothing_twice() {
         .map(Duration::from_secs);
     let Some(total) = total else {
         for seed in SEEDS {
-            let figures =
-                nemesis::run(seed, SHORT_RUN).unwrap_or_else(|failure| panic!("{failure}"));
+            let (figures, outcome) = nemesis::run(seed, SHORT_RUN);
+            outcome.unwrap_or_else(|failure| panic!("{failure}"));
             eprintln!("seed {seed}: {figures:?}");
         }
         return;
@@ -60,21 +60,18 @@ fn nemesis_loses_no_acknowledged_write_and_runs_nothing_twice() {
         let seed: u64 = rand::random();
         eprintln!("run {runs}: seed {seed}, {length:?}");
         runs += 1;
-        match nemesis::run(seed, length) {
-            Ok(figures) => {
-                for (kind, count) in figures.faults {
-                    *faults.entry(kind).or_default() += count;
-                }
-                for (name, count) in figures.invariants {
-                    *invariants.entry(name).or_default() += count;
-                }
-                operations += figures.operations;
-                acknowledged += figures.acknowledged;
-            }
-            Err(failure) => {
-                eprintln!("{failure}");
-                findings.push(failure);
-            }
+        let (figures, outcome) = nemesis::run(seed, length);
+        for (kind, count) in figures.faults {
+            *faults.entry(kind).or_default() += count;
+        }
+        for (name, count) in figures.invariants {
+            *invariants.entry(name).or_default() += count;
+        }
+        operations += figures.operations;
+        acknowledged += figures.acknowledged;
+        if let Err(failure) = outcome {
+            eprintln!("{failure}");
+            findings.push(failure);
         }
     }
     eprintln!(

@@ -52,7 +52,8 @@ fn leader_known() -> Option<()> {
 }
 
 /// One run: the cluster, `length` of faults from `seed` under the workload, then the checks.
-pub fn run(seed: u64, length: Duration) -> Result<Figures, String> {
+/// The figures are answered whether or not an invariant was violated.
+pub fn run(seed: u64, length: Duration) -> (Figures, Result<(), String>) {
     let steps = faults::schedule(seed, length);
     let schedule = faults::print_schedule(seed, &steps);
     eprintln!("{schedule}");
@@ -147,16 +148,14 @@ pub fn run(seed: u64, length: Duration) -> Result<Figures, String> {
     );
     figures.operations = history.ops.len();
     figures.acknowledged = history.acknowledged();
-    match outcome {
-        Ok(()) => Ok(figures),
-        Err(violation) => {
-            lab.keep = true;
-            Err(format!(
-                "seed {seed}: invariant violated: {violation}\n{schedule}operations: {} ({} acknowledged)",
-                figures.operations, figures.acknowledged
-            ))
-        }
-    }
+    let outcome = outcome.map_err(|violation| {
+        lab.keep = true;
+        format!(
+            "seed {seed}: invariant violated: {violation}\n{schedule}operations: {} ({} acknowledged)",
+            figures.operations, figures.acknowledged
+        )
+    });
+    (figures, outcome)
 }
 
 fn settle_and_check(
