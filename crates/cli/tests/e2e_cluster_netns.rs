@@ -23,6 +23,11 @@
 //! skipped without them, failed under `CI=true`. Everything it makes (namespaces, the bridge,
 //! the rules, the processes) goes when it ends, failed or not.
 //!
+//! `a_server_cut_from_etcd_longer_than_its_session_leads_again`: the leader, then every server
+//! in turn, cut off from every etcd member for longer than its session: each gets a new session
+//! once healed (listed by `/v1/status/peers` again) and the first leads again; the cluster
+//! still elects a leader and places a job.
+//!
 //! `failover_time` (ignored; `scripts/bench-failover`) kills the leader again and again and
 //! prints leader kill → new leader and → first plan applied by the new leader.
 
@@ -1303,6 +1308,142 @@ fn a_cluster_on_separate_hosts_survives_dead_servers_a_cut_off_leader_and_lost_e
     assert_eq!(statuses["c0"], "ready");
     assert_eq!(statuses["c1"], "ready");
     check_one_leader_at_a_time(&lab, &killed_at);
+    drop(lab);
+}
+
+/// The servers' HTTP addresses that server `index` lists as holding a session
+/// (`/v1/status/peers`: each server's `alive/<name>` record, kept under its session lease).
+fn peers(index: usize) -> Option<BTreeSet<String>> {
+    let answer = get(&server_addr(index), "/v1/status/peers")?;
+    (answer.status == 200).then(|| {
+        serde_json::from_str::<Vec<String>>(&answer.body)
+            .unwrap_or_default()
+            .into_iter()
+            .collect()
+    })
+}
+
+/// When server `index` opened an etcd session at or after `since` (µs since the epoch).
+fn session_opened_since(process: &NsProcess, since: i64) -> Option<i64> {
+    process
+        .log_lines()
+        .iter()
+        .filter(|line| {
+            line["fields"]["message"]
+                .as_str()
+                .is_some_and(|message| message.starts_with("etcd session opened"))
+        })
+        .filter_map(|line| line["timestamp"].as_str().map(unix_micros))
+        .find(|&at| at >= since)
+}
+
+/// Cuts server `index` from every etcd member for `CUT` (over twice its 4 s session), checks
+/// that it stopped leading and that its session lapsed (no server lists it any more), heals,
+/// and waits until it holds a new session: listed again by `witness`, a new session in its log.
+fn cut_longer_than_the_session(lab: &mut Lab, index: usize, witness: usize) {
+    /// Longer than twice the session's TTL.
+    const CUT: Duration = Duration::from_secs(9);
+    let cut = Instant::now();
+    lab.cut_off_from_etcd(index);
+    wait_for(
+        &format!("server {index}'s session to lapse while it is cut off"),
+        LIMIT,
+        || (!peers(witness)?.contains(&server_addr(index))).then_some(()),
+    );
+    assert_eq!(
+        says_it_leads(index),
+        Some(false),
+        "server {index} leads while cut off from etcd"
+    );
+    while cut.elapsed() < CUT {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let healed = now_micros();
+    lab.heal();
+    wait_for(
+        &format!("server {index} to hold a session again after the cut"),
+        LIMIT,
+        || {
+            (peers(witness)?.contains(&server_addr(index))
+                && session_opened_since(&lab.servers[index], healed).is_some())
+            .then_some(())
+        },
+    );
+}
+
+/// Regression: a server cut off from etcd for longer than its session got "lease not found"
+/// on every renewal and campaign from then on, and never got a session again; once every
+/// server had been cut once, the cluster had no leader while etcd was healthy. Now a lapsed
+/// session ends, the server opens a new one (its `alive/<name>` record made again under the
+/// new lease) and can lead again.
+#[test]
+fn a_server_cut_from_etcd_longer_than_its_session_leads_again() {
+    if !tools_available() {
+        return;
+    }
+    let (mut lab, first, _) = start_cluster();
+    let all = [0, 1, 2];
+    let others: Vec<usize> = all.iter().copied().filter(|&i| i != first).collect();
+
+    // ── The leader is cut off for longer than its session: another leads meanwhile.
+    let since = now_micros();
+    cut_longer_than_the_session(&mut lab, first, others[0]);
+    let second = agreed_leader(&all, LIMIT);
+    assert_ne!(second, first, "the cut-off leader kept its leadership");
+    wait_follower(first, second);
+
+    // It can lead again: the other two cut off at once, it alone reaches etcd.
+    lab.cut_off_from_etcd(others[0]);
+    lab.cut_off_from_etcd(others[1]);
+    wait_for(
+        &format!("server {first} to lead again with a new session"),
+        LIMIT,
+        || (says_it_leads(first) == Some(true)).then_some(()),
+    );
+    let again = led_since(&lab.servers[first], since).expect("it says in its log that it leads");
+    println!(
+        "a server cut off longer than its session led again {:.2}s after the first cut",
+        (again - since) as f64 / 1e6
+    );
+    let marker = format!("netns-session-{}", std::process::id());
+    register_until_accepted(&[first], &job("after-first-cut", &marker, 1));
+    running_allocs(first, "after-first-cut", 1);
+    lab.heal();
+    for &other in &others {
+        wait_for(
+            &format!("server {other} to hold a session again"),
+            LIMIT,
+            || peers(first)?.contains(&server_addr(other)).then_some(()),
+        );
+    }
+
+    // ── Every server cut off once in turn, the leader of the moment first.
+    let leader_now = agreed_leader(&all, LIMIT);
+    let mut order = vec![leader_now];
+    order.extend(all.iter().copied().filter(|&i| i != leader_now));
+    for &index in &order {
+        let witness = all.iter().copied().find(|&i| i != index).unwrap();
+        cut_longer_than_the_session(&mut lab, index, witness);
+        let leader = agreed_leader(&all, LIMIT);
+        wait_for(
+            &format!("every server to list the others after server {index}'s cut"),
+            LIMIT,
+            || {
+                all.iter()
+                    .all(|&i| peers(i).is_some_and(|listed| listed.len() == all.len()))
+                    .then_some(())
+            },
+        );
+        println!("server {index} cut off and back; server {leader} leads");
+    }
+
+    // The cluster still has a leader, which takes a job and places it.
+    let leader = agreed_leader(&all, LIMIT);
+    let marker = format!("netns-every-cut-{}", std::process::id());
+    register_until_accepted(&all, &job("after-every-cut", &marker, 2));
+    running_allocs(leader, "after-every-cut", 2);
+    running_allocs(leader, "after-first-cut", 1);
+    check_one_leader_at_a_time(&lab, &BTreeMap::new());
     drop(lab);
 }
 

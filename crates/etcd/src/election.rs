@@ -485,6 +485,11 @@ impl EtcdKv {
             granted,
         } = opened;
         view.send_modify(|known| known.last_contact = Some(granted));
+        tracing::info!(
+            lease = format!("{lease:x}"),
+            name = %candidate.name,
+            "etcd session opened; this server's name is claimed under its lease"
+        );
         let seat = Arc::new(Seat {
             clock: std::sync::Mutex::new(SessionClock::new(candidate.ttl, asked)),
             lease,
@@ -953,6 +958,31 @@ mod tests {
         // No member answers any more: the server steps down half a second before etcd may let
         // the lease lapse (a TTL after the last renewal was sent).
         assert!(clock.must_step_down(start + Duration::from_millis(5500)));
+    }
+
+    #[test]
+    fn every_answer_that_etcd_no_longer_knows_the_lease_ends_the_session_and_nothing_else_does() {
+        // etcd refusing a keep-alive, a put or a campaign under a lapsed or revoked lease.
+        let refused = etcd_client::Error::GRpcStatus(tonic::Status::not_found(
+            "etcdserver: requested lease not found",
+        ));
+        assert!(lease_is_gone(&refused));
+        // etcd-client opening a keep-alive stream for a lease etcd no longer knows.
+        let reopened = etcd_client::Error::LeaseKeepAliveError("lease not found".to_owned());
+        assert!(lease_is_gone(&reopened));
+        // A member that is down, slow or restarting, a stream that closed, another key not
+        // found: the session goes on through the others (or the watchdog steps down).
+        for error in [
+            etcd_client::Error::GRpcStatus(tonic::Status::unavailable("connection refused")),
+            etcd_client::Error::GRpcStatus(tonic::Status::deadline_exceeded("timed out")),
+            etcd_client::Error::GRpcStatus(tonic::Status::not_found("key not found")),
+            etcd_client::Error::GRpcStatus(tonic::Status::out_of_range(
+                "etcdserver: mvcc: required revision has been compacted",
+            )),
+            etcd_client::Error::LeaseKeepAliveError("stream closed".to_owned()),
+        ] {
+            assert!(!lease_is_gone(&error), "{error}");
+        }
     }
 
     /// A seat on a handle that makes no request (the fence and the view are all that is used).

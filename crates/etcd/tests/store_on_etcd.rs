@@ -432,3 +432,143 @@ async fn a_server_named_as_a_live_server_is_refused_and_the_name_is_free_once_th
         .unwrap();
     leading(&election_again, "the restarted server leads").await;
 }
+
+fn scaled_job(id: &str, count: i64) -> drover_structs::Job {
+    drover_structs::Job {
+        id: id.to_owned(),
+        name: id.to_owned(),
+        namespace: "default".to_owned(),
+        r#type: "service".to_owned(),
+        priority: 50,
+        datacenters: vec!["dc1".to_owned()],
+        task_groups: vec![drover_structs::TaskGroup {
+            name: "g".to_owned(),
+            count,
+            ..drover_structs::TaskGroup::default()
+        }],
+        ..drover_structs::Job::default()
+    }
+}
+
+/// A scale's changes: the job at `count`, its evaluation, an event for `group`.
+fn scale(job_id: &str, group: &str, count: i64, eval_id: &str) -> Vec<drover_state::Change> {
+    use drover_state::Change;
+    vec![
+        Change::Job {
+            job: Box::new(scaled_job(job_id, count)),
+            submission: None,
+        },
+        Change::Evals(vec![drover_structs::Evaluation {
+            id: eval_id.to_owned(),
+            namespace: "default".to_owned(),
+            job_id: job_id.to_owned(),
+            status: "pending".to_owned(),
+            triggered_by: "job-scaling".to_owned(),
+            ..drover_structs::Evaluation::default()
+        }]),
+        Change::ScalingEvent {
+            namespace: "default".to_owned(),
+            job_id: job_id.to_owned(),
+            group: group.to_owned(),
+            event: Box::new(drover_structs::ScalingEvent {
+                time: NOW,
+                count: Some(count),
+                message: "scaled".to_owned(),
+                ..drover_structs::ScalingEvent::default()
+            }),
+        },
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_of_several_records_is_one_etcd_transaction_and_a_refused_one_writes_nothing() {
+    if !common::etcd_available() {
+        return;
+    }
+    let cluster = common::EtcdCluster::start(1).await;
+    let prefix = "drover-together/";
+    let (_kv, store) = open(&cluster, prefix).await;
+    let (kv_b, second) = open(&cluster, prefix).await;
+    let _follower = follow(&kv_b, second.clone());
+    let mut operator = etcd_client::Client::connect(cluster.endpoints(), None)
+        .await
+        .unwrap();
+    // etcd's own revision: one more per transaction, whatever it writes.
+    let mut etcd_revision = async || {
+        operator
+            .get(
+                prefix,
+                Some(
+                    etcd_client::GetOptions::new()
+                        .with_prefix()
+                        .with_count_only(),
+                ),
+            )
+            .await
+            .unwrap()
+            .header()
+            .unwrap()
+            .revision()
+    };
+    store.upsert_job(scaled_job("web", 1), NOW).await.unwrap();
+
+    // The job version, its evaluation and the scaling event: one transaction, one index.
+    let before = etcd_revision().await;
+    let written = store
+        .write_together(scale("web", "g", 3, "e1"), NOW)
+        .await
+        .unwrap();
+    assert_eq!(
+        etcd_revision().await,
+        before + 1,
+        "more than one transaction"
+    );
+    assert_eq!(written.jobs[0].job_modify_index, written.index);
+    assert_eq!(store.eval("e1").unwrap().job_modify_index, written.index);
+    // The follower has all of it (it reloads whole revisions).
+    eventually("the follower has the scale", || {
+        second.latest_index() == written.index
+    })
+    .await;
+    assert_eq!(
+        second.job("default", "web").unwrap().task_groups[0].count,
+        3
+    );
+    assert!(second.eval("e1").is_some());
+    assert_eq!(
+        second
+            .scaling_events("default", "web")
+            .unwrap()
+            .modify_index,
+        written.index
+    );
+
+    // Refused part-way (an event for a group the job does not have): nothing reaches etcd,
+    // nothing stays in the writer's memory.
+    let at = etcd_revision().await;
+    let mut changes = vec![drover_state::Change::Job {
+        job: Box::new(scaled_job("api", 2)),
+        submission: None,
+    }];
+    changes.extend(scale("web", "missing", 5, "e2"));
+    let refused = store.write_together(changes, NOW).await.unwrap_err();
+    assert!(
+        matches!(refused, drover_state::StateError::NotFound { .. }),
+        "{refused}"
+    );
+    assert_eq!(etcd_revision().await, at, "a refused write reached etcd");
+    assert!(store.job("default", "api").is_none());
+    assert!(store.eval("e2").is_none());
+    assert_eq!(store.job("default", "web").unwrap().task_groups[0].count, 3);
+    assert_eq!(store.latest_index(), written.index);
+    // A store opened afresh on the prefix finds the state as the last good write left it.
+    let (_kv_c, third) = open(&cluster, prefix).await;
+    assert_eq!(third.latest_index(), written.index);
+    assert!(third.job("default", "api").is_none() && third.eval("e2").is_none());
+    // The writer goes on from there.
+    let next = store
+        .write_together(scale("web", "g", 2, "e3"), NOW)
+        .await
+        .unwrap();
+    assert_eq!(next.index, written.index + 1);
+}

@@ -63,18 +63,21 @@
 //! write transaction, one etcd transaction), so a leader that dies mid-operation leaves all of
 //! it or none: a job register, stop or purge with its evaluation (and the cancellation of its
 //! blocked one), a periodic launch or dispatch with its child's, a scale with its
-//! `job-scaling` one, a node registering ready, heartbeating back, marked down or
+//! `job-scaling` one and its scaling event (`StateStore::write_together`), a node registering ready, heartbeating back, marked down or
 //! disconnected, made eligible, drained or purged with its `node-update` evaluations
 //! (`*_with_evals`, the node's index named in them), clients' allocation updates with the
 //! `alloc-failure`/`reconnect` evaluations decided inside the write
 //! (`update_allocs_from_client_with_evals`), a deployment change with its evaluations, an
 //! allocation stop with its. What is left to the next leader, which redoes it from the store:
 //! a worker's evaluation status after its plan committed (the evaluation is still pending, so
-//! it is scheduled again against the plan's result), a scaling event (history only), garbage
-//! collection (recomputed). Not yet covered: on etcd, a migration (a drain's or a stop's) of
-//! more allocations than one transaction holds is written in parts, the evaluations with the
-//! last, and a leader dying between them leaves allocations marked to migrate that no
-//! evaluation moves; `periodic`:
+//! it is scheduled again against the plan's result; a blocked evaluation the plan asked for is
+//! asked for again), delayed follow-up evaluations stored before their plan (they only
+//! evaluate the job again), garbage collection (each pass recomputes what is left to
+//! collect), a plan of more allocations than one etcd transaction holds (each part a plan
+//! committed in part; its evaluation still pending), a migration (a drain's) of more
+//! allocations than one etcd transaction holds (written in parts, the evaluations with the
+//! first: every allocation marked has a pending evaluation, and the drainer marks the rest on
+//! its next pass); `periodic`:
 //! the periodic dispatcher (leader work, started with the broker and the heartbeat timers),
 //! which tracks every active periodic job's next launch on the server clock and tokio time,
 //! skips a launch under `prohibit_overlap` while a child has a non-terminal eval or alloc, and

@@ -6,6 +6,7 @@
 //!
 //! Not here: where events and policies are kept (the state store) or the HTTP answer shapes.
 
+use drover_state::Change;
 use drover_structs::{
     EVAL_TRIGGER_JOB_SCALING, Job, JobRegisterResponse, SCALING_TARGET_GROUP, SCALING_TARGET_JOB,
     SCALING_TARGET_NAMESPACE, ScalingEvent, ScalingRequest,
@@ -201,8 +202,34 @@ impl Server {
                 Vec::new()
             };
             let eval_id = evals.first().map(|eval| eval.id.clone());
-            let (registration, eval_index) = state.upsert_job_with_evals(job, evals, now).await?;
+            event.eval_id.clone_from(&eval_id);
+            // The job's new count, its evaluation and the scaling event commit in one write:
+            // a leader that dies after it leaves the scale evaluated and its event recorded,
+            // never a scaled job without either.
+            let written = state
+                .write_together(
+                    vec![
+                        Change::Job {
+                            job: Box::new(job),
+                            submission: None,
+                        },
+                        Change::Evals(evals),
+                        Change::ScalingEvent {
+                            namespace: namespace.to_owned(),
+                            job_id: job_id.to_owned(),
+                            group: group_name.clone(),
+                            event: Box::new(event),
+                        },
+                    ],
+                    now,
+                )
+                .await?;
+            let registration =
+                written.jobs.into_iter().next().ok_or_else(|| {
+                    ServerError::Internal("the scale's write answered no job".into())
+                })?;
             response.job_modify_index = registration.job_modify_index;
+            response.index = written.index;
             if !launchable {
                 self.inner.periodic.add(registration.job.clone(), now);
             }
@@ -210,13 +237,12 @@ impl Server {
                 if let Some(stored) = state.eval(&eval_id) {
                     self.inner.enqueue_when_due((*stored).clone());
                 }
-                response.eval_create_index = eval_index;
-                event.eval_id = Some(eval_id.clone());
+                response.eval_create_index = written.index;
                 response.eval_id = eval_id;
             }
-        } else {
-            response.job_modify_index = current.job_modify_index;
+            return Ok(response);
         }
+        response.job_modify_index = current.job_modify_index;
         response.index = state
             .upsert_scaling_event(namespace, job_id, &group_name, event)
             .await?;

@@ -27,8 +27,8 @@
 //! Each module directly under `src/` uses only modules on the lines below its own (`error`
 //! modules aside), as `crates/structs/tests/module_cycles.rs` checks; top first:
 //!
-//! - `acl`, `acl_sso`, `deployments`, `gc`, `intentions`, `keyring`, `namespaces`, `node_pools`,
-//!   `scaling`, `variables`
+//! - `acl`, `acl_sso`, `batch`, `deployments`, `gc`, `intentions`, `keyring`, `namespaces`,
+//!   `node_pools`, `scaling`, `variables`
 //! - `store`
 //! - `deployments_table`, `job_submissions`, `node_pools_table`, `scaling_table`
 //! - `archive`, `tables`
@@ -102,12 +102,16 @@
 //! `JobTrackedScalingEvents`) and the group `scaling` policies by ID; a job register writes its
 //! policies in the same write (an unchanged policy keeps its indexes) and removes those it
 //! dropped, a purge removes both (`scaling_table`: the load and those in-write helpers).
+//! `batch`: `write_together`, a list of changes (a job version, evaluations, a scaling event)
+//! applied as one write of the engine, so one backend transaction; a change refused part-way
+//! puts the tables back as they were, and nothing of the write is persisted or published.
 //! **Boundary**: holds data, never scheduling logic, never a key or a secret in the clear.
 
 pub mod acl;
 pub mod acl_sso;
 pub mod acl_tables;
 pub mod archive;
+pub mod batch;
 pub mod deployments;
 pub mod deployments_table;
 pub mod derive;
@@ -129,6 +133,7 @@ pub mod store;
 pub mod tables;
 pub mod variables;
 
+pub use batch::{Change, Written};
 pub use embedded::{EmbeddedKv, STATE_FILE_NAME};
 pub use engine::{
     CommitStats, Committed, Engine, EngineOptions, Indexes, SCHEMA_VERSION, Table, WatchOutcome,

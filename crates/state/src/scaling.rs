@@ -11,9 +11,7 @@ use drover_structs::{
     JobScalingEvents, SCALING_TARGET_JOB, SCALING_TARGET_NAMESPACE, ScalingEvent, ScalingPolicy,
 };
 
-use crate::engine::Table;
 use crate::error::StateError;
-use crate::scaling_table::scaling_events_record_key;
 use crate::store::StateStore;
 use crate::tables::StateSnapshot;
 
@@ -102,32 +100,13 @@ impl StateStore {
         namespace: &str,
         job_id: &str,
         group: &str,
-        mut event: ScalingEvent,
+        event: ScalingEvent,
     ) -> Result<u64, StateError> {
         let key = (namespace.to_owned(), job_id.to_owned());
         let group = group.to_owned();
         self.engine
             .write(move |tables, context| {
-                let index = context.index();
-                let mut events = tables
-                    .scaling_events
-                    .get(&key)
-                    .map(|events| JobScalingEvents::clone(events))
-                    .unwrap_or_else(|| JobScalingEvents {
-                        namespace: key.0.clone(),
-                        job_id: key.1.clone(),
-                        ..JobScalingEvents::default()
-                    });
-                event.create_index = index;
-                events.modify_index = index;
-                events.record(&group, event);
-                context.put(
-                    Table::ScalingEvents,
-                    &scaling_events_record_key(&key.0, &key.1),
-                    &events,
-                )?;
-                Arc::make_mut(&mut tables.scaling_events).insert(key, Arc::new(events));
-                Ok(index)
+                crate::scaling_table::record_scaling_event(tables, context, key, &group, event)
             })
             .await
     }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use drover_structs::{
     JobScalingEvents, SCALING_TARGET_GROUP, SCALING_TARGET_JOB, SCALING_TARGET_NAMESPACE,
-    ScalingPolicy,
+    ScalingEvent, ScalingPolicy,
 };
 
 use crate::engine::{Table, WriteContext, load_table};
@@ -28,6 +28,38 @@ pub(crate) fn scaling_events_record_key(namespace: &str, job_id: &str) -> Vec<u8
     key.push(0);
     key.extend_from_slice(job_id.as_bytes());
     key
+}
+
+/// Records `event` against `group` of the job `key` within a write (Nomad's
+/// `UpsertScalingEvent`): it gets the write's index as its `CreateIndex`, goes first, and the
+/// oldest beyond the cap are dropped. Answers the write's index.
+pub(crate) fn record_scaling_event(
+    tables: &mut StateTables,
+    context: &mut WriteContext,
+    key: JobKey,
+    group: &str,
+    mut event: ScalingEvent,
+) -> Result<u64, StateError> {
+    let index = context.index();
+    let mut events = tables
+        .scaling_events
+        .get(&key)
+        .map(|events| JobScalingEvents::clone(events))
+        .unwrap_or_else(|| JobScalingEvents {
+            namespace: key.0.clone(),
+            job_id: key.1.clone(),
+            ..JobScalingEvents::default()
+        });
+    event.create_index = index;
+    events.modify_index = index;
+    events.record(group, event);
+    context.put(
+        Table::ScalingEvents,
+        &scaling_events_record_key(&key.0, &key.1),
+        &events,
+    )?;
+    Arc::make_mut(&mut tables.scaling_events).insert(key, Arc::new(events));
+    Ok(index)
 }
 
 /// Loads the persisted events and policies into `tables`.

@@ -123,13 +123,13 @@ pub struct StateStore {
     pub(crate) engine: Arc<Engine<StateTables>>,
 }
 
-fn namespace_or_default(namespace: &mut String) {
+pub(crate) fn namespace_or_default(namespace: &mut String) {
     if namespace.is_empty() {
         namespace.push_str(DEFAULT_NAMESPACE);
     }
 }
 
-fn require_id(field: &'static str, value: &str) -> Result<(), StateError> {
+pub(crate) fn require_id(field: &'static str, value: &str) -> Result<(), StateError> {
     if value.is_empty() {
         return Err(StateError::Invalid {
             field,
@@ -1477,9 +1477,11 @@ impl StateStore {
         })
     }
 
-    /// Stores a plan's allocations and evaluation updates, at one index (in consecutive
-    /// writes of [`StateStore::allocs_per_write`] allocations on a backend with a cap, the
-    /// evaluations with the last).
+    /// Stores allocations (a migration's marks, a stop's) and the evaluations that act on
+    /// them, at one index (in consecutive writes of [`StateStore::allocs_per_write`]
+    /// allocations on a backend with a cap, the evaluations with the first: a server that
+    /// dies between the writes leaves every allocation already written with a pending
+    /// evaluation that acts on it, which the next leader schedules).
     pub async fn upsert_allocs_and_evals(
         &self,
         mut allocs: Vec<Allocation>,
@@ -1488,13 +1490,15 @@ impl StateStore {
     ) -> Result<u64, StateError> {
         validate_allocs(&mut allocs)?;
         validate_evals(&mut evals)?;
-        let mut chunks = split_allocs(allocs, self.allocs_per_write());
-        let last = chunks.pop().unwrap_or_default();
-        for allocs in chunks {
-            self.write_allocs_and_evals(allocs, Vec::new(), now_unix_ns)
+        let mut index = 0;
+        let mut evals = Some(evals);
+        for allocs in split_allocs(allocs, self.allocs_per_write()) {
+            let evals = evals.take().unwrap_or_default();
+            index = self
+                .write_allocs_and_evals(allocs, evals, now_unix_ns)
                 .await?;
         }
-        self.write_allocs_and_evals(last, evals, now_unix_ns).await
+        Ok(index)
     }
 
     async fn write_allocs_and_evals(
