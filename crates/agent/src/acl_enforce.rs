@@ -78,6 +78,50 @@ pub enum Permission {
     OperatorWrite,
     /// Only a management token.
     Management,
+    /// The event stream: each topic asked for (by name; `*` when none is) needs what Nomad's
+    /// `validateNsOp` asks of it in the namespace.
+    EventStream {
+        namespace: String,
+        topics: Vec<String>,
+    },
+}
+
+/// The topic names an event stream request asks for, as Nomad's `parseEventTopics` reads them:
+/// the part before `:` of each `topic`, and `*` (every topic) when there is none. `None` when
+/// a topic does not parse: the handler answers its 400 before any ACL check, as Nomad's HTTP
+/// layer does.
+fn event_topics(params: &QueryParams) -> Option<Vec<String>> {
+    let mut topics = Vec::new();
+    for query in params.get_all("topic") {
+        let mut parts = query.split(':');
+        let name = parts.next().unwrap_or_default();
+        if parts.count() > 1 {
+            return None;
+        }
+        topics.push(name.to_owned());
+    }
+    if topics.is_empty() {
+        topics.push("*".to_owned());
+    }
+    Some(topics)
+}
+
+/// Whether `acl` may read `topic` in `namespace` (Nomad's `validateNsOp`): the job topics need
+/// `read-job`, nodes node read, the operator topic operator read, variables any variables
+/// rule in the namespace (each event is then filtered by path); node pools, `*`, the ACL
+/// topics and any topic Nomad does not know need a management token.
+fn allows_event_topic(acl: &Acl, namespace: &str, topic: &str) -> bool {
+    match topic {
+        "Deployment" | "Evaluation" | "Allocation" | "Job" | "Service" | "CSIPlugin" => {
+            acl.allow_namespace_operation(namespace, capability::READ_JOB)
+        }
+        "HostVolume" => acl.allow_namespace_operation(namespace, "host-volume-read"),
+        "CSIVolume" => acl.allow_namespace_operation(namespace, capability::CSI_READ_VOLUME),
+        "Node" => acl.allow_node_read(),
+        "Operator" => acl.allow_operator_read(),
+        "Variable" => acl.allow_variable_search(namespace),
+        _ => acl.is_management(),
+    }
 }
 
 /// Where a request's namespace comes from: the query's `namespace`, else `default`.
@@ -437,7 +481,14 @@ pub fn required(
         Route::AgentSelf | Route::AgentServers => AgentRead,
         Route::AgentServersUpdate | Route::AgentForceLeave => AgentWrite,
         Route::AgentHealth | Route::StatusLeader | Route::StatusPeers | Route::Regions => Anyone,
-        Route::EventStream | Route::Search | Route::SearchFuzzy => namespace(capability::READ_JOB),
+        Route::EventStream => match event_topics(params) {
+            Some(topics) => EventStream {
+                namespace: query_namespace(params),
+                topics,
+            },
+            None => Anyone,
+        },
+        Route::Search | Route::SearchFuzzy => namespace(capability::READ_JOB),
         Route::ServiceList | Route::ServiceRead { .. } => ServiceRead {
             namespace: query_namespace(params),
         },
@@ -536,6 +587,9 @@ pub fn allows(acl: &Acl, permission: &Permission) -> bool {
         Permission::OperatorRead => acl.allow_operator_read(),
         Permission::OperatorWrite => acl.allow_operator_write(),
         Permission::Management => acl.is_management(),
+        Permission::EventStream { namespace, topics } => topics
+            .iter()
+            .all(|topic| allows_event_topic(acl, namespace, topic)),
     }
 }
 
@@ -944,4 +998,92 @@ pub async fn guard_node_calls(
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a failed expectation is a failed test
+
+    use super::*;
+    use drover_server::acl::policy::parse;
+
+    fn stream_permission(query: &str) -> Permission {
+        required(
+            &StateNamespaces,
+            &Method::GET,
+            "/v1/event/stream",
+            &QueryParams::parse(Some(query)),
+            b"",
+        )
+    }
+
+    struct StateNamespaces;
+
+    impl NamespaceLookup for StateNamespaces {
+        fn alloc_namespace(&self, _alloc_id: &str) -> Option<String> {
+            None
+        }
+        fn eval_namespace(&self, _eval_id: &str) -> Option<String> {
+            None
+        }
+    }
+
+    #[test]
+    fn the_event_stream_needs_management_for_every_topic_and_unknown_topics() {
+        let reader = Acl::new(&[parse(
+            r#"namespace "default" { policy = "read" }
+               node { policy = "read" }
+               operator { policy = "read" }"#,
+        )
+        .unwrap()]);
+        let management = Acl::management();
+        // No topic is every topic (`*`): management only, as Nomad's `validateNsOp`.
+        for query in [
+            "",
+            "topic=*",
+            "topic=*:*",
+            "topic=Job&topic=*",
+            "topic=NoSuchTopic",
+            "topic=ACLToken",
+            "topic=NodePool",
+        ] {
+            let permission = stream_permission(query);
+            assert!(
+                !allows(&reader, &permission),
+                "{query}: a read token may stream"
+            );
+            assert!(allows(&management, &permission), "{query}");
+        }
+        for query in [
+            "topic=Job",
+            "topic=Allocation:web",
+            "topic=Evaluation&topic=Deployment",
+            "topic=Node",
+            "topic=Operator",
+            "topic=Service",
+        ] {
+            assert!(allows(&reader, &stream_permission(query)), "{query}");
+        }
+        // Another namespace's job topics need read-job there.
+        assert!(!allows(
+            &reader,
+            &stream_permission("topic=Job&namespace=other")
+        ));
+        // Variables: any variables rule in the namespace.
+        assert!(!allows(&reader, &stream_permission("topic=Variable")));
+        let variables = Acl::new(&[parse(
+            r#"namespace "default" {
+                 variables {
+                   path "app/*" { capabilities = ["read"] }
+                 }
+               }"#,
+        )
+        .unwrap()]);
+        assert!(allows(&variables, &stream_permission("topic=Variable")));
+        // A topic that does not parse is the handler's 400, whoever asks.
+        assert_eq!(
+            stream_permission("topic=Evaluation:::*"),
+            Permission::Anyone
+        );
+    }
 }

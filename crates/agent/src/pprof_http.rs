@@ -565,6 +565,29 @@ mod tests {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
     }
 
+    #[tokio::test]
+    async fn go_runtime_views_answer_nomads_404_for_a_profile_that_does_not_exist() {
+        // Go's execution trace and the goroutine, thread and lock views have no Rust
+        // equivalent: each is named in Nomad's answer for an unknown profile.
+        for name in [
+            "trace",
+            "goroutine",
+            "threadcreate",
+            "block",
+            "mutex",
+            "allocs",
+        ] {
+            assert_eq!(
+                status_of(endpoint(false, true), &format!("/v1/agent/pprof/{name}")).await,
+                (
+                    StatusCode::NOT_FOUND,
+                    format!("Pprof profile not found profile: {name}")
+                ),
+                "{name}"
+            );
+        }
+    }
+
     #[test]
     fn the_heap_profile_carries_the_allocators_in_use_bytes() {
         let usage = drover_isolate::malloc::HeapUsage {

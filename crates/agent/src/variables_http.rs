@@ -150,6 +150,43 @@ async fn block_on_variables(state: &StateStore, params: &QueryParams) -> Result<
     Ok(state.indexes().table(Table::Variables))
 }
 
+/// A read of one variable as Nomad's `Variables.Read` answers it: the variable's own
+/// ModifyIndex, or the variables table's index while it does not exist; with `?index=N` the
+/// read is repeated on each change to the table until that index passes N or the wait runs
+/// out, so a write of another variable neither answers the reader nor makes it spin.
+async fn block_on_variable(
+    endpoints: &VariablesEndpoints,
+    params: &QueryParams,
+    namespace: &str,
+    path: &str,
+) -> Result<(u64, Option<Variable>), ApiError> {
+    let options = params.blocking()?;
+    let deadline = tokio::time::Instant::now()
+        + options.wait_with_jitter(f64::from(uuid::Uuid::new_v4().as_bytes()[0]) / 255.0);
+    loop {
+        let table_index = endpoints.state.indexes().table(Table::Variables);
+        let variable = read_variable(&endpoints.keyring, &endpoints.state, namespace, path)
+            .map_err(variables_error)?;
+        let index = variable
+            .as_ref()
+            .map_or(table_index, |variable| variable.modify_index);
+        if options.min_index == 0
+            || index > options.min_index
+            || tokio::time::Instant::now() >= deadline
+        {
+            return Ok((index, variable));
+        }
+        endpoints
+            .state
+            .wait_for_change(
+                &[Table::Variables],
+                table_index.max(options.min_index),
+                deadline,
+            )
+            .await;
+    }
+}
+
 fn namespace_of(params: &QueryParams) -> String {
     match params.non_empty("namespace") {
         Some(namespace) => namespace.to_owned(),
@@ -304,10 +341,9 @@ async fn specific(
             {
                 return Ok(permission_denied());
             }
-            let index = block_on_variables(&endpoints.state, &params).await?;
-            match read_variable(&endpoints.keyring, &endpoints.state, &namespace, &path)
-                .map_err(variables_error)?
-            {
+            let (index, variable) =
+                block_on_variable(&endpoints, &params, &namespace, &path).await?;
+            match variable {
                 Some(mut variable) => {
                     if !sees_locks(&endpoints, &identity) {
                         variable.lock = None;
@@ -468,5 +504,69 @@ mod tests {
             assert!(!workload_may_read(&identity, "default", path), "{path}");
         }
         assert!(!workload_may_read(&identity, "other", "nomad/jobs/web"));
+    }
+
+    async fn send(router: &axum::Router, method: &str, uri: &str, body: &str) -> Response {
+        use tower::ServiceExt as _;
+        let request = axum::http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(axum::body::Body::from(body.to_owned()))
+            .unwrap();
+        router.clone().oneshot(request).await.unwrap()
+    }
+
+    fn index_of(response: &Response) -> u64 {
+        response.headers()["X-Nomad-Index"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_variable_read_answers_its_own_modify_index_and_blocks_on_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateStore::open(dir.path()).await.unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(drover_server::SystemClock);
+        let keyring = Arc::new(
+            Keyring::open(dir.path(), state.clone(), Arc::clone(&clock))
+                .await
+                .unwrap(),
+        );
+        let router = router(VariablesEndpoints {
+            keyring,
+            locks: VariableLocks::new(state.clone()),
+            state: state.clone(),
+            clock,
+            acl_enabled: false,
+        });
+        let put = send(&router, "PUT", "/v1/var/app/a", r#"{"Items":{"k":"1"}}"#).await;
+        assert_eq!(put.status(), StatusCode::OK);
+        let written = index_of(&put);
+        let other = send(&router, "PUT", "/v1/var/app/b", r#"{"Items":{"k":"2"}}"#).await;
+        assert_eq!(other.status(), StatusCode::OK);
+        assert!(state.indexes().table(Table::Variables) > written);
+        // Nomad's `Variables.Read`: the variable's ModifyIndex, not the table's.
+        let read = send(&router, "GET", "/v1/var/app/a", "").await;
+        assert_eq!(read.status(), StatusCode::OK);
+        assert_eq!(index_of(&read), written);
+
+        // Blocking on it: another variable's write neither answers the read nor makes it
+        // spin; a write of this variable does.
+        let waiting = router.clone();
+        let uri = format!("/v1/var/app/a?index={written}&wait=5m");
+        let waiter = tokio::spawn(async move { send(&waiting, "GET", &uri, "").await });
+        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        send(&router, "PUT", "/v1/var/app/c", r#"{"Items":{"k":"3"}}"#).await;
+        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        assert!(
+            !waiter.is_finished(),
+            "another variable's write answered the read"
+        );
+        let rewritten =
+            index_of(&send(&router, "PUT", "/v1/var/app/a", r#"{"Items":{"k":"4"}}"#).await);
+        let answered = waiter.await.unwrap();
+        assert_eq!(index_of(&answered), rewritten);
     }
 }

@@ -2551,3 +2551,98 @@ async fn a_path_with_an_empty_segment_is_redirected_to_the_clean_path_as_gos_rou
     let jobs = send(&router, "GET", "/v1/jobs", None).await;
     assert_eq!(jobs.status(), StatusCode::OK);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_single_object_read_answers_its_own_modify_index_and_blocks_on_it() {
+    let (backend, router) = setup();
+    let first = backend.put_job(sample_job("first"));
+    backend.put_job(sample_job("second"));
+    let table_index = backend.table_index(&[crate::Table::Jobs]);
+    assert!(first.modify_index < table_index);
+    let response = send(&router, "GET", "/v1/job/first", None).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    // Nomad's `GetJob`: the job's own ModifyIndex, not the jobs table's.
+    assert_eq!(
+        header(&response, "X-Nomad-Index"),
+        first.modify_index.to_string()
+    );
+    // An absent job: a 404 with the table's index, for a reader waiting for it to appear.
+    let missing = send(&router, "GET", "/v1/job/absent", None).await;
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    assert_eq!(header(&missing, "X-Nomad-Index"), table_index.to_string());
+    assert_eq!(body_text(missing).await, "job not found");
+
+    // Blocking on the index it was sent: another job's write does not answer it (nor make it
+    // spin), a write of this job does.
+    let waiting_router = router.clone();
+    let uri = format!("/v1/job/first?index={}&wait=5m", first.modify_index);
+    let waiter = tokio::spawn(async move { send(&waiting_router, "GET", &uri, None).await });
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    backend.put_job(sample_job("third"));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(
+        !waiter.is_finished(),
+        "another job's write answered the read"
+    );
+    let updated = backend.put_job(sample_job("first"));
+    let response = waiter.await.unwrap();
+    assert_eq!(
+        header(&response, "X-Nomad-Index"),
+        updated.modify_index.to_string()
+    );
+
+    // The same for an allocation, an evaluation, a node and a deployment.
+    let job = backend.put_job(sample_job("web"));
+    sample_allocation(&backend, "alloc-1", &job);
+    backend.put_evaluation(drover_structs::Evaluation {
+        id: "eval-1".into(),
+        namespace: "default".into(),
+        job_id: "web".into(),
+        ..Default::default()
+    });
+    backend.put_node(drover_structs::Node {
+        id: "node-1".into(),
+        ..Default::default()
+    });
+    backend.put_deployment(drover_structs::Deployment {
+        id: "deploy-1".into(),
+        namespace: "default".into(),
+        job_id: "web".into(),
+        ..Default::default()
+    });
+    for (path, table) in [
+        ("/v1/allocation/alloc-1", crate::Table::Allocs),
+        ("/v1/evaluation/eval-1", crate::Table::Evals),
+        ("/v1/node/node-1", crate::Table::Nodes),
+        ("/v1/deployment/deploy-1", crate::Table::Deployments),
+    ] {
+        let response = send(&router, "GET", path, None).await;
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        let index: u64 = header(&response, "X-Nomad-Index").parse().unwrap();
+        let object = body_json(response).await;
+        assert_eq!(object["ModifyIndex"], json!(index), "{path}");
+        // A later write to the same table leaves the object's index where it was.
+        match table {
+            crate::Table::Allocs => {
+                sample_allocation(&backend, "alloc-2", &job);
+            }
+            crate::Table::Evals => backend.put_evaluation(drover_structs::Evaluation {
+                id: "eval-2".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            }),
+            crate::Table::Nodes => backend.put_node(drover_structs::Node {
+                id: "node-2".into(),
+                ..Default::default()
+            }),
+            _ => backend.put_deployment(drover_structs::Deployment {
+                id: "deploy-2".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            }),
+        }
+        assert!(backend.table_index(&[table]) > index, "{path}");
+        let again = send(&router, "GET", path, None).await;
+        assert_eq!(header(&again, "X-Nomad-Index"), index.to_string(), "{path}");
+    }
+}

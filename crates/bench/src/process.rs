@@ -316,11 +316,35 @@ pub fn run_sleep(bench: &Bench, count: usize, network: &str) -> anyhow::Result<R
         if shims_gone.is_ok() {
             report.add("stop -> all shims gone too", "ms", ms(stop_sent.elapsed()));
         }
+        if network != "host" {
+            // The client tears a group network down after the allocation's last task died:
+            // the agent is stopped only once every namespace is gone, or it would leave their
+            // addresses, port rules and veths behind.
+            let namespaces: Vec<std::path::PathBuf> = allocs
+                .iter()
+                .filter_map(|alloc| alloc["ID"].as_str())
+                .map(|id| std::path::Path::new(NETNS_DIR).join(id))
+                .collect();
+            poll(
+                Duration::from_secs(120),
+                Duration::from_millis(5),
+                "group networks to be torn down",
+                || (!namespaces.iter().any(|path| path.exists())).then_some(()),
+            )?;
+            report.add(
+                "stop -> all networks torn down",
+                "ms",
+                ms(stop_sent.elapsed()),
+            );
+        }
         drop(agent);
         report.record_load();
     }
     Ok(report)
 }
+
+/// Where the client binds the group networks' namespaces (its default `netns_dir`).
+const NETNS_DIR: &str = "/var/run/netns";
 
 /// Sums PSS over pids, in KiB.
 fn pss_sum(pids: &[i32]) -> u64 {

@@ -958,3 +958,101 @@ fn a_cni_network_of_the_clients_config_dir_runs_and_an_iptables_error_fails_clea
     assert!(!reserved, "the failed setup's address is still reserved");
     agent.cli_ok(&["job", "stop", "-purge", "cnibad"]);
 }
+
+/// An agent killed and started again with its state DB lost (and its server's store, so
+/// nothing is placed again) finds the networks it made through the node's register and
+/// removes them: the
+/// namespace, the veth on the bridge, the iptables rules and the host-local reservation of a
+/// bridge allocation, and those of a `cni/<name>` allocation with its own conflist (its own
+/// bridge and its own IPAM directory, which the bridge conflist would not have released).
+#[test]
+fn a_client_that_lost_its_state_db_sweeps_the_networks_it_made() {
+    if !prerequisites() {
+        return;
+    }
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _bridge = BridgeCleanup("drvlost0");
+    let temp = tempfile::tempdir().unwrap();
+    let conf_dir = temp.path().join("cni-conf");
+    write_conflist(&conf_dir, "droverlost", "drvlost0", "10.252.11.0/24", &[]);
+    let config = agent_config(
+        temp.path(),
+        "client.hcl",
+        &format!(
+            "client {{\n  cni_config_dir = \"{}\"\n}}\n",
+            conf_dir.display()
+        ),
+    );
+    let data_dir = temp.path().join("data");
+    let leftovers = Leftovers::default();
+    let mut agent = Agent::start_with(&data_dir, &[&format!("-config={config}")]);
+    run_job(&agent, "lostbridge", &web_job("lostbridge", 1));
+    run_job(
+        &agent,
+        "lostcni",
+        &web_job_in("lostcni", 1, "cni/droverlost"),
+    );
+    let bridged = running_allocs(&agent, "lostbridge", 1).remove(0);
+    let named = running_allocs(&agent, "lostcni", 1).remove(0);
+    leftovers.track(&[bridged.clone(), named.clone()]);
+    wait_answers(&bridged);
+    wait_answers(&named);
+    let ids: Vec<String> = [&bridged, &named]
+        .iter()
+        .map(|alloc| alloc["ID"].as_str().unwrap().to_string())
+        .collect();
+    let cni_reserved = |id: &str| {
+        std::fs::read_dir("/var/run/cni/droverlost")
+            .map(|entries| {
+                entries.flatten().any(|entry| {
+                    std::fs::read_to_string(entry.path()).is_ok_and(|text| text.contains(id))
+                })
+            })
+            .unwrap_or(false)
+    };
+    assert_eq!(ipam_reservations(&ids[0]).len(), 1);
+    assert!(cni_reserved(&ids[1]));
+    assert_eq!(bridge_ports(), 1);
+
+    // The agent dies and comes back with its state lost: the client's state DB and the
+    // server's store are gone (nothing is placed again); its tasks still run.
+    agent.kill9();
+    std::fs::remove_file(data_dir.join("client/state.db")).unwrap();
+    if data_dir.join("server").exists() {
+        std::fs::remove_dir_all(data_dir.join("server")).unwrap();
+    }
+    let agent2 = Agent::start_with(&data_dir, &[&format!("-config={config}")]);
+    for id in &ids {
+        wait_for(&format!("alloc {id}'s network swept"), LIMIT, || {
+            (!Path::new(NETNS_DIR).join(id).exists()
+                && ipam_reservations(id).is_empty()
+                && !cni_reserved(id))
+            .then_some(())
+        });
+    }
+    let rules = iptables_rules();
+    for id in &ids {
+        for line in rules.lines() {
+            assert!(
+                !line.contains(id.as_str()),
+                "iptables rule of {id} left: {line}"
+            );
+        }
+    }
+    assert_eq!(bridge_ports(), 0, "a veth is left on the nomad bridge");
+    let lost_bridge_ports = std::process::Command::new("ip")
+        .args(["-o", "link", "show", "master", "drvlost0"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&lost_bridge_ports.stdout)
+            .trim()
+            .is_empty(),
+        "a veth is left on the cni network's bridge"
+    );
+    drop(agent2);
+    support::kill_tasks_of_allocs(&ids);
+    support::remove_task_cgroups(&ids);
+}

@@ -111,7 +111,11 @@ impl AllocRunnerFactory for TaskAllocRunnerFactory {
                 .iter()
                 .map(|runner| runner.alloc_id().to_string())
                 .collect();
-            // Their group networks too (namespace, address, port rules), by their dirs.
+            // Their group networks too (namespace, address, port rules, veth): those the node's
+            // register names, with their own conflists, then any left by their dirs.
+            for alloc_id in crate::network::sweep_registered(&network_config, &alloc_root, &live) {
+                tracing::info!(%alloc_id, "removed the group network of a gone allocation");
+            }
             for alloc_id in std::fs::read_dir(&alloc_root)
                 .into_iter()
                 .flatten()

@@ -32,7 +32,10 @@ mod submit;
 
 use agent::{agent_health, agent_members, agent_self};
 
-use respond::{Meta, blocking_read, decode_body, json_response, page_response};
+use respond::{
+    Meta, blocking_read, blocking_read_object, decode_body, json_response, object_response,
+    page_response,
+};
 use submit::{parse_job, plan, register, validate_job};
 
 use crate::backend::{ApiBackend, DeploymentOperation, NodeOperation, Table};
@@ -317,12 +320,16 @@ async fn handle<B: ApiBackend>(
         Route::JobParse => parse_job(params, body),
         Route::JobValidate => validate_job(params, body),
         Route::JobRead { job_id } => {
-            let (index, job) = blocking_read(backend, params, &[Table::Jobs], |backend| {
-                backend.job(&namespace, &job_id)
-            })
+            // Nomad's `Job.GetJob`: the job's ModifyIndex, the jobs table's while it is absent.
+            let (index, job) = blocking_read_object(
+                backend,
+                params,
+                &[Table::Jobs],
+                |backend| backend.job(&namespace, &job_id),
+                |job| job.modify_index,
+            )
             .await?;
-            let job = job.ok_or_else(|| ApiError::not_found("job not found"))?;
-            json_response(&job, params, Meta::Read(index))
+            object_response(job.as_ref(), params, index, "job not found")
         }
         Route::JobDeregister { job_id } => {
             let purge = params.bool("purge", false)?;
@@ -569,14 +576,19 @@ async fn handle<B: ApiBackend>(
             page_response(&list, params, index, &next_token)
         }
         Route::AllocationRead { alloc_id } => {
-            let (index, allocation) = blocking_read(backend, params, &[Table::Allocs], |backend| {
-                backend.allocation(&alloc_id)
-            })
+            // Nomad's `Alloc.GetAlloc`: the allocation's ModifyIndex, else the table's.
+            let (index, mut allocation) = blocking_read_object(
+                backend,
+                params,
+                &[Table::Allocs],
+                |backend| backend.allocation(&alloc_id),
+                |allocation| allocation.modify_index,
+            )
             .await?;
-            let mut allocation =
-                allocation.ok_or_else(|| ApiError::not_found("alloc not found"))?;
-            allocation.populate_display_messages();
-            json_response(&allocation, params, Meta::Read(index))
+            if let Some(allocation) = allocation.as_mut() {
+                allocation.populate_display_messages();
+            }
+            object_response(allocation.as_ref(), params, index, "alloc not found")
         }
         Route::AllocationStop { alloc_id } => {
             refuse_no_shutdown_delay(params)?;
@@ -618,12 +630,16 @@ async fn handle<B: ApiBackend>(
             page_response(&list, params, index, &next_token)
         }
         Route::EvaluationRead { eval_id } => {
-            let (index, eval) = blocking_read(backend, params, &[Table::Evals], |backend| {
-                backend.evaluation(&eval_id)
-            })
+            // Nomad's `Eval.GetEval`: the evaluation's ModifyIndex, else the table's.
+            let (index, eval) = blocking_read_object(
+                backend,
+                params,
+                &[Table::Evals],
+                |backend| backend.evaluation(&eval_id),
+                |eval| eval.modify_index,
+            )
             .await?;
-            let eval = eval.ok_or_else(|| ApiError::not_found("eval not found"))?;
-            json_response(&eval, params, Meta::Read(index))
+            object_response(eval.as_ref(), params, index, "eval not found")
         }
         Route::EvaluationAllocations { eval_id } => {
             let (index, list) = blocking_read(backend, params, &[Table::Allocs], |backend| {
@@ -665,12 +681,17 @@ async fn handle<B: ApiBackend>(
             page_response(&list, params, index, &next_token)
         }
         Route::NodeRead { node_id } => {
-            let (index, node) = blocking_read(backend, params, &[Table::Nodes], |backend| {
-                backend.node(&node_id)
-            })
+            // Nomad's `Node.GetNode`: the node's ModifyIndex, else the table's.
+            let (index, node) = blocking_read_object(
+                backend,
+                params,
+                &[Table::Nodes],
+                |backend| backend.node(&node_id),
+                |node| node.modify_index,
+            )
             .await?;
-            let node = node.ok_or_else(|| ApiError::not_found("node not found"))?;
-            json_response(&node.sanitized(), params, Meta::Read(index))
+            let node = node.map(|node| node.sanitized());
+            object_response(node.as_ref(), params, index, "node not found")
         }
         Route::NodeAllocations { node_id } => {
             let (index, list) = blocking_read(backend, params, &[Table::Allocs], |backend| {
@@ -792,14 +813,17 @@ async fn handle<B: ApiBackend>(
             page_response(&list, params, index, &next_token)
         }
         Route::DeploymentRead { deployment_id } => {
-            let (index, deployment) =
-                blocking_read(backend, params, &[Table::Deployments], |backend| {
-                    backend.deployment(&deployment_id)
-                })
-                .await?;
-            let deployment =
-                deployment.ok_or_else(|| ApiError::not_found("deployment not found"))?;
-            json_response(&deployment, params, Meta::Read(index))
+            // Nomad's `Deployment.GetDeployment`: the deployment's ModifyIndex, else the
+            // table's.
+            let (index, deployment) = blocking_read_object(
+                backend,
+                params,
+                &[Table::Deployments],
+                |backend| backend.deployment(&deployment_id),
+                |deployment| deployment.modify_index,
+            )
+            .await?;
+            object_response(deployment.as_ref(), params, index, "deployment not found")
         }
         Route::DeploymentAllocations { deployment_id } => {
             let (index, list) = blocking_read(

@@ -127,3 +127,58 @@ pub(super) fn decode_value<T: serde::de::DeserializeOwned>(
     drover_structs::lenient::from_value_ignoring_key_case(value)
         .map_err(|error| ApiError::bad_request(format!("Request decode failed: {error}")))
 }
+
+/// Runs a read of one object (a job, an allocation, an evaluation, a node, a deployment) as
+/// Nomad's `Get…` endpoints run it: the answer's index is the object's own `ModifyIndex`, or
+/// the table's index while the object does not exist; with `?index=N` the read is repeated
+/// each time `tables` change until that index passes N or the wait (plus jitter) runs out.
+/// A change to another object of the same table wakes the read but does not answer it (the
+/// object's index has not moved), so a reader blocking on what it was last sent waits for its
+/// object, never spins.
+pub(super) async fn blocking_read_object<B: ApiBackend, T>(
+    backend: &B,
+    params: &QueryParams,
+    tables: &[Table],
+    read: impl Fn(&B) -> Result<Option<T>, ApiError>,
+    modify_index: impl Fn(&T) -> u64,
+) -> Result<(u64, Option<T>), ApiError> {
+    let options = params.blocking()?;
+    let deadline = tokio::time::Instant::now() + options.wait_with_jitter(rand::random::<f64>());
+    loop {
+        // The tables' index before the read: a write after it wakes the wait below.
+        let table_index = backend.table_index(tables);
+        let value = read(backend)?;
+        let index = value.as_ref().map_or(table_index, &modify_index);
+        if options.min_index == 0
+            || index > options.min_index
+            || tokio::time::Instant::now() >= deadline
+        {
+            return Ok((index, value));
+        }
+        backend
+            .wait_for_change(tables, table_index.max(options.min_index), deadline)
+            .await;
+    }
+}
+
+/// The answer to a read of one object: the object with the read headers, or Nomad's 404 with
+/// the same headers (its HTTP layer sets the query's meta before it finds nothing), so a
+/// reader waiting for the object to appear blocks on from the index it was sent.
+pub(super) fn object_response<T: Serialize>(
+    object: Option<&T>,
+    params: &QueryParams,
+    index: u64,
+    not_found: &'static str,
+) -> Result<Response, ApiError> {
+    match object {
+        Some(object) => json_response(object, params, Meta::Read(index)),
+        None => {
+            let mut response = ApiError::not_found(not_found).into_response();
+            let headers = response.headers_mut();
+            headers.insert("X-Nomad-Index", HeaderValue::from(index));
+            headers.insert("X-Nomad-KnownLeader", HeaderValue::from_static("true"));
+            headers.insert("X-Nomad-LastContact", HeaderValue::from_static("0"));
+            Ok(response)
+        }
+    }
+}

@@ -49,12 +49,18 @@
 //! driver (`drover_driver::NetworkManager`, Nomad's `CreateNetwork`): a pause container
 //! `nomad_init_<alloc_id>` from the client's `infra_image`, whose namespace is bound at the same
 //! path and set up by the same CNI calls; docker tasks join it with `container:<id>`, the others by
-//! path; it is removed with the network. At restore, the networks of allocations whose directory
-//! the client has but whose state it lost are swept (CNI DEL of the bridge conflist, then the
-//! namespace); pause containers of gone allocations go with the docker orphan sweep.
+//! path; it is removed with the network. Each network is also entered in the node's register
+//! (`/run/drover/networks`, [`registry`]) before it is made, naming the client and holding the
+//! record. At restore, the networks the register names for this client (or for a client whose
+//! allocation root is gone) that no restored allocation owns are swept with their own conflists
+//! (CNI DEL, then the namespace), so a client whose state DB was lost still removes what it
+//! made; then those of allocations whose directory the client has but whose state it lost and
+//! that the register does not name (CNI DEL of the bridge conflist); pause containers of gone
+//! allocations go with the docker orphan sweep.
 
 pub mod cni;
 pub mod netns;
+pub mod registry;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -135,6 +141,8 @@ pub struct NetworkConfig {
     pub bridge_network_hairpin_mode: bool,
     /// Where the namespaces are bound.
     pub netns_dir: PathBuf,
+    /// The node's register of the networks its clients made ([`registry`]).
+    pub registry_dir: PathBuf,
 }
 
 impl Default for NetworkConfig {
@@ -149,6 +157,7 @@ impl Default for NetworkConfig {
             bridge_network_subnet: DEFAULT_BRIDGE_SUBNET.to_string(),
             bridge_network_hairpin_mode: false,
             netns_dir: PathBuf::from(DEFAULT_NETNS_DIR),
+            registry_dir: PathBuf::from(registry::DEFAULT_REGISTRY_DIR),
         }
     }
 }
@@ -428,6 +437,7 @@ impl AllocNetwork {
         tokio::task::spawn_blocking(move || {
             undo(&config, &record, owner.as_ref())?;
             state_db.put_network::<Option<NetworkRecord>>(&alloc_id, &None)?;
+            registry::remove(&config.registry_dir, &alloc_id)?;
             Ok::<(), NetworkError>(())
         })
         .await
@@ -518,6 +528,38 @@ pub fn sweep_leftover(config: &NetworkConfig, alloc_id: &str) -> Result<bool, Ne
     Ok(true)
 }
 
+/// Tears down the networks the node's register says this client made (or a client that is
+/// gone made) for allocations it no longer runs: after its state DB was lost (removed, or the
+/// agent restarted on a fresh data dir) its allocation directories may be gone too, but the
+/// register still names each network with the conflist its ADD ran with. `live` are the
+/// allocations the client restored; `client_alloc_root` its allocation root. A pause
+/// container that owned a namespace is left to the docker driver's orphan sweep. Returns the
+/// allocations whose networks were removed.
+pub fn sweep_registered(
+    config: &NetworkConfig,
+    client_alloc_root: &Path,
+    live: &std::collections::HashSet<String>,
+) -> Vec<String> {
+    let mut swept = Vec::new();
+    for (alloc_id, entry) in registry::orphans_of(&config.registry_dir, client_alloc_root) {
+        if live.contains(&alloc_id) {
+            continue;
+        }
+        let mut record = entry.record;
+        // The owner (a pause container) is not this client's to find any more.
+        record.sandbox_driver = None;
+        match undo(config, &record, None)
+            .and_then(|()| registry::remove(&config.registry_dir, &alloc_id))
+        {
+            Ok(()) => swept.push(alloc_id),
+            Err(error) => {
+                tracing::warn!(%alloc_id, error = %crate::error_text::error_chain(&error), "removing the group network of a gone allocation");
+            }
+        }
+    }
+    swept
+}
+
 /// The inputs of one setup, moved onto a blocking thread.
 struct Setup {
     config: Arc<NetworkConfig>,
@@ -550,6 +592,7 @@ impl Setup {
             undo(&self.config, &stale, self.owner().as_ref())?;
             self.state_db
                 .put_network::<Option<NetworkRecord>>(&self.alloc_id, &None)?;
+            registry::remove(&self.config.registry_dir, &self.alloc_id)?;
         }
         let network = group_network(alloc);
         let conflist = match &self.mode {
@@ -592,7 +635,9 @@ impl Setup {
             hostname: self.hostname.clone(),
             ready: false,
         };
-        // The intent first: a crash from here on leaves a record to undo.
+        // The intent first, in the node's register too: a crash from here on, even one that
+        // loses the state DB, leaves a record to undo.
+        self.register(&record)?;
         self.state_db.put_network(&self.alloc_id, &Some(&record))?;
         let made = self.make(&mut record, network);
         if let Err(error) = made {
@@ -601,11 +646,31 @@ impl Setup {
             }
             self.state_db
                 .put_network::<Option<NetworkRecord>>(&self.alloc_id, &None)?;
+            registry::remove(&self.config.registry_dir, &self.alloc_id)?;
             return Err(error);
         }
         record.ready = true;
         self.state_db.put_network(&self.alloc_id, &Some(&record))?;
+        // With the ADD's result, which the sweep's DEL passes on as the plugins expect.
+        self.register(&record)?;
         Ok(record)
+    }
+
+    /// Writes the network's entry in the node's register, naming this client.
+    fn register(&self, record: &NetworkRecord) -> Result<(), NetworkError> {
+        let client_alloc_root = self
+            .alloc_root
+            .parent()
+            .unwrap_or(&self.alloc_root)
+            .to_path_buf();
+        registry::write(
+            &self.config.registry_dir,
+            &self.alloc_id,
+            &registry::RegistryEntry {
+                client_alloc_root,
+                record: record.clone(),
+            },
+        )
     }
 
     fn make(

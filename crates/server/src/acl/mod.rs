@@ -198,6 +198,17 @@ impl Acl {
                 .is_some_and(|set| !set.contains(POLICY_DENY) && set.contains(operation))
     }
 
+    /// Whether any variables rule is written for `namespace` (Nomad's `AllowVariableSearch`:
+    /// a namespace rule whose name starts with it, or any rule at all for `*`).
+    pub fn allow_variable_search(&self, namespace: &str) -> bool {
+        self.management
+            || if namespace == "*" {
+                !self.variables.is_empty()
+            } else {
+                self.variables.keys().any(|key| key.starts_with(namespace))
+            }
+    }
+
     /// Whether anything at all is allowed in `namespace`.
     pub fn allow_namespace(&self, namespace: &str) -> bool {
         self.management
