@@ -343,10 +343,10 @@ impl EtcdKv {
         })
     }
 
-    /// Waits, up to a TTL and a second, while `P alive/<name>` is held under a lease not this
-    /// server's own (`previous`): a server that died (this one, killed and restarted, most
-    /// often) holds it until its session lapses, within a TTL; one still held after that is
-    /// renewed, so its server lives. Before the new session's lease is granted, so nothing of
+    /// Waits, up to a TTL and a second, while `P alive/<name>` is held by a session not this
+    /// server's own ([`own_earlier_session`]): another server of the name that died holds it
+    /// until its session lapses, within a TTL; one still held after that is renewed, so its
+    /// server lives. Before the new session's lease is granted, so nothing of
     /// the new session has to be kept alive meanwhile.
     async fn await_own_lapse(
         &self,
@@ -369,7 +369,7 @@ impl EtcdKv {
             let held_by_another = current
                 .kvs()
                 .first()
-                .is_some_and(|held| Some(held.lease()) != previous);
+                .is_some_and(|held| !own_earlier_session(held, candidate, previous));
             if !held_by_another {
                 return Ok(());
             }
@@ -409,7 +409,9 @@ impl EtcdKv {
                 .await?;
             let condition = match current.kvs().first() {
                 None => Compare::version(alive_key.clone(), CompareOp::Equal, 0),
-                Some(held) if held.lease() == lease || Some(held.lease()) == old => {
+                Some(held)
+                    if held.lease() == lease || own_earlier_session(held, candidate, old) =>
+                {
                     Compare::mod_revision(alive_key.clone(), CompareOp::Equal, held.mod_revision())
                 }
                 Some(held) => {
@@ -910,6 +912,20 @@ impl RenewalSchedule {
     pub fn failed(&mut self, sent: Instant) {
         self.next = sent + (self.ttl / 20).max(Duration::from_millis(100));
     }
+}
+
+/// Whether `P alive/<name>` is held by an earlier session of this very server: the lease of
+/// its last session (`previous`, known when a session of this process lapsed), or, after a
+/// restart, a record byte for byte this server's own. A record names where the server's API
+/// answers, which this process now holds: no other live server can publish the same one. A
+/// server killed and restarted takes its name back at once, even when etcd keeps the dead
+/// session's lease past its TTL (a lease's clock restarts on every etcd leader change).
+fn own_earlier_session(
+    held: &etcd_client::KeyValue,
+    candidate: &Candidate,
+    previous: Option<i64>,
+) -> bool {
+    Some(held.lease()) == previous || held.value() == candidate.record.as_slice()
 }
 
 #[cfg(test)]

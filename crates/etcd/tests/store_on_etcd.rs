@@ -422,14 +422,21 @@ async fn a_server_named_as_a_live_server_is_refused_and_the_name_is_free_once_th
     assert_eq!(members[0].record, b"second at 10.0.0.2");
     assert!(members[0].alive);
 
-    // The same server killed and restarted before its last session lapsed waits for that
-    // session rather than refusing.
+    // The same server killed and restarted before its last session lapsed (its record, which
+    // names its address, is its own) takes its name back at once rather than waiting for the
+    // dead session (etcd may keep that lease past its TTL) or refusing.
     election_b.abort();
     let (kv_again, _store_again) = open(&cluster, "drover-names/").await;
+    let asked = tokio::time::Instant::now();
     let election_again = kv_again
         .campaign(candidate("second at 10.0.0.2"))
         .await
         .unwrap();
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "the restarted server waited {:?} for its own earlier session",
+        asked.elapsed()
+    );
     leading(&election_again, "the restarted server leads").await;
 }
 
