@@ -733,6 +733,33 @@ async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> a
                 .await
         })
     };
+    // Once started (the node registered, for a client), the code and read-only data that only
+    // the start-up ran need not stay mapped: most of the idle agent's memory was that
+    // (drover_isolate::exe_pages).
+    tokio::spawn({
+        let client = client.clone();
+        async move {
+            if let Some(client) = client {
+                client.wait_registered().await;
+            }
+            match tokio::task::spawn_blocking(
+                drover_isolate::exe_pages::release_unmodified_exe_mappings,
+            )
+            .await
+            {
+                Ok(Ok(bytes)) => {
+                    tracing::debug!(
+                        kib = bytes / 1024,
+                        "released the start-up's executable pages"
+                    )
+                }
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, "could not release the start-up's executable pages")
+                }
+                Err(_) => {}
+            }
+        }
+    });
     println!(
         "==> drover agent started (region {}, datacenter {}, client {}, server {}); HTTP API listening on http://{advertised}",
         config.region, config.datacenter, config.client_enabled, config.server_enabled

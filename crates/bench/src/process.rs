@@ -117,17 +117,7 @@ pub(crate) fn poll_interval(count: usize) -> Duration {
 }
 
 fn started_event_time(alloc: &Value) -> Option<i64> {
-    alloc["TaskStates"]
-        .as_object()?
-        .values()
-        .filter_map(|state| {
-            state["Events"]
-                .as_array()?
-                .iter()
-                .find(|event| event["Type"] == "Started")?["Time"]
-                .as_i64()
-        })
-        .max()
+    event_time(alloc, "Started")
 }
 
 fn started_event_count(alloc: &Value) -> usize {
@@ -220,6 +210,13 @@ pub(crate) fn run_sleeps_in(
     count: usize,
     network: &str,
 ) -> anyhow::Result<(Duration, Vec<Value>)> {
+    let hcl = sleep_hcl(job_id, count, network);
+    let run = run_sleeps_registered(agent, job_id, count, &hcl)?;
+    Ok((run.elapsed, run.allocs))
+}
+
+/// The `sleep` job of N tasks, its group in network mode `network` (`host` adds no block).
+fn sleep_hcl(job_id: &str, count: usize, network: &str) -> String {
     let mut hcl = job_hcl(job_id, "service", count, "/bin/sleep", &["3600"]);
     if network != "host" {
         hcl = hcl.replacen(
@@ -228,9 +225,34 @@ pub(crate) fn run_sleeps_in(
             1,
         );
     }
-    let body = register_body(agent, &hcl)?;
+    hcl
+}
+
+/// One registration of N `sleep` tasks, with what the step breakdown needs.
+pub(crate) struct RegisteredRun {
+    /// Register sent → every alloc seen running.
+    pub elapsed: Duration,
+    /// The last alloc list.
+    pub allocs: Vec<Value>,
+    /// When the register request was sent, on the wall clock (Unix ns: the agent's clock).
+    pub registered_unix_ns: i64,
+    /// How long the register request took to answer.
+    pub register_answered: Duration,
+    /// The evaluation the registration created.
+    pub eval_id: String,
+}
+
+fn run_sleeps_registered(
+    agent: &AgentProcess,
+    job_id: &str,
+    count: usize,
+    hcl: &str,
+) -> anyhow::Result<RegisteredRun> {
+    let body = register_body(agent, hcl)?;
+    let registered_unix_ns = unix_ns_now();
     let started = Instant::now();
-    agent.send_json("PUT", "/v1/jobs", &body)?;
+    let answer = agent.send_json("PUT", "/v1/jobs", &body)?;
+    let register_answered = started.elapsed();
     let allocs = wait_allocs_status(
         agent,
         job_id,
@@ -239,7 +261,98 @@ pub(crate) fn run_sleeps_in(
         poll_interval(count),
         Duration::from_secs(600),
     )?;
-    Ok((started.elapsed(), allocs))
+    Ok(RegisteredRun {
+        elapsed: started.elapsed(),
+        allocs,
+        registered_unix_ns,
+        register_answered,
+        eval_id: answer["EvalID"].as_str().unwrap_or_default().to_owned(),
+    })
+}
+
+fn unix_ns_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as i64)
+}
+
+/// The time of the first event of `kind` among an alloc's tasks (the latest over its tasks).
+fn event_time(alloc: &Value, kind: &str) -> Option<i64> {
+    alloc["TaskStates"]
+        .as_object()?
+        .values()
+        .filter_map(|state| {
+            state["Events"]
+                .as_array()?
+                .iter()
+                .find(|event| event["Type"] == kind)?["Time"]
+                .as_i64()
+        })
+        .max()
+}
+
+/// The step breakdown of one register → N running, from what the agent records (the times of
+/// the evaluation, the allocations and their task events, all on the agent's wall clock),
+/// each milestone as the time from the register request to the *last* alloc reaching it:
+///
+/// ```text
+/// register sent ─API─▶ eval CreateTime ─broker─▶ alloc CreateTime (the scheduler's `now`)
+///   ─scheduler + plan apply─▶ eval ModifyTime (plan committed, eval complete)
+///   ─client watch─▶ "Received" ─alloc hooks─▶ "Task Setup" ─task hooks + shim spawn─▶ "Started"
+///   ─status update─▶ ClientStatus running seen by the poll
+/// ```
+fn add_steps(report: &mut Report, agent: &AgentProcess, count: usize, run: &RegisteredRun) {
+    let since = |unix_ns: i64| (unix_ns - run.registered_unix_ns) as f64 / 1e6;
+    let last = |kind: &str| {
+        run.allocs
+            .iter()
+            .filter_map(|alloc| event_time(alloc, kind))
+            .max()
+    };
+    let prefix = format!("step (register -> last of {count})");
+    report.add(
+        &format!("{prefix}: register answered"),
+        "ms",
+        ms(run.register_answered),
+    );
+    if let Ok(eval) = agent.get_json(&format!("/v1/evaluation/{}", run.eval_id)) {
+        if let Some(created) = eval["CreateTime"].as_i64() {
+            report.add(&format!("{prefix}: eval created"), "ms", since(created));
+        }
+        if let Some(scheduled) = run
+            .allocs
+            .iter()
+            .filter_map(|alloc| alloc["CreateTime"].as_i64())
+            .min()
+        {
+            report.add(
+                &format!("{prefix}: scheduler started (alloc CreateTime)"),
+                "ms",
+                since(scheduled),
+            );
+        }
+        if let Some(completed) = eval["ModifyTime"].as_i64() {
+            report.add(
+                &format!("{prefix}: plan committed (eval complete)"),
+                "ms",
+                since(completed),
+            );
+        }
+    }
+    for (kind, what) in [
+        ("Received", "client received"),
+        ("Task Setup", "task setup (alloc hooks done)"),
+        ("Started", "task started (task hooks, shim spawn)"),
+    ] {
+        if let Some(time) = last(kind) {
+            report.add(&format!("{prefix}: {what}"), "ms", since(time));
+        }
+    }
+    report.add(
+        &format!("{prefix}: running seen (status update)"),
+        "ms",
+        ms(run.elapsed),
+    );
 }
 
 /// Stops a job and waits until every listed pid is gone; returns the elapsed time and when the
@@ -273,7 +386,10 @@ pub fn run_sleep(bench: &Bench, count: usize, network: &str) -> anyhow::Result<R
         agent.wait_node_ready(START_LIMIT)?;
         let job_id = format!("sleep-{count}-{run}");
         let cpu_before = procfs::cpu_ms(agent.pid());
-        let (elapsed, allocs) = run_sleeps_in(&agent, &job_id, count, network)?;
+        let registered =
+            run_sleeps_registered(&agent, &job_id, count, &sleep_hcl(&job_id, count, network))?;
+        add_steps(&mut report, &agent, count, &registered);
+        let (elapsed, allocs) = (registered.elapsed, registered.allocs);
         report.add(
             "agent on-CPU time, register -> running",
             "ms",

@@ -231,6 +231,17 @@ fn render(
     }
     for figure in FIGURES {
         let Some(summary) = medians.get(figure.key) else {
+            // A figure the baseline holds but this run did not measure is named, not dropped:
+            // the comparison reports every figure of the baseline.
+            if let Some(base) = baseline.and_then(|baseline| baseline.get(figure.key)) {
+                let _ = writeln!(
+                    text,
+                    "| {} | — | — | {} | {} | — | not measured this run |",
+                    figure.label,
+                    figure.unit,
+                    format_value(*base)
+                );
+            }
             continue;
         };
         let _ = write!(
@@ -347,6 +358,18 @@ mod tests {
         assert!(text.contains("| 1.26 | **worse** |"), "{text}");
         assert!(text.contains("| 1.24 |  |"), "{text}");
         assert!(text.contains("| 0.50 | better |"), "{text}");
+    }
+
+    #[test]
+    fn a_baseline_figure_this_run_did_not_measure_is_reported_not_dropped() {
+        let medians = BTreeMap::from([("ready_api", summary(10.0))]);
+        let baseline = parse_baseline("ready_api 10\ncheck_cpu 1.5\n").expect("a valid baseline");
+        let (text, worse) = render(&medians, Some(&baseline));
+        assert!(worse.is_empty(), "{worse:?}");
+        assert!(
+            text.contains("| agent CPU with 1 000 http checks at 10 s | — | — | % of a core | 1.50 | — | not measured this run |"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub mod beneath;
 pub mod caps;
 pub mod cgroup;
 mod error;
+pub mod exe_pages;
 pub mod malloc;
 pub mod namespaces;
 pub mod root_tests;
