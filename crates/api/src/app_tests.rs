@@ -1319,7 +1319,7 @@ async fn a_register_using_what_cannot_run_here_is_refused_naming_each_use() {
         "Type": "batch",
         "TaskGroups": [{
             "Name": "web",
-            "MaxRunDuration": 60000000000u64,
+            "Networks": [{"Device": "eth0"}],
             "Tasks": [{
                 "Name": "server",
                 "Driver": "raw_exec",
@@ -1339,7 +1339,7 @@ async fn a_register_using_what_cannot_run_here_is_refused_naming_each_use() {
         let text = body_text(response).await;
         assert!(text.starts_with("3 errors occurred:\n"), "{text}");
         for expected in [
-            "group \"web\": max_run_duration cannot run here:",
+            "group \"web\": network.device cannot run here:",
             "TaskGroups[0].Tasks[0].Identity.ExtraClaims: group \"web\" task \"server\": ",
             "cannot run here: drover does not add extra claims to workload identities; runs once identities carry extra claims",
             "TaskGroups[0].Tasks[0].Vault: group \"web\" task \"server\": vault cannot run here: needs a Vault server; keep secrets in Nomad Variables (/v1/var) instead (see docs/vault.md); runs once drover integrates with Vault",

@@ -4,6 +4,9 @@
 //! `NextAllocation`) and carry the `RescheduleTracker`, through the API and `alloc status`. A
 //! longer delay is waited out by a follow-up evaluation with `WaitUntil` (`FollowupEvalID`).
 //!
+//! A batch allocation that runs past its group's `max_run_duration` is stopped by its client,
+//! complete with Nomad's reason, and not replaced.
+//!
 //! Not here: delay functions and the attempts window (unit tests in
 //! `drover_scheduler::reschedule`).
 
@@ -14,7 +17,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{Agent, wait_for, write_jobspec};
+use support::{Agent, pids_with_cmdline, wait_for, write_jobspec};
 
 /// Generous: tasks start slowly on a loaded 2-core machine.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -207,4 +210,79 @@ fn a_later_replacement_waits_for_its_follow_up_evaluation() {
         ));
         (evaluation["Status"] == "complete").then_some(())
     });
+}
+
+#[test]
+fn a_batch_alloc_past_its_max_run_duration_is_stopped_complete_and_not_replaced() {
+    let agent = Agent::start_dev();
+    let marker = format!("run-limit-{}", std::process::id());
+    let job = format!(
+        r#"
+job "limited" {{
+  datacenters = ["dc1"]
+  type        = "batch"
+
+  group "g" {{
+    max_run_duration = "3s"
+
+    task "t" {{
+      driver = "raw_exec"
+
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "exec -a {marker} sleep 300"]
+      }}
+
+      resources {{
+        cpu    = 10
+        memory = 16
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    run_job(&agent, "limited.hcl", &job);
+    let alloc = wait_for("the allocation to time out", LIMIT, || {
+        allocations(&agent, "limited")
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "complete")
+    });
+    assert_eq!(
+        alloc["ClientDescription"], "allocation exceeded max_run_duration",
+        "{alloc}"
+    );
+    let state = &alloc["TaskStates"]["t"];
+    assert_eq!(state["Failed"], false, "{state}");
+    let killing: Vec<&Value> = state["Events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["Type"] == "Killing")
+        .collect();
+    assert_eq!(killing.len(), 1, "{state}");
+    assert_eq!(
+        killing[0]["DisplayMessage"],
+        "allocation exceeded max_run_duration"
+    );
+    let created = alloc["CreateTime"].as_i64().unwrap();
+    assert!(
+        killing[0]["Time"].as_i64().unwrap() >= created + 3_000_000_000,
+        "killed before its deadline: {alloc}"
+    );
+    wait_for("the task to be gone", LIMIT, || {
+        pids_with_cmdline(&marker).is_empty().then_some(())
+    });
+    wait_for("the task to be dead", LIMIT, || {
+        let alloc = agent.get_json(&format!("/v1/allocation/{}", alloc["ID"].as_str().unwrap()));
+        (alloc["TaskStates"]["t"]["State"] == "dead").then_some(())
+    });
+    // Complete, so not rescheduled: still one allocation a while later.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(allocations(&agent, "limited").len(), 1);
+    let status = agent.cli_ok(&["alloc", "status", alloc["ID"].as_str().unwrap()]);
+    assert!(
+        status.contains("allocation exceeded max_run_duration"),
+        "{status}"
+    );
 }

@@ -658,6 +658,36 @@ impl StateDb {
         }
     }
 
+    fn run_timeout_key(alloc_id: &str) -> String {
+        // One slash, like the checks' key: inside the alloc's key range, never a task's record.
+        format!("{alloc_id}/max_run_duration")
+    }
+
+    /// Persists that an allocation ran past its `max_run_duration`, durably: it is written
+    /// before its tasks are killed, so a restarted agent reports it timed out and runs
+    /// nothing of it again.
+    pub fn put_run_timeout<T: Serialize>(
+        &self,
+        alloc_id: &str,
+        record: &T,
+    ) -> Result<(), StateDbError> {
+        let key = Self::run_timeout_key(alloc_id);
+        let bytes = self.encode(&key, record)?;
+        self.put(RecordTable::Tasks, &key, &bytes)
+    }
+
+    /// The run timeout persisted for an allocation, if any.
+    pub fn get_run_timeout<T: DeserializeOwned>(
+        &self,
+        alloc_id: &str,
+    ) -> Result<Option<T>, StateDbError> {
+        let key = Self::run_timeout_key(alloc_id);
+        match self.get(TASKS, &key)? {
+            Some(bytes) => self.decode(&key, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
     fn network_key(alloc_id: &str) -> String {
         // One slash, like the checks' key: inside the alloc's key range, never a task's record.
         format!("{alloc_id}/network")

@@ -721,17 +721,9 @@ pub static FEATURES: &[Feature] = &[
         "group > stop_after_client_disconnect, disconnect > stop_on_client_after",
         "a client that has had no answer from a server for that long stops the group's allocations itself (service and batch jobs); the servers mark them lost when the node goes down and place their replacements only once the delay and the tasks' kill_timeout have passed",
     ),
-    row(
+    runs(
         "group > max_run_duration",
-        Status::NotYet,
-        "drover does not stop an allocation that has run for a given time",
-        "runs once drover enforces run durations",
-        Detect::group(|group| {
-            when(
-                group.max_run_duration.is_some_and(|limit| !limit.is_zero()),
-                "MaxRunDuration",
-            )
-        }),
+        "batch and sysbatch jobs: an allocation still running that long after it was created is stopped by its client, as Nomad's: its tasks get a Killing event \"allocation exceeded max_run_duration\" (a poststop task that has not started never runs) and it is complete with that description, so it is not rescheduled; the deadline is the allocation's CreateTime plus the duration, persisted with the client's state, so neither a task restart nor an agent restart moves it",
     ),
     runs(
         "network > mode (bridge, none, cni/*)",
@@ -767,35 +759,13 @@ pub static FEATURES: &[Feature] = &[
             found
         }),
     ),
-    row(
+    runs(
         "network > port > ignore_collision",
-        Status::NotYet,
-        "drover never gives one static port to two allocations of a node",
-        "runs once drover lets allocations share a static port",
-        Detect::group(|group| {
-            let mut found = Vec::new();
-            for (index, network) in group.networks.iter().enumerate() {
-                for (field, ports) in [
-                    ("ReservedPorts", &network.reserved_ports),
-                    ("DynamicPorts", &network.dynamic_ports),
-                ] {
-                    for (port_index, port) in ports.iter().enumerate() {
-                        found.extend(when(
-                            port.ignore_collision,
-                            &format!("Networks[{index}].{field}[{port_index}].IgnoreCollision"),
-                        ));
-                    }
-                }
-            }
-            found
-        }),
+        "as Nomad: a static port of a host-mode group network that sets it is placed even where the node already gives that port to another allocation (or reserves it), for tasks that share it (SO_REUSEPORT); it still counts as used for every port that does not set it; refused in any other network mode",
     ),
-    row(
+    runs(
         "group > prevent_reschedule_on_lost",
-        Status::NotYet,
-        "drover replaces the allocations of a lost node regardless",
-        "runs once drover can leave a lost allocation unreplaced",
-        Detect::group(|group| when(group.prevent_reschedule_on_lost, "PreventRescheduleOnLost")),
+        "as in Nomad 1.8 and 1.9, where it is the older name of disconnect { replace = false }: an allocation on a node that misses its heartbeats, or goes down, is kept (unknown) and not replaced (Nomad 1.10 and later drop the key)",
     ),
     runs(
         "service (provider = \"nomad\")",

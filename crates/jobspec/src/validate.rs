@@ -247,6 +247,19 @@ impl Checker {
                 "stop_after_client_disconnect can only be set in batch and service jobs",
             );
         }
+        if group.max_client_disconnect.is_some()
+            && group.prevent_reschedule_on_lost
+            && group
+                .reschedule_policy
+                .as_ref()
+                .is_some_and(|reschedule| reschedule.attempts > 0)
+        {
+            self.report(
+                place,
+                place.field("PreventRescheduleOnLost"),
+                "max_client_disconnect and prevent_reschedule_on_lost cannot be enabled when rechedule.attempts > 0",
+            );
+        }
         if group.max_client_disconnect.is_some() && group.stop_after_client_disconnect.is_some() {
             self.report(
                 place,
@@ -609,6 +622,23 @@ impl Checker {
             }
         }
 
+        if let Some(limit) = group.max_run_duration {
+            if limit.as_nanos() <= 0 {
+                self.report(
+                    place,
+                    place.field("MaxRunDuration"),
+                    "MaxRunDuration must be greater than zero",
+                );
+            }
+            if !matches!(job_type, "batch" | "sysbatch") {
+                self.report(
+                    place,
+                    place.field("MaxRunDuration"),
+                    format!("Job type {job_type:?} does not allow max_run_duration"),
+                );
+            }
+        }
+
         self.disconnect(group, place, job_type);
 
         self.networks(&group.networks, place);
@@ -736,9 +766,21 @@ impl Checker {
                         let value = port.value;
                         if !(1..=65535).contains(&value) {
                             self.report(&port_place, port_place.field("Value"), format!("port {label:?}: static must be between 1 and 65535, got {value}"));
-                        } else if let Some(other) = static_ports.insert(value, label) {
-                            self.report(&port_place, port_place.field("Value"), format!("port {label:?}: static port {value} is already used by port {other:?}"));
+                        } else if let Some(other) = static_ports.get(&value) {
+                            // As Nomad: a port that ignores collisions may share its value.
+                            if !port.ignore_collision {
+                                self.report(&port_place, port_place.field("Value"), format!("port {label:?}: static port {value} is already used by port {other:?}"));
+                            }
+                        } else {
+                            static_ports.insert(value, label);
                         }
+                    }
+                    if port.ignore_collision && !matches!(mode, "" | "host") {
+                        self.report(
+                            &port_place,
+                            port_place.field("IgnoreCollision"),
+                            format!("Port {label:?} collision may not be ignored on non-host network mode {mode:?}"),
+                        );
                     }
                     let to = port.to;
                     if !(-1..=65535).contains(&to) {

@@ -2,7 +2,8 @@
 //! dynamic ports are picked from the node's dynamic range (20000–32000 unless the node says
 //! otherwise) avoiding every port already used there — by other allocations, by the node's
 //! reserved host ports, and by this allocation's own asks. As Nomad's `NetworkIndex.AssignPorts`
-//! for the node's default address; named host networks and group bandwidth are not modelled
+//! for the node's default address; a static port that sets `ignore_collision` is given even
+//! when it is in use. Named host networks and group bandwidth are not modelled
 //! (Nomad ignores a group's `mbits` too).
 //!
 //! A task's own (deprecated) network is Nomad's `NetworkIndex.AssignTaskNetwork`: the first
@@ -157,7 +158,10 @@ pub fn assign_ports(
                     port.value
                 ));
             }
-            if !used.insert(port.value) {
+            // A port that ignores collisions may take a value in use (Nomad's
+            // `ignore_collision`, for tasks that share it with SO_REUSEPORT); it still counts as
+            // used for every other ask.
+            if !used.insert(port.value) && !port.ignore_collision {
                 return Err(format!(
                     "network: reserved port collision {}={}",
                     port.label, port.value
@@ -438,6 +442,27 @@ mod tests {
         assert_ne!(dynamic[0], dynamic[1]);
         assert_eq!(offer.networks[0].ip, "10.0.0.5");
         assert_eq!(offer.networks[0].dynamic_ports[0].value, dynamic[0]);
+    }
+
+    #[test]
+    fn a_port_that_ignores_collisions_takes_a_value_in_use_and_others_still_avoid_it() {
+        let node = NodeBuilder::new("n").build();
+        let used = BTreeSet::from([8080]);
+        let mut sharing = ask(&[("http", 8080)], &[]);
+        sharing.reserved_ports[0].ignore_collision = true;
+        let offer = assign_ports(&node, &[sharing], &used, &mut SeededRng::new(1))
+            .expect("the port is shared");
+        assert_eq!(offer.ports[0].value, 8080);
+        // The same ask without it still collides.
+        assert_eq!(
+            assign_ports(
+                &node,
+                &[ask(&[("http", 8080)], &[])],
+                &used,
+                &mut SeededRng::new(1)
+            ),
+            Err("network: reserved port collision http=8080".to_string())
+        );
     }
 
     #[test]

@@ -145,6 +145,47 @@ fn replace_false_keeps_the_unknown_allocation_without_a_replacement() {
 }
 
 #[test]
+fn prevent_reschedule_on_lost_keeps_the_unknown_allocation_as_replace_false_does() {
+    let mut job = job(true, "best_score");
+    job.task_groups[0].prevent_reschedule_on_lost = true;
+    let state = disconnected_cluster(&job);
+    let plan = run(&state, &job, "disconnect", NOW);
+    assert_eq!(update_of(&plan, "original").client_status, "unknown");
+    assert_eq!(plan.allocations().count(), 1, "no replacement: {plan:?}");
+    assert_eq!(plan.stops().count(), 0);
+}
+
+/// `job`'s one allocation running on `node-a`, which is now down; `node-b` is ready.
+fn down_node_cluster(job: &Job) -> InMemoryState {
+    let mut state = InMemoryState::new();
+    state.upsert_node(node("node-b", drover_structs::NODE_STATUS_READY));
+    let node_a = node("node-a", drover_structs::NODE_STATUS_DOWN);
+    state.upsert_node(node_a.clone());
+    state.upsert_job(job.clone());
+    state.upsert_alloc(running_alloc("original", job, "g", 0, &node_a));
+    state
+}
+
+#[test]
+fn prevent_reschedule_on_lost_leaves_a_down_nodes_allocation_unreplaced() {
+    let mut job = job(true, "best_score");
+    job.task_groups[0].disconnect = None;
+    job.task_groups[0].prevent_reschedule_on_lost = true;
+    let plan = run(&down_node_cluster(&job), &job, "node-down", NOW);
+    assert_eq!(plan.stops().count(), 0, "not lost: {plan:?}");
+    assert!(
+        plan.allocations().all(|alloc| alloc.id == "original"),
+        "no replacement: {plan:?}"
+    );
+
+    // Without it, the same allocation is lost and replaced.
+    job.task_groups[0].prevent_reschedule_on_lost = false;
+    let plan = run(&down_node_cluster(&job), &job, "node-down-2", NOW);
+    assert_eq!(plan.stops().count(), 1, "{plan:?}");
+    assert!(plan.allocations().any(|alloc| alloc.id != "original"));
+}
+
+#[test]
 fn without_lost_after_a_disconnected_nodes_allocation_is_lost_at_once() {
     let mut job = job(true, "best_score");
     job.task_groups[0].disconnect = None;

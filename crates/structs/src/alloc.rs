@@ -27,6 +27,11 @@ pub const ALLOC_DESIRED_STATUS_RUN: &str = "run";
 pub const ALLOC_DESIRED_STATUS_STOP: &str = "stop";
 pub const ALLOC_DESIRED_STATUS_EVICT: &str = "evict";
 
+/// The `ClientDescription` (and the "Killing" events' display message) of an allocation its
+/// client stopped for running past its group's `max_run_duration` (Nomad's
+/// `AllocTimeoutReasonMaxRunDuration`).
+pub const ALLOC_TIMEOUT_REASON_MAX_RUN_DURATION: &str = "allocation exceeded max_run_duration";
+
 wire_struct! {
     /// One placement of a task group on a node.
     pub struct Allocation {
@@ -100,6 +105,29 @@ impl Allocation {
     /// The job's version, or 0 without a job.
     pub fn job_version(&self) -> u64 {
         self.job.as_deref().map_or(0, |job| job.version)
+    }
+
+    /// The group's `max_run_duration`, when it limits this allocation: set above zero, in a
+    /// batch or sysbatch job (Nomad's `Allocation.MaxRunDuration`).
+    pub fn max_run_duration(&self) -> Option<DurationNs> {
+        let job = self.job.as_deref()?;
+        if !matches!(
+            job.r#type.as_str(),
+            crate::job::JOB_TYPE_BATCH | crate::job::JOB_TYPE_SYSBATCH
+        ) {
+            return None;
+        }
+        job.lookup_task_group(&self.task_group)?
+            .max_run_duration
+            .filter(|limit| limit.as_nanos() > 0)
+    }
+
+    /// When, in Unix nanoseconds, the allocation has run too long: its `CreateTime` plus the
+    /// group's `max_run_duration`. Anchored to the creation time, it stays the same across
+    /// task restarts and agent restarts (Nomad's `MaxRunDurationDeadline`).
+    pub fn max_run_deadline_unix_nanos(&self) -> Option<i64> {
+        let limit = self.max_run_duration()?;
+        (self.create_time != 0).then(|| self.create_time.saturating_add(limit.as_nanos()))
     }
 
     /// Whether the server wants the allocation stopped (`stop` or `evict`).

@@ -35,12 +35,15 @@ impl TaskGroup {
         }
     }
 
-    /// Whether an allocation on a disconnected node is replaced (`disconnect { replace }`,
-    /// true by default).
+    /// Whether an allocation on a disconnected node is replaced (Nomad 1.8's
+    /// `TaskGroup.Replace`): not when the group sets `prevent_reschedule_on_lost`, the older
+    /// name of `disconnect { replace = false }`; else `disconnect { replace }`, true by default.
     pub fn replace_on_disconnect(&self) -> bool {
-        self.disconnect
-            .as_ref()
-            .is_none_or(|disconnect| disconnect.replace)
+        !self.prevent_reschedule_on_lost
+            && self
+                .disconnect
+                .as_ref()
+                .is_none_or(|disconnect| disconnect.replace)
     }
 
     /// How long a client that cannot reach its servers keeps this group's allocations
@@ -247,6 +250,9 @@ mod tests {
         assert_eq!(group.disconnect_lost_after_nanos(), 1_000_000_000);
         assert!(!group.replace_on_disconnect());
         assert_eq!(group.disconnect_reconcile(), RECONCILE_BEST_SCORE);
+        group.disconnect = None;
+        group.prevent_reschedule_on_lost = true;
+        assert!(!group.replace_on_disconnect());
     }
 
     #[test]

@@ -26,6 +26,13 @@
 //! services, before the group's `shutdown_delay` is waited — when it is destroyed, and when all
 //! its tasks are dead.
 //!
+//! A batch or sysbatch allocation whose group sets `max_run_duration` is stopped once it has
+//! run that long since it was created (`CreateTime`, so neither a task restart nor an agent
+//! restart moves the deadline): that it timed out is persisted first, then every task gets a
+//! "Killing" event saying so (poststop tasks that have not started never do) and the
+//! allocation is reported `complete`, "allocation exceeded max_run_duration", as Nomad's
+//! `max_run_duration` hook does. A restored runner past its deadline enforces it at once.
+//!
 //! A service allocation's health ([`health`]: its deployment's `update` block, or its
 //! `migrate` block) is watched while it runs; once decided it is persisted, then reported as
 //! the allocation's `DeploymentStatus` with every later status. A new `DeploymentID` clears it
@@ -48,9 +55,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use drover_structs::{
-    AllocDeploymentStatus, Allocation, TASK_KILLING, TASK_LEADER_DEAD, TASK_MAIN_DEAD,
-    TASK_RESTART_SIGNAL, TASK_SIBLING_FAILED, TASK_SIGNALING, TASK_SKIPPING_SHUTDOWN_DELAY,
-    TASK_STATE_PENDING, TASK_WAITING_SHUTDOWN_DELAY, TaskEvent, TaskState, derive_client_status,
+    ALLOC_CLIENT_STATUS_COMPLETE, ALLOC_TIMEOUT_REASON_MAX_RUN_DURATION, AllocDeploymentStatus,
+    Allocation, TASK_KILLING, TASK_LEADER_DEAD, TASK_MAIN_DEAD, TASK_RESTART_SIGNAL,
+    TASK_SIBLING_FAILED, TASK_SIGNALING, TASK_SKIPPING_SHUTDOWN_DELAY, TASK_STATE_PENDING,
+    TASK_WAITING_SHUTDOWN_DELAY, TaskEvent, TaskState, derive_client_status,
     is_terminal_client_status,
 };
 use tokio::sync::{mpsc, watch};
@@ -160,7 +168,15 @@ struct AllocRunnerInner {
     destroyed: AtomicBool,
     /// Ends the wait for the previous allocation (the allocation is stopped or destroyed).
     upstream_cancel: CancellationToken,
+    /// The client status last derived from the task states (what ends the allocation's
+    /// resources once terminal).
     last_client_status: Mutex<String>,
+    /// The client status last reported (a timed-out allocation reports `complete` at once).
+    last_reported_status: Mutex<String>,
+    /// The allocation ran past its `max_run_duration` (persisted before it is acted on).
+    timed_out: AtomicBool,
+    /// The `max_run_duration` deadline armed, if any, and how to disarm it.
+    run_deadline: Mutex<(Option<i64>, CancellationToken)>,
     state_changed: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
     run_loops: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     pending_run_loops: Mutex<Vec<crate::taskrunner::TaskRunLoop>>,
@@ -346,6 +362,12 @@ impl AllocRunner {
         } else {
             None
         };
+        let timed_out = restoring
+            && deps
+                .task
+                .state_db
+                .get_run_timeout::<i64>(&alloc_id)?
+                .is_some();
         let region = alloc
             .job
             .as_deref()
@@ -373,6 +395,9 @@ impl AllocRunner {
                 destroyed: AtomicBool::new(false),
                 upstream_cancel: CancellationToken::new(),
                 last_client_status: Mutex::new(String::new()),
+                last_reported_status: Mutex::new(String::new()),
+                timed_out: AtomicBool::new(timed_out),
+                run_deadline: Mutex::new((None, CancellationToken::new())),
                 state_changed: Mutex::new(Some(state_rx)),
                 run_loops: Mutex::new(Vec::new()),
                 pending_run_loops: Mutex::new(run_loops),
@@ -415,6 +440,7 @@ impl AllocRunner {
             *lock(&self.inner.checks) = hook;
             self.start_health_watch();
         }
+        self.arm_run_deadline();
         if lock(&self.inner.coordinator).is_held() {
             let waiter = self.clone();
             tokio::spawn(async move { waiter.wait_previous_alloc().await });
@@ -826,15 +852,29 @@ impl AllocRunner {
             .map(|(entry, (_, state))| (entry.runner.name().to_string(), state))
             .collect();
         inner.group_services.on_task_states(&task_states);
-        let (client_status, client_description) = derive_client_status(&task_states);
-        let client_status_changed = {
+        let (derived_status, derived_description) = derive_client_status(&task_states);
+        let derived_status_changed = {
             let mut last = lock(&inner.last_client_status);
+            let changed = *last != derived_status;
+            *last = derived_status.to_string();
+            changed
+        };
+        let (client_status, client_description) = if inner.timed_out.load(Ordering::SeqCst) {
+            (
+                ALLOC_CLIENT_STATUS_COMPLETE,
+                ALLOC_TIMEOUT_REASON_MAX_RUN_DURATION,
+            )
+        } else {
+            (derived_status, derived_description)
+        };
+        let client_status_changed = {
+            let mut last = lock(&inner.last_reported_status);
             let changed = *last != client_status;
             *last = client_status.to_string();
             changed
         };
-        if client_status_changed
-            && is_terminal_client_status(client_status)
+        if derived_status_changed
+            && is_terminal_client_status(derived_status)
             && self.all_tasks_dead()
         {
             // Done for good: no task runs here again, so the secrets need no memory. The
@@ -932,8 +972,19 @@ impl AllocRunner {
     /// Kills tasks in reverse lifecycle order, the leader first; poststop tasks only when
     /// `include_poststop`.
     async fn kill_tasks(&self, include_poststop: bool) {
+        self.kill_tasks_saying(include_poststop, None).await;
+    }
+
+    /// [`AllocRunner::kill_tasks`], the "Killing" events showing `display_message` when given.
+    async fn kill_tasks_saying(&self, include_poststop: bool, display_message: Option<&str>) {
         let inner = &self.inner;
-        let killing = || TaskEvent::new(TASK_KILLING, inner.deps.task.clock.now_unix_nanos());
+        let killing = || {
+            let event = TaskEvent::new(TASK_KILLING, inner.deps.task.clock.now_unix_nanos());
+            match display_message {
+                Some(message) => event.with_display_message(message),
+                None => event,
+            }
+        };
         if let Some(leader) = inner.tasks.iter().find(|entry| entry.leader) {
             leader.runner.kill(killing()).await;
         }
@@ -962,6 +1013,101 @@ impl AllocRunner {
                 entry.runner.kill(killing()).await;
             }
         }
+    }
+
+    /// Arms (or re-arms, when the group's `max_run_duration` changed) the timer that stops the
+    /// allocation at its deadline ([`Allocation::max_run_deadline_unix_nanos`]); disarms it
+    /// when the allocation no longer has one.
+    fn arm_run_deadline(&self) {
+        let alloc = self.alloc();
+        let deadline = alloc
+            .max_run_deadline_unix_nanos()
+            .filter(|_| !alloc.server_terminal_status());
+        let cancel = {
+            let mut armed = lock(&self.inner.run_deadline);
+            if armed.0 == deadline {
+                return;
+            }
+            armed.1.cancel();
+            armed.0 = deadline;
+            let Some(_) = deadline else {
+                return;
+            };
+            armed.1 = CancellationToken::new();
+            armed.1.clone()
+        };
+        let Some(deadline) = deadline else {
+            return;
+        };
+        let runner = self.clone();
+        tokio::spawn(async move {
+            // The wall clock is read again after each wait: the deadline is a time of day, and
+            // the timer only says when to look.
+            loop {
+                let remaining =
+                    deadline.saturating_sub(runner.inner.deps.task.clock.now_unix_nanos());
+                if remaining <= 0 {
+                    break;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(drover_structs::DurationNs::from_nanos(remaining).to_std()) => {}
+                    () = cancel.cancelled() => return,
+                    () = runner.inner.agent_shutdown.cancelled() => return,
+                    () = runner.inner.watcher_stop.cancelled() => return,
+                }
+            }
+            runner.enforce_max_run_duration().await;
+        });
+    }
+
+    /// The allocation ran past its `max_run_duration`: persisted, reported `complete`, and
+    /// every task killed with Nomad's reason (module docs). Nothing when its tasks are all
+    /// dead already, it is being stopped, or the agent is shutting down.
+    async fn enforce_max_run_duration(&self) {
+        let inner = &self.inner;
+        if inner.agent_shutdown.is_cancelled()
+            || inner.destroyed.load(Ordering::SeqCst)
+            || self.alloc().server_terminal_status()
+            || self.all_tasks_dead()
+        {
+            return;
+        }
+        // A restored runner may find the timeout persisted and a task still alive (the agent
+        // stopped in between): it kills again, without recording it twice.
+        if !inner.timed_out.swap(true, Ordering::SeqCst) {
+            let now = inner.deps.task.clock.now_unix_nanos();
+            if let Err(error) = inner
+                .deps
+                .task
+                .state_db
+                .put_run_timeout(&inner.alloc_id, &now)
+            {
+                tracing::warn!(alloc_id = %inner.alloc_id, %error, "persisting the max_run_duration timeout failed");
+            }
+        }
+        tracing::info!(alloc_id = %inner.alloc_id, "allocation exceeded max_run_duration, killing tasks");
+        inner.killing_all.store(true, Ordering::SeqCst);
+        self.stop_checks();
+        self.on_task_state_changed();
+        // Poststop tasks that have not started never will: they go first, before the main
+        // tasks' deaths would open their gate.
+        let message = ALLOC_TIMEOUT_REASON_MAX_RUN_DURATION;
+        for entry in inner
+            .tasks
+            .iter()
+            .filter(|entry| entry.role == TaskRole::Poststop)
+        {
+            entry
+                .runner
+                .kill(
+                    TaskEvent::new(TASK_KILLING, inner.deps.task.clock.now_unix_nanos())
+                        .with_display_message(message),
+                )
+                .await;
+        }
+        self.deregister_all_services().await;
+        self.kill_tasks_saying(false, Some(message)).await;
+        self.on_task_state_changed();
     }
 
     /// Restarts one running task ("Restart Signaled"). Does not count against the policy.
@@ -1258,6 +1404,7 @@ impl AllocRunner {
         self.inner.group_services.update(alloc).await;
         if lock(&self.inner.state_changed).is_none() {
             self.start_health_watch();
+            self.arm_run_deadline();
         }
         Ok(())
     }

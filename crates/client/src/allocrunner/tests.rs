@@ -2099,3 +2099,123 @@ async fn a_sticky_replacement_on_the_same_node_takes_the_previous_data_before_st
         new.stop().await;
     }
 }
+
+/// A batch allocation whose group allows it `limit` of running, created now (on the harness's
+/// clock), with a main task that runs for an hour and a poststop task.
+fn time_limited_alloc(harness: &Harness, limit: Duration) -> Allocation {
+    let tasks = vec![
+        fake_task("main", json!({"run_for": "1h"})),
+        with_lifecycle(
+            fake_task("post", json!({"run_for": "1s"})),
+            "poststop",
+            false,
+        ),
+    ];
+    let mut alloc = alloc_with_tasks(
+        "batch",
+        tasks,
+        restart_policy(0, Duration::from_secs(1), Duration::from_secs(60), "fail"),
+    );
+    alloc.create_time = harness.deps.task.clock.now_unix_nanos();
+    let mut job = (**alloc.job.as_ref().unwrap()).clone();
+    job.task_groups[0].max_run_duration = Some(DurationNs::from_std(limit));
+    alloc.job = Some(Arc::new(job));
+    alloc
+}
+
+fn timed_out(runner: &AllocRunner) -> bool {
+    let status = runner.status();
+    status.client_status == ALLOC_CLIENT_STATUS_COMPLETE
+        && status.client_description == drover_structs::ALLOC_TIMEOUT_REASON_MAX_RUN_DURATION
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_alloc_running_past_its_max_run_duration_is_killed_and_complete() {
+    let harness = harness();
+    let alloc = time_limited_alloc(&harness, Duration::from_secs(10));
+    let deadline = alloc.create_time + 10_000_000_000;
+    let runner = start(&harness, alloc);
+    wait_until(&runner, |runner| {
+        state_of(runner, "main").state == TASK_STATE_RUNNING
+    })
+    .await;
+    assert_eq!(runner.status().client_status, ALLOC_CLIENT_STATUS_RUNNING);
+
+    wait_until(&runner, timed_out).await;
+    runner.wait_all_tasks_dead().await;
+    assert!(timed_out(&runner), "{:?}", runner.status());
+    let main = state_of(&runner, "main");
+    assert!(!main.failed);
+    let killing = events_of(&main, "Killing");
+    assert_eq!(killing.len(), 1, "{:?}", event_types(&main));
+    assert!(killing[0].time >= deadline, "killed before the deadline");
+    assert!(killing[0].time < deadline + 1_000_000_000);
+    assert_eq!(
+        killing[0].display_message,
+        drover_structs::ALLOC_TIMEOUT_REASON_MAX_RUN_DURATION
+    );
+    // The poststop task never ran.
+    let post = state_of(&runner, "post");
+    assert_eq!(count(&post, "Started"), 0, "{:?}", event_types(&post));
+    assert!(harness.driver.live_pids().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restored_runner_keeps_the_max_run_duration_deadline_of_the_first() {
+    let harness = harness();
+    let alloc = time_limited_alloc(&harness, Duration::from_secs(10));
+    let alloc_id = alloc.id.clone();
+    let first = start(&harness, alloc);
+    wait_until(&first, |runner| {
+        state_of(runner, "main").state == TASK_STATE_RUNNING
+    })
+    .await;
+    // The agent is down from 4s to 30s: its restart does not reset the deadline.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    first.shutdown().await;
+    tokio::time::sleep(Duration::from_secs(26)).await;
+    assert_eq!(harness.driver.live_pids().len(), 1);
+
+    let restored_at = harness.deps.task.clock.now_unix_nanos();
+    let second = AllocRunner::restore(harness.deps.clone(), &alloc_id)
+        .unwrap()
+        .unwrap();
+    second.run();
+    wait_until(&second, timed_out).await;
+    second.wait_all_tasks_dead().await;
+    let main = state_of(&second, "main");
+    assert_eq!(count(&main, "Started"), 1, "{:?}", event_types(&main));
+    let killing = events_of(&main, "Killing");
+    assert_eq!(killing.len(), 1);
+    assert!(
+        killing[0].time < restored_at + 1_000_000_000,
+        "not enforced at once"
+    );
+    second.shutdown().await;
+
+    // The timeout is persisted: a third runner reports it and starts nothing.
+    let third = AllocRunner::restore(harness.deps.clone(), &alloc_id)
+        .unwrap()
+        .unwrap();
+    third.run();
+    wait_until(&third, timed_out).await;
+    assert_eq!(harness.driver.log().starts.len(), 1);
+    third.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_alloc_done_before_its_max_run_duration_completes_as_usual() {
+    let harness = harness();
+    let mut alloc = time_limited_alloc(&harness, Duration::from_secs(10));
+    let mut job = (**alloc.job.as_ref().unwrap()).clone();
+    job.task_groups[0].tasks[0].config = json!({"run_for": "2s"}).as_object().cloned().unwrap();
+    alloc.job = Some(Arc::new(job));
+    let runner = start(&harness, alloc);
+    runner.wait_all_tasks_dead().await;
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let status = runner.status();
+    assert_eq!(status.client_status, ALLOC_CLIENT_STATUS_COMPLETE);
+    assert_eq!(status.client_description, "All tasks have completed");
+    assert_eq!(count(&state_of(&runner, "main"), "Killing"), 0);
+    assert_eq!(count(&state_of(&runner, "post"), "Started"), 1);
+}

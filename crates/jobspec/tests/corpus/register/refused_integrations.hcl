@@ -20,7 +20,6 @@ job "integrations" {
     }
   }
   group "app" {
-    max_run_duration = "1h"
     consul {
       namespace = "x"
     }
@@ -55,8 +54,7 @@ job "integrations" {
         args = { a = "b" }
       }
       port "http" {
-        static           = 8080
-        ignore_collision = true
+        static = 8080
       }
     }
     service {
