@@ -15,7 +15,7 @@
 //!
 //! - `rootfs`
 //! - `beneath`, `cgroup`
-//! - `caps`, `malloc`, `namespaces`, `root_tests`
+//! - `caps`, `exe_pages`, `malloc`, `namespaces`, `root_tests`
 //!
 //! # Design notes
 //!
