@@ -22,10 +22,9 @@ pub fn read(path: &str) -> Option<(u16, Value)> {
                 path,
                 None,
                 Duration::from_secs(4),
-            ) {
-                if answer.status == 200 || answer.status == 404 {
-                    return Some((answer.status, answer.json()));
-                }
+            ) && (answer.status == 200 || answer.status == 404)
+            {
+                return Some((answer.status, answer.json()));
             }
         }
         std::thread::sleep(Duration::from_millis(500 * (round + 1)));
@@ -174,13 +173,13 @@ pub fn variables_hold_every_cas_write(history: &History) -> Result<usize, String
                             op.seq
                         ));
                     }
-                    if let Some(modify) = answer["ModifyIndex"].as_u64() {
-                        if let Some(other) = indexes.insert(modify, op.seq) {
-                            return Err(format!(
-                                "{path}: writes #{other} and #{} were both acknowledged at modify index {modify}",
-                                op.seq
-                            ));
-                        }
+                    if let Some(modify) = answer["ModifyIndex"].as_u64()
+                        && let Some(other) = indexes.insert(modify, op.seq)
+                    {
+                        return Err(format!(
+                            "{path}: writes #{other} and #{} were both acknowledged at modify index {modify}",
+                            op.seq
+                        ));
                     }
                     let _ = wrote;
                     last_acked = Some(op);
@@ -519,11 +518,10 @@ pub fn nothing_left_after_stop(
                 &format!("/v1/job/{id}?purge=true"),
                 None,
                 Duration::from_secs(10),
-            ) {
-                if answer.status == 200 || answer.status == 404 {
-                    done = true;
-                    break;
-                }
+            ) && (answer.status == 200 || answer.status == 404)
+            {
+                done = true;
+                break;
             }
             std::thread::sleep(Duration::from_millis(500));
         }
@@ -576,10 +574,10 @@ fn leftovers(alloc_ids: &BTreeSet<String>, data_dirs: &[PathBuf]) -> Option<Stri
     for parent in parents {
         for entry in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some((alloc, _)) = name.split_once('.') {
-                if alloc_ids.contains(alloc) {
-                    return Some(format!("cgroup {}", entry.path().display()));
-                }
+            if let Some((alloc, _)) = name.split_once('.')
+                && alloc_ids.contains(alloc)
+            {
+                return Some(format!("cgroup {}", entry.path().display()));
             }
         }
     }
@@ -607,7 +605,7 @@ pub fn drains_ended(history: &History) -> Result<usize, String> {
             Kind::Drain { on } => Some((op.target.clone(), on)),
             _ => None,
         })
-        .last();
+        .next_back();
     let Some((target, false)) = last else {
         return Ok(0);
     };
@@ -652,15 +650,14 @@ pub fn cluster_takes_writes_again(limit: Duration) -> Result<usize, String> {
             }
         }
         if acknowledged {
-            if let Some((_, allocs)) = read("/v1/job/after-faults/allocations") {
-                if allocs
+            if let Some((_, allocs)) = read("/v1/job/after-faults/allocations")
+                && allocs
                     .as_array()
                     .into_iter()
                     .flatten()
                     .any(|alloc| alloc["ClientStatus"] == "running")
-                {
-                    return Ok(1);
-                }
+            {
+                return Ok(1);
             }
             last = "the job was acknowledged, its allocation does not run".to_owned();
         }

@@ -202,7 +202,7 @@ impl Workload {
         nodes: Vec<String>,
     ) -> Self {
         Self {
-            rng: StdRng::seed_from_u64(seed ^ 0x5eed_0f_7e57),
+            rng: StdRng::seed_from_u64(seed ^ 0x005e_ed0f_7e57),
             start,
             seq: 0,
             history,
@@ -235,10 +235,10 @@ impl Workload {
             kind,
             outcome: outcome.clone(),
         };
-        if op.unknown() {
-            if let Some(job) = self.jobs.get_mut(target) {
-                job.busy_until = Instant::now() + QUARANTINE;
-            }
+        if op.unknown()
+            && let Some(job) = self.jobs.get_mut(target)
+        {
+            job.busy_until = Instant::now() + QUARANTINE;
         }
         self.history.lock().unwrap().ops.push(op);
         outcome
@@ -363,10 +363,10 @@ impl Workload {
         let body = json!({"Count": count, "Target": {"Group": "app"}, "Message": "nemesis"});
         self.next_seq();
         let outcome = self.call("POST", &format!("/v1/job/{id}/scale"), Some(&body));
-        if matches!(outcome, Outcome::Ack(_)) {
-            if let Some(job) = self.jobs.get_mut(&id) {
-                job.count = count;
-            }
+        if matches!(outcome, Outcome::Ack(_))
+            && let Some(job) = self.jobs.get_mut(&id)
+        {
+            job.count = count;
         }
         self.record(&id, Kind::Scale { count }, outcome);
     }
