@@ -291,7 +291,10 @@ impl Lab {
     /// namespace per process with a veth to it, and moves this thread into the probe's.
     fn new() -> Self {
         remove_namespaces_of_dead_runs();
-        let prefix = format!("drc19-{}", std::process::id());
+        // One lab per test, and the tests of this file run at once: each its own names.
+        static LABS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let lab_number = LABS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let prefix = format!("drc19-{}-{lab_number}", std::process::id());
         let mut lab = Lab {
             prefix,
             dir: tempfile::tempdir().unwrap(),
