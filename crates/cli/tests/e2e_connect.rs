@@ -12,7 +12,9 @@
 //! with the task API socket as its agent socket.
 //!
 //! Root only. Under `CI=true` a missing plugin or iptables fails the tests instead of skipping
-//! them. The tests share the node's `nomad` bridge, so they run one at a time.
+//! them. The tests run one at a time on a bridge of their own (`drvconn0`, 10.252.41.0/24, the
+//! client's `bridge_network_name` and `bridge_network_subnet`), so another test file counting
+//! the ports of the default `nomad` bridge never sees theirs.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -119,6 +121,34 @@ job "countdash" {
 }
 "#;
 
+/// The bridge the tests' agents put their groups on; removed when the test ends.
+const BRIDGE: &str = "drvconn0";
+
+struct BridgeCleanup;
+
+impl Drop for BridgeCleanup {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", BRIDGE])
+            .output();
+    }
+}
+
+/// A dev agent whose bridge groups go on [`BRIDGE`]; its temp dir and the bridge's cleanup.
+/// Declared in this order, the agent stops first, then the dir and the bridge go.
+fn connect_agent() -> (Agent, tempfile::TempDir, BridgeCleanup) {
+    let temp = tempfile::tempdir().unwrap();
+    let config = support::agent_config(
+        temp.path(),
+        "client.hcl",
+        &format!(
+            "client {{\n  bridge_network_name   = \"{BRIDGE}\"\n  bridge_network_subnet = \"10.252.41.0/24\"\n}}\n"
+        ),
+    );
+    let agent = Agent::start_with(&temp.path().join("data"), &[&format!("-config={config}")]);
+    (agent, temp, BridgeCleanup)
+}
+
 fn run_job(agent: &Agent) {
     let (_dir, path) = write_jobspec("countdash.hcl", JOB);
     agent.cli_ok(&["job", "run", "-detach", path.to_str().unwrap()]);
@@ -165,7 +195,7 @@ fn connect_job_gets_its_sidecar_config_identity_upstreams_and_registration() {
     let _serial = SERIAL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let agent = Agent::start_dev();
+    let (agent, _temp, _bridge) = connect_agent();
     run_job(&agent);
 
     // The job as registered: the injected sidecar task and port, as Nomad shows them.
@@ -246,7 +276,7 @@ fn connect_job_gets_its_sidecar_config_identity_upstreams_and_registration() {
         sidecar_dir.join("secrets/nomad_token").to_str().unwrap()
     );
     let gateway = config["host_gateway"].as_str().unwrap_or_default();
-    assert!(gateway.starts_with("172.26."), "{config}");
+    assert!(gateway.starts_with("10.252.41."), "{config}");
     let token = wait_file(&sidecar_dir.join("secrets/nomad_token"));
     assert_eq!(token.trim().split('.').count(), 3, "not a JWT: {token}");
 
@@ -297,7 +327,7 @@ fn connect_sidecar_runs_in_the_groups_namespace_with_its_agent_socket() {
     let _serial = SERIAL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let agent = Agent::start_dev();
+    let (agent, _temp, _bridge) = connect_agent();
     run_job(&agent);
     let alloc = running_alloc(&agent);
     let alloc_id = alloc["ID"].as_str().unwrap().to_string();
@@ -315,4 +345,10 @@ fn connect_sidecar_runs_in_the_groups_namespace_with_its_agent_socket() {
     let state = &agent.get_json(&format!("/v1/allocation/{alloc_id}"))["TaskStates"]["connect-proxy-count-api"];
     assert_eq!(state["State"], "running", "{state}");
     agent.cli_ok(&["job", "stop", "-purge", "countdash"]);
+    // The agent is stopped when the test ends, and a stopped agent leaves its allocations be:
+    // wait for the network to be torn down first.
+    let netns = Path::new(NETNS_DIR).join(&alloc_id);
+    wait_for("the allocation's namespace removed", LIMIT, || {
+        (!netns.exists()).then_some(())
+    });
 }
