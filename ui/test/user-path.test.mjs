@@ -432,9 +432,16 @@ test('job actions: scale a group, revert a version, force a periodic launch, dis
   await page.goto(agent.address + '/ui/jobs/resize');
   await clickText(page, '.actions button', 'Dispatch…');
   await page.waitForSelector('.panel textarea');
-  await setValue(page, '.panel textarea', 'size=large');
+  // Typed as a user types it, and seen in the field before the click.
+  await page.type('.panel textarea', 'size=large');
+  await page.waitForFunction(() => document.querySelector('.panel textarea')?.value === 'size=large', { polling: 100 });
   await clickText(page, '.panel button', 'Dispatch');
-  await page.waitForFunction(() => decodeURIComponent(location.pathname).includes('/ui/jobs/resize/dispatch-'), { polling: 100 });
+  // The dispatched job's page, or the panel's error (named in the failure).
+  await page.waitForFunction(() => decodeURIComponent(location.pathname).includes('/ui/jobs/resize/dispatch-')
+    || document.querySelector('.panel .error'), { polling: 100 });
+  const refused = await page.$eval('.panel .error', (el) => el.textContent).catch(() => null);
+  assert.equal(refused, null, `the dispatch panel said: ${refused}`);
+  assert.ok(decodeURIComponent(await page.evaluate(() => location.pathname)).includes('/ui/jobs/resize/dispatch-'));
   const children = await agent.api('GET', '/v1/jobs?prefix=resize/dispatch-');
   assert.equal(children.length, 1);
   assert.equal((await agent.api('GET', `/v1/job/${encodeURIComponent(children[0].ID)}`)).Meta.size, 'large');

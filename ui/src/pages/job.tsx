@@ -32,7 +32,7 @@ export function JobPage({ id, loc }: { id: string; loc: Location }) {
     <div>
       <div class="page-head">
         <h1>{j?.Name ?? id} {j ? <Status value={j.Stop && j.Status !== 'dead' ? 'stopping' : j.Status} /> : null}</h1>
-        {j ? <JobActions job={j} /> : null}
+        {j ? <JobActions key={`${j.Namespace}/${j.ID}`} job={j} /> : null}
       </div>
       <ErrorBox error={job.error} />
       {j ? (
