@@ -102,10 +102,52 @@ pub(crate) fn wait_allocs_status(
     every: Duration,
     limit: Duration,
 ) -> anyhow::Result<Vec<Value>> {
-    poll(limit, every, &format!("{count} allocs {status}"), || {
+    // An allocation that failed on the way will never reach `status`: said at once, with the
+    // events that say why (a missing shim, a driver error), instead of a timeout.
+    let mut failed = None;
+    let allocs = poll(limit, every, &format!("{count} allocs {status}"), || {
         let allocs = job_allocs(agent, job_id).ok()?;
+        if status != "failed" {
+            if let Some(alloc) = allocs
+                .iter()
+                .find(|alloc| alloc["ClientStatus"] == "failed")
+            {
+                failed = Some(failure_events(alloc));
+                return Some(allocs);
+            }
+        }
         (count_status(&allocs, status) >= count).then_some(allocs)
-    })
+    })?;
+    match failed {
+        Some(events) => {
+            anyhow::bail!("an allocation of {job_id} failed before {count} were {status}: {events}")
+        }
+        None => Ok(allocs),
+    }
+}
+
+/// An allocation's task events, `task: type: message` each, for a failure report.
+fn failure_events(alloc: &Value) -> String {
+    let Some(states) = alloc["TaskStates"].as_object() else {
+        return format!("allocation {} (no task events)", alloc["ID"]);
+    };
+    states
+        .iter()
+        .flat_map(|(task, state)| {
+            state["Events"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |event| {
+                    format!(
+                        "{task}: {}: {}",
+                        event["Type"].as_str().unwrap_or_default(),
+                        event["DisplayMessage"].as_str().unwrap_or_default()
+                    )
+                })
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 pub(crate) fn poll_interval(count: usize) -> Duration {
