@@ -429,6 +429,32 @@ mod tests {
     use crate::allocdir::AllocDir;
     use drover_structs::{Job, NetworkResource, Port, Resources, TaskGroup};
 
+    /// The environment of the first task of `alloc`'s first group, in `/data/alloc`, seen from
+    /// the host, in region `global`.
+    fn first_task_env(
+        alloc: &Allocation,
+        node: &Node,
+        hook_env: &BTreeMap<String, String>,
+    ) -> Result<TaskEnv, Box<dyn std::error::Error>> {
+        let task = alloc
+            .job
+            .as_deref()
+            .and_then(|job| job.task_groups.first())
+            .and_then(|group| group.tasks.first())
+            .ok_or("fixture task")?;
+        let alloc_dir = AllocDir::new(Path::new("/data/alloc"), &alloc.id)?;
+        let task_dir = alloc_dir.task_dir(&task.name)?;
+        let inputs = TaskEnvInputs {
+            alloc,
+            task,
+            node,
+            region: "global",
+            task_dir: &task_dir,
+            path_view: TaskPathView::Host,
+        };
+        Ok(TaskEnv::build(&inputs, hook_env))
+    }
+
     fn fixture() -> (Allocation, Node) {
         let task = Task {
             name: "web".into(),
@@ -519,23 +545,7 @@ mod tests {
             },
         );
         alloc.allocated_resources = Some(allocated);
-        let task = alloc
-            .job
-            .as_deref()
-            .and_then(|job| job.task_groups.first())
-            .and_then(|group| group.tasks.first())
-            .ok_or("fixture task")?;
-        let alloc_dir = AllocDir::new(Path::new("/data/alloc"), &alloc.id)?;
-        let task_dir = alloc_dir.task_dir("web")?;
-        let inputs = TaskEnvInputs {
-            alloc: &alloc,
-            task,
-            node: &node,
-            region: "global",
-            task_dir: &task_dir,
-            path_view: TaskPathView::Host,
-        };
-        let env = TaskEnv::build(&inputs, &BTreeMap::new());
+        let env = first_task_env(&alloc, &node, &BTreeMap::new())?;
         let get = |key: &str| env.env.get(key).cloned().unwrap_or_default();
         assert_eq!(get("NOMAD_PORT_http"), "23456");
         assert_eq!(get("NOMAD_HOST_PORT_http"), "23456");
@@ -570,18 +580,7 @@ mod tests {
             ..drover_structs::Service::default()
         }];
         alloc.job = Some(std::sync::Arc::new(job));
-        let task = &alloc.job.as_deref().ok_or("job")?.task_groups[0].tasks[0];
-        let alloc_dir = AllocDir::new(Path::new("/data/alloc"), &alloc.id)?;
-        let task_dir = alloc_dir.task_dir("web")?;
-        let inputs = TaskEnvInputs {
-            alloc: &alloc,
-            task,
-            node: &node,
-            region: "global",
-            task_dir: &task_dir,
-            path_view: TaskPathView::Host,
-        };
-        let env = TaskEnv::build(&inputs, &BTreeMap::new());
+        let env = first_task_env(&alloc, &node, &BTreeMap::new())?;
         let get = |key: &str| env.env.get(key).cloned().unwrap_or_default();
         assert_eq!(get("NOMAD_UPSTREAM_ADDR_count_api"), "127.0.0.1:8080");
         assert_eq!(get("NOMAD_UPSTREAM_IP_count_api"), "127.0.0.1");
@@ -594,24 +593,8 @@ mod tests {
     #[test]
     fn nomad_variables_and_interpolation() -> Result<(), Box<dyn std::error::Error>> {
         let (alloc, node) = fixture();
-        let task = alloc
-            .job
-            .as_deref()
-            .and_then(|job| job.task_groups.first())
-            .and_then(|group| group.tasks.first())
-            .ok_or("fixture task")?;
-        let alloc_dir = AllocDir::new(Path::new("/data/alloc"), &alloc.id)?;
-        let task_dir = alloc_dir.task_dir("web")?;
-        let inputs = TaskEnvInputs {
-            alloc: &alloc,
-            task,
-            node: &node,
-            region: "global",
-            task_dir: &task_dir,
-            path_view: TaskPathView::Host,
-        };
         let hook_env = BTreeMap::from([("FROM_HOOK".to_string(), "1".to_string())]);
-        let env = TaskEnv::build(&inputs, &hook_env);
+        let env = first_task_env(&alloc, &node, &hook_env)?;
         let get = |key: &str| env.env.get(key).cloned().unwrap_or_default();
         assert_eq!(get("NOMAD_ALLOC_ID"), alloc.id);
         assert_eq!(get("NOMAD_SHORT_ALLOC_ID"), "8e3a1b2c");

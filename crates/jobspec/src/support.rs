@@ -212,12 +212,34 @@ fn when_consul_asked(consul: Option<&Consul>, field: &str) -> Vec<String> {
 
 /// Services left to Consul: `provider = "consul"`, or no provider (Nomad's default is Consul).
 fn consul_services(services: &[Service]) -> Vec<String> {
+    services_where(services, "", |service| {
+        service.provider.is_empty() || service.provider == "consul"
+    })
+}
+
+/// `Services[i]<suffix>` for each service `asks` is true of.
+fn services_where(
+    services: &[Service],
+    suffix: &str,
+    asks: impl Fn(&Service) -> bool,
+) -> Vec<String> {
     services
         .iter()
         .enumerate()
-        .filter(|(_, service)| service.provider.is_empty() || service.provider == "consul")
-        .map(|(index, _)| format!("Services[{index}]"))
+        .filter(|(_, service)| asks(service))
+        .map(|(index, _)| format!("Services[{index}]{suffix}"))
         .collect()
+}
+
+/// [`services_where`] on the `connect` blocks of services that have one.
+fn connects_where(
+    services: &[Service],
+    suffix: &str,
+    asks: impl Fn(&drover_structs::ConsulConnect) -> bool,
+) -> Vec<String> {
+    services_where(services, suffix, |service| {
+        service.connect.as_ref().is_some_and(&asks)
+    })
 }
 
 /// Check arguments only Consul reads: `notes`, `expose`, `advertise`.
@@ -241,70 +263,31 @@ fn consul_only_check_fields(services: &[Service]) -> Vec<String> {
 }
 
 fn service_identity(services: &[Service]) -> Vec<String> {
-    services
-        .iter()
-        .enumerate()
-        .filter(|(_, service)| service.identity.is_some())
-        .map(|(index, _)| format!("Services[{index}].Identity"))
-        .collect()
+    services_where(services, ".Identity", |service| service.identity.is_some())
 }
 
 /// The group services whose `connect` asks for a sidecar proxy.
 fn connect_sidecars(group: &TaskGroup) -> Vec<String> {
-    group
-        .services
-        .iter()
-        .enumerate()
-        .filter(|(_, service)| {
-            service
-                .connect
-                .as_ref()
-                .is_some_and(|connect| connect.has_sidecar())
-        })
-        .map(|(index, _)| format!("Services[{index}].Connect.SidecarService"))
-        .collect()
+    connects_where(&group.services, ".Connect.SidecarService", |connect| {
+        connect.has_sidecar()
+    })
 }
 
 /// A task's services with a `connect` block (Nomad injects sidecars for group services only).
 fn task_service_connect(task: &Task) -> Vec<String> {
-    task.services
-        .iter()
-        .enumerate()
-        .filter(|(_, service)| service.connect.is_some())
-        .map(|(index, _)| format!("Services[{index}].Connect"))
-        .collect()
+    connects_where(&task.services, ".Connect", |_| true)
 }
 
 /// `connect { native = true }`.
 fn connect_native(group: &TaskGroup) -> Vec<String> {
-    group
-        .services
-        .iter()
-        .enumerate()
-        .filter(|(_, service)| {
-            service
-                .connect
-                .as_ref()
-                .is_some_and(|connect| connect.native)
-        })
-        .map(|(index, _)| format!("Services[{index}].Connect.Native"))
-        .collect()
+    connects_where(&group.services, ".Connect.Native", |connect| connect.native)
 }
 
 /// `connect { gateway { … } }`.
 fn connect_gateway(group: &TaskGroup) -> Vec<String> {
-    group
-        .services
-        .iter()
-        .enumerate()
-        .filter(|(_, service)| {
-            service
-                .connect
-                .as_ref()
-                .is_some_and(|connect| connect.gateway.is_some())
-        })
-        .map(|(index, _)| format!("Services[{index}].Connect.Gateway"))
-        .collect()
+    connects_where(&group.services, ".Connect.Gateway", |connect| {
+        connect.gateway.is_some()
+    })
 }
 
 /// `sidecar_task` fields the built-in proxy cannot honour: another driver, a driver config,
