@@ -183,6 +183,23 @@ EOT
 }
 "#;
 
+/// Bootstraps the server's ACLs and waits, with the management token it returns, for the
+/// client node `api-node` to be ready; returns the token's secret.
+fn bootstrap_and_wait_for_client(server: &Agent) -> String {
+    let (status, body) = call(server, "POST", "/v1/acl/bootstrap", None, None);
+    assert_eq!(status, 200, "{body}");
+    let root_secret = json_of(&body)["SecretID"].as_str().unwrap().to_owned();
+    wait_for("the client node to be ready", LIMIT, || {
+        let (_, body) = call(server, "GET", "/v1/nodes", Some(&root_secret), None);
+        json_of(&body)
+            .as_array()?
+            .iter()
+            .any(|node| node["Name"] == "api-node" && node["Status"] == "ready")
+            .then_some(())
+    });
+    root_secret
+}
+
 #[test]
 fn a_client_only_agents_task_api_checks_tokens_with_its_servers_and_applies_job_acls() {
     let temp = tempfile::tempdir().unwrap();
@@ -192,18 +209,8 @@ fn a_client_only_agents_task_api_checks_tokens_with_its_servers_and_applies_job_
         "acl {\n  enabled = true\n}\n",
         "acl {\n  enabled    = true\n  token_ttl  = \"1h\"\n  policy_ttl = \"1s\"\n}\n",
     );
-    let (status, body) = call(&server, "POST", "/v1/acl/bootstrap", None, None);
-    assert_eq!(status, 200, "{body}");
-    let root_secret = json_of(&body)["SecretID"].as_str().unwrap().to_owned();
+    let root_secret = bootstrap_and_wait_for_client(&server);
     let root = Some(root_secret.as_str());
-    wait_for("the client node to be ready", LIMIT, || {
-        let (_, body) = call(&server, "GET", "/v1/nodes", root, None);
-        json_of(&body)
-            .as_array()?
-            .iter()
-            .any(|node| node["Name"] == "api-node" && node["Status"] == "ready")
-            .then_some(())
-    });
     for (path, value) in [
         ("nomad/jobs/apireader", "own-secret-31f"),
         ("nomad/jobs/other", "other-secret-a08"),
@@ -568,18 +575,8 @@ fn a_browsers_exec_handshake_token_is_checked_by_a_client_only_agent_through_its
         "acl {\n  enabled = true\n}\n",
         "acl {\n  enabled = true\n}\n",
     );
-    let (status, body) = call(&server, "POST", "/v1/acl/bootstrap", None, None);
-    assert_eq!(status, 200, "{body}");
-    let root_secret = json_of(&body)["SecretID"].as_str().unwrap().to_owned();
+    let root_secret = bootstrap_and_wait_for_client(&server);
     let root = Some(root_secret.as_str());
-    wait_for("the client node to be ready", LIMIT, || {
-        let (_, body) = call(&server, "GET", "/v1/nodes", root, None);
-        json_of(&body)
-            .as_array()?
-            .iter()
-            .any(|node| node["Name"] == "api-node" && node["Status"] == "ready")
-            .then_some(())
-    });
     let (_dir, path) = write_jobspec(
         "handshake.hcl",
         &RAW_EXEC_READER.replace("JOB", "handshake"),
