@@ -6,26 +6,10 @@
 use std::time::Duration;
 
 use drover_state::{EventFilter, EventType, StateError, StateStore, Table, Topic};
-use drover_structs::{Allocation, Job, Node, ServiceRegistration, TaskGroup};
+use drover_structs::{Allocation, Node, ServiceRegistration};
 
-const NOW: i64 = 1_700_000_000_000_000_000;
-
-fn job(id: &str) -> Job {
-    Job {
-        id: id.to_owned(),
-        name: id.to_owned(),
-        namespace: "default".to_owned(),
-        r#type: "service".to_owned(),
-        priority: 50,
-        datacenters: vec!["dc1".to_owned()],
-        task_groups: vec![TaskGroup {
-            name: "g".to_owned(),
-            count: 2,
-            ..TaskGroup::default()
-        }],
-        ..Job::default()
-    }
-}
+mod fixtures;
+use fixtures::{NOW, job};
 
 fn alloc(id: &str, job_id: &str, node_id: &str) -> Allocation {
     Allocation {
@@ -89,8 +73,8 @@ fn ids(services: &[std::sync::Arc<ServiceRegistration>]) -> Vec<&str> {
 /// allocation with one registration.
 async fn populated() -> StateStore {
     let store = StateStore::in_memory().await.unwrap();
-    store.upsert_job(job("web"), NOW).await.unwrap();
-    store.upsert_job(job("api"), NOW).await.unwrap();
+    store.upsert_job(job("web", 2), NOW).await.unwrap();
+    store.upsert_job(job("api", 2), NOW).await.unwrap();
     store.upsert_node(node("n1"), NOW).await.unwrap();
     store.upsert_node(node("n2"), NOW).await.unwrap();
     store
@@ -344,7 +328,7 @@ async fn a_blocking_query_on_the_catalog_wakes_on_a_registration() {
         })
     };
     // A job write does not wake it.
-    store.upsert_job(job("other"), NOW).await.unwrap();
+    store.upsert_job(job("other", 2), NOW).await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!waiter.is_finished());
     let index = store

@@ -8,26 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use drover_state::{EventFilter, EventType, StateError, StateStore, Table, Topic};
-use drover_structs::{Allocation, Evaluation, Job, Node, TaskGroup, TaskState};
+use drover_structs::{Allocation, Evaluation, Job, Node, TaskState};
 
-const NOW: i64 = 1_700_000_000_000_000_000;
-
-fn job(id: &str, count: i64) -> Job {
-    Job {
-        id: id.to_owned(),
-        name: id.to_owned(),
-        namespace: "default".to_owned(),
-        r#type: "service".to_owned(),
-        priority: 50,
-        datacenters: vec!["dc1".to_owned()],
-        task_groups: vec![TaskGroup {
-            name: "g".to_owned(),
-            count,
-            ..TaskGroup::default()
-        }],
-        ..Job::default()
-    }
-}
+mod fixtures;
+use fixtures::{NOW, job};
 
 fn eval(id: &str, job_id: &str, status: &str) -> Evaluation {
     Evaluation {

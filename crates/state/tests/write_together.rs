@@ -5,26 +5,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use drover_state::{Change, StateError, StateStore};
-use drover_structs::{Evaluation, Job, ScalingEvent, TaskGroup};
+use drover_structs::{Evaluation, ScalingEvent};
 
-const NOW: i64 = 1_700_000_000_000_000_000;
-
-fn job(id: &str, count: i64) -> Job {
-    Job {
-        id: id.to_owned(),
-        name: id.to_owned(),
-        namespace: "default".to_owned(),
-        r#type: "service".to_owned(),
-        priority: 50,
-        datacenters: vec!["dc1".to_owned()],
-        task_groups: vec![TaskGroup {
-            name: "g".to_owned(),
-            count,
-            ..TaskGroup::default()
-        }],
-        ..Job::default()
-    }
-}
+mod fixtures;
+use fixtures::{NOW, job};
 
 fn eval(id: &str, job_id: &str) -> Evaluation {
     Evaluation {
