@@ -6,24 +6,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { clickText, launchBrowser, missingBrowser, startAgent, textOf, waitFor } from './harness.mjs';
-
-/** A page whose script errors fail the test. */
-async function newPage(browser, t) {
-  const page = await browser.newPage();
-  const errors = [];
-  page.on('pageerror', (error) => errors.push(error.message));
-  t.after(() => assert.deepEqual(errors, [], 'script errors on the page'));
-  page.setDefaultTimeout(60000);
-  return page;
-}
-
-async function setValue(page, selector, value) {
-  await page.$eval(selector, (el, v) => {
-    el.value = v;
-    el.dispatchEvent(new Event('input', { bubbles: true }));
-  }, value);
-}
+import { clickText, launchBrowser, missingBrowser, newPage, setValue, startAgent, textOf, waitFor } from './harness.mjs';
 
 // Says it is ready, writes a file into its task dir, and answers SIGUSR1 on stdout; then
 // prints nothing more, so its log is the same whenever it is read.

@@ -1,6 +1,7 @@
 // What the browser tests stand on: a real drover agent (the binary the workspace built), the
 // Debian chromium driven headless through puppeteer-core, and a small reverse proxy that serves
 // an agent under /nomad/ (HTTP and websockets) with X-Forwarded-Prefix.
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -182,4 +183,22 @@ export async function clickText(page, selector, text, timeout = 60000) {
     if (content === text) { await handle.click(); return; }
   }
   throw new Error(`no ${selector} with text ${JSON.stringify(text)}`);
+}
+
+/** A page whose script errors fail the test (checked when the test ends). */
+export async function newPage(browser, t) {
+  const page = await browser.newPage();
+  const errors = [];
+  page.on('pageerror', (error) => errors.push(error.message));
+  t.after(() => assert.deepEqual(errors, [], 'script errors on the page'));
+  page.setDefaultTimeout(60000);
+  return page;
+}
+
+/** Sets a field's value and fires its `input` event, as typing the whole value at once would. */
+export async function setValue(page, selector, value) {
+  await page.$eval(selector, (el, v) => {
+    el.value = v;
+    el.dispatchEvent(new Event('input', { bubbles: true }));
+  }, value);
 }

@@ -4,7 +4,7 @@
 // the UI behind a reverse proxy under /nomad/.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { clickText, launchBrowser, missingBrowser, startAgent, startProxy, textOf, waitFor, waitForText } from './harness.mjs';
+import { clickText, launchBrowser, missingBrowser, newPage, setValue, startAgent, startProxy, textOf, waitFor, waitForText } from './harness.mjs';
 
 // A job that writes to both streams and keeps running, registered from the browser's editor.
 const DEMO = `job "ui-demo" {
@@ -56,23 +56,6 @@ const SEED = `job "seed" {
 `;
 
 const job = (name) => SEED.replace('job "seed"', `job "${name}"`).replace('seed-svc', `${name}-svc`);
-
-/** A page whose script errors fail the test. */
-async function newPage(browser, t) {
-  const page = await browser.newPage();
-  const errors = [];
-  page.on('pageerror', (error) => errors.push(error.message));
-  t.after(() => assert.deepEqual(errors, [], 'script errors on the page'));
-  page.setDefaultTimeout(60000);
-  return page;
-}
-
-async function setValue(page, selector, value) {
-  await page.$eval(selector, (el, v) => {
-    el.value = v;
-    el.dispatchEvent(new Event('input', { bubbles: true }));
-  }, value);
-}
 
 async function waitForRunningAlloc(page) {
   await page.waitForFunction(() => [...document.querySelectorAll('table.allocs tbody tr')]
