@@ -14,10 +14,12 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use drover_api::ApiError;
+use drover_api::blocking::{StoreTables, not_found_at, read_object};
+use drover_api::params::QueryParams;
 use drover_server::acl::blake2b_256_base64;
 use drover_state::Table;
 use drover_structs::acl::{
@@ -255,6 +257,7 @@ async fn specific_method(
     method: Method,
     State(endpoints): State<SsoEndpoints>,
     Path(name): Path<String>,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     if name.is_empty() {
@@ -265,10 +268,20 @@ async fn specific_method(
             if !endpoints.acl.enabled {
                 return disabled();
             }
-            let tables = endpoints.acl.state.acl();
-            match tables.auth_methods.get(&name) {
-                Some(found) => Ok(json(&found.sanitized(), found.modify_index, true)),
-                None => Err(ApiError::not_found("ACL auth-method not found")),
+            // Nomad's `GetAuthMethod`: the method's own ModifyIndex (the ACL table's while it
+            // does not exist, on the 404 too), a blocking query answered by its own write.
+            let params = QueryParams::parse(query.as_deref());
+            let watch = StoreTables::new(&endpoints.acl.state, &[Table::Acl]);
+            let (index, found) = read_object(
+                &watch,
+                &params,
+                || Ok(endpoints.acl.state.acl().auth_methods.get(&name).cloned()),
+                |found| found.modify_index,
+            )
+            .await?;
+            match found {
+                Some(found) => Ok(json(&found.sanitized(), index, true)),
+                None => Ok(not_found_at("ACL auth-method not found", index)),
             }
         }
         Method::DELETE => {
@@ -393,6 +406,7 @@ async fn specific_rule(
     method: Method,
     State(endpoints): State<SsoEndpoints>,
     Path(id): Path<String>,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     if id.is_empty() {
@@ -403,10 +417,20 @@ async fn specific_rule(
             if !endpoints.acl.enabled {
                 return disabled();
             }
-            let tables = endpoints.acl.state.acl();
-            match tables.binding_rules.get(&id) {
-                Some(found) => Ok(json(found.as_ref(), found.modify_index, true)),
-                None => Err(ApiError::not_found("ACL binding rule not found")),
+            // Nomad's `GetBindingRule`: the rule's own ModifyIndex (the ACL table's while it
+            // does not exist, on the 404 too), a blocking query answered by its own write.
+            let params = QueryParams::parse(query.as_deref());
+            let watch = StoreTables::new(&endpoints.acl.state, &[Table::Acl]);
+            let (index, found) = read_object(
+                &watch,
+                &params,
+                || Ok(endpoints.acl.state.acl().binding_rules.get(&id).cloned()),
+                |found| found.modify_index,
+            )
+            .await?;
+            match found {
+                Some(found) => Ok(json(found.as_ref(), index, true)),
+                None => Ok(not_found_at("ACL binding rule not found", index)),
             }
         }
         Method::DELETE => {

@@ -15,6 +15,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use drover_api::ApiError;
+use drover_api::blocking::{StoreTables, not_found_at, read_object};
 use drover_api::params::QueryParams;
 use drover_server::Clock;
 use drover_server::acl::{Acl, anonymous_acl, token_acl};
@@ -209,15 +210,20 @@ async fn specific(
             {
                 return Ok(forbidden("Permission denied"));
             }
+            // Nomad's `GetNamespace`: the namespace's own ModifyIndex (the table's, floored
+            // at 1, while it does not exist), and a blocking query answered by its own write.
             let params = QueryParams::parse(query.as_deref());
-            let table_index = block_on_namespaces(&endpoints.state, &params).await?;
-            match endpoints.state.namespace(&name) {
-                Some(namespace) => Ok(json(namespace.as_ref(), namespace.modify_index)),
-                None => {
-                    let mut response = ApiError::not_found("Namespace not found").into_response();
-                    index_headers(&mut response, table_index, true);
-                    Ok(response)
-                }
+            let watch = StoreTables::new(&endpoints.state, &[Table::Namespaces]);
+            let (index, namespace) = read_object(
+                &watch,
+                &params,
+                || Ok(endpoints.state.namespace(&name)),
+                |namespace| namespace.modify_index,
+            )
+            .await?;
+            match namespace {
+                Some(namespace) => Ok(json(namespace.as_ref(), index)),
+                None => Ok(not_found_at("Namespace not found", index.max(1))),
             }
         }
         Method::PUT | Method::POST => Ok(update(&endpoints, Some(&name), &body).await),

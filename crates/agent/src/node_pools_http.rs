@@ -11,6 +11,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use drover_api::ApiError;
+use drover_api::blocking::{StoreTables, not_found_at, read_object};
 use drover_api::paginate::{ListOptions, TokenKind, TokenParts, page, to_datum};
 use drover_api::params::QueryParams;
 use drover_server::{Server, ServerError};
@@ -197,13 +198,20 @@ async fn specific_pool(
     if method != Method::GET {
         return Err(ApiError::MethodNotAllowed);
     }
+    // Nomad's `GetNodePool`: the pool's own ModifyIndex (the table's, floored at 1, while it
+    // does not exist, on the 404 too), and a blocking query answered by its own write.
     let params = QueryParams::parse(query.as_deref());
-    block_on(&endpoints.state, &params, &[Table::NodePools]).await?;
-    let snapshot = endpoints.state.snapshot();
-    let index = snapshot.table_index(Table::NodePools);
-    match snapshot.node_pool(&name) {
+    let watch = StoreTables::new(&endpoints.state, &[Table::NodePools]);
+    let (index, pool) = read_object(
+        &watch,
+        &params,
+        || Ok(endpoints.state.node_pool(&name)),
+        |pool| pool.modify_index,
+    )
+    .await?;
+    match pool {
         Some(pool) => Ok(json(pool.as_ref(), index, "")),
-        None => Err(ApiError::NotFound("node pool not found".into())),
+        None => Ok(not_found_at("node pool not found", index.max(1))),
     }
 }
 

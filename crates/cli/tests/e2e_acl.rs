@@ -1250,3 +1250,308 @@ fn agent_pprof_with_acls_wants_agent_write() {
     assert_eq!(call("GET", &url, Some(&reader), None).0, 403);
     assert_eq!(call("GET", &url, Some(&root), None).0, 200);
 }
+
+/// A write that must succeed, as the management token: its answer as JSON (`null` when empty).
+fn write_ok(agent: &Agent, root: &str, method: &str, path: &str, body: &Value) -> Value {
+    let (status, answer) = call(
+        method,
+        &agent.url(path),
+        Some(root),
+        Some(&body.to_string()),
+    );
+    assert_eq!(status, 200, "{method} {path}: {answer}");
+    if answer.trim().is_empty() {
+        Value::Null
+    } else {
+        json_of(&answer)
+    }
+}
+
+/// Something new each call, so a rewrite always changes the object.
+fn fresh() -> String {
+    format!(
+        "{:?}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+    )
+}
+
+/// Nomad's `Get…` index semantics for one object, read at `read` as the management token: the
+/// answer's index is the object's own ModifyIndex, which a write of another object of its table
+/// (`write_other`) leaves where it was; `absent` (an object that does not exist) is a 404 with
+/// the table's index, the one `list` answers; and a blocking query on the object's index is not
+/// answered by `write_other` but by `write_self`, with the object's new ModifyIndex.
+fn assert_own_index_and_blocking(
+    agent: &Agent,
+    root: &str,
+    read: &str,
+    absent: &str,
+    list: &str,
+    write_self: &dyn Fn(),
+    write_other: &dyn Fn(),
+) {
+    let (status, index, body) = get_indexed(&agent.url(read), Some(root));
+    assert_eq!(status, 200, "{read}: {body}");
+    assert_eq!(
+        json_of(&body)["ModifyIndex"],
+        json!(index),
+        "{read}: {body}"
+    );
+    write_other();
+    let (_, again, _) = get_indexed(&agent.url(read), Some(root));
+    assert_eq!(
+        again, index,
+        "{read}: another object's write moved the index"
+    );
+    let (status, absent_index, body) = get_indexed(&agent.url(absent), Some(root));
+    assert_eq!(status, 404, "{absent}: {body}");
+    let (_, table_index, _) = get_indexed(&agent.url(list), Some(root));
+    assert_eq!(absent_index, table_index, "{absent}: not the table's index");
+    assert!(absent_index > index, "{absent}: {absent_index} <= {index}");
+
+    let separator = if read.contains('?') { '&' } else { '?' };
+    let url = agent.url(&format!("{read}{separator}index={index}&wait=60s"));
+    let token = root.to_owned();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(get_indexed(&url, Some(&token)));
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    write_other();
+    assert!(
+        receiver.recv_timeout(Duration::from_secs(2)).is_err(),
+        "{read}: another object's write answered the blocking query"
+    );
+    write_self();
+    let (status, new_index, body) = receiver
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("{read}: the object's own write did not answer"));
+    assert_eq!(status, 200, "{read}: {body}");
+    assert!(new_index > index, "{read}: {new_index} <= {index}");
+    assert_eq!(
+        json_of(&body)["ModifyIndex"],
+        json!(new_index),
+        "{read}: {body}"
+    );
+}
+
+/// A job whose group declares a scaling policy (its `Max` given) and is never placed.
+fn scaled_job(job_id: &str, max: u64) -> Value {
+    let mut job = json_of(&unplaceable_job(job_id));
+    job["Job"]["TaskGroups"][0]["Scaling"] = json!({"Min": 1, "Max": max, "Enabled": true});
+    job
+}
+
+/// Single-object reads of the ACL endpoints, namespaces, node pools and scaling policies
+/// answer the object's own ModifyIndex (the table's while it is absent, on the 404 too) and a
+/// blocking query on one is answered by its own write, never by another object's, as Nomad's
+/// `GetPolicy`, `GetToken`, `GetRoleByID`/`ByName`, `GetAuthMethod`, `GetBindingRule`,
+/// `GetNamespace`, `GetNodePool` and `Scaling.GetPolicy`. They answered the table's index (or
+/// did not block at all, or woke on any write of the table).
+#[test]
+fn single_object_reads_answer_their_own_modify_index_and_block_on_it_alone() {
+    let temp = tempfile::tempdir().unwrap();
+    let (agent, root) = acl_agent(temp.path(), "", "");
+    let (agent, root) = (&agent, root.as_str());
+    let rules = "namespace \"default\" {\n  policy = \"read\"\n}\n";
+    let policy = |name: &str| {
+        let body = json!({"Name": name, "Description": fresh(), "Rules": rules});
+        write_ok(agent, root, "PUT", &format!("/v1/acl/policy/{name}"), &body);
+    };
+    policy("first");
+    policy("second");
+    assert_own_index_and_blocking(
+        agent,
+        root,
+        "/v1/acl/policy/first",
+        "/v1/acl/policy/absent",
+        "/v1/acl/policies",
+        &|| policy("first"),
+        &|| policy("second"),
+    );
+
+    let token = |name: &str| {
+        let body = json!({"Name": name, "Type": "client", "Policies": ["first"]});
+        write_ok(agent, root, "POST", "/v1/acl/token", &body)["AccessorID"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let first_token = token("first");
+    let rename_token = |accessor: &str| {
+        let body = json!({
+            "AccessorID": accessor, "Name": fresh(), "Type": "client", "Policies": ["first"]
+        });
+        write_ok(
+            agent,
+            root,
+            "POST",
+            &format!("/v1/acl/token/{accessor}"),
+            &body,
+        );
+    };
+    let second_token = token("second");
+    assert_own_index_and_blocking(
+        agent,
+        root,
+        &format!("/v1/acl/token/{first_token}"),
+        "/v1/acl/token/00000000-0000-0000-0000-000000000000",
+        "/v1/acl/tokens",
+        &|| rename_token(&first_token),
+        &|| rename_token(&second_token),
+    );
+
+    let role = |name: &str| {
+        let body = json!({"Name": name, "Policies": [{"Name": "first"}]});
+        write_ok(agent, root, "POST", "/v1/acl/role", &body)["ID"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (first_role, second_role) = (role("first-role"), role("second-role"));
+    let describe_role = |id: &str, name: &str| {
+        let body = json!({
+            "ID": id, "Name": name, "Description": fresh(), "Policies": [{"Name": "first"}]
+        });
+        write_ok(agent, root, "POST", &format!("/v1/acl/role/{id}"), &body);
+    };
+    for (read, absent) in [
+        (
+            format!("/v1/acl/role/{first_role}"),
+            "/v1/acl/role/00000000-0000-0000-0000-000000000000",
+        ),
+        (
+            "/v1/acl/role/name/first-role".to_owned(),
+            "/v1/acl/role/name/absent",
+        ),
+    ] {
+        assert_own_index_and_blocking(
+            agent,
+            root,
+            &read,
+            absent,
+            "/v1/acl/roles",
+            &|| describe_role(&first_role, "first-role"),
+            &|| describe_role(&second_role, "second-role"),
+        );
+    }
+
+    let method = |name: &str| {
+        let body = json!({
+            "Name": name, "Type": "JWT", "TokenLocality": "local", "MaxTokenTTL": "1h",
+            "Config": {
+                "JWKSURL": "http://127.0.0.1:1/jwks", "BoundAudiences": [fresh()],
+            },
+        });
+        write_ok(
+            agent,
+            root,
+            "PUT",
+            &format!("/v1/acl/auth-method/{name}"),
+            &body,
+        );
+    };
+    method("first-method");
+    method("second-method");
+    assert_own_index_and_blocking(
+        agent,
+        root,
+        "/v1/acl/auth-method/first-method",
+        "/v1/acl/auth-method/absent",
+        "/v1/acl/auth-methods",
+        &|| method("first-method"),
+        &|| method("second-method"),
+    );
+
+    let rule = || {
+        let body = json!({"AuthMethod": "first-method", "BindType": "management"});
+        write_ok(agent, root, "PUT", "/v1/acl/binding-rule", &body)["ID"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (first_rule, second_rule) = (rule(), rule());
+    let describe_rule = |id: &str| {
+        let body = json!({
+            "ID": id, "AuthMethod": "first-method", "BindType": "management",
+            "Description": fresh(),
+        });
+        write_ok(
+            agent,
+            root,
+            "PUT",
+            &format!("/v1/acl/binding-rule/{id}"),
+            &body,
+        );
+    };
+    assert_own_index_and_blocking(
+        agent,
+        root,
+        &format!("/v1/acl/binding-rule/{first_rule}"),
+        "/v1/acl/binding-rule/00000000-0000-0000-0000-000000000000",
+        "/v1/acl/binding-rules",
+        &|| describe_rule(&first_rule),
+        &|| describe_rule(&second_rule),
+    );
+
+    let namespace = |name: &str| {
+        let body = json!({"Name": name, "Description": fresh()});
+        write_ok(agent, root, "PUT", &format!("/v1/namespace/{name}"), &body);
+    };
+    namespace("first-ns");
+    namespace("second-ns");
+    assert_own_index_and_blocking(
+        agent,
+        root,
+        "/v1/namespace/first-ns",
+        "/v1/namespace/absent",
+        "/v1/namespaces",
+        &|| namespace("first-ns"),
+        &|| namespace("second-ns"),
+    );
+
+    let pool = |name: &str| {
+        let body = json!({"Name": name, "Description": fresh()});
+        write_ok(agent, root, "PUT", "/v1/node/pools", &body);
+    };
+    pool("first-pool");
+    pool("second-pool");
+    assert_own_index_and_blocking(
+        agent,
+        root,
+        "/v1/node/pool/first-pool",
+        "/v1/node/pool/absent",
+        "/v1/node/pools",
+        &|| pool("first-pool"),
+        &|| pool("second-pool"),
+    );
+
+    let max = std::sync::atomic::AtomicU64::new(3);
+    let scaled = |job_id: &str| {
+        let body = scaled_job(
+            job_id,
+            max.fetch_add(1, std::sync::atomic::Ordering::SeqCst),
+        );
+        write_ok(agent, root, "PUT", "/v1/jobs", &body);
+    };
+    scaled("first-scaled");
+    scaled("second-scaled");
+    let (status, listed) = call(
+        "GET",
+        &agent.url("/v1/scaling/policies?job=first-scaled"),
+        Some(root),
+        None,
+    );
+    assert_eq!(status, 200, "{listed}");
+    let policy_id = json_of(&listed)[0]["ID"].as_str().unwrap().to_owned();
+    assert_own_index_and_blocking(
+        agent,
+        root,
+        &format!("/v1/scaling/policy/{policy_id}"),
+        "/v1/scaling/policy/absent",
+        "/v1/scaling/policies",
+        &|| scaled("first-scaled"),
+        &|| scaled("second-scaled"),
+    );
+}

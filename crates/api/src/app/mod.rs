@@ -443,13 +443,16 @@ async fn handle<B: ApiBackend>(
             json_response(&actions, params, Meta::Read(index))
         }
         Route::JobSummary { job_id } => {
-            let (index, summary) =
-                blocking_read(backend, params, &[Table::JobSummaries], |backend| {
-                    backend.job_summary(&namespace, &job_id)
-                })
-                .await?;
-            let summary = summary.ok_or_else(|| ApiError::not_found("job not found"))?;
-            json_response(&summary, params, Meta::Read(index))
+            // Nomad's `Job.Summary`: the summary's own ModifyIndex, as a job's read.
+            let (index, summary) = blocking_read_object(
+                backend,
+                params,
+                &[Table::JobSummaries],
+                |backend| backend.job_summary(&namespace, &job_id),
+                |summary| summary.modify_index,
+            )
+            .await?;
+            object_response(summary.as_ref(), params, index, "job not found")
         }
         Route::JobDeployment { job_id } => {
             let (index, latest) =
