@@ -14,7 +14,7 @@
 //! Not here: what a capability means (`drover_server::acl`), the `/v1/acl` endpoints' own
 //! filtering of what a non-management token sees (`acl_http`).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
@@ -24,11 +24,11 @@ use axum::response::{IntoResponse, Response};
 use drover_api::params::QueryParams;
 use drover_api::routes::{Route, route};
 use drover_server::Clock;
-use drover_server::acl::policy::{capability, node_pool_capability};
+use drover_server::acl::policy::{capability, node_pool_capability, variables_capability};
 use drover_server::acl::{Acl, anonymous_acl, token_acl, workload_acl};
 use drover_server::identity::{RequestIdentity, request_token, resolve_token_at};
 use drover_server::keyring::Keyring;
-use drover_state::StateStore;
+use drover_state::{Event, EventAccess, StateStore, Table, Topic};
 use drover_structs::namespace::ALL_NAMESPACES;
 
 /// What a request needs of the caller's ACL.
@@ -798,6 +798,20 @@ pub async fn enforce(
         tracing::debug!(path, ?permission, "ACL refused a request");
         return forbidden("Permission denied");
     }
+    // The variables topic (by name, or `*`) shows only the variables the caller may list:
+    // each event is checked as Nomad's subscription filter checks it.
+    if !acl.is_management()
+        && let Permission::EventStream { topics, .. } = &permission
+        && topics
+            .iter()
+            .any(|topic| topic == "Variable" || topic == "*")
+    {
+        let mut parts = parts;
+        parts
+            .extensions
+            .insert(variable_event_access(&enforcer.state, identity));
+        return next.run(Request::from_parts(parts, body)).await;
+    }
     if !acl.is_management() {
         // The pool list keeps the pools the caller may read; a pool's jobs those in
         // namespaces where it may list jobs (Nomad's node pool endpoints).
@@ -820,6 +834,45 @@ pub async fn enforce(
         }
     }
     next.run(Request::from_parts(parts, body)).await
+}
+
+/// Which events of the `Variable` topic `identity` receives: those of variables it may list
+/// in their namespace (Nomad's `AllowVariableOperation(namespace, path, "list")`), with its
+/// policies as they stand when the event is sent (re-read after any ACL write, as Nomad
+/// re-resolves a subscriber's ACL); a token deleted since sees none. Other topics pass.
+fn variable_event_access(state: &StateStore, identity: RequestIdentity) -> EventAccess {
+    let state = state.clone();
+    let current: Mutex<Option<(u64, Arc<Acl>)>> = Mutex::new(None);
+    EventAccess(Arc::new(move |event: &Event| {
+        if event.topic != Topic::Variable {
+            return true;
+        }
+        let acl_index = state.indexes().table(Table::Acl);
+        let acl = {
+            let mut current = current.lock().unwrap_or_else(PoisonError::into_inner);
+            match &*current {
+                Some((index, acl)) if *index == acl_index => Arc::clone(acl),
+                _ => {
+                    let acl = Arc::new(current_acl(&state, &identity));
+                    *current = Some((acl_index, Arc::clone(&acl)));
+                    acl
+                }
+            }
+        };
+        acl.allow_variable_operation(&event.namespace, &event.key, variables_capability::LIST)
+    }))
+}
+
+/// The ACL `identity` holds in the store now.
+fn current_acl(state: &StateStore, identity: &RequestIdentity) -> Acl {
+    match identity {
+        RequestIdentity::AclToken(token) => match state.acl().tokens.get(&token.accessor_id) {
+            Some(current) => token_acl(state, current),
+            None => Acl::new(&[]),
+        },
+        RequestIdentity::Anonymous => anonymous_acl(state),
+        RequestIdentity::Workload(workload) => workload_acl(state, workload),
+    }
 }
 
 /// The list endpoints that take `namespace=*` and answer objects with a `Namespace` field (a

@@ -1555,3 +1555,146 @@ fn single_object_reads_answer_their_own_modify_index_and_block_on_it_alone() {
         &|| scaled("second-scaled"),
     );
 }
+
+/// An open `/v1/event/stream` of the `Variable` topic, read line by line.
+struct VariableEvents {
+    reader: std::io::BufReader<std::net::TcpStream>,
+}
+
+impl VariableEvents {
+    /// Opens the stream as `token` in `namespace` and waits for its first heartbeat, so the
+    /// subscription exists before the caller writes.
+    fn open(agent: &Agent, token: &str, namespace: &str) -> Self {
+        use std::io::{BufRead, Write};
+        let address = agent.address.trim_start_matches("http://").to_owned();
+        let mut stream = std::net::TcpStream::connect(&address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        write!(
+            stream,
+            "GET /v1/event/stream?topic=Variable&namespace={namespace} HTTP/1.1\r\nHost: {address}\r\nX-Nomad-Token: {token}\r\n\r\n"
+        )
+        .unwrap();
+        let mut reader = std::io::BufReader::new(stream);
+        let mut status = String::new();
+        reader.read_line(&mut status).unwrap();
+        assert!(status.contains(" 200 "), "{status}");
+        let mut line = String::new();
+        while line.trim() != "{}" {
+            line.clear();
+            assert!(reader.read_line(&mut line).unwrap() > 0, "the stream ended");
+        }
+        Self { reader }
+    }
+
+    /// The (namespace, path) of each variable event received, up to `last`'s.
+    fn until(&mut self, last: (&str, &str)) -> Vec<(String, String)> {
+        use std::io::BufRead;
+        let mut seen = Vec::new();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let read = self
+                .reader
+                .read_line(&mut line)
+                .unwrap_or_else(|error| panic!("no event of {last:?} ({error}); saw {seen:?}"));
+            assert!(read > 0, "the stream ended; saw {seen:?}");
+            let Ok(batch) = serde_json::from_str::<Value>(line.trim()) else {
+                continue; // a chunk's size line
+            };
+            for event in batch["Events"].as_array().into_iter().flatten() {
+                assert_eq!(event["Topic"], "Variable", "{event}");
+                seen.push((
+                    event["Namespace"].as_str().unwrap().to_owned(),
+                    event["Key"].as_str().unwrap().to_owned(),
+                ));
+            }
+            if seen
+                .last()
+                .is_some_and(|(namespace, path)| (namespace.as_str(), path.as_str()) == last)
+            {
+                return seen;
+            }
+        }
+    }
+}
+
+fn put_variable(agent: &Agent, root: &str, namespace: &str, path: &str) {
+    let body = json!({"Namespace": namespace, "Path": path, "Items": {"value": fresh()}});
+    write_ok(
+        agent,
+        root,
+        "PUT",
+        &format!("/v1/var/{path}?namespace={namespace}"),
+        &body,
+    );
+}
+
+/// The `Variable` topic of the event stream with a token whose policy reads `a/*` in the
+/// default namespace: only the events of variables under `a/` in that namespace reach it
+/// (Nomad's subscription filter: `list` on each event's namespace and path), none of another
+/// path or namespace; a change of its policy applies to the events that follow; management
+/// receives every one.
+#[test]
+fn a_variable_event_reaches_a_token_only_where_its_policy_reads_the_path() {
+    let temp = tempfile::tempdir().unwrap();
+    let (agent, root) = acl_agent(temp.path(), "", "");
+    let rules = |paths: &[&str]| {
+        let mut rules = "namespace \"default\" {\n  variables {\n".to_owned();
+        for path in paths {
+            rules.push_str(&format!(
+                "    path \"{path}\" {{\n      capabilities = [\"read\"]\n    }}\n"
+            ));
+        }
+        rules + "  }\n}\n"
+    };
+    apply_policy(&agent, &root, temp.path(), "vars-a", &rules(&["a/*"]));
+    let body = json!({"Name": "other"});
+    write_ok(&agent, &root, "PUT", "/v1/namespace/other", &body);
+    let body = json!({"Type": "client", "Policies": ["vars-a"]});
+    let created = write_ok(&agent, &root, "POST", "/v1/acl/token", &body);
+    let token = created["SecretID"].as_str().unwrap().to_owned();
+
+    let mut reader = VariableEvents::open(&agent, &token, "default");
+    let mut manager = VariableEvents::open(&agent, &root, "*");
+    put_variable(&agent, &root, "default", "b/secret");
+    put_variable(&agent, &root, "other", "a/elsewhere");
+    put_variable(&agent, &root, "default", "a/one");
+    put_variable(&agent, &root, "default", "a/last");
+    let pairs = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(namespace, path)| ((*namespace).to_owned(), (*path).to_owned()))
+            .collect()
+    };
+    assert_eq!(
+        manager.until(("default", "a/last")),
+        pairs(&[
+            ("default", "b/secret"),
+            ("other", "a/elsewhere"),
+            ("default", "a/one"),
+            ("default", "a/last"),
+        ])
+    );
+    assert_eq!(
+        reader.until(("default", "a/last")),
+        pairs(&[("default", "a/one"), ("default", "a/last")])
+    );
+
+    // The policy now reads `b/*` too: the events that follow show it.
+    apply_policy(
+        &agent,
+        &root,
+        temp.path(),
+        "vars-a",
+        &rules(&["a/*", "b/*"]),
+    );
+    put_variable(&agent, &root, "default", "b/after");
+    put_variable(&agent, &root, "default", "c/never");
+    put_variable(&agent, &root, "default", "a/final");
+    assert_eq!(
+        reader.until(("default", "a/final")),
+        pairs(&[("default", "b/after"), ("default", "a/final")])
+    );
+}
