@@ -79,9 +79,10 @@ pub enum Permission {
     /// Only a management token.
     Management,
     /// The event stream: each topic asked for (by name; `*` when none is) needs what Nomad's
-    /// `validateNsOp` asks of it in the namespace.
+    /// `validateNsOp` asks of it in each namespace (`namespace=*`: every namespace there is, as
+    /// Nomad's `validateACL`, where the store is at hand).
     EventStream {
-        namespace: String,
+        namespaces: Vec<String>,
         topics: Vec<String>,
     },
 }
@@ -134,6 +135,11 @@ fn query_namespace(params: &QueryParams) -> String {
 pub trait NamespaceLookup {
     fn alloc_namespace(&self, alloc_id: &str) -> Option<String>;
     fn eval_namespace(&self, eval_id: &str) -> Option<String>;
+    /// Every namespace's name, where the namespaces are known (a server's store); `None`
+    /// elsewhere, where `*` is checked as it is.
+    fn namespace_names(&self) -> Option<Vec<String>> {
+        None
+    }
 }
 
 impl NamespaceLookup for StateStore {
@@ -143,6 +149,15 @@ impl NamespaceLookup for StateStore {
 
     fn eval_namespace(&self, eval_id: &str) -> Option<String> {
         self.eval(eval_id).map(|eval| eval.namespace.clone())
+    }
+
+    fn namespace_names(&self) -> Option<Vec<String>> {
+        Some(
+            self.namespaces("")
+                .iter()
+                .map(|namespace| namespace.name.clone())
+                .collect(),
+        )
     }
 }
 
@@ -482,10 +497,16 @@ pub fn required(
         Route::AgentServersUpdate | Route::AgentForceLeave => AgentWrite,
         Route::AgentHealth | Route::StatusLeader | Route::StatusPeers | Route::Regions => Anyone,
         Route::EventStream => match event_topics(params) {
-            Some(topics) => EventStream {
-                namespace: query_namespace(params),
-                topics,
-            },
+            Some(topics) => {
+                let namespace = query_namespace(params);
+                let every = (namespace == ALL_NAMESPACES)
+                    .then(|| state.namespace_names())
+                    .flatten();
+                EventStream {
+                    namespaces: every.unwrap_or_else(|| vec![namespace]),
+                    topics,
+                }
+            }
             None => Anyone,
         },
         Route::Search | Route::SearchFuzzy => namespace(capability::READ_JOB),
@@ -587,9 +608,11 @@ pub fn allows(acl: &Acl, permission: &Permission) -> bool {
         Permission::OperatorRead => acl.allow_operator_read(),
         Permission::OperatorWrite => acl.allow_operator_write(),
         Permission::Management => acl.is_management(),
-        Permission::EventStream { namespace, topics } => topics
-            .iter()
-            .all(|topic| allows_event_topic(acl, namespace, topic)),
+        Permission::EventStream { namespaces, topics } => namespaces.iter().all(|namespace| {
+            topics
+                .iter()
+                .all(|topic| allows_event_topic(acl, namespace, topic))
+        }),
     }
 }
 
@@ -1081,6 +1104,21 @@ mod tests {
         }
     }
 
+    /// A store holding these namespaces.
+    struct KnownNamespaces(Vec<String>);
+
+    impl NamespaceLookup for KnownNamespaces {
+        fn alloc_namespace(&self, _alloc_id: &str) -> Option<String> {
+            None
+        }
+        fn eval_namespace(&self, _eval_id: &str) -> Option<String> {
+            None
+        }
+        fn namespace_names(&self) -> Option<Vec<String>> {
+            Some(self.0.clone())
+        }
+    }
+
     #[test]
     fn the_event_stream_needs_management_for_every_topic_and_unknown_topics() {
         let reader = Acl::new(&[parse(
@@ -1133,6 +1171,20 @@ mod tests {
         )
         .unwrap()]);
         assert!(allows(&variables, &stream_permission("topic=Variable")));
+        // `namespace=*` is every namespace there is, each checked (Nomad's `validateACL`):
+        // variables rules in `default` alone do not stream `*` once `other` exists.
+        let every = |names: &[&str]| {
+            required(
+                &KnownNamespaces(names.iter().map(|name| (*name).to_owned()).collect()),
+                &Method::GET,
+                "/v1/event/stream",
+                &QueryParams::parse(Some("topic=Variable&namespace=*")),
+                b"",
+            )
+        };
+        assert!(allows(&variables, &every(&["default"])));
+        assert!(!allows(&variables, &every(&["default", "other"])));
+        assert!(allows(&Acl::management(), &every(&["default", "other"])));
         // A topic that does not parse is the handler's 400, whoever asks.
         assert_eq!(
             stream_permission("topic=Evaluation:::*"),

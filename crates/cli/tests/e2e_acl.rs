@@ -1634,8 +1634,8 @@ fn put_variable(agent: &Agent, root: &str, namespace: &str, path: &str) {
 /// The `Variable` topic of the event stream with a token whose policy reads `a/*` in the
 /// default namespace: only the events of variables under `a/` in that namespace reach it
 /// (Nomad's subscription filter: `list` on each event's namespace and path), none of another
-/// path or namespace; a change of its policy applies to the events that follow; management
-/// receives every one.
+/// path or namespace, and it may not stream `namespace=*`; a change of its policy applies to
+/// the events that follow; management receives every one.
 #[test]
 fn a_variable_event_reaches_a_token_only_where_its_policy_reads_the_path() {
     let temp = tempfile::tempdir().unwrap();
@@ -1656,6 +1656,10 @@ fn a_variable_event_reaches_a_token_only_where_its_policy_reads_the_path() {
     let created = write_ok(&agent, &root, "POST", "/v1/acl/token", &body);
     let token = created["SecretID"].as_str().unwrap().to_owned();
 
+    // `namespace=*` is every namespace there is, each checked as Nomad's `validateACL`: the
+    // token has no variables rule in `other`.
+    let every = agent.url("/v1/event/stream?topic=Variable&namespace=*");
+    assert_eq!(call("GET", &every, Some(&token), None).0, 403);
     let mut reader = VariableEvents::open(&agent, &token, "default");
     let mut manager = VariableEvents::open(&agent, &root, "*");
     put_variable(&agent, &root, "default", "b/secret");
