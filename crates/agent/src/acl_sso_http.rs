@@ -82,8 +82,14 @@ pub fn router(acl: AclEndpoints) -> axum::Router {
         .with_state(endpoints)
 }
 
-fn acl_index(endpoints: &SsoEndpoints) -> u64 {
-    endpoints.acl.state.indexes().table(Table::Acl)
+/// The auth methods' own index (Nomad's `acl_auth_methods`).
+fn method_index(endpoints: &SsoEndpoints) -> u64 {
+    endpoints.acl.state.indexes().table(Table::AclAuthMethods)
+}
+
+/// The binding rules' own index (Nomad's `acl_binding_rules`).
+fn rule_index(endpoints: &SsoEndpoints) -> u64 {
+    endpoints.acl.state.indexes().table(Table::AclBindingRules)
 }
 
 fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
@@ -239,7 +245,7 @@ async fn list_methods(
     }
     let tables = endpoints.acl.state.acl();
     let stubs: Vec<AclAuthMethodStub> = tables.auth_methods.values().map(|m| m.stub()).collect();
-    Ok(json(&stubs, acl_index(&endpoints), true))
+    Ok(json(&stubs, method_index(&endpoints), true))
 }
 
 async fn create_method(
@@ -268,10 +274,10 @@ async fn specific_method(
             if !endpoints.acl.enabled {
                 return disabled();
             }
-            // Nomad's `GetAuthMethod`: the method's own ModifyIndex (the ACL table's while it
+            // Nomad's `GetAuthMethod`: the method's own ModifyIndex (the auth methods' table's while it
             // does not exist, on the 404 too), a blocking query answered by its own write.
             let params = QueryParams::parse(query.as_deref());
-            let watch = StoreTables::new(&endpoints.acl.state, &[Table::Acl]);
+            let watch = StoreTables::new(&endpoints.acl.state, &[Table::AclAuthMethods]);
             let (index, found) = read_object(
                 &watch,
                 &params,
@@ -388,7 +394,7 @@ async fn list_rules(
         .values()
         .map(|rule| rule.stub())
         .collect();
-    Ok(json(&stubs, acl_index(&endpoints), true))
+    Ok(json(&stubs, rule_index(&endpoints), true))
 }
 
 async fn create_rule(
@@ -417,10 +423,10 @@ async fn specific_rule(
             if !endpoints.acl.enabled {
                 return disabled();
             }
-            // Nomad's `GetBindingRule`: the rule's own ModifyIndex (the ACL table's while it
+            // Nomad's `GetBindingRule`: the rule's own ModifyIndex (the binding rules' table's while it
             // does not exist, on the 404 too), a blocking query answered by its own write.
             let params = QueryParams::parse(query.as_deref());
-            let watch = StoreTables::new(&endpoints.acl.state, &[Table::Acl]);
+            let watch = StoreTables::new(&endpoints.acl.state, &[Table::AclBindingRules]);
             let (index, found) = read_object(
                 &watch,
                 &params,

@@ -1348,7 +1348,8 @@ fn scaled_job(job_id: &str, max: u64) -> Value {
 /// blocking query on one is answered by its own write, never by another object's, as Nomad's
 /// `GetPolicy`, `GetToken`, `GetRoleByID`/`ByName`, `GetAuthMethod`, `GetBindingRule`,
 /// `GetNamespace`, `GetNodePool` and `Scaling.GetPolicy`. They answered the table's index (or
-/// did not block at all, or woke on any write of the table).
+/// did not block at all, or woke on any write of the table); auth methods and binding rules
+/// answered the index of every ACL write.
 #[test]
 fn single_object_reads_answer_their_own_modify_index_and_block_on_it_alone() {
     let temp = tempfile::tempdir().unwrap();
@@ -1494,6 +1495,17 @@ fn single_object_reads_answer_their_own_modify_index_and_block_on_it_alone() {
         &|| describe_rule(&first_rule),
         &|| describe_rule(&second_rule),
     );
+    // Auth methods and binding rules each have their own table's index (Nomad's
+    // `acl_auth_methods`, `acl_binding_rules`): another ACL write moves neither.
+    let index_of = |path: &str| get_indexed(&agent.url(path), Some(root)).1;
+    let (methods_index, rules_index) = (
+        index_of("/v1/acl/auth-methods"),
+        index_of("/v1/acl/binding-rules"),
+    );
+    assert!(methods_index < rules_index);
+    policy("second");
+    assert_eq!(index_of("/v1/acl/auth-methods"), methods_index);
+    assert_eq!(index_of("/v1/acl/binding-rules"), rules_index);
 
     let namespace = |name: &str| {
         let body = json!({"Name": name, "Description": fresh()});
