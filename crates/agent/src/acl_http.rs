@@ -20,7 +20,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use drover_api::ApiError;
-use drover_api::blocking::{StoreTables, not_found_at, read_object};
+use drover_api::blocking::{StoreTables, not_found_at, read_object, wait_for_list};
 use drover_api::params::QueryParams;
 use drover_server::Clock;
 use drover_server::acl::{
@@ -215,6 +215,8 @@ async fn list_policies(
         Err(message) => return Ok(forbidden(&message)),
     };
     let params = QueryParams::parse(query.as_deref());
+    let watch = StoreTables::new(&endpoints.state, &[Table::AclPolicies]);
+    let index = wait_for_list(&watch, &params).await?;
     let prefix = params.prefix();
     // A management token sees every policy; any other caller those it holds (a token's own
     // and its roles', the anonymous policy, a workload identity's attached ones), as Nomad.
@@ -231,11 +233,7 @@ async fn list_policies(
         })
         .map(|policy| policy.stub())
         .collect();
-    Ok(json(
-        &stubs,
-        endpoints.state.indexes().table(Table::AclPolicies),
-        true,
-    ))
+    Ok(json(&stubs, index, true))
 }
 
 async fn specific_policy(
@@ -406,6 +404,8 @@ async fn list_tokens(
         return disabled();
     }
     let params = QueryParams::parse(query.as_deref());
+    let watch = StoreTables::new(&endpoints.state, &[Table::AclTokens]);
+    let index = wait_for_list(&watch, &params).await?;
     let prefix = params.prefix();
     let mut tokens: Vec<Arc<AclToken>> = endpoints
         .state
@@ -421,11 +421,7 @@ async fn list_tokens(
         .iter()
         .map(|token| token_with_current_roles(&tables, token).stub())
         .collect();
-    Ok(json(
-        &stubs,
-        endpoints.state.indexes().table(Table::AclTokens),
-        true,
-    ))
+    Ok(json(&stubs, index, true))
 }
 
 /// Checks a token to create or update and fills what the server sets (Nomad's

@@ -14,7 +14,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 use drover_api::ApiError;
-use drover_api::blocking::{StoreTables, not_found_at, read_object};
+use drover_api::blocking::{StoreTables, not_found_at, read_object, wait_for_list};
 use drover_api::params::QueryParams;
 use drover_server::acl::{is_valid_policy_name, role_hash, token_with_current_roles};
 use drover_server::identity::RequestIdentity;
@@ -99,6 +99,11 @@ pub(crate) async fn list_roles(
         Err(message) => return Ok(forbidden(&message)),
     };
     let params = QueryParams::parse(query.as_deref());
+    let index = wait_for_list(
+        &StoreTables::new(&endpoints.state, &[Table::AclRoles]),
+        &params,
+    )
+    .await?;
     let prefix = params.prefix();
     let stubs: Vec<_> = endpoints
         .state
@@ -108,7 +113,7 @@ pub(crate) async fn list_roles(
         .filter(|role| role.id.starts_with(prefix) && reader.may_read(role))
         .map(|role| role.stub())
         .collect();
-    Ok(json(&stubs, role_index(&endpoints), true))
+    Ok(json(&stubs, index, true))
 }
 
 /// `PUT|POST /v1/acl/role`: a new role (the server picks its ID).

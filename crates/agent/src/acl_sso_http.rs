@@ -18,7 +18,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use drover_api::ApiError;
-use drover_api::blocking::{StoreTables, not_found_at, read_object};
+use drover_api::blocking::{StoreTables, not_found_at, read_object, wait_for_list};
 use drover_api::params::QueryParams;
 use drover_server::acl::blake2b_256_base64;
 use drover_state::Table;
@@ -80,16 +80,6 @@ pub fn router(acl: AclEndpoints) -> axum::Router {
             axum::routing::any(oidc_complete_auth),
         )
         .with_state(endpoints)
-}
-
-/// The auth methods' own index (Nomad's `acl_auth_methods`).
-fn method_index(endpoints: &SsoEndpoints) -> u64 {
-    endpoints.acl.state.indexes().table(Table::AclAuthMethods)
-}
-
-/// The binding rules' own index (Nomad's `acl_binding_rules`).
-fn rule_index(endpoints: &SsoEndpoints) -> u64 {
-    endpoints.acl.state.indexes().table(Table::AclBindingRules)
 }
 
 fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
@@ -236,6 +226,7 @@ fn validate_method(method: &AclAuthMethod, endpoints: &SsoEndpoints) -> Vec<Stri
 async fn list_methods(
     method: Method,
     State(endpoints): State<SsoEndpoints>,
+    RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     if method != Method::GET {
         return Err(ApiError::MethodNotAllowed);
@@ -243,9 +234,12 @@ async fn list_methods(
     if !endpoints.acl.enabled {
         return disabled();
     }
+    let params = QueryParams::parse(query.as_deref());
+    let watch = StoreTables::new(&endpoints.acl.state, &[Table::AclAuthMethods]);
+    let index = wait_for_list(&watch, &params).await?;
     let tables = endpoints.acl.state.acl();
     let stubs: Vec<AclAuthMethodStub> = tables.auth_methods.values().map(|m| m.stub()).collect();
-    Ok(json(&stubs, method_index(&endpoints), true))
+    Ok(json(&stubs, index, true))
 }
 
 async fn create_method(
@@ -381,6 +375,7 @@ async fn upsert_method(
 async fn list_rules(
     method: Method,
     State(endpoints): State<SsoEndpoints>,
+    RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     if method != Method::GET {
         return Err(ApiError::MethodNotAllowed);
@@ -388,13 +383,16 @@ async fn list_rules(
     if !endpoints.acl.enabled {
         return disabled();
     }
+    let params = QueryParams::parse(query.as_deref());
+    let watch = StoreTables::new(&endpoints.acl.state, &[Table::AclBindingRules]);
+    let index = wait_for_list(&watch, &params).await?;
     let tables = endpoints.acl.state.acl();
     let stubs: Vec<AclBindingRuleStub> = tables
         .binding_rules
         .values()
         .map(|rule| rule.stub())
         .collect();
-    Ok(json(&stubs, rule_index(&endpoints), true))
+    Ok(json(&stubs, index, true))
 }
 
 async fn create_rule(

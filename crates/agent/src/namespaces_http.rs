@@ -15,7 +15,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use drover_api::ApiError;
-use drover_api::blocking::{StoreTables, not_found_at, read_object};
+use drover_api::blocking::{StoreTables, not_found_at, read_object, wait_for_list};
 use drover_api::params::QueryParams;
 use drover_server::Clock;
 use drover_server::acl::{Acl, anonymous_acl, token_acl};
@@ -135,19 +135,7 @@ fn caller_acl(endpoints: &NamespaceEndpoints, headers: &HeaderMap) -> Result<Opt
 
 /// Waits as a blocking query on the namespaces table, when the caller asked.
 async fn block_on_namespaces(state: &StateStore, params: &QueryParams) -> Result<u64, ApiError> {
-    let options = params.blocking()?;
-    if options.min_index > 0 {
-        let deadline = tokio::time::Instant::now()
-            + options.wait_with_jitter(f64::from(uuid::Uuid::new_v4().as_bytes()[0]) / 255.0);
-        while state.indexes().table(Table::Namespaces) <= options.min_index
-            && tokio::time::Instant::now() < deadline
-        {
-            state
-                .wait_for_change(&[Table::Namespaces], options.min_index, deadline)
-                .await;
-        }
-    }
-    Ok(state.indexes().table(Table::Namespaces))
+    wait_for_list(&StoreTables::new(state, &[Table::Namespaces]), params).await
 }
 
 async fn list(

@@ -11,7 +11,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use drover_api::ApiError;
-use drover_api::blocking::{StoreTables, not_found_at, read_object};
+use drover_api::blocking::{StoreTables, not_found_at, read_object, wait_for_list};
 use drover_api::paginate::{ListOptions, TokenKind, TokenParts, page, to_datum};
 use drover_api::params::QueryParams;
 use drover_server::{Server, ServerError};
@@ -79,25 +79,9 @@ async fn block_on(
     params: &QueryParams,
     tables: &[Table],
 ) -> Result<(), ApiError> {
-    let options = params.blocking()?;
-    if options.min_index == 0 {
-        return Ok(());
-    }
-    let deadline = tokio::time::Instant::now()
-        + options.wait_with_jitter(f64::from(uuid::Uuid::new_v4().as_bytes()[0]) / 255.0);
-    let current = || {
-        tables
-            .iter()
-            .map(|table| state.indexes().table(*table))
-            .max()
-            .unwrap_or(0)
-    };
-    while current() <= options.min_index && tokio::time::Instant::now() < deadline {
-        state
-            .wait_for_change(tables, options.min_index, deadline)
-            .await;
-    }
-    Ok(())
+    wait_for_list(&StoreTables::new(state, tables), params)
+        .await
+        .map(drop)
 }
 
 fn written(index: u64) -> Response {

@@ -16,7 +16,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use drover_api::ApiError;
-use drover_api::blocking::{StoreTables, read_object};
+use drover_api::blocking::{StoreTables, read_object, wait_for_list};
 use drover_api::paginate::{ListOptions, TokenKind, TokenParts, page, to_datum};
 use drover_api::params::QueryParams;
 use drover_server::Clock;
@@ -136,19 +136,7 @@ pub(crate) fn workload_may_read(identity: &WorkloadIdentity, namespace: &str, pa
 
 /// Waits as a blocking query on the variables table, when the caller asked.
 async fn block_on_variables(state: &StateStore, params: &QueryParams) -> Result<u64, ApiError> {
-    let options = params.blocking()?;
-    if options.min_index > 0 {
-        let deadline = tokio::time::Instant::now()
-            + options.wait_with_jitter(f64::from(uuid::Uuid::new_v4().as_bytes()[0]) / 255.0);
-        while state.indexes().table(Table::Variables) <= options.min_index
-            && tokio::time::Instant::now() < deadline
-        {
-            state
-                .wait_for_change(&[Table::Variables], options.min_index, deadline)
-                .await;
-        }
-    }
-    Ok(state.indexes().table(Table::Variables))
+    wait_for_list(&StoreTables::new(state, &[Table::Variables]), params).await
 }
 
 /// A read of one variable as Nomad's `Variables.Read` answers it

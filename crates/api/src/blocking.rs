@@ -4,8 +4,9 @@
 //! mechanism for every such read, whether its handler reads through an
 //! [`ApiBackend`](crate::ApiBackend) or straight from the state store ([`StoreTables`]).
 //!
-//! Not here: blocking reads of a list (their index is the table's, see each handler), the
-//! headers of the answer.
+//! A list's blocking read waits on its tables' own index instead ([`wait_for_list`]).
+//!
+//! Not here: the headers of the answer.
 
 use std::future::Future;
 
@@ -89,6 +90,25 @@ pub async fn read_object<W: TableWatch, T>(
             .changed_past(table_index.max(options.min_index), deadline)
             .await;
     }
+}
+
+/// Waits as a blocking query on a list (Nomad's `blockingRPC` over a table's index): with
+/// `?index=N`, until the tables' index passes N or the wait (plus jitter) runs out; `index=0`
+/// is no blocking query. Answers the tables' index, taken before the caller reads, so the
+/// data it reads next is never older than the index it answers.
+pub async fn wait_for_list<W: TableWatch>(
+    watch: &W,
+    params: &QueryParams,
+) -> Result<u64, ApiError> {
+    let options = params.blocking()?;
+    if options.min_index > 0 {
+        let deadline =
+            tokio::time::Instant::now() + options.wait_with_jitter(rand::random::<f64>());
+        while watch.index() <= options.min_index && tokio::time::Instant::now() < deadline {
+            watch.changed_past(options.min_index, deadline).await;
+        }
+    }
+    Ok(watch.index())
 }
 
 /// Nomad's 404 for an object a read did not find, with the read's headers (its HTTP layer sets

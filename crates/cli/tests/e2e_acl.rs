@@ -1714,3 +1714,83 @@ fn a_variable_event_reaches_a_token_only_where_its_policy_reads_the_path() {
         pairs(&[("default", "b/after"), ("default", "a/final")])
     );
 }
+
+/// A blocking query on `list` from the index it answers: `write_other` (a write of another
+/// table) does not answer it, `write_own` does, with a higher index.
+fn assert_list_blocks_on_its_table(
+    agent: &Agent,
+    root: &str,
+    list: &str,
+    write_own: &dyn Fn(),
+    write_other: &dyn Fn(),
+) {
+    let (status, index, body) = get_indexed(&agent.url(list), Some(root));
+    assert_eq!(status, 200, "{list}: {body}");
+    let url = agent.url(&format!("{list}?index={index}&wait=60s"));
+    let token = root.to_owned();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(get_indexed(&url, Some(&token)));
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    write_other();
+    assert!(
+        receiver.recv_timeout(Duration::from_secs(2)).is_err(),
+        "{list}: another table's write answered the blocking query"
+    );
+    write_own();
+    let (status, new_index, body) = receiver
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("{list}: its table's write did not answer"));
+    assert_eq!(status, 200, "{list}: {body}");
+    assert!(new_index > index, "{list}: {new_index} <= {index}");
+}
+
+/// The ACL lists are blocking queries on their own tables, as Nomad's `List…` endpoints:
+/// `?index=` was accepted and ignored (they answered at once).
+#[test]
+fn the_acl_lists_are_blocking_queries_on_their_own_tables() {
+    let temp = tempfile::tempdir().unwrap();
+    let (agent, root) = acl_agent(temp.path(), "", "");
+    let (agent, root) = (&agent, root.as_str());
+    let policy = || {
+        let rules = "namespace \"default\" {\n  policy = \"read\"\n}\n";
+        let body = json!({"Name": "reader", "Description": fresh(), "Rules": rules});
+        write_ok(agent, root, "PUT", "/v1/acl/policy/reader", &body);
+    };
+    policy();
+    let token = || {
+        let body = json!({"Type": "client", "Policies": ["reader"]});
+        write_ok(agent, root, "POST", "/v1/acl/token", &body);
+    };
+    let role = || {
+        let body =
+            json!({"Name": format!("role-{}", uuid_like()), "Policies": [{"Name": "reader"}]});
+        write_ok(agent, root, "POST", "/v1/acl/role", &body);
+    };
+    let method = || {
+        let body = json!({
+            "Name": "method", "Type": "JWT", "TokenLocality": "local", "MaxTokenTTL": "1h",
+            "Config": {"JWKSURL": "http://127.0.0.1:1/jwks", "BoundAudiences": [fresh()]},
+        });
+        write_ok(agent, root, "PUT", "/v1/acl/auth-method/method", &body);
+    };
+    method();
+    let rule = || {
+        let body = json!({"AuthMethod": "method", "BindType": "management"});
+        write_ok(agent, root, "PUT", "/v1/acl/binding-rule", &body);
+    };
+    assert_list_blocks_on_its_table(agent, root, "/v1/acl/policies", &policy, &token);
+    assert_list_blocks_on_its_table(agent, root, "/v1/acl/tokens", &token, &policy);
+    assert_list_blocks_on_its_table(agent, root, "/v1/acl/roles", &role, &policy);
+    assert_list_blocks_on_its_table(agent, root, "/v1/acl/auth-methods", &method, &rule);
+    assert_list_blocks_on_its_table(agent, root, "/v1/acl/binding-rules", &rule, &method);
+}
+
+/// A name no other call of this test run gives.
+fn uuid_like() -> String {
+    fresh()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect()
+}

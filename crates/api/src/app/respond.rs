@@ -90,19 +90,7 @@ pub(super) async fn blocking_read<B: ApiBackend, T>(
     tables: &[Table],
     read: impl FnOnce(&B) -> Result<T, ApiError>,
 ) -> Result<(u64, T), ApiError> {
-    let options = params.blocking()?;
-    if options.min_index > 0 {
-        let deadline =
-            tokio::time::Instant::now() + options.wait_with_jitter(rand::random::<f64>());
-        while backend.table_index(tables) <= options.min_index
-            && tokio::time::Instant::now() < deadline
-        {
-            backend
-                .wait_for_change(tables, options.min_index, deadline)
-                .await;
-        }
-    }
-    let index = backend.table_index(tables);
+    let index = crate::blocking::wait_for_list(&BackendTables { backend, tables }, params).await?;
     let value = read(backend)?;
     Ok((index, value))
 }
