@@ -3,7 +3,10 @@
 //! no token is 403 on `GET /v1/jobs`, a read-only policy on namespace default lists jobs and
 //! cannot register, management can, policies and tokens over HTTP and the CLI, token self,
 //! an unknown token refused; an expired token listed until a GC removes it, token TTLs within
-//! the configured bounds; `-json` and `-t` on the ACL commands.
+//! the configured bounds; `-json` and `-t` on the ACL commands; single-object reads (ACL
+//! objects, namespaces, node pools, scaling policies) answering and blocking on their own
+//! ModifyIndex, the ACL lists blocking on their own tables; the `Variable` event topic
+//! filtered by the token's variables rules.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
