@@ -14,7 +14,7 @@
 //! Not here: what a capability means (`drover_server::acl`), the `/v1/acl` endpoints' own
 //! filtering of what a non-management token sees (`acl_http`).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
@@ -24,11 +24,11 @@ use axum::response::{IntoResponse, Response};
 use drover_api::params::QueryParams;
 use drover_api::routes::{Route, route};
 use drover_server::Clock;
-use drover_server::acl::policy::{capability, node_pool_capability};
+use drover_server::acl::policy::{capability, node_pool_capability, variables_capability};
 use drover_server::acl::{Acl, anonymous_acl, token_acl, workload_acl};
 use drover_server::identity::{RequestIdentity, request_token, resolve_token_at};
 use drover_server::keyring::Keyring;
-use drover_state::StateStore;
+use drover_state::{Event, EventAccess, StateStore, Table, Topic};
 use drover_structs::namespace::ALL_NAMESPACES;
 
 /// What a request needs of the caller's ACL.
@@ -79,9 +79,10 @@ pub enum Permission {
     /// Only a management token.
     Management,
     /// The event stream: each topic asked for (by name; `*` when none is) needs what Nomad's
-    /// `validateNsOp` asks of it in the namespace.
+    /// `validateNsOp` asks of it in each namespace (`namespace=*`: every namespace there is, as
+    /// Nomad's `validateACL`, where the store is at hand).
     EventStream {
-        namespace: String,
+        namespaces: Vec<String>,
         topics: Vec<String>,
     },
 }
@@ -134,6 +135,11 @@ fn query_namespace(params: &QueryParams) -> String {
 pub trait NamespaceLookup {
     fn alloc_namespace(&self, alloc_id: &str) -> Option<String>;
     fn eval_namespace(&self, eval_id: &str) -> Option<String>;
+    /// Every namespace's name, where the namespaces are known (a server's store); `None`
+    /// elsewhere, where `*` is checked as it is.
+    fn namespace_names(&self) -> Option<Vec<String>> {
+        None
+    }
 }
 
 impl NamespaceLookup for StateStore {
@@ -143,6 +149,15 @@ impl NamespaceLookup for StateStore {
 
     fn eval_namespace(&self, eval_id: &str) -> Option<String> {
         self.eval(eval_id).map(|eval| eval.namespace.clone())
+    }
+
+    fn namespace_names(&self) -> Option<Vec<String>> {
+        Some(
+            self.namespaces("")
+                .iter()
+                .map(|namespace| namespace.name.clone())
+                .collect(),
+        )
     }
 }
 
@@ -482,10 +497,16 @@ pub fn required(
         Route::AgentServersUpdate | Route::AgentForceLeave => AgentWrite,
         Route::AgentHealth | Route::StatusLeader | Route::StatusPeers | Route::Regions => Anyone,
         Route::EventStream => match event_topics(params) {
-            Some(topics) => EventStream {
-                namespace: query_namespace(params),
-                topics,
-            },
+            Some(topics) => {
+                let namespace = query_namespace(params);
+                let every = (namespace == ALL_NAMESPACES)
+                    .then(|| state.namespace_names())
+                    .flatten();
+                EventStream {
+                    namespaces: every.unwrap_or_else(|| vec![namespace]),
+                    topics,
+                }
+            }
             None => Anyone,
         },
         Route::Search | Route::SearchFuzzy => namespace(capability::READ_JOB),
@@ -587,9 +608,11 @@ pub fn allows(acl: &Acl, permission: &Permission) -> bool {
         Permission::OperatorRead => acl.allow_operator_read(),
         Permission::OperatorWrite => acl.allow_operator_write(),
         Permission::Management => acl.is_management(),
-        Permission::EventStream { namespace, topics } => topics
-            .iter()
-            .all(|topic| allows_event_topic(acl, namespace, topic)),
+        Permission::EventStream { namespaces, topics } => namespaces.iter().all(|namespace| {
+            topics
+                .iter()
+                .all(|topic| allows_event_topic(acl, namespace, topic))
+        }),
     }
 }
 
@@ -798,6 +821,20 @@ pub async fn enforce(
         tracing::debug!(path, ?permission, "ACL refused a request");
         return forbidden("Permission denied");
     }
+    // The variables topic (by name, or `*`) shows only the variables the caller may list:
+    // each event is checked as Nomad's subscription filter checks it.
+    if !acl.is_management()
+        && let Permission::EventStream { topics, .. } = &permission
+        && topics
+            .iter()
+            .any(|topic| topic == "Variable" || topic == "*")
+    {
+        let mut parts = parts;
+        parts
+            .extensions
+            .insert(variable_event_access(&enforcer.state, identity));
+        return next.run(Request::from_parts(parts, body)).await;
+    }
     if !acl.is_management() {
         // The pool list keeps the pools the caller may read; a pool's jobs those in
         // namespaces where it may list jobs (Nomad's node pool endpoints).
@@ -820,6 +857,45 @@ pub async fn enforce(
         }
     }
     next.run(Request::from_parts(parts, body)).await
+}
+
+/// Which events of the `Variable` topic `identity` receives: those of variables it may list
+/// in their namespace (Nomad's `AllowVariableOperation(namespace, path, "list")`), with its
+/// policies as they stand when the event is sent (re-read after any ACL write, as Nomad
+/// re-resolves a subscriber's ACL); a token deleted since sees none. Other topics pass.
+fn variable_event_access(state: &StateStore, identity: RequestIdentity) -> EventAccess {
+    let state = state.clone();
+    let current: Mutex<Option<(u64, Arc<Acl>)>> = Mutex::new(None);
+    EventAccess(Arc::new(move |event: &Event| {
+        if event.topic != Topic::Variable {
+            return true;
+        }
+        let acl_index = state.indexes().table(Table::Acl);
+        let acl = {
+            let mut current = current.lock().unwrap_or_else(PoisonError::into_inner);
+            match &*current {
+                Some((index, acl)) if *index == acl_index => Arc::clone(acl),
+                _ => {
+                    let acl = Arc::new(current_acl(&state, &identity));
+                    *current = Some((acl_index, Arc::clone(&acl)));
+                    acl
+                }
+            }
+        };
+        acl.allow_variable_operation(&event.namespace, &event.key, variables_capability::LIST)
+    }))
+}
+
+/// The ACL `identity` holds in the store now.
+fn current_acl(state: &StateStore, identity: &RequestIdentity) -> Acl {
+    match identity {
+        RequestIdentity::AclToken(token) => match state.acl().tokens.get(&token.accessor_id) {
+            Some(current) => token_acl(state, current),
+            None => Acl::new(&[]),
+        },
+        RequestIdentity::Anonymous => anonymous_acl(state),
+        RequestIdentity::Workload(workload) => workload_acl(state, workload),
+    }
 }
 
 /// The list endpoints that take `namespace=*` and answer objects with a `Namespace` field (a
@@ -1028,6 +1104,21 @@ mod tests {
         }
     }
 
+    /// A store holding these namespaces.
+    struct KnownNamespaces(Vec<String>);
+
+    impl NamespaceLookup for KnownNamespaces {
+        fn alloc_namespace(&self, _alloc_id: &str) -> Option<String> {
+            None
+        }
+        fn eval_namespace(&self, _eval_id: &str) -> Option<String> {
+            None
+        }
+        fn namespace_names(&self) -> Option<Vec<String>> {
+            Some(self.0.clone())
+        }
+    }
+
     #[test]
     fn the_event_stream_needs_management_for_every_topic_and_unknown_topics() {
         let reader = Acl::new(&[parse(
@@ -1080,6 +1171,20 @@ mod tests {
         )
         .unwrap()]);
         assert!(allows(&variables, &stream_permission("topic=Variable")));
+        // `namespace=*` is every namespace there is, each checked (Nomad's `validateACL`):
+        // variables rules in `default` alone do not stream `*` once `other` exists.
+        let every = |names: &[&str]| {
+            required(
+                &KnownNamespaces(names.iter().map(|name| (*name).to_owned()).collect()),
+                &Method::GET,
+                "/v1/event/stream",
+                &QueryParams::parse(Some("topic=Variable&namespace=*")),
+                b"",
+            )
+        };
+        assert!(allows(&variables, &every(&["default"])));
+        assert!(!allows(&variables, &every(&["default", "other"])));
+        assert!(allows(&Acl::management(), &every(&["default", "other"])));
         // A topic that does not parse is the handler's 400, whoever asks.
         assert_eq!(
             stream_permission("topic=Evaluation:::*"),

@@ -20,6 +20,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use drover_api::ApiError;
+use drover_api::blocking::{StoreTables, not_found_at, read_object, wait_for_list};
 use drover_api::params::QueryParams;
 use drover_server::Clock;
 use drover_server::acl::{
@@ -214,6 +215,8 @@ async fn list_policies(
         Err(message) => return Ok(forbidden(&message)),
     };
     let params = QueryParams::parse(query.as_deref());
+    let watch = StoreTables::new(&endpoints.state, &[Table::AclPolicies]);
+    let index = wait_for_list(&watch, &params).await?;
     let prefix = params.prefix();
     // A management token sees every policy; any other caller those it holds (a token's own
     // and its roles', the anonymous policy, a workload identity's attached ones), as Nomad.
@@ -230,11 +233,7 @@ async fn list_policies(
         })
         .map(|policy| policy.stub())
         .collect();
-    Ok(json(
-        &stubs,
-        endpoints.state.indexes().table(Table::AclPolicies),
-        true,
-    ))
+    Ok(json(&stubs, index, true))
 }
 
 async fn specific_policy(
@@ -242,6 +241,7 @@ async fn specific_policy(
     headers: HeaderMap,
     State(endpoints): State<AclEndpoints>,
     Path(name): Path<String>,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     if name == "self" {
@@ -270,13 +270,20 @@ async fn specific_policy(
             if !allowed {
                 return Ok(forbidden("Permission denied"));
             }
-            let policy = endpoints
-                .state
-                .acl()
-                .policies
-                .get(&name)
-                .cloned()
-                .ok_or_else(|| ApiError::not_found("ACL policy not found"))?;
+            // Nomad's `GetPolicy`: the policy's own ModifyIndex (the policies table's while it
+            // does not exist, on the 404 too), a blocking query answered by its own write.
+            let params = QueryParams::parse(query.as_deref());
+            let watch = StoreTables::new(&endpoints.state, &[Table::AclPolicies]);
+            let (index, policy) = read_object(
+                &watch,
+                &params,
+                || Ok(endpoints.state.acl().policies.get(&name).cloned()),
+                |policy| policy.modify_index,
+            )
+            .await?;
+            let Some(policy) = policy else {
+                return Ok(not_found_at("ACL policy not found", index));
+            };
             // With `RulesJSON`, the rules parsed (Nomad fills it on read); rules that no
             // longer parse (stored by an older version) leave it out rather than fail the read.
             let mut value = serde_json::to_value(policy.as_ref())
@@ -286,8 +293,7 @@ async fn specific_policy(
             {
                 object.insert("RulesJSON".to_owned(), parsed.rules_json(&policy.rules));
             }
-            // A policy's own modify index, as Nomad's `GetPolicy` answers.
-            Ok(json(&value, policy.modify_index, true))
+            Ok(json(&value, index, true))
         }
         Method::PUT | Method::POST => {
             let mut policy: AclPolicy = serde_json::from_slice(&body).map_err(|error| {
@@ -398,6 +404,8 @@ async fn list_tokens(
         return disabled();
     }
     let params = QueryParams::parse(query.as_deref());
+    let watch = StoreTables::new(&endpoints.state, &[Table::AclTokens]);
+    let index = wait_for_list(&watch, &params).await?;
     let prefix = params.prefix();
     let mut tokens: Vec<Arc<AclToken>> = endpoints
         .state
@@ -413,11 +421,7 @@ async fn list_tokens(
         .iter()
         .map(|token| token_with_current_roles(&tables, token).stub())
         .collect();
-    Ok(json(
-        &stubs,
-        endpoints.state.indexes().table(Table::AclTokens),
-        true,
-    ))
+    Ok(json(&stubs, index, true))
 }
 
 /// Checks a token to create or update and fills what the server sets (Nomad's
@@ -577,6 +581,7 @@ async fn specific_token(
     headers: HeaderMap,
     State(endpoints): State<AclEndpoints>,
     Path(accessor): Path<String>,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     // The method is Nomad's HTTP handler's to check, before ACLs are.
@@ -614,16 +619,23 @@ async fn specific_token(
             if !management && !own {
                 return Ok(forbidden("Permission denied"));
             }
-            let token = endpoints
-                .state
-                .acl()
-                .tokens
-                .get(&accessor)
-                .cloned()
-                .ok_or_else(|| ApiError::not_found("ACL token not found"))?;
+            // Nomad's `GetToken`: the token's own ModifyIndex (the tokens table's while it
+            // does not exist, on the 404 too), a blocking query answered by its own write.
+            let params = QueryParams::parse(query.as_deref());
+            let watch = StoreTables::new(&endpoints.state, &[Table::AclTokens]);
+            let (index, token) = read_object(
+                &watch,
+                &params,
+                || Ok(endpoints.state.acl().tokens.get(&accessor).cloned()),
+                |token| token.modify_index,
+            )
+            .await?;
+            let Some(token) = token else {
+                return Ok(not_found_at("ACL token not found", index));
+            };
             Ok(json(
                 &token_with_current_roles(&endpoints.state.acl(), &token),
-                token.modify_index,
+                index,
                 true,
             ))
         }

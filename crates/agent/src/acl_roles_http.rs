@@ -7,14 +7,18 @@
 //! Not here: what a role grants (`drover_server::acl::token_acl`), tokens' role links
 //! (`acl_http`), storage (the state store).
 
+use std::sync::Arc;
+
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 use drover_api::ApiError;
+use drover_api::blocking::{StoreTables, not_found_at, read_object, wait_for_list};
 use drover_api::params::QueryParams;
 use drover_server::acl::{is_valid_policy_name, role_hash, token_with_current_roles};
 use drover_server::identity::RequestIdentity;
+use drover_state::acl_tables::AclTables;
 use drover_state::{StateError, Table};
 use drover_structs::acl::{AclRole, AclRolePolicyLink, AclToken};
 
@@ -95,6 +99,11 @@ pub(crate) async fn list_roles(
         Err(message) => return Ok(forbidden(&message)),
     };
     let params = QueryParams::parse(query.as_deref());
+    let index = wait_for_list(
+        &StoreTables::new(&endpoints.state, &[Table::AclRoles]),
+        &params,
+    )
+    .await?;
     let prefix = params.prefix();
     let stubs: Vec<_> = endpoints
         .state
@@ -104,7 +113,7 @@ pub(crate) async fn list_roles(
         .filter(|role| role.id.starts_with(prefix) && reader.may_read(role))
         .map(|role| role.stub())
         .collect();
-    Ok(json(&stubs, role_index(&endpoints), true))
+    Ok(json(&stubs, index, true))
 }
 
 /// `PUT|POST /v1/acl/role`: a new role (the server picks its ID).
@@ -128,6 +137,7 @@ pub(crate) async fn specific_role(
     headers: HeaderMap,
     State(endpoints): State<AclEndpoints>,
     Path(suffix): Path<String>,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let parts: Vec<&str> = suffix.split('/').collect();
@@ -165,7 +175,6 @@ pub(crate) async fn specific_role(
                     Ok(reader) => reader,
                     Err(message) => return Ok(forbidden(&message)),
                 };
-                let tables = endpoints.state.acl();
                 let linked = match &reader {
                     RoleReader::Linked(token) => token
                         .roles
@@ -179,11 +188,8 @@ pub(crate) async fn specific_role(
                 if !linked {
                     return Ok(forbidden("Permission denied"));
                 }
-                let role = tables
-                    .roles
-                    .get(*id)
-                    .ok_or_else(|| ApiError::not_found("ACL role not found"))?;
-                Ok(json(role.as_ref(), role_index(&endpoints), true))
+                let params = QueryParams::parse(query.as_deref());
+                read_role(&endpoints, &params, |acl| acl.roles.get(*id).cloned()).await
             }
             Method::DELETE => {
                 let index = endpoints
@@ -214,14 +220,33 @@ pub(crate) async fn specific_role(
             if !linked {
                 return Ok(forbidden("Permission denied"));
             }
-            let tables = endpoints.state.acl();
-            let role = tables
-                .role_by_name(name)
-                .ok_or_else(|| ApiError::not_found("ACL role not found"))?;
-            Ok(json(role.as_ref(), role_index(&endpoints), true))
+            let params = QueryParams::parse(query.as_deref());
+            read_role(&endpoints, &params, |acl| acl.role_by_name(name).cloned()).await
         }
         _ => Err(ApiError::bad_request("invalid URI")),
     }
+}
+
+/// A read of one role as Nomad's `GetRoleByID` and `GetRoleByName` answer it: the role's own
+/// ModifyIndex, or the roles table's index while it does not exist (on the 404 too); a
+/// blocking query is answered by a write of this role alone.
+async fn read_role(
+    endpoints: &AclEndpoints,
+    params: &QueryParams,
+    find: impl Fn(&AclTables) -> Option<Arc<AclRole>>,
+) -> Result<Response, ApiError> {
+    let watch = StoreTables::new(&endpoints.state, &[Table::AclRoles]);
+    let (index, role) = read_object(
+        &watch,
+        params,
+        || Ok(find(&endpoints.state.acl())),
+        |role| role.modify_index,
+    )
+    .await?;
+    Ok(match role {
+        Some(role) => json(role.as_ref(), index, true),
+        None => not_found_at("ACL role not found", index),
+    })
 }
 
 fn state_error(error: StateError) -> ApiError {

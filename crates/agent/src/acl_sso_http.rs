@@ -14,10 +14,12 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use drover_api::ApiError;
+use drover_api::blocking::{StoreTables, not_found_at, read_object, wait_for_list};
+use drover_api::params::QueryParams;
 use drover_server::acl::blake2b_256_base64;
 use drover_state::Table;
 use drover_structs::acl::{
@@ -78,10 +80,6 @@ pub fn router(acl: AclEndpoints) -> axum::Router {
             axum::routing::any(oidc_complete_auth),
         )
         .with_state(endpoints)
-}
-
-fn acl_index(endpoints: &SsoEndpoints) -> u64 {
-    endpoints.acl.state.indexes().table(Table::Acl)
 }
 
 fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
@@ -228,6 +226,7 @@ fn validate_method(method: &AclAuthMethod, endpoints: &SsoEndpoints) -> Vec<Stri
 async fn list_methods(
     method: Method,
     State(endpoints): State<SsoEndpoints>,
+    RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     if method != Method::GET {
         return Err(ApiError::MethodNotAllowed);
@@ -235,9 +234,12 @@ async fn list_methods(
     if !endpoints.acl.enabled {
         return disabled();
     }
+    let params = QueryParams::parse(query.as_deref());
+    let watch = StoreTables::new(&endpoints.acl.state, &[Table::AclAuthMethods]);
+    let index = wait_for_list(&watch, &params).await?;
     let tables = endpoints.acl.state.acl();
     let stubs: Vec<AclAuthMethodStub> = tables.auth_methods.values().map(|m| m.stub()).collect();
-    Ok(json(&stubs, acl_index(&endpoints), true))
+    Ok(json(&stubs, index, true))
 }
 
 async fn create_method(
@@ -255,6 +257,7 @@ async fn specific_method(
     method: Method,
     State(endpoints): State<SsoEndpoints>,
     Path(name): Path<String>,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     if name.is_empty() {
@@ -265,10 +268,20 @@ async fn specific_method(
             if !endpoints.acl.enabled {
                 return disabled();
             }
-            let tables = endpoints.acl.state.acl();
-            match tables.auth_methods.get(&name) {
-                Some(found) => Ok(json(&found.sanitized(), found.modify_index, true)),
-                None => Err(ApiError::not_found("ACL auth-method not found")),
+            // Nomad's `GetAuthMethod`: the method's own ModifyIndex (the auth methods' table's while it
+            // does not exist, on the 404 too), a blocking query answered by its own write.
+            let params = QueryParams::parse(query.as_deref());
+            let watch = StoreTables::new(&endpoints.acl.state, &[Table::AclAuthMethods]);
+            let (index, found) = read_object(
+                &watch,
+                &params,
+                || Ok(endpoints.acl.state.acl().auth_methods.get(&name).cloned()),
+                |found| found.modify_index,
+            )
+            .await?;
+            match found {
+                Some(found) => Ok(json(&found.sanitized(), index, true)),
+                None => Ok(not_found_at("ACL auth-method not found", index)),
             }
         }
         Method::DELETE => {
@@ -362,6 +375,7 @@ async fn upsert_method(
 async fn list_rules(
     method: Method,
     State(endpoints): State<SsoEndpoints>,
+    RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     if method != Method::GET {
         return Err(ApiError::MethodNotAllowed);
@@ -369,13 +383,16 @@ async fn list_rules(
     if !endpoints.acl.enabled {
         return disabled();
     }
+    let params = QueryParams::parse(query.as_deref());
+    let watch = StoreTables::new(&endpoints.acl.state, &[Table::AclBindingRules]);
+    let index = wait_for_list(&watch, &params).await?;
     let tables = endpoints.acl.state.acl();
     let stubs: Vec<AclBindingRuleStub> = tables
         .binding_rules
         .values()
         .map(|rule| rule.stub())
         .collect();
-    Ok(json(&stubs, acl_index(&endpoints), true))
+    Ok(json(&stubs, index, true))
 }
 
 async fn create_rule(
@@ -393,6 +410,7 @@ async fn specific_rule(
     method: Method,
     State(endpoints): State<SsoEndpoints>,
     Path(id): Path<String>,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     if id.is_empty() {
@@ -403,10 +421,20 @@ async fn specific_rule(
             if !endpoints.acl.enabled {
                 return disabled();
             }
-            let tables = endpoints.acl.state.acl();
-            match tables.binding_rules.get(&id) {
-                Some(found) => Ok(json(found.as_ref(), found.modify_index, true)),
-                None => Err(ApiError::not_found("ACL binding rule not found")),
+            // Nomad's `GetBindingRule`: the rule's own ModifyIndex (the binding rules' table's while it
+            // does not exist, on the 404 too), a blocking query answered by its own write.
+            let params = QueryParams::parse(query.as_deref());
+            let watch = StoreTables::new(&endpoints.acl.state, &[Table::AclBindingRules]);
+            let (index, found) = read_object(
+                &watch,
+                &params,
+                || Ok(endpoints.acl.state.acl().binding_rules.get(&id).cloned()),
+                |found| found.modify_index,
+            )
+            .await?;
+            match found {
+                Some(found) => Ok(json(found.as_ref(), index, true)),
+                None => Ok(not_found_at("ACL binding rule not found", index)),
             }
         }
         Method::DELETE => {

@@ -12,6 +12,7 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use drover_api::ApiError;
+use drover_api::blocking::{StoreTables, wait_for_list};
 use drover_api::params::QueryParams;
 use drover_server::keyring::{Keyring, KeyringError};
 use drover_state::{StateStore, Table};
@@ -84,22 +85,7 @@ fn json(value: &impl serde::Serialize, index_headers: Option<(u64, bool)>) -> Re
 
 /// Waits as a blocking query on the keyring table, when the caller asked.
 async fn block_on_keyring(state: &StateStore, params: &QueryParams) -> Result<u64, ApiError> {
-    let options = params.blocking()?;
-    if options.min_index > 0 {
-        let deadline = tokio::time::Instant::now() + options.wait_with_jitter(rand_fraction());
-        while state.indexes().table(Table::RootKeys) <= options.min_index
-            && tokio::time::Instant::now() < deadline
-        {
-            state
-                .wait_for_change(&[Table::RootKeys], options.min_index, deadline)
-                .await;
-        }
-    }
-    Ok(state.indexes().table(Table::RootKeys))
-}
-
-fn rand_fraction() -> f64 {
-    f64::from(uuid::Uuid::new_v4().as_bytes()[0]) / 255.0
+    wait_for_list(&StoreTables::new(state, &[Table::RootKeys]), params).await
 }
 
 async fn list_keys(

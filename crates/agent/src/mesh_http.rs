@@ -29,6 +29,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use drover_api::ApiError;
+use drover_api::blocking::{StoreTables, wait_for_list};
 use drover_api::params::QueryParams;
 use drover_mesh::agent_client::DEFAULT_INTENTION_HEADER;
 use drover_mesh::agent_client::ProxyStats;
@@ -192,19 +193,7 @@ async fn leaf(
 
 /// Waits as a blocking query on the intentions, when the caller asked.
 async fn block(state: &StateStore, params: &QueryParams) -> Result<u64, ApiError> {
-    let options = params.blocking()?;
-    if options.min_index > 0 {
-        let deadline = tokio::time::Instant::now()
-            + options.wait_with_jitter(f64::from(uuid::Uuid::new_v4().as_bytes()[0]) / 255.0);
-        while state.indexes().table(Table::Intentions) <= options.min_index
-            && tokio::time::Instant::now() < deadline
-        {
-            state
-                .wait_for_change(&[Table::Intentions], options.min_index, deadline)
-                .await;
-        }
-    }
-    Ok(state.indexes().table(Table::Intentions))
+    wait_for_list(&StoreTables::new(state, &[Table::Intentions]), params).await
 }
 
 fn default_namespace(params: &QueryParams) -> String {

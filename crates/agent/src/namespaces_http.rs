@@ -15,6 +15,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use drover_api::ApiError;
+use drover_api::blocking::{StoreTables, not_found_at, read_object, wait_for_list};
 use drover_api::params::QueryParams;
 use drover_server::Clock;
 use drover_server::acl::{Acl, anonymous_acl, token_acl};
@@ -134,19 +135,7 @@ fn caller_acl(endpoints: &NamespaceEndpoints, headers: &HeaderMap) -> Result<Opt
 
 /// Waits as a blocking query on the namespaces table, when the caller asked.
 async fn block_on_namespaces(state: &StateStore, params: &QueryParams) -> Result<u64, ApiError> {
-    let options = params.blocking()?;
-    if options.min_index > 0 {
-        let deadline = tokio::time::Instant::now()
-            + options.wait_with_jitter(f64::from(uuid::Uuid::new_v4().as_bytes()[0]) / 255.0);
-        while state.indexes().table(Table::Namespaces) <= options.min_index
-            && tokio::time::Instant::now() < deadline
-        {
-            state
-                .wait_for_change(&[Table::Namespaces], options.min_index, deadline)
-                .await;
-        }
-    }
-    Ok(state.indexes().table(Table::Namespaces))
+    wait_for_list(&StoreTables::new(state, &[Table::Namespaces]), params).await
 }
 
 async fn list(
@@ -209,15 +198,20 @@ async fn specific(
             {
                 return Ok(forbidden("Permission denied"));
             }
+            // Nomad's `GetNamespace`: the namespace's own ModifyIndex (the table's, floored
+            // at 1, while it does not exist), and a blocking query answered by its own write.
             let params = QueryParams::parse(query.as_deref());
-            let table_index = block_on_namespaces(&endpoints.state, &params).await?;
-            match endpoints.state.namespace(&name) {
-                Some(namespace) => Ok(json(namespace.as_ref(), namespace.modify_index)),
-                None => {
-                    let mut response = ApiError::not_found("Namespace not found").into_response();
-                    index_headers(&mut response, table_index, true);
-                    Ok(response)
-                }
+            let watch = StoreTables::new(&endpoints.state, &[Table::Namespaces]);
+            let (index, namespace) = read_object(
+                &watch,
+                &params,
+                || Ok(endpoints.state.namespace(&name)),
+                |namespace| namespace.modify_index,
+            )
+            .await?;
+            match namespace {
+                Some(namespace) => Ok(json(namespace.as_ref(), index)),
+                None => Ok(not_found_at("Namespace not found", index.max(1))),
             }
         }
         Method::PUT | Method::POST => Ok(update(&endpoints, Some(&name), &body).await),

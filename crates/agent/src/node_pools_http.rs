@@ -11,6 +11,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use drover_api::ApiError;
+use drover_api::blocking::{StoreTables, not_found_at, read_object, wait_for_list};
 use drover_api::paginate::{ListOptions, TokenKind, TokenParts, page, to_datum};
 use drover_api::params::QueryParams;
 use drover_server::{Server, ServerError};
@@ -78,25 +79,9 @@ async fn block_on(
     params: &QueryParams,
     tables: &[Table],
 ) -> Result<(), ApiError> {
-    let options = params.blocking()?;
-    if options.min_index == 0 {
-        return Ok(());
-    }
-    let deadline = tokio::time::Instant::now()
-        + options.wait_with_jitter(f64::from(uuid::Uuid::new_v4().as_bytes()[0]) / 255.0);
-    let current = || {
-        tables
-            .iter()
-            .map(|table| state.indexes().table(*table))
-            .max()
-            .unwrap_or(0)
-    };
-    while current() <= options.min_index && tokio::time::Instant::now() < deadline {
-        state
-            .wait_for_change(tables, options.min_index, deadline)
-            .await;
-    }
-    Ok(())
+    wait_for_list(&StoreTables::new(state, tables), params)
+        .await
+        .map(drop)
 }
 
 fn written(index: u64) -> Response {
@@ -197,13 +182,20 @@ async fn specific_pool(
     if method != Method::GET {
         return Err(ApiError::MethodNotAllowed);
     }
+    // Nomad's `GetNodePool`: the pool's own ModifyIndex (the table's, floored at 1, while it
+    // does not exist, on the 404 too), and a blocking query answered by its own write.
     let params = QueryParams::parse(query.as_deref());
-    block_on(&endpoints.state, &params, &[Table::NodePools]).await?;
-    let snapshot = endpoints.state.snapshot();
-    let index = snapshot.table_index(Table::NodePools);
-    match snapshot.node_pool(&name) {
+    let watch = StoreTables::new(&endpoints.state, &[Table::NodePools]);
+    let (index, pool) = read_object(
+        &watch,
+        &params,
+        || Ok(endpoints.state.node_pool(&name)),
+        |pool| pool.modify_index,
+    )
+    .await?;
+    match pool {
         Some(pool) => Ok(json(pool.as_ref(), index, "")),
-        None => Err(ApiError::NotFound("node pool not found".into())),
+        None => Ok(not_found_at("node pool not found", index.max(1))),
     }
 }
 

@@ -16,6 +16,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use drover_api::ApiError;
+use drover_api::blocking::{StoreTables, read_object, wait_for_list};
 use drover_api::paginate::{ListOptions, TokenKind, TokenParts, page, to_datum};
 use drover_api::params::QueryParams;
 use drover_server::Clock;
@@ -135,56 +136,28 @@ pub(crate) fn workload_may_read(identity: &WorkloadIdentity, namespace: &str, pa
 
 /// Waits as a blocking query on the variables table, when the caller asked.
 async fn block_on_variables(state: &StateStore, params: &QueryParams) -> Result<u64, ApiError> {
-    let options = params.blocking()?;
-    if options.min_index > 0 {
-        let deadline = tokio::time::Instant::now()
-            + options.wait_with_jitter(f64::from(uuid::Uuid::new_v4().as_bytes()[0]) / 255.0);
-        while state.indexes().table(Table::Variables) <= options.min_index
-            && tokio::time::Instant::now() < deadline
-        {
-            state
-                .wait_for_change(&[Table::Variables], options.min_index, deadline)
-                .await;
-        }
-    }
-    Ok(state.indexes().table(Table::Variables))
+    wait_for_list(&StoreTables::new(state, &[Table::Variables]), params).await
 }
 
-/// A read of one variable as Nomad's `Variables.Read` answers it: the variable's own
-/// ModifyIndex, or the variables table's index while it does not exist; with `?index=N` the
-/// read is repeated on each change to the table until that index passes N or the wait runs
-/// out, so a write of another variable neither answers the reader nor makes it spin.
+/// A read of one variable as Nomad's `Variables.Read` answers it
+/// ([`drover_api::blocking::read_object`] on the variables table).
 async fn block_on_variable(
     endpoints: &VariablesEndpoints,
     params: &QueryParams,
     namespace: &str,
     path: &str,
 ) -> Result<(u64, Option<Variable>), ApiError> {
-    let options = params.blocking()?;
-    let deadline = tokio::time::Instant::now()
-        + options.wait_with_jitter(f64::from(uuid::Uuid::new_v4().as_bytes()[0]) / 255.0);
-    loop {
-        let table_index = endpoints.state.indexes().table(Table::Variables);
-        let variable = read_variable(&endpoints.keyring, &endpoints.state, namespace, path)
-            .map_err(variables_error)?;
-        let index = variable
-            .as_ref()
-            .map_or(table_index, |variable| variable.modify_index);
-        if options.min_index == 0
-            || index > options.min_index
-            || tokio::time::Instant::now() >= deadline
-        {
-            return Ok((index, variable));
-        }
-        endpoints
-            .state
-            .wait_for_change(
-                &[Table::Variables],
-                table_index.max(options.min_index),
-                deadline,
-            )
-            .await;
-    }
+    let watch = StoreTables::new(&endpoints.state, &[Table::Variables]);
+    read_object(
+        &watch,
+        params,
+        || {
+            read_variable(&endpoints.keyring, &endpoints.state, namespace, path)
+                .map_err(variables_error)
+        },
+        |variable| variable.modify_index,
+    )
+    .await
 }
 
 fn namespace_of(params: &QueryParams) -> String {

@@ -2591,7 +2591,7 @@ async fn a_single_object_read_answers_its_own_modify_index_and_blocks_on_it() {
         updated.modify_index.to_string()
     );
 
-    // The same for an allocation, an evaluation, a node and a deployment.
+    // The same for a job's summary, an allocation, an evaluation, a node and a deployment.
     let job = backend.put_job(sample_job("web"));
     sample_allocation(&backend, "alloc-1", &job);
     backend.put_evaluation(drover_structs::Evaluation {
@@ -2611,6 +2611,7 @@ async fn a_single_object_read_answers_its_own_modify_index_and_blocks_on_it() {
         ..Default::default()
     });
     for (path, table) in [
+        ("/v1/job/web/summary", crate::Table::JobSummaries),
         ("/v1/allocation/alloc-1", crate::Table::Allocs),
         ("/v1/evaluation/eval-1", crate::Table::Evals),
         ("/v1/node/node-1", crate::Table::Nodes),
@@ -2623,6 +2624,9 @@ async fn a_single_object_read_answers_its_own_modify_index_and_blocks_on_it() {
         assert_eq!(object["ModifyIndex"], json!(index), "{path}");
         // A later write to the same table leaves the object's index where it was.
         match table {
+            crate::Table::JobSummaries => {
+                backend.put_job(sample_job("another"));
+            }
             crate::Table::Allocs => {
                 sample_allocation(&backend, "alloc-2", &job);
             }
@@ -2645,4 +2649,13 @@ async fn a_single_object_read_answers_its_own_modify_index_and_blocks_on_it() {
         let again = send(&router, "GET", path, None).await;
         assert_eq!(header(&again, "X-Nomad-Index"), index.to_string(), "{path}");
     }
+    // An absent job's summary: Nomad's 404 with the summaries table's index.
+    let missing = send(&router, "GET", "/v1/job/absent/summary", None).await;
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        header(&missing, "X-Nomad-Index"),
+        backend
+            .table_index(&[crate::Table::JobSummaries])
+            .to_string()
+    );
 }

@@ -63,6 +63,7 @@ pub mod app;
 mod app_tests;
 pub mod backend;
 pub mod bexpr;
+pub mod blocking;
 pub mod body_limit;
 pub mod clean_path;
 pub mod client;

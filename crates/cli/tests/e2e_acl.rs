@@ -3,7 +3,10 @@
 //! no token is 403 on `GET /v1/jobs`, a read-only policy on namespace default lists jobs and
 //! cannot register, management can, policies and tokens over HTTP and the CLI, token self,
 //! an unknown token refused; an expired token listed until a GC removes it, token TTLs within
-//! the configured bounds; `-json` and `-t` on the ACL commands.
+//! the configured bounds; `-json` and `-t` on the ACL commands; single-object reads (ACL
+//! objects, namespaces, node pools, scaling policies) answering and blocking on their own
+//! ModifyIndex, the ACL lists blocking on their own tables; the `Variable` event topic
+//! filtered by the token's variables rules.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -1249,4 +1252,548 @@ fn agent_pprof_with_acls_wants_agent_write() {
     let reader = json_of(&created)["SecretID"].as_str().unwrap().to_owned();
     assert_eq!(call("GET", &url, Some(&reader), None).0, 403);
     assert_eq!(call("GET", &url, Some(&root), None).0, 200);
+}
+
+/// A write that must succeed, as the management token: its answer as JSON (`null` when empty).
+fn write_ok(agent: &Agent, root: &str, method: &str, path: &str, body: &Value) -> Value {
+    let (status, answer) = call(
+        method,
+        &agent.url(path),
+        Some(root),
+        Some(&body.to_string()),
+    );
+    assert_eq!(status, 200, "{method} {path}: {answer}");
+    if answer.trim().is_empty() {
+        Value::Null
+    } else {
+        json_of(&answer)
+    }
+}
+
+/// Something new each call, so a rewrite always changes the object.
+fn fresh() -> String {
+    format!(
+        "{:?}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+    )
+}
+
+/// Nomad's `Get…` index semantics for one object, read at `read` as the management token: the
+/// answer's index is the object's own ModifyIndex, which a write of another object of its table
+/// (`write_other`) leaves where it was; `absent` (an object that does not exist) is a 404 with
+/// the table's index, the one `list` answers; and a blocking query on the object's index is not
+/// answered by `write_other` but by `write_self`, with the object's new ModifyIndex.
+fn assert_own_index_and_blocking(
+    agent: &Agent,
+    root: &str,
+    read: &str,
+    absent: &str,
+    list: &str,
+    write_self: &dyn Fn(),
+    write_other: &dyn Fn(),
+) {
+    let (status, index, body) = get_indexed(&agent.url(read), Some(root));
+    assert_eq!(status, 200, "{read}: {body}");
+    assert_eq!(
+        json_of(&body)["ModifyIndex"],
+        json!(index),
+        "{read}: {body}"
+    );
+    write_other();
+    let (_, again, _) = get_indexed(&agent.url(read), Some(root));
+    assert_eq!(
+        again, index,
+        "{read}: another object's write moved the index"
+    );
+    let (status, absent_index, body) = get_indexed(&agent.url(absent), Some(root));
+    assert_eq!(status, 404, "{absent}: {body}");
+    let (_, table_index, _) = get_indexed(&agent.url(list), Some(root));
+    assert_eq!(absent_index, table_index, "{absent}: not the table's index");
+    assert!(absent_index > index, "{absent}: {absent_index} <= {index}");
+
+    let separator = if read.contains('?') { '&' } else { '?' };
+    let url = agent.url(&format!("{read}{separator}index={index}&wait=60s"));
+    let token = root.to_owned();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(get_indexed(&url, Some(&token)));
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    write_other();
+    assert!(
+        receiver.recv_timeout(Duration::from_secs(2)).is_err(),
+        "{read}: another object's write answered the blocking query"
+    );
+    write_self();
+    let (status, new_index, body) = receiver
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("{read}: the object's own write did not answer"));
+    assert_eq!(status, 200, "{read}: {body}");
+    assert!(new_index > index, "{read}: {new_index} <= {index}");
+    assert_eq!(
+        json_of(&body)["ModifyIndex"],
+        json!(new_index),
+        "{read}: {body}"
+    );
+}
+
+/// A job whose group declares a scaling policy (its `Max` given) and is never placed.
+fn scaled_job(job_id: &str, max: u64) -> Value {
+    let mut job = json_of(&unplaceable_job(job_id));
+    job["Job"]["TaskGroups"][0]["Scaling"] = json!({"Min": 1, "Max": max, "Enabled": true});
+    job
+}
+
+/// Single-object reads of the ACL endpoints, namespaces, node pools and scaling policies
+/// answer the object's own ModifyIndex (the table's while it is absent, on the 404 too) and a
+/// blocking query on one is answered by its own write, never by another object's, as Nomad's
+/// `GetPolicy`, `GetToken`, `GetRoleByID`/`ByName`, `GetAuthMethod`, `GetBindingRule`,
+/// `GetNamespace`, `GetNodePool` and `Scaling.GetPolicy`. They answered the table's index (or
+/// did not block at all, or woke on any write of the table); auth methods and binding rules
+/// answered the index of every ACL write.
+#[test]
+fn single_object_reads_answer_their_own_modify_index_and_block_on_it_alone() {
+    let temp = tempfile::tempdir().unwrap();
+    let (agent, root) = acl_agent(temp.path(), "", "");
+    let (agent, root) = (&agent, root.as_str());
+    let rules = "namespace \"default\" {\n  policy = \"read\"\n}\n";
+    let policy = |name: &str| {
+        let body = json!({"Name": name, "Description": fresh(), "Rules": rules});
+        write_ok(agent, root, "PUT", &format!("/v1/acl/policy/{name}"), &body);
+    };
+    policy("first");
+    policy("second");
+    assert_own_index_and_blocking(
+        agent,
+        root,
+        "/v1/acl/policy/first",
+        "/v1/acl/policy/absent",
+        "/v1/acl/policies",
+        &|| policy("first"),
+        &|| policy("second"),
+    );
+
+    let token = |name: &str| {
+        let body = json!({"Name": name, "Type": "client", "Policies": ["first"]});
+        write_ok(agent, root, "POST", "/v1/acl/token", &body)["AccessorID"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let first_token = token("first");
+    let rename_token = |accessor: &str| {
+        let body = json!({
+            "AccessorID": accessor, "Name": fresh(), "Type": "client", "Policies": ["first"]
+        });
+        write_ok(
+            agent,
+            root,
+            "POST",
+            &format!("/v1/acl/token/{accessor}"),
+            &body,
+        );
+    };
+    let second_token = token("second");
+    assert_own_index_and_blocking(
+        agent,
+        root,
+        &format!("/v1/acl/token/{first_token}"),
+        "/v1/acl/token/00000000-0000-0000-0000-000000000000",
+        "/v1/acl/tokens",
+        &|| rename_token(&first_token),
+        &|| rename_token(&second_token),
+    );
+
+    let role = |name: &str| {
+        let body = json!({"Name": name, "Policies": [{"Name": "first"}]});
+        write_ok(agent, root, "POST", "/v1/acl/role", &body)["ID"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (first_role, second_role) = (role("first-role"), role("second-role"));
+    let describe_role = |id: &str, name: &str| {
+        let body = json!({
+            "ID": id, "Name": name, "Description": fresh(), "Policies": [{"Name": "first"}]
+        });
+        write_ok(agent, root, "POST", &format!("/v1/acl/role/{id}"), &body);
+    };
+    for (read, absent) in [
+        (
+            format!("/v1/acl/role/{first_role}"),
+            "/v1/acl/role/00000000-0000-0000-0000-000000000000",
+        ),
+        (
+            "/v1/acl/role/name/first-role".to_owned(),
+            "/v1/acl/role/name/absent",
+        ),
+    ] {
+        assert_own_index_and_blocking(
+            agent,
+            root,
+            &read,
+            absent,
+            "/v1/acl/roles",
+            &|| describe_role(&first_role, "first-role"),
+            &|| describe_role(&second_role, "second-role"),
+        );
+    }
+
+    let method = |name: &str| {
+        let body = json!({
+            "Name": name, "Type": "JWT", "TokenLocality": "local", "MaxTokenTTL": "1h",
+            "Config": {
+                "JWKSURL": "http://127.0.0.1:1/jwks", "BoundAudiences": [fresh()],
+            },
+        });
+        write_ok(
+            agent,
+            root,
+            "PUT",
+            &format!("/v1/acl/auth-method/{name}"),
+            &body,
+        );
+    };
+    method("first-method");
+    method("second-method");
+    assert_own_index_and_blocking(
+        agent,
+        root,
+        "/v1/acl/auth-method/first-method",
+        "/v1/acl/auth-method/absent",
+        "/v1/acl/auth-methods",
+        &|| method("first-method"),
+        &|| method("second-method"),
+    );
+
+    let rule = || {
+        let body = json!({"AuthMethod": "first-method", "BindType": "management"});
+        write_ok(agent, root, "PUT", "/v1/acl/binding-rule", &body)["ID"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (first_rule, second_rule) = (rule(), rule());
+    let describe_rule = |id: &str| {
+        let body = json!({
+            "ID": id, "AuthMethod": "first-method", "BindType": "management",
+            "Description": fresh(),
+        });
+        write_ok(
+            agent,
+            root,
+            "PUT",
+            &format!("/v1/acl/binding-rule/{id}"),
+            &body,
+        );
+    };
+    assert_own_index_and_blocking(
+        agent,
+        root,
+        &format!("/v1/acl/binding-rule/{first_rule}"),
+        "/v1/acl/binding-rule/00000000-0000-0000-0000-000000000000",
+        "/v1/acl/binding-rules",
+        &|| describe_rule(&first_rule),
+        &|| describe_rule(&second_rule),
+    );
+    // Auth methods and binding rules each have their own table's index (Nomad's
+    // `acl_auth_methods`, `acl_binding_rules`): another ACL write moves neither.
+    let index_of = |path: &str| get_indexed(&agent.url(path), Some(root)).1;
+    let (methods_index, rules_index) = (
+        index_of("/v1/acl/auth-methods"),
+        index_of("/v1/acl/binding-rules"),
+    );
+    assert!(methods_index < rules_index);
+    policy("second");
+    assert_eq!(index_of("/v1/acl/auth-methods"), methods_index);
+    assert_eq!(index_of("/v1/acl/binding-rules"), rules_index);
+
+    let namespace = |name: &str| {
+        let body = json!({"Name": name, "Description": fresh()});
+        write_ok(agent, root, "PUT", &format!("/v1/namespace/{name}"), &body);
+    };
+    namespace("first-ns");
+    namespace("second-ns");
+    assert_own_index_and_blocking(
+        agent,
+        root,
+        "/v1/namespace/first-ns",
+        "/v1/namespace/absent",
+        "/v1/namespaces",
+        &|| namespace("first-ns"),
+        &|| namespace("second-ns"),
+    );
+
+    let pool = |name: &str| {
+        let body = json!({"Name": name, "Description": fresh()});
+        write_ok(agent, root, "PUT", "/v1/node/pools", &body);
+    };
+    pool("first-pool");
+    pool("second-pool");
+    assert_own_index_and_blocking(
+        agent,
+        root,
+        "/v1/node/pool/first-pool",
+        "/v1/node/pool/absent",
+        "/v1/node/pools",
+        &|| pool("first-pool"),
+        &|| pool("second-pool"),
+    );
+
+    let max = std::sync::atomic::AtomicU64::new(3);
+    let scaled = |job_id: &str| {
+        let body = scaled_job(
+            job_id,
+            max.fetch_add(1, std::sync::atomic::Ordering::SeqCst),
+        );
+        write_ok(agent, root, "PUT", "/v1/jobs", &body);
+    };
+    scaled("first-scaled");
+    scaled("second-scaled");
+    let (status, listed) = call(
+        "GET",
+        &agent.url("/v1/scaling/policies?job=first-scaled"),
+        Some(root),
+        None,
+    );
+    assert_eq!(status, 200, "{listed}");
+    let policy_id = json_of(&listed)[0]["ID"].as_str().unwrap().to_owned();
+    assert_own_index_and_blocking(
+        agent,
+        root,
+        &format!("/v1/scaling/policy/{policy_id}"),
+        "/v1/scaling/policy/absent",
+        "/v1/scaling/policies",
+        &|| scaled("first-scaled"),
+        &|| scaled("second-scaled"),
+    );
+}
+
+/// An open `/v1/event/stream` of the `Variable` topic, read line by line.
+struct VariableEvents {
+    reader: std::io::BufReader<std::net::TcpStream>,
+}
+
+impl VariableEvents {
+    /// Opens the stream as `token` in `namespace` and waits for its first heartbeat, so the
+    /// subscription exists before the caller writes.
+    fn open(agent: &Agent, token: &str, namespace: &str) -> Self {
+        use std::io::{BufRead, Write};
+        let address = agent.address.trim_start_matches("http://").to_owned();
+        let mut stream = std::net::TcpStream::connect(&address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        write!(
+            stream,
+            "GET /v1/event/stream?topic=Variable&namespace={namespace} HTTP/1.1\r\nHost: {address}\r\nX-Nomad-Token: {token}\r\n\r\n"
+        )
+        .unwrap();
+        let mut reader = std::io::BufReader::new(stream);
+        let mut status = String::new();
+        reader.read_line(&mut status).unwrap();
+        assert!(status.contains(" 200 "), "{status}");
+        let mut line = String::new();
+        while line.trim() != "{}" {
+            line.clear();
+            assert!(reader.read_line(&mut line).unwrap() > 0, "the stream ended");
+        }
+        Self { reader }
+    }
+
+    /// The (namespace, path) of each variable event received, up to `last`'s.
+    fn until(&mut self, last: (&str, &str)) -> Vec<(String, String)> {
+        use std::io::BufRead;
+        let mut seen = Vec::new();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let read = self
+                .reader
+                .read_line(&mut line)
+                .unwrap_or_else(|error| panic!("no event of {last:?} ({error}); saw {seen:?}"));
+            assert!(read > 0, "the stream ended; saw {seen:?}");
+            let Ok(batch) = serde_json::from_str::<Value>(line.trim()) else {
+                continue; // a chunk's size line
+            };
+            for event in batch["Events"].as_array().into_iter().flatten() {
+                assert_eq!(event["Topic"], "Variable", "{event}");
+                seen.push((
+                    event["Namespace"].as_str().unwrap().to_owned(),
+                    event["Key"].as_str().unwrap().to_owned(),
+                ));
+            }
+            if seen
+                .last()
+                .is_some_and(|(namespace, path)| (namespace.as_str(), path.as_str()) == last)
+            {
+                return seen;
+            }
+        }
+    }
+}
+
+fn put_variable(agent: &Agent, root: &str, namespace: &str, path: &str) {
+    let body = json!({"Namespace": namespace, "Path": path, "Items": {"value": fresh()}});
+    write_ok(
+        agent,
+        root,
+        "PUT",
+        &format!("/v1/var/{path}?namespace={namespace}"),
+        &body,
+    );
+}
+
+/// The `Variable` topic of the event stream with a token whose policy reads `a/*` in the
+/// default namespace: only the events of variables under `a/` in that namespace reach it
+/// (Nomad's subscription filter: `list` on each event's namespace and path), none of another
+/// path or namespace, and it may not stream `namespace=*`; a change of its policy applies to
+/// the events that follow; management receives every one.
+#[test]
+fn a_variable_event_reaches_a_token_only_where_its_policy_reads_the_path() {
+    let temp = tempfile::tempdir().unwrap();
+    let (agent, root) = acl_agent(temp.path(), "", "");
+    let rules = |paths: &[&str]| {
+        let mut rules = "namespace \"default\" {\n  variables {\n".to_owned();
+        for path in paths {
+            rules.push_str(&format!(
+                "    path \"{path}\" {{\n      capabilities = [\"read\"]\n    }}\n"
+            ));
+        }
+        rules + "  }\n}\n"
+    };
+    apply_policy(&agent, &root, temp.path(), "vars-a", &rules(&["a/*"]));
+    let body = json!({"Name": "other"});
+    write_ok(&agent, &root, "PUT", "/v1/namespace/other", &body);
+    let body = json!({"Type": "client", "Policies": ["vars-a"]});
+    let created = write_ok(&agent, &root, "POST", "/v1/acl/token", &body);
+    let token = created["SecretID"].as_str().unwrap().to_owned();
+
+    // `namespace=*` is every namespace there is, each checked as Nomad's `validateACL`: the
+    // token has no variables rule in `other`.
+    let every = agent.url("/v1/event/stream?topic=Variable&namespace=*");
+    assert_eq!(call("GET", &every, Some(&token), None).0, 403);
+    let mut reader = VariableEvents::open(&agent, &token, "default");
+    let mut manager = VariableEvents::open(&agent, &root, "*");
+    put_variable(&agent, &root, "default", "b/secret");
+    put_variable(&agent, &root, "other", "a/elsewhere");
+    put_variable(&agent, &root, "default", "a/one");
+    put_variable(&agent, &root, "default", "a/last");
+    let pairs = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(namespace, path)| ((*namespace).to_owned(), (*path).to_owned()))
+            .collect()
+    };
+    assert_eq!(
+        manager.until(("default", "a/last")),
+        pairs(&[
+            ("default", "b/secret"),
+            ("other", "a/elsewhere"),
+            ("default", "a/one"),
+            ("default", "a/last"),
+        ])
+    );
+    assert_eq!(
+        reader.until(("default", "a/last")),
+        pairs(&[("default", "a/one"), ("default", "a/last")])
+    );
+
+    // The policy now reads `b/*` too: the events that follow show it.
+    apply_policy(
+        &agent,
+        &root,
+        temp.path(),
+        "vars-a",
+        &rules(&["a/*", "b/*"]),
+    );
+    put_variable(&agent, &root, "default", "b/after");
+    put_variable(&agent, &root, "default", "c/never");
+    put_variable(&agent, &root, "default", "a/final");
+    assert_eq!(
+        reader.until(("default", "a/final")),
+        pairs(&[("default", "b/after"), ("default", "a/final")])
+    );
+}
+
+/// A blocking query on `list` from the index it answers: `write_other` (a write of another
+/// table) does not answer it, `write_own` does, with a higher index.
+fn assert_list_blocks_on_its_table(
+    agent: &Agent,
+    root: &str,
+    list: &str,
+    write_own: &dyn Fn(),
+    write_other: &dyn Fn(),
+) {
+    let (status, index, body) = get_indexed(&agent.url(list), Some(root));
+    assert_eq!(status, 200, "{list}: {body}");
+    let url = agent.url(&format!("{list}?index={index}&wait=60s"));
+    let token = root.to_owned();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(get_indexed(&url, Some(&token)));
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    write_other();
+    assert!(
+        receiver.recv_timeout(Duration::from_secs(2)).is_err(),
+        "{list}: another table's write answered the blocking query"
+    );
+    write_own();
+    let (status, new_index, body) = receiver
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("{list}: its table's write did not answer"));
+    assert_eq!(status, 200, "{list}: {body}");
+    assert!(new_index > index, "{list}: {new_index} <= {index}");
+}
+
+/// The ACL lists are blocking queries on their own tables, as Nomad's `List…` endpoints:
+/// `?index=` was accepted and ignored (they answered at once).
+#[test]
+fn the_acl_lists_are_blocking_queries_on_their_own_tables() {
+    let temp = tempfile::tempdir().unwrap();
+    let (agent, root) = acl_agent(temp.path(), "", "");
+    let (agent, root) = (&agent, root.as_str());
+    let policy = || {
+        let rules = "namespace \"default\" {\n  policy = \"read\"\n}\n";
+        let body = json!({"Name": "reader", "Description": fresh(), "Rules": rules});
+        write_ok(agent, root, "PUT", "/v1/acl/policy/reader", &body);
+    };
+    policy();
+    let token = || {
+        let body = json!({"Type": "client", "Policies": ["reader"]});
+        write_ok(agent, root, "POST", "/v1/acl/token", &body);
+    };
+    let role = || {
+        let body =
+            json!({"Name": format!("role-{}", uuid_like()), "Policies": [{"Name": "reader"}]});
+        write_ok(agent, root, "POST", "/v1/acl/role", &body);
+    };
+    let method = || {
+        let body = json!({
+            "Name": "method", "Type": "JWT", "TokenLocality": "local", "MaxTokenTTL": "1h",
+            "Config": {"JWKSURL": "http://127.0.0.1:1/jwks", "BoundAudiences": [fresh()]},
+        });
+        write_ok(agent, root, "PUT", "/v1/acl/auth-method/method", &body);
+    };
+    method();
+    let rule = || {
+        let body = json!({"AuthMethod": "method", "BindType": "management"});
+        write_ok(agent, root, "PUT", "/v1/acl/binding-rule", &body);
+    };
+    assert_list_blocks_on_its_table(agent, root, "/v1/acl/policies", &policy, &token);
+    assert_list_blocks_on_its_table(agent, root, "/v1/acl/tokens", &token, &policy);
+    assert_list_blocks_on_its_table(agent, root, "/v1/acl/roles", &role, &policy);
+    assert_list_blocks_on_its_table(agent, root, "/v1/acl/auth-methods", &method, &rule);
+    assert_list_blocks_on_its_table(agent, root, "/v1/acl/binding-rules", &rule, &method);
+}
+
+/// A name no other call of this test run gives.
+fn uuid_like() -> String {
+    fresh()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect()
 }

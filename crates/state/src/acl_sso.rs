@@ -38,6 +38,7 @@ impl StateStore {
                     None => method.create_index = context.index(),
                 }
                 method.modify_index = context.index();
+                context.touch(Table::AclAuthMethods);
                 context.put(
                     Table::Acl,
                     &auth_method_key(&method.name),
@@ -66,6 +67,7 @@ impl StateStore {
                 let index = context.index();
                 let acl = Arc::make_mut(&mut tables.acl);
                 for name in names {
+                    context.touch(Table::AclAuthMethods);
                     context.delete(Table::Acl, &auth_method_key(&name));
                     acl.auth_methods.remove(&name);
                 }
@@ -97,6 +99,7 @@ impl StateStore {
                     None => rule.create_index = context.index(),
                 }
                 rule.modify_index = context.index();
+                context.touch(Table::AclBindingRules);
                 context.put(
                     Table::Acl,
                     &binding_rule_key(&rule.id),
@@ -125,6 +128,7 @@ impl StateStore {
                 let index = context.index();
                 let acl = Arc::make_mut(&mut tables.acl);
                 for id in ids {
+                    context.touch(Table::AclBindingRules);
                     context.delete(Table::Acl, &binding_rule_key(&id));
                     acl.binding_rules.remove(&id);
                 }

@@ -92,9 +92,14 @@ pub enum Table {
     AclRoles,
     /// Service mesh intentions, by source and destination (`crate::intentions`).
     Intentions,
+    /// The ACL auth methods' own index (Nomad's `acl_auth_methods`), records in [`Table::Acl`].
+    AclAuthMethods,
+    /// The ACL binding rules' own index (Nomad's `acl_binding_rules`), records in
+    /// [`Table::Acl`].
+    AclBindingRules,
 }
 
-const TABLE_COUNT: usize = 22;
+const TABLE_COUNT: usize = 24;
 
 impl Table {
     /// Every table.
@@ -121,6 +126,8 @@ impl Table {
         Table::AclTokens,
         Table::AclRoles,
         Table::Intentions,
+        Table::AclAuthMethods,
+        Table::AclBindingRules,
     ];
 
     /// The table's name, as used in keys and errors.
@@ -148,6 +155,8 @@ impl Table {
             Table::AclTokens => "acl_token",
             Table::AclRoles => "acl_roles",
             Table::Intentions => "mesh_intentions",
+            Table::AclAuthMethods => "acl_auth_methods",
+            Table::AclBindingRules => "acl_binding_rules",
         }
     }
 
@@ -175,6 +184,8 @@ impl Table {
             Table::AclTokens => 19,
             Table::AclRoles => 20,
             Table::Intentions => 21,
+            Table::AclAuthMethods => 22,
+            Table::AclBindingRules => 23,
         }
     }
 

@@ -209,10 +209,42 @@ pub struct EventFilter {
     pub unknown_topics: Vec<String>,
     /// Only events of this namespace (plus namespace-less ones); `None` for all.
     pub namespace: Option<String>,
+    /// The subscriber's right to each event that passes the rest of the filter (an ACL's
+    /// per-event check); `None` sees every one.
+    pub access: Option<EventAccess>,
 }
 
+/// A subscriber's right to see one event (Nomad's subscription `FilterFn`: a token's
+/// variables rules decide which variables' events it receives). It runs outside the event
+/// buffer's lock, so it may read the store.
+#[derive(Clone)]
+pub struct EventAccess(pub Arc<dyn Fn(&Event) -> bool + Send + Sync>);
+
+impl EventAccess {
+    /// Whether the subscriber may see `event`.
+    pub fn allows(&self, event: &Event) -> bool {
+        (self.0)(event)
+    }
+}
+
+impl std::fmt::Debug for EventAccess {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("EventAccess")
+    }
+}
+
+/// Two checks are equal when they are the same check.
+impl PartialEq for EventAccess {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for EventAccess {}
+
 impl EventFilter {
-    /// Whether `event` passes the filter.
+    /// Whether `event` passes the filter's topics and namespace ([`EventFilter::access`] is
+    /// the subscription's to apply, outside the buffer's lock).
     pub fn matches(&self, event: &Event) -> bool {
         if let Some(namespace) = &self.namespace
             && !event.namespace.is_empty()
@@ -402,10 +434,21 @@ impl EventSubscription {
 
     /// The next batch of matching events if one is buffered, without waiting.
     pub fn try_next_batch(&mut self) -> Option<EventBatch> {
-        let (batch, resume, missed) = self.buffer.batch_from(self.next_index, &self.filter);
-        self.missed_indexes += missed;
-        self.next_index = resume;
-        batch
+        loop {
+            let (batch, resume, missed) = self.buffer.batch_from(self.next_index, &self.filter);
+            self.missed_indexes += missed;
+            self.next_index = resume;
+            let mut batch = batch?;
+            // The caller's right to each event, checked with the buffer unlocked; a batch left
+            // empty is skipped as one that never matched.
+            if let Some(access) = &self.filter.access {
+                batch.events.retain(|event| access.allows(event));
+                if batch.events.is_empty() {
+                    continue;
+                }
+            }
+            return Some(batch);
+        }
     }
 
     /// How many indexes this subscriber skipped because their events had left the buffer.
@@ -506,6 +549,7 @@ mod tests {
             topics: vec![(Some(Topic::Allocation), Some("web".to_owned()))],
             namespace: None,
             unknown_topics: Vec::new(),
+            access: None,
         };
         let mut subscription = buffer.subscribe(1, filter);
         let batch = subscription.try_next_batch().unwrap();
@@ -519,6 +563,27 @@ mod tests {
             ..EventFilter::default()
         };
         assert!(buffer.subscribe(1, unknown).try_next_batch().is_none());
+    }
+
+    #[test]
+    fn an_access_check_drops_the_events_it_refuses_and_skips_a_batch_left_empty() {
+        let buffer = Arc::new(EventBuffer::new(100));
+        buffer.publish(vec![job_event(1, "secret")]);
+        buffer.publish(vec![job_event(2, "web"), job_event(2, "secret")]);
+        let filter = EventFilter {
+            access: Some(EventAccess(Arc::new(|event: &Event| event.key != "secret"))),
+            ..EventFilter::default()
+        };
+        let mut subscription = buffer.subscribe(1, filter);
+        let batch = subscription.try_next_batch().unwrap();
+        assert_eq!(batch.index, 2, "the batch of refused events alone was sent");
+        let keys: Vec<&str> = batch
+            .events
+            .iter()
+            .map(|event| event.key.as_str())
+            .collect();
+        assert_eq!(keys, ["web"]);
+        assert!(subscription.try_next_batch().is_none());
     }
 
     #[test]

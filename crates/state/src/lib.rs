@@ -141,7 +141,8 @@ pub use engine::{
 };
 pub use error::StateError;
 pub use events::{
-    Event, EventBatch, EventBuffer, EventFilter, EventPayload, EventSubscription, EventType, Topic,
+    Event, EventAccess, EventBatch, EventBuffer, EventFilter, EventPayload, EventSubscription,
+    EventType, Topic,
 };
 pub use kv::{
     KeyRange, Kv, KvContents, KvError, KvFuture, KvPair, MemoryKv, Revision, WriteBatch, WriteOp,

@@ -483,6 +483,7 @@ async fn writes_produce_nomad_events() {
         topics: vec![(Some(Topic::Allocation), Some("web".to_owned()))],
         namespace: Some("default".to_owned()),
         unknown_topics: Vec::new(),
+        access: None,
     };
     let mut replay = store.subscribe_events(1, filter);
     let first = replay.try_next_batch().unwrap();

@@ -53,6 +53,7 @@ pub(super) fn event_filter(params: &QueryParams) -> Result<EventFilter, ApiError
         topics,
         unknown_topics,
         namespace,
+        access: None,
     })
 }
 

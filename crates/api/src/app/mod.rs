@@ -126,6 +126,7 @@ async fn dispatch<B: ApiBackend>(
     State(state): State<AppState<B>>,
     method: Method,
     uri: Uri,
+    event_access: Option<axum::Extension<drover_state::EventAccess>>,
     body: Bytes,
 ) -> Response {
     let params = QueryParams::parse(uri.query());
@@ -137,7 +138,10 @@ async fn dispatch<B: ApiBackend>(
                 // serve: 400, in Nomad's words.
                 Err(ApiError::bad_request("No path to region"))
             }
-            _ => handle(&state, route, &params, body).await,
+            _ => {
+                let event_access = event_access.map(|axum::Extension(access)| access);
+                handle(&state, route, &params, body, event_access).await
+            }
         },
         Err(error) => Err(error),
     };
@@ -261,6 +265,7 @@ async fn handle<B: ApiBackend>(
     route: Route,
     params: &QueryParams,
     body: Bytes,
+    event_access: Option<drover_state::EventAccess>,
 ) -> Result<Response, ApiError> {
     let backend = state.backend.as_ref();
     let namespace = params.namespace().to_string();
@@ -443,13 +448,16 @@ async fn handle<B: ApiBackend>(
             json_response(&actions, params, Meta::Read(index))
         }
         Route::JobSummary { job_id } => {
-            let (index, summary) =
-                blocking_read(backend, params, &[Table::JobSummaries], |backend| {
-                    backend.job_summary(&namespace, &job_id)
-                })
-                .await?;
-            let summary = summary.ok_or_else(|| ApiError::not_found("job not found"))?;
-            json_response(&summary, params, Meta::Read(index))
+            // Nomad's `Job.Summary`: the summary's own ModifyIndex, as a job's read.
+            let (index, summary) = blocking_read_object(
+                backend,
+                params,
+                &[Table::JobSummaries],
+                |backend| backend.job_summary(&namespace, &job_id),
+                |summary| summary.modify_index,
+            )
+            .await?;
+            object_response(summary.as_ref(), params, index, "job not found")
         }
         Route::JobDeployment { job_id } => {
             let (index, latest) =
@@ -759,7 +767,9 @@ async fn handle<B: ApiBackend>(
         }
         Route::AgentHealth => agent_health(backend, params).await,
         Route::EventStream => {
-            let filter = events::event_filter(params)?;
+            let mut filter = events::event_filter(params)?;
+            // The caller's right to each event, when the agent's ACL layer set one.
+            filter.access = event_access;
             let from_index = params.u64("index", 0)?;
             let subscription = backend.subscribe_events(from_index, filter);
             let body = events::event_stream_body(subscription, state.options.event_heartbeat);

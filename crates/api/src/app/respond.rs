@@ -90,19 +90,7 @@ pub(super) async fn blocking_read<B: ApiBackend, T>(
     tables: &[Table],
     read: impl FnOnce(&B) -> Result<T, ApiError>,
 ) -> Result<(u64, T), ApiError> {
-    let options = params.blocking()?;
-    if options.min_index > 0 {
-        let deadline =
-            tokio::time::Instant::now() + options.wait_with_jitter(rand::random::<f64>());
-        while backend.table_index(tables) <= options.min_index
-            && tokio::time::Instant::now() < deadline
-        {
-            backend
-                .wait_for_change(tables, options.min_index, deadline)
-                .await;
-        }
-    }
-    let index = backend.table_index(tables);
+    let index = crate::blocking::wait_for_list(&BackendTables { backend, tables }, params).await?;
     let value = read(backend)?;
     Ok((index, value))
 }
@@ -128,13 +116,9 @@ pub(super) fn decode_value<T: serde::de::DeserializeOwned>(
         .map_err(|error| ApiError::bad_request(format!("Request decode failed: {error}")))
 }
 
-/// Runs a read of one object (a job, an allocation, an evaluation, a node, a deployment) as
-/// Nomad's `Get…` endpoints run it: the answer's index is the object's own `ModifyIndex`, or
-/// the table's index while the object does not exist; with `?index=N` the read is repeated
-/// each time `tables` change until that index passes N or the wait (plus jitter) runs out.
-/// A change to another object of the same table wakes the read but does not answer it (the
-/// object's index has not moved), so a reader blocking on what it was last sent waits for its
-/// object, never spins.
+/// Runs a read of one object (a job, an allocation, an evaluation, a node, a deployment, a
+/// scaling policy) as Nomad's `Get…` endpoints run it: [`crate::blocking::read_object`] over
+/// `tables` of the backend.
 pub(super) async fn blocking_read_object<B: ApiBackend, T>(
     backend: &B,
     params: &QueryParams,
@@ -142,22 +126,27 @@ pub(super) async fn blocking_read_object<B: ApiBackend, T>(
     read: impl Fn(&B) -> Result<Option<T>, ApiError>,
     modify_index: impl Fn(&T) -> u64,
 ) -> Result<(u64, Option<T>), ApiError> {
-    let options = params.blocking()?;
-    let deadline = tokio::time::Instant::now() + options.wait_with_jitter(rand::random::<f64>());
-    loop {
-        // The tables' index before the read: a write after it wakes the wait below.
-        let table_index = backend.table_index(tables);
-        let value = read(backend)?;
-        let index = value.as_ref().map_or(table_index, &modify_index);
-        if options.min_index == 0
-            || index > options.min_index
-            || tokio::time::Instant::now() >= deadline
-        {
-            return Ok((index, value));
-        }
-        backend
-            .wait_for_change(tables, table_index.max(options.min_index), deadline)
-            .await;
+    let watch = BackendTables { backend, tables };
+    crate::blocking::read_object(&watch, params, || read(backend), modify_index).await
+}
+
+/// Tables of an [`ApiBackend`], watched by a blocking read of one object.
+struct BackendTables<'a, B> {
+    backend: &'a B,
+    tables: &'a [Table],
+}
+
+impl<B: ApiBackend> crate::blocking::TableWatch for BackendTables<'_, B> {
+    fn index(&self) -> u64 {
+        self.backend.table_index(self.tables)
+    }
+
+    fn changed_past(
+        &self,
+        index: u64,
+        deadline: tokio::time::Instant,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        self.backend.wait_for_change(self.tables, index, deadline)
     }
 }
 
@@ -172,13 +161,6 @@ pub(super) fn object_response<T: Serialize>(
 ) -> Result<Response, ApiError> {
     match object {
         Some(object) => json_response(object, params, Meta::Read(index)),
-        None => {
-            let mut response = ApiError::not_found(not_found).into_response();
-            let headers = response.headers_mut();
-            headers.insert("X-Nomad-Index", HeaderValue::from(index));
-            headers.insert("X-Nomad-KnownLeader", HeaderValue::from_static("true"));
-            headers.insert("X-Nomad-LastContact", HeaderValue::from_static("0"));
-            Ok(response)
-        }
+        None => Ok(crate::blocking::not_found_at(not_found, index)),
     }
 }

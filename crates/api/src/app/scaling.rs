@@ -13,7 +13,9 @@ use drover_structs::{
     ScalingPolicyListStub, ScalingRequest, TaskGroupScaleStatus,
 };
 
-use super::respond::{Meta, blocking_read, decode_body, json_response};
+use super::respond::{
+    Meta, blocking_read, blocking_read_object, decode_body, json_response, object_response,
+};
 use crate::backend::{ApiBackend, Table};
 use crate::error::ApiError;
 use crate::params::QueryParams;
@@ -146,15 +148,21 @@ pub(super) async fn scaling_policies<B: ApiBackend>(
     json_response(&list, params, Meta::Read(index.max(1)))
 }
 
+/// `GET /v1/scaling/policy/<id>` as Nomad's `Scaling.GetPolicy`: the policy's own
+/// ModifyIndex, or the table's (floored at 1) while it does not exist, on the 404 too; a
+/// blocking query answers when this policy changes.
 pub(super) async fn scaling_policy<B: ApiBackend>(
     backend: &B,
     params: &QueryParams,
     policy_id: &str,
 ) -> Result<Response, ApiError> {
-    let (index, policy) = blocking_read(backend, params, &[Table::ScalingPolicies], |backend| {
-        backend.scaling_policy(policy_id)
-    })
+    let (index, policy) = blocking_read_object(
+        backend,
+        params,
+        &[Table::ScalingPolicies],
+        |backend| backend.scaling_policy(policy_id),
+        |policy| policy.modify_index,
+    )
     .await?;
-    let policy = policy.ok_or_else(|| ApiError::not_found("policy not found"))?;
-    json_response(&policy, params, Meta::Read(index.max(1)))
+    object_response(policy.as_ref(), params, index.max(1), "policy not found")
 }
