@@ -1099,7 +1099,10 @@ fn drivers_for(
     config: &AgentConfig,
     docker: Arc<drover_docker::DockerDriver>,
 ) -> anyhow::Result<Arc<dyn DriverCatalog>> {
-    let raw_exec = RawExecConfig::default();
+    let raw_exec = RawExecConfig {
+        denied_envvars: config.raw_exec_denied_envvars.clone(),
+        ..RawExecConfig::default()
+    };
     let mut exec = ExecConfig {
         chroot_env: config.chroot_env.clone(),
         ..ExecConfig::default()

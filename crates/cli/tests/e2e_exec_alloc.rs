@@ -385,3 +385,103 @@ fn stdin_to_a_command_that_never_reads_pushes_back_instead_of_growing_the_agent(
         );
     }
 }
+
+/// The environment a process started with, as `NAME=value` lines, sorted.
+fn process_environment(pid: i32) -> Vec<String> {
+    let bytes = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let mut lines: Vec<String> = bytes
+        .split(|byte| *byte == 0)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| String::from_utf8_lossy(entry).into_owned())
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn raw_exec_denied_envvars_of_the_client_and_the_task_leave_the_tasks_environment() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = support::agent_config(
+        temp.path(),
+        "agent.hcl",
+        "plugin \"raw_exec\" {\n  config {\n    enabled = true\n    denied_envvars = [\"*_TOKEN\", \"NOMAD_ALLOC_NAME\"]\n  }\n}\n",
+    );
+    let agent = Agent::start_with(&temp.path().join("data"), &[&format!("-config={config}")]);
+    let marker = format!("denied-envvars-{}", std::process::id());
+    let job = format!(
+        r#"
+job "denied-env" {{
+  datacenters = ["dc1"]
+  group "app" {{
+    task "server" {{
+      driver = "raw_exec"
+      env {{
+        GITHUB_TOKEN   = "from-the-job"
+        AWS_SECRET_KEY = "secret"
+        AWS_REGION     = "eu-west-1"
+        KEEP_ME        = "kept"
+      }}
+      config {{
+        command        = "/bin/sh"
+        args           = ["-c", "sleep 3600; echo {marker}"]
+        denied_envvars = ["AWS_SECRET*"]
+      }}
+      resources {{
+        cpu    = 50
+        memory = 64
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    let (_dir, path) = write_jobspec("denied.hcl", &job);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let alloc_id = wait_for("a running allocation", LIMIT, || {
+        let allocs = agent.get_json("/v1/job/denied-env/allocations");
+        allocs.as_array()?.iter().find_map(|alloc| {
+            (alloc["ClientStatus"] == "running")
+                .then(|| alloc["ID"].as_str().map(str::to_string))
+                .flatten()
+        })
+    });
+    let task_pid = wait_for("the task process", LIMIT, || {
+        pids_with_cmdline(&marker).first().copied()
+    });
+
+    let started_with = process_environment(task_pid);
+    let (exec_env, code) = exec_output(&agent, &["alloc", "exec", &alloc_id, "/usr/bin/env"]);
+    assert_eq!(code, 0);
+    let mut exec_env: Vec<String> = exec_env.lines().map(str::to_owned).collect();
+    exec_env.sort();
+    for environment in [&started_with, &exec_env] {
+        let has = |name: &str| {
+            environment
+                .iter()
+                .any(|line| line.starts_with(&format!("{name}=")))
+        };
+        // The client's patterns and the task's both apply; what matches neither stays.
+        for denied in ["GITHUB_TOKEN", "AWS_SECRET_KEY", "NOMAD_ALLOC_NAME"] {
+            assert!(!has(denied), "{denied} left in {environment:?}");
+        }
+        for kept in ["AWS_REGION", "KEEP_ME", "NOMAD_ALLOC_ID", "NOMAD_TASK_DIR"] {
+            assert!(has(kept), "{kept} missing from {environment:?}");
+        }
+    }
+
+    // A task asking for a malformed list fails to start, naming the key.
+    let bad = job
+        .replace("denied-env", "denied-env-bad")
+        .replace("[\"AWS_SECRET*\"]", "\"AWS_SECRET*\"");
+    let (_dir, path) = write_jobspec("bad.hcl", &bad);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    wait_for("the bad task's driver failure", LIMIT, || {
+        let allocs = agent.get_json("/v1/job/denied-env-bad/allocations");
+        let events = allocs.as_array()?.first()?["TaskStates"]["server"]["Events"].clone();
+        events.as_array()?.iter().find_map(|event| {
+            let text = event["DisplayMessage"].as_str()?;
+            text.contains("denied_envvars must be a list of strings")
+                .then_some(())
+        })
+    });
+}
