@@ -485,3 +485,139 @@ job "denied-env" {{
         })
     });
 }
+
+#[test]
+fn alloc_exec_logs_and_fs_with_job_and_group_pick_an_allocation_of_that_group() {
+    let agent = Agent::start_dev();
+    let group = |name: &str| {
+        format!(
+            r#"
+  group "{name}" {{
+    task "main" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "echo in-$NOMAD_GROUP_NAME; echo file-$NOMAD_GROUP_NAME > local/which; exec sleep 3600"]
+      }}
+      resources {{
+        cpu    = 50
+        memory = 64
+      }}
+    }}
+  }}"#
+        )
+    };
+    let job = format!(
+        "job \"pick-group\" {{\n  datacenters = [\"dc1\"]\n{}\n{}\n}}\n",
+        group("web"),
+        group("db")
+    );
+    let (_dir, path) = write_jobspec("groups.hcl", &job);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    wait_for("both groups running, their files written", LIMIT, || {
+        let allocs = agent.get_json("/v1/job/pick-group/allocations");
+        let allocs = allocs.as_array()?;
+        let running = allocs
+            .iter()
+            .filter(|alloc| alloc["ClientStatus"] == "running")
+            .count();
+        let written = allocs.iter().all(|alloc| {
+            let (_, body) = support::http(
+                "GET",
+                &agent.url(&format!(
+                    "/v1/client/fs/cat/{}?path=main/local/which",
+                    alloc["ID"].as_str().unwrap_or_default()
+                )),
+                None,
+            );
+            body.starts_with("file-")
+        });
+        (running == 2 && written).then_some(())
+    });
+
+    for name in ["web", "db"] {
+        // Each pick is one allocation of the group asked for (the job named by a prefix).
+        for _ in 0..3 {
+            let (stdout, code) = exec_output(
+                &agent,
+                &[
+                    "alloc",
+                    "exec",
+                    "-job",
+                    "-group",
+                    name,
+                    "pick-gr",
+                    "/bin/sh",
+                    "-c",
+                    "echo $NOMAD_GROUP_NAME",
+                ],
+            );
+            assert_eq!((stdout.as_str(), code), (format!("{name}\n").as_str(), 0));
+        }
+        let logs = agent.cli_ok(&["alloc", "logs", "-job", "-group", name, "pick-group"]);
+        assert_eq!(logs, format!("in-{name}\n"));
+        let file = agent.cli_ok(&[
+            "alloc",
+            "fs",
+            "-job",
+            "-group",
+            name,
+            "pick-group",
+            "main/local/which",
+        ]);
+        assert_eq!(file, format!("file-{name}\n"));
+    }
+    // Without -group, -job picks any of the job's allocations.
+    let (stdout, code) = exec_output(
+        &agent,
+        &[
+            "alloc",
+            "exec",
+            "-job",
+            "pick-group",
+            "/bin/sh",
+            "-c",
+            "echo $NOMAD_GROUP_NAME",
+        ],
+    );
+    assert_eq!(code, 0);
+    assert!(stdout == "web\n" || stdout == "db\n", "{stdout:?}");
+
+    // A group without allocations, and -group without -job, are refused with what is wrong.
+    for args in [
+        &[
+            "alloc",
+            "exec",
+            "-job",
+            "-group",
+            "cache",
+            "pick-group",
+            "/bin/true",
+        ][..],
+        &["alloc", "logs", "-job", "-group", "cache", "pick-group"][..],
+        &["alloc", "fs", "-job", "-group", "cache", "pick-group"][..],
+    ] {
+        let refused = agent.cli(args);
+        assert_eq!(refused.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            stderr.contains(
+                "Error fetching allocations: task group \"cache\" doesn't exist or it has no allocations"
+            ),
+            "{args:?}: {stderr}"
+        );
+    }
+    let alloc_id = agent.get_json("/v1/job/pick-group/allocations")[0]["ID"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let refused = agent.cli(&["alloc", "logs", "-group", "web", &alloc_id]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("it needs -job"));
+    let missing = agent.cli(&["alloc", "logs", "-job", "no-such-job"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr)
+            .contains("No job(s) with prefix or id \"no-such-job\" found")
+    );
+}
