@@ -12,7 +12,7 @@
 
 use drover_shim::proto::IsolationSpec;
 
-use crate::shim_engine::{LaunchPolicy, ShimEngine};
+use crate::shim_engine::{LaunchPolicy, ShimEngine, TaskEnvironment};
 use crate::task_config::{RAW_EXEC_CONFIG_KEYS, string_list, validate_config};
 use crate::{DriverError, TaskLaunch};
 
@@ -49,7 +49,7 @@ impl LaunchPolicy for RawExec {
         &self,
         launch: &TaskLaunch,
         engine: &ShimEngine,
-    ) -> Result<(Vec<(String, String)>, Vec<String>), DriverError> {
+    ) -> Result<TaskEnvironment, DriverError> {
         let mut denied = engine.config().denied_envvars.clone();
         denied.extend(string_list(&launch.driver_config, "denied_envvars")?);
         let (removed, kept): (Vec<_>, Vec<_>) = launch
@@ -57,7 +57,10 @@ impl LaunchPolicy for RawExec {
             .iter()
             .cloned()
             .partition(|(name, _)| is_denied(name, &denied));
-        Ok((kept, removed.into_iter().map(|(name, _)| name).collect()))
+        Ok(TaskEnvironment {
+            env: kept,
+            removed: removed.into_iter().map(|(name, _)| name).collect(),
+        })
     }
 }
 
@@ -174,9 +177,9 @@ mod tests {
             driver_config: serde_json::json!({"command": "x", "denied_envvars": ["AWS_*"]}),
             ..TaskLaunch::default()
         };
-        let (kept, removed) = RawExec.environment(&launch, &engine).unwrap();
+        let TaskEnvironment { env, removed } = RawExec.environment(&launch, &engine).unwrap();
         assert_eq!(
-            kept,
+            env,
             vec![
                 ("PORT".to_owned(), "c".to_owned()),
                 ("NOMAD_ADDR".to_owned(), "d".to_owned())

@@ -98,9 +98,19 @@ pub trait LaunchPolicy: Send + Sync + 'static {
         &self,
         launch: &TaskLaunch,
         _engine: &ShimEngine,
-    ) -> Result<(Vec<(String, String)>, Vec<String>), DriverError> {
-        Ok((launch.env.clone(), Vec::new()))
+    ) -> Result<TaskEnvironment, DriverError> {
+        Ok(TaskEnvironment {
+            env: launch.env.clone(),
+            removed: Vec::new(),
+        })
     }
+}
+
+/// The environment a task starts with, and the names a policy took out of its launch's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskEnvironment {
+    pub env: Vec<(String, String)>,
+    pub removed: Vec<String>,
 }
 
 /// A driver made of the shim engine and a [`LaunchPolicy`].
@@ -240,7 +250,10 @@ impl ShimEngine {
 
     pub(crate) async fn start_task(&self, launch: &TaskLaunch) -> Result<TaskHandle, DriverError> {
         let isolation = self.policy.isolation(launch, self)?;
-        let (env, removed_env) = self.policy.environment(launch, self)?;
+        let TaskEnvironment {
+            env,
+            removed: removed_env,
+        } = self.policy.environment(launch, self)?;
         if launch.command.is_empty() {
             return Err(DriverError::InvalidConfig("command is empty".to_string()));
         }
