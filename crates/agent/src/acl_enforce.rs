@@ -360,7 +360,7 @@ pub fn required(
     if path == "/v1/agent/monitor" {
         return AgentRead;
     }
-    if path == "/v1/agent/join" {
+    if path == "/v1/agent/join" || path == "/v1/agent/reload" {
         return AgentWrite;
     }
     // Nomad's `Agent.Profile` wants agent:write (its debug check then passes for any token

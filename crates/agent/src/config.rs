@@ -560,6 +560,46 @@ pub struct RawPlugin {
     pub config: Option<BTreeMap<String, serde_json::Value>>,
 }
 
+/// The raw_exec plugin's `denied_envvars`, refusing the plugin's keys drover does not honour.
+fn raw_exec_denied_envvars(
+    config: Option<&BTreeMap<String, serde_json::Value>>,
+) -> Result<Vec<String>, ConfigError> {
+    let Some(config) = config else {
+        return Ok(Vec::new());
+    };
+    for key in config.keys() {
+        match key.as_str() {
+            "enabled" | "denied_envvars" => {}
+            "denied_host_uids" | "denied_host_gids" => {
+                return Err(ConfigError::Invalid {
+                    key: "plugin.raw_exec.config",
+                    message: format!(
+                        "{key} is not implemented by drover's raw_exec driver; remove it to start the agent"
+                    ),
+                });
+            }
+            other => {
+                return Err(ConfigError::Invalid {
+                    key: "plugin.raw_exec.config",
+                    message: format!("unknown key {other:?} (accepted: enabled, denied_envvars)"),
+                });
+            }
+        }
+    }
+    let invalid = || ConfigError::Invalid {
+        key: "plugin.raw_exec.config.denied_envvars",
+        message: "must be a list of strings".into(),
+    };
+    match config.get("denied_envvars") {
+        None => Ok(Vec::new()),
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned).ok_or_else(invalid))
+            .collect(),
+        Some(_) => Err(invalid()),
+    }
+}
+
 macro_rules! merge_options {
     ($base:expr, $over:expr, $($field:ident),* $(,)?) => {
         { $( if $over.$field.is_some() { $base.$field = $over.$field; } )* }
@@ -799,6 +839,9 @@ pub struct AgentConfig {
     /// `server { job_max_count }` (50 000 unless set, 0: no limit).
     pub job_max_count: i64,
     pub raw_exec_enabled: bool,
+    /// `plugin "raw_exec" { config { denied_envvars = [...] } }`: variables (or `*` globs)
+    /// removed from every raw_exec task's environment.
+    pub raw_exec_denied_envvars: Vec<String>,
     /// `plugin "exec" { config { allow_caps = [...] } }`; `None` keeps the default set.
     pub exec_allow_caps: Option<Vec<String>>,
     /// `plugin "docker" { config { … } }`: the engine's endpoint and what docker tasks may ask for.
@@ -1339,6 +1382,13 @@ impl AgentConfig {
             // what makes it safe to measure and kill.
             .unwrap_or(true);
 
+        let raw_exec_plugin = raw
+            .plugin
+            .as_ref()
+            .and_then(|plugins| plugins.get("raw_exec"))
+            .and_then(|plugin| plugin.config.as_ref());
+        let raw_exec_denied_envvars = raw_exec_denied_envvars(raw_exec_plugin)?;
+
         let exec_allow_caps = raw
             .plugin
             .as_ref()
@@ -1534,6 +1584,7 @@ impl AgentConfig {
                 None => drover_server::DEFAULT_JOB_MAX_COUNT,
             },
             raw_exec_enabled,
+            raw_exec_denied_envvars,
             exec_allow_caps,
             docker,
             telemetry,
@@ -1596,6 +1647,37 @@ mod tests {
                 .to_string();
             assert!(error.contains(named), "{error}");
             assert!(error.contains("no Vault integration"), "{error}");
+        }
+    }
+
+    #[test]
+    fn raw_exec_denied_envvars_are_read_and_unknown_plugin_keys_refused() {
+        let text = "plugin \"raw_exec\" {\n  config {\n    enabled = true\n    denied_envvars = [\"*_TOKEN\", \"AWS_SECRET_KEY\"]\n  }\n}\n";
+        let raw: RawConfig = hcl::from_str(text).expect("parses");
+        let config = AgentConfig::from_raw(raw, &dev_args()).expect("valid");
+        assert_eq!(
+            config.raw_exec_denied_envvars,
+            vec!["*_TOKEN".to_owned(), "AWS_SECRET_KEY".to_owned()]
+        );
+        for (text, named) in [
+            (
+                "plugin \"raw_exec\" {\n  config {\n    denied_host_uids = \"0\"\n  }\n}\n",
+                "denied_host_uids is not implemented",
+            ),
+            (
+                "plugin \"raw_exec\" {\n  config {\n    no_cgroups = true\n  }\n}\n",
+                "unknown key \"no_cgroups\"",
+            ),
+            (
+                "plugin \"raw_exec\" {\n  config {\n    denied_envvars = \"X\"\n  }\n}\n",
+                "plugin.raw_exec.config.denied_envvars: must be a list of strings",
+            ),
+        ] {
+            let raw: RawConfig = hcl::from_str(text).expect("parses");
+            let error = AgentConfig::from_raw(raw, &dev_args())
+                .expect_err("refused")
+                .to_string();
+            assert!(error.contains(named), "{error}");
         }
     }
 

@@ -17,7 +17,7 @@
 //! - `docker_fingerprint`, `gc_http`, `metrics`, `node_meta_http`
 //! - `backend`
 //! - `server_link`
-//! - `acl_resolve_http`, `acl_roles_http`, `acl_sso_http`, `in_process`
+//! - `acl_resolve_http`, `acl_roles_http`, `acl_sso_http`, `in_process`, `reload`
 //! - `acl_http`, `config`, `monitor`, `variables_http`
 //! - `cluster`, `identity_http`, `keyring_http`, `logging`, `namespaces_http`, `node_pools_http`,
 //!   `pprof_http`, `request_body`, `sso`
@@ -50,6 +50,9 @@
 //! `pprof` crate and the glibc allocator's own heap figures, each encoded here as pprof's
 //! gzip'd `Profile` protobuf with the prost already in the tree; Go-only profiles are Nomad's
 //! 404; agent:write with ACLs, `enable_debug` without).
+//! `SIGHUP` and `PUT|POST /v1/agent/reload` (`reload`: agent:write with ACLs) read the
+//! `-config` files again: `log_level` is applied in place, every other changed key is named in
+//! a warning as taking a restart, and a config that no longer loads changes nothing.
 //! A server agent also answers the keyring (`keyring_http`: `/v1/operator/keyring/…`,
 //! `/.well-known/jwks.json`, `/.well-known/openid-configuration` when `server { oidc_issuer }`
 //! is set) and Nomad Variables (`variables_http`: `/v1/vars`, `/v1/var/<path>`; a workload
@@ -159,6 +162,7 @@ pub mod node_pools_http;
 pub mod operator_http;
 pub mod pprof_http;
 pub mod proxy;
+pub mod reload;
 mod request_body;
 pub mod server_link;
 pub mod sso;
@@ -203,14 +207,16 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     // agent stops as soon as it has started, rather than dying half-started or missing it.
     let signals = ShutdownSignals::install().context("installing the SIGINT/SIGTERM handlers")?;
     let config = AgentConfig::load(&args)?;
-    run_with_config(config, signals).await
+    run_with_config(config, signals, args).await
 }
 
 /// SIGINT and SIGTERM, listened to from the agent's first moment: a signal delivered before
-/// [`ShutdownSignals::received`] is awaited is remembered by the streams, not lost.
+/// [`ShutdownSignals::received`] is awaited is remembered by the streams, not lost. SIGHUP too
+/// (a reload, never a shutdown): one during start-up is kept and reloads once the agent serves.
 struct ShutdownSignals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
 }
 
 impl ShutdownSignals {
@@ -219,6 +225,7 @@ impl ShutdownSignals {
         Ok(ShutdownSignals {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
         })
     }
 
@@ -230,11 +237,19 @@ impl ShutdownSignals {
             || matches!(self.terminate.poll_recv(&mut context), Poll::Ready(_))
     }
 
-    /// Waits for the next SIGINT or SIGTERM.
-    async fn received(&mut self) {
-        tokio::select! {
-            _ = self.interrupt.recv() => {}
-            _ = self.terminate.recv() => {}
+    /// Waits for the next SIGINT or SIGTERM, reloading the config on each SIGHUP meanwhile.
+    async fn received(&mut self, reloader: &reload::Reloader) {
+        loop {
+            tokio::select! {
+                _ = self.interrupt.recv() => return,
+                _ = self.terminate.recv() => return,
+                _ = self.hangup.recv() => {
+                    println!("==> Caught signal: hangup");
+                    let reloader = reloader.clone();
+                    // The outcome is in the log; the agent runs on either way.
+                    let _ = tokio::task::spawn_blocking(move || reloader.reload_logged()).await;
+                }
+            }
         }
     }
 }
@@ -254,9 +269,14 @@ impl DataDir {
     }
 }
 
-async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> anyhow::Result<()> {
+async fn run_with_config(
+    config: AgentConfig,
+    mut signals: ShutdownSignals,
+    args: AgentArgs,
+) -> anyhow::Result<()> {
     let log_hub = logging::LogHub::new();
-    logging::init(config.log_level, config.log_json, &log_hub);
+    let stderr_level = logging::init(config.log_level, config.log_json, &log_hub);
+    let reloader = reload::Reloader::new(args, stderr_level);
     let data_dir = match &config.data_dir {
         Some(path) => DataDir::Persistent(path.clone()),
         None => DataDir::Temporary(
@@ -560,6 +580,7 @@ async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> a
         }),
         http: proxy::ProxyClient::default(),
     }));
+    let app = app.merge(reload::router(reloader.clone()));
     let app = app.merge(pprof_http::router(pprof_http::PprofEndpoint {
         acl_enabled: config.acl.enabled,
         enable_debug: config.enable_debug,
@@ -774,7 +795,7 @@ async fn run_with_config(config: AgentConfig, mut signals: ShutdownSignals) -> a
     if signals.arrived() {
         println!("==> a signal arrived while the agent was starting; shutting down");
     } else {
-        signals.received().await;
+        signals.received(&reloader).await;
     }
     println!("==> shutting down");
     shutdown.cancel();
@@ -1099,7 +1120,10 @@ fn drivers_for(
     config: &AgentConfig,
     docker: Arc<drover_docker::DockerDriver>,
 ) -> anyhow::Result<Arc<dyn DriverCatalog>> {
-    let raw_exec = RawExecConfig::default();
+    let raw_exec = RawExecConfig {
+        denied_envvars: config.raw_exec_denied_envvars.clone(),
+        ..RawExecConfig::default()
+    };
     let mut exec = ExecConfig {
         chroot_env: config.chroot_env.clone(),
         ..ExecConfig::default()

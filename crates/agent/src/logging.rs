@@ -17,7 +17,6 @@ use tokio::sync::broadcast;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::Layer;
-use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
 use tracing_subscriber::util::SubscriberInitExt as _;
 
@@ -59,16 +58,6 @@ impl LogLevel {
             Level::INFO => LogLevel::Info,
             Level::DEBUG => LogLevel::Debug,
             Level::TRACE => LogLevel::Trace,
-        }
-    }
-
-    fn filter(self) -> LevelFilter {
-        match self {
-            LogLevel::Error => LevelFilter::ERROR,
-            LogLevel::Warn => LevelFilter::WARN,
-            LogLevel::Info => LevelFilter::INFO,
-            LogLevel::Debug => LevelFilter::DEBUG,
-            LogLevel::Trace => LevelFilter::TRACE,
         }
     }
 
@@ -228,20 +217,57 @@ impl<S: Subscriber> Layer<S> for HubLayer {
     }
 }
 
-/// Installs the process's subscriber: stderr at `level` (JSON lines with `json`), and `hub`.
-/// A second call (a test starting two agents in one process) keeps the first subscriber.
-pub fn init(level: LogLevel, json: bool, hub: &LogHub) {
+/// The level of the agent's stderr log, changed in place by a reload (`SIGHUP`,
+/// `/v1/agent/reload`): events are checked against it as they happen.
+#[derive(Debug, Clone)]
+pub struct StderrLevel(Arc<AtomicUsize>);
+
+impl StderrLevel {
+    fn new(level: LogLevel) -> Self {
+        StderrLevel(Arc::new(AtomicUsize::new(level as usize)))
+    }
+
+    /// The level now.
+    pub fn get(&self) -> LogLevel {
+        match self.0.load(Ordering::Relaxed) {
+            0 => LogLevel::Error,
+            1 => LogLevel::Warn,
+            2 => LogLevel::Info,
+            3 => LogLevel::Debug,
+            _ => LogLevel::Trace,
+        }
+    }
+
+    /// Writes events of `level` and more severe from now on.
+    pub fn set(&self, level: LogLevel) {
+        self.0.store(level as usize, Ordering::Relaxed);
+    }
+
+    fn allows(&self, level: &Level) -> bool {
+        LogLevel::of(level) as usize <= self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Installs the process's subscriber: stderr at `level` (JSON lines with `json`), and `hub`;
+/// answers the handle that changes the stderr level. A second call (a test starting two agents
+/// in one process) keeps the first subscriber, and its handle then changes nothing.
+pub fn init(level: LogLevel, json: bool, hub: &LogHub) -> StderrLevel {
+    let stderr_level = StderrLevel::new(level);
+    let allowed = stderr_level.clone();
+    let filter = tracing_subscriber::filter::dynamic_filter_fn(move |metadata, _| {
+        allowed.allows(metadata.level())
+    });
     let stderr = if json {
         tracing_subscriber::fmt::layer()
             .json()
             .with_writer(std::io::stderr)
-            .with_filter(level.filter())
+            .with_filter(filter)
             .boxed()
     } else {
         tracing_subscriber::fmt::layer()
             .with_ansi(false)
             .with_writer(std::io::stderr)
-            .with_filter(level.filter())
+            .with_filter(filter)
             .boxed()
     };
     let wanted = hub.clone();
@@ -257,6 +283,7 @@ pub fn init(level: LogLevel, json: bool, hub: &LogHub) {
     {
         tracing::debug!("a log subscriber is already installed; keeping it");
     }
+    stderr_level
 }
 
 #[cfg(test)]

@@ -504,6 +504,25 @@ impl ApiClient {
         .await
     }
 
+    /// [`ApiClient::job_versions`] with every version's diff taken against one version: the
+    /// one tagged `diff_tag`, else the one numbered `diff_version` (Nomad 1.9's `diff_tag`,
+    /// `diff_version`).
+    pub async fn job_versions_against(
+        &self,
+        job_id: &str,
+        diff_tag: Option<&str>,
+        diff_version: Option<u64>,
+    ) -> Result<drover_structs::JobVersionsResponse, ClientError> {
+        let mut query = vec![("diffs", "true".to_owned())];
+        if let Some(tag) = diff_tag {
+            query.push(("diff_tag", tag.to_owned()));
+        }
+        if let Some(version) = diff_version {
+            query.push(("diff_version", version.to_string()));
+        }
+        self.get(&Self::job_path(job_id, "/versions"), &query).await
+    }
+
     pub async fn deregister_job(
         &self,
         job_id: &str,

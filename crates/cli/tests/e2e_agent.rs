@@ -900,3 +900,122 @@ fn agent_pprof_serves_real_cpu_and_heap_profiles_and_nomads_errors() {
         (500, "unknown Nomad server unknown.global")
     );
 }
+
+/// `drover agent -dev` with the `-config` file `config`, its stderr written to `stderr`;
+/// answers the process and its HTTP address.
+fn agent_logging_to(
+    data_dir: &std::path::Path,
+    config: &str,
+    stderr: &std::path::Path,
+) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(support::drover_bin())
+        .args(["agent", "-dev", "-http-port=0"])
+        .arg(format!("-data-dir={}", data_dir.display()))
+        .arg(format!("-config={config}"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (address_tx, address_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(start) = line.find("http://") {
+                let _ = address_tx.send(line[start..].trim().to_owned());
+            }
+        }
+    });
+    let address = address_rx.recv_timeout(LIMIT).unwrap();
+    (child, address)
+}
+
+/// Runs a batch job that exits at once (its registration logs at INFO) and waits for it to end.
+fn run_quick_batch(address: &str, job_id: &str) {
+    let job = format!(
+        "job \"{job_id}\" {{\n  type = \"batch\"\n  group \"g\" {{\n    task \"t\" {{\n      driver = \"raw_exec\"\n      config {{\n        command = \"/bin/true\"\n      }}\n    }}\n  }}\n}}\n"
+    );
+    let (_dir, path) = write_jobspec("quick.hcl", &job);
+    let output = std::process::Command::new(support::drover_bin())
+        .args(["job", "run", &path.to_string_lossy()])
+        .env("NOMAD_ADDR", address)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+}
+
+#[test]
+fn sighup_and_agent_reload_apply_a_new_log_level_and_name_what_needs_a_restart() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let config = support::agent_config(temp.path(), "agent.hcl", "log_level = \"WARN\"\n");
+    let stderr_path = temp.path().join("stderr.log");
+    let (mut child, address) = agent_logging_to(&data_dir, &config, &stderr_path);
+    let stderr = || std::fs::read_to_string(&stderr_path).unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+
+    // At WARN, a job's registration logs nothing.
+    run_quick_batch(&address, "quiet");
+    assert!(!stderr().contains(" INFO "), "{}", stderr());
+
+    // SIGHUP: the new level applies, the agent keeps running, the renamed node is reported
+    // as taking a restart.
+    std::fs::write(&config, "log_level = \"DEBUG\"\nname = \"renamed\"\n").unwrap();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    wait_for("the reload's log lines", LIMIT, || {
+        let text = stderr();
+        (text.contains("log level changed from=\"WARN\" to=\"DEBUG\"")
+            && text.contains("config changes not reloaded")
+            && text.contains(&format!("{config}: name")))
+        .then_some(())
+    });
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "SIGHUP left the agent running"
+    );
+    let before = stderr().len();
+    run_quick_batch(&address, "loud");
+    wait_for("an INFO line after the reload", LIMIT, || {
+        stderr()[before..].contains(" INFO ").then_some(())
+    });
+    assert_eq!(
+        support::get_indexed(&format!("{address}/v1/agent/self"), None).0,
+        200
+    );
+
+    // The endpoint reloads the same way: ERROR from now on.
+    std::fs::write(&config, "log_level = \"ERROR\"\nname = \"renamed\"\n").unwrap();
+    let (status, body) = http("PUT", &format!("{address}/v1/agent/reload"), None);
+    assert_eq!((status, body.as_str()), (200, ""));
+    let before = stderr().len();
+    run_quick_batch(&address, "quiet-again");
+    assert!(
+        !stderr()[before..].contains(" INFO "),
+        "{}",
+        &stderr()[before..]
+    );
+    let (status, body) = http("GET", &format!("{address}/v1/agent/reload"), None);
+    assert_eq!((status, body.as_str()), (405, "Invalid method"));
+
+    // A config the agent would refuse changes nothing and says why.
+    std::fs::write(&config, "log_level = \"LOUD\"\n").unwrap();
+    let (status, body) = http("POST", &format!("{address}/v1/agent/reload"), None);
+    assert_eq!(status, 500, "{body}");
+    assert!(
+        body.contains("failed to reload configs") && body.contains("log_level"),
+        "{body}"
+    );
+    let before = stderr().len();
+    run_quick_batch(&address, "still-quiet");
+    assert!(
+        !stderr()[before..].contains(" INFO "),
+        "{}",
+        &stderr()[before..]
+    );
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+    support::clean_up_after(&data_dir);
+}

@@ -385,3 +385,239 @@ fn stdin_to_a_command_that_never_reads_pushes_back_instead_of_growing_the_agent(
         );
     }
 }
+
+/// The environment a process started with, as `NAME=value` lines, sorted.
+fn process_environment(pid: i32) -> Vec<String> {
+    let bytes = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let mut lines: Vec<String> = bytes
+        .split(|byte| *byte == 0)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| String::from_utf8_lossy(entry).into_owned())
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn raw_exec_denied_envvars_of_the_client_and_the_task_leave_the_tasks_environment() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = support::agent_config(
+        temp.path(),
+        "agent.hcl",
+        "plugin \"raw_exec\" {\n  config {\n    enabled = true\n    denied_envvars = [\"*_TOKEN\", \"NOMAD_ALLOC_NAME\"]\n  }\n}\n",
+    );
+    let agent = Agent::start_with(&temp.path().join("data"), &[&format!("-config={config}")]);
+    let marker = format!("denied-envvars-{}", std::process::id());
+    let job = format!(
+        r#"
+job "denied-env" {{
+  datacenters = ["dc1"]
+  group "app" {{
+    task "server" {{
+      driver = "raw_exec"
+      env {{
+        GITHUB_TOKEN   = "from-the-job"
+        AWS_SECRET_KEY = "secret"
+        AWS_REGION     = "eu-west-1"
+        KEEP_ME        = "kept"
+      }}
+      config {{
+        command        = "/bin/sh"
+        args           = ["-c", "sleep 3600; echo {marker}"]
+        denied_envvars = ["AWS_SECRET*"]
+      }}
+      resources {{
+        cpu    = 50
+        memory = 64
+      }}
+    }}
+  }}
+}}
+"#
+    );
+    let (_dir, path) = write_jobspec("denied.hcl", &job);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let alloc_id = wait_for("a running allocation", LIMIT, || {
+        let allocs = agent.get_json("/v1/job/denied-env/allocations");
+        allocs.as_array()?.iter().find_map(|alloc| {
+            (alloc["ClientStatus"] == "running")
+                .then(|| alloc["ID"].as_str().map(str::to_string))
+                .flatten()
+        })
+    });
+    let task_pid = wait_for("the task process", LIMIT, || {
+        pids_with_cmdline(&marker).first().copied()
+    });
+
+    let started_with = process_environment(task_pid);
+    let (exec_env, code) = exec_output(&agent, &["alloc", "exec", &alloc_id, "/usr/bin/env"]);
+    assert_eq!(code, 0);
+    let mut exec_env: Vec<String> = exec_env.lines().map(str::to_owned).collect();
+    exec_env.sort();
+    for environment in [&started_with, &exec_env] {
+        let has = |name: &str| {
+            environment
+                .iter()
+                .any(|line| line.starts_with(&format!("{name}=")))
+        };
+        // The client's patterns and the task's both apply; what matches neither stays.
+        for denied in ["GITHUB_TOKEN", "AWS_SECRET_KEY", "NOMAD_ALLOC_NAME"] {
+            assert!(!has(denied), "{denied} left in {environment:?}");
+        }
+        for kept in ["AWS_REGION", "KEEP_ME", "NOMAD_ALLOC_ID", "NOMAD_TASK_DIR"] {
+            assert!(has(kept), "{kept} missing from {environment:?}");
+        }
+    }
+
+    // A task asking for a malformed list fails to start, naming the key.
+    let bad = job
+        .replace("denied-env", "denied-env-bad")
+        .replace("[\"AWS_SECRET*\"]", "\"AWS_SECRET*\"");
+    let (_dir, path) = write_jobspec("bad.hcl", &bad);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    wait_for("the bad task's driver failure", LIMIT, || {
+        let allocs = agent.get_json("/v1/job/denied-env-bad/allocations");
+        let events = allocs.as_array()?.first()?["TaskStates"]["server"]["Events"].clone();
+        events.as_array()?.iter().find_map(|event| {
+            let text = event["DisplayMessage"].as_str()?;
+            text.contains("denied_envvars must be a list of strings")
+                .then_some(())
+        })
+    });
+}
+
+#[test]
+fn alloc_exec_logs_and_fs_with_job_and_group_pick_an_allocation_of_that_group() {
+    let agent = Agent::start_dev();
+    let group = |name: &str| {
+        format!(
+            r#"
+  group "{name}" {{
+    task "main" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "echo in-$NOMAD_GROUP_NAME; echo file-$NOMAD_GROUP_NAME > local/which; exec sleep 3600"]
+      }}
+      resources {{
+        cpu    = 50
+        memory = 64
+      }}
+    }}
+  }}"#
+        )
+    };
+    let job = format!(
+        "job \"pick-group\" {{\n  datacenters = [\"dc1\"]\n{}\n{}\n}}\n",
+        group("web"),
+        group("db")
+    );
+    let (_dir, path) = write_jobspec("groups.hcl", &job);
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    wait_for("both groups running, their files written", LIMIT, || {
+        let allocs = agent.get_json("/v1/job/pick-group/allocations");
+        let allocs = allocs.as_array()?;
+        let running = allocs
+            .iter()
+            .filter(|alloc| alloc["ClientStatus"] == "running")
+            .count();
+        let written = allocs.iter().all(|alloc| {
+            let (_, body) = support::http(
+                "GET",
+                &agent.url(&format!(
+                    "/v1/client/fs/cat/{}?path=main/local/which",
+                    alloc["ID"].as_str().unwrap_or_default()
+                )),
+                None,
+            );
+            body.starts_with("file-")
+        });
+        (running == 2 && written).then_some(())
+    });
+
+    for name in ["web", "db"] {
+        // Each pick is one allocation of the group asked for (the job named by a prefix).
+        for _ in 0..3 {
+            let (stdout, code) = exec_output(
+                &agent,
+                &[
+                    "alloc",
+                    "exec",
+                    "-job",
+                    "-group",
+                    name,
+                    "pick-gr",
+                    "/bin/sh",
+                    "-c",
+                    "echo $NOMAD_GROUP_NAME",
+                ],
+            );
+            assert_eq!((stdout.as_str(), code), (format!("{name}\n").as_str(), 0));
+        }
+        let logs = agent.cli_ok(&["alloc", "logs", "-job", "-group", name, "pick-group"]);
+        assert_eq!(logs, format!("in-{name}\n"));
+        let file = agent.cli_ok(&[
+            "alloc",
+            "fs",
+            "-job",
+            "-group",
+            name,
+            "pick-group",
+            "main/local/which",
+        ]);
+        assert_eq!(file, format!("file-{name}\n"));
+    }
+    // Without -group, -job picks any of the job's allocations.
+    let (stdout, code) = exec_output(
+        &agent,
+        &[
+            "alloc",
+            "exec",
+            "-job",
+            "pick-group",
+            "/bin/sh",
+            "-c",
+            "echo $NOMAD_GROUP_NAME",
+        ],
+    );
+    assert_eq!(code, 0);
+    assert!(stdout == "web\n" || stdout == "db\n", "{stdout:?}");
+
+    // A group without allocations, and -group without -job, are refused with what is wrong.
+    for args in [
+        &[
+            "alloc",
+            "exec",
+            "-job",
+            "-group",
+            "cache",
+            "pick-group",
+            "/bin/true",
+        ][..],
+        &["alloc", "logs", "-job", "-group", "cache", "pick-group"][..],
+        &["alloc", "fs", "-job", "-group", "cache", "pick-group"][..],
+    ] {
+        let refused = agent.cli(args);
+        assert_eq!(refused.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            stderr.contains(
+                "Error fetching allocations: task group \"cache\" doesn't exist or it has no allocations"
+            ),
+            "{args:?}: {stderr}"
+        );
+    }
+    let alloc_id = agent.get_json("/v1/job/pick-group/allocations")[0]["ID"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let refused = agent.cli(&["alloc", "logs", "-group", "web", &alloc_id]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("it needs -job"));
+    let missing = agent.cli(&["alloc", "logs", "-job", "no-such-job"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr)
+            .contains("No job(s) with prefix or id \"no-such-job\" found")
+    );
+}

@@ -384,3 +384,101 @@ job "cron" {
             .contains("tag \"golden\" not found on job \"alpha\"")
     );
 }
+
+#[test]
+fn job_history_diffs_every_version_against_a_tag_or_a_version() {
+    let agent = Agent::start_dev();
+    // Three versions: sleep 300, 301, 302; version 0 tagged.
+    for sleep in ["300", "301", "302"] {
+        let (_dir, path) = write_jobspec("beta.hcl", &jobspec("beta", sleep));
+        agent.cli_ok(&["job", "run", "-detach", path.to_str().unwrap()]);
+    }
+    agent.cli_ok(&["job", "tag", "apply", "-version=0", "-name=golden", "beta"]);
+
+    // Against the tag: each version's diff is from version 0, and version 0 has none.
+    let history = agent.cli_ok(&["job", "history", "-p", "-diff-tag", "golden", "beta"]);
+    let blocks: Vec<&str> = history.split("\n\nVersion").collect();
+    assert_eq!(blocks.len(), 3, "{history}");
+    assert!(blocks[0].starts_with("Version     = 2"), "{history}");
+    assert!(
+        blocks[0].contains("+/- args[1]: \"sleep 300\" => \"sleep 302\""),
+        "{history}"
+    );
+    assert!(
+        blocks[1].contains("+/- args[1]: \"sleep 300\" => \"sleep 301\""),
+        "{history}"
+    );
+    assert!(blocks[2].contains("Tag Name"), "{history}");
+    assert!(!blocks[2].contains("Diff"), "{history}");
+
+    // Against a version number: version 0 now shows what differs from version 1.
+    let history = agent.cli_ok(&["job", "history", "-p", "-diff-version=1", "beta"]);
+    let blocks: Vec<&str> = history.split("\n\nVersion").collect();
+    assert!(
+        blocks[0].contains("+/- args[1]: \"sleep 301\" => \"sleep 302\""),
+        "{history}"
+    );
+    assert!(!blocks[1].contains("Diff"), "{history}");
+    assert!(
+        blocks[2].contains("+/- args[1]: \"sleep 301\" => \"sleep 300\""),
+        "{history}"
+    );
+
+    // The API: every version diffed against the one named, in Nomad's shape.
+    let versions = agent.get_json("/v1/job/beta/versions?diffs=true&diff_version=2");
+    let diffs = versions["Diffs"].as_array().unwrap();
+    assert_eq!(diffs.len(), 3);
+    assert_eq!(diffs[0]["Type"], "None");
+    assert_eq!(diffs[1]["Type"], "Edited");
+
+    // Refusals in Nomad's words.
+    for (args, expected) in [
+        (
+            &["job", "history", "-diff-tag", "golden", "beta"][..],
+            "-diff-tag and -diff-version can only be used with -p",
+        ),
+        (
+            &[
+                "job",
+                "history",
+                "-p",
+                "-diff-tag",
+                "golden",
+                "-diff-version",
+                "1",
+                "beta",
+            ][..],
+            "-diff-tag and -diff-version are mutually exclusive",
+        ),
+        (
+            &["job", "history", "-p", "-diff-version", "x", "beta"][..],
+            "Error parsing -diff-version",
+        ),
+        (
+            &["job", "history", "-p", "-diff-tag", "nope", "beta"][..],
+            "tag \"nope\" not found",
+        ),
+        (
+            &["job", "history", "-p", "-diff-version", "9", "beta"][..],
+            "version 9 not found",
+        ),
+    ] {
+        let output = agent.cli(args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    let (status, body) = http(
+        "GET",
+        &agent.url("/v1/job/beta/versions?diffs=true&diff_tag=nope"),
+        None,
+    );
+    assert_eq!((status, body.as_str()), (500, "tag \"nope\" not found"));
+    let (status, body) = http(
+        "GET",
+        &agent.url("/v1/job/beta/versions?diffs=true&diff_version=x"),
+        None,
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("Failed to parse value of \"diff_version\" (x) as a uint64"));
+}

@@ -167,3 +167,55 @@ Scheduler dry-run:
         "the refused run changed nothing"
     );
 }
+
+#[test]
+fn plan_json_output_prints_the_plan_response_with_the_plans_exit_code() {
+    let agent = Agent::start_dev();
+    let (_dir, v1) = write_jobspec("v1.hcl", &jobspec(2, "one"));
+    let v1 = v1.to_str().unwrap().to_string();
+
+    // A new job: the response as JSON (indented by four spaces, as Nomad's CLI formats it),
+    // with the diff even under -diff=false, and the plan's exit code 1.
+    let fresh = agent.cli(&["job", "plan", "-json-output", "-diff=false", &v1]);
+    let text = String::from_utf8_lossy(&fresh.stdout).into_owned();
+    assert_eq!(fresh.status.code(), Some(1), "{text}");
+    assert!(text.starts_with("{\n    \""), "{text}");
+    let response: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(response["JobModifyIndex"], 0, "{text}");
+    assert_eq!(
+        response["Annotations"]["DesiredTGUpdates"]["app"]["Place"],
+        2
+    );
+    assert_eq!(response["Diff"]["Type"], "Added");
+    assert_eq!(response["Diff"]["ID"], "planned");
+    assert!(response.get("FailedTGAllocs").is_some(), "{text}");
+    assert!(!text.contains("Job Modify Index"), "no plan text: {text}");
+
+    agent.cli_ok(&["job", "run", "-detach", &v1]);
+    wait_for("two running allocations", LIMIT, || {
+        (running_allocs(&agent, 0) == 2).then_some(())
+    });
+    let job_modify_index = agent.get_json("/v1/job/planned")["JobModifyIndex"]
+        .as_u64()
+        .unwrap();
+
+    // The registered spec again: nothing changes, exit 0, and the index to check is there.
+    let same = agent.cli(&["job", "plan", "-json-output", &v1]);
+    let text = String::from_utf8_lossy(&same.stdout).into_owned();
+    assert_eq!(same.status.code(), Some(0), "{text}");
+    let response: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(response["JobModifyIndex"], job_modify_index);
+    assert_eq!(response["Diff"]["Type"], "None");
+
+    // -t renders the same response with a template.
+    let templated = agent.cli_ok(&["job", "plan", "-t", "{{.JobModifyIndex}}", &v1]);
+    assert_eq!(templated.trim(), job_modify_index.to_string());
+
+    // Both at once is refused with Nomad's words and exit code.
+    let both = agent.cli(&["job", "plan", "-json-output", "-t", "{{.Diff}}", &v1]);
+    assert_eq!(both.status.code(), Some(255));
+    assert!(
+        String::from_utf8_lossy(&both.stderr)
+            .contains("Both -json-output and -t formatting are not allowed")
+    );
+}

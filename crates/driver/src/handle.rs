@@ -169,7 +169,26 @@ pub struct TaskHandle {
     pub driver_state: serde_json::Value,
 }
 
+/// Key of a [`TaskHandle::driver_state`] listing the environment variables the driver took out
+/// of the task's environment (raw_exec's `denied_envvars`).
+pub const REMOVED_ENV_KEY: &str = "RemovedEnv";
+
 impl TaskHandle {
+    /// The names of the environment variables the driver took out of the task's environment:
+    /// a command run inside the task (`alloc exec`) goes without them too.
+    pub fn removed_env(&self) -> Vec<String> {
+        self.driver_state
+            .get(REMOVED_ENV_KEY)
+            .and_then(serde_json::Value::as_array)
+            .map(|names| {
+                names
+                    .iter()
+                    .filter_map(|name| name.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub(crate) fn shim(&self) -> Result<&ShimHandle, DriverError> {
         self.shim.as_ref().ok_or_else(|| DriverError::BadHandle {
             task_id: self.task_id.clone(),

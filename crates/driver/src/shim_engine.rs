@@ -56,6 +56,10 @@ pub struct RawExecConfig {
     /// Run tasks without a cgroup (signals then go to the task's process group, and there are
     /// no stats). Also what happens when no cgroup filesystem is found.
     pub disable_cgroups: bool,
+    /// `plugin "raw_exec" { config { denied_envvars = [...] } }`: names (or `*` globs) of
+    /// environment variables removed from every raw_exec task's environment. Only the
+    /// `raw_exec` policy reads it.
+    pub denied_envvars: Vec<String>,
 }
 
 impl Default for RawExecConfig {
@@ -65,6 +69,7 @@ impl Default for RawExecConfig {
             cgroup_root: PathBuf::from("/sys/fs/cgroup"),
             cgroup_parent: "drover".to_string(),
             disable_cgroups: false,
+            denied_envvars: Vec::new(),
         }
     }
 }
@@ -85,6 +90,27 @@ pub trait LaunchPolicy: Send + Sync + 'static {
 
     /// The user the task runs as (`None`: the agent's).
     fn user(&self, launch: &TaskLaunch) -> Option<String>;
+
+    /// The environment the task starts with, and the names the policy took out of the
+    /// launch's (recorded in the handle so `alloc exec` leaves them out too). Everything
+    /// unless the policy says otherwise.
+    fn environment(
+        &self,
+        launch: &TaskLaunch,
+        _engine: &ShimEngine,
+    ) -> Result<TaskEnvironment, DriverError> {
+        Ok(TaskEnvironment {
+            env: launch.env.clone(),
+            removed: Vec::new(),
+        })
+    }
+}
+
+/// The environment a task starts with, and the names a policy took out of its launch's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskEnvironment {
+    pub env: Vec<(String, String)>,
+    pub removed: Vec<String>,
 }
 
 /// A driver made of the shim engine and a [`LaunchPolicy`].
@@ -110,6 +136,11 @@ fn cgroup_component(value: &str) -> String {
 }
 
 impl ShimEngine {
+    /// The engine's settings.
+    pub fn config(&self) -> &RawExecConfig {
+        &self.config
+    }
+
     pub fn new(config: RawExecConfig, policy: impl LaunchPolicy) -> Self {
         Self {
             config,
@@ -219,6 +250,10 @@ impl ShimEngine {
 
     pub(crate) async fn start_task(&self, launch: &TaskLaunch) -> Result<TaskHandle, DriverError> {
         let isolation = self.policy.isolation(launch, self)?;
+        let TaskEnvironment {
+            env,
+            removed: removed_env,
+        } = self.policy.environment(launch, self)?;
         if launch.command.is_empty() {
             return Err(DriverError::InvalidConfig("command is empty".to_string()));
         }
@@ -245,7 +280,7 @@ impl ShimEngine {
             task_id: launch.task_id.clone(),
             command: launch.command.clone(),
             args: launch.args.clone(),
-            env: launch.env.clone(),
+            env,
             // Isolated tasks start in their root; `cwd` is then a path inside it.
             cwd: match &isolation {
                 Some(_) => Some(PathBuf::from("/")),
@@ -288,7 +323,11 @@ impl ShimEngine {
                     name: spec.name,
                 }),
             }),
-            driver_state: serde_json::Value::Null,
+            driver_state: if removed_env.is_empty() {
+                serde_json::Value::Null
+            } else {
+                serde_json::json!({ crate::handle::REMOVED_ENV_KEY: removed_env })
+            },
         })
     }
 

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::DriverError;
 
 /// Task config keys of `raw_exec`.
-pub const RAW_EXEC_CONFIG_KEYS: &[&str] = &["command", "args", "pids_limit"];
+pub const RAW_EXEC_CONFIG_KEYS: &[&str] = &["command", "args", "pids_limit", "denied_envvars"];
 /// Task config keys of `exec`.
 pub const EXEC_CONFIG_KEYS: &[&str] = &[
     "command",

@@ -906,6 +906,10 @@ pub static FEATURES: &[Feature] = &[
         "driver (raw_exec, exec, docker), user, config, env, meta, kill_timeout, kill_signal, leader, shutdown_delay",
     ),
     runs(
+        "task > config (raw_exec)",
+        "command, args, pids_limit (a drover extension: the task cgroup's pids.max), denied_envvars (Nomad 1.10: names or `*` globs removed from the task's environment and from what alloc exec runs in it, together with the client's plugin \"raw_exec\" { config { denied_envvars } }); other keys fail the task naming them",
+    ),
+    runs(
         "task > config (docker)",
         "image (pulled with auth (the task's, else the client's auth config file or credential helper) and auth_soft_fail, force_pull, image_pull_timeout), command, args, entrypoint, work_dir, ports (group network labels, published on the allocated host ports), network_mode (bridge, host, none, container:), hostname, dns_servers, dns_search_domains, dns_options, extra_hosts, labels, volumes and mount (and its pre-1.0 list form mounts; bind, volume, tmpfs; host paths, a bare volumes name being the task dir's as in Nomad, confined to the allocation (resolved beneath it by the kernel, so a planted symlink cannot lead out) and named volumes refused unless the client enables volumes), privileged (client-gated), cap_add (client allow_caps), cap_drop, devices, shm_size, ulimit, sysctl, pids_limit, memory_hard_limit (the container's hard limit, memory then its reservation, as Nomad), cpuset_cpus (in place of the cores' cpuset), tty, interactive, readonly_rootfs, init, ipc_mode, pid_mode, uts_mode (each only where the client's allowed_modes or allow_privileged allows it, as Nomad 2.0.4), group_add, security_opt, runtime (one of the client's allow_runtimes, Nomad's runc and nvidia by default), load (an image archive in local/, from an artifact, loaded instead of pulled), logging (type and config of the engine's log driver, json-file with two files of 2m by default); /alloc, /local and /secrets mounted (resolved beneath the allocation as the host paths); logs in the allocation's log files whatever the log driver",
     ),

@@ -397,17 +397,51 @@ async fn handle<B: ApiBackend>(
             if versions.is_empty() {
                 return Err(ApiError::not_found("job versions not found"));
             }
+            let diff_tag = params.non_empty("diff_tag");
+            let diff_version = match params.non_empty("diff_version") {
+                None => None,
+                Some(text) => Some(text.parse::<u64>().map_err(|error| {
+                    ApiError::bad_request(format!(
+                        "Failed to parse value of \"diff_version\" ({text}) as a uint64: {error}"
+                    ))
+                })?),
+            };
             let diffs = if params.bool("diffs", false)? {
-                // Newest first: each version against the one before it, as Nomad answers.
-                let diffs = versions
-                    .windows(2)
-                    .map(|pair| {
-                        drover_structs::job_diff::diff_jobs(Some(&pair[1]), Some(&pair[0]), true)
-                            .map_err(|error| {
-                                ApiError::internal(format!("failed to create job diff: {error}"))
-                            })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
+                let diff = |old: &drover_structs::Job, new: &drover_structs::Job| {
+                    drover_structs::job_diff::diff_jobs(Some(old), Some(new), true).map_err(
+                        |error| ApiError::internal(format!("failed to create job diff: {error}")),
+                    )
+                };
+                // `diff_tag` (first) or `diff_version` names the version every version is
+                // compared with; Nomad answers a missing one with a plain error, a 500.
+                let compared = match (diff_tag, diff_version) {
+                    (Some(tag), _) => Some(
+                        versions
+                            .iter()
+                            .find(|job| job.version_tag.as_ref().is_some_and(|t| t.name == tag))
+                            .ok_or_else(|| ApiError::internal(format!("tag {tag:?} not found")))?,
+                    ),
+                    (None, Some(number)) => Some(
+                        versions
+                            .iter()
+                            .find(|job| job.version == number)
+                            .ok_or_else(|| {
+                                ApiError::internal(format!("version {number} not found"))
+                            })?,
+                    ),
+                    (None, None) => None,
+                };
+                let diffs = match compared {
+                    Some(compared) => versions
+                        .iter()
+                        .map(|job| diff(compared, job))
+                        .collect::<Result<Vec<_>, _>>()?,
+                    // Newest first: each version against the one before it, as Nomad answers.
+                    None => versions
+                        .windows(2)
+                        .map(|pair| diff(&pair[1], &pair[0]))
+                        .collect::<Result<Vec<_>, _>>()?,
+                };
                 (!diffs.is_empty()).then_some(diffs)
             } else {
                 None

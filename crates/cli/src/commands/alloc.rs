@@ -8,7 +8,7 @@ use drover_api::client::{ApiClient, LogsQuery};
 use drover_structs::{AllocResourceUsage, Allocation, CheckQueryResult, TaskState};
 
 use crate::commands::describe;
-use crate::commands::lookup::{resolve_allocation, task_names};
+use crate::commands::lookup::{resolve_allocation, resolve_allocation_or_job, task_names};
 use crate::commands::monitor::{MonitorOptions, monitor_evaluation};
 use crate::format::{
     date_from_timestamp, date_from_unix_nanos, now_unix_nanos, or_none, pretty_age,
@@ -64,7 +64,14 @@ pub struct FsArgs {
     /// Print JSON (with -stat or for a directory).
     #[arg(long)]
     pub json: bool,
-    /// The allocation ID or ID prefix.
+    /// The argument is a job ID or prefix: use one of its allocations (a running one when
+    /// any runs).
+    #[arg(long = "job")]
+    pub job: bool,
+    /// With -job: pick the allocation among those of this task group.
+    #[arg(long = "group", value_name = "GROUP")]
+    pub group: Option<String>,
+    /// The allocation ID or ID prefix (with -job, the job's).
     pub alloc: String,
     /// A path inside the allocation directory (default: its root).
     pub path: Option<String>,
@@ -106,7 +113,14 @@ pub struct LogsArgs {
     /// The task (may also be given as the second argument).
     #[arg(long = "task", value_name = "TASK")]
     pub task_flag: Option<String>,
-    /// The allocation ID or ID prefix.
+    /// The argument is a job ID or prefix: use one of its allocations (a running one when
+    /// any runs).
+    #[arg(long = "job")]
+    pub job: bool,
+    /// With -job: pick the allocation among those of this task group.
+    #[arg(long = "group", value_name = "GROUP")]
+    pub group: Option<String>,
+    /// The allocation ID or ID prefix (with -job, the job's).
     pub alloc: String,
     /// The task; optional when the allocation runs one task.
     pub task: Option<String>,
@@ -600,7 +614,15 @@ async fn alloc_logs(arguments: LogsArgs, io: &mut Io<'_>) -> i32 {
     let Some(client) = client_or_report(&arguments.api, io) else {
         return 1;
     };
-    let Some(allocation) = resolve_allocation(&client, io, &arguments.alloc).await else {
+    let Some(allocation) = resolve_allocation_or_job(
+        &client,
+        io,
+        &arguments.alloc,
+        arguments.job,
+        arguments.group.as_deref(),
+    )
+    .await
+    else {
         return 1;
     };
     let task = match arguments.task_flag.or(arguments.task) {
@@ -826,7 +848,15 @@ async fn alloc_fs(arguments: FsArgs, io: &mut Io<'_>) -> i32 {
     let Some(client) = client_or_report(&arguments.api, io) else {
         return 1;
     };
-    let Some(allocation) = resolve_allocation(&client, io, &arguments.alloc).await else {
+    let Some(allocation) = resolve_allocation_or_job(
+        &client,
+        io,
+        &arguments.alloc,
+        arguments.job,
+        arguments.group.as_deref(),
+    )
+    .await
+    else {
         return 1;
     };
     let path = arguments.path.unwrap_or_else(|| "/".to_string());

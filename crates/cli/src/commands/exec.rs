@@ -1,4 +1,4 @@
-//! `drover alloc exec [-i] [-t] [-task T] ID CMD…`: runs a command inside a task over the exec
+//! `drover alloc exec [-i] [-t] [-task T] [-job [-group G]] ID CMD…`: runs a command inside a task over the exec
 //! websocket, with the local terminal in raw mode for `-t`, window-size changes forwarded, and
 //! the remote exit code as this command's exit code.
 //!
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::commands::lookup::{resolve_allocation, task_names};
+use crate::commands::lookup::{resolve_allocation, resolve_allocation_or_job, task_names};
 use crate::format::short_id;
 use crate::{ApiFlags, Io};
 
@@ -57,7 +57,14 @@ pub struct ExecArgs {
     /// The task to run the command in; optional when the allocation runs one task.
     #[arg(long = "task", value_name = "TASK")]
     pub task: Option<String>,
-    /// The allocation ID or ID prefix.
+    /// The argument is a job ID or prefix: run in one of its allocations (a running one when
+    /// any runs).
+    #[arg(long = "job")]
+    pub job: bool,
+    /// With -job: pick the allocation among those of this task group.
+    #[arg(long = "group", value_name = "GROUP")]
+    pub group: Option<String>,
+    /// The allocation ID or ID prefix (with -job, the job's).
     pub alloc: String,
     /// The command and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
@@ -120,7 +127,15 @@ pub async fn alloc_exec(arguments: ExecArgs, io: &mut Io<'_>) -> i32 {
             return 1;
         }
     };
-    let Some(allocation) = resolve_allocation(&client, io, &arguments.alloc).await else {
+    let Some(allocation) = resolve_allocation_or_job(
+        &client,
+        io,
+        &arguments.alloc,
+        arguments.job,
+        arguments.group.as_deref(),
+    )
+    .await
+    else {
         return 1;
     };
     let task = match arguments.task {
@@ -405,7 +420,9 @@ pub async fn job_action(arguments: JobActionArgs, io: &mut Io<'_>) -> i32 {
             let Some(job_id) = crate::commands::lookup::resolve_job(&client, io, &job).await else {
                 return 1;
             };
-            match random_group_allocation(&client, &job_id, group).await {
+            match crate::commands::lookup::random_job_allocation(&client, &job_id, Some(group))
+                .await
+            {
                 Ok(alloc_id) => alloc_id,
                 Err(message) => {
                     io.error(format!("Error fetching allocations: {message}"));
@@ -465,47 +482,4 @@ pub async fn job_action(arguments: JobActionArgs, io: &mut Io<'_>) -> i32 {
         io,
     )
     .await
-}
-
-/// One allocation of the job's `group`, a running one when any runs, as Nomad's CLI picks it.
-async fn random_group_allocation(
-    client: &drover_api::client::ApiClient,
-    job_id: &str,
-    group: &str,
-) -> Result<String, String> {
-    let allocations = client
-        .job_allocations(job_id, false)
-        .await
-        .map_err(|error| format!("error querying job {job_id:?}: {error}"))?;
-    if allocations.is_empty() {
-        return Err(format!(
-            "job {job_id:?} doesn't exist or it has no allocations"
-        ));
-    }
-    let in_group: Vec<_> = allocations
-        .iter()
-        .filter(|allocation| allocation.task_group == group)
-        .collect();
-    if in_group.is_empty() {
-        return Err(format!(
-            "task group {group:?} doesn't exist or it has no allocations"
-        ));
-    }
-    let running: Vec<_> = in_group
-        .iter()
-        .filter(|allocation| allocation.client_status == "running")
-        .collect();
-    let pool = if running.is_empty() {
-        in_group.iter().collect::<Vec<_>>()
-    } else {
-        running
-    };
-    // Any allocation of the pool will do; the clock's nanoseconds spread the choice.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.subsec_nanos());
-    let index = usize::try_from(nanos).unwrap_or(0) % pool.len().max(1);
-    pool.get(index)
-        .map(|allocation| allocation.id.clone())
-        .ok_or_else(|| format!("task group {group:?} has no allocations"))
 }

@@ -1,6 +1,7 @@
-//! `drover job history [-p] [-full] [-json] [-t] [-version N] <job>`: a job's kept versions as
-//! Nomad's CLI prints them — `Version`, `Stable`, `Submit Date`, with `-p` each version's diff
-//! from the one before it (from `/v1/job/<id>/versions?diffs=true`), with `-full` the job as
+//! `drover job history [-p [-diff-tag T | -diff-version N]] [-full] [-json] [-t] [-version N]
+//! <job>`: a job's kept versions as Nomad's CLI prints them — `Version`, `Stable`, `Submit
+//! Date`, with `-p` each version's diff from the one before it, or from the version tagged T or
+//! numbered N (from `/v1/job/<id>/versions?diffs=true`), with `-full` the job as
 //! JSON; `-json` and `-t` as Nomad's `Format`.
 //!
 //! Not here: the diff's layout (shared with `job plan`, in `job_plan`).
@@ -21,9 +22,16 @@ use crate::{ApiFlags, Io};
 pub struct HistoryArgs {
     #[command(flatten)]
     pub api: ApiFlags,
-    /// Show each version's difference from the one before it.
+    /// Show each version's difference from the one before it (or from -diff-tag or
+    /// -diff-version).
     #[arg(short = 'p')]
     pub diff: bool,
+    /// With -p: compare every version with the one of this tag.
+    #[arg(long = "diff-tag", value_name = "TAG")]
+    pub diff_tag: Option<String>,
+    /// With -p: compare every version with this version.
+    #[arg(long = "diff-version", value_name = "VERSION")]
+    pub diff_version: Option<String>,
     /// Show each version's full job, as JSON.
     #[arg(long)]
     pub full: bool,
@@ -50,6 +58,27 @@ pub async fn job_history(arguments: HistoryArgs, io: &mut Io<'_>) -> i32 {
         io.error("-json and -t are exclusive with -p and -full");
         return 1;
     }
+    let diff_tag = arguments.diff_tag.as_deref().filter(|tag| !tag.is_empty());
+    let diff_version_text = arguments
+        .diff_version
+        .as_deref()
+        .filter(|text| !text.is_empty());
+    if (diff_tag.is_some() || diff_version_text.is_some()) && !arguments.diff {
+        io.error("-diff-tag and -diff-version can only be used with -p");
+        return 1;
+    }
+    if diff_tag.is_some() && diff_version_text.is_some() {
+        io.error("-diff-tag and -diff-version are mutually exclusive");
+        return 1;
+    }
+    let diff_version = match diff_version_text.map(str::parse::<u64>) {
+        None => None,
+        Some(Ok(version)) => Some(version),
+        Some(Err(error)) => {
+            io.error(format!("Error parsing -diff-version: {error}"));
+            return 1;
+        }
+    };
     let client = match arguments.api.client() {
         Ok(client) => client,
         Err(error) => {
@@ -60,7 +89,14 @@ pub async fn job_history(arguments: HistoryArgs, io: &mut Io<'_>) -> i32 {
     let Some(job_id) = resolve_job(&client, io, arguments.job.trim()).await else {
         return 1;
     };
-    let answer = match client.job_versions(&job_id, arguments.diff).await {
+    let answer = if diff_tag.is_some() || diff_version.is_some() {
+        client
+            .job_versions_against(&job_id, diff_tag, diff_version)
+            .await
+    } else {
+        client.job_versions(&job_id, arguments.diff).await
+    };
+    let answer = match answer {
         Ok(answer) => answer,
         Err(error) => {
             io.error(describe("retrieving job versions", &error));
@@ -123,7 +159,9 @@ fn format_version(job: &Job, diff: Option<&JobDiff>, full: bool) -> String {
             rows.push(("Tag Description", tag.description.clone()));
         }
     }
-    if let Some(diff) = diff {
+    // A version compared with itself (under -diff-tag or -diff-version) shows no diff.
+    if let Some(diff) = diff.filter(|diff| diff.r#type != drover_structs::job_diff::DiffType::None)
+    {
         rows.push(("Diff", format!("\n{}", format_job_diff(diff, false).trim())));
     }
     if full {

@@ -90,6 +90,81 @@ pub async fn resolve_allocation(
     }
 }
 
+/// The allocation `argument` names for `alloc exec|logs|fs`: with `job`, one allocation of the
+/// job the argument names (of `group` when given), as Nomad's CLI picks it; otherwise the
+/// allocation of that ID or prefix. `group` without `job` is refused: it would pick nothing.
+pub async fn resolve_allocation_or_job(
+    client: &ApiClient,
+    io: &mut Io<'_>,
+    argument: &str,
+    job: bool,
+    group: Option<&str>,
+) -> Option<Allocation> {
+    let group = group.filter(|group| !group.is_empty());
+    if !job {
+        if group.is_some() {
+            io.error("-group picks an allocation of a job: it needs -job");
+            return None;
+        }
+        return resolve_allocation(client, io, argument).await;
+    }
+    let job_id = resolve_job(client, io, argument).await?;
+    match random_job_allocation(client, &job_id, group).await {
+        Ok(alloc_id) => resolve_allocation(client, io, &alloc_id).await,
+        Err(message) => {
+            io.error(format!("Error fetching allocations: {message}"));
+            None
+        }
+    }
+}
+
+/// One allocation of the job (of its task `group` when given), a running one when any runs,
+/// else any of them, as Nomad's CLI picks it.
+pub async fn random_job_allocation(
+    client: &ApiClient,
+    job_id: &str,
+    group: Option<&str>,
+) -> Result<String, String> {
+    let allocations = client
+        .job_allocations(job_id, false)
+        .await
+        .map_err(|error| format!("error querying job {job_id:?}: {error}"))?;
+    if allocations.is_empty() {
+        return Err(format!(
+            "job {job_id:?} doesn't exist or it has no allocations"
+        ));
+    }
+    let candidates: Vec<_> = allocations
+        .iter()
+        .filter(|allocation| group.is_none_or(|group| allocation.task_group == group))
+        .collect();
+    if let Some(group) = group
+        && candidates.is_empty()
+    {
+        return Err(format!(
+            "task group {group:?} doesn't exist or it has no allocations"
+        ));
+    }
+    let running: Vec<_> = candidates
+        .iter()
+        .copied()
+        .filter(|allocation| allocation.client_status == "running")
+        .collect();
+    let pool = if running.is_empty() {
+        candidates
+    } else {
+        running
+    };
+    // Any allocation of the pool will do; the clock's nanoseconds spread the choice.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.subsec_nanos());
+    let index = usize::try_from(nanos).unwrap_or(0) % pool.len().max(1);
+    pool.get(index)
+        .map(|allocation| allocation.id.clone())
+        .ok_or_else(|| format!("job {job_id:?} has no allocations"))
+}
+
 /// The task names of an allocation's group, in the job's order.
 pub fn task_names(allocation: &Allocation) -> Vec<String> {
     let from_job: Vec<String> = allocation

@@ -209,6 +209,10 @@ fn exec_context_of(shared: &TaskRunnerShared) -> Result<TaskExecContext, TaskRun
         (Some(decoded), true) => container_process(&decoded.driver_state),
         _ => (None, None),
     };
+    let removed_env = decoded
+        .as_ref()
+        .map(drover_driver::TaskHandle::removed_env)
+        .unwrap_or_default();
     let shim = decoded.and_then(|handle| handle.shim);
     let task = shared.task();
     let task_pid = shim.as_ref().map(|shim| shim.task_pid).or(container_pid);
@@ -220,6 +224,8 @@ fn exec_context_of(shared: &TaskRunnerShared) -> Result<TaskExecContext, TaskRun
     {
         env = process_environment(pid);
     }
+    // What the driver kept from the task (raw_exec's `denied_envvars`) stays out here too.
+    env.retain(|name, _| !removed_env.contains(name));
     let isolated = ISOLATING_DRIVERS.contains(&handle.driver_name.as_str());
     let user = Some(task.user.clone()).filter(|user| !user.is_empty());
     Ok(TaskExecContext {
