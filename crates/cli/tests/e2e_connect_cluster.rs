@@ -7,7 +7,8 @@
 //! - the dashboard's task reaches `count-api` through its upstream, its own sidecar and the
 //!   api's sidecar on the other node, and the answers show in its logs; new connections are
 //!   balanced over both instances;
-//! - the api sidecar's public port answers on the host, but a plain TCP client gets nothing;
+//! - the api sidecar's public port answers on the host (its default TCP check passes), but a
+//!   plain TCP client gets nothing;
 //! - an intention `count-dashboard → count-api` deny makes new connections fail within a
 //!   second; allow restores them within a second;
 //! - one of the two api instances stopped (`job scale`) while requests go on one after
@@ -371,6 +372,23 @@ fn dashboard_reaches_api_on_another_node_through_the_mesh_follows_intentions_and
     });
     for registration in &registrations {
         assert_eq!(registration["Address"], "127.0.0.1", "{registration}");
+    }
+
+    // Each api sidecar's default check (Nomad's "Connect Sidecar Listening", TCP on its
+    // host port) passes.
+    for (api, _) in &apis {
+        wait_for(&format!("{api}'s sidecar check passing"), LIMIT, || {
+            let checks = node_a.get_json(&format!("/v1/client/allocation/{api}/checks"));
+            checks
+                .as_object()?
+                .values()
+                .any(|check| {
+                    check["Check"] == "Connect Sidecar Listening"
+                        && check["Service"] == "count-api-sidecar-proxy"
+                        && check["Status"] == "success"
+                })
+                .then_some(())
+        });
     }
 
     // The dashboard's own task gets answers from both instances across the nodes.
