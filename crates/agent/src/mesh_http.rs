@@ -285,8 +285,15 @@ async fn exact(
                     })
                     .filter(|value| !value.is_null())
             };
-            let action = match field("Action").and_then(|value| value.as_str()) {
-                Some(action) => IntentionAction::parse(action).map_err(ApiError::bad_request)?,
+            let action = match field("Action") {
+                Some(serde_json::Value::String(action)) => {
+                    IntentionAction::parse(action).map_err(ApiError::bad_request)?
+                }
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "Action must be \"allow\" or \"deny\", not {other}"
+                    )));
+                }
                 None => {
                     return Err(ApiError::bad_request(
                         "Action is required: \"allow\" or \"deny\"",
@@ -298,10 +305,15 @@ async fn exact(
                     "Permissions (L7 intentions) are not supported: the mesh is L4; use Action",
                 ));
             }
-            let description = field("Description")
-                .and_then(|value| value.as_str())
-                .unwrap_or_default()
-                .to_owned();
+            let description = match field("Description") {
+                None => String::new(),
+                Some(serde_json::Value::String(description)) => description.clone(),
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "Description must be a string, not {other}"
+                    )));
+                }
+            };
             let meta: BTreeMap<String, String> = match field("Meta") {
                 Some(meta) => serde_json::from_value(meta.clone())
                     .map_err(|error| ApiError::bad_request(format!("Meta: {error}")))?,

@@ -140,6 +140,13 @@ const ROUTES: &[&str] = &[
     "/v1/operator/etcd/members",
     "/v1/system/gc",
     "/v1/system/reconcile/summaries",
+    "/v1/agent/connect/ca/roots",
+    "/v1/agent/connect/ca/leaf/{name}",
+    "/v1/agent/connect/proxy/stats",
+    "/v1/connect/intentions",
+    "/v1/connect/intentions/exact",
+    "/v1/connect/intentions/match",
+    "/v1/connect/intentions/check",
 ];
 
 /// Routes that may answer with a stream that does not end: their headers must come within the
@@ -196,6 +203,10 @@ fn hostile_segment() -> impl Strategy<Value = Option<String>> {
 
 const QUERY_KEYS: &[&str] = &[
     "index",
+    "source",
+    "destination",
+    "by",
+    "name",
     "wait",
     "namespace",
     "region",
@@ -819,4 +830,160 @@ fn client_fs_paths_with_a_nul_are_400_not_500() {
         );
         assert_eq!(status, 400, "{operation}: {body}");
     }
+}
+
+/// The mesh's routes: a leaf asked for with odd service names (by a real sidecar's identity,
+/// by none), intentions written with bad bodies and parameters: each a 4xx that says what is
+/// wrong, never a 500, a panic or a write.
+#[test]
+fn mesh_leaf_with_odd_service_names_and_intentions_with_bad_bodies_are_4xx() {
+    let agent = Agent::start_dev();
+    let (_dir, path) = write_jobspec(
+        "mesh.hcl",
+        r#"
+job "mesh" {
+  group "web" {
+    task "connect-proxy-web" {
+      driver = "raw_exec"
+      identity {
+        file = true
+      }
+      config {
+        command = "sleep"
+        args    = ["3600"]
+      }
+    }
+  }
+}
+"#,
+    );
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    let alloc = wait_for("a running mesh allocation", Duration::from_secs(60), || {
+        let allocs = agent.get_json("/v1/job/mesh/allocations");
+        allocs
+            .as_array()?
+            .iter()
+            .find(|alloc| alloc["ClientStatus"] == "running")
+            .and_then(|alloc| alloc["ID"].as_str().map(str::to_owned))
+    });
+    let token_file = agent
+        .data_dir
+        .join("alloc")
+        .join(&alloc)
+        .join("connect-proxy-web/secrets/nomad_token");
+    let token = wait_for("the sidecar's identity", Duration::from_secs(60), || {
+        std::fs::read_to_string(&token_file).ok()
+    });
+    let leaf = |service: &str, token: Option<&str>| {
+        support::http_as(
+            "GET",
+            &agent.url(&format!("/v1/agent/connect/ca/leaf/{service}")),
+            token,
+            None,
+        )
+    };
+    // The identity is good: its own service's leaf is issued.
+    let (status, body) = leaf("web", Some(&token));
+    assert_eq!(status, 200, "{body}");
+    let long = "w".repeat(5000);
+    for odd in [
+        "web%2F..%2Fapi",
+        "..",
+        "web%00",
+        "%FF%FE",
+        "w%C3%A9b",
+        "web%20",
+        "*",
+        "web.",
+        long.as_str(),
+    ] {
+        // A path with a `..` segment is cleaned first, as Nomad's router does: a 301 to
+        // the clean path.
+        let refused =
+            |status: u16| status == 403 || status == 400 || (odd.contains("..") && status == 301);
+        let (status, body) = leaf(odd, Some(&token));
+        assert!(refused(status), "leaf {odd:.40}: {status} {body}");
+        let (status, body) = leaf(odd, None);
+        assert!(
+            refused(status),
+            "leaf {odd:.40} without a token: {status} {body}"
+        );
+    }
+    let (status, _) = leaf("", Some(&token));
+    assert_eq!(status, 404, "a leaf of no service");
+    let (status, _) = support::http_as(
+        "PUT",
+        &agent.url("/v1/agent/connect/ca/leaf/web"),
+        Some(&token),
+        Some("{}"),
+    );
+    assert_eq!(status, 405);
+
+    let exact = "/v1/connect/intentions/exact?source=web&destination=api";
+    for (body, says) in [
+        ("not json", "Failed to decode request body"),
+        ("{\"Action\":", "Failed to decode request body"),
+        ("[]", "Action is required"),
+        ("{}", "Action is required"),
+        ("{\"Action\":null}", "Action is required"),
+        ("{\"Action\":\"maybe\"}", "maybe"),
+        ("{\"Action\":5}", "Action must be"),
+        ("{\"Action\":[\"allow\"]}", "Action must be"),
+        (
+            "{\"Action\":\"allow\",\"Description\":7}",
+            "Description must be a string",
+        ),
+        ("{\"Action\":\"allow\",\"Meta\":{\"a\":1}}", "Meta"),
+        ("{\"Action\":\"allow\",\"Meta\":[]}", "Meta"),
+        ("{\"Action\":\"allow\",\"Permissions\":[]}", "Permissions"),
+    ] {
+        let (status, answer) = call(&agent, "PUT", exact, Some(body));
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert!(answer.contains(says), "{body}: {answer}");
+    }
+    let good = Some("{\"Action\":\"deny\"}");
+    for (path, says) in [
+        ("/v1/connect/intentions/exact?destination=api", "source"),
+        ("/v1/connect/intentions/exact?source=web", "destination"),
+        (
+            "/v1/connect/intentions/exact?source=a/b/c&destination=api",
+            "source",
+        ),
+        (
+            "/v1/connect/intentions/exact?source=&destination=api",
+            "source",
+        ),
+        (
+            "/v1/connect/intentions/exact?source=w%20b&destination=api",
+            "source",
+        ),
+        (
+            "/v1/connect/intentions/exact?source=web&destination=%FF",
+            "destination",
+        ),
+    ] {
+        let (status, answer) = call(&agent, "PUT", path, good);
+        assert_eq!(status, 400, "{path}: {answer}");
+        assert!(answer.contains(says), "{path}: {answer}");
+    }
+    for (path, says) in [
+        ("/v1/connect/intentions/match?name=web", "by"),
+        ("/v1/connect/intentions/match?by=sideways&name=web", "by"),
+        ("/v1/connect/intentions/match?by=source", "name"),
+        ("/v1/connect/intentions/match?by=source&name=a/b/c", "name"),
+        ("/v1/connect/intentions/check?source=web", "destination"),
+        ("/v1/connect/intentions?filter=x", "filter"),
+        ("/v1/connect/intentions?index=abc", "index"),
+    ] {
+        let (status, answer) = call(&agent, "GET", path, None);
+        assert_eq!(status, 400, "{path}: {answer}");
+        assert!(answer.contains(says), "{path}: {answer}");
+    }
+    // Nothing of that was written.
+    let listed = agent.get_json("/v1/connect/intentions");
+    assert_eq!(listed, json!([]), "{listed}");
+    let (status, answer) = call(&agent, "DELETE", exact, None);
+    assert!(status == 404 || status == 200, "{answer}");
+    let (status, answer) = call(&agent, "PUT", "/v1/agent/connect/proxy/stats", Some("[1,2"));
+    assert_eq!(status, 400, "{answer}");
 }

@@ -1,8 +1,14 @@
 //! The proxy's calls to its local agent, over the allocation's agent socket, each with the
 //! sidecar's workload identity (read from its file at every call: the client renews it).
+//! The socket lives deep in the agent's data dir (`<data_dir>/alloc/<alloc>/<task>/secrets/
+//! api.sock`), often past the 107 bytes a unix socket address holds: it is then reached
+//! through a descriptor of its directory (`drover_shim::socket_path`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+
+use drover_shim::socket_path::SocketPath;
 
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
@@ -64,6 +70,8 @@ pub struct IntentionSet {
 pub struct AgentClient {
     http: reqwest::Client,
     token_file: PathBuf,
+    /// Keeps the directory descriptor a long socket path goes through open.
+    _socket: Arc<SocketPath>,
 }
 
 fn encode(part: &str) -> String {
@@ -72,8 +80,12 @@ fn encode(part: &str) -> String {
 
 impl AgentClient {
     pub fn new(socket: PathBuf, token_file: PathBuf) -> Result<Self, MeshError> {
+        let address = SocketPath::new(&socket).map_err(|error| MeshError::Agent {
+            what: format!("the agent socket {}", socket.display()),
+            reason: error.to_string(),
+        })?;
         let http = reqwest::Client::builder()
-            .unix_socket(socket.clone())
+            .unix_socket(address.path().to_path_buf())
             // Longer than a blocking query's wait.
             .timeout(Duration::from_secs(60))
             .build()
@@ -81,7 +93,11 @@ impl AgentClient {
                 what: format!("client for {}", socket.display()),
                 reason: error.to_string(),
             })?;
-        Ok(AgentClient { http, token_file })
+        Ok(AgentClient {
+            http,
+            token_file,
+            _socket: Arc::new(address),
+        })
     }
 
     fn token(&self) -> Result<String, MeshError> {
@@ -223,5 +239,71 @@ impl AgentClient {
             return Err(failed(response.status().to_string()));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// Regression: a sidecar whose allocation dir lies deep in the agent's data dir (a client
+    /// agent's data dir under a test's, a long service name) could not reach its agent: the
+    /// socket's path was longer than a unix socket address holds.
+    #[tokio::test]
+    async fn an_agent_socket_path_longer_than_a_unix_address_holds_is_reached() {
+        let temp = tempfile::tempdir().unwrap();
+        let secrets = temp
+            .path()
+            .join("node-b/data/alloc/a2962018-6ec2-4afc-9f2a-501d6eb61613")
+            .join("connect-proxy-count-dashboard-with-a-long-name/secrets");
+        std::fs::create_dir_all(&secrets).unwrap();
+        let socket = secrets.join("api.sock");
+        assert!(socket.as_os_str().len() > 107, "{}", socket.display());
+        let token_file = secrets.join("nomad_token");
+        std::fs::write(&token_file, "the-token\n").unwrap();
+
+        let bound = SocketPath::new(&socket).unwrap();
+        let listener = tokio::net::UnixListener::bind(bound.path()).unwrap();
+        let server = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 1024];
+            while !request.windows(4).any(|window| window == b"\r\n\r\n") {
+                let read = stream.read(&mut buffer).await.unwrap();
+                assert!(read > 0, "the request ended early");
+                request.extend_from_slice(&buffer[..read]);
+            }
+            let body = r#"{"ActiveRootID":"r1","TrustDomain":"t.consul","Roots":[]}"#;
+            stream
+                .write_all(
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                )
+                .await
+                .unwrap();
+            String::from_utf8(request).unwrap()
+        });
+
+        let client = AgentClient::new(socket, token_file).unwrap();
+        let roots = client.roots().await.unwrap();
+        assert_eq!(roots.trust_domain, "t.consul");
+        let request = server.await.unwrap();
+        assert!(
+            request.starts_with("GET /v1/agent/connect/ca/roots "),
+            "{request}"
+        );
+        assert!(
+            request
+                .to_ascii_lowercase()
+                .contains("x-nomad-token: the-token\r\n"),
+            "{request}"
+        );
     }
 }

@@ -36,6 +36,42 @@ pub fn sidecar_port_label(service: &str) -> String {
     format!("{CONNECT_PROXY_PREFIX}-{service}")
 }
 
+/// The name of the check Nomad registers on a sidecar's public port.
+pub const SIDECAR_CHECK_NAME: &str = "Connect Sidecar Listening";
+
+/// The registration of `service`'s Connect sidecar as its checks see it, with the check
+/// Nomad gives every sidecar unless `disable_default_tcp_check`: TCP on the host address and
+/// port of the sidecar's public listener, every 10 s. `None` without a sidecar.
+pub fn sidecar_checked_service(service: &crate::job::Service) -> Option<crate::job::Service> {
+    let sidecar = service.connect.as_ref()?.sidecar_service.as_ref()?;
+    let port_label = if sidecar.port.is_empty() {
+        sidecar_port_label(&service.name)
+    } else {
+        sidecar.port.clone()
+    };
+    let checks = if sidecar.disable_default_tcp_check {
+        Vec::new()
+    } else {
+        vec![crate::job::ServiceCheck {
+            name: SIDECAR_CHECK_NAME.to_string(),
+            r#type: "tcp".to_string(),
+            port_label: port_label.clone(),
+            address_mode: "host".to_string(),
+            interval: DurationNs::from_secs(10),
+            ..crate::job::ServiceCheck::default()
+        }]
+    };
+    Some(crate::job::Service {
+        name: format!("{}-sidecar-proxy", service.name),
+        port_label,
+        address_mode: "host".to_string(),
+        provider: service.provider.clone(),
+        namespace: service.namespace.clone(),
+        checks,
+        ..crate::job::Service::default()
+    })
+}
+
 /// The service a task is the sidecar proxy of, if its kind says so.
 pub fn sidecar_service_of(task: &Task) -> Option<&str> {
     task.kind
@@ -228,6 +264,41 @@ mod tests {
         .unwrap();
         job.canonicalize();
         job
+    }
+
+    #[test]
+    fn a_sidecar_gets_nomads_default_tcp_check_unless_disabled() {
+        let service: crate::job::Service = serde_json::from_value(json!({
+            "Name": "count-api",
+            "PortLabel": "http",
+            "Provider": "nomad",
+            "Connect": {"SidecarService": {}}
+        }))
+        .unwrap();
+        let sidecar = sidecar_checked_service(&service).unwrap();
+        assert_eq!(sidecar.name, "count-api-sidecar-proxy");
+        assert_eq!(sidecar.port_label, "connect-proxy-count-api");
+        assert_eq!(sidecar.provider, "nomad");
+        assert_eq!(sidecar.checks.len(), 1);
+        let check = &sidecar.checks[0];
+        assert_eq!(check.name, "Connect Sidecar Listening");
+        assert_eq!(check.r#type, "tcp");
+        assert_eq!(check.port_label, "connect-proxy-count-api");
+        assert_eq!(check.address_mode, "host");
+        assert_eq!(check.interval, DurationNs::from_secs(10));
+
+        let disabled: crate::job::Service = serde_json::from_value(json!({
+            "Name": "count-api",
+            "Connect": {"SidecarService": {"Port": "mesh", "DisableDefaultTCPCheck": true}}
+        }))
+        .unwrap();
+        let sidecar = sidecar_checked_service(&disabled).unwrap();
+        assert_eq!(sidecar.port_label, "mesh");
+        assert!(sidecar.checks.is_empty());
+
+        let plain: crate::job::Service =
+            serde_json::from_value(json!({"Name": "count-api"})).unwrap();
+        assert!(sidecar_checked_service(&plain).is_none());
     }
 
     #[test]

@@ -145,9 +145,16 @@ fn checks_of(alloc: &Allocation) -> Vec<CheckSpec> {
     else {
         return Vec::new();
     };
+    // Each Connect sidecar's registration, with its default TCP check.
+    let sidecars: Vec<Service> = group
+        .services
+        .iter()
+        .filter_map(drover_structs::connect::sidecar_checked_service)
+        .collect();
     let group_services = group
         .services
         .iter()
+        .chain(&sidecars)
         .map(|service| (String::new(), service));
     let task_services = group.tasks.iter().flat_map(|task| {
         task.services

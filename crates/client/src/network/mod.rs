@@ -12,7 +12,10 @@
 //!   `nomad` by default) with `host-local` IPAM on `bridge_network_subnet` (`172.26.64.0/20`),
 //!   masquerade, gateway and hairpin per config; `firewall` with the `NOMAD-ADMIN` admin chain
 //!   (which gets the rule accepting traffic to the bridge's subnet); `portmap` with `snat`,
-//!   given the allocation's ports (host port → `to`, TCP and UDP).
+//!   given the allocation's ports (host port → `to`, TCP and UDP). A Connect sidecar's public
+//!   port allocated on a loopback address (an agent bound to 127.0.0.1) is also mapped on the
+//!   bridge's gateway (the subnet's first address), where sidecars in other groups' namespaces
+//!   on the bridge dial it (they cannot reach the host's loopback).
 //! - **none**: the namespace with only its loopback (the `loopback` plugin brings it up).
 //! - **cni/<name>**: the conflist named `<name>` in `cni_config_dir`, with the group's
 //!   `cni { args }` added to `CNI_ARGS`.
@@ -622,10 +625,16 @@ impl Setup {
             ifname: ALLOC_IFNAME.to_string(),
             conflist,
             cni_args: cni_args(alloc, network),
-            port_mappings: if self.mode == GroupNetworkMode::None {
-                Vec::new()
-            } else {
-                port_mappings(alloc)
+            port_mappings: match self.mode {
+                GroupNetworkMode::None => Vec::new(),
+                GroupNetworkMode::Bridge => {
+                    let mut mappings = port_mappings(alloc);
+                    if let Some(gateway) = bridge_gateway(&self.config.bridge_network_subnet) {
+                        mappings.extend(sidecar_gateway_mappings(alloc, gateway));
+                    }
+                    mappings
+                }
+                _ => port_mappings(alloc),
             },
             result: None,
             status: None,
@@ -941,6 +950,70 @@ pub fn port_mappings(alloc: &Allocation) -> Vec<cni::PortMapping> {
     mappings
 }
 
+/// The bridge's gateway on an IPv4 `subnet` (`a.b.c.d/n`): its first address, which
+/// `host-local` gives the bridge.
+pub fn bridge_gateway(subnet: &str) -> Option<std::net::Ipv4Addr> {
+    let (address, prefix) = subnet.split_once('/')?;
+    let address: std::net::Ipv4Addr = address.parse().ok()?;
+    let prefix: u32 = prefix.parse().ok()?;
+    if prefix > 30 {
+        return None;
+    }
+    let mask = u32::MAX.checked_shl(32 - prefix).unwrap_or(0);
+    Some(std::net::Ipv4Addr::from((u32::from(address) & mask) + 1))
+}
+
+/// The ports of the group's Connect sidecars (`connect-proxy-<service>`, or the
+/// `sidecar_service`'s own `port`) that are allocated on a loopback address, mapped again on
+/// the bridge's `gateway`: other groups' sidecars on the bridge dial a loopback registration
+/// there.
+pub fn sidecar_gateway_mappings(
+    alloc: &Allocation,
+    gateway: std::net::Ipv4Addr,
+) -> Vec<cni::PortMapping> {
+    let sidecar_labels: Vec<String> = alloc
+        .job
+        .as_deref()
+        .and_then(|job| job.lookup_task_group(&alloc.task_group))
+        .map(|group| {
+            group
+                .services
+                .iter()
+                .filter_map(|service| {
+                    let sidecar = service.connect.as_ref()?.sidecar_service.as_ref()?;
+                    Some(if sidecar.port.is_empty() {
+                        drover_structs::connect::sidecar_port_label(&service.name)
+                    } else {
+                        sidecar.port.clone()
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let gateway = gateway.to_string();
+    port_mappings(alloc)
+        .into_iter()
+        .filter(|mapping| mapping.protocol == "tcp")
+        .filter(|mapping| {
+            mapping
+                .host_ip
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+        })
+        .filter(|mapping| {
+            alloc.allocated_resources.as_ref().is_some_and(|resources| {
+                resources.shared.ports.iter().any(|port| {
+                    port.value == mapping.host_port && sidecar_labels.contains(&port.label)
+                })
+            })
+        })
+        .map(|mapping| cni::PortMapping {
+            host_ip: gateway.clone(),
+            ..mapping
+        })
+        .collect()
+}
+
 /// Nomad's `AllocNetworkStatus` from a CNI result: the first IPv4 address of an interface in
 /// the sandbox (any interface when none is), and the result's DNS.
 pub fn status_from_result(result: &Value) -> Result<Value, NetworkError> {
@@ -1092,6 +1165,67 @@ fn ensure_admin_chain(config: &NetworkConfig) -> Result<(), NetworkError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn the_bridge_gateway_is_the_subnets_first_address() {
+        assert_eq!(
+            bridge_gateway("172.26.64.0/20"),
+            Some("172.26.64.1".parse().unwrap())
+        );
+        assert_eq!(
+            bridge_gateway("10.252.43.77/24"),
+            Some("10.252.43.1".parse().unwrap())
+        );
+        assert_eq!(bridge_gateway("10.0.0.0/31"), None);
+        assert_eq!(bridge_gateway("fd00::/64"), None);
+        assert_eq!(bridge_gateway("nonsense"), None);
+    }
+
+    /// Regression: a sidecar registered at 127.0.0.1 (an agent bound to loopback) was dialled
+    /// at the bridge's gateway, where nothing mapped its port: only the loopback mapping
+    /// existed, so no sidecar in another namespace reached it.
+    #[test]
+    fn a_sidecars_loopback_port_is_mapped_on_the_bridge_gateway_too() {
+        let alloc: Allocation = serde_json::from_value(json!({
+            "ID": "a1",
+            "TaskGroup": "api",
+            "Job": {
+                "ID": "countdash",
+                "TaskGroups": [{
+                    "Name": "api",
+                    "Services": [
+                        {"Name": "count-api", "PortLabel": "http",
+                         "Connect": {"SidecarService": {}}},
+                        {"Name": "plain", "PortLabel": "http"}
+                    ]
+                }]
+            },
+            "AllocatedResources": {"Shared": {"Ports": [
+                {"Label": "http", "Value": 20001, "To": 9001, "HostIP": "127.0.0.1"},
+                {"Label": "connect-proxy-count-api", "Value": 20002, "To": 20002, "HostIP": "127.0.0.1"}
+            ]}}
+        }))
+        .unwrap();
+        let gateway = "10.252.43.1".parse().unwrap();
+        let mappings = sidecar_gateway_mappings(&alloc, gateway);
+        assert_eq!(
+            mappings,
+            vec![cni::PortMapping {
+                host_port: 20002,
+                container_port: 20002,
+                protocol: "tcp".to_string(),
+                host_ip: "10.252.43.1".to_string(),
+            }]
+        );
+        // A port on a routable address needs nothing more.
+        let mut routable = alloc.clone();
+        if let Some(resources) = routable.allocated_resources.as_mut() {
+            for port in &mut resources.shared.ports {
+                port.host_ip = "192.0.2.10".to_string();
+            }
+        }
+        assert!(sidecar_gateway_mappings(&routable, gateway).is_empty());
+    }
 
     #[test]
     fn the_status_is_the_sandbox_interfaces_first_ipv4_address() {
