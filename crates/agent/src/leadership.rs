@@ -176,9 +176,12 @@ pub fn run_leader_duties(
             let leading = leadership.borrow_and_update().is_leader;
             if leading && !server.is_leader() {
                 // The store must hold every write the previous leader made before the broker
-                // and timers are rebuilt from it.
-                if let Err(error) = state.reload_from_backend().await {
-                    tracing::warn!(%error, "reloading the state before leading failed");
+                // and timers are rebuilt from it: an evaluation it stored and a stale store
+                // missed would never be enqueued (a rolling deployment then waits for it until
+                // its progress deadline). So the reload is tried until it succeeds, for as long
+                // as this server leads.
+                if !reload_while_leading(&state, &mut leadership).await {
+                    continue;
                 }
                 server.establish_leadership(Takeover::Failover);
                 if let Err(error) = keyring.ensure_root_key().await {
@@ -195,6 +198,36 @@ pub fn run_leader_duties(
             }
         }
     })
+}
+
+/// How long a new leader waits before reading the store again after a failed reload.
+const RELOAD_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Reloads `state` from etcd until it succeeds (`true`), or answers `false` once this server no
+/// longer leads.
+async fn reload_while_leading(
+    state: &StateStore,
+    leadership: &mut watch::Receiver<Leadership>,
+) -> bool {
+    loop {
+        match state.reload_from_backend().await {
+            Ok(()) => return true,
+            Err(error) => {
+                tracing::warn!(%error, "reloading the state before leading failed; trying again");
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(RELOAD_RETRY) => {}
+            changed = leadership.changed() => {
+                if changed.is_err() {
+                    return false;
+                }
+            }
+        }
+        if !leadership.borrow().is_leader {
+            return false;
+        }
+    }
 }
 
 /// Marks a write a follower passed to its leader: the leader serves it itself.
