@@ -3,8 +3,9 @@
 //! the leader, and every server answers the cluster's status truthfully.
 //!
 //! - [`run_leader_duties`] follows the election: on taking the leadership the server reloads its
-//!   store from etcd and starts the broker, workers, periodic dispatcher, drainer and heartbeat
-//!   timers from it (nodes get Nomad's failover heartbeat deadline), and the keyring gets its
+//!   store from etcd (trying again until it succeeds) and starts the broker, workers, periodic
+//!   dispatcher, drainer and heartbeat timers from it (nodes get Nomad's failover heartbeat
+//!   deadline), and the keyring gets its
 //!   first root key; on losing it that work stops at once (the store's writes are already
 //!   refused by then: they are fenced by the leader's lease).
 //! - [`forward_writes`]: on a follower, every write (`/v1/…` other than GET/HEAD, the agent's
