@@ -1051,10 +1051,14 @@ pub async fn guard_node_calls(
                 >(&bytes)
                 .map(|request| request.alloc)
                 .unwrap_or_default();
+                // An allocation this server does not know is no other node's: the write skips
+                // it (as Nomad's `Node.UpdateAlloc` does), or, on a leader that has not yet
+                // read the previous leader's last writes, fails on the store's revision and is
+                // sent again. Refusing it made the client drop the whole report.
                 let foreign = updates.iter().any(|update| {
                     state
                         .alloc(&update.id)
-                        .is_none_or(|alloc| alloc.node_id != node.id)
+                        .is_some_and(|alloc| alloc.node_id != node.id)
                 });
                 foreign.then_some((StatusCode::FORBIDDEN, "Permission denied"))
             }

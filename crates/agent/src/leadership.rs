@@ -3,8 +3,9 @@
 //! the leader, and every server answers the cluster's status truthfully.
 //!
 //! - [`run_leader_duties`] follows the election: on taking the leadership the server reloads its
-//!   store from etcd and starts the broker, workers, periodic dispatcher, drainer and heartbeat
-//!   timers from it (nodes get Nomad's failover heartbeat deadline), and the keyring gets its
+//!   store from etcd (trying again until it succeeds) and starts the broker, workers, periodic
+//!   dispatcher, drainer and heartbeat timers from it (nodes get Nomad's failover heartbeat
+//!   deadline), and the keyring gets its
 //!   first root key; on losing it that work stops at once (the store's writes are already
 //!   refused by then: they are fenced by the leader's lease).
 //! - [`forward_writes`]: on a follower, every write (`/v1/…` other than GET/HEAD, the agent's
@@ -176,9 +177,12 @@ pub fn run_leader_duties(
             let leading = leadership.borrow_and_update().is_leader;
             if leading && !server.is_leader() {
                 // The store must hold every write the previous leader made before the broker
-                // and timers are rebuilt from it.
-                if let Err(error) = state.reload_from_backend().await {
-                    tracing::warn!(%error, "reloading the state before leading failed");
+                // and timers are rebuilt from it: an evaluation it stored and a stale store
+                // missed would never be enqueued (a rolling deployment then waits for it until
+                // its progress deadline). So the reload is tried until it succeeds, for as long
+                // as this server leads.
+                if !reload_while_leading(&state, &mut leadership).await {
+                    continue;
                 }
                 server.establish_leadership(Takeover::Failover);
                 if let Err(error) = keyring.ensure_root_key().await {
@@ -195,6 +199,36 @@ pub fn run_leader_duties(
             }
         }
     })
+}
+
+/// How long a new leader waits before reading the store again after a failed reload.
+const RELOAD_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Reloads `state` from etcd until it succeeds (`true`), or answers `false` once this server no
+/// longer leads.
+async fn reload_while_leading(
+    state: &StateStore,
+    leadership: &mut watch::Receiver<Leadership>,
+) -> bool {
+    loop {
+        match state.reload_from_backend().await {
+            Ok(()) => return true,
+            Err(error) => {
+                tracing::warn!(%error, "reloading the state before leading failed; trying again");
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(RELOAD_RETRY) => {}
+            changed = leadership.changed() => {
+                if changed.is_err() {
+                    return false;
+                }
+            }
+        }
+        if !leadership.borrow().is_leader {
+            return false;
+        }
+    }
 }
 
 /// Marks a write a follower passed to its leader: the leader serves it itself.

@@ -8,8 +8,10 @@
 //! cannot be reached (refused, reset, timed out) or answers 5xx passes the call to the next
 //! (the move is logged: `calls go to another server now`).
 //! Errors map onto [`ServerConnError`]: nothing reachable → `Unavailable`; 404 on a heartbeat
-//! → `UnknownNode`; 400 and other 4xx → `Rejected`; 5xx or an answer that does not decode →
-//! `Internal`.
+//! → `UnknownNode`; 408 and 429 → `Unavailable`; a 403 or 404 on an allocation status report →
+//! `Internal` (the answering server does not know the allocation or node yet, as a leader that
+//! has just taken over may not: the report is sent again); 400 and other 4xx → `Rejected`; 5xx
+//! or an answer that does not decode → `Internal`.
 //!
 //! Every answer must carry the server's cluster identity (`X-Drover-Cluster-ID`). The first
 //! one the node sees is the cluster it joins, kept in `cluster_id_file` across restarts; an
@@ -199,6 +201,10 @@ enum NotFoundMeans {
     /// A read of something that may not exist (a variable): the 404 is an answer, with an
     /// empty body and the index it was read at.
     Absent,
+    /// A report on allocations: a 404 or 403 says the answering server's state does not know
+    /// them, or this node, yet (a leader that has just taken over may not have read every
+    /// write of the one before): `Internal`, to be sent again. Only a 400 rejects the report.
+    NotYetKnown,
 }
 
 /// A server's successful answer: its body and its `X-Nomad-Index` (0 without one).
@@ -471,14 +477,19 @@ impl HttpServerConn {
             }
         };
         Err(match status.as_u16() {
+            404 | 403 if matches!(call.not_found, NotFoundMeans::NotYetKnown) => {
+                ServerConnError::Internal { message }
+            }
             404 => match call.not_found {
                 NotFoundMeans::UnknownNode => ServerConnError::UnknownNode {
                     node_id: call.node_id.to_owned(),
                 },
-                NotFoundMeans::Rejected | NotFoundMeans::Absent => {
+                NotFoundMeans::Rejected | NotFoundMeans::Absent | NotFoundMeans::NotYetKnown => {
                     ServerConnError::Rejected { message }
                 }
             },
+            // A request that timed out or came too soon: it may succeed when sent again.
+            408 | 429 => ServerConnError::Unavailable { message },
             400..=499 => ServerConnError::Rejected { message },
             _ => ServerConnError::Internal { message },
         })
@@ -663,7 +674,7 @@ impl ServerConn for HttpServerConn {
             timeout: self.request_timeout,
             node_id: "",
             reports_alloc: Some(&first_alloc),
-            not_found: NotFoundMeans::Rejected,
+            not_found: NotFoundMeans::NotYetKnown,
             token: None,
         })
         .await?;
@@ -1210,6 +1221,39 @@ mod tests {
             }
         );
         assert!(error.is_retryable());
+    }
+
+    /// A leader that has just taken over may answer a status report 403 or 404 before it has
+    /// read the allocations the previous leader placed: the report was dropped for good, and a
+    /// deployment waiting for that allocation's health stalled until its progress deadline.
+    #[tokio::test]
+    async fn a_status_report_refused_by_a_server_that_does_not_know_the_allocation_is_sent_again() {
+        let update = AllocClientUpdate {
+            alloc_id: "a1".into(),
+            client_status: "running".into(),
+            ..AllocClientUpdate::default()
+        };
+        for (status, retryable) in [
+            ("403 Forbidden", true),
+            ("404 Not Found", true),
+            ("429 Too Many Requests", true),
+            ("408 Request Timeout", true),
+            ("400 Bad Request", false),
+        ] {
+            let (address, _served) = answer_once(status, "refused").await;
+            let error = conn(vec![address])
+                .update_allocs(vec![update.clone()])
+                .await
+                .unwrap_err();
+            assert_eq!(error.is_retryable(), retryable, "{status}: {error:?}");
+        }
+        // Elsewhere a 403 stays a refusal.
+        let (address, _served) = answer_once("403 Forbidden", "Permission denied").await;
+        let error = conn(vec![address])
+            .heartbeat("node-1", "")
+            .await
+            .unwrap_err();
+        assert!(!error.is_retryable(), "{error:?}");
     }
 
     #[tokio::test]

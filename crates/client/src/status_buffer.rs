@@ -14,6 +14,7 @@
 //!                       ServerConn::update_allocs(batch)
 //!                          ok    → remember the accepted ClientStatus per alloc
 //!                          error → put entries back unless a newer one arrived, back off
+//!                          refused (400: the report itself is bad) → dropped
 //! ```
 //!
 //! Only a changed `ClientStatus` or a newly decided deployment health moves deployments and

@@ -296,6 +296,11 @@ impl EvalBroker {
         Ok(NackOutcome::Requeued)
     }
 
+    /// How many times `eval_id` has been handed out so far.
+    pub fn deliveries(&self, eval_id: &str) -> u32 {
+        self.lock().deliveries.get(eval_id).copied().unwrap_or(0)
+    }
+
     /// Number of evaluations ready to be handed out.
     pub fn ready_len(&self) -> usize {
         self.lock().ready.len()

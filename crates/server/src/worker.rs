@@ -51,23 +51,58 @@ pub(crate) async fn run(server: Arc<ServerInner>, shutdown: CancellationToken) {
                 }
             }
             Err(error) => {
-                tracing::warn!(eval_id, %error, "evaluation failed; will retry");
-                match server.broker.nack(&eval_id, token) {
-                    Ok(NackOutcome::DeliveryLimitReached { failed, superseded }) => {
-                        let mut failed = *failed;
-                        failed.status = EVAL_STATUS_FAILED.to_owned();
-                        failed.status_description =
-                            format!("evaluation reached its delivery limit: {error}");
-                        if let Err(error) = server.store_evals(vec![failed]).await {
-                            tracing::error!(eval_id, %error, "could not record the failed evaluation");
+                // Nomad's nack delays: an evaluation that failed (the store did not answer, the
+                // leadership moved) is handed out again only after a while, so a short outage
+                // does not use up its deliveries at once and leave it failed for good.
+                let delay = nack_delay(server.broker.deliveries(&eval_id));
+                tracing::warn!(eval_id, %error, ?delay, "evaluation failed; will retry");
+                let (server, shutdown) = (server.clone(), shutdown.clone());
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = shutdown.cancelled() => {}
+                        () = tokio::time::sleep(delay) => {
+                            nack(&server, &eval_id, token, &error).await;
                         }
-                        server.cancel_superseded(superseded).await;
                     }
-                    Ok(NackOutcome::Requeued) => {}
-                    Err(error) => tracing::error!(eval_id, %error, "nack refused"),
-                }
+                });
             }
         }
+    }
+}
+
+/// Nomad's `EvalNackInitialReenqueueDelay`: the wait before a first failed delivery is retried.
+pub(crate) const NACK_FIRST_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+/// Nomad's `EvalNackSubsequentReenqueueDelay`: the wait before a later one is.
+pub(crate) const NACK_LATER_DELAY: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// The wait before a failed evaluation, handed out `deliveries` times, is returned.
+fn nack_delay(deliveries: u32) -> std::time::Duration {
+    if deliveries <= 1 {
+        NACK_FIRST_DELAY
+    } else {
+        NACK_LATER_DELAY
+    }
+}
+
+/// Returns a failed evaluation to the broker; past its delivery limit it is recorded failed.
+async fn nack(
+    server: &Arc<ServerInner>,
+    eval_id: &str,
+    token: crate::broker::DeliveryToken,
+    error: &ServerError,
+) {
+    match server.broker.nack(eval_id, token) {
+        Ok(NackOutcome::DeliveryLimitReached { failed, superseded }) => {
+            let mut failed = *failed;
+            failed.status = EVAL_STATUS_FAILED.to_owned();
+            failed.status_description = format!("evaluation reached its delivery limit: {error}");
+            if let Err(error) = server.store_evals(vec![failed]).await {
+                tracing::error!(eval_id, %error, "could not record the failed evaluation");
+            }
+            server.cancel_superseded(superseded).await;
+        }
+        Ok(NackOutcome::Requeued) => {}
+        Err(error) => tracing::error!(eval_id, %error, "nack refused"),
     }
 }
 
