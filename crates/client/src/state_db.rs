@@ -21,11 +21,16 @@
 //! writes (not flushed on their own) do not even wait for a commit in progress: its leader
 //! commits them right after, before it steps down, and reads wait for queued writes first.
 //!
+//! **After an I/O error** (a full disk, say) redb refuses every later transaction until the
+//! file is opened again. An operation that fails with an I/O error therefore reopens the file
+//! (once the disk has room again the reopen succeeds) and is tried once more, so a client whose
+//! disk filled for a while goes on recording its tasks when it is freed.
+//!
 //! **Not** the server's state store (crate `state`), and not a cache: it is read on restore only.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::Serialize;
@@ -172,9 +177,22 @@ struct CommitQueue {
     committing: bool,
 }
 
+/// A storage operation that failed: what was being done, and redb's error.
+type Failed = (&'static str, redb::Error);
+
+/// Maps an error of the step `operation` to a [`Failed`].
+fn failed<E: Into<redb::Error>>(operation: &'static str) -> impl Fn(E) -> Failed {
+    move |error| (operation, error.into())
+}
+
 /// The client state database.
 pub struct StateDb {
-    database: Database,
+    /// `None` only when a reopen after an I/O error failed (the next operation tries again).
+    database: RwLock<Option<Database>>,
+    /// Bumped by each reopen, so writers that failed together reopen once.
+    opened: AtomicU64,
+    /// Whether the database is a file that can be opened again (not the in-memory one).
+    reopenable: bool,
     path: PathBuf,
     queue: Mutex<CommitQueue>,
     /// Signalled whenever a leader finishes a group.
@@ -227,14 +245,16 @@ impl StateDb {
             path: path.to_path_buf(),
             source: Box::new(source.into()),
         })?;
-        let state_db = StateDb::with_database(database, path.to_path_buf());
+        let state_db = StateDb::from_database(database, path.to_path_buf(), true);
         state_db.ensure_tables()?;
         Ok(state_db)
     }
 
-    fn with_database(database: Database, path: PathBuf) -> Self {
+    fn from_database(database: Database, path: PathBuf, reopenable: bool) -> Self {
         StateDb {
-            database,
+            database: RwLock::new(Some(database)),
+            opened: AtomicU64::new(0),
+            reopenable,
             path,
             queue: Mutex::new(CommitQueue::default()),
             group_done: Condvar::new(),
@@ -262,7 +282,7 @@ impl StateDb {
                 path: path.clone(),
                 source: Box::new(source.into()),
             })?;
-        let state_db = StateDb::with_database(database, path);
+        let state_db = StateDb::from_database(database, path, false);
         state_db.ensure_tables()?;
         Ok(state_db)
     }
@@ -284,17 +304,66 @@ impl StateDb {
     }
 
     fn ensure_tables(&self) -> Result<(), StateDbError> {
-        let transaction = self
+        self.with_database(|database| {
+            let transaction = database.begin_write().map_err(failed("begin write"))?;
+            transaction
+                .open_table(ALLOCS)
+                .map_err(failed("open allocs table"))?;
+            transaction
+                .open_table(TASKS)
+                .map_err(failed("open tasks table"))?;
+            transaction.commit().map_err(failed("commit"))
+        })
+        .map_err(|(operation, source)| self.storage_error(operation)(source))
+    }
+
+    /// Runs `operation` on the database; when it fails with an I/O error, opens the file again
+    /// (unless another caller already did since this one started) and runs it once more.
+    fn with_database<T>(
+        &self,
+        operation: impl Fn(&Database) -> Result<T, Failed>,
+    ) -> Result<T, Failed> {
+        let generation = self.opened.load(Ordering::Acquire);
+        let first = self.run_on_database(&operation);
+        match first {
+            Err((_, redb::Error::Io(_) | redb::Error::PreviousIo)) if self.reopenable => {
+                self.reopen(generation)?;
+                self.run_on_database(&operation)
+            }
+            other => other,
+        }
+    }
+
+    fn run_on_database<T>(
+        &self,
+        operation: &impl Fn(&Database) -> Result<T, Failed>,
+    ) -> Result<T, Failed> {
+        let guard = self
             .database
-            .begin_write()
-            .map_err(self.storage_error("begin write"))?;
-        transaction
-            .open_table(ALLOCS)
-            .map_err(self.storage_error("open allocs table"))?;
-        transaction
-            .open_table(TASKS)
-            .map_err(self.storage_error("open tasks table"))?;
-        transaction.commit().map_err(self.storage_error("commit"))
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match guard.as_ref() {
+            Some(database) => operation(database),
+            None => Err(("open", redb::Error::PreviousIo)),
+        }
+    }
+
+    /// Closes the file and opens it again, if no reopen happened since `generation`.
+    fn reopen(&self, generation: u64) -> Result<(), Failed> {
+        let mut guard = self
+            .database
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.opened.load(Ordering::Acquire) != generation && guard.is_some() {
+            return Ok(());
+        }
+        // redb holds the file locked while open: the old handle goes first.
+        drop(guard.take());
+        self.opened.fetch_add(1, Ordering::AcqRel);
+        let database = Database::create(&self.path).map_err(failed("reopen"))?;
+        tracing::warn!(path = %self.path.display(), "client state reopened after an I/O error");
+        *guard = Some(database);
+        Ok(())
     }
 
     fn encode<T: Serialize>(&self, key: &str, record: &T) -> Result<Vec<u8>, StateDbError> {
@@ -432,13 +501,15 @@ impl StateDb {
 
     /// Applies `group` in order in one transaction, durable if any write of it is.
     fn commit_group(&self, group: &[QueuedWrite]) -> Result<(), (&'static str, String)> {
-        let failed = |operation: &'static str| {
-            move |error: &dyn std::fmt::Display| (operation, error.to_string())
-        };
-        let mut transaction = self
-            .database
-            .begin_write()
-            .map_err(|error| failed("begin write")(&error))?;
+        self.with_database(|database| Self::commit_group_on(database, group))
+            .map_err(|(operation, error)| (operation, error.to_string()))?;
+        self.transactions.fetch_add(1, Ordering::Relaxed);
+        self.writes.fetch_add(group.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn commit_group_on(database: &Database, group: &[QueuedWrite]) -> Result<(), Failed> {
+        let mut transaction = database.begin_write().map_err(failed("begin write"))?;
         let durability = if group.iter().any(|queued| queued.durable) {
             Durability::Immediate
         } else {
@@ -446,14 +517,14 @@ impl StateDb {
         };
         transaction
             .set_durability(durability)
-            .map_err(|error| failed("set durability")(&error))?;
+            .map_err(failed("set durability"))?;
         {
             let mut allocs = transaction
                 .open_table(ALLOCS)
-                .map_err(|error| failed("open allocs table")(&error))?;
+                .map_err(failed("open allocs table"))?;
             let mut tasks = transaction
                 .open_table(TASKS)
-                .map_err(|error| failed("open tasks table")(&error))?;
+                .map_err(failed("open tasks table"))?;
             for queued in group {
                 match &queued.operation {
                     WriteOperation::Put { table, key, bytes } => {
@@ -463,30 +534,23 @@ impl StateDb {
                         };
                         opened
                             .insert(key.as_str(), bytes.as_slice())
-                            .map_err(|error| failed("insert")(&error))?;
+                            .map_err(failed("insert"))?;
                     }
                     WriteOperation::DeleteAlloc { alloc_id } => {
-                        allocs
-                            .remove(alloc_id.as_str())
-                            .map_err(|error| failed("remove")(&error))?;
+                        allocs.remove(alloc_id.as_str()).map_err(failed("remove"))?;
                         // Keys are "<alloc>/<task>/<part>"; '0' is the byte after '/', so this
                         // range is exactly this alloc's tasks (ids and names never contain '/').
                         let start = format!("{alloc_id}/");
                         let end = format!("{alloc_id}0");
                         tasks
                             .retain_in(start.as_str()..end.as_str(), |_, _| false)
-                            .map_err(|error| failed("remove tasks")(&error))?;
+                            .map_err(failed("remove tasks"))?;
                     }
                     WriteOperation::Barrier => {}
                 }
             }
         }
-        transaction
-            .commit()
-            .map_err(|error| failed("commit")(&error))?;
-        self.transactions.fetch_add(1, Ordering::Relaxed);
-        self.writes.fetch_add(group.len() as u64, Ordering::Relaxed);
-        Ok(())
+        transaction.commit().map_err(failed("commit"))
     }
 
     fn get(
@@ -495,15 +559,15 @@ impl StateDb {
         key: &str,
     ) -> Result<Option<Vec<u8>>, StateDbError> {
         self.settle()?;
-        let transaction = self
-            .database
-            .begin_read()
-            .map_err(self.storage_error("begin read"))?;
-        let opened = transaction
-            .open_table(table)
-            .map_err(self.storage_error("open table"))?;
-        let value = opened.get(key).map_err(self.storage_error("get"))?;
-        Ok(value.map(|guard| guard.value().to_vec()))
+        self.with_database(|database| {
+            let transaction = database.begin_read().map_err(failed("begin read"))?;
+            let opened = transaction
+                .open_table(table)
+                .map_err(failed("open table"))?;
+            let value = opened.get(key).map_err(failed("get"))?;
+            Ok(value.map(|guard| guard.value().to_vec()))
+        })
+        .map_err(|(operation, source)| self.storage_error(operation)(source))
     }
 
     /// Persists the alloc record of `alloc_id` (replacing the previous one).
@@ -526,19 +590,19 @@ impl StateDb {
     /// Every alloc id with a record, in key order.
     pub fn alloc_ids(&self) -> Result<Vec<String>, StateDbError> {
         self.settle()?;
-        let transaction = self
-            .database
-            .begin_read()
-            .map_err(self.storage_error("begin read"))?;
-        let opened = transaction
-            .open_table(ALLOCS)
-            .map_err(self.storage_error("open table"))?;
-        let mut ids = Vec::new();
-        for entry in opened.iter().map_err(self.storage_error("iterate"))? {
-            let (key, _) = entry.map_err(self.storage_error("iterate"))?;
-            ids.push(key.value().to_string());
-        }
-        Ok(ids)
+        self.with_database(|database| {
+            let transaction = database.begin_read().map_err(failed("begin read"))?;
+            let opened = transaction
+                .open_table(ALLOCS)
+                .map_err(failed("open table"))?;
+            let mut ids = Vec::new();
+            for entry in opened.iter().map_err(failed("iterate"))? {
+                let (key, _) = entry.map_err(failed("iterate"))?;
+                ids.push(key.value().to_string());
+            }
+            Ok(ids)
+        })
+        .map_err(|(operation, source)| self.storage_error(operation)(source))
     }
 
     fn task_key(alloc_id: &str, task_name: &str, part: TaskRecordPart) -> String {
@@ -731,6 +795,67 @@ impl StateDb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A disk that filled up broke the client state for good: redb refuses every transaction
+    /// after an I/O error until the file is opened again, so no allocation could start on the
+    /// node even after the disk had room. A tmpfs of 4 MiB is the disk here.
+    #[test]
+    fn a_client_state_whose_disk_filled_records_again_once_the_disk_has_room()
+    -> Result<(), Box<dyn std::error::Error>> {
+        use nix::mount::{MntFlags, MsFlags, mount, umount2};
+        use std::io::Write as _;
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI must run this as root, where a small tmpfs can be mounted"
+            );
+            return Ok(());
+        }
+        let dir = tempfile::tempdir()?;
+        mount(
+            Some("tmpfs"),
+            dir.path(),
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some("size=4m"),
+        )?;
+        struct Unmount<'a>(&'a Path);
+        impl Drop for Unmount<'_> {
+            fn drop(&mut self) {
+                let _ = umount2(self.0, MntFlags::MNT_DETACH);
+            }
+        }
+        let _unmount = Unmount(dir.path());
+        let db = StateDb::open(&dir.path().join("state.db"))?;
+        db.put_alloc("before", &"kept".to_string())?;
+
+        // Fill the disk, then write until the state refuses.
+        let filler_path = dir.path().join("filler");
+        let mut filler = std::fs::File::create(&filler_path)?;
+        let block = vec![0u8; 64 * 1024];
+        while filler.write_all(&block).is_ok() {}
+        drop(filler);
+        let big = "x".repeat(256 * 1024);
+        let refused = (0..64).any(|index| db.put_alloc(&format!("big-{index}"), &big).is_err());
+        assert!(refused, "a write to a full disk must fail");
+
+        // Room again: the next write reopens the file and succeeds; what was committed before
+        // is still there.
+        std::fs::remove_file(&filler_path)?;
+        db.put_alloc("after", &"recorded".to_string())?;
+        assert_eq!(
+            db.get_alloc::<String>("after")?.as_deref(),
+            Some("recorded")
+        );
+        assert_eq!(db.get_alloc::<String>("before")?.as_deref(), Some("kept"));
+        drop(db);
+        let reopened = StateDb::open(&dir.path().join("state.db"))?;
+        assert_eq!(
+            reopened.get_alloc::<String>("after")?.as_deref(),
+            Some("recorded")
+        );
+        Ok(())
+    }
 
     #[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
     struct Sample {
