@@ -5,18 +5,22 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, getJSON } from './api';
 
-interface NamespaceRule { Name: string; Capabilities?: string[] | null }
+interface VariablesPathRule { PathSpec: string; Capabilities?: string[] | null }
+interface NamespaceRule { Name: string; Capabilities?: string[] | null; Variables?: { Paths?: VariablesPathRule[] | null } | null }
 interface RulesJSON { Namespaces?: NamespaceRule[] | null; Node?: { Policy: string } | null }
 
 export interface Permissions {
   /** Whether the token may use `capability` (e.g. "submit-job") in `namespace`. */
   can(capability: string, namespace: string): boolean;
+  /** Whether the token may do `operation` (a variables capability: "read", "write",
+   * "destroy", "list") on the variable at `path` in `namespace`. */
+  canVariable(operation: string, namespace: string, path: string): boolean;
   /** Whether the token may change nodes (drain, eligibility, metadata): node write. */
   nodeWrite: boolean;
 }
 
-const everything: Permissions = { can: () => true, nodeWrite: true };
-const nothing: Permissions = { can: () => false, nodeWrite: false };
+const everything: Permissions = { can: () => true, canVariable: () => true, nodeWrite: true };
+const nothing: Permissions = { can: () => false, canVariable: () => false, nodeWrite: false };
 
 /** Nomad's glob: `*` matches any run of characters. */
 function globMatches(pattern: string, name: string): boolean {
@@ -24,17 +28,20 @@ function globMatches(pattern: string, name: string): boolean {
   return re.test(name);
 }
 
-/** The namespace rules that apply to `namespace`: those naming it exactly, else those of the
- * closest matching glob (the most literal characters), as Nomad's ACL picks them. */
-function rulesFor(rules: NamespaceRule[], namespace: string): NamespaceRule[] {
-  const exact = rules.filter((r) => r.Name === namespace);
+/** The rules that apply to `name`: those naming it exactly, else those of the closest
+ * matching glob (the most literal characters), as Nomad's ACL picks a namespace's rules and,
+ * within them, a variable path's. */
+function closest<T>(rules: T[], keyOf: (rule: T) => string, name: string): T[] {
+  const exact = rules.filter((r) => keyOf(r) === name);
   if (exact.length) return exact;
-  const globs = rules.filter((r) => r.Name.includes('*') && globMatches(r.Name, namespace));
+  const globs = rules.filter((r) => keyOf(r).includes('*') && globMatches(keyOf(r), name));
   if (!globs.length) return [];
-  const literal = (r: NamespaceRule) => r.Name.replace(/\*/g, '').length;
+  const literal = (r: T) => keyOf(r).replace(/\*/g, '').length;
   const best = Math.max(...globs.map(literal));
   return globs.filter((r) => literal(r) === best);
 }
+
+const rulesFor = (rules: NamespaceRule[], namespace: string) => closest(rules, (r) => r.Name, namespace);
 
 export function permissionsOf(policies: RulesJSON[]): Permissions {
   const namespaces = policies.flatMap((p) => p.Namespaces ?? []);
@@ -43,6 +50,21 @@ export function permissionsOf(policies: RulesJSON[]): Permissions {
     can(capability, namespace) {
       const caps = new Set(rulesFor(namespaces, namespace).flatMap((r) => r.Capabilities ?? []));
       return !caps.has('deny') && caps.has(capability);
+    },
+    canVariable(operation, namespace, path) {
+      // As the agent decides it: the namespace's rules, then the path's (exact or closest
+      // glob); without a path rule, a coarse write (submit-job) allows everything and a coarse
+      // read (read-job) allows read and list.
+      const rules = rulesFor(namespaces, namespace);
+      const caps = new Set(rules.flatMap((r) => r.Capabilities ?? []));
+      if (!rules.length || caps.has('deny')) return false;
+      const paths = closest(rules.flatMap((r) => r.Variables?.Paths ?? []), (p) => p.PathSpec, path);
+      if (paths.length) {
+        const pathCaps = new Set(paths.flatMap((p) => p.Capabilities ?? []));
+        return !pathCaps.has('deny') && pathCaps.has(operation);
+      }
+      const write = caps.has('submit-job');
+      return operation === 'read' || operation === 'list' ? write || caps.has('read-job') : write;
     },
     nodeWrite: !nodePolicies.includes('deny') && nodePolicies.includes('write'),
   };

@@ -206,7 +206,7 @@ test('every page shows the live cluster: clients, servers, topology, evaluations
   // Variables: create one in the browser, read it through the API, delete it.
   await page.goto(agent.address + '/ui/variables');
   await setValue(page, '#new-var-path', 'ui/test');
-  await page.click('#new-var');
+  await (await page.waitForSelector('#new-var:not([disabled])')).click();
   await page.waitForSelector('#var-items input[aria-label="key"]');
   await setValue(page, '#var-items input[aria-label="key"]', 'color');
   await setValue(page, '#var-items input[aria-label="value"]', 'blue');
@@ -304,6 +304,62 @@ test('with ACLs on, the UI asks for a token, and signed in it shows the jobs', a
   await page.click('#sign-out');
   await page.goto(agent.address + '/ui/jobs');
   await waitForText(page, 'Not authorized');
+});
+
+test("with ACLs on, a variable's save and delete show only for a token that may write or destroy its path", async (t) => {
+  if (missingBrowser(t)) return;
+  const agent = await startAgent({ acl: true });
+  t.after(() => agent.stop());
+  for (const path of ['app/config', 'shared/info']) {
+    await agent.api('PUT', `/v1/var/${path}`, { Namespace: 'default', Path: path, Items: { key: 'value' } });
+  }
+  // Write (not destroy) under app/, read elsewhere; the namespace itself is read-only.
+  const rules = 'namespace "default" {\n  policy = "read"\n  variables {\n'
+    + '    path "app/*" {\n      capabilities = ["read", "write"]\n    }\n'
+    + '    path "*" {\n      capabilities = ["read", "list"]\n    }\n  }\n}\n';
+  await agent.api('POST', '/v1/acl/policy/vars-writer', { Name: 'vars-writer', Rules: rules });
+  const writer = await agent.api('POST', '/v1/acl/token', { Name: 'vars-writer', Type: 'client', Policies: ['vars-writer'] });
+  const browser = await launchBrowser();
+  t.after(() => browser.close());
+  const page = await newPage(browser, t);
+  await page.goto(agent.address + '/ui/jobs');
+  await page.evaluate((secret) => localStorage.setItem('drover.token', secret), writer.SecretID);
+
+  // A path it may write but not destroy: save, no delete.
+  await page.goto(agent.address + '/ui/variables/app/config');
+  await page.waitForSelector('#save-var');
+  await waitForText(page, 'Your token may not delete this variable (needs destroy)');
+  assert.equal(await page.$('#delete-var'), null, 'delete on a path without destroy');
+  assert.equal(await page.$eval('#var-items input[aria-label="value"]', (input) => input.value), 'value');
+  // A path it may only read: neither, the items read-only.
+  await page.goto(agent.address + '/ui/variables/shared/info');
+  await waitForText(page, 'Your token may not change this variable (needs write)');
+  await waitForText(page, 'Your token may not delete this variable (needs destroy)');
+  assert.equal(await page.$eval('#var-items input[aria-label="value"]', (input) => input.value), 'value');
+  assert.ok(await page.$eval('#var-items input[aria-label="value"]', (input) => input.readOnly));
+  for (const selector of ['#save-var', '#delete-var', '#add-var-item']) assert.equal(await page.$(selector), null, selector);
+  // Creating: refused for a path it may not write, offered for one it may.
+  await page.goto(agent.address + '/ui/variables');
+  await page.waitForSelector('#variables-table');
+  await setValue(page, '#new-var-path', 'shared/new');
+  await waitForText(page, 'Your token may not write variables at shared/new (needs write)');
+  assert.ok(await page.$eval('#new-var', (button) => button.disabled));
+  await setValue(page, '#new-var-path', 'app/new');
+  await page.waitForSelector('#new-var:not([disabled])');
+
+  // With destroy on the path as well (another policy), the delete comes back and works.
+  const destroy = 'namespace "default" {\n  variables {\n    path "app/*" {\n      capabilities = ["destroy"]\n    }\n  }\n}\n';
+  await agent.api('POST', '/v1/acl/policy/vars-destroyer', { Name: 'vars-destroyer', Rules: destroy });
+  const both = await agent.api('POST', '/v1/acl/token', { Name: 'both', Type: 'client', Policies: ['vars-writer', 'vars-destroyer'] });
+  await page.evaluate((secret) => localStorage.setItem('drover.token', secret), both.SecretID);
+  await page.goto(agent.address + '/ui/variables/app/config');
+  await page.waitForSelector('#delete-var');
+  await page.click('#delete-var');
+  await clickText(page, 'button', 'Yes, delete it');
+  await waitFor('the variable to be deleted', async () => {
+    const listed = await agent.api('GET', '/v1/vars?prefix=app/');
+    return listed.length === 0;
+  });
 });
 
 test('behind a reverse proxy under /nomad/ the UI, its API calls and the exec terminal work', async (t) => {

@@ -735,6 +735,7 @@ async fn run_with_config(
         client: client.clone(),
         server: server.clone(),
         host_stats: drover_client::host_stats::HostStatsCollector::new(data_dir.path()),
+        job_summaries_seen: metrics::JobSummariesSeen::default(),
     };
     // One round before the API serves: `/v1/metrics` never answers empty.
     collector.collect_once().await;

@@ -11,7 +11,10 @@
 //!
 //! Each source (the client's allocations, its node, the server, the runtime) replaces its whole
 //! set of gauges every round, so the gauges of an allocation that is gone disappear with it, as
-//! they age out of Nomad's in-memory sink. Every gauge carries the `host` label (the node name)
+//! they age out of Nomad's in-memory sink. The job summary gauges (seven per job and group) are
+//! the exception: a round publishes only the summaries that changed since the last one (the
+//! store's snapshots share what did not change, so finding them costs little at 10 000 jobs)
+//! and removes those of purged jobs. Every gauge carries the `host` label (the node name)
 //! that Nomad's hostname label adds.
 //!
 //! Counters and timing samples ([`sampled`]) are recorded as things happen: the task runners'
@@ -77,6 +80,9 @@ pub enum Source {
     Runtime,
     /// The Connect sidecars' per-upstream counters (`mesh_http`).
     MeshProxies,
+    /// The server's job summary gauges, changed in place ([`Metrics::publish_changes`]):
+    /// only the summaries that changed since the last round are published again.
+    JobSummaries,
 }
 
 /// One gauge value: a Nomad metric name (dotted), its labels (names in a fixed order per
@@ -219,6 +225,48 @@ impl Metrics {
             }
         }
         inner.published.insert(source, now);
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Changes `source`'s gauges in place: each of `set` is set, each of `removed` (its name
+    /// and labels; the value is not read) is removed, and everything else `source` published
+    /// stays as it is. For a source that publishes only what changed since its last round.
+    pub fn publish_changes(
+        &self,
+        source: Source,
+        set: Vec<Gauge>,
+        removed: Vec<Gauge>,
+    ) -> Result<(), MetricsError> {
+        let mut inner = self.lock();
+        let mut first_error = None;
+        for mut gauge in removed {
+            gauge.labels.push(("host", self.host.clone()));
+            let values: Vec<String> = gauge.labels.into_iter().map(|(_, value)| value).collect();
+            if let Some(family) = inner.families.get(gauge.name) {
+                let values: Vec<&str> = values.iter().map(String::as_str).collect();
+                // Absent already is fine: nothing to remove.
+                let _ = family.vec.remove_label_values(&values);
+            }
+            if let Some(published) = inner.published.get_mut(&source) {
+                published.remove(&(gauge.name, values));
+            }
+        }
+        for mut gauge in set {
+            gauge.labels.push(("host", self.host.clone()));
+            match self.set(&mut inner, &gauge) {
+                Ok(()) => {
+                    let values = gauge.labels.into_iter().map(|(_, value)| value).collect();
+                    inner
+                        .published
+                        .entry(source)
+                        .or_default()
+                        .insert((gauge.name, values));
+                }
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
         first_error.map_or(Ok(()), Err)
     }
 
@@ -535,7 +583,14 @@ pub struct Collector {
     pub client: Option<Arc<LocalClient>>,
     pub server: Option<drover_server::Server>,
     pub host_stats: drover_client::host_stats::HostStatsCollector,
+    /// The server's state as of the last round of job summary gauges.
+    pub job_summaries_seen: JobSummariesSeen,
 }
+
+/// The snapshot the job summary gauges were last published from: the next round publishes
+/// only the summaries that differ from it ([`drover_state::StateSnapshot::job_summary_changes`]).
+#[derive(Debug, Default)]
+pub struct JobSummariesSeen(Mutex<Option<drover_state::StateSnapshot>>);
 
 /// Publishes every gauge each `collection_interval` until `shutdown`.
 pub async fn collect(collector: Collector, shutdown: tokio_util::sync::CancellationToken) {
@@ -556,6 +611,7 @@ impl Collector {
         let mut rounds = vec![(Source::Runtime, runtime_gauges())];
         if let Some(server) = &self.server {
             rounds.push((Source::Server, server_gauges(server)));
+            self.publish_job_summaries(server);
         }
         if let Some(client) = &self.client {
             let node = client.node();
@@ -588,6 +644,25 @@ impl Collector {
                 tracing::warn!(%error, ?source, "cannot publish a metric");
             }
         }
+    }
+
+    /// The job summary gauges of the jobs whose summary changed since the last round; a purged
+    /// job's gauges are removed (Nomad's leader stops publishing them and they age out).
+    fn publish_job_summaries(&self, server: &drover_server::Server) {
+        let snapshot = server.state().snapshot();
+        let mut seen = self
+            .job_summaries_seen
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (set, removed) = job_summary_gauges(&snapshot, seen.as_ref());
+        if let Err(error) = self
+            .metrics
+            .publish_changes(Source::JobSummaries, set, removed)
+        {
+            tracing::warn!(%error, "cannot publish a job summary metric");
+        }
+        *seen = Some(snapshot);
     }
 
     /// Nomad's `emitClientMetrics` (alloc and task counts by state, always) and, with
@@ -802,11 +877,11 @@ fn host_gauges(stats: &drover_structs::HostStats, base: &[(&'static str, &str)])
     gauges
 }
 
-/// Nomad's broker and plan queue gauges and, per job and task group, the job summary
-/// (Nomad's leader publishes them; every drover server is its own leader).
+/// Nomad's broker and plan queue gauges (Nomad's leader publishes them; every drover server is
+/// its own leader).
 fn server_gauges(server: &drover_server::Server) -> Vec<Gauge> {
     let queues = server.queue_stats();
-    let mut gauges: Vec<Gauge> = [
+    [
         ("nomad.nomad.broker.total_ready", queues.broker_ready),
         ("nomad.nomad.broker.total_unacked", queues.broker_unacked),
         ("nomad.nomad.broker.total_pending", queues.broker_pending),
@@ -815,32 +890,65 @@ fn server_gauges(server: &drover_server::Server) -> Vec<Gauge> {
     ]
     .into_iter()
     .map(|(name, count)| Gauge::new(name, &[], count as f64))
-    .collect();
-    let snapshot = server.state().snapshot();
-    for job in snapshot.jobs(None, "") {
-        let Some(summary) = snapshot.job_summary(&job.namespace, &job.id) else {
-            continue;
-        };
-        for (group, counts) in &summary.summary {
-            let labels = [
-                ("job", summary.job_id.as_str()),
-                ("task_group", group.as_str()),
-                ("namespace", summary.namespace.as_str()),
-            ];
-            for (name, value) in [
-                ("nomad.nomad.job_summary.queued", counts.queued),
-                ("nomad.nomad.job_summary.complete", counts.complete),
-                ("nomad.nomad.job_summary.failed", counts.failed),
-                ("nomad.nomad.job_summary.running", counts.running),
-                ("nomad.nomad.job_summary.starting", counts.starting),
-                ("nomad.nomad.job_summary.lost", counts.lost),
-                ("nomad.nomad.job_summary.unknown", counts.unknown),
-            ] {
-                gauges.push(Gauge::new(name, &labels, value as f64));
+    .collect()
+}
+
+/// The job summary gauges, per job and task group, that changed between `previous` and
+/// `snapshot`: (to set, to remove). A group whose counters did not move is not published again;
+/// the gauges of a purged job, or of a group a job no longer has, are removed.
+fn job_summary_gauges(
+    snapshot: &drover_state::StateSnapshot,
+    previous: Option<&drover_state::StateSnapshot>,
+) -> (Vec<Gauge>, Vec<Gauge>) {
+    fn group_gauges(
+        summary: &drover_structs::JobSummary,
+        group: &str,
+        counts: &drover_structs::TaskGroupSummary,
+        into: &mut Vec<Gauge>,
+    ) {
+        let labels = [
+            ("job", summary.job_id.as_str()),
+            ("task_group", group),
+            ("namespace", summary.namespace.as_str()),
+        ];
+        for (name, value) in [
+            ("nomad.nomad.job_summary.queued", counts.queued),
+            ("nomad.nomad.job_summary.complete", counts.complete),
+            ("nomad.nomad.job_summary.failed", counts.failed),
+            ("nomad.nomad.job_summary.running", counts.running),
+            ("nomad.nomad.job_summary.starting", counts.starting),
+            ("nomad.nomad.job_summary.lost", counts.lost),
+            ("nomad.nomad.job_summary.unknown", counts.unknown),
+        ] {
+            into.push(Gauge::new(name, &labels, value as f64));
+        }
+    }
+    let (mut set, mut removed) = (Vec::new(), Vec::new());
+    for change in snapshot.job_summary_changes(previous) {
+        if let Some(after) = &change.after {
+            for (group, counts) in &after.summary {
+                let unchanged = change
+                    .before
+                    .as_ref()
+                    .is_some_and(|before| before.summary.get(group) == Some(counts));
+                if !unchanged {
+                    group_gauges(after, group, counts, &mut set);
+                }
+            }
+        }
+        if let Some(before) = &change.before {
+            for (group, counts) in &before.summary {
+                let kept = change
+                    .after
+                    .as_ref()
+                    .is_some_and(|after| after.summary.contains_key(group));
+                if !kept {
+                    group_gauges(before, group, counts, &mut removed);
+                }
             }
         }
     }
-    gauges
+    (set, removed)
 }
 
 /// The agent process itself: Go's runtime gauges where drover has a counterpart —
@@ -932,6 +1040,42 @@ mod tests {
         assert!(!text.contains("alloc_id=\"a\""), "{text}");
         assert!(text.contains("alloc_id=\"b\""), "{text}");
         assert!(text.contains("nomad_runtime_sys_bytes"), "{text}");
+    }
+
+    #[test]
+    fn published_changes_set_and_remove_only_what_they_name() {
+        let metrics = Metrics::new("h");
+        let running = |job: &str, value: f64| {
+            Gauge::new(
+                "nomad.nomad.job_summary.running",
+                &[("job", job), ("task_group", "g"), ("namespace", "default")],
+                value,
+            )
+        };
+        metrics
+            .publish_changes(
+                Source::JobSummaries,
+                vec![running("a", 1.0), running("b", 2.0)],
+                Vec::new(),
+            )
+            .unwrap();
+        // The next round names only what changed: b moves, a is purged, nothing else goes.
+        metrics
+            .publish_changes(
+                Source::JobSummaries,
+                vec![running("b", 3.0)],
+                vec![running("a", 0.0)],
+            )
+            .unwrap();
+        let text = metrics.render_prometheus(0).unwrap();
+        assert!(!text.contains("job=\"a\""), "{text}");
+        assert!(
+            text.contains(
+                "nomad_nomad_job_summary_running{host=\"h\",job=\"b\",namespace=\"default\",task_group=\"g\"} 3"
+            ),
+            "{text}"
+        );
+        assert_eq!(metrics.len(), 1);
     }
 
     #[test]

@@ -617,6 +617,70 @@ fn a_fresh_agents_metrics_have_nomads_query_counter_and_prometheus_text() {
     );
 }
 
+/// The value of the job summary gauge `name` (`nomad.nomad.job_summary.<name>`) of `job_id`'s
+/// group `group` in `/v1/metrics`, if published.
+fn job_summary_gauge(agent: &Agent, job_id: &str, group: &str, name: &str) -> Option<f64> {
+    let summary = agent.get_json("/v1/metrics");
+    let full_name = format!("nomad.nomad.job_summary.{name}");
+    summary["Gauges"].as_array()?.iter().find_map(|gauge| {
+        (gauge["Name"] == full_name.as_str()
+            && gauge["Labels"]["job"] == job_id
+            && gauge["Labels"]["task_group"] == group
+            && gauge["Labels"]["namespace"] == "default")
+            .then(|| gauge["Value"].as_f64())
+            .flatten()
+    })
+}
+
+/// A server publishes only the job summaries that changed since its last round of gauges:
+/// a job's gauges still follow its allocations, an untouched job's stay, and a purged job's go.
+#[test]
+fn job_summary_gauges_follow_a_change_and_go_with_a_purged_job() {
+    let agent = Agent::start_dev();
+    let (_idle_dir, idle) = write_jobspec(
+        "idle.hcl",
+        r#"
+job "idle" {
+  datacenters = ["dc1"]
+  type        = "batch"
+  parameterized {}
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/true"
+      }
+    }
+  }
+}
+"#,
+    );
+    agent.cli_ok(&["job", "run", &idle.to_string_lossy()]);
+    let marker = format!("gauges-{}", std::process::id());
+    let (_dir, path) = write_jobspec("web.hcl", &service_job("web", 1, &marker));
+    agent.cli_ok(&["job", "run", "-detach", &path.to_string_lossy()]);
+    wait_running(&agent, "web", 1);
+    wait_for("web's running gauge at 1", LIMIT, || {
+        (job_summary_gauge(&agent, "web", "app", "running") == Some(1.0)).then_some(())
+    });
+    assert_eq!(job_summary_gauge(&agent, "idle", "g", "running"), Some(0.0));
+
+    let (status, body) = http("DELETE", &agent.url("/v1/job/web?purge=true"), None);
+    assert_eq!(status, 200, "{body}");
+    wait_for("the purged job's gauges to go", LIMIT, || {
+        [
+            "queued", "complete", "failed", "running", "starting", "lost", "unknown",
+        ]
+        .iter()
+        .all(|name| job_summary_gauge(&agent, "web", "app", name).is_none())
+        .then_some(())
+    });
+    assert_eq!(job_summary_gauge(&agent, "idle", "g", "queued"), Some(0.0));
+    wait_for("the purged job's task to exit", LIMIT, || {
+        pids_with_cmdline(&marker).is_empty().then_some(())
+    });
+}
+
 /// `GET /v1/nodes?resources=true` carries each node's `ReservedResources`, zero when nothing
 /// is reserved, as Nomad's client always registers them.
 #[test]

@@ -78,7 +78,7 @@ impl StateStore {
         }
         self.engine
             .write(move |tables, context| {
-                // Every table is behind an `Arc`: the copy is cheap, and it is what the state
+                // Every table is a persistent map sharing its nodes: the copy is cheap, and it is what the state
                 // goes back to when a later change is refused after earlier ones applied (the
                 // records they queued are dropped with the refused write).
                 let before = tables.clone();

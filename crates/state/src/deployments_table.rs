@@ -21,7 +21,9 @@ pub(crate) async fn load_deployments(
 ) -> Result<(), StateError> {
     for (_, deployment) in load_table::<Deployment>(kv, Table::Deployments).await? {
         tables.index_deployment(&deployment);
-        Arc::make_mut(&mut tables.deployments).insert(deployment.id.clone(), Arc::new(deployment));
+        tables
+            .deployments
+            .insert(deployment.id.clone(), Arc::new(deployment));
     }
     Ok(())
 }
@@ -66,7 +68,9 @@ pub(crate) fn write_deployment(
     context.emit(deployment_event(event_type, &deployment)?);
     tables.index_deployment(&deployment);
     let deployment = Arc::new(deployment);
-    Arc::make_mut(&mut tables.deployments).insert(deployment.id.clone(), Arc::clone(&deployment));
+    tables
+        .deployments
+        .insert(deployment.id.clone(), Arc::clone(&deployment));
     Ok(deployment)
 }
 
@@ -155,7 +159,7 @@ pub(crate) fn count_alloc_in_deployment(
 
 impl StateTables {
     pub(crate) fn index_deployment(&mut self, deployment: &Deployment) {
-        Arc::make_mut(&mut self.deployments_by_job).insert((
+        self.deployments_by_job.insert((
             deployment.namespace.clone(),
             deployment.job_id.clone(),
             deployment.id.clone(),
@@ -163,7 +167,7 @@ impl StateTables {
     }
 
     pub(crate) fn unindex_deployment(&mut self, deployment: &Deployment) {
-        Arc::make_mut(&mut self.deployments_by_job).remove(&(
+        self.deployments_by_job.remove(&(
             deployment.namespace.clone(),
             deployment.job_id.clone(),
             deployment.id.clone(),

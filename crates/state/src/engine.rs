@@ -10,10 +10,11 @@
 //! ```
 //!
 //! The state `S` is held in memory; a write works on a clone of the last published state (cheap
-//! when `S` keeps its tables behind `Arc`s) and the clone is published only after the backend
-//! has made the batch durable, so readers never see a write that could still be lost, and a
-//! failed commit leaves nothing behind. Each write that changes something gets its own index
-//! (like a Raft log index); a write that changes nothing takes none.
+//! when `S` keeps its tables in persistent maps that share their nodes) and the clone is
+//! published only after the backend has made the batch durable, so readers never see a write
+//! that could still be lost, and a failed commit leaves nothing behind. Each write that changes
+//! something gets its own index (like a Raft log index); a write that changes nothing takes
+//! none.
 //!
 //! **Boundary**: generic over the state type; it knows tables only by [`Table`] name and
 //! values only as serde values. No clock is read except tokio's, for blocking-query deadlines.

@@ -4,8 +4,6 @@
 //!
 //! Not here: deciding what is old and terminal enough to collect (`drover_server`'s `gc`).
 
-use std::sync::Arc;
-
 use crate::engine::Table;
 use crate::error::StateError;
 use crate::store::StateStore;
@@ -23,7 +21,7 @@ impl StateStore {
                     };
                     context.delete(Table::Deployments, id.as_bytes());
                     tables.unindex_deployment(&existing);
-                    Arc::make_mut(&mut tables.deployments).remove(&id);
+                    tables.deployments.remove(&id);
                     removed = true;
                 }
                 Ok(if removed {

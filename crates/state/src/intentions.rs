@@ -43,7 +43,7 @@ impl StateStore {
                 intention.modify_index = index;
                 context.put(Table::Intentions, key.as_bytes(), &intention)?;
                 let intention = Arc::new(intention);
-                Arc::make_mut(&mut tables.intentions).insert(key, Arc::clone(&intention));
+                tables.intentions.insert(key, Arc::clone(&intention));
                 Ok(intention)
             })
             .await
@@ -66,7 +66,7 @@ impl StateStore {
                     });
                 }
                 context.delete(Table::Intentions, key.as_bytes());
-                Arc::make_mut(&mut tables.intentions).remove(&key);
+                tables.intentions.remove(&key);
                 Ok(context.index())
             })
             .await

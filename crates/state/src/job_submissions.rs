@@ -43,7 +43,7 @@ pub(crate) async fn load_job_submissions(
     tables: &mut StateTables,
 ) -> Result<(), StateError> {
     for (_, submission) in load_table::<JobSubmission>(kv, Table::JobSubmissions).await? {
-        Arc::make_mut(&mut tables.job_submissions).insert(
+        tables.job_submissions.insert(
             (
                 submission.namespace.clone(),
                 submission.job_id.clone(),
@@ -112,7 +112,9 @@ pub(crate) fn write_job_submission(
         &record_key(&submission_key),
         &submission,
     )?;
-    Arc::make_mut(&mut tables.job_submissions).insert(submission_key, Arc::new(submission));
+    tables
+        .job_submissions
+        .insert(submission_key, Arc::new(submission));
 
     let mut kept: Vec<(u64, SubmissionKey)> = keys_of_job(tables, key)
         .into_iter()
@@ -130,7 +132,7 @@ pub(crate) fn write_job_submission(
     kept.sort_by_key(|(index, _)| std::cmp::Reverse(*index));
     for (_, outdated) in kept.split_off(JOB_TRACKED_VERSIONS) {
         context.delete(Table::JobSubmissions, &record_key(&outdated));
-        Arc::make_mut(&mut tables.job_submissions).remove(&outdated);
+        tables.job_submissions.remove(&outdated);
     }
     Ok(())
 }
@@ -143,7 +145,7 @@ pub(crate) fn remove_job_submissions(
 ) {
     for submission_key in keys_of_job(tables, key) {
         context.delete(Table::JobSubmissions, &record_key(&submission_key));
-        Arc::make_mut(&mut tables.job_submissions).remove(&submission_key);
+        tables.job_submissions.remove(&submission_key);
     }
 }
 

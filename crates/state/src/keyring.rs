@@ -51,7 +51,8 @@ impl StateStore {
                         demoted.meta.state = ROOT_KEY_STATE_INACTIVE.to_owned();
                         demoted.meta.modify_index = index;
                         context.put(Table::RootKeys, demoted.meta.key_id.as_bytes(), &demoted)?;
-                        Arc::make_mut(&mut tables.root_keys)
+                        tables
+                            .root_keys
                             .insert(demoted.meta.key_id.clone(), Arc::new(demoted));
                     }
                 }
@@ -59,7 +60,8 @@ impl StateStore {
                 key.meta.modify_index = index;
                 context.put(Table::RootKeys, key.meta.key_id.as_bytes(), &key)?;
                 let key = Arc::new(key);
-                Arc::make_mut(&mut tables.root_keys)
+                tables
+                    .root_keys
                     .insert(key.meta.key_id.clone(), Arc::clone(&key));
                 Ok(key)
             })
@@ -85,7 +87,7 @@ impl StateStore {
                     });
                 }
                 context.delete(Table::RootKeys, key_id.as_bytes());
-                Arc::make_mut(&mut tables.root_keys).remove(&key_id);
+                tables.root_keys.remove(&key_id);
                 Ok(context.index())
             })
             .await

@@ -151,5 +151,5 @@ pub use store::{
     ClientAllocChange, ClientAllocUpdate, JobRegistration, NODE_EVENT_REGISTERED,
     NODE_EVENT_REREGISTERED, StateStore,
 };
-pub use tables::{JOB_TRACKED_VERSIONS, JobKey, StateSnapshot, StateTables};
+pub use tables::{JOB_TRACKED_VERSIONS, JobKey, JobSummaryChange, StateSnapshot, StateTables};
 pub use variables::{VariableLockOp, VariableLockWrite, VariableOp, VariableWrite};

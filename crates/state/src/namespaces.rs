@@ -78,7 +78,7 @@ impl StateStore {
         self.engine
             .write(move |tables, context| {
                 let index = context.index();
-                let stored = Arc::make_mut(&mut tables.namespaces);
+                let stored = &mut tables.namespaces;
                 for mut namespace in namespaces {
                     namespace.create_index = match stored.get(&namespace.name) {
                         Some(existing) => existing.create_index,
@@ -137,7 +137,7 @@ impl StateStore {
                     return Ok(NamespaceDelete::InUse(in_use));
                 }
                 let index = context.index();
-                let stored = Arc::make_mut(&mut tables.namespaces);
+                let stored = &mut tables.namespaces;
                 for name in names {
                     if stored.remove(&name).is_some() {
                         context.delete(Table::Namespaces, name.as_bytes());

@@ -83,7 +83,7 @@ impl StateStore {
                         .map_or(index, |existing| existing.create_index);
                     pool.modify_index = index;
                     context.put(Table::NodePools, pool.name.as_bytes(), &pool)?;
-                    Arc::make_mut(&mut tables.node_pools).insert(pool.name.clone(), Arc::new(pool));
+                    tables.node_pools.insert(pool.name.clone(), Arc::new(pool));
                 }
                 Ok(index)
             })
@@ -111,7 +111,7 @@ impl StateStore {
                 }
                 for name in names {
                     context.delete(Table::NodePools, name.as_bytes());
-                    Arc::make_mut(&mut tables.node_pools).remove(&name);
+                    tables.node_pools.remove(&name);
                 }
                 Ok(context.index())
             })

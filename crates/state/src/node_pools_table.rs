@@ -17,7 +17,7 @@ pub(crate) async fn load_node_pools(
     tables: &mut StateTables,
 ) -> Result<(), StateError> {
     for (_, pool) in load_table::<NodePool>(kv, Table::NodePools).await? {
-        Arc::make_mut(&mut tables.node_pools).insert(pool.name.clone(), Arc::new(pool));
+        tables.node_pools.insert(pool.name.clone(), Arc::new(pool));
     }
     Ok(())
 }
@@ -39,6 +39,6 @@ pub(crate) fn ensure_node_pool(
         ..NodePool::default()
     };
     context.put(Table::NodePools, pool.name.as_bytes(), &pool)?;
-    Arc::make_mut(&mut tables.node_pools).insert(pool.name.clone(), Arc::new(pool));
+    tables.node_pools.insert(pool.name.clone(), Arc::new(pool));
     Ok(())
 }

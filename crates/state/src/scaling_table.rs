@@ -58,20 +58,22 @@ pub(crate) fn record_scaling_event(
         &scaling_events_record_key(&key.0, &key.1),
         &events,
     )?;
-    Arc::make_mut(&mut tables.scaling_events).insert(key, Arc::new(events));
+    tables.scaling_events.insert(key, Arc::new(events));
     Ok(index)
 }
 
 /// Loads the persisted events and policies into `tables`.
 pub(crate) async fn load_scaling(kv: &dyn Kv, tables: &mut StateTables) -> Result<(), StateError> {
     for (_, events) in load_table::<JobScalingEvents>(kv, Table::ScalingEvents).await? {
-        Arc::make_mut(&mut tables.scaling_events).insert(
+        tables.scaling_events.insert(
             (events.namespace.clone(), events.job_id.clone()),
             Arc::new(events),
         );
     }
     for (_, policy) in load_table::<ScalingPolicy>(kv, Table::ScalingPolicies).await? {
-        Arc::make_mut(&mut tables.scaling_policies).insert(policy.id.clone(), Arc::new(policy));
+        tables
+            .scaling_policies
+            .insert(policy.id.clone(), Arc::new(policy));
     }
     Ok(())
 }
@@ -150,7 +152,8 @@ pub(crate) fn write_job_scaling_policies(
         policy.create_index = stored.map_or(index, |stored| stored.create_index);
         policy.modify_index = index;
         context.put(Table::ScalingPolicies, policy.id.as_bytes(), &*policy)?;
-        Arc::make_mut(&mut tables.scaling_policies)
+        tables
+            .scaling_policies
             .insert(policy.id.clone(), Arc::new(policy.clone()));
     }
     let removed: Vec<String> = tables
@@ -162,7 +165,7 @@ pub(crate) fn write_job_scaling_policies(
         .collect();
     for id in removed {
         context.delete(Table::ScalingPolicies, id.as_bytes());
-        Arc::make_mut(&mut tables.scaling_policies).remove(&id);
+        tables.scaling_policies.remove(&id);
     }
     Ok(())
 }
@@ -181,13 +184,13 @@ pub(crate) fn remove_job_scaling(
         .collect();
     for id in removed {
         context.delete(Table::ScalingPolicies, id.as_bytes());
-        Arc::make_mut(&mut tables.scaling_policies).remove(&id);
+        tables.scaling_policies.remove(&id);
     }
     if tables.scaling_events.contains_key(key) {
         context.delete(
             Table::ScalingEvents,
             &scaling_events_record_key(&key.0, &key.1),
         );
-        Arc::make_mut(&mut tables.scaling_events).remove(key);
+        tables.scaling_events.remove(key);
     }
 }

@@ -206,7 +206,7 @@ fn persist_alloc(
         && !tables.alloc_jobs.contains(job_ref)
     {
         context.put(Table::AllocJobs, &alloc_job_record_key(job_ref), job)?;
-        Arc::make_mut(&mut tables.alloc_jobs).insert(job_ref.clone());
+        tables.alloc_jobs.insert(job_ref.clone());
     }
     let job = alloc.job.take();
     let stored = StoredAllocRef {
@@ -325,7 +325,7 @@ fn remove_services(
         context.delete(Table::ServiceRegistrations, &job_record_key(&key.0, &key.1));
         context.emit(service_event(EventType::ServiceDeregistration, &existing)?);
         tables.unindex_service(&existing);
-        Arc::make_mut(&mut tables.services).remove(&key);
+        tables.services.remove(&key);
         removed += 1;
     }
     Ok(removed)
@@ -345,24 +345,25 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
     let kv = kv.as_ref();
     let mut tables = StateTables::default();
     for (_, job) in load_table::<Job>(kv, Table::Jobs).await? {
-        Arc::make_mut(&mut tables.jobs)
+        tables
+            .jobs
             .insert((job.namespace.clone(), job.id.clone()), Arc::new(job));
     }
     for (_, job) in load_table::<Job>(kv, Table::JobVersions).await? {
-        Arc::make_mut(&mut tables.job_versions).insert(
+        tables.job_versions.insert(
             (job.namespace.clone(), job.id.clone(), job.version),
             Arc::new(job),
         );
     }
     for (_, summary) in load_table::<JobSummary>(kv, Table::JobSummaries).await? {
-        Arc::make_mut(&mut tables.job_summaries).insert(
+        tables.job_summaries.insert(
             (summary.namespace.clone(), summary.job_id.clone()),
             Arc::new(summary),
         );
     }
     for (_, eval) in load_table::<Evaluation>(kv, Table::Evals).await? {
         tables.index_eval(&eval);
-        Arc::make_mut(&mut tables.evals).insert(eval.id.clone(), Arc::new(eval));
+        tables.evals.insert(eval.id.clone(), Arc::new(eval));
     }
     let mut alloc_jobs: BTreeMap<AllocJobRef, Arc<Job>> = BTreeMap::new();
     for (_, job) in load_table::<Job>(kv, Table::AllocJobs).await? {
@@ -391,23 +392,25 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
             }
         }
         tables.index_alloc(&alloc);
-        Arc::make_mut(&mut tables.allocs).insert(alloc.id.clone(), Arc::new(alloc));
+        tables.allocs.insert(alloc.id.clone(), Arc::new(alloc));
     }
-    Arc::make_mut(&mut tables.alloc_jobs).extend(alloc_jobs.into_keys());
+    tables.alloc_jobs.extend(alloc_jobs.into_keys());
     for (_, node) in load_table::<Node>(kv, Table::Nodes).await? {
         tables.put_node(node);
     }
     for (_, launch) in load_table::<PeriodicLaunch>(kv, Table::PeriodicLaunches).await? {
-        Arc::make_mut(&mut tables.periodic_launches).insert(
+        tables.periodic_launches.insert(
             (launch.namespace.clone(), launch.id.clone()),
             Arc::new(launch),
         );
     }
     for (_, key) in load_table::<WrappedRootKey>(kv, Table::RootKeys).await? {
-        Arc::make_mut(&mut tables.root_keys).insert(key.meta.key_id.clone(), Arc::new(key));
+        tables
+            .root_keys
+            .insert(key.meta.key_id.clone(), Arc::new(key));
     }
     for (_, variable) in load_table::<VariableEncrypted>(kv, Table::Variables).await? {
-        Arc::make_mut(&mut tables.variables).insert(
+        tables.variables.insert(
             (variable.meta.namespace.clone(), variable.meta.path.clone()),
             Arc::new(variable),
         );
@@ -419,13 +422,15 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
     for (_, namespace) in
         load_table::<drover_structs::namespace::Namespace>(kv, Table::Namespaces).await?
     {
-        Arc::make_mut(&mut tables.namespaces).insert(namespace.name.clone(), Arc::new(namespace));
+        tables
+            .namespaces
+            .insert(namespace.name.clone(), Arc::new(namespace));
     }
     crate::node_pools_table::load_node_pools(kv, &mut tables).await?;
     for (key, intention) in
         load_table::<drover_structs::intention::Intention>(kv, Table::Intentions).await?
     {
-        Arc::make_mut(&mut tables.intentions).insert(
+        tables.intentions.insert(
             String::from_utf8_lossy(&key).into_owned(),
             Arc::new(intention),
         );
@@ -434,7 +439,7 @@ async fn load_tables(kv: Arc<dyn Kv>) -> Result<StateTables, StateError> {
     crate::job_submissions::load_job_submissions(kv, &mut tables).await?;
     for (_, service) in load_table::<ServiceRegistration>(kv, Table::ServiceRegistrations).await? {
         tables.index_service(&service);
-        Arc::make_mut(&mut tables.services).insert(
+        tables.services.insert(
             (service.namespace.clone(), service.id.clone()),
             Arc::new(service),
         );
@@ -480,7 +485,7 @@ pub(crate) fn refresh_job_status(
     updated.modify_index = context.index();
     context.put(Table::Jobs, &job_record_key(&key.0, &key.1), &updated)?;
     count_in_parent(tables, context, &updated, Some(&previous), Some(status))?;
-    Arc::make_mut(&mut tables.jobs).insert(key.clone(), Arc::new(updated));
+    tables.jobs.insert(key.clone(), Arc::new(updated));
     Ok(())
 }
 
@@ -521,7 +526,7 @@ fn update_summary(
         &job_record_key(&key.0, &key.1),
         &summary,
     )?;
-    Arc::make_mut(&mut tables.job_summaries).insert(key.clone(), Arc::new(summary));
+    tables.job_summaries.insert(key.clone(), Arc::new(summary));
     Ok(())
 }
 
@@ -657,7 +662,7 @@ pub(crate) fn write_evals(
             })?;
         }
         tables.index_eval(&eval);
-        Arc::make_mut(&mut tables.evals).insert(eval.id.clone(), Arc::new(eval));
+        tables.evals.insert(eval.id.clone(), Arc::new(eval));
         affected_jobs.insert(job_key);
     }
     Ok(())
@@ -753,7 +758,7 @@ pub(crate) fn write_server_allocs(
         let previous_id = (existing.is_none() && !alloc.previous_allocation.is_empty())
             .then(|| alloc.previous_allocation.clone());
         let next_id = alloc.id.clone();
-        Arc::make_mut(&mut tables.allocs).insert(alloc.id.clone(), Arc::new(alloc));
+        tables.allocs.insert(alloc.id.clone(), Arc::new(alloc));
         affected_jobs.insert(job_key);
         // As Nomad's store: the allocation a new one replaces names it as its next.
         if let Some(previous_id) = previous_id {
@@ -786,7 +791,7 @@ fn name_next_allocation(
     persist_alloc(tables, context, &mut updated)?;
     context.emit(alloc_event(EventType::AllocationUpdated, &mut updated)?);
     tables.index_alloc(&updated);
-    Arc::make_mut(&mut tables.allocs).insert(updated.id.clone(), Arc::new(updated));
+    tables.allocs.insert(updated.id.clone(), Arc::new(updated));
     Ok(())
 }
 
@@ -823,7 +828,7 @@ fn remove_unused_alloc_jobs(tables: &mut StateTables, context: &mut WriteContext
         .collect();
     for job_ref in unused {
         context.delete(Table::AllocJobs, &alloc_job_record_key(&job_ref));
-        Arc::make_mut(&mut tables.alloc_jobs).remove(&job_ref);
+        tables.alloc_jobs.remove(&job_ref);
     }
 }
 
@@ -915,7 +920,9 @@ pub(crate) fn write_job(
             Table::JobVersions,
             &job_version_record_key(&key.0, &key.1, version),
         );
-        Arc::make_mut(&mut tables.job_versions).remove(&(key.0.clone(), key.1.clone(), version));
+        tables
+            .job_versions
+            .remove(&(key.0.clone(), key.1.clone(), version));
     }
 
     let summary = match tables.job_summaries.get(&key) {
@@ -932,7 +939,7 @@ pub(crate) fn write_job(
     if let Some(mut summary) = summary {
         summary.modify_index = index;
         context.put(Table::JobSummaries, &record_key, &summary)?;
-        Arc::make_mut(&mut tables.job_summaries).insert(key.clone(), Arc::new(summary));
+        tables.job_summaries.insert(key.clone(), Arc::new(summary));
     }
 
     record_periodic_launch(tables, context, &job, now_unix_ns)?;
@@ -945,11 +952,11 @@ pub(crate) fn write_job(
     )?;
     context.emit(job_event(EventType::JobRegistered, &job)?);
     let job = Arc::new(job);
-    Arc::make_mut(&mut tables.job_versions).insert(
+    tables.job_versions.insert(
         (key.0.clone(), key.1.clone(), job.version),
         Arc::clone(&job),
     );
-    Arc::make_mut(&mut tables.jobs).insert(key, Arc::clone(&job));
+    tables.jobs.insert(key, Arc::clone(&job));
     Ok(JobRegistration {
         job,
         spec_changed: true,
@@ -1000,7 +1007,7 @@ fn record_periodic_launch(
             &job_record_key(&key.0, &key.1),
             &launch,
         )?;
-        Arc::make_mut(&mut tables.periodic_launches).insert(key, Arc::new(launch));
+        tables.periodic_launches.insert(key, Arc::new(launch));
     }
     Ok(())
 }
@@ -1025,15 +1032,17 @@ fn remove_job(
             Table::JobVersions,
             &job_version_record_key(&key.0, &key.1, version),
         );
-        Arc::make_mut(&mut tables.job_versions).remove(&(key.0.clone(), key.1.clone(), version));
+        tables
+            .job_versions
+            .remove(&(key.0.clone(), key.1.clone(), version));
     }
     if tables.job_summaries.contains_key(key) {
         context.delete(Table::JobSummaries, &record_key);
-        Arc::make_mut(&mut tables.job_summaries).remove(key);
+        tables.job_summaries.remove(key);
     }
     if tables.periodic_launches.contains_key(key) {
         context.delete(Table::PeriodicLaunches, &record_key);
-        Arc::make_mut(&mut tables.periodic_launches).remove(key);
+        tables.periodic_launches.remove(key);
     }
     let services: Vec<ServiceKey> = triples_under(&tables.services_by_job, &key.0, &key.1)
         .map(|id| (key.0.clone(), id.to_owned()))
@@ -1043,7 +1052,7 @@ fn remove_job(
     crate::job_submissions::remove_job_submissions(tables, context, key);
     count_in_parent(tables, context, &job, Some(job.status.as_str()), None)?;
     context.emit(job_event(EventType::JobDeregistered, &job)?);
-    Arc::make_mut(&mut tables.jobs).remove(key);
+    tables.jobs.remove(key);
     Ok(index)
 }
 
@@ -1081,14 +1090,16 @@ pub(crate) fn write_job_stability(
         context.put(Table::Jobs, &job_record_key(&key.0, &key.1), &current)?;
         context.emit(job_event(EventType::JobRegistered, &current)?);
         job = current.clone();
-        Arc::make_mut(&mut tables.jobs).insert(key.clone(), Arc::new(current));
+        tables.jobs.insert(key.clone(), Arc::new(current));
     }
     context.put(
         Table::JobVersions,
         &job_version_record_key(&key.0, &key.1, version),
         &job,
     )?;
-    Arc::make_mut(&mut tables.job_versions).insert((key.0, key.1, version), Arc::new(job));
+    tables
+        .job_versions
+        .insert((key.0, key.1, version), Arc::new(job));
     Ok(())
 }
 
@@ -1164,7 +1175,7 @@ pub(crate) fn write_job_version_tag(
         latest.modify_index = index;
         context.put(Table::Jobs, &job_record_key(&key.0, &key.1), &latest)?;
         context.emit(job_event(EventType::JobRegistered, &latest)?);
-        Arc::make_mut(&mut tables.jobs).insert(key.clone(), Arc::new(latest));
+        tables.jobs.insert(key.clone(), Arc::new(latest));
     }
     context.put(
         Table::JobVersions,
@@ -1172,7 +1183,7 @@ pub(crate) fn write_job_version_tag(
         &job,
     )?;
     let version_key = (key.0, key.1, job.version);
-    Arc::make_mut(&mut tables.job_versions).insert(version_key, Arc::new(job));
+    tables.job_versions.insert(version_key, Arc::new(job));
     Ok(())
 }
 
@@ -1639,7 +1650,7 @@ impl StateStore {
                             job: tables.jobs.get(&job_key).cloned(),
                         });
                     }
-                    Arc::make_mut(&mut tables.allocs).insert(alloc.id.clone(), alloc);
+                    tables.allocs.insert(alloc.id.clone(), alloc);
                     affected_jobs.insert(job_key);
                 }
                 let mut evals = follow_up.evals(&changes);
@@ -1940,7 +1951,7 @@ impl StateStore {
                     context.delete(Table::Allocs, alloc_id.as_bytes());
                     remove_services_of_alloc(tables, context, &alloc_id)?;
                     tables.unindex_alloc(&alloc);
-                    Arc::make_mut(&mut tables.allocs).remove(&alloc_id);
+                    tables.allocs.remove(&alloc_id);
                     affected_jobs.insert((alloc.namespace.clone(), alloc.job_id.clone()));
                 }
                 for eval_id in eval_ids {
@@ -1949,7 +1960,7 @@ impl StateStore {
                     };
                     context.delete(Table::Evals, eval_id.as_bytes());
                     tables.unindex_eval(&eval);
-                    Arc::make_mut(&mut tables.evals).remove(&eval_id);
+                    tables.evals.remove(&eval_id);
                     affected_jobs.insert((eval.namespace.clone(), eval.job_id.clone()));
                 }
                 if affected_jobs.is_empty() {
@@ -1990,7 +2001,8 @@ impl StateStore {
                         &job_record_key(&job.namespace, &job.id),
                         &summary,
                     )?;
-                    Arc::make_mut(&mut tables.job_summaries)
+                    tables
+                        .job_summaries
                         .insert((job.namespace.clone(), job.id.clone()), Arc::new(summary));
                 }
                 Ok(context.index())
@@ -2071,7 +2083,7 @@ impl StateStore {
                     )?;
                     context.emit(service_event(EventType::ServiceRegistration, &service)?);
                     tables.index_service(&service);
-                    Arc::make_mut(&mut tables.services).insert(key, Arc::new(service));
+                    tables.services.insert(key, Arc::new(service));
                     changed = true;
                 }
                 Ok(if changed {

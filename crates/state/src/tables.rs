@@ -1,7 +1,9 @@
 //! The in-memory tables of the typed store and the read API over a consistent snapshot.
 //!
-//! Every table sits behind an `Arc`, so a snapshot is one `Arc` clone and a write copies only
-//! the tables it touches. Secondary indexes (allocs by job, node and eval; evals by job) are
+//! Every table is a persistent ordered map or set ([`Map`], [`Set`]: `imbl`'s B-trees with
+//! shared nodes), so a snapshot is a clone of a few pointers and a write while a snapshot is
+//! alive copies only the nodes on the path to what it changes: O(log n), not the whole table.
+//! Iteration is in key order, as with `BTreeMap`. Secondary indexes (allocs by job, node and eval; evals by job) are
 //! kept here in memory and rebuilt at load; only primary records are persisted. Service
 //! registrations are keyed by (namespace, ID) and indexed by service name, job, allocation, node
 //! and bare ID.
@@ -9,7 +11,6 @@
 //! **Boundary**: reads only. Writes live in [`crate::store`], derived data in
 //! [`crate::derive`].
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -20,6 +21,13 @@ use drover_structs::{
 
 use crate::engine::{Committed, Indexes, Table};
 
+/// The ordered map every table is: persistent, so a clone (a snapshot, the writer's working
+/// copy) shares all its nodes and a write then copies only the O(log n) nodes on its path.
+pub(crate) type Map<K, V> = imbl::OrdMap<K, V>;
+
+/// The ordered set every secondary index is (see [`Map`]).
+pub(crate) type Set<T> = imbl::OrdSet<T>;
+
 /// A job's identity: namespace and ID.
 pub type JobKey = (String, String);
 
@@ -29,59 +37,58 @@ pub const JOB_TRACKED_VERSIONS: usize = 6;
 /// The tables held in memory.
 #[derive(Debug, Clone, Default)]
 pub struct StateTables {
-    pub(crate) jobs: Arc<BTreeMap<JobKey, Arc<Job>>>,
-    pub(crate) job_versions: Arc<BTreeMap<(String, String, u64), Arc<Job>>>,
-    pub(crate) job_summaries: Arc<BTreeMap<JobKey, Arc<JobSummary>>>,
-    pub(crate) evals: Arc<BTreeMap<String, Arc<Evaluation>>>,
-    pub(crate) evals_by_job: Arc<BTreeSet<(String, String, String)>>,
-    pub(crate) allocs: Arc<BTreeMap<String, Arc<Allocation>>>,
-    pub(crate) allocs_by_job: Arc<BTreeSet<(String, String, String)>>,
-    pub(crate) allocs_by_node: Arc<BTreeSet<(String, String)>>,
-    pub(crate) allocs_by_eval: Arc<BTreeSet<(String, String)>>,
-    pub(crate) nodes: Arc<BTreeMap<String, Arc<Node>>>,
+    pub(crate) jobs: Map<JobKey, Arc<Job>>,
+    pub(crate) job_versions: Map<(String, String, u64), Arc<Job>>,
+    pub(crate) job_summaries: Map<JobKey, Arc<JobSummary>>,
+    pub(crate) evals: Map<String, Arc<Evaluation>>,
+    pub(crate) evals_by_job: Set<(String, String, String)>,
+    pub(crate) allocs: Map<String, Arc<Allocation>>,
+    pub(crate) allocs_by_job: Set<(String, String, String)>,
+    pub(crate) allocs_by_node: Set<(String, String)>,
+    pub(crate) allocs_by_eval: Set<(String, String)>,
+    pub(crate) nodes: Map<String, Arc<Node>>,
     /// Node ID by secret ID: a client's calls name their node by its secret, so each is found
     /// without a walk over every node. Kept by [`StateTables::put_node`] and
     /// [`StateTables::remove_node`], the only writers of `nodes`.
-    pub(crate) nodes_by_secret: Arc<BTreeMap<String, String>>,
+    pub(crate) nodes_by_secret: Map<String, String>,
     /// Which job copies of allocations are persisted (see [`AllocJobRef`]).
-    pub(crate) alloc_jobs: Arc<BTreeSet<AllocJobRef>>,
+    pub(crate) alloc_jobs: Set<AllocJobRef>,
     /// Service registrations by (namespace, ID).
-    pub(crate) services: Arc<BTreeMap<ServiceKey, Arc<ServiceRegistration>>>,
+    pub(crate) services: Map<ServiceKey, Arc<ServiceRegistration>>,
     /// (namespace, service name, ID).
-    pub(crate) services_by_name: Arc<BTreeSet<(String, String, String)>>,
+    pub(crate) services_by_name: Set<(String, String, String)>,
     /// (namespace, job ID, ID).
-    pub(crate) services_by_job: Arc<BTreeSet<(String, String, String)>>,
+    pub(crate) services_by_job: Set<(String, String, String)>,
     /// (alloc ID, namespace, ID).
-    pub(crate) services_by_alloc: Arc<BTreeSet<(String, String, String)>>,
+    pub(crate) services_by_alloc: Set<(String, String, String)>,
     /// (node ID, namespace, ID).
-    pub(crate) services_by_node: Arc<BTreeSet<(String, String, String)>>,
+    pub(crate) services_by_node: Set<(String, String, String)>,
     /// (ID, namespace): an ID without its namespace, as a client deregisters.
-    pub(crate) services_by_id: Arc<BTreeSet<(String, String)>>,
+    pub(crate) services_by_id: Set<(String, String)>,
     /// The last launch of each periodic job.
-    pub(crate) periodic_launches: Arc<BTreeMap<JobKey, Arc<PeriodicLaunch>>>,
+    pub(crate) periodic_launches: Map<JobKey, Arc<PeriodicLaunch>>,
     /// The keyring's root keys (wrapped), by key ID.
-    pub(crate) root_keys: Arc<BTreeMap<String, Arc<WrappedRootKey>>>,
+    pub(crate) root_keys: Map<String, Arc<WrappedRootKey>>,
     /// Variables (items sealed) by (namespace, path).
-    pub(crate) variables: Arc<BTreeMap<(String, String), Arc<VariableEncrypted>>>,
+    pub(crate) variables: Map<(String, String), Arc<VariableEncrypted>>,
     /// ACL policies and tokens.
     pub(crate) acl: Arc<crate::acl_tables::AclTables>,
     /// Deployments by ID.
-    pub(crate) deployments: Arc<BTreeMap<String, Arc<Deployment>>>,
+    pub(crate) deployments: Map<String, Arc<Deployment>>,
     /// (namespace, job ID, deployment ID).
-    pub(crate) deployments_by_job: Arc<BTreeSet<(String, String, String)>>,
+    pub(crate) deployments_by_job: Set<(String, String, String)>,
     /// Namespaces by name (`default` only once written; see `crate::namespaces`).
-    pub(crate) namespaces: Arc<BTreeMap<String, Arc<drover_structs::namespace::Namespace>>>,
+    pub(crate) namespaces: Map<String, Arc<drover_structs::namespace::Namespace>>,
     /// Node pools by name (not the built-in ones).
-    pub(crate) node_pools: Arc<BTreeMap<String, Arc<drover_structs::NodePool>>>,
+    pub(crate) node_pools: Map<String, Arc<drover_structs::NodePool>>,
     /// The scaling events of each job.
-    pub(crate) scaling_events: Arc<BTreeMap<JobKey, Arc<drover_structs::JobScalingEvents>>>,
+    pub(crate) scaling_events: Map<JobKey, Arc<drover_structs::JobScalingEvents>>,
     /// Scaling policies by ID.
-    pub(crate) scaling_policies: Arc<BTreeMap<String, Arc<drover_structs::ScalingPolicy>>>,
+    pub(crate) scaling_policies: Map<String, Arc<drover_structs::ScalingPolicy>>,
     /// The jobspec each job version was registered from, by (namespace, job ID, version).
-    pub(crate) job_submissions:
-        Arc<BTreeMap<(String, String, u64), Arc<drover_structs::JobSubmission>>>,
+    pub(crate) job_submissions: Map<(String, String, u64), Arc<drover_structs::JobSubmission>>,
     /// Service mesh intentions by [`intention_key`].
-    pub(crate) intentions: Arc<BTreeMap<String, Arc<drover_structs::intention::Intention>>>,
+    pub(crate) intentions: Map<String, Arc<drover_structs::intention::Intention>>,
 }
 
 /// An intention's key: `<source ns>/<source name>/<destination ns>/<destination name>` (no
@@ -101,8 +108,8 @@ pub type ServiceKey = (String, String);
 pub(crate) type AllocJobRef = (String, String, u64, u64);
 
 /// Values of `map` whose key starts with `prefix`, in key order.
-fn by_string_prefix<V: Clone>(map: &BTreeMap<String, V>, prefix: &str) -> Vec<V> {
-    map.range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+fn by_string_prefix<V: Clone>(map: &Map<String, V>, prefix: &str) -> Vec<V> {
+    map.range::<_, str>((Bound::Included(prefix), Bound::Unbounded))
         .take_while(|(key, _)| key.starts_with(prefix))
         .map(|(_, value)| value.clone())
         .collect()
@@ -110,7 +117,7 @@ fn by_string_prefix<V: Clone>(map: &BTreeMap<String, V>, prefix: &str) -> Vec<V>
 
 /// The third element of every triple in `set` whose first two elements are `(first, second)`.
 pub(crate) fn triples_under<'a>(
-    set: &'a BTreeSet<(String, String, String)>,
+    set: &'a Set<(String, String, String)>,
     first: &'a str,
     second: &'a str,
 ) -> impl Iterator<Item = &'a str> + 'a {
@@ -122,7 +129,7 @@ pub(crate) fn triples_under<'a>(
 
 /// The second element of every pair in `set` whose first element is `first`.
 pub(crate) fn pairs_under<'a>(
-    set: &'a BTreeSet<(String, String)>,
+    set: &'a Set<(String, String)>,
     first: &'a str,
 ) -> impl Iterator<Item = &'a str> + 'a {
     let start = (first.to_owned(), String::new());
@@ -169,105 +176,86 @@ impl StateTables {
             && previous.secret_id != node.secret_id
         {
             let previous_secret = previous.secret_id.clone();
-            Arc::make_mut(&mut self.nodes_by_secret).remove(&previous_secret);
+            self.nodes_by_secret.remove(&previous_secret);
         }
         if !node.secret_id.is_empty() {
-            Arc::make_mut(&mut self.nodes_by_secret)
+            self.nodes_by_secret
                 .insert(node.secret_id.clone(), node.id.clone());
         }
-        Arc::make_mut(&mut self.nodes).insert(node.id.clone(), Arc::new(node));
+        self.nodes.insert(node.id.clone(), Arc::new(node));
     }
 
     /// Removes the node `node_id`, keeping the secret index.
     pub(crate) fn remove_node(&mut self, node_id: &str) {
-        if let Some(removed) = Arc::make_mut(&mut self.nodes).remove(node_id) {
-            Arc::make_mut(&mut self.nodes_by_secret).remove(&removed.secret_id);
+        if let Some(removed) = self.nodes.remove(node_id) {
+            self.nodes_by_secret.remove(&removed.secret_id);
         }
     }
 
     /// Adds `alloc` to the secondary indexes.
     pub(crate) fn index_alloc(&mut self, alloc: &Allocation) {
-        Arc::make_mut(&mut self.allocs_by_job).insert((
+        self.allocs_by_job.insert((
             alloc.namespace.clone(),
             alloc.job_id.clone(),
             alloc.id.clone(),
         ));
         if !alloc.node_id.is_empty() {
-            Arc::make_mut(&mut self.allocs_by_node)
+            self.allocs_by_node
                 .insert((alloc.node_id.clone(), alloc.id.clone()));
         }
         if !alloc.eval_id.is_empty() {
-            Arc::make_mut(&mut self.allocs_by_eval)
+            self.allocs_by_eval
                 .insert((alloc.eval_id.clone(), alloc.id.clone()));
         }
     }
 
     /// Removes `alloc` from the secondary indexes.
     pub(crate) fn unindex_alloc(&mut self, alloc: &Allocation) {
-        Arc::make_mut(&mut self.allocs_by_job).remove(&(
+        self.allocs_by_job.remove(&(
             alloc.namespace.clone(),
             alloc.job_id.clone(),
             alloc.id.clone(),
         ));
-        Arc::make_mut(&mut self.allocs_by_node).remove(&(alloc.node_id.clone(), alloc.id.clone()));
-        Arc::make_mut(&mut self.allocs_by_eval).remove(&(alloc.eval_id.clone(), alloc.id.clone()));
+        self.allocs_by_node
+            .remove(&(alloc.node_id.clone(), alloc.id.clone()));
+        self.allocs_by_eval
+            .remove(&(alloc.eval_id.clone(), alloc.id.clone()));
     }
 
     /// Adds `service` to the secondary indexes.
     pub(crate) fn index_service(&mut self, service: &ServiceRegistration) {
         let (namespace, id) = (&service.namespace, &service.id);
-        Arc::make_mut(&mut self.services_by_name).insert((
-            namespace.clone(),
-            service.service_name.clone(),
-            id.clone(),
-        ));
-        Arc::make_mut(&mut self.services_by_job).insert((
-            namespace.clone(),
-            service.job_id.clone(),
-            id.clone(),
-        ));
-        Arc::make_mut(&mut self.services_by_alloc).insert((
-            service.alloc_id.clone(),
-            namespace.clone(),
-            id.clone(),
-        ));
-        Arc::make_mut(&mut self.services_by_node).insert((
-            service.node_id.clone(),
-            namespace.clone(),
-            id.clone(),
-        ));
-        Arc::make_mut(&mut self.services_by_id).insert((id.clone(), namespace.clone()));
+        self.services_by_name
+            .insert((namespace.clone(), service.service_name.clone(), id.clone()));
+        self.services_by_job
+            .insert((namespace.clone(), service.job_id.clone(), id.clone()));
+        self.services_by_alloc
+            .insert((service.alloc_id.clone(), namespace.clone(), id.clone()));
+        self.services_by_node
+            .insert((service.node_id.clone(), namespace.clone(), id.clone()));
+        self.services_by_id.insert((id.clone(), namespace.clone()));
     }
 
     /// Removes `service` from the secondary indexes.
     pub(crate) fn unindex_service(&mut self, service: &ServiceRegistration) {
         let (namespace, id) = (&service.namespace, &service.id);
-        Arc::make_mut(&mut self.services_by_name).remove(&(
+        self.services_by_name.remove(&(
             namespace.clone(),
             service.service_name.clone(),
             id.clone(),
         ));
-        Arc::make_mut(&mut self.services_by_job).remove(&(
-            namespace.clone(),
-            service.job_id.clone(),
-            id.clone(),
-        ));
-        Arc::make_mut(&mut self.services_by_alloc).remove(&(
-            service.alloc_id.clone(),
-            namespace.clone(),
-            id.clone(),
-        ));
-        Arc::make_mut(&mut self.services_by_node).remove(&(
-            service.node_id.clone(),
-            namespace.clone(),
-            id.clone(),
-        ));
-        Arc::make_mut(&mut self.services_by_id).remove(&(id.clone(), namespace.clone()));
+        self.services_by_job
+            .remove(&(namespace.clone(), service.job_id.clone(), id.clone()));
+        self.services_by_alloc
+            .remove(&(service.alloc_id.clone(), namespace.clone(), id.clone()));
+        self.services_by_node
+            .remove(&(service.node_id.clone(), namespace.clone(), id.clone()));
+        self.services_by_id.remove(&(id.clone(), namespace.clone()));
     }
 
     /// The keys of the registrations whose index triple starts with `first`.
     pub(crate) fn service_keys_under(
-        set: &BTreeSet<(String, String, String)>,
+        set: &Set<(String, String, String)>,
         first: &str,
     ) -> Vec<ServiceKey> {
         let start = (first.to_owned(), String::new(), String::new());
@@ -285,20 +273,23 @@ impl StateTables {
     }
 
     pub(crate) fn index_eval(&mut self, eval: &Evaluation) {
-        Arc::make_mut(&mut self.evals_by_job).insert((
-            eval.namespace.clone(),
-            eval.job_id.clone(),
-            eval.id.clone(),
-        ));
+        self.evals_by_job
+            .insert((eval.namespace.clone(), eval.job_id.clone(), eval.id.clone()));
     }
 
     pub(crate) fn unindex_eval(&mut self, eval: &Evaluation) {
-        Arc::make_mut(&mut self.evals_by_job).remove(&(
-            eval.namespace.clone(),
-            eval.job_id.clone(),
-            eval.id.clone(),
-        ));
+        self.evals_by_job
+            .remove(&(eval.namespace.clone(), eval.job_id.clone(), eval.id.clone()));
     }
+}
+
+/// A job summary that differs between two snapshots (see [`StateSnapshot::job_summary_changes`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSummaryChange {
+    /// As it was; `None`: the job was not there.
+    pub before: Option<Arc<JobSummary>>,
+    /// As it is; `None`: the job is gone (purged).
+    pub after: Option<Arc<JobSummary>>,
 }
 
 /// A consistent, immutable view of the whole store at one index (what the scheduler plans on).
@@ -399,6 +390,34 @@ impl StateSnapshot {
             .job_summaries
             .get(&(namespace.to_owned(), job_id.to_owned()))
             .cloned()
+    }
+
+    /// The job summaries that differ between `previous` (`None`: an empty store) and this
+    /// snapshot, by namespace and job ID. Only what the two snapshots do not share is walked,
+    /// so a round in which few summaries changed costs little however many jobs are stored.
+    pub fn job_summary_changes(&self, previous: Option<&StateSnapshot>) -> Vec<JobSummaryChange> {
+        let empty = Map::new();
+        let before = previous.map_or(&empty, |previous| &previous.tables().job_summaries);
+        before
+            .diff(&self.tables().job_summaries)
+            .map(|item| match item {
+                imbl::ordmap::DiffItem::Add(_, after) => JobSummaryChange {
+                    before: None,
+                    after: Some(Arc::clone(after)),
+                },
+                imbl::ordmap::DiffItem::Update {
+                    old: (_, before),
+                    new: (_, after),
+                } => JobSummaryChange {
+                    before: Some(Arc::clone(before)),
+                    after: Some(Arc::clone(after)),
+                },
+                imbl::ordmap::DiffItem::Remove(_, before) => JobSummaryChange {
+                    before: Some(Arc::clone(before)),
+                    after: None,
+                },
+            })
+            .collect()
     }
 
     /// The evaluation `eval_id`.

@@ -169,7 +169,7 @@ impl StateStore {
                         context.put(Table::Variables, &record_key(&key.0, &key.1), &variable)?;
                         context.emit(variable_event(&variable.meta, false, index)?);
                         let variable = Arc::new(variable);
-                        Arc::make_mut(&mut tables.variables).insert(key, Arc::clone(&variable));
+                        tables.variables.insert(key, Arc::clone(&variable));
                         Ok(VariableWrite::Applied {
                             variable: Some(variable),
                             index,
@@ -183,7 +183,7 @@ impl StateStore {
                             });
                         }
                         context.delete(Table::Variables, &record_key(&key.0, &key.1));
-                        if let Some(removed) = Arc::make_mut(&mut tables.variables).remove(&key) {
+                        if let Some(removed) = tables.variables.remove(&key) {
                             let index = context.index();
                             context.emit(variable_event(&removed.meta, true, index)?);
                         }
@@ -259,7 +259,7 @@ impl StateStore {
                 context.put(Table::Variables, &record_key(&key.0, &key.1), &stored)?;
                 context.emit(variable_event(&stored.meta, false, index)?);
                 let stored = Arc::new(stored);
-                Arc::make_mut(&mut tables.variables).insert(key, Arc::clone(&stored));
+                tables.variables.insert(key, Arc::clone(&stored));
                 Ok(VariableLockWrite::Applied {
                     variable: stored,
                     index,

@@ -1270,3 +1270,39 @@ async fn a_node_is_found_by_its_secret_through_writes_removal_and_a_reload() {
     assert_eq!(store.node_by_secret("s2").unwrap().id, "n2");
     assert!(store.node_by_secret("s3").is_none());
 }
+
+#[tokio::test]
+async fn job_summary_changes_name_only_the_summaries_that_changed_or_went() {
+    let store = StateStore::in_memory().await.unwrap();
+    for id in ["api", "batch", "web"] {
+        store.upsert_job(job(id, 1), NOW).await.unwrap();
+    }
+    let first = store.snapshot();
+    let all = first.job_summary_changes(None);
+    let added: Vec<&str> = all
+        .iter()
+        .map(|change| {
+            assert!(change.before.is_none(), "{change:?}");
+            change.after.as_ref().unwrap().job_id.as_str()
+        })
+        .collect();
+    assert_eq!(added, ["api", "batch", "web"]);
+    assert!(first.job_summary_changes(Some(&first)).is_empty());
+
+    // One summary's counters move, another job is purged, the third is untouched.
+    store
+        .upsert_allocs(vec![alloc("a1", "web", "n1", "e1")], NOW + 1)
+        .await
+        .unwrap();
+    store.delete_job("default", "api").await.unwrap();
+    let second = store.snapshot();
+    let changes = second.job_summary_changes(Some(&first));
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    let purged = &changes[0];
+    assert_eq!(purged.before.as_ref().unwrap().job_id, "api");
+    assert!(purged.after.is_none());
+    let moved = &changes[1];
+    assert_eq!(moved.before.as_ref().unwrap().summary["g"].starting, 0);
+    assert_eq!(moved.after.as_ref().unwrap().summary["g"].starting, 1);
+    assert_eq!(moved.after.as_ref().unwrap().job_id, "web");
+}

@@ -3,7 +3,8 @@ import { useEffect, useState } from 'preact/hooks';
 import { getJSON, qs, send, useLive } from '../api';
 import { Link, navigate, type Location } from '../router';
 import { ActionButton } from '../confirm';
-import { Ago, ErrorBox, Loading } from '../widgets';
+import { Ago, ErrorBox, Loading, NotAllowed } from '../widgets';
+import { usePermissions } from '../acl';
 import { EvaluationsTable, type Evaluation } from './job';
 import { useNamespaces } from './jobs';
 
@@ -29,6 +30,10 @@ export function VariablesPage({ loc }: { loc: Location }) {
   const namespaces = useNamespaces();
   const [path, setPath] = useState('');
   const [namespace, setNamespace] = useState('default');
+  const perms = usePermissions();
+  const newPath = path.trim();
+  // A path the token may not write is refused here, before the editor opens.
+  const writable = !!perms && (!newPath || perms.canVariable('write', namespace, newPath));
   return (
     <div>
       <div class="page-head"><h1>Variables</h1></div>
@@ -39,7 +44,8 @@ export function VariablesPage({ loc }: { loc: Location }) {
           <select value={namespace} onChange={(e) => setNamespace((e.target as HTMLSelectElement).value)}>
             {(namespaces.length ? namespaces : ['default']).map((n) => <option>{n}</option>)}
           </select>
-          <button id="new-var" disabled={!path.trim()} onClick={() => navigate(varPath(path.trim(), namespace) + (namespace !== 'default' ? '&' : '?') + 'new=1')}>Create</button>
+          <button id="new-var" disabled={!newPath || !writable} onClick={() => navigate(varPath(newPath, namespace) + (namespace !== 'default' ? '&' : '?') + 'new=1')}>Create</button>
+          {perms && !writable ? <NotAllowed what={`write variables at ${newPath}`} needs="write" /> : null}
         </span>
       </div>
       <ErrorBox error={live.error} />
@@ -65,6 +71,10 @@ export function VariablePage({ path, loc }: { path: string; loc: Location }) {
   const [error, setError] = useState('');
   const [saved, setSaved] = useState('');
   const api = `v1/var/${path.split('/').map(encodeURIComponent).join('/')}`;
+  const perms = usePermissions();
+  // Hidden until the permissions are known, then only what the token may do on this path.
+  const mayWrite = !!perms && perms.canVariable('write', namespace, path);
+  const mayDestroy = !!perms && perms.canVariable('destroy', namespace, path);
   useEffect(() => {
     if (isNew) return;
     getJSON<{ Items: Record<string, string>; ModifyIndex: number }>(api + qs({ namespace }))
@@ -82,25 +92,29 @@ export function VariablePage({ path, loc }: { path: string; loc: Location }) {
   return (
     <div class="narrow">
       <div class="page-head"><h1>Variable <span class="mono">{path}</span></h1>
-        {!isNew ? <ActionButton id="delete-var" label="Delete" danger confirm="Yes, delete it" run={async () => { await send('DELETE', api + qs({ namespace, cas: index })); navigate('variables'); }} /> : null}
+        {!isNew && mayDestroy ? <ActionButton id="delete-var" label="Delete" danger confirm="Yes, delete it" run={async () => { await send('DELETE', api + qs({ namespace, cas: index })); navigate('variables'); }} /> : null}
       </div>
+      {perms && !mayWrite ? <p><NotAllowed what="change this variable" needs="write" /></p> : null}
+      {perms && !isNew && !mayDestroy ? <p><NotAllowed what="delete this variable" needs="destroy" /></p> : null}
       <p class="muted">Namespace {namespace}</p>
       {error ? <div class="error" role="alert">{error}</div> : null}
       <table class="list kv" id="var-items">
         <thead><tr><th>Key</th><th>Value</th><th></th></tr></thead>
         <tbody>{items.map(([k, v], i) => (
           <tr>
-            <td><input aria-label="key" value={k} onInput={(e) => setItems(items.map((it, j) => j === i ? [(e.target as HTMLInputElement).value, it[1]] : it))} /></td>
-            <td><input aria-label="value" value={v} onInput={(e) => setItems(items.map((it, j) => j === i ? [it[0], (e.target as HTMLInputElement).value] : it))} /></td>
-            <td><button onClick={() => setItems(items.filter((_, j) => j !== i))}>Remove</button></td>
+            <td><input aria-label="key" value={k} readOnly={!mayWrite} onInput={(e) => setItems(items.map((it, j) => j === i ? [(e.target as HTMLInputElement).value, it[1]] : it))} /></td>
+            <td><input aria-label="value" value={v} readOnly={!mayWrite} onInput={(e) => setItems(items.map((it, j) => j === i ? [it[0], (e.target as HTMLInputElement).value] : it))} /></td>
+            <td>{mayWrite ? <button onClick={() => setItems(items.filter((_, j) => j !== i))}>Remove</button> : null}</td>
           </tr>
         ))}</tbody>
       </table>
-      <div class="toolbar">
-        <button onClick={() => setItems([...items, ['', '']])}>Add item</button>
-        <ActionButton id="save-var" label="Save" run={() => save().catch((e) => { setError(e.message); })} />
-        <span class="ok">{saved}</span>
-      </div>
+      {mayWrite ? (
+        <div class="toolbar">
+          <button id="add-var-item" onClick={() => setItems([...items, ['', '']])}>Add item</button>
+          <ActionButton id="save-var" label="Save" run={() => save().catch((e) => { setError(e.message); })} />
+          <span class="ok">{saved}</span>
+        </div>
+      ) : null}
     </div>
   );
 }
