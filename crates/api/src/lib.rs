@@ -13,7 +13,7 @@
 //! - `app_tests`, `services_tests`, `state_store`
 //! - `app`
 //! - `paginate`
-//! - `bexpr`, `logs`, `memory`
+//! - `bexpr`, `blocking`, `logs`, `memory`
 //! - `backend`, `body_limit`, `clean_path`, `client`, `fs`, `params`, `routes`
 //!
 //! # Design notes
