@@ -107,14 +107,12 @@ pub(crate) fn wait_allocs_status(
     let mut failed = None;
     let allocs = poll(limit, every, &format!("{count} allocs {status}"), || {
         let allocs = job_allocs(agent, job_id).ok()?;
-        if status != "failed" {
-            if let Some(alloc) = allocs
-                .iter()
-                .find(|alloc| alloc["ClientStatus"] == "failed")
-            {
-                failed = Some(failure_events(alloc));
-                return Some(allocs);
-            }
+        if let Some(alloc) = allocs
+            .iter()
+            .find(|alloc| status != "failed" && alloc["ClientStatus"] == "failed")
+        {
+            failed = Some(failure_events(alloc));
+            return Some(allocs);
         }
         (count_status(&allocs, status) >= count).then_some(allocs)
     })?;
