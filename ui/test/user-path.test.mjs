@@ -463,9 +463,15 @@ test('job actions: scale a group, revert a version, force a periodic launch, dis
 
   // A periodic job's forced launch makes a child job.
   await page.goto(agent.address + '/ui/jobs/nightly');
-  await page.waitForSelector('#force-launch');
-  await page.click('#force-launch');
-  await waitFor('a periodic child', async () => (await agent.api('GET', '/v1/jobs?prefix=nightly/periodic-')).length === 1);
+  await page.waitForSelector('#force-launch:not([disabled])');
+  // The element's own click: a click at the button's coordinates can land elsewhere when the
+  // page's layout moves between finding the button and clicking (the page still loading).
+  await page.$eval('#force-launch', (button) => button.click());
+  await waitFor('a periodic child', async () => {
+    const refused = await page.$eval('.inline-error', (el) => el.textContent).catch(() => null);
+    if (refused) throw new Error(`the force launch said: ${refused}`);
+    return (await agent.api('GET', '/v1/jobs?prefix=nightly/periodic-')).length === 1;
+  });
 
   // Dispatch with meta, landing on the dispatched job's page.
   await page.goto(agent.address + '/ui/jobs/resize');
