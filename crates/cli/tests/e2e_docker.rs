@@ -283,6 +283,19 @@ impl Engine {
     }
 }
 
+/// An engine stopped by a signal leaves its own network namespace bound at
+/// `<exec-root>/netns/default` (one per start, stacked): unmounted here, so the test's temp dir
+/// goes with it.
+fn unmount_engine_namespaces(root: &Path) {
+    let bound = root.join("exec").join("netns").join("default");
+    for _ in 0..16 {
+        let unmounted = nix::mount::umount2(&bound, nix::mount::MntFlags::MNT_DETACH);
+        if unmounted.is_err() {
+            break;
+        }
+    }
+}
+
 impl Drop for Engine {
     fn drop(&mut self) {
         let leftover = Command::new("docker")
@@ -313,6 +326,7 @@ impl Drop for Engine {
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
+        unmount_engine_namespaces(self.temp.path());
         if !self.had_docker0 {
             let _ = Command::new("ip").args(["link", "del", "docker0"]).output();
         }
@@ -1696,6 +1710,7 @@ impl Drop for RestartableEngine {
             }
         }
         self.stop();
+        unmount_engine_namespaces(self.dir.path());
         let _ = Command::new("umount")
             .arg("-R")
             .arg(self.dir.path().join("data"))
