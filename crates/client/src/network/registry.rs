@@ -38,6 +38,11 @@ pub fn write(dir: &Path, alloc_id: &str, entry: &RegistryEntry) -> Result<(), Ne
         source,
     };
     std::fs::create_dir_all(dir).map_err(|source| write_error(dir, source))?;
+    // The entry is the client's while its root exists: the root is made with it, so a client's
+    // first network (set up before its allocation root was ever made) is not taken for a gone
+    // client's by another client restoring on the node at that moment.
+    std::fs::create_dir_all(&entry.client_alloc_root)
+        .map_err(|source| write_error(&entry.client_alloc_root, source))?;
     let path = entry_path(dir, alloc_id);
     let bytes = serde_json::to_vec(entry)
         .map_err(|error| NetworkError::Config(format!("encoding the network register: {error}")))?;
@@ -138,6 +143,8 @@ mod tests {
             };
             write(&register, alloc_id, &entry).unwrap();
         }
+        // That client is gone: its root with it.
+        std::fs::remove_dir_all(dir.path().join("gone")).unwrap();
         let mut found: Vec<String> = orphans_of(&register, &mine)
             .into_iter()
             .map(|(alloc_id, entry)| {
@@ -150,5 +157,25 @@ mod tests {
         remove(&register, "a1").unwrap();
         remove(&register, "a1").unwrap();
         assert_eq!(orphans_of(&register, &mine).len(), 1);
+    }
+
+    /// A client registers its first network before its allocation root exists (the root is
+    /// made with the first allocation's directory, after the network hook): another client
+    /// restoring on the node at that moment took the entry for a gone client's and tore a
+    /// running allocation's network down under it.
+    #[test]
+    fn a_first_network_registered_before_its_clients_root_exists_is_no_ones_orphan() {
+        let dir = tempfile::tempdir().unwrap();
+        let register = dir.path().join("networks");
+        let fresh = dir.path().join("fresh/alloc");
+        let restoring = dir.path().join("restoring/alloc");
+        std::fs::create_dir_all(&restoring).unwrap();
+        let entry = RegistryEntry {
+            client_alloc_root: fresh.clone(),
+            record: record("first"),
+        };
+        write(&register, "first", &entry).unwrap();
+        assert!(orphans_of(&register, &restoring).is_empty());
+        assert_eq!(orphans_of(&register, &fresh).len(), 1);
     }
 }
