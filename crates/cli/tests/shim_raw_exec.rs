@@ -494,6 +494,40 @@ async fn when_the_shim_dies_the_task_lives_on_and_reclaim_kills_it_through_the_c
     );
 }
 
+/// A kill of a task whose shim died was refused ("the shim … is gone") and retried by the
+/// client for minutes; the kill now kills the task through its cgroup and reports an exit.
+#[tokio::test]
+async fn a_kill_after_the_shim_died_kills_the_task_through_its_cgroup() {
+    if !cgroups_available() {
+        return;
+    }
+    let scratch = Scratch::new();
+    let driver = driver();
+    let handle = driver
+        .start(&launch(&scratch, "shimless", "exec sleep 600"))
+        .await
+        .unwrap();
+    let shim = handle.shim.clone().unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &shim.shim_pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    eventually("shim dead", || !alive(shim.shim_pid));
+    assert!(alive(shim.task_pid), "the task outlives its shim");
+    let exit = driver
+        .kill(&handle, Some("SIGTERM"), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(exit.signal, nix::sys::signal::Signal::SIGKILL as i32);
+    eventually("task killed", || !alive(shim.task_pid));
+    driver.destroy(&handle).await.unwrap();
+    assert_eq!(
+        cgroup_dirs(&shim.cgroup.unwrap().name),
+        Vec::<PathBuf>::new()
+    );
+}
+
 #[tokio::test]
 async fn the_task_runs_as_the_given_user_with_its_environment_and_cwd() {
     if !cgroups_available() {

@@ -512,7 +512,29 @@ impl Driver for ShimEngine {
                 .unwrap_or(DEFAULT_KILL_SIGNAL);
             let signal = parse_signal(name)?;
             let grace_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
-            Self::client(handle)?.kill(signal as i32, grace_ns).await
+            match Self::client(handle)?.kill(signal as i32, grace_ns).await {
+                // The shim died (killed with its agent, or by the kernel): nothing answers for
+                // the task but its cgroup. Its processes are killed there; the exit the shim
+                // recorded, if it did, is the task's. A kill retried against the gone shim held
+                // the allocation (and the replacement waiting for it) for minutes.
+                Err(DriverError::ShimGone { .. }) => {
+                    let recorded = self.reclaim_task(handle).await?;
+                    self.rebalance_shared_cpus(None).await;
+                    // Killed by the cgroup's SIGKILL, whatever signal was asked for.
+                    let killed = nix::sys::signal::Signal::SIGKILL as i32;
+                    Ok(recorded.unwrap_or_else(|| ExitStatus {
+                        exit_code: 128 + killed,
+                        signal: killed,
+                        oom_killed: false,
+                        finished_at_unix_ns: std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |since| {
+                                u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+                            }),
+                    }))
+                }
+                other => other,
+            }
         })
     }
 
