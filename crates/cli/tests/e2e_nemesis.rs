@@ -36,7 +36,7 @@ const SHORT_RUN: Duration = Duration::from_secs(90);
 const LONG_RUN: Duration = Duration::from_secs(300);
 
 #[test]
-#[ignore = "issue 36: seed 36 still fails to converge in some runs (a job left with no allocation meant to run on its latest version), and a client whose disk filled keeps its state database failed (\"Previous I/O error occurred\") so seed 1993 cannot converge; back in CI once both are fixed. Run with --ignored"]
+#[ignore = "issue 36: seed 1993 still fails to converge in some runs (a job left with an allocation meant to run that never starts, after its client's disk filled and the leader was killed twice); seed 36 passed after the fixes of the status retries, the leader's reload and the gone-shim kill, but once is not enough for CI. Run with --ignored"]
 fn nemesis_loses_no_acknowledged_write_and_runs_nothing_twice() {
     if !nemesis::lab::tools_available() {
         return;
