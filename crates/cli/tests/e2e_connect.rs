@@ -28,42 +28,13 @@ use serde_json::Value;
 use support::{Agent, wait_for, write_jobspec};
 
 const LIMIT: Duration = Duration::from_secs(120);
-const PLUGIN_DIR: &str = "/usr/lib/cni";
 const NETNS_DIR: &str = "/var/run/netns";
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Whether the test can run: root, the plugins and iptables. Under CI a missing one fails.
 fn prerequisites() -> bool {
-    let mut missing = Vec::new();
-    if !nix::unistd::Uid::effective().is_root() {
-        missing.push("root".to_string());
-    }
-    for plugin in ["bridge", "host-local", "loopback", "firewall", "portmap"] {
-        if !Path::new(PLUGIN_DIR).join(plugin).is_file() {
-            missing.push(format!(
-                "{PLUGIN_DIR}/{plugin} (apt-get install containernetworking-plugins)"
-            ));
-        }
-    }
-    if std::process::Command::new("iptables")
-        .arg("--version")
-        .output()
-        .map(|output| !output.status.success())
-        .unwrap_or(true)
-    {
-        missing.push("iptables (apt-get install iptables)".to_string());
-    }
-    if missing.is_empty() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").is_err(),
-        "connect tests need {}",
-        missing.join(", ")
-    );
-    eprintln!("skipping: connect tests need {}", missing.join(", "));
-    false
+    support::group_network_prerequisites("connect tests", &[])
 }
 
 const JOB: &str = r#"

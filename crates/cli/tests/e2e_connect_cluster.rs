@@ -36,7 +36,6 @@ use std::time::{Duration, Instant};
 use support::{Agent, agent_config, wait_for, write_jobspec};
 
 const LIMIT: Duration = Duration::from_secs(120);
-const PLUGIN_DIR: &str = "/usr/lib/cni";
 const NETNS_DIR: &str = "/var/run/netns";
 const PYTHON: &str = "/usr/bin/python3";
 /// The bridge both clients put their groups on, and its subnet.
@@ -46,41 +45,7 @@ const SUBNET: &str = "10.252.43.0/24";
 /// Whether the test can run: root, the plugins, iptables and python3. Under CI a missing one
 /// fails.
 fn prerequisites() -> bool {
-    let mut missing = Vec::new();
-    if !nix::unistd::Uid::effective().is_root() {
-        missing.push("root".to_string());
-    }
-    for plugin in ["bridge", "host-local", "loopback", "firewall", "portmap"] {
-        if !Path::new(PLUGIN_DIR).join(plugin).is_file() {
-            missing.push(format!(
-                "{PLUGIN_DIR}/{plugin} (apt-get install containernetworking-plugins)"
-            ));
-        }
-    }
-    if std::process::Command::new("iptables")
-        .arg("--version")
-        .output()
-        .map(|output| !output.status.success())
-        .unwrap_or(true)
-    {
-        missing.push("iptables (apt-get install iptables)".to_string());
-    }
-    if !Path::new(PYTHON).is_file() {
-        missing.push(format!("{PYTHON} (apt-get install python3)"));
-    }
-    if missing.is_empty() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").is_err(),
-        "connect cluster tests need {}",
-        missing.join(", ")
-    );
-    eprintln!(
-        "skipping: connect cluster tests need {}",
-        missing.join(", ")
-    );
-    false
+    support::group_network_prerequisites("connect cluster tests", &[(PYTHON, "python3")])
 }
 
 /// `count-api` answers its allocation's ID on 127.0.0.1:9001 inside its namespace (so only

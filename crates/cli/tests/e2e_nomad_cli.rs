@@ -72,8 +72,12 @@ fn the_answers_the_nomad_cli_reads_are_there() {
     let agent = Agent::start_dev();
 
     // `nomad node status <node>`: "Node registered" is the node's first event.
-    let nodes = agent.get_json("/v1/nodes");
-    let node_id = nodes[0]["ID"].as_str().unwrap().to_owned();
+    // The API answers before the client has registered its node.
+    let node_id = wait_for("the node to register", LIMIT, || {
+        agent.get_json("/v1/nodes")[0]["ID"]
+            .as_str()
+            .map(str::to_owned)
+    });
     let node = agent.get_json(&format!("/v1/node/{node_id}"));
     assert_eq!(node["Events"][0]["Subsystem"], "Cluster", "{node}");
     assert_eq!(node["Events"][0]["Message"], "Node registered", "{node}");

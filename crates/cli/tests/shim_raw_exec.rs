@@ -462,15 +462,14 @@ async fn a_command_that_cannot_start_is_a_start_error_and_leaves_nothing() {
     assert_eq!(cgroup_dirs(&cgroup_name), Vec::<PathBuf>::new());
 }
 
-#[tokio::test]
-async fn when_the_shim_dies_the_task_lives_on_and_reclaim_kills_it_through_the_cgroup() {
-    if !cgroups_available() {
-        return;
-    }
-    let scratch = Scratch::new();
-    let driver = driver();
+/// Starts `sleep 600` as task `name` and kills its shim with SIGKILL; the task lives on.
+async fn start_and_kill_the_shim(
+    driver: &ShimEngine,
+    scratch: &Scratch,
+    name: &str,
+) -> (TaskHandle, drover_driver::ShimHandle) {
     let handle = driver
-        .start(&launch(&scratch, "orphan", "exec sleep 600"))
+        .start(&launch(scratch, name, "exec sleep 600"))
         .await
         .unwrap();
     let shim = handle.shim.clone().unwrap();
@@ -481,6 +480,17 @@ async fn when_the_shim_dies_the_task_lives_on_and_reclaim_kills_it_through_the_c
     assert!(killed.success());
     eventually("shim dead", || !alive(shim.shim_pid));
     assert!(alive(shim.task_pid), "the task outlives its shim");
+    (handle, shim)
+}
+
+#[tokio::test]
+async fn when_the_shim_dies_the_task_lives_on_and_reclaim_kills_it_through_the_cgroup() {
+    if !cgroups_available() {
+        return;
+    }
+    let scratch = Scratch::new();
+    let driver = driver();
+    let (handle, shim) = start_and_kill_the_shim(&driver, &scratch, "orphan").await;
     assert!(matches!(
         driver.recover(&handle).await,
         Err(DriverError::ShimGone { .. })
@@ -503,18 +513,7 @@ async fn a_kill_after_the_shim_died_kills_the_task_through_its_cgroup() {
     }
     let scratch = Scratch::new();
     let driver = driver();
-    let handle = driver
-        .start(&launch(&scratch, "shimless", "exec sleep 600"))
-        .await
-        .unwrap();
-    let shim = handle.shim.clone().unwrap();
-    let killed = std::process::Command::new("kill")
-        .args(["-9", &shim.shim_pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    eventually("shim dead", || !alive(shim.shim_pid));
-    assert!(alive(shim.task_pid), "the task outlives its shim");
+    let (handle, shim) = start_and_kill_the_shim(&driver, &scratch, "shimless").await;
     let exit = driver
         .kill(&handle, Some("SIGTERM"), Duration::from_secs(5))
         .await

@@ -683,3 +683,47 @@ pub fn server_and_two_clients(temp: &Path, limit: Duration) -> (Agent, Vec<Agent
     });
     (server, clients, a, b)
 }
+
+/// Where the group network tests find the CNI reference plugins (Debian's
+/// containernetworking-plugins).
+pub const CNI_PLUGIN_DIR: &str = "/usr/lib/cni";
+
+/// Whether the group network tests named `what` can run: root, the CNI reference plugins,
+/// iptables, and each of `files` (a path and the package that installs it). Under CI a missing
+/// one fails the test, naming it; elsewhere it is skipped.
+pub fn group_network_prerequisites(what: &str, files: &[(&str, &str)]) -> bool {
+    let mut missing = Vec::new();
+    if !nix::unistd::Uid::effective().is_root() {
+        missing.push("root".to_string());
+    }
+    for plugin in ["bridge", "host-local", "loopback", "firewall", "portmap"] {
+        if !Path::new(CNI_PLUGIN_DIR).join(plugin).is_file() {
+            missing.push(format!(
+                "{CNI_PLUGIN_DIR}/{plugin} (apt-get install containernetworking-plugins)"
+            ));
+        }
+    }
+    if Command::new("iptables")
+        .arg("--version")
+        .output()
+        .map(|output| !output.status.success())
+        .unwrap_or(true)
+    {
+        missing.push("iptables (apt-get install iptables)".to_string());
+    }
+    for (path, package) in files {
+        if !Path::new(path).is_file() {
+            missing.push(format!("{path} (apt-get install {package})"));
+        }
+    }
+    if missing.is_empty() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").is_err(),
+        "{what} need {}",
+        missing.join(", ")
+    );
+    eprintln!("skipping: {what} need {}", missing.join(", "));
+    false
+}
