@@ -69,9 +69,13 @@ async function execEchoHi(page) {
   await page.click('#exec-open');
   await page.waitForFunction(() => document.querySelector('#exec-status')?.textContent === 'connected', { polling: 100 });
   await page.waitForSelector('.xterm-rows');
+  // Keys go to the focused element: the terminal takes focus once connected, which on a loaded
+  // machine can come after the first keys, so it is focused here before typing.
+  await page.focus('.xterm-helper-textarea');
+  await page.waitForFunction(() => document.activeElement?.classList.contains('xterm-helper-textarea'), { polling: 100 });
   await page.keyboard.type('echo hi\n');
   await page.waitForFunction(() => (document.querySelector('.xterm-rows')?.innerText ?? '')
-    .split('\n').some((line) => line.trim() === 'hi'), { polling: 100, timeout: 20000 });
+    .split('\n').some((line) => line.trim() === 'hi'), { polling: 100 });
 }
 
 test('a new user sees the running job, runs one from the editor, reads its logs, execs into it and stops it', async (t) => {

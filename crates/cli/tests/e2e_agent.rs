@@ -800,13 +800,26 @@ fn list_indexes_are_zero_until_their_table_is_written_and_block_on_their_own_tab
     assert_eq!(status, 200, "{body}");
     assert!(allocs_index > register_index, "{allocs_index}: {body}");
     assert!(body.contains("\"JobID\":\"idx\""), "{body}");
-    let (_, job_allocs_index, _) = get_indexed(&agent.url("/v1/job/idx/allocations"), None);
-    let (_, all_allocs_index, _) = get_indexed(&agent.url("/v1/allocations"), None);
-    assert_eq!(job_allocs_index, all_allocs_index);
-    let (_, evals_index, _) = get_indexed(&agent.url("/v1/evaluations"), None);
-    let (_, job_evals_index, _) = get_indexed(&agent.url("/v1/job/idx/evaluations"), None);
-    assert!(evals_index >= register_index);
-    assert_eq!(evals_index, job_evals_index);
+    // A job's lists answer their table's index: equal to the whole list's when read between
+    // the same writes (the client's status updates may land between two reads: read again).
+    wait_for(
+        "the job's allocations at the allocations table's index",
+        LIMIT,
+        || {
+            let (_, job_allocs_index, _) = get_indexed(&agent.url("/v1/job/idx/allocations"), None);
+            let (_, all_allocs_index, _) = get_indexed(&agent.url("/v1/allocations"), None);
+            (job_allocs_index == all_allocs_index).then_some(())
+        },
+    );
+    wait_for(
+        "the job's evaluations at the evaluations table's index",
+        LIMIT,
+        || {
+            let (_, evals_index, _) = get_indexed(&agent.url("/v1/evaluations"), None);
+            let (_, job_evals_index, _) = get_indexed(&agent.url("/v1/job/idx/evaluations"), None);
+            (evals_index >= register_index && evals_index == job_evals_index).then_some(())
+        },
+    );
     wait_running(&agent, "idx", 1);
 }
 

@@ -461,6 +461,14 @@ impl ShimEngine {
     }
 }
 
+/// Whether the shim of `handle` still runs: its pid alive, started when the handle says.
+fn shim_runs(handle: &TaskHandle) -> bool {
+    handle
+        .shim
+        .as_ref()
+        .is_some_and(|shim| process_start_time(shim.shim_pid) == Some(shim.shim_start_time))
+}
+
 /// The exit status a shim left in its state dir, if it recorded one.
 pub fn read_exit_status(state_dir: &Path) -> Option<ExitStatus> {
     let bytes = std::fs::read(state_dir.join(EXIT_STATUS_FILE)).ok()?;
@@ -516,8 +524,11 @@ impl Driver for ShimEngine {
                 // The shim died (killed with its agent, or by the kernel): nothing answers for
                 // the task but its cgroup. Its processes are killed there; the exit the shim
                 // recorded, if it did, is the task's. A kill retried against the gone shim held
-                // the allocation (and the replacement waiting for it) for minutes.
-                Err(DriverError::ShimGone { .. }) => {
+                // the allocation (and the replacement waiting for it) for minutes. Its socket
+                // may still refuse or reset a connection: the shim's own process says.
+                Err(error)
+                    if matches!(error, DriverError::ShimGone { .. }) || !shim_runs(handle) =>
+                {
                     let recorded = self.reclaim_task(handle).await?;
                     self.rebalance_shared_cpus(None).await;
                     // Killed by the cgroup's SIGKILL, whatever signal was asked for.
