@@ -1325,21 +1325,8 @@ fn assert_own_index_and_blocking(
 
     let separator = if read.contains('?') { '&' } else { '?' };
     let url = agent.url(&format!("{read}{separator}index={index}&wait=60s"));
-    let token = root.to_owned();
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = sender.send(get_indexed(&url, Some(&token)));
-    });
-    std::thread::sleep(Duration::from_millis(300));
-    write_other();
-    assert!(
-        receiver.recv_timeout(Duration::from_secs(2)).is_err(),
-        "{read}: another object's write answered the blocking query"
-    );
-    write_self();
-    let (status, new_index, body) = receiver
-        .recv_timeout(Duration::from_secs(30))
-        .unwrap_or_else(|_| panic!("{read}: the object's own write did not answer"));
+    let (status, new_index, body) =
+        answered_only_by_its_own_write(&url, root, read, write_other, write_self);
     assert_eq!(status, 200, "{read}: {body}");
     assert!(new_index > index, "{read}: {new_index} <= {index}");
     assert_eq!(
@@ -1740,21 +1727,8 @@ fn assert_list_blocks_on_its_table(
     let (status, index, body) = get_indexed(&agent.url(list), Some(root));
     assert_eq!(status, 200, "{list}: {body}");
     let url = agent.url(&format!("{list}?index={index}&wait=60s"));
-    let token = root.to_owned();
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = sender.send(get_indexed(&url, Some(&token)));
-    });
-    std::thread::sleep(Duration::from_millis(300));
-    write_other();
-    assert!(
-        receiver.recv_timeout(Duration::from_secs(2)).is_err(),
-        "{list}: another table's write answered the blocking query"
-    );
-    write_own();
-    let (status, new_index, body) = receiver
-        .recv_timeout(Duration::from_secs(30))
-        .unwrap_or_else(|_| panic!("{list}: its table's write did not answer"));
+    let (status, new_index, body) =
+        answered_only_by_its_own_write(&url, root, list, write_other, write_own);
     assert_eq!(status, 200, "{list}: {body}");
     assert!(new_index > index, "{list}: {new_index} <= {index}");
 }
@@ -1806,4 +1780,31 @@ fn uuid_like() -> String {
         .chars()
         .filter(char::is_ascii_alphanumeric)
         .collect()
+}
+
+/// Sends the blocking query `url` (named `what`) and checks that `write_other` does not
+/// answer it and `write_own` does; returns the answer.
+fn answered_only_by_its_own_write(
+    url: &str,
+    root: &str,
+    what: &str,
+    write_other: &dyn Fn(),
+    write_own: &dyn Fn(),
+) -> (u16, u64, String) {
+    let url = url.to_owned();
+    let token = root.to_owned();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(get_indexed(&url, Some(&token)));
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    write_other();
+    assert!(
+        receiver.recv_timeout(Duration::from_secs(2)).is_err(),
+        "{what}: another write answered the blocking query"
+    );
+    write_own();
+    receiver
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("{what}: its own write did not answer"))
 }
